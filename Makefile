@@ -1,0 +1,70 @@
+# archive-compaction: common tasks. `make help` lists them.
+SHELL := /bin/bash
+CARGO ?= cargo
+TOOLS_DIR ?= $(CURDIR)/.tools
+export TOOLS_DIR
+# cargo-lambda and zig (scripts/setup-tools.sh lambda), the SAM CLI (scripts/setup-tools.sh sam).
+LAMBDA_BIN := $(TOOLS_DIR)/lambda/bin
+SAM := $(TOOLS_DIR)/sam/bin/sam
+export SAM_CLI_TELEMETRY ?= 0
+# `make build ARCH=x86-64` for an x86_64 bootstrap (the template deploys arm64).
+ARCH ?= arm64
+# `make invoke-local EVENT=events/console-dry-run.json`
+EVENT ?= events/console-now.json
+
+.PHONY: help tools test test-unit test-ministack test-moto test-crash demo lint fmt check \
+	lambda-tools sam-tools build deploy invoke-local validate
+
+help: ## This list.
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
+
+tools: ## Install the local test tools into .tools/ (venvs: moto, ministack, pyarrow, duckdb, cargo-lambda) and mosquitto.
+	@scripts/setup-tools.sh
+
+test: tools ## Everything: unit tests, end-to-end (and the Lambda runtime path) on ministack and on moto, crash tests.
+	$(CARGO) test
+	TEST_S3_SERVER=moto $(CARGO) test --tests
+	$(CARGO) test --features failpoints --test crash
+
+test-unit: ## Unit and doc tests only (no servers).
+	$(CARGO) test --lib --doc
+
+test-ministack: tools ## Integration tests against ministack.
+	TEST_S3_SERVER=ministack $(CARGO) test --tests
+
+test-moto: tools ## Integration tests against moto's server mode.
+	TEST_S3_SERVER=moto $(CARGO) test --tests
+
+test-crash: tools ## Failpoint crash tests and the SIGKILL test.
+	$(CARGO) test --features failpoints --test crash
+
+demo: tools ## Compact a generated archive on a local S3 server and show before/after.
+	@scripts/demo.sh
+
+fmt: ## Format the code.
+	$(CARGO) fmt --all
+
+lint: sam-tools ## rustfmt check, clippy with warnings as errors, sam validate --lint.
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --all-targets -- -D warnings
+	$(SAM) validate --lint --template template.yaml
+
+validate: sam-tools ## sam validate --lint on template.yaml only.
+	$(SAM) validate --lint --template template.yaml
+
+lambda-tools:
+	@scripts/setup-tools.sh lambda
+
+sam-tools:
+	@scripts/setup-tools.sh sam
+
+build: lambda-tools ## The Lambda bootstrap: target/lambda/archive-compaction/bootstrap (arm64; ARCH=x86-64 for x86_64).
+	PATH="$(LAMBDA_BIN):$$PATH" $(CARGO) lambda build --release --$(ARCH) --bin archive-compaction
+	@file target/lambda/archive-compaction/bootstrap 2>/dev/null || ls -l target/lambda/archive-compaction/bootstrap
+
+deploy: lambda-tools sam-tools ## sam build && sam deploy --guided (needs AWS credentials).
+	PATH="$(LAMBDA_BIN):$$PATH" $(SAM) build --template template.yaml
+	$(SAM) deploy --guided
+
+invoke-local: tools lambda-tools ## The function under `cargo lambda watch` on a local S3 archive, invoked with EVENT.
+	@scripts/invoke-local.sh $(EVENT)

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Installs what the tests, the demo and the benchmark need, into .tools/ (idempotent).
+#   .tools/py         moto server, pyarrow, duckdb, boto3, jsonschema, paho-mqtt
+#   .tools/ministack  ministack + cbor2 (it pins its own botocore: a venv of its own)
+#   mosquitto         from Debian (apt), when missing
+#   .tools/lambda     cargo-lambda + zig (PyPI): `make build`, the Lambda runtime test
+#   .tools/sam        AWS SAM CLI (PyPI), only on request: `scripts/setup-tools.sh sam`
+#                     (`make lint` and `make deploy` ask for it)
+#
+#   scripts/setup-tools.sh          the test tools (everything but the SAM CLI)
+#   scripts/setup-tools.sh sam      the SAM CLI only
+#   scripts/setup-tools.sh lambda   cargo-lambda + zig only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TOOLS=${TOOLS_DIR:-$PWD/.tools}
+PY=${PYTHON:-python3}
+mkdir -p "$TOOLS"
+
+CARGO_LAMBDA_VERSION=1.9.2
+ZIG_VERSION=0.17.1
+SAM_VERSION=1.170.0
+
+setup_lambda() {
+  if [ -x "$TOOLS/lambda/bin/cargo-lambda" ] && "$TOOLS/lambda/bin/cargo-lambda" lambda --version 2>/dev/null | grep -q "$CARGO_LAMBDA_VERSION" \
+     && "$TOOLS/lambda/bin/python" -c 'import ziglang' 2>/dev/null; then
+    return
+  fi
+  echo "setup-tools: installing cargo-lambda $CARGO_LAMBDA_VERSION and zig into $TOOLS/lambda" >&2
+  "$PY" -m venv "$TOOLS/lambda"
+  "$TOOLS/lambda/bin/pip" install -q --disable-pip-version-check \
+    "cargo-lambda==$CARGO_LAMBDA_VERSION" "ziglang==$ZIG_VERSION"
+}
+
+setup_sam() {
+  if [ -x "$TOOLS/sam/bin/sam" ] && "$TOOLS/sam/bin/sam" --version 2>/dev/null | grep -q "$SAM_VERSION"; then
+    return
+  fi
+  echo "setup-tools: installing the AWS SAM CLI $SAM_VERSION into $TOOLS/sam" >&2
+  "$PY" -m venv "$TOOLS/sam"
+  "$TOOLS/sam/bin/pip" install -q --disable-pip-version-check "aws-sam-cli==$SAM_VERSION"
+}
+
+case "${1:-}" in
+  sam) setup_sam; echo "setup-tools: SAM CLI ready ($TOOLS/sam/bin/sam)" >&2; exit 0 ;;
+  lambda) setup_lambda; echo "setup-tools: cargo-lambda ready ($TOOLS/lambda/bin)" >&2; exit 0 ;;
+  "") ;;
+  *) echo "usage: $0 [sam|lambda]" >&2; exit 64 ;;
+esac
+
+need_py() { [ -x "$TOOLS/py/bin/python" ] && "$TOOLS/py/bin/python" -c 'import moto, pyarrow, duckdb, boto3, jsonschema, paho.mqtt' 2>/dev/null; }
+if ! need_py; then
+  echo "setup-tools: installing the Python test tools into $TOOLS/py" >&2
+  "$PY" -m venv "$TOOLS/py"
+  "$TOOLS/py/bin/pip" install -q --disable-pip-version-check \
+    'moto[server]==5.2.5' 'pyarrow==26.0.1' 'duckdb==2.0.1' 'boto3==1.44.8' 'jsonschema==4.26.0' 'paho-mqtt==2.2.0'
+fi
+if ! [ -x "$TOOLS/ministack/bin/ministack" ] || ! "$TOOLS/ministack/bin/python" -c 'import cbor2' 2>/dev/null; then
+  echo "setup-tools: installing ministack into $TOOLS/ministack" >&2
+  "$PY" -m venv "$TOOLS/ministack"
+  "$TOOLS/ministack/bin/pip" install -q --disable-pip-version-check 'ministack==1.5.33' 'cbor2==6.3.0'
+fi
+if ! command -v mosquitto >/dev/null 2>&1 && ! [ -x /usr/sbin/mosquitto ]; then
+  echo "setup-tools: installing mosquitto (apt)" >&2
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq mosquitto >/dev/null
+  # The Debian package may start a system broker on 1883; tests use their own ports.
+fi
+setup_lambda
+echo "setup-tools: ready ($TOOLS)" >&2

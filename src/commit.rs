@@ -1,0 +1,351 @@
+//! The commit protocol for one partition, one short function per phase, in
+//! DESIGN.md's order:
+//!
+//! 1. [`read_inputs`]: GET every input, remember the ETag of the version read.
+//! 2. [`prepare`]: merge and encode in memory, checksum, build the [`Manifest`].
+//! 3. [`create_manifest`]: conditional create of the manifest.
+//! 4. [`put_output`]: conditional create of `compacted-{uuid}.parquet` with a
+//!    SHA-256 flexible checksum.
+//! 5. [`verify_output`]: HEAD; size and checksum must equal the manifest's.
+//! 6. [`delete_inputs`]: re-list, then DeleteObjects each input conditional
+//!    on its ETag (a changed input survives as a newer version).
+//! 7. [`delete_manifest`]: once every input is gone or proven newer.
+//!
+//! The walker ([`crate::run`]) then advances the watermark. Between 4 and 6 a
+//! reader may see a row twice; whatever happens, the manifest lets the next
+//! invocation finish or undo the commit ([`crate::recovery`]).
+//!
+//! Failpoints (feature `failpoints`): `commit::before-manifest-create`,
+//! `commit::after-manifest-create`, `commit::after-output-put`,
+//! `commit::after-verify`, `commit::between-delete-batches`,
+//! `commit::after-deletes`, `commit::before-manifest-delete`.
+
+use std::collections::HashMap;
+
+use base64::Engine;
+use bytes::Bytes;
+use chrono::{DateTime, NaiveDate, Utc};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use crate::error::{Error, Result};
+use crate::failpoint;
+use crate::keys::{compacted_key, index_prefix, manifest_key};
+use crate::lease::LeaseGuard;
+use crate::merge::{self, MergeInput, Source};
+use crate::plan::PlannedInput;
+use crate::report::SkippedFile;
+use crate::state::{MANIFEST_VERSION, Manifest, ManifestInput, ManifestOutput};
+use crate::storage::{DeleteFailure, PutMode, S3Store, etag_eq};
+
+/// Confirms the lease (when there is one) before each destructive step.
+#[derive(Debug)]
+pub struct Fence<'a>(pub Option<&'a mut LeaseGuard>);
+
+impl Fence<'_> {
+    /// [`LeaseGuard::confirm`], or nothing without a lease.
+    pub async fn check(&mut self) -> Result<()> {
+        match self.0.as_deref_mut() {
+            Some(l) => l.confirm().await,
+            None => Ok(()),
+        }
+    }
+}
+
+/// Inputs as read.
+#[derive(Debug, Default)]
+pub struct ReadInputs {
+    /// Decoded inputs, in plan order.
+    pub merge_inputs: Vec<MergeInput>,
+    /// The version of each decoded input that was read (key, ETag, size).
+    pub read: Vec<ManifestInput>,
+    /// Inputs left in place: unreadable or unmergeable, with the reason.
+    pub skipped: Vec<SkippedFile>,
+    /// Bytes read.
+    pub bytes_read: u64,
+}
+
+/// Phase 1: reads every input, at most `concurrency` GETs at once, and
+/// decodes it. An input that vanished since the listing is dropped; one that
+/// cannot be decoded is skipped (left in place, reported).
+///
+/// Errors: any other S3 error (after the SDK's retries).
+pub async fn read_inputs(
+    store: &S3Store,
+    date: NaiveDate,
+    inputs: &[PlannedInput],
+    concurrency: usize,
+) -> Result<ReadInputs> {
+    use futures::StreamExt;
+    let mut out = ReadInputs::default();
+    let mut fetched = futures::stream::iter(
+        inputs
+            .iter()
+            .map(|i| async move { (i, store.get_opt(&i.meta.key).await) }),
+    )
+    .buffered(concurrency.max(1));
+    while let Some((input, res)) = fetched.next().await {
+        let Some(f) = res? else {
+            tracing::info!(key = %input.meta.key, "input vanished since the listing; not an input any more");
+            continue;
+        };
+        out.bytes_read += f.body.len() as u64;
+        let size = f.body.len() as u64;
+        match merge::decode(f.body) {
+            Ok(decoded) => {
+                out.merge_inputs.push(MergeInput {
+                    source: input
+                        .flight
+                        .map(Source::PerFlight)
+                        .unwrap_or(Source::Compacted),
+                    last_modified: input.meta.last_modified,
+                    decoded,
+                });
+                out.read.push(ManifestInput {
+                    key: input.meta.key.clone(),
+                    etag: f.etag,
+                    size,
+                });
+            }
+            Err(u) => {
+                tracing::warn!(key = %input.meta.key, column = ?u.column, reason = %u.reason, "input cannot be merged; left in place");
+                out.skipped.push(SkippedFile {
+                    key: input.meta.key.clone(),
+                    date: Some(date),
+                    column: u.column,
+                    reason: u.reason,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A commit ready to be written.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// The manifest to create.
+    pub manifest: Manifest,
+    /// Where the manifest goes.
+    pub manifest_key: String,
+    /// The encoded output (`None` when there are no rows).
+    pub body: Option<Bytes>,
+    /// Rows dropped as older duplicates.
+    pub duplicates_removed: u64,
+    /// Extra columns kept.
+    pub extra_columns: Vec<String>,
+}
+
+/// SHA-256 of `bytes`, base64 (S3's `x-amz-checksum-sha256` encoding).
+pub fn sha256_b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(Sha256::digest(bytes))
+}
+
+/// Phase 2: merges and encodes the output, and builds the manifest.
+///
+/// Errors: [`Error::Encode`] when the merge or the Parquet encoder fails.
+pub fn prepare(
+    date: NaiveDate,
+    read: &ReadInputs,
+    row_group_rows: usize,
+    now: DateTime<Utc>,
+    invocation_id: &str,
+) -> Result<Prepared> {
+    let merged =
+        merge::merge(&read.merge_inputs).map_err(|reason| Error::Encode { date, reason })?;
+    let job_id = Uuid::now_v7();
+    let (output, body) = match &merged.batch {
+        None => (None, None),
+        Some(batch) => {
+            let bytes =
+                merge::encode(std::slice::from_ref(batch), row_group_rows).map_err(|e| {
+                    Error::Encode {
+                        date,
+                        reason: e.to_string(),
+                    }
+                })?;
+            let out = ManifestOutput {
+                key: compacted_key(date, Uuid::now_v7()),
+                size: bytes.len() as u64,
+                sha256: sha256_b64(&bytes),
+                rows: batch.num_rows() as u64,
+            };
+            (Some(out), Some(Bytes::from(bytes)))
+        }
+    };
+    let manifest = Manifest {
+        schema_version: MANIFEST_VERSION,
+        job_id,
+        date,
+        output,
+        inputs: read.read.clone(),
+        created_at: now,
+        invocation_id: invocation_id.to_string(),
+    };
+    Ok(Prepared {
+        manifest_key: manifest_key(date, job_id),
+        manifest,
+        body,
+        duplicates_removed: merged.duplicates_removed,
+        extra_columns: merged.extra_columns,
+    })
+}
+
+/// Phase 3: creates the manifest (`If-None-Match: *`).
+pub async fn create_manifest(store: &S3Store, key: &str, manifest: &Manifest) -> Result<()> {
+    failpoint!("commit::before-manifest-create");
+    let body = serde_json::to_vec_pretty(manifest).expect("manifest serialises");
+    store.put(key, body.into(), PutMode::Create, None).await?;
+    failpoint!("commit::after-manifest-create");
+    Ok(())
+}
+
+/// Phase 4: writes the output under its fresh key (`If-None-Match: *`, so an
+/// existing object is never overwritten), with its SHA-256 checksum.
+pub async fn put_output(
+    store: &S3Store,
+    fence: &mut Fence<'_>,
+    output: &ManifestOutput,
+    body: Bytes,
+) -> Result<()> {
+    fence.check().await?;
+    store
+        .put(&output.key, body, PutMode::Create, Some(&output.sha256))
+        .await?;
+    failpoint!("commit::after-output-put");
+    Ok(())
+}
+
+/// Result of [`check_output`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutputCheck {
+    /// Size and checksum match the manifest.
+    Verified,
+    /// The output does not exist.
+    Missing,
+    /// It exists but differs (the reason says how); its ETag is given.
+    Differs(String, String),
+}
+
+/// HEADs the output and compares size and SHA-256 with the manifest. When
+/// the server keeps no checksum, the object is read back and hashed.
+pub async fn check_output(store: &S3Store, output: &ManifestOutput) -> Result<OutputCheck> {
+    let Some(head) = store.head(&output.key).await? else {
+        return Ok(OutputCheck::Missing);
+    };
+    if head.size != output.size {
+        return Ok(OutputCheck::Differs(
+            format!("size {} != manifest {}", head.size, output.size),
+            head.etag,
+        ));
+    }
+    let sum = match head.checksum_sha256 {
+        Some(s) if !s.contains('-') => s,
+        _ => match store.get_opt(&output.key).await? {
+            None => return Ok(OutputCheck::Missing),
+            Some(f) => sha256_b64(&f.body),
+        },
+    };
+    if sum != output.sha256 {
+        return Ok(OutputCheck::Differs(
+            format!("sha256 {sum} != manifest {}", output.sha256),
+            head.etag,
+        ));
+    }
+    Ok(OutputCheck::Verified)
+}
+
+/// Phase 5: the output must be there with the manifest's size and checksum.
+///
+/// Errors: [`Error::VerifyFailed`] otherwise.
+pub async fn verify_output(store: &S3Store, output: &ManifestOutput) -> Result<()> {
+    match check_output(store, output).await? {
+        OutputCheck::Verified => {}
+        OutputCheck::Missing => {
+            return Err(Error::VerifyFailed {
+                bucket: store.bucket().into(),
+                key: output.key.clone(),
+                reason: "not found after PUT".into(),
+            });
+        }
+        OutputCheck::Differs(reason, _) => {
+            return Err(Error::VerifyFailed {
+                bucket: store.bucket().into(),
+                key: output.key.clone(),
+                reason,
+            });
+        }
+    }
+    failpoint!("commit::after-verify");
+    Ok(())
+}
+
+/// What [`delete_inputs`] did.
+#[derive(Debug, Default, Clone)]
+pub struct DeleteOutcome {
+    /// Inputs deleted now (or already gone).
+    pub deleted: u64,
+    /// Inputs that changed since they were read: a newer version survives.
+    pub kept_newer: Vec<String>,
+    /// Inputs that could not be deleted (AccessDenied, ...): the manifest stays.
+    pub failed: Vec<DeleteFailure>,
+}
+
+/// Phase 6: deletes the manifest's inputs, each only in the version read.
+///
+/// The partition is re-listed first and any key whose ETag changed is kept
+/// (for servers that ignore the ETag in DeleteObjects); the rest goes to
+/// DeleteObjects with each key's ETag (S3 refuses to delete a changed one).
+pub async fn delete_inputs(
+    store: &S3Store,
+    fence: &mut Fence<'_>,
+    manifest: &Manifest,
+) -> Result<DeleteOutcome> {
+    let listed: HashMap<String, String> = store
+        .list(&index_prefix(manifest.date))
+        .await?
+        .into_iter()
+        .map(|o| (o.key, o.etag))
+        .collect();
+    let mut outcome = DeleteOutcome::default();
+    let mut to_delete = Vec::new();
+    for input in &manifest.inputs {
+        match listed.get(&input.key) {
+            None => outcome.deleted += 1,
+            Some(etag) if !etag_eq(etag, &input.etag) => {
+                tracing::info!(key = %input.key, "input changed since it was read; the newer version is kept");
+                outcome.kept_newer.push(input.key.clone());
+            }
+            Some(_) => to_delete.push((input.key.clone(), input.etag.clone())),
+        }
+    }
+    fence.check().await?;
+    let failures = store
+        .delete_batch(&to_delete, async || {
+            failpoint!("commit::between-delete-batches");
+            fence.check().await
+        })
+        .await?;
+    for f in failures {
+        if f.is_newer_version() {
+            outcome.kept_newer.push(f.key);
+        } else {
+            tracing::error!(key = %f.key, code = %f.code, message = %f.message, "input could not be deleted");
+            outcome.failed.push(f);
+        }
+    }
+    outcome.deleted += (to_delete.len() - outcome.failed.len()) as u64
+        - outcome
+            .kept_newer
+            .iter()
+            .filter(|k| to_delete.iter().any(|(d, _)| d == *k))
+            .count() as u64;
+    failpoint!("commit::after-deletes");
+    Ok(outcome)
+}
+
+/// Phase 7: deletes the manifest.
+pub async fn delete_manifest(store: &S3Store, key: &str) -> Result<()> {
+    failpoint!("commit::before-manifest-delete");
+    store.delete(key, None).await
+}

@@ -1,0 +1,352 @@
+//! Settings, parsed from environment variables into a typed [`Config`].
+//!
+//! [`Config::from_map`] takes any string map, so tests never touch the process
+//! environment; [`Config::from_env`] is the thin wrapper `main` uses. Every
+//! error names the variable and what it expects. The AWS SDK reads its own
+//! variables (`AWS_REGION`, credentials, `AWS_ENDPOINT_URL`, ...) itself.
+//!
+//! ```
+//! use std::collections::HashMap;
+//! use archive_compaction::config::Config;
+//! let env = HashMap::from([("S3_BUCKET".to_string(), "archive".to_string())]);
+//! let c = Config::from_map(&env).unwrap();
+//! assert_eq!(c.lag_days, 2);
+//! assert!(Config::from_map(&HashMap::new()).is_err());
+//! ```
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use chrono::NaiveDate;
+
+use crate::error::{Error, Result};
+
+/// One row of the settings table: name, default, meaning. Used by `--help`
+/// and kept in sync with the README's configuration table.
+pub const SETTINGS: &[(&str, &str, &str)] = &[
+    (
+        "S3_BUCKET",
+        "(required)",
+        "bucket holding flights/, index/ and _compaction_state/",
+    ),
+    (
+        "LAG_DAYS",
+        "2",
+        "cutoff = UTC date of the invocation time minus this many days",
+    ),
+    (
+        "START_DATE",
+        "(unset)",
+        "YYYY-MM-DD to start at when there is no watermark (else the earliest index/ partition)",
+    ),
+    (
+        "LOG_LEVEL",
+        "info",
+        "tracing filter: error, warn, info, debug, trace or a full EnvFilter directive",
+    ),
+    (
+        "S3_FORCE_PATH_STYLE",
+        "false",
+        "true for S3-compatible servers that need path-style addressing",
+    ),
+    (
+        "LEASE_SECONDS",
+        "960",
+        "length of the lease in seconds; keep it above the Lambda timeout (900 s)",
+    ),
+    (
+        "READ_CONCURRENCY",
+        "64",
+        "index files fetched at once (GetObject requests in flight)",
+    ),
+    (
+        "ROW_GROUP_ROWS",
+        "131072",
+        "rows per Parquet row group in compacted files",
+    ),
+    (
+        "DEADLINE_MARGIN_SECONDS",
+        "60",
+        "stop starting new dates when less time than this (or twice the slowest day so far) remains",
+    ),
+    ("METRICS_ENABLED", "true", "publish CloudWatch metrics"),
+    (
+        "METRICS_NAMESPACE",
+        "SkyFollower/ArchiveCompaction",
+        "CloudWatch namespace",
+    ),
+    (
+        "MQTT_HOST",
+        "(unset)",
+        "MQTT broker host; MQTT reporting is off when unset",
+    ),
+    ("MQTT_PORT", "1883", "MQTT broker port (8883 turns TLS on)"),
+    ("MQTT_USERNAME", "(unset)", "MQTT user name"),
+    ("MQTT_PASSWORD", "(unset)", "MQTT password"),
+    ("MQTT_TLS", "true on port 8883", "use TLS (rustls) for MQTT"),
+    (
+        "MQTT_CA_FILE",
+        "(system roots)",
+        "PEM file of CA certificates for MQTT TLS",
+    ),
+    (
+        "MQTT_TOPIC_ROOT",
+        "SkyFollower/archive-compaction",
+        "topic root; values go to {root}/statistic/{name}",
+    ),
+    (
+        "MQTT_TIMEOUT_SECONDS",
+        "5",
+        "bound on connect + publish + disconnect",
+    ),
+];
+
+/// MQTT reporting settings (present only when `MQTT_HOST` is set).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MqttConfig {
+    /// Broker host name or address (`MQTT_HOST`).
+    pub host: String,
+    /// Broker port (`MQTT_PORT`, default 1883).
+    pub port: u16,
+    /// User name (`MQTT_USERNAME`).
+    pub username: Option<String>,
+    /// Password (`MQTT_PASSWORD`).
+    pub password: Option<String>,
+    /// TLS on (`MQTT_TLS`, default true when the port is 8883).
+    pub tls: bool,
+    /// PEM CA bundle (`MQTT_CA_FILE`); system roots when unset.
+    pub ca_file: Option<String>,
+    /// Topic root (`MQTT_TOPIC_ROOT`).
+    pub topic_root: String,
+    /// Bound on the whole publish (`MQTT_TIMEOUT_SECONDS`, default 5 s).
+    pub timeout: Duration,
+}
+
+/// All settings of a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Bucket name (`S3_BUCKET`).
+    pub bucket: String,
+    /// Days between the invocation date and the cutoff (`LAG_DAYS`, default 2).
+    pub lag_days: u32,
+    /// First date to consider when there is no watermark (`START_DATE`).
+    pub start_date: Option<NaiveDate>,
+    /// Tracing filter (`LOG_LEVEL`, default `info`).
+    pub log_level: String,
+    /// Path-style S3 addressing (`S3_FORCE_PATH_STYLE`, default false).
+    pub force_path_style: bool,
+    /// Lease length (`LEASE_SECONDS`, default 960 s: above Lambda's 900 s maximum timeout).
+    pub lease: Duration,
+    /// GetObject requests in flight at once (`READ_CONCURRENCY`, default 64).
+    pub read_concurrency: usize,
+    /// Rows per row group in outputs (`ROW_GROUP_ROWS`, default 131,072).
+    pub row_group_rows: usize,
+    /// Minimum time left before starting another date (`DEADLINE_MARGIN_SECONDS`, default 60 s).
+    pub deadline_margin: Duration,
+    /// Publish CloudWatch metrics (`METRICS_ENABLED`, default true).
+    pub metrics_enabled: bool,
+    /// CloudWatch namespace (`METRICS_NAMESPACE`).
+    pub metrics_namespace: String,
+    /// MQTT reporting, when `MQTT_HOST` is set.
+    pub mqtt: Option<MqttConfig>,
+}
+
+fn bad(name: &str, reason: impl Into<String>) -> Error {
+    Error::Config {
+        name: name.to_string(),
+        reason: reason.into(),
+    }
+}
+
+fn get<'a>(env: &'a HashMap<String, String>, name: &str) -> Option<&'a str> {
+    env.get(name).map(|s| s.trim()).filter(|s| !s.is_empty())
+}
+
+fn parse_num<T: std::str::FromStr>(
+    env: &HashMap<String, String>,
+    name: &str,
+    default: T,
+    what: &str,
+) -> Result<T> {
+    match get(env, name) {
+        None => Ok(default),
+        Some(v) => v
+            .parse()
+            .map_err(|_| bad(name, format!("expected {what}, got {v:?}"))),
+    }
+}
+
+fn parse_bool(env: &HashMap<String, String>, name: &str, default: bool) -> Result<bool> {
+    match get(env, name).map(|v| v.to_ascii_lowercase()) {
+        None => Ok(default),
+        Some(v) => match v.as_str() {
+            "true" | "1" | "yes" | "on" => Ok(true),
+            "false" | "0" | "no" | "off" => Ok(false),
+            _ => Err(bad(name, format!("expected true or false, got {v:?}"))),
+        },
+    }
+}
+
+/// Parses a `YYYY-MM-DD` date for the setting `name`.
+pub fn parse_date(name: &str, v: &str) -> Result<NaiveDate> {
+    NaiveDate::parse_from_str(v.trim(), "%Y-%m-%d")
+        .map_err(|_| bad(name, format!("expected a date YYYY-MM-DD, got {v:?}")))
+}
+
+impl Config {
+    /// Parses settings from a map of environment variables.
+    ///
+    /// Errors: [`Error::Config`] naming the first variable that is missing
+    /// (`S3_BUCKET`) or malformed.
+    pub fn from_map(env: &HashMap<String, String>) -> Result<Config> {
+        let bucket = get(env, "S3_BUCKET")
+            .ok_or_else(|| bad("S3_BUCKET", "required: the name of the archive bucket"))?
+            .to_string();
+        let lag_days: u32 = parse_num(env, "LAG_DAYS", 2, "a whole number of days (0 or more)")?;
+        if lag_days > 3650 {
+            return Err(bad(
+                "LAG_DAYS",
+                format!("{lag_days} days is more than ten years"),
+            ));
+        }
+        let start_date = get(env, "START_DATE")
+            .map(|v| parse_date("START_DATE", v))
+            .transpose()?;
+        let lease_secs: u64 = parse_num(env, "LEASE_SECONDS", 960, "a whole number of seconds")?;
+        if lease_secs == 0 {
+            return Err(bad("LEASE_SECONDS", "must be at least 1 second"));
+        }
+        let read_concurrency: usize =
+            parse_num(env, "READ_CONCURRENCY", 64, "a whole number from 1 to 1024")?;
+        if !(1..=1024).contains(&read_concurrency) {
+            return Err(bad("READ_CONCURRENCY", "must be from 1 to 1024"));
+        }
+        let row_group_rows: usize =
+            parse_num(env, "ROW_GROUP_ROWS", 131_072, "a whole number of rows")?;
+        if row_group_rows == 0 {
+            return Err(bad("ROW_GROUP_ROWS", "must be at least 1"));
+        }
+        let margin: u64 = parse_num(
+            env,
+            "DEADLINE_MARGIN_SECONDS",
+            60,
+            "a whole number of seconds",
+        )?;
+        let mqtt = match get(env, "MQTT_HOST") {
+            None => None,
+            Some(host) => {
+                let port: u16 = parse_num(env, "MQTT_PORT", 1883, "a TCP port")?;
+                let timeout: f64 =
+                    parse_num(env, "MQTT_TIMEOUT_SECONDS", 5.0, "a number of seconds")?;
+                if !(timeout > 0.0 && timeout <= 300.0) {
+                    return Err(bad(
+                        "MQTT_TIMEOUT_SECONDS",
+                        "must be above 0 and at most 300",
+                    ));
+                }
+                Some(MqttConfig {
+                    host: host.to_string(),
+                    port,
+                    username: get(env, "MQTT_USERNAME").map(str::to_string),
+                    password: env.get("MQTT_PASSWORD").filter(|p| !p.is_empty()).cloned(),
+                    tls: parse_bool(env, "MQTT_TLS", port == 8883)?,
+                    ca_file: get(env, "MQTT_CA_FILE").map(str::to_string),
+                    topic_root: get(env, "MQTT_TOPIC_ROOT")
+                        .unwrap_or("SkyFollower/archive-compaction")
+                        .trim_end_matches('/')
+                        .to_string(),
+                    timeout: Duration::from_secs_f64(timeout),
+                })
+            }
+        };
+        Ok(Config {
+            bucket,
+            lag_days,
+            start_date,
+            log_level: get(env, "LOG_LEVEL").unwrap_or("info").to_string(),
+            force_path_style: parse_bool(env, "S3_FORCE_PATH_STYLE", false)?,
+            lease: Duration::from_secs(lease_secs),
+            read_concurrency,
+            row_group_rows,
+            deadline_margin: Duration::from_secs(margin),
+            metrics_enabled: parse_bool(env, "METRICS_ENABLED", true)?,
+            metrics_namespace: get(env, "METRICS_NAMESPACE")
+                .unwrap_or("SkyFollower/ArchiveCompaction")
+                .to_string(),
+            mqtt,
+        })
+    }
+
+    /// Parses settings from the process environment (see [`Config::from_map`]).
+    pub fn from_env() -> Result<Config> {
+        Config::from_map(&std::env::vars().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults() {
+        let c = Config::from_map(&env(&[("S3_BUCKET", "b")])).unwrap();
+        assert_eq!(c.lag_days, 2);
+        assert_eq!(c.start_date, None);
+        assert_eq!(c.log_level, "info");
+        assert!(!c.force_path_style);
+        assert_eq!(c.lease, Duration::from_secs(960));
+        assert!(c.metrics_enabled);
+        assert!(c.mqtt.is_none());
+    }
+
+    #[test]
+    fn errors_name_the_variable() {
+        for (pairs, name) in [
+            (vec![], "S3_BUCKET"),
+            (vec![("S3_BUCKET", "b"), ("LAG_DAYS", "-1")], "LAG_DAYS"),
+            (
+                vec![("S3_BUCKET", "b"), ("START_DATE", "2026-13-01")],
+                "START_DATE",
+            ),
+            (
+                vec![("S3_BUCKET", "b"), ("S3_FORCE_PATH_STYLE", "maybe")],
+                "S3_FORCE_PATH_STYLE",
+            ),
+            (
+                vec![("S3_BUCKET", "b"), ("MQTT_HOST", "h"), ("MQTT_PORT", "x")],
+                "MQTT_PORT",
+            ),
+            (
+                vec![("S3_BUCKET", "b"), ("READ_CONCURRENCY", "0")],
+                "READ_CONCURRENCY",
+            ),
+        ] {
+            let e = Config::from_map(&env(&pairs)).unwrap_err();
+            assert!(
+                matches!(&e, Error::Config { name: n, .. } if n == name),
+                "{e}"
+            );
+            assert!(e.to_string().contains(name));
+        }
+    }
+
+    #[test]
+    fn mqtt_tls_follows_port() {
+        let c = Config::from_map(&env(&[
+            ("S3_BUCKET", "b"),
+            ("MQTT_HOST", "h"),
+            ("MQTT_PORT", "8883"),
+        ]))
+        .unwrap();
+        let m = c.mqtt.unwrap();
+        assert!(m.tls);
+        assert_eq!(m.topic_root, "SkyFollower/archive-compaction");
+    }
+}

@@ -1,0 +1,138 @@
+//! The crate's one error type.
+//!
+//! Every variant carries the key, date or setting involved and is classified
+//! by [`Error::is_transient`]: transient errors (throttling, 5xx, timeouts)
+//! are worth retrying on the next invocation, the others need an operator.
+//! The Lambda handler maps the run outcome, not these errors, to its error
+//! type; these errors end up as text in [`crate::report::RunReport::errors`].
+
+use chrono::NaiveDate;
+
+/// Result alias used throughout the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in a run, with the context needed to act on it.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A setting (environment variable or CLI flag) is missing or malformed.
+    #[error("setting {name}: {reason}")]
+    Config {
+        /// The environment variable or flag, e.g. `LAG_DAYS`.
+        name: String,
+        /// What is wrong and what is expected.
+        reason: String,
+    },
+
+    /// An S3 call failed after the SDK's retries.
+    #[error("S3 {op} s3://{bucket}/{key}: {code}: {message}")]
+    S3 {
+        /// The S3 operation, e.g. `GetObject`.
+        op: &'static str,
+        /// The bucket.
+        bucket: String,
+        /// The key or prefix involved.
+        key: String,
+        /// The S3 error code (`AccessDenied`, `SlowDown`, ...) or `dispatch`/`timeout`.
+        code: String,
+        /// The server's message.
+        message: String,
+        /// Whether retrying later may succeed (throttling, 5xx, timeouts).
+        transient: bool,
+    },
+
+    /// A conditional write or delete lost: the object changed (or appeared)
+    /// since it was read. Nothing was overwritten.
+    #[error(
+        "conditional {op} on s3://{bucket}/{key} failed: the object changed since it was read (another writer?)"
+    )]
+    PreconditionFailed {
+        /// The S3 operation.
+        op: &'static str,
+        /// The bucket.
+        bucket: String,
+        /// The key.
+        key: String,
+    },
+
+    /// A state file (`_compaction_state/...`) exists but cannot be parsed.
+    #[error(
+        "state file s3://{bucket}/{key} is not valid: {reason}; fix or remove it by hand (it is never overwritten on a guess)"
+    )]
+    BadState {
+        /// The bucket.
+        bucket: String,
+        /// The key of the state file.
+        key: String,
+        /// The parse error.
+        reason: String,
+    },
+
+    /// Another invocation holds the lease.
+    #[error(
+        "lease s3://{bucket}/{key} is held by {holder} until {expires_at}; this invocation does nothing"
+    )]
+    LeaseHeld {
+        /// The bucket.
+        bucket: String,
+        /// The lease key.
+        key: String,
+        /// The holder's id.
+        holder: String,
+        /// When the lease expires (RFC 3339, UTC).
+        expires_at: String,
+    },
+
+    /// This invocation lost its lease (it expired and another run took it):
+    /// it stops before its next destructive step.
+    #[error(
+        "lease s3://{bucket}/{key} was lost (taken over or deleted); stopped before a destructive step"
+    )]
+    LeaseLost {
+        /// The bucket.
+        bucket: String,
+        /// The lease key.
+        key: String,
+    },
+
+    /// The compacted output, read back with HeadObject, is not what was written.
+    #[error("verification of s3://{bucket}/{key} failed: {reason}")]
+    VerifyFailed {
+        /// The bucket.
+        bucket: String,
+        /// The output key.
+        key: String,
+        /// Expected vs found size or checksum.
+        reason: String,
+    },
+
+    /// Encoding the compacted Parquet output failed.
+    #[error("writing the compacted file for {date}: {reason}")]
+    Encode {
+        /// The partition date.
+        date: NaiveDate,
+        /// The encoder's error.
+        reason: String,
+    },
+
+    /// A failpoint injected this error (tests only).
+    #[error("failpoint {0} fired")]
+    Failpoint(String),
+}
+
+impl Error {
+    /// True when the same call may succeed later without anyone changing anything.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Error::S3 {
+                transient: true,
+                ..
+            }
+        )
+    }
+
+    /// True when the error is S3's `NoSuchKey`/`NotFound` (404).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::S3 { code, .. } if code == "NoSuchKey" || code == "NotFound")
+    }
+}

@@ -1,0 +1,225 @@
+//! Bucket layout: how keys are built and classified.
+//!
+//! Pure functions over key strings, no I/O. The layout is the archive
+//! writer's (see DESIGN.md, "Bucket layout"):
+//!
+//! ```text
+//! flights/{YYYY}/{MM}/{DD}/{icao_hex}_{ident}_{uuid}.json.gz
+//! flights/{YYYY}/{MM}/{DD}/{uuid}.json.gz
+//! index/year={YYYY}/month={MM}/day={DD}/{uuid}.parquet
+//! index/year={YYYY}/month={MM}/day={DD}/compacted-{id}.parquet
+//! _compaction_state/...
+//! ```
+//!
+//! ```
+//! use archive_compaction::keys::{classify_index_key, IndexKey, flight_uuid};
+//! let k = "index/year=2026/month=07/day=20/019f7d73-f820-702f-b905-8c81d0944996.parquet";
+//! assert!(matches!(classify_index_key(k), IndexKey::PerFlight(_)));
+//! let f = "flights/2026/07/20/498893_UAL7368_019f7d73-f820-702f-b905-8c81d0944996.json.gz";
+//! assert_eq!(flight_uuid(f).unwrap().to_string(), "019f7d73-f820-702f-b905-8c81d0944996");
+//! ```
+
+use chrono::{Datelike, NaiveDate};
+use uuid::Uuid;
+
+/// Prefix of the flight objects (the source of truth).
+pub const FLIGHTS_ROOT: &str = "flights/";
+/// Prefix of the Parquet index partitions.
+pub const INDEX_ROOT: &str = "index/";
+/// Prefix of this job's state files.
+pub const STATE_ROOT: &str = "_compaction_state/";
+/// The watermark file, shared with the Python job.
+pub const WATERMARK_KEY: &str = "_compaction_state/watermark.json";
+/// The lease file.
+pub const LOCK_KEY: &str = "_compaction_state/lock.json";
+/// Prefix of the in-flight commit manifests.
+pub const MANIFESTS_ROOT: &str = "_compaction_state/manifests/";
+/// Where unreadable manifests are moved aside.
+pub const QUARANTINE_ROOT: &str = "_compaction_state/quarantine/";
+/// File name prefix of this job's outputs.
+pub const COMPACTED_PREFIX: &str = "compacted-";
+
+/// `flights/YYYY/MM/DD/` for a date.
+pub fn flights_prefix(date: NaiveDate) -> String {
+    format!(
+        "{FLIGHTS_ROOT}{:04}/{:02}/{:02}/",
+        date.year(),
+        date.month(),
+        date.day()
+    )
+}
+
+/// `index/year=YYYY/month=MM/day=DD/` for a date (Glue partition projection layout).
+pub fn index_prefix(date: NaiveDate) -> String {
+    format!(
+        "{INDEX_ROOT}year={:04}/month={:02}/day={:02}/",
+        date.year(),
+        date.month(),
+        date.day()
+    )
+}
+
+/// A fresh output key `index/.../compacted-{uuid v7}.parquet` for a date.
+///
+/// UUIDv7 ids are unique per call, so two runs never name their outputs alike
+/// (outputs named to the second overwrote each other in other compactors).
+pub fn compacted_key(date: NaiveDate, id: Uuid) -> String {
+    format!("{}{COMPACTED_PREFIX}{id}.parquet", index_prefix(date))
+}
+
+/// `_compaction_state/manifests/YYYY-MM-DD/{job_id}.json`.
+pub fn manifest_key(date: NaiveDate, job_id: Uuid) -> String {
+    format!("{MANIFESTS_ROOT}{date}/{job_id}.json")
+}
+
+/// The date of a manifest key (`_compaction_state/manifests/{date}/...`), if well formed.
+pub fn manifest_date(key: &str) -> Option<NaiveDate> {
+    let rest = key.strip_prefix(MANIFESTS_ROOT)?;
+    let (date, _) = rest.split_once('/')?;
+    NaiveDate::parse_from_str(date, "%Y-%m-%d").ok()
+}
+
+/// What an object under an index partition is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IndexKey {
+    /// `{uuid}.parquet`: one flight's index row, written by the archive writer.
+    PerFlight(Uuid),
+    /// `compacted-*.parquet`: an output of this job.
+    Compacted,
+    /// Anything else (`_SUCCESS`, `*.json`, directory markers, `.hidden`,
+    /// nested prefixes): never read, merged, deleted or counted.
+    Foreign(&'static str),
+}
+
+/// Classifies a key found under an index partition prefix.
+///
+/// Only the last path segment counts, and only if it sits directly in a
+/// `day=DD/` partition; zero-byte objects are handled by the caller (they are
+/// foreign whatever their name).
+pub fn classify_index_key(key: &str) -> IndexKey {
+    if key.ends_with('/') {
+        return IndexKey::Foreign("directory marker");
+    }
+    let Some((dir, name)) = key.rsplit_once('/') else {
+        return IndexKey::Foreign("not in a partition");
+    };
+    if !dir
+        .rsplit('/')
+        .next()
+        .is_some_and(|d| d.starts_with("day="))
+    {
+        return IndexKey::Foreign("not directly in a day= partition");
+    }
+    if name.starts_with('_') || name.starts_with('.') {
+        return IndexKey::Foreign("hidden name (starts with _ or .)");
+    }
+    let Some(stem) = name.strip_suffix(".parquet") else {
+        return IndexKey::Foreign("not a .parquet file");
+    };
+    if stem.starts_with(COMPACTED_PREFIX) {
+        return IndexKey::Compacted;
+    }
+    match Uuid::parse_str(stem) {
+        Ok(u) if stem.len() == 36 => IndexKey::PerFlight(u),
+        _ => IndexKey::Foreign("not named {uuid}.parquet"),
+    }
+}
+
+/// The flight uuid of a flight object key or of an `s3_key` value.
+///
+/// Accepts `.../{icao_hex}_{ident}_{uuid}.json.gz` and `.../{uuid}.json.gz`
+/// (the uuid is the last `_`-separated part of the file name). Returns `None`
+/// for anything else (directory markers, other files).
+pub fn flight_uuid(key: &str) -> Option<Uuid> {
+    let name = key.rsplit('/').next()?;
+    let stem = name.strip_suffix(".json.gz")?;
+    let last = stem.rsplit('_').next()?;
+    if last.len() != 36 {
+        return None;
+    }
+    Uuid::parse_str(last).ok()
+}
+
+/// The date of an `index/year=YYYY/month=MM/day=DD/` prefix, if well formed.
+pub fn index_partition_date(prefix: &str) -> Option<NaiveDate> {
+    let rest = prefix.strip_prefix(INDEX_ROOT)?;
+    let mut parts = rest.split('/');
+    let y = parts.next()?.strip_prefix("year=")?.parse().ok()?;
+    let m = parts.next()?.strip_prefix("month=")?.parse().ok()?;
+    let d = parts.next()?.strip_prefix("day=")?.parse().ok()?;
+    NaiveDate::from_ymd_opt(y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const U: &str = "019f7d73-f820-702f-b905-8c81d0944996";
+
+    #[test]
+    fn prefixes() {
+        let d = NaiveDate::from_ymd_opt(2026, 7, 5).unwrap();
+        assert_eq!(flights_prefix(d), "flights/2026/07/05/");
+        assert_eq!(index_prefix(d), "index/year=2026/month=07/day=05/");
+        assert_eq!(index_partition_date(&index_prefix(d)), Some(d));
+        assert_eq!(
+            index_partition_date("index/year=2026/month=13/day=01/"),
+            None
+        );
+        let m = manifest_key(d, Uuid::parse_str(U).unwrap());
+        assert_eq!(manifest_date(&m), Some(d));
+    }
+
+    #[test]
+    fn index_keys() {
+        let p = "index/year=2026/month=07/day=20/";
+        assert_eq!(
+            classify_index_key(&format!("{p}{U}.parquet")),
+            IndexKey::PerFlight(Uuid::parse_str(U).unwrap())
+        );
+        assert_eq!(
+            classify_index_key(&format!("{p}compacted-{U}.parquet")),
+            IndexKey::Compacted
+        );
+        for foreign in [
+            "_SUCCESS",
+            "x.json",
+            ".tmp.parquet",
+            "_x.parquet",
+            "abc.parquet",
+            "",
+        ] {
+            assert!(
+                matches!(
+                    classify_index_key(&format!("{p}{foreign}")),
+                    IndexKey::Foreign(_)
+                ),
+                "{foreign}"
+            );
+        }
+        assert!(matches!(classify_index_key(p), IndexKey::Foreign(_)));
+        assert!(matches!(
+            classify_index_key(&format!("{p}sub/{U}.parquet")),
+            IndexKey::Foreign(_)
+        ));
+    }
+
+    #[test]
+    fn flight_keys() {
+        let u = Uuid::parse_str(U).unwrap();
+        assert_eq!(
+            flight_uuid(&format!("flights/2026/07/20/498893_UAL7368_{U}.json.gz")),
+            Some(u)
+        );
+        assert_eq!(
+            flight_uuid(&format!("flights/2026/07/20/{U}.json.gz")),
+            Some(u)
+        );
+        assert_eq!(
+            flight_uuid(&format!("flights/2026/07/20/A_B_C_{U}.json.gz")),
+            Some(u)
+        );
+        assert_eq!(flight_uuid("flights/2026/07/20/"), None);
+        assert_eq!(flight_uuid(&format!("flights/2026/07/20/{U}.json")), None);
+    }
+}

@@ -1,0 +1,42 @@
+//! archive-compaction: compacts a flight archive's per-flight Parquet index
+//! files in S3 into one `compacted-*.parquet` per day, crash-safely.
+//!
+//! Read `DESIGN.md` (shared) for the contract. The crate is layered:
+//!
+//! - [`config`]: typed settings from environment variables.
+//! - [`keys`]: bucket layout, pure.
+//! - [`plan`]: pure planning (cutoff, walk start, partition listing, parity, day plan).
+//! - [`merge`]: decode, conform to the target schema, dedupe, encode.
+//! - [`storage`]: the one S3 seam (list, get, head, conditional put/delete).
+//! - [`state`], [`lease`]: state files with conditional writes.
+//! - [`commit`], [`recovery`]: the commit protocol and the recovery table.
+//! - [`run`]: the driver producing one [`report::RunReport`].
+//! - [`app`]: clients built once, the Lambda handler and the CLI's shared entry point.
+#![warn(missing_docs)]
+
+pub mod app;
+pub mod commit;
+pub mod config;
+pub mod error;
+pub mod keys;
+pub mod lease;
+pub mod merge;
+pub mod plan;
+pub mod recovery;
+pub mod report;
+pub mod reporting;
+pub mod run;
+pub mod state;
+pub mod storage;
+
+/// A named failpoint (the `fail` crate): compiled in only with the
+/// `failpoints` feature. Configured `return` it makes the enclosing function
+/// return [`error::Error::Failpoint`]; `panic` panics there (a crash).
+#[macro_export]
+macro_rules! failpoint {
+    ($name:expr) => {
+        fail::fail_point!($name, |_| Err($crate::error::Error::Failpoint(
+            $name.to_string()
+        )))
+    };
+}

@@ -1,0 +1,292 @@
+//! Pure planning: what to do with a listing. No I/O, no clock.
+//!
+//! - [`cutoff`] and [`walk_start`]: which dates a run walks.
+//! - [`classify_partition`]: sorts an index partition listing into per-flight
+//!   files, compacted files and foreign objects.
+//! - [`missing_flights`]: the parity gate.
+//! - [`plan_day`]: the [`DayPlan`] for one date, with its reason.
+//!
+//! ```
+//! use archive_compaction::plan::{plan_day, classify_partition, DayAction};
+//! use chrono::NaiveDate;
+//! let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+//! let plan = plan_day(date, &classify_partition(vec![]), &Default::default());
+//! assert!(matches!(plan.action, DayAction::Skip { .. }));
+//! ```
+
+use std::collections::{BTreeSet, HashSet};
+use std::fmt;
+
+use chrono::{DateTime, Days, NaiveDate, Utc};
+use uuid::Uuid;
+
+use crate::keys::{IndexKey, classify_index_key, flight_uuid};
+use crate::storage::ObjectMeta;
+
+/// Cutoff date: the UTC date of `now` minus `lag_days` days.
+pub fn cutoff(now: DateTime<Utc>, lag_days: u32) -> NaiveDate {
+    now.date_naive() - Days::new(lag_days as u64)
+}
+
+/// First date to walk: the day after the watermark; without a watermark,
+/// `start_date` if set, else the earliest index partition; `None` when there
+/// is nothing to start from.
+pub fn walk_start(
+    watermark: Option<NaiveDate>,
+    start_date: Option<NaiveDate>,
+    earliest_partition: Option<NaiveDate>,
+) -> Option<NaiveDate> {
+    match watermark {
+        Some(w) => w.succ_opt(),
+        None => start_date.or(earliest_partition),
+    }
+}
+
+/// An index partition listing, sorted out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PartitionListing {
+    /// `{uuid}.parquet` files with their uuid, in key order.
+    pub per_flight: Vec<(Uuid, ObjectMeta)>,
+    /// `compacted-*.parquet` files, in key order.
+    pub compacted: Vec<ObjectMeta>,
+    /// Everything else, with why it is foreign. Never touched.
+    pub foreign: Vec<(ObjectMeta, &'static str)>,
+}
+
+impl PartitionListing {
+    /// Uuids of the per-flight files.
+    pub fn per_flight_uuids(&self) -> BTreeSet<Uuid> {
+        self.per_flight.iter().map(|(u, _)| *u).collect()
+    }
+}
+
+/// Sorts the objects of one index partition. Zero-byte objects are foreign
+/// whatever their name (directory markers, failed uploads).
+pub fn classify_partition(objects: Vec<ObjectMeta>) -> PartitionListing {
+    let mut out = PartitionListing::default();
+    for o in objects {
+        if o.size == 0 {
+            out.foreign.push((o, "zero-byte object"));
+            continue;
+        }
+        match classify_index_key(&o.key) {
+            IndexKey::PerFlight(u) => out.per_flight.push((u, o)),
+            IndexKey::Compacted => out.compacted.push(o),
+            IndexKey::Foreign(why) => out.foreign.push((o, why)),
+        }
+    }
+    out
+}
+
+/// Flight uuids of a `flights/YYYY/MM/DD/` listing (both key formats;
+/// anything else is ignored).
+pub fn flight_uuids(objects: &[ObjectMeta]) -> BTreeSet<Uuid> {
+    objects.iter().filter_map(|o| flight_uuid(&o.key)).collect()
+}
+
+/// The parity gate: flights that have no index row, sorted. Index rows
+/// without a flight do not block.
+pub fn missing_flights(flights: &BTreeSet<Uuid>, indexed: &BTreeSet<Uuid>) -> Vec<Uuid> {
+    flights.difference(indexed).copied().collect()
+}
+
+/// One input of a day's compaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedInput {
+    /// The object as listed.
+    pub meta: ObjectMeta,
+    /// `Some(uuid)` for a per-flight file, `None` for a compacted file being folded in.
+    pub flight: Option<Uuid>,
+}
+
+/// What to do with one date.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DayAction {
+    /// Merge these inputs into one new compacted file and retire them.
+    Compact {
+        /// Inputs in key order (compacted files first, then per-flight files).
+        inputs: Vec<PlannedInput>,
+    },
+    /// Nothing to write; the watermark may move past the date.
+    Skip,
+}
+
+/// The plan for one date, with the reason it prints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DayPlan {
+    /// The date.
+    pub date: NaiveDate,
+    /// What to do.
+    pub action: DayAction,
+    /// Why, in words.
+    pub reason: String,
+    /// Per-flight files left out because a live manifest claims them.
+    pub claimed: usize,
+}
+
+impl fmt::Display for DayPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.action {
+            DayAction::Compact { inputs } => write!(
+                f,
+                "{}: compact {} files ({})",
+                self.date,
+                inputs.len(),
+                self.reason
+            ),
+            DayAction::Skip => write!(f, "{}: skip ({})", self.date, self.reason),
+        }
+    }
+}
+
+/// Plans one date from its sorted listing. `claimed` are keys a live
+/// manifest holds; they are never inputs.
+///
+/// Rules: per-flight files are merged; if the partition already has
+/// compacted files, they are folded into the new one (one compacted file per
+/// day, duplicates resolved by the merge); two or more compacted files and no
+/// per-flight file are merged too; otherwise there is nothing to do.
+pub fn plan_day(date: NaiveDate, listing: &PartitionListing, claimed: &HashSet<String>) -> DayPlan {
+    let per_flight: Vec<PlannedInput> = listing
+        .per_flight
+        .iter()
+        .filter(|(_, m)| !claimed.contains(&m.key))
+        .map(|(u, m)| PlannedInput {
+            meta: m.clone(),
+            flight: Some(*u),
+        })
+        .collect();
+    let claimed_n = listing.per_flight.len() - per_flight.len();
+    let compacted: Vec<PlannedInput> = listing
+        .compacted
+        .iter()
+        .filter(|m| !claimed.contains(&m.key))
+        .map(|m| PlannedInput {
+            meta: m.clone(),
+            flight: None,
+        })
+        .collect();
+    let (action, reason) = if per_flight.is_empty() && compacted.len() < 2 {
+        let why = match compacted.len() {
+            0 => "no per-flight index files".to_string(),
+            _ => "already one compacted file and no per-flight files".to_string(),
+        };
+        (DayAction::Skip, why)
+    } else {
+        let why = match (per_flight.len(), compacted.len()) {
+            (n, 0) => format!("{n} per-flight files"),
+            (0, c) => format!("{c} compacted files to merge into one"),
+            (n, c) => format!("{n} per-flight files folded into {c} existing compacted file(s)"),
+        };
+        let mut inputs = compacted;
+        inputs.extend(per_flight);
+        (DayAction::Compact { inputs }, why)
+    };
+    DayPlan {
+        date,
+        action,
+        reason,
+        claimed: claimed_n,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(key: &str, size: u64) -> ObjectMeta {
+        ObjectMeta {
+            key: key.into(),
+            etag: "\"e\"".into(),
+            size,
+            last_modified: DateTime::UNIX_EPOCH,
+        }
+    }
+    fn d(s: &str) -> NaiveDate {
+        NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap()
+    }
+    const P: &str = "index/year=2026/month=07/day=20/";
+    const U1: &str = "019f7d73-f820-702f-b905-8c81d0944996";
+    const U2: &str = "019f7dc0-c448-7e25-b944-852039292d22";
+
+    #[test]
+    fn cutoff_is_utc_date_minus_lag() {
+        let now = DateTime::parse_from_rfc3339("2026-07-22T00:30:00+02:00")
+            .unwrap()
+            .to_utc();
+        assert_eq!(cutoff(now, 2), d("2026-07-19"));
+        assert_eq!(cutoff(now, 0), d("2026-07-21"));
+    }
+
+    #[test]
+    fn walk_start_rules() {
+        assert_eq!(
+            walk_start(Some(d("2026-07-19")), Some(d("2020-01-01")), None),
+            Some(d("2026-07-20"))
+        );
+        assert_eq!(
+            walk_start(None, Some(d("2026-01-01")), Some(d("2025-01-01"))),
+            Some(d("2026-01-01"))
+        );
+        assert_eq!(
+            walk_start(None, None, Some(d("2025-01-01"))),
+            Some(d("2025-01-01"))
+        );
+        assert_eq!(walk_start(None, None, None), None);
+    }
+
+    #[test]
+    fn classify_sorts_foreign_and_zero_byte() {
+        let l = classify_partition(vec![
+            meta(&format!("{P}{U1}.parquet"), 10),
+            meta(&format!("{P}{U2}.parquet"), 0),
+            meta(&format!("{P}compacted-x.parquet"), 10),
+            meta(&format!("{P}_SUCCESS"), 10),
+            meta(P, 0),
+        ]);
+        assert_eq!(l.per_flight.len(), 1);
+        assert_eq!(l.compacted.len(), 1);
+        assert_eq!(l.foreign.len(), 3);
+    }
+
+    #[test]
+    fn parity_reports_missing_only() {
+        let u1 = Uuid::parse_str(U1).unwrap();
+        let u2 = Uuid::parse_str(U2).unwrap();
+        let flights = flight_uuids(&[
+            meta(&format!("flights/2026/07/20/A_B_{U1}.json.gz"), 1),
+            meta(&format!("flights/2026/07/20/{U2}.json.gz"), 1),
+            meta("flights/2026/07/20/notes.txt", 1),
+        ]);
+        assert_eq!(flights.len(), 2);
+        assert_eq!(missing_flights(&flights, &BTreeSet::from([u1])), vec![u2]);
+        assert!(missing_flights(&BTreeSet::from([u1]), &BTreeSet::from([u1, u2])).is_empty());
+    }
+
+    #[test]
+    fn plan_table() {
+        let date = d("2026-07-20");
+        let pf = |u: &str| meta(&format!("{P}{u}.parquet"), 10);
+        let cf = |n: &str| meta(&format!("{P}compacted-{n}.parquet"), 10);
+        let none = HashSet::new();
+        // (objects, claimed, expected input count or None for Skip)
+        let cases: Vec<(Vec<ObjectMeta>, HashSet<String>, Option<usize>)> = vec![
+            (vec![], none.clone(), None),
+            (vec![cf("a")], none.clone(), None),
+            (vec![pf(U1), pf(U2)], none.clone(), Some(2)),
+            (vec![cf("a"), pf(U1)], none.clone(), Some(2)),
+            (vec![cf("a"), cf("b")], none.clone(), Some(2)),
+            (vec![pf(U1), pf(U2)], HashSet::from([pf(U1).key]), Some(1)),
+            (vec![pf(U1)], HashSet::from([pf(U1).key]), None),
+        ];
+        for (objects, claimed, expected) in cases {
+            let plan = plan_day(date, &classify_partition(objects.clone()), &claimed);
+            match (&plan.action, expected) {
+                (DayAction::Skip, None) => {}
+                (DayAction::Compact { inputs }, Some(n)) => assert_eq!(inputs.len(), n, "{plan}"),
+                _ => panic!("unexpected plan {plan} for {objects:?}"),
+            }
+            assert!(!plan.to_string().is_empty());
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! [`RunReport`]: the one value that describes a run.
+//!
+//! The same value is the Lambda response (Success) or the error message
+//! (Mismatch, Failure), the CLI's JSON on stdout, and the source of every
+//! CloudWatch metric and MQTT topic. Its JSON Schema is
+//! `specs/run-report.schema.json`.
+
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Outcome of a run: exit code 0, 2, 1 respectively.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Status {
+    /// Everything up to the cutoff (or the deadline) is compacted.
+    #[default]
+    Success,
+    /// The walk stopped at a date whose parity failed (flights without index rows).
+    Mismatch,
+    /// Something failed; see `errors`.
+    Failure,
+}
+
+impl Status {
+    /// The CLI exit code: 0 Success, 2 Mismatch, 1 Failure.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Status::Success => 0,
+            Status::Mismatch => 2,
+            Status::Failure => 1,
+        }
+    }
+
+    /// `Success`, `Mismatch` or `Failure`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Success => "Success",
+            Status::Mismatch => "Mismatch",
+            Status::Failure => "Failure",
+        }
+    }
+}
+
+/// Why the walk over dates stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// Every date up to the cutoff is compacted.
+    #[default]
+    ReachedCutoff,
+    /// The watermark is already at (or past) the cutoff.
+    NothingToDo,
+    /// No watermark, no `START_DATE` and no `index/` partition: nothing to start from.
+    NoPartitions,
+    /// Parity failed on `mismatch_date`.
+    Mismatch,
+    /// Less time was left than the deadline margin; the next run continues.
+    Deadline,
+    /// Another invocation holds the lease; this one did nothing.
+    LeaseHeld,
+    /// A date is blocked by a stuck or quarantined manifest.
+    BlockedByManifest,
+    /// An error stopped the run.
+    Error,
+}
+
+/// A file that was left in place, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkippedFile {
+    /// The key.
+    pub key: String,
+    /// The partition date.
+    pub date: Option<NaiveDate>,
+    /// The column involved, if any.
+    pub column: Option<String>,
+    /// Why it was skipped (foreign object, unreadable Parquet, lossy type...).
+    pub reason: String,
+}
+
+/// What happened to one date.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct DayReport {
+    /// The partition date (UTC).
+    pub date: NaiveDate,
+    /// What was done: `compacted`, `nothing_to_compact`, `mismatch`, `failed`, `planned` (dry run).
+    pub action: String,
+    /// Why, in words.
+    pub reason: String,
+    /// Flight objects under `flights/` for the date.
+    pub flights: u64,
+    /// Input files read (per-flight plus folded compacted files).
+    pub files_read: u64,
+    /// Input files deleted after the output was verified.
+    pub files_deleted: u64,
+    /// Input files that could not be deleted (see `errors`).
+    pub files_delete_failed: u64,
+    /// Inputs kept because they changed after they were read (newer version).
+    pub files_kept_newer: u64,
+    /// Rows in the output.
+    pub rows_written: u64,
+    /// Rows dropped as older duplicates of the same flight.
+    pub duplicates_removed: u64,
+    /// The output key, when one was written.
+    pub output_key: Option<String>,
+    /// Output size in bytes.
+    pub bytes_written: u64,
+    /// Bytes of input read.
+    pub bytes_read: u64,
+    /// Wall time spent on the date, in seconds.
+    pub seconds: f64,
+}
+
+/// A manifest found at the start of the run and what recovery did with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoveredManifest {
+    /// The manifest key.
+    pub key: String,
+    /// Its date (from the key), if readable.
+    pub date: Option<NaiveDate>,
+    /// `output_missing`, `output_mismatch`, `completed`, `quarantined`, `stuck`.
+    pub action: String,
+    /// Details.
+    pub detail: String,
+}
+
+/// Everything a run did, field by field (the Python job's fields first).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct RunReport {
+    /// Per-flight (and folded compacted) files merged and deleted in this run.
+    pub files_compacted: u64,
+    /// Input files whose delete failed (they are still there; the manifest is kept).
+    pub files_delete_failed: u64,
+    /// Dates compacted (or found empty) and moved past by the watermark in this run.
+    pub days_compacted: u64,
+    /// The watermark after the run (`None` when nothing was ever compacted).
+    pub last_compacted_date: Option<NaiveDate>,
+    /// The date parity failed on, if any.
+    pub mismatch_date: Option<NaiveDate>,
+    /// How many flights of `mismatch_date` have no index row.
+    pub mismatch_uuid_count: u64,
+    /// Those flights' uuids, sorted.
+    pub mismatch_uuids: Vec<String>,
+    /// Consecutive invocations blocked on the same mismatch date.
+    pub mismatch_runs: u32,
+    /// The invocation time (UTC; the EventBridge event's `time` or `--now`).
+    pub last_run_at: DateTime<Utc>,
+    /// `Success`, `Mismatch` or `Failure`.
+    pub last_run_status: Status,
+    /// Invocation id (Lambda request id or a fresh UUIDv7 for the CLI).
+    pub invocation_id: String,
+    /// The bucket.
+    pub bucket: String,
+    /// Cutoff date: UTC date of `last_run_at` minus `LAG_DAYS`.
+    pub cutoff: Option<NaiveDate>,
+    /// The watermark before the run.
+    pub watermark_before: Option<NaiveDate>,
+    /// Watermark lag behind the cutoff after the run, in days.
+    pub watermark_lag_days: Option<i64>,
+    /// Why the walk stopped.
+    pub stop_reason: StopReason,
+    /// True for `--dry-run`: nothing was written or deleted.
+    pub dry_run: bool,
+    /// Rows written to compacted files.
+    pub rows_written: u64,
+    /// Bytes written to compacted files.
+    pub bytes_written: u64,
+    /// Older duplicate rows dropped.
+    pub duplicates_removed: u64,
+    /// Manifests resolved by recovery at the start.
+    pub manifests_recovered: u64,
+    /// What recovery did, manifest by manifest.
+    pub recovered: Vec<RecoveredManifest>,
+    /// Per-date detail, in walk order.
+    pub days: Vec<DayReport>,
+    /// Files left in place with the reason (foreign objects are not listed, only counted).
+    pub skipped_files: Vec<SkippedFile>,
+    /// Foreign objects seen under walked partitions (never touched).
+    pub foreign_objects: u64,
+    /// Errors, each with the key/date/setting involved.
+    pub errors: Vec<String>,
+    /// Reporting failures (MQTT, CloudWatch); they never change the status.
+    pub report_errors: Vec<String>,
+    /// Wall time of the run, in seconds.
+    pub duration_seconds: f64,
+}
+
+impl RunReport {
+    /// The status as a value (same as `last_run_status`).
+    pub fn status(&self) -> Status {
+        self.last_run_status
+    }
+
+    /// Records an error and marks the run failed.
+    pub fn fail(&mut self, error: impl std::fmt::Display) {
+        let msg = error.to_string();
+        tracing::error!(error = %msg, "run failed");
+        self.errors.push(msg);
+        self.last_run_status = Status::Failure;
+    }
+
+    /// Number of files skipped (left in place) for a reason.
+    pub fn files_skipped(&self) -> u64 {
+        self.skipped_files.len() as u64
+    }
+}

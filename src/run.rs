@@ -1,0 +1,520 @@
+//! The driver: lease, recover, walk dates, commit each, advance the
+//! watermark, and produce the [`RunReport`]. It only orchestrates; decisions
+//! are in [`crate::plan`], I/O phases in [`crate::commit`] and
+//! [`crate::recovery`].
+//!
+//! Time is injected: `now` (the EventBridge event's `time` or `--now`) fixes
+//! the cutoff, and `deadline` (the Lambda deadline or `--max-duration`) stops
+//! the walk before a new date is started too late.
+
+use std::collections::{BTreeSet, HashSet};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, NaiveDate, Utc};
+use uuid::Uuid;
+
+use crate::commit::{self, Fence};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::keys::{INDEX_ROOT, flights_prefix, index_partition_date, index_prefix};
+use crate::lease::LeaseGuard;
+use crate::merge::{self, Source};
+use crate::plan::{self, DayAction, DayPlan};
+use crate::recovery;
+use crate::report::{DayReport, RunReport, SkippedFile, Status, StopReason};
+use crate::state::WatermarkState;
+use crate::storage::S3Store;
+
+/// How many times a date is re-planned in one run when inputs changed while
+/// it was being compacted (their newer versions are folded in at once).
+const MAX_PASSES_PER_DATE: usize = 3;
+
+/// Per-invocation options.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// The invocation time (UTC): the event's `time` or `--now`.
+    pub now: DateTime<Utc>,
+    /// Lambda request id, or a fresh UUIDv7 on the CLI.
+    pub invocation_id: String,
+    /// The EventBridge event id (or another id that is equal on redelivery),
+    /// so that `mismatch_runs` does not count a redelivered event twice.
+    pub event_id: Option<String>,
+    /// Stop starting new dates when too little time is left before this.
+    pub deadline: Option<Instant>,
+    /// List, plan and check parity only; write and delete nothing.
+    pub dry_run: bool,
+    /// Compact only this date, whatever the watermark says (never moves it back).
+    pub only_date: Option<NaiveDate>,
+}
+
+impl RunOptions {
+    /// Options for a run at `now` with a fresh invocation id.
+    pub fn at(now: DateTime<Utc>) -> RunOptions {
+        RunOptions {
+            now,
+            invocation_id: Uuid::now_v7().to_string(),
+            event_id: None,
+            deadline: None,
+            dry_run: false,
+            only_date: None,
+        }
+    }
+}
+
+enum DayOutcome {
+    Done(DayReport),
+    Mismatch(DayReport, Vec<Uuid>),
+}
+
+/// Runs one invocation. Never returns an error: every failure is recorded in
+/// the report (`last_run_status: Failure`, `errors`).
+pub async fn run(store: &S3Store, config: &Config, opts: &RunOptions) -> RunReport {
+    let started = Instant::now();
+    let cutoff = plan::cutoff(opts.now, config.lag_days);
+    let mut report = RunReport {
+        last_run_at: opts.now,
+        invocation_id: opts.invocation_id.clone(),
+        bucket: store.bucket().to_string(),
+        cutoff: Some(cutoff),
+        dry_run: opts.dry_run,
+        ..RunReport::default()
+    };
+    tracing::info!(bucket = store.bucket(), %cutoff, now = %opts.now, dry_run = opts.dry_run, invocation_id = %opts.invocation_id, "run starting");
+    let mut lease = None;
+    if !opts.dry_run {
+        match LeaseGuard::acquire(store, &opts.invocation_id, config.lease).await {
+            Ok(l) => lease = Some(l),
+            Err(e @ Error::LeaseHeld { .. }) => {
+                tracing::warn!(error = %e, "another invocation holds the lease; doing nothing");
+                report.stop_reason = StopReason::LeaseHeld;
+                if let Ok(wm) = WatermarkState::read(store).await {
+                    fill_watermark_fields(&mut report, &wm, cutoff);
+                    report.watermark_before = wm.watermark.last_compacted_date;
+                }
+                report.errors.push(e.to_string());
+                report.duration_seconds = started.elapsed().as_secs_f64();
+                return report;
+            }
+            Err(e) => {
+                report.stop_reason = StopReason::Error;
+                report.fail(e);
+                report.duration_seconds = started.elapsed().as_secs_f64();
+                return report;
+            }
+        }
+    }
+    let result = walk(store, config, opts, &mut report, &mut Fence(lease.as_mut())).await;
+    if let Err(e) = result {
+        report.stop_reason = StopReason::Error;
+        report.fail(e);
+    }
+    if let Some(l) = lease {
+        if let Err(e) = l.release().await {
+            tracing::warn!(error = %e, "could not release the lease; it lapses on its own");
+        }
+    }
+    report.duration_seconds = started.elapsed().as_secs_f64();
+    tracing::info!(
+        status = report.last_run_status.as_str(),
+        stop_reason = ?report.stop_reason,
+        days = report.days_compacted,
+        files = report.files_compacted,
+        rows = report.rows_written,
+        watermark = ?report.last_compacted_date,
+        seconds = report.duration_seconds,
+        "run finished"
+    );
+    report
+}
+
+fn fill_watermark_fields(report: &mut RunReport, wm: &WatermarkState, cutoff: NaiveDate) {
+    report.last_compacted_date = wm.watermark.last_compacted_date;
+    report.mismatch_runs = wm.watermark.mismatch_runs;
+    report.watermark_lag_days = Some(match wm.watermark.last_compacted_date {
+        Some(w) => (cutoff - w).num_days().max(0),
+        None => 0,
+    });
+}
+
+async fn walk(
+    store: &S3Store,
+    config: &Config,
+    opts: &RunOptions,
+    report: &mut RunReport,
+    fence: &mut Fence<'_>,
+) -> Result<()> {
+    let cutoff = report.cutoff.expect("cutoff set");
+    let mut wm = WatermarkState::read(store).await?;
+    report.watermark_before = wm.watermark.last_compacted_date;
+    fill_watermark_fields(report, &wm, cutoff);
+
+    let recovery = if opts.dry_run {
+        recovery::Recovery::default()
+    } else {
+        let r = recovery::recover(store, fence).await?;
+        report.manifests_recovered = r
+            .recovered
+            .iter()
+            .filter(|m| m.action != "quarantined" || m.detail.starts_with("unreadable"))
+            .count() as u64;
+        report.files_compacted += r.files_deleted;
+        report.files_delete_failed += r.files_delete_failed;
+        report.recovered = r.recovered.clone();
+        r
+    };
+
+    let dates: Vec<NaiveDate> = match opts.only_date {
+        Some(d) => vec![d],
+        None => {
+            let earliest =
+                if wm.watermark.last_compacted_date.is_none() && config.start_date.is_none() {
+                    earliest_partition(store).await?
+                } else {
+                    None
+                };
+            match plan::walk_start(
+                wm.watermark.last_compacted_date,
+                config.start_date,
+                earliest,
+            ) {
+                None => {
+                    report.stop_reason = StopReason::NoPartitions;
+                    tracing::info!(
+                        "no watermark, no START_DATE and no index/ partition: nothing to do"
+                    );
+                    return Ok(());
+                }
+                Some(start) if start > cutoff => {
+                    report.stop_reason = StopReason::NothingToDo;
+                    tracing::info!(%start, %cutoff, "watermark is at the cutoff: nothing to do");
+                    clear_mismatch_if_passed(store, &mut wm, report, opts, cutoff).await?;
+                    return Ok(());
+                }
+                Some(start) => start.iter_days().take_while(|d| *d <= cutoff).collect(),
+            }
+        }
+    };
+    tracing::info!(first = %dates[0], last = %dates[dates.len() - 1], count = dates.len(), "walking dates");
+
+    let mut slowest = Duration::ZERO;
+    report.stop_reason = StopReason::ReachedCutoff;
+    for date in dates {
+        if let Some(deadline) = opts.deadline {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let needed = config.deadline_margin.max(slowest * 2);
+            if left < needed {
+                tracing::warn!(%date, left_s = left.as_secs_f64(), needed_s = needed.as_secs_f64(), "deadline near: not starting another date; the next run continues");
+                report.stop_reason = StopReason::Deadline;
+                break;
+            }
+        }
+        if let Some(why) = recovery.blocked.get(&date) {
+            report.stop_reason = StopReason::BlockedByManifest;
+            report.fail(format!("{date} is blocked: {why}"));
+            break;
+        }
+        let t0 = Instant::now();
+        let outcome =
+            process_day(store, config, opts, report, fence, date, &recovery.claimed).await;
+        slowest = slowest.max(t0.elapsed());
+        match outcome {
+            Err(e) => {
+                report.days.push(DayReport {
+                    date,
+                    action: "failed".into(),
+                    reason: e.to_string(),
+                    seconds: t0.elapsed().as_secs_f64(),
+                    ..Default::default()
+                });
+                return Err(e);
+            }
+            Ok(DayOutcome::Mismatch(day, missing)) => {
+                report.days.push(day);
+                record_mismatch(store, &mut wm, report, opts, fence, date, missing).await?;
+                return Ok(());
+            }
+            Ok(DayOutcome::Done(day)) => {
+                report.days.push(day);
+                if opts.dry_run {
+                    continue;
+                }
+                if opts.only_date.is_none() {
+                    fence.check().await?;
+                    wm.watermark.last_compacted_date = Some(date);
+                    if wm.watermark.mismatch_date.is_some_and(|m| m <= date) {
+                        wm.watermark.mismatch_date = None;
+                        wm.watermark.mismatch_runs = 0;
+                        wm.watermark.mismatch_event_id = None;
+                    }
+                    crate::failpoint!("run::before-watermark-write");
+                    wm.write(store, opts.now).await?;
+                    report.days_compacted += 1;
+                    fill_watermark_fields(report, &wm, cutoff);
+                }
+            }
+        }
+    }
+    if report.stop_reason == StopReason::ReachedCutoff {
+        clear_mismatch_if_passed(store, &mut wm, report, opts, cutoff).await?;
+    }
+    Ok(())
+}
+
+async fn clear_mismatch_if_passed(
+    store: &S3Store,
+    wm: &mut WatermarkState,
+    report: &mut RunReport,
+    opts: &RunOptions,
+    cutoff: NaiveDate,
+) -> Result<()> {
+    if opts.dry_run || opts.only_date.is_some() {
+        return Ok(());
+    }
+    if wm.watermark.mismatch_date.is_some() || wm.watermark.mismatch_runs != 0 {
+        wm.watermark.mismatch_date = None;
+        wm.watermark.mismatch_runs = 0;
+        wm.watermark.mismatch_event_id = None;
+        wm.write(store, opts.now).await?;
+    }
+    fill_watermark_fields(report, wm, cutoff);
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn record_mismatch(
+    store: &S3Store,
+    wm: &mut WatermarkState,
+    report: &mut RunReport,
+    opts: &RunOptions,
+    fence: &mut Fence<'_>,
+    date: NaiveDate,
+    missing: Vec<Uuid>,
+) -> Result<()> {
+    report.last_run_status = Status::Mismatch;
+    report.stop_reason = StopReason::Mismatch;
+    report.mismatch_date = Some(date);
+    report.mismatch_uuid_count = missing.len() as u64;
+    report.mismatch_uuids = missing.iter().map(Uuid::to_string).collect();
+    tracing::warn!(%date, missing = missing.len(), first = %missing[0], "parity mismatch: flights without index rows; the walk stops here");
+    let w = &mut wm.watermark;
+    let event = opts
+        .event_id
+        .clone()
+        .unwrap_or_else(|| opts.invocation_id.clone());
+    if w.mismatch_date == Some(date) {
+        if w.mismatch_event_id.as_deref() != Some(event.as_str()) {
+            w.mismatch_runs += 1;
+        }
+    } else {
+        w.mismatch_date = Some(date);
+        w.mismatch_runs = 1;
+    }
+    w.mismatch_event_id = Some(event);
+    report.mismatch_runs = w.mismatch_runs;
+    if !opts.dry_run && opts.only_date.is_none() {
+        fence.check().await?;
+        wm.write(store, opts.now).await?;
+    }
+    Ok(())
+}
+
+/// The earliest `index/year=/month=/day=/` partition, by delimiter listings.
+pub async fn earliest_partition(store: &S3Store) -> Result<Option<NaiveDate>> {
+    let mut best: Option<NaiveDate> = None;
+    let mut years = store.list_prefixes(INDEX_ROOT).await?;
+    years.sort();
+    for y in years
+        .iter()
+        .filter(|p| p[INDEX_ROOT.len()..].starts_with("year="))
+    {
+        let mut months = store.list_prefixes(y).await?;
+        months.sort();
+        for m in &months {
+            let days = store.list_prefixes(m).await?;
+            best = days
+                .iter()
+                .filter_map(|d| index_partition_date(d))
+                .chain(best)
+                .min();
+            if best.is_some() {
+                return Ok(best);
+            }
+        }
+    }
+    Ok(best)
+}
+
+async fn process_day(
+    store: &S3Store,
+    config: &Config,
+    opts: &RunOptions,
+    report: &mut RunReport,
+    fence: &mut Fence<'_>,
+    date: NaiveDate,
+    claimed: &HashSet<String>,
+) -> Result<DayOutcome> {
+    let t0 = Instant::now();
+    let mut day = DayReport {
+        date,
+        ..Default::default()
+    };
+    for pass in 0..MAX_PASSES_PER_DATE {
+        let (fp, ip) = (flights_prefix(date), index_prefix(date));
+        let (flights, index) = tokio::try_join!(store.list(&fp), store.list(&ip))?;
+        let listing = plan::classify_partition(index);
+        let flight_set = plan::flight_uuids(&flights);
+        day.flights = flight_set.len() as u64;
+        if pass == 0 {
+            report.foreign_objects += listing.foreign.len() as u64;
+            for (o, why) in &listing.foreign {
+                tracing::debug!(key = %o.key, reason = why, "foreign object under index/: left alone");
+            }
+            // Parity gate: per-flight file names first; compacted files are
+            // read only when those do not cover every flight.
+            let mut indexed: BTreeSet<Uuid> = listing.per_flight_uuids();
+            let mut missing = plan::missing_flights(&flight_set, &indexed);
+            if !missing.is_empty() && !listing.compacted.is_empty() {
+                for c in &listing.compacted {
+                    let f = store.get(&c.key).await?;
+                    match merge::flight_uuids_in(f.body) {
+                        Ok(us) => indexed.extend(us),
+                        Err(u) => report.skipped_files.push(SkippedFile {
+                            key: c.key.clone(),
+                            date: Some(date),
+                            column: u.column,
+                            reason: format!(
+                                "compacted file unreadable for the parity check: {}",
+                                u.reason
+                            ),
+                        }),
+                    }
+                }
+                missing = plan::missing_flights(&flight_set, &indexed);
+            }
+            if !missing.is_empty() {
+                day.action = "mismatch".into();
+                day.reason = format!("{} flight(s) without an index row", missing.len());
+                day.seconds = t0.elapsed().as_secs_f64();
+                return Ok(DayOutcome::Mismatch(day, missing));
+            }
+        }
+        let plan = plan::plan_day(date, &listing, claimed);
+        tracing::info!(pass, "{plan}");
+        let DayAction::Compact { inputs } = &plan.action else {
+            if pass == 0 {
+                day.action = "nothing_to_compact".into();
+                day.reason = plan.reason.clone();
+            }
+            break;
+        };
+        if opts.dry_run {
+            day.action = "planned".into();
+            day.reason = plan.reason.clone();
+            day.files_read = inputs.len() as u64;
+            day.bytes_read = inputs.iter().map(|i| i.meta.size).sum();
+            break;
+        }
+        let kept_newer =
+            commit_day(store, config, opts, report, fence, &plan, inputs, &mut day).await?;
+        if kept_newer == 0 {
+            break;
+        }
+        tracing::info!(%date, kept_newer, "inputs changed during the commit; folding their newer versions in");
+    }
+    day.seconds = t0.elapsed().as_secs_f64();
+    tracing::info!(
+        %date,
+        action = %day.action,
+        files = day.files_read,
+        rows = day.rows_written,
+        bytes = day.bytes_written,
+        seconds = day.seconds,
+        "date done"
+    );
+    Ok(DayOutcome::Done(day))
+}
+
+/// Runs the commit protocol for one planned date; returns how many inputs
+/// were kept because they changed meanwhile.
+#[allow(clippy::too_many_arguments)]
+async fn commit_day(
+    store: &S3Store,
+    config: &Config,
+    opts: &RunOptions,
+    report: &mut RunReport,
+    fence: &mut Fence<'_>,
+    plan: &DayPlan,
+    inputs: &[plan::PlannedInput],
+    day: &mut DayReport,
+) -> Result<usize> {
+    let date = plan.date;
+    let read = commit::read_inputs(store, date, inputs, config.read_concurrency).await?;
+    day.bytes_read += read.bytes_read;
+    report.skipped_files.extend(read.skipped.iter().cloned());
+    let per_flight_read = read
+        .merge_inputs
+        .iter()
+        .filter(|i| matches!(i.source, Source::PerFlight(_)))
+        .count();
+    if per_flight_read == 0 && read.merge_inputs.len() < 2 {
+        day.action = if day.action.is_empty() {
+            "nothing_to_compact".into()
+        } else {
+            day.action.clone()
+        };
+        day.reason = "no readable per-flight files".into();
+        return Ok(0);
+    }
+    let prepared = commit::prepare(
+        date,
+        &read,
+        config.row_group_rows,
+        opts.now,
+        &opts.invocation_id,
+    )?;
+    if !prepared.extra_columns.is_empty() {
+        tracing::warn!(%date, columns = ?prepared.extra_columns, "inputs carry columns the target schema does not know; kept after the known ones");
+    }
+    let m = &prepared.manifest;
+    commit::create_manifest(store, &prepared.manifest_key, m).await?;
+    if let (Some(output), Some(body)) = (&m.output, prepared.body.clone()) {
+        commit::put_output(store, fence, output, body).await?;
+        commit::verify_output(store, output).await?;
+    }
+    let deleted = commit::delete_inputs(store, fence, m).await?;
+    day.files_read += m.inputs.len() as u64;
+    day.files_deleted += deleted.deleted;
+    day.files_kept_newer += deleted.kept_newer.len() as u64;
+    day.duplicates_removed += prepared.duplicates_removed;
+    day.action = "compacted".into();
+    day.reason = plan.reason.clone();
+    if let Some(o) = &m.output {
+        day.output_key = Some(o.key.clone());
+        day.rows_written = o.rows;
+        day.bytes_written = o.size;
+        report.rows_written += o.rows;
+        report.bytes_written += o.size;
+    }
+    report.files_compacted += deleted.deleted;
+    report.duplicates_removed += prepared.duplicates_removed;
+    if !deleted.failed.is_empty() {
+        day.files_delete_failed += deleted.failed.len() as u64;
+        report.files_delete_failed += deleted.failed.len() as u64;
+        let f = &deleted.failed[0];
+        return Err(Error::S3 {
+            op: "DeleteObjects",
+            bucket: store.bucket().to_string(),
+            key: f.key.clone(),
+            code: f.code.clone(),
+            message: format!(
+                "{} input(s) of {date} could not be deleted ({}); manifest {} kept, the next run retries",
+                deleted.failed.len(),
+                f.message,
+                prepared.manifest_key
+            ),
+            transient: false,
+        });
+    }
+    commit::delete_manifest(store, &prepared.manifest_key).await?;
+    Ok(deleted.kept_newer.len())
+}

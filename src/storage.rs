@@ -1,0 +1,467 @@
+//! The one storage seam: list, get, head, conditional put, conditional delete.
+//!
+//! [`S3Store`] wraps an `aws_sdk_s3::Client` and a bucket. Every method maps
+//! SDK errors to [`Error`] with the operation, key, S3 error code and a
+//! transient/permanent classification. Transient failures of a whole call
+//! (throttling, 5xx, timeouts, connection errors) are already retried by the
+//! SDK's standard retry strategy that `main` configures (3 attempts, 1 s
+//! initial backoff with jitter); per-key failures inside a 200 DeleteObjects
+//! response are retried here (see [`S3Store::delete_batch`]).
+//!
+//! Conditional writes follow S3's documented semantics: `If-None-Match: *`
+//! creates only if absent, `If-Match: <etag>` replaces or deletes only the
+//! version that was read; a lost condition is [`Error::PreconditionFailed`].
+
+use std::time::Duration;
+
+use aws_sdk_s3::Client;
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::{ChecksumMode, Delete, ObjectIdentifier};
+use backon::{BackoffBuilder, ExponentialBuilder};
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use futures::{StreamExt, TryStreamExt};
+
+use crate::error::{Error, Result};
+
+/// S3 DeleteObjects takes at most 1,000 keys per request (S3 API reference).
+pub const DELETE_BATCH_MAX: usize = 1000;
+
+/// Per-key error codes of DeleteObjects worth retrying.
+const TRANSIENT_CODES: &[&str] = &[
+    "InternalError",
+    "SlowDown",
+    "ServiceUnavailable",
+    "RequestTimeout",
+    "Throttling",
+    "ThrottlingException",
+    "RequestTimeTooSkewed",
+    "OperationAborted",
+    "ConditionalRequestConflict",
+];
+
+/// One object from a listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectMeta {
+    /// The full key, exactly as S3 returned it.
+    pub key: String,
+    /// The ETag, quotes included, as S3 returned it.
+    pub etag: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// LastModified (UTC, second precision on most servers).
+    pub last_modified: DateTime<Utc>,
+}
+
+/// A GetObject result.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    /// The body.
+    pub body: Bytes,
+    /// The ETag of the version that was read.
+    pub etag: String,
+}
+
+/// A HeadObject result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    /// Size in bytes.
+    pub size: u64,
+    /// The ETag.
+    pub etag: String,
+    /// The stored SHA-256 flexible checksum (base64), when the server keeps one.
+    pub checksum_sha256: Option<String>,
+}
+
+/// How a PUT may replace what is there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PutMode {
+    /// `If-None-Match: *`: fail with [`Error::PreconditionFailed`] if the key exists.
+    Create,
+    /// `If-Match: etag`: replace only the version with this ETag.
+    Update(String),
+}
+
+/// A key that DeleteObjects did not delete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeleteFailure {
+    /// The key.
+    pub key: String,
+    /// S3's per-key error code (`AccessDenied`, `PreconditionFailed`, ...).
+    pub code: String,
+    /// S3's message.
+    pub message: String,
+}
+
+impl DeleteFailure {
+    /// The object changed since it was read (conditional delete lost): a
+    /// newer version survives, which is the intended outcome.
+    pub fn is_newer_version(&self) -> bool {
+        self.code == "PreconditionFailed"
+    }
+}
+
+/// Strips the quotes S3 puts around ETags, for comparisons.
+pub fn etag_eq(a: &str, b: &str) -> bool {
+    a.trim_matches('"') == b.trim_matches('"')
+}
+
+/// The storage seam over one bucket.
+#[derive(Debug, Clone)]
+pub struct S3Store {
+    client: Client,
+    bucket: String,
+    delete_backoff: ExponentialBuilder,
+    delete_batch_size: usize,
+}
+
+impl S3Store {
+    /// Wraps a client (built once in `main`) for one bucket.
+    pub fn new(client: Client, bucket: impl Into<String>) -> Self {
+        S3Store {
+            client,
+            bucket: bucket.into(),
+            delete_backoff: ExponentialBuilder::default()
+                .with_min_delay(Duration::from_secs(1))
+                .with_max_delay(Duration::from_secs(4))
+                .with_max_times(2)
+                .with_jitter(),
+            delete_batch_size: DELETE_BATCH_MAX,
+        }
+    }
+
+    /// Uses smaller DeleteObjects batches (tests exercise batching on small
+    /// days); clamped to 1..=[`DELETE_BATCH_MAX`].
+    pub fn with_delete_batch_size(mut self, n: usize) -> Self {
+        self.delete_batch_size = n.clamp(1, DELETE_BATCH_MAX);
+        self
+    }
+
+    /// Shortens the per-key DeleteObjects retry backoff (tests).
+    pub fn with_delete_backoff(mut self, min_delay: Duration) -> Self {
+        self.delete_backoff = self
+            .delete_backoff
+            .with_min_delay(min_delay)
+            .with_max_delay(min_delay * 4);
+        self
+    }
+
+    /// The bucket name.
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    /// The underlying SDK client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn err<E>(&self, op: &'static str, key: &str, e: SdkError<E>) -> Error
+    where
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+    {
+        let status = e.raw_response().map(|r| r.status().as_u16());
+        let (code, message, transient) = match &e {
+            SdkError::ServiceError(se) => {
+                let err = se.err();
+                let code = err
+                    .code()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| match status {
+                        Some(404) => "NotFound".into(),
+                        Some(412) => "PreconditionFailed".into(),
+                        Some(s) => format!("HTTP {s}"),
+                        None => "Unknown".into(),
+                    });
+                let transient = TRANSIENT_CODES.contains(&code.as_str())
+                    || status.is_some_and(|s| s >= 500 || s == 429);
+                (
+                    code,
+                    err.message().unwrap_or_default().to_string(),
+                    transient,
+                )
+            }
+            SdkError::TimeoutError(_) => ("timeout".into(), format!("{e:?}"), true),
+            SdkError::DispatchFailure(d) => ("dispatch".into(), format!("{d:?}"), true),
+            SdkError::ResponseError(_) => ("response".into(), format!("{e:?}"), true),
+            other => ("construction".into(), format!("{other:?}"), false),
+        };
+        if code == "PreconditionFailed" || status == Some(412) {
+            return Error::PreconditionFailed {
+                op,
+                bucket: self.bucket.clone(),
+                key: key.to_string(),
+            };
+        }
+        Error::S3 {
+            op,
+            bucket: self.bucket.clone(),
+            key: key.to_string(),
+            code,
+            message,
+            transient,
+        }
+    }
+
+    /// Every object under `prefix` (ListObjectsV2, paginated, 1,000 keys a page),
+    /// in S3's lexicographic key order.
+    pub async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
+        let mut pages = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(prefix)
+            .into_paginator()
+            .send();
+        let mut out = Vec::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| self.err("ListObjectsV2", prefix, e))?;
+            for o in page.contents() {
+                let Some(key) = o.key() else { continue };
+                let last_modified = o
+                    .last_modified()
+                    .and_then(|t| DateTime::from_timestamp(t.secs(), t.subsec_nanos()))
+                    .unwrap_or_default();
+                out.push(ObjectMeta {
+                    key: key.to_string(),
+                    etag: o.e_tag().unwrap_or_default().to_string(),
+                    size: o.size().unwrap_or(0).max(0) as u64,
+                    last_modified,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The common prefixes directly under `prefix` (ListObjectsV2 with delimiter `/`).
+    pub async fn list_prefixes(&self, prefix: &str) -> Result<Vec<String>> {
+        let mut pages = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(prefix)
+            .delimiter("/")
+            .into_paginator()
+            .send();
+        let mut out = Vec::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| self.err("ListObjectsV2", prefix, e))?;
+            out.extend(
+                page.common_prefixes()
+                    .iter()
+                    .filter_map(|p| p.prefix().map(str::to_string)),
+            );
+        }
+        Ok(out)
+    }
+
+    /// Reads a whole object. A missing key is an error for which
+    /// [`Error::is_not_found`] is true.
+    pub async fn get(&self, key: &str) -> Result<Fetched> {
+        let out = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(|e| self.err("GetObject", key, e))?;
+        let etag = out.e_tag().unwrap_or_default().to_string();
+        let body = out.body.collect().await.map_err(|e| Error::S3 {
+            op: "GetObject",
+            bucket: self.bucket.clone(),
+            key: key.to_string(),
+            code: "body".into(),
+            message: e.to_string(),
+            transient: true,
+        })?;
+        Ok(Fetched {
+            body: body.into_bytes(),
+            etag,
+        })
+    }
+
+    /// Reads a whole object, or `None` when the key does not exist.
+    pub async fn get_opt(&self, key: &str) -> Result<Option<Fetched>> {
+        match self.get(key).await {
+            Ok(f) => Ok(Some(f)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Reads many objects, at most `concurrency` requests at once, results in
+    /// the order of `keys`. Fails on the first error.
+    pub async fn get_many(&self, keys: &[String], concurrency: usize) -> Result<Vec<Fetched>> {
+        futures::stream::iter(keys.iter().map(|k| self.get(k)))
+            .buffered(concurrency.max(1))
+            .try_collect()
+            .await
+    }
+
+    /// HeadObject with checksum mode on, or `None` when the key does not exist.
+    pub async fn head(&self, key: &str) -> Result<Option<Head>> {
+        match self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .checksum_mode(ChecksumMode::Enabled)
+            .send()
+            .await
+        {
+            Ok(h) => Ok(Some(Head {
+                size: h.content_length().unwrap_or(0).max(0) as u64,
+                etag: h.e_tag().unwrap_or_default().to_string(),
+                checksum_sha256: h.checksum_sha256().map(str::to_string),
+            })),
+            Err(e) => {
+                let e = self.err("HeadObject", key, e);
+                if e.is_not_found() { Ok(None) } else { Err(e) }
+            }
+        }
+    }
+
+    /// PutObject with a condition; returns the new ETag. `sha256_b64` is sent
+    /// as the SHA-256 flexible checksum, which S3 verifies and stores.
+    pub async fn put(
+        &self,
+        key: &str,
+        body: Bytes,
+        mode: PutMode,
+        sha256_b64: Option<&str>,
+    ) -> Result<String> {
+        let mut req = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .body(ByteStream::from(body));
+        req = match &mode {
+            PutMode::Create => req.if_none_match("*"),
+            PutMode::Update(etag) => req.if_match(etag),
+        };
+        if let Some(sum) = sha256_b64 {
+            req = req.checksum_sha256(sum);
+        }
+        if key.ends_with(".json") {
+            req = req.content_type("application/json");
+        }
+        let out = req
+            .send()
+            .await
+            .map_err(|e| self.err("PutObject", key, e))?;
+        Ok(out.e_tag().unwrap_or_default().to_string())
+    }
+
+    /// DeleteObject, conditional on `if_match` when given. Deleting a missing
+    /// key succeeds (S3 semantics).
+    pub async fn delete(&self, key: &str, if_match: Option<&str>) -> Result<()> {
+        let mut req = self.client.delete_object().bucket(&self.bucket).key(key);
+        if let Some(etag) = if_match {
+            req = req.if_match(etag);
+        }
+        match req.send().await {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let e = self.err("DeleteObject", key, e);
+                if e.is_not_found() { Ok(()) } else { Err(e) }
+            }
+        }
+    }
+
+    /// Deletes `(key, etag)` pairs with DeleteObjects in batches of at most
+    /// [`DELETE_BATCH_MAX`] keys (S3 DeleteObjects takes at most 1,000 keys), each key conditional on its ETag, in quiet
+    /// mode. A 200 response can still carry per-key errors: transient ones
+    /// are retried (up to 2 more times, 1 s then 2 s backoff with jitter),
+    /// `NoSuchKey` counts as deleted, and the rest are returned.
+    ///
+    /// `between_batches` is called before every batch after the first
+    /// (failpoints, lease checks). Errors: a whole request that fails after
+    /// the SDK's retries.
+    pub async fn delete_batch<F>(
+        &self,
+        objects: &[(String, String)],
+        mut between_batches: F,
+    ) -> Result<Vec<DeleteFailure>>
+    where
+        F: AsyncFnMut() -> Result<()>,
+    {
+        let mut failures = Vec::new();
+        for (i, chunk) in objects.chunks(self.delete_batch_size).enumerate() {
+            if i > 0 {
+                between_batches().await?;
+            }
+            let mut pending: Vec<(String, String)> = chunk.to_vec();
+            let mut delays = self.delete_backoff.build();
+            loop {
+                let errors = self.delete_once(&pending).await?;
+                let (transient, permanent): (Vec<_>, Vec<_>) = errors
+                    .into_iter()
+                    .partition(|f| TRANSIENT_CODES.contains(&f.code.as_str()));
+                failures.extend(permanent.into_iter().filter(|f| f.code != "NoSuchKey"));
+                if transient.is_empty() {
+                    break;
+                }
+                match delays.next() {
+                    Some(d) => {
+                        tracing::warn!(keys = transient.len(), code = %transient[0].code, delay_ms = d.as_millis() as u64, "DeleteObjects per-key transient errors; retrying those keys");
+                        tokio::time::sleep(d).await;
+                        pending.retain(|(k, _)| transient.iter().any(|f| &f.key == k));
+                    }
+                    None => {
+                        failures.extend(transient);
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(failures)
+    }
+
+    async fn delete_once(&self, objects: &[(String, String)]) -> Result<Vec<DeleteFailure>> {
+        let ids = objects
+            .iter()
+            .map(|(k, etag)| ObjectIdentifier::builder().key(k).e_tag(etag).build())
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| Error::S3 {
+                op: "DeleteObjects",
+                bucket: self.bucket.clone(),
+                key: objects.first().map(|o| o.0.clone()).unwrap_or_default(),
+                code: "construction".into(),
+                message: e.to_string(),
+                transient: false,
+            })?;
+        let delete = Delete::builder()
+            .set_objects(Some(ids))
+            .quiet(true)
+            .build()
+            .map_err(|e| Error::S3 {
+                op: "DeleteObjects",
+                bucket: self.bucket.clone(),
+                key: String::new(),
+                code: "construction".into(),
+                message: e.to_string(),
+                transient: false,
+            })?;
+        let first = objects.first().map(|o| o.0.as_str()).unwrap_or_default();
+        let out = self
+            .client
+            .delete_objects()
+            .bucket(&self.bucket)
+            .delete(delete)
+            .send()
+            .await
+            .map_err(|e| self.err("DeleteObjects", first, e))?;
+        Ok(out
+            .errors()
+            .iter()
+            .map(|e| DeleteFailure {
+                key: e.key().unwrap_or_default().to_string(),
+                code: e.code().unwrap_or("Unknown").to_string(),
+                message: e.message().unwrap_or_default().to_string(),
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,331 @@
+//! Test harness: real servers on 127.0.0.1, real pyarrow fixtures, an
+//! independent reader (pyarrow) for outputs.
+//!
+//! - `TEST_S3_SERVER=ministack|moto` picks the S3 implementation (default
+//!   ministack). One server per test binary, started on a free port by
+//!   `tests/support/serve.py`, which stops it when the test process exits.
+//! - Each test gets its own bucket.
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+
+use archive_compaction::config::Config;
+use archive_compaction::storage::S3Store;
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+use serde::Deserialize;
+use serde_json::Value;
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn tools() -> PathBuf {
+    std::env::var_os("TOOLS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(".tools"))
+}
+
+pub fn python() -> PathBuf {
+    tools().join("py/bin/python")
+}
+
+/// A server started for this test process; stopped when the process exits
+/// (serve.py watches its stdin).
+pub struct Server {
+    pub port: u16,
+    _stdin: Mutex<ChildStdin>,
+    _child: Mutex<Child>,
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn start_server(kind: &str) -> Server {
+    let port = free_port();
+    let mut child = Command::new(python())
+        .arg(root().join("tests/support/serve.py"))
+        .arg(kind)
+        .arg(port.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("cannot start {kind} via serve.py ({e}); run scripts/setup-tools.sh")
+        });
+    let stdin = child.stdin.take().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(
+        line.trim(),
+        "ready",
+        "{kind} did not start; see /tmp/ac-{kind}-{port}.log"
+    );
+    Server {
+        port,
+        _stdin: Mutex::new(stdin),
+        _child: Mutex::new(child),
+    }
+}
+
+pub fn s3_kind() -> String {
+    std::env::var("TEST_S3_SERVER").unwrap_or_else(|_| "ministack".into())
+}
+
+pub fn s3_server() -> &'static Server {
+    static S3: OnceLock<Server> = OnceLock::new();
+    S3.get_or_init(|| start_server(&s3_kind()))
+}
+
+pub fn endpoint() -> String {
+    format!("http://127.0.0.1:{}", s3_server().port)
+}
+
+pub fn sdk_client(endpoint: &str) -> aws_sdk_s3::Client {
+    let conf = aws_sdk_s3::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .endpoint_url(endpoint)
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("test", "test", None, None, "tests"))
+        .force_path_style(true)
+        .retry_config(archive_compaction::app::retry_config())
+        .build();
+    aws_sdk_s3::Client::from_conf(conf)
+}
+
+/// A fresh, empty bucket named after the test.
+pub async fn bucket(hint: &str) -> S3Store {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let name: String = format!("t-{}-{}-{n}", hint.replace('_', "-"), std::process::id())
+        .chars()
+        .take(63)
+        .collect::<String>()
+        .trim_end_matches('-')
+        .to_lowercase();
+    let client = sdk_client(&endpoint());
+    client
+        .create_bucket()
+        .bucket(&name)
+        .send()
+        .await
+        .expect("create bucket");
+    S3Store::new(client, name).with_delete_backoff(std::time::Duration::from_millis(50))
+}
+
+/// Environment for the job against `store`'s bucket.
+pub fn env_for(store: &S3Store, extra: &[(&str, &str)]) -> HashMap<String, String> {
+    let mut env: HashMap<String, String> = [
+        ("S3_BUCKET", store.bucket()),
+        ("S3_FORCE_PATH_STYLE", "true"),
+        ("METRICS_ENABLED", "false"),
+        ("LOG_LEVEL", "info"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    for (k, v) in extra {
+        env.insert(k.to_string(), v.to_string());
+    }
+    env
+}
+
+pub fn config(store: &S3Store, extra: &[(&str, &str)]) -> Config {
+    Config::from_map(&env_for(store, extra)).unwrap()
+}
+
+pub fn init_logs() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(std::env::var("TEST_LOG").unwrap_or_else(|_| "warn".into()))
+            .with_test_writer()
+            .try_init();
+    });
+}
+
+fn py(args: &[&str], stdin: Option<&str>) -> String {
+    let mut child = Command::new(python())
+        .arg(root().join("tests/support/archive.py"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("python (run scripts/setup-tools.sh)");
+    if let Some(s) = stdin {
+        child.stdin.take().unwrap().write_all(s.as_bytes()).unwrap();
+    } else {
+        drop(child.stdin.take());
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "archive.py {args:?} failed");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// What `archive.py gen` wrote.
+#[derive(Debug, Deserialize)]
+pub struct Generated {
+    pub rows: BTreeMap<String, Vec<Value>>,
+    pub missing: BTreeMap<String, Vec<String>>,
+    pub flights: BTreeMap<String, Vec<String>>,
+    pub index_keys: BTreeMap<String, Vec<String>>,
+    pub foreign: Vec<String>,
+}
+
+/// Writes an archive with pyarrow (see tests/support/archive.py for `spec`).
+pub fn generate(store: &S3Store, mut spec: Value) -> Generated {
+    spec["create_bucket"] = Value::Bool(false);
+    let out = py(
+        &["gen", "--endpoint", &endpoint(), "--bucket", store.bucket()],
+        Some(&spec.to_string()),
+    );
+    serde_json::from_str(&out).unwrap()
+}
+
+/// One object as the independent reader (pyarrow) sees it.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct Dumped {
+    pub size: u64,
+    pub etag: String,
+    pub arrow_schema: Option<String>,
+    pub parquet_schema: Option<Vec<String>>,
+    pub compression: Option<Vec<String>>,
+    pub rows: Option<Vec<Value>>,
+    pub json: Option<Value>,
+    pub error: Option<String>,
+}
+
+/// Every object under `prefix`, read back with pyarrow.
+pub fn dump(store: &S3Store, prefix: &str) -> BTreeMap<String, Dumped> {
+    let out = py(
+        &[
+            "dump",
+            "--endpoint",
+            &endpoint(),
+            "--bucket",
+            store.bucket(),
+            "--prefix",
+            prefix,
+        ],
+        None,
+    );
+    serde_json::from_str(&out).unwrap()
+}
+
+/// The exact schema the Glue table expects, as pyarrow prints it.
+pub const ARROW_SCHEMA: &str = "icao_hex: string\nregistration: string\ntype_designator: string\nmilitary: bool not null\noperator_designator: string\nident: string\nfirst_message: timestamp[us, tz=UTC]\nlast_message: timestamp[us, tz=UTC]\ns3_key: string";
+
+pub fn parquet_schema() -> Vec<String> {
+    let s = |n: &str| format!("{n}:BYTE_ARRAY:String:OPTIONAL");
+    let ts = |n: &str| {
+        format!(
+            "{n}:INT64:Timestamp(isAdjustedToUTC=true, timeUnit=microseconds, is_from_converted_type=false, force_set_converted_type=false):OPTIONAL"
+        )
+    };
+    vec![
+        s("icao_hex"),
+        s("registration"),
+        s("type_designator"),
+        "military:BOOLEAN:None:REQUIRED".into(),
+        s("operator_designator"),
+        s("ident"),
+        ts("first_message"),
+        ts("last_message"),
+        s("s3_key"),
+    ]
+}
+
+fn sort_key(v: &Value) -> String {
+    v["s3_key"].as_str().unwrap_or_default().to_string() + &v.to_string()
+}
+
+/// Asserts the invariant users buy, for each date given: the partition holds
+/// exactly one compacted file with the exact schema, no per-flight file, and
+/// exactly the expected rows (each once, identical values).
+pub fn assert_compacted(objects: &BTreeMap<String, Dumped>, date: &str, expected: &[Value]) {
+    let d = chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").unwrap();
+    let prefix = archive_compaction::keys::index_prefix(d);
+    let in_day: Vec<(&String, &Dumped)> = objects
+        .iter()
+        .filter(|(k, _)| k.starts_with(&prefix))
+        .collect();
+    let compacted: Vec<_> = in_day
+        .iter()
+        .filter(|(k, _)| k[prefix.len()..].starts_with("compacted-"))
+        .collect();
+    let per_flight: Vec<_> = in_day
+        .iter()
+        .filter(|(k, _)| {
+            matches!(
+                archive_compaction::keys::classify_index_key(k),
+                archive_compaction::keys::IndexKey::PerFlight(_)
+            ) && !k.is_empty()
+        })
+        .filter(|(_, d)| d.size > 0)
+        .collect();
+    if expected.is_empty() {
+        assert!(
+            compacted.is_empty(),
+            "{date}: no rows, yet {} compacted file(s)",
+            compacted.len()
+        );
+    } else {
+        assert_eq!(
+            compacted.len(),
+            1,
+            "{date}: expected exactly one compacted file, found {:?}",
+            compacted.iter().map(|c| c.0).collect::<Vec<_>>()
+        );
+    }
+    assert!(
+        per_flight.is_empty(),
+        "{date}: per-flight files left: {:?}",
+        per_flight.iter().map(|p| p.0).collect::<Vec<_>>()
+    );
+    let mut got: Vec<Value> = Vec::new();
+    for (key, c) in &compacted {
+        assert_eq!(c.error, None, "{key}");
+        assert_eq!(
+            c.arrow_schema.as_deref(),
+            Some(ARROW_SCHEMA),
+            "{key}: schema"
+        );
+        assert_eq!(
+            c.parquet_schema.as_ref(),
+            Some(&parquet_schema()),
+            "{key}: parquet schema"
+        );
+        got.extend(c.rows.clone().unwrap());
+    }
+    let mut want = expected.to_vec();
+    got.sort_by_key(sort_key);
+    want.sort_by_key(sort_key);
+    assert_eq!(got.len(), want.len(), "{date}: row count");
+    assert_eq!(got, want, "{date}: rows differ");
+}
+
+/// The watermark file as JSON, if present.
+pub fn watermark(objects: &BTreeMap<String, Dumped>) -> Option<Value> {
+    objects
+        .get("_compaction_state/watermark.json")
+        .and_then(|d| d.json.clone())
+}
+
+pub fn date(s: &str) -> chrono::NaiveDate {
+    chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap()
+}
+
+pub fn at(s: &str) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::parse_from_rfc3339(s).unwrap().to_utc()
+}

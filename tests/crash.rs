@@ -1,0 +1,223 @@
+//! Crash and fault tests (feature `failpoints`): crash at every step of the
+//! commit protocol and of recovery (error and panic variants), then run again
+//! and check the invariants with an independent reader: every row exactly
+//! once, no per-flight file left in a compacted day, no manifest left,
+//! watermark at the cutoff. Plus a SIGKILL test of the real binary.
+#![cfg(feature = "failpoints")]
+
+mod common;
+
+use std::time::Duration;
+
+use archive_compaction::config::Config;
+use archive_compaction::report::{RunReport, Status};
+use archive_compaction::run::{RunOptions, run};
+use archive_compaction::storage::S3Store;
+use common::*;
+use serde_json::json;
+
+const NOW: &str = "2026-07-22T04:50:00Z";
+
+fn spec(seed: u64) -> serde_json::Value {
+    json!({"seed": seed, "days": [
+        {"date": "2026-07-18", "flights": 7},
+        {"date": "2026-07-19", "flights": 5, "foreign": true},
+        {"date": "2026-07-20", "flights": 6}
+    ]})
+}
+
+async fn run_catching(store: &S3Store, cfg: &Config) -> Option<RunReport> {
+    let (store, cfg) = (store.clone(), cfg.clone());
+    tokio::spawn(async move { run(&store, &cfg, &RunOptions::at(at(NOW))).await })
+        .await
+        .ok()
+}
+
+fn assert_invariants(store: &S3Store, generated: &Generated) {
+    let after = dump(store, "");
+    for (d, rows) in &generated.rows {
+        assert_compacted(&after, d, rows);
+    }
+    for f in &generated.foreign {
+        assert!(after.contains_key(f), "foreign object {f} deleted");
+    }
+    let manifests: Vec<_> = after
+        .keys()
+        .filter(|k| k.starts_with("_compaction_state/manifests/"))
+        .collect();
+    assert!(manifests.is_empty(), "manifests left: {manifests:?}");
+    assert_eq!(
+        watermark(&after).unwrap()["last_compacted_date"],
+        "2026-07-20"
+    );
+}
+
+/// Crash at `point` (`return` = an error, `panic` = a crash), wait for the
+/// lease to lapse, run cleanly, check the invariants.
+async fn crash_then_recover(point: &str, action: &str, seed: u64) {
+    init_logs();
+    let store = bucket(&format!("crash-{}", point.replace("::", "-")))
+        .await
+        .with_delete_batch_size(2);
+    let generated = generate(&store, spec(seed));
+    let cfg = config(&store, &[("LEASE_SECONDS", "1")]);
+    {
+        let scenario = fail::FailScenario::setup();
+        fail::cfg(point, action).unwrap();
+        let crashed = run_catching(&store, &cfg).await;
+        match (action, &crashed) {
+            ("panic", None) => {}
+            ("return", Some(r)) => {
+                assert_eq!(
+                    r.last_run_status,
+                    Status::Failure,
+                    "{point}: {:?}",
+                    r.errors
+                );
+                assert!(
+                    r.errors.iter().any(|e| e.contains(point)),
+                    "{point} did not fire: {:?}",
+                    r.errors
+                );
+            }
+            _ => panic!("{point}/{action}: unexpected outcome {crashed:?}"),
+        }
+        scenario.teardown();
+    }
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    assert_eq!(
+        r.last_run_status,
+        Status::Success,
+        "{point}/{action}: {:?}",
+        r.errors
+    );
+    assert_invariants(&store, &generated);
+}
+
+macro_rules! crash_tests {
+    ($($name:ident: $point:literal,)*) => {
+        mod on_error {
+            $(#[tokio::test] async fn $name() { super::crash_then_recover($point, "return", 10).await })*
+        }
+        mod on_panic {
+            $(#[tokio::test] async fn $name() { super::crash_then_recover($point, "panic", 20).await })*
+        }
+    };
+}
+
+crash_tests! {
+    before_manifest_create: "commit::before-manifest-create",
+    after_manifest_create: "commit::after-manifest-create",
+    after_output_put: "commit::after-output-put",
+    after_verify: "commit::after-verify",
+    between_delete_batches: "commit::between-delete-batches",
+    after_deletes: "commit::after-deletes",
+    before_manifest_delete: "commit::before-manifest-delete",
+    before_watermark_write: "run::before-watermark-write",
+}
+
+/// Crash during recovery itself: leave a manifest behind (crash after the
+/// output was verified), crash again inside recovery, then recover cleanly.
+async fn crash_in_recovery(point: &str, action: &str) {
+    init_logs();
+    let store = bucket(&format!("crash-rec-{}", point.replace("::", "-")))
+        .await
+        .with_delete_batch_size(2);
+    let generated = generate(&store, spec(30));
+    let cfg = config(&store, &[("LEASE_SECONDS", "1")]);
+    for first in ["commit::after-verify", point] {
+        let scenario = fail::FailScenario::setup();
+        fail::cfg(first, action).unwrap();
+        let _ = run_catching(&store, &cfg).await;
+        scenario.teardown();
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+    }
+    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    assert_eq!(
+        r.last_run_status,
+        Status::Success,
+        "{point}/{action}: {:?}",
+        r.errors
+    );
+    assert_invariants(&store, &generated);
+}
+
+#[tokio::test]
+async fn crash_in_recovery_after_input_deletes() {
+    crash_in_recovery("recovery::after-input-deletes", "panic").await;
+    crash_in_recovery("recovery::after-input-deletes", "return").await;
+}
+
+#[tokio::test]
+async fn crash_in_recovery_between_delete_batches() {
+    crash_in_recovery("commit::between-delete-batches", "panic").await;
+}
+
+/// The real binary, SIGKILLed at seeded random instants during a multi-day
+/// run, then one uninterrupted run: same invariants.
+#[tokio::test]
+async fn sigkill_at_random_instants_then_one_clean_run() {
+    init_logs();
+    let store = bucket("sigkill").await;
+    let generated = generate(
+        &store,
+        json!({"seed": 40, "days": [
+            {"date": "2026-07-15", "flights": 30}, {"date": "2026-07-16", "flights": 30},
+            {"date": "2026-07-17", "flights": 30}, {"date": "2026-07-18", "flights": 30},
+            {"date": "2026-07-19", "flights": 30}, {"date": "2026-07-20", "flights": 30}
+        ]}),
+    );
+    let env = env_for(&store, &[("LEASE_SECONDS", "1"), ("LOG_LEVEL", "warn")]);
+    let bin = env!("CARGO_BIN_EXE_archive-compaction");
+    let spawn = || {
+        std::process::Command::new(bin)
+            .args(["run", "--now", NOW])
+            .envs(&env)
+            .env("AWS_ENDPOINT_URL", endpoint())
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env("AWS_REGION", "us-east-1")
+            .env_remove("AWS_LAMBDA_RUNTIME_API")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut seed: u64 = 0x5eed;
+    let mut kills = 0;
+    for _ in 0..8 {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let delay = Duration::from_millis(30 + (seed >> 33) % 900);
+        let mut child = spawn();
+        tokio::time::sleep(delay).await;
+        if child.try_wait().unwrap().is_none() {
+            child.kill().unwrap();
+            kills += 1;
+        }
+        child.wait().unwrap();
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+    }
+    assert!(
+        kills > 0,
+        "no run was killed: the archive is too small for the delays"
+    );
+    let status = spawn().wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert_invariants_days(&store, &generated, "2026-07-20");
+}
+
+fn assert_invariants_days(store: &S3Store, generated: &Generated, last: &str) {
+    let after = dump(store, "");
+    for (d, rows) in &generated.rows {
+        assert_compacted(&after, d, rows);
+    }
+    assert!(
+        !after
+            .keys()
+            .any(|k| k.starts_with("_compaction_state/manifests/"))
+    );
+    assert_eq!(watermark(&after).unwrap()["last_compacted_date"], last);
+}

@@ -1,0 +1,247 @@
+"""Archive fixtures for the tests, the demo and the benchmark, written the way
+the real archive writer writes them (pyarrow, default writer settings, the
+schema in DESIGN.md), and an independent reader to check outputs.
+
+    python archive.py gen  --endpoint URL --bucket B < spec.json   -> expected rows (JSON)
+    python archive.py dump --endpoint URL --bucket B [--prefix P]  -> every object, decoded (JSON)
+
+spec.json: {"seed": 1, "days": [{"date": "2026-07-20", "flights": 100,
+            "unindexed": 2, "foreign": true}], "key_format": "mixed"}
+
+Rows are given canonically: timestamps as integer microseconds since the
+epoch (UTC), everything else as JSON values.
+"""
+import argparse
+import concurrent.futures as cf
+import datetime as dt
+import gzip
+import io
+import json
+import os
+import random
+import sys
+import uuid
+
+import boto3
+import pyarrow as pa
+import pyarrow.parquet as pq
+from botocore.config import Config
+
+SCHEMA = pa.schema([
+    pa.field("icao_hex", pa.string()),
+    pa.field("registration", pa.string()),
+    pa.field("type_designator", pa.string()),
+    pa.field("military", pa.bool_(), nullable=False),
+    pa.field("operator_designator", pa.string()),
+    pa.field("ident", pa.string()),
+    pa.field("first_message", pa.timestamp("us", tz="UTC")),
+    pa.field("last_message", pa.timestamp("us", tz="UTC")),
+    pa.field("s3_key", pa.string()),
+])
+TYPES = ["B738", "A320", "CRJ9", "E75L", "B77W", "C172", None]
+OPS = ["UAL", "SKW", "ASA", "DAL", None]
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def client(endpoint):
+    return boto3.client(
+        "s3", endpoint_url=endpoint, region_name="us-east-1",
+        aws_access_key_id="test", aws_secret_access_key="test",
+        config=Config(s3={"addressing_style": "path"}, max_pool_connections=32,
+                      retries={"max_attempts": 5, "mode": "standard"}),
+    )
+
+
+def uuid7(ms, rnd):
+    b = bytearray(rnd.getrandbits(128).to_bytes(16, "big"))
+    b[0:6] = ms.to_bytes(6, "big")
+    b[6] = (b[6] & 0x0F) | 0x70
+    b[8] = (b[8] & 0x3F) | 0x80
+    return str(uuid.UUID(bytes=bytes(b)))
+
+
+def micros(t):
+    return None if t is None else (t - EPOCH) // dt.timedelta(microseconds=1)
+
+
+def index_prefix(d):
+    return f"index/year={d.year:04d}/month={d.month:02d}/day={d.day:02d}/"
+
+
+def flights_prefix(d):
+    return f"flights/{d.year:04d}/{d.month:02d}/{d.day:02d}/"
+
+
+def make_flight(d, rnd, key_format, i):
+    start = dt.datetime(d.year, d.month, d.day, tzinfo=dt.timezone.utc)
+    first = start + dt.timedelta(microseconds=rnd.randrange(0, 86_000 * 1_000_000))
+    last = first + dt.timedelta(seconds=rnd.randrange(60, 14_000), microseconds=rnd.randrange(0, 999_999))
+    u = uuid7(micros(first) // 1000, rnd)
+    icao = f"{rnd.randrange(0, 0xFFFFFF):06X}"
+    op = rnd.choice(OPS)
+    ident = f"{op or 'N'}{rnd.randrange(1, 9999)}" if rnd.random() > 0.05 else None
+    fmt = key_format if key_format != "mixed" else ("long" if i % 2 == 0 else "short")
+    name = f"{icao}_{ident or 'NOIDENT'}_{u}.json.gz" if fmt == "long" else f"{u}.json.gz"
+    key = flights_prefix(d) + name
+    row = {
+        "icao_hex": icao,
+        "registration": f"N{rnd.randrange(100, 99999)}" if rnd.random() > 0.1 else None,
+        "type_designator": rnd.choice(TYPES),
+        "military": rnd.random() < 0.1,
+        "operator_designator": op,
+        "ident": ident,
+        "first_message": first,
+        "last_message": last,
+        "s3_key": key,
+    }
+    return u, key, row
+
+
+def parquet_bytes(rows):
+    table = pa.Table.from_pylist(rows, schema=SCHEMA)
+    buf = io.BytesIO()
+    pq.write_table(table, buf)  # default writer settings, like the archive writer
+    return buf.getvalue()
+
+
+def canonical(row):
+    return {k: (micros(v) if isinstance(v, dt.datetime) else v) for k, v in row.items()}
+
+
+def gen(args):
+    spec = json.load(sys.stdin)
+    s3 = client(args.endpoint)
+    if spec.get("create_bucket", True):
+        try:
+            s3.create_bucket(Bucket=args.bucket)
+        except s3.exceptions.BucketAlreadyOwnedByYou:
+            pass
+    rnd = random.Random(spec.get("seed", 1))
+    key_format = spec.get("key_format", "mixed")
+    puts, out = [], {"rows": {}, "missing": {}, "flights": {}, "index_keys": {}, "foreign": []}
+    for day in spec["days"]:
+        d = dt.date.fromisoformat(day["date"])
+        unindexed = set(rnd.sample(range(day["flights"]), day.get("unindexed", 0)))
+        rows, missing, flights, index_keys = [], [], [], []
+        for i in range(day["flights"]):
+            u, key, row = make_flight(d, rnd, key_format, i)
+            flights.append(key)
+            puts.append((key, gzip.compress(json.dumps(canonical(row)).encode()), "application/gzip"))
+            if i in unindexed:
+                missing.append(u)
+                continue
+            ik = index_prefix(d) + f"{u}.parquet"
+            index_keys.append(ik)
+            puts.append((ik, parquet_bytes([row]), None))
+            rows.append(canonical(row))
+        if day.get("foreign"):
+            for name, body in [("_SUCCESS", b""), ("notes.json", b"{}"), (".hidden.parquet", b"x"),
+                               ("_tmp.parquet", parquet_bytes([]))]:
+                k = index_prefix(d) + name
+                puts.append((k, body, None))
+                out["foreign"].append(k)
+            marker = index_prefix(d)
+            puts.append((marker, b"", None))
+            out["foreign"].append(marker)
+        out["rows"][d.isoformat()] = rows
+        out["missing"][d.isoformat()] = sorted(missing)
+        out["flights"][d.isoformat()] = flights
+        out["index_keys"][d.isoformat()] = index_keys
+
+    def put(item):
+        key, body, ctype = item
+        kw = {"ContentType": ctype} if ctype else {}
+        s3.put_object(Bucket=args.bucket, Key=key, Body=body, **kw)
+
+    with cf.ThreadPoolExecutor(max_workers=int(os.environ.get("GEN_THREADS", "16"))) as ex:
+        list(ex.map(put, puts))
+    json.dump(out, sys.stdout)
+
+
+def list_all(s3, bucket, prefix):
+    keys = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        keys += [(o["Key"], o["Size"], o["ETag"]) for o in page.get("Contents", [])]
+    return keys
+
+
+def dump(args):
+    s3 = client(args.endpoint)
+    out = {}
+    for key, size, etag in list_all(s3, args.bucket, args.prefix):
+        entry = {"size": size, "etag": etag}
+        body = s3.get_object(Bucket=args.bucket, Key=key)["Body"].read()
+        if key.endswith(".parquet") and size > 0:
+            try:
+                f = pq.ParquetFile(io.BytesIO(body))
+                t = f.read()
+                entry["arrow_schema"] = str(t.schema.remove_metadata())
+                entry["parquet_schema"] = [
+                    f"{c.name}:{c.physical_type}:{c.logical_type}:{'REQUIRED' if c.max_definition_level == 0 else 'OPTIONAL'}"
+                    for c in f.schema
+                ]
+                entry["compression"] = sorted({f.metadata.row_group(g).column(c).compression
+                                               for g in range(f.metadata.num_row_groups)
+                                               for c in range(f.metadata.num_columns)})
+                entry["rows"] = [canonical(r) for r in t.to_pylist()]
+            except Exception as e:  # not parquet: report, do not fail
+                entry["error"] = str(e)
+        elif key.endswith(".json"):
+            try:
+                entry["json"] = json.loads(body)
+            except Exception as e:
+                entry["error"] = str(e)
+        out[key] = entry
+    json.dump(out, sys.stdout)
+
+
+def summary(args):
+    """Prints a per-day table of the index partitions: per-flight files,
+    compacted files, rows (from Parquet footers) and foreign objects."""
+    s3 = client(args.endpoint)
+    days = {}
+    for key, size, _ in list_all(s3, args.bucket, "index/"):
+        parts = key.split("/")
+        if len(parts) < 5:
+            continue
+        day = "-".join(p.split("=")[1] for p in parts[1:4])
+        d = days.setdefault(day, {"per_flight": 0, "compacted": 0, "rows": 0, "foreign": 0})
+        name = parts[4]
+        if name.startswith("compacted-") and name.endswith(".parquet"):
+            d["compacted"] += 1
+            body = s3.get_object(Bucket=args.bucket, Key=key)["Body"].read()
+            d["rows"] += pq.ParquetFile(io.BytesIO(body)).metadata.num_rows
+        elif name.endswith(".parquet") and size > 0 and not name.startswith(("_", ".")) and len(name) == 44:
+            d["per_flight"] += 1
+            d["rows"] += 1
+        else:
+            d["foreign"] += 1
+    flights = {}
+    for key, _, _ in list_all(s3, args.bucket, "flights/"):
+        parts = key.split("/")
+        if len(parts) == 5 and parts[4]:
+            day = "-".join(parts[1:4])
+            flights[day] = flights.get(day, 0) + 1
+    print(f"{'date':<12}{'flights':>9}{'per-flight':>12}{'compacted':>11}{'rows':>8}{'foreign':>9}")
+    for day in sorted(set(days) | set(flights)):
+        d = days.get(day, {"per_flight": 0, "compacted": 0, "rows": 0, "foreign": 0})
+        print(f"{day:<12}{flights.get(day, 0):>9}{d['per_flight']:>12}{d['compacted']:>11}{d['rows']:>8}{d['foreign']:>9}")
+    try:
+        wm = s3.get_object(Bucket=args.bucket, Key="_compaction_state/watermark.json")["Body"].read()
+        print("watermark:", json.loads(wm).get("last_compacted_date"))
+    except s3.exceptions.NoSuchKey:
+        print("watermark: (none)")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("cmd", choices=["gen", "dump", "summary"])
+    p.add_argument("--endpoint", required=True)
+    p.add_argument("--bucket", required=True)
+    p.add_argument("--prefix", default="")
+    args = p.parse_args()
+    {"gen": gen, "dump": dump, "summary": summary}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""Starts one local server for the tests and stops it when our stdin closes.
+
+    python serve.py ministack|moto|mosquitto PORT
+
+The Rust test harness keeps the write end of our stdin open for as long as the
+test process lives; when it exits (or crashes), stdin hits EOF and the server
+is terminated, so no server outlives its tests. Prints "ready" once the port
+accepts connections.
+"""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOOLS = os.environ.get("TOOLS_DIR") or os.path.join(HERE, "..", "..", ".tools")
+
+
+def main():
+    kind, port = sys.argv[1], int(sys.argv[2])
+    env = dict(os.environ)
+    log = open(os.path.join(tempfile.gettempdir(), f"ac-{kind}-{port}.log"), "wb")
+    if kind == "ministack":
+        env.update(GATEWAY_PORT=str(port), SERVICES="s3,cloudwatch", BIND_HOST="127.0.0.1",
+                   LOG_LEVEL="WARNING", S3_PERSIST="0")
+        cmd = [os.path.join(TOOLS, "ministack", "bin", "ministack")]
+    elif kind == "moto":
+        cmd = [os.path.join(TOOLS, "py", "bin", "moto_server"), "-H", "127.0.0.1", "-p", str(port)]
+    elif kind == "mosquitto":
+        conf = os.path.join(tempfile.mkdtemp(prefix="ac-mosq-"), "mosquitto.conf")
+        with open(conf, "w") as f:
+            f.write(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
+            pw = os.environ.get("MOSQUITTO_PASSWORD_FILE")
+            if pw:
+                f.write(f"password_file {pw}\n")
+        exe = "/usr/sbin/mosquitto" if os.path.exists("/usr/sbin/mosquitto") else "mosquitto"
+        cmd = [exe, "-c", conf]
+    else:
+        sys.exit(f"unknown server kind {kind}")
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.time() + 60
+    while True:
+        if proc.poll() is not None:
+            sys.exit(f"{kind} exited with {proc.returncode}; see {log.name}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            if time.time() > deadline:
+                proc.kill()
+                sys.exit(f"{kind} did not listen on {port} within 60 s")
+            time.sleep(0.1)
+    print("ready", flush=True)
+    try:
+        sys.stdin.read()
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=5)
+        except Exception:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+if __name__ == "__main__":
+    main()
