@@ -1,0 +1,570 @@
+//! The real Lambda runtime path, locally: the `archive-compaction` binary
+//! built by this `cargo test`, started with `AWS_LAMBDA_RUNTIME_API` set (so
+//! `main` serves `lambda_runtime` exactly as in AWS), polling the Lambda
+//! Runtime API that `cargo lambda watch --only-lambda-apis` emulates; each
+//! test invokes it through the emulator's Invoke API with the files in
+//! `events/`, against a real S3-protocol server (ministack, or moto with
+//! `TEST_S3_SERVER=moto`) holding an archive written by pyarrow.
+//!
+//! A Success answers the run report; a Mismatch or a Failure answers a Lambda
+//! error whose `errorType` names the outcome and whose `errorMessage` is the
+//! report as JSON. `cargo lambda watch` without `--only-lambda-apis` would
+//! run `cargo build` itself, which blocks on the lock this `cargo test`
+//! holds; `make invoke-local` runs it that way.
+//!
+//! cargo-lambda comes from `scripts/setup-tools.sh` (`.tools/lambda/`, or
+//! `cargo-lambda` on `PATH`). Without it these tests say SKIPPED and pass,
+//! except under CI (`CI` set), where a missing cargo-lambda fails them.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use archive_compaction::report::{RunReport, Status, StopReason};
+use archive_compaction::storage::{PutMode, S3Store};
+use common::*;
+use serde_json::{Value, json};
+
+/// cargo-lambda from `.tools/lambda/bin`, else from `PATH`.
+fn cargo_lambda() -> Option<PathBuf> {
+    let local = tools().join("lambda/bin/cargo-lambda");
+    if local.is_file() {
+        return Some(local);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("cargo-lambda"))
+        .find(|p| p.is_file())
+}
+
+/// `Some(cargo-lambda)`, or `None` after saying why the test is skipped.
+fn require_cargo_lambda(test: &str) -> Option<PathBuf> {
+    let found = cargo_lambda();
+    if found.is_none() {
+        let msg = "cargo-lambda not found in .tools/lambda/bin or on PATH \
+                   (install it with `scripts/setup-tools.sh lambda`)";
+        if std::env::var_os("CI").is_some() {
+            panic!("{test}: {msg}; CI must run the Lambda runtime tests");
+        }
+        eprintln!("SKIPPED {test}: {msg}");
+    }
+    found
+}
+
+/// A process started through `tests/support/guard.py`: stopped (its whole
+/// process group) when this value drops or the test process dies.
+struct Guarded {
+    stdin: Option<ChildStdin>,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Guarded {
+    fn start(
+        name: &str,
+        wait_port: Option<u16>,
+        cmd: &Path,
+        args: &[&str],
+        env: &BTreeMap<String, String>,
+    ) -> Guarded {
+        let log = std::env::temp_dir().join(format!("ac-{name}-{}.log", free_port()));
+        let mut c = Command::new(python());
+        c.arg(root().join("tests/support/guard.py")).arg(&log);
+        if let Some(p) = wait_port {
+            c.arg(p.to_string());
+        }
+        c.arg("--").arg(cmd).args(args).current_dir(root());
+        // The function gets exactly the AWS settings below, never a profile
+        // or credentials of the machine.
+        for k in [
+            "AWS_PROFILE",
+            "AWS_SESSION_TOKEN",
+            "AWS_DEFAULT_PROFILE",
+            "AWS_CONFIG_FILE",
+        ] {
+            c.env_remove(k);
+        }
+        c.envs(env).stdin(Stdio::piped()).stdout(Stdio::piped());
+        let mut child = c
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name} ({e})"));
+        let stdin = child.stdin.take();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(
+            line.trim(),
+            "ready",
+            "{name} did not start; see {}",
+            log.display()
+        );
+        Guarded { stdin, child, log }
+    }
+
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let start = text.len().saturating_sub(4000);
+        let start = (start..text.len())
+            .find(|i| text.is_char_boundary(*i))
+            .unwrap_or(text.len());
+        format!("--- {} (tail)\n{}", self.log.display(), &text[start..])
+    }
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// What an invocation answered.
+#[derive(Debug)]
+enum Answer {
+    /// HTTP 200: the function returned this report (status Success).
+    Report(RunReport),
+    /// The function returned an error: `errorType`, and the report carried
+    /// in `errorMessage` when it is one.
+    Error {
+        error_type: String,
+        message: String,
+        report: Option<RunReport>,
+    },
+}
+
+impl Answer {
+    fn expect_success(self) -> RunReport {
+        match self {
+            Answer::Report(r) => {
+                assert_eq!(r.last_run_status, Status::Success);
+                r
+            }
+            other => panic!("expected a Success report, got {other:?}"),
+        }
+    }
+
+    fn expect_error(self, want: &str) -> (String, Option<RunReport>) {
+        match self {
+            Answer::Error {
+                error_type,
+                message,
+                report,
+            } => {
+                assert_eq!(error_type, want, "error type; message: {message}");
+                if let Some(r) = &report {
+                    assert_eq!(
+                        r.last_run_status.as_str(),
+                        want,
+                        "the report's status names the error type"
+                    );
+                }
+                (message, report)
+            }
+            other => panic!("expected a {want} error, got {other:?}"),
+        }
+    }
+}
+
+/// The emulated Lambda service and the function process serving it, with
+/// the environment a deployment gives the function for `store`'s bucket.
+struct LocalLambda {
+    port: u16,
+    // Field order: the function stops before its runtime API does.
+    function: Guarded,
+    emulator: Guarded,
+}
+
+impl LocalLambda {
+    fn start(cargo_lambda: &Path, store: &S3Store, extra: &[(&str, &str)]) -> LocalLambda {
+        let port = free_port();
+        let port_s = port.to_string();
+        let emulator = Guarded::start(
+            "cargo-lambda-watch",
+            Some(port),
+            cargo_lambda,
+            &[
+                "lambda",
+                "watch",
+                "--only-lambda-apis",
+                "--invoke-address",
+                "127.0.0.1",
+                "--invoke-port",
+                &port_s,
+            ],
+            &BTreeMap::new(),
+        );
+        let mut env: BTreeMap<String, String> = env_for(store, extra).into_iter().collect();
+        for (k, v) in [
+            // What `cargo lambda watch --only-lambda-apis` asks the function to have.
+            (
+                "AWS_LAMBDA_RUNTIME_API",
+                format!("http://127.0.0.1:{port}/.rt"),
+            ),
+            ("AWS_LAMBDA_FUNCTION_NAME", "_".into()),
+            ("AWS_LAMBDA_FUNCTION_VERSION", "1".into()),
+            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512".into()),
+            ("AWS_ENDPOINT_URL", endpoint()),
+            ("AWS_REGION", "us-east-1".into()),
+            ("AWS_ACCESS_KEY_ID", "test".into()),
+            ("AWS_SECRET_ACCESS_KEY", "test".into()),
+            ("AWS_EC2_METADATA_DISABLED", "true".into()),
+        ] {
+            env.insert(k.into(), v);
+        }
+        let bin = PathBuf::from(env!("CARGO_BIN_EXE_archive-compaction"));
+        let function = Guarded::start("function", None, &bin, &[], &env);
+        LocalLambda {
+            port,
+            function,
+            emulator,
+        }
+    }
+
+    /// Invokes the function with `payload` through the emulator's Invoke API
+    /// (`POST /2015-03-31/functions/_/invocations`).
+    fn invoke(&self, payload: &str) -> Answer {
+        let (status, body) = http_post(self.port, "/2015-03-31/functions/_/invocations", payload)
+            .unwrap_or_else(|e| {
+                panic!(
+                    "invoke failed: {e}\n{}\n{}",
+                    self.function.log_tail(),
+                    self.emulator.log_tail()
+                )
+            });
+        let v: Value = serde_json::from_str(&body).unwrap_or_else(|e| {
+            panic!(
+                "answer is not JSON ({e}): HTTP {status} {body}\n{}",
+                self.function.log_tail()
+            )
+        });
+        match status {
+            200 => Answer::Report(
+                serde_json::from_value(v)
+                    .unwrap_or_else(|e| panic!("not a run report ({e}): {body}")),
+            ),
+            _ => {
+                let error_type = v["errorType"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("HTTP {status}: {body}"))
+                    .to_string();
+                let message = v["errorMessage"].as_str().unwrap_or_default().to_string();
+                let report = serde_json::from_str(&message).ok();
+                Answer::Error {
+                    error_type,
+                    message,
+                    report,
+                }
+            }
+        }
+    }
+
+    fn invoke_file(&self, name: &str) -> Answer {
+        let path = root().join("events").join(name);
+        self.invoke(
+            &std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+        )
+    }
+}
+
+/// A minimal HTTP/1.1 POST to the local emulator (Connection: close;
+/// Content-Length or chunked answers).
+fn http_post(port: u16, path: &str, body: &str) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(300)))?;
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, rest) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| std::io::Error::other(format!("bad answer: {text}")))?;
+    let status: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("bad status line: {head}")))?;
+    let chunked = head.lines().any(|l| {
+        let l = l.to_ascii_lowercase();
+        l.starts_with("transfer-encoding:") && l.contains("chunked")
+    });
+    if !chunked {
+        return Ok((status, rest.to_string()));
+    }
+    let mut body = String::new();
+    let mut rest = rest;
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).map_err(std::io::Error::other)?;
+        if n == 0 {
+            break;
+        }
+        body.push_str(&after[..n]);
+        rest = after[n..].trim_start_matches("\r\n");
+    }
+    Ok((status, body))
+}
+
+fn date_of(report: &RunReport, d: &str) -> Option<String> {
+    report
+        .days
+        .iter()
+        .find(|x| x.date == date(d))
+        .map(|x| x.action.clone())
+}
+
+/// The scheduled event `sam local generate-event` makes, the console events
+/// and a scheduled event of the deployed rule, one after the other on one
+/// archive: each answers Success and does what its name says.
+#[tokio::test]
+async fn every_event_file_runs_through_the_lambda_runtime_and_compacts_the_archive() {
+    let Some(cargo_lambda) =
+        require_cargo_lambda("every_event_file_runs_through_the_lambda_runtime")
+    else {
+        return;
+    };
+    init_logs();
+    let store = bucket("rt-events").await;
+    let generated = generate(
+        &store,
+        json!({"seed": 11, "days": [
+            {"date": "2026-07-17", "flights": 12, "foreign": true},
+            {"date": "2026-07-18", "flights": 9},
+            {"date": "2026-07-19", "flights": 7},
+            {"date": "2026-07-20", "flights": 10}
+        ]}),
+    );
+    let lambda = LocalLambda::start(&cargo_lambda, &store, &[]);
+    let before = dump(&store, "");
+
+    // 1970: the cutoff is before every partition, nothing to do.
+    let r = lambda
+        .invoke_file("eventbridge-scheduled.json")
+        .expect_success();
+    assert_eq!(r.stop_reason, StopReason::NothingToDo, "{r:?}");
+    assert_eq!(r.last_run_at, at("1970-01-01T00:00:00Z"));
+    assert_eq!(r.bucket, store.bucket());
+    assert!(
+        !r.invocation_id.is_empty(),
+        "the Lambda request id is the invocation id"
+    );
+    assert_eq!(dump(&store, ""), before, "a no-op run changed the bucket");
+
+    // Dry run at the wall clock: plans every date, writes nothing.
+    let t0 = Instant::now();
+    let r = lambda.invoke_file("console-dry-run.json").expect_success();
+    assert!(r.dry_run);
+    assert_eq!(r.stop_reason, StopReason::ReachedCutoff, "{r:?}");
+    for d in ["2026-07-17", "2026-07-18", "2026-07-19", "2026-07-20"] {
+        assert_eq!(
+            date_of(&r, d).as_deref(),
+            Some("planned"),
+            "{d} in {:?}",
+            r.days
+        );
+    }
+    assert_eq!(dump(&store, ""), before, "the dry run changed the bucket");
+    eprintln!(
+        "dry run over {} dates took {:?}",
+        r.days.len(),
+        t0.elapsed()
+    );
+
+    // One date: compacted, the watermark not moved, the other dates untouched.
+    let r = lambda.invoke_file("console-date.json").expect_success();
+    assert_eq!(r.days.len(), 1);
+    assert_eq!(date_of(&r, "2026-07-18").as_deref(), Some("compacted"));
+    assert_eq!(r.files_compacted, 9);
+    let after = dump(&store, "");
+    assert_compacted(&after, "2026-07-18", &generated.rows["2026-07-18"]);
+    assert_eq!(watermark(&after), None);
+    for d in ["2026-07-17", "2026-07-19", "2026-07-20"] {
+        for k in &generated.index_keys[d] {
+            assert_eq!(
+                after.get(k),
+                before.get(k),
+                "{k} touched by a run for 2026-07-18 only"
+            );
+        }
+    }
+
+    // Pinned time 2026-07-22T04:50Z: cutoff 2026-07-20, everything compacted.
+    let r = lambda.invoke_file("console-now.json").expect_success();
+    assert_eq!(r.last_run_at, at("2026-07-22T04:50:00Z"));
+    assert_eq!(r.cutoff, Some(date("2026-07-20")));
+    assert_eq!(r.stop_reason, StopReason::ReachedCutoff);
+    assert_eq!(r.last_compacted_date, Some(date("2026-07-20")));
+    assert_eq!(r.days_compacted, 4);
+    assert_eq!(
+        r.files_compacted,
+        12 + 7 + 10,
+        "07-18 was compacted already"
+    );
+    assert_eq!(r.watermark_lag_days, Some(0));
+    let after = dump(&store, "");
+    for (d, rows) in &generated.rows {
+        assert_compacted(&after, d, rows);
+    }
+    for f in &generated.foreign {
+        assert_eq!(
+            after.get(f),
+            before.get(f),
+            "foreign object {f} was touched"
+        );
+    }
+    assert_eq!(
+        watermark(&after).unwrap()["last_compacted_date"],
+        "2026-07-20"
+    );
+    assert!(
+        !after
+            .keys()
+            .any(|k| k.starts_with("_compaction_state/manifests/")),
+        "manifests left"
+    );
+    assert!(
+        !after.contains_key("_compaction_state/lock.json"),
+        "lease not released"
+    );
+
+    // The deployed rule's event the same morning: nothing left to do.
+    let r = lambda
+        .invoke_file("eventbridge-scheduled-2026-07-22.json")
+        .expect_success();
+    assert_eq!(r.stop_reason, StopReason::NothingToDo);
+    assert_eq!(r.watermark_before, Some(date("2026-07-20")));
+    assert_eq!(dump(&store, ""), after, "a second run changed the bucket");
+}
+
+/// A parity mismatch answers a `Mismatch` error carrying the report; the
+/// same EventBridge event delivered again (Lambda's async retry) does not
+/// count twice, another invocation does.
+#[tokio::test]
+async fn a_mismatch_is_a_mismatch_error_and_a_redelivered_event_counts_once() {
+    let Some(cargo_lambda) = require_cargo_lambda("a_mismatch_is_a_mismatch_error") else {
+        return;
+    };
+    init_logs();
+    let store = bucket("rt-mismatch").await;
+    let generated = generate(
+        &store,
+        json!({"seed": 12, "days": [
+            {"date": "2026-07-18", "flights": 6},
+            {"date": "2026-07-19", "flights": 8, "unindexed": 2},
+            {"date": "2026-07-20", "flights": 5}
+        ]}),
+    );
+    let lambda = LocalLambda::start(&cargo_lambda, &store, &[]);
+
+    let (message, report) = lambda
+        .invoke_file("eventbridge-scheduled-2026-07-22.json")
+        .expect_error("Mismatch");
+    let r = report.unwrap_or_else(|| panic!("errorMessage is not a run report: {message}"));
+    assert_eq!(r.mismatch_date, Some(date("2026-07-19")));
+    assert_eq!(r.mismatch_uuids, generated.missing["2026-07-19"]);
+    assert_eq!(r.mismatch_uuid_count, 2);
+    assert_eq!(r.mismatch_runs, 1);
+    assert_eq!(r.last_compacted_date, Some(date("2026-07-18")));
+    assert_eq!(r.stop_reason, StopReason::Mismatch);
+    let after = dump(&store, "");
+    assert_compacted(&after, "2026-07-18", &generated.rows["2026-07-18"]);
+    for d in ["2026-07-19", "2026-07-20"] {
+        for k in &generated.index_keys[d] {
+            assert!(after.contains_key(k), "{k} touched past the mismatch");
+        }
+    }
+
+    // Lambda retries a failed asynchronous invocation with the same event.
+    let again = lambda
+        .invoke_file("eventbridge-scheduled-2026-07-22.json")
+        .expect_error("Mismatch")
+        .1
+        .unwrap();
+    assert_eq!(again.mismatch_runs, 1, "a redelivered event counted twice");
+
+    // A console invocation is another run.
+    let other = lambda
+        .invoke_file("console-now.json")
+        .expect_error("Mismatch")
+        .1
+        .unwrap();
+    assert_eq!(other.mismatch_runs, 2);
+    let wm = watermark(&dump(&store, "_compaction_state/")).unwrap();
+    assert_eq!(wm["mismatch_date"], "2026-07-19");
+    assert_eq!(wm["mismatch_runs"], 2);
+    assert_eq!(wm["last_compacted_date"], "2026-07-18");
+}
+
+/// A run that fails answers a `Failure` error with the report; an event the
+/// handler cannot read too; and the same function process goes on serving.
+#[tokio::test]
+async fn a_failure_is_a_failure_error_and_the_function_keeps_serving() {
+    let Some(cargo_lambda) = require_cargo_lambda("a_failure_is_a_failure_error") else {
+        return;
+    };
+    init_logs();
+    let store = bucket("rt-failure").await;
+    let generated = generate(
+        &store,
+        json!({"seed": 13, "days": [{"date": "2026-07-18", "flights": 4}]}),
+    );
+    let wm_key = "_compaction_state/watermark.json";
+    store
+        .put(wm_key, b"{not json".to_vec().into(), PutMode::Create, None)
+        .await
+        .unwrap();
+    let lambda = LocalLambda::start(&cargo_lambda, &store, &[]);
+    let before = dump(&store, "index/");
+
+    let (message, report) = lambda
+        .invoke_file("console-now.json")
+        .expect_error("Failure");
+    let r = report.unwrap_or_else(|| panic!("errorMessage is not a run report: {message}"));
+    assert!(
+        r.errors.iter().any(|e| e.contains(wm_key)),
+        "{:?}",
+        r.errors
+    );
+    assert_eq!(r.stop_reason, StopReason::Error);
+    assert_eq!(
+        dump(&store, "index/"),
+        before,
+        "a failed run changed index/"
+    );
+
+    let (message, report) = lambda
+        .invoke(r#"{"date": "2026-13-45"}"#)
+        .expect_error("Failure");
+    let r = report.unwrap_or_else(|| panic!("errorMessage is not a run report: {message}"));
+    assert!(r.errors[0].contains("event is not"), "{:?}", r.errors);
+
+    // The operator fixes the watermark (the Python job's format); the same
+    // process compacts on the next invocation.
+    let etag = dump(&store, wm_key)[wm_key].etag.clone();
+    let python = br#"{"last_compacted_date": "2026-07-17"}"#.to_vec();
+    store
+        .put(wm_key, python.into(), PutMode::Update(etag), None)
+        .await
+        .unwrap();
+    let r = lambda.invoke_file("console-now.json").expect_success();
+    assert_eq!(r.watermark_before, Some(date("2026-07-17")));
+    assert_eq!(r.last_compacted_date, Some(date("2026-07-20")));
+    assert_compacted(
+        &dump(&store, "index/"),
+        "2026-07-18",
+        &generated.rows["2026-07-18"],
+    );
+    assert!(
+        lambda.function.log_tail().contains("run finished"),
+        "function logs go to its log file"
+    );
+}
