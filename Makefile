@@ -21,10 +21,10 @@ help: ## This list.
 tools: ## Install the local test tools into .tools/ (venvs: moto, ministack, pyarrow, duckdb, cargo-lambda) and mosquitto.
 	@scripts/setup-tools.sh
 
-test: tools ## Everything: unit tests, end-to-end (and the Lambda runtime path) on ministack and on moto, crash tests.
+test: tools ## Everything: unit tests, end-to-end (and the Lambda runtime path) on ministack and on moto, crash tests, specs.
 	$(CARGO) test
 	TEST_S3_SERVER=moto $(CARGO) test --tests
-	$(CARGO) test --features failpoints --test crash
+	$(CARGO) test --features failpoints --test crash --test specs
 
 test-unit: ## Unit and doc tests only (no servers).
 	$(CARGO) test --lib --doc
