@@ -11,6 +11,7 @@
 //! - [`state`], [`lease`]: state files with conditional writes.
 //! - [`commit`], [`recovery`]: the commit protocol and the recovery table.
 //! - [`run`]: the driver producing one [`report::RunReport`].
+//! - [`reporting`] ([`metrics`], [`mqtt`]): the report to CloudWatch and MQTT.
 //! - [`app`]: clients built once, the Lambda handler and the CLI's shared entry point.
 #![warn(missing_docs)]
 
@@ -21,6 +22,8 @@ pub mod error;
 pub mod keys;
 pub mod lease;
 pub mod merge;
+pub mod metrics;
+pub mod mqtt;
 pub mod plan;
 pub mod recovery;
 pub mod report;

@@ -1,0 +1,210 @@
+//! CloudWatch metrics: the run's figures as one `PutMetricData` call in the
+//! namespace `METRICS_NAMESPACE`, each datum with the dimension
+//! `Bucket={S3_BUCKET}`.
+//!
+//! Guarantees:
+//!
+//! - [`metrics`] is a pure function of the report; every run yields the same
+//!   set of names (bar `WatermarkLagDays`, left out when the watermark could
+//!   not be read), so a missing datum means "no run", never "zero".
+//! - Exactly one of `RunSuccess`, `RunMismatch`, `RunFailure` is 1 and the
+//!   other two are 0, so an alarm is `RunFailure >= 1` or
+//!   `RunSuccess < 1 for N periods`.
+//! - Data points carry the wall-clock time of the call, not the invocation
+//!   time: CloudWatch rejects points older than two weeks, and `--now` or a
+//!   replayed event may be older than that.
+//! - [`put`] is bounded by [`CLOUDWATCH_TIMEOUT`] on top of the SDK's own
+//!   timeouts and retries.
+//!
+//! ```
+//! use archive_compaction::metrics::metrics;
+//! use archive_compaction::report::{RunReport, Status};
+//! use aws_sdk_cloudwatch::types::StandardUnit;
+//!
+//! let report = RunReport { bytes_written: 4096, last_run_status: Status::Mismatch, ..Default::default() };
+//! let m = metrics(&report);
+//! let get = |n: &str| m.iter().find(|m| m.name == n).unwrap();
+//! assert_eq!(get("BytesWritten").value, 4096.0);
+//! assert_eq!(get("BytesWritten").unit, StandardUnit::Bytes);
+//! assert_eq!((get("RunSuccess").value, get("RunMismatch").value, get("RunFailure").value), (0.0, 1.0, 0.0));
+//! ```
+
+use std::time::{Duration, SystemTime};
+
+use aws_sdk_cloudwatch::error::DisplayErrorContext;
+use aws_sdk_cloudwatch::primitives::DateTime;
+use aws_sdk_cloudwatch::types::{Dimension, MetricDatum, StandardUnit};
+
+use crate::report::{RunReport, Status};
+use crate::reporting::ReportError;
+
+/// The one dimension of every metric; its value is the bucket name.
+pub const BUCKET_DIMENSION: &str = "Bucket";
+
+/// Bound on the whole PutMetricData call, retries included (10 s).
+pub const CLOUDWATCH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One metric value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Metric {
+    /// The metric name, e.g. `FilesCompacted`.
+    pub name: &'static str,
+    /// The value, in `unit`.
+    pub value: f64,
+    /// `Count`, `Bytes` or `Seconds`.
+    pub unit: StandardUnit,
+}
+
+/// The metrics for `report`: the report's figures, the watermark lag
+/// (days behind the cutoff) and one-hot `RunSuccess`/`RunMismatch`/`RunFailure`.
+pub fn metrics(report: &RunReport) -> Vec<Metric> {
+    let count = |name, value: u64| Metric {
+        name,
+        value: value as f64,
+        unit: StandardUnit::Count,
+    };
+    let status = report.last_run_status;
+    let mut m = vec![
+        count("FilesCompacted", report.files_compacted),
+        count("FilesDeleteFailed", report.files_delete_failed),
+        count("DaysCompacted", report.days_compacted),
+        count("MismatchUuidCount", report.mismatch_uuid_count),
+        count("MismatchRuns", u64::from(report.mismatch_runs)),
+        count("ManifestsRecovered", report.manifests_recovered),
+        count("FilesSkipped", report.files_skipped()),
+        count("RowsWritten", report.rows_written),
+        Metric {
+            name: "BytesWritten",
+            value: report.bytes_written as f64,
+            unit: StandardUnit::Bytes,
+        },
+        count("DuplicatesRemoved", report.duplicates_removed),
+        Metric {
+            name: "RunDurationSeconds",
+            value: report.duration_seconds,
+            unit: StandardUnit::Seconds,
+        },
+        count("RunSuccess", u64::from(status == Status::Success)),
+        count("RunMismatch", u64::from(status == Status::Mismatch)),
+        count("RunFailure", u64::from(status == Status::Failure)),
+    ];
+    if let Some(lag) = report.watermark_lag_days {
+        // CloudWatch has no "Days" unit: a count of days.
+        m.push(Metric {
+            name: "WatermarkLagDays",
+            value: lag as f64,
+            unit: StandardUnit::Count,
+        });
+    }
+    m
+}
+
+/// The data points for `metrics`, each with `Bucket={bucket}` and timestamp `at`.
+pub fn metric_data(metrics: &[Metric], bucket: &str, at: SystemTime) -> Vec<MetricDatum> {
+    let dimension = Dimension::builder()
+        .name(BUCKET_DIMENSION)
+        .value(bucket)
+        .build();
+    metrics
+        .iter()
+        .map(|m| {
+            MetricDatum::builder()
+                .metric_name(m.name)
+                .dimensions(dimension.clone())
+                .value(m.value)
+                .unit(m.unit.clone())
+                .timestamp(DateTime::from(at))
+                .build()
+        })
+        .collect()
+}
+
+/// Sends `metrics` to CloudWatch in one PutMetricData call, within
+/// [`CLOUDWATCH_TIMEOUT`].
+///
+/// Errors: [`ReportError::CloudWatch`] (the SDK's error after its retries),
+/// [`ReportError::CloudWatchTimeout`].
+pub async fn put(
+    client: &aws_sdk_cloudwatch::Client,
+    namespace: &str,
+    bucket: &str,
+    metrics: &[Metric],
+    at: SystemTime,
+) -> Result<(), ReportError> {
+    let started = std::time::Instant::now();
+    let call = client
+        .put_metric_data()
+        .namespace(namespace)
+        .set_metric_data(Some(metric_data(metrics, bucket, at)))
+        .send();
+    match tokio::time::timeout(CLOUDWATCH_TIMEOUT, call).await {
+        Ok(Ok(_)) => {
+            tracing::info!(
+                namespace,
+                bucket,
+                metrics = metrics.len(),
+                seconds = started.elapsed().as_secs_f64(),
+                "CloudWatch metrics published"
+            );
+            Ok(())
+        }
+        Ok(Err(e)) => Err(ReportError::CloudWatch {
+            namespace: namespace.to_string(),
+            reason: DisplayErrorContext(&e).to_string(),
+        }),
+        Err(_) => Err(ReportError::CloudWatchTimeout {
+            namespace: namespace.to_string(),
+            timeout: CLOUDWATCH_TIMEOUT,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_hot_status_and_units() {
+        for (status, hot) in [
+            (Status::Success, "RunSuccess"),
+            (Status::Mismatch, "RunMismatch"),
+            (Status::Failure, "RunFailure"),
+        ] {
+            let report = RunReport {
+                last_run_status: status,
+                watermark_lag_days: Some(3),
+                duration_seconds: 1.5,
+                ..Default::default()
+            };
+            let m = metrics(&report);
+            assert_eq!(m.len(), 15);
+            for name in ["RunSuccess", "RunMismatch", "RunFailure"] {
+                let v = m.iter().find(|x| x.name == name).unwrap().value;
+                assert_eq!(v, if name == hot { 1.0 } else { 0.0 }, "{name}");
+            }
+            let lag = m.iter().find(|x| x.name == "WatermarkLagDays").unwrap();
+            assert_eq!((lag.value, &lag.unit), (3.0, &StandardUnit::Count));
+            let d = m.iter().find(|x| x.name == "RunDurationSeconds").unwrap();
+            assert_eq!((d.value, &d.unit), (1.5, &StandardUnit::Seconds));
+        }
+    }
+
+    #[test]
+    fn unknown_watermark_lag_is_left_out() {
+        let m = metrics(&RunReport::default());
+        assert_eq!(m.len(), 14);
+        assert!(!m.iter().any(|x| x.name == "WatermarkLagDays"));
+    }
+
+    #[test]
+    fn every_datum_has_the_bucket_dimension() {
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let data = metric_data(&metrics(&RunReport::default()), "archive", at);
+        for d in &data {
+            assert_eq!(d.dimensions().len(), 1);
+            assert_eq!(d.dimensions()[0].name(), Some(BUCKET_DIMENSION));
+            assert_eq!(d.dimensions()[0].value(), Some("archive"));
+            assert_eq!(d.timestamp().unwrap().secs(), 1_800_000_000);
+        }
+    }
+}

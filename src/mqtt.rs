@@ -1,0 +1,524 @@
+//! MQTT reporting: the run's figures as retained topics under
+//! `{MQTT_TOPIC_ROOT}/statistic/`, then Home Assistant discovery configs.
+//!
+//! The topics and payloads are the Python job's, so existing Home Assistant
+//! entities keep working (same `unique_id`s, same device identifier).
+//!
+//! Guarantees of [`publish`]:
+//!
+//! - Every message is published retained at QoS 1, and `Ok` means the broker
+//!   acknowledged every one (PUBACK) and the client then disconnected
+//!   cleanly (DISCONNECT sent, so no will or session is left behind).
+//! - The whole exchange (DNS, TCP, TLS, CONNECT, publishes, DISCONNECT) is
+//!   bounded by [`MqttConfig::timeout`]; the error says what was under way.
+//! - The client id is unique per call (`archive-compaction-{UUIDv7}`) and
+//!   the session is clean, so two invocations never take over each other's
+//!   connection.
+//! - TLS (rustls) when [`MqttConfig::tls`]: the system's roots, or only the
+//!   certificates of `MQTT_CA_FILE` (PEM) when set.
+//!
+//! What is published is a pure function of the report:
+//!
+//! ```
+//! use archive_compaction::mqtt::{discovery, statistics};
+//! use archive_compaction::report::RunReport;
+//!
+//! let report = RunReport { files_compacted: 95, ..Default::default() };
+//! let stats = statistics(&report, "SkyFollower/archive-compaction");
+//! assert_eq!(stats.len(), 10);
+//! assert_eq!(stats[0].topic, "SkyFollower/archive-compaction/statistic/files_compacted");
+//! assert_eq!(stats[0].payload, "95");
+//! let by_topic = |t: &str| stats.iter().find(|m| m.topic.ends_with(t)).unwrap().payload.clone();
+//! assert_eq!(by_topic("/mismatch_date"), "None");
+//! assert_eq!(by_topic("/mismatch_uuids"), r#"{"uuids":[]}"#);
+//!
+//! let configs = discovery("SkyFollower/archive-compaction");
+//! assert_eq!(configs.len(), 9);
+//! assert_eq!(
+//!     configs[0].topic,
+//!     "homeassistant/sensor/SkyFollower_archive_compaction_files_compacted/config"
+//! );
+//! ```
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
+use rumqttc::tokio_rustls::rustls::pki_types::CertificateDer;
+use rumqttc::tokio_rustls::rustls::pki_types::pem::PemObject;
+use rumqttc::tokio_rustls::rustls::{ClientConfig, RootCertStore};
+use rumqttc::{
+    AsyncClient, Event, EventLoop, MqttOptions, Outgoing, Packet, QoS, TlsConfiguration, Transport,
+};
+use serde_json::{Value, json};
+
+use crate::config::MqttConfig;
+use crate::report::RunReport;
+use crate::reporting::ReportError;
+
+/// The ten statistic topics, in publish order (`{root}/statistic/{name}`).
+pub const STATISTICS: [&str; 10] = [
+    "files_compacted",
+    "files_delete_failed",
+    "days_compacted",
+    "last_compacted_date",
+    "mismatch_date",
+    "mismatch_uuid_count",
+    "mismatch_uuids",
+    "mismatch_runs",
+    "last_run_at",
+    "last_run_status",
+];
+
+/// Home Assistant's discovery prefix.
+pub const DISCOVERY_PREFIX: &str = "homeassistant";
+
+/// The Home Assistant device (and the prefix of every `unique_id`).
+pub const DEVICE_ID: &str = "SkyFollower_archive_compaction";
+
+/// One MQTT message, published retained at QoS 1.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// The full topic.
+    pub topic: String,
+    /// The payload (UTF-8 text or JSON).
+    pub payload: String,
+}
+
+/// The statistic topic for `name` under `topic_root`.
+pub fn statistic_topic(topic_root: &str, name: &str) -> String {
+    format!("{topic_root}/statistic/{name}")
+}
+
+/// The discovery config topic for the sensor `name`.
+pub fn discovery_topic(name: &str) -> String {
+    format!("{DISCOVERY_PREFIX}/sensor/{DEVICE_ID}_{name}/config")
+}
+
+/// `YYYY-MM-DD`, or the string `None` when unset (the Python job's format).
+pub fn format_date(date: Option<NaiveDate>) -> String {
+    date.map_or_else(|| "None".to_string(), |d| d.format("%Y-%m-%d").to_string())
+}
+
+/// ISO 8601 in UTC with microseconds and `+00:00`, as Python's
+/// `datetime.isoformat()` prints it, e.g. `2026-07-22T04:50:00.000000+00:00`.
+pub fn format_timestamp(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Micros, false)
+}
+
+/// The ten retained statistic messages for `report`, in [`STATISTICS`] order.
+/// Numbers are decimal text; `last_run_at` is the invocation time.
+pub fn statistics(report: &RunReport, topic_root: &str) -> Vec<Message> {
+    let payload = |name: &str| -> String {
+        match name {
+            "files_compacted" => report.files_compacted.to_string(),
+            "files_delete_failed" => report.files_delete_failed.to_string(),
+            "days_compacted" => report.days_compacted.to_string(),
+            "last_compacted_date" => format_date(report.last_compacted_date),
+            "mismatch_date" => format_date(report.mismatch_date),
+            "mismatch_uuid_count" => report.mismatch_uuid_count.to_string(),
+            "mismatch_uuids" => json!({ "uuids": report.mismatch_uuids }).to_string(),
+            "mismatch_runs" => report.mismatch_runs.to_string(),
+            "last_run_at" => format_timestamp(report.last_run_at),
+            "last_run_status" => report.last_run_status.as_str().to_string(),
+            other => unreachable!("unknown statistic {other}"),
+        }
+    };
+    STATISTICS
+        .iter()
+        .map(|name| Message {
+            topic: statistic_topic(topic_root, name),
+            payload: payload(name),
+        })
+        .collect()
+}
+
+/// One Home Assistant sensor: the statistic it shows and how.
+struct Sensor {
+    name: &'static str,
+    title: &'static str,
+    icon: &'static str,
+    /// `measurement` for the numbers (each is a per-run figure, not a running total).
+    state_class: Option<&'static str>,
+    device_class: Option<&'static str>,
+    /// The statistic whose JSON becomes the entity's attributes.
+    attributes: Option<&'static str>,
+}
+
+/// The nine sensors (every statistic but `mismatch_uuids`, which is the
+/// attributes of `mismatch_uuid_count`). Names and icons are the Python
+/// job's; no `unit_of_measurement`, since adding one to an entity with
+/// recorded statistics makes Home Assistant flag a unit change.
+const SENSORS: [Sensor; 9] = [
+    Sensor {
+        name: "files_compacted",
+        title: "Files Compacted",
+        icon: "mdi:file-multiple",
+        state_class: Some("measurement"),
+        device_class: None,
+        attributes: None,
+    },
+    Sensor {
+        name: "files_delete_failed",
+        title: "Delete Failures",
+        icon: "mdi:alert",
+        state_class: Some("measurement"),
+        device_class: None,
+        attributes: None,
+    },
+    Sensor {
+        name: "days_compacted",
+        title: "Days Compacted",
+        icon: "mdi:calendar-check",
+        state_class: Some("measurement"),
+        device_class: None,
+        attributes: None,
+    },
+    Sensor {
+        name: "last_compacted_date",
+        title: "Last Compacted Date",
+        icon: "mdi:calendar",
+        state_class: None,
+        device_class: None,
+        attributes: None,
+    },
+    Sensor {
+        name: "mismatch_date",
+        title: "Mismatch Date",
+        icon: "mdi:calendar-alert",
+        state_class: None,
+        device_class: None,
+        attributes: None,
+    },
+    Sensor {
+        name: "mismatch_uuid_count",
+        title: "Mismatch Flight Count",
+        icon: "mdi:alert-circle",
+        state_class: Some("measurement"),
+        device_class: None,
+        attributes: Some("mismatch_uuids"),
+    },
+    Sensor {
+        name: "mismatch_runs",
+        title: "Mismatch Consecutive Runs",
+        icon: "mdi:counter",
+        state_class: Some("measurement"),
+        device_class: None,
+        attributes: None,
+    },
+    Sensor {
+        name: "last_run_at",
+        title: "Last Run At",
+        icon: "mdi:clock",
+        state_class: None,
+        device_class: Some("timestamp"),
+        attributes: None,
+    },
+    Sensor {
+        name: "last_run_status",
+        title: "Last Run Status",
+        icon: "mdi:check-circle",
+        state_class: None,
+        device_class: None,
+        attributes: None,
+    },
+];
+
+/// The device block shared by every discovery config; `sw_version` is this
+/// crate's version.
+pub fn device() -> Value {
+    json!({
+        "identifiers": [DEVICE_ID],
+        "name": "SkyFollower Archive Compaction",
+        "model": "Archive Compaction",
+        "sw_version": env!("CARGO_PKG_VERSION"),
+    })
+}
+
+/// The nine retained Home Assistant discovery configs (JSON), one per
+/// statistic except `mismatch_uuids`.
+pub fn discovery(topic_root: &str) -> Vec<Message> {
+    SENSORS
+        .iter()
+        .map(|s| {
+            let mut config = json!({
+                "name": s.title,
+                "has_entity_name": true,
+                "unique_id": format!("{DEVICE_ID}_{}", s.name),
+                "state_topic": statistic_topic(topic_root, s.name),
+                "icon": s.icon,
+                "device": device(),
+            });
+            if let Some(c) = s.state_class {
+                config["state_class"] = c.into();
+            }
+            if let Some(c) = s.device_class {
+                config["device_class"] = c.into();
+            }
+            if let Some(a) = s.attributes {
+                config["json_attributes_topic"] = statistic_topic(topic_root, a).into();
+            }
+            Message {
+                topic: discovery_topic(s.name),
+                payload: config.to_string(),
+            }
+        })
+        .collect()
+}
+
+/// How far an exchange got (for the timeout error).
+#[derive(Debug, Default)]
+struct Progress {
+    connected: bool,
+    acked: usize,
+    disconnecting: bool,
+}
+
+impl Progress {
+    fn stage(&self) -> &'static str {
+        match (self.connected, self.disconnecting) {
+            (false, _) => "connecting",
+            (true, false) => "publishing",
+            (true, true) => "disconnecting",
+        }
+    }
+}
+
+/// Publishes `messages` retained at QoS 1 and waits for every PUBACK, then
+/// disconnects; all within `config.timeout`.
+///
+/// Errors: [`ReportError::MqttTls`] (TLS roots), [`ReportError::Mqtt`]
+/// (refused, not authorised, connection lost), [`ReportError::MqttTimeout`].
+pub async fn publish(config: &MqttConfig, messages: &[Message]) -> Result<(), ReportError> {
+    let broker = format!("{}:{}", config.host, config.port);
+    let client_id = format!("archive-compaction-{}", uuid::Uuid::now_v7().simple());
+    let started = std::time::Instant::now();
+    let mut progress = Progress::default();
+    let result = tokio::time::timeout(
+        config.timeout,
+        exchange(config, &client_id, &broker, messages, &mut progress),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        Err(ReportError::MqttTimeout {
+            broker: broker.clone(),
+            timeout: config.timeout,
+            stage: progress.stage(),
+            acked: progress.acked,
+            total: messages.len(),
+        })
+    });
+    if result.is_ok() {
+        tracing::info!(
+            %broker,
+            client_id,
+            messages = messages.len(),
+            seconds = started.elapsed().as_secs_f64(),
+            "MQTT statistics and discovery configs published"
+        );
+    }
+    result
+}
+
+/// The client options: id, clean session, credentials, TLS.
+fn options(config: &MqttConfig, client_id: &str, broker: &str) -> Result<MqttOptions, ReportError> {
+    let mut options = MqttOptions::new(client_id, config.host.clone(), config.port);
+    options.set_clean_session(true);
+    options.set_keep_alive(Duration::from_secs(30));
+    if config.username.is_some() || config.password.is_some() {
+        options.set_credentials(
+            config.username.clone().unwrap_or_default(),
+            config.password.clone().unwrap_or_default(),
+        );
+    }
+    if config.tls {
+        let tls = tls_config(config.ca_file.as_deref()).map_err(|reason| ReportError::MqttTls {
+            broker: broker.to_string(),
+            reason,
+        })?;
+        options.set_transport(Transport::tls_with_config(TlsConfiguration::Rustls(
+            Arc::new(tls),
+        )));
+    }
+    Ok(options)
+}
+
+/// A rustls client config trusting the certificates of `ca_file` (PEM), or
+/// the system's roots when `None`.
+fn tls_config(ca_file: Option<&str>) -> Result<ClientConfig, String> {
+    let mut roots = RootCertStore::empty();
+    match ca_file {
+        Some(path) => {
+            let pem =
+                std::fs::read(path).map_err(|e| format!("cannot read MQTT_CA_FILE {path}: {e}"))?;
+            for cert in CertificateDer::pem_slice_iter(&pem) {
+                let cert = cert.map_err(|e| format!("MQTT_CA_FILE {path}: bad PEM: {e}"))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("MQTT_CA_FILE {path}: bad certificate: {e}"))?;
+            }
+            if roots.is_empty() {
+                return Err(format!("MQTT_CA_FILE {path} holds no PEM certificate"));
+            }
+        }
+        None => {
+            let found = rustls_native_certs::load_native_certs();
+            let (added, _ignored) = roots.add_parsable_certificates(found.certs);
+            if added == 0 {
+                return Err(format!(
+                    "no system root certificates found ({:?}); set MQTT_CA_FILE",
+                    found.errors
+                ));
+            }
+        }
+    }
+    Ok(ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
+/// Connect, publish, await every PUBACK, disconnect. Not bounded by itself.
+async fn exchange(
+    config: &MqttConfig,
+    client_id: &str,
+    broker: &str,
+    messages: &[Message],
+    progress: &mut Progress,
+) -> Result<(), ReportError> {
+    let total = messages.len();
+    let fail = |reason: String, acked: usize| ReportError::Mqtt {
+        broker: broker.to_string(),
+        reason,
+        acked,
+        total,
+    };
+    let options = options(config, client_id, broker)?;
+    // The request channel holds every message and the DISCONNECT, so
+    // queueing never waits on the event loop.
+    let (client, mut events): (AsyncClient, EventLoop) = AsyncClient::new(options, total + 2);
+    // The outer timeout is the real bound; keep rumqttc's own network
+    // timeout (5 s by default) from cutting in first.
+    let mut network = events.network_options();
+    network.set_connection_timeout(config.timeout.as_secs().saturating_add(1));
+    events.set_network_options(network);
+    for m in messages {
+        client
+            .try_publish(
+                m.topic.as_str(),
+                QoS::AtLeastOnce,
+                true,
+                m.payload.as_bytes(),
+            )
+            .map_err(|e| fail(format!("cannot queue {}: {e}", m.topic), 0))?;
+    }
+    if total == 0 {
+        return Ok(());
+    }
+    let mut in_flight: HashSet<u16> = HashSet::new();
+    loop {
+        let event = events
+            .poll()
+            .await
+            .map_err(|e| fail(e.to_string(), progress.acked))?;
+        match event {
+            Event::Incoming(Packet::ConnAck(_)) => progress.connected = true,
+            Event::Outgoing(Outgoing::Publish(pkid)) => {
+                in_flight.insert(pkid);
+            }
+            Event::Incoming(Packet::PubAck(ack)) => {
+                if in_flight.remove(&ack.pkid) {
+                    progress.acked += 1;
+                }
+                if progress.acked == total && !progress.disconnecting {
+                    progress.disconnecting = true;
+                    client
+                        .try_disconnect()
+                        .map_err(|e| fail(format!("cannot disconnect: {e}"), progress.acked))?;
+                }
+            }
+            // Written and flushed before this event is returned.
+            Event::Outgoing(Outgoing::Disconnect) => return Ok(()),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Status;
+
+    #[test]
+    fn statistics_payloads() {
+        let report = RunReport {
+            files_compacted: 95,
+            files_delete_failed: 2,
+            days_compacted: 4,
+            last_compacted_date: Some(NaiveDate::from_ymd_opt(2026, 7, 21).unwrap()),
+            mismatch_date: Some(NaiveDate::from_ymd_opt(2026, 7, 22).unwrap()),
+            mismatch_uuid_count: 2,
+            mismatch_uuids: vec!["a".into(), "b".into()],
+            mismatch_runs: 3,
+            last_run_at: DateTime::parse_from_rfc3339("2026-07-24T04:50:03.5Z")
+                .unwrap()
+                .to_utc(),
+            last_run_status: Status::Mismatch,
+            ..Default::default()
+        };
+        let got: Vec<(String, String)> = statistics(&report, "root")
+            .into_iter()
+            .map(|m| (m.topic, m.payload))
+            .collect();
+        let want: Vec<(String, String)> = [
+            ("files_compacted", "95"),
+            ("files_delete_failed", "2"),
+            ("days_compacted", "4"),
+            ("last_compacted_date", "2026-07-21"),
+            ("mismatch_date", "2026-07-22"),
+            ("mismatch_uuid_count", "2"),
+            ("mismatch_uuids", r#"{"uuids":["a","b"]}"#),
+            ("mismatch_runs", "3"),
+            ("last_run_at", "2026-07-24T04:50:03.500000+00:00"),
+            ("last_run_status", "Mismatch"),
+        ]
+        .iter()
+        .map(|(n, p)| (format!("root/statistic/{n}"), p.to_string()))
+        .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn discovery_configs() {
+        let configs = discovery("root");
+        let names: Vec<&str> = STATISTICS
+            .iter()
+            .copied()
+            .filter(|n| *n != "mismatch_uuids")
+            .collect();
+        assert_eq!(configs.len(), names.len());
+        let mut ids = HashSet::new();
+        for (m, name) in configs.iter().zip(names) {
+            assert_eq!(
+                m.topic,
+                format!("homeassistant/sensor/SkyFollower_archive_compaction_{name}/config")
+            );
+            let c: Value = serde_json::from_str(&m.payload).unwrap();
+            assert_eq!(c["state_topic"], format!("root/statistic/{name}"));
+            assert!(ids.insert(c["unique_id"].as_str().unwrap().to_string()));
+            assert_eq!(c["device"], device());
+            assert!(c["icon"].as_str().unwrap().starts_with("mdi:"));
+        }
+    }
+
+    #[test]
+    fn ca_file_errors_say_what_is_wrong() {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "not a certificate\n").unwrap();
+        let e = tls_config(Some(empty.to_str().unwrap())).unwrap_err();
+        assert!(e.contains("holds no PEM certificate"), "{e}");
+        let e = tls_config(Some("/nonexistent/ca.pem")).unwrap_err();
+        assert!(e.contains("cannot read MQTT_CA_FILE"), "{e}");
+    }
+}
