@@ -2,6 +2,11 @@
 
     python serve.py ministack|moto|mosquitto PORT
 
+mosquitto reads two optional variables: MOSQUITTO_PASSWORD_FILE (a
+mosquitto_passwd file; anonymous clients are still allowed, wrong passwords
+are refused) and MOSQUITTO_TLS_DIR (ca.crt, server.crt, server.key: the
+listener speaks TLS only).
+
 The Rust test harness keeps the write end of our stdin open for as long as the
 test process lives; when it exits (or crashes), stdin hits EOF and the server
 is terminated, so no server outlives its tests. Prints "ready" once the port
@@ -36,6 +41,11 @@ def main():
             pw = os.environ.get("MOSQUITTO_PASSWORD_FILE")
             if pw:
                 f.write(f"password_file {pw}\n")
+            # TLS on the listener: a directory holding ca.crt, server.crt, server.key (PEM).
+            tls = os.environ.get("MOSQUITTO_TLS_DIR")
+            if tls:
+                for key, name in (("cafile", "ca.crt"), ("certfile", "server.crt"), ("keyfile", "server.key")):
+                    f.write(f"{key} {os.path.join(tls, name)}\n")
         exe = "/usr/sbin/mosquitto" if os.path.exists("/usr/sbin/mosquitto") else "mosquitto"
         cmd = [exe, "-c", conf]
     else:
