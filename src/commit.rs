@@ -17,7 +17,7 @@
 //!
 //! Failpoints (feature `failpoints`): `commit::before-manifest-create`,
 //! `commit::after-manifest-create`, `commit::after-output-put`,
-//! `commit::after-verify`, `commit::between-delete-batches`,
+//! `commit::after-verify`, `commit::before-delete-batch`, `commit::between-delete-batches`,
 //! `commit::after-deletes`, `commit::before-manifest-delete`.
 
 use std::collections::HashMap;
@@ -36,7 +36,7 @@ use crate::merge::{self, MergeInput, Source};
 use crate::plan::PlannedInput;
 use crate::report::SkippedFile;
 use crate::state::{MANIFEST_VERSION, Manifest, ManifestInput, ManifestOutput};
-use crate::storage::{DeleteFailure, PutMode, S3Store, etag_eq};
+use crate::storage::{DeleteFailure, Fetched, PutMode, S3Store, etag_eq};
 
 /// Confirms the lease (when there is one) before each destructive step.
 #[derive(Debug)]
@@ -78,12 +78,8 @@ pub async fn read_inputs(
 ) -> Result<ReadInputs> {
     use futures::StreamExt;
     let mut out = ReadInputs::default();
-    let mut fetched = futures::stream::iter(
-        inputs
-            .iter()
-            .map(|i| async move { (i, store.get_opt(&i.meta.key).await) }),
-    )
-    .buffered(concurrency.max(1));
+    let fetches: Vec<_> = inputs.iter().map(|i| fetch(store, i)).collect();
+    let mut fetched = futures::stream::iter(fetches).buffered(concurrency.max(1));
     while let Some((input, res)) = fetched.next().await {
         let Some(f) = res? else {
             tracing::info!(key = %input.meta.key, "input vanished since the listing; not an input any more");
@@ -119,6 +115,13 @@ pub async fn read_inputs(
         }
     }
     Ok(out)
+}
+
+async fn fetch<'a>(
+    store: &S3Store,
+    input: &'a PlannedInput,
+) -> (&'a PlannedInput, Result<Option<Fetched>>) {
+    (input, store.get_opt(&input.meta.key).await)
 }
 
 /// A commit ready to be written.
@@ -319,13 +322,15 @@ pub async fn delete_inputs(
             Some(_) => to_delete.push((input.key.clone(), input.etag.clone())),
         }
     }
-    fence.check().await?;
-    let failures = store
-        .delete_batch(&to_delete, async || {
+    let mut failures = Vec::new();
+    for (i, batch) in to_delete.chunks(store.delete_batch_size()).enumerate() {
+        if i > 0 {
             failpoint!("commit::between-delete-batches");
-            fence.check().await
-        })
-        .await?;
+        }
+        fence.check().await?;
+        failpoint!("commit::before-delete-batch");
+        failures.extend(store.delete_batch(batch).await?);
+    }
     for f in failures {
         if f.is_newer_version() {
             outcome.kept_newer.push(f.key);

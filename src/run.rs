@@ -518,3 +518,21 @@ async fn commit_day(
     commit::delete_manifest(store, &prepared.manifest_key).await?;
     Ok(deleted.kept_newer.len())
 }
+
+#[cfg(test)]
+mod send_checks {
+    fn is_send<T: Send>(_: &T) {}
+
+    #[allow(
+        dead_code,
+        unreachable_code,
+        unused_variables,
+        clippy::diverging_sub_expression
+    )]
+    fn run_future_is_send() {
+        let store: &crate::storage::S3Store = unimplemented!();
+        let config: &crate::config::Config = unimplemented!();
+        let opts: &super::RunOptions = unimplemented!();
+        is_send(&super::run(store, config, opts));
+    }
+}

@@ -21,7 +21,6 @@ use aws_sdk_s3::types::{ChecksumMode, Delete, ObjectIdentifier};
 use backon::{BackoffBuilder, ExponentialBuilder};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use futures::{StreamExt, TryStreamExt};
 
 use crate::error::{Error, Result};
 
@@ -291,15 +290,6 @@ impl S3Store {
         }
     }
 
-    /// Reads many objects, at most `concurrency` requests at once, results in
-    /// the order of `keys`. Fails on the first error.
-    pub async fn get_many(&self, keys: &[String], concurrency: usize) -> Result<Vec<Fetched>> {
-        futures::stream::iter(keys.iter().map(|k| self.get(k)))
-            .buffered(concurrency.max(1))
-            .try_collect()
-            .await
-    }
-
     /// HeadObject with checksum mode on, or `None` when the key does not exist.
     pub async fn head(&self, key: &str) -> Result<Option<Head>> {
         match self
@@ -371,49 +361,48 @@ impl S3Store {
         }
     }
 
-    /// Deletes `(key, etag)` pairs with DeleteObjects in batches of at most
-    /// [`DELETE_BATCH_MAX`] keys (S3 DeleteObjects takes at most 1,000 keys), each key conditional on its ETag, in quiet
-    /// mode. A 200 response can still carry per-key errors: transient ones
-    /// are retried (up to 2 more times, 1 s then 2 s backoff with jitter),
-    /// `NoSuchKey` counts as deleted, and the rest are returned.
+    /// Keys per DeleteObjects request (at most [`DELETE_BATCH_MAX`]).
+    pub fn delete_batch_size(&self) -> usize {
+        self.delete_batch_size
+    }
+
+    /// Deletes one batch of `(key, etag)` pairs (at most
+    /// [`S3Store::delete_batch_size`] keys; S3 DeleteObjects takes at most
+    /// 1,000) with one DeleteObjects request, each key conditional on its
+    /// ETag, in quiet mode. A 200 response can still carry per-key errors:
+    /// transient ones are retried (up to 2 more times, 1 s then 2 s backoff
+    /// with jitter), `NoSuchKey` counts as deleted, and the rest are returned.
     ///
-    /// `between_batches` is called before every batch after the first
-    /// (failpoints, lease checks). Errors: a whole request that fails after
-    /// the SDK's retries.
-    pub async fn delete_batch<F>(
-        &self,
-        objects: &[(String, String)],
-        mut between_batches: F,
-    ) -> Result<Vec<DeleteFailure>>
-    where
-        F: AsyncFnMut() -> Result<()>,
-    {
+    /// Errors: a whole request that fails after the SDK's retries.
+    pub async fn delete_batch(&self, batch: &[(String, String)]) -> Result<Vec<DeleteFailure>> {
+        assert!(
+            batch.len() <= self.delete_batch_size,
+            "batch larger than the DeleteObjects limit"
+        );
         let mut failures = Vec::new();
-        for (i, chunk) in objects.chunks(self.delete_batch_size).enumerate() {
-            if i > 0 {
-                between_batches().await?;
+        if batch.is_empty() {
+            return Ok(failures);
+        }
+        let mut pending: Vec<(String, String)> = batch.to_vec();
+        let mut delays = self.delete_backoff.build();
+        loop {
+            let errors = self.delete_once(&pending).await?;
+            let (transient, permanent): (Vec<_>, Vec<_>) = errors
+                .into_iter()
+                .partition(|f| TRANSIENT_CODES.contains(&f.code.as_str()));
+            failures.extend(permanent.into_iter().filter(|f| f.code != "NoSuchKey"));
+            if transient.is_empty() {
+                break;
             }
-            let mut pending: Vec<(String, String)> = chunk.to_vec();
-            let mut delays = self.delete_backoff.build();
-            loop {
-                let errors = self.delete_once(&pending).await?;
-                let (transient, permanent): (Vec<_>, Vec<_>) = errors
-                    .into_iter()
-                    .partition(|f| TRANSIENT_CODES.contains(&f.code.as_str()));
-                failures.extend(permanent.into_iter().filter(|f| f.code != "NoSuchKey"));
-                if transient.is_empty() {
-                    break;
+            match delays.next() {
+                Some(d) => {
+                    tracing::warn!(keys = transient.len(), code = %transient[0].code, delay_ms = d.as_millis() as u64, "DeleteObjects per-key transient errors; retrying those keys");
+                    tokio::time::sleep(d).await;
+                    pending.retain(|(k, _)| transient.iter().any(|f| &f.key == k));
                 }
-                match delays.next() {
-                    Some(d) => {
-                        tracing::warn!(keys = transient.len(), code = %transient[0].code, delay_ms = d.as_millis() as u64, "DeleteObjects per-key transient errors; retrying those keys");
-                        tokio::time::sleep(d).await;
-                        pending.retain(|(k, _)| transient.iter().any(|f| &f.key == k));
-                    }
-                    None => {
-                        failures.extend(transient);
-                        break;
-                    }
+                None => {
+                    failures.extend(transient);
+                    break;
                 }
             }
         }

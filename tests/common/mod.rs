@@ -223,6 +223,26 @@ pub fn dump(store: &S3Store, prefix: &str) -> BTreeMap<String, Dumped> {
     serde_json::from_str(&out).unwrap()
 }
 
+/// Rewrites an index file in place with pyarrow (new ETag, ident changed);
+/// returns the new rows.
+pub fn rewrite(store: &S3Store, key: &str, ident: &str) -> Vec<Value> {
+    let out = py(
+        &[
+            "rewrite",
+            "--endpoint",
+            &endpoint(),
+            "--bucket",
+            store.bucket(),
+            "--key",
+            key,
+            "--ident",
+            ident,
+        ],
+        None,
+    );
+    serde_json::from_str(&out).unwrap()
+}
+
 /// The exact schema the Glue table expects, as pyarrow prints it.
 pub const ARROW_SCHEMA: &str = "icao_hex: string\nregistration: string\ntype_designator: string\nmilitary: bool not null\noperator_designator: string\nident: string\nfirst_message: timestamp[us, tz=UTC]\nlast_message: timestamp[us, tz=UTC]\ns3_key: string";
 
@@ -328,4 +348,83 @@ pub fn date(s: &str) -> chrono::NaiveDate {
 
 pub fn at(s: &str) -> chrono::DateTime<chrono::Utc> {
     chrono::DateTime::parse_from_rfc3339(s).unwrap().to_utc()
+}
+
+/// A fault-injecting proxy (tests/support/faultproxy.py) in front of the S3
+/// server; one per call, stopped when the test process exits.
+pub struct Proxy {
+    pub server: Server,
+}
+
+impl Proxy {
+    pub fn start() -> Proxy {
+        let port = free_port();
+        let mut child = Command::new(python())
+            .arg(root().join("tests/support/faultproxy.py"))
+            .arg(port.to_string())
+            .arg(s3_server().port.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start faultproxy.py");
+        let stdin = child.stdin.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready");
+        Proxy {
+            server: Server {
+                port,
+                _stdin: Mutex::new(stdin),
+                _child: Mutex::new(child),
+            },
+        }
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.server.port)
+    }
+
+    fn http(&self, method: &str, path: &str, body: &str) -> String {
+        use std::io::Read;
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.server.port)).unwrap();
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: proxy\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out.split("\r\n\r\n").nth(1).unwrap_or_default().to_string()
+    }
+
+    /// Replaces the proxy's rules (see faultproxy.py).
+    pub fn set(&self, rules: Value) {
+        self.http("POST", "/__proxy/config", &rules.to_string());
+    }
+
+    /// Request counts so far.
+    pub fn stats(&self) -> Value {
+        serde_json::from_str(&self.http("GET", "/__proxy/stats", "")).unwrap()
+    }
+
+    /// A store for `bucket` that goes through the proxy, with fast SDK retries
+    /// (same strategy and attempt count as production, 10 ms initial backoff).
+    pub fn store(&self, bucket: &S3Store) -> S3Store {
+        let conf = aws_sdk_s3::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .endpoint_url(self.endpoint())
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new("test", "test", None, None, "tests"))
+            .force_path_style(true)
+            .retry_config(
+                archive_compaction::app::retry_config()
+                    .with_initial_backoff(std::time::Duration::from_millis(10)),
+            )
+            .build();
+        S3Store::new(aws_sdk_s3::Client::from_conf(conf), bucket.bucket())
+            .with_delete_backoff(std::time::Duration::from_millis(20))
+    }
 }

@@ -195,6 +195,19 @@ def dump(args):
     json.dump(out, sys.stdout)
 
 
+def rewrite(args):
+    """Rewrites one index file in place (same key, new ETag) the way the writer
+    does when it stitches a split flight: same flight, new values."""
+    s3 = client(args.endpoint)
+    body = s3.get_object(Bucket=args.bucket, Key=args.key)["Body"].read()
+    rows = pq.read_table(io.BytesIO(body)).to_pylist()
+    for r in rows:
+        r["ident"] = args.ident
+        r["last_message"] = r["last_message"] + dt.timedelta(hours=1)
+    s3.put_object(Bucket=args.bucket, Key=args.key, Body=parquet_bytes(rows))
+    json.dump([canonical(r) for r in rows], sys.stdout)
+
+
 def summary(args):
     """Prints a per-day table of the index partitions: per-flight files,
     compacted files, rows (from Parquet footers) and foreign objects."""
@@ -235,12 +248,14 @@ def summary(args):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("cmd", choices=["gen", "dump", "summary"])
+    p.add_argument("cmd", choices=["gen", "dump", "summary", "rewrite"])
+    p.add_argument("--key")
+    p.add_argument("--ident", default="REWRITTEN")
     p.add_argument("--endpoint", required=True)
     p.add_argument("--bucket", required=True)
     p.add_argument("--prefix", default="")
     args = p.parse_args()
-    {"gen": gen, "dump": dump, "summary": summary}[args.cmd](args)
+    {"gen": gen, "dump": dump, "summary": summary, "rewrite": rewrite}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,167 @@
+"""An HTTP proxy in front of a local S3 server that injects S3 faults and latency.
+
+    python faultproxy.py LISTEN_PORT UPSTREAM_PORT
+
+Prints "ready" when listening, stops when stdin closes (like serve.py).
+Rules are set at run time with `POST /__proxy/config` (JSON, replaces the
+rules) and read back with `GET /__proxy/stats`:
+
+    {"latency_ms": 20,                      # delay before forwarding each request
+     "fail_first_attempt": true,             # 503 SlowDown the first time each distinct
+                                             #   (method, path, query) is seen
+     "delete_key_errors": [                  # per-key errors inside a 200 DeleteObjects
+        {"match": "day=19/.*parquet", "code": "AccessDenied", "times": -1}]}  # -1 = always
+
+A per-key error removes the key from the request forwarded upstream (so the
+object really stays) and adds an <Error> entry to the response, which is what
+S3 does. Stats count requests by kind.
+"""
+import base64
+import hashlib
+import http.client
+import json
+import re
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from xml.etree import ElementTree as ET
+
+NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+LOCK = threading.Lock()
+RULES = {}
+SEEN = set()
+STATS = {"requests": 0, "by_kind": {}, "injected": 0}
+UPSTREAM = None
+
+
+def kind(method, path, query):
+    if "delete" in query and method == "POST":
+        return "DeleteObjects"
+    if method == "GET" and ("list-type" in query or path.count("/") <= 1):
+        return "ListObjectsV2"
+    return {"GET": "GetObject", "PUT": "PutObject", "HEAD": "HeadObject", "DELETE": "DeleteObject"}.get(method, method)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def _body(self):
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            out = b""
+            while True:
+                size = int(self.rfile.readline().strip().split(b";")[0], 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return out
+                out += self.rfile.read(size)
+                self.rfile.readline()
+        n = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(n) if n else b""
+
+    def _reply(self, status, body=b"", headers=()):
+        self.send_response(status)
+        has_length = False
+        for k, v in headers:
+            self.send_header(k, v)
+            has_length |= k.lower() == "content-length"
+        if not has_length:
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _handle(self):
+        global RULES
+        body = self._body()
+        path, _, query = self.path.partition("?")
+        if path.startswith("/__proxy/"):
+            if path == "/__proxy/config":
+                with LOCK:
+                    RULES = json.loads(body or b"{}")
+                    SEEN.clear()
+                return self._reply(200, b"{}")
+            with LOCK:
+                return self._reply(200, json.dumps(STATS).encode())
+        k = kind(self.command, path, query)
+        with LOCK:
+            rules = dict(RULES)
+            STATS["requests"] += 1
+            STATS["by_kind"][k] = STATS["by_kind"].get(k, 0) + 1
+            sig = (self.command, self.path)
+            first = sig not in SEEN
+            SEEN.add(sig)
+        if rules.get("latency_ms"):
+            time.sleep(rules["latency_ms"] / 1000.0)
+        if rules.get("fail_first_attempt") and first:
+            with LOCK:
+                STATS["injected"] += 1
+            err = b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate. (injected)</Message></Error>'
+            return self._reply(503, err, [("Content-Type", "application/xml")])
+        headers = {k2: v for k2, v in self.headers.items() if k2.lower() not in ("host", "content-length", "transfer-encoding", "connection")}
+        extra_errors = []
+        if k == "DeleteObjects" and rules.get("delete_key_errors"):
+            body, extra_errors = self._strip_keys(body, rules["delete_key_errors"])
+            for h in list(headers):
+                if h.lower().startswith("x-amz-checksum") or h.lower() in ("content-md5", "x-amz-sdk-checksum-algorithm", "x-amz-trailer", "content-encoding", "x-amz-decoded-content-length"):
+                    del headers[h]
+            headers["Content-MD5"] = base64.b64encode(hashlib.md5(body).digest()).decode()
+        conn = http.client.HTTPConnection("127.0.0.1", UPSTREAM, timeout=120)
+        conn.request(self.command, self.path, body=body if body or self.command in ("PUT", "POST") else None, headers=headers)
+        resp = conn.getresponse()
+        data = resp.read()
+        drop = ("transfer-encoding", "connection") if self.command == "HEAD" else ("content-length", "transfer-encoding", "connection")
+        out_headers = [(h, v) for h, v in resp.getheaders() if h.lower() not in drop]
+        if extra_errors and resp.status == 200:
+            data = self._add_errors(data, extra_errors)
+        conn.close()
+        self._reply(resp.status, data, out_headers)
+
+    def _strip_keys(self, body, rules):
+        root = ET.fromstring(body)
+        errors = []
+        for obj in list(root):
+            if obj.tag.replace(NS, "") != "Object":
+                continue
+            key = obj.find(f"{NS}Key")
+            key = obj.find("Key") if key is None else key
+            for rule in rules:
+                if re.search(rule["match"], key.text or "") and rule.get("times", -1) != 0:
+                    with LOCK:
+                        if rule.get("times", -1) > 0:
+                            rule["times"] -= 1
+                        STATS["injected"] += 1
+                    errors.append((key.text, rule["code"]))
+                    root.remove(obj)
+                    break
+        return ET.tostring(root), errors
+
+    def _add_errors(self, data, errors):
+        text = data.decode()
+        extra = "".join(
+            f"<Error><Key>{k}</Key><Code>{c}</Code><Message>injected {c}</Message></Error>" for k, c in errors
+        )
+        if "</DeleteResult>" in text:
+            return text.replace("</DeleteResult>", extra + "</DeleteResult>").encode()
+        return re.sub(r"<DeleteResult([^>]*)/>", lambda m: f"<DeleteResult{m.group(1)}>{extra}</DeleteResult>", text).encode()
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
+
+
+def main():
+    global UPSTREAM
+    port, UPSTREAM = int(sys.argv[1]), int(sys.argv[2])
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    print("ready", flush=True)
+    sys.stdin.read()
+    server.shutdown()
+
+
+if __name__ == "__main__":
+    main()
