@@ -1,0 +1,978 @@
+//! Reporting end to end: real runs against the S3 server, published to a
+//! real mosquitto (started per test, so retained topics never mix) and to
+//! ministack's CloudWatch, read back by an independent subscriber / the
+//! CloudWatch API. Nothing is mocked.
+//!
+//! CloudWatch always uses ministack: under `TEST_S3_SERVER=moto` a dedicated
+//! ministack is started for it (moto does not speak the CBOR protocol of the
+//! current aws-sdk-cloudwatch).
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use archive_compaction::app::{Deps, invoke};
+use archive_compaction::report::{RunReport, Status, StopReason};
+use archive_compaction::run::RunOptions;
+use archive_compaction::storage::S3Store;
+use aws_sdk_cloudwatch::types::{Dimension, StandardUnit, Statistic};
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+use common::*;
+use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS, TlsConfiguration, Transport};
+use serde_json::{Value, json};
+
+const ROOT: &str = "SkyFollower/archive-compaction";
+const NUMERIC: [&str; 5] = [
+    "files_compacted",
+    "files_delete_failed",
+    "days_compacted",
+    "mismatch_uuid_count",
+    "mismatch_runs",
+];
+const SENSORS: [&str; 9] = [
+    "files_compacted",
+    "files_delete_failed",
+    "days_compacted",
+    "last_compacted_date",
+    "mismatch_date",
+    "mismatch_uuid_count",
+    "mismatch_runs",
+    "last_run_at",
+    "last_run_status",
+];
+
+// ---------------------------------------------------------------------------
+// Brokers and subscribers
+// ---------------------------------------------------------------------------
+
+/// A mosquitto of this test's own (serve.py), stopped when dropped or when
+/// the test process exits.
+struct Broker {
+    port: u16,
+    _stdin: Mutex<ChildStdin>,
+    _child: Mutex<Child>,
+}
+
+impl Broker {
+    /// `env`: MOSQUITTO_PASSWORD_FILE, MOSQUITTO_TLS_DIR (see serve.py).
+    fn start(env: &[(&str, &Path)]) -> Broker {
+        let port = free_port();
+        let mut child = Command::new(python())
+            .arg(root().join("tests/support/serve.py"))
+            .arg("mosquitto")
+            .arg(port.to_string())
+            .envs(env.iter().map(|(k, v)| (k, v.as_os_str())))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("serve.py (run scripts/setup-tools.sh)");
+        let stdin = child.stdin.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(
+            line.trim(),
+            "ready",
+            "mosquitto did not start; see /tmp/ac-mosquitto-{port}.log"
+        );
+        Broker {
+            port,
+            _stdin: Mutex::new(stdin),
+            _child: Mutex::new(child),
+        }
+    }
+}
+
+/// Every retained message on the broker, topic -> payload, as a fresh
+/// subscriber to `#` sees it. Panics if a message is not retained.
+async fn retained(port: u16, tls_ca: Option<&Path>) -> BTreeMap<String, String> {
+    let mut opts = MqttOptions::new(
+        format!("test-subscriber-{}", uuid::Uuid::now_v7().simple()),
+        "127.0.0.1",
+        port,
+    );
+    opts.set_clean_session(true);
+    if let Some(ca) = tls_ca {
+        opts.set_transport(Transport::tls_with_config(TlsConfiguration::Simple {
+            ca: std::fs::read(ca).unwrap(),
+            alpn: None,
+            client_auth: None,
+        }));
+    }
+    let (client, mut events) = AsyncClient::new(opts, 10);
+    client.subscribe("#", QoS::AtLeastOnce).await.unwrap();
+    let mut got = BTreeMap::new();
+    let mut subscribed = false;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(Instant::now() < deadline, "subscriber got no quiet moment");
+        // Retained messages follow the SUBACK at once; half a second of
+        // silence after it means all were delivered.
+        match tokio::time::timeout(Duration::from_millis(500), events.poll()).await {
+            Err(_) if subscribed => break,
+            Err(_) => {}
+            Ok(Ok(Event::Incoming(Packet::SubAck(_)))) => subscribed = true,
+            Ok(Ok(Event::Incoming(Packet::Publish(p)))) => {
+                assert!(p.retain, "{} was delivered but is not retained", p.topic);
+                got.insert(p.topic, String::from_utf8(p.payload.to_vec()).unwrap());
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => panic!("subscriber: {e}"),
+        }
+    }
+    let _ = client.disconnect().await;
+    got
+}
+
+/// The ten statistic payloads, by name.
+fn statistics(all: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let prefix = format!("{ROOT}/statistic/");
+    all.iter()
+        .filter_map(|(t, p)| t.strip_prefix(&prefix).map(|n| (n.to_string(), p.clone())))
+        .collect()
+}
+
+fn expect(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Exactly the ten statistic topics and the nine discovery configs, every
+/// config field checked.
+fn assert_topics(all: &BTreeMap<String, String>, want_stats: &BTreeMap<String, String>) {
+    let topics: BTreeSet<String> = all.keys().cloned().collect();
+    let mut want: BTreeSet<String> = want_stats
+        .keys()
+        .map(|n| format!("{ROOT}/statistic/{n}"))
+        .collect();
+    want.extend(
+        SENSORS
+            .iter()
+            .map(|n| format!("homeassistant/sensor/SkyFollower_archive_compaction_{n}/config")),
+    );
+    assert_eq!(topics, want, "retained topics");
+    assert_eq!(want_stats.len(), 10);
+    assert_eq!(&statistics(all), want_stats, "statistic payloads");
+
+    let mut unique_ids = BTreeSet::new();
+    for name in SENSORS {
+        let topic = format!("homeassistant/sensor/SkyFollower_archive_compaction_{name}/config");
+        let c: Value = serde_json::from_str(&all[&topic]).expect("discovery config is JSON");
+        let keys: BTreeSet<&str> = c.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(
+            c["state_topic"],
+            format!("{ROOT}/statistic/{name}"),
+            "{name}"
+        );
+        assert!(
+            c["name"].as_str().is_some_and(|n| !n.is_empty()),
+            "{name}: name"
+        );
+        assert_eq!(c["has_entity_name"], true, "{name}");
+        assert_eq!(
+            c["unique_id"],
+            format!("SkyFollower_archive_compaction_{name}"),
+            "{name}"
+        );
+        assert!(unique_ids.insert(c["unique_id"].to_string()), "{name}");
+        assert!(
+            c["icon"].as_str().is_some_and(|i| i.starts_with("mdi:")),
+            "{name}: icon {}",
+            c["icon"]
+        );
+        assert_eq!(
+            c["device"],
+            json!({
+                "identifiers": ["SkyFollower_archive_compaction"],
+                "name": "SkyFollower Archive Compaction",
+                "model": "Archive Compaction",
+                "sw_version": env!("CARGO_PKG_VERSION"),
+            }),
+            "{name}: device"
+        );
+        if NUMERIC.contains(&name) {
+            assert_eq!(c["state_class"], "measurement", "{name}");
+        } else {
+            assert!(!keys.contains("state_class"), "{name}: not a number");
+        }
+        if name == "last_run_at" {
+            assert_eq!(c["device_class"], "timestamp");
+        } else {
+            assert!(!keys.contains("device_class"), "{name}: device_class");
+        }
+        if name == "mismatch_uuid_count" {
+            assert_eq!(
+                c["json_attributes_topic"],
+                format!("{ROOT}/statistic/mismatch_uuids")
+            );
+        } else {
+            assert!(!keys.contains("json_attributes_topic"), "{name}");
+        }
+        let mut allowed: BTreeSet<&str> = [
+            "name",
+            "has_entity_name",
+            "unique_id",
+            "state_topic",
+            "icon",
+            "device",
+        ]
+        .into();
+        allowed.extend(["state_class", "device_class", "json_attributes_topic"]);
+        assert!(keys.is_subset(&allowed), "{name}: unexpected keys {keys:?}");
+    }
+    let uuids: Value = serde_json::from_str(&want_stats["mismatch_uuids"]).unwrap();
+    assert!(
+        uuids["uuids"].is_array(),
+        "mismatch_uuids is {{\"uuids\": [...]}}"
+    );
+}
+
+/// Settings for a run, as (variable, value).
+type Env = Vec<(&'static str, String)>;
+
+fn mqtt_env(port: u16, extra: &[(&'static str, String)]) -> Env {
+    let mut env = vec![
+        ("MQTT_HOST", "127.0.0.1".to_string()),
+        ("MQTT_PORT", port.to_string()),
+        ("MQTT_TIMEOUT_SECONDS", "2".to_string()),
+    ];
+    env.extend(extra.iter().cloned());
+    env
+}
+
+fn deps_with(
+    store: &S3Store,
+    env: &[(&str, String)],
+    cloudwatch: Option<aws_sdk_cloudwatch::Client>,
+) -> Deps {
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    Deps {
+        config: config(store, &env),
+        store: store.clone(),
+        cloudwatch,
+    }
+}
+
+/// Overwrites watermark.json with something that is not JSON: the next run is a Failure.
+async fn break_watermark(store: &S3Store) {
+    sdk_client(&endpoint())
+        .put_object()
+        .bucket(store.bucket())
+        .key("_compaction_state/watermark.json")
+        .body(b"{not json".to_vec().into())
+        .send()
+        .await
+        .unwrap();
+}
+
+/// Deletes the flight objects of `date` whose uuids have no index row, so
+/// that the date passes parity.
+async fn resolve_mismatch(store: &S3Store, generated: &Generated, date: &str) {
+    let client = sdk_client(&endpoint());
+    let missing = &generated.missing[date];
+    assert!(!missing.is_empty());
+    for key in &generated.flights[date] {
+        if missing.iter().any(|u| key.contains(u.as_str())) {
+            client
+                .delete_object()
+                .bucket(store.bucket())
+                .key(key)
+                .send()
+                .await
+                .unwrap();
+        }
+    }
+}
+
+fn assert_clean(report: &RunReport) {
+    assert!(
+        report.report_errors.is_empty(),
+        "report_errors: {:?}",
+        report.report_errors
+    );
+}
+
+fn sorted(v: &[String]) -> Vec<String> {
+    let mut v = v.to_vec();
+    v.sort();
+    v
+}
+
+// ---------------------------------------------------------------------------
+// MQTT
+// ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn mqtt_topics_and_discovery_after_success_mismatch_and_failure() {
+    init_logs();
+    let broker = Broker::start(&[]);
+    let store = bucket("rep-mqtt").await;
+    let generated = generate(
+        &store,
+        json!({"seed": 41, "days": [
+            {"date": "2026-07-18", "flights": 6},
+            {"date": "2026-07-19", "flights": 8, "unindexed": 2}
+        ]}),
+    );
+    let deps = deps_with(&store, &mqtt_env(broker.port, &[]), None);
+
+    // Success: cutoff 2026-07-18.
+    let r = invoke(&deps, &RunOptions::at(at("2026-07-20T04:50:00Z"))).await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    assert_clean(&r);
+    let all = retained(broker.port, None).await;
+    assert_topics(
+        &all,
+        &expect(&[
+            ("files_compacted", "6"),
+            ("files_delete_failed", "0"),
+            ("days_compacted", "1"),
+            ("last_compacted_date", "2026-07-18"),
+            ("mismatch_date", "None"),
+            ("mismatch_uuid_count", "0"),
+            ("mismatch_uuids", r#"{"uuids":[]}"#),
+            ("mismatch_runs", "0"),
+            ("last_run_at", "2026-07-20T04:50:00.000000+00:00"),
+            ("last_run_status", "Success"),
+        ]),
+    );
+
+    // Mismatch: 2026-07-19 has two flights without an index row.
+    let r = invoke(&deps, &RunOptions::at(at("2026-07-21T04:50:00.25Z"))).await;
+    assert_eq!(r.last_run_status, Status::Mismatch, "{:?}", r.errors);
+    assert_clean(&r);
+    let missing = sorted(&generated.missing["2026-07-19"]);
+    assert_eq!(missing.len(), 2);
+    let all = retained(broker.port, None).await;
+    assert_topics(
+        &all,
+        &expect(&[
+            ("files_compacted", "0"),
+            ("files_delete_failed", "0"),
+            ("days_compacted", "0"),
+            ("last_compacted_date", "2026-07-18"),
+            ("mismatch_date", "2026-07-19"),
+            ("mismatch_uuid_count", "2"),
+            ("mismatch_uuids", &json!({ "uuids": missing }).to_string()),
+            ("mismatch_runs", "1"),
+            ("last_run_at", "2026-07-21T04:50:00.250000+00:00"),
+            ("last_run_status", "Mismatch"),
+        ]),
+    );
+
+    // Failure: watermark.json is not JSON; nothing is known but the time and the status.
+    break_watermark(&store).await;
+    let r = invoke(&deps, &RunOptions::at(at("2026-07-22T04:50:00Z"))).await;
+    assert_eq!(r.last_run_status, Status::Failure);
+    assert_eq!(r.stop_reason, StopReason::Error);
+    assert_clean(&r);
+    let all = retained(broker.port, None).await;
+    assert_topics(
+        &all,
+        &expect(&[
+            ("files_compacted", "0"),
+            ("files_delete_failed", "0"),
+            ("days_compacted", "0"),
+            ("last_compacted_date", "None"),
+            ("mismatch_date", "None"),
+            ("mismatch_uuid_count", "0"),
+            ("mismatch_uuids", r#"{"uuids":[]}"#),
+            ("mismatch_runs", "0"),
+            ("last_run_at", "2026-07-22T04:50:00.000000+00:00"),
+            ("last_run_status", "Failure"),
+        ]),
+    );
+}
+
+#[tokio::test]
+async fn mismatch_runs_counts_consecutive_blocked_invocations() {
+    init_logs();
+    let broker = Broker::start(&[]);
+    let store = bucket("rep-runs").await;
+    let generated = generate(
+        &store,
+        json!({"seed": 42, "days": [
+            {"date": "2026-07-18", "flights": 5},
+            {"date": "2026-07-19", "flights": 6, "unindexed": 2},
+            {"date": "2026-07-20", "flights": 4, "unindexed": 1}
+        ]}),
+    );
+    let deps = deps_with(&store, &mqtt_env(broker.port, &[]), None);
+    let now = at("2026-07-22T04:50:00Z"); // cutoff 2026-07-20
+    let mut step = 0;
+    let mut check = async |event: &str, runs: u32, mismatch: Option<&str>| {
+        step += 1;
+        let mut opts = RunOptions::at(now);
+        opts.event_id = Some(event.to_string());
+        let r = invoke(&deps, &opts).await;
+        assert_clean(&r);
+        assert!(r.errors.is_empty(), "step {step}: {:?}", r.errors);
+        let want_status = if mismatch.is_some() {
+            Status::Mismatch
+        } else {
+            Status::Success
+        };
+        assert_eq!(r.last_run_status, want_status, "step {step}");
+        assert_eq!(r.mismatch_runs, runs, "step {step}: report");
+        assert_eq!(r.mismatch_date, mismatch.map(date), "step {step}");
+        let wm = watermark(&dump(&store, "_compaction_state/")).unwrap();
+        assert_eq!(
+            wm["mismatch_runs"], runs,
+            "step {step}: watermark.json {wm}"
+        );
+        let stats = statistics(&retained(broker.port, None).await);
+        assert_eq!(
+            stats["mismatch_runs"],
+            runs.to_string(),
+            "step {step}: MQTT"
+        );
+        assert_eq!(
+            stats["mismatch_date"],
+            mismatch.unwrap_or("None"),
+            "step {step}: MQTT"
+        );
+    };
+    check("event-1", 1, Some("2026-07-19")).await;
+    check("event-2", 2, Some("2026-07-19")).await;
+    // EventBridge redelivers event-2: the same blocked invocation, counted once.
+    check("event-2", 2, Some("2026-07-19")).await;
+    // 2026-07-19 passes now; the walk stops at 2026-07-20: a new date starts at 1.
+    resolve_mismatch(&store, &generated, "2026-07-19").await;
+    check("event-3", 1, Some("2026-07-20")).await;
+    // Everything passes: cleared.
+    resolve_mismatch(&store, &generated, "2026-07-20").await;
+    check("event-4", 0, None).await;
+}
+
+#[tokio::test]
+async fn dry_runs_are_not_reported() {
+    init_logs();
+    let broker = Broker::start(&[]);
+    let store = bucket("rep-dry").await;
+    generate(
+        &store,
+        json!({"seed": 43, "days": [{"date": "2026-07-18", "flights": 3}]}),
+    );
+    let deps = deps_with(&store, &mqtt_env(broker.port, &[]), None);
+    let mut opts = RunOptions::at(at("2026-07-20T04:50:00Z"));
+    opts.dry_run = true;
+    let r = invoke(&deps, &opts).await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    assert_clean(&r);
+    assert_eq!(retained(broker.port, None).await, BTreeMap::new());
+}
+
+/// A listener that accepts TCP connections (the kernel does) but never
+/// answers: connect succeeds, CONNACK never comes.
+fn black_hole() -> (std::net::TcpListener, u16) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    (l, port)
+}
+
+fn password_file(dir: &Path, user: &str, password: &str) -> PathBuf {
+    let file = dir.join("passwords");
+    let status = Command::new("mosquitto_passwd")
+        .args(["-b", "-c"])
+        .arg(&file)
+        .args([user, password])
+        .status()
+        .expect("mosquitto_passwd (run scripts/setup-tools.sh)");
+    assert!(status.success());
+    world_readable(dir);
+    file
+}
+
+/// mosquitto drops root privileges: let it read the files in `dir`.
+fn world_readable(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+}
+
+#[tokio::test]
+async fn mqtt_failures_never_change_the_outcome_and_stay_within_the_timeout() {
+    init_logs();
+    let dir = tempfile::tempdir().unwrap();
+    let passwords = password_file(dir.path(), "compactor", "right");
+    let secured = Broker::start(&[("MOSQUITTO_PASSWORD_FILE", &passwords)]);
+    let (_hole, hole_port) = black_hole();
+    let down_port = free_port();
+    let timeout = 2.0;
+    // (case, settings, what the error says)
+    let cases: Vec<(&str, Env, &str)> = vec![
+        ("broker down", mqtt_env(down_port, &[]), "refused"),
+        (
+            // An HTTP server where the broker should be.
+            "wrong port",
+            mqtt_env(s3_server().port, &[]),
+            "",
+        ),
+        ("black hole", mqtt_env(hole_port, &[]), "timed out"),
+        (
+            "bad password",
+            mqtt_env(
+                secured.port,
+                &[
+                    ("MQTT_USERNAME", "compactor".into()),
+                    ("MQTT_PASSWORD", "wrong".into()),
+                ],
+            ),
+            "refused",
+        ),
+    ];
+    for (i, (case, env, says)) in cases.into_iter().enumerate() {
+        let store = bucket(&format!("rep-fail-{i}")).await;
+        let generated = generate(
+            &store,
+            json!({"seed": 44, "days": [
+                {"date": "2026-07-18", "flights": 4},
+                {"date": "2026-07-19", "flights": 4, "unindexed": 1}
+            ]}),
+        );
+        let deps = deps_with(&store, &env, None);
+        let t0 = Instant::now();
+        let r = invoke(&deps, &RunOptions::at(at("2026-07-21T04:50:00Z"))).await;
+        let reporting = t0.elapsed().as_secs_f64() - r.duration_seconds;
+        // The data work decided Mismatch (exit code 2); reporting changed nothing.
+        assert_eq!(
+            r.last_run_status,
+            Status::Mismatch,
+            "{case}: {:?}",
+            r.errors
+        );
+        assert_eq!(r.last_run_status.exit_code(), 2, "{case}");
+        assert!(r.errors.is_empty(), "{case}: {:?}", r.errors);
+        assert_eq!(r.mismatch_uuids, sorted(&generated.missing["2026-07-19"]));
+        assert_eq!(r.files_compacted, 4, "{case}");
+        assert_eq!(r.report_errors.len(), 1, "{case}: {:?}", r.report_errors);
+        let e = &r.report_errors[0];
+        assert!(e.starts_with("MQTT 127.0.0.1:"), "{case}: {e}");
+        assert!(e.contains(says), "{case}: {e:?} should say {says:?}");
+        assert!(
+            reporting < timeout + 3.0,
+            "{case}: reporting took {reporting:.1} s with a {timeout} s timeout"
+        );
+        // The data work is done: the compacted day stays compacted.
+        assert_compacted(
+            &dump(&store, "index/"),
+            "2026-07-18",
+            &generated.rows["2026-07-18"],
+        );
+    }
+
+    // Control: the right password works on the same broker.
+    let store = bucket("rep-fail-ok").await;
+    generate(
+        &store,
+        json!({"seed": 45, "days": [{"date": "2026-07-18", "flights": 2}]}),
+    );
+    let env = mqtt_env(
+        secured.port,
+        &[
+            ("MQTT_USERNAME", "compactor".into()),
+            ("MQTT_PASSWORD", "right".into()),
+        ],
+    );
+    let r = invoke(
+        &deps_with(&store, &env, None),
+        &RunOptions::at(at("2026-07-20T04:50:00Z")),
+    )
+    .await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    assert_clean(&r);
+    assert_eq!(
+        statistics(&retained(secured.port, None).await)["files_compacted"],
+        "2"
+    );
+}
+
+/// A CA and a server certificate for 127.0.0.1 (openssl), in `dir`.
+fn certificates(dir: &Path) {
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    run(&[
+        &["req", "-x509"][..],
+        &ec,
+        &[
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=archive-compaction test CA",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ],
+    ]
+    .concat());
+    run(&[
+        &["req"][..],
+        &ec,
+        &[
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=localhost",
+        ],
+    ]
+    .concat());
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.crt",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+    ]);
+    world_readable(dir);
+}
+
+#[tokio::test]
+async fn mqtt_over_tls_with_a_ca_file() {
+    init_logs();
+    let dir = tempfile::tempdir().unwrap();
+    certificates(dir.path());
+    let broker = Broker::start(&[("MOSQUITTO_TLS_DIR", dir.path())]);
+    let ca = dir.path().join("ca.crt");
+
+    // System roots do not trust the test CA: reported, outcome unchanged.
+    let store = bucket("rep-tls-untrusted").await;
+    generate(
+        &store,
+        json!({"seed": 46, "days": [{"date": "2026-07-18", "flights": 2}]}),
+    );
+    let env = mqtt_env(broker.port, &[("MQTT_TLS", "true".into())]);
+    let r = invoke(
+        &deps_with(&store, &env, None),
+        &RunOptions::at(at("2026-07-20T04:50:00Z")),
+    )
+    .await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    assert_eq!(r.report_errors.len(), 1, "{:?}", r.report_errors);
+    assert!(
+        r.report_errors[0].starts_with("MQTT")
+            && r.report_errors[0].to_lowercase().contains("certificate"),
+        "{}",
+        r.report_errors[0]
+    );
+    assert_eq!(retained(broker.port, Some(&ca)).await, BTreeMap::new());
+
+    // MQTT_CA_FILE: verified, published.
+    let store = bucket("rep-tls").await;
+    generate(
+        &store,
+        json!({"seed": 47, "days": [{"date": "2026-07-18", "flights": 3}]}),
+    );
+    let env = mqtt_env(
+        broker.port,
+        &[
+            ("MQTT_TLS", "true".into()),
+            ("MQTT_CA_FILE", ca.to_str().unwrap().into()),
+        ],
+    );
+    let r = invoke(
+        &deps_with(&store, &env, None),
+        &RunOptions::at(at("2026-07-20T04:50:00Z")),
+    )
+    .await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    assert_clean(&r);
+    let all = retained(broker.port, Some(&ca)).await;
+    assert_eq!(all.len(), 19, "{:?}", all.keys());
+    assert_eq!(statistics(&all)["files_compacted"], "3");
+}
+
+/// The real binary: exit code and stdout report with MQTT up and down.
+#[tokio::test]
+async fn cli_exit_code_is_the_runs_whatever_mqtt_does() {
+    init_logs();
+    let broker = Broker::start(&[]);
+    let store = bucket("rep-cli").await;
+    generate(
+        &store,
+        json!({"seed": 48, "days": [
+            {"date": "2026-07-18", "flights": 3},
+            {"date": "2026-07-19", "flights": 3, "unindexed": 1}
+        ]}),
+    );
+    let cli = |port: u16| {
+        let out = Command::new(env!("CARGO_BIN_EXE_archive-compaction"))
+            .args(["run", "--now", "2026-07-21T04:50:00Z"])
+            .env_clear()
+            .envs(env_for(&store, &[]))
+            .env("AWS_ENDPOINT_URL", endpoint())
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env("AWS_REGION", "us-east-1")
+            .env("MQTT_HOST", "127.0.0.1")
+            .env("MQTT_PORT", port.to_string())
+            .env("MQTT_TIMEOUT_SECONDS", "2")
+            .env("LOG_LEVEL", "warn")
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not a report ({e}); stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (out.status.code(), report)
+    };
+    let (code, report) = cli(broker.port);
+    assert_eq!(code, Some(2), "{report}");
+    assert_eq!(report["last_run_status"], "Mismatch");
+    assert_eq!(report["report_errors"], json!([]));
+    let stats = statistics(&retained(broker.port, None).await);
+    assert_eq!(stats["last_run_status"], "Mismatch");
+    assert_eq!(stats["mismatch_uuid_count"], "1");
+
+    let (code, report) = cli(free_port());
+    assert_eq!(code, Some(2), "{report}");
+    assert_eq!(report["last_run_status"], "Mismatch");
+    let errors = report["report_errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{report}");
+    assert!(errors[0].as_str().unwrap().starts_with("MQTT"), "{report}");
+}
+
+// ---------------------------------------------------------------------------
+// CloudWatch (ministack)
+// ---------------------------------------------------------------------------
+
+/// ministack's endpoint: the S3 server itself under ministack, else a
+/// ministack of its own.
+fn cloudwatch_endpoint() -> String {
+    if s3_kind() == "ministack" {
+        return endpoint();
+    }
+    static CW: OnceLock<Server> = OnceLock::new();
+    format!(
+        "http://127.0.0.1:{}",
+        CW.get_or_init(|| start_server("ministack")).port
+    )
+}
+
+fn cloudwatch_client(endpoint: &str) -> aws_sdk_cloudwatch::Client {
+    aws_sdk_cloudwatch::Client::from_conf(
+        aws_sdk_cloudwatch::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .endpoint_url(endpoint)
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new("test", "test", None, None, "tests"))
+            .retry_config(archive_compaction::app::retry_config())
+            .build(),
+    )
+}
+
+/// Every metric in `namespace` for `bucket`, read back: name -> (sum, samples, unit).
+async fn read_metrics(
+    client: &aws_sdk_cloudwatch::Client,
+    namespace: &str,
+    bucket: &str,
+) -> BTreeMap<String, (f64, f64, Option<StandardUnit>)> {
+    let dimension = Dimension::builder().name("Bucket").value(bucket).build();
+    let listed = client
+        .list_metrics()
+        .namespace(namespace)
+        .dimensions(
+            aws_sdk_cloudwatch::types::DimensionFilter::builder()
+                .name("Bucket")
+                .value(bucket)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let mut out = BTreeMap::new();
+    let now = SystemTime::now();
+    for m in listed.metrics() {
+        let name = m.metric_name().unwrap().to_string();
+        assert_eq!(m.dimensions(), std::slice::from_ref(&dimension), "{name}");
+        let stats = client
+            .get_metric_statistics()
+            .namespace(namespace)
+            .metric_name(&name)
+            .dimensions(dimension.clone())
+            .start_time((now - Duration::from_secs(900)).into())
+            .end_time((now + Duration::from_secs(300)).into())
+            .period(60)
+            .statistics(Statistic::Sum)
+            .statistics(Statistic::SampleCount)
+            .send()
+            .await
+            .unwrap();
+        let points = stats.datapoints();
+        let sum: f64 = points.iter().map(|p| p.sum().unwrap()).sum();
+        let samples: f64 = points.iter().map(|p| p.sample_count().unwrap()).sum();
+        let unit = points.first().and_then(|p| p.unit().cloned());
+        out.insert(name, (sum, samples, unit));
+    }
+    out
+}
+
+#[tokio::test]
+async fn cloudwatch_metrics_are_readable_back() {
+    init_logs();
+    let cw = cloudwatch_client(&cloudwatch_endpoint());
+    let namespace = format!("ArchiveCompactionTest/{}", uuid::Uuid::now_v7().simple());
+    let env = |store: &S3Store| {
+        deps_with(
+            store,
+            &[
+                ("METRICS_ENABLED", "true".to_string()),
+                ("METRICS_NAMESPACE", namespace.clone()),
+            ],
+            Some(cw.clone()),
+        )
+    };
+    let count = Some(StandardUnit::Count);
+
+    // A Mismatch run that compacted a day first.
+    let store = bucket("rep-cw").await;
+    generate(
+        &store,
+        json!({"seed": 49, "days": [
+            {"date": "2026-07-17", "flights": 7},
+            {"date": "2026-07-18", "flights": 5, "unindexed": 2}
+        ]}),
+    );
+    let r = invoke(&env(&store), &RunOptions::at(at("2026-07-22T04:50:00Z"))).await;
+    assert_eq!(r.last_run_status, Status::Mismatch, "{:?}", r.errors);
+    assert_clean(&r);
+    assert!(r.bytes_written > 0);
+    let got = read_metrics(&cw, &namespace, store.bucket()).await;
+    let want: BTreeMap<String, (f64, f64, Option<StandardUnit>)> = [
+        ("FilesCompacted", 7.0, count.clone()),
+        ("FilesDeleteFailed", 0.0, count.clone()),
+        ("DaysCompacted", 1.0, count.clone()),
+        ("MismatchUuidCount", 2.0, count.clone()),
+        ("MismatchRuns", 1.0, count.clone()),
+        // cutoff 2026-07-20, watermark 2026-07-17.
+        ("WatermarkLagDays", 3.0, count.clone()),
+        ("ManifestsRecovered", 0.0, count.clone()),
+        ("FilesSkipped", 0.0, count.clone()),
+        ("RowsWritten", 7.0, count.clone()),
+        (
+            "BytesWritten",
+            r.bytes_written as f64,
+            Some(StandardUnit::Bytes),
+        ),
+        ("DuplicatesRemoved", 0.0, count.clone()),
+        (
+            "RunDurationSeconds",
+            r.duration_seconds,
+            Some(StandardUnit::Seconds),
+        ),
+        ("RunSuccess", 0.0, count.clone()),
+        ("RunMismatch", 1.0, count.clone()),
+        ("RunFailure", 0.0, count.clone()),
+    ]
+    .into_iter()
+    .map(|(n, v, u)| (n.to_string(), (v, 1.0, u)))
+    .collect();
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>()
+    );
+    for (name, (sum, samples, unit)) in &want {
+        let (gsum, gsamples, gunit) = &got[name];
+        assert!((gsum - sum).abs() < 1e-6, "{name}: {gsum} != {sum}");
+        assert_eq!(gsamples, samples, "{name}: one data point per run");
+        assert_eq!(gunit, unit, "{name}");
+    }
+
+    // A Failure run (unreadable watermark): one-hot RunFailure, no lag.
+    let store = bucket("rep-cw-fail").await;
+    break_watermark(&store).await;
+    let r = invoke(&env(&store), &RunOptions::at(at("2026-07-22T04:50:00Z"))).await;
+    assert_eq!(r.last_run_status, Status::Failure);
+    assert_clean(&r);
+    let got = read_metrics(&cw, &namespace, store.bucket()).await;
+    assert_eq!(got.len(), 14, "{:?}", got.keys());
+    assert!(!got.contains_key("WatermarkLagDays"));
+    for (name, v) in [
+        ("RunSuccess", 0.0),
+        ("RunMismatch", 0.0),
+        ("RunFailure", 1.0),
+    ] {
+        assert_eq!(got[name].0, v, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn cloudwatch_outage_never_changes_the_outcome() {
+    init_logs();
+    let store = bucket("rep-cw-down").await;
+    generate(
+        &store,
+        json!({"seed": 50, "days": [{"date": "2026-07-18", "flights": 2}]}),
+    );
+    let dead = cloudwatch_client(&format!("http://127.0.0.1:{}", free_port()));
+    let deps = deps_with(
+        &store,
+        &[("METRICS_ENABLED", "true".to_string())],
+        Some(dead),
+    );
+    let t0 = Instant::now();
+    let r = invoke(&deps, &RunOptions::at(at("2026-07-20T04:50:00Z"))).await;
+    let reporting = t0.elapsed().as_secs_f64() - r.duration_seconds;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    assert_eq!(r.files_compacted, 2);
+    assert_eq!(r.report_errors.len(), 1, "{:?}", r.report_errors);
+    assert!(
+        r.report_errors[0]
+            .starts_with("CloudWatch PutMetricData to namespace SkyFollower/ArchiveCompaction"),
+        "{}",
+        r.report_errors[0]
+    );
+    let bound = archive_compaction::metrics::CLOUDWATCH_TIMEOUT.as_secs_f64() + 3.0;
+    assert!(reporting < bound, "reporting took {reporting:.1} s");
+}
