@@ -2,7 +2,8 @@
 //! DESIGN.md's order:
 //!
 //! 1. [`read_inputs`]: GET every input, remember the ETag of the version read.
-//! 2. [`prepare`]: merge and encode in memory, checksum, build the [`Manifest`].
+//! 2. [`prepare`]: encode the rows [`read_inputs`] merged as they arrived,
+//!    checksum, build the [`Manifest`].
 //! 3. [`create_manifest`]: conditional create of the manifest.
 //! 4. [`put_output`]: conditional create of `compacted-{uuid}.parquet` with a
 //!    SHA-256 flexible checksum.
@@ -32,7 +33,7 @@ use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::keys::{compacted_key, index_prefix, manifest_key};
 use crate::lease::LeaseGuard;
-use crate::merge::{self, MergeInput, Source};
+use crate::merge::{self, MergeInput, MergedRows, Merger, Source};
 use crate::plan::PlannedInput;
 use crate::report::SkippedFile;
 use crate::state::{MANIFEST_VERSION, Manifest, ManifestInput, ManifestOutput};
@@ -52,11 +53,27 @@ impl Fence<'_> {
     }
 }
 
+/// One input that was read and decoded; its rows went into
+/// [`ReadInputs::merged`].
+#[derive(Debug, Clone)]
+pub struct DecodedInput {
+    /// Its source kind.
+    pub source: Source,
+    /// Its LastModified from the listing.
+    pub last_modified: DateTime<Utc>,
+    /// Rows it held.
+    pub rows: usize,
+}
+
 /// Inputs as read.
 #[derive(Debug, Default)]
 pub struct ReadInputs {
-    /// Decoded inputs, in plan order.
-    pub merge_inputs: Vec<MergeInput>,
+    /// What was decoded, one entry per input in plan order (their rows are
+    /// in `merged`, not here).
+    pub merge_inputs: Vec<DecodedInput>,
+    /// The decoded rows, merged as they arrived: deduplicated, ordered,
+    /// ready for [`prepare`] to encode.
+    pub merged: MergedRows,
     /// The version of each decoded input that was read (key, ETag, size).
     pub read: Vec<ManifestInput>,
     /// Inputs left in place: unreadable or unmergeable, with the reason.
@@ -65,11 +82,17 @@ pub struct ReadInputs {
     pub bytes_read: u64,
 }
 
-/// Phase 1: reads every input, at most `concurrency` GETs at once, and
-/// decodes it. An input that vanished since the listing is dropped; one that
-/// cannot be decoded is skipped (left in place, reported).
+/// Phase 1: reads every input, at most `concurrency` GETs at once, decodes
+/// each body as it arrives and pushes its rows into a streaming
+/// [`Merger`], in plan order. An input that vanished since the listing is
+/// dropped; one that cannot be decoded is skipped (left in place, reported).
 ///
-/// Errors: any other S3 error (after the SDK's retries).
+/// Memory: at most `concurrency` bodies (plus their decoded form) are held
+/// at once, and the merged rows grow by about 200 B per row (see
+/// [`crate::merge`]), whatever the number of files.
+///
+/// Errors: any other S3 error (after the SDK's retries); [`Error::Encode`]
+/// when the merge fails (an extra column whose types cannot be reconciled).
 pub async fn read_inputs(
     store: &S3Store,
     date: NaiveDate,
@@ -78,7 +101,8 @@ pub async fn read_inputs(
 ) -> Result<ReadInputs> {
     use futures::StreamExt;
     let mut out = ReadInputs::default();
-    let fetches: Vec<_> = inputs.iter().map(|i| fetch(store, i)).collect();
+    let mut merger = Merger::new();
+    let fetches = inputs.iter().map(|i| fetch(store, i));
     let mut fetched = futures::stream::iter(fetches).buffered(concurrency.max(1));
     while let Some((input, res)) = fetched.next().await {
         let Some(f) = res? else {
@@ -89,14 +113,22 @@ pub async fn read_inputs(
         let size = f.body.len() as u64;
         match merge::decode(f.body) {
             Ok(decoded) => {
-                out.merge_inputs.push(MergeInput {
-                    source: input
-                        .flight
-                        .map(Source::PerFlight)
-                        .unwrap_or(Source::Compacted),
+                let source = input
+                    .flight
+                    .map(Source::PerFlight)
+                    .unwrap_or(Source::Compacted);
+                out.merge_inputs.push(DecodedInput {
+                    source,
                     last_modified: input.meta.last_modified,
-                    decoded,
+                    rows: decoded.batch.num_rows(),
                 });
+                merger
+                    .push(MergeInput {
+                        source,
+                        last_modified: input.meta.last_modified,
+                        decoded,
+                    })
+                    .map_err(|reason| Error::Encode { date, reason })?;
                 out.read.push(ManifestInput {
                     key: input.meta.key.clone(),
                     etag: f.etag,
@@ -114,6 +146,9 @@ pub async fn read_inputs(
             }
         }
     }
+    out.merged = merger
+        .finish()
+        .map_err(|reason| Error::Encode { date, reason })?;
     Ok(out)
 }
 
@@ -144,9 +179,15 @@ pub fn sha256_b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(Sha256::digest(bytes))
 }
 
-/// Phase 2: merges and encodes the output, and builds the manifest.
+/// Phase 2: encodes the merged rows (one Parquet file, row groups of
+/// `row_group_rows` rows; no file at all when there are no rows), checksums
+/// them and builds the manifest.
 ///
-/// Errors: [`Error::Encode`] when the merge or the Parquet encoder fails.
+/// The output is one PUT: a day of 50,000 flights encodes to about 2.6 MB
+/// (README, "Performance"), far below S3's 5 GiB single-PUT limit, so the
+/// whole body is held in memory and hashed before the manifest is written.
+///
+/// Errors: [`Error::Encode`] when the Parquet encoder fails.
 pub fn prepare(
     date: NaiveDate,
     read: &ReadInputs,
@@ -154,24 +195,20 @@ pub fn prepare(
     now: DateTime<Utc>,
     invocation_id: &str,
 ) -> Result<Prepared> {
-    let merged =
-        merge::merge(&read.merge_inputs).map_err(|reason| Error::Encode { date, reason })?;
+    let merged = &read.merged;
     let job_id = Uuid::now_v7();
-    let (output, body) = match &merged.batch {
+    let encoded = merged.encode(row_group_rows).map_err(|e| Error::Encode {
+        date,
+        reason: e.to_string(),
+    })?;
+    let (output, body) = match encoded {
         None => (None, None),
-        Some(batch) => {
-            let bytes =
-                merge::encode(std::slice::from_ref(batch), row_group_rows).map_err(|e| {
-                    Error::Encode {
-                        date,
-                        reason: e.to_string(),
-                    }
-                })?;
+        Some(bytes) => {
             let out = ManifestOutput {
                 key: compacted_key(date, Uuid::now_v7()),
                 size: bytes.len() as u64,
                 sha256: sha256_b64(&bytes),
-                rows: batch.num_rows() as u64,
+                rows: merged.num_rows() as u64,
             };
             (Some(out), Some(Bytes::from(bytes)))
         }
@@ -189,8 +226,8 @@ pub fn prepare(
         manifest_key: manifest_key(date, job_id),
         manifest,
         body,
-        duplicates_removed: merged.duplicates_removed,
-        extra_columns: merged.extra_columns,
+        duplicates_removed: merged.duplicates_removed(),
+        extra_columns: merged.extra_columns().to_vec(),
     })
 }
 

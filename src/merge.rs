@@ -13,8 +13,22 @@
 //! flight a per-flight file beats a compacted file, and between per-flight
 //! files the later LastModified wins. Output rows are in uuid (= key) order.
 //!
-//! Memory: the day's decoded rows are held once (about 200 bytes a row) plus
-//! the encoded output; row groups are cut every `row_group_rows` rows.
+//! Streaming: [`Merger`] takes inputs one at a time as they are read (in plan
+//! order), copies their rows into coalesced chunks of [`COALESCE_ROWS`] rows
+//! and drops them; [`MergedRows::encode`] then writes the kept rows in output
+//! order, [`WRITE_BATCH_ROWS`] at a time, cutting a row group every
+//! `row_group_rows` rows. [`merge`] is the same over a slice, into one batch.
+//!
+//! Memory, and how it grows: the dedup rule and the uuid order need every row
+//! of the day before the first output row can be written, so the day's rows
+//! are held once, compactly: about 150 B a row of Arrow buffers plus about
+//! 40 B a row of bookkeeping (uuid, rank, row number, output order), i.e.
+//! about 10 MB for 50,000 flights, plus the encoded output (about 45 B a row
+//! with zstd) while it is written and PUT. Per-file costs do not accumulate:
+//! a decoded input is dropped once its rows are copied, so besides the rows
+//! the reader holds only its in-flight GETs (`READ_CONCURRENCY` bodies of a
+//! few KB) and the chunk being filled. What grows with the day is its row
+//! count, never its file count; `make bench` measures the whole process.
 //!
 //! ```
 //! use archive_compaction::merge::{target_schema, encode, decode};
@@ -30,10 +44,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, RecordBatch, RecordBatchReader, StringArray,
+    Array, ArrayRef, AsArray, RecordBatch, RecordBatchReader, StringArray,
     TimestampMicrosecondArray, new_null_array,
 };
-use arrow::compute::{cast, interleave_record_batch};
+use arrow::compute::{BatchCoalescer, cast, interleave_record_batch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
@@ -237,7 +251,7 @@ pub struct MergeInput {
     pub decoded: Decoded,
 }
 
-/// The merged rows of a day.
+/// The merged rows of a day, as one batch (see [`merge`]).
 #[derive(Debug, Clone)]
 pub struct Merged {
     /// The rows in output order; `None` when there are no rows.
@@ -252,31 +266,136 @@ pub struct Merged {
 /// flight uuid, rows without a flight uuid last in input order. Extra columns
 /// are unioned (by name; later files whose extra column has another type have
 /// it cast, or it is an error string).
+///
+/// This is [`Merger`] with every input pushed and the output gathered into
+/// one batch; the commit path uses [`Merger`] and [`MergedRows::encode`]
+/// instead, which never hold the inputs or the output rows whole.
 pub fn merge(inputs: &[MergeInput]) -> Result<Merged, String> {
-    // Union schema: target columns, then extra columns in first-seen order.
-    let target = target_schema();
-    let mut fields: Vec<Field> = target.fields().iter().map(|f| f.as_ref().clone()).collect();
-    let mut extra_columns: Vec<String> = Vec::new();
+    let mut merger = Merger::new();
     for i in inputs {
-        for f in i
-            .decoded
-            .batch
-            .schema()
-            .fields()
-            .iter()
-            .skip(target.fields().len())
-        {
-            if !extra_columns.contains(f.name()) {
-                extra_columns.push(f.name().clone());
-                fields.push(f.as_ref().clone());
-            }
+        merger.push(i.clone())?;
+    }
+    let rows = merger.finish()?;
+    let batch = if rows.num_rows() == 0 {
+        None
+    } else {
+        let parts = rows
+            .batches(rows.num_rows())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
+        Some(arrow::compute::concat_batches(&rows.schema(), &parts).map_err(|e| e.to_string())?)
+    };
+    Ok(Merged {
+        batch,
+        duplicates_removed: rows.duplicates_removed(),
+        extra_columns: rows.extra_columns().to_vec(),
+    })
+}
+
+/// Rows per coalesced chunk held by a [`Merger`]: single-row inputs are
+/// copied into chunks of this many rows as they arrive, so a day costs its
+/// rows' bytes (about 150 B a row) rather than one set of Arrow arrays per
+/// file (several KB each).
+pub const COALESCE_ROWS: usize = 4096;
+
+/// Rows per batch handed to the Parquet writer by [`MergedRows::encode`].
+pub const WRITE_BATCH_ROWS: usize = 8192;
+
+/// Which input wins between two rows of one flight: per-flight over
+/// compacted, then the later LastModified; at equal rank the later input.
+type Rank = (u8, DateTime<Utc>);
+
+fn rank(source: Source, last_modified: DateTime<Utc>) -> Rank {
+    match source {
+        Source::Compacted => (0, last_modified),
+        Source::PerFlight(_) => (1, last_modified),
+    }
+}
+
+/// A streaming merge: inputs are pushed one at a time, in plan (key) order,
+/// as they are read.
+///
+/// Each pushed input is cast to the union schema, its rows are copied into
+/// coalesced chunks of [`COALESCE_ROWS`] rows (arrow's `BatchCoalescer`) and
+/// the input itself is dropped; the dedup decision is kept as one small
+/// entry per flight (uuid, rank, row number). Memory therefore grows with
+/// the day's **rows** (their Arrow bytes, about 150 B a row for the index
+/// schema, plus about 40 B of bookkeeping), not with the number of files, and
+/// the caller holds at most its in-flight inputs besides.
+///
+/// ```
+/// use archive_compaction::merge::{Merger, MergeInput, Source, target_schema, conform};
+/// use arrow::array::RecordBatch;
+/// let mut m = Merger::new();
+/// let empty = conform(&RecordBatch::new_empty(target_schema())).unwrap();
+/// m.push(MergeInput { source: Source::Compacted, last_modified: Default::default(), decoded: empty }).unwrap();
+/// let rows = m.finish().unwrap();
+/// assert_eq!(rows.num_rows(), 0);
+/// assert!(rows.encode(1024).unwrap().is_none()); // never an empty output file
+/// ```
+#[derive(Debug)]
+pub struct Merger {
+    fields: Vec<Field>,
+    extra_columns: Vec<String>,
+    schema: SchemaRef,
+    coalescer: BatchCoalescer,
+    chunks: Vec<RecordBatch>,
+    rows: usize,
+    winners: HashMap<Uuid, (Rank, usize)>,
+    anonymous: Vec<usize>,
+}
+
+impl Default for Merger {
+    fn default() -> Self {
+        Merger::new()
+    }
+}
+
+impl Merger {
+    /// An empty merge over [`target_schema`].
+    pub fn new() -> Merger {
+        let schema = target_schema();
+        Merger {
+            fields: schema.fields().iter().map(|f| f.as_ref().clone()).collect(),
+            extra_columns: Vec::new(),
+            coalescer: BatchCoalescer::new(schema.clone(), COALESCE_ROWS),
+            schema,
+            chunks: Vec::new(),
+            rows: 0,
+            winners: HashMap::new(),
+            anonymous: Vec::new(),
         }
     }
-    let schema = Arc::new(Schema::new(fields));
-    let mut batches = Vec::with_capacity(inputs.len());
-    for i in inputs {
-        let b = &i.decoded.batch;
-        let cols = schema
+
+    /// Rows pushed so far (duplicates included).
+    pub fn rows_pushed(&self) -> usize {
+        self.rows
+    }
+
+    /// Adds one input's rows. Inputs must be pushed in plan (key) order:
+    /// at equal rank, the later one wins.
+    ///
+    /// Errors: an extra column whose type cannot be cast to the type it had
+    /// in the first input that carried it.
+    pub fn push(&mut self, input: MergeInput) -> Result<(), String> {
+        let target_len = target_schema().fields().len();
+        let b = input.decoded.batch;
+        // Widen the union schema with extra columns seen for the first time.
+        let mut widened = false;
+        for f in b.schema().fields().iter().skip(target_len) {
+            if !self.extra_columns.contains(f.name()) {
+                self.extra_columns.push(f.name().clone());
+                self.fields.push(f.as_ref().clone());
+                widened = true;
+            }
+        }
+        if widened {
+            self.flush_chunk()?;
+            self.schema = Arc::new(Schema::new(self.fields.clone()));
+            self.coalescer = BatchCoalescer::new(self.schema.clone(), COALESCE_ROWS);
+        }
+        let cols = self
+            .schema
             .fields()
             .iter()
             .map(|f| match b.schema().index_of(f.name()) {
@@ -286,24 +405,15 @@ pub fn merge(inputs: &[MergeInput]) -> Result<Merged, String> {
                 Err(_) => Ok(new_null_array(f.data_type(), b.num_rows())),
             })
             .collect::<Result<Vec<_>, _>>()?;
-        batches.push(RecordBatch::try_new(schema.clone(), cols).map_err(|e| e.to_string())?);
-    }
+        let batch = RecordBatch::try_new(self.schema.clone(), cols).map_err(|e| e.to_string())?;
 
-    // Pick one winner per flight.
-    let rank = |i: &MergeInput| match i.source {
-        Source::Compacted => (0u8, i.last_modified),
-        Source::PerFlight(_) => (1u8, i.last_modified),
-    };
-    let mut winners: HashMap<Uuid, (usize, usize)> = HashMap::new();
-    let mut anonymous: Vec<(usize, usize)> = Vec::new();
-    let mut total = 0u64;
-    for (bi, (input, batch)) in inputs.iter().zip(&batches).enumerate() {
+        // Dedup: remember the winning row number of each flight.
+        let r = rank(input.source, input.last_modified);
         let keys = batch
-            .column(target.index_of("s3_key").expect("s3_key"))
-            .as_string::<i32>()
-            .clone();
+            .column(target_schema().index_of("s3_key").expect("s3_key"))
+            .as_string::<i32>();
         for row in 0..batch.num_rows() {
-            total += 1;
+            let at = self.rows + row;
             let id = keys
                 .is_valid(row)
                 .then(|| flight_uuid(keys.value(row)))
@@ -313,36 +423,183 @@ pub fn merge(inputs: &[MergeInput]) -> Result<Merged, String> {
                     _ => None,
                 });
             match id {
-                None => anonymous.push((bi, row)),
+                None => self.anonymous.push(at),
                 Some(u) => {
-                    let e = winners.entry(u).or_insert((bi, row));
-                    // `>=` so that, at equal rank, the later input in key order wins.
-                    if rank(input) >= rank(&inputs[e.0]) {
-                        *e = (bi, row);
+                    let e = self.winners.entry(u).or_insert((r, at));
+                    if r >= e.0 {
+                        *e = (r, at);
                     }
                 }
             }
         }
+        self.rows += batch.num_rows();
+        self.coalescer
+            .push_batch(batch)
+            .map_err(|e| e.to_string())?;
+        while let Some(c) = self.coalescer.next_completed_batch() {
+            self.chunks.push(c);
+        }
+        Ok(())
     }
-    let mut order: Vec<(Uuid, (usize, usize))> = winners.into_iter().collect();
-    order.sort_by_key(|(u, _)| *u);
-    let indices: Vec<(usize, usize)> = order
-        .into_iter()
-        .map(|(_, ix)| ix)
-        .chain(anonymous)
-        .collect();
-    let kept = indices.len() as u64;
-    let batch = if indices.is_empty() {
-        None
-    } else {
-        let refs: Vec<&RecordBatch> = batches.iter().collect();
-        Some(interleave_record_batch(&refs, &indices).map_err(|e| e.to_string())?)
-    };
-    Ok(Merged {
-        batch,
-        duplicates_removed: total - kept,
-        extra_columns,
-    })
+
+    fn flush_chunk(&mut self) -> Result<(), String> {
+        self.coalescer
+            .finish_buffered_batch()
+            .map_err(|e| e.to_string())?;
+        while let Some(c) = self.coalescer.next_completed_batch() {
+            self.chunks.push(c);
+        }
+        Ok(())
+    }
+
+    /// Ends the merge: the kept rows, in output order (by flight uuid, then
+    /// rows without a flight uuid in input order), ready to encode.
+    ///
+    /// Errors: an Arrow error while completing the last chunk.
+    pub fn finish(mut self) -> Result<MergedRows, String> {
+        self.flush_chunk()?;
+        // Chunks made before an extra column appeared lack it: pad with nulls.
+        let chunks = self
+            .chunks
+            .into_iter()
+            .map(|c| {
+                if c.num_columns() == self.schema.fields().len() {
+                    return Ok(c);
+                }
+                let mut cols = c.columns().to_vec();
+                for f in self.schema.fields().iter().skip(cols.len()) {
+                    cols.push(new_null_array(f.data_type(), c.num_rows()));
+                }
+                RecordBatch::try_new(self.schema.clone(), cols).map_err(|e| e.to_string())
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let mut starts = Vec::with_capacity(chunks.len());
+        let mut n = 0;
+        for c in &chunks {
+            starts.push(n);
+            n += c.num_rows();
+        }
+        let mut order: Vec<(Uuid, usize)> = self
+            .winners
+            .into_iter()
+            .map(|(u, (_, at))| (u, at))
+            .collect();
+        order.sort_unstable_by_key(|(u, _)| *u);
+        let order: Vec<usize> = order
+            .into_iter()
+            .map(|(_, at)| at)
+            .chain(self.anonymous)
+            .collect();
+        Ok(MergedRows {
+            duplicates_removed: (self.rows - order.len()) as u64,
+            schema: self.schema,
+            chunks,
+            starts,
+            order,
+            extra_columns: self.extra_columns,
+        })
+    }
+}
+
+/// The result of a [`Merger`]: the coalesced rows and the order in which the
+/// kept ones are written. Holds no more than the [`Merger`] did.
+#[derive(Debug, Clone)]
+pub struct MergedRows {
+    schema: SchemaRef,
+    chunks: Vec<RecordBatch>,
+    starts: Vec<usize>,
+    order: Vec<usize>,
+    duplicates_removed: u64,
+    extra_columns: Vec<String>,
+}
+
+impl Default for MergedRows {
+    fn default() -> Self {
+        Merger::new().finish().expect("an empty merge finishes")
+    }
+}
+
+impl MergedRows {
+    /// The output schema: [`target_schema`], then any extra columns.
+    pub fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    /// Rows in the output (one per flight, plus rows without a flight uuid).
+    pub fn num_rows(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Rows dropped because a newer version of the same flight was kept.
+    pub fn duplicates_removed(&self) -> u64 {
+        self.duplicates_removed
+    }
+
+    /// Extra (non-target) columns kept in the output, in first-seen order.
+    pub fn extra_columns(&self) -> &[String] {
+        &self.extra_columns
+    }
+
+    /// Approximate heap bytes held (Arrow buffers plus bookkeeping).
+    pub fn memory_bytes(&self) -> usize {
+        self.chunks
+            .iter()
+            .map(RecordBatch::get_array_memory_size)
+            .sum::<usize>()
+            + self.order.capacity() * size_of::<usize>()
+    }
+
+    /// The output rows, in order, as batches of at most `batch_rows` rows
+    /// (each gathered from the chunks when it is asked for).
+    pub fn batches(
+        &self,
+        batch_rows: usize,
+    ) -> impl Iterator<Item = Result<RecordBatch, arrow::error::ArrowError>> + '_ {
+        let refs: Vec<&RecordBatch> = self.chunks.iter().collect();
+        self.order.chunks(batch_rows.max(1)).map(move |part| {
+            let ix: Vec<(usize, usize)> = part
+                .iter()
+                .map(|&at| {
+                    let c = self.starts.partition_point(|&s| s <= at) - 1;
+                    (c, at - self.starts[c])
+                })
+                .collect();
+            interleave_record_batch(&refs, &ix)
+        })
+    }
+
+    /// Encodes the output as one Parquet file (the settings of [`encode`]):
+    /// batches of [`WRITE_BATCH_ROWS`] rows go to the writer, which cuts a
+    /// row group every `row_group_rows` rows. `None` when there are no rows:
+    /// an empty output file is never made.
+    ///
+    /// Memory: the output bytes and one row group's encoded pages, besides
+    /// what this value holds.
+    pub fn encode(
+        &self,
+        row_group_rows: usize,
+    ) -> Result<Option<Vec<u8>>, parquet::errors::ParquetError> {
+        if self.order.is_empty() {
+            return Ok(None);
+        }
+        let mut buf = Vec::new();
+        let mut w =
+            ArrowWriter::try_new(&mut buf, self.schema.clone(), Some(props(row_group_rows)))?;
+        for b in self.batches(WRITE_BATCH_ROWS) {
+            w.write(&b?)?;
+        }
+        w.close()?;
+        Ok(Some(buf))
+    }
+}
+
+fn props(row_group_rows: usize) -> WriterProperties {
+    WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_max_row_group_row_count(Some(row_group_rows.max(1)))
+        .set_created_by(format!("archive-compaction {}", env!("CARGO_PKG_VERSION")))
+        .build()
 }
 
 /// Encodes batches into one Parquet file: zstd, statistics on, row groups of
@@ -355,14 +612,8 @@ pub fn encode(
         .first()
         .map(|b| b.schema())
         .unwrap_or_else(target_schema);
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::default()))
-        .set_statistics_enabled(EnabledStatistics::Page)
-        .set_max_row_group_row_count(Some(row_group_rows.max(1)))
-        .set_created_by(format!("archive-compaction {}", env!("CARGO_PKG_VERSION")))
-        .build();
     let mut buf = Vec::new();
-    let mut w = ArrowWriter::try_new(&mut buf, schema, Some(props))?;
+    let mut w = ArrowWriter::try_new(&mut buf, schema, Some(props(row_group_rows)))?;
     for b in batches {
         w.write(b)?;
     }
@@ -394,9 +645,6 @@ pub fn flight_uuids_in(bytes: Bytes) -> Result<Vec<Uuid>, Unmergeable> {
     }
     Ok(out)
 }
-
-#[allow(dead_code)]
-fn _assert_types(_: &BooleanArray) {}
 
 #[cfg(test)]
 mod tests {
@@ -456,6 +704,108 @@ mod tests {
         let ident = b.column(5).as_string::<i32>();
         assert_eq!(ident.value(0), "NEW1");
         assert_eq!(ident.value(1), "B");
+    }
+
+    fn uuid_n(i: u32) -> String {
+        format!("019f7d73-f820-702f-b905-{i:012x}")
+    }
+
+    #[test]
+    fn streaming_merge_across_chunks_dedups_sorts_and_pads_extra_columns() {
+        // More rows than one coalesced chunk, pushed in reverse uuid order,
+        // with a newer duplicate of every 10th flight after the first chunk
+        // and an extra column that first appears mid-stream.
+        let n = (COALESCE_ROWS + 500) as u32;
+        let mut m = Merger::new();
+        let push = |m: &mut Merger, b: RecordBatch, i: u32, secs: i64| {
+            let u = Uuid::parse_str(&uuid_n(i)).unwrap();
+            m.push(input(b, Source::PerFlight(u), secs)).unwrap();
+        };
+        for i in (0..n).rev() {
+            push(&mut m, row(&uuid_n(i), "OLD"), i, 10);
+        }
+        let with_extra = {
+            let b = row(&uuid_n(3), "NEW");
+            let mut fields: Vec<Field> = b
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone())
+                .collect();
+            fields.push(Field::new("squawk", DataType::Int32, true));
+            let mut cols = b.columns().to_vec();
+            cols.push(Arc::new(arrow::array::Int32Array::from(vec![Some(7700)])));
+            RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
+        };
+        push(&mut m, with_extra, 3, 20);
+        for i in (0..n).step_by(10) {
+            push(&mut m, row(&uuid_n(i), "NEW"), i, 30);
+        }
+        // A row without a flight uuid is kept, last.
+        let anon = {
+            let mut cols = row(U1, "ANON").columns().to_vec();
+            cols[8] = Arc::new(StringArray::from(vec![None::<&str>]));
+            RecordBatch::try_new(target_schema(), cols).unwrap()
+        };
+        m.push(input(anon, Source::Compacted, 5)).unwrap();
+        assert_eq!(
+            m.rows_pushed(),
+            n as usize + 1 + n.div_ceil(10) as usize + 1
+        );
+        let rows = m.finish().unwrap();
+        assert_eq!(rows.num_rows(), n as usize + 1);
+        assert_eq!(rows.duplicates_removed(), 1 + n.div_ceil(10) as u64);
+        assert_eq!(rows.extra_columns(), ["squawk".to_string()]);
+        let out: Vec<RecordBatch> = rows.batches(1000).collect::<Result<_, _>>().unwrap();
+        let all = arrow::compute::concat_batches(&rows.schema(), &out).unwrap();
+        let keys = all.column(8).as_string::<i32>();
+        let ident = all.column(5).as_string::<i32>();
+        let squawk = all.column(9).as_primitive::<arrow::datatypes::Int32Type>();
+        for i in 0..n as usize {
+            assert!(
+                keys.value(i)
+                    .ends_with(&format!("{}.json.gz", uuid_n(i as u32)))
+            );
+            let want = if i % 10 == 0 {
+                "NEW"
+            } else if i == 3 {
+                "NEW"
+            } else {
+                "OLD"
+            };
+            assert_eq!(ident.value(i), want, "row {i}");
+            assert_eq!(squawk.is_valid(i), i == 3, "row {i}");
+        }
+        assert!(keys.is_null(n as usize));
+        assert_eq!(ident.value(n as usize), "ANON");
+        // The same inputs through `merge` give the same rows.
+        let bytes = rows.encode(1000).unwrap().unwrap();
+        let back = decode(Bytes::from(bytes)).unwrap();
+        assert_eq!(back.batch.num_rows(), n as usize + 1);
+    }
+
+    #[test]
+    fn memory_grows_with_rows_not_with_files() {
+        // 20,000 single-row inputs: what the merge keeps is the rows' bytes
+        // (coalesced), not a set of arrays per file.
+        let mut m = Merger::new();
+        let n = 20_000u32;
+        for i in 0..n {
+            let u = Uuid::parse_str(&uuid_n(i)).unwrap();
+            m.push(input(row(&uuid_n(i), "UAL123"), Source::PerFlight(u), 1))
+                .unwrap();
+        }
+        let rows = m.finish().unwrap();
+        let per_row = rows.memory_bytes() / n as usize;
+        assert!(per_row < 400, "{per_row} B a row held after the merge");
+    }
+
+    #[test]
+    fn an_empty_merge_encodes_to_no_file() {
+        let rows = Merger::new().finish().unwrap();
+        assert_eq!(rows.num_rows(), 0);
+        assert!(rows.encode(10).unwrap().is_none());
+        assert!(merge(&[]).unwrap().batch.is_none());
     }
 
     #[test]
