@@ -13,7 +13,7 @@ ARCH ?= arm64
 EVENT ?= events/console-now.json
 
 .PHONY: help tools test test-unit test-ministack test-moto test-crash demo lint fmt check \
-	lambda-tools sam-tools build deploy invoke-local validate
+	lambda-tools sam-tools build deploy invoke-local invoke-qemu validate
 
 help: ## This list.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -68,3 +68,7 @@ deploy: lambda-tools sam-tools ## sam build && sam deploy --guided (needs AWS cr
 
 invoke-local: tools lambda-tools ## The function under `cargo lambda watch` on a local S3 archive, invoked with EVENT.
 	@scripts/invoke-local.sh $(EVENT)
+
+invoke-qemu: tools build ## As invoke-local, but the arm64 bootstrap of `make build` under qemu-aarch64-static (not in CI).
+	@scripts/setup-tools.sh qemu
+	@BOOTSTRAP=target/lambda/archive-compaction/bootstrap scripts/invoke-local.sh $(EVENT)

@@ -10,6 +10,9 @@
 # events/ works; the archive's dates fit events/console-now.json and
 # events/eventbridge-scheduled-2026-07-22.json (2026-07-19 misses two index
 # rows, so those answer Mismatch). Everything it starts stops when it exits.
+#
+# BOOTSTRAP=path (`make invoke-qemu`): run that arm64 release bootstrap under
+# qemu-aarch64-static against `cargo lambda watch --only-lambda-apis` instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EVENT=${1:-events/console-now.json}
@@ -49,20 +52,39 @@ AWS_SECRET_ACCESS_KEY=local
 AWS_REGION=us-east-1
 ENV
 
-echo "== cargo build (cargo lambda watch runs the same debug build)"
-cargo build --quiet --bin archive-compaction
-
-echo "== cargo lambda watch on 127.0.0.1:$INVOKE_PORT (function log: $WORK/watch.log)"
-# A session of its own, so that stopping it stops the binary it started too.
-setsid cargo lambda watch --ignore-changes --invoke-address 127.0.0.1 --invoke-port "$INVOKE_PORT" \
-  --env-file "$WORK/env" >"$WORK/watch.log" 2>&1 &
-WATCH=$!
 stop() {
-  kill -TERM -- "-$WATCH" 2>/dev/null || true
-  for _ in $(seq 50); do kill -0 "$WATCH" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL -- "-$WATCH" 2>/dev/null || true
+  for pid in ${FUNCTION:-} ${WATCH:-}; do kill -TERM -- "-$pid" 2>/dev/null || true; done
+  for pid in ${FUNCTION:-} ${WATCH:-}; do
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$pid" 2>/dev/null || true
+  done
 }
 trap stop EXIT
+# Each started in a session of its own, so that stopping it stops what it started.
+if [ -z "${BOOTSTRAP:-}" ]; then
+  echo "== cargo build (cargo lambda watch runs the same debug build)"
+  cargo build --quiet --bin archive-compaction
+  FUNCTION_NAME=archive-compaction
+  echo "== cargo lambda watch on 127.0.0.1:$INVOKE_PORT (function log: $WORK/watch.log)"
+  setsid cargo lambda watch --ignore-changes --invoke-address 127.0.0.1 --invoke-port "$INVOKE_PORT" \
+    --env-file "$WORK/env" >"$WORK/watch.log" 2>&1 &
+  WATCH=$!
+else
+  # `make invoke-qemu`: the release bootstrap for arm64, run by qemu-aarch64-static
+  # (with Debian's arm64 C library), serving the Lambda runtime API that
+  # `cargo lambda watch --only-lambda-apis` emulates: the deployed binary, locally.
+  FUNCTION_NAME=_
+  echo "== cargo lambda watch --only-lambda-apis on 127.0.0.1:$INVOKE_PORT"
+  setsid cargo lambda watch --only-lambda-apis --invoke-address 127.0.0.1 --invoke-port "$INVOKE_PORT" \
+    >"$WORK/watch.log" 2>&1 &
+  WATCH=$!
+  echo "== qemu-aarch64-static $BOOTSTRAP (function log: $WORK/function.log)"
+  ( set -a; . "$WORK/env"; set +a
+    export AWS_LAMBDA_RUNTIME_API="http://127.0.0.1:$INVOKE_PORT/.rt" AWS_LAMBDA_FUNCTION_NAME=_ \
+      AWS_LAMBDA_FUNCTION_VERSION=1 AWS_LAMBDA_FUNCTION_MEMORY_SIZE=512
+    exec setsid qemu-aarch64-static -L /usr/aarch64-linux-gnu "$BOOTSTRAP" ) >"$WORK/function.log" 2>&1 &
+  FUNCTION=$!
+fi
 for _ in $(seq 600); do
   "$PY" -c "import socket,sys; socket.create_connection(('127.0.0.1',$INVOKE_PORT),0.2)" 2>/dev/null && break
   kill -0 "$WATCH" 2>/dev/null || { cat "$WORK/watch.log" >&2; exit 1; }
@@ -70,14 +92,14 @@ for _ in $(seq 600); do
 done
 
 # The Lambda Invoke API of the emulator; the same as
-#   cargo lambda invoke archive-compaction --invoke-address 127.0.0.1 --invoke-port $INVOKE_PORT --data-file $EVENT
+#   cargo lambda invoke $FUNCTION_NAME --invoke-address 127.0.0.1 --invoke-port $INVOKE_PORT --data-file $EVENT
 # with the answer printed as JSON (an error's message is the run report).
-echo "== invoke archive-compaction with $EVENT: $(tr -d '\n' < "$EVENT")"
+echo "== invoke $FUNCTION_NAME with $EVENT: $(tr -d '\n' < "$EVENT")"
 set +e
-"$PY" - "$INVOKE_PORT" "$EVENT" <<'PYEOF'
+"$PY" - "$INVOKE_PORT" "$EVENT" "$FUNCTION_NAME" <<'PYEOF'
 import json, sys, urllib.error, urllib.request
-port, event = sys.argv[1], sys.argv[2]
-req = urllib.request.Request(f"http://127.0.0.1:{port}/2015-03-31/functions/archive-compaction/invocations",
+port, event, function = sys.argv[1], sys.argv[2], sys.argv[3]
+req = urllib.request.Request(f"http://127.0.0.1:{port}/2015-03-31/functions/{function}/invocations",
                              data=open(event, "rb").read(), headers={"Content-Type": "application/json"})
 try:
     with urllib.request.urlopen(req, timeout=900) as r:

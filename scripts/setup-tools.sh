@@ -10,6 +10,8 @@
 #   scripts/setup-tools.sh          the test tools (everything but the SAM CLI)
 #   scripts/setup-tools.sh sam      the SAM CLI only
 #   scripts/setup-tools.sh lambda   cargo-lambda + zig only
+#   scripts/setup-tools.sh qemu     qemu-user-static + the arm64 C library (apt), for
+#                                   `make invoke-qemu` (the real arm64 bootstrap, emulated)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TOOLS=${TOOLS_DIR:-$PWD/.tools}
@@ -40,11 +42,23 @@ setup_sam() {
   "$TOOLS/sam/bin/pip" install -q --disable-pip-version-check "aws-sam-cli==$SAM_VERSION"
 }
 
+setup_qemu() {
+  if command -v qemu-aarch64-static >/dev/null 2>&1 && [ -e /usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1 ] \
+     && [ -e /usr/aarch64-linux-gnu/lib/libgcc_s.so.1 ]; then
+    return
+  fi
+  echo "setup-tools: installing qemu-user-static and the arm64 C library (apt)" >&2
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq qemu-user-static libc6-arm64-cross libgcc-s1-arm64-cross >/dev/null
+}
+
 case "${1:-}" in
+  qemu) setup_qemu; echo "setup-tools: qemu-aarch64-static ready" >&2; exit 0 ;;
   sam) setup_sam; echo "setup-tools: SAM CLI ready ($TOOLS/sam/bin/sam)" >&2; exit 0 ;;
   lambda) setup_lambda; echo "setup-tools: cargo-lambda ready ($TOOLS/lambda/bin)" >&2; exit 0 ;;
   "") ;;
-  *) echo "usage: $0 [sam|lambda]" >&2; exit 64 ;;
+  *) echo "usage: $0 [sam|lambda|qemu]" >&2; exit 64 ;;
 esac
 
 need_py() { [ -x "$TOOLS/py/bin/python" ] && "$TOOLS/py/bin/python" -c 'import moto, pyarrow, duckdb, boto3, jsonschema, paho.mqtt' 2>/dev/null; }
