@@ -146,6 +146,8 @@ pub async fn handle(
             r.fail(format!(
                 "event is not an EventBridge event or a test event: {e}"
             ));
+            // A Failure like any other: reported too.
+            crate::reporting::publish(deps, &mut r).await;
             return Err(RunError(r));
         }
     };

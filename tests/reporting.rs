@@ -976,3 +976,22 @@ async fn cloudwatch_outage_never_changes_the_outcome() {
     let bound = archive_compaction::metrics::CLOUDWATCH_TIMEOUT.as_secs_f64() + 3.0;
     assert!(reporting < bound, "reporting took {reporting:.1} s");
 }
+
+/// The Lambda handler reports a payload it cannot read as a Failure too.
+#[tokio::test]
+async fn a_bad_lambda_event_is_reported_as_a_failure() {
+    init_logs();
+    let broker = Broker::start(&[]);
+    let store = bucket("rep-bad-event").await;
+    let deps = deps_with(&store, &mqtt_env(broker.port, &[]), None);
+    let event =
+        lambda_runtime::LambdaEvent::new(json!("not an event"), lambda_runtime::Context::default());
+    let err = archive_compaction::app::handle(&deps, event)
+        .await
+        .expect_err("a bad event is an error");
+    assert_eq!(err.0.last_run_status, Status::Failure);
+    assert_clean(&err.0);
+    let stats = statistics(&retained(broker.port, None).await);
+    assert_eq!(stats.len(), 10, "{stats:?}");
+    assert_eq!(stats["last_run_status"], "Failure");
+}
