@@ -13,7 +13,7 @@ ARCH ?= arm64
 EVENT ?= events/console-now.json
 
 .PHONY: help tools test test-unit test-ministack test-moto test-crash demo lint fmt check \
-	lambda-tools sam-tools build deploy invoke-local invoke-qemu validate
+	lambda-tools sam-tools build deploy invoke-local invoke-qemu validate bench bench-concurrency bench-tools
 
 help: ## This list.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -40,6 +40,20 @@ test-crash: tools ## Failpoint crash tests and the SIGKILL test.
 
 demo: tools ## Compact a generated archive on a local S3 server and show before/after.
 	@scripts/demo.sh
+
+# `make bench BENCH_ARGS="--sizes 1000 --latency-ms 20"`: see bench/bench.py for every option.
+BENCH_ARGS ?=
+
+bench: tools bench-tools ## Benchmark (not part of `make test`): job vs sequential baseline vs DuckDB vs I/O floor, N = 1k, 10k, 50k files (~15 min).
+	$(CARGO) build --release --bin archive-compaction --example bench-tool
+	$(TOOLS_DIR)/py/bin/python bench/bench.py $(BENCH_ARGS)
+
+bench-concurrency: tools bench-tools ## READ_CONCURRENCY sweep at 10,000 files (job and I/O floor).
+	$(CARGO) build --release --bin archive-compaction --example bench-tool
+	$(TOOLS_DIR)/py/bin/python bench/bench.py --sizes "" --sweep 8,16,32,64,128,256 $(BENCH_ARGS)
+
+bench-tools:
+	@scripts/setup-tools.sh duckdb
 
 fmt: ## Format the code.
 	$(CARGO) fmt --all

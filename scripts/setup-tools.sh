@@ -6,6 +6,9 @@
 #   .tools/lambda     cargo-lambda + zig (PyPI): `make build`, the Lambda runtime test
 #   .tools/sam        AWS SAM CLI (PyPI), only on request: `scripts/setup-tools.sh sam`
 #                     (`make lint` and `make deploy` ask for it)
+#   .tools/duckdb     duckdb + its httpfs extension as a wheel (PyPI), only for `make bench`:
+#                     `scripts/setup-tools.sh duckdb` (the duckdb wheel alone would download
+#                     httpfs from the internet at run time; this one loads it from the wheel)
 #
 #   scripts/setup-tools.sh          the test tools (everything but the SAM CLI)
 #   scripts/setup-tools.sh sam      the SAM CLI only
@@ -21,6 +24,8 @@ mkdir -p "$TOOLS"
 CARGO_LAMBDA_VERSION=1.9.2
 ZIG_VERSION=0.17.1
 SAM_VERSION=1.170.0
+# duckdb-extension-httpfs ships httpfs for exactly this duckdb version.
+DUCKDB_BENCH_VERSION=1.5.5
 
 setup_lambda() {
   if [ -x "$TOOLS/lambda/bin/cargo-lambda" ] && "$TOOLS/lambda/bin/cargo-lambda" lambda --version 2>/dev/null | grep -q "$CARGO_LAMBDA_VERSION" \
@@ -42,6 +47,16 @@ setup_sam() {
   "$TOOLS/sam/bin/pip" install -q --disable-pip-version-check "aws-sam-cli==$SAM_VERSION"
 }
 
+setup_duckdb() {
+  if [ -x "$TOOLS/duckdb/bin/python" ] && "$TOOLS/duckdb/bin/python" -c "import duckdb, duckdb_extension_httpfs; assert duckdb.__version__ == '$DUCKDB_BENCH_VERSION'" 2>/dev/null; then
+    return
+  fi
+  echo "setup-tools: installing duckdb $DUCKDB_BENCH_VERSION + httpfs into $TOOLS/duckdb" >&2
+  "$PY" -m venv "$TOOLS/duckdb"
+  "$TOOLS/duckdb/bin/pip" install -q --disable-pip-version-check \
+    "duckdb==$DUCKDB_BENCH_VERSION" "duckdb-extension-httpfs==$DUCKDB_BENCH_VERSION"
+}
+
 setup_qemu() {
   if command -v qemu-aarch64-static >/dev/null 2>&1 && [ -e /usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1 ] \
      && [ -e /usr/aarch64-linux-gnu/lib/libgcc_s.so.1 ]; then
@@ -55,10 +70,11 @@ setup_qemu() {
 
 case "${1:-}" in
   qemu) setup_qemu; echo "setup-tools: qemu-aarch64-static ready" >&2; exit 0 ;;
+  duckdb) setup_duckdb; echo "setup-tools: duckdb ready ($TOOLS/duckdb)" >&2; exit 0 ;;
   sam) setup_sam; echo "setup-tools: SAM CLI ready ($TOOLS/sam/bin/sam)" >&2; exit 0 ;;
   lambda) setup_lambda; echo "setup-tools: cargo-lambda ready ($TOOLS/lambda/bin)" >&2; exit 0 ;;
   "") ;;
-  *) echo "usage: $0 [sam|lambda|qemu]" >&2; exit 64 ;;
+  *) echo "usage: $0 [sam|lambda|duckdb|qemu]" >&2; exit 64 ;;
 esac
 
 need_py() { [ -x "$TOOLS/py/bin/python" ] && "$TOOLS/py/bin/python" -c 'import moto, pyarrow, duckdb, boto3, jsonschema, paho.mqtt' 2>/dev/null; }

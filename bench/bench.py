@@ -1,0 +1,324 @@
+"""`make bench`: this job against the alternatives, on days of N single-row
+index files in a local S3 server behind a latency proxy.
+
+    python bench/bench.py [--sizes 1000,10000,50000] [--latency-ms 20]
+                          [--concurrency 64] [--slow-max 10000]
+                          [--sweep 16,32,64,128,256 --sweep-size 10000]
+
+For each N, in one run and against the same data:
+
+  floor     the I/O floor: list the partition, then only the GETs, at the
+            job's concurrency, with the job's own read path (bench-tool floor;
+            its time is the GET phase alone)
+  baseline  what the Python job does: list, sequential GET, pyarrow
+            read + concat_tables, one PUT (bench/baseline.py)
+  duckdb    DuckDB (httpfs, from the duckdb-extension-httpfs wheel: no
+            download at run time) COPY (SELECT * FROM read_parquet('s3://...'))
+            TO 's3://...' (bench/duckdb_copy.py)
+  job       `archive-compaction run` (release build), the whole invocation:
+            lease, parity listings, reads, merge, manifest, PUT, HEAD,
+            deletes, watermark
+
+Each runs as its own process: wall time (perf counter around the process,
+except the floor), peak RSS (the process's ru_maxrss, via wait4) and the
+requests the proxy saw while it ran. baseline and duckdb are skipped above
+--slow-max files (they take ~25 ms a file sequentially: 50,000 files would
+be ~20 minutes each).
+
+The archive (index files written by pyarrow with the writer's defaults, via
+tests/support/archive.py, plus the flights/ objects the parity gate lists)
+is generated once per N into target/bench-data/ and reused by later runs;
+it is uploaded to moto (in-memory) before each measurement. Results go to
+target/bench-results.json and a table on stdout.
+"""
+import argparse
+import datetime as dt
+import gzip
+import json
+import math
+import multiprocessing as mp
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+import archive  # noqa: E402  (the tests' fixture writer: real schema, pyarrow defaults)
+
+TOOLS = os.environ.get("TOOLS_DIR") or os.path.join(ROOT, ".tools")
+PY = os.path.join(TOOLS, "py", "bin", "python")
+DUCK_PY = os.path.join(TOOLS, "duckdb", "bin", "python")
+RELEASE = os.path.join(ROOT, "target", "release")
+JOB = os.path.join(RELEASE, "archive-compaction")
+TOOL = os.path.join(RELEASE, "examples", "bench-tool")
+DATA = os.path.join(ROOT, "target", "bench-data")
+DATE = dt.date(2026, 7, 20)
+GEN_VERSION = 1
+CHUNK = 1000
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def free_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def _gen_chunk(args):
+    n, k, out = args
+    rnd = random.Random(1_000_003 * n + k)
+    for i in range(k * CHUNK, min(n, (k + 1) * CHUNK)):
+        u, key, row = archive.make_flight(DATE, rnd, "mixed", i)
+        path = os.path.join(out, key)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(gzip.compress(json.dumps(archive.canonical(row)).encode()))
+        ik = os.path.join(out, archive.index_prefix(DATE) + f"{u}.parquet")
+        os.makedirs(os.path.dirname(ik), exist_ok=True)
+        with open(ik, "wb") as f:
+            f.write(archive.parquet_bytes([row]))
+
+
+def generate(n):
+    """The day's files under target/bench-data/N{n}/ (made once, then reused)."""
+    out = os.path.join(DATA, f"N{n}")
+    marker = os.path.join(out, ".complete")
+    if os.path.exists(marker) and open(marker).read() == str(GEN_VERSION):
+        return out
+    log(f"bench: generating {n} flights + index files into {out} (once; reused by later runs)")
+    t0 = time.time()
+    if os.path.exists(out):
+        import shutil
+        shutil.rmtree(out)
+    os.makedirs(out)
+    with mp.Pool(max(1, os.cpu_count() or 1)) as pool:
+        pool.map(_gen_chunk, [(n, k, out) for k in range(math.ceil(n / CHUNK))])
+    open(marker, "w").write(str(GEN_VERSION))
+    log(f"bench: generated in {time.time() - t0:.1f} s")
+    return out
+
+
+class Services:
+    """moto (tests/support/serve.py) and the latency proxy; both stop when we close their stdin."""
+
+    def __init__(self, server, latency_ms, proxy="rust"):
+        self.procs = []
+        self.s3_port = free_port()
+        self._start([PY, os.path.join(ROOT, "tests", "support", "serve.py"), server, str(self.s3_port)])
+        self.proxy_port = free_port()
+        if proxy == "python":  # the tests' fault proxy, for comparison
+            self._start([PY, os.path.join(ROOT, "tests", "support", "faultproxy.py"),
+                         str(self.proxy_port), str(self.s3_port)])
+            import urllib.request
+            urllib.request.urlopen(urllib.request.Request(
+                f"http://127.0.0.1:{self.proxy_port}/__proxy/config",
+                data=json.dumps({"latency_ms": latency_ms}).encode(), method="POST")).read()
+        else:
+            self._start([TOOL, "proxy", str(self.proxy_port), str(self.s3_port),
+                         "--latency-ms", str(latency_ms)])
+        self.direct = f"http://127.0.0.1:{self.s3_port}"
+        self.proxied = f"http://127.0.0.1:{self.proxy_port}"
+
+    def _start(self, cmd):
+        p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.procs.append(p)
+        line = p.stdout.readline().decode().strip()
+        if line != "ready":
+            raise SystemExit(f"bench: {cmd[:2]} did not start")
+
+    def stats(self):
+        import urllib.request
+        with urllib.request.urlopen(f"{self.proxied}/__proxy/stats") as r:
+            return json.loads(r.read())
+
+    def close(self):
+        for p in self.procs:
+            try:
+                p.stdin.close()
+                p.wait(timeout=10)
+            except Exception:
+                p.kill()
+                p.wait()
+
+
+def env(endpoint, **extra):
+    e = dict(os.environ)
+    e.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test",
+             AWS_REGION="us-east-1", AWS_DEFAULT_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true")
+    e.update({k: str(v) for k, v in extra.items()})
+    return e
+
+
+def run(cmd, env_, svc):
+    """Runs one contender: (stdout, wall seconds, peak RSS MB, proxy request counts)."""
+    before = svc.stats()
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
+        p = subprocess.Popen(cmd, env=env_, stdout=fo, stderr=fe)
+        _, status, ru = os.wait4(p.pid, 0)  # this child's own rusage: ru_maxrss in KiB
+        wall = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        fo.seek(0)
+        fe.seek(0)
+        out, err = fo.read(), fe.read()
+    after = svc.stats()
+    kinds = {k: v - before["by_kind"].get(k, 0) for k, v in after["by_kind"].items()
+             if v - before["by_kind"].get(k, 0)}
+    if p.returncode not in (0,):
+        log(err.decode()[-3000:])
+        raise SystemExit(f"bench: {os.path.basename(cmd[0])} {cmd[1:3]} exited {p.returncode}")
+    return out.decode(), wall, ru.ru_maxrss / 1024.0, after["requests"] - before["requests"], kinds
+
+
+def prepare_bucket(svc, bucket, data):
+    import boto3
+    s3 = boto3.client("s3", endpoint_url=svc.direct, region_name="us-east-1",
+                      aws_access_key_id="test", aws_secret_access_key="test")
+    try:
+        s3.create_bucket(Bucket=bucket)
+    except Exception:
+        pass
+    out = subprocess.run([TOOL, "upload", "--dir", data, "--bucket", bucket, "--concurrency", "32"],
+                         env=env(svc.direct), check=True, capture_output=True)
+    log(f"bench: uploaded {bucket}: {out.stdout.decode().strip()}")
+
+
+def measure_job(svc, bucket, n, concurrency):
+    now = (DATE + dt.timedelta(days=2)).isoformat() + "T04:50:00Z"
+    out, wall, rss, req, kinds = run(
+        [JOB, "run", "--now", now],
+        env(svc.proxied, S3_BUCKET=bucket, START_DATE=DATE.isoformat(), READ_CONCURRENCY=concurrency,
+            S3_FORCE_PATH_STYLE="true", METRICS_ENABLED="false", LOG_LEVEL="warn"), svc)
+    rep = json.loads(out)
+    if rep["last_run_status"] != "Success" or rep["files_compacted"] != n:
+        raise SystemExit(f"bench: job did not compact {n} files: {out[:2000]}")
+    return {"wall_s": wall, "rss_mb": rss, "requests": req, "by_kind": kinds,
+            "output_bytes": rep["bytes_written"], "rows": rep["rows_written"]}
+
+
+def measure_floor(svc, bucket, concurrency):
+    out, wall, rss, req, kinds = run(
+        [TOOL, "floor", "--bucket", bucket, "--prefix", archive.index_prefix(DATE),
+         "--concurrency", str(concurrency)], env(svc.proxied), svc)
+    f = json.loads(out)
+    return {"wall_s": f["get_seconds"], "process_s": wall, "rss_mb": rss, "requests": req,
+            "by_kind": kinds, "bytes_read": f["bytes"]}
+
+
+def measure_baseline(svc, bucket):
+    out, wall, rss, req, kinds = run(
+        [PY, os.path.join(ROOT, "bench", "baseline.py"), "--bucket", bucket,
+         "--prefix", archive.index_prefix(DATE)], env(svc.proxied), svc)
+    return {"wall_s": wall, "rss_mb": rss, "requests": req, "by_kind": kinds, **json.loads(out)}
+
+
+def measure_duckdb(svc, bucket):
+    out, wall, rss, req, kinds = run(
+        [DUCK_PY, os.path.join(ROOT, "bench", "duckdb_copy.py"), "--bucket", bucket,
+         "--prefix", archive.index_prefix(DATE), "--endpoint", f"127.0.0.1:{svc.proxy_port}"],
+        env(svc.proxied), svc)
+    return {"wall_s": wall, "rss_mb": rss, "requests": req, "by_kind": kinds, **json.loads(out)}
+
+
+def fmt_table(results, args):
+    lines = []
+    hdr = f"{'files':>7}  {'system':<9}{'wall s':>9}{'peak RSS MB':>13}{'requests':>10}   vs job"
+    lines.append(hdr)
+    lines.append("-" * len(hdr))
+    for n, r in results.items():
+        job = r["job"]["wall_s"]
+        for name in ("job", "floor", "baseline", "duckdb"):
+            m = r.get(name)
+            if m is None:
+                lines.append(f"{n:>7}  {name:<9}{'skipped (above --slow-max)':>32}")
+                continue
+            ratio = {"job": "1.00x",
+                     "floor": f"job is {job / m['wall_s']:.2f}x the floor"}.get(name, f"job is {m['wall_s'] / job:.1f}x faster")
+            lines.append(f"{n:>7}  {name:<9}{m['wall_s']:>9.2f}{m['rss_mb']:>13.0f}{m['requests']:>10}   {ratio}")
+        k = r["job"]["by_kind"]
+        lines.append(f"{'':>7}  job requests by kind: {json.dumps(k, sort_keys=True)}; "
+                     f"N + ceil(N/1000) = {n + math.ceil(n / 1000)}; output {r['job']['output_bytes']:,} B "
+                     f"for {r['job']['rows']:,} rows")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="1000,10000,50000")
+    ap.add_argument("--latency-ms", type=int, default=20)
+    ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--slow-max", type=int, default=10000)
+    ap.add_argument("--server", default="moto")
+    ap.add_argument("--proxy", default="rust", choices=["rust", "python"],
+                    help="latency proxy: bench-tool proxy (default) or tests/support/faultproxy.py")
+    ap.add_argument("--systems", default="floor,baseline,duckdb,job")
+    ap.add_argument("--sweep", default="", help="READ_CONCURRENCY values to try (job and floor)")
+    ap.add_argument("--sweep-size", type=int, default=10000)
+    ap.add_argument("--out", default=os.path.join(ROOT, "target", "bench-results.json"))
+    args = ap.parse_args()
+    systems = args.systems.split(",")
+    for exe in (JOB, TOOL):
+        if not os.path.exists(exe):
+            raise SystemExit(f"bench: {exe} missing; run `make bench` (it builds them)")
+    svc = Services(args.server, args.latency_ms, args.proxy)
+    results, sweep = {}, {}
+    try:
+        if args.sweep:
+            n = args.sweep_size
+            data = generate(n)
+            for c in [int(x) for x in args.sweep.split(",")]:
+                bucket = f"sweep-{n}-{c}"
+                prepare_bucket(svc, bucket, data)
+                fl = measure_floor(svc, bucket, c)
+                jb = measure_job(svc, bucket, n, c)
+                sweep[c] = {"floor": fl, "job": jb}
+                log(f"bench: sweep N={n} concurrency={c}: floor {fl['wall_s']:.2f} s, job {jb['wall_s']:.2f} s, "
+                    f"job RSS {jb['rss_mb']:.0f} MB")
+        for n in [int(x) for x in args.sizes.split(",") if x]:
+            data = generate(n)
+            bucket = f"bench-{n}"
+            prepare_bucket(svc, bucket, data)
+            r = {}
+            if "floor" in systems:
+                r["floor"] = measure_floor(svc, bucket, args.concurrency)
+                log(f"bench: N={n} floor {r['floor']['wall_s']:.2f} s")
+            if "baseline" in systems and n <= args.slow_max:
+                r["baseline"] = measure_baseline(svc, bucket)
+                log(f"bench: N={n} baseline {r['baseline']['wall_s']:.2f} s")
+            if "duckdb" in systems and n <= args.slow_max:
+                r["duckdb"] = measure_duckdb(svc, bucket)
+                log(f"bench: N={n} duckdb {r['duckdb']['wall_s']:.2f} s")
+            r["job"] = measure_job(svc, bucket, n, args.concurrency)
+            log(f"bench: N={n} job {r['job']['wall_s']:.2f} s, {r['job']['rss_mb']:.0f} MB")
+            results[n] = r
+    finally:
+        svc.close()
+    meta = {"latency_ms": args.latency_ms, "concurrency": args.concurrency, "server": args.server,
+            "proxy": args.proxy,
+            "cpus": os.cpu_count(), "command": " ".join(sys.argv)}
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump({"meta": meta, "results": results, "sweep": sweep}, f, indent=1)
+    print(f"\nlatency {args.latency_ms} ms per request, READ_CONCURRENCY {args.concurrency}, "
+          f"S3 server {args.server}, {args.proxy} proxy, {os.cpu_count()} CPUs\n")
+    if sweep:
+        print(f"{'concurrency':>12}{'floor s':>9}{'job s':>8}{'job RSS MB':>12}")
+        for c, s in sweep.items():
+            print(f"{c:>12}{s['floor']['wall_s']:>9.2f}{s['job']['wall_s']:>8.2f}{s['job']['rss_mb']:>12.0f}")
+        print()
+    if results:
+        print(fmt_table(results, args))
+    print(f"\nfigures: {args.out}")
+
+
+if __name__ == "__main__":
+    main()

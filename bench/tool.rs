@@ -1,0 +1,454 @@
+//! `bench-tool`: the Rust parts of `make bench` (see bench/README.md).
+//!
+//! ```text
+//! bench-tool proxy  LISTEN_PORT UPSTREAM_PORT [--latency-ms 20]
+//! bench-tool upload --dir D --bucket B [--concurrency 64]
+//! bench-tool floor  --bucket B --prefix P [--concurrency 64]
+//! ```
+//!
+//! - `proxy`: an HTTP/1.1 latency proxy in front of a local S3 server. Every
+//!   request waits `latency_ms` before it is forwarded (S3's time to first
+//!   byte), and is counted by kind. `GET /__proxy/stats` returns the counts,
+//!   `POST /__proxy/config` `{"latency_ms": N}` changes the delay (the same
+//!   control endpoints as tests/support/faultproxy.py). Tokio, a minimal
+//!   HTTP/1.1 server loop (keep-alive, Content-Length or chunked bodies) and
+//!   hyper's pooled client upstream: a few microseconds of CPU per request,
+//!   so unlike the Python fault proxy it is not the bottleneck at hundreds of
+//!   requests in flight.
+//!   Prints `ready` when listening and exits when stdin closes.
+//! - `upload`: PUTs every file under `--dir` to the bucket, keyed by its path
+//!   relative to the directory (the bench's cached archive), `--concurrency`
+//!   PUTs at once. Fast enough that moto, not the client, sets the pace.
+//! - `floor`: the I/O floor: lists `--prefix`, then GETs every object with
+//!   exactly the job's read path ([`S3Store::get_opt`], `buffered(concurrency)`)
+//!   and throws the bodies away. Prints JSON: objects, bytes, seconds for the
+//!   listing and for the GETs.
+//!
+//! The S3 endpoint and credentials come from the AWS SDK's variables
+//! (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, ...), path-style addressing.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use archive_compaction::storage::S3Store;
+use bytes::Bytes;
+use clap::{Parser, Subcommand};
+use futures::StreamExt;
+use http_body_util::{BodyExt, Full};
+use hyper::{Request, StatusCode};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+#[derive(Parser)]
+#[command(name = "bench-tool")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Latency proxy in front of a local S3 server.
+    Proxy {
+        listen_port: u16,
+        upstream_port: u16,
+        /// Delay before each request is forwarded, in milliseconds.
+        #[arg(long, default_value_t = 20)]
+        latency_ms: u64,
+    },
+    /// PUT every file under a directory.
+    Upload {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long)]
+        bucket: String,
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+    },
+    /// The I/O floor: list, then only the GETs.
+    Floor {
+        #[arg(long)]
+        bucket: String,
+        #[arg(long)]
+        prefix: String,
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+    },
+}
+
+#[tokio::main]
+async fn main() {
+    match Cli::parse().cmd {
+        Cmd::Proxy {
+            listen_port,
+            upstream_port,
+            latency_ms,
+        } => proxy(listen_port, upstream_port, latency_ms).await,
+        Cmd::Upload {
+            dir,
+            bucket,
+            concurrency,
+        } => upload(&dir, &bucket, concurrency).await,
+        Cmd::Floor {
+            bucket,
+            prefix,
+            concurrency,
+        } => floor(&bucket, &prefix, concurrency).await,
+    }
+}
+
+async fn store(bucket: &str) -> S3Store {
+    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .retry_config(archive_compaction::app::retry_config())
+        .load()
+        .await;
+    let client = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&sdk)
+            .force_path_style(true)
+            .build(),
+    );
+    S3Store::new(client, bucket)
+}
+
+fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            files_under(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
+}
+
+async fn upload(dir: &Path, bucket: &str, concurrency: usize) {
+    let s = store(bucket).await;
+    let mut files = Vec::new();
+    files_under(dir, &mut files);
+    files.sort();
+    let t0 = Instant::now();
+    let n = files.len();
+    futures::stream::iter(files.iter().map(|p| {
+        let s = &s;
+        async move {
+            let key = p.strip_prefix(dir).unwrap().to_string_lossy().to_string();
+            let body = Bytes::from(std::fs::read(p).unwrap());
+            // Overwrite freely: the bench re-uploads a day before each run.
+            let mut tries = 0;
+            loop {
+                match s
+                    .client()
+                    .put_object()
+                    .bucket(s.bucket())
+                    .key(&key)
+                    .body(body.clone().into())
+                    .send()
+                    .await
+                {
+                    Ok(_) => break,
+                    Err(e) if tries < 5 => {
+                        tries += 1;
+                        eprintln!("upload {key}: {e:?}; retrying");
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    Err(e) => panic!("upload {key}: {e:?}"),
+                }
+            }
+        }
+    }))
+    .buffer_unordered(concurrency.max(1))
+    .collect::<Vec<()>>()
+    .await;
+    println!(
+        "{{\"objects\": {n}, \"seconds\": {:.3}}}",
+        t0.elapsed().as_secs_f64()
+    );
+}
+
+async fn floor(bucket: &str, prefix: &str, concurrency: usize) {
+    let s = store(bucket).await;
+    let t0 = Instant::now();
+    let objects = s.list(prefix).await.expect("list");
+    let listed = t0.elapsed().as_secs_f64();
+    let t1 = Instant::now();
+    let mut bytes = 0u64;
+    let mut gets = futures::stream::iter(objects.iter().map(|o| s.get_opt(&o.key)))
+        .buffered(concurrency.max(1));
+    while let Some(r) = gets.next().await {
+        if let Some(f) = r.expect("get") {
+            bytes += f.body.len() as u64;
+        }
+    }
+    println!(
+        "{{\"objects\": {}, \"bytes\": {bytes}, \"list_seconds\": {listed:.3}, \"get_seconds\": {:.3}}}",
+        objects.len(),
+        t1.elapsed().as_secs_f64()
+    );
+}
+
+#[derive(Default)]
+struct ProxyState {
+    latency_ms: AtomicU64,
+    requests: AtomicU64,
+    by_kind: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+fn kind(method: &hyper::Method, path: &str, query: &str) -> &'static str {
+    if query.split('&').any(|q| q == "delete" || q == "delete=") && method == hyper::Method::POST {
+        return "DeleteObjects";
+    }
+    if method == hyper::Method::GET
+        && (query.contains("list-type") || path.matches('/').count() <= 1)
+    {
+        return "ListObjectsV2";
+    }
+    match *method {
+        hyper::Method::GET => "GetObject",
+        hyper::Method::PUT => "PutObject",
+        hyper::Method::HEAD => "HeadObject",
+        hyper::Method::DELETE => "DeleteObject",
+        hyper::Method::POST => "POST",
+        _ => "other",
+    }
+}
+
+type Upstream = Client<HttpConnector, Full<Bytes>>;
+
+/// One response to write back: status, headers, body.
+struct Reply {
+    status: StatusCode,
+    headers: Vec<(String, String)>,
+    body: Bytes,
+}
+
+fn reply(status: StatusCode, body: String) -> Reply {
+    Reply {
+        status,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: Bytes::from(body),
+    }
+}
+
+async fn handle(
+    method: hyper::Method,
+    target: &str,
+    headers: Vec<(String, String)>,
+    body: Bytes,
+    state: &ProxyState,
+    client: &Upstream,
+    upstream: u16,
+) -> Reply {
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    if path == "/__proxy/stats" {
+        let by_kind = state.by_kind.lock().unwrap().clone();
+        let v = serde_json::json!({
+            "requests": state.requests.load(Ordering::Relaxed),
+            "by_kind": by_kind,
+            "latency_ms": state.latency_ms.load(Ordering::Relaxed),
+        });
+        return reply(StatusCode::OK, v.to_string());
+    }
+    if path == "/__proxy/config" {
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        let ms = v.get("latency_ms").and_then(|x| x.as_u64()).unwrap_or(0);
+        state.latency_ms.store(ms, Ordering::Relaxed);
+        return reply(StatusCode::OK, "{}".into());
+    }
+    let k = kind(&method, path, query);
+    state.requests.fetch_add(1, Ordering::Relaxed);
+    *state.by_kind.lock().unwrap().entry(k).or_default() += 1;
+    let delay = state.latency_ms.load(Ordering::Relaxed);
+    if delay > 0 {
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+    }
+    let mut req = Request::builder()
+        .method(method)
+        .uri(format!("http://127.0.0.1:{upstream}{target}"));
+    for (h, v) in &headers {
+        if !matches!(
+            h.as_str(),
+            "host" | "connection" | "content-length" | "transfer-encoding" | "keep-alive"
+        ) {
+            req = req.header(h, v);
+        }
+    }
+    let resp = match req.body(Full::new(body)) {
+        Ok(r) => client.request(r).await,
+        Err(e) => return reply(StatusCode::BAD_REQUEST, format!("bad request: {e}")),
+    };
+    let resp = match resp {
+        Ok(r) => r,
+        Err(e) => return reply(StatusCode::BAD_GATEWAY, format!("upstream: {e}")),
+    };
+    let (parts, b) = resp.into_parts();
+    let body = match b.collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(e) => return reply(StatusCode::BAD_GATEWAY, format!("upstream body: {e}")),
+    };
+    Reply {
+        status: parts.status,
+        headers: parts
+            .headers
+            .iter()
+            .filter(|(h, _)| {
+                !matches!(
+                    h.as_str(),
+                    "connection" | "transfer-encoding" | "keep-alive"
+                )
+            })
+            .map(|(h, v)| {
+                (
+                    h.to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
+        body,
+    }
+}
+
+/// A minimal HTTP/1.1 server loop for one client connection (keep-alive;
+/// bodies by Content-Length or chunked), forwarding with hyper's client.
+async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    state: Arc<ProxyState>,
+    client: Upstream,
+    upstream: u16,
+) -> std::io::Result<()> {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+    let (rd, mut wr) = stream.into_split();
+    let mut rd = BufReader::new(rd);
+    loop {
+        let mut line = String::new();
+        if rd.read_line(&mut line).await? == 0 {
+            return Ok(());
+        }
+        let mut parts = line.split_whitespace();
+        let (Some(method), Some(target)) = (parts.next(), parts.next()) else {
+            return Ok(());
+        };
+        let method: hyper::Method = method.parse().unwrap_or(hyper::Method::GET);
+        let target = target.to_string();
+        let mut headers = Vec::new();
+        loop {
+            let mut h = String::new();
+            if rd.read_line(&mut h).await? == 0 {
+                return Ok(());
+            }
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+            }
+        }
+        let get = |name: &str| {
+            headers
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
+        let mut body = Vec::new();
+        if get("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+            loop {
+                let mut size = String::new();
+                rd.read_line(&mut size).await?;
+                let n = usize::from_str_radix(size.trim().split(';').next().unwrap_or("0"), 16)
+                    .unwrap_or(0);
+                if n == 0 {
+                    // trailers, then the empty line
+                    loop {
+                        let mut t = String::new();
+                        if rd.read_line(&mut t).await? == 0 || t.trim().is_empty() {
+                            break;
+                        }
+                    }
+                    break;
+                }
+                let at = body.len();
+                body.resize(at + n, 0);
+                rd.read_exact(&mut body[at..]).await?;
+                let mut crlf = String::new();
+                rd.read_line(&mut crlf).await?;
+            }
+        } else if let Some(n) = get("content-length").and_then(|v| v.parse::<usize>().ok()) {
+            body.resize(n, 0);
+            rd.read_exact(&mut body).await?;
+        }
+        let close = get("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"));
+        let is_head = method == hyper::Method::HEAD;
+        let r = handle(
+            method,
+            &target,
+            headers,
+            Bytes::from(body),
+            &state,
+            &client,
+            upstream,
+        )
+        .await;
+        let mut out = format!(
+            "HTTP/1.1 {} {}\r\n",
+            r.status.as_u16(),
+            r.status.canonical_reason().unwrap_or("")
+        );
+        for (h, v) in &r.headers {
+            if h != "content-length" {
+                out.push_str(&format!("{h}: {v}\r\n"));
+            }
+        }
+        if is_head {
+            // A HEAD answer carries the object's length, not its own.
+            if let Some((_, v)) = r.headers.iter().find(|(h, _)| h == "content-length") {
+                out.push_str(&format!("content-length: {v}\r\n"));
+            }
+        } else {
+            out.push_str(&format!("content-length: {}\r\n", r.body.len()));
+        }
+        out.push_str("\r\n");
+        wr.write_all(out.as_bytes()).await?;
+        if !is_head {
+            wr.write_all(&r.body).await?;
+        }
+        if close {
+            return Ok(());
+        }
+    }
+}
+
+async fn proxy(listen_port: u16, upstream: u16, latency_ms: u64) {
+    let state = Arc::new(ProxyState::default());
+    state.latency_ms.store(latency_ms, Ordering::Relaxed);
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    let client: Upstream = Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(1024)
+        .build(connector);
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", listen_port))
+        .await
+        .expect("bind");
+    println!("ready");
+    // Stop when stdin closes (the bench driver holds it open), like serve.py.
+    std::thread::spawn(|| {
+        let mut sink = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+        std::process::exit(0);
+    });
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(serve_connection(
+            stream,
+            state.clone(),
+            client.clone(),
+            upstream,
+        ));
+    }
+}
