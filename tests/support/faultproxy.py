@@ -28,6 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from xml.etree import ElementTree as ET
 
 NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+ET.register_namespace("", "http://s3.amazonaws.com/doc/2006-03-01/")
 LOCK = threading.Lock()
 RULES = {}
 SEEN = set()
@@ -138,7 +139,7 @@ class Handler(BaseHTTPRequestHandler):
                     errors.append((key.text, rule["code"]))
                     root.remove(obj)
                     break
-        return ET.tostring(root), errors
+        return ET.tostring(root, xml_declaration=True, encoding="UTF-8"), errors
 
     def _add_errors(self, data, errors):
         text = data.decode()
