@@ -21,10 +21,11 @@ help: ## This list.
 tools: ## Install the local test tools into .tools/ (venvs: moto, ministack, pyarrow, duckdb, cargo-lambda) and mosquitto.
 	@scripts/setup-tools.sh
 
-test: tools ## Everything: unit tests, end-to-end (and the Lambda runtime path) on ministack and on moto, crash tests, specs.
+test: tools ## Everything: all tests on ministack; the S3-protocol suites again on moto; crash tests.
 	$(CARGO) test
-	TEST_S3_SERVER=moto $(CARGO) test --tests
+	TEST_S3_SERVER=moto $(CARGO) test --test end_to_end --test faults --test robustness --test lambda_runtime
 	$(CARGO) test --features failpoints --test crash --test specs
+	TEST_S3_SERVER=moto $(CARGO) test --features failpoints --test crash overwritten
 
 test-unit: ## Unit and doc tests only (no servers).
 	$(CARGO) test --lib --doc

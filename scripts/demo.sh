@@ -9,10 +9,23 @@ PY="$TOOLS/py/bin/python"
 port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 S3_PORT=$(port); MQTT_PORT=$(port)
 
-coproc S3SERVER { exec "$PY" tests/support/serve.py ministack "$S3_PORT"; }
-read -r ready <&"${S3SERVER[0]}"; [ "$ready" = ready ]
-coproc BROKER { exec "$PY" tests/support/serve.py mosquitto "$MQTT_PORT"; }
-read -r ready <&"${BROKER[0]}"; [ "$ready" = ready ]
+# serve.py stops its server when its stdin closes: we hold the write end of
+# a FIFO open until this script exits.
+start_server() {
+  local kind=$1 port=$2 dir fd
+  dir=$(mktemp -d)
+  mkfifo "$dir/in"
+  "$PY" tests/support/serve.py "$kind" "$port" < "$dir/in" > "$dir/out" 2>&1 &
+  exec {fd}>"$dir/in"
+  for _ in $(seq 600); do
+    grep -q '^ready' "$dir/out" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "$kind did not start: $(cat "$dir/out")" >&2
+  return 1
+}
+start_server ministack "$S3_PORT"
+start_server mosquitto "$MQTT_PORT"
 
 export AWS_ENDPOINT_URL="http://127.0.0.1:$S3_PORT" AWS_ACCESS_KEY_ID=demo AWS_SECRET_ACCESS_KEY=demo AWS_REGION=us-east-1
 export S3_BUCKET=demo-archive S3_FORCE_PATH_STYLE=true METRICS_ENABLED=false LOG_LEVEL=${LOG_LEVEL:-info}

@@ -102,7 +102,10 @@ pub async fn read_inputs(
     use futures::StreamExt;
     let mut out = ReadInputs::default();
     let mut merger = Merger::new();
-    let fetches = inputs.iter().map(|i| fetch(store, i));
+    // Collected (unstarted futures, no bodies yet): a lazy `map` held across
+    // the awaits below makes the caller's future fail `Send` for
+    // `tokio::spawn` ("implementation of `Send` is not general enough").
+    let fetches: Vec<_> = inputs.iter().map(|i| fetch(store, i)).collect();
     let mut fetched = futures::stream::iter(fetches).buffered(concurrency.max(1));
     while let Some((input, res)) = fetched.next().await {
         let Some(f) = res? else {

@@ -69,6 +69,11 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
         "60",
         "stop starting new dates when less time than this (or twice the slowest day so far) remains",
     ),
+    (
+        "SWEEP_DAYS",
+        "14",
+        "re-check this many already-compacted days (up to the watermark) for late or rewritten index files; 0 turns the sweep off",
+    ),
     ("METRICS_ENABLED", "true", "publish CloudWatch metrics"),
     (
         "METRICS_NAMESPACE",
@@ -143,6 +148,8 @@ pub struct Config {
     pub row_group_rows: usize,
     /// Minimum time left before starting another date (`DEADLINE_MARGIN_SECONDS`, default 60 s).
     pub deadline_margin: Duration,
+    /// Already-compacted days re-checked for stragglers (`SWEEP_DAYS`, default 14; 0 = off).
+    pub sweep_days: u32,
     /// Publish CloudWatch metrics (`METRICS_ENABLED`, default true).
     pub metrics_enabled: bool,
     /// CloudWatch namespace (`METRICS_NAMESPACE`).
@@ -269,6 +276,18 @@ impl Config {
             read_concurrency,
             row_group_rows,
             deadline_margin: Duration::from_secs(margin),
+            sweep_days: {
+                let d: u32 = parse_num(
+                    env,
+                    "SWEEP_DAYS",
+                    14,
+                    "a whole number of days (0 turns the sweep off)",
+                )?;
+                if d > 366 {
+                    return Err(bad("SWEEP_DAYS", "at most 366 days"));
+                }
+                d
+            },
             metrics_enabled: parse_bool(env, "METRICS_ENABLED", true)?,
             metrics_namespace: get(env, "METRICS_NAMESPACE")
                 .unwrap_or("SkyFollower/ArchiveCompaction")

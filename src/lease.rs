@@ -46,9 +46,10 @@ impl LeaseGuard {
     /// Takes the lease for `holder` for `length`.
     ///
     /// Errors: [`Error::LeaseHeld`] when another holder's lease has not
-    /// expired; [`Error::BadState`] never (an unreadable lock file is treated
-    /// as expired only if its LastModified is older than `length`... it is
-    /// taken over by ETag like an expired one); S3 errors as they come.
+    /// expired (or another invocation won the race to take it over); S3
+    /// errors as they come. A lock file that cannot be parsed is taken over
+    /// by its ETag, like an expired one (S3 PUTs are atomic, so it was
+    /// written that way, not torn).
     pub async fn acquire(store: &S3Store, holder: &str, length: Duration) -> Result<LeaseGuard> {
         let now = Utc::now();
         let lease = Lease {

@@ -12,6 +12,7 @@
 //! - [`commit`], [`recovery`]: the commit protocol and the recovery table.
 //! - [`run`]: the driver producing one [`report::RunReport`].
 //! - [`reporting`] ([`metrics`], [`mqtt`]): the report to CloudWatch and MQTT.
+//! - [`status`]: the read-only `status` command; [`progress`]: the CLI's progress bar.
 //! - [`app`]: clients built once, the Lambda handler and the CLI's shared entry point.
 #![warn(missing_docs)]
 
@@ -25,11 +26,13 @@ pub mod merge;
 pub mod metrics;
 pub mod mqtt;
 pub mod plan;
+pub mod progress;
 pub mod recovery;
 pub mod report;
 pub mod reporting;
 pub mod run;
 pub mod state;
+pub mod status;
 pub mod storage;
 
 /// A named failpoint (the `fail` crate): compiled in only with the

@@ -1,17 +1,26 @@
 //! `archive-compaction`: a Lambda function when `AWS_LAMBDA_RUNTIME_API` is
 //! set, a command-line tool otherwise. Both are thin shells over
-//! [`archive_compaction::app::invoke`].
+//! [`archive_compaction::app::invoke`]; `status` is
+//! [`archive_compaction::status`]. On a terminal, `run` shows a progress bar
+//! over dates ([`archive_compaction::progress`]).
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use archive_compaction::app::{Deps, handle};
 use archive_compaction::config::{Config, SETTINGS, parse_date};
+use archive_compaction::progress::{self, BarWriter, ProgressLayer};
 use archive_compaction::report::RunReport;
 use archive_compaction::run::RunOptions;
+use archive_compaction::status::{self, StatusOptions};
 use chrono::{DateTime, Utc};
 use clap::{Parser, Subcommand};
+use indicatif::ProgressBar;
 use lambda_runtime::{LambdaEvent, service_fn};
+use tracing_subscriber::Layer;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 fn settings_help() -> String {
     let mut s = String::from(
@@ -23,6 +32,13 @@ fn settings_help() -> String {
     }
     s.push_str("\nExit codes: 0 Success, 2 Mismatch (a day failed parity), 1 Failure.\n");
     s
+}
+
+fn status_help() -> String {
+    settings_help().replace(
+        "Exit codes: 0 Success, 2 Mismatch (a day failed parity), 1 Failure.",
+        "Exit codes: 0, or 1 when something could not be read (listed under errors).",
+    )
 }
 
 /// Compacts per-flight Parquet index files into one file per day.
@@ -46,16 +62,37 @@ enum Command {
         /// Stop starting new dates after this long (e.g. 600s, 14m).
         #[arg(long, value_parser = parse_duration)]
         max_duration: Option<Duration>,
-        /// List, plan and check parity; write and delete nothing.
+        /// List, plan (reading every input) and check parity as a run
+        /// would, and say what recovery would do with the manifests found;
+        /// write, delete and report nothing (no lease is taken).
         #[arg(long)]
         dry_run: bool,
-        /// Compact only this date (YYYY-MM-DD), whatever the watermark says.
+        /// Compact only this date (YYYY-MM-DD) now, whatever the watermark
+        /// says (after it or before it: stragglers), through the same lease,
+        /// recovery, parity gate and manifest protocol. The watermark is
+        /// never moved, not even by a date right after it.
         #[arg(long, value_parser = |s: &str| parse_date("--date", s).map_err(|e| e.to_string()))]
         date: Option<chrono::NaiveDate>,
         /// An id equal across retries of the same scheduled run (counts a
         /// mismatch once).
         #[arg(long)]
         event_id: Option<String>,
+    },
+    /// Show the state, read-only: watermark, cutoff and lag, lease, live and
+    /// quarantined manifests, the mismatch with its missing flights, and the
+    /// file counts of the next dates to compact. Writes nothing.
+    #[command(after_long_help = status_help())]
+    Status {
+        /// Invocation time the cutoff is computed for (RFC 3339). Default:
+        /// the current time.
+        #[arg(long, value_parser = parse_now)]
+        now: Option<DateTime<Utc>>,
+        /// How many upcoming dates (up to the cutoff) to count files for.
+        #[arg(long, default_value_t = status::DEFAULT_DAYS)]
+        days: usize,
+        /// Print JSON (specs/status.schema.json) instead of text.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -88,10 +125,23 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(v * mult))
 }
 
-fn init_tracing(level: &str, json: bool) {
+/// Logs to stderr: JSON lines in Lambda, text on the command line. With a
+/// progress bar, log lines are written above it and the run's events drive it.
+fn init_tracing(level: &str, json: bool, bar: Option<ProgressBar>) {
     let filter = tracing_subscriber::EnvFilter::try_new(level)
         .or_else(|_| tracing_subscriber::EnvFilter::try_new("info"))
         .expect("info is a valid filter");
+    if let Some(bar) = bar {
+        tracing_subscriber::registry()
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(BarWriter::new(bar.clone()))
+                    .with_filter(filter),
+            )
+            .with(ProgressLayer::new(bar))
+            .init();
+        return;
+    }
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -106,12 +156,23 @@ fn main() -> ExitCode {
     let lambda = std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some();
     let cli = if lambda { None } else { Some(Cli::parse()) };
     let config = Config::from_env();
+    // A bar over dates for `run` on a terminal; never in Lambda.
+    let bar = (config.is_ok()
+        && matches!(
+            &cli,
+            Some(Cli {
+                command: Command::Run { .. }
+            })
+        )
+        && std::io::stderr().is_terminal())
+    .then(progress::date_bar);
     init_tracing(
         config
             .as_ref()
             .map(|c| c.log_level.as_str())
             .unwrap_or("info"),
         lambda,
+        bar,
     );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -171,6 +232,38 @@ fn main() -> ExitCode {
                     serde_json::to_string_pretty(&report).expect("report serialises")
                 );
                 ExitCode::from(report.last_run_status.exit_code() as u8)
+            }
+            Some(Cli {
+                command: Command::Status { now, days, json },
+            }) => {
+                let as_of = Utc::now();
+                let opts = StatusOptions {
+                    now: now.unwrap_or(as_of),
+                    as_of,
+                    days,
+                };
+                match status::gather(&deps.store, &deps.config, &opts).await {
+                    Ok(s) => {
+                        if json {
+                            println!(
+                                "{}",
+                                serde_json::to_string_pretty(&s).expect("status serialises")
+                            );
+                        } else {
+                            print!("{}", status::format_human(&s));
+                        }
+                        if s.errors.is_empty() {
+                            ExitCode::SUCCESS
+                        } else {
+                            ExitCode::from(1)
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "status could not be read");
+                        eprintln!("archive-compaction status: {e}");
+                        ExitCode::from(1)
+                    }
+                }
             }
         }
     })

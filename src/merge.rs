@@ -108,12 +108,26 @@ pub struct Decoded {
     pub extra_columns: Vec<String>,
 }
 
+/// A Parquet file starts and ends with the magic `PAR1` (Parquet format
+/// specification); the footer-only reader does not look at the first one.
+fn check_magic(bytes: &[u8]) -> Result<(), Unmergeable> {
+    const MAGIC: &[u8] = b"PAR1";
+    if bytes.len() < 12 || &bytes[..4] != MAGIC || &bytes[bytes.len() - 4..] != MAGIC {
+        return Err(unmergeable(
+            None,
+            format!("not a Parquet file: bad magic or truncated ({} bytes)", bytes.len()),
+        ));
+    }
+    Ok(())
+}
+
 /// Decodes one Parquet file and conforms it to [`target_schema`].
 ///
 /// Errors: [`Unmergeable`] for bytes that are not Parquet (bad magic,
 /// truncated footer), a missing required column, or a value that cannot be
 /// represented exactly in the target type.
 pub fn decode(bytes: Bytes) -> Result<Decoded, Unmergeable> {
+    check_magic(&bytes)?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
         .map_err(|e| unmergeable(None, format!("not a readable Parquet file: {e}")))?;
     let reader = builder
@@ -625,6 +639,7 @@ pub fn encode(
 ///
 /// Errors: [`Unmergeable`] when the bytes are not Parquet or have no `s3_key`.
 pub fn flight_uuids_in(bytes: Bytes) -> Result<Vec<Uuid>, Unmergeable> {
+    check_magic(&bytes)?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
         .map_err(|e| unmergeable(None, format!("not a readable Parquet file: {e}")))?;
     let mask = ProjectionMask::columns(builder.parquet_schema(), ["s3_key"]);

@@ -76,6 +76,16 @@ pub struct SkippedFile {
     pub reason: String,
 }
 
+/// The parity gate's verdict on one date.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Parity {
+    /// Every flight under `flights/` has an index row (per-flight file or compacted row).
+    Passed,
+    /// Some flights have no index row; the walk stops at this date.
+    Mismatch,
+}
+
 /// What happened to one date.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct DayReport {
@@ -87,8 +97,21 @@ pub struct DayReport {
     pub reason: String,
     /// Flight objects under `flights/` for the date.
     pub flights: u64,
-    /// Input files read (per-flight plus folded compacted files).
+    /// The parity gate's verdict; `None` when the date failed before it was checked.
+    pub parity: Option<Parity>,
+    /// Index files left out of the plan because a live manifest claims them
+    /// (in a dry run: also those recovery would delete first).
+    pub files_claimed: u64,
+    /// Foreign objects in the date's index partition (never touched).
+    pub foreign_objects: u64,
+    /// Inputs left in place because they cannot be read or merged; each is
+    /// in the run's `skipped_files` with the reason.
+    pub files_skipped: u64,
+    /// Input files read (per-flight plus folded compacted files); in a dry
+    /// run, the files the run would merge.
     pub files_read: u64,
+    /// Of `files_read`, how many were existing compacted files folded in.
+    pub files_read_compacted: u64,
     /// Input files deleted after the output was verified.
     pub files_deleted: u64,
     /// Input files that could not be deleted (see `errors`).
@@ -99,11 +122,13 @@ pub struct DayReport {
     pub rows_written: u64,
     /// Rows dropped as older duplicates of the same flight.
     pub duplicates_removed: u64,
+    /// Columns the target schema does not know, kept after the known ones.
+    pub extra_columns: Vec<String>,
     /// The output key, when one was written.
     pub output_key: Option<String>,
     /// Output size in bytes.
     pub bytes_written: u64,
-    /// Bytes of input read.
+    /// Bytes of input read (in a dry run: of the files it would merge).
     pub bytes_read: u64,
     /// Wall time spent on the date, in seconds.
     pub seconds: f64,
@@ -116,7 +141,9 @@ pub struct RecoveredManifest {
     pub key: String,
     /// Its date (from the key), if readable.
     pub date: Option<NaiveDate>,
-    /// `output_missing`, `output_mismatch`, `completed`, `quarantined`, `stuck`.
+    /// `output_missing`, `output_mismatch`, `completed`, `quarantined` (moved
+    /// aside now), `quarantined_earlier` (still under `quarantine/`, date
+    /// blocked), `stuck`. In a dry run: what recovery would do (nothing is done).
     pub action: String,
     /// Details.
     pub detail: String,
@@ -165,6 +192,9 @@ pub struct RunReport {
     pub bytes_written: u64,
     /// Older duplicate rows dropped.
     pub duplicates_removed: u64,
+    /// Per-flight files that arrived or were rewritten after their date was
+    /// compacted, folded in by the straggler sweep (`SWEEP_DAYS`).
+    pub stragglers_folded: u64,
     /// Manifests resolved by recovery at the start.
     pub manifests_recovered: u64,
     /// What recovery did, manifest by manifest.

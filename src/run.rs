@@ -21,7 +21,7 @@ use crate::lease::LeaseGuard;
 use crate::merge::{self, Source};
 use crate::plan::{self, DayAction, DayPlan};
 use crate::recovery;
-use crate::report::{DayReport, RunReport, SkippedFile, Status, StopReason};
+use crate::report::{DayReport, Parity, RunReport, SkippedFile, Status, StopReason};
 use crate::state::WatermarkState;
 use crate::storage::S3Store;
 
@@ -41,9 +41,16 @@ pub struct RunOptions {
     pub event_id: Option<String>,
     /// Stop starting new dates when too little time is left before this.
     pub deadline: Option<Instant>,
-    /// List, plan and check parity only; write and delete nothing.
+    /// List, plan and check parity as a real run would, reading every
+    /// input, and assess what recovery would do with existing manifests
+    /// ([`recovery::assess`]); take no lease, write and delete nothing.
     pub dry_run: bool,
-    /// Compact only this date, whatever the watermark says (never moves it back).
+    /// Compact only this date now, whatever the watermark says, through the
+    /// same lease, recovery, parity gate and commit protocol. The watermark
+    /// file is not written at all: never moved back, and not moved forward
+    /// either, even when the date is the day right after it (the normal walk
+    /// then passes that date quickly: parity from the compacted file's rows,
+    /// nothing to merge). A mismatch is reported, not recorded.
     pub only_date: Option<NaiveDate>,
 }
 
@@ -149,13 +156,16 @@ async fn walk(
     fill_watermark_fields(report, &wm, cutoff);
 
     let recovery = if opts.dry_run {
-        recovery::Recovery::default()
+        // What recovery would do, done by nobody: the walk plans as after it.
+        let r = recovery::assess(store).await?;
+        report.recovered = r.recovered.clone();
+        r
     } else {
         let r = recovery::recover(store, fence).await?;
         report.manifests_recovered = r
             .recovered
             .iter()
-            .filter(|m| m.action != "quarantined" || m.detail.starts_with("unreadable"))
+            .filter(|m| m.action != "quarantined_earlier")
             .count() as u64;
         report.files_compacted += r.files_deleted;
         report.files_delete_failed += r.files_delete_failed;
@@ -163,6 +173,34 @@ async fn walk(
         r
     };
 
+    let watermark_before = wm.watermark.last_compacted_date;
+    walk_dates(store, config, opts, report, fence, &mut wm, &recovery).await?;
+    if opts.only_date.is_none() {
+        sweep(
+            store,
+            config,
+            opts,
+            report,
+            fence,
+            watermark_before,
+            &recovery,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Walks from the day after the watermark (or `only_date`) to the cutoff.
+async fn walk_dates(
+    store: &S3Store,
+    config: &Config,
+    opts: &RunOptions,
+    report: &mut RunReport,
+    fence: &mut Fence<'_>,
+    wm: &mut WatermarkState,
+    recovery: &recovery::Recovery,
+) -> Result<()> {
+    let cutoff = report.cutoff.expect("cutoff set");
     let dates: Vec<NaiveDate> = match opts.only_date {
         Some(d) => vec![d],
         None => {
@@ -187,7 +225,7 @@ async fn walk(
                 Some(start) if start > cutoff => {
                     report.stop_reason = StopReason::NothingToDo;
                     tracing::info!(%start, %cutoff, "watermark is at the cutoff: nothing to do");
-                    clear_mismatch_if_passed(store, &mut wm, report, opts, cutoff).await?;
+                    clear_mismatch_if_passed(store, wm, report, opts, cutoff).await?;
                     return Ok(());
                 }
                 Some(start) => start.iter_days().take_while(|d| *d <= cutoff).collect(),
@@ -214,8 +252,17 @@ async fn walk(
             break;
         }
         let t0 = Instant::now();
-        let outcome =
-            process_day(store, config, opts, report, fence, date, &recovery.claimed).await;
+        let outcome = process_day(
+            store,
+            config,
+            opts,
+            report,
+            fence,
+            date,
+            &recovery.claimed,
+            false,
+        )
+        .await;
         slowest = slowest.max(t0.elapsed());
         match outcome {
             Err(e) => {
@@ -230,7 +277,7 @@ async fn walk(
             }
             Ok(DayOutcome::Mismatch(day, missing)) => {
                 report.days.push(day);
-                record_mismatch(store, &mut wm, report, opts, fence, date, missing).await?;
+                record_mismatch(store, wm, report, opts, fence, date, missing).await?;
                 return Ok(());
             }
             Ok(DayOutcome::Done(day)) => {
@@ -249,13 +296,72 @@ async fn walk(
                     crate::failpoint!("run::before-watermark-write");
                     wm.write(store, opts.now).await?;
                     report.days_compacted += 1;
-                    fill_watermark_fields(report, &wm, cutoff);
+                    fill_watermark_fields(report, wm, cutoff);
                 }
             }
         }
     }
     if report.stop_reason == StopReason::ReachedCutoff {
-        clear_mismatch_if_passed(store, &mut wm, report, opts, cutoff).await?;
+        clear_mismatch_if_passed(store, wm, report, opts, cutoff).await?;
+    }
+    Ok(())
+}
+
+/// The straggler sweep: already-compacted dates within `SWEEP_DAYS` of the
+/// watermark (as it was before this run) are re-listed; per-flight files that
+/// arrived or were rewritten after compaction are folded into a new compacted
+/// file (a per-flight row beats the compacted row of the same flight).
+/// Costs one ListObjectsV2 per date when there is nothing to fold.
+async fn sweep(
+    store: &S3Store,
+    config: &Config,
+    opts: &RunOptions,
+    report: &mut RunReport,
+    fence: &mut Fence<'_>,
+    watermark_before: Option<NaiveDate>,
+    recovery: &recovery::Recovery,
+) -> Result<()> {
+    let Some(last) = watermark_before else {
+        return Ok(());
+    };
+    if config.sweep_days == 0 || report.last_run_status == Status::Failure {
+        return Ok(());
+    }
+    let first = last - chrono::Days::new(u64::from(config.sweep_days) - 1);
+    for date in first.iter_days().take_while(|d| *d <= last) {
+        if opts
+            .deadline
+            .is_some_and(|d| d.saturating_duration_since(Instant::now()) < config.deadline_margin)
+        {
+            tracing::warn!(%date, "deadline near: straggler sweep stops here");
+            break;
+        }
+        if recovery.blocked.contains_key(&date) {
+            continue;
+        }
+        let outcome = process_day(
+            store,
+            config,
+            opts,
+            report,
+            fence,
+            date,
+            &recovery.claimed,
+            true,
+        )
+        .await?;
+        if let DayOutcome::Done(mut day) = outcome {
+            if day.action == "compacted" || day.action == "planned" {
+                day.action = if opts.dry_run {
+                    "sweep_planned".into()
+                } else {
+                    "swept".into()
+                };
+                report.stragglers_folded += day.files_read.saturating_sub(day.files_read_compacted);
+                tracing::info!(%date, files = day.files_read, "stragglers folded into the compacted file");
+                report.days.push(day);
+            }
+        }
     }
     Ok(())
 }
@@ -352,6 +458,7 @@ async fn process_day(
     fence: &mut Fence<'_>,
     date: NaiveDate,
     claimed: &HashSet<String>,
+    sweep: bool,
 ) -> Result<DayOutcome> {
     let t0 = Instant::now();
     let mut day = DayReport {
@@ -360,11 +467,22 @@ async fn process_day(
     };
     for pass in 0..MAX_PASSES_PER_DATE {
         let (fp, ip) = (flights_prefix(date), index_prefix(date));
-        let (flights, index) = tokio::try_join!(store.list(&fp), store.list(&ip))?;
+        let (flights, index) = if sweep {
+            // An already-compacted date: no parity gate (stragglers only add rows).
+            (Vec::new(), store.list(&ip).await?)
+        } else {
+            tokio::try_join!(store.list(&fp), store.list(&ip))?
+        };
         let listing = plan::classify_partition(index);
         let flight_set = plan::flight_uuids(&flights);
         day.flights = flight_set.len() as u64;
         if pass == 0 {
+            day.foreign_objects = listing.foreign.len() as u64;
+        }
+        if pass == 0 && sweep {
+            report.foreign_objects += listing.foreign.len() as u64;
+        }
+        if pass == 0 && !sweep {
             report.foreign_objects += listing.foreign.len() as u64;
             for (o, why) in &listing.foreign {
                 tracing::debug!(key = %o.key, reason = why, "foreign object under index/: left alone");
@@ -392,14 +510,20 @@ async fn process_day(
                 missing = plan::missing_flights(&flight_set, &indexed);
             }
             if !missing.is_empty() {
+                day.parity = Some(Parity::Mismatch);
                 day.action = "mismatch".into();
                 day.reason = format!("{} flight(s) without an index row", missing.len());
                 day.seconds = t0.elapsed().as_secs_f64();
                 return Ok(DayOutcome::Mismatch(day, missing));
             }
+            day.parity = Some(Parity::Passed);
         }
         let plan = plan::plan_day(date, &listing, claimed);
         tracing::info!(pass, "{plan}");
+        day.files_claimed = (listing.per_flight.iter().map(|(_, m)| m))
+            .chain(&listing.compacted)
+            .filter(|m| claimed.contains(&m.key))
+            .count() as u64;
         let DayAction::Compact { inputs } = &plan.action else {
             if pass == 0 {
                 day.action = "nothing_to_compact".into();
@@ -411,7 +535,9 @@ async fn process_day(
             day.action = "planned".into();
             day.reason = plan.reason.clone();
             day.files_read = inputs.len() as u64;
+            day.files_read_compacted = inputs.iter().filter(|i| i.flight.is_none()).count() as u64;
             day.bytes_read = inputs.iter().map(|i| i.meta.size).sum();
+            dry_run_read(store, config, report, &plan, inputs, &mut day).await?;
             break;
         }
         let kept_newer =
@@ -428,10 +554,39 @@ async fn process_day(
         files = day.files_read,
         rows = day.rows_written,
         bytes = day.bytes_written,
+        bytes_read = day.bytes_read,
         seconds = day.seconds,
         "date done"
     );
     Ok(DayOutcome::Done(day))
+}
+
+/// The dry run's stand-in for [`commit_day`]: reads and decodes every input
+/// as phase 1 of the commit would (GETs only), so the day reports the files
+/// it would merge, their bytes, and the files it would skip and why.
+async fn dry_run_read(
+    store: &S3Store,
+    config: &Config,
+    report: &mut RunReport,
+    plan: &DayPlan,
+    inputs: &[plan::PlannedInput],
+    day: &mut DayReport,
+) -> Result<()> {
+    let read = commit::read_inputs(store, plan.date, inputs, config.read_concurrency).await?;
+    day.files_read = read.read.len() as u64;
+    day.bytes_read = read.bytes_read;
+    day.files_skipped += read.skipped.len() as u64;
+    report.skipped_files.extend(read.skipped);
+    let compacted = read
+        .merge_inputs
+        .iter()
+        .filter(|i| matches!(i.source, Source::Compacted))
+        .count();
+    if read.merge_inputs.len() == compacted && compacted < 2 {
+        day.action = "nothing_to_compact".into();
+        day.reason = "no readable per-flight files".into();
+    }
+    Ok(())
 }
 
 /// Runs the commit protocol for one planned date; returns how many inputs
@@ -451,6 +606,7 @@ async fn commit_day(
     let read = commit::read_inputs(store, date, inputs, config.read_concurrency).await?;
     day.bytes_read += read.bytes_read;
     report.skipped_files.extend(read.skipped.iter().cloned());
+    day.files_skipped += read.skipped.len() as u64;
     let per_flight_read = read
         .merge_inputs
         .iter()
@@ -472,6 +628,7 @@ async fn commit_day(
         opts.now,
         &opts.invocation_id,
     )?;
+    day.extra_columns = prepared.extra_columns.clone();
     if !prepared.extra_columns.is_empty() {
         tracing::warn!(%date, columns = ?prepared.extra_columns, "inputs carry columns the target schema does not know; kept after the known ones");
     }
@@ -483,6 +640,11 @@ async fn commit_day(
     }
     let deleted = commit::delete_inputs(store, fence, m).await?;
     day.files_read += m.inputs.len() as u64;
+    day.files_read_compacted += read
+        .merge_inputs
+        .iter()
+        .filter(|i| matches!(i.source, Source::Compacted))
+        .count() as u64;
     day.files_deleted += deleted.deleted;
     day.files_kept_newer += deleted.kept_newer.len() as u64;
     day.duplicates_removed += prepared.duplicates_removed;

@@ -243,6 +243,15 @@ pub fn rewrite(store: &S3Store, key: &str, ident: &str) -> Vec<Value> {
     serde_json::from_str(&out).unwrap()
 }
 
+/// Runs an `archive.py` subcommand that reads a JSON spec on stdin.
+pub fn archive_py(cmd: &str, store: &S3Store, spec: Value) -> Value {
+    let out = py(
+        &[cmd, "--endpoint", &endpoint(), "--bucket", store.bucket()],
+        Some(&spec.to_string()),
+    );
+    serde_json::from_str(&out).unwrap()
+}
+
 /// The exact schema the Glue table expects, as pyarrow prints it.
 pub const ARROW_SCHEMA: &str = "icao_hex: string\nregistration: string\ntype_designator: string\nmilitary: bool not null\noperator_designator: string\nident: string\nfirst_message: timestamp[us, tz=UTC]\nlast_message: timestamp[us, tz=UTC]\ns3_key: string";
 

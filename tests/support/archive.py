@@ -208,6 +208,150 @@ def rewrite(args):
     json.dump([canonical(r) for r in rows], sys.stdout)
 
 
+def _variant_table(v, row):
+    """The table a writer variant would write for `row` (a dict of Python values)."""
+    fields = list(SCHEMA)
+    data = dict(row)
+
+    def retype(name, typ, nullable=True):
+        i = [f.name for f in fields].index(name)
+        fields[i] = pa.field(name, typ, nullable=nullable)
+
+    if v == "ts_ms":
+        for c in ("first_message", "last_message"):
+            data[c] = data[c].replace(microsecond=data[c].microsecond // 1000 * 1000)
+            retype(c, pa.timestamp("ms", tz="UTC"))
+    elif v == "ts_s":
+        for c in ("first_message", "last_message"):
+            data[c] = data[c].replace(microsecond=0)
+            retype(c, pa.timestamp("s", tz="UTC"))
+    elif v in ("ts_ns_exact", "ts_ns_lossy"):
+        for c in ("first_message", "last_message"):
+            retype(c, pa.timestamp("ns", tz="UTC"))
+    elif v == "ts_naive":
+        for c in ("first_message", "last_message"):
+            data[c] = data[c].replace(tzinfo=None)
+            retype(c, pa.timestamp("us"))
+    elif v == "large_string":
+        for f in list(fields):
+            if f.type == pa.string():
+                retype(f.name, pa.large_string())
+    elif v == "string_view":
+        for f in list(fields):
+            if f.type == pa.string():
+                retype(f.name, pa.string_view())
+    elif v == "dictionary":
+        for c in ("operator_designator", "type_designator", "ident"):
+            retype(c, pa.dictionary(pa.int32(), pa.string()))
+    elif v == "reordered":
+        fields = fields[::-1]
+    elif v in ("military_nullable", "military_null"):
+        retype("military", pa.bool_(), nullable=True)
+        if v == "military_null":
+            data["military"] = None
+    elif v == "military_as_string":
+        retype("military", pa.string())
+        data["military"] = "true" if data["military"] else "false"
+    elif v == "missing_registration":
+        fields = [f for f in fields if f.name != "registration"]
+        data.pop("registration")
+    elif v == "missing_military":
+        fields = [f for f in fields if f.name != "military"]
+        data.pop("military")
+    elif v == "extra_column":
+        fields.append(pa.field("squawk", pa.int32()))
+        data["squawk"] = 7700
+    schema = pa.schema(fields)
+    if v == "kv_metadata":
+        schema = schema.with_metadata({"writer": "archive-writer 0.9", "note": "drift"})
+    cols = {f.name: [data[f.name]] for f in fields}
+    if v == "ts_ns_exact":
+        cols = {k: (pa.array([micros(x[0]) * 1000], pa.timestamp("ns", tz="UTC")) if k in ("first_message", "last_message") else x) for k, x in cols.items()}
+    if v == "ts_ns_lossy":
+        cols = {k: (pa.array([micros(x[0]) * 1000 + 123], pa.timestamp("ns", tz="UTC")) if k in ("first_message", "last_message") else x) for k, x in cols.items()}
+    table = pa.table({k: (c if isinstance(c, pa.Array) else pa.array(c, schema.field(k).type)) for k, c in cols.items()}, schema=schema)
+    return table, data
+
+
+def _write_variant(v, table):
+    buf = io.BytesIO()
+    kw = {}
+    if v == "int96":
+        kw = {"use_deprecated_int96_timestamps": True}
+    elif v == "parquet_v1":
+        kw = {"version": "1.0", "compression": "gzip"}
+    elif v == "zstd_v2_pages_no_stats":
+        kw = {"compression": "zstd", "data_page_version": "2.0", "write_statistics": False}
+    elif v in ("brotli", "lz4"):
+        kw = {"compression": v}
+    elif v == "plain_no_dictionary":
+        kw = {"use_dictionary": False, "compression": "none"}
+    pq.write_table(table, buf, **kw)
+    body = buf.getvalue()
+    if v == "bad_magic":
+        body = b"NOPE" + body[4:]
+    elif v == "truncated":
+        body = body[: len(body) // 2]
+    return body
+
+
+UNMERGEABLE = {"ts_ns_lossy": "first_message", "military_null": "military", "missing_military": "military",
+               "military_as_string": "military", "bad_magic": None, "truncated": None}
+
+
+def variants(args):
+    """Writes one flight + one index file per writer variant into one day.
+    Prints {variant: {"key", "mergeable", "column", "row"}} with the row as
+    the compacted file must hold it (target types, canonical JSON)."""
+    spec = json.load(sys.stdin)
+    s3 = client(args.endpoint)
+    rnd = random.Random(spec.get("seed", 1))
+    d = dt.date.fromisoformat(spec["date"])
+    out = {}
+    for i, v in enumerate(spec["variants"]):
+        u, key, row = make_flight(d, rnd, "long", i)
+        s3.put_object(Bucket=args.bucket, Key=key, Body=gzip.compress(json.dumps(canonical(row)).encode()))
+        ik = index_prefix(d) + f"{u}.parquet"
+        if v == "zero_rows":
+            table, data = pa.Table.from_pylist([], schema=SCHEMA), None
+        else:
+            table, data = _variant_table(v, row)
+        s3.put_object(Bucket=args.bucket, Key=ik, Body=_write_variant(v, table))
+        expected = None
+        if data is not None and v not in UNMERGEABLE:
+            expected = {f.name: data.get(f.name) for f in SCHEMA}
+            for c in ("first_message", "last_message"):
+                t = expected[c]
+                if t is not None and t.tzinfo is None:
+                    expected[c] = t.replace(tzinfo=dt.timezone.utc)
+            expected = canonical(expected)
+            if v == "extra_column":
+                expected["squawk"] = 7700
+        out[v] = {"key": ik, "flight": key, "mergeable": v not in UNMERGEABLE, "column": UNMERGEABLE.get(v), "row": expected}
+    json.dump(out, sys.stdout)
+
+
+def put_row(args):
+    """Writes one index file for an existing or new flight of a date, like
+    the writer does for a late flight (new uuid) or a stitched one (same key)."""
+    spec = json.load(sys.stdin)
+    s3 = client(args.endpoint)
+    rnd = random.Random(spec.get("seed", 1))
+    d = dt.date.fromisoformat(spec["date"])
+    u, key, row = make_flight(d, rnd, "long", 0)
+    if spec.get("flight_key"):
+        key = spec["flight_key"]
+        u = key.rsplit("/", 1)[-1].removesuffix(".json.gz").rsplit("_", 1)[-1]
+        row["s3_key"] = key
+    else:
+        s3.put_object(Bucket=args.bucket, Key=key, Body=gzip.compress(b"{}"))
+    for k, val in spec.get("set", {}).items():
+        row[k] = val
+    ik = index_prefix(d) + f"{u}.parquet"
+    s3.put_object(Bucket=args.bucket, Key=ik, Body=parquet_bytes([row]))
+    json.dump({"key": ik, "row": canonical(row)}, sys.stdout)
+
+
 def summary(args):
     """Prints a per-day table of the index partitions: per-flight files,
     compacted files, rows (from Parquet footers) and foreign objects."""
@@ -248,14 +392,15 @@ def summary(args):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("cmd", choices=["gen", "dump", "summary", "rewrite"])
+    p.add_argument("cmd", choices=["gen", "dump", "summary", "rewrite", "variants", "put-row"])
     p.add_argument("--key")
     p.add_argument("--ident", default="REWRITTEN")
     p.add_argument("--endpoint", required=True)
     p.add_argument("--bucket", required=True)
     p.add_argument("--prefix", default="")
     args = p.parse_args()
-    {"gen": gen, "dump": dump, "summary": summary, "rewrite": rewrite}[args.cmd](args)
+    {"gen": gen, "dump": dump, "summary": summary, "rewrite": rewrite, "variants": variants,
+     "put-row": put_row}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,769 @@
+//! `archive-compaction status`: the job's state for an operator, read-only.
+//!
+//! [`gather`] reads the bucket (ListObjectsV2 and GetObject only: it never
+//! writes, deletes or takes the lease, so it is safe while a run is under
+//! way) into a [`StatusReport`]; [`format_human`] renders one as text, and
+//! the same value serialises to the `--json` output
+//! (`specs/status.schema.json`).
+//!
+//! The mismatch's missing flights are computed with the run's own parity
+//! logic ([`plan::flight_uuids`], [`plan::classify_partition`],
+//! [`plan::missing_flights`], and the rows of compacted files through
+//! [`merge::flight_uuids_in`]), so `status` names exactly the flights the
+//! next run would stop on.
+//!
+//! Time is injected: `now` (`--now`) fixes the cutoff like a run's
+//! invocation time; `as_of` (the wall clock) is what ages and the lease's
+//! expiry are measured against.
+//!
+//! ```
+//! use archive_compaction::status::{StatusReport, format_human};
+//! use chrono::{DateTime, NaiveDate};
+//! let s = StatusReport {
+//!     bucket: "archive".into(),
+//!     cutoff: NaiveDate::from_ymd_opt(2026, 7, 20).unwrap(),
+//!     watermark: NaiveDate::from_ymd_opt(2026, 7, 18),
+//!     watermark_lag_days: Some(2),
+//!     ..StatusReport::default()
+//! };
+//! let text = format_human(&s);
+//! assert!(text.contains("watermark    2026-07-18"), "{text}");
+//! assert!(text.contains("lease        free"), "{text}");
+//! ```
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::keys::{
+    LOCK_KEY, MANIFESTS_ROOT, QUARANTINE_ROOT, flights_prefix, index_prefix, manifest_date,
+};
+use crate::lease::Lease;
+use crate::merge;
+use crate::plan;
+use crate::recovery::quarantined_date;
+use crate::state::{Manifest, WatermarkState};
+use crate::storage::S3Store;
+
+/// Default number of upcoming dates `status` counts files for (`--days`).
+pub const DEFAULT_DAYS: usize = 5;
+
+/// How many missing uuids the text output prints before "… N more".
+const UUIDS_SHOWN: usize = 20;
+
+/// What to gather.
+#[derive(Debug, Clone)]
+pub struct StatusOptions {
+    /// The invocation time the cutoff is computed for (`--now`; default the wall clock).
+    pub now: DateTime<Utc>,
+    /// The wall clock: ages and the lease's expiry are measured against it.
+    pub as_of: DateTime<Utc>,
+    /// How many upcoming dates (from the walk's start, up to the cutoff) to count files for.
+    pub days: usize,
+}
+
+/// The state of the lease `_compaction_state/lock.json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum LeaseState {
+    /// No lock file: the next run takes the lease.
+    #[default]
+    Free,
+    /// Held until `expires_at`: a run is under way (a new run does nothing).
+    Held,
+    /// Past `expires_at`: its holder died; the next run takes it over.
+    Expired,
+    /// The lock file is not a lease (the next run takes it over by ETag).
+    Unreadable,
+}
+
+/// The lease, as read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct LeaseStatus {
+    /// `free`, `held`, `expired` or `unreadable`.
+    pub state: LeaseState,
+    /// The holder's invocation id (held or expired).
+    pub holder: Option<String>,
+    /// When the holder took it (UTC).
+    pub acquired_at: Option<DateTime<Utc>>,
+    /// When it lapses unless renewed (UTC).
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Seconds from `as_of` to `expires_at`; negative once expired.
+    pub expires_in_seconds: Option<i64>,
+}
+
+/// A live manifest under `_compaction_state/manifests/`: a commit in flight,
+/// or one a crashed run left for the next run's recovery.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestStatus {
+    /// The manifest key.
+    pub key: String,
+    /// The date in its key, if well formed.
+    pub date: Option<NaiveDate>,
+    /// Seconds since it was written (its LastModified, against `as_of`).
+    pub age_seconds: i64,
+    /// False when it is empty or not a manifest: the next run quarantines it.
+    pub readable: bool,
+    /// The commit's job id (readable manifests).
+    pub job_id: Option<Uuid>,
+    /// The run that wrote it (readable manifests).
+    pub invocation_id: Option<String>,
+    /// The compacted output it promises (`None` also for a zero-row commit).
+    pub output_key: Option<String>,
+    /// How many inputs it lists.
+    pub inputs: u64,
+}
+
+/// A manifest moved aside to `_compaction_state/quarantine/`; its date stays
+/// blocked until an operator deletes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuarantinedStatus {
+    /// The key under `quarantine/`.
+    pub key: String,
+    /// The date in its key, if well formed.
+    pub date: Option<NaiveDate>,
+    /// Seconds since it was moved there (its LastModified, against `as_of`).
+    pub age_seconds: i64,
+    /// Size in bytes (0 for the empty manifests crashes leave).
+    pub size: u64,
+}
+
+/// The date the walk is blocked on, re-checked now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MismatchStatus {
+    /// `mismatch_date` from the watermark.
+    pub date: NaiveDate,
+    /// Consecutive runs blocked on it (`mismatch_runs`).
+    pub mismatch_runs: u32,
+    /// Flight objects under the date's `flights/` prefix.
+    pub flights: u64,
+    /// How many of them have no index row now.
+    pub missing_uuid_count: u64,
+    /// Those flights' uuids, sorted. Empty: the next run passes this date.
+    pub missing_uuids: Vec<String>,
+    /// Compacted files whose rows were read for the check (only when the
+    /// per-flight files did not cover every flight, as in a run).
+    pub compacted_files_read: u64,
+}
+
+/// File counts of one upcoming date.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct DayStatus {
+    /// The partition date.
+    pub date: NaiveDate,
+    /// Flight objects under `flights/YYYY/MM/DD/`.
+    pub flights: u64,
+    /// Per-flight index files (`{uuid}.parquet`, non-empty).
+    pub per_flight_files: u64,
+    /// Their total size in bytes.
+    pub per_flight_bytes: u64,
+    /// `compacted-*.parquet` files.
+    pub compacted_files: u64,
+    /// Everything else in the partition (never touched by a run).
+    pub foreign_objects: u64,
+    /// Why a run would stop before this date, when a quarantined manifest blocks it.
+    pub blocked_by: Option<String>,
+}
+
+/// Everything `status` shows; the `--json` output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct StatusReport {
+    /// The bucket.
+    pub bucket: String,
+    /// The wall clock when the status was taken (UTC).
+    pub as_of: DateTime<Utc>,
+    /// The invocation time the cutoff is computed for (UTC).
+    pub now: DateTime<Utc>,
+    /// `LAG_DAYS`.
+    pub lag_days: u32,
+    /// UTC date of `now` minus `lag_days`: the last date a run would compact.
+    pub cutoff: NaiveDate,
+    /// The watermark (`last_compacted_date`); `None` when nothing was
+    /// compacted yet or the file is unreadable (see `errors`).
+    pub watermark: Option<NaiveDate>,
+    /// Days from the watermark to the cutoff (0 when at or past it); `None`
+    /// without a watermark.
+    pub watermark_lag_days: Option<i64>,
+    /// The first date the next run would walk (`None`: nothing to start from).
+    pub next_date: Option<NaiveDate>,
+    /// The lease.
+    pub lease: LeaseStatus,
+    /// Live manifests, in key order.
+    pub manifests: Vec<ManifestStatus>,
+    /// Quarantined manifests, in key order.
+    pub quarantined: Vec<QuarantinedStatus>,
+    /// The recorded mismatch, re-checked now; `None` when the watermark records none.
+    pub mismatch: Option<MismatchStatus>,
+    /// File counts of the next dates to compact (at most `--days`, none past the cutoff).
+    pub next_days: Vec<DayStatus>,
+    /// Problems met while gathering (unreadable watermark or compacted file);
+    /// everything else is still shown.
+    pub errors: Vec<String>,
+}
+
+fn age(as_of: DateTime<Utc>, t: DateTime<Utc>) -> i64 {
+    (as_of - t).num_seconds().max(0)
+}
+
+/// Reads the state of `store`'s bucket. Read-only: ListObjectsV2 and
+/// GetObject, nothing else.
+///
+/// Errors: any S3 error (listing or reading state files, flights or index
+/// partitions). An unreadable watermark or compacted file is not an error:
+/// it is recorded in [`StatusReport::errors`] and the rest is gathered.
+pub async fn gather(
+    store: &S3Store,
+    config: &Config,
+    opts: &StatusOptions,
+) -> Result<StatusReport> {
+    let cutoff = plan::cutoff(opts.now, config.lag_days);
+    let mut s = StatusReport {
+        bucket: store.bucket().to_string(),
+        as_of: opts.as_of,
+        now: opts.now,
+        lag_days: config.lag_days,
+        cutoff,
+        ..Default::default()
+    };
+    let wm = match WatermarkState::read(store).await {
+        Ok(wm) => Some(wm.watermark),
+        Err(e @ Error::BadState { .. }) => {
+            s.errors.push(e.to_string());
+            None
+        }
+        Err(e) => return Err(e),
+    };
+    s.lease = lease_status(store, opts.as_of).await?;
+    for m in store.list(MANIFESTS_ROOT).await? {
+        let Some(body) = store.get_opt(&m.key).await? else {
+            continue;
+        };
+        let date = manifest_date(&m.key);
+        let parsed: Option<Manifest> = serde_json::from_slice(&body.body)
+            .ok()
+            .filter(|man: &Manifest| Some(man.date) == date);
+        s.manifests.push(ManifestStatus {
+            key: m.key.clone(),
+            date,
+            age_seconds: age(opts.as_of, m.last_modified),
+            readable: parsed.is_some(),
+            job_id: parsed.as_ref().map(|p| p.job_id),
+            invocation_id: parsed.as_ref().map(|p| p.invocation_id.clone()),
+            output_key: parsed
+                .as_ref()
+                .and_then(|p| p.output.as_ref().map(|o| o.key.clone())),
+            inputs: parsed.as_ref().map_or(0, |p| p.inputs.len() as u64),
+        });
+    }
+    for q in store.list(QUARANTINE_ROOT).await? {
+        s.quarantined.push(QuarantinedStatus {
+            date: quarantined_date(&q.key),
+            age_seconds: age(opts.as_of, q.last_modified),
+            size: q.size,
+            key: q.key,
+        });
+    }
+    let Some(wm) = wm else {
+        s.errors
+            .push("the next dates are unknown while the watermark is unreadable".into());
+        return Ok(s);
+    };
+    s.watermark = wm.last_compacted_date;
+    s.watermark_lag_days = wm
+        .last_compacted_date
+        .map(|w| (cutoff - w).num_days().max(0));
+    if let Some(date) = wm.mismatch_date {
+        s.mismatch = Some(mismatch_status(store, date, wm.mismatch_runs, &mut s.errors).await?);
+    }
+    let earliest = if wm.last_compacted_date.is_none() && config.start_date.is_none() {
+        crate::run::earliest_partition(store).await?
+    } else {
+        None
+    };
+    s.next_date = plan::walk_start(wm.last_compacted_date, config.start_date, earliest);
+    if let Some(start) = s.next_date {
+        for date in start
+            .iter_days()
+            .take_while(|d| *d <= cutoff)
+            .take(opts.days)
+        {
+            let mut day = day_status(store, date).await?;
+            day.blocked_by = s
+                .quarantined
+                .iter()
+                .find(|q| q.date == Some(date))
+                .map(|q| format!("quarantined manifest {}", q.key));
+            s.next_days.push(day);
+        }
+    }
+    Ok(s)
+}
+
+async fn lease_status(store: &S3Store, as_of: DateTime<Utc>) -> Result<LeaseStatus> {
+    let Some(f) = store.get_opt(LOCK_KEY).await? else {
+        return Ok(LeaseStatus::default());
+    };
+    Ok(match serde_json::from_slice::<Lease>(&f.body) {
+        Err(_) => LeaseStatus {
+            state: LeaseState::Unreadable,
+            ..Default::default()
+        },
+        Ok(l) => LeaseStatus {
+            state: if l.expires_at > as_of {
+                LeaseState::Held
+            } else {
+                LeaseState::Expired
+            },
+            expires_in_seconds: Some((l.expires_at - as_of).num_seconds()),
+            holder: Some(l.holder),
+            acquired_at: Some(l.acquired_at),
+            expires_at: Some(l.expires_at),
+        },
+    })
+}
+
+/// The parity gate of [`crate::run`] for one date, re-run read-only.
+async fn mismatch_status(
+    store: &S3Store,
+    date: NaiveDate,
+    mismatch_runs: u32,
+    errors: &mut Vec<String>,
+) -> Result<MismatchStatus> {
+    let (fp, ip) = (flights_prefix(date), index_prefix(date));
+    let (flights, index) = tokio::try_join!(store.list(&fp), store.list(&ip))?;
+    let flight_set = plan::flight_uuids(&flights);
+    let listing = plan::classify_partition(index);
+    let mut indexed: BTreeSet<Uuid> = listing.per_flight_uuids();
+    let mut missing = plan::missing_flights(&flight_set, &indexed);
+    let mut read = 0;
+    if !missing.is_empty() {
+        for c in &listing.compacted {
+            let f = store.get(&c.key).await?;
+            read += 1;
+            match merge::flight_uuids_in(f.body) {
+                Ok(us) => indexed.extend(us),
+                Err(u) => errors.push(format!(
+                    "compacted file s3://{}/{} unreadable for the parity check: {}",
+                    store.bucket(),
+                    c.key,
+                    u.reason
+                )),
+            }
+        }
+        missing = plan::missing_flights(&flight_set, &indexed);
+    }
+    Ok(MismatchStatus {
+        date,
+        mismatch_runs,
+        flights: flight_set.len() as u64,
+        missing_uuid_count: missing.len() as u64,
+        missing_uuids: missing.iter().map(Uuid::to_string).collect(),
+        compacted_files_read: read,
+    })
+}
+
+async fn day_status(store: &S3Store, date: NaiveDate) -> Result<DayStatus> {
+    let (fp, ip) = (flights_prefix(date), index_prefix(date));
+    let (flights, index) = tokio::try_join!(store.list(&fp), store.list(&ip))?;
+    let listing = plan::classify_partition(index);
+    Ok(DayStatus {
+        date,
+        flights: plan::flight_uuids(&flights).len() as u64,
+        per_flight_files: listing.per_flight.len() as u64,
+        per_flight_bytes: listing.per_flight.iter().map(|(_, m)| m.size).sum(),
+        compacted_files: listing.compacted.len() as u64,
+        foreign_objects: listing.foreign.len() as u64,
+        blocked_by: None,
+    })
+}
+
+/// A duration in seconds as `3d 4h`, `2h 5m`, `4m 10s` or `12s`.
+pub fn format_age(seconds: i64) -> String {
+    let s = seconds.unsigned_abs();
+    let (d, h, m, sec) = (s / 86_400, s % 86_400 / 3600, s % 3600 / 60, s % 60);
+    if d > 0 {
+        format!("{d}d {h}h")
+    } else if h > 0 {
+        format!("{h}h {m}m")
+    } else if m > 0 {
+        format!("{m}m {sec}s")
+    } else {
+        format!("{sec}s")
+    }
+}
+
+fn date_or(d: Option<NaiveDate>, none: &str) -> String {
+    d.map_or_else(|| none.to_string(), |d| d.to_string())
+}
+
+/// Renders a status for a terminal (pure; `--json` prints the value itself).
+pub fn format_human(s: &StatusReport) -> String {
+    let mut o = String::new();
+    let t = |d: DateTime<Utc>| d.format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let _ = writeln!(o, "bucket       {} (as of {})", s.bucket, t(s.as_of));
+    let _ = writeln!(
+        o,
+        "watermark    {}",
+        date_or(s.watermark, "none (nothing compacted yet)")
+    );
+    let _ = writeln!(
+        o,
+        "cutoff       {} (now {}, LAG_DAYS {})",
+        s.cutoff,
+        t(s.now),
+        s.lag_days
+    );
+    let lag = match s.watermark_lag_days {
+        Some(0) => "0 days: up to date".to_string(),
+        Some(1) => "1 day behind the cutoff".to_string(),
+        Some(n) => format!("{n} days behind the cutoff"),
+        None => "unknown (no watermark)".to_string(),
+    };
+    let _ = writeln!(o, "lag          {lag}");
+    let _ = writeln!(o, "next date    {}", date_or(s.next_date, "none"));
+    let l = &s.lease;
+    let holder = l.holder.as_deref().unwrap_or("?");
+    let expires = l.expires_at.map(t).unwrap_or_default();
+    let secs = l.expires_in_seconds.unwrap_or(0);
+    let lease = match l.state {
+        LeaseState::Free => "free".to_string(),
+        LeaseState::Held => format!(
+            "held by {holder} until {expires} (in {}): a run is under way",
+            format_age(secs)
+        ),
+        LeaseState::Expired => format!(
+            "expired: {holder} held it until {expires} ({} ago); the next run takes it over",
+            format_age(secs)
+        ),
+        LeaseState::Unreadable => "unreadable lock file; the next run takes it over".to_string(),
+    };
+    let _ = writeln!(o, "lease        {lease}");
+
+    if s.manifests.is_empty() {
+        let _ = writeln!(o, "manifests    none");
+    } else {
+        let _ = writeln!(
+            o,
+            "manifests    {} live (the next run's recovery resolves them):",
+            s.manifests.len()
+        );
+        for m in &s.manifests {
+            let what = if m.readable {
+                format!(
+                    "{} input(s), output {}",
+                    m.inputs,
+                    m.output_key.as_deref().unwrap_or("none (no rows)")
+                )
+            } else {
+                "UNREADABLE: the next run quarantines it".to_string()
+            };
+            let _ = writeln!(
+                o,
+                "  {}  {}  age {}  {what}",
+                date_or(m.date, "?"),
+                m.key,
+                format_age(m.age_seconds)
+            );
+        }
+    }
+    if s.quarantined.is_empty() {
+        let _ = writeln!(o, "quarantined  none");
+    } else {
+        let _ = writeln!(
+            o,
+            "quarantined  {} (each blocks its date; inspect, then delete it):",
+            s.quarantined.len()
+        );
+        for q in &s.quarantined {
+            let _ = writeln!(
+                o,
+                "  {}  {}  age {}  {} bytes",
+                date_or(q.date, "?"),
+                q.key,
+                format_age(q.age_seconds),
+                q.size
+            );
+        }
+    }
+    match &s.mismatch {
+        None => {
+            let _ = writeln!(o, "mismatch     none");
+        }
+        Some(m) if m.missing_uuids.is_empty() => {
+            let _ = writeln!(
+                o,
+                "mismatch     {} (blocked {} run(s)): every one of its {} flights has an index row now; the next run passes it",
+                m.date, m.mismatch_runs, m.flights
+            );
+        }
+        Some(m) => {
+            let _ = writeln!(
+                o,
+                "mismatch     {} (blocked {} run(s)): {} of {} flights without an index row:",
+                m.date, m.mismatch_runs, m.missing_uuid_count, m.flights
+            );
+            for u in m.missing_uuids.iter().take(UUIDS_SHOWN) {
+                let _ = writeln!(o, "  {u}");
+            }
+            if m.missing_uuids.len() > UUIDS_SHOWN {
+                let _ = writeln!(
+                    o,
+                    "  ... {} more (--json lists them all)",
+                    m.missing_uuids.len() - UUIDS_SHOWN
+                );
+            }
+        }
+    }
+    if s.next_days.is_empty() {
+        let _ = writeln!(o, "next dates   none due (up to the cutoff {})", s.cutoff);
+    } else {
+        let _ = writeln!(o, "next dates");
+        let _ = writeln!(
+            o,
+            "  {:<10}  {:>8}  {:>10}  {:>12}  {:>9}  {:>7}",
+            "date", "flights", "per-flight", "bytes", "compacted", "foreign"
+        );
+        for d in &s.next_days {
+            let _ = write!(
+                o,
+                "  {:<10}  {:>8}  {:>10}  {:>12}  {:>9}  {:>7}",
+                d.date.to_string(),
+                d.flights,
+                d.per_flight_files,
+                d.per_flight_bytes,
+                d.compacted_files,
+                d.foreign_objects
+            );
+            if let Some(b) = &d.blocked_by {
+                let _ = write!(o, "  blocked: {b}");
+            }
+            o.push('\n');
+        }
+    }
+    if !s.errors.is_empty() {
+        let _ = writeln!(o, "errors");
+        for e in &s.errors {
+            let _ = writeln!(o, "  {e}");
+        }
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(s: &str) -> NaiveDate {
+        NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap()
+    }
+    fn t(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().to_utc()
+    }
+
+    fn sample() -> StatusReport {
+        StatusReport {
+            bucket: "archive".into(),
+            as_of: t("2026-07-22T05:00:00Z"),
+            now: t("2026-07-22T04:50:00Z"),
+            lag_days: 2,
+            cutoff: d("2026-07-20"),
+            watermark: Some(d("2026-07-17")),
+            watermark_lag_days: Some(3),
+            next_date: Some(d("2026-07-18")),
+            lease: LeaseStatus {
+                state: LeaseState::Held,
+                holder: Some("run-1".into()),
+                acquired_at: Some(t("2026-07-22T04:58:00Z")),
+                expires_at: Some(t("2026-07-22T05:14:00Z")),
+                expires_in_seconds: Some(840),
+            },
+            manifests: vec![
+                ManifestStatus {
+                    key: "_compaction_state/manifests/2026-07-18/j.json".into(),
+                    date: Some(d("2026-07-18")),
+                    age_seconds: 3 * 3600 + 120,
+                    readable: true,
+                    job_id: None,
+                    invocation_id: Some("run-0".into()),
+                    output_key: Some("index/year=2026/month=07/day=18/compacted-x.parquet".into()),
+                    inputs: 12,
+                },
+                ManifestStatus {
+                    key: "_compaction_state/manifests/2026-07-19/k.json".into(),
+                    date: Some(d("2026-07-19")),
+                    age_seconds: 5,
+                    readable: false,
+                    job_id: None,
+                    invocation_id: None,
+                    output_key: None,
+                    inputs: 0,
+                },
+            ],
+            quarantined: vec![QuarantinedStatus {
+                key: "_compaction_state/quarantine/2026-07-19/q.json".into(),
+                date: Some(d("2026-07-19")),
+                age_seconds: 2 * 86_400 + 3600,
+                size: 0,
+            }],
+            mismatch: Some(MismatchStatus {
+                date: d("2026-07-18"),
+                mismatch_runs: 3,
+                flights: 40,
+                missing_uuid_count: 2,
+                missing_uuids: vec![
+                    "019f7d73-f820-702f-b905-8c81d0944996".into(),
+                    "019f7dc0-c448-7e25-b944-852039292d22".into(),
+                ],
+                compacted_files_read: 0,
+            }),
+            next_days: vec![
+                DayStatus {
+                    date: d("2026-07-18"),
+                    flights: 40,
+                    per_flight_files: 38,
+                    per_flight_bytes: 190_000,
+                    compacted_files: 0,
+                    foreign_objects: 1,
+                    blocked_by: None,
+                },
+                DayStatus {
+                    date: d("2026-07-19"),
+                    flights: 5,
+                    per_flight_files: 5,
+                    per_flight_bytes: 25_000,
+                    compacted_files: 1,
+                    foreign_objects: 0,
+                    blocked_by: Some(
+                        "quarantined manifest _compaction_state/quarantine/2026-07-19/q.json"
+                            .into(),
+                    ),
+                },
+            ],
+            errors: vec![],
+        }
+    }
+
+    #[test]
+    fn ages() {
+        assert_eq!(format_age(0), "0s");
+        assert_eq!(format_age(59), "59s");
+        assert_eq!(format_age(61), "1m 1s");
+        assert_eq!(format_age(3 * 3600 + 120), "3h 2m");
+        assert_eq!(format_age(2 * 86_400 + 3600), "2d 1h");
+        assert_eq!(format_age(-90), "1m 30s");
+    }
+
+    #[test]
+    fn human_output_shows_every_part() {
+        let text = format_human(&sample());
+        let expected = "\
+bucket       archive (as of 2026-07-22T05:00:00Z)
+watermark    2026-07-17
+cutoff       2026-07-20 (now 2026-07-22T04:50:00Z, LAG_DAYS 2)
+lag          3 days behind the cutoff
+next date    2026-07-18
+lease        held by run-1 until 2026-07-22T05:14:00Z (in 14m 0s): a run is under way
+manifests    2 live (the next run's recovery resolves them):
+  2026-07-18  _compaction_state/manifests/2026-07-18/j.json  age 3h 2m  12 input(s), output index/year=2026/month=07/day=18/compacted-x.parquet
+  2026-07-19  _compaction_state/manifests/2026-07-19/k.json  age 5s  UNREADABLE: the next run quarantines it
+quarantined  1 (each blocks its date; inspect, then delete it):
+  2026-07-19  _compaction_state/quarantine/2026-07-19/q.json  age 2d 1h  0 bytes
+mismatch     2026-07-18 (blocked 3 run(s)): 2 of 40 flights without an index row:
+  019f7d73-f820-702f-b905-8c81d0944996
+  019f7dc0-c448-7e25-b944-852039292d22
+next dates
+  date         flights  per-flight         bytes  compacted  foreign
+  2026-07-18        40          38        190000          0        1
+  2026-07-19         5           5         25000          1        0  blocked: quarantined manifest _compaction_state/quarantine/2026-07-19/q.json
+";
+        assert_eq!(text, expected, "\n{text}");
+    }
+
+    #[test]
+    fn human_output_of_a_quiet_bucket() {
+        let s = StatusReport {
+            bucket: "archive".into(),
+            cutoff: d("2026-07-20"),
+            watermark: Some(d("2026-07-20")),
+            watermark_lag_days: Some(0),
+            ..Default::default()
+        };
+        let text = format_human(&s);
+        for line in [
+            "lag          0 days: up to date",
+            "next date    none",
+            "lease        free",
+            "manifests    none",
+            "quarantined  none",
+            "mismatch     none",
+            "next dates   none due (up to the cutoff 2026-07-20)",
+        ] {
+            assert!(text.contains(line), "{line:?} not in\n{text}");
+        }
+        assert!(!text.contains("errors"));
+    }
+
+    #[test]
+    fn human_output_of_leases_mismatches_and_errors() {
+        let mut s = sample();
+        s.lease = LeaseStatus {
+            state: LeaseState::Expired,
+            holder: Some("dead".into()),
+            expires_at: Some(t("2026-07-22T04:55:00Z")),
+            expires_in_seconds: Some(-300),
+            acquired_at: None,
+        };
+        s.mismatch.as_mut().unwrap().missing_uuids = (0..25).map(|i| format!("u{i}")).collect();
+        s.errors.push("state file is not valid".into());
+        let text = format_human(&s);
+        assert!(
+            text.contains(
+                "lease        expired: dead held it until 2026-07-22T04:55:00Z (5m 0s ago)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("  u19\n  ... 5 more (--json lists them all)\n"),
+            "{text}"
+        );
+        assert!(!text.contains("u20"));
+        assert!(
+            text.ends_with("errors\n  state file is not valid\n"),
+            "{text}"
+        );
+
+        s.lease.state = LeaseState::Unreadable;
+        let m = s.mismatch.as_mut().unwrap();
+        m.missing_uuids.clear();
+        m.missing_uuid_count = 0;
+        s.watermark = None;
+        s.watermark_lag_days = None;
+        let text = format_human(&s);
+        assert!(text.contains("lease        unreadable lock file"), "{text}");
+        assert!(text.contains("the next run passes it"), "{text}");
+        assert!(
+            text.contains("watermark    none (nothing compacted yet)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("lag          unknown (no watermark)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn json_round_trips_with_snake_case_states() {
+        let s = sample();
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["lease"]["state"], "held");
+        assert_eq!(v["mismatch"]["missing_uuid_count"], 2);
+        assert_eq!(v["next_days"][1]["compacted_files"], 1);
+        let back: StatusReport = serde_json::from_value(v).unwrap();
+        assert_eq!(back, s);
+    }
+}

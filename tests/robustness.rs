@@ -1,0 +1,259 @@
+//! Messy partitions: writer variants (schema drift), corrupt and foreign
+//! objects, zero-row files, late and rewritten index files (straggler sweep),
+//! keys with unusual characters. Inputs are written by pyarrow with the
+//! writer options that produce each variant; outputs are read back by pyarrow.
+
+mod common;
+
+use archive_compaction::report::Status;
+use archive_compaction::run::{RunOptions, run};
+use common::*;
+use serde_json::{Value, json};
+
+const NOW: &str = "2026-07-22T04:50:00Z";
+
+const MERGEABLE: &[&str] = &[
+    "default",
+    "ts_ms",
+    "ts_s",
+    "ts_ns_exact",
+    "ts_naive",
+    "int96",
+    "large_string",
+    "string_view",
+    "dictionary",
+    "reordered",
+    "military_nullable",
+    "missing_registration",
+    "kv_metadata",
+    "parquet_v1",
+    "zstd_v2_pages_no_stats",
+    "plain_no_dictionary",
+    "brotli",
+    "lz4",
+];
+const UNMERGEABLE: &[&str] = &[
+    "ts_ns_lossy",
+    "military_null",
+    "military_as_string",
+    "missing_military",
+    "bad_magic",
+    "truncated",
+];
+
+#[tokio::test]
+async fn writer_variants_are_conformed_by_name_and_lossy_or_corrupt_files_stay_in_place() {
+    init_logs();
+    let store = bucket("drift").await;
+    let all: Vec<&str> = MERGEABLE.iter().chain(UNMERGEABLE).copied().collect();
+    let v = archive_py(
+        "variants",
+        &store,
+        json!({"seed": 70, "date": "2026-07-20", "variants": all}),
+    );
+    let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    assert_eq!(
+        r.last_compacted_date,
+        Some(date("2026-07-20")),
+        "one bad file must not block the day"
+    );
+    let after = dump(&store, "index/");
+    let expected: Vec<Value> = MERGEABLE.iter().map(|m| v[m]["row"].clone()).collect();
+    // assert_compacted also requires no per-flight file left: check the
+    // unmergeable ones separately, then the rest of the partition.
+    let without_bad: std::collections::BTreeMap<_, _> = after
+        .iter()
+        .filter(|(k, _)| !UNMERGEABLE.iter().any(|u| v[u]["key"] == **k))
+        .map(|(k, d)| (k.clone(), d.clone()))
+        .collect();
+    assert_compacted(&without_bad, "2026-07-20", &expected);
+    for u in UNMERGEABLE {
+        let key = v[u]["key"].as_str().unwrap();
+        assert!(after.contains_key(key), "{u}: {key} was deleted");
+        let skipped = r
+            .skipped_files
+            .iter()
+            .find(|s| s.key == key)
+            .unwrap_or_else(|| panic!("{u} not reported: {:?}", r.skipped_files));
+        assert_eq!(
+            skipped.column.as_deref(),
+            v[u]["column"].as_str(),
+            "{u}: {}",
+            skipped.reason
+        );
+        assert!(!skipped.reason.is_empty());
+    }
+    // A second run (its sweep sees the same bad files) changes nothing.
+    let again = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
+    assert_eq!(again.last_run_status, Status::Success, "{:?}", again.errors);
+    assert_eq!(dump(&store, "index/"), after);
+}
+
+#[tokio::test]
+async fn extra_columns_are_kept_after_the_known_ones_and_reported() {
+    init_logs();
+    let store = bucket("extra-col").await;
+    let v = archive_py(
+        "variants",
+        &store,
+        json!({"seed": 71, "date": "2026-07-20", "variants": ["default", "extra_column"]}),
+    );
+    let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    assert_eq!(r.days[0].extra_columns, vec!["squawk".to_string()]);
+    let after = dump(&store, "index/");
+    let (_, out) = after
+        .iter()
+        .find(|(k, _)| k.contains("compacted-"))
+        .unwrap();
+    assert_eq!(
+        out.arrow_schema.as_deref(),
+        Some(format!("{ARROW_SCHEMA}\nsquawk: int32").as_str())
+    );
+    let mut rows = out.rows.clone().unwrap();
+    rows.sort_by_key(|r| r["s3_key"].as_str().unwrap().to_string());
+    let mut default = v["default"]["row"].clone();
+    default["squawk"] = Value::Null;
+    let mut want = vec![default, v["extra_column"]["row"].clone()];
+    want.sort_by_key(|r| r["s3_key"].as_str().unwrap().to_string());
+    assert_eq!(rows, want);
+}
+
+#[tokio::test]
+async fn zero_row_files_are_inputs_and_a_day_of_only_them_writes_no_file() {
+    init_logs();
+    let store = bucket("zero-rows").await;
+    let v = archive_py(
+        "variants",
+        &store,
+        json!({"seed": 72, "date": "2026-07-20", "variants": ["zero_rows", "zero_rows"]}),
+    );
+    let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    assert_eq!(r.last_compacted_date, Some(date("2026-07-20")));
+    let after = dump(&store, "");
+    assert!(
+        !after.keys().any(|k| k.contains("compacted-")),
+        "an empty output file was written"
+    );
+    assert!(
+        !after.contains_key(v["zero_rows"]["key"].as_str().unwrap()),
+        "zero-row input not retired"
+    );
+    assert!(
+        !after
+            .keys()
+            .any(|k| k.starts_with("_compaction_state/manifests/"))
+    );
+}
+
+#[tokio::test]
+async fn late_and_rewritten_index_files_are_folded_in_exactly_once_by_the_sweep() {
+    init_logs();
+    let store = bucket("stragglers").await;
+    let generated = generate(
+        &store,
+        json!({"seed": 73, "days": [
+            {"date": "2026-07-18", "flights": 6}, {"date": "2026-07-19", "flights": 4}
+        ]}),
+    );
+    let cfg = config(&store, &[]);
+    let r = run(&store, &cfg, &RunOptions::at(at("2026-07-21T04:50:00Z"))).await;
+    assert_eq!(r.last_compacted_date, Some(date("2026-07-19")));
+
+    // After compaction: a late flight lands on 07-18, and the writer stitches
+    // an existing 07-18 flight, writing its index file again (same key).
+    let late = archive_py("put-row", &store, json!({"seed": 74, "date": "2026-07-18"}));
+    let old = generated.rows["2026-07-18"][1].clone();
+    let stitched = archive_py(
+        "put-row",
+        &store,
+        json!({"seed": 75, "date": "2026-07-18", "flight_key": old["s3_key"], "set": {"ident": "STITCHED"}}),
+    );
+    let r = run(&store, &cfg, &RunOptions::at(at("2026-07-21T04:50:00Z"))).await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    assert_eq!(r.stragglers_folded, 2, "{:?}", r.days);
+    assert_eq!(r.duplicates_removed, 1);
+    let swept: Vec<_> = r.days.iter().filter(|d| d.action == "swept").collect();
+    assert_eq!(swept.len(), 1);
+    assert_eq!(swept[0].date, date("2026-07-18"));
+
+    let mut expected: Vec<Value> = generated.rows["2026-07-18"]
+        .iter()
+        .filter(|r| r["s3_key"] != old["s3_key"])
+        .cloned()
+        .collect();
+    expected.push(stitched["row"].clone());
+    expected.push(late["row"].clone());
+    let after = dump(&store, "");
+    assert_compacted(&after, "2026-07-18", &expected);
+    assert_compacted(&after, "2026-07-19", &generated.rows["2026-07-19"]);
+
+    // Nothing left to fold: the next run's sweep is one listing per day and changes nothing.
+    let r = run(&store, &cfg, &RunOptions::at(at("2026-07-21T04:50:00Z"))).await;
+    assert_eq!(r.stragglers_folded, 0);
+    assert_eq!(dump(&store, ""), after);
+}
+
+#[tokio::test]
+async fn keys_with_unusual_characters_survive_list_get_and_delete() {
+    init_logs();
+    let store = bucket("odd-keys").await;
+    let generated = generate(
+        &store,
+        json!({"seed": 76, "days": [{"date": "2026-07-20", "flights": 3}]}),
+    );
+    let p = "index/year=2026/month=07/day=20/";
+    let odd = [
+        "a b+c%20~ü.txt",
+        "ßpace dir/x.parquet",
+        "_ünïcödé.parquet",
+        "plus+sign.json",
+    ];
+    for (i, name) in odd.iter().enumerate() {
+        store
+            .put(
+                &format!("{p}{name}"),
+                format!("foreign {i}").into_bytes().into(),
+                archive_compaction::storage::PutMode::Create,
+                None,
+            )
+            .await
+            .unwrap();
+    }
+    // Flights whose ident has spaces, '+', '%', '~' and non-ASCII (the uuid is still the last part).
+    let mut extra = Vec::new();
+    for (i, ident) in ["UAL 12", "A+B", "X%20Y", "Z~1", "ÅÄÖ"].iter().enumerate() {
+        let flight_key = format!(
+            "flights/2026/07/20/ABC12{i}_{ident}_019f8{i:03}-0000-7000-8000-00000000000{i}.json.gz"
+        );
+        store
+            .put(
+                &flight_key,
+                b"{}".to_vec().into(),
+                archive_compaction::storage::PutMode::Create,
+                None,
+            )
+            .await
+            .unwrap();
+        let row = archive_py(
+            "put-row",
+            &store,
+            json!({"seed": 77, "date": "2026-07-20", "flight_key": flight_key}),
+        );
+        extra.push(row["row"].clone());
+    }
+    let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    let after = dump(&store, "");
+    let mut expected = generated.rows["2026-07-20"].clone();
+    expected.extend(extra);
+    assert_compacted(&after, "2026-07-20", &expected);
+    for name in odd {
+        assert!(
+            after.contains_key(&format!("{p}{name}")),
+            "{name} was touched"
+        );
+    }
+}
