@@ -225,6 +225,10 @@ async fn dry_run_writes_nothing_and_plans_what_the_real_run_then_does() {
     lease.release().await.unwrap();
 
     assert!(dry.dry_run);
+    assert_valid(
+        "run-report.schema.json",
+        &serde_json::to_value(&dry).unwrap(),
+    );
     assert_eq!(dry.last_run_status, Status::Mismatch, "{:?}", dry.errors);
     assert_eq!(dry.stop_reason, StopReason::Mismatch);
     assert_eq!(dry.mismatch_date, Some(date("2026-07-20")));
@@ -322,6 +326,13 @@ async fn dry_run_says_what_recovery_would_do_with_each_kind_of_manifest() {
         .put(unreadable, Vec::new().into(), PutMode::Create, None)
         .await
         .unwrap();
+    // Quarantined by an earlier run, for a date past the cutoff: reported, not in the way.
+    let earlier =
+        "_compaction_state/quarantine/2026-07-25/019f0000-0000-7000-8000-000000000002.json";
+    store
+        .put(earlier, b"{}".to_vec().into(), PutMode::Create, None)
+        .await
+        .unwrap();
     let cfg = config(&store, &[]);
     let before = dump(&store, "");
 
@@ -334,11 +345,16 @@ async fn dry_run_says_what_recovery_would_do_with_each_kind_of_manifest() {
         (missing, "output_missing".to_string()),
         (differs, "output_mismatch".to_string()),
         (unreadable.to_string(), "quarantined".to_string()),
+        (earlier.to_string(), "quarantined_earlier".to_string()),
     ]);
     assert_eq!(recovered(&dry), want);
-    for r in &dry.recovered {
+    for r in dry.recovered.iter().filter(|r| r.key != earlier) {
         assert!(r.detail.contains("would"), "{r:?}");
     }
+    assert_valid(
+        "run-report.schema.json",
+        &serde_json::to_value(&dry).unwrap(),
+    );
     assert_eq!(dry.manifests_recovered, 0, "nothing was recovered");
     // As the real run will: 07-18 and 07-19 planned, then the date of the
     // unreadable manifest blocks the walk.
@@ -357,6 +373,10 @@ async fn dry_run_says_what_recovery_would_do_with_each_kind_of_manifest() {
     assert_eq!(real.last_run_status, Status::Failure);
     assert_eq!(real.stop_reason, StopReason::BlockedByManifest);
     assert_eq!(recovered(&real), want);
+    assert_valid(
+        "run-report.schema.json",
+        &serde_json::to_value(&real).unwrap(),
+    );
     assert_eq!(plan_view(&real), plan_view(&dry));
     let after = dump(&store, "");
     for d in ["2026-07-18", "2026-07-19"] {
