@@ -43,10 +43,10 @@ echo "== generating an archive in s3://$S3_BUCKET (ministack on :$S3_PORT): 5 da
 JSON
 echo; echo "== before"; "$PY" tests/support/archive.py summary --endpoint "$AWS_ENDPOINT_URL" --bucket "$S3_BUCKET"
 
-echo; echo "== cargo build"; cargo build --quiet --release --bin archive-compaction
+echo; echo "== cargo build (debug profile: the same build make test uses)"; cargo build --quiet --bin archive-compaction
 echo; echo "== archive-compaction run --now 2026-07-22T04:50:00Z   (cutoff 2026-07-20)"
 set +e
-target/release/archive-compaction run --now 2026-07-22T04:50:00Z > /tmp/archive-compaction-demo-report.json
+target/debug/archive-compaction run --now 2026-07-22T04:50:00Z > /tmp/archive-compaction-demo-report.json
 code=$?
 set -e
 echo; echo "== after (exit code $code: 0 Success, 2 Mismatch, 1 Failure)"

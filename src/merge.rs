@@ -115,7 +115,10 @@ fn check_magic(bytes: &[u8]) -> Result<(), Unmergeable> {
     if bytes.len() < 12 || &bytes[..4] != MAGIC || &bytes[bytes.len() - 4..] != MAGIC {
         return Err(unmergeable(
             None,
-            format!("not a Parquet file: bad magic or truncated ({} bytes)", bytes.len()),
+            format!(
+                "not a Parquet file: bad magic or truncated ({} bytes)",
+                bytes.len()
+            ),
         ));
     }
     Ok(())
