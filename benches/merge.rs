@@ -43,7 +43,7 @@ fn index_file(i: u64) -> (Uuid, Bytes) {
             s(format!("{:06X}", i * 7919 % 0xFFFFFF)),
             s(format!("N{}", 100 + i % 9000)),
             s("B738".into()),
-            Arc::new(BooleanArray::from(vec![i % 10 == 0])),
+            Arc::new(BooleanArray::from(vec![i.is_multiple_of(10)])),
             s("UAL".into()),
             s(format!("UAL{}", i % 9999)),
             ts(t),

@@ -784,13 +784,7 @@ mod tests {
                 keys.value(i)
                     .ends_with(&format!("{}.json.gz", uuid_n(i as u32)))
             );
-            let want = if i % 10 == 0 {
-                "NEW"
-            } else if i == 3 {
-                "NEW"
-            } else {
-                "OLD"
-            };
+            let want = if i % 10 == 0 || i == 3 { "NEW" } else { "OLD" };
             assert_eq!(ident.value(i), want, "row {i}");
             assert_eq!(squawk.is_valid(i), i == 3, "row {i}");
         }
@@ -877,7 +871,7 @@ mod tests {
     #[test]
     fn encode_decode_round_trip_keeps_schema() {
         let b = row(U1, "X");
-        let bytes = encode(&[b.clone()], 10).unwrap();
+        let bytes = encode(std::slice::from_ref(&b), 10).unwrap();
         let back = decode(Bytes::from(bytes.clone())).unwrap();
         assert_eq!(back.batch, b);
         assert_eq!(

@@ -115,10 +115,11 @@ pub async fn run(store: &S3Store, config: &Config, opts: &RunOptions) -> RunRepo
         report.stop_reason = StopReason::Error;
         report.fail(e);
     }
-    if let Some(l) = lease {
-        if let Err(e) = l.release().await {
-            tracing::warn!(error = %e, "could not release the lease; it lapses on its own");
-        }
+    if let Some(Err(e)) = match lease {
+        Some(l) => Some(l.release().await),
+        None => None,
+    } {
+        tracing::warn!(error = %e, "could not release the lease; it lapses on its own");
     }
     report.duration_seconds = started.elapsed().as_secs_f64();
     tracing::info!(
@@ -350,17 +351,17 @@ async fn sweep(
             true,
         )
         .await?;
-        if let DayOutcome::Done(mut day) = outcome {
-            if day.action == "compacted" || day.action == "planned" {
-                day.action = if opts.dry_run {
-                    "sweep_planned".into()
-                } else {
-                    "swept".into()
-                };
-                report.stragglers_folded += day.files_read.saturating_sub(day.files_read_compacted);
-                tracing::info!(%date, files = day.files_read, "stragglers folded into the compacted file");
-                report.days.push(day);
-            }
+        if let DayOutcome::Done(mut day) = outcome
+            && (day.action == "compacted" || day.action == "planned")
+        {
+            day.action = if opts.dry_run {
+                "sweep_planned".into()
+            } else {
+                "swept".into()
+            };
+            report.stragglers_folded += day.files_read.saturating_sub(day.files_read_compacted);
+            tracing::info!(%date, files = day.files_read, "stragglers folded into the compacted file");
+            report.days.push(day);
         }
     }
     Ok(())
@@ -450,6 +451,7 @@ pub async fn earliest_partition(store: &S3Store) -> Result<Option<NaiveDate>> {
     Ok(best)
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn process_day(
     store: &S3Store,
     config: &Config,
