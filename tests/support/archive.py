@@ -170,7 +170,10 @@ def dump(args):
     out = {}
     for key, size, etag in list_all(s3, args.bucket, args.prefix):
         entry = {"size": size, "etag": etag}
-        body = s3.get_object(Bucket=args.bucket, Key=key)["Body"].read()
+        try:
+            body = s3.get_object(Bucket=args.bucket, Key=key)["Body"].read()
+        except s3.exceptions.NoSuchKey:
+            continue  # deleted between the listing and the read (e.g. a released lease)
         if key.endswith(".parquet") and size > 0:
             try:
                 f = pq.ParquetFile(io.BytesIO(body))
