@@ -58,7 +58,8 @@ impl Deps {
             .metrics_enabled
             .then(|| aws_sdk_cloudwatch::Client::new(&sdk));
         Deps {
-            store: S3Store::new(s3, config.bucket.clone()),
+            store: S3Store::new(s3, config.bucket.clone())
+                .with_multipart(config.multipart_threshold, config.multipart_part_size),
             config,
             cloudwatch,
         }

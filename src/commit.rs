@@ -270,8 +270,12 @@ pub enum OutputCheck {
     Differs(String, String),
 }
 
-/// HEADs the output and compares size and SHA-256 with the manifest. When
-/// the server keeps no checksum, the object is read back and hashed.
+/// HEADs the output and compares size and SHA-256 with the manifest.
+///
+/// The stored checksum settles it only when it equals the manifest's. When
+/// the server keeps none, or keeps another kind (a multipart object's
+/// composite checksum: `{b64}-{parts}` on AWS, bare on some S3-compatible
+/// servers), the object is read back and hashed, and that hash decides.
 pub async fn check_output(store: &S3Store, output: &ManifestOutput) -> Result<OutputCheck> {
     let Some(head) = store.head(&output.key).await? else {
         return Ok(OutputCheck::Missing);
@@ -283,7 +287,7 @@ pub async fn check_output(store: &S3Store, output: &ManifestOutput) -> Result<Ou
         ));
     }
     let sum = match head.checksum_sha256 {
-        Some(s) if !s.contains('-') => s,
+        Some(s) if s == output.sha256 => s,
         _ => match store.get_opt(&output.key).await? {
             None => return Ok(OutputCheck::Missing),
             Some(f) => sha256_b64(&f.body),

@@ -65,6 +65,16 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
         "rows per Parquet row group in compacted files",
     ),
     (
+        "MULTIPART_THRESHOLD_BYTES",
+        "16777216",
+        "compacted files of at least this many bytes go up as S3 multipart uploads (0: always); smaller ones as one PUT",
+    ),
+    (
+        "MULTIPART_PART_BYTES",
+        "8388608",
+        "part size of multipart uploads, from 5 MiB (5242880) to 5 GiB (S3's limits)",
+    ),
+    (
         "DEADLINE_MARGIN_SECONDS",
         "60",
         "stop starting new dates when less time than this (or twice the slowest day so far) remains",
@@ -146,6 +156,12 @@ pub struct Config {
     pub read_concurrency: usize,
     /// Rows per row group in outputs (`ROW_GROUP_ROWS`, default 131,072).
     pub row_group_rows: usize,
+    /// Output size from which the compacted file goes up as a multipart
+    /// upload (`MULTIPART_THRESHOLD_BYTES`, default 16 MiB; 0 = always).
+    pub multipart_threshold: usize,
+    /// Multipart part size (`MULTIPART_PART_BYTES`, default 8 MiB; S3 allows
+    /// 5 MiB to 5 GiB).
+    pub multipart_part_size: usize,
     /// Minimum time left before starting another date (`DEADLINE_MARGIN_SECONDS`, default 60 s).
     pub deadline_margin: Duration,
     /// Already-compacted days re-checked for stragglers (`SWEEP_DAYS`, default 14; 0 = off).
@@ -233,6 +249,28 @@ impl Config {
         if row_group_rows == 0 {
             return Err(bad("ROW_GROUP_ROWS", "must be at least 1"));
         }
+        let multipart_threshold: usize = parse_num(
+            env,
+            "MULTIPART_THRESHOLD_BYTES",
+            crate::storage::MULTIPART_THRESHOLD_DEFAULT,
+            "a whole number of bytes",
+        )?;
+        let multipart_part_size: usize = parse_num(
+            env,
+            "MULTIPART_PART_BYTES",
+            crate::storage::MULTIPART_PART_DEFAULT,
+            "a whole number of bytes",
+        )?;
+        if !(crate::storage::MULTIPART_PART_MIN..=crate::storage::MULTIPART_PART_MAX)
+            .contains(&multipart_part_size)
+        {
+            return Err(bad(
+                "MULTIPART_PART_BYTES",
+                format!(
+                    "{multipart_part_size} is outside S3's part size limits: 5242880 (5 MiB) to 5368709120 (5 GiB)"
+                ),
+            ));
+        }
         let margin: u64 = parse_num(
             env,
             "DEADLINE_MARGIN_SECONDS",
@@ -275,6 +313,8 @@ impl Config {
             lease: Duration::from_secs(lease_secs),
             read_concurrency,
             row_group_rows,
+            multipart_threshold,
+            multipart_part_size,
             deadline_margin: Duration::from_secs(margin),
             sweep_days: {
                 let d: u32 = parse_num(
@@ -345,6 +385,14 @@ mod tests {
             (
                 vec![("S3_BUCKET", "b"), ("READ_CONCURRENCY", "0")],
                 "READ_CONCURRENCY",
+            ),
+            (
+                vec![("S3_BUCKET", "b"), ("MULTIPART_PART_BYTES", "1048576")],
+                "MULTIPART_PART_BYTES",
+            ),
+            (
+                vec![("S3_BUCKET", "b"), ("MULTIPART_THRESHOLD_BYTES", "16MB")],
+                "MULTIPART_THRESHOLD_BYTES",
             ),
         ] {
             let e = Config::from_map(&env(&pairs)).unwrap_err();

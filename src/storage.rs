@@ -17,7 +17,9 @@ use std::time::Duration;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::{ChecksumMode, Delete, ObjectIdentifier};
+use aws_sdk_s3::types::{
+    ChecksumAlgorithm, ChecksumMode, CompletedMultipartUpload, CompletedPart, Delete, ObjectIdentifier,
+};
 use backon::{BackoffBuilder, ExponentialBuilder};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
@@ -26,6 +28,52 @@ use crate::error::{Error, Result};
 
 /// S3 DeleteObjects takes at most 1,000 keys per request (S3 API reference).
 pub const DELETE_BATCH_MAX: usize = 1000;
+
+/// S3's smallest part size for every part but the last: 5 MiB (S3 multipart
+/// upload limits, "Amazon S3 multipart upload limits").
+pub const MULTIPART_PART_MIN: usize = 5 * 1024 * 1024;
+
+/// S3's largest part size: 5 GiB (same source).
+pub const MULTIPART_PART_MAX: usize = 5 * 1024 * 1024 * 1024;
+
+/// S3 allows at most 10,000 parts in one upload (same source).
+pub const MULTIPART_PARTS_MAX: usize = 10_000;
+
+/// Default size (bytes) from which [`S3Store::put`] uses a multipart upload: 16 MiB.
+pub const MULTIPART_THRESHOLD_DEFAULT: usize = 16 * 1024 * 1024;
+
+/// Default part size (bytes) of multipart uploads: 8 MiB.
+pub const MULTIPART_PART_DEFAULT: usize = 8 * 1024 * 1024;
+
+/// Parts uploaded at once in one multipart upload.
+const MULTIPART_PARTS_IN_FLIGHT: usize = 4;
+
+/// The byte ranges of a multipart upload of `len` bytes in parts of
+/// `part_size` bytes: every part but the last is `part_size` long, the last
+/// holds the rest (at least 1 byte). `part_size` is raised to S3's minimum
+/// ([`MULTIPART_PART_MIN`]) and, when `len` would need more than
+/// [`MULTIPART_PARTS_MAX`] parts, to the smallest size that fits.
+///
+/// ```
+/// use archive_compaction::storage::{multipart_ranges, MULTIPART_PART_MIN};
+/// let mib = 1024 * 1024;
+/// assert_eq!(multipart_ranges(12 * mib, 5 * mib), vec![0..5 * mib, 5 * mib..10 * mib, 10 * mib..12 * mib]);
+/// assert_eq!(multipart_ranges(10, 1), vec![0..10]); // raised to 5 MiB: one part
+/// assert_eq!(multipart_ranges(0, MULTIPART_PART_MIN), vec![0..0]);
+/// ```
+pub fn multipart_ranges(len: usize, part_size: usize) -> Vec<std::ops::Range<usize>> {
+    let size = part_size
+        .max(MULTIPART_PART_MIN)
+        .max(len.div_ceil(MULTIPART_PARTS_MAX))
+        .min(MULTIPART_PART_MAX);
+    if len == 0 {
+        return vec![0..0];
+    }
+    (0..len)
+        .step_by(size)
+        .map(|start| start..(start + size).min(len))
+        .collect()
+}
 
 /// Per-key error codes of DeleteObjects worth retrying.
 const TRANSIENT_CODES: &[&str] = &[
@@ -113,6 +161,8 @@ pub struct S3Store {
     bucket: String,
     delete_backoff: ExponentialBuilder,
     delete_batch_size: usize,
+    multipart_threshold: usize,
+    multipart_part_size: usize,
 }
 
 impl S3Store {
@@ -127,7 +177,19 @@ impl S3Store {
                 .with_max_times(2)
                 .with_jitter(),
             delete_batch_size: DELETE_BATCH_MAX,
+            multipart_threshold: MULTIPART_THRESHOLD_DEFAULT,
+            multipart_part_size: MULTIPART_PART_DEFAULT,
         }
+    }
+
+    /// Bodies of at least `threshold` bytes go up as multipart uploads in
+    /// parts of `part_size` bytes (see [`multipart_ranges`] for how the part
+    /// size is kept within S3's limits); smaller ones as one PutObject.
+    /// `threshold` 0 sends every body as a multipart upload.
+    pub fn with_multipart(mut self, threshold: usize, part_size: usize) -> Self {
+        self.multipart_threshold = threshold;
+        self.multipart_part_size = part_size;
+        self
     }
 
     /// Uses smaller DeleteObjects batches (tests exercise batching on small
@@ -315,6 +377,16 @@ impl S3Store {
 
     /// PutObject with a condition; returns the new ETag. `sha256_b64` is sent
     /// as the SHA-256 flexible checksum, which S3 verifies and stores.
+    ///
+    /// Bodies of at least the multipart threshold (default
+    /// [`MULTIPART_THRESHOLD_DEFAULT`], see [`S3Store::with_multipart`]) go
+    /// up as a multipart upload instead: each part carries its own SHA-256
+    /// (S3 then stores a composite checksum, `{b64}-{parts}`, not the
+    /// whole-object one), and the condition is applied by
+    /// CompleteMultipartUpload, so the object appears whole or not at all.
+    /// A failed upload is aborted (best effort; an upload left by a crash is
+    /// removed by the bucket's `AbortIncompleteMultipartUpload` lifecycle
+    /// rule, see the README).
     pub async fn put(
         &self,
         key: &str,
@@ -322,6 +394,9 @@ impl S3Store {
         mode: PutMode,
         sha256_b64: Option<&str>,
     ) -> Result<String> {
+        if body.len() >= self.multipart_threshold {
+            return self.put_multipart(key, body, mode).await;
+        }
         let mut req = self
             .client
             .put_object()
@@ -342,6 +417,118 @@ impl S3Store {
             .send()
             .await
             .map_err(|e| self.err("PutObject", key, e))?;
+        Ok(out.e_tag().unwrap_or_default().to_string())
+    }
+
+    async fn put_multipart(&self, key: &str, body: Bytes, mode: PutMode) -> Result<String> {
+        let ranges = multipart_ranges(body.len(), self.multipart_part_size);
+        tracing::info!(
+            key,
+            bytes = body.len(),
+            parts = ranges.len(),
+            "uploading as a multipart upload"
+        );
+        let mut req = self
+            .client
+            .create_multipart_upload()
+            .bucket(&self.bucket)
+            .key(key)
+            .checksum_algorithm(ChecksumAlgorithm::Sha256);
+        if key.ends_with(".json") {
+            req = req.content_type("application/json");
+        }
+        let created = req
+            .send()
+            .await
+            .map_err(|e| self.err("CreateMultipartUpload", key, e))?;
+        let Some(upload_id) = created.upload_id().map(str::to_string) else {
+            return Err(Error::S3 {
+                op: "CreateMultipartUpload",
+                bucket: self.bucket.clone(),
+                key: key.to_string(),
+                code: "NoUploadId".into(),
+                message: "the response carried no UploadId".into(),
+                transient: true,
+            });
+        };
+        let result = self
+            .upload_parts_and_complete(key, &upload_id, &body, ranges, mode)
+            .await;
+        if result.is_err() {
+            let abort = self
+                .client
+                .abort_multipart_upload()
+                .bucket(&self.bucket)
+                .key(key)
+                .upload_id(&upload_id)
+                .send()
+                .await;
+            if let Err(e) = abort {
+                tracing::warn!(key, upload_id, error = %self.err("AbortMultipartUpload", key, e),
+                    "could not abort the failed multipart upload; the bucket's lifecycle rule will remove it");
+            }
+        }
+        result
+    }
+
+    async fn upload_parts_and_complete(
+        &self,
+        key: &str,
+        upload_id: &str,
+        body: &Bytes,
+        ranges: Vec<std::ops::Range<usize>>,
+        mode: PutMode,
+    ) -> Result<String> {
+        use futures::{StreamExt, TryStreamExt};
+        let parts: Vec<CompletedPart> = futures::stream::iter(ranges.into_iter().enumerate())
+            .map(|(i, r)| {
+                let part = body.slice(r);
+                let number = i as i32 + 1;
+                async move {
+                    let sum = crate::commit::sha256_b64(&part);
+                    let out = self
+                        .client
+                        .upload_part()
+                        .bucket(&self.bucket)
+                        .key(key)
+                        .upload_id(upload_id)
+                        .part_number(number)
+                        .checksum_sha256(&sum)
+                        .body(ByteStream::from(part))
+                        .send()
+                        .await
+                        .map_err(|e| self.err("UploadPart", key, e))?;
+                    Ok::<_, Error>(
+                        CompletedPart::builder()
+                            .part_number(number)
+                            .e_tag(out.e_tag().unwrap_or_default())
+                            .checksum_sha256(out.checksum_sha256().unwrap_or(&sum))
+                            .build(),
+                    )
+                }
+            })
+            .buffered(MULTIPART_PARTS_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        let mut req = self
+            .client
+            .complete_multipart_upload()
+            .bucket(&self.bucket)
+            .key(key)
+            .upload_id(upload_id)
+            .multipart_upload(
+                CompletedMultipartUpload::builder()
+                    .set_parts(Some(parts))
+                    .build(),
+            );
+        req = match &mode {
+            PutMode::Create => req.if_none_match("*"),
+            PutMode::Update(etag) => req.if_match(etag),
+        };
+        let out = req
+            .send()
+            .await
+            .map_err(|e| self.err("CompleteMultipartUpload", key, e))?;
         Ok(out.e_tag().unwrap_or_default().to_string())
     }
 
