@@ -1,4 +1,4 @@
-//! Wiring: clients built once ([`Deps::from_env`]), the Lambda handler
+//! Wiring: clients built once ([`Deps::new`]), the Lambda handler
 //! ([`handle`]) and the entry point both shells share ([`invoke`]).
 
 use std::time::{Duration, Instant};

@@ -2,8 +2,8 @@
 //! DESIGN.md's order:
 //!
 //! 1. [`read_inputs`]: GET every input, remember the ETag of the version read.
-//! 2. [`prepare`]: encode the rows [`read_inputs`] merged as they arrived,
-//!    checksum, build the [`Manifest`].
+//! 2. [`prepare`]: checksum the output [`read_inputs`] merged and encoded as
+//!    the inputs arrived, build the [`Manifest`].
 //! 3. [`create_manifest`]: conditional create of the manifest.
 //! 4. [`put_output`]: conditional create of `compacted-{uuid}.parquet` with a
 //!    SHA-256 flexible checksum.
@@ -33,7 +33,9 @@ use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::keys::{compacted_key, index_prefix, manifest_key};
 use crate::lease::LeaseGuard;
-use crate::merge::{self, MergeInput, MergedRows, Merger, Source};
+use crate::merge::{
+    self, Decoded, MergeInput, MergedOutput, Merger, Source, StreamError, StreamMerger,
+};
 use crate::plan::PlannedInput;
 use crate::report::SkippedFile;
 use crate::state::{MANIFEST_VERSION, Manifest, ManifestInput, ManifestOutput};
@@ -54,7 +56,7 @@ impl Fence<'_> {
 }
 
 /// One input that was read and decoded; its rows went into
-/// [`ReadInputs::merged`].
+/// [`ReadInputs::output`].
 #[derive(Debug, Clone)]
 pub struct DecodedInput {
     /// Its source kind.
@@ -65,31 +67,94 @@ pub struct DecodedInput {
     pub rows: usize,
 }
 
-/// Inputs as read.
+/// Inputs as read, and the merged output.
 #[derive(Debug, Default)]
 pub struct ReadInputs {
-    /// What was decoded, one entry per input in plan order (their rows are
-    /// in `merged`, not here).
+    /// What was decoded, one entry per input in the order it was read
+    /// (their rows are in `output`, not here).
     pub merge_inputs: Vec<DecodedInput>,
-    /// The decoded rows, merged as they arrived: deduplicated, ordered,
-    /// ready for [`prepare`] to encode.
-    pub merged: MergedRows,
+    /// The merged rows, encoded: deduplicated, in flight order, ready for
+    /// [`prepare`] to checksum.
+    pub output: MergedOutput,
+    /// Whether the day was merged as a stream ([`StreamMerger`]) rather than
+    /// in memory ([`Merger`], the fallback for irregular inputs).
+    pub streamed: bool,
     /// The version of each decoded input that was read (key, ETag, size).
     pub read: Vec<ManifestInput>,
     /// Inputs left in place: unreadable or unmergeable, with the reason.
     pub skipped: Vec<SkippedFile>,
-    /// Bytes read.
+    /// Bytes read (both passes, when the day was read twice).
     pub bytes_read: u64,
 }
 
-/// Phase 1: reads every input, at most `concurrency` GETs at once, decodes
-/// each body as it arrives and pushes its rows into a streaming
-/// [`Merger`], in plan order. An input that vanished since the listing is
-/// dropped; one that cannot be decoded is skipped (left in place, reported).
+/// Where decoded inputs go.
+#[allow(clippy::large_enum_variant)] // one value per read pass, never moved in a loop
+enum Sink {
+    Stream(StreamMerger),
+    Held(Merger, usize),
+}
+
+impl Sink {
+    fn push(
+        &mut self,
+        input: &PlannedInput,
+        decoded: Decoded,
+    ) -> std::result::Result<(), StreamError> {
+        match self {
+            Sink::Stream(s) => match input.flight {
+                Some(flight) => s.push_per_flight(&input.meta.key, flight, decoded),
+                None => s.push_compacted(&input.meta.key, input.meta.last_modified, decoded),
+            },
+            Sink::Held(m, _) => m
+                .push(MergeInput {
+                    source: source_of(input),
+                    last_modified: input.meta.last_modified,
+                    decoded,
+                })
+                .map_err(StreamError::Failed),
+        }
+    }
+
+    fn finish(self) -> std::result::Result<MergedOutput, StreamError> {
+        match self {
+            Sink::Stream(s) => s.finish(),
+            Sink::Held(m, row_group_rows) => {
+                let rows = m.finish().map_err(StreamError::Failed)?;
+                let encoded = rows
+                    .encode(row_group_rows)
+                    .map_err(|e| StreamError::Failed(e.to_string()))?;
+                Ok(MergedOutput {
+                    encoded: encoded.map(Bytes::from),
+                    rows: rows.num_rows() as u64,
+                    duplicates_removed: rows.duplicates_removed(),
+                    extra_columns: rows.extra_columns().to_vec(),
+                })
+            }
+        }
+    }
+}
+
+fn source_of(input: &PlannedInput) -> Source {
+    input
+        .flight
+        .map(Source::PerFlight)
+        .unwrap_or(Source::Compacted)
+}
+
+/// Phase 1: reads every input, at most `concurrency` GETs at once (in order:
+/// the next bodies arrive while one is decoded), decodes each body as it
+/// arrives and merges it into the output, which is encoded as it grows
+/// (row groups of `row_group_rows` rows). An input that vanished since the
+/// listing is dropped; one that cannot be decoded is skipped (left in
+/// place, reported).
 ///
-/// Memory: at most `concurrency` bodies (plus their decoded form) are held
-/// at once, and the merged rows grow by about 200 B per row (see
-/// [`crate::merge`]), whatever the number of files.
+/// The day is first merged as a stream ([`StreamMerger`]: compacted inputs
+/// first, as sorted runs, then the per-flight files in key order), so memory
+/// stays bounded by the reads in flight, the compacted runs, one row group
+/// and the encoded output, whatever the number of files. When an input is
+/// irregular (see [`crate::merge::stream`]), the streamed pass stops, is
+/// logged, and the day is read again and merged in memory ([`Merger`]:
+/// about 200 B a row); only such days pay a second set of GETs.
 ///
 /// Errors: any other S3 error (after the SDK's retries); [`Error::Encode`]
 /// when the merge fails (an extra column whose types cannot be reconciled).
@@ -98,10 +163,50 @@ pub async fn read_inputs(
     date: NaiveDate,
     inputs: &[PlannedInput],
     concurrency: usize,
+    row_group_rows: usize,
 ) -> Result<ReadInputs> {
+    let stream_order: Vec<&PlannedInput> = inputs
+        .iter()
+        .filter(|i| i.flight.is_none())
+        .chain(inputs.iter().filter(|i| i.flight.is_some()))
+        .collect();
+    let sink = Sink::Stream(StreamMerger::new(row_group_rows));
+    let first_bytes = match read_pass(store, date, &stream_order, concurrency, sink).await? {
+        Pass::Done(mut out) => {
+            out.streamed = true;
+            return Ok(out);
+        }
+        Pass::NotStreamable { reason, bytes_read } => {
+            tracing::info!(%date, %reason, inputs = inputs.len(),
+                "the day cannot be merged as a stream; reading its inputs again and merging them in memory");
+            bytes_read
+        }
+    };
+    let all: Vec<&PlannedInput> = inputs.iter().collect();
+    let sink = Sink::Held(Merger::new(), row_group_rows);
+    match read_pass(store, date, &all, concurrency, sink).await? {
+        Pass::Done(mut out) => {
+            out.bytes_read += first_bytes;
+            Ok(out)
+        }
+        Pass::NotStreamable { reason, .. } => Err(Error::Encode { date, reason }),
+    }
+}
+
+enum Pass {
+    Done(ReadInputs),
+    NotStreamable { reason: String, bytes_read: u64 },
+}
+
+async fn read_pass(
+    store: &S3Store,
+    date: NaiveDate,
+    inputs: &[&PlannedInput],
+    concurrency: usize,
+    mut sink: Sink,
+) -> Result<Pass> {
     use futures::StreamExt;
     let mut out = ReadInputs::default();
-    let mut merger = Merger::new();
     // Collected (unstarted futures, no bodies yet): a lazy `map` held across
     // the awaits below makes the caller's future fail `Send` for
     // `tokio::spawn` ("implementation of `Send` is not general enough").
@@ -116,22 +221,21 @@ pub async fn read_inputs(
         let size = f.body.len() as u64;
         match merge::decode(f.body) {
             Ok(decoded) => {
-                let source = input
-                    .flight
-                    .map(Source::PerFlight)
-                    .unwrap_or(Source::Compacted);
                 out.merge_inputs.push(DecodedInput {
-                    source,
+                    source: source_of(input),
                     last_modified: input.meta.last_modified,
                     rows: decoded.batch.num_rows(),
                 });
-                merger
-                    .push(MergeInput {
-                        source,
-                        last_modified: input.meta.last_modified,
-                        decoded,
-                    })
-                    .map_err(|reason| Error::Encode { date, reason })?;
+                match sink.push(input, decoded) {
+                    Ok(()) => {}
+                    Err(StreamError::NotStreamable(reason)) => {
+                        return Ok(Pass::NotStreamable {
+                            reason,
+                            bytes_read: out.bytes_read,
+                        });
+                    }
+                    Err(StreamError::Failed(reason)) => return Err(Error::Encode { date, reason }),
+                }
                 out.read.push(ManifestInput {
                     key: input.meta.key.clone(),
                     etag: f.etag,
@@ -149,16 +253,20 @@ pub async fn read_inputs(
             }
         }
     }
-    out.merged = merger
-        .finish()
-        .map_err(|reason| Error::Encode { date, reason })?;
-    Ok(out)
+    out.output = match sink.finish() {
+        Ok(o) => o,
+        Err(StreamError::NotStreamable(reason)) | Err(StreamError::Failed(reason)) => {
+            return Err(Error::Encode { date, reason });
+        }
+    };
+    Ok(Pass::Done(out))
 }
 
 async fn fetch<'a>(
     store: &S3Store,
-    input: &'a PlannedInput,
+    input: &&'a PlannedInput,
 ) -> (&'a PlannedInput, Result<Option<Fetched>>) {
+    let input: &'a PlannedInput = input;
     (input, store.get_opt(&input.meta.key).await)
 }
 
@@ -182,38 +290,34 @@ pub fn sha256_b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(Sha256::digest(bytes))
 }
 
-/// Phase 2: encodes the merged rows (one Parquet file, row groups of
-/// `row_group_rows` rows; no file at all when there are no rows), checksums
-/// them and builds the manifest.
+/// Phase 2: checksums the output [`read_inputs`] encoded (no file at all
+/// when there are no rows) and builds the manifest.
 ///
-/// The output is one PUT: a day of 50,000 flights encodes to about 2.6 MB
-/// (README, "Performance"), far below S3's 5 GiB single-PUT limit, so the
-/// whole body is held in memory and hashed before the manifest is written.
+/// The output is held in memory and hashed before the manifest is written
+/// (DESIGN.md: the manifest records the output's size and checksum before
+/// the PUT). A day of 50,000 flights encodes to about 2.6 MB (README,
+/// "Performance"); outputs from `MULTIPART_THRESHOLD_BYTES` go up as a
+/// multipart upload ([`S3Store::put`]).
 ///
-/// Errors: [`Error::Encode`] when the Parquet encoder fails.
+/// Errors: none today; kept fallible for the encoder settings it may check.
 pub fn prepare(
     date: NaiveDate,
     read: &ReadInputs,
-    row_group_rows: usize,
     now: DateTime<Utc>,
     invocation_id: &str,
 ) -> Result<Prepared> {
-    let merged = &read.merged;
+    let merged = &read.output;
     let job_id = Uuid::now_v7();
-    let encoded = merged.encode(row_group_rows).map_err(|e| Error::Encode {
-        date,
-        reason: e.to_string(),
-    })?;
-    let (output, body) = match encoded {
+    let (output, body) = match &merged.encoded {
         None => (None, None),
         Some(bytes) => {
             let out = ManifestOutput {
                 key: compacted_key(date, Uuid::now_v7()),
                 size: bytes.len() as u64,
-                sha256: sha256_b64(&bytes),
-                rows: merged.num_rows() as u64,
+                sha256: sha256_b64(bytes),
+                rows: merged.rows,
             };
-            (Some(out), Some(Bytes::from(bytes)))
+            (Some(out), Some(bytes.clone()))
         }
     };
     let manifest = Manifest {
@@ -229,8 +333,8 @@ pub fn prepare(
         manifest_key: manifest_key(date, job_id),
         manifest,
         body,
-        duplicates_removed: merged.duplicates_removed(),
-        extra_columns: merged.extra_columns().to_vec(),
+        duplicates_removed: merged.duplicates_removed,
+        extra_columns: merged.extra_columns.clone(),
     })
 }
 

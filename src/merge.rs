@@ -13,22 +13,22 @@
 //! flight a per-flight file beats a compacted file, and between per-flight
 //! files the later LastModified wins. Output rows are in uuid (= key) order.
 //!
-//! Streaming: [`Merger`] takes inputs one at a time as they are read (in plan
-//! order), copies their rows into coalesced chunks of [`COALESCE_ROWS`] rows
-//! and drops them; [`MergedRows::encode`] then writes the kept rows in output
-//! order, [`WRITE_BATCH_ROWS`] at a time, cutting a row group every
-//! `row_group_rows` rows. [`merge`] is the same over a slice, into one batch.
+//! Two merges give the same output:
 //!
-//! Memory, and how it grows: the dedup rule and the uuid order need every row
-//! of the day before the first output row can be written, so the day's rows
-//! are held once, compactly: about 150 B a row of Arrow buffers plus about
-//! 40 B a row of bookkeeping (uuid, rank, row number, output order), i.e.
-//! about 10 MB for 50,000 flights, plus the encoded output (about 45 B a row
-//! with zstd) while it is written and PUT. Per-file costs do not accumulate:
-//! a decoded input is dropped once its rows are copied, so besides the rows
-//! the reader holds only its in-flight GETs (`READ_CONCURRENCY` bodies of a
-//! few KB) and the chunk being filled. What grows with the day is its row
-//! count, never its file count; `make bench` measures the whole process.
+//! - [`StreamMerger`] ([`stream`]), used first for every day: compacted
+//!   inputs as sorted runs, then per-flight files in key order, each row
+//!   written to the Parquet writer as soon as its place is known. Memory is
+//!   the reads in flight, one write batch, the open row group and the
+//!   encoded output, whatever the day's size. It needs regular inputs (one
+//!   row per per-flight file, of that flight; compacted files in uuid
+//!   order) and says [`StreamError::NotStreamable`] otherwise.
+//! - [`Merger`], the fallback for irregular days: it takes inputs one at a
+//!   time, copies their rows into coalesced chunks of [`COALESCE_ROWS`]
+//!   rows, keeps one small dedup entry per flight and drops the input;
+//!   [`MergedRows::encode`] then writes the kept rows in output order. It
+//!   holds the day's rows once (about 150 B a row of Arrow buffers plus
+//!   about 40 B of bookkeeping), never a set of arrays per file. [`merge`]
+//!   is the same over a slice, into one batch.
 //!
 //! ```
 //! use archive_compaction::merge::{target_schema, encode, decode};
@@ -59,6 +59,9 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use uuid::Uuid;
 
 use crate::keys::flight_uuid;
+
+pub mod stream;
+pub use stream::{MergedOutput, StreamError, StreamMerger};
 
 /// The Glue table's columns, in order (DESIGN.md, "Bucket layout").
 pub fn target_schema() -> SchemaRef {
@@ -665,13 +668,13 @@ pub fn flight_uuids_in(bytes: Bytes) -> Result<Vec<Uuid>, Unmergeable> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use arrow::array::{
         BooleanArray, StringArray, TimestampMillisecondArray, TimestampNanosecondArray,
     };
 
-    fn row(uuid: &str, ident: &str) -> RecordBatch {
+    pub(super) fn row(uuid: &str, ident: &str) -> RecordBatch {
         let s = |v: &str| Arc::new(StringArray::from(vec![Some(v)])) as ArrayRef;
         let ts = Arc::new(
             TimestampMicrosecondArray::from(vec![Some(1_700_000_000_000_000)]).with_timezone("UTC"),
@@ -724,7 +727,7 @@ mod tests {
         assert_eq!(ident.value(1), "B");
     }
 
-    fn uuid_n(i: u32) -> String {
+    pub(super) fn uuid_n(i: u32) -> String {
         format!("019f7d73-f820-702f-b905-{i:012x}")
     }
 

@@ -574,7 +574,14 @@ async fn dry_run_read(
     inputs: &[plan::PlannedInput],
     day: &mut DayReport,
 ) -> Result<()> {
-    let read = commit::read_inputs(store, plan.date, inputs, config.read_concurrency).await?;
+    let read = commit::read_inputs(
+        store,
+        plan.date,
+        inputs,
+        config.read_concurrency,
+        config.row_group_rows,
+    )
+    .await?;
     day.files_read = read.read.len() as u64;
     day.bytes_read = read.bytes_read;
     day.files_skipped += read.skipped.len() as u64;
@@ -605,7 +612,14 @@ async fn commit_day(
     day: &mut DayReport,
 ) -> Result<usize> {
     let date = plan.date;
-    let read = commit::read_inputs(store, date, inputs, config.read_concurrency).await?;
+    let read = commit::read_inputs(
+        store,
+        date,
+        inputs,
+        config.read_concurrency,
+        config.row_group_rows,
+    )
+    .await?;
     day.bytes_read += read.bytes_read;
     report.skipped_files.extend(read.skipped.iter().cloned());
     day.files_skipped += read.skipped.len() as u64;
@@ -623,13 +637,7 @@ async fn commit_day(
         day.reason = "no readable per-flight files".into();
         return Ok(0);
     }
-    let prepared = commit::prepare(
-        date,
-        &read,
-        config.row_group_rows,
-        opts.now,
-        &opts.invocation_id,
-    )?;
+    let prepared = commit::prepare(date, &read, opts.now, &opts.invocation_id)?;
     day.extra_columns = prepared.extra_columns.clone();
     if !prepared.extra_columns.is_empty() {
         tracing::warn!(%date, columns = ?prepared.extra_columns, "inputs carry columns the target schema does not know; kept after the known ones");

@@ -5,7 +5,7 @@
 //!
 //! - `watermark.json`: [`Watermark`], compatible with the Python job's
 //!   `{"last_compacted_date": "YYYY-MM-DD"}`; unknown fields are kept.
-//! - `lock.json`: [`Lease`], see [`crate::lease`].
+//! - `lock.json`: [`crate::lease::Lease`], see [`crate::lease`].
 //! - `manifests/{date}/{job_id}.json`: [`Manifest`], one per in-flight commit.
 
 use chrono::{DateTime, NaiveDate, Utc};

@@ -18,7 +18,8 @@ use aws_sdk_s3::Client;
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{
-    ChecksumAlgorithm, ChecksumMode, CompletedMultipartUpload, CompletedPart, Delete, ObjectIdentifier,
+    ChecksumAlgorithm, ChecksumMode, CompletedMultipartUpload, CompletedPart, Delete,
+    ObjectIdentifier,
 };
 use backon::{BackoffBuilder, ExponentialBuilder};
 use bytes::Bytes;
@@ -67,7 +68,8 @@ pub fn multipart_ranges(len: usize, part_size: usize) -> Vec<std::ops::Range<usi
         .max(len.div_ceil(MULTIPART_PARTS_MAX))
         .min(MULTIPART_PART_MAX);
     if len == 0 {
-        return vec![0..0];
+        // One empty part: S3 needs at least one.
+        return std::iter::once(0..0).collect();
     }
     (0..len)
         .step_by(size)

@@ -320,7 +320,12 @@ async fn multipart_put_is_whole_and_conditional() {
     );
     assert!(archive_compaction::storage::etag_eq(&got.etag, &etag));
     let again = store
-        .put(key, bytes::Bytes::from_static(b"other"), PutMode::Create, None)
+        .put(
+            key,
+            bytes::Bytes::from_static(b"other"),
+            PutMode::Create,
+            None,
+        )
         .await;
     // A one-part upload of 5 bytes: still multipart (threshold 0).
     assert!(

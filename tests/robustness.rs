@@ -257,3 +257,48 @@ async fn keys_with_unusual_characters_survive_list_get_and_delete() {
         );
     }
 }
+
+/// A per-flight file that also carries copies of two other flights' rows is
+/// irregular: the streaming merge cannot place its rows, so the day is read
+/// again and merged in memory. Every flight still ends up once.
+#[tokio::test]
+async fn a_multi_row_per_flight_file_falls_back_to_the_in_memory_merge() {
+    init_logs();
+    let store = bucket("multi-row").await;
+    let generated = generate(
+        &store,
+        json!({"seed": 76, "days": [{"date": "2026-07-20", "flights": 5}]}),
+    );
+    let originals: Vec<String> = store
+        .list("index/year=2026/month=07/day=20/")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.key)
+        .collect();
+    let multi = archive_py(
+        "put-row",
+        &store,
+        json!({"seed": 77, "date": "2026-07-20", "copies_of": [originals[1], originals[3]]}),
+    );
+    let input_bytes: u64 = store
+        .list("index/year=2026/month=07/day=20/")
+        .await
+        .unwrap()
+        .iter()
+        .map(|o| o.size)
+        .sum();
+    let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    assert_eq!(r.files_compacted, 6);
+    assert_eq!(r.rows_written, 6);
+    assert_eq!(r.duplicates_removed, 2);
+    assert!(
+        r.days[0].bytes_read > input_bytes,
+        "the day should have been read twice (streamed pass stopped, then in memory): {} <= {input_bytes}",
+        r.days[0].bytes_read
+    );
+    let mut expected = generated.rows["2026-07-20"].clone();
+    expected.push(multi["row"].clone());
+    assert_compacted(&dump(&store, ""), "2026-07-20", &expected);
+}

@@ -350,8 +350,14 @@ def put_row(args):
         s3.put_object(Bucket=args.bucket, Key=key, Body=gzip.compress(b"{}"))
     for k, val in spec.get("set", {}).items():
         row[k] = val
+    rows = [row]
+    # "copies_of": index keys whose rows this file carries too (a writer that
+    # re-emits other flights' rows: an irregular, multi-row per-flight file).
+    for other in spec.get("copies_of", []):
+        body = s3.get_object(Bucket=args.bucket, Key=other)["Body"].read()
+        rows.extend(pq.read_table(io.BytesIO(body)).to_pylist())
     ik = index_prefix(d) + f"{u}.parquet"
-    s3.put_object(Bucket=args.bucket, Key=ik, Body=parquet_bytes([row]))
+    s3.put_object(Bucket=args.bucket, Key=ik, Body=parquet_bytes(rows))
     json.dump({"key": ik, "row": canonical(row)}, sys.stdout)
 
 

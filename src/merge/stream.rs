@@ -1,0 +1,692 @@
+//! The bounded-memory merge: rows go to the Parquet writer as they arrive.
+//!
+//! A day's inputs are almost always regular: single-row per-flight files
+//! `{uuid}.parquet` whose row is that flight, listed in key order, which is
+//! uuid order (S3 lists keys in UTF-8 binary order, and a lowercase
+//! hyphenated uuid sorts as its 128-bit value); plus, on a day that is being
+//! re-merged with stragglers, a few `compacted-*.parquet` files, which this
+//! job wrote sorted by uuid with rows without a flight uuid last. Over such
+//! inputs [`Merger`](super::Merger)'s result (one row per flight by its rank rule, uuid
+//! order, uuid-less rows last) can be produced as a k-way merge without
+//! holding the day: [`StreamMerger`] takes the compacted inputs first, as
+//! sorted runs, then each per-flight file as it is read, and writes every row
+//! whose place is known into a [`BatchCoalescer`] feeding an [`ArrowWriter`].
+//!
+//! Memory is then the in-flight reads (`READ_CONCURRENCY` bodies), the
+//! compacted runs (decoded, only on re-merged days), one batch of
+//! [`WRITE_BATCH_ROWS`] rows, the writer's open row group and the encoded
+//! output so far (about 50 B a row with zstd), whatever the day's row count.
+//!
+//! Anything irregular (a per-flight file with several rows or with another
+//! flight's row, keys out of uuid order, a compacted file out of order, an
+//! extra column first seen after rows were written) is [`StreamError::NotStreamable`]:
+//! rows already written cannot be taken back, so the caller starts the day
+//! again with [`Merger`](super::Merger), which holds the rows and handles every case.
+
+use super::{
+    Arc, Array, ArrayRef, ArrowWriter, AsArray, BatchCoalescer, Bytes, DateTime, Decoded, Field,
+    Rank, RecordBatch, Schema, SchemaRef, Source, Utc, Uuid, WRITE_BATCH_ROWS, cast, flight_uuid,
+    new_null_array, props, rank, target_schema,
+};
+
+/// Why [`StreamMerger`] stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamError {
+    /// The inputs are not regular (the reason says which and how): merge the
+    /// day with [`super::Merger`] instead. Nothing is wrong with the data.
+    NotStreamable(String),
+    /// The merge itself failed (an extra column whose types cannot be
+    /// reconciled, an Arrow or Parquet error): the same error the in-memory
+    /// merge would give.
+    Failed(String),
+}
+
+impl std::fmt::Display for StreamError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StreamError::NotStreamable(r) => write!(f, "not streamable: {r}"),
+            StreamError::Failed(r) => f.write_str(r),
+        }
+    }
+}
+
+fn failed(e: impl std::fmt::Display) -> StreamError {
+    StreamError::Failed(e.to_string())
+}
+
+/// The encoded result of a merge, streamed or not.
+#[derive(Debug, Clone, Default)]
+pub struct MergedOutput {
+    /// The Parquet file; `None` when there are no rows (an empty output file
+    /// is never made).
+    pub encoded: Option<Bytes>,
+    /// Rows in it.
+    pub rows: u64,
+    /// Rows dropped because a newer version of the same flight was kept.
+    pub duplicates_removed: u64,
+    /// Extra (non-target) columns kept, in first-seen order.
+    pub extra_columns: Vec<String>,
+}
+
+/// One compacted input: a sorted run, consumed from `pos`.
+#[derive(Debug)]
+struct Run {
+    batch: RecordBatch,
+    uuids: Vec<Uuid>,
+    pos: usize,
+    rank: Rank,
+}
+
+impl Run {
+    fn head(&self) -> Option<Uuid> {
+        self.uuids.get(self.pos).copied()
+    }
+}
+
+/// A merge that writes rows as they arrive (see the module docs).
+///
+/// Push every compacted input ([`StreamMerger::push_compacted`]) before the
+/// first per-flight one ([`StreamMerger::push_per_flight`]), each kind in key
+/// order, then [`StreamMerger::finish`]. The output is the one
+/// [`super::Merger`] gives for the same inputs, byte for byte the same rows.
+pub struct StreamMerger {
+    row_group_rows: usize,
+    schema: SchemaRef,
+    extra_columns: Vec<String>,
+    /// Set once the first row is emitted: the schema is fixed from then on.
+    coalescer: Option<BatchCoalescer>,
+    writer: Option<ArrowWriter<Vec<u8>>>,
+    runs: Vec<Run>,
+    anonymous: Vec<RecordBatch>,
+    per_flight_started: bool,
+    last: Option<Uuid>,
+    rows_written: u64,
+    duplicates_removed: u64,
+}
+
+impl std::fmt::Debug for StreamMerger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamMerger")
+            .field("row_group_rows", &self.row_group_rows)
+            .field("extra_columns", &self.extra_columns)
+            .field("runs", &self.runs.len())
+            .field("rows_written", &self.rows_written)
+            .field("duplicates_removed", &self.duplicates_removed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StreamMerger {
+    /// An empty merge writing row groups of at most `row_group_rows` rows
+    /// (the settings of [`super::encode`]).
+    pub fn new(row_group_rows: usize) -> StreamMerger {
+        StreamMerger {
+            row_group_rows,
+            schema: target_schema(),
+            extra_columns: Vec::new(),
+            coalescer: None,
+            writer: None,
+            runs: Vec::new(),
+            anonymous: Vec::new(),
+            per_flight_started: false,
+            last: None,
+            rows_written: 0,
+            duplicates_removed: 0,
+        }
+    }
+
+    /// Rows written to the output so far.
+    pub fn rows_written(&self) -> u64 {
+        self.rows_written
+    }
+
+    /// Approximate heap bytes held besides the encoded output: the
+    /// compacted runs and held rows without a flight uuid (Arrow buffers)
+    /// and the writer's open row group. Does not grow with the number of
+    /// per-flight files pushed.
+    pub fn memory_bytes(&self) -> usize {
+        self.runs
+            .iter()
+            .map(|r| r.batch.get_array_memory_size() + r.uuids.capacity() * 16)
+            .chain(
+                self.anonymous
+                    .iter()
+                    .map(RecordBatch::get_array_memory_size),
+            )
+            .sum::<usize>()
+            + self.writer.as_ref().map_or(0, ArrowWriter::memory_size)
+    }
+
+    /// Bytes of encoded output so far (flushed row groups).
+    pub fn output_bytes(&self) -> usize {
+        self.writer.as_ref().map_or(0, ArrowWriter::bytes_written)
+    }
+
+    /// Adds a compacted input as a sorted run: its rows with a flight uuid
+    /// in strictly increasing uuid order, then any rows without one.
+    ///
+    /// Errors: [`StreamError::NotStreamable`] when the file is out of that
+    /// order or comes after a per-flight input.
+    pub fn push_compacted(
+        &mut self,
+        key: &str,
+        last_modified: DateTime<Utc>,
+        decoded: Decoded,
+    ) -> Result<(), StreamError> {
+        if self.per_flight_started {
+            return Err(StreamError::NotStreamable(format!(
+                "compacted file {key} came after per-flight files"
+            )));
+        }
+        let batch = self.align(key, &decoded.batch)?;
+        let keys = s3_keys(&batch);
+        let mut uuids = Vec::with_capacity(batch.num_rows());
+        for row in 0..batch.num_rows() {
+            let id = keys
+                .is_valid(row)
+                .then(|| flight_uuid(keys.value(row)))
+                .flatten();
+            match id {
+                Some(u) if uuids.len() == row && uuids.last().is_none_or(|l| *l < u) => {
+                    uuids.push(u)
+                }
+                Some(_) => {
+                    return Err(StreamError::NotStreamable(format!(
+                        "compacted file {key} is not in flight order at row {row}"
+                    )));
+                }
+                None => {}
+            }
+        }
+        let sorted = uuids.len();
+        if sorted < batch.num_rows() {
+            self.anonymous
+                .push(batch.slice(sorted, batch.num_rows() - sorted));
+        }
+        self.runs.push(Run {
+            batch: batch.slice(0, sorted),
+            uuids,
+            pos: 0,
+            rank: rank(Source::Compacted, last_modified),
+        });
+        Ok(())
+    }
+
+    /// Adds a per-flight file `{flight}.parquet` and writes every row whose
+    /// place is now known (this one and the compacted rows before it).
+    ///
+    /// Errors: [`StreamError::NotStreamable`] when the file holds more than
+    /// one row, a row of another flight, or comes out of uuid order;
+    /// [`StreamError::Failed`] on an encoder error.
+    pub fn push_per_flight(
+        &mut self,
+        key: &str,
+        flight: Uuid,
+        decoded: Decoded,
+    ) -> Result<(), StreamError> {
+        self.per_flight_started = true;
+        let rows = decoded.batch.num_rows();
+        if rows == 0 {
+            return Ok(());
+        }
+        if rows > 1 {
+            return Err(StreamError::NotStreamable(format!(
+                "{key} holds {rows} rows, not one"
+            )));
+        }
+        let batch = self.align(key, &decoded.batch)?;
+        let keys = s3_keys(&batch);
+        let id = keys
+            .is_valid(0)
+            .then(|| flight_uuid(keys.value(0)))
+            .flatten()
+            .unwrap_or(flight);
+        if id != flight {
+            return Err(StreamError::NotStreamable(format!(
+                "{key} holds the row of flight {id}"
+            )));
+        }
+        if self.last.is_some_and(|l| l >= id) {
+            return Err(StreamError::NotStreamable(format!(
+                "{key} is out of flight order"
+            )));
+        }
+        self.last = Some(id);
+        self.emit_runs_below(Some(id))?;
+        // A per-flight row beats every compacted row of its flight.
+        for run in &mut self.runs {
+            if run.head() == Some(id) {
+                run.pos += 1;
+                self.duplicates_removed += 1;
+            }
+        }
+        self.emit(&batch)
+    }
+
+    /// Writes the rest (compacted rows after the last per-flight one, then
+    /// rows without a flight uuid) and closes the file.
+    ///
+    /// Errors: [`StreamError::Failed`] on an encoder error.
+    pub fn finish(mut self) -> Result<MergedOutput, StreamError> {
+        self.emit_runs_below(None)?;
+        for b in std::mem::take(&mut self.anonymous) {
+            let b = self.pad(&b)?;
+            self.emit(&b)?;
+        }
+        let encoded = match (self.coalescer.as_mut(), self.writer.take()) {
+            (Some(c), writer) => {
+                c.finish_buffered_batch().map_err(failed)?;
+                let mut writer = match writer {
+                    Some(w) => w,
+                    None => ArrowWriter::try_new(
+                        Vec::new(),
+                        self.schema.clone(),
+                        Some(props(self.row_group_rows)),
+                    )
+                    .map_err(failed)?,
+                };
+                while let Some(b) = c.next_completed_batch() {
+                    writer.write(&b).map_err(failed)?;
+                }
+                Some(Bytes::from(writer.into_inner().map_err(failed)?))
+            }
+            (None, _) => None,
+        };
+        Ok(MergedOutput {
+            encoded,
+            rows: self.rows_written,
+            duplicates_removed: self.duplicates_removed,
+            extra_columns: self.extra_columns,
+        })
+    }
+
+    /// Writes, in uuid order, every compacted row below `bound` (all when
+    /// `None`): among runs at the same uuid the highest rank wins, at equal
+    /// rank the later run.
+    fn emit_runs_below(&mut self, bound: Option<Uuid>) -> Result<(), StreamError> {
+        loop {
+            let Some(min) = self
+                .runs
+                .iter()
+                .filter_map(Run::head)
+                .min()
+                .filter(|m| bound.is_none_or(|b| *m < b))
+            else {
+                return Ok(());
+            };
+            let mut winner: Option<usize> = None;
+            for (i, run) in self.runs.iter().enumerate() {
+                if run.head() == Some(min) && winner.is_none_or(|w| run.rank >= self.runs[w].rank) {
+                    winner = Some(i);
+                }
+            }
+            let w = winner.expect("a run holds the minimum");
+            let row = self.runs[w].batch.slice(self.runs[w].pos, 1);
+            for (i, run) in self.runs.iter_mut().enumerate() {
+                if run.head() == Some(min) {
+                    run.pos += 1;
+                    if i != w {
+                        self.duplicates_removed += 1;
+                    }
+                }
+            }
+            let row = self.pad(&row)?;
+            self.emit(&row)?;
+        }
+    }
+
+    /// Casts a conformed batch to the union schema, widening it with extra
+    /// columns seen for the first time while nothing has been written.
+    fn align(&mut self, key: &str, b: &RecordBatch) -> Result<RecordBatch, StreamError> {
+        let target_len = target_schema().fields().len();
+        let new: Vec<Field> = b
+            .schema()
+            .fields()
+            .iter()
+            .skip(target_len)
+            .filter(|f| !self.extra_columns.contains(f.name()))
+            .map(|f| f.as_ref().clone())
+            .collect();
+        if !new.is_empty() {
+            if self.coalescer.is_some() {
+                return Err(StreamError::NotStreamable(format!(
+                    "{key} brings the extra column {} after rows were written",
+                    new[0].name()
+                )));
+            }
+            let mut fields: Vec<Field> = self
+                .schema
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone())
+                .collect();
+            for f in new {
+                self.extra_columns.push(f.name().clone());
+                fields.push(f);
+            }
+            self.schema = Arc::new(Schema::new(fields));
+        }
+        self.pad(b)
+    }
+
+    /// `b` in the current schema: columns by name (cast when an extra
+    /// column's type differs from its first-seen type), nulls for the
+    /// columns it lacks.
+    fn pad(&self, b: &RecordBatch) -> Result<RecordBatch, StreamError> {
+        if b.schema() == self.schema {
+            return Ok(b.clone());
+        }
+        let cols = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| match b.schema().index_of(f.name()) {
+                Ok(ix) if b.column(ix).data_type() == f.data_type() => Ok(b.column(ix).clone()),
+                Ok(ix) => cast(b.column(ix), f.data_type())
+                    .map_err(|e| failed(format!("extra column {}: {e}", f.name()))),
+                Err(_) => Ok(new_null_array(f.data_type(), b.num_rows())),
+            })
+            .collect::<Result<Vec<ArrayRef>, _>>()?;
+        RecordBatch::try_new(self.schema.clone(), cols).map_err(failed)
+    }
+
+    fn emit(&mut self, b: &RecordBatch) -> Result<(), StreamError> {
+        if b.num_rows() == 0 {
+            return Ok(());
+        }
+        let c = self
+            .coalescer
+            .get_or_insert_with(|| BatchCoalescer::new(self.schema.clone(), WRITE_BATCH_ROWS));
+        c.push_batch(b.clone()).map_err(failed)?;
+        self.rows_written += b.num_rows() as u64;
+        while let Some(done) = c.next_completed_batch() {
+            if self.writer.is_none() {
+                self.writer = Some(
+                    ArrowWriter::try_new(
+                        Vec::new(),
+                        self.schema.clone(),
+                        Some(props(self.row_group_rows)),
+                    )
+                    .map_err(failed)?,
+                );
+            }
+            let w = self.writer.as_mut().expect("writer just made");
+            w.write(&done).map_err(failed)?;
+        }
+        Ok(())
+    }
+}
+
+fn s3_keys(b: &RecordBatch) -> &arrow::array::StringArray {
+    b.column(target_schema().index_of("s3_key").expect("s3_key"))
+        .as_string::<i32>()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{row, uuid_n};
+    use super::super::{MergeInput, Merger, conform, decode};
+    use super::*;
+    use arrow::datatypes::DataType;
+
+    /// A tiny deterministic generator (xorshift64*) for test scenarios.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    fn at(secs: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(secs, 0).unwrap()
+    }
+
+    fn with_s3_key(b: RecordBatch, key: Option<&str>) -> RecordBatch {
+        let mut cols = b.columns().to_vec();
+        cols[8] = Arc::new(arrow::array::StringArray::from(vec![key]));
+        RecordBatch::try_new(b.schema(), cols).unwrap()
+    }
+
+    fn with_extra(b: RecordBatch, name: &str, v: i32) -> RecordBatch {
+        let mut fields: Vec<Field> = b
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(Field::new(name, DataType::Int32, true));
+        let mut cols = b.columns().to_vec();
+        cols.push(Arc::new(arrow::array::Int32Array::from(vec![Some(v)])));
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
+    }
+
+    fn concat(parts: &[RecordBatch]) -> RecordBatch {
+        arrow::compute::concat_batches(&parts[0].schema(), parts).unwrap()
+    }
+
+    struct Day {
+        /// (key, last modified secs, rows), in key order.
+        compacted: Vec<(String, i64, RecordBatch)>,
+        /// (flight, rows), in key (= uuid) order.
+        per_flight: Vec<(Uuid, RecordBatch)>,
+    }
+
+    /// A regular day: per-flight files for a random subset of flights, and
+    /// up to three compacted runs over other random subsets (overlapping,
+    /// equal LastModified sometimes, rows without a flight uuid at the end,
+    /// an extra column in the first).
+    fn regular_day(seed: u64) -> Day {
+        let mut rng = Rng(seed | 1);
+        let n = 1 + rng.below(300) as u32;
+        let mut compacted = Vec::new();
+        for c in 0..rng.below(4) {
+            let mut rows: Vec<RecordBatch> = (0..n)
+                .filter(|_| rng.below(3) == 0)
+                .map(|i| row(&uuid_n(i), &format!("C{c}-{i}")))
+                .collect();
+            if rng.below(3) == 0 {
+                rows.push(with_s3_key(row(&uuid_n(0), &format!("ANON{c}")), None));
+            }
+            if rows.is_empty() {
+                continue;
+            }
+            let mut b = concat(&rows);
+            if c == 0 && rng.below(2) == 0 {
+                let n = b.num_rows();
+                let mut fields: Vec<Field> = b
+                    .schema()
+                    .fields()
+                    .iter()
+                    .map(|f| f.as_ref().clone())
+                    .collect();
+                fields.push(Field::new("squawk", DataType::Int32, true));
+                let mut cols = b.columns().to_vec();
+                cols.push(Arc::new(arrow::array::Int32Array::from(
+                    (0..n as i32).map(Some).collect::<Vec<_>>(),
+                )));
+                b = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap();
+            }
+            compacted.push((
+                format!("compacted-{c}.parquet"),
+                100 * (1 + rng.below(2) as i64),
+                b,
+            ));
+        }
+        let mut per_flight = Vec::new();
+        for i in 0..n {
+            if rng.below(2) == 0 {
+                continue;
+            }
+            let u = Uuid::parse_str(&uuid_n(i)).unwrap();
+            let b = row(&uuid_n(i), &format!("P{i}"));
+            // Some writers leave s3_key empty: the file name says the flight.
+            let b = if rng.below(10) == 0 {
+                with_s3_key(b, None)
+            } else {
+                b
+            };
+            per_flight.push((u, b));
+        }
+        Day {
+            compacted,
+            per_flight,
+        }
+    }
+
+    fn held(day: &Day, row_group_rows: usize) -> (Option<RecordBatch>, u64, Vec<String>) {
+        // Plan (key) order: `{uuid}.parquet` sorts before `compacted-*`.
+        let mut m = Merger::new();
+        for (u, b) in &day.per_flight {
+            m.push(MergeInput {
+                source: Source::PerFlight(*u),
+                last_modified: at(50),
+                decoded: conform(b).unwrap(),
+            })
+            .unwrap();
+        }
+        for (_, lm, b) in &day.compacted {
+            m.push(MergeInput {
+                source: Source::Compacted,
+                last_modified: at(*lm),
+                decoded: conform(b).unwrap(),
+            })
+            .unwrap();
+        }
+        let rows = m.finish().unwrap();
+        let bytes = rows.encode(row_group_rows).unwrap();
+        (
+            bytes.map(|b| decode(b.into()).unwrap().batch),
+            rows.duplicates_removed(),
+            rows.extra_columns().to_vec(),
+        )
+    }
+
+    fn streamed(day: &Day, row_group_rows: usize) -> Result<MergedOutput, StreamError> {
+        let mut s = StreamMerger::new(row_group_rows);
+        for (key, lm, b) in &day.compacted {
+            s.push_compacted(key, at(*lm), conform(b).unwrap())?;
+        }
+        for (u, b) in &day.per_flight {
+            s.push_per_flight(&format!("{u}.parquet"), *u, conform(b).unwrap())?;
+        }
+        s.finish()
+    }
+
+    #[test]
+    fn streamed_output_equals_the_in_memory_merge_on_regular_days() {
+        for seed in 0..300u64 {
+            let day = regular_day(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) + 7);
+            let rg = 1 + (seed as usize % 7) * 40;
+            let (want, dups, extra) = held(&day, rg);
+            let got = streamed(&day, rg).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            assert_eq!(got.duplicates_removed, dups, "seed {seed}");
+            assert_eq!(got.extra_columns, extra, "seed {seed}");
+            match (want, got.encoded) {
+                (None, None) => assert_eq!(got.rows, 0),
+                (Some(w), Some(g)) => {
+                    let g = decode(g).unwrap().batch;
+                    assert_eq!(g.num_rows() as u64, got.rows, "seed {seed}");
+                    assert_eq!(g, w, "seed {seed}: streamed rows differ");
+                }
+                (w, g) => panic!(
+                    "seed {seed}: held {:?} rows, streamed {:?} bytes",
+                    w.map(|b| b.num_rows()),
+                    g.map(|b| b.len())
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn irregular_inputs_are_not_streamable() {
+        let u = |i| Uuid::parse_str(&uuid_n(i)).unwrap();
+        let not = |r: Result<(), StreamError>| {
+            assert!(matches!(r, Err(StreamError::NotStreamable(_))), "{r:?}");
+        };
+        // Two rows in a per-flight file.
+        let mut s = StreamMerger::new(10);
+        not(s.push_per_flight(
+            "a",
+            u(1),
+            conform(&concat(&[row(&uuid_n(1), "A"), row(&uuid_n(2), "B")])).unwrap(),
+        ));
+        // Another flight's row.
+        let mut s = StreamMerger::new(10);
+        not(s.push_per_flight("a", u(1), conform(&row(&uuid_n(2), "B")).unwrap()));
+        // Out of uuid order.
+        let mut s = StreamMerger::new(10);
+        s.push_per_flight("b", u(2), conform(&row(&uuid_n(2), "B")).unwrap())
+            .unwrap();
+        not(s.push_per_flight("a", u(1), conform(&row(&uuid_n(1), "A")).unwrap()));
+        // A compacted file out of order, or after per-flight files.
+        let mut s = StreamMerger::new(10);
+        not(s.push_compacted(
+            "c",
+            at(1),
+            conform(&concat(&[row(&uuid_n(2), "B"), row(&uuid_n(1), "A")])).unwrap(),
+        ));
+        let mut s = StreamMerger::new(10);
+        s.push_per_flight("a", u(1), conform(&row(&uuid_n(1), "A")).unwrap())
+            .unwrap();
+        not(s.push_compacted("c", at(1), conform(&row(&uuid_n(3), "C")).unwrap()));
+        // An extra column first seen after rows were written.
+        let mut s = StreamMerger::new(10);
+        s.push_per_flight("a", u(1), conform(&row(&uuid_n(1), "A")).unwrap())
+            .unwrap();
+        not(s.push_per_flight(
+            "b",
+            u(2),
+            conform(&with_extra(row(&uuid_n(2), "B"), "squawk", 1)).unwrap(),
+        ));
+        // Before any row is written it only widens the schema.
+        let mut s = StreamMerger::new(10);
+        s.push_per_flight(
+            "a",
+            u(1),
+            conform(&with_extra(row(&uuid_n(1), "A"), "squawk", 1)).unwrap(),
+        )
+        .unwrap();
+        s.push_per_flight("b", u(2), conform(&row(&uuid_n(2), "B")).unwrap())
+            .unwrap();
+        let out = s.finish().unwrap();
+        assert_eq!(out.extra_columns, ["squawk".to_string()]);
+        assert_eq!(out.rows, 2);
+    }
+
+    #[test]
+    fn no_rows_make_no_file() {
+        let out = StreamMerger::new(10).finish().unwrap();
+        assert!(out.encoded.is_none());
+        assert_eq!(out.rows, 0);
+    }
+
+    #[test]
+    fn memory_stays_flat_while_per_flight_files_stream_through() {
+        // Row groups of 1,000 rows: what the merge holds besides the encoded
+        // output is one open row group and one write batch, so it is the
+        // same after 10,000 files as after 40,000.
+        let mut s = StreamMerger::new(1000);
+        let mut held_at = Vec::new();
+        for i in 0..40_000u32 {
+            let u = Uuid::parse_str(&uuid_n(i)).unwrap();
+            s.push_per_flight("k", u, conform(&row(&uuid_n(i), "UAL123")).unwrap())
+                .unwrap();
+            if i == 9_999 || i == 39_999 {
+                held_at.push(s.memory_bytes());
+            }
+        }
+        assert!(s.output_bytes() > 0, "row groups are flushed as they fill");
+        assert!(
+            held_at[1] < 2 * held_at[0].max(64 * 1024) && held_at[1] < 4 << 20,
+            "held bytes after 10,000 and 40,000 files: {held_at:?}"
+        );
+        let out = s.finish().unwrap();
+        assert_eq!(out.rows, 40_000);
+    }
+}
