@@ -238,14 +238,10 @@ async fn walk_dates(
     let mut slowest = Duration::ZERO;
     report.stop_reason = StopReason::ReachedCutoff;
     for date in dates {
-        if let Some(deadline) = opts.deadline {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let needed = config.deadline_margin.max(slowest * 2);
-            if left < needed {
-                tracing::warn!(%date, left_s = left.as_secs_f64(), needed_s = needed.as_secs_f64(), "deadline near: not starting another date; the next run continues");
-                report.stop_reason = StopReason::Deadline;
-                break;
-            }
+        if let Some((left, needed)) = deadline_near(opts, config.deadline_margin.max(slowest * 2)) {
+            tracing::warn!(%date, left_s = left.as_secs_f64(), needed_s = needed.as_secs_f64(), "deadline near: not starting another date; the next run continues");
+            report.stop_reason = StopReason::Deadline;
+            break;
         }
         if let Some(why) = recovery.blocked.get(&date) {
             report.stop_reason = StopReason::BlockedByManifest;
@@ -330,11 +326,8 @@ async fn sweep(
     }
     let first = last - chrono::Days::new(u64::from(config.sweep_days) - 1);
     for date in first.iter_days().take_while(|d| *d <= last) {
-        if opts
-            .deadline
-            .is_some_and(|d| d.saturating_duration_since(Instant::now()) < config.deadline_margin)
-        {
-            tracing::warn!(%date, "deadline near: straggler sweep stops here");
+        if let Some((left, needed)) = deadline_near(opts, config.deadline_margin) {
+            tracing::warn!(%date, left_s = left.as_secs_f64(), needed_s = needed.as_secs_f64(), "deadline near: straggler sweep stops here");
             break;
         }
         if recovery.blocked.contains_key(&date) {
@@ -489,28 +482,19 @@ async fn process_day(
             for (o, why) in &listing.foreign {
                 tracing::debug!(key = %o.key, reason = why, "foreign object under index/: left alone");
             }
-            // Parity gate: per-flight file names first; compacted files are
-            // read only when those do not cover every flight.
-            let mut indexed: BTreeSet<Uuid> = listing.per_flight_uuids();
-            let mut missing = plan::missing_flights(&flight_set, &indexed);
-            if !missing.is_empty() && !listing.compacted.is_empty() {
-                for c in &listing.compacted {
-                    let f = store.get(&c.key).await?;
-                    match merge::flight_uuids_in(f.body) {
-                        Ok(us) => indexed.extend(us),
-                        Err(u) => report.skipped_files.push(SkippedFile {
-                            key: c.key.clone(),
-                            date: Some(date),
-                            column: u.column,
-                            reason: format!(
-                                "compacted file unreadable for the parity check: {}",
-                                u.reason
-                            ),
-                        }),
-                    }
-                }
-                missing = plan::missing_flights(&flight_set, &indexed);
+            let gate = parity_gate(store, &flight_set, &listing).await?;
+            for (key, u) in gate.unreadable {
+                report.skipped_files.push(SkippedFile {
+                    key,
+                    date: Some(date),
+                    column: u.column,
+                    reason: format!(
+                        "compacted file unreadable for the parity check: {}",
+                        u.reason
+                    ),
+                });
             }
+            let missing = gate.missing;
             if !missing.is_empty() {
                 day.parity = Some(Parity::Mismatch);
                 day.action = "mismatch".into();
@@ -561,6 +545,58 @@ async fn process_day(
         "date done"
     );
     Ok(DayOutcome::Done(day))
+}
+
+/// What the parity gate found for one date.
+#[derive(Debug, Default)]
+pub struct ParityGate {
+    /// Flights under `flights/` with no index row, in uuid order.
+    pub missing: Vec<Uuid>,
+    /// Compacted files read to look for rows (0 when the per-flight file
+    /// names already cover every flight).
+    pub compacted_files_read: u64,
+    /// Compacted files that could not be decoded, with why (their rows
+    /// count as absent).
+    pub unreadable: Vec<(String, merge::Unmergeable)>,
+}
+
+/// The parity gate (DESIGN.md, "Parity gate") for one date's listings:
+/// per-flight file names first; the compacted files' `s3_key` columns are
+/// read only when the names do not cover every flight. Shared by the walk
+/// and `status`.
+///
+/// Errors: an S3 error reading a compacted file.
+pub async fn parity_gate(
+    store: &S3Store,
+    flights: &BTreeSet<Uuid>,
+    listing: &plan::PartitionListing,
+) -> Result<ParityGate> {
+    let mut indexed: BTreeSet<Uuid> = listing.per_flight_uuids();
+    let mut gate = ParityGate {
+        missing: plan::missing_flights(flights, &indexed),
+        ..ParityGate::default()
+    };
+    if gate.missing.is_empty() || listing.compacted.is_empty() {
+        return Ok(gate);
+    }
+    for c in &listing.compacted {
+        let f = store.get(&c.key).await?;
+        gate.compacted_files_read += 1;
+        match merge::flight_uuids_in(f.body) {
+            Ok(us) => indexed.extend(us),
+            Err(u) => gate.unreadable.push((c.key.clone(), u)),
+        }
+    }
+    gate.missing = plan::missing_flights(flights, &indexed);
+    Ok(gate)
+}
+
+/// `Some((left, needed))` when less than `needed` remains before the run's
+/// deadline (`RunOptions::deadline`); `None` when there is time, or no
+/// deadline at all.
+fn deadline_near(opts: &RunOptions, needed: Duration) -> Option<(Duration, Duration)> {
+    let left = opts.deadline?.saturating_duration_since(Instant::now());
+    (left < needed).then_some((left, needed))
 }
 
 /// The dry run's stand-in for [`commit_day`]: reads and decodes every input

@@ -31,7 +31,6 @@
 //! assert!(text.contains("lease        free"), "{text}");
 //! ```
 
-use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use chrono::{DateTime, NaiveDate, Utc};
@@ -44,7 +43,6 @@ use crate::keys::{
     LOCK_KEY, MANIFESTS_ROOT, QUARANTINE_ROOT, flights_prefix, index_prefix, manifest_date,
 };
 use crate::lease::Lease;
-use crate::merge;
 use crate::plan;
 use crate::recovery::quarantined_date;
 use crate::state::{Manifest, WatermarkState};
@@ -338,25 +336,15 @@ async fn mismatch_status(
     let (flights, index) = tokio::try_join!(store.list(&fp), store.list(&ip))?;
     let flight_set = plan::flight_uuids(&flights);
     let listing = plan::classify_partition(index);
-    let mut indexed: BTreeSet<Uuid> = listing.per_flight_uuids();
-    let mut missing = plan::missing_flights(&flight_set, &indexed);
-    let mut read = 0;
-    if !missing.is_empty() {
-        for c in &listing.compacted {
-            let f = store.get(&c.key).await?;
-            read += 1;
-            match merge::flight_uuids_in(f.body) {
-                Ok(us) => indexed.extend(us),
-                Err(u) => errors.push(format!(
-                    "compacted file s3://{}/{} unreadable for the parity check: {}",
-                    store.bucket(),
-                    c.key,
-                    u.reason
-                )),
-            }
-        }
-        missing = plan::missing_flights(&flight_set, &indexed);
+    let gate = crate::run::parity_gate(store, &flight_set, &listing).await?;
+    for (key, u) in &gate.unreadable {
+        errors.push(format!(
+            "compacted file s3://{}/{key} unreadable for the parity check: {}",
+            store.bucket(),
+            u.reason
+        ));
     }
+    let (missing, read) = (gate.missing, gate.compacted_files_read);
     Ok(MismatchStatus {
         date,
         mismatch_runs,
