@@ -54,7 +54,7 @@ bench-concurrency: tools bench-tools ## READ_CONCURRENCY sweep at 10,000 files (
 	$(TOOLS_DIR)/py/bin/python bench/bench.py --sizes "" --sweep 8,16,32,64,128,256 $(BENCH_ARGS)
 
 bench-tools:
-	@scripts/setup-tools.sh duckdb
+	@scripts/setup-tools.sh bench
 
 fmt: ## Format the code.
 	$(CARGO) fmt --all

@@ -268,10 +268,12 @@ async fn handle(
     let mut req = Request::builder()
         .method(method)
         .uri(format!("http://127.0.0.1:{upstream}{target}"));
+    // The client's Host header goes upstream unchanged: it is part of the
+    // SigV4 signature, which servers that check signatures (s3s-fs) verify.
     for (h, v) in &headers {
         if !matches!(
             h.as_str(),
-            "host" | "connection" | "content-length" | "transfer-encoding" | "keep-alive"
+            "connection" | "content-length" | "transfer-encoding" | "keep-alive"
         ) {
             req = req.header(h, v);
         }

@@ -10,9 +10,14 @@
 #                     `scripts/setup-tools.sh duckdb` (the duckdb wheel alone would download
 #                     httpfs from the internet at run time; this one loads it from the wheel)
 #
+#   .tools/s3s-fs     s3s-fs (crates.io, `cargo install`), only for `make bench`: a fast S3
+#                     server in Rust, so the bench measures the 20 ms latency, not the
+#                     server (moto serves ~170 GETs a second here, ministack ~500)
+#
 #   scripts/setup-tools.sh          the test tools (everything but the SAM CLI)
 #   scripts/setup-tools.sh sam      the SAM CLI only
 #   scripts/setup-tools.sh lambda   cargo-lambda + zig only
+#   scripts/setup-tools.sh bench    duckdb + s3s-fs, for `make bench`
 #   scripts/setup-tools.sh qemu     qemu-user-static + the arm64 C library (apt), for
 #                                   `make invoke-qemu` (the real arm64 bootstrap, emulated)
 set -euo pipefail
@@ -26,6 +31,8 @@ ZIG_VERSION=0.17.1
 SAM_VERSION=1.170.0
 # duckdb-extension-httpfs ships httpfs for exactly this duckdb version.
 DUCKDB_BENCH_VERSION=1.5.5
+# The newest s3s-fs whose rust-version the machine's toolchain (1.95) meets.
+S3S_FS_VERSION=0.14.1
 
 setup_lambda() {
   if [ -x "$TOOLS/lambda/bin/cargo-lambda" ] && "$TOOLS/lambda/bin/cargo-lambda" lambda --version 2>/dev/null | grep -q "$CARGO_LAMBDA_VERSION" \
@@ -57,6 +64,14 @@ setup_duckdb() {
     "duckdb==$DUCKDB_BENCH_VERSION" "duckdb-extension-httpfs==$DUCKDB_BENCH_VERSION"
 }
 
+setup_s3s() {
+  if [ -x "$TOOLS/s3s-fs/bin/s3s-fs" ] && "$TOOLS/s3s-fs/bin/s3s-fs" --version 2>/dev/null | grep -q "$S3S_FS_VERSION"; then
+    return
+  fi
+  echo "setup-tools: building s3s-fs $S3S_FS_VERSION into $TOOLS/s3s-fs (cargo install, ~10 min once)" >&2
+  cargo install -q s3s-fs --version "$S3S_FS_VERSION" --features binary --locked --root "$TOOLS/s3s-fs"
+}
+
 setup_qemu() {
   if command -v qemu-aarch64-static >/dev/null 2>&1 && [ -e /usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1 ] \
      && [ -e /usr/aarch64-linux-gnu/lib/libgcc_s.so.1 ]; then
@@ -71,10 +86,11 @@ setup_qemu() {
 case "${1:-}" in
   qemu) setup_qemu; echo "setup-tools: qemu-aarch64-static ready" >&2; exit 0 ;;
   duckdb) setup_duckdb; echo "setup-tools: duckdb ready ($TOOLS/duckdb)" >&2; exit 0 ;;
+  bench) setup_duckdb; setup_s3s; echo "setup-tools: duckdb and s3s-fs ready" >&2; exit 0 ;;
   sam) setup_sam; echo "setup-tools: SAM CLI ready ($TOOLS/sam/bin/sam)" >&2; exit 0 ;;
   lambda) setup_lambda; echo "setup-tools: cargo-lambda ready ($TOOLS/lambda/bin)" >&2; exit 0 ;;
   "") ;;
-  *) echo "usage: $0 [sam|lambda|duckdb|qemu]" >&2; exit 64 ;;
+  *) echo "usage: $0 [sam|lambda|duckdb|bench|qemu]" >&2; exit 64 ;;
 esac
 
 need_py() { [ -x "$TOOLS/py/bin/python" ] && "$TOOLS/py/bin/python" -c 'import moto, pyarrow, duckdb, boto3, jsonschema, paho.mqtt' 2>/dev/null; }
