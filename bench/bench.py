@@ -193,6 +193,19 @@ def prepare_bucket(svc, bucket, data):
     log(f"bench: uploaded {bucket}: {out.stdout.decode().strip()}")
 
 
+def probe_server(svc, bucket, prefix, count=100):
+    """The S3 server's own time per GET: sequential, direct (no proxy), boto3,
+    in ms. The contenders pay it on top of the proxy's latency."""
+    import boto3
+    s3 = boto3.client("s3", endpoint_url=svc.direct, region_name="us-east-1",
+                      aws_access_key_id="test", aws_secret_access_key="test")
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=count)["Contents"]]
+    t0 = time.perf_counter()
+    for k in keys:
+        s3.get_object(Bucket=bucket, Key=k)["Body"].read()
+    return (time.perf_counter() - t0) / len(keys) * 1000
+
+
 def measure_job(svc, bucket, n, concurrency):
     now = (DATE + dt.timedelta(days=2)).isoformat() + "T04:50:00Z"
     out, wall, rss, req, kinds = run(
@@ -273,7 +286,7 @@ def main():
         if not os.path.exists(exe):
             raise SystemExit(f"bench: {exe} missing; run `make bench` (it builds them)")
     svc = Services(args.server, args.latency_ms, args.proxy)
-    results, sweep = {}, {}
+    results, sweep, meta_extra = {}, {}, {}
     try:
         if args.sweep:
             n = args.sweep_size
@@ -291,6 +304,10 @@ def main():
             bucket = f"bench-{n}"
             prepare_bucket(svc, bucket, data)
             r = {}
+            if "server_ms" not in meta_extra:
+                meta_extra["server_ms"] = probe_server(svc, bucket, archive.index_prefix(DATE))
+                log(f"bench: {args.server} serves a GET in {meta_extra['server_ms']:.1f} ms "
+                    "(sequential, direct, boto3)")
             if "floor" in systems:
                 r["floor"] = measure_floor(svc, bucket, args.concurrency)
                 log(f"bench: N={n} floor {r['floor']['wall_s']:.2f} s")
@@ -306,13 +323,15 @@ def main():
     finally:
         svc.close()
     meta = {"latency_ms": args.latency_ms, "concurrency": args.concurrency, "server": args.server,
-            "proxy": args.proxy,
+            "proxy": args.proxy, **meta_extra,
             "cpus": os.cpu_count(), "command": " ".join(sys.argv)}
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump({"meta": meta, "results": results, "sweep": sweep}, f, indent=1)
     print(f"\nlatency {args.latency_ms} ms per request, READ_CONCURRENCY {args.concurrency}, "
-          f"S3 server {args.server}, {args.proxy} proxy, {os.cpu_count()} CPUs\n")
+          f"S3 server {args.server}"
+          + (f" ({meta_extra['server_ms']:.1f} ms a GET on its own)" if "server_ms" in meta_extra else "")
+          + f", {args.proxy} proxy, {os.cpu_count()} CPUs\n")
     if sweep:
         print(f"{'concurrency':>12}{'floor s':>9}{'job s':>8}{'job RSS MB':>12}")
         for c, s in sweep.items():

@@ -65,11 +65,14 @@ setup_duckdb() {
 }
 
 setup_s3s() {
-  if [ -x "$TOOLS/s3s-fs/bin/s3s-fs" ] && "$TOOLS/s3s-fs/bin/s3s-fs" --version 2>/dev/null | grep -q "$S3S_FS_VERSION"; then
-    return
+  if ! { [ -x "$TOOLS/s3s-fs/bin/s3s-fs" ] && "$TOOLS/s3s-fs/bin/s3s-fs" --version 2>/dev/null | grep -q "$S3S_FS_VERSION"; }; then
+    echo "setup-tools: building s3s-fs $S3S_FS_VERSION into $TOOLS/s3s-fs (cargo install, ~10 min once)" >&2
+    cargo install -q s3s-fs --version "$S3S_FS_VERSION" --features binary --locked --root "$TOOLS/s3s-fs"
   fi
-  echo "setup-tools: building s3s-fs $S3S_FS_VERSION into $TOOLS/s3s-fs (cargo install, ~10 min once)" >&2
-  cargo install -q s3s-fs --version "$S3S_FS_VERSION" --features binary --locked --root "$TOOLS/s3s-fs"
+  # TCP_NODELAY for s3s-fs's connections (see bench/nodelay.c).
+  if [ ! -f "$TOOLS/s3s-fs/libnodelay.so" ] || [ bench/nodelay.c -nt "$TOOLS/s3s-fs/libnodelay.so" ]; then
+    gcc -shared -fPIC -O2 -o "$TOOLS/s3s-fs/libnodelay.so" bench/nodelay.c -ldl
+  fi
 }
 
 setup_qemu() {

@@ -727,6 +727,24 @@ pub(crate) mod tests {
         assert_eq!(ident.value(1), "B");
     }
 
+    /// `b` with one more (nullable Int32) column.
+    pub(super) fn with_int_column(
+        b: RecordBatch,
+        name: &str,
+        values: Vec<Option<i32>>,
+    ) -> RecordBatch {
+        let mut fields: Vec<Field> = b
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(Field::new(name, DataType::Int32, true));
+        let mut cols = b.columns().to_vec();
+        cols.push(Arc::new(arrow::array::Int32Array::from(values)));
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
+    }
+
     pub(super) fn uuid_n(i: u32) -> String {
         format!("019f7d73-f820-702f-b905-{i:012x}")
     }
@@ -745,19 +763,7 @@ pub(crate) mod tests {
         for i in (0..n).rev() {
             push(&mut m, row(&uuid_n(i), "OLD"), i, 10);
         }
-        let with_extra = {
-            let b = row(&uuid_n(3), "NEW");
-            let mut fields: Vec<Field> = b
-                .schema()
-                .fields()
-                .iter()
-                .map(|f| f.as_ref().clone())
-                .collect();
-            fields.push(Field::new("squawk", DataType::Int32, true));
-            let mut cols = b.columns().to_vec();
-            cols.push(Arc::new(arrow::array::Int32Array::from(vec![Some(7700)])));
-            RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
-        };
+        let with_extra = with_int_column(row(&uuid_n(3), "NEW"), "squawk", vec![Some(7700)]);
         push(&mut m, with_extra, 3, 20);
         for i in (0..n).step_by(10) {
             push(&mut m, row(&uuid_n(i), "NEW"), i, 30);

@@ -424,7 +424,7 @@ fn s3_keys(b: &RecordBatch) -> &arrow::array::StringArray {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{row, uuid_n};
+    use super::super::tests::{row, uuid_n, with_int_column};
     use super::super::{MergeInput, Merger, conform, decode};
     use super::*;
     use arrow::datatypes::DataType;
@@ -454,16 +454,7 @@ mod tests {
     }
 
     fn with_extra(b: RecordBatch, name: &str, v: i32) -> RecordBatch {
-        let mut fields: Vec<Field> = b
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone())
-            .collect();
-        fields.push(Field::new(name, DataType::Int32, true));
-        let mut cols = b.columns().to_vec();
-        cols.push(Arc::new(arrow::array::Int32Array::from(vec![Some(v)])));
-        RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
+        with_int_column(b, name, vec![Some(v)])
     }
 
     fn concat(parts: &[RecordBatch]) -> RecordBatch {
@@ -498,19 +489,8 @@ mod tests {
             }
             let mut b = concat(&rows);
             if c == 0 && rng.below(2) == 0 {
-                let n = b.num_rows();
-                let mut fields: Vec<Field> = b
-                    .schema()
-                    .fields()
-                    .iter()
-                    .map(|f| f.as_ref().clone())
-                    .collect();
-                fields.push(Field::new("squawk", DataType::Int32, true));
-                let mut cols = b.columns().to_vec();
-                cols.push(Arc::new(arrow::array::Int32Array::from(
-                    (0..n as i32).map(Some).collect::<Vec<_>>(),
-                )));
-                b = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap();
+                let n = b.num_rows() as i32;
+                b = with_int_column(b, "squawk", (0..n).map(Some).collect());
             }
             compacted.push((
                 format!("compacted-{c}.parquet"),

@@ -39,8 +39,16 @@ def main():
         # The bench's fast S3 server (Rust, files on disk; `scripts/setup-tools.sh s3s`).
         root = tempfile.mkdtemp(prefix="ac-s3s-")
         cleanup = root
+        shim = os.path.join(TOOLS, "s3s-fs", "libnodelay.so")  # bench/nodelay.c
+        if os.path.exists(shim):
+            env["LD_PRELOAD"] = shim
         cmd = [os.path.join(TOOLS, "s3s-fs", "bin", "s3s-fs"), "--host", "127.0.0.1", "--port", str(port),
                "--access-key", "test", "--secret-key", "test", root]
+    elif kind == "s3rver":
+        root = tempfile.mkdtemp(prefix="ac-s3rver-")
+        cleanup = root
+        cmd = [os.environ.get("S3RVER", os.path.join(TOOLS, "s3rver", "node_modules", ".bin", "s3rver")),
+               "--address", "127.0.0.1", "--port", str(port), "--directory", root, "--silent"]
     elif kind == "mosquitto":
         conf = os.path.join(tempfile.mkdtemp(prefix="ac-mosq-"), "mosquitto.conf")
         with open(conf, "w") as f:
