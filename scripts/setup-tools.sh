@@ -10,14 +10,11 @@
 #                     `scripts/setup-tools.sh duckdb` (the duckdb wheel alone would download
 #                     httpfs from the internet at run time; this one loads it from the wheel)
 #
-#   .tools/s3s-fs     s3s-fs (crates.io, `cargo install`), only for `make bench`: a fast S3
-#                     server in Rust, so the bench measures the 20 ms latency, not the
-#                     server (moto serves ~170 GETs a second here, ministack ~500)
 #
 #   scripts/setup-tools.sh          the test tools (everything but the SAM CLI)
 #   scripts/setup-tools.sh sam      the SAM CLI only
 #   scripts/setup-tools.sh lambda   cargo-lambda + zig only
-#   scripts/setup-tools.sh bench    duckdb + s3s-fs, for `make bench`
+#   scripts/setup-tools.sh bench    what `make bench` needs beyond the test tools (duckdb)
 #   scripts/setup-tools.sh qemu     qemu-user-static + the arm64 C library (apt), for
 #                                   `make invoke-qemu` (the real arm64 bootstrap, emulated)
 set -euo pipefail
@@ -31,8 +28,6 @@ ZIG_VERSION=0.17.1
 SAM_VERSION=1.170.0
 # duckdb-extension-httpfs ships httpfs for exactly this duckdb version.
 DUCKDB_BENCH_VERSION=1.5.5
-# The newest s3s-fs whose rust-version the machine's toolchain (1.95) meets.
-S3S_FS_VERSION=0.14.1
 
 setup_lambda() {
   if [ -x "$TOOLS/lambda/bin/cargo-lambda" ] && "$TOOLS/lambda/bin/cargo-lambda" lambda --version 2>/dev/null | grep -q "$CARGO_LAMBDA_VERSION" \
@@ -64,17 +59,6 @@ setup_duckdb() {
     "duckdb==$DUCKDB_BENCH_VERSION" "duckdb-extension-httpfs==$DUCKDB_BENCH_VERSION"
 }
 
-setup_s3s() {
-  if ! { [ -x "$TOOLS/s3s-fs/bin/s3s-fs" ] && "$TOOLS/s3s-fs/bin/s3s-fs" --version 2>/dev/null | grep -q "$S3S_FS_VERSION"; }; then
-    echo "setup-tools: building s3s-fs $S3S_FS_VERSION into $TOOLS/s3s-fs (cargo install, ~10 min once)" >&2
-    cargo install -q s3s-fs --version "$S3S_FS_VERSION" --features binary --locked --root "$TOOLS/s3s-fs"
-  fi
-  # TCP_NODELAY for s3s-fs's connections (see bench/nodelay.c).
-  if [ ! -f "$TOOLS/s3s-fs/libnodelay.so" ] || [ bench/nodelay.c -nt "$TOOLS/s3s-fs/libnodelay.so" ]; then
-    gcc -shared -fPIC -O2 -o "$TOOLS/s3s-fs/libnodelay.so" bench/nodelay.c -ldl
-  fi
-}
-
 setup_qemu() {
   if command -v qemu-aarch64-static >/dev/null 2>&1 && [ -e /usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1 ] \
      && [ -e /usr/aarch64-linux-gnu/lib/libgcc_s.so.1 ]; then
@@ -89,7 +73,7 @@ setup_qemu() {
 case "${1:-}" in
   qemu) setup_qemu; echo "setup-tools: qemu-aarch64-static ready" >&2; exit 0 ;;
   duckdb) setup_duckdb; echo "setup-tools: duckdb ready ($TOOLS/duckdb)" >&2; exit 0 ;;
-  bench) setup_duckdb; setup_s3s; echo "setup-tools: duckdb and s3s-fs ready" >&2; exit 0 ;;
+  bench) setup_duckdb; echo "setup-tools: bench tools ready" >&2; exit 0 ;;
   sam) setup_sam; echo "setup-tools: SAM CLI ready ($TOOLS/sam/bin/sam)" >&2; exit 0 ;;
   lambda) setup_lambda; echo "setup-tools: cargo-lambda ready ($TOOLS/lambda/bin)" >&2; exit 0 ;;
   "") ;;

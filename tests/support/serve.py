@@ -1,6 +1,6 @@
 """Starts one local server for the tests and stops it when our stdin closes.
 
-    python serve.py ministack|moto|s3s-fs|mosquitto PORT
+    python serve.py ministack|moto|mosquitto PORT
 
 mosquitto reads two optional variables: MOSQUITTO_PASSWORD_FILE (a
 mosquitto_passwd file; anonymous clients are still allowed, wrong passwords
@@ -27,7 +27,6 @@ TOOLS = os.environ.get("TOOLS_DIR") or os.path.join(HERE, "..", "..", ".tools")
 def main():
     kind, port = sys.argv[1], int(sys.argv[2])
     env = dict(os.environ)
-    cleanup = None
     log = open(os.path.join(tempfile.gettempdir(), f"ac-{kind}-{port}.log"), "wb")
     if kind == "ministack":
         env.update(GATEWAY_PORT=str(port), SERVICES="s3,cloudwatch", BIND_HOST="127.0.0.1",
@@ -35,20 +34,6 @@ def main():
         cmd = [os.path.join(TOOLS, "ministack", "bin", "ministack")]
     elif kind == "moto":
         cmd = [os.path.join(TOOLS, "py", "bin", "moto_server"), "-H", "127.0.0.1", "-p", str(port)]
-    elif kind == "s3s-fs":
-        # The bench's fast S3 server (Rust, files on disk; `scripts/setup-tools.sh s3s`).
-        root = tempfile.mkdtemp(prefix="ac-s3s-")
-        cleanup = root
-        shim = os.path.join(TOOLS, "s3s-fs", "libnodelay.so")  # bench/nodelay.c
-        if os.path.exists(shim):
-            env["LD_PRELOAD"] = shim
-        cmd = [os.path.join(TOOLS, "s3s-fs", "bin", "s3s-fs"), "--host", "127.0.0.1", "--port", str(port),
-               "--access-key", "test", "--secret-key", "test", root]
-    elif kind == "s3rver":
-        root = tempfile.mkdtemp(prefix="ac-s3rver-")
-        cleanup = root
-        cmd = [os.environ.get("S3RVER", os.path.join(TOOLS, "s3rver", "node_modules", ".bin", "s3rver")),
-               "--address", "127.0.0.1", "--port", str(port), "--directory", root, "--silent"]
     elif kind == "mosquitto":
         conf = os.path.join(tempfile.mkdtemp(prefix="ac-mosq-"), "mosquitto.conf")
         with open(conf, "w") as f:
@@ -87,9 +72,6 @@ def main():
             proc.wait(timeout=5)
         except Exception:
             os.killpg(proc.pid, signal.SIGKILL)
-        if cleanup:
-            import shutil
-            shutil.rmtree(cleanup, ignore_errors=True)
 
 
 if __name__ == "__main__":
