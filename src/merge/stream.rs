@@ -427,7 +427,6 @@ mod tests {
     use super::super::tests::{row, uuid_n, with_int_column};
     use super::super::{MergeInput, Merger, conform, decode};
     use super::*;
-    use arrow::datatypes::DataType;
 
     /// A tiny deterministic generator (xorshift64*) for test scenarios.
     struct Rng(u64);
