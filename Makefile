@@ -45,7 +45,7 @@ demo: tools ## Compact a generated archive on a local S3 server and show before/
 # `make bench BENCH_ARGS="--sizes 1000 --latency-ms 20"`: see bench/bench.py for every option.
 BENCH_ARGS ?=
 
-bench: tools bench-tools ## Benchmark (not part of `make test`): job vs sequential baseline vs DuckDB vs I/O floor, N = 1k, 10k, 50k files (~15 min).
+bench: tools bench-tools ## Benchmark (not part of `make test`): job vs sequential baseline vs DuckDB vs I/O floor, N = 1k, 10k, 50k files (~20 min).
 	$(CARGO) build --release --bin archive-compaction --example bench-tool
 	$(TOOLS_DIR)/py/bin/python bench/bench.py $(BENCH_ARGS)
 
