@@ -21,12 +21,8 @@
 //! `commit::after-verify`, `commit::before-delete-batch`, `commit::between-delete-batches`,
 //! `commit::after-deletes`, `commit::before-manifest-delete`.
 
-use std::collections::HashMap;
-
-use base64::Engine;
 use bytes::Bytes;
 use chrono::{DateTime, NaiveDate, Utc};
-use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
@@ -291,10 +287,7 @@ pub struct Prepared {
     pub extra_columns: Vec<String>,
 }
 
-/// SHA-256 of `bytes`, base64 (S3's `x-amz-checksum-sha256` encoding).
-pub fn sha256_b64(bytes: &[u8]) -> String {
-    base64::engine::general_purpose::STANDARD.encode(Sha256::digest(bytes))
-}
+pub use crate::storage::sha256_b64;
 
 /// Phase 2: checksums the output [`read_inputs`] encoded (no file at all
 /// when there are no rows) and builds the manifest.
@@ -458,12 +451,7 @@ pub async fn delete_inputs(
     fence: &mut Fence<'_>,
     manifest: &Manifest,
 ) -> Result<DeleteOutcome> {
-    let listed: HashMap<String, String> = store
-        .list(&index_prefix(manifest.date))
-        .await?
-        .into_iter()
-        .map(|o| (o.key, o.etag))
-        .collect();
+    let listed = store.list_etags(&index_prefix(manifest.date)).await?;
     let mut outcome = DeleteOutcome::default();
     let mut to_delete = Vec::new();
     for input in &manifest.inputs {

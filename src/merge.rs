@@ -321,6 +321,29 @@ pub const COALESCE_ROWS: usize = 4096;
 /// Rows per batch handed to the Parquet writer by [`MergedRows::encode`].
 pub const WRITE_BATCH_ROWS: usize = 8192;
 
+/// `b` in the union `schema` (the target columns, then every extra column
+/// seen so far), matched by name: a column of another type is cast to the
+/// type the extra column had where it was first seen, a missing one is all
+/// nulls. Shared by [`Merger`] and [`StreamMerger`].
+///
+/// Errors: an extra column whose values cannot be cast (the message names it).
+fn to_union_schema(b: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, String> {
+    if b.schema() == *schema {
+        return Ok(b.clone());
+    }
+    let cols = schema
+        .fields()
+        .iter()
+        .map(|f| match b.schema().index_of(f.name()) {
+            Ok(ix) if b.column(ix).data_type() == f.data_type() => Ok(b.column(ix).clone()),
+            Ok(ix) => cast(b.column(ix), f.data_type())
+                .map_err(|e| format!("extra column {}: {e}", f.name())),
+            Err(_) => Ok(new_null_array(f.data_type(), b.num_rows())),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    RecordBatch::try_new(schema.clone(), cols).map_err(|e| e.to_string())
+}
+
 /// Which input wins between two rows of one flight: per-flight over
 /// compacted, then the later LastModified; at equal rank the later input.
 type Rank = (u8, DateTime<Utc>);
@@ -414,18 +437,7 @@ impl Merger {
             self.schema = Arc::new(Schema::new(self.fields.clone()));
             self.coalescer = BatchCoalescer::new(self.schema.clone(), COALESCE_ROWS);
         }
-        let cols = self
-            .schema
-            .fields()
-            .iter()
-            .map(|f| match b.schema().index_of(f.name()) {
-                Ok(ix) if b.column(ix).data_type() == f.data_type() => Ok(b.column(ix).clone()),
-                Ok(ix) => cast(b.column(ix), f.data_type())
-                    .map_err(|e| format!("extra column {}: {e}", f.name())),
-                Err(_) => Ok(new_null_array(f.data_type(), b.num_rows())),
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let batch = RecordBatch::try_new(self.schema.clone(), cols).map_err(|e| e.to_string())?;
+        let batch = to_union_schema(&b, &self.schema)?;
 
         // Dedup: remember the winning row number of each flight.
         let r = rank(input.source, input.last_modified);
@@ -481,17 +493,8 @@ impl Merger {
         // Chunks made before an extra column appeared lack it: pad with nulls.
         let chunks = self
             .chunks
-            .into_iter()
-            .map(|c| {
-                if c.num_columns() == self.schema.fields().len() {
-                    return Ok(c);
-                }
-                let mut cols = c.columns().to_vec();
-                for f in self.schema.fields().iter().skip(cols.len()) {
-                    cols.push(new_null_array(f.data_type(), c.num_rows()));
-                }
-                RecordBatch::try_new(self.schema.clone(), cols).map_err(|e| e.to_string())
-            })
+            .iter()
+            .map(|c| to_union_schema(c, &self.schema))
             .collect::<Result<Vec<_>, String>>()?;
         let mut starts = Vec::with_capacity(chunks.len());
         let mut n = 0;

@@ -20,7 +20,7 @@
 //! Failpoints (feature `failpoints`): `recovery::before-output-delete`,
 //! `recovery::after-input-deletes`, plus those of the commit phases reused here.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 use chrono::NaiveDate;
 
@@ -179,12 +179,7 @@ pub async fn assess(store: &S3Store) -> Result<Recovery> {
                 OutputCheck::Verified => {}
             }
         }
-        let listed: HashMap<String, String> = store
-            .list(&index_prefix(manifest.date))
-            .await?
-            .into_iter()
-            .map(|o| (o.key, o.etag))
-            .collect();
+        let listed = store.list_etags(&index_prefix(manifest.date)).await?;
         let (mut to_delete, mut newer, mut gone) = (0, 0, 0);
         for i in &manifest.inputs {
             match listed.get(&i.key) {

@@ -151,6 +151,13 @@ impl DeleteFailure {
     }
 }
 
+/// SHA-256 of `bytes`, base64 (S3's `x-amz-checksum-sha256` encoding).
+pub fn sha256_b64(bytes: &[u8]) -> String {
+    use base64::Engine;
+    use sha2::Digest;
+    base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(bytes))
+}
+
 /// Strips the quotes S3 puts around ETags, for comparisons.
 pub fn etag_eq(a: &str, b: &str) -> bool {
     a.trim_matches('"') == b.trim_matches('"')
@@ -265,6 +272,19 @@ impl S3Store {
             message,
             transient,
         }
+    }
+
+    /// The ETag of every object under `prefix`, by key (one [`S3Store::list`]).
+    pub async fn list_etags(
+        &self,
+        prefix: &str,
+    ) -> Result<std::collections::HashMap<String, String>> {
+        Ok(self
+            .list(prefix)
+            .await?
+            .into_iter()
+            .map(|o| (o.key, o.etag))
+            .collect())
     }
 
     /// Every object under `prefix` (ListObjectsV2, paginated, 1,000 keys a page),
@@ -487,7 +507,7 @@ impl S3Store {
                 let part = body.slice(r);
                 let number = i as i32 + 1;
                 async move {
-                    let sum = crate::commit::sha256_b64(&part);
+                    let sum = sha256_b64(&part);
                     let out = self
                         .client
                         .upload_part()

@@ -24,9 +24,9 @@
 //! again with [`Merger`](super::Merger), which holds the rows and handles every case.
 
 use super::{
-    Arc, Array, ArrayRef, ArrowWriter, AsArray, BatchCoalescer, Bytes, DateTime, Decoded, Field,
-    Rank, RecordBatch, Schema, SchemaRef, Source, Utc, Uuid, WRITE_BATCH_ROWS, cast, flight_uuid,
-    new_null_array, props, rank, target_schema,
+    Arc, Array, ArrowWriter, AsArray, BatchCoalescer, Bytes, DateTime, Decoded, Field, Rank,
+    RecordBatch, Schema, SchemaRef, Source, Utc, Uuid, WRITE_BATCH_ROWS, flight_uuid, props, rank,
+    target_schema, to_union_schema,
 };
 
 /// Why [`StreamMerger`] stopped.
@@ -373,21 +373,7 @@ impl StreamMerger {
     /// column's type differs from its first-seen type), nulls for the
     /// columns it lacks.
     fn pad(&self, b: &RecordBatch) -> Result<RecordBatch, StreamError> {
-        if b.schema() == self.schema {
-            return Ok(b.clone());
-        }
-        let cols = self
-            .schema
-            .fields()
-            .iter()
-            .map(|f| match b.schema().index_of(f.name()) {
-                Ok(ix) if b.column(ix).data_type() == f.data_type() => Ok(b.column(ix).clone()),
-                Ok(ix) => cast(b.column(ix), f.data_type())
-                    .map_err(|e| failed(format!("extra column {}: {e}", f.name()))),
-                Err(_) => Ok(new_null_array(f.data_type(), b.num_rows())),
-            })
-            .collect::<Result<Vec<ArrayRef>, _>>()?;
-        RecordBatch::try_new(self.schema.clone(), cols).map_err(failed)
+        to_union_schema(b, &self.schema).map_err(StreamError::Failed)
     }
 
     fn emit(&mut self, b: &RecordBatch) -> Result<(), StreamError> {
