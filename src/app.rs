@@ -93,6 +93,36 @@ pub struct InvokeEvent {
     /// Compact only this date (`YYYY-MM-DD`).
     #[serde(default)]
     pub date: Option<NaiveDate>,
+    /// First date of a repair range (`YYYY-MM-DD`, with `to`; see
+    /// [`RunOptions::repair`]).
+    #[serde(default)]
+    pub from: Option<NaiveDate>,
+    /// Last date of a repair range (`YYYY-MM-DD`, with `from`), included.
+    #[serde(default)]
+    pub to: Option<NaiveDate>,
+}
+
+impl InvokeEvent {
+    /// Checks the fields that only make sense together.
+    ///
+    /// Errors: a message naming the fields: `from` without `to` (or the
+    /// reverse), `date` together with `from`/`to`, `from` after `to`, a range
+    /// longer than [`crate::run::MAX_REPAIR_DAYS`].
+    pub fn validate(&self) -> Result<(), String> {
+        match (self.from, self.to) {
+            (None, None) => Ok(()),
+            (Some(_), None) | (None, Some(_)) => Err(
+                "a repair range needs both \"from\" and \"to\" (YYYY-MM-DD, both included)".into(),
+            ),
+            (Some(_), Some(_)) if self.date.is_some() => Err(
+                "\"date\" and \"from\"/\"to\" exclude each other: give one date or one range"
+                    .into(),
+            ),
+            (Some(f), Some(t)) => crate::run::repair_dates(f, t)
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+        }
+    }
 }
 
 /// The Lambda error for a Mismatch or Failure run: its type names the
@@ -126,6 +156,7 @@ pub fn options_from_event(
         deadline,
         dry_run: event.dry_run,
         only_date: event.date,
+        repair: event.from.zip(event.to),
     }
 }
 
@@ -136,7 +167,10 @@ pub async fn handle(
     event: LambdaEvent<serde_json::Value>,
 ) -> Result<RunReport, RunError> {
     let (payload, ctx) = event.into_parts();
-    let parsed: InvokeEvent = match serde_json::from_value(payload) {
+    let parsed: InvokeEvent = match serde_json::from_value(payload)
+        .map_err(|e| format!("event is not an EventBridge event or a test event: {e}"))
+        .and_then(|e: InvokeEvent| e.validate().map(|()| e))
+    {
         Ok(e) => e,
         Err(e) => {
             let mut r = RunReport {
@@ -144,9 +178,7 @@ pub async fn handle(
                 bucket: deps.config.bucket.clone(),
                 ..Default::default()
             };
-            r.fail(format!(
-                "event is not an EventBridge event or a test event: {e}"
-            ));
+            r.fail(e);
             // A Failure like any other: reported too.
             crate::reporting::publish(deps, &mut r).await;
             return Err(RunError(r));
@@ -169,5 +201,45 @@ pub async fn handle(
     match report.last_run_status {
         Status::Success => Ok(report),
         _ => Err(RunError(report)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(v: serde_json::Value) -> InvokeEvent {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn repair_range_fields_are_checked_together() {
+        let ok = event(serde_json::json!({"from": "2024-01-01", "to": "2024-01-31"}));
+        assert_eq!(ok.validate(), Ok(()));
+        let opts = options_from_event(&ok, "req", None);
+        assert_eq!(
+            opts.repair.map(|(f, t)| (f.to_string(), t.to_string())),
+            Some(("2024-01-01".into(), "2024-01-31".into()))
+        );
+        for (v, needle) in [
+            (serde_json::json!({"from": "2024-01-01"}), "needs both"),
+            (serde_json::json!({"to": "2024-01-01"}), "needs both"),
+            (
+                serde_json::json!({"from": "2024-01-01", "to": "2024-01-02", "date": "2024-01-01"}),
+                "exclude each other",
+            ),
+            (
+                serde_json::json!({"from": "2024-02-01", "to": "2024-01-01"}),
+                "is after to",
+            ),
+            (
+                serde_json::json!({"from": "2000-01-01", "to": "2024-01-01"}),
+                "at most 3660",
+            ),
+        ] {
+            let err = event(v.clone()).validate().unwrap_err();
+            assert!(err.contains(needle), "{v}: {err}");
+        }
+        assert_eq!(event(serde_json::json!({})).validate(), Ok(()));
     }
 }

@@ -21,6 +21,8 @@
 //! `commit::after-verify`, `commit::before-delete-batch`, `commit::between-delete-batches`,
 //! `commit::after-deletes`, `commit::before-manifest-delete`.
 
+use std::collections::HashMap;
+
 use bytes::Bytes;
 use chrono::{DateTime, NaiveDate, Utc};
 use uuid::Uuid;
@@ -97,13 +99,13 @@ impl Sink {
         decoded: Decoded,
     ) -> std::result::Result<(), StreamError> {
         match self {
-            Sink::Stream(s) => match input.flight {
+            Sink::Stream(s) => match input.flight() {
                 Some(flight) => s.push_per_flight(&input.meta.key, flight, decoded),
-                None => s.push_compacted(&input.meta.key, input.meta.last_modified, decoded),
+                None => s.push_multi_row(&input.meta.key, input.meta.last_modified, decoded),
             },
             Sink::Held(m, _) => m
                 .push(MergeInput {
-                    source: source_of(input),
+                    source: input.source,
                     last_modified: input.meta.last_modified,
                     decoded,
                 })
@@ -130,23 +132,23 @@ impl Sink {
     }
 }
 
-fn source_of(input: &PlannedInput) -> Source {
-    input
-        .flight
-        .map(Source::PerFlight)
-        .unwrap_or(Source::Compacted)
-}
+/// Bodies already read this run (by the parity gate: the multi-row inputs
+/// whose rows it counted), by key. [`read_inputs`] takes an input's body
+/// from here instead of a second GET of the same version.
+pub type Prefetched = HashMap<String, Fetched>;
 
 /// Phase 1: reads every input, at most `concurrency` GETs at once (in order:
-/// the next bodies arrive while one is decoded), decodes each body as it
+/// the next bodies arrive while one is decoded; an input in `prefetched` is
+/// taken from there, with the ETag it was read with, and costs no GET),
+/// decodes each body as it
 /// arrives and merges it into the output, which is encoded as it grows
 /// (row groups of `row_group_rows` rows). An input that vanished since the
 /// listing is dropped; one that cannot be decoded is skipped (left in
 /// place, reported).
 ///
-/// The day is first merged as a stream ([`StreamMerger`]: compacted inputs
+/// The day is first merged as a stream ([`StreamMerger`]: multi-row inputs
 /// first, as sorted runs, then the per-flight files in key order), so memory
-/// stays bounded by the reads in flight, the compacted runs, one row group
+/// stays bounded by the reads in flight, the multi-row runs, one row group
 /// and the encoded output, whatever the number of files. When an input is
 /// irregular (see [`crate::merge::stream`]), the streamed pass stops, is
 /// logged, and the day is read again and merged in memory ([`Merger`]:
@@ -160,14 +162,17 @@ pub async fn read_inputs(
     inputs: &[PlannedInput],
     concurrency: usize,
     row_group_rows: usize,
+    prefetched: &Prefetched,
 ) -> Result<ReadInputs> {
     let stream_order: Vec<&PlannedInput> = inputs
         .iter()
-        .filter(|i| i.flight.is_none())
-        .chain(inputs.iter().filter(|i| i.flight.is_some()))
+        .filter(|i| i.flight().is_none())
+        .chain(inputs.iter().filter(|i| i.flight().is_some()))
         .collect();
     let sink = Sink::Stream(StreamMerger::new(row_group_rows));
-    let first_bytes = match read_pass(store, date, &stream_order, concurrency, sink).await? {
+    let first_bytes = match read_pass(store, date, &stream_order, concurrency, sink, prefetched)
+        .await?
+    {
         Pass::Done(mut out) => {
             out.streamed = true;
             return Ok(out);
@@ -180,7 +185,7 @@ pub async fn read_inputs(
     };
     let all: Vec<&PlannedInput> = inputs.iter().collect();
     let sink = Sink::Held(Merger::new(), row_group_rows);
-    match read_pass(store, date, &all, concurrency, sink).await? {
+    match read_pass(store, date, &all, concurrency, sink, prefetched).await? {
         Pass::Done(mut out) => {
             out.bytes_read += first_bytes;
             Ok(out)
@@ -200,6 +205,7 @@ async fn read_pass(
     inputs: &[&PlannedInput],
     concurrency: usize,
     mut sink: Sink,
+    prefetched: &Prefetched,
 ) -> Result<Pass> {
     use futures::StreamExt;
     let mut out = ReadInputs::default();
@@ -212,7 +218,7 @@ async fn read_pass(
     // `Send` is not general enough", rust-lang/rust#102211).
     let mut fetched: futures::stream::BoxStream<'_, _> =
         futures::stream::iter(inputs.iter().copied())
-            .map(move |i| fetch(store, i))
+            .map(move |i| fetch(store, i, prefetched))
             .buffered(concurrency.max(1))
             .boxed();
     while let Some((input, res)) = fetched.next().await {
@@ -225,7 +231,7 @@ async fn read_pass(
         match merge::decode(f.body) {
             Ok(decoded) => {
                 out.merge_inputs.push(DecodedInput {
-                    source: source_of(input),
+                    source: input.source,
                     last_modified: input.meta.last_modified,
                     rows: decoded.batch.num_rows(),
                 });
@@ -268,7 +274,11 @@ async fn read_pass(
 async fn fetch<'a>(
     store: &S3Store,
     input: &'a PlannedInput,
+    prefetched: &Prefetched,
 ) -> (&'a PlannedInput, Result<Option<Fetched>>) {
+    if let Some(f) = prefetched.get(&input.meta.key) {
+        return (input, Ok(Some(f.clone())));
+    }
     (input, store.get_opt(&input.meta.key).await)
 }
 

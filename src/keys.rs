@@ -1,15 +1,18 @@
 //! Bucket layout: how keys are built and classified.
 //!
 //! Pure functions over key strings, no I/O. The layout is the archive
-//! writer's (see DESIGN.md, "Bucket layout"):
+//! writer's (docs/ARCHITECTURE.md, "Bucket layout"):
 //!
 //! ```text
 //! flights/{YYYY}/{MM}/{DD}/{icao_hex}_{ident}_{uuid}.json.gz
 //! flights/{YYYY}/{MM}/{DD}/{uuid}.json.gz
-//! index/year={YYYY}/month={MM}/day={DD}/{uuid}.parquet
-//! index/year={YYYY}/month={MM}/day={DD}/compacted-{id}.parquet
+//! index/year={YYYY}/month={MM}/day={DD}/{uuid}.parquet         per-flight file
+//! index/year={YYYY}/month={MM}/day={DD}/compacted-{id}.parquet compacted file
+//! index/year={YYYY}/month={MM}/day={DD}/{any name}.parquet     other multi-row file
 //! _compaction_state/...
 //! ```
+//!
+//! [`IndexKey`] says which objects of a partition are index inputs.
 //!
 //! ```
 //! use archive_compaction::keys::{classify_index_key, IndexKey, flight_uuid};
@@ -80,22 +83,40 @@ pub fn manifest_date(key: &str) -> Option<NaiveDate> {
 }
 
 /// What an object under an index partition is.
+///
+/// Every `.parquet` object directly in a `day=` partition whose name does not
+/// start with `_` or `.` is an *index input* (one of the first three kinds):
+/// the Python job merged every non-`compacted-` object of a partition, and
+/// backfills (the archive's legacy migration) and exports put multi-row files
+/// under any name. Zero-byte objects are foreign whatever their name; that
+/// needs the size, so [`crate::plan::classify_partition`] decides it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IndexKey {
     /// `{uuid}.parquet`: one flight's index row, written by the archive writer.
     PerFlight(Uuid),
-    /// `compacted-*.parquet`: an output of this job.
+    /// `compacted-*.parquet`: an output of this job or of the Python job.
     Compacted,
+    /// Any other `.parquet` name (`legacy-migration.parquet`, exports): a
+    /// multi-row index file, read, merged and retired like a compacted one.
+    MultiRow,
     /// Anything else (`_SUCCESS`, `*.json`, directory markers, `.hidden`,
-    /// nested prefixes): never read, merged, deleted or counted.
+    /// nested prefixes): never read, merged, deleted or counted as a row.
     Foreign(&'static str),
+}
+
+impl IndexKey {
+    /// Whether this is an index input (not [`IndexKey::Foreign`]).
+    pub fn is_input(&self) -> bool {
+        !matches!(self, IndexKey::Foreign(_))
+    }
 }
 
 /// Classifies a key found under an index partition prefix.
 ///
 /// Only the last path segment counts, and only if it sits directly in a
 /// `day=DD/` partition; zero-byte objects are handled by the caller (they are
-/// foreign whatever their name).
+/// foreign whatever their name). A per-flight name is a lowercase or
+/// uppercase hyphenated uuid (36 characters) and `.parquet`.
 pub fn classify_index_key(key: &str) -> IndexKey {
     if key.ends_with('/') {
         return IndexKey::Foreign("directory marker");
@@ -116,13 +137,25 @@ pub fn classify_index_key(key: &str) -> IndexKey {
     let Some(stem) = name.strip_suffix(".parquet") else {
         return IndexKey::Foreign("not a .parquet file");
     };
+    if stem.is_empty() {
+        return IndexKey::Foreign("no name before .parquet");
+    }
     if stem.starts_with(COMPACTED_PREFIX) {
         return IndexKey::Compacted;
     }
     match Uuid::parse_str(stem) {
         Ok(u) if stem.len() == 36 => IndexKey::PerFlight(u),
-        _ => IndexKey::Foreign("not named {uuid}.parquet"),
+        _ => IndexKey::MultiRow,
     }
+}
+
+/// Whether `key` is an index input of the partition of `date`: directly in
+/// `index/year=YYYY/month=MM/day=DD/` of that date and not foreign by its
+/// name (see [`IndexKey`]).
+pub fn is_index_input_of(key: &str, date: NaiveDate) -> bool {
+    key.strip_prefix(&index_prefix(date))
+        .is_some_and(|name| !name.contains('/'))
+        && classify_index_key(key).is_input()
 }
 
 /// The flight uuid of a flight object key or of an `s3_key` value.
@@ -181,12 +214,25 @@ mod tests {
             classify_index_key(&format!("{p}compacted-{U}.parquet")),
             IndexKey::Compacted
         );
+        for multi in [
+            "abc.parquet",
+            "legacy-migration.parquet",
+            "legacy export+2022 (1) ~é.parquet",
+            "019f7d73-f820-702f-b905-8c81d0944996-v2.parquet",
+        ] {
+            assert_eq!(
+                classify_index_key(&format!("{p}{multi}")),
+                IndexKey::MultiRow,
+                "{multi}"
+            );
+        }
         for foreign in [
             "_SUCCESS",
             "x.json",
             ".tmp.parquet",
             "_x.parquet",
-            "abc.parquet",
+            ".parquet",
+            "x.parquet.tmp",
             "",
         ] {
             assert!(
@@ -198,6 +244,15 @@ mod tests {
             );
         }
         assert!(matches!(classify_index_key(p), IndexKey::Foreign(_)));
+        let d = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        assert!(is_index_input_of(&format!("{p}x.parquet"), d));
+        assert!(!is_index_input_of(&format!("{p}x.json"), d));
+        assert!(!is_index_input_of(&format!("{p}sub/x.parquet"), d));
+        assert!(!is_index_input_of(
+            "index/year=2026/month=07/day=21/x.parquet",
+            d
+        ));
+        assert!(!is_index_input_of(WATERMARK_KEY, d));
         assert!(matches!(
             classify_index_key(&format!("{p}sub/{U}.parquet")),
             IndexKey::Foreign(_)

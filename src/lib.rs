@@ -1,7 +1,8 @@
 //! archive-compaction: compacts a flight archive's per-flight Parquet index
 //! files in S3 into one `compacted-*.parquet` per day, crash-safely.
 //!
-//! Read `DESIGN.md` (shared) for the contract. The crate is layered:
+//! `docs/ARCHITECTURE.md` is the contract (bucket layout, one invocation,
+//! commit protocol, recovery table, state formats). The crate is layered:
 //!
 //! - [`config`]: typed settings from environment variables.
 //! - [`keys`]: bucket layout, pure.

@@ -71,8 +71,22 @@ enum Command {
         /// says (after it or before it: stragglers), through the same lease,
         /// recovery, parity gate and manifest protocol. The watermark is
         /// never moved, not even by a date right after it.
-        #[arg(long, value_parser = |s: &str| parse_date("--date", s).map_err(|e| e.to_string()))]
+        #[arg(long, conflicts_with_all = ["from", "to"], value_parser = |s: &str| parse_date("--date", s).map_err(|e| e.to_string()))]
         date: Option<chrono::NaiveDate>,
+        /// Repair a range of dates, from this one (YYYY-MM-DD, with --to):
+        /// every date from --from to --to (both included) that holds more
+        /// than one compacted file, or any per-flight or other multi-row
+        /// index file, is folded into one compacted file through the same
+        /// lease, recovery, parity gate and manifest protocol (the Python
+        /// job's duplicates, legacy-migration days). Never moves the
+        /// watermark; a date that mismatches is reported and the range goes
+        /// on (exit 2 at the end). Stops starting dates near the deadline
+        /// (`resume_date` in the report); the same command again continues.
+        #[arg(long, requires = "to", value_parser = |s: &str| parse_date("--from", s).map_err(|e| e.to_string()))]
+        from: Option<chrono::NaiveDate>,
+        /// Last date of a repair range (YYYY-MM-DD, with --from), included.
+        #[arg(long, requires = "from", value_parser = |s: &str| parse_date("--to", s).map_err(|e| e.to_string()))]
+        to: Option<chrono::NaiveDate>,
         /// An id equal across retries of the same scheduled run (counts a
         /// mismatch once).
         #[arg(long)]
@@ -218,6 +232,8 @@ fn main() -> ExitCode {
                         max_duration,
                         dry_run,
                         date,
+                        from,
+                        to,
                         event_id,
                     },
             }) => {
@@ -225,6 +241,7 @@ fn main() -> ExitCode {
                 opts.deadline = max_duration.map(|d| Instant::now() + d);
                 opts.dry_run = dry_run;
                 opts.only_date = date;
+                opts.repair = from.zip(to);
                 opts.event_id = event_id;
                 let report = archive_compaction::app::invoke(&deps, &opts).await;
                 println!(

@@ -10,8 +10,10 @@
 //!
 //! One row per flight: the flight is the uuid in `s3_key` (or, for a
 //! per-flight file, the uuid of its file name). Between two rows of the same
-//! flight a per-flight file beats a compacted file, and between per-flight
-//! files the later LastModified wins. Output rows are in uuid (= key) order.
+//! flight a per-flight file beats a multi-row file (compacted, or another
+//! multi-row index file such as a legacy migration's), and between two
+//! per-flight files, or two multi-row files, the later LastModified wins.
+//! Output rows are in uuid (= key) order.
 //!
 //! Two merges give the same output:
 //!
@@ -63,7 +65,8 @@ use crate::keys::flight_uuid;
 pub mod stream;
 pub use stream::{MergedOutput, StreamError, StreamMerger};
 
-/// The Glue table's columns, in order (DESIGN.md, "Bucket layout").
+/// The Glue table's columns, in order (docs/ARCHITECTURE.md, "Bucket layout";
+/// specs/index-schema.md).
 pub fn target_schema() -> SchemaRef {
     static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
     SCHEMA
@@ -251,11 +254,18 @@ fn to_micros(v: i64, unit: TimeUnit) -> Option<i64> {
     }
 }
 
-/// Where an input comes from, which decides who wins between duplicates.
+/// Where an input comes from, which decides who wins between duplicates:
+/// a per-flight file beats any multi-row file (compacted or other); between
+/// two per-flight files, and between two multi-row files, the later
+/// LastModified wins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Source {
-    /// A `compacted-*.parquet` file (loses to any per-flight file).
+    /// A `compacted-*.parquet` file, ours or the Python job's (loses to any
+    /// per-flight file).
     Compacted,
+    /// Another multi-row index file (a legacy migration's
+    /// `legacy-migration.parquet`, an export): ranked as a compacted file.
+    MultiRow,
     /// A per-flight `{uuid}.parquet` file named after this flight.
     PerFlight(Uuid),
 }
@@ -350,7 +360,7 @@ type Rank = (u8, DateTime<Utc>);
 
 fn rank(source: Source, last_modified: DateTime<Utc>) -> Rank {
     match source {
-        Source::Compacted => (0, last_modified),
+        Source::Compacted | Source::MultiRow => (0, last_modified),
         Source::PerFlight(_) => (1, last_modified),
     }
 }
@@ -644,7 +654,8 @@ pub fn encode(
     Ok(buf)
 }
 
-/// The flight uuids in a compacted file's `s3_key` column (reads only that column).
+/// The flight uuids in a multi-row index file's `s3_key` column (reads only
+/// that column): the rows the parity gate counts.
 ///
 /// Errors: [`Unmergeable`] when the bytes are not Parquet or have no `s3_key`.
 pub fn flight_uuids_in(bytes: Bytes) -> Result<Vec<Uuid>, Unmergeable> {

@@ -2,7 +2,8 @@
 //!
 //! - [`cutoff`] and [`walk_start`]: which dates a run walks.
 //! - [`classify_partition`]: sorts an index partition listing into per-flight
-//!   files, compacted files and foreign objects.
+//!   files, compacted files, other multi-row index files and foreign objects
+//!   (the kinds of [`IndexKey`]).
 //! - [`missing_flights`]: the parity gate.
 //! - [`plan_day`]: the [`DayPlan`] for one date, with its reason.
 //!
@@ -21,6 +22,7 @@ use chrono::{DateTime, Days, NaiveDate, Utc};
 use uuid::Uuid;
 
 use crate::keys::{IndexKey, classify_index_key, flight_uuid};
+use crate::merge::Source;
 use crate::storage::ObjectMeta;
 
 /// Cutoff date: the UTC date of `now` minus `lag_days` days.
@@ -49,6 +51,8 @@ pub struct PartitionListing {
     pub per_flight: Vec<(Uuid, ObjectMeta)>,
     /// `compacted-*.parquet` files, in key order.
     pub compacted: Vec<ObjectMeta>,
+    /// Other multi-row index files (any other `.parquet` name), in key order.
+    pub multi_row: Vec<ObjectMeta>,
     /// Everything else, with why it is foreign. Never touched.
     pub foreign: Vec<(ObjectMeta, &'static str)>,
 }
@@ -58,10 +62,26 @@ impl PartitionListing {
     pub fn per_flight_uuids(&self) -> BTreeSet<Uuid> {
         self.per_flight.iter().map(|(u, _)| *u).collect()
     }
+
+    /// The multi-row inputs (compacted files, then other multi-row files),
+    /// with their [`Source`]: the files whose rows, not names, say which
+    /// flights they index.
+    pub fn multi_row_inputs(&self) -> impl Iterator<Item = (&ObjectMeta, Source)> {
+        (self.compacted.iter().map(|m| (m, Source::Compacted)))
+            .chain(self.multi_row.iter().map(|m| (m, Source::MultiRow)))
+    }
+
+    /// Every index input (per-flight, compacted, other multi-row).
+    pub fn inputs(&self) -> impl Iterator<Item = &ObjectMeta> {
+        (self.per_flight.iter().map(|(_, m)| m))
+            .chain(&self.compacted)
+            .chain(&self.multi_row)
+    }
 }
 
-/// Sorts the objects of one index partition. Zero-byte objects are foreign
-/// whatever their name (directory markers, failed uploads).
+/// Sorts the objects of one index partition by [`IndexKey`]. Zero-byte
+/// objects are foreign whatever their name (directory markers, failed
+/// uploads: an empty body is no Parquet file).
 pub fn classify_partition(objects: Vec<ObjectMeta>) -> PartitionListing {
     let mut out = PartitionListing::default();
     for o in objects {
@@ -72,6 +92,7 @@ pub fn classify_partition(objects: Vec<ObjectMeta>) -> PartitionListing {
         match classify_index_key(&o.key) {
             IndexKey::PerFlight(u) => out.per_flight.push((u, o)),
             IndexKey::Compacted => out.compacted.push(o),
+            IndexKey::MultiRow => out.multi_row.push(o),
             IndexKey::Foreign(why) => out.foreign.push((o, why)),
         }
     }
@@ -95,8 +116,20 @@ pub fn missing_flights(flights: &BTreeSet<Uuid>, indexed: &BTreeSet<Uuid>) -> Ve
 pub struct PlannedInput {
     /// The object as listed.
     pub meta: ObjectMeta,
-    /// `Some(uuid)` for a per-flight file, `None` for a compacted file being folded in.
-    pub flight: Option<Uuid>,
+    /// Its kind: a per-flight file (with its flight), a compacted file or
+    /// another multi-row index file, which decides who wins between
+    /// duplicates ([`crate::merge`]).
+    pub source: Source,
+}
+
+impl PlannedInput {
+    /// The flight of a per-flight file; `None` for a multi-row input.
+    pub fn flight(&self) -> Option<Uuid> {
+        match self.source {
+            Source::PerFlight(u) => Some(u),
+            Source::Compacted | Source::MultiRow => None,
+        }
+    }
 }
 
 /// What to do with one date.
@@ -104,7 +137,8 @@ pub struct PlannedInput {
 pub enum DayAction {
     /// Merge these inputs into one new compacted file and retire them.
     Compact {
-        /// Inputs in key order (compacted files first, then per-flight files).
+        /// Inputs: compacted files, then other multi-row files, then
+        /// per-flight files, each kind in key order.
         inputs: Vec<PlannedInput>,
     },
     /// Nothing to write; the watermark may move past the date.
@@ -142,43 +176,64 @@ impl fmt::Display for DayPlan {
 /// Plans one date from its sorted listing. `claimed` are keys a live
 /// manifest holds; they are never inputs.
 ///
-/// Rules: per-flight files are merged; if the partition already has
-/// compacted files, they are folded into the new one (one compacted file per
-/// day, duplicates resolved by the merge); two or more compacted files and no
-/// per-flight file are merged too; otherwise there is nothing to do.
+/// Rules: per-flight files and other multi-row files (a legacy migration's
+/// `legacy-migration.parquet`, exports) are merged; if the partition already
+/// has compacted files, they are folded into the new one (one compacted file
+/// per day, duplicates resolved by the merge); two or more compacted files and
+/// nothing else are merged too; a day that is already one compacted file, or
+/// has no index input at all, has nothing to do.
 pub fn plan_day(date: NaiveDate, listing: &PartitionListing, claimed: &HashSet<String>) -> DayPlan {
+    let free = |m: &&ObjectMeta| !claimed.contains(&m.key);
+    let compacted: Vec<PlannedInput> = (listing.compacted.iter().filter(free))
+        .map(|m| PlannedInput {
+            meta: m.clone(),
+            source: Source::Compacted,
+        })
+        .collect();
+    let multi_row: Vec<PlannedInput> = (listing.multi_row.iter().filter(free))
+        .map(|m| PlannedInput {
+            meta: m.clone(),
+            source: Source::MultiRow,
+        })
+        .collect();
     let per_flight: Vec<PlannedInput> = listing
         .per_flight
         .iter()
         .filter(|(_, m)| !claimed.contains(&m.key))
         .map(|(u, m)| PlannedInput {
             meta: m.clone(),
-            flight: Some(*u),
+            source: Source::PerFlight(*u),
         })
         .collect();
-    let claimed_n = listing.per_flight.len() - per_flight.len();
-    let compacted: Vec<PlannedInput> = listing
-        .compacted
-        .iter()
-        .filter(|m| !claimed.contains(&m.key))
-        .map(|m| PlannedInput {
-            meta: m.clone(),
-            flight: None,
-        })
-        .collect();
-    let (action, reason) = if per_flight.is_empty() && compacted.len() < 2 {
-        let why = match compacted.len() {
-            0 => "no per-flight index files".to_string(),
-            _ => "already one compacted file and no per-flight files".to_string(),
+    let claimed_n = listing
+        .inputs()
+        .filter(|m| claimed.contains(&m.key))
+        .count();
+    let (n, o, c) = (per_flight.len(), multi_row.len(), compacted.len());
+    let (action, reason) = if n == 0 && o == 0 && c < 2 {
+        let why = match c {
+            0 => "no index files".to_string(),
+            _ => "already one compacted file and nothing else".to_string(),
         };
         (DayAction::Skip, why)
     } else {
-        let why = match (per_flight.len(), compacted.len()) {
-            (n, 0) => format!("{n} per-flight files"),
-            (0, c) => format!("{c} compacted files to merge into one"),
-            (n, c) => format!("{n} per-flight files folded into {c} existing compacted file(s)"),
+        let mut parts = Vec::new();
+        if n > 0 {
+            parts.push(format!("{n} per-flight file(s)"));
+        }
+        if o > 0 {
+            parts.push(format!("{o} other multi-row index file(s)"));
+        }
+        let why = match (parts.is_empty(), c) {
+            (true, c) => format!("{c} compacted files to merge into one"),
+            (false, 0) => parts.join(" and "),
+            (false, c) => format!(
+                "{} folded into {c} existing compacted file(s)",
+                parts.join(" and ")
+            ),
         };
         let mut inputs = compacted;
+        inputs.extend(multi_row);
         inputs.extend(per_flight);
         (DayAction::Compact { inputs }, why)
     };
@@ -241,12 +296,16 @@ mod tests {
             meta(&format!("{P}{U1}.parquet"), 10),
             meta(&format!("{P}{U2}.parquet"), 0),
             meta(&format!("{P}compacted-x.parquet"), 10),
+            meta(&format!("{P}legacy-migration.parquet"), 10),
+            meta(&format!("{P}empty-export.parquet"), 0),
             meta(&format!("{P}_SUCCESS"), 10),
             meta(P, 0),
         ]);
         assert_eq!(l.per_flight.len(), 1);
         assert_eq!(l.compacted.len(), 1);
-        assert_eq!(l.foreign.len(), 3);
+        assert_eq!(l.multi_row.len(), 1);
+        assert_eq!(l.foreign.len(), 4);
+        assert_eq!(l.inputs().count(), 3);
     }
 
     #[test]
@@ -268,6 +327,7 @@ mod tests {
         let date = d("2026-07-20");
         let pf = |u: &str| meta(&format!("{P}{u}.parquet"), 10);
         let cf = |n: &str| meta(&format!("{P}compacted-{n}.parquet"), 10);
+        let mf = |n: &str| meta(&format!("{P}{n}.parquet"), 10);
         let none = HashSet::new();
         // (objects, claimed, expected input count or None for Skip)
         let cases: Vec<(Vec<ObjectMeta>, HashSet<String>, Option<usize>)> = vec![
@@ -278,12 +338,32 @@ mod tests {
             (vec![cf("a"), cf("b")], none.clone(), Some(2)),
             (vec![pf(U1), pf(U2)], HashSet::from([pf(U1).key]), Some(1)),
             (vec![pf(U1)], HashSet::from([pf(U1).key]), None),
+            // A legacy migration's day: one multi-row file alone is merged.
+            (vec![mf("legacy-migration")], none.clone(), Some(1)),
+            (vec![cf("a"), mf("export"), pf(U1)], none.clone(), Some(3)),
+            (
+                vec![cf("a"), mf("export")],
+                HashSet::from([mf("export").key]),
+                None,
+            ),
         ];
         for (objects, claimed, expected) in cases {
             let plan = plan_day(date, &classify_partition(objects.clone()), &claimed);
             match (&plan.action, expected) {
                 (DayAction::Skip, None) => {}
-                (DayAction::Compact { inputs }, Some(n)) => assert_eq!(inputs.len(), n, "{plan}"),
+                (DayAction::Compact { inputs }, Some(n)) => {
+                    assert_eq!(inputs.len(), n, "{plan}");
+                    // Multi-row inputs first (compacted, then others), per-flight last.
+                    let kinds: Vec<u8> = inputs
+                        .iter()
+                        .map(|i| match i.source {
+                            Source::Compacted => 0,
+                            Source::MultiRow => 1,
+                            Source::PerFlight(_) => 2,
+                        })
+                        .collect();
+                    assert!(kinds.is_sorted(), "{plan}: {kinds:?}");
+                }
                 _ => panic!("unexpected plan {plan} for {objects:?}"),
             }
             assert!(!plan.to_string().is_empty());

@@ -59,6 +59,8 @@ pub enum StopReason {
     LeaseHeld,
     /// A date is blocked by a stuck or quarantined manifest.
     BlockedByManifest,
+    /// A repair range (`--from`/`--to`) went through its last date.
+    EndOfRange,
     /// An error stopped the run.
     Error,
 }
@@ -91,7 +93,9 @@ pub enum Parity {
 pub struct DayReport {
     /// The partition date (UTC).
     pub date: NaiveDate,
-    /// What was done: `compacted`, `nothing_to_compact`, `mismatch`, `failed`, `planned` (dry run).
+    /// What was done: `compacted`, `nothing_to_compact`, `mismatch`,
+    /// `failed`, `planned` (dry run), `swept`/`sweep_planned` (straggler
+    /// sweep), `blocked` (a repair range's date held by a manifest).
     pub action: String,
     /// Why, in words.
     pub reason: String,
@@ -102,8 +106,13 @@ pub struct DayReport {
     /// Index files left out of the plan because a live manifest claims them
     /// (in a dry run: also those recovery would delete first).
     pub files_claimed: u64,
-    /// Foreign objects in the date's index partition (never touched).
+    /// Foreign objects in the date's index partition (never touched): every
+    /// object that is not an index input (not `.parquet`, hidden `_`/`.`
+    /// names, zero bytes, directory markers, nested prefixes).
     pub foreign_objects: u64,
+    /// The first [`crate::run::FOREIGN_KEYS_SHOWN`] of them by key, in key
+    /// order (`foreign_objects` is the full count).
+    pub foreign_keys: Vec<String>,
     /// Inputs left in place because they cannot be read or merged; each is
     /// in the run's `skipped_files` with the reason.
     pub files_skipped: u64,
@@ -112,6 +121,9 @@ pub struct DayReport {
     pub files_read: u64,
     /// Of `files_read`, how many were existing compacted files folded in.
     pub files_read_compacted: u64,
+    /// Of `files_read`, how many were other multi-row index files (a legacy
+    /// migration's `legacy-migration.parquet`, exports) folded in.
+    pub files_read_multi_row: u64,
     /// Input files deleted after the output was verified.
     pub files_deleted: u64,
     /// Input files that could not be deleted (see `errors`).
@@ -130,6 +142,8 @@ pub struct DayReport {
     pub bytes_written: u64,
     /// Bytes of input read (in a dry run: of the files it would merge).
     pub bytes_read: u64,
+    /// On a `mismatch`: the flights without an index row, sorted.
+    pub mismatch_uuids: Vec<String>,
     /// Wall time spent on the date, in seconds.
     pub seconds: f64,
 }
@@ -184,6 +198,10 @@ pub struct RunReport {
     pub watermark_lag_days: Option<i64>,
     /// Why the walk stopped.
     pub stop_reason: StopReason,
+    /// When the run stopped at the deadline (`stop_reason` `deadline`): the
+    /// first date it did not start. The next scheduled run (or, for a repair
+    /// range, the same event again) goes on from there.
+    pub resume_date: Option<NaiveDate>,
     /// True for `--dry-run`: nothing was written or deleted.
     pub dry_run: bool,
     /// Rows written to compacted files.

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, NaiveDate, Utc};
 use uuid::Uuid;
 
-use crate::commit::{self, Fence};
+use crate::commit::{self, Fence, Prefetched};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::keys::{INDEX_ROOT, flights_prefix, index_partition_date, index_prefix};
@@ -52,7 +52,64 @@ pub struct RunOptions {
     /// then passes that date quickly: parity from the compacted file's rows,
     /// nothing to merge). A mismatch is reported, not recorded.
     pub only_date: Option<NaiveDate>,
+    /// Repair a range of dates (`from`, `to`, both UTC and included; the
+    /// event's `from`/`to`, `--from`/`--to`): every date of the range that
+    /// holds something to fold (more than one index input, or any per-flight
+    /// or other multi-row file) is merged into one compacted file through the
+    /// same lease, recovery, parity gate and manifest protocol. The
+    /// watermark is never written. A date that is one compacted file and
+    /// nothing else costs a listing and no GET. A parity mismatch on one date
+    /// is reported and the range goes on; near the deadline no new date is
+    /// started and [`RunReport::resume_date`] says where to go on (the same
+    /// event again passes the repaired dates at the cost of a listing each).
+    pub repair: Option<(NaiveDate, NaiveDate)>,
 }
+
+/// The longest repair range one invocation accepts, in days (ten years):
+/// a typo in a year should be an error, not a ten-thousand-date walk.
+pub const MAX_REPAIR_DAYS: i64 = 3660;
+
+/// The dates of a repair range, `from` to `to` included.
+///
+/// Errors: [`Error::Config`] naming `from`/`to` when `from` is after `to` or
+/// the range is longer than [`MAX_REPAIR_DAYS`].
+pub fn repair_dates(from: NaiveDate, to: NaiveDate) -> Result<Vec<NaiveDate>> {
+    if from > to {
+        return Err(Error::Config {
+            name: "from/to".into(),
+            reason: format!("from {from} is after to {to}; give the earlier date as from"),
+        });
+    }
+    let days = (to - from).num_days() + 1;
+    if days > MAX_REPAIR_DAYS {
+        return Err(Error::Config {
+            name: "from/to".into(),
+            reason: format!(
+                "{from}..{to} is {days} days; at most {MAX_REPAIR_DAYS} per run (split the range)"
+            ),
+        });
+    }
+    Ok(from.iter_days().take_while(|d| *d <= to).collect())
+}
+
+/// How [`process_day`] treats a date.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DayMode {
+    /// The walk (and `--date`): parity gate, then the plan; a mismatch stops
+    /// the walk.
+    Walk,
+    /// The straggler sweep over already-compacted dates: no parity gate
+    /// (stragglers only add rows).
+    Sweep,
+    /// A repair range: the plan first (a date with nothing to fold costs no
+    /// GET), then the parity gate; a mismatch is reported and the range goes
+    /// on.
+    Repair,
+}
+
+/// How many foreign keys a [`DayReport`] names (`foreign_keys`); the count
+/// in `foreign_objects` is always complete.
+pub const FOREIGN_KEYS_SHOWN: usize = 20;
 
 impl RunOptions {
     /// Options for a run at `now` with a fresh invocation id.
@@ -64,6 +121,7 @@ impl RunOptions {
             deadline: None,
             dry_run: false,
             only_date: None,
+            repair: None,
         }
     }
 }
@@ -87,6 +145,13 @@ pub async fn run(store: &S3Store, config: &Config, opts: &RunOptions) -> RunRepo
         ..RunReport::default()
     };
     tracing::info!(bucket = store.bucket(), %cutoff, now = %opts.now, dry_run = opts.dry_run, invocation_id = %opts.invocation_id, "run starting");
+    if let Some(Err(e)) = opts.repair.map(|(from, to)| repair_dates(from, to)) {
+        // Bad input: a clear error before the lease, nothing touched.
+        report.stop_reason = StopReason::Error;
+        report.fail(e);
+        report.duration_seconds = started.elapsed().as_secs_f64();
+        return report;
+    }
     let mut lease = None;
     if !opts.dry_run {
         match LeaseGuard::acquire(store, &opts.invocation_id, config.lease).await {
@@ -174,6 +239,9 @@ async fn walk(
         r
     };
 
+    if let Some((from, to)) = opts.repair {
+        return repair_range(store, config, opts, report, fence, from, to, &recovery).await;
+    }
     let watermark_before = wm.watermark.last_compacted_date;
     walk_dates(store, config, opts, report, fence, &mut wm, &recovery).await?;
     if opts.only_date.is_none() {
@@ -257,7 +325,7 @@ async fn walk_dates(
             fence,
             date,
             &recovery.claimed,
-            false,
+            DayMode::Walk,
         )
         .await;
         slowest = slowest.max(t0.elapsed());
@@ -341,7 +409,7 @@ async fn sweep(
             fence,
             date,
             &recovery.claimed,
-            true,
+            DayMode::Sweep,
         )
         .await?;
         if let DayOutcome::Done(mut day) = outcome
@@ -352,10 +420,96 @@ async fn sweep(
             } else {
                 "swept".into()
             };
-            report.stragglers_folded += day.files_read.saturating_sub(day.files_read_compacted);
+            report.stragglers_folded += day
+                .files_read
+                .saturating_sub(day.files_read_compacted + day.files_read_multi_row);
             tracing::info!(%date, files = day.files_read, "stragglers folded into the compacted file");
             report.days.push(day);
         }
+    }
+    Ok(())
+}
+
+/// A repair range (see [`RunOptions::repair`]): every date from `from` to
+/// `to` through [`process_day`] in [`DayMode::Repair`]. The watermark and
+/// the mismatch bookkeeping are not written; the report's status is
+/// Mismatch when any date mismatched (its `mismatch_*` fields name the
+/// first), Failure when a date is blocked by a manifest or an error stopped
+/// the range.
+#[allow(clippy::too_many_arguments)]
+async fn repair_range(
+    store: &S3Store,
+    config: &Config,
+    opts: &RunOptions,
+    report: &mut RunReport,
+    fence: &mut Fence<'_>,
+    from: NaiveDate,
+    to: NaiveDate,
+    recovery: &recovery::Recovery,
+) -> Result<()> {
+    let dates = repair_dates(from, to)?;
+    tracing::info!(%from, %to, "repairing a range of dates: folding what each holds; the watermark is not moved");
+    tracing::info!(first = %from, last = %to, count = dates.len(), "walking dates");
+    report.stop_reason = StopReason::EndOfRange;
+    let mut slowest = Duration::ZERO;
+    let mut first_mismatch: Option<(NaiveDate, Vec<Uuid>)> = None;
+    for date in dates {
+        if let Some((left, needed)) = deadline_near(opts, config.deadline_margin.max(slowest * 2)) {
+            tracing::warn!(%date, left_s = left.as_secs_f64(), needed_s = needed.as_secs_f64(),
+                "deadline near: not starting another date of the range; the same event again continues from here");
+            report.stop_reason = StopReason::Deadline;
+            report.resume_date = Some(date);
+            break;
+        }
+        if let Some(why) = recovery.blocked.get(&date) {
+            report.days.push(DayReport {
+                date,
+                action: "blocked".into(),
+                reason: why.clone(),
+                ..Default::default()
+            });
+            report.fail(format!("{date} is blocked: {why}"));
+            continue;
+        }
+        let t0 = Instant::now();
+        let outcome = process_day(
+            store,
+            config,
+            opts,
+            report,
+            fence,
+            date,
+            &recovery.claimed,
+            DayMode::Repair,
+        )
+        .await;
+        slowest = slowest.max(t0.elapsed());
+        match outcome {
+            Err(e) => {
+                report.days.push(DayReport {
+                    date,
+                    action: "failed".into(),
+                    reason: e.to_string(),
+                    seconds: t0.elapsed().as_secs_f64(),
+                    ..Default::default()
+                });
+                return Err(e);
+            }
+            Ok(DayOutcome::Mismatch(day, missing)) => {
+                tracing::warn!(%date, missing = missing.len(), "parity mismatch: date left as it is; the range goes on");
+                report.days.push(day);
+                first_mismatch.get_or_insert((date, missing));
+            }
+            Ok(DayOutcome::Done(day)) => report.days.push(day),
+        }
+    }
+    if let Some((date, missing)) = first_mismatch {
+        if report.last_run_status != Status::Failure {
+            report.last_run_status = Status::Mismatch;
+        }
+        report.mismatch_date = Some(date);
+        report.mismatch_uuid_count = missing.len() as u64;
+        report.mismatch_uuids = missing.iter().map(Uuid::to_string).collect();
     }
     Ok(())
 }
@@ -453,7 +607,7 @@ async fn process_day(
     fence: &mut Fence<'_>,
     date: NaiveDate,
     claimed: &HashSet<String>,
-    sweep: bool,
+    mode: DayMode,
 ) -> Result<DayOutcome> {
     let t0 = Instant::now();
     let mut day = DayReport {
@@ -462,7 +616,7 @@ async fn process_day(
     };
     for pass in 0..MAX_PASSES_PER_DATE {
         let (fp, ip) = (flights_prefix(date), index_prefix(date));
-        let (flights, index) = if sweep {
+        let (flights, index) = if mode == DayMode::Sweep {
             // An already-compacted date: no parity gate (stragglers only add rows).
             (Vec::new(), store.list(&ip).await?)
         } else {
@@ -473,15 +627,27 @@ async fn process_day(
         day.flights = flight_set.len() as u64;
         if pass == 0 {
             day.foreign_objects = listing.foreign.len() as u64;
-        }
-        if pass == 0 && sweep {
-            report.foreign_objects += listing.foreign.len() as u64;
-        }
-        if pass == 0 && !sweep {
+            day.foreign_keys = (listing.foreign.iter().take(FOREIGN_KEYS_SHOWN))
+                .map(|(o, _)| o.key.clone())
+                .collect();
             report.foreign_objects += listing.foreign.len() as u64;
             for (o, why) in &listing.foreign {
                 tracing::debug!(key = %o.key, reason = why, "foreign object under index/: left alone");
             }
+            if !listing.foreign.is_empty() {
+                tracing::info!(%date, count = listing.foreign.len(), first = %listing.foreign[0].0.key,
+                    "foreign objects in the partition (not index inputs): left alone");
+            }
+        }
+        let plan = plan::plan_day(date, &listing, claimed);
+        let mut prefetched = Prefetched::new();
+        let gate_needed = match mode {
+            DayMode::Walk => true,
+            DayMode::Sweep => false,
+            // Nothing to fold: the date is not touched, so no gate (no GET).
+            DayMode::Repair => matches!(plan.action, DayAction::Compact { .. }),
+        };
+        if pass == 0 && gate_needed {
             let gate = parity_gate(store, &flight_set, &listing).await?;
             for (key, u) in gate.unreadable {
                 report.skipped_files.push(SkippedFile {
@@ -489,7 +655,7 @@ async fn process_day(
                     date: Some(date),
                     column: u.column,
                     reason: format!(
-                        "compacted file unreadable for the parity check: {}",
+                        "multi-row index file unreadable for the parity check: {}",
                         u.reason
                     ),
                 });
@@ -499,15 +665,16 @@ async fn process_day(
                 day.parity = Some(Parity::Mismatch);
                 day.action = "mismatch".into();
                 day.reason = format!("{} flight(s) without an index row", missing.len());
+                day.mismatch_uuids = missing.iter().map(Uuid::to_string).collect();
                 day.seconds = t0.elapsed().as_secs_f64();
                 return Ok(DayOutcome::Mismatch(day, missing));
             }
             day.parity = Some(Parity::Passed);
+            prefetched = gate.prefetched;
         }
-        let plan = plan::plan_day(date, &listing, claimed);
         tracing::info!(pass, "{plan}");
-        day.files_claimed = (listing.per_flight.iter().map(|(_, m)| m))
-            .chain(&listing.compacted)
+        day.files_claimed = listing
+            .inputs()
             .filter(|m| claimed.contains(&m.key))
             .count() as u64;
         let DayAction::Compact { inputs } = &plan.action else {
@@ -521,13 +688,24 @@ async fn process_day(
             day.action = "planned".into();
             day.reason = plan.reason.clone();
             day.files_read = inputs.len() as u64;
-            day.files_read_compacted = inputs.iter().filter(|i| i.flight.is_none()).count() as u64;
+            day.files_read_compacted = count_source(inputs, Source::Compacted);
+            day.files_read_multi_row = count_source(inputs, Source::MultiRow);
             day.bytes_read = inputs.iter().map(|i| i.meta.size).sum();
-            dry_run_read(store, config, report, &plan, inputs, &mut day).await?;
+            dry_run_read(store, config, report, &plan, inputs, &mut day, &prefetched).await?;
             break;
         }
-        let kept_newer =
-            commit_day(store, config, opts, report, fence, &plan, inputs, &mut day).await?;
+        let kept_newer = commit_day(
+            store,
+            config,
+            opts,
+            report,
+            fence,
+            &plan,
+            inputs,
+            &mut day,
+            &prefetched,
+        )
+        .await?;
         if kept_newer == 0 {
             break;
         }
@@ -547,25 +725,37 @@ async fn process_day(
     Ok(DayOutcome::Done(day))
 }
 
+fn count_source(inputs: &[plan::PlannedInput], source: Source) -> u64 {
+    inputs.iter().filter(|i| i.source == source).count() as u64
+}
+
 /// What the parity gate found for one date.
 #[derive(Debug, Default)]
 pub struct ParityGate {
     /// Flights under `flights/` with no index row, in uuid order.
     pub missing: Vec<Uuid>,
-    /// Compacted files read to look for rows (0 when the per-flight file
-    /// names already cover every flight).
+    /// Multi-row inputs (compacted and other) read to look for rows (0 when
+    /// the per-flight file names already cover every flight).
     pub compacted_files_read: u64,
-    /// Compacted files that could not be decoded, with why (their rows
+    /// Multi-row inputs that could not be decoded, with why (their rows
     /// count as absent).
     pub unreadable: Vec<(String, merge::Unmergeable)>,
+    /// The bodies read, by key, for the merge to reuse (no second GET of
+    /// the same version).
+    pub prefetched: Prefetched,
 }
 
-/// The parity gate (DESIGN.md, "Parity gate") for one date's listings:
-/// per-flight file names first; the compacted files' `s3_key` columns are
-/// read only when the names do not cover every flight. Shared by the walk
-/// and `status`.
+/// The parity gate (docs/ARCHITECTURE.md, "Parity gate") for one date's
+/// listings: a flight counts as indexed when a per-flight file is named by
+/// its uuid, or when any multi-row input (a compacted file, or another
+/// multi-row index file such as a legacy migration's) holds a row whose
+/// `s3_key` carries its uuid. The multi-row inputs' `s3_key` columns are
+/// read only when the names do not cover every flight; what was read is
+/// returned in [`ParityGate::prefetched`]. Shared by the walk, repair
+/// ranges and `status`.
 ///
-/// Errors: an S3 error reading a compacted file.
+/// Errors: an S3 error reading a multi-row input (one that vanished since
+/// the listing counts as holding no rows).
 pub async fn parity_gate(
     store: &S3Store,
     flights: &BTreeSet<Uuid>,
@@ -576,16 +766,19 @@ pub async fn parity_gate(
         missing: plan::missing_flights(flights, &indexed),
         ..ParityGate::default()
     };
-    if gate.missing.is_empty() || listing.compacted.is_empty() {
+    if gate.missing.is_empty() {
         return Ok(gate);
     }
-    for c in &listing.compacted {
-        let f = store.get(&c.key).await?;
+    for (c, _) in listing.multi_row_inputs() {
+        let Some(f) = store.get_opt(&c.key).await? else {
+            continue;
+        };
         gate.compacted_files_read += 1;
-        match merge::flight_uuids_in(f.body) {
+        match merge::flight_uuids_in(f.body.clone()) {
             Ok(us) => indexed.extend(us),
             Err(u) => gate.unreadable.push((c.key.clone(), u)),
         }
+        gate.prefetched.insert(c.key.clone(), f);
     }
     gate.missing = plan::missing_flights(flights, &indexed);
     Ok(gate)
@@ -609,6 +802,7 @@ async fn dry_run_read(
     plan: &DayPlan,
     inputs: &[plan::PlannedInput],
     day: &mut DayReport,
+    prefetched: &Prefetched,
 ) -> Result<()> {
     let read = commit::read_inputs(
         store,
@@ -616,22 +810,27 @@ async fn dry_run_read(
         inputs,
         config.read_concurrency,
         config.row_group_rows,
+        prefetched,
     )
     .await?;
     day.files_read = read.read.len() as u64;
     day.bytes_read = read.bytes_read;
     day.files_skipped += read.skipped.len() as u64;
-    report.skipped_files.extend(read.skipped);
-    let compacted = read
-        .merge_inputs
-        .iter()
-        .filter(|i| matches!(i.source, Source::Compacted))
-        .count();
-    if read.merge_inputs.len() == compacted && compacted < 2 {
+    if nothing_to_merge(&read) {
         day.action = "nothing_to_compact".into();
-        day.reason = "no readable per-flight files".into();
+        day.reason = "nothing readable to fold: at most one compacted file".into();
     }
+    report.skipped_files.extend(read.skipped);
     Ok(())
+}
+
+/// Whether what was read leaves nothing to merge: no readable per-flight or
+/// other multi-row file, and at most one compacted file.
+fn nothing_to_merge(read: &commit::ReadInputs) -> bool {
+    let compacted = (read.merge_inputs.iter())
+        .filter(|i| i.source == Source::Compacted)
+        .count();
+    compacted == read.merge_inputs.len() && compacted < 2
 }
 
 /// Runs the commit protocol for one planned date; returns how many inputs
@@ -646,6 +845,7 @@ async fn commit_day(
     plan: &DayPlan,
     inputs: &[plan::PlannedInput],
     day: &mut DayReport,
+    prefetched: &Prefetched,
 ) -> Result<usize> {
     let date = plan.date;
     let read = commit::read_inputs(
@@ -654,23 +854,19 @@ async fn commit_day(
         inputs,
         config.read_concurrency,
         config.row_group_rows,
+        prefetched,
     )
     .await?;
     day.bytes_read += read.bytes_read;
     report.skipped_files.extend(read.skipped.iter().cloned());
     day.files_skipped += read.skipped.len() as u64;
-    let per_flight_read = read
-        .merge_inputs
-        .iter()
-        .filter(|i| matches!(i.source, Source::PerFlight(_)))
-        .count();
-    if per_flight_read == 0 && read.merge_inputs.len() < 2 {
+    if nothing_to_merge(&read) {
         day.action = if day.action.is_empty() {
             "nothing_to_compact".into()
         } else {
             day.action.clone()
         };
-        day.reason = "no readable per-flight files".into();
+        day.reason = "nothing readable to fold: at most one compacted file".into();
         return Ok(0);
     }
     let prepared = commit::prepare(date, &read, opts.now, &opts.invocation_id)?;
@@ -686,10 +882,11 @@ async fn commit_day(
     }
     let deleted = commit::delete_inputs(store, fence, m).await?;
     day.files_read += m.inputs.len() as u64;
-    day.files_read_compacted += read
-        .merge_inputs
-        .iter()
-        .filter(|i| matches!(i.source, Source::Compacted))
+    day.files_read_compacted += (read.merge_inputs.iter())
+        .filter(|i| i.source == Source::Compacted)
+        .count() as u64;
+    day.files_read_multi_row += (read.merge_inputs.iter())
+        .filter(|i| i.source == Source::MultiRow)
         .count() as u64;
     day.files_deleted += deleted.deleted;
     day.files_kept_newer += deleted.kept_newer.len() as u64;

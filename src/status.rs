@@ -162,7 +162,10 @@ pub struct DayStatus {
     pub per_flight_bytes: u64,
     /// `compacted-*.parquet` files.
     pub compacted_files: u64,
-    /// Everything else in the partition (never touched by a run).
+    /// Other multi-row index files (any other `.parquet` name, such as a
+    /// legacy migration's `legacy-migration.parquet`): merged by a run.
+    pub multi_row_files: u64,
+    /// Everything else in the partition (not index inputs; never touched by a run).
     pub foreign_objects: u64,
     /// Why a run would stop before this date, when a quarantined manifest blocks it.
     pub blocked_by: Option<String>,
@@ -339,7 +342,7 @@ async fn mismatch_status(
     let gate = crate::run::parity_gate(store, &flight_set, &listing).await?;
     for (key, u) in &gate.unreadable {
         errors.push(format!(
-            "compacted file s3://{}/{key} unreadable for the parity check: {}",
+            "multi-row index file s3://{}/{key} unreadable for the parity check: {}",
             store.bucket(),
             u.reason
         ));
@@ -365,6 +368,7 @@ async fn day_status(store: &S3Store, date: NaiveDate) -> Result<DayStatus> {
         per_flight_files: listing.per_flight.len() as u64,
         per_flight_bytes: listing.per_flight.iter().map(|(_, m)| m.size).sum(),
         compacted_files: listing.compacted.len() as u64,
+        multi_row_files: listing.multi_row.len() as u64,
         foreign_objects: listing.foreign.len() as u64,
         blocked_by: None,
     })
@@ -513,18 +517,19 @@ pub fn format_human(s: &StatusReport) -> String {
         let _ = writeln!(o, "next dates");
         let _ = writeln!(
             o,
-            "  {:<10}  {:>8}  {:>10}  {:>12}  {:>9}  {:>7}",
-            "date", "flights", "per-flight", "bytes", "compacted", "foreign"
+            "  {:<10}  {:>8}  {:>10}  {:>12}  {:>9}  {:>9}  {:>7}",
+            "date", "flights", "per-flight", "bytes", "compacted", "multi-row", "foreign"
         );
         for d in &s.next_days {
             let _ = write!(
                 o,
-                "  {:<10}  {:>8}  {:>10}  {:>12}  {:>9}  {:>7}",
+                "  {:<10}  {:>8}  {:>10}  {:>12}  {:>9}  {:>9}  {:>7}",
                 d.date.to_string(),
                 d.flights,
                 d.per_flight_files,
                 d.per_flight_bytes,
                 d.compacted_files,
+                d.multi_row_files,
                 d.foreign_objects
             );
             if let Some(b) = &d.blocked_by {
@@ -616,6 +621,7 @@ mod tests {
                     per_flight_files: 38,
                     per_flight_bytes: 190_000,
                     compacted_files: 0,
+                    multi_row_files: 0,
                     foreign_objects: 1,
                     blocked_by: None,
                 },
@@ -625,6 +631,7 @@ mod tests {
                     per_flight_files: 5,
                     per_flight_bytes: 25_000,
                     compacted_files: 1,
+                    multi_row_files: 0,
                     foreign_objects: 0,
                     blocked_by: Some(
                         "quarantined manifest _compaction_state/quarantine/2026-07-19/q.json"
@@ -665,9 +672,9 @@ mismatch     2026-07-18 (blocked 3 run(s)): 2 of 40 flights without an index row
   019f7d73-f820-702f-b905-8c81d0944996
   019f7dc0-c448-7e25-b944-852039292d22
 next dates
-  date         flights  per-flight         bytes  compacted  foreign
-  2026-07-18        40          38        190000          0        1
-  2026-07-19         5           5         25000          1        0  blocked: quarantined manifest _compaction_state/quarantine/2026-07-19/q.json
+  date         flights  per-flight         bytes  compacted  multi-row  foreign
+  2026-07-18        40          38        190000          0          0        1
+  2026-07-19         5           5         25000          1          0        0  blocked: quarantined manifest _compaction_state/quarantine/2026-07-19/q.json
 ";
         assert_eq!(text, expected, "\n{text}");
     }

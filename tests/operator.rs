@@ -121,11 +121,11 @@ async fn crashed_commit(
         .take(n)
         .map(|(u, m)| PlannedInput {
             meta: m.clone(),
-            flight: Some(*u),
+            source: archive_compaction::merge::Source::PerFlight(*u),
         })
         .collect();
     assert_eq!(inputs.len(), n);
-    let read = commit::read_inputs(store, date, &inputs, 4, 1024)
+    let read = commit::read_inputs(store, date, &inputs, 4, 1024, &Default::default())
         .await
         .unwrap();
     let p = commit::prepare(date, &read, at(NOW), "crashed-run").unwrap();

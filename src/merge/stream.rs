@@ -85,7 +85,7 @@ impl Run {
 
 /// A merge that writes rows as they arrive (see the module docs).
 ///
-/// Push every compacted input ([`StreamMerger::push_compacted`]) before the
+/// Push every multi-row input ([`StreamMerger::push_multi_row`]) before the
 /// first per-flight one ([`StreamMerger::push_per_flight`]), each kind in key
 /// order, then [`StreamMerger::finish`]. The output is the one
 /// [`super::Merger`] gives for the same inputs, byte for byte the same rows.
@@ -162,12 +162,18 @@ impl StreamMerger {
         self.writer.as_ref().map_or(0, ArrowWriter::bytes_written)
     }
 
-    /// Adds a compacted input as a sorted run: its rows with a flight uuid
-    /// in strictly increasing uuid order, then any rows without one.
+    /// Adds a multi-row input (a compacted file, ours or the Python job's,
+    /// or another multi-row index file such as a legacy migration's) as a
+    /// run: its rows with a flight uuid in uuid order, then any rows without
+    /// one. Our compacted files are already in that order; other files (a
+    /// legacy migration's rows are in no particular order) are sorted here,
+    /// stably, and a flight that appears twice in the same file keeps its
+    /// later row (the [`super::Merger`] rule: at equal rank, the later row).
+    /// The run is held decoded until its rows are written.
     ///
-    /// Errors: [`StreamError::NotStreamable`] when the file is out of that
-    /// order or comes after a per-flight input.
-    pub fn push_compacted(
+    /// Errors: [`StreamError::NotStreamable`] when it comes after a
+    /// per-flight input.
+    pub fn push_multi_row(
         &mut self,
         key: &str,
         last_modified: DateTime<Utc>,
@@ -175,36 +181,59 @@ impl StreamMerger {
     ) -> Result<(), StreamError> {
         if self.per_flight_started {
             return Err(StreamError::NotStreamable(format!(
-                "compacted file {key} came after per-flight files"
+                "multi-row file {key} came after per-flight files"
             )));
         }
         let batch = self.align(key, &decoded.batch)?;
         let keys = s3_keys(&batch);
-        let mut uuids = Vec::with_capacity(batch.num_rows());
-        for row in 0..batch.num_rows() {
-            let id = keys
-                .is_valid(row)
-                .then(|| flight_uuid(keys.value(row)))
-                .flatten();
-            match id {
-                Some(u) if uuids.len() == row && uuids.last().is_none_or(|l| *l < u) => {
-                    uuids.push(u)
+        let ids: Vec<Option<Uuid>> = (0..batch.num_rows())
+            .map(|row| {
+                keys.is_valid(row)
+                    .then(|| flight_uuid(keys.value(row)))
+                    .flatten()
+            })
+            .collect();
+        // Already a run (our compacted files): no copy.
+        let first_anonymous = ids.iter().position(Option::is_none).unwrap_or(ids.len());
+        let sorted = ids[..first_anonymous].windows(2).all(|w| w[0] < w[1])
+            && ids[first_anonymous..].iter().all(Option::is_none);
+        let (run, uuids, anonymous) = if sorted {
+            let uuids: Vec<Uuid> = ids[..first_anonymous].iter().flatten().copied().collect();
+            let anonymous = batch.slice(first_anonymous, batch.num_rows() - first_anonymous);
+            (batch.slice(0, first_anonymous), uuids, anonymous)
+        } else {
+            let mut keyed: Vec<(Uuid, u32)> = ids
+                .iter()
+                .enumerate()
+                .filter_map(|(row, id)| id.map(|u| (u, row as u32)))
+                .collect();
+            keyed.sort_by_key(|(u, _)| *u); // stable: equal uuids keep file order
+            let mut take: Vec<u32> = Vec::with_capacity(keyed.len());
+            let mut uuids: Vec<Uuid> = Vec::with_capacity(keyed.len());
+            for (u, row) in keyed {
+                if uuids.last() == Some(&u) {
+                    *take.last_mut().expect("a row per uuid") = row;
+                    self.duplicates_removed += 1;
+                } else {
+                    uuids.push(u);
+                    take.push(row);
                 }
-                Some(_) => {
-                    return Err(StreamError::NotStreamable(format!(
-                        "compacted file {key} is not in flight order at row {row}"
-                    )));
-                }
-                None => {}
             }
-        }
-        let sorted = uuids.len();
-        if sorted < batch.num_rows() {
-            self.anonymous
-                .push(batch.slice(sorted, batch.num_rows() - sorted));
+            let anon: Vec<u32> = (ids.iter().enumerate())
+                .filter(|(_, id)| id.is_none())
+                .map(|(row, _)| row as u32)
+                .collect();
+            let pick = |rows: Vec<u32>| {
+                arrow::compute::take_record_batch(&batch, &arrow::array::UInt32Array::from(rows))
+                    .map_err(failed)
+            };
+            (pick(take)?, uuids, pick(anon)?)
+        };
+        if anonymous.num_rows() > 0 {
+            self.anonymous.push(anonymous);
         }
         self.runs.push(Run {
-            batch: batch.slice(0, sorted),
+            batch: run,
             uuids,
             pos: 0,
             rank: rank(Source::Compacted, last_modified),
@@ -438,6 +467,12 @@ mod tests {
         RecordBatch::try_new(b.schema(), cols).unwrap()
     }
 
+    fn with_ident(b: RecordBatch, ident: &str) -> RecordBatch {
+        let mut cols = b.columns().to_vec();
+        cols[5] = Arc::new(arrow::array::StringArray::from(vec![ident]));
+        RecordBatch::try_new(b.schema(), cols).unwrap()
+    }
+
     fn with_extra(b: RecordBatch, name: &str, v: i32) -> RecordBatch {
         with_int_column(b, name, vec![Some(v)])
     }
@@ -471,6 +506,18 @@ mod tests {
             }
             if rows.is_empty() {
                 continue;
+            }
+            // A legacy migration's file: rows in no particular order, now
+            // and then a flight twice (the later row wins).
+            if rng.below(3) == 0 {
+                for i in (1..rows.len()).rev() {
+                    rows.swap(i, rng.below(i as u64 + 1) as usize);
+                }
+                if rng.below(2) == 0 {
+                    let again = rows[rng.below(rows.len() as u64) as usize].clone();
+                    let ident = format!("DUP{c}");
+                    rows.push(with_ident(again, &ident));
+                }
             }
             let mut b = concat(&rows);
             if c == 0 && rng.below(2) == 0 {
@@ -535,7 +582,7 @@ mod tests {
     fn streamed(day: &Day, row_group_rows: usize) -> Result<MergedOutput, StreamError> {
         let mut s = StreamMerger::new(row_group_rows);
         for (key, lm, b) in &day.compacted {
-            s.push_compacted(key, at(*lm), conform(b).unwrap())?;
+            s.push_multi_row(key, at(*lm), conform(b).unwrap())?;
         }
         for (u, b) in &day.per_flight {
             s.push_per_flight(&format!("{u}.parquet"), *u, conform(b).unwrap())?;
@@ -589,17 +636,11 @@ mod tests {
         s.push_per_flight("b", u(2), conform(&row(&uuid_n(2), "B")).unwrap())
             .unwrap();
         not(s.push_per_flight("a", u(1), conform(&row(&uuid_n(1), "A")).unwrap()));
-        // A compacted file out of order, or after per-flight files.
-        let mut s = StreamMerger::new(10);
-        not(s.push_compacted(
-            "c",
-            at(1),
-            conform(&concat(&[row(&uuid_n(2), "B"), row(&uuid_n(1), "A")])).unwrap(),
-        ));
+        // A multi-row file after per-flight files.
         let mut s = StreamMerger::new(10);
         s.push_per_flight("a", u(1), conform(&row(&uuid_n(1), "A")).unwrap())
             .unwrap();
-        not(s.push_compacted("c", at(1), conform(&row(&uuid_n(3), "C")).unwrap()));
+        not(s.push_multi_row("c", at(1), conform(&row(&uuid_n(3), "C")).unwrap()));
         // An extra column first seen after rows were written.
         let mut s = StreamMerger::new(10);
         s.push_per_flight("a", u(1), conform(&row(&uuid_n(1), "A")).unwrap())

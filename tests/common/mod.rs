@@ -293,13 +293,13 @@ pub fn assert_compacted(objects: &BTreeMap<String, Dumped>, date: &str, expected
         .iter()
         .filter(|(k, _)| k[prefix.len()..].starts_with("compacted-"))
         .collect();
+    // Every other index input (per-flight files, other multi-row files such
+    // as a legacy migration's) must be gone: only foreign objects stay.
     let per_flight: Vec<_> = in_day
         .iter()
         .filter(|(k, _)| {
-            matches!(
-                archive_compaction::keys::classify_index_key(k),
-                archive_compaction::keys::IndexKey::PerFlight(_)
-            ) && !k.is_empty()
+            archive_compaction::keys::classify_index_key(k).is_input()
+                && !k[prefix.len()..].starts_with("compacted-")
         })
         .filter(|(_, d)| d.size > 0)
         .collect();
@@ -319,7 +319,7 @@ pub fn assert_compacted(objects: &BTreeMap<String, Dumped>, date: &str, expected
     }
     assert!(
         per_flight.is_empty(),
-        "{date}: per-flight files left: {:?}",
+        "{date}: index inputs left beside the compacted file: {:?}",
         per_flight.iter().map(|p| p.0).collect::<Vec<_>>()
     );
     let mut got: Vec<Value> = Vec::new();

@@ -1,12 +1,19 @@
 """Archive fixtures for the tests, the demo and the benchmark, written the way
 the real archive writer writes them (pyarrow, default writer settings, the
-schema in DESIGN.md), and an independent reader to check outputs.
+schema in specs/index-schema.md), and an independent reader to check outputs.
 
     python archive.py gen  --endpoint URL --bucket B < spec.json   -> expected rows (JSON)
     python archive.py dump --endpoint URL --bucket B [--prefix P]  -> every object, decoded (JSON)
 
 spec.json: {"seed": 1, "days": [{"date": "2026-07-20", "flights": 100,
             "unindexed": 2, "foreign": true}], "key_format": "mixed"}
+
+A day with "legacy": {"name": "legacy-migration.parquet", "also_per_flight": 2}
+is written as the archive's legacy migration backfilled old days: the day's
+index rows together in one multi-row file of that name, in no particular
+order, and no per-flight files; "also_per_flight" flights get their own
+per-flight file too, a newer version (ident "NEWER"), which is the row
+expected after compaction.
 
 Rows are given canonically: timestamps as integer microseconds since the
 epoch (UTC), everything else as JSON values.
@@ -123,6 +130,8 @@ def gen(args):
         d = dt.date.fromisoformat(day["date"])
         unindexed = set(rnd.sample(range(day["flights"]), day.get("unindexed", 0)))
         rows, missing, flights, index_keys = [], [], [], []
+        legacy = day.get("legacy")
+        legacy_rows = []
         for i in range(day["flights"]):
             u, key, row = make_flight(d, rnd, key_format, i)
             flights.append(key)
@@ -131,9 +140,22 @@ def gen(args):
                 missing.append(u)
                 continue
             ik = index_prefix(d) + f"{u}.parquet"
+            if legacy is not None:
+                legacy_rows.append(dict(row))
+                if len(legacy_rows) <= legacy.get("also_per_flight", 0):
+                    row = dict(row, ident="NEWER")
+                    index_keys.append(ik)
+                    puts.append((ik, parquet_bytes([row]), None))
+                rows.append(canonical(row))
+                continue
             index_keys.append(ik)
             puts.append((ik, parquet_bytes([row]), None))
             rows.append(canonical(row))
+        if legacy is not None:
+            rnd.shuffle(legacy_rows)
+            lk = index_prefix(d) + legacy.get("name", "legacy-migration.parquet")
+            index_keys.append(lk)
+            puts.append((lk, parquet_bytes(legacy_rows), None))
         if day.get("foreign"):
             for name, body in [("_SUCCESS", b""), ("notes.json", b"{}"), (".hidden.parquet", b"x"),
                                ("_tmp.parquet", parquet_bytes([]))]:
@@ -334,6 +356,29 @@ def variants(args):
     json.dump(out, sys.stdout)
 
 
+def multi_row(args):
+    """Writes one multi-row index file, as a legacy migration, an export or
+    the Python job's compaction would: the rows of the index files in
+    "from" (in that order; "shuffle": true for no particular order), with
+    the string fields in "set" overridden; "move": true deletes the "from"
+    files afterwards (the Python job's compaction), "delete": [keys] deletes
+    those. Prints the rows written."""
+    spec = json.load(sys.stdin)
+    s3 = client(args.endpoint)
+    rows = []
+    for k in spec["from"]:
+        body = s3.get_object(Bucket=args.bucket, Key=k)["Body"].read()
+        rows.extend(pq.read_table(io.BytesIO(body)).to_pylist())
+    for r in rows:
+        r.update(spec.get("set", {}))
+    if spec.get("shuffle"):
+        random.Random(spec.get("seed", 1)).shuffle(rows)
+    s3.put_object(Bucket=args.bucket, Key=spec["key"], Body=parquet_bytes(rows))
+    for k in (spec["from"] if spec.get("move") else []) + spec.get("delete", []):
+        s3.delete_object(Bucket=args.bucket, Key=k)
+    json.dump({"key": spec["key"], "rows": [canonical(r) for r in rows]}, sys.stdout)
+
+
 def put_row(args):
     """Writes one index file for an existing or new flight of a date, like
     the writer does for a late flight (new uuid) or a stitched one (same key)."""
@@ -401,7 +446,7 @@ def summary(args):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("cmd", choices=["gen", "dump", "summary", "rewrite", "variants", "put-row"])
+    p.add_argument("cmd", choices=["gen", "dump", "summary", "rewrite", "variants", "put-row", "multi-row"])
     p.add_argument("--key")
     p.add_argument("--ident", default="REWRITTEN")
     p.add_argument("--endpoint", required=True)
@@ -409,7 +454,7 @@ def main():
     p.add_argument("--prefix", default="")
     args = p.parse_args()
     {"gen": gen, "dump": dump, "summary": summary, "rewrite": rewrite, "variants": variants,
-     "put-row": put_row}[args.cmd](args)
+     "put-row": put_row, "multi-row": multi_row}[args.cmd](args)
 
 
 if __name__ == "__main__":

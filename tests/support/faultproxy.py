@@ -14,7 +14,8 @@ rules) and read back with `GET /__proxy/stats`:
 
 A per-key error removes the key from the request forwarded upstream (so the
 object really stays) and adds an <Error> entry to the response, which is what
-S3 does. Stats count requests by kind.
+S3 does. Stats count requests by kind, and GetObject requests by path
+("gets_by_path": {"/bucket/key": n}, the path URL-decoded).
 """
 import base64
 import hashlib
@@ -24,6 +25,7 @@ import re
 import sys
 import threading
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from xml.etree import ElementTree as ET
 
@@ -32,7 +34,7 @@ ET.register_namespace("", "http://s3.amazonaws.com/doc/2006-03-01/")
 LOCK = threading.Lock()
 RULES = {}
 SEEN = set()
-STATS = {"requests": 0, "by_kind": {}, "injected": 0}
+STATS = {"requests": 0, "by_kind": {}, "injected": 0, "gets_by_path": {}}
 UPSTREAM = None
 
 
@@ -93,6 +95,9 @@ class Handler(BaseHTTPRequestHandler):
             rules = dict(RULES)
             STATS["requests"] += 1
             STATS["by_kind"][k] = STATS["by_kind"].get(k, 0) + 1
+            if k == "GetObject":
+                p = urllib.parse.unquote(path)
+                STATS["gets_by_path"][p] = STATS["gets_by_path"].get(p, 0) + 1
             sig = (self.command, self.path)
             first = sig not in SEEN
             SEEN.add(sig)
