@@ -123,7 +123,9 @@ impl Deps {
                 .secret_id(arn)
                 .send()
                 .await
-                .map_err(|e| fail(aws_sdk_secretsmanager::error::DisplayErrorContext(e).to_string()))?;
+                .map_err(|e| {
+                    fail(aws_sdk_secretsmanager::error::DisplayErrorContext(e).to_string())
+                })?;
             match out.secret_string {
                 Some(s) => Ok(s),
                 None => Err(fail(
