@@ -13,7 +13,7 @@ ARCH ?= arm64
 EVENT ?= events/console-now.json
 
 .PHONY: help tools test test-unit test-ministack test-moto test-crash demo lint fmt check \
-	lambda-tools sam-tools build deploy invoke-local invoke-qemu validate bench bench-concurrency bench-tools
+	lambda-tools sam-tools build deploy deploy-local invoke-local invoke-qemu validate bench bench-concurrency bench-tools
 
 help: ## This list.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -80,6 +80,9 @@ build: lambda-tools ## The Lambda bootstrap: target/lambda/archive-compaction/bo
 deploy: lambda-tools sam-tools ## sam build && sam deploy --guided (needs AWS credentials).
 	PATH="$(LAMBDA_BIN):$$PATH" $(SAM) build --template template.yaml
 	$(SAM) deploy --guided
+
+deploy-local: tools ## template.yaml deployed into ministack (sam deploy) with a generated archive; prints the outputs and how to invoke.
+	@scripts/deploy-local.sh
 
 invoke-local: tools lambda-tools ## The function under `cargo lambda watch` on a local S3 archive, invoked with EVENT.
 	@scripts/invoke-local.sh $(EVENT)

@@ -2,10 +2,12 @@
 # Installs what the tests, the demo and the benchmark need, into .tools/ (idempotent).
 #   .tools/py         moto server, pyarrow, duckdb, boto3, jsonschema, paho-mqtt
 #   .tools/ministack  ministack + cbor2 (it pins its own botocore: a venv of its own)
+#   .tools/ministack-full  ministack[full] (same version: adds the SAM transform), for
+#                     tests/deployed.rs and `make deploy-local`
 #   mosquitto         from Debian (apt), when missing
 #   .tools/lambda     cargo-lambda + zig (PyPI): `make build`, the Lambda runtime test
-#   .tools/sam        AWS SAM CLI (PyPI), only on request: `scripts/setup-tools.sh sam`
-#                     (`make lint` and `make deploy` ask for it)
+#   .tools/sam        AWS SAM CLI (PyPI): `sam deploy` of tests/deployed.rs and
+#                     `make deploy-local`, `make lint`, `make deploy`
 #   .tools/duckdb     duckdb + its httpfs extension as a wheel (PyPI), only for `make bench`:
 #                     `scripts/setup-tools.sh duckdb` (the duckdb wheel alone would download
 #                     httpfs from the internet at run time; this one loads it from the wheel)
@@ -92,6 +94,11 @@ if ! [ -x "$TOOLS/ministack/bin/ministack" ] || ! "$TOOLS/ministack/bin/python" 
   "$PY" -m venv "$TOOLS/ministack"
   "$TOOLS/ministack/bin/pip" install -q --disable-pip-version-check 'ministack==1.5.33' 'cbor2==6.3.0'
 fi
+if ! [ -x "$TOOLS/ministack-full/bin/ministack" ] || ! "$TOOLS/ministack-full/bin/python" -c 'import cbor2, samtranslator' 2>/dev/null; then
+  echo "setup-tools: installing ministack[full] into $TOOLS/ministack-full" >&2
+  "$PY" -m venv "$TOOLS/ministack-full"
+  "$TOOLS/ministack-full/bin/pip" install -q --disable-pip-version-check 'ministack[full]==1.5.33' 'cbor2==6.3.0'
+fi
 if ! command -v mosquitto >/dev/null 2>&1 && ! [ -x /usr/sbin/mosquitto ]; then
   echo "setup-tools: installing mosquitto (apt)" >&2
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
@@ -100,4 +107,5 @@ if ! command -v mosquitto >/dev/null 2>&1 && ! [ -x /usr/sbin/mosquitto ]; then
   # The Debian package may start a system broker on 1883; tests use their own ports.
 fi
 setup_lambda
+setup_sam
 echo "setup-tools: ready ($TOOLS)" >&2

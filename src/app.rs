@@ -1,6 +1,7 @@
 //! Wiring: clients built once ([`Deps::new`]), the Lambda handler
 //! ([`handle`]) and the entry point both shells share ([`invoke`]).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aws_config::BehaviorVersion;
@@ -12,10 +13,12 @@ use serde::Deserialize;
 
 use crate::config::Config;
 use crate::report::{RunReport, Status};
+use crate::reporting::ReportError;
 use crate::run::{RunOptions, run};
 use crate::storage::S3Store;
 
-/// Everything a run needs, built once per process.
+/// Everything a run needs, built once per process (in Lambda: once per
+/// execution environment, shared by every invocation it serves).
 #[derive(Debug, Clone)]
 pub struct Deps {
     /// Settings.
@@ -24,6 +27,12 @@ pub struct Deps {
     pub store: S3Store,
     /// CloudWatch client (metrics), when enabled.
     pub cloudwatch: Option<aws_sdk_cloudwatch::Client>,
+    /// Secrets Manager client, when `MQTT_PASSWORD_SECRET_ARN` is set.
+    pub secrets: Option<aws_sdk_secretsmanager::Client>,
+    /// The MQTT password read from the secret: filled by the first
+    /// successful read, then reused (a failed read is tried again by the
+    /// next invocation).
+    mqtt_password: Arc<tokio::sync::OnceCell<String>>,
 }
 
 /// SDK retry policy for every call: 3 attempts, exponential backoff from 1 s
@@ -57,12 +66,85 @@ impl Deps {
         let cloudwatch = config
             .metrics_enabled
             .then(|| aws_sdk_cloudwatch::Client::new(&sdk));
+        let secrets = config
+            .mqtt
+            .as_ref()
+            .and_then(|m| m.password_secret_arn.as_ref())
+            .map(|_| aws_sdk_secretsmanager::Client::new(&sdk));
+        let store = S3Store::new(s3, config.bucket.clone())
+            .with_multipart(config.multipart_threshold, config.multipart_part_size);
+        Deps::from_parts(config, store, cloudwatch, secrets)
+    }
+
+    /// Deps from clients built elsewhere (tests, tools), with an empty
+    /// password cache.
+    pub fn from_parts(
+        config: Config,
+        store: S3Store,
+        cloudwatch: Option<aws_sdk_cloudwatch::Client>,
+        secrets: Option<aws_sdk_secretsmanager::Client>,
+    ) -> Deps {
         Deps {
-            store: S3Store::new(s3, config.bucket.clone())
-                .with_multipart(config.multipart_threshold, config.multipart_part_size),
             config,
+            store,
             cloudwatch,
+            secrets,
+            mqtt_password: Arc::new(tokio::sync::OnceCell::new()),
         }
+    }
+
+    /// The MQTT password: the `SecretString` of `MQTT_PASSWORD_SECRET_ARN`
+    /// when set, read with GetSecretValue on the first call and cached for
+    /// the life of the process (a Lambda execution environment); else
+    /// `MQTT_PASSWORD`. `Ok(None)` when neither is set or MQTT is off.
+    ///
+    /// The read is bounded by `MQTT_TIMEOUT_SECONDS`. Errors:
+    /// [`ReportError::MqttSecret`] (not found, access denied, a binary
+    /// secret, no client, timed out); nothing is cached then, so the next
+    /// invocation reads again.
+    pub async fn mqtt_password(&self) -> Result<Option<String>, ReportError> {
+        let Some(mqtt) = &self.config.mqtt else {
+            return Ok(None);
+        };
+        let Some(arn) = &mqtt.password_secret_arn else {
+            return Ok(mqtt.password.clone());
+        };
+        let fail = |reason: String| ReportError::MqttSecret {
+            secret: arn.clone(),
+            reason,
+        };
+        let client = self
+            .secrets
+            .as_ref()
+            .ok_or_else(|| fail("no Secrets Manager client was built".into()))?;
+        let read = async {
+            let out = client
+                .get_secret_value()
+                .secret_id(arn)
+                .send()
+                .await
+                .map_err(|e| {
+                    fail(aws_sdk_secretsmanager::error::DisplayErrorContext(e).to_string())
+                })?;
+            match out.secret_string {
+                Some(s) => Ok(s),
+                None => Err(fail(
+                    "the secret has no SecretString (a binary secret?); store the password as the secret's text".into(),
+                )),
+            }
+        };
+        let bounded = async {
+            tokio::time::timeout(mqtt.timeout, read)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(fail(format!(
+                        "GetSecretValue timed out after {} s (MQTT_TIMEOUT_SECONDS)",
+                        mqtt.timeout.as_secs_f64()
+                    )))
+                })
+        };
+        let password = self.mqtt_password.get_or_try_init(|| bounded).await?;
+        Ok(Some(password.clone()))
     }
 }
 

@@ -97,7 +97,16 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ),
     ("MQTT_PORT", "1883", "MQTT broker port (8883 turns TLS on)"),
     ("MQTT_USERNAME", "(unset)", "MQTT user name"),
-    ("MQTT_PASSWORD", "(unset)", "MQTT password"),
+    (
+        "MQTT_PASSWORD",
+        "(unset)",
+        "MQTT password (prefer MQTT_PASSWORD_SECRET_ARN: an environment variable is readable in the function's configuration)",
+    ),
+    (
+        "MQTT_PASSWORD_SECRET_ARN",
+        "(unset)",
+        "Secrets Manager secret whose SecretString is the MQTT password; read once per process, wins over MQTT_PASSWORD",
+    ),
     ("MQTT_TLS", "true on port 8883", "use TLS (rustls) for MQTT"),
     (
         "MQTT_CA_FILE",
@@ -125,8 +134,12 @@ pub struct MqttConfig {
     pub port: u16,
     /// User name (`MQTT_USERNAME`).
     pub username: Option<String>,
-    /// Password (`MQTT_PASSWORD`).
+    /// Password (`MQTT_PASSWORD`). Ignored when `password_secret_arn` is set.
     pub password: Option<String>,
+    /// Secrets Manager secret (ARN or name) whose `SecretString` is the
+    /// password (`MQTT_PASSWORD_SECRET_ARN`). Read once per process by
+    /// [`crate::app::Deps::mqtt_password`]; wins over `password`.
+    pub password_secret_arn: Option<String>,
     /// TLS on (`MQTT_TLS`, default true when the port is 8883).
     pub tls: bool,
     /// PEM CA bundle (`MQTT_CA_FILE`); system roots when unset.
@@ -294,6 +307,7 @@ impl Config {
                     port,
                     username: get(env, "MQTT_USERNAME").map(str::to_string),
                     password: env.get("MQTT_PASSWORD").filter(|p| !p.is_empty()).cloned(),
+                    password_secret_arn: get(env, "MQTT_PASSWORD_SECRET_ARN").map(str::to_string),
                     tls: parse_bool(env, "MQTT_TLS", port == 8883)?,
                     ca_file: get(env, "MQTT_CA_FILE").map(str::to_string),
                     topic_root: get(env, "MQTT_TOPIC_ROOT")
@@ -415,5 +429,29 @@ mod tests {
         let m = c.mqtt.unwrap();
         assert!(m.tls);
         assert_eq!(m.topic_root, "SkyFollower/archive-compaction");
+        assert_eq!(m.password_secret_arn, None);
+    }
+
+    #[test]
+    fn mqtt_password_secret_arn() {
+        let arn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:mqtt-AbCdEf";
+        let c = Config::from_map(&env(&[
+            ("S3_BUCKET", "b"),
+            ("MQTT_HOST", "h"),
+            ("MQTT_PASSWORD", "plain"),
+            ("MQTT_PASSWORD_SECRET_ARN", arn),
+        ]))
+        .unwrap();
+        let m = c.mqtt.unwrap();
+        assert_eq!(m.password_secret_arn.as_deref(), Some(arn));
+        assert_eq!(m.password.as_deref(), Some("plain"));
+        // Empty, as the template passes an unset parameter: no secret.
+        let c = Config::from_map(&env(&[
+            ("S3_BUCKET", "b"),
+            ("MQTT_HOST", "h"),
+            ("MQTT_PASSWORD_SECRET_ARN", ""),
+        ]))
+        .unwrap();
+        assert_eq!(c.mqtt.unwrap().password_secret_arn, None);
     }
 }

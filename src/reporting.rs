@@ -10,7 +10,12 @@
 //! - Every run is reported, Failure runs included, with whatever the report
 //!   knows. A dry run (`--dry-run`) is not reported: it writes nothing, and
 //!   its figures would overwrite the last real run's retained topics.
-//! - Both sinks are bounded in time: MQTT by `MQTT_TIMEOUT_SECONDS`,
+//! - The MQTT password comes from [`Deps::mqtt_password`]: the Secrets
+//!   Manager secret `MQTT_PASSWORD_SECRET_ARN` (read once per process, then
+//!   cached) or `MQTT_PASSWORD`. A secret that cannot be read is a
+//!   [`ReportError::MqttSecret`] and nothing goes to MQTT.
+//! - Both sinks are bounded in time: MQTT by `MQTT_TIMEOUT_SECONDS` (the
+//!   first secret read by the same bound again),
 //!   CloudWatch by [`crate::metrics::CLOUDWATCH_TIMEOUT`]. They run
 //!   concurrently, so reporting takes at most the longer of the two.
 //! - What is published is a pure function of the report
@@ -66,6 +71,17 @@ pub enum ReportError {
         total: usize,
     },
 
+    /// The MQTT password could not be read from Secrets Manager
+    /// (`MQTT_PASSWORD_SECRET_ARN`); nothing was published to MQTT.
+    #[error("MQTT password secret {secret}: {reason}; nothing was published to MQTT")]
+    MqttSecret {
+        /// The secret's ARN or name (`MQTT_PASSWORD_SECRET_ARN`).
+        secret: String,
+        /// The SDK's error (ResourceNotFoundException, AccessDeniedException...)
+        /// or what is wrong with the secret.
+        reason: String,
+    },
+
     /// PutMetricData failed (after the SDK's retries).
     #[error("CloudWatch PutMetricData to namespace {namespace}: {reason}")]
     CloudWatch {
@@ -117,7 +133,16 @@ pub async fn publish(deps: &Deps, report: &mut RunReport) {
             Some(m) => {
                 let mut messages = crate::mqtt::statistics(report, &m.topic_root);
                 messages.extend(crate::mqtt::discovery(&m.topic_root));
-                Some(crate::mqtt::publish(m, &messages).await)
+                Some(match deps.mqtt_password().await {
+                    Ok(password) => {
+                        let config = crate::config::MqttConfig {
+                            password,
+                            ..m.clone()
+                        };
+                        crate::mqtt::publish(&config, &messages).await
+                    }
+                    Err(e) => Err(e),
+                })
             }
             None => None,
         }

@@ -771,11 +771,7 @@ async fn lambda_events_dry_run_and_date() {
             {"date": "2026-07-19", "flights": 3}
         ]}),
     );
-    let deps = Deps {
-        config: config(&store, &[]),
-        store: store.clone(),
-        cloudwatch: None,
-    };
+    let deps = Deps::from_parts(config(&store, &[]), store.clone(), None, None);
     let before = dump(&store, "");
     let event = |payload: Value| {
         lambda_runtime::LambdaEvent::new(payload, lambda_runtime::Context::default())

@@ -254,11 +254,7 @@ fn deps_with(
     cloudwatch: Option<aws_sdk_cloudwatch::Client>,
 ) -> Deps {
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    Deps {
-        config: config(store, &env),
-        store: store.clone(),
-        cloudwatch,
-    }
+    Deps::from_parts(config(store, &env), store.clone(), cloudwatch, None)
 }
 
 /// Overwrites watermark.json with something that is not JSON: the next run is a Failure.

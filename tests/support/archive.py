@@ -53,7 +53,9 @@ EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 def client(endpoint):
     return boto3.client(
         "s3", endpoint_url=endpoint, region_name="us-east-1",
-        aws_access_key_id="test", aws_secret_access_key="test",
+        # ARCHIVE_AWS_* for a server that enforces IAM (tests/support/least_privilege.py).
+        aws_access_key_id=os.environ.get("ARCHIVE_AWS_ACCESS_KEY_ID", "test"),
+        aws_secret_access_key=os.environ.get("ARCHIVE_AWS_SECRET_ACCESS_KEY", "test"),
         config=Config(s3={"addressing_style": "path"}, max_pool_connections=32,
                       retries={"max_attempts": 5, "mode": "standard"}),
     )

@@ -1,6 +1,6 @@
 """Starts one local server for the tests and stops it when our stdin closes.
 
-    python serve.py ministack|moto|mosquitto PORT
+    python serve.py ministack|ministack-full|moto|moto-iam|mosquitto PORT
 
 mosquitto reads two optional variables: MOSQUITTO_PASSWORD_FILE (a
 mosquitto_passwd file; anonymous clients are still allowed, wrong passwords
@@ -32,7 +32,25 @@ def main():
         env.update(GATEWAY_PORT=str(port), SERVICES="s3,cloudwatch", BIND_HOST="127.0.0.1",
                    LOG_LEVEL="WARNING", S3_PERSIST="0")
         cmd = [os.path.join(TOOLS, "ministack", "bin", "ministack")]
+    elif kind == "ministack-full":
+        # Every service, the SAM transform (its `full` extra) and Lambda
+        # functions run as local processes: AWS_ENDPOINT_URL is what
+        # ministack hands a function so that its SDK calls come back here.
+        # MINISTACK_SERVICES narrows the services (default: all of them).
+        env.update(GATEWAY_PORT=str(port), BIND_HOST="127.0.0.1", LOG_LEVEL=env.get("MINISTACK_LOG_LEVEL", "INFO"),
+                   S3_PERSIST="0", AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}")
+        if env.get("MINISTACK_SERVICES"):
+            env["SERVICES"] = env["MINISTACK_SERVICES"]
+        else:
+            env.pop("SERVICES", None)
+        cmd = [os.path.join(TOOLS, "ministack-full", "bin", "ministack")]
     elif kind == "moto":
+        cmd = [os.path.join(TOOLS, "py", "bin", "moto_server"), "-H", "127.0.0.1", "-p", str(port)]
+    elif kind == "moto-iam":
+        # moto enforcing IAM: the first MOTO_IAM_SETUP_CALLS requests (default
+        # 8: creating the user, its policy and access key) are not checked;
+        # every later one is authorised against the caller's policies.
+        env["INITIAL_NO_AUTH_ACTION_COUNT"] = env.get("MOTO_IAM_SETUP_CALLS", "8")
         cmd = [os.path.join(TOOLS, "py", "bin", "moto_server"), "-H", "127.0.0.1", "-p", str(port)]
     elif kind == "mosquitto":
         conf = os.path.join(tempfile.mkdtemp(prefix="ac-mosq-"), "mosquitto.conf")

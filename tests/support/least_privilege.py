@@ -1,0 +1,307 @@
+"""Least privilege, tested: run by tests/least_privilege.rs.
+
+    python least_privilege.py --binary PATH
+
+The role policy is read from template.yaml (CompactionRole's inline policy,
+its intrinsics resolved for a bucket, a namespace, a log group, a queue and a
+secret made here), attached to an IAM user on a moto server that enforces IAM
+(INITIAL_NO_AUTH_ACTION_COUNT: the first three calls create an admin user;
+everything after is authorised), and the job (the `archive-compaction run`
+binary, with that user's access keys and MQTT_PASSWORD_SECRET_ARN set) must:
+
+1. run to Success with no reporting error (S3, CloudWatch, Secrets Manager);
+2. be denied reading, overwriting and deleting a flights/ object;
+3. with any one statement removed, fail or report an error (PublishMetrics
+   excepted: moto cannot serve the SDK's CloudWatch calls, see below). WriteLogs and
+   FailureDestination are used by Lambda itself with the function's role (its
+   logs and the failure record), never by the job: for those the test makes
+   Lambda's calls (logs:CreateLogStream + PutLogEvents, sqs:SendMessage) with
+   the user's keys, allowed with the statement, denied without.
+
+moto's limits, worked around here only: it checks Secrets Manager and
+CloudWatch Logs actions against the resource "*", so ReadMqttPassword and
+WriteLogs are attached with Resource "*" (their Action unchanged); and the
+job runs with METRICS_ENABLED=false (moto answers the SDK's CloudWatch
+protocol with 404). One exception for S3, and only there: moto authorises DeleteObjects (the job's
+batch delete of compacted inputs) as s3:DeleteObject on the *bucket* ARN,
+where AWS checks s3:DeleteObject on each key (and an ETag-conditional delete
+also needs s3:GetObject on it, per AWS's conditional-delete guide; the
+IndexObjects statement grants both). So the user gets one extra statement,
+s3:DeleteObject on arn:aws:s3:::BUCKET (the bucket, no key: it grants no
+object), which AWS's policy has no need of.
+
+Exits non-zero with the reason on the first check that fails.
+"""
+import argparse
+import copy
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import boto3
+import yaml
+from botocore.exceptions import ClientError
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+TOOLS = os.environ.get("TOOLS_DIR") or os.path.join(ROOT, ".tools")
+REGION, ACCOUNT = "us-east-1", "123456789012"
+NOW = "2026-07-22T04:50:00Z"
+T0 = time.time()
+
+sys.path.insert(0, HERE)
+from deployed import Server, archive, check, fail, say  # noqa: E402
+
+
+class CfnLoader(yaml.SafeLoader):
+    """YAML with CloudFormation's short forms (!Ref X -> {"Ref": X}, !Sub, !GetAtt a.b, ...)."""
+
+
+def _tag(loader, suffix, node):
+    name = "Ref" if suffix == "Ref" else f"Fn::{suffix}"
+    if isinstance(node, yaml.ScalarNode):
+        value = loader.construct_scalar(node)
+        if suffix == "GetAtt":
+            value = value.split(".", 1)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)
+    return {name: value}
+
+
+CfnLoader.add_multi_constructor("!", _tag)
+
+
+def resolve(v, refs, atts, conditions):
+    """Resolves the intrinsics the role policy uses: Ref, Sub, GetAtt, If, AWS::NoValue."""
+    if isinstance(v, list):
+        out = [resolve(x, refs, atts, conditions) for x in v]
+        return [x for x in out if x is not NOVALUE]
+    if not isinstance(v, dict):
+        return v
+    if set(v) == {"Ref"}:
+        return NOVALUE if v["Ref"] == "AWS::NoValue" else refs[v["Ref"]]
+    if set(v) == {"Fn::Sub"}:
+        s = v["Fn::Sub"]
+        for k, val in refs.items():
+            s = s.replace("${" + k + "}", str(val))
+        check("${" not in s, f"unresolved Sub {s}")
+        return s
+    if set(v) == {"Fn::GetAtt"}:
+        return atts[".".join(v["Fn::GetAtt"])]
+    if set(v) == {"Fn::If"}:
+        cond, yes, no = v["Fn::If"]
+        return resolve(yes if conditions[cond] else no, refs, atts, conditions)
+    out = {k: resolve(x, refs, atts, conditions) for k, x in v.items()}
+    return {k: x for k, x in out.items() if x is not NOVALUE}
+
+
+NOVALUE = object()
+
+
+def role_policy(refs, atts, conditions):
+    with open(os.path.join(ROOT, "template.yaml")) as f:
+        template = yaml.load(f, Loader=CfnLoader)
+    policies = template["Resources"]["CompactionRole"]["Properties"]["Policies"]
+    check(len(policies) == 1, f"CompactionRole has {len(policies)} inline policies")
+    return resolve(policies[0]["PolicyDocument"], refs, atts, conditions)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--binary", required=True)
+    args = ap.parse_args()
+    # Three unauthenticated calls: the admin user, its policy and its key.
+    moto = Server("moto-iam", {"MOTO_IAM_SETUP_CALLS": "3", "MOTO_ACCOUNT_ID": ACCOUNT})
+    broker = Server("mosquitto")
+    endpoint = f"http://127.0.0.1:{moto.port}"
+    say(f"moto enforcing IAM on {endpoint}; mosquitto on :{broker.port}")
+
+    def session(key=None):
+        k = key or {"AccessKeyId": "test", "SecretAccessKey": "test"}
+        return boto3.session.Session(aws_access_key_id=k["AccessKeyId"],
+                                     aws_secret_access_key=k["SecretAccessKey"], region_name=REGION)
+    iam0 = session().client("iam", endpoint_url=endpoint)
+    iam0.create_user(UserName="admin")
+    iam0.put_user_policy(UserName="admin", PolicyName="admin", PolicyDocument=json.dumps(
+        {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
+    admin_key = iam0.create_access_key(UserName="admin")["AccessKey"]
+    admin = session(admin_key)
+    iam = admin.client("iam", endpoint_url=endpoint)
+    # Authorisation is on from here: an anonymous-ish call is refused.
+    try:
+        session().client("s3", endpoint_url=endpoint).list_buckets()
+        fail("moto does not enforce IAM (a call with unknown keys was allowed)")
+    except ClientError as e:
+        say(f"moto refuses unknown keys: {e.response['Error']['Code']}")
+
+    logs = admin.client("logs", endpoint_url=endpoint)
+    sqs = admin.client("sqs", endpoint_url=endpoint)
+    sm = admin.client("secretsmanager", endpoint_url=endpoint)
+    group = "/aws/lambda/lp-archive-compaction"
+    logs.create_log_group(logGroupName=group)
+    group_arn = [g for g in logs.describe_log_groups(logGroupNamePrefix=group)["logGroups"]][0]["arn"]
+    queue = sqs.create_queue(QueueName="lp-failures")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    secret_arn = sm.create_secret(Name="lp/mqtt-password", SecretString="anything")["ARN"]
+    namespace = "LeastPrivilege/Test"
+
+    iam.create_user(UserName="compaction")
+    key = iam.create_access_key(UserName="compaction")["AccessKey"]
+    user = session(key)
+    env_admin = {**os.environ, "ARCHIVE_AWS_ACCESS_KEY_ID": admin_key["AccessKeyId"],
+                 "ARCHIVE_AWS_SECRET_ACCESS_KEY": admin_key["SecretAccessKey"]}
+    n = [0]
+
+    def policy_for(bucket):
+        refs = {"AWS::Partition": "aws", "AWS::Region": REGION, "AWS::AccountId": ACCOUNT,
+                "BucketName": bucket, "MetricsNamespace": namespace, "MqttPasswordSecretArn": secret_arn}
+        atts = {"LogGroup.Arn": group_arn, "FailureQueue.Arn": queue_arn}
+        return role_policy(refs, atts, {"HasMqttPasswordSecret": True})
+
+    def for_moto(st):
+        """moto checks Secrets Manager and CloudWatch Logs actions against the
+        resource "*" (it derives a resource for S3, SQS and IAM only), so a
+        statement naming one secret or log group never matches there: for
+        moto those two get Resource "*", Action unchanged."""
+        if st["Sid"] in ("ReadMqttPassword", "WriteLogs"):
+            return {**st, "Resource": "*"}
+        return st
+
+    def attach(bucket, statements):
+        doc = {"Version": "2012-10-17", "Statement": [for_moto(s) for s in statements] + [{
+            "Sid": "MotoDeleteObjects", "Effect": "Allow", "Action": "s3:DeleteObject",
+            "Resource": f"arn:aws:s3:::{bucket}"}]}
+        iam.put_user_policy(UserName="compaction", PolicyName="archive-compaction", PolicyDocument=json.dumps(doc))
+
+    def fresh_bucket():
+        n[0] += 1
+        bucket = f"lp-{n[0]}-{os.getpid()}"
+        old = os.environ.copy()
+        os.environ.update(ARCHIVE_AWS_ACCESS_KEY_ID=admin_key["AccessKeyId"],
+                          ARCHIVE_AWS_SECRET_ACCESS_KEY=admin_key["SecretAccessKey"])
+        try:
+            gen = archive("gen", endpoint, bucket, {"seed": 3, "days": [
+                {"date": "2026-07-18", "flights": 6}, {"date": "2026-07-19", "flights": 5}]})
+        finally:
+            os.environ.clear()
+            os.environ.update(old)
+        return bucket, gen
+
+    def run_job(bucket):
+        env = {"PATH": os.environ.get("PATH", ""), "S3_BUCKET": bucket, "S3_FORCE_PATH_STYLE": "true",
+               "AWS_ENDPOINT_URL": endpoint, "AWS_REGION": REGION,
+               "AWS_ACCESS_KEY_ID": key["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"],
+               "AWS_EC2_METADATA_DISABLED": "true", "METRICS_ENABLED": "false", "METRICS_NAMESPACE": namespace,
+               "MQTT_HOST": "127.0.0.1", "MQTT_PORT": str(broker.port), "MQTT_USERNAME": "u",
+               "MQTT_PASSWORD_SECRET_ARN": secret_arn, "LOG_LEVEL": "warn"}
+        p = subprocess.run([args.binary, "run", "--now", NOW], env=env, capture_output=True, text=True,
+                           timeout=120)
+        try:
+            report = json.loads(p.stdout)
+        except ValueError:
+            fail(f"no report (exit {p.returncode}): {p.stdout} {p.stderr[-2000:]}")
+        return p.returncode, report, p.stderr
+
+    def lambda_calls():
+        """What Lambda does with the role: the function's logs and the failure record."""
+        lg = user.client("logs", endpoint_url=endpoint)
+        q = user.client("sqs", endpoint_url=endpoint)
+        out = {}
+        try:
+            stream = f"s-{time.time_ns()}"
+            lg.create_log_stream(logGroupName=group, logStreamName=stream)
+            lg.put_log_events(logGroupName=group, logStreamName=stream,
+                              logEvents=[{"timestamp": int(time.time() * 1000), "message": "x"}])
+            out["WriteLogs"] = True
+        except ClientError as e:
+            out["WriteLogs"] = e.response["Error"]["Code"]
+        try:
+            q.send_message(QueueUrl=queue, MessageBody="{}")
+            out["FailureDestination"] = True
+        except ClientError as e:
+            out["FailureDestination"] = e.response["Error"]["Code"]
+        return out
+
+    # 1. The whole policy: Success, nothing unreported.
+    bucket, gen = fresh_bucket()
+    statements = policy_for(bucket)["Statement"]
+    sids = [s["Sid"] for s in statements]
+    say(f"role policy from template.yaml: {sids}")
+    check("ReadMqttPassword" in sids, "no ReadMqttPassword statement with MqttPasswordSecretArn set")
+    check(not any(s.get("Resource") in ("*", f"arn:aws:s3:::{bucket}/*") and s["Action"] != "cloudwatch:PutMetricData"
+                  for s in statements), "a statement grants every object or every resource")
+    attach(bucket, statements)
+    time.sleep(0.5)
+    code, report, stderr = run_job(bucket)
+    check(code == 0 and report["last_run_status"] == "Success",
+          f"full policy: exit {code}, {report.get('last_run_status')}: {report.get('error')} {stderr[-1500:]}")
+    # MQTT itself is anonymous here (no password file): the secret was read, then published.
+    check(report["report_errors"] == [], f"full policy: report_errors {report['report_errors']}")
+    check(report["files_compacted"] == 11 and report["files_delete_failed"] == 0,
+          f"full policy: {report['files_compacted']} compacted, {report['files_delete_failed']} not deleted")
+    calls = lambda_calls()
+    check(calls == {"WriteLogs": True, "FailureDestination": True}, f"Lambda's calls with the full policy: {calls}")
+    say(f"1. full policy: Success, {report['files_compacted']} files compacted over "
+        f"{report['days_compacted']} days, no reporting error; Lambda's log and failure-queue calls allowed")
+
+    # 2. flights/ cannot be read, overwritten or deleted.
+    s3 = user.client("s3", endpoint_url=endpoint)
+    flight = gen["flights"]["2026-07-18"][0]
+    listed = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="flights/")["Contents"]]
+    check(flight in listed, f"{flight} not listed")
+    denied = {}
+    for what, call in [("read", lambda: s3.get_object(Bucket=bucket, Key=flight)),
+                       ("head", lambda: s3.head_object(Bucket=bucket, Key=flight)),
+                       ("overwrite", lambda: s3.put_object(Bucket=bucket, Key=flight, Body=b"x")),
+                       ("delete", lambda: s3.delete_object(Bucket=bucket, Key=flight))]:
+        try:
+            call()
+            fail(f"{what} of {flight} was allowed")
+        except ClientError as e:
+            denied[what] = e.response["Error"]["Code"]
+            check(denied[what] in ("AccessDenied", "403"), f"{what}: {denied[what]}")
+    a3 = admin.client("s3", endpoint_url=endpoint)
+    check(a3.head_object(Bucket=bucket, Key=flight)["ContentLength"] > 0, "the flight object changed")
+    say(f"2. {flight}: {denied} (listing it is the only access)")
+
+    # 3. Without any one statement: a failure or a reported error.
+    for i, sid in enumerate(sids):
+        bucket, _ = fresh_bucket()
+        rest = [s for s in policy_for(bucket)["Statement"] if s["Sid"] != sid]
+        attach(bucket, rest)
+        time.sleep(0.5)
+        if sid == "PublishMetrics":
+            # moto 5.2 answers the SDK's CloudWatch protocol (Smithy RPCv2
+            # CBOR) with 404, and evaluates no condition but sts:ExternalId:
+            # PutMetricData under IAM cannot be run here. The metrics reach
+            # the namespace on ministack (tests/support/deployed.py).
+            say(f"3. without {sid}: NOT CHECKED on moto (no CloudWatch for the Rust SDK, "
+                "no cloudwatch:namespace condition); metrics are checked on ministack")
+            continue
+        if sid in ("WriteLogs", "FailureDestination"):
+            calls = lambda_calls()
+            check(calls[sid] is not True, f"without {sid}: Lambda's call was still allowed")
+            other = "FailureDestination" if sid == "WriteLogs" else "WriteLogs"
+            check(calls[other] is True, f"without {sid}: {other} denied too ({calls})")
+            say(f"3. without {sid}: Lambda's call denied ({calls[sid]}); not used by the job itself")
+            continue
+        code, report, stderr = run_job(bucket)
+        status, errors = report["last_run_status"], report.get("report_errors", [])
+        check(status != "Success" or errors,
+              f"without {sid}: the run still succeeded with no reporting error: the statement is superfluous")
+        why = report.get("errors") or errors
+        check("AccessDenied" in json.dumps(why) or "403" in json.dumps(why),
+              f"without {sid}: the error is not a denial: {why}")
+        say(f"3. without {sid}: exit {code}, {status}; {str(why)[:200]}")
+    attach(bucket, policy_for(bucket)["Statement"])
+    say("least privilege: all checks passed")
+
+
+if __name__ == "__main__":
+    main()
