@@ -909,7 +909,8 @@ mod tests {
     #[test]
     fn each_rule_names_what_is_wrong() {
         let (k, m) = good();
-        let cases: Vec<(&str, Box<dyn Fn(&mut String, &mut Manifest)>)> = vec![
+        type Edit = Box<dyn Fn(&mut String, &mut Manifest)>;
+        let cases: Vec<(&str, Edit)> = vec![
             ("unknown_version", Box::new(|_, m| m.schema_version = 3)),
             ("unknown_version", Box::new(|_, m| m.schema_version = 0)),
             (
