@@ -5,8 +5,8 @@
 //! 2. [`prepare`]: checksum the output [`read_inputs`] merged and encoded as
 //!    the inputs arrived, build the [`Manifest`].
 //! 3. [`create_manifest`]: conditional create of the manifest.
-//! 4. [`put_output`]: conditional create of `compacted-{uuid}.parquet` with a
-//!    SHA-256 flexible checksum.
+//! 4. [`put_output`]: conditional create of `compacted-{job_id}.parquet` with a
+//!    SHA-256 flexible checksum and the job id in its metadata.
 //! 5. [`verify_output`]: HEAD; size and checksum must equal the manifest's.
 //! 6. [`delete_inputs`]: re-list, then DeleteObjects each input conditional
 //!    on its ETag (a changed input survives as a newer version).
@@ -37,7 +37,7 @@ use crate::merge::{
 use crate::plan::PlannedInput;
 use crate::report::SkippedFile;
 use crate::state::{MANIFEST_VERSION, Manifest, ManifestInput, ManifestOutput};
-use crate::storage::{DeleteFailure, Fetched, PutMode, S3Store, etag_eq};
+use crate::storage::{DeleteFailure, Fetched, Head, JOB_ID_METADATA, PutMode, S3Store, etag_eq};
 
 /// Confirms the lease (when there is one) before each destructive step.
 #[derive(Debug)]
@@ -308,6 +308,10 @@ pub use crate::storage::sha256_b64;
 /// "Performance"); outputs from `MULTIPART_THRESHOLD_BYTES` go up as a
 /// multipart upload ([`S3Store::put`]).
 ///
+/// The output is named after the job id ([`compacted_key`]`(date, job_id)`,
+/// the manifest being `{job_id}.json`): that is how recovery knows a
+/// manifest's own output from another commit's ([`crate::recovery`]).
+///
 /// Errors: none today; kept fallible for the encoder settings it may check.
 pub fn prepare(
     date: NaiveDate,
@@ -321,7 +325,7 @@ pub fn prepare(
         None => (None, None),
         Some(bytes) => {
             let out = ManifestOutput {
-                key: compacted_key(date, Uuid::now_v7()),
+                key: compacted_key(date, job_id),
                 size: bytes.len() as u64,
                 sha256: sha256_b64(bytes),
                 rows: merged.rows,
@@ -357,16 +361,26 @@ pub async fn create_manifest(store: &S3Store, key: &str, manifest: &Manifest) ->
 }
 
 /// Phase 4: writes the output under its fresh key (`If-None-Match: *`, so an
-/// existing object is never overwritten), with its SHA-256 checksum.
+/// existing object is never overwritten), with its SHA-256 checksum and
+/// `job_id` (the manifest's) in its metadata ([`JOB_ID_METADATA`]), which
+/// recovery checks before it deletes an output.
 pub async fn put_output(
     store: &S3Store,
     fence: &mut Fence<'_>,
+    job_id: Uuid,
     output: &ManifestOutput,
     body: Bytes,
 ) -> Result<()> {
     fence.check().await?;
+    let job = job_id.to_string();
     store
-        .put(&output.key, body, PutMode::Create, Some(&output.sha256))
+        .put_with_metadata(
+            &output.key,
+            body,
+            PutMode::Create,
+            Some(&output.sha256),
+            &[(JOB_ID_METADATA, &job)],
+        )
         .await?;
     failpoint!("commit::after-output-put");
     Ok(())
@@ -390,29 +404,34 @@ pub enum OutputCheck {
 /// composite checksum: `{b64}-{parts}` on AWS, bare on some S3-compatible
 /// servers), the object is read back and hashed, and that hash decides.
 pub async fn check_output(store: &S3Store, output: &ManifestOutput) -> Result<OutputCheck> {
+    Ok(inspect_output(store, output).await?.0)
+}
+
+/// [`check_output`], plus the HEAD it was decided on (`None` when the output
+/// is missing), for its metadata (the job id that wrote it).
+pub async fn inspect_output(
+    store: &S3Store,
+    output: &ManifestOutput,
+) -> Result<(OutputCheck, Option<Head>)> {
     let Some(head) = store.head(&output.key).await? else {
-        return Ok(OutputCheck::Missing);
+        return Ok((OutputCheck::Missing, None));
     };
     if head.size != output.size {
-        return Ok(OutputCheck::Differs(
-            format!("size {} != manifest {}", head.size, output.size),
-            head.etag,
-        ));
+        let reason = format!("size {} != manifest {}", head.size, output.size);
+        return Ok((OutputCheck::Differs(reason, head.etag.clone()), Some(head)));
     }
-    let sum = match head.checksum_sha256 {
-        Some(s) if s == output.sha256 => s,
+    let sum = match &head.checksum_sha256 {
+        Some(s) if *s == output.sha256 => s.clone(),
         _ => match store.get_opt(&output.key).await? {
-            None => return Ok(OutputCheck::Missing),
+            None => return Ok((OutputCheck::Missing, None)),
             Some(f) => sha256_b64(&f.body),
         },
     };
     if sum != output.sha256 {
-        return Ok(OutputCheck::Differs(
-            format!("sha256 {sum} != manifest {}", output.sha256),
-            head.etag,
-        ));
+        let reason = format!("sha256 {sum} != manifest {}", output.sha256);
+        return Ok((OutputCheck::Differs(reason, head.etag.clone()), Some(head)));
     }
-    Ok(OutputCheck::Verified)
+    Ok((OutputCheck::Verified, Some(head)))
 }
 
 /// Phase 5: the output must be there with the manifest's size and checksum.

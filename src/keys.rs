@@ -62,10 +62,24 @@ pub fn index_prefix(date: NaiveDate) -> String {
     )
 }
 
-/// A fresh output key `index/.../compacted-{uuid v7}.parquet` for a date.
+/// The output key `index/.../compacted-{id}.parquet` of a date.
 ///
-/// UUIDv7 ids are unique per call, so two runs never name their outputs alike
-/// (outputs named to the second overwrote each other in other compactors).
+/// A commit names its output after its job id (a UUIDv7, unique per commit),
+/// so two runs never name their outputs alike (outputs named to the second
+/// overwrote each other in other compactors) and recovery can tell a
+/// manifest's own output from any other commit's: it is
+/// `compacted_key(manifest.date, manifest.job_id)` (manifest schema version
+/// 2, see [`crate::state::MANIFEST_VERSION`]).
+///
+/// ```
+/// use archive_compaction::keys::compacted_key;
+/// let d = chrono::NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+/// let id = uuid::Uuid::parse_str("019f7d73-f820-702f-b905-8c81d0944996").unwrap();
+/// assert_eq!(
+///     compacted_key(d, id),
+///     "index/year=2026/month=07/day=20/compacted-019f7d73-f820-702f-b905-8c81d0944996.parquet"
+/// );
+/// ```
 pub fn compacted_key(date: NaiveDate, id: Uuid) -> String {
     format!("{}{COMPACTED_PREFIX}{id}.parquet", index_prefix(date))
 }
@@ -149,9 +163,25 @@ pub fn classify_index_key(key: &str) -> IndexKey {
     }
 }
 
+/// Whether `key` is an index input: a file this job reads, merges and may
+/// delete once merged (a per-flight file, a compacted file, ...). It is
+/// everything [`classify_index_key`] does not call [`IndexKey::Foreign`], so
+/// a new kind of index file is an input as soon as it is classified as one.
+/// Whether it is in a given partition is the caller's to check.
+///
+/// ```
+/// use archive_compaction::keys::is_index_input;
+/// assert!(is_index_input("index/year=2026/month=07/day=20/compacted-x.parquet"));
+/// assert!(!is_index_input("index/year=2026/month=07/day=20/_SUCCESS"));
+/// assert!(!is_index_input("_compaction_state/watermark.json"));
+/// ```
+pub fn is_index_input(key: &str) -> bool {
+    classify_index_key(key).is_input()
+}
+
 /// Whether `key` is an index input of the partition of `date`: directly in
 /// `index/year=YYYY/month=MM/day=DD/` of that date and not foreign by its
-/// name (see [`IndexKey`]).
+/// name (see [`IndexKey`], [`is_index_input`]).
 pub fn is_index_input_of(key: &str, date: NaiveDate) -> bool {
     key.strip_prefix(&index_prefix(date))
         .is_some_and(|name| !name.contains('/'))

@@ -1,36 +1,488 @@
 //! Recovery: resolve every manifest a crashed run left, before anything else.
 //!
-//! Follows DESIGN.md's recovery table:
+//! The recovery table below has one rule in front of it: no data
+//! is deleted on a manifest's word unless the manifest proves the data is
+//! its own commit's or is held elsewhere.
 //!
 //! | found at start | action |
 //! |---|---|
+//! | manifest unreadable (0 bytes, bad JSON), or breaking a [`ManifestRule`] | move it aside to `quarantine/`, report it with the rule, leave that date alone |
+//! | manifest whose output carries another job's id ([`JOB_ID_METADATA`]) | the same: quarantine |
 //! | manifest, output missing | delete manifest; the date is compacted again from intact inputs |
-//! | manifest, output size or checksum differs | delete the output, then the manifest |
+//! | manifest, output size or checksum differs, every input still in the version the manifest names | delete the output, then the manifest |
+//! | manifest, output differs, an input gone or changed | quarantine: the output may hold the only copy of that input's rows |
 //! | manifest, output verified | delete the remaining inputs (ETag-conditional), then the manifest |
-//! | manifest unreadable (0 bytes, bad JSON) | move it aside to `quarantine/`, report it, leave that date alone |
 //! | manifest whose inputs cannot be deleted | keep it, report it as stuck, retry next time |
+//!
+//! **Validation before any action** ([`validate_manifest`], pure): the
+//! manifest's file name is its `job_id`; its date is its key's; its output is
+//! a `compacted-` file directly in its own date's partition; every input is
+//! an index input ([`crate::keys::is_index_input`]) of that partition, none
+//! is the output and none is listed twice; nothing it names is under
+//! `_compaction_state/` or outside `index/`.
+//!
+//! **Ownership** depends on the manifest's `schema_version` (see
+//! [`crate::state::MANIFEST_VERSION`]):
+//!
+//! - version 2: the output key must be [`crate::keys::compacted_key`]`(date,
+//!   job_id)`, and, when the output carries a job id in its metadata, it must
+//!   be the manifest's;
+//! - version 1 (written before outputs were named after the job): the key
+//!   cannot name the job, so what is checked is what such a commit did: the
+//!   output's id is a UUIDv7 minted within [`V1_OUTPUT_ID_WINDOW_MS`] of the
+//!   job id (v1's `prepare` minted both at once), the metadata check when the
+//!   output carries metadata (outputs of version-2 commits do), and "never
+//!   the only copy" before an output that differs is deleted. A consistent
+//!   version-1 manifest recovers exactly as before.
 //!
 //! An error listing or reading manifests fails the run (never "no
 //! manifests"). Manifests are never dropped after a TTL. Dates with a stuck
 //! manifest, or a quarantined one still under `quarantine/`, are blocked:
 //! the walk stops before them until an operator looks.
 //!
-//! [`assess`] answers the same questions without acting (the dry run).
+//! [`assess`] answers the same questions without acting (the dry run): both
+//! decide with the same function.
 //!
 //! Failpoints (feature `failpoints`): `recovery::before-output-delete`,
 //! `recovery::after-input-deletes`, plus those of the commit phases reused here.
 
 use std::collections::{BTreeMap, HashSet};
+use std::fmt;
 
 use chrono::NaiveDate;
+use uuid::Uuid;
 
 use crate::commit::{self, Fence, OutputCheck};
 use crate::error::Result;
 use crate::failpoint;
-use crate::keys::{MANIFESTS_ROOT, QUARANTINE_ROOT, index_prefix, manifest_date};
+use crate::keys::{
+    INDEX_ROOT, IndexKey, MANIFESTS_ROOT, QUARANTINE_ROOT, STATE_ROOT, classify_index_key,
+    compacted_key, index_prefix, is_index_input, manifest_date,
+};
 use crate::report::RecoveredManifest;
-use crate::state::Manifest;
-use crate::storage::{PutMode, S3Store, etag_eq};
+use crate::state::{MANIFEST_VERSION, MANIFEST_VERSION_1, Manifest};
+use crate::storage::{JOB_ID_METADATA, PutMode, S3Store, etag_eq};
+
+/// How far apart (milliseconds) the timestamps of a version-1 manifest's job
+/// id and its output's id may be. Version 1's `prepare` minted the output id
+/// (`Uuid::now_v7()`) right after the job id, so they are the same or the
+/// next millisecond; the slack covers a clock step between the two calls.
+pub const V1_OUTPUT_ID_WINDOW_MS: u64 = 1000;
+
+/// What a manifest names, in a [`ManifestRule`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Its output.
+    Output,
+    /// One of its inputs.
+    Input,
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Role::Output => "output",
+            Role::Input => "input",
+        })
+    }
+}
+
+/// Why recovery will not act on a manifest: the rule it breaks. A manifest
+/// breaking one is quarantined (moved to `_compaction_state/quarantine/`),
+/// reported with [`ManifestRule::code`] and the message, and its date is
+/// blocked; nothing is deleted on its word.
+///
+/// [`validate_manifest`] checks the rules that need only the key and the
+/// manifest; [`ManifestRule::Unreadable`], [`ManifestRule::OutputOfAnotherJob`]
+/// and [`ManifestRule::OnlyCopy`] are found by reading the bucket.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ManifestRule {
+    /// Empty, not JSON, or not shaped like a [`Manifest`].
+    #[error("unreadable (empty or not a manifest: {reason})")]
+    Unreadable {
+        /// The parser's message.
+        reason: String,
+    },
+    /// A `schema_version` this build does not know (a newer build's file).
+    #[error(
+        "schema_version {version} is not one this build knows ({MANIFEST_VERSION_1} or {MANIFEST_VERSION}); run the build that wrote it"
+    )]
+    UnknownVersion {
+        /// The version found.
+        version: u32,
+    },
+    /// The file name is not `{job_id}.json`.
+    #[error("its file name {name} is not its job_id {job_id}.json")]
+    NameNotJobId {
+        /// The file name found.
+        name: String,
+        /// The manifest's job id.
+        job_id: Uuid,
+    },
+    /// The manifest's date is not the date in its key.
+    #[error("its date {date} is not the date of its key ({key_date})")]
+    DateNotKeyDate {
+        /// The date segment of the key, as found.
+        key_date: String,
+        /// The manifest's `date`.
+        date: NaiveDate,
+    },
+    /// It names a state file (`_compaction_state/...`).
+    #[error("its {role} {key} is a state file under {STATE_ROOT}")]
+    StateFile {
+        /// Output or input.
+        role: Role,
+        /// The key named.
+        key: String,
+    },
+    /// It names something outside `index/`.
+    #[error("its {role} {key} is outside {INDEX_ROOT}")]
+    OutsideIndex {
+        /// Output or input.
+        role: Role,
+        /// The key named.
+        key: String,
+    },
+    /// It names a key that is not directly in its own date's partition.
+    #[error("its {role} {key} is not directly in its own date's partition {prefix}")]
+    NotInPartition {
+        /// Output or input.
+        role: Role,
+        /// The key named.
+        key: String,
+        /// The partition it should be in.
+        prefix: String,
+    },
+    /// The output is not a `compacted-*.parquet` file.
+    #[error("its output {key} is not a compacted-*.parquet file")]
+    OutputNotCompacted {
+        /// The output key.
+        key: String,
+    },
+    /// Version 2: the output is not the key the job id gives.
+    #[error("its output {key} is not the one its job id names ({expected}): another commit's file")]
+    OutputNotDerived {
+        /// The output key.
+        key: String,
+        /// `compacted_key(date, job_id)`.
+        expected: String,
+    },
+    /// Version 1: the output id was not minted with the job id.
+    #[error(
+        "its output {key} was not named when its job {job_id} was (a version-1 output id is a UUIDv7 within {V1_OUTPUT_ID_WINDOW_MS} ms of the job id): another commit's file"
+    )]
+    OutputNotMintedWithJob {
+        /// The output key.
+        key: String,
+        /// The manifest's job id.
+        job_id: Uuid,
+    },
+    /// An output but no input: its rows would come from nowhere.
+    #[error("it has an output ({key}) but no inputs")]
+    OutputWithoutInputs {
+        /// The output key.
+        key: String,
+    },
+    /// An input is not an index input (a foreign object).
+    #[error("its input {key} is not an index input ({why})")]
+    InputNotIndexFile {
+        /// The input key.
+        key: String,
+        /// Why it is foreign ([`IndexKey::Foreign`]).
+        why: &'static str,
+    },
+    /// An input is the manifest's own output.
+    #[error("its input {key} is its own output")]
+    InputIsOutput {
+        /// The key.
+        key: String,
+    },
+    /// An input is listed more than once.
+    #[error("its input {key} is listed more than once")]
+    InputTwice {
+        /// The key.
+        key: String,
+    },
+    /// The output carries another job's id in its metadata.
+    #[error(
+        "its output {key} carries job id {found} ({JOB_ID_METADATA} metadata), not its own {job_id}: another commit's file"
+    )]
+    OutputOfAnotherJob {
+        /// The output key.
+        key: String,
+        /// The job id in the output's metadata.
+        found: String,
+        /// The manifest's job id.
+        job_id: Uuid,
+    },
+    /// The output differs from the manifest and an input is no longer there
+    /// in the version the manifest names: the output may hold the only copy
+    /// of its rows.
+    #[error(
+        "its output {output} differs from it ({reason}) and its input {input} is {state}: the output may hold the only copy of those rows, so it is left"
+    )]
+    OnlyCopy {
+        /// The output key.
+        output: String,
+        /// How it differs.
+        reason: String,
+        /// The first input not in its version.
+        input: String,
+        /// `gone` or `in another version`.
+        state: &'static str,
+    },
+}
+
+impl ManifestRule {
+    /// A stable name for the rule (snake case), first in the report's detail.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ManifestRule::Unreadable { .. } => "unreadable",
+            ManifestRule::UnknownVersion { .. } => "unknown_version",
+            ManifestRule::NameNotJobId { .. } => "name_not_job_id",
+            ManifestRule::DateNotKeyDate { .. } => "date_not_key_date",
+            ManifestRule::StateFile { .. } => "state_file",
+            ManifestRule::OutsideIndex { .. } => "outside_index",
+            ManifestRule::NotInPartition { .. } => "not_in_partition",
+            ManifestRule::OutputNotCompacted { .. } => "output_not_compacted",
+            ManifestRule::OutputNotDerived { .. } => "output_not_derived",
+            ManifestRule::OutputNotMintedWithJob { .. } => "output_not_minted_with_job",
+            ManifestRule::OutputWithoutInputs { .. } => "output_without_inputs",
+            ManifestRule::InputNotIndexFile { .. } => "input_not_index_file",
+            ManifestRule::InputIsOutput { .. } => "input_is_output",
+            ManifestRule::InputTwice { .. } => "input_twice",
+            ManifestRule::OutputOfAnotherJob { .. } => "output_of_another_job",
+            ManifestRule::OnlyCopy { .. } => "only_copy",
+        }
+    }
+}
+
+/// Checks, before any action, that `manifest` (read from `key`) names only
+/// what its own commit wrote and read; pure. The first rule broken is
+/// returned (see [`ManifestRule`] and the module docs for the rules and how
+/// versions 1 and 2 differ).
+///
+/// ```
+/// use archive_compaction::recovery::{validate_manifest, ManifestRule};
+/// use archive_compaction::state::{Manifest, ManifestOutput, MANIFEST_VERSION};
+/// use archive_compaction::keys::{compacted_key, manifest_key};
+/// let date = chrono::NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+/// let job_id = uuid::Uuid::now_v7();
+/// let output = compacted_key(date, job_id);
+/// let m = Manifest {
+///     schema_version: MANIFEST_VERSION, job_id, date,
+///     output: Some(ManifestOutput { key: output.clone(), size: 10, sha256: "x".into(), rows: 1 }),
+///     inputs: vec![],
+///     created_at: chrono::Utc::now(), invocation_id: "doc".into(),
+/// };
+/// let key = manifest_key(date, job_id);
+/// assert_eq!(validate_manifest(&key, &m), Err(ManifestRule::OutputWithoutInputs { key: output }));
+/// ```
+pub fn validate_manifest(key: &str, manifest: &Manifest) -> std::result::Result<(), ManifestRule> {
+    let version = manifest.schema_version;
+    if version != MANIFEST_VERSION && version != MANIFEST_VERSION_1 {
+        return Err(ManifestRule::UnknownVersion { version });
+    }
+    let name = key.rsplit('/').next().unwrap_or(key);
+    if name != format!("{}.json", manifest.job_id) {
+        return Err(ManifestRule::NameNotJobId {
+            name: name.to_string(),
+            job_id: manifest.job_id,
+        });
+    }
+    if manifest_date(key) != Some(manifest.date) {
+        let key_date = key
+            .strip_prefix(MANIFESTS_ROOT)
+            .and_then(|r| r.split_once('/'))
+            .map_or("none", |(d, _)| d);
+        return Err(ManifestRule::DateNotKeyDate {
+            key_date: key_date.to_string(),
+            date: manifest.date,
+        });
+    }
+    let prefix = index_prefix(manifest.date);
+    if let Some(output) = &manifest.output {
+        in_partition(Role::Output, &output.key, &prefix)?;
+        if classify_index_key(&output.key) != IndexKey::Compacted {
+            return Err(ManifestRule::OutputNotCompacted {
+                key: output.key.clone(),
+            });
+        }
+        if version == MANIFEST_VERSION {
+            let expected = compacted_key(manifest.date, manifest.job_id);
+            if output.key != expected {
+                return Err(ManifestRule::OutputNotDerived {
+                    key: output.key.clone(),
+                    expected,
+                });
+            }
+        } else if !v1_output_minted_with_job(&output.key, &prefix, manifest.job_id) {
+            return Err(ManifestRule::OutputNotMintedWithJob {
+                key: output.key.clone(),
+                job_id: manifest.job_id,
+            });
+        }
+        if manifest.inputs.is_empty() {
+            return Err(ManifestRule::OutputWithoutInputs {
+                key: output.key.clone(),
+            });
+        }
+    }
+    let output_key = manifest.output.as_ref().map(|o| o.key.as_str());
+    let mut seen = HashSet::new();
+    for input in &manifest.inputs {
+        let key = &input.key;
+        in_partition(Role::Input, key, &prefix)?;
+        if output_key == Some(key.as_str()) {
+            return Err(ManifestRule::InputIsOutput { key: key.clone() });
+        }
+        if !is_index_input(key) {
+            let why = match classify_index_key(key) {
+                IndexKey::Foreign(why) => why,
+                _ => "not an index file",
+            };
+            return Err(ManifestRule::InputNotIndexFile {
+                key: key.clone(),
+                why,
+            });
+        }
+        if !seen.insert(key.as_str()) {
+            return Err(ManifestRule::InputTwice { key: key.clone() });
+        }
+    }
+    Ok(())
+}
+
+/// `key` is directly in the partition `prefix` (not a state file, not
+/// outside `index/`, not in another partition or a sub-prefix).
+fn in_partition(role: Role, key: &str, prefix: &str) -> std::result::Result<(), ManifestRule> {
+    if key.starts_with(STATE_ROOT) {
+        return Err(ManifestRule::StateFile {
+            role,
+            key: key.to_string(),
+        });
+    }
+    if !key.starts_with(INDEX_ROOT) {
+        return Err(ManifestRule::OutsideIndex {
+            role,
+            key: key.to_string(),
+        });
+    }
+    match key.strip_prefix(prefix) {
+        Some(name) if !name.is_empty() && !name.contains('/') => Ok(()),
+        _ => Err(ManifestRule::NotInPartition {
+            role,
+            key: key.to_string(),
+            prefix: prefix.to_string(),
+        }),
+    }
+}
+
+/// Version 1: the output `compacted-{id}.parquet` has a UUIDv7 id whose
+/// timestamp is within [`V1_OUTPUT_ID_WINDOW_MS`] of the job id's.
+fn v1_output_minted_with_job(key: &str, prefix: &str, job_id: Uuid) -> bool {
+    let id = key
+        .strip_prefix(prefix)
+        .and_then(|n| n.strip_prefix(crate::keys::COMPACTED_PREFIX))
+        .and_then(|n| n.strip_suffix(".parquet"))
+        .and_then(|n| Uuid::parse_str(n).ok());
+    let millis = |u: Uuid| {
+        (u.get_version_num() == 7)
+            .then(|| u.get_timestamp())
+            .flatten()
+            .map(|t| {
+                let (s, n) = t.to_unix();
+                s * 1000 + u64::from(n) / 1_000_000
+            })
+    };
+    match (id.and_then(millis), millis(job_id)) {
+        (Some(a), Some(b)) => a.abs_diff(b) <= V1_OUTPUT_ID_WINDOW_MS,
+        _ => false,
+    }
+}
+
+/// What recovery does with one manifest, decided without writing anything.
+#[derive(Debug)]
+enum Decision {
+    /// Move it aside; nothing is done on its word.
+    Quarantine(ManifestRule),
+    /// Act on it as the recovery table says.
+    Act(Box<Manifest>, Step),
+}
+
+/// The recovery table's rows for a manifest that may be acted on.
+#[derive(Debug)]
+enum Step {
+    /// No output (zero rows) or output verified: finish the commit.
+    Complete,
+    /// The output was never written: drop the manifest.
+    OutputMissing(String),
+    /// The output differs and every input is still in its version: delete
+    /// the output (conditional on `etag`), then the manifest.
+    OutputMismatch {
+        key: String,
+        reason: String,
+        etag: String,
+    },
+}
+
+/// Reads the bucket (HEAD of the output, a listing of its partition) to
+/// decide what to do with the manifest at `key`, whose body is `body`.
+async fn decide(store: &S3Store, key: &str, body: &[u8]) -> Result<Decision> {
+    let manifest: Manifest = match serde_json::from_slice(body) {
+        Ok(m) => m,
+        Err(e) => {
+            return Ok(Decision::Quarantine(ManifestRule::Unreadable {
+                reason: e.to_string(),
+            }));
+        }
+    };
+    if let Err(rule) = validate_manifest(key, &manifest) {
+        return Ok(Decision::Quarantine(rule));
+    }
+    let Some(output) = &manifest.output else {
+        return Ok(Decision::Act(Box::new(manifest), Step::Complete));
+    };
+    let (check, head) = commit::inspect_output(store, output).await?;
+    if let Some(found) = head.as_ref().and_then(|h| h.job_id())
+        && found != manifest.job_id.to_string()
+    {
+        return Ok(Decision::Quarantine(ManifestRule::OutputOfAnotherJob {
+            key: output.key.clone(),
+            found: found.to_string(),
+            job_id: manifest.job_id,
+        }));
+    }
+    let step = match check {
+        OutputCheck::Verified => Step::Complete,
+        OutputCheck::Missing => Step::OutputMissing(output.key.clone()),
+        OutputCheck::Differs(reason, etag) => {
+            let listed = store.list_etags(&index_prefix(manifest.date)).await?;
+            let lost = manifest
+                .inputs
+                .iter()
+                .find_map(|i| match listed.get(&i.key) {
+                    None => Some((i, "gone")),
+                    Some(e) if !etag_eq(e, &i.etag) => Some((i, "in another version")),
+                    Some(_) => None,
+                });
+            if let Some((input, state)) = lost {
+                return Ok(Decision::Quarantine(ManifestRule::OnlyCopy {
+                    output: output.key.clone(),
+                    reason,
+                    input: input.key.clone(),
+                    state,
+                }));
+            }
+            Step::OutputMismatch {
+                key: output.key.clone(),
+                reason,
+                etag,
+            }
+        }
+    };
+    Ok(Decision::Act(Box::new(manifest), step))
+}
 
 /// What recovery did.
 #[derive(Debug, Default)]
@@ -47,7 +499,10 @@ pub struct Recovery {
     pub files_delete_failed: u64,
 }
 
-/// Resolves every manifest under `_compaction_state/manifests/`.
+/// Resolves every manifest under `_compaction_state/manifests/`: each is
+/// first decided on (validated, its output HEADed and checked for
+/// ownership, its inputs re-listed when its output differs), then
+/// quarantined or acted on as the module's table says.
 ///
 /// Errors: listing or reading a manifest, or any S3 error while acting on
 /// one; the run must then stop as a Failure.
@@ -57,18 +512,20 @@ pub async fn recover(store: &S3Store, fence: &mut Fence<'_>) -> Result<Recovery>
     let manifests = store.list(MANIFESTS_ROOT).await?;
     for m in manifests {
         let date = manifest_date(&m.key);
-        let body = store.get_opt(&m.key).await?;
-        let Some(body) = body else { continue };
-        let parsed: Option<Manifest> = serde_json::from_slice(&body.body)
-            .ok()
-            .filter(|man: &Manifest| Some(man.date) == date);
-        let Some(manifest) = parsed else {
-            quarantine(store, &m.key, body.body, &mut out, date).await?;
+        let Some(body) = store.get_opt(&m.key).await? else {
             continue;
         };
-        tracing::info!(key = %m.key, date = %manifest.date, inputs = manifest.inputs.len(), "recovering manifest");
-        let entry = resolve(store, fence, &m.key, &manifest, &mut out).await?;
-        out.recovered.push(entry);
+        match decide(store, &m.key, &body.body).await? {
+            Decision::Quarantine(rule) => {
+                fence.check().await?;
+                quarantine(store, &m.key, body.body, &rule, &mut out, date).await?;
+            }
+            Decision::Act(manifest, step) => {
+                tracing::info!(key = %m.key, date = %manifest.date, inputs = manifest.inputs.len(), "recovering manifest");
+                let entry = resolve(store, fence, &m.key, &manifest, step, &mut out).await?;
+                out.recovered.push(entry);
+            }
+        }
     }
     Ok(out)
 }
@@ -102,9 +559,33 @@ async fn still_quarantined(store: &S3Store, out: &mut Recovery) -> Result<()> {
     Ok(())
 }
 
+/// Why a date is blocked by a quarantined manifest (`done`: "moved", or
+/// "would be moved" in a dry run).
+fn blocked_reason(
+    store: &S3Store,
+    key: &str,
+    target: &str,
+    rule: &ManifestRule,
+    done: &str,
+) -> String {
+    match rule {
+        ManifestRule::Unreadable { .. } => format!(
+            "unreadable manifest s3://{}/{key} {done} to {target}",
+            store.bucket()
+        ),
+        _ => format!(
+            "manifest s3://{}/{key} breaks rule {} ({rule}) and {done} to {target}",
+            store.bucket(),
+            rule.code()
+        ),
+    }
+}
+
 /// What [`recover`] would do, without doing any of it (the dry run): lists
 /// and reads manifests, HEADs (or reads back) their outputs and lists their
-/// partitions; writes and deletes nothing.
+/// partitions; writes and deletes nothing. It decides with the same function
+/// as [`recover`], so a manifest [`recover`] would quarantine (unreadable,
+/// breaking a [`ManifestRule`]) shows as `quarantined` with the same rule.
 ///
 /// The result is shaped like [`recover`]'s so the walk plans exactly as the
 /// real run would after recovery: `blocked` holds the dates recovery would
@@ -126,58 +607,50 @@ pub async fn assess(store: &S3Store) -> Result<Recovery> {
         let Some(body) = store.get_opt(&m.key).await? else {
             continue;
         };
-        let parsed: Option<Manifest> = serde_json::from_slice(&body.body)
-            .ok()
-            .filter(|man: &Manifest| Some(man.date) == date);
         let entry = |action: &'static str, detail: String| RecoveredManifest {
             key: m.key.clone(),
             date,
             action: action.into(),
             detail,
         };
-        let Some(manifest) = parsed else {
-            let target = m.key.replacen(MANIFESTS_ROOT, QUARANTINE_ROOT, 1);
-            if let Some(d) = date {
-                out.blocked.insert(
-                    d,
-                    format!(
-                        "unreadable manifest s3://{}/{} would be moved to {target}",
-                        store.bucket(),
-                        m.key
-                    ),
-                );
+        let (manifest, step) = match decide(store, &m.key, &body.body).await? {
+            Decision::Quarantine(rule) => {
+                let target = m.key.replacen(MANIFESTS_ROOT, QUARANTINE_ROOT, 1);
+                if let Some(d) = date {
+                    out.blocked.insert(
+                        d,
+                        blocked_reason(store, &m.key, &target, &rule, "would be moved"),
+                    );
+                }
+                out.recovered.push(entry(
+                    "quarantined",
+                    format!("would move it to {target}: rule {}: {rule}; nothing would be deleted on its word; the date would stay blocked until an operator deletes it", rule.code()),
+                ));
+                continue;
             }
-            out.recovered.push(entry(
-                "quarantined",
-                format!("would move it to {target}: unreadable (empty or not a manifest); the date would stay blocked until an operator deletes it"),
-            ));
-            continue;
+            Decision::Act(manifest, step) => (manifest, step),
         };
-        if let Some(output) = &manifest.output {
-            match commit::check_output(store, output).await? {
-                OutputCheck::Missing => {
-                    out.recovered.push(entry(
-                        "output_missing",
-                        format!(
-                            "would delete the manifest: {} was never written; inputs intact, the date is compacted again",
-                            output.key
-                        ),
-                    ));
-                    continue;
-                }
-                OutputCheck::Differs(reason, _) => {
-                    out.claimed.insert(output.key.clone());
-                    out.recovered.push(entry(
-                        "output_mismatch",
-                        format!(
-                            "would delete {} ({reason}), then the manifest; inputs intact",
-                            output.key
-                        ),
-                    ));
-                    continue;
-                }
-                OutputCheck::Verified => {}
+        match step {
+            Step::OutputMissing(key) => {
+                out.recovered.push(entry(
+                    "output_missing",
+                    format!(
+                        "would delete the manifest: {key} was never written; inputs intact, the date is compacted again"
+                    ),
+                ));
+                continue;
             }
+            Step::OutputMismatch { key, reason, .. } => {
+                out.claimed.insert(key.clone());
+                out.recovered.push(entry(
+                    "output_mismatch",
+                    format!(
+                        "would delete {key} ({reason}), then the manifest; every input is still in the version it names"
+                    ),
+                ));
+                continue;
+            }
+            Step::Complete => {}
         }
         let listed = store.list_etags(&index_prefix(manifest.date)).await?;
         let (mut to_delete, mut newer, mut gone) = (0, 0, 0);
@@ -201,34 +674,36 @@ pub async fn assess(store: &S3Store) -> Result<Recovery> {
     Ok(out)
 }
 
+/// Moves the manifest at `key` (body `body`) to `quarantine/`, reports it
+/// with `rule` and blocks its date. Deletes nothing else.
 async fn quarantine(
     store: &S3Store,
     key: &str,
     body: bytes::Bytes,
+    rule: &ManifestRule,
     out: &mut Recovery,
     date: Option<NaiveDate>,
 ) -> Result<()> {
     let target = key.replacen(MANIFESTS_ROOT, QUARANTINE_ROOT, 1);
-    tracing::error!(key, quarantine = %target, "manifest is unreadable; moved aside, nothing deleted on its word");
+    tracing::error!(key, quarantine = %target, rule = rule.code(), %rule,
+        "manifest not acted on; moved aside, nothing deleted on its word");
     match store.put(&target, body, PutMode::Create, None).await {
         Ok(_) | Err(crate::error::Error::PreconditionFailed { .. }) => {}
         Err(e) => return Err(e),
     }
     store.delete(key, None).await?;
     if let Some(d) = date {
-        out.blocked.insert(
-            d,
-            format!(
-                "unreadable manifest moved to s3://{}/{target}",
-                store.bucket()
-            ),
-        );
+        out.blocked
+            .insert(d, blocked_reason(store, key, &target, rule, "was moved"));
     }
     out.recovered.push(RecoveredManifest {
         key: key.to_string(),
         date,
         action: "quarantined".into(),
-        detail: format!("unreadable (empty or not a manifest); moved to {target}; inspect it, then delete it to unblock the date"),
+        detail: format!(
+            "rule {}: {rule}; moved to {target}, nothing deleted on its word; inspect it, then delete it to unblock the date",
+            rule.code()
+        ),
     });
     Ok(())
 }
@@ -238,6 +713,7 @@ async fn resolve(
     fence: &mut Fence<'_>,
     key: &str,
     manifest: &Manifest,
+    step: Step,
     out: &mut Recovery,
 ) -> Result<RecoveredManifest> {
     let entry = |action: &str, detail: String| RecoveredManifest {
@@ -246,31 +722,32 @@ async fn resolve(
         action: action.into(),
         detail,
     };
-    if let Some(output) = &manifest.output {
-        match commit::check_output(store, output).await? {
-            OutputCheck::Missing => {
-                fence.check().await?;
-                commit::delete_manifest(store, key).await?;
-                return Ok(entry(
-                    "output_missing",
-                    format!(
-                        "{} was never written; inputs intact, date compacted again",
-                        output.key
-                    ),
-                ));
-            }
-            OutputCheck::Differs(reason, etag) => {
-                fence.check().await?;
-                failpoint!("recovery::before-output-delete");
-                store.delete(&output.key, Some(&etag)).await?;
-                commit::delete_manifest(store, key).await?;
-                return Ok(entry(
-                    "output_mismatch",
-                    format!("{} deleted ({reason}); inputs intact", output.key),
-                ));
-            }
-            OutputCheck::Verified => {}
+    match step {
+        Step::OutputMissing(output) => {
+            fence.check().await?;
+            commit::delete_manifest(store, key).await?;
+            return Ok(entry(
+                "output_missing",
+                format!("{output} was never written; inputs intact, date compacted again"),
+            ));
         }
+        Step::OutputMismatch {
+            key: output,
+            reason,
+            etag,
+        } => {
+            fence.check().await?;
+            failpoint!("recovery::before-output-delete");
+            store.delete(&output, Some(&etag)).await?;
+            commit::delete_manifest(store, key).await?;
+            return Ok(entry(
+                "output_mismatch",
+                format!(
+                    "{output} deleted ({reason}); every input is still in the version it names"
+                ),
+            ));
+        }
+        Step::Complete => {}
     }
     let deleted = commit::delete_inputs(store, fence, manifest).await?;
     failpoint!("recovery::after-input-deletes");
@@ -300,4 +777,310 @@ async fn resolve(
             deleted.kept_newer.len()
         ),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::manifest_key;
+    use crate::state::{ManifestInput, ManifestOutput};
+    use uuid::{NoContext, Timestamp};
+
+    const SEC: u64 = 1_784_500_000; // 2026-07-20
+
+    fn d(s: &str) -> NaiveDate {
+        NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap()
+    }
+
+    /// A UUIDv7 at `SEC` + `ms` milliseconds.
+    fn v7(ms: u64) -> Uuid {
+        let t = SEC * 1000 + ms;
+        Uuid::new_v7(Timestamp::from_unix(
+            NoContext,
+            t / 1000,
+            (t % 1000) as u32 * 1_000_000,
+        ))
+    }
+
+    fn p(date: &str) -> String {
+        index_prefix(d(date))
+    }
+
+    fn input(key: &str) -> ManifestInput {
+        ManifestInput {
+            key: key.into(),
+            etag: "\"e\"".into(),
+            size: 100,
+        }
+    }
+
+    /// A consistent version-2 manifest of 2026-07-20 with two per-flight inputs.
+    fn good() -> (String, Manifest) {
+        let job_id = v7(0);
+        let date = d("2026-07-20");
+        let m = Manifest {
+            schema_version: MANIFEST_VERSION,
+            job_id,
+            date,
+            output: Some(ManifestOutput {
+                key: compacted_key(date, job_id),
+                size: 10,
+                sha256: "x".into(),
+                rows: 2,
+            }),
+            inputs: vec![
+                input(&format!("{}{}.parquet", p("2026-07-20"), v7(1))),
+                input(&format!("{}{}.parquet", p("2026-07-20"), v7(2))),
+            ],
+            created_at: chrono::DateTime::from_timestamp(SEC as i64, 0).unwrap(),
+            invocation_id: "t".into(),
+        };
+        (manifest_key(date, job_id), m)
+    }
+
+    fn with_output(m: &mut Manifest, key: &str) {
+        m.output.as_mut().unwrap().key = key.into();
+    }
+
+    fn code(key: &str, m: &Manifest) -> &'static str {
+        match validate_manifest(key, m) {
+            Ok(()) => "ok",
+            Err(r) => {
+                let text = r.to_string();
+                assert!(!text.is_empty());
+                r.code()
+            }
+        }
+    }
+
+    #[test]
+    fn consistent_manifests_pass() {
+        let (k, m) = good();
+        assert_eq!(validate_manifest(&k, &m), Ok(()));
+        // No output (zero rows): inputs only.
+        let mut none = m.clone();
+        none.output = None;
+        assert_eq!(validate_manifest(&k, &none), Ok(()));
+        // A compacted file folded in as an input.
+        let mut folded = m.clone();
+        folded.inputs.push(input(&compacted_key(
+            m.date,
+            Uuid::parse_str("5f3c2a10-1b2c-4d3e-8f40-112233445566").unwrap(),
+        )));
+        assert_eq!(validate_manifest(&k, &folded), Ok(()));
+    }
+
+    #[test]
+    fn the_three_manifests_of_issue_18_are_refused() {
+        let (k, m) = good();
+        let other = format!("{}compacted-{}.parquet", p("2026-07-20"), v7(9_000));
+        // Another commit's compacted file as its output.
+        let mut a = m.clone();
+        with_output(&mut a, &other);
+        assert_eq!(
+            validate_manifest(&k, &a),
+            Err(ManifestRule::OutputNotDerived {
+                key: other.clone(),
+                expected: compacted_key(m.date, m.job_id)
+            })
+        );
+        // Its own output as its only input.
+        let mut b = m.clone();
+        b.inputs = vec![input(&m.output.as_ref().unwrap().key)];
+        assert_eq!(code(&k, &b), "input_is_output");
+        // The watermark as its output.
+        let mut c = m.clone();
+        with_output(&mut c, "_compaction_state/watermark.json");
+        assert_eq!(
+            validate_manifest(&k, &c),
+            Err(ManifestRule::StateFile {
+                role: Role::Output,
+                key: "_compaction_state/watermark.json".into()
+            })
+        );
+        assert!(
+            validate_manifest(&k, &c)
+                .unwrap_err()
+                .to_string()
+                .contains("_compaction_state/watermark.json")
+        );
+    }
+
+    #[test]
+    fn each_rule_names_what_is_wrong() {
+        let (k, m) = good();
+        type Edit = Box<dyn Fn(&mut String, &mut Manifest)>;
+        let cases: Vec<(&str, Edit)> = vec![
+            ("unknown_version", Box::new(|_, m| m.schema_version = 3)),
+            ("unknown_version", Box::new(|_, m| m.schema_version = 0)),
+            (
+                "name_not_job_id",
+                Box::new(|k, m| *k = manifest_key(m.date, v7(1))),
+            ),
+            (
+                "date_not_key_date",
+                Box::new(|_, m| m.date = d("2026-07-19")),
+            ),
+            (
+                "date_not_key_date",
+                Box::new(|k, m| *k = format!("{MANIFESTS_ROOT}{}.json", m.job_id)),
+            ),
+            (
+                "state_file",
+                Box::new(|_, m| with_output(m, "_compaction_state/lock.json")),
+            ),
+            (
+                "state_file",
+                Box::new(|_, m| m.inputs[1].key = "_compaction_state/watermark.json".into()),
+            ),
+            (
+                "outside_index",
+                Box::new(|_, m| m.inputs[0].key = format!("flights/2026/07/20/{}.json.gz", v7(3))),
+            ),
+            (
+                "outside_index",
+                Box::new(|_, m| with_output(m, "compacted-x.parquet")),
+            ),
+            (
+                "not_in_partition",
+                Box::new(|_, m| m.inputs[0].key = format!("{}{}.parquet", p("2026-07-19"), v7(3))),
+            ),
+            (
+                "not_in_partition",
+                Box::new(|_, m| {
+                    m.inputs[0].key = format!("{}sub/{}.parquet", p("2026-07-20"), v7(3))
+                }),
+            ),
+            (
+                "not_in_partition",
+                Box::new(|_, m| {
+                    let o = compacted_key(d("2026-07-19"), m.job_id);
+                    with_output(m, &o)
+                }),
+            ),
+            (
+                "output_not_compacted",
+                Box::new(|_, m| {
+                    let o = m.inputs[0].key.clone();
+                    with_output(m, &o)
+                }),
+            ),
+            (
+                "output_not_derived",
+                Box::new(|_, m| {
+                    let o = compacted_key(m.date, v7(1));
+                    with_output(m, &o)
+                }),
+            ),
+            ("output_without_inputs", Box::new(|_, m| m.inputs.clear())),
+            (
+                "input_not_index_file",
+                Box::new(|_, m| m.inputs[1].key = format!("{}_SUCCESS", p("2026-07-20"))),
+            ),
+            (
+                "input_not_index_file",
+                Box::new(|_, m| m.inputs[1].key = format!("{}notes.json", p("2026-07-20"))),
+            ),
+            (
+                "input_is_output",
+                Box::new(|_, m| {
+                    let o = m.output.as_ref().unwrap().key.clone();
+                    m.inputs.push(input(&o))
+                }),
+            ),
+            (
+                "input_twice",
+                Box::new(|_, m| {
+                    let again = m.inputs[0].clone();
+                    m.inputs.push(ManifestInput {
+                        etag: "\"other\"".into(),
+                        ..again
+                    })
+                }),
+            ),
+        ];
+        for (want, edit) in cases {
+            let (mut key, mut man) = (k.clone(), m.clone());
+            edit(&mut key, &mut man);
+            let got = validate_manifest(&key, &man);
+            let rule = got.clone().expect_err(want);
+            assert_eq!(rule.code(), want, "{rule}");
+            let text = rule.to_string();
+            let named = man
+                .inputs
+                .iter()
+                .map(|i| i.key.as_str())
+                .chain(man.output.as_ref().map(|o| o.key.as_str()))
+                .any(|k| text.contains(k));
+            assert!(
+                named
+                    || want == "unknown_version"
+                    || want.ends_with("key_date")
+                    || want == "name_not_job_id",
+                "{want}: the message names no key: {text}"
+            );
+        }
+    }
+
+    #[test]
+    fn version_1_output_ids_must_be_minted_with_the_job_id() {
+        let (_, mut m) = good();
+        m.schema_version = MANIFEST_VERSION_1;
+        let k = manifest_key(m.date, m.job_id);
+        // As v1's prepare wrote it: a second UUIDv7, the same millisecond or the next.
+        for ms in [0, 1, V1_OUTPUT_ID_WINDOW_MS] {
+            let o = compacted_key(m.date, v7(ms));
+            with_output(&mut m, &o);
+            assert_eq!(validate_manifest(&k, &m), Ok(()), "{ms} ms");
+        }
+        // The derived key is fine in v1 too (same timestamp).
+        let o = compacted_key(m.date, m.job_id);
+        with_output(&mut m, &o);
+        assert_eq!(validate_manifest(&k, &m), Ok(()));
+        // Another commit's output: minted later, or not a UUIDv7 at all.
+        for other in [
+            compacted_key(m.date, v7(V1_OUTPUT_ID_WINDOW_MS + 1)),
+            compacted_key(m.date, v7(3_600_000)),
+            compacted_key(
+                m.date,
+                Uuid::parse_str("5f3c2a10-1b2c-4d3e-8f40-112233445566").unwrap(),
+            ),
+            format!("{}compacted-2026-07-20.parquet", p("2026-07-20")),
+        ] {
+            with_output(&mut m, &other);
+            assert_eq!(
+                validate_manifest(&k, &m),
+                Err(ManifestRule::OutputNotMintedWithJob {
+                    key: other.clone(),
+                    job_id: m.job_id
+                }),
+                "{other}"
+            );
+        }
+        // The other rules apply to v1 as they do to v2.
+        let o = compacted_key(m.date, v7(1));
+        with_output(&mut m, &o);
+        m.inputs = vec![input(&o)];
+        assert_eq!(code(&k, &m), "input_is_output");
+        with_output(&mut m, "_compaction_state/watermark.json");
+        assert_eq!(code(&k, &m), "state_file");
+    }
+
+    #[test]
+    fn bucket_rules_have_codes_and_messages() {
+        let r = ManifestRule::OnlyCopy {
+            output: "index/o".into(),
+            reason: "size 1 != manifest 2".into(),
+            input: "index/i".into(),
+            state: "gone",
+        };
+        assert_eq!(r.code(), "only_copy");
+        assert!(r.to_string().contains("index/i is gone"), "{r}");
+        let r = ManifestRule::OutputOfAnotherJob {
+            key: "index/o".into(),
+            found: "a".into(),
+            job_id: v7(0),
+        };
+        assert!(r.to_string().contains(JOB_ID_METADATA), "{r}");
+    }
 }

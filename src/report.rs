@@ -156,8 +156,10 @@ pub struct RecoveredManifest {
     /// Its date (from the key), if readable.
     pub date: Option<NaiveDate>,
     /// `output_missing`, `output_mismatch`, `completed`, `quarantined` (moved
-    /// aside now), `quarantined_earlier` (still under `quarantine/`, date
-    /// blocked), `stuck`. In a dry run: what recovery would do (nothing is done).
+    /// aside now: unreadable or breaking a [`crate::recovery::ManifestRule`],
+    /// the detail naming it as `rule {code}: ...`), `quarantined_earlier`
+    /// (still under `quarantine/`, date blocked), `stuck`. In a dry run: what
+    /// recovery would do (nothing is done).
     pub action: String,
     /// Details.
     pub detail: String,

@@ -877,7 +877,7 @@ async fn commit_day(
     let m = &prepared.manifest;
     commit::create_manifest(store, &prepared.manifest_key, m).await?;
     if let (Some(output), Some(body)) = (&m.output, prepared.body.clone()) {
-        commit::put_output(store, fence, output, body).await?;
+        commit::put_output(store, fence, m.job_id, output, body).await?;
         commit::verify_output(store, output).await?;
     }
     let deleted = commit::delete_inputs(store, fence, m).await?;

@@ -87,8 +87,29 @@ impl WatermarkState {
     }
 }
 
-/// Schema version of [`Manifest`] files written by this build.
-pub const MANIFEST_VERSION: u32 = 1;
+/// Schema version of [`Manifest`] files written by this build: 2.
+///
+/// The two versions have the same fields; `schema_version` is what tells
+/// them apart, and what recovery may prove from them differs
+/// ([`crate::recovery::validate_manifest`]):
+///
+/// - **2**: the output key is derived from the job id,
+///   [`crate::keys::compacted_key`]`(date, job_id)`, and the output object
+///   carries the job id in its metadata ([`JOB_ID_METADATA`]). A key other
+///   than the derived one is not this commit's output.
+/// - **1** ([`MANIFEST_VERSION_1`], before outputs were named after the job):
+///   the output was named `compacted-{a second UUIDv7}`, minted right after
+///   the job id, so its key proves ownership only as far as that id's
+///   timestamp is the job id's; such outputs carry no metadata.
+///
+/// Any other version is not acted on (quarantined).
+///
+/// [`JOB_ID_METADATA`]: crate::storage::JOB_ID_METADATA
+pub const MANIFEST_VERSION: u32 = 2;
+
+/// Schema version of manifests written before output keys were derived from
+/// the job id (see [`MANIFEST_VERSION`]); recovered as before when consistent.
+pub const MANIFEST_VERSION_1: u32 = 1;
 
 /// One input of a commit, as it was read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,7 +125,8 @@ pub struct ManifestInput {
 /// The compacted output a commit writes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ManifestOutput {
-    /// `index/.../compacted-{uuid}.parquet`.
+    /// `index/year=YYYY/month=MM/day=DD/compacted-{job_id}.parquet` in the
+    /// manifest's own partition (version 1: `compacted-{another UUIDv7}`).
     pub key: String,
     /// Size in bytes.
     pub size: u64,
@@ -118,9 +140,11 @@ pub struct ManifestOutput {
 /// output, deleted once every input is gone or proven newer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
-    /// [`MANIFEST_VERSION`].
+    /// [`MANIFEST_VERSION`] (or [`MANIFEST_VERSION_1`] for older files).
     pub schema_version: u32,
-    /// The commit's id (UUIDv7).
+    /// The commit's id (UUIDv7); also the manifest's file name
+    /// (`{job_id}.json`) and, from version 2, the output's name
+    /// (`compacted-{job_id}.parquet`).
     pub job_id: Uuid,
     /// The partition date.
     pub date: NaiveDate,

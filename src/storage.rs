@@ -46,6 +46,12 @@ pub const MULTIPART_THRESHOLD_DEFAULT: usize = 16 * 1024 * 1024;
 /// Default part size (bytes) of multipart uploads: 8 MiB.
 pub const MULTIPART_PART_DEFAULT: usize = 8 * 1024 * 1024;
 
+/// The user-metadata name (sent as `x-amz-meta-compaction-job-id`) under
+/// which a compacted output carries the job id of the commit that wrote it,
+/// set at PutObject or CreateMultipartUpload. Recovery reads it back at HEAD
+/// ([`Head::metadata`]) and never deletes an output carrying another job's id.
+pub const JOB_ID_METADATA: &str = "compaction-job-id";
+
 /// Parts uploaded at once in one multipart upload.
 const MULTIPART_PARTS_IN_FLIGHT: usize = 4;
 
@@ -121,6 +127,15 @@ pub struct Head {
     pub etag: String,
     /// The stored SHA-256 flexible checksum (base64), when the server keeps one.
     pub checksum_sha256: Option<String>,
+    /// User metadata (`x-amz-meta-*`), names without the prefix, lower case.
+    pub metadata: std::collections::BTreeMap<String, String>,
+}
+
+impl Head {
+    /// The job id in [`JOB_ID_METADATA`], when the object carries one.
+    pub fn job_id(&self) -> Option<&str> {
+        self.metadata.get(JOB_ID_METADATA).map(String::as_str)
+    }
 }
 
 /// How a PUT may replace what is there.
@@ -389,6 +404,14 @@ impl S3Store {
                 size: h.content_length().unwrap_or(0).max(0) as u64,
                 etag: h.e_tag().unwrap_or_default().to_string(),
                 checksum_sha256: h.checksum_sha256().map(str::to_string),
+                metadata: h
+                    .metadata()
+                    .map(|m| {
+                        m.iter()
+                            .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
             })),
             Err(e) => {
                 let e = self.err("HeadObject", key, e);
@@ -416,8 +439,23 @@ impl S3Store {
         mode: PutMode,
         sha256_b64: Option<&str>,
     ) -> Result<String> {
+        self.put_with_metadata(key, body, mode, sha256_b64, &[])
+            .await
+    }
+
+    /// [`S3Store::put`] with user metadata: each `(name, value)` is stored as
+    /// `x-amz-meta-{name}` (set at PutObject, or at CreateMultipartUpload for
+    /// a multipart upload) and comes back in [`Head::metadata`].
+    pub async fn put_with_metadata(
+        &self,
+        key: &str,
+        body: Bytes,
+        mode: PutMode,
+        sha256_b64: Option<&str>,
+        metadata: &[(&str, &str)],
+    ) -> Result<String> {
         if body.len() >= self.multipart_threshold {
-            return self.put_multipart(key, body, mode).await;
+            return self.put_multipart(key, body, mode, metadata).await;
         }
         let mut req = self
             .client
@@ -425,6 +463,9 @@ impl S3Store {
             .bucket(&self.bucket)
             .key(key)
             .body(ByteStream::from(body));
+        for (name, value) in metadata {
+            req = req.metadata(*name, *value);
+        }
         req = match &mode {
             PutMode::Create => req.if_none_match("*"),
             PutMode::Update(etag) => req.if_match(etag),
@@ -442,7 +483,13 @@ impl S3Store {
         Ok(out.e_tag().unwrap_or_default().to_string())
     }
 
-    async fn put_multipart(&self, key: &str, body: Bytes, mode: PutMode) -> Result<String> {
+    async fn put_multipart(
+        &self,
+        key: &str,
+        body: Bytes,
+        mode: PutMode,
+        metadata: &[(&str, &str)],
+    ) -> Result<String> {
         let ranges = multipart_ranges(body.len(), self.multipart_part_size);
         tracing::info!(
             key,
@@ -456,6 +503,9 @@ impl S3Store {
             .bucket(&self.bucket)
             .key(key)
             .checksum_algorithm(ChecksumAlgorithm::Sha256);
+        for (name, value) in metadata {
+            req = req.metadata(*name, *value);
+        }
         if key.ends_with(".json") {
             req = req.content_type("application/json");
         }

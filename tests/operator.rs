@@ -136,9 +136,15 @@ async fn crashed_commit(
     match crash {
         Crash::BeforeOutput => {}
         Crash::AfterVerify | Crash::OutputDiffers => {
-            commit::put_output(store, &mut Fence(None), &output, p.body.clone().unwrap())
-                .await
-                .unwrap();
+            commit::put_output(
+                store,
+                &mut Fence(None),
+                p.manifest.job_id,
+                &output,
+                p.body.clone().unwrap(),
+            )
+            .await
+            .unwrap();
             commit::verify_output(store, &output).await.unwrap();
         }
     }
