@@ -476,10 +476,10 @@ async fn committed_output(store: &S3Store, day: &str, version: u32) -> (String, 
         .iter()
         .map(|(u, m)| PlannedInput {
             meta: m.clone(),
-            flight: Some(*u),
+            source: archive_compaction::merge::Source::PerFlight(*u),
         })
         .collect();
-    let read = commit::read_inputs(store, d, &inputs, 4, 1024)
+    let read = commit::read_inputs(store, d, &inputs, 4, 1024, &Default::default())
         .await
         .unwrap();
     let mut p = commit::prepare(d, &read, at(NOW), "crashed-run").unwrap();
