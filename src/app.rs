@@ -126,6 +126,7 @@ pub fn options_from_event(
         deadline,
         dry_run: event.dry_run,
         only_date: event.date,
+        clock: crate::clock::system(),
     }
 }
 

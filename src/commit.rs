@@ -28,24 +28,24 @@ use uuid::Uuid;
 use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::keys::{compacted_key, index_prefix, manifest_key};
-use crate::lease::LeaseGuard;
+use crate::lease::Confirm;
 use crate::merge::{
     self, Decoded, MergeInput, MergedOutput, Merger, Source, StreamError, StreamMerger,
 };
 use crate::plan::PlannedInput;
 use crate::report::SkippedFile;
 use crate::state::{MANIFEST_VERSION, Manifest, ManifestInput, ManifestOutput};
-use crate::storage::{DeleteFailure, Fetched, PutMode, S3Store, etag_eq};
+use crate::storage::{DeleteFailure, Fetched, PutMode, Store, etag_eq};
 
 /// Confirms the lease (when there is one) before each destructive step.
 #[derive(Debug)]
-pub struct Fence<'a>(pub Option<&'a mut LeaseGuard>);
+pub struct Fence<'a>(pub Option<&'a mut dyn Confirm>);
 
 impl Fence<'_> {
-    /// [`LeaseGuard::confirm`], or nothing without a lease.
+    /// [`crate::lease::LeaseGuard::confirm`], or nothing without a lease.
     pub async fn check(&mut self) -> Result<()> {
         match self.0.as_deref_mut() {
-            Some(l) => l.confirm().await,
+            Some(l) => l.confirm_boxed().await,
             None => Ok(()),
         }
     }
@@ -155,7 +155,7 @@ fn source_of(input: &PlannedInput) -> Source {
 /// Errors: any other S3 error (after the SDK's retries); [`Error::Encode`]
 /// when the merge fails (an extra column whose types cannot be reconciled).
 pub async fn read_inputs(
-    store: &S3Store,
+    store: &impl Store,
     date: NaiveDate,
     inputs: &[PlannedInput],
     concurrency: usize,
@@ -195,7 +195,7 @@ enum Pass {
 }
 
 async fn read_pass(
-    store: &S3Store,
+    store: &impl Store,
     date: NaiveDate,
     inputs: &[&PlannedInput],
     concurrency: usize,
@@ -266,7 +266,7 @@ async fn read_pass(
 }
 
 async fn fetch<'a>(
-    store: &S3Store,
+    store: &impl Store,
     input: &'a PlannedInput,
 ) -> (&'a PlannedInput, Result<Option<Fetched>>) {
     (input, store.get_opt(&input.meta.key).await)
@@ -296,7 +296,7 @@ pub use crate::storage::sha256_b64;
 /// (DESIGN.md: the manifest records the output's size and checksum before
 /// the PUT). A day of 50,000 flights encodes to about 2.6 MB (README,
 /// "Performance"); outputs from `MULTIPART_THRESHOLD_BYTES` go up as a
-/// multipart upload ([`S3Store::put`]).
+/// multipart upload ([`crate::storage::S3Store::put`]).
 ///
 /// Errors: none today; kept fallible for the encoder settings it may check.
 pub fn prepare(
@@ -338,7 +338,7 @@ pub fn prepare(
 }
 
 /// Phase 3: creates the manifest (`If-None-Match: *`).
-pub async fn create_manifest(store: &S3Store, key: &str, manifest: &Manifest) -> Result<()> {
+pub async fn create_manifest(store: &impl Store, key: &str, manifest: &Manifest) -> Result<()> {
     failpoint!("commit::before-manifest-create");
     let body = serde_json::to_vec_pretty(manifest).expect("manifest serialises");
     store.put(key, body.into(), PutMode::Create, None).await?;
@@ -349,7 +349,7 @@ pub async fn create_manifest(store: &S3Store, key: &str, manifest: &Manifest) ->
 /// Phase 4: writes the output under its fresh key (`If-None-Match: *`, so an
 /// existing object is never overwritten), with its SHA-256 checksum.
 pub async fn put_output(
-    store: &S3Store,
+    store: &impl Store,
     fence: &mut Fence<'_>,
     output: &ManifestOutput,
     body: Bytes,
@@ -379,7 +379,7 @@ pub enum OutputCheck {
 /// the server keeps none, or keeps another kind (a multipart object's
 /// composite checksum: `{b64}-{parts}` on AWS, bare on some S3-compatible
 /// servers), the object is read back and hashed, and that hash decides.
-pub async fn check_output(store: &S3Store, output: &ManifestOutput) -> Result<OutputCheck> {
+pub async fn check_output(store: &impl Store, output: &ManifestOutput) -> Result<OutputCheck> {
     let Some(head) = store.head(&output.key).await? else {
         return Ok(OutputCheck::Missing);
     };
@@ -408,7 +408,7 @@ pub async fn check_output(store: &S3Store, output: &ManifestOutput) -> Result<Ou
 /// Phase 5: the output must be there with the manifest's size and checksum.
 ///
 /// Errors: [`Error::VerifyFailed`] otherwise.
-pub async fn verify_output(store: &S3Store, output: &ManifestOutput) -> Result<()> {
+pub async fn verify_output(store: &impl Store, output: &ManifestOutput) -> Result<()> {
     match check_output(store, output).await? {
         OutputCheck::Verified => {}
         OutputCheck::Missing => {
@@ -447,7 +447,7 @@ pub struct DeleteOutcome {
 /// (for servers that ignore the ETag in DeleteObjects); the rest goes to
 /// DeleteObjects with each key's ETag (S3 refuses to delete a changed one).
 pub async fn delete_inputs(
-    store: &S3Store,
+    store: &impl Store,
     fence: &mut Fence<'_>,
     manifest: &Manifest,
 ) -> Result<DeleteOutcome> {
@@ -492,7 +492,7 @@ pub async fn delete_inputs(
 }
 
 /// Phase 7: deletes the manifest.
-pub async fn delete_manifest(store: &S3Store, key: &str) -> Result<()> {
+pub async fn delete_manifest(store: &impl Store, key: &str) -> Result<()> {
     failpoint!("commit::before-manifest-delete");
     store.delete(key, None).await
 }

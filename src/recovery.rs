@@ -30,7 +30,7 @@ use crate::failpoint;
 use crate::keys::{MANIFESTS_ROOT, QUARANTINE_ROOT, index_prefix, manifest_date};
 use crate::report::RecoveredManifest;
 use crate::state::Manifest;
-use crate::storage::{PutMode, S3Store, etag_eq};
+use crate::storage::{PutMode, Store, etag_eq};
 
 /// What recovery did.
 #[derive(Debug, Default)]
@@ -51,7 +51,7 @@ pub struct Recovery {
 ///
 /// Errors: listing or reading a manifest, or any S3 error while acting on
 /// one; the run must then stop as a Failure.
-pub async fn recover(store: &S3Store, fence: &mut Fence<'_>) -> Result<Recovery> {
+pub async fn recover(store: &impl Store, fence: &mut Fence<'_>) -> Result<Recovery> {
     let mut out = Recovery::default();
     still_quarantined(store, &mut out).await?;
     let manifests = store.list(MANIFESTS_ROOT).await?;
@@ -79,7 +79,7 @@ pub fn quarantined_date(key: &str) -> Option<NaiveDate> {
 }
 
 /// Quarantined manifests still under `quarantine/` block their date.
-async fn still_quarantined(store: &S3Store, out: &mut Recovery) -> Result<()> {
+async fn still_quarantined(store: &impl Store, out: &mut Recovery) -> Result<()> {
     for q in store.list(QUARANTINE_ROOT).await? {
         let date = quarantined_date(&q.key);
         if let Some(d) = date {
@@ -118,7 +118,7 @@ async fn still_quarantined(store: &S3Store, out: &mut Recovery) -> Result<()> {
 ///
 /// Errors: listing or reading manifests, HEAD/GET of outputs, or listing a
 /// partition (the real run would fail on them too).
-pub async fn assess(store: &S3Store) -> Result<Recovery> {
+pub async fn assess(store: &impl Store) -> Result<Recovery> {
     let mut out = Recovery::default();
     still_quarantined(store, &mut out).await?;
     for m in store.list(MANIFESTS_ROOT).await? {
@@ -202,7 +202,7 @@ pub async fn assess(store: &S3Store) -> Result<Recovery> {
 }
 
 async fn quarantine(
-    store: &S3Store,
+    store: &impl Store,
     key: &str,
     body: bytes::Bytes,
     out: &mut Recovery,
@@ -234,7 +234,7 @@ async fn quarantine(
 }
 
 async fn resolve(
-    store: &S3Store,
+    store: &impl Store,
     fence: &mut Fence<'_>,
     key: &str,
     manifest: &Manifest,

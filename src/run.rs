@@ -8,11 +8,13 @@
 //! the walk before a new date is started too late.
 
 use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, NaiveDate, Utc};
 use uuid::Uuid;
 
+use crate::clock::Clock;
 use crate::commit::{self, Fence};
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -23,7 +25,7 @@ use crate::plan::{self, DayAction, DayPlan};
 use crate::recovery;
 use crate::report::{DayReport, Parity, RunReport, SkippedFile, Status, StopReason};
 use crate::state::WatermarkState;
-use crate::storage::S3Store;
+use crate::storage::Store;
 
 /// How many times a date is re-planned in one run when inputs changed while
 /// it was being compacted (their newer versions are folded in at once).
@@ -52,6 +54,9 @@ pub struct RunOptions {
     /// then passes that date quickly: parity from the compacted file's rows,
     /// nothing to merge). A mismatch is reported, not recorded.
     pub only_date: Option<NaiveDate>,
+    /// The wall clock the lease reads ([`crate::clock::SystemClock`] but in
+    /// the simulation).
+    pub clock: Arc<dyn Clock>,
 }
 
 impl RunOptions {
@@ -64,6 +69,7 @@ impl RunOptions {
             deadline: None,
             dry_run: false,
             only_date: None,
+            clock: crate::clock::system(),
         }
     }
 }
@@ -75,7 +81,11 @@ enum DayOutcome {
 
 /// Runs one invocation. Never returns an error: every failure is recorded in
 /// the report (`last_run_status: Failure`, `errors`).
-pub async fn run(store: &S3Store, config: &Config, opts: &RunOptions) -> RunReport {
+pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
+    store: &S,
+    config: &Config,
+    opts: &RunOptions,
+) -> RunReport {
     let started = Instant::now();
     let cutoff = plan::cutoff(opts.now, config.lag_days);
     let mut report = RunReport {
@@ -89,7 +99,14 @@ pub async fn run(store: &S3Store, config: &Config, opts: &RunOptions) -> RunRepo
     tracing::info!(bucket = store.bucket(), %cutoff, now = %opts.now, dry_run = opts.dry_run, invocation_id = %opts.invocation_id, "run starting");
     let mut lease = None;
     if !opts.dry_run {
-        match LeaseGuard::acquire(store, &opts.invocation_id, config.lease).await {
+        match LeaseGuard::acquire_with_clock(
+            store,
+            opts.clock.clone(),
+            &opts.invocation_id,
+            config.lease,
+        )
+        .await
+        {
             Ok(l) => lease = Some(l),
             Err(e @ Error::LeaseHeld { .. }) => {
                 tracing::warn!(error = %e, "another invocation holds the lease; doing nothing");
@@ -110,7 +127,8 @@ pub async fn run(store: &S3Store, config: &Config, opts: &RunOptions) -> RunRepo
             }
         }
     }
-    let result = walk(store, config, opts, &mut report, &mut Fence(lease.as_mut())).await;
+    let fence = lease.as_mut().map(|l| l as &mut dyn crate::lease::Confirm);
+    let result = walk(store, config, opts, &mut report, &mut Fence(fence)).await;
     if let Err(e) = result {
         report.stop_reason = StopReason::Error;
         report.fail(e);
@@ -145,7 +163,7 @@ fn fill_watermark_fields(report: &mut RunReport, wm: &WatermarkState, cutoff: Na
 }
 
 async fn walk(
-    store: &S3Store,
+    store: &impl Store,
     config: &Config,
     opts: &RunOptions,
     report: &mut RunReport,
@@ -193,7 +211,7 @@ async fn walk(
 
 /// Walks from the day after the watermark (or `only_date`) to the cutoff.
 async fn walk_dates(
-    store: &S3Store,
+    store: &impl Store,
     config: &Config,
     opts: &RunOptions,
     report: &mut RunReport,
@@ -310,7 +328,7 @@ async fn walk_dates(
 /// file (a per-flight row beats the compacted row of the same flight).
 /// Costs one ListObjectsV2 per date when there is nothing to fold.
 async fn sweep(
-    store: &S3Store,
+    store: &impl Store,
     config: &Config,
     opts: &RunOptions,
     report: &mut RunReport,
@@ -361,7 +379,7 @@ async fn sweep(
 }
 
 async fn clear_mismatch_if_passed(
-    store: &S3Store,
+    store: &impl Store,
     wm: &mut WatermarkState,
     report: &mut RunReport,
     opts: &RunOptions,
@@ -382,7 +400,7 @@ async fn clear_mismatch_if_passed(
 
 #[allow(clippy::too_many_arguments)]
 async fn record_mismatch(
-    store: &S3Store,
+    store: &impl Store,
     wm: &mut WatermarkState,
     report: &mut RunReport,
     opts: &RunOptions,
@@ -419,7 +437,7 @@ async fn record_mismatch(
 }
 
 /// The earliest `index/year=/month=/day=/` partition, by delimiter listings.
-pub async fn earliest_partition(store: &S3Store) -> Result<Option<NaiveDate>> {
+pub async fn earliest_partition(store: &impl Store) -> Result<Option<NaiveDate>> {
     let mut best: Option<NaiveDate> = None;
     let mut years = store.list_prefixes(INDEX_ROOT).await?;
     years.sort();
@@ -446,7 +464,7 @@ pub async fn earliest_partition(store: &S3Store) -> Result<Option<NaiveDate>> {
 
 #[allow(clippy::too_many_arguments)]
 async fn process_day(
-    store: &S3Store,
+    store: &impl Store,
     config: &Config,
     opts: &RunOptions,
     report: &mut RunReport,
@@ -567,7 +585,7 @@ pub struct ParityGate {
 ///
 /// Errors: an S3 error reading a compacted file.
 pub async fn parity_gate(
-    store: &S3Store,
+    store: &impl Store,
     flights: &BTreeSet<Uuid>,
     listing: &plan::PartitionListing,
 ) -> Result<ParityGate> {
@@ -603,7 +621,7 @@ fn deadline_near(opts: &RunOptions, needed: Duration) -> Option<(Duration, Durat
 /// as phase 1 of the commit would (GETs only), so the day reports the files
 /// it would merge, their bytes, and the files it would skip and why.
 async fn dry_run_read(
-    store: &S3Store,
+    store: &impl Store,
     config: &Config,
     report: &mut RunReport,
     plan: &DayPlan,
@@ -638,7 +656,7 @@ async fn dry_run_read(
 /// were kept because they changed meanwhile.
 #[allow(clippy::too_many_arguments)]
 async fn commit_day(
-    store: &S3Store,
+    store: &impl Store,
     config: &Config,
     opts: &RunOptions,
     report: &mut RunReport,
@@ -742,5 +760,7 @@ mod send_checks {
         let config: &crate::config::Config = unimplemented!();
         let opts: &super::RunOptions = unimplemented!();
         is_send(&super::run(store, config, opts));
+        let memory: &crate::storage::MemoryStore = unimplemented!();
+        is_send(&super::run(memory, config, opts));
     }
 }
