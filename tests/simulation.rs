@@ -100,7 +100,10 @@ fn index_file(d: NaiveDate, flight: Uuid, version: u32) -> Bytes {
         return b.clone();
     }
     let b = encode_index_file(d, flight, version);
-    CACHE.lock().unwrap().insert((d, flight, version), b.clone());
+    CACHE
+        .lock()
+        .unwrap()
+        .insert((d, flight, version), b.clone());
     b
 }
 
