@@ -59,6 +59,14 @@ use chrono::{DateTime, NaiveDate, Utc};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
+/// What the schedules did, summed (printed at the end, so a change that
+/// stops faults from firing shows).
+static CUTS: AtomicU64 = AtomicU64::new(0);
+static PAUSES: AtomicU64 = AtomicU64::new(0);
+static ERRORS: AtomicU64 = AtomicU64::new(0);
+static DENIED: AtomicU64 = AtomicU64::new(0);
+static WRITES: AtomicU64 = AtomicU64::new(0);
+
 /// splitmix64: small, seedable, the same on every platform.
 #[derive(Debug, Clone)]
 struct Rng(u64);
@@ -281,6 +289,7 @@ impl SimStore {
         };
         self.world.clock.advance(Duration::from_millis(ms));
         if writer {
+            WRITES.fetch_add(1, Ordering::Relaxed);
             let mut rng = self.ctl.rng.lock().unwrap().clone();
             self.world
                 .archive
@@ -290,6 +299,7 @@ impl SimStore {
             *self.ctl.rng.lock().unwrap() = rng;
         }
         if f.cut_at == Some(n) {
+            CUTS.fetch_add(1, Ordering::Relaxed);
             self.ctl.cut.store(true, Ordering::SeqCst);
             self.ctl.cut_signal.notify_one();
             std::future::pending::<()>().await;
@@ -298,10 +308,12 @@ impl SimStore {
             && f.pause_at.is_some_and(|p| n >= p)
             && !self.ctl.pause_done.swap(true, Ordering::SeqCst)
         {
+            PAUSES.fetch_add(1, Ordering::Relaxed);
             self.ctl.paused.notify_one();
             self.ctl.resume.notified().await;
         }
         if fail {
+            ERRORS.fetch_add(1, Ordering::Relaxed);
             return Gate::Fail(self.err(op, key, transient));
         }
         Gate::Go
@@ -315,7 +327,10 @@ impl SimStore {
             .unwrap()
             .chance(self.ctl.faults.error_after);
         match r {
-            Ok(_) if lost => Err(self.err(op, key, true)),
+            Ok(_) if lost => {
+                ERRORS.fetch_add(1, Ordering::Relaxed);
+                Err(self.err(op, key, true))
+            }
             r => r,
         }
     }
@@ -428,6 +443,7 @@ impl Store for SimStore {
             let mut rng = self.ctl.rng.lock().unwrap();
             for b in batch {
                 if rng.chance(self.ctl.faults.deny_key) {
+                    DENIED.fetch_add(1, Ordering::Relaxed);
                     denied.push(DeleteFailure {
                         key: b.0.clone(),
                         code: "AccessDenied".into(),
@@ -742,5 +758,20 @@ fn simulation() {
             "schedule {seed} failed after ~{count} schedules, {secs:.1} s: {e}\nreplay: SIM_SEED={seed} cargo test --test simulation -- --nocapture"
         );
     }
-    eprintln!("simulation: {seeds} schedules in {secs:.1} s");
+    let c = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    eprintln!(
+        "simulation: {seeds} schedules in {secs:.1} s: {} cut-offs, {} pauses past or before a lease expiry, {} injected errors, {} keys refused in DeleteObjects, {} writer steps",
+        c(&CUTS),
+        c(&PAUSES),
+        c(&ERRORS),
+        c(&DENIED),
+        c(&WRITES)
+    );
+    assert!(
+        seeds < 100
+            || [&CUTS, &PAUSES, &ERRORS, &DENIED, &WRITES]
+                .iter()
+                .all(|a| c(a) > 0),
+        "a kind of fault never fired"
+    );
 }
