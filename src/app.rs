@@ -239,6 +239,7 @@ pub fn options_from_event(
         dry_run: event.dry_run,
         only_date: event.date,
         repair: event.from.zip(event.to),
+        clock: crate::clock::system(),
     }
 }
 

@@ -1,5 +1,5 @@
 //! The commit protocol for one partition, one short function per phase, in
-//! DESIGN.md's order:
+//! the order of docs/ARCHITECTURE.md, "Commit protocol":
 //!
 //! 1. [`read_inputs`]: GET every input, remember the ETag of the version read.
 //! 2. [`prepare`]: checksum the output [`read_inputs`] merged and encoded as
@@ -30,24 +30,26 @@ use uuid::Uuid;
 use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::keys::{compacted_key, index_prefix, manifest_key};
-use crate::lease::LeaseGuard;
+use crate::lease::Confirm;
 use crate::merge::{
     self, Decoded, MergeInput, MergedOutput, Merger, Source, StreamError, StreamMerger,
 };
 use crate::plan::PlannedInput;
 use crate::report::SkippedFile;
 use crate::state::{MANIFEST_VERSION, Manifest, ManifestInput, ManifestOutput};
-use crate::storage::{DeleteFailure, Fetched, Head, JOB_ID_METADATA, PutMode, S3Store, etag_eq};
+use crate::storage::{
+    DeleteFailure, Fetched, Head, JOB_ID_METADATA, PutMode, PutRequest, Store, etag_eq,
+};
 
 /// Confirms the lease (when there is one) before each destructive step.
 #[derive(Debug)]
-pub struct Fence<'a>(pub Option<&'a mut LeaseGuard>);
+pub struct Fence<'a>(pub Option<&'a mut dyn Confirm>);
 
 impl Fence<'_> {
-    /// [`LeaseGuard::confirm`], or nothing without a lease.
+    /// [`crate::lease::LeaseGuard::confirm`], or nothing without a lease.
     pub async fn check(&mut self) -> Result<()> {
         match self.0.as_deref_mut() {
-            Some(l) => l.confirm().await,
+            Some(l) => l.confirm_boxed().await,
             None => Ok(()),
         }
     }
@@ -157,7 +159,7 @@ pub type Prefetched = HashMap<String, Fetched>;
 /// Errors: any other S3 error (after the SDK's retries); [`Error::Encode`]
 /// when the merge fails (an extra column whose types cannot be reconciled).
 pub async fn read_inputs(
-    store: &S3Store,
+    store: &impl Store,
     date: NaiveDate,
     inputs: &[PlannedInput],
     concurrency: usize,
@@ -200,7 +202,7 @@ enum Pass {
 }
 
 async fn read_pass(
-    store: &S3Store,
+    store: &impl Store,
     date: NaiveDate,
     inputs: &[&PlannedInput],
     concurrency: usize,
@@ -272,7 +274,7 @@ async fn read_pass(
 }
 
 async fn fetch<'a>(
-    store: &S3Store,
+    store: &impl Store,
     input: &'a PlannedInput,
     prefetched: &Prefetched,
 ) -> (&'a PlannedInput, Result<Option<Fetched>>) {
@@ -303,10 +305,10 @@ pub use crate::storage::sha256_b64;
 /// when there are no rows) and builds the manifest.
 ///
 /// The output is held in memory and hashed before the manifest is written
-/// (DESIGN.md: the manifest records the output's size and checksum before
+/// (docs/ARCHITECTURE.md: the manifest records the output's size and checksum before
 /// the PUT). A day of 50,000 flights encodes to about 2.6 MB (README,
 /// "Performance"); outputs from `MULTIPART_THRESHOLD_BYTES` go up as a
-/// multipart upload ([`S3Store::put`]).
+/// multipart upload ([`crate::storage::S3Store::put`]).
 ///
 /// The output is named after the job id ([`compacted_key`]`(date, job_id)`,
 /// the manifest being `{job_id}.json`): that is how recovery knows a
@@ -352,7 +354,7 @@ pub fn prepare(
 }
 
 /// Phase 3: creates the manifest (`If-None-Match: *`).
-pub async fn create_manifest(store: &S3Store, key: &str, manifest: &Manifest) -> Result<()> {
+pub async fn create_manifest(store: &impl Store, key: &str, manifest: &Manifest) -> Result<()> {
     failpoint!("commit::before-manifest-create");
     let body = serde_json::to_vec_pretty(manifest).expect("manifest serialises");
     store.put(key, body.into(), PutMode::Create, None).await?;
@@ -365,23 +367,19 @@ pub async fn create_manifest(store: &S3Store, key: &str, manifest: &Manifest) ->
 /// `job_id` (the manifest's) in its metadata ([`JOB_ID_METADATA`]), which
 /// recovery checks before it deletes an output.
 pub async fn put_output(
-    store: &S3Store,
+    store: &impl Store,
     fence: &mut Fence<'_>,
     job_id: Uuid,
     output: &ManifestOutput,
     body: Bytes,
 ) -> Result<()> {
     fence.check().await?;
-    let job = job_id.to_string();
-    store
-        .put_with_metadata(
-            &output.key,
-            body,
-            PutMode::Create,
-            Some(&output.sha256),
-            &[(JOB_ID_METADATA, &job)],
-        )
-        .await?;
+    let mut request = PutRequest::new(PutMode::Create);
+    request.sha256_b64 = Some(output.sha256.clone());
+    request
+        .metadata
+        .insert(JOB_ID_METADATA.to_string(), job_id.to_string());
+    store.put_object(&output.key, body, request).await?;
     failpoint!("commit::after-output-put");
     Ok(())
 }
@@ -403,14 +401,14 @@ pub enum OutputCheck {
 /// the server keeps none, or keeps another kind (a multipart object's
 /// composite checksum: `{b64}-{parts}` on AWS, bare on some S3-compatible
 /// servers), the object is read back and hashed, and that hash decides.
-pub async fn check_output(store: &S3Store, output: &ManifestOutput) -> Result<OutputCheck> {
+pub async fn check_output(store: &impl Store, output: &ManifestOutput) -> Result<OutputCheck> {
     Ok(inspect_output(store, output).await?.0)
 }
 
 /// [`check_output`], plus the HEAD it was decided on (`None` when the output
 /// is missing), for its metadata (the job id that wrote it).
 pub async fn inspect_output(
-    store: &S3Store,
+    store: &impl Store,
     output: &ManifestOutput,
 ) -> Result<(OutputCheck, Option<Head>)> {
     let Some(head) = store.head(&output.key).await? else {
@@ -437,7 +435,7 @@ pub async fn inspect_output(
 /// Phase 5: the output must be there with the manifest's size and checksum.
 ///
 /// Errors: [`Error::VerifyFailed`] otherwise.
-pub async fn verify_output(store: &S3Store, output: &ManifestOutput) -> Result<()> {
+pub async fn verify_output(store: &impl Store, output: &ManifestOutput) -> Result<()> {
     match check_output(store, output).await? {
         OutputCheck::Verified => {}
         OutputCheck::Missing => {
@@ -476,7 +474,7 @@ pub struct DeleteOutcome {
 /// (for servers that ignore the ETag in DeleteObjects); the rest goes to
 /// DeleteObjects with each key's ETag (S3 refuses to delete a changed one).
 pub async fn delete_inputs(
-    store: &S3Store,
+    store: &impl Store,
     fence: &mut Fence<'_>,
     manifest: &Manifest,
 ) -> Result<DeleteOutcome> {
@@ -521,7 +519,7 @@ pub async fn delete_inputs(
 }
 
 /// Phase 7: deletes the manifest.
-pub async fn delete_manifest(store: &S3Store, key: &str) -> Result<()> {
+pub async fn delete_manifest(store: &impl Store, key: &str) -> Result<()> {
     failpoint!("commit::before-manifest-delete");
     store.delete(key, None).await
 }

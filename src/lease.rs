@@ -6,16 +6,20 @@
 //! confirms it still holds it before every destructive step
 //! ([`LeaseGuard::confirm`]), so a run that lost its lease stops instead of
 //! racing the new holder. Lease times are wall-clock times (UTC): they are
-//! about real elapsed time, not the pinned invocation time.
+//! about real elapsed time, not the pinned invocation time. The wall clock
+//! is read through a [`Clock`] ([`LeaseGuard::acquire_with_clock`]), so the
+//! simulation can move it past an expiry.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::clock::{self, Clock};
 use crate::error::{Error, Result};
 use crate::keys::LOCK_KEY;
-use crate::storage::{PutMode, S3Store, etag_eq};
+use crate::storage::{PutMode, S3Store, Store, etag_eq};
 
 /// `lock.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,8 +35,9 @@ pub struct Lease {
 /// A held lease. Release it with [`LeaseGuard::release`]; if the process
 /// dies, it lapses at `expires_at`.
 #[derive(Debug)]
-pub struct LeaseGuard {
-    store: S3Store,
+pub struct LeaseGuard<S = S3Store> {
+    store: S,
+    clock: Arc<dyn Clock>,
     lease: Lease,
     etag: String,
     length: Duration,
@@ -42,16 +47,26 @@ fn chrono_len(d: Duration) -> chrono::Duration {
     chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
 }
 
-impl LeaseGuard {
-    /// Takes the lease for `holder` for `length`.
+impl<S: Store + Clone> LeaseGuard<S> {
+    /// [`LeaseGuard::acquire_with_clock`] on the system clock.
+    pub async fn acquire(store: &S, holder: &str, length: Duration) -> Result<LeaseGuard<S>> {
+        Self::acquire_with_clock(store, clock::system(), holder, length).await
+    }
+
+    /// Takes the lease for `holder` for `length`, reading the time from `clock`.
     ///
     /// Errors: [`Error::LeaseHeld`] when another holder's lease has not
     /// expired (or another invocation won the race to take it over); S3
     /// errors as they come. A lock file that cannot be parsed is taken over
     /// by its ETag, like an expired one (S3 PUTs are atomic, so it was
     /// written that way, not torn).
-    pub async fn acquire(store: &S3Store, holder: &str, length: Duration) -> Result<LeaseGuard> {
-        let now = Utc::now();
+    pub async fn acquire_with_clock(
+        store: &S,
+        clock: Arc<dyn Clock>,
+        holder: &str,
+        length: Duration,
+    ) -> Result<LeaseGuard<S>> {
+        let now = clock.now();
         let lease = Lease {
             holder: holder.to_string(),
             acquired_at: now,
@@ -65,6 +80,7 @@ impl LeaseGuard {
             Ok(etag) => {
                 return Ok(LeaseGuard {
                     store: store.clone(),
+                    clock,
                     lease,
                     etag,
                     length,
@@ -85,6 +101,7 @@ impl LeaseGuard {
                 })?;
             return Ok(LeaseGuard {
                 store: store.clone(),
+                clock,
                 lease,
                 etag,
                 length,
@@ -113,6 +130,7 @@ impl LeaseGuard {
             })?;
         Ok(LeaseGuard {
             store: store.clone(),
+            clock,
             lease,
             etag,
             length,
@@ -138,7 +156,7 @@ impl LeaseGuard {
         if !etag_eq(&current.etag, &self.etag) {
             return Err(lost());
         }
-        let now = Utc::now();
+        let now = self.clock.now();
         if now >= self.lease.expires_at {
             return Err(lost());
         }
@@ -178,7 +196,20 @@ impl LeaseGuard {
     }
 }
 
-fn held(store: &S3Store, holder: &str, expires_at: DateTime<Utc>) -> Error {
+/// A lease that can be confirmed before a destructive step, without naming
+/// its store type ([`crate::commit::Fence`] holds one).
+pub trait Confirm: std::fmt::Debug + Send {
+    /// [`LeaseGuard::confirm`], boxed.
+    fn confirm_boxed(&mut self) -> futures::future::BoxFuture<'_, Result<()>>;
+}
+
+impl<S: Store + Clone + std::fmt::Debug + 'static> Confirm for LeaseGuard<S> {
+    fn confirm_boxed(&mut self) -> futures::future::BoxFuture<'_, Result<()>> {
+        Box::pin(self.confirm())
+    }
+}
+
+fn held(store: &impl Store, holder: &str, expires_at: DateTime<Utc>) -> Error {
     Error::LeaseHeld {
         bucket: store.bucket().to_string(),
         key: LOCK_KEY.to_string(),

@@ -8,7 +8,8 @@
 //! - [`keys`]: bucket layout, pure.
 //! - [`plan`]: pure planning (cutoff, walk start, partition listing, parity, day plan).
 //! - [`merge`]: decode, conform to the target schema, dedupe, encode.
-//! - [`storage`]: the one S3 seam (list, get, head, conditional put/delete).
+//! - [`storage`]: the one S3 seam, the [`storage::Store`] trait (list, get, head,
+//!   conditional put/delete), over aws-sdk-s3 and in memory; [`clock`]: the time seam.
 //! - [`state`], [`lease`]: state files with conditional writes.
 //! - [`commit`], [`recovery`]: the commit protocol and the recovery table.
 //! - [`run`]: the driver producing one [`report::RunReport`].
@@ -18,6 +19,7 @@
 #![warn(missing_docs)]
 
 pub mod app;
+pub mod clock;
 pub mod commit;
 pub mod config;
 pub mod error;

@@ -61,7 +61,7 @@ use crate::keys::{
 };
 use crate::report::RecoveredManifest;
 use crate::state::{MANIFEST_VERSION, MANIFEST_VERSION_1, Manifest};
-use crate::storage::{JOB_ID_METADATA, PutMode, S3Store, etag_eq};
+use crate::storage::{JOB_ID_METADATA, PutMode, Store, etag_eq};
 
 /// How far apart (milliseconds) the timestamps of a version-1 manifest's job
 /// id and its output's id may be. Version 1's `prepare` minted the output id
@@ -428,7 +428,7 @@ enum Step {
 
 /// Reads the bucket (HEAD of the output, a listing of its partition) to
 /// decide what to do with the manifest at `key`, whose body is `body`.
-async fn decide(store: &S3Store, key: &str, body: &[u8]) -> Result<Decision> {
+async fn decide(store: &impl Store, key: &str, body: &[u8]) -> Result<Decision> {
     let manifest: Manifest = match serde_json::from_slice(body) {
         Ok(m) => m,
         Err(e) => {
@@ -506,7 +506,7 @@ pub struct Recovery {
 ///
 /// Errors: listing or reading a manifest, or any S3 error while acting on
 /// one; the run must then stop as a Failure.
-pub async fn recover(store: &S3Store, fence: &mut Fence<'_>) -> Result<Recovery> {
+pub async fn recover(store: &impl Store, fence: &mut Fence<'_>) -> Result<Recovery> {
     let mut out = Recovery::default();
     still_quarantined(store, &mut out).await?;
     let manifests = store.list(MANIFESTS_ROOT).await?;
@@ -536,7 +536,7 @@ pub fn quarantined_date(key: &str) -> Option<NaiveDate> {
 }
 
 /// Quarantined manifests still under `quarantine/` block their date.
-async fn still_quarantined(store: &S3Store, out: &mut Recovery) -> Result<()> {
+async fn still_quarantined(store: &impl Store, out: &mut Recovery) -> Result<()> {
     for q in store.list(QUARANTINE_ROOT).await? {
         let date = quarantined_date(&q.key);
         if let Some(d) = date {
@@ -562,7 +562,7 @@ async fn still_quarantined(store: &S3Store, out: &mut Recovery) -> Result<()> {
 /// Why a date is blocked by a quarantined manifest (`done`: "moved", or
 /// "would be moved" in a dry run).
 fn blocked_reason(
-    store: &S3Store,
+    store: &impl Store,
     key: &str,
     target: &str,
     rule: &ManifestRule,
@@ -599,7 +599,7 @@ fn blocked_reason(
 ///
 /// Errors: listing or reading manifests, HEAD/GET of outputs, or listing a
 /// partition (the real run would fail on them too).
-pub async fn assess(store: &S3Store) -> Result<Recovery> {
+pub async fn assess(store: &impl Store) -> Result<Recovery> {
     let mut out = Recovery::default();
     still_quarantined(store, &mut out).await?;
     for m in store.list(MANIFESTS_ROOT).await? {
@@ -677,7 +677,7 @@ pub async fn assess(store: &S3Store) -> Result<Recovery> {
 /// Moves the manifest at `key` (body `body`) to `quarantine/`, reports it
 /// with `rule` and blocks its date. Deletes nothing else.
 async fn quarantine(
-    store: &S3Store,
+    store: &impl Store,
     key: &str,
     body: bytes::Bytes,
     rule: &ManifestRule,
@@ -709,7 +709,7 @@ async fn quarantine(
 }
 
 async fn resolve(
-    store: &S3Store,
+    store: &impl Store,
     fence: &mut Fence<'_>,
     key: &str,
     manifest: &Manifest,

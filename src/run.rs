@@ -8,11 +8,13 @@
 //! the walk before a new date is started too late.
 
 use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, NaiveDate, Utc};
 use uuid::Uuid;
 
+use crate::clock::Clock;
 use crate::commit::{self, Fence, Prefetched};
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -23,7 +25,7 @@ use crate::plan::{self, DayAction, DayPlan};
 use crate::recovery;
 use crate::report::{DayReport, Parity, RunReport, SkippedFile, Status, StopReason};
 use crate::state::WatermarkState;
-use crate::storage::S3Store;
+use crate::storage::Store;
 
 /// How many times a date is re-planned in one run when inputs changed while
 /// it was being compacted (their newer versions are folded in at once).
@@ -63,6 +65,9 @@ pub struct RunOptions {
     /// started and [`RunReport::resume_date`] says where to go on (the same
     /// event again passes the repaired dates at the cost of a listing each).
     pub repair: Option<(NaiveDate, NaiveDate)>,
+    /// The wall clock the lease reads ([`crate::clock::SystemClock`] but in
+    /// the simulation).
+    pub clock: Arc<dyn Clock>,
 }
 
 /// The longest repair range one invocation accepts, in days (ten years):
@@ -122,6 +127,7 @@ impl RunOptions {
             dry_run: false,
             only_date: None,
             repair: None,
+            clock: crate::clock::system(),
         }
     }
 }
@@ -133,7 +139,11 @@ enum DayOutcome {
 
 /// Runs one invocation. Never returns an error: every failure is recorded in
 /// the report (`last_run_status: Failure`, `errors`).
-pub async fn run(store: &S3Store, config: &Config, opts: &RunOptions) -> RunReport {
+pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
+    store: &S,
+    config: &Config,
+    opts: &RunOptions,
+) -> RunReport {
     let started = Instant::now();
     let cutoff = plan::cutoff(opts.now, config.lag_days);
     let mut report = RunReport {
@@ -154,7 +164,14 @@ pub async fn run(store: &S3Store, config: &Config, opts: &RunOptions) -> RunRepo
     }
     let mut lease = None;
     if !opts.dry_run {
-        match LeaseGuard::acquire(store, &opts.invocation_id, config.lease).await {
+        match LeaseGuard::acquire_with_clock(
+            store,
+            opts.clock.clone(),
+            &opts.invocation_id,
+            config.lease,
+        )
+        .await
+        {
             Ok(l) => lease = Some(l),
             Err(e @ Error::LeaseHeld { .. }) => {
                 tracing::warn!(error = %e, "another invocation holds the lease; doing nothing");
@@ -175,7 +192,8 @@ pub async fn run(store: &S3Store, config: &Config, opts: &RunOptions) -> RunRepo
             }
         }
     }
-    let result = walk(store, config, opts, &mut report, &mut Fence(lease.as_mut())).await;
+    let fence = lease.as_mut().map(|l| l as &mut dyn crate::lease::Confirm);
+    let result = walk(store, config, opts, &mut report, &mut Fence(fence)).await;
     if let Err(e) = result {
         report.stop_reason = StopReason::Error;
         report.fail(e);
@@ -210,7 +228,7 @@ fn fill_watermark_fields(report: &mut RunReport, wm: &WatermarkState, cutoff: Na
 }
 
 async fn walk(
-    store: &S3Store,
+    store: &impl Store,
     config: &Config,
     opts: &RunOptions,
     report: &mut RunReport,
@@ -261,7 +279,7 @@ async fn walk(
 
 /// Walks from the day after the watermark (or `only_date`) to the cutoff.
 async fn walk_dates(
-    store: &S3Store,
+    store: &impl Store,
     config: &Config,
     opts: &RunOptions,
     report: &mut RunReport,
@@ -378,7 +396,7 @@ async fn walk_dates(
 /// file (a per-flight row beats the compacted row of the same flight).
 /// Costs one ListObjectsV2 per date when there is nothing to fold.
 async fn sweep(
-    store: &S3Store,
+    store: &impl Store,
     config: &Config,
     opts: &RunOptions,
     report: &mut RunReport,
@@ -438,7 +456,7 @@ async fn sweep(
 /// the range.
 #[allow(clippy::too_many_arguments)]
 async fn repair_range(
-    store: &S3Store,
+    store: &impl Store,
     config: &Config,
     opts: &RunOptions,
     report: &mut RunReport,
@@ -515,7 +533,7 @@ async fn repair_range(
 }
 
 async fn clear_mismatch_if_passed(
-    store: &S3Store,
+    store: &impl Store,
     wm: &mut WatermarkState,
     report: &mut RunReport,
     opts: &RunOptions,
@@ -536,7 +554,7 @@ async fn clear_mismatch_if_passed(
 
 #[allow(clippy::too_many_arguments)]
 async fn record_mismatch(
-    store: &S3Store,
+    store: &impl Store,
     wm: &mut WatermarkState,
     report: &mut RunReport,
     opts: &RunOptions,
@@ -573,7 +591,7 @@ async fn record_mismatch(
 }
 
 /// The earliest `index/year=/month=/day=/` partition, by delimiter listings.
-pub async fn earliest_partition(store: &S3Store) -> Result<Option<NaiveDate>> {
+pub async fn earliest_partition(store: &impl Store) -> Result<Option<NaiveDate>> {
     let mut best: Option<NaiveDate> = None;
     let mut years = store.list_prefixes(INDEX_ROOT).await?;
     years.sort();
@@ -600,7 +618,7 @@ pub async fn earliest_partition(store: &S3Store) -> Result<Option<NaiveDate>> {
 
 #[allow(clippy::too_many_arguments)]
 async fn process_day(
-    store: &S3Store,
+    store: &impl Store,
     config: &Config,
     opts: &RunOptions,
     report: &mut RunReport,
@@ -757,7 +775,7 @@ pub struct ParityGate {
 /// Errors: an S3 error reading a multi-row input (one that vanished since
 /// the listing counts as holding no rows).
 pub async fn parity_gate(
-    store: &S3Store,
+    store: &impl Store,
     flights: &BTreeSet<Uuid>,
     listing: &plan::PartitionListing,
 ) -> Result<ParityGate> {
@@ -796,7 +814,7 @@ fn deadline_near(opts: &RunOptions, needed: Duration) -> Option<(Duration, Durat
 /// as phase 1 of the commit would (GETs only), so the day reports the files
 /// it would merge, their bytes, and the files it would skip and why.
 async fn dry_run_read(
-    store: &S3Store,
+    store: &impl Store,
     config: &Config,
     report: &mut RunReport,
     plan: &DayPlan,
@@ -837,7 +855,7 @@ fn nothing_to_merge(read: &commit::ReadInputs) -> bool {
 /// were kept because they changed meanwhile.
 #[allow(clippy::too_many_arguments)]
 async fn commit_day(
-    store: &S3Store,
+    store: &impl Store,
     config: &Config,
     opts: &RunOptions,
     report: &mut RunReport,
@@ -939,5 +957,7 @@ mod send_checks {
         let config: &crate::config::Config = unimplemented!();
         let opts: &super::RunOptions = unimplemented!();
         is_send(&super::run(store, config, opts));
+        let memory: &crate::storage::MemoryStore = unimplemented!();
+        is_send(&super::run(memory, config, opts));
     }
 }

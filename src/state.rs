@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use crate::error::{Error, Result};
 use crate::keys::WATERMARK_KEY;
-use crate::storage::{PutMode, S3Store};
+use crate::storage::{PutMode, Store};
 
 /// `watermark.json`: the last date whose partition is fully compacted, plus
 /// the mismatch bookkeeping. Fields this version does not know are kept.
@@ -53,7 +53,7 @@ impl WatermarkState {
     /// Reads `watermark.json`. Missing is `Ok` with `etag: None` (nothing
     /// compacted yet); any other failure, bad JSON included, is an error and
     /// must fail the run (never a silent "first run").
-    pub async fn read(store: &S3Store) -> Result<WatermarkState> {
+    pub async fn read(store: &impl Store) -> Result<WatermarkState> {
         match store.get_opt(WATERMARK_KEY).await? {
             None => Ok(WatermarkState::default()),
             Some(f) => {
@@ -74,7 +74,7 @@ impl WatermarkState {
     /// Writes the watermark conditionally (`If-Match` on the ETag read, or
     /// `If-None-Match: *` on first write) and keeps the new ETag. A lost race
     /// is [`Error::PreconditionFailed`]; nothing is overwritten.
-    pub async fn write(&mut self, store: &S3Store, now: DateTime<Utc>) -> Result<()> {
+    pub async fn write(&mut self, store: &impl Store, now: DateTime<Utc>) -> Result<()> {
         self.watermark.updated_at = Some(now);
         let body = serde_json::to_vec_pretty(&self.watermark).expect("watermark serialises");
         let mode = match &self.etag {

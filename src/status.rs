@@ -46,7 +46,7 @@ use crate::lease::Lease;
 use crate::plan;
 use crate::recovery::quarantined_date;
 use crate::state::{Manifest, WatermarkState};
-use crate::storage::S3Store;
+use crate::storage::Store;
 
 /// Default number of upcoming dates `status` counts files for (`--days`).
 pub const DEFAULT_DAYS: usize = 5;
@@ -218,7 +218,7 @@ fn age(as_of: DateTime<Utc>, t: DateTime<Utc>) -> i64 {
 /// partitions). An unreadable watermark or compacted file is not an error:
 /// it is recorded in [`StatusReport::errors`] and the rest is gathered.
 pub async fn gather(
-    store: &S3Store,
+    store: &impl Store,
     config: &Config,
     opts: &StatusOptions,
 ) -> Result<StatusReport> {
@@ -305,7 +305,7 @@ pub async fn gather(
     Ok(s)
 }
 
-async fn lease_status(store: &S3Store, as_of: DateTime<Utc>) -> Result<LeaseStatus> {
+async fn lease_status(store: &impl Store, as_of: DateTime<Utc>) -> Result<LeaseStatus> {
     let Some(f) = store.get_opt(LOCK_KEY).await? else {
         return Ok(LeaseStatus::default());
     };
@@ -330,7 +330,7 @@ async fn lease_status(store: &S3Store, as_of: DateTime<Utc>) -> Result<LeaseStat
 
 /// The parity gate of [`crate::run`] for one date, re-run read-only.
 async fn mismatch_status(
-    store: &S3Store,
+    store: &impl Store,
     date: NaiveDate,
     mismatch_runs: u32,
     errors: &mut Vec<String>,
@@ -358,7 +358,7 @@ async fn mismatch_status(
     })
 }
 
-async fn day_status(store: &S3Store, date: NaiveDate) -> Result<DayStatus> {
+async fn day_status(store: &impl Store, date: NaiveDate) -> Result<DayStatus> {
     let (fp, ip) = (flights_prefix(date), index_prefix(date));
     let (flights, index) = tokio::try_join!(store.list(&fp), store.list(&ip))?;
     let listing = plan::classify_partition(index);

@@ -1,5 +1,12 @@
 //! The one storage seam: list, get, head, conditional put, conditional delete.
 //!
+//! [`Store`] is the seam the protocol is written against (commit, recovery,
+//! lease, state, run, status). Two implementations: [`S3Store`] over
+//! aws-sdk-s3, and [`MemoryStore`], a strict in-memory bucket with S3's
+//! documented semantics for tests and the deterministic simulation.
+//! `tests/store_conformance.rs` holds both, and the ministack and moto
+//! servers, to the same behaviour.
+//!
 //! [`S3Store`] wraps an `aws_sdk_s3::Client` and a bucket. Every method maps
 //! SDK errors to [`Error`] with the operation, key, S3 error code and a
 //! transient/permanent classification. Transient failures of a whole call
@@ -12,6 +19,8 @@
 //! creates only if absent, `If-Match: <etag>` replaces or deletes only the
 //! version that was read; a lost condition is [`Error::PreconditionFailed`].
 
+use std::collections::BTreeMap;
+use std::future::Future;
 use std::time::Duration;
 
 use aws_sdk_s3::Client;
@@ -26,6 +35,9 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
 use crate::error::{Error, Result};
+
+mod memory;
+pub use memory::{DeletedVersion, LIST_PAGE_MAX, MemoryStore, md5_etag};
 
 /// S3 DeleteObjects takes at most 1,000 keys per request (S3 API reference).
 pub const DELETE_BATCH_MAX: usize = 1000;
@@ -127,14 +139,149 @@ pub struct Head {
     pub etag: String,
     /// The stored SHA-256 flexible checksum (base64), when the server keeps one.
     pub checksum_sha256: Option<String>,
-    /// User metadata (`x-amz-meta-*`), names without the prefix, lower case.
-    pub metadata: std::collections::BTreeMap<String, String>,
+    /// User metadata (`x-amz-meta-*`, names without the prefix, lower case
+    /// as S3 stores them).
+    pub metadata: BTreeMap<String, String>,
 }
 
 impl Head {
     /// The job id in [`JOB_ID_METADATA`], when the object carries one.
     pub fn job_id(&self) -> Option<&str> {
         self.metadata.get(JOB_ID_METADATA).map(String::as_str)
+    }
+}
+
+/// Everything a PUT carries besides key and body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PutRequest {
+    /// The condition.
+    pub mode: PutMode,
+    /// SHA-256 of the body, base64: sent as the flexible checksum, which the
+    /// server verifies (a mismatch is S3's `BadDigest`) and stores.
+    pub sha256_b64: Option<String>,
+    /// User metadata (`x-amz-meta-*`).
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl PutRequest {
+    /// A PUT with this condition, no checksum and no metadata.
+    pub fn new(mode: PutMode) -> PutRequest {
+        PutRequest {
+            mode,
+            sha256_b64: None,
+            metadata: BTreeMap::new(),
+        }
+    }
+}
+
+/// The storage seam over one bucket: what the commit protocol, recovery, the
+/// lease and the state files need of S3, with S3's semantics.
+///
+/// Contract (what every implementation gives, and what
+/// `tests/store_conformance.rs` checks):
+///
+/// - [`Store::list`]: every object under a prefix, in lexicographic (UTF-8
+///   byte) key order, with ETag (quoted, as S3 returns it), size and
+///   LastModified; S3 pages of 1,000 keys are followed to the end.
+/// - [`Store::get`] of a missing key fails with an error for which
+///   [`Error::is_not_found`] holds; [`Store::get_opt`] and [`Store::head`]
+///   say `None` instead.
+/// - [`Store::put`] with [`PutMode::Create`] (`If-None-Match: *`) fails with
+///   [`Error::PreconditionFailed`] (412) when the key exists; with
+///   [`PutMode::Update`] (`If-Match`) when the ETag differs, and with a
+///   not-found error (404 `NoSuchKey`) when the key does not exist. A
+///   conflicting operation on the same key while a conditional write is in
+///   flight fails that write with a transient `ConditionalRequestConflict`
+///   (409): retry it.
+/// - [`Store::delete`] of a missing key succeeds; with an `If-Match` ETag
+///   that differs it fails with [`Error::PreconditionFailed`].
+/// - [`Store::delete_batch`] deletes each `(key, etag)` only in that
+///   version; keys it did not delete come back as [`DeleteFailure`]s
+///   (`PreconditionFailed` for a changed key); a missing key counts as deleted.
+///
+/// Every method's future is `Send` (the Lambda handler spawns the run).
+pub trait Store: Send + Sync {
+    /// The bucket name.
+    fn bucket(&self) -> &str;
+
+    /// Keys per [`Store::delete_batch`] call (at most [`DELETE_BATCH_MAX`]).
+    fn delete_batch_size(&self) -> usize;
+
+    /// Every object under `prefix`, in lexicographic key order.
+    fn list(&self, prefix: &str) -> impl Future<Output = Result<Vec<ObjectMeta>>> + Send;
+
+    /// The common prefixes directly under `prefix` (delimiter `/`), in order.
+    fn list_prefixes(&self, prefix: &str) -> impl Future<Output = Result<Vec<String>>> + Send;
+
+    /// Reads a whole object; a missing key is an error for which
+    /// [`Error::is_not_found`] is true.
+    fn get(&self, key: &str) -> impl Future<Output = Result<Fetched>> + Send;
+
+    /// Reads a whole object, or `None` when the key does not exist.
+    fn get_opt(&self, key: &str) -> impl Future<Output = Result<Option<Fetched>>> + Send {
+        async move {
+            match self.get(key).await {
+                Ok(f) => Ok(Some(f)),
+                Err(e) if e.is_not_found() => Ok(None),
+                Err(e) => Err(e),
+            }
+        }
+    }
+
+    /// Size, ETag, stored SHA-256 checksum and metadata, or `None` when the
+    /// key does not exist.
+    fn head(&self, key: &str) -> impl Future<Output = Result<Option<Head>>> + Send;
+
+    /// PutObject with a condition, checksum and metadata; returns the new ETag.
+    fn put_object(
+        &self,
+        key: &str,
+        body: Bytes,
+        request: PutRequest,
+    ) -> impl Future<Output = Result<String>> + Send;
+
+    /// PutObject with a condition and an optional SHA-256 checksum (base64);
+    /// returns the new ETag.
+    fn put(
+        &self,
+        key: &str,
+        body: Bytes,
+        mode: PutMode,
+        sha256_b64: Option<&str>,
+    ) -> impl Future<Output = Result<String>> + Send {
+        let request = PutRequest {
+            mode,
+            sha256_b64: sha256_b64.map(str::to_string),
+            metadata: BTreeMap::new(),
+        };
+        self.put_object(key, body, request)
+    }
+
+    /// DeleteObject, conditional on `if_match` when given. Deleting a
+    /// missing key succeeds.
+    fn delete(&self, key: &str, if_match: Option<&str>) -> impl Future<Output = Result<()>> + Send;
+
+    /// Deletes one batch of `(key, etag)` pairs (at most
+    /// [`Store::delete_batch_size`]), each only in the version with that
+    /// ETag; returns the keys not deleted, with S3's per-key error code.
+    fn delete_batch(
+        &self,
+        batch: &[(String, String)],
+    ) -> impl Future<Output = Result<Vec<DeleteFailure>>> + Send;
+
+    /// The ETag of every object under `prefix`, by key (one [`Store::list`]).
+    fn list_etags(
+        &self,
+        prefix: &str,
+    ) -> impl Future<Output = Result<std::collections::HashMap<String, String>>> + Send {
+        async move {
+            Ok(self
+                .list(prefix)
+                .await?
+                .into_iter()
+                .map(|o| (o.key, o.etag))
+                .collect())
+        }
     }
 }
 
@@ -439,21 +586,23 @@ impl S3Store {
         mode: PutMode,
         sha256_b64: Option<&str>,
     ) -> Result<String> {
-        self.put_with_metadata(key, body, mode, sha256_b64, &[])
-            .await
+        let request = PutRequest {
+            mode,
+            sha256_b64: sha256_b64.map(str::to_string),
+            metadata: BTreeMap::new(),
+        };
+        self.put_object(key, body, request).await
     }
 
-    /// [`S3Store::put`] with user metadata: each `(name, value)` is stored as
-    /// `x-amz-meta-{name}` (set at PutObject, or at CreateMultipartUpload for
-    /// a multipart upload) and comes back in [`Head::metadata`].
-    pub async fn put_with_metadata(
-        &self,
-        key: &str,
-        body: Bytes,
-        mode: PutMode,
-        sha256_b64: Option<&str>,
-        metadata: &[(&str, &str)],
-    ) -> Result<String> {
+    /// [`S3Store::put`] with user metadata (`x-amz-meta-*`).
+    pub async fn put_object(&self, key: &str, body: Bytes, request: PutRequest) -> Result<String> {
+        let PutRequest {
+            mode,
+            sha256_b64,
+            metadata,
+        } = request;
+        let sha256_b64 = sha256_b64.as_deref();
+        let metadata = (!metadata.is_empty()).then(|| metadata.into_iter().collect());
         if body.len() >= self.multipart_threshold {
             return self.put_multipart(key, body, mode, metadata).await;
         }
@@ -462,10 +611,8 @@ impl S3Store {
             .put_object()
             .bucket(&self.bucket)
             .key(key)
+            .set_metadata(metadata)
             .body(ByteStream::from(body));
-        for (name, value) in metadata {
-            req = req.metadata(*name, *value);
-        }
         req = match &mode {
             PutMode::Create => req.if_none_match("*"),
             PutMode::Update(etag) => req.if_match(etag),
@@ -488,7 +635,7 @@ impl S3Store {
         key: &str,
         body: Bytes,
         mode: PutMode,
-        metadata: &[(&str, &str)],
+        metadata: Option<std::collections::HashMap<String, String>>,
     ) -> Result<String> {
         let ranges = multipart_ranges(body.len(), self.multipart_part_size);
         tracing::info!(
@@ -502,10 +649,8 @@ impl S3Store {
             .create_multipart_upload()
             .bucket(&self.bucket)
             .key(key)
+            .set_metadata(metadata)
             .checksum_algorithm(ChecksumAlgorithm::Sha256);
-        for (name, value) in metadata {
-            req = req.metadata(*name, *value);
-        }
         if key.ends_with(".json") {
             req = req.content_type("application/json");
         }
@@ -711,5 +856,51 @@ impl S3Store {
                 message: e.message().unwrap_or_default().to_string(),
             })
             .collect())
+    }
+}
+
+impl Store for S3Store {
+    fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    fn delete_batch_size(&self) -> usize {
+        self.delete_batch_size
+    }
+
+    fn list(&self, prefix: &str) -> impl Future<Output = Result<Vec<ObjectMeta>>> + Send {
+        S3Store::list(self, prefix)
+    }
+
+    fn list_prefixes(&self, prefix: &str) -> impl Future<Output = Result<Vec<String>>> + Send {
+        S3Store::list_prefixes(self, prefix)
+    }
+
+    fn get(&self, key: &str) -> impl Future<Output = Result<Fetched>> + Send {
+        S3Store::get(self, key)
+    }
+
+    fn head(&self, key: &str) -> impl Future<Output = Result<Option<Head>>> + Send {
+        S3Store::head(self, key)
+    }
+
+    fn put_object(
+        &self,
+        key: &str,
+        body: Bytes,
+        request: PutRequest,
+    ) -> impl Future<Output = Result<String>> + Send {
+        S3Store::put_object(self, key, body, request)
+    }
+
+    fn delete(&self, key: &str, if_match: Option<&str>) -> impl Future<Output = Result<()>> + Send {
+        S3Store::delete(self, key, if_match)
+    }
+
+    fn delete_batch(
+        &self,
+        batch: &[(String, String)],
+    ) -> impl Future<Output = Result<Vec<DeleteFailure>>> + Send {
+        S3Store::delete_batch(self, batch)
     }
 }

@@ -1,0 +1,466 @@
+//! [`MemoryStore`]: a strict in-memory S3 bucket for tests and the
+//! deterministic simulation.
+//!
+//! It implements what the S3 API reference and user guide document, not
+//! what a lenient server happens to do:
+//!
+//! - ETags are the quoted hex MD5 of the body (single-part PUTs).
+//! - `If-None-Match: *` on an existing key and `If-Match` with another ETag
+//!   are 412 ([`Error::PreconditionFailed`]); `If-Match` on a missing key is
+//!   404 `NoSuchKey`. A conditional write overtaken, while in flight, by a
+//!   write or delete of the same key that finished first is 409
+//!   `ConditionalRequestConflict` (transient). A write is in flight between
+//!   its call and its first poll after a yield, so two writes joined in one
+//!   task interleave as two concurrent requests would.
+//! - A SHA-256 checksum sent with a PUT is verified (`BadDigest` when it
+//!   does not match) and stored; HEAD returns it, and only then.
+//! - Listings are in lexicographic (UTF-8 byte) order, in pages of 1,000
+//!   keys (or common prefixes); the store yields between pages, so a write
+//!   landing between two pages shows in the later ones only, as on S3.
+//! - DeleteObjects deletes each key only in the version of its ETag; a
+//!   changed key is a per-key `PreconditionFailed`, a missing one is deleted.
+//! - LastModified comes from the injected [`Clock`] (millisecond precision,
+//!   as in ListObjectsV2).
+//!
+//! Every version removed by a delete is logged ([`MemoryStore::deleted`]),
+//! so a test can check that nothing was deleted that should not have been.
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! use archive_compaction::error::Error;
+//! use archive_compaction::storage::{MemoryStore, PutMode, Store};
+//! let store = MemoryStore::new("b");
+//! let etag = store.put("k", "v1".into(), PutMode::Create, None).await.unwrap();
+//! assert_eq!(etag, "\"6654c734ccab8f440ff0825eb443dc7f\""); // MD5("v1")
+//! let again = store.put("k", "v2".into(), PutMode::Create, None).await;
+//! assert!(matches!(again, Err(Error::PreconditionFailed { .. })));
+//! store.put("k", "v2".into(), PutMode::Update(etag.clone()), None).await.unwrap();
+//! assert_eq!(store.delete_batch(&[("k".into(), etag)]).await.unwrap()[0].code, "PreconditionFailed");
+//! # });
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+
+use super::{
+    DELETE_BATCH_MAX, DeleteFailure, Fetched, Head, ObjectMeta, PutMode, PutRequest, Store,
+    sha256_b64,
+};
+use crate::clock::{Clock, SystemClock};
+use crate::error::{Error, Result};
+
+/// Keys (or common prefixes) per ListObjectsV2 page: S3's maximum and default.
+pub const LIST_PAGE_MAX: usize = 1000;
+
+#[derive(Debug, Clone)]
+struct Object {
+    body: Bytes,
+    etag: String,
+    last_modified: DateTime<Utc>,
+    sha256: Option<String>,
+    metadata: BTreeMap<String, String>,
+}
+
+/// A version removed from the bucket, as logged by [`MemoryStore::deleted`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeletedVersion {
+    /// The key.
+    pub key: String,
+    /// The ETag of the version removed.
+    pub etag: String,
+    /// The operation: `DeleteObject` or `DeleteObjects`.
+    pub op: &'static str,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    objects: BTreeMap<String, Object>,
+    /// Per key, a counter bumped by every completed write or delete: a
+    /// conditional write that sees it moved while in flight lost a race.
+    generation: BTreeMap<String, u64>,
+    deleted: Vec<DeletedVersion>,
+    requests: BTreeMap<&'static str, u64>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    bucket: String,
+    clock: Arc<dyn Clock>,
+    state: Mutex<State>,
+}
+
+/// A strict in-memory S3 bucket (see the module docs for the semantics).
+/// Clones share the same bucket.
+#[derive(Debug, Clone)]
+pub struct MemoryStore {
+    inner: Arc<Inner>,
+    delete_batch_size: usize,
+}
+
+/// `"<hex md5>"`: S3's ETag of a single-part upload.
+pub fn md5_etag(body: &[u8]) -> String {
+    use md5::Digest;
+    let digest = md5::Md5::digest(body);
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("\"{hex}\"")
+}
+
+impl MemoryStore {
+    /// An empty bucket on the system clock, DeleteObjects batches of 1,000.
+    pub fn new(bucket: impl Into<String>) -> MemoryStore {
+        MemoryStore::with_clock(bucket, Arc::new(SystemClock))
+    }
+
+    /// An empty bucket whose LastModified times come from `clock`.
+    pub fn with_clock(bucket: impl Into<String>, clock: Arc<dyn Clock>) -> MemoryStore {
+        MemoryStore {
+            inner: Arc::new(Inner {
+                bucket: bucket.into(),
+                clock,
+                state: Mutex::new(State::default()),
+            }),
+            delete_batch_size: DELETE_BATCH_MAX,
+        }
+    }
+
+    /// The same bucket, seen through a client that sends at most `n` keys
+    /// per DeleteObjects (clamped to 1..=[`DELETE_BATCH_MAX`]).
+    pub fn with_delete_batch_size(&self, n: usize) -> MemoryStore {
+        MemoryStore {
+            inner: self.inner.clone(),
+            delete_batch_size: n.clamp(1, DELETE_BATCH_MAX),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.inner.state.lock().expect("memory store lock")
+    }
+
+    fn now(&self) -> DateTime<Utc> {
+        let t = self.inner.clock.now();
+        DateTime::from_timestamp_millis(t.timestamp_millis()).unwrap_or(t)
+    }
+
+    fn count(&self, op: &'static str) {
+        *self.state().requests.entry(op).or_default() += 1;
+    }
+
+    /// Requests served so far, by S3 operation (`ListObjectsV2` counts pages).
+    pub fn requests(&self, op: &str) -> u64 {
+        self.state().requests.get(op).copied().unwrap_or(0)
+    }
+
+    /// Every version deleted so far, in order.
+    pub fn deleted(&self) -> Vec<DeletedVersion> {
+        self.state().deleted.clone()
+    }
+
+    /// Every key in the bucket with its body and ETag (a snapshot).
+    pub fn snapshot(&self) -> BTreeMap<String, (Bytes, String)> {
+        self.state()
+            .objects
+            .iter()
+            .map(|(k, o)| (k.clone(), (o.body.clone(), o.etag.clone())))
+            .collect()
+    }
+
+    fn not_found(&self, op: &'static str, key: &str) -> Error {
+        Error::S3 {
+            op,
+            bucket: self.inner.bucket.clone(),
+            key: key.to_string(),
+            code: if op == "HeadObject" {
+                "NotFound".into()
+            } else {
+                "NoSuchKey".into()
+            },
+            message: "The specified key does not exist.".into(),
+            transient: false,
+        }
+    }
+
+    fn precondition(&self, op: &'static str, key: &str) -> Error {
+        Error::PreconditionFailed {
+            op,
+            bucket: self.inner.bucket.clone(),
+            key: key.to_string(),
+        }
+    }
+
+    /// One ListObjectsV2 page: keys after `start_after` under `prefix`; with
+    /// `delimiter`, keys holding it past the prefix roll up into common
+    /// prefixes. Returns (objects, prefixes, the last key or prefix, more).
+    fn list_page(
+        &self,
+        prefix: &str,
+        delimiter: bool,
+        start_after: Option<&str>,
+    ) -> (Vec<ObjectMeta>, Vec<String>, Option<String>, bool) {
+        self.count("ListObjectsV2");
+        let st = self.state();
+        let (mut objects, mut prefixes) = (Vec::new(), Vec::<String>::new());
+        let mut last = None;
+        let range = st.objects.range::<str, _>((
+            match start_after {
+                Some(s) => std::ops::Bound::Excluded(s),
+                None => std::ops::Bound::Included(prefix),
+            },
+            std::ops::Bound::Unbounded,
+        ));
+        for (key, o) in range {
+            if !key.starts_with(prefix) {
+                if key.as_str() > prefix {
+                    break;
+                }
+                continue;
+            }
+            if objects.len() + prefixes.len() == LIST_PAGE_MAX {
+                return (objects, prefixes, last, true);
+            }
+            if delimiter && let Some(i) = key[prefix.len()..].find('/') {
+                let common = &key[..prefix.len() + i + 1];
+                if prefixes.last().map(String::as_str) != Some(common) {
+                    prefixes.push(common.to_string());
+                }
+                // Continue after every key under this common prefix.
+                last = Some(format!("{common}\u{10FFFF}"));
+                continue;
+            }
+            objects.push(ObjectMeta {
+                key: key.clone(),
+                etag: o.etag.clone(),
+                size: o.body.len() as u64,
+                last_modified: o.last_modified,
+            });
+            last = Some(key.clone());
+        }
+        (objects, prefixes, last, false)
+    }
+
+    async fn list_all(&self, prefix: &str, delimiter: bool) -> (Vec<ObjectMeta>, Vec<String>) {
+        let (mut objects, mut prefixes) = (Vec::new(), Vec::new());
+        let mut after: Option<String> = None;
+        loop {
+            let (o, p, last, more) = self.list_page(prefix, delimiter, after.as_deref());
+            objects.extend(o);
+            for c in p {
+                if prefixes.last() != Some(&c) {
+                    prefixes.push(c);
+                }
+            }
+            if !more {
+                return (objects, prefixes);
+            }
+            after = last;
+            tokio::task::yield_now().await;
+        }
+    }
+
+    fn bump(st: &mut State, key: &str) {
+        *st.generation.entry(key.to_string()).or_default() += 1;
+    }
+
+    async fn put_inner(&self, key: &str, body: Bytes, request: PutRequest) -> Result<String> {
+        self.count("PutObject");
+        if let Some(sum) = &request.sha256_b64
+            && *sum != sha256_b64(&body)
+        {
+            return Err(Error::S3 {
+                op: "PutObject",
+                bucket: self.inner.bucket.clone(),
+                key: key.to_string(),
+                code: "BadDigest".into(),
+                message: "The SHA256 you specified did not match the calculated checksum.".into(),
+                transient: false,
+            });
+        }
+        let started = self.state().generation.get(key).copied().unwrap_or(0);
+        // The request is in flight: other requests may complete meanwhile.
+        tokio::task::yield_now().await;
+        let mut st = self.state();
+        let now_gen = st.generation.get(key).copied().unwrap_or(0);
+        let existing = st.objects.get(key);
+        match &request.mode {
+            PutMode::Create => {
+                if existing.is_some() {
+                    return Err(self.precondition("PutObject", key));
+                }
+                if now_gen != started {
+                    return Err(self.conflict("PutObject", key));
+                }
+            }
+            PutMode::Update(etag) => {
+                match existing {
+                    None if now_gen != started => return Err(self.conflict("PutObject", key)),
+                    None => return Err(self.not_found("PutObject", key)),
+                    Some(o) if !super::etag_eq(&o.etag, etag) => {
+                        return Err(self.precondition("PutObject", key));
+                    }
+                    Some(_) => {}
+                }
+                if now_gen != started {
+                    return Err(self.conflict("PutObject", key));
+                }
+            }
+        }
+        let etag = md5_etag(&body);
+        let object = Object {
+            etag: etag.clone(),
+            last_modified: self.now(),
+            sha256: request.sha256_b64,
+            metadata: request
+                .metadata
+                .into_iter()
+                .map(|(k, v)| (k.to_lowercase(), v))
+                .collect(),
+            body,
+        };
+        st.objects.insert(key.to_string(), object);
+        Self::bump(&mut st, key);
+        Ok(etag)
+    }
+
+    fn conflict(&self, op: &'static str, key: &str) -> Error {
+        Error::S3 {
+            op,
+            bucket: self.inner.bucket.clone(),
+            key: key.to_string(),
+            code: "ConditionalRequestConflict".into(),
+            message:
+                "A conflicting operation occurred. If using PutObject you can retry the request."
+                    .into(),
+            transient: true,
+        }
+    }
+
+    /// An unconditional PUT, as the archive writer does (returns the ETag).
+    pub fn put_now(&self, key: &str, body: Bytes) -> String {
+        let etag = md5_etag(&body);
+        let mut st = self.state();
+        let object = Object {
+            etag: etag.clone(),
+            last_modified: self.now(),
+            sha256: None,
+            metadata: BTreeMap::new(),
+            body,
+        };
+        st.objects.insert(key.to_string(), object);
+        Self::bump(&mut st, key);
+        etag
+    }
+
+    /// An unconditional delete by someone other than the job (an operator,
+    /// the archive writer's own tooling): not recorded in
+    /// [`MemoryStore::deleted`], which is the job's deletes only.
+    pub fn remove_now(&self, key: &str) {
+        let mut st = self.state();
+        st.objects.remove(key);
+        Self::bump(&mut st, key);
+    }
+}
+
+impl Store for MemoryStore {
+    fn bucket(&self) -> &str {
+        &self.inner.bucket
+    }
+
+    fn delete_batch_size(&self) -> usize {
+        self.delete_batch_size
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
+        Ok(self.list_all(prefix, false).await.0)
+    }
+
+    async fn list_prefixes(&self, prefix: &str) -> Result<Vec<String>> {
+        Ok(self.list_all(prefix, true).await.1)
+    }
+
+    async fn get(&self, key: &str) -> Result<Fetched> {
+        self.count("GetObject");
+        let st = self.state();
+        match st.objects.get(key) {
+            Some(o) => Ok(Fetched {
+                body: o.body.clone(),
+                etag: o.etag.clone(),
+            }),
+            None => Err(self.not_found("GetObject", key)),
+        }
+    }
+
+    async fn head(&self, key: &str) -> Result<Option<Head>> {
+        self.count("HeadObject");
+        let st = self.state();
+        Ok(st.objects.get(key).map(|o| Head {
+            size: o.body.len() as u64,
+            etag: o.etag.clone(),
+            checksum_sha256: o.sha256.clone(),
+            metadata: o.metadata.clone(),
+        }))
+    }
+
+    async fn put_object(&self, key: &str, body: Bytes, request: PutRequest) -> Result<String> {
+        self.put_inner(key, body, request).await
+    }
+
+    async fn delete(&self, key: &str, if_match: Option<&str>) -> Result<()> {
+        self.count("DeleteObject");
+        let mut st = self.state();
+        let Some(o) = st.objects.get(key) else {
+            // 204 without a condition; 404 with one, which S3Store maps to Ok too.
+            return Ok(());
+        };
+        if let Some(etag) = if_match
+            && !super::etag_eq(&o.etag, etag)
+        {
+            return Err(self.precondition("DeleteObject", key));
+        }
+        let etag = o.etag.clone();
+        st.objects.remove(key);
+        Self::bump(&mut st, key);
+        st.deleted.push(DeletedVersion {
+            key: key.to_string(),
+            etag,
+            op: "DeleteObject",
+        });
+        Ok(())
+    }
+
+    async fn delete_batch(&self, batch: &[(String, String)]) -> Result<Vec<DeleteFailure>> {
+        assert!(
+            batch.len() <= self.delete_batch_size,
+            "batch larger than the DeleteObjects limit"
+        );
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.count("DeleteObjects");
+        let mut st = self.state();
+        let mut failures = Vec::new();
+        for (key, etag) in batch {
+            let Some(o) = st.objects.get(key) else {
+                continue;
+            };
+            if !super::etag_eq(&o.etag, etag) {
+                failures.push(DeleteFailure {
+                    key: key.clone(),
+                    code: "PreconditionFailed".into(),
+                    message: "At least one of the pre-conditions you specified did not hold".into(),
+                });
+                continue;
+            }
+            let etag = o.etag.clone();
+            st.objects.remove(key);
+            Self::bump(&mut st, key);
+            st.deleted.push(DeletedVersion {
+                key: key.clone(),
+                etag,
+                op: "DeleteObjects",
+            });
+        }
+        Ok(failures)
+    }
+}
