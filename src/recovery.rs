@@ -59,7 +59,7 @@ use crate::keys::{
     INDEX_ROOT, IndexKey, MANIFESTS_ROOT, QUARANTINE_ROOT, STATE_ROOT, classify_index_key,
     compacted_key, index_prefix, is_index_input, manifest_date,
 };
-use crate::report::RecoveredManifest;
+use crate::report::{RecoveredManifest, RecoveryAction};
 use crate::state::{MANIFEST_VERSION, MANIFEST_VERSION_1, Manifest};
 use crate::storage::{JOB_ID_METADATA, PutMode, Store, etag_eq};
 
@@ -552,7 +552,7 @@ async fn still_quarantined(store: &impl Store, out: &mut Recovery) -> Result<()>
         out.recovered.push(RecoveredManifest {
             key: q.key.clone(),
             date,
-            action: "quarantined_earlier".into(),
+            action: RecoveryAction::QuarantinedEarlier,
             detail: "still in quarantine: inspect it, then delete it to unblock the date".into(),
         });
     }
@@ -607,10 +607,10 @@ pub async fn assess(store: &impl Store) -> Result<Recovery> {
         let Some(body) = store.get_opt(&m.key).await? else {
             continue;
         };
-        let entry = |action: &'static str, detail: String| RecoveredManifest {
+        let entry = |action: RecoveryAction, detail: String| RecoveredManifest {
             key: m.key.clone(),
             date,
-            action: action.into(),
+            action,
             detail,
         };
         let (manifest, step) = match decide(store, &m.key, &body.body).await? {
@@ -623,7 +623,7 @@ pub async fn assess(store: &impl Store) -> Result<Recovery> {
                     );
                 }
                 out.recovered.push(entry(
-                    "quarantined",
+                    RecoveryAction::Quarantined,
                     format!("would move it to {target}: rule {}: {rule}; nothing would be deleted on its word; the date would stay blocked until an operator deletes it", rule.code()),
                 ));
                 continue;
@@ -633,7 +633,7 @@ pub async fn assess(store: &impl Store) -> Result<Recovery> {
         match step {
             Step::OutputMissing(key) => {
                 out.recovered.push(entry(
-                    "output_missing",
+                    RecoveryAction::OutputMissing,
                     format!(
                         "would delete the manifest: {key} was never written; inputs intact, the date is compacted again"
                     ),
@@ -643,7 +643,7 @@ pub async fn assess(store: &impl Store) -> Result<Recovery> {
             Step::OutputMismatch { key, reason, .. } => {
                 out.claimed.insert(key.clone());
                 out.recovered.push(entry(
-                    "output_mismatch",
+                    RecoveryAction::OutputMismatch,
                     format!(
                         "would delete {key} ({reason}), then the manifest; every input is still in the version it names"
                     ),
@@ -665,7 +665,7 @@ pub async fn assess(store: &impl Store) -> Result<Recovery> {
             }
         }
         out.recovered.push(entry(
-            "completed",
+                    RecoveryAction::Completed,
             format!(
                 "output verified; would delete {to_delete} input(s) (ETag-conditional), keep {newer} newer version(s) ({gone} already gone), then the manifest"
             ),
@@ -699,7 +699,7 @@ async fn quarantine(
     out.recovered.push(RecoveredManifest {
         key: key.to_string(),
         date,
-        action: "quarantined".into(),
+        action: RecoveryAction::Quarantined,
         detail: format!(
             "rule {}: {rule}; moved to {target}, nothing deleted on its word; inspect it, then delete it to unblock the date",
             rule.code()
@@ -716,10 +716,10 @@ async fn resolve(
     step: Step,
     out: &mut Recovery,
 ) -> Result<RecoveredManifest> {
-    let entry = |action: &str, detail: String| RecoveredManifest {
+    let entry = |action: RecoveryAction, detail: String| RecoveredManifest {
         key: key.to_string(),
         date: Some(manifest.date),
-        action: action.into(),
+        action,
         detail,
     };
     match step {
@@ -727,7 +727,7 @@ async fn resolve(
             fence.check().await?;
             commit::delete_manifest(store, key).await?;
             return Ok(entry(
-                "output_missing",
+                RecoveryAction::OutputMissing,
                 format!("{output} was never written; inputs intact, date compacted again"),
             ));
         }
@@ -741,7 +741,7 @@ async fn resolve(
             store.delete(&output, Some(&etag)).await?;
             commit::delete_manifest(store, key).await?;
             return Ok(entry(
-                "output_mismatch",
+                RecoveryAction::OutputMismatch,
                 format!(
                     "{output} deleted ({reason}); every input is still in the version it names"
                 ),
@@ -766,11 +766,11 @@ async fn resolve(
             first.message
         );
         out.blocked.insert(manifest.date, why.clone());
-        return Ok(entry("stuck", why));
+        return Ok(entry(RecoveryAction::Stuck, why));
     }
     commit::delete_manifest(store, key).await?;
     Ok(entry(
-        "completed",
+        RecoveryAction::Completed,
         format!(
             "output verified; {} input(s) deleted, {} kept as newer versions",
             deleted.deleted,

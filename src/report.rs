@@ -65,6 +65,98 @@ pub enum StopReason {
     Error,
 }
 
+/// Implements `as_str`, `Display` and comparison with `&str` for a unit
+/// enum whose serde names are snake case, so logs, reports and tests use one
+/// spelling (the one `specs/run-report.schema.json` lists).
+macro_rules! named_enum {
+    ($t:ident { $($v:ident => $s:literal),+ $(,)? }) => {
+        impl $t {
+            /// The name as in the report's JSON.
+            pub fn as_str(&self) -> &'static str {
+                match self { $($t::$v => $s),+ }
+            }
+        }
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+        impl PartialEq<&str> for $t {
+            fn eq(&self, other: &&str) -> bool {
+                self.as_str() == *other
+            }
+        }
+        impl PartialEq<str> for $t {
+            fn eq(&self, other: &str) -> bool {
+                self.as_str() == other
+            }
+        }
+    };
+}
+
+/// What was done with one date (`days[].action`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum DayAction {
+    /// Merged into one new compacted file; the inputs retired.
+    Compacted,
+    /// Nothing to merge (no index input, or already one compacted file).
+    #[default]
+    NothingToCompact,
+    /// Parity failed: flights without an index row.
+    Mismatch,
+    /// An error stopped the date (see `reason` and the run's `errors`).
+    Failed,
+    /// Dry run: what a run would merge.
+    Planned,
+    /// Straggler sweep: late or rewritten files folded into an
+    /// already-compacted date.
+    Swept,
+    /// Dry run of the straggler sweep.
+    SweepPlanned,
+    /// A repair range's date held by a stuck or quarantined manifest.
+    Blocked,
+}
+
+named_enum!(DayAction {
+    Compacted => "compacted",
+    NothingToCompact => "nothing_to_compact",
+    Mismatch => "mismatch",
+    Failed => "failed",
+    Planned => "planned",
+    Swept => "swept",
+    SweepPlanned => "sweep_planned",
+    Blocked => "blocked",
+});
+
+/// What recovery did with one manifest (`recovered[].action`): the row of
+/// the recovery table (docs/ARCHITECTURE.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecoveryAction {
+    /// The output was never written: manifest deleted, the date compacted again.
+    OutputMissing,
+    /// The output differed from the manifest: deleted, then the manifest.
+    OutputMismatch,
+    /// The output verified: the remaining inputs deleted, then the manifest.
+    Completed,
+    /// Moved aside to `quarantine/` now (unreadable or breaking a rule).
+    Quarantined,
+    /// Still under `quarantine/` from an earlier run: its date blocked.
+    QuarantinedEarlier,
+    /// Its inputs cannot be deleted: kept, its date blocked, retried next run.
+    Stuck,
+}
+
+named_enum!(RecoveryAction {
+    OutputMissing => "output_missing",
+    OutputMismatch => "output_mismatch",
+    Completed => "completed",
+    Quarantined => "quarantined",
+    QuarantinedEarlier => "quarantined_earlier",
+    Stuck => "stuck",
+});
+
 /// A file that was left in place, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SkippedFile {
@@ -96,7 +188,7 @@ pub struct DayReport {
     /// What was done: `compacted`, `nothing_to_compact`, `mismatch`,
     /// `failed`, `planned` (dry run), `swept`/`sweep_planned` (straggler
     /// sweep), `blocked` (a repair range's date held by a manifest).
-    pub action: String,
+    pub action: DayAction,
     /// Why, in words.
     pub reason: String,
     /// Flight objects under `flights/` for the date.
@@ -160,7 +252,7 @@ pub struct RecoveredManifest {
     /// the detail naming it as `rule {code}: ...`), `quarantined_earlier`
     /// (still under `quarantine/`, date blocked), `stuck`. In a dry run: what
     /// recovery would do (nothing is done).
-    pub action: String,
+    pub action: RecoveryAction,
     /// Details.
     pub detail: String,
 }

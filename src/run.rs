@@ -23,7 +23,10 @@ use crate::lease::LeaseGuard;
 use crate::merge::{self, Source};
 use crate::plan::{self, DayAction, DayPlan};
 use crate::recovery;
-use crate::report::{DayReport, Parity, RunReport, SkippedFile, Status, StopReason};
+use crate::report::{
+    DayAction as Done, DayReport, Parity, RecoveryAction, RunReport, SkippedFile, Status,
+    StopReason,
+};
 use crate::state::WatermarkState;
 use crate::storage::Store;
 
@@ -249,7 +252,7 @@ async fn walk(
         report.manifests_recovered = r
             .recovered
             .iter()
-            .filter(|m| m.action != "quarantined_earlier")
+            .filter(|m| m.action != RecoveryAction::QuarantinedEarlier)
             .count() as u64;
         report.files_compacted += r.files_deleted;
         report.files_delete_failed += r.files_delete_failed;
@@ -351,7 +354,7 @@ async fn walk_dates(
             Err(e) => {
                 report.days.push(DayReport {
                     date,
-                    action: "failed".into(),
+                    action: Done::Failed,
                     reason: e.to_string(),
                     seconds: t0.elapsed().as_secs_f64(),
                     ..Default::default()
@@ -431,12 +434,12 @@ async fn sweep(
         )
         .await?;
         if let DayOutcome::Done(mut day) = outcome
-            && (day.action == "compacted" || day.action == "planned")
+            && matches!(day.action, Done::Compacted | Done::Planned)
         {
             day.action = if opts.dry_run {
-                "sweep_planned".into()
+                Done::SweepPlanned
             } else {
-                "swept".into()
+                Done::Swept
             };
             report.stragglers_folded += day
                 .files_read
@@ -482,7 +485,7 @@ async fn repair_range(
         if let Some(why) = recovery.blocked.get(&date) {
             report.days.push(DayReport {
                 date,
-                action: "blocked".into(),
+                action: Done::Blocked,
                 reason: why.clone(),
                 ..Default::default()
             });
@@ -506,7 +509,7 @@ async fn repair_range(
             Err(e) => {
                 report.days.push(DayReport {
                     date,
-                    action: "failed".into(),
+                    action: Done::Failed,
                     reason: e.to_string(),
                     seconds: t0.elapsed().as_secs_f64(),
                     ..Default::default()
@@ -681,7 +684,7 @@ async fn process_day(
             let missing = gate.missing;
             if !missing.is_empty() {
                 day.parity = Some(Parity::Mismatch);
-                day.action = "mismatch".into();
+                day.action = Done::Mismatch;
                 day.reason = format!("{} flight(s) without an index row", missing.len());
                 day.mismatch_uuids = missing.iter().map(Uuid::to_string).collect();
                 day.seconds = t0.elapsed().as_secs_f64();
@@ -697,13 +700,13 @@ async fn process_day(
             .count() as u64;
         let DayAction::Compact { inputs } = &plan.action else {
             if pass == 0 {
-                day.action = "nothing_to_compact".into();
+                day.action = Done::NothingToCompact;
                 day.reason = plan.reason.clone();
             }
             break;
         };
         if opts.dry_run {
-            day.action = "planned".into();
+            day.action = Done::Planned;
             day.reason = plan.reason.clone();
             day.files_read = inputs.len() as u64;
             day.files_read_compacted = count_source(inputs, Source::Compacted);
@@ -835,7 +838,7 @@ async fn dry_run_read(
     day.bytes_read = read.bytes_read;
     day.files_skipped += read.skipped.len() as u64;
     if nothing_to_merge(&read) {
-        day.action = "nothing_to_compact".into();
+        day.action = Done::NothingToCompact;
         day.reason = "nothing readable to fold: at most one compacted file".into();
     }
     report.skipped_files.extend(read.skipped);
@@ -879,11 +882,8 @@ async fn commit_day(
     report.skipped_files.extend(read.skipped.iter().cloned());
     day.files_skipped += read.skipped.len() as u64;
     if nothing_to_merge(&read) {
-        day.action = if day.action.is_empty() {
-            "nothing_to_compact".into()
-        } else {
-            day.action.clone()
-        };
+        // The first pass leaves the default (nothing_to_compact); a later
+        // pass keeps what the first one did (compacted).
         day.reason = "nothing readable to fold: at most one compacted file".into();
         return Ok(0);
     }
@@ -909,7 +909,7 @@ async fn commit_day(
     day.files_deleted += deleted.deleted;
     day.files_kept_newer += deleted.kept_newer.len() as u64;
     day.duplicates_removed += prepared.duplicates_removed;
-    day.action = "compacted".into();
+    day.action = Done::Compacted;
     day.reason = plan.reason.clone();
     if let Some(o) = &m.output {
         day.output_key = Some(o.key.clone());

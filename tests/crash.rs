@@ -231,17 +231,22 @@ async fn sigkill_at_random_instants_then_one_clean_run() {
     let _serial = SERIAL.lock().await;
     init_logs();
     let store = bucket("sigkill").await;
-    let generated = generate(
-        &store,
-        json!({"seed": 40, "days": [
-            {"date": "2026-07-15", "flights": 30}, {"date": "2026-07-16", "flights": 30},
-            {"date": "2026-07-17", "flights": 30}, {"date": "2026-07-18", "flights": 30},
-            {"date": "2026-07-19", "flights": 30}, {"date": "2026-07-20", "flights": 30}
-        ]}),
-    );
-    let env = env_for(&store, &[("LEASE_SECONDS", "1"), ("LOG_LEVEL", "warn")]);
+    let twin = bucket("sigkill-twin").await;
+    let spec = |s: &S3Store| {
+        generate(
+            s,
+            json!({"seed": 40, "days": [
+                {"date": "2026-07-15", "flights": 30}, {"date": "2026-07-16", "flights": 30},
+                {"date": "2026-07-17", "flights": 30}, {"date": "2026-07-18", "flights": 30},
+                {"date": "2026-07-19", "flights": 30}, {"date": "2026-07-20", "flights": 30}
+            ]}),
+        )
+    };
+    let generated = spec(&store);
+    spec(&twin);
     let bin = env!("CARGO_BIN_EXE_archive-compaction");
-    let spawn = || {
+    let spawn_for = |store: &S3Store| {
+        let env = env_for(store, &[("LEASE_SECONDS", "1"), ("LOG_LEVEL", "warn")]);
         std::process::Command::new(bin)
             .args(["run", "--now", NOW])
             .envs(&env)
@@ -255,13 +260,19 @@ async fn sigkill_at_random_instants_then_one_clean_run() {
             .spawn()
             .unwrap()
     };
+    // The kill instants are fractions of how long one whole run takes here
+    // (timed on a twin bucket), so that runs are cut on a fast machine too.
+    let t0 = std::time::Instant::now();
+    assert_eq!(spawn_for(&twin).wait().unwrap().code(), Some(0));
+    let whole_ms = t0.elapsed().as_millis().max(50) as u64;
+    let spawn = || spawn_for(&store);
     let mut seed: u64 = 0x5eed;
     let mut kills = 0;
     for _ in 0..8 {
         seed = seed
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
-        let delay = Duration::from_millis(30 + (seed >> 33) % 900);
+        let delay = Duration::from_millis(whole_ms / 20 + (seed >> 33) % (whole_ms * 9 / 10));
         let mut child = spawn();
         tokio::time::sleep(delay).await;
         if child.try_wait().unwrap().is_none() {

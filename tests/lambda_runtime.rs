@@ -319,7 +319,7 @@ fn date_of(report: &RunReport, d: &str) -> Option<String> {
         .days
         .iter()
         .find(|x| x.date == date(d))
-        .map(|x| x.action.clone())
+        .map(|x| x.action.to_string())
 }
 
 /// The scheduled event `sam local generate-event` makes, the console events

@@ -173,7 +173,7 @@ fn day<'a>(r: &'a RunReport, d: &str) -> &'a DayReport {
 fn recovered(r: &RunReport) -> BTreeSet<(String, String)> {
     r.recovered
         .iter()
-        .map(|m| (m.key.clone(), m.action.clone()))
+        .map(|m| (m.key.clone(), m.action.to_string()))
         .collect()
 }
 

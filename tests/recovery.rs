@@ -627,7 +627,7 @@ async fn version_1_manifests_still_recover_as_before() {
     let actions: BTreeMap<_, _> = r
         .recovered
         .iter()
-        .map(|e| (e.key.clone(), e.action.clone()))
+        .map(|e| (e.key.clone(), e.action.to_string()))
         .collect();
     assert_eq!(
         actions,
