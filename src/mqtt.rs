@@ -1,8 +1,12 @@
-//! MQTT reporting: the run's figures as retained topics under
-//! `{MQTT_TOPIC_ROOT}/statistic/`, then Home Assistant discovery configs.
+//! MQTT reporting: Home Assistant discovery configs ([`discovery`]), then
+//! the run's figures as retained topics under `{MQTT_TOPIC_ROOT}/statistic/`
+//! ([`statistics`]: only those the run established, see [`is_known`]).
 //!
-//! The topics and payloads are the Python job's, so existing Home Assistant
-//! entities keep working (same `unique_id`s, same device identifier).
+//! The topics and payloads are the Python job's, so other subscribers keep
+//! working; the discovery configs keep its `unique_id`s, `object_id`s and
+//! device identifier, so Home Assistant entities, their ids and history
+//! carry over. The contract, and where the configs differ from the Python
+//! job's: `specs/reporting.md`.
 //!
 //! Guarantees of [`publish`]:
 //!

@@ -11,8 +11,9 @@
 //!   knows: a value the run could not establish (the watermark or mismatch
 //!   state when the state file could not be read) is not published over
 //!   MQTT, so the retained last known value stays
-//!   ([`crate::mqtt::is_known`]). A dry run (`--dry-run`) is not reported: it writes nothing, and
-//!   its figures would overwrite the last real run's retained topics.
+//!   ([`crate::mqtt::is_known`]).
+//! - A dry run (`--dry-run`) is not reported: it writes nothing, and its
+//!   figures would overwrite the last real run's retained topics.
 //! - Both sinks are bounded in time: MQTT by `MQTT_TIMEOUT_SECONDS`,
 //!   CloudWatch by [`crate::metrics::CLOUDWATCH_TIMEOUT`]. They run
 //!   concurrently, so reporting takes at most the longer of the two.

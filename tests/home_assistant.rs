@@ -323,7 +323,16 @@ async fn home_assistant_shows_the_python_jobs_sensors_as_the_reports_say() {
     // 1. Success: 2026-07-18 compacted.
     let (code, r) = cli(&store, broker.port, "2026-07-20T04:50:00Z");
     assert_eq!(code, Some(0), "{r}");
-    assert_eq!(r["last_compacted_date"], "2026-07-18");
+    assert_eq!(
+        (
+            &r["files_compacted"],
+            &r["days_compacted"],
+            &r["last_compacted_date"]
+        ),
+        (&json!(6), &json!(1), &json!("2026-07-18")),
+        "{r}"
+    );
+    assert_eq!(r["mismatch_date"], Value::Null, "{r}");
     let run_1 = timestamp_state(&r["last_run_at"]);
     wait_states(
         &hass,
@@ -350,7 +359,10 @@ async fn home_assistant_shows_the_python_jobs_sensors_as_the_reports_say() {
         let (code, r) = cli(&store, broker.port, now);
         assert_eq!(code, Some(2), "{r}");
         assert_eq!(r["mismatch_uuids"], json!(missing));
+        assert_eq!(r["mismatch_uuid_count"], 2);
         assert_eq!(r["mismatch_runs"], runs);
+        assert_eq!(r["last_compacted_date"], "2026-07-18");
+        assert_eq!(r["files_compacted"], 0);
         wait_states(
             &hass,
             &states(&[
