@@ -18,7 +18,7 @@ EVENT ?= events/console-now.json
 help: ## This list.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
-tools: ## Install the local test tools into .tools/ (venvs: moto, ministack, pyarrow, duckdb, cargo-lambda) and mosquitto.
+tools: ## Install the local test tools into .tools/ (venvs: moto, ministack, pyarrow, duckdb, cargo-lambda, Home Assistant) and mosquitto.
 	@scripts/setup-tools.sh
 
 test: tools ## Everything: all tests on ministack; the S3-protocol suites again on moto; crash tests.

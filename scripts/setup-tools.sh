@@ -8,6 +8,8 @@
 #   .tools/lambda     cargo-lambda + zig (PyPI): `make build`, the Lambda runtime test
 #   .tools/sam        AWS SAM CLI (PyPI): `sam deploy` of tests/deployed.rs and
 #                     `make deploy-local`, `make lint`, `make deploy`
+#   .tools/hass       Home Assistant 2024.3.3 (PyPI, Python 3.11) with the requirements of the
+#                     components tests/home_assistant.rs loads, pinned by scripts/hass-constraints.txt
 #   .tools/duckdb     duckdb + its httpfs extension as a wheel (PyPI), only for `make bench`:
 #                     `scripts/setup-tools.sh duckdb` (the duckdb wheel alone would download
 #                     httpfs from the internet at run time; this one loads it from the wheel)
@@ -16,6 +18,7 @@
 #   scripts/setup-tools.sh          the test tools (everything but the SAM CLI)
 #   scripts/setup-tools.sh sam      the SAM CLI only
 #   scripts/setup-tools.sh lambda   cargo-lambda + zig only
+#   scripts/setup-tools.sh hass     Home Assistant only
 #   scripts/setup-tools.sh bench    what `make bench` needs beyond the test tools (duckdb)
 #   scripts/setup-tools.sh qemu     qemu-user-static + the arm64 C library (apt), for
 #                                   `make invoke-qemu` (the real arm64 bootstrap, emulated)
@@ -28,6 +31,23 @@ mkdir -p "$TOOLS"
 CARGO_LAMBDA_VERSION=1.9.2
 ZIG_VERSION=0.17.1
 SAM_VERSION=1.170.0
+# 2024.3.x is the last Home Assistant release that runs on Python 3.11.
+HASS_VERSION=2024.3.3
+HASS_PYTHON=${HASS_PYTHON:-python3.11}
+# The requirements (manifest.json) of the components Home Assistant sets up in
+# tests/home_assistant.rs: mqtt, recorder, frontend, backup, hardware,
+# file_upload, image_upload and camera (an MQTT platform); `hass --skip-pip`
+# installs nothing itself.
+HASS_REQUIREMENTS=(
+  "homeassistant==$HASS_VERSION"
+  paho-mqtt==1.6.1
+  SQLAlchemy==2.0.27 fnv-hash-fast==0.5.0 psutil-home-assistant==0.0.1
+  home-assistant-frontend==20240307.0
+  securetar==2024.2.1
+  janus==1.0.0
+  Pillow==10.2.0
+  PyTurboJPEG==1.7.1
+)
 # duckdb-extension-httpfs ships httpfs for exactly this duckdb version.
 DUCKDB_BENCH_VERSION=1.5.5
 
@@ -61,6 +81,21 @@ setup_duckdb() {
     "duckdb==$DUCKDB_BENCH_VERSION" "duckdb-extension-httpfs==$DUCKDB_BENCH_VERSION"
 }
 
+setup_hass() {
+  if [ -x "$TOOLS/hass/bin/hass" ] && "$TOOLS/hass/bin/python" -c "import homeassistant.const as c, paho.mqtt, sqlalchemy, fnv_hash_fast, psutil_home_assistant, hass_frontend, securetar, janus, PIL, turbojpeg; assert c.__version__ == '$HASS_VERSION'" 2>/dev/null; then
+    return
+  fi
+  if ! "$HASS_PYTHON" -c 'import sys; assert sys.version_info[:2] == (3, 11)' 2>/dev/null; then
+    echo "setup-tools: Home Assistant $HASS_VERSION needs Python 3.11; set HASS_PYTHON to one" >&2
+    return 1
+  fi
+  echo "setup-tools: installing Home Assistant $HASS_VERSION into $TOOLS/hass" >&2
+  rm -rf "$TOOLS/hass"
+  "$HASS_PYTHON" -m venv "$TOOLS/hass"
+  "$TOOLS/hass/bin/pip" install -q --disable-pip-version-check \
+    -c scripts/hass-constraints.txt "${HASS_REQUIREMENTS[@]}"
+}
+
 setup_qemu() {
   if command -v qemu-aarch64-static >/dev/null 2>&1 && [ -e /usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1 ] \
      && [ -e /usr/aarch64-linux-gnu/lib/libgcc_s.so.1 ]; then
@@ -78,8 +113,9 @@ case "${1:-}" in
   bench) setup_duckdb; echo "setup-tools: bench tools ready" >&2; exit 0 ;;
   sam) setup_sam; echo "setup-tools: SAM CLI ready ($TOOLS/sam/bin/sam)" >&2; exit 0 ;;
   lambda) setup_lambda; echo "setup-tools: cargo-lambda ready ($TOOLS/lambda/bin)" >&2; exit 0 ;;
+  hass) setup_hass; echo "setup-tools: Home Assistant ready ($TOOLS/hass/bin/hass)" >&2; exit 0 ;;
   "") ;;
-  *) echo "usage: $0 [sam|lambda|duckdb|bench|qemu]" >&2; exit 64 ;;
+  *) echo "usage: $0 [sam|lambda|hass|duckdb|bench|qemu]" >&2; exit 64 ;;
 esac
 
 need_py() { [ -x "$TOOLS/py/bin/python" ] && "$TOOLS/py/bin/python" -c 'import moto, pyarrow, duckdb, boto3, jsonschema, paho.mqtt' 2>/dev/null; }
@@ -108,4 +144,5 @@ if ! command -v mosquitto >/dev/null 2>&1 && ! [ -x /usr/sbin/mosquitto ]; then
 fi
 setup_lambda
 setup_sam
+setup_hass
 echo "setup-tools: ready ($TOOLS)" >&2

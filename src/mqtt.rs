@@ -1,8 +1,12 @@
-//! MQTT reporting: the run's figures as retained topics under
-//! `{MQTT_TOPIC_ROOT}/statistic/`, then Home Assistant discovery configs.
+//! MQTT reporting: Home Assistant discovery configs ([`discovery`]), then
+//! the run's figures as retained topics under `{MQTT_TOPIC_ROOT}/statistic/`
+//! ([`statistics`]: only those the run established, see [`is_known`]).
 //!
-//! The topics and payloads are the Python job's, so existing Home Assistant
-//! entities keep working (same `unique_id`s, same device identifier).
+//! The topics and payloads are the Python job's, so other subscribers keep
+//! working; the discovery configs keep its `unique_id`s, `object_id`s and
+//! device identifier, so Home Assistant entities, their ids and history
+//! carry over. The contract, and where the configs differ from the Python
+//! job's: `specs/reporting.md`.
 //!
 //! Guarantees of [`publish`]:
 //!
@@ -23,7 +27,8 @@
 //! use archive_compaction::mqtt::{discovery, statistics};
 //! use archive_compaction::report::RunReport;
 //!
-//! let report = RunReport { files_compacted: 95, ..Default::default() };
+//! // A run that read the state publishes all ten statistics.
+//! let report = RunReport { files_compacted: 95, watermark_lag_days: Some(0), ..Default::default() };
 //! let stats = statistics(&report, "SkyFollower/archive-compaction");
 //! assert_eq!(stats.len(), 10);
 //! assert_eq!(stats[0].topic, "SkyFollower/archive-compaction/statistic/files_compacted");
@@ -32,7 +37,11 @@
 //! assert_eq!(by_topic("/mismatch_date"), "None");
 //! assert_eq!(by_topic("/mismatch_uuids"), r#"{"uuids":[]}"#);
 //!
-//! let configs = discovery("SkyFollower/archive-compaction");
+//! // One that could not read it publishes only what it knows.
+//! let failed = RunReport { watermark_lag_days: None, ..Default::default() };
+//! assert_eq!(statistics(&failed, "root").len(), 5);
+//!
+//! let configs = discovery("SkyFollower/archive-compaction", "my-archive");
 //! assert_eq!(configs.len(), 9);
 //! assert_eq!(
 //!     configs[0].topic,
@@ -58,14 +67,16 @@ use crate::report::RunReport;
 use crate::reporting::ReportError;
 
 /// The ten statistic topics, in publish order (`{root}/statistic/{name}`).
+/// `mismatch_uuids` comes before `mismatch_uuid_count`: a subscriber that
+/// reacts to the count finds the list it counts already retained.
 pub const STATISTICS: [&str; 10] = [
     "files_compacted",
     "files_delete_failed",
     "days_compacted",
     "last_compacted_date",
     "mismatch_date",
-    "mismatch_uuid_count",
     "mismatch_uuids",
+    "mismatch_uuid_count",
     "mismatch_runs",
     "last_run_at",
     "last_run_status",
@@ -74,8 +85,22 @@ pub const STATISTICS: [&str; 10] = [
 /// Home Assistant's discovery prefix.
 pub const DISCOVERY_PREFIX: &str = "homeassistant";
 
-/// The Home Assistant device (and the prefix of every `unique_id`).
+/// The Home Assistant device (and the prefix of every `unique_id` and
+/// `object_id`, so entity ids are `sensor.skyfollower_archive_compaction_{name}`).
 pub const DEVICE_ID: &str = "SkyFollower_archive_compaction";
+
+/// The date sensors' `value_template`: the payload `None` (no date) becomes
+/// `unknown`, Home Assistant's own state for "no value"; a date passes as it
+/// is. Home Assistant 2024.3 renders every template to text, so a template
+/// cannot hand it a real null (`{{ none }}` shows as the text `None`), and a
+/// sensor with `device_class: date` logs "Invalid state message 'None'" for
+/// any payload that is not a date: hence text sensors with this template.
+pub const DATE_TEMPLATE: &str = "{{ 'unknown' if value == 'None' else value }}";
+
+/// The count sensor's `value_template` on the `mismatch_uuids` topic: its
+/// state is the length of the list that is also its attributes, so both
+/// change in the one state Home Assistant writes for the one message.
+pub const COUNT_TEMPLATE: &str = "{{ value_json.uuids | length }}";
 
 /// One MQTT message, published retained at QoS 1.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,8 +132,35 @@ pub fn format_timestamp(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Micros, false)
 }
 
-/// The ten retained statistic messages for `report`, in [`STATISTICS`] order.
-/// Numbers are decimal text; `last_run_at` is the invocation time.
+/// Whether the run established the statistic `name`; one it did not is not
+/// published, so the broker keeps the last known value retained.
+///
+/// - The per-run figures (`files_compacted`, `files_delete_failed`,
+///   `days_compacted`), `last_run_at` and `last_run_status`: always.
+/// - `last_compacted_date` and `mismatch_runs` come from the state file:
+///   only when the run read it ([`RunReport::state_known`]).
+/// - `mismatch_date`, `mismatch_uuids`, `mismatch_uuid_count`: when the
+///   state was read and either this run found a mismatch or the state holds
+///   none (`mismatch_runs` 0). A run that read a state still blocked on an
+///   earlier mismatch date but did not check that date again (a Failure
+///   before it, the lease held by another invocation, the deadline) does not
+///   know whether the mismatch persists.
+pub fn is_known(report: &RunReport, name: &str) -> bool {
+    match name {
+        "last_compacted_date" | "mismatch_runs" => report.state_known(),
+        "mismatch_date" | "mismatch_uuids" | "mismatch_uuid_count" => {
+            report.state_known() && (report.mismatch_date.is_some() || report.mismatch_runs == 0)
+        }
+        _ => true,
+    }
+}
+
+/// The retained statistic messages for `report`, in [`STATISTICS`] order,
+/// leaving out what the run did not establish ([`is_known`]): all ten after
+/// a run that read the state, five (`files_compacted`,
+/// `files_delete_failed`, `days_compacted`, `last_run_at`,
+/// `last_run_status`) after one that could not. Numbers are decimal text;
+/// `last_run_at` is the invocation time.
 pub fn statistics(report: &RunReport, topic_root: &str) -> Vec<Message> {
     let payload = |name: &str| -> String {
         match name {
@@ -127,6 +179,7 @@ pub fn statistics(report: &RunReport, topic_root: &str) -> Vec<Message> {
     };
     STATISTICS
         .iter()
+        .filter(|name| is_known(report, name))
         .map(|name| Message {
             topic: statistic_topic(topic_root, name),
             payload: payload(name),
@@ -136,9 +189,14 @@ pub fn statistics(report: &RunReport, topic_root: &str) -> Vec<Message> {
 
 /// One Home Assistant sensor: the statistic it shows and how.
 struct Sensor {
+    /// The statistic; the sensor's `unique_id` and `object_id` are
+    /// `{DEVICE_ID}_{name}`.
     name: &'static str,
     title: &'static str,
     icon: &'static str,
+    /// The statistic whose topic is the state topic, when not `name`.
+    state_from: Option<&'static str>,
+    value_template: Option<&'static str>,
     /// `measurement` for the numbers (each is a per-run figure, not a running total).
     state_class: Option<&'static str>,
     device_class: Option<&'static str>,
@@ -146,110 +204,123 @@ struct Sensor {
     attributes: Option<&'static str>,
 }
 
+const PLAIN: Sensor = Sensor {
+    name: "",
+    title: "",
+    icon: "",
+    state_from: None,
+    value_template: None,
+    state_class: None,
+    device_class: None,
+    attributes: None,
+};
+
 /// The nine sensors (every statistic but `mismatch_uuids`, which is the
-/// attributes of `mismatch_uuid_count`). Names and icons are the Python
-/// job's; no `unit_of_measurement`, since adding one to an entity with
-/// recorded statistics makes Home Assistant flag a unit change.
+/// attributes of `mismatch_uuid_count`), in discovery order. No
+/// `unit_of_measurement`, since adding one to an entity with recorded
+/// statistics makes Home Assistant flag a unit change. Where and why these
+/// differ from the Python job's configs: `specs/reporting.md`.
 const SENSORS: [Sensor; 9] = [
     Sensor {
         name: "files_compacted",
         title: "Files Compacted",
         icon: "mdi:file-multiple",
         state_class: Some("measurement"),
-        device_class: None,
-        attributes: None,
+        ..PLAIN
     },
     Sensor {
         name: "files_delete_failed",
         title: "Delete Failures",
         icon: "mdi:alert",
         state_class: Some("measurement"),
-        device_class: None,
-        attributes: None,
+        ..PLAIN
     },
     Sensor {
         name: "days_compacted",
         title: "Days Compacted",
         icon: "mdi:calendar-check",
         state_class: Some("measurement"),
-        device_class: None,
-        attributes: None,
+        ..PLAIN
     },
     Sensor {
         name: "last_compacted_date",
         title: "Last Compacted Date",
         icon: "mdi:calendar",
-        state_class: None,
-        device_class: None,
-        attributes: None,
+        value_template: Some(DATE_TEMPLATE),
+        ..PLAIN
     },
     Sensor {
         name: "mismatch_date",
         title: "Mismatch Date",
         icon: "mdi:calendar-alert",
-        state_class: None,
-        device_class: None,
-        attributes: None,
+        value_template: Some(DATE_TEMPLATE),
+        ..PLAIN
     },
     Sensor {
         name: "mismatch_uuid_count",
         title: "Mismatch Flight Count",
         icon: "mdi:alert-circle",
+        state_from: Some("mismatch_uuids"),
+        value_template: Some(COUNT_TEMPLATE),
         state_class: Some("measurement"),
-        device_class: None,
         attributes: Some("mismatch_uuids"),
+        ..PLAIN
     },
     Sensor {
         name: "mismatch_runs",
         title: "Mismatch Consecutive Runs",
         icon: "mdi:counter",
         state_class: Some("measurement"),
-        device_class: None,
-        attributes: None,
+        ..PLAIN
     },
     Sensor {
         name: "last_run_at",
         title: "Last Run At",
         icon: "mdi:clock",
-        state_class: None,
         device_class: Some("timestamp"),
-        attributes: None,
+        ..PLAIN
     },
     Sensor {
         name: "last_run_status",
         title: "Last Run Status",
         icon: "mdi:check-circle",
-        state_class: None,
-        device_class: None,
-        attributes: None,
+        ..PLAIN
     },
 ];
 
-/// The device block shared by every discovery config; `sw_version` is this
-/// crate's version.
-pub fn device() -> Value {
+/// The device block shared by every discovery config: identifiers, name,
+/// manufacturer, model, `configuration_url` (the S3 console page of
+/// `bucket`, the archive the job compacts) and `sw_version` (this crate's
+/// version, from the build).
+pub fn device(bucket: &str) -> Value {
     json!({
         "identifiers": [DEVICE_ID],
         "name": "SkyFollower Archive Compaction",
+        "manufacturer": "SkyFollower",
         "model": "Archive Compaction",
+        "configuration_url": format!("https://s3.console.aws.amazon.com/s3/buckets/{bucket}"),
         "sw_version": env!("CARGO_PKG_VERSION"),
     })
 }
 
 /// The nine retained Home Assistant discovery configs (JSON), one per
-/// statistic except `mismatch_uuids`.
-pub fn discovery(topic_root: &str) -> Vec<Message> {
+/// statistic except `mismatch_uuids`, for the job compacting `bucket`.
+pub fn discovery(topic_root: &str, bucket: &str) -> Vec<Message> {
     SENSORS
         .iter()
         .map(|s| {
+            let id = format!("{DEVICE_ID}_{}", s.name);
             let mut config = json!({
                 "name": s.title,
-                "has_entity_name": true,
-                "unique_id": format!("{DEVICE_ID}_{}", s.name),
-                "state_topic": statistic_topic(topic_root, s.name),
+                "unique_id": id,
+                "object_id": id,
+                "state_topic": statistic_topic(topic_root, s.state_from.unwrap_or(s.name)),
                 "icon": s.icon,
-                "device": device(),
+                "device": device(bucket),
             });
+            if let Some(t) = s.value_template {
+                config["value_template"] = t.into();
+            }
             if let Some(c) = s.state_class {
                 config["state_class"] = c.into();
             }
@@ -449,9 +520,8 @@ mod tests {
     use super::*;
     use crate::report::Status;
 
-    #[test]
-    fn statistics_payloads() {
-        let report = RunReport {
+    fn full_report() -> RunReport {
+        RunReport {
             files_compacted: 95,
             files_delete_failed: 2,
             days_compacted: 4,
@@ -464,9 +534,21 @@ mod tests {
                 .unwrap()
                 .to_utc(),
             last_run_status: Status::Mismatch,
+            watermark_lag_days: Some(2),
             ..Default::default()
-        };
-        let got: Vec<(String, String)> = statistics(&report, "root")
+        }
+    }
+
+    fn names(messages: &[Message]) -> Vec<&str> {
+        messages
+            .iter()
+            .map(|m| m.topic.strip_prefix("root/statistic/").unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn statistics_payloads() {
+        let got: Vec<(String, String)> = statistics(&full_report(), "root")
             .into_iter()
             .map(|m| (m.topic, m.payload))
             .collect();
@@ -476,8 +558,8 @@ mod tests {
             ("days_compacted", "4"),
             ("last_compacted_date", "2026-07-21"),
             ("mismatch_date", "2026-07-22"),
-            ("mismatch_uuid_count", "2"),
             ("mismatch_uuids", r#"{"uuids":["a","b"]}"#),
+            ("mismatch_uuid_count", "2"),
             ("mismatch_runs", "3"),
             ("last_run_at", "2026-07-24T04:50:03.500000+00:00"),
             ("last_run_status", "Mismatch"),
@@ -489,26 +571,87 @@ mod tests {
     }
 
     #[test]
+    fn a_run_that_could_not_read_the_state_publishes_only_what_it_knows() {
+        let report = RunReport {
+            watermark_lag_days: None,
+            last_run_status: Status::Failure,
+            ..full_report()
+        };
+        assert_eq!(
+            names(&statistics(&report, "root")),
+            [
+                "files_compacted",
+                "files_delete_failed",
+                "days_compacted",
+                "last_run_at",
+                "last_run_status"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_run_that_did_not_revisit_a_standing_mismatch_leaves_it_alone() {
+        // The state is blocked on an earlier date (mismatch_runs 3), this
+        // run found no mismatch (it failed before that date).
+        let report = RunReport {
+            mismatch_date: None,
+            mismatch_uuid_count: 0,
+            mismatch_uuids: vec![],
+            last_run_status: Status::Failure,
+            ..full_report()
+        };
+        let published = statistics(&report, "root");
+        let got = names(&published);
+        assert!(
+            !got.iter()
+                .any(|n| n.starts_with("mismatch_") && *n != "mismatch_runs"),
+            "{got:?}"
+        );
+        assert!(got.contains(&"last_compacted_date") && got.contains(&"mismatch_runs"));
+        // A state with no mismatch: "no mismatch" is known and published.
+        let clear = RunReport {
+            mismatch_runs: 0,
+            ..report
+        };
+        assert_eq!(statistics(&clear, "root").len(), 10);
+    }
+
+    #[test]
     fn discovery_configs() {
-        let configs = discovery("root");
+        let configs = discovery("root", "my-archive");
         let names: Vec<&str> = STATISTICS
             .iter()
             .copied()
             .filter(|n| *n != "mismatch_uuids")
             .collect();
-        assert_eq!(configs.len(), names.len());
+        let discovered: Vec<&str> = SENSORS.iter().map(|s| s.name).collect();
+        let mut sorted_names = names.clone();
+        sorted_names.sort();
+        let mut sorted_discovered = discovered.clone();
+        sorted_discovered.sort();
+        assert_eq!(sorted_names, sorted_discovered);
         let mut ids = HashSet::new();
-        for (m, name) in configs.iter().zip(names) {
+        for (m, name) in configs.iter().zip(discovered) {
             assert_eq!(
                 m.topic,
                 format!("homeassistant/sensor/SkyFollower_archive_compaction_{name}/config")
             );
             let c: Value = serde_json::from_str(&m.payload).unwrap();
-            assert_eq!(c["state_topic"], format!("root/statistic/{name}"));
+            let state_from = if name == "mismatch_uuid_count" {
+                "mismatch_uuids"
+            } else {
+                name
+            };
+            assert_eq!(c["state_topic"], format!("root/statistic/{state_from}"));
             assert!(ids.insert(c["unique_id"].as_str().unwrap().to_string()));
-            assert_eq!(c["device"], device());
+            assert_eq!(c["object_id"], c["unique_id"]);
+            assert_eq!(c["device"], device("my-archive"));
             assert!(c["icon"].as_str().unwrap().starts_with("mdi:"));
         }
+        assert_eq!(
+            device("my-archive")["configuration_url"],
+            "https://s3.console.aws.amazon.com/s3/buckets/my-archive"
+        );
     }
 
     #[test]

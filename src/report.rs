@@ -288,7 +288,9 @@ pub struct RunReport {
     pub cutoff: Option<NaiveDate>,
     /// The watermark before the run.
     pub watermark_before: Option<NaiveDate>,
-    /// Watermark lag behind the cutoff after the run, in days.
+    /// Watermark lag behind the cutoff after the run, in days; `None`
+    /// exactly when the run could not read the watermark state (see
+    /// [`RunReport::state_known`]).
     pub watermark_lag_days: Option<i64>,
     /// Why the walk stopped.
     pub stop_reason: StopReason,
@@ -337,6 +339,14 @@ impl RunReport {
         tracing::error!(error = %msg, "run failed");
         self.errors.push(msg);
         self.last_run_status = Status::Failure;
+    }
+
+    /// Whether the run read the watermark state (`_compaction_state/watermark.json`),
+    /// so that `last_compacted_date`, `mismatch_runs` and the mismatch
+    /// fields are the state's and not defaults. The run sets
+    /// `watermark_lag_days` whenever it reads the state, and only then.
+    pub fn state_known(&self) -> bool {
+        self.watermark_lag_days.is_some()
     }
 
     /// Number of files skipped (left in place) for a reason.

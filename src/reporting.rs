@@ -7,9 +7,13 @@
 //!   exit code and the data work stand whatever happens here. A failure is
 //!   logged and appended to [`RunReport::report_errors`] as the text of a
 //!   [`ReportError`] (prefixed `MQTT` or `CloudWatch`).
-//! - Every run is reported, Failure runs included, with whatever the report
-//!   knows. A dry run (`--dry-run`) is not reported: it writes nothing, and
-//!   its figures would overwrite the last real run's retained topics.
+//! - Every run is reported, Failure runs included, with what the report
+//!   knows: a value the run could not establish (the watermark or mismatch
+//!   state when the state file could not be read) is not published over
+//!   MQTT, so the retained last known value stays
+//!   ([`crate::mqtt::is_known`]).
+//! - A dry run (`--dry-run`) is not reported: it writes nothing, and its
+//!   figures would overwrite the last real run's retained topics.
 //! - The MQTT password comes from [`Deps::mqtt_password`]: the Secrets
 //!   Manager secret `MQTT_PASSWORD_SECRET_ARN` (read once per process, then
 //!   cached) or `MQTT_PASSWORD`. A secret that cannot be read is a
@@ -131,8 +135,9 @@ pub async fn publish(deps: &Deps, report: &mut RunReport) {
     let mqtt = async {
         match &deps.config.mqtt {
             Some(m) => {
-                let mut messages = crate::mqtt::statistics(report, &m.topic_root);
-                messages.extend(crate::mqtt::discovery(&m.topic_root));
+                // Configs first, so that this run's values are read with them.
+                let mut messages = crate::mqtt::discovery(&m.topic_root, &deps.config.bucket);
+                messages.extend(crate::mqtt::statistics(report, &m.topic_root));
                 Some(match deps.mqtt_password().await {
                     Ok(password) => {
                         let config = crate::config::MqttConfig {

@@ -146,8 +146,12 @@ fn expect(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 }
 
 /// Exactly the ten statistic topics and the nine discovery configs, every
-/// config field checked.
-fn assert_topics(all: &BTreeMap<String, String>, want_stats: &BTreeMap<String, String>) {
+/// config field checked (`bucket`: the one in `configuration_url`).
+fn assert_topics(
+    all: &BTreeMap<String, String>,
+    want_stats: &BTreeMap<String, String>,
+    bucket: &str,
+) {
     let topics: BTreeSet<String> = all.keys().cloned().collect();
     let mut want: BTreeSet<String> = want_stats
         .keys()
@@ -167,21 +171,32 @@ fn assert_topics(all: &BTreeMap<String, String>, want_stats: &BTreeMap<String, S
         let topic = format!("homeassistant/sensor/SkyFollower_archive_compaction_{name}/config");
         let c: Value = serde_json::from_str(&all[&topic]).expect("discovery config is JSON");
         let keys: BTreeSet<&str> = c.as_object().unwrap().keys().map(String::as_str).collect();
+        // The count's state is the length of its uuids list, read from the
+        // list's own topic so that state and attributes change together.
+        let (state_from, template) = match name {
+            "mismatch_uuid_count" => ("mismatch_uuids", Some("{{ value_json.uuids | length }}")),
+            "last_compacted_date" | "mismatch_date" => {
+                (name, Some("{{ 'unknown' if value == 'None' else value }}"))
+            }
+            _ => (name, None),
+        };
         assert_eq!(
             c["state_topic"],
-            format!("{ROOT}/statistic/{name}"),
+            format!("{ROOT}/statistic/{state_from}"),
             "{name}"
+        );
+        assert_eq!(
+            c["value_template"].as_str(),
+            template,
+            "{name}: value_template"
         );
         assert!(
             c["name"].as_str().is_some_and(|n| !n.is_empty()),
             "{name}: name"
         );
-        assert_eq!(c["has_entity_name"], true, "{name}");
-        assert_eq!(
-            c["unique_id"],
-            format!("SkyFollower_archive_compaction_{name}"),
-            "{name}"
-        );
+        let id = format!("SkyFollower_archive_compaction_{name}");
+        assert_eq!(c["unique_id"], id, "{name}");
+        assert_eq!(c["object_id"], id, "{name}: object_id (the entity id)");
         assert!(unique_ids.insert(c["unique_id"].to_string()), "{name}");
         assert!(
             c["icon"].as_str().is_some_and(|i| i.starts_with("mdi:")),
@@ -193,7 +208,9 @@ fn assert_topics(all: &BTreeMap<String, String>, want_stats: &BTreeMap<String, S
             json!({
                 "identifiers": ["SkyFollower_archive_compaction"],
                 "name": "SkyFollower Archive Compaction",
+                "manufacturer": "SkyFollower",
                 "model": "Archive Compaction",
+                "configuration_url": format!("https://s3.console.aws.amazon.com/s3/buckets/{bucket}"),
                 "sw_version": env!("CARGO_PKG_VERSION"),
             }),
             "{name}: device"
@@ -216,16 +233,19 @@ fn assert_topics(all: &BTreeMap<String, String>, want_stats: &BTreeMap<String, S
         } else {
             assert!(!keys.contains("json_attributes_topic"), "{name}");
         }
-        let mut allowed: BTreeSet<&str> = [
+        let allowed: BTreeSet<&str> = [
             "name",
-            "has_entity_name",
             "unique_id",
+            "object_id",
             "state_topic",
+            "value_template",
             "icon",
             "device",
+            "state_class",
+            "device_class",
+            "json_attributes_topic",
         ]
         .into();
-        allowed.extend(["state_class", "device_class", "json_attributes_topic"]);
         assert!(keys.is_subset(&allowed), "{name}: unexpected keys {keys:?}");
     }
     let uuids: Value = serde_json::from_str(&want_stats["mismatch_uuids"]).unwrap();
@@ -234,6 +254,105 @@ fn assert_topics(all: &BTreeMap<String, String>, want_stats: &BTreeMap<String, S
         "mismatch_uuids is {{\"uuids\": [...]}}"
     );
 }
+
+/// A subscriber to `#` connected before a run: the messages the run
+/// publishes, in the order the broker delivers them.
+struct Live {
+    client: AsyncClient,
+    got: std::sync::Arc<Mutex<Vec<(String, String)>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Live {
+    async fn start(port: u16) -> Live {
+        let mut opts = MqttOptions::new(
+            format!("test-live-{}", uuid::Uuid::now_v7().simple()),
+            "127.0.0.1",
+            port,
+        );
+        opts.set_clean_session(true);
+        let (client, mut events) = AsyncClient::new(opts, 10);
+        client.subscribe("#", QoS::AtLeastOnce).await.unwrap();
+        let got = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let (ready, subscribed) = tokio::sync::oneshot::channel();
+        let mut ready = Some(ready);
+        let sink = got.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                match events.poll().await {
+                    Ok(Event::Incoming(Packet::SubAck(_))) => {
+                        if let Some(r) = ready.take() {
+                            let _ = r.send(());
+                        }
+                    }
+                    // Retained messages sent on subscribing are not this run's.
+                    Ok(Event::Incoming(Packet::Publish(p))) if !p.retain => {
+                        sink.lock()
+                            .unwrap()
+                            .push((p.topic, String::from_utf8(p.payload.to_vec()).unwrap()));
+                    }
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
+        });
+        tokio::time::timeout(Duration::from_secs(10), subscribed)
+            .await
+            .expect("live subscriber: no SUBACK")
+            .unwrap();
+        Live { client, got, task }
+    }
+
+    /// Waits for half a second without a new message, then returns what came.
+    async fn finish(self) -> Vec<(String, String)> {
+        let mut seen = usize::MAX;
+        loop {
+            let n = self.got.lock().unwrap().len();
+            if n == seen {
+                break;
+            }
+            seen = n;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        let _ = self.client.disconnect().await;
+        self.task.abort();
+        std::mem::take(&mut *self.got.lock().unwrap())
+    }
+}
+
+/// The nine configs first, then the statistics a run publishes, in order.
+fn assert_order(got: &[(String, String)], stats: &[&str]) {
+    let topics: Vec<String> = got.iter().map(|(t, _)| t.clone()).collect();
+    let mut want: Vec<String> = [
+        "files_compacted",
+        "files_delete_failed",
+        "days_compacted",
+        "last_compacted_date",
+        "mismatch_date",
+        "mismatch_uuid_count",
+        "mismatch_runs",
+        "last_run_at",
+        "last_run_status",
+    ]
+    .iter()
+    .map(|n| format!("homeassistant/sensor/SkyFollower_archive_compaction_{n}/config"))
+    .collect();
+    want.extend(stats.iter().map(|n| format!("{ROOT}/statistic/{n}")));
+    assert_eq!(topics, want, "publish order");
+}
+
+const ALL_STATS: [&str; 10] = [
+    "files_compacted",
+    "files_delete_failed",
+    "days_compacted",
+    "last_compacted_date",
+    "mismatch_date",
+    "mismatch_uuids",
+    "mismatch_uuid_count",
+    "mismatch_runs",
+    "last_run_at",
+    "last_run_status",
+];
 
 /// Settings for a run, as (variable, value).
 type Env = Vec<(&'static str, String)>;
@@ -319,11 +438,14 @@ async fn mqtt_topics_and_discovery_after_success_mismatch_and_failure() {
         ]}),
     );
     let deps = deps_with(&store, &mqtt_env(broker.port, &[]), None);
+    let b = store.bucket().to_string();
 
     // Success: cutoff 2026-07-18.
+    let live = Live::start(broker.port).await;
     let r = invoke(&deps, &RunOptions::at(at("2026-07-20T04:50:00Z"))).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     assert_clean(&r);
+    assert_order(&live.finish().await, &ALL_STATS);
     let all = retained(broker.port, None).await;
     assert_topics(
         &all,
@@ -339,6 +461,7 @@ async fn mqtt_topics_and_discovery_after_success_mismatch_and_failure() {
             ("last_run_at", "2026-07-20T04:50:00.000000+00:00"),
             ("last_run_status", "Success"),
         ]),
+        &b,
     );
 
     // Mismatch: 2026-07-19 has two flights without an index row.
@@ -347,6 +470,7 @@ async fn mqtt_topics_and_discovery_after_success_mismatch_and_failure() {
     assert_clean(&r);
     let missing = sorted(&generated.missing["2026-07-19"]);
     assert_eq!(missing.len(), 2);
+    let mismatch_uuids = json!({ "uuids": missing }).to_string();
     let all = retained(broker.port, None).await;
     assert_topics(
         &all,
@@ -357,19 +481,33 @@ async fn mqtt_topics_and_discovery_after_success_mismatch_and_failure() {
             ("last_compacted_date", "2026-07-18"),
             ("mismatch_date", "2026-07-19"),
             ("mismatch_uuid_count", "2"),
-            ("mismatch_uuids", &json!({ "uuids": missing }).to_string()),
+            ("mismatch_uuids", &mismatch_uuids),
             ("mismatch_runs", "1"),
             ("last_run_at", "2026-07-21T04:50:00.250000+00:00"),
             ("last_run_status", "Mismatch"),
         ]),
+        &b,
     );
 
-    // Failure: watermark.json is not JSON; nothing is known but the time and the status.
+    // Failure: watermark.json is not JSON. The run knows its time, its
+    // status and that it compacted nothing; the watermark and the mismatch
+    // it could not read are not published, so the last known ones stay.
     break_watermark(&store).await;
+    let live = Live::start(broker.port).await;
     let r = invoke(&deps, &RunOptions::at(at("2026-07-22T04:50:00Z"))).await;
     assert_eq!(r.last_run_status, Status::Failure);
     assert_eq!(r.stop_reason, StopReason::Error);
     assert_clean(&r);
+    assert_order(
+        &live.finish().await,
+        &[
+            "files_compacted",
+            "files_delete_failed",
+            "days_compacted",
+            "last_run_at",
+            "last_run_status",
+        ],
+    );
     let all = retained(broker.port, None).await;
     assert_topics(
         &all,
@@ -377,14 +515,15 @@ async fn mqtt_topics_and_discovery_after_success_mismatch_and_failure() {
             ("files_compacted", "0"),
             ("files_delete_failed", "0"),
             ("days_compacted", "0"),
-            ("last_compacted_date", "None"),
-            ("mismatch_date", "None"),
-            ("mismatch_uuid_count", "0"),
-            ("mismatch_uuids", r#"{"uuids":[]}"#),
-            ("mismatch_runs", "0"),
+            ("last_compacted_date", "2026-07-18"),
+            ("mismatch_date", "2026-07-19"),
+            ("mismatch_uuid_count", "2"),
+            ("mismatch_uuids", &mismatch_uuids),
+            ("mismatch_runs", "1"),
             ("last_run_at", "2026-07-22T04:50:00.000000+00:00"),
             ("last_run_status", "Failure"),
         ]),
+        &b,
     );
 }
 
@@ -987,7 +1126,19 @@ async fn a_bad_lambda_event_is_reported_as_a_failure() {
         .expect_err("a bad event is an error");
     assert_eq!(err.0.last_run_status, Status::Failure);
     assert_clean(&err.0);
+    // It read no state: only what it knows is published.
     let stats = statistics(&retained(broker.port, None).await);
-    assert_eq!(stats.len(), 10, "{stats:?}");
+    let names: Vec<&str> = stats.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        [
+            "days_compacted",
+            "files_compacted",
+            "files_delete_failed",
+            "last_run_at",
+            "last_run_status"
+        ],
+        "{stats:?}"
+    );
     assert_eq!(stats["last_run_status"], "Failure");
 }

@@ -242,6 +242,44 @@ async fn reports_and_state_files_of_real_runs_match_their_schemas() {
 
 /// The schema check itself catches a report that breaks the contract.
 #[test]
+fn reporting_md_lists_exactly_the_discovery_configs() {
+    let doc = table_rows("Home Assistant discovery");
+    let configs = archive_compaction::mqtt::discovery("root", "b");
+    assert_eq!(doc.len(), configs.len());
+    for ((name, cells), m) in doc.iter().zip(&configs) {
+        assert_eq!(
+            m.topic,
+            format!("homeassistant/sensor/SkyFollower_archive_compaction_{name}/config")
+        );
+        let c: Value = serde_json::from_str(&m.payload).unwrap();
+        assert_eq!(c["name"], cells[1].as_str(), "{name}: name");
+        assert_eq!(c["icon"], cells[2].trim_matches('`'), "{name}: icon");
+        let classes = [&c["state_class"], &c["device_class"]]
+            .iter()
+            .filter_map(|v| v.as_str())
+            .map(|v| format!("`{v}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let classes = if classes.is_empty() {
+            "none".to_string()
+        } else {
+            classes
+        };
+        assert_eq!(classes, cells[4], "{name}: state_class / device_class");
+        if let Some(t) = c["value_template"].as_str() {
+            assert!(
+                cells[3].replace("\\|", "|").contains(&format!("`{t}`"))
+                    || cells[3] == "its own, same template",
+                "{name}: value_template {t} not in {:?}",
+                cells[3]
+            );
+        } else {
+            assert_eq!(cells[3], "its own", "{name}");
+        }
+    }
+}
+
+#[test]
 fn the_schema_check_rejects_a_broken_report() {
     let mut r = report_json(&RunReport::default());
     assert_valid("run-report.schema.json", &[("default", r.clone())]);
