@@ -12,8 +12,8 @@ use lambda_runtime::{Diagnostic, LambdaEvent};
 use serde::Deserialize;
 
 use crate::config::Config;
+use crate::error::ReportError;
 use crate::report::{RunReport, Status};
-use crate::reporting::ReportError;
 use crate::run::{RunOptions, run};
 use crate::storage::S3Store;
 
@@ -33,6 +33,22 @@ pub struct Deps {
     /// successful read, then reused (a failed read is tried again by the
     /// next invocation).
     mqtt_password: Arc<tokio::sync::OnceCell<String>>,
+}
+
+impl crate::reporting::Sinks for Deps {
+    fn config(&self) -> &Config {
+        &self.config
+    }
+
+    fn cloudwatch(&self) -> Option<&aws_sdk_cloudwatch::Client> {
+        self.cloudwatch.as_ref()
+    }
+
+    fn mqtt_password(
+        &self,
+    ) -> impl std::future::Future<Output = Result<Option<String>, ReportError>> + Send {
+        Deps::mqtt_password(self)
+    }
 }
 
 /// SDK retry policy for every call: 3 attempts, exponential backoff from 1 s

@@ -6,6 +6,8 @@
 //! The Lambda handler maps the run outcome, not these errors, to its error
 //! type; these errors end up as text in [`crate::report::RunReport::errors`].
 
+use std::time::Duration;
+
 use chrono::NaiveDate;
 
 /// Result alias used throughout the crate.
@@ -135,4 +137,81 @@ impl Error {
     pub fn is_not_found(&self) -> bool {
         matches!(self, Error::S3 { code, .. } if code == "NoSuchKey" || code == "NotFound")
     }
+}
+
+/// A reporting failure. Its text lands in [`crate::report::RunReport::report_errors`]; it
+/// never changes the run's status.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The MQTT client could not be set up (TLS roots, CA file).
+    #[error("MQTT {broker}: TLS setup failed: {reason}")]
+    MqttTls {
+        /// `host:port` of the broker.
+        broker: String,
+        /// What is wrong (unreadable `MQTT_CA_FILE`, no certificate in it, no system roots).
+        reason: String,
+    },
+
+    /// The broker refused or dropped the connection, or a request failed.
+    #[error("MQTT {broker}: {reason} ({acked} of {total} messages acknowledged)")]
+    Mqtt {
+        /// `host:port` of the broker.
+        broker: String,
+        /// The client's error (connection refused, not authorised, I/O error...).
+        reason: String,
+        /// Messages the broker acknowledged (PUBACK) before the failure.
+        acked: usize,
+        /// Messages that were to be published.
+        total: usize,
+    },
+
+    /// Connect, publish and disconnect did not finish within `MQTT_TIMEOUT_SECONDS`.
+    #[error(
+        "MQTT {broker}: timed out after {} s while {stage} ({acked} of {total} messages acknowledged)",
+        timeout.as_secs_f64()
+    )]
+    MqttTimeout {
+        /// `host:port` of the broker.
+        broker: String,
+        /// The bound (`MQTT_TIMEOUT_SECONDS`).
+        timeout: Duration,
+        /// What was under way: `connecting`, `publishing` or `disconnecting`.
+        stage: &'static str,
+        /// Messages the broker acknowledged (PUBACK) in time.
+        acked: usize,
+        /// Messages that were to be published.
+        total: usize,
+    },
+
+    /// The MQTT password could not be read from Secrets Manager
+    /// (`MQTT_PASSWORD_SECRET_ARN`); nothing was published to MQTT.
+    #[error("MQTT password secret {secret}: {reason}; nothing was published to MQTT")]
+    MqttSecret {
+        /// The secret's ARN or name (`MQTT_PASSWORD_SECRET_ARN`).
+        secret: String,
+        /// The SDK's error (ResourceNotFoundException, AccessDeniedException...)
+        /// or what is wrong with the secret.
+        reason: String,
+    },
+
+    /// PutMetricData failed (after the SDK's retries).
+    #[error("CloudWatch PutMetricData to namespace {namespace}: {reason}")]
+    CloudWatch {
+        /// The namespace (`METRICS_NAMESPACE`).
+        namespace: String,
+        /// The SDK's error with its code and message.
+        reason: String,
+    },
+
+    /// PutMetricData did not finish within [`crate::metrics::CLOUDWATCH_TIMEOUT`].
+    #[error(
+        "CloudWatch PutMetricData to namespace {namespace}: timed out after {} s",
+        timeout.as_secs_f64()
+    )]
+    CloudWatchTimeout {
+        /// The namespace (`METRICS_NAMESPACE`).
+        namespace: String,
+        /// The bound.
+        timeout: Duration,
+    },
 }

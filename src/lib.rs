@@ -7,6 +7,7 @@
 //! - [`config`]: typed settings from environment variables.
 //! - [`keys`]: bucket layout, pure.
 //! - [`plan`]: pure planning (cutoff, walk start, partition listing, parity, day plan).
+//! - [`partition`]: one date's listings, the parity gate, the earliest partition (read-only).
 //! - [`merge`]: decode, conform to the target schema, dedupe, encode.
 //! - [`storage`]: the one S3 seam, the [`storage::Store`] trait (list, get, head,
 //!   conditional put/delete), over aws-sdk-s3 and in memory; [`clock`]: the time seam.
@@ -28,6 +29,7 @@ pub mod lease;
 pub mod merge;
 pub mod metrics;
 pub mod mqtt;
+pub mod partition;
 pub mod plan;
 pub mod progress;
 pub mod recovery;

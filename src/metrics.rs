@@ -35,8 +35,8 @@ use aws_sdk_cloudwatch::error::DisplayErrorContext;
 use aws_sdk_cloudwatch::primitives::DateTime;
 use aws_sdk_cloudwatch::types::{Dimension, MetricDatum, StandardUnit};
 
+use crate::error::ReportError;
 use crate::report::{RunReport, Status};
-use crate::reporting::ReportError;
 
 /// The one dimension of every metric; its value is the bucket name.
 pub const BUCKET_DIMENSION: &str = "Bucket";

@@ -63,8 +63,8 @@ use rumqttc::{
 use serde_json::{Value, json};
 
 use crate::config::MqttConfig;
+use crate::error::ReportError;
 use crate::report::RunReport;
-use crate::reporting::ReportError;
 
 /// The ten statistic topics, in publish order (`{root}/statistic/{name}`).
 /// `mismatch_uuids` comes before `mismatch_uuid_count`: a subscriber that

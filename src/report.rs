@@ -236,6 +236,10 @@ pub struct DayReport {
     pub bytes_read: u64,
     /// On a `mismatch`: the flights without an index row, sorted.
     pub mismatch_uuids: Vec<String>,
+    /// Inputs of this date left in place, with the reason; moved into the
+    /// run's `skipped_files` by [`RunReport::add_day`] (not serialised here).
+    #[serde(skip)]
+    pub skipped: Vec<SkippedFile>,
     /// Wall time spent on the date, in seconds.
     pub seconds: f64,
 }
@@ -347,6 +351,45 @@ impl RunReport {
     /// `watermark_lag_days` whenever it reads the state, and only then.
     pub fn state_known(&self) -> bool {
         self.watermark_lag_days.is_some()
+    }
+
+    /// Folds one date's report into the run's: its totals (files deleted
+    /// and failed, rows and bytes written, duplicates, foreign objects,
+    /// stragglers for a swept date) are added, its skipped files join
+    /// `skipped_files`, and it is listed in `days`. The one place where day
+    /// figures become run figures.
+    pub fn add_day(&mut self, mut day: DayReport) {
+        self.add_totals(&mut day);
+        if matches!(day.action, DayAction::Swept | DayAction::SweepPlanned) {
+            self.stragglers_folded += day
+                .files_read
+                .saturating_sub(day.files_read_compacted + day.files_read_multi_row);
+        }
+        self.days.push(day);
+    }
+
+    /// [`RunReport::add_day`] for a date that is not listed in `days` (the
+    /// straggler sweep's dates with nothing to fold): its totals and
+    /// skipped files still count.
+    pub fn add_unlisted_day(&mut self, mut day: DayReport) {
+        self.add_totals(&mut day);
+    }
+
+    fn add_totals(&mut self, day: &mut DayReport) {
+        self.files_compacted += day.files_deleted;
+        self.files_delete_failed += day.files_delete_failed;
+        self.rows_written += day.rows_written;
+        self.bytes_written += day.bytes_written;
+        self.duplicates_removed += day.duplicates_removed;
+        self.foreign_objects += day.foreign_objects;
+        self.skipped_files.append(&mut day.skipped);
+    }
+
+    /// Records a parity mismatch on `date` with its missing flights.
+    pub fn set_mismatch(&mut self, date: NaiveDate, missing: &[uuid::Uuid]) {
+        self.mismatch_date = Some(date);
+        self.mismatch_uuid_count = missing.len() as u64;
+        self.mismatch_uuids = missing.iter().map(uuid::Uuid::to_string).collect();
     }
 
     /// Number of files skipped (left in place) for a reason.

@@ -26,104 +26,46 @@
 //!   ([`crate::mqtt::statistics`], [`crate::mqtt::discovery`],
 //!   [`crate::metrics::metrics`]).
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use crate::app::Deps;
+use crate::config::Config;
 use crate::report::RunReport;
 
-/// A reporting failure. Its text lands in [`RunReport::report_errors`]; it
-/// never changes the run's status.
-#[derive(Debug, thiserror::Error)]
-pub enum ReportError {
-    /// The MQTT client could not be set up (TLS roots, CA file).
-    #[error("MQTT {broker}: TLS setup failed: {reason}")]
-    MqttTls {
-        /// `host:port` of the broker.
-        broker: String,
-        /// What is wrong (unreadable `MQTT_CA_FILE`, no certificate in it, no system roots).
-        reason: String,
-    },
+pub use crate::error::ReportError;
 
-    /// The broker refused or dropped the connection, or a request failed.
-    #[error("MQTT {broker}: {reason} ({acked} of {total} messages acknowledged)")]
-    Mqtt {
-        /// `host:port` of the broker.
-        broker: String,
-        /// The client's error (connection refused, not authorised, I/O error...).
-        reason: String,
-        /// Messages the broker acknowledged (PUBACK) before the failure.
-        acked: usize,
-        /// Messages that were to be published.
-        total: usize,
-    },
-
-    /// Connect, publish and disconnect did not finish within `MQTT_TIMEOUT_SECONDS`.
-    #[error(
-        "MQTT {broker}: timed out after {} s while {stage} ({acked} of {total} messages acknowledged)",
-        timeout.as_secs_f64()
-    )]
-    MqttTimeout {
-        /// `host:port` of the broker.
-        broker: String,
-        /// The bound (`MQTT_TIMEOUT_SECONDS`).
-        timeout: Duration,
-        /// What was under way: `connecting`, `publishing` or `disconnecting`.
-        stage: &'static str,
-        /// Messages the broker acknowledged (PUBACK) in time.
-        acked: usize,
-        /// Messages that were to be published.
-        total: usize,
-    },
-
-    /// The MQTT password could not be read from Secrets Manager
-    /// (`MQTT_PASSWORD_SECRET_ARN`); nothing was published to MQTT.
-    #[error("MQTT password secret {secret}: {reason}; nothing was published to MQTT")]
-    MqttSecret {
-        /// The secret's ARN or name (`MQTT_PASSWORD_SECRET_ARN`).
-        secret: String,
-        /// The SDK's error (ResourceNotFoundException, AccessDeniedException...)
-        /// or what is wrong with the secret.
-        reason: String,
-    },
-
-    /// PutMetricData failed (after the SDK's retries).
-    #[error("CloudWatch PutMetricData to namespace {namespace}: {reason}")]
-    CloudWatch {
-        /// The namespace (`METRICS_NAMESPACE`).
-        namespace: String,
-        /// The SDK's error with its code and message.
-        reason: String,
-    },
-
-    /// PutMetricData did not finish within [`crate::metrics::CLOUDWATCH_TIMEOUT`].
-    #[error(
-        "CloudWatch PutMetricData to namespace {namespace}: timed out after {} s",
-        timeout.as_secs_f64()
-    )]
-    CloudWatchTimeout {
-        /// The namespace (`METRICS_NAMESPACE`).
-        namespace: String,
-        /// The bound.
-        timeout: Duration,
-    },
+/// What [`publish`] reports through: the settings, the CloudWatch client and
+/// where the MQTT password comes from. [`crate::app::Deps`] implements it;
+/// a test can implement it without building AWS clients.
+pub trait Sinks: Sync {
+    /// The settings (`METRICS_*`, `MQTT_*`, the bucket).
+    fn config(&self) -> &Config;
+    /// The CloudWatch client, when one was built.
+    fn cloudwatch(&self) -> Option<&aws_sdk_cloudwatch::Client>;
+    /// The MQTT password (`MQTT_PASSWORD`, or the secret
+    /// `MQTT_PASSWORD_SECRET_ARN`); `None` for no password.
+    ///
+    /// Errors: [`ReportError::MqttSecret`] when the secret cannot be read.
+    fn mqtt_password(
+        &self,
+    ) -> impl std::future::Future<Output = Result<Option<String>, ReportError>> + Send;
 }
 
 /// Publishes the report to CloudWatch (when `deps.cloudwatch` is set and
 /// `METRICS_ENABLED`) and MQTT (when `MQTT_HOST` is set), concurrently.
 /// Failures are logged and appended to `report.report_errors`; nothing else
 /// in the report changes.
-pub async fn publish(deps: &Deps, report: &mut RunReport) {
+pub async fn publish(deps: &impl Sinks, report: &mut RunReport) {
     if report.dry_run {
         tracing::info!("dry run: nothing is reported to CloudWatch or MQTT");
         return;
     }
     let cloudwatch = async {
-        match &deps.cloudwatch {
-            Some(client) if deps.config.metrics_enabled => Some(
+        match deps.cloudwatch() {
+            Some(client) if deps.config().metrics_enabled => Some(
                 crate::metrics::put(
                     client,
-                    &deps.config.metrics_namespace,
-                    &deps.config.bucket,
+                    &deps.config().metrics_namespace,
+                    &deps.config().bucket,
                     &crate::metrics::metrics(report),
                     SystemTime::now(),
                 )
@@ -133,10 +75,10 @@ pub async fn publish(deps: &Deps, report: &mut RunReport) {
         }
     };
     let mqtt = async {
-        match &deps.config.mqtt {
+        match &deps.config().mqtt {
             Some(m) => {
                 // Configs first, so that this run's values are read with them.
-                let mut messages = crate::mqtt::discovery(&m.topic_root, &deps.config.bucket);
+                let mut messages = crate::mqtt::discovery(&m.topic_root, &deps.config().bucket);
                 messages.extend(crate::mqtt::statistics(report, &m.topic_root));
                 Some(match deps.mqtt_password().await {
                     Ok(password) => {

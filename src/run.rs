@@ -7,7 +7,6 @@
 //! the cutoff, and `deadline` (the Lambda deadline or `--max-duration`) stops
 //! the walk before a new date is started too late.
 
-use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,9 +17,9 @@ use crate::clock::Clock;
 use crate::commit::{self, Fence, Prefetched};
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::keys::{INDEX_ROOT, flights_prefix, index_partition_date, index_prefix};
+
 use crate::lease::LeaseGuard;
-use crate::merge::{self, Source};
+use crate::merge::Source;
 use crate::plan::{self, DayAction, DayPlan};
 use crate::recovery;
 use crate::report::{
@@ -135,9 +134,26 @@ impl RunOptions {
     }
 }
 
+/// How one date ended, for the step that asked.
 enum DayOutcome {
+    /// Done (compacted, nothing to do, planned): the day's report.
     Done(DayReport),
+    /// Parity failed: the day's report and the flights without an index row.
     Mismatch(DayReport, Vec<Uuid>),
+    /// An error stopped the date: the day's report (with what it did before
+    /// the error, action `failed`) and the error.
+    Failed(DayReport, Error),
+}
+
+/// What every step of one invocation works with: the store, the settings,
+/// the invocation's options, the lease fence (checked before each
+/// destructive step) and what recovery found (dates blocked, keys claimed).
+struct Ctx<'a, 'f, S> {
+    store: &'a S,
+    config: &'a Config,
+    opts: &'a RunOptions,
+    fence: Fence<'f>,
+    recovery: recovery::Recovery,
 }
 
 /// Runs one invocation. Never returns an error: every failure is recorded in
@@ -196,7 +212,7 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
         }
     }
     let fence = lease.as_mut().map(|l| l as &mut dyn crate::lease::Confirm);
-    let result = walk(store, config, opts, &mut report, &mut Fence(fence)).await;
+    let result = walk(store, config, opts, &mut report, Fence(fence)).await;
     if let Err(e) = result {
         report.stop_reason = StopReason::Error;
         report.fail(e);
@@ -230,12 +246,15 @@ fn fill_watermark_fields(report: &mut RunReport, wm: &WatermarkState, cutoff: Na
     });
 }
 
+/// Reads the watermark, recovers (or, in a dry run, assesses what recovery
+/// would do), then hands over to the walk, `--date` or a repair range, and
+/// the straggler sweep.
 async fn walk(
     store: &impl Store,
     config: &Config,
     opts: &RunOptions,
     report: &mut RunReport,
-    fence: &mut Fence<'_>,
+    mut fence: Fence<'_>,
 ) -> Result<()> {
     let cutoff = report.cutoff.expect("cutoff set");
     let mut wm = WatermarkState::read(store).await?;
@@ -244,11 +263,9 @@ async fn walk(
 
     let recovery = if opts.dry_run {
         // What recovery would do, done by nobody: the walk plans as after it.
-        let r = recovery::assess(store).await?;
-        report.recovered = r.recovered.clone();
-        r
+        recovery::assess(store).await?
     } else {
-        let r = recovery::recover(store, fence).await?;
+        let r = recovery::recover(store, &mut fence).await?;
         report.manifests_recovered = r
             .recovered
             .iter()
@@ -256,139 +273,122 @@ async fn walk(
             .count() as u64;
         report.files_compacted += r.files_deleted;
         report.files_delete_failed += r.files_delete_failed;
-        report.recovered = r.recovered.clone();
         r
     };
-
+    report.recovered = recovery.recovered.clone();
+    let mut cx = Ctx {
+        store,
+        config,
+        opts,
+        fence,
+        recovery,
+    };
     if let Some((from, to)) = opts.repair {
-        return repair_range(store, config, opts, report, fence, from, to, &recovery).await;
+        return repair_range(&mut cx, report, from, to).await;
     }
     let watermark_before = wm.watermark.last_compacted_date;
-    walk_dates(store, config, opts, report, fence, &mut wm, &recovery).await?;
+    walk_dates(&mut cx, report, &mut wm).await?;
     if opts.only_date.is_none() {
-        sweep(
-            store,
-            config,
-            opts,
-            report,
-            fence,
-            watermark_before,
-            &recovery,
-        )
-        .await?;
+        sweep(&mut cx, report, watermark_before).await?;
     }
     Ok(())
 }
 
-/// Walks from the day after the watermark (or `only_date`) to the cutoff.
+/// The dates the walk goes through: `--date`'s, or from the day after the
+/// watermark (no watermark: `START_DATE`, else the earliest partition) to
+/// the cutoff; `Err(reason)` when there is none to walk.
+async fn walk_plan(
+    cx: &mut Ctx<'_, '_, impl Store>,
+    wm: &WatermarkState,
+    cutoff: NaiveDate,
+) -> Result<std::result::Result<Vec<NaiveDate>, (StopReason, Option<NaiveDate>)>> {
+    if let Some(d) = cx.opts.only_date {
+        return Ok(Ok(vec![d]));
+    }
+    let last = wm.watermark.last_compacted_date;
+    let earliest = if last.is_none() && cx.config.start_date.is_none() {
+        earliest_partition(cx.store).await?
+    } else {
+        None
+    };
+    Ok(
+        match plan::walk_start(last, cx.config.start_date, earliest) {
+            None => Err((StopReason::NoPartitions, None)),
+            Some(start) if start > cutoff => Err((StopReason::NothingToDo, Some(start))),
+            Some(start) => Ok(start.iter_days().take_while(|d| *d <= cutoff).collect()),
+        },
+    )
+}
+
+/// Walks from the day after the watermark (or `only_date`) to the cutoff,
+/// moving the watermark after each date (not for `--date` or a dry run).
 async fn walk_dates(
-    store: &impl Store,
-    config: &Config,
-    opts: &RunOptions,
+    cx: &mut Ctx<'_, '_, impl Store>,
     report: &mut RunReport,
-    fence: &mut Fence<'_>,
     wm: &mut WatermarkState,
-    recovery: &recovery::Recovery,
 ) -> Result<()> {
     let cutoff = report.cutoff.expect("cutoff set");
-    let dates: Vec<NaiveDate> = match opts.only_date {
-        Some(d) => vec![d],
-        None => {
-            let earliest =
-                if wm.watermark.last_compacted_date.is_none() && config.start_date.is_none() {
-                    earliest_partition(store).await?
-                } else {
-                    None
-                };
-            match plan::walk_start(
-                wm.watermark.last_compacted_date,
-                config.start_date,
-                earliest,
-            ) {
-                None => {
-                    report.stop_reason = StopReason::NoPartitions;
-                    tracing::info!(
-                        "no watermark, no START_DATE and no index/ partition: nothing to do"
-                    );
-                    return Ok(());
-                }
-                Some(start) if start > cutoff => {
-                    report.stop_reason = StopReason::NothingToDo;
+    let dates = match walk_plan(cx, wm, cutoff).await? {
+        Ok(dates) => dates,
+        Err((reason, start)) => {
+            report.stop_reason = reason;
+            match start {
+                None => tracing::info!(
+                    "no watermark, no START_DATE and no index/ partition: nothing to do"
+                ),
+                Some(start) => {
                     tracing::info!(%start, %cutoff, "watermark is at the cutoff: nothing to do");
-                    clear_mismatch_if_passed(store, wm, report, opts, cutoff).await?;
-                    return Ok(());
+                    clear_mismatch_if_passed(cx, report, wm, cutoff).await?;
                 }
-                Some(start) => start.iter_days().take_while(|d| *d <= cutoff).collect(),
             }
+            return Ok(());
         }
     };
     tracing::info!(first = %dates[0], last = %dates[dates.len() - 1], count = dates.len(), "walking dates");
-
+    let (opts, config) = (cx.opts, cx.config);
     let mut slowest = Duration::ZERO;
     report.stop_reason = StopReason::ReachedCutoff;
     for date in dates {
         if let Some((left, needed)) = deadline_near(opts, config.deadline_margin.max(slowest * 2)) {
             tracing::warn!(%date, left_s = left.as_secs_f64(), needed_s = needed.as_secs_f64(), "deadline near: not starting another date; the next run continues");
             report.stop_reason = StopReason::Deadline;
+            report.resume_date = Some(date);
             break;
         }
-        if let Some(why) = recovery.blocked.get(&date) {
+        if let Some(why) = cx.recovery.blocked.get(&date) {
             report.stop_reason = StopReason::BlockedByManifest;
             report.fail(format!("{date} is blocked: {why}"));
             break;
         }
         let t0 = Instant::now();
-        let outcome = process_day(
-            store,
-            config,
-            opts,
-            report,
-            fence,
-            date,
-            &recovery.claimed,
-            DayMode::Walk,
-        )
-        .await;
+        let outcome = process_day(cx, date, DayMode::Walk).await;
         slowest = slowest.max(t0.elapsed());
         match outcome {
-            Err(e) => {
-                report.days.push(DayReport {
-                    date,
-                    action: Done::Failed,
-                    reason: e.to_string(),
-                    seconds: t0.elapsed().as_secs_f64(),
-                    ..Default::default()
-                });
+            DayOutcome::Failed(day, e) => {
+                report.add_day(day);
                 return Err(e);
             }
-            Ok(DayOutcome::Mismatch(day, missing)) => {
-                report.days.push(day);
-                record_mismatch(store, wm, report, opts, fence, date, missing).await?;
+            DayOutcome::Mismatch(day, missing) => {
+                report.add_day(day);
+                record_mismatch(cx, report, wm, date, missing).await?;
                 return Ok(());
             }
-            Ok(DayOutcome::Done(day)) => {
-                report.days.push(day);
-                if opts.dry_run {
+            DayOutcome::Done(day) => {
+                report.add_day(day);
+                if opts.dry_run || opts.only_date.is_some() {
                     continue;
                 }
-                if opts.only_date.is_none() {
-                    fence.check().await?;
-                    wm.watermark.last_compacted_date = Some(date);
-                    if wm.watermark.mismatch_date.is_some_and(|m| m <= date) {
-                        wm.watermark.mismatch_date = None;
-                        wm.watermark.mismatch_runs = 0;
-                        wm.watermark.mismatch_event_id = None;
-                    }
-                    crate::failpoint!("run::before-watermark-write");
-                    wm.write(store, opts.now).await?;
-                    report.days_compacted += 1;
-                    fill_watermark_fields(report, wm, cutoff);
-                }
+                cx.fence.check().await?;
+                wm.watermark.advance(date);
+                crate::failpoint!("run::before-watermark-write");
+                wm.write(cx.store, opts.now).await?;
+                report.days_compacted += 1;
+                fill_watermark_fields(report, wm, cutoff);
             }
         }
     }
     if report.stop_reason == StopReason::ReachedCutoff {
-        clear_mismatch_if_passed(store, wm, report, opts, cutoff).await?;
+        clear_mismatch_if_passed(cx, report, wm, cutoff).await?;
     }
     Ok(())
 }
@@ -397,19 +397,17 @@ async fn walk_dates(
 /// watermark (as it was before this run) are re-listed; per-flight files that
 /// arrived or were rewritten after compaction are folded into a new compacted
 /// file (a per-flight row beats the compacted row of the same flight).
-/// Costs one ListObjectsV2 per date when there is nothing to fold.
+/// Costs one ListObjectsV2 per date when there is nothing to fold; only the
+/// dates it folded are listed in the report's `days`.
 async fn sweep(
-    store: &impl Store,
-    config: &Config,
-    opts: &RunOptions,
+    cx: &mut Ctx<'_, '_, impl Store>,
     report: &mut RunReport,
-    fence: &mut Fence<'_>,
     watermark_before: Option<NaiveDate>,
-    recovery: &recovery::Recovery,
 ) -> Result<()> {
     let Some(last) = watermark_before else {
         return Ok(());
     };
+    let (opts, config) = (cx.opts, cx.config);
     if config.sweep_days == 0 || report.last_run_status == Status::Failure {
         return Ok(());
     }
@@ -419,33 +417,24 @@ async fn sweep(
             tracing::warn!(%date, left_s = left.as_secs_f64(), needed_s = needed.as_secs_f64(), "deadline near: straggler sweep stops here");
             break;
         }
-        if recovery.blocked.contains_key(&date) {
+        if cx.recovery.blocked.contains_key(&date) {
             continue;
         }
-        let outcome = process_day(
-            store,
-            config,
-            opts,
-            report,
-            fence,
-            date,
-            &recovery.claimed,
-            DayMode::Sweep,
-        )
-        .await?;
-        if let DayOutcome::Done(mut day) = outcome
-            && matches!(day.action, Done::Compacted | Done::Planned)
-        {
-            day.action = if opts.dry_run {
-                Done::SweepPlanned
-            } else {
-                Done::Swept
-            };
-            report.stragglers_folded += day
-                .files_read
-                .saturating_sub(day.files_read_compacted + day.files_read_multi_row);
-            tracing::info!(%date, files = day.files_read, "stragglers folded into the compacted file");
-            report.days.push(day);
+        match process_day(cx, date, DayMode::Sweep).await {
+            DayOutcome::Failed(day, e) => {
+                report.add_day(day);
+                return Err(e);
+            }
+            DayOutcome::Done(mut day) if matches!(day.action, Done::Compacted | Done::Planned) => {
+                day.action = if opts.dry_run {
+                    Done::SweepPlanned
+                } else {
+                    Done::Swept
+                };
+                tracing::info!(%date, files = day.files_read, "stragglers folded into the compacted file");
+                report.add_day(day);
+            }
+            DayOutcome::Done(day) | DayOutcome::Mismatch(day, _) => report.add_unlisted_day(day),
         }
     }
     Ok(())
@@ -457,20 +446,16 @@ async fn sweep(
 /// Mismatch when any date mismatched (its `mismatch_*` fields name the
 /// first), Failure when a date is blocked by a manifest or an error stopped
 /// the range.
-#[allow(clippy::too_many_arguments)]
 async fn repair_range(
-    store: &impl Store,
-    config: &Config,
-    opts: &RunOptions,
+    cx: &mut Ctx<'_, '_, impl Store>,
     report: &mut RunReport,
-    fence: &mut Fence<'_>,
     from: NaiveDate,
     to: NaiveDate,
-    recovery: &recovery::Recovery,
 ) -> Result<()> {
     let dates = repair_dates(from, to)?;
     tracing::info!(%from, %to, "repairing a range of dates: folding what each holds; the watermark is not moved");
     tracing::info!(first = %from, last = %to, count = dates.len(), "walking dates");
+    let (opts, config) = (cx.opts, cx.config);
     report.stop_reason = StopReason::EndOfRange;
     let mut slowest = Duration::ZERO;
     let mut first_mismatch: Option<(NaiveDate, Vec<Uuid>)> = None;
@@ -482,8 +467,8 @@ async fn repair_range(
             report.resume_date = Some(date);
             break;
         }
-        if let Some(why) = recovery.blocked.get(&date) {
-            report.days.push(DayReport {
+        if let Some(why) = cx.recovery.blocked.get(&date) {
+            report.add_day(DayReport {
                 date,
                 action: Done::Blocked,
                 reason: why.clone(),
@@ -493,165 +478,133 @@ async fn repair_range(
             continue;
         }
         let t0 = Instant::now();
-        let outcome = process_day(
-            store,
-            config,
-            opts,
-            report,
-            fence,
-            date,
-            &recovery.claimed,
-            DayMode::Repair,
-        )
-        .await;
+        let outcome = process_day(cx, date, DayMode::Repair).await;
         slowest = slowest.max(t0.elapsed());
         match outcome {
-            Err(e) => {
-                report.days.push(DayReport {
-                    date,
-                    action: Done::Failed,
-                    reason: e.to_string(),
-                    seconds: t0.elapsed().as_secs_f64(),
-                    ..Default::default()
-                });
+            DayOutcome::Failed(day, e) => {
+                report.add_day(day);
                 return Err(e);
             }
-            Ok(DayOutcome::Mismatch(day, missing)) => {
+            DayOutcome::Mismatch(day, missing) => {
                 tracing::warn!(%date, missing = missing.len(), "parity mismatch: date left as it is; the range goes on");
-                report.days.push(day);
+                report.add_day(day);
                 first_mismatch.get_or_insert((date, missing));
             }
-            Ok(DayOutcome::Done(day)) => report.days.push(day),
+            DayOutcome::Done(day) => report.add_day(day),
         }
     }
     if let Some((date, missing)) = first_mismatch {
         if report.last_run_status != Status::Failure {
             report.last_run_status = Status::Mismatch;
         }
-        report.mismatch_date = Some(date);
-        report.mismatch_uuid_count = missing.len() as u64;
-        report.mismatch_uuids = missing.iter().map(Uuid::to_string).collect();
+        report.set_mismatch(date, &missing);
     }
     Ok(())
 }
 
+/// The walk reached the cutoff (or had nothing to do): a recorded mismatch
+/// is over. Not for `--date` or a dry run.
 async fn clear_mismatch_if_passed(
-    store: &impl Store,
-    wm: &mut WatermarkState,
+    cx: &mut Ctx<'_, '_, impl Store>,
     report: &mut RunReport,
-    opts: &RunOptions,
+    wm: &mut WatermarkState,
     cutoff: NaiveDate,
 ) -> Result<()> {
-    if opts.dry_run || opts.only_date.is_some() {
+    if cx.opts.dry_run || cx.opts.only_date.is_some() {
         return Ok(());
     }
-    if wm.watermark.mismatch_date.is_some() || wm.watermark.mismatch_runs != 0 {
-        wm.watermark.mismatch_date = None;
-        wm.watermark.mismatch_runs = 0;
-        wm.watermark.mismatch_event_id = None;
-        wm.write(store, opts.now).await?;
+    if wm.watermark.clear_mismatch() {
+        wm.write(cx.store, cx.opts.now).await?;
     }
     fill_watermark_fields(report, wm, cutoff);
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Parity failed on `date`: the walk stops there, and the watermark file
+/// counts the run in `mismatch_runs` (once per EventBridge event; not for
+/// `--date` or a dry run).
 async fn record_mismatch(
-    store: &impl Store,
-    wm: &mut WatermarkState,
+    cx: &mut Ctx<'_, '_, impl Store>,
     report: &mut RunReport,
-    opts: &RunOptions,
-    fence: &mut Fence<'_>,
+    wm: &mut WatermarkState,
     date: NaiveDate,
     missing: Vec<Uuid>,
 ) -> Result<()> {
+    let opts = cx.opts;
     report.last_run_status = Status::Mismatch;
     report.stop_reason = StopReason::Mismatch;
-    report.mismatch_date = Some(date);
-    report.mismatch_uuid_count = missing.len() as u64;
-    report.mismatch_uuids = missing.iter().map(Uuid::to_string).collect();
+    report.set_mismatch(date, &missing);
     tracing::warn!(%date, missing = missing.len(), first = %missing[0], "parity mismatch: flights without index rows; the walk stops here");
-    let w = &mut wm.watermark;
     let event = opts
         .event_id
         .clone()
         .unwrap_or_else(|| opts.invocation_id.clone());
-    if w.mismatch_date == Some(date) {
-        if w.mismatch_event_id.as_deref() != Some(event.as_str()) {
-            w.mismatch_runs += 1;
-        }
-    } else {
-        w.mismatch_date = Some(date);
-        w.mismatch_runs = 1;
-    }
-    w.mismatch_event_id = Some(event);
-    report.mismatch_runs = w.mismatch_runs;
+    report.mismatch_runs = wm.watermark.record_mismatch(date, &event);
     if !opts.dry_run && opts.only_date.is_none() {
-        fence.check().await?;
-        wm.write(store, opts.now).await?;
+        cx.fence.check().await?;
+        wm.write(cx.store, opts.now).await?;
     }
     Ok(())
 }
 
-/// The earliest `index/year=/month=/day=/` partition, by delimiter listings.
-pub async fn earliest_partition(store: &impl Store) -> Result<Option<NaiveDate>> {
-    let mut best: Option<NaiveDate> = None;
-    let mut years = store.list_prefixes(INDEX_ROOT).await?;
-    years.sort();
-    for y in years
-        .iter()
-        .filter(|p| p[INDEX_ROOT.len()..].starts_with("year="))
-    {
-        let mut months = store.list_prefixes(y).await?;
-        months.sort();
-        for m in &months {
-            let days = store.list_prefixes(m).await?;
-            best = days
-                .iter()
-                .filter_map(|d| index_partition_date(d))
-                .chain(best)
-                .min();
-            if best.is_some() {
-                return Ok(best);
-            }
-        }
-    }
-    Ok(best)
-}
+use crate::partition::{earliest_partition, parity_gate};
 
-#[allow(clippy::too_many_arguments)]
+/// One date, in any [`DayMode`]: list, sort, parity gate (per mode), plan,
+/// then commit (or, in a dry run, read what would be merged). When inputs
+/// changed during the commit, their newer versions are folded in at once
+/// (up to [`MAX_PASSES_PER_DATE`] passes). Returns the day's report; it
+/// never touches the run's report (see [`RunReport::add_day`]).
 async fn process_day(
-    store: &impl Store,
-    config: &Config,
-    opts: &RunOptions,
-    report: &mut RunReport,
-    fence: &mut Fence<'_>,
+    cx: &mut Ctx<'_, '_, impl Store>,
     date: NaiveDate,
-    claimed: &HashSet<String>,
     mode: DayMode,
-) -> Result<DayOutcome> {
+) -> DayOutcome {
     let t0 = Instant::now();
     let mut day = DayReport {
         date,
         ..Default::default()
     };
+    let outcome = day_passes(cx, date, mode, &mut day).await;
+    day.seconds = t0.elapsed().as_secs_f64();
+    match outcome {
+        Err(e) => {
+            day.action = Done::Failed;
+            day.reason = e.to_string();
+            DayOutcome::Failed(day, e)
+        }
+        Ok(Some(missing)) => DayOutcome::Mismatch(day, missing),
+        Ok(None) => {
+            tracing::info!(
+                %date,
+                action = %day.action,
+                files = day.files_read,
+                rows = day.rows_written,
+                bytes = day.bytes_written,
+                bytes_read = day.bytes_read,
+                seconds = day.seconds,
+                "date done"
+            );
+            DayOutcome::Done(day)
+        }
+    }
+}
+
+/// The passes of [`process_day`]; `Some(missing)` on a parity mismatch.
+async fn day_passes(
+    cx: &mut Ctx<'_, '_, impl Store>,
+    date: NaiveDate,
+    mode: DayMode,
+    day: &mut DayReport,
+) -> Result<Option<Vec<Uuid>>> {
     for pass in 0..MAX_PASSES_PER_DATE {
-        let (fp, ip) = (flights_prefix(date), index_prefix(date));
-        let (flights, index) = if mode == DayMode::Sweep {
-            // An already-compacted date: no parity gate (stragglers only add rows).
-            (Vec::new(), store.list(&ip).await?)
-        } else {
-            tokio::try_join!(store.list(&fp), store.list(&ip))?
-        };
-        let listing = plan::classify_partition(index);
-        let flight_set = plan::flight_uuids(&flights);
-        day.flights = flight_set.len() as u64;
+        let listed = crate::partition::list_day(cx.store, date, mode != DayMode::Sweep).await?;
+        let listing = &listed.index;
+        day.flights = listed.flights.len() as u64;
         if pass == 0 {
             day.foreign_objects = listing.foreign.len() as u64;
             day.foreign_keys = (listing.foreign.iter().take(FOREIGN_KEYS_SHOWN))
                 .map(|(o, _)| o.key.clone())
                 .collect();
-            report.foreign_objects += listing.foreign.len() as u64;
             for (o, why) in &listing.foreign {
                 tracing::debug!(key = %o.key, reason = why, "foreign object under index/: left alone");
             }
@@ -660,7 +613,7 @@ async fn process_day(
                     "foreign objects in the partition (not index inputs): left alone");
             }
         }
-        let plan = plan::plan_day(date, &listing, claimed);
+        let plan = plan::plan_day(date, listing, &cx.recovery.claimed);
         let mut prefetched = Prefetched::new();
         let gate_needed = match mode {
             DayMode::Walk => true,
@@ -669,9 +622,9 @@ async fn process_day(
             DayMode::Repair => matches!(plan.action, DayAction::Compact { .. }),
         };
         if pass == 0 && gate_needed {
-            let gate = parity_gate(store, &flight_set, &listing).await?;
+            let gate = parity_gate(cx.store, &listed.flights, listing).await?;
             for (key, u) in gate.unreadable {
-                report.skipped_files.push(SkippedFile {
+                day.skipped.push(SkippedFile {
                     key,
                     date: Some(date),
                     column: u.column,
@@ -687,8 +640,7 @@ async fn process_day(
                 day.action = Done::Mismatch;
                 day.reason = format!("{} flight(s) without an index row", missing.len());
                 day.mismatch_uuids = missing.iter().map(Uuid::to_string).collect();
-                day.seconds = t0.elapsed().as_secs_f64();
-                return Ok(DayOutcome::Mismatch(day, missing));
+                return Ok(Some(missing));
             }
             day.parity = Some(Parity::Passed);
             prefetched = gate.prefetched;
@@ -696,7 +648,7 @@ async fn process_day(
         tracing::info!(pass, "{plan}");
         day.files_claimed = listing
             .inputs()
-            .filter(|m| claimed.contains(&m.key))
+            .filter(|m| cx.recovery.claimed.contains(&m.key))
             .count() as u64;
         let DayAction::Compact { inputs } = &plan.action else {
             if pass == 0 {
@@ -705,104 +657,27 @@ async fn process_day(
             }
             break;
         };
-        if opts.dry_run {
+        if cx.opts.dry_run {
             day.action = Done::Planned;
             day.reason = plan.reason.clone();
             day.files_read = inputs.len() as u64;
             day.files_read_compacted = count_source(inputs, Source::Compacted);
             day.files_read_multi_row = count_source(inputs, Source::MultiRow);
             day.bytes_read = inputs.iter().map(|i| i.meta.size).sum();
-            dry_run_read(store, config, report, &plan, inputs, &mut day, &prefetched).await?;
+            dry_run_read(cx, &plan, inputs, day, &prefetched).await?;
             break;
         }
-        let kept_newer = commit_day(
-            store,
-            config,
-            opts,
-            report,
-            fence,
-            &plan,
-            inputs,
-            &mut day,
-            &prefetched,
-        )
-        .await?;
+        let kept_newer = commit_day(cx, &plan, inputs, day, &prefetched).await?;
         if kept_newer == 0 {
             break;
         }
         tracing::info!(%date, kept_newer, "inputs changed during the commit; folding their newer versions in");
     }
-    day.seconds = t0.elapsed().as_secs_f64();
-    tracing::info!(
-        %date,
-        action = %day.action,
-        files = day.files_read,
-        rows = day.rows_written,
-        bytes = day.bytes_written,
-        bytes_read = day.bytes_read,
-        seconds = day.seconds,
-        "date done"
-    );
-    Ok(DayOutcome::Done(day))
+    Ok(None)
 }
 
 fn count_source(inputs: &[plan::PlannedInput], source: Source) -> u64 {
     inputs.iter().filter(|i| i.source == source).count() as u64
-}
-
-/// What the parity gate found for one date.
-#[derive(Debug, Default)]
-pub struct ParityGate {
-    /// Flights under `flights/` with no index row, in uuid order.
-    pub missing: Vec<Uuid>,
-    /// Multi-row inputs (compacted and other) read to look for rows (0 when
-    /// the per-flight file names already cover every flight).
-    pub compacted_files_read: u64,
-    /// Multi-row inputs that could not be decoded, with why (their rows
-    /// count as absent).
-    pub unreadable: Vec<(String, merge::Unmergeable)>,
-    /// The bodies read, by key, for the merge to reuse (no second GET of
-    /// the same version).
-    pub prefetched: Prefetched,
-}
-
-/// The parity gate (docs/ARCHITECTURE.md, "Parity gate") for one date's
-/// listings: a flight counts as indexed when a per-flight file is named by
-/// its uuid, or when any multi-row input (a compacted file, or another
-/// multi-row index file such as a legacy migration's) holds a row whose
-/// `s3_key` carries its uuid. The multi-row inputs' `s3_key` columns are
-/// read only when the names do not cover every flight; what was read is
-/// returned in [`ParityGate::prefetched`]. Shared by the walk, repair
-/// ranges and `status`.
-///
-/// Errors: an S3 error reading a multi-row input (one that vanished since
-/// the listing counts as holding no rows).
-pub async fn parity_gate(
-    store: &impl Store,
-    flights: &BTreeSet<Uuid>,
-    listing: &plan::PartitionListing,
-) -> Result<ParityGate> {
-    let mut indexed: BTreeSet<Uuid> = listing.per_flight_uuids();
-    let mut gate = ParityGate {
-        missing: plan::missing_flights(flights, &indexed),
-        ..ParityGate::default()
-    };
-    if gate.missing.is_empty() {
-        return Ok(gate);
-    }
-    for (c, _) in listing.multi_row_inputs() {
-        let Some(f) = store.get_opt(&c.key).await? else {
-            continue;
-        };
-        gate.compacted_files_read += 1;
-        match merge::flight_uuids_in(f.body.clone()) {
-            Ok(us) => indexed.extend(us),
-            Err(u) => gate.unreadable.push((c.key.clone(), u)),
-        }
-        gate.prefetched.insert(c.key.clone(), f);
-    }
-    gate.missing = plan::missing_flights(flights, &indexed);
-    Ok(gate)
 }
 
 /// `Some((left, needed))` when less than `needed` remains before the run's
@@ -817,20 +692,18 @@ fn deadline_near(opts: &RunOptions, needed: Duration) -> Option<(Duration, Durat
 /// as phase 1 of the commit would (GETs only), so the day reports the files
 /// it would merge, their bytes, and the files it would skip and why.
 async fn dry_run_read(
-    store: &impl Store,
-    config: &Config,
-    report: &mut RunReport,
+    cx: &mut Ctx<'_, '_, impl Store>,
     plan: &DayPlan,
     inputs: &[plan::PlannedInput],
     day: &mut DayReport,
     prefetched: &Prefetched,
 ) -> Result<()> {
     let read = commit::read_inputs(
-        store,
+        cx.store,
         plan.date,
         inputs,
-        config.read_concurrency,
-        config.row_group_rows,
+        cx.config.read_concurrency,
+        cx.config.row_group_rows,
         prefetched,
     )
     .await?;
@@ -841,7 +714,7 @@ async fn dry_run_read(
         day.action = Done::NothingToCompact;
         day.reason = "nothing readable to fold: at most one compacted file".into();
     }
-    report.skipped_files.extend(read.skipped);
+    day.skipped.extend(read.skipped);
     Ok(())
 }
 
@@ -855,32 +728,29 @@ fn nothing_to_merge(read: &commit::ReadInputs) -> bool {
 }
 
 /// Runs the commit protocol for one planned date; returns how many inputs
-/// were kept because they changed meanwhile.
-#[allow(clippy::too_many_arguments)]
+/// were kept because they changed meanwhile. What it did goes into `day`
+/// (also when it fails part way: the day then says what was done).
 async fn commit_day(
-    store: &impl Store,
-    config: &Config,
-    opts: &RunOptions,
-    report: &mut RunReport,
-    fence: &mut Fence<'_>,
+    cx: &mut Ctx<'_, '_, impl Store>,
     plan: &DayPlan,
     inputs: &[plan::PlannedInput],
     day: &mut DayReport,
     prefetched: &Prefetched,
 ) -> Result<usize> {
+    let (store, opts) = (cx.store, cx.opts);
     let date = plan.date;
     let read = commit::read_inputs(
         store,
         date,
         inputs,
-        config.read_concurrency,
-        config.row_group_rows,
+        cx.config.read_concurrency,
+        cx.config.row_group_rows,
         prefetched,
     )
     .await?;
     day.bytes_read += read.bytes_read;
-    report.skipped_files.extend(read.skipped.iter().cloned());
     day.files_skipped += read.skipped.len() as u64;
+    day.skipped.extend(read.skipped.iter().cloned());
     if nothing_to_merge(&read) {
         // The first pass leaves the default (nothing_to_compact); a later
         // pass keeps what the first one did (compacted).
@@ -895,10 +765,10 @@ async fn commit_day(
     let m = &prepared.manifest;
     commit::create_manifest(store, &prepared.manifest_key, m).await?;
     if let (Some(output), Some(body)) = (&m.output, prepared.body.clone()) {
-        commit::put_output(store, fence, m.job_id, output, body).await?;
+        commit::put_output(store, &mut cx.fence, m.job_id, output, body).await?;
         commit::verify_output(store, output).await?;
     }
-    let deleted = commit::delete_inputs(store, fence, m).await?;
+    let deleted = commit::delete_inputs(store, &mut cx.fence, m).await?;
     day.files_read += m.inputs.len() as u64;
     day.files_read_compacted += (read.merge_inputs.iter())
         .filter(|i| i.source == Source::Compacted)
@@ -913,16 +783,13 @@ async fn commit_day(
     day.reason = plan.reason.clone();
     if let Some(o) = &m.output {
         day.output_key = Some(o.key.clone());
+        // A later pass writes a new output holding the earlier one's rows:
+        // the day reports the one it left.
         day.rows_written = o.rows;
         day.bytes_written = o.size;
-        report.rows_written += o.rows;
-        report.bytes_written += o.size;
     }
-    report.files_compacted += deleted.deleted;
-    report.duplicates_removed += prepared.duplicates_removed;
     if !deleted.failed.is_empty() {
         day.files_delete_failed += deleted.failed.len() as u64;
-        report.files_delete_failed += deleted.failed.len() as u64;
         let f = &deleted.failed[0];
         return Err(Error::S3 {
             op: "DeleteObjects",

@@ -40,6 +40,47 @@ pub struct Watermark {
     pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
+impl Watermark {
+    /// The walk compacted `date`: the watermark moves to it, and a recorded
+    /// mismatch on or before it is cleared (that date passed parity now).
+    pub fn advance(&mut self, date: NaiveDate) {
+        self.last_compacted_date = Some(date);
+        if self.mismatch_date.is_some_and(|m| m <= date) {
+            self.clear_mismatch();
+        }
+    }
+
+    /// Parity failed on `date` in the invocation of `event` (the
+    /// EventBridge event id, equal on redelivery): the first time for a date,
+    /// `mismatch_runs` is 1; each further event blocked on the same date
+    /// counts once more, a redelivered event not again. Returns
+    /// `mismatch_runs`.
+    pub fn record_mismatch(&mut self, date: NaiveDate, event: &str) -> u32 {
+        if self.mismatch_date == Some(date) {
+            if self.mismatch_event_id.as_deref() != Some(event) {
+                self.mismatch_runs += 1;
+            }
+        } else {
+            self.mismatch_date = Some(date);
+            self.mismatch_runs = 1;
+        }
+        self.mismatch_event_id = Some(event.to_string());
+        self.mismatch_runs
+    }
+
+    /// Forgets the mismatch (the walk reached the cutoff); returns whether
+    /// there was anything to forget (then the file must be written).
+    pub fn clear_mismatch(&mut self) -> bool {
+        let had = self.mismatch_date.is_some()
+            || self.mismatch_runs != 0
+            || self.mismatch_event_id.is_some();
+        self.mismatch_date = None;
+        self.mismatch_runs = 0;
+        self.mismatch_event_id = None;
+        had
+    }
+}
+
 /// A watermark as read, with the ETag to write it back conditionally.
 #[derive(Debug, Clone, Default)]
 pub struct WatermarkState {
@@ -156,4 +197,89 @@ pub struct Manifest {
     pub created_at: DateTime<Utc>,
     /// The Lambda request id or CLI run id that wrote it.
     pub invocation_id: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(s: &str) -> NaiveDate {
+        NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap()
+    }
+
+    #[test]
+    fn watermark_transitions() {
+        // (start: watermark, mismatch date, runs, event), step, want.
+        let start = |wm: Option<&str>, mm: Option<&str>, runs: u32, ev: Option<&str>| Watermark {
+            last_compacted_date: wm.map(d),
+            mismatch_date: mm.map(d),
+            mismatch_runs: runs,
+            mismatch_event_id: ev.map(str::to_string),
+            ..Watermark::default()
+        };
+        enum Step {
+            Advance(&'static str),
+            Mismatch(&'static str, &'static str),
+            Clear,
+        }
+        let cases = [
+            // A first mismatch counts one run.
+            (
+                start(None, None, 0, None),
+                Step::Mismatch("2026-07-18", "e1"),
+                start(None, Some("2026-07-18"), 1, Some("e1")),
+            ),
+            // Another event on the same date counts again...
+            (
+                start(None, Some("2026-07-18"), 1, Some("e1")),
+                Step::Mismatch("2026-07-18", "e2"),
+                start(None, Some("2026-07-18"), 2, Some("e2")),
+            ),
+            // ...a redelivered event does not.
+            (
+                start(None, Some("2026-07-18"), 2, Some("e2")),
+                Step::Mismatch("2026-07-18", "e2"),
+                start(None, Some("2026-07-18"), 2, Some("e2")),
+            ),
+            // A mismatch on another date starts over.
+            (
+                start(None, Some("2026-07-18"), 5, Some("e5")),
+                Step::Mismatch("2026-07-19", "e6"),
+                start(None, Some("2026-07-19"), 1, Some("e6")),
+            ),
+            // Advancing past the mismatch date clears it...
+            (
+                start(Some("2026-07-17"), Some("2026-07-18"), 3, Some("e3")),
+                Step::Advance("2026-07-18"),
+                start(Some("2026-07-18"), None, 0, None),
+            ),
+            // ...advancing before it does not.
+            (
+                start(Some("2026-07-16"), Some("2026-07-18"), 3, Some("e3")),
+                Step::Advance("2026-07-17"),
+                start(Some("2026-07-17"), Some("2026-07-18"), 3, Some("e3")),
+            ),
+            (
+                start(Some("2026-07-16"), None, 0, None),
+                Step::Clear,
+                start(Some("2026-07-16"), None, 0, None),
+            ),
+        ];
+        for (mut w, step, want) in cases {
+            match step {
+                Step::Advance(x) => w.advance(d(x)),
+                Step::Mismatch(x, ev) => {
+                    let runs = w.record_mismatch(d(x), ev);
+                    assert_eq!(runs, w.mismatch_runs);
+                }
+                Step::Clear => assert!(!w.clear_mismatch()),
+            }
+            assert_eq!(w, want);
+        }
+        let mut w = start(None, Some("2026-07-18"), 1, Some("e"));
+        assert!(
+            w.clear_mismatch(),
+            "something to forget: the file is written"
+        );
+    }
 }

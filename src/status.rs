@@ -115,6 +115,11 @@ pub struct ManifestStatus {
     pub output_key: Option<String>,
     /// How many inputs it lists.
     pub inputs: u64,
+    /// A readable manifest that names what its commit did not write: the
+    /// rule it breaks, as `code: message` ([`crate::recovery::validate_manifest`];
+    /// the rules that need the bucket's objects are left to the run). The
+    /// next run quarantines it.
+    pub breaks_rule: Option<String>,
 }
 
 /// A manifest moved aside to `_compaction_state/quarantine/`; its date stays
@@ -245,9 +250,13 @@ pub async fn gather(
             continue;
         };
         let date = manifest_date(&m.key);
-        let parsed: Option<Manifest> = serde_json::from_slice(&body.body)
-            .ok()
-            .filter(|man: &Manifest| Some(man.date) == date);
+        // Parsed as it is: a date that is not its key's is a rule it breaks.
+        let parsed: Option<Manifest> = serde_json::from_slice(&body.body).ok();
+        let breaks_rule = parsed.as_ref().and_then(|man| {
+            crate::recovery::validate_manifest(&m.key, man)
+                .err()
+                .map(|rule| format!("{}: {rule}", rule.code()))
+        });
         s.manifests.push(ManifestStatus {
             key: m.key.clone(),
             date,
@@ -259,6 +268,7 @@ pub async fn gather(
                 .as_ref()
                 .and_then(|p| p.output.as_ref().map(|o| o.key.clone())),
             inputs: parsed.as_ref().map_or(0, |p| p.inputs.len() as u64),
+            breaks_rule,
         });
     }
     for q in store.list(QUARANTINE_ROOT).await? {
@@ -282,7 +292,7 @@ pub async fn gather(
         s.mismatch = Some(mismatch_status(store, date, wm.mismatch_runs, &mut s.errors).await?);
     }
     let earliest = if wm.last_compacted_date.is_none() && config.start_date.is_none() {
-        crate::run::earliest_partition(store).await?
+        crate::partition::earliest_partition(store).await?
     } else {
         None
     };
@@ -339,7 +349,7 @@ async fn mismatch_status(
     let (flights, index) = tokio::try_join!(store.list(&fp), store.list(&ip))?;
     let flight_set = plan::flight_uuids(&flights);
     let listing = plan::classify_partition(index);
-    let gate = crate::run::parity_gate(store, &flight_set, &listing).await?;
+    let gate = crate::partition::parity_gate(store, &flight_set, &listing).await?;
     for (key, u) in &gate.unreadable {
         errors.push(format!(
             "multi-row index file s3://{}/{key} unreadable for the parity check: {}",
@@ -453,6 +463,10 @@ pub fn format_human(s: &StatusReport) -> String {
                 )
             } else {
                 "UNREADABLE: the next run quarantines it".to_string()
+            };
+            let what = match &m.breaks_rule {
+                Some(rule) => format!("BREAKS RULE {rule}: the next run quarantines it"),
+                None => what,
             };
             let _ = writeln!(
                 o,
@@ -585,6 +599,7 @@ mod tests {
                     invocation_id: Some("run-0".into()),
                     output_key: Some("index/year=2026/month=07/day=18/compacted-x.parquet".into()),
                     inputs: 12,
+                    breaks_rule: None,
                 },
                 ManifestStatus {
                     key: "_compaction_state/manifests/2026-07-19/k.json".into(),
@@ -595,6 +610,7 @@ mod tests {
                     invocation_id: None,
                     output_key: None,
                     inputs: 0,
+                    breaks_rule: None,
                 },
             ],
             quarantined: vec![QuarantinedStatus {

@@ -165,6 +165,33 @@ async fn assert_quarantined(store: &S3Store, generated: &Generated, bad: Vec<Bad
             .await
             .unwrap();
     }
+    // `status` names the rule of every manifest it can judge from the
+    // manifest alone (the rest need the bucket's objects: the run's).
+    let cfg = config(store, &[]);
+    let st = archive_compaction::status::gather(
+        store,
+        &cfg,
+        &archive_compaction::status::StatusOptions {
+            now: at(NOW),
+            as_of: at(NOW),
+            days: 1,
+        },
+    )
+    .await
+    .unwrap();
+    for b in &bad {
+        let m = st.manifests.iter().find(|m| m.key == b.key);
+        if ["unreadable", "output_of_another_job", "only_copy"].contains(&b.rule) {
+            continue;
+        }
+        let rule = m.and_then(|m| m.breaks_rule.as_deref()).unwrap_or_default();
+        assert!(
+            rule.starts_with(&format!("{}:", b.rule)),
+            "status should say {} breaks rule {}: {m:?}",
+            b.key,
+            b.rule
+        );
+    }
     let dry = recovery::assess(store).await.unwrap();
     for b in &bad {
         let e = dry
