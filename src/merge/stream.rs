@@ -403,7 +403,7 @@ impl StreamMerger {
     }
 }
 
-fn s3_keys(b: &RecordBatch) -> &arrow::array::StringArray {
+fn s3_keys(b: &RecordBatch) -> &arrow_array::StringArray {
     b.column(target_schema().index_of("s3_key").expect("s3_key"))
         .as_string::<i32>()
 }
@@ -434,7 +434,7 @@ mod tests {
 
     fn with_s3_key(b: RecordBatch, key: Option<&str>) -> RecordBatch {
         let mut cols = b.columns().to_vec();
-        cols[8] = Arc::new(arrow::array::StringArray::from(vec![key]));
+        cols[8] = Arc::new(arrow_array::StringArray::from(vec![key]));
         RecordBatch::try_new(b.schema(), cols).unwrap()
     }
 
@@ -443,7 +443,7 @@ mod tests {
     }
 
     fn concat(parts: &[RecordBatch]) -> RecordBatch {
-        arrow::compute::concat_batches(&parts[0].schema(), parts).unwrap()
+        arrow_select::concat::concat_batches(&parts[0].schema(), parts).unwrap()
     }
 
     struct Day {
