@@ -32,7 +32,7 @@
 //!
 //! ```
 //! use archive_compaction::merge::{target_schema, encode, decode};
-//! use arrow::array::RecordBatch;
+//! use arrow_array::RecordBatch;
 //! let empty = RecordBatch::new_empty(target_schema());
 //! let bytes = encode(&[empty], 1024).unwrap();
 //! let back = decode(bytes::Bytes::from(bytes)).unwrap();
@@ -374,7 +374,7 @@ fn rank(source: Source, last_modified: DateTime<Utc>) -> Rank {
 ///
 /// ```
 /// use archive_compaction::merge::{Merger, MergeInput, Source, target_schema, conform};
-/// use arrow::array::RecordBatch;
+/// use arrow_array::RecordBatch;
 /// let mut m = Merger::new();
 /// let empty = conform(&RecordBatch::new_empty(target_schema())).unwrap();
 /// m.push(MergeInput { source: Source::Compacted, last_modified: Default::default(), decoded: empty }).unwrap();
