@@ -12,7 +12,7 @@ ARCH ?= arm64
 # `make invoke-local EVENT=events/console-dry-run.json`
 EVENT ?= events/console-now.json
 
-.PHONY: help tools demo-tools test test-unit test-ministack test-moto test-crash demo lint fmt \
+.PHONY: help tools test test-unit test-ministack test-moto test-crash demo lint fmt \
 	lambda-tools sam-tools build deploy invoke-local invoke-qemu validate bench bench-concurrency bench-tools
 
 help: ## This list.
@@ -20,9 +20,6 @@ help: ## This list.
 
 tools: ## Install the test tools: venvs under .tools/ (moto, ministack, pyarrow, duckdb, cargo-lambda + zig) and mosquitto (apt).
 	@scripts/setup-tools.sh
-
-demo-tools:
-	@scripts/setup-tools.sh demo
 
 test: tools ## Everything: all tests on ministack; the S3-protocol suites again on moto; crash tests.
 	$(CARGO) test

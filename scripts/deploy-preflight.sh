@@ -23,7 +23,7 @@ except (BotoCoreError, ClientError) as e:
 print(f"{ident['Arn']} (account {ident['Account']})")
 PYEOF
 ); then
-  echo "make deploy: no usable AWS credentials: $out" >&2
+  echo "make deploy: AWS credentials did not pass a check with STS (GetCallerIdentity): $out" >&2
   echo "  Set AWS_PROFILE (aws configure, or aws sso login) or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, then retry." >&2
   exit 1
 fi
