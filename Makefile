@@ -12,13 +12,13 @@ ARCH ?= arm64
 # `make invoke-local EVENT=events/console-dry-run.json`
 EVENT ?= events/console-now.json
 
-.PHONY: help tools test test-unit test-ministack test-moto test-crash demo lint fmt check \
+.PHONY: help tools test test-unit test-ministack test-moto test-crash demo lint fmt \
 	lambda-tools sam-tools build deploy deploy-local invoke-local invoke-qemu validate bench bench-concurrency bench-tools
 
 help: ## This list.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
-tools: ## Install the local test tools into .tools/ (venvs: moto, ministack, pyarrow, duckdb, cargo-lambda, Home Assistant) and mosquitto.
+tools: ## Install the test tools: venvs under .tools/ (moto, ministack, ministack[full], pyarrow, duckdb, SAM CLI, cargo-lambda + zig, Home Assistant) and mosquitto (apt).
 	@scripts/setup-tools.sh
 
 test: tools ## Everything: all tests on ministack; the S3-protocol suites again on moto; crash tests.
@@ -27,8 +27,10 @@ test: tools ## Everything: all tests on ministack; the S3-protocol suites again 
 	$(CARGO) test --features failpoints --test crash --test specs
 	TEST_S3_SERVER=moto $(CARGO) test --features failpoints --test crash overwritten
 
-test-unit: ## Unit and doc tests only (no servers).
-	$(CARGO) test --lib --doc
+# cargo refuses `--lib --doc` in one command: two runs.
+test-unit: ## Unit and doc tests only (no servers, no tools).
+	$(CARGO) test --lib
+	$(CARGO) test --doc
 
 test-ministack: tools ## Integration tests against ministack.
 	TEST_S3_SERVER=ministack $(CARGO) test --tests
@@ -39,7 +41,7 @@ test-moto: tools ## Integration tests against moto's server mode.
 test-crash: tools ## Failpoint crash tests and the SIGKILL test.
 	$(CARGO) test --features failpoints --test crash
 
-demo: tools ## Compact a generated archive on a local S3 server and show before/after.
+demo: ## Build the CLI, then one run on a generated archive (local S3 and MQTT servers), before/after.
 	@scripts/demo.sh
 
 # `make bench BENCH_ARGS="--sizes 1000 --latency-ms 20"`: see bench/bench.py for every option.
@@ -77,7 +79,12 @@ build: lambda-tools ## The Lambda bootstrap: target/lambda/archive-compaction/bo
 	PATH="$(LAMBDA_BIN):$$PATH" $(CARGO) lambda build --release --$(ARCH) --bin archive-compaction
 	@file target/lambda/archive-compaction/bootstrap 2>/dev/null || ls -l target/lambda/archive-compaction/bootstrap
 
-deploy: lambda-tools sam-tools ## sam build && sam deploy --guided (needs AWS credentials).
+# The credentials and the terminal are checked before anything is built:
+# without them `sam deploy --guided` would fail (or wait for answers) only
+# after minutes of cross-compiling.
+deploy: sam-tools ## sam build && sam deploy --guided (needs AWS credentials and a terminal).
+	@SAM_PYTHON=$(TOOLS_DIR)/sam/bin/python scripts/deploy-preflight.sh
+	@scripts/setup-tools.sh lambda
 	PATH="$(LAMBDA_BIN):$$PATH" $(SAM) build --template template.yaml
 	$(SAM) deploy --guided
 

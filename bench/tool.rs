@@ -103,6 +103,7 @@ async fn main() {
 
 async fn store(bucket: &str) -> S3Store {
     let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .http_client(archive_compaction::app::https_client())
         .retry_config(archive_compaction::app::retry_config())
         .load()
         .await;

@@ -12,7 +12,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use archive_compaction::merge::{MergeInput, Merger, Source, decode, target_schema};
-use arrow::array::{ArrayRef, BooleanArray, RecordBatch, StringArray, TimestampMicrosecondArray};
+use arrow_array::{ArrayRef, BooleanArray, RecordBatch, StringArray, TimestampMicrosecondArray};
 use bytes::Bytes;
 use chrono::DateTime;
 use divan::counter::ItemsCount;

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests, the demo and the benchmark need, into .tools/ (idempotent).
-#   .tools/py         moto server, pyarrow, duckdb, boto3, jsonschema, paho-mqtt
+# Python venvs from PyPI (needs python3 with venv, and access to PyPI); mosquitto
+# from the distribution's apt (as root, or through sudo when not root).
+#   .tools/py         pyarrow, boto3 (the demo); + moto server, duckdb, jsonschema,
+#                     paho-mqtt (the tests)
 #   .tools/ministack  ministack + cbor2 (it pins its own botocore: a venv of its own)
 #   .tools/ministack-full  ministack[full] (same version: adds the SAM transform), for
 #                     tests/deployed.rs and `make deploy-local`
@@ -15,7 +18,9 @@
 #                     httpfs from the internet at run time; this one loads it from the wheel)
 #
 #
-#   scripts/setup-tools.sh          the test tools (everything but the SAM CLI)
+#   scripts/setup-tools.sh          the test tools (everything above but duckdb and qemu)
+#   scripts/setup-tools.sh demo     what `make demo` uses: .tools/py (pyarrow, boto3),
+#                                   .tools/ministack, mosquitto
 #   scripts/setup-tools.sh sam      the SAM CLI only
 #   scripts/setup-tools.sh lambda   cargo-lambda + zig only
 #   scripts/setup-tools.sh hass     Home Assistant only
@@ -27,6 +32,13 @@ cd "$(dirname "$0")/.."
 TOOLS=${TOOLS_DIR:-$PWD/.tools}
 PY=${PYTHON:-python3}
 mkdir -p "$TOOLS"
+
+make_venv() {
+  "$PY" -m venv "$1" || {
+    echo "setup-tools: '$PY -m venv $1' failed: it needs Python 3.11+ with venv (Debian: apt-get install python3-venv)" >&2
+    exit 1
+  }
+}
 
 CARGO_LAMBDA_VERSION=1.9.2
 ZIG_VERSION=0.17.1
@@ -57,7 +69,7 @@ setup_lambda() {
     return
   fi
   echo "setup-tools: installing cargo-lambda $CARGO_LAMBDA_VERSION and zig into $TOOLS/lambda" >&2
-  "$PY" -m venv "$TOOLS/lambda"
+  make_venv "$TOOLS/lambda"
   "$TOOLS/lambda/bin/pip" install -q --disable-pip-version-check \
     "cargo-lambda==$CARGO_LAMBDA_VERSION" "ziglang==$ZIG_VERSION"
 }
@@ -67,7 +79,7 @@ setup_sam() {
     return
   fi
   echo "setup-tools: installing the AWS SAM CLI $SAM_VERSION into $TOOLS/sam" >&2
-  "$PY" -m venv "$TOOLS/sam"
+  make_venv "$TOOLS/sam"
   "$TOOLS/sam/bin/pip" install -q --disable-pip-version-check "aws-sam-cli==$SAM_VERSION"
 }
 
@@ -76,7 +88,7 @@ setup_duckdb() {
     return
   fi
   echo "setup-tools: installing duckdb $DUCKDB_BENCH_VERSION + httpfs into $TOOLS/duckdb" >&2
-  "$PY" -m venv "$TOOLS/duckdb"
+  make_venv "$TOOLS/duckdb"
   "$TOOLS/duckdb/bin/pip" install -q --disable-pip-version-check \
     "duckdb==$DUCKDB_BENCH_VERSION" "duckdb-extension-httpfs==$DUCKDB_BENCH_VERSION"
 }
@@ -101,10 +113,69 @@ setup_qemu() {
      && [ -e /usr/aarch64-linux-gnu/lib/libgcc_s.so.1 ]; then
     return
   fi
-  echo "setup-tools: installing qemu-user-static and the arm64 C library (apt)" >&2
-  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq qemu-user-static libc6-arm64-cross libgcc-s1-arm64-cross >/dev/null
+  apt_install qemu-user-static libc6-arm64-cross libgcc-s1-arm64-cross
+}
+
+
+# setup_py MODULES PACKAGES...: .tools/py with PACKAGES unless MODULES import.
+setup_py() {
+  local modules=$1; shift
+  if [ -x "$TOOLS/py/bin/python" ] && "$TOOLS/py/bin/python" -c "import $modules" 2>/dev/null; then
+    return
+  fi
+  echo "setup-tools: installing $* into $TOOLS/py" >&2
+  [ -x "$TOOLS/py/bin/python" ] || make_venv "$TOOLS/py"
+  "$TOOLS/py/bin/pip" install -q --disable-pip-version-check "$@"
+}
+DEMO_PY=('pyarrow==26.0.1' 'boto3==1.44.8')
+TEST_PY=("${DEMO_PY[@]}" 'moto[server]==5.2.5' 'duckdb==2.0.1' 'jsonschema==4.26.0' 'paho-mqtt==2.2.0')
+
+setup_ministack() {
+  if [ -x "$TOOLS/ministack/bin/ministack" ] && "$TOOLS/ministack/bin/python" -c 'import cbor2' 2>/dev/null; then
+    return
+  fi
+  echo "setup-tools: installing ministack into $TOOLS/ministack" >&2
+  make_venv "$TOOLS/ministack"
+  "$TOOLS/ministack/bin/pip" install -q --disable-pip-version-check 'ministack==1.5.33' 'cbor2==6.3.0'
+}
+
+# apt_install PACKAGES...: as root, or through sudo; says what to do otherwise.
+# ministack with its `full` extra (the SAM transform, Lambda functions run as
+# local processes, EventBridge, SQS, Logs, Secrets Manager), in a venv of its
+# own: tests/deployed.rs and `make deploy-local`.
+setup_ministack_full() {
+  if [ -x "$TOOLS/ministack-full/bin/ministack" ] && "$TOOLS/ministack-full/bin/python" -c 'import cbor2, samtranslator' 2>/dev/null; then
+    return
+  fi
+  echo "setup-tools: installing ministack[full] into $TOOLS/ministack-full" >&2
+  make_venv "$TOOLS/ministack-full"
+  "$TOOLS/ministack-full/bin/pip" install -q --disable-pip-version-check 'ministack[full]==1.5.33' 'cbor2==6.3.0'
+}
+
+apt_install() {
+  local sudo=""
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "setup-tools: no apt-get here: install $* with your system's package manager, then retry" >&2
+    exit 1
+  fi
+  if [ "$(id -u)" != 0 ]; then
+    if ! command -v sudo >/dev/null 2>&1; then
+      echo "setup-tools: installing $* needs root: run 'apt-get install $*' as root (no sudo here), then retry" >&2
+      exit 1
+    fi
+    sudo=sudo
+  fi
+  echo "setup-tools: installing $* (${sudo:+sudo }apt-get)" >&2
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >/dev/null
+}
+
+setup_mosquitto() {
+  if command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ]; then
+    return
+  fi
+  # The Debian package may start a system broker on 1883; tests and the demo use their own ports.
+  apt_install mosquitto
 }
 
 case "${1:-}" in
@@ -114,34 +185,21 @@ case "${1:-}" in
   sam) setup_sam; echo "setup-tools: SAM CLI ready ($TOOLS/sam/bin/sam)" >&2; exit 0 ;;
   lambda) setup_lambda; echo "setup-tools: cargo-lambda ready ($TOOLS/lambda/bin)" >&2; exit 0 ;;
   hass) setup_hass; echo "setup-tools: Home Assistant ready ($TOOLS/hass/bin/hass)" >&2; exit 0 ;;
-  "") ;;
-  *) echo "usage: $0 [sam|lambda|hass|duckdb|bench|qemu]" >&2; exit 64 ;;
+  ""|demo) ;;
+  *) echo "usage: $0 [demo|sam|lambda|hass|duckdb|bench|qemu]" >&2; exit 64 ;;
 esac
 
-need_py() { [ -x "$TOOLS/py/bin/python" ] && "$TOOLS/py/bin/python" -c 'import moto, pyarrow, duckdb, boto3, jsonschema, paho.mqtt' 2>/dev/null; }
-if ! need_py; then
-  echo "setup-tools: installing the Python test tools into $TOOLS/py" >&2
-  "$PY" -m venv "$TOOLS/py"
-  "$TOOLS/py/bin/pip" install -q --disable-pip-version-check \
-    'moto[server]==5.2.5' 'pyarrow==26.0.1' 'duckdb==2.0.1' 'boto3==1.44.8' 'jsonschema==4.26.0' 'paho-mqtt==2.2.0'
+if [ "${1:-}" = demo ]; then
+  setup_py 'pyarrow, boto3' "${DEMO_PY[@]}"
+  setup_ministack
+  setup_mosquitto
+  echo "setup-tools: demo tools ready ($TOOLS)" >&2
+  exit 0
 fi
-if ! [ -x "$TOOLS/ministack/bin/ministack" ] || ! "$TOOLS/ministack/bin/python" -c 'import cbor2' 2>/dev/null; then
-  echo "setup-tools: installing ministack into $TOOLS/ministack" >&2
-  "$PY" -m venv "$TOOLS/ministack"
-  "$TOOLS/ministack/bin/pip" install -q --disable-pip-version-check 'ministack==1.5.33' 'cbor2==6.3.0'
-fi
-if ! [ -x "$TOOLS/ministack-full/bin/ministack" ] || ! "$TOOLS/ministack-full/bin/python" -c 'import cbor2, samtranslator' 2>/dev/null; then
-  echo "setup-tools: installing ministack[full] into $TOOLS/ministack-full" >&2
-  "$PY" -m venv "$TOOLS/ministack-full"
-  "$TOOLS/ministack-full/bin/pip" install -q --disable-pip-version-check 'ministack[full]==1.5.33' 'cbor2==6.3.0'
-fi
-if ! command -v mosquitto >/dev/null 2>&1 && ! [ -x /usr/sbin/mosquitto ]; then
-  echo "setup-tools: installing mosquitto (apt)" >&2
-  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq mosquitto >/dev/null
-  # The Debian package may start a system broker on 1883; tests use their own ports.
-fi
+setup_py 'moto, pyarrow, duckdb, boto3, jsonschema, paho.mqtt' "${TEST_PY[@]}"
+setup_ministack
+setup_ministack_full
+setup_mosquitto
 setup_lambda
 setup_sam
 setup_hass

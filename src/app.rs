@@ -7,6 +7,10 @@ use std::time::{Duration, Instant};
 use aws_config::BehaviorVersion;
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
+use aws_sdk_s3::config::SharedHttpClient;
+use aws_smithy_http_client::proxy::ProxyConfig;
+use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
+use aws_smithy_http_client::{Builder, ConnectorBuilder};
 use chrono::{DateTime, NaiveDate, Utc};
 use lambda_runtime::{Diagnostic, LambdaEvent};
 use serde::Deserialize;
@@ -60,11 +64,32 @@ pub fn retry_config() -> RetryConfig {
         .with_initial_backoff(Duration::from_secs(1))
 }
 
+/// The HTTPS client of every AWS client (S3, CloudWatch, and the credential
+/// providers'): the SDK's own client (hyper 1, rustls 0.23) with rustls'
+/// *ring* provider, the one rumqttc's rustls uses for MQTT over TLS, and the
+/// proxy from `HTTPS_PROXY` / `HTTP_PROXY` / `NO_PROXY` as the SDK's default
+/// client takes it. The SDK's default client is the same on aws-lc-rs, whose
+/// C library a cold build compiles from source; with this one the process
+/// has a single crypto provider. Trusts the system's root certificates.
+pub fn https_client() -> SharedHttpClient {
+    Builder::new().build_with_connector_fn(|settings, components| {
+        let mut conn =
+            ConnectorBuilder::default().tls_provider(tls::Provider::Rustls(CryptoMode::Ring));
+        conn.set_connector_settings(settings.cloned());
+        if let Some(components) = components {
+            conn.set_sleep_impl(components.sleep_impl());
+        }
+        conn.set_proxy_config(Some(ProxyConfig::from_env()));
+        conn.build()
+    })
+}
+
 impl Deps {
     /// Loads the AWS configuration (region, credentials, `AWS_ENDPOINT_URL`)
-    /// and builds the clients.
+    /// and builds the clients ([`https_client`]).
     pub async fn new(config: Config) -> Deps {
         let sdk = aws_config::defaults(BehaviorVersion::latest())
+            .http_client(https_client())
             .retry_config(retry_config())
             .timeout_config(
                 TimeoutConfig::builder()

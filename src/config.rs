@@ -42,7 +42,7 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     (
         "LOG_LEVEL",
         "info",
-        "tracing filter: error, warn, info, debug, trace or a full EnvFilter directive",
+        "tracing filter: error, warn, info, debug, trace, or per target: info,aws_smithy_runtime=debug",
     ),
     (
         "S3_FORCE_PATH_STYLE",

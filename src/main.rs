@@ -19,6 +19,7 @@ use clap::{Parser, Subcommand};
 use indicatif::ProgressBar;
 use lambda_runtime::{LambdaEvent, service_fn};
 use tracing_subscriber::Layer;
+use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
@@ -139,16 +140,23 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(v * mult))
 }
 
-/// Logs to stderr: JSON lines in Lambda, text on the command line. With a
-/// progress bar, log lines are written above it and the run's events drive it.
+/// Logs to stderr, filtered by `level` (`LOG_LEVEL`: a [`Targets`] filter
+/// such as `info` or `info,aws_smithy_runtime=debug`; `info` when it does not
+/// parse): JSON lines in Lambda, text on the command line, coloured
+/// only when stderr is a terminal and `NO_COLOR` is unset (a file or a pipe
+/// gets plain text, no escape codes). With a progress bar, log lines are
+/// written above it and the run's events drive it.
 fn init_tracing(level: &str, json: bool, bar: Option<ProgressBar>) {
-    let filter = tracing_subscriber::EnvFilter::try_new(level)
-        .or_else(|_| tracing_subscriber::EnvFilter::try_new("info"))
+    let ansi = !json && std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let filter: Targets = level
+        .parse()
+        .or_else(|_| "info".parse())
         .expect("info is a valid filter");
     if let Some(bar) = bar {
         tracing_subscriber::registry()
             .with(
                 tracing_subscriber::fmt::layer()
+                    .with_ansi(ansi)
                     .with_writer(BarWriter::new(bar.clone()))
                     .with_filter(filter),
             )
@@ -156,13 +164,18 @@ fn init_tracing(level: &str, json: bool, bar: Option<ProgressBar>) {
             .init();
         return;
     }
-    let b = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let layer = tracing_subscriber::fmt::layer()
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     if json {
-        b.json().with_current_span(false).without_time().init();
+        let layer = layer.json().with_current_span(false).without_time();
+        tracing_subscriber::registry()
+            .with(layer.with_filter(filter))
+            .init();
     } else {
-        b.init();
+        tracing_subscriber::registry()
+            .with(layer.with_filter(filter))
+            .init();
     }
 }
 

@@ -34,7 +34,7 @@
 //!
 //! ```
 //! use archive_compaction::merge::{target_schema, encode, decode};
-//! use arrow::array::RecordBatch;
+//! use arrow_array::RecordBatch;
 //! let empty = RecordBatch::new_empty(target_schema());
 //! let bytes = encode(&[empty], 1024).unwrap();
 //! let back = decode(bytes::Bytes::from(bytes)).unwrap();
@@ -45,12 +45,15 @@
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
-use arrow::array::{
-    Array, ArrayRef, AsArray, RecordBatch, RecordBatchReader, StringArray,
-    TimestampMicrosecondArray, new_null_array,
+use arrow_array::cast::AsArray;
+use arrow_array::{
+    Array, ArrayRef, RecordBatch, RecordBatchReader, StringArray, TimestampMicrosecondArray,
+    new_null_array,
 };
-use arrow::compute::{BatchCoalescer, cast, interleave_record_batch};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow_cast::cast;
+use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow_select::coalesce::BatchCoalescer;
+use arrow_select::interleave::interleave_record_batch;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use parquet::arrow::ArrowWriter;
@@ -146,7 +149,7 @@ pub fn decode(bytes: Bytes) -> Result<Decoded, Unmergeable> {
     let batches = reader
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| unmergeable(None, format!("cannot decode: {e}")))?;
-    let batch = arrow::compute::concat_batches(&schema, &batches)
+    let batch = arrow_select::concat::concat_batches(&schema, &batches)
         .map_err(|e| unmergeable(None, format!("cannot decode: {e}")))?;
     conform(&batch)
 }
@@ -211,14 +214,14 @@ fn conform_column(target: &Field, col: &ArrayRef) -> Result<ArrayRef, Unmergeabl
         (DataType::Timestamp(TimeUnit::Microsecond, tz), DataType::Timestamp(unit, _)) => {
             // Timezone-aware and naive timestamps both store the instant as
             // UTC-based epoch values in Arrow/Parquet; only the unit changes.
-            let values = col.as_primitive_opt::<arrow::datatypes::Int64Type>();
+            let values = col.as_primitive_opt::<arrow_array::types::Int64Type>();
             let raw: Vec<Option<i64>> = match values {
                 Some(v) => v.iter().collect(),
                 None => {
                     let as_i64 = cast(col, &DataType::Int64)
                         .map_err(|e| unmergeable(Some(name), e.to_string()))?;
                     as_i64
-                        .as_primitive::<arrow::datatypes::Int64Type>()
+                        .as_primitive::<arrow_array::types::Int64Type>()
                         .iter()
                         .collect()
                 }
@@ -313,7 +316,10 @@ pub fn merge(inputs: &[MergeInput]) -> Result<Merged, String> {
             .batches(rows.num_rows())
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| e.to_string())?;
-        Some(arrow::compute::concat_batches(&rows.schema(), &parts).map_err(|e| e.to_string())?)
+        Some(
+            arrow_select::concat::concat_batches(&rows.schema(), &parts)
+                .map_err(|e| e.to_string())?,
+        )
     };
     Ok(Merged {
         batch,
@@ -378,7 +384,7 @@ fn rank(source: Source, last_modified: DateTime<Utc>) -> Rank {
 ///
 /// ```
 /// use archive_compaction::merge::{Merger, MergeInput, Source, target_schema, conform};
-/// use arrow::array::RecordBatch;
+/// use arrow_array::RecordBatch;
 /// let mut m = Merger::new();
 /// let empty = conform(&RecordBatch::new_empty(target_schema())).unwrap();
 /// m.push(MergeInput { source: Source::Compacted, last_modified: Default::default(), decoded: empty }).unwrap();
@@ -587,7 +593,7 @@ impl MergedRows {
     pub fn batches(
         &self,
         batch_rows: usize,
-    ) -> impl Iterator<Item = Result<RecordBatch, arrow::error::ArrowError>> + '_ {
+    ) -> impl Iterator<Item = Result<RecordBatch, arrow_schema::ArrowError>> + '_ {
         let refs: Vec<&RecordBatch> = self.chunks.iter().collect();
         self.order.chunks(batch_rows.max(1)).map(move |part| {
             let ix: Vec<(usize, usize)> = part
@@ -684,7 +690,7 @@ pub fn flight_uuids_in(bytes: Bytes) -> Result<Vec<Uuid>, Unmergeable> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use arrow::array::{
+    use arrow_array::{
         BooleanArray, StringArray, TimestampMillisecondArray, TimestampNanosecondArray,
     };
 
@@ -755,7 +761,7 @@ pub(crate) mod tests {
             .collect();
         fields.push(Field::new(name, DataType::Int32, true));
         let mut cols = b.columns().to_vec();
-        cols.push(Arc::new(arrow::array::Int32Array::from(values)));
+        cols.push(Arc::new(arrow_array::Int32Array::from(values)));
         RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
     }
 
@@ -798,10 +804,12 @@ pub(crate) mod tests {
         assert_eq!(rows.duplicates_removed(), 1 + n.div_ceil(10) as u64);
         assert_eq!(rows.extra_columns(), ["squawk".to_string()]);
         let out: Vec<RecordBatch> = rows.batches(1000).collect::<Result<_, _>>().unwrap();
-        let all = arrow::compute::concat_batches(&rows.schema(), &out).unwrap();
+        let all = arrow_select::concat::concat_batches(&rows.schema(), &out).unwrap();
         let keys = all.column(8).as_string::<i32>();
         let ident = all.column(5).as_string::<i32>();
-        let squawk = all.column(9).as_primitive::<arrow::datatypes::Int32Type>();
+        let squawk = all
+            .column(9)
+            .as_primitive::<arrow_array::types::Int32Type>();
         for i in 0..n as usize {
             assert!(
                 keys.value(i)
@@ -864,7 +872,7 @@ pub(crate) mod tests {
         let v = d
             .batch
             .column(6)
-            .as_primitive::<arrow::datatypes::TimestampMicrosecondType>()
+            .as_primitive::<arrow_array::types::TimestampMicrosecondType>()
             .value(0);
         assert_eq!(v, 1_700_000_000_123_000);
         let exact_ns = Arc::new(TimestampNanosecondArray::from(vec![Some(

@@ -1,8 +1,9 @@
 //! Operator commands against a real S3-protocol server (ministack, or moto
 //! with `TEST_S3_SERVER=moto`): `run --dry-run` (and the Lambda event
 //! `{"dry_run": true}`), `run --date` (and `{"date": ...}`), `status`, and
-//! the progress bar's wiring to a real run. The CLI binary itself is run for
-//! `status`, `--dry-run` and `--date`.
+//! the progress bar's wiring to a real run, and the CLI's logs in a file
+//! (plain text). The CLI binary itself is run for `status`, `--dry-run`,
+//! `--date`, a whole run and a bad configuration.
 //!
 //! State that only a crash leaves (a live manifest) is made with the commit
 //! protocol's own phases, stopped where a crash would stop them.
@@ -29,16 +30,22 @@ use serde_json::{Value, json};
 
 const NOW: &str = "2026-07-22T04:50:00Z";
 
-/// The CLI binary against `store`'s bucket.
-fn cli(store: &S3Store, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_archive-compaction"))
-        .args(args)
+/// The CLI binary against `store`'s bucket, not yet started.
+fn cli_command(store: &S3Store, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_archive-compaction"));
+    cmd.args(args)
         .envs(env_for(store, &[]))
         .env("AWS_ENDPOINT_URL", endpoint())
         .env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")
         .env("AWS_REGION", "us-east-1")
-        .env_remove("AWS_LAMBDA_RUNTIME_API")
+        .env_remove("AWS_LAMBDA_RUNTIME_API");
+    cmd
+}
+
+/// The CLI binary against `store`'s bucket, run to its end.
+fn cli(store: &S3Store, args: &[&str]) -> Output {
+    cli_command(store, args)
         .output()
         .expect("run the archive-compaction binary")
 }
@@ -763,6 +770,62 @@ async fn cli_dry_run_and_a_date_that_fails_parity_leave_the_bucket_as_it_was() {
         dump(&store, ""),
         before,
         "--date of a mismatching day writes nothing (not even the mismatch)"
+    );
+}
+
+/// Logs written to a file (stderr redirected: not a terminal) are plain
+/// text, without one escape byte (terminal colours are `ESC [ ... m`), for a
+/// real run (INFO lines, one `date done` per date, the empty 2026-07-19
+/// included) and for a bad configuration (an ERROR line). `NO_COLOR` is
+/// removed from the environment so that only the terminal check decides.
+#[tokio::test]
+async fn logs_written_to_a_file_carry_no_escape_codes() {
+    init_logs();
+    let store = bucket("op-logs").await;
+    generate(
+        &store,
+        json!({"seed": 89, "days": [
+            {"date": "2026-07-18", "flights": 3},
+            {"date": "2026-07-20", "flights": 2}
+        ]}),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let read_log = |name: &str, cmd: &mut Command| -> (Output, String) {
+        let path = dir.path().join(name);
+        let file = std::fs::File::create(&path).unwrap();
+        let out = cmd
+            .env_remove("NO_COLOR")
+            .stderr(file)
+            .output()
+            .expect("run the archive-compaction binary");
+        let bytes = std::fs::read(&path).unwrap();
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        assert!(
+            !bytes.contains(&0x1b),
+            "{name}: escape bytes in a log file:\n{}",
+            text.escape_debug()
+        );
+        (out, text)
+    };
+
+    let (out, log) = read_log("run.log", &mut cli_command(&store, &["run", "--now", NOW]));
+    assert_eq!(out.status.code(), Some(0), "run failed:\n{log}");
+    let r: RunReport = stdout_json(&out);
+    assert_eq!(r.days.len(), 3, "{r:?}");
+    assert_eq!(
+        log.matches("date done").count(),
+        3,
+        "one line per date:\n{log}"
+    );
+    assert!(log.contains(" INFO "), "plain level names:\n{log}");
+
+    let mut bad = cli_command(&store, &["run", "--now", NOW]);
+    bad.env_remove("S3_BUCKET");
+    let (out, log) = read_log("bad-config.log", &mut bad);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        log.contains("ERROR") && log.contains("bad configuration") && log.contains("S3_BUCKET"),
+        "the configuration error is logged:\n{log}"
     );
 }
 

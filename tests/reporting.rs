@@ -939,6 +939,7 @@ fn cloudwatch_client(endpoint: &str) -> aws_sdk_cloudwatch::Client {
     aws_sdk_cloudwatch::Client::from_conf(
         aws_sdk_cloudwatch::Config::builder()
             .behavior_version(BehaviorVersion::latest())
+            .http_client(archive_compaction::app::https_client())
             .endpoint_url(endpoint)
             .region(Region::new("us-east-1"))
             .credentials_provider(Credentials::new("test", "test", None, None, "tests"))

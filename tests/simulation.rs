@@ -61,7 +61,7 @@ use archive_compaction::state::Manifest;
 use archive_compaction::storage::{
     DeleteFailure, Fetched, Head, MemoryStore, ObjectMeta, PutRequest, Store,
 };
-use arrow::array::{Array, BooleanArray, RecordBatch, StringArray, TimestampMicrosecondArray};
+use arrow_array::{Array, BooleanArray, RecordBatch, StringArray, TimestampMicrosecondArray};
 use bytes::Bytes;
 use chrono::{DateTime, NaiveDate, Utc};
 use tokio::sync::Notify;
@@ -134,8 +134,9 @@ fn encode_index_file(d: NaiveDate, flight: Uuid, version: u32) -> Bytes {
 /// file): the given flights' rows, in the order given.
 fn multi_row_file(d: NaiveDate, rows: &[(Uuid, u32)]) -> Bytes {
     let batches: Vec<RecordBatch> = rows.iter().map(|(u, v)| index_row(d, *u, *v)).collect();
-    let one = arrow::compute::concat_batches(&archive_compaction::merge::target_schema(), &batches)
-        .unwrap();
+    let one =
+        arrow_select::concat::concat_batches(&archive_compaction::merge::target_schema(), &batches)
+            .unwrap();
     archive_compaction::merge::encode(&[one], 1024)
         .unwrap()
         .into()

@@ -224,7 +224,7 @@ impl StreamMerger {
                 .map(|(row, _)| row as u32)
                 .collect();
             let pick = |rows: Vec<u32>| {
-                arrow::compute::take_record_batch(&batch, &arrow::array::UInt32Array::from(rows))
+                arrow_select::take::take_record_batch(&batch, &arrow_array::UInt32Array::from(rows))
                     .map_err(failed)
             };
             (pick(take)?, uuids, pick(anon)?)
@@ -432,7 +432,7 @@ impl StreamMerger {
     }
 }
 
-fn s3_keys(b: &RecordBatch) -> &arrow::array::StringArray {
+fn s3_keys(b: &RecordBatch) -> &arrow_array::StringArray {
     b.column(target_schema().index_of("s3_key").expect("s3_key"))
         .as_string::<i32>()
 }
@@ -463,13 +463,13 @@ mod tests {
 
     fn with_s3_key(b: RecordBatch, key: Option<&str>) -> RecordBatch {
         let mut cols = b.columns().to_vec();
-        cols[8] = Arc::new(arrow::array::StringArray::from(vec![key]));
+        cols[8] = Arc::new(arrow_array::StringArray::from(vec![key]));
         RecordBatch::try_new(b.schema(), cols).unwrap()
     }
 
     fn with_ident(b: RecordBatch, ident: &str) -> RecordBatch {
         let mut cols = b.columns().to_vec();
-        cols[5] = Arc::new(arrow::array::StringArray::from(vec![ident]));
+        cols[5] = Arc::new(arrow_array::StringArray::from(vec![ident]));
         RecordBatch::try_new(b.schema(), cols).unwrap()
     }
 
@@ -478,7 +478,7 @@ mod tests {
     }
 
     fn concat(parts: &[RecordBatch]) -> RecordBatch {
-        arrow::compute::concat_batches(&parts[0].schema(), parts).unwrap()
+        arrow_select::concat::concat_batches(&parts[0].schema(), parts).unwrap()
     }
 
     struct Day {

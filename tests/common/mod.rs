@@ -94,6 +94,7 @@ pub fn endpoint() -> String {
 pub fn sdk_client(endpoint: &str) -> aws_sdk_s3::Client {
     let conf = aws_sdk_s3::Config::builder()
         .behavior_version(BehaviorVersion::latest())
+        .http_client(archive_compaction::app::https_client())
         .endpoint_url(endpoint)
         .region(Region::new("us-east-1"))
         .credentials_provider(Credentials::new("test", "test", None, None, "tests"))
@@ -147,9 +148,19 @@ pub fn config(store: &S3Store, extra: &[(&str, &str)]) -> Config {
 pub fn init_logs() {
     static ONCE: OnceLock<()> = OnceLock::new();
     ONCE.get_or_init(|| {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(std::env::var("TEST_LOG").unwrap_or_else(|_| "warn".into()))
-            .with_test_writer()
+        use tracing_subscriber::Layer;
+        use tracing_subscriber::layer::SubscriberExt;
+        use tracing_subscriber::util::SubscriberInitExt;
+        let filter: tracing_subscriber::filter::Targets = std::env::var("TEST_LOG")
+            .unwrap_or_else(|_| "warn".into())
+            .parse()
+            .expect("TEST_LOG: a tracing Targets filter such as warn or archive_compaction=debug");
+        let _ = tracing_subscriber::registry()
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_test_writer()
+                    .with_filter(filter),
+            )
             .try_init();
     });
 }
@@ -424,6 +435,7 @@ impl Proxy {
     pub fn store(&self, bucket: &S3Store) -> S3Store {
         let conf = aws_sdk_s3::Config::builder()
             .behavior_version(BehaviorVersion::latest())
+            .http_client(archive_compaction::app::https_client())
             .endpoint_url(self.endpoint())
             .region(Region::new("us-east-1"))
             .credentials_provider(Credentials::new("test", "test", None, None, "tests"))

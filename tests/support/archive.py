@@ -410,7 +410,9 @@ def put_row(args):
 
 def summary(args):
     """Prints a per-day table of the index partitions: per-flight files,
-    compacted files, rows (from Parquet footers) and foreign objects."""
+    compacted files, rows (from Parquet footers) and foreign objects, for
+    every date from the first to the last seen (a date with neither flights
+    nor index files says so), then the watermark."""
     s3 = client(args.endpoint)
     days = {}
     for key, size, _ in list_all(s3, args.bucket, "index/"):
@@ -435,10 +437,20 @@ def summary(args):
         if len(parts) == 5 and parts[4]:
             day = "-".join(parts[1:4])
             flights[day] = flights.get(day, 0) + 1
+    # Every date from the first to the last one seen, so that a day with no
+    # flights (and so no partition) shows as such instead of being left out.
+    seen = sorted(set(days) | set(flights))
+    dates = []
+    if seen:
+        d, last = dt.date.fromisoformat(seen[0]), dt.date.fromisoformat(seen[-1])
+        while d <= last:
+            dates.append(d.isoformat())
+            d += dt.timedelta(days=1)
     print(f"{'date':<12}{'flights':>9}{'per-flight':>12}{'compacted':>11}{'rows':>8}{'foreign':>9}")
-    for day in sorted(set(days) | set(flights)):
+    for day in dates:
         d = days.get(day, {"per_flight": 0, "compacted": 0, "rows": 0, "foreign": 0})
-        print(f"{day:<12}{flights.get(day, 0):>9}{d['per_flight']:>12}{d['compacted']:>11}{d['rows']:>8}{d['foreign']:>9}")
+        note = "   (no flights, no index partition)" if day not in days and day not in flights else ""
+        print(f"{day:<12}{flights.get(day, 0):>9}{d['per_flight']:>12}{d['compacted']:>11}{d['rows']:>8}{d['foreign']:>9}{note}")
     try:
         wm = s3.get_object(Bucket=args.bucket, Key="_compaction_state/watermark.json")["Body"].read()
         print("watermark:", json.loads(wm).get("last_compacted_date"))
