@@ -25,19 +25,6 @@ use common::*;
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 use serde_json::{Value, json};
 
-/// The nine sensors: statistic name -> the entity id the Python job's
-/// configs give (`object_id` = `unique_id`).
-const SENSORS: [&str; 9] = [
-    "files_compacted",
-    "files_delete_failed",
-    "days_compacted",
-    "last_compacted_date",
-    "mismatch_date",
-    "mismatch_uuid_count",
-    "mismatch_runs",
-    "last_run_at",
-    "last_run_status",
-];
 const PREFIX: &str = "sensor.skyfollower_archive_compaction_";
 
 fn entity(name: &str) -> String {

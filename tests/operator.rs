@@ -60,25 +60,6 @@ fn stdout_json<T: serde::de::DeserializeOwned>(out: &Output) -> T {
     })
 }
 
-/// Asserts that `doc` is valid against `specs/{schema}` (jsonschema, formats checked).
-fn assert_valid(schema: &str, doc: &Value) {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("doc.json");
-    std::fs::write(&p, serde_json::to_vec_pretty(doc).unwrap()).unwrap();
-    let out = Command::new(python())
-        .arg(root().join("tests/support/check_schema.py"))
-        .arg(root().join("specs").join(schema))
-        .arg(&p)
-        .output()
-        .expect("python (run scripts/setup-tools.sh)");
-    assert!(
-        out.status.success(),
-        "{schema}:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// Runs (dry or not) and `status` can be spawned once they own their inputs
 /// (the crash tests spawn runs; a lazy iterator held across an await once
 /// broke that with "`Send` is not general enough"). Checked at compile time.

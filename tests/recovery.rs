@@ -12,7 +12,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use archive_compaction::commit::{self, Fence};
 use archive_compaction::keys::{
@@ -721,25 +720,6 @@ async fn outputs_carry_their_job_id_single_part_and_multipart() {
             head.metadata
         );
     }
-}
-
-/// Asserts that `doc` is valid against `specs/{schema}` (jsonschema, formats checked).
-fn assert_valid(schema: &str, doc: &Value) {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("doc.json");
-    std::fs::write(&p, serde_json::to_vec_pretty(doc).unwrap()).unwrap();
-    let out = Command::new(python())
-        .arg(root().join("tests/support/check_schema.py"))
-        .arg(root().join("specs").join(schema))
-        .arg(&p)
-        .output()
-        .expect("python (run scripts/setup-tools.sh)");
-    assert!(
-        out.status.success(),
-        "{schema}:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[tokio::test]

@@ -34,17 +34,6 @@ const NUMERIC: [&str; 5] = [
     "mismatch_uuid_count",
     "mismatch_runs",
 ];
-const SENSORS: [&str; 9] = [
-    "files_compacted",
-    "files_delete_failed",
-    "days_compacted",
-    "last_compacted_date",
-    "mismatch_date",
-    "mismatch_uuid_count",
-    "mismatch_runs",
-    "last_run_at",
-    "last_run_status",
-];
 
 // ---------------------------------------------------------------------------
 // Brokers and subscribers
@@ -323,36 +312,13 @@ impl Live {
 /// The nine configs first, then the statistics a run publishes, in order.
 fn assert_order(got: &[(String, String)], stats: &[&str]) {
     let topics: Vec<String> = got.iter().map(|(t, _)| t.clone()).collect();
-    let mut want: Vec<String> = [
-        "files_compacted",
-        "files_delete_failed",
-        "days_compacted",
-        "last_compacted_date",
-        "mismatch_date",
-        "mismatch_uuid_count",
-        "mismatch_runs",
-        "last_run_at",
-        "last_run_status",
-    ]
-    .iter()
-    .map(|n| format!("homeassistant/sensor/SkyFollower_archive_compaction_{n}/config"))
-    .collect();
+    let mut want: Vec<String> = SENSORS
+        .iter()
+        .map(|n| format!("homeassistant/sensor/SkyFollower_archive_compaction_{n}/config"))
+        .collect();
     want.extend(stats.iter().map(|n| format!("{ROOT}/statistic/{n}")));
     assert_eq!(topics, want, "publish order");
 }
-
-const ALL_STATS: [&str; 10] = [
-    "files_compacted",
-    "files_delete_failed",
-    "days_compacted",
-    "last_compacted_date",
-    "mismatch_date",
-    "mismatch_uuids",
-    "mismatch_uuid_count",
-    "mismatch_runs",
-    "last_run_at",
-    "last_run_status",
-];
 
 /// Settings for a run, as (variable, value).
 type Env = Vec<(&'static str, String)>;
@@ -445,7 +411,7 @@ async fn mqtt_topics_and_discovery_after_success_mismatch_and_failure() {
     let r = invoke(&deps, &RunOptions::at(at("2026-07-20T04:50:00Z"))).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     assert_clean(&r);
-    assert_order(&live.finish().await, &ALL_STATS);
+    assert_order(&live.finish().await, &archive_compaction::mqtt::STATISTICS);
     let all = retained(broker.port, None).await;
     assert_topics(
         &all,

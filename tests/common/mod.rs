@@ -449,3 +449,50 @@ impl Proxy {
             .with_delete_backoff(std::time::Duration::from_millis(20))
     }
 }
+
+/// The nine Home Assistant sensors the Python job's discovery configs made
+/// (every statistic but `mismatch_uuids`, which is the count's attributes),
+/// in discovery order: what the tests expect of `mqtt::discovery`, written
+/// down independently of it.
+pub const SENSORS: [&str; 9] = [
+    "files_compacted",
+    "files_delete_failed",
+    "days_compacted",
+    "last_compacted_date",
+    "mismatch_date",
+    "mismatch_uuid_count",
+    "mismatch_runs",
+    "last_run_at",
+    "last_run_status",
+];
+
+/// Asserts that every `(name, doc)` is valid against `specs/{schema}`
+/// (`tests/support/check_schema.py`: jsonschema with formats checked); the
+/// failure names the documents and what is wrong.
+pub fn assert_all_valid(schema: &str, docs: &[(&str, Value)]) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut paths = Vec::new();
+    for (i, (name, doc)) in docs.iter().enumerate() {
+        let file = format!("{i:02}-{}.json", name.replace(['/', ' '], "_"));
+        let p = dir.path().join(file);
+        std::fs::write(&p, serde_json::to_vec_pretty(doc).unwrap()).unwrap();
+        paths.push(p);
+    }
+    let out = Command::new(python())
+        .arg(root().join("tests/support/check_schema.py"))
+        .arg(root().join("specs").join(schema))
+        .args(&paths)
+        .output()
+        .expect("python (run scripts/setup-tools.sh)");
+    assert!(
+        out.status.success(),
+        "{schema}:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// [`assert_all_valid`] for one document.
+pub fn assert_valid(schema: &str, doc: &Value) {
+    assert_all_valid(schema, &[("doc", doc.clone())]);
+}
