@@ -188,7 +188,12 @@ fn main() -> ExitCode {
         lambda,
         bar,
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    // One thread. The work is I/O-bound GETs plus a decode per file on the
+    // task that reads them; a Lambda below 1,769 MB has less than one vCPU,
+    // so worker threads only add wake-ups and context switches between
+    // them (a multi-thread runtime cost about 15 % more CPU per file,
+    // README "Performance").
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("tokio runtime");
