@@ -55,9 +55,7 @@ pub fn retry_config() -> RetryConfig {
 pub fn s3_config(sdk: &aws_config::SdkConfig, force_path_style: bool) -> aws_sdk_s3::Config {
     aws_sdk_s3::config::Builder::from(sdk)
         .force_path_style(force_path_style)
-        .response_checksum_validation(
-            aws_sdk_s3::config::ResponseChecksumValidation::WhenRequired,
-        )
+        .response_checksum_validation(aws_sdk_s3::config::ResponseChecksumValidation::WhenRequired)
         .build()
 }
 

@@ -58,13 +58,13 @@ use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
 };
+use parquet::basic::{Compression, ZstdLevel};
 use parquet::basic::{LogicalType, TimeUnit as ParquetTimeUnit, Type as PhysicalType};
 use parquet::file::metadata::{
     ParquetMetaDataOptions, ParquetMetaDataReader, ParquetStatisticsPolicy,
 };
-use parquet::schema::types::SchemaDescriptor;
-use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::SchemaDescriptor;
 use uuid::Uuid;
 
 use crate::keys::flight_uuid;
@@ -213,32 +213,28 @@ fn has_target_layout(parquet: &SchemaDescriptor) -> bool {
     let target = target_schema();
     parquet.num_columns() == target.fields().len()
         && parquet.root_schema().get_fields().len() == target.fields().len()
-        && target
-            .fields()
-            .iter()
-            .zip(parquet.columns())
-            .all(|(f, c)| {
-                let leaf = c.self_type();
-                leaf.is_primitive()
-                    && c.max_rep_level() == 0
-                    && c.path().parts().len() == 1
-                    && leaf.name() == f.name()
-                    && match f.data_type() {
-                        DataType::Utf8 => {
-                            c.physical_type() == PhysicalType::BYTE_ARRAY
-                                && matches!(c.logical_type_ref(), Some(LogicalType::String))
-                        }
-                        DataType::Boolean => c.physical_type() == PhysicalType::BOOLEAN,
-                        DataType::Timestamp(TimeUnit::Microsecond, _) => {
-                            c.physical_type() == PhysicalType::INT64
-                                && matches!(
-                                    c.logical_type_ref(),
-                                    Some(LogicalType::Timestamp(t)) if t.unit == ParquetTimeUnit::MICROS
-                                )
-                        }
-                        _ => false,
+        && target.fields().iter().zip(parquet.columns()).all(|(f, c)| {
+            let leaf = c.self_type();
+            leaf.is_primitive()
+                && c.max_rep_level() == 0
+                && c.path().parts().len() == 1
+                && leaf.name() == f.name()
+                && match f.data_type() {
+                    DataType::Utf8 => {
+                        c.physical_type() == PhysicalType::BYTE_ARRAY
+                            && matches!(c.logical_type_ref(), Some(LogicalType::String))
                     }
-            })
+                    DataType::Boolean => c.physical_type() == PhysicalType::BOOLEAN,
+                    DataType::Timestamp(TimeUnit::Microsecond, _) => {
+                        c.physical_type() == PhysicalType::INT64
+                            && matches!(
+                                c.logical_type_ref(),
+                                Some(LogicalType::Timestamp(t)) if t.unit == ParquetTimeUnit::MICROS
+                            )
+                    }
+                    _ => false,
+                }
+        })
 }
 
 /// Conforms a batch to [`target_schema`] by column name (see module docs).
@@ -979,6 +975,76 @@ pub(crate) mod tests {
             conform(&no_mil).unwrap_err().column.as_deref(),
             Some("military")
         );
+    }
+
+    /// `b` written by the parquet crate with `schema` (its columns as given).
+    fn parquet_of(b: &RecordBatch) -> Bytes {
+        let mut buf = Vec::new();
+        let mut w = ArrowWriter::try_new(&mut buf, b.schema(), None).unwrap();
+        w.write(b).unwrap();
+        w.close().unwrap();
+        Bytes::from(buf)
+    }
+
+    #[test]
+    fn a_file_in_the_writers_layout_is_read_straight_into_the_target_schema() {
+        let b = row(U1, "X");
+        let bytes = parquet_of(&b);
+        let meta = ParquetMetaDataReader::new()
+            .parse_and_finish(&bytes)
+            .unwrap();
+        assert!(has_target_layout(meta.file_metadata().schema_descr()));
+        let d = decode(bytes).unwrap();
+        assert!(Arc::ptr_eq(d.batch.schema_ref(), &target_schema()));
+        assert_eq!(d.batch, b);
+        assert!(d.extra_columns.is_empty());
+    }
+
+    #[test]
+    fn other_layouts_still_go_through_conform() {
+        // Millisecond timestamps: converted exactly, as conform does.
+        let mut fields: Vec<Field> = target_schema()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        let ms = DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()));
+        fields[6] = Field::new("first_message", ms, true);
+        let mut cols = row(U1, "X").columns().to_vec();
+        cols[6] = Arc::new(
+            TimestampMillisecondArray::from(vec![Some(1_700_000_000_123)]).with_timezone("UTC"),
+        );
+        let b = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap();
+        let bytes = parquet_of(&b);
+        let meta = ParquetMetaDataReader::new()
+            .parse_and_finish(&bytes)
+            .unwrap();
+        assert!(!has_target_layout(meta.file_metadata().schema_descr()));
+        let d = decode(bytes).unwrap();
+        assert_eq!(d.batch.schema(), target_schema());
+        let v = d
+            .batch
+            .column(6)
+            .as_primitive::<arrow::datatypes::TimestampMicrosecondType>()
+            .value(0);
+        assert_eq!(v, 1_700_000_000_123_000);
+        // An extra column: kept, named.
+        let extra = with_int_column(row(U1, "X"), "squawk", vec![Some(7700)]);
+        let d = decode(parquet_of(&extra)).unwrap();
+        assert_eq!(d.extra_columns, ["squawk".to_string()]);
+        assert_eq!(d.batch.num_columns(), 10);
+        // A plain INT64 where a timestamp belongs is not read as one.
+        let mut fields: Vec<Field> = target_schema()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields[7] = Field::new("last_message", DataType::Int64, true);
+        let mut cols = row(U1, "X").columns().to_vec();
+        cols[7] = Arc::new(arrow::array::Int64Array::from(vec![Some(1_700_000_000)]));
+        let b = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap();
+        let e = decode(parquet_of(&b)).unwrap_err();
+        assert_eq!(e.column.as_deref(), Some("last_message"));
     }
 
     #[test]
