@@ -20,8 +20,9 @@ For each N, in one run and against the same data:
             deletes, watermark
 
 Each runs as its own process: wall time (perf counter around the process,
-except the floor), peak RSS (the process's ru_maxrss, via wait4) and the
-requests the proxy saw while it ran. baseline and duckdb are skipped above
+except the floor), CPU time (the process's user + system time, ru_utime +
+ru_stime via wait4, whole process, start-up included; reported per file),
+peak RSS (ru_maxrss) and the requests the proxy saw while it ran. baseline and duckdb are skipped above
 --slow-max files (they take ~25 ms a file sequentially: 50,000 files would
 be ~20 minutes each).
 
@@ -40,6 +41,7 @@ import math
 import multiprocessing as mp
 import os
 import random
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -52,8 +54,12 @@ import archive  # noqa: E402  (the tests' fixture writer: real schema, pyarrow d
 TOOLS = os.environ.get("TOOLS_DIR") or os.path.join(ROOT, ".tools")
 PY = os.path.join(TOOLS, "py", "bin", "python")
 DUCK_PY = os.path.join(TOOLS, "duckdb", "bin", "python")
-RELEASE = os.path.join(ROOT, "target", "release")
-JOB = os.path.join(RELEASE, "archive-compaction")
+# BENCH_PROFILE=profiling runs the build of `cargo build --profile profiling`
+# (release with symbols, for `perf record`); default the release build.
+RELEASE = os.path.join(ROOT, "target", os.environ.get("BENCH_PROFILE") or "release")
+# BENCH_JOB=path runs another build of the job (e.g. a copy of the previous
+# one, for an A/B comparison on the same machine state).
+JOB = os.environ.get("BENCH_JOB") or os.path.join(RELEASE, "archive-compaction")
 TOOL = os.path.join(RELEASE, "examples", "bench-tool")
 DATA = os.path.join(ROOT, "target", "bench-data")
 DATE = dt.date(2026, 7, 20)
@@ -160,7 +166,8 @@ def env(endpoint, **extra):
 
 
 def run(cmd, env_, svc):
-    """Runs one contender: (stdout, wall seconds, peak RSS MB, proxy request counts)."""
+    """Runs one contender: (stdout, wall seconds, peak RSS MB, proxy requests,
+    requests by kind, CPU seconds (user, system))."""
     before = svc.stats()
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
@@ -177,7 +184,14 @@ def run(cmd, env_, svc):
     if p.returncode not in (0,):
         log(err.decode()[-3000:])
         raise SystemExit(f"bench: {os.path.basename(cmd[0])} {cmd[1:3]} exited {p.returncode}")
-    return out.decode(), wall, ru.ru_maxrss / 1024.0, after["requests"] - before["requests"], kinds
+    return (out.decode(), wall, ru.ru_maxrss / 1024.0, after["requests"] - before["requests"], kinds,
+            (ru.ru_utime, ru.ru_stime))
+
+
+def cpu_fields(cpu, n):
+    """user/system CPU seconds of a process and its CPU per file in ms."""
+    user, sys_ = cpu
+    return {"user_s": user, "sys_s": sys_, "cpu_ms_per_file": (user + sys_) * 1000 / max(n, 1)}
 
 
 def prepare_bucket(svc, bucket, data):
@@ -208,57 +222,89 @@ def probe_server(svc, bucket, prefix, count=100):
 
 def measure_job(svc, bucket, n, concurrency):
     now = (DATE + dt.timedelta(days=2)).isoformat() + "T04:50:00Z"
-    out, wall, rss, req, kinds = run(
-        [JOB, "run", "--now", now],
+    # BENCH_JOB_WRAPPER="perf record -o target/perf.data" profiles the job
+    # (its CPU figures are then the wrapper's and the job's together).
+    wrapper = shlex.split(os.environ.get("BENCH_JOB_WRAPPER", ""))
+    out, wall, rss, req, kinds, cpu = run(
+        wrapper + [JOB, "run", "--now", now],
         env(svc.proxied, S3_BUCKET=bucket, START_DATE=DATE.isoformat(), READ_CONCURRENCY=concurrency,
             S3_FORCE_PATH_STYLE="true", METRICS_ENABLED="false", LOG_LEVEL="warn"), svc)
     rep = json.loads(out)
     if rep["last_run_status"] != "Success" or rep["files_compacted"] != n:
         raise SystemExit(f"bench: job did not compact {n} files: {out[:2000]}")
-    return {"wall_s": wall, "rss_mb": rss, "requests": req, "by_kind": kinds,
+    return {"wall_s": wall, "rss_mb": rss, "requests": req, "by_kind": kinds, **cpu_fields(cpu, n),
             "output_bytes": rep["bytes_written"], "rows": rep["rows_written"]}
 
 
-def measure_floor(svc, bucket, concurrency):
-    out, wall, rss, req, kinds = run(
+def measure_floor(svc, bucket, concurrency, n):
+    out, wall, rss, req, kinds, cpu = run(
         [TOOL, "floor", "--bucket", bucket, "--prefix", archive.index_prefix(DATE),
          "--concurrency", str(concurrency)], env(svc.proxied), svc)
     f = json.loads(out)
     return {"wall_s": f["get_seconds"], "process_s": wall, "rss_mb": rss, "requests": req,
-            "by_kind": kinds, "bytes_read": f["bytes"]}
+            "by_kind": kinds, **cpu_fields(cpu, n), "bytes_read": f["bytes"]}
 
 
-def measure_baseline(svc, bucket):
-    out, wall, rss, req, kinds = run(
+def measure_baseline(svc, bucket, n):
+    out, wall, rss, req, kinds, cpu = run(
         [PY, os.path.join(ROOT, "bench", "baseline.py"), "--bucket", bucket,
          "--prefix", archive.index_prefix(DATE)], env(svc.proxied), svc)
-    return {"wall_s": wall, "rss_mb": rss, "requests": req, "by_kind": kinds, **json.loads(out)}
+    return {"wall_s": wall, "rss_mb": rss, "requests": req, "by_kind": kinds, **cpu_fields(cpu, n),
+            **json.loads(out)}
 
 
-def measure_duckdb(svc, bucket):
-    out, wall, rss, req, kinds = run(
+def measure_duckdb(svc, bucket, n):
+    out, wall, rss, req, kinds, cpu = run(
         [DUCK_PY, os.path.join(ROOT, "bench", "duckdb_copy.py"), "--bucket", bucket,
          "--prefix", archive.index_prefix(DATE), "--endpoint", f"127.0.0.1:{svc.proxy_port}"],
         env(svc.proxied), svc)
-    return {"wall_s": wall, "rss_mb": rss, "requests": req, "by_kind": kinds, **json.loads(out)}
+    return {"wall_s": wall, "rss_mb": rss, "requests": req, "by_kind": kinds, **cpu_fields(cpu, n),
+            **json.loads(out)}
+
+
+def repeated(k, bucket, measure, prepare):
+    """Runs `measure` k times, the first on `bucket`, each later one on a
+    fresh copy (`prepare`d as `{bucket}-r{i}`: a run compacts and deletes its
+    inputs and moves the watermark), and returns the run with the median CPU
+    time, with every run's CPU per file and wall time beside it."""
+    runs = []
+    for i in range(max(1, k)):
+        b = bucket if i == 0 else f"{bucket}-r{i}"
+        if i:
+            prepare(b)
+        runs.append(measure(b))
+    runs.sort(key=lambda m: m["cpu_ms_per_file"])
+    med = dict(runs[len(runs) // 2])
+    if len(runs) > 1:
+        med["cpu_ms_per_file_runs"] = [m["cpu_ms_per_file"] for m in runs]
+        med["wall_s_runs"] = [m["wall_s"] for m in runs]
+    return med
 
 
 def fmt_table(results, args):
     lines = []
-    hdr = f"{'files':>7}  {'system':<9}{'wall s':>9}{'peak RSS MB':>13}{'requests':>10}   vs job"
+    hdr = (f"{'files':>7}  {'system':<9}{'wall s':>9}{'CPU ms/file':>13}{'peak RSS MB':>13}"
+           f"{'requests':>10}   vs job")
     lines.append(hdr)
     lines.append("-" * len(hdr))
     for n, r in results.items():
         job = r["job"]["wall_s"]
         for name in ("job", "floor", "baseline", "duckdb"):
             m = r.get(name)
+            if m is None and name not in args.systems.split(","):
+                continue
             if m is None:
-                lines.append(f"{n:>7}  {name:<9}{'skipped (above --slow-max)':>32}")
+                lines.append(f"{n:>7}  {name:<9}{'skipped (above --slow-max)':>45}")
                 continue
             ratio = {"job": "1.00x",
                      "floor": f"job is {job / m['wall_s']:.2f}x the floor"}.get(name, f"job is {m['wall_s'] / job:.1f}x faster")
-            lines.append(f"{n:>7}  {name:<9}{m['wall_s']:>9.2f}{m['rss_mb']:>13.0f}{m['requests']:>10}   {ratio}")
+            lines.append(f"{n:>7}  {name:<9}{m['wall_s']:>9.2f}{m['cpu_ms_per_file']:>13.3f}{m['rss_mb']:>13.0f}"
+                         f"{m['requests']:>10}   {ratio}")
         k = r["job"]["by_kind"]
+        if "cpu_ms_per_file_runs" in r["job"]:
+            lines.append(f"{'':>7}  job CPU ms/file over {len(r['job']['cpu_ms_per_file_runs'])} runs: "
+                         + ", ".join(f"{x:.3f}" for x in r["job"]["cpu_ms_per_file_runs"])
+                         + "; wall s: " + ", ".join(f"{x:.2f}" for x in sorted(r["job"]["wall_s_runs"])))
         lines.append(f"{'':>7}  job requests by kind: {json.dumps(k, sort_keys=True)}; "
                      f"N + ceil(N/1000) = {n + math.ceil(n / 1000)}; output {r['job']['output_bytes']:,} B "
                      f"for {r['job']['rows']:,} rows")
@@ -279,6 +325,9 @@ def main():
     ap.add_argument("--systems", default="floor,baseline,duckdb,job")
     ap.add_argument("--sweep", default="", help="READ_CONCURRENCY values to try (job and floor)")
     ap.add_argument("--sweep-size", type=int, default=10000)
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="runs of the job per N (the bucket is uploaded again before each); "
+                         "the table shows the run with the median CPU time, the JSON every run")
     ap.add_argument("--out", default=os.path.join(ROOT, "target", "bench-results.json"))
     args = ap.parse_args()
     systems = args.systems.split(",")
@@ -294,7 +343,7 @@ def main():
             for c in [int(x) for x in args.sweep.split(",")]:
                 bucket = f"sweep-{n}-{c}"
                 prepare_bucket(svc, bucket, data)
-                fl = measure_floor(svc, bucket, c)
+                fl = measure_floor(svc, bucket, c, n)
                 jb = measure_job(svc, bucket, n, c)
                 sweep[c] = {"floor": fl, "job": jb}
                 log(f"bench: sweep N={n} concurrency={c}: floor {fl['wall_s']:.2f} s, job {jb['wall_s']:.2f} s, "
@@ -309,16 +358,19 @@ def main():
                 log(f"bench: {args.server} serves a GET in {meta_extra['server_ms']:.1f} ms "
                     "(sequential, direct, boto3)")
             if "floor" in systems:
-                r["floor"] = measure_floor(svc, bucket, args.concurrency)
+                r["floor"] = measure_floor(svc, bucket, args.concurrency, n)
                 log(f"bench: N={n} floor {r['floor']['wall_s']:.2f} s")
             if "baseline" in systems and n <= args.slow_max:
-                r["baseline"] = measure_baseline(svc, bucket)
+                r["baseline"] = measure_baseline(svc, bucket, n)
                 log(f"bench: N={n} baseline {r['baseline']['wall_s']:.2f} s")
             if "duckdb" in systems and n <= args.slow_max:
-                r["duckdb"] = measure_duckdb(svc, bucket)
+                r["duckdb"] = measure_duckdb(svc, bucket, n)
                 log(f"bench: N={n} duckdb {r['duckdb']['wall_s']:.2f} s")
-            r["job"] = measure_job(svc, bucket, n, args.concurrency)
-            log(f"bench: N={n} job {r['job']['wall_s']:.2f} s, {r['job']['rss_mb']:.0f} MB")
+            r["job"] = repeated(args.repeat, bucket, lambda b: measure_job(svc, b, n, args.concurrency),
+                                lambda b: prepare_bucket(svc, b, data))
+            log(f"bench: N={n} job {r['job']['wall_s']:.2f} s, {r['job']['rss_mb']:.0f} MB, "
+                f"CPU {r['job']['user_s']:.2f} s user + {r['job']['sys_s']:.2f} s sys = "
+                f"{r['job']['cpu_ms_per_file']:.3f} ms/file")
             results[n] = r
     finally:
         svc.close()
@@ -333,9 +385,10 @@ def main():
           + (f" ({meta_extra['server_ms']:.1f} ms a GET on its own)" if "server_ms" in meta_extra else "")
           + f", {args.proxy} proxy, {os.cpu_count()} CPUs\n")
     if sweep:
-        print(f"{'concurrency':>12}{'floor s':>9}{'job s':>8}{'job RSS MB':>12}")
+        print(f"{'concurrency':>12}{'floor s':>9}{'job s':>8}{'job CPU ms/file':>17}{'job RSS MB':>12}")
         for c, s in sweep.items():
-            print(f"{c:>12}{s['floor']['wall_s']:>9.2f}{s['job']['wall_s']:>8.2f}{s['job']['rss_mb']:>12.0f}")
+            print(f"{c:>12}{s['floor']['wall_s']:>9.2f}{s['job']['wall_s']:>8.2f}"
+                  f"{s['job']['cpu_ms_per_file']:>17.3f}{s['job']['rss_mb']:>12.0f}")
         print()
     if results:
         print(fmt_table(results, args))

@@ -107,11 +107,7 @@ async fn store(bucket: &str) -> S3Store {
         .retry_config(archive_compaction::app::retry_config())
         .load()
         .await;
-    let client = aws_sdk_s3::Client::from_conf(
-        aws_sdk_s3::config::Builder::from(&sdk)
-            .force_path_style(true)
-            .build(),
-    );
+    let client = aws_sdk_s3::Client::from_conf(archive_compaction::app::s3_config(&sdk, true));
     S3Store::new(client, bucket)
 }
 

@@ -58,9 +58,16 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
 use parquet::basic::{Compression, ZstdLevel};
+use parquet::basic::{LogicalType, TimeUnit as ParquetTimeUnit, Type as PhysicalType};
+use parquet::file::metadata::{
+    ParquetMetaDataOptions, ParquetMetaDataReader, ParquetStatisticsPolicy,
+};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::SchemaDescriptor;
 use uuid::Uuid;
 
 use crate::keys::flight_uuid;
@@ -135,23 +142,102 @@ fn check_magic(bytes: &[u8]) -> Result<(), Unmergeable> {
 
 /// Decodes one Parquet file and conforms it to [`target_schema`].
 ///
+/// Per file this parses the footer (without the column and size statistics,
+/// which a full read does not use) and reads the columns; an index file laid
+/// out exactly as the writer writes it ([`has_target_layout`]) is read
+/// straight into [`target_schema`], without decoding the Arrow schema pyarrow
+/// embeds in every footer and without a conform step. Any other file goes
+/// the general way: the embedded Arrow schema, then [`conform`]. Both give
+/// the same rows.
+///
 /// Errors: [`Unmergeable`] for bytes that are not Parquet (bad magic,
 /// truncated footer), a missing required column, or a value that cannot be
 /// represented exactly in the target type.
 pub fn decode(bytes: Bytes) -> Result<Decoded, Unmergeable> {
     check_magic(&bytes)?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
+    let metadata = ParquetMetaDataReader::new()
+        .with_metadata_options(Some(
+            ParquetMetaDataOptions::new()
+                .with_column_stats_policy(ParquetStatisticsPolicy::SkipAll)
+                .with_size_stats_policy(ParquetStatisticsPolicy::SkipAll),
+        ))
+        .parse_and_finish(&bytes)
+        .map(Arc::new)
         .map_err(|e| unmergeable(None, format!("not a readable Parquet file: {e}")))?;
-    let reader = builder
+    let direct = has_target_layout(metadata.file_metadata().schema_descr())
+        .then(|| {
+            let options = ArrowReaderOptions::new().with_schema(target_schema());
+            ArrowReaderMetadata::try_new(metadata.clone(), options).ok()
+        })
+        .flatten();
+    let conformed = direct.is_some();
+    let arrow_metadata = match direct {
+        Some(m) => m,
+        None => ArrowReaderMetadata::try_new(metadata, ArrowReaderOptions::new())
+            .map_err(|e| unmergeable(None, format!("not a readable Parquet file: {e}")))?,
+    };
+    let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(bytes, arrow_metadata)
         .build()
         .map_err(|e| unmergeable(None, format!("cannot read: {e}")))?;
     let schema = reader.schema();
-    let batches = reader
+    let mut batches = reader
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| unmergeable(None, format!("cannot decode: {e}")))?;
-    let batch = arrow_select::concat::concat_batches(&schema, &batches)
-        .map_err(|e| unmergeable(None, format!("cannot decode: {e}")))?;
+    let batch = if batches.len() == 1 {
+        batches.pop().expect("one batch")
+    } else {
+        arrow_select::concat::concat_batches(&schema, &batches)
+            .map_err(|e| unmergeable(None, format!("cannot decode: {e}")))?
+    };
+    if conformed {
+        // Read as the target schema (the reader checked names, types and
+        // nullability against the footer); the batch takes the shared
+        // schema itself, so later schema comparisons are pointer compares.
+        if let Ok(batch) = batch.clone().with_schema(target_schema()) {
+            return Ok(Decoded {
+                batch,
+                extra_columns: Vec::new(),
+            });
+        }
+    }
     conform(&batch)
+}
+
+/// Whether a file's Parquet schema is the index schema exactly as the
+/// archive writer (pyarrow) writes it: the [`target_schema`] columns in
+/// order, strings as `BYTE_ARRAY` annotated `STRING`, `military` a
+/// `BOOLEAN`, the timestamps `INT64` annotated `TIMESTAMP(MICROS)`, no
+/// other column. Such a file reads into [`target_schema`] with the same
+/// values [`conform`] would give (a UTC-adjusted or local `TIMESTAMP(MICROS)`
+/// holds the same epoch microseconds either way). Anything else (another
+/// unit, `INT96`, unannotated binary, extra or missing columns) goes through
+/// the embedded Arrow schema and [`conform`], which decides what is lossless.
+fn has_target_layout(parquet: &SchemaDescriptor) -> bool {
+    let target = target_schema();
+    parquet.num_columns() == target.fields().len()
+        && parquet.root_schema().get_fields().len() == target.fields().len()
+        && target.fields().iter().zip(parquet.columns()).all(|(f, c)| {
+            let leaf = c.self_type();
+            leaf.is_primitive()
+                && c.max_rep_level() == 0
+                && c.path().parts().len() == 1
+                && leaf.name() == f.name()
+                && match f.data_type() {
+                    DataType::Utf8 => {
+                        c.physical_type() == PhysicalType::BYTE_ARRAY
+                            && matches!(c.logical_type_ref(), Some(LogicalType::String))
+                    }
+                    DataType::Boolean => c.physical_type() == PhysicalType::BOOLEAN,
+                    DataType::Timestamp(TimeUnit::Microsecond, _) => {
+                        c.physical_type() == PhysicalType::INT64
+                            && matches!(
+                                c.logical_type_ref(),
+                                Some(LogicalType::Timestamp(t)) if t.unit == ParquetTimeUnit::MICROS
+                            )
+                    }
+                    _ => false,
+                }
+        })
 }
 
 /// Conforms a batch to [`target_schema`] by column name (see module docs).
@@ -897,6 +983,76 @@ pub(crate) mod tests {
             conform(&no_mil).unwrap_err().column.as_deref(),
             Some("military")
         );
+    }
+
+    /// `b` written by the parquet crate with `schema` (its columns as given).
+    fn parquet_of(b: &RecordBatch) -> Bytes {
+        let mut buf = Vec::new();
+        let mut w = ArrowWriter::try_new(&mut buf, b.schema(), None).unwrap();
+        w.write(b).unwrap();
+        w.close().unwrap();
+        Bytes::from(buf)
+    }
+
+    #[test]
+    fn a_file_in_the_writers_layout_is_read_straight_into_the_target_schema() {
+        let b = row(U1, "X");
+        let bytes = parquet_of(&b);
+        let meta = ParquetMetaDataReader::new()
+            .parse_and_finish(&bytes)
+            .unwrap();
+        assert!(has_target_layout(meta.file_metadata().schema_descr()));
+        let d = decode(bytes).unwrap();
+        assert!(Arc::ptr_eq(d.batch.schema_ref(), &target_schema()));
+        assert_eq!(d.batch, b);
+        assert!(d.extra_columns.is_empty());
+    }
+
+    #[test]
+    fn other_layouts_still_go_through_conform() {
+        // Millisecond timestamps: converted exactly, as conform does.
+        let mut fields: Vec<Field> = target_schema()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        let ms = DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()));
+        fields[6] = Field::new("first_message", ms, true);
+        let mut cols = row(U1, "X").columns().to_vec();
+        cols[6] = Arc::new(
+            TimestampMillisecondArray::from(vec![Some(1_700_000_000_123)]).with_timezone("UTC"),
+        );
+        let b = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap();
+        let bytes = parquet_of(&b);
+        let meta = ParquetMetaDataReader::new()
+            .parse_and_finish(&bytes)
+            .unwrap();
+        assert!(!has_target_layout(meta.file_metadata().schema_descr()));
+        let d = decode(bytes).unwrap();
+        assert_eq!(d.batch.schema(), target_schema());
+        let v = d
+            .batch
+            .column(6)
+            .as_primitive::<arrow_array::types::TimestampMicrosecondType>()
+            .value(0);
+        assert_eq!(v, 1_700_000_000_123_000);
+        // An extra column: kept, named.
+        let extra = with_int_column(row(U1, "X"), "squawk", vec![Some(7700)]);
+        let d = decode(parquet_of(&extra)).unwrap();
+        assert_eq!(d.extra_columns, ["squawk".to_string()]);
+        assert_eq!(d.batch.num_columns(), 10);
+        // A plain INT64 where a timestamp belongs is not read as one.
+        let mut fields: Vec<Field> = target_schema()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields[7] = Field::new("last_message", DataType::Int64, true);
+        let mut cols = row(U1, "X").columns().to_vec();
+        cols[7] = Arc::new(arrow_array::Int64Array::from(vec![Some(1_700_000_000)]));
+        let b = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap();
+        let e = decode(parquet_of(&b)).unwrap_err();
+        assert_eq!(e.column.as_deref(), Some("last_message"));
     }
 
     #[test]
