@@ -301,6 +301,7 @@ pub fn options_from_event(
         only_date: event.date,
         repair: event.from.zip(event.to),
         clock: crate::clock::system(),
+        progress: None,
     }
 }
 

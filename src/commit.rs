@@ -468,6 +468,30 @@ pub struct DeleteOutcome {
     pub failed: Vec<DeleteFailure>,
 }
 
+/// Where one input of a manifest stands against a listing of its partition
+/// (key → ETag). The one sorting the delete phase, recovery's decision and
+/// the dry run share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputState {
+    /// Listed in the version the manifest names: delete it (ETag-conditional).
+    ToDelete,
+    /// Listed in another version (rewritten since it was read): keep it; it
+    /// is folded in later.
+    Newer,
+    /// Not listed: already deleted (by this commit, or a crashed attempt).
+    Gone,
+}
+
+/// The [`InputState`] of `input` in `listed` (ETags compared as S3 quotes
+/// them or not).
+pub fn input_state(input: &ManifestInput, listed: &HashMap<String, String>) -> InputState {
+    match listed.get(&input.key) {
+        None => InputState::Gone,
+        Some(etag) if !etag_eq(etag, &input.etag) => InputState::Newer,
+        Some(_) => InputState::ToDelete,
+    }
+}
+
 /// Phase 6: deletes the manifest's inputs, each only in the version read.
 ///
 /// The partition is re-listed first and any key whose ETag changed is kept
@@ -482,13 +506,13 @@ pub async fn delete_inputs(
     let mut outcome = DeleteOutcome::default();
     let mut to_delete = Vec::new();
     for input in &manifest.inputs {
-        match listed.get(&input.key) {
-            None => outcome.deleted += 1,
-            Some(etag) if !etag_eq(etag, &input.etag) => {
+        match input_state(input, &listed) {
+            InputState::Gone => outcome.deleted += 1,
+            InputState::Newer => {
                 tracing::info!(key = %input.key, "input changed since it was read; the newer version is kept");
                 outcome.kept_newer.push(input.key.clone());
             }
-            Some(_) => to_delete.push((input.key.clone(), input.etag.clone())),
+            InputState::ToDelete => to_delete.push((input.key.clone(), input.etag.clone())),
         }
     }
     let mut failures = Vec::new();
@@ -522,4 +546,40 @@ pub async fn delete_inputs(
 pub async fn delete_manifest(store: &impl Store, key: &str) -> Result<()> {
     failpoint!("commit::before-manifest-delete");
     store.delete(key, None).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_states_against_a_listing() {
+        let input = |key: &str, etag: &str| ManifestInput {
+            key: key.into(),
+            etag: etag.into(),
+            size: 1,
+        };
+        let listed: HashMap<String, String> = [
+            ("a".to_string(), "\"e1\"".to_string()),
+            ("b".to_string(), "\"e2\"".to_string()),
+        ]
+        .into();
+        assert_eq!(
+            input_state(&input("a", "\"e1\""), &listed),
+            InputState::ToDelete
+        );
+        // S3 quotes ETags; a manifest may not have: still the same version.
+        assert_eq!(
+            input_state(&input("a", "e1"), &listed),
+            InputState::ToDelete
+        );
+        assert_eq!(
+            input_state(&input("b", "\"e1\""), &listed),
+            InputState::Newer
+        );
+        assert_eq!(
+            input_state(&input("c", "\"e1\""), &listed),
+            InputState::Gone
+        );
+    }
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use archive_compaction::app::{Deps, handle};
 use archive_compaction::config::{Config, SETTINGS, parse_date};
-use archive_compaction::progress::{self, BarWriter, ProgressLayer};
+use archive_compaction::progress::{self, BarWriter};
 use archive_compaction::report::RunReport;
 use archive_compaction::run::RunOptions;
 use archive_compaction::status::{self, StatusOptions};
@@ -145,7 +145,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 /// parse): JSON lines in Lambda, text on the command line, coloured
 /// only when stderr is a terminal and `NO_COLOR` is unset (a file or a pipe
 /// gets plain text, no escape codes). With a progress bar, log lines are
-/// written above it and the run's events drive it.
+/// written above it (the run's [`progress::Progress`] events drive it).
 fn init_tracing(level: &str, json: bool, bar: Option<ProgressBar>) {
     let ansi = !json && std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let filter: Targets = level
@@ -160,7 +160,6 @@ fn init_tracing(level: &str, json: bool, bar: Option<ProgressBar>) {
                     .with_writer(BarWriter::new(bar.clone()))
                     .with_filter(filter),
             )
-            .with(ProgressLayer::new(bar))
             .init();
         return;
     }
@@ -205,7 +204,7 @@ fn main() -> ExitCode {
             .map(|c| c.log_level.as_str())
             .unwrap_or("info"),
         lambda,
-        bar,
+        bar.clone(),
     );
     // One thread. The work is I/O-bound GETs plus a decode per file on the
     // task that reads them; a Lambda below 1,769 MB has less than one vCPU,
@@ -266,6 +265,7 @@ fn main() -> ExitCode {
                 opts.dry_run = dry_run;
                 opts.only_date = date;
                 opts.repair = from.zip(to);
+                opts.progress = bar.clone().map(progress::bar_sink);
                 opts.event_id = event_id;
                 let report = archive_compaction::app::invoke(&deps, &opts).await;
                 println!(

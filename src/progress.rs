@@ -1,39 +1,85 @@
-//! A progress bar over a run's dates, for the command line when stderr is a
-//! terminal. Never used by the Lambda function.
+//! A run's progress, as typed events, and the command line's progress bar
+//! over dates (when stderr is a terminal; never in Lambda).
 //!
-//! The run knows nothing about it: [`ProgressLayer`] is a `tracing` layer
-//! that follows the run's own log events (target `archive_compaction::run`):
-//! `walking dates` (field `count`) sets the bar's length, every `date done`
-//! (fields `date`, `action`, `files`, `bytes_read`, `rows`, `bytes`) advances it by one
-//! date, and `run finished` clears it. Dates beyond `count` (the straggler
-//! sweep's) lengthen the bar as they come. [`BarWriter`] writes the log
-//! lines above the bar, so the two never garble each other.
+//! The run reports [`Progress`] events to the [`ProgressSink`] in
+//! [`crate::run::RunOptions::progress`], when there is one: [`Progress::Dates`]
+//! when it knows how many dates it walks, [`Progress::DateDone`] after each
+//! date (the straggler sweep's dates too, lengthening the bar as they come),
+//! [`Progress::Finished`] at the end. [`bar_sink`] turns them into a bar;
+//! [`BarWriter`] writes the log lines above it, so the two never garble each
+//! other. Nothing depends on the text of a log line.
 //!
 //! ```
-//! use archive_compaction::progress::ProgressLayer;
+//! use archive_compaction::progress::{bar_sink, Progress};
+//! use archive_compaction::report::DayAction;
 //! use indicatif::{ProgressBar, ProgressDrawTarget};
-//! use tracing_subscriber::layer::SubscriberExt;
 //! let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
-//! let subscriber = tracing_subscriber::registry().with(ProgressLayer::new(bar.clone()));
-//! tracing::subscriber::with_default(subscriber, || {
-//!     tracing::info!(target: "archive_compaction::run", count = 2u64, "walking dates");
-//!     tracing::info!(target: "archive_compaction::run", date = "2026-07-20", action = "compacted", files = 3u64, rows = 3u64, bytes = 900u64, "date done");
-//! });
+//! let sink = bar_sink(bar.clone());
+//! sink.send(Progress::Dates { count: 2 });
+//! sink.send(Progress::DateDone { date: "2026-07-20".parse().unwrap(), action: DayAction::Compacted,
+//!     files: 3, bytes_read: 900, rows: 3, bytes: 600 });
 //! assert_eq!((bar.position(), bar.length()), (1, Some(2)));
 //! ```
 
 use std::fmt;
 use std::io::{self, Write};
+use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::NaiveDate;
 use indicatif::{ProgressBar, ProgressStyle};
-use tracing::field::{Field, Visit};
-use tracing::{Event, Subscriber};
 use tracing_subscriber::fmt::MakeWriter;
-use tracing_subscriber::layer::{Context, Layer};
 
-/// The module whose events drive the bar.
-const RUN_TARGET: &str = "archive_compaction::run";
+use crate::report::DayAction;
+
+/// What a run reports as it goes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Progress {
+    /// The walk (or repair range) will go through `count` dates.
+    Dates {
+        /// How many.
+        count: u64,
+    },
+    /// One date is done (walk, sweep or repair).
+    DateDone {
+        /// The date.
+        date: NaiveDate,
+        /// What was done.
+        action: DayAction,
+        /// Input files read.
+        files: u64,
+        /// Bytes of input read.
+        bytes_read: u64,
+        /// Rows in the output.
+        rows: u64,
+        /// Bytes written.
+        bytes: u64,
+    },
+    /// The run is over.
+    Finished,
+}
+
+/// Where a run's [`Progress`] goes: a shared callback (cheap to clone).
+#[derive(Clone)]
+pub struct ProgressSink(Arc<dyn Fn(&Progress) + Send + Sync>);
+
+impl ProgressSink {
+    /// A sink calling `f` for every event.
+    pub fn new(f: impl Fn(&Progress) + Send + Sync + 'static) -> ProgressSink {
+        ProgressSink(Arc::new(f))
+    }
+
+    /// Reports one event.
+    pub fn send(&self, p: Progress) {
+        (self.0)(&p)
+    }
+}
+
+impl fmt::Debug for ProgressSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ProgressSink")
+    }
+}
 
 /// A bar styled for dates: spinner, elapsed time, bar, `pos/len dates`, message.
 pub fn date_bar() -> ProgressBar {
@@ -49,91 +95,35 @@ pub fn date_bar() -> ProgressBar {
     bar
 }
 
-/// Drives a [`ProgressBar`] from the run's log events (see the module docs).
-#[derive(Debug, Clone)]
-pub struct ProgressLayer {
-    bar: ProgressBar,
-}
-
-impl ProgressLayer {
-    /// A layer advancing `bar`.
-    pub fn new(bar: ProgressBar) -> Self {
-        ProgressLayer { bar }
-    }
-}
-
-#[derive(Default)]
-struct Fields {
-    message: String,
-    count: Option<u64>,
-    date: String,
-    action: String,
-    files: u64,
-    rows: u64,
-    bytes: u64,
-    bytes_read: u64,
-}
-
-impl Visit for Fields {
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        match field.name() {
-            "count" => self.count = Some(value),
-            "files" => self.files = value,
-            "rows" => self.rows = value,
-            "bytes" => self.bytes = value,
-            "bytes_read" => self.bytes_read = value,
-            _ => {}
+/// A sink that drives `bar`: its length from [`Progress::Dates`], one step
+/// per [`Progress::DateDone`] (a date past the count lengthens it), cleared
+/// at [`Progress::Finished`].
+pub fn bar_sink(bar: ProgressBar) -> ProgressSink {
+    ProgressSink::new(move |p| match p {
+        Progress::Dates { count } => {
+            bar.set_length(*count);
+            bar.set_position(0);
+            bar.set_message("");
         }
-    }
-
-    fn record_i64(&mut self, field: &Field, value: i64) {
-        self.record_u64(field, value.max(0) as u64);
-    }
-
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.record_debug(field, &format_args!("{value}"));
-    }
-
-    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        match field.name() {
-            "message" => self.message = format!("{value:?}"),
-            "date" => self.date = format!("{value:?}"),
-            "action" => self.action = format!("{value:?}"),
-            _ => {}
-        }
-    }
-}
-
-impl<S: Subscriber> Layer<S> for ProgressLayer {
-    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
-        if event.metadata().target() != RUN_TARGET {
-            return;
-        }
-        let mut f = Fields::default();
-        event.record(&mut f);
-        match f.message.as_str() {
-            "walking dates" => {
-                if let Some(n) = f.count {
-                    self.bar.set_length(n);
-                    self.bar.set_position(0);
-                    self.bar.set_message("");
-                }
+        Progress::DateDone {
+            date,
+            action,
+            files,
+            bytes_read,
+            rows,
+            bytes,
+        } => {
+            let next = bar.position() + 1;
+            if bar.length().is_none_or(|l| next > l) {
+                bar.set_length(next);
             }
-            "date done" => {
-                let next = self.bar.position() + 1;
-                if self.bar.length().is_none_or(|l| next > l) {
-                    self.bar.set_length(next);
-                }
-                self.bar.inc(1);
-                self.bar.set_message(format!(
-                    "{} {}: {} files, {} bytes read, {} rows, {} bytes written",
-                    f.date, f.action, f.files, f.bytes_read, f.rows, f.bytes
-                ));
-            }
-            "run finished" => self.bar.finish_and_clear(),
-            _ => {}
+            bar.inc(1);
+            bar.set_message(format!(
+                "{date} {action}: {files} files, {bytes_read} bytes read, {rows} rows, {bytes} bytes written"
+            ));
         }
-    }
+        Progress::Finished => bar.finish_and_clear(),
+    })
 }
 
 /// Writes log lines to stderr above the bar (the bar is hidden while a line
@@ -173,47 +163,48 @@ impl<'a> MakeWriter<'a> for BarWriter {
 mod tests {
     use super::*;
     use indicatif::ProgressDrawTarget;
-    use tracing_subscriber::layer::SubscriberExt;
 
     fn hidden() -> ProgressBar {
         ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden())
     }
 
+    fn done(date: &str) -> Progress {
+        Progress::DateDone {
+            date: date.parse().unwrap(),
+            action: DayAction::Compacted,
+            files: 4,
+            bytes_read: 4000,
+            rows: 4,
+            bytes: 1000,
+        }
+    }
+
     #[test]
     fn follows_the_walk_and_the_sweep_then_clears() {
         let bar = hidden();
-        let sub = tracing_subscriber::registry().with(ProgressLayer::new(bar.clone()));
-        tracing::subscriber::with_default(sub, || {
-            tracing::info!(target: "archive_compaction::run", count = 2u64, "walking dates");
-            assert_eq!((bar.position(), bar.length()), (0, Some(2)));
-            for day in ["2026-07-19", "2026-07-20", "2026-07-10"] {
-                tracing::info!(target: "archive_compaction::run", date = %day, action = "compacted", files = 4u64, bytes_read = 4000u64, rows = 4u64, bytes = 1000u64, seconds = 0.5, "date done");
-            }
-            assert_eq!(
-                (bar.position(), bar.length()),
-                (3, Some(3)),
-                "a date past the count lengthens the bar"
-            );
-            assert_eq!(
-                bar.message(),
-                "2026-07-10 compacted: 4 files, 4000 bytes read, 4 rows, 1000 bytes written"
-            );
-            // Other modules' events and other messages do not move it.
-            tracing::info!(target: "archive_compaction::commit", count = 9u64, "walking dates");
-            tracing::info!(target: "archive_compaction::run", "something else");
-            assert_eq!((bar.position(), bar.length()), (3, Some(3)));
-            tracing::info!(target: "archive_compaction::run", status = "Success", "run finished");
-        });
+        let sink = bar_sink(bar.clone());
+        sink.send(Progress::Dates { count: 2 });
+        assert_eq!((bar.position(), bar.length()), (0, Some(2)));
+        for day in ["2026-07-19", "2026-07-20", "2026-07-10"] {
+            sink.send(done(day));
+        }
+        assert_eq!(
+            (bar.position(), bar.length()),
+            (3, Some(3)),
+            "a date past the count lengthens the bar"
+        );
+        assert_eq!(
+            bar.message(),
+            "2026-07-10 compacted: 4 files, 4000 bytes read, 4 rows, 1000 bytes written"
+        );
+        sink.send(Progress::Finished);
         assert!(bar.is_finished());
     }
 
     #[test]
     fn a_date_done_before_the_count_is_counted() {
         let bar = hidden();
-        let sub = tracing_subscriber::registry().with(ProgressLayer::new(bar.clone()));
-        tracing::subscriber::with_default(sub, || {
-            tracing::info!(target: "archive_compaction::run", date = "2026-07-20", action = "planned", files = 1u64, rows = 0u64, bytes = 10u64, "date done");
-        });
+        bar_sink(bar.clone()).send(done("2026-07-20"));
         assert_eq!((bar.position(), bar.length()), (1, Some(1)));
     }
 }

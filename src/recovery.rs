@@ -52,7 +52,7 @@ use std::fmt;
 use chrono::NaiveDate;
 use uuid::Uuid;
 
-use crate::commit::{self, Fence, OutputCheck};
+use crate::commit::{self, Fence, InputState, OutputCheck};
 use crate::error::Result;
 use crate::failpoint;
 use crate::keys::{
@@ -61,7 +61,7 @@ use crate::keys::{
 };
 use crate::report::{RecoveredManifest, RecoveryAction};
 use crate::state::{MANIFEST_VERSION, MANIFEST_VERSION_1, Manifest};
-use crate::storage::{JOB_ID_METADATA, PutMode, Store, etag_eq};
+use crate::storage::{JOB_ID_METADATA, PutMode, Store};
 
 /// How far apart (milliseconds) the timestamps of a version-1 manifest's job
 /// id and its output's id may be. Version 1's `prepare` minted the output id
@@ -461,10 +461,10 @@ async fn decide(store: &impl Store, key: &str, body: &[u8]) -> Result<Decision> 
             let lost = manifest
                 .inputs
                 .iter()
-                .find_map(|i| match listed.get(&i.key) {
-                    None => Some((i, "gone")),
-                    Some(e) if !etag_eq(e, &i.etag) => Some((i, "in another version")),
-                    Some(_) => None,
+                .find_map(|i| match commit::input_state(i, &listed) {
+                    InputState::Gone => Some((i, "gone")),
+                    InputState::Newer => Some((i, "in another version")),
+                    InputState::ToDelete => None,
                 });
             if let Some((input, state)) = lost {
                 return Ok(Decision::Quarantine(ManifestRule::OnlyCopy {
@@ -655,10 +655,10 @@ pub async fn assess(store: &impl Store) -> Result<Recovery> {
         let listed = store.list_etags(&index_prefix(manifest.date)).await?;
         let (mut to_delete, mut newer, mut gone) = (0, 0, 0);
         for i in &manifest.inputs {
-            match listed.get(&i.key) {
-                None => gone += 1,
-                Some(etag) if !etag_eq(etag, &i.etag) => newer += 1,
-                Some(_) => {
+            match commit::input_state(i, &listed) {
+                InputState::Gone => gone += 1,
+                InputState::Newer => newer += 1,
+                InputState::ToDelete => {
                     to_delete += 1;
                     out.claimed.insert(i.key.clone());
                 }

@@ -21,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::lease::LeaseGuard;
 use crate::merge::Source;
 use crate::plan::{self, DayAction, DayPlan};
+use crate::progress::{Progress, ProgressSink};
 use crate::recovery;
 use crate::report::{
     DayAction as Done, DayReport, Parity, RecoveryAction, RunReport, SkippedFile, Status,
@@ -70,6 +71,9 @@ pub struct RunOptions {
     /// The wall clock the lease reads ([`crate::clock::SystemClock`] but in
     /// the simulation).
     pub clock: Arc<dyn Clock>,
+    /// Where to report [`Progress`] as the run goes (the CLI's progress
+    /// bar); `None`: nobody listens.
+    pub progress: Option<ProgressSink>,
 }
 
 /// The longest repair range one invocation accepts, in days (ten years):
@@ -130,6 +134,15 @@ impl RunOptions {
             only_date: None,
             repair: None,
             clock: crate::clock::system(),
+            progress: None,
+        }
+    }
+}
+
+impl<S> Ctx<'_, '_, S> {
+    fn progress(&self, p: Progress) {
+        if let Some(sink) = &self.opts.progress {
+            sink.send(p);
         }
     }
 }
@@ -234,6 +247,9 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
         seconds = report.duration_seconds,
         "run finished"
     );
+    if let Some(p) = &opts.progress {
+        p.send(Progress::Finished);
+    }
     report
 }
 
@@ -345,6 +361,9 @@ async fn walk_dates(
         }
     };
     tracing::info!(first = %dates[0], last = %dates[dates.len() - 1], count = dates.len(), "walking dates");
+    cx.progress(Progress::Dates {
+        count: dates.len() as u64,
+    });
     let (opts, config) = (cx.opts, cx.config);
     let mut slowest = Duration::ZERO;
     report.stop_reason = StopReason::ReachedCutoff;
@@ -455,6 +474,9 @@ async fn repair_range(
     let dates = repair_dates(from, to)?;
     tracing::info!(%from, %to, "repairing a range of dates: folding what each holds; the watermark is not moved");
     tracing::info!(first = %from, last = %to, count = dates.len(), "walking dates");
+    cx.progress(Progress::Dates {
+        count: dates.len() as u64,
+    });
     let (opts, config) = (cx.opts, cx.config);
     report.stop_reason = StopReason::EndOfRange;
     let mut slowest = Duration::ZERO;
@@ -584,6 +606,14 @@ async fn process_day(
                 seconds = day.seconds,
                 "date done"
             );
+            cx.progress(Progress::DateDone {
+                date,
+                action: day.action,
+                files: day.files_read,
+                bytes_read: day.bytes_read,
+                rows: day.rows_written,
+                bytes: day.bytes_written,
+            });
             DayOutcome::Done(day)
         }
     }

@@ -18,7 +18,7 @@ use archive_compaction::commit::{self, Fence};
 use archive_compaction::keys::index_prefix;
 use archive_compaction::lease::LeaseGuard;
 use archive_compaction::plan::{self, PlannedInput};
-use archive_compaction::progress::ProgressLayer;
+use archive_compaction::progress::bar_sink;
 use archive_compaction::report::{DayReport, Parity, RunReport, Status, StopReason};
 use archive_compaction::run::{RunOptions, run};
 use archive_compaction::state::Manifest;
@@ -863,7 +863,6 @@ async fn lambda_events_dry_run_and_date() {
 
 #[tokio::test]
 async fn the_progress_bar_follows_a_real_run() {
-    use tracing_subscriber::layer::SubscriberExt;
     let store = bucket("op-progress").await;
     generate(
         &store,
@@ -875,14 +874,12 @@ async fn the_progress_bar_follows_a_real_run() {
     );
     let bar =
         indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::hidden());
-    // This test's runtime runs on this thread only: a thread-local subscriber sees the run.
-    let _guard = tracing::subscriber::set_default(
-        tracing_subscriber::registry().with(ProgressLayer::new(bar.clone())),
-    );
-    let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
+    let mut opts = RunOptions::at(at(NOW));
+    opts.progress = Some(bar_sink(bar.clone()));
+    let r = run(&store, &config(&store, &[]), &opts).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     assert_eq!((bar.position(), bar.length()), (3, Some(3)));
-    assert!(bar.is_finished(), "`run finished` clears the bar");
+    assert!(bar.is_finished(), "the end of the run clears the bar");
     assert!(
         bar.message().starts_with("2026-07-20 compacted: 2 files, "),
         "{}",
