@@ -122,7 +122,7 @@ impl Sink {
                 let rows = m.finish().map_err(StreamError::Failed)?;
                 let encoded = rows
                     .encode(row_group_rows)
-                    .map_err(|e| StreamError::Failed(e.to_string()))?;
+                    .map_err(|e| StreamError::Failed(e.into()))?;
                 Ok(MergedOutput {
                     encoded: encoded.map(Bytes::from),
                     rows: rows.num_rows() as u64,
@@ -245,7 +245,12 @@ async fn read_pass(
                             bytes_read: out.bytes_read,
                         });
                     }
-                    Err(StreamError::Failed(reason)) => return Err(Error::Encode { date, reason }),
+                    Err(StreamError::Failed(e)) => {
+                        return Err(Error::Encode {
+                            date,
+                            reason: e.to_string(),
+                        });
+                    }
                 }
                 out.read.push(ManifestInput {
                     key: input.meta.key.clone(),
@@ -266,8 +271,11 @@ async fn read_pass(
     }
     out.output = match sink.finish() {
         Ok(o) => o,
-        Err(StreamError::NotStreamable(reason)) | Err(StreamError::Failed(reason)) => {
-            return Err(Error::Encode { date, reason });
+        Err(e) => {
+            return Err(Error::Encode {
+                date,
+                reason: e.to_string(),
+            });
         }
     };
     Ok(Pass::Done(out))

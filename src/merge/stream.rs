@@ -23,6 +23,7 @@
 //! rows already written cannot be taken back, so the caller starts the day
 //! again with [`Merger`](super::Merger), which holds the rows and handles every case.
 
+use super::MergeError;
 use super::{
     Arc, Array, ArrowWriter, AsArray, BatchCoalescer, Bytes, DateTime, Decoded, Field, Rank,
     RecordBatch, Schema, SchemaRef, Source, Utc, Uuid, WRITE_BATCH_ROWS, flight_uuid, props, rank,
@@ -30,7 +31,7 @@ use super::{
 };
 
 /// Why [`StreamMerger`] stopped.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum StreamError {
     /// The inputs are not regular (the reason says which and how): merge the
     /// day with [`super::Merger`] instead. Nothing is wrong with the data.
@@ -38,20 +39,20 @@ pub enum StreamError {
     /// The merge itself failed (an extra column whose types cannot be
     /// reconciled, an Arrow or Parquet error): the same error the in-memory
     /// merge would give.
-    Failed(String),
+    Failed(MergeError),
 }
 
 impl std::fmt::Display for StreamError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StreamError::NotStreamable(r) => write!(f, "not streamable: {r}"),
-            StreamError::Failed(r) => f.write_str(r),
+            StreamError::Failed(e) => e.fmt(f),
         }
     }
 }
 
-fn failed(e: impl std::fmt::Display) -> StreamError {
-    StreamError::Failed(e.to_string())
+fn failed(e: impl Into<MergeError>) -> StreamError {
+    StreamError::Failed(e.into())
 }
 
 /// The encoded result of a merge, streamed or not.

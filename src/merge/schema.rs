@@ -1,0 +1,300 @@
+//! Schema conformance: the target schema, decoding an index file and
+//! conforming it to that schema by column name (lossless conversions only),
+//! and reading the flight uuids of a file's `s3_key` column.
+
+use super::*;
+
+/// The Glue table's columns, in order (docs/ARCHITECTURE.md, "Bucket layout";
+/// specs/index-schema.md).
+pub fn target_schema() -> SchemaRef {
+    static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
+    SCHEMA
+        .get_or_init(|| {
+            let ts = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+            Arc::new(Schema::new(vec![
+                Field::new("icao_hex", DataType::Utf8, true),
+                Field::new("registration", DataType::Utf8, true),
+                Field::new("type_designator", DataType::Utf8, true),
+                Field::new("military", DataType::Boolean, false),
+                Field::new("operator_designator", DataType::Utf8, true),
+                Field::new("ident", DataType::Utf8, true),
+                Field::new("first_message", ts.clone(), true),
+                Field::new("last_message", ts, true),
+                Field::new("s3_key", DataType::Utf8, true),
+            ]))
+        })
+        .clone()
+}
+
+/// Why one file cannot be merged. The file is left in place and reported.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct Unmergeable {
+    /// The column involved, when one is.
+    pub column: Option<String>,
+    /// What is wrong, e.g. "not a Parquet file: bad magic".
+    pub reason: String,
+}
+
+pub(super) fn unmergeable(column: Option<&str>, reason: impl Into<String>) -> Unmergeable {
+    Unmergeable {
+        column: column.map(str::to_string),
+        reason: reason.into(),
+    }
+}
+
+/// A decoded input, conformed to the target schema (known columns first,
+/// then any extra columns it had).
+#[derive(Debug, Clone)]
+pub struct Decoded {
+    /// The rows.
+    pub batch: RecordBatch,
+    /// Names of columns the target schema does not know (kept).
+    pub extra_columns: Vec<String>,
+}
+
+/// A Parquet file starts and ends with the magic `PAR1` (Parquet format
+/// specification); the footer-only reader does not look at the first one.
+pub(super) fn check_magic(bytes: &[u8]) -> Result<(), Unmergeable> {
+    const MAGIC: &[u8] = b"PAR1";
+    if bytes.len() < 12 || &bytes[..4] != MAGIC || &bytes[bytes.len() - 4..] != MAGIC {
+        return Err(unmergeable(
+            None,
+            format!(
+                "not a Parquet file: bad magic or truncated ({} bytes)",
+                bytes.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Decodes one Parquet file and conforms it to [`target_schema`].
+///
+/// Per file this parses the footer (without the column and size statistics,
+/// which a full read does not use) and reads the columns; an index file laid
+/// out exactly as the writer writes it ([`has_target_layout`]) is read
+/// straight into [`target_schema`], without decoding the Arrow schema pyarrow
+/// embeds in every footer and without a conform step. Any other file goes
+/// the general way: the embedded Arrow schema, then [`conform`]. Both give
+/// the same rows.
+///
+/// Errors: [`Unmergeable`] for bytes that are not Parquet (bad magic,
+/// truncated footer), a missing required column, or a value that cannot be
+/// represented exactly in the target type.
+pub fn decode(bytes: Bytes) -> Result<Decoded, Unmergeable> {
+    check_magic(&bytes)?;
+    let metadata = ParquetMetaDataReader::new()
+        .with_metadata_options(Some(
+            ParquetMetaDataOptions::new()
+                .with_column_stats_policy(ParquetStatisticsPolicy::SkipAll)
+                .with_size_stats_policy(ParquetStatisticsPolicy::SkipAll),
+        ))
+        .parse_and_finish(&bytes)
+        .map(Arc::new)
+        .map_err(|e| unmergeable(None, format!("not a readable Parquet file: {e}")))?;
+    let direct = has_target_layout(metadata.file_metadata().schema_descr())
+        .then(|| {
+            let options = ArrowReaderOptions::new().with_schema(target_schema());
+            ArrowReaderMetadata::try_new(metadata.clone(), options).ok()
+        })
+        .flatten();
+    let conformed = direct.is_some();
+    let arrow_metadata = match direct {
+        Some(m) => m,
+        None => ArrowReaderMetadata::try_new(metadata, ArrowReaderOptions::new())
+            .map_err(|e| unmergeable(None, format!("not a readable Parquet file: {e}")))?,
+    };
+    let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(bytes, arrow_metadata)
+        .build()
+        .map_err(|e| unmergeable(None, format!("cannot read: {e}")))?;
+    let schema = reader.schema();
+    let mut batches = reader
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| unmergeable(None, format!("cannot decode: {e}")))?;
+    let batch = if batches.len() == 1 {
+        batches.pop().expect("one batch")
+    } else {
+        arrow_select::concat::concat_batches(&schema, &batches)
+            .map_err(|e| unmergeable(None, format!("cannot decode: {e}")))?
+    };
+    if conformed {
+        // Read as the target schema (the reader checked names, types and
+        // nullability against the footer); the batch takes the shared
+        // schema itself, so later schema comparisons are pointer compares.
+        if let Ok(batch) = batch.clone().with_schema(target_schema()) {
+            return Ok(Decoded {
+                batch,
+                extra_columns: Vec::new(),
+            });
+        }
+    }
+    conform(&batch)
+}
+
+/// Whether a file's Parquet schema is the index schema exactly as the
+/// archive writer (pyarrow) writes it: the [`target_schema`] columns in
+/// order, strings as `BYTE_ARRAY` annotated `STRING`, `military` a
+/// `BOOLEAN`, the timestamps `INT64` annotated `TIMESTAMP(MICROS)`, no
+/// other column. Such a file reads into [`target_schema`] with the same
+/// values [`conform`] would give (a UTC-adjusted or local `TIMESTAMP(MICROS)`
+/// holds the same epoch microseconds either way). Anything else (another
+/// unit, `INT96`, unannotated binary, extra or missing columns) goes through
+/// the embedded Arrow schema and [`conform`], which decides what is lossless.
+pub(super) fn has_target_layout(parquet: &SchemaDescriptor) -> bool {
+    let target = target_schema();
+    parquet.num_columns() == target.fields().len()
+        && parquet.root_schema().get_fields().len() == target.fields().len()
+        && target.fields().iter().zip(parquet.columns()).all(|(f, c)| {
+            let leaf = c.self_type();
+            leaf.is_primitive()
+                && c.max_rep_level() == 0
+                && c.path().parts().len() == 1
+                && leaf.name() == f.name()
+                && match f.data_type() {
+                    DataType::Utf8 => {
+                        c.physical_type() == PhysicalType::BYTE_ARRAY
+                            && matches!(c.logical_type_ref(), Some(LogicalType::String))
+                    }
+                    DataType::Boolean => c.physical_type() == PhysicalType::BOOLEAN,
+                    DataType::Timestamp(TimeUnit::Microsecond, _) => {
+                        c.physical_type() == PhysicalType::INT64
+                            && matches!(
+                                c.logical_type_ref(),
+                                Some(LogicalType::Timestamp(t)) if t.unit == ParquetTimeUnit::MICROS
+                            )
+                    }
+                    _ => false,
+                }
+        })
+}
+
+/// Conforms a batch to [`target_schema`] by column name (see module docs).
+pub fn conform(batch: &RecordBatch) -> Result<Decoded, Unmergeable> {
+    let target = target_schema();
+    let rows = batch.num_rows();
+    let mut fields: Vec<Field> = Vec::with_capacity(target.fields().len());
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(target.fields().len());
+    for f in target.fields() {
+        let col = match batch.schema().index_of(f.name()) {
+            Ok(i) => conform_column(f, batch.column(i))?,
+            Err(_) if f.is_nullable() => new_null_array(f.data_type(), rows),
+            Err(_) => return Err(unmergeable(Some(f.name()), "required column is missing")),
+        };
+        fields.push(f.as_ref().clone());
+        columns.push(col);
+    }
+    let mut extra_columns = Vec::new();
+    for (i, f) in batch.schema().fields().iter().enumerate() {
+        if target.index_of(f.name()).is_err() {
+            extra_columns.push(f.name().clone());
+            fields.push(
+                f.as_ref()
+                    .clone()
+                    .with_nullable(true)
+                    .with_metadata(HashMap::<String, String>::new()),
+            );
+            columns.push(batch.column(i).clone());
+        }
+    }
+    let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+        .map_err(|e| unmergeable(None, e.to_string()))?;
+    Ok(Decoded {
+        batch,
+        extra_columns,
+    })
+}
+
+pub(super) fn conform_column(target: &Field, col: &ArrayRef) -> Result<ArrayRef, Unmergeable> {
+    let name = target.name();
+    if !target.is_nullable() && col.null_count() > 0 {
+        return Err(unmergeable(
+            Some(name),
+            format!("{} null value(s) in a required column", col.null_count()),
+        ));
+    }
+    match (target.data_type(), col.data_type()) {
+        (t, s) if t == s => Ok(col.clone()),
+        (DataType::Utf8, DataType::LargeUtf8 | DataType::Utf8View) => {
+            cast(col, &DataType::Utf8).map_err(|e| unmergeable(Some(name), e.to_string()))
+        }
+        (DataType::Utf8, DataType::Dictionary(_, v))
+            if matches!(
+                v.as_ref(),
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+            ) =>
+        {
+            cast(col, &DataType::Utf8).map_err(|e| unmergeable(Some(name), e.to_string()))
+        }
+        (DataType::Timestamp(TimeUnit::Microsecond, tz), DataType::Timestamp(unit, _)) => {
+            // Timezone-aware and naive timestamps both store the instant as
+            // UTC-based epoch values in Arrow/Parquet; only the unit changes.
+            let values = col.as_primitive_opt::<arrow_array::types::Int64Type>();
+            let raw: Vec<Option<i64>> = match values {
+                Some(v) => v.iter().collect(),
+                None => {
+                    let as_i64 = cast(col, &DataType::Int64)
+                        .map_err(|e| unmergeable(Some(name), e.to_string()))?;
+                    as_i64
+                        .as_primitive::<arrow_array::types::Int64Type>()
+                        .iter()
+                        .collect()
+                }
+            };
+            let mut out = Vec::with_capacity(raw.len());
+            for v in raw {
+                out.push(match v {
+                    None => None,
+                    Some(v) => Some(to_micros(v, *unit).ok_or_else(|| {
+                        unmergeable(
+                            Some(name),
+                            format!("timestamp {v} ({unit:?}) has no exact microsecond value"),
+                        )
+                    })?),
+                });
+            }
+            let arr = TimestampMicrosecondArray::from(out).with_timezone_opt(tz.clone());
+            Ok(Arc::new(arr))
+        }
+        (t, s) => Err(unmergeable(
+            Some(name),
+            format!("type {s} cannot be converted to {t} without loss"),
+        )),
+    }
+}
+
+pub(super) fn to_micros(v: i64, unit: TimeUnit) -> Option<i64> {
+    match unit {
+        TimeUnit::Second => v.checked_mul(1_000_000),
+        TimeUnit::Millisecond => v.checked_mul(1_000),
+        TimeUnit::Microsecond => Some(v),
+        TimeUnit::Nanosecond => (v % 1_000 == 0).then_some(v / 1_000),
+    }
+}
+
+/// The flight uuids in a multi-row index file's `s3_key` column (reads only
+/// that column): the rows the parity gate counts.
+///
+/// Errors: [`Unmergeable`] when the bytes are not Parquet or have no `s3_key`.
+pub fn flight_uuids_in(bytes: Bytes) -> Result<Vec<Uuid>, Unmergeable> {
+    check_magic(&bytes)?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .map_err(|e| unmergeable(None, format!("not a readable Parquet file: {e}")))?;
+    let mask = ProjectionMask::columns(builder.parquet_schema(), ["s3_key"]);
+    let reader = builder
+        .with_projection(mask)
+        .build()
+        .map_err(|e| unmergeable(None, e.to_string()))?;
+    let mut out = Vec::new();
+    for b in reader {
+        let b = b.map_err(|e| unmergeable(None, e.to_string()))?;
+        let Ok(ix) = b.schema().index_of("s3_key") else {
+            return Err(unmergeable(Some("s3_key"), "column is missing"));
+        };
+        let col = cast(b.column(ix), &DataType::Utf8)
+            .map_err(|e| unmergeable(Some("s3_key"), e.to_string()))?;
+        let s: &StringArray = col.as_string();
+        out.extend(s.iter().flatten().filter_map(flight_uuid));
+    }
+    Ok(out)
+}
