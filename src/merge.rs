@@ -81,9 +81,9 @@ use encode::props;
 pub use encode::{WRITE_BATCH_ROWS, encode};
 pub use held::{COALESCE_ROWS, MergeInput, Merged, MergedRows, Merger, Source, merge};
 use held::{Rank, rank, to_union_schema};
-pub use schema::{Decoded, Unmergeable, conform, decode, flight_uuids_in, target_schema};
 #[cfg(test)]
 use schema::has_target_layout;
+pub use schema::{Decoded, Unmergeable, conform, decode, flight_uuids_in, target_schema};
 pub use stream::{MergedOutput, StreamError, StreamMerger};
 
 /// Why a merge failed (the held merge, the streaming merge's encoder, the
