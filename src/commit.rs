@@ -511,10 +511,29 @@ pub async fn delete_inputs(
     manifest: &Manifest,
 ) -> Result<DeleteOutcome> {
     let listed = store.list_etags(&index_prefix(manifest.date)).await?;
+    delete_listed_inputs(store, fence, manifest, &listed).await
+}
+
+/// [`delete_inputs`] against a listing (key → ETag) of the partition taken
+/// after the output was verified. DeleteObjects batches go out
+/// [`Store::delete_batches_in_flight`] at a time; the lease is confirmed
+/// before each wave.
+///
+/// The listing is not taken while the output is being put: the simulation
+/// (`tests/simulation.rs`) showed that then a listing stalled past the lease
+/// expiry lets the PUT land after another invocation's recovery found the
+/// output missing and compacted the inputs again: two compacted files with
+/// the same rows.
+pub async fn delete_listed_inputs(
+    store: &impl Store,
+    fence: &mut Fence<'_>,
+    manifest: &Manifest,
+    listed: &HashMap<String, String>,
+) -> Result<DeleteOutcome> {
     let mut outcome = DeleteOutcome::default();
     let mut to_delete = Vec::new();
     for input in &manifest.inputs {
-        match input_state(input, &listed) {
+        match input_state(input, listed) {
             InputState::Gone => outcome.deleted += 1,
             InputState::Newer => {
                 tracing::info!(key = %input.key, "input changed since it was read; the newer version is kept");
@@ -524,13 +543,19 @@ pub async fn delete_inputs(
         }
     }
     let mut failures = Vec::new();
-    for (i, batch) in to_delete.chunks(store.delete_batch_size()).enumerate() {
+    let batches: Vec<&[(String, String)]> = to_delete.chunks(store.delete_batch_size()).collect();
+    for (i, wave) in batches
+        .chunks(store.delete_batches_in_flight().max(1))
+        .enumerate()
+    {
         if i > 0 {
             failpoint!("commit::between-delete-batches");
         }
         fence.check().await?;
         failpoint!("commit::before-delete-batch");
-        failures.extend(store.delete_batch(batch).await?);
+        let done =
+            futures::future::try_join_all(wave.iter().map(|b| store.delete_batch(b))).await?;
+        failures.extend(done.into_iter().flatten());
     }
     for f in failures {
         if f.is_newer_version() {

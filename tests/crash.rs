@@ -62,7 +62,9 @@ async fn crash_then_recover(point: &str, action: &str, seed: u64) {
     init_logs();
     let store = bucket(&format!("crash-{}", point.replace("::", "-")))
         .await
-        .with_delete_batch_size(2);
+        .with_delete_batch_size(2)
+        // Two waves of two DeleteObjects: a crash can fall between them.
+        .with_delete_batches_in_flight(2);
     let generated = generate(&store, spec(seed));
     let cfg = config(&store, &[("LEASE_SECONDS", "1")]);
     {
@@ -128,7 +130,9 @@ async fn crash_in_recovery(point: &str, action: &str) {
     init_logs();
     let store = bucket(&format!("crash-rec-{}", point.replace("::", "-")))
         .await
-        .with_delete_batch_size(2);
+        .with_delete_batch_size(2)
+        // Two waves of two DeleteObjects: a crash can fall between them.
+        .with_delete_batches_in_flight(2);
     let generated = generate(&store, spec(30));
     let cfg = config(&store, &[("LEASE_SECONDS", "1")]);
     for first in ["commit::after-verify", point] {

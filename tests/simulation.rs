@@ -259,6 +259,8 @@ struct World {
     reads: Mutex<BTreeSet<(String, String)>>,
     /// Protocol violations seen at a step.
     violations: Mutex<Vec<String>>,
+    /// DeleteObjects requests a commit sends at once.
+    batches_in_flight: usize,
 }
 
 /// The store an invocation sees: the world's [`MemoryStore`] behind a fault plan.
@@ -428,6 +430,10 @@ impl Store for SimStore {
         self.world.mem.delete_batch_size()
     }
 
+    fn delete_batches_in_flight(&self) -> usize {
+        self.world.batches_in_flight
+    }
+
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
         if let Gate::Fail(e) = self.before("ListObjectsV2", prefix, true).await {
             return Err(e);
@@ -583,6 +589,7 @@ async fn schedule(seed: u64) -> std::result::Result<(), String> {
         archive: Mutex::new(Archive::default()),
         reads: Mutex::new(BTreeSet::new()),
         violations: Mutex::new(Vec::new()),
+        batches_in_flight: 1 + rng.below(3) as usize,
     });
     {
         let mut a = world.archive.lock().unwrap();
