@@ -85,6 +85,11 @@ pub struct ReadInputs {
     pub skipped: Vec<SkippedFile>,
     /// Bytes read (both passes, when the day was read twice).
     pub bytes_read: u64,
+    /// Flights whose per-flight file was read but holds no row of theirs
+    /// (no row at all, or only other flights' rows): the parity gate counted
+    /// them by the file's name, and merging that file would leave them
+    /// without an index row. The commit does not go ahead with any.
+    pub without_own_row: Vec<Uuid>,
 }
 
 /// Where decoded inputs go.
@@ -232,6 +237,13 @@ async fn read_pass(
         let size = f.body.len() as u64;
         match merge::decode(f.body) {
             Ok(decoded) => {
+                if let Some(flight) = input.flight()
+                    && !merge::holds_flight(&decoded, flight)
+                {
+                    tracing::warn!(key = %input.meta.key, %flight, rows = decoded.batch.num_rows(),
+                        "per-flight file holds no row of its flight");
+                    out.without_own_row.push(flight);
+                }
                 out.merge_inputs.push(DecodedInput {
                     source: input.source,
                     last_modified: input.meta.last_modified,

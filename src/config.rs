@@ -225,8 +225,20 @@ fn parse_bool(env: &HashMap<String, String>, name: &str, default: bool) -> Resul
 
 /// Parses a `YYYY-MM-DD` date for the setting `name`.
 pub fn parse_date(name: &str, v: &str) -> Result<NaiveDate> {
-    NaiveDate::parse_from_str(v.trim(), "%Y-%m-%d")
-        .map_err(|_| bad(name, format!("expected a date YYYY-MM-DD, got {v:?}")))
+    let t = v.trim();
+    // Exactly YYYY-MM-DD: chrono's %Y alone would take `26-7-12` as the year 26.
+    let shaped = t.len() == 10
+        && t.bytes().enumerate().all(|(i, c)| {
+            if i == 4 || i == 7 {
+                c == b'-'
+            } else {
+                c.is_ascii_digit()
+            }
+        });
+    shaped
+        .then(|| NaiveDate::parse_from_str(t, "%Y-%m-%d").ok())
+        .flatten()
+        .ok_or_else(|| bad(name, format!("expected a date YYYY-MM-DD, got {v:?}")))
 }
 
 impl Config {
@@ -365,6 +377,26 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn dates_are_exactly_yyyy_mm_dd() {
+        assert!(parse_date("--date", "2026-07-20").is_ok());
+        assert!(parse_date("--date", " 2026-07-20 ").is_ok());
+        for bad in [
+            "26-7-12",
+            "2026-7-20",
+            "20260720",
+            "2026-13-01",
+            "2026-02-30",
+            "+2026-07-2",
+        ] {
+            let e = parse_date("--date", bad).unwrap_err().to_string();
+            assert!(
+                e.contains("--date") && e.contains("YYYY-MM-DD"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -186,7 +186,19 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let lambda = std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some();
-    let cli = if lambda { None } else { Some(Cli::parse()) };
+    let cli = if lambda {
+        None
+    } else {
+        match Cli::try_parse() {
+            Ok(c) => Some(c),
+            // A usage error exits 1 (a Failure: nothing was done), never 2,
+            // which means Mismatch; --help and --version exit 0.
+            Err(e) => {
+                let _ = e.print();
+                return ExitCode::from(if e.use_stderr() { 1 } else { 0 });
+            }
+        }
+    };
     let config = Config::from_env();
     // A bar over dates for `run` on a terminal; never in Lambda.
     let bar = (config.is_ok()

@@ -83,7 +83,9 @@ pub use held::{COALESCE_ROWS, MergeInput, Merged, MergedRows, Merger, Source, me
 use held::{Rank, rank, to_union_schema};
 #[cfg(test)]
 use schema::has_target_layout;
-pub use schema::{Decoded, Unmergeable, conform, decode, flight_uuids_in, target_schema};
+pub use schema::{
+    Decoded, Unmergeable, conform, decode, flight_uuids_in, holds_flight, target_schema,
+};
 pub use stream::{MergedOutput, StreamError, StreamMerger};
 
 /// Why a merge failed (the held merge, the streaming merge's encoder, the

@@ -694,16 +694,62 @@ async fn day_passes(
             day.files_read_compacted = count_source(inputs, Source::Compacted);
             day.files_read_multi_row = count_source(inputs, Source::MultiRow);
             day.bytes_read = inputs.iter().map(|i| i.meta.size).sum();
-            dry_run_read(cx, &plan, inputs, day, &prefetched).await?;
+            let lost = dry_run_read(cx, &plan, inputs, day, &prefetched, &listed.flights).await?;
+            if !lost.is_empty() {
+                return Ok(Some(lost_rows(day, lost)));
+            }
             break;
         }
-        let kept_newer = commit_day(cx, &plan, inputs, day, &prefetched).await?;
+        let kept_newer =
+            match commit_day(cx, &plan, inputs, day, &prefetched, &listed.flights).await? {
+                Committed::Lost(lost) => return Ok(Some(lost_rows(day, lost))),
+                Committed::KeptNewer(n) => n,
+            };
         if kept_newer == 0 {
             break;
         }
         tracing::info!(%date, kept_newer, "inputs changed during the commit; folding their newer versions in");
     }
     Ok(None)
+}
+
+/// What [`commit_day`] did.
+enum Committed {
+    /// Committed (or nothing to merge); this many inputs were kept because
+    /// they changed meanwhile.
+    KeptNewer(usize),
+    /// Not committed: these flights' per-flight files hold no row of theirs.
+    Lost(Vec<Uuid>),
+}
+
+/// Flights of `flights` (the date's, as the parity gate saw them) whose
+/// per-flight file holds no row of theirs: parity counted them by the file's
+/// name, and merging the file would leave them without an index row.
+fn without_own_row(
+    read: &commit::ReadInputs,
+    flights: &std::collections::BTreeSet<Uuid>,
+) -> Vec<Uuid> {
+    let mut lost: Vec<Uuid> = (read.without_own_row.iter())
+        .filter(|u| flights.contains(u))
+        .copied()
+        .collect();
+    lost.sort_unstable();
+    lost.dedup();
+    lost
+}
+
+/// Marks `day` as failing parity because of [`without_own_row`].
+fn lost_rows(day: &mut DayReport, lost: Vec<Uuid>) -> Vec<Uuid> {
+    tracing::warn!(date = %day.date, flights = lost.len(), first = %lost[0],
+        "per-flight files that hold no row of their flight: parity fails, nothing is written");
+    day.parity = Some(Parity::Mismatch);
+    day.action = Done::Mismatch;
+    day.reason = format!(
+        "{} flight(s) whose per-flight file holds no row of theirs (empty, or another flight's row)",
+        lost.len()
+    );
+    day.mismatch_uuids = lost.iter().map(Uuid::to_string).collect();
+    lost
 }
 
 fn count_source(inputs: &[plan::PlannedInput], source: Source) -> u64 {
@@ -727,7 +773,8 @@ async fn dry_run_read(
     inputs: &[plan::PlannedInput],
     day: &mut DayReport,
     prefetched: &Prefetched,
-) -> Result<()> {
+    flights: &std::collections::BTreeSet<Uuid>,
+) -> Result<Vec<Uuid>> {
     let read = commit::read_inputs(
         cx.store,
         plan.date,
@@ -744,8 +791,8 @@ async fn dry_run_read(
         day.action = Done::NothingToCompact;
         day.reason = "nothing readable to fold: at most one compacted file".into();
     }
-    day.skipped.extend(read.skipped);
-    Ok(())
+    day.skipped.extend(read.skipped.iter().cloned());
+    Ok(without_own_row(&read, flights))
 }
 
 /// Whether what was read leaves nothing to merge: no readable per-flight or
@@ -766,7 +813,8 @@ async fn commit_day(
     inputs: &[plan::PlannedInput],
     day: &mut DayReport,
     prefetched: &Prefetched,
-) -> Result<usize> {
+    flights: &std::collections::BTreeSet<Uuid>,
+) -> Result<Committed> {
     let (store, opts) = (cx.store, cx.opts);
     let date = plan.date;
     let read = commit::read_inputs(
@@ -785,7 +833,11 @@ async fn commit_day(
         // The first pass leaves the default (nothing_to_compact); a later
         // pass keeps what the first one did (compacted).
         day.reason = "nothing readable to fold: at most one compacted file".into();
-        return Ok(0);
+        return Ok(Committed::KeptNewer(0));
+    }
+    let lost = without_own_row(&read, flights);
+    if !lost.is_empty() {
+        return Ok(Committed::Lost(lost));
     }
     let prepared = commit::prepare(date, &read, opts.now, &opts.invocation_id)?;
     day.extra_columns = prepared.extra_columns.clone();
@@ -836,7 +888,7 @@ async fn commit_day(
         });
     }
     commit::delete_manifest(store, &prepared.manifest_key).await?;
-    Ok(deleted.kept_newer.len())
+    Ok(Committed::KeptNewer(deleted.kept_newer.len()))
 }
 
 #[cfg(test)]

@@ -121,31 +121,70 @@ async fn extra_columns_are_kept_after_the_known_ones_and_reported() {
 }
 
 #[tokio::test]
-async fn zero_row_files_are_inputs_and_a_day_of_only_them_writes_no_file() {
+async fn a_per_flight_file_without_a_row_of_its_flight_fails_parity_and_stays() {
+    // Parity counts a per-flight file by its name; a file that holds no row
+    // (zero rows), or only another flight's row, would leave its flight
+    // without an index row once merged and deleted. The day is a mismatch
+    // and nothing is written or deleted.
     init_logs();
     let store = bucket("zero-rows").await;
     let v = archive_py(
         "variants",
         &store,
-        json!({"seed": 72, "date": "2026-07-20", "variants": ["zero_rows", "zero_rows"]}),
+        json!({"seed": 72, "date": "2026-07-20", "variants": ["zero_rows", "default"]}),
     );
+    let before = dump(&store, "index/");
+    let zero = v["zero_rows"]["key"].as_str().unwrap();
+    let zero_uuid = zero
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .trim_end_matches(".parquet");
     let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
-    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
-    assert_eq!(r.last_compacted_date, Some(date("2026-07-20")));
-    let after = dump(&store, "");
-    assert!(
-        !after.keys().any(|k| k.contains("compacted-")),
-        "an empty output file was written"
+    assert_eq!(r.last_run_status, Status::Mismatch, "{:?}", r.errors);
+    assert_eq!(r.mismatch_date, Some(date("2026-07-20")));
+    assert_eq!(r.mismatch_uuids, vec![zero_uuid.to_string()]);
+    assert_eq!(
+        r.last_compacted_date, None,
+        "the watermark does not pass it"
     );
+    assert_eq!(dump(&store, "index/"), before, "nothing written or deleted");
     assert!(
-        !after.contains_key(v["zero_rows"]["key"].as_str().unwrap()),
-        "zero-row input not retired"
-    );
-    assert!(
-        !after
+        !dump(&store, "")
             .keys()
             .any(|k| k.starts_with("_compaction_state/manifests/"))
     );
+
+    // Another flight's row under a flight's name: the same.
+    let store = bucket("other-row").await;
+    let g = generate(
+        &store,
+        json!({"seed": 73, "days": [{"date": "2026-07-20", "flights": 3}]}),
+    );
+    let keys = &g.index_keys["2026-07-20"];
+    let victim = keys[0]
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .trim_end_matches(".parquet");
+    archive_py(
+        "multi-row",
+        &store,
+        json!({"key": &keys[0], "from": [&keys[1]]}),
+    );
+    let before = dump(&store, "index/");
+    let mut dry = RunOptions::at(at(NOW));
+    dry.dry_run = true;
+    let d = run(&store, &config(&store, &[]), &dry).await;
+    assert_eq!(
+        d.last_run_status,
+        Status::Mismatch,
+        "the dry run says so too"
+    );
+    let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.last_run_status, Status::Mismatch, "{:?}", r.errors);
+    assert_eq!(r.mismatch_uuids, vec![victim.to_string()]);
+    assert_eq!(dump(&store, "index/"), before, "nothing written or deleted");
 }
 
 #[tokio::test]

@@ -298,3 +298,18 @@ pub fn flight_uuids_in(bytes: Bytes) -> Result<Vec<Uuid>, Unmergeable> {
     }
     Ok(out)
 }
+
+/// Whether a per-flight file's rows include one of `flight`: a row whose
+/// `s3_key` carries its uuid, or a row without an `s3_key` (the file's name
+/// then says whose it is, as the merge takes it). `false` for a file with no
+/// row, or with only other flights' rows: the flight has no index row there.
+pub fn holds_flight(decoded: &Decoded, flight: Uuid) -> bool {
+    let b = &decoded.batch;
+    let Ok(ix) = b.schema().index_of("s3_key") else {
+        return b.num_rows() > 0;
+    };
+    let Some(keys) = b.column(ix).as_string_opt::<i32>() else {
+        return b.num_rows() > 0;
+    };
+    (0..b.num_rows()).any(|row| !keys.is_valid(row) || flight_uuid(keys.value(row)) == Some(flight))
+}
