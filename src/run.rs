@@ -360,18 +360,12 @@ async fn walk_dates(
             return Ok(());
         }
     };
-    tracing::info!(first = %dates[0], last = %dates[dates.len() - 1], count = dates.len(), "walking dates");
-    cx.progress(Progress::Dates {
-        count: dates.len() as u64,
-    });
-    let (opts, config) = (cx.opts, cx.config);
+    walking(cx, &dates);
+    let opts = cx.opts;
     let mut slowest = Duration::ZERO;
     report.stop_reason = StopReason::ReachedCutoff;
     for date in dates {
-        if let Some((left, needed)) = deadline_near(opts, config.deadline_margin.max(slowest * 2)) {
-            tracing::warn!(%date, left_s = left.as_secs_f64(), needed_s = needed.as_secs_f64(), "deadline near: not starting another date; the next run continues");
-            report.stop_reason = StopReason::Deadline;
-            report.resume_date = Some(date);
+        if stop_for_deadline(cx, report, date, slowest, "the next run continues") {
             break;
         }
         if let Some(why) = cx.recovery.blocked.get(&date) {
@@ -379,37 +373,86 @@ async fn walk_dates(
             report.fail(format!("{date} is blocked: {why}"));
             break;
         }
-        let t0 = Instant::now();
-        let outcome = process_day(cx, date, DayMode::Walk).await;
-        slowest = slowest.max(t0.elapsed());
-        match outcome {
-            DayOutcome::Failed(day, e) => {
-                report.add_day(day);
-                return Err(e);
-            }
-            DayOutcome::Mismatch(day, missing) => {
-                report.add_day(day);
-                record_mismatch(cx, report, wm, date, missing).await?;
-                return Ok(());
-            }
-            DayOutcome::Done(day) => {
-                report.add_day(day);
-                if opts.dry_run || opts.only_date.is_some() {
-                    continue;
-                }
-                cx.fence.check().await?;
-                wm.watermark.advance(date);
-                crate::failpoint!("run::before-watermark-write");
-                wm.write(cx.store, opts.now).await?;
-                report.days_compacted += 1;
-                fill_watermark_fields(report, wm, cutoff);
-            }
+        if let Some(missing) = timed_day(cx, report, date, DayMode::Walk, &mut slowest).await? {
+            record_mismatch(cx, report, wm, date, missing).await?;
+            return Ok(());
         }
+        if opts.dry_run || opts.only_date.is_some() {
+            continue;
+        }
+        cx.fence.check().await?;
+        wm.watermark.advance(date);
+        crate::failpoint!("run::before-watermark-write");
+        wm.write(cx.store, opts.now).await?;
+        report.days_compacted += 1;
+        fill_watermark_fields(report, wm, cutoff);
     }
     if report.stop_reason == StopReason::ReachedCutoff {
         clear_mismatch_if_passed(cx, report, wm, cutoff).await?;
     }
     Ok(())
+}
+
+/// Logs and reports how many dates a walk or a range goes through.
+fn walking(cx: &Ctx<'_, '_, impl Store>, dates: &[NaiveDate]) {
+    let (first, last) = (dates[0], dates[dates.len() - 1]);
+    tracing::info!(%first, %last, count = dates.len(), "walking dates");
+    cx.progress(Progress::Dates {
+        count: dates.len() as u64,
+    });
+}
+
+/// Whether the walk or a range must not start `date`: less time is left
+/// before the deadline than `DEADLINE_MARGIN_SECONDS`, or twice the slowest
+/// date so far. Then the report says so (`deadline`, `resume_date`) and the
+/// log says how the work goes on (`then`).
+fn stop_for_deadline(
+    cx: &Ctx<'_, '_, impl Store>,
+    report: &mut RunReport,
+    date: NaiveDate,
+    slowest: Duration,
+    then: &str,
+) -> bool {
+    let Some((left, needed)) = deadline_near(cx.opts, cx.config.deadline_margin.max(slowest * 2))
+    else {
+        return false;
+    };
+    tracing::warn!(%date, left_s = left.as_secs_f64(), needed_s = needed.as_secs_f64(),
+        "deadline near: not starting another date; {then}");
+    report.stop_reason = StopReason::Deadline;
+    report.resume_date = Some(date);
+    true
+}
+
+/// [`process_day`] for the walk and a range, timed into `slowest`, its
+/// day added to the report whatever happened. Returns the flights without
+/// an index row when parity failed.
+///
+/// Errors: the error that stopped the date (the day is reported `failed`).
+async fn timed_day(
+    cx: &mut Ctx<'_, '_, impl Store>,
+    report: &mut RunReport,
+    date: NaiveDate,
+    mode: DayMode,
+    slowest: &mut Duration,
+) -> Result<Option<Vec<Uuid>>> {
+    let t0 = Instant::now();
+    let outcome = process_day(cx, date, mode).await;
+    *slowest = (*slowest).max(t0.elapsed());
+    match outcome {
+        DayOutcome::Failed(day, e) => {
+            report.add_day(day);
+            Err(e)
+        }
+        DayOutcome::Mismatch(day, missing) => {
+            report.add_day(day);
+            Ok(Some(missing))
+        }
+        DayOutcome::Done(day) => {
+            report.add_day(day);
+            Ok(None)
+        }
+    }
 }
 
 /// The straggler sweep: already-compacted dates within `SWEEP_DAYS` of the
@@ -473,20 +516,18 @@ async fn repair_range(
 ) -> Result<()> {
     let dates = repair_dates(from, to)?;
     tracing::info!(%from, %to, "repairing a range of dates: folding what each holds; the watermark is not moved");
-    tracing::info!(first = %from, last = %to, count = dates.len(), "walking dates");
-    cx.progress(Progress::Dates {
-        count: dates.len() as u64,
-    });
-    let (opts, config) = (cx.opts, cx.config);
+    walking(cx, &dates);
     report.stop_reason = StopReason::EndOfRange;
     let mut slowest = Duration::ZERO;
     let mut first_mismatch: Option<(NaiveDate, Vec<Uuid>)> = None;
     for date in dates {
-        if let Some((left, needed)) = deadline_near(opts, config.deadline_margin.max(slowest * 2)) {
-            tracing::warn!(%date, left_s = left.as_secs_f64(), needed_s = needed.as_secs_f64(),
-                "deadline near: not starting another date of the range; the same event again continues from here");
-            report.stop_reason = StopReason::Deadline;
-            report.resume_date = Some(date);
+        if stop_for_deadline(
+            cx,
+            report,
+            date,
+            slowest,
+            "the same event again continues from here",
+        ) {
             break;
         }
         if let Some(why) = cx.recovery.blocked.get(&date) {
@@ -499,20 +540,9 @@ async fn repair_range(
             report.fail(format!("{date} is blocked: {why}"));
             continue;
         }
-        let t0 = Instant::now();
-        let outcome = process_day(cx, date, DayMode::Repair).await;
-        slowest = slowest.max(t0.elapsed());
-        match outcome {
-            DayOutcome::Failed(day, e) => {
-                report.add_day(day);
-                return Err(e);
-            }
-            DayOutcome::Mismatch(day, missing) => {
-                tracing::warn!(%date, missing = missing.len(), "parity mismatch: date left as it is; the range goes on");
-                report.add_day(day);
-                first_mismatch.get_or_insert((date, missing));
-            }
-            DayOutcome::Done(day) => report.add_day(day),
+        if let Some(missing) = timed_day(cx, report, date, DayMode::Repair, &mut slowest).await? {
+            tracing::warn!(%date, missing = missing.len(), "parity mismatch: date left as it is; the range goes on");
+            first_mismatch.get_or_insert((date, missing));
         }
     }
     if let Some((date, missing)) = first_mismatch {

@@ -458,19 +458,6 @@ impl S3Store {
         }
     }
 
-    /// The ETag of every object under `prefix`, by key (one [`S3Store::list`]).
-    pub async fn list_etags(
-        &self,
-        prefix: &str,
-    ) -> Result<std::collections::HashMap<String, String>> {
-        Ok(self
-            .list(prefix)
-            .await?
-            .into_iter()
-            .map(|o| (o.key, o.etag))
-            .collect())
-    }
-
     /// Every object under `prefix` (ListObjectsV2, paginated, 1,000 keys a page),
     /// in S3's lexicographic key order.
     pub async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {

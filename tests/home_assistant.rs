@@ -204,26 +204,14 @@ async fn wait_online(port: u16, hass: &Hass, within: Duration) {
 
 /// The CLI binary's run at `now`: (exit code, JSON report).
 fn cli(store: &S3Store, mqtt_port: u16, now: &str) -> (Option<i32>, Value) {
-    let out = Command::new(env!("CARGO_BIN_EXE_archive-compaction"))
-        .args(["run", "--now", now])
-        .env_clear()
-        .envs(env_for(store, &[]))
-        .env("AWS_ENDPOINT_URL", endpoint())
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", "us-east-1")
+    let out = cli_command(store, &["run", "--now", now])
         .env("MQTT_HOST", "127.0.0.1")
         .env("MQTT_PORT", mqtt_port.to_string())
         .env("MQTT_TIMEOUT_SECONDS", "5")
         .env("LOG_LEVEL", "warn")
         .output()
         .unwrap();
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not a report ({e}); stderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let report = report_of(&out);
     assert_eq!(report["report_errors"], json!([]), "{report}");
     (out.status.code(), report)
 }

@@ -30,19 +30,6 @@ use serde_json::{Value, json};
 
 const NOW: &str = "2026-07-22T04:50:00Z";
 
-/// The CLI binary against `store`'s bucket, not yet started.
-fn cli_command(store: &S3Store, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_archive-compaction"));
-    cmd.args(args)
-        .envs(env_for(store, &[]))
-        .env("AWS_ENDPOINT_URL", endpoint())
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", "us-east-1")
-        .env_remove("AWS_LAMBDA_RUNTIME_API");
-    cmd
-}
-
 /// The CLI binary against `store`'s bucket, run to its end.
 fn cli(store: &S3Store, args: &[&str]) -> Output {
     cli_command(store, args)

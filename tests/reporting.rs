@@ -846,26 +846,14 @@ async fn cli_exit_code_is_the_runs_whatever_mqtt_does() {
         ]}),
     );
     let cli = |port: u16| {
-        let out = Command::new(env!("CARGO_BIN_EXE_archive-compaction"))
-            .args(["run", "--now", "2026-07-21T04:50:00Z"])
-            .env_clear()
-            .envs(env_for(&store, &[]))
-            .env("AWS_ENDPOINT_URL", endpoint())
-            .env("AWS_ACCESS_KEY_ID", "test")
-            .env("AWS_SECRET_ACCESS_KEY", "test")
-            .env("AWS_REGION", "us-east-1")
+        let out = cli_command(&store, &["run", "--now", "2026-07-21T04:50:00Z"])
             .env("MQTT_HOST", "127.0.0.1")
             .env("MQTT_PORT", port.to_string())
             .env("MQTT_TIMEOUT_SECONDS", "2")
             .env("LOG_LEVEL", "warn")
             .output()
             .unwrap();
-        let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!(
-                "stdout is not a report ({e}); stderr: {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
+        let report = report_of(&out);
         (out.status.code(), report)
     };
     let (code, report) = cli(broker.port);

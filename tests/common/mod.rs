@@ -496,3 +496,30 @@ pub fn assert_all_valid(schema: &str, docs: &[(&str, Value)]) {
 pub fn assert_valid(schema: &str, doc: &Value) {
     assert_all_valid(schema, &[("doc", doc.clone())]);
 }
+
+/// The CLI binary (`CARGO_BIN_EXE_archive-compaction`) against `store`'s
+/// bucket on the test S3 server, not yet started: a clean environment (no
+/// AWS profile or Lambda variables of the caller's) with the job's settings
+/// (`env_for`) and the server's endpoint and test credentials.
+pub fn cli_command(store: &S3Store, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_archive-compaction"));
+    cmd.args(args)
+        .env_clear()
+        .envs(env_for(store, &[]))
+        .env("AWS_ENDPOINT_URL", endpoint())
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1");
+    cmd
+}
+
+/// The JSON report a CLI run printed on stdout (panics with its stderr
+/// when stdout is not one).
+pub fn report_of(out: &std::process::Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not a report ({e}); stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
