@@ -526,17 +526,20 @@ pub async fn delete_inputs(
     delete_listed_inputs(store, fence, manifest, &listed).await
 }
 
-/// [`delete_inputs`] against a listing (key → ETag) of the partition taken
-/// after the output was verified. DeleteObjects batches go out
+/// [`delete_inputs`] against its listing (key → ETag) of the partition,
+/// taken after the output was verified. DeleteObjects batches go out
 /// [`Store::delete_batches_in_flight`] at a time; the lease is confirmed
 /// before each wave.
+///
+/// Errors: the lease lost, or an S3 error after the SDK's retries (keys
+/// refused one by one are in [`DeleteOutcome::failed`], not errors).
 ///
 /// The listing is not taken while the output is being put: the simulation
 /// (`tests/simulation.rs`) showed that then a listing stalled past the lease
 /// expiry lets the PUT land after another invocation's recovery found the
 /// output missing and compacted the inputs again: two compacted files with
 /// the same rows.
-pub async fn delete_listed_inputs(
+async fn delete_listed_inputs(
     store: &impl Store,
     fence: &mut Fence<'_>,
     manifest: &Manifest,
