@@ -522,8 +522,27 @@ pub async fn delete_inputs(
     fence: &mut Fence<'_>,
     manifest: &Manifest,
 ) -> Result<DeleteOutcome> {
-    let listed = store.list_etags(&index_prefix(manifest.date)).await?;
+    let listed = listed_etags(store, manifest).await?;
     delete_listed_inputs(store, fence, manifest, &listed).await
+}
+
+/// The ETag of every object in the partition of `manifest`, by key: its
+/// re-list, in key ranges cut between the manifest's inputs
+/// ([`crate::storage::ranges::relist`], several ranges at once).
+///
+/// Errors: an S3 error listing a page.
+pub async fn listed_etags(
+    store: &impl Store,
+    manifest: &Manifest,
+) -> Result<HashMap<String, String>> {
+    let known: Vec<&str> = manifest.inputs.iter().map(|i| i.key.as_str()).collect();
+    Ok(
+        crate::storage::ranges::relist(store, &index_prefix(manifest.date), &known)
+            .await?
+            .into_iter()
+            .map(|o| (o.key, o.etag))
+            .collect(),
+    )
 }
 
 /// [`delete_inputs`] against its listing (key → ETag) of the partition,

@@ -33,6 +33,7 @@ use crate::keys::{INDEX_ROOT, flights_prefix, index_partition_date, index_prefix
 use crate::merge;
 use crate::plan::{self, PartitionListing};
 use crate::storage::Store;
+use crate::storage::ranges::list_partition;
 
 /// One date's listings.
 #[derive(Debug, Clone, Default)]
@@ -44,7 +45,9 @@ pub struct DayListing {
 }
 
 /// Lists one date's index partition and, when `with_flights`, its
-/// `flights/` prefix too (both ListObjectsV2, concurrently).
+/// `flights/` prefix too (both ListObjectsV2, concurrently; a prefix of
+/// more than one page in concurrent key ranges,
+/// [`crate::storage::ranges::list_partition`]).
 ///
 /// Errors: an S3 error listing either prefix.
 pub async fn list_day(
@@ -54,9 +57,12 @@ pub async fn list_day(
 ) -> Result<DayListing> {
     let (fp, ip) = (flights_prefix(date), index_prefix(date));
     let (flights, index) = if with_flights {
-        tokio::try_join!(store.list(&fp), store.list(&ip))?
+        tokio::try_join!(
+            list_partition(store, &fp, date),
+            list_partition(store, &ip, date)
+        )?
     } else {
-        (Vec::new(), store.list(&ip).await?)
+        (Vec::new(), list_partition(store, &ip, date).await?)
     };
     Ok(DayListing {
         flights: plan::flight_uuids(&flights),

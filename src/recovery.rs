@@ -457,7 +457,7 @@ async fn decide(store: &impl Store, key: &str, body: &[u8]) -> Result<Decision> 
         OutputCheck::Verified => Step::Complete,
         OutputCheck::Missing => Step::OutputMissing(output.key.clone()),
         OutputCheck::Differs(reason, etag) => {
-            let listed = store.list_etags(&index_prefix(manifest.date)).await?;
+            let listed = commit::listed_etags(store, &manifest).await?;
             let lost = manifest
                 .inputs
                 .iter()
@@ -652,7 +652,7 @@ pub async fn assess(store: &impl Store) -> Result<Recovery> {
             }
             Step::Complete => {}
         }
-        let listed = store.list_etags(&index_prefix(manifest.date)).await?;
+        let listed = commit::listed_etags(store, &manifest).await?;
         let (mut to_delete, mut newer, mut gone) = (0, 0, 0);
         for i in &manifest.inputs {
             match commit::input_state(i, &listed) {

@@ -14,7 +14,7 @@
 //!   ([`crate::mqtt::is_known`]).
 //! - A dry run (`--dry-run`) is not reported: it writes nothing, and its
 //!   figures would overwrite the last real run's retained topics.
-//! - The MQTT password comes from [`Deps::mqtt_password`]: the Secrets
+//! - The MQTT password comes from [`crate::app::Deps::mqtt_password`]: the Secrets
 //!   Manager secret `MQTT_PASSWORD_SECRET_ARN` (read once per process, then
 //!   cached) or `MQTT_PASSWORD`. A secret that cannot be read is a
 //!   [`ReportError::MqttSecret`] and nothing goes to MQTT.

@@ -103,7 +103,7 @@ pub fn repair_dates(from: NaiveDate, to: NaiveDate) -> Result<Vec<NaiveDate>> {
     Ok(from.iter_days().take_while(|d| *d <= to).collect())
 }
 
-/// How [`process_day`] treats a date.
+/// How `process_day` treats a date.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DayMode {
     /// The walk (and `--date`): parity gate, then the plan; a mismatch stops

@@ -9,7 +9,7 @@
 //! The mismatch's missing flights are computed with the run's own parity
 //! logic ([`plan::flight_uuids`], [`plan::classify_partition`],
 //! [`plan::missing_flights`], and the rows of compacted files through
-//! [`merge::flight_uuids_in`]), so `status` names exactly the flights the
+//! [`crate::merge::flight_uuids_in`]), so `status` names exactly the flights the
 //! next run would stop on.
 //!
 //! Time is injected: `now` (`--now`) fixes the cutoff like a run's

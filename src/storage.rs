@@ -37,6 +37,7 @@ use chrono::{DateTime, Utc};
 use crate::error::{Error, Result};
 
 mod memory;
+pub mod ranges;
 pub use memory::{DeletedVersion, LIST_PAGE_MAX, MemoryStore, md5_etag};
 
 /// S3 DeleteObjects takes at most 1,000 keys per request (S3 API reference).
@@ -115,7 +116,7 @@ const TRANSIENT_CODES: &[&str] = &[
 ];
 
 /// One object from a listing.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ObjectMeta {
     /// The full key, exactly as S3 returned it.
     pub key: String,
@@ -125,6 +126,15 @@ pub struct ObjectMeta {
     pub size: u64,
     /// LastModified (UTC, second precision on most servers).
     pub last_modified: DateTime<Utc>,
+}
+
+/// One ListObjectsV2 page ([`Store::list_page`]).
+#[derive(Debug, Clone, Default)]
+pub struct ListPage {
+    /// The page's objects, in key order.
+    pub objects: Vec<ObjectMeta>,
+    /// More keys follow the page's last one (S3's `IsTruncated`).
+    pub truncated: bool,
 }
 
 /// A GetObject result.
@@ -220,11 +230,29 @@ pub trait Store: Send + Sync {
         1
     }
 
+    /// Keys per [`Store::list_page`] page when more follow: S3's
+    /// [`LIST_PAGE_MAX`] (1,000).
+    fn list_page_size(&self) -> usize {
+        LIST_PAGE_MAX
+    }
+
     /// Every object under `prefix`, in lexicographic key order.
     fn list(&self, prefix: &str) -> impl Future<Output = Result<Vec<ObjectMeta>>> + Send;
 
     /// The common prefixes directly under `prefix` (delimiter `/`), in order.
     fn list_prefixes(&self, prefix: &str) -> impl Future<Output = Result<Vec<String>>> + Send;
+
+    /// One ListObjectsV2 page without a delimiter: the objects under
+    /// `prefix` whose keys sort after `start_after` (from the first when
+    /// `None`), in lexicographic key order, at most [`LIST_PAGE_MAX`] of
+    /// them (S3's page size); [`ListPage::truncated`] when more follow.
+    /// `start_after` may be any string, a key or not (S3's `StartAfter`).
+    /// [`ranges`] builds concurrent listings of one prefix on it.
+    fn list_page(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+    ) -> impl Future<Output = Result<ListPage>> + Send;
 
     /// Reads a whole object; a missing key is an error for which
     /// [`Error::is_not_found`] is true.
@@ -281,21 +309,6 @@ pub trait Store: Send + Sync {
         &self,
         batch: &[(String, String)],
     ) -> impl Future<Output = Result<Vec<DeleteFailure>>> + Send;
-
-    /// The ETag of every object under `prefix`, by key (one [`Store::list`]).
-    fn list_etags(
-        &self,
-        prefix: &str,
-    ) -> impl Future<Output = Result<std::collections::HashMap<String, String>>> + Send {
-        async move {
-            Ok(self
-                .list(prefix)
-                .await?
-                .into_iter()
-                .map(|o| (o.key, o.etag))
-                .collect())
-        }
-    }
 }
 
 /// How a PUT may replace what is there.
@@ -471,21 +484,26 @@ impl S3Store {
         let mut out = Vec::new();
         while let Some(page) = pages.next().await {
             let page = page.map_err(|e| self.err("ListObjectsV2", prefix, e))?;
-            for o in page.contents() {
-                let Some(key) = o.key() else { continue };
-                let last_modified = o
-                    .last_modified()
-                    .and_then(|t| DateTime::from_timestamp(t.secs(), t.subsec_nanos()))
-                    .unwrap_or_default();
-                out.push(ObjectMeta {
-                    key: key.to_string(),
-                    etag: o.e_tag().unwrap_or_default().to_string(),
-                    size: o.size().unwrap_or(0).max(0) as u64,
-                    last_modified,
-                });
-            }
+            out.extend(page.contents().iter().filter_map(object_meta));
         }
         Ok(out)
+    }
+
+    /// One ListObjectsV2 page (see [`Store::list_page`]).
+    pub async fn list_page(&self, prefix: &str, start_after: Option<&str>) -> Result<ListPage> {
+        let page = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(prefix)
+            .set_start_after(start_after.map(str::to_string))
+            .send()
+            .await
+            .map_err(|e| self.err("ListObjectsV2", prefix, e))?;
+        Ok(ListPage {
+            objects: page.contents().iter().filter_map(object_meta).collect(),
+            truncated: page.is_truncated().unwrap_or(false),
+        })
     }
 
     /// The common prefixes directly under `prefix` (ListObjectsV2 with delimiter `/`).
@@ -868,6 +886,21 @@ impl S3Store {
     }
 }
 
+/// A listed object's key, ETag, size and LastModified (`None` without a key).
+fn object_meta(o: &aws_sdk_s3::types::Object) -> Option<ObjectMeta> {
+    let key = o.key()?;
+    let last_modified = o
+        .last_modified()
+        .and_then(|t| DateTime::from_timestamp(t.secs(), t.subsec_nanos()))
+        .unwrap_or_default();
+    Some(ObjectMeta {
+        key: key.to_string(),
+        etag: o.e_tag().unwrap_or_default().to_string(),
+        size: o.size().unwrap_or(0).max(0) as u64,
+        last_modified,
+    })
+}
+
 impl Store for S3Store {
     fn bucket(&self) -> &str {
         &self.bucket
@@ -887,6 +920,14 @@ impl Store for S3Store {
 
     fn list_prefixes(&self, prefix: &str) -> impl Future<Output = Result<Vec<String>>> + Send {
         S3Store::list_prefixes(self, prefix)
+    }
+
+    fn list_page(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+    ) -> impl Future<Output = Result<ListPage>> + Send {
+        S3Store::list_page(self, prefix, start_after)
     }
 
     fn get(&self, key: &str) -> impl Future<Output = Result<Fetched>> + Send {

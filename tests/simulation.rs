@@ -59,7 +59,7 @@ use archive_compaction::report::{RunReport, Status};
 use archive_compaction::run::{self, RunOptions};
 use archive_compaction::state::Manifest;
 use archive_compaction::storage::{
-    DeleteFailure, Fetched, Head, MemoryStore, ObjectMeta, PutRequest, Store,
+    DeleteFailure, Fetched, Head, ListPage, MemoryStore, ObjectMeta, PutRequest, Store,
 };
 use arrow_array::{Array, BooleanArray, RecordBatch, StringArray, TimestampMicrosecondArray};
 use bytes::Bytes;
@@ -181,8 +181,10 @@ struct Archive {
 impl Archive {
     fn new_flight(&mut self, mem: &MemoryStore, d: NaiveDate) {
         self.next_flight += 1;
-        // UUIDv7-shaped, deterministic: time part from the date, then a counter.
-        let ms = d.and_hms_opt(0, 0, 0).unwrap().and_utc().timestamp_millis() as u128;
+        // UUIDv7-shaped, deterministic: time part from the date (a minute
+        // per flight, so listings can be cut by time), then a counter.
+        let ms = d.and_hms_opt(0, 0, 0).unwrap().and_utc().timestamp_millis() as u128
+            + (self.next_flight % 1440) * 60_000;
         let u = Uuid::from_u128((ms << 80) | (0x7u128 << 76) | (0x8u128 << 60) | self.next_flight);
         self.write(mem, d, u, 1);
         mem.put_now(&format!("{}{u}.json.gz", flights_prefix(d)), "{}".into());
@@ -434,6 +436,10 @@ impl Store for SimStore {
         self.world.batches_in_flight
     }
 
+    fn list_page_size(&self) -> usize {
+        self.world.mem.list_page_size()
+    }
+
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
         if let Gate::Fail(e) = self.before("ListObjectsV2", prefix, true).await {
             return Err(e);
@@ -447,6 +453,14 @@ impl Store for SimStore {
             return Err(e);
         }
         let r = self.world.mem.list_prefixes(prefix).await;
+        self.after("ListObjectsV2", prefix, r)
+    }
+
+    async fn list_page(&self, prefix: &str, start_after: Option<&str>) -> Result<ListPage> {
+        if let Gate::Fail(e) = self.before("ListObjectsV2", prefix, true).await {
+            return Err(e);
+        }
+        let r = self.world.mem.list_page(prefix, start_after).await;
         self.after("ListObjectsV2", prefix, r)
     }
 
@@ -582,7 +596,10 @@ async fn schedule(seed: u64) -> std::result::Result<(), String> {
     let mut rng = Rng(seed);
     let clock = ManualClock::new(now0());
     let mem = MemoryStore::with_clock("sim", Arc::new(clock.clone()))
-        .with_delete_batch_size(1 + rng.below(3) as usize);
+        .with_delete_batch_size(1 + rng.below(3) as usize)
+        // Pages of 1 to 3 keys, or S3's 1,000: partitions of a few files
+        // then list in several pages and in concurrent key ranges.
+        .with_list_page_size([1, 2, 3, 1000][rng.below(4) as usize]);
     let world = Arc::new(World {
         mem: mem.clone(),
         clock: clock.clone(),

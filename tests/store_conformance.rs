@@ -281,6 +281,58 @@ async fn listing_is_lexicographic_and_paged(s: &impl Store, _kind: Kind) {
     assert_eq!(listed, want);
 }
 
+/// One ListObjectsV2 page from `StartAfter` (any string, a key or not),
+/// `IsTruncated` exactly when more keys follow; and the listings in
+/// concurrent key ranges built on it return what one listing does.
+async fn pages_start_after_and_ranges(s: &impl Store, _kind: Kind) {
+    use archive_compaction::storage::ranges;
+    use futures::StreamExt;
+    let day = chrono::NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+    let p = "r/day=20/";
+    let start = day
+        .and_hms_opt(0, 0, 0)
+        .unwrap()
+        .and_utc()
+        .timestamp_millis() as u128;
+    // UUIDv7 names over the day (dense first, as a day's first hour is), a
+    // compacted file and a marker: the estimated cuts meet real names.
+    let mut keys: Vec<String> = (0..LIST_PAGE_MAX as u128 + 30)
+        .map(|i| {
+            let ms = start + if i < 900 { i * 50 } else { i * 70_000 };
+            let u = uuid::Uuid::from_u128((ms << 80) | (0x7 << 76) | (0x8 << 60) | i);
+            format!("{p}{u}.parquet")
+        })
+        .collect();
+    keys.extend([format!("{p}compacted-x.parquet"), format!("{p}_SUCCESS")]);
+    let puts = futures::stream::iter(keys.iter())
+        .map(|k| async move { s.put(k, "x".into(), PutMode::Create, None).await })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await;
+    assert!(puts.iter().all(Result::is_ok));
+    s.put("r/day=21/x", "outside".into(), PutMode::Create, None)
+        .await
+        .unwrap();
+    keys.sort();
+    let names = |v: Vec<archive_compaction::storage::ObjectMeta>| -> Vec<String> {
+        v.into_iter().map(|o| o.key).collect()
+    };
+    let first = s.list_page(p, None).await.unwrap();
+    assert!(first.truncated);
+    assert_eq!(names(first.objects), keys[..LIST_PAGE_MAX]);
+    let after = s.list_page(p, Some(&keys[LIST_PAGE_MAX])).await.unwrap();
+    assert!(!after.truncated);
+    assert_eq!(names(after.objects), keys[LIST_PAGE_MAX + 1..]);
+    // A StartAfter that is not a key: the keys after it.
+    let cut = format!("{}~", &keys[keys.len() - 3]);
+    let tail = s.list_page(p, Some(&cut)).await.unwrap();
+    assert_eq!(names(tail.objects), keys[keys.len() - 2..]);
+    let listed = names(ranges::list_partition(s, p, day).await.unwrap());
+    assert_eq!(listed, keys, "listed in estimated ranges");
+    let relisted = names(ranges::relist(s, p, &keys[..700]).await.unwrap());
+    assert_eq!(relisted, keys, "re-listed in ranges cut between known keys");
+}
+
 /// Delimiter listings: the common prefixes directly under a prefix, in
 /// order, objects at that level left out.
 async fn common_prefixes(s: &impl Store, _kind: Kind) {
@@ -358,6 +410,7 @@ conformance!(
     conditional_delete,
     batch_delete_is_etag_conditional,
     listing_is_lexicographic_and_paged,
+    pages_start_after_and_ranges,
     common_prefixes,
     last_modified,
 );

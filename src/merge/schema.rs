@@ -73,7 +73,7 @@ pub(super) fn check_magic(bytes: &[u8]) -> Result<(), Unmergeable> {
 ///
 /// Per file this parses the footer (without the column and size statistics,
 /// which a full read does not use) and reads the columns; an index file laid
-/// out exactly as the writer writes it ([`has_target_layout`]) is read
+/// out exactly as the writer writes it (`has_target_layout`) is read
 /// straight into [`target_schema`], without decoding the Arrow schema pyarrow
 /// embeds in every footer and without a conform step. Any other file goes
 /// the general way: the embedded Arrow schema, then [`conform`]. Both give

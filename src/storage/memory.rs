@@ -46,8 +46,8 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
 use super::{
-    DELETE_BATCH_MAX, DeleteFailure, Fetched, Head, ObjectMeta, PutMode, PutRequest, Store,
-    sha256_b64,
+    DELETE_BATCH_MAX, DeleteFailure, Fetched, Head, ListPage, ObjectMeta, PutMode, PutRequest,
+    Store, sha256_b64,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
@@ -98,6 +98,7 @@ struct Inner {
 pub struct MemoryStore {
     inner: Arc<Inner>,
     delete_batch_size: usize,
+    list_page_size: usize,
 }
 
 /// `"<hex md5>"`: S3's ETag of a single-part upload.
@@ -123,6 +124,7 @@ impl MemoryStore {
                 state: Mutex::new(State::default()),
             }),
             delete_batch_size: DELETE_BATCH_MAX,
+            list_page_size: LIST_PAGE_MAX,
         }
     }
 
@@ -132,6 +134,18 @@ impl MemoryStore {
         MemoryStore {
             inner: self.inner.clone(),
             delete_batch_size: n.clamp(1, DELETE_BATCH_MAX),
+            list_page_size: self.list_page_size,
+        }
+    }
+
+    /// The same bucket, listed `n` keys a ListObjectsV2 page (clamped to
+    /// 1..=[`LIST_PAGE_MAX`]): small pages let a test or the simulation
+    /// reach multi-page and multi-range listings with a few objects.
+    pub fn with_list_page_size(&self, n: usize) -> MemoryStore {
+        MemoryStore {
+            inner: self.inner.clone(),
+            delete_batch_size: self.delete_batch_size,
+            list_page_size: n.clamp(1, LIST_PAGE_MAX),
         }
     }
 
@@ -193,7 +207,7 @@ impl MemoryStore {
     /// One ListObjectsV2 page: keys after `start_after` under `prefix`; with
     /// `delimiter`, keys holding it past the prefix roll up into common
     /// prefixes. Returns (objects, prefixes, the last key or prefix, more).
-    fn list_page(
+    fn page_of(
         &self,
         prefix: &str,
         delimiter: bool,
@@ -217,7 +231,7 @@ impl MemoryStore {
                 }
                 continue;
             }
-            if objects.len() + prefixes.len() == LIST_PAGE_MAX {
+            if objects.len() + prefixes.len() == self.list_page_size {
                 return (objects, prefixes, last, true);
             }
             if delimiter && let Some(i) = key[prefix.len()..].find('/') {
@@ -244,7 +258,7 @@ impl MemoryStore {
         let (mut objects, mut prefixes) = (Vec::new(), Vec::new());
         let mut after: Option<String> = None;
         loop {
-            let (o, p, last, more) = self.list_page(prefix, delimiter, after.as_deref());
+            let (o, p, last, more) = self.page_of(prefix, delimiter, after.as_deref());
             objects.extend(o);
             for c in p {
                 if prefixes.last() != Some(&c) {
@@ -371,12 +385,22 @@ impl Store for MemoryStore {
         self.delete_batch_size
     }
 
+    fn list_page_size(&self) -> usize {
+        self.list_page_size
+    }
+
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
         Ok(self.list_all(prefix, false).await.0)
     }
 
     async fn list_prefixes(&self, prefix: &str) -> Result<Vec<String>> {
         Ok(self.list_all(prefix, true).await.1)
+    }
+
+    async fn list_page(&self, prefix: &str, start_after: Option<&str>) -> Result<ListPage> {
+        let (objects, _, _, truncated) = self.page_of(prefix, false, start_after);
+        tokio::task::yield_now().await;
+        Ok(ListPage { objects, truncated })
     }
 
     async fn get(&self, key: &str) -> Result<Fetched> {

@@ -1,0 +1,411 @@
+//! Listing one large prefix as contiguous key ranges, several at a time.
+//!
+//! ListObjectsV2 pages follow one another: each page's request needs the
+//! previous page's last key, so a 50,000-key partition is 50 round trips in
+//! a row (at ~100–150 ms a page, 5–8 s before the first GET). `StartAfter`
+//! lets a listing begin anywhere in the key space, so a prefix is cut into
+//! key ranges `(after, through]` that follow one another and together cover
+//! the whole key space; the ranges are listed [`LIST_RANGES_IN_FLIGHT`] at a
+//! time, each page by page, and concatenated in order.
+//!
+//! Where the cuts fall decides only how even the ranges are, never which
+//! keys are listed: every key sorts into exactly one range, so a listing in
+//! ranges returns what one sequential listing would (a key written or
+//! deleted while listing is seen or not, as with any listing). Two ways to
+//! place the cuts:
+//!
+//! - [`cuts_between`]: the keys are known (the re-list before the deletes
+//!   knows every input it read): a cut every page of keys
+//!   ([`LIST_PAGE_MAX`](super::LIST_PAGE_MAX) on S3), one page a range.
+//! - [`estimated_cuts`]: the keys are not known yet (a partition's first
+//!   listing). The first page is listed alone (a day of at most 1,000 keys
+//!   costs the one request it always did); when it is truncated, the rest
+//!   is cut by the UUID in the key names. Per-flight keys are UUIDv7s
+//!   (their first 48 bits are the flight's first-seen time, in ms since the
+//!   Unix epoch), so the first page's density (keys per ms) estimates how
+//!   many keys follow up to the end of the UTC day; other names (uuid v4,
+//!   `compacted-*`) only make the ranges uneven.
+//!
+//! ```
+//! use archive_compaction::storage::ranges::{cuts_between, KeyRange};
+//! let keys: Vec<String> = (0..2500).map(|i| format!("p/{i:05}")).collect();
+//! let ranges = KeyRange::covering(cuts_between(&keys, 1000));
+//! assert_eq!(ranges.len(), 3); // (start, p/00999], (p/00999, p/01999], (p/01999, end)
+//! assert!(ranges[0].contains("p/00999") && !ranges[1].contains("p/00999"));
+//! ```
+
+use chrono::{NaiveDate, NaiveTime};
+use futures::{StreamExt, TryStreamExt, stream};
+use uuid::Uuid;
+
+use super::{ObjectMeta, Store};
+use crate::error::Result;
+
+/// Key ranges listed at once by [`list_in_ranges`] (per prefix: a day's
+/// `flights/` and `index/` listings run side by side, so up to twice this).
+/// S3 serves at least 5,500 GET/HEAD/LIST requests a second per prefix
+/// (S3 performance guidelines); eight in flight is far below that and cuts
+/// a 50,000-key listing from 50 round trips in a row to about 7.
+pub const LIST_RANGES_IN_FLIGHT: usize = 8;
+
+/// At most this many ranges from [`estimated_cuts`]: four for each range
+/// in flight keeps them busy when the ranges turn out uneven, and bounds
+/// what an estimate too high costs (a 1,500-key day estimated at 100,000
+/// lists 32 mostly empty ranges, 4 round trips).
+pub const ESTIMATED_RANGES_MAX: usize = 4 * LIST_RANGES_IN_FLIGHT;
+
+/// Pages an estimated range aims for (2,000 keys on S3): a range that
+/// turns out twice as dense as estimated is still four pages.
+pub const ESTIMATED_RANGE_KEYS_PAGES: usize = 2;
+
+/// The keys `k` with `after < k <= through` (no bound where `None`), in
+/// lexicographic order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct KeyRange {
+    /// Exclusive lower bound (S3's `StartAfter`); `None`: from the first key.
+    pub after: Option<String>,
+    /// Inclusive upper bound; `None`: to the last key.
+    pub through: Option<String>,
+}
+
+impl KeyRange {
+    /// Whether `key` falls in this range.
+    pub fn contains(&self, key: &str) -> bool {
+        self.after.as_deref().is_none_or(|a| key > a)
+            && self.through.as_deref().is_none_or(|t| key <= t)
+    }
+
+    /// The ranges `(None, c1], (c1, c2], …, (cn, None)` for cuts in strictly
+    /// increasing order: every key is in exactly one of them. Cuts out of
+    /// order are dropped (they would leave a gap or an overlap).
+    pub fn covering(cuts: Vec<String>) -> Vec<KeyRange> {
+        KeyRange::covering_after(None, cuts)
+    }
+
+    /// [`KeyRange::covering`] for the keys after `after` only.
+    pub fn covering_after(after: Option<String>, cuts: Vec<String>) -> Vec<KeyRange> {
+        let mut ranges = Vec::with_capacity(cuts.len() + 1);
+        let mut lower = after;
+        for cut in cuts {
+            if lower.as_ref().is_some_and(|l| cut <= *l) {
+                continue;
+            }
+            ranges.push(KeyRange {
+                after: lower.clone(),
+                through: Some(cut.clone()),
+            });
+            lower = Some(cut);
+        }
+        ranges.push(KeyRange {
+            after: lower,
+            through: None,
+        });
+        ranges
+    }
+}
+
+/// Cuts after every `every`-th of the sorted `keys` (so each range holds
+/// `every` of them), none at the last key: 2,500 keys by 1,000 give two
+/// cuts and three ranges. `keys` must be sorted; `every` is at least 1.
+pub fn cuts_between<S: AsRef<str>>(keys: &[S], every: usize) -> Vec<String> {
+    let every = every.max(1);
+    (1..)
+        .map(|k| k * every - 1)
+        .take_while(|&i| i + 1 < keys.len())
+        .map(|i| keys[i].as_ref().to_string())
+        .collect()
+}
+
+/// The first 48 bits of the UUID a key under `prefix` is named by (its
+/// first 36 characters after the prefix), or `None` for another name. For
+/// a UUIDv7 this is its Unix time in ms.
+fn uuid_position(prefix: &str, key: &str) -> Option<u64> {
+    let name = key.strip_prefix(prefix)?;
+    let u = Uuid::try_parse(name.get(..36)?).ok()?;
+    Some((u.as_u128() >> 80) as u64)
+}
+
+/// The key prefix that sorts just before every lowercase UUID whose first
+/// 48 bits are `pos` (`xxxxxxxx-xxxx`).
+fn cut_at(prefix: &str, pos: u64) -> String {
+    format!("{prefix}{:08x}-{:04x}", pos >> 16, pos & 0xffff)
+}
+
+/// Cuts for the keys after a first page of a `prefix` named by UUIDs, the
+/// partition of `day` (UTC): the first page's keys per ms of UUIDv7 time
+/// give how many keys follow, up to the end of the day when the page lies
+/// within it (else up to the largest UUID), and the rest of the key space
+/// is cut evenly into ranges of about `range_keys` keys, at most
+/// [`ESTIMATED_RANGES_MAX`]. Empty (list the rest as one range) when the
+/// first page's first and last keys are not UUIDs or carry one position.
+pub fn estimated_cuts(
+    prefix: &str,
+    first_page: &[ObjectMeta],
+    day: NaiveDate,
+    range_keys: usize,
+) -> Vec<String> {
+    let (Some(first), Some(last)) = (first_page.first(), first_page.last()) else {
+        return Vec::new();
+    };
+    let (Some(lo), Some(at)) = (
+        uuid_position(prefix, &first.key),
+        uuid_position(prefix, &last.key),
+    ) else {
+        return Vec::new();
+    };
+    if at <= lo {
+        return Vec::new();
+    }
+    let ms = |d: NaiveDate| d.and_time(NaiveTime::MIN).and_utc().timestamp_millis();
+    let (day_start, day_end) = (ms(day), day.succ_opt().map(ms).unwrap_or(i64::MAX));
+    let within = |p: u64| (p as i64) >= day_start && (p as i64) < day_end;
+    let hi = if within(lo) && within(at) {
+        day_end as u64
+    } else {
+        (1u64 << 48) - 1
+    };
+    if hi <= at {
+        return Vec::new();
+    }
+    let per_ms = first_page.len() as f64 / (at - lo) as f64;
+    let expected = per_ms * (hi - at) as f64;
+    let ranges = ((expected / range_keys.max(1) as f64).ceil() as usize)
+        .clamp(1, ESTIMATED_RANGES_MAX) as u64;
+    let span = hi - at;
+    let mut cuts: Vec<String> = (1..ranges)
+        .map(|i| {
+            cut_at(
+                prefix,
+                at + (span as u128 * i as u128 / ranges as u128) as u64,
+            )
+        })
+        .filter(|c| c.as_str() > last.key.as_str())
+        .collect();
+    cuts.dedup();
+    cuts
+}
+
+/// Every object of one range, page by page from its lower bound until a
+/// page ends the prefix or reaches past the range's upper bound.
+///
+/// Errors: an S3 error listing a page.
+pub async fn list_range(
+    store: &impl Store,
+    prefix: &str,
+    range: &KeyRange,
+) -> Result<Vec<ObjectMeta>> {
+    let mut out = Vec::new();
+    let mut after = range.after.clone();
+    loop {
+        let page = store.list_page(prefix, after.as_deref()).await?;
+        let Some(last) = page.objects.last().map(|o| o.key.clone()) else {
+            return Ok(out);
+        };
+        let past = range.through.as_deref().is_some_and(|t| last.as_str() >= t);
+        out.extend(page.objects.into_iter().filter(|o| range.contains(&o.key)));
+        if past || !page.truncated {
+            return Ok(out);
+        }
+        after = Some(last);
+    }
+}
+
+/// Every object under `prefix` in the given ranges, [`LIST_RANGES_IN_FLIGHT`]
+/// ranges at a time, concatenated in range order (lexicographic key order
+/// when the ranges come from [`KeyRange::covering`]).
+///
+/// Errors: the first S3 error of any range.
+pub async fn list_in_ranges(
+    store: &impl Store,
+    prefix: &str,
+    ranges: &[KeyRange],
+) -> Result<Vec<ObjectMeta>> {
+    if let [only] = ranges {
+        return list_range(store, prefix, only).await;
+    }
+    // Owned ranges: a stream of futures borrowing from its items is not
+    // `Send` for every lifetime, which the spawned run needs. Unordered, so
+    // a long range does not hold back the start of the next ones; put back
+    // in range order after.
+    let mut parts: Vec<(usize, Vec<ObjectMeta>)> = stream::iter(ranges.iter().cloned().enumerate())
+        .map(|(i, r)| async move {
+            Ok::<_, crate::error::Error>((i, list_range(store, prefix, &r).await?))
+        })
+        .buffer_unordered(LIST_RANGES_IN_FLIGHT)
+        .try_collect()
+        .await?;
+    parts.sort_unstable_by_key(|(i, _)| *i);
+    Ok(parts.into_iter().flat_map(|(_, p)| p).collect())
+}
+
+/// Every object under `prefix`, the partition of `day`, in key order: the
+/// first page alone, then, when it is truncated, the rest in
+/// [`estimated_cuts`] ranges listed concurrently. The same objects as
+/// [`Store::list`].
+///
+/// Errors: an S3 error listing a page.
+pub async fn list_partition(
+    store: &impl Store,
+    prefix: &str,
+    day: NaiveDate,
+) -> Result<Vec<ObjectMeta>> {
+    let first = store.list_page(prefix, None).await?;
+    if !first.truncated {
+        return Ok(first.objects);
+    }
+    let last = first.objects.last().map(|o| o.key.clone());
+    let range_keys = ESTIMATED_RANGE_KEYS_PAGES * store.list_page_size();
+    let cuts = estimated_cuts(prefix, &first.objects, day, range_keys);
+    let rest = list_in_ranges(store, prefix, &KeyRange::covering_after(last, cuts)).await?;
+    let mut out = first.objects;
+    out.extend(rest);
+    Ok(out)
+}
+
+/// Every object under `prefix`, listed in ranges cut between the `known`
+/// keys (sorted or not; a cut every [`Store::list_page_size`] keys, one
+/// page a range): the re-list of a
+/// partition whose keys were listed before. Keys written since fall into
+/// the ranges like any other. The same objects as [`Store::list`].
+///
+/// Errors: an S3 error listing a page.
+pub async fn relist<S: AsRef<str>>(
+    store: &impl Store,
+    prefix: &str,
+    known: &[S],
+) -> Result<Vec<ObjectMeta>> {
+    let mut keys: Vec<&str> = known
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|k| k.starts_with(prefix))
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let ranges = KeyRange::covering(cuts_between(&keys, store.list_page_size()));
+    list_in_ranges(store, prefix, &ranges).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::MemoryStore;
+    use bytes::Bytes;
+
+    fn v7_key(prefix: &str, ms: u64, n: u64) -> String {
+        let u = Uuid::from_u128(((ms as u128) << 80) | (0x7u128 << 76) | n as u128);
+        format!("{prefix}{u}.parquet")
+    }
+
+    #[test]
+    fn covering_ranges_hold_every_key_once() {
+        let cuts = vec!["b".to_string(), "d".into(), "c".into(), "f".into()];
+        let ranges = KeyRange::covering(cuts);
+        assert_eq!(
+            ranges.len(),
+            4,
+            "the cut out of order is dropped: {ranges:?}"
+        );
+        for key in ["", "a", "b", "b0", "c", "d", "e", "f", "f0", "z"] {
+            let n = ranges.iter().filter(|r| r.contains(key)).count();
+            assert_eq!(n, 1, "{key:?} in {n} ranges");
+        }
+    }
+
+    #[test]
+    fn cuts_between_known_keys_one_page_apart() {
+        let keys: Vec<String> = (0..3000).map(|i| format!("{i:05}")).collect();
+        assert_eq!(cuts_between(&keys, 1000), vec!["00999", "01999"]);
+        assert!(cuts_between(&keys[..1000], 1000).is_empty());
+        assert_eq!(cuts_between(&keys[..1001], 1000), vec!["00999"]);
+        assert!(cuts_between::<String>(&[], 1000).is_empty());
+    }
+
+    #[test]
+    fn estimated_cuts_follow_uuidv7_time_to_the_end_of_the_day() {
+        let day = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let start = day.and_time(NaiveTime::MIN).and_utc().timestamp_millis() as u64;
+        let p = "index/year=2026/month=07/day=20/";
+        // 1,000 keys in the first 3,456 s of the day: 25,000 at that rate
+        // by its end, so ~24,030 follow: 13 ranges of at most ~2,000.
+        let page: Vec<ObjectMeta> = (0..1000)
+            .map(|i| ObjectMeta {
+                key: v7_key(p, start + i * 3456, i),
+                ..ObjectMeta::default()
+            })
+            .collect();
+        let cuts = estimated_cuts(p, &page, day, 2000);
+        assert_eq!(cuts.len(), 12, "{}", cuts.len());
+        assert!(cuts.windows(2).all(|w| w[0] < w[1]));
+        assert!(cuts[0] > page[999].key);
+        let end = start + 86_400_000;
+        assert!(cuts[11] < cut_at(p, end), "cuts stay inside the day");
+        // Denser: capped.
+        assert_eq!(
+            estimated_cuts(p, &page, day, 10).len(),
+            ESTIMATED_RANGES_MAX - 1
+        );
+        // Not UUIDs: nothing to cut by.
+        let odd: Vec<ObjectMeta> = ["a", "b"]
+            .iter()
+            .map(|k| ObjectMeta {
+                key: format!("{p}{k}"),
+                ..ObjectMeta::default()
+            })
+            .collect();
+        assert!(estimated_cuts(p, &odd, day, 2000).is_empty());
+    }
+
+    fn store_with(keys: &[String], page: usize) -> MemoryStore {
+        let s = MemoryStore::new("b").with_list_page_size(page);
+        for k in keys {
+            s.put_now(k, Bytes::from_static(b"x"));
+        }
+        s
+    }
+
+    fn names(objects: &[ObjectMeta]) -> Vec<String> {
+        objects.iter().map(|o| o.key.clone()).collect()
+    }
+
+    #[tokio::test]
+    async fn listings_in_ranges_equal_the_sequential_listing() {
+        let day = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let start = day.and_time(NaiveTime::MIN).and_utc().timestamp_millis() as u64;
+        let p = "index/year=2026/month=07/day=20/";
+        // Dense first, sparse later (the estimate is wrong), a key before the
+        // day, keys after it, odd names, and a key outside the prefix.
+        let mut keys: Vec<String> = (0..40).map(|i| v7_key(p, start + i, i)).collect();
+        keys.extend((0..30).map(|i| v7_key(p, start + 3_600_000 * (i % 24) + i, i)));
+        keys.push(v7_key(p, start - 5, 1));
+        keys.push(v7_key(p, start + 90_000_000, 2));
+        keys.extend([
+            format!("{p}compacted-x.parquet"),
+            format!("{p}_SUCCESS"),
+            format!("{p}zz"),
+            "index/year=2026/month=07/day=21/x".into(),
+        ]);
+        for page in [1, 3, 7, 1000] {
+            let s = store_with(&keys, page);
+            let want = names(&s.list(p).await.unwrap());
+            let got = names(&list_partition(&s, p, day).await.unwrap());
+            assert_eq!(got, want, "list_partition, page size {page}");
+            let known = &want[..want.len() / 2];
+            let got = names(&relist(&s, p, known).await.unwrap());
+            assert_eq!(got, want, "relist, page size {page}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_day_of_one_page_costs_one_request() {
+        let day = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let p = "index/year=2026/month=07/day=20/";
+        let keys: Vec<String> = (0..5)
+            .map(|i| v7_key(p, 1_784_505_600_000 + i, i))
+            .collect();
+        let s = store_with(&keys, 1000);
+        assert_eq!(list_partition(&s, p, day).await.unwrap().len(), 5);
+        assert_eq!(s.requests("ListObjectsV2"), 1);
+        assert_eq!(relist(&s, p, &keys).await.unwrap().len(), 5);
+        assert_eq!(s.requests("ListObjectsV2"), 2);
+    }
+}
