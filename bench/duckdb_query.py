@@ -10,9 +10,9 @@ Runs in .tools/duckdb and loads httpfs from the duckdb-extension-httpfs wheel
 (bench/duckdb_copy.py): nothing is downloaded at run time. The proxy's
 `/__proxy/stats` (on --endpoint) is read before and after each query.
 Prints JSON: {"count": {"wall_s", "requests", "by_kind", "result"},
-"lookup": {..., "rows": [...]}}; the rows of the lookup are sorted by uuid
-key (s3_key) and rendered as strings so that a run before compaction and
-one after can be compared as they are.
+"lookup": {..., "rows": [...]}}; the lookup's rows are rendered as text
+(every column cast to VARCHAR by DuckDB) and sorted, so that a run before
+compaction and one after can be compared as they are.
 """
 import argparse
 import json
@@ -69,8 +69,10 @@ def main():
     out["count"] = {"wall_s": wall, "requests": req, "by_kind": kinds, "result": rows[0][0]}
 
     rows, names, wall, req, kinds = timed(
-        args.endpoint, f"SELECT * FROM read_parquet('{src}') WHERE icao_hex = ?", [args.icao_hex])
-    # Strings, sorted: the same rows print the same whichever file they came from.
+        args.endpoint, f"SELECT COLUMNS(*)::VARCHAR FROM read_parquet('{src}') WHERE icao_hex = ?",
+        [args.icao_hex])
+    # Every column as DuckDB's own text (no pytz needed for the timestamps),
+    # rows sorted: the same rows print the same whichever file they came from.
     rendered = sorted(json.dumps(dict(zip(names, r)), default=str, sort_keys=True) for r in rows)
     out["lookup"] = {"wall_s": wall, "requests": req, "by_kind": kinds, "icao_hex": args.icao_hex,
                      "result": len(rows), "rows": rendered}
