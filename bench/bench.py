@@ -415,7 +415,7 @@ def fmt_table(results, args):
                 lines.append(f"{'':>7}  DuckDB {label:<22} before {b['wall_s']:>7.2f} s {b['requests']:>6} req"
                              f"   after {a['wall_s']:>6.2f} s {a['requests']:>4} req"
                              f"   {b['wall_s'] / max(a['wall_s'], 1e-9):.1f}x faster; answer {a['result']}"
-                             + (" rows" if which == "lookup" else ""))
+                             + ((" row" if a["result"] == 1 else " rows") if which == "lookup" else ""))
         elif "query" in args.systems.split(","):
             lines.append(f"{'':>7}  DuckDB queries skipped (above --query-max)")
     return "\n".join(lines)
