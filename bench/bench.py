@@ -33,7 +33,7 @@ For each N, in one run and against the same data:
 Each runs as its own process: wall time (perf counter around the process,
 except the floor), CPU time (the process's user + system time, ru_utime +
 ru_stime via wait4, whole process, start-up included; reported per file),
-peak RSS (ru_maxrss) and the requests the proxy saw while it ran. baseline and duckdb are skipped above
+peak RSS (GNU time's %M: see run()) and the requests the proxy saw while it ran. baseline and duckdb are skipped above
 --slow-max files (they take ~25 ms a file sequentially: 50,000 files would
 be ~20 minutes each).
 
@@ -74,6 +74,8 @@ RELEASE = os.path.join(ROOT, "target", os.environ.get("BENCH_PROFILE") or "relea
 # one, for an A/B comparison on the same machine state).
 JOB = os.environ.get("BENCH_JOB") or os.path.join(RELEASE, "archive-compaction")
 TOOL = os.path.join(RELEASE, "examples", "bench-tool")
+# GNU time measures each contender's peak RSS (see run()).
+GNU_TIME = os.environ.get("BENCH_TIME") or "/usr/bin/time"
 # BENCH_CURL=path runs another curl (the system's by default).
 CURL = os.environ.get("BENCH_CURL") or shutil.which("curl") or "curl"
 DATA = os.path.join(ROOT, "target", "bench-data")
@@ -182,24 +184,35 @@ def env(endpoint, **extra):
 
 def run(cmd, env_, svc):
     """Runs one contender: (stdout, wall seconds, peak RSS MB, proxy requests,
-    requests by kind, CPU seconds (user, system))."""
+    requests by kind, CPU seconds (user, system)).
+
+    The peak RSS is GNU time's `%M` for the command, not the ru_maxrss of
+    our own wait4: Linux records the RSS a process had when it called exec,
+    so a child forked from this Python process (about 100 MB with pyarrow and
+    boto3 loaded) would report at least that. GNU time is small, and the
+    command it forks starts from its size. CPU time is wait4's (time's and the
+    command's together; time's own is about a millisecond)."""
     before = svc.stats()
     t0 = time.perf_counter()
-    with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
-        p = subprocess.Popen(cmd, env=env_, stdout=fo, stderr=fe)
-        _, status, ru = os.wait4(p.pid, 0)  # this child's own rusage: ru_maxrss in KiB
+    with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe, \
+            tempfile.NamedTemporaryFile("r", prefix="bench-rss-") as rf:
+        p = subprocess.Popen([GNU_TIME, "-f", "%M", "-o", rf.name] + cmd, env=env_, stdout=fo, stderr=fe)
+        _, status, ru = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t0
         p.returncode = os.waitstatus_to_exitcode(status)
         fo.seek(0)
         fe.seek(0)
         out, err = fo.read(), fe.read()
+        # Its last line is %M (KiB); one before it says so if the command failed.
+        rss_lines = rf.read().split()
+    rss_kib = int(rss_lines[-1]) if rss_lines and rss_lines[-1].isdigit() else float("nan")
     after = svc.stats()
     kinds = {k: v - before["by_kind"].get(k, 0) for k, v in after["by_kind"].items()
              if v - before["by_kind"].get(k, 0)}
     if p.returncode not in (0,):
         log(err.decode()[-3000:])
         raise SystemExit(f"bench: {os.path.basename(cmd[0])} {cmd[1:3]} exited {p.returncode}")
-    return (out.decode(), wall, ru.ru_maxrss / 1024.0, after["requests"] - before["requests"], kinds,
+    return (out.decode(), wall, rss_kib / 1024.0, after["requests"] - before["requests"], kinds,
             (ru.ru_utime, ru.ru_stime))
 
 
@@ -449,6 +462,8 @@ def main():
     for exe in (JOB, TOOL):
         if not os.path.exists(exe):
             raise SystemExit(f"bench: {exe} missing; run `make bench` (it builds them)")
+    if not os.access(GNU_TIME, os.X_OK):
+        raise SystemExit(f"bench: {GNU_TIME} (GNU time, for peak RSS) missing: run `make bench-tools`")
     if "curl" in systems and not shutil.which(CURL):
         raise SystemExit(f"bench: {CURL} not found: install curl (scripts/setup-tools.sh bench does)")
     if {"duckdb", "query"} & set(systems) and not os.path.exists(DUCK_PY):

@@ -26,7 +26,7 @@
 #   scripts/setup-tools.sh lambda   cargo-lambda + zig only
 #   scripts/setup-tools.sh hass     Home Assistant only
 #   scripts/setup-tools.sh bench    what `make bench` needs beyond the test tools (duckdb,
-#                                   matplotlib; curl from the system)
+#                                   matplotlib; curl and GNU time from apt)
 #   scripts/setup-tools.sh qemu     qemu-user-static + the arm64 C library (apt), for
 #                                   `make invoke-qemu` (the real arm64 bootstrap, emulated)
 set -euo pipefail
@@ -98,7 +98,8 @@ setup_duckdb() {
 }
 
 # The bench venv: duckdb + httpfs (above) and matplotlib for bench/plot.py;
-# curl (bench.py's independent GET floor) from apt when missing.
+# curl (bench.py's independent GET floor) and GNU time (its peak RSS
+# figures) from apt when missing.
 setup_bench() {
   setup_duckdb
   if ! "$TOOLS/duckdb/bin/python" -c "import matplotlib; assert matplotlib.__version__ == '$MATPLOTLIB_VERSION'" 2>/dev/null; then
@@ -106,6 +107,7 @@ setup_bench() {
     "$TOOLS/duckdb/bin/pip" install -q --disable-pip-version-check "matplotlib==$MATPLOTLIB_VERSION"
   fi
   command -v curl >/dev/null 2>&1 || apt_install curl
+  [ -x /usr/bin/time ] || apt_install time
 }
 
 setup_hass() {
