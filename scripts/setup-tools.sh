@@ -15,7 +15,8 @@
 #                     components tests/home_assistant.rs loads, pinned by scripts/hass-constraints.txt
 #   .tools/duckdb     duckdb + its httpfs extension as a wheel (PyPI), only for `make bench`:
 #                     `scripts/setup-tools.sh duckdb` (the duckdb wheel alone would download
-#                     httpfs from the internet at run time; this one loads it from the wheel)
+#                     httpfs from the internet at run time; this one loads it from the wheel);
+#                     `scripts/setup-tools.sh bench` adds matplotlib (bench/plot.py)
 #
 #
 #   scripts/setup-tools.sh          the test tools (everything above but duckdb and qemu)
@@ -24,7 +25,8 @@
 #   scripts/setup-tools.sh sam      the SAM CLI only
 #   scripts/setup-tools.sh lambda   cargo-lambda + zig only
 #   scripts/setup-tools.sh hass     Home Assistant only
-#   scripts/setup-tools.sh bench    what `make bench` needs beyond the test tools (duckdb)
+#   scripts/setup-tools.sh bench    what `make bench` needs beyond the test tools (duckdb,
+#                                   matplotlib; curl and GNU time from apt)
 #   scripts/setup-tools.sh qemu     qemu-user-static + the arm64 C library (apt), for
 #                                   `make invoke-qemu` (the real arm64 bootstrap, emulated)
 set -euo pipefail
@@ -62,6 +64,8 @@ HASS_REQUIREMENTS=(
 )
 # duckdb-extension-httpfs ships httpfs for exactly this duckdb version.
 DUCKDB_BENCH_VERSION=1.5.5
+# bench/plot.py (Agg backend: no display needed); has cp311 wheels.
+MATPLOTLIB_VERSION=3.11.2
 
 setup_lambda() {
   if [ -x "$TOOLS/lambda/bin/cargo-lambda" ] && "$TOOLS/lambda/bin/cargo-lambda" lambda --version 2>/dev/null | grep -q "$CARGO_LAMBDA_VERSION" \
@@ -91,6 +95,19 @@ setup_duckdb() {
   make_venv "$TOOLS/duckdb"
   "$TOOLS/duckdb/bin/pip" install -q --disable-pip-version-check \
     "duckdb==$DUCKDB_BENCH_VERSION" "duckdb-extension-httpfs==$DUCKDB_BENCH_VERSION"
+}
+
+# The bench venv: duckdb + httpfs (above) and matplotlib for bench/plot.py;
+# curl (bench.py's independent GET floor) and GNU time (its peak RSS
+# figures) from apt when missing.
+setup_bench() {
+  setup_duckdb
+  if ! "$TOOLS/duckdb/bin/python" -c "import matplotlib; assert matplotlib.__version__ == '$MATPLOTLIB_VERSION'" 2>/dev/null; then
+    echo "setup-tools: installing matplotlib $MATPLOTLIB_VERSION into $TOOLS/duckdb" >&2
+    "$TOOLS/duckdb/bin/pip" install -q --disable-pip-version-check "matplotlib==$MATPLOTLIB_VERSION"
+  fi
+  command -v curl >/dev/null 2>&1 || apt_install curl
+  [ -x /usr/bin/time ] || apt_install time
 }
 
 setup_hass() {
@@ -181,7 +198,7 @@ setup_mosquitto() {
 case "${1:-}" in
   qemu) setup_qemu; echo "setup-tools: qemu-aarch64-static ready" >&2; exit 0 ;;
   duckdb) setup_duckdb; echo "setup-tools: duckdb ready ($TOOLS/duckdb)" >&2; exit 0 ;;
-  bench) setup_duckdb; echo "setup-tools: bench tools ready" >&2; exit 0 ;;
+  bench) setup_bench; echo "setup-tools: bench tools ready" >&2; exit 0 ;;
   sam) setup_sam; echo "setup-tools: SAM CLI ready ($TOOLS/sam/bin/sam)" >&2; exit 0 ;;
   lambda) setup_lambda; echo "setup-tools: cargo-lambda ready ($TOOLS/lambda/bin)" >&2; exit 0 ;;
   hass) setup_hass; echo "setup-tools: Home Assistant ready ($TOOLS/hass/bin/hass)" >&2; exit 0 ;;
