@@ -267,10 +267,11 @@ def measure_job(svc, bucket, n, concurrency):
 def measure_floor(svc, bucket, concurrency, n):
     out, wall, rss, req, kinds, cpu = run(
         [TOOL, "floor", "--bucket", bucket, "--prefix", archive.index_prefix(DATE),
-         "--concurrency", str(concurrency)], env(svc.proxied), svc)
+         "--concurrency", str(concurrency), "--date", DATE.isoformat()], env(svc.proxied), svc)
     f = json.loads(out)
     return {"wall_s": f["get_seconds"], "process_s": wall, "rss_mb": rss, "requests": req,
-            "by_kind": kinds, **cpu_fields(cpu, n), "bytes_read": f["bytes"]}
+            "by_kind": kinds, **cpu_fields(cpu, n), "bytes_read": f["bytes"],
+            "list_s": f["list_seconds"], "ranges_list_s": f["ranges_list_seconds"]}
 
 
 def s3_direct(svc):
@@ -417,6 +418,9 @@ def fmt_table(results, args):
         lines.append(f"{'':>7}  job requests by kind: {json.dumps(k, sort_keys=True)}; "
                      f"N + ceil(N/1000) = {n + math.ceil(n / 1000)}; output {r['job']['output_bytes']:,} B "
                      f"for {r['job']['rows']:,} rows")
+        if "floor" in r and r["floor"].get("ranges_list_s", -1) >= 0:
+            lines.append(f"{'':>7}  floor: listing the partition page by page {r['floor']['list_s']:.2f} s, "
+                         f"in key ranges as the job does {r['floor']['ranges_list_s']:.2f} s")
         if "curl" in r:
             lines.append(f"{'':>7}  curl: {r['curl']['requests']} GETs, all 200, --parallel-max "
                          f"{r['curl']['parallel_max']}; its listing (direct, boto3, not in its time) "

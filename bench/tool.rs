@@ -22,7 +22,10 @@
 //! - `floor`: the I/O floor: lists `--prefix`, then GETs every object with
 //!   exactly the job's read path ([`S3Store::get_opt`], `buffered(concurrency)`)
 //!   and throws the bodies away. Prints JSON: objects, bytes, seconds for the
-//!   listing and for the GETs.
+//!   listing and for the GETs. With `--date`, it also lists the prefix in
+//!   key ranges as the job does (`storage::ranges::list_partition`), checks
+//!   it equals the page-by-page listing, and reports its seconds
+//!   (`ranges_list_seconds`; -1 without `--date`).
 //!
 //! The S3 endpoint and credentials come from the AWS SDK's variables
 //! (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, ...), path-style addressing.
@@ -77,6 +80,10 @@ enum Cmd {
         prefix: String,
         #[arg(long, default_value_t = 64)]
         concurrency: usize,
+        /// The partition's date (YYYY-MM-DD): also list the prefix in key
+        /// ranges, as the job does, and report that listing's time.
+        #[arg(long)]
+        date: Option<chrono::NaiveDate>,
     },
 }
 
@@ -97,7 +104,8 @@ async fn main() {
             bucket,
             prefix,
             concurrency,
-        } => floor(&bucket, &prefix, concurrency).await,
+            date,
+        } => floor(&bucket, &prefix, concurrency, date).await,
     }
 }
 
@@ -166,11 +174,23 @@ async fn upload(dir: &Path, bucket: &str, concurrency: usize) {
     );
 }
 
-async fn floor(bucket: &str, prefix: &str, concurrency: usize) {
+async fn floor(bucket: &str, prefix: &str, concurrency: usize, date: Option<chrono::NaiveDate>) {
     let s = store(bucket).await;
     let t0 = Instant::now();
     let objects = s.list(prefix).await.expect("list");
     let listed = t0.elapsed().as_secs_f64();
+    let mut ranges_listed = -1.0;
+    if let Some(d) = date {
+        let t = Instant::now();
+        let again = archive_compaction::storage::ranges::list_partition(&s, prefix, d)
+            .await
+            .expect("list in ranges");
+        ranges_listed = t.elapsed().as_secs_f64();
+        assert_eq!(
+            again, objects,
+            "the listing in ranges differs from the sequential one"
+        );
+    }
     let t1 = Instant::now();
     let mut bytes = 0u64;
     let mut gets = futures::stream::iter(objects.iter().map(|o| s.get_opt(&o.key)))
@@ -181,7 +201,7 @@ async fn floor(bucket: &str, prefix: &str, concurrency: usize) {
         }
     }
     println!(
-        "{{\"objects\": {}, \"bytes\": {bytes}, \"list_seconds\": {listed:.3}, \"get_seconds\": {:.3}}}",
+        "{{\"objects\": {}, \"bytes\": {bytes}, \"list_seconds\": {listed:.3}, \"ranges_list_seconds\": {ranges_listed:.3}, \"get_seconds\": {:.3}}}",
         objects.len(),
         t1.elapsed().as_secs_f64()
     );

@@ -61,7 +61,7 @@ use crate::keys::{
 };
 use crate::report::{RecoveredManifest, RecoveryAction};
 use crate::state::{MANIFEST_VERSION, MANIFEST_VERSION_1, Manifest};
-use crate::storage::{JOB_ID_METADATA, PutMode, Store};
+use crate::storage::{JOB_ID_METADATA, ObjectMeta, PutMode, Store};
 
 /// How far apart (milliseconds) the timestamps of a version-1 manifest's job
 /// id and its output's id may be. Version 1's `prepare` minted the output id
@@ -508,8 +508,7 @@ pub struct Recovery {
 /// one; the run must then stop as a Failure.
 pub async fn recover(store: &impl Store, fence: &mut Fence<'_>) -> Result<Recovery> {
     let mut out = Recovery::default();
-    still_quarantined(store, &mut out).await?;
-    let manifests = store.list(MANIFESTS_ROOT).await?;
+    let manifests = listed_state(store, &mut out).await?;
     for m in manifests {
         let date = manifest_date(&m.key);
         let Some(body) = store.get_opt(&m.key).await? else {
@@ -535,9 +534,19 @@ pub fn quarantined_date(key: &str) -> Option<NaiveDate> {
     manifest_date(&key.replacen(QUARANTINE_ROOT, MANIFESTS_ROOT, 1))
 }
 
+/// Lists `quarantine/` and `manifests/` side by side (both before any
+/// action, as one after the other would be); the quarantined manifests go
+/// into `out` ([`still_quarantined`]); returns the manifests.
+async fn listed_state(store: &impl Store, out: &mut Recovery) -> Result<Vec<ObjectMeta>> {
+    let (quarantined, manifests) =
+        tokio::try_join!(store.list(QUARANTINE_ROOT), store.list(MANIFESTS_ROOT))?;
+    still_quarantined(store, quarantined, out);
+    Ok(manifests)
+}
+
 /// Quarantined manifests still under `quarantine/` block their date.
-async fn still_quarantined(store: &impl Store, out: &mut Recovery) -> Result<()> {
-    for q in store.list(QUARANTINE_ROOT).await? {
+fn still_quarantined(store: &impl Store, quarantined: Vec<ObjectMeta>, out: &mut Recovery) {
+    for q in quarantined {
         let date = quarantined_date(&q.key);
         if let Some(d) = date {
             out.blocked.insert(
@@ -556,7 +565,6 @@ async fn still_quarantined(store: &impl Store, out: &mut Recovery) -> Result<()>
             detail: "still in quarantine: inspect it, then delete it to unblock the date".into(),
         });
     }
-    Ok(())
 }
 
 /// Why a date is blocked by a quarantined manifest (`done`: "moved", or
@@ -601,8 +609,7 @@ fn blocked_reason(
 /// partition (the real run would fail on them too).
 pub async fn assess(store: &impl Store) -> Result<Recovery> {
     let mut out = Recovery::default();
-    still_quarantined(store, &mut out).await?;
-    for m in store.list(MANIFESTS_ROOT).await? {
+    for m in listed_state(store, &mut out).await? {
         let date = manifest_date(&m.key);
         let Some(body) = store.get_opt(&m.key).await? else {
             continue;

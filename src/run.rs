@@ -273,15 +273,24 @@ async fn walk(
     mut fence: Fence<'_>,
 ) -> Result<()> {
     let cutoff = report.cutoff.expect("cutoff set");
-    let mut wm = WatermarkState::read(store).await?;
+    // The watermark is read while recovery runs: recovery never writes it,
+    // and no other invocation does while this one holds the lease.
+    let (mut wm, recovered) = if opts.dry_run {
+        // What recovery would do, done by nobody: the walk plans as after it.
+        tokio::try_join!(WatermarkState::read(store), recovery::assess(store))?
+    } else {
+        tokio::try_join!(
+            WatermarkState::read(store),
+            recovery::recover(store, &mut fence)
+        )?
+    };
     report.watermark_before = wm.watermark.last_compacted_date;
     fill_watermark_fields(report, &wm, cutoff);
 
     let recovery = if opts.dry_run {
-        // What recovery would do, done by nobody: the walk plans as after it.
-        recovery::assess(store).await?
+        recovered
     } else {
-        let r = recovery::recover(store, &mut fence).await?;
+        let r = recovered;
         report.manifests_recovered = r
             .recovered
             .iter()
@@ -657,7 +666,9 @@ async fn day_passes(
     day: &mut DayReport,
 ) -> Result<Option<Vec<Uuid>>> {
     for pass in 0..MAX_PASSES_PER_DATE {
+        let t = std::time::Instant::now();
         let listed = crate::partition::list_day(cx.store, date, mode != DayMode::Sweep).await?;
+        tracing::debug!(%date, phase = "list", flights = listed.flights.len(), seconds = t.elapsed().as_secs_f64(), "partition listed");
         let listing = &listed.index;
         day.flights = listed.flights.len() as u64;
         if pass == 0 {
@@ -847,6 +858,7 @@ async fn commit_day(
 ) -> Result<Committed> {
     let (store, opts) = (cx.store, cx.opts);
     let date = plan.date;
+    let started = std::time::Instant::now();
     let read = commit::read_inputs(
         store,
         date,
@@ -874,13 +886,20 @@ async fn commit_day(
     if !prepared.extra_columns.is_empty() {
         tracing::warn!(%date, columns = ?prepared.extra_columns, "inputs carry columns the target schema does not know; kept after the known ones");
     }
+    // Each phase's time at debug level
+    // (`LOG_LEVEL=info,archive_compaction::run=debug`), in seconds.
+    tracing::debug!(%date, phase = "read", files = inputs.len(), seconds = started.elapsed().as_secs_f64(), "inputs read and merged");
     let m = &prepared.manifest;
+    let t = std::time::Instant::now();
     commit::create_manifest(store, &prepared.manifest_key, m).await?;
     if let (Some(output), Some(body)) = (&m.output, prepared.body.clone()) {
         commit::put_output(store, &mut cx.fence, m.job_id, output, body).await?;
         commit::verify_output(store, output).await?;
     }
+    tracing::debug!(%date, phase = "write", seconds = t.elapsed().as_secs_f64(), "manifest and output written, output verified");
+    let t = std::time::Instant::now();
     let deleted = commit::delete_inputs(store, &mut cx.fence, m).await?;
+    tracing::debug!(%date, phase = "delete", files = m.inputs.len(), seconds = t.elapsed().as_secs_f64(), "partition re-listed, inputs deleted");
     day.files_read += m.inputs.len() as u64;
     day.files_read_compacted += (read.merge_inputs.iter())
         .filter(|i| i.source == Source::Compacted)
