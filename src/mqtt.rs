@@ -64,7 +64,7 @@ use serde_json::{Value, json};
 
 use crate::config::MqttConfig;
 use crate::error::ReportError;
-use crate::report::RunReport;
+use crate::report::{RunReport, StopReason};
 
 /// The ten statistic topics, in publish order (`{root}/statistic/{name}`).
 /// `mismatch_uuids` comes before `mismatch_uuid_count`: a subscriber that
@@ -143,9 +143,15 @@ pub fn format_timestamp(at: DateTime<Utc>) -> String {
 ///   state was read and either this run found a mismatch or the state holds
 ///   none (`mismatch_runs` 0). A run that read a state still blocked on an
 ///   earlier mismatch date but did not check that date again (a Failure
-///   before it, the lease held by another invocation, the deadline) does not
-///   know whether the mismatch persists.
+///   before it, the deadline) does not know whether the mismatch persists.
+/// - Nothing, when another invocation held the lease
+///   ([`StopReason::LeaseHeld`]): this run did no work, and its `Success`
+///   would overwrite the holder's retained status (a `Mismatch`, say) and
+///   per-run figures; the holder publishes its own.
 pub fn is_known(report: &RunReport, name: &str) -> bool {
+    if report.stop_reason == StopReason::LeaseHeld {
+        return false;
+    }
     match name {
         "last_compacted_date" | "mismatch_runs" => report.state_known(),
         "mismatch_date" | "mismatch_uuids" | "mismatch_uuid_count" => {
@@ -159,7 +165,8 @@ pub fn is_known(report: &RunReport, name: &str) -> bool {
 /// leaving out what the run did not establish ([`is_known`]): all ten after
 /// a run that read the state, five (`files_compacted`,
 /// `files_delete_failed`, `days_compacted`, `last_run_at`,
-/// `last_run_status`) after one that could not. Numbers are decimal text;
+/// `last_run_status`) after one that could not, none after one that found
+/// the lease held. Numbers are decimal text;
 /// `last_run_at` is the invocation time.
 pub fn statistics(report: &RunReport, topic_root: &str) -> Vec<Message> {
     let payload = |name: &str| -> String {
@@ -568,6 +575,18 @@ mod tests {
         .map(|(n, p)| (format!("root/statistic/{n}"), p.to_string()))
         .collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_run_that_found_the_lease_held_publishes_no_statistic() {
+        let report = RunReport {
+            stop_reason: StopReason::LeaseHeld,
+            last_run_status: Status::Success,
+            ..full_report()
+        };
+        assert!(statistics(&report, "root").is_empty());
+        // The holder's own report is published whole.
+        assert_eq!(statistics(&full_report(), "root").len(), STATISTICS.len());
     }
 
     #[test]

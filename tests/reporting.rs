@@ -553,6 +553,50 @@ async fn mismatch_runs_counts_consecutive_blocked_invocations() {
     check("event-4", 0, None).await;
 }
 
+/// A run that finds the lease held did no work: it publishes no statistic,
+/// so the retained `Mismatch` (and its date and figures) of the last run
+/// that worked stays what Home Assistant shows.
+#[tokio::test]
+async fn a_run_that_finds_the_lease_held_leaves_the_retained_status() {
+    init_logs();
+    let broker = Broker::start(&[]);
+    let store = bucket("rep-held").await;
+    generate(
+        &store,
+        json!({"seed": 44, "days": [{"date": "2026-07-18", "flights": 3, "unindexed": 1}]}),
+    );
+    let deps = deps_with(&store, &mqtt_env(broker.port, &[]), None);
+    let opts = RunOptions::at(at("2026-07-20T04:50:00Z"));
+    let first = invoke(&deps, &opts).await;
+    assert_eq!(
+        first.last_run_status,
+        Status::Mismatch,
+        "{:?}",
+        first.errors
+    );
+    let before = retained(broker.port, None).await;
+    assert_eq!(statistics(&before)["last_run_status"], "Mismatch");
+    let _held = archive_compaction::lease::LeaseGuard::acquire(
+        &store,
+        "another-invocation",
+        Duration::from_secs(600),
+    )
+    .await
+    .unwrap();
+    let second = invoke(&deps, &RunOptions::at(at("2026-07-20T05:50:00Z"))).await;
+    assert_eq!(
+        second.stop_reason,
+        StopReason::LeaseHeld,
+        "{:?}",
+        second.errors
+    );
+    assert_eq!(
+        retained(broker.port, None).await,
+        before,
+        "a lease-held run changed retained topics"
+    );
+}
+
 #[tokio::test]
 async fn dry_runs_are_not_reported() {
     init_logs();
