@@ -667,7 +667,7 @@ async fn day_passes(
 ) -> Result<Option<Vec<Uuid>>> {
     for pass in 0..MAX_PASSES_PER_DATE {
         let t = std::time::Instant::now();
-        let listed = crate::partition::list_day(cx.store, date, mode != DayMode::Sweep).await?;
+        let mut listed = crate::partition::list_day(cx.store, date, mode != DayMode::Sweep).await?;
         tracing::debug!(%date, phase = "list", flights = listed.flights.len(), seconds = t.elapsed().as_secs_f64(), "partition listed");
         let listing = &listed.index;
         day.flights = listed.flights.len() as u64;
@@ -721,6 +721,9 @@ async fn day_passes(
             .inputs()
             .filter(|m| cx.recovery.claimed.contains(&m.key))
             .count() as u64;
+        // The plan holds what the commit needs: the listing (every key and
+        // ETag, ~200 B a file) goes now, not after the commit.
+        listed.index = Default::default();
         let DayAction::Compact { inputs } = &plan.action else {
             if pass == 0 {
                 day.action = Done::NothingToCompact;
@@ -859,7 +862,7 @@ async fn commit_day(
     let (store, opts) = (cx.store, cx.opts);
     let date = plan.date;
     let started = std::time::Instant::now();
-    let read = commit::read_inputs(
+    let mut read = commit::read_inputs(
         store,
         date,
         inputs,
@@ -881,7 +884,7 @@ async fn commit_day(
     if !lost.is_empty() {
         return Ok(Committed::Lost(lost));
     }
-    let prepared = commit::prepare(date, &read, opts.now, &opts.invocation_id)?;
+    let prepared = commit::prepare(date, &mut read, opts.now, &opts.invocation_id)?;
     day.extra_columns = prepared.extra_columns.clone();
     if !prepared.extra_columns.is_empty() {
         tracing::warn!(%date, columns = ?prepared.extra_columns, "inputs carry columns the target schema does not know; kept after the known ones");

@@ -100,10 +100,10 @@ async fn crashed_commit(
         })
         .collect();
     assert_eq!(inputs.len(), n);
-    let read = commit::read_inputs(store, date, &inputs, 4, 1024, &Default::default())
+    let mut read = commit::read_inputs(store, date, &inputs, 4, 1024, &Default::default())
         .await
         .unwrap();
-    let p = commit::prepare(date, &read, at(NOW), "crashed-run").unwrap();
+    let p = commit::prepare(date, &mut read, at(NOW), "crashed-run").unwrap();
     commit::create_manifest(store, &p.manifest_key, &p.manifest)
         .await
         .unwrap();

@@ -505,10 +505,10 @@ async fn committed_output(store: &S3Store, day: &str, version: u32) -> (String, 
             source: archive_compaction::merge::Source::PerFlight(*u),
         })
         .collect();
-    let read = commit::read_inputs(store, d, &inputs, 4, 1024, &Default::default())
+    let mut read = commit::read_inputs(store, d, &inputs, 4, 1024, &Default::default())
         .await
         .unwrap();
-    let mut p = commit::prepare(d, &read, at(NOW), "crashed-run").unwrap();
+    let mut p = commit::prepare(d, &mut read, at(NOW), "crashed-run").unwrap();
     let body = p.body.clone().unwrap();
     let out = p.manifest.output.clone().unwrap();
     assert_eq!(out.key, compacted_key(d, p.manifest.job_id));
