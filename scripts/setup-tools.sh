@@ -147,28 +147,29 @@ setup_py() {
 DEMO_PY=('pyarrow==26.0.1' 'boto3==1.44.8')
 TEST_PY=("${DEMO_PY[@]}" 'moto[server]==5.2.5' 'duckdb==2.0.1' 'jsonschema==4.26.0' 'paho-mqtt==2.2.0')
 
-setup_ministack() {
-  if [ -x "$TOOLS/ministack/bin/ministack" ] && "$TOOLS/ministack/bin/python" -c 'import cbor2' 2>/dev/null; then
+# ministack_venv DIR CHECK SPEC: ministack (SPEC, with cbor2 beside it) in
+# a venv of its own at DIR (it pins its own botocore), unless DIR's Python
+# already imports CHECK.
+ministack_venv() {
+  if [ -x "$1/bin/ministack" ] && "$1/bin/python" -c "import $2" 2>/dev/null; then
     return
   fi
-  echo "setup-tools: installing ministack into $TOOLS/ministack" >&2
-  make_venv "$TOOLS/ministack"
-  "$TOOLS/ministack/bin/pip" install -q --disable-pip-version-check 'ministack==1.5.33' 'cbor2==6.3.0'
+  echo "setup-tools: installing $3 into $1" >&2
+  make_venv "$1"
+  "$1/bin/pip" install -q --disable-pip-version-check "$3" 'cbor2==6.3.0'
+}
+
+# ministack: S3 and CloudWatch for the tests.
+setup_ministack() { ministack_venv "$TOOLS/ministack" cbor2 'ministack==1.5.33'; }
+
+# ministack with its `full` extra (the SAM transform, Lambda functions run as
+# local processes, EventBridge, SQS, Logs, Secrets Manager):
+# tests/deployed.rs and `make deploy-local`.
+setup_ministack_full() {
+  ministack_venv "$TOOLS/ministack-full" 'cbor2, samtranslator' 'ministack[full]==1.5.33'
 }
 
 # apt_install PACKAGES...: as root, or through sudo; says what to do otherwise.
-# ministack with its `full` extra (the SAM transform, Lambda functions run as
-# local processes, EventBridge, SQS, Logs, Secrets Manager), in a venv of its
-# own: tests/deployed.rs and `make deploy-local`.
-setup_ministack_full() {
-  if [ -x "$TOOLS/ministack-full/bin/ministack" ] && "$TOOLS/ministack-full/bin/python" -c 'import cbor2, samtranslator' 2>/dev/null; then
-    return
-  fi
-  echo "setup-tools: installing ministack[full] into $TOOLS/ministack-full" >&2
-  make_venv "$TOOLS/ministack-full"
-  "$TOOLS/ministack-full/bin/pip" install -q --disable-pip-version-check 'ministack[full]==1.5.33' 'cbor2==6.3.0'
-}
-
 apt_install() {
   local sudo=""
   if ! command -v apt-get >/dev/null 2>&1; then

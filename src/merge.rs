@@ -114,6 +114,13 @@ pub enum MergeError {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// The first row's timestamp in column 6 (µs since the Unix epoch, UTC).
+    fn micros_in_column_6(b: &RecordBatch) -> i64 {
+        b.column(6)
+            .as_primitive::<arrow_array::types::TimestampMicrosecondType>()
+            .value(0)
+    }
     use arrow_array::{
         BooleanArray, StringArray, TimestampMillisecondArray, TimestampNanosecondArray,
     };
@@ -293,12 +300,7 @@ pub(crate) mod tests {
         );
         let d = conform(&mk(ms)).unwrap();
         assert_eq!(d.batch.schema(), target_schema());
-        let v = d
-            .batch
-            .column(6)
-            .as_primitive::<arrow_array::types::TimestampMicrosecondType>()
-            .value(0);
-        assert_eq!(v, 1_700_000_000_123_000);
+        assert_eq!(micros_in_column_6(&d.batch), 1_700_000_000_123_000);
         let exact_ns = Arc::new(TimestampNanosecondArray::from(vec![Some(
             1_700_000_000_123_456_000,
         )]));
@@ -368,12 +370,7 @@ pub(crate) mod tests {
         assert!(!has_target_layout(meta.file_metadata().schema_descr()));
         let d = decode(bytes).unwrap();
         assert_eq!(d.batch.schema(), target_schema());
-        let v = d
-            .batch
-            .column(6)
-            .as_primitive::<arrow_array::types::TimestampMicrosecondType>()
-            .value(0);
-        assert_eq!(v, 1_700_000_000_123_000);
+        assert_eq!(micros_in_column_6(&d.batch), 1_700_000_000_123_000);
         // An extra column: kept, named.
         let extra = with_int_column(row(U1, "X"), "squawk", vec![Some(7700)]);
         let d = decode(parquet_of(&extra)).unwrap();

@@ -6,11 +6,10 @@
 //! the same value serialises to the `--json` output
 //! (`specs/status.schema.json`).
 //!
-//! The mismatch's missing flights are computed with the run's own parity
-//! logic ([`plan::flight_uuids`], [`plan::classify_partition`],
-//! [`plan::missing_flights`], and the rows of compacted files through
-//! [`crate::merge::flight_uuids_in`]), so `status` names exactly the flights the
-//! next run would stop on.
+//! The mismatch's missing flights are computed with the run's own listing
+//! and parity gate ([`crate::partition::list_day`],
+//! [`crate::partition::parity_gate`]), so `status` names exactly the flights
+//! the next run would stop on.
 //!
 //! Time is injected: `now` (`--now`) fixes the cutoff like a run's
 //! invocation time; `as_of` (the wall clock) is what ages and the lease's
@@ -39,10 +38,9 @@ use uuid::Uuid;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::keys::{
-    LOCK_KEY, MANIFESTS_ROOT, QUARANTINE_ROOT, flights_prefix, index_prefix, manifest_date,
-};
+use crate::keys::{LOCK_KEY, MANIFESTS_ROOT, QUARANTINE_ROOT, manifest_date};
 use crate::lease::Lease;
+use crate::partition::{DayListing, list_day};
 use crate::plan;
 use crate::recovery::quarantined_date;
 use crate::state::{Manifest, WatermarkState};
@@ -345,10 +343,10 @@ async fn mismatch_status(
     mismatch_runs: u32,
     errors: &mut Vec<String>,
 ) -> Result<MismatchStatus> {
-    let (fp, ip) = (flights_prefix(date), index_prefix(date));
-    let (flights, index) = tokio::try_join!(store.list(&fp), store.list(&ip))?;
-    let flight_set = plan::flight_uuids(&flights);
-    let listing = plan::classify_partition(index);
+    let DayListing {
+        flights: flight_set,
+        index: listing,
+    } = list_day(store, date, true).await?;
     let gate = crate::partition::parity_gate(store, &flight_set, &listing).await?;
     for (key, u) in &gate.unreadable {
         errors.push(format!(
@@ -369,12 +367,13 @@ async fn mismatch_status(
 }
 
 async fn day_status(store: &impl Store, date: NaiveDate) -> Result<DayStatus> {
-    let (fp, ip) = (flights_prefix(date), index_prefix(date));
-    let (flights, index) = tokio::try_join!(store.list(&fp), store.list(&ip))?;
-    let listing = plan::classify_partition(index);
+    let DayListing {
+        flights,
+        index: listing,
+    } = list_day(store, date, true).await?;
     Ok(DayStatus {
         date,
-        flights: plan::flight_uuids(&flights).len() as u64,
+        flights: flights.len() as u64,
         per_flight_files: listing.per_flight.len() as u64,
         per_flight_bytes: listing.per_flight.iter().map(|(_, m)| m.size).sum(),
         compacted_files: listing.compacted.len() as u64,
