@@ -203,6 +203,9 @@ def run(cmd, env_, svc):
         fo.seek(0)
         fe.seek(0)
         out, err = fo.read(), fe.read()
+        if os.environ.get("BENCH_STDERR"):
+            with open(os.environ["BENCH_STDERR"], "ab") as f:
+                f.write(err)
         # Its last line is %M (KiB); one before it says so if the command failed.
         rss_lines = rf.read().split()
     rss_kib = int(rss_lines[-1]) if rss_lines and rss_lines[-1].isdigit() else float("nan")
@@ -256,7 +259,8 @@ def measure_job(svc, bucket, n, concurrency):
     out, wall, rss, req, kinds, cpu = run(
         wrapper + [JOB, "run", "--now", now],
         env(svc.proxied, S3_BUCKET=bucket, START_DATE=DATE.isoformat(), READ_CONCURRENCY=concurrency,
-            S3_FORCE_PATH_STYLE="true", METRICS_ENABLED="false", LOG_LEVEL="warn"), svc)
+            S3_FORCE_PATH_STYLE="true", METRICS_ENABLED="false",
+            LOG_LEVEL=os.environ.get("BENCH_LOG_LEVEL") or "warn"), svc)
     rep = json.loads(out)
     if rep["last_run_status"] != "Success" or rep["files_compacted"] != n:
         raise SystemExit(f"bench: job did not compact {n} files: {out[:2000]}")

@@ -41,7 +41,17 @@ pub struct LeaseGuard<S = S3Store> {
     lease: Lease,
     etag: String,
     length: Duration,
+    /// When the GET of a [`LeaseGuard::confirm_ahead`] was sent (lease
+    /// clock), until the next [`LeaseGuard::confirm`] takes it.
+    ahead: Option<DateTime<Utc>>,
 }
+
+/// How old a confirmation taken ahead ([`LeaseGuard::confirm_ahead`]) may
+/// be for the next [`LeaseGuard::confirm`] to take it instead of a GET of
+/// its own: 10 s. It bounds how late a run notices a lock file changed by
+/// hand; a takeover by another invocation needs the lease to expire, which
+/// `confirm` checks on the clock whatever the age.
+pub const CONFIRM_AHEAD_MAX_AGE: Duration = Duration::from_secs(10);
 
 fn chrono_len(d: Duration) -> chrono::Duration {
     chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
@@ -84,6 +94,7 @@ impl<S: Store + Clone> LeaseGuard<S> {
                     lease,
                     etag,
                     length,
+                    ahead: None,
                 });
             }
             Err(Error::PreconditionFailed { .. }) => {}
@@ -105,6 +116,7 @@ impl<S: Store + Clone> LeaseGuard<S> {
                 lease,
                 etag,
                 length,
+                ahead: None,
             });
         };
         let existing: Option<Lease> = serde_json::from_slice(&current.body).ok();
@@ -134,6 +146,7 @@ impl<S: Store + Clone> LeaseGuard<S> {
             lease,
             etag,
             length,
+            ahead: None,
         })
     }
 
@@ -144,10 +157,44 @@ impl<S: Store + Clone> LeaseGuard<S> {
 
     /// Confirms the lease is still ours before a destructive step, renewing it
     /// when half of it has elapsed. Costs one GetObject (plus one PutObject
-    /// when renewing).
+    /// when renewing), unless a confirmation taken ahead
+    /// ([`LeaseGuard::confirm_ahead`]) is at most [`CONFIRM_AHEAD_MAX_AGE`]
+    /// old and more than half of the lease is left: then it costs nothing.
+    /// Either way the lease's expiry is checked on the clock now, right
+    /// before the step: no other invocation can take the lease over before
+    /// it expires, so a confirmation taken a request earlier is as good as
+    /// one taken now while more than half of the lease (480 s by default)
+    /// is left.
     ///
-    /// Errors: [`Error::LeaseLost`] when the lock file changed or vanished.
+    /// Errors: [`Error::LeaseLost`] when the lock file changed or vanished,
+    /// or the lease expired.
     pub async fn confirm(&mut self) -> Result<()> {
+        if let Some(sent) = self.ahead.take() {
+            let now = self.clock.now();
+            let fresh = now - sent <= chrono_len(CONFIRM_AHEAD_MAX_AGE);
+            if fresh && self.lease.expires_at - now > chrono_len(self.length / 2) {
+                return Ok(());
+            }
+        }
+        self.confirm_now().await
+    }
+
+    /// Confirms the lease now (one GetObject, and a renewal when due) for
+    /// the next [`LeaseGuard::confirm`] to take: sent beside a request that
+    /// changes nothing the lease guards ([`crate::commit::Fence::beside`]),
+    /// it takes the confirmation's round trip off the destructive step that
+    /// follows.
+    ///
+    /// Errors: as [`LeaseGuard::confirm`].
+    pub async fn confirm_ahead(&mut self) -> Result<()> {
+        let sent = self.clock.now();
+        self.confirm_now().await?;
+        self.ahead = Some(sent);
+        Ok(())
+    }
+
+    async fn confirm_now(&mut self) -> Result<()> {
+        self.ahead = None;
         let lost = || Error::LeaseLost {
             bucket: self.store.bucket().to_string(),
             key: LOCK_KEY.to_string(),
@@ -201,11 +248,16 @@ impl<S: Store + Clone> LeaseGuard<S> {
 pub trait Confirm: std::fmt::Debug + Send {
     /// [`LeaseGuard::confirm`], boxed.
     fn confirm_boxed(&mut self) -> futures::future::BoxFuture<'_, Result<()>>;
+    /// [`LeaseGuard::confirm_ahead`], boxed.
+    fn confirm_ahead_boxed(&mut self) -> futures::future::BoxFuture<'_, Result<()>>;
 }
 
 impl<S: Store + Clone + std::fmt::Debug + 'static> Confirm for LeaseGuard<S> {
     fn confirm_boxed(&mut self) -> futures::future::BoxFuture<'_, Result<()>> {
         Box::pin(self.confirm())
+    }
+    fn confirm_ahead_boxed(&mut self) -> futures::future::BoxFuture<'_, Result<()>> {
+        Box::pin(self.confirm_ahead())
     }
 }
 
@@ -215,5 +267,86 @@ fn held(store: &impl Store, holder: &str, expires_at: DateTime<Utc>) -> Error {
         key: LOCK_KEY.to_string(),
         holder: holder.to_string(),
         expires_at: expires_at.to_rfc3339(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::storage::MemoryStore;
+
+    const LENGTH: Duration = Duration::from_secs(960);
+
+    async fn held() -> (MemoryStore, ManualClock, LeaseGuard<MemoryStore>) {
+        let clock = ManualClock::new("2026-07-22T04:50:00Z".parse().unwrap());
+        let store = MemoryStore::with_clock("b", Arc::new(clock.clone()));
+        let lease = LeaseGuard::acquire_with_clock(&store, Arc::new(clock.clone()), "me", LENGTH)
+            .await
+            .unwrap();
+        (store, clock, lease)
+    }
+
+    #[tokio::test]
+    async fn a_confirmation_taken_ahead_saves_the_next_confirms_get_only() {
+        let (store, clock, mut lease) = held().await;
+        lease.confirm().await.unwrap();
+        assert_eq!(
+            store.requests("GetObject"),
+            1,
+            "confirm alone GETs lock.json"
+        );
+        lease.confirm_ahead().await.unwrap();
+        assert_eq!(store.requests("GetObject"), 2);
+        clock.advance(Duration::from_secs(2));
+        lease.confirm().await.unwrap();
+        assert_eq!(
+            store.requests("GetObject"),
+            2,
+            "taken from the confirmation ahead"
+        );
+        lease.confirm().await.unwrap();
+        assert_eq!(store.requests("GetObject"), 3, "taken once, not twice");
+    }
+
+    #[tokio::test]
+    async fn a_stale_confirmation_ahead_is_not_taken() {
+        let (store, clock, mut lease) = held().await;
+        lease.confirm_ahead().await.unwrap();
+        clock.advance(CONFIRM_AHEAD_MAX_AGE + Duration::from_secs(1));
+        // Changed by hand meanwhile: only a GET of its own can see it.
+        store
+            .put(
+                LOCK_KEY,
+                b"{}".to_vec().into(),
+                PutMode::Update(lease.etag.clone()),
+                None,
+            )
+            .await
+            .unwrap();
+        let e = lease.confirm().await.unwrap_err();
+        assert!(matches!(e, Error::LeaseLost { .. }), "{e}");
+    }
+
+    #[tokio::test]
+    async fn past_half_the_lease_a_confirmation_ahead_is_not_taken_and_the_lease_renews() {
+        let (store, clock, mut lease) = held().await;
+        clock.advance(LENGTH / 2 - Duration::from_secs(1));
+        lease.confirm_ahead().await.unwrap();
+        let (gets, puts) = (store.requests("GetObject"), store.requests("PutObject"));
+        clock.advance(Duration::from_secs(2));
+        lease.confirm().await.unwrap();
+        assert_eq!(store.requests("GetObject"), gets + 1);
+        assert_eq!(store.requests("PutObject"), puts + 1, "renewed");
+        assert!(lease.lease().expires_at > clock.now() + chrono_len(LENGTH / 2));
+    }
+
+    #[tokio::test]
+    async fn an_expired_lease_is_lost_whatever_was_confirmed_ahead() {
+        let (_store, clock, mut lease) = held().await;
+        lease.confirm_ahead().await.unwrap();
+        clock.advance(LENGTH);
+        let e = lease.confirm().await.unwrap_err();
+        assert!(matches!(e, Error::LeaseLost { .. }), "{e}");
     }
 }

@@ -181,6 +181,8 @@ fn init_tracing(level: &str, json: bool, bar: Option<ProgressBar>) {
 /// mimalloc instead of glibc's malloc: the per-file path (SDK request and
 /// response, Parquet decode) makes many small short-lived allocations, which
 /// glibc's allocator served at ~17 % of the job's CPU (README "Performance").
+/// Feature `system-allocator` leaves it out, for heap profilers.
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -894,15 +894,18 @@ async fn commit_day(
     tracing::debug!(%date, phase = "read", files = inputs.len(), seconds = started.elapsed().as_secs_f64(), "inputs read and merged");
     let m = &prepared.manifest;
     let t = std::time::Instant::now();
-    commit::create_manifest(store, &prepared.manifest_key, m).await?;
+    // The lease's GETs go beside the requests before the destructive steps
+    // (`commit::Fence::beside`).
+    (cx.fence)
+        .beside(commit::create_manifest(store, &prepared.manifest_key, m))
+        .await?;
     if let (Some(output), Some(body)) = (&m.output, prepared.body.clone()) {
         commit::put_output(store, &mut cx.fence, m.job_id, output, body).await?;
-        commit::verify_output(store, output).await?;
     }
-    tracing::debug!(%date, phase = "write", seconds = t.elapsed().as_secs_f64(), "manifest and output written, output verified");
+    tracing::debug!(%date, phase = "write", seconds = t.elapsed().as_secs_f64(), "manifest and output written");
     let t = std::time::Instant::now();
-    let deleted = commit::delete_inputs(store, &mut cx.fence, m).await?;
-    tracing::debug!(%date, phase = "delete", files = m.inputs.len(), seconds = t.elapsed().as_secs_f64(), "partition re-listed, inputs deleted");
+    let deleted = commit::verify_and_delete_inputs(store, &mut cx.fence, m).await?;
+    tracing::debug!(%date, phase = "delete", files = m.inputs.len(), seconds = t.elapsed().as_secs_f64(), "output verified, partition re-listed, inputs deleted");
     day.files_read += m.inputs.len() as u64;
     day.files_read_compacted += (read.merge_inputs.iter())
         .filter(|i| i.source == Source::Compacted)
@@ -939,7 +942,10 @@ async fn commit_day(
             transient: false,
         });
     }
-    commit::delete_manifest(store, &prepared.manifest_key).await?;
+    // Beside it, the lease's GET for the watermark write that follows.
+    (cx.fence)
+        .beside(commit::delete_manifest(store, &prepared.manifest_key))
+        .await?;
     Ok(Committed::KeptNewer(deleted.kept_newer.len()))
 }
 

@@ -266,10 +266,12 @@ pub async fn list_partition(
 }
 
 /// Every object under `prefix`, listed in ranges cut between the `known`
-/// keys (sorted or not; a cut every [`Store::list_page_size`] keys, one
-/// page a range): the re-list of a
-/// partition whose keys were listed before. Keys written since fall into
-/// the ranges like any other. The same objects as [`Store::list`].
+/// keys (sorted or not): the re-list of a partition whose keys were listed
+/// before. A range holds [`relist_range_keys`] known keys, nine tenths of a
+/// page, so up to a tenth of a page of keys written since (the day's new
+/// compacted file among them) fit in the same page: one page a range, all of them at once up to
+/// [`LIST_RANGES_IN_FLIGHT`]. Keys written since fall into the ranges like
+/// any other. The same objects as [`Store::list`].
 ///
 /// Errors: an S3 error listing a page.
 pub async fn relist<S: AsRef<str>>(
@@ -277,6 +279,14 @@ pub async fn relist<S: AsRef<str>>(
     prefix: &str,
     known: &[S],
 ) -> Result<Vec<ObjectMeta>> {
+    let ranges = relist_ranges(prefix, known, store.list_page_size());
+    list_in_ranges(store, prefix, &ranges).await
+}
+
+/// The ranges [`relist`] lists: covering the whole key space, each holding
+/// [`relist_range_keys`]`(page_size)` of the `known` keys under `prefix`
+/// (the last one fewer).
+pub fn relist_ranges<S: AsRef<str>>(prefix: &str, known: &[S], page_size: usize) -> Vec<KeyRange> {
     let mut keys: Vec<&str> = known
         .iter()
         .map(AsRef::as_ref)
@@ -284,8 +294,16 @@ pub async fn relist<S: AsRef<str>>(
         .collect();
     keys.sort_unstable();
     keys.dedup();
-    let ranges = KeyRange::covering(cuts_between(&keys, store.list_page_size()));
-    list_in_ranges(store, prefix, &ranges).await
+    KeyRange::covering(cuts_between(&keys, relist_range_keys(page_size)))
+}
+
+/// Known keys in one range of [`relist`]: nine tenths of a page of
+/// `page_size` keys (at least 1). A range of a whole page of known keys
+/// costs a second page, one round trip later, as soon as one key was
+/// written among them: the output of the commit whose inputs are re-listed
+/// always is (a day of 1,000 inputs re-listed in two sequential pages).
+pub fn relist_range_keys(page_size: usize) -> usize {
+    (page_size * 9 / 10).max(1)
 }
 
 #[cfg(test)]
@@ -395,6 +413,38 @@ mod tests {
             let known = &want[..want.len() / 2];
             let got = names(&relist(&s, p, known).await.unwrap());
             assert_eq!(got, want, "relist, page size {page}");
+        }
+    }
+
+    #[test]
+    fn a_relist_range_fits_its_known_keys_and_new_ones_in_one_page() {
+        let p = "index/year=2026/month=07/day=20/";
+        for (page, known) in [
+            (1000usize, 1000usize),
+            (1000, 2000),
+            (1000, 50_000),
+            (100, 250),
+        ] {
+            let keys: Vec<String> = (0..known as u64)
+                .map(|i| v7_key(p, 1_784_505_600_000 + i, i))
+                .collect();
+            // New since: the commit's output, and per-flight files landing
+            // between the known ones.
+            let mut all = keys.clone();
+            all.push(format!("{p}compacted-01a2.parquet"));
+            all.extend((0..5).map(|i| v7_key(p, 1_784_505_600_000 + i * 200, 9_999)));
+            let ranges = relist_ranges(p, &keys, page);
+            assert!(ranges.len() >= known.div_ceil(page));
+            for r in &ranges {
+                let held = all.iter().filter(|k| r.contains(k)).count();
+                assert!(
+                    held <= page,
+                    "page {page}, {known} known: a range holds {held} keys, more than a page: {r:?}"
+                );
+            }
+            for k in &all {
+                assert_eq!(ranges.iter().filter(|r| r.contains(k)).count(), 1, "{k}");
+            }
         }
     }
 
