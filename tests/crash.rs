@@ -176,10 +176,12 @@ async fn crash_in_recovery_between_delete_batches() {
 /// An input overwritten (new ETag) between read and delete survives the
 /// delete and its newer row replaces the old one at once. ministack honours
 /// the ETag in DeleteObjects; moto ignores it, so there the re-list catches it
-/// (run this test with TEST_S3_SERVER=moto too).
+/// (run this test with TEST_S3_SERVER=moto too). The overwrite lands once
+/// the output is put, before the re-list starts (it runs beside the verify,
+/// so `commit::after-verify` may fire after it listed).
 #[tokio::test]
 async fn an_input_overwritten_between_read_and_delete_survives_and_its_newer_row_wins() {
-    overwritten_at("commit::after-verify").await;
+    overwritten_at("commit::after-output-put").await;
 }
 
 /// The same, with the overwrite after the re-list, just before DeleteObjects:
