@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 
 use crate::lease::LeaseGuard;
 use crate::merge::Source;
-use crate::plan::{self, DayAction, DayPlan};
+use crate::plan::{self, DayAction};
 use crate::progress::{Progress, ProgressSink};
 use crate::recovery;
 use crate::report::{
@@ -724,28 +724,32 @@ async fn day_passes(
         // The plan holds what the commit needs: the listing (every key and
         // ETag, ~200 B a file) goes now, not after the commit.
         listed.index = Default::default();
-        let DayAction::Compact { inputs } = &plan.action else {
+        let plan::DayPlan { action, reason, .. } = plan;
+        let DayAction::Compact { inputs } = action else {
             if pass == 0 {
                 day.action = Done::NothingToCompact;
-                day.reason = plan.reason.clone();
+                day.reason = reason;
             }
             break;
         };
         if cx.opts.dry_run {
             day.action = Done::Planned;
-            day.reason = plan.reason.clone();
+            day.reason = reason;
             day.files_read = inputs.len() as u64;
-            day.files_read_compacted = count_source(inputs, Source::Compacted);
-            day.files_read_multi_row = count_source(inputs, Source::MultiRow);
+            day.files_read_compacted = count_source(&inputs, Source::Compacted);
+            day.files_read_multi_row = count_source(&inputs, Source::MultiRow);
             day.bytes_read = inputs.iter().map(|i| i.meta.size).sum();
-            let lost = dry_run_read(cx, &plan, inputs, day, &prefetched, &listed.flights).await?;
+            let lost = dry_run_read(cx, date, &inputs, day, &prefetched, &listed.flights).await?;
             if !lost.is_empty() {
                 return Ok(Some(lost_rows(day, lost)));
             }
             break;
         }
+        // The commit takes the plan's inputs, the bodies the gate read and
+        // the flights, and drops them once the inputs are read.
+        let flights = std::mem::take(&mut listed.flights);
         let kept_newer =
-            match commit_day(cx, &plan, inputs, day, &prefetched, &listed.flights).await? {
+            match commit_day(cx, date, reason, inputs, day, prefetched, flights).await? {
                 Committed::Lost(lost) => return Ok(Some(lost_rows(day, lost))),
                 Committed::KeptNewer(n) => n,
             };
@@ -813,7 +817,7 @@ fn deadline_near(opts: &RunOptions, needed: Duration) -> Option<(Duration, Durat
 /// it would merge, their bytes, and the files it would skip and why.
 async fn dry_run_read(
     cx: &mut Ctx<'_, '_, impl Store>,
-    plan: &DayPlan,
+    date: NaiveDate,
     inputs: &[plan::PlannedInput],
     day: &mut DayReport,
     prefetched: &Prefetched,
@@ -821,7 +825,7 @@ async fn dry_run_read(
 ) -> Result<Vec<Uuid>> {
     let read = commit::read_inputs(
         cx.store,
-        plan.date,
+        date,
         inputs,
         cx.config.read_concurrency,
         cx.config.row_group_rows,
@@ -848,29 +852,37 @@ fn nothing_to_merge(read: &commit::ReadInputs) -> bool {
     compacted == read.merge_inputs.len() && compacted < 2
 }
 
-/// Runs the commit protocol for one planned date; returns how many inputs
-/// were kept because they changed meanwhile. What it did goes into `day`
-/// (also when it fails part way: the day then says what was done).
+/// Runs the commit protocol for one planned date (`inputs`, planned for
+/// `reason`); returns how many inputs were kept because they changed
+/// meanwhile. What it did goes into `day` (also when it fails part way: the
+/// day then says what was done).
+///
+/// It owns the plan's inputs, the bodies the parity gate read (`prefetched`)
+/// and the date's `flights`, and drops them once the inputs are read: at
+/// 200,000 inputs the plan alone is ~40 MB that the manifest, its JSON body
+/// and the re-list need not share the heap with.
 async fn commit_day(
     cx: &mut Ctx<'_, '_, impl Store>,
-    plan: &DayPlan,
-    inputs: &[plan::PlannedInput],
+    date: NaiveDate,
+    reason: String,
+    inputs: Vec<plan::PlannedInput>,
     day: &mut DayReport,
-    prefetched: &Prefetched,
-    flights: &std::collections::BTreeSet<Uuid>,
+    prefetched: Prefetched,
+    flights: std::collections::BTreeSet<Uuid>,
 ) -> Result<Committed> {
     let (store, opts) = (cx.store, cx.opts);
-    let date = plan.date;
     let started = std::time::Instant::now();
     let mut read = commit::read_inputs(
         store,
         date,
-        inputs,
+        &inputs,
         cx.config.read_concurrency,
         cx.config.row_group_rows,
-        prefetched,
+        &prefetched,
     )
     .await?;
+    let planned = inputs.len();
+    drop((inputs, prefetched));
     day.bytes_read += read.bytes_read;
     day.files_skipped += read.skipped.len() as u64;
     day.skipped.extend(read.skipped.iter().cloned());
@@ -880,7 +892,8 @@ async fn commit_day(
         day.reason = "nothing readable to fold: at most one compacted file".into();
         return Ok(Committed::KeptNewer(0));
     }
-    let lost = without_own_row(&read, flights);
+    let lost = without_own_row(&read, &flights);
+    drop(flights);
     if !lost.is_empty() {
         return Ok(Committed::Lost(lost));
     }
@@ -891,7 +904,7 @@ async fn commit_day(
     }
     // Each phase's time at debug level
     // (`LOG_LEVEL=info,archive_compaction::run=debug`), in seconds.
-    tracing::debug!(%date, phase = "read", files = inputs.len(), seconds = started.elapsed().as_secs_f64(), "inputs read and merged");
+    tracing::debug!(%date, phase = "read", files = planned, seconds = started.elapsed().as_secs_f64(), "inputs read and merged");
     let m = &prepared.manifest;
     let t = std::time::Instant::now();
     // The lease's GETs go beside the requests before the destructive steps
@@ -917,7 +930,7 @@ async fn commit_day(
     day.files_kept_newer += deleted.kept_newer.len() as u64;
     day.duplicates_removed += prepared.duplicates_removed;
     day.action = Done::Compacted;
-    day.reason = plan.reason.clone();
+    day.reason = reason;
     if let Some(o) = &m.output {
         day.output_key = Some(o.key.clone());
         // A later pass writes a new output holding the earlier one's rows:
