@@ -53,6 +53,7 @@ import math
 import multiprocessing as mp
 import os
 import random
+import re
 import shlex
 import shutil
 import subprocess
@@ -182,7 +183,7 @@ def env(endpoint, **extra):
     return e
 
 
-def run(cmd, env_, svc):
+def run(cmd, env_, svc, stderr_out=None):
     """Runs one contender: (stdout, wall seconds, peak RSS MB, proxy requests,
     requests by kind, CPU seconds (user, system)).
 
@@ -203,6 +204,8 @@ def run(cmd, env_, svc):
         fo.seek(0)
         fe.seek(0)
         out, err = fo.read(), fe.read()
+        if stderr_out is not None:
+            stderr_out.append(err.decode(errors="replace"))
         if os.environ.get("BENCH_STDERR"):
             with open(os.environ["BENCH_STDERR"], "ab") as f:
                 f.write(err)
@@ -256,16 +259,32 @@ def measure_job(svc, bucket, n, concurrency):
     # BENCH_JOB_WRAPPER="perf record -o target/perf.data" profiles the job
     # (its CPU figures are then the wrapper's and the job's together).
     wrapper = shlex.split(os.environ.get("BENCH_JOB_WRAPPER", ""))
+    # The run module's debug lines carry each phase's time (list, read,
+    # write, delete); everything else logs at warn.
+    err = []
     out, wall, rss, req, kinds, cpu = run(
         wrapper + [JOB, "run", "--now", now],
         env(svc.proxied, S3_BUCKET=bucket, START_DATE=DATE.isoformat(), READ_CONCURRENCY=concurrency,
             S3_FORCE_PATH_STYLE="true", METRICS_ENABLED="false",
-            LOG_LEVEL=os.environ.get("BENCH_LOG_LEVEL") or "warn"), svc)
-    rep = json.loads(out)
+            LOG_LEVEL=os.environ.get("BENCH_LOG_LEVEL") or "warn,archive_compaction::run=debug"), svc, err)
+    # From the first "{": a BENCH_JOB_WRAPPER such as heaptrack prints its
+    # own lines around the job's report on the same stdout.
+    rep, _ = json.JSONDecoder().raw_decode(out[out.find("{"):])
     if rep["last_run_status"] != "Success" or rep["files_compacted"] != n:
         raise SystemExit(f"bench: job did not compact {n} files: {out[:2000]}")
     return {"wall_s": wall, "rss_mb": rss, "requests": req, "by_kind": kinds, **cpu_fields(cpu, n),
-            "output_bytes": rep["bytes_written"], "rows": rep["rows_written"]}
+            "output_bytes": rep["bytes_written"], "rows": rep["rows_written"],
+            "phases_s": job_phases(err[0])}
+
+
+def job_phases(stderr):
+    """Seconds per phase of the job's commit (`phase="list"` ... `seconds=`
+    in its debug lines, summed over dates), and `other`: the run's own
+    duration (its report) outside them is computed by the caller."""
+    phases = {}
+    for m in re.finditer(r'phase="(\w+)".*?seconds=([0-9.eE+-]+)', stderr):
+        phases[m.group(1)] = phases.get(m.group(1), 0.0) + float(m.group(2))
+    return phases
 
 
 def measure_floor(svc, bucket, concurrency, n):
@@ -419,6 +438,11 @@ def fmt_table(results, args):
             lines.append(f"{'':>7}  job CPU ms/file over {len(r['job']['cpu_ms_per_file_runs'])} runs: "
                          + ", ".join(f"{x:.3f}" for x in r["job"]["cpu_ms_per_file_runs"])
                          + "; wall s: " + ", ".join(f"{x:.2f}" for x in sorted(r["job"]["wall_s_runs"])))
+        ph = r["job"].get("phases_s")
+        if ph:
+            rest = r["job"]["wall_s"] - sum(ph.values())
+            lines.append(f"{'':>7}  job phases: " + ", ".join(f"{k} {v:.2f} s" for k, v in ph.items())
+                         + f"; the rest of the process (start, lease, recovery, watermark, release) {rest:.2f} s")
         lines.append(f"{'':>7}  job requests by kind: {json.dumps(k, sort_keys=True)}; "
                      f"N + ceil(N/1000) = {n + math.ceil(n / 1000)}; output {r['job']['output_bytes']:,} B "
                      f"for {r['job']['rows']:,} rows")
