@@ -12,14 +12,16 @@
 //!    on its ETag (a changed input survives as a newer version).
 //! 7. [`delete_manifest`]: once every input is gone or proven newer.
 //!
-//! 5 and 6's re-list run at once ([`verify_and_delete_inputs`]), once the
-//! output's PUT has returned.
+//! 5's HEAD and 6's re-list run at once ([`verify_and_delete_inputs`]),
+//! once the output's PUT has returned (when the output must be read back
+//! and hashed, the re-list is taken again after that).
 //!
 //! The lease is confirmed before each destructive step (4, each wave of 6,
-//! and the watermark write after 7). Its GET goes beside the request before
-//! that step ([`Fence::beside`]: beside 3, beside 5 and the re-list, beside
-//! each wave but the last, beside 7), so the step itself only checks the
-//! lease's expiry on the clock: four fewer round trips a date.
+//! and the watermark write). Its GET goes beside the request before that
+//! step ([`Fence::beside`]: beside 3, beside 5 and the re-list, beside each
+//! wave), so the step itself only checks the lease's expiry on the clock:
+//! three fewer round trips a date. The walk deletes the manifest (7) beside
+//! the watermark write (`run::write_watermark`): one more.
 //!
 //! The walker ([`crate::run`]) then advances the watermark. Between 4 and 6 a
 //! reader may see a row twice; whatever happens, the manifest lets the next
@@ -562,10 +564,17 @@ pub async fn delete_inputs(
 }
 
 /// Phases 5 and 6 of a commit: verifies the output ([`verify_output`], when
-/// the manifest names one) while the partition is re-listed
-/// ([`listed_etags`]) and the lease confirmed, the three at once, then
-/// deletes the inputs against that listing. Both reads start only once the
-/// output's PUT has returned (see [`delete_listed_inputs`]).
+/// the manifest names one) and deletes the inputs against a re-list of the
+/// partition. Both reads start only once the output's PUT has returned
+/// (see [`delete_listed_inputs`]), and the lease is confirmed beside them.
+///
+/// When the HEAD settles the check (the server keeps the output's SHA-256,
+/// as S3 does for a single PUT), the re-list runs beside it. When the output
+/// must be read back and hashed (a multipart output, or a server that keeps
+/// no comparable checksum), the re-list is taken again once that is done:
+/// a listing taken while a long read-back runs would give a server that
+/// ignores the ETag in DeleteObjects a wider window in which a version
+/// written meanwhile is deleted.
 ///
 /// Errors: [`Error::VerifyFailed`] (nothing is deleted), the lease lost, or
 /// an S3 error.
@@ -574,16 +583,53 @@ pub async fn verify_and_delete_inputs(
     fence: &mut Fence<'_>,
     manifest: &Manifest,
 ) -> Result<DeleteOutcome> {
-    let verify = async {
-        match &manifest.output {
-            Some(output) => verify_output(store, output).await,
-            None => Ok(()),
+    let (settled, listed) = fence
+        .beside(async {
+            tokio::try_join!(
+                head_settles(store, manifest.output.as_ref()),
+                listed_etags(store, manifest)
+            )
+        })
+        .await?;
+    let listed = match (settled, &manifest.output) {
+        (false, Some(output)) => {
+            verify_output(store, output).await?;
+            fence.beside(listed_etags(store, manifest)).await?
+        }
+        _ => {
+            failpoint!("commit::after-verify");
+            listed
         }
     };
-    let listed = fence
-        .beside(async { Ok(tokio::try_join!(verify, listed_etags(store, manifest))?.1) })
-        .await?;
     delete_listed_inputs(store, fence, manifest, &listed).await
+}
+
+/// Whether a HEAD of `output` verifies it on its own: `true` when its size
+/// and stored SHA-256 equal the manifest's (or there is no output), `false`
+/// when the stored checksum is absent or of another kind (the body must be
+/// read back: [`verify_output`]).
+///
+/// Errors: [`Error::VerifyFailed`] when it is missing or its size or
+/// checksum differs; an S3 error.
+async fn head_settles(store: &impl Store, output: Option<&ManifestOutput>) -> Result<bool> {
+    let Some(output) = output else {
+        return Ok(true);
+    };
+    let failed = |reason: String| Error::VerifyFailed {
+        bucket: store.bucket().into(),
+        key: output.key.clone(),
+        reason,
+    };
+    let Some(head) = store.head(&output.key).await? else {
+        return Err(failed("not found after PUT".into()));
+    };
+    if head.size != output.size {
+        return Err(failed(format!(
+            "size {} != manifest {}",
+            head.size, output.size
+        )));
+    }
+    Ok(head.checksum_sha256.as_deref() == Some(output.sha256.as_str()))
 }
 
 /// The ETag of every object in the partition of `manifest`, by key: its
@@ -608,7 +654,8 @@ pub async fn listed_etags(
 /// [`delete_inputs`] against its listing (key → ETag) of the partition,
 /// taken once the output's PUT returned. DeleteObjects batches go out
 /// [`Store::delete_batches_in_flight`] at a time; the lease is confirmed
-/// before each wave (for a later wave, beside the wave before it).
+/// before each wave (for a later wave, beside the wave before it; beside
+/// the last, for the watermark write that follows).
 ///
 /// Errors: the lease lost, or an S3 error after the SDK's retries (keys
 /// refused one by one are in [`DeleteOutcome::failed`], not errors).
@@ -638,19 +685,19 @@ async fn delete_listed_inputs(
     }
     let mut failures = Vec::new();
     let batches: Vec<&[(String, String)]> = to_delete.chunks(store.delete_batch_size()).collect();
-    let waves_of = store.delete_batches_in_flight().max(1);
-    for (i, wave) in batches.chunks(waves_of).enumerate() {
+    for (i, wave) in batches
+        .chunks(store.delete_batches_in_flight().max(1))
+        .enumerate()
+    {
         if i > 0 {
             failpoint!("commit::between-delete-batches");
         }
         fence.check().await?;
         failpoint!("commit::before-delete-batch");
+        // Beside each wave, the lease's GET for the next destructive step:
+        // the next wave, or the watermark write after the last.
         let sent = futures::future::try_join_all(wave.iter().map(|b| store.delete_batch(b)));
-        let done = if (i + 1) * waves_of < batches.len() {
-            fence.beside(sent).await?
-        } else {
-            sent.await?
-        };
+        let done = fence.beside(sent).await?;
         failures.extend(done.into_iter().flatten());
     }
     for f in failures {

@@ -41,16 +41,20 @@ pub struct LeaseGuard<S = S3Store> {
     lease: Lease,
     etag: String,
     length: Duration,
-    /// When the GET of a [`LeaseGuard::confirm_ahead`] was sent (lease
-    /// clock), until the next [`LeaseGuard::confirm`] takes it.
-    ahead: Option<DateTime<Utc>>,
+    /// When the GET of a [`LeaseGuard::confirm_ahead`] was sent, on the
+    /// lease clock and on the monotonic clock, until the next
+    /// [`LeaseGuard::confirm`] takes it.
+    ahead: Option<(DateTime<Utc>, std::time::Instant)>,
 }
 
 /// How old a confirmation taken ahead ([`LeaseGuard::confirm_ahead`]) may
 /// be for the next [`LeaseGuard::confirm`] to take it instead of a GET of
-/// its own: 10 s. It bounds how late a run notices a lock file changed by
-/// hand; a takeover by another invocation needs the lease to expire, which
-/// `confirm` checks on the clock whatever the age.
+/// its own: 10 s, on both the lease clock and the monotonic clock (a wall
+/// clock stepped back does not make an old confirmation look fresh). It
+/// bounds how late a run notices a lock file deleted or changed by hand:
+/// up to 10 s plus the step that follows (see README, "Lease"); a takeover
+/// by another invocation needs the lease to expire, which `confirm` checks
+/// on the clock whatever the age.
 pub const CONFIRM_AHEAD_MAX_AGE: Duration = Duration::from_secs(10);
 
 fn chrono_len(d: Duration) -> chrono::Duration {
@@ -169,9 +173,12 @@ impl<S: Store + Clone> LeaseGuard<S> {
     /// Errors: [`Error::LeaseLost`] when the lock file changed or vanished,
     /// or the lease expired.
     pub async fn confirm(&mut self) -> Result<()> {
-        if let Some(sent) = self.ahead.take() {
+        if let Some((sent, sent_mono)) = self.ahead.take() {
             let now = self.clock.now();
-            let fresh = now - sent <= chrono_len(CONFIRM_AHEAD_MAX_AGE);
+            let age = now - sent;
+            let fresh = age >= chrono::Duration::zero()
+                && age <= chrono_len(CONFIRM_AHEAD_MAX_AGE)
+                && sent_mono.elapsed() <= CONFIRM_AHEAD_MAX_AGE;
             if fresh && self.lease.expires_at - now > chrono_len(self.length / 2) {
                 return Ok(());
             }
@@ -187,7 +194,7 @@ impl<S: Store + Clone> LeaseGuard<S> {
     ///
     /// Errors: as [`LeaseGuard::confirm`].
     pub async fn confirm_ahead(&mut self) -> Result<()> {
-        let sent = self.clock.now();
+        let sent = (self.clock.now(), std::time::Instant::now());
         self.confirm_now().await?;
         self.ahead = Some(sent);
         Ok(())
@@ -342,10 +349,32 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_expired_lease_is_lost_whatever_was_confirmed_ahead() {
-        let (_store, clock, mut lease) = held().await;
+    async fn a_clock_moved_past_the_expiry_makes_the_confirmation_ahead_stale_and_the_lease_lost() {
+        let (store, clock, mut lease) = held().await;
         lease.confirm_ahead().await.unwrap();
+        let gets = store.requests("GetObject");
         clock.advance(LENGTH);
+        let e = lease.confirm().await.unwrap_err();
+        assert!(matches!(e, Error::LeaseLost { .. }), "{e}");
+        assert_eq!(store.requests("GetObject"), gets + 1, "a GET of its own");
+    }
+
+    #[tokio::test]
+    async fn a_clock_stepped_back_does_not_make_a_confirmation_ahead_fresh() {
+        let (store, clock, mut lease) = held().await;
+        lease.confirm_ahead().await.unwrap();
+        // NTP steps the clock back 10 minutes; meanwhile the lock file was
+        // changed (taken over, or by hand): only a GET can see it.
+        clock.set(clock.now() - chrono::Duration::minutes(10));
+        store
+            .put(
+                LOCK_KEY,
+                b"{}".to_vec().into(),
+                PutMode::Update(lease.etag.clone()),
+                None,
+            )
+            .await
+            .unwrap();
         let e = lease.confirm().await.unwrap_err();
         assert!(matches!(e, Error::LeaseLost { .. }), "{e}");
     }

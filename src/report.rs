@@ -59,7 +59,8 @@ pub enum StopReason {
     LeaseHeld,
     /// A date is blocked by a stuck or quarantined manifest.
     BlockedByManifest,
-    /// A repair range (`--from`/`--to`) went through its last date.
+    /// A repair range (`--from`/`--to`), or the one date of `--date`, went
+    /// through its last date.
     EndOfRange,
     /// An error stopped the run.
     Error,

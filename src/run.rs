@@ -167,6 +167,13 @@ struct Ctx<'a, 'f, S> {
     opts: &'a RunOptions,
     fence: Fence<'f>,
     recovery: recovery::Recovery,
+    /// Manifests of commits that are complete (every input gone or proven
+    /// newer), still to delete: the walk deletes them beside the watermark
+    /// write that follows ([`write_watermark`]), every other caller of
+    /// [`process_day`] at once ([`delete_finished_manifests`]). A crash
+    /// first leaves a complete manifest, which the next run's recovery
+    /// deletes (output verified, no input left to delete).
+    finished_manifests: Vec<String>,
 }
 
 /// Runs one invocation. Never returns an error: every failure is recorded in
@@ -307,15 +314,53 @@ async fn walk(
         opts,
         fence,
         recovery,
+        finished_manifests: Vec::new(),
     };
     if let Some((from, to)) = opts.repair {
         return repair_range(&mut cx, report, from, to).await;
     }
     let watermark_before = wm.watermark.last_compacted_date;
     walk_dates(&mut cx, report, &mut wm).await?;
+    delete_finished_manifests(&mut cx).await?;
     if opts.only_date.is_none() {
         sweep(&mut cx, report, watermark_before).await?;
     }
+    Ok(())
+}
+
+/// Deletes the manifests of [`Ctx::finished_manifests`].
+async fn delete_finished_manifests(cx: &mut Ctx<'_, '_, impl Store>) -> Result<()> {
+    for key in std::mem::take(&mut cx.finished_manifests) {
+        commit::delete_manifest(cx.store, &key).await?;
+    }
+    Ok(())
+}
+
+/// Advances the watermark to `date` and writes it (`If-Match`), the lease
+/// confirmed first, beside the deletes of the finished manifests: the
+/// watermark may land before a complete commit's manifest is gone (recovery
+/// deletes such a manifest), never before the commit is complete.
+async fn write_watermark(
+    cx: &mut Ctx<'_, '_, impl Store>,
+    wm: &mut WatermarkState,
+    date: NaiveDate,
+) -> Result<()> {
+    let (store, now) = (cx.store, cx.opts.now);
+    let finished = std::mem::take(&mut cx.finished_manifests);
+    let fence = &mut cx.fence;
+    let manifests = async {
+        for key in &finished {
+            commit::delete_manifest(store, key).await?;
+        }
+        Ok(())
+    };
+    let watermark = async {
+        fence.check().await?;
+        wm.watermark.advance(date);
+        crate::failpoint!("run::before-watermark-write");
+        wm.write(store, now).await
+    };
+    tokio::try_join!(manifests, watermark)?;
     Ok(())
 }
 
@@ -372,7 +417,13 @@ async fn walk_dates(
     walking(cx, &dates);
     let opts = cx.opts;
     let mut slowest = Duration::ZERO;
-    report.stop_reason = StopReason::ReachedCutoff;
+    // `--date` is a range of one date: through it, it ends there, whatever
+    // the cutoff.
+    report.stop_reason = if opts.only_date.is_some() {
+        StopReason::EndOfRange
+    } else {
+        StopReason::ReachedCutoff
+    };
     for date in dates {
         if stop_for_deadline(cx, report, date, slowest, "the next run continues") {
             break;
@@ -387,12 +438,10 @@ async fn walk_dates(
             return Ok(());
         }
         if opts.dry_run || opts.only_date.is_some() {
+            delete_finished_manifests(cx).await?;
             continue;
         }
-        cx.fence.check().await?;
-        wm.watermark.advance(date);
-        crate::failpoint!("run::before-watermark-write");
-        wm.write(cx.store, opts.now).await?;
+        write_watermark(cx, wm, date).await?;
         report.days_compacted += 1;
         fill_watermark_fields(report, wm, cutoff);
     }
@@ -491,7 +540,9 @@ async fn sweep(
         if cx.recovery.blocked.contains_key(&date) {
             continue;
         }
-        match process_day(cx, date, DayMode::Sweep).await {
+        let outcome = process_day(cx, date, DayMode::Sweep).await;
+        delete_finished_manifests(cx).await?;
+        match outcome {
             DayOutcome::Failed(day, e) => {
                 report.add_day(day);
                 return Err(e);
@@ -549,7 +600,9 @@ async fn repair_range(
             report.fail(format!("{date} is blocked: {why}"));
             continue;
         }
-        if let Some(missing) = timed_day(cx, report, date, DayMode::Repair, &mut slowest).await? {
+        let mismatch = timed_day(cx, report, date, DayMode::Repair, &mut slowest).await?;
+        delete_finished_manifests(cx).await?;
+        if let Some(missing) = mismatch {
             tracing::warn!(%date, missing = missing.len(), "parity mismatch: date left as it is; the range goes on");
             first_mismatch.get_or_insert((date, missing));
         }
@@ -694,8 +747,9 @@ async fn day_passes(
         };
         if pass == 0 && gate_needed {
             let gate = parity_gate(cx.store, &listed.flights, listing).await?;
-            for (key, u) in gate.unreadable {
-                day.skipped.push(SkippedFile {
+            add_skipped(
+                day,
+                gate.unreadable.into_iter().map(|(key, u)| SkippedFile {
                     key,
                     date: Some(date),
                     column: u.column,
@@ -703,8 +757,8 @@ async fn day_passes(
                         "multi-row index file unreadable for the parity check: {}",
                         u.reason
                     ),
-                });
-            }
+                }),
+            );
             let missing = gate.missing;
             if !missing.is_empty() {
                 day.parity = Some(Parity::Mismatch);
@@ -735,10 +789,6 @@ async fn day_passes(
         if cx.opts.dry_run {
             day.action = Done::Planned;
             day.reason = reason;
-            day.files_read = inputs.len() as u64;
-            day.files_read_compacted = count_source(&inputs, Source::Compacted);
-            day.files_read_multi_row = count_source(&inputs, Source::MultiRow);
-            day.bytes_read = inputs.iter().map(|i| i.meta.size).sum();
             let lost = dry_run_read(cx, date, &inputs, day, &prefetched, &listed.flights).await?;
             if !lost.is_empty() {
                 return Ok(Some(lost_rows(day, lost)));
@@ -756,6 +806,8 @@ async fn day_passes(
         if kept_newer == 0 {
             break;
         }
+        // The next pass folds this one's output in: its manifest goes first.
+        delete_finished_manifests(cx).await?;
         tracing::info!(%date, kept_newer, "inputs changed during the commit; folding their newer versions in");
     }
     Ok(None)
@@ -800,8 +852,25 @@ fn lost_rows(day: &mut DayReport, lost: Vec<Uuid>) -> Vec<Uuid> {
     lost
 }
 
-fn count_source(inputs: &[plan::PlannedInput], source: Source) -> u64 {
-    inputs.iter().filter(|i| i.source == source).count() as u64
+/// Inputs of `read` of kind `source` that were decoded (and merged).
+fn count_decoded(read: &commit::ReadInputs, source: Source) -> u64 {
+    (read.merge_inputs.iter())
+        .filter(|i| i.source == source)
+        .count() as u64
+}
+
+/// Adds `files` to the day's skipped files (`skipped`, `files_skipped`),
+/// each key once: the parity gate and every pass of the commit may each
+/// find the same file unreadable.
+fn add_skipped(day: &mut DayReport, files: impl IntoIterator<Item = SkippedFile>) {
+    let mut seen: std::collections::HashSet<String> =
+        day.skipped.iter().map(|f| f.key.clone()).collect();
+    for f in files {
+        if seen.insert(f.key.clone()) {
+            day.files_skipped += 1;
+            day.skipped.push(f);
+        }
+    }
 }
 
 /// `Some((left, needed))` when less than `needed` remains before the run's
@@ -832,14 +901,18 @@ async fn dry_run_read(
         prefetched,
     )
     .await?;
-    day.files_read = read.read.len() as u64;
     day.bytes_read = read.bytes_read;
-    day.files_skipped += read.skipped.len() as u64;
+    add_skipped(day, read.skipped.iter().cloned());
     if nothing_to_merge(&read) {
         day.action = Done::NothingToCompact;
         day.reason = "nothing readable to fold: at most one compacted file".into();
+    } else {
+        // What was read, as the real run counts it (not what was planned:
+        // a planned input that cannot be decoded is skipped, not read).
+        day.files_read = read.read.len() as u64;
+        day.files_read_compacted = count_decoded(&read, Source::Compacted);
+        day.files_read_multi_row = count_decoded(&read, Source::MultiRow);
     }
-    day.skipped.extend(read.skipped.iter().cloned());
     Ok(without_own_row(&read, flights))
 }
 
@@ -884,8 +957,7 @@ async fn commit_day(
     let planned = inputs.len();
     drop((inputs, prefetched));
     day.bytes_read += read.bytes_read;
-    day.files_skipped += read.skipped.len() as u64;
-    day.skipped.extend(read.skipped.iter().cloned());
+    add_skipped(day, read.skipped.iter().cloned());
     if nothing_to_merge(&read) {
         // The first pass leaves the default (nothing_to_compact); a later
         // pass keeps what the first one did (compacted).
@@ -920,12 +992,8 @@ async fn commit_day(
     let deleted = commit::verify_and_delete_inputs(store, &mut cx.fence, m).await?;
     tracing::debug!(%date, phase = "delete", files = m.inputs.len(), seconds = t.elapsed().as_secs_f64(), "output verified, partition re-listed, inputs deleted");
     day.files_read += m.inputs.len() as u64;
-    day.files_read_compacted += (read.merge_inputs.iter())
-        .filter(|i| i.source == Source::Compacted)
-        .count() as u64;
-    day.files_read_multi_row += (read.merge_inputs.iter())
-        .filter(|i| i.source == Source::MultiRow)
-        .count() as u64;
+    day.files_read_compacted += count_decoded(&read, Source::Compacted);
+    day.files_read_multi_row += count_decoded(&read, Source::MultiRow);
     day.files_deleted += deleted.deleted;
     day.files_kept_newer += deleted.kept_newer.len() as u64;
     day.duplicates_removed += prepared.duplicates_removed;
@@ -955,10 +1023,9 @@ async fn commit_day(
             transient: false,
         });
     }
-    // Beside it, the lease's GET for the watermark write that follows.
-    (cx.fence)
-        .beside(commit::delete_manifest(store, &prepared.manifest_key))
-        .await?;
+    // Complete: its manifest is deleted beside the watermark write that
+    // follows (`write_watermark`), or at once by another caller.
+    cx.finished_manifests.push(prepared.manifest_key);
     Ok(Committed::KeptNewer(deleted.kept_newer.len()))
 }
 

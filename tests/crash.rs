@@ -173,19 +173,22 @@ async fn crash_in_recovery_between_delete_batches() {
 
 /// The real binary, SIGKILLed at seeded random instants during a multi-day
 /// run, then one uninterrupted run: same invariants.
-/// An input overwritten (new ETag) between read and delete survives the
-/// delete and its newer row replaces the old one at once. ministack honours
-/// the ETag in DeleteObjects; moto ignores it, so there the re-list catches it
-/// (run this test with TEST_S3_SERVER=moto too). The overwrite lands once
-/// the output is put, before the re-list starts (it runs beside the verify,
-/// so `commit::after-verify` may fire after it listed).
+/// An input overwritten (new ETag) between read and the re-list survives
+/// the delete and its newer row replaces the old one at once. ministack
+/// honours the ETag in DeleteObjects; moto ignores it, so there the re-list
+/// catches it (run this test with TEST_S3_SERVER=moto too). The overwrite
+/// lands once the output is put, before the re-list starts: the re-list runs
+/// beside the output's HEAD, so at `commit::after-verify` it has listed
+/// already, and an overwrite from then on is the case of the test below.
 #[tokio::test]
 async fn an_input_overwritten_between_read_and_delete_survives_and_its_newer_row_wins() {
     overwritten_at("commit::after-output-put").await;
 }
 
-/// The same, with the overwrite after the re-list, just before DeleteObjects:
-/// only the ETag condition in DeleteObjects can save the newer version. AWS
+/// The same, with the overwrite after the re-list, just before DeleteObjects
+/// (or while the output's HEAD or the lease's GET beside the re-list is
+/// still out): only the ETag condition in DeleteObjects can save the newer
+/// version. AWS
 /// honours it and so does ministack; moto ignores it (it would delete the
 /// newer version), so this one needs ministack.
 #[tokio::test]

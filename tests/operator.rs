@@ -153,10 +153,22 @@ fn recovered(r: &RunReport) -> BTreeSet<(String, String)> {
 }
 
 /// Per date: what the plan says (files, bytes, parity), in walk order.
-fn plan_view(r: &RunReport) -> Vec<(NaiveDate, u64, u64, Option<Parity>)> {
+/// What a dry run says of each day and the real run must then do: files
+/// read (of which compacted and other multi-row), skipped, bytes, parity.
+#[allow(clippy::type_complexity)]
+fn plan_view(r: &RunReport) -> Vec<(NaiveDate, [u64; 5], Option<Parity>)> {
     r.days
         .iter()
-        .map(|d| (d.date, d.files_read, d.bytes_read, d.parity))
+        .map(|d| {
+            let counts = [
+                d.files_read,
+                d.files_read_compacted,
+                d.files_read_multi_row,
+                d.files_skipped,
+                d.bytes_read,
+            ];
+            (d.date, counts, d.parity)
+        })
         .collect()
 }
 
@@ -190,6 +202,32 @@ async fn dry_run_writes_nothing_and_plans_what_the_real_run_then_does() {
         )
         .await
         .unwrap();
+    // Multi-row index files that are not Parquet either: one on 07-19 (the
+    // plan counts it as multi-row, but it is skipped, not read), one on the
+    // mismatching 07-20 (the parity gate reads it for its rows, and skips it).
+    let garbage_multi: Vec<String> = ["2026-07-19", "2026-07-20"]
+        .iter()
+        .map(|d| format!("{}part-0.parquet", index_prefix(date(d))))
+        .collect();
+    for key in &garbage_multi {
+        store
+            .put(
+                key,
+                b"PAR1 not parquet".to_vec().into(),
+                PutMode::Create,
+                None,
+            )
+            .await
+            .unwrap();
+    }
+    let mut all_garbage = vec![garbage.clone()];
+    all_garbage.extend(garbage_multi.iter().cloned());
+    all_garbage.sort();
+    let skipped_keys = |r: &RunReport| {
+        let mut keys: Vec<String> = r.skipped_files.iter().map(|s| s.key.clone()).collect();
+        keys.sort();
+        keys
+    };
     // A dry run needs no lease: it works while another run holds it.
     let lease = LeaseGuard::acquire(&store, "someone-else", std::time::Duration::from_secs(120))
         .await
@@ -249,15 +287,19 @@ async fn dry_run_writes_nothing_and_plans_what_the_real_run_then_does() {
     assert!(d18.bytes_read > 0);
     let d19 = day(&dry, "2026-07-19");
     assert_eq!(
-        (d19.action.as_str(), d19.files_read, d19.files_skipped),
-        ("planned", 6, 1)
+        (
+            d19.action.as_str(),
+            d19.files_read,
+            d19.files_read_multi_row,
+            d19.files_skipped
+        ),
+        ("planned", 6, 0, 2),
+        "the unreadable multi-row file is skipped, not read"
     );
     assert_eq!(
-        dry.skipped_files
-            .iter()
-            .map(|s| s.key.as_str())
-            .collect::<Vec<_>>(),
-        vec![garbage.as_str()]
+        skipped_keys(&dry),
+        all_garbage,
+        "each unreadable file once, the one the parity gate read too"
     );
     let d20 = day(&dry, "2026-07-20");
     assert_eq!(
@@ -265,6 +307,10 @@ async fn dry_run_writes_nothing_and_plans_what_the_real_run_then_does() {
         ("mismatch", Some(Parity::Mismatch))
     );
     assert_eq!(d20.flights, 5);
+    assert_eq!(
+        d20.files_skipped, 1,
+        "the file the parity gate could not read"
+    );
 
     // The real run does what the dry run said.
     let real = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
@@ -273,6 +319,8 @@ async fn dry_run_writes_nothing_and_plans_what_the_real_run_then_does() {
     assert_eq!(recovered(&real), recovered(&dry));
     assert_eq!(real.mismatch_uuids, dry.mismatch_uuids);
     assert_eq!(real.skipped_files, dry.skipped_files);
+    let counted: u64 = real.days.iter().map(|d| d.files_skipped).sum();
+    assert_eq!(counted as usize, real.skipped_files.len());
     assert_eq!(
         real.days
             .iter()
@@ -282,10 +330,9 @@ async fn dry_run_writes_nothing_and_plans_what_the_real_run_then_does() {
     );
     let after = dump(&store, "");
     assert_compacted(&after, "2026-07-18", &generated.rows["2026-07-18"]);
-    assert!(
-        after.contains_key(&garbage),
-        "the unreadable file was left in place"
-    );
+    for key in &all_garbage {
+        assert!(after.contains_key(key), "{key}: left in place");
+    }
 }
 
 #[tokio::test]
@@ -656,6 +703,7 @@ async fn date_after_the_watermark_compacts_it_without_moving_the_watermark() {
         let r: RunReport = stdout_json(&out);
         assert_eq!(r.days.len(), 1);
         assert_eq!(r.days[0].action, "compacted");
+        assert_eq!(r.stop_reason, StopReason::EndOfRange, "--date {d}");
         assert_eq!(r.last_compacted_date, Some(date("2026-07-18")));
         assert_eq!(
             dump(&store, wm_key),
