@@ -566,7 +566,9 @@ pub async fn delete_inputs(
 /// Phases 5 and 6 of a commit: verifies the output ([`verify_output`], when
 /// the manifest names one) and deletes the inputs against a re-list of the
 /// partition. Both reads start only once the output's PUT has returned
-/// (see [`delete_listed_inputs`]), and the lease is confirmed beside them.
+/// (a listing taken while the PUT is out let the simulation put two
+/// compacted files with the same rows), and the lease is confirmed beside
+/// them.
 ///
 /// When the HEAD settles the check (the server keeps the output's SHA-256,
 /// as S3 does for a single PUT), the re-list runs beside it. When the output

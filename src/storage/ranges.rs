@@ -15,8 +15,10 @@
 //! place the cuts:
 //!
 //! - [`cuts_between`]: the keys are known (the re-list before the deletes
-//!   knows every input it read): a cut every page of keys
-//!   ([`LIST_PAGE_MAX`](super::LIST_PAGE_MAX) on S3), one page a range.
+//!   knows every input it read): a cut every nine tenths of a page of keys
+//!   ([`relist_range_keys`]: 900 on S3, whose pages are
+//!   [`LIST_PAGE_MAX`](super::LIST_PAGE_MAX)), one page a range with room
+//!   for keys written since.
 //! - [`estimated_cuts`]: the keys are not known yet (a partition's first
 //!   listing). The first page is listed alone (a day of at most 1,000 keys
 //!   costs the one request it always did); when it is truncated, the rest
