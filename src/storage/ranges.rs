@@ -190,6 +190,37 @@ pub fn estimated_cuts(
     cuts
 }
 
+/// First characters after the prefix at which [`name_cuts`] cuts: the
+/// digits in three groups, the uppercase hex letters in two, the rest of
+/// the uppercase letters, and the lowercase letters in two.
+pub const NAME_CUT_CHARS: &str = "147ADGan";
+
+/// Cuts for the keys after a first page of `prefix` (the partition of
+/// `day`, UTC) whose names do not start with a UUID, which
+/// [`estimated_cuts`] cannot place. The archive writer names about half
+/// its flight objects `{icao_hex}_{callsign}_{uuid}.json.gz`: they sort by
+/// the aircraft's address, with the `{uuid}.json.gz` ones among them. So
+/// the key space is cut at the first character after the prefix
+/// ([`NAME_CUT_CHARS`]) and, for the UUID-named keys, evenly over the
+/// day's UUIDv7 time ([`ESTIMATED_RANGES_MAX`] parts); cuts at or before
+/// `last` (the first page's last key) are dropped. At most 17 cuts.
+/// Where they fall changes only how even the ranges are, never what is
+/// listed.
+pub fn name_cuts(prefix: &str, last: &str, day: NaiveDate) -> Vec<String> {
+    let ms = |d: NaiveDate| d.and_time(NaiveTime::MIN).and_utc().timestamp_millis() as u64;
+    let start = ms(day);
+    let day_ms = 86_400_000u64;
+    let parts = ESTIMATED_RANGES_MAX as u64;
+    let mut cuts: Vec<String> = (0..=parts)
+        .map(|k| cut_at(prefix, start + day_ms * k / parts))
+        .chain(NAME_CUT_CHARS.chars().map(|c| format!("{prefix}{c}")))
+        .filter(|c| c.as_str() > last)
+        .collect();
+    cuts.sort_unstable();
+    cuts.dedup();
+    cuts
+}
+
 /// Every object of one range, page by page from its lower bound until a
 /// page ends the prefix or reaches past the range's upper bound.
 ///
@@ -260,7 +291,13 @@ pub async fn list_partition(
     }
     let last = first.objects.last().map(|o| o.key.clone());
     let range_keys = ESTIMATED_RANGE_KEYS_PAGES * store.list_page_size();
-    let cuts = estimated_cuts(prefix, &first.objects, day, range_keys);
+    let uuid_named =
+        |o: Option<&ObjectMeta>| o.is_some_and(|o| uuid_position(prefix, &o.key).is_some());
+    let cuts = if uuid_named(first.objects.first()) && uuid_named(first.objects.last()) {
+        estimated_cuts(prefix, &first.objects, day, range_keys)
+    } else {
+        name_cuts(prefix, last.as_deref().unwrap_or(prefix), day)
+    };
     let rest = list_in_ranges(store, prefix, &KeyRange::covering_after(last, cuts)).await?;
     let mut out = first.objects;
     out.extend(rest);
@@ -401,6 +438,11 @@ mod tests {
         keys.extend((0..30).map(|i| v7_key(p, start + 3_600_000 * (i % 24) + i, i)));
         keys.push(v7_key(p, start - 5, 1));
         keys.push(v7_key(p, start + 90_000_000, 2));
+        // The writer's other flight names: `{icao_hex}_{callsign}_{uuid}`.
+        keys.extend((0..30u64).map(|i| {
+            let u = v7_key("", start + i * 2_000_000, i);
+            format!("{p}{:06X}_DAL{i}_{u}", (i * 0x08_5A3D) % 0x100_0000)
+        }));
         keys.extend([
             format!("{p}compacted-x.parquet"),
             format!("{p}_SUCCESS"),
@@ -416,6 +458,32 @@ mod tests {
             let got = names(&relist(&s, p, known).await.unwrap());
             assert_eq!(got, want, "relist, page size {page}");
         }
+    }
+
+    #[test]
+    fn a_prefix_named_by_aircraft_addresses_is_cut_too() {
+        let day = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let p = "flights/2026/07/20/";
+        let cuts = name_cuts(p, &format!("{p}00A3F1_DAL1_x"), day);
+        assert!(cuts.len() >= 10, "{cuts:?}");
+        assert!(cuts.windows(2).all(|w| w[0] < w[1]), "sorted: {cuts:?}");
+        assert!(
+            cuts.iter()
+                .all(|c| c.as_str() > "flights/2026/07/20/00A3F1_DAL1_x")
+        );
+        // The day's UUIDv7 names fall between the cuts, not all in one range.
+        let start = day.and_time(NaiveTime::MIN).and_utc().timestamp_millis() as u64;
+        let ranges = KeyRange::covering(cuts);
+        let hit = |ms: u64| ranges.iter().position(|r| r.contains(&v7_key(p, ms, 1)));
+        assert_ne!(hit(start + 3_600_000), hit(start + 20 * 3_600_000));
+        assert_ne!(
+            ranges
+                .iter()
+                .position(|r| r.contains(&format!("{p}3C6444_DLH4_x"))),
+            ranges
+                .iter()
+                .position(|r| r.contains(&format!("{p}A0B1C2_UAL9_x")))
+        );
     }
 
     #[test]
