@@ -468,20 +468,47 @@ pub async fn inspect_output(
     store: &impl Store,
     output: &ManifestOutput,
 ) -> Result<(OutputCheck, Option<Head>)> {
-    let Some(head) = store.head(&output.key).await? else {
-        return Ok((OutputCheck::Missing, None));
+    match judge_head(output, store.head(&output.key).await?) {
+        HeadVerdict::Settled(check, head) => Ok((check, head)),
+        HeadVerdict::ReadBack(head) => read_back(store, output, head).await,
+    }
+}
+
+/// What a HEAD of an output says on its own ([`judge_head`]).
+enum HeadVerdict {
+    /// Missing, a size that differs, or the manifest's SHA-256 stored.
+    Settled(OutputCheck, Option<Head>),
+    /// The right size, but no comparable checksum stored: read it back.
+    ReadBack(Head),
+}
+
+/// Judges `head` (the output's HEAD, `None` when missing) against the
+/// manifest's size and SHA-256, without reading the body.
+fn judge_head(output: &ManifestOutput, head: Option<Head>) -> HeadVerdict {
+    let Some(head) = head else {
+        return HeadVerdict::Settled(OutputCheck::Missing, None);
     };
     if head.size != output.size {
         let reason = format!("size {} != manifest {}", head.size, output.size);
-        return Ok((OutputCheck::Differs(reason, head.etag.clone()), Some(head)));
+        let etag = head.etag.clone();
+        return HeadVerdict::Settled(OutputCheck::Differs(reason, etag), Some(head));
     }
-    let sum = match &head.checksum_sha256 {
-        Some(s) if *s == output.sha256 => s.clone(),
-        _ => match store.get_opt(&output.key).await? {
-            None => return Ok((OutputCheck::Missing, None)),
-            Some(f) => sha256_b64(&f.body),
-        },
+    if head.checksum_sha256.as_deref() == Some(output.sha256.as_str()) {
+        return HeadVerdict::Settled(OutputCheck::Verified, Some(head));
+    }
+    HeadVerdict::ReadBack(head)
+}
+
+/// Reads the output back and hashes it against the manifest's SHA-256.
+async fn read_back(
+    store: &impl Store,
+    output: &ManifestOutput,
+    head: Head,
+) -> Result<(OutputCheck, Option<Head>)> {
+    let Some(f) = store.get_opt(&output.key).await? else {
+        return Ok((OutputCheck::Missing, None));
     };
+    let sum = sha256_b64(&f.body);
     if sum != output.sha256 {
         let reason = format!("sha256 {sum} != manifest {}", output.sha256);
         return Ok((OutputCheck::Differs(reason, head.etag.clone()), Some(head)));
@@ -493,25 +520,25 @@ pub async fn inspect_output(
 ///
 /// Errors: [`Error::VerifyFailed`] otherwise.
 pub async fn verify_output(store: &impl Store, output: &ManifestOutput) -> Result<()> {
-    match check_output(store, output).await? {
-        OutputCheck::Verified => {}
-        OutputCheck::Missing => {
-            return Err(Error::VerifyFailed {
-                bucket: store.bucket().into(),
-                key: output.key.clone(),
-                reason: "not found after PUT".into(),
-            });
+    require_verified(store, output, check_output(store, output).await?)
+}
+
+/// `Ok` for [`OutputCheck::Verified`], else [`Error::VerifyFailed`] naming
+/// the output and why.
+fn require_verified(store: &impl Store, output: &ManifestOutput, check: OutputCheck) -> Result<()> {
+    let reason = match check {
+        OutputCheck::Verified => {
+            failpoint!("commit::after-verify");
+            return Ok(());
         }
-        OutputCheck::Differs(reason, _) => {
-            return Err(Error::VerifyFailed {
-                bucket: store.bucket().into(),
-                key: output.key.clone(),
-                reason,
-            });
-        }
-    }
-    failpoint!("commit::after-verify");
-    Ok(())
+        OutputCheck::Missing => "not found after PUT".to_string(),
+        OutputCheck::Differs(reason, _) => reason,
+    };
+    Err(Error::VerifyFailed {
+        bucket: store.bucket().into(),
+        key: output.key.clone(),
+        reason,
+    })
 }
 
 /// What [`delete_inputs`] did.
@@ -585,53 +612,25 @@ pub async fn verify_and_delete_inputs(
     fence: &mut Fence<'_>,
     manifest: &Manifest,
 ) -> Result<DeleteOutcome> {
-    let (settled, listed) = fence
-        .beside(async {
-            tokio::try_join!(
-                head_settles(store, manifest.output.as_ref()),
-                listed_etags(store, manifest)
-            )
-        })
+    let Some(output) = &manifest.output else {
+        let listed = fence.beside(listed_etags(store, manifest)).await?;
+        return delete_listed_inputs(store, fence, manifest, &listed).await;
+    };
+    let (head, listed) = fence
+        .beside(async { tokio::try_join!(store.head(&output.key), listed_etags(store, manifest)) })
         .await?;
-    let listed = match (settled, &manifest.output) {
-        (false, Some(output)) => {
-            verify_output(store, output).await?;
-            fence.beside(listed_etags(store, manifest)).await?
-        }
-        _ => {
-            failpoint!("commit::after-verify");
+    let listed = match judge_head(output, head) {
+        HeadVerdict::Settled(check, _) => {
+            require_verified(store, output, check)?;
             listed
+        }
+        HeadVerdict::ReadBack(head) => {
+            let (check, _) = read_back(store, output, head).await?;
+            require_verified(store, output, check)?;
+            fence.beside(listed_etags(store, manifest)).await?
         }
     };
     delete_listed_inputs(store, fence, manifest, &listed).await
-}
-
-/// Whether a HEAD of `output` verifies it on its own: `true` when its size
-/// and stored SHA-256 equal the manifest's (or there is no output), `false`
-/// when the stored checksum is absent or of another kind (the body must be
-/// read back: [`verify_output`]).
-///
-/// Errors: [`Error::VerifyFailed`] when it is missing or its size or
-/// checksum differs; an S3 error.
-async fn head_settles(store: &impl Store, output: Option<&ManifestOutput>) -> Result<bool> {
-    let Some(output) = output else {
-        return Ok(true);
-    };
-    let failed = |reason: String| Error::VerifyFailed {
-        bucket: store.bucket().into(),
-        key: output.key.clone(),
-        reason,
-    };
-    let Some(head) = store.head(&output.key).await? else {
-        return Err(failed("not found after PUT".into()));
-    };
-    if head.size != output.size {
-        return Err(failed(format!(
-            "size {} != manifest {}",
-            head.size, output.size
-        )));
-    }
-    Ok(head.checksum_sha256.as_deref() == Some(output.sha256.as_str()))
 }
 
 /// The ETag of every object in the partition of `manifest`, by key: its
@@ -759,5 +758,90 @@ mod tests {
             input_state(&input("c", "\"e1\""), &listed),
             InputState::Gone
         );
+    }
+}
+
+#[cfg(test)]
+mod verify_tests {
+    use super::*;
+    use crate::storage::MemoryStore;
+
+    /// A manifest of two inputs and an output of `body`, all in `store`;
+    /// the output is stored with its SHA-256 when `with_checksum`.
+    async fn committed(store: &MemoryStore, with_checksum: bool) -> Manifest {
+        let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let job_id = Uuid::now_v7();
+        let inputs = (0..2)
+            .map(|i| {
+                let key = format!("{}{}.parquet", index_prefix(date), Uuid::now_v7());
+                let etag = store.put_now(&key, Bytes::from(vec![i; 8]));
+                ManifestInput { key, etag, size: 8 }
+            })
+            .collect();
+        let body = Bytes::from_static(b"PAR1 output PAR1");
+        let output = ManifestOutput {
+            key: compacted_key(date, job_id),
+            size: body.len() as u64,
+            sha256: sha256_b64(&body),
+            rows: 2,
+        };
+        if with_checksum {
+            let mut request = PutRequest::new(PutMode::Create);
+            request.sha256_b64 = Some(output.sha256.clone());
+            store.put_object(&output.key, body, request).await.unwrap();
+        } else {
+            store.put_now(&output.key, body);
+        }
+        Manifest {
+            schema_version: MANIFEST_VERSION,
+            job_id,
+            date,
+            output: Some(output),
+            inputs,
+            created_at: Utc::now(),
+            invocation_id: "test".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_head_that_settles_the_check_goes_beside_the_one_re_list() {
+        let store = MemoryStore::new("b");
+        let m = committed(&store, true).await;
+        let done = verify_and_delete_inputs(&store, &mut Fence(None), &m)
+            .await
+            .unwrap();
+        assert_eq!(done.deleted, 2);
+        assert_eq!(store.requests("HeadObject"), 1);
+        assert_eq!(store.requests("GetObject"), 0, "no read-back");
+        assert_eq!(store.requests("ListObjectsV2"), 1);
+    }
+
+    #[tokio::test]
+    async fn a_read_back_verify_is_followed_by_a_re_list_of_its_own() {
+        let store = MemoryStore::new("b");
+        let m = committed(&store, false).await;
+        let done = verify_and_delete_inputs(&store, &mut Fence(None), &m)
+            .await
+            .unwrap();
+        assert_eq!(done.deleted, 2);
+        assert_eq!(store.requests("HeadObject"), 1, "the HEAD is not repeated");
+        assert_eq!(store.requests("GetObject"), 1, "read back and hashed");
+        assert_eq!(
+            store.requests("ListObjectsV2"),
+            2,
+            "re-listed again after the read-back"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_output_that_differs_deletes_nothing() {
+        let store = MemoryStore::new("b");
+        let mut m = committed(&store, false).await;
+        m.output.as_mut().unwrap().sha256 = sha256_b64(b"another body");
+        let e = verify_and_delete_inputs(&store, &mut Fence(None), &m)
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::VerifyFailed { .. }), "{e}");
+        assert_eq!(store.requests("DeleteObjects"), 0);
     }
 }

@@ -294,6 +294,19 @@ mod tests {
         (store, clock, lease)
     }
 
+    /// Overwrites `lock.json` (a new ETag), as a takeover or a hand would.
+    async fn change_lock_by_hand(store: &MemoryStore, lease: &LeaseGuard<MemoryStore>) {
+        store
+            .put(
+                LOCK_KEY,
+                b"{}".to_vec().into(),
+                PutMode::Update(lease.etag.clone()),
+                None,
+            )
+            .await
+            .unwrap();
+    }
+
     #[tokio::test]
     async fn a_confirmation_taken_ahead_saves_the_next_confirms_get_only() {
         let (store, clock, mut lease) = held().await;
@@ -322,15 +335,7 @@ mod tests {
         lease.confirm_ahead().await.unwrap();
         clock.advance(CONFIRM_AHEAD_MAX_AGE + Duration::from_secs(1));
         // Changed by hand meanwhile: only a GET of its own can see it.
-        store
-            .put(
-                LOCK_KEY,
-                b"{}".to_vec().into(),
-                PutMode::Update(lease.etag.clone()),
-                None,
-            )
-            .await
-            .unwrap();
+        change_lock_by_hand(&store, &lease).await;
         let e = lease.confirm().await.unwrap_err();
         assert!(matches!(e, Error::LeaseLost { .. }), "{e}");
     }
@@ -366,15 +371,7 @@ mod tests {
         // NTP steps the clock back 10 minutes; meanwhile the lock file was
         // changed (taken over, or by hand): only a GET can see it.
         clock.set(clock.now() - chrono::Duration::minutes(10));
-        store
-            .put(
-                LOCK_KEY,
-                b"{}".to_vec().into(),
-                PutMode::Update(lease.etag.clone()),
-                None,
-            )
-            .await
-            .unwrap();
+        change_lock_by_hand(&store, &lease).await;
         let e = lease.confirm().await.unwrap_err();
         assert!(matches!(e, Error::LeaseLost { .. }), "{e}");
     }

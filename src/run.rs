@@ -330,8 +330,14 @@ async fn walk(
 
 /// Deletes the manifests of [`Ctx::finished_manifests`].
 async fn delete_finished_manifests(cx: &mut Ctx<'_, '_, impl Store>) -> Result<()> {
-    for key in std::mem::take(&mut cx.finished_manifests) {
-        commit::delete_manifest(cx.store, &key).await?;
+    let finished = std::mem::take(&mut cx.finished_manifests);
+    delete_manifests(cx.store, &finished).await
+}
+
+/// Deletes these manifests, one after another.
+async fn delete_manifests(store: &impl Store, keys: &[String]) -> Result<()> {
+    for key in keys {
+        commit::delete_manifest(store, key).await?;
     }
     Ok(())
 }
@@ -348,12 +354,7 @@ async fn write_watermark(
     let (store, now) = (cx.store, cx.opts.now);
     let finished = std::mem::take(&mut cx.finished_manifests);
     let fence = &mut cx.fence;
-    let manifests = async {
-        for key in &finished {
-            commit::delete_manifest(store, key).await?;
-        }
-        Ok(())
-    };
+    let manifests = delete_manifests(store, &finished);
     let watermark = async {
         fence.check().await?;
         wm.watermark.advance(date);
