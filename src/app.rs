@@ -37,6 +37,9 @@ pub struct Deps {
     /// successful read, then reused (a failed read is tried again by the
     /// next invocation).
     mqtt_password: Arc<tokio::sync::OnceCell<String>>,
+    /// The stop request every invocation's run follows (SIGTERM: Lambda's
+    /// shutdown; [`crate::stop::Stop::listen`] in `main`).
+    pub stop: crate::stop::Stop,
 }
 
 impl crate::reporting::Sinks for Deps {
@@ -151,6 +154,7 @@ impl Deps {
             cloudwatch,
             secrets,
             mqtt_password: Arc::new(tokio::sync::OnceCell::new()),
+            stop: crate::stop::Stop::new(),
         }
     }
 
@@ -218,8 +222,14 @@ pub async fn invoke(deps: &Deps, opts: &RunOptions) -> RunReport {
 }
 
 /// The Lambda payload: an EventBridge scheduled event, or a console test
-/// event with the optional fields below. Unknown fields are ignored.
+/// event with the optional fields below, parsed strictly
+/// ([`InvokeEvent::from_value`]): a field this version does not know (say
+/// `dry-run`, the CLI's spelling) is an error, never ignored. EventBridge's
+/// own envelope fields ([`EVENTBRIDGE_ENVELOPE`]) are the exception: they
+/// are accepted and not used, bar `id` and `time`.
 #[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)] // the envelope's fields are read by nobody
 pub struct InvokeEvent {
     /// EventBridge event id (equal on redelivery).
     #[serde(default)]
@@ -233,19 +243,123 @@ pub struct InvokeEvent {
     /// Plan only; write nothing.
     #[serde(default)]
     pub dry_run: bool,
-    /// Compact only this date (`YYYY-MM-DD`).
-    #[serde(default)]
+    /// Compact only this date (exactly `YYYY-MM-DD`).
+    #[serde(default, deserialize_with = "strict_date")]
     pub date: Option<NaiveDate>,
-    /// First date of a repair range (`YYYY-MM-DD`, with `to`; see
+    /// First date of a repair range (exactly `YYYY-MM-DD`, with `to`; see
     /// [`RunOptions::repair`]).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "strict_date")]
     pub from: Option<NaiveDate>,
-    /// Last date of a repair range (`YYYY-MM-DD`, with `from`), included.
-    #[serde(default)]
+    /// Last date of a repair range (exactly `YYYY-MM-DD`, with `from`), included.
+    #[serde(default, deserialize_with = "strict_date")]
     pub to: Option<NaiveDate>,
+    /// EventBridge's envelope fields ([`EVENTBRIDGE_ENVELOPE`]), accepted
+    /// and not used.
+    #[serde(default)]
+    version: Option<serde_json::Value>,
+    #[serde(default, rename = "detail-type")]
+    detail_type: Option<serde_json::Value>,
+    #[serde(default)]
+    source: Option<serde_json::Value>,
+    #[serde(default)]
+    account: Option<serde_json::Value>,
+    #[serde(default)]
+    region: Option<serde_json::Value>,
+    #[serde(default)]
+    resources: Option<serde_json::Value>,
+    #[serde(default)]
+    detail: Option<serde_json::Value>,
+    #[serde(default, rename = "replay-name")]
+    replay_name: Option<serde_json::Value>,
+}
+
+/// The fields of an EventBridge event other than `id` and `time`
+/// (<https://docs.aws.amazon.com/eventbridge/latest/ref/overiew-event-structure.html>),
+/// plus `replay-name` of a replayed event: accepted in an event and ignored.
+pub const EVENTBRIDGE_ENVELOPE: &[&str] = &[
+    "version",
+    "detail-type",
+    "source",
+    "account",
+    "region",
+    "resources",
+    "detail",
+    "replay-name",
+];
+
+/// The fields of an event this version reads.
+pub const EVENT_FIELDS: &[&str] = &["id", "time", "now", "dry_run", "date", "from", "to"];
+
+/// A date field of an event: exactly `YYYY-MM-DD`, as the CLI takes it
+/// ([`crate::config::parse_date`]).
+fn strict_date<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<NaiveDate>, D::Error> {
+    let s: Option<String> = Option::deserialize(d)?;
+    s.map(|s| {
+        crate::config::parse_date("", &s)
+            .map_err(|_| serde::de::Error::custom(format!("expected a date YYYY-MM-DD, got {s:?}")))
+    })
+    .transpose()
 }
 
 impl InvokeEvent {
+    /// Parses a Lambda payload strictly: a JSON object whose fields are
+    /// [`EVENT_FIELDS`] or EventBridge's envelope ([`EVENTBRIDGE_ENVELOPE`]),
+    /// each of its type, then [`InvokeEvent::validate`].
+    ///
+    /// Errors: a message naming the field (or the payload's kind when it is
+    /// not an object) and listing the accepted fields.
+    pub fn from_value(payload: serde_json::Value) -> Result<InvokeEvent, String> {
+        let accepted = || {
+            format!(
+                "accepted fields: {}; EventBridge's envelope fields ({}) are accepted and ignored",
+                EVENT_FIELDS.join(", "),
+                EVENTBRIDGE_ENVELOPE.join(", ")
+            )
+        };
+        let serde_json::Value::Object(map) = payload else {
+            let kind = match payload {
+                serde_json::Value::Null => "null",
+                serde_json::Value::Bool(_) => "a boolean",
+                serde_json::Value::Number(_) => "a number",
+                serde_json::Value::String(_) => "a string",
+                serde_json::Value::Array(_) => "an array",
+                serde_json::Value::Object(_) => "an object",
+            };
+            return Err(format!(
+                "the event must be a JSON object (an EventBridge event or a test event such as {{\"dry_run\": true}}), got {kind}; {}",
+                accepted()
+            ));
+        };
+        for name in map.keys() {
+            if !EVENT_FIELDS.contains(&name.as_str())
+                && !EVENTBRIDGE_ENVELOPE.contains(&name.as_str())
+            {
+                return Err(format!(
+                    "unknown field \"{name}\" in the event; {}",
+                    accepted()
+                ));
+            }
+        }
+        // Each field alone, so the error names it.
+        for (name, v) in &map {
+            if EVENT_FIELDS.contains(&name.as_str()) {
+                let one =
+                    serde_json::Value::Object([(name.clone(), v.clone())].into_iter().collect());
+                serde_json::from_value::<InvokeEvent>(one)
+                    .map_err(|e| format!("field \"{name}\" of the event: {e}"))?;
+            }
+        }
+        let event: InvokeEvent =
+            serde_json::from_value(serde_json::Value::Object(map)).map_err(|e| {
+                format!(
+                    "the event is not an EventBridge event or a test event: {e}; {}",
+                    accepted()
+                )
+            })?;
+        event.validate()?;
+        Ok(event)
+    }
+
     /// Checks the fields that only make sense together.
     ///
     /// Errors: a message naming the fields: `from` without `to` (or the
@@ -302,6 +416,7 @@ pub fn options_from_event(
         repair: event.from.zip(event.to),
         clock: crate::clock::system(),
         progress: None,
+        stop: None,
     }
 }
 
@@ -312,10 +427,7 @@ pub async fn handle(
     event: LambdaEvent<serde_json::Value>,
 ) -> Result<RunReport, RunError> {
     let (payload, ctx) = event.into_parts();
-    let parsed: InvokeEvent = match serde_json::from_value(payload)
-        .map_err(|e| format!("event is not an EventBridge event or a test event: {e}"))
-        .and_then(|e: InvokeEvent| e.validate().map(|()| e))
-    {
+    let parsed = match InvokeEvent::from_value(payload) {
         Ok(e) => e,
         Err(e) => {
             let mut r = RunReport {
@@ -341,7 +453,8 @@ pub async fn handle(
             "runtime deadline already past: running without one"
         );
     }
-    let opts = options_from_event(&parsed, &ctx.request_id, deadline);
+    let mut opts = options_from_event(&parsed, &ctx.request_id, deadline);
+    opts.stop = Some(deps.stop.clone());
     let report = invoke(deps, &opts).await;
     match report.last_run_status {
         Status::Success => Ok(report),

@@ -42,7 +42,7 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     (
         "LOG_LEVEL",
         "info",
-        "tracing filter: error, warn, info, debug, trace, or per target: info,aws_smithy_runtime=debug",
+        "log level: off, error, warn, info, debug or trace, optionally with target=level pairs: info,aws_smithy_runtime=debug; anything else is refused",
     ),
     (
         "S3_FORCE_PATH_STYLE",
@@ -241,6 +241,57 @@ pub fn parse_date(name: &str, v: &str) -> Result<NaiveDate> {
         .ok_or_else(|| bad(name, format!("expected a date YYYY-MM-DD, got {v:?}")))
 }
 
+/// The levels `LOG_LEVEL` takes, alone or after `target=`.
+pub const LOG_LEVELS: &[&str] = &["off", "error", "warn", "info", "debug", "trace"];
+
+/// Checks a `LOG_LEVEL`: comma-separated directives, each a level of
+/// [`LOG_LEVELS`] (the default for every target) or `target=level`, a
+/// target being a Rust module path such as `aws_smithy_runtime` or
+/// `archive_compaction::run`. Levels are taken in any case and returned in
+/// lower case.
+///
+/// Errors: [`Error::Config`] naming `LOG_LEVEL` and the directive that is
+/// neither (`warning`, `verbose`, `debug;`, a bare target, an empty
+/// directive): `tracing`'s own filter would take such a word as a target
+/// name and so turn every log line off, errors included.
+pub fn parse_log_level(v: &str) -> Result<String> {
+    let level = |l: &str| {
+        let l = l.trim().to_ascii_lowercase();
+        LOG_LEVELS.contains(&l.as_str()).then_some(l)
+    };
+    let target_ok = |t: &str| {
+        !t.is_empty()
+            && t.split("::").all(|part| {
+                let mut c = part.chars();
+                c.next()
+                    .is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
+                    && c.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            })
+    };
+    let mut out = Vec::new();
+    for d in v.split(',') {
+        let d = d.trim();
+        let parsed = match d.split_once('=') {
+            None => level(d),
+            Some((t, l)) if target_ok(t.trim()) => level(l).map(|l| format!("{}={l}", t.trim())),
+            Some(_) => None,
+        };
+        match parsed {
+            Some(p) => out.push(p),
+            None => {
+                return Err(bad(
+                    "LOG_LEVEL",
+                    format!(
+                        "{d:?} in {v:?} is neither a level ({}) nor target=level (e.g. info,aws_smithy_runtime=debug)",
+                        LOG_LEVELS.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(out.join(","))
+}
+
 impl Config {
     /// Parses settings from a map of environment variables.
     ///
@@ -334,7 +385,10 @@ impl Config {
             bucket,
             lag_days,
             start_date,
-            log_level: get(env, "LOG_LEVEL").unwrap_or("info").to_string(),
+            log_level: match get(env, "LOG_LEVEL") {
+                None => "info".to_string(),
+                Some(v) => parse_log_level(v)?,
+            },
             force_path_style: parse_bool(env, "S3_FORCE_PATH_STYLE", false)?,
             lease: Duration::from_secs(lease_secs),
             read_concurrency,
@@ -447,6 +501,49 @@ mod tests {
                 "{e}"
             );
             assert!(e.to_string().contains(name));
+        }
+    }
+
+    #[test]
+    fn log_level_takes_levels_and_target_level_pairs_only() {
+        let ok = |v: &str| parse_log_level(v).unwrap();
+        assert_eq!(ok("info"), "info");
+        assert_eq!(ok("WARN"), "warn");
+        assert_eq!(
+            ok("info, aws_smithy_runtime=debug"),
+            "info,aws_smithy_runtime=debug"
+        );
+        assert_eq!(
+            ok("archive_compaction::run=trace"),
+            "archive_compaction::run=trace"
+        );
+        for bad in [
+            "warning",
+            "verbose",
+            "debug;",
+            "aws_smithy_runtime",
+            "info,",
+            "=debug",
+            "info,aws=loud",
+            "a b=info",
+        ] {
+            let e = parse_log_level(bad).unwrap_err().to_string();
+            assert!(
+                e.contains("LOG_LEVEL") && e.contains("target=level"),
+                "{bad}: {e}"
+            );
+            let e = Config::from_map(&env(&[("S3_BUCKET", "b"), ("LOG_LEVEL", bad)]));
+            assert!(e.is_err(), "{bad} accepted");
+        }
+        // Every accepted value is a filter tracing takes as meant.
+        for v in [
+            "info",
+            "off",
+            "info,aws_smithy_runtime=debug",
+            "error,archive_compaction::run=debug",
+        ] {
+            let f: Result<tracing_subscriber::filter::Targets, _> = ok(v).parse();
+            assert!(f.is_ok(), "{v}");
         }
     }
 

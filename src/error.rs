@@ -96,6 +96,92 @@ pub enum Error {
         key: String,
     },
 
+    /// This invocation's own lease expired under it (nobody took it over):
+    /// its steps took longer than `LEASE_SECONDS` between two
+    /// confirmations. It stops before its next destructive step.
+    #[error(
+        "lease s3://{bucket}/{key} expired under this run at {expired_at} (LEASE_SECONDS {lease_seconds} s was shorter than the time between two of its steps; keep it above the Lambda timeout, 900 s); stopped before a destructive step"
+    )]
+    LeaseExpired {
+        /// The bucket.
+        bucket: String,
+        /// The lease key.
+        key: String,
+        /// When it expired (RFC 3339, UTC).
+        expired_at: String,
+        /// `LEASE_SECONDS`.
+        lease_seconds: u64,
+    },
+
+    /// `lock.json` holds a lease longer than any run could hold
+    /// ([`crate::lease::max_plausible_lease`]): a hand edit, a clock far
+    /// ahead, or a run with a much larger `LEASE_SECONDS`. It is not taken
+    /// for a live lease (that would stop every run, silently, until it
+    /// expires), nor taken over (a run may hold it).
+    #[error(
+        "lease s3://{bucket}/{key} held by {holder} claims to last until {expires_at}, {seconds_left} s from now, longer than any run holds it (LEASE_SECONDS + 900 s = {max_seconds} s): check that no run is under way (archive-compaction status; the Lambda's invocations), then remove {key} by hand; this invocation does nothing"
+    )]
+    LeaseImplausible {
+        /// The bucket.
+        bucket: String,
+        /// The lease key.
+        key: String,
+        /// The holder named in the file.
+        holder: String,
+        /// Its `expires_at` (RFC 3339, UTC).
+        expires_at: String,
+        /// Seconds from now to `expires_at`.
+        seconds_left: i64,
+        /// The longest a lease can plausibly have left, in seconds.
+        max_seconds: i64,
+    },
+
+    /// The run was asked to stop (SIGTERM, SIGINT, Lambda's shutdown) and
+    /// did not start the step it was about to: what it began is finished
+    /// or left to the next run's recovery, as at a crash.
+    #[error("stopped by {signal}: {what} was not started; the next run goes on from here")]
+    Interrupted {
+        /// `SIGTERM` or `SIGINT`.
+        signal: &'static str,
+        /// The step not started (`a destructive step`, `date 2026-07-20`).
+        what: String,
+    },
+
+    /// The invocation time is later than the wall clock by more than
+    /// [`crate::run::MAX_CLOCK_SKEW`]: a typo in `--now` or a console
+    /// event's `now`. Nothing is read or written.
+    #[error(
+        "invocation time {now} is {ahead_seconds} s ahead of the wall clock ({wall}), more than the {skew_seconds} s allowed: a future --now or event \"now\"/\"time\" would move the watermark past today's cutoff; give a time at or before now (or none)"
+    )]
+    FutureInvocation {
+        /// The invocation time (RFC 3339).
+        now: String,
+        /// The wall clock (RFC 3339).
+        wall: String,
+        /// How far ahead, in seconds.
+        ahead_seconds: i64,
+        /// The skew allowed, in seconds.
+        skew_seconds: i64,
+    },
+
+    /// The watermark is ahead of the wall clock's cutoff: no run would
+    /// compact anything again, and the lag would read 0.
+    #[error(
+        "watermark s3://{bucket}/{key} says {watermark}, {days} day(s) ahead of today's cutoff {cutoff}: no run compacts anything until it is fixed (a future --now or event time, or a hand edit, put it there). Fix: set last_compacted_date back to the last date really compacted (`archive-compaction status` and the index/ partitions show which), or delete the file to start over from START_DATE or the earliest partition (compacted dates are passed at the cost of a listing each)"
+    )]
+    WatermarkAhead {
+        /// The bucket.
+        bucket: String,
+        /// The watermark key.
+        key: String,
+        /// Its `last_compacted_date`.
+        watermark: NaiveDate,
+        /// Today's cutoff (the wall clock's date minus `LAG_DAYS`).
+        cutoff: NaiveDate,
+        /// How many days ahead.
+        days: i64,
+    },
+
     /// The compacted output, read back with HeadObject, is not what was written.
     #[error("verification of s3://{bucket}/{key} failed: {reason}")]
     VerifyFailed {

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::clock::{self, Clock};
 use crate::error::{Error, Result};
 use crate::keys::LOCK_KEY;
+use crate::stop::Stop;
 use crate::storage::{PutMode, S3Store, Store, etag_eq};
 
 /// `lock.json`.
@@ -45,6 +46,9 @@ pub struct LeaseGuard<S = S3Store> {
     /// lease clock and on the monotonic clock, until the next
     /// [`LeaseGuard::confirm`] takes it.
     ahead: Option<(DateTime<Utc>, std::time::Instant)>,
+    /// Asked to stop ([`LeaseGuard::stop_on`]): no confirmation is given
+    /// once it is.
+    stop: Option<Stop>,
 }
 
 /// How old a confirmation taken ahead ([`LeaseGuard::confirm_ahead`]) may
@@ -56,6 +60,20 @@ pub struct LeaseGuard<S = S3Store> {
 /// by another invocation needs the lease to expire, which `confirm` checks
 /// on the clock whatever the age.
 pub const CONFIRM_AHEAD_MAX_AGE: Duration = Duration::from_secs(10);
+
+/// Lambda's longest timeout (15 minutes): no invocation holds a lease for
+/// longer than this plus `LEASE_SECONDS` past its last renewal.
+pub const LAMBDA_MAX_TIMEOUT: Duration = Duration::from_secs(900);
+
+/// The longest a live lease can have left: `length` (`LEASE_SECONDS`) plus
+/// [`LAMBDA_MAX_TIMEOUT`]. A holder renews to `now + LEASE_SECONDS`, so a
+/// lock whose `expires_at` is further ahead was not written by a run of
+/// this job as configured (a hand edit, a clock far ahead, a run with a
+/// much larger `LEASE_SECONDS`): [`LeaseGuard::acquire_with_clock`] refuses
+/// it with [`Error::LeaseImplausible`].
+pub fn max_plausible_lease(length: Duration) -> Duration {
+    length + LAMBDA_MAX_TIMEOUT
+}
 
 fn chrono_len(d: Duration) -> chrono::Duration {
     chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
@@ -70,7 +88,10 @@ impl<S: Store + Clone> LeaseGuard<S> {
     /// Takes the lease for `holder` for `length`, reading the time from `clock`.
     ///
     /// Errors: [`Error::LeaseHeld`] when another holder's lease has not
-    /// expired (or another invocation won the race to take it over); S3
+    /// expired (or another invocation won the race to take it over);
+    /// [`Error::LeaseImplausible`] when it has more left than any run could
+    /// hold ([`max_plausible_lease`]: the file must be checked and removed by
+    /// hand); S3
     /// errors as they come. A lock file that cannot be parsed is taken over
     /// by its ETag, like an expired one (S3 PUTs are atomic, so it was
     /// written that way, not torn).
@@ -99,6 +120,7 @@ impl<S: Store + Clone> LeaseGuard<S> {
                     etag,
                     length,
                     ahead: None,
+                    stop: None,
                 });
             }
             Err(Error::PreconditionFailed { .. }) => {}
@@ -121,10 +143,22 @@ impl<S: Store + Clone> LeaseGuard<S> {
                 etag,
                 length,
                 ahead: None,
+                stop: None,
             });
         };
         let existing: Option<Lease> = serde_json::from_slice(&current.body).ok();
         if let Some(l) = &existing {
+            let max = chrono_len(max_plausible_lease(length));
+            if l.expires_at - now > max {
+                return Err(Error::LeaseImplausible {
+                    bucket: store.bucket().to_string(),
+                    key: LOCK_KEY.to_string(),
+                    holder: l.holder.clone(),
+                    expires_at: l.expires_at.to_rfc3339(),
+                    seconds_left: (l.expires_at - now).num_seconds(),
+                    max_seconds: max.num_seconds(),
+                });
+            }
             if l.expires_at > now {
                 return Err(held(store, &l.holder, l.expires_at));
             }
@@ -151,12 +185,31 @@ impl<S: Store + Clone> LeaseGuard<S> {
             etag,
             length,
             ahead: None,
+            stop: None,
         })
     }
 
     /// The lease as held.
     pub fn lease(&self) -> &Lease {
         &self.lease
+    }
+
+    /// Once `stop` is requested (SIGTERM, SIGINT), every confirmation fails
+    /// with [`Error::Interrupted`]: every destructive step confirms the
+    /// lease first ([`crate::commit::Fence`]), so none starts after the
+    /// request. The lease itself is still released by the caller.
+    pub fn stop_on(&mut self, stop: Stop) {
+        self.stop = Some(stop);
+    }
+
+    fn check_stop(&self) -> Result<()> {
+        match self.stop.as_ref().and_then(Stop::requested) {
+            Some(signal) => Err(Error::Interrupted {
+                signal,
+                what: "a destructive step".into(),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Confirms the lease is still ours before a destructive step, renewing it
@@ -170,9 +223,12 @@ impl<S: Store + Clone> LeaseGuard<S> {
     /// one taken now while more than half of the lease (480 s by default)
     /// is left.
     ///
-    /// Errors: [`Error::LeaseLost`] when the lock file changed or vanished,
-    /// or the lease expired.
+    /// Errors: [`Error::LeaseLost`] when the lock file changed or vanished;
+    /// [`Error::LeaseExpired`] when it is unchanged but expired under this
+    /// run; [`Error::Interrupted`] once a stop was requested
+    /// ([`LeaseGuard::stop_on`]).
     pub async fn confirm(&mut self) -> Result<()> {
+        self.check_stop()?;
         if let Some((sent, sent_mono)) = self.ahead.take() {
             let now = self.clock.now();
             let age = now - sent;
@@ -207,12 +263,20 @@ impl<S: Store + Clone> LeaseGuard<S> {
             key: LOCK_KEY.to_string(),
         };
         let current = self.store.get_opt(LOCK_KEY).await?.ok_or_else(lost)?;
+        // A signal that came while the GET was under way counts too.
+        self.check_stop()?;
         if !etag_eq(&current.etag, &self.etag) {
             return Err(lost());
         }
         let now = self.clock.now();
         if now >= self.lease.expires_at {
-            return Err(lost());
+            // Unchanged since we wrote it: nobody took it over, it lapsed.
+            return Err(Error::LeaseExpired {
+                bucket: self.store.bucket().to_string(),
+                key: LOCK_KEY.to_string(),
+                expired_at: self.lease.expires_at.to_rfc3339(),
+                lease_seconds: self.length.as_secs(),
+            });
         }
         let half = chrono_len(self.length / 2);
         if self.lease.expires_at - now < half {
@@ -360,7 +424,9 @@ mod tests {
         let gets = store.requests("GetObject");
         clock.advance(LENGTH);
         let e = lease.confirm().await.unwrap_err();
-        assert!(matches!(e, Error::LeaseLost { .. }), "{e}");
+        // Nobody took it over: it expired under this run, and says so.
+        assert!(matches!(e, Error::LeaseExpired { .. }), "{e}");
+        assert!(e.to_string().contains("expired under this run"), "{e}");
         assert_eq!(store.requests("GetObject"), gets + 1, "a GET of its own");
     }
 
@@ -374,5 +440,60 @@ mod tests {
         change_lock_by_hand(&store, &lease).await;
         let e = lease.confirm().await.unwrap_err();
         assert!(matches!(e, Error::LeaseLost { .. }), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_lease_longer_than_any_run_holds_is_refused_not_waited_for() {
+        let clock = ManualClock::new("2026-07-22T04:50:00Z".parse().unwrap());
+        let store = MemoryStore::with_clock("b", Arc::new(clock.clone()));
+        let forever = Lease {
+            holder: "hand".into(),
+            acquired_at: "2026-07-22T04:00:00Z".parse().unwrap(),
+            expires_at: "2036-07-22T04:00:00Z".parse().unwrap(),
+        };
+        let body = serde_json::to_vec(&forever).unwrap();
+        store
+            .put(LOCK_KEY, body.into(), PutMode::Create, None)
+            .await
+            .unwrap();
+        let e = LeaseGuard::acquire_with_clock(&store, Arc::new(clock.clone()), "me", LENGTH)
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::LeaseImplausible { .. }), "{e}");
+        assert!(
+            e.to_string().contains("remove _compaction_state/lock.json"),
+            "{e}"
+        );
+        // Left as it was.
+        let now = store.get_opt(LOCK_KEY).await.unwrap().unwrap();
+        assert_eq!(serde_json::from_slice::<Lease>(&now.body).unwrap(), forever);
+        // A lease within LEASE_SECONDS + 15 minutes is a live one.
+        let (store, clock, _held) = held().await;
+        clock.advance(Duration::from_secs(1));
+        let e = LeaseGuard::acquire_with_clock(&store, Arc::new(clock), "other", LENGTH)
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::LeaseHeld { .. }), "{e}");
+    }
+
+    #[tokio::test]
+    async fn once_a_stop_is_requested_no_confirmation_is_given() {
+        let (_store, _clock, mut lease) = held().await;
+        let stop = Stop::new();
+        lease.stop_on(stop.clone());
+        lease.confirm().await.unwrap();
+        stop.request("SIGTERM");
+        let e = lease.confirm().await.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Interrupted {
+                    signal: "SIGTERM",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        lease.release().await.unwrap();
     }
 }

@@ -16,6 +16,7 @@
 //! - [`run`]: the driver producing one [`report::RunReport`].
 //! - [`reporting`] ([`metrics`], [`mqtt`]): the report to CloudWatch and MQTT.
 //! - [`status`]: the read-only `status` command; [`progress`]: the CLI's progress bar.
+//! - [`stop`]: a clean stop on SIGTERM / SIGINT.
 //! - [`app`]: clients built once, the Lambda handler and the CLI's shared entry point.
 #![warn(missing_docs)]
 
@@ -38,6 +39,7 @@ pub mod reporting;
 pub mod run;
 pub mod state;
 pub mod status;
+pub mod stop;
 pub mod storage;
 
 /// A named failpoint (the `fail` crate): compiled in only with the

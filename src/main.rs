@@ -140,9 +140,9 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(v * mult))
 }
 
-/// Logs to stderr, filtered by `level` (`LOG_LEVEL`: a [`Targets`] filter
-/// such as `info` or `info,aws_smithy_runtime=debug`; `info` when it does not
-/// parse): JSON lines in Lambda, text on the command line, coloured
+/// Logs to stderr, filtered by `level` (`LOG_LEVEL`, checked by
+/// [`Config`]: a [`Targets`] filter such as `info` or
+/// `info,aws_smithy_runtime=debug`; `info` when the configuration is bad): JSON lines in Lambda, text on the command line, coloured
 /// only when stderr is a terminal and `NO_COLOR` is unset (a file or a pipe
 /// gets plain text, no escape codes). With a progress bar, log lines are
 /// written above it (the run's [`progress::Progress`] events drive it).
@@ -247,6 +247,16 @@ fn main() -> ExitCode {
             }
         };
         let deps = Deps::new(config).await;
+        // SIGTERM / SIGINT: a run under way stops cleanly (lease released,
+        // report printed); with none under way, or on a second signal, the
+        // process exits at once with 128 + the signal's number.
+        if cli.as_ref().is_none_or(|c| matches!(c.command, Command::Run { .. })) {
+            if let Err(e) = deps.stop.listen(|signal| {
+                std::process::exit(i32::from(archive_compaction::stop::exit_code(signal)))
+            }) {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM/SIGINT: a signal ends the process at once");
+            }
+        }
         match cli {
             None => {
                 let deps = &deps;
@@ -281,6 +291,7 @@ fn main() -> ExitCode {
                 opts.repair = from.zip(to);
                 opts.progress = bar.clone().map(progress::bar_sink);
                 opts.event_id = event_id;
+                opts.stop = Some(deps.stop.clone());
                 let report = archive_compaction::app::invoke(&deps, &opts).await;
                 println!(
                     "{}",

@@ -56,7 +56,8 @@ pub struct Metric {
 }
 
 /// The metrics for `report`: the report's figures, the watermark lag
-/// (days behind the cutoff) and one-hot `RunSuccess`/`RunMismatch`/`RunFailure`.
+/// (days behind the cutoff; for a watermark ahead of today's cutoff, the
+/// days ahead, [`RunReport::watermark_ahead_days`]) and one-hot `RunSuccess`/`RunMismatch`/`RunFailure`.
 pub fn metrics(report: &RunReport) -> Vec<Metric> {
     let count = |name, value: u64| Metric {
         name,
@@ -89,6 +90,9 @@ pub fn metrics(report: &RunReport) -> Vec<Metric> {
         count("RunFailure", u64::from(status == Status::Failure)),
     ];
     if let Some(lag) = report.watermark_lag_days {
+        // A watermark ahead of today's cutoff is as wrong as one far behind
+        // it: the distance, so the lag alarm fires.
+        let lag = lag.max(report.watermark_ahead_days.unwrap_or(0));
         // CloudWatch has no "Days" unit: a count of days.
         m.push(Metric {
             name: "WatermarkLagDays",

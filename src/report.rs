@@ -62,6 +62,10 @@ pub enum StopReason {
     /// A repair range (`--from`/`--to`), or the one date of `--date`, went
     /// through its last date.
     EndOfRange,
+    /// SIGTERM or SIGINT (or Lambda's shutdown) asked the run to stop: no
+    /// new date or destructive step was started, the lease was released
+    /// (`errors` names the signal; `resume_date` the date not started).
+    Interrupted,
     /// An error stopped the run.
     Error,
 }
@@ -297,6 +301,12 @@ pub struct RunReport {
     /// exactly when the run could not read the watermark state (see
     /// [`RunReport::state_known`]).
     pub watermark_lag_days: Option<i64>,
+    /// When the watermark is ahead of today's cutoff (the wall clock's
+    /// date minus `LAG_DAYS`): by how many days. The run is then a Failure
+    /// saying how to fix it, and `WatermarkLagDays` carries this number so
+    /// the lag alarm fires. `None` otherwise.
+    #[serde(default)]
+    pub watermark_ahead_days: Option<i64>,
     /// Why the walk stopped.
     pub stop_reason: StopReason,
     /// When the run stopped at the deadline (`stop_reason` `deadline`): the

@@ -28,6 +28,7 @@ use crate::report::{
     StopReason,
 };
 use crate::state::WatermarkState;
+use crate::stop::Stop;
 use crate::storage::Store;
 
 /// How many times a date is re-planned in one run when inputs changed while
@@ -74,7 +75,17 @@ pub struct RunOptions {
     /// Where to report [`Progress`] as the run goes (the CLI's progress
     /// bar); `None`: nobody listens.
     pub progress: Option<ProgressSink>,
+    /// Asked to stop (SIGTERM, SIGINT; [`crate::stop`]): no new date or
+    /// destructive step starts, the lease is released, `stop_reason` is
+    /// `interrupted`. `None`: no signal is listened for.
+    pub stop: Option<Stop>,
 }
+
+/// How far the invocation time (`now`) may be ahead of the wall clock
+/// (`clock`): 5 minutes, for clocks that disagree a little. A time further
+/// ahead is refused ([`Error::FutureInvocation`]): it would move the
+/// watermark past today's cutoff, where no later run can tell.
+pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(300);
 
 /// The longest repair range one invocation accepts, in days (ten years):
 /// a typo in a year should be an error, not a ten-thousand-date walk.
@@ -135,6 +146,7 @@ impl RunOptions {
             repair: None,
             clock: crate::clock::system(),
             progress: None,
+            stop: None,
         }
     }
 }
@@ -174,6 +186,9 @@ struct Ctx<'a, 'f, S> {
     /// first leaves a complete manifest, which the next run's recovery
     /// deletes (output verified, no input left to delete).
     finished_manifests: Vec<String>,
+    /// Without a watermark: the first date the walk compacts (`START_DATE`,
+    /// else the earliest partition), read once by [`walk`].
+    first: Option<NaiveDate>,
 }
 
 /// Runs one invocation. Never returns an error: every failure is recorded in
@@ -184,7 +199,11 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
     opts: &RunOptions,
 ) -> RunReport {
     let started = Instant::now();
-    let cutoff = plan::cutoff(opts.now, config.lag_days);
+    let _running = opts.stop.as_ref().map(Stop::enter);
+    // The wall clock, read once: the invocation time may not be ahead of
+    // it, and the cutoff is never past the wall clock's.
+    let wall = opts.clock.now();
+    let cutoff = plan::cutoff(opts.now, config.lag_days).min(plan::cutoff(wall, config.lag_days));
     let mut report = RunReport {
         last_run_at: opts.now,
         invocation_id: opts.invocation_id.clone(),
@@ -194,6 +213,19 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
         ..RunReport::default()
     };
     tracing::info!(bucket = store.bucket(), %cutoff, now = %opts.now, dry_run = opts.dry_run, invocation_id = %opts.invocation_id, "run starting");
+    let ahead = opts.now - wall;
+    if ahead > chrono::Duration::from_std(MAX_CLOCK_SKEW).expect("small") {
+        // A typo in --now or the event's time: refused before the lease.
+        report.stop_reason = StopReason::Error;
+        report.fail(Error::FutureInvocation {
+            now: opts.now.to_rfc3339(),
+            wall: wall.to_rfc3339(),
+            ahead_seconds: ahead.num_seconds(),
+            skew_seconds: MAX_CLOCK_SKEW.as_secs() as i64,
+        });
+        report.duration_seconds = started.elapsed().as_secs_f64();
+        return report;
+    }
     if let Some(Err(e)) = opts.repair.map(|(from, to)| repair_dates(from, to)) {
         // Bad input: a clear error before the lease, nothing touched.
         report.stop_reason = StopReason::Error;
@@ -211,12 +243,17 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
         )
         .await
         {
-            Ok(l) => lease = Some(l),
+            Ok(mut l) => {
+                if let Some(stop) = &opts.stop {
+                    l.stop_on(stop.clone());
+                }
+                lease = Some(l)
+            }
             Err(e @ Error::LeaseHeld { .. }) => {
                 tracing::warn!(error = %e, "another invocation holds the lease; doing nothing");
                 report.stop_reason = StopReason::LeaseHeld;
                 if let Ok(wm) = WatermarkState::read(store).await {
-                    fill_watermark_fields(&mut report, &wm, cutoff);
+                    fill_watermark_fields(&mut report, &wm, cutoff, config.start_date);
                     report.watermark_before = wm.watermark.last_compacted_date;
                 }
                 report.errors.push(e.to_string());
@@ -234,7 +271,10 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
     let fence = lease.as_mut().map(|l| l as &mut dyn crate::lease::Confirm);
     let result = walk(store, config, opts, &mut report, Fence(fence)).await;
     if let Err(e) = result {
-        report.stop_reason = StopReason::Error;
+        report.stop_reason = match e {
+            Error::Interrupted { .. } => StopReason::Interrupted,
+            _ => StopReason::Error,
+        };
         report.fail(e);
     }
     if let Some(Err(e)) = match lease {
@@ -260,12 +300,23 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
     report
 }
 
-fn fill_watermark_fields(report: &mut RunReport, wm: &WatermarkState, cutoff: NaiveDate) {
+/// The report's watermark fields from `wm`. The lag is the number of
+/// dates up to the cutoff not yet compacted: from the watermark, or without
+/// one from `first`, the first date the walk would compact (`START_DATE`,
+/// else the earliest partition), so that `WatermarkLagDays` grows for a
+/// fresh deployment that never gets going; 0 with nothing to start from.
+fn fill_watermark_fields(
+    report: &mut RunReport,
+    wm: &WatermarkState,
+    cutoff: NaiveDate,
+    first: Option<NaiveDate>,
+) {
     report.last_compacted_date = wm.watermark.last_compacted_date;
     report.mismatch_runs = wm.watermark.mismatch_runs;
-    report.watermark_lag_days = Some(match wm.watermark.last_compacted_date {
-        Some(w) => (cutoff - w).num_days().max(0),
-        None => 0,
+    report.watermark_lag_days = Some(match (wm.watermark.last_compacted_date, first) {
+        (Some(w), _) => (cutoff - w).num_days().max(0),
+        (None, Some(f)) => ((cutoff - f).num_days() + 1).max(0),
+        (None, None) => 0,
     });
 }
 
@@ -292,7 +343,31 @@ async fn walk(
         )?
     };
     report.watermark_before = wm.watermark.last_compacted_date;
-    fill_watermark_fields(report, &wm, cutoff);
+    // Without a watermark, the walk's first date (one listing, shared with
+    // the walk): the lag counts from it.
+    let first = match wm.watermark.last_compacted_date {
+        Some(_) => None,
+        None if config.start_date.is_some() => config.start_date,
+        None => earliest_partition(store).await?,
+    };
+    fill_watermark_fields(report, &wm, cutoff, first);
+    if let Some(w) = wm.watermark.last_compacted_date {
+        // Ahead of the wall clock's cutoff: a future --now or event time of
+        // an older version, or a hand edit. No run would compact anything
+        // again, and the lag would read 0: fail, say how to fix it.
+        let today = plan::cutoff(opts.clock.now(), config.lag_days);
+        if w > today {
+            let days = (w - today).num_days();
+            report.watermark_ahead_days = Some(days);
+            return Err(Error::WatermarkAhead {
+                bucket: store.bucket().to_string(),
+                key: crate::keys::WATERMARK_KEY.to_string(),
+                watermark: w,
+                cutoff: today,
+                days,
+            });
+        }
+    }
 
     let recovery = if opts.dry_run {
         recovered
@@ -315,6 +390,7 @@ async fn walk(
         fence,
         recovery,
         finished_manifests: Vec::new(),
+        first,
     };
     if let Some((from, to)) = opts.repair {
         return repair_range(&mut cx, report, from, to).await;
@@ -377,18 +453,12 @@ async fn walk_plan(
         return Ok(Ok(vec![d]));
     }
     let last = wm.watermark.last_compacted_date;
-    let earliest = if last.is_none() && cx.config.start_date.is_none() {
-        earliest_partition(cx.store).await?
-    } else {
-        None
-    };
-    Ok(
-        match plan::walk_start(last, cx.config.start_date, earliest) {
-            None => Err((StopReason::NoPartitions, None)),
-            Some(start) if start > cutoff => Err((StopReason::NothingToDo, Some(start))),
-            Some(start) => Ok(start.iter_days().take_while(|d| *d <= cutoff).collect()),
-        },
-    )
+    // `cx.first` is START_DATE or the earliest partition, read by `walk`.
+    Ok(match plan::walk_start(last, cx.first, cx.first) {
+        None => Err((StopReason::NoPartitions, None)),
+        Some(start) if start > cutoff => Err((StopReason::NothingToDo, Some(start))),
+        Some(start) => Ok(start.iter_days().take_while(|d| *d <= cutoff).collect()),
+    })
 }
 
 /// Walks from the day after the watermark (or `only_date`) to the cutoff,
@@ -444,7 +514,7 @@ async fn walk_dates(
         }
         write_watermark(cx, wm, date).await?;
         report.days_compacted += 1;
-        fill_watermark_fields(report, wm, cutoff);
+        fill_watermark_fields(report, wm, cutoff, cx.first);
     }
     if report.stop_reason == StopReason::ReachedCutoff {
         clear_mismatch_if_passed(cx, report, wm, cutoff).await?;
@@ -472,6 +542,16 @@ fn stop_for_deadline(
     slowest: Duration,
     then: &str,
 ) -> bool {
+    if let Some(signal) = cx.opts.stop.as_ref().and_then(Stop::requested) {
+        tracing::warn!(%date, signal, "stop requested: not starting another date; {then}");
+        report.resume_date = Some(date);
+        report.fail(Error::Interrupted {
+            signal,
+            what: format!("date {date}"),
+        });
+        report.stop_reason = StopReason::Interrupted;
+        return true;
+    }
     let Some((left, needed)) = deadline_near(cx.opts, cx.config.deadline_margin.max(slowest * 2))
     else {
         return false;
@@ -534,6 +614,15 @@ async fn sweep(
     }
     let first = last - chrono::Days::new(u64::from(config.sweep_days) - 1);
     for date in first.iter_days().take_while(|d| *d <= last) {
+        if let Some(signal) = opts.stop.as_ref().and_then(Stop::requested) {
+            tracing::warn!(%date, signal, "stop requested: straggler sweep stops here");
+            report.stop_reason = StopReason::Interrupted;
+            report.fail(Error::Interrupted {
+                signal,
+                what: format!("the straggler sweep of {date}"),
+            });
+            break;
+        }
         if let Some((left, needed)) = deadline_near(opts, config.deadline_margin) {
             tracing::warn!(%date, left_s = left.as_secs_f64(), needed_s = needed.as_secs_f64(), "deadline near: straggler sweep stops here");
             break;
@@ -631,7 +720,7 @@ async fn clear_mismatch_if_passed(
     if wm.watermark.clear_mismatch() {
         wm.write(cx.store, cx.opts.now).await?;
     }
-    fill_watermark_fields(report, wm, cutoff);
+    fill_watermark_fields(report, wm, cutoff, cx.first);
     Ok(())
 }
 

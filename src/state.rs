@@ -40,7 +40,97 @@ pub struct Watermark {
     pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
+/// The fields of `watermark.json` this version reads, with the JSON type
+/// each must have (`specs/watermark.schema.json`).
+pub const WATERMARK_FIELDS: &[(&str, &str)] = &[
+    (
+        "last_compacted_date",
+        "a date YYYY-MM-DD or null (required)",
+    ),
+    ("mismatch_date", "a date YYYY-MM-DD or null"),
+    ("mismatch_runs", "a whole number, 0 or more"),
+    ("mismatch_event_id", "a string"),
+    ("updated_at", "an RFC 3339 date-time"),
+];
+
 impl Watermark {
+    /// Parses `watermark.json` strictly: a JSON object that has
+    /// `last_compacted_date` (a `YYYY-MM-DD` date, or `null` before the
+    /// first date is compacted) and whose other known fields
+    /// ([`WATERMARK_FIELDS`]) have their types; other fields are kept in
+    /// [`Watermark::extra`] (the Python job's).
+    ///
+    /// Errors: a message naming the field, what it holds and what it must
+    /// hold. A missing `last_compacted_date` (a typo such as
+    /// `last_compacted_dat`) is an error, never a first run: the one way to
+    /// start over is to delete the file (README, "Recovery").
+    pub fn parse(body: &[u8]) -> std::result::Result<Watermark, String> {
+        let value: serde_json::Value =
+            serde_json::from_slice(body).map_err(|e| format!("not JSON: {e}"))?;
+        let serde_json::Value::Object(map) = value else {
+            return Err(format!(
+                "expected a JSON object with \"last_compacted_date\", got {}",
+                json_kind(&value)
+            ));
+        };
+        if !map.contains_key("last_compacted_date") {
+            let known: Vec<&str> = WATERMARK_FIELDS.iter().map(|(n, _)| *n).collect();
+            let found: Vec<&str> = map.keys().map(String::as_str).collect();
+            return Err(format!(
+                "field \"last_compacted_date\" is missing (fields found: {found:?}; known fields: {known:?}); \
+                 it is never taken for a first run: fix the field's name, or delete the file to start over"
+            ));
+        }
+        let mut wm = Watermark::default();
+        let mut extra = serde_json::Map::new();
+        for (name, v) in map {
+            let want = WATERMARK_FIELDS
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, w)| *w);
+            let Some(want) = want else {
+                extra.insert(name, v);
+                continue;
+            };
+            let bad = |v: &serde_json::Value| {
+                format!("field \"{name}\" must be {want}, got {}", json_kind(v))
+            };
+            match name.as_str() {
+                "last_compacted_date" => {
+                    wm.last_compacted_date = opt_date(&v).ok_or_else(|| bad(&v))?
+                }
+                "mismatch_date" => wm.mismatch_date = opt_date(&v).ok_or_else(|| bad(&v))?,
+                "mismatch_runs" => {
+                    wm.mismatch_runs = v
+                        .as_u64()
+                        .and_then(|n| u32::try_from(n).ok())
+                        .ok_or_else(|| bad(&v))?
+                }
+                "mismatch_event_id" => {
+                    wm.mismatch_event_id = match &v {
+                        serde_json::Value::Null => None,
+                        serde_json::Value::String(s) => Some(s.clone()),
+                        _ => return Err(bad(&v)),
+                    }
+                }
+                "updated_at" => {
+                    wm.updated_at = match &v {
+                        serde_json::Value::Null => None,
+                        serde_json::Value::String(s) => Some(
+                            DateTime::parse_from_rfc3339(s)
+                                .map_err(|_| bad(&v))?
+                                .to_utc(),
+                        ),
+                        _ => return Err(bad(&v)),
+                    }
+                }
+                _ => unreachable!("every known field is matched"),
+            }
+        }
+        wm.extra = extra;
+        Ok(wm)
+    }
+
     /// The walk compacted `date`: the watermark moves to it, and a recorded
     /// mismatch on or before it is cleared (that date passed parity now).
     pub fn advance(&mut self, date: NaiveDate) {
@@ -81,6 +171,33 @@ impl Watermark {
     }
 }
 
+/// A JSON value's kind and, when short, the value itself, for errors.
+fn json_kind(v: &serde_json::Value) -> String {
+    let kind = match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    };
+    let text = v.to_string();
+    if text.len() <= 40 {
+        format!("{kind} {text}")
+    } else {
+        kind.to_string()
+    }
+}
+
+/// `null` or an exact `YYYY-MM-DD` date; `None` when `v` is neither.
+fn opt_date(v: &serde_json::Value) -> Option<Option<NaiveDate>> {
+    match v {
+        serde_json::Value::Null => Some(None),
+        serde_json::Value::String(s) => crate::config::parse_date("", s).ok().map(Some),
+        _ => None,
+    }
+}
+
 /// A watermark as read, with the ETag to write it back conditionally.
 #[derive(Debug, Clone, Default)]
 pub struct WatermarkState {
@@ -98,12 +215,11 @@ impl WatermarkState {
         match store.get_opt(WATERMARK_KEY).await? {
             None => Ok(WatermarkState::default()),
             Some(f) => {
-                let watermark: Watermark =
-                    serde_json::from_slice(&f.body).map_err(|e| Error::BadState {
-                        bucket: store.bucket().to_string(),
-                        key: WATERMARK_KEY.to_string(),
-                        reason: e.to_string(),
-                    })?;
+                let watermark = Watermark::parse(&f.body).map_err(|reason| Error::BadState {
+                    bucket: store.bucket().to_string(),
+                    key: WATERMARK_KEY.to_string(),
+                    reason,
+                })?;
                 Ok(WatermarkState {
                     watermark,
                     etag: Some(f.etag),
@@ -205,6 +321,62 @@ mod tests {
 
     fn d(s: &str) -> NaiveDate {
         NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap()
+    }
+
+    #[test]
+    fn a_watermark_without_its_date_or_with_a_wrong_type_is_refused_naming_the_field() {
+        for (body, field) in [
+            (
+                r#"{"last_compacted_dat": "2026-07-18"}"#,
+                "last_compacted_date",
+            ),
+            (r#"{"mismatch_runs": 0}"#, "last_compacted_date"),
+            (r#"{}"#, "last_compacted_date"),
+            (
+                r#"{"last_compacted_date": 20260718}"#,
+                "last_compacted_date",
+            ),
+            (
+                r#"{"last_compacted_date": "2026-7-18"}"#,
+                "last_compacted_date",
+            ),
+            (
+                r#"{"last_compacted_date": "2026-07-18", "mismatch_runs": "3"}"#,
+                "mismatch_runs",
+            ),
+            (
+                r#"{"last_compacted_date": "2026-07-18", "mismatch_runs": -1}"#,
+                "mismatch_runs",
+            ),
+            (
+                r#"{"last_compacted_date": "2026-07-18", "mismatch_date": true}"#,
+                "mismatch_date",
+            ),
+            (
+                r#"{"last_compacted_date": "2026-07-18", "mismatch_event_id": 7}"#,
+                "mismatch_event_id",
+            ),
+            (
+                r#"{"last_compacted_date": "2026-07-18", "updated_at": "yesterday"}"#,
+                "updated_at",
+            ),
+        ] {
+            let e = Watermark::parse(body.as_bytes()).unwrap_err();
+            assert!(e.contains(&format!("\"{field}\"")), "{body}: {e}");
+        }
+        for body in [r#"[]"#, r#""2026-07-18""#, "null", "{"] {
+            assert!(Watermark::parse(body.as_bytes()).is_err(), "{body}");
+        }
+        // The Python job's file, a null date and unknown fields are fine.
+        let w = Watermark::parse(br#"{"last_compacted_date": "2026-07-18", "writer": "python"}"#)
+            .unwrap();
+        assert_eq!(w.last_compacted_date, Some(d("2026-07-18")));
+        assert_eq!(w.extra["writer"], "python");
+        let w = Watermark::parse(br#"{"last_compacted_date": null, "mismatch_date": "2026-07-18", "mismatch_runs": 2, "mismatch_event_id": "e", "updated_at": "2026-07-22T04:50:00Z"}"#).unwrap();
+        assert_eq!((w.last_compacted_date, w.mismatch_runs), (None, 2));
+        // What this version writes, it reads back.
+        let back = Watermark::parse(&serde_json::to_vec(&w).unwrap()).unwrap();
+        assert_eq!(back, w);
     }
 
     #[test]

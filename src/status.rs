@@ -190,9 +190,16 @@ pub struct StatusReport {
     /// The watermark (`last_compacted_date`); `None` when nothing was
     /// compacted yet or the file is unreadable (see `errors`).
     pub watermark: Option<NaiveDate>,
-    /// Days from the watermark to the cutoff (0 when at or past it); `None`
-    /// without a watermark.
+    /// Dates up to the cutoff not yet compacted: days from the watermark to
+    /// the cutoff (0 when at or past it); without a watermark, from
+    /// `next_date` (the cutoff's date counted), as the run reports it.
+    /// `None` when the watermark is unreadable.
     pub watermark_lag_days: Option<i64>,
+    /// Days the watermark is ahead of today's cutoff (the `as_of` date
+    /// minus `lag_days`), when it is: a wrong state every run fails on
+    /// until it is fixed (see README, "Recovery"). `None` otherwise.
+    #[serde(default)]
+    pub watermark_ahead_days: Option<i64>,
     /// The first date the next run would walk (`None`: nothing to start from).
     pub next_date: Option<NaiveDate>,
     /// The lease.
@@ -286,6 +293,10 @@ pub async fn gather(
     s.watermark_lag_days = wm
         .last_compacted_date
         .map(|w| (cutoff - w).num_days().max(0));
+    let today = plan::cutoff(opts.as_of, config.lag_days);
+    s.watermark_ahead_days = (wm.last_compacted_date)
+        .filter(|w| *w > today)
+        .map(|w| (w - today).num_days());
     if let Some(date) = wm.mismatch_date {
         s.mismatch = Some(mismatch_status(store, date, wm.mismatch_runs, &mut s.errors).await?);
     }
@@ -295,6 +306,12 @@ pub async fn gather(
         None
     };
     s.next_date = plan::walk_start(wm.last_compacted_date, config.start_date, earliest);
+    if wm.last_compacted_date.is_none() {
+        s.watermark_lag_days = Some(
+            s.next_date
+                .map_or(0, |n| ((cutoff - n).num_days() + 1).max(0)),
+        );
+    }
     if let Some(start) = s.next_date {
         for date in start
             .iter_days()
@@ -419,11 +436,20 @@ pub fn format_human(s: &StatusReport) -> String {
         t(s.now),
         s.lag_days
     );
-    let lag = match s.watermark_lag_days {
-        Some(0) => "0 days: up to date".to_string(),
-        Some(1) => "1 day behind the cutoff".to_string(),
-        Some(n) => format!("{n} days behind the cutoff"),
-        None => "unknown (no watermark)".to_string(),
+    let lag = match (s.watermark_lag_days, s.watermark_ahead_days) {
+        (_, Some(n)) => format!(
+            "watermark {n} day(s) AHEAD of today's cutoff: no run compacts anything until last_compacted_date is set back to the last date really compacted, or watermark.json is deleted to start over"
+        ),
+        (Some(n), None) if s.watermark.is_none() && s.next_date.is_some() => format!(
+            "{n} day(s) behind the cutoff (no watermark yet: counted from {})",
+            date_or(s.next_date, "")
+        ),
+        (lag, None) => match lag {
+            Some(0) => "0 days: up to date".to_string(),
+            Some(1) => "1 day behind the cutoff".to_string(),
+            Some(n) => format!("{n} days behind the cutoff"),
+            None => "unknown (no watermark)".to_string(),
+        },
     };
     let _ = writeln!(o, "lag          {lag}");
     let _ = writeln!(o, "next date    {}", date_or(s.next_date, "none"));
@@ -580,6 +606,7 @@ mod tests {
             cutoff: d("2026-07-20"),
             watermark: Some(d("2026-07-17")),
             watermark_lag_days: Some(3),
+            watermark_ahead_days: None,
             next_date: Some(d("2026-07-18")),
             lease: LeaseStatus {
                 state: LeaseState::Held,

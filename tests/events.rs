@@ -175,6 +175,53 @@ fn a_pinned_time_wins_over_the_eventbridge_time() {
 }
 
 #[test]
+fn events_are_parsed_strictly_naming_the_field_and_the_accepted_ones() {
+    use archive_compaction::app::InvokeEvent;
+    for (bad, needle) in [
+        (
+            serde_json::json!({"dry-run": true, "now": "2026-07-22T04:50:00Z"}),
+            "\"dry-run\"",
+        ),
+        (serde_json::json!({"dryrun": true}), "\"dryrun\""),
+        (serde_json::json!({"Date": "2026-07-18"}), "\"Date\""),
+        (serde_json::json!([]), "an array"),
+        (serde_json::json!(null), "null"),
+        (serde_json::json!("2026-07-18"), "a string"),
+        (serde_json::json!({"date": "2026-7-18"}), "\"date\""),
+        (serde_json::json!({"date": "20260718"}), "\"date\""),
+        (
+            serde_json::json!({"from": "2026-07-01", "to": "2026-7-18"}),
+            "\"to\"",
+        ),
+        (serde_json::json!({"dry_run": "yes"}), "\"dry_run\""),
+        (serde_json::json!({"now": "2026-07-22"}), "\"now\""),
+    ] {
+        let e = InvokeEvent::from_value(bad.clone()).unwrap_err();
+        assert!(e.contains(needle), "{bad}: {e}");
+        if !matches!(needle, "\"date\"" | "\"to\"" | "\"dry_run\"" | "\"now\"") {
+            assert!(
+                e.contains("accepted fields: id, time, now, dry_run, date, from, to"),
+                "{bad}: {e}"
+            );
+        }
+    }
+    // Every event file, and EventBridge's envelope with a replay's name.
+    for name in expected().keys() {
+        let text = std::fs::read_to_string(events_dir().join(name)).unwrap();
+        InvokeEvent::from_value(serde_json::from_str(&text).unwrap())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+    let replayed = serde_json::json!({
+        "version": "0", "id": "e", "detail-type": "Scheduled Event", "source": "aws.events",
+        "account": "123456789012", "time": "2026-07-22T04:50:00Z", "region": "eu-west-1",
+        "resources": [], "detail": {}, "replay-name": "r"
+    });
+    let e = InvokeEvent::from_value(replayed).unwrap();
+    assert_eq!(e.id.as_deref(), Some("e"));
+    assert!(!e.dry_run);
+}
+
+#[test]
 fn malformed_console_events_are_rejected() {
     for bad in [
         serde_json::json!({"date": "2026-13-01"}),
