@@ -77,6 +77,8 @@ impl Fence<'_> {
     pub async fn beside<T>(&mut self, step: impl Future<Output = Result<T>>) -> Result<T> {
         match self.0.as_deref_mut() {
             Some(l) => {
+                // Asked to stop: `step` does not start (`crate::stop`).
+                l.check_stop()?;
                 // Boxed: beside a re-list, the pair is kilobytes of future,
                 // too much for a 2 MB test thread's stack in debug builds.
                 let (out, confirmed) = futures::join!(Box::pin(step), l.confirm_ahead_boxed());

@@ -321,6 +321,13 @@ pub trait Confirm: std::fmt::Debug + Send {
     fn confirm_boxed(&mut self) -> futures::future::BoxFuture<'_, Result<()>>;
     /// [`LeaseGuard::confirm_ahead`], boxed.
     fn confirm_ahead_boxed(&mut self) -> futures::future::BoxFuture<'_, Result<()>>;
+    /// [`Error::Interrupted`] once a stop was requested
+    /// ([`LeaseGuard::stop_on`]), at once and without a request: checked
+    /// before a write that goes beside a confirmation
+    /// ([`crate::commit::Fence::beside`]), so that none starts after it.
+    fn check_stop(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 impl<S: Store + Clone + std::fmt::Debug + 'static> Confirm for LeaseGuard<S> {
@@ -329,6 +336,9 @@ impl<S: Store + Clone + std::fmt::Debug + 'static> Confirm for LeaseGuard<S> {
     }
     fn confirm_ahead_boxed(&mut self) -> futures::future::BoxFuture<'_, Result<()>> {
         Box::pin(self.confirm_ahead())
+    }
+    fn check_stop(&self) -> Result<()> {
+        LeaseGuard::check_stop(self)
     }
 }
 
