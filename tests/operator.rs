@@ -564,7 +564,9 @@ async fn status_of_a_fresh_bucket_and_of_an_unreadable_watermark() {
     };
     let s = status::gather(&store, &cfg, &opts).await.unwrap();
     assert_eq!(s.watermark, None);
-    assert_eq!(s.watermark_lag_days, None);
+    // No watermark: the lag counts from the first date to compact (07-18,
+    // 07-19, 07-20), as the run's WatermarkLagDays does.
+    assert_eq!(s.watermark_lag_days, Some(3));
     assert_eq!(
         s.next_date,
         Some(date("2026-07-18")),
