@@ -293,7 +293,9 @@ pub struct RunReport {
     pub invocation_id: String,
     /// The bucket.
     pub bucket: String,
-    /// Cutoff date: UTC date of `last_run_at` minus `LAG_DAYS`.
+    /// Cutoff date: UTC date of `last_run_at` minus `LAG_DAYS`, never past
+    /// the wall clock's date minus `LAG_DAYS` (`last_run_at` may be up to
+    /// [`crate::run::MAX_CLOCK_SKEW`] ahead of it; later is refused).
     pub cutoff: Option<NaiveDate>,
     /// The watermark before the run.
     pub watermark_before: Option<NaiveDate>,

@@ -531,10 +531,11 @@ fn walking(cx: &Ctx<'_, '_, impl Store>, dates: &[NaiveDate]) {
     });
 }
 
-/// Whether the walk or a range must not start `date`: less time is left
+/// Whether the walk or a range must not start `date`: a stop was requested
+/// (SIGTERM, SIGINT: `interrupted`, a Failure), or less time is left
 /// before the deadline than `DEADLINE_MARGIN_SECONDS`, or twice the slowest
-/// date so far. Then the report says so (`deadline`, `resume_date`) and the
-/// log says how the work goes on (`then`).
+/// date so far. Then the report says so (`interrupted` or `deadline`,
+/// `resume_date`) and the log says how the work goes on (`then`).
 fn stop_for_deadline(
     cx: &Ctx<'_, '_, impl Store>,
     report: &mut RunReport,

@@ -545,7 +545,11 @@ async fn a_failure_is_a_failure_error_and_the_function_keeps_serving() {
         .invoke(r#"{"date": "2026-13-45"}"#)
         .expect_error("Failure");
     let r = report.unwrap_or_else(|| panic!("errorMessage is not a run report: {message}"));
-    assert!(r.errors[0].contains("event is not"), "{:?}", r.errors);
+    assert!(
+        r.errors[0].contains("field \"date\"") && r.errors[0].contains("YYYY-MM-DD"),
+        "{:?}",
+        r.errors
+    );
 
     // The operator fixes the watermark (the Python job's format); the same
     // process compacts on the next invocation.

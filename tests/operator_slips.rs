@@ -556,3 +556,29 @@ async fn a_signal_with_no_run_under_way_or_a_second_one_exits_at_once() {
     reader.join().unwrap();
     assert_eq!(out.status.code(), Some(130), "{out:?}");
 }
+
+#[tokio::test]
+async fn lambdas_shutdown_signal_stops_an_invocation_like_the_cli() {
+    init_logs();
+    let store = bucket("slip-lambda-stop").await;
+    generate(&store, three_days(276));
+    let deps = Deps::from_parts(config(&store, &[]), store.clone(), None, None);
+    let before = dump(&store, "");
+    // What the listener in `main` does on SIGTERM while an invocation runs.
+    deps.stop.request("SIGTERM");
+    let e = handle(
+        &deps,
+        lambda_runtime::LambdaEvent::new(json!({"now": NOW}), lambda_runtime::Context::default()),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.0.last_run_status, Status::Failure);
+    assert_eq!(e.0.stop_reason, StopReason::Interrupted);
+    assert_eq!(e.0.resume_date, Some(date("2026-07-18")));
+    assert!(e.0.errors[0].contains("stopped by SIGTERM: date 2026-07-18 was not started"));
+    assert_eq!(
+        dump(&store, ""),
+        before,
+        "the lease is released, nothing else written"
+    );
+}
