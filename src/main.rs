@@ -250,12 +250,15 @@ fn main() -> ExitCode {
         // SIGTERM / SIGINT: a run under way stops cleanly (lease released,
         // report printed); with none under way, or on a second signal, the
         // process exits at once with 128 + the signal's number.
-        if cli.as_ref().is_none_or(|c| matches!(c.command, Command::Run { .. })) {
-            if let Err(e) = deps.stop.listen(|signal| {
+        let runs = cli
+            .as_ref()
+            .is_none_or(|c| matches!(c.command, Command::Run { .. }));
+        if runs
+            && let Err(e) = deps.stop.listen(|signal| {
                 std::process::exit(i32::from(archive_compaction::stop::exit_code(signal)))
-            }) {
-                tracing::warn!(error = %e, "cannot listen for SIGTERM/SIGINT: a signal ends the process at once");
-            }
+            })
+        {
+            tracing::warn!(error = %e, "cannot listen for SIGTERM/SIGINT: a signal ends the process at once");
         }
         match cli {
             None => {
