@@ -32,14 +32,21 @@ fn settings_help() -> String {
         s.push_str(&format!("  {name:<24} {meaning} [default: {default}]\n"));
     }
     s.push_str("\nExit codes: 0 Success, 2 Mismatch (a day failed parity), 1 Failure.\n");
+    s.push_str(SIGNALS);
     s
 }
 
+/// How `run` answers SIGTERM and SIGINT (`archive_compaction::stop`).
+const SIGNALS: &str = "SIGTERM or Ctrl-C stops a run cleanly (no new date or destructive step, \
+    lease released, report with stop_reason interrupted, exit 1); a second signal exits at once (130 or 143).\n";
+
 fn status_help() -> String {
-    settings_help().replace(
-        "Exit codes: 0 Success, 2 Mismatch (a day failed parity), 1 Failure.",
-        "Exit codes: 0, or 1 when something could not be read (listed under errors).",
-    )
+    settings_help()
+        .replace(
+            "Exit codes: 0 Success, 2 Mismatch (a day failed parity), 1 Failure.",
+            "Exit codes: 0, or 1 when something could not be read (listed under errors).",
+        )
+        .replace(SIGNALS, "")
 }
 
 /// Compacts per-flight Parquet index files into one file per day.
