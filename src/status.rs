@@ -250,6 +250,12 @@ pub async fn gather(
         Err(e) => return Err(e),
     };
     s.lease = lease_status(store, opts.as_of).await?;
+    let max = crate::lease::max_plausible_lease(config.lease).as_secs() as i64;
+    if let Some(left) = s.lease.expires_in_seconds.filter(|l| *l > max) {
+        s.errors.push(format!(
+            "lease {LOCK_KEY} claims {left} s more, longer than any run holds it (LEASE_SECONDS + 900 s = {max} s): runs fail on it; check that no run is under way, then remove the file"
+        ));
+    }
     for m in store.list(MANIFESTS_ROOT).await? {
         let Some(body) = store.get_opt(&m.key).await? else {
             continue;

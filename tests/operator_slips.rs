@@ -307,6 +307,11 @@ async fn a_lock_that_lasts_ten_years_is_a_failure_naming_the_file() {
         "{err}"
     );
     assert_eq!(dump(&store, ""), before, "the lock or the bucket changed");
+    // status names it among its errors (exit 1), not as "a run is under way" alone.
+    let out = cli_out(&store, &["status", "--now", NOW], &[]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("longer than any run holds it"), "{text}");
 }
 
 #[tokio::test]

@@ -388,10 +388,17 @@ def main():
         "changed, the next run in the same environment published again: read once, cached")
 
     # 6. An asynchronous invocation ending in Mismatch: retried, then the failure queue.
-    later = today + dt.timedelta(days=1)
+    # The date is before the cutoff (an invocation time ahead of the wall
+    # clock is refused: run::MAX_CLOCK_SKEW), and after the watermark, set
+    # back by hand to the day before it (the scheduled run passed it empty;
+    # the schedule is disabled since).
+    later = today - dt.timedelta(days=3)
     gen2 = archive("gen", endpoint, bucket, {"seed": 15, "days": [
         {"date": later.isoformat(), "flights": 12, "unindexed": 2}]})
-    at = (dt.datetime.combine(today + dt.timedelta(days=4), dt.time(4, 50), dt.timezone.utc))
+    s3 = client("s3")
+    s3.put_object(Bucket=bucket, Key="_compaction_state/watermark.json",
+                  Body=json.dumps({"last_compacted_date": (later - dt.timedelta(days=1)).isoformat()}).encode())
+    at = dt.datetime.now(dt.timezone.utc).replace(microsecond=0) - dt.timedelta(seconds=5)
     event = {"id": f"retry-{os.getpid()}", "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
              "detail-type": "Scheduled Event", "source": "aws.events"}
     lam.invoke(FunctionName=fn, InvocationType="Event", Payload=json.dumps(event).encode())
