@@ -13,7 +13,7 @@ ARCH ?= arm64
 EVENT ?= events/console-now.json
 
 .PHONY: help tools test test-unit test-ministack test-moto test-crash demo lint fmt \
-	lambda-tools sam-tools build deploy deploy-local invoke-local invoke-qemu validate bench bench-concurrency bench-plot bench-tools
+	lambda-tools sam-tools build deploy deploy-local invoke-local invoke-qemu validate bench bench-concurrency bench-plot bench-docs bench-tools
 
 help: ## This list.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -47,17 +47,22 @@ demo: ## Build the CLI, then one run on a generated archive (local S3 and MQTT s
 # `make bench BENCH_ARGS="--sizes 1000 --latency-ms 20"`: see bench/bench.py for every option.
 BENCH_ARGS ?=
 
-bench: tools bench-tools ## Benchmark (not part of `make test`): job vs sequential baseline vs DuckDB vs I/O floors (own, curl), DuckDB queries before/after, N = 1k, 10k, 50k files (~30 min); draws docs/bench.png.
+bench: tools bench-tools ## Benchmark (not part of `make test`): job vs sequential baseline vs DuckDB vs I/O floors (own, curl), DuckDB queries before/after, N = 1k, 10k, 50k files (~30 min); draws docs/bench.png, writes docs/performance.md's figures.
 	$(CARGO) build --release --bin archive-compaction --example bench-tool
 	$(TOOLS_DIR)/py/bin/python bench/bench.py $(BENCH_ARGS)
 	$(TOOLS_DIR)/duckdb/bin/python bench/plot.py
+	python3 bench/docs.py
 
 bench-plot: bench-tools ## Redraw docs/bench.png from an existing target/bench-results.json.
 	$(TOOLS_DIR)/duckdb/bin/python bench/plot.py
 
+bench-docs: ## Rewrite docs/performance.md's figures from an existing target/bench-results.json.
+	python3 bench/docs.py
+
 bench-concurrency: tools bench-tools ## READ_CONCURRENCY sweep at 10,000 files (job, I/O floor and curl floor).
 	$(CARGO) build --release --bin archive-compaction --example bench-tool
-	$(TOOLS_DIR)/py/bin/python bench/bench.py --sizes "" --sweep 8,16,32,64,128,256 $(BENCH_ARGS)
+	$(TOOLS_DIR)/py/bin/python bench/bench.py --sizes "" --sweep 8,16,32,64,128,256 --out target/bench-sweep.json $(BENCH_ARGS)
+	python3 bench/docs.py --results target/bench-sweep.json
 
 bench-tools:
 	@scripts/setup-tools.sh bench

@@ -359,7 +359,7 @@ pub use crate::storage::sha256_b64;
 ///
 /// The output is held in memory and hashed before the manifest is written
 /// (docs/ARCHITECTURE.md: the manifest records the output's size and checksum before
-/// the PUT). A day of 50,000 flights encodes to about 2.6 MB (README,
+/// the PUT). A day of 50,000 flights encodes to about 2.6 MB (docs/performance.md,
 /// "Performance"); outputs from `MULTIPART_THRESHOLD_BYTES` go up as a
 /// multipart upload ([`crate::storage::S3Store::put`]).
 ///

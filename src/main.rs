@@ -180,7 +180,7 @@ fn init_tracing(level: &str, json: bool, bar: Option<ProgressBar>) {
 
 /// mimalloc instead of glibc's malloc: the per-file path (SDK request and
 /// response, Parquet decode) makes many small short-lived allocations, which
-/// glibc's allocator served at ~17 % of the job's CPU (README "Performance").
+/// glibc's allocator served at ~17 % of the job's CPU (docs/performance.md, "CPU per file").
 /// Feature `system-allocator` leaves it out, for heap profilers.
 #[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
@@ -224,7 +224,7 @@ fn main() -> ExitCode {
     // task that reads them; a Lambda below 1,769 MB has less than one vCPU,
     // so worker threads only add wake-ups and context switches between
     // them (a multi-thread runtime cost about 15 % more CPU per file,
-    // README "Performance").
+    // docs/performance.md, "CPU per file").
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -605,7 +605,7 @@ impl S3Store {
     /// CompleteMultipartUpload, so the object appears whole or not at all.
     /// A failed upload is aborted (best effort; an upload left by a crash is
     /// removed by the bucket's `AbortIncompleteMultipartUpload` lifecycle
-    /// rule, see the README).
+    /// rule, see docs/operating.md, "Recovery").
     pub async fn put(
         &self,
         key: &str,
