@@ -875,10 +875,13 @@ where
         }
     }
     let suffix_at = size - suffix.len() as u64;
+    // A range that starts in the tail already read is served from it; one
+    // that runs on into the tail is fetched up to the tail and joined to it
+    // (a chunk must lie in one part).
     let to_fetch: Vec<(u64, u64)> = coalesce(wanted, COALESCE_GAP_BYTES)
         .into_iter()
         .filter(|(s, _)| *s < suffix_at)
-        .map(|(s, e)| (s, e.min(suffix_at.max(s))))
+        .map(|(s, e)| (s, e.min(suffix_at)))
         .filter(|(s, e)| s < e)
         .collect();
     let fetched: Vec<(u64, Bytes)> = stream::iter(to_fetch)
@@ -886,7 +889,17 @@ where
         .buffered(8)
         .try_collect()
         .await?;
-    let mut parts = fetched;
+    let mut parts = Vec::with_capacity(fetched.len() + 1);
+    for (at, b) in fetched {
+        if at + b.len() as u64 == suffix_at {
+            let mut joined = bytes::BytesMut::with_capacity(b.len() + suffix.len());
+            joined.extend_from_slice(&b);
+            joined.extend_from_slice(&suffix);
+            parts.push((at, joined.freeze()));
+        } else {
+            parts.push((at, b));
+        }
+    }
     parts.push((suffix_at, suffix));
     let file = Fetched { len: size, parts };
     let mask = ProjectionMask::leaves(descr, leaves.iter().copied());
