@@ -37,8 +37,8 @@
 //!
 //! Memory: one date's flight keys and one small entry per flight with an
 //! index row, for [`DATES_IN_FLIGHT`] dates at once, plus the column chunks
-//! being decoded; GETs in flight are bounded by `READ_CONCURRENCY` over all
-//! dates.
+//! of up to [`FILES_IN_FLIGHT`] files a date being decoded; GETs in flight
+//! are bounded by `READ_CONCURRENCY` over all dates.
 //!
 //! ```
 //! use archive_compaction::audit::{audit, AuditOptions, AuditStatus};
@@ -99,6 +99,11 @@ pub const EXAMPLE_FILES_MAX: usize = 4;
 /// Dates audited at once. Each holds its own listings and per-flight
 /// entries (memory), and its GETs share `READ_CONCURRENCY` with the others.
 pub const DATES_IN_FLIGHT: usize = 4;
+
+/// Multi-row inputs of one date read at once (each holds its two column
+/// chunks while they are decoded); their GETs take `READ_CONCURRENCY`
+/// permits like every other.
+pub const FILES_IN_FLIGHT: usize = 8;
 
 /// The tail of a multi-row input read first: the footer (its length and
 /// metadata) of an index file is a few KiB, so one GET nearly always holds
@@ -581,7 +586,7 @@ pub async fn audit_day(store: &impl Store, date: NaiveDate, gets: &Semaphore) ->
             let r = read_columns(store, meta, date, flights_ref, gets).await?;
             Ok::<_, Error>((meta, r))
         })
-        .buffered(DATES_IN_FLIGHT.max(4))
+        .buffered(FILES_IN_FLIGHT)
         .boxed();
     while let Some((meta, read)) = reads.try_next().await? {
         day.requests += read.requests;
