@@ -1295,16 +1295,38 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_empty_range_is_clean_and_a_reversed_one_refused() {
+    async fn an_empty_range_is_clean_one_past_the_deadline_incomplete_and_a_reversed_one_refused() {
         let store = MemoryStore::new("b");
         let d = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
-        let r = audit(&store, &config(), &AuditOptions::range(d, d))
-            .await
-            .unwrap();
+        let bar =
+            indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::hidden());
+        let opts = AuditOptions {
+            bar: Some(bar.clone()),
+            ..AuditOptions::range(d, d.succ_opt().unwrap())
+        };
+        let r = audit(&store, &config(), &opts).await.unwrap();
+        assert_eq!(
+            (bar.position(), bar.length()),
+            (2, Some(2)),
+            "one step a date"
+        );
+        assert!(bar.is_finished());
         assert_eq!(
             (r.status, r.dates, r.totals.dates_audited),
-            (AuditStatus::Clean, 1, 1)
+            (AuditStatus::Clean, 2, 2)
         );
+        // No time left: no date is started, the report says where to go on.
+        let late = AuditOptions {
+            deadline: Some(Instant::now()),
+            ..AuditOptions::range(d, d.succ_opt().unwrap())
+        };
+        let r = audit(&store, &config(), &late).await.unwrap();
+        assert_eq!(
+            (r.status, r.resume_date),
+            (AuditStatus::Incomplete, Some(d))
+        );
+        assert_eq!(r.status.exit_code(), 1);
+        assert!(r.days.is_empty());
         let e = audit(
             &store,
             &config(),
