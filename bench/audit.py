@@ -17,6 +17,7 @@ Prints one JSON line per measurement. The machine and its load are the
 caller's to report (the numbers are for one process on a shared machine).
 """
 import argparse
+import concurrent.futures as cf
 import datetime as dt
 import gzip
 import json
@@ -26,7 +27,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import concurrent.futures as cf
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
@@ -60,14 +60,14 @@ def env(endpoint, bucket):
     return e
 
 
-def measure(name, cmd, e, ok=(0, 2)):
+def measure(cmd, e, ok=(0, 2)):
+    """Runs `cmd` under GNU time: (its JSON report, wall seconds, peak RSS MB)."""
     with tempfile.NamedTemporaryFile("r") as rf:
         t0 = time.perf_counter()
         p = subprocess.Popen([GNU_TIME, "-f", "%M", "-o", rf.name] + cmd, env=e,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         out, err = p.communicate()
         wall = time.perf_counter() - t0
-        ru = None
         rss = rf.read().split()
     if p.returncode not in ok:
         sys.exit(f"{cmd} exited {p.returncode}: {err.decode()[-2000:]}")
@@ -76,10 +76,11 @@ def measure(name, cmd, e, ok=(0, 2)):
 
 
 def timed(name, cmd, e):
-    """Runs `cmd` under GNU time with CPU from resource usage of children."""
+    """Measures `cmd` and prints one JSON line; CPU is the user + system
+    time of the children reaped meanwhile (GNU time and the command)."""
     import resource
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    report, wall, rss = measure(name, cmd, e)
+    report, wall, rss = measure(cmd, e)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     t = report.get("totals", {})
