@@ -8,7 +8,7 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use archive_compaction::app::{Deps, handle};
+use archive_compaction::app::{Deps, dispatch};
 use archive_compaction::config::{Config, SETTINGS, parse_date};
 use archive_compaction::progress::{self, BarWriter};
 use archive_compaction::report::RunReport;
@@ -109,6 +109,20 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Prove, read-only, that every date from --from to --to holds every
+    /// flight exactly once: counts flights, index rows, missing,
+    /// duplicated, orphans, other-day rows and unreadable files per date,
+    /// with examples and what fixes each. No lease, no write, no delete.
+    /// JSON on stdout (a summary on stderr on a terminal). Exit codes: 0
+    /// clean, 2 something found, 1 a date could not be audited.
+    Audit {
+        /// First date (YYYY-MM-DD), included.
+        #[arg(long, value_parser = |s: &str| parse_date("--from", s).map_err(|e| e.to_string()))]
+        from: chrono::NaiveDate,
+        /// Last date (YYYY-MM-DD), included.
+        #[arg(long, value_parser = |s: &str| parse_date("--to", s).map_err(|e| e.to_string()))]
+        to: chrono::NaiveDate,
+    },
 }
 
 fn parse_now(s: &str) -> Result<DateTime<Utc>, String> {
@@ -207,7 +221,7 @@ fn main() -> ExitCode {
         && matches!(
             &cli,
             Some(Cli {
-                command: Command::Run { .. }
+                command: Command::Run { .. } | Command::Audit { .. }
             })
         )
         && std::io::stderr().is_terminal())
@@ -251,7 +265,7 @@ fn main() -> ExitCode {
             None => {
                 let deps = &deps;
                 match lambda_runtime::run(service_fn(move |ev: LambdaEvent<serde_json::Value>| {
-                    handle(deps, ev)
+                    dispatch(deps, ev)
                 }))
                 .await
                 {
@@ -288,6 +302,11 @@ fn main() -> ExitCode {
                 );
                 ExitCode::from(report.last_run_status.exit_code() as u8)
             }
+            Some(Cli {
+                command: Command::Audit { from, to },
+            }) => ExitCode::from(
+                archive_compaction::audit::cli(&deps.store, &deps.config, from, to, bar).await,
+            ),
             Some(Cli {
                 command: Command::Status { now, days, json },
             }) => {

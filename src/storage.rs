@@ -269,6 +269,35 @@ pub trait Store: Send + Sync {
         }
     }
 
+    /// Reads bytes `range` (start included, end excluded) of an object,
+    /// only in the version with ETag `if_match` when given: GetObject with
+    /// `Range: bytes=start-(end-1)` and `If-Match` (what `audit` reads a
+    /// Parquet footer and a column chunk with). The range is clipped to the
+    /// object's end; an empty range reads nothing.
+    ///
+    /// Errors: [`Error::PreconditionFailed`] when the object's ETag is not
+    /// `if_match` (it changed since it was listed; the ETag the response
+    /// carries is compared too, for a server that ignores `If-Match`); a
+    /// missing key as in [`Store::get`]. The default reads the whole object
+    /// and slices it (the in-memory stores); [`S3Store`] sends the range.
+    fn get_range(
+        &self,
+        key: &str,
+        range: std::ops::Range<u64>,
+        if_match: Option<&str>,
+    ) -> impl Future<Output = Result<Fetched>> + Send {
+        async move {
+            let f = self.get(key).await?;
+            check_if_match(self.bucket(), key, if_match, &f.etag)?;
+            let end = (range.end.min(f.body.len() as u64)) as usize;
+            let start = (range.start as usize).min(end);
+            Ok(Fetched {
+                body: f.body.slice(start..end),
+                etag: f.etag,
+            })
+        }
+    }
+
     /// Size, ETag, stored SHA-256 checksum and metadata, or `None` when the
     /// key does not exist.
     fn head(&self, key: &str) -> impl Future<Output = Result<Option<Head>>> + Send;
@@ -344,6 +373,19 @@ pub fn sha256_b64(bytes: &[u8]) -> String {
     use base64::Engine;
     use sha2::Digest;
     base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(bytes))
+}
+
+/// [`Error::PreconditionFailed`] for a GetObject of `key` when `if_match`
+/// is given and differs from the `etag` read.
+fn check_if_match(bucket: &str, key: &str, if_match: Option<&str>, etag: &str) -> Result<()> {
+    match if_match {
+        Some(want) if !etag_eq(want, etag) => Err(Error::PreconditionFailed {
+            op: "GetObject",
+            bucket: bucket.to_string(),
+            key: key.to_string(),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Strips the quotes S3 puts around ETags, for comparisons.
@@ -540,6 +582,45 @@ impl S3Store {
             .await
             .map_err(|e| self.err("GetObject", key, e))?;
         let etag = out.e_tag().unwrap_or_default().to_string();
+        let body = out.body.collect().await.map_err(|e| Error::S3 {
+            op: "GetObject",
+            bucket: self.bucket.clone(),
+            key: key.to_string(),
+            code: "body".into(),
+            message: e.to_string(),
+            transient: true,
+        })?;
+        Ok(Fetched {
+            body: body.into_bytes(),
+            etag,
+        })
+    }
+
+    /// Reads bytes `range` of an object (see [`Store::get_range`]).
+    pub async fn get_range(
+        &self,
+        key: &str,
+        range: std::ops::Range<u64>,
+        if_match: Option<&str>,
+    ) -> Result<Fetched> {
+        if range.start >= range.end {
+            return Ok(Fetched {
+                body: Bytes::new(),
+                etag: if_match.unwrap_or_default().to_string(),
+            });
+        }
+        let out = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .range(format!("bytes={}-{}", range.start, range.end - 1))
+            .set_if_match(if_match.map(str::to_string))
+            .send()
+            .await
+            .map_err(|e| self.err("GetObject", key, e))?;
+        let etag = out.e_tag().unwrap_or_default().to_string();
+        check_if_match(&self.bucket, key, if_match, &etag)?;
         let body = out.body.collect().await.map_err(|e| Error::S3 {
             op: "GetObject",
             bucket: self.bucket.clone(),
@@ -936,6 +1017,14 @@ impl Store for S3Store {
 
     fn head(&self, key: &str) -> impl Future<Output = Result<Option<Head>>> + Send {
         S3Store::head(self, key)
+    }
+    fn get_range(
+        &self,
+        key: &str,
+        range: std::ops::Range<u64>,
+        if_match: Option<&str>,
+    ) -> impl Future<Output = Result<Fetched>> + Send {
+        S3Store::get_range(self, key, range, if_match)
     }
 
     fn put_object(

@@ -377,6 +377,36 @@ async fn last_modified(s: &impl Store, kind: Kind) {
     }
 }
 
+/// A byte range of one version (`Range`, `If-Match`): the bytes asked for,
+/// clipped at the object's end; another ETag is 412, a missing key 404.
+async fn ranged_get_of_one_version(s: &impl Store, _kind: Kind) {
+    let body = Bytes::from("0123456789abcdef");
+    let etag = s
+        .put("k/range", body.clone(), PutMode::Create, None)
+        .await
+        .unwrap();
+    let got = s.get_range("k/range", 4..8, Some(&etag)).await.unwrap();
+    assert_eq!(got.body, Bytes::from("4567"));
+    assert_eq!(got.etag, etag);
+    let tail = s.get_range("k/range", 12..16, None).await.unwrap();
+    assert_eq!(tail.body, Bytes::from("cdef"));
+    let clipped = s.get_range("k/range", 14..40, Some(&etag)).await.unwrap();
+    assert_eq!(clipped.body, Bytes::from("ef"));
+    let other = s
+        .get_range(
+            "k/range",
+            0..4,
+            Some("\"0123456789abcdef0123456789abcdef\""),
+        )
+        .await;
+    assert!(is_precondition(&other), "another ETag: {other:?}");
+    let missing = s.get_range("k/nothing", 0..4, None).await;
+    assert!(
+        matches!(&missing, Err(e) if e.is_not_found()),
+        "{missing:?}"
+    );
+}
+
 macro_rules! conformance {
     ($($case:ident),* $(,)?) => {
         mod memory {
@@ -413,6 +443,7 @@ conformance!(
     pages_start_after_and_ranges,
     common_prefixes,
     last_modified,
+    ranged_get_of_one_version,
 );
 
 // Cases the servers cannot be made to show on demand: they need two
