@@ -4,9 +4,72 @@
 //! (Mismatch, Failure), the CLI's JSON on stdout, and the source of every
 //! CloudWatch metric and MQTT topic. Its JSON Schema is
 //! `specs/run-report.schema.json`.
+//!
+//! The report is bounded whatever the run met: every list keeps at most a
+//! fixed number of entries ([`UUIDS_SHOWN`], [`DAYS_SHOWN`],
+//! [`SKIPPED_FILES_SHOWN`], [`RECOVERED_SHOWN`], [`ERRORS_SHOWN`], per day
+//! [`DAY_UUIDS_SHOWN`]) with its exact count and a `*_truncated` marker
+//! beside it, and [`RunReport::bound`] keeps the whole JSON (pretty-printed,
+//! as the CLI prints it) within [`REPORT_MAX_BYTES`]. The Lambda response
+//! is refused over 6 MB, and an asynchronous invocation's failure record
+//! loses its payload when request and response exceed 256 KB. The full
+//! detail lives elsewhere: `status` lists every missing flight, and the log
+//! has one line per skipped file (`file skipped`) and per reported date
+//! (`date reported`).
+//!
+//! ```
+//! use archive_compaction::report::{RunReport, SkippedFile, UUIDS_SHOWN};
+//! use chrono::NaiveDate;
+//!
+//! let mut r = RunReport::default();
+//! let date = NaiveDate::from_ymd_opt(2026, 7, 19).unwrap();
+//! let missing: Vec<uuid::Uuid> = (0..20_000u128).map(uuid::Uuid::from_u128).collect();
+//! r.set_mismatch(date, &missing);
+//! assert_eq!(r.mismatch_uuid_count, 20_000);
+//! assert_eq!(r.mismatch_uuids.len(), UUIDS_SHOWN);
+//! assert!(r.mismatch_uuids_truncated);
+//! r.bound();
+//! assert!(serde_json::to_string_pretty(&r).unwrap().len() <= archive_compaction::report::REPORT_MAX_BYTES);
+//! ```
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
+
+/// How many of the missing flights' uuids the report (`mismatch_uuids`)
+/// and the MQTT topic `mismatch_uuids` carry: the first ones, sorted
+/// (100 uuids are about 3.9 KB of JSON). `mismatch_uuid_count` is the exact
+/// count; `status` lists them all.
+pub const UUIDS_SHOWN: usize = 100;
+
+/// How many uuids a date's entry in `days` carries (`days[].mismatch_uuids`);
+/// `days[].mismatch_uuid_count` is the exact count.
+pub const DAY_UUIDS_SHOWN: usize = 20;
+
+/// How many dates `days` lists (the first ones, in walk order); `days_total`
+/// counts them all, and the log has one `date reported` line for each.
+pub const DAYS_SHOWN: usize = 100;
+
+/// How many files `skipped_files` lists (the first ones, in the order they
+/// were met); `skipped_files_total` counts them all, and the log has one
+/// `file skipped` line for each.
+pub const SKIPPED_FILES_SHOWN: usize = 100;
+
+/// How many manifests `recovered` lists (in the order recovery met them);
+/// `recovered_total` counts them all.
+pub const RECOVERED_SHOWN: usize = 100;
+
+/// How many errors `errors` lists: the first `ERRORS_SHOWN - 1` and the last
+/// one (the error that stopped the run); `errors_total` counts them all,
+/// and the log has each (`run failed`).
+pub const ERRORS_SHOWN: usize = 50;
+
+/// The most bytes the report's JSON takes, pretty-printed as the CLI prints
+/// it (the Lambda response is the compact form, smaller still): 200,000,
+/// leaving room under the 256 KB of an asynchronous invocation's failure
+/// record (request and response together) for the event and its metadata.
+/// [`RunReport::bound`] cuts lists further when the caps above are not
+/// enough (very long keys or reasons).
+pub const REPORT_MAX_BYTES: usize = 200_000;
 
 /// Outcome of a run: exit code 0, 2, 1 respectively.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -206,6 +269,8 @@ pub struct DayReport {
     /// The first [`crate::run::FOREIGN_KEYS_SHOWN`] of them by key, in key
     /// order (`foreign_objects` is the full count).
     pub foreign_keys: Vec<String>,
+    /// True when `foreign_keys` names fewer keys than `foreign_objects` counts.
+    pub foreign_keys_truncated: bool,
     /// Inputs left in place because they cannot be read or merged; each is
     /// in the run's `skipped_files` with the reason.
     pub files_skipped: u64,
@@ -235,8 +300,13 @@ pub struct DayReport {
     pub bytes_written: u64,
     /// Bytes of input read (in a dry run: of the files it would merge).
     pub bytes_read: u64,
-    /// On a `mismatch`: the flights without an index row, sorted.
+    /// On a `mismatch`: the first [`DAY_UUIDS_SHOWN`] flights without an
+    /// index row, sorted (cut by [`RunReport::add_day`]).
     pub mismatch_uuids: Vec<String>,
+    /// On a `mismatch`: how many flights have no index row (exact).
+    pub mismatch_uuid_count: u64,
+    /// True when `mismatch_uuids` holds fewer than `mismatch_uuid_count`.
+    pub mismatch_uuids_truncated: bool,
     /// Inputs of this date left in place, with the reason; moved into the
     /// run's `skipped_files` by [`RunReport::add_day`] (not serialised here).
     #[serde(skip)]
@@ -275,9 +345,10 @@ pub struct RunReport {
     pub last_compacted_date: Option<NaiveDate>,
     /// The date parity failed on, if any.
     pub mismatch_date: Option<NaiveDate>,
-    /// How many flights of `mismatch_date` have no index row.
+    /// How many flights of `mismatch_date` have no index row (exact).
     pub mismatch_uuid_count: u64,
-    /// Those flights' uuids, sorted.
+    /// The first [`UUIDS_SHOWN`] of those flights' uuids, sorted (`status`
+    /// lists them all).
     pub mismatch_uuids: Vec<String>,
     /// Consecutive invocations blocked on the same mismatch date.
     pub mismatch_runs: u32,
@@ -316,20 +387,43 @@ pub struct RunReport {
     pub stragglers_folded: u64,
     /// Manifests resolved by recovery at the start.
     pub manifests_recovered: u64,
-    /// What recovery did, manifest by manifest.
+    /// What recovery did, manifest by manifest: the first
+    /// [`RECOVERED_SHOWN`].
     pub recovered: Vec<RecoveredManifest>,
-    /// Per-date detail, in walk order.
+    /// Per-date detail, in walk order: the first [`DAYS_SHOWN`] dates.
     pub days: Vec<DayReport>,
-    /// Files left in place with the reason (foreign objects are not listed, only counted).
+    /// Files left in place with the reason (foreign objects are not listed,
+    /// only counted): the first [`SKIPPED_FILES_SHOWN`].
     pub skipped_files: Vec<SkippedFile>,
     /// Foreign objects seen under walked partitions (never touched).
     pub foreign_objects: u64,
-    /// Errors, each with the key/date/setting involved.
+    /// Errors, each with the key/date/setting involved: the first
+    /// [`ERRORS_SHOWN`] − 1 and the last.
     pub errors: Vec<String>,
     /// Reporting failures (MQTT, CloudWatch); they never change the status.
+    /// At most one per sink and MQTT exchange, so a handful.
     pub report_errors: Vec<String>,
     /// Wall time of the run, in seconds.
     pub duration_seconds: f64,
+    /// True when `mismatch_uuids` holds fewer uuids than `mismatch_uuid_count`.
+    pub mismatch_uuids_truncated: bool,
+    /// Dates reported (exact; `days` lists the first ones).
+    pub days_total: u64,
+    /// True when `days` lists fewer than `days_total`.
+    pub days_truncated: bool,
+    /// Files left in place with a reason (exact; `skipped_files` lists the
+    /// first ones).
+    pub skipped_files_total: u64,
+    /// True when `skipped_files` lists fewer than `skipped_files_total`.
+    pub skipped_files_truncated: bool,
+    /// Manifests recovery met (exact; `recovered` lists the first ones).
+    pub recovered_total: u64,
+    /// True when `recovered` lists fewer than `recovered_total`.
+    pub recovered_truncated: bool,
+    /// Errors recorded (exact; `errors` lists some of them).
+    pub errors_total: u64,
+    /// True when `errors` lists fewer than `errors_total`.
+    pub errors_truncated: bool,
 }
 
 impl RunReport {
@@ -343,6 +437,7 @@ impl RunReport {
         let msg = error.to_string();
         tracing::error!(error = %msg, "run failed");
         self.errors.push(msg);
+        self.errors_total += 1;
         self.last_run_status = Status::Failure;
     }
 
@@ -359,6 +454,13 @@ impl RunReport {
     /// stragglers for a swept date) are added, its skipped files join
     /// `skipped_files`, and it is listed in `days`. The one place where day
     /// figures become run figures.
+    ///
+    /// Bounded: the day's `mismatch_uuids` is cut to [`DAY_UUIDS_SHOWN`]
+    /// (its `mismatch_uuid_count` exact), `days` lists the first
+    /// [`DAYS_SHOWN`] dates (`days_total` counts every one) and
+    /// `skipped_files` the first [`SKIPPED_FILES_SHOWN`] files. Each date
+    /// is logged as one `date reported` line (its JSON, bounded by the same
+    /// caps), each skipped file as one `file skipped` line.
     pub fn add_day(&mut self, mut day: DayReport) {
         self.add_totals(&mut day);
         if matches!(day.action, DayAction::Swept | DayAction::SweepPlanned) {
@@ -366,7 +468,24 @@ impl RunReport {
                 .files_read
                 .saturating_sub(day.files_read_compacted + day.files_read_multi_row);
         }
-        self.days.push(day);
+        let uuids = day.mismatch_uuids.len() as u64;
+        day.mismatch_uuid_count = day.mismatch_uuid_count.max(uuids);
+        if cut(&mut day.mismatch_uuids, DAY_UUIDS_SHOWN) {
+            day.mismatch_uuids_truncated = true;
+        }
+        day.foreign_keys_truncated = (day.foreign_keys.len() as u64) < day.foreign_objects;
+        tracing::info!(
+            date = %day.date,
+            action = %day.action,
+            day = %serde_json::to_string(&day).unwrap_or_default(),
+            "date reported"
+        );
+        self.days_total += 1;
+        if self.days.len() < DAYS_SHOWN {
+            self.days.push(day);
+        } else {
+            self.days_truncated = true;
+        }
     }
 
     /// [`RunReport::add_day`] for a date that is not listed in `days` (the
@@ -383,18 +502,118 @@ impl RunReport {
         self.bytes_written += day.bytes_written;
         self.duplicates_removed += day.duplicates_removed;
         self.foreign_objects += day.foreign_objects;
-        self.skipped_files.append(&mut day.skipped);
+        for f in day.skipped.drain(..) {
+            tracing::warn!(key = %f.key, date = ?f.date, column = ?f.column, reason = %f.reason,
+                "file skipped: left in place");
+            self.skipped_files_total += 1;
+            if self.skipped_files.len() < SKIPPED_FILES_SHOWN {
+                self.skipped_files.push(f);
+            } else {
+                self.skipped_files_truncated = true;
+            }
+        }
     }
 
-    /// Records a parity mismatch on `date` with its missing flights.
+    /// Records a parity mismatch on `date` with its missing flights
+    /// (sorted): `mismatch_uuid_count` is their number, `mismatch_uuids` the
+    /// first [`UUIDS_SHOWN`] of them.
     pub fn set_mismatch(&mut self, date: NaiveDate, missing: &[uuid::Uuid]) {
         self.mismatch_date = Some(date);
         self.mismatch_uuid_count = missing.len() as u64;
-        self.mismatch_uuids = missing.iter().map(uuid::Uuid::to_string).collect();
+        self.mismatch_uuids = (missing.iter().take(UUIDS_SHOWN))
+            .map(uuid::Uuid::to_string)
+            .collect();
+        self.mismatch_uuids_truncated = missing.len() > UUIDS_SHOWN;
     }
 
-    /// Number of files skipped (left in place) for a reason.
+    /// Number of files skipped (left in place) for a reason (exact, also
+    /// when `skipped_files` is cut).
     pub fn files_skipped(&self) -> u64 {
-        self.skipped_files.len() as u64
+        self.skipped_files_total
     }
+
+    /// Lists what recovery did with each manifest: the first
+    /// [`RECOVERED_SHOWN`] in `recovered`, all of them counted in
+    /// `recovered_total`.
+    pub fn set_recovered(&mut self, recovered: &[RecoveredManifest]) {
+        self.recovered_total = recovered.len() as u64;
+        self.recovered = recovered.iter().take(RECOVERED_SHOWN).cloned().collect();
+        self.recovered_truncated = recovered.len() > RECOVERED_SHOWN;
+    }
+
+    /// Bounds the report for its consumers, when nothing is added any more
+    /// (after reporting: `report_errors`); calling it again changes nothing.
+    /// `errors` keeps its first [`ERRORS_SHOWN`] − 1 entries and the last
+    /// (`errors_total` counts them all), `recovered` its first
+    /// [`RECOVERED_SHOWN`]. Then, while
+    /// the pretty-printed JSON is over [`REPORT_MAX_BYTES`], the list taking
+    /// the most bytes (`days`, `skipped_files`, `recovered`, `errors`,
+    /// `mismatch_uuids`) is halved and marked cut. Counts stay exact.
+    pub fn bound(&mut self) {
+        self.recovered_total = self.recovered_total.max(self.recovered.len() as u64);
+        if cut(&mut self.recovered, RECOVERED_SHOWN) {
+            self.recovered_truncated = true;
+        }
+        self.errors_total = self.errors_total.max(self.errors.len() as u64);
+        if cut_keeping_last(&mut self.errors, ERRORS_SHOWN) {
+            self.errors_truncated = true;
+        }
+        self.mismatch_uuid_count = (self.mismatch_uuid_count).max(self.mismatch_uuids.len() as u64);
+        self.days_total = self.days_total.max(self.days.len() as u64);
+        self.skipped_files_total = (self.skipped_files_total).max(self.skipped_files.len() as u64);
+        while json_len(self) > REPORT_MAX_BYTES {
+            let sizes = [
+                json_len(&self.days),
+                json_len(&self.skipped_files),
+                json_len(&self.recovered),
+                json_len(&self.errors),
+                json_len(&self.mismatch_uuids),
+            ];
+            let (largest, _) = (sizes.iter().enumerate())
+                .filter(|(_, n)| **n > 2)
+                .max_by_key(|(_, n)| **n)
+                .unwrap_or((usize::MAX, &0));
+            match largest {
+                0 => self.days_truncated |= halve(&mut self.days, cut),
+                1 => self.skipped_files_truncated |= halve(&mut self.skipped_files, cut),
+                2 => self.recovered_truncated |= halve(&mut self.recovered, cut),
+                3 => self.errors_truncated |= halve(&mut self.errors, cut_keeping_last),
+                4 => self.mismatch_uuids_truncated |= halve(&mut self.mismatch_uuids, cut),
+                // Every list empty: the rest is a few hundred bytes of figures.
+                _ => break,
+            }
+        }
+    }
+}
+
+/// Cuts `list` to half its length with `how`; true when something was cut.
+fn halve<T>(list: &mut Vec<T>, how: fn(&mut Vec<T>, usize) -> bool) -> bool {
+    let half = list.len() / 2;
+    how(list, half)
+}
+
+/// Cuts `list` to its first `keep` entries; true when something was cut.
+fn cut<T>(list: &mut Vec<T>, keep: usize) -> bool {
+    let cut = list.len() > keep;
+    list.truncate(keep);
+    cut
+}
+
+/// Cuts `list` to its first `keep - 1` entries and its last one (none when
+/// `keep` is 0); true when something was cut.
+fn cut_keeping_last<T>(list: &mut Vec<T>, keep: usize) -> bool {
+    if list.len() <= keep {
+        return false;
+    }
+    let last = list.pop();
+    list.truncate(keep.saturating_sub(1));
+    if keep > 0 {
+        list.extend(last);
+    }
+    true
+}
+
+/// The length of `value`'s pretty-printed JSON, in bytes.
+fn json_len(value: &impl Serialize) -> usize {
+    serde_json::to_string_pretty(value).map_or(0, |s| s.len())
 }
