@@ -774,6 +774,60 @@ mod tests {
     }
 
     #[test]
+    fn a_big_mismatch_is_cut_in_its_payload_and_exact_in_its_count() {
+        let missing: Vec<uuid::Uuid> = (0..20_000u128)
+            .map(|i| uuid::Uuid::from_u128(u128::MAX - i))
+            .collect();
+        let mut report = full_report();
+        report.set_mismatch(NaiveDate::from_ymd_opt(2026, 7, 22).unwrap(), &missing);
+        let stats = statistics(&report, "root");
+        let by_topic = |t: &str| {
+            stats
+                .iter()
+                .find(|m| m.topic.ends_with(t))
+                .unwrap()
+                .payload
+                .clone()
+        };
+        assert_eq!(by_topic("/mismatch_uuid_count"), "20000");
+        let payload = by_topic("/mismatch_uuids");
+        let v: Value = serde_json::from_str(&payload).unwrap();
+        assert_eq!(v["uuids"].as_array().unwrap().len(), UUIDS_SHOWN);
+        assert_eq!(v["uuids"][0], missing[0].to_string());
+        assert_eq!(
+            (&v["count"], &v["truncated"]),
+            (&json!(20_000), &json!(true))
+        );
+        assert!(payload.len() < MAX_PAYLOAD_BYTES / 3, "{}", payload.len());
+        // Every message of a run, with a long topic root, is within the limits.
+        let root = "r".repeat(200);
+        for m in statistics(&report, &root)
+            .iter()
+            .chain(&discovery(&root, "b"))
+        {
+            assert!(m.payload.len() <= MAX_PAYLOAD_BYTES, "{}", m.topic);
+            assert!(packet_len(m) <= MAX_PACKET_BYTES, "{}", m.topic);
+        }
+    }
+
+    #[test]
+    fn the_client_packet_limit_is_set() {
+        let config = MqttConfig {
+            host: "127.0.0.1".into(),
+            port: 1883,
+            username: None,
+            password: None,
+            password_secret_arn: None,
+            tls: false,
+            ca_file: None,
+            topic_root: "root".into(),
+            timeout: Duration::from_secs(5),
+        };
+        let o = options(&config, "id", "127.0.0.1:1883").unwrap();
+        assert_eq!(o.max_packet_size(), MAX_PACKET_BYTES);
+    }
+
+    #[test]
     fn ca_file_errors_say_what_is_wrong() {
         let dir = tempfile::tempdir().unwrap();
         let empty = dir.path().join("empty.pem");

@@ -617,3 +617,260 @@ fn cut_keeping_last<T>(list: &mut Vec<T>, keep: usize) -> bool {
 fn json_len(value: &impl Serialize) -> usize {
     serde_json::to_string_pretty(value).map_or(0, |s| s.len())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn date(n: u64) -> NaiveDate {
+        NaiveDate::from_ymd_opt(2016, 1, 1).unwrap() + chrono::Days::new(n)
+    }
+
+    fn uuids(n: usize) -> Vec<uuid::Uuid> {
+        (0..n as u128).map(uuid::Uuid::from_u128).collect()
+    }
+
+    fn skipped(n: usize, reason_len: usize) -> Vec<SkippedFile> {
+        (0..n)
+            .map(|i| SkippedFile {
+                key: format!("index/year=2026/month=07/day=19/{i:036}.parquet"),
+                date: Some(date(0)),
+                column: Some("first_message".into()),
+                reason: "r".repeat(reason_len),
+            })
+            .collect()
+    }
+
+    fn json_bytes(r: &RunReport) -> usize {
+        serde_json::to_string_pretty(r).unwrap().len()
+    }
+
+    #[test]
+    fn mismatch_uuids_at_their_cap() {
+        let mut r = RunReport::default();
+        r.set_mismatch(date(0), &uuids(UUIDS_SHOWN));
+        assert_eq!(r.mismatch_uuids.len(), UUIDS_SHOWN);
+        assert!(!r.mismatch_uuids_truncated);
+        r.set_mismatch(date(0), &uuids(UUIDS_SHOWN + 1));
+        assert_eq!(r.mismatch_uuids.len(), UUIDS_SHOWN);
+        assert_eq!(r.mismatch_uuid_count, UUIDS_SHOWN as u64 + 1);
+        assert!(r.mismatch_uuids_truncated);
+        // The first ones, in order.
+        assert_eq!(r.mismatch_uuids[0], uuid::Uuid::from_u128(0).to_string());
+        assert_eq!(
+            r.mismatch_uuids[UUIDS_SHOWN - 1],
+            uuid::Uuid::from_u128(UUIDS_SHOWN as u128 - 1).to_string()
+        );
+    }
+
+    #[test]
+    fn a_days_mismatch_uuids_and_foreign_keys_at_their_cap() {
+        let day = |n: usize, foreign: u64| DayReport {
+            date: date(0),
+            action: DayAction::Mismatch,
+            mismatch_uuids: uuids(n).iter().map(uuid::Uuid::to_string).collect(),
+            foreign_objects: foreign,
+            foreign_keys: (0..foreign.min(20)).map(|i| format!("k{i}")).collect(),
+            ..Default::default()
+        };
+        let mut r = RunReport::default();
+        r.add_day(day(DAY_UUIDS_SHOWN, 20));
+        r.add_day(day(DAY_UUIDS_SHOWN + 1, 21));
+        let (at, over) = (&r.days[0], &r.days[1]);
+        assert_eq!(
+            (at.mismatch_uuids.len(), at.mismatch_uuid_count),
+            (DAY_UUIDS_SHOWN, DAY_UUIDS_SHOWN as u64)
+        );
+        assert!(!at.mismatch_uuids_truncated && !at.foreign_keys_truncated);
+        assert_eq!(
+            (over.mismatch_uuids.len(), over.mismatch_uuid_count),
+            (DAY_UUIDS_SHOWN, DAY_UUIDS_SHOWN as u64 + 1)
+        );
+        assert!(over.mismatch_uuids_truncated && over.foreign_keys_truncated);
+    }
+
+    #[test]
+    fn days_at_their_cap() {
+        let mut r = RunReport::default();
+        for i in 0..DAYS_SHOWN {
+            r.add_day(DayReport {
+                date: date(i as u64),
+                ..Default::default()
+            });
+        }
+        assert_eq!(
+            (r.days.len(), r.days_total),
+            (DAYS_SHOWN, DAYS_SHOWN as u64)
+        );
+        assert!(!r.days_truncated);
+        r.add_day(DayReport {
+            date: date(DAYS_SHOWN as u64),
+            files_deleted: 7,
+            ..Default::default()
+        });
+        assert_eq!(r.days.len(), DAYS_SHOWN);
+        assert_eq!(r.days_total, DAYS_SHOWN as u64 + 1);
+        assert!(r.days_truncated);
+        // An unlisted date still counts in the run's figures.
+        assert_eq!(r.files_compacted, 7);
+        assert_eq!(r.days.last().unwrap().date, date(DAYS_SHOWN as u64 - 1));
+    }
+
+    #[test]
+    fn skipped_files_at_their_cap() {
+        let mut r = RunReport::default();
+        r.add_day(DayReport {
+            skipped: skipped(SKIPPED_FILES_SHOWN, 10),
+            ..Default::default()
+        });
+        assert_eq!(r.skipped_files.len(), SKIPPED_FILES_SHOWN);
+        assert_eq!(r.files_skipped(), SKIPPED_FILES_SHOWN as u64);
+        assert!(!r.skipped_files_truncated);
+        r.add_unlisted_day(DayReport {
+            skipped: skipped(1, 10),
+            ..Default::default()
+        });
+        assert_eq!(r.skipped_files.len(), SKIPPED_FILES_SHOWN);
+        assert_eq!(r.skipped_files_total, SKIPPED_FILES_SHOWN as u64 + 1);
+        assert_eq!(r.files_skipped(), SKIPPED_FILES_SHOWN as u64 + 1);
+        assert!(r.skipped_files_truncated);
+    }
+
+    #[test]
+    fn recovered_at_its_cap() {
+        let manifests = |n: usize| -> Vec<RecoveredManifest> {
+            (0..n)
+                .map(|i| RecoveredManifest {
+                    key: format!("_compaction_state/manifests/2026-07-19/{i}.json"),
+                    date: Some(date(0)),
+                    action: RecoveryAction::Completed,
+                    detail: "done".into(),
+                })
+                .collect()
+        };
+        let mut r = RunReport::default();
+        r.set_recovered(&manifests(RECOVERED_SHOWN));
+        assert_eq!(r.recovered.len(), RECOVERED_SHOWN);
+        assert!(!r.recovered_truncated);
+        r.set_recovered(&manifests(RECOVERED_SHOWN + 1));
+        assert_eq!(r.recovered.len(), RECOVERED_SHOWN);
+        assert_eq!(r.recovered_total, RECOVERED_SHOWN as u64 + 1);
+        assert!(r.recovered_truncated);
+    }
+
+    #[test]
+    fn errors_at_their_cap_keep_the_last() {
+        let mut r = RunReport::default();
+        for i in 0..ERRORS_SHOWN {
+            r.fail(format!("error {i}"));
+        }
+        r.bound();
+        assert_eq!(r.errors.len(), ERRORS_SHOWN);
+        assert!(!r.errors_truncated);
+        r.fail("the one that stopped the run");
+        r.bound();
+        assert_eq!(r.errors.len(), ERRORS_SHOWN);
+        assert_eq!(r.errors_total, ERRORS_SHOWN as u64 + 1);
+        assert!(r.errors_truncated);
+        assert_eq!(
+            r.errors[ERRORS_SHOWN - 2],
+            format!("error {}", ERRORS_SHOWN - 2)
+        );
+        assert_eq!(r.errors.last().unwrap(), "the one that stopped the run");
+        // Again: nothing changes.
+        let before = r.clone();
+        r.bound();
+        assert_eq!(r, before);
+    }
+
+    #[test]
+    fn the_issues_scales_of_trouble_stay_within_the_bound() {
+        // 20,000 missing flights on one date.
+        let mut r = RunReport::default();
+        let missing = uuids(20_000);
+        r.add_day(DayReport {
+            date: date(0),
+            action: DayAction::Mismatch,
+            mismatch_uuids: missing.iter().map(uuid::Uuid::to_string).collect(),
+            ..Default::default()
+        });
+        r.set_mismatch(date(0), &missing);
+        r.bound();
+        assert!(json_bytes(&r) <= 20_000, "{}", json_bytes(&r));
+        assert_eq!(r.mismatch_uuid_count, 20_000);
+        assert_eq!(r.days[0].mismatch_uuid_count, 20_000);
+
+        // 50,000 skipped files.
+        let mut r = RunReport::default();
+        r.add_day(DayReport {
+            skipped: skipped(50_000, 120),
+            ..Default::default()
+        });
+        r.bound();
+        assert!(json_bytes(&r) <= 60_000, "{}", json_bytes(&r));
+        assert_eq!(r.files_skipped(), 50_000);
+
+        // A 3,660-day repair range, every date blocked.
+        let mut r = RunReport::default();
+        for i in 0..3_660 {
+            r.add_day(DayReport {
+                date: date(i),
+                action: DayAction::Blocked,
+                reason: "manifest _compaction_state/manifests/... is stuck".into(),
+                ..Default::default()
+            });
+            r.fail(format!("{} is blocked: a stuck manifest", date(i)));
+        }
+        r.bound();
+        assert!(json_bytes(&r) <= 150_000, "{}", json_bytes(&r));
+        assert_eq!((r.days_total, r.errors_total), (3_660, 3_660));
+        assert!(r.days_truncated && r.errors_truncated);
+    }
+
+    #[test]
+    fn the_byte_bound_holds_when_the_caps_are_not_enough() {
+        // Every list at its cap with entries as long as S3 keys get (1,024
+        // bytes) and long reasons: the caps alone would give megabytes.
+        let long = |c: char| c.to_string().repeat(1_024);
+        let mut r = RunReport::default();
+        for i in 0..3_660 {
+            r.add_day(DayReport {
+                date: date(i),
+                action: DayAction::Failed,
+                reason: long('r'),
+                foreign_objects: 50,
+                foreign_keys: (0..20).map(|_| long('k')).collect(),
+                mismatch_uuids: (0..50).map(|_| long('u')).collect(),
+                skipped: skipped(20, 2_000),
+                ..Default::default()
+            });
+            r.fail(long('e'));
+        }
+        r.set_recovered(
+            &(0..500)
+                .map(|_| RecoveredManifest {
+                    key: long('m'),
+                    date: None,
+                    action: RecoveryAction::Stuck,
+                    detail: long('d'),
+                })
+                .collect::<Vec<_>>(),
+        );
+        r.report_errors = (0..3).map(|_| long('x')).collect();
+        r.bound();
+        let bytes = json_bytes(&r);
+        assert!(bytes <= REPORT_MAX_BYTES, "{bytes}");
+        assert!(
+            bytes > REPORT_MAX_BYTES / 4,
+            "cut much more than needed: {bytes}"
+        );
+        // Counts exact, every cut list marked.
+        assert_eq!(r.days_total, 3_660);
+        assert_eq!(r.skipped_files_total, 3_660 * 20);
+        assert_eq!(r.errors_total, 3_660);
+        assert_eq!(r.recovered_total, 500);
+        assert!(r.days_truncated && r.skipped_files_truncated);
+        assert!(r.errors_truncated && r.recovered_truncated);
+        assert!(!r.days.is_empty(), "some detail is left");
+    }
+}
