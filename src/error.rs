@@ -165,7 +165,8 @@ pub enum ReportError {
         acked: usize,
         /// Messages that were to be published.
         total: usize,
-        /// The topics not acknowledged, comma-separated.
+        /// The messages not acknowledged: `all`, `none`, or their topics'
+        /// short names ([`crate::mqtt::short_name`]), comma-separated.
         pending: String,
     },
 
@@ -185,8 +186,22 @@ pub enum ReportError {
         acked: usize,
         /// Messages that were to be published.
         total: usize,
-        /// The topics not acknowledged, comma-separated.
+        /// The messages not acknowledged: `all`, `none`, or their topics'
+        /// short names ([`crate::mqtt::short_name`]), comma-separated.
         pending: String,
+    },
+
+    /// The broker closed the connection at this message (sent alone, one
+    /// in flight): it was left out, and the messages after it were sent
+    /// again on a new connection (any failure of that is its own error).
+    #[error(
+        "MQTT {broker}: the broker closed the connection at {topic} (its own packet limit?): {topic} not published, the other topics sent again on a new connection"
+    )]
+    MqttDropped {
+        /// `host:port` of the broker.
+        broker: String,
+        /// The message's topic.
+        topic: String,
     },
 
     /// A message over the payload limit was not published; the others were

@@ -410,18 +410,41 @@ impl Progress {
         }
     }
 
-    /// The topics of `messages` not acknowledged, comma-separated.
+    /// The messages of `messages` not acknowledged: `all` when none was,
+    /// else their short names ([`short_name`]), comma-separated.
     fn pending(&self, messages: &[Message]) -> String {
-        let pending: Vec<&str> = (messages.iter().enumerate())
+        let pending: Vec<String> = (messages.iter().enumerate())
             .filter(|(i, _)| !self.done.get(*i).copied().unwrap_or(false))
-            .map(|(_, m)| m.topic.as_str())
+            .map(|(_, m)| short_name(&m.topic))
             .collect();
-        if pending.is_empty() {
-            return "none".into();
+        match pending.len() {
+            0 => "none".into(),
+            n if n == messages.len() => "all".into(),
+            _ => pending.join(", "),
         }
-        pending.join(", ")
     }
 }
+
+/// A topic as the errors name it: a statistic by its name
+/// (`mismatch_uuids`), a discovery config as `{name} config`, any other
+/// topic in full.
+pub fn short_name(topic: &str) -> String {
+    if let Some((_, name)) = topic.rsplit_once("/statistic/") {
+        return name.to_string();
+    }
+    let sensor = topic
+        .strip_prefix(&format!("{DISCOVERY_PREFIX}/sensor/{DEVICE_ID}_"))
+        .and_then(|t| t.strip_suffix("/config"));
+    match sensor {
+        Some(name) => format!("{name} config"),
+        None => topic.to_string(),
+    }
+}
+
+/// How many connections [`publish`] makes at most: after the broker closes
+/// one while publishing, the message it closed at is left out and the rest
+/// go on a new one (all within `MQTT_TIMEOUT_SECONDS`).
+pub const MAX_CONNECTIONS: usize = 4;
 
 /// The bytes of the PUBLISH packet for `m` at QoS 1: fixed header (at most
 /// 5 bytes), topic length and topic, packet id, payload.
@@ -436,7 +459,12 @@ fn packet_len(m: &Message) -> usize {
 /// A message whose payload is over [`MAX_PAYLOAD_BYTES`] (or whose packet
 /// is over [`MAX_PACKET_BYTES`]) is not queued
 /// ([`ReportError::MqttTooLarge`], naming its topic); the others are
-/// published all the same.
+/// published all the same. When the broker closes the connection while
+/// publishing (a broker with a lower packet limit of its own does so at
+/// the message it refuses), the messages not acknowledged go again on a
+/// new connection one at a time; the one the broker closes that
+/// connection at is left out ([`ReportError::MqttDropped`]) and the rest
+/// go on, up to [`MAX_CONNECTIONS`] connections in all.
 ///
 /// Errors: [`ReportError::MqttTls`] (TLS roots), [`ReportError::Mqtt`]
 /// (refused, not authorised, connection lost), [`ReportError::MqttTimeout`];
@@ -453,37 +481,83 @@ pub async fn publish(config: &MqttConfig, messages: &[Message]) -> Vec<ReportErr
             limit: MAX_PAYLOAD_BYTES,
         })
         .collect();
-    let messages: Vec<Message> = sendable.into_iter().cloned().collect();
-    let client_id = format!("archive-compaction-{}", uuid::Uuid::now_v7().simple());
+    let mut messages: Vec<Message> = sendable.into_iter().cloned().collect();
     let started = std::time::Instant::now();
-    let mut progress = Progress {
-        done: vec![false; messages.len()],
-        ..Progress::default()
-    };
-    let result = tokio::time::timeout(
-        config.timeout,
-        exchange(config, &client_id, &broker, &messages, &mut progress),
-    )
-    .await
-    .unwrap_or_else(|_| {
-        Err(ReportError::MqttTimeout {
-            broker: broker.clone(),
-            timeout: config.timeout,
-            stage: progress.stage(),
-            acked: progress.acked,
-            total: messages.len(),
-            pending: progress.pending(&messages),
-        })
-    });
-    match result {
-        Ok(()) => tracing::info!(
-            %broker,
-            client_id,
-            messages = messages.len(),
-            seconds = started.elapsed().as_secs_f64(),
-            "MQTT statistics and discovery configs published"
-        ),
-        Err(e) => errors.push(e),
+    let deadline = tokio::time::Instant::now() + config.timeout;
+    for attempt in 1..=MAX_CONNECTIONS {
+        let client_id = format!("archive-compaction-{}", uuid::Uuid::now_v7().simple());
+        let mut progress = Progress {
+            done: vec![false; messages.len()],
+            ..Progress::default()
+        };
+        let result = tokio::time::timeout_at(
+            deadline,
+            exchange(
+                config,
+                &client_id,
+                &broker,
+                &messages,
+                attempt > 1,
+                &mut progress,
+            ),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            Err(ReportError::MqttTimeout {
+                broker: broker.clone(),
+                timeout: config.timeout,
+                stage: progress.stage(),
+                acked: progress.acked,
+                total: messages.len(),
+                pending: progress.pending(&messages),
+            })
+        });
+        let error = match result {
+            Ok(()) => {
+                tracing::info!(
+                    %broker,
+                    client_id,
+                    messages = messages.len(),
+                    attempt,
+                    seconds = started.elapsed().as_secs_f64(),
+                    "MQTT statistics and discovery configs published"
+                );
+                break;
+            }
+            Err(e) => e,
+        };
+        // The broker closed the connection while messages were going out
+        // (a broker's own packet limit closes it at the message it
+        // refuses; the acknowledgements before it may be lost with the
+        // connection). The messages not acknowledged go again on a new
+        // connection, one at a time: a close then comes at the one message
+        // in flight, which is left out, and the rest go on.
+        let dropped = matches!(error, ReportError::Mqtt { .. }) && progress.connected;
+        let first_pending = progress.done.iter().position(|done| !done);
+        let named = first_pending.filter(|_| dropped && attempt > 1);
+        let go_on = dropped && first_pending.is_some() && attempt < MAX_CONNECTIONS;
+        if let Some(i) = named {
+            tracing::warn!(%broker, topic = %messages[i].topic,
+                "MQTT broker closed the connection at this message: left out, the others sent again");
+            errors.push(ReportError::MqttDropped {
+                broker: broker.clone(),
+                topic: messages[i].topic.clone(),
+            });
+        }
+        if named.is_none() || !go_on {
+            errors.push(error);
+        }
+        if !go_on {
+            break;
+        }
+        let refused = named;
+        messages = (messages.into_iter().enumerate())
+            .filter(|(i, _)| Some(*i) != refused && !progress.done[*i])
+            .map(|(_, m)| m)
+            .collect();
+        if messages.is_empty() {
+            break;
+        }
     }
     errors
 }
@@ -547,11 +621,14 @@ fn tls_config(ca_file: Option<&str>) -> Result<ClientConfig, String> {
 }
 
 /// Connect, publish, await every PUBACK, disconnect. Not bounded by itself.
+/// `one_at_a_time`: each message is sent once the one before it is
+/// acknowledged (one in flight), so a closed connection names the message.
 async fn exchange(
     config: &MqttConfig,
     client_id: &str,
     broker: &str,
     messages: &[Message],
+    one_at_a_time: bool,
     progress: &mut Progress,
 ) -> Result<(), ReportError> {
     let total = messages.len();
@@ -562,7 +639,10 @@ async fn exchange(
         total,
         pending: progress.pending(messages),
     };
-    let options = options(config, client_id, broker)?;
+    let mut options = options(config, client_id, broker)?;
+    if one_at_a_time {
+        options.set_inflight(1);
+    }
     // The request channel holds every message and the DISCONNECT, so
     // queueing never waits on the event loop.
     let (client, mut events): (AsyncClient, EventLoop) = AsyncClient::new(options, total + 2);
@@ -808,6 +888,29 @@ mod tests {
             assert!(m.payload.len() <= MAX_PAYLOAD_BYTES, "{}", m.topic);
             assert!(packet_len(m) <= MAX_PACKET_BYTES, "{}", m.topic);
         }
+    }
+
+    #[test]
+    fn errors_name_the_messages_not_acknowledged() {
+        let messages: Vec<Message> = discovery("root", "b")
+            .into_iter()
+            .take(2)
+            .chain(statistics(&full_report(), "root").into_iter().take(2))
+            .collect();
+        let mut p = Progress {
+            done: vec![false; 4],
+            ..Progress::default()
+        };
+        assert_eq!(p.pending(&messages), "all");
+        p.done[0] = true;
+        p.done[2] = true;
+        assert_eq!(
+            p.pending(&messages),
+            "files_delete_failed config, files_delete_failed"
+        );
+        p.done = vec![true; 4];
+        assert_eq!(p.pending(&messages), "none");
+        assert_eq!(short_name("elsewhere/x"), "elsewhere/x");
     }
 
     #[test]

@@ -577,21 +577,16 @@ async fn a_twenty_thousand_flight_mismatch_reaches_every_topic_within_its_limits
     const FLIGHTS: usize = 20_000;
     let broker = Broker::start(&[]);
     let store = bucket("rep-big").await;
-    let t0 = Instant::now();
-    let generated = generate(
+    // A day before, written by pyarrow, so the walk has an index/
+    // partition to start from.
+    generate(
         &store,
-        json!({"seed": 46, "key_format": "mixed", "days": [
-            {"date": "2026-07-18", "flights": 3},
-            {"date": "2026-07-19", "flights": FLIGHTS, "unindexed": FLIGHTS}
-        ]}),
+        json!({"seed": 46, "days": [{"date": "2026-07-18", "flights": 3}]}),
     );
+    let t0 = Instant::now();
+    let missing = put_flights(&store, "2026-07-19", FLIGHTS).await;
     let generating = t0.elapsed();
-    let missing = sorted(&generated.missing["2026-07-19"]);
     assert_eq!(missing.len(), FLIGHTS);
-    assert!(
-        generated.index_keys["2026-07-19"].is_empty(),
-        "no index file"
-    );
 
     let live = Live::start(broker.port).await;
     let out = cli_command(&store, &["run", "--now", "2026-07-21T04:50:00Z"])
@@ -667,6 +662,106 @@ async fn a_twenty_thousand_flight_mismatch_reaches_every_topic_within_its_limits
          largest payload {largest} bytes, longest log line {longest_log_line:?} bytes",
         generating.as_secs_f64()
     );
+}
+
+/// A broker with a packet limit of its own, lower than the
+/// `mismatch_uuids` payload of a big mismatch (mosquitto's `max_packet_size`:
+/// it disconnects the client at that message). The message is left out and
+/// named, every other topic is published on a new connection.
+#[tokio::test]
+async fn a_broker_that_closes_the_connection_at_one_message_still_gets_the_others() {
+    init_logs();
+    let broker = Broker::start(&[("MOSQUITTO_MAX_PACKET_SIZE", Path::new("2000"))]);
+    let mut report = RunReport {
+        last_run_status: Status::Mismatch,
+        watermark_lag_days: Some(1),
+        ..Default::default()
+    };
+    let missing: Vec<uuid::Uuid> = (0..150).map(|_| uuid::Uuid::now_v7()).collect();
+    report.set_mismatch(date("2026-07-19"), &missing);
+    let mut messages = archive_compaction::mqtt::discovery(ROOT, "b");
+    messages.extend(archive_compaction::mqtt::statistics(&report, ROOT));
+    let big = format!("{ROOT}/statistic/mismatch_uuids");
+    assert!(
+        messages
+            .iter()
+            .all(|m| m.payload.len() < 2000 || m.topic == big)
+    );
+    let store = bucket("rep-dropped").await;
+    let config = deps_with(&store, &mqtt_env(broker.port, &[]), None)
+        .config
+        .mqtt
+        .clone()
+        .unwrap();
+    let errors: Vec<String> = archive_compaction::mqtt::publish(&config, &messages)
+        .await
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(errors.len(), 2, "{errors:#?}");
+    // The first connection's close, then the message named.
+    assert!(
+        errors[0].starts_with("MQTT 127.0.0.1:") && errors[0].contains("not acknowledged: "),
+        "{errors:#?}"
+    );
+    assert!(
+        errors[1].contains(&format!("closed the connection at {big}")),
+        "{errors:#?}"
+    );
+    let all = retained(broker.port, None).await;
+    assert_eq!(
+        all.len(),
+        18,
+        "every topic but mismatch_uuids: {:?}",
+        all.keys()
+    );
+    let stats = statistics(&all);
+    assert!(!stats.contains_key("mismatch_uuids"));
+    assert_eq!(stats["mismatch_uuid_count"], "150");
+    assert_eq!(stats["last_run_status"], "Mismatch");
+}
+
+/// Writes `n` flight objects for `date` (`YYYY-MM-DD`) under `flights/`,
+/// with no index row: UUIDv7 names within the date, half of them in the
+/// writer's `{icao_hex}_{callsign}_{uuid}.json.gz` form, half `{uuid}.json.gz`,
+/// 64 PUTs at a time from this process (the parity gate reads the names
+/// only). Returns the uuids, sorted.
+async fn put_flights(store: &S3Store, date: &str, n: usize) -> Vec<String> {
+    use futures::StreamExt;
+    let day = chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").unwrap();
+    let start = day.and_hms_opt(0, 0, 0).unwrap().and_utc().timestamp() as u64;
+    let prefix = format!("flights/{}/", day.format("%Y/%m/%d"));
+    let client = sdk_client(&endpoint());
+    let mut uuids: Vec<String> = Vec::with_capacity(n);
+    let mut keys = Vec::with_capacity(n);
+    for i in 0..n {
+        let secs = start + (i as u64 * 86_399) / n as u64;
+        let ts = uuid::Timestamp::from_unix(uuid::NoContext, secs, (i % 1000) as u32 * 1_000_000);
+        let u = uuid::Uuid::new_v7(ts).to_string();
+        keys.push(if i % 2 == 0 {
+            format!("{prefix}{:06X}_UAL{}_{u}.json.gz", i, i % 9999)
+        } else {
+            format!("{prefix}{u}.json.gz")
+        });
+        uuids.push(u);
+    }
+    let puts = futures::stream::iter(keys).map(|key| {
+        let client = client.clone();
+        let bucket = store.bucket().to_string();
+        async move {
+            client
+                .put_object()
+                .bucket(bucket)
+                .key(&key)
+                .body(b"{}".to_vec().into())
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("PUT {key}: {e}"));
+        }
+    });
+    puts.buffer_unordered(64).collect::<Vec<()>>().await;
+    uuids.sort();
+    uuids
 }
 
 /// A message over the payload limit is left out and named; the others are
