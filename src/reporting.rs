@@ -24,8 +24,10 @@
 //!   concurrently, so reporting takes at most the longer of the two.
 //! - One MQTT topic that cannot be published does not keep the others
 //!   back: a payload over [`crate::mqtt::MAX_PAYLOAD_BYTES`] is left out
-//!   and named in its own `report_errors` entry; a failed exchange names
-//!   the topics the broker did not acknowledge.
+//!   and named in its own `report_errors` entry, a message the broker
+//!   closes the connection at is left out and named while the rest go on a
+//!   new connection ([`crate::mqtt::publish`]), and a failed exchange
+//!   names the topics the broker did not acknowledge.
 //! - What is published is a pure function of the report
 //!   ([`crate::mqtt::statistics`], [`crate::mqtt::discovery`],
 //!   [`crate::metrics::metrics`]).
