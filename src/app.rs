@@ -214,6 +214,7 @@ impl Deps {
 pub async fn invoke(deps: &Deps, opts: &RunOptions) -> RunReport {
     let mut report = run(&deps.store, &deps.config, opts).await;
     crate::reporting::publish(deps, &mut report).await;
+    report.bound();
     report
 }
 
@@ -389,6 +390,7 @@ pub async fn handle(
             r.fail(e);
             // A Failure like any other: reported too.
             crate::reporting::publish(deps, &mut r).await;
+            r.bound();
             return Err(RunError(r));
         }
     };

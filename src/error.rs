@@ -153,7 +153,9 @@ pub enum ReportError {
     },
 
     /// The broker refused or dropped the connection, or a request failed.
-    #[error("MQTT {broker}: {reason} ({acked} of {total} messages acknowledged)")]
+    #[error(
+        "MQTT {broker}: {reason} ({acked} of {total} messages acknowledged; not acknowledged: {pending})"
+    )]
     Mqtt {
         /// `host:port` of the broker.
         broker: String,
@@ -163,11 +165,14 @@ pub enum ReportError {
         acked: usize,
         /// Messages that were to be published.
         total: usize,
+        /// The messages not acknowledged: `all`, `none`, or their topics'
+        /// short names ([`crate::mqtt::short_name`]), comma-separated.
+        pending: String,
     },
 
     /// Connect, publish and disconnect did not finish within `MQTT_TIMEOUT_SECONDS`.
     #[error(
-        "MQTT {broker}: timed out after {} s while {stage} ({acked} of {total} messages acknowledged)",
+        "MQTT {broker}: timed out after {} s while {stage} ({acked} of {total} messages acknowledged; not acknowledged: {pending})",
         timeout.as_secs_f64()
     )]
     MqttTimeout {
@@ -181,6 +186,38 @@ pub enum ReportError {
         acked: usize,
         /// Messages that were to be published.
         total: usize,
+        /// The messages not acknowledged: `all`, `none`, or their topics'
+        /// short names ([`crate::mqtt::short_name`]), comma-separated.
+        pending: String,
+    },
+
+    /// The broker closed the connection at this message (sent alone, one
+    /// in flight): it was left out, and the messages after it were sent
+    /// again on a new connection (any failure of that is its own error).
+    #[error(
+        "MQTT {broker}: the broker closed the connection at {topic} (its own packet limit?): {topic} not published, the other topics sent again on a new connection"
+    )]
+    MqttDropped {
+        /// `host:port` of the broker.
+        broker: String,
+        /// The message's topic.
+        topic: String,
+    },
+
+    /// A message over the payload limit was not published; the others were
+    /// sent all the same (a bug: no payload the job builds comes near it).
+    #[error(
+        "MQTT {broker}: {topic} not published: its payload of {bytes} bytes is over the {limit}-byte limit (the others are sent without it)"
+    )]
+    MqttTooLarge {
+        /// `host:port` of the broker.
+        broker: String,
+        /// The message's topic.
+        topic: String,
+        /// Its payload's size in bytes.
+        bytes: usize,
+        /// [`crate::mqtt::MAX_PAYLOAD_BYTES`].
+        limit: usize,
     },
 
     /// The MQTT password could not be read from Secrets Manager

@@ -307,7 +307,7 @@ async fn walk(
         report.files_delete_failed += r.files_delete_failed;
         r
     };
-    report.recovered = recovery.recovered.clone();
+    report.set_recovered(&recovery.recovered);
     let mut cx = Ctx {
         store,
         config,

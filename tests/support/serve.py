@@ -2,10 +2,11 @@
 
     python serve.py ministack|ministack-full|moto|moto-iam|mosquitto PORT
 
-mosquitto reads two optional variables: MOSQUITTO_PASSWORD_FILE (a
+mosquitto reads three optional variables: MOSQUITTO_PASSWORD_FILE (a
 mosquitto_passwd file; anonymous clients are still allowed, wrong passwords
-are refused) and MOSQUITTO_TLS_DIR (ca.crt, server.crt, server.key: the
-listener speaks TLS only).
+are refused), MOSQUITTO_TLS_DIR (ca.crt, server.crt, server.key: the
+listener speaks TLS only) and MOSQUITTO_MAX_PACKET_SIZE (bytes: the broker
+disconnects a client that sends a bigger packet).
 
 The Rust test harness keeps the write end of our stdin open for as long as the
 test process lives; when it exits (or crashes), stdin hits EOF and the server
@@ -56,6 +57,11 @@ def main():
         conf = os.path.join(tempfile.mkdtemp(prefix="ac-mosq-"), "mosquitto.conf")
         with open(conf, "w") as f:
             f.write(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
+            # A packet limit of the broker's own (bytes): a client sending a
+            # bigger packet is disconnected.
+            limit = os.environ.get("MOSQUITTO_MAX_PACKET_SIZE")
+            if limit:
+                f.write(f"max_packet_size {int(limit)}\n")
             pw = os.environ.get("MOSQUITTO_PASSWORD_FILE")
             if pw:
                 f.write(f"password_file {pw}\n")
