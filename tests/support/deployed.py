@@ -27,6 +27,15 @@ checks, each step printing what it saw:
    count; MaximumRetryAttempts is left at its default, see below) and lands in the failure queue with its error type and the report.
 7. A second stack whose secret does not exist: the run is a Success (the
    compaction happened) and report_errors names the secret.
+8. The dashboard (after 3): named after the stack, in the stack's outputs
+   (name and console URL), read back with GetDashboard: every metric it
+   graphs is one the function published in this run (ListMetrics: the
+   stack's namespace, the single dimension Bucket = the stack's bucket),
+   each graph the issue asks for is there (runs by status, files compacted
+   and rows written, duration with the function's timeout, watermark lag,
+   mismatch_runs, delete failures), and its alarm widget lists the stack's
+   four alarms (ministack's stand-in ARN for FunctionErrorsAlarm, which it
+   cannot create).
 
 Exits non-zero with the reason on the first check that fails.
 """
@@ -226,6 +235,73 @@ def metric_math(cw, alarm, refs, start, end):
     return sums.get("errors", 0) - sums.get("mismatches", 0), sums
 
 
+# What each of the dashboard's graphs must show (issue 29), by metric name.
+DASHBOARD_GRAPHS = {
+    "runs by status": {"RunSuccess", "RunMismatch", "RunFailure"},
+    "files compacted and rows written": {"FilesCompacted", "RowsWritten"},
+    "duration": {"RunDurationSeconds"},
+    "watermark lag": {"WatermarkLagDays"},
+    "mismatch_runs": {"MismatchRuns"},
+    "delete failures": {"FilesDeleteFailed"},
+}
+
+
+def dashboard_metrics(widget):
+    """(namespace, name, dimensions) of each metric of a metric widget, with
+    CloudWatch's "." shorthand (same as the row above) resolved; anything else
+    than a plain metric (an expression, a search) is refused."""
+    out, previous = [], []
+    for row in widget["properties"]["metrics"]:
+        fields = [f for f in row if not isinstance(f, dict)]
+        fields = [previous[i] if f == "." and i < len(previous) else f for i, f in enumerate(fields)]
+        check(len(fields) >= 2 and len(fields) % 2 == 0 and "." not in fields,
+              f"dashboard metric {row}: not namespace, name, dimension pairs")
+        previous = fields
+        dims = tuple(sorted(zip(fields[2::2], fields[3::2])))
+        out.append((fields[0], fields[1], dims))
+    return out
+
+
+def check_dashboard(cw, lam, stack, stack_name, fn, namespace, bucket, alarm_names):
+    outputs = stack["outputs"]
+    name = outputs.get("DashboardName")
+    check(name == stack_name, f"DashboardName output {name!r}, expected the stack's name {stack_name!r}")
+    url = outputs.get("DashboardUrl", "")
+    check(url.endswith(f"#dashboards/dashboard/{name}") and f"region={REGION}" in url,
+          f"DashboardUrl output {url!r}")
+    body = json.loads(cw.get_dashboard(DashboardName=name)["DashboardBody"])
+    widgets = body["widgets"]
+    published = {(m["Namespace"], m["MetricName"],
+                  tuple(sorted((d["Name"], d["Value"]) for d in m.get("Dimensions", []))))
+                 for m in cw.list_metrics(Namespace=namespace)["Metrics"]}
+    graphed = []
+    for w in widgets:
+        if w["type"] != "metric":
+            continue
+        check(w["properties"].get("region") == REGION, f"widget {w['properties'].get('title')}: region")
+        for m in dashboard_metrics(w):
+            check(m in published, f"dashboard widget {w['properties'].get('title')!r} graphs {m}, "
+                  f"which the function did not publish (published: {sorted(published)})")
+            check(m[2] == (("Bucket", bucket),), f"{m}: dimensions are not exactly Bucket={bucket}")
+            graphed.append((w, m[1]))
+    names = {n for _, n in graphed}
+    for graph, want in DASHBOARD_GRAPHS.items():
+        check(want <= names, f"the dashboard has no {graph} graph ({sorted(want - names)} missing)")
+    timeout = lam.get_function_configuration(FunctionName=fn)["Timeout"]
+    duration = [w for w, n in graphed if n == "RunDurationSeconds"][0]
+    marks = [a["value"] for a in duration["properties"].get("annotations", {}).get("horizontal", [])]
+    check(marks == [timeout], f"the duration graph's line {marks} is not the function's timeout {timeout}")
+    arns = {a["AlarmName"]: a["AlarmArn"] for a in cw.describe_alarms(AlarmNames=alarm_names)["MetricAlarms"]}
+    alarm_widgets = [w for w in widgets if w["type"] == "alarm"]
+    check(len(alarm_widgets) == 1, f"{len(alarm_widgets)} alarm widgets")
+    listed = alarm_widgets[0]["properties"]["alarms"]
+    want = set(arns.values()) | set(stack["left_out_arns"].values())
+    check(len(listed) == 4 and set(listed) == want, f"alarm widget lists {listed}, expected {sorted(want)}")
+    say(f"8. dashboard {name} ({url}): {len(widgets)} widgets; graphs {sorted(names)}, each published "
+        f"by the run in {namespace} with Bucket={bucket}; duration line at the timeout {timeout} s; "
+        f"alarms {sorted(arns)} + {sorted(stack['left_out_arns'])} (stand-in, not on ministack)")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bootstrap", required=True)
@@ -371,6 +447,9 @@ def main():
     value, sums = metric_math(cw, alarm, refs, now - dt.timedelta(hours=1), now + dt.timedelta(minutes=5))
     check(value == 0, f"FunctionErrorsAlarm after a Success: {value} ({sums})")
     say(f"3. alarms {states}; FunctionErrorsAlarm (evaluated here) {value:g} ({sums}) -> OK")
+
+    # 8. The dashboard.
+    check_dashboard(cw, lam, stack, "ac-deployed", fn, namespace, bucket, alarm_names)
 
     # 5. The password came from the secret (MqttPassword is wrong).
     status = retained(broker.port, f"{topic_root}/statistic/last_run_status", user, password)
