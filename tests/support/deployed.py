@@ -26,7 +26,11 @@ checks, each step printing what it saw:
    ministack's failure record says approximateInvokeCount 3 whatever the
    count; MaximumRetryAttempts is left at its default, see below) and lands in the failure queue with its error type and the report.
 7. A second stack whose secret does not exist: the run is a Success (the
-   compaction happened) and report_errors names the secret.
+   compaction happened) and report_errors names the secret. Its bucket has
+   SSE-KMS default encryption and the stack BucketKmsKeyArn set: the deployed
+   role (GetRolePolicy) grants kms:Decrypt and kms:GenerateDataKey on that
+   key only, the first stack's role no KMS action; the compacted file is
+   encrypted with the key (ministack itself checks no KMS permission).
 8. The dashboard (after 3): named after the stack, in the stack's outputs
    (name and console URL), read back with GetDashboard: every metric it
    graphs is one the function published in this run (ListMetrics: the
@@ -233,6 +237,18 @@ def metric_math(cw, alarm, refs, start, end):
     res = cw.get_metric_data(MetricDataQueries=queries, StartTime=start, EndTime=end)
     sums = {r["Id"]: sum(r.get("Values", [])) for r in res["MetricDataResults"]}
     return sums.get("errors", 0) - sums.get("mismatches", 0), sums
+
+
+def role_statements(cfn, iam, stack_name):
+    """The deployed CompactionRole's inline policy statements (GetRolePolicy)."""
+    role = [r["PhysicalResourceId"] for r in cfn.describe_stack_resources(StackName=stack_name)["StackResources"]
+            if r["LogicalResourceId"] == "CompactionRole"]
+    check(len(role) == 1, f"{stack_name}: CompactionRole {role}")
+    doc = iam.get_role_policy(RoleName=role[0], PolicyName="archive-compaction")["PolicyDocument"]
+    if isinstance(doc, str):
+        import urllib.parse
+        doc = json.loads(urllib.parse.unquote(doc))
+    return doc["Statement"]
 
 
 # What each of the dashboard's graphs must show (issue 29), by metric name.
@@ -511,13 +527,27 @@ def main():
         f"{sums.get('mismatches', 0):g} = {value:g}, not above 0: Mismatch runs do not page as failures "
         "(ministack counts Errors for synchronous invocations only)")
 
-    # 7. A missing secret: reported, never a failed compaction.
+    # 7. A missing secret: reported, never a failed compaction. This stack's
+    # bucket is SSE-KMS (BucketKmsKeyArn set), the first one's is not.
     bucket2 = f"deployed-nosecret-{os.getpid()}"
+    key_arn = client("kms").create_key(Description="deployed-test bucket key")["KeyMetadata"]["Arn"]
+    s3 = client("s3")
+    s3.create_bucket(Bucket=bucket2)
+    s3.put_bucket_encryption(Bucket=bucket2, ServerSideEncryptionConfiguration={"Rules": [{
+        "ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": key_arn}}]})
     gen3 = archive("gen", endpoint, bucket2, {"seed": 16, "days": [{"date": days[0].isoformat(), "flights": 10}]})
     missing_arn = secret_arn.rsplit(":", 1)[0] + ":does-not-exist-AbCdEf"
     deploy(endpoint, "ac-deployed-nosecret", args.bootstrap, os.path.join(work, "build2"),
            {**params, "BucketName": bucket2, "ScheduleState": "DISABLED", "MqttPasswordSecretArn": missing_arn,
-            "MqttTopicRoot": topic_root + "-2"})
+            "MqttTopicRoot": topic_root + "-2", "BucketKmsKeyArn": key_arn})
+    iam = client("iam")
+    kms_first = [st for st in role_statements(cfn, iam, "ac-deployed") if "kms:" in json.dumps(st).lower()]
+    check(kms_first == [], f"the stack without BucketKmsKeyArn grants KMS: {kms_first}")
+    kms_second = [st for st in role_statements(cfn, iam, "ac-deployed-nosecret") if "kms:" in json.dumps(st).lower()]
+    check(kms_second == [{"Sid": "BucketKmsKey", "Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
+                          "Resource": key_arn}], f"the deployed role's KMS statements: {kms_second}")
+    say(f"7. BucketKmsKeyArn {key_arn}: the deployed role grants kms:Decrypt and kms:GenerateDataKey on "
+        "that key only (the first stack, without it: no KMS action)")
     fn2 = cfn.describe_stacks(StackName="ac-deployed-nosecret")["Stacks"][0]["Outputs"]
     fn2 = {o["OutputKey"]: o["OutputValue"] for o in fn2}["FunctionName"]
     r = lam.invoke(FunctionName=fn2, Payload=json.dumps({"now": now.isoformat()}).encode())
@@ -527,8 +557,14 @@ def main():
     check(report["last_run_status"] == "Success" and len(errors) == 1
           and errors[0].startswith(f"MQTT password secret {missing_arn}:"),
           f"missing secret: {report['last_run_status']} {errors}")
-    check_compacted(archive("dump", endpoint, bucket2, prefix=""), gen3, [days[0]])
-    say(f"7. missing secret: Success, {report['files_compacted']} files compacted, report_errors {errors}")
+    dumped = archive("dump", endpoint, bucket2, prefix="")
+    check_compacted(dumped, gen3, [days[0]])
+    compacted = [k for k in dumped if "/compacted-" in k]
+    sse = {k: (lambda h: (h.get("ServerSideEncryption"), h.get("SSEKMSKeyId")))(s3.head_object(Bucket=bucket2, Key=k))
+           for k in compacted}
+    check(compacted and all(v == ("aws:kms", key_arn) for v in sse.values()), f"compacted file encryption: {sse}")
+    say(f"7. missing secret: Success, {report['files_compacted']} files compacted (into an SSE-KMS bucket: "
+        f"the compacted file is aws:kms with the key), report_errors {errors}")
     say("deployed stack: all checks passed")
 
 
