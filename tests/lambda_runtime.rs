@@ -832,7 +832,7 @@ async fn the_release_bootstrap_under_qemu_answers_success_mismatch_and_failure()
     };
     eprintln!(
         "release bootstrap {}: {} bytes ({:.1} MiB), sha256 {}…, {} ELF, glibc symbols up to {} \
-         (provided.al2023: 2.34), needs {:?}",
+         (provided.al2023: 2.34), needs {}",
         bootstrap.display(),
         bytes.len(),
         bytes.len() as f64 / 1048576.0,
@@ -840,6 +840,13 @@ async fn the_release_bootstrap_under_qemu_answers_success_mismatch_and_failure()
         elf["machine"].as_str().unwrap(),
         elf["max_glibc"].as_str().unwrap_or("none"),
         elf["needed"]
+            .as_array()
+            .map(|n| n
+                .iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(", "))
+            .unwrap_or_default()
     );
 
     let store = bucket("rt-release").await;
