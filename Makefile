@@ -12,8 +12,8 @@ ARCH ?= arm64
 # `make invoke-local EVENT=events/console-dry-run.json`
 EVENT ?= events/console-now.json
 
-.PHONY: help tools test test-unit test-ministack test-moto test-crash demo lint fmt \
-	lambda-tools sam-tools build deploy deploy-local invoke-local invoke-qemu validate bench bench-concurrency bench-plot bench-docs bench-tools
+.PHONY: help tools test test-unit test-ministack test-moto test-crash test-release release-bootstrap demo lint fmt \
+	lambda-tools sam-tools qemu-tools build deploy deploy-local invoke-local invoke-qemu validate bench bench-concurrency bench-plot bench-docs bench-tools
 
 help: ## This list.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -21,11 +21,22 @@ help: ## This list.
 tools: ## Install the test tools: venvs under .tools/ (moto, ministack, ministack[full], pyarrow, duckdb, SAM CLI, cargo-lambda + zig, Home Assistant) and mosquitto (apt).
 	@scripts/setup-tools.sh
 
-test: tools ## Everything: all tests on ministack; the S3-protocol suites again on moto; crash tests.
+test: tools ## Everything: all tests on ministack; the S3-protocol suites again on moto; crash tests; the shipped arm64 bootstrap (test-release).
 	$(CARGO) test
-	TEST_S3_SERVER=moto $(CARGO) test --test end_to_end --test faults --test robustness --test index_inputs --test lambda_runtime --test recovery --test store_conformance
+	TEST_S3_SERVER=moto $(CARGO) test --test end_to_end --test faults --test robustness --test index_inputs --test lambda_runtime --test recovery --test store_conformance --test audit
 	$(CARGO) test --features failpoints --test crash --test specs
 	TEST_S3_SERVER=moto $(CARGO) test --features failpoints --test crash overwritten
+	@$(MAKE) --no-print-directory test-release
+
+# The bootstrap `sam build` makes (scripts/release-bootstrap.sh), run under
+# qemu-aarch64 by the one ignored test of tests/lambda_runtime.rs.
+RELEASE_BOOTSTRAP := $(CURDIR)/target/sam-build/CompactionFunction/bootstrap
+
+release-bootstrap: lambda-tools sam-tools ## The deployed artefact: `sam build`'s arm64 release bootstrap (target/sam-build), checked: aarch64, glibc <= 2.34.
+	scripts/release-bootstrap.sh
+
+test-release: tools qemu-tools release-bootstrap ## release-bootstrap, then that file under qemu-aarch64 as the function: Success, Mismatch, Failure (in `make test`).
+	RELEASE_BOOTSTRAP=$(RELEASE_BOOTSTRAP) $(CARGO) test --test lambda_runtime release_bootstrap -- --ignored --nocapture
 
 # cargo refuses `--lib --doc` in one command: two runs.
 test-unit: ## Unit and doc tests only (no servers, no tools).
@@ -84,6 +95,9 @@ lambda-tools:
 sam-tools:
 	@scripts/setup-tools.sh sam
 
+qemu-tools:
+	@scripts/setup-tools.sh qemu
+
 build: lambda-tools ## The Lambda bootstrap: target/lambda/archive-compaction/bootstrap (arm64; ARCH=x86-64 for x86_64).
 	PATH="$(LAMBDA_BIN):$$PATH" $(CARGO) lambda build --release --$(ARCH) --bin archive-compaction
 	@file target/lambda/archive-compaction/bootstrap 2>/dev/null || ls -l target/lambda/archive-compaction/bootstrap
@@ -103,6 +117,5 @@ deploy-local: tools ## template.yaml deployed into ministack (sam deploy) with a
 invoke-local: tools lambda-tools ## The function under `cargo lambda watch` on a local S3 archive, invoked with EVENT.
 	@scripts/invoke-local.sh $(EVENT)
 
-invoke-qemu: tools build ## As invoke-local, but the arm64 bootstrap of `make build` under qemu-aarch64-static (not in CI).
-	@scripts/setup-tools.sh qemu
+invoke-qemu: tools qemu-tools build ## As invoke-local, but the arm64 bootstrap of `make build` under qemu-aarch64-static (make test-release is its test).
 	@BOOTSTRAP=target/lambda/archive-compaction/bootstrap scripts/invoke-local.sh $(EVENT)
