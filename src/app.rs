@@ -184,9 +184,7 @@ impl Deps {
                 .secret_id(arn)
                 .send()
                 .await
-                .map_err(|e| {
-                    fail(aws_sdk_secretsmanager::error::DisplayErrorContext(e).to_string())
-                })?;
+                .map_err(|e| fail(crate::storage::sdk_error_line(&e)))?;
             match out.secret_string {
                 Some(s) => Ok(s),
                 None => Err(fail(
@@ -385,6 +383,7 @@ pub async fn handle(
             let mut r = RunReport {
                 last_run_at: Utc::now(),
                 bucket: deps.config.bucket.clone(),
+                stop_reason: crate::report::StopReason::Error,
                 ..Default::default()
             };
             r.fail(e);

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use archive_compaction::app::{Deps, dispatch};
 use archive_compaction::config::{Config, SETTINGS, parse_date};
 use archive_compaction::progress::{self, BarWriter};
-use archive_compaction::report::RunReport;
+use archive_compaction::report::{RunReport, StopReason};
 use archive_compaction::run::RunOptions;
 use archive_compaction::status::{self, StatusOptions};
 use chrono::{DateTime, Utc};
@@ -192,6 +192,18 @@ fn init_tracing(level: &str, json: bool, bar: Option<ProgressBar>) {
     }
 }
 
+/// Prints a status as JSON (`--json`) or text.
+fn print_status(s: &status::StatusReport, json: bool) {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(s).expect("status serialises")
+        );
+    } else {
+        print!("{}", status::format_human(s));
+    }
+}
+
 /// mimalloc instead of glibc's malloc: the per-file path (SDK request and
 /// response, Parquet decode) makes many small short-lived allocations, which
 /// glibc's allocator served at ~17 % of the job's CPU (docs/performance.md, "CPU per file").
@@ -215,6 +227,21 @@ fn main() -> ExitCode {
             }
         }
     };
+    // A reversed or too long --from/--to is a usage error too: exit 1, no
+    // report (and nothing published).
+    if let Some(Cli {
+        command:
+            Command::Run {
+                from: Some(from),
+                to: Some(to),
+                ..
+            },
+    }) = &cli
+        && let Err(e) = archive_compaction::run::repair_dates(*from, *to)
+    {
+        eprintln!("error: {e}\n\nFor more information, try '--help'.");
+        return ExitCode::from(1);
+    }
     let config = Config::from_env();
     // A bar over dates for `run` on a terminal; never in Lambda.
     let bar = (config.is_ok()
@@ -248,8 +275,27 @@ fn main() -> ExitCode {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(error = %e, "bad configuration");
+                if let Some(Cli {
+                    command: Command::Status { now, json, days },
+                }) = cli
+                {
+                    // `status` prints a status, never a run report.
+                    let as_of = Utc::now();
+                    let opts = StatusOptions {
+                        now: now.unwrap_or(as_of),
+                        as_of,
+                        days,
+                    };
+                    let bucket = std::env::var("S3_BUCKET").unwrap_or_default();
+                    print_status(
+                        &status::StatusReport::unavailable(&bucket, None, &opts, &e),
+                        json,
+                    );
+                    return ExitCode::from(1);
+                }
                 let mut r = RunReport {
                     last_run_at: Utc::now(),
+                    stop_reason: StopReason::Error,
                     ..Default::default()
                 };
                 r.fail(&e);
@@ -316,27 +362,23 @@ fn main() -> ExitCode {
                     as_of,
                     days,
                 };
-                match status::gather(&deps.store, &deps.config, &opts).await {
-                    Ok(s) => {
-                        if json {
-                            println!(
-                                "{}",
-                                serde_json::to_string_pretty(&s).expect("status serialises")
-                            );
-                        } else {
-                            print!("{}", status::format_human(&s));
-                        }
-                        if s.errors.is_empty() {
-                            ExitCode::SUCCESS
-                        } else {
-                            ExitCode::from(1)
-                        }
-                    }
+                let s = match status::gather(&deps.store, &deps.config, &opts).await {
+                    Ok(s) => s,
                     Err(e) => {
                         tracing::error!(error = %e, "status could not be read");
-                        eprintln!("archive-compaction status: {e}");
-                        ExitCode::from(1)
+                        status::StatusReport::unavailable(
+                            &deps.config.bucket,
+                            Some(deps.config.lag_days),
+                            &opts,
+                            e,
+                        )
                     }
+                };
+                print_status(&s, json);
+                if s.errors.is_empty() {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(1)
                 }
             }
         }

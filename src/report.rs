@@ -335,7 +335,12 @@ pub struct RecoveredManifest {
 /// Everything a run did, field by field (the Python job's fields first).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct RunReport {
-    /// Per-flight (and folded compacted) files merged and deleted in this run.
+    /// Index input files retired by this run: merged into a new compacted
+    /// file, which was verified, and then deleted. Every kind counts:
+    /// per-flight files, the compacted and other multi-row files folded in
+    /// (a sweep that folds one late file into a date's compacted file
+    /// retires 2), and the inputs recovery deleted to finish a crashed
+    /// commit. The sum of `days[].files_deleted` plus recovery's deletes.
     pub files_compacted: u64,
     /// Input files whose delete failed (they are still there; the manifest is kept).
     pub files_delete_failed: u64,
@@ -343,14 +348,18 @@ pub struct RunReport {
     pub days_compacted: u64,
     /// The watermark after the run (`None` when nothing was ever compacted).
     pub last_compacted_date: Option<NaiveDate>,
-    /// The date parity failed on, if any.
+    /// The date the scheduled walk stopped on because its parity failed in
+    /// this run (recorded in `watermark.json`). Never set by `--date`,
+    /// `--from`/`--to` or a dry run: their verdicts are in `days[]`.
     pub mismatch_date: Option<NaiveDate>,
-    /// How many flights of `mismatch_date` have no index row (exact).
+    /// How many flights of `mismatch_date` fail parity (exact, whatever
+    /// the cut of `mismatch_uuids`).
     pub mismatch_uuid_count: u64,
     /// The first [`UUIDS_SHOWN`] of those flights' uuids, sorted (`status`
     /// lists them all).
     pub mismatch_uuids: Vec<String>,
-    /// Consecutive invocations blocked on the same mismatch date.
+    /// `watermark.json`'s count of consecutive scheduled runs blocked on
+    /// its mismatch date; `--date`, ranges and dry runs report it as read.
     pub mismatch_runs: u32,
     /// The invocation time (UTC; the EventBridge event's `time` or `--now`).
     pub last_run_at: DateTime<Utc>,
@@ -382,8 +391,11 @@ pub struct RunReport {
     pub bytes_written: u64,
     /// Older duplicate rows dropped.
     pub duplicates_removed: u64,
-    /// Per-flight files that arrived or were rewritten after their date was
-    /// compacted, folded in by the straggler sweep (`SWEEP_DAYS`).
+    /// Files the straggler sweep (`SWEEP_DAYS`) folded into dates already
+    /// compacted, beyond the one compacted file each such date is folded
+    /// into: late or rewritten per-flight files, other multi-row files, and
+    /// extra compacted files (the Python job's stitched rewrites). Per swept
+    /// date: `files_read` minus 1 when it read a compacted file.
     pub stragglers_folded: u64,
     /// Manifests resolved by recovery at the start.
     pub manifests_recovered: u64,
@@ -397,8 +409,10 @@ pub struct RunReport {
     pub skipped_files: Vec<SkippedFile>,
     /// Foreign objects seen under walked partitions (never touched).
     pub foreign_objects: u64,
-    /// Errors, each with the key/date/setting involved: the first
-    /// [`ERRORS_SHOWN`] − 1 and the last.
+    /// Errors, one line each, with the operation, key, date or setting
+    /// involved; a date blocked by a quarantined or stuck manifest is named
+    /// here (`{date} is blocked: …`) on every run until it is resolved. The
+    /// first [`ERRORS_SHOWN`] − 1 and the last (`errors_total` counts all).
     pub errors: Vec<String>,
     /// Reporting failures (MQTT, CloudWatch); they never change the status.
     /// At most one per sink and MQTT exchange, so a handful.
@@ -466,7 +480,7 @@ impl RunReport {
         if matches!(day.action, DayAction::Swept | DayAction::SweepPlanned) {
             self.stragglers_folded += day
                 .files_read
-                .saturating_sub(day.files_read_compacted + day.files_read_multi_row);
+                .saturating_sub(day.files_read_compacted.min(1));
         }
         let uuids = day.mismatch_uuids.len() as u64;
         day.mismatch_uuid_count = day.mismatch_uuid_count.max(uuids);

@@ -466,6 +466,9 @@ impl S3Store {
         &self.client
     }
 
+    /// The SDK error `e` of `op` on `key` as an [`Error`]: one line, naming
+    /// the operation, the key and the code (the SDK's full debug dump goes
+    /// to the debug log).
     fn err<E>(&self, op: &'static str, key: &str, e: SdkError<E>) -> Error
     where
         E: ProvideErrorMetadata + std::error::Error + 'static,
@@ -491,11 +494,14 @@ impl S3Store {
                     transient,
                 )
             }
-            SdkError::TimeoutError(_) => ("timeout".into(), format!("{e:?}"), true),
-            SdkError::DispatchFailure(d) => ("dispatch".into(), format!("{d:?}"), true),
-            SdkError::ResponseError(_) => ("response".into(), format!("{e:?}"), true),
-            other => ("construction".into(), format!("{other:?}"), false),
+            SdkError::TimeoutError(_) => ("timeout".into(), one_line(&e), true),
+            SdkError::DispatchFailure(_) => ("dispatch".into(), one_line(&e), true),
+            SdkError::ResponseError(_) => ("response".into(), one_line(&e), true),
+            _ => ("construction".into(), one_line(&e), false),
         };
+        // The SDK's full dump (request, headers, extensions: ~1.5 KB) goes
+        // to the debug log only; the error is one line.
+        tracing::debug!(op, key, error = ?e, "S3 error in full");
         if code == "PreconditionFailed" || status == Some(412) {
             return Error::PreconditionFailed {
                 op,
@@ -1045,5 +1051,51 @@ impl Store for S3Store {
         batch: &[(String, String)],
     ) -> impl Future<Output = Result<Vec<DeleteFailure>>> + Send {
         S3Store::delete_batch(self, batch)
+    }
+}
+
+/// An AWS SDK error (S3, CloudWatch, Secrets Manager) as one line for a
+/// report: `{code}: {message}` for a service error, else [`one_line`] of
+/// it. The SDK's `DisplayErrorContext` appends its whole debug dump
+/// (request, headers, extensions); that goes to the debug log only.
+pub fn sdk_error_line<E, R>(e: &SdkError<E, R>) -> String
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug + 'static,
+{
+    tracing::debug!(error = ?e, "AWS SDK error in full");
+    match e {
+        SdkError::ServiceError(se) => {
+            let err = se.err();
+            let code = err.code().unwrap_or("Unknown");
+            let message = err.message().map(one_line_text).unwrap_or_default();
+            format!("{code}: {message}")
+        }
+        other => one_line(other),
+    }
+}
+
+fn one_line_text(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// An SDK error as one line: its `Display` with every source, newlines
+/// folded, at most 300 characters (a dispatch failure's source chain names
+/// the cause, e.g. "Connection refused").
+pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let c = cause.to_string();
+        if !s.contains(&c) {
+            s.push_str(": ");
+            s.push_str(&c);
+        }
+        source = cause.source();
+    }
+    let s: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    match s.char_indices().nth(300) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s,
     }
 }

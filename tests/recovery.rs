@@ -474,9 +474,13 @@ async fn every_validation_rule_quarantines_the_manifest_and_deletes_nothing() {
     );
     assert_quarantined(&store, &generated, bad).await;
 
-    // The next run reports them as still quarantined and leaves both days alone.
+    // The next run reports them as still quarantined and leaves both days
+    // alone, and fails on them (compacted dates, but blocked), naming each.
     let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
-    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    assert_eq!(r.last_run_status, Status::Failure, "{:?}", r.errors);
+    assert_eq!(r.errors.len(), 2, "{:?}", r.errors);
+    assert!(r.errors[0].starts_with("2026-07-19 is blocked: quarantined manifest"));
+    assert!(r.errors[1].starts_with("2026-07-20 is blocked: quarantined manifest"));
     assert_eq!(
         r.recovered
             .iter()

@@ -1322,8 +1322,9 @@ async fn cloudwatch_metrics_are_readable_back() {
     assert_eq!(r.last_run_status, Status::Failure);
     assert_clean(&r);
     let got = read_metrics(&cw, &namespace, store.bucket()).await;
-    assert_eq!(got.len(), 14, "{:?}", got.keys());
+    assert_eq!(got.len(), 13, "{:?}", got.keys());
     assert!(!got.contains_key("WatermarkLagDays"));
+    assert!(!got.contains_key("MismatchUuidCount"));
     for (name, v) in [
         ("RunSuccess", 0.0),
         ("RunMismatch", 0.0),
