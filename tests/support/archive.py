@@ -423,9 +423,10 @@ def index_kind(key, size):
         return "foreign"
     if name.startswith("compacted-"):
         return "compacted"
+    stem = name[: -len(".parquet")]
     try:
-        uuid.UUID(name[: -len(".parquet")])
-        return "per_flight"
+        # The hyphenated form only, as the job parses it.
+        return "per_flight" if str(uuid.UUID(stem)) == stem.lower() else "multi_row"
     except ValueError:
         return "multi_row"
 
