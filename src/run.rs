@@ -989,8 +989,10 @@ async fn commit_day(
         commit::put_output(store, &mut cx.fence, m.job_id, output, body).await?;
     }
     tracing::debug!(%date, phase = "write", seconds = t.elapsed().as_secs_f64(), "manifest and output written");
+    // Nothing is deleted unless its rows are proven to be in the output.
+    let unproven = commit::prove_inputs(m, &read.rows, prepared.body.as_ref())?;
     let t = std::time::Instant::now();
-    let deleted = commit::verify_and_delete_inputs(store, &mut cx.fence, m).await?;
+    let deleted = commit::verify_and_delete_inputs(store, &mut cx.fence, m, &unproven).await?;
     tracing::debug!(%date, phase = "delete", files = m.inputs.len(), seconds = t.elapsed().as_secs_f64(), "output verified, partition re-listed, inputs deleted");
     day.files_read += m.inputs.len() as u64;
     day.files_read_compacted += count_decoded(&read, Source::Compacted);
@@ -1006,6 +1008,23 @@ async fn commit_day(
         // the day reports the one it left.
         day.rows_written = o.rows;
         day.bytes_written = o.size;
+    }
+    if let Some(first) = deleted.unproven.first() {
+        // Kept with its manifest (not in `finished_manifests`): the date is
+        // not counted as compacted and stays blocked.
+        day.files_delete_failed += deleted.failed.len() as u64;
+        return Err(Error::Unproven {
+            date,
+            bucket: store.bucket().to_string(),
+            key: first.key.clone(),
+            reason: first.reason.clone(),
+            count: deleted.unproven.len(),
+            output: m
+                .output
+                .as_ref()
+                .map_or_else(|| "no output (zero rows)".to_string(), |o| o.key.clone()),
+            manifest: prepared.manifest_key.clone(),
+        });
     }
     if !deleted.failed.is_empty() {
         day.files_delete_failed += deleted.failed.len() as u64;

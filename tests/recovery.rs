@@ -545,7 +545,7 @@ async fn an_output_that_differs_is_deleted_only_while_every_input_is_in_its_vers
     // 07-18: the commit deleted its inputs, then its manifest's size was
     // edited: the output holds the only copy of the day's rows.
     let (k18, mut m18) = committed_output(&store, "2026-07-18", MANIFEST_VERSION).await;
-    let deleted = commit::delete_inputs(&store, &mut Fence(None), &m18)
+    let deleted = commit::delete_inputs(&store, &mut Fence(None), &m18, &[])
         .await
         .unwrap();
     assert_eq!(deleted.deleted, 4);
