@@ -305,7 +305,10 @@ mod tests {
             // Skipped by the merge: its rows are unknown.
             (per_flight(2), None),
             // Superseded rows (2 twice) are proven by the flight being there.
-            (MULTI.to_string(), Some(InputRows::Rows(rows(&[2, 2, 3], 1)))),
+            (
+                MULTI.to_string(),
+                Some(InputRows::Rows(rows(&[2, 2, 3], 1))),
+            ),
             (
                 "index/year=2026/month=07/day=20/compacted-a.parquet".into(),
                 Some(InputRows::Rows(rows(&[3, 4], 0))),

@@ -56,13 +56,13 @@ use chrono::NaiveDate;
 use uuid::Uuid;
 
 use crate::commit::{self, Fence, InputState, OutputCheck};
-use crate::proof::{InputRows, OutputFlights, RowFlights, Unproven};
 use crate::error::Result;
 use crate::failpoint;
 use crate::keys::{
     INDEX_ROOT, IndexKey, MANIFESTS_ROOT, QUARANTINE_ROOT, STATE_ROOT, classify_index_key,
     compacted_key, index_prefix, is_index_input, manifest_date,
 };
+use crate::proof::{InputRows, OutputFlights, RowFlights, Unproven};
 use crate::report::{RecoveredManifest, RecoveryAction};
 use crate::state::{MANIFEST_VERSION, MANIFEST_VERSION_1, Manifest, ManifestOutput};
 use crate::storage::{JOB_ID_METADATA, ObjectMeta, PutMode, Store, etag_eq, sha256_b64};
@@ -467,7 +467,10 @@ async fn decide(store: &impl Store, key: &str, body: &[u8]) -> Result<Decision> 
     }
     let Some(output) = &manifest.output else {
         let unproven = prove_still_listed(store, &manifest, &OutputFlights::default()).await?;
-        return Ok(Decision::Act(Box::new(manifest), Step::Complete { unproven }));
+        return Ok(Decision::Act(
+            Box::new(manifest),
+            Step::Complete { unproven },
+        ));
     };
     let (check, head, body) = commit::inspect_output_read(store, output).await?;
     if let Some(found) = head.as_ref().and_then(|h| h.job_id())

@@ -250,14 +250,20 @@ async fn a_commit_made_to_list_a_skipped_input_deletes_nothing_of_it() {
     init_logs();
     let store = bucket("proof-skipped").await;
     let day = "2026-07-20";
-    let generated = generate(&store, json!({"seed": 70, "days": [{"date": day, "flights": 6}]}));
+    let generated = generate(
+        &store,
+        json!({"seed": 70, "days": [{"date": day, "flights": 6}]}),
+    );
     let v = archive_py(
         "variants",
         &store,
         json!({"date": day, "seed": 71, "variants": ["military_as_string"]}),
     );
     let skipped = v["military_as_string"]["key"].as_str().unwrap().to_string();
-    let skipped_flight = v["military_as_string"]["flight"].as_str().unwrap().to_string();
+    let skipped_flight = v["military_as_string"]["flight"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let etag = dump(&store, &skipped)[&skipped].etag.clone();
     let cfg = config(&store, &[("LEASE_SECONDS", "1")]);
     let each_flight_once = |why: &str| {
@@ -266,7 +272,8 @@ async fn a_commit_made_to_list_a_skipped_input_deletes_nothing_of_it() {
         for (k, d) in &after {
             if archive_compaction::keys::is_index_input(k) {
                 for r in d.rows.clone().unwrap_or_default() {
-                    *n.entry(r["s3_key"].as_str().unwrap().to_string()).or_insert(0) += 1;
+                    *n.entry(r["s3_key"].as_str().unwrap().to_string())
+                        .or_insert(0) += 1;
                 }
             }
         }
@@ -276,7 +283,11 @@ async fn a_commit_made_to_list_a_skipped_input_deletes_nothing_of_it() {
             .collect();
         want.push(skipped_flight.clone());
         want.sort();
-        assert_eq!(n.keys().cloned().collect::<Vec<_>>(), want, "{why}: flights lost or added");
+        assert_eq!(
+            n.keys().cloned().collect::<Vec<_>>(),
+            want,
+            "{why}: flights lost or added"
+        );
         assert!(n.values().all(|c| *c == 1), "{why}: a flight twice: {n:?}");
         assert_eq!(
             after.get(&skipped).map(|d| d.etag.clone()),
@@ -291,7 +302,9 @@ async fn a_commit_made_to_list_a_skipped_input_deletes_nothing_of_it() {
     scenario.teardown();
     assert_eq!(r.last_run_status, Status::Failure, "{:?}", r.errors);
     assert!(
-        r.errors.iter().any(|e| e.contains(&skipped) && e.contains("not proven")),
+        r.errors
+            .iter()
+            .any(|e| e.contains(&skipped) && e.contains("not proven")),
         "the kept input is not named: {:?}",
         r.errors
     );
@@ -333,7 +346,9 @@ async fn a_commit_made_to_list_a_skipped_input_deletes_nothing_of_it() {
     let after = dump(&store, "");
     assert_eq!(watermark(&after).unwrap()["last_compacted_date"], day);
     assert!(
-        !after.keys().any(|k| k.starts_with("_compaction_state/manifests/")),
+        !after
+            .keys()
+            .any(|k| k.starts_with("_compaction_state/manifests/")),
         "manifests left"
     );
 }

@@ -856,7 +856,10 @@ async fn a_verified_output_does_not_prove_an_input_it_does_not_hold() {
             input(&straggler_key, &objects[&straggler_key].etag),
         ],
     );
-    assert_eq!(recovery::validate_manifest(&manifest_key(date(D20), job), &m), Ok(()));
+    assert_eq!(
+        recovery::validate_manifest(&manifest_key(date(D20), job), &m),
+        Ok(())
+    );
     let key = manifest_key(date(D20), job);
     let written = put_json(&store, &key, &m).await;
 
@@ -871,12 +874,20 @@ async fn a_verified_output_does_not_prove_an_input_it_does_not_hold() {
         "{e:?}"
     );
     assert!(dry.blocked.contains_key(&date(D20)), "{:?}", dry.blocked);
-    assert_eq!(dump(&store, &prefix), objects, "the dry run changed something");
+    assert_eq!(
+        dump(&store, &prefix),
+        objects,
+        "the dry run changed something"
+    );
 
     let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
     assert_eq!(r.recovered.len(), 1, "{:?}", r.recovered);
     let e = &r.recovered[0];
-    assert_eq!((e.key.as_str(), e.action.as_str()), (key.as_str(), "quarantined"), "{e:?}");
+    assert_eq!(
+        (e.key.as_str(), e.action.as_str()),
+        (key.as_str(), "quarantined"),
+        "{e:?}"
+    );
     assert!(
         e.detail.contains("rule input_not_in_output:")
             && e.detail.contains(&straggler_key)
@@ -929,7 +940,11 @@ async fn recovery_proves_each_input_by_its_rows() {
     let straggler = archive_py("put-row", &store, json!({"date": D20, "seed": 2321}));
     let straggler_key = straggler["key"].as_str().unwrap().to_string();
     let proven = format!("{prefix}backfill.parquet");
-    archive_py("multi-row", &store, json!({"from": [out_key], "key": proven}));
+    archive_py(
+        "multi-row",
+        &store,
+        json!({"from": [out_key], "key": proven}),
+    );
     let one_more = format!("{prefix}export.parquet");
     archive_py(
         "multi-row",
@@ -938,7 +953,12 @@ async fn recovery_proves_each_input_by_its_rows() {
     );
     let garbage = format!("{prefix}notes.parquet");
     store
-        .put(&garbage, bytes::Bytes::from_static(b"not parquet"), PutMode::Create, None)
+        .put(
+            &garbage,
+            bytes::Bytes::from_static(b"not parquet"),
+            PutMode::Create,
+            None,
+        )
         .await
         .unwrap();
     let objects = dump(&store, &prefix);
@@ -976,6 +996,10 @@ async fn recovery_proves_each_input_by_its_rows() {
     let after = dump(&store, &prefix);
     assert!(!after.contains_key(&proven), "the proven input is deleted");
     for k in [&one_more, &garbage, &straggler_key] {
-        assert_eq!(after.get(k).map(|d| &d.etag), Some(&etag(k)), "{k} not kept");
+        assert_eq!(
+            after.get(k).map(|d| &d.etag),
+            Some(&etag(k)),
+            "{k} not kept"
+        );
     }
 }

@@ -776,9 +776,7 @@ async fn schedule(seed: u64) -> std::result::Result<(), String> {
             let quarantined: Vec<String> = (mem.snapshot().into_keys())
                 .filter(|k| k.starts_with(QUARANTINE_ROOT))
                 .collect();
-            if quarantined.is_empty()
-                && last.as_ref().unwrap().last_run_status == Status::Success
-            {
+            if quarantined.is_empty() && last.as_ref().unwrap().last_run_status == Status::Success {
                 break;
             }
             for q in &quarantined {
@@ -1116,7 +1114,9 @@ fn simulation() {
         let found = run_seeds(base, 500);
         fail::remove(off);
         let Some((seed, e, count)) = found else {
-            panic!("with {off} the simulation found nothing in 500 schedules: the holes are not planted")
+            panic!(
+                "with {off} the simulation found nothing in 500 schedules: the holes are not planted"
+            )
         };
         eprintln!(
             "with {off}: schedule {seed} failed after ~{count} schedules, {:.1} s, as it must: {e}",
@@ -1154,9 +1154,18 @@ fn simulation() {
     );
     assert!(
         seeds < 100
-            || [&CUTS, &PAUSES, &ERRORS, &DENIED, &WRITES, &PLANTED, &UNPROVEN, &UNMERGEABLE]
-                .iter()
-                .all(|a| c(a) > 0),
+            || [
+                &CUTS,
+                &PAUSES,
+                &ERRORS,
+                &DENIED,
+                &WRITES,
+                &PLANTED,
+                &UNPROVEN,
+                &UNMERGEABLE
+            ]
+            .iter()
+            .all(|a| c(a) > 0),
         "a kind of fault never fired"
     );
 }
