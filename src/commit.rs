@@ -11,8 +11,8 @@
 //! 6. [`delete_inputs`]: re-list, then DeleteObjects each input conditional
 //!    on its ETag (a changed input survives as a newer version). Only an
 //!    input proven to be in the output is deleted ([`prove_inputs`], the
-//!    rule of [`crate::proof`]); an unproven one is kept and so is the
-//!    manifest.
+//!    rule of [`crate::proof`], checked once the output is encoded, before
+//!    3); an unproven one is kept and so is the manifest.
 //! 7. [`delete_manifest`]: once every input is gone or proven newer.
 //!
 //! 5's HEAD and 6's re-list run at once ([`verify_and_delete_inputs`]),

@@ -979,6 +979,10 @@ async fn commit_day(
     // (`LOG_LEVEL=info,archive_compaction::run=debug`), in seconds.
     tracing::debug!(%date, phase = "read", files = planned, seconds = started.elapsed().as_secs_f64(), "inputs read and merged");
     let m = &prepared.manifest;
+    // Nothing is deleted unless its rows are proven to be in the output:
+    // checked before anything is written (the output read back in memory),
+    // applied in the delete phase.
+    let unproven = commit::prove_inputs(m, &read.rows, prepared.body.as_ref())?;
     let t = std::time::Instant::now();
     // The lease's GETs go beside the requests before the destructive steps
     // (`commit::Fence::beside`).
@@ -989,8 +993,6 @@ async fn commit_day(
         commit::put_output(store, &mut cx.fence, m.job_id, output, body).await?;
     }
     tracing::debug!(%date, phase = "write", seconds = t.elapsed().as_secs_f64(), "manifest and output written");
-    // Nothing is deleted unless its rows are proven to be in the output.
-    let unproven = commit::prove_inputs(m, &read.rows, prepared.body.as_ref())?;
     let t = std::time::Instant::now();
     let deleted = commit::verify_and_delete_inputs(store, &mut cx.fence, m, &unproven).await?;
     tracing::debug!(%date, phase = "delete", files = m.inputs.len(), seconds = t.elapsed().as_secs_f64(), "output verified, partition re-listed, inputs deleted");
