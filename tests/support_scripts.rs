@@ -53,7 +53,7 @@ async fn archive_py_summary_tells_index_files_apart_by_what_they_are() {
     let first = store.list(&prefix).await.unwrap()[0].key.clone();
     // A multi-row file whose name is as long as a per-flight file's
     // ({uuid}.parquet, 44 characters) but is no UUID.
-    let export = format!("{prefix}export-2026-07-20-part-0001-of-0001.parquet");
+    let export = format!("{prefix}export-2026-07-20-part-00001-of-0001.parquet");
     assert_eq!(export.len() - prefix.len(), 44);
     archive_py("multi-row", &store, json!({"from": [first], "key": export}));
     // A zero-byte compacted-looking object is foreign, as the job sees it.
