@@ -228,7 +228,7 @@ pub async fn read_inputs(
     {
         Pass::Done(mut out) => {
             out.streamed = true;
-            return Ok(out);
+            return Ok(*out);
         }
         Pass::NotStreamable { reason, bytes_read } => {
             tracing::info!(%date, %reason, inputs = inputs.len(),
@@ -241,14 +241,14 @@ pub async fn read_inputs(
     match read_pass(store, date, &all, concurrency, sink, prefetched).await? {
         Pass::Done(mut out) => {
             out.bytes_read += first_bytes;
-            Ok(out)
+            Ok(*out)
         }
         Pass::NotStreamable { reason, .. } => Err(Error::Encode { date, reason }),
     }
 }
 
 enum Pass {
-    Done(ReadInputs),
+    Done(Box<ReadInputs>),
     NotStreamable { reason: String, bytes_read: u64 },
 }
 
@@ -347,7 +347,7 @@ async fn read_pass(
             });
         }
     };
-    Ok(Pass::Done(out))
+    Ok(Pass::Done(Box::new(out)))
 }
 
 async fn fetch<'a>(

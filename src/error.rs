@@ -121,14 +121,12 @@ pub enum Error {
     /// and blocks the date (the next run's recovery proves what is left and
     /// quarantines the manifest).
     #[error(
-        "{count} input(s) of {date} kept: their rows are not proven to be in {output} (first: s3://{bucket}/{key}: {reason}); manifest {manifest} kept, the date is blocked: a bug listed an input the merge did not take in; inspect the input and the manifest"
+        "{count} input(s) of {date} kept: their rows are not proven to be in {output} (first: {key}: {reason}); manifest {manifest} kept, the date is blocked: a bug listed an input the merge did not take in; inspect the input and the manifest"
     )]
     Unproven {
         /// The partition date.
         date: NaiveDate,
-        /// The bucket.
-        bucket: String,
-        /// The first input kept.
+        /// The first input kept (its key in the bucket).
         key: String,
         /// Which rule it fails.
         reason: String,

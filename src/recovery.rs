@@ -1249,6 +1249,42 @@ mod tests {
         assert_eq!(code(&k, &m), "state_file");
     }
 
+    /// A manifest without an output (zero rows): a zero-row input is proven
+    /// (nothing to lose) and deleted; an input with a row is kept and the
+    /// manifest quarantined.
+    #[tokio::test]
+    async fn without_an_output_only_inputs_without_rows_are_deleted() {
+        use crate::storage::MemoryStore;
+        for (rows, deleted) in [(0, true), (1, false)] {
+            let store = MemoryStore::new("b");
+            let (_, mut m) = good();
+            m.output = None;
+            let flight = v7(1);
+            let key = format!("{}{flight}.parquet", p("2026-07-20"));
+            let batch = crate::merge::tests::row(&flight.to_string(), "X").slice(0, rows);
+            let body = bytes::Bytes::from(crate::merge::encode(&[batch], 16).unwrap());
+            let etag = store.put_now(&key, body);
+            m.inputs = vec![ManifestInput {
+                key: key.clone(),
+                etag,
+                size: 1,
+            }];
+            let mkey = manifest_key(m.date, m.job_id);
+            store.put_now(&mkey, serde_json::to_vec(&m).unwrap().into());
+            let r = recover(&store, &mut Fence(None)).await.unwrap();
+            let e = &r.recovered[0];
+            let there = store.snapshot().contains_key(&key);
+            assert_eq!(there, !deleted, "{rows} row(s): {e:?}");
+            if deleted {
+                assert_eq!(e.action, RecoveryAction::Completed, "{e:?}");
+            } else {
+                assert_eq!(e.action, RecoveryAction::Quarantined, "{e:?}");
+                assert!(e.detail.contains("rule input_not_in_output:"), "{e:?}");
+                assert!(r.blocked.contains_key(&m.date));
+            }
+        }
+    }
+
     #[test]
     fn bucket_rules_have_codes_and_messages() {
         let r = ManifestRule::OnlyCopy {

@@ -1017,7 +1017,6 @@ async fn commit_day(
         day.files_delete_failed += deleted.failed.len() as u64;
         return Err(Error::Unproven {
             date,
-            bucket: store.bucket().to_string(),
             key: first.key.clone(),
             reason: first.reason.clone(),
             count: deleted.unproven.len(),

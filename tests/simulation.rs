@@ -880,52 +880,54 @@ async fn plant_unproven_manifest(world: &World, rng: &mut Rng) -> String {
     use archive_compaction::storage::{JOB_ID_METADATA, PutMode, sha256_b64};
     let mem = &world.mem;
     let d = date(DATES[rng.below(DATES.len() as u64) as usize]);
-    let mut archive = world.archive.lock().unwrap();
     let prefix = index_prefix(d);
-    let mut inputs = Vec::new();
-    let mut rows = Vec::new();
-    for (key, (body, etag)) in mem.snapshot().range(prefix.clone()..) {
-        if !key.starts_with(&prefix) {
-            break;
+    let (inputs, rows) = {
+        let mut archive = world.archive.lock().unwrap();
+        let mut inputs = Vec::new();
+        let mut rows = Vec::new();
+        for (key, (body, etag)) in mem.snapshot().range(prefix.clone()..) {
+            if !key.starts_with(&prefix) {
+                break;
+            }
+            if let IndexKey::PerFlight(u) = keys::classify_index_key(key)
+                && let Some(v) = archive.flights.get(&d).and_then(|f| f.get(&u))
+            {
+                rows.push((u, *v));
+                inputs.push(ManifestInput {
+                    key: key.clone(),
+                    etag: etag.clone(),
+                    size: body.len() as u64,
+                });
+            }
         }
-        if let IndexKey::PerFlight(u) = keys::classify_index_key(key)
-            && let Some(v) = archive.flights.get(&d).and_then(|f| f.get(&u))
-        {
-            rows.push((u, *v));
+        if rows.is_empty() {
+            let u = archive.new_flight(mem, d);
+            let key = format!("{prefix}{u}.parquet");
+            let (body, etag) = mem.snapshot()[&key].clone();
+            rows.push((u, 1));
             inputs.push(ManifestInput {
-                key: key.clone(),
-                etag: etag.clone(),
+                key,
+                etag,
                 size: body.len() as u64,
             });
         }
-    }
-    if rows.is_empty() {
-        let u = archive.new_flight(mem, d);
-        let key = format!("{prefix}{u}.parquet");
-        let (body, etag) = mem.snapshot()[&key].clone();
-        rows.push((u, 1));
-        inputs.push(ManifestInput {
-            key,
-            etag,
-            size: body.len() as u64,
-        });
-    }
-    {
-        let mut reads = world.reads.lock().unwrap();
-        for i in &inputs {
-            reads.insert((i.key.clone(), i.etag.clone()));
+        {
+            let mut reads = world.reads.lock().unwrap();
+            for i in &inputs {
+                reads.insert((i.key.clone(), i.etag.clone()));
+            }
         }
-    }
-    let extra = archive.new_flight(mem, d);
-    archive.pinned.insert(extra);
-    let extra_key = format!("{prefix}{extra}.parquet");
-    let (extra_body, extra_etag) = mem.snapshot()[&extra_key].clone();
-    inputs.push(ManifestInput {
-        key: extra_key,
-        etag: extra_etag,
-        size: extra_body.len() as u64,
-    });
-    drop(archive);
+        let extra = archive.new_flight(mem, d);
+        archive.pinned.insert(extra);
+        let extra_key = format!("{prefix}{extra}.parquet");
+        let (extra_body, extra_etag) = mem.snapshot()[&extra_key].clone();
+        inputs.push(ManifestInput {
+            key: extra_key,
+            etag: extra_etag,
+            size: extra_body.len() as u64,
+        });
+        (inputs, rows)
+    };
     let job_id = Uuid::from_u128(0x0190_0000_0000_7000_8000_0000_0000_0000 | rng.next() as u128);
     let body = multi_row_file(d, &rows);
     let output = ManifestOutput {
