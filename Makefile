@@ -26,6 +26,7 @@ test: tools ## Everything: all tests on ministack; the S3-protocol suites again 
 	TEST_S3_SERVER=moto $(CARGO) test --test end_to_end --test faults --test robustness --test index_inputs --test lambda_runtime --test recovery --test store_conformance --test audit --test truthful
 	$(CARGO) test --features failpoints --test crash --test specs
 	TEST_S3_SERVER=moto $(CARGO) test --features failpoints --test crash overwritten
+	SIM_SEEDS=500 $(CARGO) test --features failpoints --test simulation
 	@$(MAKE) --no-print-directory test-release
 
 # The bootstrap `sam build` makes (scripts/release-bootstrap.sh), run under

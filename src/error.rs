@@ -116,6 +116,28 @@ pub enum Error {
         reason: String,
     },
 
+    /// A commit kept inputs whose rows are not proven to be in its output
+    /// ([`crate::proof`]): nothing of them was deleted, the manifest is kept
+    /// and blocks the date (the next run's recovery proves what is left and
+    /// quarantines the manifest).
+    #[error(
+        "{count} input(s) of {date} kept: their rows are not proven to be in {output} (first: {key}: {reason}); manifest {manifest} kept, the date is blocked: a bug listed an input the merge did not take in; inspect the input and the manifest"
+    )]
+    Unproven {
+        /// The partition date.
+        date: NaiveDate,
+        /// The first input kept (its key in the bucket).
+        key: String,
+        /// Which rule it fails.
+        reason: String,
+        /// Inputs kept in all.
+        count: usize,
+        /// The commit's output key (or "no output", zero rows).
+        output: String,
+        /// The commit's manifest key.
+        manifest: String,
+    },
+
     /// A failpoint injected this error (tests only).
     #[error("failpoint {0} fired")]
     Failpoint(String),

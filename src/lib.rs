@@ -34,6 +34,7 @@ pub mod mqtt;
 pub mod partition;
 pub mod plan;
 pub mod progress;
+pub mod proof;
 pub mod recovery;
 pub mod report;
 pub mod reporting;

@@ -1007,6 +1007,10 @@ async fn commit_day(
     // (`LOG_LEVEL=info,archive_compaction::run=debug`), in seconds.
     tracing::debug!(%date, phase = "read", files = planned, seconds = started.elapsed().as_secs_f64(), "inputs read and merged");
     let m = &prepared.manifest;
+    // Nothing is deleted unless its rows are proven to be in the output:
+    // checked before anything is written (the output read back in memory),
+    // applied in the delete phase.
+    let unproven = commit::prove_inputs(m, &read.rows, prepared.body.as_ref())?;
     let t = std::time::Instant::now();
     // The lease's GETs go beside the requests before the destructive steps
     // (`commit::Fence::beside`).
@@ -1018,7 +1022,7 @@ async fn commit_day(
     }
     tracing::debug!(%date, phase = "write", seconds = t.elapsed().as_secs_f64(), "manifest and output written");
     let t = std::time::Instant::now();
-    let deleted = commit::verify_and_delete_inputs(store, &mut cx.fence, m).await?;
+    let deleted = commit::verify_and_delete_inputs(store, &mut cx.fence, m, &unproven).await?;
     tracing::debug!(%date, phase = "delete", files = m.inputs.len(), seconds = t.elapsed().as_secs_f64(), "output verified, partition re-listed, inputs deleted");
     day.files_read += m.inputs.len() as u64;
     day.files_read_compacted += count_decoded(&read, Source::Compacted);
@@ -1034,6 +1038,22 @@ async fn commit_day(
         // the day reports the one it left.
         day.rows_written = o.rows;
         day.bytes_written = o.size;
+    }
+    if let Some(first) = deleted.unproven.first() {
+        // Kept with its manifest (not in `finished_manifests`): the date is
+        // not counted as compacted and stays blocked.
+        day.files_delete_failed += deleted.failed.len() as u64;
+        return Err(Error::Unproven {
+            date,
+            key: first.key.clone(),
+            reason: first.reason.clone(),
+            count: deleted.unproven.len(),
+            output: m
+                .output
+                .as_ref()
+                .map_or_else(|| "no output (zero rows)".to_string(), |o| o.key.clone()),
+            manifest: prepared.manifest_key.clone(),
+        });
     }
     if !deleted.failed.is_empty() {
         day.files_delete_failed += deleted.failed.len() as u64;
