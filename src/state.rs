@@ -63,7 +63,7 @@ impl Watermark {
     /// Errors: a message naming the field, what it holds and what it must
     /// hold. A missing `last_compacted_date` (a typo such as
     /// `last_compacted_dat`) is an error, never a first run: the one way to
-    /// start over is to delete the file (README, "Recovery").
+    /// start over is to delete the file (docs/operating.md, "State").
     pub fn parse(body: &[u8]) -> std::result::Result<Watermark, String> {
         let value: serde_json::Value =
             serde_json::from_slice(body).map_err(|e| format!("not JSON: {e}"))?;

@@ -171,7 +171,16 @@ async fn a_watermark_ahead_of_todays_cutoff_fails_every_run_and_is_reported() {
     .await
     .unwrap();
     assert_eq!(s.watermark_ahead_days, Some(1259));
+    // Listed among the errors (printed first, exit 1), and on the lag line.
+    assert!(
+        s.errors
+            .iter()
+            .any(|e| e.contains("2029-12-30 is 1259 day(s) ahead of today's cutoff")),
+        "{:?}",
+        s.errors
+    );
     let text = status::format_human(&s);
+    assert!(text.starts_with("errors\n"), "{text}");
     assert!(text.contains("AHEAD of today's cutoff"), "{text}");
     assert!(!text.contains("up to date"), "{text}");
 
