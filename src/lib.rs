@@ -16,6 +16,7 @@
 //! - [`run`]: the driver producing one [`report::RunReport`].
 //! - [`reporting`] ([`metrics`], [`mqtt`]): the report to CloudWatch and MQTT.
 //! - [`status`]: the read-only `status` command; [`progress`]: the CLI's progress bar.
+//! - [`prune`]: the `prune-cache` command (the archive host's local index cache).
 //! - [`app`]: clients built once, the Lambda handler and the CLI's shared entry point.
 #![warn(missing_docs)]
 
@@ -32,6 +33,7 @@ pub mod mqtt;
 pub mod partition;
 pub mod plan;
 pub mod progress;
+pub mod prune;
 pub mod recovery;
 pub mod report;
 pub mod reporting;

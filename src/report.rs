@@ -237,6 +237,16 @@ pub struct DayReport {
     pub bytes_read: u64,
     /// On a `mismatch`: the flights without an index row, sorted.
     pub mismatch_uuids: Vec<String>,
+    /// Rows of the day's multi-row inputs (compacted and other multi-row
+    /// files) whose `first_message` UTC date is not this date, as in a
+    /// backfill file that mixes days: merged into this date's compacted file
+    /// where they sit, never moved (in a dry run: in the files it would
+    /// merge). When a date takes more than one pass, the pass that read the
+    /// most (a later pass reads the earlier one's output again).
+    pub rows_of_other_days: u64,
+    /// The flights of the first [`crate::merge::OTHER_DAYS_UUIDS_SHOWN`] of
+    /// them, in the order read (`rows_of_other_days` is the full count).
+    pub other_days_uuids: Vec<String>,
     /// Inputs of this date left in place, with the reason; moved into the
     /// run's `skipped_files` by [`RunReport::add_day`] (not serialised here).
     #[serde(skip)]
@@ -324,6 +334,8 @@ pub struct RunReport {
     pub skipped_files: Vec<SkippedFile>,
     /// Foreign objects seen under walked partitions (never touched).
     pub foreign_objects: u64,
+    /// The days' `rows_of_other_days`, summed.
+    pub rows_of_other_days: u64,
     /// Errors, each with the key/date/setting involved.
     pub errors: Vec<String>,
     /// Reporting failures (MQTT, CloudWatch); they never change the status.
@@ -383,6 +395,7 @@ impl RunReport {
         self.bytes_written += day.bytes_written;
         self.duplicates_removed += day.duplicates_removed;
         self.foreign_objects += day.foreign_objects;
+        self.rows_of_other_days += day.rows_of_other_days;
         self.skipped_files.append(&mut day.skipped);
     }
 
@@ -391,6 +404,17 @@ impl RunReport {
         self.mismatch_date = Some(date);
         self.mismatch_uuid_count = missing.len() as u64;
         self.mismatch_uuids = missing.iter().map(uuid::Uuid::to_string).collect();
+    }
+
+    /// Notes what one read of `day`'s inputs found of rows of other days:
+    /// the read that found the most wins (a later pass of a date reads the
+    /// rows of the earlier pass's output again, so adding would count them
+    /// twice).
+    pub fn note_other_days(day: &mut DayReport, found: &crate::merge::OtherDays) {
+        if found.rows > day.rows_of_other_days {
+            day.rows_of_other_days = found.rows;
+            day.other_days_uuids = found.uuids.iter().map(uuid::Uuid::to_string).collect();
+        }
     }
 
     /// Number of files skipped (left in place) for a reason.
