@@ -400,10 +400,12 @@ pub fn plan_prune(walk: &CacheWalk, state: &BucketState) -> PrunePlan {
         }
         let listed = state.listed.get(date);
         for c in &day.copies {
-            let why = if !state.watermark.is_some_and(|w| *date <= w) {
-                Some(KeptReason::AfterWatermark)
-            } else if report.blocked_by.is_some() {
+            // Blocked first: the mismatch date is after the watermark too,
+            // and "blocked" says more.
+            let why = if report.blocked_by.is_some() {
                 Some(KeptReason::Blocked)
+            } else if !state.watermark.is_some_and(|w| *date <= w) {
+                Some(KeptReason::AfterWatermark)
             } else {
                 match listed {
                     // Not listed: never by `prune`; a caller's plan without
