@@ -563,7 +563,7 @@ pub async fn read_bucket(store: &impl Store, walk: &CacheWalk) -> Result<BucketS
 pub async fn prune(store: &impl Store, opts: &PruneOptions) -> Result<PruneReport, PruneError> {
     let walk = walk_cache(&opts.dir)?;
     let state = read_bucket(store, &walk).await?;
-    let plan = plan_prune(&walk, &state);
+    let mut plan = plan_prune(&walk, &state);
     let mut r = PruneReport {
         dir: opts.dir.display().to_string(),
         bucket: store.bucket().to_string(),
@@ -580,7 +580,7 @@ pub async fn prune(store: &impl Store, opts: &PruneOptions) -> Result<PruneRepor
         delete_examples: (plan.delete.iter().take(EXAMPLES_SHOWN))
             .map(|c| c.path.display().to_string())
             .collect(),
-        days: plan.days,
+        days: std::mem::take(&mut plan.days),
         ..Default::default()
     };
     for (path, _, why) in &plan.kept {
@@ -591,6 +591,17 @@ pub async fn prune(store: &impl Store, opts: &PruneOptions) -> Result<PruneRepor
             "dry run: nothing deleted");
         return Ok(r);
     }
+    execute(&plan, &mut r);
+    tracing::info!(dir = %r.dir, files = r.files_deleted, bytes = r.bytes_freed, kept = r.files_kept,
+        "local index cache pruned");
+    Ok(r)
+}
+
+/// Deletes the plan's copies, counting into `r` (`files_deleted`,
+/// `bytes_freed`); a copy already gone counts as deleted (no bytes freed);
+/// one that cannot be deleted goes to `r.errors` and is kept
+/// ([`KeptReason::DeleteFailed`]), and the others go on.
+pub fn execute(plan: &PrunePlan, r: &mut PruneReport) {
     for c in &plan.delete {
         match std::fs::remove_file(&c.path) {
             Ok(()) => {
@@ -608,9 +619,6 @@ pub async fn prune(store: &impl Store, opts: &PruneOptions) -> Result<PruneRepor
             }
         }
     }
-    tracing::info!(dir = %r.dir, files = r.files_deleted, bytes = r.bytes_freed, kept = r.files_kept,
-        "local index cache pruned");
-    Ok(r)
 }
 
 /// The one line a terminal gets (pure), e.g. `prune-cache /app/index-cache
@@ -791,6 +799,35 @@ mod tests {
             walk_cache(&p.join("notes.txt")),
             Err(PruneError::MissingDir { .. })
         ));
+    }
+
+    #[test]
+    fn a_delete_that_fails_is_an_error_and_the_rest_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut plan = PrunePlan::default();
+        for (u, body) in [(U1, "abc"), (U2, "")] {
+            let mut c = copy("2026-07-20", u);
+            c.path = dir.path().join(format!("{u}.parquet"));
+            c.size = body.len() as u64;
+            std::fs::write(&c.path, body).unwrap();
+            plan.delete.push(c);
+        }
+        // A folder where a copy was planned (replaced since the walk): its
+        // delete fails, even for root.
+        std::fs::remove_file(&plan.delete[1].path).unwrap();
+        std::fs::create_dir(&plan.delete[1].path).unwrap();
+        let mut gone = copy("2026-07-20", U1);
+        gone.path = dir.path().join("already-gone.parquet");
+        plan.delete.push(gone);
+        let mut r = PruneReport::default();
+        execute(&plan, &mut r);
+        assert_eq!((r.files_deleted, r.bytes_freed), (2, 3));
+        assert_eq!(r.kept, BTreeMap::from([(KeptReason::DeleteFailed, 1)]));
+        assert_eq!(r.errors.len(), 1, "{:?}", r.errors);
+        assert!(r.errors[0].contains(U2), "{:?}", r.errors);
+        assert_eq!(r.exit_code(), 1);
+        assert!(!plan.delete[0].path.exists());
+        assert!(format_human(&r).contains("1 delete(s) FAILED"));
     }
 
     #[test]

@@ -369,3 +369,73 @@ async fn rows_of_other_days_are_counted_named_logged_once_and_shown_by_status() 
 fn date_of(s: &str) -> chrono::NaiveDate {
     date(s)
 }
+
+#[tokio::test]
+async fn a_failed_delete_keeps_its_date_until_recovery_finishes_it() {
+    use archive_compaction::report::Status;
+    use archive_compaction::run::{RunOptions, run};
+    init_logs();
+    let direct = bucket("prune-failed-delete").await;
+    let g = generate(
+        &direct,
+        json!({"seed": 30, "days": [
+            {"date": "2026-07-17", "flights": 4},
+            {"date": "2026-07-18", "flights": 4},
+        ]}),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for keys in g.index_keys.values() {
+        mirror(&direct, d, keys).await;
+    }
+    let cfg = config(&direct, &[]);
+    let r = run(&direct, &cfg, &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    // A straggler of 07-17 arrives; folding it in, its delete fails.
+    let straggler = archive_py("put-row", &direct, json!({"date": "2026-07-17", "seed": 9}));
+    let straggler_key = straggler["key"].as_str().unwrap().to_string();
+    mirror(&direct, d, std::slice::from_ref(&straggler_key)).await;
+    let proxy = Proxy::start();
+    let through = proxy.store(&direct);
+    proxy.set(json!({"delete_key_errors": [
+        {"match": straggler_key.rsplit('/').next().unwrap(), "code": "AccessDenied", "times": -1}
+    ]}));
+    let mut opts = RunOptions::at(at(NOW));
+    opts.only_date = Some(date("2026-07-17"));
+    let r = run(&through, &cfg, &opts).await;
+    assert_eq!(r.last_run_status, Status::Failure);
+    assert_eq!(r.files_delete_failed, 1, "{:?}", r.errors);
+
+    // The date is blocked by its live manifest: none of its copies go.
+    let out = prune(&direct, d, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let s = report_of(&out);
+    assert_eq!(s["files_deleted"], 4, "07-18's copies: {s:#}");
+    assert_eq!(
+        s["kept"]["blocked"], 5,
+        "07-17's four and the straggler: {s:#}"
+    );
+    assert!(
+        s["dates_blocked"]["2026-07-17"]
+            .as_str()
+            .unwrap()
+            .starts_with("live manifest _compaction_state/manifests/2026-07-17/"),
+        "{s:#}"
+    );
+    for k in &g.index_keys["2026-07-17"] {
+        assert!(d.join(local(k)).exists(), "{k}");
+    }
+
+    // Fixed: recovery finishes the commit (the straggler is deleted in S3),
+    // then its date's copies go, the straggler's too.
+    proxy.set(json!({}));
+    let r = run(&through, &cfg, &opts).await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    assert_eq!(r.recovered.len(), 1);
+    let out = prune(&direct, d, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let s = report_of(&out);
+    assert_eq!(s["files_deleted"], 5, "{s:#}");
+    assert_eq!(s["files_kept"], 0, "{s:#}");
+    assert_eq!(snapshot(d), BTreeMap::new());
+}
