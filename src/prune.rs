@@ -104,8 +104,8 @@ pub enum PruneError {
         "cannot read the watermark: {source}; nothing was deleted (the credential needs s3:GetObject on _compaction_state/watermark.json)"
     )]
     Watermark {
-        /// The S3 or parse error.
-        source: crate::error::Error,
+        /// The S3 or parse error (boxed: the error type is large).
+        source: Box<crate::error::Error>,
     },
     /// Listing the state or a date's partition failed.
     #[error(
@@ -114,8 +114,8 @@ pub enum PruneError {
     Listing {
         /// The prefix or date that could not be listed.
         what: String,
-        /// The S3 error.
-        source: crate::error::Error,
+        /// The S3 error (boxed: the error type is large).
+        source: Box<crate::error::Error>,
     },
 }
 
@@ -404,7 +404,7 @@ pub fn plan_prune(walk: &CacheWalk, state: &BucketState) -> PrunePlan {
             // and "blocked" says more.
             let why = if report.blocked_by.is_some() {
                 Some(KeptReason::Blocked)
-            } else if !state.watermark.is_some_and(|w| *date <= w) {
+            } else if state.watermark.is_none_or(|w| *date > w) {
                 Some(KeptReason::AfterWatermark)
             } else {
                 match listed {
@@ -494,7 +494,9 @@ impl PruneReport {
 pub async fn read_bucket(store: &impl Store, walk: &CacheWalk) -> Result<BucketState, PruneError> {
     let wm = WatermarkState::read(store)
         .await
-        .map_err(|source| PruneError::Watermark { source })?
+        .map_err(|e| PruneError::Watermark {
+            source: Box::new(e),
+        })?
         .watermark;
     let mut state = BucketState {
         watermark: wm.last_compacted_date,
@@ -507,7 +509,10 @@ pub async fn read_bucket(store: &impl Store, walk: &CacheWalk) -> Result<BucketS
     }
     let listing = |what: &str| {
         let what = what.to_string();
-        move |source| PruneError::Listing { what, source }
+        move |e| PruneError::Listing {
+            what,
+            source: Box::new(e),
+        }
     };
     let (manifests, quarantined) = tokio::try_join!(
         async {
