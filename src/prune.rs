@@ -311,26 +311,34 @@ pub struct BucketState {
     pub listed: BTreeMap<NaiveDate, ListedDay>,
 }
 
-/// One date's listings, reduced to what pruning compares against.
+/// One date's listings, reduced to what pruning compares against: of the
+/// folder's copies, the keys still in the index partition and the flights
+/// under `flights/` (so what is held is bounded by the copies, not by the
+/// listings: a day of 50,000 flights is ~2 MB of uuids otherwise).
 #[derive(Debug, Clone, Default)]
 pub struct ListedDay {
-    /// Every key in the index partition (any kind, zero bytes included).
+    /// Keys of the index partition that are one of the copies' keys (any
+    /// kind of object, zero bytes included).
     pub index_keys: HashSet<String>,
-    /// The flight uuids under `flights/YYYY/MM/DD/`.
+    /// Flight uuids under `flights/YYYY/MM/DD/` that are one of the copies'.
     pub flights: BTreeSet<Uuid>,
 }
 
-impl From<DayListing> for ListedDay {
-    fn from(l: DayListing) -> ListedDay {
+impl ListedDay {
+    /// Reduces a date's listings to what matters for `day`'s copies.
+    pub fn for_copies(l: DayListing, day: &CacheDay) -> ListedDay {
+        let keys: HashSet<&str> = day.copies.iter().map(|c| c.key.as_str()).collect();
+        let flights: BTreeSet<Uuid> = day.copies.iter().map(|c| c.flight).collect();
         let i = l.index;
         let index_keys = (i.per_flight.into_iter().map(|(_, m)| m.key))
             .chain(i.compacted.into_iter().map(|m| m.key))
             .chain(i.multi_row.into_iter().map(|m| m.key))
             .chain(i.foreign.into_iter().map(|(m, _)| m.key))
+            .filter(|k| keys.contains(k.as_str()))
             .collect();
         ListedDay {
             index_keys,
-            flights: l.flights,
+            flights: l.flights.intersection(&flights).copied().collect(),
         }
     }
 }
@@ -488,7 +496,10 @@ impl PruneReport {
 
 /// Reads what pruning needs of the bucket for `walk`: the watermark, the
 /// blocked dates (listings of `manifests/` and `quarantine/`) and the
-/// listings of [`dates_to_list`], [`DATES_LISTED_IN_FLIGHT`] dates at once.
+/// listings of [`dates_to_list`], [`DATES_LISTED_IN_FLIGHT`] dates at once,
+/// each reduced to the folder's copies as it arrives ([`ListedDay::for_copies`]).
+/// Memory: the walk (a few hundred bytes a local copy) and the reduced
+/// listings; a listing is held whole only while it is reduced.
 ///
 /// Errors: [`PruneError::Watermark`], [`PruneError::Listing`].
 pub async fn read_bucket(store: &impl Store, walk: &CacheWalk) -> Result<BucketState, PruneError> {
@@ -550,7 +561,7 @@ pub async fn read_bucket(store: &impl Store, walk: &CacheWalk) -> Result<BucketS
             let l = list_day(store, d, true)
                 .await
                 .map_err(listing(&format!("the partitions of {d}")))?;
-            Ok::<_, PruneError>((d, ListedDay::from(l)))
+            Ok::<_, PruneError>((d, ListedDay::for_copies(l, &walk.days[&d])))
         })
         .buffered(DATES_LISTED_IN_FLIGHT)
         .try_collect()
