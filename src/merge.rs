@@ -86,7 +86,8 @@ pub use other_days::{OTHER_DAYS_UUIDS_SHOWN, OtherDays};
 #[cfg(test)]
 use schema::has_target_layout;
 pub use schema::{
-    Decoded, Unmergeable, conform, decode, flight_uuids_in, holds_flight, target_schema,
+    Decoded, Unmergeable, conform, decode, flight_uuids_in, holds_flight, row_flights_in,
+    target_schema,
 };
 pub use stream::{MergedOutput, StreamError, StreamMerger};
 
@@ -127,7 +128,7 @@ pub(crate) mod tests {
         BooleanArray, StringArray, TimestampMillisecondArray, TimestampNanosecondArray,
     };
 
-    pub(super) fn row(uuid: &str, ident: &str) -> RecordBatch {
+    pub(crate) fn row(uuid: &str, ident: &str) -> RecordBatch {
         let s = |v: &str| Arc::new(StringArray::from(vec![Some(v)])) as ArrayRef;
         let ts = Arc::new(
             TimestampMicrosecondArray::from(vec![Some(1_700_000_000_000_000)]).with_timezone("UTC"),

@@ -7,8 +7,8 @@
 //! had deleted the S3 object; a Lambda cannot reach that directory, so the
 //! host's scheduler runs this command instead.
 //!
-//! A local copy is deleted only when all of these hold (README "Migrating
-//! from the Python job"; STYLE 14, nothing irreversible without proof):
+//! A local copy is deleted only when all of these hold (`docs/migrating.md`,
+//! "The host's index cache"; STYLE 14, nothing irreversible without proof):
 //!
 //! 1. it is a per-flight index file (`{uuid}.parquet`, [`IndexKey::PerFlight`])
 //!    directly in a `year=YYYY/month=MM/day=DD/` folder spelled exactly as

@@ -277,6 +277,15 @@ pub(super) fn to_micros(v: i64, unit: TimeUnit) -> Option<i64> {
 ///
 /// Errors: [`Unmergeable`] when the bytes are not Parquet or have no `s3_key`.
 pub fn flight_uuids_in(bytes: Bytes) -> Result<Vec<Uuid>, Unmergeable> {
+    Ok(row_flights_in(bytes)?.flights)
+}
+
+/// The flights of a Parquet file's rows by its `s3_key` column (reads only
+/// that column), and how many rows name no flight (a null `s3_key`, or one
+/// without a uuid): what [`crate::proof`] checks an input or an output by.
+///
+/// Errors: [`Unmergeable`] when the bytes are not Parquet or have no `s3_key`.
+pub fn row_flights_in(bytes: Bytes) -> Result<crate::proof::RowFlights, Unmergeable> {
     check_magic(&bytes)?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
         .map_err(|e| unmergeable(None, format!("not a readable Parquet file: {e}")))?;
@@ -285,7 +294,7 @@ pub fn flight_uuids_in(bytes: Bytes) -> Result<Vec<Uuid>, Unmergeable> {
         .with_projection(mask)
         .build()
         .map_err(|e| unmergeable(None, e.to_string()))?;
-    let mut out = Vec::new();
+    let mut out = crate::proof::RowFlights::default();
     for b in reader {
         let b = b.map_err(|e| unmergeable(None, e.to_string()))?;
         let Ok(ix) = b.schema().index_of("s3_key") else {
@@ -294,7 +303,12 @@ pub fn flight_uuids_in(bytes: Bytes) -> Result<Vec<Uuid>, Unmergeable> {
         let col = cast(b.column(ix), &DataType::Utf8)
             .map_err(|e| unmergeable(Some("s3_key"), e.to_string()))?;
         let s: &StringArray = col.as_string();
-        out.extend(s.iter().flatten().filter_map(flight_uuid));
+        for k in s.iter() {
+            match k.and_then(flight_uuid) {
+                Some(u) => out.flights.push(u),
+                None => out.anonymous += 1,
+            }
+        }
     }
     Ok(out)
 }
