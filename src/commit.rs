@@ -138,6 +138,9 @@ pub struct ReadInputs {
     /// them by the file's name, and merging that file would leave them
     /// without an index row. The commit does not go ahead with any.
     pub without_own_row: Vec<Uuid>,
+    /// Rows of the multi-row inputs whose `first_message` falls on another
+    /// UTC date than the partition's: merged where they are, reported.
+    pub other_days: merge::OtherDays,
 }
 
 /// Where decoded inputs go.
@@ -291,6 +294,9 @@ async fn read_pass(
                     tracing::warn!(key = %input.meta.key, %flight, rows = decoded.batch.num_rows(),
                         "per-flight file holds no row of its flight");
                     out.without_own_row.push(flight);
+                }
+                if input.flight().is_none() {
+                    out.other_days.count(&decoded, date);
                 }
                 out.merge_inputs.push(DecodedInput {
                     source: input.source,

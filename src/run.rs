@@ -852,6 +852,11 @@ async fn process_day(
     };
     let outcome = day_passes(cx, date, mode, &mut day).await;
     day.seconds = t0.elapsed().as_secs_f64();
+    if day.rows_of_other_days > 0 {
+        // Once per date, whatever the passes.
+        tracing::warn!(%date, rows = day.rows_of_other_days, first = ?day.other_days_uuids,
+            "multi-row inputs hold rows of other days (first_message on another UTC date): merged into this date where they are, not moved");
+    }
     match outcome {
         Err(e) => {
             day.action = Done::Failed;
@@ -997,6 +1002,8 @@ async fn day_passes(
         drop((inputs, std::mem::take(&mut listed.flights)));
         day.bytes_read += read.bytes_read;
         add_skipped(day, read.skipped.iter().cloned());
+        // The dry run and the commit alike: what this pass read.
+        RunReport::note_other_days(day, &read.other_days);
         if nothing_to_merge(&read) {
             // The first pass leaves the default (nothing_to_compact); a
             // later pass keeps what the first one did (compacted).
