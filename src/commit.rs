@@ -123,6 +123,10 @@ pub struct ReadInputs {
     /// them by the file's name, and merging that file would leave them
     /// without an index row. The commit does not go ahead with any.
     pub without_own_row: Vec<Uuid>,
+    /// Multi-row inputs merged with rows whose `s3_key` is null, empty or
+    /// names no flight (key, rows): those rows are kept, after the rows of
+    /// flights, and counted in the report.
+    pub rows_without_flight: Vec<(String, u64)>,
 }
 
 /// Where decoded inputs go.
@@ -270,18 +274,30 @@ async fn read_pass(
         let size = f.body.len() as u64;
         match merge::decode(f.body) {
             Ok(decoded) => {
-                if let Some(flight) = input.flight()
-                    && !merge::holds_flight(&decoded, flight)
-                {
-                    tracing::warn!(key = %input.meta.key, %flight, rows = decoded.batch.num_rows(),
-                        "per-flight file holds no row of its flight");
-                    out.without_own_row.push(flight);
+                let keyless = merge::rows_without_flight(&decoded);
+                if let Some(flight) = input.flight() {
+                    if !merge::holds_flight(&decoded, flight) {
+                        tracing::warn!(key = %input.meta.key, %flight, rows = decoded.batch.num_rows(),
+                            "per-flight file holds no row of its flight");
+                        out.without_own_row.push(flight);
+                    }
+                    if keyless > 0 {
+                        // Merged, the row would lose its flight's uuid
+                        // (the name says it; the compacted file would not).
+                        tracing::warn!(key = %input.meta.key, %flight, rows = keyless,
+                            "per-flight file with rows whose s3_key is null or empty; left in place");
+                        out.skipped.push(SkippedFile {
+                            key: input.meta.key.clone(),
+                            date: Some(date),
+                            column: Some("s3_key".into()),
+                            reason: format!(
+                                "{keyless} row(s) whose s3_key is null, empty or names no flight: merged, they would lose flight {flight}'s uuid; left in place, and the flight counts as missing until s3_key holds its flight object's key"
+                            ),
+                        });
+                        continue;
+                    }
                 }
-                out.merge_inputs.push(DecodedInput {
-                    source: input.source,
-                    last_modified: input.meta.last_modified,
-                    rows: decoded.batch.num_rows(),
-                });
+                let rows = decoded.batch.num_rows();
                 match sink.push(input, decoded) {
                     Ok(()) => {}
                     Err(StreamError::NotStreamable(reason)) => {
@@ -290,6 +306,16 @@ async fn read_pass(
                             bytes_read: out.bytes_read,
                         });
                     }
+                    Err(StreamError::Failed(merge::MergeError::Input(u))) => {
+                        tracing::warn!(key = %input.meta.key, column = ?u.column, reason = %u.reason, "input cannot join the day's columns; left in place");
+                        out.skipped.push(SkippedFile {
+                            key: input.meta.key.clone(),
+                            date: Some(date),
+                            column: u.column,
+                            reason: u.reason,
+                        });
+                        continue;
+                    }
                     Err(StreamError::Failed(e)) => {
                         return Err(Error::Encode {
                             date,
@@ -297,6 +323,15 @@ async fn read_pass(
                         });
                     }
                 }
+                if keyless > 0 {
+                    out.rows_without_flight
+                        .push((input.meta.key.clone(), keyless as u64));
+                }
+                out.merge_inputs.push(DecodedInput {
+                    source: input.source,
+                    last_modified: input.meta.last_modified,
+                    rows,
+                });
                 out.read.push(ManifestInput {
                     key: input.meta.key.clone(),
                     etag: f.etag,

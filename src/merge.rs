@@ -76,6 +76,7 @@ mod encode;
 mod held;
 mod schema;
 pub mod stream;
+pub mod widen;
 
 use encode::props;
 pub use encode::{WRITE_BATCH_ROWS, encode};
@@ -84,18 +85,24 @@ use held::{Rank, rank, to_union_schema};
 #[cfg(test)]
 use schema::has_target_layout;
 pub use schema::{
-    Decoded, Unmergeable, conform, decode, flight_uuids_in, holds_flight, target_schema,
+    Decoded, Unmergeable, conform, decode, flight_uuids_in, holds_flight, rows_without_flight,
+    target_schema,
 };
 pub use stream::{MergedOutput, StreamError, StreamMerger};
+pub use widen::{ExtraColumns, convert};
 
 /// Why a merge failed (the held merge, the streaming merge's encoder, the
 /// union of extra columns). An input that cannot be decoded or conformed is
 /// not a merge error: it is [`Unmergeable`], left in place and reported.
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
-    /// A column the target schema does not know has, in a later input, a
-    /// type its values cannot be cast from (to the type it had where first
-    /// seen).
+    /// An input that cannot join the day: an extra column with no type in
+    /// common with the day's ([`widen`]). Nothing of it was merged; the
+    /// caller leaves it in place, reports it and goes on.
+    #[error("{0}")]
+    Input(Unmergeable),
+    /// An extra column's values did not convert to the day's type although
+    /// the join chose it (a defect: the join and [`convert`] disagree).
     #[error("extra column {column}: {reason}")]
     ExtraColumn {
         /// The column.

@@ -972,6 +972,18 @@ async fn commit_day(
     }
     let prepared = commit::prepare(date, &mut read, opts.now, &opts.invocation_id)?;
     day.extra_columns = prepared.extra_columns.clone();
+    for (key, rows) in &read.rows_without_flight {
+        day.rows_without_flight += rows;
+        if day.rows_without_flight_keys.len() < FOREIGN_KEYS_SHOWN
+            && !day.rows_without_flight_keys.contains(key)
+        {
+            day.rows_without_flight_keys.push(key.clone());
+        }
+    }
+    if day.rows_without_flight > 0 {
+        tracing::warn!(%date, rows = day.rows_without_flight, first = %day.rows_without_flight_keys[0],
+            "multi-row inputs hold rows whose s3_key is null, empty or names no flight; kept after the flights' rows");
+    }
     if !prepared.extra_columns.is_empty() {
         tracing::warn!(%date, columns = ?prepared.extra_columns, "inputs carry columns the target schema does not know; kept after the known ones");
     }
