@@ -463,3 +463,529 @@ pub fn convert(col: &ArrayRef, to: &DataType) -> Result<ArrayRef, String> {
         _ => Err(format!("{from} cannot be converted to {to} without loss")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::row;
+    use super::super::{MergeInput, Merger, Source, conform};
+    use super::*;
+    use arrow_array::{
+        BinaryArray, BooleanArray, DictionaryArray, Float32Array, Float64Array, Int8Array,
+        Int32Array, Int64Array, LargeStringArray, ListArray, NullArray, StructArray, UInt8Array,
+        UInt32Array, UInt64Array, types::Int32Type,
+    };
+    use chrono::DateTime;
+
+    fn a(x: impl Array + 'static) -> ArrayRef {
+        Arc::new(x)
+    }
+    fn strings(v: &[Option<&str>]) -> ArrayRef {
+        a(StringArray::from(v.to_vec()))
+    }
+    fn a_struct(v: Option<i32>) -> ArrayRef {
+        let inner: ArrayRef = a(Int32Array::from(vec![v]));
+        let nulls = v.is_none().then(|| vec![false].into());
+        a(StructArray::new(
+            vec![Field::new("lat", DataType::Int32, true)].into(),
+            vec![inner],
+            nulls,
+        ))
+    }
+    fn a_list(v: Option<i32>) -> ArrayRef {
+        a(ListArray::from_iter_primitive::<Int32Type, _, _>(vec![
+            v.map(|x| vec![Some(x)]),
+        ]))
+    }
+
+    /// Every conversion the merge may ask for, with values that make a
+    /// cast lossy: accepted ones give exactly these values, refused ones
+    /// say why.
+    #[test]
+    fn conversion_table() {
+        let big = 1i64 << 40;
+        let ok: Vec<(ArrayRef, DataType, ArrayRef)> = vec![
+            (
+                a(Int32Array::from(vec![7])),
+                DataType::Int64,
+                a(Int64Array::from(vec![7])),
+            ),
+            (
+                a(Int8Array::from(vec![-3])),
+                DataType::Int32,
+                a(Int32Array::from(vec![-3])),
+            ),
+            (
+                a(UInt32Array::from(vec![u32::MAX])),
+                DataType::Int64,
+                a(Int64Array::from(vec![u32::MAX as i64])),
+            ),
+            (
+                a(Int64Array::from(vec![1 << 53, -(1 << 53)])),
+                DataType::Float64,
+                a(Float64Array::from(vec![
+                    9007199254740992.0,
+                    -9007199254740992.0,
+                ])),
+            ),
+            (
+                a(Float32Array::from(vec![2.1f32])),
+                DataType::Float64,
+                a(Float64Array::from(vec![2.1f32 as f64])),
+            ),
+            (
+                a(Int64Array::from(vec![Some(1), None, Some(-5), Some(big)])),
+                DataType::Utf8,
+                strings(&[Some("1"), None, Some("-5"), Some("1099511627776")]),
+            ),
+            (
+                a(UInt64Array::from(vec![u64::MAX])),
+                DataType::Utf8,
+                strings(&[Some("18446744073709551615")]),
+            ),
+            (
+                a(Float64Array::from(vec![
+                    2.75,
+                    3.0,
+                    1e20,
+                    -0.1,
+                    f64::NAN,
+                    f64::INFINITY,
+                ])),
+                DataType::Utf8,
+                strings(&[
+                    Some("2.75"),
+                    Some("3"),
+                    Some("100000000000000000000"),
+                    Some("-0.1"),
+                    Some("NaN"),
+                    Some("inf"),
+                ]),
+            ),
+            (
+                a(Float32Array::from(vec![2.1f32])),
+                DataType::Utf8,
+                strings(&[Some("2.0999999046325684")]),
+            ),
+            (
+                a(BooleanArray::from(vec![Some(true), None, Some(false)])),
+                DataType::Utf8,
+                strings(&[Some("true"), None, Some("false")]),
+            ),
+            (
+                a(BinaryArray::from(vec![Some(b"adsb".as_ref()), None])),
+                DataType::Utf8,
+                strings(&[Some("adsb"), None]),
+            ),
+            (
+                a(LargeStringArray::from(vec!["x"])),
+                DataType::Utf8,
+                strings(&[Some("x")]),
+            ),
+            (
+                a(vec!["a", "b", "a"]
+                    .into_iter()
+                    .collect::<DictionaryArray<Int32Type>>()),
+                DataType::Utf8,
+                strings(&[Some("a"), Some("b"), Some("a")]),
+            ),
+            // All nulls convert to anything (fastparquet's all-None plain
+            // binary, pyarrow's null type, a null struct into a list).
+            (
+                a(BinaryArray::from(vec![None::<&[u8]>, None])),
+                DataType::Int64,
+                a(Int64Array::from(vec![None, None])),
+            ),
+            (a(NullArray::new(1)), DataType::Utf8, strings(&[None])),
+            (
+                a_struct(None),
+                a_list(Some(1)).data_type().clone(),
+                new_null_array(a_list(Some(1)).data_type(), 1),
+            ),
+        ];
+        for (from, to, want) in ok {
+            let got =
+                convert(&from, &to).unwrap_or_else(|e| panic!("{} -> {to}: {e}", from.data_type()));
+            assert_eq!(got.data_type(), &to);
+            assert_eq!(
+                got.to_data(),
+                want.to_data(),
+                "{} -> {to}",
+                from.data_type()
+            );
+        }
+        let refused: Vec<(ArrayRef, DataType, &str)> = vec![
+            (
+                a(Int64Array::from(vec![big])),
+                DataType::Int32,
+                "1099511627776 does not fit",
+            ),
+            (
+                a(UInt64Array::from(vec![u64::MAX])),
+                DataType::Int64,
+                "does not fit",
+            ),
+            (
+                a(Int8Array::from(vec![-1])),
+                DataType::UInt8,
+                "-1 does not fit",
+            ),
+            (
+                a(Int64Array::from(vec![(1 << 53) + 1])),
+                DataType::Float64,
+                "no exact float64",
+            ),
+            (
+                a(Int64Array::from(vec![i64::MAX])),
+                DataType::Float64,
+                "no exact float64",
+            ),
+            (
+                a(Float64Array::from(vec![2.75])),
+                DataType::Int64,
+                "2.75 has no exact",
+            ),
+            (
+                a(Float64Array::from(vec![2.0])),
+                DataType::Int64,
+                "never narrowed",
+            ),
+            (
+                a(Float64Array::from(vec![2.1])),
+                DataType::Float32,
+                "without loss",
+            ),
+            (
+                strings(&[Some("adsb-exchange")]),
+                DataType::Int64,
+                "without loss",
+            ),
+            (strings(&[Some("7")]), DataType::Int64, "without loss"),
+            (strings(&[Some("true")]), DataType::Boolean, "without loss"),
+            (
+                a(BinaryArray::from(vec![&[0xff_u8][..]])),
+                DataType::Utf8,
+                "not UTF-8",
+            ),
+            (
+                a(Int64Array::from(vec![1])),
+                DataType::Boolean,
+                "without loss",
+            ),
+            (
+                a_struct(Some(1)),
+                a_list(Some(1)).data_type().clone(),
+                "without loss",
+            ),
+            (
+                a_list(Some(1)),
+                a_struct(Some(1)).data_type().clone(),
+                "without loss",
+            ),
+            (
+                a(arrow_array::TimestampMillisecondArray::from(vec![1])),
+                DataType::Int64,
+                "without loss",
+            ),
+        ];
+        for (from, to, why) in refused {
+            let e = convert(&from, &to)
+                .expect_err(&format!("{} -> {to} must be refused", from.data_type()));
+            assert!(e.contains(why), "{} -> {to}: {e}", from.data_type());
+        }
+    }
+
+    fn day_type(cols: &[ArrayRef]) -> Result<DataType, String> {
+        let mut seen = Seen::default();
+        for c in cols {
+            seen.add(c);
+        }
+        seen.resolve()
+    }
+
+    /// The join: what the day's type is for what its inputs hold, the same
+    /// in every order.
+    #[test]
+    fn join_table() {
+        let cases: Vec<(Vec<ArrayRef>, Result<DataType, &str>)> = vec![
+            (
+                vec![
+                    a(Int32Array::from(vec![7])),
+                    a(Int64Array::from(vec![1 << 40])),
+                ],
+                Ok(DataType::Int64),
+            ),
+            (
+                vec![
+                    a(Int64Array::from(vec![1])),
+                    strings(&[Some("adsb-exchange")]),
+                    a(Float64Array::from(vec![2.75])),
+                ],
+                Ok(DataType::Utf8),
+            ),
+            (
+                vec![
+                    a(Int64Array::from(vec![3])),
+                    a(Float64Array::from(vec![2.75])),
+                ],
+                Ok(DataType::Float64),
+            ),
+            (
+                vec![
+                    a(Int64Array::from(vec![1 << 60])),
+                    a(Float64Array::from(vec![2.5])),
+                ],
+                Ok(DataType::Utf8),
+            ),
+            (
+                vec![a(UInt8Array::from(vec![200])), a(Int8Array::from(vec![-1]))],
+                Ok(DataType::Int16),
+            ),
+            (
+                vec![a(UInt32Array::from(vec![1])), a(Int64Array::from(vec![1]))],
+                Ok(DataType::Int64),
+            ),
+            (
+                vec![
+                    a(UInt64Array::from(vec![u64::MAX])),
+                    a(Int8Array::from(vec![-1])),
+                ],
+                Ok(DataType::Utf8),
+            ),
+            (
+                vec![a(UInt64Array::from(vec![1])), a(Int8Array::from(vec![-1]))],
+                Ok(DataType::Int64),
+            ),
+            (
+                vec![
+                    a(Float32Array::from(vec![1.5f32])),
+                    a(Float64Array::from(vec![2.5])),
+                ],
+                Ok(DataType::Float64),
+            ),
+            (
+                vec![a(Float32Array::from(vec![1.5f32]))],
+                Ok(DataType::Float32),
+            ),
+            (
+                vec![
+                    a(BooleanArray::from(vec![true])),
+                    a(Int32Array::from(vec![1])),
+                ],
+                Ok(DataType::Utf8),
+            ),
+            (
+                vec![
+                    a(BinaryArray::from(vec![b"a".as_ref()])),
+                    strings(&[Some("b")]),
+                ],
+                Ok(DataType::Utf8),
+            ),
+            (
+                vec![a(BinaryArray::from(vec![&[0xff_u8][..]]))],
+                Ok(DataType::Binary),
+            ),
+            (
+                vec![
+                    a(BinaryArray::from(vec![&[0xff_u8][..]])),
+                    strings(&[Some("b")]),
+                ],
+                Err("not UTF-8"),
+            ),
+            (
+                vec![strings(&[None]), a(Int64Array::from(vec![5]))],
+                Ok(DataType::Int64),
+            ),
+            (
+                vec![
+                    a(BinaryArray::from(vec![None::<&[u8]>])),
+                    a(Int64Array::from(vec![5])),
+                ],
+                Ok(DataType::Int64),
+            ),
+            (
+                vec![a_struct(Some(1)), a_list(Some(1))],
+                Err("no type holds every value"),
+            ),
+            (
+                vec![a_struct(None), a_list(Some(1))],
+                Ok(a_list(Some(1)).data_type().clone()),
+            ),
+            (
+                vec![
+                    a(arrow_array::TimestampMillisecondArray::from(vec![1])),
+                    a(Int64Array::from(vec![1])),
+                ],
+                Err("no type holds"),
+            ),
+            (
+                vec![
+                    a(arrow_array::TimestampMillisecondArray::from(vec![1])),
+                    strings(&[Some("x")]),
+                ],
+                Err("no type holds"),
+            ),
+        ];
+        for (cols, want) in cases {
+            let mut order: Vec<usize> = (0..cols.len()).collect();
+            // Every rotation and its reverse: the same verdict.
+            for r in 0..cols.len() * 2 {
+                order.rotate_left(1);
+                if r == cols.len() {
+                    order.reverse();
+                }
+                let these: Vec<ArrayRef> = order.iter().map(|&i| cols[i].clone()).collect();
+                let kinds: Vec<String> = these.iter().map(|c| c.data_type().to_string()).collect();
+                match (day_type(&these), &want) {
+                    (Ok(t), Ok(w)) => {
+                        assert_eq!(&t, w, "{kinds:?}");
+                        for c in &these {
+                            convert(c, &t).unwrap_or_else(|e| panic!("{kinds:?}: {e}"));
+                        }
+                    }
+                    (Err(e), Err(w)) => assert!(e.contains(w), "{kinds:?}: {e}"),
+                    (got, _) => panic!("{kinds:?}: {got:?}, want {want:?}"),
+                }
+            }
+        }
+    }
+
+    fn u(i: u32) -> String {
+        super::super::tests::uuid_n(i)
+    }
+
+    /// Flight `i`'s row with an extra column `name` holding `col`.
+    fn with(i: u32, name: &str, col: ArrayRef) -> MergeInput {
+        let b = row(&u(i), "X");
+        let mut fields: Vec<Field> = b
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(Field::new(name, col.data_type().clone(), true));
+        let mut cols = b.columns().to_vec();
+        cols.push(col);
+        let b = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap();
+        MergeInput {
+            source: Source::PerFlight(Uuid::parse_str(&u(i)).unwrap()),
+            last_modified: DateTime::from_timestamp(1, 0).unwrap(),
+            decoded: conform(&b).unwrap(),
+        }
+    }
+
+    fn merged(inputs: Vec<MergeInput>) -> (RecordBatch, Vec<String>) {
+        let mut m = Merger::new();
+        let mut refused = Vec::new();
+        for i in inputs {
+            match m.push(i) {
+                Ok(()) => {}
+                Err(MergeError::Input(u)) => refused.push(u.reason),
+                Err(e) => panic!("{e}"),
+            }
+        }
+        let rows = m.finish().unwrap();
+        let parts: Vec<RecordBatch> = rows.batches(1000).collect::<Result<_, _>>().unwrap();
+        (
+            arrow_select::concat::concat_batches(&rows.schema(), &parts).unwrap(),
+            refused,
+        )
+    }
+
+    /// The first case: `source` as int64, string and float in three
+    /// files is one utf8 column holding every value as written, in every
+    /// order the inputs may come in; the values never depend on the order.
+    #[test]
+    fn mixed_extra_column_is_kept_exactly_in_any_order() {
+        let cols: Vec<ArrayRef> = vec![
+            a(Int64Array::from(vec![1])),
+            strings(&[Some("adsb-exchange")]),
+            a(Float64Array::from(vec![2.75])),
+            a(Int32Array::from(vec![7])),
+            a(Float32Array::from(vec![0.5f32])),
+            a(BooleanArray::from(vec![true])),
+            a(Int64Array::from(vec![1 << 40])),
+        ];
+        let want = [
+            "1",
+            "adsb-exchange",
+            "2.75",
+            "7",
+            "0.5",
+            "true",
+            "1099511627776",
+        ];
+        let mut order: Vec<usize> = (0..cols.len()).collect();
+        for r in 0..cols.len() * 2 {
+            order.rotate_left(1);
+            if r == cols.len() {
+                order.reverse();
+            }
+            let inputs = order
+                .iter()
+                .map(|&i| with(i as u32, "source", cols[i].clone()))
+                .collect();
+            let (b, refused) = merged(inputs);
+            assert!(refused.is_empty(), "{refused:?}");
+            let got = b.column(9).as_string::<i32>();
+            let got: Vec<&str> = (0..got.len()).map(|i| got.value(i)).collect();
+            assert_eq!(got, want, "order {order:?}");
+        }
+        // int32 7 then int64 2^40: int64, both exact.
+        let (b, _) = merged(vec![
+            with(0, "n", a(Int32Array::from(vec![7]))),
+            with(1, "n", a(Int64Array::from(vec![1 << 40]))),
+        ]);
+        assert_eq!(
+            b.column(9).to_data(),
+            Int64Array::from(vec![7, 1 << 40]).to_data()
+        );
+        // int64 3, then 2.75: float64; then text: every value as its own text.
+        let (b, _) = merged(vec![
+            with(0, "n", a(Int64Array::from(vec![3]))),
+            with(1, "n", a(Float64Array::from(vec![2.75]))),
+        ]);
+        assert_eq!(
+            b.column(9).to_data(),
+            Float64Array::from(vec![3.0, 2.75]).to_data()
+        );
+    }
+
+    /// A struct in one file and a list in another: the later one (in plan
+    /// order) is refused as a whole and nothing of it is merged; the day
+    /// goes on.
+    #[test]
+    fn an_extra_column_that_joins_nothing_refuses_that_input_only() {
+        let (b, refused) = merged(vec![
+            with(0, "pos", a_struct(Some(1))),
+            with(1, "pos", a_list(Some(2))),
+            with(2, "pos", a_struct(Some(3))),
+            with(3, "pos", a_list(None)),
+        ]);
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(refused[0].contains("extra column pos"), "{}", refused[0]);
+        assert_eq!(
+            b.num_rows(),
+            3,
+            "flights 0, 2 and 3 (a null list joins the struct)"
+        );
+        let keys = b.column(8).as_string::<i32>();
+        assert!(keys.value(1).contains(&u(2)));
+        assert_eq!(b.column(9).data_type(), a_struct(None).data_type());
+    }
+
+    /// Names match without case across files: `Source` and `source` are
+    /// one column, spelled as first seen.
+    #[test]
+    fn extra_columns_match_without_case_across_files() {
+        let (b, _) = merged(vec![
+            with(0, "Source", strings(&[Some("a")])),
+            with(1, "source", strings(&[Some("b")])),
+        ]);
+        assert_eq!(b.num_columns(), 10);
+        assert_eq!(b.schema().field(9).name(), "Source");
+        assert_eq!(
+            b.column(9).to_data(),
+            StringArray::from(vec!["a", "b"]).to_data()
+        );
+    }
+}
