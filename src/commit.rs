@@ -198,8 +198,13 @@ pub type Prefetched = HashMap<String, Fetched>;
 /// logged, and the day is read again and merged in memory ([`Merger`]:
 /// about 200 B a row); only such days pay a second set of GETs.
 ///
+/// An input whose extra column joins no type of the day's
+/// ([`crate::merge::widen`]), and a per-flight file with rows whose `s3_key`
+/// is null, empty or names no flight, are skipped too (left in place,
+/// reported; such a file's flight is in [`ReadInputs::without_own_row`]).
+///
 /// Errors: any other S3 error (after the SDK's retries); [`Error::Encode`]
-/// when the merge fails (an extra column whose types cannot be reconciled).
+/// when the merge or the encoder fails.
 pub async fn read_inputs(
     store: &impl Store,
     date: NaiveDate,

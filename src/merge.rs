@@ -1,12 +1,18 @@
 //! The merge: decode index files, conform them to the target schema, keep one
 //! row per flight, encode one compacted Parquet file.
 //!
-//! Inputs are matched to [`target_schema`] **by column name**. Conversions are
-//! applied only when they are lossless (string encodings, timestamp units
-//! that hold the same instant exactly, nullable columns without nulls into
-//! required ones); anything else makes that one file [`Unmergeable`] with the
-//! column and reason, and the rest of the day goes on. Columns the target does
-//! not know are kept after the known ones (nullable) and reported.
+//! Inputs are matched to [`target_schema`] **by column name, without case**
+//! (as Glue, Athena and Spark match names; columns equal but for case are
+//! one column, merged where their values agree). Conversions are applied
+//! only when they are lossless (string encodings, UTF-8 binary into
+//! strings, timestamp units that hold the same instant exactly, nullable
+//! columns without nulls into required ones, all-null columns into any
+//! type); anything else makes that one file [`Unmergeable`] with the column
+//! and reason, and the rest of the day goes on. Columns the target does not
+//! know are kept after the known ones (nullable) and reported, each with one
+//! type for the day that holds every value exactly ([`widen`]); an input
+//! whose extra column joins no such type is refused ([`MergeError::Input`])
+//! and left in place.
 //!
 //! One row per flight: the flight is the uuid in `s3_key` (or, for a
 //! per-flight file, the uuid of its file name). Between two rows of the same

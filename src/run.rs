@@ -846,7 +846,7 @@ fn lost_rows(day: &mut DayReport, lost: Vec<Uuid>) -> Vec<Uuid> {
     day.parity = Some(Parity::Mismatch);
     day.action = Done::Mismatch;
     day.reason = format!(
-        "{} flight(s) whose per-flight file holds no row of theirs (empty, or another flight's row)",
+        "{} flight(s) whose per-flight file holds no row of theirs (empty, another flight's row, or a null or empty s3_key)",
         lost.len()
     );
     day.mismatch_uuids = lost.iter().map(Uuid::to_string).collect();

@@ -44,8 +44,9 @@ pub struct Merged {
 
 /// Merges conformed inputs: one row per flight (see module docs), ordered by
 /// flight uuid, rows without a flight uuid last in input order. Extra columns
-/// are unioned (by name; later files whose extra column has another type have
-/// it cast, or it is an error string).
+/// are unioned by name without case, each with the day's type
+/// ([`super::widen`]); an input whose extra column joins no type is an error
+/// here ([`MergeError::Input`]; [`Merger::push`] lets the caller go on).
 ///
 /// This is [`Merger`] with every input pushed and the output gathered into
 /// one batch; the commit path uses [`Merger`] and [`MergedRows::encode`]

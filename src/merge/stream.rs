@@ -19,7 +19,8 @@
 //!
 //! Anything irregular (a per-flight file with several rows or with another
 //! flight's row, keys out of uuid order, a compacted file out of order, an
-//! extra column first seen after rows were written) is [`StreamError::NotStreamable`]:
+//! extra column first seen, or whose type must widen, after rows were
+//! written) is [`StreamError::NotStreamable`]:
 //! rows already written cannot be taken back, so the caller starts the day
 //! again with [`Merger`](super::Merger), which holds the rows and handles every case.
 
@@ -36,9 +37,10 @@ pub enum StreamError {
     /// The inputs are not regular (the reason says which and how): merge the
     /// day with [`super::Merger`] instead. Nothing is wrong with the data.
     NotStreamable(String),
-    /// The merge itself failed (an extra column whose types cannot be
-    /// reconciled, an Arrow or Parquet error): the same error the in-memory
-    /// merge would give.
+    /// The merge itself failed, or refused one input
+    /// ([`MergeError::Input`]: an extra column that joins no type; the
+    /// caller leaves that input in place and goes on): the same error the
+    /// in-memory merge would give.
     Failed(MergeError),
 }
 

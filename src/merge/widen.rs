@@ -973,6 +973,27 @@ mod tests {
         assert_eq!(b.column(9).data_type(), a_struct(None).data_type());
     }
 
+    /// A column of nulls alone keeps the type it was declared with (the
+    /// null type too), and the output encodes and reads back.
+    #[test]
+    fn an_all_null_extra_column_alone_keeps_its_declared_type_and_encodes() {
+        for col in [
+            a(NullArray::new(1)),
+            a(BinaryArray::from(vec![None::<&[u8]>])),
+        ] {
+            let t = col.data_type().clone();
+            let (b, _) = merged(vec![
+                with(0, "note", col),
+                with(1, "other", a(Int32Array::from(vec![1]))),
+            ]);
+            assert_eq!(b.column(9).data_type(), &t);
+            let bytes = super::super::encode(std::slice::from_ref(&b), 10).unwrap();
+            let back = super::super::decode(bytes::Bytes::from(bytes)).unwrap();
+            assert_eq!(back.batch.num_rows(), 2);
+            assert_eq!(back.batch.column(9).logical_null_count(), 2, "{t}");
+        }
+    }
+
     /// Names match without case across files: `Source` and `source` are
     /// one column, spelled as first seen.
     #[test]

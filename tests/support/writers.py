@@ -168,6 +168,7 @@ def spark(args):
             f.write(body)
         s = (SparkSession.builder.master("local[1]").appName("archive-compaction-test")
              .config("spark.sql.session.timeZone", "UTC").config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
              .getOrCreate())
         s.sparkContext.setLogLevel("ERROR")
         df = s.read.parquet(path)
