@@ -358,6 +358,34 @@ async fn null_or_empty_s3_key_files_stay_and_their_flights_are_missing_and_keyle
     assert!(rows[3]["s3_key"].is_null() && rows[3]["ident"] == "KEYLESS");
 }
 
+/// A late per-flight file with a null `s3_key` found by the straggler sweep
+/// (which does not list flights) is left in place and named; the compacted
+/// file keeps only rows that carry their flight's uuid.
+#[tokio::test]
+async fn the_sweep_leaves_a_late_file_without_s3_key_in_place() {
+    init_logs();
+    let store = bucket("w-sweep").await;
+    let w0 = put(&store, 0, "pyarrow", json!({}));
+    let w1 = put(&store, 1, "pyarrow", json!({}));
+    let r = run_now(&store).await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    let late = put(&store, 2, "pyarrow", json!({"s3_key": "null"}));
+    let r = run_now(&store).await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    let s = skipped(&r, late["key"].as_str().unwrap());
+    assert_eq!(s.column.as_deref(), Some("s3_key"), "{s:?}");
+    let keys = index_keys(&store);
+    assert!(keys.contains(&late["key"].as_str().unwrap().to_string()));
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    let got = rows_by_key(&read_compacted(&store));
+    let mut want: Vec<String> = [&w0, &w1]
+        .iter()
+        .map(|w| w["row"]["s3_key"].as_str().unwrap().to_string())
+        .collect();
+    want.sort();
+    assert_eq!(got.keys().cloned().collect::<Vec<_>>(), want);
+}
+
 /// The case 6 and the writers that differ from pyarrow: fastparquet
 /// (through pandas: an all-None string column as plain binary, no Arrow
 /// schema) and polars (large strings), with extra and renamed columns.
