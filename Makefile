@@ -12,8 +12,8 @@ ARCH ?= arm64
 # `make invoke-local EVENT=events/console-dry-run.json`
 EVENT ?= events/console-now.json
 
-.PHONY: help tools test test-unit test-ministack test-moto test-crash demo lint fmt \
-	lambda-tools sam-tools build deploy deploy-local invoke-local invoke-qemu validate bench bench-concurrency bench-plot bench-tools
+.PHONY: help tools test test-unit test-ministack test-moto test-crash test-release release-bootstrap demo lint fmt \
+	lambda-tools sam-tools qemu-tools build deploy deploy-local invoke-local invoke-qemu validate bench bench-concurrency bench-plot bench-docs bench-tools
 
 help: ## This list.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -21,11 +21,23 @@ help: ## This list.
 tools: ## Install the test tools: venvs under .tools/ (moto, ministack, ministack[full], pyarrow, duckdb, SAM CLI, cargo-lambda + zig, Home Assistant) and mosquitto (apt).
 	@scripts/setup-tools.sh
 
-test: tools ## Everything: all tests on ministack; the S3-protocol suites again on moto; crash tests.
+test: tools ## Everything: all tests on ministack; the S3-protocol suites again on moto; crash tests; the shipped arm64 bootstrap (test-release).
 	$(CARGO) test
-	TEST_S3_SERVER=moto $(CARGO) test --test end_to_end --test faults --test robustness --test index_inputs --test lambda_runtime --test recovery --test store_conformance
+	TEST_S3_SERVER=moto $(CARGO) test --test end_to_end --test faults --test robustness --test index_inputs --test lambda_runtime --test recovery --test store_conformance --test audit --test truthful --test real_writers
 	$(CARGO) test --features failpoints --test crash --test specs
 	TEST_S3_SERVER=moto $(CARGO) test --features failpoints --test crash overwritten
+	SIM_SEEDS=500 $(CARGO) test --features failpoints --test simulation
+	@$(MAKE) --no-print-directory test-release
+
+# The bootstrap `sam build` makes (scripts/release-bootstrap.sh), run under
+# qemu-aarch64 by the one ignored test of tests/lambda_runtime.rs.
+RELEASE_BOOTSTRAP := $(CURDIR)/target/sam-build/CompactionFunction/bootstrap
+
+release-bootstrap: lambda-tools sam-tools ## The deployed artefact: `sam build`'s arm64 release bootstrap (target/sam-build), checked: aarch64, glibc <= 2.34.
+	scripts/release-bootstrap.sh
+
+test-release: tools qemu-tools release-bootstrap ## release-bootstrap, then that file under qemu-aarch64 as the function: Success, Mismatch, Failure (in `make test`).
+	RELEASE_BOOTSTRAP=$(RELEASE_BOOTSTRAP) $(CARGO) test --test lambda_runtime release_bootstrap -- --ignored --nocapture
 
 # cargo refuses `--lib --doc` in one command: two runs.
 test-unit: ## Unit and doc tests only (no servers, no tools).
@@ -47,17 +59,22 @@ demo: ## Build the CLI, then one run on a generated archive (local S3 and MQTT s
 # `make bench BENCH_ARGS="--sizes 1000 --latency-ms 20"`: see bench/bench.py for every option.
 BENCH_ARGS ?=
 
-bench: tools bench-tools ## Benchmark (not part of `make test`): job vs sequential baseline vs DuckDB vs I/O floors (own, curl), DuckDB queries before/after, N = 1k, 10k, 50k files (~30 min); draws docs/bench.png.
+bench: tools bench-tools ## Benchmark (not part of `make test`): job vs sequential baseline vs DuckDB vs I/O floors (own, curl), DuckDB queries before/after, N = 1k, 10k, 50k files (~30 min); draws docs/bench.png, writes docs/performance.md's figures.
 	$(CARGO) build --release --bin archive-compaction --example bench-tool
 	$(TOOLS_DIR)/py/bin/python bench/bench.py $(BENCH_ARGS)
 	$(TOOLS_DIR)/duckdb/bin/python bench/plot.py
+	python3 bench/docs.py
 
 bench-plot: bench-tools ## Redraw docs/bench.png from an existing target/bench-results.json.
 	$(TOOLS_DIR)/duckdb/bin/python bench/plot.py
 
+bench-docs: ## Rewrite docs/performance.md's figures from an existing target/bench-results.json.
+	python3 bench/docs.py
+
 bench-concurrency: tools bench-tools ## READ_CONCURRENCY sweep at 10,000 files (job, I/O floor and curl floor).
 	$(CARGO) build --release --bin archive-compaction --example bench-tool
-	$(TOOLS_DIR)/py/bin/python bench/bench.py --sizes "" --sweep 8,16,32,64,128,256 $(BENCH_ARGS)
+	$(TOOLS_DIR)/py/bin/python bench/bench.py --sizes "" --sweep 8,16,32,64,128,256 --out target/bench-sweep.json $(BENCH_ARGS)
+	python3 bench/docs.py --results target/bench-sweep.json
 
 bench-tools:
 	@scripts/setup-tools.sh bench
@@ -79,6 +96,9 @@ lambda-tools:
 sam-tools:
 	@scripts/setup-tools.sh sam
 
+qemu-tools:
+	@scripts/setup-tools.sh qemu
+
 build: lambda-tools ## The Lambda bootstrap: target/lambda/archive-compaction/bootstrap (arm64; ARCH=x86-64 for x86_64).
 	PATH="$(LAMBDA_BIN):$$PATH" $(CARGO) lambda build --release --$(ARCH) --bin archive-compaction
 	@file target/lambda/archive-compaction/bootstrap 2>/dev/null || ls -l target/lambda/archive-compaction/bootstrap
@@ -98,6 +118,5 @@ deploy-local: tools ## template.yaml deployed into ministack (sam deploy) with a
 invoke-local: tools lambda-tools ## The function under `cargo lambda watch` on a local S3 archive, invoked with EVENT.
 	@scripts/invoke-local.sh $(EVENT)
 
-invoke-qemu: tools build ## As invoke-local, but the arm64 bootstrap of `make build` under qemu-aarch64-static (not in CI).
-	@scripts/setup-tools.sh qemu
+invoke-qemu: tools qemu-tools build ## As invoke-local, but the arm64 bootstrap of `make build` under qemu-aarch64-static (make test-release is its test).
 	@BOOTSTRAP=target/lambda/archive-compaction/bootstrap scripts/invoke-local.sh $(EVENT)

@@ -52,6 +52,7 @@ import json
 import math
 import multiprocessing as mp
 import os
+import platform
 import random
 import re
 import shlex
@@ -412,6 +413,30 @@ def repeated(k, bucket, measure, prepare):
     return med
 
 
+def provenance(load_before):
+    """When, what and where a run measured, for docs/performance.md (bench/docs.py):
+    the UTC date, the commit (with `+dirty` when the work tree differs from it),
+    the CPU model and count, the kernel, and the load average at the start."""
+    def git(*a):
+        try:
+            return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True,
+                                  check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            return ""
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    if git("status", "--porcelain", "--untracked-files=no"):
+        commit += "+dirty"
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "")
+    except OSError:
+        pass
+    machine = f"{os.cpu_count()} CPUs" + (f" ({model})" if model else "") + f", {platform.system()} {platform.release()} {platform.machine()}"
+    return {"date": time.strftime("%Y-%m-%d", time.gmtime()), "commit": commit, "machine": machine,
+            "load_before": " ".join(f"{x:.1f}" for x in load_before)}
+
+
 def fmt_table(results, args):
     lines = []
     hdr = (f"{'files':>7}  {'system':<9}{'wall s':>9}{'CPU ms/file':>13}{'peak RSS MB':>13}"
@@ -500,6 +525,7 @@ def main():
         raise SystemExit(f"bench: {CURL} not found: install curl (scripts/setup-tools.sh bench does)")
     if {"duckdb", "query"} & set(systems) and not os.path.exists(DUCK_PY):
         raise SystemExit(f"bench: {DUCK_PY} missing: run `make bench-tools`")
+    load_before = os.getloadavg()
     svc = Services(args.server, args.latency_ms, args.proxy)
     results, sweep, meta_extra = {}, {}, {}
     try:
@@ -561,7 +587,8 @@ def main():
         svc.close()
     meta = {"latency_ms": args.latency_ms, "concurrency": args.concurrency, "server": args.server,
             "proxy": args.proxy, **meta_extra,
-            "cpus": os.cpu_count(), "command": " ".join(sys.argv)}
+            "cpus": os.cpu_count(), "command": " ".join(["bench/bench.py"] + sys.argv[1:]),
+            **provenance(load_before)}
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump({"meta": meta, "results": results, "sweep": sweep}, f, indent=1)

@@ -1,4 +1,4 @@
-//! `bench-tool`: the Rust parts of `make bench` (see bench/README.md).
+//! `bench-tool`: the Rust parts of `make bench` (see docs/performance.md).
 //!
 //! ```text
 //! bench-tool proxy  LISTEN_PORT UPSTREAM_PORT [--latency-ms 20]

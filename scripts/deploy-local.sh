@@ -16,7 +16,7 @@
 # that cross-builds for Linux/arm64 from scratch (tens of minutes on two
 # cores), and the emulator runs host binaries. Architecture is set to the
 # host's (x86_64 here); ministack leaves out FunctionErrorsAlarm (metric
-# math, which it cannot create); README "Deploy" says what else differs.
+# math, which it cannot create); docs/deploying.md says what else differs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TOOLS=${TOOLS_DIR:-$PWD/.tools}

@@ -19,7 +19,10 @@ AWS::CloudWatch::Alarm whose Properties has Metrics (metric math): ministack
 1.5 refuses to create one ("metric math is not supported"), which would fail
 the whole stack. template.yaml itself keeps them; the names left out are
 printed (stderr) and their definitions returned in the output under
-"left_out" (so that a test can evaluate them itself).
+"left_out" (so that a test can evaluate them itself). What refers to a left-out
+alarm's ARN (the dashboard's alarm widget: `${Name.Arn}` in a Sub, or a
+GetAtt) gets a stand-in ARN instead, returned under "left_out_arns"
+({Name: ARN}).
 
 Prints one JSON object on stdout: {"stack": NAME, "outputs": {Key: Value},
 "parameters": {...}, "left_out": {Name: resource}, "template": DIR/template.yaml}.
@@ -44,7 +47,28 @@ def log(msg):
     print(f"deploy-local: {msg}", file=sys.stderr, flush=True)
 
 
-def build_template(template_path, bootstrap, build_dir, without_metric_math):
+def stand_in_arn(name, region):
+    """The ARN written where the template refers to a left-out resource."""
+    return f"arn:aws:cloudwatch:{region}:000000000000:alarm:{name}-left-out-by-deploy-local"
+
+
+def replace_refs(value, name, arn):
+    """`value` with every `${name.Arn}` of a Sub and every GetAtt of `name` replaced by `arn`."""
+    if isinstance(value, dict):
+        if set(value) == {"Fn::GetAtt"}:
+            target = value["Fn::GetAtt"]
+            target = target.split(".", 1) if isinstance(target, str) else target
+            if target[0] == name:
+                return arn
+        if set(value) == {"Fn::Sub"} and isinstance(value["Fn::Sub"], str):
+            return {"Fn::Sub": value["Fn::Sub"].replace("${" + name + ".Arn}", arn)}
+        return {k: replace_refs(v, name, arn) for k, v in value.items()}
+    if isinstance(value, list):
+        return [replace_refs(v, name, arn) for v in value]
+    return value
+
+
+def build_template(template_path, bootstrap, build_dir, without_metric_math, region="us-east-1"):
     """The deployable copy of the template and the resource names left out."""
     with open(template_path) as f:
         template = yaml_parse(f.read())
@@ -64,6 +88,9 @@ def build_template(template_path, bootstrap, build_dir, without_metric_math):
             if res.get("Type") == "AWS::CloudWatch::Alarm" and "Metrics" in res.get("Properties", {}):
                 left_out[name] = res
                 del resources[name]
+        for name in left_out:
+            template["Resources"] = resources = replace_refs(resources, name, stand_in_arn(name, region))
+            template["Outputs"] = replace_refs(template.get("Outputs", {}), name, stand_in_arn(name, region))
     out = os.path.join(build_dir, "template.yaml")
     with open(out, "w") as f:
         f.write(yaml_dump(template))
@@ -85,7 +112,7 @@ def main():
 
     os.makedirs(args.build_dir, exist_ok=True)
     template, left_out = build_template(args.template, args.bootstrap, args.build_dir,
-                                        args.without_metric_math_alarms)
+                                        args.without_metric_math_alarms, args.region)
     for name in left_out:
         log(f"left out {name}: a metric-math alarm, which ministack 1.5 cannot create "
             "(template.yaml keeps it for AWS)")
@@ -142,6 +169,7 @@ def main():
         "outputs": {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])},
         "parameters": {p["ParameterKey"]: p.get("ParameterValue") for p in stack.get("Parameters", [])},
         "left_out": left_out,
+        "left_out_arns": {name: stand_in_arn(name, args.region) for name in left_out},
         "template": template,
     }, indent=2))
 

@@ -11,6 +11,8 @@
 #                     tests/deployed.rs and `make deploy-local`
 #   mosquitto         from Debian (apt), when missing
 #   .tools/lambda     cargo-lambda + zig (PyPI): `make build`, the Lambda runtime test
+#   qemu-user-static  + the arm64 C library (apt), when missing: `make test-release`
+#                     runs the arm64 release bootstrap under qemu-aarch64-static
 #   .tools/sam        AWS SAM CLI (PyPI): `sam deploy` of tests/deployed.rs and
 #                     `make deploy-local`, `make lint`, `make deploy`
 #   .tools/hass       Home Assistant 2024.3.3 (PyPI, Python 3.11) with the requirements of the
@@ -21,7 +23,7 @@
 #                     `scripts/setup-tools.sh bench` adds matplotlib (bench/plot.py)
 #
 #
-#   scripts/setup-tools.sh          the test tools (everything above but duckdb and qemu)
+#   scripts/setup-tools.sh          the test tools (everything above but duckdb)
 #   scripts/setup-tools.sh demo     what `make demo` uses: .tools/py (pyarrow, boto3),
 #                                   .tools/ministack, mosquitto
 #   scripts/setup-tools.sh sam      the SAM CLI only
@@ -30,8 +32,8 @@
 #   scripts/setup-tools.sh bench    what `make bench` needs beyond the test tools (duckdb,
 #                                   matplotlib; curl and GNU time from apt)
 #   scripts/setup-tools.sh spark    pyspark into .tools/py (the test tools first)
-#   scripts/setup-tools.sh qemu     qemu-user-static + the arm64 C library (apt), for
-#                                   `make invoke-qemu` (the real arm64 bootstrap, emulated)
+#   scripts/setup-tools.sh qemu     qemu-user-static + the arm64 C library (apt) only, for
+#                                   `make test-release` and `make invoke-qemu`
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TOOLS=${TOOLS_DIR:-$PWD/.tools}
@@ -231,5 +233,6 @@ setup_ministack_full
 setup_mosquitto
 setup_lambda
 setup_sam
+setup_qemu
 setup_hass
 echo "setup-tools: ready ($TOOLS)" >&2

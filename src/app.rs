@@ -184,9 +184,7 @@ impl Deps {
                 .secret_id(arn)
                 .send()
                 .await
-                .map_err(|e| {
-                    fail(aws_sdk_secretsmanager::error::DisplayErrorContext(e).to_string())
-                })?;
+                .map_err(|e| fail(crate::storage::sdk_error_line(&e)))?;
             match out.secret_string {
                 Some(s) => Ok(s),
                 None => Err(fail(
@@ -214,6 +212,7 @@ impl Deps {
 pub async fn invoke(deps: &Deps, opts: &RunOptions) -> RunReport {
     let mut report = run(&deps.store, &deps.config, opts).await;
     crate::reporting::publish(deps, &mut report).await;
+    report.bound();
     report
 }
 
@@ -305,6 +304,69 @@ pub fn options_from_event(
     }
 }
 
+/// The event `{"audit": {"from": "YYYY-MM-DD", "to": "YYYY-MM-DD"}}`
+/// ([`crate::audit`]); nothing else may stand beside `audit`, and `audit`
+/// takes exactly `from` and `to`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditEvent {
+    /// The range.
+    pub audit: AuditRange,
+}
+
+/// The range of an [`AuditEvent`], both dates included.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditRange {
+    /// First date.
+    pub from: NaiveDate,
+    /// Last date.
+    pub to: NaiveDate,
+}
+
+/// The Lambda entry point: an event with an `audit` field is an
+/// [`AuditEvent`] (the audit's report is the response when clean; an
+/// error of type `AuditFindings` or `AuditIncomplete` with the report as
+/// its message otherwise; no CloudWatch or MQTT report); any other event
+/// goes to [`handle`].
+pub async fn dispatch(
+    deps: &Deps,
+    event: LambdaEvent<serde_json::Value>,
+) -> Result<serde_json::Value, Diagnostic> {
+    if event.payload.get("audit").is_none() {
+        return handle(deps, event)
+            .await
+            .map(|r| serde_json::to_value(r).expect("report serialises"))
+            .map_err(Diagnostic::from);
+    }
+    let failure = |message: String| Diagnostic {
+        error_type: "AuditIncomplete".into(),
+        error_message: message,
+    };
+    let range = serde_json::from_value::<AuditEvent>(event.payload)
+        .map_err(|e| {
+            failure(format!(
+                "an audit event is {{\"audit\": {{\"from\": \"YYYY-MM-DD\", \"to\": \"YYYY-MM-DD\"}}}} and nothing else: {e}"
+            ))
+        })?
+        .audit;
+    let left_ms = event.context.deadline as i64 - Utc::now().timestamp_millis();
+    let mut opts = crate::audit::AuditOptions::range(range.from, range.to);
+    opts.deadline = (left_ms > 0).then(|| Instant::now() + Duration::from_millis(left_ms as u64));
+    let report = crate::audit::audit(&deps.store, &deps.config, &opts)
+        .await
+        .map_err(|e| failure(e.to_string()))?;
+    let json = serde_json::to_value(&report).expect("report serialises");
+    match report.status {
+        crate::audit::AuditStatus::Clean => Ok(json),
+        crate::audit::AuditStatus::Findings => Err(Diagnostic {
+            error_type: "AuditFindings".into(),
+            error_message: json.to_string(),
+        }),
+        crate::audit::AuditStatus::Incomplete => Err(failure(json.to_string())),
+    }
+}
+
 /// The Lambda handler: Success returns the report; Mismatch and Failure
 /// return a [`RunError`] whose type names the outcome.
 pub async fn handle(
@@ -321,11 +383,13 @@ pub async fn handle(
             let mut r = RunReport {
                 last_run_at: Utc::now(),
                 bucket: deps.config.bucket.clone(),
+                stop_reason: crate::report::StopReason::Error,
                 ..Default::default()
             };
             r.fail(e);
             // A Failure like any other: reported too.
             crate::reporting::publish(deps, &mut r).await;
+            r.bound();
             return Err(RunError(r));
         }
     };

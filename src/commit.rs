@@ -9,7 +9,10 @@
 //!    SHA-256 flexible checksum and the job id in its metadata.
 //! 5. [`verify_output`]: HEAD; size and checksum must equal the manifest's.
 //! 6. [`delete_inputs`]: re-list, then DeleteObjects each input conditional
-//!    on its ETag (a changed input survives as a newer version).
+//!    on its ETag (a changed input survives as a newer version). Only an
+//!    input proven to be in the output is deleted ([`prove_inputs`], the
+//!    rule of [`crate::proof`], checked once the output is encoded, before
+//!    3); an unproven one is kept and so is the manifest.
 //! 7. [`delete_manifest`]: once every input is gone or proven newer.
 //!
 //! 5's HEAD and 6's re-list run at once ([`verify_and_delete_inputs`]),
@@ -30,7 +33,12 @@
 //! Failpoints (feature `failpoints`): `commit::before-manifest-create`,
 //! `commit::after-manifest-create`, `commit::after-output-put`,
 //! `commit::after-verify`, `commit::before-delete-batch`, `commit::between-delete-batches`,
-//! `commit::after-deletes`, `commit::before-manifest-delete`.
+//! `commit::after-deletes`, `commit::before-manifest-delete`; and one that
+//! plants a bug instead of an error: `commit::read-lists-skipped-input`
+//! (any action but `off`) records an input the merge skipped as read, so
+//! the manifest lists it (the hole [`prove_inputs`] closes; the crash tests
+//! and the simulation plant it); `commit::proof-off` switches the proof
+//! off (the simulation shows that it then fails).
 
 use std::collections::HashMap;
 
@@ -46,6 +54,7 @@ use crate::merge::{
     self, Decoded, MergeInput, MergedOutput, Merger, Source, StreamError, StreamMerger,
 };
 use crate::plan::PlannedInput;
+use crate::proof::{OutputFlights, ReadRows, Unproven};
 use crate::report::SkippedFile;
 use crate::state::{MANIFEST_VERSION, Manifest, ManifestInput, ManifestOutput};
 use crate::storage::{
@@ -109,6 +118,10 @@ pub struct ReadInputs {
     /// The merged rows, encoded: deduplicated, in flight order, ready for
     /// [`prepare`] to checksum.
     pub output: MergedOutput,
+    /// The rows of each input whose rows went into `output`, recorded as
+    /// its body was decoded (by key; what [`prove_inputs`] checks the
+    /// manifest's inputs against).
+    pub rows: ReadRows,
     /// Whether the day was merged as a stream ([`StreamMerger`]) rather than
     /// in memory ([`Merger`], the fallback for irregular inputs).
     pub streamed: bool,
@@ -123,6 +136,11 @@ pub struct ReadInputs {
     /// them by the file's name, and merging that file would leave them
     /// without an index row. The commit does not go ahead with any.
     pub without_own_row: Vec<Uuid>,
+    /// The flights of `without_own_row` whose per-flight file was left in
+    /// place because its rows' `s3_key` is null, empty or names no flight:
+    /// such a flight counts as missing even when nothing else is merged
+    /// ([`crate::partition::without_own_row`]).
+    pub keyless_flights: Vec<Uuid>,
     /// Multi-row inputs merged with rows whose `s3_key` is null, empty or
     /// names no flight (key, rows): those rows are kept, after the rows of
     /// flights, and counted in the report.
@@ -224,7 +242,7 @@ pub async fn read_inputs(
     {
         Pass::Done(mut out) => {
             out.streamed = true;
-            return Ok(out);
+            return Ok(*out);
         }
         Pass::NotStreamable { reason, bytes_read } => {
             tracing::info!(%date, %reason, inputs = inputs.len(),
@@ -237,14 +255,14 @@ pub async fn read_inputs(
     match read_pass(store, date, &all, concurrency, sink, prefetched).await? {
         Pass::Done(mut out) => {
             out.bytes_read += first_bytes;
-            Ok(out)
+            Ok(*out)
         }
         Pass::NotStreamable { reason, .. } => Err(Error::Encode { date, reason }),
     }
 }
 
 enum Pass {
-    Done(ReadInputs),
+    Done(Box<ReadInputs>),
     NotStreamable { reason: String, bytes_read: u64 },
 }
 
@@ -281,12 +299,16 @@ async fn read_pass(
             Ok(decoded) => {
                 let keyless = merge::rows_without_flight(&decoded);
                 if let Some(flight) = input.flight() {
-                    if !merge::holds_flight(&decoded, flight) {
+                    let own_row = merge::holds_flight(&decoded, flight);
+                    if !own_row {
                         tracing::warn!(key = %input.meta.key, %flight, rows = decoded.batch.num_rows(),
                             "per-flight file holds no row of its flight");
                         out.without_own_row.push(flight);
                     }
                     if keyless > 0 {
+                        if !own_row {
+                            out.keyless_flights.push(flight);
+                        }
                         // Merged, the row would lose its flight's uuid
                         // (the name says it; the compacted file would not).
                         tracing::warn!(key = %input.meta.key, %flight, rows = keyless,
@@ -303,6 +325,9 @@ async fn read_pass(
                     }
                 }
                 let rows = decoded.batch.num_rows();
+                // Recorded only once the merge took the input: one it
+                // leaves in place is no input of the manifest.
+                let flights = crate::proof::RowFlights::of_batch(&decoded.batch);
                 match sink.push(input, decoded) {
                     Ok(()) => {}
                     Err(StreamError::NotStreamable(reason)) => {
@@ -337,6 +362,7 @@ async fn read_pass(
                     last_modified: input.meta.last_modified,
                     rows,
                 });
+                out.rows.insert(&input.meta.key, flights);
                 out.read.push(ManifestInput {
                     key: input.meta.key.clone(),
                     etag: f.etag,
@@ -345,6 +371,16 @@ async fn read_pass(
             }
             Err(u) => {
                 tracing::warn!(key = %input.meta.key, column = ?u.column, reason = %u.reason, "input cannot be merged; left in place");
+                // The hole the proof closes, planted on purpose (tests only):
+                // the skipped input recorded as read, so the manifest lists it.
+                #[cfg(feature = "failpoints")]
+                if fail::eval("commit::read-lists-skipped-input", |_| ()).is_some() {
+                    out.read.push(ManifestInput {
+                        key: input.meta.key.clone(),
+                        etag: f.etag.clone(),
+                        size,
+                    });
+                }
                 out.skipped.push(SkippedFile {
                     key: input.meta.key.clone(),
                     date: Some(date),
@@ -363,7 +399,7 @@ async fn read_pass(
             });
         }
     };
-    Ok(Pass::Done(out))
+    Ok(Pass::Done(Box::new(out)))
 }
 
 async fn fetch<'a>(
@@ -399,7 +435,7 @@ pub use crate::storage::sha256_b64;
 ///
 /// The output is held in memory and hashed before the manifest is written
 /// (docs/ARCHITECTURE.md: the manifest records the output's size and checksum before
-/// the PUT). A day of 50,000 flights encodes to about 2.6 MB (README,
+/// the PUT). A day of 50,000 flights encodes to about 2.6 MB (docs/performance.md,
 /// "Performance"); outputs from `MULTIPART_THRESHOLD_BYTES` go up as a
 /// multipart upload ([`crate::storage::S3Store::put`]).
 ///
@@ -508,8 +544,19 @@ pub async fn inspect_output(
     store: &impl Store,
     output: &ManifestOutput,
 ) -> Result<(OutputCheck, Option<Head>)> {
+    let (check, head, _) = inspect_output_read(store, output).await?;
+    Ok((check, head))
+}
+
+/// [`inspect_output`], plus the body when it was read back to be hashed
+/// (`None` when the HEAD settled the check): recovery reads the output's
+/// flights from it instead of a second GET.
+pub async fn inspect_output_read(
+    store: &impl Store,
+    output: &ManifestOutput,
+) -> Result<(OutputCheck, Option<Head>, Option<Bytes>)> {
     match judge_head(output, store.head(&output.key).await?) {
-        HeadVerdict::Settled(check, head) => Ok((check, head)),
+        HeadVerdict::Settled(check, head) => Ok((check, head, None)),
         HeadVerdict::ReadBack(head) => read_back(store, output, head).await,
     }
 }
@@ -544,16 +591,20 @@ async fn read_back(
     store: &impl Store,
     output: &ManifestOutput,
     head: Head,
-) -> Result<(OutputCheck, Option<Head>)> {
+) -> Result<(OutputCheck, Option<Head>, Option<Bytes>)> {
     let Some(f) = store.get_opt(&output.key).await? else {
-        return Ok((OutputCheck::Missing, None));
+        return Ok((OutputCheck::Missing, None, None));
     };
     let sum = sha256_b64(&f.body);
     if sum != output.sha256 {
         let reason = format!("sha256 {sum} != manifest {}", output.sha256);
-        return Ok((OutputCheck::Differs(reason, head.etag.clone()), Some(head)));
+        return Ok((
+            OutputCheck::Differs(reason, head.etag.clone()),
+            Some(head),
+            None,
+        ));
     }
-    Ok((OutputCheck::Verified, Some(head)))
+    Ok((OutputCheck::Verified, Some(head), Some(f.body)))
 }
 
 /// Phase 5: the output must be there with the manifest's size and checksum.
@@ -590,6 +641,9 @@ pub struct DeleteOutcome {
     pub kept_newer: Vec<String>,
     /// Inputs that could not be deleted (AccessDenied, ...): the manifest stays.
     pub failed: Vec<DeleteFailure>,
+    /// Inputs kept because their rows are not proven to be in the output
+    /// ([`prove_inputs`]): the manifest stays.
+    pub unproven: Vec<Unproven>,
 }
 
 /// Where one input of a manifest stands against a listing of its partition
@@ -616,7 +670,10 @@ pub fn input_state(input: &ManifestInput, listed: &HashMap<String, String>) -> I
     }
 }
 
-/// Phase 6: deletes the manifest's inputs, each only in the version read.
+/// Phase 6: deletes the manifest's inputs, each only in the version read,
+/// except the `unproven` ones (their rows are not proven to be in the
+/// output: [`prove_inputs`]), which are kept and reported in
+/// [`DeleteOutcome::unproven`].
 ///
 /// The partition is re-listed first and any key whose ETag changed is kept
 /// (for servers that ignore the ETag in DeleteObjects); the rest goes to
@@ -625,9 +682,53 @@ pub async fn delete_inputs(
     store: &impl Store,
     fence: &mut Fence<'_>,
     manifest: &Manifest,
+    unproven: &[Unproven],
 ) -> Result<DeleteOutcome> {
     let listed = fence.beside(listed_etags(store, manifest)).await?;
-    delete_listed_inputs(store, fence, manifest, &listed).await
+    delete_listed_inputs(store, fence, manifest, &listed, unproven).await
+}
+
+/// The check before phase 6: the manifest's inputs whose rows are not
+/// proven to be in the output the commit wrote ([`crate::proof`]'s rule),
+/// against the rows recorded as each input was read (`read`) and the
+/// flights of the encoded output (`body`, `None` when it has no rows),
+/// read back from its `s3_key` column. An input the merge skipped (or never
+/// read) has no rows recorded and fails. Each failing input is logged as an
+/// error.
+///
+/// Errors: [`Error::Encode`] when the encoded output cannot be read back
+/// (then nothing may be deleted).
+pub fn prove_inputs(
+    manifest: &Manifest,
+    read: &ReadRows,
+    body: Option<&Bytes>,
+) -> Result<Vec<Unproven>> {
+    let output = match body {
+        None => OutputFlights::default(),
+        Some(b) => OutputFlights::read(b.clone()).map_err(|u| Error::Encode {
+            date: manifest.date,
+            reason: format!(
+                "the encoded output's s3_key column cannot be read back: {}",
+                u.reason
+            ),
+        })?,
+    };
+    let unproven = crate::proof::unproven(
+        manifest.inputs.iter().map(|i| i.key.as_str()),
+        |k| read.get(k),
+        &output,
+    );
+    // The check switched off (tests only: the simulation shows it fails then).
+    #[cfg(feature = "failpoints")]
+    let unproven = match fail::eval("commit::proof-off", |_| ()) {
+        Some(()) => Vec::new(),
+        None => unproven,
+    };
+    for u in &unproven {
+        tracing::error!(date = %manifest.date, key = %u.key, reason = %u.reason,
+            "input not proven to be in the output: kept, and its manifest with it");
+    }
+    Ok(unproven)
 }
 
 /// Phases 5 and 6 of a commit: verifies the output ([`verify_output`], when
@@ -645,16 +746,20 @@ pub async fn delete_inputs(
 /// ignores the ETag in DeleteObjects a wider window in which a version
 /// written meanwhile is deleted.
 ///
+/// The `unproven` inputs ([`prove_inputs`]) are kept, as in
+/// [`delete_inputs`].
+///
 /// Errors: [`Error::VerifyFailed`] (nothing is deleted), the lease lost, or
 /// an S3 error.
 pub async fn verify_and_delete_inputs(
     store: &impl Store,
     fence: &mut Fence<'_>,
     manifest: &Manifest,
+    unproven: &[Unproven],
 ) -> Result<DeleteOutcome> {
     let Some(output) = &manifest.output else {
         let listed = fence.beside(listed_etags(store, manifest)).await?;
-        return delete_listed_inputs(store, fence, manifest, &listed).await;
+        return delete_listed_inputs(store, fence, manifest, &listed, unproven).await;
     };
     let (head, listed) = fence
         .beside(async { tokio::try_join!(store.head(&output.key), listed_etags(store, manifest)) })
@@ -665,12 +770,12 @@ pub async fn verify_and_delete_inputs(
             listed
         }
         HeadVerdict::ReadBack(head) => {
-            let (check, _) = read_back(store, output, head).await?;
+            let (check, _, _) = read_back(store, output, head).await?;
             require_verified(store, output, check)?;
             fence.beside(listed_etags(store, manifest)).await?
         }
     };
-    delete_listed_inputs(store, fence, manifest, &listed).await
+    delete_listed_inputs(store, fence, manifest, &listed, unproven).await
 }
 
 /// The ETag of every object in the partition of `manifest`, by key: its
@@ -711,9 +816,11 @@ async fn delete_listed_inputs(
     fence: &mut Fence<'_>,
     manifest: &Manifest,
     listed: &HashMap<String, String>,
+    unproven: &[Unproven],
 ) -> Result<DeleteOutcome> {
     let mut outcome = DeleteOutcome::default();
     let mut to_delete = Vec::new();
+    let keep: HashMap<&str, &Unproven> = unproven.iter().map(|u| (u.key.as_str(), u)).collect();
     for input in &manifest.inputs {
         match input_state(input, listed) {
             InputState::Gone => outcome.deleted += 1,
@@ -721,7 +828,10 @@ async fn delete_listed_inputs(
                 tracing::info!(key = %input.key, "input changed since it was read; the newer version is kept");
                 outcome.kept_newer.push(input.key.clone());
             }
-            InputState::ToDelete => to_delete.push((input.key.clone(), input.etag.clone())),
+            InputState::ToDelete => match keep.get(input.key.as_str()) {
+                Some(u) => outcome.unproven.push((*u).clone()),
+                None => to_delete.push((input.key.clone(), input.etag.clone())),
+            },
         }
     }
     let mut failures = Vec::new();
@@ -847,7 +957,7 @@ mod verify_tests {
     async fn a_head_that_settles_the_check_goes_beside_the_one_re_list() {
         let store = MemoryStore::new("b");
         let m = committed(&store, true).await;
-        let done = verify_and_delete_inputs(&store, &mut Fence(None), &m)
+        let done = verify_and_delete_inputs(&store, &mut Fence(None), &m, &[])
             .await
             .unwrap();
         assert_eq!(done.deleted, 2);
@@ -860,7 +970,7 @@ mod verify_tests {
     async fn a_read_back_verify_is_followed_by_a_re_list_of_its_own() {
         let store = MemoryStore::new("b");
         let m = committed(&store, false).await;
-        let done = verify_and_delete_inputs(&store, &mut Fence(None), &m)
+        let done = verify_and_delete_inputs(&store, &mut Fence(None), &m, &[])
             .await
             .unwrap();
         assert_eq!(done.deleted, 2);
@@ -878,7 +988,7 @@ mod verify_tests {
         let store = MemoryStore::new("b");
         let mut m = committed(&store, false).await;
         m.output.as_mut().unwrap().sha256 = sha256_b64(b"another body");
-        let e = verify_and_delete_inputs(&store, &mut Fence(None), &m)
+        let e = verify_and_delete_inputs(&store, &mut Fence(None), &m, &[])
             .await
             .unwrap_err();
         assert!(matches!(e, Error::VerifyFailed { .. }), "{e}");

@@ -22,7 +22,7 @@ use chrono::NaiveDate;
 use crate::error::{Error, Result};
 
 /// One row of the settings table: name, default, meaning. Used by `--help`
-/// and kept in sync with the README's configuration table.
+/// and kept in sync with docs/configuration.md (checked by `tests/docs.rs`).
 pub const SETTINGS: &[(&str, &str, &str)] = &[
     (
         "S3_BUCKET",

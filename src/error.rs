@@ -116,6 +116,28 @@ pub enum Error {
         reason: String,
     },
 
+    /// A commit kept inputs whose rows are not proven to be in its output
+    /// ([`crate::proof`]): nothing of them was deleted, the manifest is kept
+    /// and blocks the date (the next run's recovery proves what is left and
+    /// quarantines the manifest).
+    #[error(
+        "{count} input(s) of {date} kept: their rows are not proven to be in {output} (first: {key}: {reason}); manifest {manifest} kept, the date is blocked: a bug listed an input the merge did not take in; inspect the input and the manifest"
+    )]
+    Unproven {
+        /// The partition date.
+        date: NaiveDate,
+        /// The first input kept (its key in the bucket).
+        key: String,
+        /// Which rule it fails.
+        reason: String,
+        /// Inputs kept in all.
+        count: usize,
+        /// The commit's output key (or "no output", zero rows).
+        output: String,
+        /// The commit's manifest key.
+        manifest: String,
+    },
+
     /// A failpoint injected this error (tests only).
     #[error("failpoint {0} fired")]
     Failpoint(String),
@@ -153,7 +175,9 @@ pub enum ReportError {
     },
 
     /// The broker refused or dropped the connection, or a request failed.
-    #[error("MQTT {broker}: {reason} ({acked} of {total} messages acknowledged)")]
+    #[error(
+        "MQTT {broker}: {reason} ({acked} of {total} messages acknowledged; not acknowledged: {pending})"
+    )]
     Mqtt {
         /// `host:port` of the broker.
         broker: String,
@@ -163,11 +187,14 @@ pub enum ReportError {
         acked: usize,
         /// Messages that were to be published.
         total: usize,
+        /// The messages not acknowledged: `all`, `none`, or their topics'
+        /// short names ([`crate::mqtt::short_name`]), comma-separated.
+        pending: String,
     },
 
     /// Connect, publish and disconnect did not finish within `MQTT_TIMEOUT_SECONDS`.
     #[error(
-        "MQTT {broker}: timed out after {} s while {stage} ({acked} of {total} messages acknowledged)",
+        "MQTT {broker}: timed out after {} s while {stage} ({acked} of {total} messages acknowledged; not acknowledged: {pending})",
         timeout.as_secs_f64()
     )]
     MqttTimeout {
@@ -181,6 +208,38 @@ pub enum ReportError {
         acked: usize,
         /// Messages that were to be published.
         total: usize,
+        /// The messages not acknowledged: `all`, `none`, or their topics'
+        /// short names ([`crate::mqtt::short_name`]), comma-separated.
+        pending: String,
+    },
+
+    /// The broker closed the connection at this message (sent alone, one
+    /// in flight): it was left out, and the messages after it were sent
+    /// again on a new connection (any failure of that is its own error).
+    #[error(
+        "MQTT {broker}: the broker closed the connection at {topic} (its own packet limit?): {topic} not published, the other topics sent again on a new connection"
+    )]
+    MqttDropped {
+        /// `host:port` of the broker.
+        broker: String,
+        /// The message's topic.
+        topic: String,
+    },
+
+    /// A message over the payload limit was not published; the others were
+    /// sent all the same (a bug: no payload the job builds comes near it).
+    #[error(
+        "MQTT {broker}: {topic} not published: its payload of {bytes} bytes is over the {limit}-byte limit (the others are sent without it)"
+    )]
+    MqttTooLarge {
+        /// `host:port` of the broker.
+        broker: String,
+        /// The message's topic.
+        topic: String,
+        /// Its payload's size in bytes.
+        bytes: usize,
+        /// [`crate::mqtt::MAX_PAYLOAD_BYTES`].
+        limit: usize,
     },
 
     /// The MQTT password could not be read from Secrets Manager

@@ -52,7 +52,7 @@ pub struct LeaseGuard<S = S3Store> {
 /// its own: 10 s, on both the lease clock and the monotonic clock (a wall
 /// clock stepped back does not make an old confirmation look fresh). It
 /// bounds how late a run notices a lock file deleted or changed by hand:
-/// up to 10 s plus the step that follows (see README, "Lease"); a takeover
+/// up to 10 s plus the step that follows (see docs/operating.md, "Command line", on the lease); a takeover
 /// by another invocation needs the lease to expire, which `confirm` checks
 /// on the clock whatever the age.
 pub const CONFIRM_AHEAD_MAX_AGE: Duration = Duration::from_secs(10);

@@ -16,10 +16,12 @@
 //! - [`run`]: the driver producing one [`report::RunReport`].
 //! - [`reporting`] ([`metrics`], [`mqtt`]): the report to CloudWatch and MQTT.
 //! - [`status`]: the read-only `status` command; [`progress`]: the CLI's progress bar.
+//! - [`audit`]: the read-only `audit` command (every flight exactly once, per date).
 //! - [`app`]: clients built once, the Lambda handler and the CLI's shared entry point.
 #![warn(missing_docs)]
 
 pub mod app;
+pub mod audit;
 pub mod clock;
 pub mod commit;
 pub mod config;
@@ -32,6 +34,7 @@ pub mod mqtt;
 pub mod partition;
 pub mod plan;
 pub mod progress;
+pub mod proof;
 pub mod recovery;
 pub mod report;
 pub mod reporting;

@@ -8,10 +8,10 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use archive_compaction::app::{Deps, handle};
+use archive_compaction::app::{Deps, dispatch};
 use archive_compaction::config::{Config, SETTINGS, parse_date};
 use archive_compaction::progress::{self, BarWriter};
-use archive_compaction::report::RunReport;
+use archive_compaction::report::{RunReport, StopReason};
 use archive_compaction::run::RunOptions;
 use archive_compaction::status::{self, StatusOptions};
 use chrono::{DateTime, Utc};
@@ -109,6 +109,20 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Prove, read-only, that every date from --from to --to holds every
+    /// flight exactly once: counts flights, index rows, missing,
+    /// duplicated, orphans, other-day rows and unreadable files per date,
+    /// with examples and what fixes each. No lease, no write, no delete.
+    /// JSON on stdout (a summary on stderr on a terminal). Exit codes: 0
+    /// clean, 2 something found, 1 a date could not be audited.
+    Audit {
+        /// First date (YYYY-MM-DD), included.
+        #[arg(long, value_parser = |s: &str| parse_date("--from", s).map_err(|e| e.to_string()))]
+        from: chrono::NaiveDate,
+        /// Last date (YYYY-MM-DD), included.
+        #[arg(long, value_parser = |s: &str| parse_date("--to", s).map_err(|e| e.to_string()))]
+        to: chrono::NaiveDate,
+    },
 }
 
 fn parse_now(s: &str) -> Result<DateTime<Utc>, String> {
@@ -178,9 +192,21 @@ fn init_tracing(level: &str, json: bool, bar: Option<ProgressBar>) {
     }
 }
 
+/// Prints a status as JSON (`--json`) or text.
+fn print_status(s: &status::StatusReport, json: bool) {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(s).expect("status serialises")
+        );
+    } else {
+        print!("{}", status::format_human(s));
+    }
+}
+
 /// mimalloc instead of glibc's malloc: the per-file path (SDK request and
 /// response, Parquet decode) makes many small short-lived allocations, which
-/// glibc's allocator served at ~17 % of the job's CPU (README "Performance").
+/// glibc's allocator served at ~17 % of the job's CPU (docs/performance.md, "CPU per file").
 /// Feature `system-allocator` leaves it out, for heap profilers.
 #[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
@@ -201,13 +227,28 @@ fn main() -> ExitCode {
             }
         }
     };
+    // A reversed or too long --from/--to is a usage error too: exit 1, no
+    // report (and nothing published).
+    if let Some(Cli {
+        command:
+            Command::Run {
+                from: Some(from),
+                to: Some(to),
+                ..
+            },
+    }) = &cli
+        && let Err(e) = archive_compaction::run::repair_dates(*from, *to)
+    {
+        eprintln!("error: {e}\n\nFor more information, try '--help'.");
+        return ExitCode::from(1);
+    }
     let config = Config::from_env();
     // A bar over dates for `run` on a terminal; never in Lambda.
     let bar = (config.is_ok()
         && matches!(
             &cli,
             Some(Cli {
-                command: Command::Run { .. }
+                command: Command::Run { .. } | Command::Audit { .. }
             })
         )
         && std::io::stderr().is_terminal())
@@ -224,7 +265,7 @@ fn main() -> ExitCode {
     // task that reads them; a Lambda below 1,769 MB has less than one vCPU,
     // so worker threads only add wake-ups and context switches between
     // them (a multi-thread runtime cost about 15 % more CPU per file,
-    // README "Performance").
+    // docs/performance.md, "CPU per file").
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -234,8 +275,27 @@ fn main() -> ExitCode {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(error = %e, "bad configuration");
+                if let Some(Cli {
+                    command: Command::Status { now, json, days },
+                }) = cli
+                {
+                    // `status` prints a status, never a run report.
+                    let as_of = Utc::now();
+                    let opts = StatusOptions {
+                        now: now.unwrap_or(as_of),
+                        as_of,
+                        days,
+                    };
+                    let bucket = std::env::var("S3_BUCKET").unwrap_or_default();
+                    print_status(
+                        &status::StatusReport::unavailable(&bucket, None, &opts, &e),
+                        json,
+                    );
+                    return ExitCode::from(1);
+                }
                 let mut r = RunReport {
                     last_run_at: Utc::now(),
+                    stop_reason: StopReason::Error,
                     ..Default::default()
                 };
                 r.fail(&e);
@@ -251,7 +311,7 @@ fn main() -> ExitCode {
             None => {
                 let deps = &deps;
                 match lambda_runtime::run(service_fn(move |ev: LambdaEvent<serde_json::Value>| {
-                    handle(deps, ev)
+                    dispatch(deps, ev)
                 }))
                 .await
                 {
@@ -289,6 +349,11 @@ fn main() -> ExitCode {
                 ExitCode::from(report.last_run_status.exit_code() as u8)
             }
             Some(Cli {
+                command: Command::Audit { from, to },
+            }) => ExitCode::from(
+                archive_compaction::audit::cli(&deps.store, &deps.config, from, to, bar).await,
+            ),
+            Some(Cli {
                 command: Command::Status { now, days, json },
             }) => {
                 let as_of = Utc::now();
@@ -297,27 +362,23 @@ fn main() -> ExitCode {
                     as_of,
                     days,
                 };
-                match status::gather(&deps.store, &deps.config, &opts).await {
-                    Ok(s) => {
-                        if json {
-                            println!(
-                                "{}",
-                                serde_json::to_string_pretty(&s).expect("status serialises")
-                            );
-                        } else {
-                            print!("{}", status::format_human(&s));
-                        }
-                        if s.errors.is_empty() {
-                            ExitCode::SUCCESS
-                        } else {
-                            ExitCode::from(1)
-                        }
-                    }
+                let s = match status::gather(&deps.store, &deps.config, &opts).await {
+                    Ok(s) => s,
                     Err(e) => {
                         tracing::error!(error = %e, "status could not be read");
-                        eprintln!("archive-compaction status: {e}");
-                        ExitCode::from(1)
+                        status::StatusReport::unavailable(
+                            &deps.config.bucket,
+                            Some(deps.config.lag_days),
+                            &opts,
+                            e,
+                        )
                     }
+                };
+                print_status(&s, json);
+                if s.errors.is_empty() {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(1)
                 }
             }
         }

@@ -91,8 +91,8 @@ use held::{Rank, rank, to_union_schema};
 #[cfg(test)]
 use schema::has_target_layout;
 pub use schema::{
-    Decoded, Unmergeable, conform, decode, flight_uuids_in, holds_flight, rows_without_flight,
-    target_schema,
+    Decoded, Unmergeable, conform, decode, flight_uuids_in, holds_flight, row_flights_in,
+    rows_without_flight, target_schema,
 };
 pub use stream::{MergedOutput, StreamError, StreamMerger};
 pub use widen::{ExtraColumns, convert};
@@ -138,7 +138,7 @@ pub(crate) mod tests {
         BooleanArray, StringArray, TimestampMillisecondArray, TimestampNanosecondArray,
     };
 
-    pub(super) fn row(uuid: &str, ident: &str) -> RecordBatch {
+    pub(crate) fn row(uuid: &str, ident: &str) -> RecordBatch {
         let s = |v: &str| Arc::new(StringArray::from(vec![Some(v)])) as ArrayRef;
         let ts = Arc::new(
             TimestampMicrosecondArray::from(vec![Some(1_700_000_000_000_000)]).with_timezone("UTC"),
@@ -529,6 +529,32 @@ pub(crate) mod tests {
                 }
             }
         }
+    }
+
+    /// The proof's reading of a file: `s3_key` by name without case, and
+    /// two such columns as one (the first value that is not null).
+    #[test]
+    fn row_flights_match_s3_key_without_case() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("S3_KEY", DataType::Utf8, true),
+            Field::new("s3_Key", DataType::Utf8, true),
+        ]));
+        let key = format!("flights/2026/07/20/X_Y_{U1}.json.gz");
+        let b = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringArray::from(vec![None, Some(key.as_str()), None])),
+                Arc::new(StringArray::from(vec![Some(key.as_str()), None, None])),
+            ],
+        )
+        .unwrap();
+        let mut body = Vec::new();
+        let mut w = ArrowWriter::try_new(&mut body, schema, None).unwrap();
+        w.write(&b).unwrap();
+        w.close().unwrap();
+        let got = row_flights_in(Bytes::from(body)).unwrap();
+        assert_eq!(got.flights, vec![Uuid::parse_str(U1).unwrap(); 2]);
+        assert_eq!(got.anonymous, 1);
     }
 
     #[test]

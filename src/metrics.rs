@@ -6,7 +6,11 @@
 //!
 //! - [`metrics`] is a pure function of the report; every run yields the same
 //!   set of names (bar `WatermarkLagDays`, left out when the watermark could
-//!   not be read), so a missing datum means "no run", never "zero".
+//!   not be read, and `MismatchUuidCount`, left out when the run did not
+//!   establish the walk's mismatch: the same rule as its MQTT topic,
+//!   [`crate::mqtt::is_known`], so `--date`, a repair range or a run that
+//!   failed before the mismatch date never report a count the walk did not
+//!   find), so a missing datum means "no run", never "zero".
 //! - Exactly one of `RunSuccess`, `RunMismatch`, `RunFailure` is 1 and the
 //!   other two are 0, so an alarm is `RunFailure >= 1` or
 //!   `RunSuccess < 1 for N periods`.
@@ -31,7 +35,6 @@
 
 use std::time::{Duration, SystemTime};
 
-use aws_sdk_cloudwatch::error::DisplayErrorContext;
 use aws_sdk_cloudwatch::primitives::DateTime;
 use aws_sdk_cloudwatch::types::{Dimension, MetricDatum, StandardUnit};
 
@@ -68,7 +71,6 @@ pub fn metrics(report: &RunReport) -> Vec<Metric> {
         count("FilesCompacted", report.files_compacted),
         count("FilesDeleteFailed", report.files_delete_failed),
         count("DaysCompacted", report.days_compacted),
-        count("MismatchUuidCount", report.mismatch_uuid_count),
         count("MismatchRuns", u64::from(report.mismatch_runs)),
         count("ManifestsRecovered", report.manifests_recovered),
         count("FilesSkipped", report.files_skipped()),
@@ -88,6 +90,9 @@ pub fn metrics(report: &RunReport) -> Vec<Metric> {
         count("RunMismatch", u64::from(status == Status::Mismatch)),
         count("RunFailure", u64::from(status == Status::Failure)),
     ];
+    if crate::mqtt::is_known(report, "mismatch_uuid_count") {
+        m.push(count("MismatchUuidCount", report.mismatch_uuid_count));
+    }
     if let Some(lag) = report.watermark_lag_days {
         // CloudWatch has no "Days" unit: a count of days.
         m.push(Metric {
@@ -150,7 +155,7 @@ pub async fn put(
         }
         Ok(Err(e)) => Err(ReportError::CloudWatch {
             namespace: namespace.to_string(),
-            reason: DisplayErrorContext(&e).to_string(),
+            reason: crate::storage::sdk_error_line(&e),
         }),
         Err(_) => Err(ReportError::CloudWatchTimeout {
             namespace: namespace.to_string(),
@@ -192,8 +197,24 @@ mod tests {
     #[test]
     fn unknown_watermark_lag_is_left_out() {
         let m = metrics(&RunReport::default());
-        assert_eq!(m.len(), 14);
+        assert_eq!(m.len(), 13);
         assert!(!m.iter().any(|x| x.name == "WatermarkLagDays"));
+        assert!(!m.iter().any(|x| x.name == "MismatchUuidCount"));
+    }
+
+    #[test]
+    fn a_mismatch_count_the_walk_did_not_establish_is_left_out() {
+        // The state blocked on a date (mismatch_runs 2) that this run did
+        // not record a mismatch on (`--date`, a range, a Failure before it).
+        let r = RunReport {
+            watermark_lag_days: Some(1),
+            mismatch_runs: 2,
+            ..Default::default()
+        };
+        let m = metrics(&r);
+        assert!(!m.iter().any(|x| x.name == "MismatchUuidCount"));
+        let runs = m.iter().find(|x| x.name == "MismatchRuns").unwrap();
+        assert_eq!(runs.value, 2.0, "the state's count, unchanged");
     }
 
     #[test]

@@ -20,6 +20,13 @@
 //!   connection.
 //! - TLS (rustls) when [`MqttConfig::tls`]: the system's roots, or only the
 //!   certificates of `MQTT_CA_FILE` (PEM) when set.
+//! - Every payload is at most [`MAX_PAYLOAD_BYTES`] (16 KiB: Home
+//!   Assistant's recorder keeps no attributes over 16,384 bytes; AWS IoT
+//!   Core takes 128 KB) and the client's packet limit is set on purpose
+//!   ([`MAX_PACKET_BYTES`]), not left at rumqttc's 10 KiB default. A
+//!   message that is still too big is not queued: the others are published,
+//!   and the error names it. A failed exchange names the topics the broker
+//!   did not acknowledge.
 //!
 //! What is published is a pure function of the report:
 //!
@@ -35,7 +42,7 @@
 //! assert_eq!(stats[0].payload, "95");
 //! let by_topic = |t: &str| stats.iter().find(|m| m.topic.ends_with(t)).unwrap().payload.clone();
 //! assert_eq!(by_topic("/mismatch_date"), "None");
-//! assert_eq!(by_topic("/mismatch_uuids"), r#"{"uuids":[]}"#);
+//! assert_eq!(by_topic("/mismatch_uuids"), r#"{"uuids":[],"count":0,"truncated":false}"#);
 //!
 //! // One that could not read it publishes only what it knows.
 //! let failed = RunReport { watermark_lag_days: None, ..Default::default() };
@@ -64,7 +71,22 @@ use serde_json::{Value, json};
 
 use crate::config::MqttConfig;
 use crate::error::ReportError;
-use crate::report::{RunReport, StopReason};
+use crate::report::{RunReport, StopReason, UUIDS_SHOWN};
+
+/// The most bytes a payload the job publishes takes: 16 KiB, Home
+/// Assistant's limit for a state's attributes in its recorder (16,384
+/// bytes; over it the attributes are not stored and a warning is logged).
+/// The largest payload, `mismatch_uuids` with [`UUIDS_SHOWN`] uuids, is
+/// about 3.9 KB.
+pub const MAX_PAYLOAD_BYTES: usize = 16 * 1024;
+
+/// The client's packet limit (rumqttc's `max_packet_size`, incoming and
+/// outgoing): 32 KiB, room for a [`MAX_PAYLOAD_BYTES`] payload and its
+/// topic, and well under AWS IoT Core's 128 KB. rumqttc's default (10 KiB)
+/// would refuse a payload it does not need to, and its refusal ends the
+/// whole exchange; here a message over the limit is refused before it is
+/// queued ([`publish`]).
+pub const MAX_PACKET_BYTES: usize = 32 * 1024;
 
 /// The ten statistic topics, in publish order (`{root}/statistic/{name}`).
 /// `mismatch_uuids` comes before `mismatch_uuid_count`: a subscriber that
@@ -98,9 +120,13 @@ pub const DEVICE_ID: &str = "SkyFollower_archive_compaction";
 pub const DATE_TEMPLATE: &str = "{{ 'unknown' if value == 'None' else value }}";
 
 /// The count sensor's `value_template` on the `mismatch_uuids` topic: its
-/// state is the length of the list that is also its attributes, so both
-/// change in the one state Home Assistant writes for the one message.
-pub const COUNT_TEMPLATE: &str = "{{ value_json.uuids | length }}";
+/// state is the payload's exact `count` (the list may be cut at
+/// [`UUIDS_SHOWN`]), read from the topic that is also its attributes, so
+/// both change in the one state Home Assistant writes for the one message.
+/// A retained payload of the Python job (`{"uuids": [...]}` only) counts
+/// its list.
+pub const COUNT_TEMPLATE: &str =
+    "{{ value_json.count if value_json.count is defined else value_json.uuids | length }}";
 
 /// One MQTT message, published retained at QoS 1.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -177,7 +203,7 @@ pub fn statistics(report: &RunReport, topic_root: &str) -> Vec<Message> {
             "last_compacted_date" => format_date(report.last_compacted_date),
             "mismatch_date" => format_date(report.mismatch_date),
             "mismatch_uuid_count" => report.mismatch_uuid_count.to_string(),
-            "mismatch_uuids" => json!({ "uuids": report.mismatch_uuids }).to_string(),
+            "mismatch_uuids" => mismatch_uuids_payload(report),
             "mismatch_runs" => report.mismatch_runs.to_string(),
             "last_run_at" => format_timestamp(report.last_run_at),
             "last_run_status" => report.last_run_status.as_str().to_string(),
@@ -192,6 +218,22 @@ pub fn statistics(report: &RunReport, topic_root: &str) -> Vec<Message> {
             payload: payload(name),
         })
         .collect()
+}
+
+/// The `mismatch_uuids` payload: the Python job's `{"uuids": [...]}` with
+/// at most [`UUIDS_SHOWN`] uuids (the first, sorted), then `count`, the
+/// exact number of flights without an index row (`mismatch_uuid_count`),
+/// and `truncated`, true when the list holds fewer than `count`; e.g.
+/// `{"uuids":["0198…",…],"count":20000,"truncated":true}`. At most about
+/// 3.9 KB.
+pub fn mismatch_uuids_payload(report: &RunReport) -> String {
+    let shown = &report.mismatch_uuids[..report.mismatch_uuids.len().min(UUIDS_SHOWN)];
+    let count = report.mismatch_uuid_count.max(shown.len() as u64);
+    format!(
+        r#"{{"uuids":{},"count":{count},"truncated":{}}}"#,
+        Value::from(shown.to_vec()),
+        (shown.len() as u64) < count
+    )
 }
 
 /// One Home Assistant sensor: the statistic it shows and how.
@@ -345,12 +387,18 @@ pub fn discovery(topic_root: &str, bucket: &str) -> Vec<Message> {
         .collect()
 }
 
-/// How far an exchange got (for the timeout error).
+/// How far an exchange got (for the errors).
 #[derive(Debug, Default)]
 struct Progress {
     connected: bool,
     acked: usize,
     disconnecting: bool,
+    /// Per message: whether the broker acknowledged it.
+    done: Vec<bool>,
+    /// PUBLISH packets written so far.
+    published: usize,
+    /// Packet id -> message index, for the messages sent and not acknowledged.
+    sent: std::collections::HashMap<u16, usize>,
 }
 
 impl Progress {
@@ -361,48 +409,164 @@ impl Progress {
             (true, true) => "disconnecting",
         }
     }
+
+    /// The messages of `messages` not acknowledged: `all` when none was,
+    /// else their short names ([`short_name`]), comma-separated.
+    fn pending(&self, messages: &[Message]) -> String {
+        let pending: Vec<String> = (messages.iter().enumerate())
+            .filter(|(i, _)| !self.done.get(*i).copied().unwrap_or(false))
+            .map(|(_, m)| short_name(&m.topic))
+            .collect();
+        match pending.len() {
+            0 => "none".into(),
+            n if n == messages.len() => "all".into(),
+            _ => pending.join(", "),
+        }
+    }
+}
+
+/// A topic as the errors name it: a statistic by its name
+/// (`mismatch_uuids`), a discovery config as `{name} config`, any other
+/// topic in full.
+pub fn short_name(topic: &str) -> String {
+    if let Some((_, name)) = topic.rsplit_once("/statistic/") {
+        return name.to_string();
+    }
+    let sensor = topic
+        .strip_prefix(&format!("{DISCOVERY_PREFIX}/sensor/{DEVICE_ID}_"))
+        .and_then(|t| t.strip_suffix("/config"));
+    match sensor {
+        Some(name) => format!("{name} config"),
+        None => topic.to_string(),
+    }
+}
+
+/// How many connections [`publish`] makes at most: after the broker closes
+/// one while publishing, the message it closed at is left out and the rest
+/// go on a new one (all within `MQTT_TIMEOUT_SECONDS`).
+pub const MAX_CONNECTIONS: usize = 4;
+
+/// The bytes of the PUBLISH packet for `m` at QoS 1: fixed header (at most
+/// 5 bytes), topic length and topic, packet id, payload.
+fn packet_len(m: &Message) -> usize {
+    5 + 2 + m.topic.len() + 2 + m.payload.len()
 }
 
 /// Publishes `messages` retained at QoS 1 and waits for every PUBACK, then
-/// disconnects; all within `config.timeout`.
+/// disconnects; all within `config.timeout`. Returns the errors, none when
+/// every message was acknowledged.
+///
+/// A message whose payload is over [`MAX_PAYLOAD_BYTES`] (or whose packet
+/// is over [`MAX_PACKET_BYTES`]) is not queued
+/// ([`ReportError::MqttTooLarge`], naming its topic); the others are
+/// published all the same. When the broker closes the connection while
+/// publishing (a broker with a lower packet limit of its own does so at
+/// the message it refuses), the messages not acknowledged go again on a
+/// new connection one at a time; the one the broker closes that
+/// connection at is left out ([`ReportError::MqttDropped`]) and the rest
+/// go on, up to [`MAX_CONNECTIONS`] connections in all.
 ///
 /// Errors: [`ReportError::MqttTls`] (TLS roots), [`ReportError::Mqtt`]
-/// (refused, not authorised, connection lost), [`ReportError::MqttTimeout`].
-pub async fn publish(config: &MqttConfig, messages: &[Message]) -> Result<(), ReportError> {
+/// (refused, not authorised, connection lost), [`ReportError::MqttTimeout`];
+/// the last two name the topics not acknowledged.
+pub async fn publish(config: &MqttConfig, messages: &[Message]) -> Vec<ReportError> {
     let broker = format!("{}:{}", config.host, config.port);
-    let client_id = format!("archive-compaction-{}", uuid::Uuid::now_v7().simple());
-    let started = std::time::Instant::now();
-    let mut progress = Progress::default();
-    let result = tokio::time::timeout(
-        config.timeout,
-        exchange(config, &client_id, &broker, messages, &mut progress),
-    )
-    .await
-    .unwrap_or_else(|_| {
-        Err(ReportError::MqttTimeout {
+    let (sendable, too_large): (Vec<&Message>, Vec<&Message>) = (messages.iter())
+        .partition(|m| m.payload.len() <= MAX_PAYLOAD_BYTES && packet_len(m) <= MAX_PACKET_BYTES);
+    let mut errors: Vec<ReportError> = (too_large.iter())
+        .map(|m| ReportError::MqttTooLarge {
             broker: broker.clone(),
-            timeout: config.timeout,
-            stage: progress.stage(),
-            acked: progress.acked,
-            total: messages.len(),
+            topic: m.topic.clone(),
+            bytes: m.payload.len(),
+            limit: MAX_PAYLOAD_BYTES,
         })
-    });
-    if result.is_ok() {
-        tracing::info!(
-            %broker,
-            client_id,
-            messages = messages.len(),
-            seconds = started.elapsed().as_secs_f64(),
-            "MQTT statistics and discovery configs published"
-        );
+        .collect();
+    let mut messages: Vec<Message> = sendable.into_iter().cloned().collect();
+    let started = std::time::Instant::now();
+    let deadline = tokio::time::Instant::now() + config.timeout;
+    for attempt in 1..=MAX_CONNECTIONS {
+        let client_id = format!("archive-compaction-{}", uuid::Uuid::now_v7().simple());
+        let mut progress = Progress {
+            done: vec![false; messages.len()],
+            ..Progress::default()
+        };
+        let result = tokio::time::timeout_at(
+            deadline,
+            exchange(
+                config,
+                &client_id,
+                &broker,
+                &messages,
+                attempt > 1,
+                &mut progress,
+            ),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            Err(ReportError::MqttTimeout {
+                broker: broker.clone(),
+                timeout: config.timeout,
+                stage: progress.stage(),
+                acked: progress.acked,
+                total: messages.len(),
+                pending: progress.pending(&messages),
+            })
+        });
+        let error = match result {
+            Ok(()) => {
+                tracing::info!(
+                    %broker,
+                    client_id,
+                    messages = messages.len(),
+                    attempt,
+                    seconds = started.elapsed().as_secs_f64(),
+                    "MQTT statistics and discovery configs published"
+                );
+                break;
+            }
+            Err(e) => e,
+        };
+        // The broker closed the connection while messages were going out
+        // (a broker's own packet limit closes it at the message it
+        // refuses; the acknowledgements before it may be lost with the
+        // connection). The messages not acknowledged go again on a new
+        // connection, one at a time: a close then comes at the one message
+        // in flight, which is left out, and the rest go on.
+        let dropped = matches!(error, ReportError::Mqtt { .. }) && progress.connected;
+        let first_pending = progress.done.iter().position(|done| !done);
+        let named = first_pending.filter(|_| dropped && attempt > 1);
+        let go_on = dropped && first_pending.is_some() && attempt < MAX_CONNECTIONS;
+        if let Some(i) = named {
+            tracing::warn!(%broker, topic = %messages[i].topic,
+                "MQTT broker closed the connection at this message: left out, the others sent again");
+            errors.push(ReportError::MqttDropped {
+                broker: broker.clone(),
+                topic: messages[i].topic.clone(),
+            });
+        }
+        if named.is_none() || !go_on {
+            errors.push(error);
+        }
+        if !go_on {
+            break;
+        }
+        let refused = named;
+        messages = (messages.into_iter().enumerate())
+            .filter(|(i, _)| Some(*i) != refused && !progress.done[*i])
+            .map(|(_, m)| m)
+            .collect();
+        if messages.is_empty() {
+            break;
+        }
     }
-    result
+    errors
 }
 
 /// The client options: id, clean session, credentials, TLS.
 fn options(config: &MqttConfig, client_id: &str, broker: &str) -> Result<MqttOptions, ReportError> {
     let mut options = MqttOptions::new(client_id, config.host.clone(), config.port);
     options.set_clean_session(true);
+    options.set_max_packet_size(MAX_PACKET_BYTES, MAX_PACKET_BYTES);
     options.set_keep_alive(Duration::from_secs(30));
     if config.username.is_some() || config.password.is_some() {
         options.set_credentials(
@@ -457,21 +621,28 @@ fn tls_config(ca_file: Option<&str>) -> Result<ClientConfig, String> {
 }
 
 /// Connect, publish, await every PUBACK, disconnect. Not bounded by itself.
+/// `one_at_a_time`: each message is sent once the one before it is
+/// acknowledged (one in flight), so a closed connection names the message.
 async fn exchange(
     config: &MqttConfig,
     client_id: &str,
     broker: &str,
     messages: &[Message],
+    one_at_a_time: bool,
     progress: &mut Progress,
 ) -> Result<(), ReportError> {
     let total = messages.len();
-    let fail = |reason: String, acked: usize| ReportError::Mqtt {
+    let fail = |reason: String, progress: &Progress| ReportError::Mqtt {
         broker: broker.to_string(),
         reason,
-        acked,
+        acked: progress.acked,
         total,
+        pending: progress.pending(messages),
     };
-    let options = options(config, client_id, broker)?;
+    let mut options = options(config, client_id, broker)?;
+    if one_at_a_time {
+        options.set_inflight(1);
+    }
     // The request channel holds every message and the DISCONNECT, so
     // queueing never waits on the event loop.
     let (client, mut events): (AsyncClient, EventLoop) = AsyncClient::new(options, total + 2);
@@ -488,7 +659,7 @@ async fn exchange(
                 true,
                 m.payload.as_bytes(),
             )
-            .map_err(|e| fail(format!("cannot queue {}: {e}", m.topic), 0))?;
+            .map_err(|e| fail(format!("cannot queue {}: {e}", m.topic), progress))?;
     }
     if total == 0 {
         return Ok(());
@@ -498,21 +669,27 @@ async fn exchange(
         let event = events
             .poll()
             .await
-            .map_err(|e| fail(e.to_string(), progress.acked))?;
+            .map_err(|e| fail(e.to_string(), progress))?;
         match event {
             Event::Incoming(Packet::ConnAck(_)) => progress.connected = true,
             Event::Outgoing(Outgoing::Publish(pkid)) => {
+                // Sent in the order queued: the n-th PUBLISH is messages[n].
+                progress.sent.insert(pkid, progress.published);
+                progress.published += 1;
                 in_flight.insert(pkid);
             }
             Event::Incoming(Packet::PubAck(ack)) => {
                 if in_flight.remove(&ack.pkid) {
                     progress.acked += 1;
+                    if let Some(i) = progress.sent.remove(&ack.pkid) {
+                        progress.done[i] = true;
+                    }
                 }
                 if progress.acked == total && !progress.disconnecting {
                     progress.disconnecting = true;
                     client
                         .try_disconnect()
-                        .map_err(|e| fail(format!("cannot disconnect: {e}"), progress.acked))?;
+                        .map_err(|e| fail(format!("cannot disconnect: {e}"), progress))?;
                 }
             }
             // Written and flushed before this event is returned.
@@ -565,7 +742,10 @@ mod tests {
             ("days_compacted", "4"),
             ("last_compacted_date", "2026-07-21"),
             ("mismatch_date", "2026-07-22"),
-            ("mismatch_uuids", r#"{"uuids":["a","b"]}"#),
+            (
+                "mismatch_uuids",
+                r#"{"uuids":["a","b"],"count":2,"truncated":false}"#,
+            ),
             ("mismatch_uuid_count", "2"),
             ("mismatch_runs", "3"),
             ("last_run_at", "2026-07-24T04:50:03.500000+00:00"),
@@ -671,6 +851,83 @@ mod tests {
             device("my-archive")["configuration_url"],
             "https://s3.console.aws.amazon.com/s3/buckets/my-archive"
         );
+    }
+
+    #[test]
+    fn a_big_mismatch_is_cut_in_its_payload_and_exact_in_its_count() {
+        let missing: Vec<uuid::Uuid> = (0..20_000u128)
+            .map(|i| uuid::Uuid::from_u128(u128::MAX - i))
+            .collect();
+        let mut report = full_report();
+        report.set_mismatch(NaiveDate::from_ymd_opt(2026, 7, 22).unwrap(), &missing);
+        let stats = statistics(&report, "root");
+        let by_topic = |t: &str| {
+            stats
+                .iter()
+                .find(|m| m.topic.ends_with(t))
+                .unwrap()
+                .payload
+                .clone()
+        };
+        assert_eq!(by_topic("/mismatch_uuid_count"), "20000");
+        let payload = by_topic("/mismatch_uuids");
+        let v: Value = serde_json::from_str(&payload).unwrap();
+        assert_eq!(v["uuids"].as_array().unwrap().len(), UUIDS_SHOWN);
+        assert_eq!(v["uuids"][0], missing[0].to_string());
+        assert_eq!(
+            (&v["count"], &v["truncated"]),
+            (&json!(20_000), &json!(true))
+        );
+        assert!(payload.len() < MAX_PAYLOAD_BYTES / 3, "{}", payload.len());
+        // Every message of a run, with a long topic root, is within the limits.
+        let root = "r".repeat(200);
+        for m in statistics(&report, &root)
+            .iter()
+            .chain(&discovery(&root, "b"))
+        {
+            assert!(m.payload.len() <= MAX_PAYLOAD_BYTES, "{}", m.topic);
+            assert!(packet_len(m) <= MAX_PACKET_BYTES, "{}", m.topic);
+        }
+    }
+
+    #[test]
+    fn errors_name_the_messages_not_acknowledged() {
+        let messages: Vec<Message> = discovery("root", "b")
+            .into_iter()
+            .take(2)
+            .chain(statistics(&full_report(), "root").into_iter().take(2))
+            .collect();
+        let mut p = Progress {
+            done: vec![false; 4],
+            ..Progress::default()
+        };
+        assert_eq!(p.pending(&messages), "all");
+        p.done[0] = true;
+        p.done[2] = true;
+        assert_eq!(
+            p.pending(&messages),
+            "files_delete_failed config, files_delete_failed"
+        );
+        p.done = vec![true; 4];
+        assert_eq!(p.pending(&messages), "none");
+        assert_eq!(short_name("elsewhere/x"), "elsewhere/x");
+    }
+
+    #[test]
+    fn the_client_packet_limit_is_set() {
+        let config = MqttConfig {
+            host: "127.0.0.1".into(),
+            port: 1883,
+            username: None,
+            password: None,
+            password_secret_arn: None,
+            tls: false,
+            ca_file: None,
+            topic_root: "root".into(),
+            timeout: Duration::from_secs(5),
+        };
+        let o = options(&config, "id", "127.0.0.1:1883").unwrap();
+        assert_eq!(o.max_packet_size(), MAX_PACKET_BYTES);
     }
 
     #[test]

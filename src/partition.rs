@@ -6,7 +6,11 @@
 //! The parity gate (docs/ARCHITECTURE.md, "Parity gate"): a flight counts
 //! as indexed when a per-flight file is named by its uuid, or when any
 //! multi-row input (a compacted file, or another multi-row index file such
-//! as a legacy migration's) holds a row whose `s3_key` carries its uuid.
+//! as a legacy migration's) holds a row whose `s3_key` carries its uuid
+//! ([`parity_gate`]); and, once the date's inputs are read, no flight's
+//! per-flight file may hold no row of its own ([`without_own_row`]).
+//! [`parity_check`] is both halves, as the run checks a date and as
+//! `status` re-checks a recorded mismatch: one function, the same reads.
 //!
 //! ```
 //! use archive_compaction::partition::{list_day, parity_gate};
@@ -27,11 +31,12 @@ use std::collections::BTreeSet;
 use chrono::NaiveDate;
 use uuid::Uuid;
 
-use crate::commit::Prefetched;
+use crate::commit::{self, Prefetched, ReadInputs};
 use crate::error::Result;
 use crate::keys::{INDEX_ROOT, flights_prefix, index_partition_date, index_prefix};
 use crate::merge;
-use crate::plan::{self, PartitionListing};
+use crate::merge::Source;
+use crate::plan::{self, PartitionListing, PlannedInput};
 use crate::storage::Store;
 use crate::storage::ranges::list_partition;
 
@@ -119,6 +124,124 @@ pub async fn parity_gate(
     }
     gate.missing = plan::missing_flights(flights, &indexed);
     Ok(gate)
+}
+
+/// The whole parity verdict on one date ([`parity_check`]).
+#[derive(Debug, Default)]
+pub struct ParityCheck {
+    /// Flights under `flights/` with no index row by name or by a
+    /// multi-row input's row ([`parity_gate`]), in uuid order.
+    pub missing: Vec<Uuid>,
+    /// When `missing` is empty: flights whose per-flight file, read, holds
+    /// no row of theirs ([`without_own_row`]), in uuid order.
+    pub without_own_row: Vec<Uuid>,
+    /// Multi-row inputs the gate read for rows.
+    pub compacted_files_read: u64,
+    /// Multi-row inputs the gate could not decode, with why.
+    pub unreadable: Vec<(String, merge::Unmergeable)>,
+    /// The date's inputs as read for the second half (the merge reuses
+    /// them); `None` when the gate failed or there was no input to read.
+    pub read: Option<ReadInputs>,
+}
+
+impl ParityCheck {
+    /// The flights that fail parity: `missing`, else `without_own_row`.
+    pub fn failing(&self) -> &[Uuid] {
+        if self.missing.is_empty() {
+            &self.without_own_row
+        } else {
+            &self.missing
+        }
+    }
+
+    /// Why the date fails parity, in words (`None`: it passes); the text a
+    /// run puts in `days[].reason`.
+    pub fn reason(&self) -> Option<String> {
+        if !self.missing.is_empty() {
+            Some(format!(
+                "{} flight(s) without an index row",
+                self.missing.len()
+            ))
+        } else if !self.without_own_row.is_empty() {
+            Some(format!(
+                "{} flight(s) whose per-flight file holds no row of theirs (empty, another flight's row, or a null or empty s3_key)",
+                self.without_own_row.len()
+            ))
+        } else {
+            None
+        }
+    }
+}
+
+/// The run's parity gate on one date, both halves: [`parity_gate`] over the
+/// listings, then, when it passes and the plan has `inputs` to merge, those
+/// inputs read as the commit reads them ([`commit::read_inputs`], reusing
+/// the gate's bodies) and checked by [`without_own_row`]. The run calls it
+/// on the walk's and a range's dates, `status` on the recorded mismatch
+/// date, so what `status` predicts is what the next run does.
+///
+/// Errors: an S3 error reading an input; [`crate::error::Error::Encode`]
+/// from the merge.
+pub async fn parity_check(
+    store: &impl Store,
+    date: NaiveDate,
+    flights: &BTreeSet<Uuid>,
+    listing: &PartitionListing,
+    inputs: Option<&[PlannedInput]>,
+    read_concurrency: usize,
+    row_group_rows: usize,
+) -> Result<ParityCheck> {
+    let gate = parity_gate(store, flights, listing).await?;
+    let mut check = ParityCheck {
+        missing: gate.missing,
+        compacted_files_read: gate.compacted_files_read,
+        unreadable: gate.unreadable,
+        ..ParityCheck::default()
+    };
+    let Some(inputs) = inputs.filter(|_| check.missing.is_empty()) else {
+        return Ok(check);
+    };
+    let read = commit::read_inputs(
+        store,
+        date,
+        inputs,
+        read_concurrency,
+        row_group_rows,
+        &gate.prefetched,
+    )
+    .await?;
+    check.without_own_row = without_own_row(&read, flights);
+    check.read = Some(read);
+    Ok(check)
+}
+
+/// Whether what was read leaves nothing to merge: no readable per-flight or
+/// other multi-row file, and at most one compacted file (then nothing is
+/// written, and no row can be lost).
+pub fn nothing_to_merge(read: &ReadInputs) -> bool {
+    let compacted = (read.merge_inputs.iter())
+        .filter(|i| i.source == Source::Compacted)
+        .count();
+    compacted == read.merge_inputs.len() && compacted < 2
+}
+
+/// The second half of the parity gate: flights of `flights` (the date's,
+/// as the gate saw them) whose per-flight file, read, holds no row of
+/// theirs. The gate counted them by the file's name; merging the file
+/// would leave them without an index row. When [`nothing_to_merge`]
+/// (nothing is written) only the flights whose file is left in place for a
+/// null or empty `s3_key` ([`ReadInputs::keyless_flights`]): no merge
+/// takes such a file, so its flight has no index row to keep until its
+/// `s3_key` holds the flight object's key, whatever else the date holds.
+pub fn without_own_row(read: &ReadInputs, flights: &BTreeSet<Uuid>) -> Vec<Uuid> {
+    let merging = !nothing_to_merge(read);
+    let mut lost: Vec<Uuid> = (read.without_own_row.iter())
+        .filter(|u| flights.contains(u) && (merging || read.keyless_flights.contains(u)))
+        .copied()
+        .collect();
+    lost.sort_unstable();
+    lost.dedup();
+    lost
 }
 
 /// The earliest `index/year=/month=/day=/` partition, by delimiter listings

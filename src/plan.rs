@@ -30,16 +30,19 @@ pub fn cutoff(now: DateTime<Utc>, lag_days: u32) -> NaiveDate {
     now.date_naive() - Days::new(lag_days as u64)
 }
 
-/// First date to walk: the day after the watermark; without a watermark,
-/// `start_date` if set, else the earliest index partition; `None` when there
-/// is nothing to start from.
+/// First date to walk: the day after the watermark, but never before
+/// `start_date` (`START_DATE`: no date before it is walked, whatever the
+/// watermark); without a watermark, `start_date` if set, else the earliest
+/// index partition; `None` when there is nothing to start from.
 pub fn walk_start(
     watermark: Option<NaiveDate>,
     start_date: Option<NaiveDate>,
     earliest_partition: Option<NaiveDate>,
 ) -> Option<NaiveDate> {
     match watermark {
-        Some(w) => w.succ_opt(),
+        Some(w) => w
+            .succ_opt()
+            .map(|next| start_date.map_or(next, |s| next.max(s))),
         None => start_date.or(earliest_partition),
     }
 }
@@ -288,6 +291,12 @@ mod tests {
             Some(d("2025-01-01"))
         );
         assert_eq!(walk_start(None, None, None), None);
+        // A watermark before START_DATE (the Python job's): the walk starts
+        // at START_DATE, never before it.
+        assert_eq!(
+            walk_start(Some(d("2026-07-13")), Some(d("2026-07-16")), None),
+            Some(d("2026-07-16"))
+        );
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //! | manifest, output missing | delete manifest; the date is compacted again from intact inputs |
 //! | manifest, output size or checksum differs, every input still in the version the manifest names | delete the output, then the manifest |
 //! | manifest, output differs, an input gone or changed | quarantine: the output may hold the only copy of that input's rows |
-//! | manifest, output verified | delete the remaining inputs (ETag-conditional), then the manifest |
+//! | manifest, output verified | prove each input still there in its version to be in the output ([`crate::proof`]: the output's `s3_key` column read once, a per-flight input by its name, a multi-row input by reading it), delete those (ETag-conditional), then the manifest |
+//! | manifest, output verified, an input not proven to be in it | delete the proven inputs, keep the others, quarantine the manifest with [`ManifestRule::InputNotInOutput`] |
 //! | manifest whose inputs cannot be deleted | keep it, report it as stuck, retry next time |
 //!
 //! **Validation before any action** ([`validate_manifest`], pure): the
@@ -44,7 +45,9 @@
 //! decide with the same function.
 //!
 //! Failpoints (feature `failpoints`): `recovery::before-output-delete`,
-//! `recovery::after-input-deletes`, plus those of the commit phases reused here.
+//! `recovery::after-input-deletes`, plus those of the commit phases reused
+//! here; `recovery::proof-off` switches the proof of a verified manifest's
+//! inputs off (the simulation shows that it then fails).
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -59,9 +62,10 @@ use crate::keys::{
     INDEX_ROOT, IndexKey, MANIFESTS_ROOT, QUARANTINE_ROOT, STATE_ROOT, classify_index_key,
     compacted_key, index_prefix, is_index_input, manifest_date,
 };
+use crate::proof::{InputRows, OutputFlights, RowFlights, Unproven};
 use crate::report::{RecoveredManifest, RecoveryAction};
-use crate::state::{MANIFEST_VERSION, MANIFEST_VERSION_1, Manifest};
-use crate::storage::{JOB_ID_METADATA, ObjectMeta, PutMode, Store};
+use crate::state::{MANIFEST_VERSION, MANIFEST_VERSION_1, Manifest, ManifestOutput};
+use crate::storage::{JOB_ID_METADATA, ObjectMeta, PutMode, Store, etag_eq, sha256_b64};
 
 /// How far apart (milliseconds) the timestamps of a version-1 manifest's job
 /// id and its output's id may be. Version 1's `prepare` minted the output id
@@ -93,8 +97,9 @@ impl fmt::Display for Role {
 /// blocked; nothing is deleted on its word.
 ///
 /// [`validate_manifest`] checks the rules that need only the key and the
-/// manifest; [`ManifestRule::Unreadable`], [`ManifestRule::OutputOfAnotherJob`]
-/// and [`ManifestRule::OnlyCopy`] are found by reading the bucket.
+/// manifest; [`ManifestRule::Unreadable`], [`ManifestRule::OutputOfAnotherJob`],
+/// [`ManifestRule::OnlyCopy`] and [`ManifestRule::InputNotInOutput`] are
+/// found by reading the bucket.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ManifestRule {
     /// Empty, not JSON, or not shaped like a [`Manifest`].
@@ -231,6 +236,23 @@ pub enum ManifestRule {
         /// `gone` or `in another version`.
         state: &'static str,
     },
+    /// The output verifies, but an input still there in the version the
+    /// manifest names is not proven to be in it ([`crate::proof`]): a bug
+    /// (or a hand edit) listed an input the merge did not take in. The
+    /// proven inputs are deleted, the others kept.
+    #[error(
+        "its output {output} verifies, but {count} input(s) still there are not proven to be in it (first: {input}: {reason}); those are kept"
+    )]
+    InputNotInOutput {
+        /// The output key (or "no output", zero rows).
+        output: String,
+        /// The first input not proven.
+        input: String,
+        /// Which rule of [`crate::proof`] it fails.
+        reason: String,
+        /// Inputs not proven in all.
+        count: usize,
+    },
 }
 
 impl ManifestRule {
@@ -253,6 +275,7 @@ impl ManifestRule {
             ManifestRule::InputTwice { .. } => "input_twice",
             ManifestRule::OutputOfAnotherJob { .. } => "output_of_another_job",
             ManifestRule::OnlyCopy { .. } => "only_copy",
+            ManifestRule::InputNotInOutput { .. } => "input_not_in_output",
         }
     }
 }
@@ -413,8 +436,10 @@ enum Decision {
 /// The recovery table's rows for a manifest that may be acted on.
 #[derive(Debug)]
 enum Step {
-    /// No output (zero rows) or output verified: finish the commit.
-    Complete,
+    /// No output (zero rows) or output verified: finish the commit, keeping
+    /// the inputs not proven to be in the output (then the manifest is
+    /// quarantined, [`ManifestRule::InputNotInOutput`]).
+    Complete { unproven: Vec<Unproven> },
     /// The output was never written: drop the manifest.
     OutputMissing(String),
     /// The output differs and every input is still in its version: delete
@@ -441,9 +466,13 @@ async fn decide(store: &impl Store, key: &str, body: &[u8]) -> Result<Decision> 
         return Ok(Decision::Quarantine(rule));
     }
     let Some(output) = &manifest.output else {
-        return Ok(Decision::Act(Box::new(manifest), Step::Complete));
+        let unproven = prove_still_listed(store, &manifest, &OutputFlights::default()).await?;
+        return Ok(Decision::Act(
+            Box::new(manifest),
+            Step::Complete { unproven },
+        ));
     };
-    let (check, head) = commit::inspect_output(store, output).await?;
+    let (check, head, body) = commit::inspect_output_read(store, output).await?;
     if let Some(found) = head.as_ref().and_then(|h| h.job_id())
         && found != manifest.job_id.to_string()
     {
@@ -454,7 +483,9 @@ async fn decide(store: &impl Store, key: &str, body: &[u8]) -> Result<Decision> 
         }));
     }
     let step = match check {
-        OutputCheck::Verified => Step::Complete,
+        OutputCheck::Verified => Step::Complete {
+            unproven: prove_against_output(store, &manifest, output, body).await?,
+        },
         OutputCheck::Missing => Step::OutputMissing(output.key.clone()),
         OutputCheck::Differs(reason, etag) => {
             let listed = commit::listed_etags(store, &manifest).await?;
@@ -482,6 +513,96 @@ async fn decide(store: &impl Store, key: &str, body: &[u8]) -> Result<Decision> 
         }
     };
     Ok(Decision::Act(Box::new(manifest), step))
+}
+
+/// The inputs of `manifest`, whose output verified, not proven to be in
+/// that output ([`crate::proof`]): the output's `s3_key` column is read once
+/// (from `body` when the verify read it back, else one GET, hashed against
+/// the manifest again), then [`prove_still_listed`]. An output that cannot
+/// be read proves nothing: every input is unproven.
+///
+/// Errors: an S3 error reading the output or an input.
+async fn prove_against_output(
+    store: &impl Store,
+    manifest: &Manifest,
+    output: &ManifestOutput,
+    body: Option<bytes::Bytes>,
+) -> Result<Vec<Unproven>> {
+    let body = match body {
+        Some(b) => Some(b),
+        None => store.get_opt(&output.key).await?.map(|f| f.body),
+    };
+    let why = match body {
+        None => "the output vanished after it was verified".to_string(),
+        Some(b) if sha256_b64(&b) != output.sha256 => {
+            "the output read for the proof is not the one verified".to_string()
+        }
+        Some(b) => match OutputFlights::read(b) {
+            Ok(flights) => return prove_still_listed(store, manifest, &flights).await,
+            Err(u) => format!("the output's s3_key column cannot be read: {}", u.reason),
+        },
+    };
+    Ok((manifest.inputs.iter())
+        .map(|i| Unproven {
+            key: i.key.clone(),
+            reason: why.clone(),
+        })
+        .collect())
+}
+
+/// The inputs of `manifest` still there in the version it names whose rows
+/// are not proven to be in `output`: a per-flight input whose flight is in
+/// the output is proven by its name; any other is read (one GET each) and
+/// proven by its rows' flights (an unreadable one is unproven). An input
+/// gone, or there in another version, is not deleted anyway and needs no
+/// proof.
+///
+/// Errors: an S3 error reading an input.
+async fn prove_still_listed(
+    store: &impl Store,
+    manifest: &Manifest,
+    output: &OutputFlights,
+) -> Result<Vec<Unproven>> {
+    let mut rows: std::collections::HashMap<&str, InputRows> = Default::default();
+    let mut there = Vec::new();
+    let mut unreadable = Vec::new();
+    for i in &manifest.inputs {
+        if let IndexKey::PerFlight(u) = classify_index_key(&i.key)
+            && output.contains(&u)
+        {
+            rows.insert(&i.key, InputRows::OwnRow);
+            there.push(i.key.as_str());
+            continue;
+        }
+        let Some(f) = store.get_opt(&i.key).await? else {
+            continue;
+        };
+        if !etag_eq(&f.etag, &i.etag) {
+            continue;
+        }
+        match RowFlights::read(f.body) {
+            Ok(r) => {
+                rows.insert(&i.key, InputRows::Rows(r));
+                there.push(i.key.as_str());
+            }
+            Err(u) => unreadable.push(Unproven {
+                key: i.key.clone(),
+                reason: format!("it cannot be read to prove its rows: {}", u.reason),
+            }),
+        }
+    }
+    let mut out = crate::proof::unproven(there, |k| rows.get(k).cloned(), output);
+    out.extend(unreadable);
+    // The check switched off (tests only: the simulation shows it fails then).
+    #[cfg(feature = "failpoints")]
+    if fail::eval("recovery::proof-off", |_| ()).is_some() {
+        out.clear();
+    }
+    for u in &out {
+        tracing::error!(date = %manifest.date, key = %u.key, reason = %u.reason,
+            "input of a verified manifest not proven to be in its output: kept");
+    }
+    Ok(out)
 }
 
 /// What recovery did.
@@ -521,8 +642,13 @@ pub async fn recover(store: &impl Store, fence: &mut Fence<'_>) -> Result<Recove
             }
             Decision::Act(manifest, step) => {
                 tracing::info!(key = %m.key, date = %manifest.date, inputs = manifest.inputs.len(), "recovering manifest");
-                let entry = resolve(store, fence, &m.key, &manifest, step, &mut out).await?;
-                out.recovered.push(entry);
+                match resolve(store, fence, &m.key, &manifest, step, &mut out).await? {
+                    Resolved::Done(entry) => out.recovered.push(entry),
+                    Resolved::Quarantine(rule) => {
+                        fence.check().await?;
+                        quarantine(store, &m.key, body.body, &rule, &mut out, date).await?;
+                    }
+                }
             }
         }
     }
@@ -637,7 +763,7 @@ pub async fn assess(store: &impl Store) -> Result<Recovery> {
             }
             Decision::Act(manifest, step) => (manifest, step),
         };
-        match step {
+        let unproven = match step {
             Step::OutputMissing(key) => {
                 out.recovered.push(entry(
                     RecoveryAction::OutputMissing,
@@ -657,19 +783,45 @@ pub async fn assess(store: &impl Store) -> Result<Recovery> {
                 ));
                 continue;
             }
-            Step::Complete => {}
-        }
+            Step::Complete { unproven } => unproven,
+        };
+        let kept: HashSet<&str> = unproven.iter().map(|u| u.key.as_str()).collect();
         let listed = commit::listed_etags(store, &manifest).await?;
         let (mut to_delete, mut newer, mut gone) = (0, 0, 0);
         for i in &manifest.inputs {
             match commit::input_state(i, &listed) {
                 InputState::Gone => gone += 1,
                 InputState::Newer => newer += 1,
+                InputState::ToDelete if kept.contains(i.key.as_str()) => {}
                 InputState::ToDelete => {
                     to_delete += 1;
                     out.claimed.insert(i.key.clone());
                 }
             }
+        }
+        if let Some(first) = unproven.first() {
+            let rule = ManifestRule::InputNotInOutput {
+                output: output_name(&manifest),
+                input: first.key.clone(),
+                reason: first.reason.clone(),
+                count: unproven.len(),
+            };
+            let target = m.key.replacen(MANIFESTS_ROOT, QUARANTINE_ROOT, 1);
+            if let Some(d) = date {
+                out.blocked.insert(
+                    d,
+                    blocked_reason(store, &m.key, &target, &rule, "would be moved"),
+                );
+            }
+            out.recovered.push(entry(
+                RecoveryAction::Quarantined,
+                format!(
+                    "would delete {to_delete} proven input(s) (ETag-conditional), keep the {} not proven, and move it to {target}: rule {}: {rule}; the date would stay blocked until an operator deletes it",
+                    unproven.len(),
+                    rule.code()
+                ),
+            ));
+            continue;
         }
         out.recovered.push(entry(
                     RecoveryAction::Completed,
@@ -715,6 +867,14 @@ async fn quarantine(
     Ok(())
 }
 
+/// What [`resolve`] left to do.
+enum Resolved {
+    /// Done (or stuck): report this.
+    Done(RecoveredManifest),
+    /// The proven inputs are deleted; the manifest is to be quarantined.
+    Quarantine(ManifestRule),
+}
+
 async fn resolve(
     store: &impl Store,
     fence: &mut Fence<'_>,
@@ -722,21 +882,21 @@ async fn resolve(
     manifest: &Manifest,
     step: Step,
     out: &mut Recovery,
-) -> Result<RecoveredManifest> {
+) -> Result<Resolved> {
     let entry = |action: RecoveryAction, detail: String| RecoveredManifest {
         key: key.to_string(),
         date: Some(manifest.date),
         action,
         detail,
     };
-    match step {
+    let unproven = match step {
         Step::OutputMissing(output) => {
             fence.check().await?;
             commit::delete_manifest(store, key).await?;
-            return Ok(entry(
+            return Ok(Resolved::Done(entry(
                 RecoveryAction::OutputMissing,
                 format!("{output} was never written; inputs intact, date compacted again"),
-            ));
+            )));
         }
         Step::OutputMismatch {
             key: output,
@@ -747,16 +907,16 @@ async fn resolve(
             failpoint!("recovery::before-output-delete");
             store.delete(&output, Some(&etag)).await?;
             commit::delete_manifest(store, key).await?;
-            return Ok(entry(
+            return Ok(Resolved::Done(entry(
                 RecoveryAction::OutputMismatch,
                 format!(
                     "{output} deleted ({reason}); every input is still in the version it names"
                 ),
-            ));
+            )));
         }
-        Step::Complete => {}
-    }
-    let deleted = commit::delete_inputs(store, fence, manifest).await?;
+        Step::Complete { unproven } => unproven,
+    };
+    let deleted = commit::delete_inputs(store, fence, manifest, &unproven).await?;
     failpoint!("recovery::after-input-deletes");
     out.files_deleted += deleted.deleted;
     if !deleted.failed.is_empty() {
@@ -773,17 +933,33 @@ async fn resolve(
             first.message
         );
         out.blocked.insert(manifest.date, why.clone());
-        return Ok(entry(RecoveryAction::Stuck, why));
+        return Ok(Resolved::Done(entry(RecoveryAction::Stuck, why)));
+    }
+    if let Some(first) = deleted.unproven.first() {
+        return Ok(Resolved::Quarantine(ManifestRule::InputNotInOutput {
+            output: output_name(manifest),
+            input: first.key.clone(),
+            reason: first.reason.clone(),
+            count: deleted.unproven.len(),
+        }));
     }
     commit::delete_manifest(store, key).await?;
-    Ok(entry(
+    Ok(Resolved::Done(entry(
         RecoveryAction::Completed,
         format!(
-            "output verified; {} input(s) deleted, {} kept as newer versions",
+            "output verified; {} input(s) deleted, each proven to be in it, {} kept as newer versions",
             deleted.deleted,
             deleted.kept_newer.len()
         ),
-    ))
+    )))
+}
+
+/// The manifest's output key, or "no output" (zero rows), for messages.
+fn output_name(manifest: &Manifest) -> String {
+    manifest
+        .output
+        .as_ref()
+        .map_or_else(|| "no output (zero rows)".to_string(), |o| o.key.clone())
 }
 
 #[cfg(test)]
@@ -1071,6 +1247,42 @@ mod tests {
         assert_eq!(code(&k, &m), "input_is_output");
         with_output(&mut m, "_compaction_state/watermark.json");
         assert_eq!(code(&k, &m), "state_file");
+    }
+
+    /// A manifest without an output (zero rows): a zero-row input is proven
+    /// (nothing to lose) and deleted; an input with a row is kept and the
+    /// manifest quarantined.
+    #[tokio::test]
+    async fn without_an_output_only_inputs_without_rows_are_deleted() {
+        use crate::storage::MemoryStore;
+        for (rows, deleted) in [(0, true), (1, false)] {
+            let store = MemoryStore::new("b");
+            let (_, mut m) = good();
+            m.output = None;
+            let flight = v7(1);
+            let key = format!("{}{flight}.parquet", p("2026-07-20"));
+            let batch = crate::merge::tests::row(&flight.to_string(), "X").slice(0, rows);
+            let body = bytes::Bytes::from(crate::merge::encode(&[batch], 16).unwrap());
+            let etag = store.put_now(&key, body);
+            m.inputs = vec![ManifestInput {
+                key: key.clone(),
+                etag,
+                size: 1,
+            }];
+            let mkey = manifest_key(m.date, m.job_id);
+            store.put_now(&mkey, serde_json::to_vec(&m).unwrap().into());
+            let r = recover(&store, &mut Fence(None)).await.unwrap();
+            let e = &r.recovered[0];
+            let there = store.snapshot().contains_key(&key);
+            assert_eq!(there, !deleted, "{rows} row(s): {e:?}");
+            if deleted {
+                assert_eq!(e.action, RecoveryAction::Completed, "{e:?}");
+            } else {
+                assert_eq!(e.action, RecoveryAction::Quarantined, "{e:?}");
+                assert!(e.detail.contains("rule input_not_in_output:"), "{e:?}");
+                assert!(r.blocked.contains_key(&m.date));
+            }
+        }
     }
 
     #[test]

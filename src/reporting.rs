@@ -22,6 +22,12 @@
 //!   first secret read by the same bound again),
 //!   CloudWatch by [`crate::metrics::CLOUDWATCH_TIMEOUT`]. They run
 //!   concurrently, so reporting takes at most the longer of the two.
+//! - One MQTT topic that cannot be published does not keep the others
+//!   back: a payload over [`crate::mqtt::MAX_PAYLOAD_BYTES`] is left out
+//!   and named in its own `report_errors` entry, a message the broker
+//!   closes the connection at is left out and named while the rest go on a
+//!   new connection ([`crate::mqtt::publish`]), and a failed exchange
+//!   names the topics the broker did not acknowledge.
 //! - What is published is a pure function of the report
 //!   ([`crate::mqtt::statistics`], [`crate::mqtt::discovery`],
 //!   [`crate::metrics::metrics`]).
@@ -80,7 +86,7 @@ pub async fn publish(deps: &impl Sinks, report: &mut RunReport) {
                 // Configs first, so that this run's values are read with them.
                 let mut messages = crate::mqtt::discovery(&m.topic_root, &deps.config().bucket);
                 messages.extend(crate::mqtt::statistics(report, &m.topic_root));
-                Some(match deps.mqtt_password().await {
+                match deps.mqtt_password().await {
                     Ok(password) => {
                         let config = crate::config::MqttConfig {
                             password,
@@ -88,18 +94,14 @@ pub async fn publish(deps: &impl Sinks, report: &mut RunReport) {
                         };
                         crate::mqtt::publish(&config, &messages).await
                     }
-                    Err(e) => Err(e),
-                })
+                    Err(e) => vec![e],
+                }
             }
-            None => None,
+            None => vec![],
         }
     };
     let (cloudwatch, mqtt) = tokio::join!(cloudwatch, mqtt);
-    for error in [cloudwatch, mqtt]
-        .into_iter()
-        .flatten()
-        .filter_map(Result::err)
-    {
+    for error in (cloudwatch.and_then(Result::err).into_iter()).chain(mqtt) {
         tracing::warn!(error = %error, status = report.last_run_status.as_str(), "reporting failed; the run's outcome stands");
         report.report_errors.push(error.to_string());
     }

@@ -174,6 +174,8 @@ struct Ctx<'a, 'f, S> {
     /// first leaves a complete manifest, which the next run's recovery
     /// deletes (output verified, no input left to delete).
     finished_manifests: Vec<String>,
+    /// Blocked dates the report already names (see [`fail_blocked`]).
+    blocked_reported: std::collections::BTreeSet<NaiveDate>,
 }
 
 /// Runs one invocation. Never returns an error: every failure is recorded in
@@ -307,7 +309,7 @@ async fn walk(
         report.files_delete_failed += r.files_delete_failed;
         r
     };
-    report.recovered = recovery.recovered.clone();
+    report.set_recovered(&recovery.recovered);
     let mut cx = Ctx {
         store,
         config,
@@ -315,15 +317,33 @@ async fn walk(
         fence,
         recovery,
         finished_manifests: Vec::new(),
+        blocked_reported: Default::default(),
     };
-    if let Some((from, to)) = opts.repair {
-        return repair_range(&mut cx, report, from, to).await;
+    let result = match opts.repair {
+        Some((from, to)) => repair_range(&mut cx, report, from, to).await,
+        None => walk_and_sweep(&mut cx, report, &mut wm).await,
+    };
+    // A quarantined or stuck manifest on any date, walked or not (before
+    // the watermark too, where only the sweep would look): the run fails,
+    // naming it, until an operator resolves it.
+    let blocked: Vec<NaiveDate> = cx.recovery.blocked.keys().copied().collect();
+    for date in blocked {
+        fail_blocked(&mut cx, report, date);
     }
+    result
+}
+
+/// The walk (or `--date`), then, for the walk, the straggler sweep.
+async fn walk_and_sweep(
+    cx: &mut Ctx<'_, '_, impl Store>,
+    report: &mut RunReport,
+    wm: &mut WatermarkState,
+) -> Result<()> {
     let watermark_before = wm.watermark.last_compacted_date;
-    walk_dates(&mut cx, report, &mut wm).await?;
-    delete_finished_manifests(&mut cx).await?;
-    if opts.only_date.is_none() {
-        sweep(&mut cx, report, watermark_before).await?;
+    walk_dates(cx, report, wm).await?;
+    delete_finished_manifests(cx).await?;
+    if cx.opts.only_date.is_none() {
+        sweep(cx, report, watermark_before).await?;
     }
     Ok(())
 }
@@ -351,7 +371,7 @@ async fn write_watermark(
     wm: &mut WatermarkState,
     date: NaiveDate,
 ) -> Result<()> {
-    let (store, now) = (cx.store, cx.opts.now);
+    let (store, clock) = (cx.store, cx.opts.clock.clone());
     let finished = std::mem::take(&mut cx.finished_manifests);
     let fence = &mut cx.fence;
     let manifests = delete_manifests(store, &finished);
@@ -359,7 +379,9 @@ async fn write_watermark(
         fence.check().await?;
         wm.watermark.advance(date);
         crate::failpoint!("run::before-watermark-write");
-        wm.write(store, now).await
+        // `updated_at` is when the file is written (the lease's clock),
+        // not the invocation time.
+        wm.write(store, clock.now()).await
     };
     tokio::try_join!(manifests, watermark)?;
     Ok(())
@@ -425,13 +447,18 @@ async fn walk_dates(
     } else {
         StopReason::ReachedCutoff
     };
+    let then = if opts.only_date.is_some() {
+        "--date is not started; run it again with more time (--max-duration)"
+    } else {
+        "the next run continues"
+    };
     for date in dates {
-        if stop_for_deadline(cx, report, date, slowest, "the next run continues") {
+        if stop_for_deadline(cx, report, date, slowest, then) {
             break;
         }
-        if let Some(why) = cx.recovery.blocked.get(&date) {
+        if cx.recovery.blocked.contains_key(&date) {
             report.stop_reason = StopReason::BlockedByManifest;
-            report.fail(format!("{date} is blocked: {why}"));
+            fail_blocked(cx, report, date);
             break;
         }
         if let Some(missing) = timed_day(cx, report, date, DayMode::Walk, &mut slowest).await? {
@@ -514,10 +541,52 @@ async fn timed_day(
     }
 }
 
-/// The straggler sweep: already-compacted dates within `SWEEP_DAYS` of the
-/// watermark (as it was before this run) are re-listed; per-flight files that
-/// arrived or were rewritten after compaction are folded into a new compacted
-/// file (a per-flight row beats the compacted row of the same flight).
+/// The dates the straggler sweep looks at: the last `sweep_days` dates up
+/// to `watermark` (the watermark before the run) included, none before
+/// `start_date` (`START_DATE`), oldest first; none when `sweep_days` is 0.
+///
+/// ```
+/// use archive_compaction::run::sweep_dates;
+/// let d = |s: &str| chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap();
+/// assert_eq!(sweep_dates(d("2026-07-20"), 3, None), [d("2026-07-18"), d("2026-07-19"), d("2026-07-20")]);
+/// assert_eq!(sweep_dates(d("2026-07-20"), 14, Some(d("2026-07-19"))), [d("2026-07-19"), d("2026-07-20")]);
+/// assert!(sweep_dates(d("2026-07-20"), 0, None).is_empty());
+/// ```
+pub fn sweep_dates(
+    watermark: NaiveDate,
+    sweep_days: u32,
+    start_date: Option<NaiveDate>,
+) -> Vec<NaiveDate> {
+    let Some(back) = sweep_days.checked_sub(1) else {
+        return Vec::new();
+    };
+    let first = watermark
+        .checked_sub_days(chrono::Days::new(u64::from(back)))
+        .unwrap_or(NaiveDate::MIN);
+    let first = start_date.map_or(first, |s| first.max(s));
+    (first.iter_days().take_while(|d| *d <= watermark)).collect()
+}
+
+/// Fails the run for the blocked `date` (a quarantined or stuck manifest,
+/// [`recovery::Recovery::blocked`]), naming it and why, once per date.
+fn fail_blocked(cx: &mut Ctx<'_, '_, impl Store>, report: &mut RunReport, date: NaiveDate) {
+    if !cx.blocked_reported.insert(date) {
+        return;
+    }
+    if let Some(why) = cx.recovery.blocked.get(&date) {
+        report.fail(format!(
+            "{date} is blocked: {why}; no run touches the date until it is resolved"
+        ));
+    }
+}
+
+/// The straggler sweep over [`sweep_dates`] (already-compacted dates, by
+/// whichever job compacted them): each is re-listed; per-flight and other
+/// index files that arrived or were rewritten after compaction, and extra
+/// compacted files, are folded into a new compacted file (a per-flight row
+/// beats the compacted row of the same flight). A date blocked by a
+/// manifest is skipped with a log line (the run fails on it, see
+/// [`fail_blocked`]).
 /// Costs one ListObjectsV2 per date when there is nothing to fold; only the
 /// dates it folded are listed in the report's `days`.
 async fn sweep(
@@ -532,13 +601,14 @@ async fn sweep(
     if config.sweep_days == 0 || report.last_run_status == Status::Failure {
         return Ok(());
     }
-    let first = last - chrono::Days::new(u64::from(config.sweep_days) - 1);
-    for date in first.iter_days().take_while(|d| *d <= last) {
+    for date in sweep_dates(last, config.sweep_days, config.start_date) {
         if let Some((left, needed)) = deadline_near(opts, config.deadline_margin) {
             tracing::warn!(%date, left_s = left.as_secs_f64(), needed_s = needed.as_secs_f64(), "deadline near: straggler sweep stops here");
             break;
         }
-        if cx.recovery.blocked.contains_key(&date) {
+        if let Some(why) = cx.recovery.blocked.get(&date) {
+            // The run fails on it ([`fail_blocked`], after the sweep).
+            tracing::warn!(%date, reason = %why, "straggler sweep skips the date: blocked by a manifest; late files there are not folded until an operator resolves it");
             continue;
         }
         let outcome = process_day(cx, date, DayMode::Sweep).await;
@@ -566,9 +636,10 @@ async fn sweep(
 /// A repair range (see [`RunOptions::repair`]): every date from `from` to
 /// `to` through [`process_day`] in [`DayMode::Repair`]. The watermark and
 /// the mismatch bookkeeping are not written; the report's status is
-/// Mismatch when any date mismatched (its `mismatch_*` fields name the
-/// first), Failure when a date is blocked by a manifest or an error stopped
-/// the range.
+/// Mismatch when any date mismatched (each such date's `days[]` entry says
+/// `parity: mismatch` with its `mismatch_uuids`; the run-level `mismatch_*`
+/// fields stay the state's), Failure when a date is blocked by a manifest
+/// or an error stopped the range.
 async fn repair_range(
     cx: &mut Ctx<'_, '_, impl Store>,
     report: &mut RunReport,
@@ -598,7 +669,7 @@ async fn repair_range(
                 reason: why.clone(),
                 ..Default::default()
             });
-            report.fail(format!("{date} is blocked: {why}"));
+            fail_blocked(cx, report, date);
             continue;
         }
         let mismatch = timed_day(cx, report, date, DayMode::Repair, &mut slowest).await?;
@@ -609,10 +680,12 @@ async fn repair_range(
         }
     }
     if let Some((date, missing)) = first_mismatch {
+        // The range's own verdicts are in its `days[]`; the run-level
+        // `mismatch_*` fields stay the walk's (the state's).
+        tracing::warn!(first = %date, missing = missing.len(), "the range ends as a Mismatch: see days[] (parity, mismatch_uuids)");
         if report.last_run_status != Status::Failure {
             report.last_run_status = Status::Mismatch;
         }
-        report.set_mismatch(date, &missing);
     }
     Ok(())
 }
@@ -629,15 +702,18 @@ async fn clear_mismatch_if_passed(
         return Ok(());
     }
     if wm.watermark.clear_mismatch() {
-        wm.write(cx.store, cx.opts.now).await?;
+        wm.write(cx.store, cx.opts.clock.now()).await?;
     }
     fill_watermark_fields(report, wm, cutoff);
     Ok(())
 }
 
-/// Parity failed on `date`: the walk stops there, and the watermark file
-/// counts the run in `mismatch_runs` (once per EventBridge event; not for
-/// `--date` or a dry run).
+/// Parity failed on `date`: the walk stops there. The scheduled walk
+/// records it: the report's `mismatch_*` fields, and the watermark file
+/// counts the run in `mismatch_runs` (once per EventBridge event). `--date`
+/// and a dry run record nothing: the report's run-level `mismatch_*` fields
+/// stay the state's (the walk's), the date's own verdict is in its
+/// `days[]` entry (`parity`, `mismatch_uuids`), the status is Mismatch.
 async fn record_mismatch(
     cx: &mut Ctx<'_, '_, impl Store>,
     report: &mut RunReport,
@@ -648,6 +724,10 @@ async fn record_mismatch(
     let opts = cx.opts;
     report.last_run_status = Status::Mismatch;
     report.stop_reason = StopReason::Mismatch;
+    if opts.dry_run || opts.only_date.is_some() {
+        tracing::warn!(%date, missing = missing.len(), first = %missing[0], "parity mismatch (not recorded: --date or a dry run)");
+        return Ok(());
+    }
     report.set_mismatch(date, &missing);
     tracing::warn!(%date, missing = missing.len(), first = %missing[0], "parity mismatch: flights without index rows; the walk stops here");
     let event = opts
@@ -655,14 +735,12 @@ async fn record_mismatch(
         .clone()
         .unwrap_or_else(|| opts.invocation_id.clone());
     report.mismatch_runs = wm.watermark.record_mismatch(date, &event);
-    if !opts.dry_run && opts.only_date.is_none() {
-        cx.fence.check().await?;
-        wm.write(cx.store, opts.now).await?;
-    }
+    cx.fence.check().await?;
+    wm.write(cx.store, opts.clock.now()).await?;
     Ok(())
 }
 
-use crate::partition::{earliest_partition, parity_gate};
+use crate::partition::{earliest_partition, nothing_to_merge, parity_check, without_own_row};
 
 /// One date, in any [`DayMode`]: list, sort, parity gate (per mode), plan,
 /// then commit (or, in a dry run, read what would be merged). When inputs
@@ -719,6 +797,7 @@ async fn day_passes(
     mode: DayMode,
     day: &mut DayReport,
 ) -> Result<Option<Vec<Uuid>>> {
+    let (concurrency, row_group_rows) = (cx.config.read_concurrency, cx.config.row_group_rows);
     for pass in 0..MAX_PASSES_PER_DATE {
         let t = std::time::Instant::now();
         let mut listed = crate::partition::list_day(cx.store, date, mode != DayMode::Sweep).await?;
@@ -739,37 +818,48 @@ async fn day_passes(
             }
         }
         let plan = plan::plan_day(date, listing, &cx.recovery.claimed);
-        let mut prefetched = Prefetched::new();
+        let read_started = Instant::now();
         let gate_needed = match mode {
             DayMode::Walk => true,
             DayMode::Sweep => false,
             // Nothing to fold: the date is not touched, so no gate (no GET).
             DayMode::Repair => matches!(plan.action, DayAction::Compact { .. }),
         };
+        // The inputs the gate's second half read, for the merge to reuse.
+        let mut checked = None;
         if pass == 0 && gate_needed {
-            let gate = parity_gate(cx.store, &listed.flights, listing).await?;
+            let inputs = match &plan.action {
+                DayAction::Compact { inputs } => Some(inputs.as_slice()),
+                _ => None,
+            };
+            let check = parity_check(
+                cx.store,
+                date,
+                &listed.flights,
+                listing,
+                inputs,
+                concurrency,
+                row_group_rows,
+            )
+            .await?;
             add_skipped(
                 day,
-                gate.unreadable.into_iter().map(|(key, u)| SkippedFile {
-                    key,
+                check.unreadable.iter().map(|(key, u)| SkippedFile {
+                    key: key.clone(),
                     date: Some(date),
-                    column: u.column,
+                    column: u.column.clone(),
                     reason: format!(
                         "multi-row index file unreadable for the parity check: {}",
                         u.reason
                     ),
                 }),
             );
-            let missing = gate.missing;
-            if !missing.is_empty() {
-                day.parity = Some(Parity::Mismatch);
-                day.action = Done::Mismatch;
-                day.reason = format!("{} flight(s) without an index row", missing.len());
-                day.mismatch_uuids = missing.iter().map(Uuid::to_string).collect();
-                return Ok(Some(missing));
+            if !check.missing.is_empty() {
+                let reason = check.reason().unwrap_or_default();
+                return Ok(Some(parity_failed(day, reason, check.missing)));
             }
             day.parity = Some(Parity::Passed);
-            prefetched = gate.prefetched;
+            checked = check.read.map(|read| (read, check.without_own_row));
         }
         tracing::info!(pass, "{plan}");
         day.files_claimed = listing
@@ -787,23 +877,54 @@ async fn day_passes(
             }
             break;
         };
-        if cx.opts.dry_run {
-            day.action = Done::Planned;
-            day.reason = reason;
-            let lost = dry_run_read(cx, date, &inputs, day, &prefetched, &listed.flights).await?;
-            if !lost.is_empty() {
-                return Ok(Some(lost_rows(day, lost)));
+        // The sweep and later passes read here, with the same check of
+        // per-flight files without a row of their own (in the sweep no
+        // flight was listed: none can be lost).
+        let (read, lost) = match checked {
+            Some(checked) => checked,
+            None => {
+                let read = commit::read_inputs(
+                    cx.store,
+                    date,
+                    &inputs,
+                    concurrency,
+                    row_group_rows,
+                    &Prefetched::new(),
+                )
+                .await?;
+                let lost = without_own_row(&read, &listed.flights);
+                (read, lost)
             }
+        };
+        let planned = inputs.len();
+        // The plan's inputs, the bodies the gate read and the flights go
+        // once the inputs are read: at 200,000 inputs the plan alone is
+        // ~40 MB that the manifest, its JSON body and the re-list need not
+        // share the heap with.
+        drop((inputs, std::mem::take(&mut listed.flights)));
+        day.bytes_read += read.bytes_read;
+        add_skipped(day, read.skipped.iter().cloned());
+        if !lost.is_empty() {
+            return Ok(Some(lost_rows(day, lost)));
+        }
+        if nothing_to_merge(&read) {
+            // The first pass leaves the default (nothing_to_compact); a
+            // later pass keeps what the first one did (compacted).
+            day.reason = "nothing readable to fold: at most one compacted file".into();
             break;
         }
-        // The commit takes the plan's inputs, the bodies the gate read and
-        // the flights, and drops them once the inputs are read.
-        let flights = std::mem::take(&mut listed.flights);
-        let kept_newer =
-            match commit_day(cx, date, reason, inputs, day, prefetched, flights).await? {
-                Committed::Lost(lost) => return Ok(Some(lost_rows(day, lost))),
-                Committed::KeptNewer(n) => n,
-            };
+        if cx.opts.dry_run {
+            // What was read, as the real run counts it (not what was
+            // planned: a planned input that cannot be decoded is skipped,
+            // not read).
+            day.action = Done::Planned;
+            day.reason = reason;
+            day.files_read = read.read.len() as u64;
+            day.files_read_compacted = count_decoded(&read, Source::Compacted);
+            day.files_read_multi_row = count_decoded(&read, Source::MultiRow);
+            break;
+        }
+        let kept_newer = commit_day(cx, date, reason, (planned, read_started), read, day).await?;
         if kept_newer == 0 {
             break;
         }
@@ -814,43 +935,25 @@ async fn day_passes(
     Ok(None)
 }
 
-/// What [`commit_day`] did.
-enum Committed {
-    /// Committed (or nothing to merge); this many inputs were kept because
-    /// they changed meanwhile.
-    KeptNewer(usize),
-    /// Not committed: these flights' per-flight files hold no row of theirs.
-    Lost(Vec<Uuid>),
-}
-
-/// Flights of `flights` (the date's, as the parity gate saw them) whose
-/// per-flight file holds no row of theirs: parity counted them by the file's
-/// name, and merging the file would leave them without an index row.
-fn without_own_row(
-    read: &commit::ReadInputs,
-    flights: &std::collections::BTreeSet<Uuid>,
-) -> Vec<Uuid> {
-    let mut lost: Vec<Uuid> = (read.without_own_row.iter())
-        .filter(|u| flights.contains(u))
-        .copied()
-        .collect();
-    lost.sort_unstable();
-    lost.dedup();
-    lost
+/// Marks `day` as failing parity (`reason`, the flights `missing`).
+fn parity_failed(day: &mut DayReport, reason: String, missing: Vec<Uuid>) -> Vec<Uuid> {
+    day.parity = Some(Parity::Mismatch);
+    day.action = Done::Mismatch;
+    day.reason = reason;
+    day.mismatch_uuids = missing.iter().map(Uuid::to_string).collect();
+    missing
 }
 
 /// Marks `day` as failing parity because of [`without_own_row`].
 fn lost_rows(day: &mut DayReport, lost: Vec<Uuid>) -> Vec<Uuid> {
     tracing::warn!(date = %day.date, flights = lost.len(), first = %lost[0],
         "per-flight files that hold no row of their flight: parity fails, nothing is written");
-    day.parity = Some(Parity::Mismatch);
-    day.action = Done::Mismatch;
-    day.reason = format!(
-        "{} flight(s) whose per-flight file holds no row of theirs (empty, another flight's row, or a null or empty s3_key)",
-        lost.len()
-    );
-    day.mismatch_uuids = lost.iter().map(Uuid::to_string).collect();
-    lost
+    let reason = crate::partition::ParityCheck {
+        without_own_row: lost,
+        ..Default::default()
+    };
+    let text = reason.reason().unwrap_or_default();
+    parity_failed(day, text, reason.without_own_row)
 }
 
 /// Inputs of `read` of kind `source` that were decoded (and merged).
@@ -882,94 +985,19 @@ fn deadline_near(opts: &RunOptions, needed: Duration) -> Option<(Duration, Durat
     (left < needed).then_some((left, needed))
 }
 
-/// The dry run's stand-in for [`commit_day`]: reads and decodes every input
-/// as phase 1 of the commit would (GETs only), so the day reports the files
-/// it would merge, their bytes, and the files it would skip and why.
-async fn dry_run_read(
-    cx: &mut Ctx<'_, '_, impl Store>,
-    date: NaiveDate,
-    inputs: &[plan::PlannedInput],
-    day: &mut DayReport,
-    prefetched: &Prefetched,
-    flights: &std::collections::BTreeSet<Uuid>,
-) -> Result<Vec<Uuid>> {
-    let read = commit::read_inputs(
-        cx.store,
-        date,
-        inputs,
-        cx.config.read_concurrency,
-        cx.config.row_group_rows,
-        prefetched,
-    )
-    .await?;
-    day.bytes_read = read.bytes_read;
-    add_skipped(day, read.skipped.iter().cloned());
-    if nothing_to_merge(&read) {
-        day.action = Done::NothingToCompact;
-        day.reason = "nothing readable to fold: at most one compacted file".into();
-    } else {
-        // What was read, as the real run counts it (not what was planned:
-        // a planned input that cannot be decoded is skipped, not read).
-        day.files_read = read.read.len() as u64;
-        day.files_read_compacted = count_decoded(&read, Source::Compacted);
-        day.files_read_multi_row = count_decoded(&read, Source::MultiRow);
-    }
-    Ok(without_own_row(&read, flights))
-}
-
-/// Whether what was read leaves nothing to merge: no readable per-flight or
-/// other multi-row file, and at most one compacted file.
-fn nothing_to_merge(read: &commit::ReadInputs) -> bool {
-    let compacted = (read.merge_inputs.iter())
-        .filter(|i| i.source == Source::Compacted)
-        .count();
-    compacted == read.merge_inputs.len() && compacted < 2
-}
-
-/// Runs the commit protocol for one planned date (`inputs`, planned for
-/// `reason`); returns how many inputs were kept because they changed
-/// meanwhile. What it did goes into `day` (also when it fails part way: the
-/// day then says what was done).
-///
-/// It owns the plan's inputs, the bodies the parity gate read (`prefetched`)
-/// and the date's `flights`, and drops them once the inputs are read: at
-/// 200,000 inputs the plan alone is ~40 MB that the manifest, its JSON body
-/// and the re-list need not share the heap with.
+/// Runs the commit protocol for one planned date (`planned` inputs, read
+/// into `read` from `started` on, planned for `reason`, parity passed); returns how many
+/// inputs were kept because they changed meanwhile. What it did goes into
+/// `day` (also when it fails part way: the day then says what was done).
 async fn commit_day(
     cx: &mut Ctx<'_, '_, impl Store>,
     date: NaiveDate,
     reason: String,
-    inputs: Vec<plan::PlannedInput>,
+    (planned, started): (usize, Instant),
+    mut read: commit::ReadInputs,
     day: &mut DayReport,
-    prefetched: Prefetched,
-    flights: std::collections::BTreeSet<Uuid>,
-) -> Result<Committed> {
+) -> Result<usize> {
     let (store, opts) = (cx.store, cx.opts);
-    let started = std::time::Instant::now();
-    let mut read = commit::read_inputs(
-        store,
-        date,
-        &inputs,
-        cx.config.read_concurrency,
-        cx.config.row_group_rows,
-        &prefetched,
-    )
-    .await?;
-    let planned = inputs.len();
-    drop((inputs, prefetched));
-    day.bytes_read += read.bytes_read;
-    add_skipped(day, read.skipped.iter().cloned());
-    if nothing_to_merge(&read) {
-        // The first pass leaves the default (nothing_to_compact); a later
-        // pass keeps what the first one did (compacted).
-        day.reason = "nothing readable to fold: at most one compacted file".into();
-        return Ok(Committed::KeptNewer(0));
-    }
-    let lost = without_own_row(&read, &flights);
-    drop(flights);
-    if !lost.is_empty() {
-        return Ok(Committed::Lost(lost));
-    }
     let prepared = commit::prepare(date, &mut read, opts.now, &opts.invocation_id)?;
     day.extra_columns = prepared.extra_columns.clone();
     for (key, rows) in &read.rows_without_flight {
@@ -991,6 +1019,10 @@ async fn commit_day(
     // (`LOG_LEVEL=info,archive_compaction::run=debug`), in seconds.
     tracing::debug!(%date, phase = "read", files = planned, seconds = started.elapsed().as_secs_f64(), "inputs read and merged");
     let m = &prepared.manifest;
+    // Nothing is deleted unless its rows are proven to be in the output:
+    // checked before anything is written (the output read back in memory),
+    // applied in the delete phase.
+    let unproven = commit::prove_inputs(m, &read.rows, prepared.body.as_ref())?;
     let t = std::time::Instant::now();
     // The lease's GETs go beside the requests before the destructive steps
     // (`commit::Fence::beside`).
@@ -1002,7 +1034,7 @@ async fn commit_day(
     }
     tracing::debug!(%date, phase = "write", seconds = t.elapsed().as_secs_f64(), "manifest and output written");
     let t = std::time::Instant::now();
-    let deleted = commit::verify_and_delete_inputs(store, &mut cx.fence, m).await?;
+    let deleted = commit::verify_and_delete_inputs(store, &mut cx.fence, m, &unproven).await?;
     tracing::debug!(%date, phase = "delete", files = m.inputs.len(), seconds = t.elapsed().as_secs_f64(), "output verified, partition re-listed, inputs deleted");
     day.files_read += m.inputs.len() as u64;
     day.files_read_compacted += count_decoded(&read, Source::Compacted);
@@ -1018,6 +1050,22 @@ async fn commit_day(
         // the day reports the one it left.
         day.rows_written = o.rows;
         day.bytes_written = o.size;
+    }
+    if let Some(first) = deleted.unproven.first() {
+        // Kept with its manifest (not in `finished_manifests`): the date is
+        // not counted as compacted and stays blocked.
+        day.files_delete_failed += deleted.failed.len() as u64;
+        return Err(Error::Unproven {
+            date,
+            key: first.key.clone(),
+            reason: first.reason.clone(),
+            count: deleted.unproven.len(),
+            output: m
+                .output
+                .as_ref()
+                .map_or_else(|| "no output (zero rows)".to_string(), |o| o.key.clone()),
+            manifest: prepared.manifest_key.clone(),
+        });
     }
     if !deleted.failed.is_empty() {
         day.files_delete_failed += deleted.failed.len() as u64;
@@ -1039,7 +1087,7 @@ async fn commit_day(
     // Complete: its manifest is deleted beside the watermark write that
     // follows (`write_watermark`), or at once by another caller.
     cx.finished_manifests.push(prepared.manifest_key);
-    Ok(Committed::KeptNewer(deleted.kept_newer.len()))
+    Ok(deleted.kept_newer.len())
 }
 
 #[cfg(test)]

@@ -1,15 +1,23 @@
 //! `archive-compaction status`: the job's state for an operator, read-only.
 //!
-//! [`gather`] reads the bucket (ListObjectsV2 and GetObject only: it never
+//! [`gather`] reads the bucket (ListObjectsV2, GetObject and HeadObject
+//! only: it never
 //! writes, deletes or takes the lease, so it is safe while a run is under
 //! way) into a [`StatusReport`]; [`format_human`] renders one as text, and
 //! the same value serialises to the `--json` output
 //! (`specs/status.schema.json`).
 //!
-//! The mismatch's missing flights are computed with the run's own listing
-//! and parity gate ([`crate::partition::list_day`],
-//! [`crate::partition::parity_gate`]), so `status` names exactly the flights
-//! the next run would stop on.
+//! The recorded mismatch is re-checked with the run's own listing, plan and
+//! parity gate, both halves ([`crate::partition::list_day`],
+//! [`crate::plan::plan_day`], [`crate::partition::parity_check`]: flights
+//! without an index row, and per-flight files holding no row of their
+//! own, which needs the date's inputs read as the run reads them), so
+//! `status` names exactly the flights the next run would stop on.
+//!
+//! A status is always printed: what could not be read (the settings, the
+//! bucket, `watermark.json`) is listed in [`StatusReport::errors`], and
+//! what depends on it is `null`/unknown rather than empty
+//! ([`StatusReport::unavailable`], [`StatusReport::state_unreadable`]).
 //!
 //! Time is injected: `now` (`--now`) fixes the cutoff like a run's
 //! invocation time; `as_of` (the wall clock) is what ages and the lease's
@@ -20,7 +28,7 @@
 //! use chrono::{DateTime, NaiveDate};
 //! let s = StatusReport {
 //!     bucket: "archive".into(),
-//!     cutoff: NaiveDate::from_ymd_opt(2026, 7, 20).unwrap(),
+//!     cutoff: NaiveDate::from_ymd_opt(2026, 7, 20),
 //!     watermark: NaiveDate::from_ymd_opt(2026, 7, 18),
 //!     watermark_lag_days: Some(2),
 //!     ..StatusReport::default()
@@ -70,12 +78,17 @@ pub enum LeaseState {
     /// No lock file: the next run takes the lease.
     #[default]
     Free,
-    /// Held until `expires_at`: a run is under way (a new run does nothing).
+    /// Held until `expires_at`, by a run under way or by one that died
+    /// (killed, timed out) and left it to lapse: a new run does nothing
+    /// until then.
     Held,
     /// Past `expires_at`: its holder died; the next run takes it over.
     Expired,
     /// The lock file is not a lease (the next run takes it over by ETag).
     Unreadable,
+    /// Not read: the settings or the bucket could not be read (see
+    /// [`StatusReport::errors`]).
+    Unknown,
 }
 
 /// The lease, as read.
@@ -134,6 +147,18 @@ pub struct QuarantinedStatus {
     pub size: u64,
 }
 
+/// Why a re-checked mismatch date still fails parity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MismatchCause {
+    /// Flights without an index row (no per-flight file named by them, no
+    /// multi-row row).
+    NoIndexRow,
+    /// Per-flight files that hold no row of their flight (empty, or another
+    /// flight's row): merging them would lose the flight's row.
+    PerFlightFileWithoutOwnRow,
+}
+
 /// The date the walk is blocked on, re-checked now.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MismatchStatus {
@@ -147,6 +172,8 @@ pub struct MismatchStatus {
     pub missing_uuid_count: u64,
     /// Those flights' uuids, sorted. Empty: the next run passes this date.
     pub missing_uuids: Vec<String>,
+    /// Why they fail (`None` when none does): the run's own verdict.
+    pub cause: Option<MismatchCause>,
     /// Compacted files whose rows were read for the check (only when the
     /// per-flight files did not cover every flight, as in a run).
     pub compacted_files_read: u64,
@@ -183,10 +210,19 @@ pub struct StatusReport {
     pub as_of: DateTime<Utc>,
     /// The invocation time the cutoff is computed for (UTC).
     pub now: DateTime<Utc>,
-    /// `LAG_DAYS`.
-    pub lag_days: u32,
-    /// UTC date of `now` minus `lag_days`: the last date a run would compact.
-    pub cutoff: NaiveDate,
+    /// `LAG_DAYS`; `None` when the settings could not be read (see `errors`).
+    pub lag_days: Option<u32>,
+    /// UTC date of `now` minus `lag_days`: the last date a run would
+    /// compact; `None` when the settings could not be read.
+    pub cutoff: Option<NaiveDate>,
+    /// True when `watermark.json` (or the bucket, or the settings) could not
+    /// be read: `watermark`, `next_date`, `mismatch` and `next_days` are then
+    /// unknown, not "none" (see `errors`).
+    pub state_unreadable: bool,
+    /// True when nothing could be read at all (the settings, or an S3 error
+    /// on the bucket): `lease`, `manifests` and `quarantined` are then
+    /// unknown too (implies `state_unreadable`).
+    pub bucket_unreadable: bool,
     /// The watermark (`last_compacted_date`); `None` when nothing was
     /// compacted yet or the file is unreadable (see `errors`).
     pub watermark: Option<NaiveDate>,
@@ -205,17 +241,47 @@ pub struct StatusReport {
     pub mismatch: Option<MismatchStatus>,
     /// File counts of the next dates to compact (at most `--days`, none past the cutoff).
     pub next_days: Vec<DayStatus>,
-    /// Problems met while gathering (unreadable watermark or compacted file);
-    /// everything else is still shown.
+    /// Problems met while gathering (settings, bucket, unreadable watermark
+    /// or compacted file); everything else is still shown. The text output
+    /// lists them first.
     pub errors: Vec<String>,
+}
+
+impl StatusReport {
+    /// A status when nothing could be gathered: `error` (a bad setting, an
+    /// S3 error) is its one error, everything that depends on the bucket is
+    /// unknown. `bucket` and `lag_days` as far as they are known.
+    pub fn unavailable(
+        bucket: &str,
+        lag_days: Option<u32>,
+        opts: &StatusOptions,
+        error: impl std::fmt::Display,
+    ) -> StatusReport {
+        StatusReport {
+            bucket: bucket.to_string(),
+            as_of: opts.as_of,
+            now: opts.now,
+            lag_days,
+            cutoff: lag_days.map(|l| plan::cutoff(opts.now, l)),
+            state_unreadable: true,
+            bucket_unreadable: true,
+            lease: LeaseStatus {
+                state: LeaseState::Unknown,
+                ..Default::default()
+            },
+            errors: vec![error.to_string()],
+            ..Default::default()
+        }
+    }
 }
 
 fn age(as_of: DateTime<Utc>, t: DateTime<Utc>) -> i64 {
     (as_of - t).num_seconds().max(0)
 }
 
-/// Reads the state of `store`'s bucket. Read-only: ListObjectsV2 and
-/// GetObject, nothing else.
+/// Reads the state of `store`'s bucket. Read-only: ListObjectsV2,
+/// GetObject and HeadObject (recovery's assessment of live manifests, for
+/// the mismatch re-check), nothing else.
 ///
 /// Errors: any S3 error (listing or reading state files, flights or index
 /// partitions). An unreadable watermark or compacted file is not an error:
@@ -230,14 +296,15 @@ pub async fn gather(
         bucket: store.bucket().to_string(),
         as_of: opts.as_of,
         now: opts.now,
-        lag_days: config.lag_days,
-        cutoff,
+        lag_days: Some(config.lag_days),
+        cutoff: Some(cutoff),
         ..Default::default()
     };
     let wm = match WatermarkState::read(store).await {
         Ok(wm) => Some(wm.watermark),
         Err(e @ Error::BadState { .. }) => {
             s.errors.push(e.to_string());
+            s.state_unreadable = true;
             None
         }
         Err(e) => return Err(e),
@@ -287,7 +354,8 @@ pub async fn gather(
         .last_compacted_date
         .map(|w| (cutoff - w).num_days().max(0));
     if let Some(date) = wm.mismatch_date {
-        s.mismatch = Some(mismatch_status(store, date, wm.mismatch_runs, &mut s.errors).await?);
+        s.mismatch =
+            Some(mismatch_status(store, config, date, wm.mismatch_runs, &mut s.errors).await?);
     }
     let earliest = if wm.last_compacted_date.is_none() && config.start_date.is_none() {
         crate::partition::earliest_partition(store).await?
@@ -336,9 +404,12 @@ async fn lease_status(store: &impl Store, as_of: DateTime<Utc>) -> Result<LeaseS
     })
 }
 
-/// The parity gate of [`crate::run`] for one date, re-run read-only.
+/// The run's parity gate for one date ([`crate::partition::parity_check`],
+/// both halves), re-run read-only on the plan the run would make (the keys
+/// live manifests claim left out, as [`crate::recovery::assess`] finds them).
 async fn mismatch_status(
     store: &impl Store,
+    config: &Config,
     date: NaiveDate,
     mismatch_runs: u32,
     errors: &mut Vec<String>,
@@ -347,22 +418,45 @@ async fn mismatch_status(
         flights: flight_set,
         index: listing,
     } = list_day(store, date, true).await?;
-    let gate = crate::partition::parity_gate(store, &flight_set, &listing).await?;
-    for (key, u) in &gate.unreadable {
+    let claimed = crate::recovery::assess(store).await?.claimed;
+    let day_plan = plan::plan_day(date, &listing, &claimed);
+    let inputs = match &day_plan.action {
+        plan::DayAction::Compact { inputs } => Some(inputs.as_slice()),
+        _ => None,
+    };
+    let check = crate::partition::parity_check(
+        store,
+        date,
+        &flight_set,
+        &listing,
+        inputs,
+        config.read_concurrency,
+        config.row_group_rows,
+    )
+    .await?;
+    for (key, u) in &check.unreadable {
         errors.push(format!(
             "multi-row index file s3://{}/{key} unreadable for the parity check: {}",
             store.bucket(),
             u.reason
         ));
     }
-    let (missing, read) = (gate.missing, gate.compacted_files_read);
+    let cause = if !check.missing.is_empty() {
+        Some(MismatchCause::NoIndexRow)
+    } else if !check.without_own_row.is_empty() {
+        Some(MismatchCause::PerFlightFileWithoutOwnRow)
+    } else {
+        None
+    };
+    let failing = check.failing();
     Ok(MismatchStatus {
         date,
         mismatch_runs,
         flights: flight_set.len() as u64,
-        missing_uuid_count: missing.len() as u64,
-        missing_uuids: missing.iter().map(Uuid::to_string).collect(),
-        compacted_files_read: read,
+        missing_uuid_count: failing.len() as u64,
+        missing_uuids: failing.iter().map(Uuid::to_string).collect(),
+        cause,
+        compacted_files_read: check.compacted_files_read,
     })
 }
 
@@ -406,27 +500,60 @@ fn date_or(d: Option<NaiveDate>, none: &str) -> String {
 pub fn format_human(s: &StatusReport) -> String {
     let mut o = String::new();
     let t = |d: DateTime<Utc>| d.format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    // What could not be read comes first: the rest is read in its light.
+    if !s.errors.is_empty() {
+        let _ = writeln!(o, "errors");
+        for e in &s.errors {
+            let _ = writeln!(o, "  {e}");
+        }
+    }
+    let unknown = s.state_unreadable;
     let _ = writeln!(o, "bucket       {} (as of {})", s.bucket, t(s.as_of));
-    let _ = writeln!(
-        o,
-        "watermark    {}",
-        date_or(s.watermark, "none (nothing compacted yet)")
-    );
-    let _ = writeln!(
-        o,
-        "cutoff       {} (now {}, LAG_DAYS {})",
-        s.cutoff,
-        t(s.now),
-        s.lag_days
-    );
+    let watermark = match (s.watermark, unknown) {
+        (Some(w), _) => w.to_string(),
+        (None, true) => "unknown: could not be read (see errors)".to_string(),
+        (None, false) => "none (nothing compacted yet)".to_string(),
+    };
+    let _ = writeln!(o, "watermark    {watermark}");
+    match (s.cutoff, s.lag_days) {
+        (Some(cutoff), Some(lag)) => {
+            let _ = writeln!(
+                o,
+                "cutoff       {cutoff} (now {}, LAG_DAYS {lag})",
+                t(s.now)
+            );
+        }
+        _ => {
+            let _ = writeln!(o, "cutoff       unknown: the settings could not be read");
+        }
+    }
     let lag = match s.watermark_lag_days {
         Some(0) => "0 days: up to date".to_string(),
         Some(1) => "1 day behind the cutoff".to_string(),
         Some(n) => format!("{n} days behind the cutoff"),
+        None if unknown => "unknown".to_string(),
         None => "unknown (no watermark)".to_string(),
     };
     let _ = writeln!(o, "lag          {lag}");
-    let _ = writeln!(o, "next date    {}", date_or(s.next_date, "none"));
+    let next = if unknown && s.next_date.is_none() {
+        "unknown".to_string()
+    } else {
+        date_or(s.next_date, "none")
+    };
+    let _ = writeln!(o, "next date    {next}");
+    if s.bucket_unreadable {
+        for part in ["lease        ", "manifests    ", "quarantined  "] {
+            let _ = writeln!(o, "{part}unknown");
+        }
+    } else {
+        format_lease_and_manifests(&mut o, s);
+    }
+    format_mismatch_and_days(&mut o, s);
+    o
+}
+
+fn format_lease_and_manifests(o: &mut String, s: &StatusReport) {
+    let t = |d: DateTime<Utc>| d.format("%Y-%m-%dT%H:%M:%SZ").to_string();
     let l = &s.lease;
     let holder = l.holder.as_deref().unwrap_or("?");
     let expires = l.expires_at.map(t).unwrap_or_default();
@@ -434,7 +561,7 @@ pub fn format_human(s: &StatusReport) -> String {
     let lease = match l.state {
         LeaseState::Free => "free".to_string(),
         LeaseState::Held => format!(
-            "held by {holder} until {expires} (in {}): a run is under way",
+            "held until {expires} (in {}), by {holder}: a run under way, or one that may have died (a new run does nothing until then)",
             format_age(secs)
         ),
         LeaseState::Expired => format!(
@@ -442,9 +569,9 @@ pub fn format_human(s: &StatusReport) -> String {
             format_age(secs)
         ),
         LeaseState::Unreadable => "unreadable lock file; the next run takes it over".to_string(),
+        LeaseState::Unknown => "unknown".to_string(),
     };
     let _ = writeln!(o, "lease        {lease}");
-
     if s.manifests.is_empty() {
         let _ = writeln!(o, "manifests    none");
     } else {
@@ -495,7 +622,14 @@ pub fn format_human(s: &StatusReport) -> String {
             );
         }
     }
+}
+
+fn format_mismatch_and_days(o: &mut String, s: &StatusReport) {
+    let unknown = s.state_unreadable;
     match &s.mismatch {
+        None if unknown => {
+            let _ = writeln!(o, "mismatch     unknown");
+        }
         None => {
             let _ = writeln!(o, "mismatch     none");
         }
@@ -507,9 +641,15 @@ pub fn format_human(s: &StatusReport) -> String {
             );
         }
         Some(m) => {
+            let what = match m.cause {
+                Some(MismatchCause::PerFlightFileWithoutOwnRow) => {
+                    "whose per-flight file holds no row of theirs; the next run stops here again"
+                }
+                _ => "without an index row",
+            };
             let _ = writeln!(
                 o,
-                "mismatch     {} (blocked {} run(s)): {} of {} flights without an index row:",
+                "mismatch     {} (blocked {} run(s)): {} of {} flights {what}:",
                 m.date, m.mismatch_runs, m.missing_uuid_count, m.flights
             );
             for u in m.missing_uuids.iter().take(UUIDS_SHOWN) {
@@ -524,8 +664,14 @@ pub fn format_human(s: &StatusReport) -> String {
             }
         }
     }
-    if s.next_days.is_empty() {
-        let _ = writeln!(o, "next dates   none due (up to the cutoff {})", s.cutoff);
+    if s.next_days.is_empty() && unknown {
+        let _ = writeln!(o, "next dates   unknown");
+    } else if s.next_days.is_empty() {
+        let _ = writeln!(
+            o,
+            "next dates   none due (up to the cutoff {})",
+            date_or(s.cutoff, "unknown")
+        );
     } else {
         let _ = writeln!(o, "next dates");
         let _ = writeln!(
@@ -551,13 +697,6 @@ pub fn format_human(s: &StatusReport) -> String {
             o.push('\n');
         }
     }
-    if !s.errors.is_empty() {
-        let _ = writeln!(o, "errors");
-        for e in &s.errors {
-            let _ = writeln!(o, "  {e}");
-        }
-    }
-    o
 }
 
 #[cfg(test)]
@@ -576,8 +715,10 @@ mod tests {
             bucket: "archive".into(),
             as_of: t("2026-07-22T05:00:00Z"),
             now: t("2026-07-22T04:50:00Z"),
-            lag_days: 2,
-            cutoff: d("2026-07-20"),
+            lag_days: Some(2),
+            cutoff: Some(d("2026-07-20")),
+            state_unreadable: false,
+            bucket_unreadable: false,
             watermark: Some(d("2026-07-17")),
             watermark_lag_days: Some(3),
             next_date: Some(d("2026-07-18")),
@@ -627,6 +768,7 @@ mod tests {
                     "019f7d73-f820-702f-b905-8c81d0944996".into(),
                     "019f7dc0-c448-7e25-b944-852039292d22".into(),
                 ],
+                cause: Some(MismatchCause::NoIndexRow),
                 compacted_files_read: 0,
             }),
             next_days: vec![
@@ -677,7 +819,7 @@ watermark    2026-07-17
 cutoff       2026-07-20 (now 2026-07-22T04:50:00Z, LAG_DAYS 2)
 lag          3 days behind the cutoff
 next date    2026-07-18
-lease        held by run-1 until 2026-07-22T05:14:00Z (in 14m 0s): a run is under way
+lease        held until 2026-07-22T05:14:00Z (in 14m 0s), by run-1: a run under way, or one that may have died (a new run does nothing until then)
 manifests    2 live (the next run's recovery resolves them):
   2026-07-18  _compaction_state/manifests/2026-07-18/j.json  age 3h 2m  12 input(s), output index/year=2026/month=07/day=18/compacted-x.parquet
   2026-07-19  _compaction_state/manifests/2026-07-19/k.json  age 5s  UNREADABLE: the next run quarantines it
@@ -698,7 +840,7 @@ next dates
     fn human_output_of_a_quiet_bucket() {
         let s = StatusReport {
             bucket: "archive".into(),
-            cutoff: d("2026-07-20"),
+            cutoff: Some(d("2026-07-20")),
             watermark: Some(d("2026-07-20")),
             watermark_lag_days: Some(0),
             ..Default::default()
@@ -743,8 +885,8 @@ next dates
         );
         assert!(!text.contains("u20"));
         assert!(
-            text.ends_with("errors\n  state file is not valid\n"),
-            "{text}"
+            text.starts_with("errors\n  state file is not valid\nbucket "),
+            "errors first: {text}"
         );
 
         s.lease.state = LeaseState::Unreadable;
@@ -764,6 +906,43 @@ next dates
             text.contains("lag          unknown (no watermark)"),
             "{text}"
         );
+
+        // The state could not be read: unknown, never "none".
+        let m = s.mismatch.as_mut().unwrap();
+        m.missing_uuids = vec!["u0".into()];
+        m.missing_uuid_count = 1;
+        m.cause = Some(MismatchCause::PerFlightFileWithoutOwnRow);
+        let text = format_human(&s);
+        assert!(
+            text.contains("1 of 40 flights whose per-flight file holds no row of theirs; the next run stops here again:"),
+            "{text}"
+        );
+        let s = StatusReport::unavailable(
+            "",
+            None,
+            &StatusOptions {
+                now: t("2026-07-22T04:50:00Z"),
+                as_of: t("2026-07-22T04:50:00Z"),
+                days: 5,
+            },
+            "setting S3_BUCKET: required",
+        );
+        let text = format_human(&s);
+        assert!(
+            text.starts_with("errors\n  setting S3_BUCKET: required\n"),
+            "{text}"
+        );
+        for line in [
+            "watermark    unknown: could not be read (see errors)",
+            "cutoff       unknown: the settings could not be read",
+            "lag          unknown\n",
+            "next date    unknown",
+            "mismatch     unknown",
+            "next dates   unknown",
+        ] {
+            assert!(text.contains(line), "{line:?} not in\n{text}");
+        }
+        assert!(!text.contains("none"), "{text}");
     }
 
     #[test]

@@ -269,6 +269,35 @@ pub trait Store: Send + Sync {
         }
     }
 
+    /// Reads bytes `range` (start included, end excluded) of an object,
+    /// only in the version with ETag `if_match` when given: GetObject with
+    /// `Range: bytes=start-(end-1)` and `If-Match` (what `audit` reads a
+    /// Parquet footer and a column chunk with). The range is clipped to the
+    /// object's end; an empty range reads nothing.
+    ///
+    /// Errors: [`Error::PreconditionFailed`] when the object's ETag is not
+    /// `if_match` (it changed since it was listed; the ETag the response
+    /// carries is compared too, for a server that ignores `If-Match`); a
+    /// missing key as in [`Store::get`]. The default reads the whole object
+    /// and slices it (the in-memory stores); [`S3Store`] sends the range.
+    fn get_range(
+        &self,
+        key: &str,
+        range: std::ops::Range<u64>,
+        if_match: Option<&str>,
+    ) -> impl Future<Output = Result<Fetched>> + Send {
+        async move {
+            let f = self.get(key).await?;
+            check_if_match(self.bucket(), key, if_match, &f.etag)?;
+            let end = (range.end.min(f.body.len() as u64)) as usize;
+            let start = (range.start as usize).min(end);
+            Ok(Fetched {
+                body: f.body.slice(start..end),
+                etag: f.etag,
+            })
+        }
+    }
+
     /// Size, ETag, stored SHA-256 checksum and metadata, or `None` when the
     /// key does not exist.
     fn head(&self, key: &str) -> impl Future<Output = Result<Option<Head>>> + Send;
@@ -344,6 +373,19 @@ pub fn sha256_b64(bytes: &[u8]) -> String {
     use base64::Engine;
     use sha2::Digest;
     base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(bytes))
+}
+
+/// [`Error::PreconditionFailed`] for a GetObject of `key` when `if_match`
+/// is given and differs from the `etag` read.
+fn check_if_match(bucket: &str, key: &str, if_match: Option<&str>, etag: &str) -> Result<()> {
+    match if_match {
+        Some(want) if !etag_eq(want, etag) => Err(Error::PreconditionFailed {
+            op: "GetObject",
+            bucket: bucket.to_string(),
+            key: key.to_string(),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Strips the quotes S3 puts around ETags, for comparisons.
@@ -424,6 +466,9 @@ impl S3Store {
         &self.client
     }
 
+    /// The SDK error `e` of `op` on `key` as an [`Error`]: one line, naming
+    /// the operation, the key and the code (the SDK's full debug dump goes
+    /// to the debug log).
     fn err<E>(&self, op: &'static str, key: &str, e: SdkError<E>) -> Error
     where
         E: ProvideErrorMetadata + std::error::Error + 'static,
@@ -449,11 +494,14 @@ impl S3Store {
                     transient,
                 )
             }
-            SdkError::TimeoutError(_) => ("timeout".into(), format!("{e:?}"), true),
-            SdkError::DispatchFailure(d) => ("dispatch".into(), format!("{d:?}"), true),
-            SdkError::ResponseError(_) => ("response".into(), format!("{e:?}"), true),
-            other => ("construction".into(), format!("{other:?}"), false),
+            SdkError::TimeoutError(_) => ("timeout".into(), one_line(&e), true),
+            SdkError::DispatchFailure(_) => ("dispatch".into(), one_line(&e), true),
+            SdkError::ResponseError(_) => ("response".into(), one_line(&e), true),
+            _ => ("construction".into(), one_line(&e), false),
         };
+        // The SDK's full dump (request, headers, extensions: ~1.5 KB) goes
+        // to the debug log only; the error is one line.
+        tracing::debug!(op, key, error = ?e, "S3 error in full");
         if code == "PreconditionFailed" || status == Some(412) {
             return Error::PreconditionFailed {
                 op,
@@ -554,6 +602,45 @@ impl S3Store {
         })
     }
 
+    /// Reads bytes `range` of an object (see [`Store::get_range`]).
+    pub async fn get_range(
+        &self,
+        key: &str,
+        range: std::ops::Range<u64>,
+        if_match: Option<&str>,
+    ) -> Result<Fetched> {
+        if range.start >= range.end {
+            return Ok(Fetched {
+                body: Bytes::new(),
+                etag: if_match.unwrap_or_default().to_string(),
+            });
+        }
+        let out = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .range(format!("bytes={}-{}", range.start, range.end - 1))
+            .set_if_match(if_match.map(str::to_string))
+            .send()
+            .await
+            .map_err(|e| self.err("GetObject", key, e))?;
+        let etag = out.e_tag().unwrap_or_default().to_string();
+        check_if_match(&self.bucket, key, if_match, &etag)?;
+        let body = out.body.collect().await.map_err(|e| Error::S3 {
+            op: "GetObject",
+            bucket: self.bucket.clone(),
+            key: key.to_string(),
+            code: "body".into(),
+            message: e.to_string(),
+            transient: true,
+        })?;
+        Ok(Fetched {
+            body: body.into_bytes(),
+            etag,
+        })
+    }
+
     /// Reads a whole object, or `None` when the key does not exist.
     pub async fn get_opt(&self, key: &str) -> Result<Option<Fetched>> {
         match self.get(key).await {
@@ -605,7 +692,7 @@ impl S3Store {
     /// CompleteMultipartUpload, so the object appears whole or not at all.
     /// A failed upload is aborted (best effort; an upload left by a crash is
     /// removed by the bucket's `AbortIncompleteMultipartUpload` lifecycle
-    /// rule, see the README).
+    /// rule, see docs/operating.md, "Recovery").
     pub async fn put(
         &self,
         key: &str,
@@ -937,6 +1024,14 @@ impl Store for S3Store {
     fn head(&self, key: &str) -> impl Future<Output = Result<Option<Head>>> + Send {
         S3Store::head(self, key)
     }
+    fn get_range(
+        &self,
+        key: &str,
+        range: std::ops::Range<u64>,
+        if_match: Option<&str>,
+    ) -> impl Future<Output = Result<Fetched>> + Send {
+        S3Store::get_range(self, key, range, if_match)
+    }
 
     fn put_object(
         &self,
@@ -956,5 +1051,51 @@ impl Store for S3Store {
         batch: &[(String, String)],
     ) -> impl Future<Output = Result<Vec<DeleteFailure>>> + Send {
         S3Store::delete_batch(self, batch)
+    }
+}
+
+/// An AWS SDK error (S3, CloudWatch, Secrets Manager) as one line for a
+/// report: `{code}: {message}` for a service error, else [`one_line`] of
+/// it. The SDK's `DisplayErrorContext` appends its whole debug dump
+/// (request, headers, extensions); that goes to the debug log only.
+pub fn sdk_error_line<E, R>(e: &SdkError<E, R>) -> String
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug + 'static,
+{
+    tracing::debug!(error = ?e, "AWS SDK error in full");
+    match e {
+        SdkError::ServiceError(se) => {
+            let err = se.err();
+            let code = err.code().unwrap_or("Unknown");
+            let message = err.message().map(one_line_text).unwrap_or_default();
+            format!("{code}: {message}")
+        }
+        other => one_line(other),
+    }
+}
+
+fn one_line_text(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// An SDK error as one line: its `Display` with every source, newlines
+/// folded, at most 300 characters (a dispatch failure's source chain names
+/// the cause, e.g. "Connection refused").
+pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let c = cause.to_string();
+        if !s.contains(&c) {
+            s.push_str(": ");
+            s.push_str(&c);
+        }
+        source = cause.source();
+    }
+    let s: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    match s.char_indices().nth(300) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s,
     }
 }

@@ -235,6 +235,124 @@ async fn overwritten_at(point: &'static str) {
     assert_compacted(&after, "2026-07-20", &expected);
 }
 
+/// Issue 23: a commit made to list an input the merge skipped (the
+/// failpoint `commit::read-lists-skipped-input` records a per-flight file
+/// pyarrow wrote with `military` as a string, which the merge refuses, as
+/// read). The commit's proof finds its flight not in the output: nothing of
+/// it is deleted, the run names it as an error, the day is not counted as
+/// compacted and its manifest stays. The next run's recovery proves what is
+/// left, keeps the file and quarantines the manifest; once the operator
+/// deletes it the day is done. Every flight is in the day exactly once
+/// throughout (pyarrow reads the kept file too).
+#[tokio::test]
+async fn a_commit_made_to_list_a_skipped_input_deletes_nothing_of_it() {
+    let _serial = SERIAL.lock().await;
+    init_logs();
+    let store = bucket("proof-skipped").await;
+    let day = "2026-07-20";
+    let generated = generate(
+        &store,
+        json!({"seed": 70, "days": [{"date": day, "flights": 6}]}),
+    );
+    let v = archive_py(
+        "variants",
+        &store,
+        json!({"date": day, "seed": 71, "variants": ["military_as_string"]}),
+    );
+    let skipped = v["military_as_string"]["key"].as_str().unwrap().to_string();
+    let skipped_flight = v["military_as_string"]["flight"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let etag = dump(&store, &skipped)[&skipped].etag.clone();
+    let cfg = config(&store, &[("LEASE_SECONDS", "1")]);
+    let each_flight_once = |why: &str| {
+        let after = dump(&store, "index/");
+        let mut n: std::collections::BTreeMap<String, usize> = Default::default();
+        for (k, d) in &after {
+            if archive_compaction::keys::is_index_input(k) {
+                for r in d.rows.clone().unwrap_or_default() {
+                    *n.entry(r["s3_key"].as_str().unwrap().to_string())
+                        .or_insert(0) += 1;
+                }
+            }
+        }
+        let mut want: Vec<String> = generated.rows[day]
+            .iter()
+            .map(|r| r["s3_key"].as_str().unwrap().to_string())
+            .collect();
+        want.push(skipped_flight.clone());
+        want.sort();
+        assert_eq!(
+            n.keys().cloned().collect::<Vec<_>>(),
+            want,
+            "{why}: flights lost or added"
+        );
+        assert!(n.values().all(|c| *c == 1), "{why}: a flight twice: {n:?}");
+        assert_eq!(
+            after.get(&skipped).map(|d| d.etag.clone()),
+            Some(etag.clone()),
+            "{why}: the skipped input was deleted"
+        );
+    };
+
+    let scenario = fail::FailScenario::setup();
+    fail::cfg("commit::read-lists-skipped-input", "return").unwrap();
+    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    scenario.teardown();
+    assert_eq!(r.last_run_status, Status::Failure, "{:?}", r.errors);
+    assert!(
+        r.errors
+            .iter()
+            .any(|e| e.contains(&skipped) && e.contains("not proven")),
+        "the kept input is not named: {:?}",
+        r.errors
+    );
+    let d = r.days.iter().find(|d| d.date.to_string() == day).unwrap();
+    assert_eq!(d.action.to_string(), "failed", "{d:?}");
+    assert!(d.reason.contains(&skipped), "{d:?}");
+    let manifests = dump(&store, "_compaction_state/manifests/");
+    assert_eq!(manifests.len(), 1, "the manifest stays: {manifests:?}");
+    let manifest: archive_compaction::state::Manifest =
+        serde_json::from_value(manifests.values().next().unwrap().json.clone().unwrap()).unwrap();
+    assert!(
+        manifest.inputs.iter().any(|i| i.key == skipped),
+        "the failpoint did not plant the hole"
+    );
+    assert_ne!(
+        watermark(&dump(&store, "_compaction_state/")).map(|w| w["last_compacted_date"].clone()),
+        Some(json!(day)),
+        "the day was counted as compacted"
+    );
+    each_flight_once("after the commit");
+
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    let e = &r.recovered[0];
+    assert_eq!(e.action, "quarantined", "{:?}", r.recovered);
+    assert!(
+        e.detail.contains("rule input_not_in_output:") && e.detail.contains(&skipped),
+        "{e:?}"
+    );
+    each_flight_once("after recovery");
+
+    let quarantined = dump(&store, "_compaction_state/quarantine/");
+    for k in quarantined.keys() {
+        store.delete(k, None).await.unwrap();
+    }
+    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    each_flight_once("after the operator");
+    let after = dump(&store, "");
+    assert_eq!(watermark(&after).unwrap()["last_compacted_date"], day);
+    assert!(
+        !after
+            .keys()
+            .any(|k| k.starts_with("_compaction_state/manifests/")),
+        "manifests left"
+    );
+}
+
 #[tokio::test]
 async fn sigkill_at_random_instants_then_one_clean_run() {
     let _serial = SERIAL.lock().await;

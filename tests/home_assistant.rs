@@ -3,8 +3,9 @@
 //!
 //! Home Assistant starts with `--skip-pip`, a pre-seeded MQTT config entry
 //! pointing at this test's mosquitto and onboarding marked done. The CLI
-//! binary then runs against an S3 bucket four times (Success, Mismatch,
-//! Mismatch again, Failure on an unreadable watermark); after each run the
+//! binary then runs against an S3 bucket five times (Success, Mismatch,
+//! Mismatch again, a Mismatch of 3,002 flights whose uuid list is cut in
+//! its payload, Failure on an unreadable watermark); after each run the
 //! test waits until Home Assistant's recorder holds the states the report
 //! says. Then Home Assistant is stopped and its entity and device registries,
 //! every recorded state and its log are checked.
@@ -356,7 +357,43 @@ async fn home_assistant_shows_the_python_jobs_sensors_as_the_reports_say() {
         .await;
     }
 
-    // 4. Failure: watermark.json is not JSON. What the run could not read
+    // 4. A big mismatch: 3,000 more flights of 2026-07-19 without an index
+    // row. The payload carries the first 100 uuids; the count is exact, and
+    // Home Assistant records it without a warning.
+    const MORE: usize = 3_000;
+    let more = generate(
+        &store,
+        json!({"seed": 62, "days": [
+            {"date": "2026-07-19", "flights": MORE, "unindexed": MORE}
+        ]}),
+    );
+    missing.extend(more.missing["2026-07-19"].iter().cloned());
+    missing.sort();
+    let total = missing.len();
+    assert_eq!(total, MORE + 2);
+    let (code, r) = cli(&store, broker.port, "2026-07-22T16:50:00Z");
+    assert_eq!(code, Some(2), "{r}");
+    assert_eq!(r["mismatch_uuid_count"], total);
+    assert_eq!(r["mismatch_uuids"], json!(missing[..100]));
+    assert_eq!(r["mismatch_runs"], 3);
+    wait_states(
+        &hass,
+        &states(&[
+            ("files_compacted", "0"),
+            ("files_delete_failed", "0"),
+            ("days_compacted", "0"),
+            ("last_compacted_date", "2026-07-18"),
+            ("mismatch_date", "2026-07-19"),
+            ("mismatch_uuid_count", &total.to_string()),
+            ("mismatch_runs", "3"),
+            ("last_run_at", &timestamp_state(&r["last_run_at"])),
+            ("last_run_status", "Mismatch"),
+        ]),
+        "big Mismatch",
+    )
+    .await;
+
+    // 5. Failure: watermark.json is not JSON. What the run could not read
     // keeps its last known value.
     sdk_client(&endpoint())
         .put_object()
@@ -381,8 +418,8 @@ async fn home_assistant_shows_the_python_jobs_sensors_as_the_reports_say() {
             ("days_compacted", "0"),
             ("last_compacted_date", "2026-07-18"),
             ("mismatch_date", "2026-07-19"),
-            ("mismatch_uuid_count", "2"),
-            ("mismatch_runs", "2"),
+            ("mismatch_uuid_count", &total.to_string()),
+            ("mismatch_runs", "3"),
             ("last_run_at", "2026-07-23T04:50:00+00:00"),
             ("last_run_status", "Failure"),
         ]),
@@ -455,7 +492,8 @@ async fn home_assistant_shows_the_python_jobs_sensors_as_the_reports_say() {
     );
 
     // Every recorded state: never the text "None", the count always the
-    // length of its uuids list, dates either a date or unknown.
+    // count its attributes carry (the length of the uuids list up to 100,
+    // the list cut beyond), dates either a date or unknown.
     let recorded = hass.states();
     assert!(!recorded.is_empty());
     for (e, s, attrs) in &recorded {
@@ -464,11 +502,10 @@ async fn home_assistant_shows_the_python_jobs_sensors_as_the_reports_say() {
             let uuids = attrs["uuids"]
                 .as_array()
                 .unwrap_or_else(|| panic!("{e} = {s} recorded without its uuids: {attrs}"));
-            assert_eq!(
-                s,
-                &uuids.len().to_string(),
-                "{e}: count and list disagree: {attrs}"
-            );
+            assert_eq!(s, &attrs["count"].to_string(), "{e}: {attrs}");
+            let count: usize = s.parse().unwrap();
+            assert_eq!(uuids.len(), count.min(100), "{e}: {attrs}");
+            assert_eq!(attrs["truncated"], json!(count > 100), "{e}: {attrs}");
         }
         if *e == entity("last_compacted_date") || *e == entity("mismatch_date") {
             assert!(
@@ -483,7 +520,7 @@ async fn home_assistant_shows_the_python_jobs_sensors_as_the_reports_say() {
         .find(|(e, _, _)| *e == entity("mismatch_uuid_count"))
         .map(|(_, _, a)| a["uuids"].clone())
         .unwrap();
-    assert_eq!(last_uuids, json!(missing));
+    assert_eq!(last_uuids, json!(missing[..100]));
     // The watermark date was set once and never replaced.
     let dates: Vec<&str> = recorded
         .iter()
@@ -514,7 +551,7 @@ async fn home_assistant_shows_the_python_jobs_sensors_as_the_reports_say() {
         .collect();
     assert!(bad.is_empty(), "Home Assistant logged:\n{}", bad.join("\n"));
     eprintln!(
-        "home_assistant: up in {:.1} s, four runs seen by {:.1} s, done in {:.1} s; other log lines at warning or above:\n{}",
+        "home_assistant: up in {:.1} s, five runs seen by {:.1} s, done in {:.1} s; other log lines at warning or above:\n{}",
         up.as_secs_f64(),
         runs.as_secs_f64(),
         started.elapsed().as_secs_f64(),

@@ -180,8 +180,33 @@ struct LocalLambda {
     emulator: Guarded,
 }
 
+/// The function process: the test build, or a release bootstrap for arm64.
+enum Function {
+    /// The host binary this `cargo test` built.
+    TestBuild,
+    /// `bootstrap` run by `qemu` with the arm64 C library under `sysroot`
+    /// (`qemu: None` on an aarch64 host: run directly), its Runtime API
+    /// calls passing through a [`FirstPoll`] recorder.
+    Arm64 {
+        bootstrap: PathBuf,
+        qemu: Option<PathBuf>,
+        sysroot: PathBuf,
+    },
+}
+
 impl LocalLambda {
     fn start(cargo_lambda: &Path, store: &S3Store, extra: &[(&str, &str)]) -> LocalLambda {
+        LocalLambda::start_with(cargo_lambda, store, extra, &Function::TestBuild).0
+    }
+
+    /// As [`LocalLambda::start`], with `function` as the function process;
+    /// for [`Function::Arm64`] also the recorder of its first poll.
+    fn start_with(
+        cargo_lambda: &Path,
+        store: &S3Store,
+        extra: &[(&str, &str)],
+        function: &Function,
+    ) -> (LocalLambda, Option<FirstPoll>) {
         let port = free_port();
         let port_s = port.to_string();
         let emulator = Guarded::start(
@@ -217,13 +242,46 @@ impl LocalLambda {
         ] {
             env.insert(k.into(), v);
         }
-        let bin = PathBuf::from(env!("CARGO_BIN_EXE_archive-compaction"));
-        let function = Guarded::start("function", None, &bin, &[], &env);
-        LocalLambda {
-            port,
-            function,
-            emulator,
-        }
+        let (function, recorder) = match function {
+            Function::TestBuild => {
+                let bin = PathBuf::from(env!("CARGO_BIN_EXE_archive-compaction"));
+                (Guarded::start("function", None, &bin, &[], &env), None)
+            }
+            Function::Arm64 {
+                bootstrap,
+                qemu,
+                sysroot,
+            } => {
+                let recorder = FirstPoll::start(port);
+                env.insert(
+                    "AWS_LAMBDA_RUNTIME_API".into(),
+                    format!("http://127.0.0.1:{}/.rt", recorder.port),
+                );
+                let guarded = match qemu {
+                    Some(qemu) => {
+                        let sysroot = sysroot.to_string_lossy().into_owned();
+                        let bootstrap = bootstrap.to_string_lossy().into_owned();
+                        Guarded::start(
+                            "function-arm64",
+                            None,
+                            qemu,
+                            &["-L", &sysroot, &bootstrap],
+                            &env,
+                        )
+                    }
+                    None => Guarded::start("function-arm64", None, bootstrap, &[], &env),
+                };
+                (guarded, Some(recorder))
+            }
+        };
+        (
+            LocalLambda {
+                port,
+                function,
+                emulator,
+            },
+            recorder,
+        )
     }
 
     /// Invokes the function with `payload` through the emulator's Invoke API
@@ -270,6 +328,114 @@ impl LocalLambda {
             &std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
         )
     }
+}
+
+/// A TCP relay in front of the emulated Runtime API that notes when the
+/// function first asks for an invocation (`GET
+/// /.rt/2018-06-01/runtime/invocation/next`), in seconds since boot
+/// (`/proc/uptime`, the clock of a process's start time in `/proc/PID/stat`).
+struct FirstPoll {
+    port: u16,
+    at: std::sync::Arc<std::sync::Mutex<Option<f64>>>,
+}
+
+impl FirstPoll {
+    fn start(upstream: u16) -> FirstPoll {
+        use std::sync::{Arc, Mutex};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let at: Arc<Mutex<Option<f64>>> = Arc::new(Mutex::new(None));
+        let seen = at.clone();
+        // Threads that end with the connections (or the test process).
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let seen = seen.clone();
+                std::thread::spawn(move || {
+                    let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
+                        return;
+                    };
+                    let (Ok(mut from_server), Ok(mut to_client)) =
+                        (server.try_clone(), client.try_clone())
+                    else {
+                        return;
+                    };
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from_server, &mut to_client);
+                        let _ = to_client.shutdown(std::net::Shutdown::Write);
+                    });
+                    let (mut from_client, mut to_server) = (client, server);
+                    let mut buf = [0u8; 16 * 1024];
+                    loop {
+                        let n = match from_client.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        if String::from_utf8_lossy(&buf[..n]).contains("/runtime/invocation/next") {
+                            let mut first = seen.lock().unwrap();
+                            if first.is_none() {
+                                *first = Some(uptime());
+                            }
+                        }
+                        if to_server.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = to_server.shutdown(std::net::Shutdown::Write);
+                });
+            }
+        });
+        FirstPoll { port, at }
+    }
+
+    /// Seconds since boot of the first poll, waiting up to `timeout` for it.
+    fn wait(&self, timeout: Duration) -> Option<f64> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(t) = *self.at.lock().unwrap() {
+                return Some(t);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// Seconds since boot (`/proc/uptime`, 10 ms resolution).
+fn uptime() -> f64 {
+    std::fs::read_to_string("/proc/uptime")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .expect("/proc/uptime")
+}
+
+/// When the process `pid` started, in seconds since boot (`/proc/PID/stat`
+/// field 22, in clock ticks of `getconf CLK_TCK`).
+fn started_at(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/PID/stat");
+    // The command name (field 2) is in parentheses and may hold blanks.
+    let after = &stat[stat.rfind(')').expect("stat") + 2..];
+    let ticks: f64 = after.split_whitespace().nth(19).unwrap().parse().unwrap();
+    let hz: f64 = Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100.0);
+    ticks / hz
+}
+
+/// The process `tests/support/guard.py` started (its only child).
+fn guarded_pid(guard: &Guarded) -> u32 {
+    let pid = guard.child.id();
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .expect("/proc/PID/task/PID/children");
+    children
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("guard.py {pid} has no child"))
 }
 
 /// A minimal HTTP/1.1 POST to the local emulator (Connection: close;
@@ -566,5 +732,244 @@ async fn a_failure_is_a_failure_error_and_the_function_keeps_serving() {
     assert!(
         lambda.function.log_tail().contains("run finished"),
         "function logs go to its log file"
+    );
+}
+
+/// `qemu-aarch64-static` or `qemu-aarch64` on `PATH`.
+fn qemu_aarch64() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    ["qemu-aarch64-static", "qemu-aarch64"]
+        .iter()
+        .find_map(|name| {
+            std::env::split_paths(&path)
+                .map(|d| d.join(name))
+                .find(|p| p.is_file())
+        })
+}
+
+/// `scripts/check_elf.py PATH`: its JSON verdict and exit code.
+fn check_elf(path: &Path) -> (Value, i32) {
+    let out = Command::new(python())
+        .arg(root().join("scripts/check_elf.py"))
+        .arg(path)
+        .args(["--machine", "aarch64", "--max-glibc", "2.34"])
+        .output()
+        .expect("run scripts/check_elf.py");
+    let verdict = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "check_elf.py said no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (verdict, out.status.code().unwrap_or(-1))
+}
+
+/// The file a deployment uploads, run as the function: the arm64 release
+/// bootstrap that `sam build` made (`scripts/release-bootstrap.sh`, path in
+/// `RELEASE_BOOTSTRAP`; `make test-release`, part of `make test`), checked
+/// again to be an aarch64 ELF needing no glibc newer than provided.al2023's
+/// 2.34 (and the host test build refused by the same check), then run under
+/// qemu-aarch64 on the Runtime API of `cargo lambda watch --only-lambda-apis`
+/// over an archive on the S3 server: a Success, a Mismatch and a Failure
+/// invocation, each answered as its report says, the bucket read back with
+/// pyarrow. Prints the bootstrap's size and its cold start: from the process
+/// start to its first poll of the Runtime API (under emulation: an upper
+/// bound of what it is on Graviton).
+///
+/// Ignored in a plain `cargo test` (it needs the release build, minutes of
+/// cross-compiling); `make test` runs it with `--ignored`.
+#[tokio::test]
+#[ignore = "needs RELEASE_BOOTSTRAP from scripts/release-bootstrap.sh: `make test-release`"]
+async fn the_release_bootstrap_under_qemu_answers_success_mismatch_and_failure() {
+    let bootstrap = PathBuf::from(std::env::var_os("RELEASE_BOOTSTRAP").expect(
+        "RELEASE_BOOTSTRAP is not set: `make test-release` builds the bootstrap with \
+         scripts/release-bootstrap.sh (sam build) and runs this test with it",
+    ));
+    let cargo_lambda = cargo_lambda().expect(
+        "cargo-lambda not found in .tools/lambda/bin or on PATH (scripts/setup-tools.sh lambda)",
+    );
+    let qemu =
+        if std::env::consts::ARCH == "aarch64" {
+            None
+        } else {
+            Some(qemu_aarch64().expect(
+                "qemu-aarch64-static not on PATH: `scripts/setup-tools.sh qemu` installs it",
+            ))
+        };
+    let sysroot = PathBuf::from(
+        std::env::var_os("QEMU_LD_PREFIX").unwrap_or_else(|| "/usr/aarch64-linux-gnu".into()),
+    );
+    assert!(
+        qemu.is_none() || sysroot.join("lib/ld-linux-aarch64.so.1").exists(),
+        "no arm64 C library under {} (`scripts/setup-tools.sh qemu`)",
+        sysroot.display()
+    );
+    init_logs();
+
+    // The file: aarch64, glibc <= 2.34; the check refuses the host build.
+    let (elf, code) = check_elf(&bootstrap);
+    assert_eq!(code, 0, "{} fails the check: {elf}", bootstrap.display());
+    assert_eq!(elf["machine"], "aarch64", "{elf}");
+    let host = PathBuf::from(env!("CARGO_BIN_EXE_archive-compaction"));
+    if std::env::consts::ARCH != "aarch64" {
+        let (verdict, code) = check_elf(&host);
+        assert_eq!(code, 1, "the check passed the host build: {verdict}");
+        assert!(
+            verdict["problems"][0]
+                .as_str()
+                .unwrap()
+                .contains("not aarch64"),
+            "{verdict}"
+        );
+    }
+    let bytes = std::fs::read(&bootstrap).unwrap();
+    let sha256: String = {
+        use sha2::Digest;
+        sha2::Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    eprintln!(
+        "release bootstrap {}: {} bytes ({:.1} MiB), sha256 {}…, {} ELF, glibc symbols up to {} \
+         (provided.al2023: 2.34), needs {}",
+        bootstrap.display(),
+        bytes.len(),
+        bytes.len() as f64 / 1048576.0,
+        &sha256[..16],
+        elf["machine"].as_str().unwrap(),
+        elf["max_glibc"].as_str().unwrap_or("none"),
+        elf["needed"]
+            .as_array()
+            .map(|n| n
+                .iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(", "))
+            .unwrap_or_default()
+    );
+
+    let store = bucket("rt-release").await;
+    let generated = generate(
+        &store,
+        json!({"seed": 29, "days": [
+            {"date": "2026-07-18", "flights": 6, "foreign": true},
+            {"date": "2026-07-19", "flights": 8, "unindexed": 2},
+            {"date": "2026-07-20", "flights": 5}
+        ]}),
+    );
+    let function = Function::Arm64 {
+        bootstrap: bootstrap.clone(),
+        qemu: qemu.clone(),
+        sysroot,
+    };
+    let (lambda, recorder) = LocalLambda::start_with(&cargo_lambda, &store, &[], &function);
+    let started = started_at(guarded_pid(&lambda.function));
+    let first_poll = recorder
+        .unwrap()
+        .wait(Duration::from_secs(120))
+        .unwrap_or_else(|| {
+            panic!(
+                "the bootstrap never polled the Runtime API\n{}",
+                lambda.function.log_tail()
+            )
+        });
+    eprintln!(
+        "cold start: {:.0} ms from the process start to its first GET /runtime/invocation/next \
+         ({}; /proc times, 10 ms resolution)",
+        (first_poll - started) * 1000.0,
+        match &qemu {
+            Some(q) => format!("under {}, emulated", q.display()),
+            None => "native aarch64".into(),
+        }
+    );
+    let before = dump(&store, "");
+
+    // 1. Success: one date compacted, the rows read back with pyarrow.
+    let t = Instant::now();
+    let r = lambda.invoke_file("console-date.json").expect_success();
+    assert_eq!(r.days.len(), 1, "{:?}", r.days);
+    assert_eq!(date_of(&r, "2026-07-18").as_deref(), Some("compacted"));
+    assert_eq!(r.files_compacted, 6);
+    assert_eq!(r.rows_written, 6);
+    let after = dump(&store, "");
+    assert_compacted(&after, "2026-07-18", &generated.rows["2026-07-18"]);
+    for f in &generated.foreign {
+        assert_eq!(after.get(f), before.get(f), "foreign object {f} touched");
+    }
+    eprintln!(
+        "invocation 1, events/console-date.json: Success, {} files compacted into one, {} rows \
+         ({:.1} s)",
+        r.files_compacted,
+        r.rows_written,
+        t.elapsed().as_secs_f64()
+    );
+
+    // 2. Mismatch: the scheduled event stops at 2026-07-19, the report
+    // names the two flights without an index row.
+    let t = Instant::now();
+    let (message, report) = lambda
+        .invoke_file("eventbridge-scheduled-2026-07-22.json")
+        .expect_error("Mismatch");
+    let r = report.unwrap_or_else(|| panic!("errorMessage is not a run report: {message}"));
+    assert_eq!(r.mismatch_date, Some(date("2026-07-19")));
+    assert_eq!(r.mismatch_uuids, generated.missing["2026-07-19"]);
+    assert_eq!(r.mismatch_runs, 1);
+    assert_eq!(r.stop_reason, StopReason::Mismatch);
+    assert_eq!(r.last_compacted_date, Some(date("2026-07-18")));
+    let after = dump(&store, "");
+    for d in ["2026-07-19", "2026-07-20"] {
+        for k in &generated.index_keys[d] {
+            assert!(after.contains_key(k), "{k} touched past the mismatch");
+        }
+    }
+    eprintln!(
+        "invocation 2, events/eventbridge-scheduled-2026-07-22.json: errorType Mismatch, \
+         mismatch_date {}, {} flights without an index row, mismatch_runs {} ({:.1} s)",
+        r.mismatch_date.unwrap(),
+        r.mismatch_uuid_count,
+        r.mismatch_runs,
+        t.elapsed().as_secs_f64()
+    );
+
+    // 3. Failure: an unreadable watermark, named in the report; index/
+    // untouched.
+    let wm_key = "_compaction_state/watermark.json";
+    let etag = after[wm_key].etag.clone();
+    store
+        .put(
+            wm_key,
+            b"{not json".to_vec().into(),
+            PutMode::Update(etag),
+            None,
+        )
+        .await
+        .unwrap();
+    let index_before = dump(&store, "index/");
+    let t = Instant::now();
+    let (message, report) = lambda
+        .invoke_file("console-now.json")
+        .expect_error("Failure");
+    let r = report.unwrap_or_else(|| panic!("errorMessage is not a run report: {message}"));
+    assert!(
+        r.errors.iter().any(|e| e.contains(wm_key)),
+        "{:?}",
+        r.errors
+    );
+    assert_eq!(r.stop_reason, StopReason::Error);
+    assert_eq!(
+        dump(&store, "index/"),
+        index_before,
+        "a failed run changed index/"
+    );
+    eprintln!(
+        "invocation 3, events/console-now.json over an unreadable watermark: errorType Failure, \
+         errors {:?} ({:.1} s)",
+        r.errors,
+        t.elapsed().as_secs_f64()
+    );
+    assert!(
+        lambda.function.log_tail().contains("run finished"),
+        "the bootstrap's logs go to its log file"
     );
 }

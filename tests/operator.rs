@@ -252,8 +252,12 @@ async fn dry_run_writes_nothing_and_plans_what_the_real_run_then_does() {
     );
     assert_eq!(dry.last_run_status, Status::Mismatch, "{:?}", dry.errors);
     assert_eq!(dry.stop_reason, StopReason::Mismatch);
-    assert_eq!(dry.mismatch_date, Some(date("2026-07-20")));
-    assert_eq!(dry.mismatch_uuids, generated.missing["2026-07-20"]);
+    // A dry run records no mismatch: its verdict is the day's.
+    assert_eq!(dry.mismatch_date, None);
+    assert_eq!(
+        day(&dry, "2026-07-20").mismatch_uuids,
+        generated.missing["2026-07-20"]
+    );
     assert_eq!(
         (dry.files_compacted, dry.days_compacted, dry.rows_written),
         (0, 0, 0)
@@ -317,7 +321,11 @@ async fn dry_run_writes_nothing_and_plans_what_the_real_run_then_does() {
     assert_eq!(real.last_run_status, Status::Mismatch, "{:?}", real.errors);
     assert_eq!(plan_view(&real), plan_view(&dry));
     assert_eq!(recovered(&real), recovered(&dry));
-    assert_eq!(real.mismatch_uuids, dry.mismatch_uuids);
+    assert_eq!(
+        real.mismatch_uuids,
+        day(&dry, "2026-07-20").mismatch_uuids,
+        "the walk records what the dry run found"
+    );
     assert_eq!(real.skipped_files, dry.skipped_files);
     let counted: u64 = real.days.iter().map(|d| d.files_skipped).sum();
     assert_eq!(counted as usize, real.skipped_files.len());
@@ -462,7 +470,7 @@ async fn status_shows_the_mismatch_manifests_quarantine_and_lease_and_writes_not
     assert_valid("status.schema.json", &json);
     let s: StatusReport = serde_json::from_value(json).unwrap();
     assert_eq!(s.bucket, store.bucket());
-    assert_eq!(s.cutoff, date("2026-07-21"));
+    assert_eq!(s.cutoff, Some(date("2026-07-21")));
     assert_eq!(s.watermark, Some(date("2026-07-18")));
     assert_eq!(s.watermark_lag_days, Some(3));
     assert_eq!(s.next_date, Some(date("2026-07-19")));
@@ -524,7 +532,8 @@ async fn status_shows_the_mismatch_manifests_quarantine_and_lease_and_writes_not
         "watermark    2026-07-18".into(),
         "cutoff       2026-07-21 (now 2026-07-23T04:50:00Z, LAG_DAYS 2)".into(),
         "lag          3 days behind the cutoff".into(),
-        "lease        held by run-in-progress until".into(),
+        "lease        held until ".into(),
+        ", by run-in-progress: a run under way, or one that may have died".into(),
         "manifests    1 live".into(),
         "quarantined  1 ".into(),
         "mismatch     2026-07-19 (blocked 1 run(s)): 2 of 5 flights without an index row:".into(),
@@ -764,7 +773,7 @@ async fn cli_dry_run_and_a_date_that_fails_parity_leave_the_bucket_as_it_was() {
         ["planned", "mismatch"]
     );
     assert_eq!(r.days[0].files_read, 5);
-    assert_eq!(r.mismatch_uuids, generated.missing["2026-07-19"]);
+    assert_eq!(r.days[1].mismatch_uuids, generated.missing["2026-07-19"]);
     let logs = String::from_utf8_lossy(&out.stderr);
     assert!(
         logs.contains("date done"),
@@ -780,8 +789,8 @@ async fn cli_dry_run_and_a_date_that_fails_parity_leave_the_bucket_as_it_was() {
     assert_eq!(out.status.code(), Some(2));
     let r: RunReport = stdout_json(&out);
     assert!(!r.dry_run);
-    assert_eq!(r.mismatch_date, Some(date("2026-07-19")));
-    assert_eq!(r.mismatch_uuids, generated.missing["2026-07-19"]);
+    assert_eq!(r.mismatch_date, None, "--date records no mismatch");
+    assert_eq!(r.days[0].mismatch_uuids, generated.missing["2026-07-19"]);
     assert_eq!(
         dump(&store, ""),
         before,

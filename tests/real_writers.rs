@@ -384,6 +384,18 @@ async fn the_sweep_leaves_a_late_file_without_s3_key_in_place() {
         .collect();
     want.sort();
     assert_eq!(got.keys().cloned().collect::<Vec<_>>(), want);
+    // The date run again with its flights listed (`--date`): beside one
+    // compacted file nothing else is merged, and the flight still counts
+    // as missing; nothing is written or deleted.
+    let mut opts = RunOptions::at(at(NOW));
+    opts.only_date = Some(date(D));
+    let r = run(&store, &config(&store, &[]), &opts).await;
+    assert_eq!(r.last_run_status, Status::Mismatch, "{:?}", r.errors);
+    let d = day(&r, D);
+    assert_eq!(d.parity, Some(Parity::Mismatch));
+    assert_eq!(d.mismatch_uuids, [late["uuid"].as_str().unwrap()]);
+    assert!(d.reason.contains("s3_key"), "{}", d.reason);
+    assert_eq!(index_keys(&store), keys);
 }
 
 /// The case 6 and the writers that differ from pyarrow: fastparquet

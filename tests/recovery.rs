@@ -474,9 +474,13 @@ async fn every_validation_rule_quarantines_the_manifest_and_deletes_nothing() {
     );
     assert_quarantined(&store, &generated, bad).await;
 
-    // The next run reports them as still quarantined and leaves both days alone.
+    // The next run reports them as still quarantined and leaves both days
+    // alone, and fails on them (compacted dates, but blocked), naming each.
     let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
-    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    assert_eq!(r.last_run_status, Status::Failure, "{:?}", r.errors);
+    assert_eq!(r.errors.len(), 2, "{:?}", r.errors);
+    assert!(r.errors[0].starts_with("2026-07-19 is blocked: quarantined manifest"));
+    assert!(r.errors[1].starts_with("2026-07-20 is blocked: quarantined manifest"));
     assert_eq!(
         r.recovered
             .iter()
@@ -545,7 +549,7 @@ async fn an_output_that_differs_is_deleted_only_while_every_input_is_in_its_vers
     // 07-18: the commit deleted its inputs, then its manifest's size was
     // edited: the output holds the only copy of the day's rows.
     let (k18, mut m18) = committed_output(&store, "2026-07-18", MANIFEST_VERSION).await;
-    let deleted = commit::delete_inputs(&store, &mut Fence(None), &m18)
+    let deleted = commit::delete_inputs(&store, &mut Fence(None), &m18, &[])
         .await
         .unwrap();
     assert_eq!(deleted.deleted, 4);
@@ -801,4 +805,205 @@ async fn a_run_reports_the_manifest_and_its_rule_and_stops_at_its_date() {
     );
     assert_compacted(&after, D19, &generated.rows[D19]);
     assert_each_flight_once(&after, D20, &generated.rows[D20]);
+}
+
+/// How many rows each flight (its `s3_key`) has in `day`'s index inputs,
+/// read back with pyarrow (any file: compacted, per-flight, multi-row).
+fn rows_per_flight(objects: &BTreeMap<String, Dumped>, day: &str) -> BTreeMap<String, usize> {
+    let prefix = index_prefix(date(day));
+    let mut n = BTreeMap::new();
+    for (_, d) in objects
+        .iter()
+        .filter(|(k, _)| k.starts_with(&prefix) && archive_compaction::keys::is_index_input(k))
+    {
+        for r in d.rows.clone().unwrap_or_default() {
+            *n.entry(r["s3_key"].as_str().unwrap().to_string())
+                .or_insert(0) += 1;
+        }
+    }
+    n
+}
+
+/// Issue 23, as a new user tried it: a day compacted by this job, a
+/// straggler landing for a new flight, then a manifest planted beside the
+/// day's compacted file that passes every ownership rule (version 2, named
+/// after the output's job id, the output's metadata its own, size and
+/// SHA-256 right) and lists the straggler, and an export whose rows are all
+/// in the output. Recovery proves the export (it reads it) and deletes it,
+/// keeps the straggler, names it, quarantines the manifest; every flight is
+/// still in the day exactly once. Once the operator deletes the quarantined
+/// manifest, the sweep folds the straggler in.
+#[tokio::test]
+async fn a_verified_output_does_not_prove_an_input_it_does_not_hold() {
+    init_logs();
+    let (store, generated) = compacted_world("rec-proof", 231).await;
+    let before = dump(&store, "");
+    let (out_key, out_dumped, job) = compacted_of(&before, D20);
+    let prefix = index_prefix(date(D20));
+    let straggler = archive_py("put-row", &store, json!({"date": D20, "seed": 2301}));
+    let straggler_key = straggler["key"].as_str().unwrap().to_string();
+    let export = format!("{prefix}export.parquet");
+    archive_py(
+        "multi-row",
+        &store,
+        json!({"from": [out_key], "key": export, "shuffle": true}),
+    );
+    let objects = dump(&store, &prefix);
+    let body = store.get(&out_key).await.unwrap().body;
+    let m = manifest(
+        MANIFEST_VERSION,
+        job,
+        D20,
+        output(&out_key, body.len() as u64, &sha256_b64(&body), 12),
+        vec![
+            input(&export, &objects[&export].etag),
+            input(&straggler_key, &objects[&straggler_key].etag),
+        ],
+    );
+    assert_eq!(
+        recovery::validate_manifest(&manifest_key(date(D20), job), &m),
+        Ok(())
+    );
+    let key = manifest_key(date(D20), job);
+    let written = put_json(&store, &key, &m).await;
+
+    let dry = recovery::assess(&store).await.unwrap();
+    assert_eq!(dry.recovered.len(), 1, "{:?}", dry.recovered);
+    let e = &dry.recovered[0];
+    assert_eq!(e.action, "quarantined", "{e:?}");
+    assert!(
+        e.detail.contains("would delete 1 proven input")
+            && e.detail.contains("rule input_not_in_output:")
+            && e.detail.contains(&straggler_key),
+        "{e:?}"
+    );
+    assert!(dry.blocked.contains_key(&date(D20)), "{:?}", dry.blocked);
+    assert_eq!(
+        dump(&store, &prefix),
+        objects,
+        "the dry run changed something"
+    );
+
+    let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.recovered.len(), 1, "{:?}", r.recovered);
+    let e = &r.recovered[0];
+    assert_eq!(
+        (e.key.as_str(), e.action.as_str()),
+        (key.as_str(), "quarantined"),
+        "{e:?}"
+    );
+    assert!(
+        e.detail.contains("rule input_not_in_output:")
+            && e.detail.contains(&straggler_key)
+            && e.detail.contains("is not in the output"),
+        "{e:?}"
+    );
+    let after = dump(&store, "");
+    assert_eq!(
+        after.get(&straggler_key).map(|d| &d.etag),
+        Some(&objects[&straggler_key].etag),
+        "the straggler was deleted on the word of the manifest"
+    );
+    assert!(!after.contains_key(&export), "the proven export is deleted");
+    assert_eq!(after[&out_key], out_dumped, "the output was touched");
+    assert_eq!(
+        after[&key.replacen(MANIFESTS_ROOT, QUARANTINE_ROOT, 1)].json,
+        Some(written)
+    );
+    assert!(!after.contains_key(&key));
+    let mut want = generated.rows[D20].clone();
+    want.push(straggler["row"].clone());
+    assert_each_flight_once(&after, D20, &want);
+    assert!(rows_per_flight(&after, D20).values().all(|n| *n == 1));
+    assert_compacted(&after, D19, &generated.rows[D19]);
+
+    // The operator looks, deletes the quarantined manifest: the sweep folds
+    // the straggler into the day's one compacted file.
+    store
+        .delete(&key.replacen(MANIFESTS_ROOT, QUARANTINE_ROOT, 1), None)
+        .await
+        .unwrap();
+    let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    let after = dump(&store, "");
+    assert_compacted(&after, D20, &want);
+    assert_compacted(&after, D19, &generated.rows[D19]);
+}
+
+/// Recovery of a manifest whose output verifies, multi-row inputs: one
+/// whose rows are all in the output is proven by reading it and deleted;
+/// one with a single row of a flight the output lacks is kept, and so is a
+/// file that cannot be read.
+#[tokio::test]
+async fn recovery_proves_each_input_by_its_rows() {
+    init_logs();
+    let (store, _generated) = compacted_world("rec-proof-kinds", 232).await;
+    let before = dump(&store, "");
+    let (out_key, _, job) = compacted_of(&before, D20);
+    let prefix = index_prefix(date(D20));
+    let straggler = archive_py("put-row", &store, json!({"date": D20, "seed": 2321}));
+    let straggler_key = straggler["key"].as_str().unwrap().to_string();
+    let proven = format!("{prefix}backfill.parquet");
+    archive_py(
+        "multi-row",
+        &store,
+        json!({"from": [out_key], "key": proven}),
+    );
+    let one_more = format!("{prefix}export.parquet");
+    archive_py(
+        "multi-row",
+        &store,
+        json!({"from": [out_key, straggler_key], "key": one_more}),
+    );
+    let garbage = format!("{prefix}notes.parquet");
+    store
+        .put(
+            &garbage,
+            bytes::Bytes::from_static(b"not parquet"),
+            PutMode::Create,
+            None,
+        )
+        .await
+        .unwrap();
+    let objects = dump(&store, &prefix);
+    let body = store.get(&out_key).await.unwrap().body;
+    let etag = |k: &str| objects[k].etag.clone();
+    let m = manifest(
+        MANIFEST_VERSION,
+        job,
+        D20,
+        output(&out_key, body.len() as u64, &sha256_b64(&body), 12),
+        vec![
+            input(&proven, &etag(&proven)),
+            input(&one_more, &etag(&one_more)),
+            input(&garbage, &etag(&garbage)),
+        ],
+    );
+    let key = manifest_key(date(D20), job);
+    put_json(&store, &key, &m).await;
+    let mut lease = LeaseGuard::acquire(&store, "proof-test", std::time::Duration::from_secs(300))
+        .await
+        .unwrap();
+    let r = recovery::recover(&store, &mut Fence(Some(&mut lease)))
+        .await
+        .unwrap();
+    lease.release().await.unwrap();
+    let e = &r.recovered[0];
+    assert_eq!(e.action, "quarantined", "{e:?}");
+    assert!(
+        e.detail.contains("rule input_not_in_output:")
+            && e.detail.contains("2 input(s)")
+            && e.detail.contains(&one_more),
+        "{e:?}"
+    );
+    assert_eq!(r.files_deleted, 1, "{:?}", r.recovered);
+    let after = dump(&store, &prefix);
+    assert!(!after.contains_key(&proven), "the proven input is deleted");
+    for k in [&one_more, &garbage, &straggler_key] {
+        assert_eq!(
+            after.get(k).map(|d| &d.etag),
+            Some(&etag(k)),
+            "{k} not kept"
+        );
+    }
 }

@@ -160,10 +160,16 @@ fn assert_topics(
         let topic = format!("homeassistant/sensor/SkyFollower_archive_compaction_{name}/config");
         let c: Value = serde_json::from_str(&all[&topic]).expect("discovery config is JSON");
         let keys: BTreeSet<&str> = c.as_object().unwrap().keys().map(String::as_str).collect();
-        // The count's state is the length of its uuids list, read from the
-        // list's own topic so that state and attributes change together.
+        // The count's state is the exact count its uuids payload carries
+        // (the list may be cut), read from the list's own topic so that
+        // state and attributes change together.
         let (state_from, template) = match name {
-            "mismatch_uuid_count" => ("mismatch_uuids", Some("{{ value_json.uuids | length }}")),
+            "mismatch_uuid_count" => (
+                "mismatch_uuids",
+                Some(
+                    "{{ value_json.count if value_json.count is defined else value_json.uuids | length }}",
+                ),
+            ),
             "last_compacted_date" | "mismatch_date" => {
                 (name, Some("{{ 'unknown' if value == 'None' else value }}"))
             }
@@ -422,7 +428,10 @@ async fn mqtt_topics_and_discovery_after_success_mismatch_and_failure() {
             ("last_compacted_date", "2026-07-18"),
             ("mismatch_date", "None"),
             ("mismatch_uuid_count", "0"),
-            ("mismatch_uuids", r#"{"uuids":[]}"#),
+            (
+                "mismatch_uuids",
+                r#"{"uuids":[],"count":0,"truncated":false}"#,
+            ),
             ("mismatch_runs", "0"),
             ("last_run_at", "2026-07-20T04:50:00.000000+00:00"),
             ("last_run_status", "Success"),
@@ -436,7 +445,10 @@ async fn mqtt_topics_and_discovery_after_success_mismatch_and_failure() {
     assert_clean(&r);
     let missing = sorted(&generated.missing["2026-07-19"]);
     assert_eq!(missing.len(), 2);
-    let mismatch_uuids = json!({ "uuids": missing }).to_string();
+    let mismatch_uuids = format!(
+        r#"{{"uuids":{},"count":2,"truncated":false}}"#,
+        json!(missing)
+    );
     let all = retained(broker.port, None).await;
     assert_topics(
         &all,
@@ -551,6 +563,246 @@ async fn mismatch_runs_counts_consecutive_blocked_invocations() {
     // Everything passes: cleared.
     resolve_mismatch(&store, &generated, "2026-07-20").await;
     check("event-4", 0, None).await;
+}
+
+/// The trouble of issue 25: a day of 20,000 flights whose index rows never
+/// landed (no index file at all). The CLI run stops there (exit 2) and
+/// still publishes every topic: `mismatch_uuids` carries the first 100
+/// uuids with the exact count, every payload is within 16 KiB, the report
+/// within its bound, no log line near CloudWatch Logs' 256 KB, and `status
+/// --json` lists all 20,000 missing flights.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_twenty_thousand_flight_mismatch_reaches_every_topic_within_its_limits() {
+    init_logs();
+    const FLIGHTS: usize = 20_000;
+    let broker = Broker::start(&[]);
+    let store = bucket("rep-big").await;
+    // A day before, written by pyarrow, so the walk has an index/
+    // partition to start from.
+    generate(
+        &store,
+        json!({"seed": 46, "days": [{"date": "2026-07-18", "flights": 3}]}),
+    );
+    let t0 = Instant::now();
+    let missing = put_flights(&store, "2026-07-19", FLIGHTS).await;
+    let generating = t0.elapsed();
+    assert_eq!(missing.len(), FLIGHTS);
+
+    let live = Live::start(broker.port).await;
+    let out = cli_command(&store, &["run", "--now", "2026-07-21T04:50:00Z"])
+        .env("MQTT_HOST", "127.0.0.1")
+        .env("MQTT_PORT", broker.port.to_string())
+        .env("MQTT_TIMEOUT_SECONDS", "10")
+        .output()
+        .unwrap();
+    let r = report_of(&out);
+    assert_eq!(out.status.code(), Some(2), "{r}");
+    assert_eq!(r["report_errors"], json!([]), "{r}");
+    assert_eq!(r["last_run_status"], "Mismatch");
+    assert_eq!(r["mismatch_date"], "2026-07-19");
+    assert_eq!(r["mismatch_uuid_count"], FLIGHTS);
+    assert_eq!(r["mismatch_uuids"], json!(missing[..100]));
+    assert_eq!(r["mismatch_uuids_truncated"], true);
+    let day = &r["days"][1];
+    assert_eq!(
+        (&day["date"], &day["mismatch_uuid_count"]),
+        (&json!("2026-07-19"), &json!(FLIGHTS))
+    );
+    assert_eq!(day["mismatch_uuids"], json!(missing[..20]));
+    assert_eq!(day["mismatch_uuids_truncated"], true);
+    let report_bytes = out.stdout.len();
+    assert!(
+        report_bytes <= archive_compaction::report::REPORT_MAX_BYTES,
+        "the report is {report_bytes} bytes"
+    );
+    let longest_log_line = out.stderr.split(|b| *b == b'\n').map(<[u8]>::len).max();
+    assert!(
+        longest_log_line.unwrap_or(0) < 16 * 1024,
+        "a log line of {longest_log_line:?} bytes"
+    );
+
+    // Every topic arrived, each payload within 16 KiB.
+    let got = live.finish().await;
+    assert_order(&got, &archive_compaction::mqtt::STATISTICS);
+    for (topic, payload) in &got {
+        assert!(
+            payload.len() <= archive_compaction::mqtt::MAX_PAYLOAD_BYTES,
+            "{topic}: {} bytes",
+            payload.len()
+        );
+    }
+    let stats = statistics(&retained(broker.port, None).await);
+    assert_eq!(stats["last_run_status"], "Mismatch");
+    assert_eq!(stats["mismatch_uuid_count"], FLIGHTS.to_string());
+    assert_eq!(stats["mismatch_date"], "2026-07-19");
+    let uuids: Value = serde_json::from_str(&stats["mismatch_uuids"]).unwrap();
+    assert_eq!(
+        uuids,
+        json!({"uuids": missing[..100], "count": FLIGHTS, "truncated": true})
+    );
+    let largest = got.iter().map(|(_, p)| p.len()).max().unwrap();
+
+    // The full list has its place: status.
+    let out = cli_command(
+        &store,
+        &["status", "--json", "--now", "2026-07-21T05:00:00Z"],
+    )
+    .output()
+    .unwrap();
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "status --json: {e}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert_eq!(status["mismatch"]["missing_uuid_count"], FLIGHTS);
+    assert_eq!(status["mismatch"]["missing_uuids"], json!(missing));
+    eprintln!(
+        "20,000-flight mismatch: generated in {:.1} s; report {report_bytes} bytes, \
+         largest payload {largest} bytes, longest log line {longest_log_line:?} bytes",
+        generating.as_secs_f64()
+    );
+}
+
+/// A broker with a packet limit of its own, lower than the
+/// `mismatch_uuids` payload of a big mismatch (mosquitto's `max_packet_size`:
+/// it disconnects the client at that message). The message is left out and
+/// named, every other topic is published on a new connection.
+#[tokio::test]
+async fn a_broker_that_closes_the_connection_at_one_message_still_gets_the_others() {
+    init_logs();
+    let broker = Broker::start(&[("MOSQUITTO_MAX_PACKET_SIZE", Path::new("2000"))]);
+    let mut report = RunReport {
+        last_run_status: Status::Mismatch,
+        watermark_lag_days: Some(1),
+        ..Default::default()
+    };
+    let missing: Vec<uuid::Uuid> = (0..150).map(|_| uuid::Uuid::now_v7()).collect();
+    report.set_mismatch(date("2026-07-19"), &missing);
+    let mut messages = archive_compaction::mqtt::discovery(ROOT, "b");
+    messages.extend(archive_compaction::mqtt::statistics(&report, ROOT));
+    let big = format!("{ROOT}/statistic/mismatch_uuids");
+    assert!(
+        messages
+            .iter()
+            .all(|m| m.payload.len() < 2000 || m.topic == big)
+    );
+    let store = bucket("rep-dropped").await;
+    let config = deps_with(&store, &mqtt_env(broker.port, &[]), None)
+        .config
+        .mqtt
+        .clone()
+        .unwrap();
+    let errors: Vec<String> = archive_compaction::mqtt::publish(&config, &messages)
+        .await
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(errors.len(), 2, "{errors:#?}");
+    // The first connection's close, then the message named.
+    assert!(
+        errors[0].starts_with("MQTT 127.0.0.1:") && errors[0].contains("not acknowledged: "),
+        "{errors:#?}"
+    );
+    assert!(
+        errors[1].contains(&format!("closed the connection at {big}")),
+        "{errors:#?}"
+    );
+    let all = retained(broker.port, None).await;
+    assert_eq!(
+        all.len(),
+        18,
+        "every topic but mismatch_uuids: {:?}",
+        all.keys()
+    );
+    let stats = statistics(&all);
+    assert!(!stats.contains_key("mismatch_uuids"));
+    assert_eq!(stats["mismatch_uuid_count"], "150");
+    assert_eq!(stats["last_run_status"], "Mismatch");
+}
+
+/// Writes `n` flight objects for `date` (`YYYY-MM-DD`) under `flights/`,
+/// with no index row: UUIDv7 names within the date, half of them in the
+/// writer's `{icao_hex}_{callsign}_{uuid}.json.gz` form, half `{uuid}.json.gz`,
+/// 64 PUTs at a time from this process (the parity gate reads the names
+/// only). Returns the uuids, sorted.
+async fn put_flights(store: &S3Store, date: &str, n: usize) -> Vec<String> {
+    use futures::StreamExt;
+    let day = chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").unwrap();
+    let start = day.and_hms_opt(0, 0, 0).unwrap().and_utc().timestamp() as u64;
+    let prefix = format!("flights/{}/", day.format("%Y/%m/%d"));
+    let client = sdk_client(&endpoint());
+    let mut uuids: Vec<String> = Vec::with_capacity(n);
+    let mut keys = Vec::with_capacity(n);
+    for i in 0..n {
+        let secs = start + (i as u64 * 86_399) / n as u64;
+        let ts = uuid::Timestamp::from_unix(uuid::NoContext, secs, (i % 1000) as u32 * 1_000_000);
+        let u = uuid::Uuid::new_v7(ts).to_string();
+        keys.push(if i % 2 == 0 {
+            format!("{prefix}{:06X}_UAL{}_{u}.json.gz", i, i % 9999)
+        } else {
+            format!("{prefix}{u}.json.gz")
+        });
+        uuids.push(u);
+    }
+    let puts = futures::stream::iter(keys).map(|key| {
+        let client = client.clone();
+        let bucket = store.bucket().to_string();
+        async move {
+            client
+                .put_object()
+                .bucket(bucket)
+                .key(&key)
+                .body(b"{}".to_vec().into())
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("PUT {key}: {e}"));
+        }
+    });
+    puts.buffer_unordered(64).collect::<Vec<()>>().await;
+    uuids.sort();
+    uuids
+}
+
+/// A message over the payload limit is left out and named; the others are
+/// published and acknowledged all the same.
+#[tokio::test]
+async fn a_payload_over_the_limit_does_not_keep_the_other_topics_back() {
+    init_logs();
+    let broker = Broker::start(&[]);
+    let report = RunReport {
+        files_compacted: 3,
+        last_run_status: Status::Mismatch,
+        watermark_lag_days: Some(1),
+        ..Default::default()
+    };
+    let mut messages = archive_compaction::mqtt::statistics(&report, ROOT);
+    let big = format!("{ROOT}/statistic/too_big");
+    messages.insert(
+        3,
+        archive_compaction::mqtt::Message {
+            topic: big.clone(),
+            payload: "x".repeat(archive_compaction::mqtt::MAX_PAYLOAD_BYTES + 1),
+        },
+    );
+    let store = bucket("rep-too-big").await;
+    let config = deps_with(&store, &mqtt_env(broker.port, &[]), None)
+        .config
+        .mqtt
+        .clone()
+        .unwrap();
+    let errors = archive_compaction::mqtt::publish(&config, &messages).await;
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let e = errors[0].to_string();
+    assert!(
+        e.contains(&big) && e.contains("16385 bytes") && e.contains("16384-byte limit"),
+        "{e}"
+    );
+    let stats = statistics(&retained(broker.port, None).await);
+    assert_eq!(stats.len(), 10, "{stats:?}");
+    assert!(!stats.contains_key("too_big"));
+    assert_eq!(stats["last_run_status"], "Mismatch");
+    assert_eq!(stats["files_compacted"], "3");
 }
 
 /// A run that finds the lease held did no work: it publishes no statistic,
@@ -1070,8 +1322,9 @@ async fn cloudwatch_metrics_are_readable_back() {
     assert_eq!(r.last_run_status, Status::Failure);
     assert_clean(&r);
     let got = read_metrics(&cw, &namespace, store.bucket()).await;
-    assert_eq!(got.len(), 14, "{:?}", got.keys());
+    assert_eq!(got.len(), 13, "{:?}", got.keys());
     assert!(!got.contains_key("WatermarkLagDays"));
+    assert!(!got.contains_key("MismatchUuidCount"));
     for (name, v) in [
         ("RunSuccess", 0.0),
         ("RunMismatch", 0.0),

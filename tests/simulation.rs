@@ -19,12 +19,30 @@
 //! deleted on its word; the harness then plays the operator (deletes it)
 //! and the clean runs go on.
 //!
+//! Two more holes are planted (issue 23), each in about one schedule in
+//! ten: a manifest that passes every ownership rule beside an output that
+//! verifies (named after its job, its job id in the metadata, size and
+//! SHA-256 right, holding a day's per-flight rows, as after a crash between
+//! the PUT and the deletes) but that lists one more input, a new flight's
+//! per-flight file, that the output does not hold: recovery must delete the
+//! proven inputs, keep that one and quarantine the manifest; and a
+//! per-flight file the merge skips (a torn, unreadable body), which must be
+//! left in place. Built with `--features failpoints`, the commit is made to
+//! list that skipped file among its inputs
+//! (`commit::read-lists-skipped-input`): the commit's proof must keep it
+//! (the manifest stays, recovery quarantines it, the harness deletes it as
+//! an operator would); and before the schedules, each of the two proofs is
+//! switched off in turn (`commit::proof-off`, `recovery::proof-off`) and the
+//! simulation must then fail within 500 schedules, which shows that the
+//! holes are planted and that the checks are what closes them.
+//!
 //! After each schedule the faults stop, clean runs go on until one is a
 //! Success (plus one more, whose sweep folds any straggler), and then the
 //! invariants are checked:
 //!
 //! - every flight is in exactly one row of its day's one compacted file, at
-//!   its newest version, and no per-flight file is left (decoded with the
+//!   its newest version, and no per-flight file is left but the skipped
+//!   ones, each still there in the version written (decoded with the
 //!   crate's own reader; the pyarrow read-back is in the server tests);
 //! - no manifest and nothing quarantined is left, and the watermark is at
 //!   the cutoff;
@@ -75,6 +93,8 @@ static ERRORS: AtomicU64 = AtomicU64::new(0);
 static DENIED: AtomicU64 = AtomicU64::new(0);
 static WRITES: AtomicU64 = AtomicU64::new(0);
 static PLANTED: AtomicU64 = AtomicU64::new(0);
+static UNPROVEN: AtomicU64 = AtomicU64::new(0);
+static UNMERGEABLE: AtomicU64 = AtomicU64::new(0);
 
 /// splitmix64: small, seedable, the same on every platform.
 #[derive(Debug, Clone)]
@@ -176,18 +196,41 @@ fn index_row(d: NaiveDate, flight: Uuid, version: u32) -> RecordBatch {
 struct Archive {
     flights: BTreeMap<NaiveDate, BTreeMap<Uuid, u32>>,
     next_flight: u128,
+    /// Per-flight files the merge skips (unreadable), by key: their ETag.
+    /// Their flights are not in `flights`; the files must stay as written.
+    unmergeable: BTreeMap<String, String>,
+    /// Flights the writer leaves alone (a planted manifest's extra input).
+    pinned: BTreeSet<Uuid>,
 }
 
 impl Archive {
-    fn new_flight(&mut self, mem: &MemoryStore, d: NaiveDate) {
-        self.next_flight += 1;
-        // UUIDv7-shaped, deterministic: time part from the date (a minute
-        // per flight, so listings can be cut by time), then a counter.
-        let ms = d.and_hms_opt(0, 0, 0).unwrap().and_utc().timestamp_millis() as u128
-            + (self.next_flight % 1440) * 60_000;
-        let u = Uuid::from_u128((ms << 80) | (0x7u128 << 76) | (0x8u128 << 60) | self.next_flight);
+    fn new_flight(&mut self, mem: &MemoryStore, d: NaiveDate) -> Uuid {
+        let u = self.next_uuid(d);
         self.write(mem, d, u, 1);
         mem.put_now(&format!("{}{u}.json.gz", flights_prefix(d)), "{}".into());
+        u
+    }
+
+    /// UUIDv7-shaped, deterministic: time part from the date (a minute per
+    /// flight, so listings can be cut by time), then a counter.
+    fn next_uuid(&mut self, d: NaiveDate) -> Uuid {
+        self.next_flight += 1;
+        let ms = d.and_hms_opt(0, 0, 0).unwrap().and_utc().timestamp_millis() as u128
+            + (self.next_flight % 1440) * 60_000;
+        Uuid::from_u128((ms << 80) | (0x7u128 << 76) | (0x8u128 << 60) | self.next_flight)
+    }
+
+    /// A flight whose per-flight file the merge cannot read (a torn body):
+    /// the parity gate counts it by name, the merge skips it, and it must
+    /// stay in place, whatever a manifest says.
+    fn unmergeable_flight(&mut self, mem: &MemoryStore, d: NaiveDate) -> String {
+        let u = self.next_uuid(d);
+        let key = format!("{}{u}.parquet", index_prefix(d));
+        let etag = mem.put_now(&key, Bytes::from_static(b"PAR1 torn by the writer"));
+        mem.put_now(&format!("{}{u}.json.gz", flights_prefix(d)), "{}".into());
+        self.unmergeable.insert(key.clone(), etag);
+        UNMERGEABLE.fetch_add(1, Ordering::Relaxed);
+        key
     }
 
     /// Moves a day's per-flight files into one multi-row file named `name`
@@ -225,7 +268,12 @@ impl Archive {
         let day: Vec<(Uuid, u32)> = self
             .flights
             .get(&d)
-            .map(|m| m.iter().map(|(u, v)| (*u, *v)).collect())
+            .map(|m| {
+                m.iter()
+                    .filter(|(u, _)| !self.pinned.contains(u))
+                    .map(|(u, v)| (*u, *v))
+                    .collect()
+            })
             .unwrap_or_default();
         if day.is_empty() || rng.chance(400) {
             self.new_flight(mem, d);
@@ -595,7 +643,15 @@ async fn interleaved(
 async fn schedule(seed: u64) -> std::result::Result<(), String> {
     let mut rng = Rng(seed);
     let clock = ManualClock::new(now0());
-    let mem = MemoryStore::with_clock("sim", Arc::new(clock.clone()))
+    // Odd seeds: a bucket with SSE-KMS default encryption, whose ETags are
+    // not the MD5 of the body (from the seed, not the generator, so that the
+    // rest of a schedule is the same either way).
+    let mem = if seed % 2 == 1 {
+        MemoryStore::sse_kms("sim", Arc::new(clock.clone()))
+    } else {
+        MemoryStore::with_clock("sim", Arc::new(clock.clone()))
+    };
+    let mem = mem
         .with_delete_batch_size(1 + rng.below(3) as usize)
         // Pages of 1 to 3 keys, or S3's 1,000: partitions of a few files
         // then list in several pages and in concurrent key ranges.
@@ -622,13 +678,31 @@ async fn schedule(seed: u64) -> std::result::Result<(), String> {
                 _ => {}
             }
         }
+        // A per-flight file the merge skips; with `--features failpoints`
+        // the commit is made to list it among its inputs.
+        if rng.chance(100) {
+            let d = date(DATES[rng.below(DATES.len() as u64) as usize]);
+            a.unmergeable_flight(&mem, d);
+        }
     }
+    // Manifests that must end in quarantine/ (the harness then deletes
+    // them as an operator would).
+    let mut planted = Vec::new();
     // A manifest that parses but names what its commit did not write (a
     // restored backup, a hand edit): recovery must quarantine it and delete
     // nothing on its word.
-    let planted = rng
-        .chance(100)
-        .then(|| plant_wrong_manifest(&mem, &mut rng));
+    if rng.chance(100) {
+        planted.push(plant_wrong_manifest(&mem, &mut rng));
+    }
+    // A manifest beside a verified output that lists one input more than
+    // the output holds: that input must not be deleted.
+    if rng.chance(100) {
+        planted.push(plant_unproven_manifest(&world, &mut rng).await);
+    }
+    // A commit may leave a manifest listing a skipped input (the failpoint
+    // build): recovery quarantines it, the operator deletes it.
+    let holes = !planted.is_empty()
+        || (cfg!(feature = "failpoints") && !world.archive.lock().unwrap().unmergeable.is_empty());
     // The sweep on (covering every date) or off; with it off the writer is
     // quiet: a file landing in a compacted day is, by design, the sweep's.
     let sweep = if rng.chance(750) { 3 } else { 0 };
@@ -692,25 +766,33 @@ async fn schedule(seed: u64) -> std::result::Result<(), String> {
         // A quarantined manifest blocks its date until an operator acts.
         let blocked = r.stop_reason == archive_compaction::report::StopReason::BlockedByManifest;
         last = Some(r);
-        if ok || (blocked && planted.is_some()) {
+        if ok || (blocked && holes) {
             break;
         }
     }
-    if let Some(p) = &planted {
-        // The operator inspects the quarantined manifest, deletes it and
-        // runs again.
+    for p in &planted {
         let q = p.replacen(MANIFESTS_ROOT, QUARANTINE_ROOT, 1);
         if mem.snapshot().contains_key(p) || !mem.snapshot().contains_key(&q) {
             return Err(format!("planted manifest {p} was not quarantined as {q}"));
         }
-        mem.remove_now(&q);
-        for _ in 0..3 {
+    }
+    if holes {
+        // The operator inspects the quarantined manifests, deletes them and
+        // runs again (a commit made to list a skipped input may take a few
+        // rounds: each pass over the day lists it again).
+        for _ in 0..8 {
+            let quarantined: Vec<String> = (mem.snapshot().into_keys())
+                .filter(|k| k.starts_with(QUARANTINE_ROOT))
+                .collect();
+            if quarantined.is_empty() && last.as_ref().unwrap().last_run_status == Status::Success {
+                break;
+            }
+            for q in &quarantined {
+                mem.remove_now(q);
+            }
             n += 1;
             let s = SimStore::new(&world, Faults::default(), 0);
             last = invoke(&s, &config, &opts(&world, now0(), n)).await;
-            if last.as_ref().unwrap().last_run_status == Status::Success {
-                break;
-            }
         }
     }
     let r = last.unwrap();
@@ -792,12 +874,115 @@ fn plant_wrong_manifest(mem: &MemoryStore, rng: &mut Rng) -> String {
     key
 }
 
+/// Plants a finished-looking commit for a random date whose manifest lists
+/// one input more than its output holds: the output (named after the job,
+/// its job id in the metadata, stored with its SHA-256) holds the rows of
+/// the date's per-flight files at their current versions, which stay (a
+/// crash between the PUT and the deletes); the manifest lists those files
+/// and a new flight's per-flight file (the writer leaves it alone, so the
+/// manifest's version stays), whose row is in no output. Recovery must
+/// delete the proven inputs and keep that one. The per-flight files are
+/// recorded as read (the planted commit read them). Returns its key.
+async fn plant_unproven_manifest(world: &World, rng: &mut Rng) -> String {
+    use archive_compaction::state::{MANIFEST_VERSION, ManifestInput, ManifestOutput};
+    use archive_compaction::storage::{JOB_ID_METADATA, PutMode, sha256_b64};
+    let mem = &world.mem;
+    let d = date(DATES[rng.below(DATES.len() as u64) as usize]);
+    let prefix = index_prefix(d);
+    let (inputs, rows) = {
+        let mut archive = world.archive.lock().unwrap();
+        let mut inputs = Vec::new();
+        let mut rows = Vec::new();
+        for (key, (body, etag)) in mem.snapshot().range(prefix.clone()..) {
+            if !key.starts_with(&prefix) {
+                break;
+            }
+            if let IndexKey::PerFlight(u) = keys::classify_index_key(key)
+                && let Some(v) = archive.flights.get(&d).and_then(|f| f.get(&u))
+            {
+                rows.push((u, *v));
+                inputs.push(ManifestInput {
+                    key: key.clone(),
+                    etag: etag.clone(),
+                    size: body.len() as u64,
+                });
+            }
+        }
+        if rows.is_empty() {
+            let u = archive.new_flight(mem, d);
+            let key = format!("{prefix}{u}.parquet");
+            let (body, etag) = mem.snapshot()[&key].clone();
+            rows.push((u, 1));
+            inputs.push(ManifestInput {
+                key,
+                etag,
+                size: body.len() as u64,
+            });
+        }
+        {
+            let mut reads = world.reads.lock().unwrap();
+            for i in &inputs {
+                reads.insert((i.key.clone(), i.etag.clone()));
+            }
+        }
+        let extra = archive.new_flight(mem, d);
+        archive.pinned.insert(extra);
+        let extra_key = format!("{prefix}{extra}.parquet");
+        let (extra_body, extra_etag) = mem.snapshot()[&extra_key].clone();
+        inputs.push(ManifestInput {
+            key: extra_key,
+            etag: extra_etag,
+            size: extra_body.len() as u64,
+        });
+        (inputs, rows)
+    };
+    let job_id = Uuid::from_u128(0x0190_0000_0000_7000_8000_0000_0000_0000 | rng.next() as u128);
+    let body = multi_row_file(d, &rows);
+    let output = ManifestOutput {
+        key: keys::compacted_key(d, job_id),
+        size: body.len() as u64,
+        sha256: sha256_b64(&body),
+        rows: rows.len() as u64,
+    };
+    let mut request = PutRequest::new(PutMode::Create);
+    request.sha256_b64 = Some(output.sha256.clone());
+    request
+        .metadata
+        .insert(JOB_ID_METADATA.to_string(), job_id.to_string());
+    mem.put_object(&output.key, body, request).await.unwrap();
+    let m = Manifest {
+        schema_version: MANIFEST_VERSION,
+        job_id,
+        date: d,
+        output: Some(output),
+        inputs,
+        created_at: now0(),
+        invocation_id: "a-commit-that-listed-one-more-input".into(),
+    };
+    let key = keys::manifest_key(d, job_id);
+    assert_eq!(
+        archive_compaction::recovery::validate_manifest(&key, &m),
+        Ok(()),
+        "the planted manifest must pass every ownership rule"
+    );
+    mem.put_now(&key, serde_json::to_vec(&m).unwrap().into());
+    UNPROVEN.fetch_add(1, Ordering::Relaxed);
+    key
+}
+
 fn check(world: &World) -> std::result::Result<(), String> {
     if let Some(v) = world.violations.lock().unwrap().first() {
         return Err(v.clone());
     }
     let snapshot = world.mem.snapshot();
     let archive = world.archive.lock().unwrap().clone();
+    for (key, etag) in &archive.unmergeable {
+        if snapshot.get(key).map(|(_, e)| e) != Some(etag) {
+            return Err(format!(
+                "the skipped per-flight file {key} was deleted or changed: its flight is lost"
+            ));
+        }
+    }
     for key in snapshot.keys() {
         if key.starts_with(MANIFESTS_ROOT) || key.starts_with(QUARANTINE_ROOT) {
             return Err(format!("{key} left"));
@@ -815,6 +1000,7 @@ fn check(world: &World) -> std::result::Result<(), String> {
         for (key, (body, _)) in snapshot.iter().filter(|(k, _)| k.starts_with(&prefix)) {
             match keys::classify_index_key(key) {
                 IndexKey::Compacted => compacted.push((key.clone(), body.clone())),
+                IndexKey::PerFlight(_) if archive.unmergeable.contains_key(key) => {}
                 IndexKey::PerFlight(_) => return Err(format!("per-flight file {key} left")),
                 IndexKey::MultiRow => return Err(format!("multi-row file {key} left")),
                 IndexKey::Foreign(_) => {}
@@ -877,24 +1063,9 @@ fn run_seed(seed: u64) -> std::result::Result<(), String> {
     rt.block_on(schedule(seed))
 }
 
-#[test]
-fn simulation() {
-    let t0 = Instant::now();
-    if let Ok(s) = std::env::var("SIM_SEED") {
-        let seed: u64 = s.parse().expect("SIM_SEED is a number");
-        if let Err(e) = run_seed(seed) {
-            panic!("seed {seed}: {e}");
-        }
-        return;
-    }
-    let seeds: u64 = std::env::var("SIM_SEEDS")
-        .ok()
-        .map(|s| s.parse().expect("SIM_SEEDS is a number"))
-        .unwrap_or(2000);
-    let base: u64 = std::env::var("SIM_BASE")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
+/// Runs `seeds` schedules from `base` on two threads; the first failing
+/// one (lowest seed) as (seed, message, schedules run), if any.
+fn run_seeds(base: u64, seeds: u64) -> Option<(u64, String, u64)> {
     let next = Arc::new(AtomicU64::new(0));
     let failed: Arc<Mutex<Option<(u64, String, u64)>>> = Arc::new(Mutex::new(None));
     let threads: Vec<_> = (0..2)
@@ -921,27 +1092,90 @@ fn simulation() {
     for t in threads {
         t.join().unwrap();
     }
+    failed.lock().unwrap().take()
+}
+
+#[test]
+fn simulation() {
+    // The failpoint build plants the commit's hole in every schedule with a
+    // skipped file, then shows each proof is needed (module docs).
+    #[cfg(feature = "failpoints")]
+    fail::cfg("commit::read-lists-skipped-input", "return").unwrap();
+    let t0 = Instant::now();
+    if let Ok(s) = std::env::var("SIM_SEED") {
+        let seed: u64 = s.parse().expect("SIM_SEED is a number");
+        if let Err(e) = run_seed(seed) {
+            panic!("seed {seed}: {e}");
+        }
+        return;
+    }
+    let seeds: u64 = std::env::var("SIM_SEEDS")
+        .ok()
+        .map(|s| s.parse().expect("SIM_SEEDS is a number"))
+        .unwrap_or(2000);
+    let base: u64 = std::env::var("SIM_BASE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    #[cfg(feature = "failpoints")]
+    for off in ["commit::proof-off", "recovery::proof-off"] {
+        let t = Instant::now();
+        fail::cfg(off, "return").unwrap();
+        let found = run_seeds(base, 500);
+        fail::remove(off);
+        let Some((seed, e, count)) = found else {
+            panic!(
+                "with {off} the simulation found nothing in 500 schedules: the holes are not planted"
+            )
+        };
+        eprintln!(
+            "with {off}: schedule {seed} failed after ~{count} schedules, {:.1} s, as it must: {e}",
+            t.elapsed().as_secs_f64()
+        );
+    }
+    let t0 = if cfg!(feature = "failpoints") {
+        Instant::now()
+    } else {
+        t0
+    };
+    let failed = run_seeds(base, seeds);
     let secs = t0.elapsed().as_secs_f64();
-    if let Some((seed, e, count)) = failed.lock().unwrap().take() {
+    if let Some((seed, e, count)) = failed {
+        let features = if cfg!(feature = "failpoints") {
+            " --features failpoints"
+        } else {
+            ""
+        };
         panic!(
-            "schedule {seed} failed after ~{count} schedules, {secs:.1} s: {e}\nreplay: SIM_SEED={seed} cargo test --test simulation -- --nocapture"
+            "schedule {seed} failed after ~{count} schedules, {secs:.1} s: {e}\nreplay: SIM_SEED={seed} cargo test{features} --test simulation -- --nocapture"
         );
     }
     let c = |a: &AtomicU64| a.load(Ordering::Relaxed);
     eprintln!(
-        "simulation: {seeds} schedules in {secs:.1} s: {} cut-offs, {} pauses past or before a lease expiry, {} injected errors, {} keys refused in DeleteObjects, {} writer steps, {} wrong manifests planted",
+        "simulation: {seeds} schedules in {secs:.1} s: {} cut-offs, {} pauses past or before a lease expiry, {} injected errors, {} keys refused in DeleteObjects, {} writer steps, {} wrong manifests planted, {} manifests listing an input their output lacks, {} skipped per-flight files",
         c(&CUTS),
         c(&PAUSES),
         c(&ERRORS),
         c(&DENIED),
         c(&WRITES),
-        c(&PLANTED)
+        c(&PLANTED),
+        c(&UNPROVEN),
+        c(&UNMERGEABLE)
     );
     assert!(
         seeds < 100
-            || [&CUTS, &PAUSES, &ERRORS, &DENIED, &WRITES, &PLANTED]
-                .iter()
-                .all(|a| c(a) > 0),
+            || [
+                &CUTS,
+                &PAUSES,
+                &ERRORS,
+                &DENIED,
+                &WRITES,
+                &PLANTED,
+                &UNPROVEN,
+                &UNMERGEABLE
+            ]
+            .iter()
+            .all(|a| c(a) > 0),
         "a kind of fault never fired"
     );
 }

@@ -96,7 +96,8 @@ async fn update_is_compare_and_swap(s: &impl Store, _kind: Kind) {
 }
 
 /// Single-part ETags are the quoted hex MD5 of the body, the same in PUT,
-/// GET, HEAD and the listing.
+/// GET, HEAD and the listing: in a bucket without SSE-KMS or SSE-C (with
+/// them the ETag is no digest: [`sse_kms_etags_are_version_tokens`]).
 async fn etag_is_quoted_md5(s: &impl Store, _kind: Kind) {
     let body = Bytes::from("hello, archive");
     let etag = s
@@ -377,6 +378,36 @@ async fn last_modified(s: &impl Store, kind: Kind) {
     }
 }
 
+/// A byte range of one version (`Range`, `If-Match`): the bytes asked for,
+/// clipped at the object's end; another ETag is 412, a missing key 404.
+async fn ranged_get_of_one_version(s: &impl Store, _kind: Kind) {
+    let body = Bytes::from("0123456789abcdef");
+    let etag = s
+        .put("k/range", body.clone(), PutMode::Create, None)
+        .await
+        .unwrap();
+    let got = s.get_range("k/range", 4..8, Some(&etag)).await.unwrap();
+    assert_eq!(got.body, Bytes::from("4567"));
+    assert_eq!(got.etag, etag);
+    let tail = s.get_range("k/range", 12..16, None).await.unwrap();
+    assert_eq!(tail.body, Bytes::from("cdef"));
+    let clipped = s.get_range("k/range", 14..40, Some(&etag)).await.unwrap();
+    assert_eq!(clipped.body, Bytes::from("ef"));
+    let other = s
+        .get_range(
+            "k/range",
+            0..4,
+            Some("\"0123456789abcdef0123456789abcdef\""),
+        )
+        .await;
+    assert!(is_precondition(&other), "another ETag: {other:?}");
+    let missing = s.get_range("k/nothing", 0..4, None).await;
+    assert!(
+        matches!(&missing, Err(e) if e.is_not_found()),
+        "{missing:?}"
+    );
+}
+
 macro_rules! conformance {
     ($($case:ident),* $(,)?) => {
         mod memory {
@@ -413,7 +444,138 @@ conformance!(
     pages_start_after_and_ranges,
     common_prefixes,
     last_modified,
+    ranged_get_of_one_version,
 );
+
+/// A KMS key ARN for the SSE-KMS cases: neither server looks the key up.
+const KMS_KEY_ARN: &str =
+    "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab";
+
+/// SSE-KMS default encryption: AWS documents that "objects encrypted by
+/// SSE-C or SSE-KMS have ETags that are not an MD5 digest of their object
+/// data" (S3 API reference, Object: ETag). The job must treat an ETag as an
+/// opaque token for one version of one key: the same in PUT, GET, HEAD and
+/// the listing, the `If-Match` of a replace or delete, the per-key condition
+/// of DeleteObjects; never compared with a digest of the body, never across
+/// keys. The in-memory store's SSE-KMS bucket (`MemoryStore::sse_kms`) gives
+/// such ETags (not the MD5, different for two PUTs of one body);
+/// ministack 1.5 and moto 5.2 apply the bucket's default encryption (HEAD
+/// says `aws:kms` and the key) but keep the MD5 as ETag, which the case
+/// asserts so that a server that starts to conform is noticed.
+async fn sse_kms_etags_are_version_tokens(s: &impl Store, kind: Kind) {
+    let body = Bytes::from("the same body, twice");
+    let a = s
+        .put("k/kms/a", body.clone(), PutMode::Create, None)
+        .await
+        .unwrap();
+    let b = s
+        .put("k/kms/b", body.clone(), PutMode::Create, None)
+        .await
+        .unwrap();
+    match kind {
+        Kind::Memory => {
+            assert_ne!(a, md5_etag(&body), "an SSE-KMS ETag is not the body's MD5");
+            assert_ne!(a, b, "two SSE-KMS PUTs of one body");
+            assert!(
+                a.len() == 34 && a.starts_with('"') && a.ends_with('"'),
+                "{a}"
+            );
+        }
+        // Departure: the servers keep the MD5 under SSE-KMS.
+        Kind::Ministack | Kind::Moto => {
+            assert_eq!(a, md5_etag(&body), "{kind:?} now gives SSE-KMS ETags");
+            assert_eq!(a, b);
+        }
+    }
+    // The same ETag wherever the version is seen.
+    assert_eq!(s.get("k/kms/a").await.unwrap().etag, a);
+    assert_eq!(s.head("k/kms/a").await.unwrap().unwrap().etag, a);
+    let listed: BTreeMap<String, String> = s
+        .list("k/kms/")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| (o.key, o.etag))
+        .collect();
+    assert_eq!(listed["k/kms/a"], a);
+    assert_eq!(listed["k/kms/b"], b);
+    // It is the condition of a replace: the current one replaces, the old
+    // one is 412 afterwards.
+    let a2 = s
+        .put("k/kms/a", "v2".into(), PutMode::Update(a.clone()), None)
+        .await
+        .unwrap();
+    assert_ne!(a2, a);
+    let stale = s
+        .put("k/kms/a", "v3".into(), PutMode::Update(a.clone()), None)
+        .await;
+    assert!(is_precondition(&stale), "stale If-Match replace: {stale:?}");
+    // ... and of a delete.
+    let stale = s.delete("k/kms/a", Some(&a)).await;
+    assert!(is_precondition(&stale), "stale If-Match delete: {stale:?}");
+    s.delete("k/kms/a", Some(&a2)).await.unwrap();
+    assert!(s.get_opt("k/kms/a").await.unwrap().is_none());
+    // DeleteObjects deletes the version named by its ETag.
+    let failures = s.delete_batch(&[("k/kms/b".into(), b)]).await.unwrap();
+    assert_eq!(failures, Vec::<DeleteFailure>::new());
+    assert!(s.get_opt("k/kms/b").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn memory_sse_kms_etags_are_version_tokens() {
+    let s = MemoryStore::sse_kms("conformance", Arc::new(ManualClock::new(t0())));
+    sse_kms_etags_are_version_tokens(&s, Kind::Memory).await;
+}
+
+/// On the server, a bucket with SSE-KMS default encryption (PutBucketEncryption).
+#[tokio::test]
+async fn server_sse_kms_etags_are_version_tokens() {
+    use aws_sdk_s3::types::{
+        ServerSideEncryption, ServerSideEncryptionByDefault, ServerSideEncryptionConfiguration,
+        ServerSideEncryptionRule,
+    };
+    common::init_logs();
+    let store: S3Store = common::bucket("sse-kms").await;
+    let client = common::sdk_client(&common::endpoint());
+    let by_default = ServerSideEncryptionByDefault::builder()
+        .sse_algorithm(ServerSideEncryption::AwsKms)
+        .kms_master_key_id(KMS_KEY_ARN)
+        .build()
+        .unwrap();
+    let rule = ServerSideEncryptionRule::builder()
+        .apply_server_side_encryption_by_default(by_default)
+        .build();
+    client
+        .put_bucket_encryption()
+        .bucket(store.bucket())
+        .server_side_encryption_configuration(
+            ServerSideEncryptionConfiguration::builder()
+                .rules(rule)
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .expect("PutBucketEncryption");
+    store
+        .put("k/kms/probe", "p".into(), PutMode::Create, None)
+        .await
+        .unwrap();
+    let head = client
+        .head_object()
+        .bucket(store.bucket())
+        .key("k/kms/probe")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        (head.server_side_encryption(), head.ssekms_key_id()),
+        (Some(&ServerSideEncryption::AwsKms), Some(KMS_KEY_ARN)),
+        "the bucket's default encryption was not applied: the case would test nothing"
+    );
+    store.delete("k/kms/probe", None).await.unwrap();
+    sse_kms_etags_are_version_tokens(&store, server_kind()).await;
+}
 
 // Cases the servers cannot be made to show on demand: they need two
 // requests on one key to overlap inside the server. The in-memory store

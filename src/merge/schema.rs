@@ -397,6 +397,15 @@ pub(super) fn to_micros(v: i64, unit: TimeUnit) -> Option<i64> {
 ///
 /// Errors: [`Unmergeable`] when the bytes are not Parquet or have no `s3_key`.
 pub fn flight_uuids_in(bytes: Bytes) -> Result<Vec<Uuid>, Unmergeable> {
+    Ok(row_flights_in(bytes)?.flights)
+}
+
+/// The flights of a Parquet file's rows by its `s3_key` column (reads only
+/// that column), and how many rows name no flight (a null `s3_key`, or one
+/// without a uuid): what [`crate::proof`] checks an input or an output by.
+///
+/// Errors: [`Unmergeable`] when the bytes are not Parquet or have no `s3_key`.
+pub fn row_flights_in(bytes: Bytes) -> Result<crate::proof::RowFlights, Unmergeable> {
     check_magic(&bytes)?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
         .map_err(|e| unmergeable(None, format!("not a readable Parquet file: {e}")))?;
@@ -414,21 +423,24 @@ pub fn flight_uuids_in(bytes: Bytes) -> Result<Vec<Uuid>, Unmergeable> {
         .with_projection(mask)
         .build()
         .map_err(|e| unmergeable(None, e.to_string()))?;
-    let mut out = Vec::new();
+    let mut out = crate::proof::RowFlights::default();
     for b in reader {
         let b = b.map_err(|e| unmergeable(None, e.to_string()))?;
-        for col in b.columns() {
-            if col.null_count() == col.len() {
-                continue;
+        // Columns twice (names equal but for case) hold one value a row
+        // as the merge takes them: the first that is not null.
+        let cols = (b.columns().iter())
+            .map(|c| cast(c, &DataType::Utf8))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| unmergeable(Some("s3_key"), e.to_string()))?;
+        let cols: Vec<&StringArray> = cols.iter().map(|c| c.as_string()).collect();
+        for row in 0..b.num_rows() {
+            let key = cols.iter().find(|c| c.is_valid(row)).map(|c| c.value(row));
+            match key.and_then(flight_uuid) {
+                Some(u) => out.flights.push(u),
+                None => out.anonymous += 1,
             }
-            let col = cast(col, &DataType::Utf8)
-                .map_err(|e| unmergeable(Some("s3_key"), e.to_string()))?;
-            let s: &StringArray = col.as_string();
-            out.extend(s.iter().flatten().filter_map(flight_uuid));
         }
     }
-    out.sort_unstable();
-    out.dedup();
     Ok(out)
 }
 

@@ -4,7 +4,11 @@
 //! It implements what the S3 API reference and user guide document, not
 //! what a lenient server happens to do:
 //!
-//! - ETags are the quoted hex MD5 of the body (single-part PUTs).
+//! - ETags are the quoted hex MD5 of the body (single-part PUTs), or, in a
+//!   bucket made by [`MemoryStore::sse_kms`], 32 hex digits that are not the
+//!   MD5 of the body and differ between two PUTs of the same body (AWS:
+//!   objects encrypted with SSE-KMS or SSE-C have ETags that are not an MD5
+//!   digest of their data).
 //! - `If-None-Match: *` on an existing key and `If-Match` with another ETag
 //!   are 412 ([`Error::PreconditionFailed`]); `If-Match` on a missing key is
 //!   404 `NoSuchKey`. A conditional write overtaken, while in flight, by a
@@ -83,11 +87,15 @@ struct State {
     generation: BTreeMap<String, u64>,
     deleted: Vec<DeletedVersion>,
     requests: BTreeMap<&'static str, u64>,
+    /// PUTs so far (the SSE-KMS ETags' counter).
+    puts: u64,
 }
 
 #[derive(Debug)]
 struct Inner {
     bucket: String,
+    /// SSE-KMS default encryption: ETags are not the body's MD5.
+    sse_kms: bool,
     clock: Arc<dyn Clock>,
     state: Mutex<State>,
 }
@@ -117,9 +125,24 @@ impl MemoryStore {
 
     /// An empty bucket whose LastModified times come from `clock`.
     pub fn with_clock(bucket: impl Into<String>, clock: Arc<dyn Clock>) -> MemoryStore {
+        MemoryStore::new_bucket(bucket.into(), clock, false)
+    }
+
+    /// An empty bucket with SSE-KMS default encryption, on `clock`: every
+    /// PUT's ETag is 32 quoted hex digits that are not the MD5 of the body,
+    /// and two PUTs of the same body get different ETags, as AWS gives an
+    /// object encrypted with a KMS key. What the job does with ETags must not
+    /// tell the two buckets apart: they are opaque version tokens (`If-Match`,
+    /// DeleteObjects conditions, "the version read"), never a digest.
+    pub fn sse_kms(bucket: impl Into<String>, clock: Arc<dyn Clock>) -> MemoryStore {
+        MemoryStore::new_bucket(bucket.into(), clock, true)
+    }
+
+    fn new_bucket(bucket: String, clock: Arc<dyn Clock>, sse_kms: bool) -> MemoryStore {
         MemoryStore {
             inner: Arc::new(Inner {
-                bucket: bucket.into(),
+                bucket,
+                sse_kms,
                 clock,
                 state: Mutex::new(State::default()),
             }),
@@ -320,7 +343,7 @@ impl MemoryStore {
                 }
             }
         }
-        let etag = md5_etag(&body);
+        let etag = self.new_etag(&mut st, &body);
         let object = Object {
             etag: etag.clone(),
             last_modified: self.now(),
@@ -335,6 +358,19 @@ impl MemoryStore {
         st.objects.insert(key.to_string(), object);
         Self::bump(&mut st, key);
         Ok(etag)
+    }
+
+    /// The ETag of a new version of `body`: its MD5, or under SSE-KMS the
+    /// MD5 of the bucket's PUT count and the body (deterministic, never the
+    /// body's own MD5 in practice, different for every PUT).
+    fn new_etag(&self, st: &mut State, body: &[u8]) -> String {
+        st.puts += 1;
+        if !self.inner.sse_kms {
+            return md5_etag(body);
+        }
+        let mut salted = format!("sse-kms:{}:", st.puts).into_bytes();
+        salted.extend_from_slice(body);
+        md5_etag(&salted)
     }
 
     fn conflict(&self, op: &'static str, key: &str) -> Error {
@@ -352,8 +388,8 @@ impl MemoryStore {
 
     /// An unconditional PUT, as the archive writer does (returns the ETag).
     pub fn put_now(&self, key: &str, body: Bytes) -> String {
-        let etag = md5_etag(&body);
         let mut st = self.state();
+        let etag = self.new_etag(&mut st, &body);
         let object = Object {
             etag: etag.clone(),
             last_modified: self.now(),

@@ -49,33 +49,39 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// Starts `kind` with serve.py on a free port. serve.py refuses a port
+/// another process took since [`free_port`] found it free (and never says
+/// "ready" for a server that exited): then another port is tried, three
+/// times at most.
 pub fn start_server(kind: &str) -> Server {
-    let port = free_port();
-    let mut child = Command::new(python())
-        .arg(root().join("tests/support/serve.py"))
-        .arg(kind)
-        .arg(port.to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!("cannot start {kind} via serve.py ({e}); run scripts/setup-tools.sh")
-        });
-    let stdin = child.stdin.take().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(
-        line.trim(),
-        "ready",
-        "{kind} did not start; see /tmp/ac-{kind}-{port}.log"
-    );
-    Server {
-        port,
-        _stdin: Mutex::new(stdin),
-        _child: Mutex::new(child),
+    let mut port = 0;
+    for _ in 0..3 {
+        port = free_port();
+        let mut child = Command::new(python())
+            .arg(root().join("tests/support/serve.py"))
+            .arg(kind)
+            .arg(port.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot start {kind} via serve.py ({e}); run scripts/setup-tools.sh")
+            });
+        let stdin = child.stdin.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        if line.trim() == "ready" {
+            return Server {
+                port,
+                _stdin: Mutex::new(stdin),
+                _child: Mutex::new(child),
+            };
+        }
+        let _ = child.wait();
     }
+    panic!("{kind} did not start; see serve.py's message above and /tmp/ac-{kind}-{port}.log")
 }
 
 pub fn s3_kind() -> String {

@@ -408,29 +408,56 @@ def put_row(args):
     json.dump({"key": ik, "row": canonical(row)}, sys.stdout)
 
 
+def index_kind(key, size):
+    """What an object under index/ is, by the rules of the job's
+    `keys::IndexKey` (docs/ARCHITECTURE.md, "Index inputs and foreign
+    objects"): "per_flight" ({uuid}.parquet), "compacted" (compacted-*.parquet),
+    "multi_row" (any other .parquet name), or "foreign" (another suffix, a
+    hidden or `_` name, a zero-byte object, a directory marker, a nested
+    prefix)."""
+    parts = key.split("/")
+    if len(parts) != 5 or not parts[4]:
+        return "foreign"
+    name = parts[4]
+    if not name.endswith(".parquet") or name.startswith(("_", ".")) or size == 0:
+        return "foreign"
+    if name.startswith("compacted-"):
+        return "compacted"
+    stem = name[: -len(".parquet")]
+    try:
+        # The hyphenated form only, as the job parses it.
+        return "per_flight" if str(uuid.UUID(stem)) == stem.lower() else "multi_row"
+    except ValueError:
+        return "multi_row"
+
+
 def summary(args):
     """Prints a per-day table of the index partitions: per-flight files,
-    compacted files, rows (from Parquet footers) and foreign objects, for
-    every date from the first to the last seen (a date with neither flights
-    nor index files says so), then the watermark."""
+    compacted files, other multi-row files (backfills, exports), rows (from
+    the multi-row files' Parquet footers; a per-flight file counts as its one
+    row, unread) and foreign objects, for every date from the first to
+    the last seen (a date with neither flights nor index files says so),
+    then the watermark. Files are told apart by what their names are (a
+    UUID, `compacted-`, another name), as the job tells them apart."""
     s3 = client(args.endpoint)
     days = {}
+    empty = {"per_flight": 0, "compacted": 0, "multi_row": 0, "rows": 0, "foreign": 0}
     for key, size, _ in list_all(s3, args.bucket, "index/"):
         parts = key.split("/")
         if len(parts) < 5:
             continue
         day = "-".join(p.split("=")[1] for p in parts[1:4])
-        d = days.setdefault(day, {"per_flight": 0, "compacted": 0, "rows": 0, "foreign": 0})
-        name = parts[4]
-        if name.startswith("compacted-") and name.endswith(".parquet"):
-            d["compacted"] += 1
+        d = days.setdefault(day, dict(empty))
+        kind = index_kind(key, size)
+        d[kind] += 1
+        if kind in ("compacted", "multi_row"):
             body = s3.get_object(Bucket=args.bucket, Key=key)["Body"].read()
-            d["rows"] += pq.ParquetFile(io.BytesIO(body)).metadata.num_rows
-        elif name.endswith(".parquet") and size > 0 and not name.startswith(("_", ".")) and len(name) == 44:
-            d["per_flight"] += 1
+            try:
+                d["rows"] += pq.ParquetFile(io.BytesIO(body)).metadata.num_rows
+            except Exception:
+                pass  # unreadable: counted as a file, its rows unknown
+        elif kind == "per_flight":
             d["rows"] += 1
-        else:
-            d["foreign"] += 1
     flights = {}
     for key, _, _ in list_all(s3, args.bucket, "flights/"):
         parts = key.split("/")
@@ -446,11 +473,11 @@ def summary(args):
         while d <= last:
             dates.append(d.isoformat())
             d += dt.timedelta(days=1)
-    print(f"{'date':<12}{'flights':>9}{'per-flight':>12}{'compacted':>11}{'rows':>8}{'foreign':>9}")
+    print(f"{'date':<12}{'flights':>9}{'per-flight':>12}{'compacted':>11}{'multi-row':>11}{'rows':>8}{'foreign':>9}")
     for day in dates:
-        d = days.get(day, {"per_flight": 0, "compacted": 0, "rows": 0, "foreign": 0})
+        d = days.get(day, empty)
         note = "   (no flights, no index partition)" if day not in days and day not in flights else ""
-        print(f"{day:<12}{flights.get(day, 0):>9}{d['per_flight']:>12}{d['compacted']:>11}{d['rows']:>8}{d['foreign']:>9}{note}")
+        print(f"{day:<12}{flights.get(day, 0):>9}{d['per_flight']:>12}{d['compacted']:>11}{d['multi_row']:>11}{d['rows']:>8}{d['foreign']:>9}{note}")
     try:
         wm = s3.get_object(Bucket=args.bucket, Key="_compaction_state/watermark.json")["Body"].read()
         print("watermark:", json.loads(wm).get("last_compacted_date"))

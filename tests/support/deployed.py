@@ -26,7 +26,20 @@ checks, each step printing what it saw:
    ministack's failure record says approximateInvokeCount 3 whatever the
    count; MaximumRetryAttempts is left at its default, see below) and lands in the failure queue with its error type and the report.
 7. A second stack whose secret does not exist: the run is a Success (the
-   compaction happened) and report_errors names the secret.
+   compaction happened) and report_errors names the secret. Its bucket has
+   SSE-KMS default encryption and the stack BucketKmsKeyArn set: the deployed
+   role (GetRolePolicy) grants kms:Decrypt and kms:GenerateDataKey on that
+   key only, the first stack's role no KMS action; the compacted file is
+   encrypted with the key (ministack itself checks no KMS permission).
+8. The dashboard (after 3): named after the stack, in the stack's outputs
+   (name and console URL), read back with GetDashboard: every metric it
+   graphs is one the function published in this run (ListMetrics: the
+   stack's namespace, the single dimension Bucket = the stack's bucket),
+   each graph the issue asks for is there (runs by status, files compacted
+   and rows written, duration with the function's timeout, watermark lag,
+   mismatch_runs, delete failures), and its alarm widget lists the stack's
+   four alarms (ministack's stand-in ARN for FunctionErrorsAlarm, which it
+   cannot create).
 
 Exits non-zero with the reason on the first check that fails.
 """
@@ -226,6 +239,85 @@ def metric_math(cw, alarm, refs, start, end):
     return sums.get("errors", 0) - sums.get("mismatches", 0), sums
 
 
+def role_statements(cfn, iam, stack_name):
+    """The deployed CompactionRole's inline policy statements (GetRolePolicy)."""
+    role = [r["PhysicalResourceId"] for r in cfn.describe_stack_resources(StackName=stack_name)["StackResources"]
+            if r["LogicalResourceId"] == "CompactionRole"]
+    check(len(role) == 1, f"{stack_name}: CompactionRole {role}")
+    doc = iam.get_role_policy(RoleName=role[0], PolicyName="archive-compaction")["PolicyDocument"]
+    if isinstance(doc, str):
+        import urllib.parse
+        doc = json.loads(urllib.parse.unquote(doc))
+    return doc["Statement"]
+
+
+# What each of the dashboard's graphs must show (issue 29), by metric name.
+DASHBOARD_GRAPHS = {
+    "runs by status": {"RunSuccess", "RunMismatch", "RunFailure"},
+    "files compacted and rows written": {"FilesCompacted", "RowsWritten"},
+    "duration": {"RunDurationSeconds"},
+    "watermark lag": {"WatermarkLagDays"},
+    "mismatch_runs": {"MismatchRuns"},
+    "delete failures": {"FilesDeleteFailed"},
+}
+
+
+def dashboard_metrics(widget):
+    """(namespace, name, dimensions) of each metric of a metric widget, with
+    CloudWatch's "." shorthand (same as the row above) resolved; anything else
+    than a plain metric (an expression, a search) is refused."""
+    out, previous = [], []
+    for row in widget["properties"]["metrics"]:
+        fields = [f for f in row if not isinstance(f, dict)]
+        fields = [previous[i] if f == "." and i < len(previous) else f for i, f in enumerate(fields)]
+        check(len(fields) >= 2 and len(fields) % 2 == 0 and "." not in fields,
+              f"dashboard metric {row}: not namespace, name, dimension pairs")
+        previous = fields
+        dims = tuple(sorted(zip(fields[2::2], fields[3::2])))
+        out.append((fields[0], fields[1], dims))
+    return out
+
+
+def check_dashboard(cw, lam, stack, stack_name, fn, namespace, bucket, alarm_names):
+    outputs = stack["outputs"]
+    name = outputs.get("DashboardName")
+    check(name == stack_name, f"DashboardName output {name!r}, expected the stack's name {stack_name!r}")
+    url = outputs.get("DashboardUrl", "")
+    check(url.endswith(f"#dashboards/dashboard/{name}") and f"region={REGION}" in url,
+          f"DashboardUrl output {url!r}")
+    body = json.loads(cw.get_dashboard(DashboardName=name)["DashboardBody"])
+    widgets = body["widgets"]
+    published = {(m["Namespace"], m["MetricName"],
+                  tuple(sorted((d["Name"], d["Value"]) for d in m.get("Dimensions", []))))
+                 for m in cw.list_metrics(Namespace=namespace)["Metrics"]}
+    graphed = []
+    for w in widgets:
+        if w["type"] != "metric":
+            continue
+        check(w["properties"].get("region") == REGION, f"widget {w['properties'].get('title')}: region")
+        for m in dashboard_metrics(w):
+            check(m in published, f"dashboard widget {w['properties'].get('title')!r} graphs {m}, "
+                  f"which the function did not publish (published: {sorted(published)})")
+            check(m[2] == (("Bucket", bucket),), f"{m}: dimensions are not exactly Bucket={bucket}")
+            graphed.append((w, m[1]))
+    names = {n for _, n in graphed}
+    for graph, want in DASHBOARD_GRAPHS.items():
+        check(want <= names, f"the dashboard has no {graph} graph ({sorted(want - names)} missing)")
+    timeout = lam.get_function_configuration(FunctionName=fn)["Timeout"]
+    duration = [w for w, n in graphed if n == "RunDurationSeconds"][0]
+    marks = [a["value"] for a in duration["properties"].get("annotations", {}).get("horizontal", [])]
+    check(marks == [timeout], f"the duration graph's line {marks} is not the function's timeout {timeout}")
+    arns = {a["AlarmName"]: a["AlarmArn"] for a in cw.describe_alarms(AlarmNames=alarm_names)["MetricAlarms"]}
+    alarm_widgets = [w for w in widgets if w["type"] == "alarm"]
+    check(len(alarm_widgets) == 1, f"{len(alarm_widgets)} alarm widgets")
+    listed = alarm_widgets[0]["properties"]["alarms"]
+    want = set(arns.values()) | set(stack["left_out_arns"].values())
+    check(len(listed) == 4 and set(listed) == want, f"alarm widget lists {listed}, expected {sorted(want)}")
+    say(f"8. dashboard {name} ({url}): {len(widgets)} widgets; graphs {sorted(names)}, each published "
+        f"by the run in {namespace} with Bucket={bucket}; duration line at the timeout {timeout} s; "
+        f"alarms {sorted(arns)} + {sorted(stack['left_out_arns'])} (stand-in, not on ministack)")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bootstrap", required=True)
@@ -372,6 +464,9 @@ def main():
     check(value == 0, f"FunctionErrorsAlarm after a Success: {value} ({sums})")
     say(f"3. alarms {states}; FunctionErrorsAlarm (evaluated here) {value:g} ({sums}) -> OK")
 
+    # 8. The dashboard.
+    check_dashboard(cw, lam, stack, "ac-deployed", fn, namespace, bucket, alarm_names)
+
     # 5. The password came from the secret (MqttPassword is wrong).
     status = retained(broker.port, f"{topic_root}/statistic/last_run_status", user, password)
     check(status == "Success", f"retained last_run_status on the broker: {status!r}")
@@ -432,13 +527,27 @@ def main():
         f"{sums.get('mismatches', 0):g} = {value:g}, not above 0: Mismatch runs do not page as failures "
         "(ministack counts Errors for synchronous invocations only)")
 
-    # 7. A missing secret: reported, never a failed compaction.
+    # 7. A missing secret: reported, never a failed compaction. This stack's
+    # bucket is SSE-KMS (BucketKmsKeyArn set), the first one's is not.
     bucket2 = f"deployed-nosecret-{os.getpid()}"
+    key_arn = client("kms").create_key(Description="deployed-test bucket key")["KeyMetadata"]["Arn"]
+    s3 = client("s3")
+    s3.create_bucket(Bucket=bucket2)
+    s3.put_bucket_encryption(Bucket=bucket2, ServerSideEncryptionConfiguration={"Rules": [{
+        "ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": key_arn}}]})
     gen3 = archive("gen", endpoint, bucket2, {"seed": 16, "days": [{"date": days[0].isoformat(), "flights": 10}]})
     missing_arn = secret_arn.rsplit(":", 1)[0] + ":does-not-exist-AbCdEf"
     deploy(endpoint, "ac-deployed-nosecret", args.bootstrap, os.path.join(work, "build2"),
            {**params, "BucketName": bucket2, "ScheduleState": "DISABLED", "MqttPasswordSecretArn": missing_arn,
-            "MqttTopicRoot": topic_root + "-2"})
+            "MqttTopicRoot": topic_root + "-2", "BucketKmsKeyArn": key_arn})
+    iam = client("iam")
+    kms_first = [st for st in role_statements(cfn, iam, "ac-deployed") if "kms:" in json.dumps(st).lower()]
+    check(kms_first == [], f"the stack without BucketKmsKeyArn grants KMS: {kms_first}")
+    kms_second = [st for st in role_statements(cfn, iam, "ac-deployed-nosecret") if "kms:" in json.dumps(st).lower()]
+    check(kms_second == [{"Sid": "BucketKmsKey", "Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
+                          "Resource": key_arn}], f"the deployed role's KMS statements: {kms_second}")
+    say(f"7. BucketKmsKeyArn {key_arn}: the deployed role grants kms:Decrypt and kms:GenerateDataKey on "
+        "that key only (the first stack, without it: no KMS action)")
     fn2 = cfn.describe_stacks(StackName="ac-deployed-nosecret")["Stacks"][0]["Outputs"]
     fn2 = {o["OutputKey"]: o["OutputValue"] for o in fn2}["FunctionName"]
     r = lam.invoke(FunctionName=fn2, Payload=json.dumps({"now": now.isoformat()}).encode())
@@ -448,8 +557,14 @@ def main():
     check(report["last_run_status"] == "Success" and len(errors) == 1
           and errors[0].startswith(f"MQTT password secret {missing_arn}:"),
           f"missing secret: {report['last_run_status']} {errors}")
-    check_compacted(archive("dump", endpoint, bucket2, prefix=""), gen3, [days[0]])
-    say(f"7. missing secret: Success, {report['files_compacted']} files compacted, report_errors {errors}")
+    dumped = archive("dump", endpoint, bucket2, prefix="")
+    check_compacted(dumped, gen3, [days[0]])
+    compacted = [k for k in dumped if "/compacted-" in k]
+    sse = {k: (lambda h: (h.get("ServerSideEncryption"), h.get("SSEKMSKeyId")))(s3.head_object(Bucket=bucket2, Key=k))
+           for k in compacted}
+    check(compacted and all(v == ("aws:kms", key_arn) for v in sse.values()), f"compacted file encryption: {sse}")
+    say(f"7. missing secret: Success, {report['files_compacted']} files compacted (into an SSE-KMS bucket: "
+        f"the compacted file is aws:kms with the key), report_errors {errors}")
     say("deployed stack: all checks passed")
 
 

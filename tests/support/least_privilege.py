@@ -17,10 +17,23 @@ binary, with that user's access keys and MQTT_PASSWORD_SECRET_ARN set) must:
    logs and the failure record), never by the job: for those the test makes
    Lambda's calls (logs:CreateLogStream + PutLogEvents, sqs:SendMessage) with
    the user's keys, allowed with the statement, denied without.
+4. BucketKmsKeyArn (SSE-KMS), unset and set. Unset (steps 1-3): no statement
+   names a KMS action. Set to a key made here: the policy is the unset one
+   plus exactly one statement, BucketKmsKey, allowing exactly kms:Decrypt and
+   kms:GenerateDataKey on exactly that key ARN (the ARN also fits the
+   parameter's AllowedPattern); the job runs to Success under it on a bucket
+   whose default encryption is SSE-KMS with that key (its objects, the
+   compacted file included, say aws:kms and the key). S3 makes the KMS calls
+   on the role's behalf (GenerateDataKey for a PUT, Decrypt for a GET), and
+   moto's S3 makes none: the test makes them itself with the user's keys,
+   allowed with BucketKmsKey, denied without it (step 3's loop runs over
+   the policy with the key set, so BucketKmsKey is one of the statements
+   removed).
 
-moto's limits, worked around here only: it checks Secrets Manager and
-CloudWatch Logs actions against the resource "*", so ReadMqttPassword and
-WriteLogs are attached with Resource "*" (their Action unchanged); and the
+moto's limits, worked around here only: it checks Secrets Manager, KMS and
+CloudWatch Logs actions against the resource "*", so ReadMqttPassword,
+BucketKmsKey and WriteLogs are attached with Resource "*" (their Action
+unchanged; step 4 checks BucketKmsKey's Resource in the policy itself); and the
 job runs with METRICS_ENABLED=false (moto answers the SDK's CloudWatch
 protocol with 404). One exception for S3, and only there: moto authorises DeleteObjects (the job's
 batch delete of compacted inputs) as s3:DeleteObject on the *bucket* ARN,
@@ -37,6 +50,7 @@ import copy
 import datetime as dt
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -158,18 +172,24 @@ def main():
                  "ARCHIVE_AWS_SECRET_ACCESS_KEY": admin_key["SecretAccessKey"]}
     n = [0]
 
-    def policy_for(bucket):
+    kms = admin.client("kms", endpoint_url=endpoint)
+    key_arn = kms.create_key(Description="lp bucket key")["KeyMetadata"]["Arn"]
+
+    def policy_for(bucket, kms_key=""):
+        """CompactionRole's policy for `bucket`, with BucketKmsKeyArn = `kms_key`."""
         refs = {"AWS::Partition": "aws", "AWS::Region": REGION, "AWS::AccountId": ACCOUNT,
-                "BucketName": bucket, "MetricsNamespace": namespace, "MqttPasswordSecretArn": secret_arn}
+                "BucketName": bucket, "MetricsNamespace": namespace, "MqttPasswordSecretArn": secret_arn,
+                "BucketKmsKeyArn": kms_key}
         atts = {"LogGroup.Arn": group_arn, "FailureQueue.Arn": queue_arn}
-        return role_policy(refs, atts, {"HasMqttPasswordSecret": True})
+        return role_policy(refs, atts, {"HasMqttPasswordSecret": True, "HasBucketKmsKey": kms_key != ""})
 
     def for_moto(st):
-        """moto checks Secrets Manager and CloudWatch Logs actions against the
-        resource "*" (it derives a resource for S3, SQS and IAM only), so a
-        statement naming one secret or log group never matches there: for
-        moto those two get Resource "*", Action unchanged."""
-        if st["Sid"] in ("ReadMqttPassword", "WriteLogs"):
+        """moto checks Secrets Manager, KMS and CloudWatch Logs actions
+        against the resource "*" (it derives a resource for S3, SQS and IAM
+        only), so a statement naming one secret, key or log group never
+        matches there: for moto those three get Resource "*", Action
+        unchanged."""
+        if st["Sid"] in ("ReadMqttPassword", "WriteLogs", "BucketKmsKey"):
             return {**st, "Resource": "*"}
         return st
 
@@ -179,9 +199,16 @@ def main():
             "Resource": f"arn:aws:s3:::{bucket}"}]}
         iam.put_user_policy(UserName="compaction", PolicyName="archive-compaction", PolicyDocument=json.dumps(doc))
 
-    def fresh_bucket():
+    def fresh_bucket(kms_key=None):
+        """A bucket with a generated archive; with `kms_key`, SSE-KMS default
+        encryption with that key is set before anything is written."""
         n[0] += 1
         bucket = f"lp-{n[0]}-{os.getpid()}"
+        if kms_key:
+            a3 = admin.client("s3", endpoint_url=endpoint)
+            a3.create_bucket(Bucket=bucket)
+            a3.put_bucket_encryption(Bucket=bucket, ServerSideEncryptionConfiguration={"Rules": [{
+                "ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": kms_key}}]})
         old = os.environ.copy()
         os.environ.update(ARCHIVE_AWS_ACCESS_KEY_ID=admin_key["AccessKeyId"],
                           ARCHIVE_AWS_SECRET_ACCESS_KEY=admin_key["SecretAccessKey"])
@@ -228,12 +255,28 @@ def main():
             out["FailureDestination"] = e.response["Error"]["Code"]
         return out
 
+    def kms_calls():
+        """The KMS calls S3 makes with the role for an SSE-KMS bucket: a data
+        key for a PUT, its decryption for a GET."""
+        k = user.client("kms", endpoint_url=endpoint)
+        blob = kms.generate_data_key(KeyId=key_arn, KeySpec="AES_256")["CiphertextBlob"]
+        out = {}
+        for what, call in [("GenerateDataKey", lambda: k.generate_data_key(KeyId=key_arn, KeySpec="AES_256")),
+                           ("Decrypt", lambda: k.decrypt(CiphertextBlob=blob, KeyId=key_arn))]:
+            try:
+                call()
+                out[what] = True
+            except ClientError as e:
+                out[what] = e.response["Error"]["Code"]
+        return out
+
     # 1. The whole policy: Success, nothing unreported.
     bucket, gen = fresh_bucket()
     statements = policy_for(bucket)["Statement"]
     sids = [s["Sid"] for s in statements]
     say(f"role policy from template.yaml: {sids}")
     check("ReadMqttPassword" in sids, "no ReadMqttPassword statement with MqttPasswordSecretArn set")
+    check("kms:" not in json.dumps(statements).lower(), "a KMS action without BucketKmsKeyArn")
     check(not any(s.get("Resource") in ("*", f"arn:aws:s3:::{bucket}/*") and s["Action"] != "cloudwatch:PutMetricData"
                   for s in statements), "a statement grants every object or every resource")
     attach(bucket, statements)
@@ -270,10 +313,49 @@ def main():
     check(a3.head_object(Bucket=bucket, Key=flight)["ContentLength"] > 0, "the flight object changed")
     say(f"2. {flight}: {denied} (listing it is the only access)")
 
-    # 3. Without any one statement: a failure or a reported error.
+    calls = kms_calls()
+    check(calls["GenerateDataKey"] is not True and calls["Decrypt"] is not True,
+          f"KMS calls allowed without BucketKmsKeyArn: {calls}")
+
+    # 4. BucketKmsKeyArn set: one statement more, exactly the two actions on that key.
+    with open(os.path.join(ROOT, "template.yaml")) as f:
+        pattern = yaml.load(f, Loader=CfnLoader)["Parameters"]["BucketKmsKeyArn"]["AllowedPattern"]
+    check(re.fullmatch(pattern, key_arn) and re.fullmatch(pattern, ""),
+          f"BucketKmsKeyArn's AllowedPattern {pattern} refuses {key_arn} or the empty default")
+    check(not re.fullmatch(pattern, key_arn.replace(":key/", ":alias/")), f"{pattern} accepts an alias")
+    bucket, gen = fresh_bucket(key_arn)
+    unset = policy_for(bucket)["Statement"]
+    with_key = policy_for(bucket, key_arn)["Statement"]
+    extra = [st for st in with_key if st not in unset]
+    check([st for st in with_key if st in unset] == unset, "BucketKmsKeyArn changed another statement")
+    check(extra == [{"Sid": "BucketKmsKey", "Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
+                     "Resource": key_arn}], f"with BucketKmsKeyArn, the statements added: {extra}")
+    attach(bucket, with_key)
+    time.sleep(0.5)
+    code, report, stderr = run_job(bucket)
+    check(code == 0 and report["last_run_status"] == "Success" and report["report_errors"] == [],
+          f"SSE-KMS bucket: exit {code}, {report.get('last_run_status')}: {report.get('error')} "
+          f"{report.get('report_errors')} {stderr[-1500:]}")
+    check(report["files_compacted"] == 11, f"SSE-KMS bucket: {report['files_compacted']} compacted")
+    a3 = admin.client("s3", endpoint_url=endpoint)
+    objs = [o["Key"] for o in a3.list_objects_v2(Bucket=bucket, Prefix="index/")["Contents"]]
+    check(objs and all("compacted-" in k for k in objs), f"SSE-KMS bucket after the run: {objs}")
+    for k in objs + ["_compaction_state/watermark.json"]:
+        h = a3.head_object(Bucket=bucket, Key=k)
+        check((h.get("ServerSideEncryption"), h.get("SSEKMSKeyId")) == ("aws:kms", key_arn),
+              f"{k}: {h.get('ServerSideEncryption')} {h.get('SSEKMSKeyId')}")
+    calls = kms_calls()
+    check(calls == {"GenerateDataKey": True, "Decrypt": True}, f"S3's KMS calls with BucketKmsKey: {calls}")
+    say(f"4. BucketKmsKeyArn {key_arn}: one statement more, BucketKmsKey = kms:Decrypt + "
+        f"kms:GenerateDataKey on that key only; unset: no KMS action. On an SSE-KMS bucket: Success, "
+        f"{report['files_compacted']} files compacted, {len(objs)} compacted files + the watermark under "
+        f"aws:kms with that key; S3's KMS calls (GenerateDataKey, Decrypt) allowed with it, denied without")
+
+    # 3. Without any one statement (BucketKmsKeyArn set): a failure or a reported error.
+    sids = [s["Sid"] for s in with_key]
     for i, sid in enumerate(sids):
         bucket, _ = fresh_bucket()
-        rest = [s for s in policy_for(bucket)["Statement"] if s["Sid"] != sid]
+        rest = [s for s in policy_for(bucket, key_arn)["Statement"] if s["Sid"] != sid]
         attach(bucket, rest)
         time.sleep(0.5)
         if sid == "PublishMetrics":
@@ -283,6 +365,12 @@ def main():
             # the namespace on ministack (tests/support/deployed.py).
             say(f"3. without {sid}: NOT CHECKED on moto (no CloudWatch for the Rust SDK, "
                 "no cloudwatch:namespace condition); metrics are checked on ministack")
+            continue
+        if sid == "BucketKmsKey":
+            calls = kms_calls()
+            check(calls["GenerateDataKey"] is not True and calls["Decrypt"] is not True,
+                  f"without {sid}: S3's KMS calls still allowed ({calls})")
+            say(f"3. without {sid}: S3's KMS calls denied ({calls}); moto's S3 makes none itself")
             continue
         if sid in ("WriteLogs", "FailureDestination"):
             calls = lambda_calls()
@@ -299,7 +387,7 @@ def main():
         check("AccessDenied" in json.dumps(why) or "403" in json.dumps(why),
               f"without {sid}: the error is not a denial: {why}")
         say(f"3. without {sid}: exit {code}, {status}; {str(why)[:200]}")
-    attach(bucket, policy_for(bucket)["Statement"])
+    attach(bucket, policy_for(bucket, key_arn)["Statement"])
     say("least privilege: all checks passed")
 
 

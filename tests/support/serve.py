@@ -2,15 +2,19 @@
 
     python serve.py ministack|ministack-full|moto|moto-iam|mosquitto PORT
 
-mosquitto reads two optional variables: MOSQUITTO_PASSWORD_FILE (a
+mosquitto reads three optional variables: MOSQUITTO_PASSWORD_FILE (a
 mosquitto_passwd file; anonymous clients are still allowed, wrong passwords
-are refused) and MOSQUITTO_TLS_DIR (ca.crt, server.crt, server.key: the
-listener speaks TLS only).
+are refused), MOSQUITTO_TLS_DIR (ca.crt, server.crt, server.key: the
+listener speaks TLS only) and MOSQUITTO_MAX_PACKET_SIZE (bytes: the broker
+disconnects a client that sends a bigger packet).
 
 The Rust test harness keeps the write end of our stdin open for as long as the
 test process lives; when it exits (or crashes), stdin hits EOF and the server
 is terminated, so no server outlives its tests. Prints "ready" once the port
-accepts connections.
+accepts connections from the server it started; a port already taken by
+another process is refused before anything starts ("port N is taken"), and a
+server that exits once started (mosquitto: "Address already in use") is
+reported with its exit code, never as ready.
 """
 import os
 import signal
@@ -22,6 +26,22 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS = os.environ.get("TOOLS_DIR") or os.path.join(HERE, "..", "..", ".tools")
+
+
+def port_taken(port):
+    """Why 127.0.0.1:`port` cannot be listened on, or None when it can. With
+    SO_REUSEADDR, as servers bind: a port in TIME_WAIT is free, one that a
+    process listens on is not."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+        s.listen(1)
+        return None
+    except OSError as e:
+        return e.strerror or str(e)
+    finally:
+        s.close()
 
 
 def main():
@@ -56,6 +76,11 @@ def main():
         conf = os.path.join(tempfile.mkdtemp(prefix="ac-mosq-"), "mosquitto.conf")
         with open(conf, "w") as f:
             f.write(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
+            # A packet limit of the broker's own (bytes): a client sending a
+            # bigger packet is disconnected.
+            limit = os.environ.get("MOSQUITTO_MAX_PACKET_SIZE")
+            if limit:
+                f.write(f"max_packet_size {int(limit)}\n")
             pw = os.environ.get("MOSQUITTO_PASSWORD_FILE")
             if pw:
                 f.write(f"password_file {pw}\n")
@@ -68,6 +93,9 @@ def main():
         cmd = [exe, "-c", conf]
     else:
         sys.exit(f"unknown server kind {kind}")
+    taken = port_taken(port)
+    if taken:
+        sys.exit(f"{kind}: port {port} is taken ({taken}); not started")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.time() + 60
     while True:
@@ -81,6 +109,12 @@ def main():
                 proc.kill()
                 sys.exit(f"{kind} did not listen on {port} within 60 s")
             time.sleep(0.1)
+    # Something answered; it must be our server, still running (a server
+    # that could not bind exits, while the port's owner answers).
+    time.sleep(0.3)
+    if proc.poll() is not None:
+        sys.exit(f"{kind} exited with {proc.returncode} after the port answered "
+                 f"(another process holds {port}?); see {log.name}")
     print("ready", flush=True)
     try:
         sys.stdin.read()

@@ -1,0 +1,153 @@
+"""What `archive-compaction audit` costs: wall time, CPU time (user +
+system, wait4's), peak RSS (GNU time's %M) and the GETs and bytes it read,
+on a local S3 server (ministack by default) without added latency.
+
+    python bench/audit.py [--bin target/release/archive-compaction]
+                          [--server ministack|moto] [--flights 10000]
+                          [--days 365] [--day-flights 100]
+
+Two buckets, written with pyarrow (tests/support/archive.py):
+
+  day    one day of --flights flights: audited as --flights per-flight
+         files, then again after `run --date` compacted it into one file
+  year   --days consecutive days, each one compacted file (written as the
+         Python job left them) of --day-flights rows and its flight objects
+
+Prints one JSON line per measurement. The machine and its load are the
+caller's to report (the numbers are for one process on a shared machine).
+"""
+import argparse
+import concurrent.futures as cf
+import datetime as dt
+import gzip
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+import archive  # noqa: E402
+
+GNU_TIME = os.environ.get("BENCH_TIME") or "/usr/bin/time"
+
+
+def free_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def start(kind):
+    port = free_port()
+    p = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "support", "serve.py"), kind, str(port)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert p.stdout.readline().strip() == b"ready"
+    return p, f"http://127.0.0.1:{port}"
+
+
+def env(endpoint, bucket):
+    e = dict(os.environ)
+    e.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test",
+             AWS_REGION="us-east-1", S3_BUCKET=bucket, S3_FORCE_PATH_STYLE="true",
+             METRICS_ENABLED="false", LOG_LEVEL="warn")
+    return e
+
+
+def measure(cmd, e, ok=(0, 2)):
+    """Runs `cmd` under GNU time: (its JSON report, wall seconds, peak RSS MB)."""
+    with tempfile.NamedTemporaryFile("r") as rf:
+        t0 = time.perf_counter()
+        p = subprocess.Popen([GNU_TIME, "-f", "%M", "-o", rf.name] + cmd, env=e,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out, err = p.communicate()
+        wall = time.perf_counter() - t0
+        rss = rf.read().split()
+    if p.returncode not in ok:
+        sys.exit(f"{cmd} exited {p.returncode}: {err.decode()[-2000:]}")
+    report = json.loads(out) if out.strip().startswith(b"{") else {}
+    return report, wall, int(rss[-1]) / 1024 if rss and rss[-1].isdigit() else None
+
+
+def timed(name, cmd, e):
+    """Measures `cmd` and prints one JSON line; CPU is the user + system
+    time of the children reaped meanwhile (GNU time and the command)."""
+    import resource
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    report, wall, rss = measure(cmd, e)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    t = report.get("totals", {})
+    line = {"measure": name, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "peak_rss_mb": rss,
+            "dates": report.get("dates"), "flights": t.get("flights"), "rows": t.get("rows"),
+            "gets": t.get("requests"), "bytes_read": t.get("bytes_read"),
+            "multi_row_bytes": t.get("multi_row_bytes"), "status": report.get("status")}
+    print(json.dumps(line), flush=True)
+    return report
+
+
+def put_all(s3, bucket, puts):
+    def put(item):
+        s3.put_object(Bucket=bucket, Key=item[0], Body=item[1])
+    with cf.ThreadPoolExecutor(32) as ex:
+        list(ex.map(put, puts))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "archive-compaction"))
+    ap.add_argument("--server", default="ministack")
+    ap.add_argument("--flights", type=int, default=10000)
+    ap.add_argument("--days", type=int, default=365)
+    ap.add_argument("--day-flights", type=int, default=100)
+    ap.add_argument("--skip", default="")
+    args = ap.parse_args()
+    srv, endpoint = start(args.server)
+    s3 = archive.client(endpoint)
+    if "day" not in args.skip:
+        b = "bench-audit-day"
+        s3.create_bucket(Bucket=b)
+        spec = json.dumps({"seed": 1, "create_bucket": False,
+                           "days": [{"date": "2026-07-20", "flights": args.flights}]})
+        subprocess.run([sys.executable, os.path.join(ROOT, "tests", "support", "archive.py"), "gen",
+                        "--endpoint", endpoint, "--bucket", b], input=spec.encode(), check=True,
+                       stdout=subprocess.DEVNULL)
+        e = env(endpoint, b)
+        timed(f"day of {args.flights} per-flight files",
+              [args.bin, "audit", "--from", "2026-07-20", "--to", "2026-07-20"], e)
+        subprocess.run([args.bin, "run", "--date", "2026-07-20", "--now", "2026-07-22T04:50:00Z"], env=e,
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        timed(f"day of {args.flights} flights, one compacted file",
+              [args.bin, "audit", "--from", "2026-07-20", "--to", "2026-07-20"], e)
+    if "year" not in args.skip:
+        b = "bench-audit-year"
+        s3.create_bucket(Bucket=b)
+        rnd = random.Random(2)
+        start_day = dt.date(2025, 1, 1)
+        puts = []
+        for i in range(args.days):
+            d = start_day + dt.timedelta(days=i)
+            rows = []
+            for k in range(args.day_flights):
+                _, key, row = archive.make_flight(d, rnd, "mixed", k)
+                puts.append((key, gzip.compress(json.dumps(archive.canonical(row)).encode())))
+                rows.append(row)
+            rows.sort(key=lambda r: r["s3_key"].rsplit("_", 1)[-1])
+            puts.append((archive.index_prefix(d) + "compacted-py.parquet", archive.parquet_bytes(rows)))
+        put_all(s3, b, puts)
+        last = start_day + dt.timedelta(days=args.days - 1)
+        timed(f"{args.days} compacted days of {args.day_flights} flights",
+              [args.bin, "audit", "--from", start_day.isoformat(), "--to", last.isoformat()],
+              env(endpoint, b))
+    srv.stdin.close()
+    srv.wait()
+
+
+if __name__ == "__main__":
+    main()

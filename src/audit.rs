@@ -1,0 +1,1389 @@
+//! `archive-compaction audit --from A --to B` (and the Lambda event
+//! `{"audit": {"from": A, "to": B}}`): proves, read-only, that a range of
+//! days holds every flight exactly once, and names what does not.
+//!
+//! Read-only: ListObjectsV2 and (ranged) GetObject only; no lease, no
+//! write, no delete, so it is safe beside a running job. Per date it lists
+//! the flight objects under `flights/YYYY/MM/DD/` and the index partition
+//! (in key ranges, as the run lists them:
+//! [`crate::storage::ranges::list_partition`]), sorts the partition with the
+//! run's classification ([`crate::plan::classify_partition`]), and reads
+//! the `s3_key` and `first_message` columns of every multi-row input
+//! (compacted files and other multi-row index files): the footer first (one
+//! ranged GET of the last [`FOOTER_READ_BYTES`], more only when the footer
+//! is longer), then only those two columns' chunks, by ranged GETs
+//! ([`Store::get_range`], each `If-Match` the listed ETag), decoded by the
+//! parquet crate's reader with a projection over the fetched ranges. A
+//! per-flight file `{uuid}.parquet` counts as one row of the flight it is
+//! named after, as the parity gate counts it; it is not read.
+//!
+//! What a date can hold that is not "every flight exactly once", each
+//! counted exactly, with the first [`EXAMPLES_MAX`] examples:
+//!
+//! | finding | what | what fixes it |
+//! |---|---|---|
+//! | `missing` | a flight object without an index row | the index row (written by the archive writer); it blocks the walk at its date |
+//! | `duplicated` | a flight with more than one row in the partition (within one file or across files) | `run --from D --to D` folds the day, one row per flight |
+//! | `per_flight_beside_compacted` | a per-flight file in a partition that has a compacted file | the same repair (or the straggler sweep, within `SWEEP_DAYS`) |
+//! | `orphans` | an index row whose flight is not under the date's `flights/` (or whose `s3_key` names no flight) | a person |
+//! | `other_day_rows` | a multi-row input's row whose `first_message` UTC date is not the partition's | a person |
+//! | `unreadable_files` | a multi-row input whose footer or `s3_key` column cannot be read (its rows are not counted) | a person |
+//!
+//! A date the audit could not finish (an S3 error after the SDK's retries,
+//! or an input that changed twice while it was read: a run was folding the
+//! day) is listed in [`AuditReport::unfinished`]; dates not started before
+//! the deadline leave [`AuditReport::resume_date`]. Exit code
+//! ([`AuditStatus::exit_code`]): 0 clean, 2 findings, 1 incomplete.
+//!
+//! Memory: one date's flight keys and one small entry per flight with an
+//! index row, for [`DATES_IN_FLIGHT`] dates at once, plus the column chunks
+//! of up to [`FILES_IN_FLIGHT`] files a date being decoded; GETs in flight
+//! are bounded by `READ_CONCURRENCY` over all dates.
+//!
+//! ```
+//! use archive_compaction::audit::{audit, AuditOptions, AuditStatus};
+//! use archive_compaction::storage::MemoryStore;
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let store = MemoryStore::new("archive");
+//! let u = "019f7d73-f820-702f-b905-8c81d0944996";
+//! store.put_now(&format!("flights/2026/07/20/{u}.json.gz"), "{}".into());
+//! let config = archive_compaction::config::Config::from_map(
+//!     &[("S3_BUCKET".to_string(), "archive".to_string())].into(),
+//! ).unwrap();
+//! let d = chrono::NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+//! let r = audit(&store, &config, &AuditOptions::range(d, d)).await.unwrap();
+//! assert_eq!(r.totals.findings.missing.count, 1); // no index row for the flight
+//! assert_eq!(r.status, AuditStatus::Findings);
+//! # });
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, StringArray};
+use arrow_cast::cast;
+use arrow_schema::{DataType, TimeUnit};
+use bytes::{Buf, Bytes};
+use chrono::{DateTime, NaiveDate, Utc};
+use futures::{StreamExt, TryStreamExt, stream};
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
+use parquet::errors::ParquetError;
+use parquet::file::metadata::{
+    ParquetMetaDataOptions, ParquetMetaDataReader, ParquetStatisticsPolicy,
+};
+use parquet::file::reader::{ChunkReader, Length};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
+use uuid::Uuid;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::keys::{flight_uuid, flights_prefix, index_prefix};
+use crate::plan::{self, PartitionListing};
+use crate::storage::ranges::list_partition;
+use crate::storage::{ObjectMeta, Store};
+
+/// Examples kept per finding, per date and in the totals (the first ones in
+/// date, then key order); the counts are always exact.
+pub const EXAMPLES_MAX: usize = 5;
+
+/// Files named in one duplicated flight's example.
+pub const EXAMPLE_FILES_MAX: usize = 4;
+
+/// Dates audited at once. Each holds its own listings and per-flight
+/// entries (memory), and its GETs share `READ_CONCURRENCY` with the others.
+pub const DATES_IN_FLIGHT: usize = 4;
+
+/// Multi-row inputs of one date read at once (each holds its two column
+/// chunks while they are decoded); their GETs take `READ_CONCURRENCY`
+/// permits like every other.
+pub const FILES_IN_FLIGHT: usize = 8;
+
+/// The tail of a multi-row input read first: the footer (its length and
+/// metadata) of an index file is a few KiB, so one GET nearly always holds
+/// it; a longer footer costs one more GET of exactly its size.
+pub const FOOTER_READ_BYTES: u64 = 64 * 1024;
+
+/// Two column chunks closer than this are fetched as one range (the bytes
+/// between are cheaper than another round trip).
+pub const COALESCE_GAP_BYTES: u64 = 256 * 1024;
+
+/// Most days one audit takes (ten years): a longer history is audited in
+/// several ranges.
+pub const MAX_AUDIT_DAYS: i64 = 3660;
+
+/// What fixes each finding (also in the report's totals, for every finding
+/// that was found).
+pub mod fixes {
+    /// For `missing`.
+    pub const MISSING: &str = "a flight without an index row blocks the scheduled walk at its date (parity gate) and every run of that date: have the archive writer write its index file {uuid}.parquet (or remove the flight object if it is no flight); `status` shows what blocks the walk";
+    /// For `duplicated`.
+    pub const DUPLICATED: &str = "run --from D --to D (the event {\"from\": D, \"to\": D}) folds the day into one compacted file, one row per flight (the newest version)";
+    /// For `per_flight_beside_compacted`.
+    pub const BESIDE_COMPACTED: &str = "run --from D --to D folds the late per-flight files into the day's compacted file (the scheduled run's straggler sweep does it within SWEEP_DAYS)";
+    /// For `orphans`.
+    pub const ORPHANS: &str = "for a person: the index row names no flight object under its date's flights/ (the flight was deleted, or written under another date, or s3_key is empty); runs keep such rows: check the flight and remove the row by hand if it is gone";
+    /// For `other_day_rows`.
+    pub const OTHER_DAY: &str = "for a person: the row's first_message falls on another UTC day than its partition, so queries by day find it under the wrong date; runs keep it where it is";
+    /// For `unreadable_files`.
+    pub const UNREADABLE: &str = "for a person: every run leaves the file in place and names it in skipped_files; replace it with a readable copy or remove it (its rows are not counted here, so their flights may show as missing)";
+}
+
+/// What to audit.
+#[derive(Debug, Clone)]
+pub struct AuditOptions {
+    /// First date (included).
+    pub from: NaiveDate,
+    /// Last date (included).
+    pub to: NaiveDate,
+    /// Start no new date once less than `DEADLINE_MARGIN_SECONDS` is left
+    /// (Lambda's deadline); `None`: no deadline.
+    pub deadline: Option<Instant>,
+    /// A progress bar over the dates (the CLI on a terminal).
+    pub bar: Option<indicatif::ProgressBar>,
+}
+
+impl AuditOptions {
+    /// The dates `from` to `to`, no deadline, no bar.
+    pub fn range(from: NaiveDate, to: NaiveDate) -> AuditOptions {
+        AuditOptions {
+            from,
+            to,
+            deadline: None,
+            bar: None,
+        }
+    }
+}
+
+/// A count and its first examples.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding<E> {
+    /// How many (exact).
+    pub count: u64,
+    /// The first [`EXAMPLES_MAX`] of them.
+    pub examples: Vec<E>,
+    /// What fixes it (in the totals, when `count` is not 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+impl<E> Default for Finding<E> {
+    fn default() -> Self {
+        Finding {
+            count: 0,
+            examples: Vec::new(),
+            fix: None,
+        }
+    }
+}
+
+impl<E: Clone> Finding<E> {
+    fn add(&mut self, example: impl FnOnce() -> E) {
+        self.count += 1;
+        if self.examples.len() < EXAMPLES_MAX {
+            self.examples.push(example());
+        }
+    }
+
+    fn absorb(&mut self, other: &Finding<E>) {
+        self.count += other.count;
+        let room = EXAMPLES_MAX.saturating_sub(self.examples.len());
+        self.examples
+            .extend(other.examples.iter().take(room).cloned());
+    }
+}
+
+/// A flight object without an index row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlightExample {
+    /// The date.
+    pub date: NaiveDate,
+    /// The flight.
+    pub flight: Uuid,
+    /// Its object key under `flights/`.
+    pub key: String,
+}
+
+/// A flight with more than one index row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DuplicateExample {
+    /// The date.
+    pub date: NaiveDate,
+    /// The flight.
+    pub flight: Uuid,
+    /// Its rows in the partition.
+    pub rows: u32,
+    /// The index files holding them (the first [`EXAMPLE_FILES_MAX`], key
+    /// order; a file holding two of them is named once).
+    pub files: Vec<String>,
+}
+
+/// An index row (an orphan, or a row of another day).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RowExample {
+    /// The date of the partition.
+    pub date: NaiveDate,
+    /// The index file holding the row.
+    pub file: String,
+    /// The flight of the row (its `s3_key`'s uuid, or a per-flight file's name).
+    pub flight: Option<Uuid>,
+    /// The row's `s3_key` (multi-row inputs).
+    pub s3_key: Option<String>,
+    /// The row's `first_message` (UTC), when read.
+    pub first_message: Option<DateTime<Utc>>,
+}
+
+/// An index file (unreadable, or a per-flight file beside a compacted one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileExample {
+    /// The date.
+    pub date: NaiveDate,
+    /// The key.
+    pub file: String,
+    /// Why it is unreadable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The findings of a date or of the whole range (see the module docs).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Findings {
+    /// Flight objects without an index row.
+    pub missing: Finding<FlightExample>,
+    /// Flights with more than one index row in their partition.
+    pub duplicated: Finding<DuplicateExample>,
+    /// Per-flight files in a partition that holds a compacted file.
+    pub per_flight_beside_compacted: Finding<FileExample>,
+    /// Index rows without a flight object under their date.
+    pub orphans: Finding<RowExample>,
+    /// Rows whose `first_message` UTC date is not their partition's.
+    pub other_day_rows: Finding<RowExample>,
+    /// Multi-row inputs whose footer or `s3_key` column cannot be read.
+    pub unreadable_files: Finding<FileExample>,
+}
+
+impl Findings {
+    /// The sum of every count.
+    pub fn total(&self) -> u64 {
+        self.missing.count
+            + self.duplicated.count
+            + self.per_flight_beside_compacted.count
+            + self.orphans.count
+            + self.other_day_rows.count
+            + self.unreadable_files.count
+    }
+
+    fn absorb(&mut self, o: &Findings) {
+        self.missing.absorb(&o.missing);
+        self.duplicated.absorb(&o.duplicated);
+        self.per_flight_beside_compacted
+            .absorb(&o.per_flight_beside_compacted);
+        self.orphans.absorb(&o.orphans);
+        self.other_day_rows.absorb(&o.other_day_rows);
+        self.unreadable_files.absorb(&o.unreadable_files);
+    }
+
+    fn with_fixes(mut self) -> Findings {
+        fn set<E>(f: &mut Finding<E>, fix: &str) {
+            if f.count > 0 {
+                f.fix = Some(fix.to_string());
+            }
+        }
+        set(&mut self.missing, fixes::MISSING);
+        set(&mut self.duplicated, fixes::DUPLICATED);
+        set(
+            &mut self.per_flight_beside_compacted,
+            fixes::BESIDE_COMPACTED,
+        );
+        set(&mut self.orphans, fixes::ORPHANS);
+        set(&mut self.other_day_rows, fixes::OTHER_DAY);
+        set(&mut self.unreadable_files, fixes::UNREADABLE);
+        self
+    }
+}
+
+/// One date, audited.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DayAudit {
+    /// The date.
+    pub date: NaiveDate,
+    /// Flight objects under `flights/YYYY/MM/DD/` (named by a uuid).
+    pub flights: u64,
+    /// Index rows: one per per-flight file, plus every multi-row input's rows.
+    pub rows: u64,
+    /// Per-flight index files `{uuid}.parquet` (counted, not read).
+    pub per_flight_files: u64,
+    /// `compacted-*.parquet` files.
+    pub compacted_files: u64,
+    /// Other multi-row index files.
+    pub multi_row_files: u64,
+    /// Objects of the partition that are no index input (never read).
+    pub foreign_objects: u64,
+    /// GetObject requests (ranged) sent.
+    pub requests: u64,
+    /// Bytes those requests read.
+    pub bytes_read: u64,
+    /// Bytes of the multi-row inputs (what reading them whole would cost).
+    pub multi_row_bytes: u64,
+    /// What was found.
+    #[serde(flatten)]
+    pub findings: Findings,
+}
+
+/// The whole range.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditTotals {
+    /// Dates audited to the end.
+    pub dates_audited: u64,
+    /// Flight objects.
+    pub flights: u64,
+    /// Index rows.
+    pub rows: u64,
+    /// GetObject requests sent.
+    pub requests: u64,
+    /// Bytes read.
+    pub bytes_read: u64,
+    /// Bytes of the multi-row inputs.
+    pub multi_row_bytes: u64,
+    /// What was found, with what fixes each finding.
+    #[serde(flatten)]
+    pub findings: Findings,
+}
+
+/// A date the audit could not finish.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unfinished {
+    /// The date.
+    pub date: NaiveDate,
+    /// Why (the S3 error, with its key).
+    pub error: String,
+}
+
+/// The outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditStatus {
+    /// Every date audited, every count 0.
+    #[default]
+    Clean,
+    /// Every date audited; something was found.
+    Findings,
+    /// A date could not be audited (see `unfinished`, `resume_date`).
+    Incomplete,
+}
+
+impl AuditStatus {
+    /// The CLI exit code: 0 clean, 2 findings, 1 incomplete.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            AuditStatus::Clean => 0,
+            AuditStatus::Findings => 2,
+            AuditStatus::Incomplete => 1,
+        }
+    }
+}
+
+/// What `audit` prints as JSON.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditReport {
+    /// The bucket.
+    pub bucket: String,
+    /// First date.
+    pub from: NaiveDate,
+    /// Last date.
+    pub to: NaiveDate,
+    /// `clean`, `findings` or `incomplete`.
+    pub status: AuditStatus,
+    /// Dates in the range.
+    pub dates: u64,
+    /// The sums over the dates audited, the first examples, and the fixes.
+    pub totals: AuditTotals,
+    /// Every date audited, in date order.
+    pub days: Vec<DayAudit>,
+    /// Dates that could not be audited, with why.
+    pub unfinished: Vec<Unfinished>,
+    /// The first date not started before the deadline: `audit --from
+    /// {resume_date} --to {to}` continues.
+    pub resume_date: Option<NaiveDate>,
+}
+
+/// The dates `from` to `to`, both included.
+///
+/// Errors: [`Error::Config`] naming `from`/`to` when `from` is after `to`,
+/// or the range is longer than [`MAX_AUDIT_DAYS`].
+pub fn audit_dates(from: NaiveDate, to: NaiveDate) -> Result<Vec<NaiveDate>> {
+    let bad = |reason: String| Error::Config {
+        name: "audit from/to".into(),
+        reason,
+    };
+    if from > to {
+        return Err(bad(format!(
+            "from {from} is after to {to}; give the earlier date as from"
+        )));
+    }
+    let days = (to - from).num_days() + 1;
+    if days > MAX_AUDIT_DAYS {
+        return Err(bad(format!(
+            "{from}..{to} is {days} days; at most {MAX_AUDIT_DAYS} per audit (split the range)"
+        )));
+    }
+    Ok(from.iter_days().take_while(|d| *d <= to).collect())
+}
+
+/// Audits `opts.from` to `opts.to` (see the module docs).
+///
+/// Errors: only a bad range ([`audit_dates`]); a date that fails is in
+/// [`AuditReport::unfinished`].
+pub async fn audit(
+    store: &impl Store,
+    config: &Config,
+    opts: &AuditOptions,
+) -> Result<AuditReport> {
+    let dates = audit_dates(opts.from, opts.to)?;
+    let mut report = AuditReport {
+        bucket: store.bucket().to_string(),
+        from: opts.from,
+        to: opts.to,
+        dates: dates.len() as u64,
+        ..AuditReport::default()
+    };
+    if let Some(bar) = &opts.bar {
+        bar.set_length(dates.len() as u64);
+        bar.set_position(0);
+        bar.set_message("auditing");
+    }
+    let gets = Semaphore::new(config.read_concurrency.max(1));
+    let near = |margin| opts.deadline.is_some_and(|d| Instant::now() + margin > d);
+    let margin = config.deadline_margin;
+    let gets = &gets;
+    let mut days = stream::iter(dates)
+        .map(|date| async move {
+            if near(margin) {
+                return (date, None);
+            }
+            (date, Some(audit_date(store, date, gets).await))
+        })
+        .buffered(DATES_IN_FLIGHT)
+        .boxed();
+    while let Some((date, outcome)) = days.next().await {
+        match outcome {
+            None => {
+                report.resume_date = Some(report.resume_date.map_or(date, |r| r.min(date)));
+            }
+            Some(Ok(day)) => {
+                let t = &mut report.totals;
+                t.dates_audited += 1;
+                t.flights += day.flights;
+                t.rows += day.rows;
+                t.requests += day.requests;
+                t.bytes_read += day.bytes_read;
+                t.multi_row_bytes += day.multi_row_bytes;
+                t.findings.absorb(&day.findings);
+                report.days.push(day);
+            }
+            Some(Err(e)) => {
+                tracing::warn!(%date, error = %e, "date not audited");
+                report.unfinished.push(Unfinished {
+                    date,
+                    error: e.to_string(),
+                });
+            }
+        }
+        if let Some(bar) = &opts.bar {
+            bar.inc(1);
+            bar.set_message(format!(
+                "{date}: {} finding(s) so far",
+                report.totals.findings.total()
+            ));
+        }
+    }
+    drop(days);
+    if let Some(bar) = &opts.bar {
+        bar.finish_and_clear();
+    }
+    report.totals.findings = std::mem::take(&mut report.totals.findings).with_fixes();
+    report.status = if !report.unfinished.is_empty() || report.resume_date.is_some() {
+        AuditStatus::Incomplete
+    } else if report.totals.findings.total() > 0 {
+        AuditStatus::Findings
+    } else {
+        AuditStatus::Clean
+    };
+    Ok(report)
+}
+
+/// [`audit_day`], once more when an input vanished or changed since the
+/// listing (a run folded the day meanwhile).
+async fn audit_date(store: &impl Store, date: NaiveDate, gets: &Semaphore) -> Result<DayAudit> {
+    match audit_day(store, date, gets).await {
+        Err(e) if changed(&e) => {
+            tracing::info!(%date, error = %e, "an index file changed while it was audited; auditing the date again");
+            audit_day(store, date, gets).await
+        }
+        r => r,
+    }
+}
+
+fn changed(e: &Error) -> bool {
+    matches!(e, Error::PreconditionFailed { .. }) || e.is_not_found()
+}
+
+/// Who holds a flight's rows in a partition.
+#[derive(Debug, Default)]
+struct Holders {
+    rows: u32,
+    files: Vec<u32>,
+}
+
+impl Holders {
+    fn add(&mut self, file: u32) {
+        self.rows = self.rows.saturating_add(1);
+        if self.files.last() != Some(&file) && self.files.len() < EXAMPLE_FILES_MAX {
+            self.files.push(file);
+        }
+    }
+}
+
+/// Audits one date: its two listings, then its multi-row inputs' columns.
+///
+/// Errors: an S3 error listing or reading (after the SDK's retries);
+/// [`Error::PreconditionFailed`] or a not-found error when an input changed
+/// or vanished since the listing.
+pub async fn audit_day(store: &impl Store, date: NaiveDate, gets: &Semaphore) -> Result<DayAudit> {
+    let (fp, ip) = (flights_prefix(date), index_prefix(date));
+    let (flight_objects, index) = tokio::try_join!(
+        list_partition(store, &fp, date),
+        list_partition(store, &ip, date)
+    )?;
+    let flights: BTreeMap<Uuid, String> = flight_objects
+        .into_iter()
+        .filter_map(|o| flight_uuid(&o.key).map(|u| (u, o.key)))
+        .collect();
+    let listing: PartitionListing = plan::classify_partition(index);
+    let mut day = DayAudit {
+        date,
+        flights: flights.len() as u64,
+        per_flight_files: listing.per_flight.len() as u64,
+        compacted_files: listing.compacted.len() as u64,
+        multi_row_files: listing.multi_row.len() as u64,
+        foreign_objects: listing.foreign.len() as u64,
+        ..DayAudit::default()
+    };
+    let mut files: Vec<&str> = Vec::new();
+    let mut held: HashMap<Uuid, Holders> = HashMap::new();
+    // Multi-row inputs first, in key order: their columns, read a few at a
+    // time (every GET takes a permit of the shared semaphore).
+    let inputs: Vec<&ObjectMeta> = listing.multi_row_inputs().map(|(m, _)| m).collect();
+    let flights_ref = &flights;
+    let mut reads = stream::iter(inputs)
+        .map(|meta| async move {
+            let r = read_columns(store, meta, date, flights_ref, gets).await?;
+            Ok::<_, Error>((meta, r))
+        })
+        .buffered(FILES_IN_FLIGHT)
+        .boxed();
+    while let Some((meta, read)) = reads.try_next().await? {
+        day.requests += read.requests;
+        day.bytes_read += read.bytes_read;
+        day.multi_row_bytes += meta.size;
+        match read.outcome {
+            Err(reason) => day.findings.unreadable_files.add(|| FileExample {
+                date,
+                file: meta.key.clone(),
+                reason: Some(reason),
+            }),
+            Ok(rows) => {
+                let ix = files.len() as u32;
+                files.push(&meta.key);
+                day.rows += rows.rows;
+                for u in rows.flights {
+                    held.entry(u).or_default().add(ix);
+                }
+                day.findings.orphans.absorb(&rows.orphans);
+                day.findings.other_day_rows.absorb(&rows.other_day);
+            }
+        }
+    }
+    drop(reads);
+    // Per-flight files: one row of the flight they are named after.
+    let beside = !listing.compacted.is_empty();
+    for (u, meta) in &listing.per_flight {
+        let ix = files.len() as u32;
+        files.push(&meta.key);
+        day.rows += 1;
+        held.entry(*u).or_default().add(ix);
+        if !flights.contains_key(u) {
+            day.findings.orphans.add(|| RowExample {
+                date,
+                file: meta.key.clone(),
+                flight: Some(*u),
+                s3_key: None,
+                first_message: None,
+            });
+        }
+        if beside {
+            day.findings
+                .per_flight_beside_compacted
+                .add(|| FileExample {
+                    date,
+                    file: meta.key.clone(),
+                    reason: None,
+                });
+        }
+    }
+    for (u, key) in &flights {
+        if !held.contains_key(u) {
+            day.findings.missing.add(|| FlightExample {
+                date,
+                flight: *u,
+                key: key.clone(),
+            });
+        }
+    }
+    let mut dups: Vec<(&Uuid, &Holders)> = held.iter().filter(|(_, h)| h.rows > 1).collect();
+    dups.sort_unstable_by_key(|(u, _)| **u);
+    for (u, h) in dups {
+        day.findings.duplicated.add(|| DuplicateExample {
+            date,
+            flight: *u,
+            rows: h.rows,
+            files: h
+                .files
+                .iter()
+                .map(|i| files[*i as usize].to_string())
+                .collect(),
+        });
+    }
+    Ok(day)
+}
+
+/// What one multi-row input's columns said.
+#[derive(Debug)]
+struct ColumnRead {
+    requests: u64,
+    bytes_read: u64,
+    /// Its rows, or why it cannot be read.
+    outcome: std::result::Result<FileRows, String>,
+}
+
+#[derive(Debug, Default)]
+struct FileRows {
+    rows: u64,
+    /// The flight of every row that names one (file order).
+    flights: Vec<Uuid>,
+    orphans: Finding<RowExample>,
+    other_day: Finding<RowExample>,
+}
+
+/// The byte ranges of an object that were fetched, as a Parquet
+/// [`ChunkReader`]: the reader asks only for the footer and the projected
+/// column chunks, which are what was fetched; anything else is an error.
+struct Fetched {
+    len: u64,
+    /// `(offset, bytes)`, any order.
+    parts: Vec<(u64, Bytes)>,
+}
+
+impl Fetched {
+    fn slice(&self, start: u64, len: Option<usize>) -> parquet::errors::Result<Bytes> {
+        for (at, b) in &self.parts {
+            let end = at + b.len() as u64;
+            if start < *at || start > end {
+                continue;
+            }
+            let off = (start - at) as usize;
+            match len {
+                None => return Ok(b.slice(off..)),
+                Some(n) if off + n <= b.len() => return Ok(b.slice(off..off + n)),
+                Some(_) => continue,
+            }
+        }
+        Err(ParquetError::General(format!(
+            "bytes {start}..{} were not fetched",
+            len.map_or(String::new(), |n| (start + n as u64).to_string())
+        )))
+    }
+}
+
+impl Length for Fetched {
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl ChunkReader for Fetched {
+    type T = bytes::buf::Reader<Bytes>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        Ok(self.slice(start, None)?.reader())
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        self.slice(start, Some(length))
+    }
+}
+
+/// Ranges `(start, end)` sorted and merged where they overlap or lie
+/// closer than `gap` bytes.
+fn coalesce(mut ranges: Vec<(u64, u64)>, gap: u64) -> Vec<(u64, u64)> {
+    ranges.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+    for (s, e) in ranges {
+        match out.last_mut() {
+            Some(last) if s <= last.1.saturating_add(gap) => last.1 = last.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    out
+}
+
+/// The UTC date and instant of a timestamp `v` in `unit` since the epoch.
+fn instant(v: i64, unit: TimeUnit) -> Option<DateTime<Utc>> {
+    let per_sec: i64 = match unit {
+        TimeUnit::Second => 1,
+        TimeUnit::Millisecond => 1_000,
+        TimeUnit::Microsecond => 1_000_000,
+        TimeUnit::Nanosecond => 1_000_000_000,
+    };
+    let nanos = v.rem_euclid(per_sec) * (1_000_000_000 / per_sec);
+    DateTime::from_timestamp(v.div_euclid(per_sec), nanos as u32)
+}
+
+const MAGIC: &[u8] = b"PAR1";
+
+/// Reads the `s3_key` and `first_message` columns (names without case) of one multi-row input
+/// by ranged GETs (module docs): the tail, the first 4 bytes (the magic),
+/// a longer footer when needed, then the two columns' chunks.
+///
+/// Errors: S3 errors; [`Error::PreconditionFailed`] when the object is no
+/// longer the listed version. A file that is not Parquet, has no `s3_key`
+/// column or cannot be decoded is `Ok` with [`ColumnRead::outcome`] `Err`.
+async fn read_columns(
+    store: &impl Store,
+    meta: &ObjectMeta,
+    date: NaiveDate,
+    flights: &BTreeMap<Uuid, String>,
+    gets: &Semaphore,
+) -> Result<ColumnRead> {
+    let size = meta.size;
+    let requests = std::sync::atomic::AtomicU64::new(0);
+    let bytes_read = std::sync::atomic::AtomicU64::new(0);
+    let get = |range: std::ops::Range<u64>| {
+        let (requests, bytes_read) = (&requests, &bytes_read);
+        async move {
+            let _permit = gets.acquire().await.expect("the semaphore is never closed");
+            let f = store
+                .get_range(&meta.key, range.clone(), Some(&meta.etag))
+                .await?;
+            requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            bytes_read.fetch_add(f.body.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            if (f.body.len() as u64) < range.end.min(size) - range.start.min(size) {
+                // Shorter than listed: not the listed version any more.
+                return Err(Error::PreconditionFailed {
+                    op: "GetObject",
+                    bucket: store.bucket().to_string(),
+                    key: meta.key.clone(),
+                });
+            }
+            Ok::<Bytes, Error>(f.body)
+        }
+    };
+    let outcome = decode_columns(meta, date, flights, size, &get).await?;
+    Ok(ColumnRead {
+        requests: requests.into_inner(),
+        bytes_read: bytes_read.into_inner(),
+        outcome,
+    })
+}
+
+async fn decode_columns<F, Fut>(
+    meta: &ObjectMeta,
+    date: NaiveDate,
+    flights: &BTreeMap<Uuid, String>,
+    size: u64,
+    get: &F,
+) -> Result<std::result::Result<FileRows, String>>
+where
+    F: Fn(std::ops::Range<u64>) -> Fut,
+    Fut: std::future::Future<Output = Result<Bytes>>,
+{
+    let not_parquet = || {
+        Err(format!(
+            "not a Parquet file: bad magic or truncated ({size} bytes)"
+        ))
+    };
+    if size < 12 {
+        return Ok(not_parquet());
+    }
+    let tail_start = size - size.min(FOOTER_READ_BYTES);
+    let (mut suffix, head) = if tail_start == 0 {
+        let all = get(0..size).await?;
+        let head = all.slice(0..4);
+        (all, head)
+    } else {
+        tokio::try_join!(get(tail_start..size), get(0..4))?
+    };
+    if &head[..] != MAGIC || &suffix[suffix.len() - 4..] != MAGIC {
+        return Ok(not_parquet());
+    }
+    let options = ParquetMetaDataOptions::new()
+        .with_column_stats_policy(ParquetStatisticsPolicy::SkipAll)
+        .with_size_stats_policy(ParquetStatisticsPolicy::SkipAll);
+    let mut reader = ParquetMetaDataReader::new().with_metadata_options(Some(options.clone()));
+    match reader.try_parse_sized(&suffix, size) {
+        Ok(()) => {}
+        Err(ParquetError::NeedMoreData(needed)) if (needed as u64) <= size => {
+            suffix = get(size - needed as u64..size).await?;
+            reader = ParquetMetaDataReader::new().with_metadata_options(Some(options));
+            if let Err(e) = reader.try_parse_sized(&suffix, size) {
+                return Ok(Err(format!("not a readable Parquet file: {e}")));
+            }
+        }
+        Err(e) => return Ok(Err(format!("not a readable Parquet file: {e}"))),
+    }
+    let metadata = match reader.finish() {
+        Ok(m) => Arc::new(m),
+        Err(e) => return Ok(Err(format!("not a readable Parquet file: {e}"))),
+    };
+    let arrow = match ArrowReaderMetadata::try_new(metadata.clone(), ArrowReaderOptions::new()) {
+        Ok(a) => a,
+        Err(e) => return Ok(Err(format!("not a readable Parquet file: {e}"))),
+    };
+    let descr = metadata.file_metadata().schema_descr();
+    let leaf = |name: &str| {
+        descr.columns().iter().position(|c| {
+            c.path().parts().len() == 1 && c.path().parts()[0].eq_ignore_ascii_case(name)
+        })
+    };
+    let Some(key_col) = leaf("s3_key") else {
+        return Ok(Err("column s3_key: column is missing".into()));
+    };
+    let first_col = leaf("first_message");
+    let leaves: Vec<usize> = std::iter::once(key_col).chain(first_col).collect();
+    let mut wanted = Vec::new();
+    for rg in metadata.row_groups() {
+        for &c in &leaves {
+            let (start, len) = rg.column(c).byte_range();
+            if start.checked_add(len).is_none_or(|end| end > size) {
+                return Ok(Err(format!(
+                    "column chunk {start}+{len} lies outside the file ({size} bytes)"
+                )));
+            }
+            wanted.push((start, start + len));
+        }
+    }
+    let suffix_at = size - suffix.len() as u64;
+    // A range that starts in the tail already read is served from it; one
+    // that runs on into the tail is fetched up to the tail and joined to it
+    // (a chunk must lie in one part).
+    let to_fetch: Vec<(u64, u64)> = coalesce(wanted, COALESCE_GAP_BYTES)
+        .into_iter()
+        .filter(|(s, _)| *s < suffix_at)
+        .map(|(s, e)| (s, e.min(suffix_at)))
+        .filter(|(s, e)| s < e)
+        .collect();
+    let fetched: Vec<(u64, Bytes)> = stream::iter(to_fetch)
+        .map(|(s, e)| async move { Ok::<_, Error>((s, get(s..e).await?)) })
+        .buffered(8)
+        .try_collect()
+        .await?;
+    let mut parts = Vec::with_capacity(fetched.len() + 1);
+    for (at, b) in fetched {
+        if at + b.len() as u64 == suffix_at {
+            let mut joined = bytes::BytesMut::with_capacity(b.len() + suffix.len());
+            joined.extend_from_slice(&b);
+            joined.extend_from_slice(&suffix);
+            parts.push((at, joined.freeze()));
+        } else {
+            parts.push((at, b));
+        }
+    }
+    parts.push((suffix_at, suffix));
+    let file = Fetched { len: size, parts };
+    let mask = ProjectionMask::leaves(descr, leaves.iter().copied());
+    let batches = match ParquetRecordBatchReaderBuilder::new_with_metadata(file, arrow)
+        .with_projection(mask)
+        .with_batch_size(8192)
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return Ok(Err(format!("cannot read: {e}"))),
+    };
+    let mut out = FileRows::default();
+    for batch in batches {
+        let batch = match batch {
+            Ok(b) => b,
+            Err(e) => return Ok(Err(format!("cannot decode: {e}"))),
+        };
+        // Names without case, as the merge matches them.
+        let column = |name: &str| {
+            let fields = batch.schema_ref().fields();
+            (fields
+                .iter()
+                .position(|f| f.name().eq_ignore_ascii_case(name)))
+            .map(|i| batch.column(i).clone())
+        };
+        let Some(keys) = column("s3_key") else {
+            return Ok(Err("column s3_key: column is missing".into()));
+        };
+        let keys = match cast(&keys, &DataType::Utf8) {
+            Ok(k) => k,
+            Err(e) => return Ok(Err(format!("column s3_key: {e}"))),
+        };
+        let keys: &StringArray = keys.as_string();
+        let firsts = match column("first_message") {
+            None => None,
+            Some(c) => match c.data_type() {
+                DataType::Timestamp(unit, _) => {
+                    let unit = *unit;
+                    match cast(&c, &DataType::Int64) {
+                        Ok(v) => Some((v, unit)),
+                        Err(e) => return Ok(Err(format!("column first_message: {e}"))),
+                    }
+                }
+                DataType::Null => None,
+                t => {
+                    return Ok(Err(format!(
+                        "column first_message: type {t} is not a timestamp"
+                    )));
+                }
+            },
+        };
+        for row in 0..batch.num_rows() {
+            out.rows += 1;
+            let s3_key = keys.is_valid(row).then(|| keys.value(row));
+            let flight = s3_key.and_then(flight_uuid);
+            let first = firsts.as_ref().and_then(|(v, unit)| {
+                let v = v.as_primitive::<arrow_array::types::Int64Type>();
+                v.is_valid(row)
+                    .then(|| instant(v.value(row), *unit))
+                    .flatten()
+            });
+            let example = || RowExample {
+                date,
+                file: meta.key.clone(),
+                flight,
+                s3_key: s3_key.map(str::to_string),
+                first_message: first,
+            };
+            match flight {
+                Some(u) => {
+                    out.flights.push(u);
+                    if !flights.contains_key(&u) {
+                        out.orphans.add(example);
+                    }
+                }
+                None => out.orphans.add(example),
+            }
+            if first.is_some_and(|t| t.date_naive() != date) {
+                out.other_day.add(example);
+            }
+        }
+    }
+    Ok(Ok(out))
+}
+
+/// The report as text, for a terminal: the totals, each finding with its
+/// first examples and what fixes it, the dates not finished.
+pub fn format_human(r: &AuditReport) -> String {
+    let mut s = String::new();
+    let t = &r.totals;
+    let _ = writeln!(
+        s,
+        "audit of s3://{} {}..{}: {} of {} date(s) audited, {} flight(s), {} index row(s); {} of {} bytes of multi-row files read",
+        r.bucket,
+        r.from,
+        r.to,
+        t.dates_audited,
+        r.dates,
+        t.flights,
+        t.rows,
+        t.bytes_read,
+        t.multi_row_bytes
+    );
+    let f = &t.findings;
+    fn line<E>(s: &mut String, name: &str, f: &Finding<E>, show: impl Fn(&E) -> String) {
+        let _ = writeln!(s, "  {name:<28} {:>8}", f.count);
+        if f.count == 0 {
+            return;
+        }
+        for e in &f.examples {
+            let _ = writeln!(s, "      {}", show(e));
+        }
+        if f.count > f.examples.len() as u64 {
+            let _ = writeln!(s, "      … {} more", f.count - f.examples.len() as u64);
+        }
+        if let Some(fix) = &f.fix {
+            let _ = writeln!(s, "      fix: {fix}");
+        }
+    }
+    line(&mut s, "missing", &f.missing, |e| {
+        format!("{} {} ({})", e.date, e.flight, e.key)
+    });
+    line(&mut s, "duplicated", &f.duplicated, |e| {
+        format!(
+            "{} {}: {} rows in {}",
+            e.date,
+            e.flight,
+            e.rows,
+            e.files.join(", ")
+        )
+    });
+    line(
+        &mut s,
+        "per_flight_beside_compacted",
+        &f.per_flight_beside_compacted,
+        |e| format!("{} {}", e.date, e.file),
+    );
+    let row = |e: &RowExample| {
+        format!(
+            "{} {}: s3_key {}, first_message {}",
+            e.date,
+            e.file,
+            e.s3_key.as_deref().unwrap_or("(none)"),
+            e.first_message
+                .map_or("(none)".to_string(), |t| t.to_rfc3339())
+        )
+    };
+    line(&mut s, "orphans", &f.orphans, row);
+    line(&mut s, "other_day_rows", &f.other_day_rows, row);
+    line(&mut s, "unreadable_files", &f.unreadable_files, |e| {
+        format!(
+            "{} {}: {}",
+            e.date,
+            e.file,
+            e.reason.as_deref().unwrap_or_default()
+        )
+    });
+    for u in &r.unfinished {
+        let _ = writeln!(s, "  not audited {}: {}", u.date, u.error);
+    }
+    if let Some(d) = r.resume_date {
+        let _ = writeln!(
+            s,
+            "  stopped before the deadline: audit --from {d} --to {} continues",
+            r.to
+        );
+    }
+    let _ = writeln!(
+        s,
+        "result: {} (exit {})",
+        match r.status {
+            AuditStatus::Clean => "clean: every flight exactly once",
+            AuditStatus::Findings => "findings",
+            AuditStatus::Incomplete => "incomplete",
+        },
+        r.status.exit_code()
+    );
+    s
+}
+
+/// The command line's `audit`: runs it, prints the report as JSON on
+/// stdout and, when stderr is a terminal, [`format_human`] on stderr;
+/// returns the exit code ([`AuditStatus::exit_code`], 1 for a bad range).
+pub async fn cli(
+    store: &impl Store,
+    config: &Config,
+    from: NaiveDate,
+    to: NaiveDate,
+    bar: Option<indicatif::ProgressBar>,
+) -> u8 {
+    use std::io::IsTerminal;
+    let opts = AuditOptions {
+        bar,
+        ..AuditOptions::range(from, to)
+    };
+    match audit(store, config, &opts).await {
+        Ok(r) => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&r).expect("report serialises")
+            );
+            if std::io::stderr().is_terminal() {
+                eprint!("{}", format_human(&r));
+            }
+            r.status.exit_code()
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "audit not started");
+            eprintln!("archive-compaction audit: {e}");
+            1
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::MemoryStore;
+
+    #[test]
+    fn ranges_coalesce_only_when_close() {
+        assert_eq!(
+            coalesce(vec![(100, 200), (0, 50), (210, 300), (10_000, 10_100)], 20),
+            vec![(0, 50), (100, 300), (10_000, 10_100)]
+        );
+        assert_eq!(coalesce(vec![], 5), vec![]);
+    }
+
+    #[test]
+    fn instants_in_every_unit() {
+        let t = instant(1_784_505_599_999_999, TimeUnit::Microsecond).unwrap();
+        assert_eq!(t.to_rfc3339(), "2026-07-19T23:59:59.999999+00:00");
+        assert_eq!(
+            instant(-1, TimeUnit::Second).unwrap().to_rfc3339(),
+            "1969-12-31T23:59:59+00:00"
+        );
+        assert_eq!(
+            instant(1_784_505_600_000_000_123, TimeUnit::Nanosecond)
+                .unwrap()
+                .date_naive(),
+            NaiveDate::from_ymd_opt(2026, 7, 20).unwrap()
+        );
+    }
+
+    fn config() -> Config {
+        Config::from_map(&[("S3_BUCKET".to_string(), "b".to_string())].into()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn findings_of_a_day_in_memory() {
+        use crate::merge::{encode, target_schema};
+        use arrow_array::{ArrayRef, BooleanArray, RecordBatch, TimestampMicrosecondArray};
+        let d = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let p = index_prefix(d);
+        let f = flights_prefix(d);
+        let u = |i: u32| format!("019f7d73-f820-702f-b905-{i:012x}");
+        let store = MemoryStore::new("b");
+        for i in 0..4 {
+            store.put_now(&format!("{f}{}.json.gz", u(i)), "{}".into());
+        }
+        // Rows of flights 0, 1, 1 (a duplicate within the file), 9 (an
+        // orphan, first seen the day before) and one without s3_key.
+        let day_us = 1_784_505_600_000_000i64;
+        let keys = [Some(0), Some(1), Some(1), Some(9), None];
+        let n = keys.len();
+        let s = |v: Vec<Option<String>>| Arc::new(StringArray::from(v)) as ArrayRef;
+        let firsts: Vec<Option<i64>> = keys
+            .iter()
+            .map(|k| {
+                Some(if *k == Some(9) {
+                    day_us - 1
+                } else {
+                    day_us + 5
+                })
+            })
+            .collect();
+        let ts = |v: Vec<Option<i64>>| {
+            Arc::new(TimestampMicrosecondArray::from(v).with_timezone("UTC")) as ArrayRef
+        };
+        let b = RecordBatch::try_new(
+            target_schema(),
+            vec![
+                s(vec![None; n]),
+                s(vec![None; n]),
+                s(vec![None; n]),
+                Arc::new(BooleanArray::from(vec![false; n])),
+                s(vec![None; n]),
+                s(vec![None; n]),
+                ts(firsts),
+                ts(vec![None; n]),
+                s(keys
+                    .iter()
+                    .map(|k| k.map(|i| format!("{f}X_Y_{}.json.gz", u(i))))
+                    .collect()),
+            ],
+        )
+        .unwrap();
+        store.put_now(
+            &format!("{p}compacted-a.parquet"),
+            encode(&[b], 2).unwrap().into(),
+        );
+        // A late per-flight file beside it (flight 0 again), and junk.
+        store.put_now(&format!("{p}{}.parquet", u(0)), "x".into());
+        store.put_now(&format!("{p}export.parquet"), "not parquet".into());
+        let r = audit(&store, &config(), &AuditOptions::range(d, d))
+            .await
+            .unwrap();
+        let day = &r.days[0];
+        let got = &day.findings;
+        assert_eq!(day.flights, 4);
+        assert_eq!(
+            day.rows, 6,
+            "5 rows in the compacted file, 1 per-flight file"
+        );
+        assert_eq!(got.missing.count, 2, "flights 2 and 3");
+        assert_eq!(got.duplicated.count, 2, "flight 0 across files, 1 within");
+        assert_eq!(got.duplicated.examples[0].files.len(), 2);
+        assert_eq!(got.orphans.count, 2, "flight 9 and the row without s3_key");
+        assert_eq!(got.other_day_rows.count, 1);
+        assert_eq!(got.unreadable_files.count, 1);
+        assert_eq!(got.per_flight_beside_compacted.count, 1);
+        assert_eq!(r.status, AuditStatus::Findings);
+        assert_eq!(r.status.exit_code(), 2);
+        assert!(r.totals.findings.duplicated.fix.is_some());
+        assert!(format_human(&r).contains("duplicated"));
+    }
+
+    /// `S3_Key` and `First_Message` are the columns the merge takes as
+    /// `s3_key` and `first_message` (names without case): read as such.
+    #[tokio::test]
+    async fn column_names_match_without_case() {
+        use arrow_array::{ArrayRef, RecordBatch, TimestampMicrosecondArray};
+        use arrow_schema::{Field, Schema};
+        let d = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let (p, f) = (index_prefix(d), flights_prefix(d));
+        let store = MemoryStore::new("b");
+        let u = "019f7d73-f820-702f-b905-000000000001";
+        store.put_now(&format!("{f}{u}.json.gz"), "{}".into());
+        let ts = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("S3_Key", DataType::Utf8, true),
+            Field::new("First_Message", ts, true),
+        ]));
+        let b = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringArray::from(vec![format!("{f}X_Y_{u}.json.gz")])) as ArrayRef,
+                // The day before the partition's: an other-day row.
+                Arc::new(
+                    TimestampMicrosecondArray::from(vec![1_784_505_600_000_000i64 - 1])
+                        .with_timezone("UTC"),
+                ),
+            ],
+        )
+        .unwrap();
+        let mut body = Vec::new();
+        let mut w = parquet::arrow::ArrowWriter::try_new(&mut body, schema, None).unwrap();
+        w.write(&b).unwrap();
+        w.close().unwrap();
+        store.put_now(&format!("{p}export.parquet"), body.into());
+        let r = audit(&store, &config(), &AuditOptions::range(d, d))
+            .await
+            .unwrap();
+        let got = &r.days[0].findings;
+        assert_eq!(got.unreadable_files.count, 0, "{got:?}");
+        assert_eq!(got.missing.count, 0, "{got:?}");
+        assert_eq!(got.orphans.count, 0, "{got:?}");
+        assert_eq!(got.other_day_rows.count, 1, "{got:?}");
+    }
+
+    #[tokio::test]
+    async fn a_large_compacted_file_is_read_by_its_footer_and_two_columns() {
+        use crate::merge::{encode, target_schema};
+        use arrow_array::{ArrayRef, BooleanArray, RecordBatch, TimestampMicrosecondArray};
+        let d = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let (p, f) = (index_prefix(d), flights_prefix(d));
+        let store = MemoryStore::new("b");
+        let n = 30_000usize;
+        let mut ids: Vec<Uuid> = (0..n).map(|_| Uuid::now_v7()).collect();
+        ids.sort();
+        for u in &ids {
+            store.put_now(&format!("{f}{u}.json.gz"), "{}".into());
+        }
+        let s = |v: Vec<Option<String>>| Arc::new(StringArray::from(v)) as ArrayRef;
+        // The other columns as varied as the writer's (no long runs to compress).
+        let words = |w: &str| {
+            s((0..n)
+                .map(|i| {
+                    Some(format!(
+                        "{w}-{:016x}",
+                        (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                    ))
+                })
+                .collect())
+        };
+        let ts = Arc::new(
+            TimestampMicrosecondArray::from(vec![Some(1_784_505_600_000_001); n])
+                .with_timezone("UTC"),
+        ) as ArrayRef;
+        let b = RecordBatch::try_new(
+            target_schema(),
+            vec![
+                words("icao"),
+                words("reg"),
+                words("type"),
+                Arc::new(BooleanArray::from(vec![false; n])),
+                words("op"),
+                words("ident"),
+                ts.clone(),
+                ts,
+                s(ids
+                    .iter()
+                    .map(|u| Some(format!("{f}{u}.json.gz")))
+                    .collect()),
+            ],
+        )
+        .unwrap();
+        let body = encode(&[b], 8192).unwrap();
+        let size = body.len() as u64;
+        assert!(size > 4 * FOOTER_READ_BYTES, "{size}");
+        store.put_now(&format!("{p}compacted-a.parquet"), body.into());
+        let r = audit(&store, &config(), &AuditOptions::range(d, d))
+            .await
+            .unwrap();
+        let day = &r.days[0];
+        assert_eq!(r.status, AuditStatus::Clean, "{:?}", day.findings);
+        assert_eq!((day.flights, day.rows), (n as u64, n as u64));
+        assert_eq!(day.multi_row_bytes, size);
+        assert!(
+            day.bytes_read < size / 2,
+            "read {} of {size} bytes",
+            day.bytes_read
+        );
+        assert!(
+            day.requests >= 3,
+            "tail, magic, column chunks: {}",
+            day.requests
+        );
+    }
+
+    #[tokio::test]
+    async fn an_empty_range_is_clean_one_past_the_deadline_incomplete_and_a_reversed_one_refused() {
+        let store = MemoryStore::new("b");
+        let d = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let bar =
+            indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::hidden());
+        let opts = AuditOptions {
+            bar: Some(bar.clone()),
+            ..AuditOptions::range(d, d.succ_opt().unwrap())
+        };
+        let r = audit(&store, &config(), &opts).await.unwrap();
+        assert_eq!(
+            (bar.position(), bar.length()),
+            (2, Some(2)),
+            "one step a date"
+        );
+        assert!(bar.is_finished());
+        assert_eq!(
+            (r.status, r.dates, r.totals.dates_audited),
+            (AuditStatus::Clean, 2, 2)
+        );
+        // No time left: no date is started, the report says where to go on.
+        let late = AuditOptions {
+            deadline: Some(Instant::now()),
+            ..AuditOptions::range(d, d.succ_opt().unwrap())
+        };
+        let r = audit(&store, &config(), &late).await.unwrap();
+        assert_eq!(
+            (r.status, r.resume_date),
+            (AuditStatus::Incomplete, Some(d))
+        );
+        assert_eq!(r.status.exit_code(), 1);
+        assert!(r.days.is_empty());
+        let e = audit(
+            &store,
+            &config(),
+            &AuditOptions::range(d, d.pred_opt().unwrap()),
+        )
+        .await
+        .unwrap_err();
+        assert!(e.to_string().contains("is after"), "{e}");
+    }
+}

@@ -1,0 +1,317 @@
+//! The docs hold together (no servers): every relative link of `README.md`,
+//! `docs/` and `specs/` points at a file and, with a `#fragment`, at one of
+//! its headings (GitHub's anchors); every page of `docs/` is linked from the
+//! README; `docs/configuration.md` names every setting `--help` names
+//! (`config::SETTINGS`), with the same default, and no other; each alarm of
+//! `template.yaml` has its section in `docs/runbook.md` and its
+//! `AlarmDescription` points there; the README stays at most 250 lines.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use archive_compaction::config::SETTINGS;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The markdown files whose links are checked: README.md, docs/*.md, specs/*.md.
+fn pages() -> Vec<PathBuf> {
+    let mut v = vec![root().join("README.md")];
+    for dir in ["docs", "specs"] {
+        let mut in_dir: Vec<PathBuf> = std::fs::read_dir(root().join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "md"))
+            .collect();
+        in_dir.sort();
+        v.extend(in_dir);
+    }
+    v
+}
+
+/// The lines of a markdown text outside fenced code blocks, with inline code
+/// spans blanked out (a link inside backticks is not a link).
+fn prose_lines(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            out.push(String::new());
+            continue;
+        }
+        if fenced {
+            out.push(String::new());
+            continue;
+        }
+        let mut s = String::with_capacity(line.len());
+        let mut in_code = false;
+        for c in line.chars() {
+            if c == '`' {
+                in_code = !in_code;
+                s.push(' ');
+            } else {
+                s.push(if in_code { ' ' } else { c });
+            }
+        }
+        out.push(s);
+    }
+    out
+}
+
+/// Every `[text](target)` of a page, with its line number (1-based).
+fn links(text: &str) -> Vec<(usize, String)> {
+    let mut v = Vec::new();
+    for (i, line) in prose_lines(text).iter().enumerate() {
+        let mut rest = line.as_str();
+        while let Some(p) = rest.find("](") {
+            let after = &rest[p + 2..];
+            match after.find(')') {
+                Some(end) => {
+                    v.push((i + 1, after[..end].trim().to_string()));
+                    rest = &after[end + 1..];
+                }
+                None => break,
+            }
+        }
+    }
+    v
+}
+
+/// GitHub's anchor for a heading: lower case, inline code and punctuation
+/// dropped (letters, digits, `-`, `_` kept), spaces to `-`; a repeated anchor
+/// gets `-1`, `-2`, ...
+fn anchors(text: &str) -> BTreeSet<String> {
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut out = BTreeSet::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced || !line.starts_with('#') {
+            continue;
+        }
+        let title = line.trim_start_matches('#').trim();
+        let slug: String = title
+            .to_lowercase()
+            .chars()
+            .filter_map(|c| match c {
+                ' ' => Some('-'),
+                c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+                _ => None,
+            })
+            .collect();
+        let n = seen.entry(slug.clone()).or_insert(0);
+        out.insert(if *n == 0 {
+            slug.clone()
+        } else {
+            format!("{slug}-{n}")
+        });
+        *n += 1;
+    }
+    out
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+#[test]
+fn every_relative_link_resolves_to_a_file_and_heading() {
+    let mut broken = Vec::new();
+    for page in pages() {
+        let text = read(&page);
+        for (line, target) in links(&text) {
+            if target.starts_with("http://")
+                || target.starts_with("https://")
+                || target.starts_with("mailto:")
+            {
+                continue;
+            }
+            let (path, frag) = match target.split_once('#') {
+                Some((p, f)) => (p, Some(f)),
+                None => (target.as_str(), None),
+            };
+            let file = if path.is_empty() {
+                page.clone()
+            } else {
+                page.parent().unwrap().join(path)
+            };
+            let here = format!(
+                "{}:{line}: ({target})",
+                page.strip_prefix(root()).unwrap().display()
+            );
+            if !file.exists() {
+                broken.push(format!("{here}: no file {}", file.display()));
+                continue;
+            }
+            if let Some(frag) = frag
+                && (file.is_dir() || !anchors(&read(&file)).contains(frag))
+            {
+                broken.push(format!("{here}: no heading #{frag} there"));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn every_docs_page_is_linked_from_the_readme() {
+    let readme = read(&root().join("README.md"));
+    let linked: BTreeSet<String> = links(&readme)
+        .into_iter()
+        .map(|(_, t)| t.split('#').next().unwrap().to_string())
+        .collect();
+    let mut missing = Vec::new();
+    for e in std::fs::read_dir(root().join("docs")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "md") {
+            let rel = format!("docs/{}", p.file_name().unwrap().to_string_lossy());
+            if !linked.contains(&rel) {
+                missing.push(rel);
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "docs pages the README does not link: {missing:?}"
+    );
+}
+
+#[test]
+fn the_readme_stays_short() {
+    let n = read(&root().join("README.md")).lines().count();
+    assert!(
+        n <= 250,
+        "README.md has {n} lines; at most 250: move detail into docs/"
+    );
+}
+
+/// The rows `| \`NAME\` | default | meaning |` of the configuration page.
+fn configuration_rows() -> BTreeMap<String, String> {
+    let text = read(&root().join("docs/configuration.md"));
+    let mut rows = BTreeMap::new();
+    for line in text.lines() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        // "| `NAME` | default | meaning |" splits into ["", "`NAME`", default, meaning, ""].
+        if cells.len() < 4 || !cells[0].is_empty() {
+            continue;
+        }
+        let name = cells[1].trim_matches('`');
+        if cells[1].starts_with('`')
+            && !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        {
+            rows.insert(name.to_string(), cells[2].replace('`', ""));
+        }
+    }
+    rows
+}
+
+#[test]
+fn the_configuration_page_names_every_setting_with_its_default() {
+    let rows = configuration_rows();
+    let mut wrong = Vec::new();
+    for (name, default, _) in SETTINGS {
+        match rows.get(*name) {
+            None => wrong.push(format!("{name}: missing from docs/configuration.md")),
+            Some(d) if d != default => wrong.push(format!(
+                "{name}: default {d:?} in docs/configuration.md, {default:?} in --help"
+            )),
+            Some(_) => {}
+        }
+    }
+    let known: BTreeSet<&str> = SETTINGS.iter().map(|(n, _, _)| *n).collect();
+    for name in rows.keys() {
+        if !known.contains(name.as_str()) {
+            wrong.push(format!(
+                "{name}: in docs/configuration.md but not a setting of the code"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// (alarm logical id, its AlarmDescription) for every `AWS::CloudWatch::Alarm`
+/// of template.yaml (read as text: a logical id line, then its Type line).
+fn template_alarms() -> Vec<(String, String)> {
+    let text = read(&root().join("template.yaml"));
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim() != "Type: AWS::CloudWatch::Alarm" || i == 0 {
+            continue;
+        }
+        let id = lines[i - 1].trim().trim_end_matches(':').to_string();
+        let mut desc = String::new();
+        let mut j = i + 1;
+        while j < lines.len() && !lines[j].contains("AlarmDescription:") {
+            j += 1;
+        }
+        if j < lines.len() {
+            let indent = lines[j].len() - lines[j].trim_start().len();
+            desc.push_str(lines[j].split_once("AlarmDescription:").unwrap().1);
+            j += 1;
+            while j < lines.len()
+                && (lines[j].trim().is_empty()
+                    || lines[j].len() - lines[j].trim_start().len() > indent)
+            {
+                desc.push(' ');
+                desc.push_str(lines[j].trim());
+                j += 1;
+            }
+        }
+        out.push((id, desc));
+    }
+    out
+}
+
+#[test]
+fn every_alarm_has_a_runbook_section_and_points_at_it() {
+    let alarms = template_alarms();
+    assert!(
+        alarms.len() >= 4,
+        "alarms read from template.yaml: {alarms:?}"
+    );
+    let runbook = anchors(&read(&root().join("docs/runbook.md")));
+    let mut wrong = Vec::new();
+    for (id, desc) in &alarms {
+        let anchor = id.to_lowercase();
+        if !runbook.contains(&anchor) {
+            wrong.push(format!("{id}: no section `## {id}` in docs/runbook.md"));
+        }
+        let link = format!("docs/runbook.md#{anchor}");
+        if !desc.contains(&link) {
+            wrong.push(format!(
+                "{id}: its AlarmDescription does not point at {link}: {desc:?}"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn anchors_follow_github() {
+    let a = anchors(
+        "# Deploy (AWS SAM)\n## `READ_CONCURRENCY`: the sweep\n## A b\n## A b\n```\n# not\n```\n",
+    );
+    let want: BTreeSet<String> = [
+        "deploy-aws-sam",
+        "read_concurrency-the-sweep",
+        "a-b",
+        "a-b-1",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    assert_eq!(a, want);
+    assert_eq!(
+        links("see [x](a.md#b) and `[y](z.md)`\n```\n[q](r)\n```\n"),
+        vec![(1, "a.md#b".to_string())]
+    );
+}
