@@ -145,6 +145,9 @@ pub struct ReadInputs {
     /// names no flight (key, rows): those rows are kept, after the rows of
     /// flights, and counted in the report.
     pub rows_without_flight: Vec<(String, u64)>,
+    /// Rows of the multi-row inputs whose `first_message` falls on another
+    /// UTC date than the partition's: merged where they are, reported.
+    pub other_days: merge::OtherDays,
 }
 
 /// Where decoded inputs go.
@@ -328,6 +331,10 @@ async fn read_pass(
                 // Recorded only once the merge took the input: one it
                 // leaves in place is no input of the manifest.
                 let flights = crate::proof::RowFlights::of_batch(&decoded.batch);
+                let mut other_days = merge::OtherDays::default();
+                if input.flight().is_none() {
+                    other_days.count(&decoded, date);
+                }
                 match sink.push(input, decoded) {
                     Ok(()) => {}
                     Err(StreamError::NotStreamable(reason)) => {
@@ -363,6 +370,7 @@ async fn read_pass(
                     rows,
                 });
                 out.rows.insert(&input.meta.key, flights);
+                out.other_days.add(other_days);
                 out.read.push(ManifestInput {
                     key: input.meta.key.clone(),
                     etag: f.etag,

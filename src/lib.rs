@@ -16,6 +16,7 @@
 //! - [`run`]: the driver producing one [`report::RunReport`].
 //! - [`reporting`] ([`metrics`], [`mqtt`]): the report to CloudWatch and MQTT.
 //! - [`status`]: the read-only `status` command; [`progress`]: the CLI's progress bar.
+//! - [`prune`]: the `prune-cache` command (the archive host's local index cache).
 //! - [`audit`]: the read-only `audit` command (every flight exactly once, per date).
 //! - [`app`]: clients built once, the Lambda handler and the CLI's shared entry point.
 #![warn(missing_docs)]
@@ -35,6 +36,7 @@ pub mod partition;
 pub mod plan;
 pub mod progress;
 pub mod proof;
+pub mod prune;
 pub mod recovery;
 pub mod report;
 pub mod reporting;

@@ -123,6 +123,31 @@ enum Command {
         #[arg(long, value_parser = |s: &str| parse_date("--to", s).map_err(|e| e.to_string()))]
         to: chrono::NaiveDate,
     },
+    /// Prune the archive host's local index cache (the folder archive-processor
+    /// writes a copy of every per-flight index file to, mounted at
+    /// /app/index-cache): deletes a copy only when its date is at or before
+    /// the watermark, not blocked, its S3 object is gone and its flight is
+    /// listed; keeps everything else. Prints a JSON summary on stdout (a
+    /// line on a terminal, on stderr). Needs s3:ListBucket and s3:GetObject
+    /// on the watermark only; writes nothing to S3.
+    #[command(after_long_help = prune_help())]
+    PruneCache {
+        /// The cache directory (the host path mounted at /app/index-cache).
+        #[arg(long)]
+        dir: std::path::PathBuf,
+        /// Plan only: delete nothing, report what would be deleted.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+fn prune_help() -> String {
+    settings_help().replace(
+        "Exit codes: 0 Success, 2 Mismatch (a day failed parity), 1 Failure.",
+        "Only S3_BUCKET, S3_FORCE_PATH_STYLE and LOG_LEVEL matter here.\n\
+         Exit codes: 0, or 1 when nothing was deleted because of an error (missing \
+         directory, unreadable watermark, listing error) or when a delete failed.",
+    )
 }
 
 fn parse_now(s: &str) -> Result<DateTime<Utc>, String> {
@@ -354,6 +379,9 @@ fn main() -> ExitCode {
                 archive_compaction::audit::cli(&deps.store, &deps.config, from, to, bar).await,
             ),
             Some(Cli {
+                command: Command::PruneCache { dir, dry_run },
+            }) => prune_cache(&deps, dir, dry_run).await,
+            Some(Cli {
                 command: Command::Status { now, days, json },
             }) => {
                 let as_of = Utc::now();
@@ -383,4 +411,27 @@ fn main() -> ExitCode {
             }
         }
     })
+}
+
+/// `prune-cache`: the JSON summary on stdout, a human line on stderr when it
+/// is a terminal; an error deletes nothing and exits 1.
+async fn prune_cache(deps: &Deps, dir: std::path::PathBuf, dry_run: bool) -> ExitCode {
+    use archive_compaction::prune::{self, PruneOptions};
+    match prune::prune(&deps.store, &PruneOptions { dir, dry_run }).await {
+        Ok(r) => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&r).expect("summary serialises")
+            );
+            if std::io::stderr().is_terminal() {
+                eprintln!("{}", prune::format_human(&r));
+            }
+            ExitCode::from(r.exit_code())
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "prune-cache stopped");
+            eprintln!("archive-compaction prune-cache: {e}");
+            ExitCode::from(1)
+        }
+    }
 }

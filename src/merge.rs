@@ -80,6 +80,7 @@ use crate::keys::flight_uuid;
 
 mod encode;
 mod held;
+mod other_days;
 mod schema;
 pub mod stream;
 pub mod widen;
@@ -88,6 +89,7 @@ use encode::props;
 pub use encode::{WRITE_BATCH_ROWS, encode};
 pub use held::{COALESCE_ROWS, MergeInput, Merged, MergedRows, Merger, Source, merge};
 use held::{Rank, rank, to_union_schema};
+pub use other_days::{OTHER_DAYS_UUIDS_SHOWN, OtherDays};
 #[cfg(test)]
 use schema::has_target_layout;
 pub use schema::{

@@ -8,7 +8,8 @@
 //! The report is bounded whatever the run met: every list keeps at most a
 //! fixed number of entries ([`UUIDS_SHOWN`], [`DAYS_SHOWN`],
 //! [`SKIPPED_FILES_SHOWN`], [`RECOVERED_SHOWN`], [`ERRORS_SHOWN`], per day
-//! [`DAY_UUIDS_SHOWN`]) with its exact count and a `*_truncated` marker
+//! [`DAY_UUIDS_SHOWN`] and [`crate::merge::OTHER_DAYS_UUIDS_SHOWN`]) with its
+//! exact count and a `*_truncated` marker
 //! beside it, and [`RunReport::bound`] keeps the whole JSON (pretty-printed,
 //! as the CLI prints it) within [`REPORT_MAX_BYTES`]. The Lambda response
 //! is refused over 6 MB, and an asynchronous invocation's failure record
@@ -316,6 +317,16 @@ pub struct DayReport {
     pub mismatch_uuid_count: u64,
     /// True when `mismatch_uuids` holds fewer than `mismatch_uuid_count`.
     pub mismatch_uuids_truncated: bool,
+    /// Rows of the day's multi-row inputs (compacted and other multi-row
+    /// files) whose `first_message` UTC date is not this date, as in a
+    /// backfill file that mixes days: merged into this date's compacted file
+    /// where they sit, never moved (in a dry run: in the files it would
+    /// merge). When a date takes more than one pass, the pass that read the
+    /// most (a later pass reads the earlier one's output again).
+    pub rows_of_other_days: u64,
+    /// The flights of the first [`crate::merge::OTHER_DAYS_UUIDS_SHOWN`] of
+    /// them, in the order read (`rows_of_other_days` is the full count).
+    pub other_days_uuids: Vec<String>,
     /// Inputs of this date left in place, with the reason; moved into the
     /// run's `skipped_files` by [`RunReport::add_day`] (not serialised here).
     #[serde(skip)]
@@ -418,6 +429,8 @@ pub struct RunReport {
     pub skipped_files: Vec<SkippedFile>,
     /// Foreign objects seen under walked partitions (never touched).
     pub foreign_objects: u64,
+    /// The days' `rows_of_other_days`, summed.
+    pub rows_of_other_days: u64,
     /// Errors, one line each, with the operation, key, date or setting
     /// involved; a date blocked by a quarantined or stuck manifest is named
     /// here (`{date} is blocked: …`) on every run until it is resolved. The
@@ -497,6 +510,11 @@ impl RunReport {
             day.mismatch_uuids_truncated = true;
         }
         day.foreign_keys_truncated = (day.foreign_keys.len() as u64) < day.foreign_objects;
+        // `rows_of_other_days` is the exact count beside it.
+        cut(
+            &mut day.other_days_uuids,
+            crate::merge::OTHER_DAYS_UUIDS_SHOWN,
+        );
         tracing::info!(
             date = %day.date,
             action = %day.action,
@@ -525,6 +543,7 @@ impl RunReport {
         self.bytes_written += day.bytes_written;
         self.duplicates_removed += day.duplicates_removed;
         self.foreign_objects += day.foreign_objects;
+        self.rows_of_other_days += day.rows_of_other_days;
         for f in day.skipped.drain(..) {
             tracing::warn!(key = %f.key, date = ?f.date, column = ?f.column, reason = %f.reason,
                 "file skipped: left in place");
@@ -549,6 +568,17 @@ impl RunReport {
         self.mismatch_uuids_truncated = missing.len() > UUIDS_SHOWN;
     }
 
+    /// Notes what one read of `day`'s inputs found of rows of other days:
+    /// the read that found the most wins (a later pass of a date reads the
+    /// rows of the earlier pass's output again, so adding would count them
+    /// twice).
+    pub fn note_other_days(day: &mut DayReport, found: &crate::merge::OtherDays) {
+        if found.rows > day.rows_of_other_days {
+            day.rows_of_other_days = found.rows;
+            day.other_days_uuids = found.uuids.iter().map(uuid::Uuid::to_string).collect();
+        }
+    }
+
     /// Number of files skipped (left in place) for a reason (exact, also
     /// when `skipped_files` is cut).
     pub fn files_skipped(&self) -> u64 {
@@ -568,7 +598,9 @@ impl RunReport {
     /// (after reporting: `report_errors`); calling it again changes nothing.
     /// `errors` keeps its first [`ERRORS_SHOWN`] − 1 entries and the last
     /// (`errors_total` counts them all), `recovered` its first
-    /// [`RECOVERED_SHOWN`]. Then, while
+    /// [`RECOVERED_SHOWN`], each day's `other_days_uuids` its first
+    /// [`crate::merge::OTHER_DAYS_UUIDS_SHOWN`] (`rows_of_other_days`, per
+    /// day and summed for the run, stays exact). Then, while
     /// the pretty-printed JSON is over [`REPORT_MAX_BYTES`], the list taking
     /// the most bytes (`days`, `skipped_files`, `recovered`, `errors`,
     /// `mismatch_uuids`) is halved and marked cut. Counts stay exact.
@@ -583,6 +615,12 @@ impl RunReport {
         }
         self.mismatch_uuid_count = (self.mismatch_uuid_count).max(self.mismatch_uuids.len() as u64);
         self.days_total = self.days_total.max(self.days.len() as u64);
+        for day in &mut self.days {
+            cut(
+                &mut day.other_days_uuids,
+                crate::merge::OTHER_DAYS_UUIDS_SHOWN,
+            );
+        }
         self.skipped_files_total = (self.skipped_files_total).max(self.skipped_files.len() as u64);
         while json_len(self) > REPORT_MAX_BYTES {
             let sizes = [
@@ -710,6 +748,36 @@ mod tests {
             (DAY_UUIDS_SHOWN, DAY_UUIDS_SHOWN as u64 + 1)
         );
         assert!(over.mismatch_uuids_truncated && over.foreign_keys_truncated);
+    }
+
+    #[test]
+    fn rows_of_other_days_summed_and_their_uuids_at_their_cap() {
+        use crate::merge::OTHER_DAYS_UUIDS_SHOWN;
+        let day = |i: u64, rows: u64, n: usize| DayReport {
+            date: date(i),
+            rows_of_other_days: rows,
+            other_days_uuids: uuids(n).iter().map(uuid::Uuid::to_string).collect(),
+            skipped: skipped(1, 10),
+            ..Default::default()
+        };
+        let mut r = RunReport::default();
+        r.add_day(day(0, 3, 3));
+        r.add_day(day(1, 40, OTHER_DAYS_UUIDS_SHOWN + 5));
+        r.add_unlisted_day(day(2, 2, 2));
+        assert_eq!(r.rows_of_other_days, 45);
+        assert_eq!(r.days[0].other_days_uuids.len(), 3);
+        assert_eq!(r.days[1].other_days_uuids.len(), OTHER_DAYS_UUIDS_SHOWN);
+        assert_eq!(r.days[1].rows_of_other_days, 40);
+        // The skipped files of every day, listed and counted.
+        assert_eq!(r.files_skipped(), 3);
+        // bound() keeps the cap on a day pushed past add_day, and the counts.
+        r.days[0].other_days_uuids = uuids(50).iter().map(uuid::Uuid::to_string).collect();
+        r.bound();
+        assert_eq!(r.days[0].other_days_uuids.len(), OTHER_DAYS_UUIDS_SHOWN);
+        assert_eq!(
+            (r.rows_of_other_days, r.days[0].rows_of_other_days),
+            (45, 3)
+        );
     }
 
     #[test]

@@ -759,6 +759,11 @@ async fn process_day(
     };
     let outcome = day_passes(cx, date, mode, &mut day).await;
     day.seconds = t0.elapsed().as_secs_f64();
+    if day.rows_of_other_days > 0 {
+        // Once per date, whatever the passes.
+        tracing::warn!(%date, rows = day.rows_of_other_days, first = ?day.other_days_uuids,
+            "multi-row inputs hold rows of other days (first_message on another UTC date): merged into this date where they are, not moved");
+    }
     match outcome {
         Err(e) => {
             day.action = Done::Failed;
@@ -904,6 +909,8 @@ async fn day_passes(
         drop((inputs, std::mem::take(&mut listed.flights)));
         day.bytes_read += read.bytes_read;
         add_skipped(day, read.skipped.iter().cloned());
+        // The dry run and the commit alike: what this pass read.
+        RunReport::note_other_days(day, &read.other_days);
         if !lost.is_empty() {
             return Ok(Some(lost_rows(day, lost)));
         }

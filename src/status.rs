@@ -199,6 +199,13 @@ pub struct DayStatus {
     pub foreign_objects: u64,
     /// Why a run would stop before this date, when a quarantined manifest blocks it.
     pub blocked_by: Option<String>,
+    /// Rows of the date's multi-row inputs (compacted and other multi-row
+    /// files, each read with GetObject) whose `first_message` UTC date is not
+    /// this date: a run merges them into this date where they are and
+    /// reports them (`days[].rows_of_other_days`). Unreadable files count none.
+    pub rows_of_other_days: u64,
+    /// The flights of the first [`crate::merge::OTHER_DAYS_UUIDS_SHOWN`] of them.
+    pub other_days_uuids: Vec<String>,
 }
 
 /// Everything `status` shows; the `--json` output.
@@ -465,7 +472,19 @@ async fn day_status(store: &impl Store, date: NaiveDate) -> Result<DayStatus> {
         flights,
         index: listing,
     } = list_day(store, date, true).await?;
+    let mut other = crate::merge::OtherDays::default();
+    for (m, _) in listing.multi_row_inputs() {
+        let Some(f) = store.get_opt(&m.key).await? else {
+            continue;
+        };
+        // An unreadable file is the run's to report (it skips it).
+        if let Ok(decoded) = crate::merge::decode(f.body) {
+            other.count(&decoded, date);
+        }
+    }
     Ok(DayStatus {
+        rows_of_other_days: other.rows,
+        other_days_uuids: other.uuids.iter().map(Uuid::to_string).collect(),
         date,
         flights: flights.len() as u64,
         per_flight_files: listing.per_flight.len() as u64,
@@ -695,6 +714,15 @@ fn format_mismatch_and_days(o: &mut String, s: &StatusReport) {
                 let _ = write!(o, "  blocked: {b}");
             }
             o.push('\n');
+            if d.rows_of_other_days > 0 {
+                let _ = writeln!(
+                    o,
+                    "  {:<10}  {} row(s) of other days in multi-row files (merged here, not moved): {}",
+                    "",
+                    d.rows_of_other_days,
+                    d.other_days_uuids.join(", ")
+                );
+            }
         }
     }
 }
@@ -781,6 +809,7 @@ mod tests {
                     multi_row_files: 0,
                     foreign_objects: 1,
                     blocked_by: None,
+                    ..DayStatus::default()
                 },
                 DayStatus {
                     date: d("2026-07-19"),
@@ -794,6 +823,11 @@ mod tests {
                         "quarantined manifest _compaction_state/quarantine/2026-07-19/q.json"
                             .into(),
                     ),
+                    rows_of_other_days: 2,
+                    other_days_uuids: vec![
+                        "019f7d73-f820-702f-b905-8c81d0944996".into(),
+                        "019f7dc0-c448-7e25-b944-852039292d22".into(),
+                    ],
                 },
             ],
             errors: vec![],
@@ -832,6 +866,7 @@ next dates
   date         flights  per-flight         bytes  compacted  multi-row  foreign
   2026-07-18        40          38        190000          0          0        1
   2026-07-19         5           5         25000          1          0        0  blocked: quarantined manifest _compaction_state/quarantine/2026-07-19/q.json
+              2 row(s) of other days in multi-row files (merged here, not moved): 019f7d73-f820-702f-b905-8c81d0944996, 019f7dc0-c448-7e25-b944-852039292d22
 ";
         assert_eq!(text, expected, "\n{text}");
     }

@@ -1055,13 +1055,15 @@ impl Store for S3Store {
 }
 
 /// An AWS SDK error (S3, CloudWatch, Secrets Manager) as one line for a
-/// report: `{code}: {message}` for a service error, else [`one_line`] of
-/// it. The SDK's `DisplayErrorContext` appends its whole debug dump
-/// (request, headers, extensions); that goes to the debug log only.
-pub fn sdk_error_line<E, R>(e: &SdkError<E, R>) -> String
+/// report: `{code}: {message} (HTTP {status})` for a service error, else
+/// [`one_line`] of it. The status is kept because some servers answer in a
+/// shape the SDK cannot read a code from (moto's Secrets Manager denials:
+/// code `Unknown`, HTTP 403). The SDK's `DisplayErrorContext` appends its
+/// whole debug dump (request, headers, extensions); that goes to the debug
+/// log only.
+pub fn sdk_error_line<E>(e: &SdkError<E, aws_sdk_s3::config::http::HttpResponse>) -> String
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug + 'static,
 {
     tracing::debug!(error = ?e, "AWS SDK error in full");
     match e {
@@ -1069,7 +1071,8 @@ where
             let err = se.err();
             let code = err.code().unwrap_or("Unknown");
             let message = err.message().map(one_line_text).unwrap_or_default();
-            format!("{code}: {message}")
+            let status = se.raw().status().as_u16();
+            format!("{code}: {message} (HTTP {status})")
         }
         other => one_line(other),
     }

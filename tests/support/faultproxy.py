@@ -10,7 +10,9 @@ rules) and read back with `GET /__proxy/stats`:
      "fail_first_attempt": true,             # 503 SlowDown the first time each distinct
                                              #   (method, path, query) is seen
      "delete_key_errors": [                  # per-key errors inside a 200 DeleteObjects
-        {"match": "day=19/.*parquet", "code": "AccessDenied", "times": -1}]}  # -1 = always
+        {"match": "day=19/.*parquet", "code": "AccessDenied", "times": -1}],  # -1 = always
+     "deny_kinds": {"ListObjectsV2": "AccessDenied"}}  # 403 with that code for every
+                                             #   request of that kind (see kind())
 
 A per-key error removes the key from the request forwarded upstream (so the
 object really stays) and adds an <Error> entry to the response, which is what
@@ -108,6 +110,12 @@ class Handler(BaseHTTPRequestHandler):
                 STATS["injected"] += 1
             err = b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate. (injected)</Message></Error>'
             return self._reply(503, err, [("Content-Type", "application/xml")])
+        denied = (rules.get("deny_kinds") or {}).get(k)
+        if denied:
+            with LOCK:
+                STATS["injected"] += 1
+            err = f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{denied}</Code><Message>injected {denied}</Message></Error>'.encode()
+            return self._reply(403, err, [("Content-Type", "application/xml")])
         headers = {k2: v for k2, v in self.headers.items() if k2.lower() not in ("host", "content-length", "transfer-encoding", "connection")}
         extra_errors = []
         if k == "DeleteObjects" and rules.get("delete_key_errors"):

@@ -43,6 +43,14 @@ IndexObjects statement grants both). So the user gets one extra statement,
 s3:DeleteObject on arn:aws:s3:::BUCKET (the bucket, no key: it grants no
 object), which AWS's policy has no need of.
 
+5. `prune-cache` under `specs/prune-cache.policy.json` (the host's
+   credential, docs/migrating.md "The host's index cache"), as its own user,
+   on a bucket without SSE-KMS (moto's S3 makes no KMS call; with SSE-KMS the
+   credential adds kms:Decrypt on the key, as the policy's doc says):
+   prunes a local cache mirroring the bucket (the compacted day's copies go,
+   the others stay); with either statement removed it exits 1 and deletes
+   nothing; the user can read no index object.
+
 Exits non-zero with the reason on the first check that fails.
 """
 import argparse
@@ -388,7 +396,79 @@ def main():
               f"without {sid}: the error is not a denial: {why}")
         say(f"3. without {sid}: exit {code}, {status}; {str(why)[:200]}")
     attach(bucket, policy_for(bucket, key_arn)["Statement"])
+    # 5. The host's prune-cache credential (once: it does not depend on BucketKmsKeyArn).
+    prune_cache_policy(args, endpoint, iam, session, fresh_bucket, admin)
     say("least privilege: all checks passed")
+
+
+def prune_cache_policy(args, endpoint, iam, session, fresh_bucket, admin):
+    """Check 5: prune-cache needs exactly specs/prune-cache.policy.json."""
+    with open(os.path.join(ROOT, "specs", "prune-cache.policy.json")) as f:
+        template = f.read()
+    bucket, gen = fresh_bucket()
+    a3 = admin.client("s3", endpoint_url=endpoint)
+    # 07-18 compacted by hand: its per-flight objects gone, the watermark on it.
+    for k in gen["index_keys"]["2026-07-18"]:
+        a3.delete_object(Bucket=bucket, Key=k)
+    a3.put_object(Bucket=bucket, Key="_compaction_state/watermark.json",
+                  Body=json.dumps({"last_compacted_date": "2026-07-18"}).encode())
+    iam.create_user(UserName="prune-cache")
+    key = iam.create_access_key(UserName="prune-cache")["AccessKey"]
+    statements = json.loads(template.replace("${BucketName}", bucket))["Statement"]
+
+    def attach(sts):
+        iam.put_user_policy(UserName="prune-cache", PolicyName="prune-cache",
+                            PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": sts}))
+        time.sleep(0.5)
+
+    def mirror():
+        d = tempfile.mkdtemp(prefix="lp-cache-")
+        for keys in gen["index_keys"].values():
+            for k in keys:
+                p = os.path.join(d, k[len("index/"):])
+                os.makedirs(os.path.dirname(p), exist_ok=True)
+                with open(p, "wb") as f:
+                    f.write(b"PAR1 copy PAR1")
+        return d
+
+    def files(d):
+        return sorted(os.path.relpath(os.path.join(r, n), d) for r, _, ns in os.walk(d) for n in ns)
+
+    def prune(d):
+        env = {"PATH": os.environ.get("PATH", ""), "S3_BUCKET": bucket, "S3_FORCE_PATH_STYLE": "true",
+               "AWS_ENDPOINT_URL": endpoint, "AWS_REGION": REGION,
+               "AWS_ACCESS_KEY_ID": key["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"],
+               "AWS_EC2_METADATA_DISABLED": "true", "LOG_LEVEL": "warn"}
+        return subprocess.run([args.binary, "prune-cache", "--dir", d], env=env, capture_output=True,
+                              text=True, timeout=120)
+
+    attach(statements)
+    d = mirror()
+    p = prune(d)
+    check(p.returncode == 0, f"prune-cache under its policy: exit {p.returncode}: {p.stderr[-1500:]}")
+    summary = json.loads(p.stdout)
+    n18, n19 = len(gen["index_keys"]["2026-07-18"]), len(gen["index_keys"]["2026-07-19"])
+    check(summary["files_deleted"] == n18 and summary["kept"] == {"after_watermark": n19},
+          f"prune-cache under its policy: {summary['files_deleted']} deleted, kept {summary['kept']}")
+    check(len(files(d)) == n19, f"prune-cache left {files(d)}")
+    s3 = session(key).client("s3", endpoint_url=endpoint)
+    try:
+        s3.get_object(Bucket=bucket, Key=gen["index_keys"]["2026-07-19"][0])
+        fail("the prune-cache user can read an index object")
+    except ClientError as e:
+        check(e.response["Error"]["Code"] in ("AccessDenied", "403"), f"index read: {e}")
+    say(f"5. prune-cache under specs/prune-cache.policy.json: {n18} copies deleted, {n19} kept; "
+        "no index object readable")
+    for st in statements:
+        attach([s for s in statements if s is not st])
+        d = mirror()
+        before = files(d)
+        p = prune(d)
+        check(p.returncode == 1, f"prune-cache without {st['Sid']}: exit {p.returncode}")
+        check("AccessDenied" in p.stderr or "403" in p.stderr,
+              f"prune-cache without {st['Sid']}: not a denial: {p.stderr[-1500:]}")
+        check(files(d) == before, f"prune-cache without {st['Sid']} deleted something")
+        say(f"5. prune-cache without {st['Sid']}: exit 1, nothing deleted; {p.stderr.strip()[-160:]}")
 
 
 if __name__ == "__main__":

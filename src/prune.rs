@@ -1,0 +1,872 @@
+//! `archive-compaction prune-cache`: keeps the archive host's local index
+//! cache bounded once this job has replaced the Python one.
+//!
+//! archive-processor writes a local copy of every per-flight index file to
+//! a host directory (`/app/index-cache/year=YYYY/month=MM/day=DD/{uuid}.parquet`,
+//! the S3 key without `index/`). The Python job deleted a copy as soon as it
+//! had deleted the S3 object; a Lambda cannot reach that directory, so the
+//! host's scheduler runs this command instead.
+//!
+//! A local copy is deleted only when all of these hold (`docs/migrating.md`,
+//! "The host's index cache"; STYLE 14, nothing irreversible without proof):
+//!
+//! 1. it is a per-flight index file (`{uuid}.parquet`, [`IndexKey::PerFlight`])
+//!    directly in a `year=YYYY/month=MM/day=DD/` folder spelled exactly as
+//!    the bucket's partition ([`index_prefix`]);
+//! 2. its date is at or before the watermark (a day the job finished) and not
+//!    blocked (the watermark's `mismatch_date`, a live or quarantined manifest);
+//! 3. the S3 object it mirrors (`index/` + its relative path) is not in the
+//!    date's index listing any more: compacted and deleted;
+//! 4. its flight is in the date's `flights/` listing: the date passed the
+//!    parity gate, so that flight's row is in a multi-row file in S3 (a copy
+//!    with neither object nor flight in S3 may be the only trace of its row).
+//!
+//! Everything else stays and is counted with why ([`KeptReason`]). The
+//! command is planned, then executed: the directory is walked, the watermark
+//! read, the state listed and every date listed (one listing per prefix and
+//! date, [`crate::partition::list_day`]) before the first delete, so a
+//! missing directory, an unreadable watermark or a listing error deletes
+//! nothing ([`PruneError`]). A dry run stops after the plan. A second run
+//! finds nothing to delete.
+//!
+//! S3 access: ListBucket (`index/`, `flights/`, `_compaction_state/manifests/`,
+//! `_compaction_state/quarantine/`) and GetObject on
+//! `_compaction_state/watermark.json`; nothing is written to S3.
+//!
+//! ```
+//! use archive_compaction::prune::{PruneOptions, prune};
+//! use archive_compaction::storage::{MemoryStore, Store};
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let store = MemoryStore::new("archive");
+//! let u = "019f7d73-f820-702f-b905-8c81d0944996";
+//! store.put_now(&format!("flights/2026/07/20/{u}.json.gz"), "{}".into());
+//! store.put_now(
+//!     "_compaction_state/watermark.json",
+//!     r#"{"last_compacted_date": "2026-07-20"}"#.into(),
+//! );
+//! let dir = tempfile::tempdir().unwrap();
+//! let day = dir.path().join("year=2026/month=07/day=20");
+//! std::fs::create_dir_all(&day).unwrap();
+//! std::fs::write(day.join(format!("{u}.parquet")), b"PAR1").unwrap();
+//! std::fs::write(day.join("notes.txt"), b"kept").unwrap();
+//! let r = prune(&store, &PruneOptions::new(dir.path())).await.unwrap();
+//! assert_eq!((r.files_deleted, r.bytes_freed, r.files_kept), (1, 4, 1));
+//! assert!(!day.join(format!("{u}.parquet")).exists());
+//! assert!(day.join("notes.txt").exists());
+//! # });
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use chrono::NaiveDate;
+use futures::{StreamExt, TryStreamExt};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::keys::{IndexKey, MANIFESTS_ROOT, QUARANTINE_ROOT, classify_index_key, index_prefix};
+use crate::partition::{DayListing, list_day};
+use crate::recovery::quarantined_date;
+use crate::state::WatermarkState;
+use crate::storage::Store;
+
+/// How many paths each list of examples in a [`PruneReport`] shows.
+pub const EXAMPLES_SHOWN: usize = 5;
+
+/// Dates listed at once (each date is two listings side by side:
+/// `index/…` and `flights/…`).
+pub const DATES_LISTED_IN_FLIGHT: usize = 4;
+
+/// Why `prune-cache` stopped before deleting anything.
+#[derive(Debug, thiserror::Error)]
+pub enum PruneError {
+    /// `--dir` does not exist or is not a directory.
+    #[error(
+        "cache directory {dir} does not exist or is not a directory (give --dir the host path mounted at /app/index-cache); nothing was deleted"
+    )]
+    MissingDir {
+        /// The directory given.
+        dir: PathBuf,
+    },
+    /// A folder of the cache could not be read.
+    #[error(
+        "cannot read {path}: {source} (the command needs read and write access to the cache); nothing was deleted"
+    )]
+    ReadDir {
+        /// The folder or entry.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// `_compaction_state/watermark.json` could not be read or parsed.
+    #[error(
+        "cannot read the watermark: {source}; nothing was deleted (the credential needs s3:GetObject on _compaction_state/watermark.json)"
+    )]
+    Watermark {
+        /// The S3 or parse error (boxed: the error type is large).
+        source: Box<crate::error::Error>,
+    },
+    /// Listing the state or a date's partition failed.
+    #[error(
+        "cannot list {what}: {source}; nothing was deleted (the credential needs s3:ListBucket on the bucket)"
+    )]
+    Listing {
+        /// The prefix or date that could not be listed.
+        what: String,
+        /// The S3 error (boxed: the error type is large).
+        source: Box<crate::error::Error>,
+    },
+}
+
+/// What to prune.
+#[derive(Debug, Clone)]
+pub struct PruneOptions {
+    /// The cache directory (the host path mounted at `/app/index-cache`).
+    pub dir: PathBuf,
+    /// Plan only: delete nothing, report what would be deleted.
+    pub dry_run: bool,
+}
+
+impl PruneOptions {
+    /// A real (not dry) run over `dir`.
+    pub fn new(dir: impl Into<PathBuf>) -> PruneOptions {
+        PruneOptions {
+            dir: dir.into(),
+            dry_run: false,
+        }
+    }
+}
+
+/// Why a file of the cache was kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeptReason {
+    /// Its date is after the watermark (or nothing was compacted yet): the
+    /// job has not finished that day.
+    AfterWatermark,
+    /// Its date is blocked: the watermark's `mismatch_date`, or a live or
+    /// quarantined manifest of that date.
+    Blocked,
+    /// The S3 object it mirrors is still there: a straggler the sweep has
+    /// not folded yet, or an input whose delete failed.
+    StillInS3,
+    /// Neither its S3 object nor its flight under `flights/` is in S3: no
+    /// proof its row is anywhere else.
+    FlightNotListed,
+    /// In a day folder, but not a per-flight index file (`_SUCCESS`,
+    /// `*.tmp`, a multi-row name, a hidden name, a folder, a link).
+    NotPerFlight,
+    /// Not in the `year=YYYY/month=MM/day=DD/` layout (other folders, files
+    /// beside the year folders, a misspelled or impossible date).
+    OutsideLayout,
+    /// The delete itself failed (see `errors`).
+    DeleteFailed,
+}
+
+impl KeptReason {
+    /// The name as in the JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeptReason::AfterWatermark => "after_watermark",
+            KeptReason::Blocked => "blocked",
+            KeptReason::StillInS3 => "still_in_s3",
+            KeptReason::FlightNotListed => "flight_not_listed",
+            KeptReason::NotPerFlight => "not_per_flight",
+            KeptReason::OutsideLayout => "outside_layout",
+            KeptReason::DeleteFailed => "delete_failed",
+        }
+    }
+
+    fn words(self) -> &'static str {
+        match self {
+            KeptReason::AfterWatermark => "after the watermark",
+            KeptReason::Blocked => "of a blocked date",
+            KeptReason::StillInS3 => "still in S3",
+            KeptReason::FlightNotListed => "without a flight in S3",
+            KeptReason::NotPerFlight => "not per-flight index files",
+            KeptReason::OutsideLayout => "outside the layout",
+            KeptReason::DeleteFailed => "whose delete failed",
+        }
+    }
+}
+
+/// One local copy of a per-flight index file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalCopy {
+    /// Its path.
+    pub path: PathBuf,
+    /// The S3 key it mirrors (`index/` + its path relative to the cache).
+    pub key: String,
+    /// Its flight.
+    pub flight: Uuid,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// One `year=/month=/day=/` folder of the cache.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CacheDay {
+    /// The per-flight index files, in name order.
+    pub copies: Vec<LocalCopy>,
+    /// Everything else in the folder, with its size (0 for folders).
+    pub other: Vec<(PathBuf, u64)>,
+}
+
+/// The cache as walked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CacheWalk {
+    /// Day folders by date.
+    pub days: BTreeMap<NaiveDate, CacheDay>,
+    /// Entries outside the layout, with their size (0 for folders, which
+    /// are not walked).
+    pub outside: Vec<(PathBuf, u64)>,
+}
+
+fn read_dir_sorted(path: &Path) -> Result<Vec<(String, PathBuf, std::fs::Metadata)>, PruneError> {
+    let err = |source| PruneError::ReadDir {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(path).map_err(err)? {
+        let entry = entry.map_err(err)?;
+        let p = entry.path();
+        let meta = std::fs::symlink_metadata(&p).map_err(|source| PruneError::ReadDir {
+            path: p.clone(),
+            source,
+        })?;
+        // A name that is not UTF-8 is no partition and no uuid: kept.
+        let name = entry.file_name().to_string_lossy().into_owned();
+        out.push((name, p, meta));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+fn size_of(meta: &std::fs::Metadata) -> u64 {
+    if meta.is_file() { meta.len() } else { 0 }
+}
+
+/// Walks `dir`: `year=YYYY/month=MM/day=DD/` folders whose path, with
+/// `index/` in front, is exactly a partition prefix of the bucket
+/// ([`index_prefix`]); nothing below a day folder is walked, symbolic links
+/// are not followed. Read-only.
+///
+/// Errors: [`PruneError::MissingDir`], [`PruneError::ReadDir`].
+pub fn walk_cache(dir: &Path) -> Result<CacheWalk, PruneError> {
+    if !dir.is_dir() {
+        return Err(PruneError::MissingDir {
+            dir: dir.to_path_buf(),
+        });
+    }
+    let mut walk = CacheWalk::default();
+    let is_dir = |m: &std::fs::Metadata| m.file_type().is_dir();
+    for (y, yp, ym) in read_dir_sorted(dir)? {
+        if !(is_dir(&ym) && y.starts_with("year=")) {
+            walk.outside.push((yp, size_of(&ym)));
+            continue;
+        }
+        for (m, mp, mm) in read_dir_sorted(&yp)? {
+            if !(is_dir(&mm) && m.starts_with("month=")) {
+                walk.outside.push((mp, size_of(&mm)));
+                continue;
+            }
+            for (d, dp, dm) in read_dir_sorted(&mp)? {
+                let prefix = format!("index/{y}/{m}/{d}/");
+                let date = crate::keys::index_partition_date(&prefix)
+                    .filter(|date| index_prefix(*date) == prefix);
+                let Some(date) = date.filter(|_| is_dir(&dm)) else {
+                    walk.outside.push((dp, size_of(&dm)));
+                    continue;
+                };
+                let day = walk.days.entry(date).or_default();
+                for (name, fp, fm) in read_dir_sorted(&dp)? {
+                    let key = format!("{prefix}{name}");
+                    match classify_index_key(&key) {
+                        IndexKey::PerFlight(flight) if fm.is_file() => day.copies.push(LocalCopy {
+                            path: fp,
+                            key,
+                            flight,
+                            size: fm.len(),
+                        }),
+                        _ => day.other.push((fp, size_of(&fm))),
+                    }
+                }
+            }
+        }
+    }
+    Ok(walk)
+}
+
+/// What the bucket says, as far as pruning needs it.
+#[derive(Debug, Clone, Default)]
+pub struct BucketState {
+    /// `last_compacted_date` (`None`: nothing compacted yet).
+    pub watermark: Option<NaiveDate>,
+    /// Blocked dates with why.
+    pub blocked: BTreeMap<NaiveDate, String>,
+    /// Per date looked up: the keys in its index partition and the flights
+    /// under `flights/`.
+    pub listed: BTreeMap<NaiveDate, ListedDay>,
+}
+
+/// One date's listings, reduced to what pruning compares against: of the
+/// folder's copies, the keys still in the index partition and the flights
+/// under `flights/` (so what is held is bounded by the copies, not by the
+/// listings: a day of 50,000 flights is ~2 MB of uuids otherwise).
+#[derive(Debug, Clone, Default)]
+pub struct ListedDay {
+    /// Keys of the index partition that are one of the copies' keys (any
+    /// kind of object, zero bytes included).
+    pub index_keys: HashSet<String>,
+    /// Flight uuids under `flights/YYYY/MM/DD/` that are one of the copies'.
+    pub flights: BTreeSet<Uuid>,
+}
+
+impl ListedDay {
+    /// Reduces a date's listings to what matters for `day`'s copies.
+    pub fn for_copies(l: DayListing, day: &CacheDay) -> ListedDay {
+        let keys: HashSet<&str> = day.copies.iter().map(|c| c.key.as_str()).collect();
+        let flights: BTreeSet<Uuid> = day.copies.iter().map(|c| c.flight).collect();
+        let i = l.index;
+        let index_keys = (i.per_flight.into_iter().map(|(_, m)| m.key))
+            .chain(i.compacted.into_iter().map(|m| m.key))
+            .chain(i.multi_row.into_iter().map(|m| m.key))
+            .chain(i.foreign.into_iter().map(|(m, _)| m.key))
+            .filter(|k| keys.contains(k.as_str()))
+            .collect();
+        ListedDay {
+            index_keys,
+            flights: l.flights.intersection(&flights).copied().collect(),
+        }
+    }
+}
+
+/// The dates of `walk` that need a listing: with per-flight copies, at or
+/// before the watermark, not blocked.
+pub fn dates_to_list(walk: &CacheWalk, state: &BucketState) -> Vec<NaiveDate> {
+    walk.days
+        .iter()
+        .filter(|(d, day)| {
+            !day.copies.is_empty()
+                && state.watermark.is_some_and(|w| **d <= w)
+                && !state.blocked.contains_key(d)
+        })
+        .map(|(d, _)| *d)
+        .collect()
+}
+
+/// One day folder in the report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct PruneDay {
+    /// The folder's date.
+    pub date: NaiveDate,
+    /// Per-flight index files in the folder.
+    pub copies: u64,
+    /// Of them, deleted (in a dry run: to be deleted).
+    pub to_delete: u64,
+    /// Their bytes.
+    pub bytes_to_free: u64,
+    /// Files kept, by reason (absent reasons: none).
+    pub kept: BTreeMap<KeptReason, u64>,
+    /// Why the date is blocked, when it is.
+    pub blocked_by: Option<String>,
+}
+
+/// The plan: what to delete, and every kept file with its reason.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PrunePlan {
+    /// Copies to delete, in walk order.
+    pub delete: Vec<LocalCopy>,
+    /// Files kept, with why, in walk order.
+    pub kept: Vec<(PathBuf, u64, KeptReason)>,
+    /// Per day folder.
+    pub days: Vec<PruneDay>,
+}
+
+/// The rules of the module docs, over a walk and the bucket's state. Pure.
+pub fn plan_prune(walk: &CacheWalk, state: &BucketState) -> PrunePlan {
+    let mut plan = PrunePlan::default();
+    for (path, size) in &walk.outside {
+        plan.kept
+            .push((path.clone(), *size, KeptReason::OutsideLayout));
+    }
+    for (date, day) in &walk.days {
+        let mut report = PruneDay {
+            date: *date,
+            copies: day.copies.len() as u64,
+            blocked_by: state.blocked.get(date).cloned(),
+            ..Default::default()
+        };
+        let mut keep = |plan: &mut PrunePlan, path: &Path, size: u64, why: KeptReason| {
+            *report.kept.entry(why).or_default() += 1;
+            plan.kept.push((path.to_path_buf(), size, why));
+        };
+        for (path, size) in &day.other {
+            keep(&mut plan, path, *size, KeptReason::NotPerFlight);
+        }
+        let listed = state.listed.get(date);
+        for c in &day.copies {
+            // Blocked first: the mismatch date is after the watermark too,
+            // and "blocked" says more.
+            let why = if report.blocked_by.is_some() {
+                Some(KeptReason::Blocked)
+            } else if state.watermark.is_none_or(|w| *date > w) {
+                Some(KeptReason::AfterWatermark)
+            } else {
+                match listed {
+                    // Not listed: never by `prune`; a caller's plan without
+                    // the listing keeps the copy.
+                    None => Some(KeptReason::StillInS3),
+                    Some(l) if l.index_keys.contains(&c.key) => Some(KeptReason::StillInS3),
+                    Some(l) if !l.flights.contains(&c.flight) => Some(KeptReason::FlightNotListed),
+                    Some(_) => None,
+                }
+            };
+            match why {
+                Some(why) => keep(&mut plan, &c.path, c.size, why),
+                None => {
+                    report.to_delete += 1;
+                    report.bytes_to_free += c.size;
+                    plan.delete.push(c.clone());
+                }
+            }
+        }
+        plan.days.push(report);
+    }
+    plan
+}
+
+/// What `prune-cache` did: its JSON summary on stdout.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct PruneReport {
+    /// The cache directory.
+    pub dir: String,
+    /// The bucket.
+    pub bucket: String,
+    /// `--dry-run`: nothing was deleted.
+    pub dry_run: bool,
+    /// The watermark read (`None`: nothing compacted yet, nothing pruned).
+    pub watermark: Option<NaiveDate>,
+    /// `year=/month=/day=/` folders looked at.
+    pub dates_looked_at: u64,
+    /// Of them, dates whose S3 listings were compared (per-flight copies at
+    /// or before the watermark, not blocked).
+    pub dates_listed: u64,
+    /// Blocked dates among the folders, with why.
+    pub dates_blocked: BTreeMap<NaiveDate, String>,
+    /// Copies the plan deletes (in a dry run: would delete).
+    pub files_to_delete: u64,
+    /// Their bytes.
+    pub bytes_to_free: u64,
+    /// Copies deleted (0 in a dry run).
+    pub files_deleted: u64,
+    /// Bytes freed (0 in a dry run).
+    pub bytes_freed: u64,
+    /// Files kept (everything not deleted).
+    pub files_kept: u64,
+    /// Of them, by reason.
+    pub kept: BTreeMap<KeptReason, u64>,
+    /// The first [`EXAMPLES_SHOWN`] paths to delete.
+    pub delete_examples: Vec<String>,
+    /// The first [`EXAMPLES_SHOWN`] paths kept, by reason.
+    pub kept_examples: BTreeMap<KeptReason, Vec<String>>,
+    /// Per day folder, in date order.
+    pub days: Vec<PruneDay>,
+    /// Deletes that failed, with the path and the error (the run exits 1).
+    pub errors: Vec<String>,
+}
+
+impl PruneReport {
+    /// The CLI exit code: 0, or 1 when a delete failed.
+    pub fn exit_code(&self) -> u8 {
+        if self.errors.is_empty() { 0 } else { 1 }
+    }
+
+    fn keep(&mut self, path: &Path, why: KeptReason) {
+        self.files_kept += 1;
+        *self.kept.entry(why).or_default() += 1;
+        let ex = self.kept_examples.entry(why).or_default();
+        if ex.len() < EXAMPLES_SHOWN {
+            ex.push(path.display().to_string());
+        }
+    }
+}
+
+/// Reads what pruning needs of the bucket for `walk`: the watermark, the
+/// blocked dates (listings of `manifests/` and `quarantine/`) and the
+/// listings of [`dates_to_list`], [`DATES_LISTED_IN_FLIGHT`] dates at once,
+/// each reduced to the folder's copies as it arrives ([`ListedDay::for_copies`]).
+/// Memory: the walk (a few hundred bytes a local copy) and the reduced
+/// listings; a listing is held whole only while it is reduced.
+///
+/// Errors: [`PruneError::Watermark`], [`PruneError::Listing`].
+pub async fn read_bucket(store: &impl Store, walk: &CacheWalk) -> Result<BucketState, PruneError> {
+    let wm = WatermarkState::read(store)
+        .await
+        .map_err(|e| PruneError::Watermark {
+            source: Box::new(e),
+        })?
+        .watermark;
+    let mut state = BucketState {
+        watermark: wm.last_compacted_date,
+        ..Default::default()
+    };
+    if let Some(m) = wm.mismatch_date {
+        state
+            .blocked
+            .insert(m, "the watermark's mismatch_date".into());
+    }
+    let listing = |what: &str| {
+        let what = what.to_string();
+        move |e| PruneError::Listing {
+            what,
+            source: Box::new(e),
+        }
+    };
+    let (manifests, quarantined) = tokio::try_join!(
+        async {
+            store
+                .list(MANIFESTS_ROOT)
+                .await
+                .map_err(listing(MANIFESTS_ROOT))
+        },
+        async {
+            store
+                .list(QUARANTINE_ROOT)
+                .await
+                .map_err(listing(QUARANTINE_ROOT))
+        },
+    )?;
+    for m in manifests {
+        if let Some(d) = crate::keys::manifest_date(&m.key) {
+            state
+                .blocked
+                .entry(d)
+                .or_insert_with(|| format!("live manifest {}", m.key));
+        }
+    }
+    for q in quarantined {
+        if let Some(d) = quarantined_date(&q.key) {
+            state
+                .blocked
+                .entry(d)
+                .or_insert_with(|| format!("quarantined manifest {}", q.key));
+        }
+    }
+    let dates = dates_to_list(walk, &state);
+    state.listed = futures::stream::iter(dates)
+        .map(|d| async move {
+            let l = list_day(store, d, true)
+                .await
+                .map_err(listing(&format!("the partitions of {d}")))?;
+            Ok::<_, PruneError>((d, ListedDay::for_copies(l, &walk.days[&d])))
+        })
+        .buffered(DATES_LISTED_IN_FLIGHT)
+        .try_collect()
+        .await?;
+    Ok(state)
+}
+
+/// Plans and (unless `dry_run`) executes one `prune-cache` over `opts.dir`
+/// against `store`'s bucket (see the module docs for the rules). Every read
+/// comes before the first delete. A delete that fails is in
+/// [`PruneReport::errors`] (kept as [`KeptReason::DeleteFailed`]) and the
+/// others go on; a copy already gone counts as deleted.
+///
+/// Errors: [`PruneError`]; nothing was deleted then.
+pub async fn prune(store: &impl Store, opts: &PruneOptions) -> Result<PruneReport, PruneError> {
+    let walk = walk_cache(&opts.dir)?;
+    let state = read_bucket(store, &walk).await?;
+    let mut plan = plan_prune(&walk, &state);
+    let mut r = PruneReport {
+        dir: opts.dir.display().to_string(),
+        bucket: store.bucket().to_string(),
+        dry_run: opts.dry_run,
+        watermark: state.watermark,
+        dates_looked_at: walk.days.len() as u64,
+        dates_listed: state.listed.len() as u64,
+        dates_blocked: (state.blocked.iter())
+            .filter(|(d, _)| walk.days.contains_key(d))
+            .map(|(d, w)| (*d, w.clone()))
+            .collect(),
+        files_to_delete: plan.delete.len() as u64,
+        bytes_to_free: plan.delete.iter().map(|c| c.size).sum(),
+        delete_examples: (plan.delete.iter().take(EXAMPLES_SHOWN))
+            .map(|c| c.path.display().to_string())
+            .collect(),
+        days: std::mem::take(&mut plan.days),
+        ..Default::default()
+    };
+    for (path, _, why) in &plan.kept {
+        r.keep(path, *why);
+    }
+    if opts.dry_run {
+        tracing::info!(dir = %r.dir, files = r.files_to_delete, bytes = r.bytes_to_free,
+            "dry run: nothing deleted");
+        return Ok(r);
+    }
+    execute(&plan, &mut r);
+    tracing::info!(dir = %r.dir, files = r.files_deleted, bytes = r.bytes_freed, kept = r.files_kept,
+        "local index cache pruned");
+    Ok(r)
+}
+
+/// Deletes the plan's copies, counting into `r` (`files_deleted`,
+/// `bytes_freed`); a copy already gone counts as deleted (no bytes freed);
+/// one that cannot be deleted goes to `r.errors` and is kept
+/// ([`KeptReason::DeleteFailed`]), and the others go on.
+pub fn execute(plan: &PrunePlan, r: &mut PruneReport) {
+    for c in &plan.delete {
+        match std::fs::remove_file(&c.path) {
+            Ok(()) => {
+                r.files_deleted += 1;
+                r.bytes_freed += c.size;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => r.files_deleted += 1,
+            Err(e) => {
+                tracing::warn!(path = %c.path.display(), error = %e, "local copy could not be deleted");
+                r.errors.push(format!(
+                    "deleting {}: {e} (its S3 object is gone; delete it by hand or fix the permissions, the next run tries again)",
+                    c.path.display()
+                ));
+                r.keep(&c.path, KeptReason::DeleteFailed);
+            }
+        }
+    }
+}
+
+/// The one line a terminal gets (pure), e.g. `prune-cache /app/index-cache
+/// (watermark 2026-07-19): 2 of 5 dates listed; deleted 120 local copies
+/// (512000 bytes freed); kept 40: 38 after the watermark, 2 outside the layout`.
+pub fn format_human(r: &PruneReport) -> String {
+    let mut o = String::new();
+    let wm = r.watermark.map_or_else(
+        || "none: nothing compacted yet".to_string(),
+        |w| w.to_string(),
+    );
+    let _ = write!(
+        o,
+        "prune-cache {} (watermark {wm}): {} of {} dates listed; ",
+        r.dir, r.dates_listed, r.dates_looked_at
+    );
+    if r.dry_run {
+        let _ = write!(
+            o,
+            "dry run, would delete {} local copies ({} bytes); nothing deleted",
+            r.files_to_delete, r.bytes_to_free
+        );
+    } else {
+        let _ = write!(
+            o,
+            "deleted {} local copies ({} bytes freed)",
+            r.files_deleted, r.bytes_freed
+        );
+    }
+    let _ = write!(o, "; kept {}", r.files_kept);
+    let reasons: Vec<String> = (r.kept.iter())
+        .map(|(why, n)| format!("{n} {}", why.words()))
+        .collect();
+    if !reasons.is_empty() {
+        let _ = write!(o, ": {}", reasons.join(", "));
+    }
+    if !r.errors.is_empty() {
+        let _ = write!(o, "; {} delete(s) FAILED (see errors)", r.errors.len());
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const U1: &str = "019f7d73-f820-702f-b905-8c81d0944996";
+    const U2: &str = "019f7dc0-c448-7e25-b944-852039292d22";
+
+    fn d(s: &str) -> NaiveDate {
+        NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap()
+    }
+
+    fn copy(date: &str, u: &str) -> LocalCopy {
+        let key = format!("{}{u}.parquet", index_prefix(d(date)));
+        LocalCopy {
+            path: PathBuf::from(key.trim_start_matches("index/")),
+            key,
+            flight: Uuid::parse_str(u).unwrap(),
+            size: 10,
+        }
+    }
+
+    #[test]
+    fn a_copy_goes_only_when_done_gone_from_s3_and_its_flight_listed() {
+        let mut walk = CacheWalk::default();
+        for date in ["2026-07-17", "2026-07-18", "2026-07-19", "2026-07-20"] {
+            walk.days.insert(
+                d(date),
+                CacheDay {
+                    copies: vec![copy(date, U1), copy(date, U2)],
+                    other: vec![(PathBuf::from("x/_SUCCESS"), 0)],
+                },
+            );
+        }
+        walk.outside.push((PathBuf::from("lost+found"), 0));
+        let mut state = BucketState {
+            watermark: Some(d("2026-07-19")),
+            ..Default::default()
+        };
+        state
+            .blocked
+            .insert(d("2026-07-19"), "live manifest m".into());
+        assert_eq!(
+            dates_to_list(&walk, &state),
+            [d("2026-07-17"), d("2026-07-18")]
+        );
+        // 07-17: U1 still in S3, U2 gone and its flight listed.
+        let mut l17 = ListedDay::default();
+        l17.index_keys.insert(copy("2026-07-17", U1).key);
+        l17.flights
+            .extend([copy("2026-07-17", U1).flight, copy("2026-07-17", U2).flight]);
+        // 07-18: both gone, only U1's flight listed.
+        let mut l18 = ListedDay::default();
+        l18.flights.insert(copy("2026-07-18", U1).flight);
+        state.listed.insert(d("2026-07-17"), l17);
+        state.listed.insert(d("2026-07-18"), l18);
+        let plan = plan_prune(&walk, &state);
+        let deleted: Vec<&str> = plan.delete.iter().map(|c| c.key.as_str()).collect();
+        assert_eq!(
+            deleted,
+            [copy("2026-07-17", U2).key, copy("2026-07-18", U1).key]
+        );
+        let why = |date: &str| {
+            plan.days
+                .iter()
+                .find(|x| x.date == d(date))
+                .unwrap()
+                .kept
+                .clone()
+        };
+        use KeptReason::*;
+        assert_eq!(
+            why("2026-07-17"),
+            BTreeMap::from([(NotPerFlight, 1), (StillInS3, 1)])
+        );
+        assert_eq!(
+            why("2026-07-18"),
+            BTreeMap::from([(NotPerFlight, 1), (FlightNotListed, 1)])
+        );
+        assert_eq!(
+            why("2026-07-19"),
+            BTreeMap::from([(NotPerFlight, 1), (Blocked, 2)])
+        );
+        assert_eq!(
+            why("2026-07-20"),
+            BTreeMap::from([(NotPerFlight, 1), (AfterWatermark, 2)])
+        );
+        assert!(plan.kept.iter().any(|k| k.2 == OutsideLayout));
+        // Without a watermark nothing is listed or deleted.
+        let none = BucketState::default();
+        assert!(dates_to_list(&walk, &none).is_empty());
+        assert!(plan_prune(&walk, &none).delete.is_empty());
+    }
+
+    #[test]
+    fn the_walk_takes_only_the_exact_layout() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path();
+        let day = p.join("year=2026/month=07/day=20");
+        std::fs::create_dir_all(&day).unwrap();
+        for (rel, body) in [
+            (format!("year=2026/month=07/day=20/{U1}.parquet"), "abc"),
+            (format!("year=2026/month=07/day=20/{U2}.parquet.tmp"), "x"),
+            (
+                "year=2026/month=07/day=20/legacy-migration.parquet".into(),
+                "x",
+            ),
+            ("year=2026/month=07/day=20/_SUCCESS".into(), ""),
+            (format!("year=2026/month=7/day=20/{U1}.parquet"), "x"),
+            (format!("year=2026/month=02/day=30/{U1}.parquet"), "x"),
+            (format!("year=2026/month=07/day=20/sub/{U1}.parquet"), "x"),
+            ("year=2026/README".into(), "x"),
+            ("notes.txt".into(), "x"),
+        ] {
+            let f = p.join(rel);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, body).unwrap();
+        }
+        let walk = walk_cache(p).unwrap();
+        assert_eq!(walk.days.len(), 1);
+        let day20 = &walk.days[&d("2026-07-20")];
+        assert_eq!(day20.copies.len(), 1);
+        assert_eq!(day20.copies[0].size, 3);
+        assert_eq!(
+            day20.copies[0].key,
+            format!("index/year=2026/month=07/day=20/{U1}.parquet")
+        );
+        // .tmp, legacy, _SUCCESS, sub/.
+        assert_eq!(day20.other.len(), 4);
+        // month=7, day=30 of February, README, notes.txt.
+        assert_eq!(walk.outside.len(), 4, "{:?}", walk.outside);
+        assert!(matches!(
+            walk_cache(&p.join("nope")),
+            Err(PruneError::MissingDir { .. })
+        ));
+        assert!(matches!(
+            walk_cache(&p.join("notes.txt")),
+            Err(PruneError::MissingDir { .. })
+        ));
+    }
+
+    #[test]
+    fn a_delete_that_fails_is_an_error_and_the_rest_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut plan = PrunePlan::default();
+        for (u, body) in [(U1, "abc"), (U2, "")] {
+            let mut c = copy("2026-07-20", u);
+            c.path = dir.path().join(format!("{u}.parquet"));
+            c.size = body.len() as u64;
+            std::fs::write(&c.path, body).unwrap();
+            plan.delete.push(c);
+        }
+        // A folder where a copy was planned (replaced since the walk): its
+        // delete fails, even for root.
+        std::fs::remove_file(&plan.delete[1].path).unwrap();
+        std::fs::create_dir(&plan.delete[1].path).unwrap();
+        let mut gone = copy("2026-07-20", U1);
+        gone.path = dir.path().join("already-gone.parquet");
+        plan.delete.push(gone);
+        let mut r = PruneReport::default();
+        execute(&plan, &mut r);
+        assert_eq!((r.files_deleted, r.bytes_freed), (2, 3));
+        assert_eq!(r.kept, BTreeMap::from([(KeptReason::DeleteFailed, 1)]));
+        assert_eq!(r.errors.len(), 1, "{:?}", r.errors);
+        assert!(r.errors[0].contains(U2), "{:?}", r.errors);
+        assert_eq!(r.exit_code(), 1);
+        assert!(!plan.delete[0].path.exists());
+        assert!(format_human(&r).contains("1 delete(s) FAILED"));
+    }
+
+    #[test]
+    fn the_human_line_says_what_was_done_and_kept() {
+        let mut r = PruneReport {
+            dir: "/c".into(),
+            watermark: Some(d("2026-07-19")),
+            dates_looked_at: 5,
+            dates_listed: 2,
+            files_to_delete: 3,
+            bytes_to_free: 30,
+            dry_run: true,
+            ..Default::default()
+        };
+        r.keep(Path::new("/c/x"), KeptReason::AfterWatermark);
+        let line = format_human(&r);
+        assert_eq!(
+            line,
+            "prune-cache /c (watermark 2026-07-19): 2 of 5 dates listed; dry run, would delete 3 local copies (30 bytes); nothing deleted; kept 1: 1 after the watermark"
+        );
+        r.dry_run = false;
+        r.files_deleted = 3;
+        r.bytes_freed = 30;
+        assert!(format_human(&r).contains("deleted 3 local copies (30 bytes freed)"));
+    }
+}
