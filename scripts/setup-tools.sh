@@ -3,7 +3,9 @@
 # Python venvs from PyPI (needs python3 with venv, and access to PyPI); mosquitto
 # from the distribution's apt (as root, or through sudo when not root).
 #   .tools/py         pyarrow, boto3 (the demo); + moto server, duckdb, jsonschema,
-#                     paho-mqtt (the tests)
+#                     paho-mqtt, fastparquet (with pandas), polars (the tests);
+#                     + pyspark with `scripts/setup-tools.sh spark` (the ignored Spark
+#                     test of tests/real_writers.rs; needs Java 17; ~400 MB, 2.5 min)
 #   .tools/ministack  ministack + cbor2 (it pins its own botocore: a venv of its own)
 #   .tools/ministack-full  ministack[full] (same version: adds the SAM transform), for
 #                     tests/deployed.rs and `make deploy-local`
@@ -29,6 +31,7 @@
 #   scripts/setup-tools.sh hass     Home Assistant only
 #   scripts/setup-tools.sh bench    what `make bench` needs beyond the test tools (duckdb,
 #                                   matplotlib; curl and GNU time from apt)
+#   scripts/setup-tools.sh spark    pyspark into .tools/py (the test tools first)
 #   scripts/setup-tools.sh qemu     qemu-user-static + the arm64 C library (apt) only, for
 #                                   `make test-release` and `make invoke-qemu`
 set -euo pipefail
@@ -147,7 +150,10 @@ setup_py() {
   "$TOOLS/py/bin/pip" install -q --disable-pip-version-check "$@"
 }
 DEMO_PY=('pyarrow==26.0.1' 'boto3==1.44.8')
-TEST_PY=("${DEMO_PY[@]}" 'moto[server]==5.2.5' 'duckdb==2.0.1' 'jsonschema==4.26.0' 'paho-mqtt==2.2.0')
+TEST_PY=("${DEMO_PY[@]}" 'moto[server]==5.2.5' 'duckdb==2.0.1' 'jsonschema==4.26.0' 'paho-mqtt==2.2.0'
+  'fastparquet==2026.9.0' 'pandas==3.1.1' 'polars==2.1.0')
+TEST_PY_MODULES='moto, pyarrow, duckdb, boto3, jsonschema, paho.mqtt, fastparquet, pandas, polars'
+SPARK_PY=('pyspark==4.3.0')
 
 # ministack_venv DIR CHECK SPEC: ministack (SPEC, with cbor2 beside it) in
 # a venv of its own at DIR (it pins its own botocore), unless DIR's Python
@@ -205,8 +211,13 @@ case "${1:-}" in
   sam) setup_sam; echo "setup-tools: SAM CLI ready ($TOOLS/sam/bin/sam)" >&2; exit 0 ;;
   lambda) setup_lambda; echo "setup-tools: cargo-lambda ready ($TOOLS/lambda/bin)" >&2; exit 0 ;;
   hass) setup_hass; echo "setup-tools: Home Assistant ready ($TOOLS/hass/bin/hass)" >&2; exit 0 ;;
+  spark)
+    setup_py "$TEST_PY_MODULES" "${TEST_PY[@]}"
+    setup_py "$TEST_PY_MODULES, pyspark" "${TEST_PY[@]}" "${SPARK_PY[@]}"
+    command -v java >/dev/null 2>&1 || echo "setup-tools: pyspark needs Java 17 (Debian: apt-get install openjdk-17-jre-headless)" >&2
+    echo "setup-tools: pyspark ready ($TOOLS/py)" >&2; exit 0 ;;
   ""|demo) ;;
-  *) echo "usage: $0 [demo|sam|lambda|hass|duckdb|bench|qemu]" >&2; exit 64 ;;
+  *) echo "usage: $0 [demo|sam|lambda|hass|duckdb|bench|spark|qemu]" >&2; exit 64 ;;
 esac
 
 if [ "${1:-}" = demo ]; then
@@ -216,7 +227,7 @@ if [ "${1:-}" = demo ]; then
   echo "setup-tools: demo tools ready ($TOOLS)" >&2
   exit 0
 fi
-setup_py 'moto, pyarrow, duckdb, boto3, jsonschema, paho.mqtt' "${TEST_PY[@]}"
+setup_py "$TEST_PY_MODULES" "${TEST_PY[@]}"
 setup_ministack
 setup_ministack_full
 setup_mosquitto

@@ -757,7 +757,7 @@ fn instant(v: i64, unit: TimeUnit) -> Option<DateTime<Utc>> {
 
 const MAGIC: &[u8] = b"PAR1";
 
-/// Reads the `s3_key` and `first_message` columns of one multi-row input
+/// Reads the `s3_key` and `first_message` columns (names without case) of one multi-row input
 /// by ranged GETs (module docs): the tail, the first 4 bytes (the magic),
 /// a longer footer when needed, then the two columns' chunks.
 ///
@@ -857,10 +857,9 @@ where
     };
     let descr = metadata.file_metadata().schema_descr();
     let leaf = |name: &str| {
-        descr
-            .columns()
-            .iter()
-            .position(|c| c.path().parts().len() == 1 && c.path().parts()[0] == name)
+        descr.columns().iter().position(|c| {
+            c.path().parts().len() == 1 && c.path().parts()[0].eq_ignore_ascii_case(name)
+        })
     };
     let Some(key_col) = leaf("s3_key") else {
         return Ok(Err("column s3_key: column is missing".into()));
@@ -922,20 +921,28 @@ where
             Ok(b) => b,
             Err(e) => return Ok(Err(format!("cannot decode: {e}"))),
         };
-        let Some(keys) = batch.column_by_name("s3_key") else {
+        // Names without case, as the merge matches them.
+        let column = |name: &str| {
+            let fields = batch.schema_ref().fields();
+            (fields
+                .iter()
+                .position(|f| f.name().eq_ignore_ascii_case(name)))
+            .map(|i| batch.column(i).clone())
+        };
+        let Some(keys) = column("s3_key") else {
             return Ok(Err("column s3_key: column is missing".into()));
         };
-        let keys = match cast(keys, &DataType::Utf8) {
+        let keys = match cast(&keys, &DataType::Utf8) {
             Ok(k) => k,
             Err(e) => return Ok(Err(format!("column s3_key: {e}"))),
         };
         let keys: &StringArray = keys.as_string();
-        let firsts = match batch.column_by_name("first_message") {
+        let firsts = match column("first_message") {
             None => None,
             Some(c) => match c.data_type() {
                 DataType::Timestamp(unit, _) => {
                     let unit = *unit;
-                    match cast(c, &DataType::Int64) {
+                    match cast(&c, &DataType::Int64) {
                         Ok(v) => Some((v, unit)),
                         Err(e) => return Ok(Err(format!("column first_message: {e}"))),
                     }
@@ -1222,6 +1229,49 @@ mod tests {
         assert_eq!(r.status.exit_code(), 2);
         assert!(r.totals.findings.duplicated.fix.is_some());
         assert!(format_human(&r).contains("duplicated"));
+    }
+
+    /// `S3_Key` and `First_Message` are the columns the merge takes as
+    /// `s3_key` and `first_message` (names without case): read as such.
+    #[tokio::test]
+    async fn column_names_match_without_case() {
+        use arrow_array::{ArrayRef, RecordBatch, TimestampMicrosecondArray};
+        use arrow_schema::{Field, Schema};
+        let d = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let (p, f) = (index_prefix(d), flights_prefix(d));
+        let store = MemoryStore::new("b");
+        let u = "019f7d73-f820-702f-b905-000000000001";
+        store.put_now(&format!("{f}{u}.json.gz"), "{}".into());
+        let ts = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("S3_Key", DataType::Utf8, true),
+            Field::new("First_Message", ts, true),
+        ]));
+        let b = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringArray::from(vec![format!("{f}X_Y_{u}.json.gz")])) as ArrayRef,
+                // The day before the partition's: an other-day row.
+                Arc::new(
+                    TimestampMicrosecondArray::from(vec![1_784_505_600_000_000i64 - 1])
+                        .with_timezone("UTC"),
+                ),
+            ],
+        )
+        .unwrap();
+        let mut body = Vec::new();
+        let mut w = parquet::arrow::ArrowWriter::try_new(&mut body, schema, None).unwrap();
+        w.write(&b).unwrap();
+        w.close().unwrap();
+        store.put_now(&format!("{p}export.parquet"), body.into());
+        let r = audit(&store, &config(), &AuditOptions::range(d, d))
+            .await
+            .unwrap();
+        let got = &r.days[0].findings;
+        assert_eq!(got.unreadable_files.count, 0, "{got:?}");
+        assert_eq!(got.missing.count, 0, "{got:?}");
+        assert_eq!(got.orphans.count, 0, "{got:?}");
+        assert_eq!(got.other_day_rows.count, 1, "{got:?}");
     }
 
     #[tokio::test]

@@ -138,6 +138,15 @@ pub struct ReadInputs {
     /// them by the file's name, and merging that file would leave them
     /// without an index row. The commit does not go ahead with any.
     pub without_own_row: Vec<Uuid>,
+    /// The flights of `without_own_row` whose per-flight file was left in
+    /// place because its rows' `s3_key` is null, empty or names no flight:
+    /// such a flight counts as missing even when nothing else is merged
+    /// ([`crate::partition::without_own_row`]).
+    pub keyless_flights: Vec<Uuid>,
+    /// Multi-row inputs merged with rows whose `s3_key` is null, empty or
+    /// names no flight (key, rows): those rows are kept, after the rows of
+    /// flights, and counted in the report.
+    pub rows_without_flight: Vec<(String, u64)>,
     /// Rows of the multi-row inputs whose `first_message` falls on another
     /// UTC date than the partition's: merged where they are, reported.
     pub other_days: merge::OtherDays,
@@ -212,8 +221,13 @@ pub type Prefetched = HashMap<String, Fetched>;
 /// logged, and the day is read again and merged in memory ([`Merger`]:
 /// about 200 B a row); only such days pay a second set of GETs.
 ///
+/// An input whose extra column joins no type of the day's
+/// ([`crate::merge::widen`]), and a per-flight file with rows whose `s3_key`
+/// is null, empty or names no flight, are skipped too (left in place,
+/// reported; such a file's flight is in [`ReadInputs::without_own_row`]).
+///
 /// Errors: any other S3 error (after the SDK's retries); [`Error::Encode`]
-/// when the merge fails (an extra column whose types cannot be reconciled).
+/// when the merge or the encoder fails.
 pub async fn read_inputs(
     store: &impl Store,
     date: NaiveDate,
@@ -288,22 +302,41 @@ async fn read_pass(
         let size = f.body.len() as u64;
         match merge::decode(f.body) {
             Ok(decoded) => {
-                if let Some(flight) = input.flight()
-                    && !merge::holds_flight(&decoded, flight)
-                {
-                    tracing::warn!(key = %input.meta.key, %flight, rows = decoded.batch.num_rows(),
-                        "per-flight file holds no row of its flight");
-                    out.without_own_row.push(flight);
+                let keyless = merge::rows_without_flight(&decoded);
+                if let Some(flight) = input.flight() {
+                    let own_row = merge::holds_flight(&decoded, flight);
+                    if !own_row {
+                        tracing::warn!(key = %input.meta.key, %flight, rows = decoded.batch.num_rows(),
+                            "per-flight file holds no row of its flight");
+                        out.without_own_row.push(flight);
+                    }
+                    if keyless > 0 {
+                        if !own_row {
+                            out.keyless_flights.push(flight);
+                        }
+                        // Merged, the row would lose its flight's uuid
+                        // (the name says it; the compacted file would not).
+                        tracing::warn!(key = %input.meta.key, %flight, rows = keyless,
+                            "per-flight file with rows whose s3_key is null or empty; left in place");
+                        out.skipped.push(SkippedFile {
+                            key: input.meta.key.clone(),
+                            date: Some(date),
+                            column: Some("s3_key".into()),
+                            reason: format!(
+                                "{keyless} row(s) whose s3_key is null, empty or names no flight: merged, they would lose flight {flight}'s uuid; left in place, and the flight counts as missing until s3_key holds its flight object's key"
+                            ),
+                        });
+                        continue;
+                    }
                 }
+                let rows = decoded.batch.num_rows();
+                // Recorded only once the merge took the input: one it
+                // leaves in place is no input of the manifest.
+                let flights = crate::proof::RowFlights::of_batch(&decoded.batch);
+                let mut other_days = merge::OtherDays::default();
                 if input.flight().is_none() {
-                    out.other_days.count(&decoded, date);
+                    other_days.count(&decoded, date);
                 }
-                out.merge_inputs.push(DecodedInput {
-                    source: input.source,
-                    last_modified: input.meta.last_modified,
-                    rows: decoded.batch.num_rows(),
-                });
-                out.rows.record(&input.meta.key, &decoded.batch);
                 match sink.push(input, decoded) {
                     Ok(()) => {}
                     Err(StreamError::NotStreamable(reason)) => {
@@ -312,6 +345,16 @@ async fn read_pass(
                             bytes_read: out.bytes_read,
                         });
                     }
+                    Err(StreamError::Failed(merge::MergeError::Input(u))) => {
+                        tracing::warn!(key = %input.meta.key, column = ?u.column, reason = %u.reason, "input cannot join the day's columns; left in place");
+                        out.skipped.push(SkippedFile {
+                            key: input.meta.key.clone(),
+                            date: Some(date),
+                            column: u.column,
+                            reason: u.reason,
+                        });
+                        continue;
+                    }
                     Err(StreamError::Failed(e)) => {
                         return Err(Error::Encode {
                             date,
@@ -319,6 +362,17 @@ async fn read_pass(
                         });
                     }
                 }
+                if keyless > 0 {
+                    out.rows_without_flight
+                        .push((input.meta.key.clone(), keyless as u64));
+                }
+                out.merge_inputs.push(DecodedInput {
+                    source: input.source,
+                    last_modified: input.meta.last_modified,
+                    rows,
+                });
+                out.rows.insert(&input.meta.key, flights);
+                out.other_days.add(other_days);
                 out.read.push(ManifestInput {
                     key: input.meta.key.clone(),
                     etag: f.etag,

@@ -1,12 +1,18 @@
 //! The merge: decode index files, conform them to the target schema, keep one
 //! row per flight, encode one compacted Parquet file.
 //!
-//! Inputs are matched to [`target_schema`] **by column name**. Conversions are
-//! applied only when they are lossless (string encodings, timestamp units
-//! that hold the same instant exactly, nullable columns without nulls into
-//! required ones); anything else makes that one file [`Unmergeable`] with the
-//! column and reason, and the rest of the day goes on. Columns the target does
-//! not know are kept after the known ones (nullable) and reported.
+//! Inputs are matched to [`target_schema`] **by column name, without case**
+//! (as Glue, Athena and Spark match names; columns equal but for case are
+//! one column, merged where their values agree). Conversions are applied
+//! only when they are lossless (string encodings, UTF-8 binary into
+//! strings, timestamp units that hold the same instant exactly, nullable
+//! columns without nulls into required ones, all-null columns into any
+//! type); anything else makes that one file [`Unmergeable`] with the column
+//! and reason, and the rest of the day goes on. Columns the target does not
+//! know are kept after the known ones (nullable) and reported, each with one
+//! type for the day that holds every value exactly ([`widen`]); an input
+//! whose extra column joins no such type is refused ([`MergeError::Input`])
+//! and left in place.
 //!
 //! One row per flight: the flight is the uuid in `s3_key` (or, for a
 //! per-flight file, the uuid of its file name). Between two rows of the same
@@ -77,6 +83,7 @@ mod held;
 mod other_days;
 mod schema;
 pub mod stream;
+pub mod widen;
 
 use encode::props;
 pub use encode::{WRITE_BATCH_ROWS, encode};
@@ -87,18 +94,23 @@ pub use other_days::{OTHER_DAYS_UUIDS_SHOWN, OtherDays};
 use schema::has_target_layout;
 pub use schema::{
     Decoded, Unmergeable, conform, decode, flight_uuids_in, holds_flight, row_flights_in,
-    target_schema,
+    rows_without_flight, target_schema,
 };
 pub use stream::{MergedOutput, StreamError, StreamMerger};
+pub use widen::{ExtraColumns, convert};
 
 /// Why a merge failed (the held merge, the streaming merge's encoder, the
 /// union of extra columns). An input that cannot be decoded or conformed is
 /// not a merge error: it is [`Unmergeable`], left in place and reported.
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
-    /// A column the target schema does not know has, in a later input, a
-    /// type its values cannot be cast from (to the type it had where first
-    /// seen).
+    /// An input that cannot join the day: an extra column with no type in
+    /// common with the day's ([`widen`]). Nothing of it was merged; the
+    /// caller leaves it in place, reports it and goes on.
+    #[error("{0}")]
+    Input(Unmergeable),
+    /// An extra column's values did not convert to the day's type although
+    /// the join chose it (a defect: the join and [`convert`] disagree).
     #[error("extra column {column}: {reason}")]
     ExtraColumn {
         /// The column.
@@ -391,6 +403,160 @@ pub(crate) mod tests {
         let b = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap();
         let e = decode(parquet_of(&b)).unwrap_err();
         assert_eq!(e.column.as_deref(), Some("last_message"));
+    }
+
+    /// `row(U1, ..)`'s columns under `names`, plus `extra` (name, column).
+    fn renamed(names: &[(usize, &str)], extra: Vec<(&str, ArrayRef)>) -> RecordBatch {
+        let b = row(U1, "UAL1");
+        let mut fields: Vec<Field> = (b.schema().fields().iter())
+            .map(|f| f.as_ref().clone())
+            .collect();
+        for (i, n) in names {
+            fields[*i] = fields[*i].clone().with_name(*n);
+        }
+        let mut cols = b.columns().to_vec();
+        for (n, c) in extra {
+            fields.push(Field::new(n, c.data_type().clone(), true));
+            cols.push(c);
+        }
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
+    }
+
+    #[test]
+    fn names_match_without_case_and_columns_equal_but_for_case_merge_only_where_they_agree() {
+        let s = |v: Option<&str>| Arc::new(StringArray::from(vec![v])) as ArrayRef;
+        // `Icao_Hex` alone is the known `icao_hex`.
+        let d = conform(&renamed(&[(0, "Icao_Hex")], vec![])).unwrap();
+        assert_eq!(d.batch.schema(), target_schema());
+        assert_eq!(d.batch.column(0).as_string::<i32>().value(0), "abc123");
+        // Beside it, agreeing (or null): one column.
+        for v in [Some("abc123"), None] {
+            let d = conform(&renamed(&[], vec![("Icao_Hex", s(v))])).unwrap();
+            assert_eq!(d.batch.schema(), target_schema(), "{v:?}");
+            assert_eq!(d.batch.column(0).as_string::<i32>().value(0), "abc123");
+        }
+        // The known one null, the other set: the value is kept.
+        let mut b = renamed(&[], vec![("ICAO_HEX", s(Some("abc999")))]);
+        let mut cols = b.columns().to_vec();
+        cols[0] = s(None);
+        b = RecordBatch::try_new(b.schema(), cols).unwrap();
+        let d = conform(&b).unwrap();
+        assert_eq!(d.batch.column(0).as_string::<i32>().value(0), "abc999");
+        // Disagreeing: unmergeable, naming the column.
+        let e = conform(&renamed(&[], vec![("Icao_Hex", s(Some("def456")))])).unwrap_err();
+        assert_eq!(e.column.as_deref(), Some("Icao_Hex"), "{e}");
+        assert!(e.reason.contains("disagree"), "{e}");
+        // `ident` twice, the same name: the same rules.
+        let e = conform(&renamed(&[], vec![("ident", s(Some("OTHER")))])).unwrap_err();
+        assert_eq!(e.column.as_deref(), Some("ident"));
+        let d = conform(&renamed(&[], vec![("ident", s(Some("UAL1")))])).unwrap();
+        assert_eq!(d.batch.num_columns(), 9);
+        // A required column twice: agreeing, then one null (kept: the other
+        // holds the value), then disagreeing.
+        let t = |v: Option<bool>| Arc::new(BooleanArray::from(vec![v])) as ArrayRef;
+        assert!(conform(&renamed(&[], vec![("Military", t(Some(false)))])).is_ok());
+        assert!(conform(&renamed(&[], vec![("Military", t(None))])).is_ok());
+        let e = conform(&renamed(&[], vec![("MILITARY", t(Some(true)))])).unwrap_err();
+        assert_eq!(e.column.as_deref(), Some("MILITARY"));
+        // Extra columns equal but for case: one column, in the type that
+        // holds both, spelled as first written; or refused.
+        let n = |v: i64| Arc::new(arrow_array::Int64Array::from(vec![v])) as ArrayRef;
+        let d = conform(&renamed(
+            &[],
+            vec![("Source", n(2)), ("source", s(Some("2")))],
+        ))
+        .unwrap();
+        assert_eq!(d.extra_columns, ["Source".to_string()]);
+        assert_eq!(d.batch.column(9).as_string::<i32>().value(0), "2");
+        let e = conform(&renamed(
+            &[],
+            vec![("Source", n(2)), ("source", s(Some("x")))],
+        ))
+        .unwrap_err();
+        assert!(e.reason.contains("disagree"), "{e}");
+        // Never two columns equal but for case.
+        let names: Vec<String> = d
+            .batch
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().to_lowercase())
+            .collect();
+        let mut unique = names.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len());
+    }
+
+    #[test]
+    fn an_all_null_column_converts_to_any_target_type() {
+        // fastparquet's all-None string column: plain binary; pyarrow's: null.
+        let cols: Vec<ArrayRef> = vec![
+            Arc::new(arrow_array::BinaryArray::from(vec![None::<&[u8]>])),
+            Arc::new(arrow_array::NullArray::new(1)),
+            Arc::new(arrow_array::Int64Array::from(vec![None])),
+        ];
+        for c in cols {
+            for i in [1usize, 6] {
+                let mut fields: Vec<Field> = (target_schema().fields().iter())
+                    .map(|f| f.as_ref().clone())
+                    .collect();
+                fields[i] = Field::new(fields[i].name(), c.data_type().clone(), true);
+                let mut cols = row(U1, "X").columns().to_vec();
+                cols[i] = c.clone();
+                let b = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap();
+                let d = conform(&b).unwrap_or_else(|e| panic!("{} as {i}: {e}", c.data_type()));
+                assert_eq!(d.batch.schema(), target_schema());
+                assert!(d.batch.column(i).is_null(0));
+            }
+        }
+        // Binary holding UTF-8 is text; holding anything else it is refused.
+        let bin = |v: &[u8]| Arc::new(arrow_array::BinaryArray::from(vec![v])) as ArrayRef;
+        for (v, ok) in [(b"N12345".as_ref(), true), (&[0xff_u8, 0xfe][..], false)] {
+            let mut fields: Vec<Field> = (target_schema().fields().iter())
+                .map(|f| f.as_ref().clone())
+                .collect();
+            fields[1] = Field::new("registration", DataType::Binary, true);
+            let mut cols = row(U1, "X").columns().to_vec();
+            cols[1] = bin(v);
+            let b = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap();
+            match conform(&b) {
+                Ok(d) => {
+                    assert!(ok);
+                    assert_eq!(d.batch.column(1).as_string::<i32>().value(0), "N12345");
+                }
+                Err(e) => {
+                    assert!(!ok, "{e}");
+                    assert_eq!(e.column.as_deref(), Some("registration"));
+                }
+            }
+        }
+    }
+
+    /// The proof's reading of a file: `s3_key` by name without case, and
+    /// two such columns as one (the first value that is not null).
+    #[test]
+    fn row_flights_match_s3_key_without_case() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("S3_KEY", DataType::Utf8, true),
+            Field::new("s3_Key", DataType::Utf8, true),
+        ]));
+        let key = format!("flights/2026/07/20/X_Y_{U1}.json.gz");
+        let b = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringArray::from(vec![None, Some(key.as_str()), None])),
+                Arc::new(StringArray::from(vec![Some(key.as_str()), None, None])),
+            ],
+        )
+        .unwrap();
+        let mut body = Vec::new();
+        let mut w = ArrowWriter::try_new(&mut body, schema, None).unwrap();
+        w.write(&b).unwrap();
+        w.close().unwrap();
+        let got = row_flights_in(Bytes::from(body)).unwrap();
+        assert_eq!(got.flights, vec![Uuid::parse_str(U1).unwrap(); 2]);
+        assert_eq!(got.anonymous, 1);
     }
 
     #[test]

@@ -164,7 +164,7 @@ impl ParityCheck {
             ))
         } else if !self.without_own_row.is_empty() {
             Some(format!(
-                "{} flight(s) whose per-flight file holds no row of theirs (empty, or another flight's row)",
+                "{} flight(s) whose per-flight file holds no row of theirs (empty, another flight's row, or a null or empty s3_key)",
                 self.without_own_row.len()
             ))
         } else {
@@ -228,14 +228,15 @@ pub fn nothing_to_merge(read: &ReadInputs) -> bool {
 /// The second half of the parity gate: flights of `flights` (the date's,
 /// as the gate saw them) whose per-flight file, read, holds no row of
 /// theirs. The gate counted them by the file's name; merging the file
-/// would leave them without an index row. Empty when
-/// [`nothing_to_merge`] (nothing is written).
+/// would leave them without an index row. When [`nothing_to_merge`]
+/// (nothing is written) only the flights whose file is left in place for a
+/// null or empty `s3_key` ([`ReadInputs::keyless_flights`]): no merge
+/// takes such a file, so its flight has no index row to keep until its
+/// `s3_key` holds the flight object's key, whatever else the date holds.
 pub fn without_own_row(read: &ReadInputs, flights: &BTreeSet<Uuid>) -> Vec<Uuid> {
-    if nothing_to_merge(read) {
-        return Vec::new();
-    }
+    let merging = !nothing_to_merge(read);
     let mut lost: Vec<Uuid> = (read.without_own_row.iter())
-        .filter(|u| flights.contains(u))
+        .filter(|u| flights.contains(u) && (merging || read.keyless_flights.contains(u)))
         .copied()
         .collect();
     lost.sort_unstable();

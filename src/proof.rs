@@ -147,7 +147,7 @@ pub enum InputRows {
 
 /// What a commit read and merged, per input: the rows of each input whose
 /// rows went into the output ([`crate::commit::read_inputs`] records them
-/// as each body is decoded, before it is merged). About 30 B a per-flight
+/// as each body is decoded and taken by the merge). About 30 B a per-flight
 /// file; a multi-row file keeps its rows' uuids (16 B a row).
 #[derive(Debug, Clone, Default)]
 pub struct ReadRows {
@@ -158,7 +158,14 @@ pub struct ReadRows {
 impl ReadRows {
     /// Records the rows of the input at `key`, decoded as `batch`.
     pub fn record(&mut self, key: &str, batch: &RecordBatch) {
-        let rows = RowFlights::of_batch(batch);
+        self.insert(key, RowFlights::of_batch(batch));
+    }
+
+    /// Records `rows` as the rows of the input at `key` (what [`record`]
+    /// reads from a batch).
+    ///
+    /// [`record`]: ReadRows::record
+    pub fn insert(&mut self, key: &str, rows: RowFlights) {
         match classify_index_key(key) {
             IndexKey::PerFlight(u) => {
                 let own = rows.anonymous == 0 && rows.flights == [u];

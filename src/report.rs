@@ -297,8 +297,17 @@ pub struct DayReport {
     pub rows_written: u64,
     /// Rows dropped as older duplicates of the same flight.
     pub duplicates_removed: u64,
-    /// Columns the target schema does not know, kept after the known ones.
+    /// Columns the target schema does not know, kept after the known ones
+    /// (names matched without case; each with one type for the day:
+    /// `merge::widen`).
     pub extra_columns: Vec<String>,
+    /// Rows of multi-row inputs whose `s3_key` is null, empty or names no
+    /// flight: merged, kept after the flights' rows (no flight to
+    /// deduplicate them by), and counted here on every merge of the date.
+    pub rows_without_flight: u64,
+    /// The inputs that held them, by key (the first
+    /// [`crate::run::FOREIGN_KEYS_SHOWN`]).
+    pub rows_without_flight_keys: Vec<String>,
     /// The output key, when one was written.
     pub output_key: Option<String>,
     /// Output size in bytes.

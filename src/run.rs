@@ -1004,14 +1004,14 @@ async fn day_passes(
         add_skipped(day, read.skipped.iter().cloned());
         // The dry run and the commit alike: what this pass read.
         RunReport::note_other_days(day, &read.other_days);
+        if !lost.is_empty() {
+            return Ok(Some(lost_rows(day, lost)));
+        }
         if nothing_to_merge(&read) {
             // The first pass leaves the default (nothing_to_compact); a
             // later pass keeps what the first one did (compacted).
             day.reason = "nothing readable to fold: at most one compacted file".into();
             break;
-        }
-        if !lost.is_empty() {
-            return Ok(Some(lost_rows(day, lost)));
         }
         if cx.opts.dry_run {
             // What was read, as the real run counts it (not what was
@@ -1100,6 +1100,18 @@ async fn commit_day(
     let (store, opts) = (cx.store, cx.opts);
     let prepared = commit::prepare(date, &mut read, opts.now, &opts.invocation_id)?;
     day.extra_columns = prepared.extra_columns.clone();
+    for (key, rows) in &read.rows_without_flight {
+        day.rows_without_flight += rows;
+        if day.rows_without_flight_keys.len() < FOREIGN_KEYS_SHOWN
+            && !day.rows_without_flight_keys.contains(key)
+        {
+            day.rows_without_flight_keys.push(key.clone());
+        }
+    }
+    if day.rows_without_flight > 0 {
+        tracing::warn!(%date, rows = day.rows_without_flight, first = %day.rows_without_flight_keys[0],
+            "multi-row inputs hold rows whose s3_key is null, empty or names no flight; kept after the flights' rows");
+    }
     if !prepared.extra_columns.is_empty() {
         tracing::warn!(%date, columns = ?prepared.extra_columns, "inputs carry columns the target schema does not know; kept after the known ones");
     }

@@ -44,8 +44,9 @@ pub struct Merged {
 
 /// Merges conformed inputs: one row per flight (see module docs), ordered by
 /// flight uuid, rows without a flight uuid last in input order. Extra columns
-/// are unioned (by name; later files whose extra column has another type have
-/// it cast, or it is an error string).
+/// are unioned by name without case, each with the day's type
+/// ([`super::widen`]); an input whose extra column joins no type is an error
+/// here ([`MergeError::Input`]; [`Merger::push`] lets the caller go on).
 ///
 /// This is [`Merger`] with every input pushed and the output gathered into
 /// one batch; the commit path uses [`Merger`] and [`MergedRows::encode`]
@@ -80,13 +81,15 @@ pub fn merge(inputs: &[MergeInput]) -> Result<Merged, MergeError> {
 /// file (several KB each).
 pub const COALESCE_ROWS: usize = 4096;
 
-/// `b` in the union `schema` (the target columns, then every extra column
-/// seen so far), matched by name: a column of another type is cast to the
-/// type the extra column had where it was first seen, a missing one is all
-/// nulls. Shared by [`Merger`] and [`StreamMerger`].
+/// `b` in the union `schema` (the target columns, then the day's extra
+/// columns so far), extra columns matched by name without case: a column
+/// of another type is converted to the day's type ([`super::widen::convert`],
+/// exact or an error), a missing one is all nulls. Shared by [`Merger`] and
+/// [`StreamMerger`].
 ///
 /// Errors: [`MergeError::ExtraColumn`] for an extra column whose values
-/// cannot be cast; [`MergeError::Arrow`] otherwise.
+/// have no exact value in the day's type (the join rules out such a pair:
+/// this is a defect, not a bad input); [`MergeError::Arrow`] otherwise.
 pub(super) fn to_union_schema(
     b: &RecordBatch,
     schema: &SchemaRef,
@@ -94,16 +97,27 @@ pub(super) fn to_union_schema(
     if b.schema() == *schema {
         return Ok(b.clone());
     }
-    let cols = schema
-        .fields()
-        .iter()
-        .map(|f| match b.schema().index_of(f.name()) {
-            Ok(ix) if b.column(ix).data_type() == f.data_type() => Ok(b.column(ix).clone()),
-            Ok(ix) => cast(b.column(ix), f.data_type()).map_err(|e| MergeError::ExtraColumn {
-                column: f.name().clone(),
-                reason: e.to_string(),
-            }),
-            Err(_) => Ok(new_null_array(f.data_type(), b.num_rows())),
+    let bs = b.schema();
+    let target_len = target_schema().fields().len();
+    let cols = (schema.fields().iter().enumerate())
+        .map(|(i, f)| {
+            let found = if i < target_len {
+                bs.index_of(f.name()).ok()
+            } else {
+                let lower = f.name().to_lowercase();
+                (bs.fields().iter().enumerate().skip(target_len))
+                    .find(|(_, g)| g.name().to_lowercase() == lower)
+                    .map(|(ix, _)| ix)
+            };
+            match found {
+                Some(ix) => super::widen::convert(b.column(ix), f.data_type()).map_err(|reason| {
+                    MergeError::ExtraColumn {
+                        column: f.name().clone(),
+                        reason,
+                    }
+                }),
+                None => Ok(new_null_array(f.data_type(), b.num_rows())),
+            }
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(RecordBatch::try_new(schema.clone(), cols)?)
@@ -143,8 +157,7 @@ pub(super) fn rank(source: Source, last_modified: DateTime<Utc>) -> Rank {
 /// ```
 #[derive(Debug)]
 pub struct Merger {
-    fields: Vec<Field>,
-    extra_columns: Vec<String>,
+    extras: ExtraColumns,
     schema: SchemaRef,
     coalescer: BatchCoalescer,
     chunks: Vec<RecordBatch>,
@@ -164,8 +177,7 @@ impl Merger {
     pub fn new() -> Merger {
         let schema = target_schema();
         Merger {
-            fields: schema.fields().iter().map(|f| f.as_ref().clone()).collect(),
-            extra_columns: Vec::new(),
+            extras: ExtraColumns::default(),
             coalescer: BatchCoalescer::new(schema.clone(), COALESCE_ROWS),
             schema,
             chunks: Vec::new(),
@@ -183,25 +195,27 @@ impl Merger {
     /// Adds one input's rows. Inputs must be pushed in plan (key) order:
     /// at equal rank, the later one wins.
     ///
-    /// Errors: an extra column whose type cannot be cast to the type it had
-    /// in the first input that carried it.
+    /// The day's extra columns take the input's in: a new column, or one
+    /// whose type must widen for the input's values ([`super::widen`]),
+    /// changes the output schema, and the rows held so far are converted
+    /// to it (exactly).
+    ///
+    /// Errors: [`MergeError::Input`] when an extra column of the input has
+    /// no type in common with the day's (nothing of it is taken: leave it
+    /// in place and go on); an Arrow error otherwise.
     pub fn push(&mut self, input: MergeInput) -> Result<(), MergeError> {
-        let target_len = target_schema().fields().len();
         let b = input.decoded.batch;
-        // Widen the union schema with extra columns seen for the first time.
-        let mut widened = false;
-        for f in b.schema().fields().iter().skip(target_len) {
-            if !self.extra_columns.contains(f.name()) {
-                self.extra_columns.push(f.name().clone());
-                self.fields.push(f.as_ref().clone());
-                widened = true;
-            }
-        }
-        if widened {
+        let next = self.extras.with(&b).map_err(MergeError::Input)?;
+        if self.extras.schema_differs(&next) {
             self.flush_chunk()?;
-            self.schema = Arc::new(Schema::new(self.fields.clone()));
+            let schema = next.schema();
+            self.chunks = (self.chunks.iter())
+                .map(|c| to_union_schema(c, &schema))
+                .collect::<Result<_, _>>()?;
+            self.schema = schema;
             self.coalescer = BatchCoalescer::new(self.schema.clone(), COALESCE_ROWS);
         }
+        self.extras = next;
         let batch = to_union_schema(&b, &self.schema)?;
 
         // Dedup: remember the winning row number of each flight.
@@ -280,7 +294,7 @@ impl Merger {
             chunks,
             starts,
             order,
-            extra_columns: self.extra_columns,
+            extra_columns: self.extras.names(),
         })
     }
 }

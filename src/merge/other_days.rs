@@ -66,4 +66,12 @@ impl OtherDays {
             }
         }
     }
+
+    /// Adds the rows counted in `other` (its uuids while fewer than
+    /// [`OTHER_DAYS_UUIDS_SHOWN`] are kept).
+    pub fn add(&mut self, other: OtherDays) {
+        self.rows += other.rows;
+        let room = OTHER_DAYS_UUIDS_SHOWN.saturating_sub(self.uuids.len());
+        self.uuids.extend(other.uuids.into_iter().take(room));
+    }
 }

@@ -170,32 +170,91 @@ pub(super) fn has_target_layout(parquet: &SchemaDescriptor) -> bool {
 }
 
 /// Conforms a batch to [`target_schema`] by column name (see module docs).
+///
+/// Names match without case, as Glue, Athena and Spark match them: a
+/// column `Icao_Hex` is the target's `icao_hex`. Columns whose names are
+/// equal but for case (`Icao_Hex` beside `icao_hex`, or `ident` twice) are
+/// one column: they are merged when their values agree (equal wherever
+/// both hold one; the merged value is the one that is not null), in the
+/// target's type for a known column and in the type that holds both
+/// exactly ([`super::widen`]) for an extra one, spelled as first written.
+/// The result never holds two columns equal but for case.
+///
+/// Errors: [`Unmergeable`] naming the column for a required column that
+/// is missing or holds nulls, a value without an exact target value, or
+/// columns equal but for case whose values disagree.
 pub fn conform(batch: &RecordBatch) -> Result<Decoded, Unmergeable> {
     let target = target_schema();
     let rows = batch.num_rows();
+    let schema = batch.schema();
+    // Columns grouped by name without case, in the order first written.
+    let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+    for (i, f) in schema.fields().iter().enumerate() {
+        let lower = f.name().to_lowercase();
+        match groups.iter_mut().find(|(l, _)| *l == lower) {
+            Some((_, ixs)) => ixs.push(i),
+            None => groups.push((lower, vec![i])),
+        }
+    }
     let mut fields: Vec<Field> = Vec::with_capacity(target.fields().len());
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(target.fields().len());
     for f in target.fields() {
-        let col = match batch.schema().index_of(f.name()) {
-            Ok(i) => conform_column(f, batch.column(i))?,
-            Err(_) if f.is_nullable() => new_null_array(f.data_type(), rows),
-            Err(_) => return Err(unmergeable(Some(f.name()), "required column is missing")),
+        let col = match groups.iter().find(|(l, _)| l == f.name()) {
+            Some((_, ixs)) if ixs.len() == 1 => conform_column(f, batch.column(ixs[0]))?,
+            Some((_, ixs)) => {
+                let nullable = f.as_ref().clone().with_nullable(true);
+                let cols = (ixs.iter())
+                    .map(|&i| conform_column(&nullable, batch.column(i)))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let merged = merge_agreeing(&schema, ixs, &cols)?;
+                conform_column(f, &merged)?
+            }
+            None if f.is_nullable() => new_null_array(f.data_type(), rows),
+            None => return Err(unmergeable(Some(f.name()), "required column is missing")),
         };
         fields.push(f.as_ref().clone());
         columns.push(col);
     }
     let mut extra_columns = Vec::new();
-    for (i, f) in batch.schema().fields().iter().enumerate() {
-        if target.index_of(f.name()).is_err() {
-            extra_columns.push(f.name().clone());
-            fields.push(
-                f.as_ref()
-                    .clone()
-                    .with_nullable(true)
-                    .with_metadata(HashMap::<String, String>::new()),
-            );
-            columns.push(batch.column(i).clone());
+    for (lower, ixs) in &groups {
+        if target.fields().iter().any(|f| f.name() == lower) {
+            continue;
         }
+        let first = schema.field(ixs[0]);
+        let col = if ixs.len() == 1 {
+            batch.column(ixs[0]).clone()
+        } else {
+            // The type that holds every one of them exactly.
+            let mut day = super::widen::ExtraColumns::default();
+            for &i in ixs {
+                day.add(first.name(), batch.column(i)).map_err(|u| {
+                    unmergeable(
+                        Some(first.name()),
+                        format!(
+                            "{} columns named {:?} but for case: {}",
+                            ixs.len(),
+                            first.name(),
+                            u.reason
+                        ),
+                    )
+                })?;
+            }
+            let to = day.data_type(0).clone();
+            let cols = (ixs.iter())
+                .map(|&i| super::widen::convert(batch.column(i), &to))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| unmergeable(Some(first.name()), e))?;
+            merge_agreeing(&schema, ixs, &cols)?
+        };
+        extra_columns.push(first.name().clone());
+        fields.push(
+            Field::new(first.name(), col.data_type().clone(), true).with_metadata(HashMap::<
+                String,
+                String,
+            >::new(
+            )),
+        );
+        columns.push(col);
     }
     let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
         .map_err(|e| unmergeable(None, e.to_string()))?;
@@ -203,6 +262,50 @@ pub fn conform(batch: &RecordBatch) -> Result<Decoded, Unmergeable> {
         batch,
         extra_columns,
     })
+}
+
+/// One column from `cols` (the columns `ixs` of `schema`, equal but for
+/// case, all of one type): row by row the value they agree on (equal
+/// wherever both hold one; null where all are null).
+///
+/// Errors: [`Unmergeable`] naming the columns and the first row where two
+/// values differ.
+fn merge_agreeing(
+    schema: &Schema,
+    ixs: &[usize],
+    cols: &[ArrayRef],
+) -> Result<ArrayRef, Unmergeable> {
+    let names: Vec<&str> = ixs
+        .iter()
+        .map(|&i| schema.field(i).name().as_str())
+        .collect();
+    let rows = cols[0].len();
+    let mut pick: Vec<(usize, usize)> = Vec::with_capacity(rows);
+    for row in 0..rows {
+        let mut chosen: Option<usize> = None;
+        for (c, col) in cols.iter().enumerate() {
+            if col.is_null(row) {
+                continue;
+            }
+            match chosen {
+                None => chosen = Some(c),
+                Some(k) if cols[k].slice(row, 1).to_data() == col.slice(row, 1).to_data() => {}
+                Some(k) => {
+                    return Err(unmergeable(
+                        Some(names[c]),
+                        format!(
+                            "columns {:?} and {:?} are one column to Glue, Athena and Spark (names equal but for case) and disagree in row {row}; the file is left in place",
+                            names[k], names[c]
+                        ),
+                    ));
+                }
+            }
+        }
+        pick.push((chosen.unwrap_or(0), row));
+    }
+    let refs: Vec<&dyn Array> = cols.iter().map(|c| c.as_ref()).collect();
+    arrow_select::interleave::interleave(&refs, &pick)
+        .map_err(|e| unmergeable(Some(names[0]), e.to_string()))
 }
 
 pub(super) fn conform_column(target: &Field, col: &ArrayRef) -> Result<ArrayRef, Unmergeable> {
@@ -215,6 +318,11 @@ pub(super) fn conform_column(target: &Field, col: &ArrayRef) -> Result<ArrayRef,
     }
     match (target.data_type(), col.data_type()) {
         (t, s) if t == s => Ok(col.clone()),
+        // Nulls lose nothing in any type (fastparquet writes an all-None
+        // string column as plain binary, pyarrow as the null type).
+        (t, _) if col.null_count() == col.len() || col.data_type() == &DataType::Null => {
+            Ok(new_null_array(t, col.len()))
+        }
         (DataType::Utf8, DataType::LargeUtf8 | DataType::Utf8View) => {
             cast(col, &DataType::Utf8).map_err(|e| unmergeable(Some(name), e.to_string()))
         }
@@ -225,6 +333,18 @@ pub(super) fn conform_column(target: &Field, col: &ArrayRef) -> Result<ArrayRef,
             ) =>
         {
             cast(col, &DataType::Utf8).map_err(|e| unmergeable(Some(name), e.to_string()))
+        }
+        // Unannotated binary (fastparquet's `bytes` encoding) holding UTF-8.
+        (DataType::Utf8, DataType::Binary | DataType::LargeBinary | DataType::BinaryView) => {
+            super::widen::convert(col, &DataType::Utf8).map_err(|e| {
+                unmergeable(
+                    Some(name),
+                    format!(
+                        "type {} cannot be converted to Utf8 without loss: {e}",
+                        col.data_type()
+                    ),
+                )
+            })
         }
         (DataType::Timestamp(TimeUnit::Microsecond, tz), DataType::Timestamp(unit, _)) => {
             // Timezone-aware and naive timestamps both store the instant as
@@ -289,7 +409,16 @@ pub fn row_flights_in(bytes: Bytes) -> Result<crate::proof::RowFlights, Unmergea
     check_magic(&bytes)?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
         .map_err(|e| unmergeable(None, format!("not a readable Parquet file: {e}")))?;
-    let mask = ProjectionMask::columns(builder.parquet_schema(), ["s3_key"]);
+    // Every column named `s3_key` without case (as the merge matches it).
+    let roots: Vec<usize> = (builder.parquet_schema().root_schema().get_fields().iter())
+        .enumerate()
+        .filter(|(_, f)| f.name().to_lowercase() == "s3_key")
+        .map(|(i, _)| i)
+        .collect();
+    if roots.is_empty() {
+        return Err(unmergeable(Some("s3_key"), "column is missing"));
+    }
+    let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
     let reader = builder
         .with_projection(mask)
         .build()
@@ -297,14 +426,16 @@ pub fn row_flights_in(bytes: Bytes) -> Result<crate::proof::RowFlights, Unmergea
     let mut out = crate::proof::RowFlights::default();
     for b in reader {
         let b = b.map_err(|e| unmergeable(None, e.to_string()))?;
-        let Ok(ix) = b.schema().index_of("s3_key") else {
-            return Err(unmergeable(Some("s3_key"), "column is missing"));
-        };
-        let col = cast(b.column(ix), &DataType::Utf8)
+        // Columns twice (names equal but for case) hold one value a row
+        // as the merge takes them: the first that is not null.
+        let cols = (b.columns().iter())
+            .map(|c| cast(c, &DataType::Utf8))
+            .collect::<Result<Vec<_>, _>>()
             .map_err(|e| unmergeable(Some("s3_key"), e.to_string()))?;
-        let s: &StringArray = col.as_string();
-        for k in s.iter() {
-            match k.and_then(flight_uuid) {
+        let cols: Vec<&StringArray> = cols.iter().map(|c| c.as_string()).collect();
+        for row in 0..b.num_rows() {
+            let key = cols.iter().find(|c| c.is_valid(row)).map(|c| c.value(row));
+            match key.and_then(flight_uuid) {
                 Some(u) => out.flights.push(u),
                 None => out.anonymous += 1,
             }
@@ -314,16 +445,30 @@ pub fn row_flights_in(bytes: Bytes) -> Result<crate::proof::RowFlights, Unmergea
 }
 
 /// Whether a per-flight file's rows include one of `flight`: a row whose
-/// `s3_key` carries its uuid, or a row without an `s3_key` (the file's name
-/// then says whose it is, as the merge takes it). `false` for a file with no
-/// row, or with only other flights' rows: the flight has no index row there.
+/// `s3_key` carries its uuid. `false` for a file with no row, with only
+/// other flights' rows, or whose rows have a null or empty `s3_key` (or
+/// none at all): the flight has no index row there that a compacted file
+/// could keep with its uuid.
 pub fn holds_flight(decoded: &Decoded, flight: Uuid) -> bool {
+    let Some(keys) = s3_keys(decoded) else {
+        return false;
+    };
+    (0..keys.len()).any(|row| keys.is_valid(row) && flight_uuid(keys.value(row)) == Some(flight))
+}
+
+/// Rows of a decoded input whose `s3_key` is null, empty or carries no
+/// flight uuid: rows the merge cannot place under a flight.
+pub fn rows_without_flight(decoded: &Decoded) -> usize {
+    let Some(keys) = s3_keys(decoded) else {
+        return decoded.batch.num_rows();
+    };
+    (0..keys.len())
+        .filter(|&row| !keys.is_valid(row) || flight_uuid(keys.value(row)).is_none())
+        .count()
+}
+
+fn s3_keys(decoded: &Decoded) -> Option<&StringArray> {
     let b = &decoded.batch;
-    let Ok(ix) = b.schema().index_of("s3_key") else {
-        return b.num_rows() > 0;
-    };
-    let Some(keys) = b.column(ix).as_string_opt::<i32>() else {
-        return b.num_rows() > 0;
-    };
-    (0..b.num_rows()).any(|row| !keys.is_valid(row) || flight_uuid(keys.value(row)) == Some(flight))
+    let ix = b.schema().index_of("s3_key").ok()?;
+    b.column(ix).as_string_opt::<i32>()
 }

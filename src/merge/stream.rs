@@ -19,14 +19,15 @@
 //!
 //! Anything irregular (a per-flight file with several rows or with another
 //! flight's row, keys out of uuid order, a compacted file out of order, an
-//! extra column first seen after rows were written) is [`StreamError::NotStreamable`]:
+//! extra column first seen, or whose type must widen, after rows were
+//! written) is [`StreamError::NotStreamable`]:
 //! rows already written cannot be taken back, so the caller starts the day
 //! again with [`Merger`](super::Merger), which holds the rows and handles every case.
 
 use super::MergeError;
 use super::{
-    Arc, Array, ArrowWriter, AsArray, BatchCoalescer, Bytes, DateTime, Decoded, Field, Rank,
-    RecordBatch, Schema, SchemaRef, Source, Utc, Uuid, WRITE_BATCH_ROWS, flight_uuid, props, rank,
+    Array, ArrowWriter, AsArray, BatchCoalescer, Bytes, DateTime, Decoded, ExtraColumns, Rank,
+    RecordBatch, SchemaRef, Source, Utc, Uuid, WRITE_BATCH_ROWS, flight_uuid, props, rank,
     target_schema, to_union_schema,
 };
 
@@ -36,9 +37,10 @@ pub enum StreamError {
     /// The inputs are not regular (the reason says which and how): merge the
     /// day with [`super::Merger`] instead. Nothing is wrong with the data.
     NotStreamable(String),
-    /// The merge itself failed (an extra column whose types cannot be
-    /// reconciled, an Arrow or Parquet error): the same error the in-memory
-    /// merge would give.
+    /// The merge itself failed, or refused one input
+    /// ([`MergeError::Input`]: an extra column that joins no type; the
+    /// caller leaves that input in place and goes on): the same error the
+    /// in-memory merge would give.
     Failed(MergeError),
 }
 
@@ -93,7 +95,7 @@ impl Run {
 pub struct StreamMerger {
     row_group_rows: usize,
     schema: SchemaRef,
-    extra_columns: Vec<String>,
+    extras: ExtraColumns,
     /// Set once the first row is emitted: the schema is fixed from then on.
     coalescer: Option<BatchCoalescer>,
     writer: Option<ArrowWriter<Vec<u8>>>,
@@ -109,7 +111,7 @@ impl std::fmt::Debug for StreamMerger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StreamMerger")
             .field("row_group_rows", &self.row_group_rows)
-            .field("extra_columns", &self.extra_columns)
+            .field("extra_columns", &self.extras.names())
             .field("runs", &self.runs.len())
             .field("rows_written", &self.rows_written)
             .field("duplicates_removed", &self.duplicates_removed)
@@ -124,7 +126,7 @@ impl StreamMerger {
         StreamMerger {
             row_group_rows,
             schema: target_schema(),
-            extra_columns: Vec::new(),
+            extras: ExtraColumns::default(),
             coalescer: None,
             writer: None,
             runs: Vec::new(),
@@ -326,7 +328,7 @@ impl StreamMerger {
             encoded,
             rows: self.rows_written,
             duplicates_removed: self.duplicates_removed,
-            extra_columns: self.extra_columns,
+            extra_columns: self.extras.names(),
         })
     }
 
@@ -365,37 +367,30 @@ impl StreamMerger {
         }
     }
 
-    /// Casts a conformed batch to the union schema, widening it with extra
-    /// columns seen for the first time while nothing has been written.
+    /// Converts a conformed batch to the union schema, which takes in its
+    /// extra columns (new ones, or a wider type for its values:
+    /// [`super::widen`]) while nothing has been written.
+    ///
+    /// Errors: [`StreamError::Failed`] with [`MergeError::Input`] when an
+    /// extra column has no type in common with the day's (the input is left
+    /// in place; the held merge decides the same, the inputs coming in the
+    /// same order); [`StreamError::NotStreamable`] when the schema would
+    /// change after rows were written.
     fn align(&mut self, key: &str, b: &RecordBatch) -> Result<RecordBatch, StreamError> {
-        let target_len = target_schema().fields().len();
-        let new: Vec<Field> = b
-            .schema()
-            .fields()
-            .iter()
-            .skip(target_len)
-            .filter(|f| !self.extra_columns.contains(f.name()))
-            .map(|f| f.as_ref().clone())
-            .collect();
-        if !new.is_empty() {
+        let next = self
+            .extras
+            .with(b)
+            .map_err(|u| StreamError::Failed(MergeError::Input(u)))?;
+        if self.extras.schema_differs(&next) {
             if self.coalescer.is_some() {
                 return Err(StreamError::NotStreamable(format!(
-                    "{key} brings the extra column {} after rows were written",
-                    new[0].name()
+                    "{key} changes the extra columns ({:?}) after rows were written",
+                    next.names()
                 )));
             }
-            let mut fields: Vec<Field> = self
-                .schema
-                .fields()
-                .iter()
-                .map(|f| f.as_ref().clone())
-                .collect();
-            for f in new {
-                self.extra_columns.push(f.name().clone());
-                fields.push(f);
-            }
-            self.schema = Arc::new(Schema::new(fields));
+            self.schema = next.schema();
         }
+        self.extras = next;
         self.pad(b)
     }
 
@@ -443,6 +438,7 @@ mod tests {
     use super::super::tests::{row, uuid_n, with_int_column};
     use super::super::{MergeInput, Merger, conform, decode};
     use super::*;
+    use std::sync::Arc;
 
     /// A tiny deterministic generator (xorshift64*) for test scenarios.
     struct Rng(u64);
