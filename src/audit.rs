@@ -389,7 +389,7 @@ impl AuditStatus {
     }
 }
 
-/// What `audit` prints as JSON.
+/// What `audit` prints as JSON (its schema: `specs/audit-report.schema.json`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditReport {
     /// The bucket.

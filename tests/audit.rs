@@ -4,7 +4,9 @@
 //! bucket unchanged by an audit (every key and ETag), a repair range then
 //! leaves only what a repair cannot fix, and a clean compacted range
 //! audits to 0 with exit code 0. The CLI binary is run for the exit codes;
-//! the Lambda event `{"audit": {...}}` through `app::dispatch`.
+//! the Lambda event `{"audit": {...}}` through `app::dispatch`. Every
+//! report, as printed or returned, matches `specs/audit-report.schema.json`,
+//! and broken copies of a real one are refused by it.
 
 mod common;
 
@@ -20,6 +22,9 @@ use common::*;
 use serde_json::{Value, json};
 
 const NOW: &str = "2026-07-22T04:50:00Z";
+
+/// The report's schema in specs/.
+const SCHEMA: &str = "audit-report.schema.json";
 
 fn pre(d: &str) -> String {
     format!("index/year=2026/month=07/day={}/", &d[8..])
@@ -45,14 +50,83 @@ fn cli_audit(store: &S3Store, from: &str, to: &str) -> (Output, AuditReport) {
     let out = cli_command(store, &["audit", "--from", from, "--to", to])
         .output()
         .expect("run the archive-compaction binary");
-    let r: AuditReport = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
-            "stdout is not an audit report ({e}):\n{}\nstderr:\n{}",
+            "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         )
     });
+    // The printed report, as printed (not as AuditReport reads it back).
+    assert_valid(SCHEMA, &json);
+    let r: AuditReport = serde_json::from_value(json)
+        .unwrap_or_else(|e| panic!("stdout is not an audit report ({e})"));
     (out, r)
+}
+
+/// The schema is no formality: each break of a real findings report
+/// (`doc`, one missing flight on its only day) is refused, by name.
+fn schema_rejects_broken_reports(doc: &Value) {
+    let broken = |f: &dyn Fn(&mut Value)| {
+        let mut d = doc.clone();
+        f(&mut d);
+        d
+    };
+    let cases = [
+        (
+            "fix-in-a-day",
+            broken(&|d| d["days"][0]["missing"]["fix"] = json!("x")),
+        ),
+        (
+            "no-fix-in-totals",
+            broken(&|d| {
+                d["totals"]["missing"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("fix");
+            }),
+        ),
+        (
+            "six-examples",
+            broken(&|d| {
+                let e = d["totals"]["missing"]["examples"][0].clone();
+                d["totals"]["missing"]["examples"] = json!([e, e, e, e, e, e]);
+            }),
+        ),
+        (
+            "unknown-field",
+            broken(&|d| d["duration_seconds"] = json!(1)),
+        ),
+        (
+            "bad-uuid",
+            broken(&|d| d["days"][0]["missing"]["examples"][0]["flight"] = json!("F-1")),
+        ),
+        (
+            "clean-but-unfinished",
+            broken(&|d| {
+                d["status"] = json!("clean");
+                d["unfinished"] = json!([{"date": "2026-07-20", "error": "x"}]);
+            }),
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = std::process::Command::new(python());
+    cmd.arg(root().join("tests/support/check_schema.py"))
+        .arg(root().join("specs").join(SCHEMA));
+    for (name, d) in &cases {
+        let p = dir.path().join(format!("{name}.json"));
+        std::fs::write(&p, d.to_string()).unwrap();
+        cmd.arg(p);
+    }
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{text}");
+    for (name, _) in &cases {
+        assert!(
+            text.contains(&format!("{name}.json")),
+            "{name} accepted:\n{text}"
+        );
+    }
 }
 
 fn day<'a>(r: &'a AuditReport, d: &str) -> &'a archive_compaction::audit::DayAudit {
@@ -333,7 +407,8 @@ async fn the_audit_event_reports_findings_as_an_error_and_refuses_other_fields()
     .await
     .unwrap_err();
     assert_eq!(e.error_type, "AuditFindings");
-    let r: AuditReport = serde_json::from_str(&e.error_message).unwrap();
+    let findings: Value = serde_json::from_str(&e.error_message).unwrap();
+    let r: AuditReport = serde_json::from_value(findings.clone()).unwrap();
     assert_eq!(r.totals.findings.missing.count, 1);
     assert_eq!(r.totals.rows, 3);
     let ok = dispatch(
@@ -343,6 +418,8 @@ async fn the_audit_event_reports_findings_as_an_error_and_refuses_other_fields()
     .await
     .unwrap();
     assert_eq!(ok["status"], "clean");
+    assert_all_valid(SCHEMA, &[("findings", findings.clone()), ("clean", ok)]);
+    schema_rejects_broken_reports(&findings);
     for bad in [
         json!({"audit": {"from": "2026-07-20"}}),
         json!({"audit": {"from": "2026-07-20", "to": "2026-07-20", "dry_run": true}}),
