@@ -588,18 +588,29 @@ impl S3Store {
             .await
             .map_err(|e| self.err("GetObject", key, e))?;
         let etag = out.e_tag().unwrap_or_default().to_string();
-        let body = out.body.collect().await.map_err(|e| Error::S3 {
+        let body = out
+            .body
+            .collect()
+            .await
+            .map_err(|e| self.body_err(key, e))?;
+        Ok(Fetched {
+            body: body.into_bytes(),
+            etag,
+        })
+    }
+
+    /// A GetObject body that broke off while it was read (connection reset,
+    /// timeout): [`Error::S3`] with code `body`, transient, so the caller's
+    /// retry policy reads the object again.
+    fn body_err(&self, key: &str, e: impl std::fmt::Display) -> Error {
+        Error::S3 {
             op: "GetObject",
             bucket: self.bucket.clone(),
             key: key.to_string(),
             code: "body".into(),
             message: e.to_string(),
             transient: true,
-        })?;
-        Ok(Fetched {
-            body: body.into_bytes(),
-            etag,
-        })
+        }
     }
 
     /// Reads bytes `range` of an object (see [`Store::get_range`]).
@@ -627,14 +638,11 @@ impl S3Store {
             .map_err(|e| self.err("GetObject", key, e))?;
         let etag = out.e_tag().unwrap_or_default().to_string();
         check_if_match(&self.bucket, key, if_match, &etag)?;
-        let body = out.body.collect().await.map_err(|e| Error::S3 {
-            op: "GetObject",
-            bucket: self.bucket.clone(),
-            key: key.to_string(),
-            code: "body".into(),
-            message: e.to_string(),
-            transient: true,
-        })?;
+        let body = out
+            .body
+            .collect()
+            .await
+            .map_err(|e| self.body_err(key, e))?;
         Ok(Fetched {
             body: body.into_bytes(),
             etag,
