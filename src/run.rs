@@ -214,7 +214,9 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
         dry_run: opts.dry_run,
         ..RunReport::default()
     };
-    tracing::info!(bucket = store.bucket(), %cutoff, now = %opts.now, dry_run = opts.dry_run, invocation_id = %opts.invocation_id, "run starting");
+    // event_id: the scheduled event's id, the same on every retry of one
+    // asynchronous invocation ("" for a run without one).
+    tracing::info!(bucket = store.bucket(), %cutoff, now = %opts.now, dry_run = opts.dry_run, invocation_id = %opts.invocation_id, event_id = opts.event_id.as_deref().unwrap_or(""), "run starting");
     let ahead = opts.now - wall;
     if ahead > chrono::Duration::from_std(MAX_CLOCK_SKEW).expect("small") {
         // A typo in --now or the event's time: refused before the lease.
