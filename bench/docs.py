@@ -74,14 +74,14 @@ def phases_table(results):
             continue
         rest = r["job"]["wall_s"] - sum(ph.values())
         k = r["job"].get("by_kind", {})
-        rows.append(f"| {_n(n)} | " + " | ".join(f"{ph.get(p, 0):.2f}" for p in ("list", "read", "write", "delete"))
+        rows.append(f"| {_n(n)} | " + " | ".join(f"{ph.get(p, 0):.2f}" for p in ("list", "read", "prove", "write", "delete"))
                     + f" | {rest:.2f} | {_n(k.get('GetObject', 0))} | {_n(k.get('ListObjectsV2', 0))} | "
                     f"{_n(k.get('DeleteObjects', 0))} | {_n(r['job']['output_bytes'])} B for {_n(r['job']['rows'])} rows |")
     if not rows:
         return []
     return ["", "The job's phases (s, from its debug log) and requests by kind:", "",
-            "| files | list | read | write | delete | rest of the process | GetObject | ListObjectsV2 | DeleteObjects | output |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"] + rows
+            "| files | list | read | prove | write | delete | rest of the process | GetObject | ListObjectsV2 | DeleteObjects | output |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"] + rows
 
 
 def query_table(results):

@@ -1124,7 +1124,9 @@ async fn commit_day(
     // Nothing is deleted unless its rows are proven to be in the output:
     // checked before anything is written (the output read back in memory),
     // applied in the delete phase.
+    let t = std::time::Instant::now();
     let unproven = commit::prove_inputs(m, &read.rows, prepared.body.as_ref())?;
+    tracing::debug!(%date, phase = "prove", files = m.inputs.len(), seconds = t.elapsed().as_secs_f64(), "inputs proven to be in the output");
     let t = std::time::Instant::now();
     // The lease's GETs go beside the requests before the destructive steps
     // (`commit::Fence::beside`).
