@@ -84,6 +84,11 @@ pub enum LeaseState {
     Held,
     /// Past `expires_at`: its holder died; the next run takes it over.
     Expired,
+    /// Held for longer than any run holds it (more than LEASE_SECONDS +
+    /// 900 s left, [`crate::lease::max_plausible_lease`]): a hand edit or a
+    /// clock far ahead wrote it; every run fails on it
+    /// ([`Error::LeaseImplausible`]) until it is removed.
+    Implausible,
     /// The lock file is not a lease (the next run takes it over by ETag).
     Unreadable,
     /// Not read: the settings or the bucket could not be read (see
@@ -94,7 +99,7 @@ pub enum LeaseState {
 /// The lease, as read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct LeaseStatus {
-    /// `free`, `held`, `expired` or `unreadable`.
+    /// `free`, `held`, `expired`, `implausible`, `unreadable` or `unknown`.
     pub state: LeaseState,
     /// The holder's invocation id (held or expired).
     pub holder: Option<String>,
@@ -327,6 +332,7 @@ pub async fn gather(
     s.lease = lease_status(store, opts.as_of).await?;
     let max = crate::lease::max_plausible_lease(config.lease).as_secs() as i64;
     if let Some(left) = s.lease.expires_in_seconds.filter(|l| *l > max) {
+        s.lease.state = LeaseState::Implausible;
         s.errors.push(format!(
             "lease {LOCK_KEY} claims {left} s more, longer than any run holds it (LEASE_SECONDS + 900 s = {max} s): runs fail on it; check that no run is under way, then remove the file"
         ));
@@ -622,6 +628,10 @@ fn format_lease_and_manifests(o: &mut String, s: &StatusReport) {
         ),
         LeaseState::Expired => format!(
             "expired: {holder} held it until {expires} ({} ago); the next run takes it over",
+            format_age(secs)
+        ),
+        LeaseState::Implausible => format!(
+            "implausible: {holder} claims it until {expires} (in {}), longer than any run holds it: every run fails on it until the file is removed (docs/runbook.md#a-lease-that-lasts-implausibly-long)",
             format_age(secs)
         ),
         LeaseState::Unreadable => "unreadable lock file; the next run takes it over".to_string(),

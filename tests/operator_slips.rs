@@ -321,6 +321,16 @@ async fn a_lock_that_lasts_ten_years_is_a_failure_naming_the_file() {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("longer than any run holds it"), "{text}");
+    // Its lease line says what a run does with it (fails), not "held … a new
+    // run does nothing until then".
+    assert!(
+        text.contains("lease        implausible: by-hand claims it until 2036-07-22T04:00:00Z"),
+        "{text}"
+    );
+    assert!(!text.contains("a new run does nothing"), "{text}");
+    let out = cli_out(&store, &["status", "--now", NOW, "--json"], &[]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status --json");
+    assert_eq!(v["lease"]["state"], "implausible", "{v}");
 }
 
 #[tokio::test]
