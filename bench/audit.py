@@ -4,7 +4,7 @@ on a local S3 server (ministack by default) without added latency.
 
     python bench/audit.py [--bin target/release/archive-compaction]
                           [--server ministack|moto] [--flights 10000]
-                          [--days 365] [--day-flights 100]
+                          [--days 365] [--day-flights 100] [--out FILE]
 
 Two buckets, written with pyarrow (tests/support/archive.py):
 
@@ -13,8 +13,9 @@ Two buckets, written with pyarrow (tests/support/archive.py):
   year   --days consecutive days, each one compacted file (written as the
          Python job left them) of --day-flights rows and its flight objects
 
-Prints one JSON line per measurement. The machine and its load are the
-caller's to report (the numbers are for one process on a shared machine).
+Prints one JSON line per measurement; with --out (`make bench-audit`) also
+writes them with the date, commit, machine and load average to FILE, from
+which bench/docs.py writes docs/performance.md's `audit` block.
 """
 import argparse
 import concurrent.futures as cf
@@ -31,17 +32,9 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
 import archive  # noqa: E402
+from bench import free_port, provenance  # noqa: E402  (bench/bench.py, beside this file)
 
 GNU_TIME = os.environ.get("BENCH_TIME") or "/usr/bin/time"
-
-
-def free_port():
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def start(kind):
@@ -89,7 +82,11 @@ def timed(name, cmd, e):
             "gets": t.get("requests"), "bytes_read": t.get("bytes_read"),
             "multi_row_bytes": t.get("multi_row_bytes"), "status": report.get("status")}
     print(json.dumps(line), flush=True)
+    MEASURED.append(line)
     return report
+
+
+MEASURED = []
 
 
 def put_all(s3, bucket, puts):
@@ -107,7 +104,12 @@ def main():
     ap.add_argument("--days", type=int, default=365)
     ap.add_argument("--day-flights", type=int, default=100)
     ap.add_argument("--skip", default="")
+    ap.add_argument("--out", default="",
+                    help="also write the measurements, with when, what and where, as JSON "
+                         "(make bench-audit: target/bench-audit.json, which bench/docs.py puts "
+                         "into docs/performance.md's `audit` block)")
     args = ap.parse_args()
+    load_before = os.getloadavg()
     srv, endpoint = start(args.server)
     s3 = archive.client(endpoint)
     if "day" not in args.skip:
@@ -147,6 +149,12 @@ def main():
               env(endpoint, b))
     srv.stdin.close()
     srv.wait()
+    if args.out:
+        build = "release" if os.sep + "release" + os.sep in os.path.abspath(args.bin) else "debug"
+        meta = {**provenance(load_before), "server": args.server, "build": build,
+                "command": "make bench-audit" if os.environ.get("MAKELEVEL") else " ".join(sys.argv)}
+        with open(args.out, "w") as f:
+            json.dump({"meta": meta, "audit": MEASURED}, f, indent=1)
 
 
 if __name__ == "__main__":

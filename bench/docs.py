@@ -5,7 +5,8 @@
 `make bench` runs it at its end (after bench/plot.py), `make bench-docs`
 alone on an existing JSON. It replaces what lies between a block's two
 marker lines (BEGIN and END below; blocks `sizes`, written by `make bench`,
-and `sweep`, by `make bench-concurrency`) and nothing else, so the page keeps
+`sweep`, by `make bench-concurrency`, and `audit`, by `make bench-audit`)
+and nothing else, so the page keeps
 its method and explanations by hand and its figures by the benchmark: the
 date, commit, machine and command of the run are written with them. Plain
 Python (no third-party module), so any interpreter runs it.
@@ -114,9 +115,30 @@ def sweep_table(sweep):
     return out
 
 
+def audit_table(meta, measured):
+    """The `audit` block: one row per bucket bench/audit.py audited."""
+    out = [f"Measured {meta.get('date', 'unknown date')} at commit `{meta.get('commit', 'unknown commit')}` "
+           f"on {meta.get('machine', '?')}, the {meta.get('build', '?')} build.", "",
+           f"Command: `{meta.get('command', 'bench/audit.py')}`. S3 server {meta.get('server', '?')}, "
+           "no added latency.", ""]
+    if meta.get("load_before") is not None:
+        out += [f"Load average when it started: {meta['load_before']}.", ""]
+    out += ["| bucket | dates | GETs | bytes read (of the multi-row files' bytes) | wall s | CPU s | peak RSS MB |",
+            "|---|---:|---:|---|---:|---:|---:|"]
+    for m in measured:
+        read = f"{_n(m.get('bytes_read') or 0)} B"
+        if m.get("multi_row_bytes"):
+            read += f" of {_n(m['multi_row_bytes'])} B ({100 * (m.get('bytes_read') or 0) / m['multi_row_bytes']:.0f} %)"
+        rss = f"{m['peak_rss_mb']:.0f}" if m.get("peak_rss_mb") is not None else "?"
+        out.append(f"| {m['measure']} | {_n(m.get('dates') or 0)} | {_n(m.get('gets') or 0)} | {read} | "
+                   f"{m['wall_s']:.2f} | {m['cpu_s']:.2f} | {rss} |")
+    return out
+
+
 def render(data):
     """{block name: markdown} for what the JSON holds: `sizes` (make bench's
-    sizes) and `sweep` (make bench-concurrency); a block the run did not
+    sizes), `sweep` (make bench-concurrency) and `audit` (make bench-audit,
+    bench/audit.py's --out); a block the run did not
     measure is left as the page has it."""
     meta, results, sweep = data.get("meta", {}), data.get("results", {}), data.get("sweep", {})
     blocks = {}
@@ -129,6 +151,8 @@ def render(data):
         blocks["sizes"] = "\n".join(lines)
     if sweep:
         blocks["sweep"] = "\n".join(provenance(meta) + sweep_table(sweep))
+    if data.get("audit"):
+        blocks["audit"] = "\n".join(audit_table(meta, data["audit"]))
     return blocks
 
 
