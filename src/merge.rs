@@ -89,7 +89,7 @@ use encode::props;
 pub use encode::{WRITE_BATCH_ROWS, encode};
 pub use held::{COALESCE_ROWS, MergeInput, Merged, MergedRows, Merger, Source, merge};
 use held::{Rank, rank, to_union_schema};
-pub use other_days::{OTHER_DAYS_UUIDS_SHOWN, OtherDays};
+pub use other_days::{OTHER_DAYS_UUIDS_SHOWN, OtherDays, first_message_at, is_other_day};
 #[cfg(test)]
 use schema::has_target_layout;
 pub use schema::{
