@@ -466,7 +466,7 @@ pub fn convert(col: &ArrayRef, to: &DataType) -> Result<ArrayRef, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::row;
+    use super::super::tests::{row, with_column};
     use super::super::{MergeInput, Merger, Source, conform};
     use super::*;
     use arrow_array::{
@@ -855,17 +855,7 @@ mod tests {
 
     /// Flight `i`'s row with an extra column `name` holding `col`.
     fn with(i: u32, name: &str, col: ArrayRef) -> MergeInput {
-        let b = row(&u(i), "X");
-        let mut fields: Vec<Field> = b
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone())
-            .collect();
-        fields.push(Field::new(name, col.data_type().clone(), true));
-        let mut cols = b.columns().to_vec();
-        cols.push(col);
-        let b = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap();
+        let b = with_column(row(&u(i), "X"), name, col);
         MergeInput {
             source: Source::PerFlight(Uuid::parse_str(&u(i)).unwrap()),
             last_modified: DateTime::from_timestamp(1, 0).unwrap(),
