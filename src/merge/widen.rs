@@ -117,22 +117,29 @@ fn int_values(col: &ArrayRef) -> Option<(Vec<i128>, bool)> {
         safe: false,
         ..Default::default()
     };
-    let values: Vec<i128> = if signed {
-        let c = arrow_cast::cast_with_options(col, &DataType::Int64, &opts).ok()?;
-        c.as_primitive::<arrow_array::types::Int64Type>()
-            .iter()
-            .flatten()
-            .map(i128::from)
-            .collect()
+    let values = if signed {
+        cast_values::<arrow_array::types::Int64Type>(col, &opts)?
     } else {
-        let c = arrow_cast::cast_with_options(col, &DataType::UInt64, &opts).ok()?;
-        c.as_primitive::<arrow_array::types::UInt64Type>()
-            .iter()
-            .flatten()
-            .map(i128::from)
-            .collect()
+        cast_values::<arrow_array::types::UInt64Type>(col, &opts)?
     };
     Some((values, !signed))
+}
+
+/// `col`'s non-null values cast to `T` (`None` when one does not fit), as
+/// `i128`.
+fn cast_values<T>(col: &ArrayRef, opts: &arrow_cast::CastOptions) -> Option<Vec<i128>>
+where
+    T: arrow_array::ArrowPrimitiveType,
+    T::Native: Into<i128>,
+{
+    let c = arrow_cast::cast_with_options(col, &T::DATA_TYPE, opts).ok()?;
+    Some(
+        c.as_primitive::<T>()
+            .iter()
+            .flatten()
+            .map(Into::into)
+            .collect(),
+    )
 }
 
 impl Seen {
