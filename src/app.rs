@@ -316,14 +316,7 @@ impl InvokeEvent {
             )
         };
         let serde_json::Value::Object(map) = payload else {
-            let kind = match payload {
-                serde_json::Value::Null => "null",
-                serde_json::Value::Bool(_) => "a boolean",
-                serde_json::Value::Number(_) => "a number",
-                serde_json::Value::String(_) => "a string",
-                serde_json::Value::Array(_) => "an array",
-                serde_json::Value::Object(_) => "an object",
-            };
+            let kind = crate::state::json_type(&payload);
             return Err(format!(
                 "the event must be a JSON object (an EventBridge event or a test event such as {{\"dry_run\": true}}), got {kind}; {}",
                 accepted()

@@ -26,7 +26,7 @@
 //! | `duplicated` | a flight with more than one row in the partition (within one file or across files) | `run --from D --to D` folds the day, one row per flight |
 //! | `per_flight_beside_compacted` | a per-flight file in a partition that has a compacted file | the same repair (or the straggler sweep, within `SWEEP_DAYS`) |
 //! | `orphans` | an index row whose flight is not under the date's `flights/` (or whose `s3_key` names no flight) | a person |
-//! | `other_day_rows` | a multi-row input's row whose `first_message` UTC date is not the partition's | a person |
+//! | `other_day_rows` | a multi-row input's row whose `first_message` UTC date is not the partition's (the run's `rows_of_other_days` rule: [`crate::merge::is_other_day`]) | a person |
 //! | `unreadable_files` | a multi-row input whose footer or `s3_key` column cannot be read (its rows are not counted) | a person |
 //!
 //! A date the audit could not finish (an S3 error after the SDK's retries,
@@ -65,7 +65,7 @@ use std::time::Instant;
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, StringArray};
 use arrow_cast::cast;
-use arrow_schema::{DataType, TimeUnit};
+use arrow_schema::DataType;
 use bytes::{Buf, Bytes};
 use chrono::{DateTime, NaiveDate, Utc};
 use futures::{StreamExt, TryStreamExt, stream};
@@ -85,6 +85,7 @@ use uuid::Uuid;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::keys::{flight_uuid, flights_prefix, index_prefix};
+use crate::merge::{first_message_at, is_other_day};
 use crate::plan::{self, PartitionListing};
 use crate::storage::ranges::list_partition;
 use crate::storage::{ObjectMeta, Store};
@@ -743,18 +744,6 @@ fn coalesce(mut ranges: Vec<(u64, u64)>, gap: u64) -> Vec<(u64, u64)> {
     out
 }
 
-/// The UTC date and instant of a timestamp `v` in `unit` since the epoch.
-fn instant(v: i64, unit: TimeUnit) -> Option<DateTime<Utc>> {
-    let per_sec: i64 = match unit {
-        TimeUnit::Second => 1,
-        TimeUnit::Millisecond => 1_000,
-        TimeUnit::Microsecond => 1_000_000,
-        TimeUnit::Nanosecond => 1_000_000_000,
-    };
-    let nanos = v.rem_euclid(per_sec) * (1_000_000_000 / per_sec);
-    DateTime::from_timestamp(v.div_euclid(per_sec), nanos as u32)
-}
-
 const MAGIC: &[u8] = b"PAR1";
 
 /// Reads the `s3_key` and `first_message` columns (names without case) of one multi-row input
@@ -962,7 +951,7 @@ where
             let first = firsts.as_ref().and_then(|(v, unit)| {
                 let v = v.as_primitive::<arrow_array::types::Int64Type>();
                 v.is_valid(row)
-                    .then(|| instant(v.value(row), *unit))
+                    .then(|| first_message_at(v.value(row), *unit))
                     .flatten()
             });
             let example = || RowExample {
@@ -981,7 +970,7 @@ where
                 }
                 None => out.orphans.add(example),
             }
-            if first.is_some_and(|t| t.date_naive() != date) {
+            if is_other_day(first, date) {
                 out.other_day.add(example);
             }
         }
@@ -1122,6 +1111,7 @@ pub async fn cli(
 mod tests {
     use super::*;
     use crate::storage::MemoryStore;
+    use arrow_schema::TimeUnit;
 
     #[test]
     fn ranges_coalesce_only_when_close() {
@@ -1130,22 +1120,6 @@ mod tests {
             vec![(0, 50), (100, 300), (10_000, 10_100)]
         );
         assert_eq!(coalesce(vec![], 5), vec![]);
-    }
-
-    #[test]
-    fn instants_in_every_unit() {
-        let t = instant(1_784_505_599_999_999, TimeUnit::Microsecond).unwrap();
-        assert_eq!(t.to_rfc3339(), "2026-07-19T23:59:59.999999+00:00");
-        assert_eq!(
-            instant(-1, TimeUnit::Second).unwrap().to_rfc3339(),
-            "1969-12-31T23:59:59+00:00"
-        );
-        assert_eq!(
-            instant(1_784_505_600_000_000_123, TimeUnit::Nanosecond)
-                .unwrap()
-                .date_naive(),
-            NaiveDate::from_ymd_opt(2026, 7, 20).unwrap()
-        );
     }
 
     fn config() -> Config {

@@ -89,7 +89,7 @@ use encode::props;
 pub use encode::{WRITE_BATCH_ROWS, encode};
 pub use held::{COALESCE_ROWS, MergeInput, Merged, MergedRows, Merger, Source, merge};
 use held::{Rank, rank, to_union_schema};
-pub use other_days::{OTHER_DAYS_UUIDS_SHOWN, OtherDays};
+pub use other_days::{OTHER_DAYS_UUIDS_SHOWN, OtherDays, first_message_at, is_other_day};
 #[cfg(test)]
 use schema::has_target_layout;
 pub use schema::{
@@ -199,15 +199,20 @@ pub(crate) mod tests {
         name: &str,
         values: Vec<Option<i32>>,
     ) -> RecordBatch {
+        with_column(b, name, Arc::new(arrow_array::Int32Array::from(values)))
+    }
+
+    /// `b` with one more nullable column `name` holding `col` (of its type).
+    pub(super) fn with_column(b: RecordBatch, name: &str, col: ArrayRef) -> RecordBatch {
         let mut fields: Vec<Field> = b
             .schema()
             .fields()
             .iter()
             .map(|f| f.as_ref().clone())
             .collect();
-        fields.push(Field::new(name, DataType::Int32, true));
+        fields.push(Field::new(name, col.data_type().clone(), true));
         let mut cols = b.columns().to_vec();
-        cols.push(Arc::new(arrow_array::Int32Array::from(values)));
+        cols.push(col);
         RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
     }
 

@@ -715,6 +715,31 @@ fn blocked_reason(
     }
 }
 
+/// Where [`quarantine`] moves the manifest at `key`: the same name under
+/// `quarantine/` instead of `manifests/`.
+fn quarantine_key(key: &str) -> String {
+    key.replacen(MANIFESTS_ROOT, QUARANTINE_ROOT, 1)
+}
+
+/// The dry run's [`quarantine`]: blocks the manifest's `date` (when it
+/// has one) in `out` with why it would be moved; returns where it would go.
+fn would_quarantine(
+    store: &impl Store,
+    key: &str,
+    date: Option<NaiveDate>,
+    rule: &ManifestRule,
+    out: &mut Recovery,
+) -> String {
+    let target = quarantine_key(key);
+    if let Some(d) = date {
+        out.blocked.insert(
+            d,
+            blocked_reason(store, key, &target, rule, "would be moved"),
+        );
+    }
+    target
+}
+
 /// What [`recover`] would do, without doing any of it (the dry run): lists
 /// and reads manifests, HEADs (or reads back) their outputs and lists their
 /// partitions; writes and deletes nothing. It decides with the same function
@@ -748,13 +773,7 @@ pub async fn assess(store: &impl Store) -> Result<Recovery> {
         };
         let (manifest, step) = match decide(store, &m.key, &body.body).await? {
             Decision::Quarantine(rule) => {
-                let target = m.key.replacen(MANIFESTS_ROOT, QUARANTINE_ROOT, 1);
-                if let Some(d) = date {
-                    out.blocked.insert(
-                        d,
-                        blocked_reason(store, &m.key, &target, &rule, "would be moved"),
-                    );
-                }
+                let target = would_quarantine(store, &m.key, date, &rule, &mut out);
                 out.recovered.push(entry(
                     RecoveryAction::Quarantined,
                     format!("would move it to {target}: rule {}: {rule}; nothing would be deleted on its word; the date would stay blocked until an operator deletes it", rule.code()),
@@ -806,13 +825,7 @@ pub async fn assess(store: &impl Store) -> Result<Recovery> {
                 reason: first.reason.clone(),
                 count: unproven.len(),
             };
-            let target = m.key.replacen(MANIFESTS_ROOT, QUARANTINE_ROOT, 1);
-            if let Some(d) = date {
-                out.blocked.insert(
-                    d,
-                    blocked_reason(store, &m.key, &target, &rule, "would be moved"),
-                );
-            }
+            let target = would_quarantine(store, &m.key, date, &rule, &mut out);
             out.recovered.push(entry(
                 RecoveryAction::Quarantined,
                 format!(
@@ -843,7 +856,7 @@ async fn quarantine(
     out: &mut Recovery,
     date: Option<NaiveDate>,
 ) -> Result<()> {
-    let target = key.replacen(MANIFESTS_ROOT, QUARANTINE_ROOT, 1);
+    let target = quarantine_key(key);
     tracing::error!(key, quarantine = %target, rule = rule.code(), %rule,
         "manifest not acted on; moved aside, nothing deleted on its word");
     match store.put(&target, body, PutMode::Create, None).await {

@@ -171,16 +171,24 @@ impl Watermark {
     }
 }
 
-/// A JSON value's kind and, when short, the value itself, for errors.
-fn json_kind(v: &serde_json::Value) -> String {
-    let kind = match v {
+/// A JSON value's kind as an error message names it: `null`, `a boolean`,
+/// `a number`, `a string`, `an array` or `an object` (the state files'
+/// and the Lambda event's errors alike).
+pub(crate) fn json_type(v: &serde_json::Value) -> &'static str {
+    match v {
         serde_json::Value::Null => "null",
         serde_json::Value::Bool(_) => "a boolean",
         serde_json::Value::Number(_) => "a number",
         serde_json::Value::String(_) => "a string",
         serde_json::Value::Array(_) => "an array",
         serde_json::Value::Object(_) => "an object",
-    };
+    }
+}
+
+/// A JSON value's kind ([`json_type`]) and, when short, the value itself,
+/// for errors.
+fn json_kind(v: &serde_json::Value) -> String {
+    let kind = json_type(v);
     let text = v.to_string();
     if text.len() <= 40 {
         format!("{kind} {text}")

@@ -587,7 +587,23 @@ impl S3Store {
             .send()
             .await
             .map_err(|e| self.err("GetObject", key, e))?;
+        self.read_body(key, out, None).await
+    }
+
+    /// A GetObject answer's body and ETag, once its ETag is the one
+    /// `if_match` names (when it names one: [`check_if_match`], before the
+    /// body is read).
+    ///
+    /// Errors: [`Error::PreconditionFailed`] on another ETag; a body that
+    /// breaks off ([`S3Store::body_err`]).
+    async fn read_body(
+        &self,
+        key: &str,
+        out: aws_sdk_s3::operation::get_object::GetObjectOutput,
+        if_match: Option<&str>,
+    ) -> Result<Fetched> {
         let etag = out.e_tag().unwrap_or_default().to_string();
+        check_if_match(&self.bucket, key, if_match, &etag)?;
         let body = out
             .body
             .collect()
@@ -636,17 +652,7 @@ impl S3Store {
             .send()
             .await
             .map_err(|e| self.err("GetObject", key, e))?;
-        let etag = out.e_tag().unwrap_or_default().to_string();
-        check_if_match(&self.bucket, key, if_match, &etag)?;
-        let body = out
-            .body
-            .collect()
-            .await
-            .map_err(|e| self.body_err(key, e))?;
-        Ok(Fetched {
-            body: body.into_bytes(),
-            etag,
-        })
+        self.read_body(key, out, if_match).await
     }
 
     /// Reads a whole object, or `None` when the key does not exist.

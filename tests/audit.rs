@@ -3,7 +3,9 @@
 //! pyarrow (tests/support/archive.py): each finding counted exactly, the
 //! bucket unchanged by an audit (every key and ETag), a repair range then
 //! leaves only what a repair cannot fix, and a clean compacted range
-//! audits to 0 with exit code 0. The CLI binary is run for the exit codes;
+//! audits to 0 with exit code 0; a date that cannot be read (a file in
+//! Glacier) or a Lambda deadline too close to start one leaves the audit
+//! `incomplete`, exit code 1. The CLI binary is run for the exit codes;
 //! the Lambda event `{"audit": {...}}` through `app::dispatch`. Every
 //! report, as printed or returned, matches `specs/audit-report.schema.json`,
 //! and broken copies of a real one are refused by it.
@@ -432,6 +434,98 @@ async fn the_audit_event_reports_findings_as_an_error_and_refuses_other_fields()
         let e = dispatch(&deps, event(bad.clone())).await.unwrap_err();
         assert_eq!(e.error_type, "AuditIncomplete", "{bad}");
     }
+    assert_eq!(
+        keys_and_etags(&store).await,
+        before,
+        "an audit changes nothing"
+    );
+}
+
+/// An audit that cannot finish says so. 07-21's compacted file went to
+/// Glacier (a lifecycle rule's doing): GetObject answers 403
+/// InvalidObjectState, so 07-21 is `unfinished`, with the error naming the
+/// file, while 07-20 and 07-22 are audited and clean: the report is
+/// `incomplete` and the exit code 1, not the clean audit's 0. The Lambda
+/// event, invoked with less time left than DEADLINE_MARGIN_SECONDS, starts
+/// no date: `resume_date` names the first, and the error is AuditIncomplete.
+#[tokio::test]
+async fn an_audit_that_cannot_read_a_date_or_has_no_time_left_is_incomplete() {
+    init_logs();
+    let store = bucket("audit-incomplete").await;
+    let dates = ["2026-07-20", "2026-07-21", "2026-07-22"];
+    let g = generate(
+        &store,
+        json!({"seed": 32, "days": dates.map(|d| json!({"date": d, "flights": 4}))}),
+    );
+    for d in dates {
+        archive_py(
+            "multi-row",
+            &store,
+            json!({"key": format!("{}compacted-py-a.parquet", pre(d)), "from": &g.index_keys[d], "move": true}),
+        );
+    }
+    let cold = format!("{}compacted-py-a.parquet", pre("2026-07-21"));
+    let body = store.get(&cold).await.unwrap().body;
+    store
+        .client()
+        .put_object()
+        .bucket(store.bucket())
+        .key(&cold)
+        .body(body.into())
+        .storage_class(aws_sdk_s3::types::StorageClass::Glacier)
+        .send()
+        .await
+        .unwrap();
+    let before = keys_and_etags(&store).await;
+
+    let (out, r) = cli_audit(&store, "2026-07-20", "2026-07-22");
+    assert_eq!(out.status.code(), Some(1), "{r:#?}");
+    assert_eq!(r.status, AuditStatus::Incomplete);
+    assert_eq!(r.unfinished.len(), 1, "{:?}", r.unfinished);
+    let u = &r.unfinished[0];
+    assert_eq!(u.date, date("2026-07-21"));
+    assert!(
+        u.error.contains(&cold) && u.error.contains("InvalidObjectState"),
+        "{}",
+        u.error
+    );
+    assert_eq!(r.resume_date, None, "the command line has no deadline");
+    let audited: Vec<_> = r.days.iter().map(|d| d.date).collect();
+    assert_eq!(audited, [date("2026-07-20"), date("2026-07-22")]);
+    for d in &r.days {
+        assert_eq!(counts(d), [0; 6], "{}: {:#?}", d.date, d.findings);
+    }
+    assert_eq!((r.dates, r.totals.dates_audited, r.totals.rows), (3, 2, 8));
+    assert_eq!(r.totals.findings.total(), 0, "nothing found, yet not clean");
+
+    let deps = Deps::from_parts(
+        config(&store, &[("DEADLINE_MARGIN_SECONDS", "60")]),
+        store.clone(),
+        None,
+        None,
+    );
+    let mut ctx = lambda_runtime::Context::default();
+    // 20 s left: less than the margin, so no date is started.
+    ctx.deadline = (chrono::Utc::now().timestamp_millis() + 20_000) as u64;
+    let e = dispatch(
+        &deps,
+        lambda_runtime::LambdaEvent::new(
+            json!({"audit": {"from": "2026-07-20", "to": "2026-07-22"}}),
+            ctx,
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.error_type, "AuditIncomplete", "{}", e.error_message);
+    let doc: Value = serde_json::from_str(&e.error_message).unwrap();
+    assert_valid(SCHEMA, &doc);
+    let r: AuditReport = serde_json::from_value(doc).unwrap();
+    assert_eq!(
+        (r.status, r.resume_date),
+        (AuditStatus::Incomplete, Some(date("2026-07-20")))
+    );
+    assert!(r.days.is_empty() && r.unfinished.is_empty(), "{r:#?}");
+    assert_eq!(r.totals.dates_audited, 0);
     assert_eq!(
         keys_and_etags(&store).await,
         before,

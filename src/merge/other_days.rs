@@ -9,6 +9,53 @@ use super::*;
 /// How many flight uuids [`OtherDays`] keeps (its count is complete).
 pub const OTHER_DAYS_UUIDS_SHOWN: usize = 10;
 
+/// The UTC instant of a `first_message` value: `v` in `unit` since the
+/// epoch (floored to the whole second, the remainder as nanoseconds, so a
+/// value before 1970 stays on its own day). `None` outside chrono's range
+/// (about ±262,000 years): such a row belongs to no other day.
+///
+/// The one reading of a raw `first_message` for [`is_other_day`]: the
+/// merge's conformed microseconds ([`OtherDays::count`]) and the audit's
+/// column in whatever unit the file has (`crate::audit`).
+///
+/// ```
+/// use archive_compaction::merge::first_message_at;
+/// use arrow_schema::TimeUnit;
+/// let t = first_message_at(-1, TimeUnit::Microsecond).unwrap();
+/// assert_eq!(t.to_rfc3339(), "1969-12-31T23:59:59.999999+00:00");
+/// assert_eq!(first_message_at(i64::MAX, TimeUnit::Second), None);
+/// ```
+pub fn first_message_at(v: i64, unit: TimeUnit) -> Option<DateTime<Utc>> {
+    let per_sec: i64 = match unit {
+        TimeUnit::Second => 1,
+        TimeUnit::Millisecond => 1_000,
+        TimeUnit::Microsecond => 1_000_000,
+        TimeUnit::Nanosecond => 1_000_000_000,
+    };
+    let nanos = v.rem_euclid(per_sec) * (1_000_000_000 / per_sec);
+    DateTime::from_timestamp(v.div_euclid(per_sec), nanos as u32)
+}
+
+/// Whether a row whose `first_message` is `first_message` is a row of
+/// another day than its partition's `date`: its UTC date is not `date`. A
+/// row without one (null, no such column, out of range) is not.
+///
+/// The rule of both the run's `rows_of_other_days` ([`OtherDays`], issue
+/// #28) and the audit's `other_day_rows` (issue #30), so the two count the
+/// same rows.
+///
+/// ```
+/// use archive_compaction::merge::is_other_day;
+/// let d = chrono::NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+/// let at = |s: &str| Some(s.parse::<chrono::DateTime<chrono::Utc>>().unwrap());
+/// assert!(!is_other_day(at("2026-07-20T23:59:59.999999Z"), d));
+/// assert!(is_other_day(at("2026-07-19T23:59:59.999999Z"), d));
+/// assert!(!is_other_day(None, d));
+/// ```
+pub fn is_other_day(first_message: Option<DateTime<Utc>>, date: chrono::NaiveDate) -> bool {
+    first_message.is_some_and(|t| t.date_naive() != date)
+}
+
 /// Rows of other days found in one or more inputs of a date.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OtherDays {
@@ -22,7 +69,8 @@ pub struct OtherDays {
 
 impl OtherDays {
     /// Counts the rows of `decoded` (conformed to [`target_schema`]) whose
-    /// `first_message` falls on another UTC date than `date`, into `self`.
+    /// `first_message` falls on another UTC date than `date`
+    /// ([`is_other_day`]), into `self`.
     ///
     /// ```
     /// use archive_compaction::merge::{OtherDays, decode, encode, target_schema};
@@ -49,11 +97,11 @@ impl OtherDays {
         };
         let keys = b.column(sk).as_string_opt::<i32>();
         for row in 0..b.num_rows() {
-            if !first.is_valid(row) {
-                continue;
-            }
-            let on = DateTime::from_timestamp_micros(first.value(row)).map(|t| t.date_naive());
-            if on.is_none_or(|on| on == date) {
+            let at = first
+                .is_valid(row)
+                .then(|| first_message_at(first.value(row), TimeUnit::Microsecond))
+                .flatten();
+            if !is_other_day(at, date) {
                 continue;
             }
             self.rows += 1;
@@ -73,5 +121,26 @@ impl OtherDays {
         self.rows += other.rows;
         let room = OTHER_DAYS_UUIDS_SHOWN.saturating_sub(self.uuids.len());
         self.uuids.extend(other.uuids.into_iter().take(room));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instants_in_every_unit() {
+        let t = first_message_at(1_784_505_599_999_999, TimeUnit::Microsecond).unwrap();
+        assert_eq!(t.to_rfc3339(), "2026-07-19T23:59:59.999999+00:00");
+        assert_eq!(
+            first_message_at(-1, TimeUnit::Second).unwrap().to_rfc3339(),
+            "1969-12-31T23:59:59+00:00"
+        );
+        assert_eq!(
+            first_message_at(1_784_505_600_000_000_123, TimeUnit::Nanosecond)
+                .unwrap()
+                .date_naive(),
+            chrono::NaiveDate::from_ymd_opt(2026, 7, 20).unwrap()
+        );
     }
 }

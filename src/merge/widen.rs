@@ -117,22 +117,29 @@ fn int_values(col: &ArrayRef) -> Option<(Vec<i128>, bool)> {
         safe: false,
         ..Default::default()
     };
-    let values: Vec<i128> = if signed {
-        let c = arrow_cast::cast_with_options(col, &DataType::Int64, &opts).ok()?;
-        c.as_primitive::<arrow_array::types::Int64Type>()
-            .iter()
-            .flatten()
-            .map(i128::from)
-            .collect()
+    let values = if signed {
+        cast_values::<arrow_array::types::Int64Type>(col, &opts)?
     } else {
-        let c = arrow_cast::cast_with_options(col, &DataType::UInt64, &opts).ok()?;
-        c.as_primitive::<arrow_array::types::UInt64Type>()
-            .iter()
-            .flatten()
-            .map(i128::from)
-            .collect()
+        cast_values::<arrow_array::types::UInt64Type>(col, &opts)?
     };
     Some((values, !signed))
+}
+
+/// `col`'s non-null values cast to `T` (`None` when one does not fit), as
+/// `i128`.
+fn cast_values<T>(col: &ArrayRef, opts: &arrow_cast::CastOptions) -> Option<Vec<i128>>
+where
+    T: arrow_array::ArrowPrimitiveType,
+    T::Native: Into<i128>,
+{
+    let c = arrow_cast::cast_with_options(col, &T::DATA_TYPE, opts).ok()?;
+    Some(
+        c.as_primitive::<T>()
+            .iter()
+            .flatten()
+            .map(Into::into)
+            .collect(),
+    )
 }
 
 impl Seen {
@@ -466,7 +473,7 @@ pub fn convert(col: &ArrayRef, to: &DataType) -> Result<ArrayRef, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::row;
+    use super::super::tests::{row, with_column};
     use super::super::{MergeInput, Merger, Source, conform};
     use super::*;
     use arrow_array::{
@@ -855,17 +862,7 @@ mod tests {
 
     /// Flight `i`'s row with an extra column `name` holding `col`.
     fn with(i: u32, name: &str, col: ArrayRef) -> MergeInput {
-        let b = row(&u(i), "X");
-        let mut fields: Vec<Field> = b
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone())
-            .collect();
-        fields.push(Field::new(name, col.data_type().clone(), true));
-        let mut cols = b.columns().to_vec();
-        cols.push(col);
-        let b = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap();
+        let b = with_column(row(&u(i), "X"), name, col);
         MergeInput {
             source: Source::PerFlight(Uuid::parse_str(&u(i)).unwrap()),
             last_modified: DateTime::from_timestamp(1, 0).unwrap(),
