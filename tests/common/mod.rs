@@ -361,6 +361,35 @@ pub fn assert_compacted(objects: &BTreeMap<String, Dumped>, date: &str, expected
     assert_eq!(got, want, "{date}: rows differ");
 }
 
+/// Asserts that a run left `store` done: every day of `generated` holds
+/// exactly its rows in one compacted file ([`assert_compacted`]), no
+/// manifest is left, and the watermark reads `last_date`. `context` starts
+/// each failure message. Returns the bucket as read back, for the caller's
+/// own checks.
+pub fn assert_all_compacted(
+    store: &S3Store,
+    generated: &Generated,
+    last_date: &str,
+    context: &str,
+) -> BTreeMap<String, Dumped> {
+    let after = dump(store, "");
+    for (d, rows) in &generated.rows {
+        assert_compacted(&after, d, rows);
+    }
+    assert!(
+        !after
+            .keys()
+            .any(|k| k.starts_with("_compaction_state/manifests/")),
+        "{context}: a manifest is left"
+    );
+    assert_eq!(
+        watermark(&after).expect("watermark written")["last_compacted_date"],
+        last_date,
+        "{context}: the watermark"
+    );
+    after
+}
+
 /// The watermark file as JSON, if present.
 pub fn watermark(objects: &BTreeMap<String, Dumped>) -> Option<Value> {
     objects
@@ -529,3 +558,4 @@ pub fn report_of(out: &std::process::Output) -> Value {
         )
     })
 }
+
