@@ -390,6 +390,49 @@ pub fn assert_all_compacted(
     after
 }
 
+/// A fresh bucket (named after `hint`) holding one flight and its index
+/// file per writer variant of `archive.py variants`, all on `date`.
+/// Returns the store and archive.py's answer: for each variant its index
+/// file (`key`), flight object (`flight`), `mergeable`, `column` and `row`.
+pub async fn variants_bucket(
+    hint: &str,
+    seed: u64,
+    date: &str,
+    variants: &[&str],
+) -> (S3Store, Value) {
+    let store = bucket(hint).await;
+    let v = archive_py(
+        "variants",
+        &store,
+        serde_json::json!({"seed": seed, "date": date, "variants": variants}),
+    );
+    (store, v)
+}
+
+/// The flight uuid a per-flight index key is named after
+/// (`index/year=…/{uuid}.parquet`), read off the key itself rather than by
+/// the code under test.
+pub fn flight_uuid(index_key: &str) -> &str {
+    index_key
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .trim_end_matches(".parquet")
+}
+
+/// Every object of `store`'s bucket as its key followed by its ETag, in
+/// listing order: what a test compares to show the bucket unchanged
+/// without reading bodies.
+pub async fn object_versions(store: &S3Store) -> Vec<String> {
+    store
+        .list("")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.key + &o.etag)
+        .collect()
+}
+
 /// The watermark file as JSON, if present.
 pub fn watermark(objects: &BTreeMap<String, Dumped>) -> Option<Value> {
     objects
@@ -559,3 +602,18 @@ pub fn report_of(out: &std::process::Output) -> Value {
     })
 }
 
+/// Runs `cmd` to its end and asserts it exited 0 (the failure shows its
+/// stderr); returns its output.
+pub fn output_ok(cmd: &mut Command) -> std::process::Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{:?} exited {:?}: {}",
+        cmd.get_program(),
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
