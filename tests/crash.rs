@@ -415,18 +415,5 @@ async fn sigkill_at_random_instants_then_one_clean_run() {
     );
     let status = spawn().wait().unwrap();
     assert_eq!(status.code(), Some(0));
-    assert_invariants_days(&store, &generated, "2026-07-20");
-}
-
-fn assert_invariants_days(store: &S3Store, generated: &Generated, last: &str) {
-    let after = dump(store, "");
-    for (d, rows) in &generated.rows {
-        assert_compacted(&after, d, rows);
-    }
-    assert!(
-        !after
-            .keys()
-            .any(|k| k.starts_with("_compaction_state/manifests/"))
-    );
-    assert_eq!(watermark(&after).unwrap()["last_compacted_date"], last);
+    assert_all_compacted(&store, &generated, "2026-07-20", "after the SIGKILLs");
 }

@@ -21,23 +21,6 @@ fn two_days(seed: u64) -> serde_json::Value {
     ]})
 }
 
-fn assert_done(store: &archive_compaction::storage::S3Store, generated: &Generated) {
-    let after = dump(store, "");
-    for (d, rows) in &generated.rows {
-        assert_compacted(&after, d, rows);
-    }
-    assert!(
-        !after
-            .keys()
-            .any(|k| k.starts_with("_compaction_state/manifests/")),
-        "manifest left"
-    );
-    assert_eq!(
-        watermark(&after).unwrap()["last_compacted_date"],
-        "2026-07-20"
-    );
-}
-
 #[tokio::test]
 async fn a_transient_error_on_every_call_site_is_retried_and_the_run_succeeds() {
     init_logs();
@@ -61,7 +44,7 @@ async fn a_transient_error_on_every_call_site_is_retried_and_the_run_succeeds() 
         assert!(kinds.contains_key(k), "{k} was never called: {stats}");
     }
     assert!(stats["injected"].as_u64().unwrap() >= 10, "{stats}");
-    assert_done(&direct, &generated);
+    assert_all_compacted(&direct, &generated, "2026-07-20", "transient errors");
 }
 
 #[tokio::test]
@@ -113,7 +96,7 @@ async fn per_key_delete_errors_transient_are_retried_permanent_keep_the_manifest
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     assert_eq!(r.recovered.len(), 1);
     assert_eq!(r.recovered[0].action, "completed");
-    assert_done(&direct, &generated);
+    assert_all_compacted(&direct, &generated, "2026-07-20", "per-key delete errors");
 }
 
 #[tokio::test]
@@ -140,7 +123,7 @@ async fn two_concurrent_runs_exactly_one_compacts() {
         "{:?}",
         held[0].errors
     );
-    assert_done(&store, &generated);
+    assert_all_compacted(&store, &generated, "2026-07-20", "concurrent runs");
 }
 
 #[tokio::test]
@@ -201,7 +184,7 @@ async fn unreadable_manifests_are_quarantined_and_nothing_is_deleted_on_their_wo
     }
     let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
-    assert_done(&store, &generated);
+    assert_all_compacted(&store, &generated, "2026-07-20", "unreadable manifests");
 }
 
 #[tokio::test]
@@ -218,7 +201,7 @@ async fn the_deadline_stops_the_walk_before_a_new_date_and_the_next_run_continue
     assert_eq!(r.days_compacted, 0);
     let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
     assert_eq!(r.stop_reason, StopReason::ReachedCutoff);
-    assert_done(&store, &generated);
+    assert_all_compacted(&store, &generated, "2026-07-20", "the deadline");
 }
 
 #[tokio::test]
@@ -236,5 +219,5 @@ async fn the_same_event_delivered_twice_ends_in_the_same_state() {
     assert_eq!(second.last_run_status, Status::Success);
     assert_eq!(second.days_compacted, 0);
     assert_eq!(dump(&store, ""), state);
-    assert_done(&store, &generated);
+    assert_all_compacted(&store, &generated, "2026-07-20", "the same event twice");
 }

@@ -246,6 +246,20 @@ fn states(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// [`states`] after a run that compacted nothing with 2026-07-18 the last
+/// compacted date (files, failed deletes and days 0), and the other five
+/// sensors as `pairs` say.
+fn states_after_nothing_compacted(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    let mut all = vec![
+        ("files_compacted", "0"),
+        ("files_delete_failed", "0"),
+        ("days_compacted", "0"),
+        ("last_compacted_date", "2026-07-18"),
+    ];
+    all.extend_from_slice(pairs);
+    states(&all)
+}
+
 /// The Home Assistant state of a report's `YYYY-MM-DD` or null.
 fn date_state(v: &Value) -> String {
     v.as_str().unwrap_or("unknown").to_string()
@@ -341,11 +355,7 @@ async fn home_assistant_shows_the_python_jobs_sensors_as_the_reports_say() {
         assert_eq!(r["files_compacted"], 0);
         wait_states(
             &hass,
-            &states(&[
-                ("files_compacted", "0"),
-                ("files_delete_failed", "0"),
-                ("days_compacted", "0"),
-                ("last_compacted_date", "2026-07-18"),
+            &states_after_nothing_compacted(&[
                 ("mismatch_date", &date_state(&r["mismatch_date"])),
                 ("mismatch_uuid_count", "2"),
                 ("mismatch_runs", &runs.to_string()),
@@ -376,19 +386,25 @@ async fn home_assistant_shows_the_python_jobs_sensors_as_the_reports_say() {
     assert_eq!(r["mismatch_uuid_count"], total);
     assert_eq!(r["mismatch_uuids"], json!(missing[..100]));
     assert_eq!(r["mismatch_runs"], 3);
+    let total_state = total.to_string();
+    let big_mismatch = [
+        ("mismatch_date", "2026-07-19"),
+        ("mismatch_uuid_count", total_state.as_str()),
+        ("mismatch_runs", "3"),
+    ];
+    let last_run_at = timestamp_state(&r["last_run_at"]);
     wait_states(
         &hass,
-        &states(&[
-            ("files_compacted", "0"),
-            ("files_delete_failed", "0"),
-            ("days_compacted", "0"),
-            ("last_compacted_date", "2026-07-18"),
-            ("mismatch_date", "2026-07-19"),
-            ("mismatch_uuid_count", &total.to_string()),
-            ("mismatch_runs", "3"),
-            ("last_run_at", &timestamp_state(&r["last_run_at"])),
-            ("last_run_status", "Mismatch"),
-        ]),
+        &states_after_nothing_compacted(
+            &[
+                &big_mismatch[..],
+                &[
+                    ("last_run_at", &last_run_at),
+                    ("last_run_status", "Mismatch"),
+                ],
+            ]
+            .concat(),
+        ),
         "big Mismatch",
     )
     .await;
@@ -412,17 +428,17 @@ async fn home_assistant_shows_the_python_jobs_sensors_as_the_reports_say() {
     );
     wait_states(
         &hass,
-        &states(&[
-            ("files_compacted", "0"),
-            ("files_delete_failed", "0"),
-            ("days_compacted", "0"),
-            ("last_compacted_date", "2026-07-18"),
-            ("mismatch_date", "2026-07-19"),
-            ("mismatch_uuid_count", &total.to_string()),
-            ("mismatch_runs", "3"),
-            ("last_run_at", "2026-07-23T04:50:00+00:00"),
-            ("last_run_status", "Failure"),
-        ]),
+        &states_after_nothing_compacted(
+            &[
+                // The mismatch sensors keep the big mismatch's values.
+                &big_mismatch[..],
+                &[
+                    ("last_run_at", "2026-07-23T04:50:00+00:00"),
+                    ("last_run_status", "Failure"),
+                ],
+            ]
+            .concat(),
+        ),
         "Failure",
     )
     .await;

@@ -149,7 +149,10 @@ impl Answer {
         }
     }
 
-    fn expect_error(self, want: &str) -> (String, Option<RunReport>) {
+    /// The report an error answer of type `want` carries in its
+    /// `errorMessage` (panics on another answer, or a message that is not a
+    /// report).
+    fn expect_error(self, want: &str) -> RunReport {
         match self {
             Answer::Error {
                 error_type,
@@ -164,7 +167,7 @@ impl Answer {
                         "the report's status names the error type"
                     );
                 }
-                (message, report)
+                report.unwrap_or_else(|| panic!("errorMessage is not a run report: {message}"))
             }
             other => panic!("expected a {want} error, got {other:?}"),
         }
@@ -576,10 +579,7 @@ async fn every_event_file_runs_through_the_lambda_runtime_and_compacts_the_archi
         "07-18 was compacted already"
     );
     assert_eq!(r.watermark_lag_days, Some(0));
-    let after = dump(&store, "");
-    for (d, rows) in &generated.rows {
-        assert_compacted(&after, d, rows);
-    }
+    let after = assert_all_compacted(&store, &generated, "2026-07-20", "console-now.json");
     for f in &generated.foreign {
         assert_eq!(
             after.get(f),
@@ -587,16 +587,6 @@ async fn every_event_file_runs_through_the_lambda_runtime_and_compacts_the_archi
             "foreign object {f} was touched"
         );
     }
-    assert_eq!(
-        watermark(&after).unwrap()["last_compacted_date"],
-        "2026-07-20"
-    );
-    assert!(
-        !after
-            .keys()
-            .any(|k| k.starts_with("_compaction_state/manifests/")),
-        "manifests left"
-    );
     assert!(
         !after.contains_key("_compaction_state/lock.json"),
         "lease not released"
@@ -609,6 +599,54 @@ async fn every_event_file_runs_through_the_lambda_runtime_and_compacts_the_archi
     assert_eq!(r.stop_reason, StopReason::NothingToDo);
     assert_eq!(r.watermark_before, Some(date("2026-07-20")));
     assert_eq!(dump(&store, ""), after, "a second run changed the bucket");
+}
+
+/// Asserts what the scheduled event's run over `generated` (07-18
+/// compactable, 07-19 with flights lacking an index row, 07-20 after it)
+/// reported and left: a first mismatch on 07-19 naming exactly the
+/// generated missing flights, the watermark at 07-18 with 07-18 compacted,
+/// and every index file of 07-19 and 07-20 still there. Returns the bucket
+/// as read back.
+fn assert_first_mismatch(
+    r: &RunReport,
+    store: &S3Store,
+    generated: &Generated,
+) -> BTreeMap<String, Dumped> {
+    assert_eq!(r.mismatch_date, Some(date("2026-07-19")));
+    assert_eq!(r.mismatch_uuids, generated.missing["2026-07-19"]);
+    assert_eq!(r.mismatch_runs, 1);
+    assert_eq!(r.stop_reason, StopReason::Mismatch);
+    assert_eq!(r.last_compacted_date, Some(date("2026-07-18")));
+    let after = dump(store, "");
+    assert_compacted(&after, "2026-07-18", &generated.rows["2026-07-18"]);
+    for d in ["2026-07-19", "2026-07-20"] {
+        for k in &generated.index_keys[d] {
+            assert!(after.contains_key(k), "{k} touched past the mismatch");
+        }
+    }
+    after
+}
+
+/// Asserts that a run over the unreadable watermark `wm_key` reported a
+/// failure naming that file and stopped on the error, and that `store`'s
+/// `index/` is still `index_before`.
+fn assert_watermark_failure(
+    r: &RunReport,
+    store: &S3Store,
+    wm_key: &str,
+    index_before: &BTreeMap<String, Dumped>,
+) {
+    assert!(
+        r.errors.iter().any(|e| e.contains(wm_key)),
+        "{:?}",
+        r.errors
+    );
+    assert_eq!(r.stop_reason, StopReason::Error);
+    assert_eq!(
+        &dump(store, "index/"),
+        index_before,
+        "a failed run changed index/"
+    );
 }
 
 /// A parity mismatch answers a `Mismatch` error carrying the report; the
@@ -631,38 +669,22 @@ async fn a_mismatch_is_a_mismatch_error_and_a_redelivered_event_counts_once() {
     );
     let lambda = LocalLambda::start(&cargo_lambda, &store, &[]);
 
-    let (message, report) = lambda
+    let r = lambda
         .invoke_file("eventbridge-scheduled-2026-07-22.json")
         .expect_error("Mismatch");
-    let r = report.unwrap_or_else(|| panic!("errorMessage is not a run report: {message}"));
-    assert_eq!(r.mismatch_date, Some(date("2026-07-19")));
-    assert_eq!(r.mismatch_uuids, generated.missing["2026-07-19"]);
+    assert_first_mismatch(&r, &store, &generated);
     assert_eq!(r.mismatch_uuid_count, 2);
-    assert_eq!(r.mismatch_runs, 1);
-    assert_eq!(r.last_compacted_date, Some(date("2026-07-18")));
-    assert_eq!(r.stop_reason, StopReason::Mismatch);
-    let after = dump(&store, "");
-    assert_compacted(&after, "2026-07-18", &generated.rows["2026-07-18"]);
-    for d in ["2026-07-19", "2026-07-20"] {
-        for k in &generated.index_keys[d] {
-            assert!(after.contains_key(k), "{k} touched past the mismatch");
-        }
-    }
 
     // Lambda retries a failed asynchronous invocation with the same event.
     let again = lambda
         .invoke_file("eventbridge-scheduled-2026-07-22.json")
-        .expect_error("Mismatch")
-        .1
-        .unwrap();
+        .expect_error("Mismatch");
     assert_eq!(again.mismatch_runs, 1, "a redelivered event counted twice");
 
     // A console invocation is another run.
     let other = lambda
         .invoke_file("console-now.json")
-        .expect_error("Mismatch")
-        .1
-        .unwrap();
+        .expect_error("Mismatch");
     assert_eq!(other.mismatch_runs, 2);
     let wm = watermark(&dump(&store, "_compaction_state/")).unwrap();
     assert_eq!(wm["mismatch_date"], "2026-07-19");
@@ -691,26 +713,14 @@ async fn a_failure_is_a_failure_error_and_the_function_keeps_serving() {
     let lambda = LocalLambda::start(&cargo_lambda, &store, &[]);
     let before = dump(&store, "index/");
 
-    let (message, report) = lambda
+    let r = lambda
         .invoke_file("console-now.json")
         .expect_error("Failure");
-    let r = report.unwrap_or_else(|| panic!("errorMessage is not a run report: {message}"));
-    assert!(
-        r.errors.iter().any(|e| e.contains(wm_key)),
-        "{:?}",
-        r.errors
-    );
-    assert_eq!(r.stop_reason, StopReason::Error);
-    assert_eq!(
-        dump(&store, "index/"),
-        before,
-        "a failed run changed index/"
-    );
+    assert_watermark_failure(&r, &store, wm_key, &before);
 
-    let (message, report) = lambda
+    let r = lambda
         .invoke(r#"{"date": "2026-13-45"}"#)
         .expect_error("Failure");
-    let r = report.unwrap_or_else(|| panic!("errorMessage is not a run report: {message}"));
     assert!(
         r.errors[0].contains("field \"date\"") && r.errors[0].contains("YYYY-MM-DD"),
         "{:?}",
@@ -912,28 +922,18 @@ async fn the_release_bootstrap_under_qemu_answers_success_mismatch_and_failure()
     // 2. Mismatch: the scheduled event stops at 2026-07-19, the report
     // names the two flights without an index row.
     let t = Instant::now();
-    let (message, report) = lambda
+    let r = lambda
         .invoke_file("eventbridge-scheduled-2026-07-22.json")
         .expect_error("Mismatch");
-    let r = report.unwrap_or_else(|| panic!("errorMessage is not a run report: {message}"));
-    assert_eq!(r.mismatch_date, Some(date("2026-07-19")));
-    assert_eq!(r.mismatch_uuids, generated.missing["2026-07-19"]);
-    assert_eq!(r.mismatch_runs, 1);
-    assert_eq!(r.stop_reason, StopReason::Mismatch);
-    assert_eq!(r.last_compacted_date, Some(date("2026-07-18")));
-    let after = dump(&store, "");
-    for d in ["2026-07-19", "2026-07-20"] {
-        for k in &generated.index_keys[d] {
-            assert!(after.contains_key(k), "{k} touched past the mismatch");
-        }
-    }
+    let took = t.elapsed();
+    let after = assert_first_mismatch(&r, &store, &generated);
     eprintln!(
         "invocation 2, events/eventbridge-scheduled-2026-07-22.json: errorType Mismatch, \
          mismatch_date {}, {} flights without an index row, mismatch_runs {} ({:.1} s)",
         r.mismatch_date.unwrap(),
         r.mismatch_uuid_count,
         r.mismatch_runs,
-        t.elapsed().as_secs_f64()
+        took.as_secs_f64()
     );
 
     // 3. Failure: an unreadable watermark, named in the report; index/
@@ -951,26 +951,16 @@ async fn the_release_bootstrap_under_qemu_answers_success_mismatch_and_failure()
         .unwrap();
     let index_before = dump(&store, "index/");
     let t = Instant::now();
-    let (message, report) = lambda
+    let r = lambda
         .invoke_file("console-now.json")
         .expect_error("Failure");
-    let r = report.unwrap_or_else(|| panic!("errorMessage is not a run report: {message}"));
-    assert!(
-        r.errors.iter().any(|e| e.contains(wm_key)),
-        "{:?}",
-        r.errors
-    );
-    assert_eq!(r.stop_reason, StopReason::Error);
-    assert_eq!(
-        dump(&store, "index/"),
-        index_before,
-        "a failed run changed index/"
-    );
+    let took = t.elapsed();
+    assert_watermark_failure(&r, &store, wm_key, &index_before);
     eprintln!(
         "invocation 3, events/console-now.json over an unreadable watermark: errorType Failure, \
          errors {:?} ({:.1} s)",
         r.errors,
-        t.elapsed().as_secs_f64()
+        took.as_secs_f64()
     );
     assert!(
         lambda.function.log_tail().contains("run finished"),

@@ -141,13 +141,7 @@ async fn prune_cache_removes_exactly_the_compacted_days_copies() {
     let straggler = archive_py("put-row", &store, json!({"date": "2026-07-18", "seed": 7}));
     let straggler_key = straggler["key"].as_str().unwrap().to_string();
     mirror(&store, d, std::slice::from_ref(&straggler_key)).await;
-    let s3_before: Vec<String> = store
-        .list("")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|o| o.key + &o.etag)
-        .collect();
+    let s3_before = object_versions(&store).await;
     let before = snapshot(d);
 
     // --dry-run: says what it would delete, deletes nothing.
@@ -246,13 +240,7 @@ async fn prune_cache_removes_exactly_the_compacted_days_copies() {
         assert!(d.join(f).exists(), "{f} was deleted");
     }
     assert!(d.join(local(&straggler_key)).exists());
-    let s3_after: Vec<String> = store
-        .list("")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|o| o.key + &o.etag)
-        .collect();
+    let s3_after = object_versions(&store).await;
     assert_eq!(s3_after, s3_before, "prune-cache changed the bucket");
     assert_valid("prune-cache.schema.json", &s);
     assert_valid("prune-cache.schema.json", &dry);
@@ -289,14 +277,10 @@ async fn rows_of_other_days_are_counted_named_logged_once_and_shown_by_status() 
         .collect();
     let backfill = "index/year=2026/month=07/day=18/backfill-mixed.parquet";
     archive_py("multi-row", &store, json!({"key": backfill, "from": from}));
-    let uuid_of = |k: &String| {
-        k.rsplit('/')
-            .next()
-            .unwrap()
-            .trim_end_matches(".parquet")
-            .to_string()
-    };
-    let others: Vec<String> = from[..3].iter().map(uuid_of).collect();
+    let others: Vec<String> = from[..3]
+        .iter()
+        .map(|k| flight_uuid(k).to_string())
+        .collect();
 
     let out = cli(&store, &["status", "--json", "--now", NOW]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

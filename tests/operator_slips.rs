@@ -11,6 +11,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Output, Stdio};
 use std::sync::Arc;
@@ -18,10 +19,11 @@ use std::time::Duration;
 
 use archive_compaction::app::{Deps, handle};
 use archive_compaction::clock::ManualClock;
+use archive_compaction::config::Config;
 use archive_compaction::metrics::metrics;
 use archive_compaction::report::{RunReport, Status, StopReason};
 use archive_compaction::run::{RunOptions, run};
-use archive_compaction::status::{self, StatusOptions};
+use archive_compaction::status::{self, StatusOptions, StatusReport};
 use archive_compaction::storage::{PutMode, S3Store};
 use common::*;
 use serde_json::{Value, json};
@@ -56,6 +58,36 @@ fn metric(r: &RunReport, name: &str) -> Option<f64> {
     metrics(r).iter().find(|m| m.name == name).map(|m| m.value)
 }
 
+/// A fresh bucket (named after `hint`, logs set up) holding
+/// [`three_days`]`(seed)` and the state files `state` (key, body) as an
+/// operator left them; returns the store and the whole bucket as pyarrow
+/// reads it back before the slip.
+async fn slip_world(
+    hint: &str,
+    seed: u64,
+    state: &[(&str, &str)],
+) -> (S3Store, BTreeMap<String, Dumped>) {
+    init_logs();
+    let store = bucket(hint).await;
+    generate(&store, three_days(seed));
+    for (key, body) in state {
+        put_state(&store, key, body).await;
+    }
+    let before = dump(&store, "");
+    (store, before)
+}
+
+/// What `status` says of `store` at [`NOW`] (the wall clock at `NOW` too),
+/// over the last three dates.
+async fn status_at_now(store: &S3Store, cfg: &Config) -> StatusReport {
+    let opts = StatusOptions {
+        now: at(NOW),
+        as_of: at(NOW),
+        days: 3,
+    };
+    status::gather(store, cfg, &opts).await.unwrap()
+}
+
 fn cli_out(store: &S3Store, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = cli_command(store, args);
     cmd.envs(env.iter().copied());
@@ -64,16 +96,12 @@ fn cli_out(store: &S3Store, args: &[&str], env: &[(&str, &str)]) -> Output {
 
 #[tokio::test]
 async fn a_future_invocation_time_is_refused_and_writes_nothing() {
-    init_logs();
-    let store = bucket("slip-future-now").await;
-    generate(&store, three_days(261));
-    put_state(
-        &store,
-        WATERMARK,
-        r#"{"last_compacted_date": "2026-07-17"}"#,
+    let (store, before) = slip_world(
+        "slip-future-now",
+        261,
+        &[(WATERMARK, r#"{"last_compacted_date": "2026-07-17"}"#)],
     )
     .await;
-    let before = dump(&store, "");
 
     // The CLI, with a typo in the year: exit 1, a clear error, nothing written.
     let out = cli_out(&store, &["run", "--now", "2030-01-01T00:00:00Z"], &[]);
@@ -130,16 +158,12 @@ async fn a_future_invocation_time_is_refused_and_writes_nothing() {
 
 #[tokio::test]
 async fn a_watermark_ahead_of_todays_cutoff_fails_every_run_and_is_reported() {
-    init_logs();
-    let store = bucket("slip-ahead").await;
-    generate(&store, three_days(262));
-    put_state(
-        &store,
-        WATERMARK,
-        r#"{"last_compacted_date": "2029-12-30"}"#,
+    let (store, before) = slip_world(
+        "slip-ahead",
+        262,
+        &[(WATERMARK, r#"{"last_compacted_date": "2029-12-30"}"#)],
     )
     .await;
-    let before = dump(&store, "");
     let cfg = config(&store, &[]);
 
     let r = run(&store, &cfg, &at_wall(NOW, NOW)).await;
@@ -159,17 +183,7 @@ async fn a_watermark_ahead_of_todays_cutoff_fails_every_run_and_is_reported() {
     assert_eq!(dump(&store, ""), before, "the run changed the bucket");
 
     // status says so too, never "up to date".
-    let s = status::gather(
-        &store,
-        &cfg,
-        &StatusOptions {
-            now: at(NOW),
-            as_of: at(NOW),
-            days: 3,
-        },
-    )
-    .await
-    .unwrap();
+    let s = status_at_now(&store, &cfg).await;
     assert_eq!(s.watermark_ahead_days, Some(1259));
     // Listed among the errors (printed first, exit 1), and on the lag line.
     assert!(
@@ -233,11 +247,8 @@ async fn a_watermark_without_its_date_or_with_a_wrong_type_compacts_nothing() {
 
 #[tokio::test]
 async fn a_mistyped_event_compacts_nothing() {
-    init_logs();
-    let store = bucket("slip-event").await;
-    generate(&store, three_days(264));
+    let (store, before) = slip_world("slip-event", 264, &[]).await;
     let deps = Deps::from_parts(config(&store, &[]), store.clone(), None, None);
-    let before = dump(&store, "");
     for (payload, needle) in [
         (
             json!({"dry-run": true, "now": NOW}),
@@ -268,10 +279,7 @@ async fn a_mistyped_event_compacts_nothing() {
 
 #[tokio::test]
 async fn a_mistyped_log_level_is_refused_and_writes_nothing() {
-    init_logs();
-    let store = bucket("slip-log-level").await;
-    generate(&store, three_days(265));
-    let before = dump(&store, "");
+    let (store, before) = slip_world("slip-log-level", 265, &[]).await;
     for level in ["warning", "verbose", "debug;"] {
         let out = cli_out(&store, &["run", "--now", NOW], &[("LOG_LEVEL", level)]);
         assert_eq!(out.status.code(), Some(1), "{level}: {out:?}");
@@ -295,16 +303,15 @@ async fn a_mistyped_log_level_is_refused_and_writes_nothing() {
 
 #[tokio::test]
 async fn a_lock_that_lasts_ten_years_is_a_failure_naming_the_file() {
-    init_logs();
-    let store = bucket("slip-lock-2036").await;
-    generate(&store, three_days(266));
-    put_state(
-        &store,
-        LOCK,
-        r#"{"holder": "by-hand", "acquired_at": "2026-07-22T04:00:00Z", "expires_at": "2036-07-22T04:00:00Z"}"#,
+    let (store, before) = slip_world(
+        "slip-lock-2036",
+        266,
+        &[(
+            LOCK,
+            r#"{"holder": "by-hand", "acquired_at": "2026-07-22T04:00:00Z", "expires_at": "2036-07-22T04:00:00Z"}"#,
+        )],
     )
     .await;
-    let before = dump(&store, "");
     let out = cli_out(&store, &["run", "--now", NOW], &[]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let r = report_of(&out);
@@ -372,17 +379,7 @@ async fn without_a_watermark_the_lag_counts_from_the_first_date() {
     // Days later, still stuck: the lag grows past the alarm's threshold.
     let r = run(&store, &cfg, &RunOptions::at(at("2026-07-27T04:50:00Z"))).await;
     assert_eq!(r.watermark_lag_days, Some(8));
-    let s = status::gather(
-        &store,
-        &cfg,
-        &StatusOptions {
-            now: at(NOW),
-            as_of: at(NOW),
-            days: 3,
-        },
-    )
-    .await
-    .unwrap();
+    let s = status_at_now(&store, &cfg).await;
     assert_eq!(s.watermark_lag_days, Some(3));
     assert!(status::format_human(&s).contains("no watermark yet: counted from 2026-07-18"));
     // With START_DATE, from there.
@@ -477,7 +474,7 @@ async fn sigterm_and_sigint_stop_a_run_cleanly_at_each_moment_and_the_next_run_i
         );
         assert!(log.contains("stop requested"), "{when}: {log}");
         let mid = dump(&store, "");
-        let manifests = |o: &std::collections::BTreeMap<String, Dumped>| {
+        let manifests = |o: &BTreeMap<String, Dumped>| {
             o.keys()
                 .filter(|k| k.starts_with("_compaction_state/manifests/"))
                 .count()
@@ -531,20 +528,7 @@ async fn sigterm_and_sigint_stop_a_run_cleanly_at_each_moment_and_the_next_run_i
             next.errors
         );
         assert_ne!(next.stop_reason, StopReason::LeaseHeld);
-        let after = dump(&store, "");
-        for (d, rows) in &generated.rows {
-            assert_compacted(&after, d, rows);
-        }
-        assert!(
-            !after
-                .keys()
-                .any(|k| k.starts_with("_compaction_state/manifests/")),
-            "{when}: a manifest is left"
-        );
-        assert_eq!(
-            watermark(&after).unwrap()["last_compacted_date"],
-            "2026-07-20"
-        );
+        assert_all_compacted(&store, &generated, "2026-07-20", when);
     }
 }
 
@@ -583,11 +567,8 @@ async fn a_signal_with_no_run_under_way_or_a_second_one_exits_at_once() {
 
 #[tokio::test]
 async fn lambdas_shutdown_signal_stops_an_invocation_like_the_cli() {
-    init_logs();
-    let store = bucket("slip-lambda-stop").await;
-    generate(&store, three_days(276));
+    let (store, before) = slip_world("slip-lambda-stop", 276, &[]).await;
     let deps = Deps::from_parts(config(&store, &[]), store.clone(), None, None);
-    let before = dump(&store, "");
     // What the listener in `main` does on SIGTERM while an invocation runs.
     deps.stop.request("SIGTERM");
     let e = handle(

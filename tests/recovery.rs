@@ -824,6 +824,72 @@ fn rows_per_flight(objects: &BTreeMap<String, Dumped>, day: &str) -> BTreeMap<St
     n
 }
 
+/// The proof tests' world: [`compacted_world`] (logs set up), then a
+/// straggler, a new flight's per-flight file put into 07-20 beside its
+/// compacted file by `archive.py put-row` (seed `straggler_seed`).
+struct Straggled {
+    store: S3Store,
+    generated: Generated,
+    /// 07-20's compacted file: its key, as pyarrow read it back before the
+    /// straggler came, and its job id.
+    out_key: String,
+    out_dumped: Dumped,
+    job: Uuid,
+    /// 07-20's index prefix.
+    prefix: String,
+    /// put-row's answer (`key`, `row`) and the straggler's key.
+    straggler: Value,
+    straggler_key: String,
+}
+
+impl Straggled {
+    async fn new(hint: &str, seed: u64, straggler_seed: u64) -> Straggled {
+        init_logs();
+        let (store, generated) = compacted_world(hint, seed).await;
+        let (out_key, out_dumped, job) = compacted_of(&dump(&store, ""), D20);
+        let straggler = archive_py(
+            "put-row",
+            &store,
+            json!({"date": D20, "seed": straggler_seed}),
+        );
+        let straggler_key = straggler["key"].as_str().unwrap().to_string();
+        Straggled {
+            prefix: index_prefix(date(D20)),
+            store,
+            generated,
+            out_key,
+            out_dumped,
+            job,
+            straggler,
+            straggler_key,
+        }
+    }
+}
+
+/// Writes the manifest a commit of 07-20's compacted file `out_key` (job
+/// `job`) would have written: version 2, the output's size and SHA-256 as
+/// stored, 12 rows, listing `inputs`; asserted to pass every ownership
+/// rule. Returns its key and its JSON.
+async fn plant_manifest(
+    store: &S3Store,
+    out_key: &str,
+    job: Uuid,
+    inputs: Vec<ManifestInput>,
+) -> (String, Value) {
+    let body = store.get(out_key).await.unwrap().body;
+    let m = manifest(
+        MANIFEST_VERSION,
+        job,
+        D20,
+        output(out_key, body.len() as u64, &sha256_b64(&body), 12),
+        inputs,
+    );
+    let key = manifest_key(date(D20), job);
+    assert_eq!(recovery::validate_manifest(&key, &m), Ok(()));
+    let written = put_json(store, &key, &m).await;
+    (key, written)
+}
+
 /// Issue 23, as a new user tried it: a day compacted by this job, a
 /// straggler landing for a new flight, then a manifest planted beside the
 /// day's compacted file that passes every ownership rule (version 2, named
@@ -835,13 +901,16 @@ fn rows_per_flight(objects: &BTreeMap<String, Dumped>, day: &str) -> BTreeMap<St
 /// manifest, the sweep folds the straggler in.
 #[tokio::test]
 async fn a_verified_output_does_not_prove_an_input_it_does_not_hold() {
-    init_logs();
-    let (store, generated) = compacted_world("rec-proof", 231).await;
-    let before = dump(&store, "");
-    let (out_key, out_dumped, job) = compacted_of(&before, D20);
-    let prefix = index_prefix(date(D20));
-    let straggler = archive_py("put-row", &store, json!({"date": D20, "seed": 2301}));
-    let straggler_key = straggler["key"].as_str().unwrap().to_string();
+    let Straggled {
+        store,
+        generated,
+        out_key,
+        out_dumped,
+        job,
+        prefix,
+        straggler,
+        straggler_key,
+    } = Straggled::new("rec-proof", 231, 2301).await;
     let export = format!("{prefix}export.parquet");
     archive_py(
         "multi-row",
@@ -849,23 +918,16 @@ async fn a_verified_output_does_not_prove_an_input_it_does_not_hold() {
         json!({"from": [out_key], "key": export, "shuffle": true}),
     );
     let objects = dump(&store, &prefix);
-    let body = store.get(&out_key).await.unwrap().body;
-    let m = manifest(
-        MANIFEST_VERSION,
+    let (key, written) = plant_manifest(
+        &store,
+        &out_key,
         job,
-        D20,
-        output(&out_key, body.len() as u64, &sha256_b64(&body), 12),
         vec![
             input(&export, &objects[&export].etag),
             input(&straggler_key, &objects[&straggler_key].etag),
         ],
-    );
-    assert_eq!(
-        recovery::validate_manifest(&manifest_key(date(D20), job), &m),
-        Ok(())
-    );
-    let key = manifest_key(date(D20), job);
-    let written = put_json(&store, &key, &m).await;
+    )
+    .await;
 
     let dry = recovery::assess(&store).await.unwrap();
     assert_eq!(dry.recovered.len(), 1, "{:?}", dry.recovered);
@@ -936,13 +998,14 @@ async fn a_verified_output_does_not_prove_an_input_it_does_not_hold() {
 /// file that cannot be read.
 #[tokio::test]
 async fn recovery_proves_each_input_by_its_rows() {
-    init_logs();
-    let (store, _generated) = compacted_world("rec-proof-kinds", 232).await;
-    let before = dump(&store, "");
-    let (out_key, _, job) = compacted_of(&before, D20);
-    let prefix = index_prefix(date(D20));
-    let straggler = archive_py("put-row", &store, json!({"date": D20, "seed": 2321}));
-    let straggler_key = straggler["key"].as_str().unwrap().to_string();
+    let Straggled {
+        store,
+        out_key,
+        job,
+        prefix,
+        straggler_key,
+        ..
+    } = Straggled::new("rec-proof-kinds", 232, 2321).await;
     let proven = format!("{prefix}backfill.parquet");
     archive_py(
         "multi-row",
@@ -966,21 +1029,18 @@ async fn recovery_proves_each_input_by_its_rows() {
         .await
         .unwrap();
     let objects = dump(&store, &prefix);
-    let body = store.get(&out_key).await.unwrap().body;
     let etag = |k: &str| objects[k].etag.clone();
-    let m = manifest(
-        MANIFEST_VERSION,
+    plant_manifest(
+        &store,
+        &out_key,
         job,
-        D20,
-        output(&out_key, body.len() as u64, &sha256_b64(&body), 12),
         vec![
             input(&proven, &etag(&proven)),
             input(&one_more, &etag(&one_more)),
             input(&garbage, &etag(&garbage)),
         ],
-    );
-    let key = manifest_key(date(D20), job);
-    put_json(&store, &key, &m).await;
+    )
+    .await;
     let mut lease = LeaseGuard::acquire(&store, "proof-test", std::time::Duration::from_secs(300))
         .await
         .unwrap();

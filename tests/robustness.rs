@@ -44,13 +44,8 @@ const UNMERGEABLE: &[&str] = &[
 #[tokio::test]
 async fn writer_variants_are_conformed_by_name_and_lossy_or_corrupt_files_stay_in_place() {
     init_logs();
-    let store = bucket("drift").await;
     let all: Vec<&str> = MERGEABLE.iter().chain(UNMERGEABLE).copied().collect();
-    let v = archive_py(
-        "variants",
-        &store,
-        json!({"seed": 70, "date": "2026-07-20", "variants": all}),
-    );
+    let (store, v) = variants_bucket("drift", 70, "2026-07-20", &all).await;
     let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     assert_eq!(
@@ -93,12 +88,8 @@ async fn writer_variants_are_conformed_by_name_and_lossy_or_corrupt_files_stay_i
 #[tokio::test]
 async fn extra_columns_are_kept_after_the_known_ones_and_reported() {
     init_logs();
-    let store = bucket("extra-col").await;
-    let v = archive_py(
-        "variants",
-        &store,
-        json!({"seed": 71, "date": "2026-07-20", "variants": ["default", "extra_column"]}),
-    );
+    let (store, v) =
+        variants_bucket("extra-col", 71, "2026-07-20", &["default", "extra_column"]).await;
     let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     assert_eq!(r.days[0].extra_columns, vec!["squawk".to_string()]);
@@ -127,19 +118,10 @@ async fn a_per_flight_file_without_a_row_of_its_flight_fails_parity_and_stays() 
     // without an index row once merged and deleted. The day is a mismatch
     // and nothing is written or deleted.
     init_logs();
-    let store = bucket("zero-rows").await;
-    let v = archive_py(
-        "variants",
-        &store,
-        json!({"seed": 72, "date": "2026-07-20", "variants": ["zero_rows", "default"]}),
-    );
+    let (store, v) =
+        variants_bucket("zero-rows", 72, "2026-07-20", &["zero_rows", "default"]).await;
     let before = dump(&store, "index/");
-    let zero = v["zero_rows"]["key"].as_str().unwrap();
-    let zero_uuid = zero
-        .rsplit('/')
-        .next()
-        .unwrap()
-        .trim_end_matches(".parquet");
+    let zero_uuid = flight_uuid(v["zero_rows"]["key"].as_str().unwrap());
     let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
     assert_eq!(r.last_run_status, Status::Mismatch, "{:?}", r.errors);
     assert_eq!(r.mismatch_date, Some(date("2026-07-20")));
@@ -162,11 +144,7 @@ async fn a_per_flight_file_without_a_row_of_its_flight_fails_parity_and_stays() 
         json!({"seed": 73, "days": [{"date": "2026-07-20", "flights": 3}]}),
     );
     let keys = &g.index_keys["2026-07-20"];
-    let victim = keys[0]
-        .rsplit('/')
-        .next()
-        .unwrap()
-        .trim_end_matches(".parquet");
+    let victim = flight_uuid(&keys[0]);
     archive_py(
         "multi-row",
         &store,

@@ -814,13 +814,35 @@ async fn schedule(seed: u64) -> std::result::Result<(), String> {
     check(&world)
 }
 
+/// A current-version manifest for `d` by `job_id`, made at the simulation's
+/// start by `invocation_id` (who planted it), and the key it goes under;
+/// not written.
+fn planted_manifest(
+    d: NaiveDate,
+    job_id: Uuid,
+    output: archive_compaction::state::ManifestOutput,
+    inputs: Vec<archive_compaction::state::ManifestInput>,
+    invocation_id: &str,
+) -> (String, Manifest) {
+    let m = Manifest {
+        schema_version: archive_compaction::state::MANIFEST_VERSION,
+        job_id,
+        date: d,
+        output: Some(output),
+        inputs,
+        created_at: now0(),
+        invocation_id: invocation_id.into(),
+    };
+    (keys::manifest_key(d, job_id), m)
+}
+
 /// Writes one of the three wrong manifests of issue 18 for a random date,
 /// each of which recovery would use to delete data if it obeyed: (0) its
 /// output is another commit's compacted file (or a key its job id does not
 /// give), size off by one; (1) its only input is its own, verified output;
 /// (2) its output is the watermark, size off by one. Returns its key.
 fn plant_wrong_manifest(mem: &MemoryStore, rng: &mut Rng) -> String {
-    use archive_compaction::state::{MANIFEST_VERSION, ManifestInput, ManifestOutput};
+    use archive_compaction::state::{ManifestInput, ManifestOutput};
     use archive_compaction::storage::sha256_b64;
     let d = date(DATES[rng.below(DATES.len() as u64) as usize]);
     let snapshot = mem.snapshot();
@@ -859,16 +881,7 @@ fn plant_wrong_manifest(mem: &MemoryStore, rng: &mut Rng) -> String {
             (output(WATERMARK_KEY, &wm.unwrap_or_default(), false), all)
         }
     };
-    let m = Manifest {
-        schema_version: MANIFEST_VERSION,
-        job_id,
-        date: d,
-        output: Some(output),
-        inputs,
-        created_at: now0(),
-        invocation_id: "restored-from-a-backup".into(),
-    };
-    let key = keys::manifest_key(d, job_id);
+    let (key, m) = planted_manifest(d, job_id, output, inputs, "restored-from-a-backup");
     mem.put_now(&key, serde_json::to_vec(&m).unwrap().into());
     PLANTED.fetch_add(1, Ordering::Relaxed);
     key
@@ -884,7 +897,7 @@ fn plant_wrong_manifest(mem: &MemoryStore, rng: &mut Rng) -> String {
 /// delete the proven inputs and keep that one. The per-flight files are
 /// recorded as read (the planted commit read them). Returns its key.
 async fn plant_unproven_manifest(world: &World, rng: &mut Rng) -> String {
-    use archive_compaction::state::{MANIFEST_VERSION, ManifestInput, ManifestOutput};
+    use archive_compaction::state::{ManifestInput, ManifestOutput};
     use archive_compaction::storage::{JOB_ID_METADATA, PutMode, sha256_b64};
     let mem = &world.mem;
     let d = date(DATES[rng.below(DATES.len() as u64) as usize]);
@@ -950,16 +963,13 @@ async fn plant_unproven_manifest(world: &World, rng: &mut Rng) -> String {
         .metadata
         .insert(JOB_ID_METADATA.to_string(), job_id.to_string());
     mem.put_object(&output.key, body, request).await.unwrap();
-    let m = Manifest {
-        schema_version: MANIFEST_VERSION,
+    let (key, m) = planted_manifest(
+        d,
         job_id,
-        date: d,
-        output: Some(output),
+        output,
         inputs,
-        created_at: now0(),
-        invocation_id: "a-commit-that-listed-one-more-input".into(),
-    };
-    let key = keys::manifest_key(d, job_id);
+        "a-commit-that-listed-one-more-input",
+    );
     assert_eq!(
         archive_compaction::recovery::validate_manifest(&key, &m),
         Ok(()),

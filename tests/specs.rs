@@ -192,22 +192,7 @@ async fn reports_and_state_files_of_real_runs_match_their_schemas() {
         &fresh,
         json!({"seed": 22, "days": [{"date": "2026-07-20", "flights": 3}]}),
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_archive-compaction"))
-        .args(["run", "--now", NOW])
-        .envs(env_for(&fresh, &[("LOG_LEVEL", "warn")]))
-        .env("AWS_ENDPOINT_URL", endpoint())
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", "us-east-1")
-        .env_remove("AWS_LAMBDA_RUNTIME_API")
-        .env_remove("AWS_PROFILE")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = output_ok(cli_command(&fresh, &["run", "--now", NOW]).env("LOG_LEVEL", "warn"));
     let cli: Value =
         serde_json::from_slice(&out.stdout).expect("the CLI prints the report as JSON");
     assert_eq!(cli["last_run_status"], "Success");

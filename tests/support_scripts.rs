@@ -66,21 +66,16 @@ async fn archive_py_summary_tells_index_files_apart_by_what_they_are() {
         )
         .await
         .unwrap();
-    let out = Command::new(python())
-        .arg(root().join("tests/support/archive.py"))
-        .args([
-            "summary",
-            "--endpoint",
-            &endpoint(),
-            "--bucket",
-            store.bucket(),
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = output_ok(
+        Command::new(python())
+            .arg(root().join("tests/support/archive.py"))
+            .args([
+                "summary",
+                "--endpoint",
+                &endpoint(),
+                "--bucket",
+                store.bucket(),
+            ]),
     );
     let text = String::from_utf8(out.stdout).unwrap();
     let header: Vec<&str> = text.lines().next().unwrap().split_whitespace().collect();

@@ -156,18 +156,14 @@ async fn start_date_keeps_the_walk_and_the_sweep_off_earlier_dates() {
 #[tokio::test]
 async fn status_predicts_the_zero_row_mismatch_the_run_keeps_stopping_on() {
     init_logs();
-    let store = bucket("tr-status-zero").await;
-    let v = archive_py(
-        "variants",
-        &store,
-        json!({"seed": 2705, "date": "2026-07-20", "variants": ["zero_rows", "default", "default"]}),
-    );
-    let zero = v["zero_rows"]["key"].as_str().unwrap();
-    let zero_uuid = zero
-        .rsplit('/')
-        .next()
-        .unwrap()
-        .trim_end_matches(".parquet");
+    let (store, v) = variants_bucket(
+        "tr-status-zero",
+        2705,
+        "2026-07-20",
+        &["zero_rows", "default", "default"],
+    )
+    .await;
+    let zero_uuid = flight_uuid(v["zero_rows"]["key"].as_str().unwrap());
     let cfg = config(&store, &[]);
     let now = "2026-07-22T04:50:00Z";
     for event in ["e1", "e2"] {

@@ -361,6 +361,78 @@ pub fn assert_compacted(objects: &BTreeMap<String, Dumped>, date: &str, expected
     assert_eq!(got, want, "{date}: rows differ");
 }
 
+/// Asserts that a run left `store` done: every day of `generated` holds
+/// exactly its rows in one compacted file ([`assert_compacted`]), no
+/// manifest is left, and the watermark reads `last_date`. `context` starts
+/// each failure message. Returns the bucket as read back, for the caller's
+/// own checks.
+pub fn assert_all_compacted(
+    store: &S3Store,
+    generated: &Generated,
+    last_date: &str,
+    context: &str,
+) -> BTreeMap<String, Dumped> {
+    let after = dump(store, "");
+    for (d, rows) in &generated.rows {
+        assert_compacted(&after, d, rows);
+    }
+    assert!(
+        !after
+            .keys()
+            .any(|k| k.starts_with("_compaction_state/manifests/")),
+        "{context}: a manifest is left"
+    );
+    assert_eq!(
+        watermark(&after).expect("watermark written")["last_compacted_date"],
+        last_date,
+        "{context}: the watermark"
+    );
+    after
+}
+
+/// A fresh bucket (named after `hint`) holding one flight and its index
+/// file per writer variant of `archive.py variants`, all on `date`.
+/// Returns the store and archive.py's answer: for each variant its index
+/// file (`key`), flight object (`flight`), `mergeable`, `column` and `row`.
+pub async fn variants_bucket(
+    hint: &str,
+    seed: u64,
+    date: &str,
+    variants: &[&str],
+) -> (S3Store, Value) {
+    let store = bucket(hint).await;
+    let v = archive_py(
+        "variants",
+        &store,
+        serde_json::json!({"seed": seed, "date": date, "variants": variants}),
+    );
+    (store, v)
+}
+
+/// The flight uuid a per-flight index key is named after
+/// (`index/year=…/{uuid}.parquet`), read off the key itself rather than by
+/// the code under test.
+pub fn flight_uuid(index_key: &str) -> &str {
+    index_key
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .trim_end_matches(".parquet")
+}
+
+/// Every object of `store`'s bucket as its key followed by its ETag, in
+/// listing order: what a test compares to show the bucket unchanged
+/// without reading bodies.
+pub async fn object_versions(store: &S3Store) -> Vec<String> {
+    store
+        .list("")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.key + &o.etag)
+        .collect()
+}
+
 /// The watermark file as JSON, if present.
 pub fn watermark(objects: &BTreeMap<String, Dumped>) -> Option<Value> {
     objects
@@ -528,4 +600,20 @@ pub fn report_of(out: &std::process::Output) -> Value {
             String::from_utf8_lossy(&out.stderr)
         )
     })
+}
+
+/// Runs `cmd` to its end and asserts it exited 0 (the failure shows its
+/// stderr); returns its output.
+pub fn output_ok(cmd: &mut Command) -> std::process::Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{:?} exited {:?}: {}",
+        cmd.get_program(),
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
