@@ -290,11 +290,15 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
     report.duration_seconds = started.elapsed().as_secs_f64();
     tracing::info!(
         status = report.last_run_status.as_str(),
-        stop_reason = ?report.stop_reason,
+        // As the report spells them (`blocked_by_manifest`, a date or
+        // `none`), not their Rust names.
+        stop_reason = %report.stop_reason,
         days = report.days_compacted,
         files = report.files_compacted,
         rows = report.rows_written,
-        watermark = ?report.last_compacted_date,
+        watermark = %report
+            .last_compacted_date
+            .map_or_else(|| "none".to_string(), |d| d.to_string()),
         seconds = report.duration_seconds,
         "run finished"
     );
