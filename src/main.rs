@@ -325,6 +325,24 @@ fn main() -> ExitCode {
                     );
                     return ExitCode::from(1);
                 }
+                // `audit` and `prune-cache` print reports of their own
+                // (specs/audit-report.schema.json, specs/prune-cache.schema.json),
+                // never a run report: the reason on stderr, exit 1.
+                if let Some(Cli {
+                    command: Command::Audit { .. } | Command::PruneCache { .. },
+                }) = &cli
+                {
+                    let name = match &cli {
+                        Some(Cli {
+                            command: Command::Audit { .. },
+                        }) => "audit",
+                        _ => "prune-cache",
+                    };
+                    eprintln!(
+                        "archive-compaction {name}: {e}; nothing was read, written or deleted"
+                    );
+                    return ExitCode::from(1);
+                }
                 let mut r = RunReport {
                     last_run_at: Utc::now(),
                     stop_reason: StopReason::Error,
