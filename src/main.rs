@@ -293,6 +293,17 @@ fn main() -> ExitCode {
         lambda,
         bar.clone(),
     );
+    // A variable one or two letters off a setting is ignored, which would
+    // leave that setting at its default in silence (MQTT_HOTS: no MQTT).
+    for (variable, setting) in
+        archive_compaction::config::mistyped_settings(&std::env::vars().collect())
+    {
+        tracing::warn!(
+            variable,
+            setting,
+            "environment variable {variable} is not a setting and is ignored: did you mean {setting}?"
+        );
+    }
     // One thread. The work is I/O-bound GETs plus a decode per file on the
     // task that reads them; a Lambda below 1,769 MB has less than one vCPU,
     // so worker threads only add wake-ups and context switches between
