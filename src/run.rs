@@ -505,8 +505,11 @@ async fn walk_dates(
         Err((reason, start)) => {
             report.stop_reason = reason;
             match start {
-                None => tracing::info!(
-                    "no watermark, no START_DATE and no index/ partition: nothing to do"
+                // A fresh deployment before the writer's first index file,
+                // or the wrong bucket: a Success either way, said louder.
+                None => tracing::warn!(
+                    bucket = %report.bucket,
+                    "no watermark, no START_DATE and no index/ partition: nothing to do (is S3_BUCKET the archive's bucket?)"
                 ),
                 Some(start) => {
                     tracing::info!(%start, %cutoff, "watermark is at the cutoff: nothing to do");
