@@ -20,7 +20,7 @@ if [ -x "$BIN" ]; then
   echo "   (already built once: only what changed is rebuilt)"
 else
   echo "   The first build compiles 285 crates: about 6 minutes on 2 cores that nothing else"
-  echo "   uses (README, "Set up"). Cargo lists each crate below as it goes. Later builds take seconds."
+  echo "   uses (README, 'Set up'). Cargo lists each crate below as it goes. Later builds take seconds."
 fi
 mkdir -p "$TARGET_DIR/demo"
 scripts/setup-tools.sh demo > "$TARGET_DIR/demo/setup-tools.log" 2>&1 &
