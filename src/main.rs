@@ -408,6 +408,19 @@ fn main() -> ExitCode {
                         event_id,
                     },
             }) => {
+                // The margin is kept free before each new date, so a
+                // --max-duration within it starts none ("14" is 14 s).
+                if let Some(d) = max_duration
+                    && d <= deps.config.deadline_margin
+                {
+                    tracing::warn!(
+                        max_duration_s = d.as_secs_f64(),
+                        margin_s = deps.config.deadline_margin.as_secs_f64(),
+                        "--max-duration {}s is not more than DEADLINE_MARGIN_SECONDS ({} s): no date will start; give more (a bare number is seconds: 14m for 14 minutes) or lower DEADLINE_MARGIN_SECONDS",
+                        d.as_secs_f64(),
+                        deps.config.deadline_margin.as_secs()
+                    );
+                }
                 let mut opts = RunOptions::at(now.unwrap_or_else(Utc::now));
                 opts.deadline = max_duration.map(|d| Instant::now() + d);
                 opts.dry_run = dry_run;
