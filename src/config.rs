@@ -422,9 +422,110 @@ impl Config {
     }
 }
 
+/// Variables of `env` that are not settings but look like a mistyped one,
+/// each with the setting it resembles, sorted by name: `LAG_DAY` →
+/// `LAG_DAYS`, `MQTT_HOTS` → `MQTT_HOST`, `s3_bucket` → `S3_BUCKET`. A
+/// variable resembles a setting when, compared without case, it is at most
+/// two edits away (a letter inserted, removed or changed, or two adjacent
+/// letters swapped) and is at least 6 characters long. Such a variable is
+/// ignored like any other, which would silently leave the setting at its
+/// default (`MQTT_HOTS`: no MQTT at all); `main` logs a warning for each.
+///
+/// ```
+/// use std::collections::HashMap;
+/// use archive_compaction::config::mistyped_settings;
+/// let env = HashMap::from([
+///     ("MQTT_HOTS".to_string(), "broker".to_string()),
+///     ("S3_BUCKET".to_string(), "archive".to_string()),
+///     ("HOME".to_string(), "/root".to_string()),
+/// ]);
+/// assert_eq!(mistyped_settings(&env), vec![("MQTT_HOTS".to_string(), "MQTT_HOST")]);
+/// ```
+pub fn mistyped_settings(env: &HashMap<String, String>) -> Vec<(String, &'static str)> {
+    let mut out: Vec<(String, &'static str)> = env
+        .keys()
+        .filter(|k| k.len() >= 6 && !SETTINGS.iter().any(|(name, _, _)| name == k))
+        .filter_map(|k| {
+            let upper = k.to_ascii_uppercase();
+            SETTINGS
+                .iter()
+                .map(|(name, _, _)| (edit_distance(&upper, name), *name))
+                .filter(|(d, _)| *d <= 2)
+                .min()
+                .map(|(_, name)| (k.clone(), name))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Optimal string alignment distance: insertions, deletions, substitutions
+/// and swaps of two adjacent bytes, each one edit.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = v;
+        }
+    }
+    d[a.len()][b.len()]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mistyped_settings_name_the_setting_they_resemble() {
+        let e = env(&[
+            ("LAG_DAY", "5"),
+            ("MQTT_HOTS", "h"),
+            ("S3_BUCKETS", "b"),
+            ("s3_bucket", "b"),
+            ("START_DATES", "2026-07-01"),
+            ("SWEEP_DAY", "0"),
+            ("LOG_LEVELS", "debug"),
+            // Settings, and variables that are not near one.
+            ("S3_BUCKET", "b"),
+            ("MQTT_PORT", "1883"),
+            ("MQTT_HOST", "h"),
+            ("AWS_REGION", "eu-west-1"),
+            ("AWS_PROFILE", "p"),
+            ("HOME", "/root"),
+            ("PATH", "/bin"),
+            ("RUST_LOG", "info"),
+            ("TOOLS_DIR", "/x"),
+            ("LANG", "C"),
+        ]);
+        assert_eq!(
+            mistyped_settings(&e),
+            vec![
+                ("LAG_DAY".to_string(), "LAG_DAYS"),
+                ("LOG_LEVELS".to_string(), "LOG_LEVEL"),
+                ("MQTT_HOTS".to_string(), "MQTT_HOST"),
+                ("S3_BUCKETS".to_string(), "S3_BUCKET"),
+                ("START_DATES".to_string(), "START_DATE"),
+                ("SWEEP_DAY".to_string(), "SWEEP_DAYS"),
+                ("s3_bucket".to_string(), "S3_BUCKET"),
+            ]
+        );
+        assert_eq!(edit_distance("MQTT_HOTS", "MQTT_HOST"), 1);
+        assert_eq!(edit_distance("", "ABC"), 3);
+    }
 
     fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
         pairs

@@ -293,6 +293,17 @@ fn main() -> ExitCode {
         lambda,
         bar.clone(),
     );
+    // A variable one or two letters off a setting is ignored, which would
+    // leave that setting at its default in silence (MQTT_HOTS: no MQTT).
+    for (variable, setting) in
+        archive_compaction::config::mistyped_settings(&std::env::vars().collect())
+    {
+        tracing::warn!(
+            variable,
+            setting,
+            "environment variable {variable} is not a setting and is ignored: did you mean {setting}?"
+        );
+    }
     // One thread. The work is I/O-bound GETs plus a decode per file on the
     // task that reads them; a Lambda below 1,769 MB has less than one vCPU,
     // so worker threads only add wake-ups and context switches between
@@ -322,6 +333,24 @@ fn main() -> ExitCode {
                     print_status(
                         &status::StatusReport::unavailable(&bucket, None, &opts, &e),
                         json,
+                    );
+                    return ExitCode::from(1);
+                }
+                // `audit` and `prune-cache` print reports of their own
+                // (specs/audit-report.schema.json, specs/prune-cache.schema.json),
+                // never a run report: the reason on stderr, exit 1.
+                if let Some(Cli {
+                    command: Command::Audit { .. } | Command::PruneCache { .. },
+                }) = &cli
+                {
+                    let name = match &cli {
+                        Some(Cli {
+                            command: Command::Audit { .. },
+                        }) => "audit",
+                        _ => "prune-cache",
+                    };
+                    eprintln!(
+                        "archive-compaction {name}: {e}; nothing was read, written or deleted"
                     );
                     return ExitCode::from(1);
                 }
@@ -379,6 +408,19 @@ fn main() -> ExitCode {
                         event_id,
                     },
             }) => {
+                // The margin is kept free before each new date, so a
+                // --max-duration within it starts none ("14" is 14 s).
+                if let Some(d) = max_duration
+                    && d <= deps.config.deadline_margin
+                {
+                    tracing::warn!(
+                        max_duration_s = d.as_secs_f64(),
+                        margin_s = deps.config.deadline_margin.as_secs_f64(),
+                        "--max-duration {}s is not more than DEADLINE_MARGIN_SECONDS ({} s): no date will start; give more (a bare number is seconds: 14m for 14 minutes) or lower DEADLINE_MARGIN_SECONDS",
+                        d.as_secs_f64(),
+                        deps.config.deadline_margin.as_secs()
+                    );
+                }
                 let mut opts = RunOptions::at(now.unwrap_or_else(Utc::now));
                 opts.deadline = max_duration.map(|d| Instant::now() + d);
                 opts.dry_run = dry_run;

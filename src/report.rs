@@ -198,6 +198,19 @@ named_enum!(DayAction {
     Blocked => "blocked",
 });
 
+named_enum!(StopReason {
+    ReachedCutoff => "reached_cutoff",
+    NothingToDo => "nothing_to_do",
+    NoPartitions => "no_partitions",
+    Mismatch => "mismatch",
+    Deadline => "deadline",
+    LeaseHeld => "lease_held",
+    BlockedByManifest => "blocked_by_manifest",
+    EndOfRange => "end_of_range",
+    Interrupted => "interrupted",
+    Error => "error",
+});
+
 /// What recovery did with one manifest (`recovered[].action`): the row of
 /// the recovery table (docs/ARCHITECTURE.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -712,6 +725,52 @@ mod tests {
                 reason: "r".repeat(reason_len),
             })
             .collect()
+    }
+
+    /// The names logs print (`Display`, `as_str`) are the report's JSON
+    /// names, for every stop reason, day action and recovery action.
+    #[test]
+    fn logged_names_are_the_json_names() {
+        use StopReason as S;
+        let stops = [
+            S::ReachedCutoff,
+            S::NothingToDo,
+            S::NoPartitions,
+            S::Mismatch,
+            S::Deadline,
+            S::LeaseHeld,
+            S::BlockedByManifest,
+            S::EndOfRange,
+            S::Interrupted,
+            S::Error,
+        ];
+        for s in stops {
+            assert_eq!(serde_json::to_value(&s).unwrap(), s.to_string(), "{s:?}");
+        }
+        use DayAction as D;
+        for a in [
+            D::Compacted,
+            D::NothingToCompact,
+            D::Mismatch,
+            D::Failed,
+            D::Planned,
+            D::Swept,
+            D::SweepPlanned,
+            D::Blocked,
+        ] {
+            assert_eq!(serde_json::to_value(a).unwrap(), a.to_string(), "{a:?}");
+        }
+        use RecoveryAction as R;
+        for a in [
+            R::OutputMissing,
+            R::OutputMismatch,
+            R::Completed,
+            R::Quarantined,
+            R::QuarantinedEarlier,
+            R::Stuck,
+        ] {
+            assert_eq!(serde_json::to_value(a).unwrap(), a.to_string(), "{a:?}");
+        }
     }
 
     fn json_bytes(r: &RunReport) -> usize {

@@ -290,11 +290,15 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
     report.duration_seconds = started.elapsed().as_secs_f64();
     tracing::info!(
         status = report.last_run_status.as_str(),
-        stop_reason = ?report.stop_reason,
+        // As the report spells them (`blocked_by_manifest`, a date or
+        // `none`), not their Rust names.
+        stop_reason = %report.stop_reason,
         days = report.days_compacted,
         files = report.files_compacted,
         rows = report.rows_written,
-        watermark = ?report.last_compacted_date,
+        watermark = %report
+            .last_compacted_date
+            .map_or_else(|| "none".to_string(), |d| d.to_string()),
         seconds = report.duration_seconds,
         "run finished"
     );
@@ -501,8 +505,11 @@ async fn walk_dates(
         Err((reason, start)) => {
             report.stop_reason = reason;
             match start {
-                None => tracing::info!(
-                    "no watermark, no START_DATE and no index/ partition: nothing to do"
+                // A fresh deployment before the writer's first index file,
+                // or the wrong bucket: a Success either way, said louder.
+                None => tracing::warn!(
+                    bucket = %report.bucket,
+                    "no watermark, no START_DATE and no index/ partition: nothing to do (is S3_BUCKET the archive's bucket?)"
                 ),
                 Some(start) => {
                     tracing::info!(%start, %cutoff, "watermark is at the cutoff: nothing to do");

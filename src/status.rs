@@ -590,6 +590,10 @@ pub fn format_human(s: &StatusReport) -> String {
             "{n} day(s) behind the cutoff (no watermark yet: counted from {})",
             date_or(s.next_date, "")
         ),
+        // Nothing to start from: an empty bucket, or the wrong one.
+        (Some(0), None) if s.watermark.is_none() && s.next_date.is_none() => {
+            "0 days: nothing to compact (no watermark, no START_DATE and no index/ partition: is S3_BUCKET the archive's bucket?)".to_string()
+        }
         (Some(0), None) => "0 days: up to date".to_string(),
         (Some(1), None) => "1 day behind the cutoff".to_string(),
         (Some(n), None) => format!("{n} days behind the cutoff"),
@@ -917,6 +921,23 @@ next dates
               2 row(s) of other days in multi-row files (merged here, not moved): 019f7d73-f820-702f-b905-8c81d0944996, 019f7dc0-c448-7e25-b944-852039292d22
 ";
         assert_eq!(text, expected, "\n{text}");
+    }
+
+    #[test]
+    fn human_output_of_a_bucket_with_nothing_to_start_from() {
+        let s = StatusReport {
+            bucket: "not-the-archive".into(),
+            cutoff: Some(d("2026-07-20")),
+            lag_days: Some(2),
+            watermark_lag_days: Some(0),
+            ..Default::default()
+        };
+        let text = format_human(&s);
+        assert!(
+            text.contains("lag          0 days: nothing to compact (no watermark, no START_DATE and no index/ partition: is S3_BUCKET the archive's bucket?)"),
+            "{text}"
+        );
+        assert!(!text.contains("up to date"), "{text}");
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! where it must not (the bucket is read back with pyarrow before and
 //! after): a future invocation time, a watermark ahead of today's cutoff, a
 //! watermark without its date, a mistyped event, a mistyped `LOG_LEVEL`, a
-//! lock that lasts ten years, a lease that expires under its own run, a
+//! lock that lasts ten years, `audit` and `prune-cache` with a bad setting
+//! (no run report), a mistyped setting name (a warning), a lease that expires under its own run, a
 //! fresh deployment stuck on its first date (the lag without a watermark),
 //! and SIGTERM / SIGINT sent to the real binary at several moments of a run
 //! (listing, reading, between commit phases), each followed by a run that
@@ -299,6 +300,73 @@ async fn a_mistyped_log_level_is_refused_and_writes_nothing() {
     );
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("run starting"));
+}
+
+/// A variable one or two letters off a setting's name is ignored, as any
+/// other, but named in a warning with the setting it resembles: `MQTT_HOTS`
+/// would otherwise turn MQTT off in silence.
+#[tokio::test]
+async fn a_mistyped_setting_name_is_named_in_a_warning() {
+    init_logs();
+    let store = bucket("slip-setting-name").await;
+    generate(&store, three_days(273));
+    let out = cli_out(
+        &store,
+        &["run", "--now", NOW, "--dry-run"],
+        &[("MQTT_HOTS", "127.0.0.1"), ("LAG_DAY", "5")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for (variable, setting) in [("MQTT_HOTS", "MQTT_HOST"), ("LAG_DAY", "LAG_DAYS")] {
+        let line = format!(
+            "environment variable {variable} is not a setting and is ignored: did you mean {setting}?"
+        );
+        assert!(stderr.contains(&line), "{line}:\n{stderr}");
+    }
+    // Ignored: the cutoff is LAG_DAYS' default.
+    assert_eq!(report_of(&out)["cutoff"], "2026-07-20");
+}
+
+/// `audit` and `prune-cache` with a bad setting: exit 1, the setting named
+/// on stderr, nothing on stdout (their scripts parse their own reports,
+/// never a run report), nothing written.
+#[tokio::test]
+async fn audit_and_prune_cache_with_a_bad_setting_print_no_run_report() {
+    init_logs();
+    let store = bucket("slip-bad-setting-audit").await;
+    generate(&store, three_days(272));
+    let before = dump(&store, "");
+    let cache = tempfile::tempdir().unwrap();
+    let dir = cache.path().to_str().unwrap();
+    let cases: [(&[&str], (&str, &str)); 3] = [
+        (
+            &["audit", "--from", "2026-07-18", "--to", "2026-07-20"],
+            ("LAG_DAYS", "two"),
+        ),
+        (&["prune-cache", "--dir", dir], ("LOG_LEVEL", "warning")),
+        (
+            &["prune-cache", "--dir", dir, "--dry-run"],
+            ("SWEEP_DAYS", "-1"),
+        ),
+    ];
+    for (args, (name, value)) in cases {
+        let out = cli_out(&store, args, &[(name, value)]);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{args:?} {name}={value}: {out:?}"
+        );
+        assert!(
+            out.stdout.is_empty(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let line = format!("archive-compaction {}: setting {name}", args[0]);
+        assert!(stderr.contains(&line) && stderr.contains(value), "{stderr}");
+        assert!(!stderr.contains("run failed"), "{stderr}");
+    }
+    assert_eq!(dump(&store, ""), before);
 }
 
 #[tokio::test]

@@ -498,6 +498,13 @@ async fn reports_name_the_true_reason_and_the_true_fact() {
     let logs = String::from_utf8_lossy(&out.stderr);
     assert!(!logs.contains("the next run continues"), "{logs}");
     assert!(logs.contains("run it again"), "{logs}");
+    // Said before the run, with what to give instead.
+    assert!(
+        logs.contains(
+            "--max-duration 0s is not more than DEADLINE_MARGIN_SECONDS (60 s): no date will start"
+        ),
+        "{logs}"
+    );
     assert_eq!(dump(&store, ""), before);
 
     // updated_at is when watermark.json was written, not the invocation time.
