@@ -37,7 +37,7 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     (
         "START_DATE",
         "(unset)",
-        "YYYY-MM-DD to start at when there is no watermark (else the earliest index/ partition)",
+        "YYYY-MM-DD to start at when there is no watermark (else the earliest index/ or flights/ partition)",
     ),
     (
         "LOG_LEVEL",

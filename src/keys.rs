@@ -213,11 +213,41 @@ pub fn index_partition_date(prefix: &str) -> Option<NaiveDate> {
     NaiveDate::from_ymd_opt(y, m, d)
 }
 
+/// The date of a `flights/YYYY/MM/DD/` prefix, if well formed (four-digit
+/// year, two-digit month and day).
+pub fn flights_partition_date(prefix: &str) -> Option<NaiveDate> {
+    let rest = prefix.strip_prefix(FLIGHTS_ROOT)?;
+    let mut parts = rest.split('/');
+    let mut field = |width: usize| {
+        parts
+            .next()
+            .filter(|p| p.len() == width && p.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|p| p.parse::<u32>().ok())
+    };
+    let (y, m, d) = (field(4)?, field(2)?, field(2)?);
+    NaiveDate::from_ymd_opt(y as i32, m, d)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const U: &str = "019f7d73-f820-702f-b905-8c81d0944996";
+
+    #[test]
+    fn flights_partition_dates() {
+        let d = NaiveDate::from_ymd_opt(2026, 7, 5).unwrap();
+        assert_eq!(flights_partition_date(&flights_prefix(d)), Some(d));
+        for bad in [
+            "flights/2026/7/05/",
+            "flights/2026/07/32/",
+            "flights/tmp/",
+            "index/2026/07/05/",
+            "flights/2026/07/",
+        ] {
+            assert_eq!(flights_partition_date(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn prefixes() {

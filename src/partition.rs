@@ -1,7 +1,7 @@
 //! One date's partition as the driver and `status` see it: the listings of
 //! `flights/YYYY/MM/DD/` and `index/year=…/month=…/day=…/`, the parity gate
-//! over them, and the earliest index partition (where a fresh deployment
-//! starts). Read-only: lists and GETs, never writes.
+//! over them, and the earliest partition of either (where a fresh
+//! deployment starts). Read-only: lists and GETs, never writes.
 //!
 //! The parity gate (docs/ARCHITECTURE.md, "Parity gate"): a flight counts
 //! as indexed when a per-flight file is named by its uuid, or when any
@@ -33,7 +33,10 @@ use uuid::Uuid;
 
 use crate::commit::{self, Prefetched, ReadInputs};
 use crate::error::Result;
-use crate::keys::{INDEX_ROOT, flights_prefix, index_partition_date, index_prefix};
+use crate::keys::{
+    FLIGHTS_ROOT, INDEX_ROOT, flights_partition_date, flights_prefix, index_partition_date,
+    index_prefix,
+};
 use crate::merge;
 use crate::merge::Source;
 use crate::plan::{self, PartitionListing, PlannedInput};
@@ -244,31 +247,48 @@ pub fn without_own_row(read: &ReadInputs, flights: &BTreeSet<Uuid>) -> Vec<Uuid>
     lost
 }
 
-/// The earliest `index/year=/month=/day=/` partition, by delimiter listings
-/// (years, then months, then days, stopping at the first day found).
+/// The earliest date with a partition: the earlier of the first
+/// `index/year=/month=/day=/` and the first `flights/YYYY/MM/DD/` prefix, each
+/// found by delimiter listings (years, then months, then days, stopping at
+/// the first day found). Where the walk starts without a watermark or
+/// `START_DATE`: flights on dates before the first index partition (an index
+/// upload broken from the start) are walked, found without their index rows
+/// and reported as a Mismatch, instead of never being looked at.
 ///
 /// Errors: an S3 error listing a prefix.
 pub async fn earliest_partition(store: &impl Store) -> Result<Option<NaiveDate>> {
-    let mut best: Option<NaiveDate> = None;
-    let mut years = store.list_prefixes(INDEX_ROOT).await?;
+    let index = earliest_under(store, INDEX_ROOT, "year=", index_partition_date).await?;
+    let flights = earliest_under(store, FLIGHTS_ROOT, "", flights_partition_date).await?;
+    Ok(index.into_iter().chain(flights).min())
+}
+
+/// The earliest day prefix under `root` (`root` + year/ + month/ + day/),
+/// whose year prefixes start with `year_tag`, dated by `date_of`.
+async fn earliest_under(
+    store: &impl Store,
+    root: &str,
+    year_tag: &str,
+    date_of: fn(&str) -> Option<NaiveDate>,
+) -> Result<Option<NaiveDate>> {
+    let mut years = store.list_prefixes(root).await?;
     years.sort();
     for y in years
         .iter()
-        .filter(|p| p[INDEX_ROOT.len()..].starts_with("year="))
+        .filter(|p| p[root.len()..].starts_with(year_tag))
     {
         let mut months = store.list_prefixes(y).await?;
         months.sort();
         for m in &months {
-            let days = store.list_prefixes(m).await?;
-            best = days
+            let first = store
+                .list_prefixes(m)
+                .await?
                 .iter()
-                .filter_map(|d| index_partition_date(d))
-                .chain(best)
+                .filter_map(|d| date_of(d))
                 .min();
-            if best.is_some() {
-                return Ok(best);
+            if first.is_some() {
+                return Ok(first);
             }
         }
     }
-    Ok(best)
+    Ok(None)
 }

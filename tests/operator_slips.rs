@@ -467,6 +467,57 @@ async fn without_a_watermark_the_lag_counts_from_the_first_date() {
     assert_eq!(r.watermark_lag_days, Some(11), "07-10 to 07-20");
 }
 
+#[tokio::test]
+async fn flights_before_the_first_index_partition_are_walked_not_passed_by() {
+    init_logs();
+    // The writer's index upload was broken from the start: 07-16's flights
+    // have no index file at all (no index partition for that date), the
+    // dates after it do. Without a watermark or START_DATE, the walk starts
+    // at the earliest partition of either root: 07-16, a Mismatch.
+    let store = bucket("slip-first-unindexed").await;
+    let g = generate(
+        &store,
+        json!({"seed": 269, "days": [
+            {"date": "2026-07-16", "flights": 3, "unindexed": 3},
+            {"date": "2026-07-17", "flights": 2},
+            {"date": "2026-07-18", "flights": 2}
+        ]}),
+    );
+    assert!(
+        store
+            .list("index/year=2026/month=07/day=16/")
+            .await
+            .unwrap()
+            .is_empty(),
+        "07-16 must have no index partition"
+    );
+    let cfg = config(&store, &[]);
+    let s = status_at_now(&store, &cfg).await;
+    assert_eq!(s.next_date, Some(date("2026-07-16")));
+    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.last_run_status, Status::Mismatch, "{:?}", r.errors);
+    assert_eq!(r.mismatch_date, Some(date("2026-07-16")));
+    let mut missing = g.missing["2026-07-16"].clone();
+    missing.sort();
+    let mut got = r.mismatch_uuids.clone();
+    got.sort();
+    assert_eq!(got, missing);
+    // 07-16 to the cutoff 07-20: five dates, none compacted.
+    assert_eq!(r.watermark_lag_days, Some(5));
+    assert_eq!(r.last_compacted_date, None);
+    // A bucket whose index rows never landed at all: a Mismatch, not a
+    // Success with lag 0 ("nothing to compact") every night.
+    let none = bucket("slip-never-indexed").await;
+    generate(
+        &none,
+        json!({"seed": 270, "days": [{"date": "2026-07-18", "flights": 2, "unindexed": 2}]}),
+    );
+    let r = run(&none, &config(&none, &[]), &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.last_run_status, Status::Mismatch, "{:?}", r.errors);
+    assert_eq!(r.mismatch_date, Some(date("2026-07-18")));
+    assert_eq!(r.watermark_lag_days, Some(3));
+}
+
 /// The real binary through a slow proxy, sent `signal` once a stderr line
 /// contains `when`; returns its output.
 fn signalled_run(store: &S3Store, proxy: &Proxy, when: &str, signal: &str) -> Output {
