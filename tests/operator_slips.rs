@@ -518,9 +518,15 @@ async fn flights_before_the_first_index_partition_are_walked_not_passed_by() {
     assert_eq!(r.watermark_lag_days, Some(3));
 }
 
-/// The real binary through a slow proxy, sent `signal` once a stderr line
-/// contains `when`; returns its output.
-fn signalled_run(store: &S3Store, proxy: &Proxy, when: &str, signal: &str) -> Output {
+/// The real binary through the proxy, sent `signal` while the proxy holds
+/// the first request matching `hold` (see faultproxy.py), which is let go
+/// once the run has logged the stop request: the signal lands in the phase
+/// that request belongs to however loaded the machine is (a signal sent
+/// on a log line raced the run: 200 ms late it hit the next phase).
+/// Returns its output.
+fn signalled_run(store: &S3Store, proxy: &Proxy, hold: &str, signal: &str) -> Output {
+    let held_before = proxy.stats()["held"].as_u64();
+    proxy.set(json!({ "hold": hold }));
     let mut cmd = cli_command(store, &["run", "--now", NOW]);
     cmd.env("AWS_ENDPOINT_URL", proxy.endpoint())
         .env("LOG_LEVEL", "info,archive_compaction=debug")
@@ -529,29 +535,41 @@ fn signalled_run(store: &S3Store, proxy: &Proxy, when: &str, signal: &str) -> Ou
     let mut child = cmd.spawn().expect("spawn the binary");
     let pid = child.id().to_string();
     let stderr = child.stderr.take().unwrap();
-    let (w, signal) = (when.to_string(), signal.to_string());
+    let (stop_logged, stop_seen) = std::sync::mpsc::channel();
     let reader = std::thread::spawn(move || {
-        let when = w;
         let mut log = String::new();
-        let mut sent = false;
         for line in BufReader::new(stderr).lines() {
             let line = line.unwrap();
-            if !sent && line.contains(&when) {
-                let ok = std::process::Command::new("kill")
-                    .args([format!("-{signal}"), pid.clone()])
-                    .status()
-                    .unwrap();
-                assert!(ok.success());
-                sent = true;
+            if line.contains("stop requested") {
+                let _ = stop_logged.send(());
             }
             log.push_str(&line);
             log.push('\n');
         }
-        (sent, log)
+        log
     });
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let held = loop {
+        if proxy.stats()["held"].as_u64() > held_before {
+            break true;
+        }
+        if child.try_wait().unwrap().is_some() || std::time::Instant::now() > deadline {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    if held {
+        let ok = std::process::Command::new("kill")
+            .args([format!("-{signal}"), pid])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        let _ = stop_seen.recv_timeout(Duration::from_secs(60));
+    }
+    proxy.set(json!({}));
     let out = child.wait_with_output().unwrap();
-    let (sent, log) = reader.join().unwrap();
-    assert!(sent, "never saw {when:?} in the log:\n{log}");
+    let log = reader.join().unwrap();
+    assert!(held, "no request matched {hold:?}:\n{log}");
     Output {
         stderr: log.into_bytes(),
         ..out
@@ -562,25 +580,37 @@ fn signalled_run(store: &S3Store, proxy: &Proxy, when: &str, signal: &str) -> Ou
 async fn sigterm_and_sigint_stop_a_run_cleanly_at_each_moment_and_the_next_run_is_not_blocked() {
     init_logs();
     let proxy = Proxy::start();
-    // Each request 150 ms late: every phase lasts long enough to be hit.
-    proxy.set(json!({"latency_ms": 150}));
-    for (n, (when, signal)) in [
+    // (moment, the request the proxy holds while the signal lands, signal)
+    let day18 = "/[^/?]+/index/year=2026/month=07/day=18/";
+    for (n, (when, hold, signal)) in [
         // Listing the first date.
-        ("walking dates", "TERM"),
+        (
+            "walking dates",
+            "^GET /[^/?]+/\\?.*prefix=index/year=2026/month=07/day=18/".to_string(),
+            "TERM",
+        ),
         // Reading its inputs (listed, then the GETs).
-        ("partition listed", "TERM"),
+        ("partition listed", format!("^GET {day18}"), "TERM"),
         // Between commit phases: manifest and output written, inputs not
         // yet verified or deleted.
-        ("manifest and output written", "INT"),
+        (
+            "manifest and output written",
+            format!("^HEAD {day18}compacted-"),
+            "INT",
+        ),
         // Between dates: the first date done, its watermark not yet written.
-        ("date done", "TERM"),
+        (
+            "date done",
+            "^PUT /[^/?]+/_compaction_state/watermark".to_string(),
+            "TERM",
+        ),
     ]
     .into_iter()
     .enumerate()
     {
         let store = bucket(&format!("slip-sigterm-{n}")).await;
         let generated = generate(&store, three_days(270 + n as u64));
-        let out = signalled_run(&store, &proxy, when, signal);
+        let out = signalled_run(&store, &proxy, &hold, signal);
         let log = String::from_utf8_lossy(&out.stderr).to_string();
         assert_eq!(out.status.code(), Some(1), "{when}: {log}");
         let r = report_of(&out);

@@ -78,6 +78,12 @@ impl Broker {
     }
 }
 
+/// A topic of its own for a subscriber's end marker (not retained, so it
+/// is never among the topics a test reads back).
+fn end_marker() -> String {
+    format!("test-end/{}", uuid::Uuid::now_v7().simple())
+}
+
 /// Every retained message on the broker, topic -> payload, as a fresh
 /// subscriber to `#` sees it. Panics if a message is not retained.
 async fn retained(port: u16, tls_ca: Option<&Path>) -> BTreeMap<String, String> {
@@ -97,16 +103,21 @@ async fn retained(port: u16, tls_ca: Option<&Path>) -> BTreeMap<String, String> 
     let (client, mut events) = AsyncClient::new(opts, 10);
     client.subscribe("#", QoS::AtLeastOnce).await.unwrap();
     let mut got = BTreeMap::new();
-    let mut subscribed = false;
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let end = end_marker();
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        assert!(Instant::now() < deadline, "subscriber got no quiet moment");
-        // Retained messages follow the SUBACK at once; half a second of
-        // silence after it means all were delivered.
-        match tokio::time::timeout(Duration::from_millis(500), events.poll()).await {
-            Err(_) if subscribed => break,
-            Err(_) => {}
-            Ok(Ok(Event::Incoming(Packet::SubAck(_)))) => subscribed = true,
+        let left = deadline.saturating_duration_since(Instant::now());
+        // mosquitto queues every retained message when it handles the
+        // SUBSCRIBE; a message published after the SUBACK is queued behind
+        // them: once it is back, all were delivered (no quiet moment
+        // guessed, which a loaded machine can stretch).
+        match tokio::time::timeout(left, events.poll()).await {
+            Err(_) => panic!("the end marker {end} did not come back within 60 s"),
+            Ok(Ok(Event::Incoming(Packet::SubAck(_)))) => client
+                .publish(end.as_str(), QoS::AtLeastOnce, false, "end")
+                .await
+                .unwrap(),
+            Ok(Ok(Event::Incoming(Packet::Publish(p)))) if p.topic == end => break,
             Ok(Ok(Event::Incoming(Packet::Publish(p)))) => {
                 assert!(p.retain, "{} was delivered but is not retained", p.topic);
                 got.insert(p.topic, String::from_utf8(p.payload.to_vec()).unwrap());
@@ -298,20 +309,33 @@ impl Live {
         Live { client, got, task }
     }
 
-    /// Waits for half a second without a new message, then returns what came.
+    /// What came, once an end marker published now has come back: the run
+    /// awaited the PUBACK of each of its messages, so the broker queued
+    /// them for this subscriber before the marker (no quiet moment guessed).
     async fn finish(self) -> Vec<(String, String)> {
-        let mut seen = usize::MAX;
-        loop {
-            let n = self.got.lock().unwrap().len();
-            if n == seen {
-                break;
+        let end = end_marker();
+        self.client
+            .publish(end.as_str(), QoS::AtLeastOnce, false, "end")
+            .await
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let got = loop {
+            {
+                let mut got = self.got.lock().unwrap();
+                if let Some(i) = got.iter().position(|(t, _)| *t == end) {
+                    got.truncate(i);
+                    break std::mem::take(&mut *got);
+                }
             }
-            seen = n;
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+            assert!(
+                Instant::now() < deadline,
+                "the end marker {end} did not come back within 60 s"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
         let _ = self.client.disconnect().await;
         self.task.abort();
-        std::mem::take(&mut *self.got.lock().unwrap())
+        got
     }
 }
 
@@ -957,8 +981,10 @@ async fn mqtt_failures_never_change_the_outcome_and_stay_within_the_timeout() {
         let e = &r.report_errors[0];
         assert!(e.starts_with("MQTT 127.0.0.1:"), "{case}: {e}");
         assert!(e.contains(says), "{case}: {e:?} should say {says:?}");
+        // Slack for a loaded 2-core CI machine: what this bounds is an
+        // attempt without the timeout, minutes (TCP's SYN retries) or never.
         assert!(
-            reporting < timeout + 3.0,
+            reporting < timeout + 10.0,
             "{case}: reporting took {reporting:.1} s with a {timeout} s timeout"
         );
         // The data work is done: the compacted day stays compacted.
@@ -1360,7 +1386,8 @@ async fn cloudwatch_outage_never_changes_the_outcome() {
         "{}",
         r.report_errors[0]
     );
-    let bound = archive_compaction::metrics::CLOUDWATCH_TIMEOUT.as_secs_f64() + 3.0;
+    // Slack for a loaded CI machine, as in the MQTT failures above.
+    let bound = archive_compaction::metrics::CLOUDWATCH_TIMEOUT.as_secs_f64() + 10.0;
     assert!(reporting < bound, "reporting took {reporting:.1} s");
 }
 

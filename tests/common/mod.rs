@@ -41,12 +41,22 @@ pub struct Server {
     _child: Mutex<Child>,
 }
 
+/// A port free now and never handed out before in this test process: the
+/// tests of one binary run in parallel, and the kernel may give a port
+/// released here to the next caller before the first one's server binds it.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: Mutex<std::collections::BTreeSet<u16>> =
+        Mutex::new(std::collections::BTreeSet::new());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if GIVEN.lock().unwrap().insert(port) {
+            return port;
+        }
+    }
 }
 
 /// Starts `kind` with serve.py on a free port. serve.py refuses a port

@@ -86,14 +86,22 @@ def free_port():
 
 
 class Server:
-    """tests/support/serve.py KIND PORT: stopped when this script exits (stdin EOF)."""
+    """tests/support/serve.py KIND PORT: stopped when this script exits (stdin EOF).
+
+    serve.py refuses a port another process took since free_port() found it
+    free (deployed.py and least_privilege.py run in parallel): then another
+    port is tried, three times at most, as tests/common's start_server does."""
 
     def __init__(self, kind, env=None):
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "serve.py"), kind, str(self.port)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, **(env or {})})
-        line = self.proc.stdout.readline().decode().strip()
+        for _ in range(3):
+            self.port = free_port()
+            self.proc = subprocess.Popen(
+                [sys.executable, os.path.join(HERE, "serve.py"), kind, str(self.port)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, **(env or {})})
+            line = self.proc.stdout.readline().decode().strip()
+            if line == "ready":
+                break
+            self.proc.wait()
         check(line == "ready", f"{kind} did not start; see {tempfile.gettempdir()}/ac-{kind}-{self.port}.log")
         self.log = os.path.join(tempfile.gettempdir(), f"ac-{kind}-{self.port}.log")
 

@@ -11,13 +11,18 @@ rules) and read back with `GET /__proxy/stats`:
                                              #   (method, path, query) is seen
      "delete_key_errors": [                  # per-key errors inside a 200 DeleteObjects
         {"match": "day=19/.*parquet", "code": "AccessDenied", "times": -1}],  # -1 = always
-     "deny_kinds": {"ListObjectsV2": "AccessDenied"}}  # 403 with that code for every
+     "deny_kinds": {"ListObjectsV2": "AccessDenied"},  # 403 with that code for every
                                              #   request of that kind (see kind())
+     "hold": "^PUT /[^/?]+/_compaction_state/watermark"}  # a request whose
+                                             #   "METHOD /bucket/key?query" (URL-decoded)
+                                             #   matches waits, before anything else,
+                                             #   until the rules hold it no more
 
 A per-key error removes the key from the request forwarded upstream (so the
 object really stays) and adds an <Error> entry to the response, which is what
 S3 does. Stats count requests by kind, and GetObject requests by path
-("gets_by_path": {"/bucket/key": n}, the path URL-decoded).
+("gets_by_path": {"/bucket/key": n}, the path URL-decoded); "held" counts the
+requests a hold rule stopped (a test waits for it, then acts, then releases).
 """
 import base64
 import hashlib
@@ -36,7 +41,7 @@ ET.register_namespace("", "http://s3.amazonaws.com/doc/2006-03-01/")
 LOCK = threading.Lock()
 RULES = {}
 SEEN = set()
-STATS = {"requests": 0, "by_kind": {}, "injected": 0, "gets_by_path": {}}
+STATS = {"requests": 0, "by_kind": {}, "injected": 0, "gets_by_path": {}, "held": 0}
 UPSTREAM = None
 
 
@@ -93,6 +98,17 @@ class Handler(BaseHTTPRequestHandler):
             with LOCK:
                 return self._reply(200, json.dumps(STATS).encode())
         k = kind(self.command, path, query)
+        line = f"{self.command} {urllib.parse.unquote(self.path)}"
+        held = False
+        while True:
+            with LOCK:
+                hold = RULES.get("hold")
+                if not hold or not re.search(hold, line):
+                    break
+                if not held:
+                    STATS["held"] += 1
+                    held = True
+            time.sleep(0.01)
         with LOCK:
             rules = dict(RULES)
             STATS["requests"] += 1
