@@ -78,7 +78,7 @@ impl Watermark {
             let found: Vec<&str> = map.keys().map(String::as_str).collect();
             return Err(format!(
                 "field \"last_compacted_date\" is missing (fields found: {found:?}; known fields: {known:?}); \
-                 it is never taken for a first run: fix the field's name, or delete the file to start over"
+                 a file without it is never taken for a first run (a misspelt name? deleting the file starts over)"
             ));
         }
         let mut wm = Watermark::default();
