@@ -647,7 +647,7 @@ fn format_lease_and_manifests(o: &mut String, s: &StatusReport) {
     } else {
         let _ = writeln!(
             o,
-            "manifests    {} live (the next run's recovery resolves them):",
+            "manifests    {} live (the next run's recovery finishes or undoes each; one still here after it is stuck: docs/runbook.md#a-stuck-manifest):",
             s.manifests.len()
         );
         for m in &s.manifests {
@@ -906,7 +906,7 @@ cutoff       2026-07-20 (now 2026-07-22T04:50:00Z, LAG_DAYS 2)
 lag          3 days behind the cutoff
 next date    2026-07-18
 lease        held until 2026-07-22T05:14:00Z (in 14m 0s), by run-1: a run under way, or one that may have died (a new run does nothing until then)
-manifests    2 live (the next run's recovery resolves them):
+manifests    2 live (the next run's recovery finishes or undoes each; one still here after it is stuck: docs/runbook.md#a-stuck-manifest):
   2026-07-18  _compaction_state/manifests/2026-07-18/j.json  age 3h 2m  12 input(s), output index/year=2026/month=07/day=18/compacted-x.parquet
   2026-07-19  _compaction_state/manifests/2026-07-19/k.json  age 5s  UNREADABLE: the next run quarantines it
 quarantined  1 (each blocks its date; inspect, then delete it):

@@ -23,7 +23,7 @@ def main():
     sep = args.index("--")
     log_path, port = args[0], (int(args[1]) if sep > 1 else None)
     cmd = args[sep + 1:]
-    log = open(log_path, "ab")
+    log = open(log_path, "wb")  # truncated: a stale log of an earlier run under the same name must not answer for this one
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
     if port is not None:
