@@ -415,7 +415,8 @@ def repeated(k, bucket, measure, prepare):
 
 def provenance(load_before):
     """When, what and where a run measured, for docs/performance.md (bench/docs.py):
-    the UTC date, the commit (with `+dirty` when the work tree differs from it),
+    the UTC date, the commit (with `+dirty` when the work tree outside docs/
+    differs from it),
     the CPU model and count, the kernel, and the load average at the start."""
     def git(*a):
         try:
@@ -424,7 +425,9 @@ def provenance(load_before):
         except (OSError, subprocess.CalledProcessError):
             return ""
     commit = git("rev-parse", "--short", "HEAD") or "unknown"
-    if git("status", "--porcelain", "--untracked-files=no"):
+    # Dirty when what is measured differs from the commit: the page and plot
+    # this benchmark writes (docs/) do not count.
+    if git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)docs"):
         commit += "+dirty"
     model = ""
     try:

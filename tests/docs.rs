@@ -315,3 +315,108 @@ fn anchors_follow_github() {
         vec![(1, "a.md#b".to_string())]
     );
 }
+
+/// The marked blocks of `docs/performance.md` (`<!-- BEGIN bench/docs.py
+/// NAME … -->` … `<!-- END bench/docs.py NAME -->`): name → the lines between.
+fn bench_blocks(page: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut rest = page;
+    while let Some(i) = rest.find("<!-- BEGIN bench/docs.py ") {
+        let after = &rest[i + "<!-- BEGIN bench/docs.py ".len()..];
+        let name = after.split(':').next().unwrap().to_string();
+        let body_at = after.find("-->").unwrap() + 3;
+        let end = format!("<!-- END bench/docs.py {name} -->");
+        let j = after
+            .find(&end)
+            .unwrap_or_else(|| panic!("block {name} has no END line"));
+        out.insert(name, after[body_at..j].trim().to_string());
+        rest = &after[j + end.len()..];
+    }
+    out
+}
+
+/// `make bench`, `make bench-concurrency` and `make bench-audit` write the
+/// figures of `docs/performance.md` (issue 31, item 4): each of its three
+/// blocks holds what `bench/docs.py` wrote from a run (its first line says
+/// when, at which commit, on which machine), not figures copied by hand; and
+/// `bench/docs.py`, given a results file, rewrites exactly those blocks and
+/// leaves every other line of the page as it was.
+#[test]
+fn performance_figures_are_written_by_the_benchmarks() {
+    let page = read(&root().join("docs/performance.md"));
+    let blocks = bench_blocks(&page);
+    assert_eq!(
+        blocks.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["audit", "sizes", "sweep"],
+        "the page's bench blocks"
+    );
+    for (name, body) in &blocks {
+        assert!(
+            body.starts_with("Measured ") && body.contains(" at commit `"),
+            "block {name} of docs/performance.md was not written by bench/docs.py (run its make target): {body:.200}"
+        );
+    }
+    // bench/docs.py on a results file that holds all three kinds.
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("performance.md");
+    std::fs::write(&copy, &page).unwrap();
+    let results = dir.path().join("results.json");
+    let job = serde_json::json!({"wall_s": 1.5, "cpu_ms_per_file": 0.15, "rss_mb": 40.0, "requests": 1020,
+        "by_kind": {"GetObject": 1000, "ListObjectsV2": 3, "DeleteObjects": 1}, "output_bytes": 53000, "rows": 1000,
+        "phases_s": {"list": 0.1, "read": 0.9, "prove": 0.01, "write": 0.05, "delete": 0.1}});
+    let floor = serde_json::json!({"wall_s": 1.0, "cpu_ms_per_file": 0.1, "rss_mb": 30.0, "requests": 1000});
+    let data = serde_json::json!({
+        "meta": {"date": "2099-01-02", "commit": "abc1234", "machine": "9 CPUs (test)", "server": "ministack",
+                 "latency_ms": 20, "concurrency": 64, "build": "release", "command": "make bench"},
+        "results": {"1000": {"job": job, "floor": floor}},
+        "sweep": {"64": {"job": job, "floor": floor}},
+        "audit": [{"measure": "a day", "wall_s": 2.0, "cpu_s": 0.2, "peak_rss_mb": 40.0, "dates": 1,
+                   "gets": 3, "bytes_read": 700, "multi_row_bytes": 1000}],
+    });
+    std::fs::write(&results, data.to_string()).unwrap();
+    let out = std::process::Command::new("python3")
+        .arg(root().join("bench/docs.py"))
+        .arg("--results")
+        .arg(&results)
+        .arg("--page")
+        .arg(&copy)
+        .output()
+        .expect("python3 bench/docs.py");
+    assert!(out.status.success(), "{out:?}");
+    let written = read(&copy);
+    let new_blocks = bench_blocks(&written);
+    for (name, body) in &new_blocks {
+        assert!(
+            body.starts_with("Measured 2099-01-02 at commit `abc1234` on 9 CPUs (test)"),
+            "block {name}: {body:.300}"
+        );
+    }
+    assert!(
+        new_blocks["sizes"].contains("| 1,000 | job | 1.50 |"),
+        "{}",
+        new_blocks["sizes"]
+    );
+    assert!(
+        new_blocks["sweep"].contains("| 64 | 1.00 |"),
+        "{}",
+        new_blocks["sweep"]
+    );
+    assert!(
+        new_blocks["audit"].contains("| a day | 1 | 3 | 700 B of 1,000 B (70 %) |"),
+        "{}",
+        new_blocks["audit"]
+    );
+    // Outside the blocks, nothing changed.
+    let outside = |text: &str| {
+        let mut t = text.to_string();
+        for (name, body) in bench_blocks(text) {
+            t = t.replacen(&body, &format!("[{name}]"), 1);
+        }
+        t
+    };
+    assert_eq!(
+        outside(&written),
+        outside(&page),
+        "bench/docs.py changed the page outside its blocks"
+    );
+}
