@@ -49,6 +49,18 @@ print(f"release-bootstrap: template.yaml's CompactionFunction: BuildMethod rust-
       f"`{' '.join(cmd)}` (aws_lambda_builders RustCargoLambdaBuildAction)")
 PY
 
+# One sam build at a time in this checkout: each `cargo lambda build` moves
+# target/<triple>/release/archive-compaction into target/lambda/, so two at
+# once (CI's build ahead and make test's own) race on that move, and the
+# second fails with "error moving the binary … No such file or directory".
+# cargo's own lock covers the compile only. The lock is held to the end.
+mkdir -p target
+exec 9>target/.release-bootstrap.lock
+if ! flock -n 9; then
+  say "waiting for another release build in this checkout (target/.release-bootstrap.lock)"
+  flock 9
+fi
+
 rm -rf "$OUT"
 stamp=$(mktemp)
 say "sam build --template template.yaml --build-dir $OUT --parameter-overrides Architecture=$ARCHITECTURE"
