@@ -449,7 +449,7 @@ pub fn mistyped_settings(env: &HashMap<String, String>) -> Vec<(String, &'static
             let upper = k.to_ascii_uppercase();
             SETTINGS
                 .iter()
-                .map(|(name, _, _)| (edit_distance(&upper, name), *name))
+                .map(|(name, _, _)| (strsim::osa_distance(&upper, name), *name))
                 .filter(|(d, _)| *d <= 2)
                 .min()
                 .map(|(_, name)| (k.clone(), name))
@@ -457,32 +457,6 @@ pub fn mistyped_settings(env: &HashMap<String, String>) -> Vec<(String, &'static
         .collect();
     out.sort();
     out
-}
-
-/// Optimal string alignment distance: insertions, deletions, substitutions
-/// and swaps of two adjacent bytes, each one edit.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for (i, row) in d.iter_mut().enumerate() {
-        row[0] = i;
-    }
-    for (j, cell) in d[0].iter_mut().enumerate() {
-        *cell = j;
-    }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut v = (d[i - 1][j] + 1)
-                .min(d[i][j - 1] + 1)
-                .min(d[i - 1][j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                v = v.min(d[i - 2][j - 2] + 1);
-            }
-            d[i][j] = v;
-        }
-    }
-    d[a.len()][b.len()]
 }
 
 #[cfg(test)]
@@ -523,8 +497,8 @@ mod tests {
                 ("s3_bucket".to_string(), "S3_BUCKET"),
             ]
         );
-        assert_eq!(edit_distance("MQTT_HOTS", "MQTT_HOST"), 1);
-        assert_eq!(edit_distance("", "ABC"), 3);
+        assert_eq!(strsim::osa_distance("MQTT_HOTS", "MQTT_HOST"), 1);
+        assert_eq!(strsim::osa_distance("", "ABC"), 3);
     }
 
     fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
