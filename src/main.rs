@@ -163,27 +163,16 @@ fn parse_now(s: &str) -> Result<DateTime<Utc>, String> {
         .map_err(|e| format!("expected RFC 3339 like 2026-07-22T04:50:00Z: {e}"))
 }
 
+/// `--max-duration`: a bare number is seconds (`600`, `12.5`); anything
+/// else is a humantime duration (`14m`, `600s`, `1h 30m`).
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let (num, mult) = match s.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
-        None => (s, 1.0),
-        Some((i, _)) => (
-            &s[..i],
-            match &s[i..] {
-                "s" => 1.0,
-                "m" => 60.0,
-                "h" => 3600.0,
-                u => return Err(format!("unknown unit {u:?}: use s, m or h")),
-            },
-        ),
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("expected a duration like 600s or 14m, got {s:?}"))?;
-    if v < 0.0 {
-        return Err("duration must not be negative".into());
+    if let Ok(secs) = s.parse::<f64>() {
+        return Duration::try_from_secs_f64(secs)
+            .map_err(|_| format!("expected a non-negative duration like 600s or 14m, got {s:?}"));
     }
-    Ok(Duration::from_secs_f64(v * mult))
+    humantime::parse_duration(s)
+        .map_err(|e| format!("expected a duration like 600s, 14m or 1h 30m, got {s:?}: {e}"))
 }
 
 /// Logs to stderr, filtered by `level` (`LOG_LEVEL`, checked by

@@ -105,7 +105,19 @@ impl Status {
 }
 
 /// Why the walk over dates stopped.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    Default,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "snake_case")]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
     /// Every date up to the cutoff is compacted.
@@ -134,20 +146,17 @@ pub enum StopReason {
     Error,
 }
 
-/// Implements `as_str`, `Display` and comparison with `&str` for a unit
-/// enum whose serde names are snake case, so logs, reports and tests use one
-/// spelling (the one `specs/run-report.schema.json` lists).
+/// `as_str` and comparison with `&str` for a unit enum that derives
+/// `strum::IntoStaticStr` and `strum::Display` with the same snake case
+/// names as its serde form, so logs, reports and tests use one spelling
+/// (the one `specs/run-report.schema.json` lists; `logged_names_are_the_json_names`
+/// holds the two derives to it).
 macro_rules! named_enum {
-    ($t:ident { $($v:ident => $s:literal),+ $(,)? }) => {
+    ($t:ident) => {
         impl $t {
             /// The name as in the report's JSON.
             pub fn as_str(&self) -> &'static str {
-                match self { $($t::$v => $s),+ }
-            }
-        }
-        impl std::fmt::Display for $t {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.as_str())
+                self.into()
             }
         }
         impl PartialEq<&str> for $t {
@@ -164,7 +173,20 @@ macro_rules! named_enum {
 }
 
 /// What was done with one date (`days[].action`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    Default,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "snake_case")]
 #[serde(rename_all = "snake_case")]
 pub enum DayAction {
     /// Merged into one new compacted file; the inputs retired.
@@ -187,33 +209,25 @@ pub enum DayAction {
     Blocked,
 }
 
-named_enum!(DayAction {
-    Compacted => "compacted",
-    NothingToCompact => "nothing_to_compact",
-    Mismatch => "mismatch",
-    Failed => "failed",
-    Planned => "planned",
-    Swept => "swept",
-    SweepPlanned => "sweep_planned",
-    Blocked => "blocked",
-});
+named_enum!(DayAction);
 
-named_enum!(StopReason {
-    ReachedCutoff => "reached_cutoff",
-    NothingToDo => "nothing_to_do",
-    NoPartitions => "no_partitions",
-    Mismatch => "mismatch",
-    Deadline => "deadline",
-    LeaseHeld => "lease_held",
-    BlockedByManifest => "blocked_by_manifest",
-    EndOfRange => "end_of_range",
-    Interrupted => "interrupted",
-    Error => "error",
-});
+named_enum!(StopReason);
 
 /// What recovery did with one manifest (`recovered[].action`): the row of
 /// the recovery table (docs/ARCHITECTURE.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "snake_case")]
 #[serde(rename_all = "snake_case")]
 pub enum RecoveryAction {
     /// The output was never written: manifest deleted, the date compacted again.
@@ -230,14 +244,7 @@ pub enum RecoveryAction {
     Stuck,
 }
 
-named_enum!(RecoveryAction {
-    OutputMissing => "output_missing",
-    OutputMismatch => "output_mismatch",
-    Completed => "completed",
-    Quarantined => "quarantined",
-    QuarantinedEarlier => "quarantined_earlier",
-    Stuck => "stuck",
-});
+named_enum!(RecoveryAction);
 
 /// A file that was left in place, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -708,6 +715,22 @@ fn json_len(value: &impl Serialize) -> usize {
 mod tests {
     use super::*;
 
+    /// strum's names (logs, `as_str`) are serde's (the report's JSON), for
+    /// every variant.
+    #[test]
+    fn logged_names_are_the_json_names() {
+        fn check<T: Serialize + strum::VariantArray + Into<&'static str> + Clone>() {
+            for v in T::VARIANTS {
+                let json = serde_json::to_value(v).unwrap();
+                let name: &'static str = v.clone().into();
+                assert_eq!(json, serde_json::Value::from(name));
+            }
+        }
+        check::<StopReason>();
+        check::<DayAction>();
+        check::<RecoveryAction>();
+    }
+
     fn date(n: u64) -> NaiveDate {
         NaiveDate::from_ymd_opt(2016, 1, 1).unwrap() + chrono::Days::new(n)
     }
@@ -729,50 +752,6 @@ mod tests {
 
     /// The names logs print (`Display`, `as_str`) are the report's JSON
     /// names, for every stop reason, day action and recovery action.
-    #[test]
-    fn logged_names_are_the_json_names() {
-        use StopReason as S;
-        let stops = [
-            S::ReachedCutoff,
-            S::NothingToDo,
-            S::NoPartitions,
-            S::Mismatch,
-            S::Deadline,
-            S::LeaseHeld,
-            S::BlockedByManifest,
-            S::EndOfRange,
-            S::Interrupted,
-            S::Error,
-        ];
-        for s in stops {
-            assert_eq!(serde_json::to_value(&s).unwrap(), s.to_string(), "{s:?}");
-        }
-        use DayAction as D;
-        for a in [
-            D::Compacted,
-            D::NothingToCompact,
-            D::Mismatch,
-            D::Failed,
-            D::Planned,
-            D::Swept,
-            D::SweepPlanned,
-            D::Blocked,
-        ] {
-            assert_eq!(serde_json::to_value(a).unwrap(), a.to_string(), "{a:?}");
-        }
-        use RecoveryAction as R;
-        for a in [
-            R::OutputMissing,
-            R::OutputMismatch,
-            R::Completed,
-            R::Quarantined,
-            R::QuarantinedEarlier,
-            R::Stuck,
-        ] {
-            assert_eq!(serde_json::to_value(a).unwrap(), a.to_string(), "{a:?}");
-        }
-    }
-
     fn json_bytes(r: &RunReport) -> usize {
         serde_json::to_string_pretty(r).unwrap().len()
     }
