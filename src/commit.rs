@@ -150,6 +150,10 @@ pub struct ReadInputs {
     /// Rows of the multi-row inputs whose `first_message` falls on another
     /// UTC date than the partition's: merged where they are, reported.
     pub other_days: merge::OtherDays,
+    /// A compacted input over an input limit ([`crate::input`]), when one
+    /// was met: the read stopped there and nothing of the day is merged
+    /// (merging the rest would put a second compacted file beside it).
+    pub held_back: Option<String>,
 }
 
 /// Where decoded inputs go.
@@ -199,12 +203,34 @@ impl Sink {
     }
 }
 
+/// How [`read_inputs`] reads a day.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadSettings {
+    /// GETs in flight at once (`READ_CONCURRENCY`).
+    pub concurrency: usize,
+    /// Rows per row group of the output (`ROW_GROUP_ROWS`).
+    pub row_group_rows: usize,
+    /// The per-input budget (`INPUT_BUDGET_MB`).
+    pub budget: crate::input::Budget,
+}
+
+impl ReadSettings {
+    /// The settings of `config`.
+    pub fn of(config: &crate::config::Config) -> ReadSettings {
+        ReadSettings {
+            concurrency: config.read_concurrency,
+            row_group_rows: config.row_group_rows,
+            budget: config.input_budget,
+        }
+    }
+}
+
 /// Bodies already read this run (by the parity gate: the multi-row inputs
 /// whose rows it counted), by key. [`read_inputs`] takes an input's body
 /// from here instead of a second GET of the same version.
 pub type Prefetched = HashMap<String, Fetched>;
 
-/// Phase 1: reads every input, at most `concurrency` GETs at once (in order:
+/// Phase 1: reads every input, at most `settings.concurrency` GETs at once (in order:
 /// the next bodies arrive while one is decoded; an input in `prefetched` is
 /// taken from there, with the ETag it was read with, and costs no GET),
 /// decodes each body as it
@@ -221,6 +247,12 @@ pub type Prefetched = HashMap<String, Fetched>;
 /// logged, and the day is read again and merged in memory ([`Merger`]:
 /// about 200 B a row); only such days pay a second set of GETs.
 ///
+/// Each input is read within the budget (`settings.budget`, [`crate::input`]): one that breaks
+/// an input limit is left in place unread and reported with the limit; a
+/// compacted one stops the read ([`ReadInputs::held_back`]). Inputs over
+/// [`crate::input::SMALL_INPUT_BYTES`] are not read ahead: each is read by
+/// ranges when its turn comes, so at most one is decoded at a time.
+///
 /// An input whose extra column joins no type of the day's
 /// ([`crate::merge::widen`]), and a per-flight file with rows whose `s3_key`
 /// is null, empty or names no flight, are skipped too (left in place,
@@ -232,18 +264,30 @@ pub async fn read_inputs(
     store: &impl Store,
     date: NaiveDate,
     inputs: &[PlannedInput],
-    concurrency: usize,
-    row_group_rows: usize,
+    settings: ReadSettings,
     prefetched: &Prefetched,
 ) -> Result<ReadInputs> {
+    let ReadSettings {
+        concurrency,
+        row_group_rows,
+        budget,
+    } = settings;
     let stream_order: Vec<&PlannedInput> = inputs
         .iter()
         .filter(|i| i.flight().is_none())
         .chain(inputs.iter().filter(|i| i.flight().is_some()))
         .collect();
     let sink = Sink::Stream(StreamMerger::new(row_group_rows));
-    let first_bytes = match read_pass(store, date, &stream_order, concurrency, sink, prefetched)
-        .await?
+    let first_bytes = match read_pass(
+        store,
+        date,
+        &stream_order,
+        concurrency,
+        sink,
+        prefetched,
+        budget,
+    )
+    .await?
     {
         Pass::Done(mut out) => {
             out.streamed = true;
@@ -257,7 +301,7 @@ pub async fn read_inputs(
     };
     let all: Vec<&PlannedInput> = inputs.iter().collect();
     let sink = Sink::Held(Merger::new(), row_group_rows);
-    match read_pass(store, date, &all, concurrency, sink, prefetched).await? {
+    match read_pass(store, date, &all, concurrency, sink, prefetched, budget).await? {
         Pass::Done(mut out) => {
             out.bytes_read += first_bytes;
             Ok(*out)
@@ -278,6 +322,7 @@ async fn read_pass(
     concurrency: usize,
     mut sink: Sink,
     prefetched: &Prefetched,
+    budget: crate::input::Budget,
 ) -> Result<Pass> {
     use futures::StreamExt;
     let mut out = ReadInputs::default();
@@ -294,13 +339,23 @@ async fn read_pass(
             .buffered(concurrency.max(1))
             .boxed();
     while let Some((input, res)) = fetched.next().await {
-        let Some(f) = res? else {
+        let body = match res? {
+            Ahead::Body(f) => Some(f),
+            Ahead::Later => None,
+            Ahead::Vanished => {
+                tracing::info!(key = %input.meta.key, "input vanished since the listing; not an input any more");
+                continue;
+            }
+        };
+        let fetched_bytes = body.as_ref().map_or(0, |f| f.body.len() as u64);
+        // One input decoded at a time, within the budget (`crate::input`).
+        let Some(f) = crate::input::read_input(store, &input.meta, body, budget).await? else {
             tracing::info!(key = %input.meta.key, "input vanished since the listing; not an input any more");
             continue;
         };
-        out.bytes_read += f.body.len() as u64;
-        let size = f.body.len() as u64;
-        match merge::decode(f.body) {
+        out.bytes_read += fetched_bytes + f.bytes_read;
+        let size = f.size;
+        match f.outcome {
             Ok(decoded) => {
                 let keyless = merge::rows_without_flight(&decoded);
                 if let Some(flight) = input.flight() {
@@ -325,6 +380,7 @@ async fn read_pass(
                             reason: format!(
                                 "{keyless} row(s) whose s3_key is null, empty or names no flight: merged, they would lose flight {flight}'s uuid; left in place, and the flight counts as missing until s3_key holds its flight object's key"
                             ),
+                            limit: None,
                         });
                         continue;
                     }
@@ -352,6 +408,7 @@ async fn read_pass(
                             date: Some(date),
                             column: u.column,
                             reason: u.reason,
+                            limit: u.limit,
                         });
                         continue;
                     }
@@ -379,6 +436,24 @@ async fn read_pass(
                     size,
                 });
             }
+            Err(u) if u.limit.is_some() && input.source == Source::Compacted => {
+                // Merging the rest would write a second compacted file
+                // beside this one; the day's stragglers wait instead.
+                tracing::warn!(key = %input.meta.key, reason = %u.reason,
+                    "compacted file over an input limit: left in place, and the day's other inputs are not merged");
+                out.held_back = Some(input.meta.key.clone());
+                out.skipped.push(SkippedFile {
+                    key: input.meta.key.clone(),
+                    date: Some(date),
+                    column: u.column,
+                    reason: format!(
+                        "compacted file {}; the day's other inputs are left unmerged beside it (a person decides: see docs/runbook.md)",
+                        u.reason
+                    ),
+                    limit: u.limit,
+                });
+                return Ok(Pass::Done(Box::new(out)));
+            }
             Err(u) => {
                 tracing::warn!(key = %input.meta.key, column = ?u.column, reason = %u.reason, "input cannot be merged; left in place");
                 // The hole the proof closes, planted on purpose (tests only):
@@ -396,6 +471,7 @@ async fn read_pass(
                     date: Some(date),
                     column: u.column,
                     reason: u.reason,
+                    limit: u.limit,
                 });
             }
         }
@@ -412,15 +488,30 @@ async fn read_pass(
     Ok(Pass::Done(Box::new(out)))
 }
 
+/// What the read-ahead fetched of one input.
+enum Ahead {
+    /// Its whole body (a small object, or one the gate read).
+    Body(Fetched),
+    /// Nothing yet: a big object, read by ranges when its turn comes
+    /// ([`crate::input`]), one at a time.
+    Later,
+    /// It vanished since the listing.
+    Vanished,
+}
+
 async fn fetch<'a>(
     store: &impl Store,
     input: &'a PlannedInput,
     prefetched: &Prefetched,
-) -> (&'a PlannedInput, Result<Option<Fetched>>) {
+) -> (&'a PlannedInput, Result<Ahead>) {
     if let Some(f) = prefetched.get(&input.meta.key) {
-        return (input, Ok(Some(f.clone())));
+        return (input, Ok(Ahead::Body(f.clone())));
     }
-    (input, store.get_opt(&input.meta.key).await)
+    if input.meta.size > crate::input::SMALL_INPUT_BYTES {
+        return (input, Ok(Ahead::Later));
+    }
+    let got = store.get_opt(&input.meta.key).await;
+    (input, got.map(|f| f.map_or(Ahead::Vanished, Ahead::Body)))
 }
 
 /// A commit ready to be written.

@@ -60,6 +60,11 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
         "index files fetched at once (GetObject requests in flight)",
     ),
     (
+        "INPUT_BUDGET_MB",
+        "a quarter of AWS_LAMBDA_FUNCTION_MEMORY_SIZE; 128 without it",
+        "memory one index input may take decoded, in MiB; an input whose footer declares more (or whose footer is longer than 1/32 of it, or that has more than 1,000 columns) is left in place unread and named in skipped_files",
+    ),
+    (
         "ROW_GROUP_ROWS",
         "131072",
         "rows per Parquet row group in compacted files",
@@ -169,6 +174,11 @@ pub struct Config {
     pub read_concurrency: usize,
     /// Rows per row group in outputs (`ROW_GROUP_ROWS`, default 131,072).
     pub row_group_rows: usize,
+    /// What one index input may take decoded (`INPUT_BUDGET_MB`; default a
+    /// quarter of `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`, which Lambda sets to
+    /// the function's memory in MB, else 128 MiB). The input limits derive
+    /// from it ([`crate::input`]).
+    pub input_budget: crate::input::Budget,
     /// Output size from which the compacted file goes up as a multipart
     /// upload (`MULTIPART_THRESHOLD_BYTES`, default 16 MiB; 0 = always).
     pub multipart_threshold: usize,
@@ -325,6 +335,21 @@ impl Config {
         if row_group_rows == 0 {
             return Err(bad("ROW_GROUP_ROWS", "must be at least 1"));
         }
+        let input_budget = match get(env, "INPUT_BUDGET_MB") {
+            Some(_) => {
+                let mb: u64 = parse_num(env, "INPUT_BUDGET_MB", 0, "a whole number of MiB")?;
+                if !(1..=1024 * 1024).contains(&mb) {
+                    return Err(bad("INPUT_BUDGET_MB", "must be from 1 to 1048576 MiB"));
+                }
+                crate::input::Budget::from_mb(mb)
+            }
+            None => match get(env, "AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
+                .and_then(|v| v.parse::<u64>().ok())
+            {
+                Some(memory_mb) => crate::input::Budget::from_mb((memory_mb / 4).max(1)),
+                None => crate::input::Budget::default(),
+            },
+        };
         let multipart_threshold: usize = parse_num(
             env,
             "MULTIPART_THRESHOLD_BYTES",
@@ -393,6 +418,7 @@ impl Config {
             lease: Duration::from_secs(lease_secs),
             read_concurrency,
             row_group_rows,
+            input_budget,
             multipart_threshold,
             multipart_part_size,
             deadline_margin: Duration::from_secs(margin),

@@ -9,6 +9,8 @@
 //! - [`plan`]: pure planning (cutoff, walk start, partition listing, parity, day plan).
 //! - [`partition`]: one date's listings, the parity gate, the earliest partition (read-only).
 //! - [`merge`]: decode, conform to the target schema, dedupe, encode.
+//! - [`input`]: bounded reads of index inputs (limits from the footer before
+//!   any decode; ranged, projected, row group by row group).
 //! - [`storage`]: the one S3 seam, the [`storage::Store`] trait (list, get, head,
 //!   conditional put/delete), over aws-sdk-s3 and in memory; [`clock`]: the time seam.
 //! - [`state`], [`lease`]: state files with conditional writes.
@@ -28,6 +30,7 @@ pub mod clock;
 pub mod commit;
 pub mod config;
 pub mod error;
+pub mod input;
 pub mod keys;
 pub mod lease;
 pub mod merge;

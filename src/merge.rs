@@ -70,7 +70,7 @@ use parquet::arrow::arrow_reader::{
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::basic::{LogicalType, TimeUnit as ParquetTimeUnit, Type as PhysicalType};
 use parquet::file::metadata::{
-    ParquetMetaDataOptions, ParquetMetaDataReader, ParquetStatisticsPolicy,
+    ParquetMetaData, ParquetMetaDataOptions, ParquetMetaDataReader, ParquetStatisticsPolicy,
 };
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::SchemaDescriptor;
@@ -93,8 +93,8 @@ pub use other_days::{OTHER_DAYS_UUIDS_SHOWN, OtherDays, first_message_at, is_oth
 #[cfg(test)]
 use schema::has_target_layout;
 pub use schema::{
-    Decoded, Unmergeable, conform, decode, flight_uuids_in, holds_flight, row_flights_in,
-    rows_without_flight, target_schema,
+    Decoded, Unmergeable, arrow_metadata, conform, decode, decode_parsed, decoded_from,
+    footer_options, holds_flight, row_flights_in, rows_without_flight, target_schema,
 };
 pub use stream::{MergedOutput, StreamError, StreamMerger};
 pub use widen::{ExtraColumns, convert};
@@ -216,7 +216,7 @@ pub(crate) mod tests {
         RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
     }
 
-    pub(super) fn uuid_n(i: u32) -> String {
+    pub(crate) fn uuid_n(i: u32) -> String {
         format!("019f7d73-f820-702f-b905-{i:012x}")
     }
 
@@ -571,7 +571,7 @@ pub(crate) mod tests {
         let back = decode(Bytes::from(bytes.clone())).unwrap();
         assert_eq!(back.batch, b);
         assert_eq!(
-            flight_uuids_in(Bytes::from(bytes)).unwrap(),
+            row_flights_in(Bytes::from(bytes)).unwrap().flights,
             vec![Uuid::parse_str(U1).unwrap()]
         );
         assert!(decode(Bytes::from_static(b"PAR1 not really")).is_err());

@@ -21,7 +21,7 @@
 //! store.put_now(&format!("flights/2026/07/20/{u}.json.gz"), "{}".into());
 //! let date = chrono::NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
 //! let day = list_day(&store, date, true).await.unwrap();
-//! let gate = parity_gate(&store, &day.flights, &day.index).await.unwrap();
+//! let gate = parity_gate(&store, &day.flights, &day.index, Default::default()).await.unwrap();
 //! assert_eq!(gate.missing.len(), 1); // no index row for the flight
 //! # });
 //! ```
@@ -31,11 +31,12 @@ use std::collections::BTreeSet;
 use chrono::NaiveDate;
 use uuid::Uuid;
 
-use crate::commit::{self, Prefetched, ReadInputs};
+use crate::commit::{self, Prefetched, ReadInputs, ReadSettings};
 use crate::error::Result;
+use crate::input::{self, Budget, RowKeys};
 use crate::keys::{
-    FLIGHTS_ROOT, INDEX_ROOT, flights_partition_date, flights_prefix, index_partition_date,
-    index_prefix,
+    FLIGHTS_ROOT, INDEX_ROOT, flight_uuid, flights_partition_date, flights_prefix,
+    index_partition_date, index_prefix,
 };
 use crate::merge;
 use crate::merge::Source;
@@ -105,6 +106,7 @@ pub async fn parity_gate(
     store: &impl Store,
     flights: &BTreeSet<Uuid>,
     listing: &PartitionListing,
+    budget: Budget,
 ) -> Result<ParityGate> {
     let mut indexed: BTreeSet<Uuid> = listing.per_flight_uuids();
     let mut gate = ParityGate {
@@ -115,15 +117,26 @@ pub async fn parity_gate(
         return Ok(gate);
     }
     for (c, _) in listing.multi_row_inputs() {
-        let Some(f) = store.get_opt(&c.key).await? else {
-            continue;
+        // Only the `s3_key` column, within the budget, batch by batch.
+        let mut found = Vec::new();
+        let read = match input::read_columns(store, c, None, budget, None, &["s3_key"], |b| {
+            let keys = RowKeys::of(&b)?;
+            found.extend((0..keys.rows()).filter_map(|r| keys.s3_key(r).and_then(flight_uuid)));
+            Ok(())
+        })
+        .await
+        {
+            Err(e) if e.is_not_found() => continue,
+            r => r?,
         };
         gate.compacted_files_read += 1;
-        match merge::flight_uuids_in(f.body.clone()) {
-            Ok(us) => indexed.extend(us),
+        match read.outcome {
+            Ok(()) => indexed.extend(found),
             Err(u) => gate.unreadable.push((c.key.clone(), u)),
         }
-        gate.prefetched.insert(c.key.clone(), f);
+        if let Some(f) = read.whole {
+            gate.prefetched.insert(c.key.clone(), f);
+        }
     }
     gate.missing = plan::missing_flights(flights, &indexed);
     Ok(gate)
@@ -191,10 +204,9 @@ pub async fn parity_check(
     flights: &BTreeSet<Uuid>,
     listing: &PartitionListing,
     inputs: Option<&[PlannedInput]>,
-    read_concurrency: usize,
-    row_group_rows: usize,
+    settings: ReadSettings,
 ) -> Result<ParityCheck> {
-    let gate = parity_gate(store, flights, listing).await?;
+    let gate = parity_gate(store, flights, listing, settings.budget).await?;
     let mut check = ParityCheck {
         missing: gate.missing,
         compacted_files_read: gate.compacted_files_read,
@@ -204,15 +216,7 @@ pub async fn parity_check(
     let Some(inputs) = inputs.filter(|_| check.missing.is_empty()) else {
         return Ok(check);
     };
-    let read = commit::read_inputs(
-        store,
-        date,
-        inputs,
-        read_concurrency,
-        row_group_rows,
-        &gate.prefetched,
-    )
-    .await?;
+    let read = commit::read_inputs(store, date, inputs, settings, &gate.prefetched).await?;
     check.without_own_row = without_own_row(&read, flights);
     check.read = Some(read);
     Ok(check)
@@ -220,8 +224,13 @@ pub async fn parity_check(
 
 /// Whether what was read leaves nothing to merge: no readable per-flight or
 /// other multi-row file, and at most one compacted file (then nothing is
-/// written, and no row can be lost).
+/// written, and no row can be lost); or a compacted file over an input
+/// limit ([`ReadInputs::held_back`]: nothing of the day is merged).
 pub fn nothing_to_merge(read: &ReadInputs) -> bool {
+    if read.held_back.is_some() {
+        // A compacted file over an input limit: nothing is merged.
+        return true;
+    }
     let compacted = (read.merge_inputs.iter())
         .filter(|i| i.source == Source::Compacted)
         .count();

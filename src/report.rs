@@ -257,6 +257,61 @@ pub struct SkippedFile {
     pub column: Option<String>,
     /// Why it was skipped (foreign object, unreadable Parquet, lossy type...).
     pub reason: String,
+    /// The input limit it broke, when that is why (`null` otherwise): such
+    /// a file was neither fetched whole nor decoded ([`crate::input`]).
+    pub limit: Option<LimitBroken>,
+}
+
+/// A per-input limit ([`crate::input`], docs/configuration.md
+/// `INPUT_BUDGET_MB`), decided from the listing and the Parquet footer
+/// before anything is decoded.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum Limit {
+    /// The footer's declared length in bytes (at most the budget / 32).
+    FooterBytes,
+    /// Leaf columns in the file's schema (at most 1,000).
+    Columns,
+    /// The decoded size the footer declares for the columns read, in bytes
+    /// (uncompressed column chunks plus a fixed cost per value; at most
+    /// the budget).
+    DecodedBytes,
+}
+
+named_enum!(Limit);
+
+/// Which [`Limit`] an input broke: what it holds (`found`) against what is
+/// allowed (`allowed`), in the limit's unit (bytes or columns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LimitBroken {
+    /// The limit.
+    pub limit: Limit,
+    /// The input's value.
+    pub found: u64,
+    /// The largest value allowed.
+    pub allowed: u64,
+}
+
+impl std::fmt::Display for LimitBroken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "over the {} limit: {} where at most {} is allowed (INPUT_BUDGET_MB sets it)",
+            self.limit, self.found, self.allowed
+        )
+    }
 }
 
 /// The parity gate's verdict on one date.
@@ -578,7 +633,8 @@ impl RunReport {
         self.rows_of_other_days += day.rows_of_other_days;
         for f in day.skipped.drain(..) {
             tracing::warn!(key = %f.key, date = ?f.date, column = ?f.column, reason = %f.reason,
-                "file skipped: left in place");
+                limit = f.limit.map(|l| l.limit.as_str()), found = f.limit.map(|l| l.found),
+                allowed = f.limit.map(|l| l.allowed), "file skipped: left in place");
             self.skipped_files_total += 1;
             if self.skipped_files.len() < SKIPPED_FILES_SHOWN {
                 self.skipped_files.push(f);
@@ -746,6 +802,7 @@ mod tests {
                 date: Some(date(0)),
                 column: Some("first_message".into()),
                 reason: "r".repeat(reason_len),
+                limit: None,
             })
             .collect()
     }

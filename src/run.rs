@@ -904,7 +904,7 @@ async fn day_passes(
     mode: DayMode,
     day: &mut DayReport,
 ) -> Result<Option<Vec<Uuid>>> {
-    let (concurrency, row_group_rows) = (cx.config.read_concurrency, cx.config.row_group_rows);
+    let settings = commit::ReadSettings::of(cx.config);
     for pass in 0..MAX_PASSES_PER_DATE {
         let t = std::time::Instant::now();
         let mut listed = crate::partition::list_day(cx.store, date, mode != DayMode::Sweep).await?;
@@ -939,16 +939,8 @@ async fn day_passes(
                 DayAction::Compact { inputs } => Some(inputs.as_slice()),
                 _ => None,
             };
-            let check = parity_check(
-                cx.store,
-                date,
-                &listed.flights,
-                listing,
-                inputs,
-                concurrency,
-                row_group_rows,
-            )
-            .await?;
+            let check =
+                parity_check(cx.store, date, &listed.flights, listing, inputs, settings).await?;
             add_skipped(
                 day,
                 check.unreadable.iter().map(|(key, u)| SkippedFile {
@@ -959,6 +951,7 @@ async fn day_passes(
                         "multi-row index file unreadable for the parity check: {}",
                         u.reason
                     ),
+                    limit: u.limit,
                 }),
             );
             if !check.missing.is_empty() {
@@ -990,15 +983,9 @@ async fn day_passes(
         let (read, lost) = match checked {
             Some(checked) => checked,
             None => {
-                let read = commit::read_inputs(
-                    cx.store,
-                    date,
-                    &inputs,
-                    concurrency,
-                    row_group_rows,
-                    &Prefetched::new(),
-                )
-                .await?;
+                let read =
+                    commit::read_inputs(cx.store, date, &inputs, settings, &Prefetched::new())
+                        .await?;
                 let lost = without_own_row(&read, &listed.flights);
                 (read, lost)
             }
@@ -1013,6 +1000,14 @@ async fn day_passes(
         add_skipped(day, read.skipped.iter().cloned());
         // The dry run and the commit alike: what this pass read.
         RunReport::note_other_days(day, &read.other_days);
+        if let Some(key) = &read.held_back {
+            // Nothing of the day is merged or deleted; the file is named
+            // in skipped_files with its limit.
+            day.reason = format!(
+                "compacted file {key} is over an input limit: the day's other inputs are left unmerged"
+            );
+            break;
+        }
         if !lost.is_empty() {
             return Ok(Some(lost_rows(day, lost)));
         }

@@ -412,7 +412,7 @@ pub async fn gather(
             .take_while(|d| *d <= cutoff)
             .take(opts.days)
         {
-            let mut day = day_status(store, date).await?;
+            let mut day = day_status(store, date, config.input_budget).await?;
             day.blocked_by = s
                 .quarantined
                 .iter()
@@ -473,8 +473,7 @@ async fn mismatch_status(
         &flight_set,
         &listing,
         inputs,
-        config.read_concurrency,
-        config.row_group_rows,
+        crate::commit::ReadSettings::of(config),
     )
     .await?;
     for (key, u) in &check.unreadable {
@@ -503,19 +502,35 @@ async fn mismatch_status(
     })
 }
 
-async fn day_status(store: &impl Store, date: NaiveDate) -> Result<DayStatus> {
+async fn day_status(
+    store: &impl Store,
+    date: NaiveDate,
+    budget: crate::input::Budget,
+) -> Result<DayStatus> {
     let DayListing {
         flights,
         index: listing,
     } = list_day(store, date, true).await?;
     let mut other = crate::merge::OtherDays::default();
     for (m, _) in listing.multi_row_inputs() {
-        let Some(f) = store.get_opt(&m.key).await? else {
-            continue;
-        };
-        // An unreadable file is the run's to report (it skips it).
-        if let Ok(decoded) = crate::merge::decode(f.body) {
-            other.count(&decoded, date);
+        // Two columns, within the budget, batch by batch. An unreadable
+        // file is the run's to report (it skips it): its rows count none.
+        let mut file = crate::merge::OtherDays::default();
+        let names = ["s3_key", "first_message"];
+        let read = crate::input::read_columns(store, m, None, budget, None, &names, |b| {
+            let keys = crate::input::RowKeys::of(&b)?;
+            for row in 0..keys.rows() {
+                let flight = keys.s3_key(row).and_then(crate::keys::flight_uuid);
+                file.count_row(keys.first_message(row), flight, date);
+            }
+            Ok(())
+        })
+        .await;
+        match read {
+            Err(e) if e.is_not_found() => continue,
+            Err(e) => return Err(e),
+            Ok(r) if r.outcome.is_ok() => other.add(file),
+            Ok(_) => {}
         }
     }
     Ok(DayStatus {

@@ -100,7 +100,7 @@ async fn crashed_commit(
         })
         .collect();
     assert_eq!(inputs.len(), n);
-    let mut read = commit::read_inputs(store, date, &inputs, 4, 1024, &Default::default())
+    let mut read = commit::read_inputs(store, date, &inputs, settings(), &Default::default())
         .await
         .unwrap();
     let p = commit::prepare(date, &mut read, at(NOW), "crashed-run").unwrap();
@@ -931,4 +931,14 @@ async fn the_progress_bar_follows_a_real_run() {
         "{}",
         bar.message()
     );
+}
+
+/// How the tests read a day: 4 GETs at once, row groups of 1,024 rows, the
+/// default input budget.
+fn settings() -> commit::ReadSettings {
+    commit::ReadSettings {
+        concurrency: 4,
+        row_group_rows: 1024,
+        budget: Default::default(),
+    }
 }

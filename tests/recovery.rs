@@ -509,7 +509,7 @@ async fn committed_output(store: &S3Store, day: &str, version: u32) -> (String, 
             source: archive_compaction::merge::Source::PerFlight(*u),
         })
         .collect();
-    let mut read = commit::read_inputs(store, d, &inputs, 4, 1024, &Default::default())
+    let mut read = commit::read_inputs(store, d, &inputs, settings(), &Default::default())
         .await
         .unwrap();
     let mut p = commit::prepare(d, &mut read, at(NOW), "crashed-run").unwrap();
@@ -1065,5 +1065,15 @@ async fn recovery_proves_each_input_by_its_rows() {
             Some(&etag(k)),
             "{k} not kept"
         );
+    }
+}
+
+/// How the tests read a day: 4 GETs at once, row groups of 1,024 rows, the
+/// default input budget.
+fn settings() -> commit::ReadSettings {
+    commit::ReadSettings {
+        concurrency: 4,
+        row_group_rows: 1024,
+        budget: Default::default(),
     }
 }

@@ -104,14 +104,30 @@ impl OtherDays {
             if !is_other_day(at, date) {
                 continue;
             }
-            self.rows += 1;
-            if self.uuids.len() < OTHER_DAYS_UUIDS_SHOWN
-                && let Some(u) = keys
-                    .filter(|k| k.is_valid(row))
-                    .and_then(|k| flight_uuid(k.value(row)))
-            {
-                self.uuids.push(u);
-            }
+            let flight = keys
+                .filter(|k| k.is_valid(row))
+                .and_then(|k| flight_uuid(k.value(row)));
+            self.count_row(at, flight, date);
+        }
+    }
+
+    /// Counts one row whose `first_message` is `first_message` and whose
+    /// `s3_key` names `flight`, when it is a row of another day than
+    /// `date` ([`is_other_day`]).
+    pub fn count_row(
+        &mut self,
+        first_message: Option<DateTime<Utc>>,
+        flight: Option<Uuid>,
+        date: chrono::NaiveDate,
+    ) {
+        if !is_other_day(first_message, date) {
+            return;
+        }
+        self.rows += 1;
+        if self.uuids.len() < OTHER_DAYS_UUIDS_SHOWN
+            && let Some(u) = flight
+        {
+            self.uuids.push(u);
         }
     }
 

@@ -34,13 +34,33 @@ pub struct Unmergeable {
     pub column: Option<String>,
     /// What is wrong, e.g. "not a Parquet file: bad magic".
     pub reason: String,
+    /// The input limit broken, when that is what is wrong
+    /// ([`crate::input`]): nothing of the file was decoded.
+    pub limit: Option<crate::report::LimitBroken>,
+}
+
+impl Unmergeable {
+    /// A file that cannot be merged for `reason` (about `column`, when one).
+    pub fn new(column: Option<&str>, reason: impl Into<String>) -> Unmergeable {
+        Unmergeable {
+            column: column.map(str::to_string),
+            reason: reason.into(),
+            limit: None,
+        }
+    }
+
+    /// A file that breaks an input limit ([`crate::input`]).
+    pub fn over_limit(limit: crate::report::LimitBroken) -> Unmergeable {
+        Unmergeable {
+            column: None,
+            reason: format!("left in place unread: {limit}"),
+            limit: Some(limit),
+        }
+    }
 }
 
 pub(super) fn unmergeable(column: Option<&str>, reason: impl Into<String>) -> Unmergeable {
-    Unmergeable {
-        column: column.map(str::to_string),
-        reason: reason.into(),
-    }
+    Unmergeable::new(column, reason)
 }
 
 /// A decoded input, conformed to the target schema (known columns first,
@@ -85,39 +105,75 @@ pub(super) fn check_magic(bytes: &[u8]) -> Result<(), Unmergeable> {
 pub fn decode(bytes: Bytes) -> Result<Decoded, Unmergeable> {
     check_magic(&bytes)?;
     let metadata = ParquetMetaDataReader::new()
-        .with_metadata_options(Some(
-            ParquetMetaDataOptions::new()
-                .with_column_stats_policy(ParquetStatisticsPolicy::SkipAll)
-                .with_size_stats_policy(ParquetStatisticsPolicy::SkipAll),
-        ))
+        .with_metadata_options(Some(footer_options()))
         .parse_and_finish(&bytes)
         .map(Arc::new)
         .map_err(|e| unmergeable(None, format!("not a readable Parquet file: {e}")))?;
+    decode_parsed(bytes, metadata)
+}
+
+/// The footer options of every read: without the column and size
+/// statistics, which no read here uses.
+pub fn footer_options() -> ParquetMetaDataOptions {
+    ParquetMetaDataOptions::new()
+        .with_column_stats_policy(ParquetStatisticsPolicy::SkipAll)
+        .with_size_stats_policy(ParquetStatisticsPolicy::SkipAll)
+}
+
+/// [`decode`] of a whole file whose footer is already parsed (`metadata`):
+/// what [`crate::input`] calls once the footer is within its limits.
+///
+/// Errors: as [`decode`].
+pub fn decode_parsed(bytes: Bytes, metadata: Arc<ParquetMetaData>) -> Result<Decoded, Unmergeable> {
+    let (arrow_metadata, conformed) = arrow_metadata(metadata)?;
+    let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(bytes, arrow_metadata)
+        .build()
+        .map_err(|e| unmergeable(None, format!("cannot read: {e}")))?;
+    let schema = reader.schema();
+    let batches = reader
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| unmergeable(None, format!("cannot decode: {e}")))?;
+    decoded_from(&schema, batches, conformed)
+}
+
+/// How to read a file's columns into Arrow: straight into [`target_schema`]
+/// (`true`) when it has the writer's layout (`has_target_layout`), else by
+/// its embedded Arrow schema (`false`: the rows then go through [`conform`]).
+///
+/// Errors: [`Unmergeable`] when the footer's schema has no Arrow reading.
+pub fn arrow_metadata(
+    metadata: Arc<ParquetMetaData>,
+) -> Result<(ArrowReaderMetadata, bool), Unmergeable> {
     let direct = has_target_layout(metadata.file_metadata().schema_descr())
         .then(|| {
             let options = ArrowReaderOptions::new().with_schema(target_schema());
             ArrowReaderMetadata::try_new(metadata.clone(), options).ok()
         })
         .flatten();
-    let conformed = direct.is_some();
-    let arrow_metadata = match direct {
-        Some(m) => m,
+    match direct {
+        Some(m) => Ok((m, true)),
         None => ArrowReaderMetadata::try_new(metadata, ArrowReaderOptions::new())
-            .map_err(|e| unmergeable(None, format!("not a readable Parquet file: {e}")))?,
-    };
-    let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(bytes, arrow_metadata)
-        .build()
-        .map_err(|e| unmergeable(None, format!("cannot read: {e}")))?;
-    let schema = reader.schema();
-    let mut batches = reader
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| unmergeable(None, format!("cannot decode: {e}")))?;
+            .map(|m| (m, false))
+            .map_err(|e| unmergeable(None, format!("not a readable Parquet file: {e}"))),
+    }
+}
+
+/// One [`Decoded`] from a file's batches, read by [`arrow_metadata`]
+/// (`conformed` as it said).
+///
+/// Errors: as [`conform`].
+pub fn decoded_from(
+    schema: &SchemaRef,
+    mut batches: Vec<RecordBatch>,
+    conformed: bool,
+) -> Result<Decoded, Unmergeable> {
     let batch = if batches.len() == 1 {
         batches.pop().expect("one batch")
     } else {
-        arrow_select::concat::concat_batches(&schema, &batches)
+        arrow_select::concat::concat_batches(schema, &batches)
             .map_err(|e| unmergeable(None, format!("cannot decode: {e}")))?
     };
+    drop(batches);
     if conformed {
         // Read as the target schema (the reader checked names, types and
         // nullability against the footer); the batch takes the shared
@@ -390,14 +446,6 @@ pub(super) fn to_micros(v: i64, unit: TimeUnit) -> Option<i64> {
         TimeUnit::Microsecond => Some(v),
         TimeUnit::Nanosecond => (v % 1_000 == 0).then_some(v / 1_000),
     }
-}
-
-/// The flight uuids in a multi-row index file's `s3_key` column (reads only
-/// that column): the rows the parity gate counts.
-///
-/// Errors: [`Unmergeable`] when the bytes are not Parquet or have no `s3_key`.
-pub fn flight_uuids_in(bytes: Bytes) -> Result<Vec<Uuid>, Unmergeable> {
-    Ok(row_flights_in(bytes)?.flights)
 }
 
 /// The flights of a Parquet file's rows by its `s3_key` column (reads only
