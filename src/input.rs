@@ -12,8 +12,9 @@
 //!   [`DECODED_BYTES_PER_VALUE`] a value) at most the budget. An input that
 //!   breaks one is [`Unmergeable::over_limit`]: left in place, named in
 //!   `skipped_files` with its [`LimitBroken`], never fetched whole.
-//! - **Small reads**: an object of at most [`SMALL_INPUT_BYTES`] is fetched
-//!   whole in one GET; a bigger one is read footer first (the last
+//! - **Small reads**: an input the merge reads of at most
+//!   [`SMALL_INPUT_BYTES`] is fetched whole in one GET (a read of a few
+//!   columns: at most [`TAIL_READ_BYTES`]); a bigger one is read footer first (the last
 //!   [`TAIL_READ_BYTES`], one more ranged GET when the footer is longer),
 //!   then only the projected columns' chunks, row group by row group
 //!   (parquet's push decoder, the decoder under its async reader), by
@@ -209,6 +210,10 @@ pub struct ObjectReader<'a, S> {
     size: u64,
     etag: Option<String>,
     whole: Option<Bytes>,
+    /// The tail read first (its offset, its bytes): ranges in it are not
+    /// fetched again.
+    tail: Option<(u64, Bytes)>,
+    whole_up_to: u64,
     gets: Option<&'a Semaphore>,
     requests: AtomicU64,
     bytes_read: AtomicU64,
@@ -224,10 +229,19 @@ impl<'a, S: Store> ObjectReader<'a, S> {
             size,
             etag: if_match.map(str::to_string),
             whole: None,
+            tail: None,
+            whole_up_to: SMALL_INPUT_BYTES,
             gets: None,
             requests: AtomicU64::new(0),
             bytes_read: AtomicU64::new(0),
         }
+    }
+
+    /// Objects of at most `bytes` are read whole (default
+    /// [`SMALL_INPUT_BYTES`]); bigger ones footer first.
+    pub fn whole_up_to(mut self, bytes: u64) -> Self {
+        self.whole_up_to = bytes;
+        self
     }
 
     /// Every GET takes a permit of `gets` first.
@@ -309,7 +323,7 @@ impl<'a, S: Store> ObjectReader<'a, S> {
         if let Some(b) = &self.whole {
             return Ok(b.clone());
         }
-        if self.size <= SMALL_INPUT_BYTES {
+        if self.size <= self.whole_up_to.max(TAIL_READ_BYTES) {
             let _permit = self.permit().await;
             let f = self.store.get(self.key).await?;
             drop(_permit);
@@ -343,6 +357,7 @@ impl<'a, S: Store> ObjectReader<'a, S> {
             });
         }
         self.etag = Some(f.etag);
+        self.tail = Some((start, f.body.clone()));
         Ok(f.body)
     }
 
@@ -351,7 +366,39 @@ impl<'a, S: Store> ObjectReader<'a, S> {
     ///
     /// Errors: as the single reads.
     pub async fn get_ranges(&self, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
-        object_store::coalesce_ranges(ranges, |r| self.get(r), COALESCE_GAP_BYTES).await
+        let Some((tail_at, tail)) = &self.tail else {
+            return object_store::coalesce_ranges(ranges, |r| self.get(r), COALESCE_GAP_BYTES)
+                .await;
+        };
+        // What lies in the tail read first is served from it; only the
+        // rest is fetched (a range running into the tail is joined to it).
+        let tail_at = *tail_at;
+        let heads: Vec<Range<u64>> = (ranges.iter())
+            .filter(|r| r.start < tail_at)
+            .map(|r| r.start..r.end.min(tail_at))
+            .collect();
+        let fetched =
+            object_store::coalesce_ranges(&heads, |r| self.get(r), COALESCE_GAP_BYTES).await?;
+        let mut fetched = fetched.into_iter();
+        let in_tail = |start: u64, end: u64| {
+            let end = end.min(self.size).max(start);
+            tail.slice((start - tail_at) as usize..(end - tail_at) as usize)
+        };
+        Ok((ranges.iter())
+            .map(|r| {
+                if r.start >= tail_at {
+                    return in_tail(r.start, r.end);
+                }
+                let head = fetched.next().expect("one fetched range per head");
+                if r.end <= tail_at {
+                    return head;
+                }
+                let mut joined = Vec::with_capacity((r.end - r.start) as usize);
+                joined.extend_from_slice(&head);
+                joined.extend_from_slice(&in_tail(tail_at, r.end));
+                Bytes::from(joined)
+            })
+            .collect())
     }
 
     /// Reads and parses the footer, within `budget`: the object is not
@@ -555,7 +602,7 @@ pub struct ColumnsRead {
     /// Body bytes received.
     pub bytes_read: u64,
     /// The whole body, when the object was small enough to be read whole
-    /// (for the merge to reuse).
+    /// (at most [`TAIL_READ_BYTES`]; for the merge to reuse).
     pub whole: Option<Fetched>,
     /// `Ok` once every batch went to the caller; else why the file cannot
     /// be read (not Parquet, a limit, no `names[0]` column).
@@ -579,7 +626,10 @@ pub async fn read_columns(
     names: &[&str],
     each: impl FnMut(RecordBatch) -> std::result::Result<(), Unmergeable>,
 ) -> Result<ColumnsRead> {
-    let mut reader = ObjectReader::new(store, &meta.key, meta.size, if_match);
+    // Whole only when the tail read would take it all: a few columns of a
+    // bigger file are less than the file.
+    let mut reader =
+        ObjectReader::new(store, &meta.key, meta.size, if_match).whole_up_to(TAIL_READ_BYTES);
     if let Some(g) = gets {
         reader = reader.with_gets(g);
     }

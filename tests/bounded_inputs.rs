@@ -215,3 +215,39 @@ async fn a_big_object_that_is_not_parquet_is_named_from_its_tail_alone() {
         assert!(read < 1024 * 1024, "run {run} read {read} bytes");
     }
 }
+
+#[tokio::test]
+async fn a_compacted_file_over_a_limit_leaves_its_day_unmerged() {
+    init_logs();
+    let store = bucket("compacted-over").await;
+    let generated = generate(
+        &store,
+        json!({"seed": 3, "days": [{"date": DAY, "flights": 6}]}),
+    );
+    // Written before the limits: a million rows, 216 MB decoded by the
+    // footer's count, over the 128 MiB budget.
+    let name = "compacted-019f0000-0000-7000-8000-000000000000.parquet";
+    let spec = json!({"kind": "rows", "date": DAY, "rows": 1_000_000, "name": name});
+    let (key, size) = plant(&store, spec);
+    let prefix = archive_compaction::keys::index_prefix(date(DAY));
+    let mut before = generated.index_keys[DAY].clone();
+    before.push(key.clone());
+    before.sort();
+    for run in 0..2 {
+        let report = run_limited(&store, &[]);
+        let entry = skipped(&report, &key);
+        assert_eq!(
+            entry["limit"]["limit"], "decoded_bytes",
+            "run {run}: {entry}"
+        );
+        let listed = store.list(&prefix).await.unwrap();
+        let mut keys: Vec<String> = listed.iter().map(|o| o.key.clone()).collect();
+        keys.sort();
+        assert_eq!(
+            keys, before,
+            "run {run}: the day's stragglers left unmerged, nothing written"
+        );
+        let left = listed.iter().find(|o| o.key == key).map(|o| o.size);
+        assert_eq!(left, Some(size), "run {run}");
+    }
+}

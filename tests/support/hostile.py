@@ -8,9 +8,9 @@ spec.json: {"kind": K, "date": "2026-07-20", ...}, K one of
     "bomb"         a per-flight file (and its flight object) whose one row's
                    `registration` is "bytes" (default 700,000,000) bytes of
                    one letter: zstd makes it some KB on disk
-    "rows"         a multi-row file `export-rows.parquet` of "rows" (default
-                   20,000,000) identical rows: dictionary and RLE encoding
-                   make it some hundred KB
+    "rows"         a multi-row file "name" (default `export-rows.parquet`) of
+                   "rows" (default 20,000,000) identical rows: dictionary
+                   and RLE encoding make it some hundred KB
     "columns"      a per-flight file (and its flight object) with the nine
                    index columns and "columns" (default 50,000) in all
     "not_parquet"  `export-big.parquet`: "bytes" (default 96 MiB) random
@@ -77,7 +77,7 @@ def main():
         }
         table = pa.Table.from_pydict(cols, schema=archive.SCHEMA)
         body = write(table, compression="zstd")
-        key = archive.index_prefix(d) + "export-rows.parquet"
+        key = archive.index_prefix(d) + spec.get("name", "export-rows.parquet")
     elif kind == "columns":
         u, row = one_flight(s3, args.bucket, d, spec.get("seed", 8))
         base = pa.Table.from_pylist([row], schema=archive.SCHEMA)
