@@ -24,6 +24,12 @@
 //!   with the ETag of the first (or the caller's), so a file rewritten
 //!   meanwhile is an error ([`Error::PreconditionFailed`]), never a mix.
 //!
+//! Why the push decoder and not `ParquetRecordBatchStreamBuilder` over an
+//! `AsyncFileReader`: the stream builder takes a `'static` reader, and the
+//! stores here are borrowed (`&impl Store`); the push decoder, which the
+//! stream is built on, asks for byte ranges and takes the bytes, so the
+//! reads stay ours (`If-Match`, the GET semaphore, the counts).
+//!
 //! The budget is `INPUT_BUDGET_MB` ([`crate::config::Config::input_budget`]):
 //! a quarter of the function's memory by default. The merge decodes one
 //! input at a time, so one input's rows never take more than the budget.
