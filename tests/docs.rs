@@ -336,7 +336,7 @@ fn bench_blocks(page: &str) -> BTreeMap<String, String> {
 }
 
 /// `make bench`, `make bench-concurrency` and `make bench-audit` write the
-/// figures of `docs/performance.md` (issue 31, item 4): each of its three
+/// figures of `docs/performance.md`: each of its three
 /// blocks holds what `bench/docs.py` wrote from a run (its first line says
 /// when, at which commit, on which machine), not figures copied by hand; and
 /// `bench/docs.py`, given a results file, rewrites exactly those blocks and

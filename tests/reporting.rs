@@ -589,7 +589,7 @@ async fn mismatch_runs_counts_consecutive_blocked_invocations() {
     check("event-4", 0, None).await;
 }
 
-/// The trouble of issue 25: a day of 20,000 flights whose index rows never
+/// A day of 20,000 flights whose index rows never
 /// landed (no index file at all). The CLI run stops there (exit 2) and
 /// still publishes every topic: `mismatch_uuids` carries the first 100
 /// uuids with the exact count, every payload is within 16 KiB, the report

@@ -19,7 +19,7 @@
 //! deleted on its word; the harness then plays the operator (deletes it)
 //! and the clean runs go on.
 //!
-//! Two more holes are planted (issue 23), each in about one schedule in
+//! Two more holes are planted, each in about one schedule in
 //! ten: a manifest that passes every ownership rule beside an output that
 //! verifies (named after its job, its job id in the metadata, size and
 //! SHA-256 right, holding a day's per-flight rows, as after a crash between
@@ -836,7 +836,7 @@ fn planted_manifest(
     (keys::manifest_key(d, job_id), m)
 }
 
-/// Writes one of the three wrong manifests of issue 18 for a random date,
+/// Writes one of three wrong manifests for a random date,
 /// each of which recovery would use to delete data if it obeyed: (0) its
 /// output is another commit's compacted file (or a key its job id does not
 /// give), size off by one; (1) its only input is its own, verified output;

@@ -261,7 +261,7 @@ def role_statements(cfn, iam, stack_name):
     return doc["Statement"]
 
 
-# What each of the dashboard's graphs must show (issue 29), by metric name.
+# What each of the dashboard's graphs must show, by metric name.
 DASHBOARD_GRAPHS = {
     "runs by status": {"RunSuccess", "RunMismatch", "RunFailure"},
     "files compacted and rows written": {"FilesCompacted", "RowsWritten"},
