@@ -119,13 +119,11 @@ pub enum Error {
     /// not finish within [`crate::lease::LEASE_RELEASE_TIMEOUT`]): the lock
     /// stays until it lapses.
     #[error(
-        "lease s3://{bucket}/{key} was not released ({reason}): the next run finds it held by {holder} until {expires_at} and does nothing until then; once this run is over, deleting {key} by hand lets a run start at once"
+        "lease s3://{bucket}/_compaction_state/lock.json was not released ({reason}): the next run finds it held by {holder} until {expires_at} and does nothing until then; once this run is over, deleting _compaction_state/lock.json by hand lets a run start at once"
     )]
     LeaseNotReleased {
-        /// The bucket.
+        /// The bucket (the key is [`crate::keys::LOCK_KEY`]).
         bucket: String,
-        /// The lease key.
-        key: String,
         /// This run's holder id.
         holder: String,
         /// When the lease lapses (RFC 3339, UTC).

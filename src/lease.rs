@@ -341,7 +341,6 @@ impl<S: Store + Clone> LeaseGuard<S> {
             Ok(()) | Err(Error::PreconditionFailed { .. }) => Ok(()),
             Err(e) => Err(Error::LeaseNotReleased {
                 bucket: store.bucket().to_string(),
-                key: LOCK_KEY.to_string(),
                 holder: self.lease.holder.clone(),
                 expires_at: self.lease.expires_at.to_rfc3339(),
                 reason: e.to_string(),
