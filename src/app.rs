@@ -120,8 +120,8 @@ impl Deps {
             .retry_config(retry_config())
             .timeout_config(
                 TimeoutConfig::builder()
-                    .connect_timeout(Duration::from_secs(5))
-                    .operation_attempt_timeout(Duration::from_secs(60))
+                    .connect_timeout(crate::storage::CONNECT_TIMEOUT)
+                    .operation_attempt_timeout(crate::storage::ATTEMPT_TIMEOUT_BASE)
                     .build(),
             )
             .load()
@@ -215,7 +215,7 @@ impl Deps {
 /// changes the status.
 pub async fn invoke(deps: &Deps, opts: &RunOptions) -> RunReport {
     let mut report = run(&deps.store, &deps.config, opts).await;
-    crate::reporting::publish(deps, &mut report).await;
+    crate::reporting::publish_by(deps, &mut report, opts.deadline).await;
     report.bound();
     report
 }

@@ -500,7 +500,10 @@ pub async fn create_manifest(store: &impl Store, key: &str, manifest: &Manifest)
     failpoint!("commit::before-manifest-create");
     // Compact: at 200,000 inputs the pretty form was 34 MB, this ~29 MB.
     let body = serde_json::to_vec(manifest).expect("manifest serialises");
-    store.put(key, body.into(), PutMode::Create, None).await?;
+    let attempt = store
+        .put(key, body.clone().into(), PutMode::Create, None)
+        .await;
+    crate::state::settle_write(store, key, attempt, &body).await?;
     failpoint!("commit::after-manifest-create");
     Ok(())
 }
@@ -522,9 +525,41 @@ pub async fn put_output(
     request
         .metadata
         .insert(JOB_ID_METADATA.to_string(), job_id.to_string());
-    store.put_object(&output.key, body, request).await?;
+    let attempt = store.put_object(&output.key, body, request).await;
+    settle_output(store, job_id, output, attempt).await?;
     failpoint!("commit::after-output-put");
     Ok(())
+}
+
+/// Settles the output's PUT whose `attempt` failed its precondition or
+/// failed transiently (its answer lost: [`crate::state::settles`]): the
+/// object is read back ([`inspect_output`]: size and SHA-256, read back and
+/// hashed when the server keeps no comparable checksum) and when it is this
+/// commit's output, with `job_id` in its metadata ([`JOB_ID_METADATA`]),
+/// the PUT took effect. Otherwise the attempt's error stands.
+async fn settle_output(
+    store: &impl Store,
+    job_id: Uuid,
+    output: &ManifestOutput,
+    attempt: Result<String>,
+) -> Result<()> {
+    let e = match attempt {
+        Ok(_) => return Ok(()),
+        Err(e) if crate::state::settles(&e) => e,
+        Err(e) => return Err(e),
+    };
+    let job = job_id.to_string();
+    match inspect_output(store, output).await {
+        Ok((OutputCheck::Verified, Some(head))) if head.job_id() == Some(job.as_str()) => {
+            tracing::warn!(key = %output.key, error = %e, "the output PUT's answer was lost and its retry failed; read back, it is this commit's output (size, SHA-256, job id): done");
+            Ok(())
+        }
+        Ok(_) => Err(e),
+        Err(read) => {
+            tracing::warn!(key = %output.key, error = %read, "a failed output PUT could not be read back to see whether it took effect");
+            Err(e)
+        }
+    }
 }
 
 /// Result of [`check_output`].

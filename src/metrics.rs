@@ -129,7 +129,8 @@ pub fn metric_data(metrics: &[Metric], bucket: &str, at: SystemTime) -> Vec<Metr
 }
 
 /// Sends `metrics` to CloudWatch in one PutMetricData call, within
-/// [`CLOUDWATCH_TIMEOUT`].
+/// `timeout` ([`CLOUDWATCH_TIMEOUT`], or less near the run's deadline:
+/// [`crate::reporting::publish_by`]).
 ///
 /// Errors: [`ReportError::CloudWatch`] (the SDK's error after its retries),
 /// [`ReportError::CloudWatchTimeout`].
@@ -139,6 +140,7 @@ pub async fn put(
     bucket: &str,
     metrics: &[Metric],
     at: SystemTime,
+    timeout: std::time::Duration,
 ) -> Result<(), ReportError> {
     let started = std::time::Instant::now();
     let call = client
@@ -146,7 +148,7 @@ pub async fn put(
         .namespace(namespace)
         .set_metric_data(Some(metric_data(metrics, bucket, at)))
         .send();
-    match tokio::time::timeout(CLOUDWATCH_TIMEOUT, call).await {
+    match tokio::time::timeout(timeout, call).await {
         Ok(Ok(_)) => {
             tracing::info!(
                 namespace,
@@ -163,7 +165,7 @@ pub async fn put(
         }),
         Err(_) => Err(ReportError::CloudWatchTimeout {
             namespace: namespace.to_string(),
-            timeout: CLOUDWATCH_TIMEOUT,
+            timeout,
         }),
     }
 }

@@ -202,6 +202,10 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
 ) -> RunReport {
     let started = Instant::now();
     let _running = opts.stop.as_ref().map(Stop::enter);
+    // Every S3 call ends S3_DEADLINE_MARGIN before the deadline, all its
+    // attempts together: the rest is the lease's release and the report's.
+    let bounded = store.until(opts.deadline.map(s3_deadline));
+    let store = &bounded;
     // The wall clock, read once: the invocation time may not be ahead of
     // it, and the cutoff is never past the wall clock's.
     let wall = opts.clock.now();
@@ -265,7 +269,10 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
                 return report;
             }
             Err(e) => {
-                report.stop_reason = StopReason::Error;
+                report.stop_reason = match e {
+                    Error::Deadline { .. } => StopReason::Deadline,
+                    _ => StopReason::Error,
+                };
                 report.fail(e);
                 report.duration_seconds = started.elapsed().as_secs_f64();
                 return report;
@@ -277,6 +284,7 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
     if let Err(e) = result {
         report.stop_reason = match e {
             Error::Interrupted { .. } => StopReason::Interrupted,
+            Error::Deadline { .. } => StopReason::Deadline,
             _ => StopReason::Error,
         };
         report.fail(e);
@@ -285,7 +293,10 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
         Some(l) => Some(l.release().await),
         None => None,
     } {
+        // The data work stands; what the next run will see is said.
         tracing::warn!(error = %e, "could not release the lease; it lapses on its own");
+        report.errors.push(e.to_string());
+        report.errors_total += 1;
     }
     report.duration_seconds = started.elapsed().as_secs_f64();
     tracing::info!(
@@ -306,6 +317,14 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
         p.send(Progress::Finished);
     }
     report
+}
+
+/// When a run's S3 calls end: [`crate::storage::S3_DEADLINE_MARGIN`]
+/// before its `deadline` (docs/configuration.md, "Deadline").
+pub fn s3_deadline(deadline: Instant) -> Instant {
+    deadline
+        .checked_sub(crate::storage::S3_DEADLINE_MARGIN)
+        .unwrap_or(deadline)
 }
 
 /// The report's watermark fields from `wm`. The lag is the number of
@@ -448,11 +467,15 @@ async fn delete_manifests(store: &impl Store, keys: &[String]) -> Result<()> {
 /// confirmed first, beside the deletes of the finished manifests: the
 /// watermark may land before a complete commit's manifest is gone (recovery
 /// deletes such a manifest), never before the commit is complete.
+///
+/// Returns the watermark write's result and the manifests' deletes' apart:
+/// a failed delete does not undo a watermark that was written, and the
+/// report follows the watermark the bucket holds.
 async fn write_watermark(
     cx: &mut Ctx<'_, '_, impl Store>,
     wm: &mut WatermarkState,
     date: NaiveDate,
-) -> Result<()> {
+) -> (Result<()>, Result<()>) {
     let (store, clock) = (cx.store, cx.opts.clock.clone());
     let finished = std::mem::take(&mut cx.finished_manifests);
     let fence = &mut cx.fence;
@@ -465,8 +488,8 @@ async fn write_watermark(
         // not the invocation time.
         wm.write(store, clock.now()).await
     };
-    tokio::try_join!(manifests, watermark)?;
-    Ok(())
+    let (manifests, watermark) = tokio::join!(manifests, watermark);
+    (watermark, manifests)
 }
 
 /// The dates the walk goes through: `--date`'s, or from the day after the
@@ -551,9 +574,13 @@ async fn walk_dates(
             delete_finished_manifests(cx).await?;
             continue;
         }
-        write_watermark(cx, wm, date).await?;
+        let (written, manifests) = write_watermark(cx, wm, date).await;
+        written?;
+        // Written (or read back as this run's): the report says what the
+        // bucket holds, whatever became of the manifests' deletes.
         report.days_compacted += 1;
         fill_watermark_fields(report, wm, cutoff, cx.first);
+        manifests?;
     }
     if report.stop_reason == StopReason::ReachedCutoff {
         clear_mismatch_if_passed(cx, report, wm, cutoff).await?;

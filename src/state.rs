@@ -7,6 +7,12 @@
 //!   `{"last_compacted_date": "YYYY-MM-DD"}`; unknown fields are kept.
 //! - `lock.json`: [`crate::lease::Lease`], see [`crate::lease`].
 //! - `manifests/{date}/{job_id}.json`: [`Manifest`], one per in-flight commit.
+//!
+//! A conditional write whose answer was lost is sent again by the SDK, and
+//! that retry fails its own condition (the first attempt took effect):
+//! [`settle_write`] reads the object back and takes the write for done when
+//! the object holds what was written, so that the run's own write is never
+//! taken for another writer's.
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
@@ -206,6 +212,50 @@ fn opt_date(v: &serde_json::Value) -> Option<Option<NaiveDate>> {
     }
 }
 
+/// Settles a conditional write of `body` to `key` whose `attempt` failed
+/// its precondition ([`Error::PreconditionFailed`]) or failed transiently
+/// (the answer lost, the retries too): the object is read back, and when it
+/// holds exactly `body` (this run's lock, manifest or watermark: each
+/// carries this run's id or write time, so nobody else writes the same
+/// bytes) the write took effect, its ETag is returned and a warning logged.
+/// Otherwise, or when it cannot be read back, the attempt's error stands.
+/// A write that succeeded, or failed otherwise, is returned as it is.
+pub async fn settle_write(
+    store: &impl Store,
+    key: &str,
+    attempt: Result<String>,
+    body: &[u8],
+) -> Result<String> {
+    let e = match attempt {
+        Ok(etag) => return Ok(etag),
+        Err(e) if settles(&e) => e,
+        Err(e) => return Err(e),
+    };
+    match store.get_opt(key).await {
+        Ok(Some(f)) if f.body.as_ref() == body => {
+            tracing::warn!(key, error = %e, "the write's answer was lost and its retry failed; read back, the object is this run's own write: done");
+            Ok(f.etag)
+        }
+        Ok(_) => Err(e),
+        Err(read) => {
+            tracing::warn!(key, error = %read, "a failed write could not be read back to see whether it took effect");
+            Err(e)
+        }
+    }
+}
+
+/// Whether a failed conditional write may have been this run's own, its
+/// answer lost: a lost precondition (the SDK's retry of an applied write),
+/// or a transient failure (the last attempt's answer lost too), but not the
+/// run's deadline (no time is left to read it back).
+pub fn settles(e: &Error) -> bool {
+    match e {
+        Error::PreconditionFailed { .. } => true,
+        Error::Deadline { .. } => false,
+        e => e.is_transient(),
+    }
+}
+
 /// A watermark as read, with the ETag to write it back conditionally.
 #[derive(Debug, Clone, Default)]
 pub struct WatermarkState {
@@ -238,7 +288,8 @@ impl WatermarkState {
 
     /// Writes the watermark conditionally (`If-Match` on the ETag read, or
     /// `If-None-Match: *` on first write) and keeps the new ETag. A lost race
-    /// is [`Error::PreconditionFailed`]; nothing is overwritten.
+    /// is [`Error::PreconditionFailed`]; nothing is overwritten. A write
+    /// whose answer was lost is recognised by its content ([`settle_write`]).
     pub async fn write(&mut self, store: &impl Store, now: DateTime<Utc>) -> Result<()> {
         self.watermark.updated_at = Some(now);
         let body = serde_json::to_vec_pretty(&self.watermark).expect("watermark serialises");
@@ -246,7 +297,10 @@ impl WatermarkState {
             Some(e) => PutMode::Update(e.clone()),
             None => PutMode::Create,
         };
-        let etag = store.put(WATERMARK_KEY, body.into(), mode, None).await?;
+        let attempt = store
+            .put(WATERMARK_KEY, body.clone().into(), mode, None)
+            .await;
+        let etag = settle_write(store, WATERMARK_KEY, attempt, &body).await?;
         self.etag = Some(etag);
         Ok(())
     }
@@ -326,6 +380,30 @@ pub struct Manifest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_watermark_write_whose_answer_was_lost_is_this_runs_another_writers_is_not() {
+        use crate::storage::MemoryStore;
+        let store = MemoryStore::new("b");
+        let lost = store.lose_answers();
+        let now: DateTime<Utc> = "2026-07-22T04:50:00Z".parse().unwrap();
+        let mut wm = WatermarkState::default();
+        wm.watermark.advance(d("2026-07-19"));
+        wm.write(&lost, now).await.unwrap(); // created, 412 on the retry
+        wm.watermark.advance(d("2026-07-20"));
+        wm.write(&lost, now).await.unwrap(); // replaced, 412 on the retry
+        let read = WatermarkState::read(&store).await.unwrap();
+        assert_eq!(read.watermark.last_compacted_date, Some(d("2026-07-20")));
+        assert_eq!(read.etag, wm.etag, "the ETag read back is kept");
+        // Another writer's version in between: its precondition failure stands.
+        store.put_now(
+            WATERMARK_KEY,
+            b"{\"last_compacted_date\": null}".to_vec().into(),
+        );
+        wm.watermark.advance(d("2026-07-21"));
+        let e = wm.write(&lost, now).await.unwrap_err();
+        assert!(matches!(e, Error::PreconditionFailed { .. }), "{e}");
+    }
 
     fn d(s: &str) -> NaiveDate {
         NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap()

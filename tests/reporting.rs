@@ -722,14 +722,14 @@ async fn a_broker_that_closes_the_connection_at_one_message_still_gets_the_other
         .iter()
         .map(ToString::to_string)
         .collect();
-    assert_eq!(errors.len(), 2, "{errors:#?}");
-    // The first connection's close, then the message named.
+    // One final failure: the message the broker refused (closed the
+    // connection at it twice, the second time alone). The first
+    // connection's close is no error: every other message went on the
+    // next connections, so naming it ("1 of 19 messages acknowledged")
+    // would report as undelivered what was delivered.
+    assert_eq!(errors.len(), 1, "{errors:#?}");
     assert!(
-        errors[0].starts_with("MQTT 127.0.0.1:") && errors[0].contains("not acknowledged: "),
-        "{errors:#?}"
-    );
-    assert!(
-        errors[1].contains(&format!("closed the connection at {big}")),
+        errors[0].contains(&format!("closed the connection at {big}")),
         "{errors:#?}"
     );
     let all = retained(broker.port, None).await;

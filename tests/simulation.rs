@@ -5,7 +5,9 @@
 //! index files and flight objects), the sweep setting, the store call at
 //! which each invocation is cut off (its run future dropped, as when the
 //! process dies), transient and permanent errors before a call, errors after
-//! a call (the request took effect, the response was lost), per-key
+//! a call (the request took effect, the response was lost), writes whose
+//! answer is lost and whose retry fails its own condition
+//! ([`MemoryStore::lose_answers`], as the SDK sends a write again), per-key
 //! AccessDenied inside DeleteObjects, a second invocation interleaved while
 //! the first is paused past its lease expiry (the simulated clock moves past
 //! `LEASE_SECONDS`), and the archive writer stitching (rewriting) and adding
@@ -92,6 +94,7 @@ static PAUSES: AtomicU64 = AtomicU64::new(0);
 static ERRORS: AtomicU64 = AtomicU64::new(0);
 static DENIED: AtomicU64 = AtomicU64::new(0);
 static WRITES: AtomicU64 = AtomicU64::new(0);
+static LOST: AtomicU64 = AtomicU64::new(0);
 static PLANTED: AtomicU64 = AtomicU64::new(0);
 static UNPROVEN: AtomicU64 = AtomicU64::new(0);
 static UNMERGEABLE: AtomicU64 = AtomicU64::new(0);
@@ -296,6 +299,9 @@ struct Faults {
     error_after: u64,
     /// Per mille of DeleteObjects keys refused with AccessDenied.
     deny_key: u64,
+    /// Per mille of writes applied whose answer is lost: the SDK's retry's
+    /// answer (412 for a conditional write) is returned.
+    lose_answer: u64,
     /// Per mille of calls before which the archive writer acts.
     writer: u64,
 }
@@ -535,7 +541,22 @@ impl Store for SimStore {
         if let Gate::Fail(e) = self.before("PutObject", key, false).await {
             return Err(e);
         }
-        let r = self.world.mem.put_object(key, body, request).await;
+        let lose = self
+            .ctl
+            .rng
+            .lock()
+            .unwrap()
+            .chance(self.ctl.faults.lose_answer);
+        let r = if lose {
+            LOST.fetch_add(1, Ordering::Relaxed);
+            self.world
+                .mem
+                .lose_answers()
+                .put_object(key, body, request)
+                .await
+        } else {
+            self.world.mem.put_object(key, body, request).await
+        };
         self.after("PutObject", key, r)
     }
 
@@ -718,6 +739,7 @@ async fn schedule(seed: u64) -> std::result::Result<(), String> {
             error_before: [0, 5, 20, 60][rng.below(4) as usize],
             error_after: [0, 5, 20][rng.below(3) as usize],
             deny_key: [0, 0, 50, 300][rng.below(4) as usize],
+            lose_answer: [0, 50, 200][rng.below(3) as usize],
             writer: if sweep > 0 {
                 [0, 30, 100][rng.below(3) as usize]
             } else {
@@ -1171,6 +1193,14 @@ fn simulation() {
         c(&PLANTED),
         c(&UNPROVEN),
         c(&UNMERGEABLE)
+    );
+    eprintln!(
+        "simulation: {} writes applied with their answer lost",
+        c(&LOST)
+    );
+    assert!(
+        seeds < 100 || c(&LOST) > 0,
+        "no write's answer was ever lost"
     );
     assert!(
         seeds < 100
