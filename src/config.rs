@@ -206,9 +206,12 @@ fn parse_num<T: std::str::FromStr>(
 ) -> Result<T> {
     match get(env, name) {
         None => Ok(default),
-        Some(v) => v
-            .parse()
-            .map_err(|_| bad(name, format!("expected {what}, got {v:?}"))),
+        Some(v) => v.parse().map_err(|_| {
+            bad(
+                name,
+                format!("expected {what}, got {}", crate::text::quote(v)),
+            )
+        }),
     }
 }
 
@@ -218,7 +221,10 @@ fn parse_bool(env: &HashMap<String, String>, name: &str, default: bool) -> Resul
         Some(v) => match v.as_str() {
             "true" | "1" | "yes" | "on" => Ok(true),
             "false" | "0" | "no" | "off" => Ok(false),
-            _ => Err(bad(name, format!("expected true or false, got {v:?}"))),
+            _ => Err(bad(
+                name,
+                format!("expected true or false, got {}", crate::text::quote(&v)),
+            )),
         },
     }
 }
@@ -238,7 +244,12 @@ pub fn parse_date(name: &str, v: &str) -> Result<NaiveDate> {
     shaped
         .then(|| NaiveDate::parse_from_str(t, "%Y-%m-%d").ok())
         .flatten()
-        .ok_or_else(|| bad(name, format!("expected a date YYYY-MM-DD, got {v:?}")))
+        .ok_or_else(|| {
+            bad(
+                name,
+                format!("expected a date YYYY-MM-DD, got {}", crate::text::quote(v)),
+            )
+        })
 }
 
 /// The levels `LOG_LEVEL` takes, alone or after `target=`.
@@ -282,7 +293,9 @@ pub fn parse_log_level(v: &str) -> Result<String> {
                 return Err(bad(
                     "LOG_LEVEL",
                     format!(
-                        "{d:?} in {v:?} is neither a level ({}) nor target=level (e.g. info,aws_smithy_runtime=debug)",
+                        "{} in {} is neither a level ({}) nor target=level (e.g. info,aws_smithy_runtime=debug)",
+                        crate::text::quote(d),
+                        crate::text::quote(v),
                         LOG_LEVELS.join(", ")
                     ),
                 ));

@@ -192,6 +192,7 @@ fn init_tracing(level: &str, json: bool, bar: Option<ProgressBar>) {
             .with(
                 tracing_subscriber::fmt::layer()
                     .with_ansi(ansi)
+                    .fmt_fields(archive_compaction::text::log_fields())
                     .with_writer(BarWriter::new(bar.clone()))
                     .with_filter(filter),
             )
@@ -207,6 +208,8 @@ fn init_tracing(level: &str, json: bool, bar: Option<ProgressBar>) {
             .with(layer.with_filter(filter))
             .init();
     } else {
+        // Fields escaped and bounded: a newline in a key cannot forge a line.
+        let layer = layer.fmt_fields(archive_compaction::text::log_fields());
         tracing_subscriber::registry()
             .with(layer.with_filter(filter))
             .init();

@@ -75,10 +75,12 @@ impl Watermark {
         };
         if !map.contains_key("last_compacted_date") {
             let known: Vec<&str> = WATERMARK_FIELDS.iter().map(|(n, _)| *n).collect();
-            let found: Vec<&str> = map.keys().map(String::as_str).collect();
+            // Field names quoted bounded: a hand-edited file may hold any.
+            let found: Vec<String> = map.keys().take(20).map(|k| crate::text::quote(k)).collect();
             return Err(format!(
-                "field \"last_compacted_date\" is missing (fields found: {found:?}; known fields: {known:?}); \
-                 a file without it is never taken for a first run (a misspelt name? deleting the file starts over)"
+                "field \"last_compacted_date\" is missing (fields found: [{}]; known fields: {known:?}); \
+                 a file without it is never taken for a first run (a misspelt name? deleting the file starts over)",
+                found.join(", ")
             ));
         }
         let mut wm = Watermark::default();
