@@ -294,8 +294,12 @@ pub const EVENT_FIELDS: &[&str] = &["id", "time", "now", "dry_run", "date", "fro
 fn strict_date<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<NaiveDate>, D::Error> {
     let s: Option<String> = Option::deserialize(d)?;
     s.map(|s| {
-        crate::config::parse_date("", &s)
-            .map_err(|_| serde::de::Error::custom(format!("expected a date YYYY-MM-DD, got {s:?}")))
+        crate::config::parse_date("", &s).map_err(|_| {
+            serde::de::Error::custom(format!(
+                "expected a date YYYY-MM-DD, got {}",
+                crate::text::quote(&s)
+            ))
+        })
     })
     .transpose()
 }
@@ -327,7 +331,8 @@ impl InvokeEvent {
                 && !EVENTBRIDGE_ENVELOPE.contains(&name.as_str())
             {
                 return Err(format!(
-                    "unknown field \"{name}\" in the event; {}",
+                    "unknown field {} in the event; {}",
+                    crate::text::quote(name),
                     accepted()
                 ));
             }
@@ -337,14 +342,20 @@ impl InvokeEvent {
             if EVENT_FIELDS.contains(&name.as_str()) {
                 let one =
                     serde_json::Value::Object([(name.clone(), v.clone())].into_iter().collect());
-                serde_json::from_value::<InvokeEvent>(one)
-                    .map_err(|e| format!("field \"{name}\" of the event: {e}"))?;
+                serde_json::from_value::<InvokeEvent>(one).map_err(|e| {
+                    format!(
+                        "field {} of the event: {}",
+                        crate::text::quote(name),
+                        crate::text::escape(&e.to_string())
+                    )
+                })?;
             }
         }
         let event: InvokeEvent =
             serde_json::from_value(serde_json::Value::Object(map)).map_err(|e| {
                 format!(
-                    "the event is not an EventBridge event or a test event: {e}; {}",
+                    "the event is not an EventBridge event or a test event: {}; {}",
+                    crate::text::escape(&e.to_string()),
                     accepted()
                 )
             })?;
@@ -563,5 +574,19 @@ mod tests {
             assert!(err.contains(needle), "{v}: {err}");
         }
         assert_eq!(event(serde_json::json!({})).validate(), Ok(()));
+    }
+
+    #[test]
+    fn a_huge_or_strange_field_name_or_value_is_quoted_bounded() {
+        let name = format!(
+            "\n2026-07-20T00:00:00Z ERROR forged{}",
+            "x".repeat(6_000_000)
+        );
+        let e = InvokeEvent::from_value(serde_json::json!({ name.clone(): 1 })).unwrap_err();
+        assert!(e.len() < 4_000, "{} bytes", e.len());
+        assert!(!e.contains('\n') && e.contains("bytes)"), "{}", &e[..200]);
+        let e = InvokeEvent::from_value(serde_json::json!({"date": "x".repeat(6_000_000)}))
+            .unwrap_err();
+        assert!(e.len() < 4_000, "{} bytes", e.len());
     }
 }

@@ -26,7 +26,13 @@ pub enum Error {
     },
 
     /// An S3 call failed after the SDK's retries.
-    #[error("S3 {op} s3://{bucket}/{key}: {code}: {message}")]
+    // Keys and messages escaped and bounded (crate::text::escape): a key may
+    // hold a newline or ESC, and a server's message any text.
+    #[error(
+        "S3 {op} s3://{bucket}/{}: {code}: {}",
+        crate::text::escape(.key),
+        crate::text::escape(.message)
+    )]
     S3 {
         /// The S3 operation, e.g. `GetObject`.
         op: &'static str,
@@ -45,7 +51,8 @@ pub enum Error {
     /// A conditional write or delete lost: the object changed (or appeared)
     /// since it was read. Nothing was overwritten.
     #[error(
-        "conditional {op} on s3://{bucket}/{key} failed: the object changed since it was read (another writer?)"
+        "conditional {op} on s3://{bucket}/{} failed: the object changed since it was read (another writer?)",
+        crate::text::escape(.key)
     )]
     PreconditionFailed {
         /// The S3 operation.
@@ -219,7 +226,7 @@ pub enum Error {
     },
 
     /// The compacted output, read back with HeadObject, is not what was written.
-    #[error("verification of s3://{bucket}/{key} failed: {reason}")]
+    #[error("verification of s3://{bucket}/{} failed: {reason}", crate::text::escape(.key))]
     VerifyFailed {
         /// The bucket.
         bucket: String,
