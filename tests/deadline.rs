@@ -1,4 +1,4 @@
-//! Time and truth under network faults (issue 35), with the fault proxy
+//! Time and truth under network faults, with the fault proxy
 //! (tests/support/faultproxy.py) in front of the real S3 server:
 //!
 //! - a request that never answers, at one phase or another, ends the run
