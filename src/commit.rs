@@ -143,6 +143,13 @@ pub struct ReadInputs {
     /// such a flight counts as missing even when nothing else is merged
     /// ([`crate::partition::without_own_row`]).
     pub keyless_flights: Vec<Uuid>,
+    /// Per-flight files whose bytes could not be decoded (not Parquet,
+    /// truncated, a footer or page that does not decode; a file that
+    /// decodes but cannot be conformed losslessly names its column and is
+    /// not here): their flight's row is in no readable file. Each is also
+    /// in `skipped`, left in place. The parity gate counts such a flight as
+    /// missing ([`crate::partition::unread_rows`]).
+    pub unread: Vec<crate::report::UnreadFile>,
     /// Multi-row inputs merged with rows whose `s3_key` is null, empty or
     /// names no flight (key, rows): those rows are kept, after the rows of
     /// flights, and counted in the report.
@@ -389,6 +396,13 @@ async fn read_pass(
                         key: input.meta.key.clone(),
                         etag: f.etag.clone(),
                         size,
+                    });
+                }
+                if let (Some(flight), None) = (input.flight(), &u.column) {
+                    out.unread.push(crate::report::UnreadFile {
+                        key: input.meta.key.clone(),
+                        flight,
+                        reason: u.reason.clone(),
                     });
                 }
                 out.skipped.push(SkippedFile {

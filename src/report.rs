@@ -259,6 +259,23 @@ pub struct SkippedFile {
     pub reason: String,
 }
 
+/// A per-flight index file whose bytes cannot be read (not Parquet,
+/// truncated, a footer or page that does not decode): its flight's row is
+/// in no readable file, so the flight counts as missing its index row and
+/// the date fails parity ([`crate::partition::unread_rows`]). The file is
+/// left in place; docs/runbook.md, "An unreadable per-flight index file",
+/// says how to rebuild it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnreadFile {
+    /// The per-flight file's key (`index/year=…/{uuid}.parquet`).
+    pub key: String,
+    /// The flight it is named after (a flight object under the date's
+    /// `flights/` prefix).
+    pub flight: uuid::Uuid,
+    /// Why it cannot be read, as the decoder said.
+    pub reason: String,
+}
+
 /// The parity gate's verdict on one date.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -341,6 +358,11 @@ pub struct DayReport {
     pub mismatch_uuid_count: u64,
     /// True when `mismatch_uuids` holds fewer than `mismatch_uuid_count`.
     pub mismatch_uuids_truncated: bool,
+    /// On a `mismatch`: the per-flight files of the date's flights that
+    /// cannot be read (the first [`DAY_UUIDS_SHOWN`], by flight), each with
+    /// why; their flights are in `mismatch_uuids`. Left in place.
+    #[serde(default)]
+    pub unread_files: Vec<UnreadFile>,
     /// Rows of the day's multi-row inputs (compacted and other multi-row
     /// files) whose `first_message` UTC date is not this date, as in a
     /// backfill file that mixes days: merged into this date's compacted file
@@ -541,6 +563,7 @@ impl RunReport {
         if cut(&mut day.mismatch_uuids, DAY_UUIDS_SHOWN) {
             day.mismatch_uuids_truncated = true;
         }
+        cut(&mut day.unread_files, DAY_UUIDS_SHOWN);
         day.foreign_keys_truncated = (day.foreign_keys.len() as u64) < day.foreign_objects;
         // `rows_of_other_days` is the exact count beside it.
         cut(

@@ -162,6 +162,11 @@ pub enum MismatchCause {
     /// Per-flight files that hold no row of their flight (empty, or another
     /// flight's row): merging them would lose the flight's row.
     PerFlightFileWithoutOwnRow,
+    /// Per-flight files that cannot be read (not Parquet, truncated): their
+    /// flights' rows are in no readable file
+    /// ([`crate::partition::unread_rows`]; [`MismatchStatus::unread_files`]
+    /// names them). docs/runbook.md, "An unreadable per-flight index file".
+    UnreadablePerFlightFile,
 }
 
 /// The date the walk is blocked on, re-checked now.
@@ -179,6 +184,10 @@ pub struct MismatchStatus {
     pub missing_uuids: Vec<String>,
     /// Why they fail (`None` when none does): the run's own verdict.
     pub cause: Option<MismatchCause>,
+    /// The per-flight files of the date's flights that cannot be read, with
+    /// why, by flight (every one; their flights are in `missing_uuids`).
+    #[serde(default)]
+    pub unread_files: Vec<crate::report::UnreadFile>,
     /// Compacted files whose rows were read for the check (only when the
     /// per-flight files did not cover every flight, as in a run).
     pub compacted_files_read: u64,
@@ -486,6 +495,8 @@ async fn mismatch_status(
     }
     let cause = if !check.missing.is_empty() {
         Some(MismatchCause::NoIndexRow)
+    } else if !check.unread.is_empty() {
+        Some(MismatchCause::UnreadablePerFlightFile)
     } else if !check.without_own_row.is_empty() {
         Some(MismatchCause::PerFlightFileWithoutOwnRow)
     } else {
@@ -499,6 +510,7 @@ async fn mismatch_status(
         missing_uuid_count: failing.len() as u64,
         missing_uuids: failing.iter().map(Uuid::to_string).collect(),
         cause,
+        unread_files: check.unread,
         compacted_files_read: check.compacted_files_read,
     })
 }
@@ -715,6 +727,9 @@ fn format_mismatch_and_days(o: &mut String, s: &StatusReport) {
                 Some(MismatchCause::PerFlightFileWithoutOwnRow) => {
                     "whose per-flight file holds no row of theirs; the next run stops here again"
                 }
+                Some(MismatchCause::UnreadablePerFlightFile) => {
+                    "whose index row is in no readable file (see unreadable files below); the next run stops here again"
+                }
                 _ => "without an index row",
             };
             let _ = writeln!(
@@ -731,6 +746,15 @@ fn format_mismatch_and_days(o: &mut String, s: &StatusReport) {
                     "  ... {} more (--json lists them all)",
                     m.missing_uuids.len() - UUIDS_SHOWN
                 );
+            }
+            if !m.unread_files.is_empty() {
+                let _ = writeln!(
+                    o,
+                    "  unreadable per-flight files (left in place; rewrite each from its flights/ object: docs/runbook.md#an-unreadable-per-flight-index-file):"
+                );
+                for f in m.unread_files.iter().take(UUIDS_SHOWN) {
+                    let _ = writeln!(o, "  {}  {}", f.key, f.reason);
+                }
             }
         }
     }
@@ -849,6 +873,7 @@ mod tests {
                     "019f7dc0-c448-7e25-b944-852039292d22".into(),
                 ],
                 cause: Some(MismatchCause::NoIndexRow),
+                unread_files: Vec::new(),
                 compacted_files_read: 0,
             }),
             next_days: vec![
