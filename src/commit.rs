@@ -659,8 +659,13 @@ fn require_verified(store: &impl Store, output: &ManifestOutput, check: OutputCh
 /// What [`delete_inputs`] did.
 #[derive(Debug, Default, Clone)]
 pub struct DeleteOutcome {
-    /// Inputs deleted now (or already gone).
+    /// Inputs this call deleted (DeleteObjects removed them now): what the
+    /// run that retires them reports, once (issue 38).
     pub deleted: u64,
+    /// Inputs not listed any more: deleted by an earlier attempt (a crashed
+    /// commit, a stuck manifest retried), which counted them if it
+    /// reported at all. Not counted again in `deleted`.
+    pub already_gone: u64,
     /// Inputs that changed since they were read: a newer version survives.
     pub kept_newer: Vec<String>,
     /// Inputs that could not be deleted (AccessDenied, ...): the manifest stays.
@@ -847,7 +852,7 @@ async fn delete_listed_inputs(
     let keep: HashMap<&str, &Unproven> = unproven.iter().map(|u| (u.key.as_str(), u)).collect();
     for input in &manifest.inputs {
         match input_state(input, listed) {
-            InputState::Gone => outcome.deleted += 1,
+            InputState::Gone => outcome.already_gone += 1,
             InputState::Newer => {
                 tracing::info!(key = %input.key, "input changed since it was read; the newer version is kept");
                 outcome.kept_newer.push(input.key.clone());

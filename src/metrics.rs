@@ -6,7 +6,7 @@
 //!
 //! - [`metrics`] is a pure function of the report; every run yields the same
 //!   set of names (bar `WatermarkLagDays`, left out when the watermark could
-//!   not be read, and `MismatchUuidCount`, left out when the run did not
+//!   not be read or another invocation held the lease, and `MismatchUuidCount`, left out when the run did not
 //!   establish the walk's mismatch: the same rule as its MQTT topic,
 //!   [`crate::mqtt::is_known`], so `--date`, a repair range or a run that
 //!   failed before the mismatch date never report a count the walk did not
@@ -39,7 +39,7 @@ use aws_sdk_cloudwatch::primitives::DateTime;
 use aws_sdk_cloudwatch::types::{Dimension, MetricDatum, StandardUnit};
 
 use crate::error::ReportError;
-use crate::report::{RunReport, Status};
+use crate::report::{RunReport, Status, StopReason};
 
 /// The one dimension of every metric; its value is the bucket name.
 pub const BUCKET_DIMENSION: &str = "Bucket";
@@ -94,7 +94,11 @@ pub fn metrics(report: &RunReport) -> Vec<Metric> {
     if crate::mqtt::is_known(report, "mismatch_uuid_count") {
         m.push(count("MismatchUuidCount", report.mismatch_uuid_count));
     }
-    if let Some(lag) = report.watermark_lag_days {
+    // Not from a run that found the lease held: it did no work and did not
+    // establish the lag (without a watermark it cannot tell the walk's
+    // start), and a 0 would clear the lag alarm; the holder publishes its own.
+    let lag = (report.watermark_lag_days).filter(|_| report.stop_reason != StopReason::LeaseHeld);
+    if let Some(lag) = lag {
         // A watermark ahead of today's cutoff is as wrong as one far behind
         // it: the distance, so the lag alarm fires.
         let lag = lag.max(report.watermark_ahead_days.unwrap_or(0));
@@ -196,6 +200,16 @@ mod tests {
             let d = m.iter().find(|x| x.name == "RunDurationSeconds").unwrap();
             assert_eq!((d.value, &d.unit), (1.5, &StandardUnit::Seconds));
         }
+    }
+
+    #[test]
+    fn a_run_that_found_the_lease_held_publishes_no_lag() {
+        let r = RunReport {
+            watermark_lag_days: Some(0),
+            stop_reason: StopReason::LeaseHeld,
+            ..Default::default()
+        };
+        assert!(!metrics(&r).iter().any(|x| x.name == "WatermarkLagDays"));
     }
 
     #[test]

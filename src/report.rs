@@ -407,6 +407,9 @@ pub struct RunReport {
     /// (a sweep that folds one late file into a date's compacted file
     /// retires 2), and the inputs recovery deleted to finish a crashed
     /// commit. The sum of `days[].files_deleted` plus recovery's deletes.
+    /// Each file is counted once, by the run whose DeleteObjects removed
+    /// it: a stuck manifest retried counts only what the retry deleted, not
+    /// the inputs an earlier run already retired (issue 38).
     pub files_compacted: u64,
     /// Input files whose delete failed (they are still there; the manifest is kept).
     pub files_delete_failed: u64,
@@ -441,9 +444,11 @@ pub struct RunReport {
     pub cutoff: Option<NaiveDate>,
     /// The watermark before the run.
     pub watermark_before: Option<NaiveDate>,
-    /// Watermark lag behind the cutoff after the run, in days; `None`
-    /// exactly when the run could not read the watermark state (see
-    /// [`RunReport::state_known`]).
+    /// Watermark lag behind the cutoff after the run, in days; for a
+    /// watermark ahead of today's cutoff, the days ahead
+    /// (`watermark_ahead_days`): always the value `WatermarkLagDays`
+    /// carries. `None` exactly when the run could not read the watermark
+    /// state (see [`RunReport::state_known`]).
     pub watermark_lag_days: Option<i64>,
     /// When the watermark is ahead of today's cutoff (the wall clock's
     /// date minus `LAG_DAYS`): by how many days. The run is then a Failure

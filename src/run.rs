@@ -257,7 +257,16 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
                 tracing::warn!(error = %e, "another invocation holds the lease; doing nothing");
                 report.stop_reason = StopReason::LeaseHeld;
                 if let Ok(wm) = WatermarkState::read(store).await {
-                    fill_watermark_fields(&mut report, &wm, cutoff, config.start_date);
+                    // The lag as the walk would count it (without a
+                    // watermark, from the earliest partition); reported,
+                    // not published (`metrics::metrics`: the holder
+                    // publishes its own).
+                    let first = match (wm.watermark.last_compacted_date, config.start_date) {
+                        (Some(_), _) => None,
+                        (None, Some(s)) => Some(s),
+                        (None, None) => earliest_partition(store).await.ok().flatten(),
+                    };
+                    fill_watermark_fields(&mut report, &wm, cutoff, first);
                     report.watermark_before = wm.watermark.last_compacted_date;
                 }
                 report.errors.push(e.to_string());
@@ -367,6 +376,8 @@ async fn walk(
         if w > today {
             let days = (w - today).num_days();
             report.watermark_ahead_days = Some(days);
+            // The lag the metric carries, in the report too.
+            report.watermark_lag_days = Some(days);
             return Err(Error::WatermarkAhead {
                 bucket: store.bucket().to_string(),
                 key: crate::keys::WATERMARK_KEY.to_string(),

@@ -129,7 +129,10 @@ pub struct ManifestStatus {
     pub invocation_id: Option<String>,
     /// The compacted output it promises (`None` also for a zero-row commit).
     pub output_key: Option<String>,
-    /// How many inputs it lists.
+    /// How many of its inputs are still listed under their partition (in
+    /// any version): what its commit or the next run's recovery still has
+    /// to delete or keep. Inputs an earlier attempt already deleted are not
+    /// counted (issue 38).
     pub inputs: u64,
     /// A readable manifest that names what its commit did not write: the
     /// rule it breaks, as `code: message` ([`crate::recovery::validate_manifest`];
@@ -368,7 +371,10 @@ pub async fn gather(
             output_key: parsed
                 .as_ref()
                 .and_then(|p| p.output.as_ref().map(|o| o.key.clone())),
-            inputs: parsed.as_ref().map_or(0, |p| p.inputs.len() as u64),
+            inputs: match &parsed {
+                Some(p) => inputs_listed(store, p).await?,
+                None => 0,
+            },
             breaks_rule,
         });
     }
@@ -431,6 +437,23 @@ pub async fn gather(
         }
     }
     Ok(s)
+}
+
+/// How many of `manifest`'s inputs are listed now (one listing of its
+/// date's partition).
+async fn inputs_listed(store: &impl Store, manifest: &Manifest) -> Result<u64> {
+    if manifest.inputs.is_empty() {
+        return Ok(0);
+    }
+    let listed: std::collections::HashSet<String> = (store
+        .list(&crate::keys::index_prefix(manifest.date))
+        .await?
+        .into_iter())
+    .map(|o| o.key)
+    .collect();
+    Ok((manifest.inputs.iter())
+        .filter(|i| listed.contains(&i.key))
+        .count() as u64)
 }
 
 async fn lease_status(store: &impl Store, as_of: DateTime<Utc>) -> Result<LeaseStatus> {
@@ -665,7 +688,7 @@ fn format_lease_and_manifests(o: &mut String, s: &StatusReport) {
         for m in &s.manifests {
             let what = if m.readable {
                 format!(
-                    "{} input(s), output {}",
+                    "{} input(s) still listed, output {}",
                     m.inputs,
                     m.output_key.as_deref().unwrap_or("none (no rows)")
                 )
@@ -932,7 +955,7 @@ lag          3 days behind the cutoff
 next date    2026-07-18
 lease        held until 2026-07-22T05:14:00Z (in 14m 0s), by run-1: a run under way, or one that may have died (a new run does nothing until then)
 manifests    2 live (the next run's recovery finishes or undoes each; one still here after it is stuck: docs/runbook.md#a-stuck-manifest):
-  2026-07-18  _compaction_state/manifests/2026-07-18/j.json  age 3h 2m  12 input(s), output index/year=2026/month=07/day=18/compacted-x.parquet
+  2026-07-18  _compaction_state/manifests/2026-07-18/j.json  age 3h 2m  12 input(s) still listed, output index/year=2026/month=07/day=18/compacted-x.parquet
   2026-07-19  _compaction_state/manifests/2026-07-19/k.json  age 5s  UNREADABLE: the next run quarantines it
 quarantined  1 (each blocks its date; inspect, then delete it):
   2026-07-19  _compaction_state/quarantine/2026-07-19/q.json  age 2d 1h  0 bytes
