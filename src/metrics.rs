@@ -14,9 +14,13 @@
 //! - Exactly one of `RunSuccess`, `RunMismatch`, `RunFailure` is 1 and the
 //!   other two are 0, so an alarm is `RunFailure >= 1` or
 //!   `RunSuccess < 1 for N periods`.
-//! - Data points carry the wall-clock time of the call, not the invocation
-//!   time: CloudWatch rejects points older than two weeks, and `--now` or a
-//!   replayed event may be older than that.
+//! - Data points carry the wall-clock time the run started
+//!   ([`run_started`]: the time of the call minus the run's duration), not
+//!   the invocation time: CloudWatch rejects points older than two weeks,
+//!   and `--now` or a replayed event may be older than that. The start,
+//!   not the end: Lambda stamps its `Errors` with the invocation's start,
+//!   and `FunctionErrorsAlarm` subtracts `RunMismatch` from it in one-minute
+//!   periods, so both must fall in the same minute however long the run.
 //! - [`put`] is bounded by [`CLOUDWATCH_TIMEOUT`] on top of the SDK's own
 //!   timeouts and retries.
 //!
@@ -110,6 +114,14 @@ pub fn metrics(report: &RunReport) -> Vec<Metric> {
         });
     }
     m
+}
+
+/// When the run of `report` started, by the wall clock: `now` (the end,
+/// when it is reported) minus its `duration_seconds`. The timestamp of its
+/// data points (module docs).
+pub fn run_started(now: SystemTime, report: &RunReport) -> SystemTime {
+    let took = Duration::try_from_secs_f64(report.duration_seconds).unwrap_or_default();
+    now.checked_sub(took).unwrap_or(now)
 }
 
 /// The data points for `metrics`, each with `Bucket={bucket}` and timestamp `at`.

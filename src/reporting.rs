@@ -73,7 +73,7 @@ pub async fn publish(deps: &impl Sinks, report: &mut RunReport) {
                     &deps.config().metrics_namespace,
                     &deps.config().bucket,
                     &crate::metrics::metrics(report),
-                    SystemTime::now(),
+                    crate::metrics::run_started(SystemTime::now(), report),
                 )
                 .await,
             ),

@@ -225,6 +225,51 @@ pub struct DayStatus {
     pub other_days_uuids: Vec<String>,
 }
 
+/// The last run, as the MQTT broker's retained statistics hold it (every
+/// real run publishes `last_run_at` and `last_run_status`, retained). Read
+/// only when `MQTT_HOST` is set ([`last_run_from_mqtt`]); without MQTT the
+/// runbook's "Has the function run?" says where else to look.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct LastRunStatus {
+    /// `last_run_at` as published: the last run's invocation time
+    /// (ISO 8601, UTC); `None` when the broker holds none.
+    pub at: Option<String>,
+    /// Hours from it to `as_of` (rounded down), when `at` parses.
+    pub age_hours: Option<i64>,
+    /// `last_run_status` as published: `Success`, `Mismatch` or `Failure`.
+    pub status: Option<String>,
+    /// Why the broker could not be read (`at` and `status` are then unknown).
+    pub error: Option<String>,
+}
+
+/// Reads the last run's time and status from the broker of `mqtt`
+/// ([`crate::mqtt::read_retained`]), read-only; `as_of` ages it. A broker
+/// that cannot be read is [`LastRunStatus::error`], not an error of the
+/// status.
+pub async fn last_run_from_mqtt(
+    mqtt: &crate::config::MqttConfig,
+    as_of: DateTime<Utc>,
+) -> LastRunStatus {
+    match crate::mqtt::read_retained(mqtt, &["last_run_at", "last_run_status"]).await {
+        Err(e) => LastRunStatus {
+            error: Some(e),
+            ..Default::default()
+        },
+        Ok(got) => {
+            let at = got.get("last_run_at").cloned();
+            let age_hours = (at.as_deref())
+                .and_then(|a| DateTime::parse_from_rfc3339(a).ok())
+                .map(|t| (as_of - t.to_utc()).num_hours());
+            LastRunStatus {
+                at,
+                age_hours,
+                status: got.get("last_run_status").cloned(),
+                error: None,
+            }
+        }
+    }
+}
+
 /// Everything `status` shows; the `--json` output.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct StatusReport {
@@ -273,6 +318,10 @@ pub struct StatusReport {
     pub mismatch: Option<MismatchStatus>,
     /// File counts of the next dates to compact (at most `--days`, none past the cutoff).
     pub next_days: Vec<DayStatus>,
+    /// The last run's time and status from the MQTT broker's retained
+    /// topics; `None` when `MQTT_HOST` is not set.
+    #[serde(default)]
+    pub last_run: Option<LastRunStatus>,
     /// Problems met while gathering (settings, bucket, unreadable watermark
     /// or compacted file); everything else is still shown. The text output
     /// lists them first.
@@ -642,6 +691,25 @@ pub fn format_human(s: &StatusReport) -> String {
         date_or(s.next_date, "none")
     };
     let _ = writeln!(o, "next date    {next}");
+    let last = match &s.last_run {
+        None => {
+            "unknown: MQTT_HOST is not set (docs/runbook.md#norunalarm says where else to look)"
+                .to_string()
+        }
+        Some(LastRunStatus { error: Some(e), .. }) => format!("unknown: {e}"),
+        Some(LastRunStatus { at: None, .. }) => {
+            "none reported: the broker holds no retained last_run_at (no run has published yet)"
+                .to_string()
+        }
+        Some(l) => format!(
+            "{} ({}), {}",
+            l.at.as_deref().unwrap_or("?"),
+            l.age_hours
+                .map_or_else(|| "age unknown".to_string(), |h| format!("{h} h ago")),
+            l.status.as_deref().unwrap_or("status unknown")
+        ),
+    };
+    let _ = writeln!(o, "last run     {last}");
     if s.bucket_unreadable {
         for part in ["lease        ", "manifests    ", "quarantined  "] {
             let _ = writeln!(o, "{part}unknown");
@@ -930,6 +998,12 @@ mod tests {
                     ],
                 },
             ],
+            last_run: Some(LastRunStatus {
+                at: Some("2026-07-22T04:50:00.000000+00:00".into()),
+                age_hours: Some(0),
+                status: Some("Mismatch".into()),
+                error: None,
+            }),
             errors: vec![],
         }
     }
@@ -953,6 +1027,7 @@ watermark    2026-07-17
 cutoff       2026-07-20 (now 2026-07-22T04:50:00Z, LAG_DAYS 2)
 lag          3 days behind the cutoff
 next date    2026-07-18
+last run     2026-07-22T04:50:00.000000+00:00 (0 h ago), Mismatch
 lease        held until 2026-07-22T05:14:00Z (in 14m 0s), by run-1: a run under way, or one that may have died (a new run does nothing until then)
 manifests    2 live (the next run's recovery finishes or undoes each; one still here after it is stuck: docs/runbook.md#a-stuck-manifest):
   2026-07-18  _compaction_state/manifests/2026-07-18/j.json  age 3h 2m  12 input(s) still listed, output index/year=2026/month=07/day=18/compacted-x.parquet
