@@ -481,7 +481,11 @@ pub struct RunReport {
     /// What recovery did, manifest by manifest: the first
     /// [`RECOVERED_SHOWN`].
     pub recovered: Vec<RecoveredManifest>,
-    /// Per-date detail, in walk order: the first [`DAYS_SHOWN`] dates.
+    /// Per-date detail, in walk order: the first [`DAYS_SHOWN`] dates, a
+    /// date with work (any action but `nothing_to_compact`) taking the
+    /// place of the last date with nothing to compact once the list is
+    /// full. A repair range (and its dry run) lists its dates with work
+    /// first, then the empty ones ([`RunReport::work_first`]).
     pub days: Vec<DayReport>,
     /// Files left in place with the reason (foreign objects are not listed,
     /// only counted): the first [`SKIPPED_FILES_SHOWN`].
@@ -584,9 +588,26 @@ impl RunReport {
         self.days_total += 1;
         if self.days.len() < DAYS_SHOWN {
             self.days.push(day);
-        } else {
-            self.days_truncated = true;
+            return;
         }
+        self.days_truncated = true;
+        // A date with work is never hidden behind empty ones (a migration's
+        // range of mostly empty dates): it takes the last empty one's place.
+        if day.action != DayAction::NothingToCompact
+            && let Some(i) =
+                (self.days.iter()).rposition(|d| d.action == DayAction::NothingToCompact)
+        {
+            self.days.remove(i);
+            self.days.push(day);
+        }
+    }
+
+    /// Orders `days` with the dates that have work (any action but
+    /// `nothing_to_compact`) first, each group in date order: what a repair
+    /// range's report (and its dry run, "the plan") shows first.
+    pub fn work_first(&mut self) {
+        self.days
+            .sort_by_key(|d| (d.action == DayAction::NothingToCompact, d.date));
     }
 
     /// [`RunReport::add_day`] for a date that is not listed in `days` (the

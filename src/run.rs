@@ -792,6 +792,9 @@ async fn repair_range(
             first_mismatch.get_or_insert((date, missing));
         }
     }
+    // The plan of a long range (a migration's) is its dates with work,
+    // not its first empty ones.
+    report.work_first();
     if let Some((date, missing)) = first_mismatch {
         // The range's own verdicts are in its `days[]`; the run-level
         // `mismatch_*` fields stay the walk's (the state's).

@@ -1085,3 +1085,47 @@ async fn an_unreadable_per_flight_file_is_a_mismatch_until_it_is_rewritten() {
     let after = dump(&store, "");
     assert_compacted(&after, "2026-07-20", &generated.rows["2026-07-20"]);
 }
+
+/// Issue 38: a migration's range dry run over months of empty dates lists
+/// the one date with work first, not after 100 empty ones it cuts it from.
+#[tokio::test]
+async fn a_range_dry_run_lists_the_dates_with_work_first() {
+    init_logs();
+    let store = bucket("op-range-plan").await;
+    generate(
+        &store,
+        json!({"seed": 139, "days": [{"date": "2026-07-20", "flights": 3}]}),
+    );
+    let out = cli(
+        &store,
+        &[
+            "run",
+            "--from",
+            "2026-03-01",
+            "--to",
+            "2026-07-20",
+            "--dry-run",
+            "--now",
+            NOW,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let r: RunReport = stdout_json(&out);
+    assert_eq!(r.days_total, 142);
+    assert!(r.days_truncated);
+    assert_eq!(
+        (
+            r.days[0].date,
+            r.days[0].action.as_str(),
+            r.days[0].files_read
+        ),
+        (date("2026-07-20"), "planned", 3),
+        "{:?}",
+        r.days.iter().take(3).collect::<Vec<_>>()
+    );
+    assert!(
+        (r.days[1..].iter()).all(|d| d.action == "nothing_to_compact"),
+        "then the empty ones"
+    );
+    assert_eq!(r.days[1].date, date("2026-03-01"), "in date order");
+}
