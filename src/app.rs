@@ -493,6 +493,40 @@ pub async fn dispatch(
     }
 }
 
+/// The `message` of the log line that carries a Lambda run's report
+/// ([`report_log_line`]).
+pub const REPORT_LOG_MESSAGE: &str = "run report";
+
+/// The log line of a Lambda run's report, on every outcome: one JSON
+/// object shaped like the other JSON log lines (`level`, `target`,
+/// `fields.message`), with the report itself, not escaped, as
+/// `fields.report`. Find it in the log group with the filter pattern
+/// `{ $.fields.message = "run report" }` (docs/runbook.md). A Mismatch's
+/// or a Failure's report is also the message of the Lambda error, which
+/// the runtime logs escaped.
+pub fn report_log_line(report: &RunReport) -> String {
+    let level = match report.last_run_status {
+        Status::Success => "INFO",
+        Status::Mismatch => "WARN",
+        Status::Failure => "ERROR",
+    };
+    serde_json::json!({
+        "level": level,
+        "target": module_path!(),
+        "fields": {"message": REPORT_LOG_MESSAGE, "report": report},
+    })
+    .to_string()
+}
+
+/// Writes [`report_log_line`] to stderr, where the tracing lines go (the
+/// Lambda runtime sends both to the function's log group), as one write.
+fn log_report(report: &RunReport) {
+    use std::io::Write as _;
+    let mut line = report_log_line(report);
+    line.push('\n');
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
 /// The Lambda handler: Success returns the report; Mismatch and Failure
 /// return a [`RunError`] whose type names the outcome.
 pub async fn handle(
@@ -513,6 +547,7 @@ pub async fn handle(
             // A Failure like any other: reported too.
             crate::reporting::publish(deps, &mut r).await;
             r.bound();
+            log_report(&r);
             return Err(RunError(r));
         }
     };
@@ -531,6 +566,7 @@ pub async fn handle(
     let mut opts = options_from_event(&parsed, &ctx.request_id, deadline);
     opts.stop = Some(deps.stop.clone());
     let report = invoke(deps, &opts).await;
+    log_report(&report);
     match report.last_run_status {
         Status::Success => Ok(report),
         _ => Err(RunError(report)),

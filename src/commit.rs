@@ -143,6 +143,13 @@ pub struct ReadInputs {
     /// such a flight counts as missing even when nothing else is merged
     /// ([`crate::partition::without_own_row`]).
     pub keyless_flights: Vec<Uuid>,
+    /// Per-flight files whose bytes could not be decoded (not Parquet,
+    /// truncated, a footer or page that does not decode; a file that
+    /// decodes but cannot be conformed losslessly names its column and is
+    /// not here): their flight's row is in no readable file. Each is also
+    /// in `skipped`, left in place. The parity gate counts such a flight as
+    /// missing ([`crate::partition::unread_rows`]).
+    pub unread: Vec<crate::report::UnreadFile>,
     /// Multi-row inputs merged with rows whose `s3_key` is null, empty or
     /// names no flight (key, rows): those rows are kept, after the rows of
     /// flights, and counted in the report.
@@ -389,6 +396,13 @@ async fn read_pass(
                         key: input.meta.key.clone(),
                         etag: f.etag.clone(),
                         size,
+                    });
+                }
+                if let (Some(flight), None) = (input.flight(), &u.column) {
+                    out.unread.push(crate::report::UnreadFile {
+                        key: input.meta.key.clone(),
+                        flight,
+                        reason: u.reason.clone(),
                     });
                 }
                 out.skipped.push(SkippedFile {
@@ -680,8 +694,13 @@ fn require_verified(store: &impl Store, output: &ManifestOutput, check: OutputCh
 /// What [`delete_inputs`] did.
 #[derive(Debug, Default, Clone)]
 pub struct DeleteOutcome {
-    /// Inputs deleted now (or already gone).
+    /// Inputs this call deleted (DeleteObjects removed them now): what the
+    /// run that retires them reports, once (issue 38).
     pub deleted: u64,
+    /// Inputs not listed any more: deleted by an earlier attempt (a crashed
+    /// commit, a stuck manifest retried), which counted them if it
+    /// reported at all. Not counted again in `deleted`.
+    pub already_gone: u64,
     /// Inputs that changed since they were read: a newer version survives.
     pub kept_newer: Vec<String>,
     /// Inputs that could not be deleted (AccessDenied, ...): the manifest stays.
@@ -868,7 +887,7 @@ async fn delete_listed_inputs(
     let keep: HashMap<&str, &Unproven> = unproven.iter().map(|u| (u.key.as_str(), u)).collect();
     for input in &manifest.inputs {
         match input_state(input, listed) {
-            InputState::Gone => outcome.deleted += 1,
+            InputState::Gone => outcome.already_gone += 1,
             InputState::Newer => {
                 tracing::info!(key = %input.key, "input changed since it was read; the newer version is kept");
                 outcome.kept_newer.push(input.key.clone());

@@ -446,7 +446,7 @@ fn main() -> ExitCode {
                     as_of,
                     days,
                 };
-                let s = match status::gather(&deps.store, &deps.config, &opts).await {
+                let mut s = match status::gather(&deps.store, &deps.config, &opts).await {
                     Ok(s) => s,
                     Err(e) => {
                         tracing::error!(error = %e, "status could not be read");
@@ -458,6 +458,21 @@ fn main() -> ExitCode {
                         )
                     }
                 };
+                if let Some(mqtt) = &deps.config.mqtt {
+                    s.last_run = Some(match deps.mqtt_password().await {
+                        Ok(password) => {
+                            let mqtt = archive_compaction::config::MqttConfig {
+                                password,
+                                ..mqtt.clone()
+                            };
+                            status::last_run_from_mqtt(&mqtt, as_of).await
+                        }
+                        Err(e) => status::LastRunStatus {
+                            error: Some(e.to_string()),
+                            ..Default::default()
+                        },
+                    });
+                }
                 print_status(&s, json);
                 if s.errors.is_empty() {
                     ExitCode::SUCCESS

@@ -589,6 +589,85 @@ pub async fn publish(config: &MqttConfig, messages: &[Message]) -> Vec<ReportErr
     errors
 }
 
+/// How long [`read_retained`] waits for retained messages once the broker
+/// acknowledged the subscription (a broker sends them right after the
+/// SUBACK; a topic never published has none).
+pub const RETAINED_WAIT: Duration = Duration::from_secs(2);
+
+/// Reads the retained statistics `names` (e.g. `last_run_at`) under
+/// `config.topic_root`, read-only: subscribes, collects the retained
+/// messages the broker sends, and disconnects once every name arrived or
+/// [`RETAINED_WAIT`] after the SUBACK, all within `config.timeout`.
+/// Returns name → payload for those found (a topic never published is
+/// absent). What `status` shows as the last run.
+///
+/// Errors: the connection refused, not authorised or lost, TLS roots, or
+/// the timeout, as one line naming the broker.
+pub async fn read_retained(
+    config: &MqttConfig,
+    names: &[&str],
+) -> Result<std::collections::BTreeMap<String, String>, String> {
+    let broker = format!("{}:{}", config.host, config.port);
+    let client_id = format!(
+        "archive-compaction-status-{}",
+        uuid::Uuid::now_v7().simple()
+    );
+    let options = options(config, &client_id, &broker).map_err(|e| e.to_string())?;
+    let (client, mut events) = AsyncClient::new(options, names.len() + 2);
+    let topics: Vec<(String, &str)> = (names.iter())
+        .map(|n| (statistic_topic(&config.topic_root, n), *n))
+        .collect();
+    for (t, _) in &topics {
+        client
+            .try_subscribe(t.as_str(), QoS::AtLeastOnce)
+            .map_err(|e| format!("MQTT {broker}: cannot subscribe to {t}: {e}"))?;
+    }
+    let mut got = std::collections::BTreeMap::new();
+    let read = async {
+        let mut quiet_until: Option<tokio::time::Instant> = None;
+        let mut subacks = 0;
+        loop {
+            let event = match quiet_until {
+                Some(at) => match tokio::time::timeout_at(at, events.poll()).await {
+                    Ok(e) => e,
+                    Err(_) => return Ok(()),
+                },
+                None => events.poll().await,
+            };
+            match event.map_err(|e| format!("MQTT {broker}: {e}"))? {
+                Event::Incoming(Packet::SubAck(_)) => {
+                    subacks += 1;
+                    if subacks == topics.len() {
+                        quiet_until = Some(tokio::time::Instant::now() + RETAINED_WAIT);
+                    }
+                }
+                Event::Incoming(Packet::Publish(p)) if p.retain => {
+                    if let Some((_, name)) = topics.iter().find(|(t, _)| *t == p.topic) {
+                        got.insert(
+                            name.to_string(),
+                            String::from_utf8_lossy(&p.payload).into_owned(),
+                        );
+                    }
+                    if got.len() == topics.len() {
+                        return Ok(());
+                    }
+                }
+                _ => {}
+            }
+        }
+    };
+    let result: Result<(), String> = tokio::time::timeout(config.timeout, read)
+        .await
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "MQTT {broker}: no answer within {} s (MQTT_TIMEOUT_SECONDS)",
+                config.timeout.as_secs()
+            ))
+        });
+    let _ = client.try_disconnect();
+    result.map(|()| got)
+}
+
 /// The client options: id, clean session, credentials, TLS.
 fn options(config: &MqttConfig, client_id: &str, broker: &str) -> Result<MqttOptions, ReportError> {
     let mut options = MqttOptions::new(client_id, config.host.clone(), config.port);

@@ -103,7 +103,7 @@ pub async fn publish_by(deps: &impl Sinks, report: &mut RunReport, deadline: Opt
                     &deps.config().metrics_namespace,
                     &deps.config().bucket,
                     &crate::metrics::metrics(report),
-                    SystemTime::now(),
+                    crate::metrics::run_started(SystemTime::now(), report),
                     bound(crate::metrics::CLOUDWATCH_TIMEOUT, deadline, Duration::ZERO),
                 )
                 .await,

@@ -25,7 +25,7 @@ use crate::progress::{Progress, ProgressSink};
 use crate::recovery;
 use crate::report::{
     DayAction as Done, DayReport, Parity, RecoveryAction, RunReport, SkippedFile, Status,
-    StopReason,
+    StopReason, UnreadFile,
 };
 use crate::state::WatermarkState;
 use crate::stop::Stop;
@@ -265,7 +265,16 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
                 tracing::warn!(error = %e, "another invocation holds the lease; doing nothing");
                 report.stop_reason = StopReason::LeaseHeld;
                 if let Ok(wm) = WatermarkState::read(store).await {
-                    fill_watermark_fields(&mut report, &wm, cutoff, config.start_date);
+                    // The lag as the walk would count it (without a
+                    // watermark, from the earliest partition); reported,
+                    // not published (`metrics::metrics`: the holder
+                    // publishes its own).
+                    let first = match (wm.watermark.last_compacted_date, config.start_date) {
+                        (Some(_), _) => None,
+                        (None, Some(s)) => Some(s),
+                        (None, None) => earliest_partition(store).await.ok().flatten(),
+                    };
+                    fill_watermark_fields(&mut report, &wm, cutoff, first);
                     report.watermark_before = wm.watermark.last_compacted_date;
                 }
                 report.errors.push(e.to_string());
@@ -390,6 +399,8 @@ async fn walk(
         if w > today {
             let days = (w - today).num_days();
             report.watermark_ahead_days = Some(days);
+            // The lag the metric carries, in the report too.
+            report.watermark_lag_days = Some(days);
             return Err(Error::WatermarkAhead {
                 bucket: store.bucket().to_string(),
                 key: crate::keys::WATERMARK_KEY.to_string(),
@@ -851,6 +862,9 @@ async fn repair_range(
             first_mismatch.get_or_insert((date, missing));
         }
     }
+    // The plan of a long range (a migration's) is its dates with work,
+    // not its first empty ones.
+    report.work_first();
     if let Some((date, missing)) = first_mismatch {
         // The range's own verdicts are in its `days[]`; the run-level
         // `mismatch_*` fields stay the walk's (the state's).
@@ -912,7 +926,9 @@ async fn record_mismatch(
     Ok(())
 }
 
-use crate::partition::{earliest_partition, nothing_to_merge, parity_check, without_own_row};
+use crate::partition::{
+    earliest_partition, nothing_to_merge, parity_check, unread_rows, without_own_row,
+};
 
 /// One date, in any [`DayMode`]: list, sort, parity gate (per mode), plan,
 /// then commit (or, in a dry run, read what would be merged). When inputs
@@ -1036,7 +1052,7 @@ async fn day_passes(
                 return Ok(Some(parity_failed(day, reason, check.missing)));
             }
             day.parity = Some(Parity::Passed);
-            checked = check.read.map(|read| (read, check.without_own_row));
+            checked = (check.read).map(|read| (read, check.without_own_row, check.unread));
         }
         tracing::info!(pass, "{plan}");
         day.files_claimed = listing
@@ -1057,7 +1073,7 @@ async fn day_passes(
         // The sweep and later passes read here, with the same check of
         // per-flight files without a row of their own (in the sweep no
         // flight was listed: none can be lost).
-        let (read, lost) = match checked {
+        let (read, lost, unread) = match checked {
             Some(checked) => checked,
             None => {
                 let read = commit::read_inputs(
@@ -1070,7 +1086,8 @@ async fn day_passes(
                 )
                 .await?;
                 let lost = without_own_row(&read, &listed.flights);
-                (read, lost)
+                let unread = unread_rows(&read, &listed.flights);
+                (read, lost, unread)
             }
         };
         let planned = inputs.len();
@@ -1083,8 +1100,10 @@ async fn day_passes(
         add_skipped(day, read.skipped.iter().cloned());
         // The dry run and the commit alike: what this pass read.
         RunReport::note_other_days(day, &read.other_days);
-        if !lost.is_empty() {
-            return Ok(Some(lost_rows(day, lost)));
+        // Before "nothing to merge": an unreadable per-flight file fails
+        // the date even when nothing else would be written.
+        if !lost.is_empty() || !unread.is_empty() {
+            return Ok(Some(lost_rows(day, lost, unread)));
         }
         if nothing_to_merge(&read) {
             // The first pass leaves the default (nothing_to_compact); a
@@ -1123,16 +1142,26 @@ fn parity_failed(day: &mut DayReport, reason: String, missing: Vec<Uuid>) -> Vec
     missing
 }
 
-/// Marks `day` as failing parity because of [`without_own_row`].
-fn lost_rows(day: &mut DayReport, lost: Vec<Uuid>) -> Vec<Uuid> {
-    tracing::warn!(date = %day.date, flights = lost.len(), first = %lost[0],
-        "per-flight files that hold no row of their flight: parity fails, nothing is written");
-    let reason = crate::partition::ParityCheck {
+/// Marks `day` as failing parity because of [`without_own_row`] (`lost`)
+/// or [`unread_rows`] (`unread`, named in `days[].unread_files`).
+fn lost_rows(day: &mut DayReport, lost: Vec<Uuid>, unread: Vec<UnreadFile>) -> Vec<Uuid> {
+    if let Some(first) = lost.first() {
+        tracing::warn!(date = %day.date, flights = lost.len(), first = %first,
+            "per-flight files that hold no row of their flight: parity fails, nothing is written");
+    }
+    for f in &unread {
+        tracing::warn!(date = %day.date, key = %f.key, flight = %f.flight, reason = %f.reason,
+            "per-flight file cannot be read: its flight has no readable index row; parity fails, the file is left in place");
+    }
+    let check = crate::partition::ParityCheck {
         without_own_row: lost,
+        unread,
         ..Default::default()
     };
-    let text = reason.reason().unwrap_or_default();
-    parity_failed(day, text, reason.without_own_row)
+    let text = check.reason().unwrap_or_default();
+    let failing = check.failing();
+    day.unread_files = check.unread;
+    parity_failed(day, text, failing)
 }
 
 /// Inputs of `read` of kind `source` that were decoded (and merged).

@@ -179,8 +179,10 @@ async fn a_watermark_ahead_of_todays_cutoff_fails_every_run_and_is_reported() {
             && err.contains("watermark.json"),
         "{err}"
     );
-    // The metric the lag alarm watches carries the distance, never 0.
+    // The metric the lag alarm watches carries the distance, never 0, and
+    // the report's lag is the metric's (issue 38).
     assert_eq!(metric(&r, "WatermarkLagDays"), Some(1259.0));
+    assert_eq!(r.watermark_lag_days, Some(1259));
     assert_eq!(dump(&store, ""), before, "the run changed the bucket");
 
     // status says so too, never "up to date".
@@ -444,6 +446,21 @@ async fn without_a_watermark_the_lag_counts_from_the_first_date() {
     // 07-18, 07-19, 07-20 are not compacted.
     assert_eq!(r.watermark_lag_days, Some(3));
     assert_eq!(metric(&r, "WatermarkLagDays"), Some(3.0));
+    // A run that finds the lease held did no work: it reports the lag as
+    // the walk counts it and publishes none, so it cannot clear the alarm
+    // with a 0 (issue 38).
+    let lease = archive_compaction::lease::LeaseGuard::acquire(
+        &store,
+        "someone-else",
+        std::time::Duration::from_secs(120),
+    )
+    .await
+    .unwrap();
+    let held = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    lease.release().await.unwrap();
+    assert_eq!(held.stop_reason, StopReason::LeaseHeld);
+    assert_eq!(held.watermark_lag_days, Some(3), "counted from 07-18");
+    assert_eq!(metric(&held, "WatermarkLagDays"), None);
     // Days later, still stuck: the lag grows past the alarm's threshold.
     let r = run(&store, &cfg, &RunOptions::at(at("2026-07-27T04:50:00Z"))).await;
     assert_eq!(r.watermark_lag_days, Some(8));

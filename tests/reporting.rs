@@ -1185,6 +1185,48 @@ async fn cli_exit_code_is_the_runs_whatever_mqtt_does() {
     let stats = statistics(&retained(broker.port, None).await);
     assert_eq!(stats["last_run_status"], "Mismatch");
     assert_eq!(stats["mismatch_uuid_count"], "1");
+    // `status` shows the last run from the retained topics (issue 38),
+    // read-only: the broker's retained messages are unchanged after it.
+    let status = |port: u16| {
+        let out = cli_command(
+            &store,
+            &["status", "--json", "--now", "2026-07-21T04:50:00Z"],
+        )
+        .env("MQTT_HOST", "127.0.0.1")
+        .env("MQTT_PORT", port.to_string())
+        .env("MQTT_TIMEOUT_SECONDS", "2")
+        .env("LOG_LEVEL", "warn")
+        .output()
+        .unwrap();
+        serde_json::from_slice::<Value>(&out.stdout)
+            .unwrap_or_else(|e| panic!("status --json: {e}: {out:?}"))
+    };
+    let before = retained(broker.port, None).await;
+    let s = status(broker.port);
+    let last = &s["last_run"];
+    assert_eq!(
+        (&last["at"], &last["status"], &last["error"]),
+        (
+            &json!("2026-07-21T04:50:00.000000+00:00"),
+            &json!("Mismatch"),
+            &Value::Null
+        ),
+        "{s}"
+    );
+    assert!(
+        last["age_hours"].as_i64().unwrap() > 0,
+        "aged against the wall clock: {s}"
+    );
+    assert_valid("status.schema.json", &s);
+    assert_eq!(retained(broker.port, None).await, before);
+    let s = status(free_port());
+    assert!(
+        s["last_run"]["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("MQTT"),
+        "{s}"
+    );
 
     let (code, report) = cli(free_port());
     assert_eq!(code, Some(2), "{report}");

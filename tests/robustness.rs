@@ -32,14 +32,17 @@ const MERGEABLE: &[&str] = &[
     "brotli",
     "lz4",
 ];
+/// Files that decode but cannot be conformed without loss: left in place,
+/// the date still passes (the row is readable where it is).
 const UNMERGEABLE: &[&str] = &[
     "ts_ns_lossy",
     "military_null",
     "military_as_string",
     "missing_military",
-    "bad_magic",
-    "truncated",
 ];
+/// Files that cannot be read at all: their flight's row is in no readable
+/// file, so the date fails parity (issue 38).
+const CORRUPT: &[&str] = &["bad_magic", "truncated"];
 
 #[tokio::test]
 async fn writer_variants_are_conformed_by_name_and_lossy_or_corrupt_files_stay_in_place() {
@@ -83,6 +86,36 @@ async fn writer_variants_are_conformed_by_name_and_lossy_or_corrupt_files_stay_i
     let again = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
     assert_eq!(again.last_run_status, Status::Success, "{:?}", again.errors);
     assert_eq!(dump(&store, "index/"), after);
+}
+
+#[tokio::test]
+async fn corrupt_per_flight_files_fail_parity_and_stay_in_place() {
+    init_logs();
+    let all: Vec<&str> = ["default"].iter().chain(CORRUPT).copied().collect();
+    let (store, v) = variants_bucket("corrupt", 74, "2026-07-20", &all).await;
+    let before = dump(&store, "index/");
+    let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.last_run_status, Status::Mismatch, "{:?}", r.errors);
+    assert_eq!(r.mismatch_date, Some(date("2026-07-20")));
+    let mut want: Vec<String> = (CORRUPT.iter())
+        .map(|c| flight_uuid(v[c]["key"].as_str().unwrap()).to_string())
+        .collect();
+    want.sort();
+    assert_eq!(r.mismatch_uuids, want);
+    assert_eq!(
+        r.last_compacted_date, None,
+        "the watermark does not pass it"
+    );
+    let unread: Vec<&str> = (r.days[0].unread_files.iter())
+        .map(|f| f.key.as_str())
+        .collect();
+    for c in CORRUPT {
+        assert!(
+            unread.contains(&v[c]["key"].as_str().unwrap()),
+            "{c}: {unread:?}"
+        );
+    }
+    assert_eq!(dump(&store, "index/"), before, "nothing written or deleted");
 }
 
 #[tokio::test]

@@ -223,14 +223,15 @@ impl Archive {
         Uuid::from_u128((ms << 80) | (0x7u128 << 76) | (0x8u128 << 60) | self.next_flight)
     }
 
-    /// A flight whose per-flight file the merge cannot read (a torn body):
-    /// the parity gate counts it by name, the merge skips it, and it must
-    /// stay in place, whatever a manifest says.
+    /// A per-flight file the merge cannot read (a torn body) whose flight
+    /// is not under `flights/` (an orphan row): the merge skips it, and it
+    /// must stay in place, whatever a manifest says. (With its flight
+    /// object the date would fail parity until the file is rewritten,
+    /// `partition::unread_rows`, and no commit would ever list it.)
     fn unmergeable_flight(&mut self, mem: &MemoryStore, d: NaiveDate) -> String {
         let u = self.next_uuid(d);
         let key = format!("{}{u}.parquet", index_prefix(d));
         let etag = mem.put_now(&key, Bytes::from_static(b"PAR1 torn by the writer"));
-        mem.put_now(&format!("{}{u}.json.gz", flights_prefix(d)), "{}".into());
         self.unmergeable.insert(key.clone(), etag);
         UNMERGEABLE.fetch_add(1, Ordering::Relaxed);
         key
