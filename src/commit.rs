@@ -695,7 +695,7 @@ fn require_verified(store: &impl Store, output: &ManifestOutput, check: OutputCh
 #[derive(Debug, Default, Clone)]
 pub struct DeleteOutcome {
     /// Inputs this call deleted (DeleteObjects removed them now): what the
-    /// run that retires them reports, once (issue 38).
+    /// run that retires them reports, once.
     pub deleted: u64,
     /// Inputs not listed any more: deleted by an earlier attempt (a crashed
     /// commit, a stuck manifest retried), which counted them if it

@@ -275,8 +275,8 @@ pub fn without_own_row(read: &ReadInputs, flights: &BTreeSet<Uuid>) -> Vec<Uuid>
 /// ([`ReadInputs::unread`]: not Parquet, truncated, undecodable), sorted by
 /// flight. Such a flight's row is in no readable file, so it counts as
 /// that flight's missing index row, whether or not anything else is
-/// merged: the date is a Mismatch until the file is readable or replaced
-/// (issue 38). A per-flight file with no flight under `flights/` is an
+/// merged: the date is a Mismatch until the file is readable or replaced.
+/// A per-flight file with no flight under `flights/` is an
 /// orphan row and blocks nothing. Nothing about the file is deleted (no
 /// merge takes an input it could not read).
 pub fn unread_rows(read: &ReadInputs, flights: &BTreeSet<Uuid>) -> Vec<UnreadFile> {

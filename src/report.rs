@@ -409,7 +409,7 @@ pub struct RunReport {
     /// commit. The sum of `days[].files_deleted` plus recovery's deletes.
     /// Each file is counted once, by the run whose DeleteObjects removed
     /// it: a stuck manifest retried counts only what the retry deleted, not
-    /// the inputs an earlier run already retired (issue 38).
+    /// the inputs an earlier run already retired.
     pub files_compacted: u64,
     /// Input files whose delete failed (they are still there; the manifest is kept).
     pub files_delete_failed: u64,

@@ -132,7 +132,7 @@ pub struct ManifestStatus {
     /// How many of its inputs are still listed under their partition (in
     /// any version): what its commit or the next run's recovery still has
     /// to delete or keep. Inputs an earlier attempt already deleted are not
-    /// counted (issue 38).
+    /// counted.
     pub inputs: u64,
     /// A readable manifest that names what its commit did not write: the
     /// rule it breaks, as `code: message` ([`crate::recovery::validate_manifest`];

@@ -96,7 +96,7 @@ async fn per_key_delete_errors_transient_are_retried_permanent_keep_the_manifest
         "2026-07-19"
     );
     // `status` counts the stuck manifest's inputs still listed: the one
-    // left, not the ones already deleted (issue 38).
+    // left, not the ones already deleted.
     let s = archive_compaction::status::gather(
         &direct,
         &config(&direct, &[]),
@@ -119,7 +119,7 @@ async fn per_key_delete_errors_transient_are_retried_permanent_keep_the_manifest
     assert_eq!(r.recovered[0].action, "completed");
     assert_eq!(
         r.files_compacted, 1,
-        "each file counted once, by the run that retired it: the retry deleted one (issue 38)"
+        "each file counted once, by the run that retired it: the retry deleted one"
     );
     assert_all_compacted(&direct, &generated, "2026-07-20", "per-key delete errors");
 }

@@ -761,7 +761,7 @@ async fn a_failure_is_a_failure_error_and_the_function_keeps_serving() {
         "function logs go to its log file"
     );
     // Every outcome logs its report as one JSON line, the report itself
-    // (not escaped in a Diagnostic), the Success's too (issue 38).
+    // (not escaped in a Diagnostic), the Success's too.
     let logged = lambda.function.run_reports();
     let statuses: Vec<&str> = (logged.iter())
         .map(|r| r["last_run_status"].as_str().unwrap_or("?"))

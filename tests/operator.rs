@@ -933,7 +933,7 @@ async fn the_progress_bar_follows_a_real_run() {
     );
 }
 
-/// Issue 38: a per-flight index file cut in half, on a date not yet
+/// A per-flight index file cut in half, on a date not yet
 /// compacted, is its flight's missing index row. The walk stops there as a
 /// Mismatch naming the file and why (exit 2), the watermark stays before
 /// the date, `--date`, a range and a dry run say the same, `status` names
@@ -1086,7 +1086,7 @@ async fn an_unreadable_per_flight_file_is_a_mismatch_until_it_is_rewritten() {
     assert_compacted(&after, "2026-07-20", &generated.rows["2026-07-20"]);
 }
 
-/// Issue 38: a migration's range dry run over months of empty dates lists
+/// A migration's range dry run over months of empty dates lists
 /// the one date with work first, not after 100 empty ones it cuts it from.
 #[tokio::test]
 async fn a_range_dry_run_lists_the_dates_with_work_first() {

@@ -180,7 +180,7 @@ async fn a_watermark_ahead_of_todays_cutoff_fails_every_run_and_is_reported() {
         "{err}"
     );
     // The metric the lag alarm watches carries the distance, never 0, and
-    // the report's lag is the metric's (issue 38).
+    // the report's lag is the metric's.
     assert_eq!(metric(&r, "WatermarkLagDays"), Some(1259.0));
     assert_eq!(r.watermark_lag_days, Some(1259));
     assert_eq!(dump(&store, ""), before, "the run changed the bucket");
@@ -448,7 +448,7 @@ async fn without_a_watermark_the_lag_counts_from_the_first_date() {
     assert_eq!(metric(&r, "WatermarkLagDays"), Some(3.0));
     // A run that finds the lease held did no work: it reports the lag as
     // the walk counts it and publishes none, so it cannot clear the alarm
-    // with a 0 (issue 38).
+    // with a 0.
     let lease = archive_compaction::lease::LeaseGuard::acquire(
         &store,
         "someone-else",

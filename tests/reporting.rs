@@ -1185,7 +1185,7 @@ async fn cli_exit_code_is_the_runs_whatever_mqtt_does() {
     let stats = statistics(&retained(broker.port, None).await);
     assert_eq!(stats["last_run_status"], "Mismatch");
     assert_eq!(stats["mismatch_uuid_count"], "1");
-    // `status` shows the last run from the retained topics (issue 38),
+    // `status` shows the last run from the retained topics,
     // read-only: the broker's retained messages are unchanged after it.
     let status = |port: u16| {
         let out = cli_command(

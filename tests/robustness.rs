@@ -41,7 +41,7 @@ const UNMERGEABLE: &[&str] = &[
     "missing_military",
 ];
 /// Files that cannot be read at all: their flight's row is in no readable
-/// file, so the date fails parity (issue 38).
+/// file, so the date fails parity.
 const CORRUPT: &[&str] = &["bad_magic", "truncated"];
 
 #[tokio::test]

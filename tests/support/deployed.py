@@ -41,7 +41,7 @@ checks, each step printing what it saw:
    mismatch_runs, delete failures), and its alarm widget lists the stack's
    five alarms (ministack's stand-in ARN for FunctionErrorsAlarm, which it
    cannot create).
-9. Alarms that clear (issue 38; after 6): MismatchRunsThreshold is 1, so
+9. Alarms that clear (after 6): MismatchRunsThreshold is 1, so
    the Mismatch of 6 fires MismatchRunsAlarm; the missing index rows are
    then written as the archive writer would, and the first run after that
    (a synchronous invocation, not the next schedule) returns the alarm to
