@@ -27,7 +27,7 @@ use aws_sdk_s3::Client;
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{
-    ChecksumAlgorithm, ChecksumMode, CompletedMultipartUpload, CompletedPart, Delete,
+    ChecksumAlgorithm, ChecksumMode, CompletedMultipartUpload, CompletedPart, Delete, EncodingType,
     ObjectIdentifier,
 };
 use backon::{BackoffBuilder, ExponentialBuilder};
@@ -100,6 +100,42 @@ pub fn multipart_ranges(len: usize, part_size: usize) -> Vec<std::ops::Range<usi
         .step_by(size)
         .map(|start| start..(start + size).min(len))
         .collect()
+}
+
+/// A key (or common prefix) of a ListObjectsV2 response asked with
+/// `encoding-type=url`, decoded: `%XX` escapes are bytes, and `+` is a
+/// space (S3 writes a space as `+` and a `+` as `%2B`, as an HTML form
+/// does; some servers write a space as `%20`, which decodes alike). `None`
+/// when the bytes are not UTF-8.
+///
+/// Without `encoding-type=url` a key holding a character XML 1.0 cannot
+/// carry (ESC, `\x01`: S3 user guide, "Naming Amazon S3 objects", "XML
+/// related object key constraints") makes the whole response unreadable,
+/// so every listing of [`S3Store`] asks for it.
+///
+/// ```
+/// use archive_compaction::storage::decode_listed;
+/// assert_eq!(decode_listed("flights/a%1Bb+c%2Bd%20e").as_deref(), Some("flights/a\x1bb c+d e"));
+/// assert_eq!(decode_listed("day=20/%E2%82%AC.parquet").as_deref(), Some("day=20/€.parquet"));
+/// assert_eq!(decode_listed("%FF"), None);
+/// ```
+pub fn decode_listed(encoded: &str) -> Option<String> {
+    let spaced = encoded.replace('+', " ");
+    percent_encoding::percent_decode_str(&spaced)
+        .decode_utf8()
+        .ok()
+        .map(|s| s.into_owned())
+}
+
+/// Whether DeleteObjects can carry `key` in its XML body: not when it holds
+/// a control character. XML 1.0 has no way to write most of them (ESC,
+/// `\x01`; "Char" production of the XML 1.0 spec), and the ones it has
+/// (CR, LF) S3 asks to be sent as entity references, which a parser
+/// normalises otherwise (S3 user guide, "Naming Amazon S3 objects", "XML
+/// related object key constraints"). Such keys go by DeleteObject, whose
+/// key is in the URL ([`S3Store::delete_batch`]).
+pub fn fits_delete_xml(key: &str) -> bool {
+    !key.chars().any(char::is_control)
 }
 
 /// Per-key error codes of DeleteObjects worth retrying.
@@ -520,21 +556,58 @@ impl S3Store {
     }
 
     /// Every object under `prefix` (ListObjectsV2, paginated, 1,000 keys a page),
-    /// in S3's lexicographic key order.
+    /// in S3's lexicographic key order. Asked with `encoding-type=url`, keys
+    /// decoded ([`decode_listed`]), so a key with a control character lists
+    /// like any other.
     pub async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
         let mut pages = self
             .client
             .list_objects_v2()
             .bucket(&self.bucket)
             .prefix(prefix)
+            .encoding_type(EncodingType::Url)
             .into_paginator()
             .send();
         let mut out = Vec::new();
         while let Some(page) = pages.next().await {
             let page = page.map_err(|e| self.err("ListObjectsV2", prefix, e))?;
-            out.extend(page.contents().iter().filter_map(object_meta));
+            for o in page.contents() {
+                out.extend(self.object_meta(prefix, o)?);
+            }
         }
         Ok(out)
+    }
+
+    /// A listed object (asked with `encoding-type=url`) with its key
+    /// decoded; `None` without a key.
+    ///
+    /// Errors: [`Error::S3`] (code `KeyEncoding`) when the key does not
+    /// decode to UTF-8 (a server defect: S3 keys are UTF-8).
+    fn object_meta(
+        &self,
+        prefix: &str,
+        o: &aws_sdk_s3::types::Object,
+    ) -> Result<Option<ObjectMeta>> {
+        let Some(mut meta) = object_meta(o) else {
+            return Ok(None);
+        };
+        meta.key = self.decode(prefix, &meta.key)?;
+        Ok(Some(meta))
+    }
+
+    /// [`decode_listed`], its failure as [`Error::S3`] naming the listing.
+    fn decode(&self, prefix: &str, encoded: &str) -> Result<String> {
+        decode_listed(encoded).ok_or_else(|| Error::S3 {
+            op: "ListObjectsV2",
+            bucket: self.bucket.clone(),
+            key: prefix.to_string(),
+            code: "KeyEncoding".into(),
+            message: format!(
+                "the server returned the url-encoded key {} that is not UTF-8 once decoded; S3 keys are UTF-8, so the server is at fault",
+                crate::text::quote(encoded)
+            ),
+            transient: false,
+        })
     }
 
     /// One ListObjectsV2 page (see [`Store::list_page`]).
@@ -545,16 +618,22 @@ impl S3Store {
             .bucket(&self.bucket)
             .prefix(prefix)
             .set_start_after(start_after.map(str::to_string))
+            .encoding_type(EncodingType::Url)
             .send()
             .await
             .map_err(|e| self.err("ListObjectsV2", prefix, e))?;
+        let mut objects = Vec::with_capacity(page.contents().len());
+        for o in page.contents() {
+            objects.extend(self.object_meta(prefix, o)?);
+        }
         Ok(ListPage {
-            objects: page.contents().iter().filter_map(object_meta).collect(),
+            objects,
             truncated: page.is_truncated().unwrap_or(false),
         })
     }
 
-    /// The common prefixes directly under `prefix` (ListObjectsV2 with delimiter `/`).
+    /// The common prefixes directly under `prefix` (ListObjectsV2 with
+    /// delimiter `/` and `encoding-type=url`, prefixes decoded).
     pub async fn list_prefixes(&self, prefix: &str) -> Result<Vec<String>> {
         let mut pages = self
             .client
@@ -562,16 +641,15 @@ impl S3Store {
             .bucket(&self.bucket)
             .prefix(prefix)
             .delimiter("/")
+            .encoding_type(EncodingType::Url)
             .into_paginator()
             .send();
         let mut out = Vec::new();
         while let Some(page) = pages.next().await {
             let page = page.map_err(|e| self.err("ListObjectsV2", prefix, e))?;
-            out.extend(
-                page.common_prefixes()
-                    .iter()
-                    .filter_map(|p| p.prefix().map(str::to_string)),
-            );
+            for p in page.common_prefixes().iter().filter_map(|p| p.prefix()) {
+                out.push(self.decode(prefix, p)?);
+            }
         }
         Ok(out)
     }
@@ -912,10 +990,35 @@ impl S3Store {
             "batch larger than the DeleteObjects limit"
         );
         let mut failures = Vec::new();
-        if batch.is_empty() {
+        // A key DeleteObjects' XML cannot carry (a control character) goes
+        // by DeleteObject, one by one: ministack answers 400 to the whole
+        // batch otherwise, and S3 documents such keys as not expressible in
+        // XML 1.0 ([`fits_delete_xml`]). Same condition (If-Match), same
+        // outcome per key.
+        let (mut pending, one_by_one): (Vec<_>, Vec<_>) =
+            batch.iter().cloned().partition(|(k, _)| fits_delete_xml(k));
+        for (key, etag) in one_by_one {
+            match self.delete(&key, Some(&etag)).await {
+                Ok(()) => {}
+                Err(Error::PreconditionFailed { .. }) => failures.push(DeleteFailure {
+                    key,
+                    code: "PreconditionFailed".into(),
+                    message: "the object changed since it was listed".into(),
+                }),
+                // A per-key refusal (AccessDenied, ...), as DeleteObjects
+                // would report it; a transient failure fails the call.
+                Err(Error::S3 {
+                    code,
+                    message,
+                    transient: false,
+                    ..
+                }) => failures.push(DeleteFailure { key, code, message }),
+                Err(e) => return Err(e),
+            }
+        }
+        if pending.is_empty() {
             return Ok(failures);
         }
-        let mut pending: Vec<(String, String)> = batch.to_vec();
         let mut delays = self.delete_backoff.build();
         loop {
             let errors = self.delete_once(&pending).await?;
