@@ -146,11 +146,13 @@ impl Watermark {
     /// EventBridge event id, equal on redelivery): the first time for a date,
     /// `mismatch_runs` is 1; each further event blocked on the same date
     /// counts once more, a redelivered event not again. Returns
-    /// `mismatch_runs`.
+    /// `mismatch_runs`, which stays at `u32::MAX` once there (never wraps).
     pub fn record_mismatch(&mut self, date: NaiveDate, event: &str) -> u32 {
         if self.mismatch_date == Some(date) {
             if self.mismatch_event_id.as_deref() != Some(event) {
-                self.mismatch_runs += 1;
+                // Saturates: a hand-edited 4294967295 must not wrap to 0
+                // and clear the MismatchRuns alarm while the date is blocked.
+                self.mismatch_runs = self.mismatch_runs.saturating_add(1);
             }
         } else {
             self.mismatch_date = Some(date);
@@ -462,6 +464,18 @@ mod tests {
         assert!(
             w.clear_mismatch(),
             "something to forget: the file is written"
+        );
+    }
+
+    #[test]
+    fn mismatch_runs_saturates_instead_of_wrapping() {
+        let body = r#"{"last_compacted_date": "2026-07-16", "mismatch_date": "2026-07-17", "mismatch_runs": 4294967295, "mismatch_event_id": "e1"}"#;
+        let mut w = Watermark::parse(body.as_bytes()).unwrap();
+        assert_eq!(w.record_mismatch(d("2026-07-17"), "e2"), u32::MAX);
+        assert_eq!(
+            w.mismatch_runs,
+            u32::MAX,
+            "the alarm's count never wraps to 0"
         );
     }
 }
