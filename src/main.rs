@@ -153,7 +153,8 @@ fn prune_help() -> String {
         "Exit codes: 0 Success, 2 Mismatch (a day failed parity), 1 Failure.",
         "Only S3_BUCKET, S3_FORCE_PATH_STYLE and LOG_LEVEL matter here.\n\
          Exit codes: 0, or 1 when nothing was deleted because of an error (missing \
-         directory, unreadable watermark, listing error) or when a delete failed.",
+         directory, unreadable watermark, listing error) or when a delete failed, \
+         or 3 when unreadable folders were skipped (named under skipped_folders) and the rest pruned.",
     )
 }
 
