@@ -191,6 +191,10 @@ struct Ctx<'a, 'f, S> {
     first: Option<NaiveDate>,
     /// Blocked dates the report already names (see [`fail_blocked`]).
     blocked_reported: std::collections::BTreeSet<NaiveDate>,
+    /// The last of the dates without any object that [`walk_plan`] passed
+    /// by (the day before the first partition with data), for
+    /// [`walk_dates`] to move the watermark to.
+    passed_empty: Option<NaiveDate>,
 }
 
 /// Runs one invocation. Never returns an error: every failure is recorded in
@@ -400,6 +404,7 @@ async fn walk(
         finished_manifests: Vec::new(),
         first,
         blocked_reported: Default::default(),
+        passed_empty: None,
     };
     let result = match opts.repair {
         Some((from, to)) => repair_range(&mut cx, report, from, to).await,
@@ -483,13 +488,38 @@ async fn walk_plan(
     let last = wm.watermark.last_compacted_date;
     // `cx.first` is START_DATE or the earliest partition, read by `walk`;
     // START_DATE also bounds a walk from a watermark before it.
-    Ok(
-        match plan::walk_start(last, cx.config.start_date, cx.first) {
-            None => Err((StopReason::NoPartitions, None)),
-            Some(start) if start > cutoff => Err((StopReason::NothingToDo, Some(start))),
-            Some(start) => Ok(start.iter_days().take_while(|d| *d <= cutoff).collect()),
-        },
-    )
+    let start = match plan::walk_start(last, cx.config.start_date, cx.first) {
+        None => return Ok(Err((StopReason::NoPartitions, None))),
+        Some(start) if start > cutoff => return Ok(Err((StopReason::NothingToDo, Some(start)))),
+        Some(start) => start,
+    };
+    // More than one date to walk (catching up, a watermark or START_DATE
+    // far back: 0001-01-01 is 740,000 dates): the dates before the first
+    // partition with data hold nothing to compact, so the walk starts at
+    // that partition (one delimiter listing of index/ and of flights/).
+    // `cx.first` is it already when there is neither watermark nor
+    // START_DATE. A daily run (one date) lists nothing more.
+    let start = if start < cutoff && (last.is_some() || cx.config.start_date.is_some()) {
+        let earliest = earliest_partition(cx.store).await?;
+        let blocked = cx
+            .recovery
+            .blocked
+            .keys()
+            .copied()
+            .filter(|d| *d >= start)
+            .min();
+        let first = plan::first_date_with_data(start, cutoff, earliest, blocked);
+        if first > start {
+            tracing::info!(from = %start, to = %first,
+                "no partition before {first}: the walk starts there instead of walking {} empty dates",
+                (first - start).num_days());
+            cx.passed_empty = first.pred_opt();
+        }
+        first
+    } else {
+        start
+    };
+    Ok(Ok(start.iter_days().take_while(|d| *d <= cutoff).collect()))
 }
 
 /// Walks from the day after the watermark (or `only_date`) to the cutoff,
@@ -521,6 +551,17 @@ async fn walk_dates(
     };
     walking(cx, &dates);
     let opts = cx.opts;
+    // The empty dates the walk passed by (walk_plan) are done as if walked:
+    // the watermark moves to the day before the first date with data, so
+    // the state reads as after walking them one by one.
+    if let Some(passed) = cx.passed_empty.take()
+        && !opts.dry_run
+        && opts.only_date.is_none()
+        && wm.watermark.last_compacted_date.is_none_or(|w| w < passed)
+    {
+        write_watermark(cx, wm, passed).await?;
+        fill_watermark_fields(report, wm, cutoff, cx.first);
+    }
     let mut slowest = Duration::ZERO;
     // `--date` is a range of one date: through it, it ends there, whatever
     // the cutoff.

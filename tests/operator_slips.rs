@@ -467,6 +467,48 @@ async fn without_a_watermark_the_lag_counts_from_the_first_date() {
     assert_eq!(r.watermark_lag_days, Some(11), "07-10 to 07-20");
 }
 
+/// A watermark in year 0001 (a hand edit, a restore gone wrong) or a
+/// START_DATE decades back: the 740,000 dates before the first partition
+/// hold nothing, and walking them one by one (two listings and a watermark
+/// write each) took weeks of runs. One listing of index/ and flights/ finds
+/// the first partition with data; the run starts there, moves the watermark
+/// over the empty dates, and reaches today's data in one run (within a
+/// minute and a half here: the run is given that deadline).
+#[tokio::test]
+async fn a_watermark_in_year_0001_reaches_todays_data_in_one_run() {
+    init_logs();
+    let mut o = RunOptions::at(at(NOW));
+    // Two and a half minutes, less DEADLINE_MARGIN_SECONDS (60): a minute
+    // and a half to walk.
+    o.deadline = Some(std::time::Instant::now() + Duration::from_secs(150));
+    for (hint, seed, watermark, start_date) in [
+        ("slip-year-1", 271, Some("0001-01-01"), None),
+        ("slip-start-1970", 272, None, Some("1970-01-01")),
+    ] {
+        let store = bucket(hint).await;
+        let g = generate(&store, three_days(seed));
+        if let Some(w) = watermark {
+            put_state(
+                &store,
+                WATERMARK,
+                &format!(r#"{{"last_compacted_date": "{w}"}}"#),
+            )
+            .await;
+        }
+        let env: Vec<(&str, &str)> = start_date.map(|s| ("START_DATE", s)).into_iter().collect();
+        let r = run(&store, &config(&store, &env), &o).await;
+        assert_eq!(r.last_run_status, Status::Success, "{hint}: {:?}", r.errors);
+        assert_eq!(r.stop_reason, StopReason::ReachedCutoff, "{hint}");
+        assert_eq!(r.last_compacted_date, Some(date("2026-07-20")), "{hint}");
+        assert_eq!(
+            r.days_compacted, 3,
+            "{hint}: 07-18, 07-19, 07-20 walked, no empty date"
+        );
+        assert_eq!(r.watermark_lag_days, Some(0), "{hint}");
+        assert_all_compacted(&store, &g, "2026-07-20", hint);
+    }
+}
+
 #[tokio::test]
 async fn flights_before_the_first_index_partition_are_walked_not_passed_by() {
     init_logs();
