@@ -512,3 +512,54 @@ async fn a_folder_swapped_for_a_link_during_prune_cache_deletes_nothing_outside_
     );
     assert_valid("prune-cache.schema.json", &s);
 }
+
+/// A day folder prune-cache cannot read (mode 000; the command runs without
+/// CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH, dropped with setpriv, since
+/// the tests run as root, who reads any folder): it is named under
+/// `skipped_folders` and skipped, the rest of the cache is pruned, and the
+/// exit code is 3 (partial). It stopped the whole command before (exit 1,
+/// nothing pruned, every day, until someone fixed the folder).
+#[tokio::test]
+async fn an_unreadable_folder_is_named_and_skipped_and_the_rest_is_pruned() {
+    init_logs();
+    let store = bucket("prune-unreadable").await;
+    let g = generate(
+        &store,
+        json!({"seed": 32, "days": [
+            {"date": "2026-07-16", "flights": 3},
+            {"date": "2026-07-17", "flights": 3},
+        ]}),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for keys in g.index_keys.values() {
+        mirror(&store, d, keys).await;
+    }
+    let out = cli(&store, &["run", "--now", NOW]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    use std::os::unix::fs::PermissionsExt;
+    let locked = d.join("year=2026/month=07/day=16");
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let base = cli_command(&store, &["prune-cache", "--dir", d.to_str().unwrap()]);
+    let mut cmd = std::process::Command::new("setpriv");
+    cmd.args(["--bounding-set", "-dac_override,-dac_read_search", "--"])
+        .arg(base.get_program())
+        .args(base.get_args())
+        .env_clear()
+        .envs(base.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))));
+    let out = cmd.output().expect("setpriv (util-linux)");
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let s = report_of(&out);
+    assert_eq!(out.status.code(), Some(3), "{}\n{s:#}", stderr(&out));
+    let skipped = s["skipped_folders"].as_array().unwrap();
+    assert_eq!(skipped.len(), 1, "{s:#}");
+    assert!(skipped[0].as_str().unwrap().contains("day=16"), "{s:#}");
+    assert_eq!(s["files_deleted"], 3, "07-17's copies: {s:#}");
+    for k in &g.index_keys["2026-07-16"] {
+        assert!(d.join(local(k)).exists(), "{k}");
+    }
+    for k in &g.index_keys["2026-07-17"] {
+        assert!(!d.join(local(k)).exists(), "{k}");
+    }
+    assert_valid("prune-cache.schema.json", &s);
+}
