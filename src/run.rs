@@ -208,7 +208,7 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
     let _running = opts.stop.as_ref().map(Stop::enter);
     // Every S3 call ends S3_DEADLINE_MARGIN before the deadline, all its
     // attempts together: the rest is the lease's release and the report's.
-    let bounded = store.until(opts.deadline.map(s3_deadline));
+    let bounded = store.until(opts.deadline.map(|d| s3_deadline(d, started)));
     let store = &bounded;
     // The wall clock, read once: the invocation time may not be ahead of
     // it, and the cutoff is never past the wall clock's.
@@ -332,12 +332,26 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
     report
 }
 
-/// When a run's S3 calls end: [`crate::storage::S3_DEADLINE_MARGIN`]
-/// before its `deadline` (docs/configuration.md, "Deadline").
-pub fn s3_deadline(deadline: Instant) -> Instant {
+/// When the S3 calls of a run `started` then end:
+/// [`crate::storage::S3_DEADLINE_MARGIN`] (8 s) before its `deadline`
+/// (docs/configuration.md, "Deadline"), but not before 8 s after its start:
+/// a run given less than 16 s (`--max-duration` below
+/// `DEADLINE_MARGIN_SECONDS` starts no date) still takes the lease, recovers
+/// and reads the watermark, and says where the next run goes on.
+///
+/// ```
+/// use archive_compaction::run::s3_deadline;
+/// use std::time::{Duration, Instant};
+/// let t0 = Instant::now();
+/// assert_eq!(s3_deadline(t0 + Duration::from_secs(40), t0), t0 + Duration::from_secs(32));
+/// assert_eq!(s3_deadline(t0, t0), t0 + Duration::from_secs(8));
+/// ```
+pub fn s3_deadline(deadline: Instant, started: Instant) -> Instant {
+    let margin = crate::storage::S3_DEADLINE_MARGIN;
     deadline
-        .checked_sub(crate::storage::S3_DEADLINE_MARGIN)
+        .checked_sub(margin)
         .unwrap_or(deadline)
+        .max(started + margin)
 }
 
 /// The report's watermark fields from `wm`. The lag is the number of
