@@ -1,5 +1,12 @@
 #!/usr/bin/env bash
 # make deploy-local [STACK=archive-compaction-local] [PROFILE=dev|release]
+#                   [MQTT_HOST=… MQTT_PORT=… MQTT_USERNAME=… MQTT_PASSWORD=…
+#                    MQTT_TLS=… MQTT_TOPIC_ROOT=…]
+#
+# The MQTT_* variables, when set, become the stack's Mqtt* parameters (the
+# function then publishes its statistics and Home Assistant discovery to
+# that broker, as deployed; a broker on this host is 127.0.0.1, since the
+# emulator runs the function as a local process); unset, MQTT stays off.
 #
 # template.yaml deployed into a local AWS emulator the way `make deploy`
 # deploys it into an account: ministack (its `full` extra: the SAM
@@ -62,19 +69,33 @@ echo "== archive in s3://$BUCKET: $(d 5) .. $(d 3), $(d 4) misses 2 index rows"
 ]}
 JSON
 
+MQTT_PARAMS=()
+for pair in MQTT_HOST:MqttHost MQTT_PORT:MqttPort MQTT_USERNAME:MqttUsername \
+            MQTT_PASSWORD:MqttPassword MQTT_TLS:MqttTls MQTT_TOPIC_ROOT:MqttTopicRoot; do
+  var=${pair%%:*} param=${pair#*:}
+  [ -n "${!var:-}" ] && MQTT_PARAMS+=(--param "$param=${!var}")
+done
+if [ -n "${MQTT_HOST:-}" ]; then
+  echo "== MQTT: statistics to ${MQTT_HOST}:${MQTT_PORT:-1883}"
+else
+  echo "== MQTT off (set MQTT_HOST, and MQTT_PORT, MQTT_USERNAME, MQTT_PASSWORD, MQTT_TLS, MQTT_TOPIC_ROOT as needed)"
+fi
+
 echo "== sam deploy of template.yaml as stack $STACK"
 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test "$TOOLS/sam/bin/python" scripts/deploy_local.py \
   --endpoint "$ENDPOINT" --stack-name "$STACK" --bootstrap "$BOOTSTRAP" --build-dir "$WORK/build" \
   --without-metric-math-alarms \
   --param "BucketName=$BUCKET" --param "Architecture=$(uname -m | sed 's/aarch64/arm64/')" \
-  --param "ScheduleExpression=rate(5 minutes)" | tee "$WORK/stack.json"
+  --param "ScheduleExpression=rate(5 minutes)" ${MQTT_PARAMS[@]+"${MQTT_PARAMS[@]}"} | tee "$WORK/stack.json"
 FN=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["outputs"]["FunctionName"])' "$WORK/stack.json")
 cat <<EOF2
 
-== deployed. The schedule runs it every 5 minutes; to invoke it now (the SAM CLI, against ministack):
+== deployed. The schedule runs it every 5 minutes; to invoke it now (the SAM CLI, against ministack;
+   the event {} takes the invocation time from the clock, so the cutoff is today minus LAG_DAYS):
   AWS_ENDPOINT_URL=$ENDPOINT AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 \\
-    $TOOLS/sam/bin/sam remote invoke --stack-name $STACK CompactionFunction --event-file events/console-now.json
-  (a Mismatch on $(d 4) is the expected answer: two of its flights have no index row)
+    $TOOLS/sam/bin/sam remote invoke --stack-name $STACK CompactionFunction --event '{}'
+  (a Mismatch on $(d 4) is the expected answer: two of its flights have no index row; $(d 5)
+   is compacted by the first run. The events/ files pin their time to 2026-07-22: not for this archive)
 The archive: $PY tests/support/archive.py summary --endpoint $ENDPOINT --bucket $BUCKET
 Ctrl-C stops ministack.
 EOF2

@@ -120,8 +120,8 @@ impl Deps {
             .retry_config(retry_config())
             .timeout_config(
                 TimeoutConfig::builder()
-                    .connect_timeout(Duration::from_secs(5))
-                    .operation_attempt_timeout(Duration::from_secs(60))
+                    .connect_timeout(crate::storage::CONNECT_TIMEOUT)
+                    .operation_attempt_timeout(crate::storage::ATTEMPT_TIMEOUT_BASE)
                     .build(),
             )
             .load()
@@ -215,7 +215,7 @@ impl Deps {
 /// changes the status.
 pub async fn invoke(deps: &Deps, opts: &RunOptions) -> RunReport {
     let mut report = run(&deps.store, &deps.config, opts).await;
-    crate::reporting::publish(deps, &mut report).await;
+    crate::reporting::publish_by(deps, &mut report, opts.deadline).await;
     report.bound();
     report
 }
@@ -294,8 +294,12 @@ pub const EVENT_FIELDS: &[&str] = &["id", "time", "now", "dry_run", "date", "fro
 fn strict_date<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<NaiveDate>, D::Error> {
     let s: Option<String> = Option::deserialize(d)?;
     s.map(|s| {
-        crate::config::parse_date("", &s)
-            .map_err(|_| serde::de::Error::custom(format!("expected a date YYYY-MM-DD, got {s:?}")))
+        crate::config::parse_date("", &s).map_err(|_| {
+            serde::de::Error::custom(format!(
+                "expected a date YYYY-MM-DD, got {}",
+                crate::text::quote(&s)
+            ))
+        })
     })
     .transpose()
 }
@@ -327,7 +331,8 @@ impl InvokeEvent {
                 && !EVENTBRIDGE_ENVELOPE.contains(&name.as_str())
             {
                 return Err(format!(
-                    "unknown field \"{name}\" in the event; {}",
+                    "unknown field {} in the event; {}",
+                    crate::text::quote(name),
                     accepted()
                 ));
             }
@@ -337,14 +342,20 @@ impl InvokeEvent {
             if EVENT_FIELDS.contains(&name.as_str()) {
                 let one =
                     serde_json::Value::Object([(name.clone(), v.clone())].into_iter().collect());
-                serde_json::from_value::<InvokeEvent>(one)
-                    .map_err(|e| format!("field \"{name}\" of the event: {e}"))?;
+                serde_json::from_value::<InvokeEvent>(one).map_err(|e| {
+                    format!(
+                        "field {} of the event: {}",
+                        crate::text::quote(name),
+                        crate::text::escape(&e.to_string())
+                    )
+                })?;
             }
         }
         let event: InvokeEvent =
             serde_json::from_value(serde_json::Value::Object(map)).map_err(|e| {
                 format!(
-                    "the event is not an EventBridge event or a test event: {e}; {}",
+                    "the event is not an EventBridge event or a test event: {}; {}",
+                    crate::text::escape(&e.to_string()),
                     accepted()
                 )
             })?;
@@ -482,6 +493,40 @@ pub async fn dispatch(
     }
 }
 
+/// The `message` of the log line that carries a Lambda run's report
+/// ([`report_log_line`]).
+pub const REPORT_LOG_MESSAGE: &str = "run report";
+
+/// The log line of a Lambda run's report, on every outcome: one JSON
+/// object shaped like the other JSON log lines (`level`, `target`,
+/// `fields.message`), with the report itself, not escaped, as
+/// `fields.report`. Find it in the log group with the filter pattern
+/// `{ $.fields.message = "run report" }` (docs/runbook.md). A Mismatch's
+/// or a Failure's report is also the message of the Lambda error, which
+/// the runtime logs escaped.
+pub fn report_log_line(report: &RunReport) -> String {
+    let level = match report.last_run_status {
+        Status::Success => "INFO",
+        Status::Mismatch => "WARN",
+        Status::Failure => "ERROR",
+    };
+    serde_json::json!({
+        "level": level,
+        "target": module_path!(),
+        "fields": {"message": REPORT_LOG_MESSAGE, "report": report},
+    })
+    .to_string()
+}
+
+/// Writes [`report_log_line`] to stderr, where the tracing lines go (the
+/// Lambda runtime sends both to the function's log group), as one write.
+fn log_report(report: &RunReport) {
+    use std::io::Write as _;
+    let mut line = report_log_line(report);
+    line.push('\n');
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
 /// The Lambda handler: Success returns the report; Mismatch and Failure
 /// return a [`RunError`] whose type names the outcome.
 pub async fn handle(
@@ -502,6 +547,7 @@ pub async fn handle(
             // A Failure like any other: reported too.
             crate::reporting::publish(deps, &mut r).await;
             r.bound();
+            log_report(&r);
             return Err(RunError(r));
         }
     };
@@ -520,6 +566,7 @@ pub async fn handle(
     let mut opts = options_from_event(&parsed, &ctx.request_id, deadline);
     opts.stop = Some(deps.stop.clone());
     let report = invoke(deps, &opts).await;
+    log_report(&report);
     match report.last_run_status {
         Status::Success => Ok(report),
         _ => Err(RunError(report)),
@@ -563,5 +610,19 @@ mod tests {
             assert!(err.contains(needle), "{v}: {err}");
         }
         assert_eq!(event(serde_json::json!({})).validate(), Ok(()));
+    }
+
+    #[test]
+    fn a_huge_or_strange_field_name_or_value_is_quoted_bounded() {
+        let name = format!(
+            "\n2026-07-20T00:00:00Z ERROR forged{}",
+            "x".repeat(6_000_000)
+        );
+        let e = InvokeEvent::from_value(serde_json::json!({ name.clone(): 1 })).unwrap_err();
+        assert!(e.len() < 4_000, "{} bytes", e.len());
+        assert!(!e.contains('\n') && e.contains("bytes)"), "{}", &e[..200]);
+        let e = InvokeEvent::from_value(serde_json::json!({"date": "x".repeat(6_000_000)}))
+            .unwrap_err();
+        assert!(e.len() < 4_000, "{} bytes", e.len());
     }
 }

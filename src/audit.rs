@@ -16,19 +16,23 @@
 //! `If-Match` the listed ETag). A file over a limit is an
 //! `unreadable_files` finding with the limit named. A
 //! per-flight file `{uuid}.parquet` counts as one row of the flight it is
-//! named after, as the parity gate counts it; it is not read.
+//! named after, as the parity gate counts it, once its `s3_key` column is
+//! read the same way (one GET: the file is smaller than the tail read); a
+//! per-flight file that cannot be read holds no row, so its flight is
+//! `missing` and the file is in `unreadable_files`, as the run's parity
+//! gate counts it ([`crate::partition::unread_rows`]).
 //!
 //! What a date can hold that is not "every flight exactly once", each
 //! counted exactly, with the first [`EXAMPLES_MAX`] examples:
 //!
 //! | finding | what | what fixes it |
 //! |---|---|---|
-//! | `missing` | a flight object without an index row | the index row (written by the archive writer); it blocks the walk at its date |
+//! | `missing` | a flight object without an index row (none, or only in an unreadable per-flight file) | the index row (written, or rewritten, by the archive writer); it blocks the walk at its date |
 //! | `duplicated` | a flight with more than one row in the partition (within one file or across files) | `run --from D --to D` folds the day, one row per flight |
 //! | `per_flight_beside_compacted` | a per-flight file in a partition that has a compacted file | the same repair (or the straggler sweep, within `SWEEP_DAYS`) |
 //! | `orphans` | an index row whose flight is not under the date's `flights/` (or whose `s3_key` names no flight) | a person |
 //! | `other_day_rows` | a multi-row input's row whose `first_message` UTC date is not the partition's (the run's `rows_of_other_days` rule: [`crate::merge::is_other_day`]) | a person |
-//! | `unreadable_files` | a multi-row input whose footer or `s3_key` column cannot be read (its rows are not counted) | a person |
+//! | `unreadable_files` | an index file whose footer or `s3_key` column cannot be read (its rows are not counted) | a per-flight file: the archive writer rewrites it from its `flights/` object; a multi-row file: a person |
 //!
 //! A date the audit could not finish (an S3 error after the SDK's retries,
 //! or an input that changed twice while it was read: a run was folding the
@@ -102,7 +106,7 @@ pub const MAX_AUDIT_DAYS: i64 = 3660;
 /// that was found).
 pub mod fixes {
     /// For `missing`.
-    pub const MISSING: &str = "a flight without an index row blocks the scheduled walk at its date (parity gate) and every run of that date: have the archive writer write its index file {uuid}.parquet (or remove the flight object if it is no flight); `status` shows what blocks the walk";
+    pub const MISSING: &str = "a flight without an index row blocks the scheduled walk at its date (parity gate) and every run of that date: have the archive writer write its index file {uuid}.parquet from its flights/ object (rewrite it when unreadable_files names it; or remove the flight object if it is no flight), then the next run passes the date; `status` shows what blocks the walk (docs/runbook.md#an-unreadable-per-flight-index-file)";
     /// For `duplicated`.
     pub const DUPLICATED: &str = "run --from D --to D (the event {\"from\": D, \"to\": D}) folds the day into one compacted file, one row per flight (the newest version)";
     /// For `per_flight_beside_compacted`.
@@ -112,7 +116,7 @@ pub mod fixes {
     /// For `other_day_rows`.
     pub const OTHER_DAY: &str = "for a person: the row's first_message falls on another UTC day than its partition, so queries by day find it under the wrong date; runs keep it where it is";
     /// For `unreadable_files`.
-    pub const UNREADABLE: &str = "for a person: every run leaves the file in place and names it in skipped_files; replace it with a readable copy or remove it (its rows are not counted here, so their flights may show as missing)";
+    pub const UNREADABLE: &str = "every run leaves the file in place and names it in skipped_files. A per-flight file {uuid}.parquet: its flight is missing (below) and every run stops at its date as a Mismatch until the archive writer rewrites the file from the flight's flights/ object (docs/runbook.md#an-unreadable-per-flight-index-file; `run --from D --to D` cannot read it either). A multi-row file, for a person: replace it with a readable copy or remove it (its rows are not counted here, so their flights may show as missing)";
 }
 
 /// What to audit.
@@ -244,7 +248,8 @@ pub struct Findings {
     pub orphans: Finding<RowExample>,
     /// Rows whose `first_message` UTC date is not their partition's.
     pub other_day_rows: Finding<RowExample>,
-    /// Multi-row inputs whose footer or `s3_key` column cannot be read.
+    /// Index files (multi-row, or per-flight) whose footer or `s3_key`
+    /// column cannot be read.
     pub unreadable_files: Finding<FileExample>,
 }
 
@@ -297,7 +302,7 @@ pub struct DayAudit {
     pub flights: u64,
     /// Index rows: one per per-flight file, plus every multi-row input's rows.
     pub rows: u64,
-    /// Per-flight index files `{uuid}.parquet` (counted, not read).
+    /// Per-flight index files `{uuid}.parquet` (their `s3_key` read: one GET each).
     pub per_flight_files: u64,
     /// `compacted-*.parquet` files.
     pub compacted_files: u64,
@@ -602,9 +607,29 @@ pub async fn audit_day(
         }
     }
     drop(reads);
-    // Per-flight files: one row of the flight they are named after.
+    // Per-flight files: one row of the flight they are named after, once
+    // their `s3_key` column is read (the file is small: one GET). One that
+    // cannot be read holds no row: its flight is missing, as the run's
+    // parity gate counts it (`partition::unread_rows`).
     let beside = !listing.compacted.is_empty();
-    for (u, meta) in &listing.per_flight {
+    let mut per_flight = stream::iter(&listing.per_flight)
+        .map(|(u, meta)| async move {
+            let r = read_columns(store, meta, date, flights_ref, gets, budget).await?;
+            Ok::<_, Error>((u, meta, r))
+        })
+        .buffered(FILES_IN_FLIGHT)
+        .boxed();
+    while let Some((u, meta, read)) = per_flight.try_next().await? {
+        day.requests += read.requests;
+        day.bytes_read += read.bytes_read;
+        if let Err(reason) = read.outcome {
+            day.findings.unreadable_files.add(|| FileExample {
+                date,
+                file: meta.key.clone(),
+                reason: Some(reason),
+            });
+            continue;
+        }
         let ix = files.len() as u32;
         files.push(&meta.key);
         day.rows += 1;
@@ -628,6 +653,7 @@ pub async fn audit_day(
                 });
         }
     }
+    drop(per_flight);
     for (u, key) in &flights {
         if !held.contains_key(u) {
             day.findings.missing.add(|| FlightExample {
@@ -931,10 +957,16 @@ mod tests {
         .unwrap();
         store.put_now(
             &format!("{p}compacted-a.parquet"),
-            encode(&[b], 2).unwrap().into(),
+            encode(std::slice::from_ref(&b), 2).unwrap().into(),
         );
-        // A late per-flight file beside it (flight 0 again), and junk.
-        store.put_now(&format!("{p}{}.parquet", u(0)), "x".into());
+        // A late per-flight file beside it (flight 0 again), junk, and a
+        // per-flight file of flight 2 cut short: read, it holds no row, so
+        // flight 2 is missing and the file unreadable.
+        store.put_now(
+            &format!("{p}{}.parquet", u(0)),
+            encode(&[b.slice(0, 1)], 2).unwrap().into(),
+        );
+        store.put_now(&format!("{p}{}.parquet", u(2)), "PAR1 cut".into());
         store.put_now(&format!("{p}export.parquet"), "not parquet".into());
         let r = audit(&store, &config(), &AuditOptions::range(d, d))
             .await
@@ -951,8 +983,11 @@ mod tests {
         assert_eq!(got.duplicated.examples[0].files.len(), 2);
         assert_eq!(got.orphans.count, 2, "flight 9 and the row without s3_key");
         assert_eq!(got.other_day_rows.count, 1);
-        assert_eq!(got.unreadable_files.count, 1);
-        assert_eq!(got.per_flight_beside_compacted.count, 1);
+        assert_eq!(
+            got.unreadable_files.count, 2,
+            "the export and flight 2's file"
+        );
+        assert_eq!(got.per_flight_beside_compacted.count, 1, "the readable one");
         assert_eq!(r.status, AuditStatus::Findings);
         assert_eq!(r.status.exit_code(), 2);
         assert!(r.totals.findings.duplicated.fix.is_some());

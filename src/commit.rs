@@ -143,6 +143,13 @@ pub struct ReadInputs {
     /// such a flight counts as missing even when nothing else is merged
     /// ([`crate::partition::without_own_row`]).
     pub keyless_flights: Vec<Uuid>,
+    /// Per-flight files whose bytes could not be decoded (not Parquet,
+    /// truncated, a footer or page that does not decode; a file that
+    /// decodes but cannot be conformed losslessly names its column and is
+    /// not here): their flight's row is in no readable file. Each is also
+    /// in `skipped`, left in place. The parity gate counts such a flight as
+    /// missing ([`crate::partition::unread_rows`]).
+    pub unread: Vec<crate::report::UnreadFile>,
     /// Multi-row inputs merged with rows whose `s3_key` is null, empty or
     /// names no flight (key, rows): those rows are kept, after the rows of
     /// flights, and counted in the report.
@@ -466,6 +473,13 @@ async fn read_pass(
                         size,
                     });
                 }
+                if let (Some(flight), None) = (input.flight(), &u.column) {
+                    out.unread.push(crate::report::UnreadFile {
+                        key: input.meta.key.clone(),
+                        flight,
+                        reason: u.reason.clone(),
+                    });
+                }
                 out.skipped.push(SkippedFile {
                     key: input.meta.key.clone(),
                     date: Some(date),
@@ -591,7 +605,10 @@ pub async fn create_manifest(store: &impl Store, key: &str, manifest: &Manifest)
     failpoint!("commit::before-manifest-create");
     // Compact: at 200,000 inputs the pretty form was 34 MB, this ~29 MB.
     let body = serde_json::to_vec(manifest).expect("manifest serialises");
-    store.put(key, body.into(), PutMode::Create, None).await?;
+    let attempt = store
+        .put(key, body.clone().into(), PutMode::Create, None)
+        .await;
+    crate::state::settle_write(store, key, attempt, &body).await?;
     failpoint!("commit::after-manifest-create");
     Ok(())
 }
@@ -613,9 +630,41 @@ pub async fn put_output(
     request
         .metadata
         .insert(JOB_ID_METADATA.to_string(), job_id.to_string());
-    store.put_object(&output.key, body, request).await?;
+    let attempt = store.put_object(&output.key, body, request).await;
+    settle_output(store, job_id, output, attempt).await?;
     failpoint!("commit::after-output-put");
     Ok(())
+}
+
+/// Settles the output's PUT whose `attempt` failed its precondition or
+/// failed transiently (its answer lost: [`crate::state::settles`]): the
+/// object is read back ([`inspect_output`]: size and SHA-256, read back and
+/// hashed when the server keeps no comparable checksum) and when it is this
+/// commit's output, with `job_id` in its metadata ([`JOB_ID_METADATA`]),
+/// the PUT took effect. Otherwise the attempt's error stands.
+async fn settle_output(
+    store: &impl Store,
+    job_id: Uuid,
+    output: &ManifestOutput,
+    attempt: Result<String>,
+) -> Result<()> {
+    let e = match attempt {
+        Ok(_) => return Ok(()),
+        Err(e) if crate::state::settles(&e) => e,
+        Err(e) => return Err(e),
+    };
+    let job = job_id.to_string();
+    match inspect_output(store, output).await {
+        Ok((OutputCheck::Verified, Some(head))) if head.job_id() == Some(job.as_str()) => {
+            tracing::warn!(key = %output.key, error = %e, "the output PUT's answer was lost and its retry failed; read back, it is this commit's output (size, SHA-256, job id): done");
+            Ok(())
+        }
+        Ok(_) => Err(e),
+        Err(read) => {
+            tracing::warn!(key = %output.key, error = %read, "a failed output PUT could not be read back to see whether it took effect");
+            Err(e)
+        }
+    }
 }
 
 /// Result of [`check_output`].
@@ -736,8 +785,13 @@ fn require_verified(store: &impl Store, output: &ManifestOutput, check: OutputCh
 /// What [`delete_inputs`] did.
 #[derive(Debug, Default, Clone)]
 pub struct DeleteOutcome {
-    /// Inputs deleted now (or already gone).
+    /// Inputs this call deleted (DeleteObjects removed them now): what the
+    /// run that retires them reports, once.
     pub deleted: u64,
+    /// Inputs not listed any more: deleted by an earlier attempt (a crashed
+    /// commit, a stuck manifest retried), which counted them if it
+    /// reported at all. Not counted again in `deleted`.
+    pub already_gone: u64,
     /// Inputs that changed since they were read: a newer version survives.
     pub kept_newer: Vec<String>,
     /// Inputs that could not be deleted (AccessDenied, ...): the manifest stays.
@@ -924,7 +978,7 @@ async fn delete_listed_inputs(
     let keep: HashMap<&str, &Unproven> = unproven.iter().map(|u| (u.key.as_str(), u)).collect();
     for input in &manifest.inputs {
         match input_state(input, listed) {
-            InputState::Gone => outcome.deleted += 1,
+            InputState::Gone => outcome.already_gone += 1,
             InputState::Newer => {
                 tracing::info!(key = %input.key, "input changed since it was read; the newer version is kept");
                 outcome.kept_newer.push(input.key.clone());

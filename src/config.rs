@@ -204,6 +204,38 @@ fn bad(name: &str, reason: impl Into<String>) -> Error {
     }
 }
 
+/// Checks an `MQTT_TOPIC_ROOT` and drops its trailing `/`s. A topic a
+/// client publishes to may not hold the wildcards `#` and `+` nor the
+/// character NUL (MQTT 3.1.1, sections 4.7.1 and 1.5.3; the broker refuses
+/// such a PUBLISH, so nothing would be retained, not even discovery).
+///
+/// Errors: [`Error::Config`] naming `MQTT_TOPIC_ROOT` and the character.
+pub fn parse_topic_root(v: &str) -> Result<String> {
+    let named = |c: char| match c {
+        '#' => "the multi-level wildcard '#'",
+        '+' => "the single-level wildcard '+'",
+        _ => "the character NUL (U+0000)",
+    };
+    if let Some(c) = v.chars().find(|c| matches!(c, '#' | '+' | '\0')) {
+        return Err(bad(
+            "MQTT_TOPIC_ROOT",
+            format!(
+                "{} holds {}, which no topic a client publishes to may hold (MQTT 3.1.1, 4.7.1 and 1.5.3): the broker would refuse every statistic; use a root of plain levels such as SkyFollower/archive-compaction",
+                crate::text::quote(v),
+                named(c)
+            ),
+        ));
+    }
+    let root = v.trim_end_matches('/');
+    if root.is_empty() {
+        return Err(bad(
+            "MQTT_TOPIC_ROOT",
+            "is only '/': give a root such as SkyFollower/archive-compaction",
+        ));
+    }
+    Ok(root.to_string())
+}
+
 fn get<'a>(env: &'a HashMap<String, String>, name: &str) -> Option<&'a str> {
     env.get(name).map(|s| s.trim()).filter(|s| !s.is_empty())
 }
@@ -216,9 +248,12 @@ fn parse_num<T: std::str::FromStr>(
 ) -> Result<T> {
     match get(env, name) {
         None => Ok(default),
-        Some(v) => v
-            .parse()
-            .map_err(|_| bad(name, format!("expected {what}, got {v:?}"))),
+        Some(v) => v.parse().map_err(|_| {
+            bad(
+                name,
+                format!("expected {what}, got {}", crate::text::quote(v)),
+            )
+        }),
     }
 }
 
@@ -228,7 +263,10 @@ fn parse_bool(env: &HashMap<String, String>, name: &str, default: bool) -> Resul
         Some(v) => match v.as_str() {
             "true" | "1" | "yes" | "on" => Ok(true),
             "false" | "0" | "no" | "off" => Ok(false),
-            _ => Err(bad(name, format!("expected true or false, got {v:?}"))),
+            _ => Err(bad(
+                name,
+                format!("expected true or false, got {}", crate::text::quote(&v)),
+            )),
         },
     }
 }
@@ -248,7 +286,12 @@ pub fn parse_date(name: &str, v: &str) -> Result<NaiveDate> {
     shaped
         .then(|| NaiveDate::parse_from_str(t, "%Y-%m-%d").ok())
         .flatten()
-        .ok_or_else(|| bad(name, format!("expected a date YYYY-MM-DD, got {v:?}")))
+        .ok_or_else(|| {
+            bad(
+                name,
+                format!("expected a date YYYY-MM-DD, got {}", crate::text::quote(v)),
+            )
+        })
 }
 
 /// The levels `LOG_LEVEL` takes, alone or after `target=`.
@@ -292,7 +335,9 @@ pub fn parse_log_level(v: &str) -> Result<String> {
                 return Err(bad(
                     "LOG_LEVEL",
                     format!(
-                        "{d:?} in {v:?} is neither a level ({}) nor target=level (e.g. info,aws_smithy_runtime=debug)",
+                        "{} in {} is neither a level ({}) nor target=level (e.g. info,aws_smithy_runtime=debug)",
+                        crate::text::quote(d),
+                        crate::text::quote(v),
                         LOG_LEVELS.join(", ")
                     ),
                 ));
@@ -398,10 +443,9 @@ impl Config {
                     password_secret_arn: get(env, "MQTT_PASSWORD_SECRET_ARN").map(str::to_string),
                     tls: parse_bool(env, "MQTT_TLS", port == 8883)?,
                     ca_file: get(env, "MQTT_CA_FILE").map(str::to_string),
-                    topic_root: get(env, "MQTT_TOPIC_ROOT")
-                        .unwrap_or("SkyFollower/archive-compaction")
-                        .trim_end_matches('/')
-                        .to_string(),
+                    topic_root: parse_topic_root(
+                        get(env, "MQTT_TOPIC_ROOT").unwrap_or("SkyFollower/archive-compaction"),
+                    )?,
                     timeout: Duration::from_secs_f64(timeout),
                 })
             }
@@ -660,6 +704,26 @@ mod tests {
         assert!(m.tls);
         assert_eq!(m.topic_root, "SkyFollower/archive-compaction");
         assert_eq!(m.password_secret_arn, None);
+    }
+
+    #[test]
+    fn a_topic_root_with_a_wildcard_or_nul_is_refused_naming_it() {
+        for (root, named) in [("ac/#", "'#'"), ("ac/+/x", "'+'"), ("a\0c", "NUL")] {
+            let e = Config::from_map(&env(&[
+                ("S3_BUCKET", "b"),
+                ("MQTT_HOST", "h"),
+                ("MQTT_TOPIC_ROOT", root),
+            ]))
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.contains("MQTT_TOPIC_ROOT") && e.contains(named),
+                "{root:?}: {e}"
+            );
+            assert!(!e.contains('\0'), "the NUL is quoted, not raw: {e:?}");
+        }
+        assert_eq!(parse_topic_root("a/b/").unwrap(), "a/b");
+        assert!(parse_topic_root("/").is_err());
     }
 
     #[test]

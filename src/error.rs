@@ -26,7 +26,13 @@ pub enum Error {
     },
 
     /// An S3 call failed after the SDK's retries.
-    #[error("S3 {op} s3://{bucket}/{key}: {code}: {message}")]
+    // Keys and messages escaped and bounded (crate::text::escape): a key may
+    // hold a newline or ESC, and a server's message any text.
+    #[error(
+        "S3 {op} s3://{bucket}/{}: {code}: {}",
+        crate::text::escape(.key),
+        crate::text::escape(.message)
+    )]
     S3 {
         /// The S3 operation, e.g. `GetObject`.
         op: &'static str,
@@ -45,7 +51,8 @@ pub enum Error {
     /// A conditional write or delete lost: the object changed (or appeared)
     /// since it was read. Nothing was overwritten.
     #[error(
-        "conditional {op} on s3://{bucket}/{key} failed: the object changed since it was read (another writer?)"
+        "conditional {op} on s3://{bucket}/{} failed: the object changed since it was read (another writer?)",
+        crate::text::escape(.key)
     )]
     PreconditionFailed {
         /// The S3 operation.
@@ -54,6 +61,25 @@ pub enum Error {
         bucket: String,
         /// The key.
         key: String,
+    },
+
+    /// An S3 call (all its attempts and body reads together) did not finish
+    /// before the run's S3 deadline: the run's deadline (`--max-duration`,
+    /// Lambda's) less [`crate::storage::S3_DEADLINE_MARGIN`], kept for the
+    /// lease's release and the report. What the run began is finished or
+    /// undone by the next run's recovery, as after a crash.
+    #[error(
+        "S3 {op} s3://{bucket}/{key}: not answered before the run's deadline (S3 calls end {margin_s} s before it, to leave time for the lease's release and the report); stopped here, the next run goes on from here (give the run more time if this repeats)"
+    )]
+    Deadline {
+        /// The S3 operation.
+        op: &'static str,
+        /// The bucket.
+        bucket: String,
+        /// The key or prefix involved.
+        key: String,
+        /// [`crate::storage::S3_DEADLINE_MARGIN`] in seconds.
+        margin_s: u64,
     },
 
     /// A state file (`_compaction_state/...`) exists but cannot be parsed.
@@ -94,6 +120,23 @@ pub enum Error {
         bucket: String,
         /// The lease key.
         key: String,
+    },
+
+    /// This run could not release its lease (DeleteObject failed, or did
+    /// not finish within [`crate::lease::LEASE_RELEASE_TIMEOUT`]): the lock
+    /// stays until it lapses.
+    #[error(
+        "lease s3://{bucket}/_compaction_state/lock.json was not released ({reason}): the next run finds it held by {holder} until {expires_at} and does nothing until then; once this run is over, deleting _compaction_state/lock.json by hand lets a run start at once"
+    )]
+    LeaseNotReleased {
+        /// The bucket (the key is [`crate::keys::LOCK_KEY`]).
+        bucket: String,
+        /// This run's holder id.
+        holder: String,
+        /// When the lease lapses (RFC 3339, UTC).
+        expires_at: String,
+        /// Why the DeleteObject failed.
+        reason: String,
     },
 
     /// This invocation's own lease expired under it (nobody took it over):
@@ -183,7 +226,7 @@ pub enum Error {
     },
 
     /// The compacted output, read back with HeadObject, is not what was written.
-    #[error("verification of s3://{bucket}/{key} failed: {reason}")]
+    #[error("verification of s3://{bucket}/{} failed: {reason}", crate::text::escape(.key))]
     VerifyFailed {
         /// The bucket.
         bucket: String,
@@ -237,7 +280,7 @@ impl Error {
             Error::S3 {
                 transient: true,
                 ..
-            }
+            } | Error::Deadline { .. }
         )
     }
 
@@ -299,11 +342,11 @@ pub enum ReportError {
         pending: String,
     },
 
-    /// The broker closed the connection at this message (sent alone, one
-    /// in flight): it was left out, and the messages after it were sent
-    /// again on a new connection (any failure of that is its own error).
+    /// The broker closed the connection at this message twice (sent one at
+    /// a time, then alone): it was left out, and the other messages were
+    /// sent on new connections (any failure of that is its own error).
     #[error(
-        "MQTT {broker}: the broker closed the connection at {topic} (its own packet limit?): {topic} not published, the other topics sent again on a new connection"
+        "MQTT {broker}: the broker closed the connection at {topic} twice, the second time sent alone (its own packet limit?): {topic} not published, the other topics sent on new connections"
     )]
     MqttDropped {
         /// `host:port` of the broker.

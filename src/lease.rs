@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::clock::{self, Clock};
 use crate::error::{Error, Result};
 use crate::keys::LOCK_KEY;
+use crate::state::settle_write;
 use crate::stop::Stop;
 use crate::storage::{PutMode, S3Store, Store, etag_eq};
 
@@ -60,6 +61,12 @@ pub struct LeaseGuard<S = S3Store> {
 /// by another invocation needs the lease to expire, which `confirm` checks
 /// on the clock whatever the age.
 pub const CONFIRM_AHEAD_MAX_AGE: Duration = Duration::from_secs(10);
+
+/// How long the lease's release may take, all attempts together: 5 s.
+/// A run's S3 calls end [`crate::storage::S3_DEADLINE_MARGIN`] (8 s) before
+/// its deadline, so the release ends 3 s before it, leaving 1 s each for
+/// CloudWatch, Secrets Manager and MQTT (docs/configuration.md, "Deadline").
+pub const LEASE_RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Lambda's longest timeout (15 minutes): no invocation holds a lease for
 /// longer than this plus `LEASE_SECONDS` past its last renewal.
@@ -108,10 +115,13 @@ impl<S: Store + Clone> LeaseGuard<S> {
             expires_at: now + chrono_len(length),
         };
         let body = serde_json::to_vec_pretty(&lease).expect("lease serialises");
-        match store
+        // A create whose answer was lost, sent again by the SDK, fails its
+        // own condition: the lock read back holding this very lease (holder
+        // and times) is this run's.
+        let attempt = store
             .put(LOCK_KEY, body.clone().into(), PutMode::Create, None)
-            .await
-        {
+            .await;
+        match settle_write(store, LOCK_KEY, attempt, &body).await {
             Ok(etag) => {
                 return Ok(LeaseGuard {
                     store: store.clone(),
@@ -129,8 +139,10 @@ impl<S: Store + Clone> LeaseGuard<S> {
         // Someone holds it, or held it and died: take it over only if expired.
         let Some(current) = store.get_opt(LOCK_KEY).await? else {
             // Released between our two calls: try the create once more.
-            let etag = store
-                .put(LOCK_KEY, body.into(), PutMode::Create, None)
+            let attempt = store
+                .put(LOCK_KEY, body.clone().into(), PutMode::Create, None)
+                .await;
+            let etag = settle_write(store, LOCK_KEY, attempt, &body)
                 .await
                 .map_err(|e| match e {
                     Error::PreconditionFailed { .. } => held(store, "another invocation", now),
@@ -169,8 +181,15 @@ impl<S: Store + Clone> LeaseGuard<S> {
                 "lease file is unreadable; taking it over by ETag"
             );
         }
-        let etag = store
-            .put(LOCK_KEY, body.into(), PutMode::Update(current.etag), None)
+        let attempt = store
+            .put(
+                LOCK_KEY,
+                body.clone().into(),
+                PutMode::Update(current.etag),
+                None,
+            )
+            .await;
+        let etag = settle_write(store, LOCK_KEY, attempt, &body)
             .await
             .map_err(|e| match e {
                 Error::PreconditionFailed { .. } => {
@@ -285,14 +304,18 @@ impl<S: Store + Clone> LeaseGuard<S> {
                 ..self.lease.clone()
             };
             let body = serde_json::to_vec_pretty(&renewed).expect("lease serialises");
-            self.etag = self
+            let attempt = self
                 .store
                 .put(
                     LOCK_KEY,
-                    body.into(),
+                    body.clone().into(),
                     PutMode::Update(self.etag.clone()),
                     None,
                 )
+                .await;
+            // A renewal whose answer was lost fails its own If-Match when
+            // the SDK sends it again: the lock holding the renewed lease is ours.
+            self.etag = settle_write(&self.store, LOCK_KEY, attempt, &body)
                 .await
                 .map_err(|e| match e {
                     Error::PreconditionFailed { .. } => lost(),
@@ -305,11 +328,23 @@ impl<S: Store + Clone> LeaseGuard<S> {
     }
 
     /// Releases the lease (DeleteObject with `If-Match` on our ETag, so a
-    /// lease someone else took over is left alone).
+    /// lease someone else took over is left alone), within
+    /// [`LEASE_RELEASE_TIMEOUT`] whatever the run's deadline.
+    ///
+    /// Errors: [`Error::LeaseNotReleased`], saying what the next run will
+    /// see (the lease held until it lapses).
     pub async fn release(self) -> Result<()> {
-        match self.store.delete(LOCK_KEY, Some(&self.etag)).await {
+        let store = self
+            .store
+            .until(Some(std::time::Instant::now() + LEASE_RELEASE_TIMEOUT));
+        match store.delete(LOCK_KEY, Some(&self.etag)).await {
             Ok(()) | Err(Error::PreconditionFailed { .. }) => Ok(()),
-            Err(e) => Err(e),
+            Err(e) => Err(Error::LeaseNotReleased {
+                bucket: store.bucket().to_string(),
+                holder: self.lease.holder.clone(),
+                expires_at: self.lease.expires_at.to_rfc3339(),
+                reason: e.to_string(),
+            }),
         }
     }
 }
@@ -484,6 +519,40 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(e, Error::LeaseHeld { .. }), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_create_or_renewal_whose_answer_was_lost_is_recognised_as_this_runs() {
+        let clock = ManualClock::new("2026-07-22T04:50:00Z".parse().unwrap());
+        let store = MemoryStore::with_clock("b", Arc::new(clock.clone()));
+        // The create applied, its retry refused (412): the lock is ours.
+        let mut lease = LeaseGuard::acquire_with_clock(
+            &store.lose_answers(),
+            Arc::new(clock.clone()),
+            "me",
+            LENGTH,
+        )
+        .await
+        .unwrap();
+        assert_eq!(lease.lease().holder, "me");
+        // The renewal applied, its retry refused (412): still ours.
+        clock.advance(LENGTH / 2 + Duration::from_secs(1));
+        lease.confirm().await.unwrap();
+        assert!(lease.lease().expires_at > clock.now() + chrono_len(LENGTH / 2));
+        lease.confirm().await.unwrap();
+        lease.release().await.unwrap();
+        assert!(store.get_opt(LOCK_KEY).await.unwrap().is_none(), "released");
+        // Someone else's lock is still someone else's.
+        let (store, clock, _held) = held().await;
+        clock.advance(Duration::from_secs(1));
+        let e =
+            LeaseGuard::acquire_with_clock(&store.lose_answers(), Arc::new(clock), "other", LENGTH)
+                .await
+                .unwrap_err();
+        assert!(
+            matches!(e, Error::LeaseHeld { ref holder, .. } if holder == "me"),
+            "{e}"
+        );
     }
 
     #[tokio::test]

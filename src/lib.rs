@@ -21,6 +21,7 @@
 //! - [`prune`]: the `prune-cache` command (the archive host's local index cache).
 //! - [`audit`]: the read-only `audit` command (every flight exactly once, per date).
 //! - [`stop`]: a clean stop on SIGTERM / SIGINT.
+//! - [`text`]: untrusted text (keys, field names) escaped and bounded for messages and logs.
 //! - [`app`]: clients built once, the Lambda handler and the CLI's shared entry point.
 #![warn(missing_docs)]
 
@@ -49,6 +50,7 @@ pub mod state;
 pub mod status;
 pub mod stop;
 pub mod storage;
+pub mod text;
 
 /// A named failpoint (the `fail` crate): compiled in only with the
 /// `failpoints` feature. Configured `return` it makes the enclosing function

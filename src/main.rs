@@ -153,7 +153,8 @@ fn prune_help() -> String {
         "Exit codes: 0 Success, 2 Mismatch (a day failed parity), 1 Failure.",
         "Only S3_BUCKET, S3_FORCE_PATH_STYLE and LOG_LEVEL matter here.\n\
          Exit codes: 0, or 1 when nothing was deleted because of an error (missing \
-         directory, unreadable watermark, listing error) or when a delete failed.",
+         directory, unreadable watermark, listing error) or when a delete failed, \
+         or 3 when unreadable folders were skipped (named under skipped_folders) and the rest pruned.",
     )
 }
 
@@ -192,6 +193,7 @@ fn init_tracing(level: &str, json: bool, bar: Option<ProgressBar>) {
             .with(
                 tracing_subscriber::fmt::layer()
                     .with_ansi(ansi)
+                    .fmt_fields(archive_compaction::text::log_fields())
                     .with_writer(BarWriter::new(bar.clone()))
                     .with_filter(filter),
             )
@@ -207,6 +209,8 @@ fn init_tracing(level: &str, json: bool, bar: Option<ProgressBar>) {
             .with(layer.with_filter(filter))
             .init();
     } else {
+        // Fields escaped and bounded: a newline in a key cannot forge a line.
+        let layer = layer.fmt_fields(archive_compaction::text::log_fields());
         tracing_subscriber::registry()
             .with(layer.with_filter(filter))
             .init();
@@ -442,7 +446,7 @@ fn main() -> ExitCode {
                     as_of,
                     days,
                 };
-                let s = match status::gather(&deps.store, &deps.config, &opts).await {
+                let mut s = match status::gather(&deps.store, &deps.config, &opts).await {
                     Ok(s) => s,
                     Err(e) => {
                         tracing::error!(error = %e, "status could not be read");
@@ -454,6 +458,21 @@ fn main() -> ExitCode {
                         )
                     }
                 };
+                if let Some(mqtt) = &deps.config.mqtt {
+                    s.last_run = Some(match deps.mqtt_password().await {
+                        Ok(password) => {
+                            let mqtt = archive_compaction::config::MqttConfig {
+                                password,
+                                ..mqtt.clone()
+                            };
+                            status::last_run_from_mqtt(&mqtt, as_of).await
+                        }
+                        Err(e) => status::LastRunStatus {
+                            error: Some(e.to_string()),
+                            ..Default::default()
+                        },
+                    });
+                }
                 print_status(&s, json);
                 if s.errors.is_empty() {
                     ExitCode::SUCCESS

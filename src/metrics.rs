@@ -6,7 +6,7 @@
 //!
 //! - [`metrics`] is a pure function of the report; every run yields the same
 //!   set of names (bar `WatermarkLagDays`, left out when the watermark could
-//!   not be read, and `MismatchUuidCount`, left out when the run did not
+//!   not be read or another invocation held the lease, and `MismatchUuidCount`, left out when the run did not
 //!   establish the walk's mismatch: the same rule as its MQTT topic,
 //!   [`crate::mqtt::is_known`], so `--date`, a repair range or a run that
 //!   failed before the mismatch date never report a count the walk did not
@@ -14,9 +14,13 @@
 //! - Exactly one of `RunSuccess`, `RunMismatch`, `RunFailure` is 1 and the
 //!   other two are 0, so an alarm is `RunFailure >= 1` or
 //!   `RunSuccess < 1 for N periods`.
-//! - Data points carry the wall-clock time of the call, not the invocation
-//!   time: CloudWatch rejects points older than two weeks, and `--now` or a
-//!   replayed event may be older than that.
+//! - Data points carry the wall-clock time the run started
+//!   ([`run_started`]: the time of the call minus the run's duration), not
+//!   the invocation time: CloudWatch rejects points older than two weeks,
+//!   and `--now` or a replayed event may be older than that. The start,
+//!   not the end: Lambda stamps its `Errors` with the invocation's start,
+//!   and `FunctionErrorsAlarm` subtracts `RunMismatch` from it in one-minute
+//!   periods, so both must fall in the same minute however long the run.
 //! - [`put`] is bounded by [`CLOUDWATCH_TIMEOUT`] on top of the SDK's own
 //!   timeouts and retries.
 //!
@@ -39,7 +43,7 @@ use aws_sdk_cloudwatch::primitives::DateTime;
 use aws_sdk_cloudwatch::types::{Dimension, MetricDatum, StandardUnit};
 
 use crate::error::ReportError;
-use crate::report::{RunReport, Status};
+use crate::report::{RunReport, Status, StopReason};
 
 /// The one dimension of every metric; its value is the bucket name.
 pub const BUCKET_DIMENSION: &str = "Bucket";
@@ -94,7 +98,11 @@ pub fn metrics(report: &RunReport) -> Vec<Metric> {
     if crate::mqtt::is_known(report, "mismatch_uuid_count") {
         m.push(count("MismatchUuidCount", report.mismatch_uuid_count));
     }
-    if let Some(lag) = report.watermark_lag_days {
+    // Not from a run that found the lease held: it did no work and did not
+    // establish the lag (without a watermark it cannot tell the walk's
+    // start), and a 0 would clear the lag alarm; the holder publishes its own.
+    let lag = (report.watermark_lag_days).filter(|_| report.stop_reason != StopReason::LeaseHeld);
+    if let Some(lag) = lag {
         // A watermark ahead of today's cutoff is as wrong as one far behind
         // it: the distance, so the lag alarm fires.
         let lag = lag.max(report.watermark_ahead_days.unwrap_or(0));
@@ -106,6 +114,14 @@ pub fn metrics(report: &RunReport) -> Vec<Metric> {
         });
     }
     m
+}
+
+/// When the run of `report` started, by the wall clock: `now` (the end,
+/// when it is reported) minus its `duration_seconds`. The timestamp of its
+/// data points (module docs).
+pub fn run_started(now: SystemTime, report: &RunReport) -> SystemTime {
+    let took = Duration::try_from_secs_f64(report.duration_seconds).unwrap_or_default();
+    now.checked_sub(took).unwrap_or(now)
 }
 
 /// The data points for `metrics`, each with `Bucket={bucket}` and timestamp `at`.
@@ -129,7 +145,8 @@ pub fn metric_data(metrics: &[Metric], bucket: &str, at: SystemTime) -> Vec<Metr
 }
 
 /// Sends `metrics` to CloudWatch in one PutMetricData call, within
-/// [`CLOUDWATCH_TIMEOUT`].
+/// `timeout` ([`CLOUDWATCH_TIMEOUT`], or less near the run's deadline:
+/// [`crate::reporting::publish_by`]).
 ///
 /// Errors: [`ReportError::CloudWatch`] (the SDK's error after its retries),
 /// [`ReportError::CloudWatchTimeout`].
@@ -139,6 +156,7 @@ pub async fn put(
     bucket: &str,
     metrics: &[Metric],
     at: SystemTime,
+    timeout: std::time::Duration,
 ) -> Result<(), ReportError> {
     let started = std::time::Instant::now();
     let call = client
@@ -146,7 +164,7 @@ pub async fn put(
         .namespace(namespace)
         .set_metric_data(Some(metric_data(metrics, bucket, at)))
         .send();
-    match tokio::time::timeout(CLOUDWATCH_TIMEOUT, call).await {
+    match tokio::time::timeout(timeout, call).await {
         Ok(Ok(_)) => {
             tracing::info!(
                 namespace,
@@ -163,7 +181,7 @@ pub async fn put(
         }),
         Err(_) => Err(ReportError::CloudWatchTimeout {
             namespace: namespace.to_string(),
-            timeout: CLOUDWATCH_TIMEOUT,
+            timeout,
         }),
     }
 }
@@ -196,6 +214,16 @@ mod tests {
             let d = m.iter().find(|x| x.name == "RunDurationSeconds").unwrap();
             assert_eq!((d.value, &d.unit), (1.5, &StandardUnit::Seconds));
         }
+    }
+
+    #[test]
+    fn a_run_that_found_the_lease_held_publishes_no_lag() {
+        let r = RunReport {
+            watermark_lag_days: Some(0),
+            stop_reason: StopReason::LeaseHeld,
+            ..Default::default()
+        };
+        assert!(!metrics(&r).iter().any(|x| x.name == "WatermarkLagDays"));
     }
 
     #[test]

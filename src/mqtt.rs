@@ -463,8 +463,11 @@ fn packet_len(m: &Message) -> usize {
 /// publishing (a broker with a lower packet limit of its own does so at
 /// the message it refuses), the messages not acknowledged go again on a
 /// new connection one at a time; the one the broker closes that
-/// connection at is left out ([`ReportError::MqttDropped`]) and the rest
-/// go on, up to [`MAX_CONNECTIONS`] connections in all.
+/// connection at goes again last, alone, and is left out
+/// ([`ReportError::MqttDropped`]) only when the broker closes the
+/// connection at it again; the rest go on, up to [`MAX_CONNECTIONS`]
+/// connections in all. Only what is finally not delivered is an error: a
+/// connection closed and made good by the next is logged, not returned.
 ///
 /// Errors: [`ReportError::MqttTls`] (TLS roots), [`ReportError::Mqtt`]
 /// (refused, not authorised, connection lost), [`ReportError::MqttTimeout`];
@@ -484,6 +487,8 @@ pub async fn publish(config: &MqttConfig, messages: &[Message]) -> Vec<ReportErr
     let mut messages: Vec<Message> = sendable.into_iter().cloned().collect();
     let started = std::time::Instant::now();
     let deadline = tokio::time::Instant::now() + config.timeout;
+    // Topics the broker closed a connection at, once.
+    let mut closed_at: HashSet<String> = HashSet::new();
     for attempt in 1..=MAX_CONNECTIONS {
         let client_id = format!("archive-compaction-{}", uuid::Uuid::now_v7().simple());
         let mut progress = Progress {
@@ -531,35 +536,136 @@ pub async fn publish(config: &MqttConfig, messages: &[Message]) -> Vec<ReportErr
         // refuses; the acknowledgements before it may be lost with the
         // connection). The messages not acknowledged go again on a new
         // connection, one at a time: a close then comes at the one message
-        // in flight, which is left out, and the rest go on.
+        // in flight. That message goes again last, alone: closed at a
+        // second time, it is refused for real and left out (named); the
+        // rest go on. Only what is finally not delivered is an error: a
+        // connection closed and made good by the next one is logged only.
         let dropped = matches!(error, ReportError::Mqtt { .. }) && progress.connected;
         let first_pending = progress.done.iter().position(|done| !done);
-        let named = first_pending.filter(|_| dropped && attempt > 1);
-        let go_on = dropped && first_pending.is_some() && attempt < MAX_CONNECTIONS;
-        if let Some(i) = named {
-            tracing::warn!(%broker, topic = %messages[i].topic,
-                "MQTT broker closed the connection at this message: left out, the others sent again");
-            errors.push(ReportError::MqttDropped {
-                broker: broker.clone(),
-                topic: messages[i].topic.clone(),
-            });
+        let at = first_pending.filter(|_| dropped && attempt > 1);
+        let (mut refused, mut again_last) = (None, None);
+        if let Some(i) = at {
+            if closed_at.insert(messages[i].topic.clone()) {
+                tracing::warn!(%broker, topic = %messages[i].topic,
+                    "MQTT broker closed the connection at this message: it goes again last, alone");
+                again_last = Some(i);
+            } else {
+                tracing::warn!(%broker, topic = %messages[i].topic,
+                    "MQTT broker closed the connection at this message again: left out, the others sent");
+                errors.push(ReportError::MqttDropped {
+                    broker: broker.clone(),
+                    topic: messages[i].topic.clone(),
+                });
+                refused = Some(i);
+            }
         }
-        if named.is_none() || !go_on {
-            errors.push(error);
-        }
+        let left = (0..messages.len())
+            .filter(|i| Some(*i) != refused && !progress.done[*i])
+            .count();
+        let go_on = dropped && left > 0 && attempt < MAX_CONNECTIONS;
         if !go_on {
+            if left > 0 {
+                errors.push(error);
+            }
             break;
         }
-        let refused = named;
-        messages = (messages.into_iter().enumerate())
-            .filter(|(i, _)| Some(*i) != refused && !progress.done[*i])
-            .map(|(_, m)| m)
-            .collect();
-        if messages.is_empty() {
-            break;
+        tracing::warn!(%broker, error = %error, attempt,
+            "MQTT connection closed while publishing; the messages not acknowledged go again on a new connection");
+        let mut next: Vec<Message> = Vec::with_capacity(left);
+        let mut last = None;
+        for (i, m) in messages.into_iter().enumerate() {
+            if Some(i) == refused || progress.done[i] {
+                continue;
+            }
+            if Some(i) == again_last {
+                last = Some(m);
+            } else {
+                next.push(m);
+            }
         }
+        next.extend(last);
+        messages = next;
     }
     errors
+}
+
+/// How long [`read_retained`] waits for retained messages once the broker
+/// acknowledged the subscription (a broker sends them right after the
+/// SUBACK; a topic never published has none).
+pub const RETAINED_WAIT: Duration = Duration::from_secs(2);
+
+/// Reads the retained statistics `names` (e.g. `last_run_at`) under
+/// `config.topic_root`, read-only: subscribes, collects the retained
+/// messages the broker sends, and disconnects once every name arrived or
+/// [`RETAINED_WAIT`] after the SUBACK, all within `config.timeout`.
+/// Returns name → payload for those found (a topic never published is
+/// absent). What `status` shows as the last run.
+///
+/// Errors: the connection refused, not authorised or lost, TLS roots, or
+/// the timeout, as one line naming the broker.
+pub async fn read_retained(
+    config: &MqttConfig,
+    names: &[&str],
+) -> Result<std::collections::BTreeMap<String, String>, String> {
+    let broker = format!("{}:{}", config.host, config.port);
+    let client_id = format!(
+        "archive-compaction-status-{}",
+        uuid::Uuid::now_v7().simple()
+    );
+    let options = options(config, &client_id, &broker).map_err(|e| e.to_string())?;
+    let (client, mut events) = AsyncClient::new(options, names.len() + 2);
+    let topics: Vec<(String, &str)> = (names.iter())
+        .map(|n| (statistic_topic(&config.topic_root, n), *n))
+        .collect();
+    for (t, _) in &topics {
+        client
+            .try_subscribe(t.as_str(), QoS::AtLeastOnce)
+            .map_err(|e| format!("MQTT {broker}: cannot subscribe to {t}: {e}"))?;
+    }
+    let mut got = std::collections::BTreeMap::new();
+    let read = async {
+        let mut quiet_until: Option<tokio::time::Instant> = None;
+        let mut subacks = 0;
+        loop {
+            let event = match quiet_until {
+                Some(at) => match tokio::time::timeout_at(at, events.poll()).await {
+                    Ok(e) => e,
+                    Err(_) => return Ok(()),
+                },
+                None => events.poll().await,
+            };
+            match event.map_err(|e| format!("MQTT {broker}: {e}"))? {
+                Event::Incoming(Packet::SubAck(_)) => {
+                    subacks += 1;
+                    if subacks == topics.len() {
+                        quiet_until = Some(tokio::time::Instant::now() + RETAINED_WAIT);
+                    }
+                }
+                Event::Incoming(Packet::Publish(p)) if p.retain => {
+                    if let Some((_, name)) = topics.iter().find(|(t, _)| *t == p.topic) {
+                        got.insert(
+                            name.to_string(),
+                            String::from_utf8_lossy(&p.payload).into_owned(),
+                        );
+                    }
+                    if got.len() == topics.len() {
+                        return Ok(());
+                    }
+                }
+                _ => {}
+            }
+        }
+    };
+    let result: Result<(), String> = tokio::time::timeout(config.timeout, read)
+        .await
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "MQTT {broker}: no answer within {} s (MQTT_TIMEOUT_SECONDS)",
+                config.timeout.as_secs()
+            ))
+        });
+    let _ = client.try_disconnect();
+    result.map(|()| got)
 }
 
 /// The client options: id, clean session, credentials, TLS.
@@ -620,6 +726,51 @@ fn tls_config(ca_file: Option<&str>) -> Result<ClientConfig, String> {
         .with_no_client_auth())
 }
 
+/// A hint for a connection that failed before the broker's CONNACK when TLS
+/// and the port disagree: a plain client on 8883 (MQTT over TLS, the
+/// broker resets the connection at the first bytes) or TLS on a plain port
+/// (the TLS handshake reads an MQTT answer). Empty otherwise.
+///
+/// ```
+/// # use archive_compaction::mqtt::tls_hint;
+/// # use archive_compaction::config::MqttConfig;
+/// # use std::time::Duration;
+/// let c = MqttConfig { host: "h".into(), port: 8883, username: None, password: None,
+///     password_secret_arn: None, tls: false, ca_file: None, topic_root: "r".into(),
+///     timeout: Duration::from_secs(5) };
+/// assert!(tls_hint(&c, "I/O: Connection reset by peer (os error 104)", false).contains("MQTT_TLS=true"));
+/// assert_eq!(tls_hint(&c, "I/O: Connection reset by peer", true), "");
+/// ```
+pub fn tls_hint(config: &MqttConfig, error: &str, connected: bool) -> String {
+    if connected {
+        return String::new();
+    }
+    let e = error.to_ascii_lowercase();
+    let reset = ["reset", "broken pipe", "eof", "closed", "aborted"]
+        .iter()
+        .any(|w| e.contains(w));
+    if !config.tls && config.port == 8883 && reset {
+        return "; the broker dropped the connection at once, and port 8883 is MQTT over TLS: set MQTT_TLS=true (or use the broker's plain port, 1883)".into();
+    }
+    let tls_error = [
+        "tls",
+        "handshake",
+        "corrupt message",
+        "invalidcontenttype",
+        "invalid content type",
+        "certificate",
+    ]
+    .iter()
+    .any(|w| e.contains(w));
+    if config.tls && config.port != 8883 && (tls_error || reset) {
+        return format!(
+            "; TLS is on (MQTT_TLS) but port {} may be a plain MQTT port: set MQTT_TLS=false, or MQTT_PORT to the broker's TLS port (8883)",
+            config.port
+        );
+    }
+    String::new()
+}
+
 /// Connect, publish, await every PUBACK, disconnect. Not bounded by itself.
 /// `one_at_a_time`: each message is sent once the one before it is
 /// acknowledged (one in flight), so a closed connection names the message.
@@ -666,10 +817,13 @@ async fn exchange(
     }
     let mut in_flight: HashSet<u16> = HashSet::new();
     loop {
-        let event = events
-            .poll()
-            .await
-            .map_err(|e| fail(e.to_string(), progress))?;
+        let event = events.poll().await.map_err(|e| {
+            let reason = format!(
+                "{e}{}",
+                tls_hint(config, &e.to_string(), progress.connected)
+            );
+            fail(reason, progress)
+        })?;
         match event {
             Event::Incoming(Packet::ConnAck(_)) => progress.connected = true,
             Event::Outgoing(Outgoing::Publish(pkid)) => {

@@ -8,7 +8,9 @@
 //! multi-row input (a compacted file, or another multi-row index file such
 //! as a legacy migration's) holds a row whose `s3_key` carries its uuid
 //! ([`parity_gate`]); and, once the date's inputs are read, no flight's
-//! per-flight file may hold no row of its own ([`without_own_row`]).
+//! per-flight file may hold no row of its own ([`without_own_row`]) and
+//! none may be unreadable ([`unread_rows`]: a file cut in half holds its
+//! flight's row in no readable file, so the flight counts as missing).
 //! [`parity_check`] is both halves, as the run checks a date and as
 //! `status` re-checks a recorded mismatch: one function, the same reads.
 //!
@@ -41,6 +43,7 @@ use crate::keys::{
 use crate::merge;
 use crate::merge::Source;
 use crate::plan::{self, PartitionListing, PlannedInput};
+use crate::report::UnreadFile;
 use crate::storage::Store;
 use crate::storage::ranges::list_partition;
 
@@ -151,6 +154,9 @@ pub struct ParityCheck {
     /// When `missing` is empty: flights whose per-flight file, read, holds
     /// no row of theirs ([`without_own_row`]), in uuid order.
     pub without_own_row: Vec<Uuid>,
+    /// When `missing` is empty: the date's flights whose per-flight file
+    /// cannot be read ([`unread_rows`]), by flight.
+    pub unread: Vec<UnreadFile>,
     /// Multi-row inputs the gate read for rows.
     pub compacted_files_read: u64,
     /// Multi-row inputs the gate could not decode, with why.
@@ -161,31 +167,47 @@ pub struct ParityCheck {
 }
 
 impl ParityCheck {
-    /// The flights that fail parity: `missing`, else `without_own_row`.
-    pub fn failing(&self) -> &[Uuid] {
-        if self.missing.is_empty() {
-            &self.without_own_row
-        } else {
-            &self.missing
+    /// The flights that fail parity, sorted: `missing`, else the flights of
+    /// `without_own_row` and `unread` together.
+    pub fn failing(&self) -> Vec<Uuid> {
+        if !self.missing.is_empty() {
+            return self.missing.clone();
         }
+        let mut failing: Vec<Uuid> = (self.without_own_row.iter().copied())
+            .chain(self.unread.iter().map(|f| f.flight))
+            .collect();
+        failing.sort_unstable();
+        failing.dedup();
+        failing
     }
 
     /// Why the date fails parity, in words (`None`: it passes); the text a
-    /// run puts in `days[].reason`.
+    /// run puts in `days[].reason`. An unreadable per-flight file is named
+    /// with its key and why (the first one; `days[].unread_files` lists
+    /// them).
     pub fn reason(&self) -> Option<String> {
         if !self.missing.is_empty() {
-            Some(format!(
+            return Some(format!(
                 "{} flight(s) without an index row",
                 self.missing.len()
-            ))
-        } else if !self.without_own_row.is_empty() {
-            Some(format!(
+            ));
+        }
+        let mut parts = Vec::new();
+        if !self.without_own_row.is_empty() {
+            parts.push(format!(
                 "{} flight(s) whose per-flight file holds no row of theirs (empty, another flight's row, or a null or empty s3_key)",
                 self.without_own_row.len()
-            ))
-        } else {
-            None
+            ));
         }
+        if let Some(first) = self.unread.first() {
+            parts.push(format!(
+                "{} flight(s) whose per-flight file cannot be read, so their index row is in no readable file (first: {}: {}); left in place, the date stays unpassed until the file is rewritten readable (docs/runbook.md#an-unreadable-per-flight-index-file)",
+                self.unread.len(),
+                first.key,
+                first.reason
+            ));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
     }
 }
 
@@ -218,6 +240,7 @@ pub async fn parity_check(
     };
     let read = commit::read_inputs(store, date, inputs, settings, &gate.prefetched).await?;
     check.without_own_row = without_own_row(&read, flights);
+    check.unread = unread_rows(&read, flights);
     check.read = Some(read);
     Ok(check)
 }
@@ -254,6 +277,25 @@ pub fn without_own_row(read: &ReadInputs, flights: &BTreeSet<Uuid>) -> Vec<Uuid>
     lost.sort_unstable();
     lost.dedup();
     lost
+}
+
+/// The rest of the second half of the parity gate: the per-flight files of
+/// `flights` (the date's, as the gate saw them) that could not be read
+/// ([`ReadInputs::unread`]: not Parquet, truncated, undecodable), sorted by
+/// flight. Such a flight's row is in no readable file, so it counts as
+/// that flight's missing index row, whether or not anything else is
+/// merged: the date is a Mismatch until the file is readable or replaced.
+/// A per-flight file with no flight under `flights/` is an
+/// orphan row and blocks nothing. Nothing about the file is deleted (no
+/// merge takes an input it could not read).
+pub fn unread_rows(read: &ReadInputs, flights: &BTreeSet<Uuid>) -> Vec<UnreadFile> {
+    let mut unread: Vec<UnreadFile> = (read.unread.iter())
+        .filter(|f| flights.contains(&f.flight))
+        .cloned()
+        .collect();
+    unread.sort_by(|a, b| (a.flight, &a.key).cmp(&(b.flight, &b.key)));
+    unread.dedup_by(|a, b| a.key == b.key);
+    unread
 }
 
 /// The earliest date with a partition: the earlier of the first

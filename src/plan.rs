@@ -47,6 +47,41 @@ pub fn walk_start(
     }
 }
 
+/// Where a walk from `start` to `cutoff` begins once the dates without any
+/// object are left out: the first date with a partition (`earliest`, the
+/// earliest `index/` or `flights/` day prefix, [`crate::partition::earliest_partition`])
+/// or with a blocked manifest (`blocked`, the first at or after `start`),
+/// when after `start`; never after
+/// `cutoff`, so a bucket with nothing up to the cutoff still walks the
+/// cutoff (an empty date) and the watermark reaches it.
+///
+/// Dates before `earliest` have no object under their `index/` or
+/// `flights/` prefix: walking them one by one compacts nothing, checks
+/// parity on zero flights, and only costs two listings and a watermark
+/// write each.
+///
+/// ```
+/// use archive_compaction::plan::first_date_with_data;
+/// let d = |s: &str| chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap();
+/// let (start, cutoff) = (d("0001-01-02"), d("2026-07-20"));
+/// assert_eq!(first_date_with_data(start, cutoff, Some(d("2026-07-18")), None), d("2026-07-18"));
+/// assert_eq!(first_date_with_data(start, cutoff, None, None), cutoff);
+/// assert_eq!(first_date_with_data(d("2026-07-19"), cutoff, Some(d("2026-07-01")), None), d("2026-07-19"));
+/// ```
+pub fn first_date_with_data(
+    start: NaiveDate,
+    cutoff: NaiveDate,
+    earliest: Option<NaiveDate>,
+    blocked: Option<NaiveDate>,
+) -> NaiveDate {
+    let first = [earliest, blocked, Some(cutoff)]
+        .into_iter()
+        .flatten()
+        .min()
+        .expect("the cutoff is one");
+    start.max(first)
+}
+
 /// An index partition listing, sorted out.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PartitionListing {

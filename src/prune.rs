@@ -221,6 +221,30 @@ pub struct CacheWalk {
     /// Entries outside the layout, with their size (0 for folders, which
     /// are not walked).
     pub outside: Vec<(PathBuf, u64)>,
+    /// Folders below `--dir` that could not be read, with why: skipped,
+    /// the rest of the cache is pruned ([`PruneReport::skipped_folders`]).
+    pub skipped: Vec<(PathBuf, String)>,
+}
+
+impl CacheWalk {
+    /// The sorted entries of `path`, or `None` (and `path` named in
+    /// [`CacheWalk::skipped`]) when it cannot be read.
+    fn read_or_skip(&mut self, path: &Path) -> Option<Vec<(String, PathBuf, std::fs::Metadata)>> {
+        match read_dir_sorted(path) {
+            Ok(entries) => Some(entries),
+            Err(PruneError::ReadDir { path: p, source }) => {
+                tracing::warn!(folder = %p.display(), error = %source,
+                    "cache folder unreadable: skipped, the rest is pruned");
+                self.skipped
+                    .push((path.to_path_buf(), format!("{}: {source}", p.display())));
+                None
+            }
+            Err(e) => {
+                self.skipped.push((path.to_path_buf(), e.to_string()));
+                None
+            }
+        }
+    }
 }
 
 fn read_dir_sorted(path: &Path) -> Result<Vec<(String, PathBuf, std::fs::Metadata)>, PruneError> {
@@ -251,9 +275,12 @@ fn size_of(meta: &std::fs::Metadata) -> u64 {
 /// Walks `dir`: `year=YYYY/month=MM/day=DD/` folders whose path, with
 /// `index/` in front, is exactly a partition prefix of the bucket
 /// ([`index_prefix`]); nothing below a day folder is walked, symbolic links
-/// are not followed. Read-only.
+/// are not followed (and [`execute`] checks again at the delete). A folder
+/// below `dir` that cannot be read is named in [`CacheWalk::skipped`] and
+/// the walk goes on. Read-only.
 ///
-/// Errors: [`PruneError::MissingDir`], [`PruneError::ReadDir`].
+/// Errors: [`PruneError::MissingDir`]; [`PruneError::ReadDir`] when `dir`
+/// itself cannot be read.
 pub fn walk_cache(dir: &Path) -> Result<CacheWalk, PruneError> {
     if !dir.is_dir() {
         return Err(PruneError::MissingDir {
@@ -267,12 +294,18 @@ pub fn walk_cache(dir: &Path) -> Result<CacheWalk, PruneError> {
             walk.outside.push((yp, size_of(&ym)));
             continue;
         }
-        for (m, mp, mm) in read_dir_sorted(&yp)? {
+        let Some(months) = walk.read_or_skip(&yp) else {
+            continue;
+        };
+        for (m, mp, mm) in months {
             if !(is_dir(&mm) && m.starts_with("month=")) {
                 walk.outside.push((mp, size_of(&mm)));
                 continue;
             }
-            for (d, dp, dm) in read_dir_sorted(&mp)? {
+            let Some(days) = walk.read_or_skip(&mp) else {
+                continue;
+            };
+            for (d, dp, dm) in days {
                 let prefix = format!("index/{y}/{m}/{d}/");
                 let date = crate::keys::index_partition_date(&prefix)
                     .filter(|date| index_prefix(*date) == prefix);
@@ -280,8 +313,11 @@ pub fn walk_cache(dir: &Path) -> Result<CacheWalk, PruneError> {
                     walk.outside.push((dp, size_of(&dm)));
                     continue;
                 };
+                let Some(entries) = walk.read_or_skip(&dp) else {
+                    continue;
+                };
                 let day = walk.days.entry(date).or_default();
-                for (name, fp, fm) in read_dir_sorted(&dp)? {
+                for (name, fp, fm) in entries {
                     let key = format!("{prefix}{name}");
                     match classify_index_key(&key) {
                         IndexKey::PerFlight(flight) if fm.is_file() => day.copies.push(LocalCopy {
@@ -476,12 +512,27 @@ pub struct PruneReport {
     pub days: Vec<PruneDay>,
     /// Deletes that failed, with the path and the error (the run exits 1).
     pub errors: Vec<String>,
+    /// Folders of the cache that could not be read, with why: skipped,
+    /// their files neither deleted nor counted; the rest was pruned (the
+    /// run exits 3 when there is no error).
+    pub skipped_folders: Vec<String>,
 }
 
+/// `prune-cache`'s exit code when folders were skipped
+/// ([`PruneReport::skipped_folders`]) and nothing failed: a partial prune.
+pub const EXIT_PARTIAL: u8 = 3;
+
 impl PruneReport {
-    /// The CLI exit code: 0, or 1 when a delete failed.
+    /// The CLI exit code: 1 when a delete failed, else [`EXIT_PARTIAL`] (3)
+    /// when a folder was skipped, else 0.
     pub fn exit_code(&self) -> u8 {
-        if self.errors.is_empty() { 0 } else { 1 }
+        if !self.errors.is_empty() {
+            1
+        } else if !self.skipped_folders.is_empty() {
+            EXIT_PARTIAL
+        } else {
+            0
+        }
     }
 
     fn keep(&mut self, path: &Path, why: KeptReason) {
@@ -597,6 +648,9 @@ pub async fn prune(store: &impl Store, opts: &PruneOptions) -> Result<PruneRepor
             .map(|c| c.path.display().to_string())
             .collect(),
         days: std::mem::take(&mut plan.days),
+        skipped_folders: (walk.skipped.iter())
+            .map(|(_, why)| crate::text::escape(why))
+            .collect(),
         ..Default::default()
     };
     for (path, _, why) in &plan.kept {
@@ -607,7 +661,7 @@ pub async fn prune(store: &impl Store, opts: &PruneOptions) -> Result<PruneRepor
             "dry run: nothing deleted");
         return Ok(r);
     }
-    execute(&plan, &mut r);
+    execute(&opts.dir, &plan, &mut r);
     tracing::info!(dir = %r.dir, files = r.files_deleted, bytes = r.bytes_freed, kept = r.files_kept,
         "local index cache pruned");
     Ok(r)
@@ -617,23 +671,79 @@ pub async fn prune(store: &impl Store, opts: &PruneOptions) -> Result<PruneRepor
 /// `bytes_freed`); a copy already gone counts as deleted (no bytes freed);
 /// one that cannot be deleted goes to `r.errors` and is kept
 /// ([`KeptReason::DeleteFailed`]), and the others go on.
-pub fn execute(plan: &PrunePlan, r: &mut PruneReport) {
+///
+/// Each copy is deleted relative to directory handles, never by path: `dir`
+/// is opened (following a link there: it is the operator's mount point),
+/// then each of `year=`, `month=`, `day=` below it with `O_NOFOLLOW |
+/// O_DIRECTORY` (`openat`), and the file is removed with `unlinkat` in the
+/// day's handle. A folder swapped for a symbolic link since the walk (by
+/// archive-processor, which writes there, or anyone else) fails that open
+/// (`ELOOP`/`ENOTDIR`), so nothing outside `dir` is ever deleted; a file
+/// swapped for a link loses the link, not its target.
+pub fn execute(dir: &Path, plan: &PrunePlan, r: &mut PruneReport) {
+    let mut days = DayHandles::new(dir);
     for c in &plan.delete {
-        match std::fs::remove_file(&c.path) {
+        match days.unlink(&c.key) {
             Ok(()) => {
                 r.files_deleted += 1;
                 r.bytes_freed += c.size;
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => r.files_deleted += 1,
             Err(e) => {
-                tracing::warn!(path = %c.path.display(), error = %e, "local copy could not be deleted");
+                let link = [rustix::io::Errno::LOOP, rustix::io::Errno::NOTDIR]
+                    .map(|n| Some(n.raw_os_error()))
+                    .contains(&e.raw_os_error());
+                let why = if link {
+                    format!(
+                        "{e}: a folder on its path is no longer a folder (a symbolic link?); nothing was deleted through it"
+                    )
+                } else {
+                    e.to_string()
+                };
+                tracing::warn!(path = %c.path.display(), error = %why, "local copy could not be deleted");
                 r.errors.push(format!(
-                    "deleting {}: {e} (its S3 object is gone; delete it by hand or fix the permissions, the next run tries again)",
-                    c.path.display()
+                    "deleting {}: {why} (its S3 object is gone; delete it by hand or fix the permissions, the next run tries again)",
+                    crate::text::escape(&c.path.display().to_string())
                 ));
                 r.keep(&c.path, KeptReason::DeleteFailed);
             }
         }
+    }
+}
+
+/// The open handle of the day folder the last delete was in, so a day's
+/// copies share one `openat` chain.
+struct DayHandles<'a> {
+    dir: &'a Path,
+    open: Option<(String, rustix::fd::OwnedFd)>,
+}
+
+impl<'a> DayHandles<'a> {
+    fn new(dir: &'a Path) -> Self {
+        DayHandles { dir, open: None }
+    }
+
+    /// Removes `key`'s local copy (`index/` + its path below `dir`).
+    fn unlink(&mut self, key: &str) -> std::io::Result<()> {
+        use rustix::fs::{AtFlags, Mode, OFlags};
+        let rel = key.strip_prefix(crate::keys::INDEX_ROOT).unwrap_or(key);
+        let Some((folders, name)) = rel.rsplit_once('/') else {
+            return Err(std::io::Error::other(format!(
+                "{rel} is not below a day folder"
+            )));
+        };
+        if self.open.as_ref().is_none_or(|(f, _)| f != folders) {
+            self.open = None;
+            let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+            let mut fd = rustix::fs::open(self.dir, flags, Mode::empty())?;
+            for part in folders.split('/') {
+                fd = rustix::fs::openat(&fd, part, flags | OFlags::NOFOLLOW, Mode::empty())?;
+            }
+            self.open = Some((folders.to_string(), fd));
+        }
+        let (_, fd) = self.open.as_ref().expect("opened above");
+        rustix::fs::unlinkat(fd, name, AtFlags::empty())?;
+        Ok(())
     }
 }
 
@@ -817,26 +927,31 @@ mod tests {
         ));
     }
 
+    /// `copy(date, u)` with its file written under `dir` (`body` bytes).
+    fn written(dir: &Path, date: &str, u: &str, body: &str) -> LocalCopy {
+        let mut c = copy(date, u);
+        c.path = dir.join(&c.path);
+        c.size = body.len() as u64;
+        std::fs::create_dir_all(c.path.parent().unwrap()).unwrap();
+        std::fs::write(&c.path, body).unwrap();
+        c
+    }
+
     #[test]
     fn a_delete_that_fails_is_an_error_and_the_rest_goes_on() {
         let dir = tempfile::tempdir().unwrap();
         let mut plan = PrunePlan::default();
-        for (u, body) in [(U1, "abc"), (U2, "")] {
-            let mut c = copy("2026-07-20", u);
-            c.path = dir.path().join(format!("{u}.parquet"));
-            c.size = body.len() as u64;
-            std::fs::write(&c.path, body).unwrap();
-            plan.delete.push(c);
-        }
+        plan.delete
+            .push(written(dir.path(), "2026-07-20", U1, "abc"));
+        plan.delete.push(written(dir.path(), "2026-07-20", U2, ""));
         // A folder where a copy was planned (replaced since the walk): its
         // delete fails, even for root.
         std::fs::remove_file(&plan.delete[1].path).unwrap();
         std::fs::create_dir(&plan.delete[1].path).unwrap();
-        let mut gone = copy("2026-07-20", U1);
-        gone.path = dir.path().join("already-gone.parquet");
+        let gone = copy("2026-07-21", U1);
         plan.delete.push(gone);
         let mut r = PruneReport::default();
-        execute(&plan, &mut r);
+        execute(dir.path(), &plan, &mut r);
         assert_eq!((r.files_deleted, r.bytes_freed), (2, 3));
         assert_eq!(r.kept, BTreeMap::from([(KeptReason::DeleteFailed, 1)]));
         assert_eq!(r.errors.len(), 1, "{:?}", r.errors);
@@ -844,6 +959,63 @@ mod tests {
         assert_eq!(r.exit_code(), 1);
         assert!(!plan.delete[0].path.exists());
         assert!(format_human(&r).contains("1 delete(s) FAILED"));
+    }
+
+    #[test]
+    fn a_folder_swapped_for_a_link_after_the_walk_deletes_nothing_outside() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let mut plan = PrunePlan::default();
+        plan.delete
+            .push(written(dir.path(), "2026-07-20", U1, "abc"));
+        plan.delete
+            .push(written(dir.path(), "2026-06-20", U2, "abc"));
+        // Between the walk and the delete: month=07 becomes a link to a
+        // folder holding a file of the same name.
+        let victim = outside.path().join("day=20");
+        std::fs::create_dir_all(&victim).unwrap();
+        std::fs::write(victim.join(format!("{U1}.parquet")), "precious").unwrap();
+        let month = dir.path().join("year=2026/month=07");
+        std::fs::remove_dir_all(&month).unwrap();
+        std::os::unix::fs::symlink(outside.path(), &month).unwrap();
+        let mut r = PruneReport::default();
+        execute(dir.path(), &plan, &mut r);
+        assert_eq!(
+            std::fs::read_to_string(victim.join(format!("{U1}.parquet"))).unwrap(),
+            "precious"
+        );
+        assert_eq!(r.files_deleted, 1, "the other month is pruned");
+        assert!(!plan.delete[1].path.exists());
+        assert_eq!(r.errors.len(), 1, "{:?}", r.errors);
+        assert!(r.errors[0].contains("symbolic link"), "{:?}", r.errors);
+    }
+
+    #[test]
+    fn an_unreadable_folder_is_named_and_skipped() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        written(dir.path(), "2026-07-20", U1, "abc");
+        let locked = written(dir.path(), "2026-07-21", U2, "abc");
+        let folder = locked.path.parent().unwrap().to_path_buf();
+        std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o000)).unwrap();
+        let walk = walk_cache(dir.path());
+        std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o000)).unwrap();
+        let root = std::fs::read_dir(&folder).is_ok();
+        std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o755)).unwrap();
+        if root {
+            eprintln!("running as root, who reads any folder: the skip is not exercised");
+            return;
+        }
+        let walk = walk.unwrap();
+        assert_eq!(walk.days[&d("2026-07-20")].copies.len(), 1);
+        assert_eq!(walk.skipped.len(), 1, "{:?}", walk.skipped);
+        assert_eq!(walk.skipped[0].0, folder);
+        let r = PruneReport {
+            skipped_folders: vec!["x".into()],
+            ..Default::default()
+        };
+        assert_eq!(r.exit_code(), EXIT_PARTIAL);
     }
 
     #[test]

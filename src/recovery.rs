@@ -960,8 +960,9 @@ async fn resolve(
     Ok(Resolved::Done(entry(
         RecoveryAction::Completed,
         format!(
-            "output verified; {} input(s) deleted, each proven to be in it, {} kept as newer versions",
+            "output verified; {} input(s) deleted, each proven to be in it, {} already gone, {} kept as newer versions",
             deleted.deleted,
+            deleted.already_gone,
             deleted.kept_newer.len()
         ),
     )))

@@ -314,6 +314,23 @@ impl std::fmt::Display for LimitBroken {
     }
 }
 
+/// A per-flight index file whose bytes cannot be read (not Parquet,
+/// truncated, a footer or page that does not decode): its flight's row is
+/// in no readable file, so the flight counts as missing its index row and
+/// the date fails parity ([`crate::partition::unread_rows`]). The file is
+/// left in place; docs/runbook.md, "An unreadable per-flight index file",
+/// says how to rebuild it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnreadFile {
+    /// The per-flight file's key (`index/year=…/{uuid}.parquet`).
+    pub key: String,
+    /// The flight it is named after (a flight object under the date's
+    /// `flights/` prefix).
+    pub flight: uuid::Uuid,
+    /// Why it cannot be read, as the decoder said.
+    pub reason: String,
+}
+
 /// The parity gate's verdict on one date.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -396,6 +413,11 @@ pub struct DayReport {
     pub mismatch_uuid_count: u64,
     /// True when `mismatch_uuids` holds fewer than `mismatch_uuid_count`.
     pub mismatch_uuids_truncated: bool,
+    /// On a `mismatch`: the per-flight files of the date's flights that
+    /// cannot be read (the first [`DAY_UUIDS_SHOWN`], by flight), each with
+    /// why; their flights are in `mismatch_uuids`. Left in place.
+    #[serde(default)]
+    pub unread_files: Vec<UnreadFile>,
     /// Rows of the day's multi-row inputs (compacted and other multi-row
     /// files) whose `first_message` UTC date is not this date, as in a
     /// backfill file that mixes days: merged into this date's compacted file
@@ -440,6 +462,9 @@ pub struct RunReport {
     /// (a sweep that folds one late file into a date's compacted file
     /// retires 2), and the inputs recovery deleted to finish a crashed
     /// commit. The sum of `days[].files_deleted` plus recovery's deletes.
+    /// Each file is counted once, by the run whose DeleteObjects removed
+    /// it: a stuck manifest retried counts only what the retry deleted, not
+    /// the inputs an earlier run already retired.
     pub files_compacted: u64,
     /// Input files whose delete failed (they are still there; the manifest is kept).
     pub files_delete_failed: u64,
@@ -474,9 +499,11 @@ pub struct RunReport {
     pub cutoff: Option<NaiveDate>,
     /// The watermark before the run.
     pub watermark_before: Option<NaiveDate>,
-    /// Watermark lag behind the cutoff after the run, in days; `None`
-    /// exactly when the run could not read the watermark state (see
-    /// [`RunReport::state_known`]).
+    /// Watermark lag behind the cutoff after the run, in days; for a
+    /// watermark ahead of today's cutoff, the days ahead
+    /// (`watermark_ahead_days`): always the value `WatermarkLagDays`
+    /// carries. `None` exactly when the run could not read the watermark
+    /// state (see [`RunReport::state_known`]).
     pub watermark_lag_days: Option<i64>,
     /// When the watermark is ahead of today's cutoff (the wall clock's
     /// date minus `LAG_DAYS`): by how many days. The run is then a Failure
@@ -509,7 +536,11 @@ pub struct RunReport {
     /// What recovery did, manifest by manifest: the first
     /// [`RECOVERED_SHOWN`].
     pub recovered: Vec<RecoveredManifest>,
-    /// Per-date detail, in walk order: the first [`DAYS_SHOWN`] dates.
+    /// Per-date detail, in walk order: the first [`DAYS_SHOWN`] dates, a
+    /// date with work (any action but `nothing_to_compact`) taking the
+    /// place of the last date with nothing to compact once the list is
+    /// full. A repair range (and its dry run) lists its dates with work
+    /// first, then the empty ones ([`RunReport::work_first`]).
     pub days: Vec<DayReport>,
     /// Files left in place with the reason (foreign objects are not listed,
     /// only counted): the first [`SKIPPED_FILES_SHOWN`].
@@ -596,6 +627,7 @@ impl RunReport {
         if cut(&mut day.mismatch_uuids, DAY_UUIDS_SHOWN) {
             day.mismatch_uuids_truncated = true;
         }
+        cut(&mut day.unread_files, DAY_UUIDS_SHOWN);
         day.foreign_keys_truncated = (day.foreign_keys.len() as u64) < day.foreign_objects;
         // `rows_of_other_days` is the exact count beside it.
         cut(
@@ -611,9 +643,26 @@ impl RunReport {
         self.days_total += 1;
         if self.days.len() < DAYS_SHOWN {
             self.days.push(day);
-        } else {
-            self.days_truncated = true;
+            return;
         }
+        self.days_truncated = true;
+        // A date with work is never hidden behind empty ones (a migration's
+        // range of mostly empty dates): it takes the last empty one's place.
+        if day.action != DayAction::NothingToCompact
+            && let Some(i) =
+                (self.days.iter()).rposition(|d| d.action == DayAction::NothingToCompact)
+        {
+            self.days.remove(i);
+            self.days.push(day);
+        }
+    }
+
+    /// Orders `days` with the dates that have work (any action but
+    /// `nothing_to_compact`) first, each group in date order: what a repair
+    /// range's report (and its dry run, "the plan") shows first.
+    pub fn work_first(&mut self) {
+        self.days
+            .sort_by_key(|d| (d.action == DayAction::NothingToCompact, d.date));
     }
 
     /// [`RunReport::add_day`] for a date that is not listed in `days` (the

@@ -21,7 +21,10 @@
 //! - Both sinks are bounded in time: MQTT by `MQTT_TIMEOUT_SECONDS` (the
 //!   first secret read by the same bound again),
 //!   CloudWatch by [`crate::metrics::CLOUDWATCH_TIMEOUT`]. They run
-//!   concurrently, so reporting takes at most the longer of the two.
+//!   concurrently, so reporting takes at most the longer of the two. Near
+//!   the run's deadline ([`publish_by`]) each call gets the time left, and
+//!   at least [`SINK_TIME_AT_THE_END`] (1 s), which the run kept for it
+//!   (docs/configuration.md, "Deadline").
 //! - One MQTT topic that cannot be published does not keep the others
 //!   back: a payload over [`crate::mqtt::MAX_PAYLOAD_BYTES`] is left out
 //!   and named in its own `report_errors` entry, a message the broker
@@ -32,7 +35,7 @@
 //!   ([`crate::mqtt::statistics`], [`crate::mqtt::discovery`],
 //!   [`crate::metrics::metrics`]).
 
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::config::Config;
 use crate::report::RunReport;
@@ -56,11 +59,38 @@ pub trait Sinks: Sync {
     ) -> impl std::future::Future<Output = Result<Option<String>, ReportError>> + Send;
 }
 
+/// What each reporting call (PutMetricData, GetSecretValue, the MQTT
+/// exchange) is given at the least when the run's deadline is near: 1 s.
+/// The run's S3 calls end [`crate::storage::S3_DEADLINE_MARGIN`] (8 s)
+/// before its deadline, the lease's release takes at most 5 s of it, and
+/// these three 1 s each are the rest.
+pub const SINK_TIME_AT_THE_END: Duration = Duration::from_secs(1);
+
+/// A reporting call's bound: its own `timeout`, or, with a `deadline`, the
+/// time left before it when less, but never less than
+/// [`SINK_TIME_AT_THE_END`]; `later` is kept for the calls that follow it.
+fn bound(timeout: Duration, deadline: Option<Instant>, later: Duration) -> Duration {
+    match deadline {
+        Some(d) => {
+            let left = d.saturating_duration_since(Instant::now());
+            timeout.min(left.saturating_sub(later).max(SINK_TIME_AT_THE_END))
+        }
+        None => timeout,
+    }
+}
+
+/// [`publish_by`] without a deadline.
+pub async fn publish(deps: &impl Sinks, report: &mut RunReport) {
+    publish_by(deps, report, None).await
+}
+
 /// Publishes the report to CloudWatch (when `deps.cloudwatch` is set and
-/// `METRICS_ENABLED`) and MQTT (when `MQTT_HOST` is set), concurrently.
+/// `METRICS_ENABLED`) and MQTT (when `MQTT_HOST` is set), concurrently,
+/// each call ending by `deadline` (the run's) when it can, else after
+/// [`SINK_TIME_AT_THE_END`].
 /// Failures are logged and appended to `report.report_errors`; nothing else
 /// in the report changes.
-pub async fn publish(deps: &impl Sinks, report: &mut RunReport) {
+pub async fn publish_by(deps: &impl Sinks, report: &mut RunReport, deadline: Option<Instant>) {
     if report.dry_run {
         tracing::info!("dry run: nothing is reported to CloudWatch or MQTT");
         return;
@@ -73,7 +103,8 @@ pub async fn publish(deps: &impl Sinks, report: &mut RunReport) {
                     &deps.config().metrics_namespace,
                     &deps.config().bucket,
                     &crate::metrics::metrics(report),
-                    SystemTime::now(),
+                    crate::metrics::run_started(SystemTime::now(), report),
+                    bound(crate::metrics::CLOUDWATCH_TIMEOUT, deadline, Duration::ZERO),
                 )
                 .await,
             ),
@@ -86,10 +117,24 @@ pub async fn publish(deps: &impl Sinks, report: &mut RunReport) {
                 // Configs first, so that this run's values are read with them.
                 let mut messages = crate::mqtt::discovery(&m.topic_root, &deps.config().bucket);
                 messages.extend(crate::mqtt::statistics(report, &m.topic_root));
-                match deps.mqtt_password().await {
+                // The secret's read keeps 1 s for the MQTT exchange after it.
+                let secret_bound = bound(m.timeout, deadline, SINK_TIME_AT_THE_END);
+                let password = tokio::time::timeout(secret_bound, deps.mqtt_password())
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(ReportError::MqttSecret {
+                            secret: m.password_secret_arn.clone().unwrap_or_default(),
+                            reason: format!(
+                                "GetSecretValue not answered within {} s, the time left before the run's deadline",
+                                secret_bound.as_secs_f64()
+                            ),
+                        })
+                    });
+                match password {
                     Ok(password) => {
                         let config = crate::config::MqttConfig {
                             password,
+                            timeout: bound(m.timeout, deadline, Duration::ZERO),
                             ..m.clone()
                         };
                         crate::mqtt::publish(&config, &messages).await

@@ -25,7 +25,7 @@ use crate::progress::{Progress, ProgressSink};
 use crate::recovery;
 use crate::report::{
     DayAction as Done, DayReport, Parity, RecoveryAction, RunReport, SkippedFile, Status,
-    StopReason,
+    StopReason, UnreadFile,
 };
 use crate::state::WatermarkState;
 use crate::stop::Stop;
@@ -191,6 +191,10 @@ struct Ctx<'a, 'f, S> {
     first: Option<NaiveDate>,
     /// Blocked dates the report already names (see [`fail_blocked`]).
     blocked_reported: std::collections::BTreeSet<NaiveDate>,
+    /// The last of the dates without any object that [`walk_plan`] passed
+    /// by (the day before the first partition with data), for
+    /// [`walk_dates`] to move the watermark to.
+    passed_empty: Option<NaiveDate>,
 }
 
 /// Runs one invocation. Never returns an error: every failure is recorded in
@@ -202,6 +206,10 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
 ) -> RunReport {
     let started = Instant::now();
     let _running = opts.stop.as_ref().map(Stop::enter);
+    // Every S3 call ends S3_DEADLINE_MARGIN before the deadline, all its
+    // attempts together: the rest is the lease's release and the report's.
+    let bounded = store.until(opts.deadline.map(|d| s3_deadline(d, started)));
+    let store = &bounded;
     // The wall clock, read once: the invocation time may not be ahead of
     // it, and the cutoff is never past the wall clock's.
     let wall = opts.clock.now();
@@ -257,7 +265,16 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
                 tracing::warn!(error = %e, "another invocation holds the lease; doing nothing");
                 report.stop_reason = StopReason::LeaseHeld;
                 if let Ok(wm) = WatermarkState::read(store).await {
-                    fill_watermark_fields(&mut report, &wm, cutoff, config.start_date);
+                    // The lag as the walk would count it (without a
+                    // watermark, from the earliest partition); reported,
+                    // not published (`metrics::metrics`: the holder
+                    // publishes its own).
+                    let first = match (wm.watermark.last_compacted_date, config.start_date) {
+                        (Some(_), _) => None,
+                        (None, Some(s)) => Some(s),
+                        (None, None) => earliest_partition(store).await.ok().flatten(),
+                    };
+                    fill_watermark_fields(&mut report, &wm, cutoff, first);
                     report.watermark_before = wm.watermark.last_compacted_date;
                 }
                 report.errors.push(e.to_string());
@@ -265,7 +282,10 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
                 return report;
             }
             Err(e) => {
-                report.stop_reason = StopReason::Error;
+                report.stop_reason = match e {
+                    Error::Deadline { .. } => StopReason::Deadline,
+                    _ => StopReason::Error,
+                };
                 report.fail(e);
                 report.duration_seconds = started.elapsed().as_secs_f64();
                 return report;
@@ -277,6 +297,7 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
     if let Err(e) = result {
         report.stop_reason = match e {
             Error::Interrupted { .. } => StopReason::Interrupted,
+            Error::Deadline { .. } => StopReason::Deadline,
             _ => StopReason::Error,
         };
         report.fail(e);
@@ -285,7 +306,10 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
         Some(l) => Some(l.release().await),
         None => None,
     } {
+        // The data work stands; what the next run will see is said.
         tracing::warn!(error = %e, "could not release the lease; it lapses on its own");
+        report.errors.push(e.to_string());
+        report.errors_total += 1;
     }
     report.duration_seconds = started.elapsed().as_secs_f64();
     tracing::info!(
@@ -306,6 +330,28 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
         p.send(Progress::Finished);
     }
     report
+}
+
+/// When the S3 calls of a run `started` then end:
+/// [`crate::storage::S3_DEADLINE_MARGIN`] (8 s) before its `deadline`
+/// (docs/configuration.md, "Deadline"), but not before 8 s after its start:
+/// a run given less than 16 s (`--max-duration` below
+/// `DEADLINE_MARGIN_SECONDS` starts no date) still takes the lease, recovers
+/// and reads the watermark, and says where the next run goes on.
+///
+/// ```
+/// use archive_compaction::run::s3_deadline;
+/// use std::time::{Duration, Instant};
+/// let t0 = Instant::now();
+/// assert_eq!(s3_deadline(t0 + Duration::from_secs(40), t0), t0 + Duration::from_secs(32));
+/// assert_eq!(s3_deadline(t0, t0), t0 + Duration::from_secs(8));
+/// ```
+pub fn s3_deadline(deadline: Instant, started: Instant) -> Instant {
+    let margin = crate::storage::S3_DEADLINE_MARGIN;
+    deadline
+        .checked_sub(margin)
+        .unwrap_or(deadline)
+        .max(started + margin)
 }
 
 /// The report's watermark fields from `wm`. The lag is the number of
@@ -367,6 +413,8 @@ async fn walk(
         if w > today {
             let days = (w - today).num_days();
             report.watermark_ahead_days = Some(days);
+            // The lag the metric carries, in the report too.
+            report.watermark_lag_days = Some(days);
             return Err(Error::WatermarkAhead {
                 bucket: store.bucket().to_string(),
                 key: crate::keys::WATERMARK_KEY.to_string(),
@@ -400,6 +448,7 @@ async fn walk(
         finished_manifests: Vec::new(),
         first,
         blocked_reported: Default::default(),
+        passed_empty: None,
     };
     let result = match opts.repair {
         Some((from, to)) => repair_range(&mut cx, report, from, to).await,
@@ -448,11 +497,15 @@ async fn delete_manifests(store: &impl Store, keys: &[String]) -> Result<()> {
 /// confirmed first, beside the deletes of the finished manifests: the
 /// watermark may land before a complete commit's manifest is gone (recovery
 /// deletes such a manifest), never before the commit is complete.
+///
+/// Returns the watermark write's result and the manifests' deletes' apart:
+/// a failed delete does not undo a watermark that was written, and the
+/// report follows the watermark the bucket holds.
 async fn write_watermark(
     cx: &mut Ctx<'_, '_, impl Store>,
     wm: &mut WatermarkState,
     date: NaiveDate,
-) -> Result<()> {
+) -> (Result<()>, Result<()>) {
     let (store, clock) = (cx.store, cx.opts.clock.clone());
     let finished = std::mem::take(&mut cx.finished_manifests);
     let fence = &mut cx.fence;
@@ -465,8 +518,8 @@ async fn write_watermark(
         // not the invocation time.
         wm.write(store, clock.now()).await
     };
-    tokio::try_join!(manifests, watermark)?;
-    Ok(())
+    let (manifests, watermark) = tokio::join!(manifests, watermark);
+    (watermark, manifests)
 }
 
 /// The dates the walk goes through: `--date`'s, or from the day after the
@@ -483,13 +536,38 @@ async fn walk_plan(
     let last = wm.watermark.last_compacted_date;
     // `cx.first` is START_DATE or the earliest partition, read by `walk`;
     // START_DATE also bounds a walk from a watermark before it.
-    Ok(
-        match plan::walk_start(last, cx.config.start_date, cx.first) {
-            None => Err((StopReason::NoPartitions, None)),
-            Some(start) if start > cutoff => Err((StopReason::NothingToDo, Some(start))),
-            Some(start) => Ok(start.iter_days().take_while(|d| *d <= cutoff).collect()),
-        },
-    )
+    let start = match plan::walk_start(last, cx.config.start_date, cx.first) {
+        None => return Ok(Err((StopReason::NoPartitions, None))),
+        Some(start) if start > cutoff => return Ok(Err((StopReason::NothingToDo, Some(start)))),
+        Some(start) => start,
+    };
+    // More than one date to walk (catching up, a watermark or START_DATE
+    // far back: 0001-01-01 is 740,000 dates): the dates before the first
+    // partition with data hold nothing to compact, so the walk starts at
+    // that partition (one delimiter listing of index/ and of flights/).
+    // `cx.first` is it already when there is neither watermark nor
+    // START_DATE. A daily run (one date) lists nothing more.
+    let start = if start < cutoff && (last.is_some() || cx.config.start_date.is_some()) {
+        let earliest = earliest_partition(cx.store).await?;
+        let blocked = cx
+            .recovery
+            .blocked
+            .keys()
+            .copied()
+            .filter(|d| *d >= start)
+            .min();
+        let first = plan::first_date_with_data(start, cutoff, earliest, blocked);
+        if first > start {
+            tracing::info!(from = %start, to = %first,
+                "no partition before {first}: the walk starts there instead of walking {} empty dates",
+                (first - start).num_days());
+            cx.passed_empty = first.pred_opt();
+        }
+        first
+    } else {
+        start
+    };
+    Ok(Ok(start.iter_days().take_while(|d| *d <= cutoff).collect()))
 }
 
 /// Walks from the day after the watermark (or `only_date`) to the cutoff,
@@ -521,6 +599,19 @@ async fn walk_dates(
     };
     walking(cx, &dates);
     let opts = cx.opts;
+    // The empty dates the walk passed by (walk_plan) are done as if walked:
+    // the watermark moves to the day before the first date with data, so
+    // the state reads as after walking them one by one.
+    if let Some(passed) = cx.passed_empty.take()
+        && !opts.dry_run
+        && opts.only_date.is_none()
+        && wm.watermark.last_compacted_date.is_none_or(|w| w < passed)
+    {
+        let (written, manifests) = write_watermark(cx, wm, passed).await;
+        written?;
+        fill_watermark_fields(report, wm, cutoff, cx.first);
+        manifests?;
+    }
     let mut slowest = Duration::ZERO;
     // `--date` is a range of one date: through it, it ends there, whatever
     // the cutoff.
@@ -551,9 +642,13 @@ async fn walk_dates(
             delete_finished_manifests(cx).await?;
             continue;
         }
-        write_watermark(cx, wm, date).await?;
+        let (written, manifests) = write_watermark(cx, wm, date).await;
+        written?;
+        // Written (or read back as this run's): the report says what the
+        // bucket holds, whatever became of the manifests' deletes.
         report.days_compacted += 1;
         fill_watermark_fields(report, wm, cutoff, cx.first);
+        manifests?;
     }
     if report.stop_reason == StopReason::ReachedCutoff {
         clear_mismatch_if_passed(cx, report, wm, cutoff).await?;
@@ -781,6 +876,9 @@ async fn repair_range(
             first_mismatch.get_or_insert((date, missing));
         }
     }
+    // The plan of a long range (a migration's) is its dates with work,
+    // not its first empty ones.
+    report.work_first();
     if let Some((date, missing)) = first_mismatch {
         // The range's own verdicts are in its `days[]`; the run-level
         // `mismatch_*` fields stay the walk's (the state's).
@@ -842,7 +940,9 @@ async fn record_mismatch(
     Ok(())
 }
 
-use crate::partition::{earliest_partition, nothing_to_merge, parity_check, without_own_row};
+use crate::partition::{
+    earliest_partition, nothing_to_merge, parity_check, unread_rows, without_own_row,
+};
 
 /// One date, in any [`DayMode`]: list, sort, parity gate (per mode), plan,
 /// then commit (or, in a dry run, read what would be merged). When inputs
@@ -959,7 +1059,7 @@ async fn day_passes(
                 return Ok(Some(parity_failed(day, reason, check.missing)));
             }
             day.parity = Some(Parity::Passed);
-            checked = check.read.map(|read| (read, check.without_own_row));
+            checked = (check.read).map(|read| (read, check.without_own_row, check.unread));
         }
         tracing::info!(pass, "{plan}");
         day.files_claimed = listing
@@ -980,14 +1080,15 @@ async fn day_passes(
         // The sweep and later passes read here, with the same check of
         // per-flight files without a row of their own (in the sweep no
         // flight was listed: none can be lost).
-        let (read, lost) = match checked {
+        let (read, lost, unread) = match checked {
             Some(checked) => checked,
             None => {
                 let read =
                     commit::read_inputs(cx.store, date, &inputs, settings, &Prefetched::new())
                         .await?;
                 let lost = without_own_row(&read, &listed.flights);
-                (read, lost)
+                let unread = unread_rows(&read, &listed.flights);
+                (read, lost, unread)
             }
         };
         let planned = inputs.len();
@@ -1008,8 +1109,10 @@ async fn day_passes(
             );
             break;
         }
-        if !lost.is_empty() {
-            return Ok(Some(lost_rows(day, lost)));
+        // Before "nothing to merge": an unreadable per-flight file fails
+        // the date even when nothing else would be written.
+        if !lost.is_empty() || !unread.is_empty() {
+            return Ok(Some(lost_rows(day, lost, unread)));
         }
         if nothing_to_merge(&read) {
             // The first pass leaves the default (nothing_to_compact); a
@@ -1048,16 +1151,26 @@ fn parity_failed(day: &mut DayReport, reason: String, missing: Vec<Uuid>) -> Vec
     missing
 }
 
-/// Marks `day` as failing parity because of [`without_own_row`].
-fn lost_rows(day: &mut DayReport, lost: Vec<Uuid>) -> Vec<Uuid> {
-    tracing::warn!(date = %day.date, flights = lost.len(), first = %lost[0],
-        "per-flight files that hold no row of their flight: parity fails, nothing is written");
-    let reason = crate::partition::ParityCheck {
+/// Marks `day` as failing parity because of [`without_own_row`] (`lost`)
+/// or [`unread_rows`] (`unread`, named in `days[].unread_files`).
+fn lost_rows(day: &mut DayReport, lost: Vec<Uuid>, unread: Vec<UnreadFile>) -> Vec<Uuid> {
+    if let Some(first) = lost.first() {
+        tracing::warn!(date = %day.date, flights = lost.len(), first = %first,
+            "per-flight files that hold no row of their flight: parity fails, nothing is written");
+    }
+    for f in &unread {
+        tracing::warn!(date = %day.date, key = %f.key, flight = %f.flight, reason = %f.reason,
+            "per-flight file cannot be read: its flight has no readable index row; parity fails, the file is left in place");
+    }
+    let check = crate::partition::ParityCheck {
         without_own_row: lost,
+        unread,
         ..Default::default()
     };
-    let text = reason.reason().unwrap_or_default();
-    parity_failed(day, text, reason.without_own_row)
+    let text = check.reason().unwrap_or_default();
+    let failing = check.failing();
+    day.unread_files = check.unread;
+    parity_failed(day, text, failing)
 }
 
 /// Inputs of `read` of kind `source` that were decoded (and merged).

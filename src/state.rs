@@ -7,6 +7,12 @@
 //!   `{"last_compacted_date": "YYYY-MM-DD"}`; unknown fields are kept.
 //! - `lock.json`: [`crate::lease::Lease`], see [`crate::lease`].
 //! - `manifests/{date}/{job_id}.json`: [`Manifest`], one per in-flight commit.
+//!
+//! A conditional write whose answer was lost is sent again by the SDK, and
+//! that retry fails its own condition (the first attempt took effect):
+//! [`settle_write`] reads the object back and takes the write for done when
+//! the object holds what was written, so that the run's own write is never
+//! taken for another writer's.
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
@@ -75,10 +81,12 @@ impl Watermark {
         };
         if !map.contains_key("last_compacted_date") {
             let known: Vec<&str> = WATERMARK_FIELDS.iter().map(|(n, _)| *n).collect();
-            let found: Vec<&str> = map.keys().map(String::as_str).collect();
+            // Field names quoted bounded: a hand-edited file may hold any.
+            let found: Vec<String> = map.keys().take(20).map(|k| crate::text::quote(k)).collect();
             return Err(format!(
-                "field \"last_compacted_date\" is missing (fields found: {found:?}; known fields: {known:?}); \
-                 a file without it is never taken for a first run (a misspelt name? deleting the file starts over)"
+                "field \"last_compacted_date\" is missing (fields found: [{}]; known fields: {known:?}); \
+                 a file without it is never taken for a first run (a misspelt name? deleting the file starts over)",
+                found.join(", ")
             ));
         }
         let mut wm = Watermark::default();
@@ -144,11 +152,13 @@ impl Watermark {
     /// EventBridge event id, equal on redelivery): the first time for a date,
     /// `mismatch_runs` is 1; each further event blocked on the same date
     /// counts once more, a redelivered event not again. Returns
-    /// `mismatch_runs`.
+    /// `mismatch_runs`, which stays at `u32::MAX` once there (never wraps).
     pub fn record_mismatch(&mut self, date: NaiveDate, event: &str) -> u32 {
         if self.mismatch_date == Some(date) {
             if self.mismatch_event_id.as_deref() != Some(event) {
-                self.mismatch_runs += 1;
+                // Saturates: a hand-edited 4294967295 must not wrap to 0
+                // and clear the MismatchRuns alarm while the date is blocked.
+                self.mismatch_runs = self.mismatch_runs.saturating_add(1);
             }
         } else {
             self.mismatch_date = Some(date);
@@ -206,6 +216,50 @@ fn opt_date(v: &serde_json::Value) -> Option<Option<NaiveDate>> {
     }
 }
 
+/// Settles a conditional write of `body` to `key` whose `attempt` failed
+/// its precondition ([`Error::PreconditionFailed`]) or failed transiently
+/// (the answer lost, the retries too): the object is read back, and when it
+/// holds exactly `body` (this run's lock, manifest or watermark: each
+/// carries this run's id or write time, so nobody else writes the same
+/// bytes) the write took effect, its ETag is returned and a warning logged.
+/// Otherwise, or when it cannot be read back, the attempt's error stands.
+/// A write that succeeded, or failed otherwise, is returned as it is.
+pub async fn settle_write(
+    store: &impl Store,
+    key: &str,
+    attempt: Result<String>,
+    body: &[u8],
+) -> Result<String> {
+    let e = match attempt {
+        Ok(etag) => return Ok(etag),
+        Err(e) if settles(&e) => e,
+        Err(e) => return Err(e),
+    };
+    match store.get_opt(key).await {
+        Ok(Some(f)) if f.body.as_ref() == body => {
+            tracing::warn!(key, error = %e, "the write's answer was lost and its retry failed; read back, the object is this run's own write: done");
+            Ok(f.etag)
+        }
+        Ok(_) => Err(e),
+        Err(read) => {
+            tracing::warn!(key, error = %read, "a failed write could not be read back to see whether it took effect");
+            Err(e)
+        }
+    }
+}
+
+/// Whether a failed conditional write may have been this run's own, its
+/// answer lost: a lost precondition (the SDK's retry of an applied write),
+/// or a transient failure (the last attempt's answer lost too), but not the
+/// run's deadline (no time is left to read it back).
+pub fn settles(e: &Error) -> bool {
+    match e {
+        Error::PreconditionFailed { .. } => true,
+        Error::Deadline { .. } => false,
+        e => e.is_transient(),
+    }
+}
+
 /// A watermark as read, with the ETag to write it back conditionally.
 #[derive(Debug, Clone, Default)]
 pub struct WatermarkState {
@@ -238,7 +292,8 @@ impl WatermarkState {
 
     /// Writes the watermark conditionally (`If-Match` on the ETag read, or
     /// `If-None-Match: *` on first write) and keeps the new ETag. A lost race
-    /// is [`Error::PreconditionFailed`]; nothing is overwritten.
+    /// is [`Error::PreconditionFailed`]; nothing is overwritten. A write
+    /// whose answer was lost is recognised by its content ([`settle_write`]).
     pub async fn write(&mut self, store: &impl Store, now: DateTime<Utc>) -> Result<()> {
         self.watermark.updated_at = Some(now);
         let body = serde_json::to_vec_pretty(&self.watermark).expect("watermark serialises");
@@ -246,7 +301,10 @@ impl WatermarkState {
             Some(e) => PutMode::Update(e.clone()),
             None => PutMode::Create,
         };
-        let etag = store.put(WATERMARK_KEY, body.into(), mode, None).await?;
+        let attempt = store
+            .put(WATERMARK_KEY, body.clone().into(), mode, None)
+            .await;
+        let etag = settle_write(store, WATERMARK_KEY, attempt, &body).await?;
         self.etag = Some(etag);
         Ok(())
     }
@@ -326,6 +384,30 @@ pub struct Manifest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_watermark_write_whose_answer_was_lost_is_this_runs_another_writers_is_not() {
+        use crate::storage::MemoryStore;
+        let store = MemoryStore::new("b");
+        let lost = store.lose_answers();
+        let now: DateTime<Utc> = "2026-07-22T04:50:00Z".parse().unwrap();
+        let mut wm = WatermarkState::default();
+        wm.watermark.advance(d("2026-07-19"));
+        wm.write(&lost, now).await.unwrap(); // created, 412 on the retry
+        wm.watermark.advance(d("2026-07-20"));
+        wm.write(&lost, now).await.unwrap(); // replaced, 412 on the retry
+        let read = WatermarkState::read(&store).await.unwrap();
+        assert_eq!(read.watermark.last_compacted_date, Some(d("2026-07-20")));
+        assert_eq!(read.etag, wm.etag, "the ETag read back is kept");
+        // Another writer's version in between: its precondition failure stands.
+        store.put_now(
+            WATERMARK_KEY,
+            b"{\"last_compacted_date\": null}".to_vec().into(),
+        );
+        wm.watermark.advance(d("2026-07-21"));
+        let e = wm.write(&lost, now).await.unwrap_err();
+        assert!(matches!(e, Error::PreconditionFailed { .. }), "{e}");
+    }
 
     fn d(s: &str) -> NaiveDate {
         NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap()
@@ -460,6 +542,18 @@ mod tests {
         assert!(
             w.clear_mismatch(),
             "something to forget: the file is written"
+        );
+    }
+
+    #[test]
+    fn mismatch_runs_saturates_instead_of_wrapping() {
+        let body = r#"{"last_compacted_date": "2026-07-16", "mismatch_date": "2026-07-17", "mismatch_runs": 4294967295, "mismatch_event_id": "e1"}"#;
+        let mut w = Watermark::parse(body.as_bytes()).unwrap();
+        assert_eq!(w.record_mismatch(d("2026-07-17"), "e2"), u32::MAX);
+        assert_eq!(
+            w.mismatch_runs,
+            u32::MAX,
+            "the alarm's count never wraps to 0"
         );
     }
 }

@@ -129,7 +129,10 @@ pub struct ManifestStatus {
     pub invocation_id: Option<String>,
     /// The compacted output it promises (`None` also for a zero-row commit).
     pub output_key: Option<String>,
-    /// How many inputs it lists.
+    /// How many of its inputs are still listed under their partition (in
+    /// any version): what its commit or the next run's recovery still has
+    /// to delete or keep. Inputs an earlier attempt already deleted are not
+    /// counted.
     pub inputs: u64,
     /// A readable manifest that names what its commit did not write: the
     /// rule it breaks, as `code: message` ([`crate::recovery::validate_manifest`];
@@ -162,6 +165,11 @@ pub enum MismatchCause {
     /// Per-flight files that hold no row of their flight (empty, or another
     /// flight's row): merging them would lose the flight's row.
     PerFlightFileWithoutOwnRow,
+    /// Per-flight files that cannot be read (not Parquet, truncated): their
+    /// flights' rows are in no readable file
+    /// ([`crate::partition::unread_rows`]; [`MismatchStatus::unread_files`]
+    /// names them). docs/runbook.md, "An unreadable per-flight index file".
+    UnreadablePerFlightFile,
 }
 
 /// The date the walk is blocked on, re-checked now.
@@ -179,6 +187,10 @@ pub struct MismatchStatus {
     pub missing_uuids: Vec<String>,
     /// Why they fail (`None` when none does): the run's own verdict.
     pub cause: Option<MismatchCause>,
+    /// The per-flight files of the date's flights that cannot be read, with
+    /// why, by flight (every one; their flights are in `missing_uuids`).
+    #[serde(default)]
+    pub unread_files: Vec<crate::report::UnreadFile>,
     /// Compacted files whose rows were read for the check (only when the
     /// per-flight files did not cover every flight, as in a run).
     pub compacted_files_read: u64,
@@ -211,6 +223,51 @@ pub struct DayStatus {
     pub rows_of_other_days: u64,
     /// The flights of the first [`crate::merge::OTHER_DAYS_UUIDS_SHOWN`] of them.
     pub other_days_uuids: Vec<String>,
+}
+
+/// The last run, as the MQTT broker's retained statistics hold it (every
+/// real run publishes `last_run_at` and `last_run_status`, retained). Read
+/// only when `MQTT_HOST` is set ([`last_run_from_mqtt`]); without MQTT the
+/// runbook's "Has the function run?" says where else to look.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct LastRunStatus {
+    /// `last_run_at` as published: the last run's invocation time
+    /// (ISO 8601, UTC); `None` when the broker holds none.
+    pub at: Option<String>,
+    /// Hours from it to `as_of` (rounded down), when `at` parses.
+    pub age_hours: Option<i64>,
+    /// `last_run_status` as published: `Success`, `Mismatch` or `Failure`.
+    pub status: Option<String>,
+    /// Why the broker could not be read (`at` and `status` are then unknown).
+    pub error: Option<String>,
+}
+
+/// Reads the last run's time and status from the broker of `mqtt`
+/// ([`crate::mqtt::read_retained`]), read-only; `as_of` ages it. A broker
+/// that cannot be read is [`LastRunStatus::error`], not an error of the
+/// status.
+pub async fn last_run_from_mqtt(
+    mqtt: &crate::config::MqttConfig,
+    as_of: DateTime<Utc>,
+) -> LastRunStatus {
+    match crate::mqtt::read_retained(mqtt, &["last_run_at", "last_run_status"]).await {
+        Err(e) => LastRunStatus {
+            error: Some(e),
+            ..Default::default()
+        },
+        Ok(got) => {
+            let at = got.get("last_run_at").cloned();
+            let age_hours = (at.as_deref())
+                .and_then(|a| DateTime::parse_from_rfc3339(a).ok())
+                .map(|t| (as_of - t.to_utc()).num_hours());
+            LastRunStatus {
+                at,
+                age_hours,
+                status: got.get("last_run_status").cloned(),
+                error: None,
+            }
+        }
+    }
 }
 
 /// Everything `status` shows; the `--json` output.
@@ -261,6 +318,10 @@ pub struct StatusReport {
     pub mismatch: Option<MismatchStatus>,
     /// File counts of the next dates to compact (at most `--days`, none past the cutoff).
     pub next_days: Vec<DayStatus>,
+    /// The last run's time and status from the MQTT broker's retained
+    /// topics; `None` when `MQTT_HOST` is not set.
+    #[serde(default)]
+    pub last_run: Option<LastRunStatus>,
     /// Problems met while gathering (settings, bucket, unreadable watermark
     /// or compacted file); everything else is still shown. The text output
     /// lists them first.
@@ -359,7 +420,10 @@ pub async fn gather(
             output_key: parsed
                 .as_ref()
                 .and_then(|p| p.output.as_ref().map(|o| o.key.clone())),
-            inputs: parsed.as_ref().map_or(0, |p| p.inputs.len() as u64),
+            inputs: match &parsed {
+                Some(p) => inputs_listed(store, p).await?,
+                None => 0,
+            },
             breaks_rule,
         });
     }
@@ -424,6 +488,23 @@ pub async fn gather(
     Ok(s)
 }
 
+/// How many of `manifest`'s inputs are listed now (one listing of its
+/// date's partition).
+async fn inputs_listed(store: &impl Store, manifest: &Manifest) -> Result<u64> {
+    if manifest.inputs.is_empty() {
+        return Ok(0);
+    }
+    let listed: std::collections::HashSet<String> = (store
+        .list(&crate::keys::index_prefix(manifest.date))
+        .await?
+        .into_iter())
+    .map(|o| o.key)
+    .collect();
+    Ok((manifest.inputs.iter())
+        .filter(|i| listed.contains(&i.key))
+        .count() as u64)
+}
+
 async fn lease_status(store: &impl Store, as_of: DateTime<Utc>) -> Result<LeaseStatus> {
     let Some(f) = store.get_opt(LOCK_KEY).await? else {
         return Ok(LeaseStatus::default());
@@ -485,6 +566,8 @@ async fn mismatch_status(
     }
     let cause = if !check.missing.is_empty() {
         Some(MismatchCause::NoIndexRow)
+    } else if !check.unread.is_empty() {
+        Some(MismatchCause::UnreadablePerFlightFile)
     } else if !check.without_own_row.is_empty() {
         Some(MismatchCause::PerFlightFileWithoutOwnRow)
     } else {
@@ -498,6 +581,7 @@ async fn mismatch_status(
         missing_uuid_count: failing.len() as u64,
         missing_uuids: failing.iter().map(Uuid::to_string).collect(),
         cause,
+        unread_files: check.unread,
         compacted_files_read: check.compacted_files_read,
     })
 }
@@ -622,6 +706,25 @@ pub fn format_human(s: &StatusReport) -> String {
         date_or(s.next_date, "none")
     };
     let _ = writeln!(o, "next date    {next}");
+    let last = match &s.last_run {
+        None => {
+            "unknown: MQTT_HOST is not set (docs/runbook.md#norunalarm says where else to look)"
+                .to_string()
+        }
+        Some(LastRunStatus { error: Some(e), .. }) => format!("unknown: {e}"),
+        Some(LastRunStatus { at: None, .. }) => {
+            "none reported: the broker holds no retained last_run_at (no run has published yet)"
+                .to_string()
+        }
+        Some(l) => format!(
+            "{} ({}), {}",
+            l.at.as_deref().unwrap_or("?"),
+            l.age_hours
+                .map_or_else(|| "age unknown".to_string(), |h| format!("{h} h ago")),
+            l.status.as_deref().unwrap_or("status unknown")
+        ),
+    };
+    let _ = writeln!(o, "last run     {last}");
     if s.bucket_unreadable {
         for part in ["lease        ", "manifests    ", "quarantined  "] {
             let _ = writeln!(o, "{part}unknown");
@@ -668,7 +771,7 @@ fn format_lease_and_manifests(o: &mut String, s: &StatusReport) {
         for m in &s.manifests {
             let what = if m.readable {
                 format!(
-                    "{} input(s), output {}",
+                    "{} input(s) still listed, output {}",
                     m.inputs,
                     m.output_key.as_deref().unwrap_or("none (no rows)")
                 )
@@ -730,6 +833,9 @@ fn format_mismatch_and_days(o: &mut String, s: &StatusReport) {
                 Some(MismatchCause::PerFlightFileWithoutOwnRow) => {
                     "whose per-flight file holds no row of theirs; the next run stops here again"
                 }
+                Some(MismatchCause::UnreadablePerFlightFile) => {
+                    "whose index row is in no readable file (see unreadable files below); the next run stops here again"
+                }
                 _ => "without an index row",
             };
             let _ = writeln!(
@@ -746,6 +852,15 @@ fn format_mismatch_and_days(o: &mut String, s: &StatusReport) {
                     "  ... {} more (--json lists them all)",
                     m.missing_uuids.len() - UUIDS_SHOWN
                 );
+            }
+            if !m.unread_files.is_empty() {
+                let _ = writeln!(
+                    o,
+                    "  unreadable per-flight files (left in place; rewrite each from its flights/ object: docs/runbook.md#an-unreadable-per-flight-index-file):"
+                );
+                for f in m.unread_files.iter().take(UUIDS_SHOWN) {
+                    let _ = writeln!(o, "  {}  {}", f.key, f.reason);
+                }
             }
         }
     }
@@ -864,6 +979,7 @@ mod tests {
                     "019f7dc0-c448-7e25-b944-852039292d22".into(),
                 ],
                 cause: Some(MismatchCause::NoIndexRow),
+                unread_files: Vec::new(),
                 compacted_files_read: 0,
             }),
             next_days: vec![
@@ -897,6 +1013,12 @@ mod tests {
                     ],
                 },
             ],
+            last_run: Some(LastRunStatus {
+                at: Some("2026-07-22T04:50:00.000000+00:00".into()),
+                age_hours: Some(0),
+                status: Some("Mismatch".into()),
+                error: None,
+            }),
             errors: vec![],
         }
     }
@@ -920,9 +1042,10 @@ watermark    2026-07-17
 cutoff       2026-07-20 (now 2026-07-22T04:50:00Z, LAG_DAYS 2)
 lag          3 days behind the cutoff
 next date    2026-07-18
+last run     2026-07-22T04:50:00.000000+00:00 (0 h ago), Mismatch
 lease        held until 2026-07-22T05:14:00Z (in 14m 0s), by run-1: a run under way, or one that may have died (a new run does nothing until then)
 manifests    2 live (the next run's recovery finishes or undoes each; one still here after it is stuck: docs/runbook.md#a-stuck-manifest):
-  2026-07-18  _compaction_state/manifests/2026-07-18/j.json  age 3h 2m  12 input(s), output index/year=2026/month=07/day=18/compacted-x.parquet
+  2026-07-18  _compaction_state/manifests/2026-07-18/j.json  age 3h 2m  12 input(s) still listed, output index/year=2026/month=07/day=18/compacted-x.parquet
   2026-07-19  _compaction_state/manifests/2026-07-19/k.json  age 5s  UNREADABLE: the next run quarantines it
 quarantined  1 (each blocks its date; inspect, then delete it):
   2026-07-19  _compaction_state/quarantine/2026-07-19/q.json  age 2d 1h  0 bytes

@@ -15,19 +15,30 @@
 //! initial backoff with jitter); per-key failures inside a 200 DeleteObjects
 //! response are retried here (see [`S3Store::delete_batch`]).
 //!
+//! Time: an [`S3Store`] made with [`Store::until`] bounds every call, all
+//! its attempts, backoffs and body reads together, by a deadline (the run's
+//! deadline less [`S3_DEADLINE_MARGIN`]); a call still under way then fails
+//! with [`Error::Deadline`]. Each attempt is bounded by
+//! [`attempt_timeout`] (10 s plus 1 s per MiB it carries, the SDK's
+//! `operation_attempt_timeout`), and a GetObject body by the same figure for
+//! the size announced. A body that breaks off (reset, truncated, stalled) is
+//! read again, up to [`BODY_ATTEMPTS`] times in all: the SDK retries a
+//! request, not a body.
+//!
 //! Conditional writes follow S3's documented semantics: `If-None-Match: *`
 //! creates only if absent, `If-Match: <etag>` replaces or deletes only the
 //! version that was read; a lost condition is [`Error::PreconditionFailed`].
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use aws_sdk_s3::Client;
+use aws_sdk_s3::config::timeout::TimeoutConfig;
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{
-    ChecksumAlgorithm, ChecksumMode, CompletedMultipartUpload, CompletedPart, Delete,
+    ChecksumAlgorithm, ChecksumMode, CompletedMultipartUpload, CompletedPart, Delete, EncodingType,
     ObjectIdentifier,
 };
 use backon::{BackoffBuilder, ExponentialBuilder};
@@ -100,6 +111,124 @@ pub fn multipart_ranges(len: usize, part_size: usize) -> Vec<std::ops::Range<usi
         .step_by(size)
         .map(|start| start..(start + size).min(len))
         .collect()
+}
+
+/// S3 calls of a run end this long before the run's deadline (all attempts
+/// of a call together, [`Store::until`]): 5 s for the lease's release
+/// ([`crate::lease::LEASE_RELEASE_TIMEOUT`]), then 1 s each for CloudWatch,
+/// Secrets Manager and MQTT ([`crate::reporting::SINK_TIME_AT_THE_END`]), so
+/// that the run ends, released and reported, by its deadline
+/// (docs/configuration.md, "Deadline").
+pub const S3_DEADLINE_MARGIN: Duration = Duration::from_secs(8);
+
+/// Every attempt of an S3 request may take this long, plus 1 s per MiB it
+/// carries ([`attempt_timeout`]): a 3 KB GET does not need the SDK's usual
+/// 60 s, a request that gets no answer is given up and retried.
+pub const ATTEMPT_TIMEOUT_BASE: Duration = Duration::from_secs(10);
+
+/// How long an S3 connection may take to open (as `main`'s SDK
+/// configuration): 5 s.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How many times in all a GetObject (whole or ranged) whose body breaks off
+/// is read: 3.
+pub const BODY_ATTEMPTS: u32 = 3;
+
+/// The time one attempt of a request carrying (or a body of) `bytes` bytes
+/// may take: [`ATTEMPT_TIMEOUT_BASE`] plus 1 s per MiB begun (a transfer of
+/// 1 MiB/s at the least, far below Lambda's).
+///
+/// ```
+/// use archive_compaction::storage::attempt_timeout;
+/// use std::time::Duration;
+/// assert_eq!(attempt_timeout(3_000), Duration::from_secs(11));
+/// assert_eq!(attempt_timeout(0), Duration::from_secs(10));
+/// assert_eq!(attempt_timeout(8 * 1024 * 1024), Duration::from_secs(18));
+/// ```
+pub fn attempt_timeout(bytes: u64) -> Duration {
+    ATTEMPT_TIMEOUT_BASE + Duration::from_secs(bytes.div_ceil(1024 * 1024))
+}
+
+/// A per-request SDK configuration whose attempts are bounded by
+/// [`attempt_timeout`]`(bytes)` (connections by [`CONNECT_TIMEOUT`]).
+fn attempt_config(bytes: u64) -> aws_sdk_s3::config::Builder {
+    aws_sdk_s3::config::Builder::default().timeout_config(
+        TimeoutConfig::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .operation_attempt_timeout(attempt_timeout(bytes))
+            .build(),
+    )
+}
+
+/// What an HTTP status means from S3, for an error whose response carried
+/// no message (a HEAD's never does): S3's own names where it has them
+/// (S3 API reference, "Error responses": 503 `SlowDown`, 500
+/// `InternalError`).
+pub fn status_meaning(status: u16) -> &'static str {
+    match status {
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden (access denied)",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        409 => "Conflict",
+        411 => "Length Required",
+        412 => "Precondition Failed",
+        416 => "Range Not Satisfiable",
+        429 => "Too Many Requests",
+        500 => "Internal Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        503 => "Slow Down",
+        504 => "Gateway Timeout",
+        s if s >= 500 => "a server error",
+        _ => "an error",
+    }
+}
+
+/// An S3 error's message when the response carried none: the status's
+/// meaning ([`status_meaning`]) and that the server said nothing more.
+fn no_message(status: Option<u16>) -> String {
+    match status {
+        Some(s) => format!("{} (the server sent no message)", status_meaning(s)),
+        None => "(the server sent no message)".into(),
+    }
+}
+
+/// A key (or common prefix) of a ListObjectsV2 response asked with
+/// `encoding-type=url`, decoded: `%XX` escapes are bytes, and `+` is a
+/// space (S3 writes a space as `+` and a `+` as `%2B`, as an HTML form
+/// does; some servers write a space as `%20`, which decodes alike). `None`
+/// when the bytes are not UTF-8.
+///
+/// Without `encoding-type=url` a key holding a character XML 1.0 cannot
+/// carry (ESC, `\x01`: S3 user guide, "Naming Amazon S3 objects", "XML
+/// related object key constraints") makes the whole response unreadable,
+/// so every listing of [`S3Store`] asks for it.
+///
+/// ```
+/// use archive_compaction::storage::decode_listed;
+/// assert_eq!(decode_listed("flights/a%1Bb+c%2Bd%20e").as_deref(), Some("flights/a\x1bb c+d e"));
+/// assert_eq!(decode_listed("day=20/%E2%82%AC.parquet").as_deref(), Some("day=20/€.parquet"));
+/// assert_eq!(decode_listed("%FF"), None);
+/// ```
+pub fn decode_listed(encoded: &str) -> Option<String> {
+    let spaced = encoded.replace('+', " ");
+    percent_encoding::percent_decode_str(&spaced)
+        .decode_utf8()
+        .ok()
+        .map(|s| s.into_owned())
+}
+
+/// Whether DeleteObjects can carry `key` in its XML body: not when it holds
+/// a control character. XML 1.0 has no way to write most of them (ESC,
+/// `\x01`; "Char" production of the XML 1.0 spec), and the ones it has
+/// (CR, LF) S3 asks to be sent as entity references, which a parser
+/// normalises otherwise (S3 user guide, "Naming Amazon S3 objects", "XML
+/// related object key constraints"). Such keys go by DeleteObject, whose
+/// key is in the URL ([`S3Store::delete_batch`]).
+pub fn fits_delete_xml(key: &str) -> bool {
+    !key.chars().any(char::is_control)
 }
 
 /// Per-key error codes of DeleteObjects worth retrying.
@@ -234,6 +363,18 @@ pub trait Store: Send + Sync {
     /// [`LIST_PAGE_MAX`] (1,000).
     fn list_page_size(&self) -> usize {
         LIST_PAGE_MAX
+    }
+
+    /// The same store, each of its calls (all attempts, backoffs and body
+    /// reads together) bounded by `deadline`: a call still under way then
+    /// fails with [`Error::Deadline`]. `None`: no bound. The in-memory stores,
+    /// which answer at once, keep no deadline.
+    fn until(&self, deadline: Option<Instant>) -> Self
+    where
+        Self: Sized + Clone,
+    {
+        let _ = deadline;
+        self.clone()
     }
 
     /// Every object under `prefix`, in lexicographic key order.
@@ -403,6 +544,8 @@ pub struct S3Store {
     delete_batches_in_flight: usize,
     multipart_threshold: usize,
     multipart_part_size: usize,
+    /// Every call ends by then ([`Store::until`]).
+    deadline: Option<Instant>,
 }
 
 impl S3Store {
@@ -420,6 +563,41 @@ impl S3Store {
             delete_batches_in_flight: DELETE_BATCHES_IN_FLIGHT,
             multipart_threshold: MULTIPART_THRESHOLD_DEFAULT,
             multipart_part_size: MULTIPART_PART_DEFAULT,
+            deadline: None,
+        }
+    }
+
+    /// The deadline every call of this store ends by ([`Store::until`]).
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// `call`, bounded by the store's deadline: [`Error::Deadline`] naming
+    /// `op` and `key` when it is still under way then.
+    async fn bounded<T>(
+        &self,
+        op: &'static str,
+        key: &str,
+        call: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let Some(deadline) = self.deadline else {
+            return call.await;
+        };
+        match tokio::time::timeout_at(deadline.into(), call).await {
+            Ok(r) => r,
+            Err(_) => {
+                tracing::warn!(
+                    op,
+                    key,
+                    "S3 call not answered before the run's deadline; given up"
+                );
+                Err(Error::Deadline {
+                    op,
+                    bucket: self.bucket.clone(),
+                    key: key.to_string(),
+                    margin_s: S3_DEADLINE_MARGIN.as_secs(),
+                })
+            }
         }
     }
 
@@ -488,11 +666,11 @@ impl S3Store {
                     });
                 let transient = TRANSIENT_CODES.contains(&code.as_str())
                     || status.is_some_and(|s| s >= 500 || s == 429);
-                (
-                    code,
-                    err.message().unwrap_or_default().to_string(),
-                    transient,
-                )
+                let message = match err.message().map(str::trim) {
+                    Some(m) if !m.is_empty() => m.to_string(),
+                    _ => no_message(status),
+                };
+                (code, message, transient)
             }
             SdkError::TimeoutError(_) => ("timeout".into(), one_line(&e), true),
             SdkError::DispatchFailure(_) => ("dispatch".into(), one_line(&e), true),
@@ -520,21 +698,58 @@ impl S3Store {
     }
 
     /// Every object under `prefix` (ListObjectsV2, paginated, 1,000 keys a page),
-    /// in S3's lexicographic key order.
+    /// in S3's lexicographic key order. Asked with `encoding-type=url`, keys
+    /// decoded ([`decode_listed`]), so a key with a control character lists
+    /// like any other.
     pub async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
         let mut pages = self
             .client
             .list_objects_v2()
             .bucket(&self.bucket)
             .prefix(prefix)
+            .encoding_type(EncodingType::Url)
             .into_paginator()
             .send();
         let mut out = Vec::new();
         while let Some(page) = pages.next().await {
             let page = page.map_err(|e| self.err("ListObjectsV2", prefix, e))?;
-            out.extend(page.contents().iter().filter_map(object_meta));
+            for o in page.contents() {
+                out.extend(self.object_meta(prefix, o)?);
+            }
         }
         Ok(out)
+    }
+
+    /// A listed object (asked with `encoding-type=url`) with its key
+    /// decoded; `None` without a key.
+    ///
+    /// Errors: [`Error::S3`] (code `KeyEncoding`) when the key does not
+    /// decode to UTF-8 (a server defect: S3 keys are UTF-8).
+    fn object_meta(
+        &self,
+        prefix: &str,
+        o: &aws_sdk_s3::types::Object,
+    ) -> Result<Option<ObjectMeta>> {
+        let Some(mut meta) = object_meta(o) else {
+            return Ok(None);
+        };
+        meta.key = self.decode(prefix, &meta.key)?;
+        Ok(Some(meta))
+    }
+
+    /// [`decode_listed`], its failure as [`Error::S3`] naming the listing.
+    fn decode(&self, prefix: &str, encoded: &str) -> Result<String> {
+        decode_listed(encoded).ok_or_else(|| Error::S3 {
+            op: "ListObjectsV2",
+            bucket: self.bucket.clone(),
+            key: prefix.to_string(),
+            code: "KeyEncoding".into(),
+            message: format!(
+                "the server returned the url-encoded key {} that is not UTF-8 once decoded; S3 keys are UTF-8, so the server is at fault",
+                crate::text::quote(encoded)
+            ),
+            transient: false,
+        })
     }
 
     /// One ListObjectsV2 page (see [`Store::list_page`]).
@@ -545,16 +760,22 @@ impl S3Store {
             .bucket(&self.bucket)
             .prefix(prefix)
             .set_start_after(start_after.map(str::to_string))
+            .encoding_type(EncodingType::Url)
             .send()
             .await
             .map_err(|e| self.err("ListObjectsV2", prefix, e))?;
+        let mut objects = Vec::with_capacity(page.contents().len());
+        for o in page.contents() {
+            objects.extend(self.object_meta(prefix, o)?);
+        }
         Ok(ListPage {
-            objects: page.contents().iter().filter_map(object_meta).collect(),
+            objects,
             truncated: page.is_truncated().unwrap_or(false),
         })
     }
 
-    /// The common prefixes directly under `prefix` (ListObjectsV2 with delimiter `/`).
+    /// The common prefixes directly under `prefix` (ListObjectsV2 with
+    /// delimiter `/` and `encoding-type=url`, prefixes decoded).
     pub async fn list_prefixes(&self, prefix: &str) -> Result<Vec<String>> {
         let mut pages = self
             .client
@@ -562,32 +783,63 @@ impl S3Store {
             .bucket(&self.bucket)
             .prefix(prefix)
             .delimiter("/")
+            .encoding_type(EncodingType::Url)
             .into_paginator()
             .send();
         let mut out = Vec::new();
         while let Some(page) = pages.next().await {
             let page = page.map_err(|e| self.err("ListObjectsV2", prefix, e))?;
-            out.extend(
-                page.common_prefixes()
-                    .iter()
-                    .filter_map(|p| p.prefix().map(str::to_string)),
-            );
+            for p in page.common_prefixes().iter().filter_map(|p| p.prefix()) {
+                out.push(self.decode(prefix, p)?);
+            }
         }
         Ok(out)
     }
 
     /// Reads a whole object. A missing key is an error for which
     /// [`Error::is_not_found`] is true.
+    ///
+    /// A body that breaks off is read again ([`S3Store::get_read`]).
     pub async fn get(&self, key: &str) -> Result<Fetched> {
-        let out = self
-            .client
-            .get_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .send()
-            .await
-            .map_err(|e| self.err("GetObject", key, e))?;
-        self.read_body(key, out, None).await
+        self.get_read(key, None, None).await
+    }
+
+    /// GetObject of `key` (bytes `range` only, with `If-Match` on
+    /// `if_match`, when given), its body read; a body that breaks off
+    /// (reset, truncated, stalled: a transient [`Error::S3`] with code
+    /// `body`, [`Error::is_transient`]) is read again, [`BODY_ATTEMPTS`]
+    /// times in all. A failed request is not sent again here: the SDK's
+    /// retry strategy already did.
+    async fn get_read(
+        &self,
+        key: &str,
+        range: Option<std::ops::Range<u64>>,
+        if_match: Option<&str>,
+    ) -> Result<Fetched> {
+        let mut attempt = 1;
+        loop {
+            let mut req = self.client.get_object().bucket(&self.bucket).key(key);
+            if let Some(r) = &range {
+                req = req
+                    .range(format!("bytes={}-{}", r.start, r.end - 1))
+                    .set_if_match(if_match.map(str::to_string));
+            }
+            let out = req
+                .customize()
+                .config_override(attempt_config(0))
+                .send()
+                .await
+                .map_err(|e| self.err("GetObject", key, e))?;
+            match self.read_body(key, out, if_match).await {
+                Err(e @ Error::S3 { .. })
+                    if e.is_transient() && is_body_error(&e) && attempt < BODY_ATTEMPTS =>
+                {
+                    tracing::warn!(key, attempt, error = %e, "GetObject body broke off; reading it again");
+                    attempt += 1;
+                }
+                r => return r,
+            }
+        }
     }
 
     /// A GetObject answer's body and ETag, once its ETag is the one
@@ -604,11 +856,20 @@ impl S3Store {
     ) -> Result<Fetched> {
         let etag = out.e_tag().unwrap_or_default().to_string();
         check_if_match(&self.bucket, key, if_match, &etag)?;
-        let body = out
-            .body
-            .collect()
+        let len = out.content_length().unwrap_or(0).max(0) as u64;
+        let limit = attempt_timeout(len);
+        let body = tokio::time::timeout(limit, out.body.collect())
             .await
-            .map_err(|e| self.body_err(key, e))?;
+            .map_err(|_| {
+                self.body_err(
+                    key,
+                    format!(
+                        "the body ({len} bytes) was not read within {} s",
+                        limit.as_secs()
+                    ),
+                )
+            })?
+            .map_err(|e| self.body_err(key, one_line(&e)))?;
         Ok(Fetched {
             body: body.into_bytes(),
             etag,
@@ -642,17 +903,7 @@ impl S3Store {
                 etag: if_match.unwrap_or_default().to_string(),
             });
         }
-        let out = self
-            .client
-            .get_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .range(format!("bytes={}-{}", range.start, range.end - 1))
-            .set_if_match(if_match.map(str::to_string))
-            .send()
-            .await
-            .map_err(|e| self.err("GetObject", key, e))?;
-        self.read_body(key, out, if_match).await
+        self.get_read(key, Some(range), if_match).await
     }
 
     /// Reads a whole object, or `None` when the key does not exist.
@@ -672,6 +923,8 @@ impl S3Store {
             .bucket(&self.bucket)
             .key(key)
             .checksum_mode(ChecksumMode::Enabled)
+            .customize()
+            .config_override(attempt_config(0))
             .send()
             .await
         {
@@ -730,6 +983,7 @@ impl S3Store {
             metadata,
         } = request;
         let sha256_b64 = sha256_b64.as_deref();
+        let len = body.len() as u64;
         let metadata = (!metadata.is_empty()).then(|| metadata.into_iter().collect());
         if body.len() >= self.multipart_threshold {
             return self.put_multipart(key, body, mode, metadata).await;
@@ -752,6 +1006,8 @@ impl S3Store {
             req = req.content_type("application/json");
         }
         let out = req
+            .customize()
+            .config_override(attempt_config(len))
             .send()
             .await
             .map_err(|e| self.err("PutObject", key, e))?;
@@ -783,6 +1039,8 @@ impl S3Store {
             req = req.content_type("application/json");
         }
         let created = req
+            .customize()
+            .config_override(attempt_config(0))
             .send()
             .await
             .map_err(|e| self.err("CreateMultipartUpload", key, e))?;
@@ -829,6 +1087,7 @@ impl S3Store {
             .map(|(i, r)| {
                 let part = body.slice(r);
                 let number = i as i32 + 1;
+                let part_len = part.len() as u64;
                 async move {
                     let sum = sha256_b64(&part);
                     let out = self
@@ -840,6 +1099,8 @@ impl S3Store {
                         .part_number(number)
                         .checksum_sha256(&sum)
                         .body(ByteStream::from(part))
+                        .customize()
+                        .config_override(attempt_config(part_len))
                         .send()
                         .await
                         .map_err(|e| self.err("UploadPart", key, e))?;
@@ -871,6 +1132,8 @@ impl S3Store {
             PutMode::Update(etag) => req.if_match(etag),
         };
         let out = req
+            .customize()
+            .config_override(attempt_config(0))
             .send()
             .await
             .map_err(|e| self.err("CompleteMultipartUpload", key, e))?;
@@ -884,7 +1147,12 @@ impl S3Store {
         if let Some(etag) = if_match {
             req = req.if_match(etag);
         }
-        match req.send().await {
+        match req
+            .customize()
+            .config_override(attempt_config(0))
+            .send()
+            .await
+        {
             Ok(_) => Ok(()),
             Err(e) => {
                 let e = self.err("DeleteObject", key, e);
@@ -912,10 +1180,35 @@ impl S3Store {
             "batch larger than the DeleteObjects limit"
         );
         let mut failures = Vec::new();
-        if batch.is_empty() {
+        // A key DeleteObjects' XML cannot carry (a control character) goes
+        // by DeleteObject, one by one: ministack answers 400 to the whole
+        // batch otherwise, and S3 documents such keys as not expressible in
+        // XML 1.0 ([`fits_delete_xml`]). Same condition (If-Match), same
+        // outcome per key.
+        let (mut pending, one_by_one): (Vec<_>, Vec<_>) =
+            batch.iter().cloned().partition(|(k, _)| fits_delete_xml(k));
+        for (key, etag) in one_by_one {
+            match self.delete(&key, Some(&etag)).await {
+                Ok(()) => {}
+                Err(Error::PreconditionFailed { .. }) => failures.push(DeleteFailure {
+                    key,
+                    code: "PreconditionFailed".into(),
+                    message: "the object changed since it was listed".into(),
+                }),
+                // A per-key refusal (AccessDenied, ...), as DeleteObjects
+                // would report it; a transient failure fails the call.
+                Err(Error::S3 {
+                    code,
+                    message,
+                    transient: false,
+                    ..
+                }) => failures.push(DeleteFailure { key, code, message }),
+                Err(e) => return Err(e),
+            }
+        }
+        if pending.is_empty() {
             return Ok(failures);
         }
-        let mut pending: Vec<(String, String)> = batch.to_vec();
         let mut delays = self.delete_backoff.build();
         loop {
             let errors = self.delete_once(&pending).await?;
@@ -972,6 +1265,8 @@ impl S3Store {
             .delete_objects()
             .bucket(&self.bucket)
             .delete(delete)
+            .customize()
+            .config_override(attempt_config(0))
             .send()
             .await
             .map_err(|e| self.err("DeleteObjects", first, e))?;
@@ -1015,12 +1310,23 @@ impl Store for S3Store {
         self.delete_batches_in_flight
     }
 
+    fn until(&self, deadline: Option<Instant>) -> S3Store {
+        S3Store {
+            deadline,
+            ..self.clone()
+        }
+    }
+
     fn list(&self, prefix: &str) -> impl Future<Output = Result<Vec<ObjectMeta>>> + Send {
-        S3Store::list(self, prefix)
+        self.bounded("ListObjectsV2", prefix, S3Store::list(self, prefix))
     }
 
     fn list_prefixes(&self, prefix: &str) -> impl Future<Output = Result<Vec<String>>> + Send {
-        S3Store::list_prefixes(self, prefix)
+        self.bounded(
+            "ListObjectsV2",
+            prefix,
+            S3Store::list_prefixes(self, prefix),
+        )
     }
 
     fn list_page(
@@ -1028,23 +1334,32 @@ impl Store for S3Store {
         prefix: &str,
         start_after: Option<&str>,
     ) -> impl Future<Output = Result<ListPage>> + Send {
-        S3Store::list_page(self, prefix, start_after)
+        self.bounded(
+            "ListObjectsV2",
+            prefix,
+            S3Store::list_page(self, prefix, start_after),
+        )
     }
 
     fn get(&self, key: &str) -> impl Future<Output = Result<Fetched>> + Send {
-        S3Store::get(self, key)
+        self.bounded("GetObject", key, S3Store::get(self, key))
     }
 
     fn head(&self, key: &str) -> impl Future<Output = Result<Option<Head>>> + Send {
-        S3Store::head(self, key)
+        self.bounded("HeadObject", key, S3Store::head(self, key))
     }
+
     fn get_range(
         &self,
         key: &str,
         range: std::ops::Range<u64>,
         if_match: Option<&str>,
     ) -> impl Future<Output = Result<Fetched>> + Send {
-        S3Store::get_range(self, key, range, if_match)
+        self.bounded(
+            "GetObject",
+            key,
+            S3Store::get_range(self, key, range, if_match),
+        )
     }
 
     fn put_object(
@@ -1053,19 +1368,30 @@ impl Store for S3Store {
         body: Bytes,
         request: PutRequest,
     ) -> impl Future<Output = Result<String>> + Send {
-        S3Store::put_object(self, key, body, request)
+        self.bounded(
+            "PutObject",
+            key,
+            S3Store::put_object(self, key, body, request),
+        )
     }
 
     fn delete(&self, key: &str, if_match: Option<&str>) -> impl Future<Output = Result<()>> + Send {
-        S3Store::delete(self, key, if_match)
+        self.bounded("DeleteObject", key, S3Store::delete(self, key, if_match))
     }
 
     fn delete_batch(
         &self,
         batch: &[(String, String)],
     ) -> impl Future<Output = Result<Vec<DeleteFailure>>> + Send {
-        S3Store::delete_batch(self, batch)
+        let first = batch.first().map(|b| b.0.as_str()).unwrap_or_default();
+        self.bounded("DeleteObjects", first, S3Store::delete_batch(self, batch))
     }
+}
+
+/// A GetObject body that broke off ([`S3Store::body_err`]), as opposed to
+/// a request the SDK already retried.
+fn is_body_error(e: &Error) -> bool {
+    matches!(e, Error::S3 { code, .. } if code == "body")
 }
 
 /// An AWS SDK error (S3, CloudWatch, Secrets Manager) as one line for a

@@ -235,7 +235,7 @@ async fn overwritten_at(point: &'static str) {
     assert_compacted(&after, "2026-07-20", &expected);
 }
 
-/// Issue 23: a commit made to list an input the merge skipped (the
+/// A commit made to list an input the merge skipped (the
 /// failpoint `commit::read-lists-skipped-input` records a per-flight file
 /// pyarrow wrote with `military` as a string, which the merge refuses, as
 /// read). The commit's proof finds its flight not in the output: nothing of

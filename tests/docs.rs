@@ -4,7 +4,8 @@
 //! README; `docs/configuration.md` names every setting `--help` names
 //! (`config::SETTINGS`), with the same default, and no other; each alarm of
 //! `template.yaml` has its section in `docs/runbook.md` and its
-//! `AlarmDescription` points there; the README stays at most 250 lines.
+//! `AlarmDescription` points there; the README stays at most 250 lines; no
+//! issue numbers in `src/` or `tests/`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -336,7 +337,7 @@ fn bench_blocks(page: &str) -> BTreeMap<String, String> {
 }
 
 /// `make bench`, `make bench-concurrency` and `make bench-audit` write the
-/// figures of `docs/performance.md` (issue 31, item 4): each of its three
+/// figures of `docs/performance.md`: each of its three
 /// blocks holds what `bench/docs.py` wrote from a run (its first line says
 /// when, at which commit, on which machine), not figures copied by hand; and
 /// `bench/docs.py`, given a results file, rewrites exactly those blocks and
@@ -418,5 +419,52 @@ fn performance_figures_are_written_by_the_benchmarks() {
         outside(&written),
         outside(&page),
         "bench/docs.py changed the page outside its blocks"
+    );
+}
+
+/// The files under `dir` (recursively) whose name ends with one of `exts`.
+fn files_under(dir: &Path, exts: &[&str], out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files_under(&path, exts, out);
+        } else if path
+            .extension()
+            .is_some_and(|x| exts.iter().any(|e| x == *e))
+        {
+            out.push(path);
+        }
+    }
+}
+
+/// Code and tests say what they guarantee, not which issue asked for it: the
+/// issues are not in the repository, so an issue's number tells its reader nothing.
+/// No `issue N` / `issue #N` in `src/` or `tests/`.
+#[test]
+fn no_issue_numbers_in_code_or_tests() {
+    let mut files = Vec::new();
+    for dir in ["src", "tests"] {
+        files_under(&root().join(dir), &["rs", "py"], &mut files);
+    }
+    let mut found = Vec::new();
+    for path in files {
+        let text = read(&path);
+        for (n, line) in text.lines().enumerate() {
+            let lower = line.to_ascii_lowercase();
+            let mut rest = lower.as_str();
+            while let Some(at) = rest.find("issue") {
+                let after = rest[at + 5..].trim_start_matches([' ', '#']);
+                if after.starts_with(|c: char| c.is_ascii_digit()) {
+                    found.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+                    break;
+                }
+                rest = &rest[at + 5..];
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "issue numbers in code or tests:\n{}",
+        found.join("\n")
     );
 }

@@ -73,6 +73,12 @@ async fn per_key_delete_errors_transient_are_retried_permanent_keep_the_manifest
     let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
     assert_eq!(r.last_run_status, Status::Failure);
     assert_eq!(r.files_delete_failed, 1, "{:?}", r.errors);
+    let inputs_20 = generated.index_keys["2026-07-20"].len() as u64;
+    assert_eq!(
+        r.files_compacted,
+        inputs_20 - 1,
+        "the files this run deleted, not the one it could not"
+    );
     assert!(
         r.errors.iter().any(|e| e.contains("AccessDenied")),
         "{:?}",
@@ -89,6 +95,21 @@ async fn per_key_delete_errors_transient_are_retried_permanent_keep_the_manifest
         watermark(&mid).unwrap()["last_compacted_date"],
         "2026-07-19"
     );
+    // `status` counts the stuck manifest's inputs still listed: the one
+    // left, not the ones already deleted.
+    let s = archive_compaction::status::gather(
+        &direct,
+        &config(&direct, &[]),
+        &archive_compaction::status::StatusOptions {
+            now: at(NOW),
+            as_of: at(NOW),
+            days: 1,
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(s.manifests.len(), 1);
+    assert_eq!(s.manifests[0].inputs, 1, "{:?}", s.manifests);
 
     // Fixed: the next run's recovery finishes the commit, then the walk moves on.
     proxy.set(json!({}));
@@ -96,6 +117,10 @@ async fn per_key_delete_errors_transient_are_retried_permanent_keep_the_manifest
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     assert_eq!(r.recovered.len(), 1);
     assert_eq!(r.recovered[0].action, "completed");
+    assert_eq!(
+        r.files_compacted, 1,
+        "each file counted once, by the run that retired it: the retry deleted one"
+    );
     assert_all_compacted(&direct, &generated, "2026-07-20", "per-key delete errors");
 }
 

@@ -117,6 +117,19 @@ impl Guarded {
     }
 }
 
+impl Guarded {
+    /// The `run report` log lines (one JSON object each) of every
+    /// invocation so far, in order: their `fields.report`.
+    fn run_reports(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|j| j["fields"]["message"] == "run report")
+            .map(|j| j["fields"]["report"].clone())
+            .collect()
+    }
+}
+
 impl Drop for Guarded {
     fn drop(&mut self) {
         drop(self.stdin.take());
@@ -747,6 +760,19 @@ async fn a_failure_is_a_failure_error_and_the_function_keeps_serving() {
         lambda.function.log_tail().contains("run finished"),
         "function logs go to its log file"
     );
+    // Every outcome logs its report as one JSON line, the report itself
+    // (not escaped in a Diagnostic), the Success's too.
+    let logged = lambda.function.run_reports();
+    let statuses: Vec<&str> = (logged.iter())
+        .map(|r| r["last_run_status"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(
+        statuses,
+        ["Failure", "Failure", "Success"],
+        "{}",
+        lambda.function.log_tail()
+    );
+    assert_eq!(logged[2], serde_json::to_value(&r).unwrap());
 }
 
 /// `qemu-aarch64-static` or `qemu-aarch64` on `PATH`.

@@ -423,3 +423,143 @@ async fn a_failed_delete_keeps_its_date_until_recovery_finishes_it() {
     assert_eq!(s["files_kept"], 0, "{s:#}");
     assert_eq!(snapshot(d), BTreeMap::new());
 }
+
+/// A month folder swapped for a symbolic link between prune-cache's walk
+/// and its deletes (archive-processor writes that folder; anyone who can
+/// write there can swap it): the proxy holds the date's `flights/` listing,
+/// which comes after the walk and before the first delete, while the test
+/// makes the swap. The link points at a folder holding files of the same
+/// names: none is deleted (each delete goes through folder handles opened
+/// without following links), the copies are named in `errors` (exit 1),
+/// and the other month is pruned.
+#[tokio::test]
+async fn a_folder_swapped_for_a_link_during_prune_cache_deletes_nothing_outside_dir() {
+    init_logs();
+    let store = bucket("prune-swap").await;
+    let g = generate(
+        &store,
+        json!({"seed": 31, "days": [
+            {"date": "2026-06-30", "flights": 3},
+            {"date": "2026-07-17", "flights": 3},
+        ]}),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for keys in g.index_keys.values() {
+        mirror(&store, d, keys).await;
+    }
+    let out = cli(&store, &["run", "--now", NOW]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // Outside --dir: a folder with files of the same names as 07-17's copies.
+    let outside = tempfile::tempdir().unwrap();
+    let victims: Vec<PathBuf> = g.index_keys["2026-07-17"]
+        .iter()
+        .map(|k| {
+            outside
+                .path()
+                .join("day=17")
+                .join(k.rsplit('/').next().unwrap())
+        })
+        .collect();
+    for v in &victims {
+        std::fs::create_dir_all(v.parent().unwrap()).unwrap();
+        std::fs::write(v, b"not the cache's").unwrap();
+    }
+    let proxy = Proxy::start();
+    proxy.set(json!({"hold": "prefix=flights/2026/07/17/"}));
+    let mut child = cli_command(&store, &["prune-cache", "--dir", d.to_str().unwrap()])
+        .env("AWS_ENDPOINT_URL", proxy.endpoint())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while proxy.stats()["held"].as_u64().unwrap_or(0) == 0 {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "prune-cache ended before its listing"
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the listing never came"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // Walked, not yet deleted: swap month=07 for a link to `outside`.
+    let month = d.join("year=2026/month=07");
+    std::fs::rename(&month, d.join("month-07-moved-away")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), &month).unwrap();
+    proxy.set(json!({}));
+    let out = child.wait_with_output().unwrap();
+    let s = report_of(&out);
+    for v in &victims {
+        assert_eq!(
+            std::fs::read(v).unwrap(),
+            b"not the cache's",
+            "{} outside --dir was deleted: {s:#}",
+            v.display()
+        );
+    }
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(s["files_deleted"], 3, "June's copies are pruned: {s:#}");
+    assert_eq!(s["kept"]["delete_failed"], 3, "{s:#}");
+    let errors = s["errors"].as_array().unwrap();
+    assert!(
+        errors
+            .iter()
+            .all(|e| e.as_str().unwrap().contains("symbolic link")),
+        "{s:#}"
+    );
+    assert_valid("prune-cache.schema.json", &s);
+}
+
+/// A day folder prune-cache cannot read (mode 000; the command runs without
+/// CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH, dropped with setpriv, since
+/// the tests run as root, who reads any folder): it is named under
+/// `skipped_folders` and skipped, the rest of the cache is pruned, and the
+/// exit code is 3 (partial). It stopped the whole command before (exit 1,
+/// nothing pruned, every day, until someone fixed the folder).
+#[tokio::test]
+async fn an_unreadable_folder_is_named_and_skipped_and_the_rest_is_pruned() {
+    init_logs();
+    let store = bucket("prune-unreadable").await;
+    let g = generate(
+        &store,
+        json!({"seed": 32, "days": [
+            {"date": "2026-07-16", "flights": 3},
+            {"date": "2026-07-17", "flights": 3},
+        ]}),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for keys in g.index_keys.values() {
+        mirror(&store, d, keys).await;
+    }
+    let out = cli(&store, &["run", "--now", NOW]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    use std::os::unix::fs::PermissionsExt;
+    let locked = d.join("year=2026/month=07/day=16");
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let base = cli_command(&store, &["prune-cache", "--dir", d.to_str().unwrap()]);
+    let mut cmd = std::process::Command::new("setpriv");
+    cmd.args(["--bounding-set", "-dac_override,-dac_read_search", "--"])
+        .arg(base.get_program())
+        .args(base.get_args())
+        .env_clear()
+        .envs(base.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))));
+    let out = cmd.output().expect("setpriv (util-linux)");
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let s = report_of(&out);
+    assert_eq!(out.status.code(), Some(3), "{}\n{s:#}", stderr(&out));
+    let skipped = s["skipped_folders"].as_array().unwrap();
+    assert_eq!(skipped.len(), 1, "{s:#}");
+    assert!(skipped[0].as_str().unwrap().contains("day=16"), "{s:#}");
+    assert_eq!(s["files_deleted"], 3, "07-17's copies: {s:#}");
+    for k in &g.index_keys["2026-07-16"] {
+        assert!(d.join(local(k)).exists(), "{k}");
+    }
+    for k in &g.index_keys["2026-07-17"] {
+        assert!(!d.join(local(k)).exists(), "{k}");
+    }
+    assert_valid("prune-cache.schema.json", &s);
+}

@@ -942,3 +942,200 @@ fn settings() -> commit::ReadSettings {
         budget: Default::default(),
     }
 }
+
+/// A per-flight index file cut in half, on a date not yet
+/// compacted, is its flight's missing index row. The walk stops there as a
+/// Mismatch naming the file and why (exit 2), the watermark stays before
+/// the date, `--date`, a range and a dry run say the same, `status` names
+/// the file, `audit` counts the flight missing and the file unreadable, and
+/// nothing of the date is deleted or merged. Rewritten readable (what the
+/// archive writer does from the flight object), the next run passes it.
+#[tokio::test]
+async fn an_unreadable_per_flight_file_is_a_mismatch_until_it_is_rewritten() {
+    init_logs();
+    let store = bucket("op-unreadable").await;
+    let generated = generate(
+        &store,
+        json!({"seed": 138, "days": [
+            {"date": "2026-07-19", "flights": 3},
+            {"date": "2026-07-20", "flights": 4}
+        ]}),
+    );
+    let cut_key = generated.index_keys["2026-07-20"][0].clone();
+    let flight = flight_uuid(&cut_key).to_string();
+    let whole = store.get_opt(&cut_key).await.unwrap().unwrap();
+    let half = whole.body.slice(..whole.body.len() / 2);
+    store
+        .put(
+            &cut_key,
+            half.clone(),
+            PutMode::Update(whole.etag.clone()),
+            None,
+        )
+        .await
+        .unwrap();
+    let before_20 = dump(&store, &index_prefix(date("2026-07-20")));
+
+    let out = cli(&store, &["run", "--now", NOW]);
+    assert_eq!(out.status.code(), Some(2), "a Mismatch, not a Success");
+    let r: RunReport = stdout_json(&out);
+    assert_eq!(r.last_run_status, Status::Mismatch, "{:?}", r.errors);
+    assert_eq!(r.stop_reason, StopReason::Mismatch);
+    assert_eq!(r.mismatch_date, Some(date("2026-07-20")));
+    assert_eq!(r.mismatch_uuids, vec![flight.clone()]);
+    assert_eq!(
+        r.last_compacted_date,
+        Some(date("2026-07-19")),
+        "the watermark stays before the date"
+    );
+    let d20 = day(&r, "2026-07-20");
+    assert_eq!(
+        (d20.action.as_str(), d20.parity),
+        ("mismatch", Some(Parity::Mismatch))
+    );
+    assert_eq!(d20.unread_files.len(), 1, "{d20:?}");
+    assert_eq!(d20.unread_files[0].key, cut_key);
+    assert_eq!(d20.unread_files[0].flight.to_string(), flight);
+    assert!(!d20.unread_files[0].reason.is_empty());
+    assert!(
+        d20.reason.contains(&cut_key) && d20.reason.contains("cannot be read"),
+        "{}",
+        d20.reason
+    );
+    assert_valid("run-report.schema.json", &serde_json::to_value(&r).unwrap());
+    assert_eq!(
+        dump(&store, &index_prefix(date("2026-07-20"))),
+        before_20,
+        "nothing of the date is merged or deleted; the cut file stays"
+    );
+
+    // `--date`, a range and a dry run see the same.
+    for args in [
+        &["run", "--date", "2026-07-20", "--now", NOW][..],
+        &[
+            "run",
+            "--from",
+            "2026-07-20",
+            "--to",
+            "2026-07-20",
+            "--now",
+            NOW,
+        ],
+        &["run", "--dry-run", "--now", NOW],
+    ] {
+        let out = cli(&store, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let r: RunReport = stdout_json(&out);
+        let d20 = day(&r, "2026-07-20");
+        assert_eq!(d20.action, "mismatch", "{args:?}");
+        assert_eq!(d20.mismatch_uuids, vec![flight.clone()], "{args:?}");
+        assert_eq!(d20.unread_files[0].key, cut_key, "{args:?}");
+    }
+    assert_eq!(
+        dump(&store, &index_prefix(date("2026-07-20"))),
+        before_20,
+        "{cut_key} and its date untouched"
+    );
+
+    // `status` names the file and says why the walk is blocked.
+    let cfg = config(&store, &[]);
+    let opts = StatusOptions {
+        now: at(NOW),
+        as_of: at(NOW),
+        days: 2,
+    };
+    let s = status::gather(&store, &cfg, &opts).await.unwrap();
+    let m = s.mismatch.as_ref().expect("the recorded mismatch");
+    assert_eq!(m.date, date("2026-07-20"));
+    assert_eq!(
+        m.cause,
+        Some(status::MismatchCause::UnreadablePerFlightFile)
+    );
+    assert_eq!(m.missing_uuids, vec![flight.clone()]);
+    assert_eq!(m.unread_files[0].key, cut_key);
+    assert_valid("status.schema.json", &serde_json::to_value(&s).unwrap());
+    let text = status::format_human(&s);
+    assert!(text.contains(&cut_key), "{text}");
+
+    // `audit` reads the file: its flight is missing, the file unreadable.
+    let a = archive_compaction::audit::audit(
+        &store,
+        &cfg,
+        &archive_compaction::audit::AuditOptions::range(date("2026-07-20"), date("2026-07-20")),
+    )
+    .await
+    .unwrap();
+    let f = &a.totals.findings;
+    assert_eq!(f.missing.count, 1, "{f:#?}");
+    assert_eq!(f.missing.examples[0].flight.to_string(), flight);
+    assert_eq!(f.unreadable_files.count, 1, "{f:#?}");
+    assert_eq!(f.unreadable_files.examples[0].file, cut_key);
+    assert!(
+        f.unreadable_files
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("rewrites")
+    );
+
+    // The fix: the index file rewritten readable; the next run passes it.
+    let now = store.head(&cut_key).await.unwrap().unwrap();
+    store
+        .put(
+            &cut_key,
+            whole.body.clone(),
+            PutMode::Update(now.etag),
+            None,
+        )
+        .await
+        .unwrap();
+    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    assert_eq!(r.last_compacted_date, Some(date("2026-07-20")));
+    let after = dump(&store, "");
+    assert_compacted(&after, "2026-07-20", &generated.rows["2026-07-20"]);
+}
+
+/// A migration's range dry run over months of empty dates lists
+/// the one date with work first, not after 100 empty ones it cuts it from.
+#[tokio::test]
+async fn a_range_dry_run_lists_the_dates_with_work_first() {
+    init_logs();
+    let store = bucket("op-range-plan").await;
+    generate(
+        &store,
+        json!({"seed": 139, "days": [{"date": "2026-07-20", "flights": 3}]}),
+    );
+    let out = cli(
+        &store,
+        &[
+            "run",
+            "--from",
+            "2026-03-01",
+            "--to",
+            "2026-07-20",
+            "--dry-run",
+            "--now",
+            NOW,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let r: RunReport = stdout_json(&out);
+    assert_eq!(r.days_total, 142);
+    assert!(r.days_truncated);
+    assert_eq!(
+        (
+            r.days[0].date,
+            r.days[0].action.as_str(),
+            r.days[0].files_read
+        ),
+        (date("2026-07-20"), "planned", 3),
+        "{:?}",
+        r.days.iter().take(3).collect::<Vec<_>>()
+    );
+    assert!(
+        (r.days[1..].iter()).all(|d| d.action == "nothing_to_compact"),
+        "then the empty ones"
+    );
+    assert_eq!(r.days[1].date, date("2026-03-01"), "in date order");
+}

@@ -179,8 +179,10 @@ async fn a_watermark_ahead_of_todays_cutoff_fails_every_run_and_is_reported() {
             && err.contains("watermark.json"),
         "{err}"
     );
-    // The metric the lag alarm watches carries the distance, never 0.
+    // The metric the lag alarm watches carries the distance, never 0, and
+    // the report's lag is the metric's.
     assert_eq!(metric(&r, "WatermarkLagDays"), Some(1259.0));
+    assert_eq!(r.watermark_lag_days, Some(1259));
     assert_eq!(dump(&store, ""), before, "the run changed the bucket");
 
     // status says so too, never "up to date".
@@ -444,6 +446,21 @@ async fn without_a_watermark_the_lag_counts_from_the_first_date() {
     // 07-18, 07-19, 07-20 are not compacted.
     assert_eq!(r.watermark_lag_days, Some(3));
     assert_eq!(metric(&r, "WatermarkLagDays"), Some(3.0));
+    // A run that finds the lease held did no work: it reports the lag as
+    // the walk counts it and publishes none, so it cannot clear the alarm
+    // with a 0.
+    let lease = archive_compaction::lease::LeaseGuard::acquire(
+        &store,
+        "someone-else",
+        std::time::Duration::from_secs(120),
+    )
+    .await
+    .unwrap();
+    let held = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    lease.release().await.unwrap();
+    assert_eq!(held.stop_reason, StopReason::LeaseHeld);
+    assert_eq!(held.watermark_lag_days, Some(3), "counted from 07-18");
+    assert_eq!(metric(&held, "WatermarkLagDays"), None);
     // Days later, still stuck: the lag grows past the alarm's threshold.
     let r = run(&store, &cfg, &RunOptions::at(at("2026-07-27T04:50:00Z"))).await;
     assert_eq!(r.watermark_lag_days, Some(8));
@@ -465,6 +482,48 @@ async fn without_a_watermark_the_lag_counts_from_the_first_date() {
     o.dry_run = true;
     let r = run(&fresh, &cfg, &o).await;
     assert_eq!(r.watermark_lag_days, Some(11), "07-10 to 07-20");
+}
+
+/// A watermark in year 0001 (a hand edit, a restore gone wrong) or a
+/// START_DATE decades back: the 740,000 dates before the first partition
+/// hold nothing, and walking them one by one (two listings and a watermark
+/// write each) took weeks of runs. One listing of index/ and flights/ finds
+/// the first partition with data; the run starts there, moves the watermark
+/// over the empty dates, and reaches today's data in one run (within a
+/// minute and a half here: the run is given that deadline).
+#[tokio::test]
+async fn a_watermark_in_year_0001_reaches_todays_data_in_one_run() {
+    init_logs();
+    let mut o = RunOptions::at(at(NOW));
+    // Two and a half minutes, less DEADLINE_MARGIN_SECONDS (60): a minute
+    // and a half to walk.
+    o.deadline = Some(std::time::Instant::now() + Duration::from_secs(150));
+    for (hint, seed, watermark, start_date) in [
+        ("slip-year-1", 271, Some("0001-01-01"), None),
+        ("slip-start-1970", 272, None, Some("1970-01-01")),
+    ] {
+        let store = bucket(hint).await;
+        let g = generate(&store, three_days(seed));
+        if let Some(w) = watermark {
+            put_state(
+                &store,
+                WATERMARK,
+                &format!(r#"{{"last_compacted_date": "{w}"}}"#),
+            )
+            .await;
+        }
+        let env: Vec<(&str, &str)> = start_date.map(|s| ("START_DATE", s)).into_iter().collect();
+        let r = run(&store, &config(&store, &env), &o).await;
+        assert_eq!(r.last_run_status, Status::Success, "{hint}: {:?}", r.errors);
+        assert_eq!(r.stop_reason, StopReason::ReachedCutoff, "{hint}");
+        assert_eq!(r.last_compacted_date, Some(date("2026-07-20")), "{hint}");
+        assert_eq!(
+            r.days_compacted, 3,
+            "{hint}: 07-18, 07-19, 07-20 walked, no empty date"
+        );
+        assert_eq!(r.watermark_lag_days, Some(0), "{hint}");
+        assert_all_compacted(&store, &g, "2026-07-20", hint);
+    }
 }
 
 #[tokio::test]

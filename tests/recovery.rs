@@ -1,4 +1,4 @@
-//! Recovery acts only on what a manifest's own commit wrote (issue 18),
+//! Recovery acts only on what a manifest's own commit wrote,
 //! against a real S3-protocol server (ministack, or moto with
 //! `TEST_S3_SERVER=moto`; `make test` runs this binary on both).
 //!
@@ -890,7 +890,7 @@ async fn plant_manifest(
     (key, written)
 }
 
-/// Issue 23, as a new user tried it: a day compacted by this job, a
+/// As a new user tried it: a day compacted by this job, a
 /// straggler landing for a new flight, then a manifest planted beside the
 /// day's compacted file that passes every ownership rule (version 2, named
 /// after the output's job id, the output's metadata its own, size and

@@ -589,7 +589,7 @@ async fn mismatch_runs_counts_consecutive_blocked_invocations() {
     check("event-4", 0, None).await;
 }
 
-/// The trouble of issue 25: a day of 20,000 flights whose index rows never
+/// A day of 20,000 flights whose index rows never
 /// landed (no index file at all). The CLI run stops there (exit 2) and
 /// still publishes every topic: `mismatch_uuids` carries the first 100
 /// uuids with the exact count, every payload is within 16 KiB, the report
@@ -722,14 +722,14 @@ async fn a_broker_that_closes_the_connection_at_one_message_still_gets_the_other
         .iter()
         .map(ToString::to_string)
         .collect();
-    assert_eq!(errors.len(), 2, "{errors:#?}");
-    // The first connection's close, then the message named.
+    // One final failure: the message the broker refused (closed the
+    // connection at it twice, the second time alone). The first
+    // connection's close is no error: every other message went on the
+    // next connections, so naming it ("1 of 19 messages acknowledged")
+    // would report as undelivered what was delivered.
+    assert_eq!(errors.len(), 1, "{errors:#?}");
     assert!(
-        errors[0].starts_with("MQTT 127.0.0.1:") && errors[0].contains("not acknowledged: "),
-        "{errors:#?}"
-    );
-    assert!(
-        errors[1].contains(&format!("closed the connection at {big}")),
+        errors[0].contains(&format!("closed the connection at {big}")),
         "{errors:#?}"
     );
     let all = retained(broker.port, None).await;
@@ -1185,6 +1185,48 @@ async fn cli_exit_code_is_the_runs_whatever_mqtt_does() {
     let stats = statistics(&retained(broker.port, None).await);
     assert_eq!(stats["last_run_status"], "Mismatch");
     assert_eq!(stats["mismatch_uuid_count"], "1");
+    // `status` shows the last run from the retained topics,
+    // read-only: the broker's retained messages are unchanged after it.
+    let status = |port: u16| {
+        let out = cli_command(
+            &store,
+            &["status", "--json", "--now", "2026-07-21T04:50:00Z"],
+        )
+        .env("MQTT_HOST", "127.0.0.1")
+        .env("MQTT_PORT", port.to_string())
+        .env("MQTT_TIMEOUT_SECONDS", "2")
+        .env("LOG_LEVEL", "warn")
+        .output()
+        .unwrap();
+        serde_json::from_slice::<Value>(&out.stdout)
+            .unwrap_or_else(|e| panic!("status --json: {e}: {out:?}"))
+    };
+    let before = retained(broker.port, None).await;
+    let s = status(broker.port);
+    let last = &s["last_run"];
+    assert_eq!(
+        (&last["at"], &last["status"], &last["error"]),
+        (
+            &json!("2026-07-21T04:50:00.000000+00:00"),
+            &json!("Mismatch"),
+            &Value::Null
+        ),
+        "{s}"
+    );
+    assert!(
+        last["age_hours"].as_i64().unwrap() > 0,
+        "aged against the wall clock: {s}"
+    );
+    assert_valid("status.schema.json", &s);
+    assert_eq!(retained(broker.port, None).await, before);
+    let s = status(free_port());
+    assert!(
+        s["last_run"]["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("MQTT"),
+        "{s}"
+    );
 
     let (code, report) = cli(free_port());
     assert_eq!(code, Some(2), "{report}");

@@ -32,14 +32,17 @@ const MERGEABLE: &[&str] = &[
     "brotli",
     "lz4",
 ];
+/// Files that decode but cannot be conformed without loss: left in place,
+/// the date still passes (the row is readable where it is).
 const UNMERGEABLE: &[&str] = &[
     "ts_ns_lossy",
     "military_null",
     "military_as_string",
     "missing_military",
-    "bad_magic",
-    "truncated",
 ];
+/// Files that cannot be read at all: their flight's row is in no readable
+/// file, so the date fails parity.
+const CORRUPT: &[&str] = &["bad_magic", "truncated"];
 
 #[tokio::test]
 async fn writer_variants_are_conformed_by_name_and_lossy_or_corrupt_files_stay_in_place() {
@@ -83,6 +86,36 @@ async fn writer_variants_are_conformed_by_name_and_lossy_or_corrupt_files_stay_i
     let again = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
     assert_eq!(again.last_run_status, Status::Success, "{:?}", again.errors);
     assert_eq!(dump(&store, "index/"), after);
+}
+
+#[tokio::test]
+async fn corrupt_per_flight_files_fail_parity_and_stay_in_place() {
+    init_logs();
+    let all: Vec<&str> = ["default"].iter().chain(CORRUPT).copied().collect();
+    let (store, v) = variants_bucket("corrupt", 74, "2026-07-20", &all).await;
+    let before = dump(&store, "index/");
+    let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.last_run_status, Status::Mismatch, "{:?}", r.errors);
+    assert_eq!(r.mismatch_date, Some(date("2026-07-20")));
+    let mut want: Vec<String> = (CORRUPT.iter())
+        .map(|c| flight_uuid(v[c]["key"].as_str().unwrap()).to_string())
+        .collect();
+    want.sort();
+    assert_eq!(r.mismatch_uuids, want);
+    assert_eq!(
+        r.last_compacted_date, None,
+        "the watermark does not pass it"
+    );
+    let unread: Vec<&str> = (r.days[0].unread_files.iter())
+        .map(|f| f.key.as_str())
+        .collect();
+    for c in CORRUPT {
+        assert!(
+            unread.contains(&v[c]["key"].as_str().unwrap()),
+            "{c}: {unread:?}"
+        );
+    }
+    assert_eq!(dump(&store, "index/"), before, "nothing written or deleted");
 }
 
 #[tokio::test]
@@ -318,4 +351,125 @@ async fn a_multi_row_per_flight_file_falls_back_to_the_in_memory_merge() {
     let mut expected = generated.rows["2026-07-20"].clone();
     expected.push(multi["row"].clone());
     assert_compacted(&dump(&store, ""), "2026-07-20", &expected);
+}
+
+/// Keys holding control characters (ESC, `\x01`, a newline that would start
+/// a forged log line) under `flights/YYYY/MM/DD/`, an index partition and
+/// `_compaction_state/manifests/`. S3 cannot write such a key into a
+/// listing's XML 1.0 unless asked for `encoding-type=url`; without it every
+/// listing of the prefix failed (`HTTP 200: ` with an empty reason) and the
+/// watermark never moved. Now: each key is classified like any other (a
+/// flight with its row, a multi-row input merged and deleted, foreign
+/// objects left, a stray manifest quarantined), the day is compacted, and
+/// the CLI's log carries no control character raw, so no line is forged.
+#[tokio::test]
+async fn keys_with_control_characters_block_nothing_and_never_reach_a_log_raw() {
+    init_logs();
+    let store = bucket("ctl-keys").await;
+    let day = "2026-07-20";
+    let generated = generate(
+        &store,
+        json!({"seed": 78, "days": [{"date": day, "flights": 3}]}),
+    );
+    let p = "index/year=2026/month=07/day=20/";
+    // moto cannot store a key with a newline (tests/store_conformance.rs,
+    // any_key_lists_reads_and_deletes): a carriage return there.
+    let (line_break, escaped) = if s3_kind() == "moto" {
+        ("\r", r"\r")
+    } else {
+        ("\n", r"\n")
+    };
+    let forged =
+        format!("{line_break}2026-07-22T04:50:00.000000Z ERROR archive_compaction::run: forged");
+    let put = |key: String, body: &'static str| {
+        let store = store.clone();
+        async move {
+            store
+                .put(
+                    &key,
+                    body.as_bytes().to_vec().into(),
+                    archive_compaction::storage::PutMode::Create,
+                    None,
+                )
+                .await
+                .unwrap_or_else(|e| panic!("put {key:?}: {e}"));
+        }
+    };
+    // A flight whose ident holds ESC and \x01, with its index row.
+    let flight_key =
+        "flights/2026/07/20/ABC999_E\x1bS\x01C_019f8999-0000-7000-8000-000000000099.json.gz";
+    put(flight_key.to_string(), "{}").await;
+    let row = archive_py(
+        "put-row",
+        &store,
+        json!({"seed": 79, "date": day, "flight_key": flight_key}),
+    );
+    // A multi-row export whose name holds ESC, \x01 and a newline: an input.
+    let export = format!("{p}export\x1b\x01{forged}.parquet");
+    archive_py(
+        "multi-row",
+        &store,
+        json!({"from": [generated.index_keys[day][0]], "key": export}),
+    );
+    // Foreign objects, and a stray object under manifests/.
+    let foreign = [
+        format!("flights/2026/07/20/notes\x1b[2J{forged}.txt"),
+        format!("{p}_SUCCESS\x01{forged}"),
+        format!("{p}readme\x1b{forged}.json"),
+    ];
+    for k in &foreign {
+        put(k.clone(), "foreign").await;
+    }
+    let stray = format!("_compaction_state/manifests/stray\x1b{forged}.json");
+    put(stray.clone(), "not a manifest").await;
+
+    let out = cli_command(&store, &["run", "--now", NOW])
+        .env("LOG_LEVEL", "info")
+        .output()
+        .unwrap();
+    let report = report_of(&out);
+    let log = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(
+        report["last_compacted_date"],
+        day,
+        "exit {:?}: {report:#}\n{log}",
+        out.status.code()
+    );
+    let after = dump(&store, "");
+    let mut expected = generated.rows[day].clone();
+    expected.push(row["row"].clone());
+    let without_foreign: std::collections::BTreeMap<_, _> = after
+        .iter()
+        .filter(|(k, _)| !foreign.contains(k))
+        .map(|(k, d)| (k.clone(), d.clone()))
+        .collect();
+    assert_compacted(&without_foreign, day, &expected);
+    assert!(
+        !after.contains_key(&export),
+        "the export was merged and deleted"
+    );
+    for k in &foreign {
+        assert!(after.contains_key(k), "{k:?} was touched");
+    }
+    assert!(
+        !after.contains_key(&stray),
+        "the stray manifest was moved aside"
+    );
+    let quarantined = stray.replacen("manifests/", "quarantine/", 1);
+    assert!(after.contains_key(&quarantined), "{:?}", after.keys());
+    // The log: one line per event, no control character raw, the keys
+    // named escaped (so the assertions above are not vacuous).
+    assert!(
+        !log.chars().any(|c| c.is_control() && c != '\n'),
+        "a control character reached the log raw:\n{log:?}"
+    );
+    assert!(
+        !log.lines()
+            .any(|l| l.contains("forged") && l.starts_with("2026-07-22T04:50:00")),
+        "a forged line:\n{log}"
+    );
+    assert!(
+        log.contains(&format!(r"stray\u{{1b}}{escaped}2026-07-22")),
+        "{log}"
+    );
 }

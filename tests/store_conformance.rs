@@ -408,6 +408,110 @@ async fn ranged_get_of_one_version(s: &impl Store, _kind: Kind) {
     );
 }
 
+/// Keys with any character S3 allows, control characters included (S3 user
+/// guide, "Naming Amazon S3 objects": any UTF-8 but NUL; ESC and `\x01`
+/// cannot be carried in XML 1.0, so a listing asks for `encoding-type=url`
+/// and decodes, storage::decode_listed): listed (whole, by page, as common
+/// prefixes), read and deleted, one by one and by batch, exactly as written.
+/// `+`, `%20` and a space are three different keys.
+///
+/// moto 5.2 departs twice: a key holding a newline cannot be written
+/// (PutObject answers 404: its URL router does not match `%0A`), so a
+/// carriage return stands in there; and a `StartAfter` with a control
+/// character is echoed raw into the listing's XML. The case asserts both.
+async fn any_key_lists_reads_and_deletes(s: &impl Store, kind: Kind) {
+    let line_break = if kind == Kind::Moto {
+        let refused = s
+            .put("u/line\nbreak", "x".into(), PutMode::Create, None)
+            .await;
+        assert!(
+            matches!(&refused, Err(e) if e.is_not_found()),
+            "moto now takes a key with a newline: {refused:?}"
+        );
+        "u/day=20/line\rbreak\r.txt"
+    } else {
+        "u/day=20/line\nbreak\r.txt"
+    };
+    let keys = [
+        "u/day=20/\x01start.parquet",
+        "u/day=20/a b+c%20d.parquet",
+        "u/day=20/esc\x1b[31m.json.gz",
+        line_break,
+        "u/day=20/tab\tdel\x7f.txt",
+        "u/day\x1b=21/x.parquet",
+        "u/day=20/é€😀.parquet",
+    ];
+    let mut etags = BTreeMap::new();
+    for k in keys {
+        let etag = s.put(k, k.into(), PutMode::Create, None).await.unwrap();
+        etags.insert(k.to_string(), etag);
+    }
+    let mut sorted: Vec<&str> = keys.to_vec();
+    sorted.sort();
+    let listed: Vec<String> = s
+        .list("u/")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.key)
+        .collect();
+    assert_eq!(listed, sorted);
+    // ESC (0x1b) sorts before '=' (0x3d): u/day\x1b=21/ comes first.
+    let page = s.list_page("u/", Some("u/day=20/")).await.unwrap();
+    assert_eq!(page.objects.len(), keys.len() - 1);
+    assert_eq!(page.objects[0].key, sorted[1]);
+    let after_control = s.list_page("u/", Some(sorted[1])).await;
+    if kind == Kind::Moto {
+        // moto echoes StartAfter into the XML without encoding it: the
+        // response cannot be read (HTTP 200, no reason). The job's
+        // StartAfter values are keys of a listing (storage::ranges): on
+        // moto, one with a control character fails that listing.
+        assert!(after_control.is_err(), "moto now encodes StartAfter");
+    } else {
+        let page = after_control.unwrap();
+        assert_eq!(page.objects.len(), keys.len() - 2);
+        assert_eq!(page.objects[0].key, sorted[2]);
+    }
+    assert_eq!(
+        s.list_prefixes("u/").await.unwrap(),
+        vec!["u/day\x1b=21/", "u/day=20/"]
+    );
+    for k in keys {
+        assert_eq!(s.get(k).await.unwrap().body, Bytes::from(k), "{k:?}");
+    }
+    s.delete(keys[2], Some(&etags[keys[2]])).await.unwrap();
+    // One batch mixing plain and control-character keys, one of them changed.
+    let rest: Vec<(String, String)> = keys
+        .iter()
+        .filter(|k| **k != keys[2])
+        .map(|k| (k.to_string(), etags[*k].clone()))
+        .collect();
+    s.put(
+        keys[3],
+        "changed".into(),
+        PutMode::Update(etags[keys[3]].clone()),
+        None,
+    )
+    .await
+    .unwrap();
+    let failed = s.delete_batch(&rest).await.unwrap();
+    assert_eq!(
+        failed
+            .iter()
+            .map(|f| (f.key.as_str(), f.code.as_str()))
+            .collect::<Vec<_>>(),
+        vec![(keys[3], "PreconditionFailed")]
+    );
+    let left: Vec<String> = s
+        .list("u/")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.key)
+        .collect();
+    assert_eq!(left, vec![keys[3].to_string()]);
+}
+
 macro_rules! conformance {
     ($($case:ident),* $(,)?) => {
         mod memory {
@@ -445,6 +549,7 @@ conformance!(
     common_prefixes,
     last_modified,
     ranged_get_of_one_version,
+    any_key_lists_reads_and_deletes,
 );
 
 /// A KMS key ARN for the SSE-KMS cases: neither server looks the key up.

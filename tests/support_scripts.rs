@@ -1,4 +1,4 @@
-//! The test support scripts say what is true (issue 23, item 4):
+//! The test support scripts say what is true:
 //! `tests/support/serve.py` never says "ready" for a port another process
 //! holds, and `archive.py summary` tells index files apart by what their
 //! names are (a UUID, `compacted-`, any other name), as the job does

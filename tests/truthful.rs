@@ -1,5 +1,5 @@
 //! `status`, the run report and the straggler sweep say and do what is true
-//! (issue #27), against a real S3-protocol server (ministack, or moto with
+//! against a real S3-protocol server (ministack, or moto with
 //! `TEST_S3_SERVER=moto`), with pyarrow-written inputs read back by pyarrow:
 //!
 //! - with `START_DATE` set, neither the walk nor the sweep reads, merges or

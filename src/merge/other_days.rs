@@ -40,9 +40,8 @@ pub fn first_message_at(v: i64, unit: TimeUnit) -> Option<DateTime<Utc>> {
 /// another day than its partition's `date`: its UTC date is not `date`. A
 /// row without one (null, no such column, out of range) is not.
 ///
-/// The rule of both the run's `rows_of_other_days` ([`OtherDays`], issue
-/// #28) and the audit's `other_day_rows` (issue #30), so the two count the
-/// same rows.
+/// The rule of both the run's `rows_of_other_days` ([`OtherDays`]) and the
+/// audit's `other_day_rows`, so the two count the same rows.
 ///
 /// ```
 /// use archive_compaction::merge::is_other_day;

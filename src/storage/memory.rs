@@ -26,6 +26,12 @@
 //! - LastModified comes from the injected [`Clock`] (millisecond precision,
 //!   as in ListObjectsV2).
 //!
+//! A fault of the network, not of S3, can be asked for:
+//! [`MemoryStore::lose_answers`] gives a view of the bucket whose writes are
+//! applied but whose answers are lost, so that the SDK sends them again and
+//! returns the retry's answer (for a conditional write: its own condition
+//! failed, 412), as a client behind a connection that drops responses sees.
+//!
 //! Every version removed by a delete is logged ([`MemoryStore::deleted`]),
 //! so a test can check that nothing was deleted that should not have been.
 //!
@@ -107,6 +113,8 @@ pub struct MemoryStore {
     inner: Arc<Inner>,
     delete_batch_size: usize,
     list_page_size: usize,
+    /// Writes are applied, their answers lost ([`MemoryStore::lose_answers`]).
+    lose_answers: bool,
 }
 
 /// `"<hex md5>"`: S3's ETag of a single-part upload.
@@ -148,6 +156,7 @@ impl MemoryStore {
             }),
             delete_batch_size: DELETE_BATCH_MAX,
             list_page_size: LIST_PAGE_MAX,
+            lose_answers: false,
         }
     }
 
@@ -157,7 +166,7 @@ impl MemoryStore {
         MemoryStore {
             inner: self.inner.clone(),
             delete_batch_size: n.clamp(1, DELETE_BATCH_MAX),
-            list_page_size: self.list_page_size,
+            ..self.clone()
         }
     }
 
@@ -167,8 +176,33 @@ impl MemoryStore {
     pub fn with_list_page_size(&self, n: usize) -> MemoryStore {
         MemoryStore {
             inner: self.inner.clone(),
-            delete_batch_size: self.delete_batch_size,
             list_page_size: n.clamp(1, LIST_PAGE_MAX),
+            ..self.clone()
+        }
+    }
+
+    /// The same bucket, seen through a connection that loses the answer of
+    /// every write (PutObject) that took effect: the write is applied, sent
+    /// again as the SDK's retry would send it, and the retry's answer is
+    /// returned. A conditional write then fails its own condition
+    /// ([`Error::PreconditionFailed`]: `If-None-Match: *` finds the object
+    /// it created, `If-Match` the ETag it replaced gone). Deletes are not
+    /// affected (their retries succeed: a missing key counts as deleted).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use archive_compaction::error::Error;
+    /// use archive_compaction::storage::{MemoryStore, PutMode, Store};
+    /// let store = MemoryStore::new("b");
+    /// let lost = store.lose_answers().put("k", "v1".into(), PutMode::Create, None).await;
+    /// assert!(matches!(lost, Err(Error::PreconditionFailed { .. })));
+    /// assert_eq!(store.get("k").await.unwrap().body, "v1"); // applied all the same
+    /// # });
+    /// ```
+    pub fn lose_answers(&self) -> MemoryStore {
+        MemoryStore {
+            lose_answers: true,
+            ..self.clone()
         }
     }
 
@@ -463,7 +497,15 @@ impl Store for MemoryStore {
     }
 
     async fn put_object(&self, key: &str, body: Bytes, request: PutRequest) -> Result<String> {
-        self.put_inner(key, body, request).await
+        if !self.lose_answers {
+            return self.put_inner(key, body, request).await;
+        }
+        let first = self.put_inner(key, body.clone(), request.clone()).await;
+        match first {
+            // Applied, the answer lost: the retry's answer is what the caller gets.
+            Ok(_) => self.put_inner(key, body, request).await,
+            Err(e) => Err(e),
+        }
     }
 
     async fn delete(&self, key: &str, if_match: Option<&str>) -> Result<()> {

@@ -11,7 +11,8 @@ checks, each step printing what it saw:
    every day one compacted file holding exactly the generated rows, each once
    (read back with pyarrow by archive.py dump), no per-flight file left.
 2. The run's metrics are in the namespace (with the Bucket dimension).
-3. The alarms leave INSUFFICIENT_DATA. ministack 1.5 cannot create a
+3. The alarms leave INSUFFICIENT_DATA (NoRunAlarm included: a run reported
+   within its hour). ministack 1.5 cannot create a
    metric-math alarm (FunctionErrorsAlarm): the deployed copy leaves it out,
    and this script evaluates its expression (`errors - FILL(mismatches, 0)`)
    itself from the two metrics it names, read with GetMetricData.
@@ -38,8 +39,13 @@ checks, each step printing what it saw:
    each graph the issue asks for is there (runs by status, files compacted
    and rows written, duration with the function's timeout, watermark lag,
    mismatch_runs, delete failures), and its alarm widget lists the stack's
-   four alarms (ministack's stand-in ARN for FunctionErrorsAlarm, which it
+   five alarms (ministack's stand-in ARN for FunctionErrorsAlarm, which it
    cannot create).
+9. Alarms that clear (after 6): MismatchRunsThreshold is 1, so
+   the Mismatch of 6 fires MismatchRunsAlarm; the missing index rows are
+   then written as the archive writer would, and the first run after that
+   (a synchronous invocation, not the next schedule) returns the alarm to
+   OK within minutes.
 
 Exits non-zero with the reason on the first check that fails.
 """
@@ -261,7 +267,7 @@ def role_statements(cfn, iam, stack_name):
     return doc["Statement"]
 
 
-# What each of the dashboard's graphs must show (issue 29), by metric name.
+# What each of the dashboard's graphs must show, by metric name.
 DASHBOARD_GRAPHS = {
     "runs by status": {"RunSuccess", "RunMismatch", "RunFailure"},
     "files compacted and rows written": {"FilesCompacted", "RowsWritten"},
@@ -322,7 +328,7 @@ def check_dashboard(cw, lam, stack, stack_name, fn, namespace, bucket, alarm_nam
     check(len(alarm_widgets) == 1, f"{len(alarm_widgets)} alarm widgets")
     listed = alarm_widgets[0]["properties"]["alarms"]
     want = set(arns.values()) | set(stack["left_out_arns"].values())
-    check(len(listed) == 4 and set(listed) == want, f"alarm widget lists {listed}, expected {sorted(want)}")
+    check(len(listed) == 5 and set(listed) == want, f"alarm widget lists {listed}, expected {sorted(want)}")
     say(f"8. dashboard {name} ({url}): {len(widgets)} widgets; graphs {sorted(names)}, each published "
         f"by the run in {namespace} with Bucket={bucket}; duration line at the timeout {timeout} s; "
         f"alarms {sorted(arns)} + {sorted(stack['left_out_arns'])} (stand-in, not on ministack)")
@@ -378,6 +384,8 @@ def main():
         # resolves itself) always gets the parameter's default. AWS passes
         # the values; nothing in template.yaml works around this.
         "MetricsNamespace": namespace,
+        # 9.: the one Mismatch of 6 fires MismatchRunsAlarm.
+        "MismatchRunsThreshold": "1",
         "MqttHost": "127.0.0.1",
         "MqttPort": str(broker.port),
         "MqttUsername": user,
@@ -460,12 +468,12 @@ def main():
     alarm_names = [r["PhysicalResourceId"] for r in
                    cfn.describe_stack_resources(StackName="ac-deployed")["StackResources"]
                    if r["ResourceType"] == "AWS::CloudWatch::Alarm"]
-    check(len(alarm_names) == 3, f"alarms deployed: {alarm_names}")
+    check(len(alarm_names) == 4, f"alarms deployed: {alarm_names}")
 
     def alarm_states():
         a = cw.describe_alarms(AlarmNames=alarm_names)["MetricAlarms"]
         states = {x["AlarmName"]: x["StateValue"] for x in a}
-        return states if len(states) == 3 and "INSUFFICIENT_DATA" not in states.values() else None
+        return states if len(states) == 4 and "INSUFFICIENT_DATA" not in states.values() else None
     states = wait_for("the alarms to leave INSUFFICIENT_DATA", alarm_states, 30)
     check(all(v == "OK" for v in states.values()), f"alarm states after a healthy run: {states}")
     refs = {"CompactionFunction": fn, "MetricsNamespace": namespace, "BucketName": bucket}
@@ -543,6 +551,28 @@ def main():
     say(f"   FunctionErrorsAlarm (evaluated here): errors {sums.get('errors', 0):g} - mismatches "
         f"{sums.get('mismatches', 0):g} = {value:g}, not above 0: Mismatch runs do not page as failures "
         "(ministack counts Errors for synchronous invocations only)")
+
+    # 9. Alarms that clear: the Mismatch fired MismatchRunsAlarm (threshold 1);
+    # the fix (the index rows written) and one run return it to OK.
+    mismatch_alarm = [n for n in alarm_names if "MismatchRunsAlarm" in n]
+    check(len(mismatch_alarm) == 1, f"MismatchRunsAlarm among {alarm_names}")
+    mismatch_alarm = mismatch_alarm[0]
+
+    def alarm_state(name):
+        return cw.describe_alarms(AlarmNames=[name])["MetricAlarms"][0]["StateValue"]
+    wait_for("MismatchRunsAlarm to fire after the Mismatch", lambda: alarm_state(mismatch_alarm) == "ALARM", 180, 2)
+    missing = set(gen2["missing"][later.isoformat()])
+    for key in gen2["flights"][later.isoformat()]:
+        if any(u in key for u in missing):
+            archive("put-row", endpoint, bucket, {"date": later.isoformat(), "flight_key": key})
+    fixed_at = time.time()
+    r = lam.invoke(FunctionName=fn, Payload=b"{}")
+    report = json.loads(r["Payload"].read())
+    check("FunctionError" not in r and report["last_run_status"] == "Success" and report["mismatch_runs"] == 0,
+          f"the fixing run: {report.get('last_run_status')} mismatch_runs {report.get('mismatch_runs')}")
+    wait_for("MismatchRunsAlarm back to OK after the fixing run", lambda: alarm_state(mismatch_alarm) == "OK", 240, 2)
+    say(f"9. MismatchRunsAlarm ALARM after the Mismatch; the index rows written, one run (Success, "
+        f"mismatch_runs 0) and it is OK {time.time() - fixed_at:.0f} s later, not the next day")
 
     # 7. A missing secret: reported, never a failed compaction. This stack's
     # bucket is SSE-KMS (BucketKmsKeyArn set), the first one's is not.

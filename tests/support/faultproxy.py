@@ -13,10 +13,29 @@ rules) and read back with `GET /__proxy/stats`:
         {"match": "day=19/.*parquet", "code": "AccessDenied", "times": -1}],  # -1 = always
      "deny_kinds": {"ListObjectsV2": "AccessDenied"},  # 403 with that code for every
                                              #   request of that kind (see kind())
-     "hold": "^PUT /[^/?]+/_compaction_state/watermark"}  # a request whose
+     "hold": "^PUT /[^/?]+/_compaction_state/watermark",  # a request whose
                                              #   "METHOD /bucket/key?query" (URL-decoded)
                                              #   matches waits, before anything else,
                                              #   until the rules hold it no more
+     "stall": [{"match": "^GET /[^/]+/index/", "times": 1}],  # never answered (the
+                                             #   request is not forwarded; the connection
+                                             #   stays open, silent, until the proxy stops)
+     "fail": [{"match": "^DELETE .*/manifests/", "status": 503, "code": "", "times": -1}],
+                                             #   an error answer instead of forwarding;
+                                             #   code "" sends no body at all (no code, no message)
+     "lose_answer": [{"match": "^PUT .*/lock.json", "times": 1}],  # forwarded (it takes
+                                             #   effect), then the connection is closed
+                                             #   without an answer
+     "cut_body": [{"match": "^GET .*/index/", "mode": "reset", "times": 1}]}
+                                             #   forwarded, the answer's headers (with the
+                                             #   full Content-Length) and half its body sent,
+                                             #   then "reset" (TCP RST), "truncate" (closed)
+                                             #   or "stall" (silent until the proxy stops)
+
+Every list rule is {"match": regex on "METHOD /bucket/key?query", "times": n}
+(-1: always); the first rule of a kind that matches and has times left is used
+(and its times counted down). Each use counts in "injected" and, by kind of rule,
+in "by_rule".
 
 A per-key error removes the key from the request forwarded upstream (so the
 object really stays) and adds an <Error> entry to the response, which is what
@@ -29,6 +48,8 @@ import hashlib
 import http.client
 import json
 import re
+import socket
+import struct
 import sys
 import threading
 import time
@@ -41,7 +62,8 @@ ET.register_namespace("", "http://s3.amazonaws.com/doc/2006-03-01/")
 LOCK = threading.Lock()
 RULES = {}
 SEEN = set()
-STATS = {"requests": 0, "by_kind": {}, "injected": 0, "gets_by_path": {}, "held": 0}
+STATS = {"requests": 0, "by_kind": {}, "injected": 0, "gets_by_path": {}, "held": 0, "by_rule": {}}
+FOREVER = 3600
 UPSTREAM = None
 
 
@@ -51,6 +73,20 @@ def kind(method, path, query):
     if method == "GET" and ("list-type" in query or path.count("/") <= 1):
         return "ListObjectsV2"
     return {"GET": "GetObject", "PUT": "PutObject", "HEAD": "HeadObject", "DELETE": "DeleteObject"}.get(method, method)
+
+
+def take(rules, name, line):
+    """The first rule of list `name` matching `line` with times left, counted
+    down and in the stats; None when none."""
+    for rule in rules.get(name) or []:
+        if re.search(rule["match"], line) and rule.get("times", -1) != 0:
+            with LOCK:
+                if rule.get("times", -1) > 0:
+                    rule["times"] -= 1
+                STATS["injected"] += 1
+                STATS["by_rule"][name] = STATS["by_rule"].get(name, 0) + 1
+            return rule
+    return None
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -121,6 +157,17 @@ class Handler(BaseHTTPRequestHandler):
             SEEN.add(sig)
         if rules.get("latency_ms"):
             time.sleep(rules["latency_ms"] / 1000.0)
+        if take(rules, "stall", line):
+            time.sleep(FOREVER)
+            self.close_connection = True
+            return
+        failing = take(rules, "fail", line)
+        if failing:
+            status, code = failing.get("status", 503), failing.get("code", "SlowDown")
+            if not code:
+                return self._reply(status, b"")
+            err = f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code><Message>{failing.get("message", "")}</Message></Error>'.encode()
+            return self._reply(status, err, [("Content-Type", "application/xml")])
         if rules.get("fail_first_attempt") and first:
             with LOCK:
                 STATS["injected"] += 1
@@ -149,7 +196,31 @@ class Handler(BaseHTTPRequestHandler):
         if extra_errors and resp.status == 200:
             data = self._add_errors(data, extra_errors)
         conn.close()
+        if take(rules, "lose_answer", line):
+            # It took effect upstream; the client never hears of it.
+            self.close_connection = True
+            return
+        cut = take(rules, "cut_body", line) if resp.status in (200, 206) and len(data) > 1 else None
+        if cut:
+            return self._cut(resp.status, data, out_headers, cut.get("mode", "reset"))
         self._reply(resp.status, data, out_headers)
+
+    def _cut(self, status, data, headers, mode):
+        """The answer's headers with the full Content-Length, half its body,
+        then a reset, a close or silence."""
+        self.send_response(status)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data[: len(data) // 2])
+        self.wfile.flush()
+        self.close_connection = True
+        if mode == "stall":
+            time.sleep(FOREVER)
+        elif mode == "reset":
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
 
     def _strip_keys(self, body, rules):
         root = ET.fromstring(body)

@@ -10,7 +10,9 @@ everything after is authorised), and the job (the `archive-compaction run`
 binary, with that user's access keys and MQTT_PASSWORD_SECRET_ARN set) must:
 
 1. run to Success with no reporting error (S3, CloudWatch, Secrets Manager);
-2. be denied reading, overwriting and deleting a flights/ object;
+2. be denied reading, overwriting and deleting a flights/ object, writing a
+   per-flight index file (only compacted-*.parquet may be PUT under index/)
+   and deleting _compaction_state/watermark.json;
 3. with any one statement removed, fail or report an error (PublishMetrics
    excepted: moto cannot serve the SDK's CloudWatch calls, see below). WriteLogs and
    FailureDestination are used by Lambda itself with the function's role (its
@@ -320,6 +322,22 @@ def main():
     a3 = admin.client("s3", endpoint_url=endpoint)
     check(a3.head_object(Bucket=bucket, Key=flight)["ContentLength"] > 0, "the flight object changed")
     say(f"2. {flight}: {denied} (listing it is the only access)")
+    # Only what the code calls: no per-flight PUT under index/, no watermark DELETE.
+    per_flight = "index/year=2026/month=07/day=18/019f7d73-f820-702f-b905-8c81d0944996.parquet"
+    watermark = "_compaction_state/watermark.json"
+    before = a3.get_object(Bucket=bucket, Key=watermark)["Body"].read()
+    refused = {}
+    for what, call in [("per-flight PUT", lambda: s3.put_object(Bucket=bucket, Key=per_flight, Body=b"PAR1")),
+                       ("watermark DELETE", lambda: s3.delete_object(Bucket=bucket, Key=watermark))]:
+        try:
+            call()
+            fail(f"{what} was allowed")
+        except ClientError as e:
+            refused[what] = e.response["Error"]["Code"]
+            check(refused[what] in ("AccessDenied", "403"), f"{what}: {refused[what]}")
+    check(a3.get_object(Bucket=bucket, Key=watermark)["Body"].read() == before, "the watermark changed")
+    check("Contents" not in a3.list_objects_v2(Bucket=bucket, Prefix=per_flight), f"{per_flight} was written")
+    say(f"2. {refused} (the job's Success above needed neither)")
 
     calls = kms_calls()
     check(calls["GenerateDataKey"] is not True and calls["Decrypt"] is not True,
