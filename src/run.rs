@@ -1005,6 +1005,9 @@ async fn day_passes(
     day: &mut DayReport,
 ) -> Result<Option<Vec<Uuid>>> {
     let settings = commit::ReadSettings::of(cx.config);
+    // Per-flight files of listed flights that could not be read: the date
+    // is a Mismatch once its readable inputs are folded.
+    let mut unread_files: Vec<UnreadFile> = Vec::new();
     for pass in 0..MAX_PASSES_PER_DATE {
         let t = std::time::Instant::now();
         let mut listed = crate::partition::list_day(cx.store, date, mode != DayMode::Sweep).await?;
@@ -1109,10 +1112,15 @@ async fn day_passes(
             );
             break;
         }
-        // Before "nothing to merge": an unreadable per-flight file fails
-        // the date even when nothing else would be written.
-        if !lost.is_empty() || !unread.is_empty() {
+        if !lost.is_empty() {
             return Ok(Some(lost_rows(day, lost, unread)));
+        }
+        // An unreadable per-flight file fails the date (its flight has no
+        // readable row), but only after the day's readable inputs are
+        // folded: the file itself is never an input, so nothing of it is
+        // merged or deleted, and the other flights do not wait on it.
+        if unread_files.is_empty() {
+            unread_files = unread;
         }
         if nothing_to_merge(&read) {
             // The first pass leaves the default (nothing_to_compact); a
@@ -1138,6 +1146,9 @@ async fn day_passes(
         // The next pass folds this one's output in: its manifest goes first.
         delete_finished_manifests(cx).await?;
         tracing::info!(%date, kept_newer, "inputs changed during the commit; folding their newer versions in");
+    }
+    if !unread_files.is_empty() {
+        return Ok(Some(lost_rows(day, Vec::new(), unread_files)));
     }
     Ok(None)
 }

@@ -947,8 +947,9 @@ fn settings() -> commit::ReadSettings {
 /// compacted, is its flight's missing index row. The walk stops there as a
 /// Mismatch naming the file and why (exit 2), the watermark stays before
 /// the date, `--date`, a range and a dry run say the same, `status` names
-/// the file, `audit` counts the flight missing and the file unreadable, and
-/// nothing of the date is deleted or merged. Rewritten readable (what the
+/// the file, `audit` counts the flight missing and the file unreadable; the
+/// date's readable flights are folded and nothing of the cut file is
+/// merged or deleted. Rewritten readable (what the
 /// archive writer does from the flight object), the next run passes it.
 #[tokio::test]
 async fn an_unreadable_per_flight_file_is_a_mismatch_until_it_is_rewritten() {
@@ -1003,10 +1004,24 @@ async fn an_unreadable_per_flight_file_is_a_mismatch_until_it_is_rewritten() {
         d20.reason
     );
     assert_valid("run-report.schema.json", &serde_json::to_value(&r).unwrap());
+    // The other three flights are folded (they do not wait on the cut
+    // file); the cut file stays as it was, never an input.
+    let after_first = dump(&store, &index_prefix(date("2026-07-20")));
     assert_eq!(
-        dump(&store, &index_prefix(date("2026-07-20"))),
-        before_20,
-        "nothing of the date is merged or deleted; the cut file stays"
+        after_first.get(&cut_key),
+        before_20.get(&cut_key),
+        "the cut file stays as it was"
+    );
+    let compacted: Vec<&String> = (after_first.keys())
+        .filter(|k| k.contains("/compacted-"))
+        .collect();
+    assert_eq!(after_first.len(), 2, "{after_first:?}");
+    assert_eq!(compacted.len(), 1, "{after_first:?}");
+    let rows = after_first[compacted[0]].rows.clone().unwrap();
+    assert_eq!(rows.len(), 3, "the day's readable flights: {rows:?}");
+    assert!(
+        (rows.iter()).all(|r| !r["s3_key"].as_str().unwrap_or("").contains(&flight)),
+        "the cut file's flight is not in the compacted file: {rows:?}"
     );
 
     // `--date`, a range and a dry run see the same.
@@ -1033,7 +1048,7 @@ async fn an_unreadable_per_flight_file_is_a_mismatch_until_it_is_rewritten() {
     }
     assert_eq!(
         dump(&store, &index_prefix(date("2026-07-20"))),
-        before_20,
+        after_first,
         "{cut_key} and its date untouched"
     );
 
