@@ -13,7 +13,7 @@ ARCH ?= arm64
 EVENT ?= events/console-now.json
 
 .PHONY: help tools test test-unit test-ministack test-moto test-crash test-release release-bootstrap demo lint fmt \
-	lambda-tools sam-tools qemu-tools build deploy deploy-local invoke-local invoke-qemu validate bench bench-concurrency bench-audit bench-plot bench-docs bench-tools
+	lambda-tools sam-tools qemu-tools build deploy deploy-local invoke-local invoke-qemu validate bench bench-concurrency bench-audit bench-plot bench-docs bench-tools mutants
 
 help: ## This list.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -52,6 +52,21 @@ test-moto: tools ## Integration tests against moto's server mode.
 
 test-crash: tools ## Failpoint crash tests and the SIGKILL test.
 	$(CARGO) test --features failpoints --test crash
+
+# The modules that carry the promise (docs/testing.md, "Mutation testing"),
+# each mutant judged by the fast tests: the unit tests and the failpoints
+# simulation at MUTANTS_SIM_SEEDS schedules, in one `cargo test`.
+# `make mutants MUTANTS_FILES=src/proof.rs` for one file. --in-place: the
+# mutants are built in this tree's target/ (a copy would start cold); do not
+# edit the tree while it runs. Results in mutants.out/.
+MUTANTS_FILES ?= src/proof.rs src/commit.rs src/recovery.rs src/lease.rs src/plan.rs src/merge/stream.rs
+MUTANTS_SIM_SEEDS ?= 300
+MUTANTS_ARGS ?=
+
+mutants: ## Mutation testing (not part of `make test`; hours for every file on 2 cores): cargo-mutants over MUTANTS_FILES with the unit tests and the simulation at MUTANTS_SIM_SEEDS seeds.
+	@command -v cargo-mutants >/dev/null || { echo "cargo-mutants is not installed: cargo install cargo-mutants --locked"; exit 1; }
+	SIM_SEEDS=$(MUTANTS_SIM_SEEDS) $(CARGO) mutants --in-place --no-shuffle --features failpoints \
+		$(foreach f,$(MUTANTS_FILES),--file $(f)) $(MUTANTS_ARGS) -- --lib --test simulation
 
 demo: ## Build the CLI, then one run on a generated archive (local S3 and MQTT servers), before/after.
 	@scripts/demo.sh

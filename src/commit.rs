@@ -7,7 +7,8 @@
 //! 3. [`create_manifest`]: conditional create of the manifest.
 //! 4. [`put_output`]: conditional create of `compacted-{job_id}.parquet` with a
 //!    SHA-256 flexible checksum and the job id in its metadata.
-//! 5. [`verify_output`]: HEAD; size and checksum must equal the manifest's.
+//! 5. [`verify_output`]: HEAD ([`check_output`]); size and checksum must
+//!    equal the manifest's.
 //! 6. [`delete_inputs`]: re-list, then DeleteObjects each input conditional
 //!    on its ETag (a changed input survives as a newer version). Only an
 //!    input proven to be in the output is deleted ([`prove_inputs`], the
@@ -757,16 +758,17 @@ async fn read_back(
     Ok((OutputCheck::Verified, Some(head), Some(f.body)))
 }
 
-/// Phase 5: the output must be there with the manifest's size and checksum.
+/// Phase 5: the output must be there with the manifest's size and
+/// checksum. `check` is what [`check_output`] (or the HEAD and read-back
+/// of [`verify_and_delete_inputs`]) found: `Ok` for
+/// [`OutputCheck::Verified`].
 ///
-/// Errors: [`Error::VerifyFailed`] otherwise.
-pub async fn verify_output(store: &impl Store, output: &ManifestOutput) -> Result<()> {
-    require_verified(store, output, check_output(store, output).await?)
-}
-
-/// `Ok` for [`OutputCheck::Verified`], else [`Error::VerifyFailed`] naming
-/// the output and why.
-fn require_verified(store: &impl Store, output: &ManifestOutput, check: OutputCheck) -> Result<()> {
+/// Errors: [`Error::VerifyFailed`] otherwise, naming the output and why.
+pub fn verify_output(
+    store: &impl Store,
+    output: &ManifestOutput,
+    check: OutputCheck,
+) -> Result<()> {
     let reason = match check {
         OutputCheck::Verified => {
             failpoint!("commit::after-verify");
@@ -921,12 +923,12 @@ pub async fn verify_and_delete_inputs(
         .await?;
     let listed = match judge_head(output, head) {
         HeadVerdict::Settled(check, _) => {
-            require_verified(store, output, check)?;
+            verify_output(store, output, check)?;
             listed
         }
         HeadVerdict::ReadBack(head) => {
             let (check, _, _) = read_back(store, output, head).await?;
-            require_verified(store, output, check)?;
+            verify_output(store, output, check)?;
             fence.beside(listed_etags(store, manifest)).await?
         }
     };
@@ -1148,5 +1150,167 @@ mod verify_tests {
             .unwrap_err();
         assert!(matches!(e, Error::VerifyFailed { .. }), "{e}");
         assert_eq!(store.requests("DeleteObjects"), 0);
+    }
+}
+
+#[cfg(test)]
+mod fence_tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::lease::LeaseGuard;
+    use crate::stop::Stop;
+    use crate::storage::MemoryStore;
+
+    const LENGTH: Duration = Duration::from_secs(960);
+
+    async fn held() -> (MemoryStore, ManualClock, LeaseGuard<MemoryStore>) {
+        let clock = ManualClock::new("2026-07-22T04:50:00Z".parse().unwrap());
+        let store = MemoryStore::with_clock("b", Arc::new(clock.clone()));
+        let lease = LeaseGuard::acquire_with_clock(&store, Arc::new(clock.clone()), "a", LENGTH)
+            .await
+            .unwrap();
+        (store, clock, lease)
+    }
+
+    fn output(date: NaiveDate, job_id: Uuid, body: &[u8]) -> ManifestOutput {
+        ManifestOutput {
+            key: compacted_key(date, job_id),
+            size: body.len() as u64,
+            sha256: sha256_b64(body),
+            rows: 1,
+        }
+    }
+
+    /// A confirmation taken beside the step before (the manifest's create)
+    /// does not cover the output's PUT once the lease expired and another
+    /// invocation took it over meanwhile (a write answered late, a paused
+    /// process): the fence refuses the PUT, the delete waves and itself.
+    #[tokio::test]
+    async fn the_fence_refuses_a_step_once_the_lease_passed_to_another_holder() {
+        let (store, clock, mut lease) = held().await;
+        let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let job_id = Uuid::now_v7();
+        let mut fence = Fence(Some(&mut lease));
+        fence.beside(async { Ok(()) }).await.unwrap();
+        fence.check().await.unwrap();
+        fence.beside(async { Ok(()) }).await.unwrap();
+        clock.advance(LENGTH + Duration::from_secs(1));
+        let _other = LeaseGuard::acquire_with_clock(&store, Arc::new(clock.clone()), "b", LENGTH)
+            .await
+            .unwrap();
+        let body = Bytes::from_static(b"PAR1 output PAR1");
+        let out = output(date, job_id, &body);
+        let e = put_output(&store, &mut fence, job_id, &out, body)
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::LeaseLost { .. }), "{e}");
+        assert!(!store.snapshot().contains_key(&out.key), "no output put");
+        // Nor a wave of deletes.
+        let key = format!("{}{}.parquet", index_prefix(date), Uuid::now_v7());
+        let etag = store.put_now(&key, Bytes::from_static(b"x"));
+        let manifest = Manifest {
+            schema_version: MANIFEST_VERSION,
+            job_id,
+            date,
+            output: None,
+            inputs: vec![ManifestInput {
+                key: key.clone(),
+                etag,
+                size: 1,
+            }],
+            created_at: Utc::now(),
+            invocation_id: "a".into(),
+        };
+        let listed: HashMap<String, String> = store
+            .snapshot()
+            .into_iter()
+            .map(|(k, (_, e))| (k, e))
+            .collect();
+        let e = delete_listed_inputs(&store, &mut fence, &manifest, &listed, &[])
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::LeaseLost { .. }), "{e}");
+        assert!(store.snapshot().contains_key(&key), "no input deleted");
+        assert_eq!(store.requests("DeleteObjects"), 0);
+    }
+
+    /// Once a stop is asked for, a write that would go beside a
+    /// confirmation (the manifest's create) does not start at all.
+    #[tokio::test]
+    async fn a_stop_refuses_a_write_beside_a_confirmation_before_it_starts() {
+        let (store, _clock, mut lease) = held().await;
+        let stop = Stop::new();
+        lease.stop_on(stop.clone());
+        let mut fence = Fence(Some(&mut lease));
+        let started = AtomicBool::new(false);
+        let step = || async {
+            started.store(true, Ordering::SeqCst);
+            Ok(())
+        };
+        fence.beside(step()).await.unwrap();
+        assert!(started.swap(false, Ordering::SeqCst));
+        stop.request("SIGTERM");
+        let e = fence.beside(step()).await.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Interrupted {
+                    signal: "SIGTERM",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(!started.load(Ordering::SeqCst), "the write started");
+        let e = fence.check().await.unwrap_err();
+        assert!(matches!(e, Error::Interrupted { .. }), "{e}");
+        // A manifest's create through the fence: nothing written.
+        let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let job_id = Uuid::now_v7();
+        let m = Manifest {
+            schema_version: MANIFEST_VERSION,
+            job_id,
+            date,
+            output: None,
+            inputs: vec![],
+            created_at: Utc::now(),
+            invocation_id: "a".into(),
+        };
+        let key = manifest_key(date, job_id);
+        let e = fence
+            .beside(create_manifest(&store, &key, &m))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::Interrupted { .. }), "{e}");
+        assert!(!store.snapshot().contains_key(&key));
+    }
+
+    #[tokio::test]
+    async fn create_manifest_writes_it_once() {
+        let store = MemoryStore::new("b");
+        let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let job_id = Uuid::now_v7();
+        let m = Manifest {
+            schema_version: MANIFEST_VERSION,
+            job_id,
+            date,
+            output: Some(output(date, job_id, b"x")),
+            inputs: vec![],
+            created_at: Utc::now(),
+            invocation_id: "a".into(),
+        };
+        let key = manifest_key(date, job_id);
+        create_manifest(&store, &key, &m).await.unwrap();
+        let (body, _) = store.snapshot()[&key].clone();
+        let back: Manifest = serde_json::from_slice(&body).unwrap();
+        assert_eq!(back.job_id, job_id);
+        assert_eq!(back.output, m.output);
+        // If-None-Match: a second create of the same key is refused.
+        let e = create_manifest(&store, &key, &m).await.unwrap_err();
+        assert!(matches!(e, Error::PreconditionFailed { .. }), "{e}");
     }
 }

@@ -123,16 +123,6 @@ impl OutputFlights {
     pub fn contains(&self, flight: &Uuid) -> bool {
         self.flights.contains(flight)
     }
-
-    /// Distinct flights in the output.
-    pub fn len(&self) -> usize {
-        self.flights.len()
-    }
-
-    /// Whether the output holds no flight.
-    pub fn is_empty(&self) -> bool {
-        self.flights.is_empty() && self.anonymous == 0
-    }
 }
 
 /// The rows one input held, as read.
@@ -186,16 +176,6 @@ impl ReadRows {
             }),
             _ => self.other.get(key).cloned().map(InputRows::Rows),
         }
-    }
-
-    /// Inputs recorded.
-    pub fn len(&self) -> usize {
-        self.per_flight.len() + self.other.len()
-    }
-
-    /// Whether none was recorded.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -375,6 +355,95 @@ mod tests {
         read.record(MULTI, &batch);
         assert_eq!(read.get(MULTI), Some(InputRows::Rows(rows(&[5], 0))));
         assert_eq!(read.get(&per_flight(7)), None);
-        assert_eq!(read.len(), 3);
+    }
+
+    #[test]
+    fn a_multi_row_input_none_of_whose_flights_is_in_the_output_is_unproven() {
+        let output = OutputFlights::new(rows(&[1], 0));
+        for input in [rows(&[8, 9], 0), rows(&[8], 0), rows(&[8, 9, 1], 0)] {
+            let failed = unproven([MULTI], |_| Some(InputRows::Rows(input.clone())), &output);
+            assert_eq!(failed.len(), 1, "{input:?}: {failed:?}");
+            assert!(failed[0].reason.contains("not in the output"), "{failed:?}");
+        }
+        // A per-flight file holding only another flight's row, absent too.
+        let failed = unproven(
+            [per_flight(1).as_str()],
+            |_| Some(InputRows::Rows(rows(&[8], 0))),
+            &output,
+        );
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        assert!(failed[0].reason.contains("1 of its 1 row(s)"), "{failed:?}");
+    }
+
+    #[test]
+    fn anonymous_rows_are_counted_against_the_outputs_in_order() {
+        let output = OutputFlights::new(rows(&[1], 2));
+        let table: HashMap<String, RowFlights> = [
+            (MULTI.to_string(), rows(&[1], 2)),
+            (per_flight(1), rows(&[1], 1)),
+        ]
+        .into();
+        let get = |k: &str| table.get(k).cloned().map(InputRows::Rows);
+        // The first takes both of the output's anonymous rows; the second finds none left.
+        let failed = unproven([MULTI, per_flight(1).as_str()], get, &output);
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        assert_eq!(failed[0].key, per_flight(1));
+        assert!(
+            failed[0]
+                .reason
+                .contains("1 of its rows carry no flight uuid")
+                && failed[0].reason.contains("only 0 more"),
+            "{failed:?}"
+        );
+        // Exactly as many as the output holds: proven.
+        assert!(unproven([MULTI], get, &output).is_empty());
+    }
+
+    #[test]
+    fn rows_whose_s3_key_is_null_empty_or_names_no_flight_are_anonymous() {
+        let flight = u(5);
+        let good = crate::merge::tests::row(&flight.to_string(), "X");
+        let with_key = |key: Option<&str>| {
+            let mut cols = good.columns().to_vec();
+            cols[8] = std::sync::Arc::new(arrow_array::StringArray::from(vec![key]));
+            RecordBatch::try_new(good.schema(), cols).unwrap()
+        };
+        let batch = arrow_select::concat::concat_batches(
+            &good.schema(),
+            &[
+                with_key(None),
+                good.clone(),
+                with_key(Some("")),
+                with_key(Some("flights/year=2026/month=07/day=20/not-a-uuid.json.gz")),
+            ],
+        )
+        .unwrap();
+        let got = RowFlights::of_batch(&batch);
+        assert_eq!(got, rows(&[5], 3));
+        assert_eq!(got.rows(), 4);
+        // Read back from Parquet, the same.
+        let body =
+            bytes::Bytes::from(crate::merge::encode(std::slice::from_ref(&batch), 16).unwrap());
+        assert_eq!(RowFlights::read(body.clone()).unwrap(), rows(&[5], 3));
+        let output = OutputFlights::read(body).unwrap();
+        assert!(output.contains(&flight));
+        // Recorded for a per-flight file of that flight: not its own row only.
+        let mut read = ReadRows::default();
+        read.record(&per_flight(5), &batch);
+        assert_eq!(
+            read.get(&per_flight(5)),
+            Some(InputRows::Rows(rows(&[5], 3)))
+        );
+        // Three anonymous rows in the input, as many in the output: proven;
+        // one fewer in the output: not.
+        assert!(unproven([per_flight(5).as_str()], |k| read.get(k), &output).is_empty());
+        let short = OutputFlights::new(rows(&[5], 2));
+        assert_eq!(
+            unproven([per_flight(5).as_str()], |k| read.get(k), &short).len(),
+            1
+        );
+        // A batch without an s3_key column: every row is anonymous.
+        let no_key = good.project(&[0, 1, 2]).unwrap();
+        assert_eq!(RowFlights::of_batch(&no_key), rows(&[], 1));
     }
 }

@@ -1299,6 +1299,45 @@ mod tests {
         }
     }
 
+    /// A quarantined manifest blocks its date in every run until an
+    /// operator deletes it, in the real run and in the dry run alike.
+    #[tokio::test]
+    async fn a_quarantined_manifest_blocks_its_date_until_it_is_deleted() {
+        use crate::storage::MemoryStore;
+        let store = MemoryStore::new("b");
+        let (key, m) = good();
+        let q = quarantine_key(&key);
+        assert_eq!(quarantined_date(&q), Some(m.date));
+        assert_eq!(
+            quarantined_date("_compaction_state/quarantine/x.json"),
+            None
+        );
+        store.put_now(&q, serde_json::to_vec(&m).unwrap().into());
+        for run in 0..2 {
+            let r = recover(&store, &mut Fence(None)).await.unwrap();
+            let a = assess(&store).await.unwrap();
+            for r in [&r, &a] {
+                let why = r.blocked.get(&m.date).map(String::as_str);
+                assert!(
+                    why.is_some_and(|w| w.contains(&q) && w.contains("needs an operator")),
+                    "run {run}: {:?}",
+                    r.blocked
+                );
+                assert_eq!(r.recovered.len(), 1, "{:?}", r.recovered);
+                let e = &r.recovered[0];
+                assert_eq!(
+                    (e.key.as_str(), e.date, e.action),
+                    (q.as_str(), Some(m.date), RecoveryAction::QuarantinedEarlier),
+                    "{e:?}"
+                );
+            }
+            assert!(store.snapshot().contains_key(&q), "left for the operator");
+        }
+        store.remove_now(&q);
+        let r = recover(&store, &mut Fence(None)).await.unwrap();
+        assert!(r.blocked.is_empty() && r.recovered.is_empty(), "{r:?}");
+    }
+
     #[test]
     fn bucket_rules_have_codes_and_messages() {
         let r = ManifestRule::OnlyCopy {

@@ -120,7 +120,10 @@ async fn crashed_commit(
             )
             .await
             .unwrap();
-            commit::verify_output(store, &output).await.unwrap();
+            assert_eq!(
+                commit::check_output(store, &output).await.unwrap(),
+                commit::OutputCheck::Verified
+            );
         }
     }
     if let Crash::OutputDiffers = crash {

@@ -530,7 +530,10 @@ async fn committed_output(store: &S3Store, day: &str, version: u32) -> (String, 
             .unwrap();
     }
     let out = p.manifest.output.clone().unwrap();
-    commit::verify_output(store, &out).await.unwrap();
+    assert_eq!(
+        commit::check_output(store, &out).await.unwrap(),
+        commit::OutputCheck::Verified
+    );
     (p.manifest_key, p.manifest)
 }
 

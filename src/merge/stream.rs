@@ -662,6 +662,35 @@ mod tests {
         assert_eq!(out.rows, 2);
     }
 
+    /// A multi-row file in uuid order that holds one flight twice (a legacy
+    /// migration run twice over a day, concatenated, then sorted) is not a
+    /// sorted run as it stands: the flight keeps its later row only, as the
+    /// in-memory merge keeps it.
+    #[test]
+    fn a_sorted_multi_row_file_holding_a_flight_twice_keeps_its_later_row() {
+        let file = concat(&[
+            row(&uuid_n(1), "A"),
+            row(&uuid_n(2), "B-old"),
+            row(&uuid_n(2), "B-new"),
+            row(&uuid_n(3), "C"),
+            with_s3_key(row(&uuid_n(0), "ANON"), None),
+        ]);
+        let mut s = StreamMerger::new(10);
+        s.push_multi_row("legacy.parquet", at(1), conform(&file).unwrap())
+            .unwrap();
+        let out = s.finish().unwrap();
+        assert_eq!((out.rows, out.duplicates_removed), (4, 1));
+        let got = decode(out.encoded.unwrap()).unwrap().batch;
+        let idents: Vec<&str> = got.column(5).as_string::<i32>().iter().flatten().collect();
+        assert_eq!(idents, ["A", "B-new", "C", "ANON"]);
+        let day = Day {
+            compacted: vec![("legacy.parquet".into(), 1, file)],
+            per_flight: vec![],
+        };
+        let (want, dups, _) = held(&day, 10);
+        assert_eq!((want.unwrap(), dups), (got, 1));
+    }
+
     #[test]
     fn no_rows_make_no_file() {
         let out = StreamMerger::new(10).finish().unwrap();
