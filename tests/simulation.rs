@@ -1258,7 +1258,7 @@ fn simulation() {
     kinds::report(seeds);
 }
 
-/// Schedule kinds the scheduled walk does not reach (issue 36), each run
+/// Schedule kinds the scheduled walk does not reach, each run
 /// after the schedule of some seeds ([`kinds::schedule`]), and the check
 /// made after every store call ([`check_outputs`]).
 ///
