@@ -1309,8 +1309,17 @@ mod fence_tests {
         let back: Manifest = serde_json::from_slice(&body).unwrap();
         assert_eq!(back.job_id, job_id);
         assert_eq!(back.output, m.output);
-        // If-None-Match: a second create of the same key is refused.
-        let e = create_manifest(&store, &key, &m).await.unwrap_err();
+        // If-None-Match: a second create of the same key with other
+        // content is refused (another writer's manifest)...
+        let other = Manifest {
+            invocation_id: "b".into(),
+            ..m.clone()
+        };
+        let e = create_manifest(&store, &key, &other).await.unwrap_err();
         assert!(matches!(e, Error::PreconditionFailed { .. }), "{e}");
+        // ...while the same bytes read back are this run's own write (a
+        // retry after a lost answer): settled, not refused.
+        create_manifest(&store, &key, &m).await.unwrap();
+        assert_eq!(store.snapshot()[&key].0, body);
     }
 }
