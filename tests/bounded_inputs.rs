@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use archive_compaction::storage::S3Store;
 use common::*;
@@ -24,21 +24,12 @@ const ADDRESS_SPACE_KIB: u64 = 512 * 1024;
 /// Writes one hostile object with tests/support/hostile.py; returns its key
 /// and size.
 fn plant(store: &S3Store, spec: Value) -> (String, u64) {
-    let mut child = Command::new(python())
-        .arg(root().join("tests/support/hostile.py"))
-        .args(["--endpoint", &endpoint(), "--bucket", store.bucket()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("python (run scripts/setup-tools.sh)");
-    use std::io::Write;
-    (child.stdin.take().unwrap())
-        .write_all(spec.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "hostile.py {spec} failed");
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = support_py(
+        "hostile.py",
+        &["--endpoint", &endpoint(), "--bucket", store.bucket()],
+        Some(&spec.to_string()),
+    );
+    let v: Value = serde_json::from_str(&out).unwrap();
     (
         v["key"].as_str().unwrap().to_string(),
         v["size"].as_u64().unwrap(),
@@ -48,19 +39,23 @@ fn plant(store: &S3Store, spec: Value) -> (String, u64) {
 /// The job binary with `args` against `store`'s bucket, under the address
 /// space limit, with `extra` settings.
 fn limited(store: &S3Store, args: &[&str], extra: &[(&str, &str)]) -> Output {
+    // The job as every CLI test runs it (cli_command: binary, arguments,
+    // a clean environment), exec'd by a shell that set the limit first.
+    let job = cli_command(store, args);
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg(format!(
             "ulimit -v {ADDRESS_SPACE_KIB} && exec \"$0\" \"$@\""
         ))
-        .arg(env!("CARGO_BIN_EXE_archive-compaction"))
-        .args(args)
-        .env_clear()
-        .envs(env_for(store, extra))
-        .env("AWS_ENDPOINT_URL", endpoint())
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", "us-east-1");
+        .arg(job.get_program())
+        .args(job.get_args())
+        .env_clear();
+    for (k, v) in job.get_envs() {
+        if let Some(v) = v {
+            cmd.env(k, v);
+        }
+    }
+    cmd.envs(extra.iter().copied());
     cmd.output().expect("run the archive-compaction binary")
 }
 

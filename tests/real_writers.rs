@@ -11,8 +11,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::process::{Command, Stdio};
 
 use archive_compaction::report::{Parity, RunReport, Status};
 use archive_compaction::run::{RunOptions, run};
@@ -26,20 +24,12 @@ const NOW: &str = "2026-07-22T04:50:00Z";
 
 /// Runs a `writers.py` subcommand with a JSON spec on stdin.
 fn writers(cmd: &str, store: &S3Store, spec: Value) -> Value {
-    let mut child = Command::new(python())
-        .arg(root().join("tests/support/writers.py"))
-        .args([cmd, "--endpoint", &endpoint(), "--bucket", store.bucket()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("python (run scripts/setup-tools.sh)");
-    (child.stdin.take().unwrap())
-        .write_all(spec.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "writers.py {cmd} {spec} failed");
-    serde_json::from_slice(&out.stdout).unwrap()
+    let out = support_py(
+        "writers.py",
+        &[cmd, "--endpoint", &endpoint(), "--bucket", store.bucket()],
+        Some(&spec.to_string()),
+    );
+    serde_json::from_str(&out).unwrap()
 }
 
 /// Writes flight `i` of [`D`] and its per-flight file (`spec` as in writers.py).

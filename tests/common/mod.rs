@@ -182,8 +182,15 @@ pub fn init_logs() {
 }
 
 fn py(args: &[&str], stdin: Option<&str>) -> String {
+    support_py("archive.py", args, stdin)
+}
+
+/// Runs `tests/support/{script}` with `args` in the test venv's python,
+/// `stdin` (if any) on its standard input; returns its standard output.
+/// Panics (naming the script and arguments) when it exits non-zero.
+pub fn support_py(script: &str, args: &[&str], stdin: Option<&str>) -> String {
     let mut child = Command::new(python())
-        .arg(root().join("tests/support/archive.py"))
+        .arg(root().join("tests/support").join(script))
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -196,7 +203,7 @@ fn py(args: &[&str], stdin: Option<&str>) -> String {
         drop(child.stdin.take());
     }
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "archive.py {args:?} failed");
+    assert!(out.status.success(), "{script} {args:?} failed");
     String::from_utf8(out.stdout).unwrap()
 }
 
