@@ -1269,18 +1269,8 @@ mod fence_tests {
         let e = fence.check().await.unwrap_err();
         assert!(matches!(e, Error::Interrupted { .. }), "{e}");
         // A manifest's create through the fence: nothing written.
-        let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
-        let job_id = Uuid::now_v7();
-        let m = Manifest {
-            schema_version: MANIFEST_VERSION,
-            job_id,
-            date,
-            output: None,
-            inputs: vec![],
-            created_at: Utc::now(),
-            invocation_id: "a".into(),
-        };
-        let key = manifest_key(date, job_id);
+        let m = manifest_of(None);
+        let key = manifest_key(m.date, m.job_id);
         let e = fence
             .beside(create_manifest(&store, &key, &m))
             .await
@@ -1289,21 +1279,27 @@ mod fence_tests {
         assert!(!store.snapshot().contains_key(&key));
     }
 
+    /// A manifest of 2026-07-20 with a new job id, no inputs and `output`,
+    /// written by invocation "a".
+    fn manifest_of(output: Option<ManifestOutput>) -> Manifest {
+        Manifest {
+            schema_version: MANIFEST_VERSION,
+            job_id: Uuid::now_v7(),
+            date: NaiveDate::from_ymd_opt(2026, 7, 20).unwrap(),
+            output,
+            inputs: vec![],
+            created_at: Utc::now(),
+            invocation_id: "a".into(),
+        }
+    }
+
     #[tokio::test]
     async fn create_manifest_writes_it_once() {
         let store = MemoryStore::new("b");
         let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
-        let job_id = Uuid::now_v7();
-        let m = Manifest {
-            schema_version: MANIFEST_VERSION,
-            job_id,
-            date,
-            output: Some(output(date, job_id, b"x")),
-            inputs: vec![],
-            created_at: Utc::now(),
-            invocation_id: "a".into(),
-        };
-        let key = manifest_key(date, job_id);
+        let mut m = manifest_of(None);
+        m.output = Some(output(date, m.job_id, b"x"));
+        let (job_id, key) = (m.job_id, manifest_key(date, m.job_id));
         create_manifest(&store, &key, &m).await.unwrap();
         let (body, _) = store.snapshot()[&key].clone();
         let back: Manifest = serde_json::from_slice(&body).unwrap();
