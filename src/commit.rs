@@ -1,8 +1,9 @@
 //! The commit protocol for one partition, one short function per phase, in
 //! the order of docs/ARCHITECTURE.md, "Commit protocol":
 //!
-//! 1. [`read_inputs`]: GET every input, remember the ETag of the version read.
-//! 2. [`prepare`]: checksum the output [`read_inputs`] merged and encoded as
+//! 1. [`read_inputs`](crate::read::read_inputs) ([`crate::read`]): GET
+//!    every input, remember the ETag of the version read.
+//! 2. [`prepare`]: checksum the output the read phase merged and encoded as
 //!    the inputs arrived, build the [`Manifest`].
 //! 3. [`create_manifest`]: conditional create of the manifest.
 //! 4. [`put_output`]: conditional create of `compacted-{job_id}.parquet` with a
@@ -34,12 +35,10 @@
 //! Failpoints (feature `failpoints`): `commit::before-manifest-create`,
 //! `commit::after-manifest-create`, `commit::after-output-put`,
 //! `commit::after-verify`, `commit::before-delete-batch`, `commit::between-delete-batches`,
-//! `commit::after-deletes`, `commit::before-manifest-delete`; and one that
-//! plants a bug instead of an error: `commit::read-lists-skipped-input`
-//! (any action but `off`) records an input the merge skipped as read, so
-//! the manifest lists it (the hole [`prove_inputs`] closes; the crash tests
-//! and the simulation plant it); `commit::proof-off` switches the proof
-//! off (the simulation shows that it then fails).
+//! `commit::after-deletes`, `commit::before-manifest-delete`; and
+//! `commit::proof-off`, which switches the proof off (the simulation shows
+//! that it then fails). The read phase plants the hole the proof closes
+//! (`commit::read-lists-skipped-input`, [`crate::read`]).
 
 use std::collections::HashMap;
 
@@ -49,485 +48,13 @@ use uuid::Uuid;
 
 use crate::error::{Error, Result};
 use crate::failpoint;
+use crate::input::Budget;
 use crate::keys::{compacted_key, index_prefix, manifest_key};
-use crate::lease::Confirm;
-use crate::merge::{
-    self, Decoded, MergeInput, MergedOutput, Merger, Source, StreamError, StreamMerger,
-};
-use crate::plan::PlannedInput;
+use crate::lease::Fence;
 use crate::proof::{OutputFlights, ReadRows, Unproven};
-use crate::report::SkippedFile;
+use crate::read::ReadInputs;
 use crate::state::{MANIFEST_VERSION, Manifest, ManifestInput, ManifestOutput};
-use crate::storage::{
-    DeleteFailure, Fetched, Head, JOB_ID_METADATA, PutMode, PutRequest, Store, etag_eq,
-};
-
-/// Confirms the lease (when there is one) before each destructive step.
-#[derive(Debug)]
-pub struct Fence<'a>(pub Option<&'a mut dyn Confirm>);
-
-impl Fence<'_> {
-    /// [`crate::lease::LeaseGuard::confirm`], or nothing without a lease.
-    pub async fn check(&mut self) -> Result<()> {
-        match self.0.as_deref_mut() {
-            Some(l) => l.confirm_boxed().await,
-            None => Ok(()),
-        }
-    }
-
-    /// Runs `step` while the lease is confirmed beside it
-    /// ([`crate::lease::LeaseGuard::confirm_ahead`]), so the next
-    /// [`Fence::check`] costs no round trip. `step` must be a request the
-    /// lease does not guard: a read, a re-list, the manifest's create (which
-    /// recovery undoes when no output follows) or its delete once the inputs
-    /// are gone, or a destructive step already checked.
-    ///
-    /// Errors: [`crate::error::Error::LeaseLost`] when the confirmation
-    /// fails (it wins over `step`'s own result), else `step`'s error.
-    pub async fn beside<T>(&mut self, step: impl Future<Output = Result<T>>) -> Result<T> {
-        match self.0.as_deref_mut() {
-            Some(l) => {
-                // Asked to stop: `step` does not start (`crate::stop`).
-                l.check_stop()?;
-                // Boxed: beside a re-list, the pair is kilobytes of future,
-                // too much for a 2 MB test thread's stack in debug builds.
-                let (out, confirmed) = futures::join!(Box::pin(step), l.confirm_ahead_boxed());
-                confirmed?;
-                out
-            }
-            None => step.await,
-        }
-    }
-}
-
-/// One input that was read and decoded; its rows went into
-/// [`ReadInputs::output`].
-#[derive(Debug, Clone)]
-pub struct DecodedInput {
-    /// Its source kind.
-    pub source: Source,
-    /// Its LastModified from the listing.
-    pub last_modified: DateTime<Utc>,
-    /// Rows it held.
-    pub rows: usize,
-}
-
-/// Inputs as read, and the merged output.
-#[derive(Debug, Default)]
-pub struct ReadInputs {
-    /// What was decoded, one entry per input in the order it was read
-    /// (their rows are in `output`, not here).
-    pub merge_inputs: Vec<DecodedInput>,
-    /// The merged rows, encoded: deduplicated, in flight order, ready for
-    /// [`prepare`] to checksum.
-    pub output: MergedOutput,
-    /// The rows of each input whose rows went into `output`, recorded as
-    /// its body was decoded (by key; what [`prove_inputs`] checks the
-    /// manifest's inputs against).
-    pub rows: ReadRows,
-    /// Whether the day was merged as a stream ([`StreamMerger`]) rather than
-    /// in memory ([`Merger`], the fallback for irregular inputs).
-    pub streamed: bool,
-    /// The version of each decoded input that was read (key, ETag, size).
-    pub read: Vec<ManifestInput>,
-    /// Inputs left in place: unreadable or unmergeable, with the reason.
-    pub skipped: Vec<SkippedFile>,
-    /// Bytes read (both passes, when the day was read twice).
-    pub bytes_read: u64,
-    /// Flights whose per-flight file was read but holds no row of theirs
-    /// (no row at all, or only other flights' rows): the parity gate counted
-    /// them by the file's name, and merging that file would leave them
-    /// without an index row. The commit does not go ahead with any.
-    pub without_own_row: Vec<Uuid>,
-    /// The flights of `without_own_row` whose per-flight file was left in
-    /// place because its rows' `s3_key` is null, empty or names no flight:
-    /// such a flight counts as missing even when nothing else is merged
-    /// ([`crate::partition::without_own_row`]).
-    pub keyless_flights: Vec<Uuid>,
-    /// Per-flight files whose bytes could not be decoded (not Parquet,
-    /// truncated, a footer or page that does not decode; a file that
-    /// decodes but cannot be conformed losslessly names its column and is
-    /// not here): their flight's row is in no readable file. Each is also
-    /// in `skipped`, left in place. The parity gate counts such a flight as
-    /// missing ([`crate::partition::unread_rows`]).
-    pub unread: Vec<crate::report::UnreadFile>,
-    /// Multi-row inputs merged with rows whose `s3_key` is null, empty or
-    /// names no flight (key, rows): those rows are kept, after the rows of
-    /// flights, and counted in the report.
-    pub rows_without_flight: Vec<(String, u64)>,
-    /// Rows of the multi-row inputs whose `first_message` falls on another
-    /// UTC date than the partition's: merged where they are, reported.
-    pub other_days: merge::OtherDays,
-    /// A compacted input over an input limit ([`crate::input`]), when one
-    /// was met: the read stopped there and nothing of the day is merged
-    /// (merging the rest would put a second compacted file beside it).
-    pub held_back: Option<String>,
-}
-
-/// Where decoded inputs go.
-#[allow(clippy::large_enum_variant)] // one value per read pass, never moved in a loop
-enum Sink {
-    Stream(StreamMerger),
-    Held(Merger, usize),
-}
-
-impl Sink {
-    fn push(
-        &mut self,
-        input: &PlannedInput,
-        decoded: Decoded,
-    ) -> std::result::Result<(), StreamError> {
-        match self {
-            Sink::Stream(s) => match input.flight() {
-                Some(flight) => s.push_per_flight(&input.meta.key, flight, decoded),
-                None => s.push_multi_row(&input.meta.key, input.meta.last_modified, decoded),
-            },
-            Sink::Held(m, _) => m
-                .push(MergeInput {
-                    source: input.source,
-                    last_modified: input.meta.last_modified,
-                    decoded,
-                })
-                .map_err(StreamError::Failed),
-        }
-    }
-
-    fn finish(self) -> std::result::Result<MergedOutput, StreamError> {
-        match self {
-            Sink::Stream(s) => s.finish(),
-            Sink::Held(m, row_group_rows) => {
-                let rows = m.finish().map_err(StreamError::Failed)?;
-                let encoded = rows
-                    .encode(row_group_rows)
-                    .map_err(|e| StreamError::Failed(e.into()))?;
-                Ok(MergedOutput {
-                    encoded: encoded.map(Bytes::from),
-                    rows: rows.num_rows() as u64,
-                    duplicates_removed: rows.duplicates_removed(),
-                    extra_columns: rows.extra_columns().to_vec(),
-                })
-            }
-        }
-    }
-}
-
-/// How [`read_inputs`] reads a day.
-#[derive(Debug, Clone, Copy)]
-pub struct ReadSettings {
-    /// GETs in flight at once (`READ_CONCURRENCY`).
-    pub concurrency: usize,
-    /// Rows per row group of the output (`ROW_GROUP_ROWS`).
-    pub row_group_rows: usize,
-    /// The per-input budget (`INPUT_BUDGET_MB`).
-    pub budget: crate::input::Budget,
-}
-
-impl ReadSettings {
-    /// The settings of `config`.
-    pub fn of(config: &crate::config::Config) -> ReadSettings {
-        ReadSettings {
-            concurrency: config.read_concurrency,
-            row_group_rows: config.row_group_rows,
-            budget: config.input_budget,
-        }
-    }
-}
-
-/// Bodies already read this run (by the parity gate: the multi-row inputs
-/// whose rows it counted), by key. [`read_inputs`] takes an input's body
-/// from here instead of a second GET of the same version.
-pub type Prefetched = HashMap<String, Fetched>;
-
-/// Phase 1: reads every input, at most `settings.concurrency` GETs at once (in order:
-/// the next bodies arrive while one is decoded; an input in `prefetched` is
-/// taken from there, with the ETag it was read with, and costs no GET),
-/// decodes each body as it
-/// arrives and merges it into the output, which is encoded as it grows
-/// (row groups of `row_group_rows` rows). An input that vanished since the
-/// listing is dropped; one that cannot be decoded is skipped (left in
-/// place, reported).
-///
-/// The day is first merged as a stream ([`StreamMerger`]: multi-row inputs
-/// first, as sorted runs, then the per-flight files in key order), so memory
-/// stays bounded by the reads in flight, the multi-row runs, one row group
-/// and the encoded output, whatever the number of files. When an input is
-/// irregular (see [`crate::merge::stream`]), the streamed pass stops, is
-/// logged, and the day is read again and merged in memory ([`Merger`]:
-/// about 200 B a row); only such days pay a second set of GETs.
-///
-/// Each input is read within the budget (`settings.budget`, [`crate::input`]): one that breaks
-/// an input limit is left in place unread and reported with the limit; a
-/// compacted one stops the read ([`ReadInputs::held_back`]). Inputs over
-/// [`crate::input::SMALL_INPUT_BYTES`] are not read ahead: each is read by
-/// ranges when its turn comes, so at most one is decoded at a time.
-///
-/// An input whose extra column joins no type of the day's
-/// ([`crate::merge::widen`]), and a per-flight file with rows whose `s3_key`
-/// is null, empty or names no flight, are skipped too (left in place,
-/// reported; such a file's flight is in [`ReadInputs::without_own_row`]).
-///
-/// Errors: any other S3 error (after the SDK's retries); [`Error::Encode`]
-/// when the merge or the encoder fails.
-pub async fn read_inputs(
-    store: &impl Store,
-    date: NaiveDate,
-    inputs: &[PlannedInput],
-    settings: ReadSettings,
-    prefetched: &Prefetched,
-) -> Result<ReadInputs> {
-    let ReadSettings {
-        concurrency,
-        row_group_rows,
-        budget,
-    } = settings;
-    let stream_order: Vec<&PlannedInput> = inputs
-        .iter()
-        .filter(|i| i.flight().is_none())
-        .chain(inputs.iter().filter(|i| i.flight().is_some()))
-        .collect();
-    let sink = Sink::Stream(StreamMerger::new(row_group_rows));
-    let first_bytes = match read_pass(
-        store,
-        date,
-        &stream_order,
-        concurrency,
-        sink,
-        prefetched,
-        budget,
-    )
-    .await?
-    {
-        Pass::Done(mut out) => {
-            out.streamed = true;
-            return Ok(*out);
-        }
-        Pass::NotStreamable { reason, bytes_read } => {
-            tracing::info!(%date, %reason, inputs = inputs.len(),
-                "the day cannot be merged as a stream; reading its inputs again and merging them in memory");
-            bytes_read
-        }
-    };
-    let all: Vec<&PlannedInput> = inputs.iter().collect();
-    let sink = Sink::Held(Merger::new(), row_group_rows);
-    match read_pass(store, date, &all, concurrency, sink, prefetched, budget).await? {
-        Pass::Done(mut out) => {
-            out.bytes_read += first_bytes;
-            Ok(*out)
-        }
-        Pass::NotStreamable { reason, .. } => Err(Error::Encode { date, reason }),
-    }
-}
-
-enum Pass {
-    Done(Box<ReadInputs>),
-    NotStreamable { reason: String, bytes_read: u64 },
-}
-
-async fn read_pass(
-    store: &impl Store,
-    date: NaiveDate,
-    inputs: &[&PlannedInput],
-    concurrency: usize,
-    mut sink: Sink,
-    prefetched: &Prefetched,
-    budget: crate::input::Budget,
-) -> Result<Pass> {
-    use futures::StreamExt;
-    let mut out = ReadInputs::default();
-    // Lazy: each GET's future is made when `buffered` has room for it. An
-    // unstarted future is as large as its whole state machine (the SDK's
-    // send path: kilobytes), so collecting one per input first cost ~4 KB a
-    // file, 200 MB at 50,000 files (`make bench`). Boxed as a `Send` stream:
-    // held across the awaits below, the unboxed `map` closure makes the
-    // caller's future fail `Send` for `tokio::spawn` ("implementation of
-    // `Send` is not general enough", rust-lang/rust#102211).
-    let mut fetched: futures::stream::BoxStream<'_, _> =
-        futures::stream::iter(inputs.iter().copied())
-            .map(move |i| fetch(store, i, prefetched))
-            .buffered(concurrency.max(1))
-            .boxed();
-    while let Some((input, res)) = fetched.next().await {
-        let body = match res? {
-            Ahead::Body(f) => Some(f),
-            Ahead::Later => None,
-            Ahead::Vanished => {
-                tracing::info!(key = %input.meta.key, "input vanished since the listing; not an input any more");
-                continue;
-            }
-        };
-        let fetched_bytes = body.as_ref().map_or(0, |f| f.body.len() as u64);
-        // One input decoded at a time, within the budget (`crate::input`).
-        let Some(f) = crate::input::read_input(store, &input.meta, body, budget).await? else {
-            tracing::info!(key = %input.meta.key, "input vanished since the listing; not an input any more");
-            continue;
-        };
-        out.bytes_read += fetched_bytes + f.bytes_read;
-        let size = f.size;
-        match f.outcome {
-            Ok(decoded) => {
-                let keyless = merge::rows_without_flight(&decoded);
-                if let Some(flight) = input.flight() {
-                    let own_row = merge::holds_flight(&decoded, flight);
-                    if !own_row {
-                        tracing::warn!(key = %input.meta.key, %flight, rows = decoded.batch.num_rows(),
-                            "per-flight file holds no row of its flight");
-                        out.without_own_row.push(flight);
-                    }
-                    if keyless > 0 {
-                        if !own_row {
-                            out.keyless_flights.push(flight);
-                        }
-                        // Merged, the row would lose its flight's uuid
-                        // (the name says it; the compacted file would not).
-                        tracing::warn!(key = %input.meta.key, %flight, rows = keyless,
-                            "per-flight file with rows whose s3_key is null or empty; left in place");
-                        out.skipped.push(SkippedFile {
-                            key: input.meta.key.clone(),
-                            date: Some(date),
-                            column: Some("s3_key".into()),
-                            reason: format!(
-                                "{keyless} row(s) whose s3_key is null, empty or names no flight: merged, they would lose flight {flight}'s uuid; left in place, and the flight counts as missing until s3_key holds its flight object's key"
-                            ),
-                            limit: None,
-                        });
-                        continue;
-                    }
-                }
-                let rows = decoded.batch.num_rows();
-                // Recorded only once the merge took the input: one it
-                // leaves in place is no input of the manifest.
-                let flights = crate::proof::RowFlights::of_batch(&decoded.batch);
-                let mut other_days = merge::OtherDays::default();
-                if input.flight().is_none() {
-                    other_days.count(&decoded, date);
-                }
-                match sink.push(input, decoded) {
-                    Ok(()) => {}
-                    Err(StreamError::NotStreamable(reason)) => {
-                        return Ok(Pass::NotStreamable {
-                            reason,
-                            bytes_read: out.bytes_read,
-                        });
-                    }
-                    Err(StreamError::Failed(merge::MergeError::Input(u))) => {
-                        tracing::warn!(key = %input.meta.key, column = ?u.column, reason = %u.reason, "input cannot join the day's columns; left in place");
-                        out.skipped.push(SkippedFile {
-                            key: input.meta.key.clone(),
-                            date: Some(date),
-                            column: u.column,
-                            reason: u.reason,
-                            limit: u.limit,
-                        });
-                        continue;
-                    }
-                    Err(StreamError::Failed(e)) => {
-                        return Err(Error::Encode {
-                            date,
-                            reason: e.to_string(),
-                        });
-                    }
-                }
-                if keyless > 0 {
-                    out.rows_without_flight
-                        .push((input.meta.key.clone(), keyless as u64));
-                }
-                out.merge_inputs.push(DecodedInput {
-                    source: input.source,
-                    last_modified: input.meta.last_modified,
-                    rows,
-                });
-                out.rows.insert(&input.meta.key, flights);
-                out.other_days.add(other_days);
-                out.read.push(ManifestInput {
-                    key: input.meta.key.clone(),
-                    etag: f.etag,
-                    size,
-                });
-            }
-            Err(u) if u.limit.is_some() && input.source == Source::Compacted => {
-                // Merging the rest would write a second compacted file
-                // beside this one; the day's stragglers wait instead.
-                tracing::warn!(key = %input.meta.key, reason = %u.reason,
-                    "compacted file over an input limit: left in place, and the day's other inputs are not merged");
-                out.held_back = Some(input.meta.key.clone());
-                out.skipped.push(SkippedFile {
-                    key: input.meta.key.clone(),
-                    date: Some(date),
-                    column: u.column,
-                    reason: format!(
-                        "compacted file {}; the day's other inputs are left unmerged beside it (a person decides: see docs/runbook.md)",
-                        u.reason
-                    ),
-                    limit: u.limit,
-                });
-                return Ok(Pass::Done(Box::new(out)));
-            }
-            Err(u) => {
-                tracing::warn!(key = %input.meta.key, column = ?u.column, reason = %u.reason, "input cannot be merged; left in place");
-                // The hole the proof closes, planted on purpose (tests only):
-                // the skipped input recorded as read, so the manifest lists it.
-                #[cfg(feature = "failpoints")]
-                if fail::eval("commit::read-lists-skipped-input", |_| ()).is_some() {
-                    out.read.push(ManifestInput {
-                        key: input.meta.key.clone(),
-                        etag: f.etag.clone(),
-                        size,
-                    });
-                }
-                if let (Some(flight), None) = (input.flight(), &u.column) {
-                    out.unread.push(crate::report::UnreadFile {
-                        key: input.meta.key.clone(),
-                        flight,
-                        reason: u.reason.clone(),
-                    });
-                }
-                out.skipped.push(SkippedFile {
-                    key: input.meta.key.clone(),
-                    date: Some(date),
-                    column: u.column,
-                    reason: u.reason,
-                    limit: u.limit,
-                });
-            }
-        }
-    }
-    out.output = match sink.finish() {
-        Ok(o) => o,
-        Err(e) => {
-            return Err(Error::Encode {
-                date,
-                reason: e.to_string(),
-            });
-        }
-    };
-    Ok(Pass::Done(Box::new(out)))
-}
-
-/// What the read-ahead fetched of one input.
-enum Ahead {
-    /// Its whole body (a small object, or one the gate read).
-    Body(Fetched),
-    /// Nothing yet: a big object, read by ranges when its turn comes
-    /// ([`crate::input`]), one at a time.
-    Later,
-    /// It vanished since the listing.
-    Vanished,
-}
-
-async fn fetch<'a>(
-    store: &impl Store,
-    input: &'a PlannedInput,
-    prefetched: &Prefetched,
-) -> (&'a PlannedInput, Result<Ahead>) {
-    if let Some(f) = prefetched.get(&input.meta.key) {
-        return (input, Ok(Ahead::Body(f.clone())));
-    }
-    if input.meta.size > crate::input::SMALL_INPUT_BYTES {
-        return (input, Ok(Ahead::Later));
-    }
-    let got = store.get_opt(&input.meta.key).await;
-    (input, got.map(|f| f.map_or(Ahead::Vanished, Ahead::Body)))
-}
+use crate::storage::{DeleteFailure, Head, JOB_ID_METADATA, PutMode, PutRequest, Store, etag_eq};
 
 /// A commit ready to be written.
 #[derive(Debug, Clone)]
@@ -546,7 +73,7 @@ pub struct Prepared {
 
 pub use crate::storage::sha256_b64;
 
-/// Phase 2: checksums the output [`read_inputs`] encoded (no file at all
+/// Phase 2: checksums the output [`crate::read::read_inputs`] encoded (no file at all
 /// when there are no rows) and builds the manifest.
 ///
 /// The output is held in memory and hashed before the manifest is written
@@ -849,26 +376,34 @@ pub async fn delete_inputs(
 /// proven to be in the output the commit wrote ([`crate::proof`]'s rule),
 /// against the rows recorded as each input was read (`read`) and the
 /// flights of the encoded output (`body`, `None` when it has no rows),
-/// read back from its `s3_key` column. An input the merge skipped (or never
-/// read) has no rows recorded and fails. Each failing input is logged as an
+/// read back from its `s3_key` column within `budget`
+/// ([`crate::input::row_flights_of_body`]; `store` only names it in
+/// errors, nothing is fetched). An input the merge skipped (or never read)
+/// has no rows recorded and fails. Each failing input is logged as an
 /// error.
 ///
 /// Errors: [`Error::Encode`] when the encoded output cannot be read back
 /// (then nothing may be deleted).
-pub fn prove_inputs(
+pub async fn prove_inputs(
+    store: &impl Store,
     manifest: &Manifest,
     read: &ReadRows,
     body: Option<&Bytes>,
+    budget: Budget,
 ) -> Result<Vec<Unproven>> {
     let output = match body {
         None => OutputFlights::default(),
-        Some(b) => OutputFlights::read(b.clone()).map_err(|u| Error::Encode {
-            date: manifest.date,
-            reason: format!(
-                "the encoded output's s3_key column cannot be read back: {}",
-                u.reason
-            ),
-        })?,
+        Some(b) => {
+            let key = manifest.output.as_ref().map_or("", |o| o.key.as_str());
+            let flights = crate::input::row_flights_of_body(store, key, b.clone(), budget).await?;
+            OutputFlights::new(flights.map_err(|u| Error::Encode {
+                date: manifest.date,
+                reason: format!(
+                    "the encoded output's s3_key column cannot be read back: {}",
+                    u.reason
+                ),
+            })?)
+        }
     };
     let unproven = crate::proof::unproven(
         manifest.inputs.iter().map(|i| i.key.as_str()),
@@ -1156,7 +691,6 @@ mod verify_tests {
 #[cfg(test)]
 mod fence_tests {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
 
     use super::*;
@@ -1238,37 +772,15 @@ mod fence_tests {
         assert_eq!(store.requests("DeleteObjects"), 0);
     }
 
-    /// Once a stop is asked for, a write that would go beside a
-    /// confirmation (the manifest's create) does not start at all.
+    /// Once a stop is asked for, a manifest's create through the fence
+    /// does not start: nothing written.
     #[tokio::test]
-    async fn a_stop_refuses_a_write_beside_a_confirmation_before_it_starts() {
+    async fn a_stop_refuses_a_manifest_create_through_the_fence() {
         let (store, _clock, mut lease) = held().await;
         let stop = Stop::new();
         lease.stop_on(stop.clone());
         let mut fence = Fence(Some(&mut lease));
-        let started = AtomicBool::new(false);
-        let step = || async {
-            started.store(true, Ordering::SeqCst);
-            Ok(())
-        };
-        fence.beside(step()).await.unwrap();
-        assert!(started.swap(false, Ordering::SeqCst));
         stop.request("SIGTERM");
-        let e = fence.beside(step()).await.unwrap_err();
-        assert!(
-            matches!(
-                e,
-                Error::Interrupted {
-                    signal: "SIGTERM",
-                    ..
-                }
-            ),
-            "{e}"
-        );
-        assert!(!started.load(Ordering::SeqCst), "the write started");
-        let e = fence.check().await.unwrap_err();
-        assert!(matches!(e, Error::Interrupted { .. }), "{e}");
-        // A manifest's create through the fence: nothing written.
         let m = manifest_of(None);
         let key = manifest_key(m.date, m.job_id);
         let e = fence

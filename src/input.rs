@@ -68,7 +68,9 @@ use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use tokio::sync::Semaphore;
 
 use crate::error::{Error, Result};
+use crate::keys::flight_uuid;
 use crate::merge::{self, Decoded, Unmergeable};
+use crate::proof::RowFlights;
 use crate::report::{Limit, LimitBroken};
 use crate::storage::{Fetched, ObjectMeta, Store};
 
@@ -133,9 +135,16 @@ impl Budget {
     }
 }
 
+impl Budget {
+    /// [`BUDGET_MB_DEFAULT`] MiB.
+    pub const DEFAULT: Budget = Budget {
+        bytes: BUDGET_MB_DEFAULT * 1024 * 1024,
+    };
+}
+
 impl Default for Budget {
     fn default() -> Self {
-        Budget::from_mb(BUDGET_MB_DEFAULT)
+        Budget::DEFAULT
     }
 }
 
@@ -199,7 +208,7 @@ pub fn leaves_named(metadata: &ParquetMetaData, names: &[&str]) -> Vec<usize> {
     (descr.columns().iter().enumerate())
         .filter(|(_, c)| {
             let parts = c.path().parts();
-            parts.len() == 1 && names.iter().any(|n| parts[0].eq_ignore_ascii_case(n))
+            parts.len() == 1 && names.iter().any(|n| merge::same_column(&parts[0], n))
         })
         .map(|(i, _)| i)
         .collect()
@@ -682,6 +691,66 @@ async fn columns_of<S: Store>(
     reader.read_batches(arrow, mask, each).await
 }
 
+/// The flights of one object's rows by its `s3_key` column alone
+/// ([`RowKeys::s3_key`], `s3_key` matched without case as the merge matches
+/// it), and how many rows name no flight: what [`crate::proof`] checks an
+/// input or an output by. Read like [`read_columns`]: within `budget`, only
+/// in the version `if_match` when given, row group by row group (an object
+/// of at most [`TAIL_READ_BYTES`] in one GET).
+///
+/// Errors: S3 errors (a missing key: [`Error::is_not_found`];
+/// [`Error::PreconditionFailed`] when the object is not the version
+/// `if_match` names). An object that is not Parquet, breaks a limit or has
+/// no `s3_key` column is `Ok(Err(_))`.
+pub async fn row_flights(
+    store: &impl Store,
+    key: &str,
+    size: u64,
+    if_match: Option<&str>,
+    budget: Budget,
+) -> Result<std::result::Result<RowFlights, Unmergeable>> {
+    let mut reader = ObjectReader::new(store, key, size, if_match).whole_up_to(TAIL_READ_BYTES);
+    flights_of(&mut reader, budget).await
+}
+
+/// [`row_flights`] of a body already in memory (no GET): the commit's own
+/// encoded output, or one read back to be hashed. `store` and `key` only
+/// name it in errors.
+///
+/// Errors: as [`row_flights`].
+pub async fn row_flights_of_body(
+    store: &impl Store,
+    key: &str,
+    body: Bytes,
+    budget: Budget,
+) -> Result<std::result::Result<RowFlights, Unmergeable>> {
+    let f = Fetched {
+        body,
+        etag: String::new(),
+    };
+    let mut reader = ObjectReader::new(store, key, 0, None).with_body(f);
+    flights_of(&mut reader, budget).await
+}
+
+async fn flights_of<S: Store>(
+    reader: &mut ObjectReader<'_, S>,
+    budget: Budget,
+) -> Result<std::result::Result<RowFlights, Unmergeable>> {
+    let mut out = RowFlights::default();
+    let read = columns_of(reader, budget, &["s3_key"], |b| {
+        let keys = RowKeys::of(&b)?;
+        for row in 0..keys.rows() {
+            match keys.s3_key(row).and_then(flight_uuid) {
+                Some(u) => out.flights.push(u),
+                None => out.anonymous += 1,
+            }
+        }
+        Ok(())
+    })
+    .await?;
+    Ok(read.map(|()| out))
+}
+
 /// The `s3_key` and `first_message` of a batch's rows, by name without
 /// case (as the merge matches them): columns twice (names equal but for
 /// case) hold one value a row, the first that is not null.
@@ -701,7 +770,7 @@ impl RowKeys {
         let named = |n: &str| {
             (batch.schema_ref().fields().iter())
                 .enumerate()
-                .filter(|(_, f)| f.name().eq_ignore_ascii_case(n))
+                .filter(|(_, f)| merge::same_column(f.name(), n))
                 .map(|(i, _)| batch.column(i).clone())
                 .collect::<Vec<_>>()
         };
@@ -835,5 +904,57 @@ mod tests {
             .unwrap();
         let want = crate::merge::decode(body).unwrap();
         assert_eq!(got.outcome.unwrap().batch, want.batch);
+    }
+
+    const U1: &str = "019f7d73-f820-702f-b905-8c81d0944996";
+
+    /// The proof's reading of a file: `s3_key` by name without case, and
+    /// two such columns as one (the first value that is not null).
+    #[tokio::test]
+    async fn row_flights_match_s3_key_without_case() {
+        use arrow_array::StringArray;
+        use arrow_schema::{Field, Schema};
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("S3_KEY", DataType::Utf8, true),
+            Field::new("s3_Key", DataType::Utf8, true),
+        ]));
+        let key = format!("flights/2026/07/20/X_Y_{U1}.json.gz");
+        let b = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringArray::from(vec![None, Some(key.as_str()), None])),
+                Arc::new(StringArray::from(vec![Some(key.as_str()), None, None])),
+            ],
+        )
+        .unwrap();
+        let mut body = Vec::new();
+        let mut w = parquet::arrow::ArrowWriter::try_new(&mut body, schema, None).unwrap();
+        w.write(&b).unwrap();
+        w.close().unwrap();
+        let store = MemoryStore::new("b");
+        let got = row_flights_of_body(&store, "k", Bytes::from(body), Budget::default()).await;
+        let got = got.unwrap().unwrap();
+        assert_eq!(got.flights, vec![uuid::Uuid::parse_str(U1).unwrap(); 2]);
+        assert_eq!(got.anonymous, 1);
+    }
+
+    /// An encoded output's flights read back, from the store by ranges as
+    /// from memory.
+    #[tokio::test]
+    async fn row_flights_of_an_encoded_file() {
+        let store = MemoryStore::new("b");
+        let b = crate::merge::tests::row(U1, "X");
+        let bytes = Bytes::from(crate::merge::encode(std::slice::from_ref(&b), 10).unwrap());
+        let want = vec![uuid::Uuid::parse_str(U1).unwrap()];
+        let got = row_flights_of_body(&store, "k", bytes.clone(), Budget::default()).await;
+        assert_eq!(got.unwrap().unwrap().flights, want);
+        let etag = store.put_now("k.parquet", bytes.clone());
+        let size = bytes.len() as u64;
+        let got = row_flights(&store, "k.parquet", size, Some(&etag), Budget::default()).await;
+        assert_eq!(got.unwrap().unwrap().flights, want);
+        // Another version than the one asked for: refused, not read.
+        store.put_now("k.parquet", Bytes::from_static(b"another version"));
+        let e = row_flights(&store, "k.parquet", size, Some(&etag), Budget::default()).await;
+        assert!(matches!(e, Err(Error::PreconditionFailed { .. })), "{e:?}");
     }
 }

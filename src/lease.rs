@@ -4,7 +4,7 @@
 //! expired lease is taken over with `If-Match` on the ETag it was read with.
 //! The holder renews it (again `If-Match`) once half of it has elapsed and
 //! confirms it still holds it before every destructive step
-//! ([`LeaseGuard::confirm`]), so a run that lost its lease stops instead of
+//! ([`LeaseGuard::confirm`], through a [`Fence`]), so a run that lost its lease stops instead of
 //! racing the new holder. Lease times are wall-clock times (UTC): they are
 //! about real elapsed time, not the pinned invocation time. The wall clock
 //! is read through a [`Clock`] ([`LeaseGuard::acquire_with_clock`]), so the
@@ -215,7 +215,7 @@ impl<S: Store + Clone> LeaseGuard<S> {
 
     /// Once `stop` is requested (SIGTERM, SIGINT), every confirmation fails
     /// with [`Error::Interrupted`]: every destructive step confirms the
-    /// lease first ([`crate::commit::Fence`]), so none starts after the
+    /// lease first ([`Fence`]), so none starts after the
     /// request. The lease itself is still released by the caller.
     pub fn stop_on(&mut self, stop: Stop) {
         self.stop = Some(stop);
@@ -263,7 +263,7 @@ impl<S: Store + Clone> LeaseGuard<S> {
 
     /// Confirms the lease now (one GetObject, and a renewal when due) for
     /// the next [`LeaseGuard::confirm`] to take: sent beside a request that
-    /// changes nothing the lease guards ([`crate::commit::Fence::beside`]),
+    /// changes nothing the lease guards ([`Fence::beside`]),
     /// it takes the confirmation's round trip off the destructive step that
     /// follows.
     ///
@@ -350,7 +350,7 @@ impl<S: Store + Clone> LeaseGuard<S> {
 }
 
 /// A lease that can be confirmed before a destructive step, without naming
-/// its store type ([`crate::commit::Fence`] holds one).
+/// its store type ([`Fence`] holds one).
 pub trait Confirm: std::fmt::Debug + Send {
     /// [`LeaseGuard::confirm`], boxed.
     fn confirm_boxed(&mut self) -> futures::future::BoxFuture<'_, Result<()>>;
@@ -359,7 +359,7 @@ pub trait Confirm: std::fmt::Debug + Send {
     /// [`Error::Interrupted`] once a stop was requested
     /// ([`LeaseGuard::stop_on`]), at once and without a request: checked
     /// before a write that goes beside a confirmation
-    /// ([`crate::commit::Fence::beside`]), so that none starts after it.
+    /// ([`Fence::beside`]), so that none starts after it.
     fn check_stop(&self) -> Result<()> {
         Ok(())
     }
@@ -374,6 +374,45 @@ impl<S: Store + Clone + std::fmt::Debug + 'static> Confirm for LeaseGuard<S> {
     }
     fn check_stop(&self) -> Result<()> {
         LeaseGuard::check_stop(self)
+    }
+}
+
+/// Confirms the lease (when there is one) before each destructive step:
+/// the commit's, recovery's and the watermark write's.
+#[derive(Debug)]
+pub struct Fence<'a>(pub Option<&'a mut dyn Confirm>);
+
+impl Fence<'_> {
+    /// [`LeaseGuard::confirm`], or nothing without a lease.
+    pub async fn check(&mut self) -> Result<()> {
+        match self.0.as_deref_mut() {
+            Some(l) => l.confirm_boxed().await,
+            None => Ok(()),
+        }
+    }
+
+    /// Runs `step` while the lease is confirmed beside it
+    /// ([`LeaseGuard::confirm_ahead`]), so the next
+    /// [`Fence::check`] costs no round trip. `step` must be a request the
+    /// lease does not guard: a read, a re-list, the manifest's create (which
+    /// recovery undoes when no output follows) or its delete once the inputs
+    /// are gone, or a destructive step already checked.
+    ///
+    /// Errors: [`Error::LeaseLost`] when the confirmation
+    /// fails (it wins over `step`'s own result), else `step`'s error.
+    pub async fn beside<T>(&mut self, step: impl Future<Output = Result<T>>) -> Result<T> {
+        match self.0.as_deref_mut() {
+            Some(l) => {
+                // Asked to stop: `step` does not start (`crate::stop`).
+                l.check_stop()?;
+                // Boxed: beside a re-list, the pair is kilobytes of future,
+                // too much for a 2 MB test thread's stack in debug builds.
+                let (out, confirmed) = futures::join!(Box::pin(step), l.confirm_ahead_boxed());
+                confirmed?;
+                out
+            }
+            None => step.await,
+        }
     }
 }
 
@@ -574,5 +613,39 @@ mod tests {
             "{e}"
         );
         lease.release().await.unwrap();
+    }
+
+    /// Once a stop is asked for, a write that would go beside a
+    /// confirmation (the manifest's create) does not start at all, and the
+    /// fence refuses every step.
+    #[tokio::test]
+    async fn a_stop_refuses_a_write_beside_a_confirmation_before_it_starts() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let (_store, _clock, mut lease) = held().await;
+        let stop = Stop::new();
+        lease.stop_on(stop.clone());
+        let mut fence = Fence(Some(&mut lease));
+        let started = AtomicBool::new(false);
+        let step = || async {
+            started.store(true, Ordering::SeqCst);
+            Ok(())
+        };
+        fence.beside(step()).await.unwrap();
+        assert!(started.swap(false, Ordering::SeqCst));
+        stop.request("SIGTERM");
+        let e = fence.beside(step()).await.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Interrupted {
+                    signal: "SIGTERM",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(!started.load(Ordering::SeqCst), "the write started");
+        let e = fence.check().await.unwrap_err();
+        assert!(matches!(e, Error::Interrupted { .. }), "{e}");
     }
 }

@@ -14,6 +14,7 @@
 //! - [`storage`]: the one S3 seam, the [`storage::Store`] trait (list, get, head,
 //!   conditional put/delete), over aws-sdk-s3 and in memory; [`clock`]: the time seam.
 //! - [`state`], [`lease`]: state files with conditional writes.
+//! - [`read`]: a day's inputs read within the budget and merged into one output.
 //! - [`commit`], [`recovery`]: the commit protocol and the recovery table.
 //! - [`run`]: the driver producing one [`report::RunReport`].
 //! - [`reporting`] ([`metrics`], [`mqtt`]): the report to CloudWatch and MQTT.
@@ -42,6 +43,7 @@ pub mod plan;
 pub mod progress;
 pub mod proof;
 pub mod prune;
+pub mod read;
 pub mod recovery;
 pub mod report;
 pub mod reporting;

@@ -63,7 +63,6 @@ use arrow_select::interleave::interleave_record_batch;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use parquet::arrow::ArrowWriter;
-use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
 };
@@ -93,8 +92,8 @@ pub use other_days::{OTHER_DAYS_UUIDS_SHOWN, OtherDays, first_message_at, is_oth
 #[cfg(test)]
 use schema::has_target_layout;
 pub use schema::{
-    Decoded, Unmergeable, arrow_metadata, conform, decode, decode_parsed, decoded_from,
-    footer_options, holds_flight, row_flights_in, rows_without_flight, target_schema,
+    Decoded, Unmergeable, arrow_metadata, column_key, conform, decode, decode_parsed, decoded_from,
+    footer_options, holds_flight, rows_without_flight, same_column, target_schema,
 };
 pub use stream::{MergedOutput, StreamError, StreamMerger};
 pub use widen::{ExtraColumns, convert};
@@ -485,7 +484,7 @@ pub(crate) mod tests {
             .schema()
             .fields()
             .iter()
-            .map(|f| f.name().to_lowercase())
+            .map(|f| column_key(f.name()))
             .collect();
         let mut unique = names.clone();
         unique.sort();
@@ -538,42 +537,12 @@ pub(crate) mod tests {
         }
     }
 
-    /// The proof's reading of a file: `s3_key` by name without case, and
-    /// two such columns as one (the first value that is not null).
-    #[test]
-    fn row_flights_match_s3_key_without_case() {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("S3_KEY", DataType::Utf8, true),
-            Field::new("s3_Key", DataType::Utf8, true),
-        ]));
-        let key = format!("flights/2026/07/20/X_Y_{U1}.json.gz");
-        let b = RecordBatch::try_new(
-            schema.clone(),
-            vec![
-                Arc::new(StringArray::from(vec![None, Some(key.as_str()), None])),
-                Arc::new(StringArray::from(vec![Some(key.as_str()), None, None])),
-            ],
-        )
-        .unwrap();
-        let mut body = Vec::new();
-        let mut w = ArrowWriter::try_new(&mut body, schema, None).unwrap();
-        w.write(&b).unwrap();
-        w.close().unwrap();
-        let got = row_flights_in(Bytes::from(body)).unwrap();
-        assert_eq!(got.flights, vec![Uuid::parse_str(U1).unwrap(); 2]);
-        assert_eq!(got.anonymous, 1);
-    }
-
     #[test]
     fn encode_decode_round_trip_keeps_schema() {
         let b = row(U1, "X");
         let bytes = encode(std::slice::from_ref(&b), 10).unwrap();
         let back = decode(Bytes::from(bytes.clone())).unwrap();
         assert_eq!(back.batch, b);
-        assert_eq!(
-            row_flights_in(Bytes::from(bytes)).unwrap().flights,
-            vec![Uuid::parse_str(U1).unwrap()]
-        );
         assert!(decode(Bytes::from_static(b"PAR1 not really")).is_err());
     }
 }

@@ -33,7 +33,6 @@ use std::collections::BTreeSet;
 use chrono::NaiveDate;
 use uuid::Uuid;
 
-use crate::commit::{self, Prefetched, ReadInputs, ReadSettings};
 use crate::error::Result;
 use crate::input::{self, Budget, RowKeys};
 use crate::keys::{
@@ -43,6 +42,7 @@ use crate::keys::{
 use crate::merge;
 use crate::merge::Source;
 use crate::plan::{self, PartitionListing, PlannedInput};
+use crate::read::{self, Prefetched, ReadInputs, ReadSettings};
 use crate::report::UnreadFile;
 use crate::storage::Store;
 use crate::storage::ranges::list_partition;
@@ -213,7 +213,7 @@ impl ParityCheck {
 
 /// The run's parity gate on one date, both halves: [`parity_gate`] over the
 /// listings, then, when it passes and the plan has `inputs` to merge, those
-/// inputs read as the commit reads them ([`commit::read_inputs`], reusing
+/// inputs read as the commit reads them ([`read::read_inputs`], reusing
 /// the gate's bodies) and checked by [`without_own_row`]. The run calls it
 /// on the walk's and a range's dates, `status` on the recorded mismatch
 /// date, so what `status` predicts is what the next run does.
@@ -238,7 +238,7 @@ pub async fn parity_check(
     let Some(inputs) = inputs.filter(|_| check.missing.is_empty()) else {
         return Ok(check);
     };
-    let read = commit::read_inputs(store, date, inputs, settings, &gate.prefetched).await?;
+    let read = read::read_inputs(store, date, inputs, settings, &gate.prefetched).await?;
     check.without_own_row = without_own_row(&read, flights);
     check.unread = unread_rows(&read, flights);
     check.read = Some(read);

@@ -4,7 +4,7 @@
 //! "Commit protocol" phase 6 and "Recovery table"), so no input is deleted on
 //! the word of a manifest alone: its rows must be found in the output. The
 //! flights of the output are read from its `s3_key` column
-//! ([`OutputFlights`]), the rows of each input from what was read of it
+//! ([`OutputFlights`], read by [`crate::input::row_flights`]), the rows of each input from what was read of it
 //! ([`InputRows`]), and [`unproven`] names every input that fails the rule:
 //!
 //! - a per-flight file `{uuid}.parquet` that holds a row must have its
@@ -42,11 +42,9 @@ use std::fmt;
 
 use arrow_array::RecordBatch;
 use arrow_array::cast::AsArray;
-use bytes::Bytes;
 use uuid::Uuid;
 
 use crate::keys::{IndexKey, classify_index_key, flight_uuid};
-use crate::merge::Unmergeable;
 
 /// The flights of a set of rows, by their `s3_key`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -80,15 +78,6 @@ impl RowFlights {
         out
     }
 
-    /// The flights of a Parquet file's rows, reading only its `s3_key`
-    /// column ([`crate::merge::row_flights_in`]).
-    ///
-    /// Errors: [`Unmergeable`] when the bytes are not Parquet or have no
-    /// `s3_key` column.
-    pub fn read(body: Bytes) -> Result<RowFlights, Unmergeable> {
-        crate::merge::row_flights_in(body)
-    }
-
     /// Rows in all.
     pub fn rows(&self) -> u64 {
         self.flights.len() as u64 + self.anonymous
@@ -112,13 +101,6 @@ impl OutputFlights {
         }
     }
 
-    /// Reads an output's body (its `s3_key` column only).
-    ///
-    /// Errors: [`Unmergeable`] when it is not Parquet with an `s3_key` column.
-    pub fn read(body: Bytes) -> Result<OutputFlights, Unmergeable> {
-        Ok(OutputFlights::new(RowFlights::read(body)?))
-    }
-
     /// Whether the output holds a row of `flight`.
     pub fn contains(&self, flight: &Uuid) -> bool {
         self.flights.contains(flight)
@@ -136,7 +118,7 @@ pub enum InputRows {
 }
 
 /// What a commit read and merged, per input: the rows of each input whose
-/// rows went into the output ([`crate::commit::read_inputs`] records them
+/// rows went into the output ([`crate::read::read_inputs`] records them
 /// as each body is decoded and taken by the merge). About 30 B a per-flight
 /// file; a multi-row file keeps its rows' uuids (16 B a row).
 #[derive(Debug, Clone, Default)]
@@ -399,8 +381,8 @@ mod tests {
         assert!(unproven([MULTI], get, &output).is_empty());
     }
 
-    #[test]
-    fn rows_whose_s3_key_is_null_empty_or_names_no_flight_are_anonymous() {
+    #[tokio::test]
+    async fn rows_whose_s3_key_is_null_empty_or_names_no_flight_are_anonymous() {
         let flight = u(5);
         let good = crate::merge::tests::row(&flight.to_string(), "X");
         let with_key = |key: Option<&str>| {
@@ -421,11 +403,15 @@ mod tests {
         let got = RowFlights::of_batch(&batch);
         assert_eq!(got, rows(&[5], 3));
         assert_eq!(got.rows(), 4);
-        // Read back from Parquet, the same.
+        // Read back from Parquet (`s3_key` alone, by the bounded reader), the same.
         let body =
             bytes::Bytes::from(crate::merge::encode(std::slice::from_ref(&batch), 16).unwrap());
-        assert_eq!(RowFlights::read(body.clone()).unwrap(), rows(&[5], 3));
-        let output = OutputFlights::read(body).unwrap();
+        let store = crate::storage::MemoryStore::new("b");
+        let budget = crate::input::Budget::default();
+        let read_back = crate::input::row_flights_of_body(&store, "k", body, budget).await;
+        let read_back = read_back.unwrap().unwrap();
+        assert_eq!(read_back, rows(&[5], 3));
+        let output = OutputFlights::new(read_back);
         assert!(output.contains(&flight));
         // Recorded for a per-flight file of that flight: not its own row only.
         let mut read = ReadRows::default();

@@ -55,23 +55,31 @@ use std::fmt;
 use chrono::NaiveDate;
 use uuid::Uuid;
 
-use crate::commit::{self, Fence, InputState, OutputCheck};
-use crate::error::Result;
+use crate::commit::{self, InputState, OutputCheck};
+use crate::error::{Error, Result};
 use crate::failpoint;
+use crate::input::{self, Budget};
 use crate::keys::{
     INDEX_ROOT, IndexKey, MANIFESTS_ROOT, QUARANTINE_ROOT, STATE_ROOT, classify_index_key,
     compacted_key, index_prefix, is_index_input, manifest_date,
 };
-use crate::proof::{InputRows, OutputFlights, RowFlights, Unproven};
+use crate::lease::Fence;
+use crate::proof::{InputRows, OutputFlights, Unproven};
 use crate::report::{RecoveredManifest, RecoveryAction};
 use crate::state::{MANIFEST_VERSION, MANIFEST_VERSION_1, Manifest, ManifestOutput};
-use crate::storage::{JOB_ID_METADATA, ObjectMeta, PutMode, Store, etag_eq, sha256_b64};
+use crate::storage::{JOB_ID_METADATA, ObjectMeta, PutMode, Store, sha256_b64};
 
 /// How far apart (milliseconds) the timestamps of a version-1 manifest's job
 /// id and its output's id may be. Version 1's `prepare` minted the output id
 /// (`Uuid::now_v7()`) right after the job id, so they are the same or the
 /// next millisecond; the slack covers a clock step between the two calls.
 pub const V1_OUTPUT_ID_WINDOW_MS: u64 = 1000;
+
+/// The budget the proof reads an output's and an input's `s3_key` column
+/// within ([`input::row_flights`]): the default `INPUT_BUDGET_MB`, as
+/// recovery is not handed the setting. A column over it proves nothing:
+/// the input is kept.
+const PROOF_BUDGET: Budget = Budget::DEFAULT;
 
 /// What a manifest names, in a [`ManifestRule`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -537,8 +545,11 @@ async fn prove_against_output(
         Some(b) if sha256_b64(&b) != output.sha256 => {
             "the output read for the proof is not the one verified".to_string()
         }
-        Some(b) => match OutputFlights::read(b) {
-            Ok(flights) => return prove_still_listed(store, manifest, &flights).await,
+        Some(b) => match input::row_flights_of_body(store, &output.key, b, PROOF_BUDGET).await? {
+            Ok(flights) => {
+                let flights = OutputFlights::new(flights);
+                return prove_still_listed(store, manifest, &flights).await;
+            }
             Err(u) => format!("the output's s3_key column cannot be read: {}", u.reason),
         },
     };
@@ -552,8 +563,9 @@ async fn prove_against_output(
 
 /// The inputs of `manifest` still there in the version it names whose rows
 /// are not proven to be in `output`: a per-flight input whose flight is in
-/// the output is proven by its name; any other is read (one GET each) and
-/// proven by its rows' flights (an unreadable one is unproven). An input
+/// the output is proven by its name; any other is proven by its rows'
+/// flights, its `s3_key` column read in the version the manifest names
+/// ([`input::row_flights`]; an unreadable one is unproven). An input
 /// gone, or there in another version, is not deleted anyway and needs no
 /// proof.
 ///
@@ -574,13 +586,15 @@ async fn prove_still_listed(
             there.push(i.key.as_str());
             continue;
         }
-        let Some(f) = store.get_opt(&i.key).await? else {
-            continue;
+        // Gone, or there in another version: not deleted, no proof needed.
+        let read = input::row_flights(store, &i.key, i.size, Some(&i.etag), PROOF_BUDGET).await;
+        let read = match read {
+            Err(e) if e.is_not_found() || matches!(e, Error::PreconditionFailed { .. }) => {
+                continue;
+            }
+            r => r?,
         };
-        if !etag_eq(&f.etag, &i.etag) {
-            continue;
-        }
-        match RowFlights::read(f.body) {
+        match read {
             Ok(r) => {
                 rows.insert(&i.key, InputRows::Rows(r));
                 there.push(i.key.as_str());

@@ -14,11 +14,12 @@ use chrono::{DateTime, NaiveDate, Utc};
 use uuid::Uuid;
 
 use crate::clock::Clock;
-use crate::commit::{self, Fence, Prefetched};
+use crate::commit;
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::read::{self, Prefetched};
 
-use crate::lease::LeaseGuard;
+use crate::lease::{Fence, LeaseGuard};
 use crate::merge::Source;
 use crate::plan::{self, DayAction};
 use crate::progress::{Progress, ProgressSink};
@@ -1004,7 +1005,7 @@ async fn day_passes(
     mode: DayMode,
     day: &mut DayReport,
 ) -> Result<Option<Vec<Uuid>>> {
-    let settings = commit::ReadSettings::of(cx.config);
+    let settings = read::ReadSettings::of(cx.config);
     // Per-flight files of listed flights that could not be read: the date
     // is a Mismatch once its readable inputs are folded.
     let mut unread_files: Vec<UnreadFile> = Vec::new();
@@ -1086,9 +1087,8 @@ async fn day_passes(
         let (read, lost, unread) = match checked {
             Some(checked) => checked,
             None => {
-                let read =
-                    commit::read_inputs(cx.store, date, &inputs, settings, &Prefetched::new())
-                        .await?;
+                let read = read::read_inputs(cx.store, date, &inputs, settings, &Prefetched::new())
+                    .await?;
                 let lost = without_own_row(&read, &listed.flights);
                 let unread = unread_rows(&read, &listed.flights);
                 (read, lost, unread)
@@ -1185,7 +1185,7 @@ fn lost_rows(day: &mut DayReport, lost: Vec<Uuid>, unread: Vec<UnreadFile>) -> V
 }
 
 /// Inputs of `read` of kind `source` that were decoded (and merged).
-fn count_decoded(read: &commit::ReadInputs, source: Source) -> u64 {
+fn count_decoded(read: &read::ReadInputs, source: Source) -> u64 {
     (read.merge_inputs.iter())
         .filter(|i| i.source == source)
         .count() as u64
@@ -1222,7 +1222,7 @@ async fn commit_day(
     date: NaiveDate,
     reason: String,
     (planned, started): (usize, Instant),
-    mut read: commit::ReadInputs,
+    mut read: read::ReadInputs,
     day: &mut DayReport,
 ) -> Result<usize> {
     let (store, opts) = (cx.store, cx.opts);
@@ -1251,11 +1251,13 @@ async fn commit_day(
     // checked before anything is written (the output read back in memory),
     // applied in the delete phase.
     let t = std::time::Instant::now();
-    let unproven = commit::prove_inputs(m, &read.rows, prepared.body.as_ref())?;
+    let budget = cx.config.input_budget;
+    let unproven =
+        commit::prove_inputs(store, m, &read.rows, prepared.body.as_ref(), budget).await?;
     tracing::debug!(%date, phase = "prove", files = m.inputs.len(), seconds = t.elapsed().as_secs_f64(), "inputs proven to be in the output");
     let t = std::time::Instant::now();
     // The lease's GETs go beside the requests before the destructive steps
-    // (`commit::Fence::beside`).
+    // (`lease::Fence::beside`).
     (cx.fence)
         .beside(commit::create_manifest(store, &prepared.manifest_key, m))
         .await?;

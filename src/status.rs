@@ -554,7 +554,7 @@ async fn mismatch_status(
         &flight_set,
         &listing,
         inputs,
-        crate::commit::ReadSettings::of(config),
+        crate::read::ReadSettings::of(config),
     )
     .await?;
     for (key, u) in &check.unreadable {

@@ -14,11 +14,13 @@ use std::collections::BTreeSet;
 use std::process::{Command, Output};
 
 use archive_compaction::app::{Deps, handle};
-use archive_compaction::commit::{self, Fence};
+use archive_compaction::commit;
 use archive_compaction::keys::index_prefix;
+use archive_compaction::lease::Fence;
 use archive_compaction::lease::LeaseGuard;
 use archive_compaction::plan::{self, PlannedInput};
 use archive_compaction::progress::bar_sink;
+use archive_compaction::read;
 use archive_compaction::report::{DayReport, Parity, RunReport, Status, StopReason};
 use archive_compaction::run::{RunOptions, run};
 use archive_compaction::state::Manifest;
@@ -100,7 +102,7 @@ async fn crashed_commit(
         })
         .collect();
     assert_eq!(inputs.len(), n);
-    let mut read = commit::read_inputs(store, date, &inputs, settings(), &Default::default())
+    let mut read = read::read_inputs(store, date, &inputs, settings(), &Default::default())
         .await
         .unwrap();
     let p = commit::prepare(date, &mut read, at(NOW), "crashed-run").unwrap();
@@ -938,8 +940,8 @@ async fn the_progress_bar_follows_a_real_run() {
 
 /// How the tests read a day: 4 GETs at once, row groups of 1,024 rows, the
 /// default input budget.
-fn settings() -> commit::ReadSettings {
-    commit::ReadSettings {
+fn settings() -> read::ReadSettings {
+    read::ReadSettings {
         concurrency: 4,
         row_group_rows: 1024,
         budget: Default::default(),

@@ -13,13 +13,15 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use archive_compaction::commit::{self, Fence};
+use archive_compaction::commit;
 use archive_compaction::keys::{
     COMPACTED_PREFIX, LOCK_KEY, MANIFESTS_ROOT, QUARANTINE_ROOT, WATERMARK_KEY, compacted_key,
     index_prefix, manifest_key,
 };
+use archive_compaction::lease::Fence;
 use archive_compaction::lease::LeaseGuard;
 use archive_compaction::plan::{self, PlannedInput};
+use archive_compaction::read;
 use archive_compaction::recovery::{self, Recovery};
 use archive_compaction::report::{RunReport, Status, StopReason};
 use archive_compaction::run::{RunOptions, run};
@@ -509,7 +511,7 @@ async fn committed_output(store: &S3Store, day: &str, version: u32) -> (String, 
             source: archive_compaction::merge::Source::PerFlight(*u),
         })
         .collect();
-    let mut read = commit::read_inputs(store, d, &inputs, settings(), &Default::default())
+    let mut read = read::read_inputs(store, d, &inputs, settings(), &Default::default())
         .await
         .unwrap();
     let mut p = commit::prepare(d, &mut read, at(NOW), "crashed-run").unwrap();
@@ -1073,8 +1075,8 @@ async fn recovery_proves_each_input_by_its_rows() {
 
 /// How the tests read a day: 4 GETs at once, row groups of 1,024 rows, the
 /// default input budget.
-fn settings() -> commit::ReadSettings {
-    commit::ReadSettings {
+fn settings() -> read::ReadSettings {
+    read::ReadSettings {
         concurrency: 4,
         row_group_rows: 1024,
         budget: Default::default(),

@@ -104,9 +104,8 @@ pub(super) fn to_union_schema(
             let found = if i < target_len {
                 bs.index_of(f.name()).ok()
             } else {
-                let lower = f.name().to_lowercase();
                 (bs.fields().iter().enumerate().skip(target_len))
-                    .find(|(_, g)| g.name().to_lowercase() == lower)
+                    .find(|(_, g)| super::same_column(g.name(), f.name()))
                     .map(|(ix, _)| ix)
             };
             match found {

@@ -246,7 +246,7 @@ pub fn conform(batch: &RecordBatch) -> Result<Decoded, Unmergeable> {
     // Columns grouped by name without case, in the order first written.
     let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
     for (i, f) in schema.fields().iter().enumerate() {
-        let lower = f.name().to_lowercase();
+        let lower = column_key(f.name());
         match groups.iter_mut().find(|(l, _)| *l == lower) {
             Some((_, ixs)) => ixs.push(i),
             None => groups.push((lower, vec![i])),
@@ -439,6 +439,18 @@ pub(super) fn conform_column(target: &Field, col: &ArrayRef) -> Result<ArrayRef,
     }
 }
 
+/// A column name as names are matched: without case, as Glue, Athena and
+/// Spark match them (`Icao_Hex` is `icao_hex`). Every comparison of column
+/// names (the merge, the bounded reads of [`crate::input`]) goes through it.
+pub fn column_key(name: &str) -> String {
+    name.to_lowercase()
+}
+
+/// Whether `a` and `b` name one column ([`column_key`]).
+pub fn same_column(a: &str, b: &str) -> bool {
+    a == b || column_key(a) == column_key(b)
+}
+
 pub(super) fn to_micros(v: i64, unit: TimeUnit) -> Option<i64> {
     match unit {
         TimeUnit::Second => v.checked_mul(1_000_000),
@@ -446,50 +458,6 @@ pub(super) fn to_micros(v: i64, unit: TimeUnit) -> Option<i64> {
         TimeUnit::Microsecond => Some(v),
         TimeUnit::Nanosecond => (v % 1_000 == 0).then_some(v / 1_000),
     }
-}
-
-/// The flights of a Parquet file's rows by its `s3_key` column (reads only
-/// that column), and how many rows name no flight (a null `s3_key`, or one
-/// without a uuid): what [`crate::proof`] checks an input or an output by.
-///
-/// Errors: [`Unmergeable`] when the bytes are not Parquet or have no `s3_key`.
-pub fn row_flights_in(bytes: Bytes) -> Result<crate::proof::RowFlights, Unmergeable> {
-    check_magic(&bytes)?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
-        .map_err(|e| unmergeable(None, format!("not a readable Parquet file: {e}")))?;
-    // Every column named `s3_key` without case (as the merge matches it).
-    let roots: Vec<usize> = (builder.parquet_schema().root_schema().get_fields().iter())
-        .enumerate()
-        .filter(|(_, f)| f.name().to_lowercase() == "s3_key")
-        .map(|(i, _)| i)
-        .collect();
-    if roots.is_empty() {
-        return Err(unmergeable(Some("s3_key"), "column is missing"));
-    }
-    let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
-    let reader = builder
-        .with_projection(mask)
-        .build()
-        .map_err(|e| unmergeable(None, e.to_string()))?;
-    let mut out = crate::proof::RowFlights::default();
-    for b in reader {
-        let b = b.map_err(|e| unmergeable(None, e.to_string()))?;
-        // Columns twice (names equal but for case) hold one value a row
-        // as the merge takes them: the first that is not null.
-        let cols = (b.columns().iter())
-            .map(|c| cast(c, &DataType::Utf8))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| unmergeable(Some("s3_key"), e.to_string()))?;
-        let cols: Vec<&StringArray> = cols.iter().map(|c| c.as_string()).collect();
-        for row in 0..b.num_rows() {
-            let key = cols.iter().find(|c| c.is_valid(row)).map(|c| c.value(row));
-            match key.and_then(flight_uuid) {
-                Some(u) => out.flights.push(u),
-                None => out.anonymous += 1,
-            }
-        }
-    }
-    Ok(out)
 }
 
 /// Whether a per-flight file's rows include one of `flight`: a row whose

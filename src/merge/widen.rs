@@ -294,8 +294,7 @@ impl ExtraColumns {
     /// Adds one column's values (see [`ExtraColumns::with`]); on an error
     /// `self` may be part-changed (callers work on a copy).
     pub(super) fn add(&mut self, name: &str, col: &ArrayRef) -> Result<(), Unmergeable> {
-        let lower = name.to_lowercase();
-        let ix = match (self.columns.iter()).position(|c| c.name.to_lowercase() == lower) {
+        let ix = match (self.columns.iter()).position(|c| super::same_column(&c.name, name)) {
             Some(ix) => ix,
             None => {
                 self.columns.push(Column {
