@@ -1,0 +1,405 @@
+//! One date through the commit protocol: list, parity gate, plan, read,
+//! then commit (or, in a dry run, only read), folding inputs that changed
+//! meanwhile in further passes. A date's outcome goes into its own
+//! [`DayReport`]; the run's report is the driver's.
+
+use std::time::Instant;
+
+use chrono::NaiveDate;
+use uuid::Uuid;
+
+use super::watermark::delete_finished_manifests;
+use super::{Ctx, DayMode, FOREIGN_KEYS_SHOWN};
+use crate::commit;
+use crate::error::{Error, Result};
+use crate::merge::Source;
+use crate::partition::{nothing_to_merge, parity_check, unread_rows, without_own_row};
+use crate::plan::{self, DayAction};
+use crate::progress::Progress;
+use crate::read::{self, Prefetched};
+use crate::report::{DayAction as Done, DayReport, Parity, RunReport, SkippedFile, UnreadFile};
+use crate::storage::Store;
+
+/// How many times a date is re-planned in one run when inputs changed while
+/// it was being compacted (their newer versions are folded in at once).
+const MAX_PASSES_PER_DATE: usize = 3;
+
+/// How one date ended, for the step that asked.
+pub(super) enum DayOutcome {
+    /// Done (compacted, nothing to do, planned): the day's report.
+    Done(DayReport),
+    /// Parity failed: the day's report and the flights without an index row.
+    Mismatch(DayReport, Vec<Uuid>),
+    /// An error stopped the date: the day's report (with what it did before
+    /// the error, action `failed`) and the error.
+    Failed(DayReport, Error),
+}
+
+/// One date, in any [`DayMode`]: list, sort, parity gate (per mode), plan,
+/// then commit (or, in a dry run, read what would be merged). When inputs
+/// changed during the commit, their newer versions are folded in at once
+/// (up to [`MAX_PASSES_PER_DATE`] passes). Returns the day's report; it
+/// never touches the run's report (see [`RunReport::add_day`]).
+pub(super) async fn process_day(
+    cx: &mut Ctx<'_, '_, impl Store>,
+    date: NaiveDate,
+    mode: DayMode,
+) -> DayOutcome {
+    let t0 = Instant::now();
+    let mut day = DayReport {
+        date,
+        ..Default::default()
+    };
+    let outcome = day_passes(cx, date, mode, &mut day).await;
+    day.seconds = t0.elapsed().as_secs_f64();
+    if day.rows_of_other_days > 0 {
+        // Once per date, whatever the passes.
+        tracing::warn!(%date, rows = day.rows_of_other_days, first = ?day.other_days_uuids,
+            "multi-row inputs hold rows of other days (first_message on another UTC date): merged into this date where they are, not moved");
+    }
+    match outcome {
+        Err(e) => {
+            day.action = Done::Failed;
+            day.reason = e.to_string();
+            DayOutcome::Failed(day, e)
+        }
+        Ok(Some(missing)) => DayOutcome::Mismatch(day, missing),
+        Ok(None) => {
+            tracing::info!(
+                %date,
+                action = %day.action,
+                files = day.files_read,
+                rows = day.rows_written,
+                bytes = day.bytes_written,
+                bytes_read = day.bytes_read,
+                seconds = day.seconds,
+                "date done"
+            );
+            cx.progress(Progress::DateDone {
+                date,
+                action: day.action,
+                files: day.files_read,
+                bytes_read: day.bytes_read,
+                rows: day.rows_written,
+                bytes: day.bytes_written,
+            });
+            DayOutcome::Done(day)
+        }
+    }
+}
+
+/// The passes of [`process_day`]; `Some(missing)` on a parity mismatch.
+async fn day_passes(
+    cx: &mut Ctx<'_, '_, impl Store>,
+    date: NaiveDate,
+    mode: DayMode,
+    day: &mut DayReport,
+) -> Result<Option<Vec<Uuid>>> {
+    let settings = read::ReadSettings::of(cx.config);
+    // Per-flight files of listed flights that could not be read: the date
+    // is a Mismatch once its readable inputs are folded.
+    let mut unread_files: Vec<UnreadFile> = Vec::new();
+    for pass in 0..MAX_PASSES_PER_DATE {
+        let t = std::time::Instant::now();
+        let mut listed = crate::partition::list_day(cx.store, date, mode != DayMode::Sweep).await?;
+        tracing::debug!(%date, phase = "list", flights = listed.flights.len(), seconds = t.elapsed().as_secs_f64(), "partition listed");
+        let listing = &listed.index;
+        day.flights = listed.flights.len() as u64;
+        if pass == 0 {
+            day.foreign_objects = listing.foreign.len() as u64;
+            day.foreign_keys = (listing.foreign.iter().take(FOREIGN_KEYS_SHOWN))
+                .map(|(o, _)| o.key.clone())
+                .collect();
+            for (o, why) in &listing.foreign {
+                tracing::debug!(key = %o.key, reason = why, "foreign object under index/: left alone");
+            }
+            if !listing.foreign.is_empty() {
+                tracing::info!(%date, count = listing.foreign.len(), first = %listing.foreign[0].0.key,
+                    "foreign objects in the partition (not index inputs): left alone");
+            }
+        }
+        let plan = plan::plan_day(date, listing, &cx.recovery.claimed);
+        let read_started = Instant::now();
+        let gate_needed = match mode {
+            DayMode::Walk => true,
+            DayMode::Sweep => false,
+            // Nothing to fold: the date is not touched, so no gate (no GET).
+            DayMode::Repair => matches!(plan.action, DayAction::Compact { .. }),
+        };
+        // The inputs the gate's second half read, for the merge to reuse.
+        let mut checked = None;
+        if pass == 0 && gate_needed {
+            let inputs = match &plan.action {
+                DayAction::Compact { inputs } => Some(inputs.as_slice()),
+                _ => None,
+            };
+            let check =
+                parity_check(cx.store, date, &listed.flights, listing, inputs, settings).await?;
+            add_skipped(
+                day,
+                check.unreadable.iter().map(|(key, u)| SkippedFile {
+                    key: key.clone(),
+                    date: Some(date),
+                    column: u.column.clone(),
+                    reason: format!(
+                        "multi-row index file unreadable for the parity check: {}",
+                        u.reason
+                    ),
+                    limit: u.limit,
+                }),
+            );
+            if !check.missing.is_empty() {
+                let reason = check.reason().unwrap_or_default();
+                return Ok(Some(parity_failed(day, reason, check.missing)));
+            }
+            day.parity = Some(Parity::Passed);
+            checked = (check.read).map(|read| (read, check.without_own_row, check.unread));
+        }
+        tracing::info!(pass, "{plan}");
+        day.files_claimed = listing
+            .inputs()
+            .filter(|m| cx.recovery.claimed.contains(&m.key))
+            .count() as u64;
+        // The plan holds what the commit needs: the listing (every key and
+        // ETag, ~200 B a file) goes now, not after the commit.
+        listed.index = Default::default();
+        let plan::DayPlan { action, reason, .. } = plan;
+        let DayAction::Compact { inputs } = action else {
+            if pass == 0 {
+                day.action = Done::NothingToCompact;
+                day.reason = reason;
+            }
+            break;
+        };
+        // The sweep and later passes read here, with the same check of
+        // per-flight files without a row of their own (in the sweep no
+        // flight was listed: none can be lost).
+        let (read, lost, unread) = match checked {
+            Some(checked) => checked,
+            None => {
+                let read = read::read_inputs(cx.store, date, &inputs, settings, &Prefetched::new())
+                    .await?;
+                let lost = without_own_row(&read, &listed.flights);
+                let unread = unread_rows(&read, &listed.flights);
+                (read, lost, unread)
+            }
+        };
+        let planned = inputs.len();
+        // The plan's inputs, the bodies the gate read and the flights go
+        // once the inputs are read: at 200,000 inputs the plan alone is
+        // ~40 MB that the manifest, its JSON body and the re-list need not
+        // share the heap with.
+        drop((inputs, std::mem::take(&mut listed.flights)));
+        day.bytes_read += read.bytes_read;
+        add_skipped(day, read.skipped.iter().cloned());
+        // The dry run and the commit alike: what this pass read.
+        RunReport::note_other_days(day, &read.other_days);
+        if let Some(key) = &read.held_back {
+            // Nothing of the day is merged or deleted; the file is named
+            // in skipped_files with its limit.
+            day.reason = format!(
+                "compacted file {key} is over an input limit: the day's other inputs are left unmerged"
+            );
+            break;
+        }
+        if !lost.is_empty() {
+            return Ok(Some(lost_rows(day, lost, unread)));
+        }
+        // An unreadable per-flight file fails the date (its flight has no
+        // readable row), but only after the day's readable inputs are
+        // folded: the file itself is never an input, so nothing of it is
+        // merged or deleted, and the other flights do not wait on it.
+        if unread_files.is_empty() {
+            unread_files = unread;
+        }
+        if nothing_to_merge(&read) {
+            // The first pass leaves the default (nothing_to_compact); a
+            // later pass keeps what the first one did (compacted).
+            day.reason = "nothing readable to fold: at most one compacted file".into();
+            break;
+        }
+        if cx.opts.dry_run {
+            // What was read, as the real run counts it (not what was
+            // planned: a planned input that cannot be decoded is skipped,
+            // not read).
+            day.action = Done::Planned;
+            day.reason = reason;
+            day.files_read = read.read.len() as u64;
+            day.files_read_compacted = count_decoded(&read, Source::Compacted);
+            day.files_read_multi_row = count_decoded(&read, Source::MultiRow);
+            break;
+        }
+        let kept_newer = commit_day(cx, date, reason, (planned, read_started), read, day).await?;
+        if kept_newer == 0 {
+            break;
+        }
+        // The next pass folds this one's output in: its manifest goes first.
+        delete_finished_manifests(cx).await?;
+        tracing::info!(%date, kept_newer, "inputs changed during the commit; folding their newer versions in");
+    }
+    if !unread_files.is_empty() {
+        return Ok(Some(lost_rows(day, Vec::new(), unread_files)));
+    }
+    Ok(None)
+}
+
+/// Marks `day` as failing parity (`reason`, the flights `missing`).
+fn parity_failed(day: &mut DayReport, reason: String, missing: Vec<Uuid>) -> Vec<Uuid> {
+    day.parity = Some(Parity::Mismatch);
+    day.action = Done::Mismatch;
+    day.reason = reason;
+    day.mismatch_uuids = missing.iter().map(Uuid::to_string).collect();
+    missing
+}
+
+/// Marks `day` as failing parity because of [`without_own_row`] (`lost`)
+/// or [`unread_rows`] (`unread`, named in `days[].unread_files`).
+fn lost_rows(day: &mut DayReport, lost: Vec<Uuid>, unread: Vec<UnreadFile>) -> Vec<Uuid> {
+    if let Some(first) = lost.first() {
+        tracing::warn!(date = %day.date, flights = lost.len(), first = %first,
+            "per-flight files that hold no row of their flight: parity fails, nothing is written");
+    }
+    for f in &unread {
+        tracing::warn!(date = %day.date, key = %f.key, flight = %f.flight, reason = %f.reason,
+            "per-flight file cannot be read: its flight has no readable index row; parity fails, the file is left in place");
+    }
+    let check = crate::partition::ParityCheck {
+        without_own_row: lost,
+        unread,
+        ..Default::default()
+    };
+    let text = check.reason().unwrap_or_default();
+    let failing = check.failing();
+    day.unread_files = check.unread;
+    parity_failed(day, text, failing)
+}
+
+/// Inputs of `read` of kind `source` that were decoded (and merged).
+fn count_decoded(read: &read::ReadInputs, source: Source) -> u64 {
+    (read.merge_inputs.iter())
+        .filter(|i| i.source == source)
+        .count() as u64
+}
+
+/// Adds `files` to the day's skipped files (`skipped`, `files_skipped`),
+/// each key once: the parity gate and every pass of the commit may each
+/// find the same file unreadable.
+fn add_skipped(day: &mut DayReport, files: impl IntoIterator<Item = SkippedFile>) {
+    let mut seen: std::collections::HashSet<String> =
+        day.skipped.iter().map(|f| f.key.clone()).collect();
+    for f in files {
+        if seen.insert(f.key.clone()) {
+            day.files_skipped += 1;
+            day.skipped.push(f);
+        }
+    }
+}
+
+/// Runs the commit protocol for one planned date (`planned` inputs, read
+/// into `read` from `started` on, planned for `reason`, parity passed); returns how many
+/// inputs were kept because they changed meanwhile. What it did goes into
+/// `day` (also when it fails part way: the day then says what was done).
+async fn commit_day(
+    cx: &mut Ctx<'_, '_, impl Store>,
+    date: NaiveDate,
+    reason: String,
+    (planned, started): (usize, Instant),
+    mut read: read::ReadInputs,
+    day: &mut DayReport,
+) -> Result<usize> {
+    let (store, opts) = (cx.store, cx.opts);
+    let prepared = commit::prepare(date, &mut read, opts.now, &opts.invocation_id)?;
+    day.extra_columns = prepared.extra_columns.clone();
+    for (key, rows) in &read.rows_without_flight {
+        day.rows_without_flight += rows;
+        if day.rows_without_flight_keys.len() < FOREIGN_KEYS_SHOWN
+            && !day.rows_without_flight_keys.contains(key)
+        {
+            day.rows_without_flight_keys.push(key.clone());
+        }
+    }
+    if day.rows_without_flight > 0 {
+        tracing::warn!(%date, rows = day.rows_without_flight, first = %day.rows_without_flight_keys[0],
+            "multi-row inputs hold rows whose s3_key is null, empty or names no flight; kept after the flights' rows");
+    }
+    if !prepared.extra_columns.is_empty() {
+        tracing::warn!(%date, columns = ?prepared.extra_columns, "inputs carry columns the target schema does not know; kept after the known ones");
+    }
+    // Each phase's time at debug level
+    // (`LOG_LEVEL=info,archive_compaction::run=debug`), in seconds.
+    tracing::debug!(%date, phase = "read", files = planned, seconds = started.elapsed().as_secs_f64(), "inputs read and merged");
+    let m = &prepared.manifest;
+    // Nothing is deleted unless its rows are proven to be in the output:
+    // checked before anything is written (the output read back in memory),
+    // applied in the delete phase.
+    let t = std::time::Instant::now();
+    let budget = cx.config.input_budget;
+    let unproven =
+        commit::prove_inputs(store, m, &read.rows, prepared.body.as_ref(), budget).await?;
+    tracing::debug!(%date, phase = "prove", files = m.inputs.len(), seconds = t.elapsed().as_secs_f64(), "inputs proven to be in the output");
+    let t = std::time::Instant::now();
+    // The lease's GETs go beside the requests before the destructive steps
+    // (`lease::Fence::beside`).
+    (cx.fence)
+        .beside(commit::create_manifest(store, &prepared.manifest_key, m))
+        .await?;
+    if let (Some(output), Some(body)) = (&m.output, prepared.body.clone()) {
+        commit::put_output(store, &mut cx.fence, m.job_id, output, body).await?;
+    }
+    tracing::debug!(%date, phase = "write", seconds = t.elapsed().as_secs_f64(), "manifest and output written");
+    let t = std::time::Instant::now();
+    let deleted = commit::verify_and_delete_inputs(store, &mut cx.fence, m, &unproven).await?;
+    tracing::debug!(%date, phase = "delete", files = m.inputs.len(), seconds = t.elapsed().as_secs_f64(), "output verified, partition re-listed, inputs deleted");
+    day.files_read += m.inputs.len() as u64;
+    day.files_read_compacted += count_decoded(&read, Source::Compacted);
+    day.files_read_multi_row += count_decoded(&read, Source::MultiRow);
+    day.files_deleted += deleted.deleted;
+    day.files_kept_newer += deleted.kept_newer.len() as u64;
+    day.duplicates_removed += prepared.duplicates_removed;
+    day.action = Done::Compacted;
+    day.reason = reason;
+    if let Some(o) = &m.output {
+        day.output_key = Some(o.key.clone());
+        // A later pass writes a new output holding the earlier one's rows:
+        // the day reports the one it left.
+        day.rows_written = o.rows;
+        day.bytes_written = o.size;
+    }
+    if let Some(first) = deleted.unproven.first() {
+        // Kept with its manifest (not in `finished_manifests`): the date is
+        // not counted as compacted and stays blocked.
+        day.files_delete_failed += deleted.failed.len() as u64;
+        return Err(Error::Unproven {
+            date,
+            key: first.key.clone(),
+            reason: first.reason.clone(),
+            count: deleted.unproven.len(),
+            output: m
+                .output
+                .as_ref()
+                .map_or_else(|| "no output (zero rows)".to_string(), |o| o.key.clone()),
+            manifest: prepared.manifest_key.clone(),
+        });
+    }
+    if !deleted.failed.is_empty() {
+        day.files_delete_failed += deleted.failed.len() as u64;
+        let f = &deleted.failed[0];
+        return Err(Error::S3 {
+            op: "DeleteObjects",
+            bucket: store.bucket().to_string(),
+            key: f.key.clone(),
+            code: f.code.clone(),
+            message: format!(
+                "{} input(s) of {date} could not be deleted ({}); manifest {} kept, the next run retries",
+                deleted.failed.len(),
+                f.message,
+                prepared.manifest_key
+            ),
+            transient: false,
+        });
+    }
+    // Complete: its manifest is deleted beside the watermark write that
+    // follows (`write_watermark`), or at once by another caller.
+    cx.finished_manifests.push(prepared.manifest_key);
+    Ok(deleted.kept_newer.len())
+}
