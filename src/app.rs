@@ -367,7 +367,7 @@ impl InvokeEvent {
     ///
     /// Errors: a message naming the fields: `from` without `to` (or the
     /// reverse), `date` together with `from`/`to`, `from` after `to`, a range
-    /// longer than [`crate::run::MAX_REPAIR_DAYS`].
+    /// longer than [`crate::day::MAX_RANGE_DAYS`].
     pub fn validate(&self) -> Result<(), String> {
         match (self.from, self.to) {
             (None, None) => Ok(()),
@@ -378,7 +378,7 @@ impl InvokeEvent {
                 "\"date\" and \"from\"/\"to\" exclude each other: give one date or one range"
                     .into(),
             ),
-            (Some(f), Some(t)) => crate::run::repair_dates(f, t)
+            (Some(f), Some(t)) => crate::day::date_range(f, t, crate::day::RangeOf::Repair)
                 .map(|_| ())
                 .map_err(|e| e.to_string()),
         }

@@ -5,9 +5,8 @@
 //! Read-only: ListObjectsV2 and (ranged) GetObject only; no lease, no
 //! write, no delete, so it is safe beside a running job. Per date it lists
 //! the flight objects under `flights/YYYY/MM/DD/` and the index partition
-//! (in key ranges, as the run lists them:
-//! [`crate::storage::ranges::list_partition`]), sorts the partition with the
-//! run's classification ([`crate::plan::classify_partition`]), and reads
+//! sorted by kind with the run's own listing ([`crate::day::Day::list`]:
+//! in key ranges, [`crate::plan::classify_partition`]), and reads
 //! the `s3_key` and `first_message` columns of every multi-row input
 //! (compacted files and other multi-row index files) with the run's bounded
 //! reader ([`crate::input`]): the footer first, checked against the input
@@ -63,7 +62,7 @@
 //! # });
 //! ```
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::Instant;
 
@@ -74,12 +73,11 @@ use tokio::sync::Semaphore;
 use uuid::Uuid;
 
 use crate::config::Config;
+use crate::day::{Day, DayCounts, FlightKeys, RangeOf, date_range};
 use crate::error::{Error, Result};
 use crate::input::{self, Budget, RowKeys};
-use crate::keys::{flight_uuid, flights_prefix, index_prefix};
+use crate::keys::flight_uuid;
 use crate::merge::is_other_day;
-use crate::plan::{self, PartitionListing};
-use crate::storage::ranges::list_partition;
 use crate::storage::{ObjectMeta, Store};
 
 /// Examples kept per finding, per date and in the totals (the first ones in
@@ -97,10 +95,6 @@ pub const DATES_IN_FLIGHT: usize = 4;
 /// chunks while they are decoded); their GETs take `READ_CONCURRENCY`
 /// permits like every other.
 pub const FILES_IN_FLIGHT: usize = 8;
-
-/// Most days one audit takes (ten years): a longer history is audited in
-/// several ranges.
-pub const MAX_AUDIT_DAYS: i64 = 3660;
 
 /// What fixes each finding (also in the report's totals, for every finding
 /// that was found).
@@ -298,18 +292,13 @@ impl Findings {
 pub struct DayAudit {
     /// The date.
     pub date: NaiveDate,
-    /// Flight objects under `flights/YYYY/MM/DD/` (named by a uuid).
-    pub flights: u64,
+    /// The date's flights and index files, as `status` counts them (each
+    /// per-flight file's `s3_key` is read: one GET each; foreign objects
+    /// are never read).
+    #[serde(flatten)]
+    pub counts: DayCounts,
     /// Index rows: one per per-flight file, plus every multi-row input's rows.
     pub rows: u64,
-    /// Per-flight index files `{uuid}.parquet` (their `s3_key` read: one GET each).
-    pub per_flight_files: u64,
-    /// `compacted-*.parquet` files.
-    pub compacted_files: u64,
-    /// Other multi-row index files.
-    pub multi_row_files: u64,
-    /// Objects of the partition that are no index input (never read).
-    pub foreign_objects: u64,
     /// GetObject requests (ranged) sent.
     pub requests: u64,
     /// Bytes those requests read.
@@ -398,39 +387,17 @@ pub struct AuditReport {
     pub resume_date: Option<NaiveDate>,
 }
 
-/// The dates `from` to `to`, both included.
-///
-/// Errors: [`Error::Config`] naming `from`/`to` when `from` is after `to`,
-/// or the range is longer than [`MAX_AUDIT_DAYS`].
-pub fn audit_dates(from: NaiveDate, to: NaiveDate) -> Result<Vec<NaiveDate>> {
-    let bad = |reason: String| Error::Config {
-        name: "audit from/to".into(),
-        reason,
-    };
-    if from > to {
-        return Err(bad(format!(
-            "from {from} is after to {to}; give the earlier date as from"
-        )));
-    }
-    let days = (to - from).num_days() + 1;
-    if days > MAX_AUDIT_DAYS {
-        return Err(bad(format!(
-            "{from}..{to} is {days} days; at most {MAX_AUDIT_DAYS} per audit (split the range)"
-        )));
-    }
-    Ok(from.iter_days().take_while(|d| *d <= to).collect())
-}
-
 /// Audits `opts.from` to `opts.to` (see the module docs).
 ///
-/// Errors: only a bad range ([`audit_dates`]); a date that fails is in
+/// Errors: only a bad range ([`date_range`]: reversed, or longer than
+/// [`crate::day::MAX_RANGE_DAYS`]); a date that fails is in
 /// [`AuditReport::unfinished`].
 pub async fn audit(
     store: &impl Store,
     config: &Config,
     opts: &AuditOptions,
 ) -> Result<AuditReport> {
-    let dates = audit_dates(opts.from, opts.to)?;
+    let dates = date_range(opts.from, opts.to, RangeOf::Audit)?;
     let mut report = AuditReport {
         bucket: store.bucket().to_string(),
         from: opts.from,
@@ -465,7 +432,7 @@ pub async fn audit(
             Some(Ok(day)) => {
                 let t = &mut report.totals;
                 t.dates_audited += 1;
-                t.flights += day.flights;
+                t.flights += day.counts.flights;
                 t.rows += day.rows;
                 t.requests += day.requests;
                 t.bytes_read += day.bytes_read;
@@ -552,23 +519,11 @@ pub async fn audit_day(
     gets: &Semaphore,
     budget: Budget,
 ) -> Result<DayAudit> {
-    let (fp, ip) = (flights_prefix(date), index_prefix(date));
-    let (flight_objects, index) = tokio::try_join!(
-        list_partition(store, &fp, date),
-        list_partition(store, &ip, date)
-    )?;
-    let flights: BTreeMap<Uuid, String> = flight_objects
-        .into_iter()
-        .filter_map(|o| flight_uuid(&o.key).map(|u| (u, o.key)))
-        .collect();
-    let listing: PartitionListing = plan::classify_partition(index);
+    let listed = Day::list(store, date, true).await?;
+    let (flights, listing) = (&listed.flights, &listed.index);
     let mut day = DayAudit {
         date,
-        flights: flights.len() as u64,
-        per_flight_files: listing.per_flight.len() as u64,
-        compacted_files: listing.compacted.len() as u64,
-        multi_row_files: listing.multi_row.len() as u64,
-        foreign_objects: listing.foreign.len() as u64,
+        counts: listed.counts(),
         ..DayAudit::default()
     };
     let mut files: Vec<&str> = Vec::new();
@@ -576,10 +531,9 @@ pub async fn audit_day(
     // Multi-row inputs first, in key order: their columns, read a few at a
     // time (every GET takes a permit of the shared semaphore).
     let inputs: Vec<&ObjectMeta> = listing.multi_row_inputs().map(|(m, _)| m).collect();
-    let flights_ref = &flights;
     let mut reads = stream::iter(inputs)
         .map(|meta| async move {
-            let r = read_columns(store, meta, date, flights_ref, gets, budget).await?;
+            let r = read_columns(store, meta, date, flights, gets, budget).await?;
             Ok::<_, Error>((meta, r))
         })
         .buffered(FILES_IN_FLIGHT)
@@ -614,7 +568,7 @@ pub async fn audit_day(
     let beside = !listing.compacted.is_empty();
     let mut per_flight = stream::iter(&listing.per_flight)
         .map(|(u, meta)| async move {
-            let r = read_columns(store, meta, date, flights_ref, gets, budget).await?;
+            let r = read_columns(store, meta, date, flights, gets, budget).await?;
             Ok::<_, Error>((u, meta, r))
         })
         .buffered(FILES_IN_FLIGHT)
@@ -654,7 +608,7 @@ pub async fn audit_day(
         }
     }
     drop(per_flight);
-    for (u, key) in &flights {
+    for (u, key) in flights {
         if !held.contains_key(u) {
             day.findings.missing.add(|| FlightExample {
                 date,
@@ -711,7 +665,7 @@ async fn read_columns(
     store: &impl Store,
     meta: &ObjectMeta,
     date: NaiveDate,
-    flights: &BTreeMap<Uuid, String>,
+    flights: &FlightKeys,
     gets: &Semaphore,
     budget: Budget,
 ) -> Result<ColumnRead> {
@@ -897,6 +851,7 @@ pub async fn cli(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keys::{flights_prefix, index_prefix};
     use crate::storage::MemoryStore;
     use arrow_array::StringArray;
     use arrow_schema::{DataType, TimeUnit};
@@ -973,7 +928,7 @@ mod tests {
             .unwrap();
         let day = &r.days[0];
         let got = &day.findings;
-        assert_eq!(day.flights, 4);
+        assert_eq!(day.counts.flights, 4);
         assert_eq!(
             day.rows, 6,
             "5 rows in the compacted file, 1 per-flight file"
@@ -1093,7 +1048,7 @@ mod tests {
             .unwrap();
         let day = &r.days[0];
         assert_eq!(r.status, AuditStatus::Clean, "{:?}", day.findings);
-        assert_eq!((day.flights, day.rows), (n as u64, n as u64));
+        assert_eq!((day.counts.flights, day.rows), (n as u64, n as u64));
         assert_eq!(day.multi_row_bytes, size);
         assert!(
             day.bytes_read < size / 2,

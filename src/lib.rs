@@ -7,7 +7,9 @@
 //! - [`config`]: typed settings from environment variables.
 //! - [`keys`]: bucket layout, pure.
 //! - [`plan`]: pure planning (cutoff, walk start, partition listing, parity, day plan).
-//! - [`partition`]: one date's listings, the parity gate, the earliest partition (read-only).
+//! - [`day`]: one date's listings and counts as every command sees them, the blocked
+//!   dates with each command's policy, the dates of a range (read-only).
+//! - [`partition`]: the parity gate, the earliest partition (read-only).
 //! - [`merge`]: decode, conform to the target schema, dedupe, encode.
 //! - [`input`]: bounded reads of index inputs (limits from the footer before
 //!   any decode; ranged, projected, row group by row group).
@@ -31,6 +33,7 @@ pub mod audit;
 pub mod clock;
 pub mod commit;
 pub mod config;
+pub mod day;
 pub mod error;
 pub mod input;
 pub mod keys;

@@ -262,7 +262,11 @@ fn main() -> ExitCode {
                 ..
             },
     }) = &cli
-        && let Err(e) = archive_compaction::run::repair_dates(*from, *to)
+        && let Err(e) = archive_compaction::day::date_range(
+            *from,
+            *to,
+            archive_compaction::day::RangeOf::Repair,
+        )
     {
         eprintln!("error: {e}\n\nFor more information, try '--help'.");
         return ExitCode::from(1);

@@ -1,7 +1,6 @@
-//! One date's partition as the driver and `status` see it: the listings of
-//! `flights/YYYY/MM/DD/` and `index/year=…/month=…/day=…/`, the parity gate
-//! over them, and the earliest partition of either (where a fresh
-//! deployment starts). Read-only: lists and GETs, never writes.
+//! The parity gate over one date's listings ([`crate::day::Day`]), and the
+//! earliest partition of `flights/` or `index/` (where a fresh deployment
+//! starts). Read-only: lists and GETs, never writes.
 //!
 //! The parity gate (docs/ARCHITECTURE.md, "Parity gate"): a flight counts
 //! as indexed when a per-flight file is named by its uuid, or when any
@@ -15,14 +14,15 @@
 //! `status` re-checks a recorded mismatch: one function, the same reads.
 //!
 //! ```
-//! use archive_compaction::partition::{list_day, parity_gate};
+//! use archive_compaction::day::Day;
+//! use archive_compaction::partition::parity_gate;
 //! use archive_compaction::storage::{MemoryStore, Store};
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 //! let store = MemoryStore::new("archive");
 //! let u = "019f7d73-f820-702f-b905-8c81d0944996";
 //! store.put_now(&format!("flights/2026/07/20/{u}.json.gz"), "{}".into());
 //! let date = chrono::NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
-//! let day = list_day(&store, date, true).await.unwrap();
+//! let day = Day::list(&store, date, true).await.unwrap();
 //! let gate = parity_gate(&store, &day.flights, &day.index, Default::default()).await.unwrap();
 //! assert_eq!(gate.missing.len(), 1); // no index row for the flight
 //! # });
@@ -33,11 +33,11 @@ use std::collections::BTreeSet;
 use chrono::NaiveDate;
 use uuid::Uuid;
 
+use crate::day::FlightKeys;
 use crate::error::Result;
 use crate::input::{self, Budget, RowKeys};
 use crate::keys::{
-    FLIGHTS_ROOT, INDEX_ROOT, flight_uuid, flights_partition_date, flights_prefix,
-    index_partition_date, index_prefix,
+    FLIGHTS_ROOT, INDEX_ROOT, flight_uuid, flights_partition_date, index_partition_date,
 };
 use crate::merge;
 use crate::merge::Source;
@@ -45,42 +45,6 @@ use crate::plan::{self, PartitionListing, PlannedInput};
 use crate::read::{self, Prefetched, ReadInputs, ReadSettings};
 use crate::report::UnreadFile;
 use crate::storage::Store;
-use crate::storage::ranges::list_partition;
-
-/// One date's listings.
-#[derive(Debug, Clone, Default)]
-pub struct DayListing {
-    /// Flight uuids under `flights/YYYY/MM/DD/` (empty when not listed).
-    pub flights: BTreeSet<Uuid>,
-    /// The index partition, sorted by kind.
-    pub index: PartitionListing,
-}
-
-/// Lists one date's index partition and, when `with_flights`, its
-/// `flights/` prefix too (both ListObjectsV2, concurrently; a prefix of
-/// more than one page in concurrent key ranges,
-/// [`crate::storage::ranges::list_partition`]).
-///
-/// Errors: an S3 error listing either prefix.
-pub async fn list_day(
-    store: &impl Store,
-    date: NaiveDate,
-    with_flights: bool,
-) -> Result<DayListing> {
-    let (fp, ip) = (flights_prefix(date), index_prefix(date));
-    let (flights, index) = if with_flights {
-        tokio::try_join!(
-            list_partition(store, &fp, date),
-            list_partition(store, &ip, date)
-        )?
-    } else {
-        (Vec::new(), list_partition(store, &ip, date).await?)
-    };
-    Ok(DayListing {
-        flights: plan::flight_uuids(&flights),
-        index: plan::classify_partition(index),
-    })
-}
 
 /// What the parity gate found for one date.
 #[derive(Debug, Default)]
@@ -107,13 +71,13 @@ pub struct ParityGate {
 /// the listing counts as holding no rows).
 pub async fn parity_gate(
     store: &impl Store,
-    flights: &BTreeSet<Uuid>,
+    flights: &FlightKeys,
     listing: &PartitionListing,
     budget: Budget,
 ) -> Result<ParityGate> {
     let mut indexed: BTreeSet<Uuid> = listing.per_flight_uuids();
     let mut gate = ParityGate {
-        missing: plan::missing_flights(flights, &indexed),
+        missing: plan::missing_flights(flights.keys(), &indexed),
         ..ParityGate::default()
     };
     if gate.missing.is_empty() {
@@ -141,7 +105,7 @@ pub async fn parity_gate(
             gate.prefetched.insert(c.key.clone(), f);
         }
     }
-    gate.missing = plan::missing_flights(flights, &indexed);
+    gate.missing = plan::missing_flights(flights.keys(), &indexed);
     Ok(gate)
 }
 
@@ -223,7 +187,7 @@ impl ParityCheck {
 pub async fn parity_check(
     store: &impl Store,
     date: NaiveDate,
-    flights: &BTreeSet<Uuid>,
+    flights: &FlightKeys,
     listing: &PartitionListing,
     inputs: Option<&[PlannedInput]>,
     settings: ReadSettings,
@@ -268,10 +232,10 @@ pub fn nothing_to_merge(read: &ReadInputs) -> bool {
 /// null or empty `s3_key` ([`ReadInputs::keyless_flights`]): no merge
 /// takes such a file, so its flight has no index row to keep until its
 /// `s3_key` holds the flight object's key, whatever else the date holds.
-pub fn without_own_row(read: &ReadInputs, flights: &BTreeSet<Uuid>) -> Vec<Uuid> {
+pub fn without_own_row(read: &ReadInputs, flights: &FlightKeys) -> Vec<Uuid> {
     let merging = !nothing_to_merge(read);
     let mut lost: Vec<Uuid> = (read.without_own_row.iter())
-        .filter(|u| flights.contains(u) && (merging || read.keyless_flights.contains(u)))
+        .filter(|u| flights.contains_key(u) && (merging || read.keyless_flights.contains(u)))
         .copied()
         .collect();
     lost.sort_unstable();
@@ -288,9 +252,9 @@ pub fn without_own_row(read: &ReadInputs, flights: &BTreeSet<Uuid>) -> Vec<Uuid>
 /// A per-flight file with no flight under `flights/` is an
 /// orphan row and blocks nothing. Nothing about the file is deleted (no
 /// merge takes an input it could not read).
-pub fn unread_rows(read: &ReadInputs, flights: &BTreeSet<Uuid>) -> Vec<UnreadFile> {
+pub fn unread_rows(read: &ReadInputs, flights: &FlightKeys) -> Vec<UnreadFile> {
     let mut unread: Vec<UnreadFile> = (read.unread.iter())
-        .filter(|f| flights.contains(&f.flight))
+        .filter(|f| flights.contains_key(&f.flight))
         .cloned()
         .collect();
     unread.sort_by(|a, b| (a.flight, &a.key).cmp(&(b.flight, &b.key)));

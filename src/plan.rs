@@ -145,8 +145,17 @@ pub fn flight_uuids(objects: &[ObjectMeta]) -> BTreeSet<Uuid> {
 
 /// The parity gate: flights that have no index row, sorted. Index rows
 /// without a flight do not block.
-pub fn missing_flights(flights: &BTreeSet<Uuid>, indexed: &BTreeSet<Uuid>) -> Vec<Uuid> {
-    flights.difference(indexed).copied().collect()
+pub fn missing_flights<'a>(
+    flights: impl IntoIterator<Item = &'a Uuid>,
+    indexed: &BTreeSet<Uuid>,
+) -> Vec<Uuid> {
+    let mut missing: Vec<Uuid> = (flights.into_iter())
+        .filter(|u| !indexed.contains(u))
+        .copied()
+        .collect();
+    missing.sort_unstable();
+    missing.dedup();
+    missing
 }
 
 /// One input of a day's compaction.

@@ -14,7 +14,8 @@
 //!    directly in a `year=YYYY/month=MM/day=DD/` folder spelled exactly as
 //!    the bucket's partition ([`index_prefix`]);
 //! 2. its date is at or before the watermark (a day the job finished) and not
-//!    blocked (the watermark's `mismatch_date`, a live or quarantined manifest);
+//!    blocked (the watermark's `mismatch_date`, a live or quarantined manifest:
+//!    [`crate::day::BlockReason::keeps_cache`]);
 //! 3. the S3 object it mirrors (`index/` + its relative path) is not in the
 //!    date's index listing any more: compacted and deleted;
 //! 4. its flight is in the date's `flights/` listing: the date passed the
@@ -24,7 +25,7 @@
 //! Everything else stays and is counted with why ([`KeptReason`]). The
 //! command is planned, then executed: the directory is walked, the watermark
 //! read, the state listed and every date listed (one listing per prefix and
-//! date, [`crate::partition::list_day`]) before the first delete, so a
+//! date, [`crate::day::Day::list`]) before the first delete, so a
 //! missing directory, an unreadable watermark or a listing error deletes
 //! nothing ([`PruneError`]). A dry run stops after the plan. A second run
 //! finds nothing to delete.
@@ -65,9 +66,8 @@ use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::keys::{IndexKey, MANIFESTS_ROOT, QUARANTINE_ROOT, classify_index_key, index_prefix};
-use crate::partition::{DayListing, list_day};
-use crate::recovery::quarantined_date;
+use crate::day::{Blocked, Day};
+use crate::keys::{IndexKey, classify_index_key, index_prefix};
 use crate::state::WatermarkState;
 use crate::storage::Store;
 
@@ -340,7 +340,7 @@ pub fn walk_cache(dir: &Path) -> Result<CacheWalk, PruneError> {
 pub struct BucketState {
     /// `last_compacted_date` (`None`: nothing compacted yet).
     pub watermark: Option<NaiveDate>,
-    /// Blocked dates with why.
+    /// Blocked dates with why ([`Blocked::keeping_cache`]).
     pub blocked: BTreeMap<NaiveDate, String>,
     /// Per date looked up: the keys in its index partition and the flights
     /// under `flights/`.
@@ -362,7 +362,7 @@ pub struct ListedDay {
 
 impl ListedDay {
     /// Reduces a date's listings to what matters for `day`'s copies.
-    pub fn for_copies(l: DayListing, day: &CacheDay) -> ListedDay {
+    pub fn for_copies(l: Day, day: &CacheDay) -> ListedDay {
         let keys: HashSet<&str> = day.copies.iter().map(|c| c.key.as_str()).collect();
         let flights: BTreeSet<Uuid> = day.copies.iter().map(|c| c.flight).collect();
         let i = l.index;
@@ -374,7 +374,9 @@ impl ListedDay {
             .collect();
         ListedDay {
             index_keys,
-            flights: l.flights.intersection(&flights).copied().collect(),
+            flights: (l.flights.into_keys())
+                .filter(|u| flights.contains(u))
+                .collect(),
         }
     }
 }
@@ -560,15 +562,6 @@ pub async fn read_bucket(store: &impl Store, walk: &CacheWalk) -> Result<BucketS
             source: Box::new(e),
         })?
         .watermark;
-    let mut state = BucketState {
-        watermark: wm.last_compacted_date,
-        ..Default::default()
-    };
-    if let Some(m) = wm.mismatch_date {
-        state
-            .blocked
-            .insert(m, "the watermark's mismatch_date".into());
-    }
     let listing = |what: &str| {
         let what = what.to_string();
         move |e| PruneError::Listing {
@@ -576,40 +569,17 @@ pub async fn read_bucket(store: &impl Store, walk: &CacheWalk) -> Result<BucketS
             source: Box::new(e),
         }
     };
-    let (manifests, quarantined) = tokio::try_join!(
-        async {
-            store
-                .list(MANIFESTS_ROOT)
-                .await
-                .map_err(listing(MANIFESTS_ROOT))
-        },
-        async {
-            store
-                .list(QUARANTINE_ROOT)
-                .await
-                .map_err(listing(QUARANTINE_ROOT))
-        },
-    )?;
-    for m in manifests {
-        if let Some(d) = crate::keys::manifest_date(&m.key) {
-            state
-                .blocked
-                .entry(d)
-                .or_insert_with(|| format!("live manifest {}", m.key));
-        }
-    }
-    for q in quarantined {
-        if let Some(d) = quarantined_date(&q.key) {
-            state
-                .blocked
-                .entry(d)
-                .or_insert_with(|| format!("quarantined manifest {}", q.key));
-        }
-    }
+    let blocked =
+        (Blocked::read(store, wm.mismatch_date).await).map_err(|(prefix, e)| listing(prefix)(e))?;
+    let mut state = BucketState {
+        watermark: wm.last_compacted_date,
+        blocked: blocked.keeping_cache(),
+        ..Default::default()
+    };
     let dates = dates_to_list(walk, &state);
     state.listed = futures::stream::iter(dates)
         .map(|d| async move {
-            let l = list_day(store, d, true)
+            let l = Day::list(store, d, true)
                 .await
                 .map_err(listing(&format!("the partitions of {d}")))?;
             Ok::<_, PruneError>((d, ListedDay::for_copies(l, &walk.days[&d])))

@@ -56,6 +56,7 @@ use chrono::NaiveDate;
 use uuid::Uuid;
 
 use crate::commit::{self, InputState, OutputCheck};
+use crate::day::quarantined_date;
 use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::input::{self, Budget};
@@ -667,11 +668,6 @@ pub async fn recover(store: &impl Store, fence: &mut Fence<'_>) -> Result<Recove
         }
     }
     Ok(out)
-}
-
-/// The date of a key under `quarantine/` (named like its manifest was).
-pub fn quarantined_date(key: &str) -> Option<NaiveDate> {
-    manifest_date(&key.replacen(QUARANTINE_ROOT, MANIFESTS_ROOT, 1))
 }
 
 /// Lists `quarantine/` and `manifests/` side by side (both before any

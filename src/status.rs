@@ -8,7 +8,7 @@
 //! (`specs/status.schema.json`).
 //!
 //! The recorded mismatch is re-checked with the run's own listing, plan and
-//! parity gate, both halves ([`crate::partition::list_day`],
+//! parity gate, both halves ([`crate::day::Day::list`],
 //! [`crate::plan::plan_day`], [`crate::partition::parity_check`]: flights
 //! without an index row, and per-flight files holding no row of their
 //! own, which needs the date's inputs read as the run reads them), so
@@ -45,12 +45,11 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::config::Config;
+use crate::day::{Blocked, Day, DayCounts, quarantined_date};
 use crate::error::{Error, Result};
 use crate::keys::{LOCK_KEY, MANIFESTS_ROOT, QUARANTINE_ROOT, WATERMARK_KEY, manifest_date};
 use crate::lease::Lease;
-use crate::partition::{DayListing, list_day};
 use crate::plan;
-use crate::recovery::quarantined_date;
 use crate::state::{Manifest, WatermarkState};
 use crate::storage::Store;
 
@@ -201,20 +200,13 @@ pub struct MismatchStatus {
 pub struct DayStatus {
     /// The partition date.
     pub date: NaiveDate,
-    /// Flight objects under `flights/YYYY/MM/DD/`.
-    pub flights: u64,
-    /// Per-flight index files (`{uuid}.parquet`, non-empty).
-    pub per_flight_files: u64,
-    /// Their total size in bytes.
+    /// The date's flights and index files, as `audit` counts them.
+    #[serde(flatten)]
+    pub counts: DayCounts,
+    /// The per-flight index files' total size in bytes.
     pub per_flight_bytes: u64,
-    /// `compacted-*.parquet` files.
-    pub compacted_files: u64,
-    /// Other multi-row index files (any other `.parquet` name, such as a
-    /// legacy migration's `legacy-migration.parquet`): merged by a run.
-    pub multi_row_files: u64,
-    /// Everything else in the partition (not index inputs; never touched by a run).
-    pub foreign_objects: u64,
-    /// Why a run would stop before this date, when a quarantined manifest blocks it.
+    /// Why a run would stop before this date, when a quarantined manifest
+    /// blocks it ([`Blocked::blocking_walk`]).
     pub blocked_by: Option<String>,
     /// Rows of the date's multi-row inputs (compacted and other multi-row
     /// files, each read with GetObject) whose `first_message` UTC date is not
@@ -398,7 +390,8 @@ pub async fn gather(
             "lease {LOCK_KEY} claims {left} s more, longer than any run holds it (LEASE_SECONDS + 900 s = {max} s): runs fail on it; check that no run is under way, then remove the file"
         ));
     }
-    for m in store.list(MANIFESTS_ROOT).await? {
+    let manifests = store.list(MANIFESTS_ROOT).await?;
+    for m in &manifests {
         let Some(body) = store.get_opt(&m.key).await? else {
             continue;
         };
@@ -427,12 +420,13 @@ pub async fn gather(
             breaks_rule,
         });
     }
-    for q in store.list(QUARANTINE_ROOT).await? {
+    let quarantined = store.list(QUARANTINE_ROOT).await?;
+    for q in &quarantined {
         s.quarantined.push(QuarantinedStatus {
             date: quarantined_date(&q.key),
             age_seconds: age(opts.as_of, q.last_modified),
             size: q.size,
-            key: q.key,
+            key: q.key.clone(),
         });
     }
     let Some(wm) = wm else {
@@ -470,6 +464,7 @@ pub async fn gather(
                 .map_or(0, |n| ((cutoff - n).num_days() + 1).max(0)),
         );
     }
+    let blocked = Blocked::of(wm.mismatch_date, &manifests, &quarantined);
     if let Some(start) = s.next_date {
         for date in start
             .iter_days()
@@ -477,11 +472,7 @@ pub async fn gather(
             .take(opts.days)
         {
             let mut day = day_status(store, date, config.input_budget).await?;
-            day.blocked_by = s
-                .quarantined
-                .iter()
-                .find(|q| q.date == Some(date))
-                .map(|q| format!("quarantined manifest {}", q.key));
+            day.blocked_by = blocked.blocking_walk(date).map(ToString::to_string);
             s.next_days.push(day);
         }
     }
@@ -538,25 +529,14 @@ async fn mismatch_status(
     mismatch_runs: u32,
     errors: &mut Vec<String>,
 ) -> Result<MismatchStatus> {
-    let DayListing {
-        flights: flight_set,
-        index: listing,
-    } = list_day(store, date, true).await?;
+    let day = Day::list(store, date, true).await?;
     let claimed = crate::recovery::assess(store).await?.claimed;
-    let day_plan = plan::plan_day(date, &listing, &claimed);
+    let day_plan = plan::plan_day(date, &day.index, &claimed);
     let inputs = match &day_plan.action {
         plan::DayAction::Compact { inputs } => Some(inputs.as_slice()),
         _ => None,
     };
-    let check = crate::partition::parity_check(
-        store,
-        date,
-        &flight_set,
-        &listing,
-        inputs,
-        crate::read::ReadSettings::of(config),
-    )
-    .await?;
+    let check = (day.parity_check(store, inputs, crate::read::ReadSettings::of(config))).await?;
     for (key, u) in &check.unreadable {
         errors.push(format!(
             "multi-row index file s3://{}/{key} unreadable for the parity check: {}",
@@ -577,7 +557,7 @@ async fn mismatch_status(
     Ok(MismatchStatus {
         date,
         mismatch_runs,
-        flights: flight_set.len() as u64,
+        flights: day.flights.len() as u64,
         missing_uuid_count: failing.len() as u64,
         missing_uuids: failing.iter().map(Uuid::to_string).collect(),
         cause,
@@ -591,42 +571,14 @@ async fn day_status(
     date: NaiveDate,
     budget: crate::input::Budget,
 ) -> Result<DayStatus> {
-    let DayListing {
-        flights,
-        index: listing,
-    } = list_day(store, date, true).await?;
-    let mut other = crate::merge::OtherDays::default();
-    for (m, _) in listing.multi_row_inputs() {
-        // Two columns, within the budget, batch by batch. An unreadable
-        // file is the run's to report (it skips it): its rows count none.
-        let mut file = crate::merge::OtherDays::default();
-        let names = ["s3_key", "first_message"];
-        let read = crate::input::read_columns(store, m, None, budget, None, &names, |b| {
-            let keys = crate::input::RowKeys::of(&b)?;
-            for row in 0..keys.rows() {
-                let flight = keys.s3_key(row).and_then(crate::keys::flight_uuid);
-                file.count_row(keys.first_message(row), flight, date);
-            }
-            Ok(())
-        })
-        .await;
-        match read {
-            Err(e) if e.is_not_found() => continue,
-            Err(e) => return Err(e),
-            Ok(r) if r.outcome.is_ok() => other.add(file),
-            Ok(_) => {}
-        }
-    }
+    let day = Day::list(store, date, true).await?;
+    let other = day.other_day_rows(store, budget).await?;
     Ok(DayStatus {
         rows_of_other_days: other.rows,
         other_days_uuids: other.uuids.iter().map(Uuid::to_string).collect(),
         date,
-        flights: flights.len() as u64,
-        per_flight_files: listing.per_flight.len() as u64,
-        per_flight_bytes: listing.per_flight.iter().map(|(_, m)| m.size).sum(),
-        compacted_files: listing.compacted.len() as u64,
-        multi_row_files: listing.multi_row.len() as u64,
-        foreign_objects: listing.foreign.len() as u64,
+        counts: day.counts(),
+        per_flight_bytes: day.index.per_flight.iter().map(|(_, m)| m.size).sum(),
         blocked_by: None,
     })
 }
@@ -884,12 +836,12 @@ fn format_mismatch_and_days(o: &mut String, s: &StatusReport) {
                 o,
                 "  {:<10}  {:>8}  {:>10}  {:>12}  {:>9}  {:>9}  {:>7}",
                 d.date.to_string(),
-                d.flights,
-                d.per_flight_files,
+                d.counts.flights,
+                d.counts.per_flight_files,
                 d.per_flight_bytes,
-                d.compacted_files,
-                d.multi_row_files,
-                d.foreign_objects
+                d.counts.compacted_files,
+                d.counts.multi_row_files,
+                d.counts.foreign_objects
             );
             if let Some(b) = &d.blocked_by {
                 let _ = write!(o, "  blocked: {b}");
@@ -985,23 +937,27 @@ mod tests {
             next_days: vec![
                 DayStatus {
                     date: d("2026-07-18"),
-                    flights: 40,
-                    per_flight_files: 38,
+                    counts: DayCounts {
+                        flights: 40,
+                        per_flight_files: 38,
+                        compacted_files: 0,
+                        multi_row_files: 0,
+                        foreign_objects: 1,
+                    },
                     per_flight_bytes: 190_000,
-                    compacted_files: 0,
-                    multi_row_files: 0,
-                    foreign_objects: 1,
                     blocked_by: None,
                     ..DayStatus::default()
                 },
                 DayStatus {
                     date: d("2026-07-19"),
-                    flights: 5,
-                    per_flight_files: 5,
+                    counts: DayCounts {
+                        flights: 5,
+                        per_flight_files: 5,
+                        compacted_files: 1,
+                        multi_row_files: 0,
+                        foreign_objects: 0,
+                    },
                     per_flight_bytes: 25_000,
-                    compacted_files: 1,
-                    multi_row_files: 0,
-                    foreign_objects: 0,
                     blocked_by: Some(
                         "quarantined manifest _compaction_state/quarantine/2026-07-19/q.json"
                             .into(),

@@ -510,10 +510,10 @@ async fn status_shows_the_mismatch_manifests_quarantine_and_lease_and_writes_not
         .map(|d| {
             (
                 d.date.to_string(),
-                d.flights,
-                d.per_flight_files,
-                d.compacted_files,
-                d.foreign_objects,
+                d.counts.flights,
+                d.counts.per_flight_files,
+                d.counts.compacted_files,
+                d.counts.foreign_objects,
                 d.blocked_by.is_some(),
             )
         })
@@ -591,7 +591,11 @@ async fn status_of_a_fresh_bucket_and_of_an_unreadable_watermark() {
     assert_eq!(
         s.next_days
             .iter()
-            .map(|d| (d.date.to_string(), d.flights, d.per_flight_files))
+            .map(|d| (
+                d.date.to_string(),
+                d.counts.flights,
+                d.counts.per_flight_files
+            ))
             .collect::<Vec<_>>(),
         vec![
             ("2026-07-18".to_string(), 3, 3),

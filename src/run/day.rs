@@ -101,7 +101,7 @@ async fn day_passes(
     let mut unread_files: Vec<UnreadFile> = Vec::new();
     for pass in 0..MAX_PASSES_PER_DATE {
         let t = std::time::Instant::now();
-        let mut listed = crate::partition::list_day(cx.store, date, mode != DayMode::Sweep).await?;
+        let mut listed = crate::day::Day::list(cx.store, date, mode != DayMode::Sweep).await?;
         tracing::debug!(%date, phase = "list", flights = listed.flights.len(), seconds = t.elapsed().as_secs_f64(), "partition listed");
         let listing = &listed.index;
         day.flights = listed.flights.len() as u64;

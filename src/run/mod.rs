@@ -18,6 +18,7 @@ use uuid::Uuid;
 
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::day::{RangeOf, date_range};
 use crate::error::{Error, Result};
 
 use crate::lease::{Fence, LeaseGuard};
@@ -86,33 +87,6 @@ pub struct RunOptions {
 /// ahead is refused ([`Error::FutureInvocation`]): it would move the
 /// watermark past today's cutoff, where no later run can tell.
 pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(300);
-
-/// The longest repair range one invocation accepts, in days (ten years):
-/// a typo in a year should be an error, not a ten-thousand-date walk.
-pub const MAX_REPAIR_DAYS: i64 = 3660;
-
-/// The dates of a repair range, `from` to `to` included.
-///
-/// Errors: [`Error::Config`] naming `from`/`to` when `from` is after `to` or
-/// the range is longer than [`MAX_REPAIR_DAYS`].
-pub fn repair_dates(from: NaiveDate, to: NaiveDate) -> Result<Vec<NaiveDate>> {
-    if from > to {
-        return Err(Error::Config {
-            name: "from/to".into(),
-            reason: format!("from {from} is after to {to}; give the earlier date as from"),
-        });
-    }
-    let days = (to - from).num_days() + 1;
-    if days > MAX_REPAIR_DAYS {
-        return Err(Error::Config {
-            name: "from/to".into(),
-            reason: format!(
-                "{from}..{to} is {days} days; at most {MAX_REPAIR_DAYS} per run (split the range)"
-            ),
-        });
-    }
-    Ok(from.iter_days().take_while(|d| *d <= to).collect())
-}
 
 /// How `process_day` treats a date.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -227,7 +201,10 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
         report.duration_seconds = started.elapsed().as_secs_f64();
         return report;
     }
-    if let Some(Err(e)) = opts.repair.map(|(from, to)| repair_dates(from, to)) {
+    if let Some(Err(e)) = opts
+        .repair
+        .map(|(from, to)| date_range(from, to, RangeOf::Repair))
+    {
         // Bad input: a clear error before the lease, nothing touched.
         report.stop_reason = StopReason::Error;
         report.fail(e);
@@ -682,7 +659,9 @@ pub fn sweep_dates(
 }
 
 /// Fails the run for the blocked `date` (a quarantined or stuck manifest,
-/// [`recovery::Recovery::blocked`]), naming it and why, once per date.
+/// [`recovery::Recovery::blocked`]: the walk's policy,
+/// [`crate::day::BlockReason::blocks_walk`], and what recovery met), naming
+/// it and why, once per date.
 fn fail_blocked(cx: &mut Ctx<'_, '_, impl Store>, report: &mut RunReport, date: NaiveDate) {
     if !cx.blocked_reported.insert(date) {
         return;
@@ -769,7 +748,7 @@ async fn repair_range(
     from: NaiveDate,
     to: NaiveDate,
 ) -> Result<()> {
-    let dates = repair_dates(from, to)?;
+    let dates = date_range(from, to, RangeOf::Repair)?;
     tracing::info!(%from, %to, "repairing a range of dates: folding what each holds; the watermark is not moved");
     walking(cx, &dates);
     report.stop_reason = StopReason::EndOfRange;

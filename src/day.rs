@@ -1,0 +1,452 @@
+//! One date as every command sees it, which dates are blocked, and the
+//! dates of a range. Read-only: lists and GETs, never writes.
+//!
+//! - [`Day`]: one date's listings, built by one function for `run`,
+//!   `status`, `audit` and `prune-cache` ([`Day::list`]): the flights under
+//!   `flights/YYYY/MM/DD/` with their keys, and the index partition sorted
+//!   by kind ([`PartitionListing`]). From it: the counts `status` and
+//!   `audit` show per date ([`DayCounts`]), the parity verdict
+//!   ([`Day::parity_check`], the gate of [`crate::partition`]) and the rows
+//!   of other days ([`Day::other_day_rows`]). One listing, so no command
+//!   can see a date another does not.
+//! - [`Blocked`]: the dates the watermark's `mismatch_date`, a live manifest
+//!   or a quarantined one holds, read once ([`Blocked::read`],
+//!   [`Blocked::of`]), each with its [`BlockReason`]s. Each command's policy
+//!   is named beside it: [`BlockReason::blocks_walk`] (the run and
+//!   `status`: only a quarantined manifest stops the walk) and
+//!   [`BlockReason::keeps_cache`] (`prune-cache`: every reason keeps a
+//!   date's local copies). Where a date has several reasons every command
+//!   names the first its policy takes, in [`BlockReason`]'s order, so
+//!   `status` and `prune-cache` name the same manifest for one date.
+//! - [`date_range`]: the dates of a `from`/`to` range (a repair run's, an
+//!   audit's), at most [`MAX_RANGE_DAYS`].
+//!
+//! ```
+//! use archive_compaction::day::Day;
+//! use archive_compaction::storage::MemoryStore;
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let store = MemoryStore::new("archive");
+//! let u = "019f7d73-f820-702f-b905-8c81d0944996";
+//! let key = format!("flights/2026/07/20/{u}.json.gz");
+//! store.put_now(&key, "{}".into());
+//! let date = chrono::NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+//! let day = Day::list(&store, date, true).await.unwrap();
+//! assert_eq!(day.flights[&u.parse().unwrap()], key);
+//! assert_eq!((day.counts().flights, day.counts().per_flight_files), (1, 0));
+//! # });
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use chrono::NaiveDate;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::error::{Error, Result};
+use crate::input::{self, Budget, RowKeys};
+use crate::keys::{
+    MANIFESTS_ROOT, QUARANTINE_ROOT, flight_uuid, flights_prefix, index_prefix, manifest_date,
+};
+use crate::merge::OtherDays;
+use crate::partition::{self, ParityCheck};
+use crate::plan::{self, PartitionListing, PlannedInput};
+use crate::read::ReadSettings;
+use crate::storage::ranges::list_partition;
+use crate::storage::{ObjectMeta, Store};
+
+/// A date's flights: each flight object's uuid and key.
+pub type FlightKeys = BTreeMap<Uuid, String>;
+
+/// One date's listings.
+#[derive(Debug, Clone, Default)]
+pub struct Day {
+    /// The date.
+    pub date: NaiveDate,
+    /// Flight objects under `flights/YYYY/MM/DD/` named by a uuid, by uuid
+    /// (empty when not listed).
+    pub flights: FlightKeys,
+    /// The index partition, sorted by kind.
+    pub index: PartitionListing,
+}
+
+/// File counts of one date, as `status` and `audit` show them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DayCounts {
+    /// Flight objects under `flights/YYYY/MM/DD/` (named by a uuid).
+    pub flights: u64,
+    /// Per-flight index files (`{uuid}.parquet`, non-empty).
+    pub per_flight_files: u64,
+    /// `compacted-*.parquet` files.
+    pub compacted_files: u64,
+    /// Other multi-row index files (any other `.parquet` name, such as a
+    /// legacy migration's `legacy-migration.parquet`): merged by a run.
+    pub multi_row_files: u64,
+    /// Everything else in the partition (not index inputs; never touched by a run).
+    pub foreign_objects: u64,
+}
+
+impl Day {
+    /// Lists `date`'s index partition and, when `with_flights`, its
+    /// `flights/` prefix too (both ListObjectsV2, concurrently; a prefix of
+    /// more than one page in concurrent key ranges,
+    /// [`crate::storage::ranges::list_partition`]).
+    ///
+    /// Errors: an S3 error listing either prefix.
+    pub async fn list(store: &impl Store, date: NaiveDate, with_flights: bool) -> Result<Day> {
+        let (fp, ip) = (flights_prefix(date), index_prefix(date));
+        let (flights, index) = if with_flights {
+            tokio::try_join!(
+                list_partition(store, &fp, date),
+                list_partition(store, &ip, date)
+            )?
+        } else {
+            (Vec::new(), list_partition(store, &ip, date).await?)
+        };
+        Ok(Day {
+            date,
+            flights: (flights.into_iter())
+                .filter_map(|o| flight_uuid(&o.key).map(|u| (u, o.key)))
+                .collect(),
+            index: plan::classify_partition(index),
+        })
+    }
+
+    /// The date's file counts.
+    pub fn counts(&self) -> DayCounts {
+        let i = &self.index;
+        DayCounts {
+            flights: self.flights.len() as u64,
+            per_flight_files: i.per_flight.len() as u64,
+            compacted_files: i.compacted.len() as u64,
+            multi_row_files: i.multi_row.len() as u64,
+            foreign_objects: i.foreign.len() as u64,
+        }
+    }
+
+    /// The run's parity gate on the date, both halves
+    /// ([`partition::parity_check`]), over these listings and the plan's
+    /// `inputs`.
+    ///
+    /// Errors: as [`partition::parity_check`].
+    pub async fn parity_check(
+        &self,
+        store: &impl Store,
+        inputs: Option<&[PlannedInput]>,
+        settings: ReadSettings,
+    ) -> Result<ParityCheck> {
+        partition::parity_check(
+            store,
+            self.date,
+            &self.flights,
+            &self.index,
+            inputs,
+            settings,
+        )
+        .await
+    }
+
+    /// The rows of the date's multi-row inputs whose `first_message` UTC
+    /// date is not the date (the run's `rows_of_other_days` rule), each
+    /// input's `s3_key` and `first_message` columns read within `budget`,
+    /// batch by batch. An unreadable input counts none (the run reports
+    /// it); one gone since the listing is passed by.
+    ///
+    /// Errors: an S3 error reading an input.
+    pub async fn other_day_rows(&self, store: &impl Store, budget: Budget) -> Result<OtherDays> {
+        let date = self.date;
+        let mut other = OtherDays::default();
+        for (m, _) in self.index.multi_row_inputs() {
+            let mut file = OtherDays::default();
+            let names = ["s3_key", "first_message"];
+            let read = input::read_columns(store, m, None, budget, None, &names, |b| {
+                let keys = RowKeys::of(&b)?;
+                for row in 0..keys.rows() {
+                    let flight = keys.s3_key(row).and_then(flight_uuid);
+                    file.count_row(keys.first_message(row), flight, date);
+                }
+                Ok(())
+            })
+            .await;
+            match read {
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => return Err(e),
+                Ok(r) if r.outcome.is_ok() => other.add(file),
+                Ok(_) => {}
+            }
+        }
+        Ok(other)
+    }
+}
+
+/// Why a date is blocked, in the order a command names them when a date
+/// has several (the first its policy takes).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum BlockReason {
+    /// A manifest under `_compaction_state/quarantine/` (its key): the
+    /// date waits for an operator to inspect and delete it.
+    Quarantined(String),
+    /// The watermark's `mismatch_date`: the date fails the parity gate.
+    Mismatch,
+    /// A live manifest under `_compaction_state/manifests/` (its key): a
+    /// commit in flight, or one the next run's recovery resolves.
+    LiveManifest(String),
+}
+
+impl BlockReason {
+    /// The walk's policy, the run's and `status`'s: only a quarantined
+    /// manifest stops the walk before its date. A live manifest does not:
+    /// the run's recovery resolves it first (and names the date in
+    /// [`crate::recovery::Recovery::blocked`] when it quarantines the
+    /// manifest or cannot finish it); the mismatch date is where the walk
+    /// stops for parity, which `status` shows as its `mismatch`.
+    pub fn blocks_walk(&self) -> bool {
+        matches!(self, BlockReason::Quarantined(_))
+    }
+
+    /// `prune-cache`'s policy: every reason keeps the date's local copies.
+    /// A live or quarantined manifest may still delete or keep the date's
+    /// index files, and the mismatch date has not passed the parity gate,
+    /// so no copy there is proven to be in a compacted file.
+    pub fn keeps_cache(&self) -> bool {
+        match self {
+            BlockReason::Quarantined(_) | BlockReason::Mismatch | BlockReason::LiveManifest(_) => {
+                true
+            }
+        }
+    }
+}
+
+impl fmt::Display for BlockReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BlockReason::Quarantined(key) => write!(f, "quarantined manifest {key}"),
+            BlockReason::Mismatch => f.write_str("the watermark's mismatch_date"),
+            BlockReason::LiveManifest(key) => write!(f, "live manifest {key}"),
+        }
+    }
+}
+
+/// Every blocked date with all its reasons, read once from the watermark's
+/// `mismatch_date` and the listings of `manifests/` and `quarantine/`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Blocked {
+    /// The reasons of each blocked date, in [`BlockReason`]'s order.
+    pub dates: BTreeMap<NaiveDate, BTreeSet<BlockReason>>,
+}
+
+impl Blocked {
+    /// The blocked dates of `mismatch` (the watermark's `mismatch_date`)
+    /// and of the keys listed under `manifests/` and `quarantine/`. A key
+    /// without a date in its name blocks nothing.
+    pub fn of(
+        mismatch: Option<NaiveDate>,
+        manifests: &[ObjectMeta],
+        quarantined: &[ObjectMeta],
+    ) -> Blocked {
+        let mut b = Blocked::default();
+        let mut add = |d: NaiveDate, r: BlockReason| {
+            b.dates.entry(d).or_default().insert(r);
+        };
+        if let Some(d) = mismatch {
+            add(d, BlockReason::Mismatch);
+        }
+        for m in manifests {
+            if let Some(d) = manifest_date(&m.key) {
+                add(d, BlockReason::LiveManifest(m.key.clone()));
+            }
+        }
+        for q in quarantined {
+            if let Some(d) = quarantined_date(&q.key) {
+                add(d, BlockReason::Quarantined(q.key.clone()));
+            }
+        }
+        b
+    }
+
+    /// Lists `manifests/` and `quarantine/` side by side: [`Blocked::of`]
+    /// those listings and `mismatch`.
+    ///
+    /// Errors: the prefix whose listing failed, with the S3 error.
+    pub async fn read(
+        store: &impl Store,
+        mismatch: Option<NaiveDate>,
+    ) -> std::result::Result<Blocked, (&'static str, Error)> {
+        let (manifests, quarantined) = tokio::try_join!(
+            async { (store.list(MANIFESTS_ROOT).await).map_err(|e| (MANIFESTS_ROOT, e)) },
+            async { (store.list(QUARANTINE_ROOT).await).map_err(|e| (QUARANTINE_ROOT, e)) },
+        )?;
+        Ok(Blocked::of(mismatch, &manifests, &quarantined))
+    }
+
+    /// Why the walk stops before `date` ([`BlockReason::blocks_walk`]), if
+    /// it does: `status`'s `blocked_by`.
+    pub fn blocking_walk(&self, date: NaiveDate) -> Option<&BlockReason> {
+        self.first(date, BlockReason::blocks_walk)
+    }
+
+    /// The dates whose local copies `prune-cache` keeps
+    /// ([`BlockReason::keeps_cache`]), each with why.
+    pub fn keeping_cache(&self) -> BTreeMap<NaiveDate, String> {
+        (self.dates.keys())
+            .filter_map(|d| Some((*d, self.first(*d, BlockReason::keeps_cache)?.to_string())))
+            .collect()
+    }
+
+    fn first(&self, date: NaiveDate, policy: fn(&BlockReason) -> bool) -> Option<&BlockReason> {
+        self.dates.get(&date)?.iter().find(|r| policy(r))
+    }
+}
+
+/// The date of a key under `quarantine/` (named like its manifest was).
+pub fn quarantined_date(key: &str) -> Option<NaiveDate> {
+    manifest_date(&key.replacen(QUARANTINE_ROOT, MANIFESTS_ROOT, 1))
+}
+
+/// The longest `from`/`to` range one run or audit takes, in days (ten
+/// years): a typo in a year should be an error, not a ten-thousand-date
+/// walk. A longer history is taken in several ranges.
+pub const MAX_RANGE_DAYS: i64 = 3660;
+
+/// Which command a range is for: its name and its unit in errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RangeOf {
+    /// A repair run (`run --from --to`, the event's `from`/`to`).
+    Repair,
+    /// `audit --from --to`.
+    Audit,
+}
+
+/// The dates `from` to `to`, both included.
+///
+/// Errors: [`Error::Config`] naming `from`/`to` (for `of`) when `from` is
+/// after `to`, or the range is longer than [`MAX_RANGE_DAYS`].
+pub fn date_range(from: NaiveDate, to: NaiveDate, of: RangeOf) -> Result<Vec<NaiveDate>> {
+    let (name, per) = match of {
+        RangeOf::Repair => ("from/to", "run"),
+        RangeOf::Audit => ("audit from/to", "audit"),
+    };
+    let bad = |reason: String| Error::Config {
+        name: name.into(),
+        reason,
+    };
+    if from > to {
+        return Err(bad(format!(
+            "from {from} is after to {to}; give the earlier date as from"
+        )));
+    }
+    let days = (to - from).num_days() + 1;
+    if days > MAX_RANGE_DAYS {
+        return Err(bad(format!(
+            "{from}..{to} is {days} days; at most {MAX_RANGE_DAYS} per {per} (split the range)"
+        )));
+    }
+    Ok(from.iter_days().take_while(|d| *d <= to).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(s: &str) -> NaiveDate {
+        s.parse().unwrap()
+    }
+
+    fn meta(key: &str) -> ObjectMeta {
+        ObjectMeta {
+            key: key.to_string(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_range_is_refused_reversed_or_too_long_naming_its_command() {
+        let r = date_range(d("2026-07-19"), d("2026-07-21"), RangeOf::Repair).unwrap();
+        assert_eq!(r, [d("2026-07-19"), d("2026-07-20"), d("2026-07-21")]);
+        let e = date_range(d("2026-07-20"), d("2026-07-19"), RangeOf::Repair).unwrap_err();
+        assert!(e.to_string().contains("from/to"), "{e}");
+        assert!(e.to_string().contains("is after"), "{e}");
+        let long = |of| date_range(d("2000-01-01"), d("2026-01-01"), of).unwrap_err();
+        assert!(long(RangeOf::Repair).to_string().contains("per run"));
+        let e = long(RangeOf::Audit).to_string();
+        assert!(
+            e.contains("audit from/to") && e.contains("per audit"),
+            "{e}"
+        );
+        let last = d("2000-01-01") + chrono::Days::new(MAX_RANGE_DAYS as u64 - 1);
+        assert_eq!(
+            date_range(d("2000-01-01"), last, RangeOf::Audit)
+                .unwrap()
+                .len(),
+            MAX_RANGE_DAYS as usize
+        );
+    }
+
+    /// One bucket state: a live manifest on 07-17, a quarantined one on
+    /// 07-18, both on 07-19, the mismatch date 07-20.
+    fn blocked() -> Blocked {
+        Blocked::of(
+            Some(d("2026-07-20")),
+            &[
+                meta("_compaction_state/manifests/2026-07-17/a.json"),
+                meta("_compaction_state/manifests/2026-07-19/b.json"),
+                meta("_compaction_state/manifests/not-a-date/c.json"),
+            ],
+            &[
+                meta("_compaction_state/quarantine/2026-07-18/q.json"),
+                meta("_compaction_state/quarantine/2026-07-19/r.json"),
+            ],
+        )
+    }
+
+    #[test]
+    fn status_and_prune_name_the_same_quarantined_manifest_for_a_date() {
+        let b = blocked();
+        let prune = b.keeping_cache();
+        for date in ["2026-07-18", "2026-07-19"] {
+            let walk = b.blocking_walk(d(date)).map(ToString::to_string);
+            assert!(
+                walk.as_deref()
+                    .unwrap()
+                    .starts_with("quarantined manifest ")
+            );
+            assert_eq!(walk.as_ref(), prune.get(&d(date)), "{date}");
+        }
+        assert_eq!(
+            prune[&d("2026-07-19")],
+            "quarantined manifest _compaction_state/quarantine/2026-07-19/r.json"
+        );
+    }
+
+    #[test]
+    fn a_live_manifest_and_the_mismatch_date_keep_the_cache_but_do_not_block_the_walk() {
+        let b = blocked();
+        let prune = b.keeping_cache();
+        assert_eq!(
+            prune[&d("2026-07-17")],
+            "live manifest _compaction_state/manifests/2026-07-17/a.json"
+        );
+        assert_eq!(prune[&d("2026-07-20")], "the watermark's mismatch_date");
+        assert_eq!(prune.len(), 4, "{prune:?}");
+        assert_eq!(b.blocking_walk(d("2026-07-17")), None);
+        assert_eq!(b.blocking_walk(d("2026-07-20")), None);
+        assert_eq!(b.blocking_walk(d("2026-07-21")), None);
+        let live = BlockReason::LiveManifest("k".into());
+        assert!(live.keeps_cache() && !live.blocks_walk());
+        assert!(BlockReason::Mismatch.keeps_cache() && !BlockReason::Mismatch.blocks_walk());
+        let q = BlockReason::Quarantined("k".into());
+        assert!(q.keeps_cache() && q.blocks_walk());
+    }
+
+    #[test]
+    fn a_quarantined_key_is_dated_like_its_manifest() {
+        assert_eq!(
+            quarantined_date("_compaction_state/quarantine/2026-07-19/x.json"),
+            Some(d("2026-07-19"))
+        );
+        assert_eq!(
+            quarantined_date("_compaction_state/quarantine/x.json"),
+            None
+        );
+    }
+}
