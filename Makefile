@@ -23,7 +23,7 @@ tools: ## Install the test tools: venvs under .tools/ (moto, ministack, ministac
 
 test: tools ## Everything: all tests on ministack; the S3-protocol suites again on moto; crash tests; the shipped arm64 bootstrap (test-release).
 	$(CARGO) test
-	TEST_S3_SERVER=moto $(CARGO) test --test end_to_end --test faults --test deadline --test robustness --test index_inputs --test lambda_runtime --test recovery --test store_conformance --test audit --test truthful --test migration --test operator_slips --test real_writers
+	TEST_S3_SERVER=moto $(CARGO) test --test end_to_end --test faults --test deadline --test inputs --test index_inputs --test lambda_runtime --test recovery --test store_conformance --test audit --test status --test dry_run_and_date --test run_report --test walk_start --test operator_errors --test signals --test migration --test real_writers
 	$(CARGO) test --features failpoints --test crash --test specs
 	TEST_S3_SERVER=moto $(CARGO) test --features failpoints --test crash overwritten
 	SIM_SEEDS=500 $(CARGO) test --features failpoints --test simulation

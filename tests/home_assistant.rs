@@ -16,9 +16,8 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use archive_compaction::storage::S3Store;
@@ -81,44 +80,30 @@ fn write_config(dir: &Path, mqtt_port: u16, http_port: u16) {
 
 /// `hass` under tests/support/hass.py, which stops it if this process dies.
 struct Hass {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
+    process: Supervised,
     dir: PathBuf,
 }
 
 impl Hass {
     fn start(dir: &Path) -> Hass {
-        let mut child = Command::new(python())
-            .arg(root().join("tests/support/hass.py"))
+        let mut cmd = Command::new(python());
+        cmd.arg(root().join("tests/support/hass.py"))
             .arg("run")
             .arg(hass_bin())
-            .arg(dir)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("tests/support/hass.py");
-        let stdin = child.stdin.take();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        assert_eq!(line.trim(), "started", "hass.py");
+            .arg(dir);
+        let process = Supervised::spawn(cmd, "tests/support/hass.py");
+        assert_eq!(process.read_line().trim(), "started", "hass.py");
         Hass {
-            child,
-            stdin,
-            stdout,
+            process,
             dir: dir.to_path_buf(),
         }
     }
 
     /// SIGTERM, wait for Home Assistant to write its registries and exit.
     fn stop(&mut self) -> String {
-        if let Some(mut stdin) = self.stdin.take() {
-            let _ = writeln!(stdin, "stop");
-        }
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
-        let _ = self.child.wait();
+        self.process.close_stdin(Some("stop"));
+        let line = self.process.read_line();
+        self.process.stop();
         line.trim().to_string()
     }
 
@@ -169,7 +154,7 @@ impl Hass {
 
 impl Drop for Hass {
     fn drop(&mut self) {
-        if self.stdin.is_some() {
+        if self.process.holds_stdin() {
             self.stop();
         }
     }

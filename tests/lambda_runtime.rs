@@ -19,10 +19,10 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use archive_compaction::report::{RunReport, Status, StopReason};
@@ -59,8 +59,7 @@ fn require_cargo_lambda(test: &str) -> Option<PathBuf> {
 /// A process started through `tests/support/guard.py`: stopped (its whole
 /// process group) when this value drops or the test process dies.
 struct Guarded {
-    stdin: Option<ChildStdin>,
-    child: Child,
+    process: Supervised,
     log: PathBuf,
 }
 
@@ -89,22 +88,15 @@ impl Guarded {
         ] {
             c.env_remove(k);
         }
-        c.envs(env).stdin(Stdio::piped()).stdout(Stdio::piped());
-        let mut child = c
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {name} ({e})"));
-        let stdin = child.stdin.take();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        c.envs(env);
+        let process = Supervised::spawn(c, name);
         assert_eq!(
-            line.trim(),
+            process.read_line().trim(),
             "ready",
             "{name} did not start; see {}",
             log.display()
         );
-        Guarded { stdin, child, log }
+        Guarded { process, log }
     }
 
     fn log_tail(&self) -> String {
@@ -127,13 +119,6 @@ impl Guarded {
             .filter(|j| j["fields"]["message"] == "run report")
             .map(|j| j["fields"]["report"].clone())
             .collect()
-    }
-}
-
-impl Drop for Guarded {
-    fn drop(&mut self) {
-        drop(self.stdin.take());
-        let _ = self.child.wait();
     }
 }
 
@@ -444,7 +429,7 @@ fn started_at(pid: u32) -> f64 {
 
 /// The process `tests/support/guard.py` started (its only child).
 fn guarded_pid(guard: &Guarded) -> u32 {
-    let pid = guard.child.id();
+    let pid = guard.process.pid();
     let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
         .expect("/proc/PID/task/PID/children");
     children

@@ -10,9 +10,8 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -40,42 +39,21 @@ const NUMERIC: [&str; 5] = [
 // ---------------------------------------------------------------------------
 
 /// A mosquitto of this test's own (serve.py), stopped when dropped or when
-/// the test process exits.
-struct Broker {
-    port: u16,
-    _stdin: Mutex<ChildStdin>,
-    _child: Mutex<Child>,
-}
-
-impl Broker {
-    /// `env`: MOSQUITTO_PASSWORD_FILE, MOSQUITTO_TLS_DIR (see serve.py).
-    fn start(env: &[(&str, &Path)]) -> Broker {
-        let port = free_port();
-        let mut child = Command::new(python())
-            .arg(root().join("tests/support/serve.py"))
-            .arg("mosquitto")
-            .arg(port.to_string())
-            .envs(env.iter().map(|(k, v)| (k, v.as_os_str())))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("serve.py (run scripts/setup-tools.sh)");
-        let stdin = child.stdin.take().unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(
-            line.trim(),
-            "ready",
-            "mosquitto did not start; see /tmp/ac-mosquitto-{port}.log"
-        );
-        Broker {
-            port,
-            _stdin: Mutex::new(stdin),
-            _child: Mutex::new(child),
-        }
-    }
+/// the test process exits. `env`: MOSQUITTO_PASSWORD_FILE,
+/// MOSQUITTO_TLS_DIR, MOSQUITTO_MAX_PACKET_SIZE (see serve.py).
+fn start_broker(env: &[(&str, &Path)]) -> Server {
+    let port = free_port();
+    let env: Vec<(&str, &std::ffi::OsStr)> = env.iter().map(|(k, v)| (*k, v.as_os_str())).collect();
+    let process = Supervised::spawn(
+        serve_py("mosquitto", port, &env),
+        "serve.py (run scripts/setup-tools.sh)",
+    );
+    assert_eq!(
+        process.read_line().trim(),
+        "ready",
+        "mosquitto did not start; see /tmp/ac-mosquitto-{port}.log"
+    );
+    Server { port, process }
 }
 
 /// A topic of its own for a subscriber's end marker (not retained, so it
@@ -424,7 +402,7 @@ fn sorted(v: &[String]) -> Vec<String> {
 #[tokio::test]
 async fn mqtt_topics_and_discovery_after_success_mismatch_and_failure() {
     init_logs();
-    let broker = Broker::start(&[]);
+    let broker = start_broker(&[]);
     let store = bucket("rep-mqtt").await;
     let generated = generate(
         &store,
@@ -532,7 +510,7 @@ async fn mqtt_topics_and_discovery_after_success_mismatch_and_failure() {
 #[tokio::test]
 async fn mismatch_runs_counts_consecutive_blocked_invocations() {
     init_logs();
-    let broker = Broker::start(&[]);
+    let broker = start_broker(&[]);
     let store = bucket("rep-runs").await;
     let generated = generate(
         &store,
@@ -599,7 +577,7 @@ async fn mismatch_runs_counts_consecutive_blocked_invocations() {
 async fn a_twenty_thousand_flight_mismatch_reaches_every_topic_within_its_limits() {
     init_logs();
     const FLIGHTS: usize = 20_000;
-    let broker = Broker::start(&[]);
+    let broker = start_broker(&[]);
     let store = bucket("rep-big").await;
     // A day before, written by pyarrow, so the walk has an index/
     // partition to start from.
@@ -695,7 +673,7 @@ async fn a_twenty_thousand_flight_mismatch_reaches_every_topic_within_its_limits
 #[tokio::test]
 async fn a_broker_that_closes_the_connection_at_one_message_still_gets_the_others() {
     init_logs();
-    let broker = Broker::start(&[("MOSQUITTO_MAX_PACKET_SIZE", Path::new("2000"))]);
+    let broker = start_broker(&[("MOSQUITTO_MAX_PACKET_SIZE", Path::new("2000"))]);
     let mut report = RunReport {
         last_run_status: Status::Mismatch,
         watermark_lag_days: Some(1),
@@ -793,7 +771,7 @@ async fn put_flights(store: &S3Store, date: &str, n: usize) -> Vec<String> {
 #[tokio::test]
 async fn a_payload_over_the_limit_does_not_keep_the_other_topics_back() {
     init_logs();
-    let broker = Broker::start(&[]);
+    let broker = start_broker(&[]);
     let report = RunReport {
         files_compacted: 3,
         last_run_status: Status::Mismatch,
@@ -835,7 +813,7 @@ async fn a_payload_over_the_limit_does_not_keep_the_other_topics_back() {
 #[tokio::test]
 async fn a_run_that_finds_the_lease_held_leaves_the_retained_status() {
     init_logs();
-    let broker = Broker::start(&[]);
+    let broker = start_broker(&[]);
     let store = bucket("rep-held").await;
     generate(
         &store,
@@ -876,7 +854,7 @@ async fn a_run_that_finds_the_lease_held_leaves_the_retained_status() {
 #[tokio::test]
 async fn dry_runs_are_not_reported() {
     init_logs();
-    let broker = Broker::start(&[]);
+    let broker = start_broker(&[]);
     let store = bucket("rep-dry").await;
     generate(
         &store,
@@ -927,7 +905,7 @@ async fn mqtt_failures_never_change_the_outcome_and_stay_within_the_timeout() {
     init_logs();
     let dir = tempfile::tempdir().unwrap();
     let passwords = password_file(dir.path(), "compactor", "right");
-    let secured = Broker::start(&[("MOSQUITTO_PASSWORD_FILE", &passwords)]);
+    let secured = start_broker(&[("MOSQUITTO_PASSWORD_FILE", &passwords)]);
     let (_hole, hole_port) = black_hole();
     let down_port = free_port();
     let timeout = 2.0;
@@ -1104,7 +1082,7 @@ async fn mqtt_over_tls_with_a_ca_file() {
     init_logs();
     let dir = tempfile::tempdir().unwrap();
     certificates(dir.path());
-    let broker = Broker::start(&[("MOSQUITTO_TLS_DIR", dir.path())]);
+    let broker = start_broker(&[("MOSQUITTO_TLS_DIR", dir.path())]);
     let ca = dir.path().join("ca.crt");
 
     // System roots do not trust the test CA: reported, outcome unchanged.
@@ -1158,7 +1136,7 @@ async fn mqtt_over_tls_with_a_ca_file() {
 #[tokio::test]
 async fn cli_exit_code_is_the_runs_whatever_mqtt_does() {
     init_logs();
-    let broker = Broker::start(&[]);
+    let broker = start_broker(&[]);
     let store = bucket("rep-cli").await;
     generate(
         &store,
@@ -1437,7 +1415,7 @@ async fn cloudwatch_outage_never_changes_the_outcome() {
 #[tokio::test]
 async fn a_bad_lambda_event_is_reported_as_a_failure() {
     init_logs();
-    let broker = Broker::start(&[]);
+    let broker = start_broker(&[]);
     let store = bucket("rep-bad-event").await;
     let deps = deps_with(&store, &mqtt_env(broker.port, &[]), None);
     let event =

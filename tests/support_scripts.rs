@@ -1,6 +1,8 @@
 //! The test support scripts say what is true:
 //! `tests/support/serve.py` never says "ready" for a port another process
-//! holds, and `archive.py summary` tells index files apart by what their
+//! holds; a helper (`serve.py`, `guard.py`) stops what it started once the
+//! test closes its stdin (`stdin_guard.py`, held by `common::Supervised`),
+//! so nothing outlives its test; and `archive.py summary` tells index files apart by what their
 //! names are (a UUID, `compacted-`, any other name), as the job does
 //! (`keys::IndexKey`), not by the length of the name.
 
@@ -39,6 +41,38 @@ fn serve_py_refuses_a_port_already_taken() {
     // A free port still starts (and says so).
     let server = start_server("mosquitto");
     assert!(std::net::TcpStream::connect(("127.0.0.1", server.port)).is_ok());
+}
+
+#[test]
+fn a_helper_stops_what_it_started_when_its_stdin_closes() {
+    let server = start_server("mosquitto");
+    let port = server.port;
+    drop(server);
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "mosquitto on {port} outlived its serve.py"
+    );
+
+    let log = std::env::temp_dir().join(format!("ac-guard-stops-{}.log", free_port()));
+    let mut cmd = Command::new(python());
+    cmd.arg(root().join("tests/support/guard.py"))
+        .arg(&log)
+        .args(["--", "sleep", "600"]);
+    let guard = Supervised::spawn(cmd, "guard.py");
+    assert_eq!(guard.read_line().trim(), "ready");
+    let pid = guard.pid();
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap();
+    let sleep = children
+        .split_whitespace()
+        .next()
+        .expect("guard.py's child")
+        .to_string();
+    assert!(std::path::Path::new(&format!("/proc/{sleep}")).exists());
+    drop(guard);
+    assert!(
+        !std::path::Path::new(&format!("/proc/{sleep}")).exists(),
+        "guard.py's command {sleep} outlived it"
+    );
 }
 
 #[tokio::test]

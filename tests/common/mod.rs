@@ -4,13 +4,21 @@
 //! - `TEST_S3_SERVER=ministack|moto` picks the S3 implementation (default
 //!   ministack). One server per test binary, started on a free port by
 //!   `tests/support/serve.py`, which stops it when the test process exits.
+//! - Every helper process (servers, the fault proxy, the Lambda runtime,
+//!   Home Assistant) is a [`Supervised`]: stopped when its stdin closes.
 //! - Each test gets its own bucket.
 #![allow(dead_code)]
 
+mod scenes;
+mod supervised;
+#[allow(unused_imports)]
+pub use scenes::*;
+pub use supervised::Supervised;
+
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 
 use archive_compaction::config::Config;
@@ -33,12 +41,11 @@ pub fn python() -> PathBuf {
     tools().join("py/bin/python")
 }
 
-/// A server started for this test process; stopped when the process exits
-/// (serve.py watches its stdin).
+/// A server started for this test process on `port`; stopped when dropped
+/// or when the process exits (serve.py watches its stdin).
 pub struct Server {
     pub port: u16,
-    _stdin: Mutex<ChildStdin>,
-    _child: Mutex<Child>,
+    pub process: Supervised,
 }
 
 /// A port free now and never handed out before in this test process: the
@@ -64,34 +71,34 @@ pub fn free_port() -> u16 {
 /// "ready" for a server that exited): then another port is tried, three
 /// times at most.
 pub fn start_server(kind: &str) -> Server {
+    start_server_with(kind, &[])
+}
+
+/// [`start_server`] with `env` added to serve.py's environment (see
+/// serve.py for the variables each kind reads).
+pub fn start_server_with(kind: &str, env: &[(&str, &std::ffi::OsStr)]) -> Server {
     let mut port = 0;
     for _ in 0..3 {
         port = free_port();
-        let mut child = Command::new(python())
-            .arg(root().join("tests/support/serve.py"))
-            .arg(kind)
-            .arg(port.to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!("cannot start {kind} via serve.py ({e}); run scripts/setup-tools.sh")
-            });
-        let stdin = child.stdin.take().unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        if line.trim() == "ready" {
-            return Server {
-                port,
-                _stdin: Mutex::new(stdin),
-                _child: Mutex::new(child),
-            };
+        let process = Supervised::spawn(
+            serve_py(kind, port, env),
+            &format!("{kind} via serve.py; run scripts/setup-tools.sh"),
+        );
+        if process.read_line().trim() == "ready" {
+            return Server { port, process };
         }
-        let _ = child.wait();
     }
     panic!("{kind} did not start; see serve.py's message above and /tmp/ac-{kind}-{port}.log")
+}
+
+/// `serve.py kind port` in the test venv's python, with `env` added.
+pub fn serve_py(kind: &str, port: u16, env: &[(&str, &std::ffi::OsStr)]) -> Command {
+    let mut cmd = Command::new(python());
+    cmd.arg(root().join("tests/support/serve.py"))
+        .arg(kind)
+        .arg(port.to_string())
+        .envs(env.iter().copied());
+    cmd
 }
 
 pub fn s3_kind() -> String {
@@ -474,26 +481,14 @@ pub struct Proxy {
 impl Proxy {
     pub fn start() -> Proxy {
         let port = free_port();
-        let mut child = Command::new(python())
-            .arg(root().join("tests/support/faultproxy.py"))
+        let mut cmd = Command::new(python());
+        cmd.arg(root().join("tests/support/faultproxy.py"))
             .arg(port.to_string())
-            .arg(s3_server().port.to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start faultproxy.py");
-        let stdin = child.stdin.take().unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "ready");
+            .arg(s3_server().port.to_string());
+        let process = Supervised::spawn(cmd, "faultproxy.py");
+        assert_eq!(process.read_line().trim(), "ready");
         Proxy {
-            server: Server {
-                port,
-                _stdin: Mutex::new(stdin),
-                _child: Mutex::new(child),
-            },
+            server: Server { port, process },
         }
     }
 

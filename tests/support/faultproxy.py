@@ -57,6 +57,8 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from xml.etree import ElementTree as ET
 
+import stdin_guard
+
 NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 ET.register_namespace("", "http://s3.amazonaws.com/doc/2006-03-01/")
 LOCK = threading.Lock()
@@ -260,7 +262,7 @@ def main():
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     print("ready", flush=True)
-    sys.stdin.read()
+    stdin_guard.wait_for_close()
     server.shutdown()
 
 

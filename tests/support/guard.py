@@ -14,8 +14,9 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
+
+import stdin_guard
 
 
 def main():
@@ -40,18 +41,7 @@ def main():
                     sys.exit(f"{cmd[0]} did not listen on {port} within 60 s; see {log_path}")
                 time.sleep(0.05)
     print("ready", flush=True)
-
-    def stop_on_eof():
-        sys.stdin.read()
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-    threading.Thread(target=stop_on_eof, daemon=True).start()
+    stdin_guard.stop_group_on_close(proc, grace=5, background=True)
     sys.exit(proc.wait())
 
 

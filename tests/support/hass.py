@@ -14,10 +14,11 @@
 """
 import json
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
+
+import stdin_guard
 
 
 def run(hass, config_dir):
@@ -31,17 +32,10 @@ def run(hass, config_dir):
     )
     print("started", flush=True)
     try:
-        for line in sys.stdin:
-            if line.strip() == "stop":
-                break
+        stdin_guard.wait_for_close(stop_line="stop")
     finally:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            stdin_guard.stop_group(proc, grace=60)
         print(f"stopped {proc.returncode}", flush=True)
 
 

@@ -17,12 +17,13 @@ server that exits once started (mosquitto: "Address already in use") is
 reported with its exit code, never as ready.
 """
 import os
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+import stdin_guard
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS = os.environ.get("TOOLS_DIR") or os.path.join(HERE, "..", "..", ".tools")
@@ -117,13 +118,9 @@ def main():
                  f"(another process holds {port}?); see {log.name}")
     print("ready", flush=True)
     try:
-        sys.stdin.read()
+        stdin_guard.wait_for_close()
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=5)
-        except Exception:
-            os.killpg(proc.pid, signal.SIGKILL)
+        stdin_guard.stop_group(proc, grace=5)
 
 
 if __name__ == "__main__":

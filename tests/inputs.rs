@@ -1,16 +1,22 @@
-//! Messy partitions: writer variants (schema drift), corrupt and foreign
-//! objects, zero-row files, late and rewritten index files (straggler sweep),
-//! keys with unusual characters. Inputs are written by pyarrow with the
-//! writer options that produce each variant; outputs are read back by pyarrow.
+//! Unreadable, corrupt, drifted and odd inputs never lose or duplicate a row:
+//! writer variants (schema drift) are conformed by name; lossy or corrupt
+//! files stay in place and fail parity; extra columns are kept; zero-row and
+//! multi-row per-flight files; late and rewritten index files (the straggler
+//! sweep); keys with unusual or control characters. An unreadable per-flight
+//! file is a mismatch until it is rewritten.
+//!
+//! Inputs are written by pyarrow with the writer options that produce each
+//! variant; outputs are read back by pyarrow.
 
 mod common;
 
-use archive_compaction::report::Status;
+use archive_compaction::keys::index_prefix;
+use archive_compaction::report::{Parity, RunReport, Status, StopReason};
 use archive_compaction::run::{RunOptions, run};
+use archive_compaction::status::{self, StatusOptions};
+use archive_compaction::storage::PutMode;
 use common::*;
 use serde_json::{Value, json};
-
-const NOW: &str = "2026-07-22T04:50:00Z";
 
 const MERGEABLE: &[&str] = &[
     "default",
@@ -32,6 +38,7 @@ const MERGEABLE: &[&str] = &[
     "brotli",
     "lz4",
 ];
+
 /// Files that decode but cannot be conformed without loss: left in place,
 /// the date still passes (the row is readable where it is).
 const UNMERGEABLE: &[&str] = &[
@@ -40,6 +47,7 @@ const UNMERGEABLE: &[&str] = &[
     "military_as_string",
     "missing_military",
 ];
+
 /// Files that cannot be read at all: their flight's row is in no readable
 /// file, so the date fails parity (after its readable flights are folded).
 const CORRUPT: &[&str] = &["bad_magic", "truncated"];
@@ -485,4 +493,172 @@ async fn keys_with_control_characters_block_nothing_and_never_reach_a_log_raw() 
         log.contains(&format!(r"stray\u{{1b}}{escaped}2026-07-22")),
         "{log}"
     );
+}
+
+/// A per-flight index file cut in half, on a date not yet
+/// compacted, is its flight's missing index row. The walk stops there as a
+/// Mismatch naming the file and why (exit 2), the watermark stays before
+/// the date, `--date`, a range and a dry run say the same, `status` names
+/// the file, `audit` counts the flight missing and the file unreadable; the
+/// date's readable flights are folded and nothing of the cut file is
+/// merged or deleted. Rewritten readable (what the
+/// archive writer does from the flight object), the next run passes it.
+#[tokio::test]
+async fn an_unreadable_per_flight_file_is_a_mismatch_until_it_is_rewritten() {
+    init_logs();
+    let store = bucket("op-unreadable").await;
+    let generated = generate(
+        &store,
+        json!({"seed": 138, "days": [
+            {"date": "2026-07-19", "flights": 3},
+            {"date": "2026-07-20", "flights": 4}
+        ]}),
+    );
+    let cut_key = generated.index_keys["2026-07-20"][0].clone();
+    let flight = flight_uuid(&cut_key).to_string();
+    let whole = store.get_opt(&cut_key).await.unwrap().unwrap();
+    let half = whole.body.slice(..whole.body.len() / 2);
+    store
+        .put(
+            &cut_key,
+            half.clone(),
+            PutMode::Update(whole.etag.clone()),
+            None,
+        )
+        .await
+        .unwrap();
+    let before_20 = dump(&store, &index_prefix(date("2026-07-20")));
+
+    let out = cli(&store, &["run", "--now", NOW]);
+    assert_eq!(out.status.code(), Some(2), "a Mismatch, not a Success");
+    let r: RunReport = stdout_json(&out);
+    assert_eq!(r.last_run_status, Status::Mismatch, "{:?}", r.errors);
+    assert_eq!(r.stop_reason, StopReason::Mismatch);
+    assert_eq!(r.mismatch_date, Some(date("2026-07-20")));
+    assert_eq!(r.mismatch_uuids, vec![flight.clone()]);
+    assert_eq!(
+        r.last_compacted_date,
+        Some(date("2026-07-19")),
+        "the watermark stays before the date"
+    );
+    let d20 = day(&r, "2026-07-20");
+    assert_eq!(
+        (d20.action.as_str(), d20.parity),
+        ("mismatch", Some(Parity::Mismatch))
+    );
+    assert_eq!(d20.unread_files.len(), 1, "{d20:?}");
+    assert_eq!(d20.unread_files[0].key, cut_key);
+    assert_eq!(d20.unread_files[0].flight.to_string(), flight);
+    assert!(!d20.unread_files[0].reason.is_empty());
+    assert!(
+        d20.reason.contains(&cut_key) && d20.reason.contains("cannot be read"),
+        "{}",
+        d20.reason
+    );
+    assert_valid("run-report.schema.json", &serde_json::to_value(&r).unwrap());
+    // The other three flights are folded (they do not wait on the cut
+    // file); the cut file stays as it was, never an input.
+    let after_first = dump(&store, &index_prefix(date("2026-07-20")));
+    assert_eq!(
+        after_first.get(&cut_key),
+        before_20.get(&cut_key),
+        "the cut file stays as it was"
+    );
+    let compacted: Vec<&String> = (after_first.keys())
+        .filter(|k| k.contains("/compacted-"))
+        .collect();
+    assert_eq!(after_first.len(), 2, "{after_first:?}");
+    assert_eq!(compacted.len(), 1, "{after_first:?}");
+    let rows = after_first[compacted[0]].rows.clone().unwrap();
+    assert_eq!(rows.len(), 3, "the day's readable flights: {rows:?}");
+    assert!(
+        (rows.iter()).all(|r| !r["s3_key"].as_str().unwrap_or("").contains(&flight)),
+        "the cut file's flight is not in the compacted file: {rows:?}"
+    );
+
+    // `--date`, a range and a dry run see the same.
+    for args in [
+        &["run", "--date", "2026-07-20", "--now", NOW][..],
+        &[
+            "run",
+            "--from",
+            "2026-07-20",
+            "--to",
+            "2026-07-20",
+            "--now",
+            NOW,
+        ],
+        &["run", "--dry-run", "--now", NOW],
+    ] {
+        let out = cli(&store, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let r: RunReport = stdout_json(&out);
+        let d20 = day(&r, "2026-07-20");
+        assert_eq!(d20.action, "mismatch", "{args:?}");
+        assert_eq!(d20.mismatch_uuids, vec![flight.clone()], "{args:?}");
+        assert_eq!(d20.unread_files[0].key, cut_key, "{args:?}");
+    }
+    assert_eq!(
+        dump(&store, &index_prefix(date("2026-07-20"))),
+        after_first,
+        "{cut_key} and its date untouched"
+    );
+
+    // `status` names the file and says why the walk is blocked.
+    let cfg = config(&store, &[]);
+    let opts = StatusOptions {
+        now: at(NOW),
+        as_of: at(NOW),
+        days: 2,
+    };
+    let s = status::gather(&store, &cfg, &opts).await.unwrap();
+    let m = s.mismatch.as_ref().expect("the recorded mismatch");
+    assert_eq!(m.date, date("2026-07-20"));
+    assert_eq!(
+        m.cause,
+        Some(status::MismatchCause::UnreadablePerFlightFile)
+    );
+    assert_eq!(m.missing_uuids, vec![flight.clone()]);
+    assert_eq!(m.unread_files[0].key, cut_key);
+    assert_valid("status.schema.json", &serde_json::to_value(&s).unwrap());
+    let text = status::format_human(&s);
+    assert!(text.contains(&cut_key), "{text}");
+
+    // `audit` reads the file: its flight is missing, the file unreadable.
+    let a = archive_compaction::audit::audit(
+        &store,
+        &cfg,
+        &archive_compaction::audit::AuditOptions::range(date("2026-07-20"), date("2026-07-20")),
+    )
+    .await
+    .unwrap();
+    let f = &a.totals.findings;
+    assert_eq!(f.missing.count, 1, "{f:#?}");
+    assert_eq!(f.missing.examples[0].flight.to_string(), flight);
+    assert_eq!(f.unreadable_files.count, 1, "{f:#?}");
+    assert_eq!(f.unreadable_files.examples[0].file, cut_key);
+    assert!(
+        f.unreadable_files
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("rewrites")
+    );
+
+    // The fix: the index file rewritten readable; the next run passes it.
+    let now = store.head(&cut_key).await.unwrap().unwrap();
+    store
+        .put(
+            &cut_key,
+            whole.body.clone(),
+            PutMode::Update(now.etag),
+            None,
+        )
+        .await
+        .unwrap();
+    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    assert_eq!(r.last_compacted_date, Some(date("2026-07-20")));
+    let after = dump(&store, "");
+    assert_compacted(&after, "2026-07-20", &generated.rows["2026-07-20"]);
 }
