@@ -814,40 +814,6 @@ pub fn format_human(r: &AuditReport) -> String {
     s
 }
 
-/// The command line's `audit`: runs it, prints the report as JSON on
-/// stdout and, when stderr is a terminal, [`format_human`] on stderr;
-/// returns the exit code ([`AuditStatus::exit_code`], 1 for a bad range).
-pub async fn cli(
-    store: &impl Store,
-    config: &Config,
-    from: NaiveDate,
-    to: NaiveDate,
-    bar: Option<indicatif::ProgressBar>,
-) -> u8 {
-    use std::io::IsTerminal;
-    let opts = AuditOptions {
-        bar,
-        ..AuditOptions::range(from, to)
-    };
-    match audit(store, config, &opts).await {
-        Ok(r) => {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&r).expect("report serialises")
-            );
-            if std::io::stderr().is_terminal() {
-                eprint!("{}", format_human(&r));
-            }
-            r.status.exit_code()
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "audit not started");
-            eprintln!("archive-compaction audit: {e}");
-            1
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,6 +21,112 @@ use chrono::NaiveDate;
 
 use crate::error::{Error, Result};
 
+/// The default of each setting that has one of its own, named as the
+/// setting: [`Config::from_map`] takes it, [`SETTINGS`] shows it. The
+/// multipart sizes' defaults are [`crate::storage`]'s, the input budget's
+/// [`crate::input::BUDGET_MB_DEFAULT`].
+pub mod defaults {
+    /// `LAG_DAYS`.
+    pub const LAG_DAYS: u32 = 2;
+    /// `LOG_LEVEL`.
+    pub const LOG_LEVEL: &str = "info";
+    /// `S3_FORCE_PATH_STYLE`.
+    pub const S3_FORCE_PATH_STYLE: bool = false;
+    /// `LEASE_SECONDS`: above Lambda's 900 s maximum timeout.
+    pub const LEASE_SECONDS: u64 = 960;
+    /// `READ_CONCURRENCY`.
+    pub const READ_CONCURRENCY: usize = 64;
+    /// `ROW_GROUP_ROWS`.
+    pub const ROW_GROUP_ROWS: usize = 131_072;
+    /// `DEADLINE_MARGIN_SECONDS`.
+    pub const DEADLINE_MARGIN_SECONDS: u64 = 60;
+    /// `SWEEP_DAYS`.
+    pub const SWEEP_DAYS: u32 = 14;
+    /// `METRICS_ENABLED`.
+    pub const METRICS_ENABLED: bool = true;
+    /// `METRICS_NAMESPACE`.
+    pub const METRICS_NAMESPACE: &str = "SkyFollower/ArchiveCompaction";
+    /// `MQTT_PORT`.
+    pub const MQTT_PORT: u16 = 1883;
+    /// The port on which `MQTT_TLS` defaults to true (MQTT over TLS).
+    pub const MQTT_TLS_PORT: u16 = 8883;
+    /// `MQTT_TOPIC_ROOT`.
+    pub const MQTT_TOPIC_ROOT: &str = "SkyFollower/archive-compaction";
+    /// `MQTT_TIMEOUT_SECONDS`.
+    pub const MQTT_TIMEOUT_SECONDS: u64 = 5;
+}
+
+/// A default's text for [`SETTINGS`], built at compile time from the
+/// constant itself, so the two cannot disagree.
+#[derive(Clone, Copy)]
+struct Text {
+    bytes: [u8; 96],
+    len: usize,
+}
+
+impl Text {
+    const fn new() -> Text {
+        Text {
+            bytes: [0; 96],
+            len: 0,
+        }
+    }
+
+    const fn str(mut self, s: &str) -> Text {
+        let s = s.as_bytes();
+        let mut i = 0;
+        while i < s.len() {
+            self.bytes[self.len] = s[i];
+            self.len += 1;
+            i += 1;
+        }
+        self
+    }
+
+    /// `n` in decimal.
+    const fn num(mut self, n: u64) -> Text {
+        let start = self.len;
+        let mut rest = n;
+        loop {
+            self.bytes[self.len] = b'0' + (rest % 10) as u8;
+            self.len += 1;
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        // The digits went in lowest first.
+        let (mut i, mut j) = (start, self.len - 1);
+        while i < j {
+            let t = self.bytes[i];
+            self.bytes[i] = self.bytes[j];
+            self.bytes[j] = t;
+            i += 1;
+            j -= 1;
+        }
+        self
+    }
+
+    const fn bool(self, b: bool) -> Text {
+        self.str(if b { "true" } else { "false" })
+    }
+
+    const fn as_str(&'static self) -> &'static str {
+        match std::str::from_utf8(self.bytes.split_at(self.len).0) {
+            Ok(s) => s,
+            Err(_) => panic!("a default's text is UTF-8"),
+        }
+    }
+}
+
+/// The `&'static str` of a [`Text`] built in a constant.
+macro_rules! text {
+    ($t:expr) => {{
+        const T: Text = $t;
+        Text::as_str(&T)
+    }};
+}
+
 /// One row of the settings table: name, default, meaning. Used by `--help`
 /// and kept in sync with docs/configuration.md (checked by `tests/docs.rs`).
 pub const SETTINGS: &[(&str, &str, &str)] = &[
@@ -31,7 +137,7 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ),
     (
         "LAG_DAYS",
-        "2",
+        text!(Text::new().num(defaults::LAG_DAYS as u64)),
         "cutoff = UTC date of the invocation time minus this many days",
     ),
     (
@@ -41,58 +147,67 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ),
     (
         "LOG_LEVEL",
-        "info",
+        defaults::LOG_LEVEL,
         "log level: off, error, warn, info, debug or trace, optionally with target=level pairs: info,aws_smithy_runtime=debug; anything else is refused",
     ),
     (
         "S3_FORCE_PATH_STYLE",
-        "false",
+        text!(Text::new().bool(defaults::S3_FORCE_PATH_STYLE)),
         "true for S3-compatible servers that need path-style addressing",
     ),
     (
         "LEASE_SECONDS",
-        "960",
+        text!(Text::new().num(defaults::LEASE_SECONDS)),
         "length of the lease in seconds; keep it above the Lambda timeout (900 s)",
     ),
     (
         "READ_CONCURRENCY",
-        "64",
+        text!(Text::new().num(defaults::READ_CONCURRENCY as u64)),
         "index files fetched at once (GetObject requests in flight)",
     ),
     (
         "INPUT_BUDGET_MB",
-        "a quarter of AWS_LAMBDA_FUNCTION_MEMORY_SIZE; 128 without it",
+        text!(
+            Text::new()
+                .str("a quarter of AWS_LAMBDA_FUNCTION_MEMORY_SIZE; ")
+                .num(crate::input::BUDGET_MB_DEFAULT)
+                .str(" without it")
+        ),
         "memory one index input may take decoded, in MiB; an input whose footer declares more (or whose footer is longer than 1/32 of it, or that has more than 1,000 columns) is left in place unread and named in skipped_files",
     ),
     (
         "ROW_GROUP_ROWS",
-        "131072",
+        text!(Text::new().num(defaults::ROW_GROUP_ROWS as u64)),
         "rows per Parquet row group in compacted files",
     ),
     (
         "MULTIPART_THRESHOLD_BYTES",
-        "16777216",
+        text!(Text::new().num(crate::storage::MULTIPART_THRESHOLD_DEFAULT as u64)),
         "compacted files of at least this many bytes go up as S3 multipart uploads (0: always); smaller ones as one PUT",
     ),
     (
         "MULTIPART_PART_BYTES",
-        "8388608",
+        text!(Text::new().num(crate::storage::MULTIPART_PART_DEFAULT as u64)),
         "part size of multipart uploads, from 5 MiB (5242880) to 5 GiB (S3's limits)",
     ),
     (
         "DEADLINE_MARGIN_SECONDS",
-        "60",
+        text!(Text::new().num(defaults::DEADLINE_MARGIN_SECONDS)),
         "stop starting new dates when less time than this (or twice the slowest day so far) remains",
     ),
     (
         "SWEEP_DAYS",
-        "14",
+        text!(Text::new().num(defaults::SWEEP_DAYS as u64)),
         "re-check this many already-compacted days (up to the watermark) for late or rewritten index files; 0 turns the sweep off",
     ),
-    ("METRICS_ENABLED", "true", "publish CloudWatch metrics"),
+    (
+        "METRICS_ENABLED",
+        text!(Text::new().bool(defaults::METRICS_ENABLED)),
+        "publish CloudWatch metrics",
+    ),
     (
         "METRICS_NAMESPACE",
-        "SkyFollower/ArchiveCompaction",
+        defaults::METRICS_NAMESPACE,
         "CloudWatch namespace",
     ),
     (
@@ -100,7 +215,11 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
         "(unset)",
         "MQTT broker host; MQTT reporting is off when unset",
     ),
-    ("MQTT_PORT", "1883", "MQTT broker port (8883 turns TLS on)"),
+    (
+        "MQTT_PORT",
+        text!(Text::new().num(defaults::MQTT_PORT as u64)),
+        "MQTT broker port (8883 turns TLS on)",
+    ),
     ("MQTT_USERNAME", "(unset)", "MQTT user name"),
     (
         "MQTT_PASSWORD",
@@ -112,7 +231,15 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
         "(unset)",
         "Secrets Manager secret whose SecretString is the MQTT password; read once per process, wins over MQTT_PASSWORD",
     ),
-    ("MQTT_TLS", "true on port 8883", "use TLS (rustls) for MQTT"),
+    (
+        "MQTT_TLS",
+        text!(
+            Text::new()
+                .str("true on port ")
+                .num(defaults::MQTT_TLS_PORT as u64)
+        ),
+        "use TLS (rustls) for MQTT",
+    ),
     (
         "MQTT_CA_FILE",
         "(system roots)",
@@ -120,12 +247,12 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ),
     (
         "MQTT_TOPIC_ROOT",
-        "SkyFollower/archive-compaction",
+        defaults::MQTT_TOPIC_ROOT,
         "topic root; values go to {root}/statistic/{name}",
     ),
     (
         "MQTT_TIMEOUT_SECONDS",
-        "5",
+        text!(Text::new().num(defaults::MQTT_TIMEOUT_SECONDS)),
         "bound on connect + publish + disconnect",
     ),
 ];
@@ -356,7 +483,12 @@ impl Config {
         let bucket = get(env, "S3_BUCKET")
             .ok_or_else(|| bad("S3_BUCKET", "required: the name of the archive bucket"))?
             .to_string();
-        let lag_days: u32 = parse_num(env, "LAG_DAYS", 2, "a whole number of days (0 or more)")?;
+        let lag_days: u32 = parse_num(
+            env,
+            "LAG_DAYS",
+            defaults::LAG_DAYS,
+            "a whole number of days (0 or more)",
+        )?;
         if lag_days > 3650 {
             return Err(bad(
                 "LAG_DAYS",
@@ -366,17 +498,30 @@ impl Config {
         let start_date = get(env, "START_DATE")
             .map(|v| parse_date("START_DATE", v))
             .transpose()?;
-        let lease_secs: u64 = parse_num(env, "LEASE_SECONDS", 960, "a whole number of seconds")?;
+        let lease_secs: u64 = parse_num(
+            env,
+            "LEASE_SECONDS",
+            defaults::LEASE_SECONDS,
+            "a whole number of seconds",
+        )?;
         if lease_secs == 0 {
             return Err(bad("LEASE_SECONDS", "must be at least 1 second"));
         }
-        let read_concurrency: usize =
-            parse_num(env, "READ_CONCURRENCY", 64, "a whole number from 1 to 1024")?;
+        let read_concurrency: usize = parse_num(
+            env,
+            "READ_CONCURRENCY",
+            defaults::READ_CONCURRENCY,
+            "a whole number from 1 to 1024",
+        )?;
         if !(1..=1024).contains(&read_concurrency) {
             return Err(bad("READ_CONCURRENCY", "must be from 1 to 1024"));
         }
-        let row_group_rows: usize =
-            parse_num(env, "ROW_GROUP_ROWS", 131_072, "a whole number of rows")?;
+        let row_group_rows: usize = parse_num(
+            env,
+            "ROW_GROUP_ROWS",
+            defaults::ROW_GROUP_ROWS,
+            "a whole number of rows",
+        )?;
         if row_group_rows == 0 {
             return Err(bad("ROW_GROUP_ROWS", "must be at least 1"));
         }
@@ -420,15 +565,19 @@ impl Config {
         let margin: u64 = parse_num(
             env,
             "DEADLINE_MARGIN_SECONDS",
-            60,
+            defaults::DEADLINE_MARGIN_SECONDS,
             "a whole number of seconds",
         )?;
         let mqtt = match get(env, "MQTT_HOST") {
             None => None,
             Some(host) => {
-                let port: u16 = parse_num(env, "MQTT_PORT", 1883, "a TCP port")?;
-                let timeout: f64 =
-                    parse_num(env, "MQTT_TIMEOUT_SECONDS", 5.0, "a number of seconds")?;
+                let port: u16 = parse_num(env, "MQTT_PORT", defaults::MQTT_PORT, "a TCP port")?;
+                let timeout: f64 = parse_num(
+                    env,
+                    "MQTT_TIMEOUT_SECONDS",
+                    defaults::MQTT_TIMEOUT_SECONDS as f64,
+                    "a number of seconds",
+                )?;
                 if !(timeout > 0.0 && timeout <= 300.0) {
                     return Err(bad(
                         "MQTT_TIMEOUT_SECONDS",
@@ -441,10 +590,10 @@ impl Config {
                     username: get(env, "MQTT_USERNAME").map(str::to_string),
                     password: env.get("MQTT_PASSWORD").filter(|p| !p.is_empty()).cloned(),
                     password_secret_arn: get(env, "MQTT_PASSWORD_SECRET_ARN").map(str::to_string),
-                    tls: parse_bool(env, "MQTT_TLS", port == 8883)?,
+                    tls: parse_bool(env, "MQTT_TLS", port == defaults::MQTT_TLS_PORT)?,
                     ca_file: get(env, "MQTT_CA_FILE").map(str::to_string),
                     topic_root: parse_topic_root(
-                        get(env, "MQTT_TOPIC_ROOT").unwrap_or("SkyFollower/archive-compaction"),
+                        get(env, "MQTT_TOPIC_ROOT").unwrap_or(defaults::MQTT_TOPIC_ROOT),
                     )?,
                     timeout: Duration::from_secs_f64(timeout),
                 })
@@ -455,10 +604,14 @@ impl Config {
             lag_days,
             start_date,
             log_level: match get(env, "LOG_LEVEL") {
-                None => "info".to_string(),
+                None => defaults::LOG_LEVEL.to_string(),
                 Some(v) => parse_log_level(v)?,
             },
-            force_path_style: parse_bool(env, "S3_FORCE_PATH_STYLE", false)?,
+            force_path_style: parse_bool(
+                env,
+                "S3_FORCE_PATH_STYLE",
+                defaults::S3_FORCE_PATH_STYLE,
+            )?,
             lease: Duration::from_secs(lease_secs),
             read_concurrency,
             row_group_rows,
@@ -470,7 +623,7 @@ impl Config {
                 let d: u32 = parse_num(
                     env,
                     "SWEEP_DAYS",
-                    14,
+                    defaults::SWEEP_DAYS,
                     "a whole number of days (0 turns the sweep off)",
                 )?;
                 if d > 366 {
@@ -478,9 +631,9 @@ impl Config {
                 }
                 d
             },
-            metrics_enabled: parse_bool(env, "METRICS_ENABLED", true)?,
+            metrics_enabled: parse_bool(env, "METRICS_ENABLED", defaults::METRICS_ENABLED)?,
             metrics_namespace: get(env, "METRICS_NAMESPACE")
-                .unwrap_or("SkyFollower/ArchiveCompaction")
+                .unwrap_or(defaults::METRICS_NAMESPACE)
                 .to_string(),
             mqtt,
         })

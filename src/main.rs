@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use archive_compaction::app::{Deps, dispatch};
+use archive_compaction::audit;
 use archive_compaction::config::{Config, SETTINGS, parse_date};
 use archive_compaction::progress::{self, BarWriter};
 use archive_compaction::report::{RunReport, StopReason};
@@ -313,56 +314,7 @@ fn main() -> ExitCode {
     rt.block_on(async move {
         let config = match config {
             Ok(c) => c,
-            Err(e) => {
-                tracing::error!(error = %e, "bad configuration");
-                if let Some(Cli {
-                    command: Command::Status { now, json, days },
-                }) = cli
-                {
-                    // `status` prints a status, never a run report.
-                    let as_of = Utc::now();
-                    let opts = StatusOptions {
-                        now: now.unwrap_or(as_of),
-                        as_of,
-                        days,
-                    };
-                    let bucket = std::env::var("S3_BUCKET").unwrap_or_default();
-                    print_status(
-                        &status::StatusReport::unavailable(&bucket, None, &opts, &e),
-                        json,
-                    );
-                    return ExitCode::from(1);
-                }
-                // `audit` and `prune-cache` print reports of their own
-                // (specs/audit-report.schema.json, specs/prune-cache.schema.json),
-                // never a run report: the reason on stderr, exit 1.
-                if let Some(Cli {
-                    command: Command::Audit { .. } | Command::PruneCache { .. },
-                }) = &cli
-                {
-                    let name = match &cli {
-                        Some(Cli {
-                            command: Command::Audit { .. },
-                        }) => "audit",
-                        _ => "prune-cache",
-                    };
-                    eprintln!(
-                        "archive-compaction {name}: {e}; nothing was read, written or deleted"
-                    );
-                    return ExitCode::from(1);
-                }
-                let mut r = RunReport {
-                    last_run_at: Utc::now(),
-                    stop_reason: StopReason::Error,
-                    ..Default::default()
-                };
-                r.fail(&e);
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&r).expect("report serialises")
-                );
-                return ExitCode::from(1);
-            }
+            Err(e) => return bad_config(cli.map(|c| c.command), &e),
         };
         let deps = Deps::new(config).await;
         // SIGTERM / SIGINT: a run under way stops cleanly (lease released,
@@ -405,87 +357,175 @@ fn main() -> ExitCode {
                         event_id,
                     },
             }) => {
-                // The margin is kept free before each new date, so a
-                // --max-duration within it starts none ("14" is 14 s).
-                if let Some(d) = max_duration
-                    && d <= deps.config.deadline_margin
-                {
-                    tracing::warn!(
-                        max_duration_s = d.as_secs_f64(),
-                        margin_s = deps.config.deadline_margin.as_secs_f64(),
-                        "--max-duration {}s is not more than DEADLINE_MARGIN_SECONDS ({} s): no date will start; give more (a bare number is seconds: 14m for 14 minutes) or lower DEADLINE_MARGIN_SECONDS",
-                        d.as_secs_f64(),
-                        deps.config.deadline_margin.as_secs()
-                    );
-                }
                 let mut opts = RunOptions::at(now.unwrap_or_else(Utc::now));
-                opts.deadline = max_duration.map(|d| Instant::now() + d);
                 opts.dry_run = dry_run;
                 opts.only_date = date;
                 opts.repair = from.zip(to);
-                opts.progress = bar.clone().map(progress::bar_sink);
                 opts.event_id = event_id;
-                opts.stop = Some(deps.stop.clone());
-                let report = archive_compaction::app::invoke(&deps, &opts).await;
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&report).expect("report serialises")
-                );
-                ExitCode::from(report.last_run_status.exit_code() as u8)
+                run(&deps, opts, max_duration, bar).await
             }
             Some(Cli {
                 command: Command::Audit { from, to },
-            }) => ExitCode::from(
-                archive_compaction::audit::cli(&deps.store, &deps.config, from, to, bar).await,
-            ),
+            }) => audit(&deps, from, to, bar).await,
             Some(Cli {
                 command: Command::PruneCache { dir, dry_run },
             }) => prune_cache(&deps, dir, dry_run).await,
             Some(Cli {
                 command: Command::Status { now, days, json },
-            }) => {
-                let as_of = Utc::now();
-                let opts = StatusOptions {
-                    now: now.unwrap_or(as_of),
-                    as_of,
-                    days,
-                };
-                let mut s = match status::gather(&deps.store, &deps.config, &opts).await {
-                    Ok(s) => s,
-                    Err(e) => {
-                        tracing::error!(error = %e, "status could not be read");
-                        status::StatusReport::unavailable(
-                            &deps.config.bucket,
-                            Some(deps.config.lag_days),
-                            &opts,
-                            e,
-                        )
-                    }
-                };
-                if let Some(mqtt) = &deps.config.mqtt {
-                    s.last_run = Some(match deps.mqtt_password().await {
-                        Ok(password) => {
-                            let mqtt = archive_compaction::config::MqttConfig {
-                                password,
-                                ..mqtt.clone()
-                            };
-                            status::last_run_from_mqtt(&mqtt, as_of).await
-                        }
-                        Err(e) => status::LastRunStatus {
-                            error: Some(e.to_string()),
-                            ..Default::default()
-                        },
-                    });
-                }
-                print_status(&s, json);
-                if s.errors.is_empty() {
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::from(1)
-                }
-            }
+            }) => status(&deps, now, days, json).await,
         }
     })
+}
+
+/// A bad configuration: nothing is read, written or deleted, exit 1; each
+/// command says so in its own shape. `run` (and Lambda) print a Failure run
+/// report, `status` a status, `audit` and `prune-cache`, whose reports are
+/// their own (specs/audit-report.schema.json,
+/// specs/prune-cache.schema.json), the reason on stderr.
+fn bad_config(command: Option<Command>, e: &archive_compaction::error::Error) -> ExitCode {
+    tracing::error!(error = %e, "bad configuration");
+    match command {
+        Some(Command::Status { now, json, days }) => {
+            let as_of = Utc::now();
+            let opts = StatusOptions {
+                now: now.unwrap_or(as_of),
+                as_of,
+                days,
+            };
+            let bucket = std::env::var("S3_BUCKET").unwrap_or_default();
+            print_status(
+                &status::StatusReport::unavailable(&bucket, None, &opts, e),
+                json,
+            );
+        }
+        Some(Command::Audit { .. }) => {
+            eprintln!("archive-compaction audit: {e}; nothing was read, written or deleted");
+        }
+        Some(Command::PruneCache { .. }) => {
+            eprintln!("archive-compaction prune-cache: {e}; nothing was read, written or deleted");
+        }
+        None | Some(Command::Run { .. }) => {
+            let mut r = RunReport {
+                last_run_at: Utc::now(),
+                stop_reason: StopReason::Error,
+                ..Default::default()
+            };
+            r.fail(e);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&r).expect("report serialises")
+            );
+        }
+    }
+    ExitCode::from(1)
+}
+
+/// `run`: one invocation within `max_duration`, the report as JSON on
+/// stdout; the exit code is the status's.
+async fn run(
+    deps: &Deps,
+    mut opts: RunOptions,
+    max_duration: Option<Duration>,
+    bar: Option<ProgressBar>,
+) -> ExitCode {
+    // The margin is kept free before each new date, so a
+    // --max-duration within it starts none ("14" is 14 s).
+    if let Some(d) = max_duration
+        && d <= deps.config.deadline_margin
+    {
+        tracing::warn!(
+            max_duration_s = d.as_secs_f64(),
+            margin_s = deps.config.deadline_margin.as_secs_f64(),
+            "--max-duration {}s is not more than DEADLINE_MARGIN_SECONDS ({} s): no date will start; give more (a bare number is seconds: 14m for 14 minutes) or lower DEADLINE_MARGIN_SECONDS",
+            d.as_secs_f64(),
+            deps.config.deadline_margin.as_secs()
+        );
+    }
+    opts.deadline = max_duration.map(|d| Instant::now() + d);
+    opts.progress = bar.map(progress::bar_sink);
+    opts.stop = Some(deps.stop.clone());
+    let report = archive_compaction::app::invoke(deps, &opts).await;
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&report).expect("report serialises")
+    );
+    ExitCode::from(report.last_run_status.exit_code() as u8)
+}
+
+/// `status`: the state read-only, and the last run from MQTT's retained
+/// topics when MQTT is set; exit 1 when something could not be read.
+async fn status(deps: &Deps, now: Option<DateTime<Utc>>, days: usize, json: bool) -> ExitCode {
+    let as_of = Utc::now();
+    let opts = StatusOptions {
+        now: now.unwrap_or(as_of),
+        as_of,
+        days,
+    };
+    let mut s = match status::gather(&deps.store, &deps.config, &opts).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "status could not be read");
+            status::StatusReport::unavailable(
+                &deps.config.bucket,
+                Some(deps.config.lag_days),
+                &opts,
+                e,
+            )
+        }
+    };
+    if let Some(mqtt) = &deps.config.mqtt {
+        s.last_run = Some(match deps.mqtt_password().await {
+            Ok(password) => {
+                let mqtt = archive_compaction::config::MqttConfig {
+                    password,
+                    ..mqtt.clone()
+                };
+                status::last_run_from_mqtt(&mqtt, as_of).await
+            }
+            Err(e) => status::LastRunStatus {
+                error: Some(e.to_string()),
+                ..Default::default()
+            },
+        });
+    }
+    print_status(&s, json);
+    if s.errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// `audit`: the report as JSON on stdout and, when stderr is a terminal,
+/// [`audit::format_human`] on stderr; the exit code is
+/// [`audit::AuditStatus::exit_code`], 1 for a bad range.
+async fn audit(
+    deps: &Deps,
+    from: chrono::NaiveDate,
+    to: chrono::NaiveDate,
+    bar: Option<ProgressBar>,
+) -> ExitCode {
+    let opts = audit::AuditOptions {
+        bar,
+        ..audit::AuditOptions::range(from, to)
+    };
+    match audit::audit(&deps.store, &deps.config, &opts).await {
+        Ok(r) => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&r).expect("report serialises")
+            );
+            if std::io::stderr().is_terminal() {
+                eprint!("{}", audit::format_human(&r));
+            }
+            ExitCode::from(r.status.exit_code())
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "audit not started");
+            eprintln!("archive-compaction audit: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// `prune-cache`: the JSON summary on stdout, a human line on stderr when it

@@ -1,231 +1,25 @@
-//! Wiring: clients built once ([`Deps::new`]), the Lambda handler
-//! ([`handle`]) and the entry point both shells share ([`invoke`]).
+//! The Lambda side: the event parsed strictly ([`InvokeEvent`],
+//! [`AuditEvent`]), each dispatched to its command ([`dispatch`]), the
+//! runtime's deadline kept ([`deadline`]), and the outcome as the
+//! function's answer ([`RunError`]) and one log line ([`report_log_line`]).
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Instant, SystemTime};
 
-use aws_config::BehaviorVersion;
-use aws_config::retry::RetryConfig;
-use aws_config::timeout::TimeoutConfig;
-use aws_sdk_s3::config::SharedHttpClient;
-use aws_smithy_http_client::proxy::ProxyConfig;
-use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
-use aws_smithy_http_client::{Builder, ConnectorBuilder};
 use chrono::{DateTime, NaiveDate, Utc};
-use lambda_runtime::{Diagnostic, LambdaEvent};
+use lambda_runtime::{Context, Diagnostic, LambdaEvent};
 use serde::Deserialize;
 
-use crate::config::Config;
-use crate::error::ReportError;
+use super::{Deps, invoke};
 use crate::report::{RunReport, Status};
-use crate::run::{RunOptions, run};
-use crate::storage::S3Store;
-
-/// Everything a run needs, built once per process (in Lambda: once per
-/// execution environment, shared by every invocation it serves).
-#[derive(Debug, Clone)]
-pub struct Deps {
-    /// Settings.
-    pub config: Config,
-    /// The S3 seam for `config.bucket`.
-    pub store: S3Store,
-    /// CloudWatch client (metrics), when enabled.
-    pub cloudwatch: Option<aws_sdk_cloudwatch::Client>,
-    /// Secrets Manager client, when `MQTT_PASSWORD_SECRET_ARN` is set.
-    pub secrets: Option<aws_sdk_secretsmanager::Client>,
-    /// The MQTT password read from the secret: filled by the first
-    /// successful read, then reused (a failed read is tried again by the
-    /// next invocation).
-    mqtt_password: Arc<tokio::sync::OnceCell<String>>,
-    /// The stop request every invocation's run follows (SIGTERM: Lambda's
-    /// shutdown; [`crate::stop::Stop::listen`] in `main`).
-    pub stop: crate::stop::Stop,
-}
-
-impl crate::reporting::Sinks for Deps {
-    fn config(&self) -> &Config {
-        &self.config
-    }
-
-    fn cloudwatch(&self) -> Option<&aws_sdk_cloudwatch::Client> {
-        self.cloudwatch.as_ref()
-    }
-
-    fn mqtt_password(
-        &self,
-    ) -> impl std::future::Future<Output = Result<Option<String>, ReportError>> + Send {
-        Deps::mqtt_password(self)
-    }
-}
-
-/// SDK retry policy for every call: 3 attempts, exponential backoff from 1 s
-/// with jitter (the SDK's standard strategy retries throttling, 5xx,
-/// timeouts and connection errors; 4xx such as AccessDenied are not retried).
-pub fn retry_config() -> RetryConfig {
-    RetryConfig::standard()
-        .with_max_attempts(3)
-        .with_initial_backoff(Duration::from_secs(1))
-}
-
-/// The HTTPS client of every AWS client (S3, CloudWatch, and the credential
-/// providers'): the SDK's own client (hyper 1, rustls 0.23) with rustls'
-/// *ring* provider, the one rumqttc's rustls uses for MQTT over TLS, and the
-/// proxy from `HTTPS_PROXY` / `HTTP_PROXY` / `NO_PROXY` as the SDK's default
-/// client takes it. The SDK's default client is the same on aws-lc-rs, whose
-/// C library a cold build compiles from source; with this one the process
-/// has a single crypto provider. Trusts the system's root certificates.
-pub fn https_client() -> SharedHttpClient {
-    Builder::new().build_with_connector_fn(|settings, components| {
-        let mut conn =
-            ConnectorBuilder::default().tls_provider(tls::Provider::Rustls(CryptoMode::Ring));
-        conn.set_connector_settings(settings.cloned());
-        if let Some(components) = components {
-            conn.set_sleep_impl(components.sleep_impl());
-        }
-        conn.set_proxy_config(Some(ProxyConfig::from_env()));
-        conn.build()
-    })
-}
-
-/// The S3 client's configuration, from the loaded SDK configuration: path
-/// style when asked (local S3 servers), and response checksums validated
-/// only where an operation requires it.
-///
-/// Why not on every GET (the SDK's default, `WhenSupported`, which asks S3
-/// for the object's checksum and recomputes it over every body: about 4 % of
-/// the job's CPU, `make bench`): the GETs are the index files, and the small
-/// JSON state objects (lease, watermark, manifest). In transit each response
-/// is already authenticated by TLS; at rest S3 checks its own checksums. An
-/// index file is then decoded as Parquet (magic, footer, page headers and
-/// decompression reject a truncated or garbled body, and the file is left in
-/// place and reported), its ETag is recorded in the manifest and compared
-/// again before anything is deleted; the state objects are parsed as JSON.
-/// What this job writes keeps full integrity checks: every PUT carries its
-/// SHA-256, which S3 verifies, the output is checked by HEAD against the
-/// manifest, and DeleteObjects keeps its request checksum (S3 requires one);
-/// request checksums stay at the SDK default.
-pub fn s3_config(sdk: &aws_config::SdkConfig, force_path_style: bool) -> aws_sdk_s3::Config {
-    aws_sdk_s3::config::Builder::from(sdk)
-        .force_path_style(force_path_style)
-        .response_checksum_validation(aws_sdk_s3::config::ResponseChecksumValidation::WhenRequired)
-        .build()
-}
-
-impl Deps {
-    /// Loads the AWS configuration (region, credentials, `AWS_ENDPOINT_URL`)
-    /// and builds the clients ([`https_client`]).
-    pub async fn new(config: Config) -> Deps {
-        let sdk = aws_config::defaults(BehaviorVersion::latest())
-            .http_client(https_client())
-            .retry_config(retry_config())
-            .timeout_config(
-                TimeoutConfig::builder()
-                    .connect_timeout(crate::storage::CONNECT_TIMEOUT)
-                    .operation_attempt_timeout(crate::storage::ATTEMPT_TIMEOUT_BASE)
-                    .build(),
-            )
-            .load()
-            .await;
-        let s3 = aws_sdk_s3::Client::from_conf(s3_config(&sdk, config.force_path_style));
-        let cloudwatch = config
-            .metrics_enabled
-            .then(|| aws_sdk_cloudwatch::Client::new(&sdk));
-        let secrets = config
-            .mqtt
-            .as_ref()
-            .and_then(|m| m.password_secret_arn.as_ref())
-            .map(|_| aws_sdk_secretsmanager::Client::new(&sdk));
-        let store = S3Store::new(s3, config.bucket.clone())
-            .with_multipart(config.multipart_threshold, config.multipart_part_size);
-        Deps::from_parts(config, store, cloudwatch, secrets)
-    }
-
-    /// Deps from clients built elsewhere (tests, tools), with an empty
-    /// password cache.
-    pub fn from_parts(
-        config: Config,
-        store: S3Store,
-        cloudwatch: Option<aws_sdk_cloudwatch::Client>,
-        secrets: Option<aws_sdk_secretsmanager::Client>,
-    ) -> Deps {
-        Deps {
-            config,
-            store,
-            cloudwatch,
-            secrets,
-            mqtt_password: Arc::new(tokio::sync::OnceCell::new()),
-            stop: crate::stop::Stop::new(),
-        }
-    }
-
-    /// The MQTT password: the `SecretString` of `MQTT_PASSWORD_SECRET_ARN`
-    /// when set, read with GetSecretValue on the first call and cached for
-    /// the life of the process (a Lambda execution environment); else
-    /// `MQTT_PASSWORD`. `Ok(None)` when neither is set or MQTT is off.
-    ///
-    /// The read is bounded by `MQTT_TIMEOUT_SECONDS`. Errors:
-    /// [`ReportError::MqttSecret`] (not found, access denied, a binary
-    /// secret, no client, timed out); nothing is cached then, so the next
-    /// invocation reads again.
-    pub async fn mqtt_password(&self) -> Result<Option<String>, ReportError> {
-        let Some(mqtt) = &self.config.mqtt else {
-            return Ok(None);
-        };
-        let Some(arn) = &mqtt.password_secret_arn else {
-            return Ok(mqtt.password.clone());
-        };
-        let fail = |reason: String| ReportError::MqttSecret {
-            secret: arn.clone(),
-            reason,
-        };
-        let client = self
-            .secrets
-            .as_ref()
-            .ok_or_else(|| fail("no Secrets Manager client was built".into()))?;
-        let read = async {
-            let out = client
-                .get_secret_value()
-                .secret_id(arn)
-                .send()
-                .await
-                .map_err(|e| fail(crate::storage::sdk_error_line(&e)))?;
-            match out.secret_string {
-                Some(s) => Ok(s),
-                None => Err(fail(
-                    "the secret has no SecretString (a binary secret?); store the password as the secret's text".into(),
-                )),
-            }
-        };
-        let bounded = async {
-            tokio::time::timeout(mqtt.timeout, read)
-                .await
-                .unwrap_or_else(|_| {
-                    Err(fail(format!(
-                        "GetSecretValue timed out after {} s (MQTT_TIMEOUT_SECONDS)",
-                        mqtt.timeout.as_secs_f64()
-                    )))
-                })
-        };
-        let password = self.mqtt_password.get_or_try_init(|| bounded).await?;
-        Ok(Some(password.clone()))
-    }
-}
-
-/// Runs one invocation and reports it (CloudWatch, MQTT). Reporting never
-/// changes the status.
-pub async fn invoke(deps: &Deps, opts: &RunOptions) -> RunReport {
-    let mut report = run(&deps.store, &deps.config, opts).await;
-    crate::reporting::publish_by(deps, &mut report, opts.deadline).await;
-    report.bound();
-    report
-}
+use crate::run::RunOptions;
 
 /// The Lambda payload: an EventBridge scheduled event, or a console test
 /// event with the optional fields below, parsed strictly
 /// ([`InvokeEvent::from_value`]): a field this version does not know (say
 /// `dry-run`, the CLI's spelling) is an error, never ignored. EventBridge's
 /// own envelope fields ([`EVENTBRIDGE_ENVELOPE`]) are the exception: they
-/// are accepted and not used, bar `id` and `time`.
+/// are fields of this struct, so `deny_unknown_fields` takes them, and are
+/// not used, bar `id` and `time`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)] // the envelope's fields are read by nobody
@@ -286,8 +80,45 @@ pub const EVENTBRIDGE_ENVELOPE: &[&str] = &[
     "replay-name",
 ];
 
-/// The fields of an event this version reads.
-pub const EVENT_FIELDS: &[&str] = &["id", "time", "now", "dry_run", "date", "from", "to"];
+/// The fields of an event this version reads, in their order: the fields
+/// `deny_unknown_fields` takes, read from serde's own derive
+/// (`serde_fields`), less EventBridge's envelope.
+pub fn event_fields() -> Vec<&'static str> {
+    (serde_fields::<InvokeEvent>().iter().copied())
+        .filter(|f| !EVENTBRIDGE_ENVELOPE.contains(f))
+        .collect()
+}
+
+/// The field names serde's derive gives `T` (those it accepts under
+/// `deny_unknown_fields`): a deserializer that records what
+/// `deserialize_struct` is handed and stops.
+fn serde_fields<T: serde::de::DeserializeOwned>() -> &'static [&'static str] {
+    use serde::de::{Deserializer, Visitor, value::Error};
+    struct Fields<'a>(&'a mut &'static [&'static str]);
+    impl<'de> Deserializer<'de> for Fields<'_> {
+        type Error = Error;
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Error> {
+            Err(serde::de::Error::custom("not a struct"))
+        }
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Error> {
+            *self.0 = fields;
+            Err(serde::de::Error::custom("fields read"))
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+            bytes byte_buf option unit unit_struct newtype_struct seq tuple
+            tuple_struct map enum identifier ignored_any
+        }
+    }
+    let mut fields: &'static [&'static str] = &[];
+    let _ = T::deserialize(Fields(&mut fields));
+    fields
+}
 
 /// A date field of an event: exactly `YYYY-MM-DD`, as the CLI takes it
 /// ([`crate::config::parse_date`]).
@@ -306,8 +137,10 @@ fn strict_date<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<NaiveDat
 
 impl InvokeEvent {
     /// Parses a Lambda payload strictly: a JSON object whose fields are
-    /// [`EVENT_FIELDS`] or EventBridge's envelope ([`EVENTBRIDGE_ENVELOPE`]),
-    /// each of its type, then [`InvokeEvent::validate`].
+    /// [`event_fields`] or EventBridge's envelope ([`EVENTBRIDGE_ENVELOPE`]),
+    /// each of its type, then [`InvokeEvent::validate`]. Which fields are
+    /// accepted is serde's `deny_unknown_fields`; each field is tried alone,
+    /// so the error names it.
     ///
     /// Errors: a message naming the field (or the payload's kind when it is
     /// not an object) and listing the accepted fields.
@@ -315,7 +148,7 @@ impl InvokeEvent {
         let accepted = || {
             format!(
                 "accepted fields: {}; EventBridge's envelope fields ({}) are accepted and ignored",
-                EVENT_FIELDS.join(", "),
+                event_fields().join(", "),
                 EVENTBRIDGE_ENVELOPE.join(", ")
             )
         };
@@ -326,10 +159,15 @@ impl InvokeEvent {
                 accepted()
             ));
         };
-        for name in map.keys() {
-            if !EVENT_FIELDS.contains(&name.as_str())
-                && !EVENTBRIDGE_ENVELOPE.contains(&name.as_str())
-            {
+        let alone = |name: &String, v: &serde_json::Value| {
+            let one = serde_json::Value::Object([(name.clone(), v.clone())].into_iter().collect());
+            serde_json::from_value::<InvokeEvent>(one)
+        };
+        // Unknown fields first, then the types of the known ones: a field
+        // alone fails as unknown only for its own name.
+        let unknown = |e: &serde_json::Error| e.to_string().starts_with("unknown field");
+        for (name, v) in &map {
+            if alone(name, v).as_ref().is_err_and(unknown) {
                 return Err(format!(
                     "unknown field {} in the event; {}",
                     crate::text::quote(name),
@@ -337,18 +175,13 @@ impl InvokeEvent {
                 ));
             }
         }
-        // Each field alone, so the error names it.
         for (name, v) in &map {
-            if EVENT_FIELDS.contains(&name.as_str()) {
-                let one =
-                    serde_json::Value::Object([(name.clone(), v.clone())].into_iter().collect());
-                serde_json::from_value::<InvokeEvent>(one).map_err(|e| {
-                    format!(
-                        "field {} of the event: {}",
-                        crate::text::quote(name),
-                        crate::text::escape(&e.to_string())
-                    )
-                })?;
+            if let Err(e) = alone(name, v) {
+                return Err(format!(
+                    "field {} of the event: {}",
+                    crate::text::quote(name),
+                    crate::text::escape(&e.to_string())
+                ));
             }
         }
         let event: InvokeEvent =
@@ -450,6 +283,16 @@ fn strict_date_required<'de, D: serde::Deserializer<'de>>(d: D) -> Result<NaiveD
     strict_date(d)?.ok_or_else(|| serde::de::Error::custom("expected a date YYYY-MM-DD, got null"))
 }
 
+/// The runtime's deadline for this invocation ([`Context::deadline`]),
+/// `None` when it is already past as the invocation starts. Lambda's is
+/// always in the future; a local emulator's may not be (`cargo lambda
+/// watch` sends a constant 600000 ms after the epoch), and honouring one
+/// already past would stop the run before its first date.
+pub fn deadline(ctx: &Context) -> Option<Instant> {
+    let left = ctx.deadline().duration_since(SystemTime::now()).ok()?;
+    (!left.is_zero()).then(|| Instant::now() + left)
+}
+
 /// The Lambda entry point: an event with an `audit` field is an
 /// [`AuditEvent`] (the audit's report is the response when clean; an
 /// error of type `AuditFindings` or `AuditIncomplete` with the report as
@@ -476,9 +319,8 @@ pub async fn dispatch(
             ))
         })?
         .audit;
-    let left_ms = event.context.deadline as i64 - Utc::now().timestamp_millis();
     let mut opts = crate::audit::AuditOptions::range(range.from, range.to);
-    opts.deadline = (left_ms > 0).then(|| Instant::now() + Duration::from_millis(left_ms as u64));
+    opts.deadline = deadline(&event.context);
     let report = crate::audit::audit(&deps.store, &deps.config, &opts)
         .await
         .map_err(|e| failure(e.to_string()))?;
@@ -551,12 +393,7 @@ pub async fn handle(
             return Err(RunError(r));
         }
     };
-    // Lambda sends the deadline as epoch milliseconds, always in the future.
-    // A local emulator may not (`cargo lambda watch` sends a constant
-    // 600000): a deadline already past when the invocation starts is not a
-    // real one, and honouring it would stop the run before its first date.
-    let left_ms = ctx.deadline as i64 - Utc::now().timestamp_millis();
-    let deadline = (left_ms > 0).then(|| Instant::now() + Duration::from_millis(left_ms as u64));
+    let deadline = deadline(&ctx);
     if deadline.is_none() && ctx.deadline > 0 {
         tracing::warn!(
             deadline_ms = ctx.deadline,

@@ -1,0 +1,209 @@
+//! AWS wiring: the clients every command shares, built once per process
+//! ([`Deps::new`]) over one HTTPS client ([`https_client`]) and one retry
+//! policy ([`retry_config`]), and the MQTT password read once from Secrets
+//! Manager ([`Deps::mqtt_password`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_config::BehaviorVersion;
+use aws_config::retry::RetryConfig;
+use aws_config::timeout::TimeoutConfig;
+use aws_sdk_s3::config::SharedHttpClient;
+use aws_smithy_http_client::proxy::ProxyConfig;
+use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
+use aws_smithy_http_client::{Builder, ConnectorBuilder};
+
+use crate::config::Config;
+use crate::error::ReportError;
+use crate::storage::S3Store;
+
+/// Everything a run needs, built once per process (in Lambda: once per
+/// execution environment, shared by every invocation it serves).
+#[derive(Debug, Clone)]
+pub struct Deps {
+    /// Settings.
+    pub config: Config,
+    /// The S3 seam for `config.bucket`.
+    pub store: S3Store,
+    /// CloudWatch client (metrics), when enabled.
+    pub cloudwatch: Option<aws_sdk_cloudwatch::Client>,
+    /// Secrets Manager client, when `MQTT_PASSWORD_SECRET_ARN` is set.
+    pub secrets: Option<aws_sdk_secretsmanager::Client>,
+    /// The MQTT password read from the secret: filled by the first
+    /// successful read, then reused (a failed read is tried again by the
+    /// next invocation).
+    mqtt_password: Arc<tokio::sync::OnceCell<String>>,
+    /// The stop request every invocation's run follows (SIGTERM: Lambda's
+    /// shutdown; [`crate::stop::Stop::listen`] in `main`).
+    pub stop: crate::stop::Stop,
+}
+
+impl crate::reporting::Sinks for Deps {
+    fn config(&self) -> &Config {
+        &self.config
+    }
+
+    fn cloudwatch(&self) -> Option<&aws_sdk_cloudwatch::Client> {
+        self.cloudwatch.as_ref()
+    }
+
+    fn mqtt_password(
+        &self,
+    ) -> impl std::future::Future<Output = Result<Option<String>, ReportError>> + Send {
+        Deps::mqtt_password(self)
+    }
+}
+
+/// SDK retry policy for every call: 3 attempts, exponential backoff from 1 s
+/// with jitter (the SDK's standard strategy retries throttling, 5xx,
+/// timeouts and connection errors; 4xx such as AccessDenied are not retried).
+pub fn retry_config() -> RetryConfig {
+    RetryConfig::standard()
+        .with_max_attempts(3)
+        .with_initial_backoff(Duration::from_secs(1))
+}
+
+/// The HTTPS client of every AWS client (S3, CloudWatch, and the credential
+/// providers'): the SDK's own client (hyper 1, rustls 0.23) with rustls'
+/// *ring* provider, the one rumqttc's rustls uses for MQTT over TLS, and the
+/// proxy from `HTTPS_PROXY` / `HTTP_PROXY` / `NO_PROXY` as the SDK's default
+/// client takes it. The SDK's default client is the same on aws-lc-rs, whose
+/// C library a cold build compiles from source; with this one the process
+/// has a single crypto provider. Trusts the system's root certificates.
+pub fn https_client() -> SharedHttpClient {
+    Builder::new().build_with_connector_fn(|settings, components| {
+        let mut conn =
+            ConnectorBuilder::default().tls_provider(tls::Provider::Rustls(CryptoMode::Ring));
+        conn.set_connector_settings(settings.cloned());
+        if let Some(components) = components {
+            conn.set_sleep_impl(components.sleep_impl());
+        }
+        conn.set_proxy_config(Some(ProxyConfig::from_env()));
+        conn.build()
+    })
+}
+
+/// The S3 client's configuration, from the loaded SDK configuration: path
+/// style when asked (local S3 servers), and response checksums validated
+/// only where an operation requires it.
+///
+/// Why not on every GET (the SDK's default, `WhenSupported`, which asks S3
+/// for the object's checksum and recomputes it over every body: about 4 % of
+/// the job's CPU, `make bench`): the GETs are the index files, and the small
+/// JSON state objects (lease, watermark, manifest). In transit each response
+/// is already authenticated by TLS; at rest S3 checks its own checksums. An
+/// index file is then decoded as Parquet (magic, footer, page headers and
+/// decompression reject a truncated or garbled body, and the file is left in
+/// place and reported), its ETag is recorded in the manifest and compared
+/// again before anything is deleted; the state objects are parsed as JSON.
+/// What this job writes keeps full integrity checks: every PUT carries its
+/// SHA-256, which S3 verifies, the output is checked by HEAD against the
+/// manifest, and DeleteObjects keeps its request checksum (S3 requires one);
+/// request checksums stay at the SDK default.
+pub fn s3_config(sdk: &aws_config::SdkConfig, force_path_style: bool) -> aws_sdk_s3::Config {
+    aws_sdk_s3::config::Builder::from(sdk)
+        .force_path_style(force_path_style)
+        .response_checksum_validation(aws_sdk_s3::config::ResponseChecksumValidation::WhenRequired)
+        .build()
+}
+
+impl Deps {
+    /// Loads the AWS configuration (region, credentials, `AWS_ENDPOINT_URL`)
+    /// and builds the clients ([`https_client`]).
+    pub async fn new(config: Config) -> Deps {
+        let sdk = aws_config::defaults(BehaviorVersion::latest())
+            .http_client(https_client())
+            .retry_config(retry_config())
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .connect_timeout(crate::storage::CONNECT_TIMEOUT)
+                    .operation_attempt_timeout(crate::storage::ATTEMPT_TIMEOUT_BASE)
+                    .build(),
+            )
+            .load()
+            .await;
+        let s3 = aws_sdk_s3::Client::from_conf(s3_config(&sdk, config.force_path_style));
+        let cloudwatch = config
+            .metrics_enabled
+            .then(|| aws_sdk_cloudwatch::Client::new(&sdk));
+        let secrets = config
+            .mqtt
+            .as_ref()
+            .and_then(|m| m.password_secret_arn.as_ref())
+            .map(|_| aws_sdk_secretsmanager::Client::new(&sdk));
+        let store = S3Store::new(s3, config.bucket.clone())
+            .with_multipart(config.multipart_threshold, config.multipart_part_size);
+        Deps::from_parts(config, store, cloudwatch, secrets)
+    }
+
+    /// Deps from clients built elsewhere (tests, tools), with an empty
+    /// password cache.
+    pub fn from_parts(
+        config: Config,
+        store: S3Store,
+        cloudwatch: Option<aws_sdk_cloudwatch::Client>,
+        secrets: Option<aws_sdk_secretsmanager::Client>,
+    ) -> Deps {
+        Deps {
+            config,
+            store,
+            cloudwatch,
+            secrets,
+            mqtt_password: Arc::new(tokio::sync::OnceCell::new()),
+            stop: crate::stop::Stop::new(),
+        }
+    }
+
+    /// The MQTT password: the `SecretString` of `MQTT_PASSWORD_SECRET_ARN`
+    /// when set, read with GetSecretValue on the first call and cached for
+    /// the life of the process (a Lambda execution environment); else
+    /// `MQTT_PASSWORD`. `Ok(None)` when neither is set or MQTT is off.
+    ///
+    /// The read is bounded by `MQTT_TIMEOUT_SECONDS`. Errors:
+    /// [`ReportError::MqttSecret`] (not found, access denied, a binary
+    /// secret, no client, timed out); nothing is cached then, so the next
+    /// invocation reads again.
+    pub async fn mqtt_password(&self) -> Result<Option<String>, ReportError> {
+        let Some(mqtt) = &self.config.mqtt else {
+            return Ok(None);
+        };
+        let Some(arn) = &mqtt.password_secret_arn else {
+            return Ok(mqtt.password.clone());
+        };
+        let fail = |reason: String| ReportError::MqttSecret {
+            secret: arn.clone(),
+            reason,
+        };
+        let client = self
+            .secrets
+            .as_ref()
+            .ok_or_else(|| fail("no Secrets Manager client was built".into()))?;
+        let read = async {
+            let out = client
+                .get_secret_value()
+                .secret_id(arn)
+                .send()
+                .await
+                .map_err(|e| fail(crate::storage::sdk_error_line(&e)))?;
+            match out.secret_string {
+                Some(s) => Ok(s),
+                None => Err(fail(
+                    "the secret has no SecretString (a binary secret?); store the password as the secret's text".into(),
+                )),
+            }
+        };
+        let bounded = async {
+            tokio::time::timeout(mqtt.timeout, read)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(fail(format!(
+                        "GetSecretValue timed out after {} s (MQTT_TIMEOUT_SECONDS)",
+                        mqtt.timeout.as_secs_f64()
+                    )))
+                })
+        };
+        let password = self.mqtt_password.get_or_try_init(|| bounded).await?;
+        Ok(Some(password.clone()))
+    }
+}

@@ -1,0 +1,55 @@
+//! MQTT reporting: Home Assistant discovery configs ([`discovery`]), then
+//! the run's figures as retained topics under `{MQTT_TOPIC_ROOT}/statistic/`
+//! ([`statistics`]: only those the run established, see [`is_known`]).
+//!
+//! Two halves. [`payloads`] is pure: each statistic is one entry of one
+//! table (its name, its payload from the report, when it is known, its
+//! Home Assistant sensor), and the topics, payloads and discovery configs
+//! are functions of the report. [`client`] sends them ([`publish`]) and
+//! reads them back ([`read_retained`]) over one bounded connection.
+//!
+//! The topics and payloads are the Python job's, so other subscribers keep
+//! working; the discovery configs keep its `unique_id`s, `object_id`s and
+//! device identifier, so Home Assistant entities, their ids and history
+//! carry over. The contract, and where the configs differ from the Python
+//! job's: `specs/reporting.md`.
+//!
+//! What is published is a pure function of the report:
+//!
+//! ```
+//! use archive_compaction::mqtt::{discovery, statistics};
+//! use archive_compaction::report::RunReport;
+//!
+//! // A run that read the state publishes all ten statistics.
+//! let report = RunReport { files_compacted: 95, watermark_lag_days: Some(0), ..Default::default() };
+//! let stats = statistics(&report, "SkyFollower/archive-compaction");
+//! assert_eq!(stats.len(), 10);
+//! assert_eq!(stats[0].topic, "SkyFollower/archive-compaction/statistic/files_compacted");
+//! assert_eq!(stats[0].payload, "95");
+//! let by_topic = |t: &str| stats.iter().find(|m| m.topic.ends_with(t)).unwrap().payload.clone();
+//! assert_eq!(by_topic("/mismatch_date"), "None");
+//! assert_eq!(by_topic("/mismatch_uuids"), r#"{"uuids":[],"count":0,"truncated":false}"#);
+//!
+//! // One that could not read it publishes only what it knows.
+//! let failed = RunReport { watermark_lag_days: None, ..Default::default() };
+//! assert_eq!(statistics(&failed, "root").len(), 5);
+//!
+//! let configs = discovery("SkyFollower/archive-compaction", "my-archive");
+//! assert_eq!(configs.len(), 9);
+//! assert_eq!(
+//!     configs[0].topic,
+//!     "homeassistant/sensor/SkyFollower_archive_compaction_files_compacted/config"
+//! );
+//! ```
+
+pub mod client;
+pub mod payloads;
+
+pub use client::{
+    MAX_CONNECTIONS, MAX_PACKET_BYTES, RETAINED_WAIT, publish, read_retained, tls_hint,
+};
+pub use payloads::{
+    COUNT_TEMPLATE, DATE_TEMPLATE, DEVICE_ID, DISCOVERY_PREFIX, MAX_PAYLOAD_BYTES, Message,
+    STATISTIC_TABLE, STATISTICS, Statistic, device, discovery, discovery_topic, format_date,
+    format_timestamp, is_known, mismatch_uuids_payload, short_name, statistic_topic, statistics,
+};
