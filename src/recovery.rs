@@ -41,8 +41,11 @@
 //! manifest, or a quarantined one still under `quarantine/`, are blocked:
 //! the walk stops before them until an operator looks.
 //!
-//! [`assess`] answers the same questions without acting (the dry run): both
-//! decide with the same function.
+//! **Plan, then act.** Each manifest gets one plan (what is done with it
+//! and why, with the rule it breaks), built by one function before anything
+//! is written. [`recover`] carries the plan out; [`assess`] (the dry run)
+//! only says what carrying it out would do. One function words the report
+//! entry of both, so the dry run says what the real run then does.
 //!
 //! Failpoints (feature `failpoints`): `recovery::before-output-delete`,
 //! `recovery::after-input-deletes`, plus those of the commit phases reused
@@ -433,6 +436,37 @@ fn v1_output_minted_with_job(key: &str, prefix: &str, job_id: Uuid) -> bool {
     }
 }
 
+/// What recovery does with one manifest and why, decided before anything
+/// is written: built by [`plan_manifest`], carried out by [`execute`] (in
+/// [`recover`]), foreseen by [`forecast`] (in [`assess`], the dry run). Both
+/// word their report entry through [`describe`].
+#[derive(Debug)]
+struct ManifestPlan {
+    /// The manifest's key.
+    key: String,
+    /// The date in its key (`None` when the key names none).
+    date: Option<NaiveDate>,
+    /// Its body as read: what a quarantine moves.
+    body: bytes::Bytes,
+    /// What is to be done with it.
+    decision: Decision,
+}
+
+/// Reads the manifest at `key`, then the bucket ([`decide`]), to plan what
+/// recovery does with it; `None` when it is gone by then.
+async fn plan_manifest(store: &impl Store, key: &str) -> Result<Option<ManifestPlan>> {
+    let Some(body) = store.get_opt(key).await? else {
+        return Ok(None);
+    };
+    let decision = decide(store, key, &body.body).await?;
+    Ok(Some(ManifestPlan {
+        key: key.to_string(),
+        date: manifest_date(key),
+        body: body.body,
+        decision,
+    }))
+}
+
 /// What recovery does with one manifest, decided without writing anything.
 #[derive(Debug)]
 enum Decision {
@@ -636,9 +670,9 @@ pub struct Recovery {
 }
 
 /// Resolves every manifest under `_compaction_state/manifests/`: each is
-/// first decided on (validated, its output HEADed and checked for
-/// ownership, its inputs re-listed when its output differs), then
-/// quarantined or acted on as the module's table says.
+/// first planned ([`plan_manifest`]: validated, its output HEADed and
+/// checked for ownership, its inputs re-listed when its output differs),
+/// then the plan is carried out ([`execute`]) as the module's table says.
 ///
 /// Errors: listing or reading a manifest, or any S3 error while acting on
 /// one; the run must then stop as a Failure.
@@ -646,26 +680,11 @@ pub async fn recover(store: &impl Store, fence: &mut Fence<'_>) -> Result<Recove
     let mut out = Recovery::default();
     let manifests = listed_state(store, &mut out).await?;
     for m in manifests {
-        let date = manifest_date(&m.key);
-        let Some(body) = store.get_opt(&m.key).await? else {
+        let Some(plan) = plan_manifest(store, &m.key).await? else {
             continue;
         };
-        match decide(store, &m.key, &body.body).await? {
-            Decision::Quarantine(rule) => {
-                fence.check().await?;
-                quarantine(store, &m.key, body.body, &rule, &mut out, date).await?;
-            }
-            Decision::Act(manifest, step) => {
-                tracing::info!(key = %m.key, date = %manifest.date, inputs = manifest.inputs.len(), "recovering manifest");
-                match resolve(store, fence, &m.key, &manifest, step, &mut out).await? {
-                    Resolved::Done(entry) => out.recovered.push(entry),
-                    Resolved::Quarantine(rule) => {
-                        fence.check().await?;
-                        quarantine(store, &m.key, body.body, &rule, &mut out, date).await?;
-                    }
-                }
-            }
-        }
+        let effect = execute(store, fence, &plan, &mut out).await?;
+        out.record(&plan, &effect, Tense::Did);
     }
     Ok(out)
 }
@@ -752,8 +771,8 @@ fn would_quarantine(
 
 /// What [`recover`] would do, without doing any of it (the dry run): lists
 /// and reads manifests, HEADs (or reads back) their outputs and lists their
-/// partitions; writes and deletes nothing. It decides with the same function
-/// as [`recover`], so a manifest [`recover`] would quarantine (unreadable,
+/// partitions; writes and deletes nothing. It plans with the same function
+/// as [`recover`] ([`plan_manifest`]), so a manifest [`recover`] would quarantine (unreadable,
 /// breaking a [`ManifestRule`]) shows as `quarantined` with the same rule.
 ///
 /// The result is shaped like [`recover`]'s so the walk plans exactly as the
@@ -771,93 +790,72 @@ fn would_quarantine(
 pub async fn assess(store: &impl Store) -> Result<Recovery> {
     let mut out = Recovery::default();
     for m in listed_state(store, &mut out).await? {
-        let date = manifest_date(&m.key);
-        let Some(body) = store.get_opt(&m.key).await? else {
+        let Some(plan) = plan_manifest(store, &m.key).await? else {
             continue;
         };
-        let entry = |action: RecoveryAction, detail: String| RecoveredManifest {
-            key: m.key.clone(),
-            date,
-            action,
-            detail,
-        };
-        let (manifest, step) = match decide(store, &m.key, &body.body).await? {
-            Decision::Quarantine(rule) => {
-                let target = would_quarantine(store, &m.key, date, &rule, &mut out);
-                out.recovered.push(entry(
-                    RecoveryAction::Quarantined,
-                    format!("would move it to {target}: rule {}: {rule}; nothing would be deleted on its word; the date would stay blocked until an operator deletes it", rule.code()),
-                ));
-                continue;
-            }
-            Decision::Act(manifest, step) => (manifest, step),
-        };
-        let unproven = match step {
-            Step::OutputMissing(key) => {
-                out.recovered.push(entry(
-                    RecoveryAction::OutputMissing,
-                    format!(
-                        "would delete the manifest: {key} was never written; inputs intact, the date is compacted again"
-                    ),
-                ));
-                continue;
-            }
-            Step::OutputMismatch { key, reason, .. } => {
-                out.claimed.insert(key.clone());
-                out.recovered.push(entry(
-                    RecoveryAction::OutputMismatch,
-                    format!(
-                        "would delete {key} ({reason}), then the manifest; every input is still in the version it names"
-                    ),
-                ));
-                continue;
-            }
-            Step::Complete { unproven } => unproven,
-        };
-        let kept: HashSet<&str> = unproven.iter().map(|u| u.key.as_str()).collect();
-        let listed = commit::listed_etags(store, &manifest).await?;
-        let (mut to_delete, mut newer, mut gone) = (0, 0, 0);
-        for i in &manifest.inputs {
-            match commit::input_state(i, &listed) {
-                InputState::Gone => gone += 1,
-                InputState::Newer => newer += 1,
-                InputState::ToDelete if kept.contains(i.key.as_str()) => {}
-                InputState::ToDelete => {
-                    to_delete += 1;
-                    out.claimed.insert(i.key.clone());
-                }
-            }
-        }
-        if let Some(first) = unproven.first() {
-            let rule = ManifestRule::InputNotInOutput {
-                output: output_name(&manifest),
-                input: first.key.clone(),
-                reason: first.reason.clone(),
-                count: unproven.len(),
-            };
-            let target = would_quarantine(store, &m.key, date, &rule, &mut out);
-            out.recovered.push(entry(
-                RecoveryAction::Quarantined,
-                format!(
-                    "would delete {to_delete} proven input(s) (ETag-conditional), keep the {} not proven, and move it to {target}: rule {}: {rule}; the date would stay blocked until an operator deletes it",
-                    unproven.len(),
-                    rule.code()
-                ),
-            ));
-            continue;
-        }
-        out.recovered.push(entry(
-                    RecoveryAction::Completed,
-            format!(
-                "output verified; would delete {to_delete} input(s) (ETag-conditional), keep {newer} newer version(s) ({gone} already gone), then the manifest"
-            ),
-        ));
+        let effect = forecast(store, &plan, &mut out).await?;
+        out.record(&plan, &effect, Tense::Would);
     }
     Ok(out)
 }
 
-/// Moves the manifest at `key` (body `body`) to `quarantine/`, reports it
-/// with `rule` and blocks its date. Deletes nothing else.
+/// What [`execute`] would make of `plan`, found without writing: the
+/// inputs of a commit to complete are listed to count what would be
+/// deleted, kept as newer or found gone. What recovery would delete goes
+/// into `out.claimed`, a date it would block into `out.blocked`.
+///
+/// Errors: listing the manifest's partition.
+async fn forecast(store: &impl Store, plan: &ManifestPlan, out: &mut Recovery) -> Result<Effect> {
+    let (manifest, unproven) = match &plan.decision {
+        Decision::Quarantine(rule) => {
+            would_quarantine(store, &plan.key, plan.date, rule, out);
+            return Ok(Effect::Quarantined {
+                rule: rule.clone(),
+                proven: None,
+            });
+        }
+        Decision::Act(_, Step::OutputMissing(key)) => {
+            return Ok(Effect::OutputMissing(key.clone()));
+        }
+        Decision::Act(_, Step::OutputMismatch { key, reason, .. }) => {
+            out.claimed.insert(key.clone());
+            return Ok(Effect::OutputMismatch {
+                key: key.clone(),
+                reason: reason.clone(),
+            });
+        }
+        Decision::Act(manifest, Step::Complete { unproven }) => (manifest, unproven),
+    };
+    let kept: HashSet<&str> = unproven.iter().map(|u| u.key.as_str()).collect();
+    let listed = commit::listed_etags(store, manifest).await?;
+    let (mut deleted, mut newer, mut gone) = (0, 0, 0);
+    for i in &manifest.inputs {
+        match commit::input_state(i, &listed) {
+            InputState::Gone => gone += 1,
+            InputState::Newer => newer += 1,
+            InputState::ToDelete if kept.contains(i.key.as_str()) => {}
+            InputState::ToDelete => {
+                deleted += 1;
+                out.claimed.insert(i.key.clone());
+            }
+        }
+    }
+    if let Some(rule) = not_in_output(manifest, unproven) {
+        would_quarantine(store, &plan.key, plan.date, &rule, out);
+        return Ok(Effect::Quarantined {
+            rule,
+            proven: Some((deleted, unproven.len())),
+        });
+    }
+    Ok(Effect::Completed {
+        deleted,
+        newer,
+        gone,
+    })
+}
+
+/// Moves the manifest at `key` (body `body`) to `quarantine/` and blocks
+/// its date with `rule`. Deletes nothing else.
 async fn quarantine(
     store: &impl Store,
     key: &str,
@@ -878,48 +876,52 @@ async fn quarantine(
         out.blocked
             .insert(d, blocked_reason(store, key, &target, rule, "was moved"));
     }
-    out.recovered.push(RecoveredManifest {
-        key: key.to_string(),
-        date,
-        action: RecoveryAction::Quarantined,
-        detail: format!(
-            "rule {}: {rule}; moved to {target}, nothing deleted on its word; inspect it, then delete it to unblock the date",
-            rule.code()
-        ),
-    });
     Ok(())
 }
 
-/// What [`resolve`] left to do.
-enum Resolved {
-    /// Done (or stuck): report this.
-    Done(RecoveredManifest),
-    /// The proven inputs are deleted; the manifest is to be quarantined.
-    Quarantine(ManifestRule),
+/// Carries out `plan`: quarantines the manifest, or acts on it
+/// ([`resolve`]); returns what came of it.
+///
+/// Errors: the lease lost, or an S3 error.
+async fn execute(
+    store: &impl Store,
+    fence: &mut Fence<'_>,
+    plan: &ManifestPlan,
+    out: &mut Recovery,
+) -> Result<Effect> {
+    let effect = match &plan.decision {
+        Decision::Quarantine(rule) => Effect::Quarantined {
+            rule: rule.clone(),
+            proven: None,
+        },
+        Decision::Act(manifest, step) => {
+            tracing::info!(key = %plan.key, date = %manifest.date, inputs = manifest.inputs.len(), "recovering manifest");
+            resolve(store, fence, &plan.key, manifest, step, out).await?
+        }
+    };
+    if let Effect::Quarantined { rule, .. } = &effect {
+        fence.check().await?;
+        quarantine(store, &plan.key, plan.body.clone(), rule, out, plan.date).await?;
+    }
+    Ok(effect)
 }
 
+/// Carries out `step` for the manifest at `key`. A manifest whose proven
+/// inputs are deleted but some are not proven comes back as
+/// [`Effect::Quarantined`], for [`execute`] to move aside.
 async fn resolve(
     store: &impl Store,
     fence: &mut Fence<'_>,
     key: &str,
     manifest: &Manifest,
-    step: Step,
+    step: &Step,
     out: &mut Recovery,
-) -> Result<Resolved> {
-    let entry = |action: RecoveryAction, detail: String| RecoveredManifest {
-        key: key.to_string(),
-        date: Some(manifest.date),
-        action,
-        detail,
-    };
+) -> Result<Effect> {
     let unproven = match step {
         Step::OutputMissing(output) => {
             fence.check().await?;
             commit::delete_manifest(store, key).await?;
-            return Ok(Resolved::Done(entry(
-                RecoveryAction::OutputMissing,
-                format!("{output} was never written; inputs intact, date compacted again"),
-            )));
+            return Ok(Effect::OutputMissing(output.clone()));
         }
         Step::OutputMismatch {
             key: output,
@@ -928,18 +930,16 @@ async fn resolve(
         } => {
             fence.check().await?;
             failpoint!("recovery::before-output-delete");
-            store.delete(&output, Some(&etag)).await?;
+            store.delete(output, Some(etag)).await?;
             commit::delete_manifest(store, key).await?;
-            return Ok(Resolved::Done(entry(
-                RecoveryAction::OutputMismatch,
-                format!(
-                    "{output} deleted ({reason}); every input is still in the version it names"
-                ),
-            )));
+            return Ok(Effect::OutputMismatch {
+                key: output.clone(),
+                reason: reason.clone(),
+            });
         }
         Step::Complete { unproven } => unproven,
     };
-    let deleted = commit::delete_inputs(store, fence, manifest, &unproven).await?;
+    let deleted = commit::delete_inputs(store, fence, manifest, unproven).await?;
     failpoint!("recovery::after-input-deletes");
     out.files_deleted += deleted.deleted;
     if !deleted.failed.is_empty() {
@@ -956,26 +956,159 @@ async fn resolve(
             first.message
         );
         out.blocked.insert(manifest.date, why.clone());
-        return Ok(Resolved::Done(entry(RecoveryAction::Stuck, why)));
+        return Ok(Effect::Stuck(why));
     }
-    if let Some(first) = deleted.unproven.first() {
-        return Ok(Resolved::Quarantine(ManifestRule::InputNotInOutput {
-            output: output_name(manifest),
-            input: first.key.clone(),
-            reason: first.reason.clone(),
-            count: deleted.unproven.len(),
-        }));
+    if let Some(rule) = not_in_output(manifest, &deleted.unproven) {
+        return Ok(Effect::Quarantined {
+            rule,
+            proven: Some((deleted.deleted, deleted.unproven.len())),
+        });
     }
     commit::delete_manifest(store, key).await?;
-    Ok(Resolved::Done(entry(
-        RecoveryAction::Completed,
-        format!(
-            "output verified; {} input(s) deleted, each proven to be in it, {} already gone, {} kept as newer versions",
-            deleted.deleted,
-            deleted.already_gone,
-            deleted.kept_newer.len()
+    Ok(Effect::Completed {
+        deleted: deleted.deleted,
+        newer: deleted.kept_newer.len() as u64,
+        gone: deleted.already_gone,
+    })
+}
+
+/// What came of a [`ManifestPlan`] (in the dry run: what would), for its
+/// report entry ([`describe`]).
+#[derive(Debug)]
+enum Effect {
+    /// Moved aside for `rule`. `proven`: the commit was completed first as
+    /// far as its inputs are proven (inputs deleted, inputs kept unproven).
+    Quarantined {
+        rule: ManifestRule,
+        proven: Option<(u64, usize)>,
+    },
+    /// The manifest dropped: its output (this key) was never written.
+    OutputMissing(String),
+    /// The output `key` deleted (it differs: `reason`), then the manifest.
+    OutputMismatch { key: String, reason: String },
+    /// The commit completed: inputs deleted, kept as newer versions, gone
+    /// already; then the manifest deleted.
+    Completed { deleted: u64, newer: u64, gone: u64 },
+    /// Inputs could not be deleted (why): the manifest is kept.
+    Stuck(String),
+}
+
+/// Whether a report entry says what was done or what would be.
+#[derive(Debug, Clone, Copy)]
+enum Tense {
+    /// The dry run ([`assess`]): every detail says "would".
+    Would,
+    /// The real run ([`recover`]).
+    Did,
+}
+
+/// The report entry's action and detail for `effect` on the manifest at
+/// `key`: every recovery detail, the dry run's and the real run's, is
+/// worded here.
+fn describe(effect: &Effect, tense: Tense, key: &str) -> (RecoveryAction, String) {
+    use Tense::{Did, Would};
+    let target = quarantine_key(key);
+    match (effect, tense) {
+        (Effect::Quarantined { rule, proven: None }, Would) => (
+            RecoveryAction::Quarantined,
+            format!(
+                "would move it to {target}: rule {}: {rule}; nothing would be deleted on its word; the date would stay blocked until an operator deletes it",
+                rule.code()
+            ),
         ),
-    )))
+        (
+            Effect::Quarantined {
+                rule,
+                proven: Some((deleted, kept)),
+            },
+            Would,
+        ) => (
+            RecoveryAction::Quarantined,
+            format!(
+                "would delete {deleted} proven input(s) (ETag-conditional), keep the {kept} not proven, and move it to {target}: rule {}: {rule}; the date would stay blocked until an operator deletes it",
+                rule.code()
+            ),
+        ),
+        (Effect::Quarantined { rule, .. }, Did) => (
+            RecoveryAction::Quarantined,
+            format!(
+                "rule {}: {rule}; moved to {target}, nothing deleted on its word; inspect it, then delete it to unblock the date",
+                rule.code()
+            ),
+        ),
+        (Effect::OutputMissing(output), Would) => (
+            RecoveryAction::OutputMissing,
+            format!(
+                "would delete the manifest: {output} was never written; inputs intact, the date is compacted again"
+            ),
+        ),
+        (Effect::OutputMissing(output), Did) => (
+            RecoveryAction::OutputMissing,
+            format!("{output} was never written; inputs intact, date compacted again"),
+        ),
+        (Effect::OutputMismatch { key, reason }, Would) => (
+            RecoveryAction::OutputMismatch,
+            format!(
+                "would delete {key} ({reason}), then the manifest; every input is still in the version it names"
+            ),
+        ),
+        (Effect::OutputMismatch { key, reason }, Did) => (
+            RecoveryAction::OutputMismatch,
+            format!("{key} deleted ({reason}); every input is still in the version it names"),
+        ),
+        (
+            Effect::Completed {
+                deleted,
+                newer,
+                gone,
+            },
+            Would,
+        ) => (
+            RecoveryAction::Completed,
+            format!(
+                "output verified; would delete {deleted} input(s) (ETag-conditional), keep {newer} newer version(s) ({gone} already gone), then the manifest"
+            ),
+        ),
+        (
+            Effect::Completed {
+                deleted,
+                newer,
+                gone,
+            },
+            Did,
+        ) => (
+            RecoveryAction::Completed,
+            format!(
+                "output verified; {deleted} input(s) deleted, each proven to be in it, {gone} already gone, {newer} kept as newer versions"
+            ),
+        ),
+        (Effect::Stuck(why), _) => (RecoveryAction::Stuck, why.clone()),
+    }
+}
+
+impl Recovery {
+    /// Reports what came of `plan` ([`describe`]).
+    fn record(&mut self, plan: &ManifestPlan, effect: &Effect, tense: Tense) {
+        let (action, detail) = describe(effect, tense, &plan.key);
+        self.recovered.push(RecoveredManifest {
+            key: plan.key.clone(),
+            date: plan.date,
+            action,
+            detail,
+        });
+    }
+}
+
+/// [`ManifestRule::InputNotInOutput`] for `manifest` when any input is
+/// `unproven`.
+fn not_in_output(manifest: &Manifest, unproven: &[Unproven]) -> Option<ManifestRule> {
+    let first = unproven.first()?;
+    Some(ManifestRule::InputNotInOutput {
+        output: output_name(manifest),
+        input: first.key.clone(),
+        reason: first.reason.clone(),
+        count: unproven.len(),
+    })
 }
 
 /// The manifest's output key, or "no output" (zero rows), for messages.
@@ -1346,6 +1479,43 @@ mod tests {
         store.remove_now(&q);
         let r = recover(&store, &mut Fence(None)).await.unwrap();
         assert!(r.blocked.is_empty() && r.recovered.is_empty(), "{r:?}");
+    }
+
+    /// The dry run and the real run word each effect with the same action,
+    /// the dry run's saying "would".
+    #[test]
+    fn every_effect_is_worded_for_the_dry_run_and_the_real_run() {
+        let (key, _) = good();
+        let rule = ManifestRule::InputTwice {
+            key: "index/i".into(),
+        };
+        let effects = [
+            Effect::Quarantined {
+                rule: rule.clone(),
+                proven: None,
+            },
+            Effect::Quarantined {
+                rule,
+                proven: Some((1, 2)),
+            },
+            Effect::OutputMissing("index/o".into()),
+            Effect::OutputMismatch {
+                key: "index/o".into(),
+                reason: "size 1 != manifest 2".into(),
+            },
+            Effect::Completed {
+                deleted: 1,
+                newer: 2,
+                gone: 3,
+            },
+        ];
+        for e in &effects {
+            let (would, would_text) = describe(e, Tense::Would, &key);
+            let (did, did_text) = describe(e, Tense::Did, &key);
+            assert_eq!(would, did, "{e:?}");
+            assert!(would_text.contains("would "), "{would_text}");
+            assert!(!did_text.contains("would"), "{did_text}");
+        }
     }
 
     #[test]

@@ -229,7 +229,13 @@ async fn day_passes(
             day.files_read_multi_row = count_decoded(&read, Source::MultiRow);
             break;
         }
-        let kept_newer = commit_day(cx, date, reason, (planned, read_started), read, day).await?;
+        let pass = ToCommit {
+            reason,
+            planned,
+            started: read_started,
+            read,
+        };
+        let kept_newer = commit_day(cx, date, pass, day).await?;
         if kept_newer == 0 {
             break;
         }
@@ -295,18 +301,30 @@ fn add_skipped(day: &mut DayReport, files: impl IntoIterator<Item = SkippedFile>
     }
 }
 
-/// Runs the commit protocol for one planned date (`planned` inputs, read
-/// into `read` from `started` on, planned for `reason`, parity passed); returns how many
-/// inputs were kept because they changed meanwhile. What it did goes into
+/// What one pass hands to [`commit_day`]: `planned` inputs, read into
+/// `read` from `started` on, planned for `reason` (parity passed).
+struct ToCommit {
+    reason: String,
+    planned: usize,
+    started: Instant,
+    read: read::ReadInputs,
+}
+
+/// Runs the commit protocol for one planned date ([`ToCommit`]); returns
+/// how many inputs were kept because they changed meanwhile. What it did goes into
 /// `day` (also when it fails part way: the day then says what was done).
 async fn commit_day(
     cx: &mut Ctx<'_, '_, impl Store>,
     date: NaiveDate,
-    reason: String,
-    (planned, started): (usize, Instant),
-    mut read: read::ReadInputs,
+    pass: ToCommit,
     day: &mut DayReport,
 ) -> Result<usize> {
+    let ToCommit {
+        reason,
+        planned,
+        started,
+        mut read,
+    } = pass;
     let (store, opts) = (cx.store, cx.opts);
     let prepared = commit::prepare(date, &mut read, opts.now, &opts.invocation_id)?;
     day.extra_columns = prepared.extra_columns.clone();
