@@ -26,7 +26,7 @@
 //! step ([`Fence::beside`]: beside 3, beside 5 and the re-list, beside each
 //! wave), so the step itself only checks the lease's expiry on the clock:
 //! three fewer round trips a date. The walk deletes the manifest (7) beside
-//! the watermark write (`run::write_watermark`): one more.
+//! the watermark write (`run::watermark::write_watermark`): one more.
 //!
 //! The walker ([`crate::run`]) then advances the watermark. Between 4 and 6 a
 //! reader may see a row twice; whatever happens, the manifest lets the next
