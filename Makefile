@@ -59,7 +59,7 @@ test-crash: tools ## Failpoint crash tests and the SIGKILL test.
 # `make mutants MUTANTS_FILES=src/proof.rs` for one file. --in-place: the
 # mutants are built in this tree's target/ (a copy would start cold); do not
 # edit the tree while it runs. Results in mutants.out/.
-MUTANTS_FILES ?= src/proof.rs src/commit.rs src/recovery.rs src/lease.rs src/plan.rs src/merge/stream.rs
+MUTANTS_FILES ?= src/proof.rs src/commit.rs src/read.rs src/recovery.rs src/lease.rs src/day.rs src/plan.rs src/merge/stream.rs
 MUTANTS_SIM_SEEDS ?= 300
 MUTANTS_ARGS ?=
 
