@@ -48,7 +48,7 @@ use uuid::Uuid;
 
 use crate::error::{Error, Result};
 use crate::failpoint;
-use crate::input::Budget;
+use crate::input::OWN_OUTPUT_BUDGET;
 use crate::keys::{compacted_key, index_prefix, manifest_key};
 use crate::lease::Fence;
 use crate::proof::{OutputFlights, ReadRows, Unproven};
@@ -376,9 +376,9 @@ pub async fn delete_inputs(
 /// proven to be in the output the commit wrote ([`crate::proof`]'s rule),
 /// against the rows recorded as each input was read (`read`) and the
 /// flights of the encoded output (`body`, `None` when it has no rows),
-/// read back from its `s3_key` column within `budget`
-/// ([`crate::input::row_flights_of_body`]; `store` only names it in
-/// errors, nothing is fetched). An input the merge skipped (or never read)
+/// read back from its `s3_key` column ([`crate::input::row_flights_of_body`]
+/// within [`crate::input::OWN_OUTPUT_BUDGET`]: no input limit refuses our
+/// own output; `store` only names it in errors, nothing is fetched). An input the merge skipped (or never read)
 /// has no rows recorded and fails. Each failing input is logged as an
 /// error.
 ///
@@ -389,13 +389,13 @@ pub async fn prove_inputs(
     manifest: &Manifest,
     read: &ReadRows,
     body: Option<&Bytes>,
-    budget: Budget,
 ) -> Result<Vec<Unproven>> {
     let output = match body {
         None => OutputFlights::default(),
         Some(b) => {
             let key = manifest.output.as_ref().map_or("", |o| o.key.as_str());
-            let flights = crate::input::row_flights_of_body(store, key, b.clone(), budget).await?;
+            let flights =
+                crate::input::row_flights_of_body(store, key, b.clone(), OWN_OUTPUT_BUDGET).await?;
             OutputFlights::new(flights.map_err(|u| Error::Encode {
                 date: manifest.date,
                 reason: format!(
@@ -803,6 +803,27 @@ mod fence_tests {
             created_at: Utc::now(),
             invocation_id: "a".into(),
         }
+    }
+
+    /// The proof reads our own output back whatever `INPUT_BUDGET_MB` is:
+    /// a day whose `s3_key` column is over a small input budget still
+    /// commits.
+    #[tokio::test]
+    async fn an_output_over_the_input_budget_is_still_read_back_for_the_proof() {
+        let store = MemoryStore::new("b");
+        let rows: Vec<_> = (0..20_000u128)
+            .map(|i| crate::merge::tests::row(&Uuid::from_u128(i + 1).to_string(), "X"))
+            .collect();
+        let body = Bytes::from(crate::merge::encode(&rows, 100_000).unwrap());
+        let small = crate::input::Budget::from_mb(1);
+        let refused = crate::input::row_flights_of_body(&store, "k", body.clone(), small).await;
+        assert!(
+            matches!(&refused, Ok(Err(u)) if u.limit.is_some()),
+            "{refused:?}"
+        );
+        let m = manifest_of(None);
+        let unproven = prove_inputs(&store, &m, &ReadRows::default(), Some(&body)).await;
+        assert!(unproven.unwrap().is_empty());
     }
 
     #[tokio::test]

@@ -142,6 +142,17 @@ impl Budget {
     };
 }
 
+/// The budget for reading back a compacted file this job encoded or wrote,
+/// to prove inputs against its `s3_key` column: the largest
+/// `INPUT_BUDGET_MB` accepts (1,048,576 MiB). The input limits decide
+/// which foreign files are read; they must not refuse the output itself,
+/// or a day bigger than a small budget would fail its commit on every run.
+/// Memory stays bounded: one row group of the one column is decoded at a
+/// time, and the output's body is already in memory (or its size known).
+pub const OWN_OUTPUT_BUDGET: Budget = Budget {
+    bytes: 1024 * 1024 * 1024 * 1024,
+};
+
 impl Default for Budget {
     fn default() -> Self {
         Budget::DEFAULT

@@ -79,10 +79,10 @@ use crate::storage::{JOB_ID_METADATA, ObjectMeta, PutMode, Store, sha256_b64};
 /// next millisecond; the slack covers a clock step between the two calls.
 pub const V1_OUTPUT_ID_WINDOW_MS: u64 = 1000;
 
-/// The budget the proof reads an output's and an input's `s3_key` column
-/// within ([`input::row_flights`]): the default `INPUT_BUDGET_MB`, as
-/// recovery is not handed the setting. A column over it proves nothing:
-/// the input is kept.
+/// The budget the proof reads an input's `s3_key` column within
+/// ([`input::row_flights`]): the default `INPUT_BUDGET_MB`, as recovery is
+/// not handed the setting. A column over it proves nothing: the input is
+/// kept. The output is read within [`input::OWN_OUTPUT_BUDGET`].
 const PROOF_BUDGET: Budget = Budget::DEFAULT;
 
 /// What a manifest names, in a [`ManifestRule`].
@@ -580,13 +580,17 @@ async fn prove_against_output(
         Some(b) if sha256_b64(&b) != output.sha256 => {
             "the output read for the proof is not the one verified".to_string()
         }
-        Some(b) => match input::row_flights_of_body(store, &output.key, b, PROOF_BUDGET).await? {
-            Ok(flights) => {
-                let flights = OutputFlights::new(flights);
-                return prove_still_listed(store, manifest, &flights).await;
+        Some(b) => {
+            match input::row_flights_of_body(store, &output.key, b, input::OWN_OUTPUT_BUDGET)
+                .await?
+            {
+                Ok(flights) => {
+                    let flights = OutputFlights::new(flights);
+                    return prove_still_listed(store, manifest, &flights).await;
+                }
+                Err(u) => format!("the output's s3_key column cannot be read: {}", u.reason),
             }
-            Err(u) => format!("the output's s3_key column cannot be read: {}", u.reason),
-        },
+        }
     };
     Ok((manifest.inputs.iter())
         .map(|i| Unproven {

@@ -351,9 +351,7 @@ async fn commit_day(
     // checked before anything is written (the output read back in memory),
     // applied in the delete phase.
     let t = std::time::Instant::now();
-    let budget = cx.config.input_budget;
-    let unproven =
-        commit::prove_inputs(store, m, &read.rows, prepared.body.as_ref(), budget).await?;
+    let unproven = commit::prove_inputs(store, m, &read.rows, prepared.body.as_ref()).await?;
     tracing::debug!(%date, phase = "prove", files = m.inputs.len(), seconds = t.elapsed().as_secs_f64(), "inputs proven to be in the output");
     let t = std::time::Instant::now();
     // The lease's GETs go beside the requests before the destructive steps
