@@ -21,37 +21,50 @@ help: ## This list.
 tools: ## Install the test tools: venvs under .tools/ (moto, ministack, ministack[full], pyarrow, duckdb, SAM CLI, cargo-lambda + zig, Home Assistant) and mosquitto (apt).
 	@scripts/setup-tools.sh
 
-test: tools ## Everything: all tests on ministack; the S3-protocol suites again on moto; crash tests; the shipped arm64 bootstrap (test-release).
-	$(CARGO) test
-	TEST_S3_SERVER=moto $(CARGO) test --test end_to_end --test faults --test deadline --test inputs --test index_inputs --test lambda_runtime --test recovery --test store_conformance --test audit --test status --test dry_run_and_date --test run_report --test walk_start --test operator_errors --test signals --test migration --test real_writers
-	$(CARGO) test --features failpoints --test crash --test specs
-	TEST_S3_SERVER=moto $(CARGO) test --features failpoints --test crash overwritten
-	SIM_SEEDS=500 $(CARGO) test --features failpoints --test simulation
+# The integration tests are one crate (tests/suite/), built once with the
+# failpoints compiled in (Cargo.toml's dev-dependency on this package) and
+# run by cargo-nextest, a process per test, many at once, against one
+# ministack, one moto and one mosquitto started for the whole run
+# (tests/support/servers.py). Every test runs on ministack; MOTO_TESTS, the
+# tests whose outcome depends on the S3 server (the store conformance suite,
+# conditional writes, ETags, listing encodings, multipart, an overwritten
+# object), run again on moto. scripts/slowest-tests.py prints the slowest.
+NEXTEST ?= $(CARGO) nextest
+NEXTEST_ARGS ?=
+SERVERS := $(TOOLS_DIR)/py/bin/python tests/support/servers.py
+MOTO_TESTS := test(/^store_conformance::/) | test(/^crash::an_input_overwritten/) \
+	| test(/^end_to_end::(a_multipart|multipart)/) | test(/^inputs::keys_with/) \
+	| test(/^deadline::a_lost_answer/) | test(/^faults::(two_concurrent|per_key_delete)/) \
+	| test(/^recovery::an_output_that_differs/) | test(/^status::/)
+
+test: tools ## Everything: unit, doc and integration tests (nextest) on ministack; the S3-server-dependent ones again on moto; the shipped arm64 bootstrap (test-release).
+	$(CARGO) test --doc
+	$(SERVERS) ministack moto mosquitto -- scripts/test-suite.sh '$(MOTO_TESTS)' $(NEXTEST_ARGS)
 	@$(MAKE) --no-print-directory test-release
 
 # The bootstrap `sam build` makes (scripts/release-bootstrap.sh), run under
-# qemu-aarch64 by the one ignored test of tests/lambda_runtime.rs.
+# qemu-aarch64 by the one ignored test of tests/suite/lambda_runtime.rs.
 RELEASE_BOOTSTRAP := $(CURDIR)/target/sam-build/CompactionFunction/bootstrap
 
 release-bootstrap: lambda-tools sam-tools ## The deployed artefact: `sam build`'s arm64 release bootstrap (target/sam-build), checked: aarch64, glibc <= 2.34.
 	scripts/release-bootstrap.sh
 
 test-release: tools qemu-tools release-bootstrap ## release-bootstrap, then that file under qemu-aarch64 as the function: Success, Mismatch, Failure (in `make test`).
-	RELEASE_BOOTSTRAP=$(RELEASE_BOOTSTRAP) $(CARGO) test --test lambda_runtime release_bootstrap -- --ignored --nocapture
+	RELEASE_BOOTSTRAP=$(RELEASE_BOOTSTRAP) $(NEXTEST) run --test suite --run-ignored only --no-capture -E 'test(/release_bootstrap/)'
 
 # cargo refuses `--lib --doc` in one command: two runs.
 test-unit: ## Unit and doc tests only (no servers, no tools).
 	$(CARGO) test --lib
 	$(CARGO) test --doc
 
-test-ministack: tools ## Integration tests against ministack.
-	TEST_S3_SERVER=ministack $(CARGO) test --tests
+test-ministack: tools ## Integration tests against ministack (nextest; NEXTEST_ARGS="-E 'test(/^crash::/)'" to narrow).
+	$(SERVERS) ministack mosquitto -- $(NEXTEST) run --test suite $(NEXTEST_ARGS)
 
-test-moto: tools ## Integration tests against moto's server mode.
-	TEST_S3_SERVER=moto $(CARGO) test --tests
+test-moto: tools ## Integration tests against moto's server mode (every test; make test runs MOTO_TESTS there).
+	TEST_S3_SERVER=moto $(SERVERS) moto ministack mosquitto -- $(NEXTEST) run --test suite $(NEXTEST_ARGS)
 
 test-crash: tools ## Failpoint crash tests and the SIGKILL test.
-	$(CARGO) test --features failpoints --test crash
+	$(SERVERS) ministack -- $(NEXTEST) run --test suite -E 'test(/^crash::/)' $(NEXTEST_ARGS)
 
 # The modules that carry the promise (docs/testing.md, "Mutation testing"),
 # each mutant judged by the fast tests: the unit tests and the failpoints
@@ -65,7 +78,7 @@ MUTANTS_ARGS ?=
 
 mutants: ## Mutation testing (not part of `make test`; hours for every file on 2 cores): cargo-mutants over MUTANTS_FILES with the unit tests and the simulation at MUTANTS_SIM_SEEDS seeds.
 	@command -v cargo-mutants >/dev/null || { echo "cargo-mutants is not installed: cargo install cargo-mutants --locked"; exit 1; }
-	SIM_SEEDS=$(MUTANTS_SIM_SEEDS) $(CARGO) mutants --in-place --no-shuffle --features failpoints \
+	SIM_SEEDS=$(MUTANTS_SIM_SEEDS) $(CARGO) mutants --in-place --no-shuffle \
 		$(foreach f,$(MUTANTS_FILES),--file $(f)) $(MUTANTS_ARGS) -- --lib --test simulation
 
 demo: ## Build the CLI, then one run on a generated archive (local S3 and MQTT servers), before/after.

@@ -74,6 +74,18 @@ rm -f "$stamp"
 machine=$([ "$ARCHITECTURE" = arm64 ] && echo aarch64 || echo x86_64)
 elf=$(python3 scripts/check_elf.py "$BOOTSTRAP" --machine "$machine" --max-glibc 2.34)
 say "check_elf: $elf"
+# No failpoints in what ships: the test build has them (Cargo.toml's
+# dev-dependency on this package, feature `failpoints`), a release build
+# has no dev-dependencies. A compiled-in `failpoint!` keeps its name as a
+# string; none of src/'s names may be in the bootstrap.
+names=$(grep -rhoE 'failpoint!\("[^"]+"' src | sed -E 's/.*\("//; s/"$//' | sort -u)
+[ -n "$names" ] || { say "no failpoint!(...) names found under src/"; exit 1; }
+for name in $names; do
+  if grep -aqF "$name" "$BOOTSTRAP"; then
+    say "$BOOTSTRAP carries the failpoint $name: a release build must not have the failpoints feature"; exit 1
+  fi
+done
+say "no failpoints: none of the $(echo "$names" | wc -l) failpoint names of src/ is in $BOOTSTRAP"
 bytes=$(stat -c %s "$BOOTSTRAP")
 say "$BOOTSTRAP: $bytes bytes ($(awk "BEGIN {printf \"%.1f\", $bytes / 1048576}") MiB), sha256 $(sha256sum "$BOOTSTRAP" | cut -c1-16)…"
 echo "$BOOTSTRAP"

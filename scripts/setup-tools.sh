@@ -5,18 +5,18 @@
 #   .tools/py         pyarrow, boto3 (the demo); + moto server, duckdb, jsonschema,
 #                     paho-mqtt, fastparquet (with pandas), polars (the tests);
 #                     + pyspark with `scripts/setup-tools.sh spark` (the ignored Spark
-#                     test of tests/real_writers.rs; needs Java 17; ~400 MB, 2.5 min)
+#                     test of tests/suite/real_writers.rs; needs Java 17; ~400 MB, 2.5 min)
 #   .tools/ministack  ministack + cbor2 (it pins its own botocore: a venv of its own)
 #   .tools/ministack-full  ministack[full] (same version: adds the SAM transform), for
-#                     tests/deployed.rs and `make deploy-local`
+#                     tests/suite/deployed.rs and `make deploy-local`
 #   mosquitto         from Debian (apt), when missing
 #   .tools/lambda     cargo-lambda + zig (PyPI): `make build`, the Lambda runtime test
 #   qemu-user-static  + the arm64 C library (apt), when missing: `make test-release`
 #                     runs the arm64 release bootstrap under qemu-aarch64-static
-#   .tools/sam        AWS SAM CLI (PyPI): `sam deploy` of tests/deployed.rs and
+#   .tools/sam        AWS SAM CLI (PyPI): `sam deploy` of tests/suite/deployed.rs and
 #                     `make deploy-local`, `make lint`, `make deploy`
 #   .tools/hass       Home Assistant 2024.3.3 (PyPI, Python 3.11) with the requirements of the
-#                     components tests/home_assistant.rs loads, pinned by scripts/hass-constraints.txt
+#                     components tests/suite/home_assistant.rs loads, pinned by scripts/hass-constraints.txt
 #   .tools/duckdb     duckdb + its httpfs extension as a wheel (PyPI), only for `make bench`:
 #                     `scripts/setup-tools.sh duckdb` (the duckdb wheel alone would download
 #                     httpfs from the internet at run time; this one loads it from the wheel);
@@ -54,7 +54,7 @@ SAM_VERSION=1.170.0
 HASS_VERSION=2024.3.3
 HASS_PYTHON=${HASS_PYTHON:-python3.11}
 # The requirements (manifest.json) of the components Home Assistant sets up in
-# tests/home_assistant.rs: mqtt, recorder, frontend, backup, hardware,
+# tests/suite/home_assistant.rs: mqtt, recorder, frontend, backup, hardware,
 # file_upload, image_upload and camera (an MQTT platform); `hass --skip-pip`
 # installs nothing itself.
 HASS_REQUIREMENTS=(
@@ -172,7 +172,7 @@ setup_ministack() { ministack_venv "$TOOLS/ministack" cbor2 'ministack==1.5.33';
 
 # ministack with its `full` extra (the SAM transform, Lambda functions run as
 # local processes, EventBridge, SQS, Logs, Secrets Manager):
-# tests/deployed.rs and `make deploy-local`.
+# tests/suite/deployed.rs and `make deploy-local`.
 setup_ministack_full() {
   ministack_venv "$TOOLS/ministack-full" 'cbor2, samtranslator' 'ministack[full]==1.5.33'
 }

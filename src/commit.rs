@@ -499,7 +499,7 @@ pub async fn listed_etags(
 /// refused one by one are in [`DeleteOutcome::failed`], not errors).
 ///
 /// The listing is not taken while the output is being put: the simulation
-/// (`tests/simulation.rs`) showed that then a listing stalled past the lease
+/// (`tests/suite/simulation.rs`) showed that then a listing stalled past the lease
 /// expiry lets the PUT land after another invocation's recovery found the
 /// output missing and compacted the inputs again: two compacted files with
 /// the same rows.

@@ -128,7 +128,7 @@ macro_rules! text {
 }
 
 /// One row of the settings table: name, default, meaning. Used by `--help`
-/// and kept in sync with docs/configuration.md (checked by `tests/docs.rs`).
+/// and kept in sync with docs/configuration.md (checked by `tests/suite/docs.rs`).
 pub const SETTINGS: &[(&str, &str, &str)] = &[
     (
         "S3_BUCKET",

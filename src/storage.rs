@@ -4,7 +4,7 @@
 //! lease, state, run, status). Two implementations: [`S3Store`] over
 //! aws-sdk-s3, and [`MemoryStore`], a strict in-memory bucket with S3's
 //! documented semantics for tests and the deterministic simulation.
-//! `tests/store_conformance.rs` holds both, and the ministack and moto
+//! `tests/suite/store_conformance.rs` holds both, and the ministack and moto
 //! servers, to the same behaviour.
 //!
 //! [`S3Store`] wraps an `aws_sdk_s3::Client` and a bucket. Every method maps
@@ -323,7 +323,7 @@ impl PutRequest {
 /// lease and the state files need of S3, with S3's semantics.
 ///
 /// Contract (what every implementation gives, and what
-/// `tests/store_conformance.rs` checks):
+/// `tests/suite/store_conformance.rs` checks):
 ///
 /// - [`Store::list`]: every object under a prefix, in lexicographic (UTF-8
 ///   byte) key order, with ETag (quoted, as S3 returns it), size and

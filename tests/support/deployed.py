@@ -1,4 +1,4 @@
-"""The deployed stack, end to end, on ministack (its `full` extra): run by tests/deployed.rs.
+"""The deployed stack, end to end, on ministack (its `full` extra): run by tests/suite/deployed.rs.
 
     python deployed.py --bootstrap PATH
 

@@ -1,4 +1,4 @@
-"""Home Assistant for tests/home_assistant.rs: runs `hass` and reads its recorder.
+"""Home Assistant for tests/suite/home_assistant.rs: runs `hass` and reads its recorder.
 
     python hass.py run HASS CONFIG_DIR
         Starts `HASS --skip-pip -c CONFIG_DIR` in a session of its own and prints

@@ -1,4 +1,4 @@
-"""Hostile index inputs for tests/bounded_inputs.rs: objects that are small or
+"""Hostile index inputs for tests/suite/bounded_inputs.rs: objects that are small or
 plain in the listing but would take far more memory than the function has
 once decoded, written with pyarrow as a buggy writer or a stray upload would.
 

@@ -1,0 +1,68 @@
+"""Runs a command with the test servers started once for all of it.
+
+    python servers.py ministack moto -- cargo nextest run ...
+
+Starts each named kind (serve.py's kinds: ministack, moto, mosquitto, ...)
+on a free 127.0.0.1 port, hands the ports to the command as
+TEST_PORT_MINISTACK, TEST_PORT_MOTO, ... (tests/suite/common's
+`shared_port`), runs the command, stops the servers and exits with the
+command's exit code. Every test process of the run shares these servers,
+each test in a bucket of its own, instead of starting a server per test
+process. A server that does not start is retried on another port, three
+times at most; then the command is not run (exit 1).
+"""
+import os
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(kind):
+    """serve.py `kind` on a free port: (port, its process), once it said ready."""
+    for _ in range(3):
+        port = free_port()
+        proc = subprocess.Popen([sys.executable, os.path.join(HERE, "serve.py"), kind, str(port)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        if proc.stdout.readline().strip() == "ready":
+            return port, proc
+        proc.stdin.close()
+        proc.wait()
+    sys.exit(f"servers.py: {kind} did not start (see serve.py's message above)")
+
+
+def main():
+    args = sys.argv[1:]
+    if "--" not in args:
+        sys.exit(__doc__)
+    split = args.index("--")
+    kinds, command = args[:split], args[split + 1:]
+    env = dict(os.environ)
+    servers = []
+    t0 = time.monotonic()
+    try:
+        for kind in kinds:
+            port, proc = start(kind)
+            servers.append((kind, proc))
+            env[f"TEST_PORT_{kind.upper().replace('-', '_')}"] = str(port)
+            print(f"servers.py: {kind} on 127.0.0.1:{port}", file=sys.stderr)
+        print(f"servers.py: started in {time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
+        code = subprocess.call(command, env=env)
+    finally:
+        for kind, proc in servers:
+            proc.stdin.close()
+        for kind, proc in servers:
+            proc.wait()
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
