@@ -39,7 +39,7 @@ MOTO_TESTS := test(/^store_conformance::/) | test(/^crash::an_input_overwritten/
 
 test: tools ## Everything: unit, doc and integration tests (nextest) on ministack; the S3-server-dependent ones again on moto; the shipped arm64 bootstrap (test-release).
 	$(CARGO) test --doc
-	$(SERVERS) ministack moto mosquitto -- scripts/test-suite.sh '$(MOTO_TESTS)' $(NEXTEST_ARGS)
+	$(SERVERS) ministack moto mosquitto forkserver -- scripts/test-suite.sh '$(MOTO_TESTS)' $(NEXTEST_ARGS)
 	@$(MAKE) --no-print-directory test-release
 
 # The bootstrap `sam build` makes (scripts/release-bootstrap.sh), run under
@@ -58,13 +58,13 @@ test-unit: ## Unit and doc tests only (no servers, no tools).
 	$(CARGO) test --doc
 
 test-ministack: tools ## Integration tests against ministack (nextest; NEXTEST_ARGS="-E 'test(/^crash::/)'" to narrow).
-	$(SERVERS) ministack mosquitto -- $(NEXTEST) run --test suite $(NEXTEST_ARGS)
+	$(SERVERS) ministack mosquitto forkserver -- $(NEXTEST) run --test suite $(NEXTEST_ARGS)
 
 test-moto: tools ## Integration tests against moto's server mode (every test; make test runs MOTO_TESTS there).
-	TEST_S3_SERVER=moto $(SERVERS) moto ministack mosquitto -- $(NEXTEST) run --test suite $(NEXTEST_ARGS)
+	TEST_S3_SERVER=moto $(SERVERS) moto ministack mosquitto forkserver -- $(NEXTEST) run --test suite $(NEXTEST_ARGS)
 
 test-crash: tools ## Failpoint crash tests and the SIGKILL test.
-	$(SERVERS) ministack -- $(NEXTEST) run --test suite -E 'test(/^crash::/)' $(NEXTEST_ARGS)
+	$(SERVERS) ministack forkserver -- $(NEXTEST) run --test suite -E 'test(/^crash::/)' $(NEXTEST_ARGS)
 
 # The modules that carry the promise (docs/testing.md, "Mutation testing"),
 # each mutant judged by the fast tests: the unit tests and the failpoints

@@ -561,42 +561,45 @@ pub async fn audit_day(
         }
     }
     drop(reads);
-    // Per-flight files: one row of the flight they are named after, once
-    // their `s3_key` column is read (the file is small: one GET). One that
-    // cannot be read holds no row: its flight is missing, as the run's
-    // parity gate counts it (`partition::unread_rows`).
+    // Per-flight files: their `s3_key` column read as a multi-row input's
+    // (the file is small: one GET), each row counted for the flight it
+    // names, as Athena counts it, and as the run's parity gate proves a
+    // flight (a decoded row of its own flight, `Day::parity_check`): a file
+    // holding no row of the flight it is named after leaves that flight
+    // missing, and a row of another flight is that flight's row (twice, if
+    // that flight has its own file too). One that cannot be read holds no
+    // row: its flight is missing, as the run's parity gate counts it
+    // (`partition::unread_rows`).
     let beside = !listing.compacted.is_empty();
-    let mut per_flight = stream::iter(&listing.per_flight)
-        .map(|(u, meta)| async move {
+    let mut per_flight = stream::iter(listing.per_flight.iter().map(|(_, meta)| meta))
+        .map(|meta| async move {
             let r = read_columns(store, meta, date, flights, gets, budget).await?;
-            Ok::<_, Error>((u, meta, r))
+            Ok::<_, Error>((meta, r))
         })
         .buffered(FILES_IN_FLIGHT)
         .boxed();
-    while let Some((u, meta, read)) = per_flight.try_next().await? {
+    while let Some((meta, read)) = per_flight.try_next().await? {
         day.requests += read.requests;
         day.bytes_read += read.bytes_read;
-        if let Err(reason) = read.outcome {
-            day.findings.unreadable_files.add(|| FileExample {
-                date,
-                file: meta.key.clone(),
-                reason: Some(reason),
-            });
-            continue;
-        }
+        let rows = match read.outcome {
+            Err(reason) => {
+                day.findings.unreadable_files.add(|| FileExample {
+                    date,
+                    file: meta.key.clone(),
+                    reason: Some(reason),
+                });
+                continue;
+            }
+            Ok(rows) => rows,
+        };
         let ix = files.len() as u32;
         files.push(&meta.key);
-        day.rows += 1;
-        held.entry(*u).or_default().add(ix);
-        if !flights.contains_key(u) {
-            day.findings.orphans.add(|| RowExample {
-                date,
-                file: meta.key.clone(),
-                flight: Some(*u),
-                s3_key: None,
-                first_message: None,
-            });
+        day.rows += rows.rows;
+        for f in &rows.flights {
+            held.entry(*f).or_default().add(ix);
         }
+        day.findings.orphans.absorb(&rows.orphans);
+        day.findings.other_day_rows.absorb(&rows.other_day);
         if beside {
             day.findings
                 .per_flight_beside_compacted
@@ -634,7 +637,7 @@ pub async fn audit_day(
     Ok(day)
 }
 
-/// What one multi-row input's columns said.
+/// What one index file's columns said.
 #[derive(Debug)]
 struct ColumnRead {
     requests: u64,
@@ -653,7 +656,7 @@ struct FileRows {
 }
 
 /// Reads the `s3_key` and `first_message` columns (names without case) of
-/// one multi-row input, in the listed version, within `budget`
+/// one index file (multi-row input or per-flight file), in the listed version, within `budget`
 /// ([`crate::input::read_columns`]: the footer, then only those two
 /// columns' chunks, row group by row group).
 ///

@@ -530,3 +530,53 @@ async fn an_audit_that_cannot_read_a_date_or_has_no_time_left_is_incomplete() {
         "an audit changes nothing"
     );
 }
+
+/// audit and run judge a per-flight file by one rule, the parity gate's:
+/// an index row is a decoded row of its own flight. A file named after
+/// flight A that holds flight B's row leaves A missing and gives B a second
+/// row (Athena returns B twice); a zero-row file leaves its flight missing.
+/// The run stops at the date as a Mismatch naming A; audit says the same
+/// date is not clean and why, on the same bucket.
+#[tokio::test]
+async fn audit_and_run_agree_on_a_per_flight_file_without_its_own_row() {
+    init_logs();
+    let store = bucket("audit-other-row").await;
+    let g = generate(
+        &store,
+        json!({"seed": 73, "days": [{"date": "2026-07-20", "flights": 3}]}),
+    );
+    let keys = &g.index_keys["2026-07-20"];
+    let victim = flight_uuid(&keys[0]).to_string();
+    let twice = flight_uuid(&keys[1]).to_string();
+    // keys[0] now holds keys[1]'s row only.
+    archive_py(
+        "multi-row",
+        &store,
+        json!({"key": &keys[0], "from": [&keys[1]]}),
+    );
+    let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.last_run_status, archive_compaction::report::Status::Mismatch);
+    assert_eq!(r.mismatch_uuids, vec![victim.clone()]);
+
+    let (out, a) = cli_audit(&store, "2026-07-20", "2026-07-20");
+    assert_eq!(a.status, AuditStatus::Findings, "{}", String::from_utf8_lossy(&out.stderr));
+    let d = day(&a, "2026-07-20");
+    assert_eq!(counts(d), [1, 1, 0, 0, 0, 0], "{:?}", d.findings);
+    assert_eq!(d.findings.missing.examples[0].flight.to_string(), victim);
+    let dup = &d.findings.duplicated.examples[0];
+    assert_eq!(dup.flight.to_string(), twice);
+    assert_eq!(dup.rows, 2);
+    assert_eq!(dup.files.len(), 2, "{:?}", dup.files);
+    assert_eq!(d.rows, 3, "three rows, as Athena reads the partition");
+
+    // A zero-row per-flight file: its flight has no row, for both.
+    let (store, v) =
+        variants_bucket("audit-zero-row", 72, "2026-07-20", &["zero_rows", "default"]).await;
+    let zero = flight_uuid(v["zero_rows"]["key"].as_str().unwrap()).to_string();
+    let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.mismatch_uuids, vec![zero.clone()]);
+    let (_, a) = cli_audit(&store, "2026-07-20", "2026-07-20");
+    let d = day(&a, "2026-07-20");
+    assert_eq!(counts(d), [1, 0, 0, 0, 0, 0], "{:?}", d.findings);
+    assert_eq!(d.findings.missing.examples[0].flight.to_string(), zero);
+}

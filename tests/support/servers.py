@@ -5,7 +5,8 @@
 Starts each named kind (serve.py's kinds: ministack, moto, mosquitto, ...)
 on a free 127.0.0.1 port, hands the ports to the command as
 TEST_PORT_MINISTACK, TEST_PORT_MOTO, ... (tests/suite/common's
-`shared_port`), runs the command, stops the servers and exits with the
+`shared_port`); the kind `forkserver` is tests/support/forkserver.py on a
+Unix socket, handed over as TEST_PY_FORKSERVER. It runs the command, stops the servers and exits with the
 command's exit code. Every test process of the run shares these servers,
 each test in a bucket of its own, instead of starting a server per test
 process. A server that does not start is retried on another port, three
@@ -15,6 +16,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -39,6 +41,15 @@ def start(kind):
     sys.exit(f"servers.py: {kind} did not start (see serve.py's message above)")
 
 
+def start_forkserver(path):
+    """forkserver.py on the Unix socket `path`, once it said ready."""
+    proc = subprocess.Popen([sys.executable, os.path.join(HERE, "forkserver.py"), path],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    if proc.stdout.readline().strip() != "ready":
+        sys.exit("servers.py: forkserver.py did not start (see its message above)")
+    return proc
+
+
 def main():
     args = sys.argv[1:]
     if "--" not in args:
@@ -50,6 +61,11 @@ def main():
     t0 = time.monotonic()
     try:
         for kind in kinds:
+            if kind == "forkserver":
+                path = os.path.join(tempfile.mkdtemp(prefix="ac-fork-"), "forkserver.sock")
+                servers.append((kind, start_forkserver(path)))
+                env["TEST_PY_FORKSERVER"] = path
+                continue
             port, proc = start(kind)
             servers.append((kind, proc))
             env[f"TEST_PORT_{kind.upper().replace('-', '_')}"] = str(port)

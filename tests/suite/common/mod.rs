@@ -219,7 +219,17 @@ fn py(args: &[&str], stdin: Option<&str>) -> String {
 /// Runs `tests/support/{script}` with `args` in the test venv's python,
 /// `stdin` (if any) on its standard input; returns its standard output.
 /// Panics (naming the script and arguments) when it exits non-zero.
+///
+/// With `TEST_PY_FORKSERVER` (set by `tests/support/servers.py`), archive.py
+/// and hostile.py run in a child of `tests/support/forkserver.py`, which
+/// has boto3 and pyarrow imported already; the same script, arguments and
+/// stdin, its stderr printed here.
 pub fn support_py(script: &str, args: &[&str], stdin: Option<&str>) -> String {
+    if let Some(socket) = std::env::var_os("TEST_PY_FORKSERVER")
+        && matches!(script, "archive.py" | "hostile.py")
+    {
+        return forked_py(std::path::Path::new(&socket), script, args, stdin);
+    }
     let mut child = Command::new(python())
         .arg(root().join("tests/support").join(script))
         .args(args)
@@ -236,6 +246,30 @@ pub fn support_py(script: &str, args: &[&str], stdin: Option<&str>) -> String {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{script} {args:?} failed");
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// One request to the fork server (see [`support_py`] and
+/// tests/support/forkserver.py for the protocol).
+fn forked_py(socket: &std::path::Path, script: &str, args: &[&str], stdin: Option<&str>) -> String {
+    use std::io::Read;
+    let mut conn = std::os::unix::net::UnixStream::connect(socket)
+        .unwrap_or_else(|e| panic!("forkserver at {} ({e})", socket.display()));
+    let request = serde_json::json!({"script": script, "args": args, "stdin": stdin});
+    conn.write_all(request.to_string().as_bytes()).unwrap();
+    conn.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).unwrap();
+    #[derive(Deserialize)]
+    struct Answer {
+        code: i32,
+        stdout: String,
+        stderr: String,
+    }
+    let a: Answer = serde_json::from_str(&answer)
+        .unwrap_or_else(|e| panic!("forkserver's answer to {script} {args:?} ({e}): {answer:?}"));
+    eprint!("{}", a.stderr);
+    assert_eq!(a.code, 0, "{script} {args:?} failed (through the forkserver)");
+    a.stdout
 }
 
 /// What `archive.py gen` wrote.
