@@ -68,18 +68,24 @@ test-crash: tools ## Failpoint crash tests and the SIGKILL test.
 
 # The modules that carry the promise (docs/testing.md, "Mutation testing"),
 # each mutant judged by the fast tests: the unit tests and the failpoints
-# simulation at MUTANTS_SIM_SEEDS schedules, in one `cargo test`.
-# `make mutants MUTANTS_FILES=src/proof.rs` for one file. --in-place: the
-# mutants are built in this tree's target/ (a copy would start cold); do not
-# edit the tree while it runs. Results in mutants.out/.
+# simulation at MUTANTS_SIM_SEEDS schedules, in one `cargo nextest run`.
+# `make mutants MUTANTS_FILES=src/proof.rs` for one file; `make mutants
+# SHARD=2/5` for the second of five pieces of the list (cargo-mutants
+# --shard). --in-place: the mutants are built in this tree's target/ (a copy
+# would start cold); do not edit the tree while it runs. Results in
+# mutants.out/, then folded into docs/mutants.tsv and docs/testing.md's
+# table (scripts/mutants-summary.py): commit those two.
 MUTANTS_FILES ?= src/proof.rs src/commit.rs src/read.rs src/recovery.rs src/lease.rs src/day.rs src/plan.rs src/merge/stream.rs
 MUTANTS_SIM_SEEDS ?= 300
 MUTANTS_ARGS ?=
+MUTANTS_TESTS ?= --lib --test suite -E 'kind(lib) | test(/^simulation::/)'
+SHARD ?=
 
-mutants: ## Mutation testing (not part of `make test`; hours for every file on 2 cores): cargo-mutants over MUTANTS_FILES with the unit tests and the simulation at MUTANTS_SIM_SEEDS seeds.
+mutants: ## Mutation testing (not part of `make test`): cargo-mutants over MUTANTS_FILES (SHARD=k/N for a piece) with the unit tests and the simulation; folds the results into docs/mutants.tsv.
 	@command -v cargo-mutants >/dev/null || { echo "cargo-mutants is not installed: cargo install cargo-mutants --locked"; exit 1; }
-	SIM_SEEDS=$(MUTANTS_SIM_SEEDS) $(CARGO) mutants --in-place --no-shuffle \
-		$(foreach f,$(MUTANTS_FILES),--file $(f)) $(MUTANTS_ARGS) -- --lib --test simulation
+	SIM_SEEDS=$(MUTANTS_SIM_SEEDS) $(CARGO) mutants --in-place --no-shuffle --test-tool nextest \
+		$(if $(SHARD),--shard $(SHARD)) $(foreach f,$(MUTANTS_FILES),--file $(f)) $(MUTANTS_ARGS) -- $(MUTANTS_TESTS); \
+	status=$$?; python3 scripts/mutants-summary.py; exit $$status
 
 demo: ## Build the CLI, then one run on a generated archive (local S3 and MQTT servers), before/after.
 	@scripts/demo.sh

@@ -1,0 +1,98 @@
+"""Folds a cargo-mutants run (mutants.out/) into the committed summary.
+
+    python3 scripts/mutants-summary.py [--out mutants.out] [--summary docs/mutants.tsv]
+                                       [--doc docs/testing.md]
+
+`make mutants` runs it after cargo-mutants. Each mutant cargo-mutants
+tested (caught.txt, missed.txt, timeout.txt, unviable.txt: one
+`FILE:LINE:COL: DESCRIPTION` a line) becomes one row of the summary, a
+tab-separated file kept in git: outcome, file, line, the commit tested
+(`git rev-parse --short HEAD`, `+dirty` when the tree differs) and the
+description. A mutant already in the summary (same file and description,
+whatever its line) is replaced by the newer result, so shards and files
+run on different days accumulate into one table. Then the table between
+the `mutants-summary` markers of docs/testing.md is rewritten: per file,
+caught / missed / timeout / unviable and the share of viable mutants
+caught, and every missed mutant by name.
+"""
+import argparse
+import csv
+import os
+import re
+import subprocess
+from collections import defaultdict
+
+OUTCOMES = ["caught", "missed", "timeout", "unviable"]
+LINE = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):\d+: (?P<what>.*)$")
+BEGIN, END = "<!-- BEGIN mutants-summary -->", "<!-- END mutants-summary -->"
+
+
+def commit():
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "src"]).returncode != 0
+    return rev + ("+dirty" if dirty else "")
+
+
+def load(path):
+    rows = {}
+    if os.path.exists(path):
+        with open(path, newline="") as f:
+            for r in csv.DictReader(f, delimiter="\t"):
+                rows[(r["file"], r["mutant"])] = r
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="mutants.out")
+    ap.add_argument("--summary", default="docs/mutants.tsv")
+    ap.add_argument("--doc", default="docs/testing.md")
+    args = ap.parse_args()
+    rows = load(args.summary)
+    rev, added = commit(), 0
+    for outcome in OUTCOMES:
+        path = os.path.join(args.out, f"{outcome}.txt")
+        if not os.path.exists(path):
+            continue
+        for text in open(path):
+            m = LINE.match(text.strip())
+            if not m:
+                continue
+            rows[(m["file"], m["what"])] = {"outcome": outcome, "file": m["file"], "line": m["line"],
+                                            "commit": rev, "mutant": m["what"]}
+            added += 1
+    with open(args.summary, "w", newline="") as f:
+        w = csv.DictWriter(f, ["outcome", "file", "line", "commit", "mutant"], delimiter="\t", lineterminator="\n")
+        w.writeheader()
+        for key in sorted(rows, key=lambda k: (k[0], int(rows[k]["line"]), k[1])):
+            w.writerow(rows[key])
+    per_file = defaultdict(lambda: dict.fromkeys(OUTCOMES, 0))
+    for r in rows.values():
+        per_file[r["file"]][r["outcome"]] += 1
+    lines = [BEGIN, "", "| file | caught | missed | timeout | unviable | viable caught |", "|---|---|---|---|---|---|"]
+    total = dict.fromkeys(OUTCOMES, 0)
+    for file in sorted(per_file):
+        c = per_file[file]
+        for k in OUTCOMES:
+            total[k] += c[k]
+        viable = c["caught"] + c["missed"] + c["timeout"]
+        share = f"{100 * (c['caught'] + c['timeout']) / viable:.0f} %" if viable else "-"
+        lines.append(f"| `{file}` | {c['caught']} | {c['missed']} | {c['timeout']} | {c['unviable']} | {share} |")
+    viable = total["caught"] + total["missed"] + total["timeout"]
+    share = f"{100 * (total['caught'] + total['timeout']) / viable:.0f} %" if viable else "-"
+    lines.append(f"| all | {total['caught']} | {total['missed']} | {total['timeout']} | {total['unviable']} | {share} |")
+    missed = sorted((r for r in rows.values() if r["outcome"] == "missed"), key=lambda r: (r["file"], int(r["line"])))
+    lines += ["", f"Missed ({len(missed)}):" if missed else "Missed: none.", ""]
+    lines += [f"- `{r['file']}:{r['line']}`: {r['mutant']} ({r['commit']})" for r in missed]
+    lines += ["", END]
+    doc = open(args.doc).read()
+    if BEGIN in doc and END in doc:
+        doc = doc[: doc.index(BEGIN)] + "\n".join(lines) + doc[doc.index(END) + len(END):]
+        open(args.doc, "w").write(doc)
+    print(f"mutants-summary: {added} results from {args.out} folded into {args.summary} "
+          f"({len(rows)} mutants: {total['caught']} caught, {total['missed']} missed, "
+          f"{total['timeout']} timeout, {total['unviable']} unviable; viable caught {share})")
+
+
+if __name__ == "__main__":
+    main()
