@@ -26,9 +26,9 @@ fn spec(seed: u64) -> serde_json::Value {
     ]})
 }
 
-async fn run_catching(store: &S3Store, cfg: &Config) -> Option<RunReport> {
+async fn run_catching(store: &S3Store, cfg: &Config, laps: i64) -> Option<RunReport> {
     let (store, cfg) = (store.clone(), cfg.clone());
-    tokio::spawn(async move { run(&store, &cfg, &RunOptions::at(at(NOW))).await })
+    tokio::spawn(async move { run(&store, &cfg, &options_after_leases(laps)).await })
         .await
         .ok()
 }
@@ -52,8 +52,8 @@ fn assert_invariants(store: &S3Store, generated: &Generated) {
     );
 }
 
-/// Crash at `point` (`return` = an error, `panic` = a crash), wait for the
-/// lease to lapse, run cleanly, check the invariants.
+/// Crash at `point` (`return` = an error, `panic` = a crash), run cleanly
+/// with the lease clock past the crashed run's lease, check the invariants.
 async fn crash_then_recover(point: &str, action: &str, seed: u64) {
     let _serial = SERIAL.lock().await;
     init_logs();
@@ -63,11 +63,11 @@ async fn crash_then_recover(point: &str, action: &str, seed: u64) {
         // Two waves of two DeleteObjects: a crash can fall between them.
         .with_delete_batches_in_flight(2);
     let generated = generate(&store, spec(seed));
-    let cfg = config(&store, &[("LEASE_SECONDS", "1")]);
+    let cfg = config(&store, &[]);
     {
         let scenario = fail::FailScenario::setup();
         fail::cfg(point, action).unwrap();
-        let crashed = run_catching(&store, &cfg).await;
+        let crashed = run_catching(&store, &cfg, 0).await;
         match (action, &crashed) {
             ("panic", None) => {}
             ("return", Some(r)) => {
@@ -87,8 +87,7 @@ async fn crash_then_recover(point: &str, action: &str, seed: u64) {
         }
         scenario.teardown();
     }
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    let r = run(&store, &cfg, &options_after_leases(1)).await;
     assert_eq!(
         r.last_run_status,
         Status::Success,
@@ -131,11 +130,11 @@ async fn crash_in_recovery(point: &str, action: &str) {
         // Two waves of two DeleteObjects: a crash can fall between them.
         .with_delete_batches_in_flight(2);
     let generated = generate(&store, spec(30));
-    let cfg = config(&store, &[("LEASE_SECONDS", "1")]);
-    for first in ["commit::after-verify", point] {
+    let cfg = config(&store, &[]);
+    for (laps, first) in ["commit::after-verify", point].into_iter().enumerate() {
         let scenario = fail::FailScenario::setup();
         fail::cfg(first, action).unwrap();
-        let crashed = run_catching(&store, &cfg).await;
+        let crashed = run_catching(&store, &cfg, laps as i64).await;
         match &crashed {
             None => assert_eq!(action, "panic"),
             Some(r) => assert!(
@@ -145,9 +144,8 @@ async fn crash_in_recovery(point: &str, action: &str) {
             ),
         }
         scenario.teardown();
-        tokio::time::sleep(Duration::from_millis(1100)).await;
     }
-    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    let r = run(&store, &cfg, &options_after_leases(2)).await;
     assert_eq!(
         r.last_run_status,
         Status::Success,
@@ -262,7 +260,7 @@ async fn a_commit_made_to_list_a_skipped_input_deletes_nothing_of_it() {
         .unwrap()
         .to_string();
     let etag = dump(&store, &skipped)[&skipped].etag.clone();
-    let cfg = config(&store, &[("LEASE_SECONDS", "1")]);
+    let cfg = config(&store, &[]);
     let each_flight_once = |why: &str| {
         let after = dump(&store, "index/");
         let mut n: std::collections::BTreeMap<String, usize> = Default::default();
@@ -323,8 +321,7 @@ async fn a_commit_made_to_list_a_skipped_input_deletes_nothing_of_it() {
     );
     each_flight_once("after the commit");
 
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    let r = run(&store, &cfg, &options_after_leases(1)).await;
     let e = &r.recovered[0];
     assert_eq!(e.action, "quarantined", "{:?}", r.recovered);
     assert!(
@@ -337,7 +334,7 @@ async fn a_commit_made_to_list_a_skipped_input_deletes_nothing_of_it() {
     for k in quarantined.keys() {
         store.delete(k, None).await.unwrap();
     }
-    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    let r = run(&store, &cfg, &options_after_leases(2)).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     each_flight_once("after the operator");
     let after = dump(&store, "");
@@ -370,7 +367,10 @@ async fn sigkill_at_random_instants_then_one_clean_run() {
     spec(&twin);
     let bin = env!("CARGO_BIN_EXE_archive-compaction");
     let spawn_for = |store: &S3Store| {
-        let env = env_for(store, &[("LEASE_SECONDS", "1"), ("LOG_LEVEL", "warn")]);
+        // A 3 s lease: long enough that a loaded machine (the suite runs 8
+        // tests at once) does not let it lapse between two steps of a run,
+        // short enough that a killed run's lease is waited out quickly.
+        let env = env_for(store, &[("LEASE_SECONDS", "3"), ("LOG_LEVEL", "warn")]);
         std::process::Command::new(bin)
             .args(["run", "--now", NOW])
             .envs(&env)
@@ -407,12 +407,16 @@ async fn sigkill_at_random_instants_then_one_clean_run() {
         let delay = Duration::from_millis(whole_ms / 20 + (seed >> 33) % span);
         let mut child = spawn();
         tokio::time::sleep(delay).await;
-        if child.try_wait().unwrap().is_none() {
+        let killed = child.try_wait().unwrap().is_none();
+        if killed {
             child.kill().unwrap();
             kills += 1;
         }
         child.wait().unwrap();
-        tokio::time::sleep(Duration::from_millis(1100)).await;
+        if killed {
+            // The killed run's lease lapses (the CLI reads the system clock).
+            tokio::time::sleep(Duration::from_millis(3100)).await;
+        }
     }
     assert!(
         kills > 0,

@@ -276,7 +276,7 @@ async fn lock_and_manifest_left_by_a_crash_match_their_schemas() {
             {"date": "2026-07-20", "flights": 4}
         ]}),
     );
-    let cfg = config(&store, &[("LEASE_SECONDS", "1")]);
+    let cfg = config(&store, &[]);
     {
         let scenario = fail::FailScenario::setup();
         fail::cfg("commit::after-output-put", "panic").unwrap();
@@ -300,8 +300,7 @@ async fn lock_and_manifest_left_by_a_crash_match_their_schemas() {
     assert_all_valid("lock.schema.json", &[("lock", lock)]);
     assert_all_valid("manifest.schema.json", &manifests);
 
-    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
-    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    let r = run(&store, &cfg, &options_after_leases(1)).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     assert_eq!(r.recovered.len(), 1);
     assert_all_valid("run-report.schema.json", &[("recovering", report_json(&r))]);

@@ -530,6 +530,33 @@ pub fn at(s: &str) -> chrono::DateTime<chrono::Utc> {
     chrono::DateTime::parse_from_rfc3339(s).unwrap().to_utc()
 }
 
+/// The system clock moved `seconds` ahead: what the lease of a run reads
+/// when it starts after an earlier run's lease has lapsed, without waiting
+/// for it (only the lease reads the wall clock: `archive_compaction::clock`).
+#[derive(Debug)]
+pub struct AheadClock(pub i64);
+
+impl archive_compaction::clock::Clock for AheadClock {
+    fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        chrono::Utc::now() + chrono::Duration::seconds(self.0)
+    }
+}
+
+/// The default lease length, `LEASE_SECONDS` (960 s), plus one second.
+pub const PAST_A_LEASE: i64 = 961;
+
+/// A run at [`NOW`] whose lease clock is `laps` default leases (961 s
+/// each) ahead of the system clock: run `k` of a test that leaves leases
+/// behind (a crash) takes over those of runs `0..k` without a real wait,
+/// and a loaded machine cannot make a lease lapse under a run, as a 1 s
+/// lease with a 1.1 s sleep could.
+pub fn options_after_leases(laps: i64) -> archive_compaction::run::RunOptions {
+    archive_compaction::run::RunOptions {
+        clock: std::sync::Arc::new(AheadClock(laps * PAST_A_LEASE)),
+        ..archive_compaction::run::RunOptions::at(at(NOW))
+    }
+}
+
 /// A fault-injecting proxy (tests/support/faultproxy.py) in front of the S3
 /// server; one per call, stopped when the test process exits.
 pub struct Proxy {
