@@ -193,7 +193,7 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     (
         "DEADLINE_MARGIN_SECONDS",
         text!(Text::new().num(defaults::DEADLINE_MARGIN_SECONDS)),
-        "stop starting new dates when less time than this (or twice the slowest day so far) remains",
+        "stop starting new dates when less time than this (or twice the slowest day so far) remains; more than 8 (the S3 cut-off before the deadline), and a `--max-duration` must be more than it",
     ),
     (
         "SWEEP_DAYS",
@@ -312,7 +312,8 @@ pub struct Config {
     /// Multipart part size (`MULTIPART_PART_BYTES`, default 8 MiB; S3 allows
     /// 5 MiB to 5 GiB).
     pub multipart_part_size: usize,
-    /// Minimum time left before starting another date (`DEADLINE_MARGIN_SECONDS`, default 60 s).
+    /// Minimum time left before starting another date (`DEADLINE_MARGIN_SECONDS`, default 60 s;
+    /// more than [`crate::storage::S3_DEADLINE_MARGIN`], 8 s, else refused).
     pub deadline_margin: Duration,
     /// Already-compacted days re-checked for stragglers (`SWEEP_DAYS`, default 14; 0 = off).
     pub sweep_days: u32,
@@ -322,6 +323,31 @@ pub struct Config {
     pub metrics_namespace: String,
     /// MQTT reporting, when `MQTT_HOST` is set.
     pub mqtt: Option<MqttConfig>,
+}
+
+impl Config {
+    /// Refuses a run's own time limit (`--max-duration`) that leaves no room
+    /// for a date: the walk starts a date only with more than
+    /// `DEADLINE_MARGIN_SECONDS` left, so a limit within the margin would
+    /// end `Success` having done nothing.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming `--max-duration`, with both figures (seconds)
+    /// and the two ways out.
+    pub fn check_max_duration(&self, max_duration: Duration) -> Result<(), Error> {
+        if max_duration > self.deadline_margin {
+            return Ok(());
+        }
+        Err(bad(
+            "--max-duration",
+            format!(
+                "{}s is not more than DEADLINE_MARGIN_SECONDS ({} s): no date would start; give more (a bare number is seconds: 14m for 14 minutes) or lower DEADLINE_MARGIN_SECONDS (more than {} s)",
+                max_duration.as_secs_f64(),
+                self.deadline_margin.as_secs(),
+                crate::storage::S3_DEADLINE_MARGIN.as_secs()
+            ),
+        ))
+    }
 }
 
 fn bad(name: &str, reason: impl Into<String>) -> Error {
@@ -568,6 +594,19 @@ impl Config {
             defaults::DEADLINE_MARGIN_SECONDS,
             "a whole number of seconds",
         )?;
+        // A date started with less time left than the S3 cut-off has its
+        // S3 calls cut before they begin: every deadline stop a Failure.
+        let s3_cutoff = crate::storage::S3_DEADLINE_MARGIN.as_secs();
+        if margin <= s3_cutoff {
+            return Err(bad(
+                "DEADLINE_MARGIN_SECONDS",
+                format!(
+                    "{margin} is not more than the {s3_cutoff} s before the deadline at which every S3 call is cut (S3_DEADLINE_MARGIN): a date started with that little time left could not write its output, and every deadline stop would be a Failure; give at least {} (default {})",
+                    s3_cutoff + 1,
+                    defaults::DEADLINE_MARGIN_SECONDS
+                ),
+            ));
+        }
         let mqtt = match get(env, "MQTT_HOST") {
             None => None,
             Some(host) => {
@@ -761,6 +800,44 @@ mod tests {
         assert_eq!(c.lease, Duration::from_secs(960));
         assert!(c.metrics_enabled);
         assert!(c.mqtt.is_none());
+    }
+
+    #[test]
+    fn settings_that_contradict_each_other_are_refused() {
+        // A margin must outlast the S3 cut-off (8 s) ...
+        for margin in ["0", "5", "8"] {
+            let e = Config::from_map(&env(&[
+                ("S3_BUCKET", "b"),
+                ("DEADLINE_MARGIN_SECONDS", margin),
+            ]))
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.starts_with("setting DEADLINE_MARGIN_SECONDS: ") && e.contains("give at least 9"),
+                "{margin}: {e}"
+            );
+        }
+        let c = Config::from_map(&env(&[
+            ("S3_BUCKET", "b"),
+            ("DEADLINE_MARGIN_SECONDS", "9"),
+        ]))
+        .unwrap();
+        // ... and a run's own limit must outlast the margin.
+        assert!(c.check_max_duration(Duration::from_millis(9_001)).is_ok());
+        for within in [0, 8_000, 9_000] {
+            let e = c
+                .check_max_duration(Duration::from_millis(within))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with("setting --max-duration: ")
+                    && e.contains("is not more than DEADLINE_MARGIN_SECONDS (9 s)"),
+                "{within} ms: {e}"
+            );
+        }
+        let c = Config::from_map(&env(&[("S3_BUCKET", "b")])).unwrap();
+        assert!(c.check_max_duration(Duration::from_secs(30)).is_err());
+        assert!(c.check_max_duration(Duration::from_secs(61)).is_ok());
     }
 
     #[test]

@@ -68,7 +68,8 @@ enum Command {
         /// cutoff. Default: the current time.
         #[arg(long, value_parser = parse_now)]
         now: Option<DateTime<Utc>>,
-        /// Stop starting new dates after this long (e.g. 600s, 14m).
+        /// Stop starting new dates after this long (e.g. 600s, 14m; a bare
+        /// number is seconds); more than DEADLINE_MARGIN_SECONDS, else refused.
         #[arg(long, value_parser = parse_duration)]
         max_duration: Option<Duration>,
         /// List, plan (reading every input) and check parity as a run
@@ -272,7 +273,18 @@ fn main() -> ExitCode {
         eprintln!("error: {e}\n\nFor more information, try '--help'.");
         return ExitCode::from(1);
     }
-    let config = Config::from_env();
+    // A --max-duration within DEADLINE_MARGIN_SECONDS is a bad setting:
+    // refused like one, before anything is read.
+    let config = Config::from_env().and_then(|c| match &cli {
+        Some(Cli {
+            command:
+                Command::Run {
+                    max_duration: Some(d),
+                    ..
+                },
+        }) => c.check_max_duration(*d).map(|()| c),
+        _ => Ok(c),
+    });
     // A bar over dates for `run` on a terminal; never in Lambda.
     let bar = (config.is_ok()
         && matches!(
@@ -428,19 +440,6 @@ async fn run(
     max_duration: Option<Duration>,
     bar: Option<ProgressBar>,
 ) -> ExitCode {
-    // The margin is kept free before each new date, so a
-    // --max-duration within it starts none ("14" is 14 s).
-    if let Some(d) = max_duration
-        && d <= deps.config.deadline_margin
-    {
-        tracing::warn!(
-            max_duration_s = d.as_secs_f64(),
-            margin_s = deps.config.deadline_margin.as_secs_f64(),
-            "--max-duration {}s is not more than DEADLINE_MARGIN_SECONDS ({} s): no date will start; give more (a bare number is seconds: 14m for 14 minutes) or lower DEADLINE_MARGIN_SECONDS",
-            d.as_secs_f64(),
-            deps.config.deadline_margin.as_secs()
-        );
-    }
     opts.deadline = max_duration.map(|d| Instant::now() + d);
     opts.progress = bar.map(progress::bar_sink);
     opts.stop = Some(deps.stop.clone());
@@ -473,6 +472,9 @@ async fn status(deps: &Deps, now: Option<DateTime<Utc>>, days: usize, json: bool
             )
         }
     };
+    if !s.bucket_unreadable {
+        s.versioning = Some(status::versioning(&deps.store).await);
+    }
     if let Some(mqtt) = &deps.config.mqtt {
         s.last_run = Some(match deps.mqtt_password().await {
             Ok(password) => {

@@ -11,7 +11,7 @@
 //! | manifest, output missing | delete manifest; the date is compacted again from intact inputs |
 //! | manifest, output size or checksum differs, every input still in the version the manifest names | delete the output, then the manifest |
 //! | manifest, output differs, an input gone or changed | quarantine: the output may hold the only copy of that input's rows |
-//! | manifest, output verified | prove each input still there in its version to be in the output ([`crate::proof`]: the output's `s3_key` column read once, a per-flight input by its name, a multi-row input by reading it), delete those (ETag-conditional), then the manifest |
+//! | manifest, output verified | prove each input still there in its version to be in the output ([`crate::proof`]: the output's `s3_key` column read once, every input's rows read within `INPUT_BUDGET_MB`, per-flight files too), delete those (ETag-conditional), then the manifest |
 //! | manifest, output verified, an input not proven to be in it | delete the proven inputs, keep the others, quarantine the manifest with [`ManifestRule::InputNotInOutput`] |
 //! | manifest whose inputs cannot be deleted | keep it, report it as stuck, retry next time |
 //!
@@ -78,12 +78,6 @@ use crate::storage::{JOB_ID_METADATA, ObjectMeta, PutMode, Store, sha256_b64};
 /// (`Uuid::now_v7()`) right after the job id, so they are the same or the
 /// next millisecond; the slack covers a clock step between the two calls.
 pub const V1_OUTPUT_ID_WINDOW_MS: u64 = 1000;
-
-/// The budget the proof reads an input's `s3_key` column within
-/// ([`input::row_flights`]): the default `INPUT_BUDGET_MB`, as recovery is
-/// not handed the setting. A column over it proves nothing: the input is
-/// kept. The output is read within [`input::OWN_OUTPUT_BUDGET`].
-const PROOF_BUDGET: Budget = Budget::DEFAULT;
 
 /// What a manifest names, in a [`ManifestRule`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -454,11 +448,15 @@ struct ManifestPlan {
 
 /// Reads the manifest at `key`, then the bucket ([`decide`]), to plan what
 /// recovery does with it; `None` when it is gone by then.
-async fn plan_manifest(store: &impl Store, key: &str) -> Result<Option<ManifestPlan>> {
+async fn plan_manifest(
+    store: &impl Store,
+    key: &str,
+    budget: Budget,
+) -> Result<Option<ManifestPlan>> {
     let Some(body) = store.get_opt(key).await? else {
         return Ok(None);
     };
-    let decision = decide(store, key, &body.body).await?;
+    let decision = decide(store, key, &body.body, budget).await?;
     Ok(Some(ManifestPlan {
         key: key.to_string(),
         date: manifest_date(key),
@@ -495,8 +493,9 @@ enum Step {
 }
 
 /// Reads the bucket (HEAD of the output, a listing of its partition) to
-/// decide what to do with the manifest at `key`, whose body is `body`.
-async fn decide(store: &impl Store, key: &str, body: &[u8]) -> Result<Decision> {
+/// decide what to do with the manifest at `key`, whose body is `body`;
+/// inputs are read for the proof within `budget`.
+async fn decide(store: &impl Store, key: &str, body: &[u8], budget: Budget) -> Result<Decision> {
     let manifest: Manifest = match serde_json::from_slice(body) {
         Ok(m) => m,
         Err(e) => {
@@ -509,7 +508,8 @@ async fn decide(store: &impl Store, key: &str, body: &[u8]) -> Result<Decision> 
         return Ok(Decision::Quarantine(rule));
     }
     let Some(output) = &manifest.output else {
-        let unproven = prove_still_listed(store, &manifest, &OutputFlights::default()).await?;
+        let unproven =
+            prove_still_listed(store, &manifest, &OutputFlights::default(), budget).await?;
         return Ok(Decision::Act(
             Box::new(manifest),
             Step::Complete { unproven },
@@ -527,7 +527,7 @@ async fn decide(store: &impl Store, key: &str, body: &[u8]) -> Result<Decision> 
     }
     let step = match check {
         OutputCheck::Verified => Step::Complete {
-            unproven: prove_against_output(store, &manifest, output, body).await?,
+            unproven: prove_against_output(store, &manifest, output, body, budget).await?,
         },
         OutputCheck::Missing => Step::OutputMissing(output.key.clone()),
         OutputCheck::Differs(reason, etag) => {
@@ -561,8 +561,9 @@ async fn decide(store: &impl Store, key: &str, body: &[u8]) -> Result<Decision> 
 /// The inputs of `manifest`, whose output verified, not proven to be in
 /// that output ([`crate::proof`]): the output's `s3_key` column is read once
 /// (from `body` when the verify read it back, else one GET, hashed against
-/// the manifest again), then [`prove_still_listed`]. An output that cannot
-/// be read proves nothing: every input is unproven.
+/// the manifest again), then [`prove_still_listed`] (inputs read within
+/// `budget`). An output that cannot be read proves nothing: every input is
+/// unproven.
 ///
 /// Errors: an S3 error reading the output or an input.
 async fn prove_against_output(
@@ -570,6 +571,7 @@ async fn prove_against_output(
     manifest: &Manifest,
     output: &ManifestOutput,
     body: Option<bytes::Bytes>,
+    budget: Budget,
 ) -> Result<Vec<Unproven>> {
     let body = match body {
         Some(b) => Some(b),
@@ -586,7 +588,7 @@ async fn prove_against_output(
             {
                 Ok(flights) => {
                     let flights = OutputFlights::new(flights);
-                    return prove_still_listed(store, manifest, &flights).await;
+                    return prove_still_listed(store, manifest, &flights, budget).await;
                 }
                 Err(u) => format!("the output's s3_key column cannot be read: {}", u.reason),
             }
@@ -601,32 +603,29 @@ async fn prove_against_output(
 }
 
 /// The inputs of `manifest` still there in the version it names whose rows
-/// are not proven to be in `output`: a per-flight input whose flight is in
-/// the output is proven by its name; any other is proven by its rows'
-/// flights, its `s3_key` column read in the version the manifest names
-/// ([`input::row_flights`]; an unreadable one is unproven). An input
-/// gone, or there in another version, is not deleted anyway and needs no
-/// proof.
+/// are not proven to be in `output`, by the commit's rule
+/// ([`crate::proof::unproven`]): every input, per-flight files included, is
+/// proven by the flights of its rows, its `s3_key` column read in the
+/// version the manifest names within `budget` (`INPUT_BUDGET_MB`, the
+/// budget the commit read it within: [`input::row_flights`]; an input
+/// over it or unreadable is unproven, kept). A per-flight file is never
+/// proven by its name: one holding another flight's row, or a newer version
+/// of its flight the merge did not take, stays. An input gone, or there in
+/// another version, is not deleted anyway and needs no proof.
 ///
 /// Errors: an S3 error reading an input.
 async fn prove_still_listed(
     store: &impl Store,
     manifest: &Manifest,
     output: &OutputFlights,
+    budget: Budget,
 ) -> Result<Vec<Unproven>> {
     let mut rows: std::collections::HashMap<&str, InputRows> = Default::default();
     let mut there = Vec::new();
     let mut unreadable = Vec::new();
     for i in &manifest.inputs {
-        if let IndexKey::PerFlight(u) = classify_index_key(&i.key)
-            && output.contains(&u)
-        {
-            rows.insert(&i.key, InputRows::OwnRow);
-            there.push(i.key.as_str());
-            continue;
-        }
         // Gone, or there in another version: not deleted, no proof needed.
-        let read = input::row_flights(store, &i.key, i.size, Some(&i.etag), PROOF_BUDGET).await;
+        let read = input::row_flights(store, &i.key, i.size, Some(&i.etag), budget).await;
         let read = match read {
             Err(e) if e.is_not_found() || matches!(e, Error::PreconditionFailed { .. }) => {
                 continue;
@@ -677,14 +676,21 @@ pub struct Recovery {
 /// first planned ([`plan_manifest`]: validated, its output HEADed and
 /// checked for ownership, its inputs re-listed when its output differs),
 /// then the plan is carried out ([`execute`]) as the module's table says.
+/// Inputs are proven by their rows read within `budget`: the run's
+/// `INPUT_BUDGET_MB` ([`crate::config::Config::input_budget`]), the budget
+/// the commit read them within, so recovery proves what the commit proved.
 ///
 /// Errors: listing or reading a manifest, or any S3 error while acting on
 /// one; the run must then stop as a Failure.
-pub async fn recover(store: &impl Store, fence: &mut Fence<'_>) -> Result<Recovery> {
+pub async fn recover(
+    store: &impl Store,
+    fence: &mut Fence<'_>,
+    budget: Budget,
+) -> Result<Recovery> {
     let mut out = Recovery::default();
     let manifests = listed_state(store, &mut out).await?;
     for m in manifests {
-        let Some(plan) = plan_manifest(store, &m.key).await? else {
+        let Some(plan) = plan_manifest(store, &m.key, budget).await? else {
             continue;
         };
         let effect = execute(store, fence, &plan, &mut out).await?;
@@ -789,12 +795,14 @@ fn would_quarantine(
 /// whose deletes would fail (`stuck`) cannot be foreseen without trying; it
 /// shows as `completed`.
 ///
+/// `budget` is [`recover`]'s.
+///
 /// Errors: listing or reading manifests, HEAD/GET of outputs, or listing a
 /// partition (the real run would fail on them too).
-pub async fn assess(store: &impl Store) -> Result<Recovery> {
+pub async fn assess(store: &impl Store, budget: Budget) -> Result<Recovery> {
     let mut out = Recovery::default();
     for m in listed_state(store, &mut out).await? {
-        let Some(plan) = plan_manifest(store, &m.key).await? else {
+        let Some(plan) = plan_manifest(store, &m.key, budget).await? else {
             continue;
         };
         let effect = forecast(store, &plan, &mut out).await?;
@@ -1432,7 +1440,9 @@ mod tests {
             }];
             let mkey = manifest_key(m.date, m.job_id);
             store.put_now(&mkey, serde_json::to_vec(&m).unwrap().into());
-            let r = recover(&store, &mut Fence(None)).await.unwrap();
+            let r = recover(&store, &mut Fence(None), Budget::DEFAULT)
+                .await
+                .unwrap();
             let e = &r.recovered[0];
             let there = store.snapshot().contains_key(&key);
             assert_eq!(there, !deleted, "{rows} row(s): {e:?}");
@@ -1461,8 +1471,10 @@ mod tests {
         );
         store.put_now(&q, serde_json::to_vec(&m).unwrap().into());
         for run in 0..2 {
-            let r = recover(&store, &mut Fence(None)).await.unwrap();
-            let a = assess(&store).await.unwrap();
+            let r = recover(&store, &mut Fence(None), Budget::DEFAULT)
+                .await
+                .unwrap();
+            let a = assess(&store, Budget::DEFAULT).await.unwrap();
             for r in [&r, &a] {
                 let why = r.blocked.get(&m.date).map(String::as_str);
                 assert!(
@@ -1481,7 +1493,9 @@ mod tests {
             assert!(store.snapshot().contains_key(&q), "left for the operator");
         }
         store.remove_now(&q);
-        let r = recover(&store, &mut Fence(None)).await.unwrap();
+        let r = recover(&store, &mut Fence(None), Budget::DEFAULT)
+            .await
+            .unwrap();
         assert!(r.blocked.is_empty() && r.recovered.is_empty(), "{r:?}");
     }
 

@@ -314,6 +314,11 @@ pub struct StatusReport {
     /// topics; `None` when `MQTT_HOST` is not set.
     #[serde(default)]
     pub last_run: Option<LastRunStatus>,
+    /// The bucket's versioning and whether lifecycle rules expire what a
+    /// versioned bucket keeps of compaction's deletions ([`versioning`]);
+    /// `None` when not asked (a store other than S3).
+    #[serde(default)]
+    pub versioning: Option<VersioningStatus>,
     /// Problems met while gathering (settings, bucket, unreadable watermark
     /// or compacted file); everything else is still shown. The text output
     /// lists them first.
@@ -345,6 +350,118 @@ impl StatusReport {
             errors: vec![error.to_string()],
             ..Default::default()
         }
+    }
+}
+
+/// The prefixes a versioned bucket must have expired: compaction deletes
+/// every per-flight file under `index/` and overwrites or deletes every
+/// state file under `_compaction_state/`.
+pub const VERSIONED_PREFIXES: [&str; 2] = ["index/", "_compaction_state/"];
+
+/// The bucket's versioning, judged against its lifecycle rules
+/// (docs/deploying.md, "Versioned buckets").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct VersioningStatus {
+    /// `Enabled` or `Suspended`; `None` when versioning was never turned
+    /// on, or could not be read (see `error`).
+    pub versioning: Option<String>,
+    /// Of [`VERSIONED_PREFIXES`], those whose noncurrent versions no
+    /// enabled rule expires (`NoncurrentVersionExpiration`).
+    pub noncurrent_kept: Vec<String>,
+    /// Of [`VERSIONED_PREFIXES`], those whose expired delete markers no
+    /// enabled rule removes (`ExpiredObjectDeleteMarker`).
+    pub delete_markers_kept: Vec<String>,
+    /// Of [`VERSIONED_PREFIXES`], those under which an enabled rule expires
+    /// *current* objects (`Expiration` with `Days` or `Date`): index rows or
+    /// the job's state would be lost. Flagged whether or not the bucket is
+    /// versioned.
+    pub current_expired: Vec<String>,
+    /// What to do, when something is; `None` when nothing is.
+    pub advice: Option<String>,
+    /// Why the configuration could not be read (e.g. AccessDenied: the
+    /// caller lacks `s3:GetBucketVersioning` or
+    /// `s3:GetLifecycleConfiguration`, specs/status.policy.json).
+    pub error: Option<String>,
+}
+
+/// Judges `l`: which of [`VERSIONED_PREFIXES`] keep noncurrent versions or
+/// delete markers forever, and which lose current objects. Pure.
+pub fn judge_versioning(l: &crate::storage::lifecycle::BucketLifecycle) -> VersioningStatus {
+    let uncovered = |keeps: &dyn Fn(&crate::storage::lifecycle::LifecycleRuleSummary) -> bool| {
+        VERSIONED_PREFIXES
+            .iter()
+            .filter(|p| !l.rules.iter().any(|r| r.covers(p) && keeps(r)))
+            .map(|p| p.to_string())
+            .collect::<Vec<_>>()
+    };
+    let versioned = l.versioning.is_some();
+    let current_expired: Vec<String> = VERSIONED_PREFIXES
+        .iter()
+        .filter(|p| {
+            l.rules.iter().any(|r| {
+                r.expires_current && (p.starts_with(&r.prefix) || r.prefix.starts_with(**p))
+            })
+        })
+        .map(|p| p.to_string())
+        .collect();
+    let (noncurrent_kept, delete_markers_kept) = if versioned {
+        (
+            uncovered(&|r| r.noncurrent_days.is_some()),
+            uncovered(&|r| r.expired_delete_markers),
+        )
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let mut advice = Vec::new();
+    if !current_expired.is_empty() {
+        advice.push(format!(
+            "a lifecycle rule expires current objects under {}: index rows or the job's state are deleted by S3; remove the rule's Expiration Days/Date for these prefixes",
+            current_expired.join(", ")
+        ));
+    }
+    if !noncurrent_kept.is_empty() || !delete_markers_kept.is_empty() {
+        let mut missing = Vec::new();
+        if !noncurrent_kept.is_empty() {
+            missing.push(format!(
+                "NoncurrentVersionExpiration for {}",
+                noncurrent_kept.join(", ")
+            ));
+        }
+        if !delete_markers_kept.is_empty() {
+            missing.push(format!(
+                "ExpiredObjectDeleteMarker for {}",
+                delete_markers_kept.join(", ")
+            ));
+        }
+        advice.push(format!(
+            "the bucket is versioned ({}): every per-flight file compaction deletes stays as a noncurrent version behind a delete marker, billed and skipped by every listing; add the lifecycle rules of docs/deploying.md (\"Versioned buckets\"): {}",
+            l.versioning.as_deref().unwrap_or("?"),
+            missing.join("; ")
+        ));
+    }
+    VersioningStatus {
+        versioning: l.versioning.clone(),
+        noncurrent_kept,
+        delete_markers_kept,
+        current_expired,
+        advice: (!advice.is_empty()).then(|| advice.join("; ")),
+        error: None,
+    }
+}
+
+/// Reads and judges `store`'s bucket configuration ([`judge_versioning`]);
+/// an S3 error (AccessDenied: the caller's policy lacks
+/// `s3:GetBucketVersioning` or `s3:GetLifecycleConfiguration`) is recorded
+/// in [`VersioningStatus::error`], not returned.
+pub async fn versioning(store: &crate::storage::S3Store) -> VersioningStatus {
+    match store.bucket_lifecycle().await {
+        Ok(l) => judge_versioning(&l),
+        Err(e) => VersioningStatus {
+            error: Some(format!(
+                "{e} (status needs s3:GetBucketVersioning and s3:GetLifecycleConfiguration on the bucket: specs/status.policy.json)"
+            )),
+            ..Default::default()
+        },
     }
 }
 
@@ -530,7 +647,9 @@ async fn mismatch_status(
     errors: &mut Vec<String>,
 ) -> Result<MismatchStatus> {
     let day = Day::list(store, date, true).await?;
-    let claimed = crate::recovery::assess(store).await?.claimed;
+    let claimed = crate::recovery::assess(store, config.input_budget)
+        .await?
+        .claimed;
     let day_plan = plan::plan_day(date, &day.index, &claimed);
     let inputs = match &day_plan.action {
         plan::DayAction::Compact { inputs } => Some(inputs.as_slice()),
@@ -677,6 +796,22 @@ pub fn format_human(s: &StatusReport) -> String {
         ),
     };
     let _ = writeln!(o, "last run     {last}");
+    if let Some(v) = &s.versioning {
+        let text = match v {
+            VersioningStatus { error: Some(e), .. } => format!("unknown: {e}"),
+            VersioningStatus {
+                advice: Some(a), ..
+            } => format!("NEEDS A RULE: {a}"),
+            VersioningStatus {
+                versioning: Some(state),
+                ..
+            } => format!(
+                "{state}, noncurrent versions and expired delete markers under index/ and _compaction_state/ expire by lifecycle rules"
+            ),
+            _ => "off".to_string(),
+        };
+        let _ = writeln!(o, "versioning   {text}");
+    }
     if s.bucket_unreadable {
         for part in ["lease        ", "manifests    ", "quarantined  "] {
             let _ = writeln!(o, "{part}unknown");
@@ -867,6 +1002,55 @@ mod tests {
     fn d(s: &str) -> NaiveDate {
         NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap()
     }
+
+    #[test]
+    fn versioning_is_judged_by_rules_that_cover_every_object() {
+        use crate::storage::lifecycle::{BucketLifecycle, LifecycleRuleSummary};
+        let whole = |prefix: &str| LifecycleRuleSummary {
+            prefix: prefix.into(),
+            every_object: true,
+            noncurrent_days: Some(7),
+            expired_delete_markers: true,
+            ..Default::default()
+        };
+        let judge = |versioning: Option<&str>, rules: Vec<LifecycleRuleSummary>| {
+            judge_versioning(&BucketLifecycle {
+                versioning: versioning.map(str::to_string),
+                rules,
+            })
+        };
+        // Unversioned: nothing kept, whatever the rules.
+        assert_eq!(judge(None, vec![]).advice, None);
+        // Suspended still holds the versions made while it was on.
+        let v = judge(Some("Suspended"), vec![whole("index/")]);
+        assert_eq!(v.noncurrent_kept, ["_compaction_state/"]);
+        assert!(v.advice.unwrap().contains("(Suspended)"));
+        // One bucket-wide rule covers both prefixes.
+        assert_eq!(judge(Some("Enabled"), vec![whole("")]).advice, None);
+        // A narrower prefix, or a tag/size filter, does not cover every object.
+        let narrow = judge(
+            Some("Enabled"),
+            vec![whole("index/year=2026/"), whole("_compaction_state/")],
+        );
+        assert_eq!(narrow.noncurrent_kept, ["index/"]);
+        let tagged = LifecycleRuleSummary {
+            every_object: false,
+            ..whole("")
+        };
+        assert_eq!(
+            judge(Some("Enabled"), vec![tagged]).delete_markers_kept,
+            ["index/", "_compaction_state/"]
+        );
+        // An expiration of current objects is flagged, versioned or not.
+        let expiring = LifecycleRuleSummary {
+            expires_current: true,
+            ..whole("")
+        };
+        let v = judge(None, vec![expiring]);
+        assert_eq!(v.current_expired, ["index/", "_compaction_state/"]);
+        assert!(v.advice.is_some());
+    }
+
     fn t(s: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(s).unwrap().to_utc()
     }
@@ -975,6 +1159,7 @@ mod tests {
                 status: Some("Mismatch".into()),
                 error: None,
             }),
+            versioning: None,
             errors: vec![],
         }
     }

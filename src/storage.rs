@@ -47,6 +47,7 @@ use chrono::{DateTime, Utc};
 
 use crate::error::{Error, Result};
 
+pub mod lifecycle;
 mod memory;
 pub mod ranges;
 pub use memory::{DeletedVersion, LIST_PAGE_MAX, MemoryStore, md5_etag};

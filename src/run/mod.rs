@@ -335,11 +335,14 @@ async fn walk(
     // and no other invocation does while this one holds the lease.
     let (mut wm, recovered) = if opts.dry_run {
         // What recovery would do, done by nobody: the walk plans as after it.
-        tokio::try_join!(WatermarkState::read(store), recovery::assess(store))?
+        tokio::try_join!(
+            WatermarkState::read(store),
+            recovery::assess(store, config.input_budget)
+        )?
     } else {
         tokio::try_join!(
             WatermarkState::read(store),
-            recovery::recover(store, &mut fence)
+            recovery::recover(store, &mut fence, config.input_budget)
         )?
     };
     report.watermark_before = wm.watermark.last_compacted_date;

@@ -14,9 +14,9 @@
 
 use std::time::{Duration, Instant};
 
+use crate::common::*;
 use archive_compaction::report::{Status, StopReason};
 use archive_compaction::run::{RunOptions, run};
-use crate::common::*;
 use serde_json::json;
 
 const NOW: &str = "2026-07-22T04:50:00Z";
@@ -59,7 +59,7 @@ async fn a_request_that_never_answers_ends_the_run_within_its_deadline_at_every_
     }
     let results = futures::future::join_all(runs.iter().map(|(_, direct, proxy)| async move {
         let store = proxy.store(direct);
-        let cfg = config(&store, &[("DEADLINE_MARGIN_SECONDS", "5")]);
+        let cfg = config(&store, &[("DEADLINE_MARGIN_SECONDS", "9")]);
         let mut opts = RunOptions::at(at(NOW));
         let t0 = Instant::now();
         opts.deadline = Some(t0 + deadline);

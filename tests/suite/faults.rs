@@ -4,10 +4,10 @@
 
 use std::time::{Duration, Instant};
 
+use crate::common::*;
 use archive_compaction::report::{Status, StopReason};
 use archive_compaction::run::{RunOptions, run};
 use archive_compaction::storage::PutMode;
-use crate::common::*;
 use serde_json::json;
 
 const NOW: &str = "2026-07-22T04:50:00Z";
@@ -215,7 +215,7 @@ async fn the_deadline_stops_the_walk_before_a_new_date_and_the_next_run_continue
     init_logs();
     let store = bucket("deadline").await;
     let generated = generate(&store, two_days(54));
-    let cfg = config(&store, &[("DEADLINE_MARGIN_SECONDS", "5")]);
+    let cfg = config(&store, &[("DEADLINE_MARGIN_SECONDS", "9")]);
     let mut opts = RunOptions::at(at(NOW));
     opts.deadline = Some(Instant::now() + Duration::from_secs(2));
     let r = run(&store, &cfg, &opts).await;

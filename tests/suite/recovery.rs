@@ -11,7 +11,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::common::*;
 use archive_compaction::commit;
+use archive_compaction::input::Budget;
 use archive_compaction::keys::{
     COMPACTED_PREFIX, LOCK_KEY, MANIFESTS_ROOT, QUARANTINE_ROOT, WATERMARK_KEY, compacted_key,
     index_prefix, manifest_key,
@@ -27,7 +29,6 @@ use archive_compaction::state::{
     MANIFEST_VERSION, MANIFEST_VERSION_1, Manifest, ManifestInput, ManifestOutput,
 };
 use archive_compaction::storage::{JOB_ID_METADATA, PutMode, S3Store, sha256_b64};
-use crate::common::*;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -191,7 +192,7 @@ async fn assert_quarantined(store: &S3Store, generated: &Generated, bad: Vec<Bad
             b.rule
         );
     }
-    let dry = recovery::assess(store).await.unwrap();
+    let dry = recovery::assess(store, Budget::DEFAULT).await.unwrap();
     for b in &bad {
         let e = dry
             .recovered
@@ -212,7 +213,7 @@ async fn assert_quarantined(store: &S3Store, generated: &Generated, bad: Vec<Bad
             .unwrap();
     let before = dump(store, "");
     assert!(before.contains_key(LOCK_KEY) && before.contains_key(WATERMARK_KEY));
-    let r = recovery::recover(store, &mut Fence(Some(&mut lease)))
+    let r = recovery::recover(store, &mut Fence(Some(&mut lease)), Budget::DEFAULT)
         .await
         .unwrap();
     let after = dump(store, "");
@@ -569,7 +570,9 @@ async fn an_output_that_differs_is_deleted_only_while_every_input_is_in_its_vers
     put_json(&store, &k20, &m20).await;
 
     let before = dump(&store, "");
-    let r = recovery::recover(&store, &mut Fence(None)).await.unwrap();
+    let r = recovery::recover(&store, &mut Fence(None), Budget::DEFAULT)
+        .await
+        .unwrap();
     let after = dump(&store, "");
     let by_key: BTreeMap<_, _> = r.recovered.iter().map(|e| (e.key.as_str(), e)).collect();
     assert_eq!(by_key[k18.as_str()].action, "quarantined");
@@ -932,7 +935,7 @@ async fn a_verified_output_does_not_prove_an_input_it_does_not_hold() {
     )
     .await;
 
-    let dry = recovery::assess(&store).await.unwrap();
+    let dry = recovery::assess(&store, Budget::DEFAULT).await.unwrap();
     assert_eq!(dry.recovered.len(), 1, "{:?}", dry.recovered);
     let e = &dry.recovered[0];
     assert_eq!(e.action, "quarantined", "{e:?}");
@@ -1047,7 +1050,7 @@ async fn recovery_proves_each_input_by_its_rows() {
     let mut lease = LeaseGuard::acquire(&store, "proof-test", std::time::Duration::from_secs(300))
         .await
         .unwrap();
-    let r = recovery::recover(&store, &mut Fence(Some(&mut lease)))
+    let r = recovery::recover(&store, &mut Fence(Some(&mut lease)), Budget::DEFAULT)
         .await
         .unwrap();
     lease.release().await.unwrap();
@@ -1069,6 +1072,128 @@ async fn recovery_proves_each_input_by_its_rows() {
             "{k} not kept"
         );
     }
+}
+
+/// A per-flight file is proven by its rows, as the commit proves it, not by
+/// its name: the file named after a flight the output holds (A) but holding
+/// another flight's row (B, whose own file is gone) is kept and the manifest
+/// quarantined. Proven by its name, it was deleted and B's only row with it.
+#[tokio::test]
+async fn a_per_flight_file_is_proven_by_its_row_not_by_its_name() {
+    let Straggled {
+        store,
+        generated,
+        out_key,
+        out_dumped,
+        job,
+        prefix,
+        straggler,
+        straggler_key,
+    } = Straggled::new("rec-proof-name", 233, 2331).await;
+    let a =
+        archive_compaction::keys::flight_uuid(generated.rows[D20][0]["s3_key"].as_str().unwrap())
+            .unwrap();
+    let named_a = format!("{prefix}{a}.parquet");
+    archive_py(
+        "multi-row",
+        &store,
+        json!({"from": [straggler_key], "key": named_a}),
+    );
+    store.delete(&straggler_key, None).await.unwrap();
+    let objects = dump(&store, &prefix);
+    let (key, _) = plant_manifest(
+        &store,
+        &out_key,
+        job,
+        vec![input(&named_a, &objects[&named_a].etag)],
+    )
+    .await;
+
+    let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.recovered.len(), 1, "{:?}", r.recovered);
+    let e = &r.recovered[0];
+    assert_eq!(
+        (e.key.as_str(), e.action.as_str()),
+        (key.as_str(), "quarantined"),
+        "{e:?}"
+    );
+    assert!(
+        e.detail.contains("rule input_not_in_output:") && e.detail.contains(&named_a),
+        "{e:?}"
+    );
+    let after = dump(&store, &prefix);
+    assert_eq!(
+        after.get(&named_a).map(|d| &d.etag),
+        Some(&objects[&named_a].etag),
+        "the file holding the only row of flight B was deleted on its name"
+    );
+    assert_eq!(after[&out_key], out_dumped, "the output was touched");
+    let mut want = generated.rows[D20].clone();
+    want.push(straggler["row"].clone());
+    assert_each_flight_once(&after, D20, &want);
+}
+
+/// Recovery reads inputs within the run's `INPUT_BUDGET_MB`, as the commit
+/// did: a multi-row input of 6,000,000 rows of one flight the output holds
+/// (its `s3_key` column decodes to 6,000,000 × 24 B, over the 128 MiB
+/// default) is proven and deleted by a run given 1,024 MiB; within the
+/// default it proved nothing, and the manifest was quarantined for good.
+#[tokio::test]
+async fn recovery_proves_within_the_runs_input_budget() {
+    let Straggled {
+        store,
+        generated,
+        out_key,
+        job,
+        prefix,
+        straggler,
+        ..
+    } = Straggled::new("rec-proof-budget", 234, 2341).await;
+    let s3_key = generated.rows[D20][0]["s3_key"].as_str().unwrap();
+    let planted = support_py(
+        "hostile.py",
+        &["--endpoint", &endpoint(), "--bucket", store.bucket()],
+        Some(
+            &json!({"kind": "rows", "date": D20, "rows": 6_000_000, "s3_key": s3_key,
+                    "name": "export-big.parquet"})
+            .to_string(),
+        ),
+    );
+    let planted: Value = serde_json::from_str(&planted).unwrap();
+    let big = planted["key"].as_str().unwrap().to_string();
+    let head = store.head(&big).await.unwrap().unwrap();
+    let mut i = input(&big, &head.etag);
+    i.size = planted["size"].as_u64().unwrap();
+    let (key, _) = plant_manifest(&store, &out_key, job, vec![i]).await;
+
+    let dry = recovery::assess(&store, Budget::DEFAULT).await.unwrap();
+    assert_eq!(
+        dry.recovered[0].action, "quarantined",
+        "{:?}",
+        dry.recovered
+    );
+    assert!(
+        dry.recovered[0].detail.contains("decoded_bytes"),
+        "{:?}",
+        dry.recovered
+    );
+
+    let cfg = config(&store, &[("INPUT_BUDGET_MB", "1024")]);
+    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    assert_eq!(r.recovered.len(), 1, "{:?}", r.recovered);
+    assert_eq!(
+        (r.recovered[0].key.as_str(), r.recovered[0].action.as_str()),
+        (key.as_str(), "completed"),
+        "{:?}",
+        r.recovered
+    );
+    let after = dump(&store, &prefix);
+    assert!(!after.contains_key(&big), "the proven input is not deleted");
+    // The run's sweep then folded the straggler in: every flight once.
+    let mut want = generated.rows[D20].clone();
+    want.push(straggler["row"].clone());
+    assert_each_flight_once(&after, D20, &want);
 }
 
 /// How the tests read a day: 4 GETs at once, row groups of 1,024 rows, the

@@ -3,13 +3,13 @@
 //! one-line S3 errors, stragglers. A quarantined manifest on a compacted date
 //! fails every run and is named, and the sweep logs that it skipped the date.
 
+use crate::common::*;
 use archive_compaction::metrics::metrics;
 use archive_compaction::report::{Status, StopReason};
 use archive_compaction::run::{RunOptions, run};
 use archive_compaction::status;
 use archive_compaction::storage::{PutMode, S3Store};
 use chrono::Utc;
-use crate::common::*;
 use serde_json::json;
 
 #[tokio::test]
@@ -49,26 +49,54 @@ async fn reports_name_the_true_reason_and_the_true_fact() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(report_of(&out)["stop_reason"], "error");
 
-    // --date near the deadline: the date is not started, and the log does
-    // not promise that the next run continues.
+    // A --max-duration within DEADLINE_MARGIN_SECONDS would start no date
+    // and end Success having done nothing: refused as a bad setting, with
+    // what to give instead, before anything is read.
     let out = cli_command(
         &store,
         &["run", "--date", "2026-07-18", "--max-duration", "0s"],
     )
     .output()
     .unwrap();
+    assert_eq!(out.status.code(), Some(1));
     let r = report_of(&out);
-    assert_eq!(r["stop_reason"], "deadline");
+    assert_eq!(r["stop_reason"], "error");
+    assert_eq!(r["last_run_status"], "Failure");
+    let refusal = r["errors"][0].as_str().unwrap();
+    assert!(
+        refusal.contains(
+            "setting --max-duration: 0s is not more than DEADLINE_MARGIN_SECONDS (60 s): no date would start"
+        ),
+        "{refusal}"
+    );
+    let out = cli_command(&store, &["run", "--max-duration", "30"])
+        .env("DEADLINE_MARGIN_SECONDS", "8")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let refusal = report_of(&out)["errors"][0].as_str().unwrap().to_string();
+    assert!(
+        refusal.contains("setting DEADLINE_MARGIN_SECONDS: 8 is not more than the 8 s"),
+        "{refusal}"
+    );
+    assert_eq!(dump(&store, ""), before);
+
+    // --date near the deadline (a margin of 9 s, 9.001 s given: the lease
+    // and recovery's S3 calls take more than the millisecond between): the
+    // date is not started, and the log does not promise that the next run
+    // continues.
+    let out = cli_command(
+        &store,
+        &["run", "--date", "2026-07-18", "--max-duration", "9.001"],
+    )
+    .env("DEADLINE_MARGIN_SECONDS", "9")
+    .output()
+    .unwrap();
+    let r = report_of(&out);
+    assert_eq!(r["stop_reason"], "deadline", "{r:#}");
     let logs = String::from_utf8_lossy(&out.stderr);
     assert!(!logs.contains("the next run continues"), "{logs}");
     assert!(logs.contains("run it again"), "{logs}");
-    // Said before the run, with what to give instead.
-    assert!(
-        logs.contains(
-            "--max-duration 0s is not more than DEADLINE_MARGIN_SECONDS (60 s): no date will start"
-        ),
-        "{logs}"
-    );
     assert_eq!(dump(&store, ""), before);
 
     // updated_at is when watermark.json was written, not the invocation time.

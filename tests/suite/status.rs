@@ -10,12 +10,12 @@
 //!
 //! Runs and `status` can be spawned on a runtime (checked at compile time).
 
+use crate::common::*;
 use archive_compaction::lease::LeaseGuard;
 use archive_compaction::report::Status;
 use archive_compaction::run::{RunOptions, run};
 use archive_compaction::status::{self, LeaseState, MismatchCause, StatusOptions, StatusReport};
 use archive_compaction::storage::{PutMode, S3Store};
-use crate::common::*;
 use serde_json::{Value, json};
 
 #[tokio::test]
@@ -335,6 +335,148 @@ async fn status_of_a_fresh_bucket_and_of_an_unreadable_watermark() {
     let out = cli(&store, &["status", "--now", NOW]);
     assert_eq!(out.status.code(), Some(1), "errors make status exit 1");
     assert!(String::from_utf8_lossy(&out.stdout).contains("errors\n"));
+}
+
+/// A versioned bucket keeps every per-flight file compaction deletes:
+/// `status` says so until the lifecycle rules of docs/deploying.md
+/// ("Versioned buckets") are set, and flags a rule that would expire
+/// current index objects. The rules are the doc's own JSON, put with the
+/// SDK.
+#[tokio::test]
+async fn status_flags_a_versioned_bucket_without_its_lifecycle_rules() {
+    init_logs();
+    let store = bucket("op-status-versioned").await;
+    let v = status::versioning(&store).await;
+    assert_eq!(v.error, None);
+    assert_eq!(v.versioning, None, "a new bucket is not versioned");
+    assert_eq!(v.advice, None, "{v:?}");
+
+    use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
+    store
+        .client()
+        .put_bucket_versioning()
+        .bucket(store.bucket())
+        .versioning_configuration(
+            VersioningConfiguration::builder()
+                .status(BucketVersioningStatus::Enabled)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let v = status::versioning(&store).await;
+    assert_eq!(v.versioning.as_deref(), Some("Enabled"));
+    assert_eq!(v.noncurrent_kept, ["index/", "_compaction_state/"]);
+    assert_eq!(v.delete_markers_kept, ["index/", "_compaction_state/"]);
+    let advice = v.advice.as_deref().unwrap();
+    assert!(advice.contains("Versioned buckets"), "{advice}");
+    // The CLI shows it, and --json is valid against the schema; not an error.
+    let out = cli(&store, &["status", "--now", NOW]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("versioning   NEEDS A RULE: the bucket is versioned (Enabled)"),
+        "{text}"
+    );
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let out = cli(&store, &["status", "--now", NOW, "--json"]);
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_valid("status.schema.json", &json);
+    assert_eq!(
+        json["versioning"]["noncurrent_kept"],
+        json!(["index/", "_compaction_state/"])
+    );
+
+    // The doc's rules, as written there.
+    let doc = std::fs::read_to_string(root().join("docs/deploying.md")).unwrap();
+    let section = &doc[doc.find("## Versioned buckets").unwrap()..];
+    let rules_json = &section[section.find("```json\n").unwrap() + 8..];
+    let rules_json: Value =
+        serde_json::from_str(&rules_json[..rules_json.find("```").unwrap()]).unwrap();
+    put_lifecycle(&store, &rules_json).await;
+    let v = status::versioning(&store).await;
+    assert_eq!(v.advice, None, "{v:?}");
+    assert!(
+        v.noncurrent_kept.is_empty() && v.delete_markers_kept.is_empty(),
+        "{v:?}"
+    );
+    let out = cli(&store, &["status", "--now", NOW]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("versioning   Enabled, noncurrent versions")
+    );
+
+    // Without the delete-marker action on the state prefix, and with a rule
+    // that expires current objects under index/.
+    let mut rules = rules_json.clone();
+    rules["Rules"][1]
+        .as_object_mut()
+        .unwrap()
+        .remove("Expiration");
+    rules["Rules"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"ID": "expire-all", "Status": "Enabled", "Filter": {"Prefix": "index/year=2020/"}, "Expiration": {"Days": 30}}));
+    put_lifecycle(&store, &rules).await;
+    let v = status::versioning(&store).await;
+    assert!(v.noncurrent_kept.is_empty(), "{v:?}");
+    assert_eq!(v.delete_markers_kept, ["_compaction_state/"]);
+    assert_eq!(v.current_expired, ["index/"]);
+    assert!(
+        v.advice
+            .unwrap()
+            .contains("expires current objects under index/")
+    );
+}
+
+/// Puts `rules` (the JSON of `put-bucket-lifecycle-configuration`: `Rules`
+/// with `ID`, `Status`, `Filter.Prefix`, `NoncurrentVersionExpiration`,
+/// `Expiration`, `AbortIncompleteMultipartUpload`) on `store`'s bucket.
+async fn put_lifecycle(store: &S3Store, rules: &Value) {
+    use aws_sdk_s3::types::*;
+    let mut config = BucketLifecycleConfiguration::builder();
+    for r in rules["Rules"].as_array().unwrap() {
+        let mut rule = LifecycleRule::builder()
+            .id(r["ID"].as_str().unwrap())
+            .status(ExpirationStatus::from(r["Status"].as_str().unwrap()))
+            .filter(
+                LifecycleRuleFilter::builder()
+                    .prefix(r["Filter"]["Prefix"].as_str().unwrap())
+                    .build(),
+            );
+        if let Some(days) = r["NoncurrentVersionExpiration"]["NoncurrentDays"].as_i64() {
+            rule = rule.noncurrent_version_expiration(
+                NoncurrentVersionExpiration::builder()
+                    .noncurrent_days(days as i32)
+                    .build(),
+            );
+        }
+        let e = &r["Expiration"];
+        if let Some(markers) = e["ExpiredObjectDeleteMarker"].as_bool() {
+            rule = rule.expiration(
+                LifecycleExpiration::builder()
+                    .expired_object_delete_marker(markers)
+                    .build(),
+            );
+        }
+        if let Some(days) = e["Days"].as_i64() {
+            rule = rule.expiration(LifecycleExpiration::builder().days(days as i32).build());
+        }
+        if let Some(days) = r["AbortIncompleteMultipartUpload"]["DaysAfterInitiation"].as_i64() {
+            rule = rule.abort_incomplete_multipart_upload(
+                AbortIncompleteMultipartUpload::builder()
+                    .days_after_initiation(days as i32)
+                    .build(),
+            );
+        }
+        config = config.rules(rule.build().unwrap());
+    }
+    store
+        .client()
+        .put_bucket_lifecycle_configuration()
+        .bucket(store.bucket())
+        .lifecycle_configuration(config.build().unwrap())
+        .send()
+        .await
+        .unwrap();
 }
 
 /// Runs (dry or not) and `status` can be spawned once they own their inputs

@@ -10,7 +10,8 @@ spec.json: {"kind": K, "date": "2026-07-20", ...}, K one of
                    one letter: zstd makes it some KB on disk
     "rows"         a multi-row file "name" (default `export-rows.parquet`) of
                    "rows" (default 20,000,000) identical rows: dictionary
-                   and RLE encoding make it some hundred KB
+                   and RLE encoding make it some hundred KB; their
+                   `s3_key` is "s3_key" (default one that names no flight)
     "columns"      a per-flight file (and its flight object) with the nine
                    index columns and "columns" (default 50,000) in all
     "not_parquet"  `export-big.parquet`: "bytes" (default 96 MiB) random
@@ -73,7 +74,7 @@ def main():
             "ident": pa.repeat("UAL1", n),
             "first_message": pa.repeat(ts, n),
             "last_message": pa.repeat(ts, n),
-            "s3_key": pa.repeat("flights/not-a-flight.json.gz", n),
+            "s3_key": pa.repeat(spec.get("s3_key", "flights/not-a-flight.json.gz"), n),
         }
         table = pa.Table.from_pydict(cols, schema=archive.SCHEMA)
         body = write(table, compression="zstd")
