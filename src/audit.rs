@@ -74,6 +74,7 @@ use uuid::Uuid;
 
 use crate::config::Config;
 use crate::day::{Day, DayCounts, FlightKeys, RangeOf, date_range};
+use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::input::{self, Budget, RowKeys};
 use crate::keys::flight_uuid;
@@ -120,8 +121,10 @@ pub struct AuditOptions {
     pub from: NaiveDate,
     /// Last date (included).
     pub to: NaiveDate,
-    /// Start no new date once less than `DEADLINE_MARGIN_SECONDS` is left
-    /// (Lambda's deadline); `None`: no deadline.
+    /// The deadline (Lambda's), kept by the run's rule
+    /// ([`crate::deadline::Deadline`]): every S3 call ends 8 s before it, and
+    /// no date starts with less than `DEADLINE_MARGIN_SECONDS`, or twice the
+    /// slowest date so far, left; `None`: no deadline.
     pub deadline: Option<Instant>,
     /// A progress bar over the dates (the CLI on a terminal).
     pub bar: Option<indicatif::ProgressBar>,
@@ -393,11 +396,14 @@ pub struct AuditReport {
 /// [`crate::day::MAX_RANGE_DAYS`]); a date that fails is in
 /// [`AuditReport::unfinished`].
 pub async fn audit(
-    store: &impl Store,
+    store: &(impl Store + Clone),
     config: &Config,
     opts: &AuditOptions,
 ) -> Result<AuditReport> {
     let dates = date_range(opts.from, opts.to, RangeOf::Audit)?;
+    let deadline = &Deadline::new(opts.deadline, config.deadline_margin);
+    let bounded = store.until(deadline.s3());
+    let store = &bounded;
     let mut report = AuditReport {
         bucket: store.bucket().to_string(),
         from: opts.from,
@@ -412,21 +418,25 @@ pub async fn audit(
     }
     let gets = Semaphore::new(config.read_concurrency.max(1));
     let budget = config.input_budget;
-    let near = |margin| opts.deadline.is_some_and(|d| Instant::now() + margin > d);
-    let margin = config.deadline_margin;
     let gets = &gets;
     let mut days = stream::iter(dates)
         .map(|date| async move {
-            if near(margin) {
+            if let Some(near) = deadline.near() {
+                tracing::warn!(%date, left_s = near.left.as_secs_f64(), needed_s = near.needed.as_secs_f64(), "deadline near: not auditing another date");
                 return (date, None);
             }
-            (date, Some(audit_date(store, date, gets, budget).await))
+            let t0 = Instant::now();
+            let audited = audit_date(store, date, gets, budget).await;
+            deadline.record(t0.elapsed());
+            (date, Some(audited))
         })
         .buffered(DATES_IN_FLIGHT)
         .boxed();
     while let Some((date, outcome)) = days.next().await {
         match outcome {
-            None => {
+            // Not started, or cut by the S3 deadline: the next audit
+            // starts from the first such date.
+            None | Some(Err(Error::Deadline { .. })) => {
                 report.resume_date = Some(report.resume_date.map_or(date, |r| r.min(date)));
             }
             Some(Ok(day)) => {

@@ -34,6 +34,7 @@ pub mod clock;
 pub mod commit;
 pub mod config;
 pub mod day;
+pub mod deadline;
 pub mod error;
 pub mod input;
 pub mod keys;

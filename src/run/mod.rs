@@ -19,6 +19,7 @@ use uuid::Uuid;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::day::{RangeOf, date_range};
+use crate::deadline::{Deadline, Near};
 use crate::error::{Error, Result};
 
 use crate::lease::{Fence, LeaseGuard};
@@ -140,6 +141,9 @@ struct Ctx<'a, 'f, S> {
     store: &'a S,
     config: &'a Config,
     opts: &'a RunOptions,
+    /// The invocation's deadline rule, shared by the walk, a range and the
+    /// straggler sweep (every date they finish is timed into it).
+    deadline: &'a Deadline,
     fence: Fence<'f>,
     recovery: recovery::Recovery,
     /// Manifests of commits that are complete (every input gone or proven
@@ -171,7 +175,8 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
     let _running = opts.stop.as_ref().map(Stop::enter);
     // Every S3 call ends S3_DEADLINE_MARGIN before the deadline, all its
     // attempts together: the rest is the lease's release and the report's.
-    let bounded = store.until(opts.deadline.map(|d| s3_deadline(d, started)));
+    let deadline = Deadline::new(opts.deadline, config.deadline_margin);
+    let bounded = store.until(deadline.s3());
     let store = &bounded;
     // The wall clock, read once: the invocation time may not be ahead of
     // it, and the cutoff is never past the wall clock's.
@@ -259,7 +264,7 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
         }
     }
     let fence = lease.as_mut().map(|l| l as &mut dyn crate::lease::Confirm);
-    let result = walk(store, config, opts, &mut report, Fence(fence)).await;
+    let result = walk(store, config, opts, &deadline, &mut report, Fence(fence)).await;
     if let Err(e) = result {
         report.stop_reason = match e {
             Error::Interrupted { .. } => StopReason::Interrupted,
@@ -298,28 +303,6 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
     report
 }
 
-/// When the S3 calls of a run `started` then end:
-/// [`crate::storage::S3_DEADLINE_MARGIN`] (8 s) before its `deadline`
-/// (docs/configuration.md, "Deadline"), but not before 8 s after its start:
-/// a run given less than 16 s (`--max-duration` below
-/// `DEADLINE_MARGIN_SECONDS` starts no date) still takes the lease, recovers
-/// and reads the watermark, and says where the next run goes on.
-///
-/// ```
-/// use archive_compaction::run::s3_deadline;
-/// use std::time::{Duration, Instant};
-/// let t0 = Instant::now();
-/// assert_eq!(s3_deadline(t0 + Duration::from_secs(40), t0), t0 + Duration::from_secs(32));
-/// assert_eq!(s3_deadline(t0, t0), t0 + Duration::from_secs(8));
-/// ```
-pub fn s3_deadline(deadline: Instant, started: Instant) -> Instant {
-    let margin = crate::storage::S3_DEADLINE_MARGIN;
-    deadline
-        .checked_sub(margin)
-        .unwrap_or(deadline)
-        .max(started + margin)
-}
-
 /// Reads the watermark, recovers (or, in a dry run, assesses what recovery
 /// would do), then hands over to the walk, `--date` or a repair range, and
 /// the straggler sweep.
@@ -327,6 +310,7 @@ async fn walk(
     store: &impl Store,
     config: &Config,
     opts: &RunOptions,
+    deadline: &Deadline,
     report: &mut RunReport,
     mut fence: Fence<'_>,
 ) -> Result<()> {
@@ -392,6 +376,7 @@ async fn walk(
         store,
         config,
         opts,
+        deadline,
         fence,
         recovery,
         finished_manifests: Vec::new(),
@@ -518,7 +503,6 @@ async fn walk_dates(
         fill_watermark_fields(report, wm, cutoff, cx.first);
         manifests?;
     }
-    let mut slowest = Duration::ZERO;
     // `--date` is a range of one date: through it, it ends there, whatever
     // the cutoff.
     report.stop_reason = if opts.only_date.is_some() {
@@ -532,7 +516,7 @@ async fn walk_dates(
         "the next run continues"
     };
     for date in dates {
-        if stop_for_deadline(cx, report, date, slowest, then) {
+        if stop_for_deadline(cx, report, date, then) {
             break;
         }
         if cx.recovery.blocked.contains_key(&date) {
@@ -540,7 +524,7 @@ async fn walk_dates(
             fail_blocked(cx, report, date);
             break;
         }
-        if let Some(missing) = timed_day(cx, report, date, DayMode::Walk, &mut slowest).await? {
+        if let Some(missing) = timed_day(cx, report, date, DayMode::Walk).await? {
             record_mismatch(cx, report, wm, date, missing).await?;
             return Ok(());
         }
@@ -572,15 +556,14 @@ fn walking(cx: &Ctx<'_, '_, impl Store>, dates: &[NaiveDate]) {
 }
 
 /// Whether the walk or a range must not start `date`: a stop was requested
-/// (SIGTERM, SIGINT: `interrupted`, a Failure), or less time is left
-/// before the deadline than `DEADLINE_MARGIN_SECONDS`, or twice the slowest
-/// date so far. Then the report says so (`interrupted` or `deadline`,
+/// (SIGTERM, SIGINT: `interrupted`, a Failure), or the deadline is near
+/// ([`Deadline::near`]: less than `DEADLINE_MARGIN_SECONDS`, or twice the
+/// slowest date so far, left). Then the report says so (`interrupted` or `deadline`,
 /// `resume_date`) and the log says how the work goes on (`then`).
 fn stop_for_deadline(
     cx: &Ctx<'_, '_, impl Store>,
     report: &mut RunReport,
     date: NaiveDate,
-    slowest: Duration,
     then: &str,
 ) -> bool {
     if let Some(signal) = cx.opts.stop.as_ref().and_then(Stop::requested) {
@@ -593,8 +576,7 @@ fn stop_for_deadline(
         report.stop_reason = StopReason::Interrupted;
         return true;
     }
-    let Some((left, needed)) = deadline_near(cx.opts, cx.config.deadline_margin.max(slowest * 2))
-    else {
+    let Some(Near { left, needed }) = cx.deadline.near() else {
         return false;
     };
     tracing::warn!(%date, left_s = left.as_secs_f64(), needed_s = needed.as_secs_f64(),
@@ -604,7 +586,8 @@ fn stop_for_deadline(
     true
 }
 
-/// [`process_day`] for the walk and a range, timed into `slowest`, its
+/// [`process_day`] for the walk and a range, timed into the deadline's
+/// slowest date ([`Deadline::record`]), its
 /// day added to the report whatever happened. Returns the flights without
 /// an index row when parity failed.
 ///
@@ -614,11 +597,10 @@ async fn timed_day(
     report: &mut RunReport,
     date: NaiveDate,
     mode: DayMode,
-    slowest: &mut Duration,
 ) -> Result<Option<Vec<Uuid>>> {
     let t0 = Instant::now();
     let outcome = process_day(cx, date, mode).await;
-    *slowest = (*slowest).max(t0.elapsed());
+    cx.deadline.record(t0.elapsed());
     match outcome {
         DayOutcome::Failed(day, e) => {
             report.add_day(day);
@@ -707,7 +689,9 @@ async fn sweep(
             });
             break;
         }
-        if let Some((left, needed)) = deadline_near(opts, config.deadline_margin) {
+        // The walk's rule: a big sweep date is not started with a minute
+        // left when the walk's dates took longer.
+        if let Some(Near { left, needed }) = cx.deadline.near() {
             tracing::warn!(%date, left_s = left.as_secs_f64(), needed_s = needed.as_secs_f64(), "deadline near: straggler sweep stops here");
             break;
         }
@@ -716,7 +700,9 @@ async fn sweep(
             tracing::warn!(%date, reason = %why, "straggler sweep skips the date: blocked by a manifest; late files there are not folded until an operator resolves it");
             continue;
         }
+        let t0 = Instant::now();
         let outcome = process_day(cx, date, DayMode::Sweep).await;
+        cx.deadline.record(t0.elapsed());
         delete_finished_manifests(cx).await?;
         match outcome {
             DayOutcome::Failed(day, e) => {
@@ -755,16 +741,9 @@ async fn repair_range(
     tracing::info!(%from, %to, "repairing a range of dates: folding what each holds; the watermark is not moved");
     walking(cx, &dates);
     report.stop_reason = StopReason::EndOfRange;
-    let mut slowest = Duration::ZERO;
     let mut first_mismatch: Option<(NaiveDate, Vec<Uuid>)> = None;
     for date in dates {
-        if stop_for_deadline(
-            cx,
-            report,
-            date,
-            slowest,
-            "the same event again continues from here",
-        ) {
+        if stop_for_deadline(cx, report, date, "the same event again continues from here") {
             break;
         }
         if let Some(why) = cx.recovery.blocked.get(&date) {
@@ -777,7 +756,7 @@ async fn repair_range(
             fail_blocked(cx, report, date);
             continue;
         }
-        let mismatch = timed_day(cx, report, date, DayMode::Repair, &mut slowest).await?;
+        let mismatch = timed_day(cx, report, date, DayMode::Repair).await?;
         delete_finished_manifests(cx).await?;
         if let Some(missing) = mismatch {
             tracing::warn!(%date, missing = missing.len(), "parity mismatch: date left as it is; the range goes on");
@@ -796,14 +775,6 @@ async fn repair_range(
         }
     }
     Ok(())
-}
-
-/// `Some((left, needed))` when less than `needed` remains before the run's
-/// deadline (`RunOptions::deadline`); `None` when there is time, or no
-/// deadline at all.
-fn deadline_near(opts: &RunOptions, needed: Duration) -> Option<(Duration, Duration)> {
-    let left = opts.deadline?.saturating_duration_since(Instant::now());
-    (left < needed).then_some((left, needed))
 }
 
 #[cfg(test)]

@@ -96,6 +96,48 @@ async fn a_request_that_never_answers_ends_the_run_within_its_deadline_at_every_
     }
 }
 
+/// audit keeps the run's deadline rule: an index GET that never answers is
+/// cut 8 s before the deadline (12 s) and the audit ends with its report,
+/// `incomplete`, naming the date to resume from. Before, audit bounded no
+/// S3 call: a stalled request outlived Lambda's timeout with no report.
+#[tokio::test]
+async fn an_audit_whose_request_never_answers_ends_within_its_deadline_with_a_report() {
+    init_logs();
+    let direct = bucket("dl-audit").await;
+    generate(&direct, two_days(365));
+    let proxy = Proxy::start();
+    proxy.set(
+        json!({"stall": [{"match": r"^GET /[^/]+/index/.*2026/month=07/day=20/", "times": -1}]}),
+    );
+    let store = proxy.store(&direct);
+    let cfg = config(&store, &[("DEADLINE_MARGIN_SECONDS", "9")]);
+    let mut opts =
+        archive_compaction::audit::AuditOptions::range(date("2026-07-19"), date("2026-07-20"));
+    let deadline = Duration::from_secs(12);
+    let t0 = Instant::now();
+    opts.deadline = Some(t0 + deadline);
+    let r = archive_compaction::audit::audit(&store, &cfg, &opts)
+        .await
+        .unwrap();
+    let took = t0.elapsed();
+    assert!(
+        proxy.stats()["by_rule"]["stall"].as_u64().unwrap_or(0) >= 1,
+        "{}",
+        proxy.stats()
+    );
+    assert!(
+        took <= deadline + PAST_DEADLINE,
+        "the audit took {took:?}, its deadline was {deadline:?}"
+    );
+    assert_eq!(
+        r.status,
+        archive_compaction::audit::AuditStatus::Incomplete,
+        "{r:?}"
+    );
+    assert_eq!(r.resume_date, Some(date("2026-07-20")), "{r:?}");
+    assert_eq!(r.totals.dates_audited, 1, "07-19 was audited: {r:?}");
+}
+
 /// The acceptance check from outside: the CLI with `--max-duration 40`, a
 /// manifest PUT that never answers: the process ends within 40 s plus 2 s
 /// with its report (`stop_reason` `deadline`, exit 1).
