@@ -14,11 +14,11 @@ use std::collections::BTreeMap;
 use std::process::Output;
 use std::time::Duration;
 
+use crate::common::*;
 use archive_compaction::app::{Deps, dispatch};
 use archive_compaction::audit::{AuditReport, AuditStatus};
 use archive_compaction::run::{RunOptions, run};
 use archive_compaction::storage::{PutMode, S3Store};
-use crate::common::*;
 use serde_json::{Value, json};
 
 const NOW: &str = "2026-07-22T04:50:00Z";
@@ -555,11 +555,19 @@ async fn audit_and_run_agree_on_a_per_flight_file_without_its_own_row() {
         json!({"key": &keys[0], "from": [&keys[1]]}),
     );
     let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
-    assert_eq!(r.last_run_status, archive_compaction::report::Status::Mismatch);
+    assert_eq!(
+        r.last_run_status,
+        archive_compaction::report::Status::Mismatch
+    );
     assert_eq!(r.mismatch_uuids, vec![victim.clone()]);
 
     let (out, a) = cli_audit(&store, "2026-07-20", "2026-07-20");
-    assert_eq!(a.status, AuditStatus::Findings, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        a.status,
+        AuditStatus::Findings,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let d = day(&a, "2026-07-20");
     assert_eq!(counts(d), [1, 1, 0, 0, 0, 0], "{:?}", d.findings);
     assert_eq!(d.findings.missing.examples[0].flight.to_string(), victim);
@@ -570,8 +578,13 @@ async fn audit_and_run_agree_on_a_per_flight_file_without_its_own_row() {
     assert_eq!(d.rows, 3, "three rows, as Athena reads the partition");
 
     // A zero-row per-flight file: its flight has no row, for both.
-    let (store, v) =
-        variants_bucket("audit-zero-row", 72, "2026-07-20", &["zero_rows", "default"]).await;
+    let (store, v) = variants_bucket(
+        "audit-zero-row",
+        72,
+        "2026-07-20",
+        &["zero_rows", "default"],
+    )
+    .await;
     let zero = flight_uuid(v["zero_rows"]["key"].as_str().unwrap()).to_string();
     let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
     assert_eq!(r.mismatch_uuids, vec![zero.clone()]);

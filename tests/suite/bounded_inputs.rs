@@ -9,8 +9,8 @@
 
 use std::process::{Command, Output};
 
-use archive_compaction::storage::S3Store;
 use crate::common::*;
+use archive_compaction::storage::S3Store;
 use serde_json::{Value, json};
 
 const NOW: &str = "2026-07-22T04:50:00Z";

@@ -4,10 +4,10 @@
 
 use std::process::{Command, Output};
 
+use crate::common::*;
 use archive_compaction::progress::bar_sink;
 use archive_compaction::report::{RunReport, Status};
 use archive_compaction::run::{RunOptions, run};
-use crate::common::*;
 use serde_json::json;
 
 /// Logs written to a file (stderr redirected: not a terminal) are plain

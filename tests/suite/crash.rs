@@ -6,11 +6,11 @@
 
 use std::time::Duration;
 
+use crate::common::*;
 use archive_compaction::config::Config;
 use archive_compaction::report::{RunReport, Status};
 use archive_compaction::run::{RunOptions, run};
 use archive_compaction::storage::S3Store;
-use crate::common::*;
 use serde_json::json;
 
 const NOW: &str = "2026-07-22T04:50:00Z";

@@ -20,6 +20,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::common::*;
 use archive_compaction::app::{Deps, handle};
 use archive_compaction::keys::index_prefix;
 use archive_compaction::lease::LeaseGuard;
@@ -29,7 +30,6 @@ use archive_compaction::report::{Parity, RunReport, Status, StopReason};
 use archive_compaction::run::{RunOptions, run};
 use archive_compaction::storage::PutMode;
 use chrono::NaiveDate;
-use crate::common::*;
 use serde_json::{Value, json};
 
 /// Topic names of the statistics a report publishes.

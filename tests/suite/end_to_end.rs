@@ -2,10 +2,10 @@
 //! `TEST_S3_SERVER=moto` for the second implementation), with index files
 //! written by pyarrow and outputs read back by pyarrow.
 
+use crate::common::*;
 use archive_compaction::report::{Status, StopReason};
 use archive_compaction::run::{RunOptions, run};
 use archive_compaction::storage::PutMode;
-use crate::common::*;
 use serde_json::json;
 
 #[tokio::test]

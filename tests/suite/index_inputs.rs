@@ -14,10 +14,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::common::*;
 use archive_compaction::report::{Parity, RunReport, Status, StopReason};
 use archive_compaction::run::{RunOptions, run};
 use archive_compaction::storage::{PutMode, S3Store};
-use crate::common::*;
 use serde_json::{Value, json};
 
 /// Uploads a field case's `bucket/` folder, key by key.

@@ -8,12 +8,12 @@
 //! Inputs are written by pyarrow with the writer options that produce each
 //! variant; outputs are read back by pyarrow.
 
+use crate::common::*;
 use archive_compaction::keys::index_prefix;
 use archive_compaction::report::{Parity, RunReport, Status, StopReason};
 use archive_compaction::run::{RunOptions, run};
 use archive_compaction::status::{self, StatusOptions};
 use archive_compaction::storage::PutMode;
-use crate::common::*;
 use serde_json::{Value, json};
 
 const MERGEABLE: &[&str] = &[

@@ -23,9 +23,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::common::*;
 use archive_compaction::report::{RunReport, Status, StopReason};
 use archive_compaction::storage::{PutMode, S3Store};
-use crate::common::*;
 use serde_json::{Value, json};
 
 /// cargo-lambda from `.tools/lambda/bin`, else from `PATH`.

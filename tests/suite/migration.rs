@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use archive_compaction::storage::{PutMode, S3Store};
 use crate::common::*;
+use archive_compaction::storage::{PutMode, S3Store};
 use serde_json::{Value, json};
 
 const NOW: &str = "2026-07-22T04:50:00Z";

@@ -9,13 +9,13 @@
 use std::process::Output;
 use std::sync::Arc;
 
+use crate::common::*;
 use archive_compaction::app::{Deps, handle};
 use archive_compaction::clock::ManualClock;
 use archive_compaction::report::{Status, StopReason};
 use archive_compaction::run::{RunOptions, run};
 use archive_compaction::status;
 use archive_compaction::storage::S3Store;
-use crate::common::*;
 use serde_json::json;
 
 const LOCK: &str = "_compaction_state/lock.json";

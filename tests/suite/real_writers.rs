@@ -10,10 +10,10 @@
 
 use std::collections::BTreeMap;
 
+use crate::common::*;
 use archive_compaction::report::{Parity, RunReport, Status};
 use archive_compaction::run::{RunOptions, run};
 use archive_compaction::storage::S3Store;
-use crate::common::*;
 use serde_json::{Value, json};
 
 const D: &str = "2026-07-20";

@@ -13,13 +13,13 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::common::*;
 use archive_compaction::app::{Deps, invoke};
 use archive_compaction::report::{RunReport, Status, StopReason};
 use archive_compaction::run::RunOptions;
 use archive_compaction::storage::S3Store;
 use aws_sdk_cloudwatch::types::{Dimension, StandardUnit, Statistic};
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
-use crate::common::*;
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS, TlsConfiguration, Transport};
 use serde_json::{Value, json};
 

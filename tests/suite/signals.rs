@@ -10,11 +10,11 @@ use std::io::{BufRead, BufReader};
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
+use crate::common::*;
 use archive_compaction::app::{Deps, handle};
 use archive_compaction::report::{Status, StopReason};
 use archive_compaction::run::{RunOptions, run};
 use archive_compaction::storage::S3Store;
-use crate::common::*;
 use serde_json::json;
 
 /// The real binary through the proxy, sent `signal` while the proxy holds

@@ -746,8 +746,7 @@ async fn schedule(seed: u64) -> std::result::Result<(), String> {
     }
     // A commit may leave a manifest listing a skipped input (the failpoint
     // build): recovery quarantines it, the operator deletes it.
-    let holes = !planted.is_empty()
-        || !world.archive.lock().unwrap().unmergeable.is_empty();
+    let holes = !planted.is_empty() || !world.archive.lock().unwrap().unmergeable.is_empty();
     // The sweep on (covering every date) or off; with it off the writer is
     // quiet: a file landing in a compacted day is, by design, the sweep's.
     let sweep = if rng.chance(750) { 3 } else { 0 };

@@ -10,11 +10,11 @@
 
 use std::process::Command;
 
+use crate::common::*;
 use archive_compaction::lease::LeaseGuard;
 use archive_compaction::report::{RunReport, Status, StopReason};
 use archive_compaction::run::{RunOptions, run};
 use archive_compaction::storage::PutMode;
-use crate::common::*;
 use serde_json::{Value, json};
 
 /// The runs of this file one at a time (failpoints are process-wide).

@@ -8,9 +8,9 @@
 
 use std::process::{Command, Stdio};
 
+use crate::common::*;
 use archive_compaction::keys::index_prefix;
 use archive_compaction::storage::PutMode;
-use crate::common::*;
 use serde_json::json;
 
 #[test]

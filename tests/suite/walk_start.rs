@@ -7,11 +7,11 @@
 
 use std::time::Duration;
 
+use crate::common::*;
 use archive_compaction::report::{Status, StopReason};
 use archive_compaction::run::{RunOptions, run};
 use archive_compaction::status;
 use archive_compaction::storage::{PutMode, S3Store};
-use crate::common::*;
 use serde_json::json;
 
 #[tokio::test]

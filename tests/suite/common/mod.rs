@@ -268,7 +268,10 @@ fn forked_py(socket: &std::path::Path, script: &str, args: &[&str], stdin: Optio
     let a: Answer = serde_json::from_str(&answer)
         .unwrap_or_else(|e| panic!("forkserver's answer to {script} {args:?} ({e}): {answer:?}"));
     eprint!("{}", a.stderr);
-    assert_eq!(a.code, 0, "{script} {args:?} failed (through the forkserver)");
+    assert_eq!(
+        a.code, 0,
+        "{script} {args:?} failed (through the forkserver)"
+    );
     a.stdout
 }
 
