@@ -94,6 +94,18 @@ impl S3Store {
     /// `s3:GetBucketVersioning` / `s3:GetLifecycleConfiguration` on the
     /// bucket); a bucket with no lifecycle configuration is no error.
     pub async fn bucket_lifecycle(&self) -> Result<BucketLifecycle> {
+        // The rules first: a denial names the first permission missing.
+        let rules = match self
+            .client
+            .get_bucket_lifecycle_configuration()
+            .bucket(&self.bucket)
+            .send()
+            .await
+        {
+            Ok(out) => out.rules().iter().filter_map(summary).collect(),
+            Err(e) if e.code() == Some("NoSuchLifecycleConfiguration") => Vec::new(),
+            Err(e) => return Err(self.err("GetBucketLifecycleConfiguration", "", e)),
+        };
         let versioning = self
             .client
             .get_bucket_versioning()
@@ -107,17 +119,6 @@ impl S3Store {
                 BucketVersioningStatus::Suspended => "Suspended".to_string(),
                 other => other.as_str().to_string(),
             });
-        let rules = match self
-            .client
-            .get_bucket_lifecycle_configuration()
-            .bucket(&self.bucket)
-            .send()
-            .await
-        {
-            Ok(out) => out.rules().iter().filter_map(summary).collect(),
-            Err(e) if e.code() == Some("NoSuchLifecycleConfiguration") => Vec::new(),
-            Err(e) => return Err(self.err("GetBucketLifecycleConfiguration", "", e)),
-        };
         Ok(BucketLifecycle { versioning, rules })
     }
 }

@@ -53,6 +53,19 @@ object), which AWS's policy has no need of.
    the others stay); with either statement removed it exits 1 and deletes
    nothing; the user can read no index object.
 
+6. `status` under `specs/status.policy.json` (an operator's read-only
+   credential, docs/deploying.md "Versioned buckets"), as its own user, on a
+   versioned bucket with a recorded mismatch that only a read of the
+   date's index files shows (a per-flight file holding another flight's row): exit 0, no error, the mismatch's missing flight
+   named and the bucket configuration read without a denial; with
+   ReadBucketConfiguration removed only the versioning is unknown
+   (AccessDenied, naming the policy); with any other statement removed it
+   exits 1 on a denial. moto answers GetBucketVersioning with the root
+   element GetBucketVersioningResponse where AWS documents
+   VersioningConfiguration, which the Rust SDK refuses to parse: on moto
+   the versioning itself stays unknown (not a denial); what status says of
+   a versioned bucket is tested on ministack (tests/suite/status.rs).
+
 Exits non-zero with the reason on the first check that fails.
 """
 import argparse
@@ -416,6 +429,8 @@ def main():
     attach(bucket, policy_for(bucket, key_arn)["Statement"])
     # 5. The host's prune-cache credential (once: it does not depend on BucketKmsKeyArn).
     prune_cache_policy(args, endpoint, iam, session, fresh_bucket, admin)
+    # 6. An operator's status credential.
+    status_policy(args, endpoint, iam, session, fresh_bucket, admin)
     say("least privilege: all checks passed")
 
 
@@ -487,6 +502,67 @@ def prune_cache_policy(args, endpoint, iam, session, fresh_bucket, admin):
               f"prune-cache without {st['Sid']}: not a denial: {p.stderr[-1500:]}")
         check(files(d) == before, f"prune-cache without {st['Sid']} deleted something")
         say(f"5. prune-cache without {st['Sid']}: exit 1, nothing deleted; {p.stderr.strip()[-160:]}")
+
+
+def status_policy(args, endpoint, iam, session, fresh_bucket, admin):
+    """Check 6: status reads all it shows under exactly specs/status.policy.json."""
+    with open(os.path.join(ROOT, "specs", "status.policy.json")) as f:
+        template = f.read()
+    bucket, gen = fresh_bucket()
+    a3 = admin.client("s3", endpoint_url=endpoint)
+    a3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    # A recorded mismatch on 07-18 (one flight's index file holding another
+    # flight's row): status re-checks it with the run's parity gate, which
+    # reads the date's index files to find it.
+    gone, other = gen["index_keys"]["2026-07-18"][:2]
+    a3.put_object(Bucket=bucket, Key=gone, Body=a3.get_object(Bucket=bucket, Key=other)["Body"].read())
+    a3.put_object(Bucket=bucket, Key="_compaction_state/watermark.json", Body=json.dumps({
+        "last_compacted_date": "2026-07-17", "mismatch_date": "2026-07-18",
+        "mismatch_runs": 1}).encode())
+    iam.create_user(UserName="status")
+    key = iam.create_access_key(UserName="status")["AccessKey"]
+    statements = json.loads(template.replace("${BucketName}", bucket))["Statement"]
+
+    def attach(sts):
+        iam.put_user_policy(UserName="status", PolicyName="status",
+                            PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": sts}))
+        time.sleep(0.5)
+
+    def status():
+        env = {"PATH": os.environ.get("PATH", ""), "S3_BUCKET": bucket, "S3_FORCE_PATH_STYLE": "true",
+               "AWS_ENDPOINT_URL": endpoint, "AWS_REGION": REGION,
+               "AWS_ACCESS_KEY_ID": key["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"],
+               "AWS_EC2_METADATA_DISABLED": "true", "LOG_LEVEL": "warn"}
+        p = subprocess.run([args.binary, "status", "--now", NOW, "--json"], env=env,
+                           capture_output=True, text=True, timeout=120)
+        return p.returncode, json.loads(p.stdout), p.stderr
+
+    attach(statements)
+    code, s, err = status()
+    check(code == 0 and not s["errors"], f"status under its policy: exit {code}: {s['errors']} {err[-800:]}")
+    missing = (s["mismatch"] or {}).get("missing_uuids") or []
+    check(len(missing) == 1 and missing[0] in gone, f"status under its policy: mismatch {s['mismatch']}")
+    v = s["versioning"]
+    moto_root = "expected VersioningConfiguration" in (v["error"] or "") or "HTTP 200" in (v["error"] or "")
+    check((v["versioning"] == "Enabled" and v["error"] is None and v["advice"])
+          or (moto_root and "AccessDenied" not in v["error"]),
+          f"status under its policy: versioning {v}")
+    say(f"6. status under specs/status.policy.json: exit 0, mismatch {missing[0]} re-checked, "
+        f"bucket configuration read without a denial ({v['versioning'] or v['error'][:80]})")
+    for st in statements:
+        attach([x for x in statements if x is not st])
+        code, s, err = status()
+        if st["Sid"] == "ReadBucketConfiguration":
+            v = s["versioning"]
+            check(code == 0 and v["error"] and "AccessDenied" in v["error"]
+                  and "specs/status.policy.json" in v["error"],
+                  f"status without {st['Sid']}: exit {code}, versioning {v}")
+            say(f"6. status without {st['Sid']}: versioning unknown: {v['error'][:160]}")
+            continue
+        why = json.dumps(s["errors"])
+        check(code == 1 and ("AccessDenied" in why or "403" in why),
+              f"status without {st['Sid']}: exit {code}, not a denial: {why[:800]}")
+        say(f"6. status without {st['Sid']}: exit 1; {why[:160]}")
 
 
 if __name__ == "__main__":
