@@ -176,6 +176,11 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
         "memory one index input may take decoded, in MiB; an input whose footer declares more (or whose footer is longer than 1/32 of it, or that has more than 1,000 columns) is left in place unread and named in skipped_files",
     ),
     (
+        "MEMORY_LIMIT_MB",
+        text!(Text::new().str("AWS_LAMBDA_FUNCTION_MEMORY_SIZE; none without it")),
+        "memory the run may use, in MB; a date whose estimated peak (60 MB + 1.5 KB an index file) is over 90% of it is refused before it is read, with the estimate and the fix (0: no limit)",
+    ),
+    (
         "ROW_GROUP_ROWS",
         text!(Text::new().num(defaults::ROW_GROUP_ROWS as u64)),
         "rows per Parquet row group in compacted files",
@@ -306,6 +311,10 @@ pub struct Config {
     /// the function's memory in MB, else 128 MiB). The input limits derive
     /// from it ([`crate::input`]).
     pub input_budget: crate::input::Budget,
+    /// Memory the run may use, in MB (`MEMORY_LIMIT_MB`; default
+    /// `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`, none without it; 0: none): a date
+    /// over it is refused before it is read ([`crate::day::check_day_memory`]).
+    pub memory_limit_mb: Option<u64>,
     /// Output size from which the compacted file goes up as a multipart
     /// upload (`MULTIPART_THRESHOLD_BYTES`, default 16 MiB; 0 = always).
     pub multipart_threshold: usize,
@@ -566,6 +575,13 @@ impl Config {
                 None => crate::input::Budget::default(),
             },
         };
+        let memory_limit_mb = match get(env, "MEMORY_LIMIT_MB") {
+            Some(_) => parse_num::<u64>(env, "MEMORY_LIMIT_MB", 0, "a whole number of MB")?,
+            None => get(env, "AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0),
+        };
+        let memory_limit_mb = (memory_limit_mb > 0).then_some(memory_limit_mb);
         let multipart_threshold: usize = parse_num(
             env,
             "MULTIPART_THRESHOLD_BYTES",
@@ -655,6 +671,7 @@ impl Config {
             read_concurrency,
             row_group_rows,
             input_budget,
+            memory_limit_mb,
             multipart_threshold,
             multipart_part_size,
             deadline_margin: Duration::from_secs(margin),

@@ -227,6 +227,63 @@ impl fmt::Display for BlockReason {
     }
 }
 
+/// The process's peak memory before any date (the runtime, the SDK, the
+/// lease and recovery), in MB: docs/performance.md's job rows (71 MB at
+/// 10,000 files, 131 MB at 50,000, peak RSS) less 1.5 KB a file, rounded up.
+pub const BASE_MEMORY_MB: u64 = 60;
+
+/// What one index file of a date adds to the peak, in bytes: its listing
+/// entry, its plan and manifest entries, its flight in the proof and its
+/// row in the merge (docs/performance.md: 60 MB more from 10,000 to 50,000
+/// files, 1.5 KB a file; 1.15 KB a file from 100,000 to 200,000).
+pub const MEMORY_PER_FILE_BYTES: u64 = 1_536;
+
+/// The estimated peak memory of a run compacting a date of `files` index
+/// files, in MB ([`BASE_MEMORY_MB`] + [`MEMORY_PER_FILE_BYTES`] each).
+///
+/// ```
+/// use archive_compaction::day::peak_memory_mb;
+/// assert_eq!(peak_memory_mb(0), 60);
+/// assert_eq!(peak_memory_mb(200_000), 353);
+/// ```
+pub fn peak_memory_mb(files: u64) -> u64 {
+    BASE_MEMORY_MB + (files * MEMORY_PER_FILE_BYTES).div_ceil(1 << 20)
+}
+
+/// Refuses a date of `files` index files whose estimated peak
+/// ([`peak_memory_mb`]) is over 90% of `limit_mb` (`MEMORY_LIMIT_MB`); `None`
+/// for no limit.
+///
+/// # Errors
+/// [`Error::DayTooBig`] with the estimate and the memory that would do
+/// (rounded up to 64 MB, Lambda's MemorySize being any MB from 128).
+///
+/// ```
+/// use archive_compaction::day::check_day_memory;
+/// use chrono::NaiveDate;
+/// let d = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+/// assert!(check_day_memory(d, 200_000, Some(512)).is_ok());
+/// let e = check_day_memory(d, 300_000, Some(512)).unwrap_err().to_string();
+/// assert!(e.contains("at least 576 MB"), "{e}");
+/// assert!(check_day_memory(d, 10_000_000, None).is_ok());
+/// ```
+pub fn check_day_memory(date: NaiveDate, files: u64, limit_mb: Option<u64>) -> Result<()> {
+    let Some(limit_mb) = limit_mb else {
+        return Ok(());
+    };
+    let needed_mb = peak_memory_mb(files);
+    if needed_mb * 10 <= limit_mb * 9 {
+        return Ok(());
+    }
+    Err(Error::DayTooBig {
+        date: date.to_string(),
+        files,
+        needed_mb,
+        limit_mb,
+        suggest_mb: (needed_mb * 10).div_ceil(9).div_ceil(64) * 64,
+    })
+}
+
 /// Every blocked date with all its reasons, read once from the watermark's
 /// `mismatch_date` and the listings of `manifests/` and `quarantine/`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -82,6 +82,26 @@ pub enum Error {
         margin_s: u64,
     },
 
+    /// A date holds more index files than the run's memory can compact in
+    /// one pass ([`crate::day::peak_memory_mb`]): refused after its listing,
+    /// before any input is read, so the run ends with a report instead of
+    /// dying on an allocation.
+    #[error(
+        "date {date} holds {files} index files: compacting it needs about {needed_mb} MB, more than 90% of the {limit_mb} MB this run may use (MEMORY_LIMIT_MB, default the function's MemorySize); nothing was read or changed. Raise MemorySize (the template's parameter) to at least {suggest_mb} MB, or run `archive-compaction run --date {date}` where that much memory is"
+    )]
+    DayTooBig {
+        /// The date (YYYY-MM-DD).
+        date: String,
+        /// Index files listed in its partition.
+        files: u64,
+        /// The estimated peak, in MB.
+        needed_mb: u64,
+        /// The limit (`MEMORY_LIMIT_MB`), in MB.
+        limit_mb: u64,
+        /// The smallest limit that would do, rounded up to 64 MB.
+        suggest_mb: u64,
+    },
+
     /// A state file (`_compaction_state/...`) exists but cannot be parsed.
     #[error(
         "state file s3://{bucket}/{key} is not valid: {reason}; fix or remove it by hand (it is never overwritten on a guess)"

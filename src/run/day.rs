@@ -105,6 +105,10 @@ async fn day_passes(
         tracing::debug!(%date, phase = "list", flights = listed.flights.len(), seconds = t.elapsed().as_secs_f64(), "partition listed");
         let listing = &listed.index;
         day.flights = listed.flights.len() as u64;
+        // Refused before any input is read when the date cannot fit the
+        // run's memory: a report, not an allocation failure.
+        let files = listing.inputs().count().max(listed.flights.len()) as u64;
+        crate::day::check_day_memory(date, files, cx.config.memory_limit_mb)?;
         if pass == 0 {
             day.foreign_objects = listing.foreign.len() as u64;
             day.foreign_keys = (listing.foreign.iter().take(FOREIGN_KEYS_SHOWN))

@@ -4,7 +4,7 @@
 //! watermark without its date, a mistyped event, a mistyped `LOG_LEVEL`, a
 //! mistyped setting name (a warning), `audit` and `prune-cache` with a bad
 //! setting (no run report), a lock that lasts ten years, a lease that expires
-//! under its own run.
+//! under its own run, a date too big for the function's memory.
 
 use std::process::Output;
 use std::sync::Arc;
@@ -363,4 +363,52 @@ async fn a_lease_that_expires_under_its_own_run_says_so() {
     let err = r.errors.join("; ");
     assert!(err.contains("expired under this run"), "{err}");
     assert!(!err.contains("taken over or deleted"), "{err}");
+}
+
+/// A date whose estimated peak is over 90% of the memory the run may use
+/// is refused after its listing, before any input is read: a Failure with
+/// a report naming the date, the files, the estimate and the MemorySize
+/// that would do; nothing read, written or deleted, the lease released.
+/// (Before, such a date died on an allocation with no report and the lease
+/// held.) 64 MB is below any date's estimate (60 MB + 1.5 KB a file, over
+/// 90%); the Lambda's own setting is the default.
+#[tokio::test]
+async fn a_date_too_big_for_the_memory_is_refused_before_it_is_read() {
+    let (store, before) = slip_world("slip-memory", 267, &[]).await;
+    for limit in [
+        ("MEMORY_LIMIT_MB", "64"),
+        ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "64"),
+    ] {
+        let r = run(&store, &config(&store, &[limit]), &RunOptions::at(at(NOW))).await;
+        assert_eq!(r.last_run_status, Status::Failure, "{limit:?}");
+        let e = &r.errors[0];
+        assert!(
+            e.contains("date 2026-07-18 holds 5 index files")
+                && e.contains("needs about 61 MB")
+                && e.contains("more than 90% of the 64 MB")
+                && e.contains("at least 128 MB")
+                && e.contains("run --date 2026-07-18"),
+            "{limit:?}: {e}"
+        );
+        assert_eq!(r.files_compacted, 0);
+        assert_eq!(
+            dump(&store, ""),
+            before,
+            "{limit:?}: a refused date changed the bucket"
+        );
+    }
+    // No limit (the CLI outside Lambda), or one the date fits: compacted.
+    let r = run(
+        &store,
+        &config(
+            &store,
+            &[
+                ("MEMORY_LIMIT_MB", "0"),
+                ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "64"),
+            ],
+        ),
+        &RunOptions::at(at(NOW)),
+    )
+    .await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
 }
