@@ -341,9 +341,15 @@ async fn status_of_a_fresh_bucket_and_of_an_unreadable_watermark() {
 /// `status` says so until the lifecycle rules of docs/deploying.md
 /// ("Versioned buckets") are set, and flags a rule that would expire
 /// current index objects. The rules are the doc's own JSON, put with the
-/// SDK.
+/// SDK. Needs ministack: moto answers GetBucketVersioning with the root
+/// element `GetBucketVersioningResponse` where AWS documents
+/// `VersioningConfiguration`, and the SDK refuses it.
 #[tokio::test]
 async fn status_flags_a_versioned_bucket_without_its_lifecycle_rules() {
+    if s3_kind() != "ministack" {
+        eprintln!("skipped: needs ministack (moto's GetBucketVersioning answer is not AWS's documented one)");
+        return;
+    }
     init_logs();
     let store = bucket("op-status-versioned").await;
     let v = status::versioning(&store).await;
