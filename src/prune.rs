@@ -139,8 +139,22 @@ impl PruneOptions {
 }
 
 /// Why a file of the cache was kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum KeptReason {
     /// Its date is after the watermark (or nothing was compacted yet): the
     /// job has not finished that day.
@@ -165,17 +179,9 @@ pub enum KeptReason {
 }
 
 impl KeptReason {
-    /// The name as in the JSON.
+    /// The name as in the JSON (serde and strum both snake case).
     pub fn as_str(self) -> &'static str {
-        match self {
-            KeptReason::AfterWatermark => "after_watermark",
-            KeptReason::Blocked => "blocked",
-            KeptReason::StillInS3 => "still_in_s3",
-            KeptReason::FlightNotListed => "flight_not_listed",
-            KeptReason::NotPerFlight => "not_per_flight",
-            KeptReason::OutsideLayout => "outside_layout",
-            KeptReason::DeleteFailed => "delete_failed",
-        }
+        self.into()
     }
 
     fn words(self) -> &'static str {
@@ -760,6 +766,14 @@ pub fn format_human(r: &PruneReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kept_reasons_log_as_their_json_names() {
+        use strum::VariantArray;
+        for r in KeptReason::VARIANTS {
+            assert_eq!(serde_json::to_value(r).unwrap(), r.as_str(), "{r:?}");
+        }
+    }
 
     const U1: &str = "019f7d73-f820-702f-b905-8c81d0944996";
     const U2: &str = "019f7dc0-c448-7e25-b944-852039292d22";

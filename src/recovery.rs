@@ -106,7 +106,10 @@ impl fmt::Display for Role {
 /// manifest; [`ManifestRule::Unreadable`], [`ManifestRule::OutputOfAnotherJob`],
 /// [`ManifestRule::OnlyCopy`] and [`ManifestRule::InputNotInOutput`] are
 /// found by reading the bucket.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr, strum::VariantNames,
+)]
+#[strum(serialize_all = "snake_case")]
 pub enum ManifestRule {
     /// Empty, not JSON, or not shaped like a [`Manifest`].
     #[error("unreadable (empty or not a manifest: {reason})")]
@@ -262,27 +265,10 @@ pub enum ManifestRule {
 }
 
 impl ManifestRule {
-    /// A stable name for the rule (snake case), first in the report's detail.
+    /// A stable name for the rule (its variant's name in snake case, as
+    /// strum derives it), first in the report's detail.
     pub fn code(&self) -> &'static str {
-        match self {
-            ManifestRule::Unreadable { .. } => "unreadable",
-            ManifestRule::UnknownVersion { .. } => "unknown_version",
-            ManifestRule::NameNotJobId { .. } => "name_not_job_id",
-            ManifestRule::DateNotKeyDate { .. } => "date_not_key_date",
-            ManifestRule::StateFile { .. } => "state_file",
-            ManifestRule::OutsideIndex { .. } => "outside_index",
-            ManifestRule::NotInPartition { .. } => "not_in_partition",
-            ManifestRule::OutputNotCompacted { .. } => "output_not_compacted",
-            ManifestRule::OutputNotDerived { .. } => "output_not_derived",
-            ManifestRule::OutputNotMintedWithJob { .. } => "output_not_minted_with_job",
-            ManifestRule::OutputWithoutInputs { .. } => "output_without_inputs",
-            ManifestRule::InputNotIndexFile { .. } => "input_not_index_file",
-            ManifestRule::InputIsOutput { .. } => "input_is_output",
-            ManifestRule::InputTwice { .. } => "input_twice",
-            ManifestRule::OutputOfAnotherJob { .. } => "output_of_another_job",
-            ManifestRule::OnlyCopy { .. } => "only_copy",
-            ManifestRule::InputNotInOutput { .. } => "input_not_in_output",
-        }
+        self.into()
     }
 }
 
@@ -1134,6 +1120,34 @@ fn output_name(manifest: &Manifest) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rule_codes_are_the_documented_names() {
+        use strum::VariantNames;
+        // docs/operating.md's recovery table and the reports name these.
+        assert_eq!(
+            ManifestRule::VARIANTS,
+            [
+                "unreadable",
+                "unknown_version",
+                "name_not_job_id",
+                "date_not_key_date",
+                "state_file",
+                "outside_index",
+                "not_in_partition",
+                "output_not_compacted",
+                "output_not_derived",
+                "output_not_minted_with_job",
+                "output_without_inputs",
+                "input_not_index_file",
+                "input_is_output",
+                "input_twice",
+                "output_of_another_job",
+                "only_copy",
+                "input_not_in_output",
+            ]
+        );
+    }
     use crate::keys::manifest_key;
     use crate::state::{ManifestInput, ManifestOutput};
     use uuid::{NoContext, Timestamp};

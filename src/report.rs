@@ -73,7 +73,9 @@ pub const ERRORS_SHOWN: usize = 50;
 pub const REPORT_MAX_BYTES: usize = 200_000;
 
 /// Outcome of a run: exit code 0, 2, 1 respectively.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, strum::IntoStaticStr,
+)]
 pub enum Status {
     /// Everything up to the cutoff (or the deadline) is compacted.
     #[default]
@@ -94,13 +96,9 @@ impl Status {
         }
     }
 
-    /// `Success`, `Mismatch` or `Failure`.
+    /// `Success`, `Mismatch` or `Failure` (the variant's name, as serde's).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Success => "Success",
-            Status::Mismatch => "Mismatch",
-            Status::Failure => "Failure",
-        }
+        self.into()
     }
 }
 

@@ -347,7 +347,9 @@ async fn status_of_a_fresh_bucket_and_of_an_unreadable_watermark() {
 #[tokio::test]
 async fn status_flags_a_versioned_bucket_without_its_lifecycle_rules() {
     if s3_kind() != "ministack" {
-        eprintln!("skipped: needs ministack (moto's GetBucketVersioning answer is not AWS's documented one)");
+        eprintln!(
+            "skipped: needs ministack (moto's GetBucketVersioning answer is not AWS's documented one)"
+        );
         return;
     }
     init_logs();
