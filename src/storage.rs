@@ -41,7 +41,7 @@ use aws_sdk_s3::types::{
     ChecksumAlgorithm, ChecksumMode, CompletedMultipartUpload, CompletedPart, Delete, EncodingType,
     ObjectIdentifier,
 };
-use backon::{BackoffBuilder, ExponentialBuilder};
+use backon::{BackoffBuilder, ExponentialBuilder, Retryable};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
@@ -817,8 +817,7 @@ impl S3Store {
         range: Option<std::ops::Range<u64>>,
         if_match: Option<&str>,
     ) -> Result<Fetched> {
-        let mut attempt = 1;
-        loop {
+        let read = || async {
             let mut req = self.client.get_object().bucket(&self.bucket).key(key);
             if let Some(r) = &range {
                 req = req
@@ -831,16 +830,20 @@ impl S3Store {
                 .send()
                 .await
                 .map_err(|e| self.err("GetObject", key, e))?;
-            match self.read_body(key, out, if_match).await {
-                Err(e @ Error::S3 { .. })
-                    if e.is_transient() && is_body_error(&e) && attempt < BODY_ATTEMPTS =>
-                {
-                    tracing::warn!(key, attempt, error = %e, "GetObject body broke off; reading it again");
-                    attempt += 1;
-                }
-                r => return r,
-            }
-        }
+            self.read_body(key, out, if_match).await
+        };
+        // Only a body that broke off is read again, at once: the request's
+        // own failures were retried by the SDK.
+        read.retry(
+            backon::ConstantBuilder::default()
+                .with_delay(Duration::ZERO)
+                .with_max_times(BODY_ATTEMPTS as usize - 1),
+        )
+        .when(|e| e.is_transient() && is_body_error(e))
+        .notify(
+            |e, _| tracing::warn!(key, error = %e, "GetObject body broke off; reading it again"),
+        )
+        .await
     }
 
     /// A GetObject answer's body and ETag, once its ETag is the one
