@@ -73,7 +73,7 @@ use tokio::sync::Semaphore;
 use uuid::Uuid;
 
 use crate::config::Config;
-use crate::day::{Day, DayCounts, FlightKeys, RangeOf, date_range};
+use crate::day::{DateRange, Day, DayCounts, FlightKeys, RangeOf};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::input::{self, Budget, RowKeys};
@@ -392,7 +392,7 @@ pub struct AuditReport {
 
 /// Audits `opts.from` to `opts.to` (see the module docs).
 ///
-/// Errors: only a bad range ([`date_range`]: reversed, or longer than
+/// Errors: only a bad range ([`DateRange::new`]: reversed, or longer than
 /// [`crate::day::MAX_RANGE_DAYS`]); a date that fails is in
 /// [`AuditReport::unfinished`].
 pub async fn audit(
@@ -400,7 +400,7 @@ pub async fn audit(
     config: &Config,
     opts: &AuditOptions,
 ) -> Result<AuditReport> {
-    let dates = date_range(opts.from, opts.to, RangeOf::Audit)?;
+    let dates = DateRange::new(opts.from, opts.to, RangeOf::Audit)?.dates();
     let deadline = &Deadline::new(opts.deadline, config.deadline_margin);
     let bounded = store.until(deadline.s3());
     let store = &bounded;

@@ -18,7 +18,7 @@
 //!   date's local copies). Where a date has several reasons every command
 //!   names the first its policy takes, in [`BlockReason`]'s order, so
 //!   `status` and `prune-cache` name the same manifest for one date.
-//! - [`date_range`]: the dates of a `from`/`to` range (a repair run's, an
+//! - [`DateRange`]: a `from`/`to` range, checked once (a repair run's, an
 //!   audit's), at most [`MAX_RANGE_DAYS`].
 //!
 //! ```
@@ -374,31 +374,60 @@ pub enum RangeOf {
     Audit,
 }
 
-/// The dates `from` to `to`, both included.
-///
-/// Errors: [`Error::Config`] naming `from`/`to` (for `of`) when `from` is
-/// after `to`, or the range is longer than [`MAX_RANGE_DAYS`].
-pub fn date_range(from: NaiveDate, to: NaiveDate, of: RangeOf) -> Result<Vec<NaiveDate>> {
-    let (name, per) = match of {
-        RangeOf::Repair => ("from/to", "run"),
-        RangeOf::Audit => ("audit from/to", "audit"),
-    };
-    let bad = |reason: String| Error::Config {
-        name: name.into(),
-        reason,
-    };
-    if from > to {
-        return Err(bad(format!(
-            "from {from} is after to {to}; give the earlier date as from"
-        )));
+/// A `from`/`to` range of dates, both included: checked once, where it is
+/// parsed (the command line, the Lambda event), and taken as it is by the
+/// run and the audit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DateRange {
+    from: NaiveDate,
+    to: NaiveDate,
+}
+
+impl DateRange {
+    /// The range `from` to `to`, for `of`.
+    ///
+    /// Errors: [`Error::Config`] naming `from`/`to` (for `of`) when `from`
+    /// is after `to`, or the range is longer than [`MAX_RANGE_DAYS`].
+    pub fn new(from: NaiveDate, to: NaiveDate, of: RangeOf) -> Result<DateRange> {
+        let (name, per) = match of {
+            RangeOf::Repair => ("from/to", "run"),
+            RangeOf::Audit => ("audit from/to", "audit"),
+        };
+        let bad = |reason: String| Error::Config {
+            name: name.into(),
+            reason,
+        };
+        if from > to {
+            return Err(bad(format!(
+                "from {from} is after to {to}; give the earlier date as from"
+            )));
+        }
+        let days = (to - from).num_days() + 1;
+        if days > MAX_RANGE_DAYS {
+            return Err(bad(format!(
+                "{from}..{to} is {days} days; at most {MAX_RANGE_DAYS} per {per} (split the range)"
+            )));
+        }
+        Ok(DateRange { from, to })
     }
-    let days = (to - from).num_days() + 1;
-    if days > MAX_RANGE_DAYS {
-        return Err(bad(format!(
-            "{from}..{to} is {days} days; at most {MAX_RANGE_DAYS} per {per} (split the range)"
-        )));
+
+    /// The first date.
+    pub fn from(&self) -> NaiveDate {
+        self.from
     }
-    Ok(from.iter_days().take_while(|d| *d <= to).collect())
+
+    /// The last date (included).
+    pub fn to(&self) -> NaiveDate {
+        self.to
+    }
+
+    /// Every date from `from` to `to`, in order.
+    pub fn dates(&self) -> Vec<NaiveDate> {
+        self.from
+            .iter_days()
+            .take_while(|d| *d <= self.to)
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -418,12 +447,14 @@ mod tests {
 
     #[test]
     fn a_range_is_refused_reversed_or_too_long_naming_its_command() {
-        let r = date_range(d("2026-07-19"), d("2026-07-21"), RangeOf::Repair).unwrap();
+        let r = DateRange::new(d("2026-07-19"), d("2026-07-21"), RangeOf::Repair)
+            .unwrap()
+            .dates();
         assert_eq!(r, [d("2026-07-19"), d("2026-07-20"), d("2026-07-21")]);
-        let e = date_range(d("2026-07-20"), d("2026-07-19"), RangeOf::Repair).unwrap_err();
+        let e = DateRange::new(d("2026-07-20"), d("2026-07-19"), RangeOf::Repair).unwrap_err();
         assert!(e.to_string().contains("from/to"), "{e}");
         assert!(e.to_string().contains("is after"), "{e}");
-        let long = |of| date_range(d("2000-01-01"), d("2026-01-01"), of).unwrap_err();
+        let long = |of| DateRange::new(d("2000-01-01"), d("2026-01-01"), of).unwrap_err();
         assert!(long(RangeOf::Repair).to_string().contains("per run"));
         let e = long(RangeOf::Audit).to_string();
         assert!(
@@ -432,8 +463,9 @@ mod tests {
         );
         let last = d("2000-01-01") + chrono::Days::new(MAX_RANGE_DAYS as u64 - 1);
         assert_eq!(
-            date_range(d("2000-01-01"), last, RangeOf::Audit)
+            DateRange::new(d("2000-01-01"), last, RangeOf::Audit)
                 .unwrap()
+                .dates()
                 .len(),
             MAX_RANGE_DAYS as usize
         );

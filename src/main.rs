@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use archive_compaction::app::{Deps, dispatch};
 use archive_compaction::audit;
 use archive_compaction::config::{Config, SETTINGS, parse_date};
+use archive_compaction::day::{DateRange, RangeOf};
 use archive_compaction::progress::{self, BarWriter};
 use archive_compaction::report::{RunReport, StopReason};
 use archive_compaction::run::RunOptions;
@@ -264,11 +265,7 @@ fn main() -> ExitCode {
                 ..
             },
     }) = &cli
-        && let Err(e) = archive_compaction::day::date_range(
-            *from,
-            *to,
-            archive_compaction::day::RangeOf::Repair,
-        )
+        && let Err(e) = DateRange::new(*from, *to, RangeOf::Repair)
     {
         eprintln!("error: {e}\n\nFor more information, try '--help'.");
         return ExitCode::from(1);
@@ -372,7 +369,10 @@ fn main() -> ExitCode {
                 let mut opts = RunOptions::at(now.unwrap_or_else(Utc::now));
                 opts.dry_run = dry_run;
                 opts.only_date = date;
-                opts.repair = from.zip(to);
+                // Checked before the runtime started (a usage error).
+                opts.repair = from
+                    .zip(to)
+                    .and_then(|(f, t)| DateRange::new(f, t, RangeOf::Repair).ok());
                 opts.event_id = event_id;
                 run(&deps, opts, max_duration, bar).await
             }

@@ -10,6 +10,7 @@ use lambda_runtime::{Context, Diagnostic, LambdaEvent};
 use serde::Deserialize;
 
 use super::{Deps, invoke};
+use crate::day::{DateRange, RangeOf};
 use crate::report::{RunReport, Status};
 use crate::run::RunOptions;
 
@@ -202,8 +203,14 @@ impl InvokeEvent {
     /// reverse), `date` together with `from`/`to`, `from` after `to`, a range
     /// longer than [`crate::day::MAX_RANGE_DAYS`].
     pub fn validate(&self) -> Result<(), String> {
+        self.repair().map(|_| ())
+    }
+
+    /// The repair range `from`/`to`, checked ([`validate`](Self::validate)'s
+    /// errors); `None` without one.
+    pub fn repair(&self) -> Result<Option<DateRange>, String> {
         match (self.from, self.to) {
-            (None, None) => Ok(()),
+            (None, None) => Ok(None),
             (Some(_), None) | (None, Some(_)) => Err(
                 "a repair range needs both \"from\" and \"to\" (YYYY-MM-DD, both included)".into(),
             ),
@@ -211,8 +218,8 @@ impl InvokeEvent {
                 "\"date\" and \"from\"/\"to\" exclude each other: give one date or one range"
                     .into(),
             ),
-            (Some(f), Some(t)) => crate::day::date_range(f, t, crate::day::RangeOf::Repair)
-                .map(|_| ())
+            (Some(f), Some(t)) => DateRange::new(f, t, RangeOf::Repair)
+                .map(Some)
                 .map_err(|e| e.to_string()),
         }
     }
@@ -232,7 +239,9 @@ impl From<RunError> for Diagnostic {
     }
 }
 
-/// Builds [`RunOptions`] from a Lambda event and context.
+/// Builds [`RunOptions`] from a Lambda event (checked by
+/// [`InvokeEvent::validate`]: an unchecked bad range is left out) and
+/// context.
 pub fn options_from_event(
     event: &InvokeEvent,
     request_id: &str,
@@ -249,7 +258,7 @@ pub fn options_from_event(
         deadline,
         dry_run: event.dry_run,
         only_date: event.date,
-        repair: event.from.zip(event.to),
+        repair: event.repair().ok().flatten(),
         clock: crate::clock::system(),
         progress: None,
         stop: None,
@@ -424,7 +433,8 @@ mod tests {
         assert_eq!(ok.validate(), Ok(()));
         let opts = options_from_event(&ok, "req", None);
         assert_eq!(
-            opts.repair.map(|(f, t)| (f.to_string(), t.to_string())),
+            opts.repair
+                .map(|r| (r.from().to_string(), r.to().to_string())),
             Some(("2024-01-01".into(), "2024-01-31".into()))
         );
         for (v, needle) in [

@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::day::{RangeOf, date_range};
+use crate::day::DateRange;
 use crate::deadline::{Deadline, Near};
 use crate::error::{Error, Result};
 
@@ -70,7 +70,7 @@ pub struct RunOptions {
     /// is reported and the range goes on; near the deadline no new date is
     /// started and [`RunReport::resume_date`] says where to go on (the same
     /// event again passes the repaired dates at the cost of a listing each).
-    pub repair: Option<(NaiveDate, NaiveDate)>,
+    pub repair: Option<DateRange>,
     /// The wall clock the lease reads ([`crate::clock::SystemClock`] but in
     /// the simulation).
     pub clock: Arc<dyn Clock>,
@@ -203,16 +203,6 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
             ahead_seconds: ahead.num_seconds(),
             skew_seconds: MAX_CLOCK_SKEW.as_secs() as i64,
         });
-        report.duration_seconds = started.elapsed().as_secs_f64();
-        return report;
-    }
-    if let Some(Err(e)) = opts
-        .repair
-        .map(|(from, to)| date_range(from, to, RangeOf::Repair))
-    {
-        // Bad input: a clear error before the lease, nothing touched.
-        report.stop_reason = StopReason::Error;
-        report.fail(e);
         report.duration_seconds = started.elapsed().as_secs_f64();
         return report;
     }
@@ -385,7 +375,7 @@ async fn walk(
         passed_empty: None,
     };
     let result = match opts.repair {
-        Some((from, to)) => repair_range(&mut cx, report, from, to).await,
+        Some(range) => repair_range(&mut cx, report, range).await,
         None => walk_and_sweep(&mut cx, report, &mut wm).await,
     };
     // A quarantined or stuck manifest on any date, walked or not (before
@@ -734,10 +724,10 @@ async fn sweep(
 async fn repair_range(
     cx: &mut Ctx<'_, '_, impl Store>,
     report: &mut RunReport,
-    from: NaiveDate,
-    to: NaiveDate,
+    range: DateRange,
 ) -> Result<()> {
-    let dates = date_range(from, to, RangeOf::Repair)?;
+    let dates = range.dates();
+    let (from, to) = (range.from(), range.to());
     tracing::info!(%from, %to, "repairing a range of dates: folding what each holds; the watermark is not moved");
     walking(cx, &dates);
     report.stop_reason = StopReason::EndOfRange;

@@ -344,7 +344,7 @@ async fn an_audit_counts_each_finding_and_a_repair_leaves_only_what_it_cannot_fi
     // The repair range, then a scheduled run.
     let cfg = config(&store, &[]);
     let mut repair = RunOptions::at(at(NOW));
-    repair.repair = Some((date("2026-07-10"), date("2026-07-16")));
+    repair.repair = Some(range("2026-07-10", "2026-07-16"));
     let rr = run(&store, &cfg, &repair).await;
     assert!(rr.errors.is_empty(), "{:?}", rr.errors);
     let rr = run(&store, &cfg, &RunOptions::at(at(NOW))).await;

@@ -618,7 +618,7 @@ async fn date_ranges_and_dry_runs_leave_the_recorded_mismatch_alone() {
             "--from 2026-07-19 --to 2026-07-20 (with a per-flight file to fold)",
             {
                 let mut o = opts_with_event(now, "e5");
-                o.repair = Some((date("2026-07-19"), date("2026-07-20")));
+                o.repair = Some(range("2026-07-19", "2026-07-20"));
                 o
             },
         ),

@@ -371,7 +371,7 @@ async fn python_job_days(store: &S3Store) -> (BTreeMap<String, Vec<Value>>, Stri
 
 fn repair(from: &str, to: &str) -> RunOptions {
     let mut o = RunOptions::at(at(NOW));
-    o.repair = Some((date(from), date(to)));
+    o.repair = Some(range(from, to));
     o
 }
 
@@ -483,6 +483,9 @@ async fn a_range_stopped_at_the_deadline_says_where_and_the_same_event_continues
     }
 }
 
+/// A reversed range cannot reach a run (`DateRange` is checked where it is
+/// parsed): the Lambda event with one is a clear Failure that touches
+/// nothing.
 #[tokio::test]
 async fn a_bad_range_is_a_clear_failure_and_touches_nothing() {
     init_logs();
@@ -492,17 +495,22 @@ async fn a_bad_range_is_a_clear_failure_and_touches_nothing() {
         json!({"seed": 124, "days": [{"date": "2026-07-20", "flights": 3}]}),
     );
     let before = dump(&store, "");
-    let r = run(
-        &store,
-        &config(&store, &[]),
-        &repair("2026-07-20", "2026-07-19"),
+    let deps =
+        archive_compaction::app::Deps::from_parts(config(&store, &[]), store.clone(), None, None);
+    let e = archive_compaction::app::handle(
+        &deps,
+        lambda_runtime::LambdaEvent::new(
+            json!({"from": "2026-07-20", "to": "2026-07-19"}),
+            lambda_runtime::Context::default(),
+        ),
     )
-    .await;
-    assert_eq!(r.last_run_status, Status::Failure);
+    .await
+    .unwrap_err();
+    assert_eq!(e.0.last_run_status, Status::Failure);
     assert!(
-        r.errors.iter().any(|e| e.contains("after to 2026-07-19")),
+        e.0.errors.iter().any(|e| e.contains("after to 2026-07-19")),
         "{:?}",
-        r.errors
+        e.0.errors
     );
     let mut now = dump(&store, "");
     now.remove("_compaction_state/lock.json");

@@ -1590,7 +1590,7 @@ mod kinds {
             n += 1;
             let mut o = opts(&world, now0(), n);
             if range {
-                o.repair = Some((date(DATES[0]), date(DATES[DATES.len() - 1])));
+                o.repair = Some(crate::common::range(DATES[0], DATES[DATES.len() - 1]));
             } else {
                 o.only_date = Some(d);
             }
@@ -1634,7 +1634,7 @@ mod kinds {
         // repair of every date, then the schedule's final check.
         n += 1;
         let mut o = opts(&world, now0(), n);
-        o.repair = Some((date(DATES[0]), date(DATES[DATES.len() - 1])));
+        o.repair = Some(crate::common::range(DATES[0], DATES[DATES.len() - 1]));
         let s = SimStore::new(&world, Faults::default(), 0);
         let r = invoke(&s, &config, &o).await.unwrap();
         if r.last_run_status != Status::Success {

@@ -525,6 +525,16 @@ pub fn watermark(objects: &BTreeMap<String, Dumped>) -> Option<Value> {
         .and_then(|d| d.json.clone())
 }
 
+/// The repair range `from` to `to` (`YYYY-MM-DD`), checked.
+pub fn range(from: &str, to: &str) -> archive_compaction::day::DateRange {
+    archive_compaction::day::DateRange::new(
+        date(from),
+        date(to),
+        archive_compaction::day::RangeOf::Repair,
+    )
+    .unwrap()
+}
+
 pub fn date(s: &str) -> chrono::NaiveDate {
     chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap()
 }
