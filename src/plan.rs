@@ -30,6 +30,39 @@ pub fn cutoff(now: DateTime<Utc>, lag_days: u32) -> NaiveDate {
     now.date_naive() - Days::new(lag_days as u64)
 }
 
+/// Dates up to `cutoff` not yet compacted (`watermark_lag_days` of the
+/// report, the metric and `status`): from the day after `watermark`; without
+/// one, from `first` (the first date a walk would take) with `first`
+/// counted; 0 when at or past the cutoff, or with nothing to start from.
+///
+/// ```
+/// use archive_compaction::plan::watermark_lag_days;
+/// let d = |s: &str| s.parse().unwrap();
+/// assert_eq!(watermark_lag_days(Some(d("2026-07-17")), None, d("2026-07-20")), 3);
+/// assert_eq!(watermark_lag_days(None, Some(d("2026-07-18")), d("2026-07-20")), 3);
+/// assert_eq!(watermark_lag_days(Some(d("2026-07-22")), None, d("2026-07-20")), 0);
+/// assert_eq!(watermark_lag_days(None, None, d("2026-07-20")), 0);
+/// ```
+pub fn watermark_lag_days(
+    watermark: Option<NaiveDate>,
+    first: Option<NaiveDate>,
+    cutoff: NaiveDate,
+) -> i64 {
+    match (watermark, first) {
+        (Some(w), _) => (cutoff - w).num_days().max(0),
+        (None, Some(f)) => ((cutoff - f).num_days() + 1).max(0),
+        (None, None) => 0,
+    }
+}
+
+/// Days `watermark` is ahead of `today` (the wall clock's cutoff), when it
+/// is: a state every run fails on (`Error::WatermarkAhead`).
+pub fn watermark_ahead_days(watermark: Option<NaiveDate>, today: NaiveDate) -> Option<i64> {
+    watermark
+        .filter(|w| *w > today)
+        .map(|w| (w - today).num_days())
+}
+
 /// First date to walk: the day after the watermark, but never before
 /// `start_date` (`START_DATE`: no date before it is walked, whatever the
 /// watermark); without a watermark, `start_date` if set, else the earliest

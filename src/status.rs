@@ -552,13 +552,8 @@ pub async fn gather(
         return Ok(s);
     };
     s.watermark = wm.last_compacted_date;
-    s.watermark_lag_days = wm
-        .last_compacted_date
-        .map(|w| (cutoff - w).num_days().max(0));
     let today = plan::cutoff(opts.as_of, config.lag_days);
-    s.watermark_ahead_days = (wm.last_compacted_date)
-        .filter(|w| *w > today)
-        .map(|w| (w - today).num_days());
+    s.watermark_ahead_days = plan::watermark_ahead_days(wm.last_compacted_date, today);
     if let (Some(w), Some(n)) = (wm.last_compacted_date, s.watermark_ahead_days) {
         // Every run fails on it (`Error::WatermarkAhead`): an error here too.
         s.errors.push(format!(
@@ -575,12 +570,11 @@ pub async fn gather(
         None
     };
     s.next_date = plan::walk_start(wm.last_compacted_date, config.start_date, earliest);
-    if wm.last_compacted_date.is_none() {
-        s.watermark_lag_days = Some(
-            s.next_date
-                .map_or(0, |n| ((cutoff - n).num_days() + 1).max(0)),
-        );
-    }
+    s.watermark_lag_days = Some(plan::watermark_lag_days(
+        wm.last_compacted_date,
+        s.next_date,
+        cutoff,
+    ));
     let blocked = Blocked::of(wm.mismatch_date, &manifests, &quarantined);
     if let Some(start) = s.next_date {
         for date in start

@@ -328,24 +328,23 @@ async fn walk(
         None => earliest_partition(store).await?,
     };
     fill_watermark_fields(report, &wm, cutoff, first);
-    if let Some(w) = wm.watermark.last_compacted_date {
-        // Ahead of the wall clock's cutoff: a future --now or event time of
-        // an older version, or a hand edit. No run would compact anything
-        // again, and the lag would read 0: fail, say how to fix it.
-        let today = plan::cutoff(opts.clock.now(), config.lag_days);
-        if w > today {
-            let days = (w - today).num_days();
-            report.watermark_ahead_days = Some(days);
-            // The lag the metric carries, in the report too.
-            report.watermark_lag_days = Some(days);
-            return Err(Error::WatermarkAhead {
-                bucket: store.bucket().to_string(),
-                key: crate::keys::WATERMARK_KEY.to_string(),
-                watermark: w,
-                cutoff: today,
-                days,
-            });
-        }
+    // Ahead of the wall clock's cutoff: a future --now or event time of
+    // an older version, or a hand edit. No run would compact anything
+    // again, and the lag would read 0: fail, say how to fix it.
+    let today = plan::cutoff(opts.clock.now(), config.lag_days);
+    if let Some(w) = wm.watermark.last_compacted_date
+        && let Some(days) = plan::watermark_ahead_days(Some(w), today)
+    {
+        report.watermark_ahead_days = Some(days);
+        // The lag the metric carries, in the report too.
+        report.watermark_lag_days = Some(days);
+        return Err(Error::WatermarkAhead {
+            bucket: store.bucket().to_string(),
+            key: crate::keys::WATERMARK_KEY.to_string(),
+            watermark: w,
+            cutoff: today,
+            days,
+        });
     }
 
     let recovery = if opts.dry_run {

@@ -26,11 +26,11 @@ pub(super) fn fill_watermark_fields(
 ) {
     report.last_compacted_date = wm.watermark.last_compacted_date;
     report.mismatch_runs = wm.watermark.mismatch_runs;
-    report.watermark_lag_days = Some(match (wm.watermark.last_compacted_date, first) {
-        (Some(w), _) => (cutoff - w).num_days().max(0),
-        (None, Some(f)) => ((cutoff - f).num_days() + 1).max(0),
-        (None, None) => 0,
-    });
+    report.watermark_lag_days = Some(crate::plan::watermark_lag_days(
+        wm.watermark.last_compacted_date,
+        first,
+        cutoff,
+    ));
 }
 
 /// Deletes the manifests of [`Ctx::finished_manifests`].
