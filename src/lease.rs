@@ -501,6 +501,24 @@ mod tests {
         assert!(lease.lease().expires_at > clock.now() + chrono_len(LENGTH / 2));
     }
 
+    /// "More than half of the lease left", exactly: at half, the
+    /// confirmation taken ahead is not enough; the lock file is read again.
+    #[tokio::test]
+    async fn at_exactly_half_the_lease_left_a_confirmation_ahead_is_not_taken() {
+        let (store, clock, mut lease) = held().await;
+        clock.advance(LENGTH / 2 - Duration::from_secs(1));
+        lease.confirm_ahead().await.unwrap();
+        let (gets, puts) = (store.requests("GetObject"), store.requests("PutObject"));
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(
+            lease.lease().expires_at - clock.now(),
+            chrono_len(LENGTH / 2)
+        );
+        lease.confirm().await.unwrap();
+        assert_eq!(store.requests("GetObject"), gets + 1, "not taken ahead");
+        assert!(store.requests("PutObject") <= puts + 1);
+    }
+
     #[tokio::test]
     async fn a_clock_moved_past_the_expiry_makes_the_confirmation_ahead_stale_and_the_lease_lost() {
         let (store, clock, mut lease) = held().await;
