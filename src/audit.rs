@@ -425,9 +425,7 @@ pub async fn audit(
                 tracing::warn!(%date, left_s = near.left.as_secs_f64(), needed_s = near.needed.as_secs_f64(), "deadline near: not auditing another date");
                 return (date, None);
             }
-            let t0 = Instant::now();
-            let audited = audit_date(store, date, gets, budget).await;
-            deadline.record(t0.elapsed());
+            let audited = deadline.timed(audit_date(store, date, gets, budget)).await;
             (date, Some(audited))
         })
         .buffered(DATES_IN_FLIGHT)

@@ -80,6 +80,15 @@ impl Deadline {
         self.slowest_ns.fetch_max(ns, Ordering::Relaxed);
     }
 
+    /// Runs `date` (one date's work) and records how long it took
+    /// ([`Deadline::record`]).
+    pub async fn timed<T>(&self, date: impl std::future::Future<Output = T>) -> T {
+        let t0 = Instant::now();
+        let out = date.await;
+        self.record(t0.elapsed());
+        out
+    }
+
     /// The slowest date recorded so far.
     pub fn slowest(&self) -> Duration {
         Duration::from_nanos(self.slowest_ns.load(Ordering::Relaxed))

@@ -257,19 +257,23 @@ fn main() -> ExitCode {
     };
     // A reversed or too long --from/--to is a usage error too: exit 1, no
     // report (and nothing published).
-    if let Some(Cli {
-        command:
-            Command::Run {
-                from: Some(from),
-                to: Some(to),
-                ..
-            },
-    }) = &cli
-        && let Err(e) = DateRange::new(*from, *to, RangeOf::Repair)
-    {
-        eprintln!("error: {e}\n\nFor more information, try '--help'.");
-        return ExitCode::from(1);
-    }
+    let repair = match &cli {
+        Some(Cli {
+            command:
+                Command::Run {
+                    from: Some(from),
+                    to: Some(to),
+                    ..
+                },
+        }) => match DateRange::new(*from, *to, RangeOf::Repair) {
+            Ok(range) => Some(range),
+            Err(e) => {
+                eprintln!("error: {e}\n\nFor more information, try '--help'.");
+                return ExitCode::from(1);
+            }
+        },
+        _ => None,
+    };
     // A --max-duration within DEADLINE_MARGIN_SECONDS is a bad setting:
     // refused like one, before anything is read.
     let config = Config::from_env().and_then(|c| match &cli {
@@ -361,18 +365,14 @@ fn main() -> ExitCode {
                         max_duration,
                         dry_run,
                         date,
-                        from,
-                        to,
                         event_id,
+                        ..
                     },
             }) => {
                 let mut opts = RunOptions::at(now.unwrap_or_else(Utc::now));
                 opts.dry_run = dry_run;
                 opts.only_date = date;
-                // Checked before the runtime started (a usage error).
-                opts.repair = from
-                    .zip(to)
-                    .and_then(|(f, t)| DateRange::new(f, t, RangeOf::Repair).ok());
+                opts.repair = repair;
                 opts.event_id = event_id;
                 run(&deps, opts, max_duration, bar).await
             }

@@ -587,9 +587,8 @@ async fn timed_day(
     date: NaiveDate,
     mode: DayMode,
 ) -> Result<Option<Vec<Uuid>>> {
-    let t0 = Instant::now();
-    let outcome = process_day(cx, date, mode).await;
-    cx.deadline.record(t0.elapsed());
+    let deadline = cx.deadline;
+    let outcome = deadline.timed(process_day(cx, date, mode)).await;
     match outcome {
         DayOutcome::Failed(day, e) => {
             report.add_day(day);
@@ -689,9 +688,8 @@ async fn sweep(
             tracing::warn!(%date, reason = %why, "straggler sweep skips the date: blocked by a manifest; late files there are not folded until an operator resolves it");
             continue;
         }
-        let t0 = Instant::now();
-        let outcome = process_day(cx, date, DayMode::Sweep).await;
-        cx.deadline.record(t0.elapsed());
+        let deadline = cx.deadline;
+        let outcome = deadline.timed(process_day(cx, date, DayMode::Sweep)).await;
         delete_finished_manifests(cx).await?;
         match outcome {
             DayOutcome::Failed(day, e) => {
