@@ -54,6 +54,9 @@ pub mod defaults {
     pub const MQTT_TOPIC_ROOT: &str = "SkyFollower/archive-compaction";
     /// `MQTT_TIMEOUT_SECONDS`.
     pub const MQTT_TIMEOUT_SECONDS: u64 = 5;
+    /// `PART_FILES`: a part's weight in per-flight files
+    /// ([`crate::plan::input_weight`]), ~75 MB of commit state.
+    pub const PART_FILES: u64 = 50_000;
 }
 
 /// A default's text for [`SETTINGS`], built at compile time from the
@@ -179,6 +182,11 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
         "MEMORY_LIMIT_MB",
         text!(Text::new().str("AWS_LAMBDA_FUNCTION_MEMORY_SIZE; none without it")),
         "memory the run may use, in MB; a date whose estimated peak (60 MB + 1.5 KB an index file) is over 90% of it is refused before it is read, with the estimate and the fix (0: no limit)",
+    ),
+    (
+        "PART_FILES",
+        text!(Text::new().num(defaults::PART_FILES)),
+        "most index files one commit of a date takes (a multi-row input counts 1 + 1 a KiB); a date with more is committed in parts, each its own compacted file and manifest, so a day's memory is bounded whatever its size and a day cut by the deadline goes on from its last part",
     ),
     (
         "ROW_GROUP_ROWS",
@@ -315,6 +323,10 @@ pub struct Config {
     /// `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`, none without it; 0: none): a date
     /// over it is refused before it is read ([`crate::day::check_day_memory`]).
     pub memory_limit_mb: Option<u64>,
+    /// Most weight one commit of a date takes (`PART_FILES`, default
+    /// 50,000; at least 1): a date over it is committed in parts
+    /// ([`crate::plan::parts`]).
+    pub part_files: u64,
     /// Output size from which the compacted file goes up as a multipart
     /// upload (`MULTIPART_THRESHOLD_BYTES`, default 16 MiB; 0 = always).
     pub multipart_threshold: usize,
@@ -582,6 +594,15 @@ impl Config {
                 .unwrap_or(0),
         };
         let memory_limit_mb = (memory_limit_mb > 0).then_some(memory_limit_mb);
+        let part_files: u64 = parse_num(
+            env,
+            "PART_FILES",
+            defaults::PART_FILES,
+            "a whole number of index files",
+        )?;
+        if part_files == 0 {
+            return Err(bad("PART_FILES", "must be at least 1"));
+        }
         let multipart_threshold: usize = parse_num(
             env,
             "MULTIPART_THRESHOLD_BYTES",
@@ -672,6 +693,7 @@ impl Config {
             row_group_rows,
             input_budget,
             memory_limit_mb,
+            part_files,
             multipart_threshold,
             multipart_part_size,
             deadline_margin: Duration::from_secs(margin),

@@ -232,27 +232,38 @@ impl fmt::Display for BlockReason {
 /// 10,000 files, 131 MB at 50,000, peak RSS) less 1.5 KB a file, rounded up.
 pub const BASE_MEMORY_MB: u64 = 60;
 
-/// What one index file of a date adds to the peak, in bytes: its listing
-/// entry, its plan and manifest entries, its flight in the proof and its
-/// row in the merge (docs/performance.md: 60 MB more from 10,000 to 50,000
-/// files, 1.5 KB a file; 1.15 KB a file from 100,000 to 200,000).
+/// What one index file of a part adds to the peak while the part is
+/// committed, in bytes: its plan and manifest entries, its flight in the
+/// proof, its row in the merge and its entry in the re-list
+/// (docs/performance.md: 60 MB more from 10,000 to 50,000 files, 1.5 KB a
+/// file; 1.15 KB a file from 100,000 to 200,000).
 pub const MEMORY_PER_FILE_BYTES: u64 = 1_536;
 
+/// What one index file of a date adds to the peak for as long as the date
+/// is worked on, whichever part it is in, in bytes: its planned input (key,
+/// ETag, size, ~200 B) and its flight (uuid and key, ~150 B), rounded up.
+pub const DAY_BYTES_PER_FILE: u64 = 512;
+
 /// The estimated peak memory of a run compacting a date of `files` index
-/// files, in MB ([`BASE_MEMORY_MB`] + [`MEMORY_PER_FILE_BYTES`] each).
+/// files in parts of at most `part_files` (`PART_FILES`), in MB:
+/// [`BASE_MEMORY_MB`], [`DAY_BYTES_PER_FILE`] for every file of the date
+/// and [`MEMORY_PER_FILE_BYTES`] for those of one part.
 ///
 /// ```
 /// use archive_compaction::day::peak_memory_mb;
-/// assert_eq!(peak_memory_mb(0), 60);
-/// assert_eq!(peak_memory_mb(200_000), 353);
+/// assert_eq!(peak_memory_mb(0, 50_000), 60);
+/// assert_eq!(peak_memory_mb(200_000, 50_000), 231);
+/// assert_eq!(peak_memory_mb(500_000, 50_000), 378);
+/// assert_eq!(peak_memory_mb(200_000, 200_000), 451);
 /// ```
-pub fn peak_memory_mb(files: u64) -> u64 {
-    BASE_MEMORY_MB + (files * MEMORY_PER_FILE_BYTES).div_ceil(1 << 20)
+pub fn peak_memory_mb(files: u64, part_files: u64) -> u64 {
+    let bytes = files * DAY_BYTES_PER_FILE + files.min(part_files) * MEMORY_PER_FILE_BYTES;
+    BASE_MEMORY_MB + bytes.div_ceil(1 << 20)
 }
 
 /// Refuses a date of `files` index files whose estimated peak
-/// ([`peak_memory_mb`]) is over 90% of `limit_mb` (`MEMORY_LIMIT_MB`); `None`
-/// for no limit.
+/// ([`peak_memory_mb`], in parts of `part_files`) is over 90% of
+/// `limit_mb` (`MEMORY_LIMIT_MB`); `None` for no limit.
 ///
 /// # Errors
 /// [`Error::DayTooBig`] with the estimate and the memory that would do
@@ -262,16 +273,21 @@ pub fn peak_memory_mb(files: u64) -> u64 {
 /// use archive_compaction::day::check_day_memory;
 /// use chrono::NaiveDate;
 /// let d = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
-/// assert!(check_day_memory(d, 200_000, Some(512)).is_ok());
-/// let e = check_day_memory(d, 300_000, Some(512)).unwrap_err().to_string();
-/// assert!(e.contains("at least 576 MB"), "{e}");
-/// assert!(check_day_memory(d, 10_000_000, None).is_ok());
+/// assert!(check_day_memory(d, 500_000, 50_000, Some(512)).is_ok());
+/// let e = check_day_memory(d, 300_000, 300_000, Some(512)).unwrap_err().to_string();
+/// assert!(e.contains("at least 768 MB"), "{e}");
+/// assert!(check_day_memory(d, 10_000_000, 50_000, None).is_ok());
 /// ```
-pub fn check_day_memory(date: NaiveDate, files: u64, limit_mb: Option<u64>) -> Result<()> {
+pub fn check_day_memory(
+    date: NaiveDate,
+    files: u64,
+    part_files: u64,
+    limit_mb: Option<u64>,
+) -> Result<()> {
     let Some(limit_mb) = limit_mb else {
         return Ok(());
     };
-    let needed_mb = peak_memory_mb(files);
+    let needed_mb = peak_memory_mb(files, part_files);
     if needed_mb * 10 <= limit_mb * 9 {
         return Ok(());
     }

@@ -98,8 +98,23 @@ impl Deadline {
     /// twice the slowest date so far, is left. `None` with time enough, or
     /// no deadline.
     pub fn near(&self) -> Option<Near> {
+        self.near_unit(self.slowest())
+    }
+
+    /// [`Deadline::near`] for a smaller unit of work than a date (a part of
+    /// one, [`crate::plan::parts`]) whose slowest so far took `slowest`:
+    /// `Some` when less than the margin, or twice `slowest`, is left.
+    ///
+    /// ```
+    /// use archive_compaction::deadline::Deadline;
+    /// use std::time::{Duration, Instant};
+    /// let d = Deadline::new(Some(Instant::now() + Duration::from_secs(100)), Duration::from_secs(30));
+    /// assert!(d.near_unit(Duration::from_secs(40)).is_none());
+    /// assert_eq!(d.near_unit(Duration::from_secs(60)).unwrap().needed, Duration::from_secs(120));
+    /// ```
+    pub fn near_unit(&self, slowest: Duration) -> Option<Near> {
         let left = self.at?.saturating_duration_since(Instant::now());
-        let needed = self.margin.max(self.slowest() * 2);
+        let needed = self.margin.max(slowest * 2);
         (left < needed).then_some(Near { left, needed })
     }
 }

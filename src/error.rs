@@ -87,7 +87,7 @@ pub enum Error {
     /// before any input is read, so the run ends with a report instead of
     /// dying on an allocation.
     #[error(
-        "date {date} holds {files} index files: compacting it needs about {needed_mb} MB, more than 90% of the {limit_mb} MB this run may use (MEMORY_LIMIT_MB, default the function's MemorySize); nothing was read or changed. Raise MemorySize (the template's parameter) to at least {suggest_mb} MB, or run `archive-compaction run --date {date}` where that much memory is"
+        "date {date} holds {files} index files: compacting it needs about {needed_mb} MB, more than 90% of the {limit_mb} MB this run may use (MEMORY_LIMIT_MB, default the function's MemorySize); nothing was read or changed. Raise MemorySize (the template's parameter) to at least {suggest_mb} MB, or lower PART_FILES (each part of a date is one commit), or run `archive-compaction run --date {date}` where that much memory is"
     )]
     DayTooBig {
         /// The date (YYYY-MM-DD).
@@ -100,6 +100,26 @@ pub enum Error {
         limit_mb: u64,
         /// The smallest limit that would do, rounded up to 64 MB.
         suggest_mb: u64,
+    },
+
+    /// The deadline came between two parts of a date ([`crate::plan::parts`]):
+    /// the parts done are committed, the rest left for the next run. Not a
+    /// failure: the run ends as a deadline stop naming the date
+    /// (`resume_date`), and the next run goes on from the parts it left.
+    #[error(
+        "deadline near within {date}: {parts_done} part(s) committed, {files_left} index file(s) left ({left_s} s left, {needed_s} s needed for another part); the next run goes on within this date"
+    )]
+    DateUnfinished {
+        /// The date.
+        date: NaiveDate,
+        /// Parts committed by this run.
+        parts_done: u64,
+        /// Index files of the date's plan not yet compacted.
+        files_left: u64,
+        /// Seconds left before the deadline.
+        left_s: u64,
+        /// Seconds another part needs (the margin, or twice the slowest part).
+        needed_s: u64,
     },
 
     /// A state file (`_compaction_state/...`) exists but cannot be parsed.

@@ -28,7 +28,7 @@
 //! # });
 //! ```
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use chrono::NaiveDate;
 use uuid::Uuid;
@@ -84,29 +84,68 @@ pub async fn parity_gate(
         return Ok(gate);
     }
     for (c, _) in listing.multi_row_inputs() {
-        // Only the `s3_key` column, within the budget, batch by batch.
-        let mut found = Vec::new();
-        let read = match input::read_columns(store, c, None, budget, None, &["s3_key"], |b| {
-            let keys = RowKeys::of(&b)?;
-            found.extend((0..keys.rows()).filter_map(|r| keys.s3_key(r).and_then(flight_uuid)));
-            Ok(())
-        })
-        .await
-        {
-            Err(e) if e.is_not_found() => continue,
-            r => r?,
+        let Some(found) = flights_in(store, c, budget, &mut gate.prefetched).await? else {
+            continue;
         };
         gate.compacted_files_read += 1;
-        match read.outcome {
-            Ok(()) => indexed.extend(found),
+        match found {
+            Ok(found) => indexed.extend(found),
             Err(u) => gate.unreadable.push((c.key.clone(), u)),
-        }
-        if let Some(f) = read.whole {
-            gate.prefetched.insert(c.key.clone(), f);
         }
     }
     gate.missing = plan::missing_flights(flights.keys(), &indexed);
     Ok(gate)
+}
+
+/// The flights one multi-row input `c` holds rows of (its `s3_key`
+/// column, within `budget`, batch by batch; the body kept in `prefetched`
+/// for the merge when it was read whole). `None` when it vanished since
+/// the listing; `Some(Err)` when it cannot be decoded (its rows count as
+/// absent).
+///
+/// Errors: an S3 error reading it.
+async fn flights_in(
+    store: &impl Store,
+    c: &crate::storage::ObjectMeta,
+    budget: Budget,
+    prefetched: &mut Prefetched,
+) -> Result<Option<std::result::Result<Vec<Uuid>, merge::Unmergeable>>> {
+    let mut found = Vec::new();
+    let read = match input::read_columns(store, c, None, budget, None, &["s3_key"], |b| {
+        let keys = RowKeys::of(&b)?;
+        found.extend((0..keys.rows()).filter_map(|r| keys.s3_key(r).and_then(flight_uuid)));
+        Ok(())
+    })
+    .await
+    {
+        Err(e) if e.is_not_found() => return Ok(None),
+        r => r?,
+    };
+    if let Some(f) = read.whole {
+        prefetched.insert(c.key.clone(), f);
+    }
+    Ok(Some(read.outcome.map(|()| found)))
+}
+
+/// The flights each multi-row input of `inputs` holds rows of, by key
+/// ([`flights_in`]; none for one that vanished or cannot be decoded: the
+/// merge skips it too), for [`plan::parts`] to keep inputs that share a
+/// flight in one part. Bodies read whole go into `prefetched`.
+///
+/// Errors: an S3 error reading an input.
+pub async fn multi_row_flights(
+    store: &impl Store,
+    inputs: &[PlannedInput],
+    budget: Budget,
+    prefetched: &mut Prefetched,
+) -> Result<HashMap<String, Vec<Uuid>>> {
+    let mut out = HashMap::new();
+    for i in inputs.iter().filter(|i| i.flight().is_none()) {
+        if let Some(Ok(found)) = flights_in(store, &i.meta, budget, prefetched).await? {
+            out.insert(i.meta.key.clone(), found);
+        }
+    }
+    Ok(out)
 }
 
 /// The whole parity verdict on one date ([`parity_check`]).
@@ -128,6 +167,9 @@ pub struct ParityCheck {
     /// The date's inputs as read for the second half (the merge reuses
     /// them); `None` when the gate failed or there was no input to read.
     pub read: Option<ReadInputs>,
+    /// Without `inputs` to read: the bodies the gate read, by key, for the
+    /// merge to reuse (with them, they went into `read`).
+    pub prefetched: Prefetched,
 }
 
 impl ParityCheck {
@@ -200,6 +242,7 @@ pub async fn parity_check(
         ..ParityCheck::default()
     };
     let Some(inputs) = inputs.filter(|_| check.missing.is_empty()) else {
+        check.prefetched = gate.prefetched;
         return Ok(check);
     };
     let read = read::read_inputs(store, date, inputs, settings, &gate.prefetched).await?;

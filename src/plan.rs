@@ -325,6 +325,175 @@ pub fn plan_day(date: NaiveDate, listing: &PartitionListing, claimed: &HashSet<S
     }
 }
 
+/// What one input of a part weighs, in per-flight-file units: a
+/// per-flight file 1, a multi-row input (compacted or other) 1 plus one a
+/// KiB of its size. A per-flight file's state through a commit (listing,
+/// plan and manifest entries, proof, merge) is ~1.5 KB; a multi-row input's
+/// rows cost about as much per KiB of Parquet (~10 rows a KiB, ~150 B a
+/// row decoded, deduplicated and proven), so a part's weight bounds its
+/// memory whatever its inputs are ([`crate::day::peak_memory_mb`]).
+pub fn input_weight(input: &PlannedInput) -> u64 {
+    match input.source {
+        Source::PerFlight(_) => 1,
+        Source::Compacted | Source::MultiRow => 1 + input.meta.size / 1024,
+    }
+}
+
+/// A date's inputs in parts, each committed on its own (its own output,
+/// manifest, proof and deletes: [`crate::run`]), and the compacted files
+/// left as they are.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Parts {
+    /// The parts, in commit order, each in the plan's order (compacted,
+    /// other multi-row, per-flight); each of at most `PART_FILES` weight
+    /// ([`input_weight`]) unless inputs that share a flight weigh more
+    /// together.
+    pub parts: Vec<Vec<PlannedInput>>,
+    /// Compacted files not folded: the date's inputs are more than one part
+    /// and these share no flight with another input and do not fit the
+    /// first part (each is already one part's output; Athena reads every
+    /// `compacted-*` file of a partition).
+    pub left_as_they_are: usize,
+}
+
+/// Splits a plan's `inputs` (compacted files, then other multi-row files,
+/// then per-flight files: [`DayAction::Compact`]) into parts of at most
+/// `part_weight` ([`input_weight`], `PART_FILES`). `flights_of` gives the
+/// flights each multi-row input holds rows of, by key
+/// ([`crate::partition::multi_row_flights`]); it is read only when the
+/// inputs are more than one part.
+///
+/// Rules, so that every flight's row is in one output exactly once:
+/// - all of them in one part when they fit (one compacted file a day);
+/// - inputs that hold a row of the same flight (a per-flight file and a
+///   multi-row input, two multi-row inputs) are in the same part, where
+///   the merge keeps one row (the per-flight file's);
+/// - a compacted file that shares no flight with another input goes into
+///   the first part while it fits, else it is left as it is;
+/// - the rest fill parts in order; inputs that must go together and weigh
+///   more than a part go alone in theirs; a part that would be one
+///   compacted file and nothing else is dropped (nothing to merge).
+///
+/// Pure: no I/O.
+///
+/// ```
+/// use archive_compaction::plan::{parts, PlannedInput};
+/// use archive_compaction::merge::Source;
+/// use archive_compaction::storage::ObjectMeta;
+/// let pf = |i: u128| PlannedInput {
+///     meta: ObjectMeta { key: format!("{i}.parquet"), size: 3_000, ..Default::default() },
+///     source: Source::PerFlight(uuid::Uuid::from_u128(i)),
+/// };
+/// let inputs: Vec<_> = (0..10).map(pf).collect();
+/// let none = Default::default();
+/// assert_eq!(parts(inputs.clone(), &none, 10).parts.len(), 1);
+/// let split = parts(inputs, &none, 4);
+/// assert_eq!(split.parts.iter().map(Vec::len).collect::<Vec<_>>(), [4, 4, 2]);
+/// ```
+pub fn parts(
+    inputs: Vec<PlannedInput>,
+    flights_of: &std::collections::HashMap<String, Vec<Uuid>>,
+    part_weight: u64,
+) -> Parts {
+    let part_weight = part_weight.max(1);
+    let total: u64 = inputs.iter().map(input_weight).sum();
+    if total <= part_weight {
+        return Parts {
+            parts: vec![inputs],
+            left_as_they_are: 0,
+        };
+    }
+    // Inputs sharing a flight, grouped (union-find over their indices).
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    let mut parent: Vec<usize> = (0..inputs.len()).collect();
+    let mut holder: std::collections::HashMap<Uuid, usize> = Default::default();
+    for (i, input) in inputs.iter().enumerate() {
+        let flights = match input.source {
+            // One file a flight: only a multi-row input can share it.
+            Source::PerFlight(u) => std::slice::from_ref(&u).to_vec(),
+            Source::Compacted | Source::MultiRow => {
+                flights_of.get(&input.meta.key).cloned().unwrap_or_default()
+            }
+        };
+        let per_flight = input.flight().is_some();
+        for f in flights {
+            match holder.get(&f) {
+                Some(&j) => {
+                    let (a, b) = (root(&mut parent, i), root(&mut parent, j));
+                    parent[a.max(b)] = a.min(b);
+                }
+                None if !per_flight => {
+                    holder.insert(f, i);
+                }
+                None => {}
+            }
+        }
+    }
+    drop(holder);
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut group_of: std::collections::HashMap<usize, usize> = Default::default();
+    for i in 0..inputs.len() {
+        let r = root(&mut parent, i);
+        let g = *group_of.entry(r).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[g].push(i);
+    }
+    let weights: Vec<u64> = inputs.iter().map(input_weight).collect();
+    let mut chosen: Vec<Vec<usize>> = Vec::new();
+    let mut part: Vec<usize> = Vec::new();
+    let mut weight = 0;
+    let mut left = 0;
+    for group in groups {
+        let w: u64 = group.iter().map(|&i| weights[i]).sum();
+        if group.len() == 1 && inputs[group[0]].source == Source::Compacted {
+            if chosen.is_empty() && weight + w <= part_weight {
+                weight += w;
+                part.extend(group);
+            } else {
+                left += 1;
+            }
+            continue;
+        }
+        if !part.is_empty() && weight + w > part_weight {
+            chosen.push(std::mem::take(&mut part));
+            weight = 0;
+        }
+        weight += w;
+        part.extend(group);
+    }
+    if !part.is_empty() {
+        chosen.push(part);
+    }
+    // One compacted file alone is nothing to merge.
+    if let Some(first) = chosen.first()
+        && first.len() == 1
+        && inputs[first[0]].source == Source::Compacted
+    {
+        chosen.remove(0);
+        left += 1;
+    }
+    let mut slots: Vec<Option<PlannedInput>> = inputs.into_iter().map(Some).collect();
+    Parts {
+        parts: (chosen.into_iter())
+            .map(|mut part| {
+                part.sort_unstable();
+                part.into_iter()
+                    .map(|i| slots[i].take().expect("each input in one part"))
+                    .collect()
+            })
+            .collect(),
+        left_as_they_are: left,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -454,5 +623,131 @@ mod tests {
             }
             assert!(!plan.to_string().is_empty());
         }
+    }
+
+    fn none() -> std::collections::HashMap<String, Vec<Uuid>> {
+        Default::default()
+    }
+
+    fn input(source: Source, size: u64) -> PlannedInput {
+        PlannedInput {
+            meta: meta(&format!("{P}{:?}-{size}", source), size),
+            source,
+        }
+    }
+
+    fn shape(p: &Parts) -> Vec<Vec<u64>> {
+        (p.parts.iter())
+            .map(|part| part.iter().map(input_weight).collect())
+            .collect()
+    }
+
+    #[test]
+    fn a_day_that_fits_one_part_is_one_part_with_its_compacted_files() {
+        let c = input(Source::Compacted, 4 * 1024);
+        let f = input(Source::PerFlight(Uuid::from_u128(1)), 3_000);
+        assert_eq!((input_weight(&c), input_weight(&f)), (5, 1));
+        let p = parts(vec![c.clone(), c.clone(), f.clone()], &none(), 11);
+        assert_eq!((shape(&p), p.left_as_they_are), (vec![vec![5, 5, 1]], 0));
+        // Exactly the bound still fits; one over does not.
+        let p = parts(vec![c.clone(), c.clone(), f.clone()], &none(), 10);
+        assert_eq!(
+            (shape(&p), p.left_as_they_are),
+            (vec![vec![5, 5], vec![1]], 0)
+        );
+    }
+
+    #[test]
+    fn compacted_files_that_do_not_fit_the_first_part_are_left_as_they_are() {
+        let c = input(Source::Compacted, 4 * 1024);
+        let f = |i| input(Source::PerFlight(Uuid::from_u128(i)), 3_000);
+        let inputs = vec![c.clone(), c.clone(), c.clone(), f(1), f(2), f(3), f(4)];
+        let p = parts(inputs, &none(), 12);
+        assert_eq!(p.left_as_they_are, 1);
+        assert_eq!(shape(&p), vec![vec![5, 5, 1, 1], vec![1, 1]]);
+        // A compacted file alone would be merged with nothing: dropped.
+        let p = parts(vec![c.clone(), f(1), f(2)], &none(), 6);
+        assert_eq!(
+            (shape(&p), p.left_as_they_are),
+            (vec![vec![5, 1], vec![1]], 0)
+        );
+        let p = parts(
+            vec![c.clone(), input(Source::MultiRow, 4 * 1024)],
+            &none(),
+            6,
+        );
+        assert_eq!((shape(&p), p.left_as_they_are), (vec![vec![5]], 1));
+        assert_eq!(p.parts[0][0].source, Source::MultiRow);
+    }
+
+    #[test]
+    fn an_input_heavier_than_a_part_goes_alone() {
+        let big = input(Source::MultiRow, 100 * 1024);
+        let f = |i| input(Source::PerFlight(Uuid::from_u128(i)), 3_000);
+        let p = parts(vec![big, f(1), f(2)], &none(), 10);
+        assert_eq!(shape(&p), vec![vec![101], vec![1, 1]]);
+        // Every input is in exactly one part, in the plan's order.
+        let inputs: Vec<_> = (0..25).map(f).collect();
+        let p = parts(inputs.clone(), &none(), 7);
+        assert_eq!(p.parts.concat(), inputs);
+        assert!(p.parts.iter().all(|part| part.len() <= 7));
+        assert_eq!(p.parts.len(), 4);
+        // A bound of 0 is taken as 1 (never an endless split).
+        assert_eq!(parts(vec![f(1), f(2)], &none(), 0).parts.len(), 2);
+    }
+
+    #[test]
+    fn inputs_that_share_a_flight_are_in_one_part() {
+        let u = |i| Uuid::from_u128(i);
+        let c1 = input(Source::Compacted, 4 * 1024);
+        let mut c2 = input(Source::Compacted, 4 * 1024);
+        c2.meta.key.push('2');
+        let m = input(Source::MultiRow, 2 * 1024);
+        let f = |i| input(Source::PerFlight(u(i)), 3_000);
+        let mut flights_of = none();
+        // c1 holds flights 1 and 2; c2 holds flight 9 (no other input);
+        // the multi-row file holds flight 7.
+        flights_of.insert(c1.meta.key.clone(), vec![u(1), u(2)]);
+        flights_of.insert(c2.meta.key.clone(), vec![u(9)]);
+        flights_of.insert(m.meta.key.clone(), vec![u(7)]);
+        let inputs: Vec<_> = [c1.clone(), c2.clone(), m.clone()]
+            .into_iter()
+            .chain((1..=8).map(f))
+            .collect();
+        let p = parts(inputs, &flights_of, 7);
+        // c1 with the per-flight files of flights 1 and 2 (their newer
+        // rows win in one merge), the multi-row file with flight 7's; c2
+        // shares nothing and does not fit: left as it is.
+        assert_eq!(p.left_as_they_are, 1);
+        let part_of = |key: &str| {
+            p.parts
+                .iter()
+                .position(|part| part.iter().any(|i| i.meta.key == key))
+        };
+        assert_eq!(part_of(&c1.meta.key), part_of(&f(1).meta.key));
+        assert_eq!(part_of(&c1.meta.key), part_of(&f(2).meta.key));
+        assert_eq!(part_of(&m.meta.key), part_of(&f(7).meta.key));
+        assert_eq!(part_of(&c2.meta.key), None);
+        assert_eq!(p.parts.iter().map(Vec::len).sum::<usize>(), 10);
+        for part in &p.parts {
+            let kinds: Vec<u8> = (part.iter())
+                .map(|i| match i.source {
+                    Source::Compacted => 0,
+                    Source::MultiRow => 1,
+                    Source::PerFlight(_) => 2,
+                })
+                .collect();
+            assert!(kinds.is_sorted(), "{kinds:?}");
+        }
+        // Without the flights read, the same inputs would be split apart.
+        let p = parts(
+            [c1.clone()].into_iter().chain((1..=8).map(f)).collect(),
+            &none(),
+            6,
+        );
+        assert_ne!(
+            p.parts.iter().position(|part| part.contains(&c1)),
+            p.parts.iter().position(|part| part.contains(&f(2)))
+        );
     }
 }

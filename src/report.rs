@@ -205,6 +205,10 @@ pub enum DayAction {
     SweepPlanned,
     /// A repair range's date held by a stuck or quarantined manifest.
     Blocked,
+    /// Some of the date's parts committed (`parts`), the deadline stopped it
+    /// with `files_left` index files left: the next run goes on within the
+    /// date (`resume_date`). The watermark stays before it.
+    Partial,
 }
 
 named_enum!(DayAction);
@@ -387,6 +391,13 @@ pub struct DayReport {
     pub rows_written: u64,
     /// Rows dropped as older duplicates of the same flight.
     pub duplicates_removed: u64,
+    /// Commits of the date in this run: one a part ([`crate::plan::parts`],
+    /// `PART_FILES`), more when inputs changed meanwhile.
+    #[serde(default)]
+    pub parts: u64,
+    /// On `partial`: index files of the date left for the next run.
+    #[serde(default)]
+    pub files_left: u64,
     /// Columns the target schema does not know, kept after the known ones
     /// (names matched without case; each with one type for the day:
     /// `merge::widen`).

@@ -33,6 +33,10 @@ pub(super) enum DayOutcome {
     /// An error stopped the date: the day's report (with what it did before
     /// the error, action `failed`) and the error.
     Failed(DayReport, Error),
+    /// The deadline came between two of its parts: the day's report
+    /// (action `partial`, `parts`, `files_left`); the date goes on in the
+    /// next run.
+    Unfinished(DayReport),
 }
 
 /// One date, in any [`DayMode`]: list, sort, parity gate (per mode), plan,
@@ -58,6 +62,12 @@ pub(super) async fn process_day(
             "multi-row inputs hold rows of other days (first_message on another UTC date): merged into this date where they are, not moved");
     }
     match outcome {
+        Err(e @ Error::DateUnfinished { .. }) => {
+            tracing::warn!(%date, parts = day.parts, files_left = day.files_left, "{e}");
+            day.action = Done::Partial;
+            day.reason = e.to_string();
+            DayOutcome::Unfinished(day)
+        }
         Err(e) => {
             day.action = Done::Failed;
             day.reason = e.to_string();
@@ -89,6 +99,10 @@ pub(super) async fn process_day(
 }
 
 /// The passes of [`process_day`]; `Some(missing)` on a parity mismatch.
+/// Each pass commits the date's inputs in parts ([`plan::parts`],
+/// `PART_FILES`), each part a full commit; between parts the deadline is
+/// checked ([`crate::deadline::Deadline::near_unit`]) and, when it is near,
+/// [`Error::DateUnfinished`] stops the date with what is left.
 async fn day_passes(
     cx: &mut Ctx<'_, '_, impl Store>,
     date: NaiveDate,
@@ -99,6 +113,8 @@ async fn day_passes(
     // Per-flight files of listed flights that could not be read: the date
     // is a Mismatch once its readable inputs are folded.
     let mut unread_files: Vec<UnreadFile> = Vec::new();
+    let mut slowest_part = std::time::Duration::ZERO;
+    let mut outputs = Outputs::new();
     for pass in 0..MAX_PASSES_PER_DATE {
         let t = std::time::Instant::now();
         let mut listed = crate::day::Day::list(cx.store, date, mode != DayMode::Sweep).await?;
@@ -108,7 +124,7 @@ async fn day_passes(
         // Refused before any input is read when the date cannot fit the
         // run's memory: a report, not an allocation failure.
         let files = listing.inputs().count().max(listed.flights.len()) as u64;
-        crate::day::check_day_memory(date, files, cx.config.memory_limit_mb)?;
+        crate::day::check_day_memory(date, files, cx.config.part_files, cx.config.memory_limit_mb)?;
         if pass == 0 {
             day.foreign_objects = listing.foreign.len() as u64;
             day.foreign_keys = (listing.foreign.iter().take(FOREIGN_KEYS_SHOWN))
@@ -123,22 +139,19 @@ async fn day_passes(
             }
         }
         let plan = plan::plan_day(date, listing, &cx.recovery.claimed);
-        let read_started = Instant::now();
         let gate_needed = match mode {
             DayMode::Walk => true,
             DayMode::Sweep => false,
             // Nothing to fold: the date is not touched, so no gate (no GET).
             DayMode::Repair => matches!(plan.action, DayAction::Compact { .. }),
         };
-        // The inputs the gate's second half read, for the merge to reuse.
-        let mut checked = None;
+        // The bodies the gate read, for the merge to reuse.
+        let mut prefetched = Prefetched::new();
         if pass == 0 && gate_needed {
-            let inputs = match &plan.action {
-                DayAction::Compact { inputs } => Some(inputs.as_slice()),
-                _ => None,
-            };
+            // The gate's first half, over the whole date's listings; its
+            // second half (what the per-flight files hold) part by part.
             let check =
-                parity_check(cx.store, date, &listed.flights, listing, inputs, settings).await?;
+                parity_check(cx.store, date, &listed.flights, listing, None, settings).await?;
             add_skipped(
                 day,
                 check.unreadable.iter().map(|(key, u)| SkippedFile {
@@ -157,7 +170,7 @@ async fn day_passes(
                 return Ok(Some(parity_failed(day, reason, check.missing)));
             }
             day.parity = Some(Parity::Passed);
-            checked = (check.read).map(|read| (read, check.without_own_row, check.unread));
+            prefetched = check.prefetched;
         }
         tracing::info!(pass, "{plan}");
         day.files_claimed = listing
@@ -175,72 +188,78 @@ async fn day_passes(
             }
             break;
         };
-        // The sweep and later passes read here, with the same check of
-        // per-flight files without a row of their own (in the sweep no
-        // flight was listed: none can be lost).
-        let (read, lost, unread) = match checked {
-            Some(checked) => checked,
-            None => {
-                let read = read::read_inputs(cx.store, date, &inputs, settings, &Prefetched::new())
-                    .await?;
-                let lost = without_own_row(&read, &listed.flights);
-                let unread = unread_rows(&read, &listed.flights);
-                (read, lost, unread)
+        let total: u64 = inputs.iter().map(plan::input_weight).sum();
+        let flights_of = if total > cx.config.part_files {
+            crate::partition::multi_row_flights(cx.store, &inputs, settings.budget, &mut prefetched)
+                .await?
+        } else {
+            Default::default()
+        };
+        let plan::Parts {
+            parts,
+            left_as_they_are,
+        } = plan::parts(inputs, &flights_of, cx.config.part_files);
+        drop(flights_of);
+        let count = parts.len();
+        if count > 1 || left_as_they_are > 0 {
+            tracing::info!(%date, parts = count, left_as_they_are, part_files = cx.config.part_files,
+                "the date's inputs are more than one part (PART_FILES): each part is committed on its own");
+        }
+        let mut kept_newer = 0;
+        let mut stop = false;
+        let mut pass_unread: Vec<UnreadFile> = Vec::new();
+        let mut left: Vec<Vec<plan::PlannedInput>> = parts;
+        left.reverse();
+        let mut done = 0usize;
+        while let Some(part) = left.pop() {
+            if done > 0
+                && let Some(near) = cx.deadline.near_unit(slowest_part)
+            {
+                let files_left = left.iter().map(Vec::len).sum::<usize>() + part.len();
+                day.files_left = files_left as u64;
+                return Err(Error::DateUnfinished {
+                    date,
+                    parts_done: done as u64,
+                    files_left: files_left as u64,
+                    left_s: near.left.as_secs(),
+                    needed_s: near.needed.as_secs(),
+                });
             }
-        };
-        let planned = inputs.len();
-        // The plan's inputs, the bodies the gate read and the flights go
-        // once the inputs are read: at 200,000 inputs the plan alone is
-        // ~40 MB that the manifest, its JSON body and the re-list need not
-        // share the heap with.
-        drop((inputs, std::mem::take(&mut listed.flights)));
-        day.bytes_read += read.bytes_read;
-        add_skipped(day, read.skipped.iter().cloned());
-        // The dry run and the commit alike: what this pass read.
-        RunReport::note_other_days(day, &read.other_days);
-        if let Some(key) = &read.held_back {
-            // Nothing of the day is merged or deleted; the file is named
-            // in skipped_files with its limit.
-            day.reason = format!(
-                "compacted file {key} is over an input limit: the day's other inputs are left unmerged"
-            );
-            break;
+            let t = Instant::now();
+            let (end, unread) = commit_part(
+                cx,
+                date,
+                part,
+                &reason,
+                &mut prefetched,
+                &listed.flights,
+                day,
+                &mut outputs,
+            )
+            .await?;
+            slowest_part = slowest_part.max(t.elapsed());
+            done += 1;
+            pass_unread.extend(unread);
+            match end {
+                PartEnd::Committed { kept_newer: k } => {
+                    day.parts += 1;
+                    kept_newer += k;
+                    if count > 1 {
+                        tracing::info!(%date, part = done, of = count, seconds = t.elapsed().as_secs_f64(), "part committed");
+                    }
+                }
+                PartEnd::Read => {}
+                PartEnd::Lost(lost) => return Ok(Some(lost_rows(day, lost, pass_unread))),
+                PartEnd::Stop => {
+                    stop = true;
+                    break;
+                }
+            }
         }
-        if !lost.is_empty() {
-            return Ok(Some(lost_rows(day, lost, unread)));
-        }
-        // An unreadable per-flight file fails the date (its flight has no
-        // readable row), but only after the day's readable inputs are
-        // folded: the file itself is never an input, so nothing of it is
-        // merged or deleted, and the other flights do not wait on it.
         if unread_files.is_empty() {
-            unread_files = unread;
+            unread_files = pass_unread;
         }
-        if nothing_to_merge(&read) {
-            // The first pass leaves the default (nothing_to_compact); a
-            // later pass keeps what the first one did (compacted).
-            day.reason = "nothing readable to fold: at most one compacted file".into();
-            break;
-        }
-        if cx.opts.dry_run {
-            // What was read, as the real run counts it (not what was
-            // planned: a planned input that cannot be decoded is skipped,
-            // not read).
-            day.action = Done::Planned;
-            day.reason = reason;
-            day.files_read = read.read.len() as u64;
-            day.files_read_compacted = count_decoded(&read, Source::Compacted);
-            day.files_read_multi_row = count_decoded(&read, Source::MultiRow);
-            break;
-        }
-        let pass = ToCommit {
-            reason,
-            planned,
-            started: read_started,
-            read,
-        };
-        let kept_newer = commit_day(cx, date, pass, day).await?;
-        if kept_newer == 0 {
+        if stop || kept_newer == 0 || cx.opts.dry_run {
             break;
         }
         // The next pass folds this one's output in: its manifest goes first.
@@ -251,6 +270,94 @@ async fn day_passes(
         return Ok(Some(lost_rows(day, Vec::new(), unread_files)));
     }
     Ok(None)
+}
+
+/// The compacted files a run wrote on a date and left there, by key: rows
+/// and bytes (the day's `rows_written`, `bytes_written`).
+type Outputs = std::collections::BTreeMap<String, (u64, u64)>;
+
+/// How one part of a date ended ([`commit_part`]).
+enum PartEnd {
+    /// Committed; this many inputs were kept because they changed meanwhile.
+    Committed { kept_newer: usize },
+    /// Read and counted, nothing written (a dry run, or nothing to merge).
+    Read,
+    /// Per-flight files without a row of their own flight: nothing of the
+    /// part is written, the date fails parity.
+    Lost(Vec<Uuid>),
+    /// A compacted file over an input limit: nothing more of the date.
+    Stop,
+}
+
+/// One part of a date: read (reusing `prefetched` bodies), checked by the
+/// second half of the parity gate ([`without_own_row`], [`unread_rows`]
+/// against `flights`), then committed ([`commit_day`]) or, in a dry run,
+/// counted. With it, the part's per-flight files of listed flights that
+/// could not be read: the date fails parity once its readable inputs are
+/// folded (the files themselves are never inputs, so nothing of them is
+/// merged or deleted, and the other flights do not wait on them).
+#[allow(clippy::too_many_arguments)]
+async fn commit_part(
+    cx: &mut Ctx<'_, '_, impl Store>,
+    date: NaiveDate,
+    inputs: Vec<plan::PlannedInput>,
+    reason: &str,
+    prefetched: &mut Prefetched,
+    flights: &crate::day::FlightKeys,
+    day: &mut DayReport,
+    outputs: &mut Outputs,
+) -> Result<(PartEnd, Vec<UnreadFile>)> {
+    let settings = read::ReadSettings::of(cx.config);
+    let started = Instant::now();
+    let read = read::read_inputs(cx.store, date, &inputs, settings, prefetched).await?;
+    for i in &inputs {
+        prefetched.remove(&i.meta.key);
+    }
+    // In the sweep no flight was listed: none can be lost.
+    let lost = without_own_row(&read, flights);
+    let unread = unread_rows(&read, flights);
+    let planned = inputs.len();
+    drop(inputs);
+    day.bytes_read += read.bytes_read;
+    add_skipped(day, read.skipped.iter().cloned());
+    // The dry run and the commit alike: what this part read.
+    RunReport::note_other_days(day, &read.other_days);
+    if let Some(key) = &read.held_back {
+        // Nothing of the day is merged or deleted; the file is named
+        // in skipped_files with its limit.
+        day.reason = format!(
+            "compacted file {key} is over an input limit: the day's other inputs are left unmerged"
+        );
+        return Ok((PartEnd::Stop, Vec::new()));
+    }
+    if !lost.is_empty() {
+        return Ok((PartEnd::Lost(lost), unread));
+    }
+    if nothing_to_merge(&read) {
+        if day.action == Done::NothingToCompact {
+            day.reason = "nothing readable to fold: at most one compacted file".into();
+        }
+        return Ok((PartEnd::Read, unread));
+    }
+    if cx.opts.dry_run {
+        // What was read, as the real run counts it (not what was
+        // planned: a planned input that cannot be decoded is skipped,
+        // not read).
+        day.action = Done::Planned;
+        day.reason = reason.to_string();
+        day.files_read += read.read.len() as u64;
+        day.files_read_compacted += count_decoded(&read, Source::Compacted);
+        day.files_read_multi_row += count_decoded(&read, Source::MultiRow);
+        return Ok((PartEnd::Read, unread));
+    }
+    let pass = ToCommit {
+        reason: reason.to_string(),
+        planned,
+        started,
+        read,
+    };
+    let kept_newer = commit_day(cx, date, pass, day, outputs).await?;
+    Ok((PartEnd::Committed { kept_newer }, unread))
 }
 
 /// Marks `day` as failing parity (`reason`, the flights `missing`).
@@ -322,6 +429,7 @@ async fn commit_day(
     date: NaiveDate,
     pass: ToCommit,
     day: &mut DayReport,
+    outputs: &mut Outputs,
 ) -> Result<usize> {
     let ToCommit {
         reason,
@@ -378,13 +486,17 @@ async fn commit_day(
     day.duplicates_removed += prepared.duplicates_removed;
     day.action = Done::Compacted;
     day.reason = reason;
+    // The outputs this run left on the date: a part's, less those a later
+    // pass folded in (its new output holds their rows).
+    for i in &m.inputs {
+        outputs.remove(&i.key);
+    }
     if let Some(o) = &m.output {
         day.output_key = Some(o.key.clone());
-        // A later pass writes a new output holding the earlier one's rows:
-        // the day reports the one it left.
-        day.rows_written = o.rows;
-        day.bytes_written = o.size;
+        outputs.insert(o.key.clone(), (o.rows, o.size));
     }
+    day.rows_written = outputs.values().map(|(rows, _)| rows).sum();
+    day.bytes_written = outputs.values().map(|(_, bytes)| bytes).sum();
     if let Some(first) = deleted.unproven.first() {
         // Kept with its manifest (not in `finished_manifests`): the date is
         // not counted as compacted and stays blocked.

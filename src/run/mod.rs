@@ -513,9 +513,13 @@ async fn walk_dates(
             fail_blocked(cx, report, date);
             break;
         }
-        if let Some(missing) = timed_day(cx, report, date, DayMode::Walk).await? {
-            record_mismatch(cx, report, wm, date, missing).await?;
-            return Ok(());
+        match timed_day(cx, report, date, DayMode::Walk).await? {
+            DayEnd::Done => {}
+            DayEnd::Mismatch(missing) => {
+                record_mismatch(cx, report, wm, date, missing).await?;
+                return Ok(());
+            }
+            DayEnd::Unfinished => break,
         }
         if opts.dry_run || opts.only_date.is_some() {
             delete_finished_manifests(cx).await?;
@@ -577,8 +581,10 @@ fn stop_for_deadline(
 
 /// [`process_day`] for the walk and a range, timed into the deadline's
 /// slowest date ([`Deadline::record`]), its
-/// day added to the report whatever happened. Returns the flights without
-/// an index row when parity failed.
+/// day added to the report whatever happened: done, the flights without
+/// an index row when parity failed, or unfinished (the deadline came
+/// between two of its parts: the report's stop is `deadline` and
+/// `resume_date` the date).
 ///
 /// Errors: the error that stopped the date (the day is reported `failed`).
 async fn timed_day(
@@ -586,7 +592,7 @@ async fn timed_day(
     report: &mut RunReport,
     date: NaiveDate,
     mode: DayMode,
-) -> Result<Option<Vec<Uuid>>> {
+) -> Result<DayEnd> {
     let deadline = cx.deadline;
     let outcome = deadline.timed(process_day(cx, date, mode)).await;
     match outcome {
@@ -596,13 +602,31 @@ async fn timed_day(
         }
         DayOutcome::Mismatch(day, missing) => {
             report.add_day(day);
-            Ok(Some(missing))
+            Ok(DayEnd::Mismatch(missing))
         }
         DayOutcome::Done(day) => {
             report.add_day(day);
-            Ok(None)
+            Ok(DayEnd::Done)
+        }
+        DayOutcome::Unfinished(day) => {
+            // A clean deadline stop within the date: the next run goes on
+            // from the parts this one left (the watermark stays before it).
+            report.stop_reason = StopReason::Deadline;
+            report.resume_date = Some(date);
+            report.add_day(day);
+            Ok(DayEnd::Unfinished)
         }
     }
+}
+
+/// How [`timed_day`]'s date ended, for the walk and a range.
+enum DayEnd {
+    /// Done: compacted, nothing to do, or planned.
+    Done,
+    /// Parity failed: the flights without an index row.
+    Mismatch(Vec<Uuid>),
+    /// The deadline stopped it between parts (`partial`, `resume_date`).
+    Unfinished,
 }
 
 /// The dates the straggler sweep looks at: the last `sweep_days` dates up
@@ -706,6 +730,11 @@ async fn sweep(
                 report.add_day(day);
             }
             DayOutcome::Done(day) | DayOutcome::Mismatch(day, _) => report.add_unlisted_day(day),
+            DayOutcome::Unfinished(day) => {
+                // The next run's sweep goes on from the parts this one left.
+                report.add_day(day);
+                break;
+            }
         }
     }
     Ok(())
@@ -743,9 +772,12 @@ async fn repair_range(
             fail_blocked(cx, report, date);
             continue;
         }
-        let mismatch = timed_day(cx, report, date, DayMode::Repair).await?;
+        let end = timed_day(cx, report, date, DayMode::Repair).await?;
         delete_finished_manifests(cx).await?;
-        if let Some(missing) = mismatch {
+        if let DayEnd::Unfinished = end {
+            break;
+        }
+        if let DayEnd::Mismatch(missing) = end {
             tracing::warn!(%date, missing = missing.len(), "parity mismatch: date left as it is; the range goes on");
             first_mismatch.get_or_insert((date, missing));
         }

@@ -339,6 +339,9 @@ struct World {
     /// Compacted outputs seen, for the check after every call
     /// ([`check_outputs`]).
     outputs: Mutex<OutputsSeen>,
+    /// `PART_FILES` of every run in this world: 2 or 3 in some (a date is
+    /// then committed in parts, several compacted files), else the default.
+    part_files: Option<u64>,
 }
 
 /// The store an invocation sees: the world's [`MemoryStore`] behind a fault plan.
@@ -623,7 +626,8 @@ impl Store for SimStore {
     }
 }
 
-fn config(sweep_days: u32) -> Config {
+fn config(world: &World, sweep_days: u32) -> Config {
+    let parts = world.part_files.map(|n| ("PART_FILES", n.to_string()));
     let env: HashMap<String, String> = [
         ("S3_BUCKET", "sim".to_string()),
         ("METRICS_ENABLED", "false".into()),
@@ -632,6 +636,7 @@ fn config(sweep_days: u32) -> Config {
         ("SWEEP_DAYS", sweep_days.to_string()),
     ]
     .into_iter()
+    .chain(parts)
     .map(|(k, v)| (k.to_string(), v))
     .collect();
     Config::from_map(&env).unwrap()
@@ -708,6 +713,7 @@ async fn schedule(seed: u64) -> std::result::Result<(), String> {
         violations: Mutex::new(Vec::new()),
         batches_in_flight: 1 + rng.below(3) as usize,
         outputs: Mutex::default(),
+        part_files: rng.chance(300).then(|| 2 + rng.below(2)),
     });
     {
         let mut a = world.archive.lock().unwrap();
@@ -750,7 +756,7 @@ async fn schedule(seed: u64) -> std::result::Result<(), String> {
     // The sweep on (covering every date) or off; with it off the writer is
     // quiet: a file landing in a compacted day is, by design, the sweep's.
     let sweep = if rng.chance(750) { 3 } else { 0 };
-    let config = config(sweep);
+    let config = config(&world, sweep);
     let lease = config.lease;
     let mut n = 0;
     let invocations = 1 + rng.below(4);
@@ -1061,28 +1067,38 @@ fn check(world: &World) -> std::result::Result<(), String> {
                 IndexKey::Foreign(_) => {}
             }
         }
-        if compacted.len() != 1 {
+        if compacted.len() != 1 && world.part_files.is_none() {
             return Err(format!(
                 "{d}: {} compacted files: {:?}",
                 compacted.len(),
                 compacted.iter().map(|c| &c.0).collect::<Vec<_>>()
             ));
         }
-        let decoded = archive_compaction::merge::decode(compacted[0].1.clone())
-            .map_err(|e| format!("{}: {e}", compacted[0].0))?;
-        let b = &decoded.batch;
-        let col = |name: &str| {
-            b.column_by_name(name)
-                .and_then(|c| c.as_any().downcast_ref::<StringArray>().cloned())
-                .ok_or(format!("{d}: no {name} column"))
-        };
-        let (s3_key, ident) = (col("s3_key")?, col("ident")?);
+        if compacted.is_empty() {
+            return Err(format!("{d}: no compacted file"));
+        }
+        if compacted.len() > 1 {
+            kinds::DATES_IN_PARTS.fetch_add(1, Ordering::Relaxed);
+        }
+        // Every flight once over all the date's compacted files (one, or
+        // one a part).
         let mut got: BTreeMap<Uuid, Vec<String>> = BTreeMap::new();
         let mut keyless = Vec::new();
-        for i in 0..b.num_rows() {
-            match keys::flight_uuid(s3_key.value(i)) {
-                Some(u) => got.entry(u).or_default().push(ident.value(i).to_string()),
-                None => keyless.push(ident.value(i).to_string()),
+        for (key, body) in &compacted {
+            let decoded = archive_compaction::merge::decode(body.clone())
+                .map_err(|e| format!("{key}: {e}"))?;
+            let b = &decoded.batch;
+            let col = |name: &str| {
+                b.column_by_name(name)
+                    .and_then(|c| c.as_any().downcast_ref::<StringArray>().cloned())
+                    .ok_or(format!("{d}: no {name} column"))
+            };
+            let (s3_key, ident) = (col("s3_key")?, col("ident")?);
+            for i in 0..b.num_rows() {
+                match keys::flight_uuid(s3_key.value(i)) {
+                    Some(u) => got.entry(u).or_default().push(ident.value(i).to_string()),
+                    None => keyless.push(ident.value(i).to_string()),
+                }
             }
         }
         keyless.sort();
@@ -1278,6 +1294,7 @@ mod kinds {
     static KEYLESS_ROWS: AtomicU64 = AtomicU64::new(0);
     static KEYLESS_FILES: AtomicU64 = AtomicU64::new(0);
     pub(super) static OUTPUTS_CHECKED: AtomicU64 = AtomicU64::new(0);
+    pub(super) static DATES_IN_PARTS: AtomicU64 = AtomicU64::new(0);
 
     /// The kind seed `seed` runs after its schedule, if any: one seed in
     /// 16 each, and a run of `--date` cut call by call, which costs about a
@@ -1299,7 +1316,7 @@ mod kinds {
     pub(super) fn report(seeds: u64) {
         let c = |a: &AtomicU64| a.load(Ordering::Relaxed);
         eprintln!(
-            "kinds: {} --date/repair runs cut, {} write answers held past the lease ({} taken over meanwhile), {} runs with a quarantined manifest kept, {} multi-row files holding a flight twice ({} in uuid order), {} rows without a flight uuid in multi-row files, {} per-flight files with such a row, {} compacted outputs checked after every call",
+            "kinds: {} --date/repair runs cut, {} write answers held past the lease ({} taken over meanwhile), {} runs with a quarantined manifest kept, {} multi-row files holding a flight twice ({} in uuid order), {} rows without a flight uuid in multi-row files, {} per-flight files with such a row, {} compacted outputs checked after every call, {} dates checked in several compacted files (PART_FILES)",
             c(&DATE_CUTS),
             c(&HELD),
             c(&TAKEN_OVER),
@@ -1309,6 +1326,7 @@ mod kinds {
             c(&KEYLESS_ROWS),
             c(&KEYLESS_FILES),
             c(&OUTPUTS_CHECKED),
+            c(&DATES_IN_PARTS),
         );
         let all = [
             &DATE_CUTS,
@@ -1320,6 +1338,7 @@ mod kinds {
             &KEYLESS_ROWS,
             &KEYLESS_FILES,
             &OUTPUTS_CHECKED,
+            &DATES_IN_PARTS,
         ];
         assert!(
             seeds < 100 || all.iter().all(|a| c(a) > 0),
@@ -1445,6 +1464,7 @@ mod kinds {
             violations: Mutex::new(Vec::new()),
             batches_in_flight: 1 + rng.below(3) as usize,
             outputs: Mutex::default(),
+            part_files: rng.chance(300).then(|| 2 + rng.below(2)),
         });
         let mut a = world.archive.lock().unwrap();
         for d in DATES.map(date) {
@@ -1577,7 +1597,7 @@ mod kinds {
     async fn date_runs_cut_at_every_call(seed: u64) -> std::result::Result<(), String> {
         let mut rng = Rng(seed ^ 0xDA7E_5EED);
         let (world, clock) = world(seed, &mut rng);
-        let config = config(0);
+        let config = config(&world, 0);
         let mut n = 1000;
         walk_to_success(&world, &config, &mut n).await?;
         indexed_once(&world).map_err(|e| format!("after the first walk: {e}"))?;
@@ -1720,7 +1740,7 @@ mod kinds {
     async fn held_write_answer(seed: u64) -> std::result::Result<(), String> {
         let mut rng = Rng(seed ^ 0x4E1D_A45E);
         let (world, clock) = world(seed, &mut rng);
-        let config = config(if rng.chance(500) { 3 } else { 0 });
+        let config = config(&world, if rng.chance(500) { 3 } else { 0 });
         let lease = config.lease;
         let mut n = 2000;
         // Now and then the days are compacted first and late flights land:
@@ -1786,7 +1806,7 @@ mod kinds {
     async fn quarantine_kept(seed: u64) -> std::result::Result<(), String> {
         let mut rng = Rng(seed ^ 0x0_9A7A_4714);
         let (world, _clock) = world(seed, &mut rng);
-        let config = config(if rng.chance(600) { 3 } else { 0 });
+        let config = config(&world, if rng.chance(600) { 3 } else { 0 });
         let mut n = 3000;
         let key = plant_wrong_manifest(&world.mem, &mut rng);
         let d = keys::manifest_date(&key).unwrap();
