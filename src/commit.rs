@@ -470,20 +470,25 @@ pub async fn verify_and_delete_inputs(
     delete_listed_inputs(store, fence, manifest, &listed, unproven).await
 }
 
-/// The ETag of every object in the partition of `manifest`, by key: its
-/// re-list, in key ranges cut between the manifest's inputs
-/// ([`crate::storage::ranges::relist`], several ranges at once).
+/// The ETag of each of `manifest`'s inputs still in its partition, by key:
+/// the partition re-listed in key ranges cut between the inputs, up to the
+/// last of them ([`crate::storage::ranges::relist_through`], several ranges
+/// at once), only the inputs kept (a part's re-list holds its own inputs,
+/// not the day's).
 ///
 /// Errors: an S3 error listing a page.
 pub async fn listed_etags(
     store: &impl Store,
     manifest: &Manifest,
 ) -> Result<HashMap<String, String>> {
-    let known: Vec<&str> = manifest.inputs.iter().map(|i| i.key.as_str()).collect();
+    let known: std::collections::HashSet<&str> =
+        manifest.inputs.iter().map(|i| i.key.as_str()).collect();
+    let keys: Vec<&str> = known.iter().copied().collect();
     Ok(
-        crate::storage::ranges::relist(store, &index_prefix(manifest.date), &known)
+        crate::storage::ranges::relist_through(store, &index_prefix(manifest.date), &keys)
             .await?
             .into_iter()
+            .filter(|o| known.contains(o.key.as_str()))
             .map(|o| (o.key, o.etag))
             .collect(),
     )

@@ -247,6 +247,7 @@ async fn day_passes(
                     if count > 1 {
                         tracing::info!(%date, part = done, of = count, seconds = t.elapsed().as_secs_f64(), "part committed");
                     }
+                    crate::failpoint!("run::after-part");
                 }
                 PartEnd::Read => {}
                 PartEnd::Lost(lost) => return Ok(Some(lost_rows(day, lost, pass_unread))),

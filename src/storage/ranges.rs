@@ -322,6 +322,28 @@ pub async fn relist<S: AsRef<str>>(
     list_in_ranges(store, prefix, &ranges).await
 }
 
+/// [`relist`] through the greatest of the `known` keys only: the re-list
+/// of one commit's inputs, where keys after its last input (a later part's
+/// inputs, [`crate::plan::parts`]) are not its business and would cost
+/// pages for nothing. Keys written since among the known ones fall into
+/// the ranges like any other.
+///
+/// Errors: an S3 error listing a page.
+pub async fn relist_through<S: AsRef<str>>(
+    store: &impl Store,
+    prefix: &str,
+    known: &[S],
+) -> Result<Vec<ObjectMeta>> {
+    let mut ranges = relist_ranges(prefix, known, store.list_page_size());
+    let last = (known.iter().map(AsRef::as_ref))
+        .filter(|k| k.starts_with(prefix))
+        .max();
+    if let (Some(range), Some(last)) = (ranges.last_mut(), last) {
+        range.through = Some(last.to_string());
+    }
+    list_in_ranges(store, prefix, &ranges).await
+}
+
 /// The ranges [`relist`] lists: covering the whole key space, each holding
 /// [`relist_range_keys`]`(page_size)` of the `known` keys under `prefix`
 /// (the last one fewer).
@@ -530,5 +552,24 @@ mod tests {
         assert_eq!(s.requests("ListObjectsV2"), 1);
         assert_eq!(relist(&s, p, &keys).await.unwrap().len(), 5);
         assert_eq!(s.requests("ListObjectsV2"), 2);
+    }
+
+    #[tokio::test]
+    async fn a_relist_through_its_known_keys_stops_at_the_last_one() {
+        let p = "index/year=2026/month=07/day=20/";
+        let keys: Vec<String> = (0..50)
+            .map(|i| v7_key(p, 1_784_505_600_000 + i, i))
+            .collect();
+        let mut all = keys.clone();
+        all.push(format!("{p}compacted-01a2.parquet"));
+        for page in [1, 3, 1000] {
+            let s = store_with(&all, page);
+            // The first 20 known (a part), one of them rewritten since:
+            // every key up to the 20th, none after it.
+            let got = names(&relist_through(&s, p, &keys[..20]).await.unwrap());
+            assert_eq!(got, keys[..20], "page size {page}");
+            let got = names(&relist_through(&s, p, &keys[30..40]).await.unwrap());
+            assert_eq!(got, keys[..40], "page size {page}");
+        }
     }
 }

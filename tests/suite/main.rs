@@ -24,6 +24,7 @@ mod inputs;
 mod lambda_runtime;
 mod migration;
 mod operator_errors;
+mod parts;
 mod real_writers;
 mod recovery;
 mod reporting;

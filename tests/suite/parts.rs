@@ -1,0 +1,212 @@
+//! A date over `PART_FILES` is committed in parts (ministack; the S3
+//! protocol is the store conformance suite's): every flight's row in one
+//! compacted file exactly once, per-flight files and the compacted file
+//! holding an older row of the same flight merged in one part, a crash or
+//! the deadline between parts finished by the next run without starting
+//! over. Read back with pyarrow.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use archive_compaction::report::{DayAction, Status, StopReason};
+use archive_compaction::run::{RunOptions, run};
+use archive_compaction::storage::{PutMode, S3Store};
+use serde_json::{Value, json};
+
+const NOW: &str = "2026-07-20T04:50:00Z";
+const DAY: &str = "2026-07-18";
+
+/// Failpoints are process-wide: these tests run one at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The date's compacted files and every row in them, by flight (its
+/// `s3_key`), as pyarrow reads them.
+fn rows_by_flight(store: &S3Store) -> (Vec<String>, BTreeMap<String, Vec<Value>>) {
+    let prefix = archive_compaction::keys::index_prefix(date(DAY));
+    let after = dump(store, &prefix);
+    let mut files = Vec::new();
+    let mut rows: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for (key, d) in &after {
+        let name = &key[prefix.len()..];
+        assert!(
+            name.starts_with("compacted-") || !name.ends_with(".parquet"),
+            "{key}: an index input left"
+        );
+        if name.starts_with("compacted-") {
+            assert_eq!(d.error, None, "{key}");
+            files.push(key.clone());
+            for r in d.rows.clone().unwrap() {
+                let flight = r["s3_key"].as_str().unwrap().to_string();
+                rows.entry(flight).or_default().push(r);
+            }
+        }
+    }
+    (files, rows)
+}
+
+/// Asserts every generated row of the date is in its compacted files
+/// exactly once, with its values.
+fn assert_each_once(store: &S3Store, generated: &Generated) -> Vec<String> {
+    let (files, rows) = rows_by_flight(store);
+    let want = &generated.rows[DAY];
+    assert_eq!(rows.len(), want.len(), "flights in the compacted files");
+    for w in want {
+        let got = &rows[w["s3_key"].as_str().unwrap()];
+        assert_eq!(got, &vec![w.clone()], "{}", w["s3_key"]);
+    }
+    files
+}
+
+#[tokio::test]
+async fn a_day_over_part_files_is_committed_in_parts_and_a_straggler_joins_its_flights_part() {
+    let _serial = SERIAL.lock().await;
+    init_logs();
+    let store = bucket("parts-day").await;
+    let mut generated = generate(
+        &store,
+        json!({"seed": 41, "days": [{"date": DAY, "flights": 12}]}),
+    );
+    // The file of the flight that will come again as a straggler.
+    let key = generated.index_keys[DAY][7].clone();
+    let body = store.get(&key).await.unwrap().body;
+    let cfg = config(&store, &[("PART_FILES", "5")]);
+    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    assert_eq!(r.stop_reason, StopReason::ReachedCutoff);
+    assert_eq!(r.last_compacted_date, Some(date(DAY)));
+    let day = r.days.iter().find(|d| d.date == date(DAY)).unwrap();
+    assert_eq!(
+        (day.action, day.parts, day.files_read),
+        (DayAction::Compacted, 3, 12)
+    );
+    assert_eq!((day.rows_written, day.files_left), (12, 0));
+    let files = assert_each_once(&store, &generated);
+    assert_eq!(files.len(), 3, "parts of 5, 5 and 2 files: {files:?}");
+    assert_valid("run-report.schema.json", &serde_json::to_value(&r).unwrap());
+
+    // A straggler: one flight's per-flight file written again (a newer
+    // row) after its date was compacted. Its older row is in one of the
+    // three compacted files; the sweep must merge the two in one part, or
+    // Athena would return the flight twice.
+    store.put(&key, body, PutMode::Create, None).await.unwrap();
+    let new_rows = rewrite(&store, &key, "REWRITTEN");
+    let flight = new_rows[0]["s3_key"].as_str().unwrap().to_string();
+    for row in generated.rows.get_mut(DAY).unwrap() {
+        if row["s3_key"] == flight {
+            *row = new_rows[0].clone();
+        }
+    }
+    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    let swept = r.days.iter().find(|d| d.date == date(DAY)).unwrap();
+    assert_eq!(swept.action, DayAction::Swept, "{swept:?}");
+    assert_eq!(
+        (swept.parts, swept.files_read, swept.files_read_compacted),
+        (1, 2, 1),
+        "the straggler with the one compacted file holding its flight"
+    );
+    let after = assert_each_once(&store, &generated);
+    assert_eq!(after.len(), 3, "{after:?}");
+}
+
+#[tokio::test]
+async fn a_crash_between_parts_is_finished_by_the_next_run_from_the_parts_left() {
+    let _serial = SERIAL.lock().await;
+    init_logs();
+    let store = bucket("parts-crash").await;
+    let generated = generate(
+        &store,
+        json!({"seed": 42, "days": [{"date": DAY, "flights": 9}]}),
+    );
+    let cfg = config(&store, &[("PART_FILES", "4")]);
+    let scenario = fail::FailScenario::setup();
+    fail::cfg("run::after-part", "1*return->off").unwrap();
+    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    scenario.teardown();
+    assert_eq!(r.last_run_status, Status::Failure, "{r:?}");
+    let (files, rows) = rows_by_flight_or_inputs(&store);
+    assert_eq!((files, rows), (1, 4), "one part committed before the crash");
+
+    let r = run(&store, &cfg, &options_after_leases(1)).await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    let day = r.days.iter().find(|d| d.date == date(DAY)).unwrap();
+    assert_eq!(
+        (day.parts, day.files_read),
+        (2, 5),
+        "only what the crash left: {day:?}"
+    );
+    assert_eq!(assert_each_once(&store, &generated).len(), 3);
+    // The lease clock's run is at 2026-07-22: its cutoff is 07-20.
+    assert_eq!(r.last_compacted_date, Some(date("2026-07-20")));
+}
+
+/// The date's compacted files and the rows in them (the rest of the date
+/// may still be per-flight files).
+fn rows_by_flight_or_inputs(store: &S3Store) -> (usize, usize) {
+    let prefix = archive_compaction::keys::index_prefix(date(DAY));
+    let after = dump(store, &prefix);
+    let compacted: Vec<_> = (after.iter())
+        .filter(|(k, _)| k[prefix.len()..].starts_with("compacted-"))
+        .collect();
+    let rows = compacted
+        .iter()
+        .map(|(_, d)| d.rows.as_ref().unwrap().len())
+        .sum();
+    (compacted.len(), rows)
+}
+
+#[tokio::test]
+async fn a_day_cut_by_the_deadline_between_parts_goes_on_in_the_next_run() {
+    let _serial = SERIAL.lock().await;
+    init_logs();
+    let store = bucket("parts-deadline").await;
+    let generated = generate(
+        &store,
+        json!({"seed": 43, "days": [{"date": DAY, "flights": 9}]}),
+    );
+    let cfg = config(
+        &store,
+        &[("PART_FILES", "4"), ("DEADLINE_MARGIN_SECONDS", "9")],
+    );
+    // The first part is committed, then time passes (the failpoint sleeps
+    // 3 s): 20 s from the start, less than the 9 s margin is left before
+    // the next part.
+    let scenario = fail::FailScenario::setup();
+    fail::cfg("run::after-part", "1*sleep(3000)->off").unwrap();
+    let mut opts = RunOptions::at(at(NOW));
+    opts.deadline = Some(Instant::now() + Duration::from_secs(11));
+    let r = run(&store, &cfg, &opts).await;
+    scenario.teardown();
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    assert_eq!(r.stop_reason, StopReason::Deadline);
+    assert_eq!(r.resume_date, Some(date(DAY)));
+    assert_eq!(
+        r.last_compacted_date, None,
+        "the watermark stays before the date"
+    );
+    let day = r.days.iter().find(|d| d.date == date(DAY)).unwrap();
+    assert_eq!(
+        (day.action, day.parts, day.files_left),
+        (DayAction::Partial, 1, 5),
+        "{day:?}"
+    );
+    assert!(
+        day.reason.contains("the next run goes on within this date"),
+        "{}",
+        day.reason
+    );
+    assert_valid("run-report.schema.json", &serde_json::to_value(&r).unwrap());
+    assert_eq!(rows_by_flight_or_inputs(&store), (1, 4));
+
+    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    let day = r.days.iter().find(|d| d.date == date(DAY)).unwrap();
+    assert_eq!(
+        (day.parts, day.files_read),
+        (2, 5),
+        "only what was left: {day:?}"
+    );
+    assert_eq!(assert_each_once(&store, &generated).len(), 3);
+    assert_eq!(r.last_compacted_date, Some(date(DAY)));
+}
