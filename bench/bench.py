@@ -75,6 +75,8 @@ RELEASE = os.path.join(ROOT, "target", os.environ.get("BENCH_PROFILE") or "relea
 # BENCH_JOB=path runs another build of the job (e.g. a copy of the previous
 # one, for an A/B comparison on the same machine state).
 JOB = os.environ.get("BENCH_JOB") or os.path.join(RELEASE, "archive-compaction")
+# The job's address-space limit in KiB (`--job-ulimit-kib`; 0: none).
+JOB_ULIMIT_KIB = 0
 TOOL = os.path.join(RELEASE, "examples", "bench-tool")
 # GNU time measures each contender's peak RSS (see run()).
 GNU_TIME = os.environ.get("BENCH_TIME") or "/usr/bin/time"
@@ -184,7 +186,7 @@ def env(endpoint, **extra):
     return e
 
 
-def run(cmd, env_, svc, stderr_out=None):
+def run(cmd, env_, svc, stderr_out=None, limit_as_kib=0):
     """Runs one contender: (stdout, wall seconds, peak RSS MB, proxy requests,
     requests by kind, CPU seconds (user, system)).
 
@@ -193,12 +195,20 @@ def run(cmd, env_, svc, stderr_out=None):
     so a child forked from this Python process (about 100 MB with pyarrow and
     boto3 loaded) would report at least that. GNU time is small, and the
     command it forks starts from its size. CPU time is wait4's (time's and the
-    command's together; time's own is about a millisecond)."""
+    command's together; time's own is about a millisecond). `limit_as_kib`
+    (0: none) is the command's address-space limit, as `ulimit -v` sets it
+    (RLIMIT_AS): the job's under `--job-ulimit-kib`, to show a memory bound
+    by running under it, not by hoping."""
+    def limit():
+        if limit_as_kib:
+            import resource
+            resource.setrlimit(resource.RLIMIT_AS, (limit_as_kib * 1024, limit_as_kib * 1024))
     before = svc.stats()
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe, \
             tempfile.NamedTemporaryFile("r", prefix="bench-rss-") as rf:
-        p = subprocess.Popen([GNU_TIME, "-f", "%M", "-o", rf.name] + cmd, env=env_, stdout=fo, stderr=fe)
+        p = subprocess.Popen([GNU_TIME, "-f", "%M", "-o", rf.name] + cmd, env=env_, stdout=fo, stderr=fe,
+                             preexec_fn=limit)
         _, status, ru = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t0
         p.returncode = os.waitstatus_to_exitcode(status)
@@ -267,15 +277,18 @@ def measure_job(svc, bucket, n, concurrency):
         wrapper + [JOB, "run", "--now", now],
         env(svc.proxied, S3_BUCKET=bucket, START_DATE=DATE.isoformat(), READ_CONCURRENCY=concurrency,
             S3_FORCE_PATH_STYLE="true", METRICS_ENABLED="false",
-            LOG_LEVEL=os.environ.get("BENCH_LOG_LEVEL") or "warn,archive_compaction::run=debug"), svc, err)
+            LOG_LEVEL=os.environ.get("BENCH_LOG_LEVEL") or "warn,archive_compaction::run=debug"), svc, err,
+        limit_as_kib=JOB_ULIMIT_KIB)
     # From the first "{": a BENCH_JOB_WRAPPER such as heaptrack prints its
     # own lines around the job's report on the same stdout.
     rep, _ = json.JSONDecoder().raw_decode(out[out.find("{"):])
     if rep["last_run_status"] != "Success" or rep["files_compacted"] != n:
         raise SystemExit(f"bench: job did not compact {n} files: {out[:2000]}")
+    day = next((d for d in rep["days"] if d["date"] == DATE.isoformat()), {})
     return {"wall_s": wall, "rss_mb": rss, "requests": req, "by_kind": kinds, **cpu_fields(cpu, n),
             "output_bytes": rep["bytes_written"], "rows": rep["rows_written"],
-            "phases_s": job_phases(err[0])}
+            "phases_s": job_phases(err[0]), "parts": day.get("parts"),
+            "part_files": int(os.environ.get("PART_FILES", "50000")), "ulimit_v_kib": JOB_ULIMIT_KIB}
 
 
 def job_phases(stderr):
@@ -513,11 +526,16 @@ def main():
                     help="READ_CONCURRENCY values to try (job and floor, and curl --parallel-max when "
                          "curl is in --systems)")
     ap.add_argument("--sweep-size", type=int, default=10000)
+    ap.add_argument("--job-ulimit-kib", type=int, default=0,
+                    help="run the job under this address-space limit (ulimit -v, KiB; 0: none), "
+                         "e.g. 524288 for a 512 MB Lambda")
     ap.add_argument("--repeat", type=int, default=1,
                     help="runs of the job per N (the bucket is uploaded again before each); "
                          "the table shows the run with the median CPU time, the JSON every run")
     ap.add_argument("--out", default=os.path.join(ROOT, "target", "bench-results.json"))
     args = ap.parse_args()
+    global JOB_ULIMIT_KIB
+    JOB_ULIMIT_KIB = args.job_ulimit_kib
     systems = args.systems.split(",")
     for exe in (JOB, TOOL):
         if not os.path.exists(exe):

@@ -41,7 +41,6 @@ use std::fmt;
 
 use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
 use crate::error::{Error, Result};
 use crate::input::{self, Budget, RowKeys};
@@ -55,8 +54,7 @@ use crate::read::ReadSettings;
 use crate::storage::ranges::list_partition;
 use crate::storage::{ObjectMeta, Store};
 
-/// A date's flights: each flight object's uuid and key.
-pub type FlightKeys = BTreeMap<Uuid, String>;
+pub use crate::partition::FlightKeys;
 
 /// One date's listings.
 #[derive(Debug, Clone, Default)]
@@ -186,6 +184,9 @@ pub enum BlockReason {
     /// A manifest under `_compaction_state/quarantine/` (its key): the
     /// date waits for an operator to inspect and delete it.
     Quarantined(String),
+    /// A live manifest recovery could not finish (its key): inputs it
+    /// cannot delete; the next run retries (recovery's, not a listing's).
+    Stuck(String),
     /// The watermark's `mismatch_date`: the date fails the parity gate.
     Mismatch,
     /// A live manifest under `_compaction_state/manifests/` (its key): a
@@ -201,7 +202,7 @@ impl BlockReason {
     /// manifest or cannot finish it); the mismatch date is where the walk
     /// stops for parity, which `status` shows as its `mismatch`.
     pub fn blocks_walk(&self) -> bool {
-        matches!(self, BlockReason::Quarantined(_))
+        matches!(self, BlockReason::Quarantined(_) | BlockReason::Stuck(_))
     }
 
     /// `prune-cache`'s policy: every reason keeps the date's local copies.
@@ -210,9 +211,10 @@ impl BlockReason {
     /// so no copy there is proven to be in a compacted file.
     pub fn keeps_cache(&self) -> bool {
         match self {
-            BlockReason::Quarantined(_) | BlockReason::Mismatch | BlockReason::LiveManifest(_) => {
-                true
-            }
+            BlockReason::Quarantined(_)
+            | BlockReason::Stuck(_)
+            | BlockReason::Mismatch
+            | BlockReason::LiveManifest(_) => true,
         }
     }
 }
@@ -221,6 +223,7 @@ impl fmt::Display for BlockReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BlockReason::Quarantined(key) => write!(f, "quarantined manifest {key}"),
+            BlockReason::Stuck(key) => write!(f, "stuck manifest {key}"),
             BlockReason::Mismatch => f.write_str("the watermark's mismatch_date"),
             BlockReason::LiveManifest(key) => write!(f, "live manifest {key}"),
         }
@@ -350,6 +353,19 @@ impl Blocked {
             async { (store.list(QUARANTINE_ROOT).await).map_err(|e| (QUARANTINE_ROOT, e)) },
         )?;
         Ok(Blocked::of(mismatch, &manifests, &quarantined))
+    }
+
+    /// Adds `reason` to `date`'s reasons.
+    pub fn add(&mut self, date: NaiveDate, reason: BlockReason) {
+        self.dates.entry(date).or_default().insert(reason);
+    }
+
+    /// The dates the walk stops before ([`BlockReason::blocks_walk`]), in
+    /// order.
+    pub fn walk_blocked_dates(&self) -> impl Iterator<Item = NaiveDate> + '_ {
+        (self.dates.keys())
+            .copied()
+            .filter(|d| self.blocking_walk(*d).is_some())
     }
 
     /// Why the walk stops before `date` ([`BlockReason::blocks_walk`]), if

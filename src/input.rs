@@ -70,8 +70,8 @@ use tokio::sync::Semaphore;
 use crate::error::{Error, Result};
 use crate::keys::flight_uuid;
 use crate::merge::{self, Decoded, Unmergeable};
+use crate::merge::{Limit, LimitBroken};
 use crate::proof::RowFlights;
-use crate::report::{Limit, LimitBroken};
 use crate::storage::{Fetched, ObjectMeta, Store};
 
 /// Objects of at most this many bytes (256 KiB) are fetched whole, in one

@@ -28,6 +28,32 @@
 //! - [`app`]: clients built once, the Lambda handler and the CLI's shared entry point.
 #![warn(missing_docs)]
 
+/// `as_str` and comparison with `&str` for a unit enum that derives
+/// `strum::IntoStaticStr` and `strum::Display` with the same snake case
+/// names as its serde form, so logs, reports and tests use one spelling
+/// (the one `specs/run-report.schema.json` lists; `logged_names_are_the_json_names`
+/// holds the two derives to it).
+macro_rules! named_enum {
+    ($t:ident) => {
+        impl $t {
+            /// The name as in the report's JSON.
+            pub fn as_str(&self) -> &'static str {
+                self.into()
+            }
+        }
+        impl PartialEq<&str> for $t {
+            fn eq(&self, other: &&str) -> bool {
+                self.as_str() == *other
+            }
+        }
+        impl PartialEq<str> for $t {
+            fn eq(&self, other: &str) -> bool {
+                self.as_str() == other
+            }
+        }
+    };
+}
+
 pub mod app;
 pub mod audit;
 pub mod clock;

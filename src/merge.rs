@@ -92,8 +92,9 @@ pub use other_days::{OTHER_DAYS_UUIDS_SHOWN, OtherDays, first_message_at, is_oth
 #[cfg(test)]
 use schema::has_target_layout;
 pub use schema::{
-    Decoded, Unmergeable, arrow_metadata, column_key, conform, decode, decode_parsed, decoded_from,
-    footer_options, holds_flight, rows_without_flight, same_column, target_schema,
+    Decoded, Limit, LimitBroken, Unmergeable, arrow_metadata, column_key, conform, decode,
+    decode_parsed, decoded_from, footer_options, holds_flight, rows_without_flight, same_column,
+    target_schema,
 };
 pub use stream::{MergedOutput, StreamError, StreamMerger};
 pub use widen::{ExtraColumns, convert};

@@ -33,7 +33,6 @@ use std::collections::{BTreeSet, HashMap};
 use chrono::NaiveDate;
 use uuid::Uuid;
 
-use crate::day::FlightKeys;
 use crate::error::Result;
 use crate::input::{self, Budget, RowKeys};
 use crate::keys::{
@@ -45,6 +44,9 @@ use crate::plan::{self, PartitionListing, PlannedInput};
 use crate::read::{self, Prefetched, ReadInputs, ReadSettings};
 use crate::report::UnreadFile;
 use crate::storage::Store;
+
+/// A date's flights: each flight object's uuid and key.
+pub type FlightKeys = std::collections::BTreeMap<Uuid, String>;
 
 /// What the parity gate found for one date.
 #[derive(Debug, Default)]

@@ -52,14 +52,14 @@
 //! here; `recovery::proof-off` switches the proof of a verified manifest's
 //! inputs off (the simulation shows that it then fails).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::fmt;
 
 use chrono::NaiveDate;
 use uuid::Uuid;
 
 use crate::commit::{self, InputState, OutputCheck};
-use crate::day::quarantined_date;
+use crate::day::{BlockReason, Blocked, quarantined_date};
 use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::input::{self, Budget};
@@ -648,8 +648,11 @@ async fn prove_still_listed(
 pub struct Recovery {
     /// One entry per manifest found (and per quarantined one still there).
     pub recovered: Vec<RecoveredManifest>,
-    /// Dates the walk must not touch, with why.
-    pub blocked: BTreeMap<NaiveDate, String>,
+    /// Dates the walk must not touch, with why: a quarantined manifest
+    /// (still there, or moved by this recovery) or a stuck one
+    /// ([`BlockReason::blocks_walk`]); what `status` and `prune-cache`
+    /// name too ([`crate::day::Blocked`]).
+    pub blocked: Blocked,
     /// Keys claimed by manifests that are still live (never inputs).
     pub claimed: HashSet<String>,
     /// Inputs deleted while finishing commits.
@@ -691,23 +694,16 @@ pub async fn recover(
 async fn listed_state(store: &impl Store, out: &mut Recovery) -> Result<Vec<ObjectMeta>> {
     let (quarantined, manifests) =
         tokio::try_join!(store.list(QUARANTINE_ROOT), store.list(MANIFESTS_ROOT))?;
-    still_quarantined(store, quarantined, out);
+    still_quarantined(quarantined, out);
     Ok(manifests)
 }
 
 /// Quarantined manifests still under `quarantine/` block their date.
-fn still_quarantined(store: &impl Store, quarantined: Vec<ObjectMeta>, out: &mut Recovery) {
+fn still_quarantined(quarantined: Vec<ObjectMeta>, out: &mut Recovery) {
     for q in quarantined {
         let date = quarantined_date(&q.key);
         if let Some(d) = date {
-            out.blocked.insert(
-                d,
-                format!(
-                    "quarantined manifest s3://{}/{} needs an operator",
-                    store.bucket(),
-                    q.key
-                ),
-            );
+            out.blocked.add(d, BlockReason::Quarantined(q.key.clone()));
         }
         out.recovered.push(RecoveredManifest {
             key: q.key.clone(),
@@ -757,10 +753,8 @@ fn would_quarantine(
 ) -> String {
     let target = quarantine_key(key);
     if let Some(d) = date {
-        out.blocked.insert(
-            d,
-            blocked_reason(store, key, &target, rule, "would be moved"),
-        );
+        tracing::warn!(key, %target, reason = %blocked_reason(store, key, &target, rule, "would be moved"), "manifest would be quarantined");
+        out.blocked.add(d, BlockReason::Quarantined(target.clone()));
     }
     target
 }
@@ -871,8 +865,9 @@ async fn quarantine(
     }
     store.delete(key, None).await?;
     if let Some(d) = date {
+        tracing::warn!(key, %target, reason = %blocked_reason(store, key, &target, rule, "was moved"), "manifest quarantined");
         out.blocked
-            .insert(d, blocked_reason(store, key, &target, rule, "was moved"));
+            .add(d, BlockReason::Quarantined(target.to_string()));
     }
     Ok(())
 }
@@ -953,7 +948,8 @@ async fn resolve(
             first.code,
             first.message
         );
-        out.blocked.insert(manifest.date, why.clone());
+        out.blocked
+            .add(manifest.date, BlockReason::Stuck(key.to_string()));
         return Ok(Effect::Stuck(why));
     }
     if let Some(rule) = not_in_output(manifest, &deleted.unproven) {
@@ -1465,7 +1461,7 @@ mod tests {
             } else {
                 assert_eq!(e.action, RecoveryAction::Quarantined, "{e:?}");
                 assert!(e.detail.contains("rule input_not_in_output:"), "{e:?}");
-                assert!(r.blocked.contains_key(&m.date));
+                assert!(r.blocked.dates.contains_key(&m.date));
             }
         }
     }
@@ -1490,9 +1486,9 @@ mod tests {
                 .unwrap();
             let a = assess(&store, Budget::DEFAULT).await.unwrap();
             for r in [&r, &a] {
-                let why = r.blocked.get(&m.date).map(String::as_str);
+                let why = r.blocked.blocking_walk(m.date).map(ToString::to_string);
                 assert!(
-                    why.is_some_and(|w| w.contains(&q) && w.contains("needs an operator")),
+                    why.is_some_and(|w| w.contains(&q) && w.starts_with("quarantined manifest")),
                     "run {run}: {:?}",
                     r.blocked
                 );
@@ -1510,7 +1506,10 @@ mod tests {
         let r = recover(&store, &mut Fence(None), Budget::DEFAULT)
             .await
             .unwrap();
-        assert!(r.blocked.is_empty() && r.recovered.is_empty(), "{r:?}");
+        assert!(
+            r.blocked.dates.is_empty() && r.recovered.is_empty(),
+            "{r:?}"
+        );
     }
 
     /// The dry run and the real run word each effect with the same action,

@@ -144,32 +144,6 @@ pub enum StopReason {
     Error,
 }
 
-/// `as_str` and comparison with `&str` for a unit enum that derives
-/// `strum::IntoStaticStr` and `strum::Display` with the same snake case
-/// names as its serde form, so logs, reports and tests use one spelling
-/// (the one `specs/run-report.schema.json` lists; `logged_names_are_the_json_names`
-/// holds the two derives to it).
-macro_rules! named_enum {
-    ($t:ident) => {
-        impl $t {
-            /// The name as in the report's JSON.
-            pub fn as_str(&self) -> &'static str {
-                self.into()
-            }
-        }
-        impl PartialEq<&str> for $t {
-            fn eq(&self, other: &&str) -> bool {
-                self.as_str() == *other
-            }
-        }
-        impl PartialEq<str> for $t {
-            fn eq(&self, other: &str) -> bool {
-                self.as_str() == other
-            }
-        }
-    };
-}
-
 /// What was done with one date (`days[].action`).
 #[derive(
     Debug,
@@ -264,57 +238,7 @@ pub struct SkippedFile {
     pub limit: Option<LimitBroken>,
 }
 
-/// A per-input limit ([`crate::input`], docs/configuration.md
-/// `INPUT_BUDGET_MB`), decided from the listing and the Parquet footer
-/// before anything is decoded.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    strum::IntoStaticStr,
-    strum::Display,
-    strum::VariantArray,
-)]
-#[serde(rename_all = "snake_case")]
-#[strum(serialize_all = "snake_case")]
-pub enum Limit {
-    /// The footer's declared length in bytes (at most the budget / 32).
-    FooterBytes,
-    /// Leaf columns in the file's schema (at most 1,000).
-    Columns,
-    /// The decoded size the footer declares for the columns read, in bytes
-    /// (uncompressed column chunks plus a fixed cost per value; at most
-    /// the budget).
-    DecodedBytes,
-}
-
-named_enum!(Limit);
-
-/// Which [`Limit`] an input broke: what it holds (`found`) against what is
-/// allowed (`allowed`), in the limit's unit (bytes or columns).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LimitBroken {
-    /// The limit.
-    pub limit: Limit,
-    /// The input's value.
-    pub found: u64,
-    /// The largest value allowed.
-    pub allowed: u64,
-}
-
-impl std::fmt::Display for LimitBroken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "over the {} limit: {} where at most {} is allowed (INPUT_BUDGET_MB sets it)",
-            self.limit, self.found, self.allowed
-        )
-    }
-}
+pub use crate::merge::{Limit, LimitBroken};
 
 /// A per-flight index file whose bytes cannot be read (not Parquet,
 /// truncated, a footer or page that does not decode): its flight's row is

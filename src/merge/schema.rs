@@ -3,6 +3,7 @@
 //! and reading the flight uuids of a file's `s3_key` column.
 
 use super::*;
+use serde::{Deserialize, Serialize};
 
 /// The Glue table's columns, in order (docs/ARCHITECTURE.md, "Bucket layout";
 /// specs/index-schema.md).
@@ -36,7 +37,7 @@ pub struct Unmergeable {
     pub reason: String,
     /// The input limit broken, when that is what is wrong
     /// ([`crate::input`]): nothing of the file was decoded.
-    pub limit: Option<crate::report::LimitBroken>,
+    pub limit: Option<LimitBroken>,
 }
 
 impl Unmergeable {
@@ -50,7 +51,7 @@ impl Unmergeable {
     }
 
     /// A file that breaks an input limit ([`crate::input`]).
-    pub fn over_limit(limit: crate::report::LimitBroken) -> Unmergeable {
+    pub fn over_limit(limit: LimitBroken) -> Unmergeable {
         Unmergeable {
             column: None,
             reason: format!("left in place unread: {limit}"),
@@ -487,4 +488,56 @@ fn s3_keys(decoded: &Decoded) -> Option<&StringArray> {
     let b = &decoded.batch;
     let ix = b.schema().index_of("s3_key").ok()?;
     b.column(ix).as_string_opt::<i32>()
+}
+
+/// A per-input limit ([`crate::input`], docs/configuration.md
+/// `INPUT_BUDGET_MB`), decided from the listing and the Parquet footer
+/// before anything is decoded.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum Limit {
+    /// The footer's declared length in bytes (at most the budget / 32).
+    FooterBytes,
+    /// Leaf columns in the file's schema (at most 1,000).
+    Columns,
+    /// The decoded size the footer declares for the columns read, in bytes
+    /// (uncompressed column chunks plus a fixed cost per value; at most
+    /// the budget).
+    DecodedBytes,
+}
+
+named_enum!(Limit);
+
+/// Which [`Limit`] an input broke: what it holds (`found`) against what is
+/// allowed (`allowed`), in the limit's unit (bytes or columns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LimitBroken {
+    /// The limit.
+    pub limit: Limit,
+    /// The input's value.
+    pub found: u64,
+    /// The largest value allowed.
+    pub allowed: u64,
+}
+
+impl std::fmt::Display for LimitBroken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "over the {} limit: {} where at most {} is allowed (INPUT_BUDGET_MB sets it)",
+            self.limit, self.found, self.allowed
+        )
+    }
 }

@@ -380,7 +380,7 @@ async fn walk(
     // A quarantined or stuck manifest on any date, walked or not (before
     // the watermark too, where only the sweep would look): the run fails,
     // naming it, until an operator resolves it.
-    let blocked: Vec<NaiveDate> = cx.recovery.blocked.keys().copied().collect();
+    let blocked: Vec<NaiveDate> = cx.recovery.blocked.walk_blocked_dates().collect();
     for date in blocked {
         fail_blocked(&mut cx, report, date);
     }
@@ -432,8 +432,7 @@ async fn walk_plan(
         let blocked = cx
             .recovery
             .blocked
-            .keys()
-            .copied()
+            .walk_blocked_dates()
             .filter(|d| *d >= start)
             .min();
         let first = plan::first_date_with_data(start, cutoff, earliest, blocked);
@@ -508,7 +507,7 @@ async fn walk_dates(
         if stop_for_deadline(cx, report, date, then) {
             break;
         }
-        if cx.recovery.blocked.contains_key(&date) {
+        if cx.recovery.blocked.blocking_walk(date).is_some() {
             report.stop_reason = StopReason::BlockedByManifest;
             fail_blocked(cx, report, date);
             break;
@@ -663,9 +662,22 @@ fn fail_blocked(cx: &mut Ctx<'_, '_, impl Store>, report: &mut RunReport, date: 
     if !cx.blocked_reported.insert(date) {
         return;
     }
-    if let Some(why) = cx.recovery.blocked.get(&date) {
+    if let Some(why) = cx.recovery.blocked.blocking_walk(date) {
+        // What recovery found of the manifest (its rule, or the inputs it
+        // cannot delete), and what to do.
+        let detail = (report.recovered.iter())
+            .find(|m| {
+                m.date == Some(date)
+                    && matches!(
+                        m.action,
+                        RecoveryAction::Quarantined
+                            | RecoveryAction::QuarantinedEarlier
+                            | RecoveryAction::Stuck
+                    )
+            })
+            .map_or_else(String::new, |m| format!(" ({})", m.detail));
         report.fail(format!(
-            "{date} is blocked: {why}; no run touches the date until it is resolved"
+            "{date} is blocked: {why}{detail}; no run touches the date until it is resolved"
         ));
     }
 }
@@ -707,7 +719,7 @@ async fn sweep(
             tracing::warn!(%date, left_s = left.as_secs_f64(), needed_s = needed.as_secs_f64(), "deadline near: straggler sweep stops here");
             break;
         }
-        if let Some(why) = cx.recovery.blocked.get(&date) {
+        if let Some(why) = cx.recovery.blocked.blocking_walk(date) {
             // The run fails on it ([`fail_blocked`], after the sweep).
             tracing::warn!(%date, reason = %why, "straggler sweep skips the date: blocked by a manifest; late files there are not folded until an operator resolves it");
             continue;
@@ -762,11 +774,11 @@ async fn repair_range(
         if stop_for_deadline(cx, report, date, "the same event again continues from here") {
             break;
         }
-        if let Some(why) = cx.recovery.blocked.get(&date) {
+        if let Some(why) = cx.recovery.blocked.blocking_walk(date) {
             report.add_day(DayReport {
                 date,
                 action: Done::Blocked,
-                reason: why.clone(),
+                reason: why.to_string(),
                 ..Default::default()
             });
             fail_blocked(cx, report, date);

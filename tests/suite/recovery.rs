@@ -239,7 +239,7 @@ async fn assert_quarantined(store: &S3Store, generated: &Generated, bad: Vec<Bad
         assert_eq!(e.date, d);
         if let Some(d) = d {
             assert!(
-                r.blocked.contains_key(&d),
+                r.blocked.dates.contains_key(&d),
                 "{d} not blocked: {:?}",
                 r.blocked
             );
@@ -360,7 +360,7 @@ async fn the_three_manifests_of_the_issue_are_quarantined_and_every_flight_stays
     );
     let r = assert_quarantined(&store, &generated, bad).await;
     assert_eq!(
-        r.blocked.keys().copied().collect::<Vec<_>>(),
+        r.blocked.dates.keys().copied().collect::<Vec<_>>(),
         [date(D19), date(D20)]
     );
     // The output's metadata, read back at HEAD, is what caught the forged one.
@@ -591,8 +591,11 @@ async fn an_output_that_differs_is_deleted_only_while_every_input_is_in_its_vers
         by_key[k19.as_str()]
     );
     assert_eq!(by_key[k20.as_str()].action, "output_mismatch");
-    assert!(r.blocked.contains_key(&date("2026-07-18")) && r.blocked.contains_key(&date(D19)));
-    assert!(!r.blocked.contains_key(&date(D20)));
+    assert!(
+        r.blocked.dates.contains_key(&date("2026-07-18"))
+            && r.blocked.dates.contains_key(&date(D19))
+    );
+    assert!(!r.blocked.dates.contains_key(&date(D20)));
     // The only copy is kept: 07-18's flights are all still there, once.
     let o18 = m18.output.unwrap().key;
     assert_eq!(after.get(&o18), before.get(&o18));
@@ -945,7 +948,11 @@ async fn a_verified_output_does_not_prove_an_input_it_does_not_hold() {
             && e.detail.contains(&straggler_key),
         "{e:?}"
     );
-    assert!(dry.blocked.contains_key(&date(D20)), "{:?}", dry.blocked);
+    assert!(
+        dry.blocked.dates.contains_key(&date(D20)),
+        "{:?}",
+        dry.blocked
+    );
     assert_eq!(
         dump(&store, &prefix),
         objects,
