@@ -468,3 +468,86 @@ fn no_issue_numbers_in_code_or_tests() {
         found.join("\n")
     );
 }
+
+/// template.yaml's function environment, each variable with the value the
+/// stack passes by default: a literal, or its `!Ref` parameter's `Default`
+/// (read as text: `Parameters:` entries, then `Variables:` lines).
+fn template_environment() -> BTreeMap<String, String> {
+    let text = read(&root().join("template.yaml"));
+    let mut defaults = BTreeMap::new();
+    let mut param: Option<String> = None;
+    let mut in_params = false;
+    for line in text.lines() {
+        if !line.starts_with(' ') && !line.is_empty() {
+            in_params = line == "Parameters:";
+            param = None;
+            continue;
+        }
+        if !in_params {
+            continue;
+        }
+        if let Some(name) = line.strip_prefix("  ").and_then(|l| l.strip_suffix(':'))
+            && !name.starts_with(' ')
+        {
+            param = Some(name.to_string());
+        } else if let (Some(p), Some(d)) = (&param, line.trim().strip_prefix("Default: ")) {
+            defaults.insert(p.clone(), d.trim_matches('"').to_string());
+        }
+    }
+    let start = text
+        .find("        Variables:\n")
+        .expect("the function's Variables");
+    let mut env = BTreeMap::new();
+    for line in text[start..].lines().skip(1) {
+        let Some((name, value)) = line.trim().split_once(": ") else {
+            break;
+        };
+        if !line.starts_with("          ") {
+            break;
+        }
+        // A parameter without a Default (the bucket) is required: no
+        // default to compare.
+        let value = match value.strip_prefix("!Ref ") {
+            Some(p) => defaults.get(p).cloned(),
+            None => Some(value.trim_matches('"').to_string()),
+        };
+        if let Some(value) = value {
+            env.insert(name.to_string(), value);
+        }
+    }
+    env
+}
+
+/// The stack's defaults are the code's: every variable template.yaml sets,
+/// at its parameter's default, gives the settings the code gives without
+/// it (an empty parameter is the setting unset). A template that restates
+/// a default the code has since changed fails here.
+#[test]
+fn the_templates_defaults_are_the_codes() {
+    use archive_compaction::config::Config;
+    let env = template_environment();
+    assert!(
+        env.len() >= 10,
+        "variables read from template.yaml: {env:?}"
+    );
+    let base: std::collections::HashMap<String, String> =
+        [("S3_BUCKET".to_string(), "archive".to_string())].into();
+    let code = Config::from_map(&base).unwrap();
+    let mut wrong = Vec::new();
+    for (name, value) in &env {
+        assert!(
+            SETTINGS.iter().any(|(n, _, _)| n == name),
+            "{name}: set by template.yaml but not a setting of the code"
+        );
+        let mut with = base.clone();
+        with.insert(name.clone(), value.clone());
+        match Config::from_map(&with) {
+            Ok(c) if c == code => {}
+            Ok(c) => wrong.push(format!(
+                "{name}={value:?} (template.yaml's default) gives {c:?}, the code's default {code:?}"
+            )),
+            Err(e) => wrong.push(format!("{name}={value:?}: {e}")),
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
