@@ -83,42 +83,13 @@ pub const EVENTBRIDGE_ENVELOPE: &[&str] = &[
 
 /// The fields of an event this version reads, in their order: the fields
 /// `deny_unknown_fields` takes, read from serde's own derive
-/// (`serde_fields`), less EventBridge's envelope.
+/// (`serde_aux`'s `serde_introspect`), less EventBridge's envelope.
 pub fn event_fields() -> Vec<&'static str> {
-    (serde_fields::<InvokeEvent>().iter().copied())
-        .filter(|f| !EVENTBRIDGE_ENVELOPE.contains(f))
-        .collect()
-}
-
-/// The field names serde's derive gives `T` (those it accepts under
-/// `deny_unknown_fields`): a deserializer that records what
-/// `deserialize_struct` is handed and stops.
-fn serde_fields<T: serde::de::DeserializeOwned>() -> &'static [&'static str] {
-    use serde::de::{Deserializer, Visitor, value::Error};
-    struct Fields<'a>(&'a mut &'static [&'static str]);
-    impl<'de> Deserializer<'de> for Fields<'_> {
-        type Error = Error;
-        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Error> {
-            Err(serde::de::Error::custom("not a struct"))
-        }
-        fn deserialize_struct<V: Visitor<'de>>(
-            self,
-            _: &'static str,
-            fields: &'static [&'static str],
-            _: V,
-        ) -> Result<V::Value, Error> {
-            *self.0 = fields;
-            Err(serde::de::Error::custom("fields read"))
-        }
-        serde::forward_to_deserialize_any! {
-            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-            bytes byte_buf option unit unit_struct newtype_struct seq tuple
-            tuple_struct map enum identifier ignored_any
-        }
-    }
-    let mut fields: &'static [&'static str] = &[];
-    let _ = T::deserialize(Fields(&mut fields));
-    fields
+    (serde_aux::serde_introspection::serde_introspect::<InvokeEvent>()
+        .iter()
+        .copied())
+    .filter(|f| !EVENTBRIDGE_ENVELOPE.contains(f))
+    .collect()
 }
 
 /// A date field of an event: exactly `YYYY-MM-DD`, as the CLI takes it
