@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use archive_compaction::storage::S3Store;
+use archive_compaction::storage::{S3Store, Store};
 use bytes::Bytes;
 use clap::{Parser, Subcommand};
 use futures::StreamExt;

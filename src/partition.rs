@@ -130,7 +130,7 @@ async fn flights_in(
 }
 
 /// The flights each multi-row input of `inputs` holds rows of, by key
-/// ([`flights_in`]; none for one that vanished or cannot be decoded: the
+/// (read as the parity gate reads them; none for one that vanished or cannot be decoded: the
 /// merge skips it too), for [`plan::parts`] to keep inputs that share a
 /// flight in one part. Bodies read whole go into `prefetched`.
 ///

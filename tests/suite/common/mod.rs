@@ -27,6 +27,8 @@ use std::sync::{Mutex, OnceLock};
 
 use archive_compaction::config::Config;
 use archive_compaction::storage::S3Store;
+/// The storage seam: every test calls S3Store through it (as the job does).
+pub use archive_compaction::storage::Store;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use serde::Deserialize;
 use serde_json::Value;
