@@ -780,8 +780,24 @@ fn would_quarantine(
 /// Errors: listing or reading manifests, HEAD/GET of outputs, or listing a
 /// partition (the real run would fail on them too).
 pub async fn assess(store: &impl Store, budget: Budget) -> Result<Recovery> {
+    let (quarantined, manifests) =
+        tokio::try_join!(store.list(QUARANTINE_ROOT), store.list(MANIFESTS_ROOT))?;
+    assess_listed(store, quarantined, manifests, budget).await
+}
+
+/// [`assess`] over listings of `quarantine/` and `manifests/` the caller
+/// took (`status` shows them, and lists them once).
+///
+/// Errors: as [`assess`], less the listings.
+pub async fn assess_listed(
+    store: &impl Store,
+    quarantined: Vec<ObjectMeta>,
+    manifests: Vec<ObjectMeta>,
+    budget: Budget,
+) -> Result<Recovery> {
     let mut out = Recovery::default();
-    for m in listed_state(store, &mut out).await? {
+    still_quarantined(quarantined, &mut out);
+    for m in manifests {
         let Some(plan) = plan_manifest(store, &m.key, budget).await? else {
             continue;
         };

@@ -560,9 +560,25 @@ pub async fn gather(
             "{WATERMARK_KEY}: last_compacted_date {w} is {n} day(s) ahead of today's cutoff {today}: every run fails until it is set back to the last date really compacted, or the file is deleted to start over"
         ));
     }
+    let blocked = Blocked::of(wm.mismatch_date, &manifests, &quarantined);
     if let Some(date) = wm.mismatch_date {
-        s.mismatch =
-            Some(mismatch_status(store, config, date, wm.mismatch_runs, &mut s.errors).await?);
+        // The keys live manifests claim, as the run's recovery finds them,
+        // from the listings above (not listed again).
+        let claimed =
+            crate::recovery::assess_listed(store, quarantined, manifests, config.input_budget)
+                .await?
+                .claimed;
+        s.mismatch = Some(
+            mismatch_status(
+                store,
+                config,
+                date,
+                wm.mismatch_runs,
+                &claimed,
+                &mut s.errors,
+            )
+            .await?,
+        );
     }
     let earliest = if wm.last_compacted_date.is_none() && config.start_date.is_none() {
         crate::partition::earliest_partition(store).await?
@@ -575,7 +591,6 @@ pub async fn gather(
         s.next_date,
         cutoff,
     ));
-    let blocked = Blocked::of(wm.mismatch_date, &manifests, &quarantined);
     if let Some(start) = s.next_date {
         for date in start
             .iter_days()
@@ -632,19 +647,18 @@ async fn lease_status(store: &impl Store, as_of: DateTime<Utc>) -> Result<LeaseS
 
 /// The run's parity gate for one date ([`crate::partition::parity_check`],
 /// both halves), re-run read-only on the plan the run would make (the keys
-/// live manifests claim left out, as [`crate::recovery::assess`] finds them).
+/// live manifests claim, `claimed`, left out, as
+/// [`crate::recovery::assess`] finds them).
 async fn mismatch_status(
     store: &impl Store,
     config: &Config,
     date: NaiveDate,
     mismatch_runs: u32,
+    claimed: &std::collections::HashSet<String>,
     errors: &mut Vec<String>,
 ) -> Result<MismatchStatus> {
     let day = Day::list(store, date, true).await?;
-    let claimed = crate::recovery::assess(store, config.input_budget)
-        .await?
-        .claimed;
-    let day_plan = plan::plan_day(date, &day.index, &claimed);
+    let day_plan = plan::plan_day(date, &day.index, claimed);
     let inputs = match &day_plan.action {
         plan::DayAction::Compact { inputs } => Some(inputs.as_slice()),
         _ => None,
