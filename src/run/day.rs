@@ -178,8 +178,11 @@ async fn day_passes(
             .filter(|m| cx.recovery.claimed.contains(&m.key))
             .count() as u64;
         // The plan holds what the commit needs: the listing (every key and
-        // ETag, ~200 B a file) goes now, not after the commit.
+        // ETag, ~200 B a file) goes now, not after the commit, and of the
+        // flights only their uuids stay (the parts' parity checks).
         listed.index = Default::default();
+        let flights: crate::partition::Flights =
+            std::mem::take(&mut listed.flights).into_keys().collect();
         let plan::DayPlan { action, reason, .. } = plan;
         let DayAction::Compact { inputs } = action else {
             if pass == 0 {
@@ -232,7 +235,7 @@ async fn day_passes(
                 part,
                 &reason,
                 &mut prefetched,
-                &listed.flights,
+                &flights,
                 day,
                 &mut outputs,
             )
@@ -304,7 +307,7 @@ async fn commit_part(
     inputs: Vec<plan::PlannedInput>,
     reason: &str,
     prefetched: &mut Prefetched,
-    flights: &crate::day::FlightKeys,
+    flights: &crate::partition::Flights,
     day: &mut DayReport,
     outputs: &mut Outputs,
 ) -> Result<(PartEnd, Vec<UnreadFile>)> {
