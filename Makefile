@@ -13,7 +13,7 @@ ARCH ?= arm64
 EVENT ?= events/console-now.json
 
 .PHONY: help tools test test-unit test-ministack test-moto test-crash test-release release-bootstrap demo lint fmt \
-	lambda-tools sam-tools qemu-tools build deploy deploy-local invoke-local invoke-qemu validate bench bench-concurrency bench-audit bench-plot bench-docs bench-tools mutants
+	lambda-tools sam-tools qemu-tools build deploy deploy-local invoke-local invoke-qemu validate bench bench-parts bench-concurrency bench-audit bench-plot bench-docs bench-tools mutants
 
 help: ## This list.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -109,6 +109,12 @@ bench-plot: bench-tools ## Redraw docs/bench.png from an existing target/bench-r
 
 bench-docs: ## Rewrite docs/performance.md's figures from an existing target/bench-results.json.
 	python3 bench/docs.py
+
+bench-parts: tools bench-tools ## A day in parts: 100,000, 200,000 and 500,000 files in one day, the job alone under `ulimit -v 524288` (a 512 MB Lambda's address space) with the default PART_FILES; writes docs/performance.md's "A day in parts" (~90 min on 2 cores, most of it ministack's listings).
+	$(CARGO) build --release --example bench-tool
+	$(CARGO) build --release --bin archive-compaction
+	$(TOOLS_DIR)/py/bin/python bench/bench.py --sizes 100000,200000,500000 --systems job --job-ulimit-kib 524288 --out target/bench-parts.json $(BENCH_ARGS)
+	python3 bench/docs.py --results target/bench-parts.json --block parts
 
 bench-concurrency: tools bench-tools ## READ_CONCURRENCY sweep at 10,000 files (job, I/O floor and curl floor).
 	$(CARGO) build --release --example bench-tool

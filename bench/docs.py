@@ -135,13 +135,33 @@ def audit_table(meta, measured):
     return out
 
 
-def render(data):
+def parts_table(results):
+    """The `parts` block: one row per day size, the job alone, under its
+    address-space limit (bench.py --job-ulimit-kib)."""
+    out = ["| files in the day | parts (`PART_FILES`) | wall s | CPU ms/file | peak RSS MB | `ulimit -v` | requests |",
+           "|---:|---|---:|---:|---:|---|---:|"]
+    for n, r in sorted(results.items(), key=lambda kv: int(kv[0])):
+        m = r["job"]
+        limit = f"{m['ulimit_v_kib']:,} KiB" if m.get("ulimit_v_kib") else "none"
+        out.append(f"| {_n(n)} | {m.get('parts', '?')} ({_n(m.get('part_files', 0))}) | {m['wall_s']:.1f} | "
+                   f"{m['cpu_ms_per_file']:.3f} | {m['rss_mb']:.0f} | {limit} | {_n(m['requests'])} |")
+    return out
+
+
+def render(data, block=None):
     """{block name: markdown} for what the JSON holds: `sizes` (make bench's
     sizes), `sweep` (make bench-concurrency) and `audit` (make bench-audit,
     bench/audit.py's --out); a block the run did not
     measure is left as the page has it."""
     meta, results, sweep = data.get("meta", {}), data.get("results", {}), data.get("sweep", {})
     blocks = {}
+    if results and block == "parts":
+        metas = data.get("metas", [meta])
+        lines = []
+        for m in metas:
+            lines += provenance(m) + [""]
+        blocks["parts"] = "\n".join(lines + parts_table(results))
+        return blocks
     if results:
         lines = provenance(meta) + [""] + main_table(results) + phases_table(results) + query_table(results)
         for n, r in results.items():
@@ -167,21 +187,32 @@ def splice(page_text, name, block):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--results", default=os.path.join(ROOT, "target", "bench-results.json"))
+    ap.add_argument("--results", nargs="+", default=[os.path.join(ROOT, "target", "bench-results.json")],
+                    help="one or more results files; several are merged (their sizes together)")
+    ap.add_argument("--block", default=None, choices=["parts"],
+                    help="write the results as this block instead of `sizes` (parts: make bench-parts)")
     ap.add_argument("--page", default=os.path.join(ROOT, "docs", "performance.md"))
     args = ap.parse_args()
-    if not os.path.exists(args.results):
-        raise SystemExit(f"bench/docs.py: {args.results} missing: run `make bench` first")
-    with open(args.results) as f:
-        data = json.load(f)
+    data = {}
+    for path in args.results:
+        if not os.path.exists(path):
+            raise SystemExit(f"bench/docs.py: {path} missing: run `make bench` first")
+        with open(path) as f:
+            one = json.load(f)
+        if not data:
+            data = one
+            data["metas"] = [one.get("meta", {})]
+        else:
+            data.setdefault("results", {}).update(one.get("results", {}))
+            data["metas"].append(one.get("meta", {}))
     with open(args.page) as f:
         page = f.read()
-    blocks = render(data)
+    blocks = render(data, args.block)
     for name, block in blocks.items():
         page = splice(page, name, block)
     with open(args.page, "w") as f:
         f.write(page)
-    print(f"bench/docs.py: {args.page}: {', '.join(blocks) or 'nothing'} updated from {args.results}",
+    print(f"bench/docs.py: {args.page}: {', '.join(blocks) or 'nothing'} updated from {' '.join(args.results)}",
           file=sys.stderr)
 
 
