@@ -186,7 +186,7 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     (
         "PART_FILES",
         text!(Text::new().num(defaults::PART_FILES)),
-        "most index files one commit of a date takes (a multi-row input counts 1 + 1 a KiB); a date with more is committed in parts, each its own compacted file and manifest, so a day's memory is bounded whatever its size and a day cut by the deadline goes on from its last part",
+        "most index files one commit of a date takes (a multi-row input counts 1 + 1 for every 400 bytes of it); a date with more is committed in parts, each its own compacted file and manifest, so a day's memory is bounded whatever its size and a day cut by the deadline goes on from its last part",
     ),
     (
         "ROW_GROUP_ROWS",

@@ -326,18 +326,24 @@ pub fn plan_day(date: NaiveDate, listing: &PartitionListing, claimed: &HashSet<S
 }
 
 /// What one input of a part weighs, in per-flight-file units: a
-/// per-flight file 1, a multi-row input (compacted or other) 1 plus one a
-/// KiB of its size. A per-flight file's state through a commit (listing,
-/// plan and manifest entries, proof, merge) is ~1.5 KB; a multi-row input's
-/// rows cost about as much per KiB of Parquet (~10 rows a KiB, ~150 B a
-/// row decoded, deduplicated and proven), so a part's weight bounds its
-/// memory whatever its inputs are ([`crate::day::peak_memory_mb`]).
+/// per-flight file 1, a multi-row input (compacted or other) 1 plus 1 for
+/// every [`MULTI_ROW_BYTES_PER_WEIGHT`] bytes of it. A per-flight file's
+/// state through a commit (plan and manifest entries, proof, merge) is
+/// ~1.5 KB; a multi-row input's rows cost about as much for every 400
+/// bytes of Parquet (docs/performance.md: ~53 B a row with zstd, ~190 B a
+/// row decoded), so a part's weight bounds its memory whatever its inputs
+/// are ([`crate::day::peak_memory_mb`]). An estimate from those figures,
+/// not a measurement of multi-row parts.
 pub fn input_weight(input: &PlannedInput) -> u64 {
     match input.source {
         Source::PerFlight(_) => 1,
-        Source::Compacted | Source::MultiRow => 1 + input.meta.size / 1024,
+        Source::Compacted | Source::MultiRow => 1 + input.meta.size / MULTI_ROW_BYTES_PER_WEIGHT,
     }
 }
+
+/// Bytes of a multi-row input that weigh as much as one per-flight file in
+/// a part ([`input_weight`]).
+pub const MULTI_ROW_BYTES_PER_WEIGHT: u64 = 400;
 
 /// A date's inputs in parts, each committed on its own (its own output,
 /// manifest, proof and deletes: [`crate::run`]), and the compacted files
@@ -644,7 +650,7 @@ mod tests {
 
     #[test]
     fn a_day_that_fits_one_part_is_one_part_with_its_compacted_files() {
-        let c = input(Source::Compacted, 4 * 1024);
+        let c = input(Source::Compacted, 1_600);
         let f = input(Source::PerFlight(Uuid::from_u128(1)), 3_000);
         assert_eq!((input_weight(&c), input_weight(&f)), (5, 1));
         let p = parts(vec![c.clone(), c.clone(), f.clone()], &none(), 11);
@@ -659,7 +665,7 @@ mod tests {
 
     #[test]
     fn compacted_files_that_do_not_fit_the_first_part_are_left_as_they_are() {
-        let c = input(Source::Compacted, 4 * 1024);
+        let c = input(Source::Compacted, 1_600);
         let f = |i| input(Source::PerFlight(Uuid::from_u128(i)), 3_000);
         let inputs = vec![c.clone(), c.clone(), c.clone(), f(1), f(2), f(3), f(4)];
         let p = parts(inputs, &none(), 12);
@@ -672,7 +678,7 @@ mod tests {
             (vec![vec![5, 1], vec![1]], 0)
         );
         let p = parts(
-            vec![c.clone(), input(Source::MultiRow, 4 * 1024)],
+            vec![c.clone(), input(Source::MultiRow, 1_600)],
             &none(),
             6,
         );
@@ -682,7 +688,7 @@ mod tests {
 
     #[test]
     fn an_input_heavier_than_a_part_goes_alone() {
-        let big = input(Source::MultiRow, 100 * 1024);
+        let big = input(Source::MultiRow, 40_000);
         let f = |i| input(Source::PerFlight(Uuid::from_u128(i)), 3_000);
         let p = parts(vec![big, f(1), f(2)], &none(), 10);
         assert_eq!(shape(&p), vec![vec![101], vec![1, 1]]);
@@ -699,10 +705,10 @@ mod tests {
     #[test]
     fn inputs_that_share_a_flight_are_in_one_part() {
         let u = |i| Uuid::from_u128(i);
-        let c1 = input(Source::Compacted, 4 * 1024);
-        let mut c2 = input(Source::Compacted, 4 * 1024);
+        let c1 = input(Source::Compacted, 1_600);
+        let mut c2 = input(Source::Compacted, 1_600);
         c2.meta.key.push('2');
-        let m = input(Source::MultiRow, 2 * 1024);
+        let m = input(Source::MultiRow, 800);
         let f = |i| input(Source::PerFlight(u(i)), 3_000);
         let mut flights_of = none();
         // c1 holds flights 1 and 2; c2 holds flight 9 (no other input);
