@@ -677,11 +677,7 @@ mod tests {
             (shape(&p), p.left_as_they_are),
             (vec![vec![5, 1], vec![1]], 0)
         );
-        let p = parts(
-            vec![c.clone(), input(Source::MultiRow, 1_600)],
-            &none(),
-            6,
-        );
+        let p = parts(vec![c.clone(), input(Source::MultiRow, 1_600)], &none(), 6);
         assert_eq!((shape(&p), p.left_as_they_are), (vec![vec![5]], 1));
         assert_eq!(p.parts[0][0].source, Source::MultiRow);
     }

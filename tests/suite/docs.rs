@@ -348,7 +348,7 @@ fn performance_figures_are_written_by_the_benchmarks() {
     let blocks = bench_blocks(&page);
     assert_eq!(
         blocks.keys().map(String::as_str).collect::<Vec<_>>(),
-        ["audit", "sizes", "sweep"],
+        ["audit", "parts", "sizes", "sweep"],
         "the page's bench blocks"
     );
     for (name, body) in &blocks {
@@ -386,7 +386,9 @@ fn performance_figures_are_written_by_the_benchmarks() {
     assert!(out.status.success(), "{out:?}");
     let written = read(&copy);
     let new_blocks = bench_blocks(&written);
-    for (name, body) in &new_blocks {
+    // Without --block, the parts block (make bench-parts') is left alone.
+    assert_eq!(new_blocks["parts"], blocks["parts"]);
+    for (name, body) in new_blocks.iter().filter(|(n, _)| *n != "parts") {
         assert!(
             body.starts_with("Measured 2099-01-02 at commit `abc1234` on 9 CPUs (test)"),
             "block {name}: {body:.300}"
@@ -406,6 +408,38 @@ fn performance_figures_are_written_by_the_benchmarks() {
         new_blocks["audit"].contains("| a day | 1 | 3 | 700 B of 1,000 B (70 %) |"),
         "{}",
         new_blocks["audit"]
+    );
+    // `make bench-parts`: the same results as the parts block (the job
+    // alone, its parts and address-space limit).
+    let mut parts_job = job.clone();
+    parts_job["parts"] = 2.into();
+    parts_job["part_files"] = 500.into();
+    parts_job["ulimit_v_kib"] = 524_288.into();
+    let parts_data =
+        serde_json::json!({"meta": data["meta"], "results": {"1000": {"job": parts_job}}});
+    let parts_results = dir.path().join("parts.json");
+    std::fs::write(&parts_results, parts_data.to_string()).unwrap();
+    let parts_page = dir.path().join("parts.md");
+    std::fs::write(&parts_page, &page).unwrap();
+    let out = std::process::Command::new("python3")
+        .arg(root().join("bench/docs.py"))
+        .args(["--block", "parts", "--results"])
+        .arg(&parts_results)
+        .arg("--page")
+        .arg(&parts_page)
+        .output()
+        .expect("python3 bench/docs.py --block parts");
+    assert!(out.status.success(), "{out:?}");
+    let parts_blocks = bench_blocks(&read(&parts_page));
+    assert!(
+        parts_blocks["parts"]
+            .contains("| 1,000 | 2 (500) | 1.5 | 0.150 | 40 | 524,288 KiB | 1,020 |"),
+        "{}",
+        parts_blocks["parts"]
+    );
+    assert_eq!(
+        parts_blocks["sizes"], blocks["sizes"],
+        "--block parts wrote only its block"
     );
     // Outside the blocks, nothing changed.
     let outside = |text: &str| {
