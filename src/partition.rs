@@ -172,11 +172,8 @@ pub struct ParityCheck {
     pub compacted_files_read: u64,
     /// Multi-row inputs the gate could not decode, with why.
     pub unreadable: Vec<(String, merge::Unmergeable)>,
-    /// The date's inputs as read for the second half (the merge reuses
-    /// them); `None` when the gate failed or there was no input to read.
-    pub read: Option<ReadInputs>,
     /// Without `inputs` to read: the bodies the gate read, by key, for the
-    /// merge to reuse (with them, they went into `read`).
+    /// merge to reuse.
     pub prefetched: Prefetched,
 }
 
@@ -253,11 +250,28 @@ pub async fn parity_check(
         check.prefetched = gate.prefetched;
         return Ok(check);
     };
-    let read = read::read_inputs(store, date, inputs, settings, &gate.prefetched).await?;
+    // Part by part, as the run reads them (`plan::parts`): the same
+    // parts, so the same verdict, and one part's memory at a time.
     let flights: Flights = flights.keys().copied().collect();
-    check.without_own_row = without_own_row(&read, &flights);
-    check.unread = unread_rows(&read, &flights);
-    check.read = Some(read);
+    let mut prefetched = gate.prefetched;
+    let total: u64 = inputs.iter().map(plan::input_weight).sum();
+    let flights_of = if total > settings.part_files {
+        multi_row_flights(store, inputs, settings.budget, &mut prefetched).await?
+    } else {
+        HashMap::new()
+    };
+    for part in plan::parts(inputs.to_vec(), &flights_of, settings.part_files).parts {
+        let read = read::read_inputs(store, date, &part, settings, &prefetched).await?;
+        check
+            .without_own_row
+            .extend(without_own_row(&read, &flights));
+        check.unread.extend(unread_rows(&read, &flights));
+    }
+    check.without_own_row.sort_unstable();
+    check.without_own_row.dedup();
+    check
+        .unread
+        .sort_by(|a, b| (a.flight, &a.key).cmp(&(b.flight, &b.key)));
     Ok(check)
 }
 

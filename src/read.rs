@@ -158,6 +158,9 @@ pub struct ReadSettings {
     pub row_group_rows: usize,
     /// The per-input budget (`INPUT_BUDGET_MB`).
     pub budget: crate::input::Budget,
+    /// A date's inputs are read in parts of this weight (`PART_FILES`,
+    /// [`crate::plan::parts`]).
+    pub part_files: u64,
 }
 
 impl ReadSettings {
@@ -167,6 +170,7 @@ impl ReadSettings {
             concurrency: config.read_concurrency,
             row_group_rows: config.row_group_rows,
             budget: config.input_budget,
+            part_files: config.part_files,
         }
     }
 }
@@ -217,6 +221,7 @@ pub async fn read_inputs(
         concurrency,
         row_group_rows,
         budget,
+        ..
     } = settings;
     let stream_order: Vec<&PlannedInput> = inputs
         .iter()

@@ -1210,5 +1210,6 @@ fn settings() -> read::ReadSettings {
         concurrency: 4,
         row_group_rows: 1024,
         budget: Default::default(),
+        part_files: archive_compaction::config::defaults::PART_FILES,
     }
 }

@@ -92,6 +92,7 @@ pub fn settings() -> read::ReadSettings {
         concurrency: 4,
         row_group_rows: 1024,
         budget: Default::default(),
+        part_files: archive_compaction::config::defaults::PART_FILES,
     }
 }
 
