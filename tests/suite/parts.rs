@@ -250,6 +250,10 @@ async fn a_per_flight_file_without_its_row_in_a_later_part_fails_parity_and_stat
     for k in &keys[4..] {
         assert!(left.contains_key(k), "{k} deleted");
     }
+    assert!(
+        dump(&store, "_compaction_state/manifests/").is_empty(),
+        "the committed part's manifest is deleted"
+    );
     // status re-checks the recorded mismatch part by part, as the run
     // read it, and names the same flight for the same reason.
     let opts = archive_compaction::status::StatusOptions {
