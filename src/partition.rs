@@ -135,13 +135,35 @@ async fn flights_in(
     Ok(Some(read.outcome.map(|()| found)))
 }
 
+/// A date's planned `inputs` in parts of `settings.part_files`
+/// ([`plan::parts`]), the one cut the run commits by and `status` checks
+/// parity by: when they are more than one part, the flights of their
+/// multi-row inputs are read first (their `s3_key` column; bodies read
+/// whole kept in `prefetched`) so inputs sharing a flight stay together.
+///
+/// Errors: an S3 error reading a multi-row input.
+pub async fn parts_of(
+    store: &impl Store,
+    inputs: Vec<PlannedInput>,
+    settings: ReadSettings,
+    prefetched: &mut Prefetched,
+) -> Result<plan::Parts> {
+    let total: u64 = inputs.iter().map(plan::input_weight).sum();
+    let flights_of = if total > settings.part_files {
+        multi_row_flights(store, &inputs, settings.budget, prefetched).await?
+    } else {
+        HashMap::new()
+    };
+    Ok(plan::parts(inputs, &flights_of, settings.part_files))
+}
+
 /// The flights each multi-row input of `inputs` holds rows of, by key
 /// (read as the parity gate reads them; none for one that vanished or cannot be decoded: the
 /// merge skips it too), for [`plan::parts`] to keep inputs that share a
 /// flight in one part. Bodies read whole go into `prefetched`.
 ///
 /// Errors: an S3 error reading an input.
-pub async fn multi_row_flights(
+async fn multi_row_flights(
     store: &impl Store,
     inputs: &[PlannedInput],
     budget: Budget,
@@ -254,13 +276,10 @@ pub async fn parity_check(
     // parts, so the same verdict, and one part's memory at a time.
     let flights: Flights = flights.keys().copied().collect();
     let mut prefetched = gate.prefetched;
-    let total: u64 = inputs.iter().map(plan::input_weight).sum();
-    let flights_of = if total > settings.part_files {
-        multi_row_flights(store, inputs, settings.budget, &mut prefetched).await?
-    } else {
-        HashMap::new()
-    };
-    for part in plan::parts(inputs.to_vec(), &flights_of, settings.part_files).parts {
+    for part in parts_of(store, inputs.to_vec(), settings, &mut prefetched)
+        .await?
+        .parts
+    {
         let read = read::read_inputs(store, date, &part, settings, &prefetched).await?;
         check
             .without_own_row

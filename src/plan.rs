@@ -366,7 +366,7 @@ pub struct Parts {
 /// then per-flight files: [`DayAction::Compact`]) into parts of at most
 /// `part_weight` ([`input_weight`], `PART_FILES`). `flights_of` gives the
 /// flights each multi-row input holds rows of, by key
-/// ([`crate::partition::multi_row_flights`]); it is read only when the
+/// ([`crate::partition::parts_of`]); it is read only when the
 /// inputs are more than one part.
 ///
 /// Rules, so that every flight's row is in one output exactly once:

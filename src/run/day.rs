@@ -191,18 +191,10 @@ async fn day_passes(
             }
             break;
         };
-        let total: u64 = inputs.iter().map(plan::input_weight).sum();
-        let flights_of = if total > cx.config.part_files {
-            crate::partition::multi_row_flights(cx.store, &inputs, settings.budget, &mut prefetched)
-                .await?
-        } else {
-            Default::default()
-        };
         let plan::Parts {
             parts,
             left_as_they_are,
-        } = plan::parts(inputs, &flights_of, cx.config.part_files);
-        drop(flights_of);
+        } = crate::partition::parts_of(cx.store, inputs, settings, &mut prefetched).await?;
         let count = parts.len();
         if count > 1 || left_as_they_are > 0 {
             tracing::info!(%date, parts = count, left_as_they_are, part_files = cx.config.part_files,
