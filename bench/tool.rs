@@ -182,7 +182,7 @@ async fn floor(bucket: &str, prefix: &str, concurrency: usize, date: Option<chro
     let mut ranges_listed = -1.0;
     if let Some(d) = date {
         let t = Instant::now();
-        let again = archive_compaction::storage::ranges::list_partition(&s, prefix, d)
+        let again = archive_compaction::storage::ranges::list_partition(&s, prefix, d, Some)
             .await
             .expect("list in ranges");
         ranges_listed = t.elapsed().as_secs_f64();

@@ -73,7 +73,7 @@ use tokio::sync::Semaphore;
 use uuid::Uuid;
 
 use crate::config::Config;
-use crate::day::{DateRange, Day, DayCounts, FlightKeys, RangeOf};
+use crate::day::{DateRange, Day, DayCounts, Flights, RangeOf};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::input::{self, Budget, RowKeys};
@@ -619,13 +619,23 @@ pub async fn audit_day(
         }
     }
     drop(per_flight);
-    for (u, key) in flights {
-        if !held.contains_key(u) {
-            day.findings.missing.add(|| FlightExample {
+    // The examples' flight keys: listed again for them alone (the date's
+    // listing keeps uuids, ~40 B a flight, not keys).
+    let mut examples = Flights::new();
+    for u in flights.iter().filter(|u| !held.contains_key(u)) {
+        day.findings.missing.add(|| {
+            examples.insert(*u);
+            FlightExample {
                 date,
                 flight: *u,
-                key: key.clone(),
-            });
+                key: String::new(),
+            }
+        });
+    }
+    if !examples.is_empty() {
+        let keys = Day::flight_keys(store, date, &examples).await?;
+        for e in &mut day.findings.missing.examples {
+            e.key = keys.get(&e.flight).cloned().unwrap_or_default();
         }
     }
     let mut dups: Vec<(&Uuid, &Holders)> = held.iter().filter(|(_, h)| h.rows > 1).collect();
@@ -676,7 +686,7 @@ async fn read_columns(
     store: &impl Store,
     meta: &ObjectMeta,
     date: NaiveDate,
-    flights: &FlightKeys,
+    flights: &Flights,
     gets: &Semaphore,
     budget: Budget,
 ) -> Result<ColumnRead> {
@@ -706,7 +716,7 @@ async fn read_columns(
                 match flight {
                     Some(u) => {
                         out.flights.push(u);
-                        if !flights.contains_key(&u) {
+                        if !flights.contains(&u) {
                             out.orphans.add(example);
                         }
                     }

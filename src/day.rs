@@ -31,7 +31,7 @@
 //! store.put_now(&key, "{}".into());
 //! let date = chrono::NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
 //! let day = Day::list(&store, date, true).await.unwrap();
-//! assert_eq!(day.flights[&u.parse().unwrap()], key);
+//! assert!(day.flights.contains(&u.parse().unwrap()));
 //! assert_eq!((day.counts().flights, day.counts().per_flight_files), (1, 0));
 //! # });
 //! ```
@@ -54,16 +54,16 @@ use crate::read::ReadSettings;
 use crate::storage::ranges::list_partition;
 use crate::storage::{ObjectMeta, Store};
 
-pub use crate::partition::FlightKeys;
+pub use crate::partition::Flights;
 
 /// One date's listings.
 #[derive(Debug, Clone, Default)]
 pub struct Day {
     /// The date.
     pub date: NaiveDate,
-    /// Flight objects under `flights/YYYY/MM/DD/` named by a uuid, by uuid
-    /// (empty when not listed).
-    pub flights: FlightKeys,
+    /// The uuids of the flight objects under `flights/YYYY/MM/DD/` (empty
+    /// when not listed).
+    pub flights: Flights,
     /// The index partition, sorted by kind.
     pub index: PartitionListing,
 }
@@ -93,21 +93,43 @@ impl Day {
     /// Errors: an S3 error listing either prefix.
     pub async fn list(store: &impl Store, date: NaiveDate, with_flights: bool) -> Result<Day> {
         let (fp, ip) = (flights_prefix(date), index_prefix(date));
+        // The flights' keys become uuids page by page: only the uuids are
+        // held, not the listing.
+        let uuid = |o: ObjectMeta| flight_uuid(&o.key);
         let (flights, index) = if with_flights {
             tokio::try_join!(
-                list_partition(store, &fp, date),
-                list_partition(store, &ip, date)
+                list_partition(store, &fp, date, uuid),
+                list_partition(store, &ip, date, Some)
             )?
         } else {
-            (Vec::new(), list_partition(store, &ip, date).await?)
+            (Vec::new(), list_partition(store, &ip, date, Some).await?)
         };
         Ok(Day {
             date,
-            flights: (flights.into_iter())
-                .filter_map(|o| flight_uuid(&o.key).map(|u| (u, o.key)))
-                .collect(),
+            flights: flights.into_iter().collect(),
             index: plan::classify_partition(index),
         })
+    }
+
+    /// The keys of `wanted`'s flight objects under `flights/YYYY/MM/DD/`,
+    /// by uuid: a second listing of the prefix, kept for the few flights a
+    /// report names (the listing of [`Day::list`] keeps uuids alone).
+    ///
+    /// Errors: an S3 error listing the prefix.
+    pub async fn flight_keys(
+        store: &impl Store,
+        date: NaiveDate,
+        wanted: &Flights,
+    ) -> Result<BTreeMap<uuid::Uuid, String>> {
+        let keep = |o: ObjectMeta| {
+            flight_uuid(&o.key)
+                .filter(|u| wanted.contains(u))
+                .map(|u| (u, o.key))
+        };
+        Ok(list_partition(store, &flights_prefix(date), date, keep)
+            .await?
+            .into_iter()
+            .collect())
     }
 
     /// The date's file counts.

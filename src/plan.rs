@@ -11,7 +11,7 @@
 //! use archive_compaction::plan::{plan_day, classify_partition, DayAction};
 //! use chrono::NaiveDate;
 //! let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
-//! let plan = plan_day(date, &classify_partition(vec![]), &Default::default());
+//! let plan = plan_day(date, classify_partition(vec![]), &Default::default());
 //! assert!(matches!(plan.action, DayAction::Skip { .. }));
 //! ```
 
@@ -262,66 +262,81 @@ impl fmt::Display for DayPlan {
 /// per day, duplicates resolved by the merge); two or more compacted files and
 /// nothing else are merged too; a day that is already one compacted file, or
 /// has no index input at all, has nothing to do.
-pub fn plan_day(date: NaiveDate, listing: &PartitionListing, claimed: &HashSet<String>) -> DayPlan {
-    let free = |m: &&ObjectMeta| !claimed.contains(&m.key);
-    let compacted: Vec<PlannedInput> = (listing.compacted.iter().filter(free))
-        .map(|m| PlannedInput {
-            meta: m.clone(),
-            source: Source::Compacted,
-        })
-        .collect();
-    let multi_row: Vec<PlannedInput> = (listing.multi_row.iter().filter(free))
-        .map(|m| PlannedInput {
-            meta: m.clone(),
-            source: Source::MultiRow,
-        })
-        .collect();
-    let per_flight: Vec<PlannedInput> = listing
-        .per_flight
-        .iter()
-        .filter(|(_, m)| !claimed.contains(&m.key))
-        .map(|(u, m)| PlannedInput {
-            meta: m.clone(),
-            source: Source::PerFlight(*u),
-        })
-        .collect();
+pub fn plan_day(date: NaiveDate, listing: PartitionListing, claimed: &HashSet<String>) -> DayPlan {
     let claimed_n = listing
         .inputs()
         .filter(|m| claimed.contains(&m.key))
         .count();
-    let (n, o, c) = (per_flight.len(), multi_row.len(), compacted.len());
-    let (action, reason) = if n == 0 && o == 0 && c < 2 {
-        let why = match c {
-            0 => "no index files".to_string(),
-            _ => "already one compacted file and nothing else".to_string(),
-        };
-        (DayAction::Skip, why)
-    } else {
-        let mut parts = Vec::new();
-        if n > 0 {
-            parts.push(format!("{n} per-flight file(s)"));
+    // The listing is moved into the plan, not copied: a date's listing is
+    // ~200 B a file, and a 500,000-file date cannot hold it twice.
+    let free = |m: &ObjectMeta| !claimed.contains(&m.key);
+    let planned = |source| move |meta| PlannedInput { meta, source };
+    let mut inputs: Vec<PlannedInput> = (listing.compacted.into_iter().filter(free))
+        .map(planned(Source::Compacted))
+        .collect();
+    let c = inputs.len();
+    inputs.extend((listing.multi_row.into_iter().filter(free)).map(planned(Source::MultiRow)));
+    let o = inputs.len() - c;
+    inputs.extend(
+        (listing.per_flight.into_iter())
+            .filter(|(_, m)| free(m))
+            .map(|(u, meta)| PlannedInput {
+                meta,
+                source: Source::PerFlight(u),
+            }),
+    );
+    let n = inputs.len() - c - o;
+    let (action, reason) = match skip_reason(n, o, c) {
+        Some(why) => (DayAction::Skip, why),
+        None => {
+            let mut parts = Vec::new();
+            if n > 0 {
+                parts.push(format!("{n} per-flight file(s)"));
+            }
+            if o > 0 {
+                parts.push(format!("{o} other multi-row index file(s)"));
+            }
+            let why = match (parts.is_empty(), c) {
+                (true, c) => format!("{c} compacted files to merge into one"),
+                (false, 0) => parts.join(" and "),
+                (false, c) => format!(
+                    "{} folded into {c} existing compacted file(s)",
+                    parts.join(" and ")
+                ),
+            };
+            (DayAction::Compact { inputs }, why)
         }
-        if o > 0 {
-            parts.push(format!("{o} other multi-row index file(s)"));
-        }
-        let why = match (parts.is_empty(), c) {
-            (true, c) => format!("{c} compacted files to merge into one"),
-            (false, 0) => parts.join(" and "),
-            (false, c) => format!(
-                "{} folded into {c} existing compacted file(s)",
-                parts.join(" and ")
-            ),
-        };
-        let mut inputs = compacted;
-        inputs.extend(multi_row);
-        inputs.extend(per_flight);
-        (DayAction::Compact { inputs }, why)
     };
     DayPlan {
         date,
         action,
         reason,
         claimed: claimed_n,
+    }
+}
+
+/// Whether [`plan_day`] would compact `listing` (its inputs not in
+/// `claimed`), without building the plan: a repair run gates only a date
+/// it would touch.
+pub fn compacts(listing: &PartitionListing, claimed: &HashSet<String>) -> bool {
+    let free = |m: &&ObjectMeta| !claimed.contains(&m.key);
+    let n = (listing.per_flight.iter().map(|(_, m)| m))
+        .filter(free)
+        .count();
+    let o = listing.multi_row.iter().filter(free).count();
+    let c = listing.compacted.iter().filter(free).count();
+    skip_reason(n, o, c).is_none()
+}
+
+/// Why a date with `per_flight` per-flight files, `multi_row` other
+/// multi-row files and `compacted` compacted files (none claimed) has
+/// nothing to do, or `None` when it is compacted: the rule of
+/// [`plan_day`] and [`compacts`].
+fn skip_reason(per_flight: usize, multi_row: usize, compacted: usize) -> Option<String> {
+    match (per_flight, multi_row, compacted) {
+        (0, 0, 0) => Some("no index files".to_string()),
+        (0, 0, 1) => Some("already one compacted file and nothing else".to_string()),
+        _ => None,
     }
 }
 
@@ -609,7 +624,7 @@ mod tests {
             ),
         ];
         for (objects, claimed, expected) in cases {
-            let plan = plan_day(date, &classify_partition(objects.clone()), &claimed);
+            let plan = plan_day(date, classify_partition(objects.clone()), &claimed);
             match (&plan.action, expected) {
                 (DayAction::Skip, None) => {}
                 (DayAction::Compact { inputs }, Some(n)) => {

@@ -380,7 +380,7 @@ impl ListedDay {
             .collect();
         ListedDay {
             index_keys,
-            flights: (l.flights.into_keys())
+            flights: (l.flights.into_iter())
                 .filter(|u| flights.contains(u))
                 .collect(),
         }

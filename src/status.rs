@@ -658,7 +658,7 @@ async fn mismatch_status(
     errors: &mut Vec<String>,
 ) -> Result<MismatchStatus> {
     let day = Day::list(store, date, true).await?;
-    let day_plan = plan::plan_day(date, &day.index, claimed);
+    let day_plan = plan::plan_day(date, day.index.clone(), claimed);
     let inputs = match &day_plan.action {
         plan::DayAction::Compact { inputs } => Some(inputs.as_slice()),
         _ => None,

@@ -138,12 +138,11 @@ async fn day_passes(
                     "foreign objects in the partition (not index inputs): left alone");
             }
         }
-        let plan = plan::plan_day(date, listing, &cx.recovery.claimed);
         let gate_needed = match mode {
             DayMode::Walk => true,
             DayMode::Sweep => false,
             // Nothing to fold: the date is not touched, so no gate (no GET).
-            DayMode::Repair => matches!(plan.action, DayAction::Compact { .. }),
+            DayMode::Repair => plan::compacts(listing, &cx.recovery.claimed),
         };
         // The bodies the gate read, for the merge to reuse.
         let mut prefetched = Prefetched::new();
@@ -172,17 +171,17 @@ async fn day_passes(
             day.parity = Some(Parity::Passed);
             prefetched = check.prefetched;
         }
+        // The listing (every key and ETag, ~200 B a file) moves into the
+        // plan, which holds what the commit needs; of the flights only
+        // their uuids were kept (the parts' parity checks).
+        let flights = std::mem::take(&mut listed.flights);
+        let plan = plan::plan_day(
+            date,
+            std::mem::take(&mut listed.index),
+            &cx.recovery.claimed,
+        );
         tracing::info!(pass, "{plan}");
-        day.files_claimed = listing
-            .inputs()
-            .filter(|m| cx.recovery.claimed.contains(&m.key))
-            .count() as u64;
-        // The plan holds what the commit needs: the listing (every key and
-        // ETag, ~200 B a file) goes now, not after the commit, and of the
-        // flights only their uuids stay (the parts' parity checks).
-        listed.index = Default::default();
-        let flights: crate::partition::Flights =
-            std::mem::take(&mut listed.flights).into_keys().collect();
+        day.files_claimed = plan.claimed as u64;
         let plan::DayPlan { action, reason, .. } = plan;
         let DayAction::Compact { inputs } = action else {
             if pass == 0 {

@@ -222,14 +222,18 @@ pub fn name_cuts(prefix: &str, last: &str, day: NaiveDate) -> Vec<String> {
 }
 
 /// Every object of one range, page by page from its lower bound until a
-/// page ends the prefix or reaches past the range's upper bound.
+/// page ends the prefix or reaches past the range's upper bound, each
+/// passed through `keep` as its page arrives (so a listing that needs
+/// less than an [`ObjectMeta`] a key, a date's flight uuids, never holds
+/// the whole listing's metadata).
 ///
 /// Errors: an S3 error listing a page.
-pub async fn list_range(
+async fn list_range<T>(
     store: &impl Store,
     prefix: &str,
     range: &KeyRange,
-) -> Result<Vec<ObjectMeta>> {
+    keep: impl Fn(ObjectMeta) -> Option<T>,
+) -> Result<Vec<T>> {
     let mut out = Vec::new();
     let mut after = range.after.clone();
     loop {
@@ -238,7 +242,11 @@ pub async fn list_range(
             return Ok(out);
         };
         let past = range.through.as_deref().is_some_and(|t| last.as_str() >= t);
-        out.extend(page.objects.into_iter().filter(|o| range.contains(&o.key)));
+        out.extend(
+            (page.objects.into_iter())
+                .filter(|o| range.contains(&o.key))
+                .filter_map(&keep),
+        );
         if past || !page.truncated {
             return Ok(out);
         }
@@ -248,24 +256,26 @@ pub async fn list_range(
 
 /// Every object under `prefix` in the given ranges, [`LIST_RANGES_IN_FLIGHT`]
 /// ranges at a time, concatenated in range order (lexicographic key order
-/// when the ranges come from [`KeyRange::covering`]).
+/// when the ranges come from [`KeyRange::covering`]), each passed through
+/// `keep` as its page arrives.
 ///
 /// Errors: the first S3 error of any range.
-pub async fn list_in_ranges(
+pub async fn list_in_ranges<T: Send>(
     store: &impl Store,
     prefix: &str,
     ranges: &[KeyRange],
-) -> Result<Vec<ObjectMeta>> {
+    keep: impl Fn(ObjectMeta) -> Option<T> + Copy + Send + Sync,
+) -> Result<Vec<T>> {
     if let [only] = ranges {
-        return list_range(store, prefix, only).await;
+        return list_range(store, prefix, only, keep).await;
     }
     // Owned ranges: a stream of futures borrowing from its items is not
     // `Send` for every lifetime, which the spawned run needs. Unordered, so
     // a long range does not hold back the start of the next ones; put back
     // in range order after.
-    let mut parts: Vec<(usize, Vec<ObjectMeta>)> = stream::iter(ranges.iter().cloned().enumerate())
+    let mut parts: Vec<(usize, Vec<T>)> = stream::iter(ranges.iter().cloned().enumerate())
         .map(|(i, r)| async move {
-            Ok::<_, crate::error::Error>((i, list_range(store, prefix, &r).await?))
+            Ok::<_, crate::error::Error>((i, list_range(store, prefix, &r, keep).await?))
         })
         .buffer_unordered(LIST_RANGES_IN_FLIGHT)
         .try_collect()
@@ -277,17 +287,19 @@ pub async fn list_in_ranges(
 /// Every object under `prefix`, the partition of `day`, in key order: the
 /// first page alone, then, when it is truncated, the rest in
 /// [`estimated_cuts`] ranges listed concurrently. The same objects as
-/// [`Store::list`].
+/// [`Store::list`], each passed through `keep` as its page arrives
+/// (`Some` keeps every [`ObjectMeta`]).
 ///
 /// Errors: an S3 error listing a page.
-pub async fn list_partition(
+pub async fn list_partition<T: Send>(
     store: &impl Store,
     prefix: &str,
     day: NaiveDate,
-) -> Result<Vec<ObjectMeta>> {
+    keep: impl Fn(ObjectMeta) -> Option<T> + Copy + Send + Sync,
+) -> Result<Vec<T>> {
     let first = store.list_page(prefix, None).await?;
     if !first.truncated {
-        return Ok(first.objects);
+        return Ok(first.objects.into_iter().filter_map(keep).collect());
     }
     let last = first.objects.last().map(|o| o.key.clone());
     let range_keys = ESTIMATED_RANGE_KEYS_PAGES * store.list_page_size();
@@ -298,9 +310,8 @@ pub async fn list_partition(
     } else {
         name_cuts(prefix, last.as_deref().unwrap_or(prefix), day)
     };
-    let rest = list_in_ranges(store, prefix, &KeyRange::covering_after(last, cuts)).await?;
-    let mut out = first.objects;
-    out.extend(rest);
+    let mut out: Vec<T> = first.objects.into_iter().filter_map(keep).collect();
+    out.extend(list_in_ranges(store, prefix, &KeyRange::covering_after(last, cuts), keep).await?);
     Ok(out)
 }
 
@@ -319,7 +330,7 @@ pub async fn relist<S: AsRef<str>>(
     known: &[S],
 ) -> Result<Vec<ObjectMeta>> {
     let ranges = relist_ranges(prefix, known, store.list_page_size());
-    list_in_ranges(store, prefix, &ranges).await
+    list_in_ranges(store, prefix, &ranges, Some).await
 }
 
 /// [`relist`] through the greatest of the `known` keys only: the re-list
@@ -341,7 +352,7 @@ pub async fn relist_through<S: AsRef<str>>(
     if let (Some(range), Some(last)) = (ranges.last_mut(), last) {
         range.through = Some(last.to_string());
     }
-    list_in_ranges(store, prefix, &ranges).await
+    list_in_ranges(store, prefix, &ranges, Some).await
 }
 
 /// The ranges [`relist`] lists: covering the whole key space, each holding
@@ -474,7 +485,7 @@ mod tests {
         for page in [1, 3, 7, 1000] {
             let s = store_with(&keys, page);
             let want = names(&s.list(p).await.unwrap());
-            let got = names(&list_partition(&s, p, day).await.unwrap());
+            let got = names(&list_partition(&s, p, day, Some).await.unwrap());
             assert_eq!(got, want, "list_partition, page size {page}");
             let known = &want[..want.len() / 2];
             let got = names(&relist(&s, p, known).await.unwrap());
@@ -548,7 +559,7 @@ mod tests {
             .map(|i| v7_key(p, 1_784_505_600_000 + i, i))
             .collect();
         let s = store_with(&keys, 1000);
-        assert_eq!(list_partition(&s, p, day).await.unwrap().len(), 5);
+        assert_eq!(list_partition(&s, p, day, Some).await.unwrap().len(), 5);
         assert_eq!(s.requests("ListObjectsV2"), 1);
         assert_eq!(relist(&s, p, &keys).await.unwrap().len(), 5);
         assert_eq!(s.requests("ListObjectsV2"), 2);

@@ -571,6 +571,12 @@ async fn audit_and_run_agree_on_a_per_flight_file_without_its_own_row() {
     let d = day(&a, "2026-07-20");
     assert_eq!(counts(d), [1, 1, 0, 0, 0, 0], "{:?}", d.findings);
     assert_eq!(d.findings.missing.examples[0].flight.to_string(), victim);
+    // The example names the flight's object (listed again for it alone).
+    let key = &d.findings.missing.examples[0].key;
+    assert!(
+        key.starts_with("flights/2026/07/20/") && key.ends_with(&format!("{victim}.json.gz")),
+        "{key}"
+    );
     let dup = &d.findings.duplicated.examples[0];
     assert_eq!(dup.flight.to_string(), twice);
     assert_eq!(dup.rows, 2);
