@@ -109,6 +109,43 @@ async fn per_key_delete_errors_transient_are_retried_permanent_keep_the_manifest
     assert_eq!(s.manifests.len(), 1);
     assert_eq!(s.manifests[0].inputs, 1, "{:?}", s.manifests);
 
+    // Still denied: the next run's recovery cannot finish the manifest
+    // either. It is stuck, its date blocked (day::BlockReason::Stuck): the
+    // run says so, deletes nothing more, does not walk the date again and
+    // leaves the watermark where it was.
+    proxy.set(json!({"delete_key_errors": [{"match": "day=20/[0-9a-f-]{36}\\.parquet$", "code": "AccessDenied", "times": 1}]}));
+    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.last_run_status, Status::Failure, "{:?}", r.errors);
+    assert_eq!(r.recovered.len(), 1, "{:?}", r.recovered);
+    assert_eq!(r.recovered[0].action, "stuck", "{:?}", r.recovered);
+    assert_eq!(r.files_compacted, 0);
+    assert_eq!(r.files_delete_failed, 1);
+    assert!(
+        r.errors
+            .iter()
+            .any(|e| e.contains("2026-07-20 is blocked") && e.contains("stuck manifest")),
+        "{:?}",
+        r.errors
+    );
+    assert!(
+        r.days.iter().all(|d| d.date != date("2026-07-20")),
+        "a stuck date is not walked: {:?}",
+        r.days
+    );
+    let after = dump(&direct, "");
+    assert_eq!(
+        watermark(&after).unwrap()["last_compacted_date"],
+        "2026-07-19"
+    );
+    assert_eq!(
+        after
+            .keys()
+            .filter(|k| k.starts_with("_compaction_state/manifests/2026-07-20/"))
+            .count(),
+        1,
+        "the stuck manifest is kept for the next run"
+    );
+
     // Fixed: the next run's recovery finishes the commit, then the walk moves on.
     proxy.set(json!({}));
     let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
