@@ -19,7 +19,7 @@
 #
 # The bootstrap is the host build: `cargo build` (dev profile, the one the
 # tests share: seconds when they were built) or, with PROFILE=release,
-# `cargo build --release` (thin LTO: minutes). Not `cargo lambda build`:
+# `cargo build --release` (minutes). Not `cargo lambda build`:
 # that cross-builds for Linux/arm64 from scratch (tens of minutes on two
 # cores), and the emulator runs host binaries. Architecture is set to the
 # host's (x86_64 here); ministack leaves out FunctionErrorsAlarm (metric
