@@ -267,9 +267,11 @@ pub const MEMORY_PER_FILE_BYTES: u64 = 1_536;
 
 /// What one index file of a date adds to the peak for as long as the date
 /// is worked on, whichever part it is in, in bytes: its planned input (key,
-/// ETag, size, ~200 B), its flight's uuid, and the listings' share
-/// (docs/performance.md, "A day in parts": 146 MB at 100,000 files, 189 MB
-/// at 200,000, in parts of 50,000: ~0.44 KB a file), rounded up.
+/// ETag, size, ~200 B), its flight's uuid (~40 B), and the listings' share
+/// (docs/performance.md, "A day in parts", in parts of 50,000: 146 MB at
+/// 100,000 files, 189 MB at 200,000, ~0.44 KB a file, before the listing
+/// was held once; 294 MB at 500,000 after, ~0.33 KB a file over one
+/// part's), rounded up: an estimate above what was measured.
 pub const DAY_BYTES_PER_FILE: u64 = 512;
 
 /// The estimated peak memory of a run compacting a date of `files` index
