@@ -857,3 +857,96 @@ mod fence_tests {
         assert_eq!(store.snapshot()[&key].0, body);
     }
 }
+
+#[cfg(test)]
+mod settle_tests {
+    use super::*;
+    use crate::storage::MemoryStore;
+
+    const BODY: &[u8] = b"PAR1 output PAR1";
+
+    fn output(job_id: Uuid) -> ManifestOutput {
+        let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        ManifestOutput {
+            key: compacted_key(date, job_id),
+            size: BODY.len() as u64,
+            sha256: sha256_b64(BODY),
+            rows: 1,
+        }
+    }
+
+    /// The output's bytes under its key, with its SHA-256 and `job_id` in
+    /// its metadata, as [`put_output`] writes it.
+    async fn written_by(store: &MemoryStore, out: &ManifestOutput, job_id: Uuid) {
+        let mut request = PutRequest::new(PutMode::Create);
+        request.sha256_b64 = Some(out.sha256.clone());
+        (request.metadata).insert(JOB_ID_METADATA.to_string(), job_id.to_string());
+        store
+            .put_object(&out.key, Bytes::from_static(BODY), request)
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_output_put_whose_answer_was_lost_is_settled_by_its_job_id() {
+        let store = MemoryStore::new("b");
+        let job = Uuid::now_v7();
+        let out = output(job);
+        // Applied, the answer lost: the retry's PreconditionFailed is what
+        // the commit sees. Read back, the object is this commit's.
+        put_output(
+            &store.lose_answers(),
+            &mut Fence(None),
+            job,
+            &out,
+            Bytes::from_static(BODY),
+        )
+        .await
+        .unwrap();
+        assert_eq!(store.requests("HeadObject"), 1, "settled by a read-back");
+    }
+
+    #[tokio::test]
+    async fn the_same_bytes_written_by_another_job_are_not_this_commits_output() {
+        let store = MemoryStore::new("b");
+        let (job, other) = (Uuid::now_v7(), Uuid::now_v7());
+        let out = output(job);
+        written_by(&store, &out, other).await;
+        let e = put_output(
+            &store,
+            &mut Fence(None),
+            job,
+            &out,
+            Bytes::from_static(BODY),
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(e, Error::PreconditionFailed { .. }), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_failure_that_does_not_settle_stands_even_when_the_output_is_there() {
+        let store = MemoryStore::new("b");
+        let job = Uuid::now_v7();
+        let out = output(job);
+        written_by(&store, &out, job).await;
+        // A deadline is not a lost answer (crate::state::settles): the
+        // run stops; the next run's recovery reads the output.
+        let deadline = Error::Deadline {
+            op: "PutObject",
+            bucket: "b".into(),
+            key: out.key.clone(),
+            margin_s: 8,
+        };
+        let e = settle_output(&store, job, &out, Err(deadline))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::Deadline { .. }), "{e}");
+        assert_eq!(store.requests("HeadObject"), 0, "not read back");
+        // Succeeded: nothing to settle.
+        settle_output(&store, job, &out, Ok("\"etag\"".into()))
+            .await
+            .unwrap();
+        assert_eq!(store.requests("HeadObject"), 0);
+    }
+}

@@ -471,3 +471,75 @@ async fn fetch<'a>(
     let got = store.get_opt(&input.meta.key).await;
     (input, got.map(|f| f.map_or(Ahead::Vanished, Ahead::Body)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::index_prefix;
+    use crate::merge::tests::{row, uuid_n};
+    use crate::storage::MemoryStore;
+
+    fn parquet(batch: &arrow_array::RecordBatch) -> Bytes {
+        let mut out = Vec::new();
+        let mut w = parquet::arrow::ArrowWriter::try_new(&mut out, batch.schema(), None).unwrap();
+        w.write(batch).unwrap();
+        w.close().unwrap();
+        out.into()
+    }
+
+    fn settings() -> ReadSettings {
+        ReadSettings {
+            concurrency: 4,
+            row_group_rows: 1000,
+            budget: crate::input::Budget::default(),
+            part_files: 50_000,
+        }
+    }
+
+    /// `n` per-flight files of the date, listed as the plan lists them.
+    async fn per_flight_files(store: &MemoryStore, date: NaiveDate, n: u32) -> Vec<PlannedInput> {
+        for i in 0..n {
+            let u = uuid_n(i);
+            let key = format!("{}{u}.parquet", index_prefix(date));
+            store.put_now(&key, parquet(&row(&u, "X")));
+        }
+        (store.list(&index_prefix(date)).await.unwrap().into_iter())
+            .map(|meta| {
+                let u = meta
+                    .key
+                    .rsplit('/')
+                    .next()
+                    .unwrap()
+                    .trim_end_matches(".parquet");
+                let source = Source::PerFlight(u.parse().unwrap());
+                PlannedInput { meta, source }
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn every_byte_read_is_counted_once_streamed_or_prefetched() {
+        let store = MemoryStore::new("b");
+        let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let inputs = per_flight_files(&store, date, 3).await;
+        let total: u64 = inputs.iter().map(|i| i.meta.size).sum();
+        let read = read_inputs(&store, date, &inputs, settings(), &Prefetched::new())
+            .await
+            .unwrap();
+        assert_eq!(read.read.len(), 3);
+        assert!(read.streamed);
+        assert_eq!(read.bytes_read, total, "each file read whole, once");
+        assert_eq!(store.requests("GetObject"), 3);
+        // A body the parity gate read is reused: no GET for it.
+        let first = store.get(&inputs[0].meta.key).await.unwrap();
+        let mut prefetched = Prefetched::new();
+        prefetched.insert(inputs[0].meta.key.clone(), first);
+        let gets = store.requests("GetObject");
+        let again = read_inputs(&store, date, &inputs, settings(), &prefetched)
+            .await
+            .unwrap();
+        assert_eq!(store.requests("GetObject"), gets + 2);
+        assert_eq!(again.read.len(), 3);
+        assert_eq!(again.bytes_read, total);
+    }
+}

@@ -189,6 +189,12 @@ class Handler(BaseHTTPRequestHandler):
                 if h.lower().startswith("x-amz-checksum") or h.lower() in ("content-md5", "x-amz-sdk-checksum-algorithm", "x-amz-trailer", "content-encoding", "x-amz-decoded-content-length"):
                     del headers[h]
             headers["Content-MD5"] = base64.b64encode(hashlib.md5(body).digest()).decode()
+        if extra_errors and not any(o.tag.replace(NS, "") == "Object" for o in ET.fromstring(body)):
+            # Every key failed: nothing to forward (S3 allows no empty
+            # Delete, and moto answers one with MalformedXML); S3's answer
+            # is a DeleteResult of the errors alone.
+            empty = b'<?xml version="1.0" encoding="UTF-8"?><DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"></DeleteResult>'
+            return self._reply(200, self._add_errors(empty, extra_errors), [("Content-Type", "application/xml")])
         conn = http.client.HTTPConnection("127.0.0.1", UPSTREAM, timeout=120)
         conn.request(self.command, self.path, body=body if body or self.command in ("PUT", "POST") else None, headers=headers)
         resp = conn.getresponse()
