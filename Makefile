@@ -13,7 +13,7 @@ ARCH ?= arm64
 EVENT ?= events/console-now.json
 
 .PHONY: help tools test test-unit test-ministack test-moto test-crash test-release release-bootstrap demo lint fmt \
-	lambda-tools sam-tools qemu-tools build deploy deploy-local invoke-local invoke-qemu validate bench bench-parts bench-concurrency bench-audit bench-plot bench-docs bench-tools mutants
+	lambda-tools sam-tools qemu-tools build deploy deploy-local invoke-local invoke-qemu validate bench bench-parts bench-concurrency bench-audit bench-backlog bench-plot bench-docs bench-tools mutants
 
 help: ## This list.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -121,6 +121,11 @@ bench-concurrency: tools bench-tools ## READ_CONCURRENCY sweep at 10,000 files (
 	$(CARGO) build --release --bin archive-compaction
 	$(TOOLS_DIR)/py/bin/python bench/bench.py --sizes "" --sweep 8,16,32,64,128,256 --out target/bench-sweep.json $(BENCH_ARGS)
 	python3 bench/docs.py --results target/bench-sweep.json
+
+bench-backlog: tools ## A 365-day backlog of 100 per-flight files a day drained by `run --max-duration 20` invocations, read back with pyarrow; writes docs/performance.md's backlog figures (~5 min).
+	$(CARGO) build --release --bin archive-compaction
+	$(TOOLS_DIR)/py/bin/python bench/backlog.py --out target/bench-backlog.json
+	python3 bench/docs.py --results target/bench-backlog.json
 
 bench-audit: tools ## What `audit` costs (release build, ministack): a day of 10,000 per-flight files, the same day compacted, 365 compacted days; writes docs/performance.md's audit figures.
 	$(CARGO) build --release --bin archive-compaction

@@ -148,6 +148,30 @@ def parts_table(results):
     return out
 
 
+def backlog_table(meta, runs, check):
+    """The `backlog` block: one row per invocation bench/backlog.py made,
+    and what the bucket read back held."""
+    out = [f"Measured {meta.get('date', 'unknown date')} at commit `{meta.get('commit', 'unknown commit')}` "
+           f"on {meta.get('machine', '?')}, the release build.", "",
+           f"Command: `{meta.get('command', 'bench/backlog.py')}`. S3 server {meta.get('server', '?')}.", ""]
+    if meta.get("load_before") is not None:
+        out += [f"Load average when it started: {meta['load_before']}.", ""]
+    out += [f"{_n(meta.get('days', 0))} days of {_n(meta.get('day_flights', 0))} per-flight files each, "
+           f"every invocation `run --max-duration {meta.get('max_duration_s', '?')}` with "
+           f"`DEADLINE_MARGIN_SECONDS={meta.get('margin_s', '?')}`, no added latency.", "",
+           "| invocation | status | stop reason | `resume_date` | dates compacted | files compacted | wall s | CPU s | peak RSS MB |",
+           "|---:|---|---|---|---:|---:|---:|---:|---:|"]
+    for r in runs:
+        rss = f"{r['peak_rss_mb']:.0f}" if r.get("peak_rss_mb") is not None else "?"
+        out.append(f"| {r['invocation']} | {r['status']} | {r.get('stop_reason') or ''} | {r.get('resume_date') or ''} | "
+                   f"{_n(r['days_compacted'])} | {_n(r['files_compacted'])} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {rss} |")
+    out += ["", f"Read back with pyarrow: {_n(check['rows'])} rows for {_n(check['flights'])} flights, "
+            f"{_n(check['distinct_flights'])} distinct, in {_n(check['compacted_files'])} compacted files; "
+            f"{_n(check['per_flight_files_left'])} per-flight files left, "
+            f"{_n(check['rows_outside_their_date'])} rows outside their date's partition."]
+    return out
+
+
 def render(data, block=None):
     """{block name: markdown} for what the JSON holds: `sizes` (make bench's
     sizes), `sweep` (make bench-concurrency) and `audit` (make bench-audit,
@@ -173,6 +197,8 @@ def render(data, block=None):
         blocks["sweep"] = "\n".join(provenance(meta) + sweep_table(sweep))
     if data.get("audit"):
         blocks["audit"] = "\n".join(audit_table(meta, data["audit"]))
+    if data.get("backlog"):
+        blocks["backlog"] = "\n".join(backlog_table(meta, data["backlog"], data["backlog_check"]))
     return blocks
 
 
