@@ -336,8 +336,9 @@ fn bench_blocks(page: &str) -> BTreeMap<String, String> {
     out
 }
 
-/// `make bench`, `make bench-concurrency` and `make bench-audit` write the
-/// figures of `docs/performance.md`: each of its three
+/// `make bench`, `make bench-concurrency`, `make bench-audit`,
+/// `make bench-backlog` and `make bench-parts` write the figures of
+/// `docs/performance.md`: each of its
 /// blocks holds what `bench/docs.py` wrote from a run (its first line says
 /// when, at which commit, on which machine), not figures copied by hand; and
 /// `bench/docs.py`, given a results file, rewrites exactly those blocks and
@@ -348,7 +349,7 @@ fn performance_figures_are_written_by_the_benchmarks() {
     let blocks = bench_blocks(&page);
     assert_eq!(
         blocks.keys().map(String::as_str).collect::<Vec<_>>(),
-        ["audit", "parts", "sizes", "sweep"],
+        ["audit", "backlog", "parts", "sizes", "sweep"],
         "the page's bench blocks"
     );
     for (name, body) in &blocks {
@@ -373,6 +374,10 @@ fn performance_figures_are_written_by_the_benchmarks() {
         "sweep": {"64": {"job": job, "floor": floor}},
         "audit": [{"measure": "a day", "wall_s": 2.0, "cpu_s": 0.2, "peak_rss_mb": 40.0, "dates": 1,
                    "gets": 3, "bytes_read": 700, "multi_row_bytes": 1000}],
+        "backlog": [{"invocation": 1, "status": "Success", "stop_reason": "deadline", "resume_date": "2026-01-09",
+                     "days_compacted": 87, "files_compacted": 8700, "wall_s": 11.06, "cpu_s": 3.05, "peak_rss_mb": 36.7}],
+        "backlog_check": {"flights": 8700, "rows": 8700, "distinct_flights": 8700, "compacted_files": 87,
+                          "per_flight_files_left": 0, "rows_outside_their_date": 0},
     });
     std::fs::write(&results, data.to_string()).unwrap();
     let out = std::process::Command::new("python3")
@@ -408,6 +413,13 @@ fn performance_figures_are_written_by_the_benchmarks() {
         new_blocks["audit"].contains("| a day | 1 | 3 | 700 B of 1,000 B (70 %) |"),
         "{}",
         new_blocks["audit"]
+    );
+    assert!(
+        new_blocks["backlog"]
+            .contains("| 1 | Success | deadline | 2026-01-09 | 87 | 8,700 | 11.1 | 3.0 | 37 |")
+            && new_blocks["backlog"].contains("8,700 rows for 8,700 flights, 8,700 distinct"),
+        "{}",
+        new_blocks["backlog"]
     );
     // `make bench-parts`: the same results as the parts block (the job
     // alone, its parts and address-space limit).
