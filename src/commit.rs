@@ -572,6 +572,39 @@ pub async fn delete_manifest(store: &impl Store, key: &str) -> Result<()> {
     store.delete(key, None).await
 }
 
+/// Marks the manifest at `manifest_key` stuck: some of its inputs could not
+/// be deleted (`failed`, not empty). Writes
+/// [`crate::keys::stuck_key`]`(manifest_key)` (conditional create: a mark
+/// already there stands), a small JSON body naming the first key that
+/// failed and why, for an operator. `status` and `prune-cache` read the
+/// mark's listing to name the date blocked ([`crate::day::StateListing`])
+/// as the run does; recovery deletes a mark once its manifest is gone
+/// ([`crate::recovery::recover`]).
+///
+/// Never fails: the run is already a Failure for the deletes themselves,
+/// and a mark that cannot be written is only logged (status then shows
+/// the manifest as live, not stuck).
+pub async fn mark_stuck(store: &impl Store, manifest_key: &str, failed: &[DeleteFailure]) {
+    let Some(first) = failed.first() else {
+        return;
+    };
+    let key = crate::keys::stuck_key(manifest_key);
+    let body = serde_json::json!({
+        "manifest": manifest_key,
+        "inputs_not_deleted": failed.len(),
+        "first_key": first.key,
+        "code": first.code,
+        "message": first.message,
+    });
+    let body = serde_json::to_vec(&body).expect("JSON serialises");
+    match store.put(&key, body.into(), PutMode::Create, None).await {
+        Ok(_) | Err(Error::PreconditionFailed { .. }) => {}
+        Err(e) => {
+            tracing::warn!(%key, manifest = manifest_key, error = %e, "could not mark the manifest stuck: status shows it as live");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,10 +10,10 @@
 //!   of other days ([`Day::other_day_rows`]). One listing, so no command
 //!   can see a date another does not.
 //! - [`Blocked`]: the dates the watermark's `mismatch_date`, a live manifest
-//!   or a quarantined one holds, read once ([`Blocked::read`],
-//!   [`Blocked::of`]), each with its [`BlockReason`]s. Each command's policy
+//!   (stuck, when recovery marked it so) or a quarantined one holds, read
+//!   once ([`StateListing`], [`Blocked::of`]), each with its [`BlockReason`]s. Each command's policy
 //!   is named beside it: [`BlockReason::blocks_walk`] (the run and
-//!   `status`: only a quarantined manifest stops the walk) and
+//!   `status`: only a quarantined or a stuck manifest stops the walk) and
 //!   [`BlockReason::keeps_cache`] (`prune-cache`: every reason keeps a
 //!   date's local copies). Where a date has several reasons every command
 //!   names the first its policy takes, in [`BlockReason`]'s order, so
@@ -45,7 +45,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::input::{self, Budget, RowKeys};
 use crate::keys::{
-    MANIFESTS_ROOT, QUARANTINE_ROOT, flight_uuid, flights_prefix, index_prefix, manifest_date,
+    MANIFESTS_ROOT, QUARANTINE_ROOT, STUCK_ROOT, flight_uuid, flights_prefix, index_prefix,
+    manifest_date, stuck_manifest_key,
 };
 use crate::merge::OtherDays;
 use crate::partition::{self, ParityCheck};
@@ -207,8 +208,10 @@ pub enum BlockReason {
     /// A manifest under `_compaction_state/quarantine/` (its key): the
     /// date waits for an operator to inspect and delete it.
     Quarantined(String),
-    /// A live manifest recovery could not finish (its key): inputs it
-    /// cannot delete; the next run retries (recovery's, not a listing's).
+    /// A live manifest whose inputs could not be deleted (its key): found by
+    /// the run that tried (the commit's delete phase, or recovery) and
+    /// marked under `_compaction_state/stuck/` ([`crate::keys::stuck_key`])
+    /// for the commands that do not try; the next run retries.
     Stuck(String),
     /// The watermark's `mismatch_date`: the date fails the parity gate.
     Mismatch,
@@ -218,8 +221,8 @@ pub enum BlockReason {
 }
 
 impl BlockReason {
-    /// The walk's policy, the run's and `status`'s: only a quarantined
-    /// manifest stops the walk before its date. A live manifest does not:
+    /// The walk's policy, the run's and `status`'s: only a quarantined or a
+    /// stuck manifest stops the walk before its date. A live manifest does not:
     /// the run's recovery resolves it first (and names the date in
     /// [`crate::recovery::Recovery::blocked`] when it quarantines the
     /// manifest or cannot finish it); the mismatch date is where the walk
@@ -330,8 +333,57 @@ pub fn check_day_memory(
     })
 }
 
+/// The listings of `_compaction_state/`'s folders of commits, taken side by
+/// side (one LIST each): `manifests/`, `quarantine/` and `stuck/`. The one
+/// read of them `status`, `prune-cache` and the run's recovery share.
+#[derive(Debug, Clone, Default)]
+pub struct StateListing {
+    /// Live manifests ([`MANIFESTS_ROOT`]), in key order.
+    pub manifests: Vec<ObjectMeta>,
+    /// Quarantined manifests ([`QUARANTINE_ROOT`]), in key order.
+    pub quarantined: Vec<ObjectMeta>,
+    /// Stuck marks ([`STUCK_ROOT`], [`crate::keys::stuck_key`]), in key
+    /// order; a mark whose manifest is not live any more is stale (a crash
+    /// between the manifest's delete and the mark's) and marks nothing.
+    pub stuck: Vec<ObjectMeta>,
+}
+
+impl StateListing {
+    /// Lists the three folders side by side.
+    ///
+    /// Errors: the prefix whose listing failed, with the S3 error.
+    pub async fn read(
+        store: &impl Store,
+    ) -> std::result::Result<StateListing, (&'static str, Error)> {
+        let list =
+            |root: &'static str| async move { (store.list(root).await).map_err(|e| (root, e)) };
+        let (manifests, quarantined, stuck) = tokio::try_join!(
+            list(MANIFESTS_ROOT),
+            list(QUARANTINE_ROOT),
+            list(STUCK_ROOT)
+        )?;
+        Ok(StateListing {
+            manifests,
+            quarantined,
+            stuck,
+        })
+    }
+
+    /// The live manifests marked stuck: the keys of [`Self::manifests`]
+    /// that a mark in [`Self::stuck`] stands for.
+    pub fn stuck_manifests(&self) -> BTreeSet<&str> {
+        let marked: BTreeSet<String> = (self.stuck.iter())
+            .filter_map(|m| stuck_manifest_key(&m.key))
+            .collect();
+        (self.manifests.iter())
+            .map(|m| m.key.as_str())
+            .filter(|k| marked.contains(*k))
+            .collect()
+    }
+}
+
 /// Every blocked date with all its reasons, read once from the watermark's
-/// `mismatch_date` and the listings of `manifests/` and `quarantine/`.
+/// `mismatch_date` and the [`StateListing`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Blocked {
     /// The reasons of each blocked date, in [`BlockReason`]'s order.
@@ -340,46 +392,43 @@ pub struct Blocked {
 
 impl Blocked {
     /// The blocked dates of `mismatch` (the watermark's `mismatch_date`)
-    /// and of the keys listed under `manifests/` and `quarantine/`. A key
-    /// without a date in its name blocks nothing.
-    pub fn of(
-        mismatch: Option<NaiveDate>,
-        manifests: &[ObjectMeta],
-        quarantined: &[ObjectMeta],
-    ) -> Blocked {
+    /// and of the keys of `state`: a live manifest, stuck when marked so, a
+    /// quarantined one. A key without a date in its name blocks nothing.
+    pub fn of(mismatch: Option<NaiveDate>, state: &StateListing) -> Blocked {
         let mut b = Blocked::default();
-        let mut add = |d: NaiveDate, r: BlockReason| {
-            b.dates.entry(d).or_default().insert(r);
-        };
         if let Some(d) = mismatch {
-            add(d, BlockReason::Mismatch);
+            b.add(d, BlockReason::Mismatch);
         }
-        for m in manifests {
+        let stuck = state.stuck_manifests();
+        for m in &state.manifests {
             if let Some(d) = manifest_date(&m.key) {
-                add(d, BlockReason::LiveManifest(m.key.clone()));
+                let key = m.key.clone();
+                b.add(
+                    d,
+                    match stuck.contains(m.key.as_str()) {
+                        true => BlockReason::Stuck(key),
+                        false => BlockReason::LiveManifest(key),
+                    },
+                );
             }
         }
-        for q in quarantined {
+        for q in &state.quarantined {
             if let Some(d) = quarantined_date(&q.key) {
-                add(d, BlockReason::Quarantined(q.key.clone()));
+                b.add(d, BlockReason::Quarantined(q.key.clone()));
             }
         }
         b
     }
 
-    /// Lists `manifests/` and `quarantine/` side by side: [`Blocked::of`]
-    /// those listings and `mismatch`.
+    /// Lists the state ([`StateListing::read`]): [`Blocked::of`] it and
+    /// `mismatch`.
     ///
     /// Errors: the prefix whose listing failed, with the S3 error.
     pub async fn read(
         store: &impl Store,
         mismatch: Option<NaiveDate>,
     ) -> std::result::Result<Blocked, (&'static str, Error)> {
-        let (manifests, quarantined) = tokio::try_join!(
-            async { (store.list(MANIFESTS_ROOT).await).map_err(|e| (MANIFESTS_ROOT, e)) },
-            async { (store.list(QUARANTINE_ROOT).await).map_err(|e| (QUARANTINE_ROOT, e)) },
-        )?;
-        Ok(Blocked::of(mismatch, &manifests, &quarantined))
+        Ok(Blocked::of(mismatch, &StateListing::read(store).await?))
     }
 
     /// Adds `reason` to `date`'s reasons.
@@ -531,20 +580,43 @@ mod tests {
     }
 
     /// One bucket state: a live manifest on 07-17, a quarantined one on
-    /// 07-18, both on 07-19, the mismatch date 07-20.
+    /// 07-18, both on 07-19, the mismatch date 07-20, a stuck manifest on
+    /// 07-21 and a stale stuck mark (its manifest gone) on 07-22.
     fn blocked() -> Blocked {
         Blocked::of(
             Some(d("2026-07-20")),
-            &[
-                meta("_compaction_state/manifests/2026-07-17/a.json"),
-                meta("_compaction_state/manifests/2026-07-19/b.json"),
-                meta("_compaction_state/manifests/not-a-date/c.json"),
-            ],
-            &[
-                meta("_compaction_state/quarantine/2026-07-18/q.json"),
-                meta("_compaction_state/quarantine/2026-07-19/r.json"),
-            ],
+            &StateListing {
+                manifests: vec![
+                    meta("_compaction_state/manifests/2026-07-17/a.json"),
+                    meta("_compaction_state/manifests/2026-07-19/b.json"),
+                    meta("_compaction_state/manifests/2026-07-21/s.json"),
+                    meta("_compaction_state/manifests/not-a-date/c.json"),
+                ],
+                quarantined: vec![
+                    meta("_compaction_state/quarantine/2026-07-18/q.json"),
+                    meta("_compaction_state/quarantine/2026-07-19/r.json"),
+                ],
+                stuck: vec![
+                    meta("_compaction_state/stuck/2026-07-21/s.json"),
+                    meta("_compaction_state/stuck/2026-07-22/gone.json"),
+                ],
+            },
         )
+    }
+
+    #[test]
+    fn a_marked_live_manifest_is_stuck_and_blocks_the_walk_a_stale_mark_blocks_nothing() {
+        let b = blocked();
+        let key = "_compaction_state/manifests/2026-07-21/s.json";
+        assert_eq!(
+            b.blocking_walk(d("2026-07-21")),
+            Some(&BlockReason::Stuck(key.into()))
+        );
+        assert_eq!(
+            b.keeping_cache()[&d("2026-07-21")],
+            format!("stuck manifest {key}")
+        );
+        assert!(!b.dates.contains_key(&d("2026-07-22")), "{b:?}");
     }
 
     #[test]
@@ -575,10 +647,10 @@ mod tests {
             "live manifest _compaction_state/manifests/2026-07-17/a.json"
         );
         assert_eq!(prune[&d("2026-07-20")], "the watermark's mismatch_date");
-        assert_eq!(prune.len(), 4, "{prune:?}");
+        assert_eq!(prune.len(), 5, "{prune:?}");
         assert_eq!(b.blocking_walk(d("2026-07-17")), None);
         assert_eq!(b.blocking_walk(d("2026-07-20")), None);
-        assert_eq!(b.blocking_walk(d("2026-07-21")), None);
+        assert_eq!(b.blocking_walk(d("2026-07-23")), None);
         let live = BlockReason::LiveManifest("k".into());
         assert!(live.keeps_cache() && !live.blocks_walk());
         assert!(BlockReason::Mismatch.keeps_cache() && !BlockReason::Mismatch.blocks_walk());

@@ -39,6 +39,10 @@ pub const LOCK_KEY: &str = "_compaction_state/lock.json";
 pub const MANIFESTS_ROOT: &str = "_compaction_state/manifests/";
 /// Where unreadable manifests are moved aside.
 pub const QUARANTINE_ROOT: &str = "_compaction_state/quarantine/";
+/// Where a live manifest whose inputs could not be deleted is marked stuck
+/// ([`stuck_key`]), so that `status` and `prune-cache` name its date as the
+/// run does without trying the deletes themselves.
+pub const STUCK_ROOT: &str = "_compaction_state/stuck/";
 /// File name prefix of this job's outputs.
 pub const COMPACTED_PREFIX: &str = "compacted-";
 
@@ -94,6 +98,26 @@ pub fn manifest_date(key: &str) -> Option<NaiveDate> {
     let rest = key.strip_prefix(MANIFESTS_ROOT)?;
     let (date, _) = rest.split_once('/')?;
     NaiveDate::parse_from_str(date, "%Y-%m-%d").ok()
+}
+
+/// `_compaction_state/stuck/YYYY-MM-DD/{job_id}.json`: the stuck mark of
+/// the manifest at `manifest_key` (the same name under [`STUCK_ROOT`]).
+///
+/// ```
+/// use archive_compaction::keys::{stuck_key, stuck_manifest_key};
+/// let m = "_compaction_state/manifests/2026-07-20/j.json";
+/// assert_eq!(stuck_key(m), "_compaction_state/stuck/2026-07-20/j.json");
+/// assert_eq!(stuck_manifest_key(&stuck_key(m)).as_deref(), Some(m));
+/// assert_eq!(stuck_manifest_key("_compaction_state/lock.json"), None);
+/// ```
+pub fn stuck_key(manifest_key: &str) -> String {
+    manifest_key.replacen(MANIFESTS_ROOT, STUCK_ROOT, 1)
+}
+
+/// The manifest key a stuck mark ([`stuck_key`]) stands for; `None` for a
+/// key outside [`STUCK_ROOT`].
+pub fn stuck_manifest_key(key: &str) -> Option<String> {
+    Some(format!("{MANIFESTS_ROOT}{}", key.strip_prefix(STUCK_ROOT)?))
 }
 
 /// What an object under an index partition is.

@@ -13,7 +13,7 @@
 //! | manifest, output differs, an input gone or changed | quarantine: the output may hold the only copy of that input's rows |
 //! | manifest, output verified | prove each input still there in its version to be in the output ([`crate::proof`]: the output's `s3_key` column read once, every input's rows read within `INPUT_BUDGET_MB`, per-flight files too), delete those (ETag-conditional), then the manifest |
 //! | manifest, output verified, an input not proven to be in it | delete the proven inputs, keep the others, quarantine the manifest with [`ManifestRule::InputNotInOutput`] |
-//! | manifest whose inputs cannot be deleted | keep it, report it as stuck, retry next time |
+//! | manifest whose inputs cannot be deleted | keep it, mark it under `stuck/` (for `status` and `prune-cache`), report it as stuck, retry next time; the mark is deleted once the manifest is resolved |
 //!
 //! **Validation before any action** ([`validate_manifest`], pure): the
 //! manifest's file name is its `job_id`; its date is its key's; its output is
@@ -59,13 +59,13 @@ use chrono::NaiveDate;
 use uuid::Uuid;
 
 use crate::commit::{self, InputState, OutputCheck};
-use crate::day::{BlockReason, Blocked, quarantined_date};
+use crate::day::{BlockReason, Blocked, StateListing, quarantined_date};
 use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::input::{self, Budget};
 use crate::keys::{
     INDEX_ROOT, IndexKey, MANIFESTS_ROOT, QUARANTINE_ROOT, STATE_ROOT, classify_index_key,
-    compacted_key, index_prefix, is_index_input, manifest_date,
+    compacted_key, index_prefix, is_index_input, manifest_date, stuck_key,
 };
 use crate::lease::Fence;
 use crate::proof::{InputRows, OutputFlights, Unproven};
@@ -677,25 +677,51 @@ pub async fn recover(
     budget: Budget,
 ) -> Result<Recovery> {
     let mut out = Recovery::default();
-    let manifests = listed_state(store, &mut out).await?;
-    for m in manifests {
+    let state = StateListing::read(store).await.map_err(|(_, e)| e)?;
+    still_quarantined(state.quarantined, &mut out);
+    for m in state.manifests {
         let Some(plan) = plan_manifest(store, &m.key, budget).await? else {
             continue;
         };
         let effect = execute(store, fence, &plan, &mut out).await?;
         out.record(&plan, &effect, Tense::Did);
     }
+    unmark_resolved(store, fence, &state.stuck, &out).await?;
     Ok(out)
 }
 
-/// Lists `quarantine/` and `manifests/` side by side (both before any
-/// action, as one after the other would be); the quarantined manifests go
-/// into `out` ([`still_quarantined`]); returns the manifests.
-async fn listed_state(store: &impl Store, out: &mut Recovery) -> Result<Vec<ObjectMeta>> {
-    let (quarantined, manifests) =
-        tokio::try_join!(store.list(QUARANTINE_ROOT), store.list(MANIFESTS_ROOT))?;
-    still_quarantined(quarantined, out);
-    Ok(manifests)
+/// Deletes the stuck marks (`marks`, [`crate::keys::stuck_key`]) of the
+/// manifests this recovery did not find stuck: finished, undone,
+/// quarantined, or gone before it (a crash between a manifest's delete and
+/// its mark's). A stale mark blocks nothing ([`StateListing::stuck_manifests`]);
+/// this only keeps `stuck/` from growing.
+///
+/// Errors: the lease lost, or the DeleteObject refused.
+async fn unmark_resolved(
+    store: &impl Store,
+    fence: &mut Fence<'_>,
+    marks: &[ObjectMeta],
+    out: &Recovery,
+) -> Result<()> {
+    let still_stuck: HashSet<String> = (out.blocked.dates.values())
+        .flatten()
+        .filter_map(|r| match r {
+            BlockReason::Stuck(key) => Some(stuck_key(key)),
+            _ => None,
+        })
+        .collect();
+    let stale: Vec<&ObjectMeta> = (marks.iter())
+        .filter(|m| !still_stuck.contains(&m.key))
+        .collect();
+    if stale.is_empty() {
+        return Ok(());
+    }
+    fence.check().await?;
+    for m in stale {
+        tracing::info!(key = %m.key, "stuck mark removed: its manifest is resolved");
+        store.delete(&m.key, None).await?;
+    }
+    Ok(())
 }
 
 /// Quarantined manifests still under `quarantine/` block their date.
@@ -780,24 +806,22 @@ fn would_quarantine(
 /// Errors: listing or reading manifests, HEAD/GET of outputs, or listing a
 /// partition (the real run would fail on them too).
 pub async fn assess(store: &impl Store, budget: Budget) -> Result<Recovery> {
-    let (quarantined, manifests) =
-        tokio::try_join!(store.list(QUARANTINE_ROOT), store.list(MANIFESTS_ROOT))?;
-    assess_listed(store, quarantined, manifests, budget).await
+    let state = StateListing::read(store).await.map_err(|(_, e)| e)?;
+    assess_listed(store, state, budget).await
 }
 
-/// [`assess`] over listings of `quarantine/` and `manifests/` the caller
-/// took (`status` shows them, and lists them once).
+/// [`assess`] over the listing of the state the caller took (`status`
+/// shows it, and lists it once).
 ///
 /// Errors: as [`assess`], less the listings.
 pub async fn assess_listed(
     store: &impl Store,
-    quarantined: Vec<ObjectMeta>,
-    manifests: Vec<ObjectMeta>,
+    state: StateListing,
     budget: Budget,
 ) -> Result<Recovery> {
     let mut out = Recovery::default();
-    still_quarantined(quarantined, &mut out);
-    for m in manifests {
+    still_quarantined(state.quarantined, &mut out);
+    for m in state.manifests {
         let Some(plan) = plan_manifest(store, &m.key, budget).await? else {
             continue;
         };
@@ -966,6 +990,7 @@ async fn resolve(
         );
         out.blocked
             .add(manifest.date, BlockReason::Stuck(key.to_string()));
+        commit::mark_stuck(store, key, &deleted.failed).await;
         return Ok(Effect::Stuck(why));
     }
     if let Some(rule) = not_in_output(manifest, &deleted.unproven) {

@@ -45,9 +45,9 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::config::Config;
-use crate::day::{Blocked, Day, DayCounts, quarantined_date};
+use crate::day::{Blocked, Day, DayCounts, StateListing, quarantined_date};
 use crate::error::{Error, Result};
-use crate::keys::{LOCK_KEY, MANIFESTS_ROOT, QUARANTINE_ROOT, WATERMARK_KEY, manifest_date};
+use crate::keys::{LOCK_KEY, WATERMARK_KEY, manifest_date};
 use crate::lease::Lease;
 use crate::plan;
 use crate::state::{Manifest, WatermarkState};
@@ -138,6 +138,10 @@ pub struct ManifestStatus {
     /// the rules that need the bucket's objects are left to the run). The
     /// next run quarantines it.
     pub breaks_rule: Option<String>,
+    /// Its inputs could not be deleted (AccessDenied, ...) when a run last
+    /// tried: marked under `_compaction_state/stuck/` by that run, its date
+    /// blocked ([`crate::day::BlockReason::Stuck`]); the next run retries.
+    pub stuck: bool,
 }
 
 /// A manifest moved aside to `_compaction_state/quarantine/`; its date stays
@@ -507,8 +511,9 @@ pub async fn gather(
             "lease {LOCK_KEY} claims {left} s more, longer than any run holds it (LEASE_SECONDS + 900 s = {max} s): runs fail on it; check that no run is under way, then remove the file"
         ));
     }
-    let manifests = store.list(MANIFESTS_ROOT).await?;
-    for m in &manifests {
+    let state = StateListing::read(store).await.map_err(|(_, e)| e)?;
+    let stuck = state.stuck_manifests();
+    for m in &state.manifests {
         let Some(body) = store.get_opt(&m.key).await? else {
             continue;
         };
@@ -535,10 +540,10 @@ pub async fn gather(
                 None => 0,
             },
             breaks_rule,
+            stuck: stuck.contains(m.key.as_str()),
         });
     }
-    let quarantined = store.list(QUARANTINE_ROOT).await?;
-    for q in &quarantined {
+    for q in &state.quarantined {
         s.quarantined.push(QuarantinedStatus {
             date: quarantined_date(&q.key),
             age_seconds: age(opts.as_of, q.last_modified),
@@ -560,14 +565,13 @@ pub async fn gather(
             "{WATERMARK_KEY}: last_compacted_date {w} is {n} day(s) ahead of today's cutoff {today}: every run fails until it is set back to the last date really compacted, or the file is deleted to start over"
         ));
     }
-    let blocked = Blocked::of(wm.mismatch_date, &manifests, &quarantined);
+    let blocked = Blocked::of(wm.mismatch_date, &state);
     if let Some(date) = wm.mismatch_date {
         // The keys live manifests claim, as the run's recovery finds them,
         // from the listings above (not listed again).
-        let claimed =
-            crate::recovery::assess_listed(store, quarantined, manifests, config.input_budget)
-                .await?
-                .claimed;
+        let claimed = crate::recovery::assess_listed(store, state, config.input_budget)
+            .await?
+            .claimed;
         s.mismatch = Some(
             mismatch_status(
                 store,
@@ -875,6 +879,9 @@ fn format_lease_and_manifests(o: &mut String, s: &StatusReport) {
             };
             let what = match &m.breaks_rule {
                 Some(rule) => format!("BREAKS RULE {rule}: the next run quarantines it"),
+                None if m.stuck => format!(
+                    "STUCK: {what}; a run could not delete them, the date is blocked and the next run retries"
+                ),
                 None => what,
             };
             let _ = writeln!(
@@ -1094,6 +1101,7 @@ mod tests {
                     output_key: Some("index/year=2026/month=07/day=18/compacted-x.parquet".into()),
                     inputs: 12,
                     breaks_rule: None,
+                    stuck: false,
                 },
                 ManifestStatus {
                     key: "_compaction_state/manifests/2026-07-19/k.json".into(),
@@ -1105,6 +1113,7 @@ mod tests {
                     output_key: None,
                     inputs: 0,
                     breaks_rule: None,
+                    stuck: false,
                 },
             ],
             quarantined: vec![QuarantinedStatus {

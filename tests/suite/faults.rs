@@ -108,6 +108,27 @@ async fn per_key_delete_errors_transient_are_retried_permanent_keep_the_manifest
     .unwrap();
     assert_eq!(s.manifests.len(), 1);
     assert_eq!(s.manifests[0].inputs, 1, "{:?}", s.manifests);
+    // The run that failed the deletes marked the manifest stuck, so
+    // `status` names its date blocked as the next run does (below), without
+    // trying a delete itself.
+    let manifest_key = s.manifests[0].key.clone();
+    assert!(s.manifests[0].stuck, "{:?}", s.manifests);
+    let blocked_by = format!("stuck manifest {manifest_key}");
+    assert_eq!(s.next_days[0].date, date("2026-07-20"));
+    assert_eq!(
+        s.next_days[0].blocked_by.as_deref(),
+        Some(blocked_by.as_str())
+    );
+    let mark = manifest_key.replacen("/manifests/", "/stuck/", 1);
+    let body = mid[&mark].json.clone().expect("the mark is JSON");
+    assert_eq!(body["code"], "AccessDenied", "{body}");
+    assert_eq!(body["inputs_not_deleted"], 1, "{body}");
+
+    // A manifest left without its mark (a crash before the mark, or a
+    // build before marks): recovery's own failed deletes mark it again.
+    archive_compaction::storage::Store::delete(&direct, &mark, None)
+        .await
+        .unwrap();
 
     // Still denied: the next run's recovery cannot finish the manifest
     // either. It is stuck, its date blocked (day::BlockReason::Stuck): the
@@ -123,8 +144,8 @@ async fn per_key_delete_errors_transient_are_retried_permanent_keep_the_manifest
     assert!(
         r.errors
             .iter()
-            .any(|e| e.contains("2026-07-20 is blocked") && e.contains("stuck manifest")),
-        "{:?}",
+            .any(|e| e.contains("2026-07-20 is blocked") && e.contains(&blocked_by)),
+        "the run names what status named: {blocked_by}: {:?}",
         r.errors
     );
     assert!(
@@ -145,6 +166,11 @@ async fn per_key_delete_errors_transient_are_retried_permanent_keep_the_manifest
         1,
         "the stuck manifest is kept for the next run"
     );
+    assert!(
+        after.contains_key(&mark),
+        "recovery marked it stuck again: {:?}",
+        after.keys()
+    );
 
     // Fixed: the next run's recovery finishes the commit, then the walk moves on.
     proxy.set(json!({}));
@@ -157,6 +183,14 @@ async fn per_key_delete_errors_transient_are_retried_permanent_keep_the_manifest
         "each file counted once, by the run that retired it: the retry deleted one"
     );
     assert_all_compacted(&direct, &generated, "2026-07-20", "per-key delete errors");
+    let state: Vec<String> = dump(&direct, "_compaction_state/")
+        .into_keys()
+        .filter(|k| !k.ends_with("watermark.json"))
+        .collect();
+    assert!(
+        state.is_empty(),
+        "the resolved manifest and its stuck mark are gone: {state:?}"
+    );
 }
 
 #[tokio::test]
