@@ -10,6 +10,12 @@
 //!   with more than `DEADLINE_MARGIN_SECONDS`, and more than twice the
 //!   slowest date so far, left ([`Deadline::near`]); every finished date is
 //!   timed into that figure ([`Deadline::record`]), whichever pass did it.
+//! - A part of a date ([`crate::plan::parts`]), the first one included,
+//!   starts only with more than the margin, twice the date's slowest part
+//!   so far, and its own estimate left ([`Deadline::near_part`]): its files
+//!   at twice the slowest pace measured on a large part this run
+//!   ([`Deadline::record_part`]), or at [`UNMEASURED_SECONDS_PER_FILE`]
+//!   before one was.
 //!
 //! ```
 //! use archive_compaction::deadline::Deadline;
@@ -34,7 +40,22 @@ pub struct Deadline {
     started: Instant,
     margin: Duration,
     slowest_ns: AtomicU64,
+    /// The slowest pace of a part of at least [`PACE_MIN_FILES`] files,
+    /// in nanoseconds a file (0: none measured yet).
+    slowest_part_ns_per_file: AtomicU64,
 }
+
+/// What a part's file is taken to cost before this run has timed a large
+/// part ([`Deadline::near_part`]), in seconds: 2 ms, twice the ~1 ms a
+/// file a 512 MB Lambda (~0.29 of a vCPU) spends at the job's measured
+/// 0.27-0.30 ms of CPU a file (docs/performance.md, the job's rows).
+pub const UNMEASURED_SECONDS_PER_FILE: f64 = 0.002;
+
+/// The fewest files a part must have for its pace to count
+/// ([`Deadline::record_part`]): below it the part's fixed requests
+/// (manifest, output PUT, HEAD, re-list, lease) weigh more than its files,
+/// and a pace taken from it would overstate a large part many times over.
+pub const PACE_MIN_FILES: u64 = 1_000;
 
 /// Why a date is not started: `left` before the deadline, `needed` to start
 /// one (the margin, or twice the slowest date so far).
@@ -55,6 +76,7 @@ impl Deadline {
             started: Instant::now(),
             margin,
             slowest_ns: AtomicU64::new(0),
+            slowest_part_ns_per_file: AtomicU64::new(0),
         }
     }
 
@@ -98,24 +120,59 @@ impl Deadline {
     /// twice the slowest date so far, is left. `None` with time enough, or
     /// no deadline.
     pub fn near(&self) -> Option<Near> {
-        self.near_unit(self.slowest())
+        let left = self.at?.saturating_duration_since(Instant::now());
+        let needed = self.margin.max(self.slowest() * 2);
+        (left < needed).then_some(Near { left, needed })
     }
 
-    /// [`Deadline::near`] for a smaller unit of work than a date (a part of
-    /// one, [`crate::plan::parts`]) whose slowest so far took `slowest`:
-    /// `Some` when less than the margin, or twice `slowest`, is left.
+    /// Records a committed part of `files` files that took `took`; its
+    /// pace counts from [`PACE_MIN_FILES`] files.
+    pub fn record_part(&self, files: usize, took: Duration) {
+        let files = files as u64;
+        if files >= PACE_MIN_FILES {
+            let ns = u64::try_from(took.as_nanos() / u128::from(files)).unwrap_or(u64::MAX);
+            self.slowest_part_ns_per_file
+                .fetch_max(ns, Ordering::Relaxed);
+        }
+    }
+
+    /// `Some` when a part of `files` files must not start: less is left
+    /// than the margin, twice `slowest` (the date's slowest part so far;
+    /// zero before its first), or the part's estimate (`files` at twice the
+    /// slowest pace [`Deadline::record_part`] measured, else at
+    /// [`UNMEASURED_SECONDS_PER_FILE`]). `None` with time enough, or no
+    /// deadline.
     ///
     /// ```
     /// use archive_compaction::deadline::Deadline;
     /// use std::time::{Duration, Instant};
     /// let d = Deadline::new(Some(Instant::now() + Duration::from_secs(100)), Duration::from_secs(30));
-    /// assert!(d.near_unit(Duration::from_secs(40)).is_none());
-    /// assert_eq!(d.near_unit(Duration::from_secs(60)).unwrap().needed, Duration::from_secs(120));
+    /// assert!(d.near_part(10_000, Duration::from_secs(40)).is_none());
+    /// assert_eq!(d.near_part(10_000, Duration::from_secs(60)).unwrap().needed, Duration::from_secs(120));
+    /// // Before any large part: 2 ms a file, 50,000 files in 100 s.
+    /// assert_eq!(d.near_part(50_000, Duration::ZERO).unwrap().needed, Duration::from_secs(100));
+    /// // 10 s for 2,000 files: 5 ms a file, twice that for the next part.
+    /// d.record_part(2_000, Duration::from_secs(10));
+    /// assert_eq!(d.near_part(20_000, Duration::ZERO).unwrap().needed, Duration::from_secs(200));
+    /// assert!(d.near_part(2_000, Duration::ZERO).is_none());
+    /// // A part under PACE_MIN_FILES files sets no pace (its fixed requests).
+    /// d.record_part(10, Duration::from_secs(100));
+    /// assert!(d.near_part(2_000, Duration::ZERO).is_none());
     /// ```
-    pub fn near_unit(&self, slowest: Duration) -> Option<Near> {
+    pub fn near_part(&self, files: usize, slowest: Duration) -> Option<Near> {
         let left = self.at?.saturating_duration_since(Instant::now());
-        let needed = self.margin.max(slowest * 2);
+        let paced = match self.slowest_part_ns_per_file.load(Ordering::Relaxed) {
+            0 => Duration::from_secs_f64(files as f64 * UNMEASURED_SECONDS_PER_FILE),
+            ns => Duration::from_nanos(ns.saturating_mul(2).saturating_mul(files as u64)),
+        };
+        let needed = self.margin.max(slowest * 2).max(paced);
         (left < needed).then_some(Near { left, needed })
+    }
+
+    /// The whole time this command was given, from its start to its
+    /// deadline; `None` without one.
+    pub fn given(&self) -> Option<Duration> {
+        Some(self.at?.saturating_duration_since(self.started))
     }
 }
 

@@ -102,12 +102,13 @@ pub enum Error {
         suggest_mb: u64,
     },
 
-    /// The deadline came between two parts of a date ([`crate::plan::parts`]):
+    /// The deadline came before a part of a date ([`crate::plan::parts`]),
+    /// the first one included ([`crate::deadline::Deadline::near_part`]):
     /// the parts done are committed, the rest left for the next run. Not a
     /// failure: the run ends as a deadline stop naming the date
     /// (`resume_date`), and the next run goes on from the parts it left.
     #[error(
-        "deadline near within {date}: {parts_done} part(s) committed, {files_left} index file(s) left ({left_s} s left, {needed_s} s needed for another part); the next run goes on within this date"
+        "deadline near within {date}: {parts_done} part(s) committed, {files_left} index file(s) left ({left_s} s left, {needed_s} s needed for the next part: the margin, twice the slowest part, or its files at this run's pace); the next run goes on within this date{hint}"
     )]
     DateUnfinished {
         /// The date.
@@ -118,8 +119,11 @@ pub enum Error {
         files_left: u64,
         /// Seconds left before the deadline.
         left_s: u64,
-        /// Seconds another part needs (the margin, or twice the slowest part).
+        /// Seconds the next part needs ([`crate::deadline::Deadline::near_part`]).
         needed_s: u64,
+        /// Empty, or what to change when the next part needs more than a
+        /// whole invocation (`PART_FILES`, the timeout), led by "; ".
+        hint: String,
     },
 
     /// A state file (`_compaction_state/...`) exists but cannot be parsed.

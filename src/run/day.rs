@@ -101,7 +101,7 @@ pub(super) async fn process_day(
 /// The passes of [`process_day`]; `Some(missing)` on a parity mismatch.
 /// Each pass commits the date's inputs in parts ([`plan::parts`],
 /// `PART_FILES`), each part a full commit; between parts the deadline is
-/// checked ([`crate::deadline::Deadline::near_unit`]) and, when it is near,
+/// checked ([`crate::deadline::Deadline::near_part`]) and, when it is near,
 /// [`Error::DateUnfinished`] stops the date with what is left.
 async fn day_passes(
     cx: &mut Ctx<'_, '_, impl Store>,
@@ -206,20 +206,32 @@ async fn day_passes(
         left.reverse();
         let mut done = 0usize;
         while let Some(part) = left.pop() {
-            if done > 0
-                && let Some(near) = cx.deadline.near_unit(slowest_part)
-            {
+            // Before every part, the first included: refused before
+            // anything of it is read when what is left cannot hold it.
+            crate::failpoint!("run::before-part");
+            if let Some(near) = cx.deadline.near_part(part.len(), slowest_part) {
                 let files_left = left.iter().map(Vec::len).sum::<usize>() + part.len();
                 day.files_left = files_left as u64;
+                let hint = match cx.deadline.given() {
+                    Some(given) if near.needed > given => format!(
+                        "; at this pace a part of {} file(s) needs more than a whole invocation ({} s): lower PART_FILES (now {}) or give the function more time or memory",
+                        part.len(),
+                        given.as_secs(),
+                        cx.config.part_files
+                    ),
+                    _ => String::new(),
+                };
                 return Err(Error::DateUnfinished {
                     date,
                     parts_done: done as u64,
                     files_left: files_left as u64,
                     left_s: near.left.as_secs(),
                     needed_s: near.needed.as_secs(),
+                    hint,
                 });
             }
             let t = Instant::now();
+            let files = part.len();
             let (end, unread) = commit_part(
                 cx,
                 date,
@@ -232,6 +244,7 @@ async fn day_passes(
             )
             .await?;
             slowest_part = slowest_part.max(t.elapsed());
+            cx.deadline.record_part(files, t.elapsed());
             done += 1;
             pass_unread.extend(unread);
             match end {

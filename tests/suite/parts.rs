@@ -212,6 +212,53 @@ async fn a_day_cut_by_the_deadline_between_parts_goes_on_in_the_next_run() {
 }
 
 #[tokio::test]
+async fn a_first_part_the_time_left_cannot_hold_is_not_started_and_the_next_run_does_it() {
+    let _serial = SERIAL.lock().await;
+    init_logs();
+    let store = bucket("parts-first-refused").await;
+    let generated = generate(
+        &store,
+        json!({"seed": 45, "days": [{"date": DAY, "flights": 6}]}),
+    );
+    let cfg = config(&store, &[("DEADLINE_MARGIN_SECONDS", "9")]);
+    // The date starts with more than the 9 s margin left; its listing and
+    // parity gate then take 3 s more (the failpoint), so less than the
+    // margin is left before its first (and only) part: the part is not
+    // started, nothing of it is written, and the run is a clean deadline
+    // stop naming the date.
+    let scenario = fail::FailScenario::setup();
+    fail::cfg("run::before-part", "1*sleep(3000)->off").unwrap();
+    let mut opts = RunOptions::at(at(NOW));
+    opts.deadline = Some(Instant::now() + Duration::from_secs(11));
+    let r = run(&store, &cfg, &opts).await;
+    scenario.teardown();
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    assert_eq!(r.stop_reason, StopReason::Deadline);
+    assert_eq!(r.resume_date, Some(date(DAY)));
+    assert_eq!(r.last_compacted_date, None);
+    let day = r.days.iter().find(|d| d.date == date(DAY)).unwrap();
+    assert_eq!(
+        (day.action, day.parts, day.files_left, day.files_read),
+        (DayAction::Partial, 0, 6, 0),
+        "{day:?}"
+    );
+    assert!(day.reason.contains("0 part(s) committed"), "{}", day.reason);
+    let untouched = dump(&store, "");
+    assert!(
+        !untouched
+            .keys()
+            .any(|k| k.contains("compacted-") || k.contains("/manifests/")),
+        "nothing of the part was written: {:?}",
+        untouched.keys()
+    );
+
+    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    assert_eq!(assert_each_once(&store, &generated).len(), 1);
+    assert_eq!(r.last_compacted_date, Some(date(DAY)));
+}
+
+#[tokio::test]
 async fn a_per_flight_file_without_its_row_in_a_later_part_fails_parity_and_status_agrees() {
     let _serial = SERIAL.lock().await;
     init_logs();
