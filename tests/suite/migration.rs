@@ -388,7 +388,8 @@ async fn a_failed_delete_keeps_its_date_until_recovery_finishes_it() {
     assert_eq!(r.last_run_status, Status::Failure);
     assert_eq!(r.files_delete_failed, 1, "{:?}", r.errors);
 
-    // The date is blocked by its live manifest: none of its copies go.
+    // The date is blocked by its manifest, which the failed delete marked
+    // stuck (the run names it so too): none of its copies go.
     let out = prune(&direct, d, &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let s = report_of(&out);
@@ -401,7 +402,7 @@ async fn a_failed_delete_keeps_its_date_until_recovery_finishes_it() {
         s["dates_blocked"]["2026-07-17"]
             .as_str()
             .unwrap()
-            .starts_with("live manifest _compaction_state/manifests/2026-07-17/"),
+            .starts_with("stuck manifest _compaction_state/manifests/2026-07-17/"),
         "{s:#}"
     );
     for k in &g.index_keys["2026-07-17"] {
