@@ -683,6 +683,63 @@ mod verify_tests {
         }
     }
 
+    /// The delete phase's outcome, input by input: each counted once, by
+    /// what became of it (gone, newer before or at the delete, unproven,
+    /// deleted), over one DeleteObjects per key.
+    #[tokio::test]
+    async fn each_input_is_counted_once_by_what_became_of_it() {
+        let store = MemoryStore::new("b").with_delete_batch_size(1);
+        let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let inputs: Vec<ManifestInput> = (0..6u8)
+            .map(|i| {
+                let key = format!("{}{}.parquet", index_prefix(date), Uuid::now_v7());
+                let etag = store.put_now(&key, Bytes::from(vec![i; 8]));
+                ManifestInput { key, etag, size: 8 }
+            })
+            .collect();
+        let key = |i: usize| inputs[i].key.clone();
+        let m = Manifest {
+            schema_version: MANIFEST_VERSION,
+            job_id: Uuid::now_v7(),
+            date,
+            output: None,
+            inputs: inputs.clone(),
+            created_at: Utc::now(),
+            invocation_id: "test".into(),
+        };
+        // 0 gone and 1 rewritten before the re-list; 2 unproven; 3
+        // rewritten after it (the ETag-conditional delete refuses it); 4
+        // and 5 deleted.
+        store.remove_now(&key(0));
+        store.put_now(&key(1), Bytes::from_static(b"newer"));
+        let listed = listed_etags(&store, &m).await.unwrap();
+        store.put_now(&key(3), Bytes::from_static(b"newer"));
+        let unproven = [Unproven {
+            key: key(2),
+            reason: "test".into(),
+        }];
+        let out = delete_listed_inputs(&store, &mut Fence(None), &m, &listed, &unproven)
+            .await
+            .unwrap();
+        assert_eq!(out.already_gone, 1);
+        assert_eq!(out.kept_newer, vec![key(1), key(3)]);
+        assert_eq!(out.unproven, unproven.to_vec());
+        assert!(out.failed.is_empty(), "{:?}", out.failed);
+        assert_eq!(out.deleted, 2, "4 and 5 only: {out:?}");
+        assert_eq!(
+            store.requests("DeleteObjects"),
+            3,
+            "3, 4 and 5, one key each"
+        );
+        let left = store.snapshot();
+        for i in [1, 2, 3] {
+            assert!(left.contains_key(&key(i)), "input {i} kept");
+        }
+        for i in [0, 4, 5] {
+            assert!(!left.contains_key(&key(i)), "input {i} gone");
+        }
+    }
+
     #[tokio::test]
     async fn a_head_that_settles_the_check_goes_beside_the_one_re_list() {
         let store = MemoryStore::new("b");
