@@ -171,6 +171,15 @@ async fn per_key_delete_errors_transient_are_retried_permanent_keep_the_manifest
         "recovery marked it stuck again: {:?}",
         after.keys()
     );
+    // Still denied, the mark listed at the start: recovery keeps the mark
+    // of a manifest it found stuck again (it removes only resolved ones').
+    proxy.set(json!({"delete_key_errors": [{"match": "day=20/[0-9a-f-]{36}\\.parquet$", "code": "AccessDenied", "times": 1}]}));
+    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.recovered[0].action, "stuck", "{:?}", r.recovered);
+    assert!(
+        dump(&direct, "_compaction_state/stuck/").contains_key(&mark),
+        "the mark of a manifest still stuck is kept"
+    );
 
     // Fixed: the next run's recovery finishes the commit, then the walk moves on.
     proxy.set(json!({}));
