@@ -57,14 +57,42 @@ pub const UNMEASURED_SECONDS_PER_FILE: f64 = 0.002;
 /// and a pace taken from it would overstate a large part many times over.
 pub const PACE_MIN_FILES: u64 = 1_000;
 
-/// Why a date is not started: `left` before the deadline, `needed` to start
-/// one (the margin, or twice the slowest date so far).
+/// Why a date or a part is not started: `left` before the deadline,
+/// `needed` to start one ([`Deadline::near`], [`Deadline::near_part`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Near {
     /// Time left before the deadline.
     pub left: Duration,
-    /// Time a new date needs.
+    /// Time a new date (or part) needs.
     pub needed: Duration,
+}
+
+impl Near {
+    /// What to change when a part of `files` files needs more than the
+    /// command's whole time (`given`, [`Deadline::given`]): lower
+    /// `PART_FILES` (now `part_files`) or give the function more time or
+    /// memory. Led by "; " for the end of a reason; empty when the part
+    /// fits a whole invocation, or without a deadline.
+    ///
+    /// ```
+    /// use archive_compaction::deadline::Near;
+    /// use std::time::Duration;
+    /// let s = Duration::from_secs;
+    /// let near = Near { left: s(30), needed: s(1_000) };
+    /// let hint = near.part_hint(Some(s(900)), 500_000, 500_000);
+    /// assert!(hint.starts_with("; ") && hint.contains("(900 s)") && hint.contains("PART_FILES (now 500000)"), "{hint}");
+    /// assert_eq!(near.part_hint(Some(s(1_200)), 500_000, 500_000), "");
+    /// assert_eq!(near.part_hint(None, 500_000, 500_000), "");
+    /// ```
+    pub fn part_hint(&self, given: Option<Duration>, files: usize, part_files: u64) -> String {
+        match given {
+            Some(given) if self.needed > given => format!(
+                "; at this pace a part of {files} file(s) needs more than a whole invocation ({} s): lower PART_FILES (now {part_files}) or give the function more time or memory",
+                given.as_secs()
+            ),
+            _ => String::new(),
+        }
+    }
 }
 
 impl Deadline {

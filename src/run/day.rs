@@ -212,15 +212,7 @@ async fn day_passes(
             if let Some(near) = cx.deadline.near_part(part.len(), slowest_part) {
                 let files_left = left.iter().map(Vec::len).sum::<usize>() + part.len();
                 day.files_left = files_left as u64;
-                let hint = match cx.deadline.given() {
-                    Some(given) if near.needed > given => format!(
-                        "; at this pace a part of {} file(s) needs more than a whole invocation ({} s): lower PART_FILES (now {}) or give the function more time or memory",
-                        part.len(),
-                        given.as_secs(),
-                        cx.config.part_files
-                    ),
-                    _ => String::new(),
-                };
+                let hint = near.part_hint(cx.deadline.given(), part.len(), cx.config.part_files);
                 return Err(Error::DateUnfinished {
                     date,
                     parts_done: done as u64,
