@@ -562,6 +562,13 @@ async fn delete_listed_inputs(
             .iter()
             .filter(|k| to_delete.iter().any(|(d, _)| d == *k))
             .count() as u64;
+    // The one place a commit's or recovery's deletes fail: its manifest is
+    // marked here (the key recovery found it under is this one, as
+    // `recovery::validate_manifest` requires).
+    if !outcome.failed.is_empty() {
+        let key = manifest_key(manifest.date, manifest.job_id);
+        mark_stuck(store, &key, &outcome.failed).await;
+    }
     failpoint!("commit::after-deletes");
     Ok(outcome)
 }
@@ -573,7 +580,8 @@ pub async fn delete_manifest(store: &impl Store, key: &str) -> Result<()> {
 }
 
 /// Marks the manifest at `manifest_key` stuck: some of its inputs could not
-/// be deleted (`failed`, not empty). Writes
+/// be deleted (`failed`, not empty). Called by the delete phase
+/// ([`delete_inputs`]) for the commit and recovery alike. Writes
 /// [`crate::keys::stuck_key`]`(manifest_key)` (conditional create: a mark
 /// already there stands), a small JSON body naming the first key that
 /// failed and why, for an operator. `status` and `prune-cache` read the
@@ -584,7 +592,7 @@ pub async fn delete_manifest(store: &impl Store, key: &str) -> Result<()> {
 /// Never fails: the run is already a Failure for the deletes themselves,
 /// and a mark that cannot be written is only logged (status then shows
 /// the manifest as live, not stuck).
-pub async fn mark_stuck(store: &impl Store, manifest_key: &str, failed: &[DeleteFailure]) {
+async fn mark_stuck(store: &impl Store, manifest_key: &str, failed: &[DeleteFailure]) {
     let Some(first) = failed.first() else {
         return;
     };

@@ -990,7 +990,6 @@ async fn resolve(
         );
         out.blocked
             .add(manifest.date, BlockReason::Stuck(key.to_string()));
-        commit::mark_stuck(store, key, &deleted.failed).await;
         return Ok(Effect::Stuck(why));
     }
     if let Some(rule) = not_in_output(manifest, &deleted.unproven) {

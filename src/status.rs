@@ -1220,6 +1220,17 @@ next dates
     }
 
     #[test]
+    fn a_stuck_manifest_says_so_on_its_line() {
+        let mut s = sample();
+        s.manifests[0].stuck = true;
+        let text = format_human(&s);
+        assert!(
+            text.contains("  2026-07-18  _compaction_state/manifests/2026-07-18/j.json  age 3h 2m  STUCK: 12 input(s) still listed, output index/year=2026/month=07/day=18/compacted-x.parquet; a run could not delete them, the date is blocked and the next run retries\n"),
+            "\n{text}"
+        );
+    }
+
+    #[test]
     fn human_output_of_a_bucket_with_nothing_to_start_from() {
         let s = StatusReport {
             bucket: "not-the-archive".into(),

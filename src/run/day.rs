@@ -515,7 +515,6 @@ async fn commit_day(
     }
     if !deleted.failed.is_empty() {
         day.files_delete_failed += deleted.failed.len() as u64;
-        commit::mark_stuck(store, &prepared.manifest_key, &deleted.failed).await;
         let f = &deleted.failed[0];
         return Err(Error::S3 {
             op: "DeleteObjects",
