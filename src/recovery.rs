@@ -797,8 +797,11 @@ fn would_quarantine(
 /// keys recovery would delete before the walk (inputs of verified commits
 /// still in their version read, outputs that differ from their manifest),
 /// so the plan leaves them out. `recovered` says, per manifest, what would
-/// be done (same action names; details start with "would"). A manifest
-/// whose deletes would fail (`stuck`) cannot be foreseen without trying; it
+/// be done (same action names; details start with "would"). Whether a
+/// manifest's deletes would fail cannot be foreseen without trying: one an
+/// earlier run marked stuck ([`StateListing::stuck_manifests`]) that still
+/// has inputs to delete shows as `stuck`, its date blocked as `status`
+/// blocks it and as the real run would if nothing was fixed; any other
 /// shows as `completed`.
 ///
 /// `budget` is [`recover`]'s.
@@ -820,12 +823,16 @@ pub async fn assess_listed(
     budget: Budget,
 ) -> Result<Recovery> {
     let mut out = Recovery::default();
+    let marked: HashSet<String> = (state.stuck_manifests().into_iter())
+        .map(str::to_string)
+        .collect();
     still_quarantined(state.quarantined, &mut out);
     for m in state.manifests {
         let Some(plan) = plan_manifest(store, &m.key, budget).await? else {
             continue;
         };
-        let effect = forecast(store, &plan, &mut out).await?;
+        let marked = marked.contains(&plan.key);
+        let effect = forecast(store, &plan, marked, &mut out).await?;
         out.record(&plan, &effect, Tense::Would);
     }
     Ok(out)
@@ -834,10 +841,19 @@ pub async fn assess_listed(
 /// What [`execute`] would make of `plan`, found without writing: the
 /// inputs of a commit to complete are listed to count what would be
 /// deleted, kept as newer or found gone. What recovery would delete goes
-/// into `out.claimed`, a date it would block into `out.blocked`.
+/// into `out.claimed`, a date it would block into `out.blocked`. `marked`:
+/// an earlier run's deletes for this manifest failed (its stuck mark is
+/// listed); if inputs are left to delete, the forecast is that they fail
+/// again, as [`execute`]'s stuck case: every input claimed, the date
+/// blocked ([`BlockReason::Stuck`]).
 ///
 /// Errors: listing the manifest's partition.
-async fn forecast(store: &impl Store, plan: &ManifestPlan, out: &mut Recovery) -> Result<Effect> {
+async fn forecast(
+    store: &impl Store,
+    plan: &ManifestPlan,
+    marked: bool,
+    out: &mut Recovery,
+) -> Result<Effect> {
     let (manifest, unproven) = match &plan.decision {
         Decision::Quarantine(rule) => {
             would_quarantine(store, &plan.key, plan.date, rule, out);
@@ -871,6 +887,18 @@ async fn forecast(store: &impl Store, plan: &ManifestPlan, out: &mut Recovery) -
                 out.claimed.insert(i.key.clone());
             }
         }
+    }
+    if marked && deleted > 0 {
+        for i in &manifest.inputs {
+            out.claimed.insert(i.key.clone());
+        }
+        out.blocked
+            .add(manifest.date, BlockReason::Stuck(plan.key.clone()));
+        return Ok(Effect::Stuck(format!(
+            "stuck manifest {}: an earlier run could not delete its inputs (mark {}); would try the {deleted} left again; until the cause is fixed the date stays blocked",
+            plan.key,
+            stuck_key(&plan.key)
+        )));
     }
     if let Some(rule) = not_in_output(manifest, unproven) {
         would_quarantine(store, &plan.key, plan.date, &rule, out);

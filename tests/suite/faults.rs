@@ -124,6 +124,33 @@ async fn per_key_delete_errors_transient_are_retried_permanent_keep_the_manifest
     assert_eq!(body["code"], "AccessDenied", "{body}");
     assert_eq!(body["inputs_not_deleted"], 1, "{body}");
 
+    // The dry run reads the mark too: it foresees the manifest stuck and
+    // its date blocked, as status says and the next run does (below), not
+    // `completed`; and writes nothing.
+    let dry = RunOptions {
+        dry_run: true,
+        ..RunOptions::at(at(NOW))
+    };
+    let r = run(&store, &cfg, &dry).await;
+    assert_eq!(r.recovered.len(), 1, "{:?}", r.recovered);
+    assert_eq!(r.recovered[0].action, "stuck", "{:?}", r.recovered);
+    assert!(
+        r.errors
+            .iter()
+            .any(|e| e.contains("2026-07-20 is blocked") && e.contains(&blocked_by)),
+        "the dry run names what status named: {blocked_by}: {:?}",
+        r.errors
+    );
+    assert!(
+        r.days.iter().all(|d| d.date != date("2026-07-20")),
+        "{:?}",
+        r.days
+    );
+    assert_eq!(
+        dump(&direct, "").keys().collect::<Vec<_>>(),
+        mid.keys().collect::<Vec<_>>()
+    );
+
     // A manifest left without its mark (a crash before the mark, or a
     // build before marks): recovery's own failed deletes mark it again.
     archive_compaction::storage::Store::delete(&direct, &mark, None)
