@@ -45,8 +45,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::input::{self, Budget, RowKeys};
 use crate::keys::{
-    MANIFESTS_ROOT, QUARANTINE_ROOT, STUCK_ROOT, flight_uuid, flights_prefix, index_prefix,
-    manifest_date, stuck_manifest_key,
+    IndexKey, MANIFESTS_ROOT, QUARANTINE_ROOT, STUCK_ROOT, classify_index_key, flight_uuid,
+    flights_prefix, index_prefix, manifest_date, stuck_manifest_key,
 };
 use crate::merge::OtherDays;
 use crate::partition::{self, ParityCheck};
@@ -56,6 +56,18 @@ use crate::storage::ranges::list_partition;
 use crate::storage::{ObjectMeta, Store};
 
 pub use crate::partition::Flights;
+
+/// An object of an index listing as [`Day::list_window`] keeps it.
+enum Listed {
+    Object(ObjectMeta),
+    /// A per-flight file past the window: its uuid alone.
+    Beyond(uuid::Uuid),
+}
+
+/// How many parts (`PART_FILES` each) of per-flight files one pass of the
+/// run holds the listing of ([`Day::list_window`]); a date with more is
+/// compacted window by window, each pass re-listing what is left.
+pub const WINDOW_PARTS: u64 = 4;
 
 /// One date's listings.
 #[derive(Debug, Clone, Default)]
@@ -97,6 +109,26 @@ impl Day {
     ///
     /// Errors: an S3 error listing either prefix.
     pub async fn list(store: &impl Store, date: NaiveDate, with_flights: bool) -> Result<Day> {
+        Day::list_window(store, date, with_flights, usize::MAX).await
+    }
+
+    /// [`Day::list`], holding the listing of at most `window` per-flight
+    /// files (key, ETag, size: ~0.3 KB a file); any more are kept as
+    /// uuids alone (16 B a file) in [`PartitionListing::beyond_window`]:
+    /// counted and parity-checked like the others, planned by a later
+    /// pass once the window's are compacted. Which files fall in the
+    /// window is whichever pages arrive first (ranges are listed
+    /// concurrently), not the first keys. The run lists with a window of
+    /// [`WINDOW_PARTS`] parts, so a date's memory grows by ~0.1 KB, not
+    /// ~0.5 KB, a file past it ([`peak_memory_mb`]).
+    ///
+    /// Errors: an S3 error listing either prefix.
+    pub async fn list_window(
+        store: &impl Store,
+        date: NaiveDate,
+        with_flights: bool,
+        window: usize,
+    ) -> Result<Day> {
         let (fp, ip) = (flights_prefix(date), index_prefix(date));
         // The flights' keys become uuids page by page: only the uuids are
         // held, not the listing.
@@ -105,11 +137,36 @@ impl Day {
             true => list_partition(store, &fp, date, uuid).await?,
             false => Vec::new(),
         };
-        let index = list_partition(store, &ip, date, Some).await?;
+        let in_window = std::sync::atomic::AtomicUsize::new(0);
+        let in_window = &in_window;
+        let keep = move |o: ObjectMeta| {
+            let per_flight = match classify_index_key(&o.key) {
+                IndexKey::PerFlight(u) if o.size > 0 => Some(u),
+                _ => None,
+            };
+            match per_flight {
+                Some(u)
+                    if in_window.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= window =>
+                {
+                    Some(Listed::Beyond(u))
+                }
+                _ => Some(Listed::Object(o)),
+            }
+        };
+        let (mut objects, mut beyond) = (Vec::new(), Vec::new());
+        for l in list_partition(store, &ip, date, keep).await? {
+            match l {
+                Listed::Object(o) => objects.push(o),
+                Listed::Beyond(u) => beyond.push(u),
+            }
+        }
+        let mut index = plan::classify_partition(objects);
+        beyond.sort_unstable();
+        index.beyond_window = beyond;
         Ok(Day {
             date,
             flights: flights.into_iter().collect(),
-            index: plan::classify_partition(index),
+            index,
         })
     }
 
@@ -139,7 +196,7 @@ impl Day {
         let i = &self.index;
         DayCounts {
             flights: self.flights.len() as u64,
-            per_flight_files: i.per_flight.len() as u64,
+            per_flight_files: (i.per_flight.len() + i.beyond_window.len()) as u64,
             compacted_files: i.compacted.len() as u64,
             multi_row_files: i.multi_row.len() as u64,
             foreign_objects: i.foreign.len() as u64,
@@ -277,20 +334,34 @@ pub const MEMORY_PER_FILE_BYTES: u64 = 1_536;
 /// part's), rounded up: an estimate above what was measured.
 pub const DAY_BYTES_PER_FILE: u64 = 512;
 
+/// What one per-flight file of a date past the run's listing window
+/// ([`Day::list_window`], [`WINDOW_PARTS`] parts) adds to the peak, in
+/// bytes: its uuid in the listing (16 B), its flight's in the flights'
+/// set and in the parity gate's set of indexed flights (B-tree entries,
+/// ~30 B each), rounded up.
+pub const BEYOND_WINDOW_BYTES_PER_FILE: u64 = 128;
+
 /// The estimated peak memory of a run compacting a date of `files` index
 /// files in parts of at most `part_files` (`PART_FILES`), in MB:
-/// [`BASE_MEMORY_MB`], [`DAY_BYTES_PER_FILE`] for every file of the date
-/// and [`MEMORY_PER_FILE_BYTES`] for those of one part.
+/// [`BASE_MEMORY_MB`], [`DAY_BYTES_PER_FILE`] for every file of the
+/// listing window ([`WINDOW_PARTS`] parts), [`BEYOND_WINDOW_BYTES_PER_FILE`]
+/// for every file past it, and [`MEMORY_PER_FILE_BYTES`] for those of one
+/// part.
 ///
 /// ```
 /// use archive_compaction::day::peak_memory_mb;
 /// assert_eq!(peak_memory_mb(0, 50_000), 60);
 /// assert_eq!(peak_memory_mb(200_000, 50_000), 231);
-/// assert_eq!(peak_memory_mb(500_000, 50_000), 378);
+/// // Past the window of 200,000, 128 B a file.
+/// assert_eq!(peak_memory_mb(500_000, 50_000), 268);
+/// assert_eq!(peak_memory_mb(1_000_000, 50_000), 329);
 /// assert_eq!(peak_memory_mb(200_000, 200_000), 451);
 /// ```
 pub fn peak_memory_mb(files: u64, part_files: u64) -> u64 {
-    let bytes = files * DAY_BYTES_PER_FILE + files.min(part_files) * MEMORY_PER_FILE_BYTES;
+    let window = part_files.saturating_mul(WINDOW_PARTS);
+    let bytes = files.min(window) * DAY_BYTES_PER_FILE
+        + files.saturating_sub(window) * BEYOND_WINDOW_BYTES_PER_FILE
+        + files.min(part_files) * MEMORY_PER_FILE_BYTES;
     BASE_MEMORY_MB + bytes.div_ceil(1 << 20)
 }
 

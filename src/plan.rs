@@ -120,6 +120,11 @@ pub fn first_date_with_data(
 pub struct PartitionListing {
     /// `{uuid}.parquet` files with their uuid, in key order.
     pub per_flight: Vec<(Uuid, ObjectMeta)>,
+    /// `{uuid}.parquet` files listed past a window
+    /// ([`crate::day::Day::list_window`]), by uuid alone, sorted: in the
+    /// parity gate like the others, planned by a later pass. Empty for a
+    /// listing without a window.
+    pub beyond_window: Vec<Uuid>,
     /// `compacted-*.parquet` files, in key order.
     pub compacted: Vec<ObjectMeta>,
     /// Other multi-row index files (any other `.parquet` name), in key order.
@@ -131,7 +136,9 @@ pub struct PartitionListing {
 impl PartitionListing {
     /// Uuids of the per-flight files.
     pub fn per_flight_uuids(&self) -> BTreeSet<Uuid> {
-        self.per_flight.iter().map(|(u, _)| *u).collect()
+        (self.per_flight.iter().map(|(u, _)| *u))
+            .chain(self.beyond_window.iter().copied())
+            .collect()
     }
 
     /// The multi-row inputs (compacted files, then other multi-row files),

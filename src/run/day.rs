@@ -20,8 +20,11 @@ use crate::read::{self, Prefetched};
 use crate::report::{DayAction as Done, DayReport, Parity, RunReport, SkippedFile, UnreadFile};
 use crate::storage::Store;
 
-/// How many times a date is re-planned in one run when inputs changed while
+/// How many times a date is planned in one run when inputs changed while
 /// it was being compacted (their newer versions are folded in at once).
+/// Passes for the per-flight files past a listing window
+/// ([`crate::day::Day::list_window`]) do not count: each compacts at least
+/// one part, or the date ends.
 const MAX_PASSES_PER_DATE: usize = 3;
 
 /// How one date ended, for the step that asked.
@@ -42,7 +45,9 @@ pub(super) enum DayOutcome {
 /// One date, in any [`DayMode`]: list, sort, parity gate (per mode), plan,
 /// then commit (or, in a dry run, read what would be merged). When inputs
 /// changed during the commit, their newer versions are folded in at once
-/// (up to [`MAX_PASSES_PER_DATE`] passes). Returns the day's report; it
+/// (up to [`MAX_PASSES_PER_DATE`] passes); a date of more per-flight files
+/// than one listing window ([`crate::day::WINDOW_PARTS`] parts) is
+/// compacted a window a pass, each pass listing the date again. Returns the day's report; it
 /// never touches the run's report (see [`RunReport::add_day`]).
 pub(super) async fn process_day(
     cx: &mut Ctx<'_, '_, impl Store>,
@@ -115,15 +120,33 @@ async fn day_passes(
     let mut unread_files: Vec<UnreadFile> = Vec::new();
     let mut slowest_part = std::time::Duration::ZERO;
     let mut outputs = Outputs::new();
-    for pass in 0..MAX_PASSES_PER_DATE {
+    // The listing of at most this many per-flight files is held at once;
+    // a date with more is compacted window by window (a pass each).
+    let window = (cx
+        .config
+        .part_files
+        .saturating_mul(crate::day::WINDOW_PARTS))
+    .try_into()
+    .unwrap_or(usize::MAX);
+    let mut newer_passes = 0;
+    // The flights are listed by the first pass (its parity gate's), and
+    // kept, as uuids, for the parts of every pass: a later pass lists the
+    // index partition alone.
+    let mut flights: Option<crate::partition::Flights> = None;
+    for pass in 0.. {
         let t = std::time::Instant::now();
-        let mut listed = crate::day::Day::list(cx.store, date, mode != DayMode::Sweep).await?;
-        tracing::debug!(%date, phase = "list", flights = listed.flights.len(), seconds = t.elapsed().as_secs_f64(), "partition listed");
+        let with_flights = mode != DayMode::Sweep && flights.is_none();
+        let mut listed =
+            crate::day::Day::list_window(cx.store, date, with_flights, window).await?;
+        day.passes += 1;
+        let flights = flights.get_or_insert_with(|| std::mem::take(&mut listed.flights));
+        tracing::debug!(%date, phase = "list", flights = flights.len(), seconds = t.elapsed().as_secs_f64(), "partition listed");
         let listing = &listed.index;
-        day.flights = listed.flights.len() as u64;
+        day.flights = flights.len() as u64;
+        let beyond_window = listing.beyond_window.len();
         // Refused before any input is read when the date cannot fit the
         // run's memory: a report, not an allocation failure.
-        let files = listing.inputs().count().max(listed.flights.len()) as u64;
+        let files = (listing.inputs().count() + beyond_window).max(flights.len()) as u64;
         crate::day::check_day_memory(date, files, cx.config.part_files, cx.config.memory_limit_mb)?;
         if pass == 0 {
             day.foreign_objects = listing.foreign.len() as u64;
@@ -150,7 +173,7 @@ async fn day_passes(
             // The gate's first half, over the whole date's listings; its
             // second half (what the per-flight files hold) part by part.
             let check =
-                parity_check(cx.store, date, &listed.flights, listing, None, settings).await?;
+                parity_check(cx.store, date, flights, listing, None, settings).await?;
             add_skipped(
                 day,
                 check.unreadable.iter().map(|(key, u)| SkippedFile {
@@ -174,7 +197,6 @@ async fn day_passes(
         // The listing (every key and ETag, ~200 B a file) moves into the
         // plan, which holds what the commit needs; of the flights only
         // their uuids were kept (the parts' parity checks).
-        let flights = std::mem::take(&mut listed.flights);
         let plan = plan::plan_day(
             date,
             std::mem::take(&mut listed.index),
@@ -200,6 +222,7 @@ async fn day_passes(
                 "the date's inputs are more than one part (PART_FILES): each part is committed on its own");
         }
         let mut kept_newer = 0;
+        let parts_before = day.parts;
         let mut stop = false;
         let mut pass_unread: Vec<UnreadFile> = Vec::new();
         let mut left: Vec<Vec<plan::PlannedInput>> = parts;
@@ -210,7 +233,8 @@ async fn day_passes(
             // anything of it is read when what is left cannot hold it.
             crate::failpoint!("run::before-part");
             if let Some(near) = cx.deadline.near_part(part.len(), slowest_part) {
-                let files_left = left.iter().map(Vec::len).sum::<usize>() + part.len();
+                let files_left =
+                    left.iter().map(Vec::len).sum::<usize>() + part.len() + beyond_window;
                 day.files_left = files_left as u64;
                 let hint = near.part_hint(cx.deadline.given(), part.len(), cx.config.part_files);
                 return Err(Error::DateUnfinished {
@@ -230,7 +254,7 @@ async fn day_passes(
                 part,
                 &reason,
                 &mut prefetched,
-                &flights,
+                flights,
                 day,
                 &mut outputs,
             )
@@ -256,15 +280,31 @@ async fn day_passes(
                 }
             }
         }
+        let window_clean = pass_unread.is_empty();
         if unread_files.is_empty() {
             unread_files = pass_unread;
         }
-        if stop || kept_newer == 0 || cx.opts.dry_run {
+        if stop || cx.opts.dry_run {
+            if cx.opts.dry_run && beyond_window > 0 {
+                tracing::info!(%date, beyond_window, window,
+                    "dry run: per-flight files past the listing window not read; a run compacts them in later passes");
+            }
+            break;
+        }
+        if kept_newer > 0 {
+            newer_passes += 1;
+            if newer_passes >= MAX_PASSES_PER_DATE {
+                break;
+            }
+            tracing::info!(%date, kept_newer, "inputs changed during the commit; folding their newer versions in");
+        } else if beyond_window > 0 && window_clean && day.parts > parts_before {
+            tracing::info!(%date, pass, beyond_window, window,
+                "the listing window is compacted; listing the date again for the files past it");
+        } else {
             break;
         }
         // The next pass folds this one's output in: its manifest goes first.
         delete_finished_manifests(cx).await?;
-        tracing::info!(%date, kept_newer, "inputs changed during the commit; folding their newer versions in");
     }
     if !unread_files.is_empty() {
         return Ok(Some(lost_rows(day, Vec::new(), unread_files)));

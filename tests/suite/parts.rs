@@ -141,6 +141,52 @@ async fn a_crash_between_parts_is_finished_by_the_next_run_from_the_parts_left()
     assert_eq!(r.last_compacted_date, Some(date("2026-07-20")));
 }
 
+/// A date of more per-flight files than one listing window (`PART_FILES`
+/// × `day::WINDOW_PARTS`: 8 here) is compacted a window a pass, each pass
+/// listing the date again; a crash in the second window is finished by the
+/// next run, again in windows, every flight once.
+#[tokio::test]
+async fn a_day_past_the_listing_window_is_compacted_a_window_a_pass_across_a_crash() {
+    let _serial = SERIAL.lock().await;
+    init_logs();
+    let store = bucket("parts-window").await;
+    let generated = generate(
+        &store,
+        json!({"seed": 43, "days": [{"date": DAY, "flights": 24}]}),
+    );
+    let cfg = config(&store, &[("PART_FILES", "2")]);
+    // Parts of 2: the first window is 4 parts; the crash comes after the
+    // second part of the second window.
+    let scenario = fail::FailScenario::setup();
+    fail::cfg("run::after-part", "5*off->1*return->off").unwrap();
+    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    scenario.teardown();
+    assert_eq!(r.last_run_status, Status::Failure, "{r:?}");
+    let (files, rows) = rows_by_flight_or_inputs(&store);
+    assert_eq!(
+        (files, rows),
+        (6, 12),
+        "six parts committed before the crash"
+    );
+
+    let r = run(&store, &cfg, &options_after_leases(1)).await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    let day = r.days.iter().find(|d| d.date == date(DAY)).unwrap();
+    assert_eq!(
+        (
+            day.passes,
+            day.parts,
+            day.files_read,
+            day.files_read_compacted
+        ),
+        (2, 6, 12, 0),
+        "12 per-flight files left: a window of 8, then the 4 past it; the compacted files are left as they are: {day:?}"
+    );
+    assert_eq!((day.rows_written, day.files_left), (12, 0));
+    assert_eq!(assert_each_once(&store, &generated).len(), 12);
+    assert_valid("run-report.schema.json", &serde_json::to_value(&r).unwrap());
+}
+
 /// The date's compacted files and the rows in them (the rest of the date
 /// may still be per-flight files).
 fn rows_by_flight_or_inputs(store: &S3Store) -> (usize, usize) {
