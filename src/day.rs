@@ -624,6 +624,59 @@ mod tests {
         }
     }
 
+    /// One date in memory: three flights, a per-flight file of the first,
+    /// a multi-row file holding the second's row (of another day: the
+    /// test row's `first_message` is in 2023), nothing of the third. What
+    /// `status` and `audit` read of it through [`Day`]: the gate's missing
+    /// flight, the other day's row, the missing flight's key; an
+    /// unreadable or vanished multi-row input counts no row and fails
+    /// nothing.
+    #[tokio::test]
+    async fn parity_other_day_rows_and_flight_keys_of_one_date() {
+        use crate::merge::tests::{row, uuid_n};
+        use crate::storage::MemoryStore;
+        let date = d("2026-07-20");
+        let store = MemoryStore::new("archive");
+        let (u1, u2, u3) = (uuid_n(1), uuid_n(2), uuid_n(3));
+        for u in [&u1, &u2, &u3] {
+            store.put_now(&format!("flights/2026/07/20/{u}.json.gz"), "{}".into());
+        }
+        let pq = |b| bytes::Bytes::from(crate::merge::encode(&[b], 10).unwrap());
+        let ip = index_prefix(date);
+        store.put_now(&format!("{ip}{u1}.parquet"), pq(row(&u1, "A")));
+        let export = format!("{ip}export.parquet");
+        store.put_now(&export, pq(row(&u2, "B")));
+        let config = crate::config::Config::from_map(
+            &[("S3_BUCKET".to_string(), "archive".to_string())].into(),
+        )
+        .unwrap();
+        let day = Day::list(&store, date, true).await.unwrap();
+        assert_eq!(day.counts().multi_row_files, 1);
+        let check = day
+            .parity_check(&store, None, ReadSettings::of(&config))
+            .await
+            .unwrap();
+        let u = |s: &str| s.parse::<uuid::Uuid>().unwrap();
+        assert_eq!(check.missing, [u(&u3)]);
+        assert_eq!(check.compacted_files_read, 1);
+        let budget = config.input_budget;
+        let other = day.other_day_rows(&store, budget).await.unwrap();
+        assert_eq!((other.rows, other.uuids), (1, vec![u(&u2)]));
+        let keys = Day::flight_keys(&store, date, &[u(&u3)].into())
+            .await
+            .unwrap();
+        assert_eq!(
+            keys.into_iter().collect::<Vec<_>>(),
+            [(u(&u3), format!("flights/2026/07/20/{u3}.json.gz"))]
+        );
+        store.put_now(&export, "not parquet".into());
+        let other = day.other_day_rows(&store, budget).await.unwrap();
+        assert_eq!(other.rows, 0, "an unreadable input counts no row");
+        store.delete(&export, None).await.unwrap();
+        let other = day.other_day_rows(&store, budget).await.unwrap();
+        assert_eq!(other.rows, 0, "an input gone since the listing counts none");
+    }
+
     #[test]
     fn a_range_is_refused_reversed_or_too_long_naming_its_command() {
         let r = DateRange::new(d("2026-07-19"), d("2026-07-21"), RangeOf::Repair)

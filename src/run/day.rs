@@ -136,8 +136,7 @@ async fn day_passes(
     for pass in 0.. {
         let t = std::time::Instant::now();
         let with_flights = mode != DayMode::Sweep && flights.is_none();
-        let mut listed =
-            crate::day::Day::list_window(cx.store, date, with_flights, window).await?;
+        let mut listed = crate::day::Day::list_window(cx.store, date, with_flights, window).await?;
         day.passes += 1;
         let flights = flights.get_or_insert_with(|| std::mem::take(&mut listed.flights));
         tracing::debug!(%date, phase = "list", flights = flights.len(), seconds = t.elapsed().as_secs_f64(), "partition listed");
@@ -172,8 +171,7 @@ async fn day_passes(
         if pass == 0 && gate_needed {
             // The gate's first half, over the whole date's listings; its
             // second half (what the per-flight files hold) part by part.
-            let check =
-                parity_check(cx.store, date, flights, listing, None, settings).await?;
+            let check = parity_check(cx.store, date, flights, listing, None, settings).await?;
             add_skipped(
                 day,
                 check.unreadable.iter().map(|(key, u)| SkippedFile {
