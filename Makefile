@@ -80,13 +80,18 @@ test-crash: tools ## Failpoint crash tests and the SIGKILL test.
 MUTANTS_FILES ?= src/proof.rs src/commit.rs src/read.rs src/recovery.rs src/lease.rs src/day.rs src/plan.rs src/merge/stream.rs
 MUTANTS_SIM_SEEDS ?= 300
 MUTANTS_ARGS ?=
-MUTANTS_TESTS ?= --lib --test suite -E 'kind(lib) | test(/^simulation::/)'
+# The targets built and run for each mutant (cargo-mutants --cargo-arg: the
+# build too, so the CLI's example and benches are not rebuilt a mutant),
+# and the tests of them that judge it.
+MUTANTS_TARGETS ?= --lib --test suite
+MUTANTS_TESTS ?= -E 'kind(lib) | test(/^simulation::/)'
 SHARD ?=
 
 mutants: ## Mutation testing (not part of `make test`): cargo-mutants over MUTANTS_FILES (SHARD=k/N for a piece) with the unit tests and the simulation; folds the results into docs/mutants.tsv.
 	@command -v cargo-mutants >/dev/null || { echo "cargo-mutants is not installed: cargo install cargo-mutants --locked"; exit 1; }
 	CARGO_INCREMENTAL=1 SIM_SEEDS=$(MUTANTS_SIM_SEEDS) $(CARGO) mutants --in-place --no-shuffle --test-tool nextest \
-		$(if $(SHARD),--shard $(SHARD)) $(foreach f,$(MUTANTS_FILES),--file $(f)) $(MUTANTS_ARGS) -- $(MUTANTS_TESTS); \
+		$(if $(SHARD),--shard $(SHARD)) $(foreach f,$(MUTANTS_FILES),--file $(f)) \
+		$(foreach a,$(MUTANTS_TARGETS),--cargo-arg=$(a)) $(MUTANTS_ARGS) -- $(MUTANTS_TESTS); \
 	status=$$?; python3 scripts/mutants-summary.py; exit $$status
 
 demo: ## Build the CLI, then one run on a generated archive (local S3 and MQTT servers), before/after.
