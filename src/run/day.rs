@@ -286,6 +286,10 @@ async fn day_passes(
             if cx.opts.dry_run && beyond_window > 0 {
                 tracing::info!(%date, beyond_window, window,
                     "dry run: per-flight files past the listing window not read; a run compacts them in later passes");
+                day.reason = format!(
+                    "{}; dry run: the first listing window ({window} per-flight files) read, {beyond_window} more past it not read (a run compacts them in later passes)",
+                    day.reason
+                );
             }
             break;
         }

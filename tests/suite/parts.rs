@@ -155,6 +155,23 @@ async fn a_day_past_the_listing_window_is_compacted_a_window_a_pass_across_a_cra
         json!({"seed": 43, "days": [{"date": DAY, "flights": 24}]}),
     );
     let cfg = config(&store, &[("PART_FILES", "2")]);
+    // The dry run reads the first window and says what it left unread.
+    let dry = RunOptions {
+        dry_run: true,
+        ..RunOptions::at(at(NOW))
+    };
+    let r = run(&store, &cfg, &dry).await;
+    let day = r.days.iter().find(|d| d.date == date(DAY)).unwrap();
+    assert_eq!(
+        (day.action, day.files_read, day.passes),
+        (DayAction::Planned, 8, 1),
+        "{day:?}"
+    );
+    assert!(
+        day.reason.contains("16 more past it not read"),
+        "{}",
+        day.reason
+    );
     // Parts of 2: the first window is 4 parts; the crash comes after the
     // second part of the second window.
     let scenario = fail::FailScenario::setup();
