@@ -591,7 +591,11 @@ pub async fn delete_manifest(store: &impl Store, key: &str) -> Result<()> {
 ///
 /// Never fails: the run is already a Failure for the deletes themselves,
 /// and a mark that cannot be written is only logged (status then shows
-/// the manifest as live, not stuck).
+/// the manifest as live, not stuck). No lease check of its own: it is
+/// written right after the last wave of deletes, whose lease confirmation
+/// was taken beside it ([`Fence::beside`]), and it writes state, never
+/// data; a mark left by a run that lost the lease meanwhile only names a
+/// manifest stuck that the next run's recovery tries again.
 async fn mark_stuck(store: &impl Store, manifest_key: &str, failed: &[DeleteFailure]) {
     let Some(first) = failed.first() else {
         return;
