@@ -677,6 +677,45 @@ mod tests {
         assert_eq!(other.rows, 0, "an input gone since the listing counts none");
     }
 
+    /// A listing window holds the listing of that many per-flight files;
+    /// the rest are uuids alone, still counted and in the gate's set; a
+    /// compacted file, a zero-byte object and a foreign one are listed
+    /// whatever the window.
+    #[tokio::test]
+    async fn a_listing_window_keeps_the_rest_as_uuids() {
+        use crate::merge::tests::uuid_n;
+        use crate::storage::MemoryStore;
+        let date = d("2026-07-20");
+        let store = MemoryStore::new("archive");
+        let ip = index_prefix(date);
+        for i in 0..10 {
+            store.put_now(&format!("{ip}{}.parquet", uuid_n(i)), "x".into());
+        }
+        store.put_now(&format!("{ip}compacted-a.parquet"), "x".into());
+        store.put_now(&format!("{ip}{}.parquet", uuid_n(99)), "".into());
+        store.put_now(&format!("{ip}notes.txt"), "x".into());
+        let day = Day::list_window(&store, date, false, 4).await.unwrap();
+        let i = &day.index;
+        assert_eq!((i.per_flight.len(), i.beyond_window.len()), (4, 6));
+        assert_eq!((i.compacted.len(), i.foreign.len()), (1, 2));
+        assert_eq!(i.per_flight_uuids().len(), 10);
+        assert_eq!(day.counts().per_flight_files, 10);
+        assert!(i.beyond_window.is_sorted());
+        let whole = Day::list(&store, date, false).await.unwrap();
+        assert_eq!(
+            (
+                whole.index.per_flight.len(),
+                whole.index.beyond_window.len()
+            ),
+            (10, 0)
+        );
+        let none = Day::list_window(&store, date, false, 0).await.unwrap();
+        assert_eq!(
+            (none.index.per_flight.len(), none.index.beyond_window.len()),
+            (0, 10)
+        );
+    }
+
     #[test]
     fn a_range_is_refused_reversed_or_too_long_naming_its_command() {
         let r = DateRange::new(d("2026-07-19"), d("2026-07-21"), RangeOf::Repair)
