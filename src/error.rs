@@ -126,6 +126,23 @@ pub enum Error {
         hint: String,
     },
 
+    /// A listing window of a date ([`crate::day::Day::list_window`],
+    /// `PART_FILES` × [`crate::day::WINDOW_PARTS`] per-flight files) was
+    /// planned and read and no part of it could be committed, with
+    /// per-flight files past it left: the next window would be the same
+    /// files. The date is not compacted and the watermark stays.
+    #[error(
+        "date {date}: a listing window of {window} per-flight file(s) committed nothing, and {left} per-flight file(s) past it are left uncompacted: the window's files were all skipped (see skipped_files: over an input limit, unreadable, or claimed by a manifest); fix or remove those files, or raise PART_FILES (a window is 4 parts), then run again"
+    )]
+    WindowStalled {
+        /// The date.
+        date: NaiveDate,
+        /// The window, in per-flight files.
+        window: u64,
+        /// Per-flight files past it, not compacted.
+        left: u64,
+    },
+
     /// A state file (`_compaction_state/...`) exists but cannot be parsed.
     #[error(
         "state file s3://{bucket}/{key} is not valid: {reason}; fix or remove it by hand (it is never overwritten on a guess)"

@@ -322,10 +322,10 @@ pub struct DayReport {
     /// On `partial`: index files of the date left for the next run.
     #[serde(default)]
     pub files_left: u64,
-    /// Listings of the date by this run, each planned and committed: one,
-    /// plus one a listing window past the first (a date of more than
-    /// `PART_FILES` × [`crate::day::WINDOW_PARTS`] per-flight files) and one
-    /// a fold of inputs changed meanwhile.
+    /// Listings of the date's index partition by this run: one, plus one a
+    /// listing window past the first (a date of more than `PART_FILES` ×
+    /// [`crate::day::WINDOW_PARTS`] per-flight files) and one a fold of
+    /// inputs changed meanwhile.
     #[serde(default)]
     pub passes: u64,
     /// Columns the target schema does not know, kept after the known ones

@@ -133,7 +133,25 @@ async fn day_passes(
     // kept, as uuids, for the parts of every pass: a later pass lists the
     // index partition alone.
     let mut flights: Option<crate::partition::Flights> = None;
+    // Per-flight files the last pass listed past its window, and inputs it
+    // kept as changed: what the next pass is for.
+    let (mut left_past_window, mut pending) = (0usize, 0usize);
     for pass in 0.. {
+        if pass > 0 {
+            // The next pass's listing and plan read S3 before its first
+            // part's own check: a deadline stop here is clean too.
+            if let Some(near) = cx.deadline.near_part(pending.min(window), slowest_part) {
+                day.files_left = pending as u64;
+                return Err(Error::DateUnfinished {
+                    date,
+                    parts_done: day.parts,
+                    files_left: pending as u64,
+                    left_s: near.left.as_secs(),
+                    needed_s: near.needed.as_secs(),
+                    hint: String::new(),
+                });
+            }
+        }
         let t = std::time::Instant::now();
         let with_flights = mode != DayMode::Sweep && flights.is_none();
         let mut listed = crate::day::Day::list_window(cx.store, date, with_flights, window).await?;
@@ -143,6 +161,7 @@ async fn day_passes(
         let listing = &listed.index;
         day.flights = flights.len() as u64;
         let beyond_window = listing.beyond_window.len();
+        left_past_window = beyond_window;
         // Refused before any input is read when the date cannot fit the
         // run's memory: a report, not an allocation failure.
         let files = (listing.inputs().count() + beyond_window).max(flights.len()) as u64;
@@ -201,7 +220,7 @@ async fn day_passes(
             &cx.recovery.claimed,
         );
         tracing::info!(pass, "{plan}");
-        day.files_claimed = plan.claimed as u64;
+        day.files_claimed = day.files_claimed.max(plan.claimed as u64);
         let plan::DayPlan { action, reason, .. } = plan;
         let DayAction::Compact { inputs } = action else {
             if pass == 0 {
@@ -237,7 +256,7 @@ async fn day_passes(
                 let hint = near.part_hint(cx.deadline.given(), part.len(), cx.config.part_files);
                 return Err(Error::DateUnfinished {
                     date,
-                    parts_done: done as u64,
+                    parts_done: day.parts,
                     files_left: files_left as u64,
                     left_s: near.left.as_secs(),
                     needed_s: near.needed.as_secs(),
@@ -278,11 +297,13 @@ async fn day_passes(
                 }
             }
         }
-        let window_clean = pass_unread.is_empty();
         if unread_files.is_empty() {
             unread_files = pass_unread;
         }
         if stop || cx.opts.dry_run {
+            // A held-back compacted file leaves the whole date unmerged
+            // (its reason says so); a dry run reads one window.
+            left_past_window = 0;
             if cx.opts.dry_run && beyond_window > 0 {
                 tracing::info!(%date, beyond_window, window,
                     "dry run: per-flight files past the listing window not read; a run compacts them in later passes");
@@ -293,23 +314,35 @@ async fn day_passes(
             }
             break;
         }
-        if kept_newer > 0 {
+        // A window pass commits a part at least, so the date's inputs
+        // shrink every pass and the passes end; newer versions ride along.
+        if beyond_window > 0 && day.parts > parts_before {
+            tracing::info!(%date, pass, beyond_window, window, kept_newer,
+                "the listing window is compacted; listing the date again for the files past it");
+        } else if kept_newer > 0 {
             newer_passes += 1;
             if newer_passes >= MAX_PASSES_PER_DATE {
                 break;
             }
             tracing::info!(%date, kept_newer, "inputs changed during the commit; folding their newer versions in");
-        } else if beyond_window > 0 && window_clean && day.parts > parts_before {
-            tracing::info!(%date, pass, beyond_window, window,
-                "the listing window is compacted; listing the date again for the files past it");
         } else {
             break;
         }
+        pending = beyond_window + kept_newer;
         // The next pass folds this one's output in: its manifest goes first.
         delete_finished_manifests(cx).await?;
     }
     if !unread_files.is_empty() {
         return Ok(Some(lost_rows(day, Vec::new(), unread_files)));
+    }
+    if left_past_window > 0 {
+        // The last window committed nothing: never a date done with
+        // files left past it.
+        return Err(Error::WindowStalled {
+            date,
+            window: window as u64,
+            left: left_past_window as u64,
+        });
     }
     Ok(None)
 }

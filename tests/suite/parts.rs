@@ -204,6 +204,51 @@ async fn a_day_past_the_listing_window_is_compacted_a_window_a_pass_across_a_cra
     assert_valid("run-report.schema.json", &serde_json::to_value(&r).unwrap());
 }
 
+/// A listing window that commits nothing (every file of it skipped: here
+/// four unreadable per-flight files of no listed flight, the first keys
+/// of a one-page listing, in windows of 4) with files past it fails the
+/// date, naming the cause and the fix, and leaves the watermark before it:
+/// never a date done with its files left.
+#[tokio::test]
+async fn a_listing_window_that_commits_nothing_fails_the_date_and_keeps_the_watermark() {
+    let _serial = SERIAL.lock().await;
+    init_logs();
+    let store = bucket("parts-window-stall").await;
+    let generated = generate(
+        &store,
+        json!({"seed": 44, "days": [{"date": DAY, "flights": 3}]}),
+    );
+    let prefix = archive_compaction::keys::index_prefix(date(DAY));
+    for i in 0..4 {
+        let key = format!("{prefix}00000000-0000-7000-8000-00000000000{i}.parquet");
+        store
+            .put(&key, "not parquet".into(), PutMode::Create, None)
+            .await
+            .unwrap();
+    }
+    let cfg = config(&store, &[("PART_FILES", "1")]);
+    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.last_run_status, Status::Failure, "{r:?}");
+    let day = r.days.iter().find(|d| d.date == date(DAY)).unwrap();
+    assert_eq!((day.action, day.parts), (DayAction::Failed, 0), "{day:?}");
+    assert!(
+        r.errors
+            .iter()
+            .any(|e| e.contains("committed nothing") && e.contains("3 per-flight file(s) past it")),
+        "{:?}",
+        r.errors
+    );
+    assert!(
+        r.last_compacted_date < Some(date(DAY)),
+        "{:?}",
+        r.last_compacted_date
+    );
+    let after = dump(&store, &prefix);
+    for key in &generated.index_keys[DAY] {
+        assert!(after.contains_key(key), "{key} left as it was");
+    }
+}
+
 /// The date's compacted files and the rows in them (the rest of the date
 /// may still be per-flight files).
 fn rows_by_flight_or_inputs(store: &S3Store) -> (usize, usize) {
