@@ -82,9 +82,10 @@ MUTANTS_SIM_SEEDS ?= 300
 MUTANTS_ARGS ?=
 # The targets built and run for each mutant (cargo-mutants --cargo-arg: the
 # build too, so the CLI's example and benches are not rebuilt a mutant),
-# and the tests of them that judge it.
+# and the tests of them that judge it (--fail-fast: a caught mutant stops
+# at its first failing test, not after the whole set).
 MUTANTS_TARGETS ?= --lib --test suite
-MUTANTS_TESTS ?= -E 'kind(lib) | test(/^simulation::/)'
+MUTANTS_TESTS ?= --fail-fast -E 'kind(lib) | test(/^simulation::/)'
 SHARD ?=
 
 mutants: ## Mutation testing (not part of `make test`): cargo-mutants over MUTANTS_FILES (SHARD=k/N for a piece) with the unit tests and the simulation; folds the results into docs/mutants.tsv.
