@@ -719,6 +719,48 @@ mod tests {
         );
     }
 
+    /// The memory estimate, term by term, and the refusal over 90% of the
+    /// limit (the doc tests say the same; the mutation runs' fast set
+    /// does not run doc tests).
+    #[test]
+    fn the_memory_estimate_adds_its_terms_and_refuses_over_nine_tenths() {
+        let mb = |bytes: u64| bytes.div_ceil(1 << 20);
+        assert_eq!(peak_memory_mb(0, 50_000), BASE_MEMORY_MB);
+        // Within the window: 512 B a file and one part's 1.5 KB a file.
+        assert_eq!(
+            peak_memory_mb(1_000, 50_000),
+            BASE_MEMORY_MB + mb(1_000 * (DAY_BYTES_PER_FILE + MEMORY_PER_FILE_BYTES))
+        );
+        // Past the window of 4 parts of 10: 128 B a file.
+        assert_eq!(
+            peak_memory_mb(100_040, 10),
+            BASE_MEMORY_MB
+                + mb(40 * DAY_BYTES_PER_FILE
+                    + 100_000 * BEYOND_WINDOW_BYTES_PER_FILE
+                    + 10 * MEMORY_PER_FILE_BYTES)
+        );
+        let date = d("2026-07-20");
+        let files = 300_000;
+        let needed = peak_memory_mb(files, files);
+        assert!(check_day_memory(date, files, files, None).is_ok());
+        assert!(check_day_memory(date, files, files, Some(needed * 10 / 9 + 1)).is_ok());
+        match check_day_memory(date, files, files, Some(needed)) {
+            Err(Error::DayTooBig {
+                needed_mb,
+                limit_mb,
+                suggest_mb,
+                ..
+            }) => {
+                assert_eq!((needed_mb, limit_mb), (needed, needed));
+                assert!(
+                    suggest_mb * 9 >= needed * 10 && suggest_mb % 64 == 0,
+                    "{suggest_mb}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn a_range_is_refused_reversed_or_too_long_naming_its_command() {
         let r = DateRange::new(d("2026-07-19"), d("2026-07-21"), RangeOf::Repair)
