@@ -13,7 +13,7 @@ ARCH ?= arm64
 EVENT ?= events/console-now.json
 
 .PHONY: help tools test test-unit test-ministack test-moto test-crash test-release release-bootstrap demo lint fmt \
-	lambda-tools sam-tools qemu-tools build deploy deploy-local invoke-local invoke-qemu validate bench bench-parts bench-concurrency bench-audit bench-backlog bench-plot bench-docs bench-tools mutants
+	lambda-tools sam-tools qemu-tools build deploy deploy-local invoke-local invoke-qemu validate bench bench-parts bench-windows bench-concurrency bench-audit bench-backlog bench-plot bench-docs bench-tools mutants
 
 help: ## This list.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -123,6 +123,12 @@ bench-parts: tools bench-tools ## A day in parts: 100,000, 200,000 and 500,000 f
 	$(CARGO) build --release --bin archive-compaction
 	$(TOOLS_DIR)/py/bin/python bench/bench.py --sizes 100000,200000,500000 --systems job --job-ulimit-kib 524288 --out target/bench-parts.json $(BENCH_ARGS)
 	python3 bench/docs.py --results target/bench-parts.json --block parts
+
+bench-windows: tools bench-tools ## A day past one listing window: 500,000 files in one day (windows of 200,000 per-flight files at the default PART_FILES), the job alone under `ulimit -v 524288`; writes docs/performance.md's "A day in listing windows" (~35 min on 2 cores, most of it ministack's upload and listings).
+	$(CARGO) build --release --example bench-tool
+	$(CARGO) build --release --bin archive-compaction
+	$(TOOLS_DIR)/py/bin/python bench/bench.py --sizes 500000 --systems job --job-ulimit-kib 524288 --out target/bench-windows.json $(BENCH_ARGS)
+	python3 bench/docs.py --results target/bench-windows.json --block windows
 
 bench-concurrency: tools bench-tools ## READ_CONCURRENCY sweep at 10,000 files (job, I/O floor and curl floor).
 	$(CARGO) build --release --example bench-tool

@@ -291,7 +291,7 @@ def measure_job(svc, bucket, n, concurrency):
         raise SystemExit(f"bench: job did not compact {n} files (rss {rss} MB): {out[:2000]}")
     return {"wall_s": wall, "rss_mb": rss, "requests": req, "by_kind": kinds, **cpu_fields(cpu, n),
             "output_bytes": rep["bytes_written"], "rows": rep["rows_written"],
-            "phases_s": job_phases(err[0]), "parts": day.get("parts"),
+            "phases_s": job_phases(err[0]), "parts": day.get("parts"), "passes": day.get("passes"),
             "part_files": int(os.environ.get("PART_FILES", "50000")), "ulimit_v_kib": JOB_ULIMIT_KIB}
 
 

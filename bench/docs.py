@@ -138,12 +138,15 @@ def audit_table(meta, measured):
 def parts_table(results):
     """The `parts` block: one row per day size, the job alone, under its
     address-space limit (bench.py --job-ulimit-kib)."""
-    out = ["| files in the day | parts (`PART_FILES`) | wall s | CPU ms/file | peak RSS MB | `ulimit -v` | requests |",
-           "|---:|---|---:|---:|---:|---|---:|"]
+    passes = any("passes" in r["job"] for r in results.values())
+    out = ["| files in the day | parts (`PART_FILES`) |" + (" passes |" if passes else "")
+           + " wall s | CPU ms/file | peak RSS MB | `ulimit -v` | requests |",
+           "|---:|---|" + ("---:|" if passes else "") + "---:|---:|---:|---|---:|"]
     for n, r in sorted(results.items(), key=lambda kv: int(kv[0])):
         m = r["job"]
         limit = f"{m['ulimit_v_kib']:,} KiB" if m.get("ulimit_v_kib") else "none"
-        out.append(f"| {_n(n)} | {m.get('parts', '?')} ({_n(m.get('part_files', 0))}) | {m['wall_s']:.1f} | "
+        out.append(f"| {_n(n)} | {m.get('parts', '?')} ({_n(m.get('part_files', 0))}) |"
+                   + (f" {m.get('passes', '?')} |" if passes else "") + f" {m['wall_s']:.1f} | "
                    f"{m['cpu_ms_per_file']:.3f} | {m['rss_mb']:.0f} | {limit} | {_n(m['requests'])} |")
     return out
 
@@ -179,12 +182,12 @@ def render(data, block=None):
     measure is left as the page has it."""
     meta, results, sweep = data.get("meta", {}), data.get("results", {}), data.get("sweep", {})
     blocks = {}
-    if results and block == "parts":
+    if results and block in ("parts", "windows"):
         metas = data.get("metas", [meta])
         lines = []
         for m in metas:
             lines += provenance(m) + [""]
-        blocks["parts"] = "\n".join(lines + parts_table(results))
+        blocks[block] = "\n".join(lines + parts_table(results))
         return blocks
     if results:
         lines = provenance(meta) + [""] + main_table(results) + phases_table(results) + query_table(results)
@@ -215,7 +218,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--results", nargs="+", default=[os.path.join(ROOT, "target", "bench-results.json")],
                     help="one or more results files; several are merged (their sizes together)")
-    ap.add_argument("--block", default=None, choices=["parts"],
+    ap.add_argument("--block", default=None, choices=["parts", "windows"],
                     help="write the results as this block instead of `sizes` (parts: make bench-parts)")
     ap.add_argument("--page", default=os.path.join(ROOT, "docs", "performance.md"))
     args = ap.parse_args()

@@ -337,7 +337,7 @@ fn bench_blocks(page: &str) -> BTreeMap<String, String> {
 }
 
 /// `make bench`, `make bench-concurrency`, `make bench-audit`,
-/// `make bench-backlog` and `make bench-parts` write the figures of
+/// `make bench-backlog`, `make bench-parts` and `make bench-windows` write the figures of
 /// `docs/performance.md`: each of its
 /// blocks holds what `bench/docs.py` wrote from a run (its first line says
 /// when, at which commit, on which machine), not figures copied by hand; and
@@ -349,7 +349,7 @@ fn performance_figures_are_written_by_the_benchmarks() {
     let blocks = bench_blocks(&page);
     assert_eq!(
         blocks.keys().map(String::as_str).collect::<Vec<_>>(),
-        ["audit", "backlog", "parts", "sizes", "sweep"],
+        ["audit", "backlog", "parts", "sizes", "sweep", "windows"],
         "the page's bench blocks"
     );
     for (name, body) in &blocks {
@@ -391,9 +391,14 @@ fn performance_figures_are_written_by_the_benchmarks() {
     assert!(out.status.success(), "{out:?}");
     let written = read(&copy);
     let new_blocks = bench_blocks(&written);
-    // Without --block, the parts block (make bench-parts') is left alone.
+    // Without --block, the parts and windows blocks (make bench-parts',
+    // make bench-windows') are left alone.
     assert_eq!(new_blocks["parts"], blocks["parts"]);
-    for (name, body) in new_blocks.iter().filter(|(n, _)| *n != "parts") {
+    assert_eq!(new_blocks["windows"], blocks["windows"]);
+    for (name, body) in new_blocks
+        .iter()
+        .filter(|(n, _)| !["parts", "windows"].contains(&n.as_str()))
+    {
         assert!(
             body.starts_with("Measured 2099-01-02 at commit `abc1234` on 9 CPUs (test)"),
             "block {name}: {body:.300}"
@@ -452,6 +457,33 @@ fn performance_figures_are_written_by_the_benchmarks() {
     assert_eq!(
         parts_blocks["sizes"], blocks["sizes"],
         "--block parts wrote only its block"
+    );
+    // `make bench-windows`: the same table with the date's passes.
+    let mut windows_job = parts_job.clone();
+    windows_job["passes"] = 3.into();
+    let windows_data =
+        serde_json::json!({"meta": data["meta"], "results": {"1000": {"job": windows_job}}});
+    std::fs::write(&parts_results, windows_data.to_string()).unwrap();
+    std::fs::write(&parts_page, &page).unwrap();
+    let out = std::process::Command::new("python3")
+        .arg(root().join("bench/docs.py"))
+        .args(["--block", "windows", "--results"])
+        .arg(&parts_results)
+        .arg("--page")
+        .arg(&parts_page)
+        .output()
+        .expect("python3 bench/docs.py --block windows");
+    assert!(out.status.success(), "{out:?}");
+    let windows_blocks = bench_blocks(&read(&parts_page));
+    assert!(
+        windows_blocks["windows"]
+            .contains("| 1,000 | 2 (500) | 3 | 1.5 | 0.150 | 40 | 524,288 KiB | 1,020 |"),
+        "{}",
+        windows_blocks["windows"]
+    );
+    assert_eq!(
+        windows_blocks["parts"], blocks["parts"],
+        "--block windows wrote only its block"
     );
     // Outside the blocks, nothing changed.
     let outside = |text: &str| {
