@@ -812,6 +812,40 @@ mod tests {
         )
     }
 
+    /// [`Blocked::read`] lists the state itself (what `prune-cache` calls):
+    /// the same dates as [`Blocked::of`] over the same objects; the walk
+    /// stops before the quarantined and the stuck dates only, in order.
+    #[tokio::test]
+    async fn blocked_read_from_a_store_and_the_dates_the_walk_stops_before() {
+        let store = crate::storage::MemoryStore::new("archive");
+        for m in [
+            "_compaction_state/manifests/2026-07-17/a.json",
+            "_compaction_state/manifests/2026-07-21/s.json",
+            "_compaction_state/quarantine/2026-07-18/q.json",
+            "_compaction_state/stuck/2026-07-21/s.json",
+        ] {
+            store.put_now(m, "{}".into());
+        }
+        let b = Blocked::read(&store, Some(d("2026-07-20"))).await.unwrap();
+        assert_eq!(
+            b.dates.keys().copied().collect::<Vec<_>>(),
+            [
+                d("2026-07-17"),
+                d("2026-07-18"),
+                d("2026-07-20"),
+                d("2026-07-21")
+            ]
+        );
+        assert_eq!(
+            b.walk_blocked_dates().collect::<Vec<_>>(),
+            [d("2026-07-18"), d("2026-07-21")]
+        );
+        assert_eq!(
+            blocked().walk_blocked_dates().collect::<Vec<_>>(),
+            [d("2026-07-18"), d("2026-07-19"), d("2026-07-21")]
+        );
+    }
+
     #[test]
     fn a_marked_live_manifest_is_stuck_and_blocks_the_walk_a_stale_mark_blocks_nothing() {
         let b = blocked();
