@@ -728,8 +728,12 @@ mod tests {
         assert_eq!(peak_memory_mb(0, 50_000), BASE_MEMORY_MB);
         // Within the window: 512 B a file and one part's 1.5 KB a file.
         assert_eq!(
-            peak_memory_mb(1_000, 50_000),
-            BASE_MEMORY_MB + mb(1_000 * (DAY_BYTES_PER_FILE + MEMORY_PER_FILE_BYTES))
+            peak_memory_mb(40_000, 50_000),
+            BASE_MEMORY_MB + mb(40_000 * (DAY_BYTES_PER_FILE + MEMORY_PER_FILE_BYTES))
+        );
+        assert_eq!(
+            peak_memory_mb(150_000, 50_000),
+            BASE_MEMORY_MB + mb(150_000 * DAY_BYTES_PER_FILE + 50_000 * MEMORY_PER_FILE_BYTES)
         );
         // Past the window of 4 parts of 10: 128 B a file.
         assert_eq!(
