@@ -517,6 +517,38 @@ mod tests {
             .collect()
     }
 
+    /// Rows whose `s3_key` names no flight: a multi-row input's are counted
+    /// by input (merged after the flights' rows); a per-flight file made of
+    /// such rows holds no row of its flight and is named as keyless (its
+    /// name was the only trace of the flight), not counted as a merged one.
+    #[tokio::test]
+    async fn rows_naming_no_flight_are_counted_and_a_per_flight_file_of_them_is_named() {
+        let store = MemoryStore::new("b");
+        let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let ip = index_prefix(date);
+        let u = uuid_n(1);
+        let flight: uuid::Uuid = u.parse().unwrap();
+        let pf_key = format!("{ip}{u}.parquet");
+        store.put_now(&pf_key, parquet(&row("no-flight", "K")));
+        let mr_key = format!("{ip}export.parquet");
+        store.put_now(&mr_key, parquet(&row("no-flight", "M")));
+        let inputs: Vec<PlannedInput> = (store.list(&ip).await.unwrap().into_iter())
+            .map(|meta| {
+                let source = match meta.key == pf_key {
+                    true => Source::PerFlight(flight),
+                    false => Source::MultiRow,
+                };
+                PlannedInput { meta, source }
+            })
+            .collect();
+        let read = read_inputs(&store, date, &inputs, settings(), &Prefetched::new())
+            .await
+            .unwrap();
+        assert_eq!(read.without_own_row, [flight]);
+        assert_eq!(read.keyless_flights, [flight]);
+        assert_eq!(read.rows_without_flight, [(mr_key, 1)]);
+    }
+
     #[tokio::test]
     async fn every_byte_read_is_counted_once_streamed_or_prefetched() {
         let store = MemoryStore::new("b");
