@@ -532,11 +532,17 @@ mod tests {
         store.put_now(&pf_key, parquet(&row("no-flight", "K")));
         let mr_key = format!("{ip}export.parquet");
         store.put_now(&mr_key, parquet(&row("no-flight", "M")));
+        // And one of its own flight's row, which counts no such row.
+        let (u2, ok_key) = (uuid_n(2), format!("{ip}{}.parquet", uuid_n(2)));
+        store.put_now(&ok_key, parquet(&row(&u2, "OK")));
         let inputs: Vec<PlannedInput> = (store.list(&ip).await.unwrap().into_iter())
             .map(|meta| {
-                let source = match meta.key == pf_key {
-                    true => Source::PerFlight(flight),
-                    false => Source::MultiRow,
+                let source = if meta.key == pf_key {
+                    Source::PerFlight(flight)
+                } else if meta.key == ok_key {
+                    Source::PerFlight(u2.parse().unwrap())
+                } else {
+                    Source::MultiRow
                 };
                 PlannedInput { meta, source }
             })
