@@ -555,6 +555,72 @@ mod tests {
         assert_eq!(read.rows_without_flight, [(mr_key, 1)]);
     }
 
+    /// An input over `SMALL_INPUT_BYTES` is read later, not fetched ahead,
+    /// and its bytes are counted once; under a budget it is over, a
+    /// compacted input stops the day (`held_back`: a second compacted file
+    /// beside it would follow), a per-flight file does not.
+    #[tokio::test]
+    async fn a_large_input_is_counted_once_and_only_a_compacted_one_over_the_budget_holds_the_day_back()
+     {
+        let store = MemoryStore::new("b");
+        let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let ip = index_prefix(date);
+        let big = "x".repeat(2 << 20);
+        let u = uuid_n(1);
+        let pf_key = format!("{ip}{u}.parquet");
+        store.put_now(&pf_key, parquet(&row(&u, &big)));
+        let c_key = format!("{ip}compacted-a.parquet");
+        store.put_now(&c_key, parquet(&row(&uuid_n(2), &big)));
+        let listed = store.list(&ip).await.unwrap();
+        let input = |key: &str, source| PlannedInput {
+            meta: listed.iter().find(|m| m.key == key).unwrap().clone(),
+            source,
+        };
+        let per_flight = input(&pf_key, Source::PerFlight(u.parse().unwrap()));
+        let compacted = input(&c_key, Source::Compacted);
+        assert!(per_flight.meta.size > crate::input::SMALL_INPUT_BYTES);
+        let read = read_inputs(
+            &store,
+            date,
+            &[per_flight.clone()],
+            settings(),
+            &Prefetched::new(),
+        )
+        .await
+        .unwrap();
+        // Read later by ranges (footer, then its column chunks): at most
+        // its size, each byte once; the 4-byte magic at its start unread.
+        let (got, size) = (read.bytes_read, per_flight.meta.size);
+        assert!(got <= size && got + 1024 > size, "{got} of {size}");
+        let small = ReadSettings {
+            budget: crate::input::Budget::from_mb(1),
+            ..settings()
+        };
+        let read = read_inputs(
+            &store,
+            date,
+            &[per_flight.clone()],
+            small,
+            &Prefetched::new(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            read.held_back, None,
+            "a per-flight file over the budget is skipped"
+        );
+        let read = read_inputs(
+            &store,
+            date,
+            &[compacted, per_flight],
+            small,
+            &Prefetched::new(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(read.held_back, Some(c_key));
+    }
+
     #[tokio::test]
     async fn every_byte_read_is_counted_once_streamed_or_prefetched() {
         let store = MemoryStore::new("b");
