@@ -582,7 +582,7 @@ mod tests {
         let read = read_inputs(
             &store,
             date,
-            &[per_flight.clone()],
+            std::slice::from_ref(&per_flight),
             settings(),
             &Prefetched::new(),
         )
@@ -599,7 +599,7 @@ mod tests {
         let read = read_inputs(
             &store,
             date,
-            &[per_flight.clone()],
+            std::slice::from_ref(&per_flight),
             small,
             &Prefetched::new(),
         )
