@@ -141,15 +141,7 @@ async fn day_passes(
             // The next pass's listing and plan read S3 before its first
             // part's own check: a deadline stop here is clean too.
             if let Some(near) = cx.deadline.near_part(pending.min(window), slowest_part) {
-                day.files_left = pending as u64;
-                return Err(Error::DateUnfinished {
-                    date,
-                    parts_done: day.parts,
-                    files_left: pending as u64,
-                    left_s: near.left.as_secs(),
-                    needed_s: near.needed.as_secs(),
-                    hint: String::new(),
-                });
+                return Err(unfinished(day, &near, pending, String::new()));
             }
         }
         let t = std::time::Instant::now();
@@ -252,16 +244,8 @@ async fn day_passes(
             if let Some(near) = cx.deadline.near_part(part.len(), slowest_part) {
                 let files_left =
                     left.iter().map(Vec::len).sum::<usize>() + part.len() + beyond_window;
-                day.files_left = files_left as u64;
                 let hint = near.part_hint(cx.deadline.given(), part.len(), cx.config.part_files);
-                return Err(Error::DateUnfinished {
-                    date,
-                    parts_done: day.parts,
-                    files_left: files_left as u64,
-                    left_s: near.left.as_secs(),
-                    needed_s: near.needed.as_secs(),
-                    hint,
-                });
+                return Err(unfinished(day, &near, files_left, hint));
             }
             let t = Instant::now();
             let files = part.len();
@@ -345,6 +329,26 @@ async fn day_passes(
         });
     }
     Ok(None)
+}
+
+/// The deadline stop of `day` with `files_left` index files not yet
+/// compacted ([`Error::DateUnfinished`], `hint` empty or led by "; "):
+/// every part the date committed counts, whichever pass did it.
+fn unfinished(
+    day: &mut DayReport,
+    near: &crate::deadline::Near,
+    files_left: usize,
+    hint: String,
+) -> Error {
+    day.files_left = files_left as u64;
+    Error::DateUnfinished {
+        date: day.date,
+        parts_done: day.parts,
+        files_left: files_left as u64,
+        left_s: near.left.as_secs(),
+        needed_s: near.needed.as_secs(),
+        hint,
+    }
 }
 
 /// The compacted files a run wrote on a date and left there, by key: rows
