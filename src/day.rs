@@ -121,7 +121,7 @@ impl Day {
     /// pass once the window's are compacted. Which files fall in the
     /// window is whichever pages arrive first (ranges are listed
     /// concurrently), not the first keys. The run lists with a window of
-    /// [`WINDOW_PARTS`] parts, so a date's memory grows by ~0.1 KB, not
+    /// [`WINDOW_PARTS`] parts, so a date's memory grows by ~64 B, not
     /// ~0.5 KB, a file past it ([`peak_memory_mb`]).
     ///
     /// Errors: an S3 error listing either prefix.
@@ -164,10 +164,11 @@ impl Day {
         }
         let mut index = plan::classify_partition(objects);
         beyond.sort_unstable();
+        beyond.shrink_to_fit();
         index.beyond_window = beyond;
         Ok(Day {
             date,
-            flights: flights.into_iter().collect(),
+            flights: Flights::from(flights),
             index,
         })
     }
@@ -339,10 +340,11 @@ pub const DAY_BYTES_PER_FILE: u64 = 512;
 
 /// What one per-flight file of a date past the run's listing window
 /// ([`Day::list_window`], [`WINDOW_PARTS`] parts) adds to the peak, in
-/// bytes: its uuid in the listing (16 B), its flight's in the flights'
-/// set and in the parity gate's set of indexed flights (B-tree entries,
-/// ~30 B each), rounded up.
-pub const BEYOND_WINDOW_BYTES_PER_FILE: u64 = 128;
+/// bytes: three uuids of 16 B in sorted arrays (its own in the listing,
+/// its flight's in the date's [`Flights`], and in the parity gate's set
+/// of indexed flights while the gate runs), with room for an array's
+/// growth, rounded up.
+pub const BEYOND_WINDOW_BYTES_PER_FILE: u64 = 64;
 
 /// The estimated peak memory of a run compacting a date of `files` index
 /// files in parts of at most `part_files` (`PART_FILES`), in MB:
@@ -355,9 +357,10 @@ pub const BEYOND_WINDOW_BYTES_PER_FILE: u64 = 128;
 /// use archive_compaction::day::peak_memory_mb;
 /// assert_eq!(peak_memory_mb(0, 50_000), 60);
 /// assert_eq!(peak_memory_mb(200_000, 50_000), 231);
-/// // Past the window of 200,000, 128 B a file.
-/// assert_eq!(peak_memory_mb(500_000, 50_000), 268);
-/// assert_eq!(peak_memory_mb(1_000_000, 50_000), 329);
+/// // Past the window of 200,000, 64 B a file.
+/// assert_eq!(peak_memory_mb(500_000, 50_000), 250);
+/// assert_eq!(peak_memory_mb(1_000_000, 50_000), 280);
+/// assert_eq!(peak_memory_mb(2_000_000, 50_000), 341);
 /// assert_eq!(peak_memory_mb(200_000, 200_000), 451);
 /// ```
 pub fn peak_memory_mb(files: u64, part_files: u64) -> u64 {
@@ -735,7 +738,7 @@ mod tests {
             peak_memory_mb(150_000, 50_000),
             BASE_MEMORY_MB + mb(150_000 * DAY_BYTES_PER_FILE + 50_000 * MEMORY_PER_FILE_BYTES)
         );
-        // Past the window of 4 parts of 10: 128 B a file.
+        // Past the window of 4 parts of 10: 64 B a file.
         assert_eq!(
             peak_memory_mb(100_040, 10),
             BASE_MEMORY_MB

@@ -28,7 +28,7 @@
 //! # });
 //! ```
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use chrono::NaiveDate;
 use uuid::Uuid;
@@ -45,10 +45,7 @@ use crate::read::{self, Prefetched, ReadInputs, ReadSettings};
 use crate::report::UnreadFile;
 use crate::storage::Store;
 
-/// A date's flights: the uuids of the flight objects under
-/// `flights/YYYY/MM/DD/` (~40 B a flight: no command needs their keys, so
-/// a 500,000-flight date is ~20 MB, not the ~100 MB of its listing).
-pub type Flights = BTreeSet<Uuid>;
+pub use crate::plan::Flights;
 
 /// What the parity gate found for one date.
 #[derive(Debug, Default)]
@@ -79,7 +76,7 @@ pub async fn parity_gate(
     listing: &PartitionListing,
     budget: Budget,
 ) -> Result<ParityGate> {
-    let mut indexed: BTreeSet<Uuid> = listing.per_flight_uuids();
+    let mut indexed = listing.per_flight_uuids();
     let mut gate = ParityGate {
         missing: plan::missing_flights(flights, &indexed),
         ..ParityGate::default()
@@ -87,16 +84,18 @@ pub async fn parity_gate(
     if gate.missing.is_empty() {
         return Ok(gate);
     }
+    let mut in_rows = Vec::new();
     for (c, _) in listing.multi_row_inputs() {
         let Some(found) = flights_in(store, c, budget, &mut gate.prefetched).await? else {
             continue;
         };
         gate.compacted_files_read += 1;
         match found {
-            Ok(found) => indexed.extend(found),
+            Ok(found) => in_rows.extend(found),
             Err(u) => gate.unreadable.push((c.key.clone(), u)),
         }
     }
+    indexed.extend(in_rows);
     gate.missing = plan::missing_flights(flights, &indexed);
     Ok(gate)
 }

@@ -380,8 +380,9 @@ impl ListedDay {
             .collect();
         ListedDay {
             index_keys,
-            flights: (l.flights.into_iter())
+            flights: (l.flights.iter())
                 .filter(|u| flights.contains(u))
+                .copied()
                 .collect(),
         }
     }
