@@ -57,13 +57,56 @@ use crate::storage::{ObjectMeta, Store};
 
 pub use crate::partition::Flights;
 
-/// An object of an index listing as [`Day::list_window`] keeps it.
-enum Listed {
-    /// Boxed: the enum is then 24 B, not an `ObjectMeta`'s 72, for every
-    /// file past the window while the listing is gathered.
-    Object(Box<ObjectMeta>),
-    /// A per-flight file past the window: its uuid alone.
-    Beyond(uuid::Uuid),
+/// The listing window of [`Day::list_window`] as pages arrive: the
+/// per-flight files of the `limit` smallest keys seen so far, in a max-heap
+/// by key, and the uuids of the others. A file past the window when it
+/// arrives, or pushed out by a smaller key, keeps only its uuid, so the
+/// window is the first `limit` keys of the partition, whichever order the
+/// concurrent ranges' pages arrive in: its parts are contiguous in key
+/// order, and their re-lists page through no file past the window.
+struct Window {
+    limit: usize,
+    held: std::collections::BinaryHeap<ByKey>,
+    beyond: Vec<uuid::Uuid>,
+}
+
+/// A per-flight file ordered by its key alone.
+struct ByKey(uuid::Uuid, ObjectMeta);
+
+impl PartialEq for ByKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.1.key == other.1.key
+    }
+}
+impl Eq for ByKey {}
+impl PartialOrd for ByKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for ByKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.1.key.cmp(&other.1.key)
+    }
+}
+
+impl Window {
+    /// Takes the per-flight file `o` of flight `u`: into the window while
+    /// it has room or when its key is before the window's last (which then
+    /// leaves it, as a uuid), past the window otherwise.
+    fn offer(&mut self, u: uuid::Uuid, o: ObjectMeta) {
+        if self.held.len() < self.limit {
+            self.held.push(ByKey(u, o));
+            return;
+        }
+        match self.held.peek_mut() {
+            Some(mut last) if o.key < last.1.key => {
+                let out = std::mem::replace(&mut *last, ByKey(u, o));
+                self.beyond.push(out.0);
+            }
+            _ => self.beyond.push(u),
+        }
+    }
 }
 
 /// How many parts (`PART_FILES` each) of per-flight files one pass of the
@@ -118,9 +161,10 @@ impl Day {
     /// files (key, ETag, size: ~0.3 KB a file); any more are kept as
     /// uuids alone (16 B a file) in [`PartitionListing::beyond_window`]:
     /// counted and parity-checked like the others, planned by a later
-    /// pass once the window's are compacted. Which files fall in the
-    /// window is whichever pages arrive first (ranges are listed
-    /// concurrently), not the first keys. The run lists with a window of
+    /// pass once the window's are compacted. The window is the first
+    /// `window` per-flight files in key order, whichever order the
+    /// concurrent ranges' pages arrive in (a bounded max-heap by key), so a
+    /// pass's parts are contiguous in key order. The run lists with a window of
     /// [`WINDOW_PARTS`] parts, so a date's memory grows by ~64 B, not
     /// ~0.5 KB, a file past it ([`peak_memory_mb`]).
     ///
@@ -139,30 +183,30 @@ impl Day {
             true => list_partition(store, &fp, date, uuid).await?,
             false => Vec::new(),
         };
-        let in_window = std::sync::atomic::AtomicUsize::new(0);
-        let in_window = &in_window;
-        let keep = move |o: ObjectMeta| {
-            let per_flight = match classify_index_key(&o.key) {
-                IndexKey::PerFlight(u) if o.size > 0 => Some(u),
-                _ => None,
-            };
-            match per_flight {
-                Some(u)
-                    if in_window.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= window =>
-                {
-                    Some(Listed::Beyond(u))
-                }
-                _ => Some(Listed::Object(Box::new(o))),
+        let held = std::sync::Mutex::new(Window {
+            limit: window,
+            held: Default::default(),
+            beyond: Vec::new(),
+        });
+        let window = &held;
+        // A per-flight file goes to the window, anything else is kept for
+        // classify_partition (zero-byte files are foreign there).
+        let keep = move |o: ObjectMeta| match classify_index_key(&o.key) {
+            IndexKey::PerFlight(u) if o.size > 0 => {
+                let mut w = window.lock().unwrap_or_else(|p| p.into_inner());
+                w.offer(u, o);
+                None
             }
+            _ => Some(o),
         };
-        let (mut objects, mut beyond) = (Vec::new(), Vec::new());
-        for l in list_partition(store, &ip, date, keep).await? {
-            match l {
-                Listed::Object(o) => objects.push(*o),
-                Listed::Beyond(u) => beyond.push(u),
-            }
-        }
-        let mut index = plan::classify_partition(objects);
+        let others = list_partition(store, &ip, date, keep).await?;
+        let Window {
+            held, mut beyond, ..
+        } = held.into_inner().unwrap_or_else(|p| p.into_inner());
+        let mut index = plan::classify_partition(others);
+        index.per_flight = (held.into_sorted_vec().into_iter())
+            .map(|ByKey(u, o)| (u, o))
+            .collect();
         beyond.sort_unstable();
         beyond.shrink_to_fit();
         index.beyond_window = beyond;
@@ -720,6 +764,34 @@ mod tests {
             (none.index.per_flight.len(), none.index.beyond_window.len()),
             (0, 10)
         );
+        // The window is the first keys, in key order, also when the
+        // listing comes in pages of 2 and concurrent ranges.
+        let paged = store.with_list_page_size(2);
+        let day = Day::list_window(&paged, date, false, 4).await.unwrap();
+        let u = |i: u32| uuid_n(i).parse::<uuid::Uuid>().unwrap();
+        let keys: Vec<_> = day.index.per_flight.iter().map(|(u, _)| *u).collect();
+        assert_eq!(keys, (0..4).map(u).collect::<Vec<_>>());
+        assert_eq!(day.index.beyond_window, (4..10).map(u).collect::<Vec<_>>());
+    }
+
+    /// The window keeps the smallest keys whatever order they are offered
+    /// in: a smaller key pushes the window's last out, as a uuid.
+    #[test]
+    fn a_listing_window_keeps_the_first_keys_offered_in_any_order() {
+        use crate::merge::tests::uuid_n;
+        let mut w = Window {
+            limit: 3,
+            held: Default::default(),
+            beyond: Vec::new(),
+        };
+        let u = |i: u32| uuid_n(i).parse::<uuid::Uuid>().unwrap();
+        for i in [7, 2, 9, 4, 0, 5, 1] {
+            w.offer(u(i), meta(&format!("index/{}.parquet", uuid_n(i))));
+        }
+        let held: Vec<_> = w.held.into_sorted_vec().into_iter().map(|b| b.0).collect();
+        assert_eq!(held, [0, 1, 2].map(u));
+        w.beyond.sort_unstable();
+        assert_eq!(w.beyond, [4, 5, 7, 9].map(u));
     }
 
     /// The memory estimate, term by term, and the refusal over 90% of the
