@@ -1301,7 +1301,7 @@ mod tests {
     }
 
     #[test]
-    fn the_three_manifests_of_issue_18_are_refused() {
+    fn a_manifest_naming_another_commits_output_its_own_or_the_watermark_is_refused() {
         let (k, m) = good();
         let other = format!("{}compacted-{}.parquet", p("2026-07-20"), v7(9_000));
         // Another commit's compacted file as its output.
@@ -1450,6 +1450,21 @@ mod tests {
                 "{want}: the message names no key: {text}"
             );
         }
+        // The role and the foreign object's reason, in the words an
+        // operator reads in `status`.
+        let mut m2 = m.clone();
+        m2.inputs[1].key = "_compaction_state/watermark.json".into();
+        let text = validate_manifest(&k, &m2).unwrap_err().to_string();
+        assert!(
+            text.starts_with("its input _compaction_state/watermark.json is a state file"),
+            "{text}"
+        );
+        m2.inputs[1].key = format!("{}notes.json", p("2026-07-20"));
+        let text = validate_manifest(&k, &m2).unwrap_err().to_string();
+        assert!(
+            text.ends_with("is not an index input (not a .parquet file)"),
+            "{text}"
+        );
     }
 
     #[test]

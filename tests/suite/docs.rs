@@ -629,3 +629,97 @@ fn the_templates_defaults_are_the_codes() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// The top-level modules of `src/` (a file `src/x.rs` or a folder
+/// `src/x/`; not `main` or `lib`), each with the modules its code outside
+/// `#[cfg(test)] mod tests` names by a `crate::` path.
+fn module_imports() -> BTreeMap<String, BTreeSet<String>> {
+    let mut files = Vec::new();
+    files_under(&root().join("src"), &["rs"], &mut files);
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in files {
+        let rel = f.strip_prefix(root().join("src")).unwrap();
+        let first = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy();
+        let module = first.trim_end_matches(".rs").to_string();
+        if module == "main" || module == "lib" {
+            continue;
+        }
+        let text = read(&f);
+        let code = text.split("#[cfg(test)]\nmod tests").next().unwrap();
+        let names = out.entry(module.clone()).or_default();
+        for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            assert!(
+                !line.contains("crate::{"),
+                "{}: one `crate::` path an import, so this check sees each: {line}",
+                rel.display()
+            );
+            for (at, _) in line.match_indices("crate::") {
+                let name: String = line[at + 7..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if !name.is_empty() && name != module {
+                    names.insert(name);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// No two modules import each other, directly or through a chain (a module
+/// that needs another's type takes it from the lower one, as `partition`
+/// takes `Flights` from `plan`); every top-level module has its row in
+/// docs/ARCHITECTURE.md's "Code layout" table.
+#[test]
+fn modules_import_in_one_direction_and_each_has_its_row() {
+    let imports = module_imports();
+    // Depth-first: a module met again while still on the path is a circle.
+    fn visit<'a>(
+        m: &'a str,
+        imports: &'a BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<&'a str>,
+        done: &mut BTreeSet<&'a str>,
+    ) {
+        if let Some(at) = path.iter().position(|p| *p == m) {
+            panic!("import circle: {} -> {m}", path[at..].join(" -> "));
+        }
+        if done.contains(m) {
+            return;
+        }
+        path.push(m);
+        for next in imports.get(m).into_iter().flatten() {
+            if imports.contains_key(next) {
+                visit(next, imports, path, done);
+            }
+        }
+        path.pop();
+        done.insert(m);
+    }
+    let mut done = BTreeSet::new();
+    for m in imports.keys() {
+        visit(m, &imports, &mut Vec::new(), &mut done);
+    }
+    assert!(imports.contains_key("plan") && imports["partition"].contains("plan"));
+
+    let arch = read(&root().join("docs/ARCHITECTURE.md"));
+    let table = arch.split("## Code layout").nth(1).unwrap();
+    let rows: BTreeSet<String> = (table.lines())
+        .take_while(|l| l.starts_with('|') || l.trim().is_empty())
+        .filter_map(|l| l.split('|').nth(1))
+        .flat_map(|cell| {
+            cell.split(',')
+                .map(|n| n.trim().trim_matches('`').to_string())
+        })
+        .collect();
+    let missing: Vec<_> = imports.keys().filter(|m| !rows.contains(*m)).collect();
+    assert!(
+        missing.is_empty(),
+        "docs/ARCHITECTURE.md's Code layout has no row for {missing:?}"
+    );
+}
