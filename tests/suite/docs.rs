@@ -517,7 +517,7 @@ fn files_under(dir: &Path, exts: &[&str], out: &mut Vec<PathBuf>) {
 
 /// Code and tests say what they guarantee, not which issue asked for it: the
 /// issues are not in the repository, so an issue's number tells its reader nothing.
-/// No `issue N` / `issue #N` in `src/` or `tests/`.
+/// No `issue N`, `issue #N`, `issue_N` or `issue-N` in `src/` or `tests/`.
 #[test]
 fn no_issue_numbers_in_code_or_tests() {
     let mut files = Vec::new();
@@ -531,7 +531,7 @@ fn no_issue_numbers_in_code_or_tests() {
             let lower = line.to_ascii_lowercase();
             let mut rest = lower.as_str();
             while let Some(at) = rest.find("issue") {
-                let after = rest[at + 5..].trim_start_matches([' ', '#']);
+                let after = rest[at + 5..].trim_start_matches([' ', '#', '_', '-']);
                 if after.starts_with(|c: char| c.is_ascii_digit()) {
                     found.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
                     break;
