@@ -319,6 +319,57 @@ async fn a_day_cut_by_the_deadline_between_parts_goes_on_in_the_next_run() {
     assert_eq!(r.last_compacted_date, Some(date(DAY)));
 }
 
+/// A window's last part committed with too little time left for the next
+/// window: the date stops before it is listed again (one pass, no listing
+/// of its own), a clean deadline stop naming the date, and the next run
+/// goes on with the files past the window alone.
+#[tokio::test]
+async fn a_deadline_after_a_window_stops_the_date_before_it_is_listed_again() {
+    let _serial = SERIAL.lock().await;
+    init_logs();
+    let store = bucket("parts-window-deadline").await;
+    let generated = generate(
+        &store,
+        json!({"seed": 46, "days": [{"date": DAY, "flights": 12}]}),
+    );
+    // Parts of 1: windows of 4 per-flight files, 8 past the first.
+    let cfg = config(
+        &store,
+        &[("PART_FILES", "1"), ("DEADLINE_MARGIN_SECONDS", "15")],
+    );
+    // The window's fourth and last part is committed, then 6 s pass:
+    // less than the 15 s margin of the 20 s is left.
+    let scenario = fail::FailScenario::setup();
+    fail::cfg("run::after-part", "3*off->1*sleep(6000)->off").unwrap();
+    let mut opts = RunOptions::at(at(NOW));
+    opts.deadline = Some(Instant::now() + Duration::from_secs(20));
+    let r = run(&store, &cfg, &opts).await;
+    scenario.teardown();
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    assert_eq!(
+        (&r.stop_reason, r.resume_date, r.last_compacted_date),
+        (&StopReason::Deadline, Some(date(DAY)), None)
+    );
+    let day = r.days.iter().find(|d| d.date == date(DAY)).unwrap();
+    assert_eq!(
+        (day.action, day.parts, day.passes, day.files_left),
+        (DayAction::Partial, 4, 1, 8),
+        "stopped before the second listing: {day:?}"
+    );
+    assert_valid("run-report.schema.json", &serde_json::to_value(&r).unwrap());
+
+    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    let day = r.days.iter().find(|d| d.date == date(DAY)).unwrap();
+    assert_eq!(
+        (day.files_read, day.files_left),
+        (8, 0),
+        "the files past the window alone: {day:?}"
+    );
+    assert_eq!(assert_each_once(&store, &generated).len(), 12);
+    assert_eq!(r.last_compacted_date, Some(date(DAY)));
+}
+
 #[tokio::test]
 async fn a_first_part_the_time_left_cannot_hold_is_not_started_and_the_next_run_does_it() {
     let _serial = SERIAL.lock().await;
