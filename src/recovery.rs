@@ -1549,6 +1549,42 @@ mod tests {
         }
     }
 
+    /// The output is hashed again when it is read for the proof: a body
+    /// that is not the one the manifest names (another object written at
+    /// the output's key since the verify), even one holding every input's
+    /// flight, proves nothing, and every input is kept.
+    #[tokio::test]
+    async fn an_output_that_is_not_the_verified_one_proves_no_input() {
+        use crate::storage::MemoryStore;
+        let store = MemoryStore::new("b");
+        let (_, mut m) = good();
+        let flight = v7(1);
+        let key = format!("{}{flight}.parquet", p("2026-07-20"));
+        let batch = crate::merge::tests::row(&flight.to_string(), "X");
+        let body = bytes::Bytes::from(crate::merge::encode(&[batch], 16).unwrap());
+        let etag = store.put_now(&key, body.clone());
+        m.inputs = vec![ManifestInput {
+            key,
+            etag,
+            size: body.len() as u64,
+        }];
+        // The output here holds the same row as the input.
+        let mut output = m.output.clone().unwrap();
+        output.sha256 = sha256_b64(&body);
+        let prove = |output: ManifestOutput| {
+            let (store, m, body) = (&store, &m, body.clone());
+            async move { prove_against_output(store, m, &output, Some(body), Budget::DEFAULT).await }
+        };
+        assert_eq!(prove(output.clone()).await.unwrap(), vec![]);
+        output.sha256 = sha256_b64(b"another body");
+        let kept = prove(output).await.unwrap();
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        assert_eq!(
+            kept[0].reason,
+            "the output read for the proof is not the one verified"
+        );
+    }
+
     /// A quarantined manifest blocks its date in every run until an
     /// operator deletes it, in the real run and in the dry run alike.
     #[tokio::test]
