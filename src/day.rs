@@ -59,15 +59,18 @@ pub use crate::partition::Flights;
 
 /// The listing window of [`Day::list_window`] as pages arrive: the
 /// per-flight files of the `limit` smallest keys seen so far, in a max-heap
-/// by key, and the uuids of the others. A file past the window when it
-/// arrives, or pushed out by a smaller key, keeps only its uuid, so the
-/// window is the first `limit` keys of the partition, whichever order the
-/// concurrent ranges' pages arrive in: its parts are contiguous in key
-/// order, and their re-lists page through no file past the window.
-struct Window {
+/// by key; of the others, a count and a mark at the flight each is named
+/// by. A file past the window when it arrives, or pushed out by a smaller
+/// key, keeps no key, ETag or uuid, so the window is the first `limit` keys
+/// of the partition, whichever order the concurrent ranges' pages arrive
+/// in: its parts are contiguous in key order, and their re-lists page
+/// through no file past the window.
+struct Window<'a> {
     limit: usize,
     held: std::collections::BinaryHeap<ByKey>,
-    beyond: Vec<uuid::Uuid>,
+    /// The date's flights, when listed (the marks' order).
+    flights: &'a Flights,
+    beyond: plan::BeyondWindow,
 }
 
 /// A per-flight file ordered by its key alone.
@@ -90,21 +93,24 @@ impl Ord for ByKey {
     }
 }
 
-impl Window {
+impl Window<'_> {
     /// Takes the per-flight file `o` of flight `u`: into the window while
     /// it has room or when its key is before the window's last (which then
-    /// leaves it, as a uuid), past the window otherwise.
+    /// leaves it), past the window otherwise.
     fn offer(&mut self, u: uuid::Uuid, o: ObjectMeta) {
         if self.held.len() < self.limit {
             self.held.push(ByKey(u, o));
             return;
         }
-        match self.held.peek_mut() {
-            Some(mut last) if o.key < last.1.key => {
-                let out = std::mem::replace(&mut *last, ByKey(u, o));
-                self.beyond.push(out.0);
-            }
-            _ => self.beyond.push(u),
+        let past = match self.held.peek_mut() {
+            Some(mut last) if o.key < last.1.key => std::mem::replace(&mut *last, ByKey(u, o)).0,
+            _ => u,
+        };
+        self.beyond.files += 1;
+        // A file of no listed flight marks nothing: the gate does not
+        // look for it.
+        if let Some(i) = self.flights.position(&past) {
+            self.beyond.flights[i] = true;
         }
     }
 }
@@ -165,7 +171,7 @@ impl Day {
     /// `window` per-flight files in key order, whichever order the
     /// concurrent ranges' pages arrive in (a bounded max-heap by key), so a
     /// pass's parts are contiguous in key order. The run lists with a window of
-    /// [`WINDOW_PARTS`] parts, so a date's memory grows by ~64 B, not
+    /// [`WINDOW_PARTS`] parts, so a date's memory grows by ~24 B, not
     /// ~0.5 KB, a file past it ([`peak_memory_mb`]).
     ///
     /// Errors: an S3 error listing either prefix.
@@ -179,14 +185,18 @@ impl Day {
         // The flights' keys become uuids page by page: only the uuids are
         // held, not the listing.
         let uuid = |o: ObjectMeta| flight_uuid(&o.key);
-        let flights = match with_flights {
+        let flights = Flights::from(match with_flights {
             true => list_partition(store, &fp, date, uuid).await?,
             false => Vec::new(),
-        };
+        });
         let held = std::sync::Mutex::new(Window {
             limit: window,
             held: Default::default(),
-            beyond: Vec::new(),
+            flights: &flights,
+            beyond: plan::BeyondWindow {
+                files: 0,
+                flights: vec![false; flights.len()],
+            },
         });
         let window = &held;
         // A per-flight file goes to the window, anything else is kept for
@@ -200,19 +210,17 @@ impl Day {
             _ => Some(o),
         };
         let others = list_partition(store, &ip, date, keep).await?;
-        let Window {
-            held, mut beyond, ..
-        } = held.into_inner().unwrap_or_else(|p| p.into_inner());
+        let Window { held, beyond, .. } = held.into_inner().unwrap_or_else(|p| p.into_inner());
         let mut index = plan::classify_partition(others);
         index.per_flight = (held.into_sorted_vec().into_iter())
             .map(|ByKey(u, o)| (u, o))
             .collect();
-        beyond.sort_unstable();
-        beyond.shrink_to_fit();
-        index.beyond_window = beyond;
+        if beyond.files > 0 {
+            index.beyond_window = beyond;
+        }
         Ok(Day {
             date,
-            flights: Flights::from(flights),
+            flights,
             index,
         })
     }
@@ -243,7 +251,7 @@ impl Day {
         let i = &self.index;
         DayCounts {
             flights: self.flights.len() as u64,
-            per_flight_files: (i.per_flight.len() + i.beyond_window.len()) as u64,
+            per_flight_files: (i.per_flight.len() + i.beyond_window.files) as u64,
             compacted_files: i.compacted.len() as u64,
             multi_row_files: i.multi_row.len() as u64,
             foreign_objects: i.foreign.len() as u64,
@@ -384,11 +392,12 @@ pub const DAY_BYTES_PER_FILE: u64 = 512;
 
 /// What one per-flight file of a date past the run's listing window
 /// ([`Day::list_window`], [`WINDOW_PARTS`] parts) adds to the peak, in
-/// bytes: three uuids of 16 B in sorted arrays (its own in the listing,
-/// its flight's in the date's [`Flights`], and in the parity gate's set
-/// of indexed flights while the gate runs), with room for an array's
-/// growth, rounded up.
-pub const BEYOND_WINDOW_BYTES_PER_FILE: u64 = 64;
+/// bytes: its flight's uuid in the date's [`Flights`] (16 B, a sorted
+/// array) and its mark there (1 B, [`plan::BeyondWindow`]); no key, ETag
+/// or uuid of the file is held. Rounded up. The flights' listing, before
+/// the index's, holds up to three times 16 B a flight for a moment, when
+/// no window is held yet.
+pub const BEYOND_WINDOW_BYTES_PER_FILE: u64 = 24;
 
 /// The estimated peak memory of a run compacting a date of `files` index
 /// files in parts of at most `part_files` (`PART_FILES`), in MB:
@@ -401,10 +410,10 @@ pub const BEYOND_WINDOW_BYTES_PER_FILE: u64 = 64;
 /// use archive_compaction::day::peak_memory_mb;
 /// assert_eq!(peak_memory_mb(0, 50_000), 60);
 /// assert_eq!(peak_memory_mb(200_000, 50_000), 231);
-/// // Past the window of 200,000, 64 B a file.
-/// assert_eq!(peak_memory_mb(500_000, 50_000), 250);
-/// assert_eq!(peak_memory_mb(1_000_000, 50_000), 280);
-/// assert_eq!(peak_memory_mb(2_000_000, 50_000), 341);
+/// // Past the window of 200,000, 24 B a file.
+/// assert_eq!(peak_memory_mb(500_000, 50_000), 238);
+/// assert_eq!(peak_memory_mb(1_000_000, 50_000), 250);
+/// assert_eq!(peak_memory_mb(3_000_000, 50_000), 295);
 /// assert_eq!(peak_memory_mb(200_000, 200_000), 451);
 /// ```
 pub fn peak_memory_mb(files: u64, part_files: u64) -> u64 {
@@ -727,71 +736,88 @@ mod tests {
         assert_eq!(other.rows, 0, "an input gone since the listing counts none");
     }
 
-    /// A listing window holds the listing of that many per-flight files;
-    /// the rest are uuids alone, still counted and in the gate's set; a
-    /// compacted file, a zero-byte object and a foreign one are listed
-    /// whatever the window.
+    /// A listing window holds the listing of that many per-flight files,
+    /// the first keys; the rest are a count and a mark at their flight,
+    /// still counted and in the parity gate; a compacted file, a zero-byte
+    /// object and a foreign one are listed whatever the window.
     #[tokio::test]
-    async fn a_listing_window_keeps_the_rest_as_uuids() {
+    async fn a_listing_window_keeps_the_first_keys_and_marks_the_rest_at_their_flights() {
         use crate::merge::tests::uuid_n;
         use crate::storage::MemoryStore;
         let date = d("2026-07-20");
         let store = MemoryStore::new("archive");
-        let ip = index_prefix(date);
+        let (ip, fp) = (index_prefix(date), flights_prefix(date));
+        let u = |i: u32| uuid_n(i).parse::<uuid::Uuid>().unwrap();
+        // Flights 0 to 11; 0 to 9 have their file, 10 and 11 none.
+        for i in 0..12 {
+            store.put_now(&format!("{fp}{}.json.gz", uuid_n(i)), "{}".into());
+        }
         for i in 0..10 {
             store.put_now(&format!("{ip}{}.parquet", uuid_n(i)), "x".into());
         }
+        // A file of no listed flight, past the window: counted, marks nothing.
+        store.put_now(&format!("{ip}{}.parquet", uuid_n(50)), "x".into());
         store.put_now(&format!("{ip}compacted-a.parquet"), "x".into());
         store.put_now(&format!("{ip}{}.parquet", uuid_n(99)), "".into());
         store.put_now(&format!("{ip}notes.txt"), "x".into());
-        let day = Day::list_window(&store, date, false, 4).await.unwrap();
-        let i = &day.index;
-        assert_eq!((i.per_flight.len(), i.beyond_window.len()), (4, 6));
-        assert_eq!((i.compacted.len(), i.foreign.len()), (1, 2));
-        assert_eq!(i.per_flight_uuids().len(), 10);
-        assert_eq!(day.counts().per_flight_files, 10);
-        assert!(i.beyond_window.is_sorted());
-        let whole = Day::list(&store, date, false).await.unwrap();
+        // In pages of 2, the ranges listed at once: the window is still the
+        // first keys, in key order.
+        for store in [store.clone(), store.with_list_page_size(2)] {
+            let day = Day::list_window(&store, date, true, 4).await.unwrap();
+            let i = &day.index;
+            let window: Vec<_> = i.per_flight.iter().map(|(u, _)| *u).collect();
+            assert_eq!(window, (0..4).map(u).collect::<Vec<_>>());
+            assert_eq!(
+                (i.beyond_window.files, i.compacted.len(), i.foreign.len()),
+                (7, 1, 2)
+            );
+            let marked: Vec<_> = (day.flights.iter().zip(&i.beyond_window.flights))
+                .filter(|(_, m)| **m)
+                .map(|(f, _)| *f)
+                .collect();
+            assert_eq!(marked, (4..10).map(u).collect::<Vec<_>>());
+            assert_eq!(day.counts().per_flight_files, 11);
+            assert_eq!(i.flights_not_named(&day.flights), vec![u(10), u(11)]);
+        }
+        let whole = Day::list(&store, date, true).await.unwrap();
         assert_eq!(
-            (
-                whole.index.per_flight.len(),
-                whole.index.beyond_window.len()
-            ),
-            (10, 0)
+            (whole.index.per_flight.len(), &whole.index.beyond_window),
+            (11, &plan::BeyondWindow::default())
         );
+        assert_eq!(whole.index.flights_not_named(&whole.flights), vec![u(10), u(11)]);
+        // Without the flights (a later pass): counted, nothing marked.
         let none = Day::list_window(&store, date, false, 0).await.unwrap();
         assert_eq!(
-            (none.index.per_flight.len(), none.index.beyond_window.len()),
-            (0, 10)
+            (none.index.per_flight.len(), none.index.beyond_window.files),
+            (0, 11)
         );
-        // The window is the first keys, in key order, also when the
-        // listing comes in pages of 2 and concurrent ranges.
-        let paged = store.with_list_page_size(2);
-        let day = Day::list_window(&paged, date, false, 4).await.unwrap();
-        let u = |i: u32| uuid_n(i).parse::<uuid::Uuid>().unwrap();
-        let keys: Vec<_> = day.index.per_flight.iter().map(|(u, _)| *u).collect();
-        assert_eq!(keys, (0..4).map(u).collect::<Vec<_>>());
-        assert_eq!(day.index.beyond_window, (4..10).map(u).collect::<Vec<_>>());
+        assert!(none.index.beyond_window.flights.is_empty());
     }
 
     /// The window keeps the smallest keys whatever order they are offered
-    /// in: a smaller key pushes the window's last out, as a uuid.
+    /// in: a smaller key pushes the window's last out, marked at its flight.
     #[test]
     fn a_listing_window_keeps_the_first_keys_offered_in_any_order() {
         use crate::merge::tests::uuid_n;
+        let u = |i: u32| uuid_n(i).parse::<uuid::Uuid>().unwrap();
+        let flights: Flights = (0..10).map(u).collect();
         let mut w = Window {
             limit: 3,
             held: Default::default(),
-            beyond: Vec::new(),
+            flights: &flights,
+            beyond: plan::BeyondWindow {
+                files: 0,
+                flights: vec![false; 10],
+            },
         };
-        let u = |i: u32| uuid_n(i).parse::<uuid::Uuid>().unwrap();
-        for i in [7, 2, 9, 4, 0, 5, 1] {
+        for i in [7, 2, 9, 4, 0, 5, 1, 12] {
             w.offer(u(i), meta(&format!("index/{}.parquet", uuid_n(i))));
         }
         let held: Vec<_> = w.held.into_sorted_vec().into_iter().map(|b| b.0).collect();
         assert_eq!(held, [0, 1, 2].map(u));
-        w.beyond.sort_unstable();
-        assert_eq!(w.beyond, [4, 5, 7, 9].map(u));
+        assert_eq!(w.beyond.files, 5);
+        let marked: Vec<usize> = (0..10).filter(|i| w.beyond.flights[*i]).collect();
+        assert_eq!(marked, [4, 5, 7, 9]);
     }
 
     /// The memory estimate, term by term, and the refusal over 90% of the
@@ -810,7 +836,7 @@ mod tests {
             peak_memory_mb(150_000, 50_000),
             BASE_MEMORY_MB + mb(150_000 * DAY_BYTES_PER_FILE + 50_000 * MEMORY_PER_FILE_BYTES)
         );
-        // Past the window of 4 parts of 10: 64 B a file.
+        // Past the window of 4 parts of 10: 24 B a file.
         assert_eq!(
             peak_memory_mb(100_040, 10),
             BASE_MEMORY_MB

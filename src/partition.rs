@@ -76,27 +76,28 @@ pub async fn parity_gate(
     listing: &PartitionListing,
     budget: Budget,
 ) -> Result<ParityGate> {
-    let mut indexed = listing.per_flight_uuids();
     let mut gate = ParityGate {
-        missing: plan::missing_flights(flights, &indexed),
+        missing: listing.flights_not_named(flights),
         ..ParityGate::default()
     };
     if gate.missing.is_empty() {
         return Ok(gate);
     }
-    let mut in_rows = Vec::new();
     for (c, _) in listing.multi_row_inputs() {
         let Some(found) = flights_in(store, c, budget, &mut gate.prefetched).await? else {
             continue;
         };
         gate.compacted_files_read += 1;
         match found {
-            Ok(found) => in_rows.extend(found),
+            // One input's flights at a time: what is held is bounded by
+            // the largest input, not by the date.
+            Ok(found) => {
+                let found = Flights::from(found);
+                gate.missing.retain(|u| !found.contains(u));
+            }
             Err(u) => gate.unreadable.push((c.key.clone(), u)),
         }
     }
-    indexed.extend(in_rows);
-    gate.missing = plan::missing_flights(flights, &indexed);
     Ok(gate)
 }
 

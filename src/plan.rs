@@ -4,7 +4,7 @@
 //! - [`classify_partition`]: sorts an index partition listing into per-flight
 //!   files, compacted files, other multi-row index files and foreign objects
 //!   (the kinds of [`IndexKey`]).
-//! - [`missing_flights`]: the parity gate.
+//! - [`PartitionListing::flights_not_named`]: the parity gate's first look.
 //! - [`plan_day`]: the [`DayPlan`] for one date, with its reason.
 //!
 //! ```
@@ -15,13 +15,13 @@
 //! assert!(matches!(plan.action, DayAction::Skip { .. }));
 //! ```
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 use std::fmt;
 
 use chrono::{DateTime, Days, NaiveDate, Utc};
 use uuid::Uuid;
 
-use crate::keys::{IndexKey, classify_index_key, flight_uuid};
+use crate::keys::{IndexKey, classify_index_key};
 use crate::merge::Source;
 use crate::storage::ObjectMeta;
 
@@ -37,7 +37,7 @@ pub struct Flights(Vec<Uuid>);
 impl Flights {
     /// Whether `flight` is in the set (a binary search).
     pub fn contains(&self, flight: &Uuid) -> bool {
-        self.0.binary_search(flight).is_ok()
+        self.position(flight).is_some()
     }
 
     /// How many flights.
@@ -53,6 +53,11 @@ impl Flights {
     /// The flights in uuid order.
     pub fn iter(&self) -> std::slice::Iter<'_, Uuid> {
         self.0.iter()
+    }
+
+    /// Where `flight` is in the set's order, if it is there.
+    pub fn position(&self, flight: &Uuid) -> Option<usize> {
+        self.0.binary_search(flight).ok()
     }
 
     /// Adds `flight`; false when it was there already.
@@ -202,10 +207,10 @@ pub struct PartitionListing {
     /// `{uuid}.parquet` files with their uuid, in key order.
     pub per_flight: Vec<(Uuid, ObjectMeta)>,
     /// `{uuid}.parquet` files listed past a window
-    /// ([`crate::day::Day::list_window`]), by uuid alone, sorted: in the
-    /// parity gate like the others, planned by a later pass. Empty for a
-    /// listing without a window.
-    pub beyond_window: Vec<Uuid>,
+    /// ([`crate::day::Day::list_window`]): counted, and in the parity gate
+    /// by the flights they are named by, planned by a later pass. None for
+    /// a listing without a window.
+    pub beyond_window: BeyondWindow,
     /// `compacted-*.parquet` files, in key order.
     pub compacted: Vec<ObjectMeta>,
     /// Other multi-row index files (any other `.parquet` name), in key order.
@@ -214,11 +219,31 @@ pub struct PartitionListing {
     pub foreign: Vec<(ObjectMeta, &'static str)>,
 }
 
+/// The per-flight files a listing window left out
+/// ([`crate::day::Day::list_window`]): how many, and which of the date's
+/// flights they are named by. Neither key, ETag nor uuid is held for them:
+/// 1 B a flight of the date, whatever the number of files.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BeyondWindow {
+    /// How many (non-empty `{uuid}.parquet` files).
+    pub files: usize,
+    /// For each flight of the date's [`Flights`], in its order, whether a
+    /// file past the window is named by it. Empty when the listing had no
+    /// flights (a later pass of the run, the straggler sweep).
+    pub flights: Vec<bool>,
+}
+
 impl PartitionListing {
-    /// Uuids of the per-flight files.
-    pub fn per_flight_uuids(&self) -> Flights {
-        (self.per_flight.iter().map(|(u, _)| *u))
-            .chain(self.beyond_window.iter().copied())
+    /// The flights of `flights` (the date's, as listed with this listing)
+    /// that no per-flight file is named by, in the window or past it, in
+    /// uuid order: the parity gate's first look, before any multi-row
+    /// input is read.
+    pub fn flights_not_named(&self, flights: &Flights) -> Vec<Uuid> {
+        let window: Flights = self.per_flight.iter().map(|(u, _)| *u).collect();
+        let past = &self.beyond_window.flights;
+        (flights.iter().enumerate())
+            .filter(|(i, u)| !past.get(*i).copied().unwrap_or(false) && !window.contains(u))
+            .map(|(_, u)| *u)
             .collect()
     }
 
@@ -256,27 +281,6 @@ pub fn classify_partition(objects: Vec<ObjectMeta>) -> PartitionListing {
         }
     }
     out
-}
-
-/// Flight uuids of a `flights/YYYY/MM/DD/` listing (both key formats;
-/// anything else is ignored).
-pub fn flight_uuids(objects: &[ObjectMeta]) -> BTreeSet<Uuid> {
-    objects.iter().filter_map(|o| flight_uuid(&o.key)).collect()
-}
-
-/// The parity gate: flights that have no index row, sorted. Index rows
-/// without a flight do not block.
-pub fn missing_flights<'a>(
-    flights: impl IntoIterator<Item = &'a Uuid>,
-    indexed: &Flights,
-) -> Vec<Uuid> {
-    let mut missing: Vec<Uuid> = (flights.into_iter())
-        .filter(|u| !indexed.contains(u))
-        .copied()
-        .collect();
-    missing.sort_unstable();
-    missing.dedup();
-    missing
 }
 
 /// One input of a day's compaction.
@@ -673,10 +677,6 @@ mod tests {
             vec![u(0), u(1), u(2), u(3), u(5), u(9)]
         );
         assert!(Flights::default().is_empty());
-        assert_eq!(
-            missing_flights(&f, &Flights::from([u(1), u(9)])),
-            vec![u(0), u(2), u(3), u(5)]
-        );
     }
 
     #[test]
@@ -701,14 +701,28 @@ mod tests {
     fn parity_reports_missing_only() {
         let u1 = Uuid::parse_str(U1).unwrap();
         let u2 = Uuid::parse_str(U2).unwrap();
-        let flights = flight_uuids(&[
-            meta(&format!("flights/2026/07/20/A_B_{U1}.json.gz"), 1),
-            meta(&format!("flights/2026/07/20/{U2}.json.gz"), 1),
-            meta("flights/2026/07/20/notes.txt", 1),
-        ]);
+        let flights: Flights = [
+            format!("flights/2026/07/20/A_B_{U1}.json.gz"),
+            format!("flights/2026/07/20/{U2}.json.gz"),
+            "flights/2026/07/20/notes.txt".to_string(),
+        ]
+        .iter()
+        .filter_map(|k| crate::keys::flight_uuid(k))
+        .collect();
         assert_eq!(flights.len(), 2);
-        assert_eq!(missing_flights(&flights, &Flights::from([u1])), vec![u2]);
-        assert!(missing_flights(&Flights::from([u1]), &Flights::from([u1, u2])).is_empty());
+        let listing = classify_partition(vec![meta(&format!("{P}{U1}.parquet"), 10)]);
+        assert_eq!(listing.flights_not_named(&flights), vec![u2]);
+        // Named by a file past the listing window: marked at its flight.
+        let mut past = listing.clone();
+        let at = flights.iter().position(|u| *u == u2).unwrap();
+        past.beyond_window = BeyondWindow {
+            files: 1,
+            flights: (0..2).map(|i| i == at).collect(),
+        };
+        assert!(past.flights_not_named(&flights).is_empty());
+        // A per-flight file of no listed flight blocks nothing.
+        assert!(listing.flights_not_named(&Flights::from([u1])).is_empty());
+        assert!(listing.flights_not_named(&Flights::default()).is_empty());
     }
 
     #[test]

@@ -152,7 +152,7 @@ async fn day_passes(
         tracing::debug!(%date, phase = "list", flights = flights.len(), seconds = t.elapsed().as_secs_f64(), "partition listed");
         let listing = &listed.index;
         day.flights = flights.len() as u64;
-        let beyond_window = listing.beyond_window.len();
+        let beyond_window = listing.beyond_window.files;
         left_past_window = beyond_window;
         // Refused before any input is read when the date cannot fit the
         // run's memory: a report, not an allocation failure.
