@@ -59,79 +59,10 @@ pub mod defaults {
     pub const PART_FILES: u64 = 50_000;
 }
 
-/// A default's text for [`SETTINGS`], built at compile time from the
-/// constant itself, so the two cannot disagree.
-#[derive(Clone, Copy)]
-struct Text {
-    bytes: [u8; 96],
-    len: usize,
-}
-
-impl Text {
-    const fn new() -> Text {
-        Text {
-            bytes: [0; 96],
-            len: 0,
-        }
-    }
-
-    const fn str(mut self, s: &str) -> Text {
-        let s = s.as_bytes();
-        let mut i = 0;
-        while i < s.len() {
-            self.bytes[self.len] = s[i];
-            self.len += 1;
-            i += 1;
-        }
-        self
-    }
-
-    /// `n` in decimal.
-    const fn num(mut self, n: u64) -> Text {
-        let start = self.len;
-        let mut rest = n;
-        loop {
-            self.bytes[self.len] = b'0' + (rest % 10) as u8;
-            self.len += 1;
-            rest /= 10;
-            if rest == 0 {
-                break;
-            }
-        }
-        // The digits went in lowest first.
-        let (mut i, mut j) = (start, self.len - 1);
-        while i < j {
-            let t = self.bytes[i];
-            self.bytes[i] = self.bytes[j];
-            self.bytes[j] = t;
-            i += 1;
-            j -= 1;
-        }
-        self
-    }
-
-    const fn bool(self, b: bool) -> Text {
-        self.str(if b { "true" } else { "false" })
-    }
-
-    const fn as_str(&'static self) -> &'static str {
-        match std::str::from_utf8(self.bytes.split_at(self.len).0) {
-            Ok(s) => s,
-            Err(_) => panic!("a default's text is UTF-8"),
-        }
-    }
-}
-
-/// The `&'static str` of a [`Text`] built in a constant.
-macro_rules! text {
-    ($t:expr) => {{
-        const T: Text = $t;
-        Text::as_str(&T)
-    }};
-}
-
 /// One row of the settings table: name, default, meaning. Used by `--help`
-/// and kept in sync with docs/configuration.md (checked by `tests/suite/docs.rs`).
+/// and kept in sync with docs/configuration.md (checked by `tests/suite/docs.rs`);
+/// each default's text is the [`defaults`] constant's (checked by this
+/// module's tests).
 pub const SETTINGS: &[(&str, &str, &str)] = &[
     (
         "S3_BUCKET",
@@ -140,7 +71,7 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ),
     (
         "LAG_DAYS",
-        text!(Text::new().num(defaults::LAG_DAYS as u64)),
+        "2",
         "cutoff = UTC date of the invocation time minus this many days",
     ),
     (
@@ -155,69 +86,60 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ),
     (
         "S3_FORCE_PATH_STYLE",
-        text!(Text::new().bool(defaults::S3_FORCE_PATH_STYLE)),
+        "false",
         "true for S3-compatible servers that need path-style addressing",
     ),
     (
         "LEASE_SECONDS",
-        text!(Text::new().num(defaults::LEASE_SECONDS)),
+        "960",
         "length of the lease in seconds; keep it above the Lambda timeout (900 s)",
     ),
     (
         "READ_CONCURRENCY",
-        text!(Text::new().num(defaults::READ_CONCURRENCY as u64)),
+        "64",
         "index files fetched at once (GetObject requests in flight)",
     ),
     (
         "INPUT_BUDGET_MB",
-        text!(
-            Text::new()
-                .str("a quarter of AWS_LAMBDA_FUNCTION_MEMORY_SIZE; ")
-                .num(crate::input::BUDGET_MB_DEFAULT)
-                .str(" without it")
-        ),
+        "a quarter of AWS_LAMBDA_FUNCTION_MEMORY_SIZE; 128 without it",
         "memory one index input may take decoded, in MiB; an input whose footer declares more (or whose footer is longer than 1/32 of it, or that has more than 1,000 columns) is left in place unread and named in skipped_files",
     ),
     (
         "MEMORY_LIMIT_MB",
-        text!(Text::new().str("AWS_LAMBDA_FUNCTION_MEMORY_SIZE; none without it")),
-        "memory the run may use, in MB; a date whose estimated peak (60 MB + 1.5 KB an index file) is over 90% of it is refused before it is read, with the estimate and the fix (0: no limit)",
+        "AWS_LAMBDA_FUNCTION_MEMORY_SIZE; none without it",
+        "memory the run may use, in MB; a date whose estimated peak (day::peak_memory_mb) is over 90% of it is refused before it is read, with the estimate and the fix (0: no limit)",
     ),
     (
         "PART_FILES",
-        text!(Text::new().num(defaults::PART_FILES)),
+        "50000",
         "most index files one commit of a date takes (a multi-row input counts 1 + 1 for every 400 bytes of it); a date with more is committed in parts, each its own compacted file and manifest, so a day's memory is bounded whatever its size and a day cut by the deadline goes on from its last part",
     ),
     (
         "ROW_GROUP_ROWS",
-        text!(Text::new().num(defaults::ROW_GROUP_ROWS as u64)),
+        "131072",
         "rows per Parquet row group in compacted files",
     ),
     (
         "MULTIPART_THRESHOLD_BYTES",
-        text!(Text::new().num(crate::storage::MULTIPART_THRESHOLD_DEFAULT as u64)),
+        "16777216",
         "compacted files of at least this many bytes go up as S3 multipart uploads (0: always); smaller ones as one PUT",
     ),
     (
         "MULTIPART_PART_BYTES",
-        text!(Text::new().num(crate::storage::MULTIPART_PART_DEFAULT as u64)),
+        "8388608",
         "part size of multipart uploads, from 5 MiB (5242880) to 5 GiB (S3's limits)",
     ),
     (
         "DEADLINE_MARGIN_SECONDS",
-        text!(Text::new().num(defaults::DEADLINE_MARGIN_SECONDS)),
+        "60",
         "stop starting new dates when less time than this (or twice the slowest day so far) remains; more than 8 (the S3 cut-off before the deadline), and a `--max-duration` must be more than it",
     ),
     (
         "SWEEP_DAYS",
-        text!(Text::new().num(defaults::SWEEP_DAYS as u64)),
+        "14",
         "re-check this many already-compacted days (up to the watermark) for late or rewritten index files; 0 turns the sweep off",
     ),
-    (
-        "METRICS_ENABLED",
-        text!(Text::new().bool(defaults::METRICS_ENABLED)),
-        "publish CloudWatch metrics",
-    ),
+    ("METRICS_ENABLED", "true", "publish CloudWatch metrics"),
     (
         "METRICS_NAMESPACE",
         defaults::METRICS_NAMESPACE,
@@ -228,11 +150,7 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
         "(unset)",
         "MQTT broker host; MQTT reporting is off when unset",
     ),
-    (
-        "MQTT_PORT",
-        text!(Text::new().num(defaults::MQTT_PORT as u64)),
-        "MQTT broker port (8883 turns TLS on)",
-    ),
+    ("MQTT_PORT", "1883", "MQTT broker port (8883 turns TLS on)"),
     ("MQTT_USERNAME", "(unset)", "MQTT user name"),
     (
         "MQTT_PASSWORD",
@@ -244,15 +162,7 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
         "(unset)",
         "Secrets Manager secret whose SecretString is the MQTT password; read once per process, wins over MQTT_PASSWORD",
     ),
-    (
-        "MQTT_TLS",
-        text!(
-            Text::new()
-                .str("true on port ")
-                .num(defaults::MQTT_TLS_PORT as u64)
-        ),
-        "use TLS (rustls) for MQTT",
-    ),
+    ("MQTT_TLS", "true on port 8883", "use TLS (rustls) for MQTT"),
     (
         "MQTT_CA_FILE",
         "(system roots)",
@@ -265,7 +175,7 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ),
     (
         "MQTT_TIMEOUT_SECONDS",
-        text!(Text::new().num(defaults::MQTT_TIMEOUT_SECONDS)),
+        "5",
         "bound on connect + publish + disconnect",
     ),
 ];
@@ -763,6 +673,58 @@ pub fn mistyped_settings(env: &HashMap<String, String>) -> Vec<(String, &'static
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each default [`SETTINGS`] shows is the text of the constant the
+    /// code uses: change one and this fails until the other follows.
+    #[test]
+    fn the_settings_table_shows_the_constants_defaults() {
+        let shown: std::collections::BTreeMap<_, _> = SETTINGS
+            .iter()
+            .map(|(name, default, _)| (*name, *default))
+            .collect();
+        let budget = crate::input::BUDGET_MB_DEFAULT;
+        let want = [
+            ("LAG_DAYS", defaults::LAG_DAYS.to_string()),
+            (
+                "S3_FORCE_PATH_STYLE",
+                defaults::S3_FORCE_PATH_STYLE.to_string(),
+            ),
+            ("LEASE_SECONDS", defaults::LEASE_SECONDS.to_string()),
+            ("READ_CONCURRENCY", defaults::READ_CONCURRENCY.to_string()),
+            (
+                "INPUT_BUDGET_MB",
+                format!("a quarter of AWS_LAMBDA_FUNCTION_MEMORY_SIZE; {budget} without it"),
+            ),
+            ("PART_FILES", defaults::PART_FILES.to_string()),
+            ("ROW_GROUP_ROWS", defaults::ROW_GROUP_ROWS.to_string()),
+            (
+                "MULTIPART_THRESHOLD_BYTES",
+                crate::storage::MULTIPART_THRESHOLD_DEFAULT.to_string(),
+            ),
+            (
+                "MULTIPART_PART_BYTES",
+                crate::storage::MULTIPART_PART_DEFAULT.to_string(),
+            ),
+            (
+                "DEADLINE_MARGIN_SECONDS",
+                defaults::DEADLINE_MARGIN_SECONDS.to_string(),
+            ),
+            ("SWEEP_DAYS", defaults::SWEEP_DAYS.to_string()),
+            ("METRICS_ENABLED", defaults::METRICS_ENABLED.to_string()),
+            ("MQTT_PORT", defaults::MQTT_PORT.to_string()),
+            (
+                "MQTT_TLS",
+                format!("true on port {}", defaults::MQTT_TLS_PORT),
+            ),
+            (
+                "MQTT_TIMEOUT_SECONDS",
+                defaults::MQTT_TIMEOUT_SECONDS.to_string(),
+            ),
+        ];
+        for (name, text) in want {
+            assert_eq!(shown[name], text, "{name}");
+        }
+    }
 
     #[test]
     fn mistyped_settings_name_the_setting_they_resemble() {

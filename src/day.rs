@@ -784,7 +784,10 @@ mod tests {
             (whole.index.per_flight.len(), &whole.index.beyond_window),
             (11, &plan::BeyondWindow::default())
         );
-        assert_eq!(whole.index.flights_not_named(&whole.flights), vec![u(10), u(11)]);
+        assert_eq!(
+            whole.index.flights_not_named(&whole.flights),
+            vec![u(10), u(11)]
+        );
         // Without the flights (a later pass): counted, nothing marked.
         let none = Day::list_window(&store, date, false, 0).await.unwrap();
         assert_eq!(
