@@ -203,15 +203,6 @@ pub fn is_index_input(key: &str) -> bool {
     classify_index_key(key).is_input()
 }
 
-/// Whether `key` is an index input of the partition of `date`: directly in
-/// `index/year=YYYY/month=MM/day=DD/` of that date and not foreign by its
-/// name (see [`IndexKey`], [`is_index_input`]).
-pub fn is_index_input_of(key: &str, date: NaiveDate) -> bool {
-    key.strip_prefix(&index_prefix(date))
-        .is_some_and(|name| !name.contains('/'))
-        && classify_index_key(key).is_input()
-}
-
 /// The flight uuid of a flight object key or of an `s3_key` value.
 ///
 /// Accepts `.../{icao_hex}_{ident}_{uuid}.json.gz` and `.../{uuid}.json.gz`
@@ -328,15 +319,6 @@ mod tests {
             );
         }
         assert!(matches!(classify_index_key(p), IndexKey::Foreign(_)));
-        let d = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
-        assert!(is_index_input_of(&format!("{p}x.parquet"), d));
-        assert!(!is_index_input_of(&format!("{p}x.json"), d));
-        assert!(!is_index_input_of(&format!("{p}sub/x.parquet"), d));
-        assert!(!is_index_input_of(
-            "index/year=2026/month=07/day=21/x.parquet",
-            d
-        ));
-        assert!(!is_index_input_of(WATERMARK_KEY, d));
         assert!(matches!(
             classify_index_key(&format!("{p}sub/{U}.parquet")),
             IndexKey::Foreign(_)

@@ -35,8 +35,7 @@
 //!   rows, keeps one small dedup entry per flight and drops the input;
 //!   [`MergedRows::encode`] then writes the kept rows in output order. It
 //!   holds the day's rows once (about 150 B a row of Arrow buffers plus
-//!   about 40 B of bookkeeping), never a set of arrays per file. [`merge`]
-//!   is the same over a slice, into one batch.
+//!   about 40 B of bookkeeping), never a set of arrays per file.
 //!
 //! ```
 //! use archive_compaction::merge::{target_schema, encode, decode};
@@ -86,7 +85,7 @@ pub mod widen;
 
 use encode::props;
 pub use encode::{WRITE_BATCH_ROWS, encode};
-pub use held::{COALESCE_ROWS, MergeInput, Merged, MergedRows, Merger, Source, merge};
+pub use held::{COALESCE_ROWS, MergeInput, MergedRows, Merger, Source};
 use held::{Rank, rank, to_union_schema};
 pub use other_days::{OTHER_DAYS_UUIDS_SHOWN, OtherDays, first_message_at, is_other_day};
 #[cfg(test)]
@@ -129,6 +128,47 @@ pub enum MergeError {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// The merged rows of a day, as one batch (see [`merge`]).
+    #[derive(Debug, Clone)]
+    pub(crate) struct Merged {
+        /// The rows in output order; `None` when there are no rows.
+        pub batch: Option<RecordBatch>,
+        /// Rows dropped because a newer version of the same flight was kept.
+        pub duplicates_removed: u64,
+    }
+
+    /// Merges conformed inputs: one row per flight (see module docs), ordered by
+    /// flight uuid, rows without a flight uuid last in input order. Extra columns
+    /// are unioned by name without case, each with the day's type
+    /// ([`super::widen`]); an input whose extra column joins no type is an error
+    /// here ([`MergeError::Input`]; [`Merger::push`] lets the caller go on).
+    ///
+    /// This is [`Merger`] with every input pushed and the output gathered into
+    /// one batch; the commit path uses [`Merger`] and [`MergedRows::encode`]
+    /// instead, which never hold the inputs or the output rows whole.
+    pub(crate) fn merge(inputs: &[MergeInput]) -> Result<Merged, MergeError> {
+        let mut merger = Merger::new();
+        for i in inputs {
+            merger.push(i.clone())?;
+        }
+        let rows = merger.finish()?;
+        let batch = if rows.num_rows() == 0 {
+            None
+        } else {
+            let parts = rows
+                .batches(rows.num_rows())
+                .collect::<Result<Vec<_>, _>>()?;
+            Some(arrow_select::concat::concat_batches(
+                &rows.schema(),
+                &parts,
+            )?)
+        };
+        Ok(Merged {
+            batch,
+            duplicates_removed: rows.duplicates_removed(),
+        })
+    }
 
     /// The first row's timestamp in column 6 (µs since the Unix epoch, UTC).
     fn micros_in_column_6(b: &RecordBatch) -> i64 {

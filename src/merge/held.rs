@@ -31,50 +31,6 @@ pub struct MergeInput {
     pub decoded: Decoded,
 }
 
-/// The merged rows of a day, as one batch (see [`merge`]).
-#[derive(Debug, Clone)]
-pub struct Merged {
-    /// The rows in output order; `None` when there are no rows.
-    pub batch: Option<RecordBatch>,
-    /// Rows dropped because a newer version of the same flight was kept.
-    pub duplicates_removed: u64,
-    /// Extra (non-target) columns kept in the output.
-    pub extra_columns: Vec<String>,
-}
-
-/// Merges conformed inputs: one row per flight (see module docs), ordered by
-/// flight uuid, rows without a flight uuid last in input order. Extra columns
-/// are unioned by name without case, each with the day's type
-/// ([`super::widen`]); an input whose extra column joins no type is an error
-/// here ([`MergeError::Input`]; [`Merger::push`] lets the caller go on).
-///
-/// This is [`Merger`] with every input pushed and the output gathered into
-/// one batch; the commit path uses [`Merger`] and [`MergedRows::encode`]
-/// instead, which never hold the inputs or the output rows whole.
-pub fn merge(inputs: &[MergeInput]) -> Result<Merged, MergeError> {
-    let mut merger = Merger::new();
-    for i in inputs {
-        merger.push(i.clone())?;
-    }
-    let rows = merger.finish()?;
-    let batch = if rows.num_rows() == 0 {
-        None
-    } else {
-        let parts = rows
-            .batches(rows.num_rows())
-            .collect::<Result<Vec<_>, _>>()?;
-        Some(arrow_select::concat::concat_batches(
-            &rows.schema(),
-            &parts,
-        )?)
-    };
-    Ok(Merged {
-        batch,
-        duplicates_removed: rows.duplicates_removed(),
-        extra_columns: rows.extra_columns().to_vec(),
-    })
-}
-
 /// Rows per coalesced chunk held by a [`Merger`]: single-row inputs are
 /// copied into chunks of this many rows as they arrive, so a day costs its
 /// rows' bytes (about 150 B a row) rather than one set of Arrow arrays per
