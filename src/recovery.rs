@@ -1585,6 +1585,105 @@ mod tests {
         );
     }
 
+    /// The dry run (`assess`) foresees the real recovery (`recover`) of a
+    /// verified commit input by input: of three inputs, one proven and
+    /// there is deleted (the only one claimed), one gone is counted, one
+    /// overwritten since is kept as newer. With a fourth whose row is not
+    /// in the output, that one is kept too (not claimed) and the manifest
+    /// quarantined, its date blocked. A stuck mark makes the dry run
+    /// foresee `stuck`, and the real run, whose deletes succeed, removes
+    /// the mark.
+    #[tokio::test]
+    async fn the_dry_run_foresees_what_recovery_deletes_keeps_and_blocks() {
+        use crate::merge::tests::uuid_n;
+        use crate::storage::MemoryStore;
+        let row = |n: u32, ident: &str| crate::merge::tests::row(&uuid_n(n), ident);
+        let key = |n: u32| format!("{}{}.parquet", p("2026-07-20"), uuid_n(n));
+        let body = |n: u32, ident: &str| {
+            bytes::Bytes::from(crate::merge::encode(&[row(n, ident)], 16).unwrap())
+        };
+        for (with_unproven, marked) in [(false, false), (true, false), (false, true)] {
+            let store = MemoryStore::new("b");
+            let (mkey, mut m) = good();
+            let out = bytes::Bytes::from(
+                crate::merge::encode(&[row(1, "X"), row(2, "X"), row(3, "X")], 16).unwrap(),
+            );
+            let output = ManifestOutput {
+                key: compacted_key(m.date, m.job_id),
+                size: out.len() as u64,
+                sha256: sha256_b64(&out),
+                rows: 3,
+            };
+            store.put_now(&output.key, out);
+            m.output = Some(output);
+            let inputs: &[u32] = if with_unproven {
+                &[1, 2, 3, 4]
+            } else {
+                &[1, 2, 3]
+            };
+            m.inputs = (inputs.iter())
+                .map(|n| ManifestInput {
+                    key: key(*n),
+                    etag: store.put_now(&key(*n), body(*n, "X")),
+                    size: body(*n, "X").len() as u64,
+                })
+                .collect();
+            store.remove_now(&key(2));
+            store.put_now(&key(3), body(3, "NEWER"));
+            store.put_now(&mkey, serde_json::to_vec(&m).unwrap().into());
+            if marked {
+                store.put_now(&stuck_key(&mkey), "{}".into());
+            }
+            let dry = assess(&store, Budget::DEFAULT).await.unwrap();
+            let d = &dry.recovered[0];
+            let real = recover(&store, &mut Fence(None), Budget::DEFAULT)
+                .await
+                .unwrap();
+            let r = &real.recovered[0];
+            let there = store.snapshot();
+            assert!(
+                !there.contains_key(&key(1)) && there.contains_key(&key(3)),
+                "{with_unproven} {marked}: {d:?} {r:?}"
+            );
+            match (with_unproven, marked) {
+                (false, false) => {
+                    assert_eq!(dry.claimed, HashSet::from([key(1)]));
+                    assert_eq!(
+                        (d.action, r.action),
+                        (RecoveryAction::Completed, RecoveryAction::Completed)
+                    );
+                    assert!(d.detail.contains("would delete 1 input(s) (ETag-conditional), keep 1 newer version(s) (1 already gone)"), "{}", d.detail);
+                    assert!(r.detail.contains("1 input(s) deleted, each proven to be in it, 1 already gone, 1 kept as newer versions"), "{}", r.detail);
+                    assert!(dry.blocked.dates.is_empty() && real.blocked.dates.is_empty());
+                }
+                (true, _) => {
+                    assert_eq!(dry.claimed, HashSet::from([key(1)]));
+                    assert_eq!(
+                        (d.action, r.action),
+                        (RecoveryAction::Quarantined, RecoveryAction::Quarantined)
+                    );
+                    assert!(d.detail.contains("would delete 1 proven input(s) (ETag-conditional), keep the 1 not proven"), "{}", d.detail);
+                    assert!(
+                        dry.blocked.dates.contains_key(&m.date)
+                            && real.blocked.dates.contains_key(&m.date)
+                    );
+                    assert!(there.contains_key(&key(4)), "the unproven input is kept");
+                }
+                (false, true) => {
+                    assert_eq!(d.action, RecoveryAction::Stuck, "{d:?}");
+                    assert!(dry.claimed.contains(&key(1)) && dry.claimed.contains(&key(3)));
+                    assert!(dry.blocked.dates.contains_key(&m.date));
+                    assert_eq!(r.action, RecoveryAction::Completed, "{r:?}");
+                    assert!(real.blocked.dates.is_empty());
+                    assert!(
+                        !there.contains_key(&stuck_key(&mkey)),
+                        "the resolved manifest's mark is removed"
+                    );
+                }
+            }
+        }
+    }
+
     /// A quarantined manifest blocks its date in every run until an
     /// operator deletes it, in the real run and in the dry run alike.
     #[tokio::test]
