@@ -1645,6 +1645,7 @@ mod tests {
                 !there.contains_key(&key(1)) && there.contains_key(&key(3)),
                 "{with_unproven} {marked}: {d:?} {r:?}"
             );
+            assert_eq!(real.files_deleted, 1);
             match (with_unproven, marked) {
                 (false, false) => {
                     assert_eq!(dry.claimed, HashSet::from([key(1)]));
@@ -1682,6 +1683,20 @@ mod tests {
                 }
             }
         }
+        // A stuck mark whose manifest has nothing left to delete: the dry
+        // run foresees it completed, its date not blocked.
+        let store = MemoryStore::new("b");
+        let (mkey, mut m) = good();
+        m.output = None;
+        store.put_now(&mkey, serde_json::to_vec(&m).unwrap().into());
+        store.put_now(&stuck_key(&mkey), "{}".into());
+        let dry = assess(&store, Budget::DEFAULT).await.unwrap();
+        assert_eq!(
+            dry.recovered[0].action,
+            RecoveryAction::Completed,
+            "{dry:?}"
+        );
+        assert!(dry.blocked.dates.is_empty());
     }
 
     /// A quarantined manifest blocks its date in every run until an
