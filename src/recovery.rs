@@ -1699,6 +1699,48 @@ mod tests {
         assert!(dry.blocked.dates.is_empty());
     }
 
+    /// An input that cannot be read for the proof (S3 answers 500) is not
+    /// taken for gone: recovery fails, and deletes nothing, the proven
+    /// input included; the next run tries again.
+    #[tokio::test]
+    async fn an_input_recovery_cannot_read_fails_it_and_nothing_is_deleted() {
+        use crate::merge::tests::{row, uuid_n};
+        use crate::storage::MemoryStore;
+        let store = MemoryStore::new("b");
+        let (mkey, mut m) = good();
+        let key = |n: u32| format!("{}{}.parquet", p("2026-07-20"), uuid_n(n));
+        let body =
+            |n: u32| bytes::Bytes::from(crate::merge::encode(&[row(&uuid_n(n), "X")], 16).unwrap());
+        let out = bytes::Bytes::from(
+            crate::merge::encode(&[row(&uuid_n(1), "X"), row(&uuid_n(2), "X")], 16).unwrap(),
+        );
+        m.output = Some(ManifestOutput {
+            key: compacted_key(m.date, m.job_id),
+            size: out.len() as u64,
+            sha256: sha256_b64(&out),
+            rows: 2,
+        });
+        store.put_now(&compacted_key(m.date, m.job_id), out);
+        m.inputs = [1, 2]
+            .map(|n| ManifestInput {
+                key: key(n),
+                etag: store.put_now(&key(n), body(n)),
+                size: body(n).len() as u64,
+            })
+            .to_vec();
+        store.put_now(&mkey, serde_json::to_vec(&m).unwrap().into());
+        store.fail_gets(&key(2));
+        let r = recover(&store, &mut Fence(None), Budget::DEFAULT).await;
+        assert!(
+            matches!(&r, Err(Error::S3 { code, .. }) if code == "InternalError"),
+            "{r:?}"
+        );
+        let there = store.snapshot();
+        assert!(
+            there.contains_key(&key(1)) && there.contains_key(&key(2)) && there.contains_key(&mkey)
+        );
+    }
+
     /// A quarantined manifest blocks its date in every run until an
     /// operator deletes it, in the real run and in the dry run alike.
     #[tokio::test]

@@ -95,6 +95,8 @@ struct State {
     requests: BTreeMap<&'static str, u64>,
     /// PUTs so far (the SSE-KMS ETags' counter).
     puts: u64,
+    /// Keys whose GetObject answers a 500 ([`MemoryStore::fail_gets`]).
+    failing_gets: std::collections::BTreeSet<String>,
 }
 
 #[derive(Debug)]
@@ -204,6 +206,13 @@ impl MemoryStore {
             lose_answers: true,
             ..self.clone()
         }
+    }
+
+    /// From now on, every GetObject of `key` (ranged or not) answers
+    /// S3's `InternalError` (500, transient), as a failing server would;
+    /// the object stays. For tests of what a read error must not do.
+    pub fn fail_gets(&self, key: &str) {
+        self.state().failing_gets.insert(key.to_string());
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -476,6 +485,16 @@ impl Store for MemoryStore {
     async fn get(&self, key: &str) -> Result<Fetched> {
         self.count("GetObject");
         let st = self.state();
+        if st.failing_gets.contains(key) {
+            return Err(Error::S3 {
+                op: "GetObject",
+                bucket: self.inner.bucket.clone(),
+                key: key.to_string(),
+                code: "InternalError".into(),
+                message: "We encountered an internal error. Please try again.".into(),
+                transient: true,
+            });
+        }
         match st.objects.get(key) {
             Some(o) => Ok(Fetched {
                 body: o.body.clone(),
