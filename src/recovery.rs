@@ -662,9 +662,9 @@ pub struct Recovery {
 }
 
 /// Resolves every manifest under `_compaction_state/manifests/`: each is
-/// first planned ([`plan_manifest`]: validated, its output HEADed and
+/// first planned (`plan_manifest`: validated, its output HEADed and
 /// checked for ownership, its inputs re-listed when its output differs),
-/// then the plan is carried out ([`execute`]) as the module's table says.
+/// then the plan is carried out (`execute`) as the module's table says.
 /// Inputs are proven by their rows read within `budget`: the run's
 /// `INPUT_BUDGET_MB` ([`crate::config::Config::input_budget`]), the budget
 /// the commit read them within, so recovery proves what the commit proved.
@@ -788,7 +788,7 @@ fn would_quarantine(
 /// What [`recover`] would do, without doing any of it (the dry run): lists
 /// and reads manifests, HEADs (or reads back) their outputs and lists their
 /// partitions; writes and deletes nothing. It plans with the same function
-/// as [`recover`] ([`plan_manifest`]), so a manifest [`recover`] would quarantine (unreadable,
+/// as [`recover`] (`plan_manifest`), so a manifest [`recover`] would quarantine (unreadable,
 /// breaking a [`ManifestRule`]) shows as `quarantined` with the same rule.
 ///
 /// The result is shaped like [`recover`]'s so the walk plans exactly as the
@@ -1544,6 +1544,7 @@ mod tests {
             } else {
                 assert_eq!(e.action, RecoveryAction::Quarantined, "{e:?}");
                 assert!(e.detail.contains("rule input_not_in_output:"), "{e:?}");
+                assert!(e.detail.contains("no output (zero rows)"), "{e:?}");
                 assert!(r.blocked.dates.contains_key(&m.date));
             }
         }
@@ -1669,6 +1670,12 @@ mod tests {
                             && real.blocked.dates.contains_key(&m.date)
                     );
                     assert!(there.contains_key(&key(4)), "the unproven input is kept");
+                    let output = &m.output.as_ref().unwrap().key;
+                    assert!(
+                        d.detail.contains(output) && d.detail.contains(&key(4)),
+                        "{}",
+                        d.detail
+                    );
                 }
                 (false, true) => {
                     assert_eq!(d.action, RecoveryAction::Stuck, "{d:?}");
