@@ -342,6 +342,25 @@ pub fn unread_rows(read: &ReadInputs, flights: &Flights) -> Vec<UnreadFile> {
     unread
 }
 
+/// The walk's first date when there is no watermark: `start_date`
+/// (`START_DATE`) when set, else [`earliest_partition`]; `None` with a
+/// watermark (the walk starts after it, [`plan::walk_start`]) or in an
+/// empty bucket. The one rule `run`, its lease-held report and `status`
+/// count the lag from; it lists only without a watermark and `START_DATE`.
+///
+/// Errors: an S3 error listing a prefix.
+pub async fn first_date(
+    store: &impl Store,
+    watermark: Option<NaiveDate>,
+    start_date: Option<NaiveDate>,
+) -> Result<Option<NaiveDate>> {
+    match (watermark, start_date) {
+        (Some(_), _) => Ok(None),
+        (None, Some(s)) => Ok(Some(s)),
+        (None, None) => earliest_partition(store).await,
+    }
+}
+
 /// The earliest date with a partition: the earlier of the first
 /// `index/year=/month=/day=/` and the first `flights/YYYY/MM/DD/` prefix, each
 /// found by delimiter listings (years, then months, then days, stopping at

@@ -584,11 +584,8 @@ pub async fn gather(
             .await?,
         );
     }
-    let earliest = if wm.last_compacted_date.is_none() && config.start_date.is_none() {
-        crate::partition::earliest_partition(store).await?
-    } else {
-        None
-    };
+    let earliest =
+        crate::partition::first_date(store, wm.last_compacted_date, config.start_date).await?;
     s.next_date = plan::walk_start(wm.last_compacted_date, config.start_date, earliest);
     s.watermark_lag_days = Some(plan::watermark_lag_days(
         wm.last_compacted_date,

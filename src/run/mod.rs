@@ -23,7 +23,7 @@ use crate::deadline::{Deadline, Near};
 use crate::error::{Error, Result};
 
 use crate::lease::{Fence, LeaseGuard};
-use crate::partition::earliest_partition;
+use crate::partition::{earliest_partition, first_date};
 use crate::plan;
 use crate::progress::{Progress, ProgressSink};
 use crate::recovery;
@@ -230,11 +230,8 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
                     // watermark, from the earliest partition); reported,
                     // not published (`metrics::metrics`: the holder
                     // publishes its own).
-                    let first = match (wm.watermark.last_compacted_date, config.start_date) {
-                        (Some(_), _) => None,
-                        (None, Some(s)) => Some(s),
-                        (None, None) => earliest_partition(store).await.ok().flatten(),
-                    };
+                    let (last, start) = (wm.watermark.last_compacted_date, config.start_date);
+                    let first = first_date(store, last, start).await.ok().flatten();
                     fill_watermark_fields(&mut report, &wm, cutoff, first);
                     report.watermark_before = wm.watermark.last_compacted_date;
                 }
@@ -322,11 +319,7 @@ async fn walk(
     report.watermark_before = wm.watermark.last_compacted_date;
     // Without a watermark, the walk's first date (one listing, shared with
     // the walk): the lag counts from it.
-    let first = match wm.watermark.last_compacted_date {
-        Some(_) => None,
-        None if config.start_date.is_some() => config.start_date,
-        None => earliest_partition(store).await?,
-    };
+    let first = first_date(store, wm.watermark.last_compacted_date, config.start_date).await?;
     fill_watermark_fields(report, &wm, cutoff, first);
     // Ahead of the wall clock's cutoff: a future --now or event time of
     // an older version, or a hand edit. No run would compact anything
