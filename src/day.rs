@@ -63,8 +63,9 @@ pub use crate::partition::Flights;
 /// by. A file past the window when it arrives, or pushed out by a smaller
 /// key, keeps no key, ETag or uuid, so the window is the first `limit` keys
 /// of the partition, whichever order the concurrent ranges' pages arrive
-/// in: its parts are contiguous in key order, and their re-lists page
-/// through no file past the window.
+/// in: its per-flight files are contiguous in key order (a part that
+/// also folds a compacted file, whose name sorts after the uuids,
+/// re-lists through the files past the window: docs/ARCHITECTURE.md).
 struct Window<'a> {
     limit: usize,
     held: std::collections::BinaryHeap<ByKey>,
@@ -164,13 +165,13 @@ impl Day {
     }
 
     /// [`Day::list`], holding the listing of at most `window` per-flight
-    /// files (key, ETag, size: ~0.3 KB a file); any more are kept as
-    /// uuids alone (16 B a file) in [`PartitionListing::beyond_window`]:
+    /// files (key, ETag, size: ~0.3 KB a file); any more are a count and a
+    /// mark at their flight in [`PartitionListing::beyond_window`]:
     /// counted and parity-checked like the others, planned by a later
     /// pass once the window's are compacted. The window is the first
     /// `window` per-flight files in key order, whichever order the
     /// concurrent ranges' pages arrive in (a bounded max-heap by key), so a
-    /// pass's parts are contiguous in key order. The run lists with a window of
+    /// pass's per-flight files are contiguous in key order. The run lists with a window of
     /// [`WINDOW_PARTS`] parts, so a date's memory grows by ~24 B, not
     /// ~0.5 KB, a file past it ([`peak_memory_mb`]).
     ///
@@ -383,7 +384,7 @@ pub const MEMORY_PER_FILE_BYTES: u64 = 1_536;
 /// What one index file of a date's listing window ([`Day::list_window`])
 /// adds to the peak for as long as the window is worked on, whichever part
 /// it is in, in bytes: its planned input (key,
-/// ETag, size, ~200 B), its flight's uuid (~40 B), and the listings' share
+/// ETag, size, ~200 B), its flight's uuid (16 B), and the listings' share
 /// (docs/performance.md, "A day in parts", in parts of 50,000: 146 MB at
 /// 100,000 files, 189 MB at 200,000, ~0.44 KB a file, before the listing
 /// was held once; 294 MB at 500,000 after, ~0.33 KB a file over one

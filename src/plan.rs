@@ -240,7 +240,14 @@ impl PartitionListing {
     /// input is read.
     pub fn flights_not_named(&self, flights: &Flights) -> Vec<Uuid> {
         let window: Flights = self.per_flight.iter().map(|(u, _)| *u).collect();
-        let past = &self.beyond_window.flights;
+        // Marks are by position in the Flights they were listed with;
+        // against any other set they would name the wrong flights, so
+        // they are then not read at all (stricter: a Mismatch, never a
+        // false pass).
+        let past: &[bool] = match &self.beyond_window.flights {
+            marks if marks.len() == flights.len() => marks,
+            _ => &[],
+        };
         (flights.iter().enumerate())
             .filter(|(i, u)| !past.get(*i).copied().unwrap_or(false) && !window.contains(u))
             .map(|(_, u)| *u)
@@ -720,6 +727,13 @@ mod tests {
             flights: (0..2).map(|i| i == at).collect(),
         };
         assert!(past.flights_not_named(&flights).is_empty());
+        // Marks listed with another set of flights are not read.
+        let more: Flights = flights
+            .iter()
+            .copied()
+            .chain([Uuid::from_u128(7)])
+            .collect();
+        assert_eq!(past.flights_not_named(&more).len(), 2);
         // A per-flight file of no listed flight blocks nothing.
         assert!(listing.flights_not_named(&Flights::from([u1])).is_empty());
         assert!(listing.flights_not_named(&Flights::default()).is_empty());

@@ -444,7 +444,12 @@ fn parity_failed(day: &mut DayReport, reason: String, missing: Vec<Uuid>) -> Vec
     day.parity = Some(Parity::Mismatch);
     day.action = Done::Mismatch;
     day.reason = reason;
-    day.mismatch_uuids = missing.iter().map(Uuid::to_string).collect();
+    // The count whole, the uuids as many as the report shows: a date of
+    // millions of flights without an index costs no string for each.
+    day.mismatch_uuid_count = missing.len() as u64;
+    day.mismatch_uuids = (missing.iter().take(crate::report::DAY_UUIDS_SHOWN + 1))
+        .map(Uuid::to_string)
+        .collect();
     missing
 }
 
