@@ -551,6 +551,9 @@ def main():
     if {"duckdb", "query"} & set(systems) and not os.path.exists(DUCK_PY):
         raise SystemExit(f"bench: {DUCK_PY} missing: run `make bench-tools`")
     load_before = os.getloadavg()
+    # Taken now, not at the end: the commit the binaries were built from
+    # (the Makefile builds them just before), whatever lands meanwhile.
+    prov = provenance(load_before)
     svc = Services(args.server, args.latency_ms, args.proxy)
     results, sweep, meta_extra = {}, {}, {}
     try:
@@ -613,7 +616,7 @@ def main():
     meta = {"latency_ms": args.latency_ms, "concurrency": args.concurrency, "server": args.server,
             "proxy": args.proxy, **meta_extra,
             "cpus": os.cpu_count(), "command": " ".join(["bench/bench.py"] + sys.argv[1:]),
-            **provenance(load_before)}
+            **prov}
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump({"meta": meta, "results": results, "sweep": sweep}, f, indent=1)
