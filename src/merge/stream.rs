@@ -32,25 +32,18 @@ use super::{
 };
 
 /// Why [`StreamMerger`] stopped.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum StreamError {
     /// The inputs are not regular (the reason says which and how): merge the
     /// day with [`super::Merger`] instead. Nothing is wrong with the data.
+    #[error("not streamable: {0}")]
     NotStreamable(String),
     /// The merge itself failed, or refused one input
     /// ([`MergeError::Input`]: an extra column that joins no type; the
     /// caller leaves that input in place and goes on): the same error the
     /// in-memory merge would give.
+    #[error(transparent)]
     Failed(MergeError),
-}
-
-impl std::fmt::Display for StreamError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            StreamError::NotStreamable(r) => write!(f, "not streamable: {r}"),
-            StreamError::Failed(e) => e.fmt(f),
-        }
-    }
 }
 
 fn failed(e: impl Into<MergeError>) -> StreamError {
@@ -138,16 +131,12 @@ impl StreamMerger {
         }
     }
 
-    /// Rows written to the output so far.
-    pub fn rows_written(&self) -> u64 {
-        self.rows_written
-    }
-
     /// Approximate heap bytes held besides the encoded output: the
     /// compacted runs and held rows without a flight uuid (Arrow buffers)
     /// and the writer's open row group. Does not grow with the number of
-    /// per-flight files pushed.
-    pub fn memory_bytes(&self) -> usize {
+    /// per-flight files pushed. (Tests measure the bound with it.)
+    #[cfg(test)]
+    fn memory_bytes(&self) -> usize {
         self.runs
             .iter()
             .map(|r| r.batch.get_array_memory_size() + r.uuids.capacity() * 16)
@@ -161,7 +150,8 @@ impl StreamMerger {
     }
 
     /// Bytes of encoded output so far (flushed row groups).
-    pub fn output_bytes(&self) -> usize {
+    #[cfg(test)]
+    fn output_bytes(&self) -> usize {
         self.writer.as_ref().map_or(0, ArrowWriter::bytes_written)
     }
 
