@@ -334,6 +334,26 @@ pub enum Error {
 }
 
 impl Error {
+    /// An [`Error::S3`]: `op` on `s3://{bucket}/{key}` answered `code`
+    /// (`message`); `transient` when the same call may succeed later.
+    pub fn s3(
+        op: &'static str,
+        bucket: &str,
+        key: &str,
+        code: impl Into<String>,
+        message: impl Into<String>,
+        transient: bool,
+    ) -> Error {
+        Error::S3 {
+            op,
+            bucket: bucket.to_string(),
+            key: key.to_string(),
+            code: code.into(),
+            message: message.into(),
+            transient,
+        }
+    }
+
     /// True when the same call may succeed later without anyone changing anything.
     pub fn is_transient(&self) -> bool {
         matches!(

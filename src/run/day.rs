@@ -600,19 +600,19 @@ async fn commit_day(
     if !deleted.failed.is_empty() {
         day.files_delete_failed += deleted.failed.len() as u64;
         let f = &deleted.failed[0];
-        return Err(Error::S3 {
-            op: "DeleteObjects",
-            bucket: store.bucket().to_string(),
-            key: f.key.clone(),
-            code: f.code.clone(),
-            message: format!(
+        return Err(Error::s3(
+            "DeleteObjects",
+            store.bucket(),
+            &f.key,
+            &f.code,
+            format!(
                 "{} input(s) of {date} could not be deleted ({}); manifest {} kept, the next run retries",
                 deleted.failed.len(),
                 f.message,
                 prepared.manifest_key
             ),
-            transient: false,
-        });
+            false,
+        ));
     }
     // Complete: its manifest is deleted beside the watermark write that
     // follows (`write_watermark`), or at once by another caller.

@@ -248,18 +248,18 @@ impl MemoryStore {
     }
 
     fn not_found(&self, op: &'static str, key: &str) -> Error {
-        Error::S3 {
+        Error::s3(
             op,
-            bucket: self.inner.bucket.clone(),
-            key: key.to_string(),
-            code: if op == "HeadObject" {
-                "NotFound".into()
+            &self.inner.bucket,
+            key,
+            if op == "HeadObject" {
+                "NotFound"
             } else {
-                "NoSuchKey".into()
+                "NoSuchKey"
             },
-            message: "The specified key does not exist.".into(),
-            transient: false,
-        }
+            "The specified key does not exist.",
+            false,
+        )
     }
 
     fn precondition(&self, op: &'static str, key: &str) -> Error {
@@ -348,14 +348,14 @@ impl MemoryStore {
         if let Some(sum) = &request.sha256_b64
             && *sum != sha256_b64(&body)
         {
-            return Err(Error::S3 {
-                op: "PutObject",
-                bucket: self.inner.bucket.clone(),
-                key: key.to_string(),
-                code: "BadDigest".into(),
-                message: "The SHA256 you specified did not match the calculated checksum.".into(),
-                transient: false,
-            });
+            return Err(Error::s3(
+                "PutObject",
+                &self.inner.bucket,
+                key,
+                "BadDigest",
+                "The SHA256 you specified did not match the calculated checksum.",
+                false,
+            ));
         }
         let started = self.state().generation.get(key).copied().unwrap_or(0);
         // The request is in flight: other requests may complete meanwhile.
@@ -417,16 +417,14 @@ impl MemoryStore {
     }
 
     fn conflict(&self, op: &'static str, key: &str) -> Error {
-        Error::S3 {
+        Error::s3(
             op,
-            bucket: self.inner.bucket.clone(),
-            key: key.to_string(),
-            code: "ConditionalRequestConflict".into(),
-            message:
-                "A conflicting operation occurred. If using PutObject you can retry the request."
-                    .into(),
-            transient: true,
-        }
+            &self.inner.bucket,
+            key,
+            "ConditionalRequestConflict",
+            "A conflicting operation occurred. If using PutObject you can retry the request.",
+            true,
+        )
     }
 
     /// An unconditional PUT, as the archive writer does (returns the ETag).
@@ -486,14 +484,14 @@ impl Store for MemoryStore {
         self.count("GetObject");
         let st = self.state();
         if st.failing_gets.contains(key) {
-            return Err(Error::S3 {
-                op: "GetObject",
-                bucket: self.inner.bucket.clone(),
-                key: key.to_string(),
-                code: "InternalError".into(),
-                message: "We encountered an internal error. Please try again.".into(),
-                transient: true,
-            });
+            return Err(Error::s3(
+                "GetObject",
+                &self.inner.bucket,
+                key,
+                "InternalError",
+                "We encountered an internal error. Please try again.",
+                true,
+            ));
         }
         match st.objects.get(key) {
             Some(o) => Ok(Fetched {

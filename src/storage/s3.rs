@@ -177,14 +177,7 @@ impl S3Store {
                 key: key.to_string(),
             };
         }
-        Error::S3 {
-            op,
-            bucket: self.bucket.clone(),
-            key: key.to_string(),
-            code,
-            message,
-            transient,
-        }
+        Error::s3(op, &self.bucket, key, code, message, transient)
     }
 
     /// A listed object (asked with `encoding-type=url`) with its key
@@ -206,17 +199,10 @@ impl S3Store {
 
     /// [`decode_listed`], its failure as [`Error::S3`] naming the listing.
     fn decode(&self, prefix: &str, encoded: &str) -> Result<String> {
-        decode_listed(encoded).ok_or_else(|| Error::S3 {
-            op: "ListObjectsV2",
-            bucket: self.bucket.clone(),
-            key: prefix.to_string(),
-            code: "KeyEncoding".into(),
-            message: format!(
+        decode_listed(encoded).ok_or_else(|| Error::s3("ListObjectsV2", &self.bucket, prefix, "KeyEncoding", format!(
                 "the server returned the url-encoded key {} that is not UTF-8 once decoded; S3 keys are UTF-8, so the server is at fault",
                 crate::text::quote(encoded)
-            ),
-            transient: false,
-        })
+            ), false))
     }
 
     /// GetObject of `key` (bytes `range` only, with `If-Match` on
@@ -298,14 +284,7 @@ impl S3Store {
     /// timeout): [`Error::S3`] with code `body`, transient, so the caller's
     /// retry policy reads the object again.
     fn body_err(&self, key: &str, e: impl std::fmt::Display) -> Error {
-        Error::S3 {
-            op: "GetObject",
-            bucket: self.bucket.clone(),
-            key: key.to_string(),
-            code: "body".into(),
-            message: e.to_string(),
-            transient: true,
-        }
+        Error::s3("GetObject", &self.bucket, key, "body", e.to_string(), true)
     }
 
     async fn put_multipart(
@@ -339,14 +318,14 @@ impl S3Store {
             .await
             .map_err(|e| self.err("CreateMultipartUpload", key, e))?;
         let Some(upload_id) = created.upload_id().map(str::to_string) else {
-            return Err(Error::S3 {
-                op: "CreateMultipartUpload",
-                bucket: self.bucket.clone(),
-                key: key.to_string(),
-                code: "NoUploadId".into(),
-                message: "the response carried no UploadId".into(),
-                transient: true,
-            });
+            return Err(Error::s3(
+                "CreateMultipartUpload",
+                &self.bucket,
+                key,
+                "NoUploadId",
+                "the response carried no UploadId",
+                true,
+            ));
         };
         let result = self
             .upload_parts_and_complete(key, &upload_id, &body, ranges, mode)
@@ -439,25 +418,29 @@ impl S3Store {
             .iter()
             .map(|(k, etag)| ObjectIdentifier::builder().key(k).e_tag(etag).build())
             .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| Error::S3 {
-                op: "DeleteObjects",
-                bucket: self.bucket.clone(),
-                key: objects.first().map(|o| o.0.clone()).unwrap_or_default(),
-                code: "construction".into(),
-                message: e.to_string(),
-                transient: false,
+            .map_err(|e| {
+                Error::s3(
+                    "DeleteObjects",
+                    &self.bucket,
+                    objects.first().map_or("", |o| o.0.as_str()),
+                    "construction",
+                    e.to_string(),
+                    false,
+                )
             })?;
         let delete = Delete::builder()
             .set_objects(Some(ids))
             .quiet(true)
             .build()
-            .map_err(|e| Error::S3 {
-                op: "DeleteObjects",
-                bucket: self.bucket.clone(),
-                key: String::new(),
-                code: "construction".into(),
-                message: e.to_string(),
-                transient: false,
+            .map_err(|e| {
+                Error::s3(
+                    "DeleteObjects",
+                    &self.bucket,
+                    "",
+                    "construction",
+                    e.to_string(),
+                    false,
+                )
             })?;
         let first = objects.first().map(|o| o.0.as_str()).unwrap_or_default();
         let out = self
