@@ -133,10 +133,7 @@ pub async fn create_manifest(store: &impl Store, key: &str, manifest: &Manifest)
     failpoint!("commit::before-manifest-create");
     // Compact: at 200,000 inputs the pretty form was 34 MB, this ~29 MB.
     let body = serde_json::to_vec(manifest).expect("manifest serialises");
-    let attempt = store
-        .put(key, body.clone().into(), PutMode::Create, None)
-        .await;
-    crate::state::settle_write(store, key, attempt, &body).await?;
+    crate::state::put_settled(store, key, body, PutMode::Create).await?;
     failpoint!("commit::after-manifest-create");
     Ok(())
 }

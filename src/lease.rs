@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::clock::{self, Clock};
 use crate::error::{Error, Result};
 use crate::keys::LOCK_KEY;
-use crate::state::settle_write;
+use crate::state::put_settled;
 use crate::stop::Stop;
 use crate::storage::{PutMode, S3Store, Store, etag_eq};
 
@@ -115,48 +115,37 @@ impl<S: Store + Clone> LeaseGuard<S> {
             expires_at: now + chrono_len(length),
         };
         let body = serde_json::to_vec_pretty(&lease).expect("lease serialises");
+        let guard = |etag| LeaseGuard {
+            store: store.clone(),
+            clock,
+            lease,
+            etag,
+            length,
+            ahead: None,
+            stop: None,
+        };
         // A create whose answer was lost, sent again by the SDK, fails its
         // own condition: the lock read back holding this very lease (holder
         // and times) is this run's.
-        let attempt = store
-            .put(LOCK_KEY, body.clone().into(), PutMode::Create, None)
-            .await;
-        match settle_write(store, LOCK_KEY, attempt, &body).await {
-            Ok(etag) => {
-                return Ok(LeaseGuard {
-                    store: store.clone(),
-                    clock,
-                    lease,
-                    etag,
-                    length,
-                    ahead: None,
-                    stop: None,
-                });
-            }
+        match put_settled(store, LOCK_KEY, body.clone(), PutMode::Create).await {
+            Ok(etag) => return Ok(guard(etag)),
             Err(Error::PreconditionFailed { .. }) => {}
             Err(e) => return Err(e),
         }
+        let taken = |first: &str| {
+            let first = first.to_string();
+            move |e| match e {
+                Error::PreconditionFailed { .. } => held(store, &first, now),
+                e => e,
+            }
+        };
         // Someone holds it, or held it and died: take it over only if expired.
         let Some(current) = store.get_opt(LOCK_KEY).await? else {
             // Released between our two calls: try the create once more.
-            let attempt = store
-                .put(LOCK_KEY, body.clone().into(), PutMode::Create, None)
-                .await;
-            let etag = settle_write(store, LOCK_KEY, attempt, &body)
+            let etag = put_settled(store, LOCK_KEY, body, PutMode::Create)
                 .await
-                .map_err(|e| match e {
-                    Error::PreconditionFailed { .. } => held(store, "another invocation", now),
-                    e => e,
-                })?;
-            return Ok(LeaseGuard {
-                store: store.clone(),
-                clock,
-                lease,
-                etag,
-                length,
-                ahead: None,
-                stop: None,
-            });
+                .map_err(taken("another invocation"))?;
+            return Ok(guard(etag));
         };
         let existing: Option<Lease> = serde_json::from_slice(&current.body).ok();
         if let Some(l) = &existing {
@@ -181,31 +170,10 @@ impl<S: Store + Clone> LeaseGuard<S> {
                 "lease file is unreadable; taking it over by ETag"
             );
         }
-        let attempt = store
-            .put(
-                LOCK_KEY,
-                body.clone().into(),
-                PutMode::Update(current.etag),
-                None,
-            )
-            .await;
-        let etag = settle_write(store, LOCK_KEY, attempt, &body)
+        let etag = put_settled(store, LOCK_KEY, body, PutMode::Update(current.etag))
             .await
-            .map_err(|e| match e {
-                Error::PreconditionFailed { .. } => {
-                    held(store, "another invocation (it took the lease first)", now)
-                }
-                e => e,
-            })?;
-        Ok(LeaseGuard {
-            store: store.clone(),
-            clock,
-            lease,
-            etag,
-            length,
-            ahead: None,
-            stop: None,
-        })
+            .map_err(taken("another invocation (it took the lease first)"))?;
+        Ok(guard(etag))
     }
 
     /// The lease as held.
@@ -304,18 +272,10 @@ impl<S: Store + Clone> LeaseGuard<S> {
                 ..self.lease.clone()
             };
             let body = serde_json::to_vec_pretty(&renewed).expect("lease serialises");
-            let attempt = self
-                .store
-                .put(
-                    LOCK_KEY,
-                    body.clone().into(),
-                    PutMode::Update(self.etag.clone()),
-                    None,
-                )
-                .await;
             // A renewal whose answer was lost fails its own If-Match when
             // the SDK sends it again: the lock holding the renewed lease is ours.
-            self.etag = settle_write(&self.store, LOCK_KEY, attempt, &body)
+            let update = PutMode::Update(self.etag.clone());
+            self.etag = put_settled(&self.store, LOCK_KEY, body, update)
                 .await
                 .map_err(|e| match e {
                     Error::PreconditionFailed { .. } => lost(),

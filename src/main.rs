@@ -220,13 +220,26 @@ fn init_tracing(level: &str, json: bool, bar: Option<ProgressBar>) {
     }
 }
 
+/// A report as pretty JSON on stdout, one document (what scripts parse).
+fn print_json(report: &impl serde::Serialize) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(report).expect("a report serialises to JSON")
+    );
+}
+
+/// A command's report that stops: logged, one line on stderr
+/// (`archive-compaction {command}: {e}`), exit code 1.
+fn command_failed(command: &str, e: &dyn std::fmt::Display) -> ExitCode {
+    tracing::error!(error = %e, command, "stopped without a report");
+    eprintln!("archive-compaction {command}: {e}");
+    ExitCode::from(1)
+}
+
 /// Prints a status as JSON (`--json`) or text.
 fn print_status(s: &status::StatusReport, json: bool) {
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(s).expect("status serialises")
-        );
+        print_json(s);
     } else {
         print!("{}", status::format_human(s));
     }
@@ -423,10 +436,7 @@ fn bad_config(command: Option<Command>, e: &archive_compaction::error::Error) ->
                 ..Default::default()
             };
             r.fail(e);
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&r).expect("report serialises")
-            );
+            print_json(&r);
         }
     }
     ExitCode::from(1)
@@ -444,10 +454,7 @@ async fn run(
     opts.progress = bar.map(progress::bar_sink);
     opts.stop = Some(deps.stop.clone());
     let report = archive_compaction::app::invoke(deps, &opts).await;
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&report).expect("report serialises")
-    );
+    print_json(&report);
     ExitCode::from(report.last_run_status.exit_code() as u8)
 }
 
@@ -513,20 +520,13 @@ async fn audit(
     };
     match audit::audit(&deps.store, &deps.config, &opts).await {
         Ok(r) => {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&r).expect("report serialises")
-            );
+            print_json(&r);
             if std::io::stderr().is_terminal() {
                 eprint!("{}", audit::format_human(&r));
             }
             ExitCode::from(r.status.exit_code())
         }
-        Err(e) => {
-            tracing::error!(error = %e, "audit not started");
-            eprintln!("archive-compaction audit: {e}");
-            ExitCode::from(1)
-        }
+        Err(e) => command_failed("audit", &e),
     }
 }
 
@@ -536,19 +536,12 @@ async fn prune_cache(deps: &Deps, dir: std::path::PathBuf, dry_run: bool) -> Exi
     use archive_compaction::prune::{self, PruneOptions};
     match prune::prune(&deps.store, &PruneOptions { dir, dry_run }).await {
         Ok(r) => {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&r).expect("summary serialises")
-            );
+            print_json(&r);
             if std::io::stderr().is_terminal() {
                 eprintln!("{}", prune::format_human(&r));
             }
             ExitCode::from(r.exit_code())
         }
-        Err(e) => {
-            tracing::error!(error = %e, "prune-cache stopped");
-            eprintln!("archive-compaction prune-cache: {e}");
-            ExitCode::from(1)
-        }
+        Err(e) => command_failed("prune-cache", &e),
     }
 }

@@ -10,7 +10,7 @@
 //!
 //! A conditional write whose answer was lost is sent again by the SDK, and
 //! that retry fails its own condition (the first attempt took effect):
-//! [`settle_write`] reads the object back and takes the write for done when
+//! [`put_settled`] reads the object back and takes the write for done when
 //! the object holds what was written, so that the run's own write is never
 //! taken for another writer's.
 
@@ -216,27 +216,29 @@ fn opt_date(v: &serde_json::Value) -> Option<Option<NaiveDate>> {
     }
 }
 
-/// Settles a conditional write of `body` to `key` whose `attempt` failed
-/// its precondition ([`Error::PreconditionFailed`]) or failed transiently
-/// (the answer lost, the retries too): the object is read back, and when it
-/// holds exactly `body` (this run's lock, manifest or watermark: each
-/// carries this run's id or write time, so nobody else writes the same
-/// bytes) the write took effect, its ETag is returned and a warning logged.
-/// Otherwise, or when it cannot be read back, the attempt's error stands.
-/// A write that succeeded, or failed otherwise, is returned as it is.
-pub async fn settle_write(
+/// Writes `body` to `key` conditionally (`mode`) and settles the outcome:
+/// when the write fails its precondition ([`Error::PreconditionFailed`])
+/// or fails transiently (the answer lost, the retries too), the object is
+/// read back, and when it holds exactly `body` (this run's lock, manifest
+/// or watermark: each carries this run's id or write time, so nobody else
+/// writes the same bytes) the write took effect, its ETag is returned and
+/// a warning logged. Otherwise, or when it cannot be read back, the
+/// write's error stands. A write that succeeded, or failed otherwise, is
+/// returned as it is.
+pub async fn put_settled(
     store: &impl Store,
     key: &str,
-    attempt: Result<String>,
-    body: &[u8],
+    body: Vec<u8>,
+    mode: PutMode,
 ) -> Result<String> {
-    let e = match attempt {
+    let body = bytes::Bytes::from(body);
+    let e = match store.put(key, body.clone(), mode, None).await {
         Ok(etag) => return Ok(etag),
         Err(e) if settles(&e) => e,
         Err(e) => return Err(e),
     };
     match store.get_opt(key).await {
-        Ok(Some(f)) if f.body.as_ref() == body => {
+        Ok(Some(f)) if f.body == body => {
             tracing::warn!(key, error = %e, "the write's answer was lost and its retry failed; read back, the object is this run's own write: done");
             Ok(f.etag)
         }
@@ -293,7 +295,7 @@ impl WatermarkState {
     /// Writes the watermark conditionally (`If-Match` on the ETag read, or
     /// `If-None-Match: *` on first write) and keeps the new ETag. A lost race
     /// is [`Error::PreconditionFailed`]; nothing is overwritten. A write
-    /// whose answer was lost is recognised by its content ([`settle_write`]).
+    /// whose answer was lost is recognised by its content ([`put_settled`]).
     pub async fn write(&mut self, store: &impl Store, now: DateTime<Utc>) -> Result<()> {
         self.watermark.updated_at = Some(now);
         let body = serde_json::to_vec_pretty(&self.watermark).expect("watermark serialises");
@@ -301,11 +303,7 @@ impl WatermarkState {
             Some(e) => PutMode::Update(e.clone()),
             None => PutMode::Create,
         };
-        let attempt = store
-            .put(WATERMARK_KEY, body.clone().into(), mode, None)
-            .await;
-        let etag = settle_write(store, WATERMARK_KEY, attempt, &body).await?;
-        self.etag = Some(etag);
+        self.etag = Some(put_settled(store, WATERMARK_KEY, body, mode).await?);
         Ok(())
     }
 }
