@@ -536,59 +536,33 @@ pub async fn audit_day(
     };
     let mut files: Vec<&str> = Vec::new();
     let mut held: HashMap<Uuid, Holders> = HashMap::new();
-    // Multi-row inputs first, in key order: their columns, read a few at a
-    // time (every GET takes a permit of the shared semaphore).
-    let inputs: Vec<&ObjectMeta> = listing.multi_row_inputs().map(|(m, _)| m).collect();
-    let mut reads = stream::iter(inputs)
-        .map(|meta| async move {
-            let r = read_columns(store, meta, date, flights, gets, budget).await?;
-            Ok::<_, Error>((meta, r))
-        })
-        .buffered(FILES_IN_FLIGHT)
-        .boxed();
-    while let Some((meta, read)) = reads.try_next().await? {
-        day.requests += read.requests;
-        day.bytes_read += read.bytes_read;
-        day.multi_row_bytes += meta.size;
-        match read.outcome {
-            Err(reason) => day.findings.unreadable_files.add(|| FileExample {
-                date,
-                file: meta.key.clone(),
-                reason: Some(reason),
-            }),
-            Ok(rows) => {
-                let ix = files.len() as u32;
-                files.push(&meta.key);
-                day.rows += rows.rows;
-                for u in rows.flights {
-                    held.entry(u).or_default().add(ix);
-                }
-                day.findings.orphans.absorb(&rows.orphans);
-                day.findings.other_day_rows.absorb(&rows.other_day);
-            }
-        }
-    }
-    drop(reads);
-    // Per-flight files: their `s3_key` column read as a multi-row input's
-    // (the file is small: one GET), each row counted for the flight it
-    // names, as Athena counts it, and as the run's parity gate proves a
-    // flight (a decoded row of its own flight, `Day::parity_check`): a file
-    // holding no row of the flight it is named after leaves that flight
-    // missing, and a row of another flight is that flight's row (twice, if
-    // that flight has its own file too). One that cannot be read holds no
-    // row: its flight is missing, as the run's parity gate counts it
-    // (`partition::unread_rows`).
+    // Multi-row inputs first, in key order, then the per-flight files: their
+    // columns, read a few at a time (every GET takes a permit of the shared
+    // semaphore). A per-flight file's `s3_key` column is read as a
+    // multi-row input's (the file is small: one GET), each row counted for
+    // the flight it names, as Athena counts it, and as the run's parity
+    // gate proves a flight (a decoded row of its own flight,
+    // `Day::parity_check`): a file holding no row of the flight it is named
+    // after leaves that flight missing, and a row of another flight is that
+    // flight's row (twice, if that flight has its own file too). A file
+    // that cannot be read holds no row: its flight is missing, as the run's
+    // parity gate counts it (`partition::unread_rows`).
     let beside = !listing.compacted.is_empty();
-    let mut per_flight = stream::iter(listing.per_flight.iter().map(|(_, meta)| meta))
-        .map(|meta| async move {
+    let multi_row = listing.multi_row_inputs().map(|(m, _)| (m, false));
+    let per_flight = listing.per_flight.iter().map(|(_, m)| (m, true));
+    let mut reads = stream::iter(multi_row.chain(per_flight))
+        .map(|(meta, per_flight)| async move {
             let r = read_columns(store, meta, date, flights, gets, budget).await?;
-            Ok::<_, Error>((meta, r))
+            Ok::<_, Error>((meta, per_flight, r))
         })
         .buffered(FILES_IN_FLIGHT)
         .boxed();
-    while let Some((meta, read)) = per_flight.try_next().await? {
+    while let Some((meta, per_flight, read)) = reads.try_next().await? {
         day.requests += read.requests;
         day.bytes_read += read.bytes_read;
+        if !per_flight {
+            day.multi_row_bytes += meta.size;
+        }
         let rows = match read.outcome {
             Err(reason) => {
                 day.findings.unreadable_files.add(|| FileExample {
@@ -608,7 +582,7 @@ pub async fn audit_day(
         }
         day.findings.orphans.absorb(&rows.orphans);
         day.findings.other_day_rows.absorb(&rows.other_day);
-        if beside {
+        if per_flight && beside {
             day.findings
                 .per_flight_beside_compacted
                 .add(|| FileExample {
@@ -618,7 +592,7 @@ pub async fn audit_day(
                 });
         }
     }
-    drop(per_flight);
+    drop(reads);
     // The examples' flight keys: listed again for them alone (the date's
     // listing keeps uuids, 16 B a flight, not keys).
     let mut examples = Flights::default();
