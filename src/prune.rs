@@ -178,12 +178,9 @@ pub enum KeptReason {
     DeleteFailed,
 }
 
-impl KeptReason {
-    /// The name as in the JSON (serde and strum both snake case).
-    pub fn as_str(self) -> &'static str {
-        self.into()
-    }
+named_enum!(KeptReason);
 
+impl KeptReason {
     fn words(self) -> &'static str {
         match self {
             KeptReason::AfterWatermark => "after the watermark",

@@ -95,12 +95,9 @@ impl Status {
             Status::Failure => 1,
         }
     }
-
-    /// `Success`, `Mismatch` or `Failure` (the variant's name, as serde's).
-    pub fn as_str(self) -> &'static str {
-        self.into()
-    }
 }
+
+named_enum!(Status);
 
 /// Why the walk over dates stopped.
 #[derive(
