@@ -180,6 +180,20 @@ impl S3Store {
         Error::s3(op, &self.bucket, key, code, message, transient)
     }
 
+    /// ListObjectsV2 of `prefix` with `encoding-type=url` (keys decoded by
+    /// [`S3Store::decode`]), so a key with a control character lists like
+    /// any other.
+    fn list_request(
+        &self,
+        prefix: &str,
+    ) -> aws_sdk_s3::operation::list_objects_v2::builders::ListObjectsV2FluentBuilder {
+        self.client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(prefix)
+            .encoding_type(EncodingType::Url)
+    }
+
     /// A listed object (asked with `encoding-type=url`) with its key
     /// decoded; `None` without a key.
     ///
@@ -506,14 +520,7 @@ impl Store for S3Store {
     /// like any other.
     fn list(&self, prefix: &str) -> impl Future<Output = Result<Vec<ObjectMeta>>> + Send {
         self.bounded("ListObjectsV2", prefix, async move {
-            let mut pages = self
-                .client
-                .list_objects_v2()
-                .bucket(&self.bucket)
-                .prefix(prefix)
-                .encoding_type(EncodingType::Url)
-                .into_paginator()
-                .send();
+            let mut pages = self.list_request(prefix).into_paginator().send();
             let mut out = Vec::new();
             while let Some(page) = pages.next().await {
                 let page = page.map_err(|e| self.err("ListObjectsV2", prefix, e))?;
@@ -530,12 +537,8 @@ impl Store for S3Store {
     fn list_prefixes(&self, prefix: &str) -> impl Future<Output = Result<Vec<String>>> + Send {
         self.bounded("ListObjectsV2", prefix, async move {
             let mut pages = self
-                .client
-                .list_objects_v2()
-                .bucket(&self.bucket)
-                .prefix(prefix)
+                .list_request(prefix)
                 .delimiter("/")
-                .encoding_type(EncodingType::Url)
                 .into_paginator()
                 .send();
             let mut out = Vec::new();
@@ -557,12 +560,8 @@ impl Store for S3Store {
     ) -> impl Future<Output = Result<ListPage>> + Send {
         self.bounded("ListObjectsV2", prefix, async move {
             let page = self
-                .client
-                .list_objects_v2()
-                .bucket(&self.bucket)
-                .prefix(prefix)
+                .list_request(prefix)
                 .set_start_after(start_after.map(str::to_string))
-                .encoding_type(EncodingType::Url)
                 .send()
                 .await
                 .map_err(|e| self.err("ListObjectsV2", prefix, e))?;
