@@ -354,13 +354,8 @@ async fn read_pass(
                     }
                     Err(StreamError::Failed(merge::MergeError::Input(u))) => {
                         tracing::warn!(key = %input.meta.key, column = ?u.column, reason = %u.reason, "input cannot join the day's columns; left in place");
-                        out.skipped.push(SkippedFile {
-                            key: input.meta.key.clone(),
-                            date: Some(date),
-                            column: u.column,
-                            reason: u.reason,
-                            limit: u.limit,
-                        });
+                        out.skipped
+                            .push(SkippedFile::unmergeable(&input.meta.key, date, u));
                         continue;
                     }
                     Err(StreamError::Failed(e)) => {
@@ -393,16 +388,13 @@ async fn read_pass(
                 tracing::warn!(key = %input.meta.key, reason = %u.reason,
                     "compacted file over an input limit: left in place, and the day's other inputs are not merged");
                 out.held_back = Some(input.meta.key.clone());
-                out.skipped.push(SkippedFile {
-                    key: input.meta.key.clone(),
-                    date: Some(date),
-                    column: u.column,
-                    reason: format!(
-                        "compacted file {}; the day's other inputs are left unmerged beside it (a person decides: see docs/runbook.md)",
-                        u.reason
-                    ),
-                    limit: u.limit,
-                });
+                let reason = format!(
+                    "compacted file {}; the day's other inputs are left unmerged beside it (a person decides: see docs/runbook.md)",
+                    u.reason
+                );
+                let u = merge::Unmergeable { reason, ..u };
+                out.skipped
+                    .push(SkippedFile::unmergeable(&input.meta.key, date, u));
                 return Ok(Pass::Done(Box::new(out)));
             }
             Err(u) => {
@@ -424,13 +416,8 @@ async fn read_pass(
                         reason: u.reason.clone(),
                     });
                 }
-                out.skipped.push(SkippedFile {
-                    key: input.meta.key.clone(),
-                    date: Some(date),
-                    column: u.column,
-                    reason: u.reason,
-                    limit: u.limit,
-                });
+                out.skipped
+                    .push(SkippedFile::unmergeable(&input.meta.key, date, u));
             }
         }
     }

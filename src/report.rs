@@ -235,6 +235,20 @@ pub struct SkippedFile {
     pub limit: Option<LimitBroken>,
 }
 
+impl SkippedFile {
+    /// `key`, of partition `date`, left in place because it cannot be
+    /// merged (`u`'s column, reason and limit).
+    pub fn unmergeable(key: &str, date: NaiveDate, u: crate::merge::Unmergeable) -> SkippedFile {
+        SkippedFile {
+            key: key.to_string(),
+            date: Some(date),
+            column: u.column,
+            reason: u.reason,
+            limit: u.limit,
+        }
+    }
+}
+
 pub use crate::merge::{Limit, LimitBroken};
 
 /// A per-flight index file whose bytes cannot be read (not Parquet,

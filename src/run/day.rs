@@ -12,7 +12,7 @@ use super::watermark::delete_finished_manifests;
 use super::{Ctx, DayMode, FOREIGN_KEYS_SHOWN};
 use crate::commit;
 use crate::error::{Error, Result};
-use crate::merge::Source;
+use crate::merge::{Source, Unmergeable};
 use crate::partition::{nothing_to_merge, parity_check, unread_rows, without_own_row};
 use crate::plan::{self, DayAction};
 use crate::progress::Progress;
@@ -185,15 +185,19 @@ async fn day_passes(
             let check = parity_check(cx.store, date, flights, listing, None, settings).await?;
             add_skipped(
                 day,
-                check.unreadable.iter().map(|(key, u)| SkippedFile {
-                    key: key.clone(),
-                    date: Some(date),
-                    column: u.column.clone(),
-                    reason: format!(
+                check.unreadable.iter().map(|(key, u)| {
+                    let reason = format!(
                         "multi-row index file unreadable for the parity check: {}",
                         u.reason
-                    ),
-                    limit: u.limit,
+                    );
+                    SkippedFile::unmergeable(
+                        key,
+                        date,
+                        Unmergeable {
+                            reason,
+                            ..u.clone()
+                        },
+                    )
                 }),
             );
             if !check.missing.is_empty() {
