@@ -3,6 +3,7 @@
 //! meanwhile in further passes. A date's outcome goes into its own
 //! [`DayReport`]; the run's report is the driver's.
 
+use std::collections::HashSet;
 use std::time::Instant;
 
 use chrono::NaiveDate;
@@ -278,16 +279,17 @@ async fn day_passes(
                     crate::failpoint!("run::after-part");
                 }
                 PartEnd::Read => {}
-                PartEnd::Lost(lost) => return Ok(Some(lost_rows(day, lost, pass_unread))),
+                PartEnd::Lost(lost) => {
+                    add_unread(&mut unread_files, pass_unread);
+                    return Ok(Some(lost_rows(day, lost, unread_files)));
+                }
                 PartEnd::Stop => {
                     stop = true;
                     break;
                 }
             }
         }
-        if unread_files.is_empty() {
-            unread_files = pass_unread;
-        }
+        add_unread(&mut unread_files, pass_unread);
         if stop || cx.opts.dry_run {
             // A held-back compacted file leaves the whole date unmerged
             // (its reason says so); a dry run reads one window.
@@ -455,6 +457,14 @@ fn parity_failed(day: &mut DayReport, reason: String, missing: Vec<Uuid>) -> Vec
         .map(Uuid::to_string)
         .collect();
     missing
+}
+
+/// Adds a pass's unreadable per-flight files to the date's. An unreadable
+/// file stays in place, so every later pass reads it again beside its new
+/// window's: each is named once.
+fn add_unread(unread: &mut Vec<UnreadFile>, pass: Vec<UnreadFile>) {
+    let named: HashSet<String> = unread.iter().map(|f| f.key.clone()).collect();
+    unread.extend(pass.into_iter().filter(|f| !named.contains(&f.key)));
 }
 
 /// Marks `day` as failing parity because of [`without_own_row`] (`lost`)

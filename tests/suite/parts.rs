@@ -473,3 +473,48 @@ async fn a_per_flight_file_without_its_row_in_a_later_part_fails_parity_and_stat
     let m = s.mismatch.expect("the recorded mismatch");
     assert_eq!(m.missing_uuids, vec![victim], "{m:?}");
 }
+
+/// Unreadable per-flight files in two listing windows (windows of 4 here):
+/// each left in place and read again by every later pass, the date a
+/// Mismatch once its readable files are folded, and both named in
+/// `unread_files`, once each (the first window's alone were before).
+#[tokio::test]
+async fn unreadable_files_in_two_listing_windows_are_each_named_once() {
+    let _serial = SERIAL.lock().await;
+    init_logs();
+    let store = bucket("parts-window-unread").await;
+    let g = generate(
+        &store,
+        json!({"seed": 45, "days": [{"date": DAY, "flights": 9}]}),
+    );
+    let mut keys = g.index_keys[DAY].clone();
+    keys.sort();
+    // Key order is the windows' order: keys[1] in the first window of 4,
+    // keys[6] in the second (the first window's readable files are gone
+    // by then, keys[1] is read again).
+    for k in [&keys[1], &keys[6]] {
+        store.delete(k, None).await.unwrap();
+        store
+            .put(k, "not parquet".into(), PutMode::Create, None)
+            .await
+            .unwrap();
+    }
+    let cfg = config(&store, &[("PART_FILES", "1")]);
+    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.last_run_status, Status::Mismatch, "{:?}", r.errors);
+    assert_eq!(r.mismatch_date, Some(date(DAY)));
+    let day = r.days.iter().find(|d| d.date == date(DAY)).unwrap();
+    let mut unread: Vec<&str> = day.unread_files.iter().map(|f| f.key.as_str()).collect();
+    unread.sort();
+    assert_eq!(unread, vec![keys[1].as_str(), keys[6].as_str()], "{day:?}");
+    let mut missing = vec![
+        flight_uuid(&keys[1]).to_string(),
+        flight_uuid(&keys[6]).to_string(),
+    ];
+    missing.sort();
+    assert_eq!(r.mismatch_uuids, missing);
+    // Every readable file folded, the two unreadable ones left as they were.
+    assert_eq!(rows_by_flight_or_inputs(&store).1, 7, "{day:?}");
+    let left = dump(&store, &archive_compaction::keys::index_prefix(date(DAY)));
+    assert!(left.contains_key(&keys[1]) && left.contains_key(&keys[6]));
+}
