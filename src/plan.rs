@@ -776,6 +776,47 @@ mod tests {
             }
             assert!(!plan.to_string().is_empty());
         }
+        // The reason counts each kind of input (the report's `days[].reason`).
+        let reason =
+            |objects: Vec<ObjectMeta>| plan_day(date, classify_partition(objects), &none).reason;
+        assert_eq!(
+            reason(vec![cf("a"), mf("export"), pf(U1), pf(U2)]),
+            "2 per-flight file(s) and 1 other multi-row index file(s) folded into 1 existing compacted file(s)"
+        );
+        assert_eq!(
+            reason(vec![mf("export")]),
+            "1 other multi-row index file(s)"
+        );
+        assert_eq!(reason(vec![pf(U1)]), "1 per-flight file(s)");
+        assert_eq!(
+            reason(vec![cf("a"), cf("b")]),
+            "2 compacted files to merge into one"
+        );
+        assert_eq!(
+            reason(vec![cf("a")]),
+            "already one compacted file and nothing else"
+        );
+        assert_eq!(reason(vec![]), "no index files");
+    }
+
+    #[test]
+    fn the_lag_counts_dates_up_to_the_cutoff_not_yet_compacted() {
+        let cutoff = d("2026-07-20");
+        // From the day after the watermark through the cutoff.
+        assert_eq!(watermark_lag_days(Some(d("2026-07-17")), None, cutoff), 3);
+        assert_eq!(watermark_lag_days(Some(d("2026-07-20")), None, cutoff), 0);
+        // Without one, from the first date a walk would take, counted.
+        assert_eq!(watermark_lag_days(None, Some(d("2026-07-18")), cutoff), 3);
+        assert_eq!(watermark_lag_days(None, Some(d("2026-07-20")), cutoff), 1);
+        assert_eq!(watermark_lag_days(None, Some(d("2026-07-21")), cutoff), 0);
+        // Never negative; nothing to start from is no lag.
+        assert_eq!(watermark_lag_days(Some(d("2026-07-22")), None, cutoff), 0);
+        assert_eq!(watermark_lag_days(None, None, cutoff), 0);
+        // A watermark past today's cutoff: by how many days, else none.
+        assert_eq!(watermark_ahead_days(Some(d("2026-07-23")), cutoff), Some(3));
+        assert_eq!(watermark_ahead_days(Some(d("2026-07-20")), cutoff), None);
+        assert_eq!(watermark_ahead_days(Some(d("2026-07-19")), cutoff), None);
+        assert_eq!(watermark_ahead_days(None, cutoff), None);
     }
 
     fn none() -> std::collections::HashMap<String, Vec<Uuid>> {
