@@ -82,10 +82,13 @@ MUTANTS_SIM_SEEDS ?= 300
 MUTANTS_ARGS ?=
 # The targets built and run for each mutant (cargo-mutants --cargo-arg: the
 # build too, so the CLI's example and benches are not rebuilt a mutant),
-# and the tests of them that judge it (--fail-fast: a caught mutant stops
-# at its first failing test, not after the whole set).
+# and the tests of them that judge it (--max-fail 1:immediate: a caught
+# mutant stops at its first failing test, and the tests still running are
+# ended, not waited for: with --fail-fast a unit test that caught a mutant
+# waited for the simulation, which such a mutant can make endless, and
+# the mutant was judged a timeout).
 MUTANTS_TARGETS ?= --lib --test suite
-MUTANTS_TESTS ?= --fail-fast -E 'kind(lib) | test(/^simulation::/)'
+MUTANTS_TESTS ?= --max-fail 1:immediate -E 'kind(lib) | test(/^simulation::/)'
 SHARD ?=
 
 mutants: ## Mutation testing (not part of `make test`): cargo-mutants over MUTANTS_FILES (SHARD=k/N for a piece) with the unit tests and the simulation; folds the results into docs/mutants.tsv.
