@@ -756,7 +756,14 @@ mod tests {
             ),
         ];
         for (objects, claimed, expected) in cases {
-            let plan = plan_day(date, classify_partition(objects.clone()), &claimed);
+            // `compacts` (a repair run's gate) says what the plan does.
+            let listing = classify_partition(objects.clone());
+            assert_eq!(
+                compacts(&listing, &claimed),
+                expected.is_some(),
+                "{objects:?}"
+            );
+            let plan = plan_day(date, listing, &claimed);
             match (&plan.action, expected) {
                 (DayAction::Skip, None) => {}
                 (DayAction::Compact { inputs }, Some(n)) => {
