@@ -186,6 +186,19 @@ named_enum!(DayAction);
 
 named_enum!(StopReason);
 
+impl StopReason {
+    /// Why a run that `e` stopped stopped: [`StopReason::Interrupted`] for
+    /// a signal, [`StopReason::Deadline`] for the deadline, else
+    /// [`StopReason::Error`].
+    pub fn of(e: &crate::error::Error) -> StopReason {
+        match e {
+            crate::error::Error::Interrupted { .. } => StopReason::Interrupted,
+            crate::error::Error::Deadline { .. } => StopReason::Deadline,
+            _ => StopReason::Error,
+        }
+    }
+}
+
 /// What recovery did with one manifest (`recovered[].action`): the row of
 /// the recovery table (docs/ARCHITECTURE.md).
 #[derive(

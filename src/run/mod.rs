@@ -203,8 +203,7 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
             ahead_seconds: ahead.num_seconds(),
             skew_seconds: MAX_CLOCK_SKEW.as_secs() as i64,
         });
-        report.duration_seconds = started.elapsed().as_secs_f64();
-        return report;
+        return finish(report, started, opts);
     }
     let mut lease = None;
     if !opts.dry_run {
@@ -236,28 +235,19 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
                     report.watermark_before = wm.watermark.last_compacted_date;
                 }
                 report.errors.push(e.to_string());
-                report.duration_seconds = started.elapsed().as_secs_f64();
-                return report;
+                return finish(report, started, opts);
             }
             Err(e) => {
-                report.stop_reason = match e {
-                    Error::Deadline { .. } => StopReason::Deadline,
-                    _ => StopReason::Error,
-                };
+                report.stop_reason = StopReason::of(&e);
                 report.fail(e);
-                report.duration_seconds = started.elapsed().as_secs_f64();
-                return report;
+                return finish(report, started, opts);
             }
         }
     }
     let fence = lease.as_mut().map(|l| l as &mut dyn crate::lease::Confirm);
     let result = walk(store, config, opts, &deadline, &mut report, Fence(fence)).await;
     if let Err(e) = result {
-        report.stop_reason = match e {
-            Error::Interrupted { .. } => StopReason::Interrupted,
-            Error::Deadline { .. } => StopReason::Deadline,
-            _ => StopReason::Error,
-        };
+        report.stop_reason = StopReason::of(&e);
         report.fail(e);
     }
     if let Some(Err(e)) = match lease {
@@ -269,6 +259,12 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
         report.errors.push(e.to_string());
         report.errors_total += 1;
     }
+    finish(report, started, opts)
+}
+
+/// Every run's end, early or not: the duration, the log's last line, the
+/// progress display told.
+fn finish(mut report: RunReport, started: Instant, opts: &RunOptions) -> RunReport {
     report.duration_seconds = started.elapsed().as_secs_f64();
     tracing::info!(
         status = report.last_run_status.as_str(),
