@@ -328,19 +328,32 @@ impl<'a, S: Store> ObjectReader<'a, S> {
         if let Some(b) = &self.whole {
             return Ok(b.slice(start as usize..end as usize));
         }
+        Ok(self.fetch(start..end).await?.body)
+    }
+
+    /// One ranged GET of the version read first (any version before the
+    /// first read), within a permit.
+    ///
+    /// Errors: as [`ObjectReader::get`].
+    async fn fetch(&self, range: Range<u64>) -> Result<Fetched> {
         let _permit = self.permit().await;
         let f = (self.store)
-            .get_range(self.key, start..end, self.etag.as_deref())
+            .get_range(self.key, range.clone(), self.etag.as_deref())
             .await?;
         self.count(f.body.len());
-        if (f.body.len() as u64) < end - start {
-            return Err(Error::PreconditionFailed {
-                op: "GetObject",
-                bucket: self.store.bucket().to_string(),
-                key: self.key.to_string(),
-            });
+        if (f.body.len() as u64) < range.end - range.start {
+            return Err(self.changed());
         }
-        Ok(f.body)
+        Ok(f)
+    }
+
+    /// The object is no longer the version read first.
+    fn changed(&self) -> Error {
+        Error::PreconditionFailed {
+            op: "GetObject",
+            bucket: self.store.bucket().to_string(),
+            key: self.key.to_string(),
+        }
     }
 
     /// The first read: the whole object when it is small, else its tail;
@@ -357,11 +370,7 @@ impl<'a, S: Store> ObjectReader<'a, S> {
             if let Some(want) = &self.etag
                 && !crate::storage::etag_eq(want, &f.etag)
             {
-                return Err(Error::PreconditionFailed {
-                    op: "GetObject",
-                    bucket: self.store.bucket().to_string(),
-                    key: self.key.to_string(),
-                });
+                return Err(self.changed());
             }
             self.size = f.body.len() as u64;
             self.etag = Some(f.etag);
@@ -369,19 +378,7 @@ impl<'a, S: Store> ObjectReader<'a, S> {
             return Ok(f.body);
         }
         let start = self.size - TAIL_READ_BYTES;
-        let _permit = self.permit().await;
-        let f = (self.store)
-            .get_range(self.key, start..self.size, self.etag.as_deref())
-            .await?;
-        drop(_permit);
-        self.count(f.body.len());
-        if (f.body.len() as u64) < self.size - start {
-            return Err(Error::PreconditionFailed {
-                op: "GetObject",
-                bucket: self.store.bucket().to_string(),
-                key: self.key.to_string(),
-            });
-        }
+        let f = self.fetch(start..self.size).await?;
         self.etag = Some(f.etag);
         self.tail = Some((start, f.body.clone()));
         Ok(f.body)
