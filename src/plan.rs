@@ -807,6 +807,24 @@ mod tests {
     }
 
     #[test]
+    fn a_walk_begins_at_the_first_date_with_data_or_a_blocked_manifest() {
+        let (start, cutoff) = (d("2026-01-01"), d("2026-07-20"));
+        let first = |earliest, blocked| first_date_with_data(start, cutoff, earliest, blocked);
+        assert_eq!(first(Some(d("2026-07-18")), None), d("2026-07-18"));
+        // A blocked manifest's date before the first partition comes first.
+        assert_eq!(
+            first(Some(d("2026-07-18")), Some(d("2026-03-01"))),
+            d("2026-03-01")
+        );
+        assert_eq!(first(None, Some(d("2026-03-01"))), d("2026-03-01"));
+        // Nothing up to the cutoff: the cutoff, so the watermark reaches it.
+        assert_eq!(first(None, None), cutoff);
+        assert_eq!(first(Some(d("2026-08-01")), None), cutoff);
+        // Never before `start`.
+        assert_eq!(first(Some(d("2025-12-01")), None), start);
+    }
+
+    #[test]
     fn the_lag_counts_dates_up_to_the_cutoff_not_yet_compacted() {
         let cutoff = d("2026-07-20");
         // From the day after the watermark through the cutoff.
