@@ -53,7 +53,6 @@
 //! inputs off (the simulation shows that it then fails).
 
 use std::collections::HashSet;
-use std::fmt;
 
 use chrono::NaiveDate;
 use uuid::Uuid;
@@ -79,22 +78,14 @@ use crate::storage::{JOB_ID_METADATA, ObjectMeta, PutMode, Store, sha256_b64};
 /// next millisecond; the slack covers a clock step between the two calls.
 pub const V1_OUTPUT_ID_WINDOW_MS: u64 = 1000;
 
-/// What a manifest names, in a [`ManifestRule`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a manifest names, in a [`ManifestRule`] (`output`, `input`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::Display)]
+#[strum(serialize_all = "lowercase")]
 pub enum Role {
     /// Its output.
     Output,
     /// One of its inputs.
     Input,
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Role::Output => "output",
-            Role::Input => "input",
-        })
-    }
 }
 
 /// Why recovery will not act on a manifest: the rule it breaks. A manifest

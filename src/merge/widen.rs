@@ -70,27 +70,20 @@ fn is_all_null(col: &ArrayRef) -> bool {
     col.data_type() == &DataType::Null || col.null_count() == col.len()
 }
 
+/// An integer type's signedness and width in bits (arrow's own helpers).
 fn int_width(t: &DataType) -> Option<(bool, u8)> {
-    Some(match t {
-        DataType::Int8 => (true, 8),
-        DataType::Int16 => (true, 16),
-        DataType::Int32 => (true, 32),
-        DataType::Int64 => (true, 64),
-        DataType::UInt8 => (false, 8),
-        DataType::UInt16 => (false, 16),
-        DataType::UInt32 => (false, 32),
-        DataType::UInt64 => (false, 64),
-        _ => return None,
-    })
+    if !t.is_integer() {
+        return None;
+    }
+    Some((t.is_signed_integer(), (t.primitive_width()? * 8) as u8))
 }
 
+/// A floating-point type's width in bits.
 fn float_width(t: &DataType) -> Option<u8> {
-    match t {
-        DataType::Float16 => Some(16),
-        DataType::Float32 => Some(32),
-        DataType::Float64 => Some(64),
-        _ => None,
+    if !t.is_floating() {
+        return None;
     }
+    Some((t.primitive_width()? * 8) as u8)
 }
 
 fn is_string(t: &DataType) -> bool {
