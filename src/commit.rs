@@ -749,6 +749,34 @@ mod verify_tests {
         }
     }
 
+    /// An input S3 refuses to delete leaves the manifest marked stuck
+    /// (the mark `status` and the next run's recovery read), naming it; a
+    /// commit whose deletes all went through marks nothing.
+    #[tokio::test]
+    async fn an_input_s3_refuses_to_delete_marks_its_manifest_stuck() {
+        let store = MemoryStore::new("b");
+        let m = committed(&store, true).await;
+        store.deny_deletes(&m.inputs[0].key);
+        let done = verify_and_delete_inputs(&store, &mut Fence(None), &m, &[])
+            .await
+            .unwrap();
+        assert_eq!(done.failed.len(), 1, "{done:?}");
+        let mark = crate::keys::stuck_key(&manifest_key(m.date, m.job_id));
+        let body = store.get(&mark).await.expect("the stuck mark").body;
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["first_key"], m.inputs[0].key.as_str());
+        assert_eq!(body["code"], "AccessDenied");
+        assert_eq!(body["inputs_not_deleted"], 1);
+
+        let clean = MemoryStore::new("b");
+        let m = committed(&clean, true).await;
+        verify_and_delete_inputs(&clean, &mut Fence(None), &m, &[])
+            .await
+            .unwrap();
+        let mark = crate::keys::stuck_key(&manifest_key(m.date, m.job_id));
+        assert!(clean.get_opt(&mark).await.unwrap().is_none(), "no mark");
+    }
+
     #[tokio::test]
     async fn a_head_that_settles_the_check_goes_beside_the_one_re_list() {
         let store = MemoryStore::new("b");

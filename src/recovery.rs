@@ -1739,6 +1739,52 @@ mod tests {
         );
     }
 
+    /// A manifest whose input S3 still refuses to delete stays stuck: its
+    /// date blocked and its mark kept (what `status` reads); a mark whose
+    /// manifest is gone is removed.
+    #[tokio::test]
+    async fn a_still_stuck_manifest_keeps_its_mark_and_a_resolved_one_loses_it() {
+        use crate::merge::tests::{row, uuid_n};
+        use crate::storage::MemoryStore;
+        let store = MemoryStore::new("b");
+        let (mkey, mut m) = good();
+        let key = |n: u32| format!("{}{}.parquet", p("2026-07-20"), uuid_n(n));
+        let body =
+            |n: u32| bytes::Bytes::from(crate::merge::encode(&[row(&uuid_n(n), "X")], 16).unwrap());
+        let out = bytes::Bytes::from(
+            crate::merge::encode(&[row(&uuid_n(1), "X"), row(&uuid_n(2), "X")], 16).unwrap(),
+        );
+        m.output = Some(ManifestOutput {
+            key: compacted_key(m.date, m.job_id),
+            size: out.len() as u64,
+            sha256: sha256_b64(&out),
+            rows: 2,
+        });
+        store.put_now(&compacted_key(m.date, m.job_id), out);
+        m.inputs = [1, 2]
+            .map(|n| ManifestInput {
+                key: key(n),
+                etag: store.put_now(&key(n), body(n)),
+                size: body(n).len() as u64,
+            })
+            .to_vec();
+        store.put_now(&mkey, serde_json::to_vec(&m).unwrap().into());
+        store.deny_deletes(&key(2));
+        let mark = stuck_key(&mkey);
+        store.put_now(&mark, bytes::Bytes::from_static(b"{}"));
+        let resolved = stuck_key("_compaction_state/manifests/2026-07-19-gone.json");
+        store.put_now(&resolved, bytes::Bytes::from_static(b"{}"));
+        let r = recover(&store, &mut Fence(None), Budget::DEFAULT)
+            .await
+            .unwrap();
+        let why = r.blocked.blocking_walk(m.date).map(ToString::to_string);
+        assert!(why.is_some_and(|w| w.contains(&mkey)), "{:?}", r.blocked);
+        let there = store.snapshot();
+        assert!(there.contains_key(&mark), "the stuck manifest's mark kept");
+        assert!(!there.contains_key(&resolved), "the resolved one's removed");
+        assert!(there.contains_key(&key(2)) && !there.contains_key(&key(1)));
+    }
+
     /// A quarantined manifest blocks its date in every run until an
     /// operator deletes it, in the real run and in the dry run alike.
     #[tokio::test]

@@ -97,6 +97,8 @@ struct State {
     puts: u64,
     /// Keys whose GetObject answers a 500 ([`MemoryStore::fail_gets`]).
     failing_gets: std::collections::BTreeSet<String>,
+    /// Keys S3 refuses to delete ([`MemoryStore::deny_deletes`]).
+    denied_deletes: std::collections::BTreeSet<String>,
 }
 
 #[derive(Debug)]
@@ -213,6 +215,13 @@ impl MemoryStore {
     /// the object stays. For tests of what a read error must not do.
     pub fn fail_gets(&self, key: &str) {
         self.state().failing_gets.insert(key.to_string());
+    }
+
+    /// From now on, every delete of `key` is refused with `AccessDenied`
+    /// (403, not transient), as a bucket policy denying it would: a
+    /// DeleteObjects per-key error, a DeleteObject error. The object stays.
+    pub fn deny_deletes(&self, key: &str) {
+        self.state().denied_deletes.insert(key.to_string());
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -528,6 +537,16 @@ impl Store for MemoryStore {
     async fn delete(&self, key: &str, if_match: Option<&str>) -> Result<()> {
         self.count("DeleteObject");
         let mut st = self.state();
+        if st.denied_deletes.contains(key) {
+            return Err(Error::s3(
+                "DeleteObject",
+                &self.inner.bucket,
+                key,
+                "AccessDenied",
+                "Access Denied",
+                false,
+            ));
+        }
         let Some(o) = st.objects.get(key) else {
             // 204 without a condition; 404 with one, which S3Store maps to Ok too.
             return Ok(());
@@ -560,6 +579,14 @@ impl Store for MemoryStore {
         let mut st = self.state();
         let mut failures = Vec::new();
         for (key, etag) in batch {
+            if st.denied_deletes.contains(key) {
+                failures.push(DeleteFailure {
+                    key: key.clone(),
+                    code: "AccessDenied".into(),
+                    message: "Access Denied".into(),
+                });
+                continue;
+            }
             let Some(o) = st.objects.get(key) else {
                 continue;
             };
