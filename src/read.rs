@@ -605,7 +605,15 @@ mod tests {
         )
         .await
         .unwrap();
-        assert_eq!(read.held_back, Some(c_key));
+        assert_eq!(read.held_back.as_ref(), Some(&c_key));
+        // Reported with its limit and what it means for the day.
+        let skipped = read.skipped.iter().find(|f| f.key == c_key).unwrap();
+        assert!(skipped.limit.is_some(), "{skipped:?}");
+        assert!(
+            skipped.reason.starts_with("compacted file ")
+                && skipped.reason.contains("left unmerged beside it"),
+            "{skipped:?}"
+        );
     }
 
     #[tokio::test]
