@@ -14,6 +14,12 @@ run on different days accumulate into one table. Then the table between
 the `mutants-summary` markers of docs/testing.md is rewritten: per file,
 caught / missed / timeout / unviable and the share of viable mutants
 caught, and every missed mutant by name.
+
+Before the table is written, `cargo mutants --list` of the summary's files
+(this tree as it is) gives the mutants that exist now: a row whose
+mutant is no longer listed (its code changed or went) is dropped, and the
+listed mutants without a row are counted as unmeasured. Without
+cargo-mutants on the PATH the rows are kept as they are.
 """
 import argparse
 import csv
@@ -42,6 +48,17 @@ def load(path):
     return rows
 
 
+def listed(files):
+    """The (file, description) of every mutant cargo-mutants lists for
+    `files` in this tree, or None when cargo-mutants is not installed."""
+    args = ["cargo", "mutants", "--list"] + [a for f in sorted(files) for a in ("--file", f)]
+    try:
+        out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return {(m["file"], m["what"]) for m in map(LINE.match, out.splitlines()) if m}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="mutants.out")
@@ -61,6 +78,12 @@ def main():
             rows[(m["file"], m["what"])] = {"outcome": outcome, "file": m["file"], "line": m["line"],
                                             "commit": rev, "mutant": m["what"]}
             added += 1
+    now = listed({f for f, _ in rows})
+    gone = unmeasured = 0
+    if now is not None:
+        gone = len([k for k in rows if k not in now])
+        rows = {k: r for k, r in rows.items() if k in now}
+        unmeasured = len(now - rows.keys())
     with open(args.summary, "w", newline="") as f:
         w = csv.DictWriter(f, ["outcome", "file", "line", "commit", "mutant"], delimiter="\t", lineterminator="\n")
         w.writeheader()
@@ -84,6 +107,8 @@ def main():
     missed = sorted((r for r in rows.values() if r["outcome"] == "missed"), key=lambda r: (r["file"], int(r["line"])))
     lines += ["", f"Missed ({len(missed)}):" if missed else "Missed: none.", ""]
     lines += [f"- `{r['file']}:{r['line']}`: {r['mutant']} ({r['commit']})" for r in missed]
+    if now is not None:
+        lines += ["", f"Listed by `cargo mutants --list` for these files and not measured: {unmeasured}."]
     lines += ["", END]
     doc = open(args.doc).read()
     if BEGIN in doc and END in doc:
@@ -91,7 +116,8 @@ def main():
         open(args.doc, "w").write(doc)
     print(f"mutants-summary: {added} results from {args.out} folded into {args.summary} "
           f"({len(rows)} mutants: {total['caught']} caught, {total['missed']} missed, "
-          f"{total['timeout']} timeout, {total['unviable']} unviable; viable caught {share})")
+          f"{total['timeout']} timeout, {total['unviable']} unviable; viable caught {share}); "
+          f"{gone} rows of mutants no longer listed dropped, {unmeasured} listed mutants without a row")
 
 
 if __name__ == "__main__":
