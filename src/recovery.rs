@@ -1259,6 +1259,43 @@ mod tests {
         (manifest_key(date, job_id), m)
     }
 
+    /// A verified manifest in `store`: two per-flight inputs (flights 1
+    /// and 2, as [`input_key`]) and its compacted output holding both rows.
+    fn verified_two_inputs(store: &crate::storage::MemoryStore) -> (String, Manifest) {
+        use crate::merge::tests::{row, uuid_n};
+        let (mkey, mut m) = good();
+        let body =
+            |n: u32| bytes::Bytes::from(crate::merge::encode(&[row(&uuid_n(n), "X")], 16).unwrap());
+        let out = bytes::Bytes::from(
+            crate::merge::encode(&[row(&uuid_n(1), "X"), row(&uuid_n(2), "X")], 16).unwrap(),
+        );
+        m.output = Some(ManifestOutput {
+            key: compacted_key(m.date, m.job_id),
+            size: out.len() as u64,
+            sha256: sha256_b64(&out),
+            rows: 2,
+        });
+        store.put_now(&compacted_key(m.date, m.job_id), out);
+        m.inputs = [1, 2]
+            .map(|n| ManifestInput {
+                key: input_key(n),
+                etag: store.put_now(&input_key(n), body(n)),
+                size: body(n).len() as u64,
+            })
+            .to_vec();
+        store.put_now(&mkey, serde_json::to_vec(&m).unwrap().into());
+        (mkey, m)
+    }
+
+    /// The key of flight `n`'s per-flight file on 2026-07-20.
+    fn input_key(n: u32) -> String {
+        format!(
+            "{}{}.parquet",
+            p("2026-07-20"),
+            crate::merge::tests::uuid_n(n)
+        )
+    }
+
     fn with_output(m: &mut Manifest, key: &str) {
         m.output.as_mut().unwrap().key = key.into();
     }
@@ -1702,31 +1739,10 @@ mod tests {
     /// input included; the next run tries again.
     #[tokio::test]
     async fn an_input_recovery_cannot_read_fails_it_and_nothing_is_deleted() {
-        use crate::merge::tests::{row, uuid_n};
         use crate::storage::MemoryStore;
         let store = MemoryStore::new("b");
-        let (mkey, mut m) = good();
-        let key = |n: u32| format!("{}{}.parquet", p("2026-07-20"), uuid_n(n));
-        let body =
-            |n: u32| bytes::Bytes::from(crate::merge::encode(&[row(&uuid_n(n), "X")], 16).unwrap());
-        let out = bytes::Bytes::from(
-            crate::merge::encode(&[row(&uuid_n(1), "X"), row(&uuid_n(2), "X")], 16).unwrap(),
-        );
-        m.output = Some(ManifestOutput {
-            key: compacted_key(m.date, m.job_id),
-            size: out.len() as u64,
-            sha256: sha256_b64(&out),
-            rows: 2,
-        });
-        store.put_now(&compacted_key(m.date, m.job_id), out);
-        m.inputs = [1, 2]
-            .map(|n| ManifestInput {
-                key: key(n),
-                etag: store.put_now(&key(n), body(n)),
-                size: body(n).len() as u64,
-            })
-            .to_vec();
-        store.put_now(&mkey, serde_json::to_vec(&m).unwrap().into());
+        let (mkey, _) = verified_two_inputs(&store);
+        let key = input_key;
         store.fail_gets(&key(2));
         let r = recover(&store, &mut Fence(None), Budget::DEFAULT).await;
         assert!(
@@ -1744,31 +1760,10 @@ mod tests {
     /// manifest is gone is removed.
     #[tokio::test]
     async fn a_still_stuck_manifest_keeps_its_mark_and_a_resolved_one_loses_it() {
-        use crate::merge::tests::{row, uuid_n};
         use crate::storage::MemoryStore;
         let store = MemoryStore::new("b");
-        let (mkey, mut m) = good();
-        let key = |n: u32| format!("{}{}.parquet", p("2026-07-20"), uuid_n(n));
-        let body =
-            |n: u32| bytes::Bytes::from(crate::merge::encode(&[row(&uuid_n(n), "X")], 16).unwrap());
-        let out = bytes::Bytes::from(
-            crate::merge::encode(&[row(&uuid_n(1), "X"), row(&uuid_n(2), "X")], 16).unwrap(),
-        );
-        m.output = Some(ManifestOutput {
-            key: compacted_key(m.date, m.job_id),
-            size: out.len() as u64,
-            sha256: sha256_b64(&out),
-            rows: 2,
-        });
-        store.put_now(&compacted_key(m.date, m.job_id), out);
-        m.inputs = [1, 2]
-            .map(|n| ManifestInput {
-                key: key(n),
-                etag: store.put_now(&key(n), body(n)),
-                size: body(n).len() as u64,
-            })
-            .to_vec();
-        store.put_now(&mkey, serde_json::to_vec(&m).unwrap().into());
+        let (mkey, m) = verified_two_inputs(&store);
+        let key = input_key;
         store.deny_deletes(&key(2));
         let mark = stuck_key(&mkey);
         store.put_now(&mark, bytes::Bytes::from_static(b"{}"));
