@@ -132,6 +132,11 @@ enum Command {
         /// Last date (YYYY-MM-DD), included.
         #[arg(long, value_parser = |s: &str| parse_date("--to", s).map_err(|e| e.to_string()))]
         to: chrono::NaiveDate,
+        /// Stop starting new dates after this long, as `run --max-duration`
+        /// (the same deadline rule; the report's resume_date is the first
+        /// date not audited); more than DEADLINE_MARGIN_SECONDS, else refused.
+        #[arg(long, value_parser = parse_duration)]
+        max_duration: Option<Duration>,
     },
     /// Prune the archive host's local index cache (the folder archive-processor
     /// writes a copy of every per-flight index file to, mounted at
@@ -295,6 +300,10 @@ fn main() -> ExitCode {
                 Command::Run {
                     max_duration: Some(d),
                     ..
+                }
+                | Command::Audit {
+                    max_duration: Some(d),
+                    ..
                 },
         }) => c.check_max_duration(*d).map(|()| c),
         _ => Ok(c),
@@ -390,8 +399,13 @@ fn main() -> ExitCode {
                 run(&deps, opts, max_duration, bar).await
             }
             Some(Cli {
-                command: Command::Audit { from, to },
-            }) => audit(&deps, from, to, bar).await,
+                command:
+                    Command::Audit {
+                        from,
+                        to,
+                        max_duration,
+                    },
+            }) => audit(&deps, from, to, max_duration, bar).await,
             Some(Cli {
                 command: Command::PruneCache { dir, dry_run },
             }) => prune_cache(&deps, dir, dry_run).await,
@@ -512,10 +526,12 @@ async fn audit(
     deps: &Deps,
     from: chrono::NaiveDate,
     to: chrono::NaiveDate,
+    max_duration: Option<Duration>,
     bar: Option<ProgressBar>,
 ) -> ExitCode {
     let opts = audit::AuditOptions {
         bar,
+        deadline: max_duration.map(|d| Instant::now() + d),
         ..audit::AuditOptions::range(from, to)
     };
     match audit::audit(&deps.store, &deps.config, &opts).await {

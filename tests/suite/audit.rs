@@ -524,6 +524,63 @@ async fn an_audit_that_cannot_read_a_date_or_has_no_time_left_is_incomplete() {
     );
     assert!(r.days.is_empty() && r.unfinished.is_empty(), "{r:#?}");
     assert_eq!(r.totals.dates_audited, 0);
+
+    // The command line keeps the same rule with --max-duration, and the
+    // report says where to go on.
+    let out = cli_command(
+        &store,
+        &[
+            "audit",
+            "--from",
+            "2026-07-20",
+            "--to",
+            "2026-07-22",
+            "--max-duration",
+            "9.001",
+        ],
+    )
+    .env("DEADLINE_MARGIN_SECONDS", "9")
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_valid(SCHEMA, &doc);
+    let r: AuditReport = serde_json::from_value(doc).unwrap();
+    // 9.001 s with a 9 s margin: the first date starts (unless the
+    // process lost a millisecond before it), and no date after it (it takes
+    // more than a millisecond); the dates before resume_date are audited.
+    assert_eq!(r.status, AuditStatus::Incomplete, "{r:#?}");
+    let resume = r.resume_date.expect("a deadline stop names resume_date");
+    assert!(resume <= date("2026-07-21"), "{r:#?}");
+    let audited: Vec<_> = r.days.iter().map(|d| d.date).collect();
+    let before_resume: Vec<_> = [date("2026-07-20")]
+        .into_iter()
+        .filter(|d| *d < resume)
+        .collect();
+    assert_eq!(audited, before_resume);
+    // A --max-duration within the margin would audit nothing: refused as a
+    // bad setting before anything is read, no report.
+    let out = cli_command(
+        &store,
+        &[
+            "audit",
+            "--from",
+            "2026-07-20",
+            "--to",
+            "2026-07-22",
+            "--max-duration",
+            "30",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("setting --max-duration: 30s is not more than DEADLINE_MARGIN_SECONDS (60 s)"),
+        "{err}"
+    );
     assert_eq!(
         keys_and_etags(&store).await,
         before,
