@@ -127,8 +127,15 @@ pub struct Day {
     /// The date.
     pub date: NaiveDate,
     /// The uuids of the flight objects under `flights/YYYY/MM/DD/` (empty
-    /// when not listed).
+    /// when not listed), at most the listing's `max_flights`
+    /// ([`Day::list_window`]).
     pub flights: Flights,
+    /// The uuid-named flight objects the listing saw, those past
+    /// `max_flights` too (a uuid under two names counts twice): over
+    /// `max_flights`, `flights` holds only the first and the index
+    /// partition was not listed; the run refuses the date on this count
+    /// ([`check_day_memory`]).
+    pub flights_listed: u64,
     /// The index partition, sorted by kind.
     pub index: PartitionListing,
 }
@@ -161,7 +168,7 @@ impl Day {
     ///
     /// Errors: an S3 error listing either prefix.
     pub async fn list(store: &impl Store, date: NaiveDate, with_flights: bool) -> Result<Day> {
-        Day::list_window(store, date, with_flights, usize::MAX).await
+        Day::list_window(store, date, with_flights, usize::MAX, usize::MAX).await
     }
 
     /// [`Day::list`], holding the listing of at most `window` per-flight
@@ -175,21 +182,43 @@ impl Day {
     /// [`WINDOW_PARTS`] parts, so a date's memory grows by ~24 B, not
     /// ~0.5 KB, a file past it ([`peak_memory_mb`]).
     ///
+    /// The flights' uuids are held up to `max_flights` (the run's is
+    /// [`max_day_files`], the most its memory allows); past it the rest are
+    /// counted, not held ([`Day::flights_listed`]), and the index
+    /// partition is not listed: the date is refused, not read, so its
+    /// listing cannot outgrow the memory the refusal protects.
+    ///
     /// Errors: an S3 error listing either prefix.
     pub async fn list_window(
         store: &impl Store,
         date: NaiveDate,
         with_flights: bool,
         window: usize,
+        max_flights: usize,
     ) -> Result<Day> {
         let (fp, ip) = (flights_prefix(date), index_prefix(date));
         // The flights' keys become uuids page by page: only the uuids are
-        // held, not the listing.
-        let uuid = |o: ObjectMeta| flight_uuid(&o.key);
+        // held, not the listing, and none past max_flights.
+        let seen = std::sync::atomic::AtomicUsize::new(0);
+        let counted = &seen;
+        let uuid = move |o: ObjectMeta| {
+            flight_uuid(&o.key).filter(|_| {
+                counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < max_flights
+            })
+        };
         let flights = Flights::from(match with_flights {
             true => list_partition(store, &fp, date, uuid).await?,
             false => Vec::new(),
         });
+        let flights_listed = seen.into_inner();
+        if flights_listed > max_flights {
+            return Ok(Day {
+                date,
+                flights,
+                flights_listed: flights_listed as u64,
+                index: PartitionListing::default(),
+            });
+        }
         let held = std::sync::Mutex::new(Window {
             limit: window,
             held: Default::default(),
@@ -222,6 +251,7 @@ impl Day {
         Ok(Day {
             date,
             flights,
+            flights_listed: flights_listed as u64,
             index,
         })
     }
@@ -396,16 +426,27 @@ pub const DAY_BYTES_PER_FILE: u64 = 512;
 /// bytes: its flight's uuid in the date's [`Flights`] (16 B, a sorted
 /// array) and its mark there (1 B, [`plan::BeyondWindow`]); no key, ETag
 /// or uuid of the file is held. Rounded up. The flights' listing, before
-/// the index's, holds up to three times 16 B a flight for a moment, when
-/// no window is held yet.
+/// the index's, holds twice 16 B a flight for a moment, when no window is
+/// held yet ([`LISTING_BYTES_PER_FLIGHT`]).
 pub const BEYOND_WINDOW_BYTES_PER_FILE: u64 = 24;
+
+/// What one flight object adds to the peak while the date's `flights/`
+/// prefix is listed, before anything else of the date is held, in bytes:
+/// its uuid twice (16 B in the concurrent ranges' pages and 16 B in the
+/// listing they are joined into, one allocation of the exact size:
+/// [`crate::storage::ranges::list_partition`]). Above
+/// [`BEYOND_WINDOW_BYTES_PER_FILE`], so it sets the peak of dates past
+/// about 21 million files.
+pub const LISTING_BYTES_PER_FLIGHT: u64 = 32;
 
 /// The estimated peak memory of a run compacting a date of `files` index
 /// files in parts of at most `part_files` (`PART_FILES`), in MB:
 /// [`BASE_MEMORY_MB`], [`DAY_BYTES_PER_FILE`] for every file of the
 /// listing window ([`WINDOW_PARTS`] parts), [`BEYOND_WINDOW_BYTES_PER_FILE`]
 /// for every file past it, and [`MEMORY_PER_FILE_BYTES`] for those of one
-/// part.
+/// part; or, when more, [`LISTING_BYTES_PER_FLIGHT`] for every file, the
+/// date's listing (a date has at least as many index files as flights
+/// when it passes parity, so `files` bounds its flights).
 ///
 /// ```
 /// use archive_compaction::day::peak_memory_mb;
@@ -422,7 +463,51 @@ pub fn peak_memory_mb(files: u64, part_files: u64) -> u64 {
     let bytes = files.min(window) * DAY_BYTES_PER_FILE
         + files.saturating_sub(window) * BEYOND_WINDOW_BYTES_PER_FILE
         + files.min(part_files) * MEMORY_PER_FILE_BYTES;
-    BASE_MEMORY_MB + bytes.div_ceil(1 << 20)
+    let listing = files.saturating_mul(LISTING_BYTES_PER_FLIGHT);
+    BASE_MEMORY_MB + bytes.max(listing).div_ceil(1 << 20)
+}
+
+/// Whether a date of `files` index files fits `limit_mb`: its estimated
+/// peak ([`peak_memory_mb`]) at most 90% of it. The one rule of
+/// [`check_day_memory`] and [`max_day_files`].
+fn fits(files: u64, part_files: u64, limit_mb: u64) -> bool {
+    peak_memory_mb(files, part_files) * 10 <= limit_mb * 9
+}
+
+/// The most index files (or flights) a date may hold and be compacted
+/// within `limit_mb` (`MEMORY_LIMIT_MB`) in parts of `part_files`; `None`
+/// for no limit. The run lists no more flights than this
+/// ([`Day::list_window`]): a date with more is refused
+/// ([`check_day_memory`]) on its count, before its listing outgrows the
+/// memory.
+///
+/// ```
+/// use archive_compaction::day::{check_day_memory, max_day_files};
+/// let d = chrono::NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+/// let most = max_day_files(50_000, Some(512)).unwrap();
+/// assert!(most > 9_000_000 && most < 11_000_000, "{most}");
+/// assert!(check_day_memory(d, most, 50_000, Some(512)).is_ok());
+/// assert!(check_day_memory(d, most + 1, 50_000, Some(512)).is_err());
+/// assert_eq!(max_day_files(50_000, Some(64)), Some(0)); // 60 MB before any date
+/// assert_eq!(max_day_files(50_000, None), None);
+/// ```
+pub fn max_day_files(part_files: u64, limit_mb: Option<u64>) -> Option<u64> {
+    let limit_mb = limit_mb?;
+    // peak_memory_mb never falls as files grow: the last that fits, by
+    // bisection (2^48 files is past any listing).
+    let (mut lo, mut hi) = (0u64, 1u64 << 48);
+    if !fits(lo, part_files, limit_mb) {
+        return Some(0);
+    }
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if fits(mid, part_files, limit_mb) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    Some(lo)
 }
 
 /// Refuses a date of `files` index files whose estimated peak
@@ -451,10 +536,10 @@ pub fn check_day_memory(
     let Some(limit_mb) = limit_mb else {
         return Ok(());
     };
-    let needed_mb = peak_memory_mb(files, part_files);
-    if needed_mb * 10 <= limit_mb * 9 {
+    if fits(files, part_files, limit_mb) {
         return Ok(());
     }
+    let needed_mb = peak_memory_mb(files, part_files);
     Err(Error::DayTooBig {
         date: date.to_string(),
         files,
@@ -764,7 +849,9 @@ mod tests {
         // In pages of 2, the ranges listed at once: the window is still the
         // first keys, in key order.
         for store in [store.clone(), store.with_list_page_size(2)] {
-            let day = Day::list_window(&store, date, true, 4).await.unwrap();
+            let day = Day::list_window(&store, date, true, 4, usize::MAX)
+                .await
+                .unwrap();
             let i = &day.index;
             let window: Vec<_> = i.per_flight.iter().map(|(u, _)| *u).collect();
             assert_eq!(window, (0..4).map(u).collect::<Vec<_>>());
@@ -790,12 +877,30 @@ mod tests {
             vec![u(10), u(11)]
         );
         // Without the flights (a later pass): counted, nothing marked.
-        let none = Day::list_window(&store, date, false, 0).await.unwrap();
+        let none = Day::list_window(&store, date, false, 0, usize::MAX)
+            .await
+            .unwrap();
         assert_eq!(
             (none.index.per_flight.len(), none.index.beyond_window.files),
             (0, 11)
         );
         assert!(none.index.beyond_window.flights.is_empty());
+        // At most max_flights flights held; past it, the rest counted and
+        // the index not listed (the run refuses the date on the count).
+        for store in [store.clone(), store.with_list_page_size(2)] {
+            let at_most = Day::list_window(&store, date, true, 4, 12).await.unwrap();
+            assert_eq!((at_most.flights.len(), at_most.flights_listed), (12, 12));
+            assert_eq!(at_most.counts().per_flight_files, 11);
+            let capped = Day::list_window(&store, date, true, 4, 5).await.unwrap();
+            assert_eq!((capped.flights.len(), capped.flights_listed), (5, 12));
+            assert_eq!(
+                capped.counts(),
+                DayCounts {
+                    flights: 5,
+                    ..Default::default()
+                }
+            );
+        }
     }
 
     /// The window keeps the smallest keys whatever order they are offered
@@ -840,14 +945,33 @@ mod tests {
             peak_memory_mb(150_000, 50_000),
             BASE_MEMORY_MB + mb(150_000 * DAY_BYTES_PER_FILE + 50_000 * MEMORY_PER_FILE_BYTES)
         );
-        // Past the window of 4 parts of 10: 24 B a file.
+        // Past the window of 4 parts of 10,000: 24 B a file.
+        assert_eq!(
+            peak_memory_mb(140_000, 10_000),
+            BASE_MEMORY_MB
+                + mb(40_000 * DAY_BYTES_PER_FILE
+                    + 100_000 * BEYOND_WINDOW_BYTES_PER_FILE
+                    + 10_000 * MEMORY_PER_FILE_BYTES)
+        );
+        // In parts of 10, the listing's 32 B a flight is more.
         assert_eq!(
             peak_memory_mb(100_040, 10),
-            BASE_MEMORY_MB
-                + mb(40 * DAY_BYTES_PER_FILE
-                    + 100_000 * BEYOND_WINDOW_BYTES_PER_FILE
-                    + 10 * MEMORY_PER_FILE_BYTES)
+            BASE_MEMORY_MB + mb(100_040 * LISTING_BYTES_PER_FLIGHT)
         );
+        // Past ~21 million files the listing's 32 B a flight is the peak.
+        assert_eq!(
+            peak_memory_mb(30_000_000, 50_000),
+            BASE_MEMORY_MB + mb(30_000_000 * LISTING_BYTES_PER_FLIGHT)
+        );
+        // max_day_files is the last date check_day_memory takes.
+        for (part_files, limit) in [(50_000, 512), (10, 100), (300_000, 10_240)] {
+            let most = max_day_files(part_files, Some(limit)).unwrap();
+            assert!(fits(most, part_files, limit) && !fits(most + 1, part_files, limit));
+        }
+        // 60 MB before any date, 61 MB with one file: 90% of 67 MB takes
+        // none, of 68 MB some.
+        assert_eq!(max_day_files(50_000, Some(67)), Some(0));
+        assert!(max_day_files(50_000, Some(68)).unwrap() > 0);
         let date = d("2026-07-20");
         let files = 300_000;
         let needed = peak_memory_mb(files, files);

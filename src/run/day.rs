@@ -129,6 +129,9 @@ async fn day_passes(
         .saturating_mul(crate::day::WINDOW_PARTS))
     .try_into()
     .unwrap_or(usize::MAX);
+    // No more flights are listed than the memory allows a date to hold.
+    let max_flights = crate::day::max_day_files(cx.config.part_files, cx.config.memory_limit_mb)
+        .map_or(usize::MAX, |n| n.try_into().unwrap_or(usize::MAX));
     let mut newer_passes = 0;
     // The flights are listed by the first pass (its parity gate's), and
     // kept, as uuids, for the parts of every pass: a later pass lists the
@@ -147,7 +150,8 @@ async fn day_passes(
         }
         let t = std::time::Instant::now();
         let with_flights = mode != DayMode::Sweep && flights.is_none();
-        let mut listed = crate::day::Day::list_window(cx.store, date, with_flights, window).await?;
+        let mut listed =
+            crate::day::Day::list_window(cx.store, date, with_flights, window, max_flights).await?;
         day.passes += 1;
         let flights = flights.get_or_insert_with(|| std::mem::take(&mut listed.flights));
         tracing::debug!(%date, phase = "list", flights = flights.len(), seconds = t.elapsed().as_secs_f64(), "partition listed");
@@ -156,8 +160,10 @@ async fn day_passes(
         let beyond_window = listing.beyond_window.files;
         left_past_window = beyond_window;
         // Refused before any input is read when the date cannot fit the
-        // run's memory: a report, not an allocation failure.
+        // run's memory: a report, not an allocation failure. Past
+        // max_flights the listing held no more flights and listed no index.
         let files = (listing.inputs().count() + beyond_window).max(flights.len()) as u64;
+        let files = files.max(listed.flights_listed);
         crate::day::check_day_memory(date, files, cx.config.part_files, cx.config.memory_limit_mb)?;
         if pass == 0 {
             day.foreign_objects = listing.foreign.len() as u64;

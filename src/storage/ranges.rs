@@ -281,7 +281,24 @@ pub async fn list_in_ranges<T: Send>(
         .try_collect()
         .await?;
     parts.sort_unstable_by_key(|(i, _)| *i);
-    Ok(parts.into_iter().flat_map(|(_, p)| p).collect())
+    Ok(concat(
+        Vec::new(),
+        parts.into_iter().map(|(_, p)| p).collect(),
+    ))
+}
+
+/// `head`, then every one of `parts` in order, in one allocation of the
+/// exact size, each part freed once moved: a listing holds at most twice
+/// its items at once (the parts and the result), where a growing
+/// `collect` can hold three times (the parts, and the old and the new
+/// buffer while it grows); [`crate::day::LISTING_BYTES_PER_FLIGHT`].
+fn concat<T>(head: Vec<T>, parts: Vec<Vec<T>>) -> Vec<T> {
+    let mut out = Vec::with_capacity(head.len() + parts.iter().map(Vec::len).sum::<usize>());
+    out.extend(head);
+    for part in parts {
+        out.extend(part);
+    }
+    out
 }
 
 /// Every object under `prefix`, the partition of `day`, in key order: the
@@ -310,9 +327,9 @@ pub async fn list_partition<T: Send>(
     } else {
         name_cuts(prefix, last.as_deref().unwrap_or(prefix), day)
     };
-    let mut out: Vec<T> = first.objects.into_iter().filter_map(keep).collect();
-    out.extend(list_in_ranges(store, prefix, &KeyRange::covering_after(last, cuts), keep).await?);
-    Ok(out)
+    let head: Vec<T> = first.objects.into_iter().filter_map(keep).collect();
+    let rest = list_in_ranges(store, prefix, &KeyRange::covering_after(last, cuts), keep).await?;
+    Ok(concat(head, vec![rest]))
 }
 
 /// Every object under `prefix`, listed in ranges cut between the `known`
