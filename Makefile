@@ -13,7 +13,7 @@ ARCH ?= arm64
 EVENT ?= events/console-now.json
 
 .PHONY: help tools test test-unit test-ministack test-moto test-crash test-release release-bootstrap demo lint fmt \
-	lambda-tools sam-tools qemu-tools build deploy deploy-local invoke-local invoke-qemu validate bench bench-parts bench-windows bench-concurrency bench-audit bench-backlog bench-plot bench-docs bench-tools mutants
+	lambda-tools sam-tools qemu-tools build deploy deploy-local invoke-local invoke-qemu validate bench bench-parts bench-windows bench-concurrency bench-audit bench-audit-scale bench-backlog bench-plot bench-docs bench-tools mutants
 
 help: ## This list.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -148,6 +148,11 @@ bench-audit: tools ## What `audit` costs (release build, ministack): a day of 10
 	$(CARGO) build --release --bin archive-compaction
 	$(TOOLS_DIR)/py/bin/python bench/audit.py --out target/bench-audit.json
 	python3 bench/docs.py --results target/bench-audit.json
+
+bench-audit-scale: tools ## `audit` of an uncompacted 200,000-file day under `--max-duration 900` (a Lambda's 15 minutes) and `ulimit -v 524288`; writes docs/performance.md's audit-scale figures (~15 min, most of it the upload).
+	$(CARGO) build --release --bin archive-compaction
+	$(TOOLS_DIR)/py/bin/python bench/audit.py --flights 200000 --skip year,compact --max-duration 900 --ulimit-kib 524288 --out target/bench-audit-scale.json
+	python3 bench/docs.py --results target/bench-audit-scale.json --block audit-scale
 
 bench-tools:
 	@scripts/setup-tools.sh bench

@@ -135,6 +135,20 @@ def audit_table(meta, measured):
     return out
 
 
+def audit_scale_table(meta, measured):
+    """The `audit-scale` block: an uncompacted day audited under a deadline
+    and an address-space limit (make bench-audit-scale)."""
+    out = audit_table(meta, [])[:-2]
+    out += ["| bucket | status | `resume_date` | GETs | wall s | CPU s | peak RSS MB | `ulimit -v` |",
+            "|---|---|---|---:|---:|---:|---:|---|"]
+    for m in measured:
+        rss = f"{m['peak_rss_mb']:.0f}" if m.get("peak_rss_mb") is not None else "?"
+        lim = f"{_n(m['ulimit_v_kib'])} KiB" if m.get("ulimit_v_kib") else "none"
+        out.append(f"| {m['measure']} | {m.get('status')} | {m.get('resume_date') or ''} | "
+                   f"{_n(m.get('gets') or 0)} | {m['wall_s']:.2f} | {m['cpu_s']:.2f} | {rss} | {lim} |")
+    return out
+
+
 def parts_table(results):
     """The `parts` block: one row per day size, the job alone, under its
     address-space limit (bench.py --job-ulimit-kib)."""
@@ -198,6 +212,8 @@ def render(data, block=None):
         blocks["sizes"] = "\n".join(lines)
     if sweep:
         blocks["sweep"] = "\n".join(provenance(meta) + sweep_table(sweep))
+    if data.get("audit") and block == "audit-scale":
+        return {"audit-scale": "\n".join(audit_scale_table(meta, data["audit"]))}
     if data.get("audit"):
         blocks["audit"] = "\n".join(audit_table(meta, data["audit"]))
     if data.get("backlog"):
@@ -218,7 +234,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--results", nargs="+", default=[os.path.join(ROOT, "target", "bench-results.json")],
                     help="one or more results files; several are merged (their sizes together)")
-    ap.add_argument("--block", default=None, choices=["parts", "windows"],
+    ap.add_argument("--block", default=None, choices=["parts", "windows", "audit-scale"],
                     help="write the results as this block instead of `sizes` (parts: make bench-parts)")
     ap.add_argument("--page", default=os.path.join(ROOT, "docs", "performance.md"))
     args = ap.parse_args()

@@ -337,7 +337,8 @@ fn bench_blocks(page: &str) -> BTreeMap<String, String> {
 }
 
 /// `make bench`, `make bench-concurrency`, `make bench-audit`,
-/// `make bench-backlog`, `make bench-parts` and `make bench-windows` write the figures of
+/// `make bench-audit-scale`, `make bench-backlog`, `make bench-parts` and
+/// `make bench-windows` write the figures of
 /// `docs/performance.md`: each of its
 /// blocks holds what `bench/docs.py` wrote from a run (its first line says
 /// when, at which commit, on which machine), not figures copied by hand; and
@@ -349,7 +350,15 @@ fn performance_figures_are_written_by_the_benchmarks() {
     let blocks = bench_blocks(&page);
     assert_eq!(
         blocks.keys().map(String::as_str).collect::<Vec<_>>(),
-        ["audit", "backlog", "parts", "sizes", "sweep", "windows"],
+        [
+            "audit",
+            "audit-scale",
+            "backlog",
+            "parts",
+            "sizes",
+            "sweep",
+            "windows"
+        ],
         "the page's bench blocks"
     );
     for (name, body) in &blocks {
@@ -391,13 +400,15 @@ fn performance_figures_are_written_by_the_benchmarks() {
     assert!(out.status.success(), "{out:?}");
     let written = read(&copy);
     let new_blocks = bench_blocks(&written);
-    // Without --block, the parts and windows blocks (make bench-parts',
-    // make bench-windows') are left alone.
-    assert_eq!(new_blocks["parts"], blocks["parts"]);
-    assert_eq!(new_blocks["windows"], blocks["windows"]);
+    // Without --block, the parts, windows and audit-scale blocks (make
+    // bench-parts', bench-windows', bench-audit-scale's) are left alone.
+    let by_block = ["parts", "windows", "audit-scale"];
+    for name in by_block {
+        assert_eq!(new_blocks[name], blocks[name], "{name}");
+    }
     for (name, body) in new_blocks
         .iter()
-        .filter(|(n, _)| !["parts", "windows"].contains(&n.as_str()))
+        .filter(|(n, _)| !by_block.contains(&n.as_str()))
     {
         assert!(
             body.starts_with("Measured 2099-01-02 at commit `abc1234` on 9 CPUs (test)"),
@@ -484,6 +495,32 @@ fn performance_figures_are_written_by_the_benchmarks() {
     assert_eq!(
         windows_blocks["parts"], blocks["parts"],
         "--block windows wrote only its block"
+    );
+    // `make bench-audit-scale`: an audit under a deadline and a limit.
+    let scale = serde_json::json!({"meta": data["meta"], "audit": [{"measure": "a big day", "wall_s": 2.0,
+        "cpu_s": 0.2, "peak_rss_mb": 40.0, "dates": 1, "gets": 3, "status": "clean", "resume_date": null,
+        "ulimit_v_kib": 524_288}]});
+    std::fs::write(&parts_results, scale.to_string()).unwrap();
+    std::fs::write(&parts_page, &page).unwrap();
+    let out = std::process::Command::new("python3")
+        .arg(root().join("bench/docs.py"))
+        .args(["--block", "audit-scale", "--results"])
+        .arg(&parts_results)
+        .arg("--page")
+        .arg(&parts_page)
+        .output()
+        .expect("python3 bench/docs.py --block audit-scale");
+    assert!(out.status.success(), "{out:?}");
+    let scale_blocks = bench_blocks(&read(&parts_page));
+    assert!(
+        scale_blocks["audit-scale"]
+            .contains("| a big day | clean |  | 3 | 2.00 | 0.20 | 40 | 524,288 KiB |"),
+        "{}",
+        scale_blocks["audit-scale"]
+    );
+    assert_eq!(
+        scale_blocks["audit"], blocks["audit"],
+        "--block audit-scale wrote only its block"
     );
     // Outside the blocks, nothing changed.
     let outside = |text: &str| {
