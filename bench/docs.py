@@ -139,13 +139,14 @@ def audit_scale_table(meta, measured):
     """The `audit-scale` block: an uncompacted day audited under a deadline
     and an address-space limit (make bench-audit-scale)."""
     out = audit_table(meta, [])[:-2]
-    out += ["| bucket | status | `resume_date` | GETs | wall s | CPU s | peak RSS MB | `ulimit -v` |",
-            "|---|---|---|---:|---:|---:|---:|---|"]
+    out += ["| bucket | status | `resume_date` | GETs | bytes read | wall s | CPU s | peak RSS MB | `ulimit -v` |",
+            "|---|---|---|---:|---:|---:|---:|---:|---|"]
     for m in measured:
         rss = f"{m['peak_rss_mb']:.0f}" if m.get("peak_rss_mb") is not None else "?"
         lim = f"{_n(m['ulimit_v_kib'])} KiB" if m.get("ulimit_v_kib") else "none"
         out.append(f"| {m['measure']} | {m.get('status')} | {m.get('resume_date') or ''} | "
-                   f"{_n(m.get('gets') or 0)} | {m['wall_s']:.2f} | {m['cpu_s']:.2f} | {rss} | {lim} |")
+                   f"{_n(m.get('gets') or 0)} | {_n(m.get('bytes_read') or 0)} B | {m['wall_s']:.2f} | "
+                   f"{m['cpu_s']:.2f} | {rss} | {lim} |")
     return out
 
 

@@ -436,7 +436,7 @@ pub const BEYOND_WINDOW_BYTES_PER_FILE: u64 = 24;
 /// listing they are joined into, one allocation of the exact size:
 /// [`crate::storage::ranges::list_partition`]). Above
 /// [`BEYOND_WINDOW_BYTES_PER_FILE`], so it sets the peak of dates past
-/// about 21 million files.
+/// about 22 million files.
 pub const LISTING_BYTES_PER_FLIGHT: u64 = 32;
 
 /// The estimated peak memory of a run compacting a date of `files` index
@@ -445,8 +445,8 @@ pub const LISTING_BYTES_PER_FLIGHT: u64 = 32;
 /// listing window ([`WINDOW_PARTS`] parts), [`BEYOND_WINDOW_BYTES_PER_FILE`]
 /// for every file past it, and [`MEMORY_PER_FILE_BYTES`] for those of one
 /// part; or, when more, [`LISTING_BYTES_PER_FLIGHT`] for every file, the
-/// date's listing (a date has at least as many index files as flights
-/// when it passes parity, so `files` bounds its flights).
+/// date's listing (the run passes the larger of the date's index files
+/// and its flights as `files`).
 ///
 /// ```
 /// use archive_compaction::day::peak_memory_mb;
@@ -958,7 +958,7 @@ mod tests {
             peak_memory_mb(100_040, 10),
             BASE_MEMORY_MB + mb(100_040 * LISTING_BYTES_PER_FLIGHT)
         );
-        // Past ~21 million files the listing's 32 B a flight is the peak.
+        // Past ~22 million files the listing's 32 B a flight is the peak.
         assert_eq!(
             peak_memory_mb(30_000_000, 50_000),
             BASE_MEMORY_MB + mb(30_000_000 * LISTING_BYTES_PER_FLIGHT)

@@ -87,7 +87,7 @@ pub enum Error {
     /// before any input is read, so the run ends with a report instead of
     /// dying on an allocation.
     #[error(
-        "date {date} holds {files} index files: compacting it needs about {needed_mb} MB, more than 90% of the {limit_mb} MB this run may use (MEMORY_LIMIT_MB, default the function's MemorySize); nothing was read or changed. Raise MemorySize (the template's parameter) to at least {suggest_mb} MB, or lower PART_FILES (each part of a date is one commit), or run `archive-compaction run --date {date}` where that much memory is"
+        "date {date} holds {files} index files (or flight objects, when more): compacting it needs about {needed_mb} MB, more than 90% of the {limit_mb} MB this run may use (MEMORY_LIMIT_MB, default the function's MemorySize); nothing was read or changed. Raise MemorySize (the template's parameter) to at least {suggest_mb} MB, or lower PART_FILES (each part of a date is one commit), or run `archive-compaction run --date {date}` where that much memory is"
     )]
     DayTooBig {
         /// The date (YYYY-MM-DD).

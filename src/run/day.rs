@@ -163,7 +163,12 @@ async fn day_passes(
         // run's memory: a report, not an allocation failure. Past
         // max_flights the listing held no more flights and listed no index.
         let files = (listing.inputs().count() + beyond_window).max(flights.len()) as u64;
-        let files = files.max(listed.flights_listed);
+        let capped = listed.flights_listed > max_flights as u64;
+        let files = if capped { listed.flights_listed } else { files };
+        if capped {
+            // Not the flights held (max_flights) but the flights listed.
+            day.flights = listed.flights_listed;
+        }
         crate::day::check_day_memory(date, files, cx.config.part_files, cx.config.memory_limit_mb)?;
         if pass == 0 {
             day.foreign_objects = listing.foreign.len() as u64;

@@ -266,8 +266,23 @@ pub async fn list_in_ranges<T: Send>(
     ranges: &[KeyRange],
     keep: impl Fn(ObjectMeta) -> Option<T> + Copy + Send + Sync,
 ) -> Result<Vec<T>> {
+    Ok(concat(
+        Vec::new(),
+        list_ranges(store, prefix, ranges, keep).await?,
+    ))
+}
+
+/// [`list_in_ranges`]'s ranges, each its own listing, in range order.
+///
+/// Errors: the first S3 error of any range.
+async fn list_ranges<T: Send>(
+    store: &impl Store,
+    prefix: &str,
+    ranges: &[KeyRange],
+    keep: impl Fn(ObjectMeta) -> Option<T> + Copy + Send + Sync,
+) -> Result<Vec<Vec<T>>> {
     if let [only] = ranges {
-        return list_range(store, prefix, only, keep).await;
+        return Ok(vec![list_range(store, prefix, only, keep).await?]);
     }
     // Owned ranges: a stream of futures borrowing from its items is not
     // `Send` for every lifetime, which the spawned run needs. Unordered, so
@@ -281,18 +296,19 @@ pub async fn list_in_ranges<T: Send>(
         .try_collect()
         .await?;
     parts.sort_unstable_by_key(|(i, _)| *i);
-    Ok(concat(
-        Vec::new(),
-        parts.into_iter().map(|(_, p)| p).collect(),
-    ))
+    Ok(parts.into_iter().map(|(_, p)| p).collect())
 }
 
 /// `head`, then every one of `parts` in order, in one allocation of the
-/// exact size, each part freed once moved: a listing holds at most twice
+/// exact size, each part freed once moved (a lone part is returned as it
+/// is): a listing holds at most twice
 /// its items at once (the parts and the result), where a growing
 /// `collect` can hold three times (the parts, and the old and the new
 /// buffer while it grows); [`crate::day::LISTING_BYTES_PER_FLIGHT`].
-fn concat<T>(head: Vec<T>, parts: Vec<Vec<T>>) -> Vec<T> {
+fn concat<T>(head: Vec<T>, mut parts: Vec<Vec<T>>) -> Vec<T> {
+    if head.is_empty() && parts.len() == 1 {
+        return parts.pop().unwrap_or_default();
+    }
     let mut out = Vec::with_capacity(head.len() + parts.iter().map(Vec::len).sum::<usize>());
     out.extend(head);
     for part in parts {
@@ -328,8 +344,8 @@ pub async fn list_partition<T: Send>(
         name_cuts(prefix, last.as_deref().unwrap_or(prefix), day)
     };
     let head: Vec<T> = first.objects.into_iter().filter_map(keep).collect();
-    let rest = list_in_ranges(store, prefix, &KeyRange::covering_after(last, cuts), keep).await?;
-    Ok(concat(head, vec![rest]))
+    let rest = list_ranges(store, prefix, &KeyRange::covering_after(last, cuts), keep).await?;
+    Ok(concat(head, rest))
 }
 
 /// Every object under `prefix`, listed in ranges cut between the `known`

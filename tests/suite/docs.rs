@@ -498,7 +498,7 @@ fn performance_figures_are_written_by_the_benchmarks() {
     );
     // `make bench-audit-scale`: an audit under a deadline and a limit.
     let scale = serde_json::json!({"meta": data["meta"], "audit": [{"measure": "a big day", "wall_s": 2.0,
-        "cpu_s": 0.2, "peak_rss_mb": 40.0, "dates": 1, "gets": 3, "status": "clean", "resume_date": null,
+        "cpu_s": 0.2, "peak_rss_mb": 40.0, "dates": 1, "gets": 3, "bytes_read": 700, "status": "clean", "resume_date": null,
         "ulimit_v_kib": 524_288}]});
     std::fs::write(&parts_results, scale.to_string()).unwrap();
     std::fs::write(&parts_page, &page).unwrap();
@@ -514,7 +514,7 @@ fn performance_figures_are_written_by_the_benchmarks() {
     let scale_blocks = bench_blocks(&read(&parts_page));
     assert!(
         scale_blocks["audit-scale"]
-            .contains("| a big day | clean |  | 3 | 2.00 | 0.20 | 40 | 524,288 KiB |"),
+            .contains("| a big day | clean |  | 3 | 700 B | 2.00 | 0.20 | 40 | 524,288 KiB |"),
         "{}",
         scale_blocks["audit-scale"]
     );
