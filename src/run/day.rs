@@ -156,19 +156,17 @@ async fn day_passes(
         let flights = flights.get_or_insert_with(|| std::mem::take(&mut listed.flights));
         tracing::debug!(%date, phase = "list", flights = flights.len(), seconds = t.elapsed().as_secs_f64(), "partition listed");
         let listing = &listed.index;
-        day.flights = flights.len() as u64;
+        // The date's flights; past max_flights the listing counted them
+        // without holding them (nor listing the index): refused below.
+        day.flights = match listed.flights_listed > max_flights as u64 {
+            true => listed.flights_listed,
+            false => flights.len() as u64,
+        };
         let beyond_window = listing.beyond_window.files;
         left_past_window = beyond_window;
         // Refused before any input is read when the date cannot fit the
-        // run's memory: a report, not an allocation failure. Past
-        // max_flights the listing held no more flights and listed no index.
-        let files = (listing.inputs().count() + beyond_window).max(flights.len()) as u64;
-        let capped = listed.flights_listed > max_flights as u64;
-        let files = if capped { listed.flights_listed } else { files };
-        if capped {
-            // Not the flights held (max_flights) but the flights listed.
-            day.flights = listed.flights_listed;
-        }
+        // run's memory: a report, not an allocation failure.
+        let files = ((listing.inputs().count() + beyond_window) as u64).max(day.flights);
         crate::day::check_day_memory(date, files, cx.config.part_files, cx.config.memory_limit_mb)?;
         if pass == 0 {
             day.foreign_objects = listing.foreign.len() as u64;
