@@ -46,10 +46,21 @@ async fn keys_and_etags(store: &S3Store) -> BTreeMap<String, (String, u64)> {
         .collect()
 }
 
+/// `archive-compaction audit --from {from} --to {to}` and `extra`.
+fn audit_command(store: &S3Store, from: &str, to: &str, extra: &[&str]) -> std::process::Command {
+    let mut args = vec!["audit", "--from", from, "--to", to];
+    args.extend_from_slice(extra);
+    cli_command(store, &args)
+}
+
 fn cli_audit(store: &S3Store, from: &str, to: &str) -> (Output, AuditReport) {
-    let out = cli_command(store, &["audit", "--from", from, "--to", to])
-        .output()
-        .expect("run the archive-compaction binary");
+    run_audit(audit_command(store, from, to, &[]))
+}
+
+/// Runs an audit command: its output and the report it printed, which
+/// must match the schema.
+fn run_audit(mut command: std::process::Command) -> (Output, AuditReport) {
+    let out = command.output().expect("run the archive-compaction binary");
     let json: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
@@ -530,60 +541,42 @@ async fn an_audit_that_cannot_read_a_date_or_has_no_time_left_is_incomplete() {
     // than the DATES_IN_FLIGHT (4) started at once: a fifth starts only once
     // one is done, which takes S3 round trips, more than the millisecond
     // 9.001 s leaves above the 9 s margin.
-    let out = cli_command(
+    let mut command = audit_command(
         &store,
-        &[
-            "audit",
-            "--from",
-            "2026-07-20",
-            "--to",
-            "2026-07-27",
-            "--max-duration",
-            "9.001",
-        ],
-    )
-    .env("DEADLINE_MARGIN_SECONDS", "9")
-    .output()
-    .unwrap();
+        "2026-07-20",
+        "2026-07-27",
+        &["--max-duration", "9.001"],
+    );
+    command.env("DEADLINE_MARGIN_SECONDS", "9");
+    let (out, r) = run_audit(command);
     assert_eq!(out.status.code(), Some(1));
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_valid(SCHEMA, &doc);
-    let r: AuditReport = serde_json::from_value(doc).unwrap();
     assert_eq!(r.status, AuditStatus::Incomplete, "{r:#?}");
     let resume = r.resume_date.expect("a deadline stop names resume_date");
     assert!(resume <= date("2026-07-24"), "{r:#?}");
     // Every date before resume_date audited, 07-21 (in Glacier) unfinished.
-    let audited: Vec<_> = r.days.iter().map(|d| d.date).collect();
-    let started: Vec<_> = ["2026-07-20", "2026-07-21", "2026-07-22", "2026-07-23"]
-        .map(date)
-        .into_iter()
-        .filter(|d| *d < resume)
-        .collect();
-    let expected: Vec<_> = started
-        .iter()
-        .copied()
-        .filter(|d| *d != date("2026-07-21"))
-        .collect();
-    assert_eq!(audited, expected, "{r:#?}");
-    let unfinished: Vec<_> = r.unfinished.iter().map(|u| u.date).collect();
-    let cold: Vec<_> = started
-        .into_iter()
-        .filter(|d| *d == date("2026-07-21"))
-        .collect();
-    assert_eq!(unfinished, cold, "{r:#?}");
+    let (cold, audited): (Vec<_>, Vec<_>) =
+        ["2026-07-20", "2026-07-21", "2026-07-22", "2026-07-23"]
+            .map(date)
+            .into_iter()
+            .filter(|d| *d < resume)
+            .partition(|d| *d == date("2026-07-21"));
+    assert_eq!(
+        r.days.iter().map(|d| d.date).collect::<Vec<_>>(),
+        audited,
+        "{r:#?}"
+    );
+    assert_eq!(
+        r.unfinished.iter().map(|u| u.date).collect::<Vec<_>>(),
+        cold,
+        "{r:#?}"
+    );
     // A --max-duration within the margin would audit nothing: refused as a
     // bad setting before anything is read, no report.
-    let out = cli_command(
+    let out = audit_command(
         &store,
-        &[
-            "audit",
-            "--from",
-            "2026-07-20",
-            "--to",
-            "2026-07-22",
-            "--max-duration",
-            "30",
-        ],
+        "2026-07-20",
+        "2026-07-22",
+        &["--max-duration", "30"],
     )
     .output()
     .unwrap();
