@@ -52,6 +52,13 @@ async fn a_future_invocation_time_is_refused_and_writes_nothing() {
         err.contains("ahead of the wall clock") && err.contains("--now"),
         "{err}"
     );
+    // Ended before the lease as every run ends: its last log line says so.
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.lines()
+            .any(|l| l.contains("run finished") && l.contains("Failure")),
+        "{log}"
+    );
     // The Lambda console event alike.
     let deps = Deps::from_parts(config(&store, &[]), store.clone(), None, None);
     let e = handle(
