@@ -213,10 +213,13 @@ impl S3Store {
 
     /// [`decode_listed`], its failure as [`Error::S3`] naming the listing.
     fn decode(&self, prefix: &str, encoded: &str) -> Result<String> {
-        decode_listed(encoded).ok_or_else(|| Error::s3("ListObjectsV2", &self.bucket, prefix, "KeyEncoding", format!(
+        decode_listed(encoded).ok_or_else(|| {
+            let message = format!(
                 "the server returned the url-encoded key {} that is not UTF-8 once decoded; S3 keys are UTF-8, so the server is at fault",
                 crate::text::quote(encoded)
-            ), false))
+            );
+            Error::s3("ListObjectsV2", &self.bucket, prefix, "KeyEncoding", message, false)
+        })
     }
 
     /// GetObject of `key` (bytes `range` only, with `If-Match` on
