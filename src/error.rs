@@ -102,6 +102,20 @@ pub enum Error {
         suggest_mb: u64,
     },
 
+    /// A date's flights (or its per-flight files past the listing window)
+    /// were more than `FLIGHTS_IN_MEMORY` and their sorted runs could not
+    /// be written to, or read back from, local disk ([`crate::spill`]):
+    /// nothing of the date was changed.
+    #[error(
+        "spilling a date's flight uuids to {dir} failed: {source}; past FLIGHTS_IN_MEMORY uuids a date's sets are sorted on local disk (16 B a uuid, up to 48 B a flight of the date): give the function more ephemeral storage (the template's EphemeralStorage, up to 10,240 MB; TMPDIR elsewhere), or raise FLIGHTS_IN_MEMORY where memory allows (16 B a uuid)"
+    )]
+    Spill {
+        /// The spill directory (the system's temporary directory: `TMPDIR`, `/tmp`).
+        dir: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+
     /// The deadline came before a part of a date ([`crate::plan::parts`]),
     /// the first one included ([`crate::deadline::Deadline::near_part`]):
     /// the parts done are committed, the rest left for the next run. Not a

@@ -10,6 +10,7 @@
 //! - [`day`]: one date's listings and counts as every command sees them, the blocked
 //!   dates with each command's policy, the dates of a range (read-only).
 //! - [`partition`]: the parity gate, the earliest partition (read-only).
+//! - [`spill`]: sorted uuid sets that spill to local disk past a memory limit (a date's flights).
 //! - [`merge`]: decode, conform to the target schema, dedupe, encode.
 //! - [`input`]: bounded reads of index inputs (limits from the footer before
 //!   any decode; ranged, projected, row group by row group).
@@ -78,6 +79,7 @@ pub mod recovery;
 pub mod report;
 pub mod reporting;
 pub mod run;
+pub mod spill;
 pub mod state;
 pub mod status;
 pub mod stop;

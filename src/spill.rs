@@ -1,0 +1,510 @@
+//! Sorted sets of uuids that spill to local disk past a memory limit: a
+//! date's flights and the per-flight files past its listing window
+//! ([`crate::day::Day::list_window`]), whatever the date's size.
+//!
+//! A [`UuidSet`] is built by a [`UuidSetBuilder`] from uuids in any order
+//! (a listing's concurrent ranges, a window's evictions): it holds at most
+//! [`SpillSettings::limit`] of them in memory (16 B each); past that it
+//! sorts them into a run, an anonymous file in the system's temporary
+//! directory (`TMPDIR`; `/tmp` on Lambda: the function's ephemeral
+//! storage), and starts again. A set of one run or less stays in memory; a larger one is its
+//! runs, read back with `pread` (no mapping, so no address space: it
+//! counts nothing against `ulimit -v`). Iteration is a k-way merge of the
+//! runs in uuid order, each uuid once; membership is a binary search in
+//! each run. The files have no name (`O_TMPFILE`, or unlinked at once):
+//! nothing is left on disk when the set is dropped or the process dies.
+//!
+//! Memory: at most `limit` uuids a builder, plus 64 KiB a run while
+//! iterating; disk: 16 B a uuid (a uuid seen in two runs, twice).
+//!
+//! ```
+//! use archive_compaction::spill::{SpillSettings, UuidSetBuilder};
+//! let settings = SpillSettings { limit: 2 };
+//! let mut b = UuidSetBuilder::new(settings);
+//! for n in [5u128, 1, 3, 1, 4] {
+//!     b.push(uuid::Uuid::from_u128(n)).unwrap();
+//! }
+//! let set = b.finish().unwrap();
+//! assert!(set.spilled());
+//! assert_eq!(set.len(), 4);
+//! let all: Vec<u128> = set.iter().map(|u| u.unwrap().as_u128()).collect();
+//! assert_eq!(all, [1, 3, 4, 5]);
+//! assert!(set.contains(&uuid::Uuid::from_u128(4)).unwrap());
+//! assert!(!set.contains(&uuid::Uuid::from_u128(2)).unwrap());
+//! ```
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use crate::error::{Error, Result};
+
+/// A uuid on disk: its 16 bytes, big-endian (so byte order is uuid order).
+const RECORD: usize = 16;
+
+/// What one run's reader holds while a set is iterated, in bytes.
+const READ_BUFFER: usize = 64 * 1024;
+
+/// The default of [`SpillSettings::limit`] (`FLIGHTS_IN_MEMORY`): 2^20
+/// uuids, 16 MiB a set. A date of up to about a million flights is held in
+/// memory as before; only larger ones touch the disk.
+pub const DEFAULT_IN_MEMORY: usize = 1 << 20;
+
+/// Past how many uuids a [`UuidSetBuilder`] spills (to the system's
+/// temporary directory, [`std::env::temp_dir`]: `TMPDIR`, else `/tmp`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpillSettings {
+    /// The most uuids a set holds in memory (`FLIGHTS_IN_MEMORY`, at least
+    /// 1); past it, sorted runs on disk.
+    pub limit: usize,
+}
+
+impl Default for SpillSettings {
+    fn default() -> SpillSettings {
+        SpillSettings {
+            limit: DEFAULT_IN_MEMORY,
+        }
+    }
+}
+
+/// One sorted run on disk: uuids in order, each once.
+#[derive(Debug)]
+struct Run {
+    file: File,
+    /// Uuids in it.
+    len: u64,
+}
+
+impl Run {
+    /// The uuid at `i` (`i < len`).
+    fn at(&self, i: u64, dir: &std::path::Path) -> Result<Uuid> {
+        let mut b = [0u8; RECORD];
+        (self.file.read_exact_at(&mut b, i * RECORD as u64)).map_err(|e| spill_error(dir, e))?;
+        Ok(Uuid::from_bytes(b))
+    }
+
+    /// Whether `u` is in the run: a binary search, a `pread` a step.
+    fn contains(&self, u: &Uuid, dir: &std::path::Path) -> Result<bool> {
+        let (mut lo, mut hi) = (0u64, self.len);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.at(mid, dir)?.cmp(u) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Ok(true),
+            }
+        }
+        Ok(false)
+    }
+}
+
+fn spill_error(dir: &std::path::Path, source: std::io::Error) -> Error {
+    Error::Spill {
+        dir: dir.display().to_string(),
+        source,
+    }
+}
+
+/// A sorted set of uuids, each once: in memory, or sorted runs on disk
+/// ([`UuidSetBuilder`], the module docs). Cloning shares the runs.
+#[derive(Debug, Clone, Default)]
+pub struct UuidSet {
+    memory: Vec<Uuid>,
+    runs: Arc<Vec<Run>>,
+    dir: PathBuf,
+    /// Distinct uuids (the runs' together).
+    len: u64,
+}
+
+impl PartialEq for UuidSet {
+    /// Same uuids (an in-memory set and a spilled one can be equal). A
+    /// spilled set that cannot be read back is equal to nothing.
+    fn eq(&self, other: &UuidSet) -> bool {
+        self.len == other.len
+            && self
+                .iter()
+                .zip(other.iter())
+                .all(|(a, b)| matches!((a, b), (Ok(a), Ok(b)) if a == b))
+    }
+}
+
+impl UuidSet {
+    /// How many uuids.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether the set is on disk (more than [`SpillSettings::limit`]
+    /// uuids were pushed).
+    pub fn spilled(&self) -> bool {
+        !self.runs.is_empty()
+    }
+
+    /// Whether `u` is in the set: a binary search, in memory or in each
+    /// run (a `pread` a step).
+    ///
+    /// Errors: [`Error::Spill`] when a run cannot be read back.
+    pub fn contains(&self, u: &Uuid) -> Result<bool> {
+        if !self.spilled() {
+            return Ok(self.memory.binary_search(u).is_ok());
+        }
+        for run in self.runs.iter() {
+            if run.contains(u, &self.dir)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The uuids in order, each once; an [`Error::Spill`] ends it when a
+    /// run cannot be read back.
+    pub fn iter(&self) -> Iter<'_> {
+        let mut it = Iter {
+            memory: self.memory.iter(),
+            readers: Vec::new(),
+            heads: BinaryHeap::new(),
+            last: None,
+            dir: &self.dir,
+            failed: None,
+        };
+        for run in self.runs.iter() {
+            it.readers.push(RunReader {
+                run,
+                next: 0,
+                buf: Vec::new(),
+                at: 0,
+            });
+        }
+        for i in 0..it.readers.len() {
+            if let Err(e) = it.refill(i) {
+                it.failed = Some(e);
+                break;
+            }
+        }
+        it
+    }
+
+    /// The uuids of the set `keep` keeps, as a set of the same settings
+    /// (in place when in memory, else a new set through a builder).
+    ///
+    /// Errors: [`Error::Spill`] reading this set or writing the new one.
+    pub fn retain(
+        self,
+        settings: SpillSettings,
+        mut keep: impl FnMut(&Uuid) -> bool,
+    ) -> Result<UuidSet> {
+        if !self.spilled() {
+            let mut set = self;
+            set.memory.retain(|u| keep(u));
+            set.len = set.memory.len() as u64;
+            return Ok(set);
+        }
+        let mut b = UuidSetBuilder::in_dir(settings, self.dir.clone());
+        for u in self.iter() {
+            let u = u?;
+            if keep(&u) {
+                b.push(u)?;
+            }
+        }
+        b.finish()
+    }
+
+    /// The first `n` uuids in order (a report's examples).
+    ///
+    /// Errors: [`Error::Spill`] when a run cannot be read back.
+    pub fn first(&self, n: usize) -> Result<Vec<Uuid>> {
+        self.iter().take(n).collect()
+    }
+}
+
+impl From<Vec<Uuid>> for UuidSet {
+    /// An in-memory set of `uuids` (sorted and deduplicated here).
+    fn from(mut uuids: Vec<Uuid>) -> UuidSet {
+        uuids.sort_unstable();
+        uuids.dedup();
+        uuids.shrink_to_fit();
+        UuidSet {
+            len: uuids.len() as u64,
+            memory: uuids,
+            ..UuidSet::default()
+        }
+    }
+}
+
+impl<const N: usize> From<[Uuid; N]> for UuidSet {
+    fn from(uuids: [Uuid; N]) -> UuidSet {
+        UuidSet::from(uuids.to_vec())
+    }
+}
+
+impl FromIterator<Uuid> for UuidSet {
+    fn from_iter<I: IntoIterator<Item = Uuid>>(uuids: I) -> UuidSet {
+        UuidSet::from(uuids.into_iter().collect::<Vec<_>>())
+    }
+}
+
+/// A run read in order, [`READ_BUFFER`] bytes at a time.
+struct RunReader<'a> {
+    run: &'a Run,
+    /// The next record to read from the file.
+    next: u64,
+    buf: Vec<u8>,
+    /// The next record in `buf`, in bytes.
+    at: usize,
+}
+
+impl RunReader<'_> {
+    fn pop(&mut self, dir: &std::path::Path) -> Result<Option<Uuid>> {
+        if self.at >= self.buf.len() {
+            let left = self.run.len - self.next;
+            if left == 0 {
+                return Ok(None);
+            }
+            let n = left.min((READ_BUFFER / RECORD) as u64);
+            self.buf.resize(n as usize * RECORD, 0);
+            (self
+                .run
+                .file
+                .read_exact_at(&mut self.buf, self.next * RECORD as u64))
+            .map_err(|e| spill_error(dir, e))?;
+            self.next += n;
+            self.at = 0;
+        }
+        let mut b = [0u8; RECORD];
+        b.copy_from_slice(&self.buf[self.at..self.at + RECORD]);
+        self.at += RECORD;
+        Ok(Some(Uuid::from_bytes(b)))
+    }
+}
+
+/// The uuids of a [`UuidSet`] in order, each once ([`UuidSet::iter`]).
+pub struct Iter<'a> {
+    memory: std::slice::Iter<'a, Uuid>,
+    readers: Vec<RunReader<'a>>,
+    /// Each run's next uuid, smallest first.
+    heads: BinaryHeap<Reverse<(Uuid, usize)>>,
+    /// The last uuid given (a uuid in two runs is given once).
+    last: Option<Uuid>,
+    dir: &'a std::path::Path,
+    failed: Option<Error>,
+}
+
+impl Iter<'_> {
+    fn refill(&mut self, i: usize) -> Result<()> {
+        if let Some(u) = self.readers[i].pop(self.dir)? {
+            self.heads.push(Reverse((u, i)));
+        }
+        Ok(())
+    }
+}
+
+impl Iterator for Iter<'_> {
+    type Item = Result<Uuid>;
+
+    fn next(&mut self) -> Option<Result<Uuid>> {
+        if let Some(e) = self.failed.take() {
+            self.heads.clear();
+            return Some(Err(e));
+        }
+        if self.readers.is_empty() {
+            return self.memory.next().copied().map(Ok);
+        }
+        loop {
+            let Reverse((u, i)) = self.heads.pop()?;
+            if let Err(e) = self.refill(i) {
+                self.heads.clear();
+                return Some(Err(e));
+            }
+            if self.last != Some(u) {
+                self.last = Some(u);
+                return Some(Ok(u));
+            }
+        }
+    }
+}
+
+/// Builds a [`UuidSet`] from uuids in any order, holding at most
+/// [`SpillSettings::limit`] in memory (the module docs).
+#[derive(Debug)]
+pub struct UuidSetBuilder {
+    settings: SpillSettings,
+    dir: PathBuf,
+    buf: Vec<Uuid>,
+    runs: Vec<Run>,
+}
+
+impl UuidSetBuilder {
+    /// An empty builder, spilling to the system's temporary directory.
+    pub fn new(settings: SpillSettings) -> UuidSetBuilder {
+        UuidSetBuilder::in_dir(settings, std::env::temp_dir())
+    }
+
+    /// An empty builder, spilling to `dir`.
+    fn in_dir(settings: SpillSettings, dir: PathBuf) -> UuidSetBuilder {
+        UuidSetBuilder {
+            settings: SpillSettings {
+                limit: settings.limit.max(1),
+            },
+            dir,
+            buf: Vec::new(),
+            runs: Vec::new(),
+        }
+    }
+
+    /// Adds `u` (again is fine: each uuid is in the set once).
+    ///
+    /// Errors: [`Error::Spill`] when the buffer is full (`limit` uuids held)
+    /// and its run cannot be written (the disk full, the directory missing).
+    pub fn push(&mut self, u: Uuid) -> Result<()> {
+        if self.buf.len() >= self.settings.limit {
+            self.spill()?;
+        }
+        self.buf.push(u);
+        Ok(())
+    }
+
+    /// The buffer sorted, deduplicated and written as a run; emptied.
+    fn spill(&mut self) -> Result<()> {
+        self.buf.sort_unstable();
+        self.buf.dedup();
+        let dir = &self.dir;
+        let file = tempfile::tempfile_in(dir).map_err(|e| spill_error(dir, e))?;
+        let mut w = BufWriter::with_capacity(READ_BUFFER, file);
+        for u in &self.buf {
+            w.write_all(u.as_bytes()).map_err(|e| spill_error(dir, e))?;
+        }
+        let file = w
+            .into_inner()
+            .map_err(|e| spill_error(dir, e.into_error()))?;
+        self.runs.push(Run {
+            file,
+            len: self.buf.len() as u64,
+        });
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// The set: in memory when no run was written, else its runs (the
+    /// rest of the buffer written as the last), counted once through.
+    ///
+    /// Errors: [`Error::Spill`] writing the last run or reading the runs.
+    pub fn finish(mut self) -> Result<UuidSet> {
+        if self.runs.is_empty() {
+            return Ok(UuidSet {
+                dir: self.dir,
+                ..UuidSet::from(self.buf)
+            });
+        }
+        if !self.buf.is_empty() {
+            self.spill()?;
+        }
+        let mut set = UuidSet {
+            memory: Vec::new(),
+            runs: Arc::new(self.runs),
+            dir: self.dir,
+            len: 0,
+        };
+        let mut len = 0;
+        for u in set.iter() {
+            u?;
+            len += 1;
+        }
+        set.len = len;
+        Ok(set)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn u(n: u128) -> Uuid {
+        Uuid::from_u128(n)
+    }
+
+    fn settings(limit: usize) -> SpillSettings {
+        SpillSettings { limit }
+    }
+
+    fn build(limit: usize, uuids: impl IntoIterator<Item = u128>) -> UuidSet {
+        let mut b = UuidSetBuilder::new(settings(limit));
+        for n in uuids {
+            b.push(u(n)).unwrap();
+        }
+        b.finish().unwrap()
+    }
+
+    fn all(set: &UuidSet) -> Vec<u128> {
+        set.iter().map(|u| u.unwrap().as_u128()).collect()
+    }
+
+    #[test]
+    fn a_set_is_the_same_sorted_distinct_uuids_in_memory_or_in_runs() {
+        // A scrambled order with repeats, within and across runs.
+        let input: Vec<u128> = (0..1000u128).map(|i| (i * 7919) % 613).collect();
+        let mut want: Vec<u128> = input.clone();
+        want.sort_unstable();
+        want.dedup();
+        for limit in [1, 2, 3, 64, 613, 1000, 5000] {
+            let set = build(limit, input.iter().copied());
+            assert_eq!(set.spilled(), limit < 1000, "limit {limit}");
+            assert_eq!(set.len(), want.len() as u64, "limit {limit}");
+            assert_eq!(all(&set), want, "limit {limit}");
+            for n in [0u128, 1, 300, 612, 613, 10_000] {
+                assert_eq!(
+                    set.contains(&u(n)).unwrap(),
+                    want.binary_search(&n).is_ok(),
+                    "limit {limit}, {n}"
+                );
+            }
+            assert_eq!(
+                set,
+                UuidSet::from(want.iter().map(|n| u(*n)).collect::<Vec<_>>())
+            );
+        }
+    }
+
+    #[test]
+    fn a_run_longer_than_the_read_buffer_is_read_across_refills() {
+        let n = (READ_BUFFER / RECORD) as u128 * 2 + 5;
+        let set = build(3000, (0..n).rev());
+        assert!(set.spilled());
+        assert_eq!(all(&set), (0..n).collect::<Vec<_>>());
+        assert_eq!(set.first(3).unwrap(), [u(0), u(1), u(2)]);
+    }
+
+    #[test]
+    fn retain_keeps_what_its_predicate_keeps_in_memory_or_on_disk() {
+        for limit in [2, 100] {
+            let set = build(limit, [9, 1, 4, 7, 2]);
+            let odd = set
+                .retain(settings(limit), |u| u.as_u128() % 2 == 1)
+                .unwrap();
+            assert_eq!((all(&odd), odd.len()), (vec![1, 7, 9], 3), "limit {limit}");
+        }
+        assert!(build(2, []).is_empty());
+    }
+
+    #[test]
+    fn a_missing_directory_is_a_spill_error_naming_it() {
+        let mut b = UuidSetBuilder::in_dir(settings(1), "/nonexistent/spill".into());
+        b.push(u(1)).unwrap();
+        let e = b.push(u(2)).unwrap_err().to_string();
+        assert!(e.contains("/nonexistent/spill"), "{e}");
+        assert!(
+            e.contains("FLIGHTS_IN_MEMORY") && e.contains("EphemeralStorage"),
+            "{e}"
+        );
+    }
+}
