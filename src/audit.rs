@@ -79,6 +79,7 @@ use crate::error::{Error, Result};
 use crate::input::{self, Budget, RowKeys};
 use crate::keys::flight_uuid;
 use crate::merge::is_other_day;
+use crate::spill::{SpillSettings, UuidSet};
 use crate::storage::{ObjectMeta, Store};
 
 /// Examples kept per finding, per date and in the totals (the first ones in
@@ -417,7 +418,7 @@ pub async fn audit(
         bar.set_message("auditing");
     }
     let gets = Semaphore::new(config.read_concurrency.max(1));
-    let budget = config.input_budget;
+    let (budget, spill) = (config.input_budget, config.spill);
     let gets = &gets;
     let mut days = stream::iter(dates)
         .map(|date| async move {
@@ -425,7 +426,7 @@ pub async fn audit(
                 tracing::warn!(%date, left_s = near.left.as_secs_f64(), needed_s = near.needed.as_secs_f64(), "deadline near: not auditing another date");
                 return (date, None);
             }
-            let audited = deadline.timed(audit_date(store, date, gets, budget)).await;
+            let audited = deadline.timed(audit_date(store, date, gets, budget, spill)).await;
             (date, Some(audited))
         })
         .buffered(DATES_IN_FLIGHT)
@@ -486,11 +487,12 @@ async fn audit_date(
     date: NaiveDate,
     gets: &Semaphore,
     budget: Budget,
+    spill: SpillSettings,
 ) -> Result<DayAudit> {
-    match audit_day(store, date, gets, budget).await {
+    match audit_day(store, date, gets, budget, spill).await {
         Err(e) if changed(&e) => {
             tracing::info!(%date, error = %e, "an index file changed while it was audited; auditing the date again");
-            audit_day(store, date, gets, budget).await
+            audit_day(store, date, gets, budget, spill).await
         }
         r => r,
     }
@@ -526,8 +528,9 @@ pub async fn audit_day(
     date: NaiveDate,
     gets: &Semaphore,
     budget: Budget,
+    spill: SpillSettings,
 ) -> Result<DayAudit> {
-    let listed = Day::list(store, date, true).await?;
+    let listed = Day::list(store, date, true, spill).await?;
     let (flights, listing) = (&listed.flights, &listed.index);
     let mut day = DayAudit {
         date,
@@ -596,12 +599,16 @@ pub async fn audit_day(
     // The examples' flight keys: listed again for them alone (the date's
     // listing keeps uuids, 16 B a flight, not keys).
     let mut examples = Flights::default();
-    for u in flights.iter().filter(|u| !held.contains_key(u)) {
+    for u in flights.iter() {
+        let u = u?;
+        if held.contains_key(&u) {
+            continue;
+        }
         day.findings.missing.add(|| {
-            examples.insert(*u);
+            examples.insert(u);
             FlightExample {
                 date,
-                flight: *u,
+                flight: u,
                 key: String::new(),
             }
         });
@@ -660,11 +667,13 @@ async fn read_columns(
     store: &impl Store,
     meta: &ObjectMeta,
     date: NaiveDate,
-    flights: &Flights,
+    flights: &UuidSet,
     gets: &Semaphore,
     budget: Budget,
 ) -> Result<ColumnRead> {
     let mut out = FileRows::default();
+    // A flights set on disk that cannot be read back ends the read.
+    let mut failed = None;
     let names = ["s3_key", "first_message"];
     let read = input::read_columns(
         store,
@@ -690,8 +699,10 @@ async fn read_columns(
                 match flight {
                     Some(u) => {
                         out.flights.push(u);
-                        if !flights.contains(&u) {
-                            out.orphans.add(example);
+                        match flights.contains(&u) {
+                            Ok(true) => {}
+                            Ok(false) => out.orphans.add(example),
+                            Err(e) => _ = failed.get_or_insert(e),
                         }
                     }
                     None => out.orphans.add(example),
@@ -704,6 +715,9 @@ async fn read_columns(
         },
     )
     .await?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
     Ok(ColumnRead {
         requests: read.requests,
         bytes_read: read.bytes_read,

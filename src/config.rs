@@ -115,6 +115,11 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
         "most index files one commit of a date takes (a multi-row input counts 1 + 1 for every 400 bytes of it); a date with more is committed in parts, each its own compacted file and manifest, so a day's memory is bounded whatever its size and a day cut by the deadline goes on from its last part",
     ),
     (
+        "FLIGHTS_IN_MEMORY",
+        "524288",
+        "most flight uuids a date holds in memory per set (its flights, its per-flight files past the listing window, the parity gate's candidates; 16 B each); past it they are sorted into runs on local disk (TMPDIR, /tmp on Lambda: 16 B a uuid, at most ~48 B a flight of the date), so a day's memory does not grow with its size. At least 1",
+    ),
+    (
         "ROW_GROUP_ROWS",
         "131072",
         "rows per Parquet row group in compacted files",
@@ -237,6 +242,10 @@ pub struct Config {
     /// 50,000; at least 1): a date over it is committed in parts
     /// ([`crate::plan::parts`]).
     pub part_files: u64,
+    /// How many uuids a date's sets hold in memory before they spill to
+    /// local disk (`FLIGHTS_IN_MEMORY`, default
+    /// [`crate::spill::DEFAULT_IN_MEMORY`]; at least 1).
+    pub spill: crate::spill::SpillSettings,
     /// Output size from which the compacted file goes up as a multipart
     /// upload (`MULTIPART_THRESHOLD_BYTES`, default 16 MiB; 0 = always).
     pub multipart_threshold: usize,
@@ -513,6 +522,15 @@ impl Config {
         if part_files == 0 {
             return Err(bad("PART_FILES", "must be at least 1"));
         }
+        let flights_in_memory: usize = parse_num(
+            env,
+            "FLIGHTS_IN_MEMORY",
+            crate::spill::DEFAULT_IN_MEMORY,
+            "a whole number of uuids",
+        )?;
+        if flights_in_memory == 0 {
+            return Err(bad("FLIGHTS_IN_MEMORY", "must be at least 1"));
+        }
         let multipart_threshold: usize = parse_num(
             env,
             "MULTIPART_THRESHOLD_BYTES",
@@ -604,6 +622,9 @@ impl Config {
             input_budget,
             memory_limit_mb,
             part_files,
+            spill: crate::spill::SpillSettings {
+                limit: flights_in_memory,
+            },
             multipart_threshold,
             multipart_part_size,
             deadline_margin: Duration::from_secs(margin),

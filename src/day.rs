@@ -30,8 +30,8 @@
 //! let key = format!("flights/2026/07/20/{u}.json.gz");
 //! store.put_now(&key, "{}".into());
 //! let date = chrono::NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
-//! let day = Day::list(&store, date, true).await.unwrap();
-//! assert!(day.flights.contains(&u.parse().unwrap()));
+//! let day = Day::list(&store, date, true, Default::default()).await.unwrap();
+//! assert!(day.flights.contains(&u.parse().unwrap()).unwrap());
 //! assert_eq!((day.counts().flights, day.counts().per_flight_files), (1, 0));
 //! # });
 //! ```
@@ -52,6 +52,7 @@ use crate::merge::OtherDays;
 use crate::partition::{self, ParityCheck};
 use crate::plan::{self, PartitionListing, PlannedInput};
 use crate::read::ReadSettings;
+use crate::spill::{SpillSettings, UuidSet, UuidSetBuilder};
 use crate::storage::ranges::list_partition;
 use crate::storage::{ObjectMeta, Store};
 
@@ -59,19 +60,23 @@ pub use crate::partition::Flights;
 
 /// The listing window of [`Day::list_window`] as pages arrive: the
 /// per-flight files of the `limit` smallest keys seen so far, in a max-heap
-/// by key; of the others, a count and a mark at the flight each is named
-/// by. A file past the window when it arrives, or pushed out by a smaller
-/// key, keeps no key, ETag or uuid, so the window is the first `limit` keys
-/// of the partition, whichever order the concurrent ranges' pages arrive
-/// in: its per-flight files are contiguous in key order (a part that
-/// also folds a compacted file, whose name sorts after the uuids,
-/// re-lists through the files past the window: docs/ARCHITECTURE.md).
-struct Window<'a> {
+/// by key; of the others, a count and, when the date's flights are listed
+/// (the parity gate needs it), their flight's uuid in a set that spills to
+/// disk ([`crate::spill`]). A file past the window when it arrives, or
+/// pushed out by a smaller key, keeps no key or ETag, so the window is the
+/// first `limit` keys of the partition, whichever order the concurrent
+/// ranges' pages arrive in: its per-flight files are contiguous in key
+/// order (a part that also folds a compacted file, whose name sorts after
+/// the uuids, re-lists through the files past the window:
+/// docs/ARCHITECTURE.md).
+struct Window {
     limit: usize,
     held: std::collections::BinaryHeap<ByKey>,
-    /// The date's flights, when listed (the marks' order).
-    flights: &'a Flights,
-    beyond: plan::BeyondWindow,
+    files: usize,
+    /// The flights of the files past the window, when wanted.
+    past: Option<UuidSetBuilder>,
+    /// The first error of `past` (a run that could not be written).
+    failed: Option<Error>,
 }
 
 /// A per-flight file ordered by its key alone.
@@ -94,7 +99,7 @@ impl Ord for ByKey {
     }
 }
 
-impl Window<'_> {
+impl Window {
     /// Takes the per-flight file `o` of flight `u`: into the window while
     /// it has room or when its key is before the window's last (which then
     /// leaves it), past the window otherwise.
@@ -107,11 +112,9 @@ impl Window<'_> {
             Some(mut last) if o.key < last.1.key => std::mem::replace(&mut *last, ByKey(u, o)).0,
             _ => u,
         };
-        self.beyond.files += 1;
-        // A file of no listed flight marks nothing: the gate does not
-        // look for it.
-        if let Some(i) = self.flights.position(&past) {
-            self.beyond.flights[i] = true;
+        self.files += 1;
+        if let (Some(b), None) = (&mut self.past, &self.failed) {
+            self.failed = b.push(past).err();
         }
     }
 }
@@ -127,15 +130,9 @@ pub struct Day {
     /// The date.
     pub date: NaiveDate,
     /// The uuids of the flight objects under `flights/YYYY/MM/DD/` (empty
-    /// when not listed), at most the listing's `max_flights`
-    /// ([`Day::list_window`]).
-    pub flights: Flights,
-    /// The uuid-named flight objects the listing saw, those past
-    /// `max_flights` too (a uuid under two names counts twice): over
-    /// `max_flights`, `flights` holds only the first and the index
-    /// partition was not listed; the run refuses the date on this count
-    /// ([`check_day_memory`]).
-    pub flights_listed: u64,
+    /// when not listed): in memory up to `FLIGHTS_IN_MEMORY`, past it in
+    /// sorted runs on local disk ([`crate::spill`]).
+    pub flights: UuidSet,
     /// The index partition, sorted by kind.
     pub index: PartitionListing,
 }
@@ -164,69 +161,75 @@ impl Day {
     /// [`crate::storage::ranges::LIST_RANGES_IN_FLIGHT`] requests in flight:
     /// both at once cost one round trip less a date, and on ministack with a
     /// million objects (single-threaded, ~0.6 s a page) sixteen pages at once
-    /// outlast the SDK's 10 s attempt timeout.
+    /// outlast the SDK's 10 s attempt timeout. The flights' uuids past
+    /// `spill`'s limit go to disk ([`crate::spill`]).
     ///
-    /// Errors: an S3 error listing either prefix.
-    pub async fn list(store: &impl Store, date: NaiveDate, with_flights: bool) -> Result<Day> {
-        Day::list_window(store, date, with_flights, usize::MAX, usize::MAX).await
+    /// Errors: an S3 error listing either prefix; [`Error::Spill`].
+    pub async fn list(
+        store: &impl Store,
+        date: NaiveDate,
+        with_flights: bool,
+        spill: SpillSettings,
+    ) -> Result<Day> {
+        Day::list_window(store, date, with_flights, usize::MAX, spill).await
     }
 
     /// [`Day::list`], holding the listing of at most `window` per-flight
-    /// files (key, ETag, size: ~0.3 KB a file); any more are a count and a
-    /// mark at their flight in [`PartitionListing::beyond_window`]:
-    /// counted and parity-checked like the others, planned by a later
-    /// pass once the window's are compacted. The window is the first
-    /// `window` per-flight files in key order, whichever order the
-    /// concurrent ranges' pages arrive in (a bounded max-heap by key), so a
-    /// pass's per-flight files are contiguous in key order. The run lists with a window of
-    /// [`WINDOW_PARTS`] parts, so a date's memory grows by ~24 B, not
-    /// ~0.5 KB, a file past it ([`peak_memory_mb`]).
+    /// files (key, ETag, size: ~0.3 KB a file); any more are a count in
+    /// [`PartitionListing::beyond_window`] and, when the flights are listed
+    /// (the parity gate's case), their flights' uuids in a set that spills
+    /// to disk past `spill`'s limit: counted and parity-checked like the
+    /// others, planned by a later pass once the window's are compacted. The
+    /// window is the first `window` per-flight files in key order,
+    /// whichever order the concurrent ranges' pages arrive in (a bounded
+    /// max-heap by key), so a pass's per-flight files are contiguous in key
+    /// order. The run lists with a window of [`WINDOW_PARTS`] parts, so
+    /// what a date holds in memory does not grow past the window
+    /// ([`peak_memory_mb`]): its flights, and the flights of the files past
+    /// the window, are each at most `spill.limit` uuids in memory, the rest
+    /// on disk.
     ///
-    /// The flights' uuids are held up to `max_flights` (the run's is
-    /// [`max_day_files`], the most its memory allows); past it the rest are
-    /// counted, not held ([`Day::flights_listed`]), and the index
-    /// partition is not listed: the date is refused, not read, so its
-    /// listing cannot outgrow the memory the refusal protects.
-    ///
-    /// Errors: an S3 error listing either prefix.
+    /// Errors: an S3 error listing either prefix; [`Error::Spill`] when a
+    /// set's runs cannot be written (the disk full).
     pub async fn list_window(
         store: &impl Store,
         date: NaiveDate,
         with_flights: bool,
         window: usize,
-        max_flights: usize,
+        spill: SpillSettings,
     ) -> Result<Day> {
         let (fp, ip) = (flights_prefix(date), index_prefix(date));
-        // The flights' keys become uuids page by page: only the uuids are
-        // held, not the listing, and none past max_flights.
-        let seen = std::sync::atomic::AtomicUsize::new(0);
-        let counted = &seen;
-        let uuid = move |o: ObjectMeta| {
-            flight_uuid(&o.key).filter(|_| {
-                counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < max_flights
-            })
+        // The flights' keys become uuids page by page into a set that
+        // spills past the limit: neither the listing nor more than the
+        // limit of uuids is held.
+        let flights = match with_flights {
+            true => {
+                let building = std::sync::Mutex::new((UuidSetBuilder::new(spill), None));
+                let b = &building;
+                let uuid = move |o: ObjectMeta| {
+                    let u = flight_uuid(&o.key)?;
+                    let mut g = b.lock().unwrap_or_else(|p| p.into_inner());
+                    let (set, failed): &mut (UuidSetBuilder, Option<Error>) = &mut g;
+                    if failed.is_none() {
+                        *failed = set.push(u).err();
+                    }
+                    None::<()>
+                };
+                list_partition(store, &fp, date, uuid).await?;
+                let (set, failed) = building.into_inner().unwrap_or_else(|p| p.into_inner());
+                match failed {
+                    Some(e) => return Err(e),
+                    None => set.finish()?,
+                }
+            }
+            false => UuidSet::default(),
         };
-        let flights = Flights::from(match with_flights {
-            true => list_partition(store, &fp, date, uuid).await?,
-            false => Vec::new(),
-        });
-        let flights_listed = seen.into_inner();
-        if flights_listed > max_flights {
-            return Ok(Day {
-                date,
-                flights,
-                flights_listed: flights_listed as u64,
-                index: PartitionListing::default(),
-            });
-        }
         let held = std::sync::Mutex::new(Window {
             limit: window,
             held: Default::default(),
-            flights: &flights,
-            beyond: plan::BeyondWindow {
-                files: 0,
-                flights: vec![false; flights.len()],
-            },
+            files: 0,
+            past: with_flights.then(|| UuidSetBuilder::new(spill)),
+            failed: None,
         });
         let window = &held;
         // A per-flight file goes to the window, anything else is kept for
@@ -240,18 +243,30 @@ impl Day {
             _ => Some(o),
         };
         let others = list_partition(store, &ip, date, keep).await?;
-        let Window { held, beyond, .. } = held.into_inner().unwrap_or_else(|p| p.into_inner());
+        let Window {
+            held,
+            files,
+            past,
+            failed,
+            ..
+        } = held.into_inner().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = failed {
+            return Err(e);
+        }
         let mut index = plan::classify_partition(others);
         index.per_flight = (held.into_sorted_vec().into_iter())
             .map(|ByKey(u, o)| (u, o))
             .collect();
-        if beyond.files > 0 {
-            index.beyond_window = beyond;
-        }
+        index.beyond_window = plan::BeyondWindow {
+            files,
+            flights: past
+                .map(UuidSetBuilder::finish)
+                .transpose()?
+                .unwrap_or_default(),
+        };
         Ok(Day {
             date,
             flights,
-            flights_listed: flights_listed as u64,
             index,
         })
     }
@@ -281,7 +296,7 @@ impl Day {
     pub fn counts(&self) -> DayCounts {
         let i = &self.index;
         DayCounts {
-            flights: self.flights.len() as u64,
+            flights: self.flights.len(),
             per_flight_files: (i.per_flight.len() + i.beyond_window.files) as u64,
             compacted_files: i.compacted.len() as u64,
             multi_row_files: i.multi_row.len() as u64,
@@ -421,98 +436,46 @@ pub const MEMORY_PER_FILE_BYTES: u64 = 1_536;
 /// part's), rounded up: an estimate above what was measured.
 pub const DAY_BYTES_PER_FILE: u64 = 512;
 
-/// What one per-flight file of a date past the run's listing window
-/// ([`Day::list_window`], [`WINDOW_PARTS`] parts) adds to the peak, in
-/// bytes: its flight's uuid in the date's [`Flights`] (16 B, a sorted
-/// array) and its mark there (1 B, [`plan::BeyondWindow`]); no key, ETag
-/// or uuid of the file is held. Rounded up. The flights' listing, before
-/// the index's, holds twice 16 B a flight for a moment, when no window is
-/// held yet ([`LISTING_BYTES_PER_FLIGHT`]).
-pub const BEYOND_WINDOW_BYTES_PER_FILE: u64 = 24;
-
-/// What one flight object adds to the peak while the date's `flights/`
-/// prefix is listed, before anything else of the date is held, in bytes:
-/// its uuid twice (16 B in the concurrent ranges' pages and 16 B in the
-/// listing they are joined into, one allocation of the exact size:
-/// [`crate::storage::ranges::list_partition`]). Above
-/// [`BEYOND_WINDOW_BYTES_PER_FILE`], so it sets the peak of dates past
-/// about 22 million files.
-pub const LISTING_BYTES_PER_FLIGHT: u64 = 32;
+/// The uuid sets a date holds at once, each at most `FLIGHTS_IN_MEMORY`
+/// uuids in memory ([`crate::spill`]): its flights, the flights of its
+/// per-flight files past the listing window, the parity gate's flights not
+/// named by a file, and a batch of flights found in its multi-row inputs.
+pub const SPILL_SETS: u64 = 4;
 
 /// The estimated peak memory of a run compacting a date of `files` index
-/// files in parts of at most `part_files` (`PART_FILES`), in MB:
+/// files in parts of at most `part_files` (`PART_FILES`), its uuid sets
+/// spilling past `in_memory` uuids (`FLIGHTS_IN_MEMORY`), in MB:
 /// [`BASE_MEMORY_MB`], [`DAY_BYTES_PER_FILE`] for every file of the
-/// listing window ([`WINDOW_PARTS`] parts), [`BEYOND_WINDOW_BYTES_PER_FILE`]
-/// for every file past it, and [`MEMORY_PER_FILE_BYTES`] for those of one
-/// part; or, when more, [`LISTING_BYTES_PER_FLIGHT`] for every file, the
-/// date's listing (the run passes the larger of the date's index files
-/// and its flights as `files`).
+/// listing window ([`WINDOW_PARTS`] parts), [`MEMORY_PER_FILE_BYTES`] for
+/// those of one part, and 16 B for each uuid of [`SPILL_SETS`] sets of at
+/// most `in_memory` uuids. Nothing grows with the files past the window
+/// (their flights' uuids go to disk past `in_memory`), so the estimate,
+/// like the peak, stops growing there, whatever the date's size.
 ///
 /// ```
 /// use archive_compaction::day::peak_memory_mb;
-/// assert_eq!(peak_memory_mb(0, 50_000), 60);
-/// assert_eq!(peak_memory_mb(200_000, 50_000), 231);
-/// // Past the window of 200,000, 24 B a file.
-/// assert_eq!(peak_memory_mb(500_000, 50_000), 238);
-/// assert_eq!(peak_memory_mb(1_000_000, 50_000), 250);
-/// assert_eq!(peak_memory_mb(3_000_000, 50_000), 295);
-/// assert_eq!(peak_memory_mb(200_000, 200_000), 451);
+/// assert_eq!(peak_memory_mb(0, 50_000, 524_288), 60);
+/// assert_eq!(peak_memory_mb(200_000, 50_000, 524_288), 244);
+/// assert_eq!(peak_memory_mb(500_000, 50_000, 524_288), 262);
+/// // Past the window and FLIGHTS_IN_MEMORY, nothing more.
+/// assert_eq!(peak_memory_mb(1_000_000, 50_000, 524_288), 263);
+/// assert_eq!(peak_memory_mb(100_000_000, 50_000, 524_288), 263);
+/// assert_eq!(peak_memory_mb(200_000, 200_000, 524_288), 463);
 /// ```
-pub fn peak_memory_mb(files: u64, part_files: u64) -> u64 {
+pub fn peak_memory_mb(files: u64, part_files: u64, in_memory: u64) -> u64 {
     let window = part_files.saturating_mul(WINDOW_PARTS);
     let bytes = files.min(window) * DAY_BYTES_PER_FILE
-        + files.saturating_sub(window) * BEYOND_WINDOW_BYTES_PER_FILE
-        + files.min(part_files) * MEMORY_PER_FILE_BYTES;
-    let listing = files.saturating_mul(LISTING_BYTES_PER_FLIGHT);
-    BASE_MEMORY_MB + bytes.max(listing).div_ceil(1 << 20)
-}
-
-/// Whether a date of `files` index files fits `limit_mb`: its estimated
-/// peak ([`peak_memory_mb`]) at most 90% of it. The one rule of
-/// [`check_day_memory`] and [`max_day_files`].
-fn fits(files: u64, part_files: u64, limit_mb: u64) -> bool {
-    peak_memory_mb(files, part_files) * 10 <= limit_mb * 9
-}
-
-/// The most index files (or flights) a date may hold and be compacted
-/// within `limit_mb` (`MEMORY_LIMIT_MB`) in parts of `part_files`; `None`
-/// for no limit. The run lists no more flights than this
-/// ([`Day::list_window`]): a date with more is refused
-/// ([`check_day_memory`]) on its count, before its listing outgrows the
-/// memory.
-///
-/// ```
-/// use archive_compaction::day::{check_day_memory, max_day_files};
-/// let d = chrono::NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
-/// let most = max_day_files(50_000, Some(512)).unwrap();
-/// assert!(most > 9_000_000 && most < 11_000_000, "{most}");
-/// assert!(check_day_memory(d, most, 50_000, Some(512)).is_ok());
-/// assert!(check_day_memory(d, most + 1, 50_000, Some(512)).is_err());
-/// assert_eq!(max_day_files(50_000, Some(64)), Some(0)); // 60 MB before any date
-/// assert_eq!(max_day_files(50_000, None), None);
-/// ```
-pub fn max_day_files(part_files: u64, limit_mb: Option<u64>) -> Option<u64> {
-    let limit_mb = limit_mb?;
-    // peak_memory_mb never falls as files grow: the last that fits, by
-    // bisection (2^48 files is past any listing).
-    let (mut lo, mut hi) = (0u64, 1u64 << 48);
-    if !fits(lo, part_files, limit_mb) {
-        return Some(0);
-    }
-    while lo < hi {
-        let mid = lo + (hi - lo).div_ceil(2);
-        if fits(mid, part_files, limit_mb) {
-            lo = mid;
-        } else {
-            hi = mid - 1;
-        }
-    }
-    Some(lo)
+        + files.min(part_files) * MEMORY_PER_FILE_BYTES
+        + files.min(in_memory) * 16 * SPILL_SETS;
+    BASE_MEMORY_MB + bytes.div_ceil(1 << 20)
 }
 
 /// Refuses a date of `files` index files whose estimated peak
-/// ([`peak_memory_mb`], in parts of `part_files`) is over 90% of
-/// `limit_mb` (`MEMORY_LIMIT_MB`); `None` for no limit.
+/// ([`peak_memory_mb`], in parts of `part_files`, `in_memory` uuids a set)
+/// is over 90% of `limit_mb` (`MEMORY_LIMIT_MB`); `None` for no limit.
+/// As the estimate stops growing past the listing window, a date is
+/// refused only for settings too large for the memory (`PART_FILES`,
+/// `FLIGHTS_IN_MEMORY`), never for its size.
 ///
 /// # Errors
 /// [`Error::DayTooBig`] with the estimate and the memory that would do
@@ -522,24 +485,27 @@ pub fn max_day_files(part_files: u64, limit_mb: Option<u64>) -> Option<u64> {
 /// use archive_compaction::day::check_day_memory;
 /// use chrono::NaiveDate;
 /// let d = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
-/// assert!(check_day_memory(d, 500_000, 50_000, Some(512)).is_ok());
-/// let e = check_day_memory(d, 300_000, 300_000, Some(512)).unwrap_err().to_string();
+/// let in_memory = 524_288;
+/// assert!(check_day_memory(d, 500_000, 50_000, in_memory, Some(512)).is_ok());
+/// assert!(check_day_memory(d, 1_000_000_000, 50_000, in_memory, Some(512)).is_ok());
+/// let e = check_day_memory(d, 300_000, 300_000, in_memory, Some(512)).unwrap_err().to_string();
 /// assert!(e.contains("at least 768 MB"), "{e}");
-/// assert!(check_day_memory(d, 10_000_000, 50_000, None).is_ok());
+/// assert!(check_day_memory(d, 10_000_000, 50_000, in_memory, None).is_ok());
 /// ```
 pub fn check_day_memory(
     date: NaiveDate,
     files: u64,
     part_files: u64,
+    in_memory: u64,
     limit_mb: Option<u64>,
 ) -> Result<()> {
     let Some(limit_mb) = limit_mb else {
         return Ok(());
     };
-    if fits(files, part_files, limit_mb) {
+    let needed_mb = peak_memory_mb(files, part_files, in_memory);
+    if needed_mb * 10 <= limit_mb * 9 {
         return Ok(());
     }
-    let needed_mb = peak_memory_mb(files, part_files);
     Err(Error::DayTooBig {
         date: date.to_string(),
         files,
@@ -762,6 +728,10 @@ mod tests {
         s.parse().unwrap()
     }
 
+    fn spill(limit: usize) -> SpillSettings {
+        SpillSettings { limit }
+    }
+
     fn meta(key: &str) -> ObjectMeta {
         ObjectMeta {
             key: key.to_string(),
@@ -795,14 +765,14 @@ mod tests {
             &[("S3_BUCKET".to_string(), "archive".to_string())].into(),
         )
         .unwrap();
-        let day = Day::list(&store, date, true).await.unwrap();
+        let day = Day::list(&store, date, true, spill(1)).await.unwrap();
         assert_eq!(day.counts().multi_row_files, 1);
         let check = day
             .parity_check(&store, None, ReadSettings::of(&config))
             .await
             .unwrap();
         let u = |s: &str| s.parse::<uuid::Uuid>().unwrap();
-        assert_eq!(check.missing, [u(&u3)]);
+        assert_eq!(check.missing, [u(&u3)].into());
         assert_eq!(check.compacted_files_read, 1);
         let budget = config.input_budget;
         let other = day.other_day_rows(&store, budget).await.unwrap();
@@ -823,11 +793,12 @@ mod tests {
     }
 
     /// A listing window holds the listing of that many per-flight files,
-    /// the first keys; the rest are a count and a mark at their flight,
-    /// still counted and in the parity gate; a compacted file, a zero-byte
-    /// object and a foreign one are listed whatever the window.
+    /// the first keys; the rest are a count and their flights' uuids (on
+    /// disk past the spill limit), still counted and in the parity gate; a
+    /// compacted file, a zero-byte object and a foreign one are listed
+    /// whatever the window.
     #[tokio::test]
-    async fn a_listing_window_keeps_the_first_keys_and_marks_the_rest_at_their_flights() {
+    async fn a_listing_window_keeps_the_first_keys_and_the_flights_of_the_rest() {
         use crate::merge::tests::uuid_n;
         use crate::storage::MemoryStore;
         let date = d("2026-07-20");
@@ -841,17 +812,23 @@ mod tests {
         for i in 0..10 {
             store.put_now(&format!("{ip}{}.parquet", uuid_n(i)), "x".into());
         }
-        // A file of no listed flight, past the window: counted, marks nothing.
+        // A file of no listed flight, past the window: counted, named by
+        // no listed flight.
         store.put_now(&format!("{ip}{}.parquet", uuid_n(50)), "x".into());
         store.put_now(&format!("{ip}compacted-a.parquet"), "x".into());
         store.put_now(&format!("{ip}{}.parquet", uuid_n(99)), "".into());
         store.put_now(&format!("{ip}notes.txt"), "x".into());
+        let uuids = |set: &UuidSet| set.iter().map(Result::unwrap).collect::<Vec<_>>();
+        let not_named =
+            |day: &Day| uuids(&day.index.flights_not_named(&day.flights, spill(1)).unwrap());
         // In pages of 2, the ranges listed at once: the window is still the
-        // first keys, in key order.
-        for store in [store.clone(), store.with_list_page_size(2)] {
-            let day = Day::list_window(&store, date, true, 4, usize::MAX)
+        // first keys, in key order; with every set on disk (a limit of 1)
+        // or in memory, the same.
+        for (store, limit) in [(store.clone(), 1000), (store.with_list_page_size(2), 1)] {
+            let day = Day::list_window(&store, date, true, 4, spill(limit))
                 .await
                 .unwrap();
+            assert_eq!(day.flights.spilled(), limit == 1);
             let i = &day.index;
             let window: Vec<_> = i.per_flight.iter().map(|(u, _)| *u).collect();
             assert_eq!(window, (0..4).map(u).collect::<Vec<_>>());
@@ -859,25 +836,20 @@ mod tests {
                 (i.beyond_window.files, i.compacted.len(), i.foreign.len()),
                 (7, 1, 2)
             );
-            let marked: Vec<_> = (day.flights.iter().zip(&i.beyond_window.flights))
-                .filter(|(_, m)| **m)
-                .map(|(f, _)| *f)
-                .collect();
-            assert_eq!(marked, (4..10).map(u).collect::<Vec<_>>());
+            let past = (4..10).chain([50]).map(u).collect::<Vec<_>>();
+            assert_eq!(uuids(&i.beyond_window.flights), past);
             assert_eq!(day.counts().per_flight_files, 11);
-            assert_eq!(i.flights_not_named(&day.flights), vec![u(10), u(11)]);
+            assert_eq!(day.counts().flights, 12);
+            assert_eq!(not_named(&day), vec![u(10), u(11)]);
         }
-        let whole = Day::list(&store, date, true).await.unwrap();
+        let whole = Day::list(&store, date, true, spill(1000)).await.unwrap();
         assert_eq!(
             (whole.index.per_flight.len(), &whole.index.beyond_window),
             (11, &plan::BeyondWindow::default())
         );
-        assert_eq!(
-            whole.index.flights_not_named(&whole.flights),
-            vec![u(10), u(11)]
-        );
-        // Without the flights (a later pass): counted, nothing marked.
-        let none = Day::list_window(&store, date, false, 0, usize::MAX)
+        assert_eq!(not_named(&whole), vec![u(10), u(11)]);
+        // Without the flights (a later pass): counted, no uuid kept.
+        let none = Day::list_window(&store, date, false, 0, spill(1))
             .await
             .unwrap();
         assert_eq!(
@@ -885,48 +857,32 @@ mod tests {
             (0, 11)
         );
         assert!(none.index.beyond_window.flights.is_empty());
-        // At most max_flights flights held; past it, the rest counted and
-        // the index not listed (the run refuses the date on the count).
-        for store in [store.clone(), store.with_list_page_size(2)] {
-            let at_most = Day::list_window(&store, date, true, 4, 12).await.unwrap();
-            assert_eq!((at_most.flights.len(), at_most.flights_listed), (12, 12));
-            assert_eq!(at_most.counts().per_flight_files, 11);
-            let capped = Day::list_window(&store, date, true, 4, 5).await.unwrap();
-            assert_eq!((capped.flights.len(), capped.flights_listed), (5, 12));
-            assert_eq!(
-                capped.counts(),
-                DayCounts {
-                    flights: 5,
-                    ..Default::default()
-                }
-            );
-        }
+        assert!(none.flights.is_empty());
     }
 
     /// The window keeps the smallest keys whatever order they are offered
-    /// in: a smaller key pushes the window's last out, marked at its flight.
+    /// in: a smaller key pushes the window's last out, its flight kept
+    /// with those past the window.
     #[test]
     fn a_listing_window_keeps_the_first_keys_offered_in_any_order() {
         use crate::merge::tests::uuid_n;
         let u = |i: u32| uuid_n(i).parse::<uuid::Uuid>().unwrap();
-        let flights: Flights = (0..10).map(u).collect();
         let mut w = Window {
             limit: 3,
             held: Default::default(),
-            flights: &flights,
-            beyond: plan::BeyondWindow {
-                files: 0,
-                flights: vec![false; 10],
-            },
+            files: 0,
+            past: Some(UuidSetBuilder::new(spill(2))),
+            failed: None,
         };
         for i in [7, 2, 9, 4, 0, 5, 1, 12] {
             w.offer(u(i), meta(&format!("index/{}.parquet", uuid_n(i))));
         }
         let held: Vec<_> = w.held.into_sorted_vec().into_iter().map(|b| b.0).collect();
         assert_eq!(held, [0, 1, 2].map(u));
-        assert_eq!(w.beyond.files, 5);
-        let marked: Vec<usize> = (0..10).filter(|i| w.beyond.flights[*i]).collect();
-        assert_eq!(marked, [4, 5, 7, 9]);
+        assert_eq!(w.files, 5);
+        let past = w.past.unwrap().finish().unwrap();
+        let past: Vec<_> = past.iter().map(Result::unwrap).collect();
+        assert_eq!(past, [4, 5, 7, 9, 12].map(u));
     }
 
     /// The memory estimate, term by term, and the refusal over 90% of the
@@ -935,49 +891,35 @@ mod tests {
     #[test]
     fn the_memory_estimate_adds_its_terms_and_refuses_over_nine_tenths() {
         let mb = |bytes: u64| bytes.div_ceil(1 << 20);
-        assert_eq!(peak_memory_mb(0, 50_000), BASE_MEMORY_MB);
-        // Within the window: 512 B a file and one part's 1.5 KB a file.
+        let sets = |uuids: u64| uuids * 16 * SPILL_SETS;
+        assert_eq!(peak_memory_mb(0, 50_000, 1000), BASE_MEMORY_MB);
+        // Within the window: 512 B a file, one part's 1.5 KB a file, and
+        // the uuid sets.
         assert_eq!(
-            peak_memory_mb(40_000, 50_000),
-            BASE_MEMORY_MB + mb(40_000 * (DAY_BYTES_PER_FILE + MEMORY_PER_FILE_BYTES))
-        );
-        assert_eq!(
-            peak_memory_mb(150_000, 50_000),
-            BASE_MEMORY_MB + mb(150_000 * DAY_BYTES_PER_FILE + 50_000 * MEMORY_PER_FILE_BYTES)
-        );
-        // Past the window of 4 parts of 10,000: 24 B a file.
-        assert_eq!(
-            peak_memory_mb(140_000, 10_000),
+            peak_memory_mb(40_000, 50_000, 1 << 20),
             BASE_MEMORY_MB
-                + mb(40_000 * DAY_BYTES_PER_FILE
-                    + 100_000 * BEYOND_WINDOW_BYTES_PER_FILE
-                    + 10_000 * MEMORY_PER_FILE_BYTES)
+                + mb(40_000 * (DAY_BYTES_PER_FILE + MEMORY_PER_FILE_BYTES) + sets(40_000))
         );
-        // In parts of 10, the listing's 32 B a flight is more.
         assert_eq!(
-            peak_memory_mb(100_040, 10),
-            BASE_MEMORY_MB + mb(100_040 * LISTING_BYTES_PER_FLIGHT)
+            peak_memory_mb(150_000, 50_000, 1000),
+            BASE_MEMORY_MB
+                + mb(150_000 * DAY_BYTES_PER_FILE + 50_000 * MEMORY_PER_FILE_BYTES + sets(1000))
         );
-        // Past ~22 million files the listing's 32 B a flight is the peak.
-        assert_eq!(
-            peak_memory_mb(30_000_000, 50_000),
-            BASE_MEMORY_MB + mb(30_000_000 * LISTING_BYTES_PER_FLIGHT)
-        );
-        // max_day_files is the last date check_day_memory takes.
-        for (part_files, limit) in [(50_000, 512), (10, 100), (300_000, 10_240)] {
-            let most = max_day_files(part_files, Some(limit)).unwrap();
-            assert!(fits(most, part_files, limit) && !fits(most + 1, part_files, limit));
+        // Past the window of 4 parts of 10,000 and the sets' limit: nothing
+        // more, whatever the size.
+        let past = BASE_MEMORY_MB
+            + mb(40_000 * DAY_BYTES_PER_FILE + 10_000 * MEMORY_PER_FILE_BYTES + sets(100_000));
+        for files in [140_000, 10_000_000, u64::MAX / 1024] {
+            assert_eq!(peak_memory_mb(files, 10_000, 100_000), past, "{files}");
         }
-        // 60 MB before any date, 61 MB with one file: 90% of 67 MB takes
-        // none, of 68 MB some.
-        assert_eq!(max_day_files(50_000, Some(67)), Some(0));
-        assert!(max_day_files(50_000, Some(68)).unwrap() > 0);
         let date = d("2026-07-20");
+        assert!(check_day_memory(date, u64::MAX / 1024, 50_000, 1 << 19, Some(512)).is_ok());
         let files = 300_000;
-        let needed = peak_memory_mb(files, files);
-        assert!(check_day_memory(date, files, files, None).is_ok());
-        assert!(check_day_memory(date, files, files, Some(needed * 10 / 9 + 1)).is_ok());
-        match check_day_memory(date, files, files, Some(needed)) {
+        let needed = peak_memory_mb(files, files, 1000);
+        assert!(check_day_memory(date, files, files, 1000, None).is_ok());
+        assert!(check_day_memory(date, files, files, 1000, Some(needed * 10 / 9 + 1)).is_ok());
+        assert!(check_day_memory(date, files, files, 1000, Some(needed * 10 / 9 - 1)).is_err());
+        match check_day_memory(date, files, files, 1000, Some(needed)) {
             Err(Error::DayTooBig {
                 needed_mb,
                 limit_mb,

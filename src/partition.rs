@@ -22,8 +22,9 @@
 //! let u = "019f7d73-f820-702f-b905-8c81d0944996";
 //! store.put_now(&format!("flights/2026/07/20/{u}.json.gz"), "{}".into());
 //! let date = chrono::NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
-//! let day = Day::list(&store, date, true).await.unwrap();
-//! let gate = parity_gate(&store, &day.flights, &day.index, Default::default()).await.unwrap();
+//! let day = Day::list(&store, date, true, Default::default()).await.unwrap();
+//! let (budget, spill) = (Default::default(), Default::default());
+//! let gate = parity_gate(&store, &day.flights, &day.index, budget, spill).await.unwrap();
 //! assert_eq!(gate.missing.len(), 1); // no index row for the flight
 //! # });
 //! ```
@@ -43,6 +44,7 @@ use crate::merge::Source;
 use crate::plan::{self, PartitionListing, PlannedInput};
 use crate::read::{self, Prefetched, ReadInputs, ReadSettings};
 use crate::report::UnreadFile;
+use crate::spill::{SpillSettings, UuidSet};
 use crate::storage::Store;
 
 pub use crate::plan::Flights;
@@ -50,8 +52,9 @@ pub use crate::plan::Flights;
 /// What the parity gate found for one date.
 #[derive(Debug, Default)]
 pub struct ParityGate {
-    /// Flights under `flights/` with no index row, in uuid order.
-    pub missing: Vec<Uuid>,
+    /// Flights under `flights/` with no index row, in uuid order (on disk
+    /// past `FLIGHTS_IN_MEMORY`).
+    pub missing: UuidSet,
     /// Multi-row inputs (compacted and other) read to look for rows (0 when
     /// the per-flight file names already cover every flight).
     pub compacted_files_read: u64,
@@ -67,38 +70,52 @@ pub struct ParityGate {
 /// multi-row inputs' `s3_key` columns are read only when the names do not
 /// cover every flight; what was read is returned in
 /// [`ParityGate::prefetched`]. Index rows without a flight do not block.
+/// The flights not named by a file are a set that spills past `spill`'s
+/// limit; the multi-row inputs' flights are taken off it in batches of at
+/// most that many uuids (each batch one pass over the set), so what is held
+/// is bounded by the limit and the largest input, not by the date.
 ///
 /// Errors: an S3 error reading a multi-row input (one that vanished since
-/// the listing counts as holding no rows).
+/// the listing counts as holding no rows); [`crate::error::Error::Spill`].
 pub async fn parity_gate(
     store: &impl Store,
-    flights: &Flights,
+    flights: &UuidSet,
     listing: &PartitionListing,
     budget: Budget,
+    spill: SpillSettings,
 ) -> Result<ParityGate> {
     let mut gate = ParityGate {
-        missing: listing.flights_not_named(flights),
+        missing: listing.flights_not_named(flights, spill)?,
         ..ParityGate::default()
     };
     if gate.missing.is_empty() {
         return Ok(gate);
     }
+    let mut found: Vec<Uuid> = Vec::new();
     for (c, _) in listing.multi_row_inputs() {
-        let Some(found) = flights_in(store, c, budget, &mut gate.prefetched).await? else {
+        let Some(read) = flights_in(store, c, budget, &mut gate.prefetched).await? else {
             continue;
         };
         gate.compacted_files_read += 1;
-        match found {
-            // One input's flights at a time: what is held is bounded by
-            // the largest input, not by the date.
-            Ok(found) => {
-                let found = Flights::from(found);
-                gate.missing.retain(|u| !found.contains(u));
-            }
+        match read {
+            Ok(rows) => found.extend(rows),
             Err(u) => gate.unreadable.push((c.key.clone(), u)),
         }
+        if found.len() >= spill.limit {
+            gate.missing = take_found(gate.missing, &mut found, spill)?;
+        }
     }
+    gate.missing = take_found(gate.missing, &mut found, spill)?;
     Ok(gate)
+}
+
+/// `missing` without the flights of `found` (emptied): one pass.
+fn take_found(missing: UuidSet, found: &mut Vec<Uuid>, spill: SpillSettings) -> Result<UuidSet> {
+    if found.is_empty() {
+        return Ok(missing);
+    }
+    let found = Flights::from(std::mem::take(found));
+    missing.retain(spill, |u| !found.contains(u))
 }
 
 /// The flights one multi-row input `c` holds rows of (its `s3_key`
@@ -178,8 +195,9 @@ async fn multi_row_flights(
 #[derive(Debug, Default)]
 pub struct ParityCheck {
     /// Flights under `flights/` with no index row by name or by a
-    /// multi-row input's row ([`parity_gate`]), in uuid order.
-    pub missing: Vec<Uuid>,
+    /// multi-row input's row ([`parity_gate`]), in uuid order (on disk past
+    /// `FLIGHTS_IN_MEMORY`).
+    pub missing: UuidSet,
     /// When `missing` is empty: flights whose per-flight file, read, holds
     /// no row of theirs ([`without_own_row`]), in uuid order.
     pub without_own_row: Vec<Uuid>,
@@ -198,16 +216,13 @@ pub struct ParityCheck {
 impl ParityCheck {
     /// The flights that fail parity, sorted: `missing`, else the flights of
     /// `without_own_row` and `unread` together.
-    pub fn failing(&self) -> Vec<Uuid> {
+    pub fn failing(&self) -> UuidSet {
         if !self.missing.is_empty() {
             return self.missing.clone();
         }
-        let mut failing: Vec<Uuid> = (self.without_own_row.iter().copied())
+        (self.without_own_row.iter().copied())
             .chain(self.unread.iter().map(|f| f.flight))
-            .collect();
-        failing.sort_unstable();
-        failing.dedup();
-        failing
+            .collect()
     }
 
     /// Why the date fails parity, in words (`None`: it passes); the text a
@@ -252,12 +267,12 @@ impl ParityCheck {
 pub async fn parity_check(
     store: &impl Store,
     date: NaiveDate,
-    flights: &Flights,
+    flights: &UuidSet,
     listing: &PartitionListing,
     inputs: Option<&[PlannedInput]>,
     settings: ReadSettings,
 ) -> Result<ParityCheck> {
-    let gate = parity_gate(store, flights, listing, settings.budget).await?;
+    let gate = parity_gate(store, flights, listing, settings.budget, settings.spill).await?;
     let mut check = ParityCheck {
         missing: gate.missing,
         compacted_files_read: gate.compacted_files_read,
@@ -278,8 +293,8 @@ pub async fn parity_check(
         let read = read::read_inputs(store, date, &part, settings, &prefetched).await?;
         check
             .without_own_row
-            .extend(without_own_row(&read, flights));
-        check.unread.extend(unread_rows(&read, flights));
+            .extend(without_own_row(&read, flights)?);
+        check.unread.extend(unread_rows(&read, flights)?);
     }
     check.without_own_row.sort_unstable();
     check.without_own_row.dedup();
@@ -312,15 +327,20 @@ pub fn nothing_to_merge(read: &ReadInputs) -> bool {
 /// null or empty `s3_key` ([`ReadInputs::keyless_flights`]): no merge
 /// takes such a file, so its flight has no index row to keep until its
 /// `s3_key` holds the flight object's key, whatever else the date holds.
-pub fn without_own_row(read: &ReadInputs, flights: &Flights) -> Vec<Uuid> {
+///
+/// Errors: [`crate::error::Error::Spill`] when `flights` is on disk and
+/// cannot be read back.
+pub fn without_own_row(read: &ReadInputs, flights: &UuidSet) -> Result<Vec<Uuid>> {
     let merging = !nothing_to_merge(read);
-    let mut lost: Vec<Uuid> = (read.without_own_row.iter())
-        .filter(|u| flights.contains(u) && (merging || read.keyless_flights.contains(u)))
-        .copied()
-        .collect();
+    let mut lost = Vec::new();
+    for u in &read.without_own_row {
+        if (merging || read.keyless_flights.contains(u)) && flights.contains(u)? {
+            lost.push(*u);
+        }
+    }
     lost.sort_unstable();
     lost.dedup();
-    lost
+    Ok(lost)
 }
 
 /// The rest of the second half of the parity gate: the per-flight files of
@@ -332,14 +352,19 @@ pub fn without_own_row(read: &ReadInputs, flights: &Flights) -> Vec<Uuid> {
 /// A per-flight file with no flight under `flights/` is an
 /// orphan row and blocks nothing. Nothing about the file is deleted (no
 /// merge takes an input it could not read).
-pub fn unread_rows(read: &ReadInputs, flights: &Flights) -> Vec<UnreadFile> {
-    let mut unread: Vec<UnreadFile> = (read.unread.iter())
-        .filter(|f| flights.contains(&f.flight))
-        .cloned()
-        .collect();
+///
+/// Errors: [`crate::error::Error::Spill`] when `flights` is on disk and
+/// cannot be read back.
+pub fn unread_rows(read: &ReadInputs, flights: &UuidSet) -> Result<Vec<UnreadFile>> {
+    let mut unread = Vec::new();
+    for f in &read.unread {
+        if flights.contains(&f.flight)? {
+            unread.push(f.clone());
+        }
+    }
     unread.sort_by(|a, b| (a.flight, &a.key).cmp(&(b.flight, &b.key)));
     unread.dedup_by(|a, b| a.key == b.key);
-    unread
+    Ok(unread)
 }
 
 /// The walk's first date when there is no watermark: `start_date`

@@ -23,6 +23,7 @@ use uuid::Uuid;
 
 use crate::keys::{IndexKey, classify_index_key};
 use crate::merge::Source;
+use crate::spill::{SpillSettings, UuidSet, UuidSetBuilder};
 use crate::storage::ObjectMeta;
 
 /// A set of flights: the uuids of the flight objects under
@@ -185,7 +186,7 @@ pub fn first_date_with_data(
 }
 
 /// An index partition listing, sorted out.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct PartitionListing {
     /// `{uuid}.parquet` files with their uuid, in key order.
     pub per_flight: Vec<(Uuid, ObjectMeta)>,
@@ -203,38 +204,58 @@ pub struct PartitionListing {
 }
 
 /// The per-flight files a listing window left out
-/// ([`crate::day::Day::list_window`]): how many, and which of the date's
-/// flights they are named by. Neither key, ETag nor uuid is held for them:
-/// 1 B a flight of the date, whatever the number of files.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// ([`crate::day::Day::list_window`]): how many, and, when the date's
+/// flights were listed with them, the flights they are named by. Neither
+/// key nor ETag is held for them; the flights' uuids spill to disk past
+/// `FLIGHTS_IN_MEMORY` ([`crate::spill`]).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct BeyondWindow {
     /// How many (non-empty `{uuid}.parquet` files).
     pub files: usize,
-    /// For each flight of the date's [`Flights`], in its order, whether a
-    /// file past the window is named by it. Empty when the listing had no
-    /// flights (a later pass of the run, the straggler sweep).
-    pub flights: Vec<bool>,
+    /// The uuids they are named by. Empty when the listing had no flights
+    /// (a later pass of the run, the straggler sweep).
+    pub flights: UuidSet,
 }
 
 impl PartitionListing {
-    /// The flights of `flights` (the date's, as listed with this listing)
-    /// that no per-flight file is named by, in the window or past it, in
-    /// uuid order: the parity gate's first look, before any multi-row
-    /// input is read.
-    pub fn flights_not_named(&self, flights: &Flights) -> Vec<Uuid> {
-        let window: Flights = self.per_flight.iter().map(|(u, _)| *u).collect();
-        // Marks are by position in the Flights they were listed with;
-        // against any other set they would name the wrong flights, so
-        // they are then not read at all (stricter: a Mismatch, never a
-        // false pass).
-        let past: &[bool] = match &self.beyond_window.flights {
-            marks if marks.len() == flights.len() => marks,
-            _ => &[],
-        };
-        (flights.iter().enumerate())
-            .filter(|(i, u)| !past.get(*i).copied().unwrap_or(false) && !window.contains(u))
-            .map(|(_, u)| *u)
-            .collect()
+    /// The flights of `flights` that no per-flight file is named by, in the
+    /// window or past it: the parity gate's first look, before any
+    /// multi-row input is read. A merge of the sorted sets, so a set on
+    /// disk is read once, in order; the result spills past `spill`'s limit.
+    ///
+    /// Errors: [`crate::error::Error::Spill`] reading a set or writing the
+    /// result.
+    pub fn flights_not_named(
+        &self,
+        flights: &UuidSet,
+        spill: SpillSettings,
+    ) -> crate::error::Result<UuidSet> {
+        let mut window: Vec<Uuid> = self.per_flight.iter().map(|(u, _)| *u).collect();
+        window.sort_unstable();
+        let mut window = window.into_iter().peekable();
+        let mut past = self.beyond_window.flights.iter().peekable();
+        let mut out = UuidSetBuilder::new(spill);
+        for u in flights.iter() {
+            let u = u?;
+            while window.next_if(|w| *w < u).is_some() {}
+            if window.peek() == Some(&u) {
+                continue;
+            }
+            let named_past = loop {
+                match past.peek() {
+                    Some(Ok(p)) if *p < u => _ = past.next(),
+                    Some(Ok(p)) => break *p == u,
+                    Some(Err(_)) => {
+                        return Err(past.next().and_then(Result::err).expect("an error"));
+                    }
+                    None => break false,
+                }
+            };
+            if !named_past {
+                out.push(u)?;
+            }
+        }
+        out.finish()
     }
 
     /// The multi-row inputs (compacted files, then other multi-row files),
@@ -686,11 +707,13 @@ mod tests {
         assert_eq!(l.inputs().count(), 3);
     }
 
+    /// The gate's first look, in memory and with every set on disk (a
+    /// limit of one uuid): the same flights.
     #[test]
     fn parity_reports_missing_only() {
         let u1 = Uuid::parse_str(U1).unwrap();
         let u2 = Uuid::parse_str(U2).unwrap();
-        let flights: Flights = [
+        let uuids: Vec<Uuid> = [
             format!("flights/2026/07/20/A_B_{U1}.json.gz"),
             format!("flights/2026/07/20/{U2}.json.gz"),
             "flights/2026/07/20/notes.txt".to_string(),
@@ -698,26 +721,44 @@ mod tests {
         .iter()
         .filter_map(|k| crate::keys::flight_uuid(k))
         .collect();
-        assert_eq!(flights.len(), 2);
-        let listing = classify_partition(vec![meta(&format!("{P}{U1}.parquet"), 10)]);
-        assert_eq!(listing.flights_not_named(&flights), vec![u2]);
-        // Named by a file past the listing window: marked at its flight.
-        let mut past = listing.clone();
-        let at = flights.iter().position(|u| *u == u2).unwrap();
-        past.beyond_window = BeyondWindow {
-            files: 1,
-            flights: (0..2).map(|i| i == at).collect(),
-        };
-        assert!(past.flights_not_named(&flights).is_empty());
-        // Marks listed with another set of flights are not read (read by
-        // position, those of this listing would name u2 in a set with a
-        // flight sorting last: a false pass).
-        let last = Uuid::from_u128(u128::MAX);
-        let more: Flights = flights.iter().copied().chain([last]).collect();
-        assert_eq!(past.flights_not_named(&more), vec![u2, last]);
-        // A per-flight file of no listed flight blocks nothing.
-        assert!(listing.flights_not_named(&Flights::from([u1])).is_empty());
-        assert!(listing.flights_not_named(&Flights::default()).is_empty());
+        for limit in [1, 1000] {
+            let spill = SpillSettings { limit };
+            let set = |us: &[Uuid]| {
+                let mut b = UuidSetBuilder::new(spill);
+                us.iter().for_each(|u| b.push(*u).unwrap());
+                b.finish().unwrap()
+            };
+            let not_named = |l: &PartitionListing, f: &UuidSet| -> Vec<Uuid> {
+                let out = l.flights_not_named(f, spill).unwrap();
+                out.iter().map(Result::unwrap).collect()
+            };
+            let flights = set(&uuids);
+            assert_eq!(flights.len(), 2);
+            let listing = classify_partition(vec![meta(&format!("{P}{U1}.parquet"), 10)]);
+            assert_eq!(not_named(&listing, &flights), vec![u2], "limit {limit}");
+            // Named by a file past the listing window (the window holds u1).
+            let mut past = listing.clone();
+            past.beyond_window = BeyondWindow {
+                files: 1,
+                flights: set(&[u2]),
+            };
+            assert!(not_named(&past, &flights).is_empty(), "limit {limit}");
+            // Files past the window of flights before, between and after
+            // the listed ones: each flight still named or not by its own.
+            let last = Uuid::from_u128(u128::MAX);
+            let (first, mid) = (
+                Uuid::from_u128(0),
+                Uuid::from_u128(u1.as_u128().min(u2.as_u128()) + 1),
+            );
+            past.beyond_window.flights = set(&[first, mid, u2]);
+            let more = set(&[u1, u2, last]);
+            assert_eq!(not_named(&past, &more), vec![last], "limit {limit}");
+            past.per_flight.clear();
+            assert_eq!(not_named(&past, &more), vec![u1, last], "limit {limit}");
+            // A per-flight file of no listed flight blocks nothing.
+            assert!(not_named(&listing, &set(&[u1])).is_empty());
+            assert!(not_named(&listing, &UuidSet::default()).is_empty());
+        }
     }
 
     #[test]

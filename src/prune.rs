@@ -365,7 +365,10 @@ pub struct ListedDay {
 
 impl ListedDay {
     /// Reduces a date's listings to what matters for `day`'s copies.
-    pub fn for_copies(l: Day, day: &CacheDay) -> ListedDay {
+    ///
+    /// Errors: [`crate::error::Error::Spill`] when the date's flights are
+    /// on disk and cannot be read back.
+    pub fn for_copies(l: Day, day: &CacheDay) -> crate::error::Result<ListedDay> {
         let keys: HashSet<&str> = day.copies.iter().map(|c| c.key.as_str()).collect();
         let flights: BTreeSet<Uuid> = day.copies.iter().map(|c| c.flight).collect();
         let i = l.index;
@@ -375,13 +378,16 @@ impl ListedDay {
             .chain(i.foreign.into_iter().map(|(m, _)| m.key))
             .filter(|k| keys.contains(k.as_str()))
             .collect();
-        ListedDay {
+        let mut listed = ListedDay {
             index_keys,
-            flights: (l.flights.iter())
-                .filter(|u| flights.contains(u))
-                .copied()
-                .collect(),
+            ..ListedDay::default()
+        };
+        for u in flights {
+            if l.flights.contains(&u)? {
+                listed.flights.insert(u);
+            }
         }
+        Ok(listed)
     }
 }
 
@@ -583,10 +589,11 @@ pub async fn read_bucket(store: &impl Store, walk: &CacheWalk) -> Result<BucketS
     let dates = dates_to_list(walk, &state);
     state.listed = futures::stream::iter(dates)
         .map(|d| async move {
-            let l = Day::list(store, d, true)
-                .await
-                .map_err(listing(&format!("the partitions of {d}")))?;
-            Ok::<_, PruneError>((d, ListedDay::for_copies(l, &walk.days[&d])))
+            let what = format!("the partitions of {d}");
+            let l = (Day::list(store, d, true, Default::default()).await)
+                .and_then(|l| ListedDay::for_copies(l, &walk.days[&d]))
+                .map_err(listing(&what))?;
+            Ok::<_, PruneError>((d, l))
         })
         .buffered(DATES_LISTED_IN_FLIGHT)
         .try_collect()

@@ -161,6 +161,8 @@ pub struct ReadSettings {
     /// A date's inputs are read in parts of this weight (`PART_FILES`,
     /// [`crate::plan::parts`]).
     pub part_files: u64,
+    /// Past how many uuids a date's sets spill to disk (`FLIGHTS_IN_MEMORY`).
+    pub spill: crate::spill::SpillSettings,
 }
 
 impl ReadSettings {
@@ -171,6 +173,7 @@ impl ReadSettings {
             row_group_rows: config.row_group_rows,
             budget: config.input_budget,
             part_files: config.part_files,
+            spill: config.spill,
         }
     }
 }
@@ -480,6 +483,7 @@ mod tests {
             row_group_rows: 1000,
             budget: crate::input::Budget::default(),
             part_files: 50_000,
+            spill: Default::default(),
         }
     }
 

@@ -25,7 +25,7 @@
 //! let mut r = RunReport::default();
 //! let date = NaiveDate::from_ymd_opt(2026, 7, 19).unwrap();
 //! let missing: Vec<uuid::Uuid> = (0..20_000u128).map(uuid::Uuid::from_u128).collect();
-//! r.set_mismatch(date, &missing);
+//! r.set_mismatch(date, missing.len() as u64, &missing);
 //! assert_eq!(r.mismatch_uuid_count, 20_000);
 //! assert_eq!(r.mismatch_uuids.len(), UUIDS_SHOWN);
 //! assert!(r.mismatch_uuids_truncated);
@@ -656,16 +656,18 @@ impl RunReport {
         }
     }
 
-    /// Records a parity mismatch on `date` with its missing flights
-    /// (sorted): `mismatch_uuid_count` is their number, `mismatch_uuids` the
-    /// first [`UUIDS_SHOWN`] of them.
-    pub fn set_mismatch(&mut self, date: NaiveDate, missing: &[uuid::Uuid]) {
+    /// Records a parity mismatch on `date` of `count` missing flights,
+    /// `first` the first of them in uuid order (at least [`UUIDS_SHOWN`]
+    /// when there are that many; a date's set may be on disk, so only those
+    /// are asked for): `mismatch_uuid_count` is `count`, `mismatch_uuids`
+    /// the first [`UUIDS_SHOWN`].
+    pub fn set_mismatch(&mut self, date: NaiveDate, count: u64, first: &[uuid::Uuid]) {
         self.mismatch_date = Some(date);
-        self.mismatch_uuid_count = missing.len() as u64;
-        self.mismatch_uuids = (missing.iter().take(UUIDS_SHOWN))
+        self.mismatch_uuid_count = count;
+        self.mismatch_uuids = (first.iter().take(UUIDS_SHOWN))
             .map(uuid::Uuid::to_string)
             .collect();
-        self.mismatch_uuids_truncated = missing.len() > UUIDS_SHOWN;
+        self.mismatch_uuids_truncated = count > UUIDS_SHOWN as u64;
     }
 
     /// Notes what one read of `day`'s inputs found of rows of other days:
@@ -828,10 +830,10 @@ mod tests {
     #[test]
     fn mismatch_uuids_at_their_cap() {
         let mut r = RunReport::default();
-        r.set_mismatch(date(0), &uuids(UUIDS_SHOWN));
+        r.set_mismatch(date(0), UUIDS_SHOWN as u64, &uuids(UUIDS_SHOWN));
         assert_eq!(r.mismatch_uuids.len(), UUIDS_SHOWN);
         assert!(!r.mismatch_uuids_truncated);
-        r.set_mismatch(date(0), &uuids(UUIDS_SHOWN + 1));
+        r.set_mismatch(date(0), UUIDS_SHOWN as u64 + 1, &uuids(UUIDS_SHOWN + 1));
         assert_eq!(r.mismatch_uuids.len(), UUIDS_SHOWN);
         assert_eq!(r.mismatch_uuid_count, UUIDS_SHOWN as u64 + 1);
         assert!(r.mismatch_uuids_truncated);
@@ -1004,7 +1006,7 @@ mod tests {
             mismatch_uuids: missing.iter().map(uuid::Uuid::to_string).collect(),
             ..Default::default()
         });
-        r.set_mismatch(date(0), &missing);
+        r.set_mismatch(date(0), missing.len() as u64, &missing);
         r.bound();
         assert!(json_bytes(&r) <= 20_000, "{}", json_bytes(&r));
         assert_eq!(r.mismatch_uuid_count, 20_000);

@@ -51,10 +51,10 @@ const RECORD: usize = 16;
 /// What one run's reader holds while a set is iterated, in bytes.
 const READ_BUFFER: usize = 64 * 1024;
 
-/// The default of [`SpillSettings::limit`] (`FLIGHTS_IN_MEMORY`): 2^20
-/// uuids, 16 MiB a set. A date of up to about a million flights is held in
+/// The default of [`SpillSettings::limit`] (`FLIGHTS_IN_MEMORY`): 2^19
+/// uuids, 8 MiB a set. A date of up to about half a million flights is held in
 /// memory as before; only larger ones touch the disk.
-pub const DEFAULT_IN_MEMORY: usize = 1 << 20;
+pub const DEFAULT_IN_MEMORY: usize = 1 << 19;
 
 /// Past how many uuids a [`UuidSetBuilder`] spills (to the system's
 /// temporary directory, [`std::env::temp_dir`]: `TMPDIR`, else `/tmp`).

@@ -598,7 +598,7 @@ pub async fn gather(
             .take_while(|d| *d <= cutoff)
             .take(opts.days)
         {
-            let mut day = day_status(store, date, config.input_budget).await?;
+            let mut day = day_status(store, date, config.input_budget, config.spill).await?;
             day.blocked_by = blocked.blocking_walk(date).map(ToString::to_string);
             s.next_days.push(day);
         }
@@ -658,7 +658,7 @@ async fn mismatch_status(
     claimed: &std::collections::HashSet<String>,
     errors: &mut Vec<String>,
 ) -> Result<MismatchStatus> {
-    let day = Day::list(store, date, true).await?;
+    let day = Day::list(store, date, true, config.spill).await?;
     let day_plan = plan::plan_day(date, day.index.clone(), claimed);
     let inputs = match &day_plan.action {
         plan::DayAction::Compact { inputs } => Some(inputs.as_slice()),
@@ -685,9 +685,11 @@ async fn mismatch_status(
     Ok(MismatchStatus {
         date,
         mismatch_runs,
-        flights: day.flights.len() as u64,
+        flights: day.flights.len(),
         missing_uuid_count: failing.len() as u64,
-        missing_uuids: failing.iter().map(Uuid::to_string).collect(),
+        missing_uuids: (failing.iter())
+            .map(|u| u.map(|u| u.to_string()))
+            .collect::<Result<_>>()?,
         cause,
         unread_files: check.unread,
         compacted_files_read: check.compacted_files_read,
@@ -698,8 +700,9 @@ async fn day_status(
     store: &impl Store,
     date: NaiveDate,
     budget: crate::input::Budget,
+    spill: crate::spill::SpillSettings,
 ) -> Result<DayStatus> {
-    let day = Day::list(store, date, true).await?;
+    let day = Day::list(store, date, true, spill).await?;
     let other = day.other_day_rows(store, budget).await?;
     Ok(DayStatus {
         rows_of_other_days: other.rows,

@@ -565,7 +565,8 @@ pub(super) mod tests {
             .map(|i| uuid::Uuid::from_u128(u128::MAX - i))
             .collect();
         let mut report = full_report();
-        report.set_mismatch(NaiveDate::from_ymd_opt(2026, 7, 22).unwrap(), &missing);
+        let d = NaiveDate::from_ymd_opt(2026, 7, 22).unwrap();
+        report.set_mismatch(d, missing.len() as u64, &missing);
         let stats = statistics(&report, "root");
         let by_topic = |t: &str| {
             stats

@@ -19,6 +19,7 @@ use crate::plan::{self, DayAction};
 use crate::progress::Progress;
 use crate::read::{self, Prefetched};
 use crate::report::{DayAction as Done, DayReport, Parity, RunReport, SkippedFile, UnreadFile};
+use crate::spill::UuidSet;
 use crate::storage::Store;
 
 /// How many times a date is planned in one run when inputs changed while
@@ -33,7 +34,7 @@ pub(super) enum DayOutcome {
     /// Done (compacted, nothing to do, planned): the day's report.
     Done(DayReport),
     /// Parity failed: the day's report and the flights without an index row.
-    Mismatch(DayReport, Vec<Uuid>),
+    Mismatch(DayReport, UuidSet),
     /// An error stopped the date: the day's report (with what it did before
     /// the error, action `failed`) and the error.
     Failed(DayReport, Error),
@@ -114,7 +115,7 @@ async fn day_passes(
     date: NaiveDate,
     mode: DayMode,
     day: &mut DayReport,
-) -> Result<Option<Vec<Uuid>>> {
+) -> Result<Option<UuidSet>> {
     let settings = read::ReadSettings::of(cx.config);
     // Per-flight files of listed flights that could not be read: the date
     // is a Mismatch once its readable inputs are folded.
@@ -129,14 +130,11 @@ async fn day_passes(
         .saturating_mul(crate::day::WINDOW_PARTS))
     .try_into()
     .unwrap_or(usize::MAX);
-    // No more flights are listed than the memory allows a date to hold.
-    let max_flights = crate::day::max_day_files(cx.config.part_files, cx.config.memory_limit_mb)
-        .map_or(usize::MAX, |n| n.try_into().unwrap_or(usize::MAX));
     let mut newer_passes = 0;
     // The flights are listed by the first pass (its parity gate's), and
-    // kept, as uuids, for the parts of every pass: a later pass lists the
-    // index partition alone.
-    let mut flights: Option<crate::partition::Flights> = None;
+    // kept, as uuids (on disk past FLIGHTS_IN_MEMORY), for the parts of
+    // every pass: a later pass lists the index partition alone.
+    let mut flights: Option<crate::spill::UuidSet> = None;
     // Per-flight files the last pass listed past its window, and inputs it
     // kept as changed: what the next pass is for.
     let (mut left_past_window, mut pending) = (0usize, 0usize);
@@ -151,23 +149,21 @@ async fn day_passes(
         let t = std::time::Instant::now();
         let with_flights = mode != DayMode::Sweep && flights.is_none();
         let mut listed =
-            crate::day::Day::list_window(cx.store, date, with_flights, window, max_flights).await?;
+            crate::day::Day::list_window(cx.store, date, with_flights, window, settings.spill)
+                .await?;
         day.passes += 1;
         let flights = flights.get_or_insert_with(|| std::mem::take(&mut listed.flights));
-        tracing::debug!(%date, phase = "list", flights = flights.len(), seconds = t.elapsed().as_secs_f64(), "partition listed");
+        tracing::debug!(%date, phase = "list", flights = flights.len(), spilled = flights.spilled(), seconds = t.elapsed().as_secs_f64(), "partition listed");
         let listing = &listed.index;
-        // The date's flights; past max_flights the listing counted them
-        // without holding them (nor listing the index): refused below.
-        day.flights = match listed.flights_listed > max_flights as u64 {
-            true => listed.flights_listed,
-            false => flights.len() as u64,
-        };
+        day.flights = flights.len();
         let beyond_window = listing.beyond_window.files;
         left_past_window = beyond_window;
         // Refused before any input is read when the date cannot fit the
         // run's memory: a report, not an allocation failure.
-        let files = ((listing.inputs().count() + beyond_window) as u64).max(day.flights);
-        crate::day::check_day_memory(date, files, cx.config.part_files, cx.config.memory_limit_mb)?;
+        let files = (listing.inputs().count() + beyond_window) as u64;
+        let in_memory = settings.spill.limit as u64;
+        let (part_files, limit_mb) = (cx.config.part_files, cx.config.memory_limit_mb);
+        crate::day::check_day_memory(date, files, part_files, in_memory, limit_mb)?;
         if pass == 0 {
             day.foreign_objects = listing.foreign.len() as u64;
             day.foreign_keys = (listing.foreign.iter().take(FOREIGN_KEYS_SHOWN))
@@ -212,7 +208,7 @@ async fn day_passes(
             );
             if !check.missing.is_empty() {
                 let reason = check.reason().unwrap_or_default();
-                return Ok(Some(parity_failed(day, reason, check.missing)));
+                return Ok(Some(parity_failed(day, reason, check.missing)?));
             }
             day.parity = Some(Parity::Passed);
             prefetched = check.prefetched;
@@ -290,7 +286,7 @@ async fn day_passes(
                 PartEnd::Read => {}
                 PartEnd::Lost(lost) => {
                     add_unread(&mut unread_files, pass_unread);
-                    return Ok(Some(lost_rows(day, lost, unread_files)));
+                    return Ok(Some(lost_rows(day, lost, unread_files)?));
                 }
                 PartEnd::Stop => {
                     stop = true;
@@ -332,7 +328,7 @@ async fn day_passes(
         delete_finished_manifests(cx).await?;
     }
     if !unread_files.is_empty() {
-        return Ok(Some(lost_rows(day, Vec::new(), unread_files)));
+        return Ok(Some(lost_rows(day, Vec::new(), unread_files)?));
     }
     if left_past_window > 0 {
         // The last window committed nothing: never a date done with
@@ -397,7 +393,7 @@ async fn commit_part(
     inputs: Vec<plan::PlannedInput>,
     reason: &str,
     prefetched: &mut Prefetched,
-    flights: &crate::partition::Flights,
+    flights: &UuidSet,
     day: &mut DayReport,
     outputs: &mut Outputs,
 ) -> Result<(PartEnd, Vec<UnreadFile>)> {
@@ -408,8 +404,8 @@ async fn commit_part(
         prefetched.remove(&i.meta.key);
     }
     // In the sweep no flight was listed: none can be lost.
-    let lost = without_own_row(&read, flights);
-    let unread = unread_rows(&read, flights);
+    let lost = without_own_row(&read, flights)?;
+    let unread = unread_rows(&read, flights)?;
     let planned = inputs.len();
     drop(inputs);
     day.bytes_read += read.bytes_read;
@@ -455,17 +451,17 @@ async fn commit_part(
 }
 
 /// Marks `day` as failing parity (`reason`, the flights `missing`).
-fn parity_failed(day: &mut DayReport, reason: String, missing: Vec<Uuid>) -> Vec<Uuid> {
+fn parity_failed(day: &mut DayReport, reason: String, missing: UuidSet) -> Result<UuidSet> {
     day.parity = Some(Parity::Mismatch);
     day.action = Done::Mismatch;
     day.reason = reason;
     // The count whole, the uuids as many as the report shows: a date of
     // millions of flights without an index costs no string for each.
-    day.mismatch_uuid_count = missing.len() as u64;
-    day.mismatch_uuids = (missing.iter().take(crate::report::DAY_UUIDS_SHOWN + 1))
+    day.mismatch_uuid_count = missing.len();
+    day.mismatch_uuids = (missing.first(crate::report::DAY_UUIDS_SHOWN + 1)?.iter())
         .map(Uuid::to_string)
         .collect();
-    missing
+    Ok(missing)
 }
 
 /// Adds a pass's unreadable per-flight files to the date's. An unreadable
@@ -478,7 +474,7 @@ fn add_unread(unread: &mut Vec<UnreadFile>, pass: Vec<UnreadFile>) {
 
 /// Marks `day` as failing parity because of [`without_own_row`] (`lost`)
 /// or [`unread_rows`] (`unread`, named in `days[].unread_files`).
-fn lost_rows(day: &mut DayReport, lost: Vec<Uuid>, unread: Vec<UnreadFile>) -> Vec<Uuid> {
+fn lost_rows(day: &mut DayReport, lost: Vec<Uuid>, unread: Vec<UnreadFile>) -> Result<UuidSet> {
     if let Some(first) = lost.first() {
         tracing::warn!(date = %day.date, flights = lost.len(), first = %first,
             "per-flight files that hold no row of their flight: parity fails, nothing is written");

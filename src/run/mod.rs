@@ -612,7 +612,7 @@ enum DayEnd {
     /// Done: compacted, nothing to do, or planned.
     Done,
     /// Parity failed: the flights without an index row.
-    Mismatch(Vec<Uuid>),
+    Mismatch(crate::spill::UuidSet),
     /// The deadline stopped it between parts (`partial`, `resume_date`).
     Unfinished,
 }
@@ -758,7 +758,7 @@ async fn repair_range(
     tracing::info!(%from, %to, "repairing a range of dates: folding what each holds; the watermark is not moved");
     walking(cx, &dates);
     report.stop_reason = StopReason::EndOfRange;
-    let mut first_mismatch: Option<(NaiveDate, Vec<Uuid>)> = None;
+    let mut first_mismatch: Option<(NaiveDate, crate::spill::UuidSet)> = None;
     for date in dates {
         if stop_for_deadline(cx, report, date, "the same event again continues from here") {
             break;

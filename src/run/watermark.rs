@@ -3,8 +3,8 @@
 //! finished commits' manifests, never before a commit is complete) and the
 //! parity mismatch it records and clears.
 
+use crate::spill::UuidSet;
 use chrono::NaiveDate;
-use uuid::Uuid;
 
 use super::Ctx;
 use crate::commit;
@@ -105,17 +105,19 @@ pub(super) async fn record_mismatch(
     report: &mut RunReport,
     wm: &mut WatermarkState,
     date: NaiveDate,
-    missing: Vec<Uuid>,
+    missing: UuidSet,
 ) -> Result<()> {
     let opts = cx.opts;
+    let first = missing.first(crate::report::UUIDS_SHOWN)?;
+    let (count, first_uuid) = (missing.len(), first.first().copied().unwrap_or_default());
     report.last_run_status = Status::Mismatch;
     report.stop_reason = StopReason::Mismatch;
     if opts.dry_run || opts.only_date.is_some() {
-        tracing::warn!(%date, missing = missing.len(), first = %missing[0], "parity mismatch (not recorded: --date or a dry run)");
+        tracing::warn!(%date, missing = count, first = %first_uuid, "parity mismatch (not recorded: --date or a dry run)");
         return Ok(());
     }
-    report.set_mismatch(date, &missing);
-    tracing::warn!(%date, missing = missing.len(), first = %missing[0], "parity mismatch: flights without index rows; the walk stops here");
+    report.set_mismatch(date, count, &first);
+    tracing::warn!(%date, missing = count, first = %first_uuid, "parity mismatch: flights without index rows; the walk stops here");
     let event = opts
         .event_id
         .clone()

@@ -304,7 +304,7 @@ async fn list_ranges<T: Send>(
 /// is): a listing holds at most twice
 /// its items at once (the parts and the result), where a growing
 /// `collect` can hold three times (the parts, and the old and the new
-/// buffer while it grows); [`crate::day::LISTING_BYTES_PER_FLIGHT`].
+/// buffer while it grows).
 fn concat<T>(head: Vec<T>, mut parts: Vec<Vec<T>>) -> Vec<T> {
     if head.is_empty() && parts.len() == 1 {
         return parts.pop().unwrap_or_default();

@@ -518,3 +518,84 @@ async fn unreadable_files_in_two_listing_windows_are_each_named_once() {
     let left = dump(&store, &archive_compaction::keys::index_prefix(date(DAY)));
     assert!(left.contains_key(&keys[1]) && left.contains_key(&keys[6]));
 }
+
+/// A date whose uuid sets spill to local disk (`FLIGHTS_IN_MEMORY` 3 here:
+/// its 24 flights, the 16 flights of its files past the window of 8, the
+/// gate's flights named only by a compacted file, each in sorted runs on
+/// disk) is gated and compacted as one held in memory: a crash in the
+/// second window, then a run whose gate finds the compacted flights by
+/// their rows, batch by batch, and finishes the date, every flight once; a
+/// date of flights without index files is a Mismatch naming them in uuid
+/// order. With `TMPDIR` a directory that does not exist, a date past the
+/// limit fails with the spill error naming it and the fix, and changes
+/// nothing (the listings and the gate come before any input is read).
+#[tokio::test]
+async fn a_day_whose_uuid_sets_spill_to_disk_is_gated_and_compacted_as_in_memory() {
+    let _serial = SERIAL.lock().await;
+    init_logs();
+    let store = bucket("parts-spill").await;
+    let generated = generate(
+        &store,
+        json!({"seed": 45, "days": [{"date": DAY, "flights": 24}]}),
+    );
+    let cfg = config(&store, &[("PART_FILES", "2"), ("FLIGHTS_IN_MEMORY", "3")]);
+    // No spill directory: the date is refused with the fix, nothing changed.
+    let before = dump(&store, "index/");
+    // SAFETY: nextest runs each test in its own process; nothing else of
+    // this one reads the environment meanwhile.
+    unsafe { std::env::set_var("TMPDIR", "/nonexistent/spill-dir") };
+    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    unsafe { std::env::remove_var("TMPDIR") };
+    assert_eq!(r.last_run_status, Status::Failure, "{r:?}");
+    assert!(
+        r.errors[0].contains("/nonexistent/spill-dir") && r.errors[0].contains("EphemeralStorage"),
+        "{:?}",
+        r.errors
+    );
+    assert_eq!(
+        dump(&store, "index/"),
+        before,
+        "a refused date changed the bucket"
+    );
+
+    let scenario = fail::FailScenario::setup();
+    fail::cfg("run::after-part", "5*off->1*return->off").unwrap();
+    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    scenario.teardown();
+    assert_eq!(r.last_run_status, Status::Failure, "{r:?}");
+    assert_eq!(
+        rows_by_flight_or_inputs(&store),
+        (6, 12),
+        "six parts before the crash"
+    );
+    // 12 flights now named by compacted files alone: more than a batch of
+    // 3, so the gate takes them off its set in several passes.
+    let r = run(&store, &cfg, &options_after_leases(1)).await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    let day = r.days.iter().find(|d| d.date == date(DAY)).unwrap();
+    assert_eq!(
+        (day.flights, day.parity),
+        (24, Some(archive_compaction::report::Parity::Passed))
+    );
+    assert_eq!((day.rows_written, day.files_left), (12, 0), "{day:?}");
+    assert_eq!(assert_each_once(&store, &generated).len(), 12);
+
+    // A later date, 7 of its 10 flights without an index file.
+    let later = "2026-07-21";
+    let g = generate(
+        &store,
+        json!({"seed": 46, "days": [{"date": later, "flights": 10, "unindexed": 7}]}),
+    );
+    let r = run(&store, &cfg, &RunOptions::at(at("2026-07-23T04:50:00Z"))).await;
+    assert_eq!(r.last_run_status, Status::Mismatch, "{r:?}");
+    assert_eq!(r.mismatch_date, Some(date(later)));
+    assert_eq!(
+        (r.mismatch_uuid_count, &r.mismatch_uuids),
+        (7, &g.missing[later])
+    );
+    let day = r.days.iter().find(|d| d.date == date(later)).unwrap();
+    assert_eq!(
+        (day.mismatch_uuid_count, &day.mismatch_uuids),
+        (7, &g.missing[later])
+    );
+}

@@ -1211,5 +1211,6 @@ fn settings() -> read::ReadSettings {
         row_group_rows: 1024,
         budget: Default::default(),
         part_files: archive_compaction::config::defaults::PART_FILES,
+        spill: Default::default(),
     }
 }

@@ -678,7 +678,7 @@ async fn a_broker_that_closes_the_connection_at_one_message_still_gets_the_other
         ..Default::default()
     };
     let missing: Vec<uuid::Uuid> = (0..150).map(|_| uuid::Uuid::now_v7()).collect();
-    report.set_mismatch(date("2026-07-19"), &missing);
+    report.set_mismatch(date("2026-07-19"), missing.len() as u64, &missing);
     let mut messages = archive_compaction::mqtt::discovery(ROOT, "b");
     messages.extend(archive_compaction::mqtt::statistics(&report, ROOT));
     let big = format!("{ROOT}/statistic/mismatch_uuids");

@@ -93,6 +93,7 @@ pub fn settings() -> read::ReadSettings {
         row_group_rows: 1024,
         budget: Default::default(),
         part_files: archive_compaction::config::defaults::PART_FILES,
+        spill: Default::default(),
     }
 }
 
