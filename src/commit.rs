@@ -481,14 +481,14 @@ pub async fn listed_etags(
     let known: std::collections::HashSet<&str> =
         manifest.inputs.iter().map(|i| i.key.as_str()).collect();
     let keys: Vec<&str> = known.iter().copied().collect();
-    Ok(
-        crate::storage::ranges::relist_through(store, &index_prefix(manifest.date), &keys)
-            .await?
-            .into_iter()
-            .filter(|o| known.contains(o.key.as_str()))
-            .map(|o| (o.key, o.etag))
-            .collect(),
-    )
+    // Page by page: only the inputs are held, not the keys between them.
+    let known = &known;
+    let input = move |o: crate::storage::ObjectMeta| {
+        known.contains(o.key.as_str()).then_some((o.key, o.etag))
+    };
+    let prefix = index_prefix(manifest.date);
+    let listed = crate::storage::ranges::relist_through(store, &prefix, &keys, input).await?;
+    Ok(listed.into_iter().collect())
 }
 
 /// [`delete_inputs`] against its listing (key → ETag) of the partition,

@@ -370,14 +370,18 @@ pub async fn relist<S: AsRef<str>>(
 /// of one commit's inputs, where keys after its last input (a later part's
 /// inputs, [`crate::plan::parts`]) are not its business and would cost
 /// pages for nothing. Keys written since among the known ones fall into
-/// the ranges like any other.
+/// the ranges like any other. Each object passes through `keep` as its
+/// page arrives: a part that folds a compacted file re-lists through every
+/// per-flight file before it (past its listing window too), and keeping
+/// only its own inputs holds a part's worth, not the date's.
 ///
 /// Errors: an S3 error listing a page.
-pub async fn relist_through<S: AsRef<str>>(
+pub async fn relist_through<S: AsRef<str>, T: Send>(
     store: &impl Store,
     prefix: &str,
     known: &[S],
-) -> Result<Vec<ObjectMeta>> {
+    keep: impl Fn(ObjectMeta) -> Option<T> + Copy + Send + Sync,
+) -> Result<Vec<T>> {
     let mut ranges = relist_ranges(prefix, known, store.list_page_size());
     let last = (known.iter().map(AsRef::as_ref))
         .filter(|k| k.starts_with(prefix))
@@ -385,7 +389,7 @@ pub async fn relist_through<S: AsRef<str>>(
     if let (Some(range), Some(last)) = (ranges.last_mut(), last) {
         range.through = Some(last.to_string());
     }
-    list_in_ranges(store, prefix, &ranges, Some).await
+    list_in_ranges(store, prefix, &ranges, keep).await
 }
 
 /// The ranges [`relist`] lists: covering the whole key space, each holding
@@ -610,9 +614,9 @@ mod tests {
             let s = store_with(&all, page);
             // The first 20 known (a part), one of them rewritten since:
             // every key up to the 20th, none after it.
-            let got = names(&relist_through(&s, p, &keys[..20]).await.unwrap());
+            let got = names(&relist_through(&s, p, &keys[..20], Some).await.unwrap());
             assert_eq!(got, keys[..20], "page size {page}");
-            let got = names(&relist_through(&s, p, &keys[30..40]).await.unwrap());
+            let got = names(&relist_through(&s, p, &keys[30..40], Some).await.unwrap());
             assert_eq!(got, keys[..40], "page size {page}");
         }
     }
