@@ -73,6 +73,8 @@ struct Window {
     limit: usize,
     held: std::collections::BinaryHeap<ByKey>,
     files: usize,
+    /// The sizes of the files past the window, in bytes.
+    bytes: u64,
     /// The flights of the files past the window, when wanted.
     past: Option<UuidSetBuilder>,
     /// The first error of `past` (a run that could not be written).
@@ -108,11 +110,15 @@ impl Window {
             self.held.push(ByKey(u, o));
             return;
         }
-        let past = match self.held.peek_mut() {
-            Some(mut last) if o.key < last.1.key => std::mem::replace(&mut *last, ByKey(u, o)).0,
-            _ => u,
+        let (past, size) = match self.held.peek_mut() {
+            Some(mut last) if o.key < last.1.key => {
+                let ByKey(u, o) = std::mem::replace(&mut *last, ByKey(u, o));
+                (u, o.size)
+            }
+            _ => (u, o.size),
         };
         self.files += 1;
+        self.bytes += size;
         if let (Some(b), None) = (&mut self.past, &self.failed) {
             self.failed = b.push(past).err();
         }
@@ -228,6 +234,7 @@ impl Day {
             limit: window,
             held: Default::default(),
             files: 0,
+            bytes: 0,
             past: with_flights.then(|| UuidSetBuilder::new(spill)),
             failed: None,
         });
@@ -246,6 +253,7 @@ impl Day {
         let Window {
             held,
             files,
+            bytes,
             past,
             failed,
             ..
@@ -259,6 +267,7 @@ impl Day {
             .collect();
         index.beyond_window = plan::BeyondWindow {
             files,
+            bytes,
             flights: past
                 .map(UuidSetBuilder::finish)
                 .transpose()?
@@ -438,8 +447,10 @@ pub const DAY_BYTES_PER_FILE: u64 = 512;
 
 /// The uuid sets a date holds at once, each at most `FLIGHTS_IN_MEMORY`
 /// uuids in memory ([`crate::spill`]): its flights, the flights of its
-/// per-flight files past the listing window, the parity gate's flights not
-/// named by a file, and a batch of flights found in its multi-row inputs.
+/// per-flight files past the listing window, and, during the parity gate,
+/// its flights named by no file and a batch of flights found in its
+/// multi-row inputs (or, while a pass is cut into parts, the (flight,
+/// input) pairs of [`crate::partition::parts_of`], 20 B each: less).
 pub const SPILL_SETS: u64 = 4;
 
 /// The estimated peak memory of a run compacting a date of `files` index
@@ -840,6 +851,8 @@ mod tests {
             assert_eq!(uuids(&i.beyond_window.flights), past);
             assert_eq!(day.counts().per_flight_files, 11);
             assert_eq!(day.counts().flights, 12);
+            // One byte a file, in the window or past it.
+            assert_eq!((i.per_flight_bytes(), i.beyond_window.bytes), (11, 7));
             assert_eq!(not_named(&day), vec![u(10), u(11)]);
         }
         let whole = Day::list(&store, date, true, spill(1000)).await.unwrap();
@@ -858,6 +871,7 @@ mod tests {
         );
         assert!(none.index.beyond_window.flights.is_empty());
         assert!(none.flights.is_empty());
+        assert_eq!(none.index.per_flight_bytes(), 11);
     }
 
     /// The window keeps the smallest keys whatever order they are offered
@@ -871,6 +885,7 @@ mod tests {
             limit: 3,
             held: Default::default(),
             files: 0,
+            bytes: 0,
             past: Some(UuidSetBuilder::new(spill(2))),
             failed: None,
         };

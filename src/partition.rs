@@ -29,8 +29,6 @@
 //! # });
 //! ```
 
-use std::collections::HashMap;
-
 use chrono::NaiveDate;
 use uuid::Uuid;
 
@@ -44,7 +42,7 @@ use crate::merge::Source;
 use crate::plan::{self, PartitionListing, PlannedInput};
 use crate::read::{self, Prefetched, ReadInputs, ReadSettings};
 use crate::report::UnreadFile;
-use crate::spill::{SpillSettings, UuidSet};
+use crate::spill::{SortedSetBuilder, SpillSettings, UuidSet};
 use crate::storage::Store;
 
 pub use crate::plan::Flights;
@@ -153,8 +151,14 @@ async fn flights_in(
 /// parity by: when they are more than one part, the flights of their
 /// multi-row inputs are read first (their `s3_key` column; bodies read
 /// whole kept in `prefetched`) so inputs sharing a flight stay together.
+/// Every (flight, input) pair goes into a set that spills to disk past
+/// `FLIGHTS_IN_MEMORY` ([`crate::spill`]), and the groups are read off it
+/// in flight order ([`plan::Groups::of_holders`]): what is held is one
+/// input's flights and the set's limit, not the flights of every compacted
+/// file the date's earlier parts wrote.
 ///
-/// Errors: an S3 error reading a multi-row input.
+/// Errors: an S3 error reading a multi-row input;
+/// [`crate::error::Error::Spill`].
 pub async fn parts_of(
     store: &impl Store,
     inputs: Vec<PlannedInput>,
@@ -162,33 +166,38 @@ pub async fn parts_of(
     prefetched: &mut Prefetched,
 ) -> Result<plan::Parts> {
     let total: u64 = inputs.iter().map(plan::input_weight).sum();
-    let flights_of = if total > settings.part_files {
-        multi_row_flights(store, &inputs, settings.budget, prefetched).await?
-    } else {
-        HashMap::new()
+    let groups = match total > settings.part_files {
+        true => shared_flights(store, &inputs, settings, prefetched).await?,
+        false => plan::Groups::new(inputs.len()),
     };
-    Ok(plan::parts(inputs, &flights_of, settings.part_files))
+    Ok(plan::parts(inputs, groups, settings.part_files))
 }
 
-/// The flights each multi-row input of `inputs` holds rows of, by key
-/// (read as the parity gate reads them; none for one that vanished or cannot be decoded: the
-/// merge skips it too), for [`plan::parts`] to keep inputs that share a
-/// flight in one part. Bodies read whole go into `prefetched`.
+/// `inputs` grouped by the flights they share: a per-flight file holds its
+/// own, a multi-row input the flights of its rows (read as the parity gate
+/// reads them; none for one that vanished or cannot be decoded: the merge
+/// skips it too). Bodies read whole go into `prefetched`.
 ///
-/// Errors: an S3 error reading an input.
-async fn multi_row_flights(
+/// Errors: an S3 error reading an input; [`crate::error::Error::Spill`].
+async fn shared_flights(
     store: &impl Store,
     inputs: &[PlannedInput],
-    budget: Budget,
+    settings: ReadSettings,
     prefetched: &mut Prefetched,
-) -> Result<HashMap<String, Vec<Uuid>>> {
-    let mut out = HashMap::new();
-    for i in inputs.iter().filter(|i| i.flight().is_none()) {
-        if let Some(Ok(found)) = flights_in(store, &i.meta, budget, prefetched).await? {
-            out.insert(i.meta.key.clone(), found);
+) -> Result<plan::Groups> {
+    let mut holders = SortedSetBuilder::<(Uuid, u32)>::new(settings.spill);
+    for (i, input) in inputs.iter().enumerate() {
+        let i = u32::try_from(i).unwrap_or(u32::MAX);
+        if let Some(u) = input.flight() {
+            holders.push((u, i))?;
+            continue;
+        }
+        let found = flights_in(store, &input.meta, settings.budget, prefetched).await?;
+        for u in found.and_then(Result::ok).unwrap_or_default() {
+            holders.push((u, i))?;
         }
     }
-    Ok(out)
+    plan::Groups::of_holders(inputs.len(), holders.finish()?.iter())
 }
 
 /// The whole parity verdict on one date ([`parity_check`]).

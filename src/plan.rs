@@ -212,6 +212,8 @@ pub struct PartitionListing {
 pub struct BeyondWindow {
     /// How many (non-empty `{uuid}.parquet` files).
     pub files: usize,
+    /// Their sizes together, in bytes.
+    pub bytes: u64,
     /// The uuids they are named by. Empty when the listing had no flights
     /// (a later pass of the run, the straggler sweep).
     pub flights: UuidSet,
@@ -264,6 +266,12 @@ impl PartitionListing {
     pub fn multi_row_inputs(&self) -> impl Iterator<Item = (&ObjectMeta, Source)> {
         (self.compacted.iter().map(|m| (m, Source::Compacted)))
             .chain(self.multi_row.iter().map(|m| (m, Source::MultiRow)))
+    }
+
+    /// The per-flight files' sizes together, in the window or past it, in
+    /// bytes.
+    pub fn per_flight_bytes(&self) -> u64 {
+        self.per_flight.iter().map(|(_, m)| m.size).sum::<u64>() + self.beyond_window.bytes
     }
 
     /// Every index input (per-flight, compacted, other multi-row).
@@ -480,12 +488,72 @@ pub struct Parts {
     pub left_as_they_are: usize,
 }
 
+/// A date's inputs grouped by the flights they share: a union-find over
+/// their indices in the plan ([`parts`]). Built from every (flight, input)
+/// pair in flight order ([`Groups::of_holders`]), so the pairs can be a
+/// set on disk ([`crate::spill`]) and a date's grouping holds one index an
+/// input, not one entry a flight.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Groups {
+    parent: Vec<usize>,
+}
+
+impl Groups {
+    /// `n` inputs, each alone.
+    pub fn new(n: usize) -> Groups {
+        Groups {
+            parent: (0..n).collect(),
+        }
+    }
+
+    /// `n` inputs grouped by `holders`: every (flight, input index) pair,
+    /// in flight order (a [`crate::spill::SortedSet`]'s); inputs named by
+    /// two pairs of one flight are in one group. Indices past `n` are
+    /// passed by.
+    ///
+    /// Errors: the first error of `holders` (a set on disk not read back).
+    pub fn of_holders<E>(
+        n: usize,
+        holders: impl IntoIterator<Item = Result<(Uuid, u32), E>>,
+    ) -> Result<Groups, E> {
+        let mut g = Groups::new(n);
+        let mut last: Option<(Uuid, usize)> = None;
+        for pair in holders {
+            let (flight, i) = pair?;
+            let i = i as usize;
+            if i >= n {
+                continue;
+            }
+            match last {
+                Some((f, j)) if f == flight => g.join(i, j),
+                _ => last = Some((flight, i)),
+            }
+        }
+        Ok(g)
+    }
+
+    /// Puts inputs `a` and `b` in one group.
+    pub fn join(&mut self, a: usize, b: usize) {
+        let (a, b) = (self.root(a), self.root(b));
+        self.parent[a.max(b)] = a.min(b);
+    }
+
+    /// The group of input `i`: its smallest index.
+    fn root(&mut self, mut i: usize) -> usize {
+        while self.parent[i] != i {
+            self.parent[i] = self.parent[self.parent[i]];
+            i = self.parent[i];
+        }
+        i
+    }
+}
+
 /// Splits a plan's `inputs` (compacted files, then other multi-row files,
 /// then per-flight files: [`DayAction::Compact`]) into parts of at most
-/// `part_weight` ([`input_weight`], `PART_FILES`). `flights_of` gives the
-/// flights each multi-row input holds rows of, by key
-/// ([`crate::partition::parts_of`]); it is read only when the
-/// inputs are more than one part.
+/// `part_weight` ([`input_weight`], `PART_FILES`). `groups` holds together
+/// the inputs that share a flight ([`Groups`], from the flights each
+/// multi-row input holds rows of: [`crate::partition::parts_of`], read only
+/// when the inputs are more than one part).
 ///
 /// Rules, so that every flight's row is in one output exactly once:
 /// - all of them in one part when they fit (one compacted file a day);
@@ -501,7 +569,7 @@ pub struct Parts {
 /// Pure: no I/O.
 ///
 /// ```
-/// use archive_compaction::plan::{parts, PlannedInput};
+/// use archive_compaction::plan::{parts, Groups, PlannedInput};
 /// use archive_compaction::merge::Source;
 /// use archive_compaction::storage::ObjectMeta;
 /// let pf = |i: u128| PlannedInput {
@@ -509,16 +577,11 @@ pub struct Parts {
 ///     source: Source::PerFlight(uuid::Uuid::from_u128(i)),
 /// };
 /// let inputs: Vec<_> = (0..10).map(pf).collect();
-/// let none = Default::default();
-/// assert_eq!(parts(inputs.clone(), &none, 10).parts.len(), 1);
-/// let split = parts(inputs, &none, 4);
+/// assert_eq!(parts(inputs.clone(), Groups::new(10), 10).parts.len(), 1);
+/// let split = parts(inputs, Groups::new(10), 4);
 /// assert_eq!(split.parts.iter().map(Vec::len).collect::<Vec<_>>(), [4, 4, 2]);
 /// ```
-pub fn parts(
-    inputs: Vec<PlannedInput>,
-    flights_of: &std::collections::HashMap<String, Vec<Uuid>>,
-    part_weight: u64,
-) -> Parts {
+pub fn parts(inputs: Vec<PlannedInput>, mut groups: Groups, part_weight: u64) -> Parts {
     let part_weight = part_weight.max(1);
     let total: u64 = inputs.iter().map(input_weight).sum();
     if total <= part_weight {
@@ -527,55 +590,25 @@ pub fn parts(
             left_as_they_are: 0,
         };
     }
-    // Inputs sharing a flight, grouped (union-find over their indices).
-    fn root(parent: &mut [usize], mut i: usize) -> usize {
-        while parent[i] != i {
-            parent[i] = parent[parent[i]];
-            i = parent[i];
-        }
-        i
-    }
-    let mut parent: Vec<usize> = (0..inputs.len()).collect();
-    let mut holder: std::collections::HashMap<Uuid, usize> = Default::default();
-    for (i, input) in inputs.iter().enumerate() {
-        let flights = match input.source {
-            // One file a flight: only a multi-row input can share it.
-            Source::PerFlight(u) => std::slice::from_ref(&u).to_vec(),
-            Source::Compacted | Source::MultiRow => {
-                flights_of.get(&input.meta.key).cloned().unwrap_or_default()
-            }
-        };
-        let per_flight = input.flight().is_some();
-        for f in flights {
-            match holder.get(&f) {
-                Some(&j) => {
-                    let (a, b) = (root(&mut parent, i), root(&mut parent, j));
-                    parent[a.max(b)] = a.min(b);
-                }
-                None if !per_flight => {
-                    holder.insert(f, i);
-                }
-                None => {}
-            }
-        }
-    }
-    drop(holder);
-    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut grouped: Vec<Vec<usize>> = Vec::new();
     let mut group_of: std::collections::HashMap<usize, usize> = Default::default();
     for i in 0..inputs.len() {
-        let r = root(&mut parent, i);
+        let r = match groups.parent.get(i) {
+            Some(_) => groups.root(i),
+            None => i,
+        };
         let g = *group_of.entry(r).or_insert_with(|| {
-            groups.push(Vec::new());
-            groups.len() - 1
+            grouped.push(Vec::new());
+            grouped.len() - 1
         });
-        groups[g].push(i);
+        grouped[g].push(i);
     }
     let weights: Vec<u64> = inputs.iter().map(input_weight).collect();
     let mut chosen: Vec<Vec<usize>> = Vec::new();
     let mut part: Vec<usize> = Vec::new();
     let mut weight = 0;
     let mut left = 0;
-    for group in groups {
+    for group in grouped {
         let w: u64 = group.iter().map(|&i| weights[i]).sum();
         if group.len() == 1 && inputs[group[0]].source == Source::Compacted {
             if chosen.is_empty() && weight + w <= part_weight {
@@ -740,6 +773,7 @@ mod tests {
             let mut past = listing.clone();
             past.beyond_window = BeyondWindow {
                 files: 1,
+                bytes: 10,
                 flights: set(&[u2]),
             };
             assert!(not_named(&past, &flights).is_empty(), "limit {limit}");
@@ -875,8 +909,40 @@ mod tests {
         assert_eq!(watermark_ahead_days(None, cutoff), None);
     }
 
-    fn none() -> std::collections::HashMap<String, Vec<Uuid>> {
-        Default::default()
+    /// `inputs` in parts of `weight`, sharing no flight.
+    fn split(inputs: Vec<PlannedInput>, weight: u64) -> Parts {
+        let n = inputs.len();
+        parts(inputs, Groups::new(n), weight)
+    }
+
+    /// `inputs` in parts of `weight`, the multi-row ones holding the
+    /// flights `flights_of` gives by key (the pairs in memory, as a small
+    /// date's are, and on disk, one pair a run).
+    fn split_sharing(
+        inputs: Vec<PlannedInput>,
+        flights_of: &[(&str, Vec<Uuid>)],
+        weight: u64,
+    ) -> Parts {
+        let mut pairs = Vec::new();
+        for (i, input) in inputs.iter().enumerate() {
+            let held = match input.flight() {
+                Some(u) => vec![u],
+                None => (flights_of.iter())
+                    .find(|(k, _)| *k == input.meta.key)
+                    .map(|(_, f)| f.clone())
+                    .unwrap_or_default(),
+            };
+            pairs.extend(held.into_iter().map(|u| (u, i as u32)));
+        }
+        let n = inputs.len();
+        let in_memory = crate::spill::SortedSet::from(pairs.clone());
+        let mut b = crate::spill::SortedSetBuilder::new(SpillSettings { limit: 1 });
+        pairs.iter().for_each(|p| b.push(*p).unwrap());
+        let on_disk = b.finish().unwrap();
+        assert!(on_disk.spilled() || pairs.len() < 2);
+        let groups = Groups::of_holders(n, in_memory.iter()).unwrap();
+        assert_eq!(groups, Groups::of_holders(n, on_disk.iter()).unwrap());
+        parts(inputs, groups, weight)
     }
 
     fn input(source: Source, size: u64) -> PlannedInput {
@@ -897,10 +963,10 @@ mod tests {
         let c = input(Source::Compacted, 1_600);
         let f = input(Source::PerFlight(Uuid::from_u128(1)), 3_000);
         assert_eq!((input_weight(&c), input_weight(&f)), (5, 1));
-        let p = parts(vec![c.clone(), c.clone(), f.clone()], &none(), 11);
+        let p = split(vec![c.clone(), c.clone(), f.clone()], 11);
         assert_eq!((shape(&p), p.left_as_they_are), (vec![vec![5, 5, 1]], 0));
         // Exactly the bound still fits; one over does not.
-        let p = parts(vec![c.clone(), c.clone(), f.clone()], &none(), 10);
+        let p = split(vec![c.clone(), c.clone(), f.clone()], 10);
         assert_eq!(
             (shape(&p), p.left_as_they_are),
             (vec![vec![5, 5], vec![1]], 0)
@@ -912,16 +978,16 @@ mod tests {
         let c = input(Source::Compacted, 1_600);
         let f = |i| input(Source::PerFlight(Uuid::from_u128(i)), 3_000);
         let inputs = vec![c.clone(), c.clone(), c.clone(), f(1), f(2), f(3), f(4)];
-        let p = parts(inputs, &none(), 12);
+        let p = split(inputs, 12);
         assert_eq!(p.left_as_they_are, 1);
         assert_eq!(shape(&p), vec![vec![5, 5, 1, 1], vec![1, 1]]);
         // A compacted file alone would be merged with nothing: dropped.
-        let p = parts(vec![c.clone(), f(1), f(2)], &none(), 6);
+        let p = split(vec![c.clone(), f(1), f(2)], 6);
         assert_eq!(
             (shape(&p), p.left_as_they_are),
             (vec![vec![5, 1], vec![1]], 0)
         );
-        let p = parts(vec![c.clone(), input(Source::MultiRow, 1_600)], &none(), 6);
+        let p = split(vec![c.clone(), input(Source::MultiRow, 1_600)], 6);
         assert_eq!((shape(&p), p.left_as_they_are), (vec![vec![5]], 1));
         assert_eq!(p.parts[0][0].source, Source::MultiRow);
     }
@@ -930,16 +996,16 @@ mod tests {
     fn an_input_heavier_than_a_part_goes_alone() {
         let big = input(Source::MultiRow, 40_000);
         let f = |i| input(Source::PerFlight(Uuid::from_u128(i)), 3_000);
-        let p = parts(vec![big, f(1), f(2)], &none(), 10);
+        let p = split(vec![big, f(1), f(2)], 10);
         assert_eq!(shape(&p), vec![vec![101], vec![1, 1]]);
         // Every input is in exactly one part, in the plan's order.
         let inputs: Vec<_> = (0..25).map(f).collect();
-        let p = parts(inputs.clone(), &none(), 7);
+        let p = split(inputs.clone(), 7);
         assert_eq!(p.parts.concat(), inputs);
         assert!(p.parts.iter().all(|part| part.len() <= 7));
         assert_eq!(p.parts.len(), 4);
         // A bound of 0 is taken as 1 (never an endless split).
-        assert_eq!(parts(vec![f(1), f(2)], &none(), 0).parts.len(), 2);
+        assert_eq!(split(vec![f(1), f(2)], 0).parts.len(), 2);
     }
 
     #[test]
@@ -950,17 +1016,18 @@ mod tests {
         c2.meta.key.push('2');
         let m = input(Source::MultiRow, 800);
         let f = |i| input(Source::PerFlight(u(i)), 3_000);
-        let mut flights_of = none();
         // c1 holds flights 1 and 2; c2 holds flight 9 (no other input);
         // the multi-row file holds flight 7.
-        flights_of.insert(c1.meta.key.clone(), vec![u(1), u(2)]);
-        flights_of.insert(c2.meta.key.clone(), vec![u(9)]);
-        flights_of.insert(m.meta.key.clone(), vec![u(7)]);
+        let flights_of = [
+            (c1.meta.key.as_str(), vec![u(1), u(2)]),
+            (c2.meta.key.as_str(), vec![u(9)]),
+            (m.meta.key.as_str(), vec![u(7)]),
+        ];
         let inputs: Vec<_> = [c1.clone(), c2.clone(), m.clone()]
             .into_iter()
             .chain((1..=8).map(f))
             .collect();
-        let p = parts(inputs, &flights_of, 7);
+        let p = split_sharing(inputs, &flights_of, 7);
         // c1 with the per-flight files of flights 1 and 2 (their newer
         // rows win in one merge), the multi-row file with flight 7's; c2
         // shares nothing and does not fit: left as it is.
@@ -985,12 +1052,28 @@ mod tests {
                 .collect();
             assert!(kinds.is_sorted(), "{kinds:?}");
         }
+        // Two multi-row inputs sharing a flight (20) go together, wherever
+        // they are in the plan; apart without the pair.
+        let mut m2 = m.clone();
+        m2.meta.key.push('b');
+        let both = [
+            (m.meta.key.as_str(), vec![u(20)]),
+            (m2.meta.key.as_str(), vec![u(20), u(21)]),
+        ];
+        let inputs: Vec<_> = [m.clone()]
+            .into_iter()
+            .chain((1..=6).map(f))
+            .chain([m2.clone()])
+            .collect();
+        let together = |p: &Parts| {
+            p.parts
+                .iter()
+                .any(|part| part.contains(&m) && part.contains(&m2))
+        };
+        assert!(together(&split_sharing(inputs.clone(), &both, 7)));
+        assert!(!together(&split(inputs, 7)));
         // Without the flights read, the same inputs would be split apart.
-        let p = parts(
-            [c1.clone()].into_iter().chain((1..=8).map(f)).collect(),
-            &none(),
-            6,
-        );
+        let p = split([c1.clone()].into_iter().chain((1..=8).map(f)).collect(), 6);
         assert_ne!(
             p.parts.iter().position(|part| part.contains(&c1)),
             p.parts.iter().position(|part| part.contains(&f(2)))

@@ -1,6 +1,7 @@
-//! Sorted sets of uuids that spill to local disk past a memory limit: a
-//! date's flights and the per-flight files past its listing window
-//! ([`crate::day::Day::list_window`]), whatever the date's size.
+//! Sorted sets of uuids (or of a uuid and a number: [`Record`]) that spill
+//! to local disk past a memory limit: a date's flights, the per-flight
+//! files past its listing window ([`crate::day::Day::list_window`]), the
+//! flights its multi-row inputs hold (by input), whatever the date's size.
 //!
 //! A [`UuidSet`] is built by a [`UuidSetBuilder`] from uuids in any order
 //! (a listing's concurrent ranges, a window's evictions): it holds at most
@@ -45,8 +46,41 @@ use uuid::Uuid;
 
 use crate::error::{Error, Result};
 
-/// A uuid on disk: its 16 bytes, big-endian (so byte order is uuid order).
-const RECORD: usize = 16;
+/// What a [`SortedSet`] holds: a fixed-size record whose bytes, compared
+/// as bytes, are in its order (so runs on disk sort like the values).
+pub trait Record: Copy + Ord + Default + Send + Sync + std::fmt::Debug + 'static {
+    /// Its size on disk, in bytes.
+    const SIZE: usize;
+    /// Its bytes (`SIZE` of them) appended to `out`.
+    fn put(&self, out: &mut Vec<u8>);
+    /// The record of `b` (`SIZE` bytes).
+    fn get(b: &[u8]) -> Self;
+}
+
+impl Record for Uuid {
+    /// Its 16 bytes, big-endian: byte order is uuid order.
+    const SIZE: usize = 16;
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.as_bytes());
+    }
+    fn get(b: &[u8]) -> Uuid {
+        Uuid::from_slice(&b[..16]).unwrap_or_default()
+    }
+}
+
+impl Record for (Uuid, u32) {
+    /// The uuid's 16 bytes, then the number's 4, big-endian: byte order is
+    /// (uuid, number) order.
+    const SIZE: usize = 20;
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.0.as_bytes());
+        out.extend_from_slice(&self.1.to_be_bytes());
+    }
+    fn get(b: &[u8]) -> (Uuid, u32) {
+        let n = u32::from_be_bytes([b[16], b[17], b[18], b[19]]);
+        (Uuid::get(b), n)
+    }
+}
 
 /// What one run's reader holds while a set is iterated, in bytes.
 const READ_BUFFER: usize = 64 * 1024;
@@ -82,19 +116,19 @@ struct Run {
 }
 
 impl Run {
-    /// The uuid at `i` (`i < len`).
-    fn at(&self, i: u64, dir: &std::path::Path) -> Result<Uuid> {
-        let mut b = [0u8; RECORD];
-        (self.file.read_exact_at(&mut b, i * RECORD as u64)).map_err(|e| spill_error(dir, e))?;
-        Ok(Uuid::from_bytes(b))
+    /// The record at `i` (`i < len`).
+    fn at<T: Record>(&self, i: u64, dir: &std::path::Path) -> Result<T> {
+        let mut b = vec![0u8; T::SIZE];
+        (self.file.read_exact_at(&mut b, i * T::SIZE as u64)).map_err(|e| spill_error(dir, e))?;
+        Ok(T::get(&b))
     }
 
     /// Whether `u` is in the run: a binary search, a `pread` a step.
-    fn contains(&self, u: &Uuid, dir: &std::path::Path) -> Result<bool> {
+    fn contains<T: Record>(&self, u: &T, dir: &std::path::Path) -> Result<bool> {
         let (mut lo, mut hi) = (0u64, self.len);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            match self.at(mid, dir)?.cmp(u) {
+            match self.at::<T>(mid, dir)?.cmp(u) {
                 std::cmp::Ordering::Less => lo = mid + 1,
                 std::cmp::Ordering::Greater => hi = mid,
                 std::cmp::Ordering::Equal => return Ok(true),
@@ -111,21 +145,27 @@ fn spill_error(dir: &std::path::Path, source: std::io::Error) -> Error {
     }
 }
 
-/// A sorted set of uuids, each once: in memory, or sorted runs on disk
-/// ([`UuidSetBuilder`], the module docs). Cloning shares the runs.
+/// A sorted set of records, each once: in memory, or sorted runs on disk
+/// ([`SortedSetBuilder`], the module docs). Cloning shares the runs.
 #[derive(Debug, Clone, Default)]
-pub struct UuidSet {
-    memory: Vec<Uuid>,
+pub struct SortedSet<T: Record> {
+    memory: Vec<T>,
     runs: Arc<Vec<Run>>,
     dir: PathBuf,
     /// Distinct uuids (the runs' together).
     len: u64,
 }
 
-impl PartialEq for UuidSet {
-    /// Same uuids (an in-memory set and a spilled one can be equal). A
+/// A set of uuids (a date's flights, the gate's sets).
+pub type UuidSet = SortedSet<Uuid>;
+
+/// The builder of a [`UuidSet`].
+pub type UuidSetBuilder = SortedSetBuilder<Uuid>;
+
+impl<T: Record> PartialEq for SortedSet<T> {
+    /// Same records (an in-memory set and a spilled one can be equal). A
     /// spilled set that cannot be read back is equal to nothing.
-    fn eq(&self, other: &UuidSet) -> bool {
+    fn eq(&self, other: &SortedSet<T>) -> bool {
         self.len == other.len
             && self
                 .iter()
@@ -134,7 +174,7 @@ impl PartialEq for UuidSet {
     }
 }
 
-impl UuidSet {
+impl<T: Record> SortedSet<T> {
     /// How many uuids.
     pub fn len(&self) -> u64 {
         self.len
@@ -151,11 +191,16 @@ impl UuidSet {
         !self.runs.is_empty()
     }
 
+    /// The bytes its runs take on disk (0 in memory).
+    pub fn disk_bytes(&self) -> u64 {
+        self.runs.iter().map(|r| r.len * T::SIZE as u64).sum()
+    }
+
     /// Whether `u` is in the set: a binary search, in memory or in each
     /// run (a `pread` a step).
     ///
     /// Errors: [`Error::Spill`] when a run cannot be read back.
-    pub fn contains(&self, u: &Uuid) -> Result<bool> {
+    pub fn contains(&self, u: &T) -> Result<bool> {
         if !self.spilled() {
             return Ok(self.memory.binary_search(u).is_ok());
         }
@@ -169,7 +214,7 @@ impl UuidSet {
 
     /// The uuids in order, each once; an [`Error::Spill`] ends it when a
     /// run cannot be read back.
-    pub fn iter(&self) -> Iter<'_> {
+    pub fn iter(&self) -> Iter<'_, T> {
         let mut it = Iter {
             memory: self.memory.iter(),
             readers: Vec::new(),
@@ -202,15 +247,15 @@ impl UuidSet {
     pub fn retain(
         self,
         settings: SpillSettings,
-        mut keep: impl FnMut(&Uuid) -> bool,
-    ) -> Result<UuidSet> {
+        mut keep: impl FnMut(&T) -> bool,
+    ) -> Result<SortedSet<T>> {
         if !self.spilled() {
             let mut set = self;
             set.memory.retain(|u| keep(u));
             set.len = set.memory.len() as u64;
             return Ok(set);
         }
-        let mut b = UuidSetBuilder::in_dir(settings, self.dir.clone());
+        let mut b = SortedSetBuilder::in_dir(settings, self.dir.clone());
         for u in self.iter() {
             let u = u?;
             if keep(&u) {
@@ -223,34 +268,34 @@ impl UuidSet {
     /// The first `n` uuids in order (a report's examples).
     ///
     /// Errors: [`Error::Spill`] when a run cannot be read back.
-    pub fn first(&self, n: usize) -> Result<Vec<Uuid>> {
+    pub fn first(&self, n: usize) -> Result<Vec<T>> {
         self.iter().take(n).collect()
     }
 }
 
-impl From<Vec<Uuid>> for UuidSet {
+impl<T: Record> From<Vec<T>> for SortedSet<T> {
     /// An in-memory set of `uuids` (sorted and deduplicated here).
-    fn from(mut uuids: Vec<Uuid>) -> UuidSet {
+    fn from(mut uuids: Vec<T>) -> SortedSet<T> {
         uuids.sort_unstable();
         uuids.dedup();
         uuids.shrink_to_fit();
-        UuidSet {
+        SortedSet {
             len: uuids.len() as u64,
             memory: uuids,
-            ..UuidSet::default()
+            ..SortedSet::default()
         }
     }
 }
 
-impl<const N: usize> From<[Uuid; N]> for UuidSet {
-    fn from(uuids: [Uuid; N]) -> UuidSet {
-        UuidSet::from(uuids.to_vec())
+impl<T: Record, const N: usize> From<[T; N]> for SortedSet<T> {
+    fn from(uuids: [T; N]) -> SortedSet<T> {
+        SortedSet::from(uuids.to_vec())
     }
 }
 
-impl FromIterator<Uuid> for UuidSet {
-    fn from_iter<I: IntoIterator<Item = Uuid>>(uuids: I) -> UuidSet {
-        UuidSet::from(uuids.into_iter().collect::<Vec<_>>())
+impl<T: Record> FromIterator<T> for SortedSet<T> {
+    fn from_iter<I: IntoIterator<Item = T>>(uuids: I) -> SortedSet<T> {
+        SortedSet::from(uuids.into_iter().collect::<Vec<_>>())
     }
 }
 
@@ -265,42 +310,41 @@ struct RunReader<'a> {
 }
 
 impl RunReader<'_> {
-    fn pop(&mut self, dir: &std::path::Path) -> Result<Option<Uuid>> {
+    fn pop<T: Record>(&mut self, dir: &std::path::Path) -> Result<Option<T>> {
         if self.at >= self.buf.len() {
             let left = self.run.len - self.next;
             if left == 0 {
                 return Ok(None);
             }
-            let n = left.min((READ_BUFFER / RECORD) as u64);
-            self.buf.resize(n as usize * RECORD, 0);
+            let n = left.min((READ_BUFFER / T::SIZE) as u64);
+            self.buf.resize(n as usize * T::SIZE, 0);
             (self
                 .run
                 .file
-                .read_exact_at(&mut self.buf, self.next * RECORD as u64))
+                .read_exact_at(&mut self.buf, self.next * T::SIZE as u64))
             .map_err(|e| spill_error(dir, e))?;
             self.next += n;
             self.at = 0;
         }
-        let mut b = [0u8; RECORD];
-        b.copy_from_slice(&self.buf[self.at..self.at + RECORD]);
-        self.at += RECORD;
-        Ok(Some(Uuid::from_bytes(b)))
+        let r = T::get(&self.buf[self.at..self.at + T::SIZE]);
+        self.at += T::SIZE;
+        Ok(Some(r))
     }
 }
 
-/// The uuids of a [`UuidSet`] in order, each once ([`UuidSet::iter`]).
-pub struct Iter<'a> {
-    memory: std::slice::Iter<'a, Uuid>,
+/// The records of a [`SortedSet`] in order, each once ([`SortedSet::iter`]).
+pub struct Iter<'a, T: Record> {
+    memory: std::slice::Iter<'a, T>,
     readers: Vec<RunReader<'a>>,
-    /// Each run's next uuid, smallest first.
-    heads: BinaryHeap<Reverse<(Uuid, usize)>>,
-    /// The last uuid given (a uuid in two runs is given once).
-    last: Option<Uuid>,
+    /// Each run's next record, smallest first.
+    heads: BinaryHeap<Reverse<(T, usize)>>,
+    /// The last record given (one in two runs is given once).
+    last: Option<T>,
     dir: &'a std::path::Path,
     failed: Option<Error>,
 }
 
-impl Iter<'_> {
+impl<T: Record> Iter<'_, T> {
     fn refill(&mut self, i: usize) -> Result<()> {
         if let Some(u) = self.readers[i].pop(self.dir)? {
             self.heads.push(Reverse((u, i)));
@@ -309,10 +353,10 @@ impl Iter<'_> {
     }
 }
 
-impl Iterator for Iter<'_> {
-    type Item = Result<Uuid>;
+impl<T: Record> Iterator for Iter<'_, T> {
+    type Item = Result<T>;
 
-    fn next(&mut self) -> Option<Result<Uuid>> {
+    fn next(&mut self) -> Option<Result<T>> {
         if let Some(e) = self.failed.take() {
             self.heads.clear();
             return Some(Err(e));
@@ -334,25 +378,25 @@ impl Iterator for Iter<'_> {
     }
 }
 
-/// Builds a [`UuidSet`] from uuids in any order, holding at most
+/// Builds a [`SortedSet`] from records in any order, holding at most
 /// [`SpillSettings::limit`] in memory (the module docs).
 #[derive(Debug)]
-pub struct UuidSetBuilder {
+pub struct SortedSetBuilder<T: Record> {
     settings: SpillSettings,
     dir: PathBuf,
-    buf: Vec<Uuid>,
+    buf: Vec<T>,
     runs: Vec<Run>,
 }
 
-impl UuidSetBuilder {
+impl<T: Record> SortedSetBuilder<T> {
     /// An empty builder, spilling to the system's temporary directory.
-    pub fn new(settings: SpillSettings) -> UuidSetBuilder {
-        UuidSetBuilder::in_dir(settings, std::env::temp_dir())
+    pub fn new(settings: SpillSettings) -> SortedSetBuilder<T> {
+        SortedSetBuilder::in_dir(settings, std::env::temp_dir())
     }
 
     /// An empty builder, spilling to `dir`.
-    fn in_dir(settings: SpillSettings, dir: PathBuf) -> UuidSetBuilder {
-        UuidSetBuilder {
+    fn in_dir(settings: SpillSettings, dir: PathBuf) -> SortedSetBuilder<T> {
+        SortedSetBuilder {
             settings: SpillSettings {
                 limit: settings.limit.max(1),
             },
@@ -366,7 +410,7 @@ impl UuidSetBuilder {
     ///
     /// Errors: [`Error::Spill`] when the buffer is full (`limit` uuids held)
     /// and its run cannot be written (the disk full, the directory missing).
-    pub fn push(&mut self, u: Uuid) -> Result<()> {
+    pub fn push(&mut self, u: T) -> Result<()> {
         if self.buf.len() >= self.settings.limit {
             self.spill()?;
         }
@@ -381,8 +425,11 @@ impl UuidSetBuilder {
         let dir = &self.dir;
         let file = tempfile::tempfile_in(dir).map_err(|e| spill_error(dir, e))?;
         let mut w = BufWriter::with_capacity(READ_BUFFER, file);
+        let mut bytes = Vec::with_capacity(T::SIZE);
         for u in &self.buf {
-            w.write_all(u.as_bytes()).map_err(|e| spill_error(dir, e))?;
+            bytes.clear();
+            u.put(&mut bytes);
+            w.write_all(&bytes).map_err(|e| spill_error(dir, e))?;
         }
         let file = w
             .into_inner()
@@ -399,17 +446,19 @@ impl UuidSetBuilder {
     /// rest of the buffer written as the last), counted once through.
     ///
     /// Errors: [`Error::Spill`] writing the last run or reading the runs.
-    pub fn finish(mut self) -> Result<UuidSet> {
+    pub fn finish(mut self) -> Result<SortedSet<T>> {
         if self.runs.is_empty() {
-            return Ok(UuidSet {
+            return Ok(SortedSet {
                 dir: self.dir,
-                ..UuidSet::from(self.buf)
+                ..SortedSet::from(self.buf)
             });
         }
         if !self.buf.is_empty() {
             self.spill()?;
         }
-        let mut set = UuidSet {
+        // Freed before the runs are counted through.
+        drop(std::mem::take(&mut self.buf));
+        let mut set = SortedSet {
             memory: Vec::new(),
             runs: Arc::new(self.runs),
             dir: self.dir,
@@ -477,7 +526,7 @@ mod tests {
 
     #[test]
     fn a_run_longer_than_the_read_buffer_is_read_across_refills() {
-        let n = (READ_BUFFER / RECORD) as u128 * 2 + 5;
+        let n = (READ_BUFFER / 16) as u128 * 2 + 5;
         let set = build(3000, (0..n).rev());
         assert!(set.spilled());
         assert_eq!(all(&set), (0..n).collect::<Vec<_>>());
@@ -494,6 +543,30 @@ mod tests {
             assert_eq!((all(&odd), odd.len()), (vec![1, 7, 9], 3), "limit {limit}");
         }
         assert!(build(2, []).is_empty());
+    }
+
+    /// Pairs of a uuid and a number sort by uuid, then number, on disk as
+    /// in memory.
+    #[test]
+    fn pairs_sort_by_uuid_then_number_in_runs() {
+        let pairs = [(3u128, 1u32), (1, 7), (3, 0), (1, 7), (2, u32::MAX), (1, 2)];
+        let mut want: Vec<(Uuid, u32)> = pairs.iter().map(|(a, b)| (u(*a), *b)).collect();
+        want.sort_unstable();
+        want.dedup();
+        for limit in [1, 2, 100] {
+            let mut b = SortedSetBuilder::new(settings(limit));
+            for (a, n) in pairs {
+                b.push((u(a), n)).unwrap();
+            }
+            let set = b.finish().unwrap();
+            let got: Vec<(Uuid, u32)> = set.iter().map(Result::unwrap).collect();
+            assert_eq!(
+                (got, set.spilled()),
+                (want.clone(), limit < 6),
+                "limit {limit}"
+            );
+            assert!(set.contains(&(u(2), u32::MAX)).unwrap() && !set.contains(&(u(2), 0)).unwrap());
+        }
     }
 
     #[test]

@@ -702,14 +702,17 @@ async fn day_status(
     budget: crate::input::Budget,
     spill: crate::spill::SpillSettings,
 ) -> Result<DayStatus> {
-    let day = Day::list(store, date, true, spill).await?;
+    // Counted, not held: no per-flight file's key is kept (a window of
+    // none), and the flights spill past FLIGHTS_IN_MEMORY, so a date of any
+    // size is shown in bounded memory.
+    let day = Day::list_window(store, date, true, 0, spill).await?;
     let other = day.other_day_rows(store, budget).await?;
     Ok(DayStatus {
         rows_of_other_days: other.rows,
         other_days_uuids: other.uuids.iter().map(Uuid::to_string).collect(),
         date,
         counts: day.counts(),
-        per_flight_bytes: day.index.per_flight.iter().map(|(_, m)| m.size).sum(),
+        per_flight_bytes: day.index.per_flight_bytes(),
         blocked_by: None,
     })
 }
