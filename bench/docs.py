@@ -150,6 +150,27 @@ def audit_scale_table(meta, measured):
     return out
 
 
+def sets_table(meta, rows):
+    """The `sets` block: a date's uuid sets as the date grows (make
+    bench-sets, bench/sets.py), each size under the same address-space
+    limit, and one with every set in memory."""
+    out = [f"Measured {meta.get('date', 'unknown date')} at commit `{meta.get('commit', 'unknown commit')}` "
+           f"on {meta.get('machine', '?')}.", "",
+           f"Command: `{meta.get('command', 'bench/sets.py')}` (`bench-tool sets`: no S3, the run's own code "
+           "over generated uuids). Load average when it started: "
+           f"{meta.get('load_before', '?')}.", "",
+           "| flights | `FLIGHTS_IN_MEMORY` | outcome | peak RSS MB | on disk MB | wall s | CPU s | `ulimit -v` |",
+           "|---:|---:|---|---:|---:|---:|---:|---|"]
+    for r in rows:
+        rss = f"{r['peak_rss_kib'] / 1024:.0f}" if r.get("peak_rss_kib") else "?"
+        disk = f"{r['disk_bytes'] / 1e6:.0f}" if r.get("disk_bytes") is not None else "?"
+        limit = _n(r["limit"]) if r.get("limit") else "524,288 (default)"
+        lim = f"{_n(r['ulimit_v_kib'])} KiB" if r.get("ulimit_v_kib") else "none"
+        out.append(f"| {_n(r['flights'])} | {limit} | {r['outcome']} | {rss} | {disk} | {r['wall_s']:.1f} | "
+                   f"{r.get('cpu_s', 0):.1f} | {lim} |")
+    return out
+
+
 def parts_table(results):
     """The `parts` block: one row per day size, the job alone, under its
     address-space limit (bench.py --job-ulimit-kib)."""
@@ -213,6 +234,8 @@ def render(data, block=None):
         blocks["sizes"] = "\n".join(lines)
     if sweep:
         blocks["sweep"] = "\n".join(provenance(meta) + sweep_table(sweep))
+    if data.get("sets"):
+        return {"sets": "\n".join(sets_table(meta, data["sets"]))}
     if data.get("audit") and block == "audit-scale":
         return {"audit-scale": "\n".join(audit_scale_table(meta, data["audit"]))}
     if data.get("audit"):
@@ -235,7 +258,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--results", nargs="+", default=[os.path.join(ROOT, "target", "bench-results.json")],
                     help="one or more results files; several are merged (their sizes together)")
-    ap.add_argument("--block", default=None, choices=["parts", "windows", "audit-scale"],
+    ap.add_argument("--block", default=None, choices=["parts", "windows", "audit-scale", "sets"],
                     help="write the results as this block instead of `sizes` (parts: make bench-parts)")
     ap.add_argument("--page", default=os.path.join(ROOT, "docs", "performance.md"))
     args = ap.parse_args()

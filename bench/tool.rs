@@ -4,6 +4,7 @@
 //! bench-tool proxy  LISTEN_PORT UPSTREAM_PORT [--latency-ms 20]
 //! bench-tool upload --dir D --bucket B [--concurrency 64]
 //! bench-tool floor  --bucket B --prefix P [--concurrency 64]
+//! bench-tool sets   --flights N [--window 200000] [--compacted C] [--limit 524288]
 //! ```
 //!
 //! - `proxy`: an HTTP/1.1 latency proxy in front of a local S3 server. Every
@@ -26,6 +27,19 @@
 //!   key ranges as the job does (`storage::ranges::list_partition`), checks
 //!   it equals the page-by-page listing, and reports its seconds
 //!   (`ranges_list_seconds`; -1 without `--date`).
+//! - `sets`: what a date of `--flights` flights holds of its uuids in the
+//!   run, without S3: the run's own code over generated uuids (random
+//!   order): the flights' set ([`UuidSetBuilder`], as `Day::list_window`
+//!   fills it), the flights of the per-flight files past a window of
+//!   `--window`, the parity gate's first look
+//!   ([`PartitionListing::flights_not_named`]) and its multi-row batches
+//!   (`--compacted` flights named only by compacted files of 50,000 rows,
+//!   taken off in batches of `--limit`, as `partition::parity_gate` does),
+//!   the parts' grouping ([`Groups::of_holders`] over the (flight, input)
+//!   pairs) and one part's membership checks. Prints JSON: seconds per
+//!   phase, the sets' bytes on disk and the process's peak RSS (`VmHWM`).
+//!   With `--limit` at least the flights, every set stays in memory (the
+//!   run before `spill`): under `ulimit -v` that is where it dies.
 //!
 //! The S3 endpoint and credentials come from the AWS SDK's variables
 //! (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, ...), path-style addressing.
@@ -85,6 +99,19 @@ enum Cmd {
         #[arg(long)]
         date: Option<chrono::NaiveDate>,
     },
+    /// A date's uuid sets as the run holds them, without S3.
+    Sets {
+        #[arg(long)]
+        flights: u64,
+        #[arg(long, default_value_t = 200_000)]
+        window: u64,
+        /// Flights named only by compacted files (the date's earlier parts).
+        #[arg(long, default_value_t = 0)]
+        compacted: u64,
+        /// FLIGHTS_IN_MEMORY.
+        #[arg(long, default_value_t = archive_compaction::spill::DEFAULT_IN_MEMORY)]
+        limit: usize,
+    },
 }
 
 #[tokio::main]
@@ -106,7 +133,114 @@ async fn main() {
             concurrency,
             date,
         } => floor(&bucket, &prefix, concurrency, date).await,
+        Cmd::Sets {
+            flights,
+            window,
+            compacted,
+            limit,
+        } => sets(flights, window, compacted, limit),
     }
+}
+
+/// Flight `i`'s uuid: a fixed mix of `i` (splitmix64, twice), so the
+/// flights come in no order and each phase can name the same ones again.
+fn flight(i: u64) -> uuid::Uuid {
+    let mix = |mut z: u64| {
+        z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    uuid::Uuid::from_u64_pair(mix(i), mix(i ^ 0x5555_5555_5555_5555))
+}
+
+/// The `VmHWM` (peak resident set) of this process, in KiB.
+fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    (status.lines())
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// `bench-tool sets` (see the module docs). Flights `0..compacted` are
+/// named only by compacted files, the next `window` by the window's
+/// per-flight files, the rest by per-flight files past the window.
+fn sets(n: u64, window: u64, compacted: u64, limit: usize) {
+    use archive_compaction::plan::{BeyondWindow, Groups, PartitionListing};
+    use archive_compaction::spill::{SortedSetBuilder, SpillSettings, UuidSetBuilder};
+    const PART_ROWS: u64 = 50_000;
+    let spill = SpillSettings { limit };
+    let (compacted, window) = (compacted.min(n), window.min(n - compacted.min(n)));
+    let mut phases = serde_json::Map::new();
+    let mut t = Instant::now();
+    let mut lap = |name: &str, t: &mut Instant| {
+        phases.insert(name.into(), t.elapsed().as_secs_f64().into());
+        *t = Instant::now();
+    };
+    let mut b = UuidSetBuilder::new(spill);
+    (0..n).for_each(|i| b.push(flight(i)).expect("flights"));
+    let flights = b.finish().expect("flights");
+    lap("flights", &mut t);
+    let mut b = UuidSetBuilder::new(spill);
+    (compacted + window..n).for_each(|i| b.push(flight(i)).expect("past the window"));
+    let listing = PartitionListing {
+        per_flight: (compacted..compacted + window)
+            .map(|i| (flight(i), Default::default()))
+            .collect(),
+        beyond_window: BeyondWindow {
+            files: (n - compacted - window) as usize,
+            bytes: 0,
+            flights: b.finish().expect("past the window"),
+        },
+        ..Default::default()
+    };
+    lap("past_window", &mut t);
+    let mut missing = listing.flights_not_named(&flights, spill).expect("gate");
+    assert_eq!(missing.len(), compacted, "the gate's first look");
+    let candidates_bytes = missing.disk_bytes();
+    lap("gate_first_look", &mut t);
+    let mut found = Vec::new();
+    for i in 0..compacted {
+        found.push(flight(i));
+        if found.len() >= limit || i + 1 == compacted {
+            let batch = archive_compaction::plan::Flights::from(std::mem::take(&mut found));
+            missing = missing
+                .retain(spill, |u| !batch.contains(u))
+                .expect("batch");
+        }
+    }
+    assert!(missing.is_empty(), "every compacted flight found");
+    lap("gate_multi_row", &mut t);
+    let mut pairs = SortedSetBuilder::<(uuid::Uuid, u32)>::new(spill);
+    for i in 0..window {
+        pairs
+            .push((flight(compacted + i), i as u32))
+            .expect("pairs");
+    }
+    let inputs = window + compacted.div_ceil(PART_ROWS);
+    for i in 0..compacted {
+        pairs
+            .push((flight(i), (window + i / PART_ROWS) as u32))
+            .expect("pairs");
+    }
+    let pairs = pairs.finish().expect("pairs");
+    let groups = Groups::of_holders(inputs as usize, pairs.iter()).expect("groups");
+    drop(groups);
+    lap("parts_grouping", &mut t);
+    let part = window.min(PART_ROWS);
+    let held =
+        (compacted..compacted + part).filter(|i| flights.contains(&flight(*i)).expect("contains"));
+    assert_eq!(held.count() as u64, part);
+    lap("part_checks", &mut t);
+    let out = serde_json::json!({
+        "flights": n, "window": window, "compacted": compacted, "limit": limit,
+        "spilled": flights.spilled(),
+        "disk_bytes": flights.disk_bytes() + listing.beyond_window.flights.disk_bytes()
+            + candidates_bytes + pairs.disk_bytes(),
+        "phases_s": phases, "peak_rss_kib": peak_rss_kib(),
+    });
+    println!("{out}");
 }
 
 async fn store(bucket: &str) -> S3Store {

@@ -337,8 +337,8 @@ fn bench_blocks(page: &str) -> BTreeMap<String, String> {
 }
 
 /// `make bench`, `make bench-concurrency`, `make bench-audit`,
-/// `make bench-audit-scale`, `make bench-backlog`, `make bench-parts` and
-/// `make bench-windows` write the figures of
+/// `make bench-audit-scale`, `make bench-backlog`, `make bench-parts`,
+/// `make bench-sets` and `make bench-windows` write the figures of
 /// `docs/performance.md`: each of its
 /// blocks holds what `bench/docs.py` wrote from a run (its first line says
 /// when, at which commit, on which machine), not figures copied by hand; and
@@ -355,6 +355,7 @@ fn performance_figures_are_written_by_the_benchmarks() {
             "audit-scale",
             "backlog",
             "parts",
+            "sets",
             "sizes",
             "sweep",
             "windows"
@@ -400,9 +401,10 @@ fn performance_figures_are_written_by_the_benchmarks() {
     assert!(out.status.success(), "{out:?}");
     let written = read(&copy);
     let new_blocks = bench_blocks(&written);
-    // Without --block, the parts, windows and audit-scale blocks (make
-    // bench-parts', bench-windows', bench-audit-scale's) are left alone.
-    let by_block = ["parts", "windows", "audit-scale"];
+    // Without --block, the parts, windows, audit-scale and sets blocks
+    // (make bench-parts', bench-windows', bench-audit-scale's,
+    // bench-sets') are left alone.
+    let by_block = ["parts", "windows", "audit-scale", "sets"];
     for name in by_block {
         assert_eq!(new_blocks[name], blocks[name], "{name}");
     }
@@ -521,6 +523,37 @@ fn performance_figures_are_written_by_the_benchmarks() {
     assert_eq!(
         scale_blocks["audit"], blocks["audit"],
         "--block audit-scale wrote only its block"
+    );
+    // `make bench-sets`: a date's uuid sets by size, one died.
+    let sets = serde_json::json!({"meta": data["meta"], "sets": [
+        {"flights": 1_000_000, "limit": null, "outcome": "ok", "peak_rss_kib": 49_152, "disk_bytes": 16_000_000,
+         "wall_s": 1.9, "cpu_s": 1.2, "ulimit_v_kib": 524_288},
+        {"flights": 10_000_000, "limit": 10_000_000, "outcome": "died (exit -6): memory allocation failed",
+         "wall_s": 5.3, "cpu_s": 1.0, "ulimit_v_kib": 524_288}]});
+    std::fs::write(&parts_results, sets.to_string()).unwrap();
+    std::fs::write(&parts_page, &page).unwrap();
+    let out = std::process::Command::new("python3")
+        .arg(root().join("bench/docs.py"))
+        .args(["--block", "sets", "--results"])
+        .arg(&parts_results)
+        .arg("--page")
+        .arg(&parts_page)
+        .output()
+        .expect("python3 bench/docs.py --block sets");
+    assert!(out.status.success(), "{out:?}");
+    let sets_blocks = bench_blocks(&read(&parts_page));
+    assert!(
+        sets_blocks["sets"]
+            .contains("| 1,000,000 | 524,288 (default) | ok | 48 | 16 | 1.9 | 1.2 | 524,288 KiB |")
+            && sets_blocks["sets"].contains(
+                "| 10,000,000 | 10,000,000 | died (exit -6): memory allocation failed | ? | ? |"
+            ),
+        "{}",
+        sets_blocks["sets"]
+    );
+    assert_eq!(
+        sets_blocks["parts"], blocks["parts"],
+        "--block sets wrote only its block"
     );
     // Outside the blocks, nothing changed.
     let outside = |text: &str| {
