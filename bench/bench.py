@@ -265,6 +265,10 @@ def probe_server(svc, bucket, prefix, count=100):
     return (time.perf_counter() - t0) / len(keys) * 1000
 
 
+# `FLIGHTS_IN_MEMORY` for the job (`--flights-in-memory`; empty: its default).
+FLIGHTS_IN_MEMORY = {}
+
+
 def measure_job(svc, bucket, n, concurrency):
     now = (DATE + dt.timedelta(days=2)).isoformat() + "T04:50:00Z"
     # BENCH_JOB_WRAPPER="perf record -o target/perf.data" profiles the job
@@ -276,7 +280,7 @@ def measure_job(svc, bucket, n, concurrency):
     out, wall, rss, req, kinds, cpu = run(
         wrapper + [JOB, "run", "--now", now],
         env(svc.proxied, S3_BUCKET=bucket, START_DATE=DATE.isoformat(), READ_CONCURRENCY=concurrency,
-            S3_FORCE_PATH_STYLE="true", METRICS_ENABLED="false",
+            S3_FORCE_PATH_STYLE="true", METRICS_ENABLED="false", **FLIGHTS_IN_MEMORY,
             LOG_LEVEL=os.environ.get("BENCH_LOG_LEVEL") or "warn,archive_compaction::run=debug"), svc, err,
         limit_as_kib=JOB_ULIMIT_KIB)
     # From the first "{": a BENCH_JOB_WRAPPER such as heaptrack prints its
@@ -533,6 +537,8 @@ def main():
     ap.add_argument("--job-ulimit-kib", type=int, default=0,
                     help="run the job under this address-space limit (ulimit -v, KiB; 0: none), "
                          "e.g. 524288 for a 512 MB Lambda")
+    ap.add_argument("--flights-in-memory", type=int, default=0,
+                    help="the job's FLIGHTS_IN_MEMORY (0: its default): below the day's flights, its uuid sets spill to disk")
     ap.add_argument("--repeat", type=int, default=1,
                     help="runs of the job per N (the bucket is uploaded again before each); "
                          "the table shows the run with the median CPU time, the JSON every run")
@@ -540,6 +546,8 @@ def main():
     args = ap.parse_args()
     global JOB_ULIMIT_KIB
     JOB_ULIMIT_KIB = args.job_ulimit_kib
+    if args.flights_in_memory:
+        FLIGHTS_IN_MEMORY["FLIGHTS_IN_MEMORY"] = args.flights_in_memory
     systems = args.systems.split(",")
     for exe in (JOB, TOOL):
         if not os.path.exists(exe):
