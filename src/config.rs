@@ -117,7 +117,7 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     (
         "FLIGHTS_IN_MEMORY",
         "524288",
-        "most flight uuids a date holds in memory per set (its flights, its per-flight files past the listing window, the parity gate's candidates; 16 B each); past it they are sorted into runs on local disk (TMPDIR, /tmp on Lambda: 16 B a uuid, at most ~48 B a flight of the date), so a day's memory does not grow with its size. At least 1",
+        "most flight uuids a date holds in memory per set (its flights, its per-flight files past the listing window, the parity gate's candidates; 16 B each); past it they are sorted into runs on local disk (TMPDIR, /tmp on Lambda: 16 B a uuid, at most ~52 B a flight of the date), so a day's memory does not grow with its size. At least 1",
     ),
     (
         "ROW_GROUP_ROWS",

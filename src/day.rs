@@ -454,34 +454,37 @@ pub const DAY_BYTES_PER_FILE: u64 = 512;
 pub const SPILL_SETS: u64 = 4;
 
 /// The estimated peak memory of a run compacting a date of `files` index
-/// files in parts of at most `part_files` (`PART_FILES`), its uuid sets
-/// spilling past `in_memory` uuids (`FLIGHTS_IN_MEMORY`), in MB:
+/// files and `flights` flight objects in parts of at most `part_files`
+/// (`PART_FILES`), its uuid sets spilling past `in_memory` uuids
+/// (`FLIGHTS_IN_MEMORY`), in MB:
 /// [`BASE_MEMORY_MB`], [`DAY_BYTES_PER_FILE`] for every file of the
 /// listing window ([`WINDOW_PARTS`] parts), [`MEMORY_PER_FILE_BYTES`] for
 /// those of one part, and 16 B for each uuid of [`SPILL_SETS`] sets of at
-/// most `in_memory` uuids. Nothing grows with the files past the window
+/// most `in_memory` uuids (the more of `files` and `flights`). Nothing grows with the files past the window
 /// (their flights' uuids go to disk past `in_memory`), so the estimate,
 /// like the peak, stops growing there, whatever the date's size.
 ///
 /// ```
 /// use archive_compaction::day::peak_memory_mb;
-/// assert_eq!(peak_memory_mb(0, 50_000, 524_288), 60);
-/// assert_eq!(peak_memory_mb(200_000, 50_000, 524_288), 244);
-/// assert_eq!(peak_memory_mb(500_000, 50_000, 524_288), 262);
+/// assert_eq!(peak_memory_mb(0, 0, 50_000, 524_288), 60);
+/// assert_eq!(peak_memory_mb(200_000, 200_000, 50_000, 524_288), 244);
+/// assert_eq!(peak_memory_mb(500_000, 500_000, 50_000, 524_288), 262);
 /// // Past the window and FLIGHTS_IN_MEMORY, nothing more.
-/// assert_eq!(peak_memory_mb(1_000_000, 50_000, 524_288), 263);
-/// assert_eq!(peak_memory_mb(100_000_000, 50_000, 524_288), 263);
-/// assert_eq!(peak_memory_mb(200_000, 200_000, 524_288), 463);
+/// assert_eq!(peak_memory_mb(1_000_000, 1_000_000, 50_000, 524_288), 263);
+/// assert_eq!(peak_memory_mb(100_000_000, 100_000_000, 50_000, 524_288), 263);
+/// // A date of many flights and few index files: its flights' set counts.
+/// assert_eq!(peak_memory_mb(10, 1_000_000, 50_000, 524_288), 93);
+/// assert_eq!(peak_memory_mb(200_000, 200_000, 200_000, 524_288), 463);
 /// ```
-pub fn peak_memory_mb(files: u64, part_files: u64, in_memory: u64) -> u64 {
+pub fn peak_memory_mb(files: u64, flights: u64, part_files: u64, in_memory: u64) -> u64 {
     let window = part_files.saturating_mul(WINDOW_PARTS);
     let bytes = files.min(window) * DAY_BYTES_PER_FILE
         + files.min(part_files) * MEMORY_PER_FILE_BYTES
-        + files.min(in_memory) * 16 * SPILL_SETS;
+        + files.max(flights).min(in_memory) * 16 * SPILL_SETS;
     BASE_MEMORY_MB + bytes.div_ceil(1 << 20)
 }
 
-/// Refuses a date of `files` index files whose estimated peak
+/// Refuses a date of `files` index files and `flights` flights whose estimated peak
 /// ([`peak_memory_mb`], in parts of `part_files`, `in_memory` uuids a set)
 /// is over 90% of `limit_mb` (`MEMORY_LIMIT_MB`); `None` for no limit.
 /// As the estimate stops growing past the listing window, a date is
@@ -497,15 +500,16 @@ pub fn peak_memory_mb(files: u64, part_files: u64, in_memory: u64) -> u64 {
 /// use chrono::NaiveDate;
 /// let d = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
 /// let in_memory = 524_288;
-/// assert!(check_day_memory(d, 500_000, 50_000, in_memory, Some(512)).is_ok());
-/// assert!(check_day_memory(d, 1_000_000_000, 50_000, in_memory, Some(512)).is_ok());
-/// let e = check_day_memory(d, 300_000, 300_000, in_memory, Some(512)).unwrap_err().to_string();
+/// assert!(check_day_memory(d, 500_000, 500_000, 50_000, in_memory, Some(512)).is_ok());
+/// assert!(check_day_memory(d, 1 << 30, 1 << 30, 50_000, in_memory, Some(512)).is_ok());
+/// let e = check_day_memory(d, 300_000, 0, 300_000, in_memory, Some(512)).unwrap_err().to_string();
 /// assert!(e.contains("at least 768 MB"), "{e}");
-/// assert!(check_day_memory(d, 10_000_000, 50_000, in_memory, None).is_ok());
+/// assert!(check_day_memory(d, 10_000_000, 0, 50_000, in_memory, None).is_ok());
 /// ```
 pub fn check_day_memory(
     date: NaiveDate,
     files: u64,
+    flights: u64,
     part_files: u64,
     in_memory: u64,
     limit_mb: Option<u64>,
@@ -513,13 +517,14 @@ pub fn check_day_memory(
     let Some(limit_mb) = limit_mb else {
         return Ok(());
     };
-    let needed_mb = peak_memory_mb(files, part_files, in_memory);
+    let needed_mb = peak_memory_mb(files, flights, part_files, in_memory);
     if needed_mb * 10 <= limit_mb * 9 {
         return Ok(());
     }
     Err(Error::DayTooBig {
         date: date.to_string(),
         files,
+        flights,
         needed_mb,
         limit_mb,
         suggest_mb: (needed_mb * 10).div_ceil(9).div_ceil(64) * 64,
@@ -907,16 +912,16 @@ mod tests {
     fn the_memory_estimate_adds_its_terms_and_refuses_over_nine_tenths() {
         let mb = |bytes: u64| bytes.div_ceil(1 << 20);
         let sets = |uuids: u64| uuids * 16 * SPILL_SETS;
-        assert_eq!(peak_memory_mb(0, 50_000, 1000), BASE_MEMORY_MB);
+        assert_eq!(peak_memory_mb(0, 0, 50_000, 1000), BASE_MEMORY_MB);
         // Within the window: 512 B a file, one part's 1.5 KB a file, and
         // the uuid sets.
         assert_eq!(
-            peak_memory_mb(40_000, 50_000, 1 << 20),
+            peak_memory_mb(40_000, 0, 50_000, 1 << 20),
             BASE_MEMORY_MB
                 + mb(40_000 * (DAY_BYTES_PER_FILE + MEMORY_PER_FILE_BYTES) + sets(40_000))
         );
         assert_eq!(
-            peak_memory_mb(150_000, 50_000, 1000),
+            peak_memory_mb(150_000, 10, 50_000, 1000),
             BASE_MEMORY_MB
                 + mb(150_000 * DAY_BYTES_PER_FILE + 50_000 * MEMORY_PER_FILE_BYTES + sets(1000))
         );
@@ -925,16 +930,26 @@ mod tests {
         let past = BASE_MEMORY_MB
             + mb(40_000 * DAY_BYTES_PER_FILE + 10_000 * MEMORY_PER_FILE_BYTES + sets(100_000));
         for files in [140_000, 10_000_000, u64::MAX / 1024] {
-            assert_eq!(peak_memory_mb(files, 10_000, 100_000), past, "{files}");
+            assert_eq!(
+                peak_memory_mb(files, files, 10_000, 100_000),
+                past,
+                "{files}"
+            );
         }
         let date = d("2026-07-20");
-        assert!(check_day_memory(date, u64::MAX / 1024, 50_000, 1 << 19, Some(512)).is_ok());
+        let huge = u64::MAX / 1024;
+        assert!(check_day_memory(date, huge, huge, 50_000, 1 << 19, Some(512)).is_ok());
+        // Flights beyond the index files count in the sets' term only.
+        assert_eq!(
+            peak_memory_mb(10, 5_000, 50_000, 100_000),
+            BASE_MEMORY_MB + mb(10 * (DAY_BYTES_PER_FILE + MEMORY_PER_FILE_BYTES) + sets(5_000))
+        );
         let files = 300_000;
-        let needed = peak_memory_mb(files, files, 1000);
-        assert!(check_day_memory(date, files, files, 1000, None).is_ok());
-        assert!(check_day_memory(date, files, files, 1000, Some(needed * 10 / 9 + 1)).is_ok());
-        assert!(check_day_memory(date, files, files, 1000, Some(needed * 10 / 9 - 1)).is_err());
-        match check_day_memory(date, files, files, 1000, Some(needed)) {
+        let needed = peak_memory_mb(files, 0, files, 1000);
+        assert!(check_day_memory(date, files, 0, files, 1000, None).is_ok());
+        assert!(check_day_memory(date, files, 0, files, 1000, Some(needed * 10 / 9 + 1)).is_ok());
+        assert!(check_day_memory(date, files, 0, files, 1000, Some(needed * 10 / 9 - 1)).is_err());
+        match check_day_memory(date, files, 0, files, 1000, Some(needed)) {
             Err(Error::DayTooBig {
                 needed_mb,
                 limit_mb,

@@ -89,13 +89,15 @@ pub enum Error {
     /// read, so the run ends with a report instead of dying on an
     /// allocation.
     #[error(
-        "date {date} holds {files} index files: compacting it needs about {needed_mb} MB, more than 90% of the {limit_mb} MB this run may use (MEMORY_LIMIT_MB, default the function's MemorySize); nothing was read or changed. Raise MemorySize (the template's parameter) to at least {suggest_mb} MB, or lower PART_FILES (each part of a date is one commit), or run `archive-compaction run --date {date}` where that much memory is"
+        "date {date} holds {files} index files and {flights} flights: compacting it needs about {needed_mb} MB, more than 90% of the {limit_mb} MB this run may use (MEMORY_LIMIT_MB, default the function's MemorySize); nothing was read or changed. Raise MemorySize (the template's parameter) to at least {suggest_mb} MB, or lower PART_FILES (each part of a date is one commit), or run `archive-compaction run --date {date}` where that much memory is"
     )]
     DayTooBig {
         /// The date (YYYY-MM-DD).
         date: String,
         /// Index files listed in its partition.
         files: u64,
+        /// Flight objects listed under `flights/`.
+        flights: u64,
         /// The estimated peak, in MB.
         needed_mb: u64,
         /// The limit (`MEMORY_LIMIT_MB`), in MB.
@@ -109,7 +111,7 @@ pub enum Error {
     /// be written to, or read back from, local disk ([`crate::spill`]):
     /// nothing of the date was changed.
     #[error(
-        "spilling a date's flight uuids to {dir} failed: {source}; past FLIGHTS_IN_MEMORY uuids a date's sets are sorted on local disk (16 B a uuid, up to 48 B a flight of the date): give the function more ephemeral storage (EphemeralStorage on template.yaml's function: 512 MB unless set, up to 10,240 MB; TMPDIR elsewhere), or raise FLIGHTS_IN_MEMORY where memory allows (16 B a uuid)"
+        "spilling a date's flight uuids to {dir} failed: {source}; past FLIGHTS_IN_MEMORY uuids a date's sets are sorted on local disk (16 B a uuid, up to about 52 B a flight of the date): give the function more ephemeral storage (EphemeralStorage on template.yaml's function: 512 MB unless set, up to 10,240 MB; TMPDIR elsewhere), or raise FLIGHTS_IN_MEMORY where memory allows (16 B a uuid)"
     )]
     Spill {
         /// The spill directory (the system's temporary directory: `TMPDIR`, `/tmp`).

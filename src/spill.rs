@@ -191,6 +191,11 @@ impl<T: Record> SortedSet<T> {
         !self.runs.is_empty()
     }
 
+    /// How many runs (open files) it is on disk: 0 in memory.
+    pub fn runs(&self) -> usize {
+        self.runs.len()
+    }
+
     /// The bytes its runs take on disk (0 in memory).
     pub fn disk_bytes(&self) -> u64 {
         self.runs.iter().map(|r| r.len * T::SIZE as u64).sum()
@@ -299,6 +304,30 @@ impl<T: Record> FromIterator<T> for SortedSet<T> {
     }
 }
 
+/// Writes `records` (in order, each once) as a run: an anonymous file in
+/// `dir`.
+///
+/// Errors: [`Error::Spill`] creating or writing the file, or the first
+/// error of `records`.
+fn write_run<T: Record>(
+    dir: &std::path::Path,
+    records: impl Iterator<Item = Result<T>>,
+) -> Result<Run> {
+    let file = tempfile::tempfile_in(dir).map_err(|e| spill_error(dir, e))?;
+    let mut w = BufWriter::with_capacity(READ_BUFFER, file);
+    let (mut bytes, mut len) = (Vec::with_capacity(T::SIZE), 0u64);
+    for r in records {
+        bytes.clear();
+        r?.put(&mut bytes);
+        w.write_all(&bytes).map_err(|e| spill_error(dir, e))?;
+        len += 1;
+    }
+    let file = w
+        .into_inner()
+        .map_err(|e| spill_error(dir, e.into_error()))?;
+    Ok(Run { file, len })
+}
+
 /// A run read in order, [`READ_BUFFER`] bytes at a time.
 struct RunReader<'a> {
     run: &'a Run,
@@ -386,7 +415,17 @@ pub struct SortedSetBuilder<T: Record> {
     dir: PathBuf,
     buf: Vec<T>,
     runs: Vec<Run>,
+    /// Each run's level: 0 for a buffer's, one more for a merge of
+    /// [`FAN_IN`] runs of one level ([`SortedSetBuilder::merge_tail`]).
+    levels: Vec<u32>,
 }
+
+/// How many runs of one level a builder merges into one of the next: a set
+/// of `n` records holds at most `FAN_IN - 1` runs a level, so its open
+/// files (one a run, against the process's limit: 1,024 on Lambda) grow
+/// with the logarithm of `n / limit`, and each record is rewritten once a
+/// level.
+pub const FAN_IN: usize = 16;
 
 impl<T: Record> SortedSetBuilder<T> {
     /// An empty builder, spilling to the system's temporary directory.
@@ -403,6 +442,7 @@ impl<T: Record> SortedSetBuilder<T> {
             dir,
             buf: Vec::new(),
             runs: Vec::new(),
+            levels: Vec::new(),
         }
     }
 
@@ -418,28 +458,42 @@ impl<T: Record> SortedSetBuilder<T> {
         Ok(())
     }
 
-    /// The buffer sorted, deduplicated and written as a run; emptied.
+    /// The buffer sorted, deduplicated and written as a run of level 0;
+    /// emptied. Then the last runs merged while [`FAN_IN`] of them share a
+    /// level.
     fn spill(&mut self) -> Result<()> {
         self.buf.sort_unstable();
         self.buf.dedup();
-        let dir = &self.dir;
-        let file = tempfile::tempfile_in(dir).map_err(|e| spill_error(dir, e))?;
-        let mut w = BufWriter::with_capacity(READ_BUFFER, file);
-        let mut bytes = Vec::with_capacity(T::SIZE);
-        for u in &self.buf {
-            bytes.clear();
-            u.put(&mut bytes);
-            w.write_all(&bytes).map_err(|e| spill_error(dir, e))?;
-        }
-        let file = w
-            .into_inner()
-            .map_err(|e| spill_error(dir, e.into_error()))?;
-        self.runs.push(Run {
-            file,
-            len: self.buf.len() as u64,
-        });
+        let run = write_run(&self.dir, self.buf.iter().map(|u| Ok(*u)))?;
+        self.runs.push(run);
+        self.levels.push(0);
         self.buf.clear();
-        Ok(())
+        self.merge_tail()
+    }
+
+    /// While the last [`FAN_IN`] runs are of one level, merges them into
+    /// one run of the next (each record once; their files closed).
+    fn merge_tail(&mut self) -> Result<()> {
+        loop {
+            let n = self.runs.len();
+            let Some(tail) = n.checked_sub(FAN_IN) else {
+                return Ok(());
+            };
+            let level = self.levels[n - 1];
+            if self.levels[tail..].iter().any(|l| *l != level) {
+                return Ok(());
+            }
+            let merging = SortedSet::<T> {
+                memory: Vec::new(),
+                runs: Arc::new(self.runs.split_off(tail)),
+                dir: self.dir.clone(),
+                len: 0,
+            };
+            self.levels.truncate(tail);
+            let run = write_run(&self.dir, merging.iter())?;
+            self.runs.push(run);
+            self.levels.push(level + 1);
+        }
     }
 
     /// The set: in memory when no run was written, else its runs (the
@@ -543,6 +597,22 @@ mod tests {
             assert_eq!((all(&odd), odd.len()), (vec![1, 7, 9], 3), "limit {limit}");
         }
         assert!(build(2, []).is_empty());
+    }
+
+    /// A set of many runs is merged as it grows, [`FAN_IN`] runs of a
+    /// level into one of the next: its open files grow with the logarithm
+    /// of its size (10,000 runs of one uuid here, at most 15 a level), and
+    /// what it holds is the same.
+    #[test]
+    fn runs_are_merged_a_level_at_a_time_so_open_files_stay_few() {
+        let n = 5_000u128;
+        // Each uuid twice, far apart: the copies meet only in merges.
+        let set = build(1, (0..n).rev().chain(0..n));
+        assert_eq!(set.len(), n as u64);
+        assert!(set.runs() <= (FAN_IN - 1) * 4, "{} runs", set.runs());
+        assert_eq!(all(&set), (0..n).collect::<Vec<_>>());
+        assert!(set.contains(&u(1_234)).unwrap() && !set.contains(&u(n)).unwrap());
+        assert_eq!(set.disk_bytes() % 16, 0);
     }
 
     /// Pairs of a uuid and a number sort by uuid, then number, on disk as

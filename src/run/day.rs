@@ -163,7 +163,7 @@ async fn day_passes(
         let files = (listing.inputs().count() + beyond_window) as u64;
         let in_memory = settings.spill.limit as u64;
         let (part_files, limit_mb) = (cx.config.part_files, cx.config.memory_limit_mb);
-        crate::day::check_day_memory(date, files, part_files, in_memory, limit_mb)?;
+        crate::day::check_day_memory(date, files, day.flights, part_files, in_memory, limit_mb)?;
         if pass == 0 {
             day.foreign_objects = listing.foreign.len() as u64;
             day.foreign_keys = (listing.foreign.iter().take(FOREIGN_KEYS_SHOWN))
