@@ -571,10 +571,15 @@ mod tests {
                     "limit {limit}, {n}"
                 );
             }
-            assert_eq!(
-                set,
-                UuidSet::from(want.iter().map(|n| u(*n)).collect::<Vec<_>>())
-            );
+            let same: UuidSet = want.iter().map(|n| u(*n)).collect();
+            assert_eq!(set, same, "limit {limit}");
+            assert_ne!(set, want.iter().skip(1).map(|n| u(*n)).collect::<UuidSet>());
+            assert_ne!(set, want.iter().map(|n| u(*n + 1)).collect::<UuidSet>());
+            // On disk: a run's 16 B a uuid, each run's uuids once.
+            match set.spilled() {
+                true => assert!(set.disk_bytes() >= 16 * set.len() && set.disk_bytes() % 16 == 0),
+                false => assert_eq!(set.disk_bytes(), 0),
+            }
         }
     }
 
@@ -583,6 +588,8 @@ mod tests {
         let n = (READ_BUFFER / 16) as u128 * 2 + 5;
         let set = build(3000, (0..n).rev());
         assert!(set.spilled());
+        // Distinct uuids in every run: exactly 16 B each on disk.
+        assert_eq!(set.disk_bytes(), 16 * n as u64);
         assert_eq!(all(&set), (0..n).collect::<Vec<_>>());
         assert_eq!(set.first(3).unwrap(), [u(0), u(1), u(2)]);
     }
