@@ -586,7 +586,8 @@ mod tests {
     #[test]
     fn a_run_longer_than_the_read_buffer_is_read_across_refills() {
         let n = (READ_BUFFER / 16) as u128 * 2 + 5;
-        let set = build(3000, (0..n).rev());
+        // Runs of 5,000 uuids: longer than one read of the buffer (4,096).
+        let set = build(5000, (0..n).rev());
         assert!(set.spilled());
         // Distinct uuids in every run: exactly 16 B each on disk.
         assert_eq!(set.disk_bytes(), 16 * n as u64);
