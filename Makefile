@@ -77,7 +77,7 @@ test-crash: tools ## Failpoint crash tests and the SIGKILL test.
 # table (scripts/mutants-summary.py): commit those two. CARGO_INCREMENTAL=1
 # whatever the caller's shell says: a mutant's rebuild (our crate, its unit
 # tests, the suite relinked) takes ~8 s incremental against ~24 s without.
-MUTANTS_FILES ?= src/proof.rs src/commit.rs src/read.rs src/recovery.rs src/lease.rs src/day.rs src/plan.rs src/merge/stream.rs
+MUTANTS_FILES ?= src/proof.rs src/commit.rs src/read.rs src/recovery.rs src/lease.rs src/day.rs src/plan.rs src/spill.rs src/merge/stream.rs
 MUTANTS_SIM_SEEDS ?= 300
 MUTANTS_ARGS ?=
 # The targets built and run for each mutant (cargo-mutants --cargo-arg: the

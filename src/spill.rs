@@ -620,6 +620,9 @@ mod tests {
         // 10,000 runs of level 0, 0x2710 in base 16: 2 runs of level 3,
         // 7 of level 2 and 1 of level 1 are left.
         assert_eq!(set.runs(), 2 + 7 + 1);
+        // 255 runs, 0xFF: 15 of level 1 and 15 of level 0 (a merge that
+        // did not raise the level would keep merging into one run).
+        assert_eq!(build(1, 0..255).runs(), 15 + 15);
         assert_eq!(all(&set), (0..n).collect::<Vec<_>>());
         assert!(set.contains(&u(1_234)).unwrap() && !set.contains(&u(n)).unwrap());
         assert_eq!(set.disk_bytes() % 16, 0);
