@@ -260,7 +260,7 @@ impl<T: Record> SortedSet<T> {
             set.len = set.memory.len() as u64;
             return Ok(set);
         }
-        let mut b = SortedSetBuilder::in_dir(settings, self.dir.clone());
+        let mut b = SortedSetBuilder::new(settings);
         for u in self.iter() {
             let u = u?;
             if keep(&u) {
