@@ -350,6 +350,21 @@ fn parse_num<T: std::str::FromStr>(
     }
 }
 
+/// [`parse_num`] for a count that must be at least 1 (`ROW_GROUP_ROWS`,
+/// `PART_FILES`, `FLIGHTS_IN_MEMORY`).
+fn parse_count<T: std::str::FromStr + From<u8> + PartialOrd>(
+    env: &HashMap<String, String>,
+    name: &str,
+    default: T,
+    what: &str,
+) -> Result<T> {
+    let n = parse_num(env, name, default, what)?;
+    match n < T::from(1) {
+        true => Err(bad(name, "must be at least 1")),
+        false => Ok(n),
+    }
+}
+
 fn parse_bool(env: &HashMap<String, String>, name: &str, default: bool) -> Result<bool> {
     match get(env, name).map(|v| v.to_ascii_lowercase()) {
         None => Ok(default),
@@ -482,15 +497,12 @@ impl Config {
         if !(1..=1024).contains(&read_concurrency) {
             return Err(bad("READ_CONCURRENCY", "must be from 1 to 1024"));
         }
-        let row_group_rows: usize = parse_num(
+        let row_group_rows: usize = parse_count(
             env,
             "ROW_GROUP_ROWS",
             defaults::ROW_GROUP_ROWS,
             "a whole number of rows",
         )?;
-        if row_group_rows == 0 {
-            return Err(bad("ROW_GROUP_ROWS", "must be at least 1"));
-        }
         let input_budget = match get(env, "INPUT_BUDGET_MB") {
             Some(_) => {
                 let mb: u64 = parse_num(env, "INPUT_BUDGET_MB", 0, "a whole number of MiB")?;
@@ -513,24 +525,18 @@ impl Config {
                 .unwrap_or(0),
         };
         let memory_limit_mb = (memory_limit_mb > 0).then_some(memory_limit_mb);
-        let part_files: u64 = parse_num(
+        let part_files: u64 = parse_count(
             env,
             "PART_FILES",
             defaults::PART_FILES,
             "a whole number of index files",
         )?;
-        if part_files == 0 {
-            return Err(bad("PART_FILES", "must be at least 1"));
-        }
-        let flights_in_memory: usize = parse_num(
+        let flights_in_memory: usize = parse_count(
             env,
             "FLIGHTS_IN_MEMORY",
             crate::spill::DEFAULT_IN_MEMORY,
             "a whole number of uuids",
         )?;
-        if flights_in_memory == 0 {
-            return Err(bad("FLIGHTS_IN_MEMORY", "must be at least 1"));
-        }
         let multipart_threshold: usize = parse_num(
             env,
             "MULTIPART_THRESHOLD_BYTES",
@@ -717,6 +723,10 @@ mod tests {
                 format!("a quarter of AWS_LAMBDA_FUNCTION_MEMORY_SIZE; {budget} without it"),
             ),
             ("PART_FILES", defaults::PART_FILES.to_string()),
+            (
+                "FLIGHTS_IN_MEMORY",
+                crate::spill::DEFAULT_IN_MEMORY.to_string(),
+            ),
             ("ROW_GROUP_ROWS", defaults::ROW_GROUP_ROWS.to_string()),
             (
                 "MULTIPART_THRESHOLD_BYTES",
@@ -790,6 +800,24 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    /// A count setting of 0 is refused naming it; 1 and the default are
+    /// taken (`FLIGHTS_IN_MEMORY` goes into the spill settings).
+    #[test]
+    fn counts_are_at_least_one() {
+        for name in ["ROW_GROUP_ROWS", "PART_FILES", "FLIGHTS_IN_MEMORY"] {
+            let e = Config::from_map(&env(&[("S3_BUCKET", "b"), (name, "0")])).unwrap_err();
+            assert!(
+                e.to_string().contains(name) && e.to_string().contains("must be at least 1"),
+                "{e}"
+            );
+            assert!(Config::from_map(&env(&[("S3_BUCKET", "b"), (name, "1")])).is_ok());
+        }
+        let c = Config::from_map(&env(&[("S3_BUCKET", "b"), ("FLIGHTS_IN_MEMORY", "7")])).unwrap();
+        assert_eq!(c.spill.limit, 7);
+        let c = Config::from_map(&env(&[("S3_BUCKET", "b")])).unwrap();
+        assert_eq!(c.spill.limit, crate::spill::DEFAULT_IN_MEMORY);
     }
 
     #[test]
