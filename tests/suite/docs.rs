@@ -447,20 +447,7 @@ fn performance_figures_are_written_by_the_benchmarks() {
     parts_job["ulimit_v_kib"] = 524_288.into();
     let parts_data =
         serde_json::json!({"meta": data["meta"], "results": {"1000": {"job": parts_job}}});
-    let parts_results = dir.path().join("parts.json");
-    std::fs::write(&parts_results, parts_data.to_string()).unwrap();
-    let parts_page = dir.path().join("parts.md");
-    std::fs::write(&parts_page, &page).unwrap();
-    let out = std::process::Command::new("python3")
-        .arg(root().join("bench/docs.py"))
-        .args(["--block", "parts", "--results"])
-        .arg(&parts_results)
-        .arg("--page")
-        .arg(&parts_page)
-        .output()
-        .expect("python3 bench/docs.py --block parts");
-    assert!(out.status.success(), "{out:?}");
-    let parts_blocks = bench_blocks(&read(&parts_page));
+    let parts_blocks = written_block(dir.path(), &page, "parts", &parts_data);
     assert!(
         parts_blocks["parts"]
             .contains("| 1,000 | 2 (500) | 1.5 | 0.150 | 40 | 524,288 KiB | 1,020 |"),
@@ -476,18 +463,7 @@ fn performance_figures_are_written_by_the_benchmarks() {
     windows_job["passes"] = 3.into();
     let windows_data =
         serde_json::json!({"meta": data["meta"], "results": {"1000": {"job": windows_job}}});
-    std::fs::write(&parts_results, windows_data.to_string()).unwrap();
-    std::fs::write(&parts_page, &page).unwrap();
-    let out = std::process::Command::new("python3")
-        .arg(root().join("bench/docs.py"))
-        .args(["--block", "windows", "--results"])
-        .arg(&parts_results)
-        .arg("--page")
-        .arg(&parts_page)
-        .output()
-        .expect("python3 bench/docs.py --block windows");
-    assert!(out.status.success(), "{out:?}");
-    let windows_blocks = bench_blocks(&read(&parts_page));
+    let windows_blocks = written_block(dir.path(), &page, "windows", &windows_data);
     assert!(
         windows_blocks["windows"]
             .contains("| 1,000 | 2 (500) | 3 | 1.5 | 0.150 | 40 | 524,288 KiB | 1,020 |"),
@@ -502,18 +478,7 @@ fn performance_figures_are_written_by_the_benchmarks() {
     let scale = serde_json::json!({"meta": data["meta"], "audit": [{"measure": "a big day", "wall_s": 2.0,
         "cpu_s": 0.2, "peak_rss_mb": 40.0, "dates": 1, "gets": 3, "bytes_read": 700, "status": "clean", "resume_date": null,
         "ulimit_v_kib": 524_288}]});
-    std::fs::write(&parts_results, scale.to_string()).unwrap();
-    std::fs::write(&parts_page, &page).unwrap();
-    let out = std::process::Command::new("python3")
-        .arg(root().join("bench/docs.py"))
-        .args(["--block", "audit-scale", "--results"])
-        .arg(&parts_results)
-        .arg("--page")
-        .arg(&parts_page)
-        .output()
-        .expect("python3 bench/docs.py --block audit-scale");
-    assert!(out.status.success(), "{out:?}");
-    let scale_blocks = bench_blocks(&read(&parts_page));
+    let scale_blocks = written_block(dir.path(), &page, "audit-scale", &scale);
     assert!(
         scale_blocks["audit-scale"]
             .contains("| a big day | clean |  | 3 | 700 B | 2.00 | 0.20 | 40 | 524,288 KiB |"),
@@ -530,18 +495,7 @@ fn performance_figures_are_written_by_the_benchmarks() {
          "wall_s": 1.9, "cpu_s": 1.2, "ulimit_v_kib": 524_288},
         {"flights": 10_000_000, "limit": 10_000_000, "outcome": "died (exit -6): memory allocation failed",
          "wall_s": 5.3, "cpu_s": 1.0, "ulimit_v_kib": 524_288}]});
-    std::fs::write(&parts_results, sets.to_string()).unwrap();
-    std::fs::write(&parts_page, &page).unwrap();
-    let out = std::process::Command::new("python3")
-        .arg(root().join("bench/docs.py"))
-        .args(["--block", "sets", "--results"])
-        .arg(&parts_results)
-        .arg("--page")
-        .arg(&parts_page)
-        .output()
-        .expect("python3 bench/docs.py --block sets");
-    assert!(out.status.success(), "{out:?}");
-    let sets_blocks = bench_blocks(&read(&parts_page));
+    let sets_blocks = written_block(dir.path(), &page, "sets", &sets);
     assert!(
         sets_blocks["sets"]
             .contains("| 1,000,000 | 524,288 (default) | ok | 48 | 16 | 1.9 | 1.2 | 524,288 KiB |")
@@ -568,6 +522,32 @@ fn performance_figures_are_written_by_the_benchmarks() {
         outside(&page),
         "bench/docs.py changed the page outside its blocks"
     );
+}
+
+/// The bench blocks of `page` after `bench/docs.py --block block` wrote
+/// `data` (a results file's JSON) into a copy of it in `dir`.
+fn written_block(
+    dir: &Path,
+    page: &str,
+    block: &str,
+    data: &serde_json::Value,
+) -> BTreeMap<String, String> {
+    let (results, copy) = (
+        dir.join(format!("{block}.json")),
+        dir.join(format!("{block}.md")),
+    );
+    std::fs::write(&results, data.to_string()).unwrap();
+    std::fs::write(&copy, page).unwrap();
+    let out = std::process::Command::new("python3")
+        .arg(root().join("bench/docs.py"))
+        .args(["--block", block, "--results"])
+        .arg(&results)
+        .arg("--page")
+        .arg(&copy)
+        .output()
+        .unwrap_or_else(|e| panic!("python3 bench/docs.py --block {block}: {e}"));
+    assert!(out.status.success(), "{block}: {out:?}");
+    bench_blocks(&read(&copy))
 }
 
 /// The files under `dir` (recursively) whose name ends with one of `exts`.
