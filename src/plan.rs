@@ -26,12 +26,11 @@ use crate::merge::Source;
 use crate::spill::{SpillSettings, UuidSet, UuidSetBuilder};
 use crate::storage::ObjectMeta;
 
-/// A set of flights: the uuids of the flight objects under
-/// `flights/YYYY/MM/DD/` (a [`crate::day::Day`]'s), or of the flights a
-/// partition indexes (the parity gate's). Sorted, without duplicates, in
-/// one array: 16 B a flight, a B-tree's ~40 B less. No command needs the
-/// flights' keys, so a 1,000,000-flight date is 16 MB, not the ~200 MB of
-/// its listing.
+/// A small set of flights, always in memory: a batch of the flights the
+/// multi-row inputs hold (the parity gate's), the flights a report names.
+/// Sorted, without duplicates, in one array: 16 B a flight, a B-tree's
+/// ~40 B less. A date's own sets, which grow with it, are
+/// [`crate::spill::UuidSet`]s (on disk past `FLIGHTS_IN_MEMORY`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Flights(Vec<Uuid>);
 
@@ -57,7 +56,7 @@ impl Flights {
     }
 
     /// Where `flight` is in the set's order, if it is there.
-    pub fn position(&self, flight: &Uuid) -> Option<usize> {
+    fn position(&self, flight: &Uuid) -> Option<usize> {
         self.0.binary_search(flight).ok()
     }
 
