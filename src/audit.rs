@@ -2,24 +2,14 @@
 //! `{"audit": {"from": A, "to": B}}`): proves, read-only, that a range of
 //! days holds every flight exactly once, and names what does not.
 //!
-//! Read-only: ListObjectsV2 and (ranged) GetObject only; no lease, no
-//! write, no delete, so it is safe beside a running job. Per date it lists
-//! the flight objects under `flights/YYYY/MM/DD/` and the index partition
-//! sorted by kind with the run's own listing ([`crate::day::Day::list`]:
-//! in key ranges, [`crate::plan::classify_partition`]), and reads
-//! the `s3_key` and `first_message` columns of every multi-row input
-//! (compacted files and other multi-row index files) with the run's bounded
-//! reader ([`crate::input`]): the footer first, checked against the input
-//! limits (`INPUT_BUDGET_MB`), then only those two columns' chunks, row
-//! group by row group, by ranged GETs ([`Store::get_range`], each
-//! `If-Match` the listed ETag). A file over a limit is an
-//! `unreadable_files` finding with the limit named. A
-//! per-flight file `{uuid}.parquet` counts as one row of the flight it is
-//! named after, as the parity gate counts it, once its `s3_key` column is
-//! read the same way (one GET: the file is smaller than the tail read); a
-//! per-flight file that cannot be read holds no row, so its flight is
-//! `missing` and the file is in `unreadable_files`, as the run's parity
-//! gate counts it ([`crate::partition::unread_rows`]).
+//! Read-only (ListObjectsV2 and ranged GetObject; no lease, write or
+//! delete), so it is safe beside a running job. Each date is listed with the
+//! run's own listing ([`crate::day::Day::list`]), and every index file's
+//! `s3_key` and `first_message` columns are read with the run's bounded
+//! reader ([`crate::input`]: the footer checked against `INPUT_BUDGET_MB`,
+//! then those two columns' chunks, each GET `If-Match` the listed ETag).
+//! Rows count as the parity gate counts them: a per-flight file holding no
+//! row of its own flight, or unreadable, leaves that flight `missing`.
 //!
 //! What a date can hold that is not "every flight exactly once", each
 //! counted exactly, with the first [`EXAMPLES_MAX`] examples:
@@ -39,11 +29,9 @@
 //! the deadline leave [`AuditReport::resume_date`]. Exit code
 //! ([`AuditStatus::exit_code`]): 0 clean, 2 findings, 1 incomplete.
 //!
-//! Memory: one date's flight keys and one small entry per flight with an
-//! index row, for [`DATES_IN_FLIGHT`] dates at once, plus one row group's
-//! two column chunks of up to [`FILES_IN_FLIGHT`] files a date being
-//! decoded (each file's two columns within `INPUT_BUDGET_MB`); GETs in flight
-//! are bounded by `READ_CONCURRENCY` over all dates.
+//! Memory: per date ([`DATES_IN_FLIGHT`] at once) its flight keys and one
+//! small entry per indexed flight, plus one row group's two column chunks
+//! of up to [`FILES_IN_FLIGHT`] files; GETs are bounded by `READ_CONCURRENCY`.
 //!
 //! ```
 //! use archive_compaction::audit::{audit, AuditOptions, AuditStatus};
@@ -94,8 +82,7 @@ pub const EXAMPLE_FILES_MAX: usize = 4;
 pub const DATES_IN_FLIGHT: usize = 4;
 
 /// Multi-row inputs of one date read at once (each holds its two column
-/// chunks while they are decoded); their GETs take `READ_CONCURRENCY`
-/// permits like every other.
+/// chunks while decoded).
 pub const FILES_IN_FLIGHT: usize = 8;
 
 /// What fixes each finding (also in the report's totals, for every finding
@@ -123,9 +110,7 @@ pub struct AuditOptions {
     /// Last date (included).
     pub to: NaiveDate,
     /// The deadline (Lambda's), kept by the run's rule
-    /// ([`crate::deadline::Deadline`]): every S3 call ends 8 s before it, and
-    /// no date starts with less than `DEADLINE_MARGIN_SECONDS`, or twice the
-    /// slowest date so far, left; `None`: no deadline.
+    /// ([`crate::deadline::Deadline`]); `None`: no deadline.
     pub deadline: Option<Instant>,
     /// A progress bar over the dates (the CLI on a terminal).
     pub bar: Option<indicatif::ProgressBar>,
@@ -296,9 +281,7 @@ impl Findings {
 pub struct DayAudit {
     /// The date.
     pub date: NaiveDate,
-    /// The date's flights and index files, as `status` counts them (each
-    /// per-flight file's `s3_key` is read: one GET each; foreign objects
-    /// are never read).
+    /// The date's flights and index files, as `status` counts them.
     #[serde(flatten)]
     pub counts: DayCounts,
     /// Index rows: one per per-flight file, plus every multi-row input's rows.
@@ -480,8 +463,8 @@ pub async fn audit(
     Ok(report)
 }
 
-/// [`audit_day`], once more when an input vanished or changed since the
-/// listing (a run folded the day meanwhile).
+/// [`audit_day`], once more when an input changed since the listing (a run
+/// folded the day meanwhile).
 async fn audit_date(
     store: &impl Store,
     date: NaiveDate,
@@ -539,17 +522,11 @@ pub async fn audit_day(
     };
     let mut files: Vec<&str> = Vec::new();
     let mut held: HashMap<Uuid, Holders> = HashMap::new();
-    // Multi-row inputs first, in key order, then the per-flight files: their
-    // columns, read a few at a time (every GET takes a permit of the shared
-    // semaphore). A per-flight file's `s3_key` column is read as a
-    // multi-row input's (the file is small: one GET), each row counted for
-    // the flight it names, as Athena counts it, and as the run's parity
-    // gate proves a flight (a decoded row of its own flight,
-    // `Day::parity_check`): a file holding no row of the flight it is named
-    // after leaves that flight missing, and a row of another flight is that
-    // flight's row (twice, if that flight has its own file too). A file
-    // that cannot be read holds no row: its flight is missing, as the run's
-    // parity gate counts it (`partition::unread_rows`).
+    // Multi-row inputs, then per-flight files, a few at a time (each GET
+    // takes a shared permit). Every row counts for the flight its `s3_key`
+    // names, as Athena counts it and as the parity gate proves a flight: a
+    // per-flight file without its own flight's row, or unreadable, leaves
+    // that flight missing (`partition::unread_rows`).
     let beside = !listing.compacted.is_empty();
     let multi_row = listing.multi_row_inputs().map(|(m, _)| (m, false));
     let per_flight = listing.per_flight.iter().map(|(_, m)| (m, true));
@@ -654,15 +631,11 @@ struct FileRows {
     other_day: Finding<RowExample>,
 }
 
-/// Reads the `s3_key` and `first_message` columns (names without case) of
-/// one index file (multi-row input or per-flight file), in the listed version, within `budget`
-/// ([`crate::input::read_columns`]: the footer, then only those two
-/// columns' chunks, row group by row group).
+/// Reads the `s3_key` and `first_message` columns (any case) of one index
+/// file in its listed version, within `budget` ([`crate::input::read_columns`]).
 ///
-/// Errors: S3 errors; [`Error::PreconditionFailed`] when the object is no
-/// longer the listed version. A file that is not Parquet, breaks an input
-/// limit, has no `s3_key` column or cannot be decoded is `Ok` with
-/// [`ColumnRead::outcome`] `Err`.
+/// Errors: S3 errors; [`Error::PreconditionFailed`] when the object changed.
+/// A file unreadable as an index file is `Ok`, its `outcome` `Err`.
 async fn read_columns(
     store: &impl Store,
     meta: &ObjectMeta,

@@ -1,41 +1,23 @@
 //! The merge: decode index files, conform them to the target schema, keep one
 //! row per flight, encode one compacted Parquet file.
 //!
-//! Inputs are matched to [`target_schema`] **by column name, without case**
-//! (as Glue, Athena and Spark match names; columns equal but for case are
-//! one column, merged where their values agree). Conversions are applied
-//! only when they are lossless (string encodings, UTF-8 binary into
-//! strings, timestamp units that hold the same instant exactly, nullable
-//! columns without nulls into required ones, all-null columns into any
-//! type); anything else makes that one file [`Unmergeable`] with the column
-//! and reason, and the rest of the day goes on. Columns the target does not
-//! know are kept after the known ones (nullable) and reported, each with one
-//! type for the day that holds every value exactly ([`widen`]); an input
-//! whose extra column joins no such type is refused ([`MergeError::Input`])
-//! and left in place.
+//! Inputs are matched to [`target_schema`] by column name without case (as
+//! Glue, Athena and Spark match names; columns equal but for case are one
+//! column). Only lossless conversions are applied; anything else makes that
+//! one file [`Unmergeable`], named with the column and reason, and the rest
+//! of the day goes on. Columns the target does not know are kept after the
+//! known ones, with one type for the day that holds every value exactly
+//! ([`widen`]).
 //!
-//! One row per flight: the flight is the uuid in `s3_key` (or, for a
-//! per-flight file, the uuid of its file name). Between two rows of the same
-//! flight a per-flight file beats a multi-row file (compacted, or another
-//! multi-row index file such as a legacy migration's), and between two
-//! per-flight files, or two multi-row files, the later LastModified wins.
-//! Output rows are in uuid (= key) order.
+//! One row per flight (the uuid in `s3_key`, or a per-flight file's name):
+//! a per-flight file beats a multi-row file, and between two of a kind the
+//! later LastModified wins. Output rows are in uuid order.
 //!
-//! Two merges give the same output:
-//!
-//! - [`StreamMerger`] ([`stream`]), used first for every day: compacted
-//!   inputs as sorted runs, then per-flight files in key order, each row
-//!   written to the Parquet writer as soon as its place is known. Memory is
-//!   the reads in flight, one write batch, the open row group and the
-//!   encoded output, whatever the day's size. It needs regular inputs (one
-//!   row per per-flight file, of that flight; compacted files in uuid
-//!   order) and says [`StreamError::NotStreamable`] otherwise.
-//! - [`Merger`], the fallback for irregular days: it takes inputs one at a
-//!   time, copies their rows into coalesced chunks of [`COALESCE_ROWS`]
-//!   rows, keeps one small dedup entry per flight and drops the input;
-//!   [`MergedRows::encode`] then writes the kept rows in output order. It
-//!   holds the day's rows once (about 150 B a row of Arrow buffers plus
-//!   about 40 B of bookkeeping), never a set of arrays per file.
+//! Two merges give the same output: [`StreamMerger`] ([`stream`]), tried
+//! first, writes each row as soon as its place is known, in memory bounded
+//! whatever the day's size, but needs regular inputs; [`Merger`], the
+//! fallback, holds the day's rows once (about 150 B a row of Arrow buffers
+//! plus 40 B of bookkeeping), never a set of arrays per file.
 //!
 //! ```
 //! use archive_compaction::merge::{target_schema, encode, decode};

@@ -2,37 +2,27 @@
 //! cache bounded once this job has replaced the Python one.
 //!
 //! archive-processor writes a local copy of every per-flight index file to
-//! a host directory (`/app/index-cache/year=YYYY/month=MM/day=DD/{uuid}.parquet`,
-//! the S3 key without `index/`). The Python job deleted a copy as soon as it
-//! had deleted the S3 object; a Lambda cannot reach that directory, so the
-//! host's scheduler runs this command instead.
+//! a host directory (the S3 key without `index/`). A Lambda cannot reach it,
+//! so the host's scheduler runs this command.
 //!
-//! A local copy is deleted only when all of these hold (`docs/migrating.md`,
-//! "The host's index cache"; STYLE 14, nothing irreversible without proof):
+//! A local copy is deleted only when all of these hold (nothing irreversible
+//! without proof):
 //!
-//! 1. it is a per-flight index file (`{uuid}.parquet`, [`IndexKey::PerFlight`])
-//!    directly in a `year=YYYY/month=MM/day=DD/` folder spelled exactly as
-//!    the bucket's partition ([`index_prefix`]);
-//! 2. its date is at or before the watermark (a day the job finished) and not
-//!    blocked (the watermark's `mismatch_date`, a live or quarantined manifest:
-//!    [`crate::day::BlockReason::keeps_cache`]);
-//! 3. the S3 object it mirrors (`index/` + its relative path) is not in the
-//!    date's index listing any more: compacted and deleted;
+//! 1. it is a per-flight index file ([`IndexKey::PerFlight`]) directly in a
+//!    `year=YYYY/month=MM/day=DD/` folder spelled as the bucket's partition
+//!    ([`index_prefix`]);
+//! 2. its date is at or before the watermark and not blocked
+//!    ([`crate::day::BlockReason::keeps_cache`]);
+//! 3. the S3 object it mirrors is no longer in the date's index listing;
 //! 4. its flight is in the date's `flights/` listing: the date passed the
-//!    parity gate, so that flight's row is in a multi-row file in S3 (a copy
-//!    with neither object nor flight in S3 may be the only trace of its row).
+//!    parity gate, so its row is in a multi-row file (a copy with neither
+//!    object nor flight in S3 may be the only trace of its row).
 //!
-//! Everything else stays and is counted with why ([`KeptReason`]). The
-//! command is planned, then executed: the directory is walked, the watermark
-//! read, the state listed and every date listed (one listing per prefix and
-//! date, [`crate::day::Day::list`]) before the first delete, so a
-//! missing directory, an unreadable watermark or a listing error deletes
-//! nothing ([`PruneError`]). A dry run stops after the plan. A second run
-//! finds nothing to delete.
+//! Everything else stays, counted with why ([`KeptReason`]). Every read
+//! (walk, watermark, state and date listings) comes before the first
+//! delete, so any error deletes nothing ([`PruneError`]).
 //!
-//! S3 access: ListBucket (`index/`, `flights/`, `_compaction_state/manifests/`,
-//! `_compaction_state/quarantine/`) and GetObject on
-//! `_compaction_state/watermark.json`; nothing is written to S3.
+//! S3 access: ListBucket and GetObject on the watermark; nothing is written.
 //!
 //! ```
 //! use archive_compaction::prune::{PruneOptions, prune};
@@ -74,8 +64,7 @@ use crate::storage::Store;
 /// How many paths each list of examples in a [`PruneReport`] shows.
 pub const EXAMPLES_SHOWN: usize = 5;
 
-/// Dates listed at once (each date is two listings side by side:
-/// `index/…` and `flights/…`).
+/// Dates listed at once (each two listings: `index/…` and `flights/…`).
 pub const DATES_LISTED_IN_FLIGHT: usize = 4;
 
 /// Why `prune-cache` stopped before deleting anything.
@@ -156,11 +145,9 @@ impl PruneOptions {
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
 pub enum KeptReason {
-    /// Its date is after the watermark (or nothing was compacted yet): the
-    /// job has not finished that day.
+    /// Its date is after the watermark: the job has not finished that day.
     AfterWatermark,
-    /// Its date is blocked: the watermark's `mismatch_date`, or a live or
-    /// quarantined manifest of that date.
+    /// Its date is blocked (mismatch date, live or quarantined manifest).
     Blocked,
     /// The S3 object it mirrors is still there: a straggler the sweep has
     /// not folded yet, or an input whose delete failed.
@@ -168,11 +155,9 @@ pub enum KeptReason {
     /// Neither its S3 object nor its flight under `flights/` is in S3: no
     /// proof its row is anywhere else.
     FlightNotListed,
-    /// In a day folder, but not a per-flight index file (`_SUCCESS`,
-    /// `*.tmp`, a multi-row name, a hidden name, a folder, a link).
+    /// In a day folder, but not a per-flight index file.
     NotPerFlight,
-    /// Not in the `year=YYYY/month=MM/day=DD/` layout (other folders, files
-    /// beside the year folders, a misspelled or impossible date).
+    /// Not in the `year=YYYY/month=MM/day=DD/` layout.
     OutsideLayout,
     /// The delete itself failed (see `errors`).
     DeleteFailed,
@@ -221,17 +206,14 @@ pub struct CacheDay {
 pub struct CacheWalk {
     /// Day folders by date.
     pub days: BTreeMap<NaiveDate, CacheDay>,
-    /// Entries outside the layout, with their size (0 for folders, which
-    /// are not walked).
+    /// Entries outside the layout, with their size (0 for folders).
     pub outside: Vec<(PathBuf, u64)>,
-    /// Folders below `--dir` that could not be read, with why: skipped,
-    /// the rest of the cache is pruned ([`PruneReport::skipped_folders`]).
+    /// Folders below `--dir` that could not be read, with why: skipped.
     pub skipped: Vec<(PathBuf, String)>,
 }
 
 impl CacheWalk {
-    /// The sorted entries of `path`, or `None` (and `path` named in
-    /// [`CacheWalk::skipped`]) when it cannot be read.
+    /// The sorted entries of `path`, or `None` (named in `skipped`).
     fn read_or_skip(&mut self, path: &Path) -> Option<Vec<(String, PathBuf, std::fs::Metadata)>> {
         match read_dir_sorted(path) {
             Ok(entries) => Some(entries),
@@ -275,15 +257,12 @@ fn size_of(meta: &std::fs::Metadata) -> u64 {
     if meta.is_file() { meta.len() } else { 0 }
 }
 
-/// Walks `dir`: `year=YYYY/month=MM/day=DD/` folders whose path, with
-/// `index/` in front, is exactly a partition prefix of the bucket
-/// ([`index_prefix`]); nothing below a day folder is walked, symbolic links
-/// are not followed (and [`execute`] checks again at the delete). A folder
-/// below `dir` that cannot be read is named in [`CacheWalk::skipped`] and
-/// the walk goes on. Read-only.
+/// Walks `dir`'s day folders whose path is exactly a bucket partition
+/// ([`index_prefix`]) without `index/`; nothing below a day folder is
+/// walked, links are not followed. An unreadable folder below `dir` is
+/// named in [`CacheWalk::skipped`]. Read-only.
 ///
-/// Errors: [`PruneError::MissingDir`]; [`PruneError::ReadDir`] when `dir`
-/// itself cannot be read.
+/// Errors: [`PruneError::MissingDir`]; [`PruneError::ReadDir`] for `dir`.
 pub fn walk_cache(dir: &Path) -> Result<CacheWalk, PruneError> {
     if !dir.is_dir() {
         return Err(PruneError::MissingDir {
@@ -345,19 +324,15 @@ pub struct BucketState {
     pub watermark: Option<NaiveDate>,
     /// Blocked dates with why ([`Blocked::keeping_cache`]).
     pub blocked: BTreeMap<NaiveDate, String>,
-    /// Per date looked up: the keys in its index partition and the flights
-    /// under `flights/`.
+    /// Per date looked up: its listings, reduced.
     pub listed: BTreeMap<NaiveDate, ListedDay>,
 }
 
-/// One date's listings, reduced to what pruning compares against: of the
-/// folder's copies, the keys still in the index partition and the flights
-/// under `flights/` (so what is held is bounded by the copies, not by the
-/// listings: a day of 50,000 flights is ~2 MB of uuids otherwise).
+/// One date's listings, reduced to the folder's copies, so memory is bounded
+/// by the copies, not the listings (50,000 flights are ~2 MB of uuids).
 #[derive(Debug, Clone, Default)]
 pub struct ListedDay {
-    /// Keys of the index partition that are one of the copies' keys (any
-    /// kind of object, zero bytes included).
+    /// Keys of the index partition that are one of the copies' keys.
     pub index_keys: HashSet<String>,
     /// Flight uuids under `flights/YYYY/MM/DD/` that are one of the copies'.
     pub flights: BTreeSet<Uuid>,
@@ -499,8 +474,7 @@ pub struct PruneReport {
     pub watermark: Option<NaiveDate>,
     /// `year=/month=/day=/` folders looked at.
     pub dates_looked_at: u64,
-    /// Of them, dates whose S3 listings were compared (per-flight copies at
-    /// or before the watermark, not blocked).
+    /// Of them, dates whose S3 listings were compared ([`dates_to_list`]).
     pub dates_listed: u64,
     /// Blocked dates among the folders, with why.
     pub dates_blocked: BTreeMap<NaiveDate, String>,
@@ -524,9 +498,8 @@ pub struct PruneReport {
     pub days: Vec<PruneDay>,
     /// Deletes that failed, with the path and the error (the run exits 1).
     pub errors: Vec<String>,
-    /// Folders of the cache that could not be read, with why: skipped,
-    /// their files neither deleted nor counted; the rest was pruned (the
-    /// run exits 3 when there is no error).
+    /// Folders of the cache that could not be read, with why: skipped, their
+    /// files neither deleted nor counted.
     pub skipped_folders: Vec<String>,
 }
 
@@ -535,7 +508,7 @@ pub struct PruneReport {
 pub const EXIT_PARTIAL: u8 = 3;
 
 impl PruneReport {
-    /// The CLI exit code: 1 when a delete failed, else [`EXIT_PARTIAL`] (3)
+    /// The CLI exit code: 1 when a delete failed, else [`EXIT_PARTIAL`]
     /// when a folder was skipped, else 0.
     pub fn exit_code(&self) -> u8 {
         if !self.errors.is_empty() {
@@ -558,12 +531,10 @@ impl PruneReport {
 }
 
 /// Reads what pruning needs of the bucket for `walk`: the watermark, the
-/// blocked dates (listings of `manifests/` and `quarantine/`) and the
-/// listings of [`dates_to_list`], [`DATES_LISTED_IN_FLIGHT`] dates at once,
-/// each reduced to the folder's copies as it arrives ([`ListedDay::for_copies`]).
-/// Memory: the walk (a few hundred bytes a local copy) and the reduced
-/// listings; a listing is held whole only while it is reduced.
+/// blocked dates and [`dates_to_list`]'s listings, each reduced to the
+/// folder's copies as it arrives ([`ListedDay::for_copies`]).
 ///
+/// Errors: [`PruneError::Watermark`], [`PruneError::Listing`].
 /// Errors: [`PruneError::Watermark`], [`PruneError::Listing`].
 pub async fn read_bucket(store: &impl Store, walk: &CacheWalk) -> Result<BucketState, PruneError> {
     let wm = WatermarkState::read(store)
@@ -602,10 +573,7 @@ pub async fn read_bucket(store: &impl Store, walk: &CacheWalk) -> Result<BucketS
 }
 
 /// Plans and (unless `dry_run`) executes one `prune-cache` over `opts.dir`
-/// against `store`'s bucket (see the module docs for the rules). Every read
-/// comes before the first delete. A delete that fails is in
-/// [`PruneReport::errors`] (kept as [`KeptReason::DeleteFailed`]) and the
-/// others go on; a copy already gone counts as deleted.
+/// against `store`'s bucket ([`execute`]).
 ///
 /// Errors: [`PruneError`]; nothing was deleted then.
 pub async fn prune(store: &impl Store, opts: &PruneOptions) -> Result<PruneReport, PruneError> {
@@ -648,19 +616,15 @@ pub async fn prune(store: &impl Store, opts: &PruneOptions) -> Result<PruneRepor
     Ok(r)
 }
 
-/// Deletes the plan's copies, counting into `r` (`files_deleted`,
-/// `bytes_freed`); a copy already gone counts as deleted (no bytes freed);
-/// one that cannot be deleted goes to `r.errors` and is kept
-/// ([`KeptReason::DeleteFailed`]), and the others go on.
+/// Deletes the plan's copies into `r`; a copy already gone counts as
+/// deleted (no bytes freed), one that cannot be deleted goes to `r.errors`
+/// ([`KeptReason::DeleteFailed`]) and the others go on.
 ///
-/// Each copy is deleted relative to directory handles, never by path: `dir`
-/// is opened (following a link there: it is the operator's mount point),
-/// then each of `year=`, `month=`, `day=` below it with `O_NOFOLLOW |
-/// O_DIRECTORY` (`openat`), and the file is removed with `unlinkat` in the
-/// day's handle. A folder swapped for a symbolic link since the walk (by
-/// archive-processor, which writes there, or anyone else) fails that open
-/// (`ELOOP`/`ENOTDIR`), so nothing outside `dir` is ever deleted; a file
-/// swapped for a link loses the link, not its target.
+/// Deletes go through directory handles, never a path: `dir` is opened
+/// (a link there is the operator's mount), then `year=`, `month=`, `day=`
+/// with `O_NOFOLLOW | O_DIRECTORY` (`openat`), then `unlinkat`. A folder
+/// swapped for a link since the walk fails its open, so nothing outside
+/// `dir` is deleted; a file swapped for a link loses the link.
 pub fn execute(dir: &Path, plan: &PrunePlan, r: &mut PruneReport) {
     let mut days = DayHandles::new(dir);
     for c in &plan.delete {
@@ -728,9 +692,7 @@ impl<'a> DayHandles<'a> {
     }
 }
 
-/// The one line a terminal gets (pure), e.g. `prune-cache /app/index-cache
-/// (watermark 2026-07-19): 2 of 5 dates listed; deleted 120 local copies
-/// (512000 bytes freed); kept 40: 38 after the watermark, 2 outside the layout`.
+/// The one line a terminal gets (pure).
 pub fn format_human(r: &PruneReport) -> String {
     let mut o = String::new();
     let wm = r.watermark.map_or_else(

@@ -1,8 +1,7 @@
 //! Recovery: resolve every manifest a crashed run left, before anything else.
 //!
-//! The recovery table below has one rule in front of it: no data
-//! is deleted on a manifest's word unless the manifest proves the data is
-//! its own commit's or is held elsewhere.
+//! No data is deleted on a manifest's word unless the manifest proves the
+//! data is its own commit's or is held elsewhere.
 //!
 //! | found at start | action |
 //! |---|---|
@@ -15,42 +14,25 @@
 //! | manifest, output verified, an input not proven to be in it | delete the proven inputs, keep the others, quarantine the manifest with [`ManifestRule::InputNotInOutput`] |
 //! | manifest whose inputs cannot be deleted | keep it, mark it under `stuck/` (for `status` and `prune-cache`), report it as stuck, retry next time; the mark is deleted once the manifest is resolved |
 //!
-//! **Validation before any action** ([`validate_manifest`], pure): the
-//! manifest's file name is its `job_id`; its date is its key's; its output is
-//! a `compacted-` file directly in its own date's partition; every input is
-//! an index input ([`crate::keys::is_index_input`]) of that partition, none
-//! is the output and none is listed twice; nothing it names is under
-//! `_compaction_state/` or outside `index/`.
-//!
-//! **Ownership** depends on the manifest's `schema_version` (see
-//! [`crate::state::MANIFEST_VERSION`]):
-//!
-//! - version 2: the output key must be [`crate::keys::compacted_key`]`(date,
-//!   job_id)`, and, when the output carries a job id in its metadata, it must
-//!   be the manifest's;
-//! - version 1 (written before outputs were named after the job): the key
-//!   cannot name the job, so what is checked is what such a commit did: the
-//!   output's id is a UUIDv7 minted within [`V1_OUTPUT_ID_WINDOW_MS`] of the
-//!   job id (v1's `prepare` minted both at once), the metadata check when the
-//!   output carries metadata (outputs of version-2 commits do), and "never
-//!   the only copy" before an output that differs is deleted. A consistent
-//!   version-1 manifest recovers exactly as before.
+//! Before any action a manifest is checked ([`validate_manifest`], pure):
+//! it may name only index files of its own date, and an output its own job
+//! wrote. By `schema_version` ([`crate::state::MANIFEST_VERSION`]): version
+//! 2's output is [`crate::keys::compacted_key`]`(date, job_id)`; version 1's
+//! (not named after the job) has a UUIDv7 id minted within
+//! [`V1_OUTPUT_ID_WINDOW_MS`] of the job id. An output whose metadata
+//! carries another job id is never its own.
 //!
 //! An error listing or reading manifests fails the run (never "no
-//! manifests"). Manifests are never dropped after a TTL. Dates with a stuck
-//! manifest, or a quarantined one still under `quarantine/`, are blocked:
-//! the walk stops before them until an operator looks.
+//! manifests"); manifests never expire. A date with a stuck or quarantined
+//! manifest is blocked until an operator looks.
 //!
-//! **Plan, then act.** Each manifest gets one plan (what is done with it
-//! and why, with the rule it breaks), built by one function before anything
-//! is written. [`recover`] carries the plan out; [`assess`] (the dry run)
-//! only says what carrying it out would do. One function words the report
-//! entry of both, so the dry run says what the real run then does.
+//! Each manifest gets one plan before anything is written: [`recover`]
+//! carries it out, [`assess`] (the dry run) reports it, worded by the same
+//! function.
 //!
 //! Failpoints (feature `failpoints`): `recovery::before-output-delete`,
-//! `recovery::after-input-deletes`, plus those of the commit phases reused
-//! here; `recovery::proof-off` switches the proof of a verified manifest's
-//! inputs off (the simulation shows that it then fails).
+//! `recovery::after-input-deletes`; `recovery::proof-off` switches the
+//! input proof off (the simulation shows that it then fails).
 
 use std::collections::HashSet;
 
@@ -72,10 +54,9 @@ use crate::report::{RecoveredManifest, RecoveryAction};
 use crate::state::{MANIFEST_VERSION, MANIFEST_VERSION_1, Manifest, ManifestOutput};
 use crate::storage::{JOB_ID_METADATA, ObjectMeta, PutMode, Store, sha256_b64};
 
-/// How far apart (milliseconds) the timestamps of a version-1 manifest's job
-/// id and its output's id may be. Version 1's `prepare` minted the output id
-/// (`Uuid::now_v7()`) right after the job id, so they are the same or the
-/// next millisecond; the slack covers a clock step between the two calls.
+/// How far apart (ms) a version-1 job id's and its output id's UUIDv7
+/// timestamps may be: v1's `prepare` minted them back to back; the slack
+/// covers a clock step between the two calls.
 pub const V1_OUTPUT_ID_WINDOW_MS: u64 = 1000;
 
 /// What a manifest names, in a [`ManifestRule`] (`output`, `input`).
@@ -88,15 +69,9 @@ pub enum Role {
     Input,
 }
 
-/// Why recovery will not act on a manifest: the rule it breaks. A manifest
-/// breaking one is quarantined (moved to `_compaction_state/quarantine/`),
-/// reported with [`ManifestRule::code`] and the message, and its date is
-/// blocked; nothing is deleted on its word.
-///
-/// [`validate_manifest`] checks the rules that need only the key and the
-/// manifest; [`ManifestRule::Unreadable`], [`ManifestRule::OutputOfAnotherJob`],
-/// [`ManifestRule::OnlyCopy`] and [`ManifestRule::InputNotInOutput`] are
-/// found by reading the bucket.
+/// A rule a manifest breaks, so recovery will not act on it: it is
+/// quarantined, its date blocked, nothing deleted on its word.
+/// [`validate_manifest`] checks those that need only the key and the body.
 #[derive(
     Debug, Clone, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr, strum::VariantNames,
 )]
@@ -220,9 +195,8 @@ pub enum ManifestRule {
         /// The manifest's job id.
         job_id: Uuid,
     },
-    /// The output differs from the manifest and an input is no longer there
-    /// in the version the manifest names: the output may hold the only copy
-    /// of its rows.
+    /// The output differs and an input is gone or changed: the output may
+    /// hold the only copy of its rows.
     #[error(
         "its output {output} differs from it ({reason}) and its input {input} is {state}: the output may hold the only copy of those rows, so it is left"
     )]
@@ -236,10 +210,8 @@ pub enum ManifestRule {
         /// `gone` or `in another version`.
         state: &'static str,
     },
-    /// The output verifies, but an input still there in the version the
-    /// manifest names is not proven to be in it ([`crate::proof`]): a bug
-    /// (or a hand edit) listed an input the merge did not take in. The
-    /// proven inputs are deleted, the others kept.
+    /// The output verifies, but an input still there is not proven to be in
+    /// it ([`crate::proof`]); the proven inputs are deleted, the others kept.
     #[error(
         "its output {output} verifies, but {count} input(s) still there are not proven to be in it (first: {input}: {reason}); those are kept"
     )]
@@ -256,17 +228,14 @@ pub enum ManifestRule {
 }
 
 impl ManifestRule {
-    /// A stable name for the rule (its variant's name in snake case, as
-    /// strum derives it), first in the report's detail.
+    /// The variant's name in snake case, first in the report's detail.
     pub fn code(&self) -> &'static str {
         self.into()
     }
 }
 
-/// Checks, before any action, that `manifest` (read from `key`) names only
-/// what its own commit wrote and read; pure. The first rule broken is
-/// returned (see [`ManifestRule`] and the module docs for the rules and how
-/// versions 1 and 2 differ).
+/// Checks that `manifest` (read from `key`) names only what its own commit
+/// wrote and read; pure. Returns the first [`ManifestRule`] broken.
 ///
 /// ```
 /// use archive_compaction::recovery::{validate_manifest, ManifestRule};
@@ -359,8 +328,8 @@ pub fn validate_manifest(key: &str, manifest: &Manifest) -> std::result::Result<
     Ok(())
 }
 
-/// `key` is directly in the partition `prefix` (not a state file, not
-/// outside `index/`, not in another partition or a sub-prefix).
+/// `key` is directly in the partition `prefix` (no state file, sub-prefix
+/// or other partition).
 fn in_partition(role: Role, key: &str, prefix: &str) -> std::result::Result<(), ManifestRule> {
     if key.starts_with(STATE_ROOT) {
         return Err(ManifestRule::StateFile {
@@ -407,19 +376,15 @@ fn v1_output_minted_with_job(key: &str, prefix: &str, job_id: Uuid) -> bool {
     }
 }
 
-/// What recovery does with one manifest and why, decided before anything
-/// is written: built by [`plan_manifest`], carried out by [`execute`] (in
-/// [`recover`]), foreseen by [`forecast`] (in [`assess`], the dry run). Both
-/// word their report entry through [`describe`].
+/// What recovery does with one manifest, decided before anything is
+/// written; [`execute`] carries it out, [`forecast`] foresees it.
 #[derive(Debug)]
 struct ManifestPlan {
-    /// The manifest's key.
     key: String,
     /// The date in its key (`None` when the key names none).
     date: Option<NaiveDate>,
     /// Its body as read: what a quarantine moves.
     body: bytes::Bytes,
-    /// What is to be done with it.
     decision: Decision,
 }
 
@@ -455,13 +420,11 @@ enum Decision {
 #[derive(Debug)]
 enum Step {
     /// No output (zero rows) or output verified: finish the commit, keeping
-    /// the inputs not proven to be in the output (then the manifest is
-    /// quarantined, [`ManifestRule::InputNotInOutput`]).
+    /// the unproven inputs.
     Complete { unproven: Vec<Unproven> },
     /// The output was never written: drop the manifest.
     OutputMissing(String),
-    /// The output differs and every input is still in its version: delete
-    /// the output (conditional on `etag`), then the manifest.
+    /// The output differs, every input is in its version: delete the output.
     OutputMismatch {
         key: String,
         reason: String,
@@ -469,9 +432,8 @@ enum Step {
     },
 }
 
-/// Reads the bucket (HEAD of the output, a listing of its partition) to
-/// decide what to do with the manifest at `key`, whose body is `body`;
-/// inputs are read for the proof within `budget`.
+/// Reads the bucket (output HEAD, partition listing, inputs for the proof
+/// within `budget`) to decide what to do with the manifest at `key`.
 async fn decide(store: &impl Store, key: &str, body: &[u8], budget: Budget) -> Result<Decision> {
     let manifest: Manifest = match serde_json::from_slice(body) {
         Ok(m) => m,
@@ -535,12 +497,10 @@ async fn decide(store: &impl Store, key: &str, body: &[u8], budget: Budget) -> R
     Ok(Decision::Act(Box::new(manifest), step))
 }
 
-/// The inputs of `manifest`, whose output verified, not proven to be in
-/// that output ([`crate::proof`]): the output's `s3_key` column is read once
-/// (from `body` when the verify read it back, else one GET, hashed against
-/// the manifest again), then [`prove_still_listed`] (inputs read within
-/// `budget`). An output that cannot be read proves nothing: every input is
-/// unproven.
+/// The inputs of `manifest` not proven to be in its verified `output`:
+/// its `s3_key` column is read once (from `body` if the verify kept it,
+/// else a GET checked against the manifest's sha256), then
+/// [`prove_still_listed`]. An output that cannot be read proves nothing.
 ///
 /// Errors: an S3 error reading the output or an input.
 async fn prove_against_output(
@@ -579,16 +539,9 @@ async fn prove_against_output(
         .collect())
 }
 
-/// The inputs of `manifest` still there in the version it names whose rows
-/// are not proven to be in `output`, by the commit's rule
-/// ([`crate::proof::unproven`]): every input, per-flight files included, is
-/// proven by the flights of its rows, its `s3_key` column read in the
-/// version the manifest names within `budget` (`INPUT_BUDGET_MB`, the
-/// budget the commit read it within: [`input::row_flights`]; an input
-/// over it or unreadable is unproven, kept). A per-flight file is never
-/// proven by its name: one holding another flight's row, or a newer version
-/// of its flight the merge did not take, stays. An input gone, or there in
-/// another version, is not deleted anyway and needs no proof.
+/// The inputs of `manifest` still there in their manifest version that are
+/// not proven to be in `output` ([`crate::proof::unproven`]), each read
+/// within `budget`, the commit's; one over it or unreadable is unproven.
 ///
 /// Errors: an S3 error reading an input.
 async fn prove_still_listed(
@@ -639,12 +592,11 @@ async fn prove_still_listed(
 pub struct Recovery {
     /// One entry per manifest found (and per quarantined one still there).
     pub recovered: Vec<RecoveredManifest>,
-    /// Dates the walk must not touch, with why: a quarantined manifest
-    /// (still there, or moved by this recovery) or a stuck one
-    /// ([`BlockReason::blocks_walk`]); what `status` and `prune-cache`
-    /// name too ([`crate::day::Blocked`]).
+    /// Dates the walk must not touch, with why (quarantined or stuck
+    /// manifests); `status` and `prune-cache` block the same.
     pub blocked: Blocked,
-    /// Keys claimed by manifests that are still live (never inputs).
+    /// Keys the walk must leave out: inputs of a stuck manifest, or (dry
+    /// run) what recovery would delete.
     pub claimed: HashSet<String>,
     /// Inputs deleted while finishing commits.
     pub files_deleted: u64,
@@ -652,16 +604,12 @@ pub struct Recovery {
     pub files_delete_failed: u64,
 }
 
-/// Resolves every manifest under `_compaction_state/manifests/`: each is
-/// first planned (`plan_manifest`: validated, its output HEADed and
-/// checked for ownership, its inputs re-listed when its output differs),
-/// then the plan is carried out (`execute`) as the module's table says.
-/// Inputs are proven by their rows read within `budget`: the run's
-/// `INPUT_BUDGET_MB` ([`crate::config::Config::input_budget`]), the budget
-/// the commit read them within, so recovery proves what the commit proved.
+/// Resolves every manifest under `_compaction_state/manifests/`: plans
+/// each, then carries the plan out. `budget` is the run's `INPUT_BUDGET_MB`,
+/// the one the commit read inputs within, so recovery proves what it proved.
 ///
-/// Errors: listing or reading a manifest, or any S3 error while acting on
-/// one; the run must then stop as a Failure.
+/// Errors: listing or reading a manifest, or any S3 error acting on one;
+/// the run then stops as a Failure.
 pub async fn recover(
     store: &impl Store,
     fence: &mut Fence<'_>,
@@ -681,11 +629,9 @@ pub async fn recover(
     Ok(out)
 }
 
-/// Deletes the stuck marks (`marks`, [`crate::keys::stuck_key`]) of the
-/// manifests this recovery did not find stuck: finished, undone,
-/// quarantined, or gone before it (a crash between a manifest's delete and
-/// its mark's). A stale mark blocks nothing ([`StateListing::stuck_manifests`]);
-/// this only keeps `stuck/` from growing.
+/// Deletes the stuck marks ([`crate::keys::stuck_key`]) of manifests this
+/// recovery did not find stuck (a crash can leave one behind its manifest's
+/// delete). A stale mark blocks nothing; this keeps `stuck/` from growing.
 ///
 /// Errors: the lease lost, or the DeleteObject refused.
 async fn unmark_resolved(
@@ -753,8 +699,7 @@ fn blocked_reason(
     }
 }
 
-/// Where [`quarantine`] moves the manifest at `key`: the same name under
-/// `quarantine/` instead of `manifests/`.
+/// Where [`quarantine`] moves the manifest at `key`.
 fn quarantine_key(key: &str) -> String {
     key.replacen(MANIFESTS_ROOT, QUARANTINE_ROOT, 1)
 }
@@ -776,26 +721,12 @@ fn would_quarantine(
     target
 }
 
-/// What [`recover`] would do, without doing any of it (the dry run): lists
-/// and reads manifests, HEADs (or reads back) their outputs and lists their
-/// partitions; writes and deletes nothing. It plans with the same function
-/// as [`recover`] (`plan_manifest`), so a manifest [`recover`] would quarantine (unreadable,
-/// breaking a [`ManifestRule`]) shows as `quarantined` with the same rule.
-///
-/// The result is shaped like [`recover`]'s so the walk plans exactly as the
-/// real run would after recovery: `blocked` holds the dates recovery would
-/// block (quarantined or to-be-quarantined manifests); `claimed` holds the
-/// keys recovery would delete before the walk (inputs of verified commits
-/// still in their version read, outputs that differ from their manifest),
-/// so the plan leaves them out. `recovered` says, per manifest, what would
-/// be done (same action names; details start with "would"). Whether a
-/// manifest's deletes would fail cannot be foreseen without trying: one an
-/// earlier run marked stuck ([`StateListing::stuck_manifests`]) that still
-/// has inputs to delete shows as `stuck`, its date blocked as `status`
-/// blocks it and as the real run would if nothing was fixed; any other
-/// shows as `completed`.
-///
-/// `budget` is [`recover`]'s.
+/// What [`recover`] would do, writing and deleting nothing (the dry run).
+/// It plans as [`recover`] does and returns the same shape, so the walk
+/// plans as the real run would: `blocked` and `claimed` as recovery would
+/// leave them, `recovered` with details that start "would". A failing
+/// delete cannot be foreseen: a manifest marked stuck earlier that still
+/// has inputs to delete shows as `stuck`, any other as `completed`.
 ///
 /// Errors: listing or reading manifests, HEAD/GET of outputs, or listing a
 /// partition (the real run would fail on them too).
@@ -804,8 +735,7 @@ pub async fn assess(store: &impl Store, budget: Budget) -> Result<Recovery> {
     assess_listed(store, state, budget).await
 }
 
-/// [`assess`] over the listing of the state the caller took (`status`
-/// shows it, and lists it once).
+/// [`assess`] over a state listing the caller already took.
 ///
 /// Errors: as [`assess`], less the listings.
 pub async fn assess_listed(
@@ -829,14 +759,10 @@ pub async fn assess_listed(
     Ok(out)
 }
 
-/// What [`execute`] would make of `plan`, found without writing: the
-/// inputs of a commit to complete are listed to count what would be
-/// deleted, kept as newer or found gone. What recovery would delete goes
-/// into `out.claimed`, a date it would block into `out.blocked`. `marked`:
-/// an earlier run's deletes for this manifest failed (its stuck mark is
-/// listed); if inputs are left to delete, the forecast is that they fail
-/// again, as [`execute`]'s stuck case: every input claimed, the date
-/// blocked ([`BlockReason::Stuck`]).
+/// What [`execute`] would make of `plan`, without writing; fills
+/// `out.claimed` and `out.blocked` as it would. `marked` (a stuck mark is
+/// listed) forecasts that deletes left to do fail again, as [`execute`]'s
+/// stuck case.
 ///
 /// Errors: listing the manifest's partition.
 async fn forecast(
@@ -931,8 +857,7 @@ async fn quarantine(
     Ok(())
 }
 
-/// Carries out `plan`: quarantines the manifest, or acts on it
-/// ([`resolve`]); returns what came of it.
+/// Carries out `plan`; returns what came of it.
 ///
 /// Errors: the lease lost, or an S3 error.
 async fn execute(
@@ -958,9 +883,8 @@ async fn execute(
     Ok(effect)
 }
 
-/// Carries out `step` for the manifest at `key`. A manifest whose proven
-/// inputs are deleted but some are not proven comes back as
-/// [`Effect::Quarantined`], for [`execute`] to move aside.
+/// Carries out `step` for the manifest at `key`; unproven inputs come back
+/// as [`Effect::Quarantined`], for [`execute`] to move aside.
 async fn resolve(
     store: &impl Store,
     fence: &mut Fence<'_>,
@@ -1029,8 +953,7 @@ async fn resolve(
 /// report entry ([`describe`]).
 #[derive(Debug)]
 enum Effect {
-    /// Moved aside for `rule`. `proven`: the commit was completed first as
-    /// far as its inputs are proven (inputs deleted, inputs kept unproven).
+    /// Moved aside for `rule`; `proven`: (inputs deleted, inputs kept) first.
     Quarantined {
         rule: ManifestRule,
         proven: Option<(u64, usize)>,
@@ -1039,25 +962,22 @@ enum Effect {
     OutputMissing(String),
     /// The output `key` deleted (it differs: `reason`), then the manifest.
     OutputMismatch { key: String, reason: String },
-    /// The commit completed: inputs deleted, kept as newer versions, gone
-    /// already; then the manifest deleted.
+    /// The commit completed (inputs deleted, newer, gone), manifest deleted.
     Completed { deleted: u64, newer: u64, gone: u64 },
     /// Inputs could not be deleted (why): the manifest is kept.
     Stuck(String),
 }
 
-/// Whether a report entry says what was done or what would be.
+/// Whether a report entry says what was done ([`recover`]) or what would be
+/// ([`assess`], every detail says "would").
 #[derive(Debug, Clone, Copy)]
 enum Tense {
-    /// The dry run ([`assess`]): every detail says "would".
     Would,
-    /// The real run ([`recover`]).
     Did,
 }
 
-/// The report entry's action and detail for `effect` on the manifest at
-/// `key`: every recovery detail, the dry run's and the real run's, is
-/// worded here.
+/// The report entry for `effect` on the manifest at `key`: the only place
+/// recovery details are worded, dry run and real run alike.
 fn describe(effect: &Effect, tense: Tense, key: &str) -> (RecoveryAction, String) {
     use Tense::{Did, Would};
     let target = quarantine_key(key);

@@ -5,18 +5,10 @@
 //! CloudWatch metric and MQTT topic. Its JSON Schema is
 //! `specs/run-report.schema.json`.
 //!
-//! The report is bounded whatever the run met: every list keeps at most a
-//! fixed number of entries ([`UUIDS_SHOWN`], [`DAYS_SHOWN`],
-//! [`SKIPPED_FILES_SHOWN`], [`RECOVERED_SHOWN`], [`ERRORS_SHOWN`], per day
-//! [`DAY_UUIDS_SHOWN`] and [`crate::merge::OTHER_DAYS_UUIDS_SHOWN`]) with its
-//! exact count and a `*_truncated` marker
-//! beside it, and [`RunReport::bound`] keeps the whole JSON (pretty-printed,
-//! as the CLI prints it) within [`REPORT_MAX_BYTES`]. The Lambda response
-//! is refused over 6 MB, and an asynchronous invocation's failure record
-//! loses its payload when request and response exceed 256 KB. The full
-//! detail lives elsewhere: `status` lists every missing flight, and the log
-//! has one line per skipped file (`file skipped`) and per reported date
-//! (`date reported`).
+//! Bounded whatever the run met: every list keeps at most a fixed number of
+//! entries (the `*_SHOWN` constants) beside its exact count and a
+//! `*_truncated` marker, and [`RunReport::bound`] keeps the whole JSON
+//! within [`REPORT_MAX_BYTES`]. The full detail is in `status` and the log.
 //!
 //! ```
 //! use archive_compaction::report::{RunReport, SkippedFile, UUIDS_SHOWN};
@@ -36,10 +28,8 @@
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 
-/// How many of the missing flights' uuids the report (`mismatch_uuids`)
-/// and the MQTT topic `mismatch_uuids` carry: the first ones, sorted
-/// (100 uuids are about 3.9 KB of JSON). `mismatch_uuid_count` is the exact
-/// count; `status` lists them all.
+/// How many of the missing flights' uuids `mismatch_uuids` (and its MQTT
+/// topic) carries: the first, sorted (100 are about 3.9 KB of JSON).
 pub const UUIDS_SHOWN: usize = 100;
 
 /// How many uuids a date's entry in `days` carries (`days[].mismatch_uuids`);
@@ -50,8 +40,7 @@ pub const DAY_UUIDS_SHOWN: usize = 20;
 /// counts them all, and the log has one `date reported` line for each.
 pub const DAYS_SHOWN: usize = 100;
 
-/// How many files `skipped_files` lists (the first ones, in the order they
-/// were met); `skipped_files_total` counts them all, and the log has one
+/// How many files `skipped_files` lists (the first met); the log has a
 /// `file skipped` line for each.
 pub const SKIPPED_FILES_SHOWN: usize = 100;
 
@@ -59,17 +48,13 @@ pub const SKIPPED_FILES_SHOWN: usize = 100;
 /// `recovered_total` counts them all.
 pub const RECOVERED_SHOWN: usize = 100;
 
-/// How many errors `errors` lists: the first `ERRORS_SHOWN - 1` and the last
-/// one (the error that stopped the run); `errors_total` counts them all,
-/// and the log has each (`run failed`).
+/// How many errors `errors` lists: the first `ERRORS_SHOWN - 1` and the
+/// last (the one that stopped the run); the log has each (`run failed`).
 pub const ERRORS_SHOWN: usize = 50;
 
-/// The most bytes the report's JSON takes, pretty-printed as the CLI prints
-/// it (the Lambda response is the compact form, smaller still): 200,000,
-/// leaving room under the 256 KB of an asynchronous invocation's failure
-/// record (request and response together) for the event and its metadata.
-/// [`RunReport::bound`] cuts lists further when the caps above are not
-/// enough (very long keys or reasons).
+/// The most bytes of the report's JSON, pretty-printed as the CLI prints
+/// it: room under the 256 KB of an asynchronous invocation's failure record
+/// (request and response together) for the event and its metadata.
 pub const REPORT_MAX_BYTES: usize = 200_000;
 
 /// Outcome of a run: exit code 0, 2, 1 respectively.
@@ -133,9 +118,8 @@ pub enum StopReason {
     /// A repair range (`--from`/`--to`), or the one date of `--date`, went
     /// through its last date.
     EndOfRange,
-    /// SIGTERM or SIGINT (or Lambda's shutdown) asked the run to stop: no
-    /// new date or destructive step was started, the lease was released
-    /// (`errors` names the signal; `resume_date` the date not started).
+    /// SIGTERM or SIGINT (or Lambda's shutdown): no new date or destructive
+    /// step was started, the lease was released.
     Interrupted,
     /// An error stopped the run.
     Error,
@@ -176,9 +160,8 @@ pub enum DayAction {
     SweepPlanned,
     /// A repair range's date held by a stuck or quarantined manifest.
     Blocked,
-    /// Some of the date's parts committed (`parts`), the deadline stopped it
-    /// with `files_left` index files left: the next run goes on within the
-    /// date (`resume_date`). The watermark stays before it.
+    /// Some of the date's parts committed, then the deadline stopped it: the
+    /// next run goes on within the date; the watermark stays before it.
     Partial,
 }
 
@@ -187,8 +170,7 @@ named_enum!(DayAction);
 named_enum!(StopReason);
 
 impl StopReason {
-    /// Why a run that `e` stopped stopped: [`StopReason::Interrupted`] for
-    /// a signal, [`StopReason::Deadline`] for the deadline, else
+    /// Why a run that `e` stopped stopped: a signal, the deadline, or else
     /// [`StopReason::Error`].
     pub fn of(e: &crate::error::Error) -> StopReason {
         match e {
@@ -264,18 +246,14 @@ impl SkippedFile {
 
 pub use crate::merge::{Limit, LimitBroken};
 
-/// A per-flight index file whose bytes cannot be read (not Parquet,
-/// truncated, a footer or page that does not decode): its flight's row is
-/// in no readable file, so the flight counts as missing its index row and
-/// the date fails parity ([`crate::partition::unread_rows`]). The file is
-/// left in place; docs/runbook.md, "An unreadable per-flight index file",
-/// says how to rebuild it.
+/// A per-flight index file whose bytes cannot be read: its flight counts
+/// as missing its index row ([`crate::partition::unread_rows`]). Left in
+/// place; docs/runbook.md, "An unreadable per-flight index file".
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UnreadFile {
     /// The per-flight file's key (`index/year=…/{uuid}.parquet`).
     pub key: String,
-    /// The flight it is named after (a flight object under the date's
-    /// `flights/` prefix).
+    /// The flight it is named after.
     pub flight: uuid::Uuid,
     /// Why it cannot be read, as the decoder said.
     pub reason: String,
@@ -296,9 +274,7 @@ pub enum Parity {
 pub struct DayReport {
     /// The partition date (UTC).
     pub date: NaiveDate,
-    /// What was done: `compacted`, `nothing_to_compact`, `mismatch`,
-    /// `failed`, `planned` (dry run), `swept`/`sweep_planned` (straggler
-    /// sweep), `blocked` (a repair range's date held by a manifest).
+    /// What was done ([`DayAction`]).
     pub action: DayAction,
     /// Why, in words.
     pub reason: String,
@@ -309,12 +285,10 @@ pub struct DayReport {
     /// Index files left out of the plan because a live manifest claims them
     /// (in a dry run: also those recovery would delete first).
     pub files_claimed: u64,
-    /// Foreign objects in the date's index partition (never touched): every
-    /// object that is not an index input (not `.parquet`, hidden `_`/`.`
-    /// names, zero bytes, directory markers, nested prefixes).
+    /// Foreign objects in the date's index partition (never touched): see
+    /// [`crate::keys::IndexKey`].
     pub foreign_objects: u64,
-    /// The first [`crate::run::FOREIGN_KEYS_SHOWN`] of them by key, in key
-    /// order (`foreign_objects` is the full count).
+    /// The first [`crate::run::FOREIGN_KEYS_SHOWN`] of them, in key order.
     pub foreign_keys: Vec<String>,
     /// True when `foreign_keys` names fewer keys than `foreign_objects` counts.
     pub foreign_keys_truncated: bool,
@@ -347,18 +321,14 @@ pub struct DayReport {
     #[serde(default)]
     pub files_left: u64,
     /// Listings of the date's index partition by this run: one, plus one a
-    /// listing window past the first (a date of more than `PART_FILES` ×
-    /// [`crate::day::WINDOW_PARTS`] per-flight files) and one a fold of
-    /// inputs changed meanwhile.
+    /// listing window past the first and one a fold of changed inputs.
     #[serde(default)]
     pub passes: u64,
     /// Columns the target schema does not know, kept after the known ones
-    /// (names matched without case; each with one type for the day:
-    /// `merge::widen`).
+    /// (one type each for the day: `merge::widen`).
     pub extra_columns: Vec<String>,
-    /// Rows of multi-row inputs whose `s3_key` is null, empty or names no
-    /// flight: merged, kept after the flights' rows (no flight to
-    /// deduplicate them by), and counted here on every merge of the date.
+    /// Rows of multi-row inputs whose `s3_key` names no flight: merged, kept
+    /// after the flights' rows, counted on every merge of the date.
     pub rows_without_flight: u64,
     /// The inputs that held them, by key (the first
     /// [`crate::run::FOREIGN_KEYS_SHOWN`]).
@@ -376,17 +346,13 @@ pub struct DayReport {
     pub mismatch_uuid_count: u64,
     /// True when `mismatch_uuids` holds fewer than `mismatch_uuid_count`.
     pub mismatch_uuids_truncated: bool,
-    /// On a `mismatch`: the per-flight files of the date's flights that
-    /// cannot be read (the first [`DAY_UUIDS_SHOWN`], by flight), each with
-    /// why; their flights are in `mismatch_uuids`. Left in place.
+    /// On a `mismatch`: the date's unreadable per-flight files (the first
+    /// [`DAY_UUIDS_SHOWN`], by flight), each with why. Left in place.
     #[serde(default)]
     pub unread_files: Vec<UnreadFile>,
-    /// Rows of the day's multi-row inputs (compacted and other multi-row
-    /// files) whose `first_message` UTC date is not this date, as in a
-    /// backfill file that mixes days: merged into this date's compacted file
-    /// where they sit, never moved (in a dry run: in the files it would
-    /// merge). When a date takes more than one pass, the pass that read the
-    /// most (a later pass reads the earlier one's output again).
+    /// Rows of the day's multi-row inputs whose `first_message` UTC date is
+    /// another date: merged where they sit, never moved. Over several passes,
+    /// the pass that read the most ([`RunReport::note_other_days`]).
     pub rows_of_other_days: u64,
     /// The flights of the first [`crate::merge::OTHER_DAYS_UUIDS_SHOWN`] of
     /// them, in the order read (`rows_of_other_days` is the full count).
@@ -406,11 +372,7 @@ pub struct RecoveredManifest {
     pub key: String,
     /// Its date (from the key), if readable.
     pub date: Option<NaiveDate>,
-    /// `output_missing`, `output_mismatch`, `completed`, `quarantined` (moved
-    /// aside now: unreadable or breaking a [`crate::recovery::ManifestRule`],
-    /// the detail naming it as `rule {code}: ...`), `quarantined_earlier`
-    /// (still under `quarantine/`, date blocked), `stuck`. In a dry run: what
-    /// recovery would do (nothing is done).
+    /// What recovery did ([`RecoveryAction`]); in a dry run, would do.
     pub action: RecoveryAction,
     /// Details.
     pub detail: String,
@@ -419,15 +381,9 @@ pub struct RecoveredManifest {
 /// Everything a run did, field by field (the Python job's fields first).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct RunReport {
-    /// Index input files retired by this run: merged into a new compacted
-    /// file, which was verified, and then deleted. Every kind counts:
-    /// per-flight files, the compacted and other multi-row files folded in
-    /// (a sweep that folds one late file into a date's compacted file
-    /// retires 2), and the inputs recovery deleted to finish a crashed
-    /// commit. The sum of `days[].files_deleted` plus recovery's deletes.
-    /// Each file is counted once, by the run whose DeleteObjects removed
-    /// it: a stuck manifest retried counts only what the retry deleted, not
-    /// the inputs an earlier run already retired.
+    /// Index input files retired by this run (merged, output verified, then
+    /// deleted), of every kind, plus those recovery deleted to finish a
+    /// crashed commit; each counted once, by the run whose delete removed it.
     pub files_compacted: u64,
     /// Input files whose delete failed (they are still there; the manifest is kept).
     pub files_delete_failed: u64,
@@ -439,8 +395,7 @@ pub struct RunReport {
     /// this run (recorded in `watermark.json`). Never set by `--date`,
     /// `--from`/`--to` or a dry run: their verdicts are in `days[]`.
     pub mismatch_date: Option<NaiveDate>,
-    /// How many flights of `mismatch_date` fail parity (exact, whatever
-    /// the cut of `mismatch_uuids`).
+    /// How many flights of `mismatch_date` fail parity (exact).
     pub mismatch_uuid_count: u64,
     /// The first [`UUIDS_SHOWN`] of those flights' uuids, sorted (`status`
     /// lists them all).
@@ -457,28 +412,22 @@ pub struct RunReport {
     /// The bucket.
     pub bucket: String,
     /// Cutoff date: UTC date of `last_run_at` minus `LAG_DAYS`, never past
-    /// the wall clock's date minus `LAG_DAYS` (`last_run_at` may be up to
-    /// [`crate::run::MAX_CLOCK_SKEW`] ahead of it; later is refused).
+    /// the wall clock's ([`crate::run::MAX_CLOCK_SKEW`]).
     pub cutoff: Option<NaiveDate>,
     /// The watermark before the run.
     pub watermark_before: Option<NaiveDate>,
-    /// Watermark lag behind the cutoff after the run, in days; for a
-    /// watermark ahead of today's cutoff, the days ahead
-    /// (`watermark_ahead_days`): always the value `WatermarkLagDays`
-    /// carries. `None` exactly when the run could not read the watermark
-    /// state (see [`RunReport::state_known`]).
+    /// Watermark lag behind the cutoff after the run, in days (or
+    /// `watermark_ahead_days`): what `WatermarkLagDays` carries. `None`
+    /// exactly when the watermark state was not read ([`RunReport::state_known`]).
     pub watermark_lag_days: Option<i64>,
-    /// When the watermark is ahead of today's cutoff (the wall clock's
-    /// date minus `LAG_DAYS`): by how many days. The run is then a Failure
-    /// saying how to fix it, and `WatermarkLagDays` carries this number so
-    /// the lag alarm fires. `None` otherwise.
+    /// Days the watermark is ahead of today's cutoff, when it is: the run
+    /// is a Failure saying how to fix it, and the lag alarm fires.
     #[serde(default)]
     pub watermark_ahead_days: Option<i64>,
     /// Why the walk stopped.
     pub stop_reason: StopReason,
-    /// When the run stopped at the deadline (`stop_reason` `deadline`): the
-    /// first date it did not start. The next scheduled run (or, for a repair
-    /// range, the same event again) goes on from there.
+    /// On `stop_reason` `deadline`: the first date not started, where the
+    /// next run (or, for a repair range, the same event) goes on.
     pub resume_date: Option<NaiveDate>,
     /// True for `--dry-run`: nothing was written or deleted.
     pub dry_run: bool,
@@ -490,20 +439,15 @@ pub struct RunReport {
     pub duplicates_removed: u64,
     /// Files the straggler sweep (`SWEEP_DAYS`) folded into dates already
     /// compacted, beyond the one compacted file each such date is folded
-    /// into: late or rewritten per-flight files, other multi-row files, and
-    /// extra compacted files (the Python job's stitched rewrites). Per swept
-    /// date: `files_read` minus 1 when it read a compacted file.
+    /// into (per swept date: `files_read` minus 1 when it read one).
     pub stragglers_folded: u64,
     /// Manifests resolved by recovery at the start.
     pub manifests_recovered: u64,
-    /// What recovery did, manifest by manifest: the first
-    /// [`RECOVERED_SHOWN`].
+    /// What recovery did, manifest by manifest (the first [`RECOVERED_SHOWN`]).
     pub recovered: Vec<RecoveredManifest>,
-    /// Per-date detail, in walk order: the first [`DAYS_SHOWN`] dates, a
-    /// date with work (any action but `nothing_to_compact`) taking the
-    /// place of the last date with nothing to compact once the list is
-    /// full. A repair range (and its dry run) lists its dates with work
-    /// first, then the empty ones ([`RunReport::work_first`]).
+    /// Per-date detail, in walk order: the first [`DAYS_SHOWN`] dates, dates
+    /// with work never hidden behind empty ones ([`RunReport::add_day`],
+    /// [`RunReport::work_first`]).
     pub days: Vec<DayReport>,
     /// Files left in place with the reason (foreign objects are not listed,
     /// only counted): the first [`SKIPPED_FILES_SHOWN`].
@@ -512,13 +456,11 @@ pub struct RunReport {
     pub foreign_objects: u64,
     /// The days' `rows_of_other_days`, summed.
     pub rows_of_other_days: u64,
-    /// Errors, one line each, with the operation, key, date or setting
-    /// involved; a date blocked by a quarantined or stuck manifest is named
-    /// here (`{date} is blocked: …`) on every run until it is resolved. The
-    /// first [`ERRORS_SHOWN`] − 1 and the last (`errors_total` counts all).
+    /// Errors, one line each, naming the operation, key, date or setting; a
+    /// blocked date is named here on every run until it is resolved.
     pub errors: Vec<String>,
-    /// Reporting failures (MQTT, CloudWatch); they never change the status.
-    /// At most one per sink and MQTT exchange, so a handful.
+    /// Reporting failures (MQTT, CloudWatch, at most one per sink); they
+    /// never change the status.
     pub report_errors: Vec<String>,
     /// Wall time of the run, in seconds.
     pub duration_seconds: f64,
@@ -528,8 +470,7 @@ pub struct RunReport {
     pub days_total: u64,
     /// True when `days` lists fewer than `days_total`.
     pub days_truncated: bool,
-    /// Files left in place with a reason (exact; `skipped_files` lists the
-    /// first ones).
+    /// Files left in place with a reason (exact).
     pub skipped_files_total: u64,
     /// True when `skipped_files` lists fewer than `skipped_files_total`.
     pub skipped_files_truncated: bool,
@@ -558,26 +499,17 @@ impl RunReport {
         self.last_run_status = Status::Failure;
     }
 
-    /// Whether the run read the watermark state (`_compaction_state/watermark.json`),
-    /// so that `last_compacted_date`, `mismatch_runs` and the mismatch
-    /// fields are the state's and not defaults. The run sets
-    /// `watermark_lag_days` whenever it reads the state, and only then.
+    /// Whether the run read `_compaction_state/watermark.json` (then and only
+    /// then it sets `watermark_lag_days`), so the state fields are not defaults.
     pub fn state_known(&self) -> bool {
         self.watermark_lag_days.is_some()
     }
 
-    /// Folds one date's report into the run's: its totals (files deleted
-    /// and failed, rows and bytes written, duplicates, foreign objects,
-    /// stragglers for a swept date) are added, its skipped files join
-    /// `skipped_files`, and it is listed in `days`. The one place where day
-    /// figures become run figures.
-    ///
-    /// Bounded: the day's `mismatch_uuids` is cut to [`DAY_UUIDS_SHOWN`]
-    /// (its `mismatch_uuid_count` exact), `days` lists the first
-    /// [`DAYS_SHOWN`] dates (`days_total` counts every one) and
-    /// `skipped_files` the first [`SKIPPED_FILES_SHOWN`] files. Each date
-    /// is logged as one `date reported` line (its JSON, bounded by the same
-    /// caps), each skipped file as one `file skipped` line.
+    /// Folds one date's report into the run's: the one place where day
+    /// figures become run figures. Bounded: the day's `mismatch_uuids` cut to
+    /// [`DAY_UUIDS_SHOWN`], `days` to [`DAYS_SHOWN`], `skipped_files` to
+    /// [`SKIPPED_FILES_SHOWN`]; each date is logged as one `date reported`
+    /// line, each skipped file as one `file skipped` line.
     pub fn add_day(&mut self, mut day: DayReport) {
         self.add_totals(&mut day);
         if matches!(day.action, DayAction::Swept | DayAction::SweepPlanned) {
@@ -620,17 +552,15 @@ impl RunReport {
         }
     }
 
-    /// Orders `days` with the dates that have work (any action but
-    /// `nothing_to_compact`) first, each group in date order: what a repair
-    /// range's report (and its dry run, "the plan") shows first.
+    /// Orders `days` with the dates that have work first, each group in date
+    /// order, as a repair range's report shows them.
     pub fn work_first(&mut self) {
         self.days
             .sort_by_key(|d| (d.action == DayAction::NothingToCompact, d.date));
     }
 
-    /// [`RunReport::add_day`] for a date that is not listed in `days` (the
-    /// straggler sweep's dates with nothing to fold): its totals and
-    /// skipped files still count.
+    /// [`RunReport::add_day`] for a date not listed in `days` (a sweep's date
+    /// with nothing to fold): its totals and skipped files still count.
     pub fn add_unlisted_day(&mut self, mut day: DayReport) {
         self.add_totals(&mut day);
     }
@@ -656,11 +586,9 @@ impl RunReport {
         }
     }
 
-    /// Records a parity mismatch on `date` of `count` missing flights,
-    /// `first` the first of them in uuid order (at least [`UUIDS_SHOWN`]
-    /// when there are that many; a date's set may be on disk, so only those
-    /// are asked for): `mismatch_uuid_count` is `count`, `mismatch_uuids`
-    /// the first [`UUIDS_SHOWN`].
+    /// Records a parity mismatch on `date` of `count` missing flights, `first`
+    /// the first of them in uuid order (a date's set may be on disk, so only
+    /// [`UUIDS_SHOWN`] are asked for).
     pub fn set_mismatch(&mut self, date: NaiveDate, count: u64, first: &[uuid::Uuid]) {
         self.mismatch_date = Some(date);
         self.mismatch_uuid_count = count;
@@ -670,10 +598,8 @@ impl RunReport {
         self.mismatch_uuids_truncated = count > UUIDS_SHOWN as u64;
     }
 
-    /// Notes what one read of `day`'s inputs found of rows of other days:
-    /// the read that found the most wins (a later pass of a date reads the
-    /// rows of the earlier pass's output again, so adding would count them
-    /// twice).
+    /// Notes one read of `day`'s rows of other days: the read that found
+    /// most wins (a later pass re-reads the earlier pass's output).
     pub fn note_other_days(day: &mut DayReport, found: &crate::merge::OtherDays) {
         if found.rows > day.rows_of_other_days {
             day.rows_of_other_days = found.rows;
@@ -681,31 +607,22 @@ impl RunReport {
         }
     }
 
-    /// Number of files skipped (left in place) for a reason (exact, also
-    /// when `skipped_files` is cut).
+    /// Files left in place for a reason (exact, also when the list is cut).
     pub fn files_skipped(&self) -> u64 {
         self.skipped_files_total
     }
 
-    /// Lists what recovery did with each manifest: the first
-    /// [`RECOVERED_SHOWN`] in `recovered`, all of them counted in
-    /// `recovered_total`.
+    /// Lists what recovery did with each manifest.
     pub fn set_recovered(&mut self, recovered: &[RecoveredManifest]) {
         self.recovered_total = recovered.len() as u64;
         self.recovered = recovered.iter().take(RECOVERED_SHOWN).cloned().collect();
         self.recovered_truncated = recovered.len() > RECOVERED_SHOWN;
     }
 
-    /// Bounds the report for its consumers, when nothing is added any more
-    /// (after reporting: `report_errors`); calling it again changes nothing.
-    /// `errors` keeps its first [`ERRORS_SHOWN`] − 1 entries and the last
-    /// (`errors_total` counts them all), `recovered` its first
-    /// [`RECOVERED_SHOWN`], each day's `other_days_uuids` its first
-    /// [`crate::merge::OTHER_DAYS_UUIDS_SHOWN`] (`rows_of_other_days`, per
-    /// day and summed for the run, stays exact). Then, while
-    /// the pretty-printed JSON is over [`REPORT_MAX_BYTES`], the list taking
-    /// the most bytes (`days`, `skipped_files`, `recovered`, `errors`,
-    /// `mismatch_uuids`) is halved and marked cut. Counts stay exact.
+    /// Bounds the report once nothing is added any more (idempotent): the
+    /// lists are cut to their caps (`errors` keeps its last), then, while the
+    /// pretty JSON is over [`REPORT_MAX_BYTES`], the list taking the most
+    /// bytes is halved and marked cut. Counts stay exact.
     pub fn bound(&mut self) {
         self.recovered_total = self.recovered_total.max(self.recovered.len() as u64);
         if cut(&mut self.recovered, RECOVERED_SHOWN) {

@@ -1,27 +1,19 @@
 //! `archive-compaction status`: the job's state for an operator, read-only.
 //!
-//! [`gather`] reads the bucket (ListObjectsV2, GetObject and HeadObject
-//! only: it never
-//! writes, deletes or takes the lease, so it is safe while a run is under
-//! way) into a [`StatusReport`]; [`format_human`] renders one as text, and
-//! the same value serialises to the `--json` output
-//! (`specs/status.schema.json`).
+//! [`gather`] only reads the bucket (List, Get, Head: never writes, deletes
+//! or takes the lease, so it is safe while a run is under way) into a
+//! [`StatusReport`]; [`format_human`] renders it, and `--json` prints the
+//! value itself (`specs/status.schema.json`).
 //!
 //! The recorded mismatch is re-checked with the run's own listing, plan and
-//! parity gate, both halves ([`crate::day::Day::list`],
-//! [`crate::plan::plan_day`], [`crate::partition::parity_check`]: flights
-//! without an index row, and per-flight files holding no row of their
-//! own, which needs the date's inputs read as the run reads them), so
-//! `status` names exactly the flights the next run would stop on.
+//! parity gate, so `status` names exactly the flights the next run would
+//! stop on.
 //!
-//! A status is always printed: what could not be read (the settings, the
-//! bucket, `watermark.json`) is listed in [`StatusReport::errors`], and
-//! what depends on it is `null`/unknown rather than empty
-//! ([`StatusReport::unavailable`], [`StatusReport::state_unreadable`]).
-//!
-//! Time is injected: `now` (`--now`) fixes the cutoff like a run's
-//! invocation time; `as_of` (the wall clock) is what ages and the lease's
-//! expiry are measured against.
+//! A status is always printed: what could not be read is listed in
+//! [`StatusReport::errors`], and what depends on it is unknown, not empty.
+//! `now` (`--now`) fixes the cutoff as a run's invocation time does;
+//! `as_of` (the wall clock) is what ages and the lease's expiry are
+//! measured against.
 //!
 //! ```
 //! use archive_compaction::status::{StatusReport, format_human};
@@ -77,21 +69,18 @@ pub enum LeaseState {
     /// No lock file: the next run takes the lease.
     #[default]
     Free,
-    /// Held until `expires_at`, by a run under way or by one that died
-    /// (killed, timed out) and left it to lapse: a new run does nothing
-    /// until then.
+    /// Held until `expires_at` by a run under way, or by one that died and
+    /// left it to lapse: a new run does nothing until then.
     Held,
     /// Past `expires_at`: its holder died; the next run takes it over.
     Expired,
-    /// Held for longer than any run holds it (more than LEASE_SECONDS +
-    /// 900 s left, [`crate::lease::max_plausible_lease`]): a hand edit or a
-    /// clock far ahead wrote it; every run fails on it
+    /// Held longer than any run holds it
+    /// ([`crate::lease::max_plausible_lease`]): every run fails on it
     /// ([`Error::LeaseImplausible`]) until it is removed.
     Implausible,
     /// The lock file is not a lease (the next run takes it over by ETag).
     Unreadable,
-    /// Not read: the settings or the bucket could not be read (see
-    /// [`StatusReport::errors`]).
+    /// Not read: see [`StatusReport::errors`].
     Unknown,
 }
 
@@ -128,19 +117,14 @@ pub struct ManifestStatus {
     pub invocation_id: Option<String>,
     /// The compacted output it promises (`None` also for a zero-row commit).
     pub output_key: Option<String>,
-    /// How many of its inputs are still listed under their partition (in
-    /// any version): what its commit or the next run's recovery still has
-    /// to delete or keep. Inputs an earlier attempt already deleted are not
-    /// counted.
+    /// How many of its inputs are still listed in their partition (any
+    /// version): what its commit or recovery still has to delete or keep.
     pub inputs: u64,
-    /// A readable manifest that names what its commit did not write: the
-    /// rule it breaks, as `code: message` ([`crate::recovery::validate_manifest`];
-    /// the rules that need the bucket's objects are left to the run). The
-    /// next run quarantines it.
+    /// A readable manifest's broken rule as `code: message`
+    /// ([`crate::recovery::validate_manifest`]); the next run quarantines it.
     pub breaks_rule: Option<String>,
-    /// Its inputs could not be deleted (AccessDenied, ...) when a run last
-    /// tried: marked under `_compaction_state/stuck/` by that run, its date
-    /// blocked ([`crate::day::BlockReason::Stuck`]); the next run retries.
+    /// Its inputs could not be deleted when a run last tried (marked under
+    /// `_compaction_state/stuck/`): its date is blocked; the next run retries.
     pub stuck: bool,
 }
 
@@ -162,16 +146,14 @@ pub struct QuarantinedStatus {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MismatchCause {
-    /// Flights without an index row (no per-flight file named by them, no
-    /// multi-row row).
+    /// Flights without an index row.
     NoIndexRow,
-    /// Per-flight files that hold no row of their flight (empty, or another
-    /// flight's row): merging them would lose the flight's row.
+    /// Per-flight files holding no row of their flight: merging them would
+    /// lose the flight's row.
     PerFlightFileWithoutOwnRow,
-    /// Per-flight files that cannot be read (not Parquet, truncated): their
-    /// flights' rows are in no readable file
-    /// ([`crate::partition::unread_rows`]; [`MismatchStatus::unread_files`]
-    /// names them). docs/runbook.md, "An unreadable per-flight index file".
+    /// Per-flight files that cannot be read, so their flights' rows are in no
+    /// readable file ([`MismatchStatus::unread_files`]); docs/runbook.md, "An
+    /// unreadable per-flight index file".
     UnreadablePerFlightFile,
 }
 
@@ -190,12 +172,11 @@ pub struct MismatchStatus {
     pub missing_uuids: Vec<String>,
     /// Why they fail (`None` when none does): the run's own verdict.
     pub cause: Option<MismatchCause>,
-    /// The per-flight files of the date's flights that cannot be read, with
-    /// why, by flight (every one; their flights are in `missing_uuids`).
+    /// The date's unreadable per-flight files, with why, by flight.
     #[serde(default)]
     pub unread_files: Vec<crate::report::UnreadFile>,
-    /// Compacted files whose rows were read for the check (only when the
-    /// per-flight files did not cover every flight, as in a run).
+    /// Compacted files read for the check (only when the per-flight files
+    /// did not cover every flight, as in a run).
     pub compacted_files_read: u64,
 }
 
@@ -209,26 +190,22 @@ pub struct DayStatus {
     pub counts: DayCounts,
     /// The per-flight index files' total size in bytes.
     pub per_flight_bytes: u64,
-    /// Why a run would stop before this date, when a quarantined manifest
-    /// blocks it ([`Blocked::blocking_walk`]).
+    /// Why a run would stop before this date ([`Blocked::blocking_walk`]).
     pub blocked_by: Option<String>,
-    /// Rows of the date's multi-row inputs (compacted and other multi-row
-    /// files, each read with GetObject) whose `first_message` UTC date is not
-    /// this date: a run merges them into this date where they are and
-    /// reports them (`days[].rows_of_other_days`). Unreadable files count none.
+    /// Rows of the date's multi-row inputs whose `first_message` UTC date is
+    /// another date: a run merges them here and reports them
+    /// (`days[].rows_of_other_days`). Unreadable files count none.
     pub rows_of_other_days: u64,
     /// The flights of the first [`crate::merge::OTHER_DAYS_UUIDS_SHOWN`] of them.
     pub other_days_uuids: Vec<String>,
 }
 
-/// The last run, as the MQTT broker's retained statistics hold it (every
-/// real run publishes `last_run_at` and `last_run_status`, retained). Read
-/// only when `MQTT_HOST` is set ([`last_run_from_mqtt`]); without MQTT the
-/// runbook's "Has the function run?" says where else to look.
+/// The last run, from the MQTT broker's retained `last_run_at` and
+/// `last_run_status` (read only when `MQTT_HOST` is set).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct LastRunStatus {
-    /// `last_run_at` as published: the last run's invocation time
-    /// (ISO 8601, UTC); `None` when the broker holds none.
+    /// `last_run_at`: the last run's invocation time (ISO 8601, UTC); `None`
+    /// when the broker holds none.
     pub at: Option<String>,
     /// Hours from it to `as_of` (rounded down), when `at` parses.
     pub age_hours: Option<i64>,
@@ -238,10 +215,9 @@ pub struct LastRunStatus {
     pub error: Option<String>,
 }
 
-/// Reads the last run's time and status from the broker of `mqtt`
-/// ([`crate::mqtt::read_retained`]), read-only; `as_of` ages it. A broker
-/// that cannot be read is [`LastRunStatus::error`], not an error of the
-/// status.
+/// Reads the last run's time and status from the broker of `mqtt`,
+/// read-only; `as_of` ages it. An unreadable broker is recorded in
+/// [`LastRunStatus::error`], not returned.
 pub async fn last_run_from_mqtt(
     mqtt: &crate::config::MqttConfig,
     as_of: DateTime<Utc>,
@@ -277,29 +253,24 @@ pub struct StatusReport {
     pub now: DateTime<Utc>,
     /// `LAG_DAYS`; `None` when the settings could not be read (see `errors`).
     pub lag_days: Option<u32>,
-    /// UTC date of `now` minus `lag_days`: the last date a run would
-    /// compact; `None` when the settings could not be read.
+    /// UTC date of `now` minus `lag_days`: the last date a run would compact.
     pub cutoff: Option<NaiveDate>,
-    /// True when `watermark.json` (or the bucket, or the settings) could not
-    /// be read: `watermark`, `next_date`, `mismatch` and `next_days` are then
-    /// unknown, not "none" (see `errors`).
+    /// `watermark.json`, the bucket or the settings could not be read:
+    /// `watermark`, `next_date`, `mismatch` and `next_days` are unknown.
     pub state_unreadable: bool,
-    /// True when nothing could be read at all (the settings, or an S3 error
-    /// on the bucket): `lease`, `manifests` and `quarantined` are then
+    /// Nothing could be read: `lease`, `manifests` and `quarantined` are
     /// unknown too (implies `state_unreadable`).
     pub bucket_unreadable: bool,
-    /// The watermark (`last_compacted_date`); `None` when nothing was
-    /// compacted yet or the file is unreadable (see `errors`).
+    /// `last_compacted_date`; `None` when nothing was compacted yet or
+    /// unreadable.
     pub watermark: Option<NaiveDate>,
-    /// Dates up to the cutoff not yet compacted: days from the watermark to
-    /// the cutoff (0 when at or past it); without a watermark, from
-    /// `next_date` (the cutoff's date counted), as the run reports it.
-    /// `None` when the watermark is unreadable.
+    /// Dates up to the cutoff not yet compacted, counted from the watermark
+    /// (0 at or past it), or without one from `next_date`, as the run
+    /// reports it. `None` when the watermark is unreadable.
     pub watermark_lag_days: Option<i64>,
-    /// Days the watermark is ahead of today's cutoff (the `as_of` date
-    /// minus `lag_days`), when it is: a wrong state every run fails on
-    /// until it is fixed (docs/runbook.md, "A watermark ahead of the
-    /// cutoff"). `None` otherwise.
+    /// Days the watermark is ahead of the `as_of` date's cutoff, when it
+    /// is: every run fails until it is fixed (docs/runbook.md, "A watermark
+    /// ahead of the cutoff").
     #[serde(default)]
     pub watermark_ahead_days: Option<i64>,
     /// The first date the next run would walk (`None`: nothing to start from).
@@ -314,25 +285,20 @@ pub struct StatusReport {
     pub mismatch: Option<MismatchStatus>,
     /// File counts of the next dates to compact (at most `--days`, none past the cutoff).
     pub next_days: Vec<DayStatus>,
-    /// The last run's time and status from the MQTT broker's retained
-    /// topics; `None` when `MQTT_HOST` is not set.
+    /// The last run from MQTT; `None` when `MQTT_HOST` is not set.
     #[serde(default)]
     pub last_run: Option<LastRunStatus>,
-    /// The bucket's versioning and whether lifecycle rules expire what a
-    /// versioned bucket keeps of compaction's deletions ([`versioning`]);
-    /// `None` when not asked (a store other than S3).
+    /// The bucket's versioning against its lifecycle rules ([`versioning`]);
+    /// `None` for a store other than S3.
     #[serde(default)]
     pub versioning: Option<VersioningStatus>,
-    /// Problems met while gathering (settings, bucket, unreadable watermark
-    /// or compacted file); everything else is still shown. The text output
-    /// lists them first.
+    /// Problems met while gathering; everything else is still shown.
     pub errors: Vec<String>,
 }
 
 impl StatusReport {
-    /// A status when nothing could be gathered: `error` (a bad setting, an
-    /// S3 error) is its one error, everything that depends on the bucket is
-    /// unknown. `bucket` and `lag_days` as far as they are known.
+    /// A status when nothing could be gathered: `error` is its one error,
+    /// everything that depends on the bucket unknown.
     pub fn unavailable(
         bucket: &str,
         lag_days: Option<u32>,
@@ -357,39 +323,33 @@ impl StatusReport {
     }
 }
 
-/// The prefixes a versioned bucket must have expired: compaction deletes
-/// every per-flight file under `index/` and overwrites or deletes every
-/// state file under `_compaction_state/`.
+/// The prefixes a versioned bucket must expire: compaction deletes
+/// per-flight files under `index/` and overwrites state files.
 pub const VERSIONED_PREFIXES: [&str; 2] = ["index/", "_compaction_state/"];
 
 /// The bucket's versioning, judged against its lifecycle rules
 /// (docs/deploying.md, "Versioned buckets").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct VersioningStatus {
-    /// `Enabled` or `Suspended`; `None` when versioning was never turned
-    /// on, or could not be read (see `error`).
+    /// `Enabled` or `Suspended`; `None` when never on or unreadable.
     pub versioning: Option<String>,
-    /// Of [`VERSIONED_PREFIXES`], those whose noncurrent versions no
-    /// enabled rule expires (`NoncurrentVersionExpiration`).
+    /// Of [`VERSIONED_PREFIXES`], those whose noncurrent versions no enabled
+    /// rule expires.
     pub noncurrent_kept: Vec<String>,
-    /// Of [`VERSIONED_PREFIXES`], those whose expired delete markers no
-    /// enabled rule removes (`ExpiredObjectDeleteMarker`).
+    /// Those whose expired delete markers no enabled rule removes.
     pub delete_markers_kept: Vec<String>,
-    /// Of [`VERSIONED_PREFIXES`], those under which an enabled rule expires
-    /// *current* objects (`Expiration` with `Days` or `Date`): index rows or
-    /// the job's state would be lost. Flagged whether or not the bucket is
-    /// versioned.
+    /// Those under which an enabled rule expires *current* objects (index
+    /// rows or state would be lost), versioned bucket or not.
     pub current_expired: Vec<String>,
-    /// What to do, when something is; `None` when nothing is.
+    /// What to do; `None` when nothing.
     pub advice: Option<String>,
-    /// Why the configuration could not be read (e.g. AccessDenied: the
-    /// caller lacks `s3:GetBucketVersioning` or
-    /// `s3:GetLifecycleConfiguration`, specs/status.policy.json).
+    /// Why the configuration could not be read (e.g. AccessDenied:
+    /// specs/status.policy.json lists the permissions).
     pub error: Option<String>,
 }
 
-/// Judges `l`: which of [`VERSIONED_PREFIXES`] keep noncurrent versions or
-/// delete markers forever, and which lose current objects. Pure.
+/// Which of [`VERSIONED_PREFIXES`] keep noncurrent versions or delete
+/// markers forever, and which lose current objects. Pure.
 pub fn judge_versioning(l: &crate::storage::lifecycle::BucketLifecycle) -> VersioningStatus {
     let uncovered = |keeps: &dyn Fn(&crate::storage::lifecycle::LifecycleRuleSummary) -> bool| {
         VERSIONED_PREFIXES
@@ -454,9 +414,7 @@ pub fn judge_versioning(l: &crate::storage::lifecycle::BucketLifecycle) -> Versi
 }
 
 /// Reads and judges `store`'s bucket configuration ([`judge_versioning`]);
-/// an S3 error (AccessDenied: the caller's policy lacks
-/// `s3:GetBucketVersioning` or `s3:GetLifecycleConfiguration`) is recorded
-/// in [`VersioningStatus::error`], not returned.
+/// an S3 error is recorded in [`VersioningStatus::error`], not returned.
 pub async fn versioning(store: &crate::storage::S3Store) -> VersioningStatus {
     match store.bucket_lifecycle().await {
         Ok(l) => judge_versioning(&l),
@@ -473,13 +431,11 @@ fn age(as_of: DateTime<Utc>, t: DateTime<Utc>) -> i64 {
     (as_of - t).num_seconds().max(0)
 }
 
-/// Reads the state of `store`'s bucket. Read-only: ListObjectsV2,
-/// GetObject and HeadObject (recovery's assessment of live manifests, for
-/// the mismatch re-check), nothing else.
+/// Reads the state of `store`'s bucket, read-only.
 ///
-/// Errors: any S3 error (listing or reading state files, flights or index
-/// partitions). An unreadable watermark or compacted file is not an error:
-/// it is recorded in [`StatusReport::errors`] and the rest is gathered.
+/// Errors: any S3 error listing or reading state, flights or partitions.
+/// An unreadable watermark or compacted file is recorded in
+/// [`StatusReport::errors`] instead.
 pub async fn gather(
     store: &impl Store,
     config: &Config,
@@ -567,8 +523,7 @@ pub async fn gather(
     }
     let blocked = Blocked::of(wm.mismatch_date, &state);
     if let Some(date) = wm.mismatch_date {
-        // The keys live manifests claim, as the run's recovery finds them,
-        // from the listings above (not listed again).
+        // The keys live manifests claim, as the run's recovery finds them.
         let claimed = crate::recovery::assess_listed(store, state, config.input_budget)
             .await?
             .claimed;
@@ -606,8 +561,7 @@ pub async fn gather(
     Ok(s)
 }
 
-/// How many of `manifest`'s inputs are listed now (one listing of its
-/// date's partition).
+/// How many of `manifest`'s inputs are listed now.
 async fn inputs_listed(store: &impl Store, manifest: &Manifest) -> Result<u64> {
     if manifest.inputs.is_empty() {
         return Ok(0);
@@ -646,10 +600,8 @@ async fn lease_status(store: &impl Store, as_of: DateTime<Utc>) -> Result<LeaseS
     })
 }
 
-/// The run's parity gate for one date ([`crate::partition::parity_check`],
-/// both halves), re-run read-only on the plan the run would make (the keys
-/// live manifests claim, `claimed`, left out, as
-/// [`crate::recovery::assess`] finds them).
+/// The run's parity gate for one date, re-run read-only on the plan the run
+/// would make (`claimed`, the keys live manifests claim, left out).
 async fn mismatch_status(
     store: &impl Store,
     config: &Config,
@@ -702,9 +654,8 @@ async fn day_status(
     budget: crate::input::Budget,
     spill: crate::spill::SpillSettings,
 ) -> Result<DayStatus> {
-    // Counted, not held: no per-flight file's key is kept (a window of
-    // none), and the flights spill past FLIGHTS_IN_MEMORY, so a date of any
-    // size is shown in bounded memory.
+    // Counted, not held (a window of none, flights spilled), so a date of
+    // any size is shown in bounded memory.
     let day = Day::list_window(store, date, true, 0, spill).await?;
     let other = day.other_day_rows(store, budget).await?;
     Ok(DayStatus {

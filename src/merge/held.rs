@@ -4,17 +4,14 @@
 
 use super::*;
 
-/// Where an input comes from, which decides who wins between duplicates:
-/// a per-flight file beats any multi-row file (compacted or other); between
-/// two per-flight files, and between two multi-row files, the later
-/// LastModified wins.
+/// Where an input comes from: its part of the dedup rank (the rule is in
+/// the [`crate::merge`] module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Source {
-    /// A `compacted-*.parquet` file, ours or the Python job's (loses to any
-    /// per-flight file).
+    /// A `compacted-*.parquet` file, ours or the Python job's.
     Compacted,
-    /// Another multi-row index file (a legacy migration's
-    /// `legacy-migration.parquet`, an export): ranked as a compacted file.
+    /// Another multi-row index file (a legacy migration's, an export):
+    /// ranked as a compacted file.
     MultiRow,
     /// A per-flight `{uuid}.parquet` file named after this flight.
     PerFlight(Uuid),
@@ -31,21 +28,17 @@ pub struct MergeInput {
     pub decoded: Decoded,
 }
 
-/// Rows per coalesced chunk held by a [`Merger`]: single-row inputs are
-/// copied into chunks of this many rows as they arrive, so a day costs its
-/// rows' bytes (about 150 B a row) rather than one set of Arrow arrays per
-/// file (several KB each).
+/// Rows per coalesced chunk held by a [`Merger`], so a day costs its rows'
+/// bytes (about 150 B a row), not a set of Arrow arrays per file.
 pub const COALESCE_ROWS: usize = 4096;
 
 /// `b` in the union `schema` (the target columns, then the day's extra
-/// columns so far), extra columns matched by name without case: a column
-/// of another type is converted to the day's type ([`super::widen::convert`],
-/// exact or an error), a missing one is all nulls. Shared by [`Merger`] and
-/// [`StreamMerger`].
+/// columns so far), matched by name without case: an extra column is
+/// converted to the day's type ([`super::widen::convert`]), a missing one
+/// is all nulls.
 ///
-/// Errors: [`MergeError::ExtraColumn`] for an extra column whose values
-/// have no exact value in the day's type (the join rules out such a pair:
-/// this is a defect, not a bad input); [`MergeError::Arrow`] otherwise.
+/// Errors: [`MergeError::ExtraColumn`] when a value has no exact value in
+/// the day's type (a defect: the join rules that out); [`MergeError::Arrow`].
 pub(super) fn to_union_schema(
     b: &RecordBatch,
     schema: &SchemaRef,
@@ -89,16 +82,10 @@ pub(super) fn rank(source: Source, last_modified: DateTime<Utc>) -> Rank {
     }
 }
 
-/// A streaming merge: inputs are pushed one at a time, in plan (key) order,
-/// as they are read.
-///
-/// Each pushed input is cast to the union schema, its rows are copied into
-/// coalesced chunks of [`COALESCE_ROWS`] rows (arrow's `BatchCoalescer`) and
-/// the input itself is dropped; the dedup decision is kept as one small
-/// entry per flight (uuid, rank, row number). Memory therefore grows with
-/// the day's **rows** (their Arrow bytes, about 150 B a row for the index
-/// schema, plus about 40 B of bookkeeping), not with the number of files, and
-/// the caller holds at most its in-flight inputs besides.
+/// The held merge: inputs are pushed one at a time, in plan (key) order.
+/// Each input's rows are copied into chunks of [`COALESCE_ROWS`] and the
+/// input dropped; one small entry per flight (uuid, rank, row number) keeps
+/// the dedup, so memory grows with the day's rows, not its files.
 ///
 /// ```
 /// use archive_compaction::merge::{Merger, MergeInput, Source, target_schema, conform};
@@ -147,17 +134,12 @@ impl Merger {
         self.rows
     }
 
-    /// Adds one input's rows. Inputs must be pushed in plan (key) order:
-    /// at equal rank, the later one wins.
+    /// Adds one input's rows; inputs come in plan (key) order (at equal
+    /// rank the later wins). A new or widened extra column changes the
+    /// output schema, and the rows held so far are converted to it exactly.
     ///
-    /// The day's extra columns take the input's in: a new column, or one
-    /// whose type must widen for the input's values ([`super::widen`]),
-    /// changes the output schema, and the rows held so far are converted
-    /// to it (exactly).
-    ///
-    /// Errors: [`MergeError::Input`] when an extra column of the input has
-    /// no type in common with the day's (nothing of it is taken: leave it
-    /// in place and go on); an Arrow error otherwise.
+    /// Errors: [`MergeError::Input`] when an extra column has no type in
+    /// common with the day's (nothing of it is taken); an Arrow error.
     pub fn push(&mut self, input: MergeInput) -> Result<(), MergeError> {
         let b = input.decoded.batch;
         let next = self.extras.with(&b).map_err(MergeError::Input)?;
@@ -321,13 +303,10 @@ impl MergedRows {
         })
     }
 
-    /// Encodes the output as one Parquet file (the settings of [`encode`]):
-    /// batches of [`WRITE_BATCH_ROWS`] rows go to the writer, which cuts a
-    /// row group every `row_group_rows` rows. `None` when there are no rows:
-    /// an empty output file is never made.
-    ///
-    /// Memory: the output bytes and one row group's encoded pages, besides
-    /// what this value holds.
+    /// Encodes the output as one Parquet file ([`encode`]'s settings), in
+    /// batches of [`WRITE_BATCH_ROWS`]; `None` when there are no rows (an
+    /// empty output file is never made). Memory besides this value: the
+    /// output bytes and one row group's encoded pages.
     pub fn encode(
         &self,
         row_group_rows: usize,

@@ -1,8 +1,6 @@
-//! Rows of other days: rows of a multi-row input whose flight belongs to
-//! another date than the partition's (the UTC date of `first_message` is not
-//! the partition's date, as in a backfill file that mixes days). They are
-//! merged where they sit, counted and named, never moved (moving rows across
-//! partitions is a repair of its own).
+//! Rows of other days: rows of a multi-row input whose `first_message` UTC
+//! date is not the partition's (a backfill file that mixes days). They are
+//! merged where they sit, counted and named, never moved.
 
 use super::*;
 
@@ -10,13 +8,9 @@ use super::*;
 pub const OTHER_DAYS_UUIDS_SHOWN: usize = 10;
 
 /// The UTC instant of a `first_message` value: `v` in `unit` since the
-/// epoch (floored to the whole second, the remainder as nanoseconds, so a
-/// value before 1970 stays on its own day). `None` outside chrono's range
-/// (about ±262,000 years): such a row belongs to no other day.
-///
-/// The one reading of a raw `first_message` for [`is_other_day`]: the
-/// merge's conformed microseconds ([`OtherDays::count`]) and the audit's
-/// column in whatever unit the file has (`crate::audit`).
+/// epoch (floored to the second, so a value before 1970 stays on its own
+/// day). `None` outside chrono's range: such a row belongs to no other day.
+/// The one reading of a raw `first_message`, for the merge and the audit.
 ///
 /// ```
 /// use archive_compaction::merge::first_message_at;
@@ -36,12 +30,9 @@ pub fn first_message_at(v: i64, unit: TimeUnit) -> Option<DateTime<Utc>> {
     DateTime::from_timestamp(v.div_euclid(per_sec), nanos as u32)
 }
 
-/// Whether a row whose `first_message` is `first_message` is a row of
-/// another day than its partition's `date`: its UTC date is not `date`. A
-/// row without one (null, no such column, out of range) is not.
-///
-/// The rule of both the run's `rows_of_other_days` ([`OtherDays`]) and the
-/// audit's `other_day_rows`, so the two count the same rows.
+/// Whether a row whose `first_message` is `first_message` belongs to
+/// another day than its partition's `date`; one without is not. The rule of
+/// both the run's `rows_of_other_days` and the audit's `other_day_rows`.
 ///
 /// ```
 /// use archive_compaction::merge::is_other_day;
@@ -58,18 +49,16 @@ pub fn is_other_day(first_message: Option<DateTime<Utc>>, date: chrono::NaiveDat
 /// Rows of other days found in one or more inputs of a date.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OtherDays {
-    /// Rows whose `first_message` UTC date is not the partition's date
-    /// (rows without a `first_message` are not counted).
+    /// Rows whose `first_message` UTC date is not the partition's.
     pub rows: u64,
-    /// The flights of the first [`OTHER_DAYS_UUIDS_SHOWN`] of them (rows
-    /// without an `s3_key` uuid are counted, not named), in the order read.
+    /// The flights of the first [`OTHER_DAYS_UUIDS_SHOWN`] of them, in the
+    /// order read (rows without an `s3_key` uuid are only counted).
     pub uuids: Vec<Uuid>,
 }
 
 impl OtherDays {
-    /// Counts the rows of `decoded` (conformed to [`target_schema`]) whose
-    /// `first_message` falls on another UTC date than `date`
-    /// ([`is_other_day`]), into `self`.
+    /// Counts into `self` the rows of `decoded` (conformed to
+    /// [`target_schema`]) that are [`is_other_day`] for `date`.
     ///
     /// ```
     /// use archive_compaction::merge::{OtherDays, decode, encode, target_schema};
@@ -110,9 +99,7 @@ impl OtherDays {
         }
     }
 
-    /// Counts one row whose `first_message` is `first_message` and whose
-    /// `s3_key` names `flight`, when it is a row of another day than
-    /// `date` ([`is_other_day`]).
+    /// Counts one row (`s3_key` naming `flight`) when [`is_other_day`].
     pub fn count_row(
         &mut self,
         first_message: Option<DateTime<Utc>>,
@@ -130,8 +117,7 @@ impl OtherDays {
         }
     }
 
-    /// Adds the rows counted in `other` (its uuids while fewer than
-    /// [`OTHER_DAYS_UUIDS_SHOWN`] are kept).
+    /// Adds the rows counted in `other`.
     pub fn add(&mut self, other: OtherDays) {
         self.rows += other.rows;
         let room = OTHER_DAYS_UUIDS_SHOWN.saturating_sub(self.uuids.len());

@@ -90,19 +90,13 @@ pub(super) fn check_magic(bytes: &[u8]) -> Result<(), Unmergeable> {
     Ok(())
 }
 
-/// Decodes one Parquet file and conforms it to [`target_schema`].
-///
-/// Per file this parses the footer (without the column and size statistics,
-/// which a full read does not use) and reads the columns; an index file laid
-/// out exactly as the writer writes it (`has_target_layout`) is read
-/// straight into [`target_schema`], without decoding the Arrow schema pyarrow
-/// embeds in every footer and without a conform step. Any other file goes
-/// the general way: the embedded Arrow schema, then [`conform`]. Both give
+/// Decodes one Parquet file and conforms it to [`target_schema`]: a file
+/// with the writer's layout (`has_target_layout`) is read straight into it,
+/// any other through its embedded Arrow schema and [`conform`]; both give
 /// the same rows.
 ///
-/// Errors: [`Unmergeable`] for bytes that are not Parquet (bad magic,
-/// truncated footer), a missing required column, or a value that cannot be
-/// represented exactly in the target type.
+/// Errors: [`Unmergeable`] for bytes that are not Parquet, a missing
+/// required column, or a value without an exact target value.
 pub fn decode(bytes: Bytes) -> Result<Decoded, Unmergeable> {
     check_magic(&bytes)?;
     let metadata = ParquetMetaDataReader::new()
@@ -113,17 +107,15 @@ pub fn decode(bytes: Bytes) -> Result<Decoded, Unmergeable> {
     decode_parsed(bytes, metadata)
 }
 
-/// The footer options of every read: without the column and size
-/// statistics, which no read here uses.
+/// The footer options of every read: no column or size statistics (no read
+/// here uses them).
 pub fn footer_options() -> ParquetMetaDataOptions {
     ParquetMetaDataOptions::new()
         .with_column_stats_policy(ParquetStatisticsPolicy::SkipAll)
         .with_size_stats_policy(ParquetStatisticsPolicy::SkipAll)
 }
 
-/// [`decode`] of a whole file whose footer is already parsed (`metadata`):
-/// what [`crate::input`] calls once the footer is within its limits.
-///
+/// [`decode`] of a whole file whose footer is already parsed (`metadata`).
 /// Errors: as [`decode`].
 pub fn decode_parsed(bytes: Bytes, metadata: Arc<ParquetMetaData>) -> Result<Decoded, Unmergeable> {
     let (arrow_metadata, conformed) = arrow_metadata(metadata)?;
@@ -189,15 +181,11 @@ pub fn decoded_from(
     conform(&batch)
 }
 
-/// Whether a file's Parquet schema is the index schema exactly as the
-/// archive writer (pyarrow) writes it: the [`target_schema`] columns in
-/// order, strings as `BYTE_ARRAY` annotated `STRING`, `military` a
-/// `BOOLEAN`, the timestamps `INT64` annotated `TIMESTAMP(MICROS)`, no
-/// other column. Such a file reads into [`target_schema`] with the same
-/// values [`conform`] would give (a UTC-adjusted or local `TIMESTAMP(MICROS)`
-/// holds the same epoch microseconds either way). Anything else (another
-/// unit, `INT96`, unannotated binary, extra or missing columns) goes through
-/// the embedded Arrow schema and [`conform`], which decides what is lossless.
+/// Whether a file's Parquet schema is the index schema exactly as pyarrow
+/// writes it (the [`target_schema`] columns in order, strings `STRING`,
+/// `military` `BOOLEAN`, timestamps `TIMESTAMP(MICROS)`, nothing else): such
+/// a file reads into [`target_schema`] with the values [`conform`] would
+/// give. Anything else goes through [`conform`].
 pub(super) fn has_target_layout(parquet: &SchemaDescriptor) -> bool {
     let target = target_schema();
     parquet.num_columns() == target.fields().len()
@@ -226,20 +214,15 @@ pub(super) fn has_target_layout(parquet: &SchemaDescriptor) -> bool {
         })
 }
 
-/// Conforms a batch to [`target_schema`] by column name (see module docs).
+/// Conforms a batch to [`target_schema`] by column name without case
+/// ([`column_key`]). Columns equal but for case are one column, merged
+/// when their values agree (equal wherever both hold one), in the target's
+/// type or, for an extra one, the type that holds both exactly
+/// ([`super::widen`]), spelled as first written.
 ///
-/// Names match without case, as Glue, Athena and Spark match them: a
-/// column `Icao_Hex` is the target's `icao_hex`. Columns whose names are
-/// equal but for case (`Icao_Hex` beside `icao_hex`, or `ident` twice) are
-/// one column: they are merged when their values agree (equal wherever
-/// both hold one; the merged value is the one that is not null), in the
-/// target's type for a known column and in the type that holds both
-/// exactly ([`super::widen`]) for an extra one, spelled as first written.
-/// The result never holds two columns equal but for case.
-///
-/// Errors: [`Unmergeable`] naming the column for a required column that
-/// is missing or holds nulls, a value without an exact target value, or
-/// columns equal but for case whose values disagree.
+/// Errors: [`Unmergeable`] naming the column for a required column missing
+/// or holding nulls, a value without an exact target value, or columns
+/// equal but for case that disagree.
 pub fn conform(batch: &RecordBatch) -> Result<Decoded, Unmergeable> {
     let target = target_schema();
     let rows = batch.num_rows();
@@ -322,11 +305,9 @@ pub fn conform(batch: &RecordBatch) -> Result<Decoded, Unmergeable> {
 }
 
 /// One column from `cols` (the columns `ixs` of `schema`, equal but for
-/// case, all of one type): row by row the value they agree on (equal
-/// wherever both hold one; null where all are null).
+/// case, of one type): row by row the value they agree on.
 ///
-/// Errors: [`Unmergeable`] naming the columns and the first row where two
-/// values differ.
+/// Errors: [`Unmergeable`] naming the first row where two values differ.
 fn merge_agreeing(
     schema: &Schema,
     ixs: &[usize],
@@ -441,8 +422,7 @@ pub(super) fn conform_column(target: &Field, col: &ArrayRef) -> Result<ArrayRef,
 }
 
 /// A column name as names are matched: without case, as Glue, Athena and
-/// Spark match them (`Icao_Hex` is `icao_hex`). Every comparison of column
-/// names (the merge, the bounded reads of [`crate::input`]) goes through it.
+/// Spark match them. Every comparison of column names goes through it.
 pub fn column_key(name: &str) -> String {
     name.to_lowercase()
 }
@@ -461,11 +441,9 @@ pub(super) fn to_micros(v: i64, unit: TimeUnit) -> Option<i64> {
     }
 }
 
-/// Whether a per-flight file's rows include one of `flight`: a row whose
-/// `s3_key` carries its uuid. `false` for a file with no row, with only
-/// other flights' rows, or whose rows have a null or empty `s3_key` (or
-/// none at all): the flight has no index row there that a compacted file
-/// could keep with its uuid.
+/// Whether a per-flight file's rows include one of `flight` (a row whose
+/// `s3_key` carries its uuid): only then does the flight have an index row
+/// there that a compacted file could keep.
 pub fn holds_flight(decoded: &Decoded, flight: Uuid) -> bool {
     let Some(keys) = s3_keys(decoded) else {
         return false;
@@ -490,9 +468,8 @@ fn s3_keys(decoded: &Decoded) -> Option<&StringArray> {
     b.column(ix).as_string_opt::<i32>()
 }
 
-/// A per-input limit ([`crate::input`], docs/configuration.md
-/// `INPUT_BUDGET_MB`), decided from the listing and the Parquet footer
-/// before anything is decoded.
+/// A per-input limit ([`crate::input`]), decided from the listing and the
+/// Parquet footer before anything is decoded.
 #[derive(
     Debug,
     Clone,
@@ -508,13 +485,11 @@ fn s3_keys(decoded: &Decoded) -> Option<&StringArray> {
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
 pub enum Limit {
-    /// The footer's declared length in bytes (at most the budget / 32).
+    /// The footer's declared length in bytes ([`crate::input::FOOTER_SHARE`]).
     FooterBytes,
-    /// Leaf columns in the file's schema (at most 1,000).
+    /// Leaf columns in the file's schema ([`crate::input::COLUMNS_MAX`]).
     Columns,
-    /// The decoded size the footer declares for the columns read, in bytes
-    /// (uncompressed column chunks plus a fixed cost per value; at most
-    /// the budget).
+    /// The decoded size the footer declares for the columns read, in bytes.
     DecodedBytes,
 }
 

@@ -1,28 +1,21 @@
 //! The bounded-memory merge: rows go to the Parquet writer as they arrive.
 //!
 //! A day's inputs are almost always regular: single-row per-flight files
-//! `{uuid}.parquet` whose row is that flight, listed in key order, which is
-//! uuid order (S3 lists keys in UTF-8 binary order, and a lowercase
-//! hyphenated uuid sorts as its 128-bit value); plus, on a day that is being
-//! re-merged with stragglers, a few `compacted-*.parquet` files, which this
-//! job wrote sorted by uuid with rows without a flight uuid last. Over such
-//! inputs [`Merger`](super::Merger)'s result (one row per flight by its rank rule, uuid
-//! order, uuid-less rows last) can be produced as a k-way merge without
-//! holding the day: [`StreamMerger`] takes the compacted inputs first, as
-//! sorted runs, then each per-flight file as it is read, and writes every row
+//! listed in key order, which is uuid order (S3 lists keys in UTF-8 binary
+//! order, and a lowercase hyphenated uuid sorts as its 128-bit value), plus
+//! on a re-merged day a few compacted files, which this job wrote sorted by
+//! uuid, uuid-less rows last. Over such inputs [`Merger`](super::Merger)'s
+//! result is a k-way merge: [`StreamMerger`] takes the compacted runs
+//! first, then each per-flight file as it is read, and writes every row
 //! whose place is known into a [`BatchCoalescer`] feeding an [`ArrowWriter`].
 //!
-//! Memory is then the in-flight reads (`READ_CONCURRENCY` bodies), the
-//! compacted runs (decoded, only on re-merged days), one batch of
-//! [`WRITE_BATCH_ROWS`] rows, the writer's open row group and the encoded
-//! output so far (about 50 B a row with zstd), whatever the day's row count.
+//! Memory: the reads in flight, the compacted runs, one batch of
+//! [`WRITE_BATCH_ROWS`] rows, the open row group and the encoded output
+//! (about 50 B a row with zstd), whatever the day's row count.
 //!
-//! Anything irregular (a per-flight file with several rows or with another
-//! flight's row, keys out of uuid order, a compacted file out of order, an
-//! extra column first seen, or whose type must widen, after rows were
-//! written) is [`StreamError::NotStreamable`]:
-//! rows already written cannot be taken back, so the caller starts the day
-//! again with [`Merger`](super::Merger), which holds the rows and handles every case.
+//! Anything irregular is [`StreamError::NotStreamable`]: rows already
+//! written cannot be taken back, so the caller starts the day again with
+//! [`Merger`](super::Merger), which handles every case.
 
 use super::MergeError;
 use super::{
@@ -34,14 +27,12 @@ use super::{
 /// Why [`StreamMerger`] stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum StreamError {
-    /// The inputs are not regular (the reason says which and how): merge the
-    /// day with [`super::Merger`] instead. Nothing is wrong with the data.
+    /// The inputs are not regular (the reason says how): merge the day with
+    /// [`super::Merger`] instead.
     #[error("not streamable: {0}")]
     NotStreamable(String),
-    /// The merge itself failed, or refused one input
-    /// ([`MergeError::Input`]: an extra column that joins no type; the
-    /// caller leaves that input in place and goes on): the same error the
-    /// in-memory merge would give.
+    /// The merge failed, or refused one input ([`MergeError::Input`], left
+    /// in place), as the in-memory merge would.
     #[error(transparent)]
     Failed(MergeError),
 }
@@ -132,9 +123,8 @@ impl StreamMerger {
     }
 
     /// Approximate heap bytes held besides the encoded output: the
-    /// compacted runs and held rows without a flight uuid (Arrow buffers)
-    /// and the writer's open row group. Does not grow with the number of
-    /// per-flight files pushed. (Tests measure the bound with it.)
+    /// compacted runs, held uuid-less rows and the open row group; it does
+    /// not grow with the number of per-flight files pushed.
     #[cfg(test)]
     fn memory_bytes(&self) -> usize {
         self.runs

@@ -2,9 +2,8 @@
 //! conversions into it.
 //!
 //! A column the target schema does not know is kept exactly or its file is
-//! left in place. Its type for the day is decided by [`ExtraColumns`] from
-//! everything the day's inputs hold in it (a join over the types seen, with
-//! conditions on the values), whatever the order they come in:
+//! left in place. Its type for the day is a join ([`ExtraColumns`]) over
+//! every type the day's inputs hold in it, whatever their order:
 //!
 //! | types seen (all-null columns do not count) | the day's type |
 //! |---|---|
@@ -20,19 +19,14 @@
 //! | booleans with numbers | `utf8` |
 //! | anything else with a different type (structs, lists, timestamps, dates, decimals, ...) | refused: the input that brings it is left in place |
 //!
-//! Renderings into `utf8` are exact and deterministic: integers in
-//! decimal; floats as the shortest decimal that reads back as the same
-//! `float64` (Rust's `Display`: no exponent, `3` for 3.0, `NaN`, `inf`,
-//! `-inf`), a `float32` from its exact `float64` value; booleans `true` and
-//! `false`. Every step of the join goes up one chain (narrow integer → wide
-//! integer → `float64` → `utf8`; `float32` → `float64` → `utf8`; `binary`
-//! → `utf8`), and rendering a value after a step gives the string rendering
-//! it directly gives, so the day's values do not depend on the order the
-//! inputs were merged in.
-//!
-//! [`convert`] is the conversion itself, checked for the values at hand
-//! (never a "safe" cast that would make a value null or truncate it): an
-//! all-null column converts to any type.
+//! Renderings into `utf8` are exact and deterministic: integers in decimal;
+//! floats as the shortest decimal that reads back as the same `float64`
+//! (Rust's `Display`: `3` for 3.0, `NaN`, `inf`), a `float32` from its exact
+//! `float64`; booleans `true`/`false`. Every join step goes up one chain
+//! (integer → wider integer → `float64` → `utf8`; `binary` → `utf8`), and
+//! rendering after a step gives what rendering directly gives, so the
+//! day's values do not depend on merge order. [`convert`] checks the values
+//! at hand (never a "safe" cast that nulls or truncates).
 
 use super::schema::unmergeable;
 use super::*;
@@ -267,14 +261,11 @@ pub struct ExtraColumns {
 }
 
 impl ExtraColumns {
-    /// The day's columns after one more input, conformed ([`conform`]: the
-    /// target columns first, then its extra columns, no two equal but for
-    /// case). `self` is not changed, so a refused input leaves no trace.
+    /// The day's columns after one more input, conformed ([`conform`]);
+    /// `self` is not changed, so a refused input leaves no trace.
     ///
-    /// Errors: [`Unmergeable`] naming the column when no type holds both
-    /// what the day held so far and what this input holds exactly (a
-    /// struct beside a list, a timestamp beside a number, ...): that input
-    /// is left in place.
+    /// Errors: [`Unmergeable`] naming the column when no type holds exactly
+    /// both what the day held and what this input holds.
     pub fn with(&self, b: &RecordBatch) -> Result<ExtraColumns, Unmergeable> {
         let target_len = target_schema().fields().len();
         let mut next = self.clone();
@@ -353,13 +344,11 @@ impl ExtraColumns {
     }
 }
 
-/// Converts `col` to `to` when that keeps every value exactly (see the
-/// module docs for the renderings into `utf8`); an all-null column converts
-/// to any type.
+/// Converts `col` to `to` when that keeps every value exactly; an all-null
+/// column converts to any type.
 ///
-/// Errors: why the values at hand do not fit, e.g. "2.75 has no exact
-/// int64 value", "1099511627776 does not fit int32", "binary value is not
-/// UTF-8".
+/// Errors: why a value at hand does not fit, e.g. "2.75 has no exact int64
+/// value".
 pub fn convert(col: &ArrayRef, to: &DataType) -> Result<ArrayRef, String> {
     let from = col.data_type();
     if from == to {
