@@ -5,34 +5,27 @@
 //! What it guarantees, whatever an object holds:
 //!
 //! - **Limits before any decode**, from the listing's size and the footer
-//!   alone ([`ObjectReader::footer`], [`check_decoded`]): the footer's
-//!   declared length at most the budget / [`FOOTER_SHARE`], at most
-//!   [`COLUMNS_MAX`] leaf columns, and a decoded size estimated from the
-//!   footer (each read column chunk's declared uncompressed bytes plus
-//!   [`DECODED_BYTES_PER_VALUE`] a value) at most the budget. An input that
-//!   breaks one is [`Unmergeable::over_limit`]: left in place, named in
-//!   `skipped_files` with its [`LimitBroken`], never fetched whole.
-//! - **Small reads**: an input the merge reads of at most
-//!   [`SMALL_INPUT_BYTES`] is fetched whole in one GET (a read of a few
-//!   columns: at most [`TAIL_READ_BYTES`]); a bigger one is read footer first (the last
-//!   [`TAIL_READ_BYTES`], one more ranged GET when the footer is longer),
-//!   then only the projected columns' chunks, row group by row group
-//!   (parquet's push decoder, the decoder under its async reader), by
-//!   ranged GETs coalesced with `object_store::coalesce_ranges`. A big
-//!   object that is not Parquet costs one ranged GET of its tail, every run.
-//! - **One version**: every ranged GET after the first carries `If-Match`
-//!   with the ETag of the first (or the caller's), so a file rewritten
-//!   meanwhile is an error ([`Error::PreconditionFailed`]), never a mix.
+//!   alone ([`ObjectReader::footer`], [`check_decoded`]): the footer at most
+//!   the budget / [`FOOTER_SHARE`], at most [`COLUMNS_MAX`] leaf columns,
+//!   and the decoded size the footer declares ([`decoded_bytes`]) at most
+//!   the budget. An input over one is [`Unmergeable::over_limit`]: left in
+//!   place, named with its [`LimitBroken`], never fetched whole.
+//! - **Small reads**: an object of at most [`SMALL_INPUT_BYTES`] is fetched
+//!   whole in one GET; a bigger one footer first (its last
+//!   [`TAIL_READ_BYTES`]), then only the projected columns' chunks, row
+//!   group by row group, by coalesced ranged GETs. A big object that is not
+//!   Parquet costs one ranged GET of its tail.
+//! - **One version**: every GET after the first carries `If-Match` with the
+//!   first's ETag (or the caller's), so a file rewritten meanwhile is
+//!   [`Error::PreconditionFailed`], never a mix.
 //!
-//! Why the push decoder and not `ParquetRecordBatchStreamBuilder` over an
-//! `AsyncFileReader`: the stream builder takes a `'static` reader, and the
-//! stores here are borrowed (`&impl Store`); the push decoder, which the
-//! stream is built on, asks for byte ranges and takes the bytes, so the
-//! reads stay ours (`If-Match`, the GET semaphore, the counts).
+//! Why parquet's push decoder and not `ParquetRecordBatchStreamBuilder`:
+//! the stream builder takes a `'static` reader and the stores here are
+//! borrowed; the push decoder asks for ranges, so the reads stay ours
+//! (`If-Match`, the GET semaphore, the counts).
 //!
-//! The budget is `INPUT_BUDGET_MB` ([`crate::config::Config::input_budget`]):
-//! a quarter of the function's memory by default. The merge decodes one
-//! input at a time, so one input's rows never take more than the budget.
+//! The budget is `INPUT_BUDGET_MB` ([`crate::config::Config::input_budget`]);
+//! the merge decodes one input at a time, so one input never takes more.
 //!
 //! ```
 //! use archive_compaction::input::{Budget, ObjectReader};
@@ -91,10 +84,9 @@ pub const COLUMNS_MAX: u64 = 1_000;
 pub const FOOTER_SHARE: u64 = 32;
 
 /// Decoded bytes counted per value of a read column, on top of the chunk's
-/// declared uncompressed bytes: Arrow's offsets and validity, and the
-/// merge's bookkeeping (about 190 B a row of 9 columns, `crate::merge`).
-/// A dictionary-encoded column's pages are small whatever its rows decode
-/// to; this is what bounds them.
+/// declared uncompressed bytes: Arrow's offsets and validity and the merge's
+/// bookkeeping. It is what bounds a dictionary-encoded column, whose pages
+/// are small whatever its rows decode to.
 pub const DECODED_BYTES_PER_VALUE: u64 = 24;
 
 /// Ranges of one object closer than this (256 KiB) are fetched in one GET.
@@ -142,13 +134,11 @@ impl Budget {
     };
 }
 
-/// The budget for reading back a compacted file this job encoded or wrote,
-/// to prove inputs against its `s3_key` column: the largest
-/// `INPUT_BUDGET_MB` accepts (1,048,576 MiB). The input limits decide
-/// which foreign files are read; they must not refuse the output itself,
-/// or a day bigger than a small budget would fail its commit on every run.
-/// Memory stays bounded: one row group of the one column is decoded at a
-/// time, and the output's body is already in memory (or its size known).
+/// The budget for reading back this job's own compacted output (to prove
+/// inputs against its `s3_key` column): the largest `INPUT_BUDGET_MB`
+/// accepts. The limits must not refuse the output, or a day bigger than a
+/// small budget would fail its commit every run; memory stays bounded (one
+/// row group of one column at a time).
 pub const OWN_OUTPUT_BUDGET: Budget = Budget {
     bytes: 1024 * 1024 * 1024 * 1024,
 };
@@ -179,9 +169,8 @@ fn over(limit: Limit, found: u64, allowed: u64) -> std::result::Result<(), Unmer
 }
 
 /// The decoded size the footer declares for the leaf columns `leaves`, in
-/// bytes: each of their column chunks' uncompressed bytes plus
-/// [`DECODED_BYTES_PER_VALUE`] for each of its rows (saturating; negative
-/// declared values count as 0).
+/// bytes: their chunks' uncompressed bytes plus [`DECODED_BYTES_PER_VALUE`]
+/// a row (saturating).
 pub fn decoded_bytes(metadata: &ParquetMetaData, leaves: &[usize]) -> u64 {
     let mut total = 0u64;
     for rg in metadata.row_groups() {
@@ -226,9 +215,8 @@ pub fn leaves_named(metadata: &ParquetMetaData, names: &[&str]) -> Vec<usize> {
 }
 
 /// One S3 object read as Parquet: its footer within the limits, then the
-/// columns asked for, row group by row group. Reads go through
-/// [`Store::get_range`] (or one [`Store::get`] of a small object), each
-/// taking a permit of `gets` when one is given.
+/// columns asked for, row group by row group, each GET within a permit of
+/// `gets` when given.
 #[derive(Debug)]
 pub struct ObjectReader<'a, S> {
     store: &'a S,
@@ -331,8 +319,7 @@ impl<'a, S: Store> ObjectReader<'a, S> {
         Ok(self.fetch(start..end).await?.body)
     }
 
-    /// One ranged GET of the version read first (any version before the
-    /// first read), within a permit.
+    /// One ranged GET of the version read first, within a permit.
     ///
     /// Errors: as [`ObjectReader::get`].
     async fn fetch(&self, range: Range<u64>) -> Result<Fetched> {
@@ -424,12 +411,10 @@ impl<'a, S: Store> ObjectReader<'a, S> {
             .collect())
     }
 
-    /// Reads and parses the footer, within `budget`: the object is not
-    /// Parquet when it is shorter than 12 bytes, its magic is not `PAR1`
-    /// (both ends when it was read whole, the end otherwise), or the
-    /// footer's declared length does not fit in it (checked before the
-    /// footer's length limit); then the footer's length and the number of
-    /// leaf columns must be within the limits (module docs).
+    /// Reads and parses the footer within `budget`. Not Parquet: shorter
+    /// than 12 bytes, magic not `PAR1` (both ends when read whole), or a
+    /// declared footer length that does not fit; then the footer's length
+    /// and leaf columns must be within the limits.
     ///
     /// Errors: S3 errors (a missing key: [`Error::is_not_found`]). An object
     /// that is not Parquet or breaks a limit is `Ok(Err(_))`.
@@ -552,10 +537,9 @@ pub struct InputRead {
     pub outcome: std::result::Result<Decoded, Unmergeable>,
 }
 
-/// Reads one input for the merge within `budget` (module docs): `body`
-/// when the caller already holds it, else one GET of a small object or
-/// ranged GETs of a big one; all its columns are decoded only once its
-/// footer passed the limits.
+/// Reads one input for the merge within `budget`: `body` when the caller
+/// holds it, else one GET or ranged GETs; its columns are decoded only once
+/// its footer passed the limits.
 ///
 /// Errors: S3 errors; `Ok(None)` when the object vanished since the listing.
 pub async fn read_input(
@@ -624,22 +608,19 @@ pub struct ColumnsRead {
     pub requests: u64,
     /// Body bytes received.
     pub bytes_read: u64,
-    /// The whole body, when the object was small enough to be read whole
-    /// (at most [`TAIL_READ_BYTES`]; for the merge to reuse).
+    /// The whole body, when small enough to be read whole (for reuse).
     pub whole: Option<Fetched>,
     /// `Ok` once every batch went to the caller; else why the file cannot
     /// be read (not Parquet, a limit, no `names[0]` column).
     pub outcome: std::result::Result<(), Unmergeable>,
 }
 
-/// Reads the columns named `names` (without case; `names[0]` must be
-/// there) of one multi-row input within `budget`, only in the version
-/// `if_match` when given, handing each batch of them to `each` as decoded
-/// (row group by row group: memory is one batch, not the file).
+/// Reads the columns `names` (any case; `names[0]` required) of one
+/// multi-row input within `budget`, in version `if_match` when given,
+/// handing each decoded batch to `each` (memory: one batch, not the file).
 ///
-/// Errors: S3 errors (a missing key: [`Error::is_not_found`];
-/// [`Error::PreconditionFailed`] when the object changed). An input that
-/// cannot be read is `Ok` with [`ColumnsRead::outcome`] `Err`.
+/// Errors: S3 errors ([`Error::PreconditionFailed`] when the object
+/// changed). An unreadable input is `Ok`, its [`ColumnsRead::outcome`] `Err`.
 pub async fn read_columns(
     store: &impl Store,
     meta: &ObjectMeta,
@@ -699,16 +680,12 @@ async fn columns_of<S: Store>(
     reader.read_batches(arrow, mask, each).await
 }
 
-/// The flights of one object's rows by its `s3_key` column alone
-/// ([`RowKeys::s3_key`], `s3_key` matched without case as the merge matches
-/// it), and how many rows name no flight: what [`crate::proof`] checks an
-/// input or an output by. Read like [`read_columns`]: within `budget`, only
-/// in the version `if_match` when given, row group by row group (an object
-/// of at most [`TAIL_READ_BYTES`] in one GET).
+/// The flights of one object's rows by its `s3_key` column alone, and how
+/// many rows name no flight: what [`crate::proof`] checks by. Read as
+/// [`read_columns`] reads.
 ///
-/// Errors: S3 errors (a missing key: [`Error::is_not_found`];
-/// [`Error::PreconditionFailed`] when the object is not the version
-/// `if_match` names). An object that is not Parquet, breaks a limit or has
+/// Errors: S3 errors ([`Error::PreconditionFailed`] when the object is not
+/// version `if_match`). An object that is not Parquet, breaks a limit or has
 /// no `s3_key` column is `Ok(Err(_))`.
 pub async fn row_flights(
     store: &impl Store,
@@ -721,11 +698,8 @@ pub async fn row_flights(
     flights_of(&mut reader, budget).await
 }
 
-/// [`row_flights`] of a body already in memory (no GET): the commit's own
-/// encoded output, or one read back to be hashed. `store` and `key` only
-/// name it in errors.
-///
-/// Errors: as [`row_flights`].
+/// [`row_flights`] of a body already in memory (no GET); `store` and `key`
+/// only name it in errors.
 pub async fn row_flights_of_body(
     store: &impl Store,
     key: &str,

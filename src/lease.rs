@@ -1,14 +1,11 @@
 //! The lease: one invocation at a time works on a bucket.
 //!
 //! `_compaction_state/lock.json` is created with `If-None-Match: *`; an
-//! expired lease is taken over with `If-Match` on the ETag it was read with.
-//! The holder renews it (again `If-Match`) once half of it has elapsed and
-//! confirms it still holds it before every destructive step
-//! ([`LeaseGuard::confirm`], through a [`Fence`]), so a run that lost its lease stops instead of
-//! racing the new holder. Lease times are wall-clock times (UTC): they are
-//! about real elapsed time, not the pinned invocation time. The wall clock
-//! is read through a [`Clock`] ([`LeaseGuard::acquire_with_clock`]), so the
-//! simulation can move it past an expiry.
+//! expired lease is taken over with `If-Match` on the ETag it was read
+//! with. The holder renews it once half has elapsed and confirms it before
+//! every destructive step ([`Fence`]), so a run that lost its lease stops
+//! instead of racing the new holder. Lease times are wall-clock UTC (real
+//! elapsed time, not the pinned invocation time), read through a [`Clock`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,29 +40,22 @@ pub struct LeaseGuard<S = S3Store> {
     lease: Lease,
     etag: String,
     length: Duration,
-    /// When the GET of a [`LeaseGuard::confirm_ahead`] was sent, on the
-    /// lease clock and on the monotonic clock, until the next
-    /// [`LeaseGuard::confirm`] takes it.
+    /// When the GET of a [`LeaseGuard::confirm_ahead`] was sent (lease clock,
+    /// monotonic clock), until the next [`LeaseGuard::confirm`] takes it.
     ahead: Option<(DateTime<Utc>, std::time::Instant)>,
-    /// Asked to stop ([`LeaseGuard::stop_on`]): no confirmation is given
-    /// once it is.
+    /// Asked to stop ([`LeaseGuard::stop_on`]): no confirmation from then on.
     stop: Option<Stop>,
 }
 
-/// How old a confirmation taken ahead ([`LeaseGuard::confirm_ahead`]) may
-/// be for the next [`LeaseGuard::confirm`] to take it instead of a GET of
-/// its own: 10 s, on both the lease clock and the monotonic clock (a wall
-/// clock stepped back does not make an old confirmation look fresh). It
-/// bounds how late a run notices a lock file deleted or changed by hand:
-/// up to 10 s plus the step that follows (see docs/operating.md, "Command line", on the lease); a takeover
-/// by another invocation needs the lease to expire, which `confirm` checks
-/// on the clock whatever the age.
+/// How old a confirmation taken ahead may be for [`LeaseGuard::confirm`] to
+/// take it instead of a GET, on both the lease and the monotonic clock (a
+/// wall clock stepped back does not make it look fresh). It bounds how late
+/// a run notices a lock file changed by hand; a takeover needs the lease to
+/// expire, which `confirm` checks on the clock whatever the age.
 pub const CONFIRM_AHEAD_MAX_AGE: Duration = Duration::from_secs(10);
 
-/// How long the lease's release may take, all attempts together: 5 s.
-/// A run's S3 calls end [`crate::storage::S3_DEADLINE_MARGIN`] (8 s) before
-/// its deadline, so the release ends 3 s before it, leaving 1 s each for
-/// CloudWatch, Secrets Manager and MQTT (docs/configuration.md, "Deadline").
+/// How long the lease's release may take, all attempts together (its part
+/// of [`crate::storage::S3_DEADLINE_MARGIN`]).
 pub const LEASE_RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Lambda's longest timeout (15 minutes): no invocation holds a lease for
@@ -73,11 +63,8 @@ pub const LEASE_RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 pub const LAMBDA_MAX_TIMEOUT: Duration = Duration::from_secs(900);
 
 /// The longest a live lease can have left: `length` (`LEASE_SECONDS`) plus
-/// [`LAMBDA_MAX_TIMEOUT`]. A holder renews to `now + LEASE_SECONDS`, so a
-/// lock whose `expires_at` is further ahead was not written by a run of
-/// this job as configured (a hand edit, a clock far ahead, a run with a
-/// much larger `LEASE_SECONDS`): [`LeaseGuard::acquire_with_clock`] refuses
-/// it with [`Error::LeaseImplausible`].
+/// [`LAMBDA_MAX_TIMEOUT`]. A lock further ahead was not written by a run of
+/// this job as configured: [`Error::LeaseImplausible`].
 pub fn max_plausible_lease(length: Duration) -> Duration {
     length + LAMBDA_MAX_TIMEOUT
 }
@@ -95,13 +82,10 @@ impl<S: Store + Clone> LeaseGuard<S> {
     /// Takes the lease for `holder` for `length`, reading the time from `clock`.
     ///
     /// Errors: [`Error::LeaseHeld`] when another holder's lease has not
-    /// expired (or another invocation won the race to take it over);
-    /// [`Error::LeaseImplausible`] when it has more left than any run could
-    /// hold ([`max_plausible_lease`]: the file must be checked and removed by
-    /// hand); S3
-    /// errors as they come. A lock file that cannot be parsed is taken over
-    /// by its ETag, like an expired one (S3 PUTs are atomic, so it was
-    /// written that way, not torn).
+    /// expired (or another invocation won the takeover);
+    /// [`Error::LeaseImplausible`] ([`max_plausible_lease`]); S3 errors. A
+    /// lock file that cannot be parsed is taken over by its ETag, like an
+    /// expired one (S3 PUTs are atomic: it was written that way, not torn).
     pub async fn acquire_with_clock(
         store: &S,
         clock: Arc<dyn Clock>,
@@ -182,9 +166,8 @@ impl<S: Store + Clone> LeaseGuard<S> {
     }
 
     /// Once `stop` is requested (SIGTERM, SIGINT), every confirmation fails
-    /// with [`Error::Interrupted`]: every destructive step confirms the
-    /// lease first ([`Fence`]), so none starts after the
-    /// request. The lease itself is still released by the caller.
+    /// with [`Error::Interrupted`], so no destructive step starts after it.
+    /// The caller still releases the lease.
     pub fn stop_on(&mut self, stop: Stop) {
         self.stop = Some(stop);
     }
@@ -199,21 +182,16 @@ impl<S: Store + Clone> LeaseGuard<S> {
         }
     }
 
-    /// Confirms the lease is still ours before a destructive step, renewing it
-    /// once less than half of it is left. Costs one GetObject (plus one PutObject
-    /// when renewing), unless a confirmation taken ahead
-    /// ([`LeaseGuard::confirm_ahead`]) is at most [`CONFIRM_AHEAD_MAX_AGE`]
-    /// old and more than half of the lease is left: then it costs nothing.
-    /// Either way the lease's expiry is checked on the clock now, right
-    /// before the step: no other invocation can take the lease over before
-    /// it expires, so a confirmation taken a request earlier is as good as
-    /// one taken now while more than half of the lease (480 s by default)
-    /// is left.
+    /// Confirms the lease is still ours before a destructive step, renewing
+    /// it once less than half is left: one GetObject (plus a PutObject to
+    /// renew), or nothing when a confirmation taken ahead is at most
+    /// [`CONFIRM_AHEAD_MAX_AGE`] old and more than half is left. No other
+    /// invocation can take the lease over before it expires, and expiry is
+    /// checked on the clock now either way.
     ///
     /// Errors: [`Error::LeaseLost`] when the lock file changed or vanished;
-    /// [`Error::LeaseExpired`] when it is unchanged but expired under this
-    /// run; [`Error::Interrupted`] once a stop was requested
-    /// ([`LeaseGuard::stop_on`]).
+    /// [`Error::LeaseExpired`] when unchanged but expired; [`Error::Interrupted`]
+    /// once a stop was requested.
     pub async fn confirm(&mut self) -> Result<()> {
         self.check_stop()?;
         if let Some((sent, sent_mono)) = self.ahead.take() {
@@ -229,12 +207,9 @@ impl<S: Store + Clone> LeaseGuard<S> {
         self.confirm_now().await
     }
 
-    /// Confirms the lease now (one GetObject, and a renewal when due) for
-    /// the next [`LeaseGuard::confirm`] to take: sent beside a request that
-    /// changes nothing the lease guards ([`Fence::beside`]),
-    /// it takes the confirmation's round trip off the destructive step that
-    /// follows.
-    ///
+    /// Confirms the lease now for the next [`LeaseGuard::confirm`] to take,
+    /// sent beside a request the lease does not guard ([`Fence::beside`]),
+    /// so the destructive step that follows pays no round trip.
     /// Errors: as [`LeaseGuard::confirm`].
     pub async fn confirm_ahead(&mut self) -> Result<()> {
         let sent = (self.clock.now(), std::time::Instant::now());
@@ -287,12 +262,10 @@ impl<S: Store + Clone> LeaseGuard<S> {
         Ok(())
     }
 
-    /// Releases the lease (DeleteObject with `If-Match` on our ETag, so a
-    /// lease someone else took over is left alone), within
-    /// [`LEASE_RELEASE_TIMEOUT`] whatever the run's deadline.
+    /// Releases the lease (DeleteObject `If-Match` our ETag, so a lease
+    /// taken over is left alone) within [`LEASE_RELEASE_TIMEOUT`].
     ///
-    /// Errors: [`Error::LeaseNotReleased`], saying what the next run will
-    /// see (the lease held until it lapses).
+    /// Errors: [`Error::LeaseNotReleased`] (the lease holds until it lapses).
     pub async fn release(self) -> Result<()> {
         let store = self
             .store
@@ -316,10 +289,8 @@ pub trait Confirm: std::fmt::Debug + Send {
     fn confirm_boxed(&mut self) -> futures::future::BoxFuture<'_, Result<()>>;
     /// [`LeaseGuard::confirm_ahead`], boxed.
     fn confirm_ahead_boxed(&mut self) -> futures::future::BoxFuture<'_, Result<()>>;
-    /// [`Error::Interrupted`] once a stop was requested
-    /// ([`LeaseGuard::stop_on`]), at once and without a request: checked
-    /// before a write that goes beside a confirmation
-    /// ([`Fence::beside`]), so that none starts after it.
+    /// [`Error::Interrupted`] once a stop was requested, without a request:
+    /// checked before a write that goes beside a confirmation.
     fn check_stop(&self) -> Result<()> {
         Ok(())
     }
@@ -351,15 +322,13 @@ impl Fence<'_> {
         }
     }
 
-    /// Runs `step` while the lease is confirmed beside it
-    /// ([`LeaseGuard::confirm_ahead`]), so the next
+    /// Runs `step` while the lease is confirmed beside it, so the next
     /// [`Fence::check`] costs no round trip. `step` must be a request the
     /// lease does not guard: a read, a re-list, the manifest's create (which
-    /// recovery undoes when no output follows) or its delete once the inputs
-    /// are gone, or a destructive step already checked.
+    /// recovery undoes) or its delete once the inputs are gone, or a
+    /// destructive step already checked.
     ///
-    /// Errors: [`Error::LeaseLost`] when the confirmation
-    /// fails (it wins over `step`'s own result), else `step`'s error.
+    /// Errors: [`Error::LeaseLost`] (wins over `step`'s result), else `step`'s.
     pub async fn beside<T>(&mut self, step: impl Future<Output = Result<T>>) -> Result<T> {
         match self.0.as_deref_mut() {
             Some(l) => {

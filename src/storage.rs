@@ -1,29 +1,20 @@
 //! The one storage seam: list, get, head, conditional put, conditional delete.
 //!
-//! [`Store`] is the seam the protocol is written against (commit, recovery,
-//! lease, state, run, status). Two implementations: [`S3Store`] over
-//! aws-sdk-s3, and [`MemoryStore`], a strict in-memory bucket with S3's
-//! documented semantics for tests and the deterministic simulation.
-//! `tests/suite/store_conformance.rs` holds both, and the ministack and moto
-//! servers, to the same behaviour.
+//! [`Store`] is the seam the protocol is written against. Two
+//! implementations: [`S3Store`] over aws-sdk-s3, and [`MemoryStore`], a
+//! strict in-memory bucket with S3's documented semantics, for tests and
+//! the simulation; `tests/suite/store_conformance.rs` holds both, and the
+//! ministack and moto servers, to the same behaviour.
 //!
-//! [`S3Store`] wraps an `aws_sdk_s3::Client` and a bucket. Every method maps
-//! SDK errors to [`Error`] with the operation, key, S3 error code and a
-//! transient/permanent classification. Transient failures of a whole call
-//! (throttling, 5xx, timeouts, connection errors) are already retried by the
-//! SDK's standard retry strategy that `main` configures (3 attempts, 1 s
-//! initial backoff with jitter); per-key failures inside a 200 DeleteObjects
-//! response are retried here (see [`S3Store::delete_batch`]).
+//! [`S3Store`] maps SDK errors to [`Error`] with the operation, key, S3
+//! error code and whether it is transient. Whole calls are retried by the
+//! SDK's standard retry strategy (configured in `main`); per-key failures
+//! of a DeleteObjects are retried here ([`S3Store::delete_batch`]).
 //!
-//! Time: an [`S3Store`] made with [`Store::until`] bounds every call, all
-//! its attempts, backoffs and body reads together, by a deadline (the run's
-//! deadline less [`S3_DEADLINE_MARGIN`]); a call still under way then fails
-//! with [`Error::Deadline`]. Each attempt is bounded by
-//! [`attempt_timeout`] (10 s plus 1 s per MiB it carries, the SDK's
-//! `operation_attempt_timeout`), and a GetObject body by the same figure for
-//! the size announced. A body that breaks off (reset, truncated, stalled) is
-//! read again, up to [`BODY_ATTEMPTS`] times in all: the SDK retries a
-//! request, not a body.
+//! Time: a store made with [`Store::until`] bounds every call (attempts,
+//! backoffs and body reads together) by a deadline; each attempt is bounded
+//! by [`attempt_timeout`], and a body that breaks off is read again, up to
+//! [`BODY_ATTEMPTS`] in all (the SDK retries a request, not a body).
 //!
 //! Conditional writes follow S3's documented semantics: `If-None-Match: *`
 //! creates only if absent, `If-Match: <etag>` replaces or deletes only the
@@ -75,26 +66,22 @@ pub const MULTIPART_THRESHOLD_DEFAULT: usize = 16 * 1024 * 1024;
 /// Default part size (bytes) of multipart uploads: 8 MiB.
 pub const MULTIPART_PART_DEFAULT: usize = 8 * 1024 * 1024;
 
-/// The user-metadata name (sent as `x-amz-meta-compaction-job-id`) under
-/// which a compacted output carries the job id of the commit that wrote it,
-/// set at PutObject or CreateMultipartUpload. Recovery reads it back at HEAD
-/// ([`Head::metadata`]) and never deletes an output carrying another job's id.
+/// The user metadata (`x-amz-meta-compaction-job-id`) in which a compacted
+/// output carries the job id of the commit that wrote it; recovery never
+/// deletes an output carrying another job's id ([`Head::job_id`]).
 pub const JOB_ID_METADATA: &str = "compaction-job-id";
 
-/// DeleteObjects requests a commit sends at once (a day of 50,000 inputs
-/// is 50 requests of 1,000 keys): a few in flight take the deletes' share of
-/// a run from 50 round trips to 13 without a burst S3 would throttle
-/// (3,500 DELETEs a second per prefix, S3's documented rate).
+/// DeleteObjects requests a commit sends at once: a few in flight cut the
+/// round trips without a burst S3 would throttle (3,500 DELETEs a second
+/// per prefix, S3's documented rate).
 pub const DELETE_BATCHES_IN_FLIGHT: usize = 4;
 
 /// Parts uploaded at once in one multipart upload.
 const MULTIPART_PARTS_IN_FLIGHT: usize = 4;
 
 /// The byte ranges of a multipart upload of `len` bytes in parts of
-/// `part_size` bytes: every part but the last is `part_size` long, the last
-/// holds the rest (at least 1 byte). `part_size` is raised to S3's minimum
-/// ([`MULTIPART_PART_MIN`]) and, when `len` would need more than
-/// [`MULTIPART_PARTS_MAX`] parts, to the smallest size that fits.
+/// `part_size` (the last holds the rest, at least 1 byte), `part_size`
+/// raised to [`MULTIPART_PART_MIN`] and as needed to fit [`MULTIPART_PARTS_MAX`].
 ///
 /// ```
 /// use archive_compaction::storage::{multipart_ranges, MULTIPART_PART_MIN};
@@ -118,30 +105,26 @@ pub fn multipart_ranges(len: usize, part_size: usize) -> Vec<std::ops::Range<usi
         .collect()
 }
 
-/// S3 calls of a run end this long before the run's deadline (all attempts
-/// of a call together, [`Store::until`]): 5 s for the lease's release
-/// ([`crate::lease::LEASE_RELEASE_TIMEOUT`]), then 1 s each for CloudWatch,
-/// Secrets Manager and MQTT ([`crate::reporting::SINK_TIME_AT_THE_END`]), so
-/// that the run ends, released and reported, by its deadline
-/// (docs/configuration.md, "Deadline").
+/// S3 calls of a run end this long before its deadline ([`Store::until`]):
+/// 5 s for the lease's release ([`crate::lease::LEASE_RELEASE_TIMEOUT`]),
+/// then 1 s each for CloudWatch, Secrets Manager and MQTT
+/// ([`crate::reporting::SINK_TIME_AT_THE_END`]), so the run ends released
+/// and reported by its deadline.
 pub const S3_DEADLINE_MARGIN: Duration = Duration::from_secs(8);
 
 /// Every attempt of an S3 request may take this long, plus 1 s per MiB it
-/// carries ([`attempt_timeout`]): a 3 KB GET does not need the SDK's usual
-/// 60 s, a request that gets no answer is given up and retried.
+/// carries ([`attempt_timeout`]): a 3 KB GET needs far less than the SDK's
+/// 60 s, so a request that gets no answer is retried sooner.
 pub const ATTEMPT_TIMEOUT_BASE: Duration = Duration::from_secs(10);
 
-/// How long an S3 connection may take to open (as `main`'s SDK
-/// configuration): 5 s.
+/// How long an S3 connection may take to open.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// How many times in all a GetObject (whole or ranged) whose body breaks off
-/// is read: 3.
+/// How many times in all a GetObject whose body breaks off is read.
 pub const BODY_ATTEMPTS: u32 = 3;
 
-/// The time one attempt of a request carrying (or a body of) `bytes` bytes
-/// may take: [`ATTEMPT_TIMEOUT_BASE`] plus 1 s per MiB begun (a transfer of
-/// 1 MiB/s at the least, far below Lambda's).
+/// The time one attempt carrying (or a body of) `bytes` may take:
+/// [`ATTEMPT_TIMEOUT_BASE`] plus 1 s per MiB begun (1 MiB/s at the least).
 ///
 /// ```
 /// use archive_compaction::storage::attempt_timeout;
@@ -154,16 +137,12 @@ pub fn attempt_timeout(bytes: u64) -> Duration {
     ATTEMPT_TIMEOUT_BASE + Duration::from_secs(bytes.div_ceil(1024 * 1024))
 }
 
-/// A key (or common prefix) of a ListObjectsV2 response asked with
-/// `encoding-type=url`, decoded: `%XX` escapes are bytes, and `+` is a
-/// space (S3 writes a space as `+` and a `+` as `%2B`, as an HTML form
-/// does; some servers write a space as `%20`, which decodes alike). `None`
-/// when the bytes are not UTF-8.
-///
-/// Without `encoding-type=url` a key holding a character XML 1.0 cannot
-/// carry (ESC, `\x01`: S3 user guide, "Naming Amazon S3 objects", "XML
-/// related object key constraints") makes the whole response unreadable,
-/// so every listing of [`S3Store`] asks for it.
+/// A key (or prefix) of a ListObjectsV2 response asked with
+/// `encoding-type=url`, decoded: `%XX` escapes are bytes and `+` is a space
+/// (S3 writes `+` as `%2B`); `None` when not UTF-8. Every listing asks for
+/// it: without it a key holding a character XML 1.0 cannot carry (ESC,
+/// `\x01`) makes the whole response unreadable (S3 user guide, "Naming
+/// Amazon S3 objects").
 ///
 /// ```
 /// use archive_compaction::storage::decode_listed;
@@ -180,12 +159,9 @@ pub fn decode_listed(encoded: &str) -> Option<String> {
 }
 
 /// Whether DeleteObjects can carry `key` in its XML body: not when it holds
-/// a control character. XML 1.0 has no way to write most of them (ESC,
-/// `\x01`; "Char" production of the XML 1.0 spec), and the ones it has
-/// (CR, LF) S3 asks to be sent as entity references, which a parser
-/// normalises otherwise (S3 user guide, "Naming Amazon S3 objects", "XML
-/// related object key constraints"). Such keys go by DeleteObject, whose
-/// key is in the URL ([`S3Store::delete_batch`]).
+/// a control character, which XML 1.0 cannot write or S3 asks to be sent
+/// as entity references (S3 user guide, "Naming Amazon S3 objects"). Such
+/// keys go by DeleteObject, the key in the URL ([`S3Store::delete_batch`]).
 pub fn fits_delete_xml(key: &str) -> bool {
     !key.chars().any(char::is_control)
 }
@@ -230,8 +206,7 @@ pub struct Head {
     pub etag: String,
     /// The stored SHA-256 flexible checksum (base64), when the server keeps one.
     pub checksum_sha256: Option<String>,
-    /// User metadata (`x-amz-meta-*`, names without the prefix, lower case
-    /// as S3 stores them).
+    /// User metadata (`x-amz-meta-*` names without the prefix, lower case).
     pub metadata: BTreeMap<String, String>,
 }
 
@@ -248,7 +223,7 @@ pub struct PutRequest {
     /// The condition.
     pub mode: PutMode,
     /// SHA-256 of the body, base64: sent as the flexible checksum, which the
-    /// server verifies (a mismatch is S3's `BadDigest`) and stores.
+    /// server verifies (`BadDigest`) and stores.
     pub sha256_b64: Option<String>,
     /// User metadata (`x-amz-meta-*`).
     pub metadata: BTreeMap<String, String>,
@@ -299,22 +274,19 @@ pub trait Store: Send + Sync {
     fn delete_batch_size(&self) -> usize;
 
     /// [`Store::delete_batch`] calls the commit's delete phase sends at
-    /// once (a wave; the lease is confirmed before each wave). 1: one
-    /// after another.
+    /// once (the lease is confirmed before each wave).
     fn delete_batches_in_flight(&self) -> usize {
         1
     }
 
-    /// Keys per [`Store::list_page`] page when more follow: S3's
-    /// [`LIST_PAGE_MAX`] (1,000).
+    /// Keys per [`Store::list_page`] page when more follow.
     fn list_page_size(&self) -> usize {
         LIST_PAGE_MAX
     }
 
-    /// The same store, each of its calls (all attempts, backoffs and body
-    /// reads together) bounded by `deadline`: a call still under way then
-    /// fails with [`Error::Deadline`]. `None`: no bound. The in-memory stores,
-    /// which answer at once, keep no deadline.
+    /// The same store, each call (attempts, backoffs, body reads together)
+    /// bounded by `deadline`, then [`Error::Deadline`]. `None`: no bound; the
+    /// in-memory stores keep none.
     fn until(&self, deadline: Option<Instant>) -> Self
     where
         Self: Sized + Clone,
@@ -330,11 +302,9 @@ pub trait Store: Send + Sync {
     fn list_prefixes(&self, prefix: &str) -> impl Future<Output = Result<Vec<String>>> + Send;
 
     /// One ListObjectsV2 page without a delimiter: the objects under
-    /// `prefix` whose keys sort after `start_after` (from the first when
-    /// `None`), in lexicographic key order, at most [`LIST_PAGE_MAX`] of
-    /// them (S3's page size); [`ListPage::truncated`] when more follow.
-    /// `start_after` may be any string, a key or not (S3's `StartAfter`).
-    /// [`ranges`] builds concurrent listings of one prefix on it.
+    /// `prefix` after `start_after` (any string, as S3's `StartAfter`), in
+    /// key order, at most [`LIST_PAGE_MAX`]; [`ListPage::truncated`] when
+    /// more follow. [`ranges`] builds concurrent listings on it.
     fn list_page(
         &self,
         prefix: &str,
@@ -356,17 +326,13 @@ pub trait Store: Send + Sync {
         }
     }
 
-    /// Reads bytes `range` (start included, end excluded) of an object,
-    /// only in the version with ETag `if_match` when given: GetObject with
-    /// `Range: bytes=start-(end-1)` and `If-Match` (what `audit` reads a
-    /// Parquet footer and a column chunk with). The range is clipped to the
-    /// object's end; an empty range reads nothing.
+    /// Reads bytes `range` (end excluded, clipped to the object's end) of an
+    /// object, only in version `if_match` when given (`Range` and
+    /// `If-Match`). The default reads the whole object and slices it.
     ///
-    /// Errors: [`Error::PreconditionFailed`] when the object's ETag is not
-    /// `if_match` (it changed since it was listed; the ETag the response
-    /// carries is compared too, for a server that ignores `If-Match`); a
-    /// missing key as in [`Store::get`]. The default reads the whole object
-    /// and slices it (the in-memory stores); [`S3Store`] sends the range.
+    /// Errors: [`Error::PreconditionFailed`] when the ETag is not `if_match`
+    /// (the response's ETag is compared too, for a server that ignores
+    /// `If-Match`); a missing key as in [`Store::get`].
     fn get_range(
         &self,
         key: &str,

@@ -26,14 +26,9 @@
 //! - LastModified comes from the injected [`Clock`] (millisecond precision,
 //!   as in ListObjectsV2).
 //!
-//! A fault of the network, not of S3, can be asked for:
-//! [`MemoryStore::lose_answers`] gives a view of the bucket whose writes are
-//! applied but whose answers are lost, so that the SDK sends them again and
-//! returns the retry's answer (for a conditional write: its own condition
-//! failed, 412), as a client behind a connection that drops responses sees.
-//!
-//! Every version removed by a delete is logged ([`MemoryStore::deleted`]),
-//! so a test can check that nothing was deleted that should not have been.
+//! A network fault can be asked for: [`MemoryStore::lose_answers`] applies
+//! writes but loses their answers, as a connection that drops responses.
+//! Every version a delete removes is logged ([`MemoryStore::deleted`]).
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -140,12 +135,10 @@ impl MemoryStore {
         MemoryStore::new_bucket(bucket.into(), clock, false)
     }
 
-    /// An empty bucket with SSE-KMS default encryption, on `clock`: every
-    /// PUT's ETag is 32 quoted hex digits that are not the MD5 of the body,
-    /// and two PUTs of the same body get different ETags, as AWS gives an
-    /// object encrypted with a KMS key. What the job does with ETags must not
-    /// tell the two buckets apart: they are opaque version tokens (`If-Match`,
-    /// DeleteObjects conditions, "the version read"), never a digest.
+    /// An empty bucket with SSE-KMS default encryption, on `clock`: ETags
+    /// are not the body's MD5 and differ between PUTs of one body, as AWS
+    /// gives. The job must treat ETags as opaque version tokens, never a
+    /// digest.
     pub fn sse_kms(bucket: impl Into<String>, clock: Arc<dyn Clock>) -> MemoryStore {
         MemoryStore::new_bucket(bucket.into(), clock, true)
     }
@@ -185,13 +178,10 @@ impl MemoryStore {
         }
     }
 
-    /// The same bucket, seen through a connection that loses the answer of
-    /// every write (PutObject) that took effect: the write is applied, sent
-    /// again as the SDK's retry would send it, and the retry's answer is
-    /// returned. A conditional write then fails its own condition
-    /// ([`Error::PreconditionFailed`]: `If-None-Match: *` finds the object
-    /// it created, `If-Match` the ETag it replaced gone). Deletes are not
-    /// affected (their retries succeed: a missing key counts as deleted).
+    /// The same bucket through a connection that loses the answer of every
+    /// PutObject that took effect: the SDK's retry is sent and its answer
+    /// returned, so a conditional write fails its own condition
+    /// ([`Error::PreconditionFailed`]). Deletes are not affected.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -210,16 +200,14 @@ impl MemoryStore {
         }
     }
 
-    /// From now on, every GetObject of `key` (ranged or not) answers
-    /// S3's `InternalError` (500, transient), as a failing server would;
-    /// the object stays. For tests of what a read error must not do.
+    /// From now on, every GetObject of `key` answers `InternalError` (500,
+    /// transient); the object stays.
     pub fn fail_gets(&self, key: &str) {
         self.state().failing_gets.insert(key.to_string());
     }
 
     /// From now on, every delete of `key` is refused with `AccessDenied`
-    /// (403, not transient), as a bucket policy denying it would: a
-    /// DeleteObjects per-key error, a DeleteObject error. The object stays.
+    /// (403, not transient), as a bucket policy would; the object stays.
     pub fn deny_deletes(&self, key: &str) {
         self.state().denied_deletes.insert(key.to_string());
     }
@@ -413,8 +401,7 @@ impl MemoryStore {
     }
 
     /// The ETag of a new version of `body`: its MD5, or under SSE-KMS the
-    /// MD5 of the bucket's PUT count and the body (deterministic, never the
-    /// body's own MD5 in practice, different for every PUT).
+    /// MD5 of the bucket's PUT count and the body.
     fn new_etag(&self, st: &mut State, body: &[u8]) -> String {
         st.puts += 1;
         if !self.inner.sse_kms {
@@ -452,9 +439,8 @@ impl MemoryStore {
         etag
     }
 
-    /// An unconditional delete by someone other than the job (an operator,
-    /// the archive writer's own tooling): not recorded in
-    /// [`MemoryStore::deleted`], which is the job's deletes only.
+    /// An unconditional delete by someone other than the job: not logged in
+    /// [`MemoryStore::deleted`].
     pub fn remove_now(&self, key: &str) {
         let mut st = self.state();
         st.objects.remove(key);

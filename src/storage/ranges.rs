@@ -1,33 +1,23 @@
 //! Listing one large prefix as contiguous key ranges, several at a time.
 //!
-//! ListObjectsV2 pages follow one another: each page's request needs the
-//! previous page's last key, so a 50,000-key partition is 50 round trips in
-//! a row (at ~100–150 ms a page, 5–8 s before the first GET). `StartAfter`
-//! lets a listing begin anywhere in the key space, so a prefix is cut into
-//! key ranges `(after, through]` that follow one another and together cover
-//! the whole key space; the ranges are listed [`LIST_RANGES_IN_FLIGHT`] at a
-//! time, each page by page, and concatenated in order.
+//! ListObjectsV2 pages follow one another (each request needs the previous
+//! page's last key), so a 50,000-key partition is 50 round trips in a row.
+//! `StartAfter` lets a listing begin anywhere, so a prefix is cut into key
+//! ranges `(after, through]` that together cover the whole key space, listed
+//! [`LIST_RANGES_IN_FLIGHT`] at a time and concatenated in order.
 //!
 //! Where the cuts fall decides only how even the ranges are, never which
-//! keys are listed: every key sorts into exactly one range, so a listing in
-//! ranges returns what one sequential listing would (a key written or
-//! deleted while listing is seen or not, as with any listing). Two ways to
-//! place the cuts:
+//! keys are listed: every key sorts into exactly one range. Two ways to
+//! place them:
 //!
-//! - [`cuts_between`]: the keys are known (the re-list before the deletes
-//!   knows every input it read): a cut every nine tenths of a page of keys
-//!   ([`relist_range_keys`]: 900 on S3, whose pages are
-//!   [`LIST_PAGE_MAX`](super::LIST_PAGE_MAX)), one page a range with room
-//!   for keys written since.
-//! - [`estimated_cuts`]: the keys are not known yet (a partition's first
-//!   listing). The first page is listed alone (a day of at most 1,000 keys
-//!   costs the one request it always did); when it is truncated, the rest
-//!   is cut by the UUID in the key names. Per-flight keys are UUIDv7s
-//!   (their first 48 bits are the flight's first-seen time, in ms since the
-//!   Unix epoch), so the first page's density (keys per ms) estimates how
-//!   many keys follow up to the end of the UTC day, cut into at most
-//!   [`ESTIMATED_RANGES_MAX`] ranges of at least two pages; other names
-//!   (uuid v4, `compacted-*`) only make the ranges uneven.
+//! - [`cuts_between`], when the keys are known (the re-list before the
+//!   deletes): one page a range, with room for keys written since
+//!   ([`relist_range_keys`]).
+//! - [`estimated_cuts`], when they are not (a partition's first listing):
+//!   the first page is listed alone; when truncated, the rest is cut by the
+//!   UUIDv7 in the key names (first 48 bits: ms since the epoch), the first
+//!   page's density estimating the keys up to the end of the UTC day. Other
+//!   names only make the ranges uneven.
 //!
 //! ```
 //! use archive_compaction::storage::ranges::{cuts_between, KeyRange};
@@ -44,19 +34,15 @@ use uuid::Uuid;
 use super::{ObjectMeta, Store};
 use crate::error::Result;
 
-/// Key ranges listed at once by [`list_in_ranges`] (per prefix: a day's
-/// `flights/` and `index/` listings run side by side, so up to twice this).
-/// S3 serves at least 5,500 GET/HEAD/LIST requests a second per prefix
-/// (S3 performance guidelines); eight in flight is far below that and cuts
-/// a 50,000-key listing from 50 round trips in a row to about 7.
+/// Key ranges listed at once by [`list_in_ranges`], per prefix (a day's
+/// `flights/` and `index/` listings run side by side): far below the 5,500
+/// GET/HEAD/LIST requests a second S3 serves per prefix (S3 performance
+/// guidelines).
 pub const LIST_RANGES_IN_FLIGHT: usize = 8;
 
-/// At most this many ranges from [`estimated_cuts`]: one for each range in
-/// flight. A range's last page reads past its upper bound (S3 has no end
-/// key), so each range costs one page more than its keys need: fewer,
-/// longer ranges waste less (measured: 25 ranges of 2,000 keys listed a
-/// 50,000-key prefix in 75 pages, 8 ranges in about 56, against 50 page by
-/// page), and an estimate too high costs at most 8 mostly empty listings.
+/// At most this many ranges from [`estimated_cuts`]. A range's last page
+/// reads past its upper bound (S3 has no end key), so each range costs one
+/// page more than its keys need: fewer, longer ranges waste less.
 pub const ESTIMATED_RANGES_MAX: usize = LIST_RANGES_IN_FLIGHT;
 
 /// Pages an estimated range aims for (2,000 keys on S3): a range that
@@ -109,9 +95,8 @@ impl KeyRange {
     }
 }
 
-/// Cuts after every `every`-th of the sorted `keys` (so each range holds
-/// `every` of them), none at the last key: 2,500 keys by 1,000 give two
-/// cuts and three ranges. `keys` must be sorted; `every` is at least 1.
+/// Cuts after every `every`-th of the sorted `keys`, none at the last key
+/// (2,500 keys by 1,000: three ranges). `every` is at least 1.
 pub fn cuts_between<S: AsRef<str>>(keys: &[S], every: usize) -> Vec<String> {
     let every = every.max(1);
     (1..)
@@ -136,13 +121,11 @@ fn cut_at(prefix: &str, pos: u64) -> String {
     format!("{prefix}{:08x}-{:04x}", pos >> 16, pos & 0xffff)
 }
 
-/// Cuts for the keys after a first page of a `prefix` named by UUIDs, the
-/// partition of `day` (UTC): the first page's keys per ms of UUIDv7 time
-/// give how many keys follow, up to the end of the day when the page lies
-/// within it (else up to the largest UUID), and the rest of the key space
-/// is cut evenly into ranges of about `range_keys` keys, at most
-/// [`ESTIMATED_RANGES_MAX`]. Empty (list the rest as one range) when the
-/// first page's first and last keys are not UUIDs or carry one position.
+/// Cuts for the keys after a first page of a UUID-named `prefix`, the
+/// partition of `day` (UTC): the page's keys per ms of UUIDv7 time estimate
+/// the keys up to the end of the day, cut evenly into ranges of about
+/// `range_keys`, at most [`ESTIMATED_RANGES_MAX`]. Empty (one range) when
+/// the page's first and last keys carry no distinct UUID positions.
 pub fn estimated_cuts(
     prefix: &str,
     first_page: &[ObjectMeta],
@@ -196,16 +179,11 @@ pub fn estimated_cuts(
 pub const NAME_CUT_CHARS: &str = "147ADGan";
 
 /// Cuts for the keys after a first page of `prefix` (the partition of
-/// `day`, UTC) whose names do not start with a UUID, which
-/// [`estimated_cuts`] cannot place. The archive writer names about half
-/// its flight objects `{icao_hex}_{callsign}_{uuid}.json.gz`: they sort by
-/// the aircraft's address, with the `{uuid}.json.gz` ones among them. So
-/// the key space is cut at the first character after the prefix
-/// ([`NAME_CUT_CHARS`]) and, for the UUID-named keys, evenly over the
-/// day's UUIDv7 time ([`ESTIMATED_RANGES_MAX`] parts); cuts at or before
-/// `last` (the first page's last key) are dropped. At most 17 cuts.
-/// Where they fall changes only how even the ranges are, never what is
-/// listed.
+/// `day`, UTC) whose names do not start with a UUID. The archive writer
+/// names about half its flight objects `{icao_hex}_{callsign}_{uuid}.json.gz`,
+/// so the key space is cut at [`NAME_CUT_CHARS`] and, for the UUID-named
+/// keys among them, evenly over the day's UUIDv7 time; cuts at or before
+/// `last` (the first page's last key) are dropped.
 pub fn name_cuts(prefix: &str, last: &str, day: NaiveDate) -> Vec<String> {
     let ms = |d: NaiveDate| d.and_time(NaiveTime::MIN).and_utc().timestamp_millis() as u64;
     let start = ms(day);
@@ -221,11 +199,9 @@ pub fn name_cuts(prefix: &str, last: &str, day: NaiveDate) -> Vec<String> {
     cuts
 }
 
-/// Every object of one range, page by page from its lower bound until a
-/// page ends the prefix or reaches past the range's upper bound, each
-/// passed through `keep` as its page arrives (so a listing that needs
-/// less than an [`ObjectMeta`] a key, a date's flight uuids, never holds
-/// the whole listing's metadata).
+/// Every object of one range, page by page until a page ends the prefix or
+/// passes the range's upper bound, each passed through `keep` as its page
+/// arrives (so a caller that needs less never holds the whole listing).
 ///
 /// Errors: an S3 error listing a page.
 async fn list_range<T>(
@@ -255,9 +231,7 @@ async fn list_range<T>(
 }
 
 /// Every object under `prefix` in the given ranges, [`LIST_RANGES_IN_FLIGHT`]
-/// ranges at a time, concatenated in range order (lexicographic key order
-/// when the ranges come from [`KeyRange::covering`]), each passed through
-/// `keep` as its page arrives.
+/// at a time, concatenated in range order, each passed through `keep`.
 ///
 /// Errors: the first S3 error of any range.
 pub async fn list_in_ranges<T: Send>(
@@ -284,10 +258,9 @@ async fn list_ranges<T: Send>(
     if let [only] = ranges {
         return Ok(vec![list_range(store, prefix, only, keep).await?]);
     }
-    // Owned ranges: a stream of futures borrowing from its items is not
-    // `Send` for every lifetime, which the spawned run needs. Unordered, so
-    // a long range does not hold back the start of the next ones; put back
-    // in range order after.
+    // Owned ranges: a stream of futures borrowing its items is not `Send`
+    // for every lifetime, which the spawned run needs. Unordered, so a long
+    // range does not hold back the next; put back in order after.
     let mut parts: Vec<(usize, Vec<T>)> = stream::iter(ranges.iter().cloned().enumerate())
         .map(|(i, r)| async move {
             Ok::<_, crate::error::Error>((i, list_range(store, prefix, &r, keep).await?))
@@ -299,12 +272,9 @@ async fn list_ranges<T: Send>(
     Ok(parts.into_iter().map(|(_, p)| p).collect())
 }
 
-/// `head`, then every one of `parts` in order, in one allocation of the
-/// exact size, each part freed once moved (a lone part is returned as it
-/// is): a listing holds at most twice
-/// its items at once (the parts and the result), where a growing
-/// `collect` can hold three times (the parts, and the old and the new
-/// buffer while it grows).
+/// `head`, then every one of `parts`, in one allocation of the exact size,
+/// each part freed once moved: at most twice the items at once, where a
+/// growing `collect` can hold three times.
 fn concat<T>(head: Vec<T>, mut parts: Vec<Vec<T>>) -> Vec<T> {
     if head.is_empty() && parts.len() == 1 {
         return parts.pop().unwrap_or_default();
@@ -317,11 +287,9 @@ fn concat<T>(head: Vec<T>, mut parts: Vec<Vec<T>>) -> Vec<T> {
     out
 }
 
-/// Every object under `prefix`, the partition of `day`, in key order: the
-/// first page alone, then, when it is truncated, the rest in
-/// [`estimated_cuts`] ranges listed concurrently. The same objects as
-/// [`Store::list`], each passed through `keep` as its page arrives
-/// (`Some` keeps every [`ObjectMeta`]).
+/// Every object under `prefix`, the partition of `day`, in key order (as
+/// [`Store::list`]): the first page alone, then, when truncated, the rest in
+/// [`estimated_cuts`] ranges at once; each passed through `keep`.
 ///
 /// Errors: an S3 error listing a page.
 pub async fn list_partition<T: Send>(
@@ -348,13 +316,9 @@ pub async fn list_partition<T: Send>(
     Ok(concat(head, rest))
 }
 
-/// Every object under `prefix`, listed in ranges cut between the `known`
-/// keys (sorted or not): the re-list of a partition whose keys were listed
-/// before. A range holds [`relist_range_keys`] known keys, nine tenths of a
-/// page, so up to a tenth of a page of keys written since (the day's new
-/// compacted file among them) fit in the same page: one page a range, all of them at once up to
-/// [`LIST_RANGES_IN_FLIGHT`]. Keys written since fall into the ranges like
-/// any other. The same objects as [`Store::list`].
+/// Every object under `prefix` (as [`Store::list`]), listed in ranges cut
+/// between the `known` keys (sorted or not): the re-list of a partition
+/// listed before ([`relist_ranges`]).
 ///
 /// Errors: an S3 error listing a page.
 pub async fn relist<S: AsRef<str>>(
@@ -366,14 +330,10 @@ pub async fn relist<S: AsRef<str>>(
     list_in_ranges(store, prefix, &ranges, Some).await
 }
 
-/// [`relist`] through the greatest of the `known` keys only: the re-list
-/// of one commit's inputs, where keys after its last input (a later part's
-/// inputs, [`crate::plan::parts`]) are not its business and would cost
-/// pages for nothing. Keys written since among the known ones fall into
-/// the ranges like any other. Each object passes through `keep` as its
-/// page arrives: a part that folds a compacted file re-lists through every
-/// per-flight file before it (past its listing window too), and keeping
-/// only its own inputs holds a part's worth, not the date's.
+/// [`relist`] through the greatest `known` key only: the re-list of one
+/// commit's inputs, where later keys (a later part's inputs) would cost
+/// pages for nothing. `keep` filters each page as it arrives, so a part
+/// holds its own inputs, not the date's.
 ///
 /// Errors: an S3 error listing a page.
 pub async fn relist_through<S: AsRef<str>, T: Send>(
@@ -406,11 +366,9 @@ pub fn relist_ranges<S: AsRef<str>>(prefix: &str, known: &[S], page_size: usize)
     KeyRange::covering(cuts_between(&keys, relist_range_keys(page_size)))
 }
 
-/// Known keys in one range of [`relist`]: nine tenths of a page of
-/// `page_size` keys (at least 1). A range of a whole page of known keys
-/// costs a second page, one round trip later, as soon as one key was
-/// written among them: the output of the commit whose inputs are re-listed
-/// always is (a day of 1,000 inputs re-listed in two sequential pages).
+/// Known keys in one range of [`relist`]: nine tenths of a page (at least
+/// 1), so the keys written since (the commit's own output always is) fit
+/// in the same page instead of costing a second round trip.
 pub fn relist_range_keys(page_size: usize) -> usize {
     (page_size * 9 / 10).max(1)
 }

@@ -96,25 +96,23 @@ impl S3Store {
         }
     }
 
-    /// Bodies of at least `threshold` bytes go up as multipart uploads in
-    /// parts of `part_size` bytes (see [`multipart_ranges`] for how the part
-    /// size is kept within S3's limits); smaller ones as one PutObject.
-    /// `threshold` 0 sends every body as a multipart upload.
+    /// Bodies of at least `threshold` bytes (0: every body) go up as
+    /// multipart uploads in parts of `part_size` ([`multipart_ranges`]).
     pub fn with_multipart(mut self, threshold: usize, part_size: usize) -> Self {
         self.multipart_threshold = threshold;
         self.multipart_part_size = part_size;
         self
     }
 
-    /// Uses smaller DeleteObjects batches (tests exercise batching on small
-    /// days); clamped to 1..=[`DELETE_BATCH_MAX`].
+    /// Uses smaller DeleteObjects batches (tests), clamped to
+    /// 1..=[`DELETE_BATCH_MAX`].
     pub fn with_delete_batch_size(mut self, n: usize) -> Self {
         self.delete_batch_size = n.clamp(1, DELETE_BATCH_MAX);
         self
     }
 
-    /// Sends at most `n` DeleteObjects requests at once (at least 1; the
-    /// crash tests use 1, so a crash can fall between two batches).
+    /// Sends at most `n` DeleteObjects requests at once (at least 1; crash
+    /// tests use 1, so a crash can fall between two batches).
     pub fn with_delete_batches_in_flight(mut self, n: usize) -> Self {
         self.delete_batches_in_flight = n.max(1);
         self
@@ -134,9 +132,8 @@ impl S3Store {
         &self.client
     }
 
-    /// The SDK error `e` of `op` on `key` as an [`Error`]: one line, naming
-    /// the operation, the key and the code (the SDK's full debug dump goes
-    /// to the debug log).
+    /// The SDK error `e` of `op` on `key` as a one-line [`Error`] (the full
+    /// dump goes to the debug log).
     pub(super) fn err<E>(&self, op: &'static str, key: &str, e: SdkError<E>) -> Error
     where
         E: ProvideErrorMetadata + std::error::Error + 'static,
@@ -167,8 +164,7 @@ impl S3Store {
             SdkError::ResponseError(_) => ("response".into(), one_line(&e), true),
             _ => ("construction".into(), one_line(&e), false),
         };
-        // The SDK's full dump (request, headers, extensions: ~1.5 KB) goes
-        // to the debug log only; the error is one line.
+        // The SDK's full dump (~1.5 KB) goes to the debug log only.
         tracing::debug!(op, key, error = ?e, "S3 error in full");
         if code == "PreconditionFailed" || status == Some(412) {
             return Error::PreconditionFailed {
@@ -180,9 +176,8 @@ impl S3Store {
         Error::s3(op, &self.bucket, key, code, message, transient)
     }
 
-    /// ListObjectsV2 of `prefix` with `encoding-type=url` (keys decoded by
-    /// [`S3Store::decode`]), so a key with a control character lists like
-    /// any other.
+    /// ListObjectsV2 of `prefix` with `encoding-type=url`, so a key with a
+    /// control character lists like any other.
     fn list_request(
         &self,
         prefix: &str,
@@ -194,11 +189,10 @@ impl S3Store {
             .encoding_type(EncodingType::Url)
     }
 
-    /// A listed object (asked with `encoding-type=url`) with its key
-    /// decoded; `None` without a key.
+    /// A listed object with its key decoded; `None` without a key.
     ///
     /// Errors: [`Error::S3`] (code `KeyEncoding`) when the key does not
-    /// decode to UTF-8 (a server defect: S3 keys are UTF-8).
+    /// decode to UTF-8.
     fn object_meta(
         &self,
         prefix: &str,
@@ -222,12 +216,9 @@ impl S3Store {
         })
     }
 
-    /// GetObject of `key` (bytes `range` only, with `If-Match` on
-    /// `if_match`, when given), its body read; a body that breaks off
-    /// (reset, truncated, stalled: a transient [`Error::S3`] with code
-    /// `body`, [`Error::is_transient`]) is read again, [`BODY_ATTEMPTS`]
-    /// times in all. A failed request is not sent again here: the SDK's
-    /// retry strategy already did.
+    /// GetObject of `key` (bytes `range`, `If-Match` `if_match`, when
+    /// given), its body read; a body that breaks off is read again,
+    /// [`BODY_ATTEMPTS`] times in all (the SDK already retried the request).
     async fn get_read(
         &self,
         key: &str,
@@ -249,8 +240,7 @@ impl S3Store {
                 .map_err(|e| self.err("GetObject", key, e))?;
             self.read_body(key, out, if_match).await
         };
-        // Only a body that broke off is read again, at once: the request's
-        // own failures were retried by the SDK.
+        // Only a body that broke off is read again: the SDK retried the request.
         read.retry(
             backon::ConstantBuilder::default()
                 .with_delay(Duration::ZERO)
@@ -263,9 +253,8 @@ impl S3Store {
         .await
     }
 
-    /// A GetObject answer's body and ETag, once its ETag is the one
-    /// `if_match` names (when it names one: [`check_if_match`], before the
-    /// body is read).
+    /// A GetObject answer's body and ETag, once its ETag is `if_match`
+    /// (checked before the body is read).
     ///
     /// Errors: [`Error::PreconditionFailed`] on another ETag; a body that
     /// breaks off ([`S3Store::body_err`]).
@@ -297,9 +286,8 @@ impl S3Store {
         })
     }
 
-    /// A GetObject body that broke off while it was read (connection reset,
-    /// timeout): [`Error::S3`] with code `body`, transient, so the caller's
-    /// retry policy reads the object again.
+    /// A GetObject body that broke off: a transient [`Error::S3`] with code
+    /// `body`, so the object is read again.
     fn body_err(&self, key: &str, e: impl std::fmt::Display) -> Error {
         Error::s3("GetObject", &self.bucket, key, "body", e.to_string(), true)
     }
@@ -517,10 +505,8 @@ impl Store for S3Store {
         }
     }
 
-    /// Every object under `prefix` (ListObjectsV2, paginated, 1,000 keys a page),
-    /// in S3's lexicographic key order. Asked with `encoding-type=url`, keys
-    /// decoded ([`decode_listed`]), so a key with a control character lists
-    /// like any other.
+    /// Every object under `prefix` (ListObjectsV2, paginated), in key order,
+    /// keys decoded ([`decode_listed`]).
     fn list(&self, prefix: &str) -> impl Future<Output = Result<Vec<ObjectMeta>>> + Send {
         self.bounded("ListObjectsV2", prefix, async move {
             let mut pages = self.list_request(prefix).into_paginator().send();
@@ -579,10 +565,8 @@ impl Store for S3Store {
         })
     }
 
-    /// Reads a whole object. A missing key is an error for which
-    /// [`Error::is_not_found`] is true.
-    ///
-    /// A body that breaks off is read again, [`BODY_ATTEMPTS`] times in all.
+    /// Reads a whole object (a body that breaks off is read again); a
+    /// missing key is an error for which [`Error::is_not_found`] is true.
     fn get(&self, key: &str) -> impl Future<Output = Result<Fetched>> + Send {
         self.bounded("GetObject", key, async move {
             self.get_read(key, None, None).await
@@ -711,12 +695,10 @@ impl Store for S3Store {
         })
     }
 
-    /// Deletes one batch of `(key, etag)` pairs (at most
-    /// [`S3Store::delete_batch_size`] keys; S3 DeleteObjects takes at most
-    /// 1,000) with one DeleteObjects request, each key conditional on its
-    /// ETag, in quiet mode. A 200 response can still carry per-key errors:
-    /// transient ones are retried (up to 2 more times, 1 s then 2 s backoff
-    /// with jitter), `NoSuchKey` counts as deleted, and the rest are returned.
+    /// Deletes one batch of `(key, etag)` pairs with one DeleteObjects
+    /// request (S3 takes at most 1,000 keys), each conditional on its ETag,
+    /// in quiet mode. A 200 can still carry per-key errors: transient ones
+    /// are retried, `NoSuchKey` counts as deleted, the rest are returned.
     ///
     /// Errors: a whole request that fails after the SDK's retries.
     fn delete_batch(
@@ -730,11 +712,9 @@ impl Store for S3Store {
                 "batch larger than the DeleteObjects limit"
             );
             let mut failures = Vec::new();
-            // A key DeleteObjects' XML cannot carry (a control character) goes
-            // by DeleteObject, one by one: ministack answers 400 to the whole
-            // batch otherwise, and S3 documents such keys as not expressible in
-            // XML 1.0 ([`fits_delete_xml`]). Same condition (If-Match), same
-            // outcome per key.
+            // A key DeleteObjects' XML cannot carry ([`fits_delete_xml`]) goes
+            // by DeleteObject, same condition: ministack answers 400 to the
+            // whole batch otherwise.
             let (mut pending, one_by_one): (Vec<_>, Vec<_>) =
                 batch.iter().cloned().partition(|(k, _)| fits_delete_xml(k));
             for (key, etag) in one_by_one {
