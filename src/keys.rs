@@ -40,8 +40,7 @@ pub const MANIFESTS_ROOT: &str = "_compaction_state/manifests/";
 /// Where unreadable manifests are moved aside.
 pub const QUARANTINE_ROOT: &str = "_compaction_state/quarantine/";
 /// Where a live manifest whose inputs could not be deleted is marked stuck
-/// ([`stuck_key`]), so that `status` and `prune-cache` name its date as the
-/// run does without trying the deletes themselves.
+/// ([`stuck_key`]), so `status` and `prune-cache` block its date as the run does.
 pub const STUCK_ROOT: &str = "_compaction_state/stuck/";
 /// File name prefix of this job's outputs.
 pub const COMPACTED_PREFIX: &str = "compacted-";
@@ -68,12 +67,9 @@ pub fn index_prefix(date: NaiveDate) -> String {
 
 /// The output key `index/.../compacted-{id}.parquet` of a date.
 ///
-/// A commit names its output after its job id (a UUIDv7, unique per commit),
-/// so two runs never name their outputs alike (outputs named to the second
-/// overwrote each other in other compactors) and recovery can tell a
-/// manifest's own output from any other commit's: it is
-/// `compacted_key(manifest.date, manifest.job_id)` (manifest schema version
-/// 2, see [`crate::state::MANIFEST_VERSION`]).
+/// Named after the commit's job id (unique per commit), so two runs never
+/// overwrite each other's output and recovery can tell a manifest's own
+/// output from any other ([`crate::state::MANIFEST_VERSION`]).
 ///
 /// ```
 /// use archive_compaction::keys::compacted_key;
@@ -122,12 +118,10 @@ pub fn stuck_manifest_key(key: &str) -> Option<String> {
 
 /// What an object under an index partition is.
 ///
-/// Every `.parquet` object directly in a `day=` partition whose name does not
-/// start with `_` or `.` is an *index input* (one of the first three kinds):
-/// the Python job merged every non-`compacted-` object of a partition, and
-/// backfills (the archive's legacy migration) and exports put multi-row files
-/// under any name. Zero-byte objects are foreign whatever their name; that
-/// needs the size, so [`crate::plan::classify_partition`] decides it.
+/// Every `.parquet` object directly in a `day=` partition whose name does
+/// not start with `_` or `.` is an index input: the Python job merged every
+/// such object, and backfills and exports use any name. Zero-byte objects
+/// are foreign too ([`crate::plan::classify_partition`] has the size).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IndexKey {
     /// `{uuid}.parquet`: one flight's index row, written by the archive writer.
@@ -151,10 +145,8 @@ impl IndexKey {
 
 /// Classifies a key found under an index partition prefix.
 ///
-/// Only the last path segment counts, and only if it sits directly in a
-/// `day=DD/` partition; zero-byte objects are handled by the caller (they are
-/// foreign whatever their name). A per-flight name is a lowercase or
-/// uppercase hyphenated uuid (36 characters) and `.parquet`.
+/// Only the last path segment counts, and only directly in a `day=DD/`
+/// partition. A per-flight name is a hyphenated uuid (any case) `.parquet`.
 pub fn classify_index_key(key: &str) -> IndexKey {
     if key.ends_with('/') {
         return IndexKey::Foreign("directory marker");
@@ -187,11 +179,8 @@ pub fn classify_index_key(key: &str) -> IndexKey {
     }
 }
 
-/// Whether `key` is an index input: a file this job reads, merges and may
-/// delete once merged (a per-flight file, a compacted file, ...). It is
-/// everything [`classify_index_key`] does not call [`IndexKey::Foreign`], so
-/// a new kind of index file is an input as soon as it is classified as one.
-/// Whether it is in a given partition is the caller's to check.
+/// Whether `key` is an index input (not [`IndexKey::Foreign`]): a file this
+/// job reads, merges and may delete once merged.
 ///
 /// ```
 /// use archive_compaction::keys::is_index_input;
@@ -205,9 +194,7 @@ pub fn is_index_input(key: &str) -> bool {
 
 /// The flight uuid of a flight object key or of an `s3_key` value.
 ///
-/// Accepts `.../{icao_hex}_{ident}_{uuid}.json.gz` and `.../{uuid}.json.gz`
-/// (the uuid is the last `_`-separated part of the file name). Returns `None`
-/// for anything else (directory markers, other files).
+/// The uuid is the last `_`-separated part of a `.json.gz` file name.
 pub fn flight_uuid(key: &str) -> Option<Uuid> {
     let name = key.rsplit('/').next()?;
     let stem = name.strip_suffix(".json.gz")?;

@@ -8,11 +8,9 @@
 //! - `lock.json`: [`crate::lease::Lease`], see [`crate::lease`].
 //! - `manifests/{date}/{job_id}.json`: [`Manifest`], one per in-flight commit.
 //!
-//! A conditional write whose answer was lost is sent again by the SDK, and
-//! that retry fails its own condition (the first attempt took effect):
-//! [`put_settled`] reads the object back and takes the write for done when
-//! the object holds what was written, so that the run's own write is never
-//! taken for another writer's.
+//! A conditional write whose answer was lost is sent again by the SDK and
+//! fails its own condition: [`put_settled`] reads the object back, so the
+//! run's own write is never taken for another writer's.
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
@@ -60,16 +58,12 @@ pub const WATERMARK_FIELDS: &[(&str, &str)] = &[
 ];
 
 impl Watermark {
-    /// Parses `watermark.json` strictly: a JSON object that has
-    /// `last_compacted_date` (a `YYYY-MM-DD` date, or `null` before the
-    /// first date is compacted) and whose other known fields
-    /// ([`WATERMARK_FIELDS`]) have their types; other fields are kept in
-    /// [`Watermark::extra`] (the Python job's).
+    /// Parses `watermark.json` strictly: an object with `last_compacted_date`
+    /// (a `YYYY-MM-DD` date, or `null`) whose other known fields
+    /// ([`WATERMARK_FIELDS`]) have their types; unknown fields are kept.
     ///
-    /// Errors: a message naming the field, what it holds and what it must
-    /// hold. A missing `last_compacted_date` (a typo such as
-    /// `last_compacted_dat`) is an error, never a first run: the one way to
-    /// start over is to delete the file (docs/operating.md, "State").
+    /// Errors: a message naming the field, what it holds and must hold. A
+    /// missing `last_compacted_date` (a typo) is an error, never a first run.
     pub fn parse(body: &[u8]) -> std::result::Result<Watermark, String> {
         let value: serde_json::Value =
             serde_json::from_slice(body).map_err(|e| format!("not JSON: {e}"))?;
@@ -148,11 +142,9 @@ impl Watermark {
         }
     }
 
-    /// Parity failed on `date` in the invocation of `event` (the
-    /// EventBridge event id, equal on redelivery): the first time for a date,
-    /// `mismatch_runs` is 1; each further event blocked on the same date
-    /// counts once more, a redelivered event not again. Returns
-    /// `mismatch_runs`, which stays at `u32::MAX` once there (never wraps).
+    /// Parity failed on `date` in the invocation of `event` (the EventBridge
+    /// event id, equal on redelivery): each new event blocked on the date
+    /// counts once. Returns `mismatch_runs` (saturating at `u32::MAX`).
     pub fn record_mismatch(&mut self, date: NaiveDate, event: &str) -> u32 {
         if self.mismatch_date == Some(date) {
             if self.mismatch_event_id.as_deref() != Some(event) {
@@ -217,14 +209,11 @@ fn opt_date(v: &serde_json::Value) -> Option<Option<NaiveDate>> {
 }
 
 /// Writes `body` to `key` conditionally (`mode`) and settles the outcome:
-/// when the write fails its precondition ([`Error::PreconditionFailed`])
-/// or fails transiently (the answer lost, the retries too), the object is
-/// read back, and when it holds exactly `body` (this run's lock, manifest
-/// or watermark: each carries this run's id or write time, so nobody else
-/// writes the same bytes) the write took effect, its ETag is returned and
-/// a warning logged. Otherwise, or when it cannot be read back, the
-/// write's error stands. A write that succeeded, or failed otherwise, is
-/// returned as it is.
+/// when the write fails its precondition or transiently ([`settles`]), the
+/// object is read back, and if it holds exactly `body` (every state file
+/// carries this run's id or write time, so nobody else writes the same
+/// bytes) the write took effect: its ETag is returned. Otherwise the
+/// write's error stands.
 pub async fn put_settled(
     store: &impl Store,
     key: &str,
@@ -251,9 +240,8 @@ pub async fn put_settled(
 }
 
 /// Whether a failed conditional write may have been this run's own, its
-/// answer lost: a lost precondition (the SDK's retry of an applied write),
-/// or a transient failure (the last attempt's answer lost too), but not the
-/// run's deadline (no time is left to read it back).
+/// answer lost: a lost precondition or a transient failure, but not the
+/// deadline (no time to read it back).
 pub fn settles(e: &Error) -> bool {
     match e {
         Error::PreconditionFailed { .. } => true,
@@ -292,10 +280,9 @@ impl WatermarkState {
         }
     }
 
-    /// Writes the watermark conditionally (`If-Match` on the ETag read, or
-    /// `If-None-Match: *` on first write) and keeps the new ETag. A lost race
-    /// is [`Error::PreconditionFailed`]; nothing is overwritten. A write
-    /// whose answer was lost is recognised by its content ([`put_settled`]).
+    /// Writes the watermark conditionally (`If-Match` the ETag read, or
+    /// `If-None-Match: *`), keeping the new ETag; a lost race is
+    /// [`Error::PreconditionFailed`]. Settled by [`put_settled`].
     pub async fn write(&mut self, store: &impl Store, now: DateTime<Utc>) -> Result<()> {
         self.watermark.updated_at = Some(now);
         let body = serde_json::to_vec_pretty(&self.watermark).expect("watermark serialises");
@@ -308,28 +295,21 @@ impl WatermarkState {
     }
 }
 
-/// Schema version of [`Manifest`] files written by this build: 2.
+/// Schema version of [`Manifest`] files written by this build. The versions
+/// differ in what recovery may prove ([`crate::recovery::validate_manifest`]):
 ///
-/// The two versions have the same fields; `schema_version` is what tells
-/// them apart, and what recovery may prove from them differs
-/// ([`crate::recovery::validate_manifest`]):
+/// - **2**: the output key is [`crate::keys::compacted_key`]`(date, job_id)`
+///   and the output carries the job id in its metadata ([`JOB_ID_METADATA`]).
+/// - **1** ([`MANIFEST_VERSION_1`]): the output was `compacted-{a second
+///   UUIDv7}` minted right after the job id, and carries no metadata.
 ///
-/// - **2**: the output key is derived from the job id,
-///   [`crate::keys::compacted_key`]`(date, job_id)`, and the output object
-///   carries the job id in its metadata ([`JOB_ID_METADATA`]). A key other
-///   than the derived one is not this commit's output.
-/// - **1** ([`MANIFEST_VERSION_1`], before outputs were named after the job):
-///   the output was named `compacted-{a second UUIDv7}`, minted right after
-///   the job id, so its key proves ownership only as far as that id's
-///   timestamp is the job id's; such outputs carry no metadata.
-///
-/// Any other version is not acted on (quarantined).
+/// Any other version is quarantined.
 ///
 /// [`JOB_ID_METADATA`]: crate::storage::JOB_ID_METADATA
 pub const MANIFEST_VERSION: u32 = 2;
 
-/// Schema version of manifests written before output keys were derived from
-/// the job id (see [`MANIFEST_VERSION`]); recovered as before when consistent.
+/// Schema version of manifests whose output key is not derived from the job
+/// id (see [`MANIFEST_VERSION`]).
 pub const MANIFEST_VERSION_1: u32 = 1;
 
 /// One input of a commit, as it was read.
@@ -363,9 +343,8 @@ pub struct ManifestOutput {
 pub struct Manifest {
     /// [`MANIFEST_VERSION`] (or [`MANIFEST_VERSION_1`] for older files).
     pub schema_version: u32,
-    /// The commit's id (UUIDv7); also the manifest's file name
-    /// (`{job_id}.json`) and, from version 2, the output's name
-    /// (`compacted-{job_id}.parquet`).
+    /// The commit's id (UUIDv7): the manifest's file name and, from version
+    /// 2, the output's.
     pub job_id: Uuid,
     /// The partition date.
     pub date: NaiveDate,

@@ -4,21 +4,17 @@
 //!
 //! Guarantees of [`publish`]:
 //!
-//! - Every message is published retained at QoS 1, and `Ok` means the broker
-//!   acknowledged every one (PUBACK) and the client then disconnected
-//!   cleanly (DISCONNECT sent, so no will or session is left behind).
-//! - The whole exchange (DNS, TCP, TLS, CONNECT, publishes, DISCONNECT) is
-//!   bounded by [`MqttConfig::timeout`]; the error says what was under way.
-//! - The client id is unique per call (`archive-compaction-{UUIDv7}`) and
-//!   the session is clean, so two invocations never take over each other's
-//!   connection.
-//! - TLS (rustls) when [`MqttConfig::tls`]: the system's roots, or only the
-//!   certificates of `MQTT_CA_FILE` (PEM) when set.
-//! - Every payload is at most [`MAX_PAYLOAD_BYTES`] and the client's packet
-//!   limit is set on purpose ([`MAX_PACKET_BYTES`]), not left at rumqttc's
-//!   10 KiB default. A message that is still too big is not queued: the
-//!   others are published, and the error names it. A failed exchange names
-//!   the topics the broker did not acknowledge.
+//! - Every message is published retained at QoS 1; `Ok` means every one was
+//!   acknowledged (PUBACK) and the client disconnected cleanly (no will or
+//!   session left behind).
+//! - The whole exchange (DNS to DISCONNECT) is bounded by
+//!   [`MqttConfig::timeout`]; the error says what was under way.
+//! - A unique client id per call and a clean session, so two invocations
+//!   never take over each other's connection.
+//! - TLS (rustls) when [`MqttConfig::tls`]: the system's roots, or only
+//!   `MQTT_CA_FILE`'s certificates.
+//! - A message over [`MAX_PAYLOAD_BYTES`] or [`MAX_PACKET_BYTES`] is not
+//!   queued and the others go on; errors name the topics not acknowledged.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -35,12 +31,10 @@ use super::payloads::{MAX_PAYLOAD_BYTES, Message, short_name, statistic_topic};
 use crate::config::MqttConfig;
 use crate::error::ReportError;
 
-/// The client's packet limit (rumqttc's `max_packet_size`, incoming and
-/// outgoing): 32 KiB, room for a [`MAX_PAYLOAD_BYTES`] payload and its
-/// topic, and well under AWS IoT Core's 128 KB. rumqttc's default (10 KiB)
-/// would refuse a payload it does not need to, and its refusal ends the
-/// whole exchange; here a message over the limit is refused before it is
-/// queued ([`publish`]).
+/// The client's packet limit (rumqttc's `max_packet_size`, both ways):
+/// room for a [`MAX_PAYLOAD_BYTES`] payload and its topic, well under AWS
+/// IoT Core's 128 KB. rumqttc's 10 KiB default would refuse payloads, and
+/// its refusal ends the whole exchange.
 pub const MAX_PACKET_BYTES: usize = 32 * 1024;
 
 /// How far an exchange got (for the errors).
@@ -81,9 +75,8 @@ impl Progress {
     }
 }
 
-/// How many connections [`publish`] makes at most: after the broker closes
-/// one while publishing, the message it closed at is left out and the rest
-/// go on a new one (all within `MQTT_TIMEOUT_SECONDS`).
+/// How many connections [`publish`] makes at most (all within
+/// `MQTT_TIMEOUT_SECONDS`).
 pub const MAX_CONNECTIONS: usize = 4;
 
 /// The bytes of the PUBLISH packet for `m` at QoS 1: fixed header (at most
@@ -92,26 +85,21 @@ pub(super) fn packet_len(m: &Message) -> usize {
     5 + 2 + m.topic.len() + 2 + m.payload.len()
 }
 
-/// Publishes `messages` retained at QoS 1 and waits for every PUBACK, then
-/// disconnects; all within `config.timeout`. Returns the errors, none when
-/// every message was acknowledged.
+/// Publishes `messages` retained at QoS 1, waits for every PUBACK, then
+/// disconnects, all within `config.timeout`; returns the errors (none when
+/// every message was acknowledged).
 ///
-/// A message whose payload is over [`MAX_PAYLOAD_BYTES`] (or whose packet
-/// is over [`MAX_PACKET_BYTES`]) is not queued
-/// ([`ReportError::MqttTooLarge`], naming its topic); the others are
-/// published all the same. When the broker closes the connection while
-/// publishing (a broker with a lower packet limit of its own does so at
-/// the message it refuses), the messages not acknowledged go again on a
-/// new connection one at a time; the one the broker closes that
-/// connection at goes again last, alone, and is left out
-/// ([`ReportError::MqttDropped`]) only when the broker closes the
-/// connection at it again; the rest go on, up to [`MAX_CONNECTIONS`]
-/// connections in all. Only what is finally not delivered is an error: a
-/// connection closed and made good by the next is logged, not returned.
+/// A message over the limits is not queued ([`ReportError::MqttTooLarge`]).
+/// When the broker closes the connection while publishing (a broker's own
+/// packet limit closes it at the message it refuses), the messages not
+/// acknowledged go again one at a time on a new connection, the one it
+/// closed at last and alone; closed at again, that one is left out
+/// ([`ReportError::MqttDropped`]), up to [`MAX_CONNECTIONS`]. A close made
+/// good by the next connection is logged, not returned.
 ///
-/// Errors: [`ReportError::MqttTls`] (TLS roots), [`ReportError::Mqtt`]
-/// (refused, not authorised, connection lost), [`ReportError::MqttTimeout`];
-/// the last two name the topics not acknowledged.
+/// Errors: [`ReportError::MqttTls`], [`ReportError::Mqtt`] (refused, not
+/// authorised, lost), [`ReportError::MqttTimeout`]; the last two name the
+/// topics not acknowledged.
 pub async fn publish(config: &MqttConfig, messages: &[Message]) -> Vec<ReportError> {
     let broker = format!("{}:{}", config.host, config.port);
     let (sendable, too_large): (Vec<&Message>, Vec<&Message>) = (messages.iter())
@@ -171,15 +159,8 @@ pub async fn publish(config: &MqttConfig, messages: &[Message]) -> Vec<ReportErr
             }
             Err(e) => e,
         };
-        // The broker closed the connection while messages were going out
-        // (a broker's own packet limit closes it at the message it
-        // refuses; the acknowledgements before it may be lost with the
-        // connection). The messages not acknowledged go again on a new
-        // connection, one at a time: a close then comes at the one message
-        // in flight. That message goes again last, alone: closed at a
-        // second time, it is refused for real and left out (named); the
-        // rest go on. Only what is finally not delivered is an error: a
-        // connection closed and made good by the next one is logged only.
+        // The broker closed the connection while publishing: the messages not
+        // acknowledged go again one at a time (see the docstring).
         let dropped = matches!(error, ReportError::Mqtt { .. }) && progress.connected;
         let first_pending = progress.done.iter().position(|done| !done);
         let at = first_pending.filter(|_| dropped && attempt > 1);
@@ -234,15 +215,13 @@ pub async fn publish(config: &MqttConfig, messages: &[Message]) -> Vec<ReportErr
 /// SUBACK; a topic never published has none).
 pub const RETAINED_WAIT: Duration = Duration::from_secs(2);
 
-/// Reads the retained statistics `names` (e.g. `last_run_at`) under
-/// `config.topic_root`, read-only: subscribes, collects the retained
-/// messages the broker sends, and disconnects once every name arrived or
-/// [`RETAINED_WAIT`] after the SUBACK, all within `config.timeout`.
-/// Returns name → payload for those found (a topic never published is
-/// absent). What `status` shows as the last run.
+/// Reads the retained statistics `names` under `config.topic_root`,
+/// read-only: subscribes, collects what the broker sends, and disconnects
+/// once every name arrived or [`RETAINED_WAIT`] after the SUBACK, all within
+/// `config.timeout`. Returns name → payload for those found.
 ///
-/// Errors: the connection refused, not authorised or lost, TLS roots, or
-/// the timeout, as one line naming the broker.
+/// Errors: refused, not authorised, lost, TLS or timeout, as one line
+/// naming the broker.
 pub async fn read_retained(
     config: &MqttConfig,
     names: &[&str],
@@ -366,10 +345,9 @@ fn tls_config(ca_file: Option<&str>) -> Result<ClientConfig, String> {
         .with_no_client_auth())
 }
 
-/// A hint for a connection that failed before the broker's CONNACK when TLS
-/// and the port disagree: a plain client on 8883 (MQTT over TLS, the
-/// broker resets the connection at the first bytes) or TLS on a plain port
-/// (the TLS handshake reads an MQTT answer). Empty otherwise.
+/// A hint for a connection that failed before CONNACK when TLS and the port
+/// disagree (plain on 8883: reset at the first bytes; TLS on a plain port).
+/// Empty otherwise.
 ///
 /// ```
 /// # use archive_compaction::mqtt::tls_hint;

@@ -1,20 +1,12 @@
 //! MQTT reporting: Home Assistant discovery configs ([`discovery`]), then
 //! the run's figures as retained topics under `{MQTT_TOPIC_ROOT}/statistic/`
-//! ([`statistics`]: only those the run established, see [`is_known`]).
+//! ([`statistics`]). [`payloads`] is pure, a function of the report;
+//! [`client`] sends them ([`publish`]) and reads them back ([`read_retained`])
+//! over one bounded connection.
 //!
-//! Two halves. [`payloads`] is pure: each statistic is one entry of one
-//! table (its name, its payload from the report, when it is known, its
-//! Home Assistant sensor), and the topics, payloads and discovery configs
-//! are functions of the report. [`client`] sends them ([`publish`]) and
-//! reads them back ([`read_retained`]) over one bounded connection.
-//!
-//! The topics and payloads are the Python job's, so other subscribers keep
-//! working; the discovery configs keep its `unique_id`s, `object_id`s and
-//! device identifier, so Home Assistant entities, their ids and history
-//! carry over. The contract, and where the configs differ from the Python
-//! job's: `specs/reporting.md`.
-//!
-//! What is published is a pure function of the report:
+//! Topics, payloads and discovery ids are the Python job's, so subscribers
+//! and Home Assistant entities and their history carry over
+//! (`specs/reporting.md`).
 //!
 //! ```
 //! use archive_compaction::mqtt::{discovery, statistics};

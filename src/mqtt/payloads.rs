@@ -1,23 +1,16 @@
 //! The retained messages of a run, pure: every statistic is one entry of
 //! [`STATISTIC_TABLE`] (its name, its payload from the [`RunReport`], when
 //! the run established it, its Home Assistant sensor), so a statistic is
-//! added, renamed or dropped in one place. [`statistics`] and
-//! [`discovery`] read that table in its order, which is the publish order.
-//!
-//! Every payload is at most [`MAX_PAYLOAD_BYTES`] (16 KiB: Home
-//! Assistant's recorder keeps no attributes over 16,384 bytes; AWS IoT
-//! Core takes 128 KB).
+//! added, renamed or dropped in one place.
 
 use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 use serde_json::{Value, json};
 
 use crate::report::{RunReport, StopReason, UUIDS_SHOWN};
 
-/// The most bytes a payload the job publishes takes: 16 KiB, Home
-/// Assistant's limit for a state's attributes in its recorder (16,384
-/// bytes; over it the attributes are not stored and a warning is logged).
-/// The largest payload, `mismatch_uuids` with [`UUIDS_SHOWN`] uuids, is
-/// about 3.9 KB.
+/// The most bytes a payload takes: Home Assistant's recorder stores no
+/// attributes over 16,384 bytes (and logs a warning). The largest payload,
+/// `mismatch_uuids`, is about 3.9 KB.
 pub const MAX_PAYLOAD_BYTES: usize = 16 * 1024;
 
 /// Home Assistant's discovery prefix.
@@ -27,20 +20,16 @@ pub const DISCOVERY_PREFIX: &str = "homeassistant";
 /// `object_id`, so entity ids are `sensor.skyfollower_archive_compaction_{name}`).
 pub const DEVICE_ID: &str = "SkyFollower_archive_compaction";
 
-/// The date sensors' `value_template`: the payload `None` (no date) becomes
-/// `unknown`, Home Assistant's own state for "no value"; a date passes as it
-/// is. Home Assistant 2024.3 renders every template to text, so a template
-/// cannot hand it a real null (`{{ none }}` shows as the text `None`), and a
-/// sensor with `device_class: date` logs "Invalid state message 'None'" for
-/// any payload that is not a date: hence text sensors with this template.
+/// The date sensors' `value_template`: the payload `None` becomes `unknown`,
+/// Home Assistant's "no value". A template cannot return a real null (HA
+/// renders it as the text `None`), and a `device_class: date` sensor logs
+/// "Invalid state message" for any non-date: hence text sensors.
 pub const DATE_TEMPLATE: &str = "{{ 'unknown' if value == 'None' else value }}";
 
-/// The count sensor's `value_template` on the `mismatch_uuids` topic: its
-/// state is the payload's exact `count` (the list may be cut at
-/// [`UUIDS_SHOWN`]), read from the topic that is also its attributes, so
-/// both change in the one state Home Assistant writes for the one message.
-/// A retained payload of the Python job (`{"uuids": [...]}` only) counts
-/// its list.
+/// The count sensor's `value_template` on the `mismatch_uuids` topic: the
+/// payload's exact `count`, from the topic that is also its attributes, so
+/// both change in one state write. A Python job's payload (`uuids` only)
+/// counts its list.
 pub const COUNT_TEMPLATE: &str =
     "{{ value_json.count if value_json.count is defined else value_json.uuids | length }}";
 
@@ -56,8 +45,7 @@ pub struct Message {
 /// When a run established a statistic ([`is_known`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Known {
-    /// Every run that did its own work: the per-run figures, `last_run_at`,
-    /// `last_run_status`.
+    /// Every run that did its own work.
     Always,
     /// Read from the state file: only when the run read it
     /// ([`RunReport::state_known`]).
@@ -131,12 +119,10 @@ impl Statistic {
 }
 
 /// The ten statistics, in publish order; nine have a sensor, in discovery
-/// order. `mismatch_uuids` comes before `mismatch_uuid_count`: a
-/// subscriber that reacts to the count finds the list it counts already
-/// retained. No sensor has a `unit_of_measurement`, since adding one to an
-/// entity with recorded statistics makes Home Assistant flag a unit change.
-/// Where and why the sensors differ from the Python job's configs:
-/// `specs/reporting.md`.
+/// order. `mismatch_uuids` precedes `mismatch_uuid_count`, so a subscriber
+/// reacting to the count finds the list already retained. No sensor has a
+/// `unit_of_measurement`: adding one to an entity with recorded statistics
+/// makes Home Assistant flag a unit change.
 pub const STATISTIC_TABLE: [Statistic; 10] = [
     Statistic {
         name: "files_compacted",
@@ -280,34 +266,17 @@ pub fn format_timestamp(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Micros, false)
 }
 
-/// Whether the run established the statistic `name` (false for a name that
-/// is not one); one it did not is not published, so the broker keeps the
-/// last known value retained.
-///
-/// - The per-run figures (`files_compacted`, `files_delete_failed`,
-///   `days_compacted`), `last_run_at` and `last_run_status`: always.
-/// - `last_compacted_date` and `mismatch_runs` come from the state file:
-///   only when the run read it ([`RunReport::state_known`]).
-/// - `mismatch_date`, `mismatch_uuids`, `mismatch_uuid_count`: when the
-///   state was read and either this run found a mismatch or the state holds
-///   none (`mismatch_runs` 0). A run that read a state still blocked on an
-///   earlier mismatch date but did not check that date again (a Failure
-///   before it, the deadline) does not know whether the mismatch persists.
-/// - Nothing, when another invocation held the lease
-///   ([`StopReason::LeaseHeld`]): this run did no work, and its `Success`
-///   would overwrite the holder's retained status (a `Mismatch`, say) and
-///   per-run figures; the holder publishes its own.
+/// Whether the run established the statistic `name` (its `Known` class);
+/// one it did not is not published, so the broker keeps the last value
+/// retained. Nothing is known when another invocation held the lease
+/// ([`StopReason::LeaseHeld`]): this run's `Success` would overwrite the
+/// holder's status and figures.
 pub fn is_known(report: &RunReport, name: &str) -> bool {
     (STATISTIC_TABLE.iter()).any(|s| s.name == name && s.is_known(report))
 }
 
 /// The retained statistic messages for `report`, in [`STATISTICS`] order,
-/// leaving out what the run did not establish ([`is_known`]): all ten after
-/// a run that read the state, five (`files_compacted`,
-/// `files_delete_failed`, `days_compacted`, `last_run_at`,
-/// `last_run_status`) after one that could not, none after one that found
-/// the lease held. Numbers are decimal text;
-/// `last_run_at` is the invocation time.
+/// leaving out what the run did not establish ([`is_known`]).
 pub fn statistics(report: &RunReport, topic_root: &str) -> Vec<Message> {
     (STATISTIC_TABLE.iter())
         .filter(|s| s.is_known(report))
@@ -318,12 +287,8 @@ pub fn statistics(report: &RunReport, topic_root: &str) -> Vec<Message> {
         .collect()
 }
 
-/// The `mismatch_uuids` payload: the Python job's `{"uuids": [...]}` with
-/// at most [`UUIDS_SHOWN`] uuids (the first, sorted), then `count`, the
-/// exact number of flights without an index row (`mismatch_uuid_count`),
-/// and `truncated`, true when the list holds fewer than `count`; e.g.
-/// `{"uuids":["0198…",…],"count":20000,"truncated":true}`. At most about
-/// 3.9 KB.
+/// The `mismatch_uuids` payload: the Python job's `{"uuids": [...]}` (at
+/// most [`UUIDS_SHOWN`], sorted), then the exact `count` and `truncated`.
 pub fn mismatch_uuids_payload(report: &RunReport) -> String {
     let shown = &report.mismatch_uuids[..report.mismatch_uuids.len().min(UUIDS_SHOWN)];
     let count = report.mismatch_uuid_count.max(shown.len() as u64);
@@ -334,10 +299,8 @@ pub fn mismatch_uuids_payload(report: &RunReport) -> String {
     )
 }
 
-/// The device block shared by every discovery config: identifiers, name,
-/// manufacturer, model, `configuration_url` (the S3 console page of
-/// `bucket`, the archive the job compacts) and `sw_version` (this crate's
-/// version, from the build).
+/// The device block shared by every discovery config; `configuration_url`
+/// is the S3 console page of `bucket`.
 pub fn device(bucket: &str) -> Value {
     json!({
         "identifiers": [DEVICE_ID],
