@@ -29,11 +29,9 @@
 //! - [`app`]: clients built once, the Lambda handler and the CLI's shared entry point.
 #![warn(missing_docs)]
 
-/// `as_str` and comparison with `&str` for a unit enum that derives
-/// `strum::IntoStaticStr` and `strum::Display` with the same snake case
-/// names as its serde form, so logs, reports and tests use one spelling
-/// (the one `specs/run-report.schema.json` lists; `logged_names_are_the_json_names`
-/// holds the two derives to it).
+/// `as_str` and comparison with `&str` for a unit enum whose strum and serde
+/// names are the same snake case, so logs, reports and tests use one
+/// spelling (`logged_names_are_the_json_names` holds the derives to it).
 macro_rules! named_enum {
     ($t:ident) => {
         impl $t {

@@ -184,12 +184,10 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         .map_err(|e| format!("expected a duration like 600s, 14m or 1h 30m, got {s:?}: {e}"))
 }
 
-/// Logs to stderr, filtered by `level` (`LOG_LEVEL`, checked by
-/// [`Config`]: a [`Targets`] filter such as `info` or
-/// `info,aws_smithy_runtime=debug`; `info` when the configuration is bad): JSON lines in Lambda, text on the command line, coloured
-/// only when stderr is a terminal and `NO_COLOR` is unset (a file or a pipe
-/// gets plain text, no escape codes). With a progress bar, log lines are
-/// written above it (the run's [`progress::Progress`] events drive it).
+/// Logs to stderr, filtered by `level` (`LOG_LEVEL`, a [`Targets`] filter;
+/// `info` when the configuration is bad): JSON lines in Lambda, else text,
+/// coloured only on a terminal without `NO_COLOR`. With a progress bar, log
+/// lines are written above it.
 fn init_tracing(level: &str, json: bool, bar: Option<ProgressBar>) {
     let ansi = !json && std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let filter: Targets = level
@@ -250,10 +248,9 @@ fn print_status(s: &status::StatusReport, json: bool) {
     }
 }
 
-/// mimalloc instead of glibc's malloc: the per-file path (SDK request and
-/// response, Parquet decode) makes many small short-lived allocations, which
-/// glibc's allocator served at ~17 % of the job's CPU (docs/performance.md, "CPU per file").
-/// Feature `system-allocator` leaves it out, for heap profilers.
+/// mimalloc instead of glibc's malloc: the per-file path makes many small
+/// short-lived allocations, which glibc serves slowly (docs/performance.md,
+/// "CPU per file"). Feature `system-allocator` leaves it out, for profilers.
 #[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -337,11 +334,9 @@ fn main() -> ExitCode {
             "environment variable {variable} is not a setting and is ignored: did you mean {setting}?"
         );
     }
-    // One thread. The work is I/O-bound GETs plus a decode per file on the
-    // task that reads them; a Lambda below 1,769 MB has less than one vCPU,
-    // so worker threads only add wake-ups and context switches between
-    // them (a multi-thread runtime cost about 15 % more CPU per file,
-    // docs/performance.md, "CPU per file").
+    // One thread: the work is I/O-bound GETs plus a decode per file, and a
+    // Lambda below 1,769 MB has less than one vCPU, so worker threads only add
+    // wake-ups and context switches (docs/performance.md, "CPU per file").
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -416,11 +411,9 @@ fn main() -> ExitCode {
     })
 }
 
-/// A bad configuration: nothing is read, written or deleted, exit 1; each
-/// command says so in its own shape. `run` (and Lambda) print a Failure run
-/// report, `status` a status, `audit` and `prune-cache`, whose reports are
-/// their own (specs/audit-report.schema.json,
-/// specs/prune-cache.schema.json), the reason on stderr.
+/// A bad configuration: nothing is read, written or deleted, exit 1. `run`
+/// (and Lambda) print a Failure report, `status` a status, `audit` and
+/// `prune-cache` the reason on stderr.
 fn bad_config(command: Option<Command>, e: &archive_compaction::error::Error) -> ExitCode {
     tracing::error!(error = %e, "bad configuration");
     match command {

@@ -4,25 +4,18 @@
 //!
 //! Guarantees:
 //!
-//! - [`metrics`] is a pure function of the report; every run yields the same
-//!   set of names (bar `WatermarkLagDays`, left out when the watermark could
-//!   not be read or another invocation held the lease, and `MismatchUuidCount`, left out when the run did not
-//!   establish the walk's mismatch: the same rule as its MQTT topic,
-//!   [`crate::mqtt::is_known`], so `--date`, a repair range or a run that
-//!   failed before the mismatch date never report a count the walk did not
-//!   find), so a missing datum means "no run", never "zero".
-//! - Exactly one of `RunSuccess`, `RunMismatch`, `RunFailure` is 1 and the
-//!   other two are 0, so an alarm is `RunFailure >= 1` or
-//!   `RunSuccess < 1 for N periods`.
-//! - Data points carry the wall-clock time the run started
-//!   ([`run_started`]: the time of the call minus the run's duration), not
-//!   the invocation time: CloudWatch rejects points older than two weeks,
-//!   and `--now` or a replayed event may be older than that. The start,
-//!   not the end: Lambda stamps its `Errors` with the invocation's start,
-//!   and `FunctionErrorsAlarm` subtracts `RunMismatch` from it in one-minute
-//!   periods, so both must fall in the same minute however long the run.
-//! - [`put`] is bounded by [`CLOUDWATCH_TIMEOUT`] on top of the SDK's own
-//!   timeouts and retries.
+//! - [`metrics`] is a pure function of the report, every run the same set of
+//!   names except `WatermarkLagDays` (left out when the watermark was not
+//!   read or the lease was held) and `MismatchUuidCount` (left out when the
+//!   run did not establish the walk's mismatch, as its MQTT topic:
+//!   [`crate::mqtt::is_known`]), so a missing datum is never a zero.
+//! - Exactly one of `RunSuccess`, `RunMismatch`, `RunFailure` is 1, so an
+//!   alarm is `RunFailure >= 1` or `RunSuccess < 1 for N periods`.
+//! - Data points carry the wall-clock time the run started ([`run_started`]),
+//!   not the invocation time, which `--now` or a replayed event may put past
+//!   CloudWatch's two weeks. The start: Lambda stamps its `Errors` with it,
+//!   and `FunctionErrorsAlarm` subtracts `RunMismatch` from them per minute.
+//! - [`put`] is bounded by [`CLOUDWATCH_TIMEOUT`], retries included.
 //!
 //! ```
 //! use archive_compaction::metrics::metrics;
@@ -62,9 +55,8 @@ pub struct Metric {
     pub unit: StandardUnit,
 }
 
-/// The metrics for `report`: the report's figures, the watermark lag
-/// (days behind the cutoff; for a watermark ahead of today's cutoff, the
-/// days ahead, [`RunReport::watermark_ahead_days`]) and one-hot `RunSuccess`/`RunMismatch`/`RunFailure`.
+/// The metrics for `report`: its figures, the watermark lag in days (or the
+/// days ahead, [`RunReport::watermark_ahead_days`]) and the one-hot outcome.
 pub fn metrics(report: &RunReport) -> Vec<Metric> {
     let count = |name, value: u64| Metric {
         name,
@@ -98,9 +90,8 @@ pub fn metrics(report: &RunReport) -> Vec<Metric> {
     if crate::mqtt::is_known(report, "mismatch_uuid_count") {
         m.push(count("MismatchUuidCount", report.mismatch_uuid_count));
     }
-    // Not from a run that found the lease held: it did no work and did not
-    // establish the lag (without a watermark it cannot tell the walk's
-    // start), and a 0 would clear the lag alarm; the holder publishes its own.
+    // Not from a run that found the lease held: it did not establish the lag,
+    // and a 0 would clear the lag alarm; the holder publishes its own.
     let lag = (report.watermark_lag_days).filter(|_| report.stop_reason != StopReason::LeaseHeld);
     if let Some(lag) = lag {
         // A watermark ahead of today's cutoff is as wrong as one far behind
@@ -144,11 +135,9 @@ pub fn metric_data(metrics: &[Metric], bucket: &str, at: SystemTime) -> Vec<Metr
         .collect()
 }
 
-/// Sends `metrics` to CloudWatch in one PutMetricData call, within
-/// `timeout` ([`CLOUDWATCH_TIMEOUT`], or less near the run's deadline:
-/// [`crate::reporting::publish_by`]).
+/// Sends `metrics` in one PutMetricData call within `timeout`.
 ///
-/// Errors: [`ReportError::CloudWatch`] (the SDK's error after its retries),
+/// Errors: [`ReportError::CloudWatch`] (after the SDK's retries),
 /// [`ReportError::CloudWatchTimeout`].
 pub async fn put(
     client: &aws_sdk_cloudwatch::Client,

@@ -1,13 +1,9 @@
 //! A run's progress, as typed events, and the command line's progress bar
 //! over dates (when stderr is a terminal; never in Lambda).
 //!
-//! The run reports [`Progress`] events to the [`ProgressSink`] in
-//! [`crate::run::RunOptions::progress`], when there is one: [`Progress::Dates`]
-//! when it knows how many dates it walks, [`Progress::DateDone`] after each
-//! date (the straggler sweep's dates too, lengthening the bar as they come),
-//! [`Progress::Finished`] at the end. [`bar_sink`] turns them into a bar;
-//! [`BarWriter`] writes the log lines above it, so the two never garble each
-//! other. Nothing depends on the text of a log line.
+//! The run sends [`Progress`] events to [`crate::run::RunOptions::progress`]
+//! when set; [`bar_sink`] turns them into a bar and [`BarWriter`] writes the
+//! log lines above it. Nothing depends on the text of a log line.
 //!
 //! ```
 //! use archive_compaction::progress::{bar_sink, Progress};

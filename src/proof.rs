@@ -1,11 +1,9 @@
 //! Proof that an input's rows are in an output, before the input is deleted.
 //!
-//! Delete is the one irreversible step of the protocol (docs/ARCHITECTURE.md,
-//! "Commit protocol" phase 6 and "Recovery table"), so no input is deleted on
-//! the word of a manifest alone: its rows must be found in the output. The
-//! flights of the output are read from its `s3_key` column
-//! ([`OutputFlights`], read by [`crate::input::row_flights`]), the rows of each input from what was read of it
-//! ([`InputRows`]), and [`unproven`] names every input that fails the rule:
+//! Delete is the one irreversible step of the protocol, so no input is
+//! deleted on a manifest's word alone: its rows must be found in the output
+//! ([`OutputFlights`], from its `s3_key` column). [`unproven`] names every
+//! input ([`InputRows`]) that fails the rule:
 //!
 //! - a per-flight file `{uuid}.parquet` that holds a row must have its
 //!   flight (the uuid of its name) in the output;
@@ -20,10 +18,8 @@
 //!   that wrote the output: skipped, vanished, or never read) proves
 //!   nothing.
 //!
-//! A zero-row input holds nothing to lose and is proven. The commit
-//! ([`crate::commit`]) checks its inputs against the rows it merged; recovery
-//! ([`crate::recovery`]) reads the output's `s3_key` column once and each
-//! multi-row input still listed.
+//! A zero-row input holds nothing to lose and is proven. The commit checks
+//! its inputs against the rows it merged; recovery reads them again.
 //!
 //! ```
 //! use archive_compaction::proof::{InputRows, OutputFlights, RowFlights, unproven};
@@ -117,10 +113,9 @@ pub enum InputRows {
     Rows(RowFlights),
 }
 
-/// What a commit read and merged, per input: the rows of each input whose
-/// rows went into the output ([`crate::read::read_inputs`] records them
-/// as each body is decoded and taken by the merge). About 30 B a per-flight
-/// file; a multi-row file keeps its rows' uuids (16 B a row).
+/// What a commit read and merged, per input ([`crate::read::read_inputs`]
+/// records each as it is decoded): about 30 B a per-flight file, 16 B a row
+/// of a multi-row file.
 #[derive(Debug, Clone, Default)]
 pub struct ReadRows {
     per_flight: HashMap<Uuid, Option<Box<RowFlights>>>,
@@ -176,11 +171,10 @@ impl fmt::Display for Unproven {
     }
 }
 
-/// The inputs of `keys` whose rows are not proven to be in `output` (the
-/// module's rule), in the order given. `rows_of(key)` gives the rows the
-/// input held as read (`None`: not known, which proves nothing). Rows
-/// without a flight uuid are counted against the output's, in order: the
-/// input that would take more than the output holds fails.
+/// The inputs of `keys` whose rows are not proven to be in `output`, in
+/// order. `rows_of(key)`: the rows the input held (`None` proves nothing).
+/// Rows without a flight uuid are counted against the output's in order:
+/// the input that would take more than the output holds fails.
 pub fn unproven<'a>(
     keys: impl IntoIterator<Item = &'a str>,
     rows_of: impl Fn(&str) -> Option<InputRows>,

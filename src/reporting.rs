@@ -3,37 +3,17 @@
 //!
 //! Guarantees:
 //!
-//! - Reporting never changes the outcome of a run: `last_run_status`, the
-//!   exit code and the data work stand whatever happens here. A failure is
-//!   logged and appended to [`RunReport::report_errors`] as the text of a
-//!   [`ReportError`] (prefixed `MQTT` or `CloudWatch`).
-//! - Every run is reported, Failure runs included, with what the report
-//!   knows: a value the run could not establish (the watermark or mismatch
-//!   state when the state file could not be read) is not published over
-//!   MQTT, so the retained last known value stays
-//!   ([`crate::mqtt::is_known`]).
-//! - A dry run (`--dry-run`) is not reported: it writes nothing, and its
-//!   figures would overwrite the last real run's retained topics.
-//! - The MQTT password comes from [`crate::app::Deps::mqtt_password`]: the Secrets
-//!   Manager secret `MQTT_PASSWORD_SECRET_ARN` (read once per process, then
-//!   cached) or `MQTT_PASSWORD`. A secret that cannot be read is a
-//!   [`ReportError::MqttSecret`] and nothing goes to MQTT.
-//! - Both sinks are bounded in time: MQTT by `MQTT_TIMEOUT_SECONDS` (the
-//!   first secret read by the same bound again),
-//!   CloudWatch by [`crate::metrics::CLOUDWATCH_TIMEOUT`]. They run
-//!   concurrently, so reporting takes at most the longer of the two. Near
-//!   the run's deadline ([`publish_by`]) each call gets the time left, and
-//!   at least [`SINK_TIME_AT_THE_END`] (1 s), which the run kept for it
-//!   (docs/configuration.md, "Deadline").
-//! - One MQTT topic that cannot be published does not keep the others
-//!   back: a payload over [`crate::mqtt::MAX_PAYLOAD_BYTES`] is left out
-//!   and named in its own `report_errors` entry, a message the broker
-//!   closes the connection at is left out and named while the rest go on a
-//!   new connection ([`crate::mqtt::publish`]), and a failed exchange
-//!   names the topics the broker did not acknowledge.
-//! - What is published is a pure function of the report
-//!   ([`crate::mqtt::statistics`], [`crate::mqtt::discovery`],
-//!   [`crate::metrics::metrics`]).
+//! - Reporting never changes the outcome of a run; a failure is logged and
+//!   appended to [`RunReport::report_errors`] ([`ReportError`]'s text).
+//! - Every run is reported, Failures included, bar a dry run (its figures
+//!   would overwrite the last real run's); what the run could not establish
+//!   is not published, so the retained value stays ([`crate::mqtt::is_known`]).
+//! - Both sinks are bounded (`MQTT_TIMEOUT_SECONDS`, the secret's read
+//!   included; [`crate::metrics::CLOUDWATCH_TIMEOUT`]) and run concurrently;
+//!   near the run's deadline ([`publish_by`]) each gets the time left, at
+//!   least [`SINK_TIME_AT_THE_END`], which the run kept for it.
+//! - One MQTT topic that cannot be published does not hold back the others
+//!   ([`crate::mqtt::publish`]).
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -50,8 +30,7 @@ pub trait Sinks: Sync {
     fn config(&self) -> &Config;
     /// The CloudWatch client, when one was built.
     fn cloudwatch(&self) -> Option<&aws_sdk_cloudwatch::Client>;
-    /// The MQTT password (`MQTT_PASSWORD`, or the secret
-    /// `MQTT_PASSWORD_SECRET_ARN`); `None` for no password.
+    /// The MQTT password; `None` for none.
     ///
     /// Errors: [`ReportError::MqttSecret`] when the secret cannot be read.
     fn mqtt_password(
@@ -59,11 +38,8 @@ pub trait Sinks: Sync {
     ) -> impl std::future::Future<Output = Result<Option<String>, ReportError>> + Send;
 }
 
-/// What each reporting call (PutMetricData, GetSecretValue, the MQTT
-/// exchange) is given at the least when the run's deadline is near: 1 s.
-/// The run's S3 calls end [`crate::storage::S3_DEADLINE_MARGIN`] (8 s)
-/// before its deadline, the lease's release takes at most 5 s of it, and
-/// these three 1 s each are the rest.
+/// What each reporting call is given at the least near the run's deadline
+/// (its share of [`crate::storage::S3_DEADLINE_MARGIN`]).
 pub const SINK_TIME_AT_THE_END: Duration = Duration::from_secs(1);
 
 /// A reporting call's bound: its own `timeout`, or, with a `deadline`, the
@@ -84,12 +60,10 @@ pub async fn publish(deps: &impl Sinks, report: &mut RunReport) {
     publish_by(deps, report, None).await
 }
 
-/// Publishes the report to CloudWatch (when `deps.cloudwatch` is set and
-/// `METRICS_ENABLED`) and MQTT (when `MQTT_HOST` is set), concurrently,
-/// each call ending by `deadline` (the run's) when it can, else after
-/// [`SINK_TIME_AT_THE_END`].
-/// Failures are logged and appended to `report.report_errors`; nothing else
-/// in the report changes.
+/// Publishes the report to CloudWatch (when built and `METRICS_ENABLED`)
+/// and MQTT (when `MQTT_HOST` is set), concurrently, each call ending by
+/// `deadline` when it can, else after [`SINK_TIME_AT_THE_END`]. Only
+/// `report.report_errors` changes.
 pub async fn publish_by(deps: &impl Sinks, report: &mut RunReport, deadline: Option<Instant>) {
     if report.dry_run {
         tracing::info!("dry run: nothing is reported to CloudWatch or MQTT");

@@ -70,13 +70,10 @@ impl Stop {
         self.0.1.load(Ordering::SeqCst) > 0
     }
 
-    /// Listens for SIGTERM and SIGINT on a task of the current runtime.
-    /// While a run is under way, the first signal requests the stop (and
-    /// logs it) and the run ends as described above; `exit` is called
-    /// instead when no run is under way (nothing is held: the process may
-    /// end at once) and on a second signal (the run is abandoned as at a
-    /// crash; its lease lapses at `expires_at`). The CLI and the Lambda
-    /// runtime exit there with 128 + the signal's number.
+    /// Listens for SIGTERM and SIGINT on a task of the current runtime: while
+    /// a run is under way the first signal requests the stop; with none under
+    /// way, or on a second signal, `exit` is called (a run then abandoned is
+    /// as at a crash: its lease lapses).
     ///
     /// Errors: the signal handlers could not be installed.
     #[cfg(unix)]

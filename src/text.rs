@@ -1,13 +1,11 @@
 //! Untrusted text (keys, field names, setting values) as a message or a log
 //! line may carry it: control characters escaped, length bounded.
 //!
-//! An S3 key may hold any UTF-8 character but NUL, control characters
-//! included (S3 user guide, "Naming Amazon S3 objects"), and a Lambda event
-//! may name a field with megabytes of text. Written raw, a newline in a key
-//! starts what looks like a log line of its own and an ESC drives the
-//! reader's terminal; written whole, one field name is a 6 MB log event,
-//! which CloudWatch Logs cuts at 256 KB. [`quote`] and [`escape`] keep both
-//! out of every message that names such an input.
+//! An S3 key may hold any UTF-8 character but NUL (S3 user guide, "Naming
+//! Amazon S3 objects"), and an event may name a field with megabytes of
+//! text. Raw, a newline forges a log line and an ESC drives the reader's
+//! terminal; whole, one field is a 6 MB log event (CloudWatch Logs cuts at
+//! 256 KB). [`quote`] and [`escape`] keep both out of every message.
 //!
 //! ```
 //! use archive_compaction::text::{escape, quote, QUOTED_CHARS_MAX};
@@ -45,10 +43,8 @@ pub fn quote(s: &str) -> String {
     out
 }
 
-/// `s` without quotes, its [`is_unsafe`] characters escaped (`\n`, `\r`,
-/// `\t`, `\u{1b}`; other text, backslashes included, as it is), at most
-/// [`QUOTED_CHARS_MAX`] characters, then `…(N bytes)` when longer. For keys
-/// in messages that print them bare (`s3://bucket/key`).
+/// `s` without quotes, its [`is_unsafe`] characters escaped (other text as
+/// it is), cut as [`quote`] cuts: for keys printed bare (`s3://bucket/key`).
 pub fn escape(s: &str) -> String {
     escape_within(s, QUOTED_CHARS_MAX)
 }
@@ -73,11 +69,8 @@ pub fn escape_bounded(s: &str, max_bytes: usize) -> String {
     out
 }
 
-/// The CLI's text log's field formatter (`fmt::layer().fmt_fields(..)`):
-/// every field, the message included, is [`escape_bounded`] to
-/// [`LOG_FIELD_BYTES_MAX`], so a newline in a key cannot start a forged
-/// line and no field floods the log. The Lambda's JSON log needs none:
-/// JSON escapes control characters itself.
+/// The CLI's text log's field formatter: every field is [`escape_bounded`]
+/// to [`LOG_FIELD_BYTES_MAX`]. The Lambda's JSON log escapes by itself.
 pub fn log_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> + Send + Sync + 'static
 {
     use tracing_subscriber::field::MakeExt;

@@ -30,9 +30,8 @@ pub struct Deps {
     pub cloudwatch: Option<aws_sdk_cloudwatch::Client>,
     /// Secrets Manager client, when `MQTT_PASSWORD_SECRET_ARN` is set.
     pub secrets: Option<aws_sdk_secretsmanager::Client>,
-    /// The MQTT password read from the secret: filled by the first
-    /// successful read, then reused (a failed read is tried again by the
-    /// next invocation).
+    /// The MQTT password read from the secret, cached after the first
+    /// successful read (a failed read is tried again next invocation).
     mqtt_password: Arc<tokio::sync::OnceCell<String>>,
     /// The stop request every invocation's run follows (SIGTERM: Lambda's
     /// shutdown; [`crate::stop::Stop::listen`] in `main`).
@@ -55,22 +54,18 @@ impl crate::reporting::Sinks for Deps {
     }
 }
 
-/// SDK retry policy for every call: 3 attempts, exponential backoff from 1 s
-/// with jitter (the SDK's standard strategy retries throttling, 5xx,
-/// timeouts and connection errors; 4xx such as AccessDenied are not retried).
+/// SDK retry policy for every call: the standard strategy (throttling, 5xx,
+/// timeouts and connection errors; not 4xx) with 3 attempts from 1 s.
 pub fn retry_config() -> RetryConfig {
     RetryConfig::standard()
         .with_max_attempts(3)
         .with_initial_backoff(Duration::from_secs(1))
 }
 
-/// The HTTPS client of every AWS client (S3, CloudWatch, and the credential
-/// providers'): the SDK's own client (hyper 1, rustls 0.23) with rustls'
-/// *ring* provider, the one rumqttc's rustls uses for MQTT over TLS, and the
-/// proxy from `HTTPS_PROXY` / `HTTP_PROXY` / `NO_PROXY` as the SDK's default
-/// client takes it. The SDK's default client is the same on aws-lc-rs, whose
-/// C library a cold build compiles from source; with this one the process
-/// has a single crypto provider. Trusts the system's root certificates.
+/// The HTTPS client of every AWS client: the SDK's own (hyper 1, rustls)
+/// on rustls' *ring* provider, the one rumqttc uses, so the process has a
+/// single crypto provider and no aws-lc-rs C build; proxies from
+/// `HTTPS_PROXY` / `HTTP_PROXY` / `NO_PROXY`, the system's roots.
 pub fn https_client() -> SharedHttpClient {
     Builder::new().build_with_connector_fn(|settings, components| {
         let mut conn =
@@ -84,23 +79,15 @@ pub fn https_client() -> SharedHttpClient {
     })
 }
 
-/// The S3 client's configuration, from the loaded SDK configuration: path
-/// style when asked (local S3 servers), and response checksums validated
-/// only where an operation requires it.
+/// The S3 client's configuration: path style when asked (local servers),
+/// and response checksums validated only where an operation requires it.
 ///
-/// Why not on every GET (the SDK's default, `WhenSupported`, which asks S3
-/// for the object's checksum and recomputes it over every body: about 4 % of
-/// the job's CPU, `make bench`): the GETs are the index files, and the small
-/// JSON state objects (lease, watermark, manifest). In transit each response
-/// is already authenticated by TLS; at rest S3 checks its own checksums. An
-/// index file is then decoded as Parquet (magic, footer, page headers and
-/// decompression reject a truncated or garbled body, and the file is left in
-/// place and reported), its ETag is recorded in the manifest and compared
-/// again before anything is deleted; the state objects are parsed as JSON.
-/// What this job writes keeps full integrity checks: every PUT carries its
-/// SHA-256, which S3 verifies, the output is checked by HEAD against the
-/// manifest, and DeleteObjects keeps its request checksum (S3 requires one);
-/// request checksums stay at the SDK default.
+/// Not on every GET (the SDK's default, a few % of the job's CPU): TLS
+/// authenticates each response and S3 checks its own checksums at rest; an
+/// index file is then decoded as Parquet (a garbled body is rejected) and
+/// its ETag compared before any delete, a state object parsed as JSON. What
+/// this job writes keeps full checks: every PUT carries its SHA-256, the
+/// output is checked by HEAD, DeleteObjects keeps its request checksum.
 pub fn s3_config(sdk: &aws_config::SdkConfig, force_path_style: bool) -> aws_sdk_s3::Config {
     aws_sdk_s3::config::Builder::from(sdk)
         .force_path_style(force_path_style)
@@ -155,15 +142,11 @@ impl Deps {
         }
     }
 
-    /// The MQTT password: the `SecretString` of `MQTT_PASSWORD_SECRET_ARN`
-    /// when set, read with GetSecretValue on the first call and cached for
-    /// the life of the process (a Lambda execution environment); else
-    /// `MQTT_PASSWORD`. `Ok(None)` when neither is set or MQTT is off.
+    /// The MQTT password: `MQTT_PASSWORD_SECRET_ARN`'s `SecretString` (read
+    /// on the first call within `MQTT_TIMEOUT_SECONDS`, cached for the
+    /// process), else `MQTT_PASSWORD`; `Ok(None)` when neither or MQTT off.
     ///
-    /// The read is bounded by `MQTT_TIMEOUT_SECONDS`. Errors:
-    /// [`ReportError::MqttSecret`] (not found, access denied, a binary
-    /// secret, no client, timed out); nothing is cached then, so the next
-    /// invocation reads again.
+    /// Errors: [`ReportError::MqttSecret`]; nothing is cached then.
     pub async fn mqtt_password(&self) -> Result<Option<String>, ReportError> {
         let Some(mqtt) = &self.config.mqtt else {
             return Ok(None);

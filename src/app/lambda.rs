@@ -16,11 +16,8 @@ use crate::run::RunOptions;
 
 /// The Lambda payload: an EventBridge scheduled event, or a console test
 /// event with the optional fields below, parsed strictly
-/// ([`InvokeEvent::from_value`]): a field this version does not know (say
-/// `dry-run`, the CLI's spelling) is an error, never ignored. EventBridge's
-/// own envelope fields ([`EVENTBRIDGE_ENVELOPE`]) are the exception: they
-/// are fields of this struct, so `deny_unknown_fields` takes them, and are
-/// not used, bar `id` and `time`.
+/// ([`InvokeEvent::from_value`]): an unknown field is an error, never
+/// ignored; EventBridge's envelope ([`EVENTBRIDGE_ENVELOPE`]) is accepted.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)] // the envelope's fields are read by nobody
@@ -108,14 +105,12 @@ fn strict_date<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<NaiveDat
 }
 
 impl InvokeEvent {
-    /// Parses a Lambda payload strictly: a JSON object whose fields are
-    /// [`event_fields`] or EventBridge's envelope ([`EVENTBRIDGE_ENVELOPE`]),
-    /// each of its type, then [`InvokeEvent::validate`]. Which fields are
-    /// accepted is serde's `deny_unknown_fields`; each field is tried alone,
-    /// so the error names it.
+    /// Parses a Lambda payload strictly: an object of [`event_fields`] and
+    /// [`EVENTBRIDGE_ENVELOPE`], each of its type, then
+    /// [`InvokeEvent::validate`]. Each field is tried alone, so the error
+    /// names it.
     ///
-    /// Errors: a message naming the field (or the payload's kind when it is
-    /// not an object) and listing the accepted fields.
+    /// Errors: a message naming the field and listing the accepted ones.
     pub fn from_value(payload: serde_json::Value) -> Result<InvokeEvent, String> {
         let accepted = || {
             format!(
@@ -263,21 +258,18 @@ fn strict_date_required<'de, D: serde::Deserializer<'de>>(d: D) -> Result<NaiveD
     strict_date(d)?.ok_or_else(|| serde::de::Error::custom("expected a date YYYY-MM-DD, got null"))
 }
 
-/// The runtime's deadline for this invocation ([`Context::deadline`]),
-/// `None` when it is already past as the invocation starts. Lambda's is
-/// always in the future; a local emulator's may not be (`cargo lambda
-/// watch` sends a constant 600000 ms after the epoch), and honouring one
-/// already past would stop the run before its first date.
+/// The runtime's deadline for this invocation, `None` when already past as
+/// it starts: a local emulator's may be (`cargo lambda watch` sends 600000
+/// ms after the epoch), and honouring it would stop before the first date.
 pub fn deadline(ctx: &Context) -> Option<Instant> {
     let left = ctx.deadline().duration_since(SystemTime::now()).ok()?;
     (!left.is_zero()).then(|| Instant::now() + left)
 }
 
 /// The Lambda entry point: an event with an `audit` field is an
-/// [`AuditEvent`] (the audit's report is the response when clean; an
-/// error of type `AuditFindings` or `AuditIncomplete` with the report as
-/// its message otherwise; no CloudWatch or MQTT report); any other event
-/// goes to [`handle`].
+/// [`AuditEvent`] (the report is the response when clean, else the message
+/// of an `AuditFindings` or `AuditIncomplete` error; nothing published);
+/// any other goes to [`handle`].
 pub async fn dispatch(
     deps: &Deps,
     event: LambdaEvent<serde_json::Value>,
@@ -319,13 +311,9 @@ pub async fn dispatch(
 /// ([`report_log_line`]).
 pub const REPORT_LOG_MESSAGE: &str = "run report";
 
-/// The log line of a Lambda run's report, on every outcome: one JSON
-/// object shaped like the other JSON log lines (`level`, `target`,
-/// `fields.message`), with the report itself, not escaped, as
-/// `fields.report`. Find it in the log group with the filter pattern
-/// `{ $.fields.message = "run report" }` (docs/runbook.md). A Mismatch's
-/// or a Failure's report is also the message of the Lambda error, which
-/// the runtime logs escaped.
+/// The log line of a Lambda run's report, on every outcome: one JSON object
+/// shaped like the other log lines, the report unescaped as `fields.report`
+/// (filter pattern `{ $.fields.message = "run report" }`, docs/runbook.md).
 pub fn report_log_line(report: &RunReport) -> String {
     let level = match report.last_run_status {
         Status::Success => "INFO",

@@ -1,9 +1,6 @@
-//! The bucket's versioning and lifecycle rules, as `status` reads them
-//! (GetBucketVersioning, GetBucketLifecycleConfiguration). A versioned
-//! bucket keeps a noncurrent version of every object compaction deletes or
-//! overwrites, and a delete marker for each deletion, until a lifecycle
-//! rule expires them (docs/deploying.md, "Versioned buckets"); the job
-//! itself never reads either.
+//! The bucket's versioning and lifecycle rules, as `status` reads them: a
+//! versioned bucket keeps what compaction deletes or overwrites until a rule
+//! expires it (docs/deploying.md, "Versioned buckets").
 
 use super::S3Store;
 use crate::error::Result;
@@ -89,10 +86,8 @@ impl S3Store {
     /// The bucket's versioning state and enabled lifecycle rules.
     ///
     /// # Errors
-    /// [`crate::error::Error::S3`] from GetBucketVersioning or
-    /// GetBucketLifecycleConfiguration (AccessDenied without
-    /// `s3:GetBucketVersioning` / `s3:GetLifecycleConfiguration` on the
-    /// bucket); a bucket with no lifecycle configuration is no error.
+    /// [`crate::error::Error::S3`] (AccessDenied without the two read
+    /// permissions); no lifecycle configuration is no error.
     pub async fn bucket_lifecycle(&self) -> Result<BucketLifecycle> {
         // The rules first: a denial names the first permission missing.
         let rules = match self

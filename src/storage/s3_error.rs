@@ -39,13 +39,10 @@ pub(super) fn no_message(status: Option<u16>) -> String {
     }
 }
 
-/// An AWS SDK error (S3, CloudWatch, Secrets Manager) as one line for a
-/// report: `{code}: {message} (HTTP {status})` for a service error, else
-/// [`one_line`] of it. The status is kept because some servers answer in a
-/// shape the SDK cannot read a code from (moto's Secrets Manager denials:
-/// code `Unknown`, HTTP 403). The SDK's `DisplayErrorContext` appends its
-/// whole debug dump (request, headers, extensions); that goes to the debug
-/// log only.
+/// An AWS SDK error as one line for a report: `{code}: {message} (HTTP
+/// {status})` for a service error (the status because some servers answer
+/// in a shape the SDK reads no code from), else [`one_line`]. The SDK's own
+/// dump goes to the debug log only.
 pub fn sdk_error_line<E>(e: &SdkError<E, aws_sdk_s3::config::http::HttpResponse>) -> String
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
