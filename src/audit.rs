@@ -70,23 +70,19 @@ use crate::merge::is_other_day;
 use crate::spill::{SpillSettings, UuidSet};
 use crate::storage::{ObjectMeta, Store};
 
-/// Examples kept per finding, per date and in the totals (the first ones in
-/// date, then key order); the counts are always exact.
+/// Examples kept per finding, per date and in the totals (the first); counts are exact.
 pub const EXAMPLES_MAX: usize = 5;
 
 /// Files named in one duplicated flight's example.
 pub const EXAMPLE_FILES_MAX: usize = 4;
 
-/// Dates audited at once. Each holds its own listings and per-flight
-/// entries (memory), and its GETs share `READ_CONCURRENCY` with the others.
+/// Dates audited at once (each holds its listings; GETs share `READ_CONCURRENCY`).
 pub const DATES_IN_FLIGHT: usize = 4;
 
-/// Multi-row inputs of one date read at once (each holds its two column
-/// chunks while decoded).
+/// Multi-row inputs of one date read at once (each holds its two column chunks).
 pub const FILES_IN_FLIGHT: usize = 8;
 
-/// What fixes each finding (also in the report's totals, for every finding
-/// that was found).
+/// What fixes each finding (in the report's totals, for every finding found).
 pub mod fixes {
     /// For `missing`.
     pub const MISSING: &str = "a flight without an index row blocks the scheduled walk at its date (parity gate) and every run of that date: have the archive writer write its index file {uuid}.parquet from its flights/ object (rewrite it when unreadable_files names it; or remove the flight object if it is no flight), then the next run passes the date; `status` shows what blocks the walk (docs/runbook.md#an-unreadable-per-flight-index-file)";
@@ -109,8 +105,7 @@ pub struct AuditOptions {
     pub from: NaiveDate,
     /// Last date (included).
     pub to: NaiveDate,
-    /// The deadline (Lambda's), kept by the run's rule
-    /// ([`crate::deadline::Deadline`]); `None`: no deadline.
+    /// The deadline, kept by the run's rule ([`crate::deadline::Deadline`]); `None`: none.
     pub deadline: Option<Instant>,
     /// A progress bar over the dates (the CLI on a terminal).
     pub bar: Option<indicatif::ProgressBar>,
@@ -231,8 +226,7 @@ pub struct Findings {
     pub orphans: Finding<RowExample>,
     /// Rows whose `first_message` UTC date is not their partition's.
     pub other_day_rows: Finding<RowExample>,
-    /// Index files (multi-row, or per-flight) whose footer or `s3_key`
-    /// column cannot be read.
+    /// Index files whose footer or `s3_key` column cannot be read.
     pub unreadable_files: Finding<FileExample>,
 }
 
@@ -416,8 +410,7 @@ pub async fn audit(
         .boxed();
     while let Some((date, outcome)) = days.next().await {
         match outcome {
-            // Not started, or cut by the S3 deadline: the next audit
-            // starts from the first such date.
+            // Not started, or cut by the S3 deadline: the next audit starts here.
             None | Some(Err(Error::Deadline { .. })) => {
                 report.resume_date = Some(report.resume_date.map_or(date, |r| r.min(date)));
             }
@@ -463,8 +456,7 @@ pub async fn audit(
     Ok(report)
 }
 
-/// [`audit_day`], once more when an input changed since the listing (a run
-/// folded the day meanwhile).
+/// [`audit_day`], once more when an input changed since the listing (a run folded the day).
 async fn audit_date(
     store: &impl Store,
     date: NaiveDate,
@@ -701,8 +693,7 @@ async fn read_columns(
     })
 }
 
-/// The report as text, for a terminal: the totals, each finding with its
-/// first examples and what fixes it, the dates not finished.
+/// The report as text: totals, findings with examples and fixes, dates not finished.
 pub fn format_human(r: &AuditReport) -> String {
     let mut s = String::new();
     let t = &r.totals;

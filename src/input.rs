@@ -201,8 +201,7 @@ pub fn check_decoded(
     )
 }
 
-/// The top-level leaf columns named one of `names`, without case (as the
-/// merge matches names), in file order.
+/// The top-level leaf columns named one of `names` (without case), in file order.
 pub fn leaves_named(metadata: &ParquetMetaData, names: &[&str]) -> Vec<usize> {
     let descr = metadata.file_metadata().schema_descr();
     (descr.columns().iter().enumerate())
@@ -224,8 +223,7 @@ pub struct ObjectReader<'a, S> {
     size: u64,
     etag: Option<String>,
     whole: Option<Bytes>,
-    /// The tail read first (its offset, its bytes): ranges in it are not
-    /// fetched again.
+    /// The tail read first (offset, bytes): ranges in it are not fetched again.
     tail: Option<(u64, Bytes)>,
     whole_up_to: u64,
     gets: Option<&'a Semaphore>,
@@ -234,8 +232,7 @@ pub struct ObjectReader<'a, S> {
 }
 
 impl<'a, S: Store> ObjectReader<'a, S> {
-    /// A reader of `key`, `size` bytes as listed, only in the version with
-    /// ETag `if_match` when given (else the version its first GET finds).
+    /// A reader of `key` (`size` bytes as listed), only in version `if_match` when given.
     pub fn new(store: &'a S, key: &'a str, size: u64, if_match: Option<&str>) -> Self {
         ObjectReader {
             store,
@@ -251,8 +248,7 @@ impl<'a, S: Store> ObjectReader<'a, S> {
         }
     }
 
-    /// Objects of at most `bytes` are read whole (default
-    /// [`SMALL_INPUT_BYTES`]); bigger ones footer first.
+    /// Objects of at most `bytes` (default [`SMALL_INPUT_BYTES`]) are read whole.
     pub fn whole_up_to(mut self, bytes: u64) -> Self {
         self.whole_up_to = bytes;
         self
@@ -380,8 +376,7 @@ impl<'a, S: Store> ObjectReader<'a, S> {
             return object_store::coalesce_ranges(ranges, |r| self.get(r), COALESCE_GAP_BYTES)
                 .await;
         };
-        // What lies in the tail read first is served from it; only the
-        // rest is fetched (a range running into the tail is joined to it).
+        // Ranges in the tail read first are served from it (one running into it is joined).
         let tail_at = *tail_at;
         let heads: Vec<Range<u64>> = (ranges.iter())
             .filter(|r| r.start < tail_at)
@@ -532,8 +527,7 @@ pub struct InputRead {
     pub size: u64,
     /// Body bytes received (0 when the body was handed in).
     pub bytes_read: u64,
-    /// Its rows conformed to [`merge::target_schema`], or why it is left in
-    /// place (not Parquet, a limit, a lossy type).
+    /// Its rows conformed to [`merge::target_schema`], or why it is left in place.
     pub outcome: std::result::Result<Decoded, Unmergeable>,
 }
 
@@ -610,8 +604,7 @@ pub struct ColumnsRead {
     pub bytes_read: u64,
     /// The whole body, when small enough to be read whole (for reuse).
     pub whole: Option<Fetched>,
-    /// `Ok` once every batch went to the caller; else why the file cannot
-    /// be read (not Parquet, a limit, no `names[0]` column).
+    /// `Ok` once every batch went to the caller; else why the file cannot be read.
     pub outcome: std::result::Result<(), Unmergeable>,
 }
 
@@ -630,8 +623,7 @@ pub async fn read_columns(
     names: &[&str],
     each: impl FnMut(RecordBatch) -> std::result::Result<(), Unmergeable>,
 ) -> Result<ColumnsRead> {
-    // Whole only when the tail read would take it all: a few columns of a
-    // bigger file are less than the file.
+    // Whole only when the tail read would take it all (a few columns cost less).
     let mut reader =
         ObjectReader::new(store, &meta.key, meta.size, if_match).whole_up_to(TAIL_READ_BYTES);
     if let Some(g) = gets {
@@ -698,8 +690,7 @@ pub async fn row_flights(
     flights_of(&mut reader, budget).await
 }
 
-/// [`row_flights`] of a body already in memory (no GET); `store` and `key`
-/// only name it in errors.
+/// [`row_flights`] of a body in memory (no GET); `store` and `key` only name it in errors.
 pub async fn row_flights_of_body(
     store: &impl Store,
     key: &str,
@@ -801,8 +792,7 @@ impl RowKeys {
             .map(|c| c.value(row))
     }
 
-    /// Row `row`'s `first_message` ([`merge::first_message_at`]; `None`
-    /// when null, out of range or there is no such column).
+    /// Row `row`'s `first_message` ([`merge::first_message_at`]); `None` when unknown.
     pub fn first_message(&self, row: usize) -> Option<DateTime<Utc>> {
         let (v, unit) = self.first.as_ref()?;
         let v = v.as_primitive::<arrow_array::types::Int64Type>();

@@ -149,11 +149,9 @@ pub enum KeptReason {
     AfterWatermark,
     /// Its date is blocked (mismatch date, live or quarantined manifest).
     Blocked,
-    /// The S3 object it mirrors is still there: a straggler the sweep has
-    /// not folded yet, or an input whose delete failed.
+    /// Its S3 object is still there (a straggler not folded yet, or a failed delete).
     StillInS3,
-    /// Neither its S3 object nor its flight under `flights/` is in S3: no
-    /// proof its row is anywhere else.
+    /// Neither its S3 object nor its flight is in S3: no proof its row is elsewhere.
     FlightNotListed,
     /// In a day folder, but not a per-flight index file.
     NotPerFlight,
@@ -366,8 +364,7 @@ impl ListedDay {
     }
 }
 
-/// The dates of `walk` that need a listing: with per-flight copies, at or
-/// before the watermark, not blocked.
+/// The dates of `walk` to list: per-flight copies, at or before the watermark, not blocked.
 pub fn dates_to_list(walk: &CacheWalk, state: &BucketState) -> Vec<NaiveDate> {
     walk.days
         .iter()
@@ -431,8 +428,7 @@ pub fn plan_prune(walk: &CacheWalk, state: &BucketState) -> PrunePlan {
         }
         let listed = state.listed.get(date);
         for c in &day.copies {
-            // Blocked first: the mismatch date is after the watermark too,
-            // and "blocked" says more.
+            // Blocked first: the mismatch date is after the watermark too.
             let why = if report.blocked_by.is_some() {
                 Some(KeptReason::Blocked)
             } else if state.watermark.is_none_or(|w| *date > w) {
@@ -498,13 +494,11 @@ pub struct PruneReport {
     pub days: Vec<PruneDay>,
     /// Deletes that failed, with the path and the error (the run exits 1).
     pub errors: Vec<String>,
-    /// Folders of the cache that could not be read, with why: skipped, their
-    /// files neither deleted nor counted.
+    /// Unreadable cache folders, with why: skipped, their files neither deleted nor counted.
     pub skipped_folders: Vec<String>,
 }
 
-/// `prune-cache`'s exit code when folders were skipped
-/// ([`PruneReport::skipped_folders`]) and nothing failed: a partial prune.
+/// `prune-cache`'s exit code when folders were skipped and nothing failed: a partial prune.
 pub const EXIT_PARTIAL: u8 = 3;
 
 impl PruneReport {
@@ -656,8 +650,7 @@ pub fn execute(dir: &Path, plan: &PrunePlan, r: &mut PruneReport) {
     }
 }
 
-/// The open handle of the day folder the last delete was in, so a day's
-/// copies share one `openat` chain.
+/// The open day folder of the last delete, so a day's copies share one `openat` chain.
 struct DayHandles<'a> {
     dir: &'a Path,
     open: Option<(String, rustix::fd::OwnedFd)>,

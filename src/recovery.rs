@@ -328,8 +328,7 @@ pub fn validate_manifest(key: &str, manifest: &Manifest) -> std::result::Result<
     Ok(())
 }
 
-/// `key` is directly in the partition `prefix` (no state file, sub-prefix
-/// or other partition).
+/// `key` is directly in the partition `prefix`.
 fn in_partition(role: Role, key: &str, prefix: &str) -> std::result::Result<(), ManifestRule> {
     if key.starts_with(STATE_ROOT) {
         return Err(ManifestRule::StateFile {
@@ -376,8 +375,7 @@ fn v1_output_minted_with_job(key: &str, prefix: &str, job_id: Uuid) -> bool {
     }
 }
 
-/// What recovery does with one manifest, decided before anything is
-/// written; [`execute`] carries it out, [`forecast`] foresees it.
+/// What recovery does with one manifest, decided before anything is written.
 #[derive(Debug)]
 struct ManifestPlan {
     key: String,
@@ -388,8 +386,7 @@ struct ManifestPlan {
     decision: Decision,
 }
 
-/// Reads the manifest at `key`, then the bucket ([`decide`]), to plan what
-/// recovery does with it; `None` when it is gone by then.
+/// Reads the manifest at `key`, then the bucket, to plan it; `None` when it is gone.
 async fn plan_manifest(
     store: &impl Store,
     key: &str,
@@ -419,8 +416,7 @@ enum Decision {
 /// The recovery table's rows for a manifest that may be acted on.
 #[derive(Debug)]
 enum Step {
-    /// No output (zero rows) or output verified: finish the commit, keeping
-    /// the unproven inputs.
+    /// No output (zero rows) or output verified: finish the commit, keeping unproven inputs.
     Complete { unproven: Vec<Unproven> },
     /// The output was never written: drop the manifest.
     OutputMissing(String),
@@ -432,8 +428,7 @@ enum Step {
     },
 }
 
-/// Reads the bucket (output HEAD, partition listing, inputs for the proof
-/// within `budget`) to decide what to do with the manifest at `key`.
+/// Reads the bucket (output, partition, inputs within `budget`) to decide on `key`.
 async fn decide(store: &impl Store, key: &str, body: &[u8], budget: Budget) -> Result<Decision> {
     let manifest: Manifest = match serde_json::from_slice(body) {
         Ok(m) => m,
@@ -677,8 +672,7 @@ fn still_quarantined(quarantined: Vec<ObjectMeta>, out: &mut Recovery) {
     }
 }
 
-/// Why a date is blocked by a quarantined manifest (`done`: "moved", or
-/// "would be moved" in a dry run).
+/// Why a quarantine blocks a date (`done`: "moved", or "would be moved").
 fn blocked_reason(
     store: &impl Store,
     key: &str,
@@ -704,8 +698,7 @@ fn quarantine_key(key: &str) -> String {
     key.replacen(MANIFESTS_ROOT, QUARANTINE_ROOT, 1)
 }
 
-/// The dry run's [`quarantine`]: blocks the manifest's `date` (when it
-/// has one) in `out` with why it would be moved; returns where it would go.
+/// The dry run's [`quarantine`]: blocks `date` in `out`; returns where it would go.
 fn would_quarantine(
     store: &impl Store,
     key: &str,
@@ -831,8 +824,7 @@ async fn forecast(
     })
 }
 
-/// Moves the manifest at `key` (body `body`) to `quarantine/` and blocks
-/// its date with `rule`. Deletes nothing else.
+/// Moves the manifest at `key` to `quarantine/`, blocking its date; deletes nothing else.
 async fn quarantine(
     store: &impl Store,
     key: &str,
@@ -949,8 +941,7 @@ async fn resolve(
     })
 }
 
-/// What came of a [`ManifestPlan`] (in the dry run: what would), for its
-/// report entry ([`describe`]).
+/// What came of a [`ManifestPlan`] (dry run: what would), for [`describe`].
 #[derive(Debug)]
 enum Effect {
     /// Moved aside for `rule`; `proven`: (inputs deleted, inputs kept) first.
@@ -1072,8 +1063,7 @@ impl Recovery {
     }
 }
 
-/// [`ManifestRule::InputNotInOutput`] for `manifest` when any input is
-/// `unproven`.
+/// [`ManifestRule::InputNotInOutput`] when any input is `unproven`.
 fn not_in_output(manifest: &Manifest, unproven: &[Unproven]) -> Option<ManifestRule> {
     let first = unproven.first()?;
     Some(ManifestRule::InputNotInOutput {

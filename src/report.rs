@@ -28,24 +28,19 @@
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 
-/// How many of the missing flights' uuids `mismatch_uuids` (and its MQTT
-/// topic) carries: the first, sorted (100 are about 3.9 KB of JSON).
+/// Uuids `mismatch_uuids` and its MQTT topic carry: the first, sorted (100 are ~3.9 KB of JSON).
 pub const UUIDS_SHOWN: usize = 100;
 
-/// How many uuids a date's entry in `days` carries (`days[].mismatch_uuids`);
-/// `days[].mismatch_uuid_count` is the exact count.
+/// Uuids a date's `days[].mismatch_uuids` carries; `days[].mismatch_uuid_count` is exact.
 pub const DAY_UUIDS_SHOWN: usize = 20;
 
-/// How many dates `days` lists (the first ones, in walk order); `days_total`
-/// counts them all, and the log has one `date reported` line for each.
+/// Dates `days` lists (the first, in walk order); the log has a `date reported` line for each.
 pub const DAYS_SHOWN: usize = 100;
 
-/// How many files `skipped_files` lists (the first met); the log has a
-/// `file skipped` line for each.
+/// Files `skipped_files` lists (the first met); the log has a `file skipped` line for each.
 pub const SKIPPED_FILES_SHOWN: usize = 100;
 
-/// How many manifests `recovered` lists (in the order recovery met them);
-/// `recovered_total` counts them all.
+/// Manifests `recovered` lists (in the order recovery met them).
 pub const RECOVERED_SHOWN: usize = 100;
 
 /// How many errors `errors` lists: the first `ERRORS_SHOWN - 1` and the
@@ -115,11 +110,9 @@ pub enum StopReason {
     LeaseHeld,
     /// A date is blocked by a stuck or quarantined manifest.
     BlockedByManifest,
-    /// A repair range (`--from`/`--to`), or the one date of `--date`, went
-    /// through its last date.
+    /// A repair range (`--from`/`--to`) or `--date` went through its last date.
     EndOfRange,
-    /// SIGTERM or SIGINT (or Lambda's shutdown): no new date or destructive
-    /// step was started, the lease was released.
+    /// SIGTERM or SIGINT: no new date or destructive step started, the lease released.
     Interrupted,
     /// An error stopped the run.
     Error,
@@ -153,8 +146,7 @@ pub enum DayAction {
     Failed,
     /// Dry run: what a run would merge.
     Planned,
-    /// Straggler sweep: late or rewritten files folded into an
-    /// already-compacted date.
+    /// Straggler sweep: late or rewritten files folded into an already-compacted date.
     Swept,
     /// Dry run of the straggler sweep.
     SweepPlanned,
@@ -170,8 +162,7 @@ named_enum!(DayAction);
 named_enum!(StopReason);
 
 impl StopReason {
-    /// Why a run that `e` stopped stopped: a signal, the deadline, or else
-    /// [`StopReason::Error`].
+    /// Why a run that `e` stopped stopped: a signal, the deadline, else [`StopReason::Error`].
     pub fn of(e: &crate::error::Error) -> StopReason {
         match e {
             crate::error::Error::Interrupted { .. } => StopReason::Interrupted,
@@ -181,8 +172,7 @@ impl StopReason {
     }
 }
 
-/// What recovery did with one manifest (`recovered[].action`): the row of
-/// the recovery table (docs/ARCHITECTURE.md).
+/// What recovery did with one manifest (`recovered[].action`): a row of the recovery table.
 #[derive(
     Debug,
     Clone,
@@ -231,8 +221,7 @@ pub struct SkippedFile {
 }
 
 impl SkippedFile {
-    /// `key`, of partition `date`, left in place because it cannot be
-    /// merged (`u`'s column, reason and limit).
+    /// `key`, of partition `date`, left in place because it cannot be merged (`u`).
     pub fn unmergeable(key: &str, date: NaiveDate, u: crate::merge::Unmergeable) -> SkippedFile {
         SkippedFile {
             key: key.to_string(),
@@ -282,26 +271,21 @@ pub struct DayReport {
     pub flights: u64,
     /// The parity gate's verdict; `None` when the date failed before it was checked.
     pub parity: Option<Parity>,
-    /// Index files left out of the plan because a live manifest claims them
-    /// (in a dry run: also those recovery would delete first).
+    /// Index files a live manifest claims (dry run: also those recovery would delete).
     pub files_claimed: u64,
-    /// Foreign objects in the date's index partition (never touched): see
-    /// [`crate::keys::IndexKey`].
+    /// Foreign objects in the date's index partition ([`crate::keys::IndexKey`]), never touched.
     pub foreign_objects: u64,
     /// The first [`crate::run::FOREIGN_KEYS_SHOWN`] of them, in key order.
     pub foreign_keys: Vec<String>,
     /// True when `foreign_keys` names fewer keys than `foreign_objects` counts.
     pub foreign_keys_truncated: bool,
-    /// Inputs left in place because they cannot be read or merged; each is
-    /// in the run's `skipped_files` with the reason.
+    /// Inputs left in place, unreadable or unmergeable (each in the run's `skipped_files`).
     pub files_skipped: u64,
-    /// Input files read (per-flight plus folded compacted files); in a dry
-    /// run, the files the run would merge.
+    /// Input files read (in a dry run: those the run would merge).
     pub files_read: u64,
     /// Of `files_read`, how many were existing compacted files folded in.
     pub files_read_compacted: u64,
-    /// Of `files_read`, how many were other multi-row index files (a legacy
-    /// migration's `legacy-migration.parquet`, exports) folded in.
+    /// Of `files_read`, other multi-row index files (a legacy migration's, exports) folded in.
     pub files_read_multi_row: u64,
     /// Input files deleted after the output was verified.
     pub files_deleted: u64,
@@ -324,14 +308,12 @@ pub struct DayReport {
     /// listing window past the first and one a fold of changed inputs.
     #[serde(default)]
     pub passes: u64,
-    /// Columns the target schema does not know, kept after the known ones
-    /// (one type each for the day: `merge::widen`).
+    /// Columns the target schema does not know, kept after the known ones (`merge::widen`).
     pub extra_columns: Vec<String>,
     /// Rows of multi-row inputs whose `s3_key` names no flight: merged, kept
     /// after the flights' rows, counted on every merge of the date.
     pub rows_without_flight: u64,
-    /// The inputs that held them, by key (the first
-    /// [`crate::run::FOREIGN_KEYS_SHOWN`]).
+    /// The inputs that held them (the first [`crate::run::FOREIGN_KEYS_SHOWN`]).
     pub rows_without_flight_keys: Vec<String>,
     /// The output key, when one was written.
     pub output_key: Option<String>,
@@ -339,8 +321,7 @@ pub struct DayReport {
     pub bytes_written: u64,
     /// Bytes of input read (in a dry run: of the files it would merge).
     pub bytes_read: u64,
-    /// On a `mismatch`: the first [`DAY_UUIDS_SHOWN`] flights without an
-    /// index row, sorted (cut by [`RunReport::add_day`]).
+    /// On a `mismatch`: the first [`DAY_UUIDS_SHOWN`] flights without an index row, sorted.
     pub mismatch_uuids: Vec<String>,
     /// On a `mismatch`: how many flights have no index row (exact).
     pub mismatch_uuid_count: u64,
@@ -354,11 +335,9 @@ pub struct DayReport {
     /// another date: merged where they sit, never moved. Over several passes,
     /// the pass that read the most ([`RunReport::note_other_days`]).
     pub rows_of_other_days: u64,
-    /// The flights of the first [`crate::merge::OTHER_DAYS_UUIDS_SHOWN`] of
-    /// them, in the order read (`rows_of_other_days` is the full count).
+    /// Their flights (the first [`crate::merge::OTHER_DAYS_UUIDS_SHOWN`], in the order read).
     pub other_days_uuids: Vec<String>,
-    /// Inputs of this date left in place, with the reason; moved into the
-    /// run's `skipped_files` by [`RunReport::add_day`] (not serialised here).
+    /// Inputs left in place, moved into the run's `skipped_files` by [`RunReport::add_day`].
     #[serde(skip)]
     pub skipped: Vec<SkippedFile>,
     /// Wall time spent on the date, in seconds.
@@ -397,8 +376,7 @@ pub struct RunReport {
     pub mismatch_date: Option<NaiveDate>,
     /// How many flights of `mismatch_date` fail parity (exact).
     pub mismatch_uuid_count: u64,
-    /// The first [`UUIDS_SHOWN`] of those flights' uuids, sorted (`status`
-    /// lists them all).
+    /// The first [`UUIDS_SHOWN`] of those flights' uuids, sorted (`status` lists them all).
     pub mismatch_uuids: Vec<String>,
     /// `watermark.json`'s count of consecutive scheduled runs blocked on
     /// its mismatch date; `--date`, ranges and dry runs report it as read.
@@ -426,8 +404,7 @@ pub struct RunReport {
     pub watermark_ahead_days: Option<i64>,
     /// Why the walk stopped.
     pub stop_reason: StopReason,
-    /// On `stop_reason` `deadline`: the first date not started, where the
-    /// next run (or, for a repair range, the same event) goes on.
+    /// On a `deadline` stop: the first date not started, where the next run goes on.
     pub resume_date: Option<NaiveDate>,
     /// True for `--dry-run`: nothing was written or deleted.
     pub dry_run: bool,
@@ -449,8 +426,7 @@ pub struct RunReport {
     /// with work never hidden behind empty ones ([`RunReport::add_day`],
     /// [`RunReport::work_first`]).
     pub days: Vec<DayReport>,
-    /// Files left in place with the reason (foreign objects are not listed,
-    /// only counted): the first [`SKIPPED_FILES_SHOWN`].
+    /// Files left in place with the reason (the first [`SKIPPED_FILES_SHOWN`]).
     pub skipped_files: Vec<SkippedFile>,
     /// Foreign objects seen under walked partitions (never touched).
     pub foreign_objects: u64,
@@ -459,8 +435,7 @@ pub struct RunReport {
     /// Errors, one line each, naming the operation, key, date or setting; a
     /// blocked date is named here on every run until it is resolved.
     pub errors: Vec<String>,
-    /// Reporting failures (MQTT, CloudWatch, at most one per sink); they
-    /// never change the status.
+    /// Reporting failures (MQTT, CloudWatch, one per sink at most); never change the status.
     pub report_errors: Vec<String>,
     /// Wall time of the run, in seconds.
     pub duration_seconds: f64,
@@ -552,8 +527,7 @@ impl RunReport {
         }
     }
 
-    /// Orders `days` with the dates that have work first, each group in date
-    /// order, as a repair range's report shows them.
+    /// Orders `days` with the dates that have work first, each group in date order.
     pub fn work_first(&mut self) {
         self.days
             .sort_by_key(|d| (d.action == DayAction::NothingToCompact, d.date));
@@ -679,8 +653,7 @@ fn cut<T>(list: &mut Vec<T>, keep: usize) -> bool {
     cut
 }
 
-/// Cuts `list` to its first `keep - 1` entries and its last one (none when
-/// `keep` is 0); true when something was cut.
+/// Cuts `list` to its first `keep - 1` entries and its last; true when something was cut.
 fn cut_keeping_last<T>(list: &mut Vec<T>, keep: usize) -> bool {
     if list.len() <= keep {
         return false;

@@ -99,8 +99,7 @@ pub struct LeaseStatus {
     pub expires_in_seconds: Option<i64>,
 }
 
-/// A live manifest under `_compaction_state/manifests/`: a commit in flight,
-/// or one a crashed run left for the next run's recovery.
+/// A live manifest: a commit in flight, or one a crashed run left for recovery.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ManifestStatus {
     /// The manifest key.
@@ -128,8 +127,7 @@ pub struct ManifestStatus {
     pub stuck: bool,
 }
 
-/// A manifest moved aside to `_compaction_state/quarantine/`; its date stays
-/// blocked until an operator deletes it.
+/// A manifest moved to `quarantine/`; its date is blocked until an operator deletes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QuarantinedStatus {
     /// The key under `quarantine/`.
@@ -175,8 +173,7 @@ pub struct MismatchStatus {
     /// The date's unreadable per-flight files, with why, by flight.
     #[serde(default)]
     pub unread_files: Vec<crate::report::UnreadFile>,
-    /// Compacted files read for the check (only when the per-flight files
-    /// did not cover every flight, as in a run).
+    /// Compacted files read for the check (when per-flight files did not cover every flight).
     pub compacted_files_read: u64,
 }
 
@@ -204,8 +201,7 @@ pub struct DayStatus {
 /// `last_run_status` (read only when `MQTT_HOST` is set).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct LastRunStatus {
-    /// `last_run_at`: the last run's invocation time (ISO 8601, UTC); `None`
-    /// when the broker holds none.
+    /// `last_run_at`: the last run's invocation time (ISO 8601, UTC), if the broker holds one.
     pub at: Option<String>,
     /// Hours from it to `as_of` (rounded down), when `at` parses.
     pub age_hours: Option<i64>,
@@ -261,8 +257,7 @@ pub struct StatusReport {
     /// Nothing could be read: `lease`, `manifests` and `quarantined` are
     /// unknown too (implies `state_unreadable`).
     pub bucket_unreadable: bool,
-    /// `last_compacted_date`; `None` when nothing was compacted yet or
-    /// unreadable.
+    /// `last_compacted_date`; `None` when nothing was compacted yet or unreadable.
     pub watermark: Option<NaiveDate>,
     /// Dates up to the cutoff not yet compacted, counted from the watermark
     /// (0 at or past it), or without one from `next_date`, as the run
@@ -288,8 +283,7 @@ pub struct StatusReport {
     /// The last run from MQTT; `None` when `MQTT_HOST` is not set.
     #[serde(default)]
     pub last_run: Option<LastRunStatus>,
-    /// The bucket's versioning against its lifecycle rules ([`versioning`]);
-    /// `None` for a store other than S3.
+    /// Versioning against lifecycle rules ([`versioning`]); `None` for a store other than S3.
     #[serde(default)]
     pub versioning: Option<VersioningStatus>,
     /// Problems met while gathering; everything else is still shown.
@@ -297,8 +291,7 @@ pub struct StatusReport {
 }
 
 impl StatusReport {
-    /// A status when nothing could be gathered: `error` is its one error,
-    /// everything that depends on the bucket unknown.
+    /// A status when nothing could be gathered: `error` its one error, the rest unknown.
     pub fn unavailable(
         bucket: &str,
         lag_days: Option<u32>,
@@ -333,8 +326,7 @@ pub const VERSIONED_PREFIXES: [&str; 2] = ["index/", "_compaction_state/"];
 pub struct VersioningStatus {
     /// `Enabled` or `Suspended`; `None` when never on or unreadable.
     pub versioning: Option<String>,
-    /// Of [`VERSIONED_PREFIXES`], those whose noncurrent versions no enabled
-    /// rule expires.
+    /// Of [`VERSIONED_PREFIXES`], those whose noncurrent versions no enabled rule expires.
     pub noncurrent_kept: Vec<String>,
     /// Those whose expired delete markers no enabled rule removes.
     pub delete_markers_kept: Vec<String>,
@@ -343,13 +335,11 @@ pub struct VersioningStatus {
     pub current_expired: Vec<String>,
     /// What to do; `None` when nothing.
     pub advice: Option<String>,
-    /// Why the configuration could not be read (e.g. AccessDenied:
-    /// specs/status.policy.json lists the permissions).
+    /// Why the configuration could not be read (permissions: specs/status.policy.json).
     pub error: Option<String>,
 }
 
-/// Which of [`VERSIONED_PREFIXES`] keep noncurrent versions or delete
-/// markers forever, and which lose current objects. Pure.
+/// Which [`VERSIONED_PREFIXES`] keep old versions or markers forever, or lose current objects.
 pub fn judge_versioning(l: &crate::storage::lifecycle::BucketLifecycle) -> VersioningStatus {
     let uncovered = |keeps: &dyn Fn(&crate::storage::lifecycle::LifecycleRuleSummary) -> bool| {
         VERSIONED_PREFIXES
@@ -654,8 +644,7 @@ async fn day_status(
     budget: crate::input::Budget,
     spill: crate::spill::SpillSettings,
 ) -> Result<DayStatus> {
-    // Counted, not held (a window of none, flights spilled), so a date of
-    // any size is shown in bounded memory.
+    // Counted, not held (no keys kept, flights spilled): bounded memory for any date.
     let day = Day::list_window(store, date, true, 0, spill).await?;
     let other = day.other_day_rows(store, budget).await?;
     Ok(DayStatus {

@@ -311,8 +311,7 @@ pub trait Store: Send + Sync {
         start_after: Option<&str>,
     ) -> impl Future<Output = Result<ListPage>> + Send;
 
-    /// Reads a whole object; a missing key is an error for which
-    /// [`Error::is_not_found`] is true.
+    /// Reads a whole object; a missing key is an [`Error::is_not_found`] error.
     fn get(&self, key: &str) -> impl Future<Output = Result<Fetched>> + Send;
 
     /// Reads a whole object, or `None` when the key does not exist.
@@ -351,8 +350,7 @@ pub trait Store: Send + Sync {
         }
     }
 
-    /// Size, ETag, stored SHA-256 checksum and metadata, or `None` when the
-    /// key does not exist.
+    /// Size, ETag, stored SHA-256 and metadata, or `None` when the key does not exist.
     fn head(&self, key: &str) -> impl Future<Output = Result<Option<Head>>> + Send;
 
     /// PutObject with a condition, checksum and metadata; returns the new ETag.
@@ -363,8 +361,7 @@ pub trait Store: Send + Sync {
         request: PutRequest,
     ) -> impl Future<Output = Result<String>> + Send;
 
-    /// PutObject with a condition and an optional SHA-256 checksum (base64);
-    /// returns the new ETag.
+    /// PutObject with a condition and an optional SHA-256 (base64); returns the new ETag.
     fn put(
         &self,
         key: &str,
@@ -380,8 +377,7 @@ pub trait Store: Send + Sync {
         self.put_object(key, body, request)
     }
 
-    /// DeleteObject, conditional on `if_match` when given. Deleting a
-    /// missing key succeeds.
+    /// DeleteObject, conditional on `if_match` when given; a missing key succeeds.
     fn delete(&self, key: &str, if_match: Option<&str>) -> impl Future<Output = Result<()>> + Send;
 
     /// Deletes one batch of `(key, etag)` pairs (at most
@@ -414,8 +410,7 @@ pub struct DeleteFailure {
 }
 
 impl DeleteFailure {
-    /// The object changed since it was read (conditional delete lost): a
-    /// newer version survives, which is the intended outcome.
+    /// The object changed since read (conditional delete lost): a newer version survives.
     pub fn is_newer_version(&self) -> bool {
         self.code == "PreconditionFailed"
     }
@@ -428,8 +423,7 @@ pub fn sha256_b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(bytes))
 }
 
-/// [`Error::PreconditionFailed`] for a GetObject of `key` when `if_match`
-/// is given and differs from the `etag` read.
+/// [`Error::PreconditionFailed`] when `if_match` is given and is not the `etag` read.
 fn check_if_match(bucket: &str, key: &str, if_match: Option<&str>, etag: &str) -> Result<()> {
     match if_match {
         Some(want) if !etag_eq(want, etag) => Err(Error::PreconditionFailed {
