@@ -210,6 +210,7 @@ impl<S: Store + Clone> LeaseGuard<S> {
     /// Confirms the lease now for the next [`LeaseGuard::confirm`] to take,
     /// sent beside a request the lease does not guard ([`Fence::beside`]),
     /// so the destructive step that follows pays no round trip.
+    ///
     /// Errors: as [`LeaseGuard::confirm`].
     pub async fn confirm_ahead(&mut self) -> Result<()> {
         let sent = (self.clock.now(), std::time::Instant::now());

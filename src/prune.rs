@@ -529,7 +529,6 @@ impl PruneReport {
 /// folder's copies as it arrives ([`ListedDay::for_copies`]).
 ///
 /// Errors: [`PruneError::Watermark`], [`PruneError::Listing`].
-/// Errors: [`PruneError::Watermark`], [`PruneError::Listing`].
 pub async fn read_bucket(store: &impl Store, walk: &CacheWalk) -> Result<BucketState, PruneError> {
     let wm = WatermarkState::read(store)
         .await

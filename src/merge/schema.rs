@@ -116,6 +116,7 @@ pub fn footer_options() -> ParquetMetaDataOptions {
 }
 
 /// [`decode`] of a whole file whose footer is already parsed (`metadata`).
+///
 /// Errors: as [`decode`].
 pub fn decode_parsed(bytes: Bytes, metadata: Arc<ParquetMetaData>) -> Result<Decoded, Unmergeable> {
     let (arrow_metadata, conformed) = arrow_metadata(metadata)?;
