@@ -484,51 +484,131 @@ pub fn peak_memory_mb(files: u64, flights: u64, part_files: u64, in_memory: u64)
     BASE_MEMORY_MB + bytes.div_ceil(1 << 20)
 }
 
-/// Refuses a date of `files` index files and `flights` flights whose estimated peak
-/// ([`peak_memory_mb`], in parts of `part_files`, `in_memory` uuids a set)
-/// is over 90% of `limit_mb` (`MEMORY_LIMIT_MB`); `None` for no limit.
-/// As the estimate stops growing past the listing window, a date is
-/// refused only for settings too large for the memory (`PART_FILES`,
-/// `FLIGHTS_IN_MEMORY`), never for its size.
-///
-/// # Errors
-/// [`Error::DayTooBig`] with the estimate and the memory that would do
-/// (rounded up to 64 MB, Lambda's MemorySize being any MB from 128).
+/// The smallest part worth a commit, in weight ([`crate::plan::input_weight`]):
+/// below it a part's fixed requests (manifest, output PUT, HEAD, re-list,
+/// lease) cost more than its files. A date is refused for its memory only
+/// when a part this small (or the whole date, if smaller) does not fit, and
+/// a part is started on the time left only when it fits this much.
+pub const MIN_PART_FILES: u64 = 1_000;
+
+/// The fewest uuids a set holds in memory however tight the memory:
+/// 64 KiB a set.
+pub const MIN_IN_MEMORY: u64 = 4_096;
+
+/// How big a date's parts and uuid sets may be in the memory a run is told
+/// (`MEMORY_LIMIT_MB`, else Lambda's `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`):
+/// the largest that keep [`peak_memory_mb`] within 90% of it, below the
+/// ceilings an operator may set (`PART_FILES`, `FLIGHTS_IN_MEMORY`). The
+/// one sizing rule of the run, the dry run and `status`.
 ///
 /// ```
-/// use archive_compaction::day::check_day_memory;
-/// use chrono::NaiveDate;
-/// let d = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
-/// let in_memory = 524_288;
-/// assert!(check_day_memory(d, 500_000, 500_000, 50_000, in_memory, Some(512)).is_ok());
-/// assert!(check_day_memory(d, 1 << 30, 1 << 30, 50_000, in_memory, Some(512)).is_ok());
-/// let e = check_day_memory(d, 300_000, 0, 300_000, in_memory, Some(512)).unwrap_err().to_string();
-/// assert!(e.contains("at least 768 MB"), "{e}");
-/// assert!(check_day_memory(d, 10_000_000, 0, 50_000, in_memory, None).is_ok());
+/// use archive_compaction::day::MemoryFit;
+/// // 512 MB: the ceilings themselves.
+/// let fit = MemoryFit::new(Some(512), 50_000, 524_288);
+/// assert_eq!((fit.in_memory(), fit.window()), (524_288, 200_000));
+/// // 128 MB: smaller sets, and parts that fit beside them.
+/// let fit = MemoryFit::new(Some(128), 50_000, 524_288);
+/// assert_eq!(fit.in_memory(), 225_280);
+/// let part = fit.largest_part(30_000, 30_000);
+/// assert!((20_000..30_000).contains(&part), "{part}");
+/// assert!(archive_compaction::day::peak_memory_mb(30_000, 30_000, part, fit.in_memory()) * 10 <= 128 * 9);
+/// // No limit: the ceiling.
+/// assert_eq!(MemoryFit::new(None, 50_000, 524_288).largest_part(u64::MAX, 0), 50_000);
 /// ```
-pub fn check_day_memory(
-    date: NaiveDate,
-    files: u64,
-    flights: u64,
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryFit {
+    limit_mb: Option<u64>,
     part_files: u64,
     in_memory: u64,
-    limit_mb: Option<u64>,
-) -> Result<()> {
-    let Some(limit_mb) = limit_mb else {
-        return Ok(());
-    };
-    let needed_mb = peak_memory_mb(files, flights, part_files, in_memory);
-    if needed_mb * 10 <= limit_mb * 9 {
-        return Ok(());
+}
+
+impl MemoryFit {
+    /// The fit in `limit_mb` (`None`: no limit) below the ceilings
+    /// `part_files` (`PART_FILES`) and `in_memory` (`FLIGHTS_IN_MEMORY`).
+    /// The uuid sets take at most a quarter of what the limit leaves above
+    /// [`BASE_MEMORY_MB`], and never fewer than [`MIN_IN_MEMORY`] uuids.
+    pub fn new(limit_mb: Option<u64>, part_files: u64, in_memory: u64) -> MemoryFit {
+        let ceiling = in_memory.max(1);
+        let in_memory = match limit_mb {
+            Some(mb) => {
+                let free = (mb * 9 / 10).saturating_sub(BASE_MEMORY_MB) << 20;
+                let sized = free / 4 / (16 * SPILL_SETS);
+                ceiling.min(sized.max(MIN_IN_MEMORY))
+            }
+            None => ceiling,
+        };
+        MemoryFit {
+            limit_mb,
+            part_files: part_files.max(1),
+            in_memory,
+        }
     }
-    Err(Error::DayTooBig {
-        date: date.to_string(),
-        files,
-        flights,
-        needed_mb,
-        limit_mb,
-        suggest_mb: (needed_mb * 10).div_ceil(9).div_ceil(64) * 64,
-    })
+
+    /// The fit of `config`'s settings.
+    pub fn of(config: &crate::config::Config) -> MemoryFit {
+        MemoryFit::new(
+            config.memory_limit_mb,
+            config.part_files,
+            config.spill.limit as u64,
+        )
+    }
+
+    /// How many uuids each of a date's sets holds in memory before it
+    /// spills to disk.
+    pub fn in_memory(&self) -> u64 {
+        self.in_memory
+    }
+
+    fn fits(&self, mb: u64) -> bool {
+        self.limit_mb.is_none_or(|limit| mb * 10 <= limit * 9)
+    }
+
+    /// The largest part weight, at most `PART_FILES`, whose date of `files`
+    /// index files and `flights` flights fits; 0 when not even 1 does.
+    pub fn largest_part(&self, files: u64, flights: u64) -> u64 {
+        let fits = |p| self.fits(peak_memory_mb(files, flights, p, self.in_memory));
+        let (mut lo, mut hi) = (0, self.part_files);
+        // The estimate grows with the part: the largest that fits.
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if fits(mid) { lo = mid } else { hi = mid - 1 }
+        }
+        lo
+    }
+
+    /// How many per-flight files a date's listing window holds
+    /// ([`Day::list_window`]), before the date's size is known:
+    /// [`WINDOW_PARTS`] parts of a date of any size.
+    pub fn window(&self) -> u64 {
+        let smallest = MIN_PART_FILES.min(self.part_files);
+        (self.largest_part(u64::MAX, u64::MAX).max(smallest)).saturating_mul(WINDOW_PARTS)
+    }
+
+    /// The part weight for `date`, of `files` index files and `flights`
+    /// flights once listed: [`MemoryFit::largest_part`].
+    ///
+    /// # Errors
+    /// [`Error::DayTooBig`] when not even a part of [`MIN_PART_FILES`]
+    /// (or of the whole date, if smaller) fits, with the estimate and the
+    /// memory that would do (rounded up to 64 MB, Lambda's MemorySize
+    /// being any MB from 128).
+    pub fn part_files(&self, date: NaiveDate, files: u64, flights: u64) -> Result<u64> {
+        let part = self.largest_part(files, flights);
+        let smallest = MIN_PART_FILES.min(files).min(self.part_files).max(1);
+        let (Some(limit_mb), true) = (self.limit_mb, part < smallest) else {
+            return Ok(part);
+        };
+        let needed_mb = peak_memory_mb(files, flights, smallest, self.in_memory);
+        Err(Error::DayTooBig {
+            date: date.to_string(),
+            files,
+            flights,
+            part_files: smallest,
+            needed_mb,
+            limit_mb,
+            suggest_mb: (needed_mb * 10).div_ceil(9).div_ceil(64) * 64,
+        })
+    }
 }
 
 /// The listings of `_compaction_state/`'s folders of commits, taken side by
@@ -938,25 +1018,49 @@ mod tests {
         }
         let date = d("2026-07-20");
         let huge = u64::MAX / 1024;
-        assert!(check_day_memory(date, huge, huge, 50_000, 1 << 19, Some(512)).is_ok());
+        let fit512 = MemoryFit::new(Some(512), 50_000, 1 << 19);
+        assert_eq!(fit512.part_files(date, huge, huge).unwrap(), 50_000);
         // Flights beyond the index files count in the sets' term only.
         assert_eq!(
             peak_memory_mb(10, 5_000, 50_000, 100_000),
             BASE_MEMORY_MB + mb(10 * (DAY_BYTES_PER_FILE + MEMORY_PER_FILE_BYTES) + sets(5_000))
         );
+        // Sized, not refused: the largest part that fits, one more does not.
         let files = 300_000;
-        let needed = peak_memory_mb(files, 0, files, 1000);
-        assert!(check_day_memory(date, files, 0, files, 1000, None).is_ok());
-        assert!(check_day_memory(date, files, 0, files, 1000, Some(needed * 10 / 9 + 1)).is_ok());
-        assert!(check_day_memory(date, files, 0, files, 1000, Some(needed * 10 / 9 - 1)).is_err());
-        match check_day_memory(date, files, 0, files, 1000, Some(needed)) {
+        let fit = MemoryFit::new(Some(256), files, 1000);
+        assert_eq!(fit.in_memory(), 1000);
+        let part = fit.part_files(date, files, 0).unwrap();
+        assert!(
+            peak_memory_mb(files, 0, part, 1000) * 10 <= 256 * 9,
+            "{part}"
+        );
+        assert!(
+            peak_memory_mb(files, 0, part + 1, 1000) * 10 > 256 * 9,
+            "{part}"
+        );
+        assert_eq!(
+            MemoryFit::new(None, files, 1000)
+                .part_files(date, files, 0)
+                .unwrap(),
+            files
+        );
+        // Refused only when the smallest useful part does not fit.
+        let needed = peak_memory_mb(files, 0, MIN_PART_FILES, 1000);
+        let at = |limit: u64| MemoryFit::new(Some(limit), files, 1000).part_files(date, files, 0);
+        assert!(at(needed * 10 / 9 + 1).is_ok());
+        assert!(at(needed * 10 / 9 - 1).is_err());
+        match at(needed) {
             Err(Error::DayTooBig {
                 needed_mb,
                 limit_mb,
                 suggest_mb,
+                part_files,
                 ..
             }) => {
-                assert_eq!((needed_mb, limit_mb), (needed, needed));
+                assert_eq!(
+                    (needed_mb, limit_mb, part_files),
+                    (needed, needed, MIN_PART_FILES)
+                );
                 assert!(
                     suggest_mb * 9 >= needed * 10 && suggest_mb % 64 == 0,
                     "{suggest_mb}"
@@ -964,6 +1068,25 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        // A date smaller than the smallest part: the date whole.
+        let small = MemoryFit::new(Some(64), 50_000, 1000).part_files(date, 5, 5);
+        assert!(
+            matches!(
+                small,
+                Err(Error::DayTooBig {
+                    part_files: 5,
+                    needed_mb: 61,
+                    ..
+                })
+            ),
+            "{small:?}"
+        );
+        // Tight memory shrinks the sets, never below MIN_IN_MEMORY.
+        assert_eq!(
+            MemoryFit::new(Some(64), 1, 1 << 19).in_memory(),
+            MIN_IN_MEMORY
+        );
+        assert_eq!(MemoryFit::new(Some(64), 1, 10).in_memory(), 10);
     }
 
     #[test]

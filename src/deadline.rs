@@ -57,6 +57,31 @@ pub const UNMEASURED_SECONDS_PER_FILE: f64 = 0.002;
 /// and a pace taken from it would overstate a large part many times over.
 pub const PACE_MIN_FILES: u64 = 1_000;
 
+/// What a part started now may weigh ([`Deadline::part_fit`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PartFit {
+    /// The most weight ([`crate::plan::input_weight`]) that fits.
+    pub weight: u64,
+    /// Time left before the deadline.
+    pub left: Duration,
+    floor: Duration,
+    seconds_per_file: f64,
+}
+
+impl PartFit {
+    /// `Some` when a part of weight `files` does not fit: less is left
+    /// than the margin, twice the date's slowest part, or the part's
+    /// estimate at the pace.
+    pub fn near(&self, files: u64) -> Option<Near> {
+        let paced = Duration::from_secs_f64(files as f64 * self.seconds_per_file);
+        let needed = self.floor.max(paced);
+        (self.left < needed).then_some(Near {
+            left: self.left,
+            needed,
+        })
+    }
+}
+
 /// Why a date or a part is not started: `left` before the deadline,
 /// `needed` to start one ([`Deadline::near`], [`Deadline::near_part`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,26 +93,26 @@ pub struct Near {
 }
 
 impl Near {
-    /// What to change when a part of `files` files needs more than the
-    /// command's whole time (`given`, [`Deadline::given`]): lower
-    /// `PART_FILES` (now `part_files`) or give the function more time or
-    /// memory. Led by "; " for the end of a reason; empty when the part
-    /// fits a whole invocation, or without a deadline.
+    /// What to change when a part of weight `files` needs more than the
+    /// command's whole time (`given`, [`Deadline::given`]): give the
+    /// function more time or memory (a faster vCPU). Led by "; " for the
+    /// end of a reason; empty when the part fits a whole invocation, or
+    /// without a deadline.
     ///
     /// ```
     /// use archive_compaction::deadline::Near;
     /// use std::time::Duration;
     /// let s = Duration::from_secs;
     /// let near = Near { left: s(30), needed: s(1_000) };
-    /// let hint = near.part_hint(Some(s(900)), 500_000, 500_000);
-    /// assert!(hint.starts_with("; ") && hint.contains("(900 s)") && hint.contains("PART_FILES (now 500000)"), "{hint}");
-    /// assert_eq!(near.part_hint(Some(s(1_200)), 500_000, 500_000), "");
-    /// assert_eq!(near.part_hint(None, 500_000, 500_000), "");
+    /// let hint = near.part_hint(Some(s(900)), 1_000);
+    /// assert!(hint.starts_with("; ") && hint.contains("(900 s)") && hint.contains("1000"), "{hint}");
+    /// assert_eq!(near.part_hint(Some(s(1_200)), 1_000), "");
+    /// assert_eq!(near.part_hint(None, 1_000), "");
     /// ```
-    pub fn part_hint(&self, given: Option<Duration>, files: usize, part_files: u64) -> String {
+    pub fn part_hint(&self, given: Option<Duration>, files: u64) -> String {
         match given {
             Some(given) if self.needed > given => format!(
-                "; at this pace a part of {files} file(s) needs more than a whole invocation ({} s): lower PART_FILES (now {part_files}) or give the function more time or memory",
+                "; at this pace a part of {files} file(s) needs more than a whole invocation ({} s): give the function more time (Timeout) or memory (MemorySize, which brings more vCPU)",
                 given.as_secs()
             ),
             _ => String::new(),
@@ -153,10 +178,9 @@ impl Deadline {
         (left < needed).then_some(Near { left, needed })
     }
 
-    /// Records a committed part of `files` files that took `took`; its
-    /// pace counts from [`PACE_MIN_FILES`] files.
-    pub fn record_part(&self, files: usize, took: Duration) {
-        let files = files as u64;
+    /// Records a committed part of weight `files` that took `took`; its
+    /// pace counts from [`PACE_MIN_FILES`].
+    pub fn record_part(&self, files: u64, took: Duration) {
         if files >= PACE_MIN_FILES {
             let ns = u64::try_from(took.as_nanos() / u128::from(files)).unwrap_or(u64::MAX);
             self.slowest_part_ns_per_file
@@ -164,12 +188,9 @@ impl Deadline {
         }
     }
 
-    /// `Some` when a part of `files` files must not start: less is left
-    /// than the margin, twice `slowest` (the date's slowest part so far;
-    /// zero before its first), or the part's estimate (`files` at twice the
-    /// slowest pace [`Deadline::record_part`] measured, else at
-    /// [`UNMEASURED_SECONDS_PER_FILE`]). `None` with time enough, or no
-    /// deadline.
+    /// `Some` when a part of weight `files` ([`crate::plan::input_weight`])
+    /// must not start: [`PartFit::near`] of [`Deadline::part_fit`]. `None`
+    /// with time enough, or no deadline.
     ///
     /// ```
     /// use archive_compaction::deadline::Deadline;
@@ -187,14 +208,49 @@ impl Deadline {
     /// d.record_part(10, Duration::from_secs(100));
     /// assert!(d.near_part(2_000, Duration::ZERO).is_none());
     /// ```
-    pub fn near_part(&self, files: usize, slowest: Duration) -> Option<Near> {
+    pub fn near_part(&self, files: u64, slowest: Duration) -> Option<Near> {
+        self.part_fit(slowest)?.near(files)
+    }
+
+    /// What a part started now may weigh: the time left, less the margin
+    /// and twice `slowest` (the date's slowest part so far; zero before
+    /// its first), at twice the slowest pace [`Deadline::record_part`]
+    /// measured, else at [`UNMEASURED_SECONDS_PER_FILE`]. `None` without a
+    /// deadline.
+    ///
+    /// ```
+    /// use archive_compaction::deadline::Deadline;
+    /// use std::time::{Duration, Instant};
+    /// let d = Deadline::new(Some(Instant::now() + Duration::from_secs(28)), Duration::from_secs(10));
+    /// // A cautious first part: 2 ms a file.
+    /// let fit = d.part_fit(Duration::ZERO).unwrap();
+    /// assert!((13_000..=14_000).contains(&fit.weight), "{}", fit.weight);
+    /// assert!(fit.near(fit.weight).is_none() && fit.near(fit.weight + 100).is_some());
+    /// // The pace measured sizes the next: 0.4 ms a file, twice that.
+    /// d.record_part(14_000, Duration::from_millis(5_600));
+    /// let fit = d.part_fit(Duration::from_millis(5_600)).unwrap();
+    /// assert!((33_000..=35_000).contains(&fit.weight), "{}", fit.weight);
+    /// // Twice the slowest part past what is left: nothing starts.
+    /// assert_eq!(d.part_fit(Duration::from_secs(15)).unwrap().weight, 0);
+    /// assert!(Deadline::none().part_fit(Duration::ZERO).is_none());
+    /// ```
+    pub fn part_fit(&self, slowest: Duration) -> Option<PartFit> {
         let left = self.at?.saturating_duration_since(Instant::now());
-        let paced = match self.slowest_part_ns_per_file.load(Ordering::Relaxed) {
-            0 => Duration::from_secs_f64(files as f64 * UNMEASURED_SECONDS_PER_FILE),
-            ns => Duration::from_nanos(ns.saturating_mul(2).saturating_mul(files as u64)),
+        let seconds_per_file = match self.slowest_part_ns_per_file.load(Ordering::Relaxed) {
+            0 => UNMEASURED_SECONDS_PER_FILE,
+            ns => 2.0 * ns as f64 / 1e9,
         };
-        let needed = self.margin.max(slowest * 2).max(paced);
-        (left < needed).then_some(Near { left, needed })
+        let floor = self.margin.max(slowest * 2);
+        let weight = match left >= floor {
+            true => (left.as_secs_f64() / seconds_per_file) as u64,
+            false => 0,
+        };
+        Some(PartFit {
+            weight,
+            left,
+            floor,
+            seconds_per_file,
+        })
     }
 
     /// The whole time this command was given, from its start to its

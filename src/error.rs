@@ -82,14 +82,12 @@ pub enum Error {
         margin_s: u64,
     },
 
-    /// A date's estimated peak ([`crate::day::peak_memory_mb`]: its listing
-    /// window, one part, its uuid sets) is over the run's memory, which only
-    /// settings too large for it cause (`PART_FILES`, `FLIGHTS_IN_MEMORY`),
-    /// never the date's size: refused after its listing, before any input is
-    /// read, so the run ends with a report instead of dying on an
-    /// allocation.
+    /// Not even the smallest useful part of a date fits the run's memory
+    /// ([`crate::day::MemoryFit::part_files`]): refused after its listing,
+    /// before any input is read, so the run ends with a report instead of
+    /// dying on an allocation.
     #[error(
-        "date {date} holds {files} index files and {flights} flights: compacting it needs about {needed_mb} MB, more than 90% of the {limit_mb} MB this run may use (MEMORY_LIMIT_MB, default the function's MemorySize); nothing was read or changed. Raise MemorySize (the template's parameter) to at least {suggest_mb} MB, or lower PART_FILES (each part of a date is one commit), or run `archive-compaction run --date {date}` where that much memory is"
+        "date {date} holds {files} index files and {flights} flights: compacting it in parts of {part_files} needs about {needed_mb} MB, more than 90% of the {limit_mb} MB this run may use (MEMORY_LIMIT_MB, default the function's MemorySize); nothing of it was read. Raise MemorySize (the template's parameter) to at least {suggest_mb} MB, or run `archive-compaction run --date {date}` where that much memory is"
     )]
     DayTooBig {
         /// The date (YYYY-MM-DD).
@@ -98,7 +96,9 @@ pub enum Error {
         files: u64,
         /// Flight objects listed under `flights/`.
         flights: u64,
-        /// The estimated peak, in MB.
+        /// The smallest useful part, in weight ([`crate::plan::input_weight`]).
+        part_files: u64,
+        /// The estimated peak in parts of `part_files`, in MB.
         needed_mb: u64,
         /// The limit (`MEMORY_LIMIT_MB`), in MB.
         limit_mb: u64,

@@ -146,16 +146,13 @@ async fn flights_in(
     Ok(Some(read.outcome.map(|()| found)))
 }
 
-/// A date's planned `inputs` in parts of `settings.part_files`
-/// ([`plan::parts`]), the one cut the run commits by and `status` checks
-/// parity by: when they are more than one part, the flights of their
-/// multi-row inputs are read first (their `s3_key` column; bodies read
-/// whole kept in `prefetched`) so inputs sharing a flight stay together.
-/// Every (flight, input) pair goes into a set that spills to disk past
-/// `FLIGHTS_IN_MEMORY` ([`crate::spill`]), and the groups are read off it
-/// in flight order ([`plan::Groups::of_holders`]): what is held is one
-/// input's flights and the set's limit, not the flights of every compacted
-/// file the date's earlier parts wrote.
+/// A date's planned `inputs` as a [`plan::PartQueue`], the one cut the run
+/// commits by. When they may be more than one part (more than
+/// `settings.part_files`, or than [`crate::day::MIN_PART_FILES`], the
+/// smallest part the time left may cut), the flights of their multi-row
+/// inputs are read first (their `s3_key` column; bodies read whole kept in
+/// `prefetched`) so inputs sharing a flight stay together. The (flight,
+/// input) pairs go into a set that spills to disk ([`crate::spill`]).
 ///
 /// Errors: an S3 error reading a multi-row input;
 /// [`crate::error::Error::Spill`].
@@ -164,13 +161,15 @@ pub async fn parts_of(
     inputs: Vec<PlannedInput>,
     settings: ReadSettings,
     prefetched: &mut Prefetched,
-) -> Result<plan::Parts> {
+) -> Result<plan::PartQueue> {
     let total: u64 = inputs.iter().map(plan::input_weight).sum();
-    let groups = match total > settings.part_files {
+    // A part may be cut as small as MIN_PART_FILES by the time left.
+    let may_split = settings.part_files.min(crate::day::MIN_PART_FILES);
+    let groups = match total > may_split {
         true => shared_flights(store, &inputs, settings, prefetched).await?,
         false => plan::Groups::new(inputs.len()),
     };
-    Ok(plan::parts(inputs, groups, settings.part_files))
+    Ok(plan::PartQueue::new(inputs, groups))
 }
 
 /// `inputs` grouped by the flights they share: a per-flight file holds its
@@ -295,10 +294,8 @@ pub async fn parity_check(
     // Part by part, as the run reads them (`plan::parts`): the same
     // parts, so the same verdict, and one part's memory at a time.
     let mut prefetched = gate.prefetched;
-    for part in parts_of(store, inputs.to_vec(), settings, &mut prefetched)
-        .await?
-        .parts
-    {
+    let mut queue = parts_of(store, inputs.to_vec(), settings, &mut prefetched).await?;
+    while let Some(part) = queue.next_part(settings.part_files) {
         let read = read::read_inputs(store, date, &part, settings, &prefetched).await?;
         check
             .without_own_row

@@ -549,23 +549,7 @@ impl Groups {
 
 /// Splits a plan's `inputs` (compacted files, then other multi-row files,
 /// then per-flight files: [`DayAction::Compact`]) into parts of at most
-/// `part_weight` ([`input_weight`], `PART_FILES`). `groups` holds together
-/// the inputs that share a flight ([`Groups`], from the flights each
-/// multi-row input holds rows of: [`crate::partition::parts_of`], read only
-/// when the inputs are more than one part).
-///
-/// Rules, so that every flight's row is in one output exactly once:
-/// - all of them in one part when they fit (one compacted file a day);
-/// - inputs that hold a row of the same flight (a per-flight file and a
-///   multi-row input, two multi-row inputs) are in the same part, where
-///   the merge keeps one row (the per-flight file's);
-/// - a compacted file that shares no flight with another input goes into
-///   the first part while it fits, else it is left as it is;
-/// - the rest fill parts in order; inputs that must go together and weigh
-///   more than a part go alone in theirs; a part that would be one
-///   compacted file and nothing else is dropped (nothing to merge).
-///
-/// Pure: no I/O.
+/// `part_weight` ([`input_weight`]): a [`PartQueue`] drained at one weight.
 ///
 /// ```
 /// use archive_compaction::plan::{parts, Groups, PlannedInput};
@@ -580,73 +564,151 @@ impl Groups {
 /// let split = parts(inputs, Groups::new(10), 4);
 /// assert_eq!(split.parts.iter().map(Vec::len).collect::<Vec<_>>(), [4, 4, 2]);
 /// ```
-pub fn parts(inputs: Vec<PlannedInput>, mut groups: Groups, part_weight: u64) -> Parts {
-    let part_weight = part_weight.max(1);
-    let total: u64 = inputs.iter().map(input_weight).sum();
-    if total <= part_weight {
-        return Parts {
-            parts: vec![inputs],
-            left_as_they_are: 0,
-        };
+pub fn parts(inputs: Vec<PlannedInput>, groups: Groups, part_weight: u64) -> Parts {
+    let mut queue = PartQueue::new(inputs, groups);
+    let mut parts = Vec::new();
+    while let Some(part) = queue.next_part(part_weight) {
+        parts.push(part);
     }
-    let mut grouped: Vec<Vec<usize>> = Vec::new();
-    let mut group_of: std::collections::HashMap<usize, usize> = Default::default();
-    for i in 0..inputs.len() {
-        let r = match groups.parent.get(i) {
-            Some(_) => groups.root(i),
-            None => i,
-        };
-        let g = *group_of.entry(r).or_insert_with(|| {
-            grouped.push(Vec::new());
-            grouped.len() - 1
-        });
-        grouped[g].push(i);
-    }
-    let weights: Vec<u64> = inputs.iter().map(input_weight).collect();
-    let mut chosen: Vec<Vec<usize>> = Vec::new();
-    let mut part: Vec<usize> = Vec::new();
-    let mut weight = 0;
-    let mut left = 0;
-    for group in grouped {
-        let w: u64 = group.iter().map(|&i| weights[i]).sum();
-        if group.len() == 1 && inputs[group[0]].source == Source::Compacted {
-            if chosen.is_empty() && weight + w <= part_weight {
-                weight += w;
-                part.extend(group);
-            } else {
-                left += 1;
-            }
-            continue;
-        }
-        if !part.is_empty() && weight + w > part_weight {
-            chosen.push(std::mem::take(&mut part));
-            weight = 0;
-        }
-        weight += w;
-        part.extend(group);
-    }
-    if !part.is_empty() {
-        chosen.push(part);
-    }
-    // One compacted file alone is nothing to merge.
-    if let Some(first) = chosen.first()
-        && first.len() == 1
-        && inputs[first[0]].source == Source::Compacted
-    {
-        chosen.remove(0);
-        left += 1;
-    }
-    let mut slots: Vec<Option<PlannedInput>> = inputs.into_iter().map(Some).collect();
     Parts {
-        parts: (chosen.into_iter())
-            .map(|mut part| {
-                part.sort_unstable();
-                part.into_iter()
-                    .map(|i| slots[i].take().expect("each input in one part"))
-                    .collect()
+        parts,
+        left_as_they_are: queue.left_as_they_are(),
+    }
+}
+
+/// A date's inputs waiting to be committed, taken a part at a time at a
+/// weight chosen for each part ([`PartQueue::next_part`]): the run sizes
+/// each part from the memory and time it has left, so the queue, not the
+/// loop, holds the grouping rules.
+///
+/// Rules, so that every flight's row is in one output exactly once:
+/// - all of them in one part when they fit (one compacted file a day);
+/// - inputs that hold a row of the same flight (a per-flight file and a
+///   multi-row input, two multi-row inputs: [`Groups`]) are in the same
+///   part, where the merge keeps one row (the per-flight file's);
+/// - a compacted file that shares no flight with another input goes into
+///   the first part while it fits, else it is left as it is (each is
+///   already one part's output; Athena reads every `compacted-*` file);
+/// - the rest fill parts in order; inputs that must go together and weigh
+///   more than a part go alone in theirs; a first part that would be one
+///   compacted file and nothing else is dropped (nothing to merge).
+#[derive(Debug)]
+pub struct PartQueue {
+    slots: Vec<Option<PlannedInput>>,
+    weights: Vec<u64>,
+    /// Groups of input indices in plan order, not yet taken.
+    groups: std::collections::VecDeque<Vec<usize>>,
+    weight_left: u64,
+    first_taken: bool,
+    left_as_they_are: usize,
+}
+
+impl PartQueue {
+    /// The queue of `inputs` grouped by `groups` (inputs past its size
+    /// alone). Pure: no I/O.
+    pub fn new(inputs: Vec<PlannedInput>, mut groups: Groups) -> PartQueue {
+        let mut grouped: Vec<Vec<usize>> = Vec::new();
+        let mut group_of: std::collections::HashMap<usize, usize> = Default::default();
+        for i in 0..inputs.len() {
+            let root = match groups.parent.get(i) {
+                Some(_) => groups.root(i),
+                None => i,
+            };
+            let g = *group_of.entry(root).or_insert_with(|| {
+                grouped.push(Vec::new());
+                grouped.len() - 1
+            });
+            grouped[g].push(i);
+        }
+        let weights: Vec<u64> = inputs.iter().map(input_weight).collect();
+        PartQueue {
+            weight_left: weights.iter().sum(),
+            weights,
+            slots: inputs.into_iter().map(Some).collect(),
+            groups: grouped.into(),
+            first_taken: false,
+            left_as_they_are: 0,
+        }
+    }
+
+    /// The next part, of at most `part_weight` (at least 1) unless one
+    /// group weighs more; `None` when nothing is left to merge.
+    pub fn next_part(&mut self, part_weight: u64) -> Option<Vec<PlannedInput>> {
+        let part_weight = part_weight.max(1);
+        let first = !self.first_taken;
+        self.first_taken = true;
+        let mut part: Vec<usize> = Vec::new();
+        let mut weight = 0;
+        let all_fit = first && self.weight_left <= part_weight;
+        if all_fit {
+            part = self.groups.drain(..).flatten().collect();
+        }
+        while let Some(group) = self.groups.front() {
+            let w: u64 = group.iter().map(|&i| self.weights[i]).sum();
+            if self.is_compacted_alone(group) {
+                let group = self.groups.pop_front().unwrap_or_default();
+                if first && weight + w <= part_weight {
+                    weight += w;
+                    part.extend(group);
+                } else {
+                    self.left_as_they_are += 1;
+                    self.weight_left -= w;
+                }
+                continue;
+            }
+            if !part.is_empty() && weight + w > part_weight {
+                break;
+            }
+            weight += w;
+            part.extend(self.groups.pop_front().unwrap_or_default());
+        }
+        if first && !all_fit && self.is_compacted_alone(&part) {
+            // One compacted file alone is nothing to merge.
+            self.left_as_they_are += 1;
+            self.weight_left -= weight;
+            return self.next_part(part_weight);
+        }
+        if part.is_empty() {
+            return None;
+        }
+        part.sort_unstable();
+        let part: Vec<PlannedInput> = part
+            .into_iter()
+            .map(|i| {
+                self.weight_left -= self.weights[i];
+                self.slots[i].take().expect("each input in one part")
             })
-            .collect(),
-        left_as_they_are: left,
+            .collect();
+        Some(part)
+    }
+
+    /// Whether [`PartQueue::next_part`] may still give a part: after the
+    /// first, a compacted file alone is left, never a part.
+    pub fn has_part(&self) -> bool {
+        match self.first_taken {
+            false => !self.groups.is_empty(),
+            true => self.groups.iter().any(|g| !self.is_compacted_alone(g)),
+        }
+    }
+
+    /// The weight not yet taken nor left as it is ([`input_weight`]).
+    pub fn weight_left(&self) -> u64 {
+        self.weight_left
+    }
+
+    /// Inputs not yet taken nor left as they are.
+    pub fn files_left(&self) -> usize {
+        self.groups.iter().map(Vec::len).sum()
+    }
+
+    /// Compacted files that share no flight with another input and did
+    /// not fit the first part: left as they are.
+    pub fn left_as_they_are(&self) -> usize {
+        self.left_as_they_are
+    }
+
+    fn is_compacted_alone(&self, group: &[usize]) -> bool {
+        matches!(group, [i] if self.slots[*i].as_ref().is_some_and(|p| p.source == Source::Compacted))
     }
 }
 

@@ -173,7 +173,9 @@ impl ReadSettings {
             row_group_rows: config.row_group_rows,
             budget: config.input_budget,
             part_files: config.part_files,
-            spill: config.spill,
+            spill: crate::spill::SpillSettings {
+                limit: crate::day::MemoryFit::of(config).in_memory() as usize,
+            },
         }
     }
 }

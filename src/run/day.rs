@@ -105,241 +105,351 @@ pub(super) async fn process_day(
     }
 }
 
+/// What one date carries from pass to pass ([`day_passes`]).
+struct DateState {
+    /// The part weight the run's memory allows ([`crate::day::MemoryFit`]).
+    fit: crate::day::MemoryFit,
+    /// Per-flight files a listing holds at most ([`crate::day::MemoryFit::window`]).
+    window: usize,
+    /// The date's flights, listed by the first pass (its parity gate's) and
+    /// kept, as uuids (on disk past the sets' limit), for every pass's parts.
+    flights: Option<UuidSet>,
+    /// Per-flight files of listed flights that could not be read: the date
+    /// is a Mismatch once its readable inputs are folded.
+    unread_files: Vec<UnreadFile>,
+    /// The date's slowest part so far.
+    slowest_part: std::time::Duration,
+    outputs: Outputs,
+    /// Passes run because inputs changed during a commit.
+    newer_passes: usize,
+    /// Per-flight files the last pass listed past its window.
+    left_past_window: usize,
+}
+
+/// How one pass of a date ended.
+enum PassEnd {
+    /// The date is done (or stopped on purpose: a held-back input, a dry run).
+    Done,
+    /// Parity failed: the flights without an index row.
+    Mismatch(UuidSet),
+    /// List the date again: files past the window, or newer versions, this many.
+    Again(usize),
+}
+
 /// The passes of [`process_day`]; `Some(missing)` on a parity mismatch.
-/// Each pass commits the date's inputs in parts ([`plan::parts`],
-/// `PART_FILES`), each part a full commit; between parts the deadline is
-/// checked ([`crate::deadline::Deadline::near_part`]) and, when it is near,
-/// [`Error::DateUnfinished`] stops the date with what is left.
+/// Each pass lists the date ([`pass`]) and commits its inputs in parts
+/// ([`commit_parts`]); a date with files past its listing window, or
+/// inputs that changed during a commit, gets another pass.
 async fn day_passes(
     cx: &mut Ctx<'_, '_, impl Store>,
     date: NaiveDate,
     mode: DayMode,
     day: &mut DayReport,
 ) -> Result<Option<UuidSet>> {
-    let settings = read::ReadSettings::of(cx.config);
-    // Per-flight files of listed flights that could not be read: the date
-    // is a Mismatch once its readable inputs are folded.
-    let mut unread_files: Vec<UnreadFile> = Vec::new();
-    let mut slowest_part = std::time::Duration::ZERO;
-    let mut outputs = Outputs::new();
-    // The listing of at most this many per-flight files is held at once;
-    // a date with more is compacted window by window (a pass each).
-    let window = (cx
-        .config
-        .part_files
-        .saturating_mul(crate::day::WINDOW_PARTS))
-    .try_into()
-    .unwrap_or(usize::MAX);
-    let mut newer_passes = 0;
-    // The flights are listed by the first pass (its parity gate's), and
-    // kept, as uuids (on disk past FLIGHTS_IN_MEMORY), for the parts of
-    // every pass: a later pass lists the index partition alone.
-    let mut flights: Option<crate::spill::UuidSet> = None;
-    // Per-flight files the last pass listed past its window, and inputs it
-    // kept as changed: what the next pass is for.
-    let (mut left_past_window, mut pending) = (0usize, 0usize);
-    for pass in 0.. {
-        if pass > 0 {
+    let fit = crate::day::MemoryFit::of(cx.config);
+    let mut st = DateState {
+        fit,
+        window: fit.window().try_into().unwrap_or(usize::MAX),
+        flights: None,
+        unread_files: Vec::new(),
+        slowest_part: std::time::Duration::ZERO,
+        outputs: Outputs::new(),
+        newer_passes: 0,
+        left_past_window: 0,
+    };
+    let mut pending = 0;
+    for number in 0.. {
+        if number > 0 {
             // The next pass's listing and plan read S3 before its first
             // part's own check: a deadline stop here is clean too.
-            if let Some(near) = cx.deadline.near_part(pending.min(window), slowest_part) {
+            let smallest = (pending as u64).min(crate::day::MIN_PART_FILES);
+            if let Some(near) = cx.deadline.near_part(smallest, st.slowest_part) {
                 return Err(unfinished(day, &near, pending, String::new()));
             }
         }
-        let t = std::time::Instant::now();
-        let with_flights = mode != DayMode::Sweep && flights.is_none();
-        let mut listed =
-            crate::day::Day::list_window(cx.store, date, with_flights, window, settings.spill)
-                .await?;
-        day.passes += 1;
-        let flights = flights.get_or_insert_with(|| std::mem::take(&mut listed.flights));
-        tracing::debug!(%date, phase = "list", flights = flights.len(), spilled = flights.spilled(), seconds = t.elapsed().as_secs_f64(), "partition listed");
-        let listing = &listed.index;
-        day.flights = flights.len();
-        let beyond_window = listing.beyond_window.files;
-        left_past_window = beyond_window;
-        // Refused before any input is read when the date cannot fit the
-        // run's memory: a report, not an allocation failure.
-        let files = (listing.inputs().count() + beyond_window) as u64;
-        let in_memory = settings.spill.limit as u64;
-        let (part_files, limit_mb) = (cx.config.part_files, cx.config.memory_limit_mb);
-        crate::day::check_day_memory(date, files, day.flights, part_files, in_memory, limit_mb)?;
-        if pass == 0 {
-            day.foreign_objects = listing.foreign.len() as u64;
-            day.foreign_keys = (listing.foreign.iter().take(FOREIGN_KEYS_SHOWN))
-                .map(|(o, _)| o.key.clone())
-                .collect();
-            for (o, why) in &listing.foreign {
-                tracing::debug!(key = %o.key, reason = why, "foreign object under index/: left alone");
-            }
-            if !listing.foreign.is_empty() {
-                tracing::info!(%date, count = listing.foreign.len(), first = %listing.foreign[0].0.key,
-                    "foreign objects in the partition (not index inputs): left alone");
-            }
+        match pass(cx, date, mode, number, &mut st, day).await? {
+            PassEnd::Done => break,
+            PassEnd::Mismatch(missing) => return Ok(Some(missing)),
+            PassEnd::Again(n) => pending = n,
         }
-        let gate_needed = match mode {
-            DayMode::Walk => true,
-            DayMode::Sweep => false,
-            // Nothing to fold: the date is not touched, so no gate (no GET).
-            DayMode::Repair => plan::compacts(listing, &cx.recovery.claimed),
-        };
-        // The bodies the gate read, for the merge to reuse.
-        let mut prefetched = Prefetched::new();
-        if pass == 0 && gate_needed {
-            // The gate's first half, over the whole date's listings; its
-            // second half (what the per-flight files hold) part by part.
-            let check = parity_check(cx.store, date, flights, listing, None, settings).await?;
-            add_skipped(
-                day,
-                check.unreadable.iter().map(|(key, u)| {
-                    let reason = format!(
-                        "multi-row index file unreadable for the parity check: {}",
-                        u.reason
-                    );
-                    SkippedFile::unmergeable(
-                        key,
-                        date,
-                        Unmergeable {
-                            reason,
-                            ..u.clone()
-                        },
-                    )
-                }),
-            );
-            if !check.missing.is_empty() {
-                let reason = check.reason().unwrap_or_default();
-                return Ok(Some(parity_failed(day, reason, check.missing)?));
-            }
-            day.parity = Some(Parity::Passed);
-            prefetched = check.prefetched;
-        }
-        // The listing (every key and ETag, ~200 B a file) moves into the
-        // plan, which holds what the commit needs; of the flights only
-        // their uuids were kept (the parts' parity checks).
-        let plan = plan::plan_day(
-            date,
-            std::mem::take(&mut listed.index),
-            &cx.recovery.claimed,
-        );
-        tracing::info!(pass, "{plan}");
-        day.files_claimed = day.files_claimed.max(plan.claimed as u64);
-        let plan::DayPlan { action, reason, .. } = plan;
-        let DayAction::Compact { inputs } = action else {
-            if pass == 0 {
-                day.action = Done::NothingToCompact;
-                day.reason = reason;
-            }
-            break;
-        };
-        let plan::Parts {
-            parts,
-            left_as_they_are,
-        } = crate::partition::parts_of(cx.store, inputs, settings, &mut prefetched).await?;
-        let count = parts.len();
-        if count > 1 || left_as_they_are > 0 {
-            tracing::info!(%date, parts = count, left_as_they_are, part_files = cx.config.part_files,
-                "the date's inputs are more than one part (PART_FILES): each part is committed on its own");
-        }
-        let mut kept_newer = 0;
-        let parts_before = day.parts;
-        let mut stop = false;
-        let mut pass_unread: Vec<UnreadFile> = Vec::new();
-        let mut left: Vec<Vec<plan::PlannedInput>> = parts;
-        left.reverse();
-        let mut done = 0usize;
-        while let Some(part) = left.pop() {
-            // Before every part, the first included: refused before
-            // anything of it is read when what is left cannot hold it.
-            crate::failpoint!("run::before-part");
-            if let Some(near) = cx.deadline.near_part(part.len(), slowest_part) {
-                let files_left =
-                    left.iter().map(Vec::len).sum::<usize>() + part.len() + beyond_window;
-                let hint = near.part_hint(cx.deadline.given(), part.len(), cx.config.part_files);
-                return Err(unfinished(day, &near, files_left, hint));
-            }
-            let t = Instant::now();
-            let files = part.len();
-            let (end, unread) = commit_part(
-                cx,
-                date,
-                part,
-                &reason,
-                &mut prefetched,
-                flights,
-                day,
-                &mut outputs,
-            )
-            .await?;
-            slowest_part = slowest_part.max(t.elapsed());
-            cx.deadline.record_part(files, t.elapsed());
-            done += 1;
-            pass_unread.extend(unread);
-            match end {
-                PartEnd::Committed { kept_newer: k } => {
-                    day.parts += 1;
-                    kept_newer += k;
-                    if count > 1 {
-                        tracing::info!(%date, part = done, of = count, seconds = t.elapsed().as_secs_f64(), "part committed");
-                    }
-                    crate::failpoint!("run::after-part");
-                }
-                PartEnd::Read => {}
-                PartEnd::Lost(lost) => {
-                    add_unread(&mut unread_files, pass_unread);
-                    return Ok(Some(lost_rows(day, lost, unread_files)?));
-                }
-                PartEnd::Stop => {
-                    stop = true;
-                    break;
-                }
-            }
-        }
-        add_unread(&mut unread_files, pass_unread);
-        if stop || cx.opts.dry_run {
-            // A held-back compacted file leaves the whole date unmerged
-            // (its reason says so); a dry run reads one window.
-            left_past_window = 0;
-            if cx.opts.dry_run && beyond_window > 0 {
-                tracing::info!(%date, beyond_window, window,
-                    "dry run: per-flight files past the listing window not read; a run compacts them in later passes");
-                day.reason = format!(
-                    "{}; dry run: the first listing window ({window} per-flight files) read, {beyond_window} more past it not read (a run compacts them in later passes)",
-                    day.reason
-                );
-            }
-            break;
-        }
-        // A window pass commits a part at least, so the date's inputs
-        // shrink every pass and the passes end; newer versions ride along.
-        if beyond_window > 0 && day.parts > parts_before {
-            tracing::info!(%date, pass, beyond_window, window, kept_newer,
-                "the listing window is compacted; listing the date again for the files past it");
-        } else if kept_newer > 0 {
-            newer_passes += 1;
-            if newer_passes >= MAX_PASSES_PER_DATE {
-                break;
-            }
-            tracing::info!(%date, kept_newer, "inputs changed during the commit; folding their newer versions in");
-        } else {
-            break;
-        }
-        pending = beyond_window + kept_newer;
         // The next pass folds this one's output in: its manifest goes first.
         delete_finished_manifests(cx).await?;
     }
-    if !unread_files.is_empty() {
-        return Ok(Some(lost_rows(day, Vec::new(), unread_files)?));
+    if !st.unread_files.is_empty() {
+        let unread = std::mem::take(&mut st.unread_files);
+        return Ok(Some(lost_rows(day, Vec::new(), unread)?));
     }
-    if left_past_window > 0 {
+    if st.left_past_window > 0 {
         // The last window committed nothing: never a date done with
         // files left past it.
         return Err(Error::WindowStalled {
             date,
-            window: window as u64,
-            left: left_past_window as u64,
+            window: st.window as u64,
+            left: st.left_past_window as u64,
         });
     }
     Ok(None)
+}
+
+/// One pass of a date: list (a window of per-flight files), size its parts
+/// for the run's memory, gate its parity (the first pass), plan, and
+/// commit the plan's inputs part by part.
+async fn pass(
+    cx: &mut Ctx<'_, '_, impl Store>,
+    date: NaiveDate,
+    mode: DayMode,
+    number: usize,
+    st: &mut DateState,
+    day: &mut DayReport,
+) -> Result<PassEnd> {
+    let mut settings = read::ReadSettings::of(cx.config);
+    let t = Instant::now();
+    let with_flights = mode != DayMode::Sweep && st.flights.is_none();
+    let mut listed =
+        crate::day::Day::list_window(cx.store, date, with_flights, st.window, settings.spill)
+            .await?;
+    day.passes += 1;
+    let flights = st
+        .flights
+        .get_or_insert_with(|| std::mem::take(&mut listed.flights));
+    tracing::debug!(%date, phase = "list", flights = flights.len(), spilled = flights.spilled(), seconds = t.elapsed().as_secs_f64(), "partition listed");
+    let listing = &listed.index;
+    day.flights = flights.len();
+    let beyond_window = listing.beyond_window.files;
+    st.left_past_window = beyond_window;
+    // Refused before any input is read when not even a small part fits
+    // the run's memory: a report, not an allocation failure.
+    let files = (listing.inputs().count() + beyond_window) as u64;
+    settings.part_files = st.fit.part_files(date, files, day.flights)?;
+    if number == 0 {
+        note_foreign(day, listing);
+    }
+    let gate_needed = match mode {
+        DayMode::Walk => true,
+        DayMode::Sweep => false,
+        // Nothing to fold: the date is not touched, so no gate (no GET).
+        DayMode::Repair => plan::compacts(listing, &cx.recovery.claimed),
+    };
+    // The bodies the gate read, for the merge to reuse.
+    let mut prefetched = Prefetched::new();
+    if number == 0 && gate_needed {
+        // The gate's first half, over the whole date's listings; its
+        // second half (what the per-flight files hold) part by part.
+        let check = parity_check(cx.store, date, flights, listing, None, settings).await?;
+        add_skipped(
+            day,
+            check
+                .unreadable
+                .iter()
+                .map(|(key, u)| gate_skipped(key, date, u)),
+        );
+        if !check.missing.is_empty() {
+            let reason = check.reason().unwrap_or_default();
+            return Ok(PassEnd::Mismatch(parity_failed(
+                day,
+                reason,
+                check.missing,
+            )?));
+        }
+        day.parity = Some(Parity::Passed);
+        prefetched = check.prefetched;
+    }
+    // The listing moves into the plan, which holds what the commit needs.
+    let plan = plan::plan_day(
+        date,
+        std::mem::take(&mut listed.index),
+        &cx.recovery.claimed,
+    );
+    tracing::info!(pass = number, part_files = settings.part_files, "{plan}");
+    day.files_claimed = day.files_claimed.max(plan.claimed as u64);
+    let plan::DayPlan { action, reason, .. } = plan;
+    let DayAction::Compact { inputs } = action else {
+        if number == 0 {
+            day.action = Done::NothingToCompact;
+            day.reason = reason;
+        }
+        return Ok(PassEnd::Done);
+    };
+    let queue = crate::partition::parts_of(cx.store, inputs, settings, &mut prefetched).await?;
+    let parts_before = day.parts;
+    let parts = Parts {
+        queue,
+        reason: &reason,
+        part_files: settings.part_files,
+        beyond_window,
+    };
+    let kept_newer = match commit_parts(cx, date, parts, &mut prefetched, st, day).await? {
+        PartsEnd::Committed { kept_newer } => kept_newer,
+        PartsEnd::Mismatch(missing) => return Ok(PassEnd::Mismatch(missing)),
+        PartsEnd::Stopped => {
+            st.left_past_window = 0;
+            return Ok(PassEnd::Done);
+        }
+    };
+    if cx.opts.dry_run {
+        // A dry run reads one window.
+        st.left_past_window = 0;
+        if beyond_window > 0 {
+            let window = st.window;
+            tracing::info!(%date, beyond_window, window,
+                "dry run: per-flight files past the listing window not read; a run compacts them in later passes");
+            day.reason = format!(
+                "{}; dry run: the first listing window ({window} per-flight files) read, {beyond_window} more past it not read (a run compacts them in later passes)",
+                day.reason
+            );
+        }
+        return Ok(PassEnd::Done);
+    }
+    // A window pass commits a part at least, so the date's inputs shrink
+    // every pass and the passes end; newer versions ride along.
+    if beyond_window > 0 && day.parts > parts_before {
+        tracing::info!(%date, pass = number, beyond_window, window = st.window, kept_newer,
+            "the listing window is compacted; listing the date again for the files past it");
+    } else if kept_newer > 0 {
+        st.newer_passes += 1;
+        if st.newer_passes >= MAX_PASSES_PER_DATE {
+            return Ok(PassEnd::Done);
+        }
+        tracing::info!(%date, kept_newer, "inputs changed during the commit; folding their newer versions in");
+    } else {
+        return Ok(PassEnd::Done);
+    }
+    Ok(PassEnd::Again(beyond_window + kept_newer))
+}
+
+/// A pass's inputs waiting to be committed ([`commit_parts`]).
+struct Parts<'r> {
+    queue: plan::PartQueue,
+    /// The plan's reason.
+    reason: &'r str,
+    /// The part weight the run's memory allows for this date.
+    part_files: u64,
+    /// Per-flight files past the pass's listing window.
+    beyond_window: usize,
+}
+
+/// How a pass's parts ended ([`commit_parts`]).
+enum PartsEnd {
+    /// Every part committed (or read, in a dry run); this many inputs were
+    /// kept because they changed meanwhile.
+    Committed { kept_newer: usize },
+    /// Parity failed on a part's per-flight files.
+    Mismatch(UuidSet),
+    /// A compacted file over an input limit: nothing more of the date.
+    Stopped,
+}
+
+/// Commits a pass's parts one by one, each sized when it starts: at most
+/// the memory's part weight, and what the time left allows at the pace
+/// measured so far ([`crate::deadline::Deadline::part_fit`]). Stops the
+/// date with [`Error::DateUnfinished`] when not even a part of
+/// [`crate::day::MIN_PART_FILES`] (or what is left, if less) fits the time.
+async fn commit_parts(
+    cx: &mut Ctx<'_, '_, impl Store>,
+    date: NaiveDate,
+    mut parts: Parts<'_>,
+    prefetched: &mut Prefetched,
+    st: &mut DateState,
+    day: &mut DayReport,
+) -> Result<PartsEnd> {
+    let mut kept_newer = 0;
+    let mut pass_unread: Vec<UnreadFile> = Vec::new();
+    let flights = st.flights.as_ref().expect("listed by the first pass");
+    let mut done = 0usize;
+    while parts.queue.has_part() {
+        crate::failpoint!("run::before-part");
+        let time = cx.deadline.part_fit(st.slowest_part);
+        let smallest = crate::day::MIN_PART_FILES.min(parts.queue.weight_left());
+        let weight = time.map_or(parts.part_files, |t| t.weight.min(parts.part_files));
+        let part = match time.and_then(|t| t.near(smallest)) {
+            None => parts.queue.next_part(weight.max(1)),
+            Some(near) => {
+                let left = parts.queue.files_left() + parts.beyond_window;
+                let hint = near.part_hint(cx.deadline.given(), smallest);
+                return Err(unfinished(day, &near, left, hint));
+            }
+        };
+        let Some(part) = part else { break };
+        let part_weight: u64 = part.iter().map(plan::input_weight).sum();
+        // A group of inputs sharing flights may weigh more than the time allows.
+        if let Some(near) = time.and_then(|t| t.near(part_weight)) {
+            let left = parts.queue.files_left() + part.len() + parts.beyond_window;
+            let hint = near.part_hint(cx.deadline.given(), part_weight);
+            return Err(unfinished(day, &near, left, hint));
+        }
+        let t = Instant::now();
+        let (end, unread) = commit_part(
+            cx,
+            date,
+            part,
+            parts.reason,
+            prefetched,
+            flights,
+            day,
+            &mut st.outputs,
+        )
+        .await?;
+        st.slowest_part = st.slowest_part.max(t.elapsed());
+        cx.deadline.record_part(part_weight, t.elapsed());
+        done += 1;
+        pass_unread.extend(unread);
+        match end {
+            PartEnd::Committed { kept_newer: k } => {
+                day.parts += 1;
+                kept_newer += k;
+                tracing::info!(%date, part = done, weight = part_weight, left = parts.queue.files_left(),
+                    seconds = t.elapsed().as_secs_f64(), "part committed");
+                crate::failpoint!("run::after-part");
+            }
+            PartEnd::Read => {}
+            PartEnd::Lost(lost) => {
+                add_unread(&mut st.unread_files, pass_unread);
+                let unread = std::mem::take(&mut st.unread_files);
+                return Ok(PartsEnd::Mismatch(lost_rows(day, lost, unread)?));
+            }
+            PartEnd::Stop => {
+                add_unread(&mut st.unread_files, pass_unread);
+                return Ok(PartsEnd::Stopped);
+            }
+        }
+    }
+    if parts.queue.left_as_they_are() > 0 {
+        tracing::info!(%date, left_as_they_are = parts.queue.left_as_they_are(),
+            "compacted files that share no flight with the parts are left as they are");
+    }
+    add_unread(&mut st.unread_files, pass_unread);
+    Ok(PartsEnd::Committed { kept_newer })
+}
+
+/// Counts and logs the foreign objects of a date's first listing.
+fn note_foreign(day: &mut DayReport, listing: &plan::PartitionListing) {
+    day.foreign_objects = listing.foreign.len() as u64;
+    day.foreign_keys = (listing.foreign.iter().take(FOREIGN_KEYS_SHOWN))
+        .map(|(o, _)| o.key.clone())
+        .collect();
+    for (o, why) in &listing.foreign {
+        tracing::debug!(key = %o.key, reason = why, "foreign object under index/: left alone");
+    }
+    if let Some((first, _)) = listing.foreign.first() {
+        tracing::info!(date = %day.date, count = listing.foreign.len(), first = %first.key,
+            "foreign objects in the partition (not index inputs): left alone");
+    }
+}
+
+/// A multi-row input the parity gate could not read, as a skipped file.
+fn gate_skipped(key: &str, date: NaiveDate, u: &Unmergeable) -> SkippedFile {
+    let reason = format!(
+        "multi-row index file unreadable for the parity check: {}",
+        u.reason
+    );
+    SkippedFile::unmergeable(
+        key,
+        date,
+        Unmergeable {
+            reason,
+            ..u.clone()
+        },
+    )
 }
 
 /// The deadline stop of `day` with `files_left` index files not yet
