@@ -599,3 +599,36 @@ async fn a_day_whose_uuid_sets_spill_to_disk_is_gated_and_compacted_as_in_memory
         (7, &g.missing[later])
     );
 }
+
+/// Told less memory than the whole date needs in one part, with no
+/// `PART_FILES` set, the run sizes the date's parts itself
+/// (`day::MemoryFit`): the largest that fit, every flight once, in one run.
+#[tokio::test]
+async fn a_day_the_memory_cannot_hold_in_one_part_is_cut_into_parts_by_the_run_itself() {
+    let _serial = SERIAL.lock().await;
+    init_logs();
+    let store = bucket("parts-memory-sized").await;
+    let flights = 2_500u64;
+    let generated = generate(
+        &store,
+        json!({"seed": 47, "days": [{"date": DAY, "flights": flights}]}),
+    );
+    let fit = archive_compaction::day::MemoryFit::new(Some(70), 50_000, 524_288);
+    let part = fit.part_files(date(DAY), flights, flights).unwrap();
+    assert!(
+        (archive_compaction::day::MIN_PART_FILES..flights).contains(&part),
+        "the premise: more than one part, each of at least the smallest: {part}"
+    );
+    let cfg = config(&store, &[("MEMORY_LIMIT_MB", "70")]);
+    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    assert_eq!(r.last_compacted_date, Some(date(DAY)));
+    let day = r.days.iter().find(|d| d.date == date(DAY)).unwrap();
+    let parts = flights.div_ceil(part);
+    assert_eq!(
+        (day.action, day.parts, day.files_read, day.files_left),
+        (DayAction::Compacted, parts, flights, 0),
+        "parts of {part}: {day:?}"
+    );
+    assert_eq!(assert_each_once(&store, &generated).len() as u64, parts);
+}
