@@ -13,7 +13,7 @@ ARCH ?= arm64
 EVENT ?= events/console-now.json
 
 .PHONY: help tools test test-unit test-ministack test-moto test-crash test-release release-bootstrap demo lint fmt \
-	lambda-tools sam-tools qemu-tools build deploy deploy-local invoke-local invoke-qemu validate bench bench-parts bench-windows bench-concurrency bench-audit bench-audit-scale bench-sets bench-backlog bench-plot bench-docs bench-tools mutants
+	lambda-tools sam-tools qemu-tools build deploy deploy-local invoke-local invoke-qemu validate bench bench-parts bench-sizing bench-windows bench-concurrency bench-audit bench-audit-scale bench-sets bench-backlog bench-plot bench-docs bench-tools mutants
 
 help: ## This list.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-17s %s\n", $$1, $$2}'
@@ -126,6 +126,14 @@ bench-parts: tools bench-tools ## A day in parts: 100,000, 200,000 and 500,000 f
 	$(CARGO) build --release --bin archive-compaction
 	$(TOOLS_DIR)/py/bin/python bench/bench.py --sizes 100000,200000,500000 --systems job --job-ulimit-kib 524288 --out target/bench-parts.json $(BENCH_ARGS)
 	python3 bench/docs.py --results target/bench-parts.json --block parts
+
+bench-sizing: tools bench-tools ## Parts the run sizes itself, no setting changed but Lambda's AWS_LAMBDA_FUNCTION_MEMORY_SIZE: days of 30,000, 100,000 and 500,000 files at 128, 256 and 512 MB (512 under `ulimit -v 524288` too), each run again as nights until compacted, and 30,000 files in `--max-duration 30` invocations; writes docs/performance.md's "Parts sized by the run" (~2 h on 2 cores, most of it ministack's uploads).
+	$(CARGO) build --release --example bench-tool
+	$(CARGO) build --release --bin archive-compaction
+	$(TOOLS_DIR)/py/bin/python bench/sizing.py --sizes 30000 --memories 128,256,512v --out target/bench-sizing.json $(BENCH_ARGS)
+	$(TOOLS_DIR)/py/bin/python bench/sizing.py --append --sizes 30000 --memories 512 --max-duration 30 --margin 10 --out target/bench-sizing.json $(BENCH_ARGS)
+	$(TOOLS_DIR)/py/bin/python bench/sizing.py --append --sizes 100000,500000 --memories 128,256,512v --out target/bench-sizing.json $(BENCH_ARGS)
+	python3 bench/docs.py --results target/bench-sizing.json --block sizing
 
 bench-windows: tools bench-tools ## A day past one listing window: 500,000 files in one day (windows of 200,000 per-flight files at the default PART_FILES), the job alone under `ulimit -v 524288`; writes docs/performance.md's "A day in listing windows" (~35 min on 2 cores, most of it ministack's upload and listings).
 	$(CARGO) build --release --example bench-tool

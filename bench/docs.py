@@ -5,7 +5,8 @@
 `make bench` runs it at its end (after bench/plot.py), `make bench-docs`
 alone on an existing JSON. It replaces what lies between a block's two
 marker lines (BEGIN and END below; blocks `sizes`, written by `make bench`,
-`sweep`, by `make bench-concurrency`, and `audit`, by `make bench-audit`)
+`sweep`, by `make bench-concurrency`, `audit`, by `make bench-audit`, and
+`sizing`, by `make bench-sizing`)
 and nothing else, so the page keeps
 its method and explanations by hand and its figures by the benchmark: the
 date, commit, machine and command of the run are written with them. Plain
@@ -187,6 +188,37 @@ def parts_table(results):
     return out
 
 
+def sizing_table(meta, cases):
+    """The `sizing` block: one row per run bench/sizing.py made, no
+    setting changed but the memory Lambda tells the job."""
+    out = [f"Measured {meta.get('date', 'unknown date')} at commit `{meta.get('commit', 'unknown commit')}` "
+           f"on {meta.get('machine', '?')}, the release build.", "",
+           f"Command: `{meta.get('command', 'bench/sizing.py')}`. S3 server {meta.get('server', '?')} behind the "
+           f"latency proxy, {meta.get('latency_ms', '?')} ms a request. Load average when it started: "
+           f"{meta.get('load_before', '?')}.", "",
+           "| files | `AWS_LAMBDA_FUNCTION_MEMORY_SIZE` | `ulimit -v` | invocation | run | status | stop reason "
+           "| parts | passes | files left | files read | wall s | CPU ms/file | peak RSS MB | the day |",
+           "|---:|---:|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for c in cases:
+        lim = f"{_n(c['ulimit_v_kib'])} KiB" if c.get("ulimit_v_kib") else "none"
+        inv = (f"`--max-duration {c['max_duration_s']}`, margin {c['margin_s']} s"
+               if c.get("max_duration_s") else "")
+        for r in c["runs"]:
+            last = r is c["runs"][-1]
+            b = c.get("read_back", {})
+            day = ""
+            if last:
+                day = ("compacted exactly" if c.get("exact") else "NOT compacted exactly") + (
+                    f": {_n(b.get('rows', 0))} rows, {_n(b.get('distinct_flights', 0))} flights read back, "
+                    f"{_n(b.get('per_flight_files_left', 0))} per-flight files left")
+            rss = f"{r['rss_mb']:.0f}" if r.get("rss_mb") is not None else "?"
+            out.append(f"| {_n(c['files'])} | {c['memory_mb']} | {lim} | {inv} | {r['run']} | {r.get('status')} | "
+                       f"{r.get('stop_reason') or ''} | {r.get('parts') or 0} | {r.get('passes') or 0} | "
+                       f"{_n(r.get('files_left') or 0)} | {_n(r.get('files_read') or 0)} | {r['wall_s']:.1f} | "
+                       f"{r['cpu_ms_per_file']:.3f} | {rss} | {day} |")
+    return out
+
+
 def backlog_table(meta, runs, check):
     """The `backlog` block: one row per invocation bench/backlog.py made,
     and what the bucket read back held."""
@@ -234,6 +266,8 @@ def render(data, block=None):
         blocks["sizes"] = "\n".join(lines)
     if sweep:
         blocks["sweep"] = "\n".join(provenance(meta) + sweep_table(sweep))
+    if data.get("sizing"):
+        return {"sizing": "\n".join(sizing_table(meta, data["sizing"]))}
     if data.get("sets"):
         return {"sets": "\n".join(sets_table(meta, data["sets"]))}
     if data.get("audit") and block == "audit-scale":
@@ -258,7 +292,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--results", nargs="+", default=[os.path.join(ROOT, "target", "bench-results.json")],
                     help="one or more results files; several are merged (their sizes together)")
-    ap.add_argument("--block", default=None, choices=["parts", "windows", "audit-scale", "sets"],
+    ap.add_argument("--block", default=None, choices=["parts", "windows", "audit-scale", "sets", "sizing"],
                     help="write the results as this block instead of `sizes` (parts: make bench-parts)")
     ap.add_argument("--page", default=os.path.join(ROOT, "docs", "performance.md"))
     args = ap.parse_args()
