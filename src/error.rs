@@ -83,7 +83,7 @@ pub enum Error {
     },
 
     /// Not even the smallest useful part of a date fits the run's memory
-    /// ([`crate::day::MemoryFit::part_files`]): refused after its listing,
+    /// ([`crate::sizing::MemoryFit::part_files`]): refused after its listing,
     /// before any input is read, so the run ends with a report instead of
     /// dying on an allocation.
     #[error(
@@ -106,12 +106,28 @@ pub enum Error {
         suggest_mb: u64,
     },
 
-    /// A date's flights (or its per-flight files past the listing window)
-    /// were more than `FLIGHTS_IN_MEMORY` and their sorted runs could not
-    /// be written to, or read back from, local disk ([`crate::spill`]):
-    /// nothing of the date was changed.
+    /// A date's uuid sets would not fit the local disk's free space
+    /// ([`crate::spill::check_room`]): refused after its listing, before
+    /// its sets are built or any input of the pass is read.
     #[error(
-        "spilling a date's flight uuids to {dir} failed: {source}; past FLIGHTS_IN_MEMORY uuids a date's sets are sorted on local disk (16 B a uuid, up to about 52 B a flight of the date): give the function more ephemeral storage (EphemeralStorage on template.yaml's function: 512 MB unless set, up to 10,240 MB; TMPDIR elsewhere), or raise FLIGHTS_IN_MEMORY where memory allows (16 B a uuid)"
+        "date {date}: its uuid sets need about {needed_mb} MB of local disk in {dir} and {free_mb} MB is free; nothing more of the date was read (parts committed before are kept, the next run with room goes on). Give the function more ephemeral storage (EphemeralStorage on template.yaml's function: 512 MB unless set, up to 10,240 MB; TMPDIR elsewhere)"
+    )]
+    DiskTooSmall {
+        /// The date.
+        date: NaiveDate,
+        /// The spill directory.
+        dir: String,
+        /// What the date's sets need, in MB.
+        needed_mb: u64,
+        /// The directory's free space, in MB.
+        free_mb: u64,
+    },
+
+    /// A date's uuid sets were more than their in-memory limit and their
+    /// sorted runs could not be written to, or read back from, local disk
+    /// ([`crate::spill`]). Parts of the date committed before are kept.
+    #[error(
+        "spilling a date's flight uuids to {dir} failed: {source}; parts of the date committed before are kept and the next run goes on from what is left. Past the in-memory limit a date's sets are sorted on local disk (up to about 52 B a flight of the date): give the function more ephemeral storage (EphemeralStorage on template.yaml's function: 512 MB unless set, up to 10,240 MB; TMPDIR elsewhere), or raise FLIGHTS_IN_MEMORY with the memory to hold it (16 B a uuid)"
     )]
     Spill {
         /// The spill directory (the system's temporary directory: `TMPDIR`, `/tmp`).
@@ -145,7 +161,7 @@ pub enum Error {
     },
 
     /// A listing window of a date ([`crate::day::Day::list_window`],
-    /// `PART_FILES` × [`crate::day::WINDOW_PARTS`] per-flight files) was
+    /// `PART_FILES` × [`crate::sizing::WINDOW_PARTS`] per-flight files) was
     /// planned and read and no part of it could be committed, with
     /// per-flight files past it left: the next window would be the same
     /// files. The date is not compacted and the watermark stays.

@@ -77,6 +77,7 @@ pub mod recovery;
 pub mod report;
 pub mod reporting;
 pub mod run;
+pub mod sizing;
 pub mod spill;
 pub mod state;
 pub mod status;

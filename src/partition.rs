@@ -148,7 +148,7 @@ async fn flights_in(
 
 /// A date's planned `inputs` as a [`plan::PartQueue`], the one cut the run
 /// commits by. When they may be more than one part (more than
-/// `settings.part_files`, or than [`crate::day::MIN_PART_FILES`], the
+/// `settings.part_files`, or than [`crate::sizing::MIN_PART_FILES`], the
 /// smallest part the time left may cut), the flights of their multi-row
 /// inputs are read first (their `s3_key` column; bodies read whole kept in
 /// `prefetched`) so inputs sharing a flight stay together. The (flight,
@@ -164,7 +164,7 @@ pub async fn parts_of(
 ) -> Result<plan::PartQueue> {
     let total: u64 = inputs.iter().map(plan::input_weight).sum();
     // A part may be cut as small as MIN_PART_FILES by the time left.
-    let may_split = settings.part_files.min(crate::day::MIN_PART_FILES);
+    let may_split = settings.part_files.min(crate::sizing::MIN_PART_FILES);
     let groups = match total > may_split {
         true => shared_flights(store, &inputs, settings, prefetched).await?,
         false => plan::Groups::new(inputs.len()),

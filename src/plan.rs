@@ -457,7 +457,7 @@ fn skip_reason(per_flight: usize, multi_row: usize, compacted: usize) -> Option<
 /// ~1.5 KB; a multi-row input's rows cost about as much for every 400
 /// bytes of Parquet (docs/performance.md: ~53 B a row with zstd, ~190 B a
 /// row decoded), so a part's weight bounds its memory whatever its inputs
-/// are ([`crate::day::peak_memory_mb`]). An estimate from those figures,
+/// are ([`crate::sizing::peak_memory_mb`]). An estimate from those figures,
 /// not a measurement of multi-row parts.
 pub fn input_weight(input: &PlannedInput) -> u64 {
     match input.source {

@@ -174,7 +174,7 @@ impl ReadSettings {
             budget: config.input_budget,
             part_files: config.part_files,
             spill: crate::spill::SpillSettings {
-                limit: crate::day::MemoryFit::of(config).in_memory() as usize,
+                limit: crate::sizing::MemoryFit::of(config).in_memory() as usize,
             },
         }
     }

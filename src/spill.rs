@@ -138,6 +138,49 @@ impl Run {
     }
 }
 
+/// What a date's sets may take on local disk, in bytes for each of its
+/// flights (or index files) once they are more than the in-memory limit:
+/// its flights (16 B a uuid), its per-flight files past the listing window
+/// (16 B) and the parts' (flight, input) pairs (20 B).
+pub const DISK_BYTES_PER_FLIGHT: u64 = 52;
+
+/// Refuses a date of `uuids` flights (or index files, the more of the two)
+/// whose sets would not fit the free space of the spill directory
+/// ([`std::env::temp_dir`]), before its sets are built: one error naming
+/// the need, not a failed write part way.
+///
+/// # Errors
+/// [`Error::DiskTooSmall`] with the need and the free space;
+/// [`Error::Spill`] when the directory cannot be read.
+///
+/// ```
+/// use archive_compaction::spill::{check_room, SpillSettings};
+/// let date = chrono::NaiveDate::from_ymd_opt(2026, 7, 18).unwrap();
+/// let settings = SpillSettings { limit: 1_000 };
+/// assert!(check_room(date, 1_000, settings).is_ok(), "held in memory");
+/// assert!(check_room(date, 2_000, settings).is_ok());
+/// let e = check_room(date, u64::MAX / 64, settings).unwrap_err().to_string();
+/// assert!(e.contains("ephemeral storage") && e.contains("MB is free"), "{e}");
+/// ```
+pub fn check_room(date: chrono::NaiveDate, uuids: u64, settings: SpillSettings) -> Result<()> {
+    if uuids <= settings.limit as u64 {
+        return Ok(());
+    }
+    let dir = std::env::temp_dir();
+    let vfs = rustix::fs::statvfs(&dir).map_err(|e| spill_error(&dir, e.into()))?;
+    let free = vfs.f_bavail.saturating_mul(vfs.f_frsize);
+    let needed = uuids.saturating_mul(DISK_BYTES_PER_FLIGHT);
+    if needed <= free {
+        return Ok(());
+    }
+    Err(Error::DiskTooSmall {
+        date,
+        dir: dir.display().to_string(),
+        needed_mb: needed.div_ceil(1 << 20),
+        free_mb: free >> 20,
+    })
+}
+
 fn spill_error(dir: &std::path::Path, source: std::io::Error) -> Error {
     Error::Spill {
         dir: dir.display().to_string(),

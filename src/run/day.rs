@@ -48,7 +48,7 @@ pub(super) enum DayOutcome {
 /// then commit (or, in a dry run, read what would be merged). When inputs
 /// changed during the commit, their newer versions are folded in at once
 /// (up to [`MAX_PASSES_PER_DATE`] passes); a date of more per-flight files
-/// than one listing window ([`crate::day::WINDOW_PARTS`] parts) is
+/// than one listing window ([`crate::sizing::WINDOW_PARTS`] parts) is
 /// compacted a window a pass, each pass listing the date again. Returns the day's report; it
 /// never touches the run's report (see [`RunReport::add_day`]).
 pub(super) async fn process_day(
@@ -107,9 +107,9 @@ pub(super) async fn process_day(
 
 /// What one date carries from pass to pass ([`day_passes`]).
 struct DateState {
-    /// The part weight the run's memory allows ([`crate::day::MemoryFit`]).
-    fit: crate::day::MemoryFit,
-    /// Per-flight files a listing holds at most ([`crate::day::MemoryFit::window`]).
+    /// The part weight the run's memory allows ([`crate::sizing::MemoryFit`]).
+    fit: crate::sizing::MemoryFit,
+    /// Per-flight files a listing holds at most ([`crate::sizing::MemoryFit::window`]).
     window: usize,
     /// The date's flights, listed by the first pass (its parity gate's) and
     /// kept, as uuids (on disk past the sets' limit), for every pass's parts.
@@ -146,7 +146,7 @@ async fn day_passes(
     mode: DayMode,
     day: &mut DayReport,
 ) -> Result<Option<UuidSet>> {
-    let fit = crate::day::MemoryFit::of(cx.config);
+    let fit = crate::sizing::MemoryFit::of(cx.config);
     let mut st = DateState {
         fit,
         window: fit.window().try_into().unwrap_or(usize::MAX),
@@ -162,7 +162,7 @@ async fn day_passes(
         if number > 0 {
             // The next pass's listing and plan read S3 before its first
             // part's own check: a deadline stop here is clean too.
-            let smallest = (pending as u64).min(crate::day::MIN_PART_FILES);
+            let smallest = (pending as u64).min(crate::sizing::MIN_PART_FILES);
             if let Some(near) = cx.deadline.near_part(smallest, st.slowest_part) {
                 return Err(unfinished(day, &near, pending, String::new()));
             }
@@ -221,6 +221,7 @@ async fn pass(
     // the run's memory: a report, not an allocation failure.
     let files = (listing.inputs().count() + beyond_window) as u64;
     settings.part_files = st.fit.part_files(date, files, day.flights)?;
+    crate::spill::check_room(date, files.max(day.flights), settings.spill)?;
     if number == 0 {
         note_foreign(day, listing);
     }
@@ -343,7 +344,7 @@ enum PartsEnd {
 /// the memory's part weight, and what the time left allows at the pace
 /// measured so far ([`crate::deadline::Deadline::part_fit`]). Stops the
 /// date with [`Error::DateUnfinished`] when not even a part of
-/// [`crate::day::MIN_PART_FILES`] (or what is left, if less) fits the time.
+/// [`crate::sizing::MIN_PART_FILES`] (or what is left, if less) fits the time.
 async fn commit_parts(
     cx: &mut Ctx<'_, '_, impl Store>,
     date: NaiveDate,
@@ -359,7 +360,7 @@ async fn commit_parts(
     while parts.queue.has_part() {
         crate::failpoint!("run::before-part");
         let time = cx.deadline.part_fit(st.slowest_part);
-        let smallest = crate::day::MIN_PART_FILES.min(parts.queue.weight_left());
+        let smallest = crate::sizing::MIN_PART_FILES.min(parts.queue.weight_left());
         let weight = time.map_or(parts.part_files, |t| t.weight.min(parts.part_files));
         let part = match time.and_then(|t| t.near(smallest)) {
             None => parts.queue.next_part(weight.max(1)),

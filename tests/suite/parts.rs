@@ -142,7 +142,7 @@ async fn a_crash_between_parts_is_finished_by_the_next_run_from_the_parts_left()
 }
 
 /// A date of more per-flight files than one listing window (`PART_FILES`
-/// × `day::WINDOW_PARTS`: 8 here) is compacted a window a pass, each pass
+/// × `sizing::WINDOW_PARTS`: 8 here) is compacted a window a pass, each pass
 /// listing the date again; a crash in the second window is finished by the
 /// next run, again in windows, every flight once.
 #[tokio::test]
@@ -602,7 +602,7 @@ async fn a_day_whose_uuid_sets_spill_to_disk_is_gated_and_compacted_as_in_memory
 
 /// Told less memory than the whole date needs in one part, with no
 /// `PART_FILES` set, the run sizes the date's parts itself
-/// (`day::MemoryFit`): the largest that fit, every flight once, in one run.
+/// (`sizing::MemoryFit`): the largest that fit, every flight once, in one run.
 #[tokio::test]
 async fn a_day_the_memory_cannot_hold_in_one_part_is_cut_into_parts_by_the_run_itself() {
     let _serial = SERIAL.lock().await;
@@ -613,10 +613,10 @@ async fn a_day_the_memory_cannot_hold_in_one_part_is_cut_into_parts_by_the_run_i
         &store,
         json!({"seed": 47, "days": [{"date": DAY, "flights": flights}]}),
     );
-    let fit = archive_compaction::day::MemoryFit::new(Some(70), 50_000, 524_288);
+    let fit = archive_compaction::sizing::MemoryFit::new(Some(70), 50_000, 524_288);
     let part = fit.part_files(date(DAY), flights, flights).unwrap();
     assert!(
-        (archive_compaction::day::MIN_PART_FILES..flights).contains(&part),
+        (archive_compaction::sizing::MIN_PART_FILES..flights).contains(&part),
         "the premise: more than one part, each of at least the smallest: {part}"
     );
     let cfg = config(&store, &[("MEMORY_LIMIT_MB", "70")]);
