@@ -68,10 +68,10 @@ pub struct ParityGate {
 /// multi-row inputs' `s3_key` columns are read only when the names do not
 /// cover every flight; what was read is returned in
 /// [`ParityGate::prefetched`]. Index rows without a flight do not block.
-/// The flights not named by a file are a set that spills past `spill`'s
-/// limit; the multi-row inputs' flights are taken off it in batches of at
-/// most that many uuids (each batch one pass over the set), so what is held
-/// is bounded by the limit and the largest input, not by the date.
+/// The flights not named by a file, and those the multi-row inputs hold,
+/// are sets that spill past `spill`'s limit; the second is taken off the
+/// first in one merge pass, so what is held is bounded by the limit and
+/// the largest input, not by the date.
 ///
 /// Errors: an S3 error reading a multi-row input (one that vanished since
 /// the listing counts as holding no rows); [`crate::error::Error::Spill`].
@@ -89,31 +89,20 @@ pub async fn parity_gate(
     if gate.missing.is_empty() {
         return Ok(gate);
     }
-    let mut found: Vec<Uuid> = Vec::new();
+    // Every flight the multi-row inputs hold, then one merge pass.
+    let mut found = crate::spill::UuidSetBuilder::new(spill);
     for (c, _) in listing.multi_row_inputs() {
         let Some(read) = flights_in(store, c, budget, &mut gate.prefetched).await? else {
             continue;
         };
         gate.compacted_files_read += 1;
         match read {
-            Ok(rows) => found.extend(rows),
+            Ok(rows) => rows.into_iter().try_for_each(|u| found.push(u))?,
             Err(u) => gate.unreadable.push((c.key.clone(), u)),
         }
-        if found.len() >= spill.limit {
-            gate.missing = take_found(gate.missing, &mut found, spill)?;
-        }
     }
-    gate.missing = take_found(gate.missing, &mut found, spill)?;
+    gate.missing = gate.missing.difference(&found.finish()?, spill)?;
     Ok(gate)
-}
-
-/// `missing` without the flights of `found` (emptied): one pass.
-fn take_found(missing: UuidSet, found: &mut Vec<Uuid>, spill: SpillSettings) -> Result<UuidSet> {
-    if found.is_empty() {
-        return Ok(missing);
-    }
-    let found = Flights::from(std::mem::take(found));
-    missing.retain(spill, |u| !found.contains(u))
 }
 
 /// The flights one multi-row input `c` holds rows of (its `s3_key`

@@ -111,8 +111,8 @@ struct DateState {
     fit: crate::sizing::MemoryFit,
     /// Per-flight files a listing holds at most ([`crate::sizing::MemoryFit::window`]).
     window: usize,
-    /// The date's flights, listed by the first pass (its parity gate's) and
-    /// kept, as uuids (on disk past the sets' limit), for every pass's parts.
+    /// The date's flights as the current pass listed them, as uuids (on
+    /// disk past the sets' limit), for its parts' own-row checks.
     flights: Option<UuidSet>,
     /// Per-flight files of listed flights that could not be read: the date
     /// is a Mismatch once its readable inputs are folded.
@@ -204,14 +204,14 @@ async fn pass(
 ) -> Result<PassEnd> {
     let mut settings = read::ReadSettings::of(cx.config);
     let t = Instant::now();
-    let with_flights = mode != DayMode::Sweep && st.flights.is_none();
+    // Every pass lists the flights again: a flight archived between two
+    // passes gets its own-row check like the others (the sweep lists none).
+    let with_flights = mode != DayMode::Sweep;
     let mut listed =
         crate::day::Day::list_window(cx.store, date, with_flights, st.window, settings.spill)
             .await?;
     day.passes += 1;
-    let flights = st
-        .flights
-        .get_or_insert_with(|| std::mem::take(&mut listed.flights));
+    let flights = st.flights.insert(std::mem::take(&mut listed.flights));
     tracing::debug!(%date, phase = "list", flights = flights.len(), spilled = flights.spilled(), seconds = t.elapsed().as_secs_f64(), "partition listed");
     let listing = &listed.index;
     day.flights = flights.len();
@@ -355,7 +355,7 @@ async fn commit_parts(
 ) -> Result<PartsEnd> {
     let mut kept_newer = 0;
     let mut pass_unread: Vec<UnreadFile> = Vec::new();
-    let flights = st.flights.as_ref().expect("listed by the first pass");
+    let flights = st.flights.as_ref().expect("listed by the pass");
     let mut done = 0usize;
     while parts.queue.has_part() {
         crate::failpoint!("run::before-part");
