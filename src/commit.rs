@@ -73,6 +73,102 @@ pub struct Prepared {
 
 pub use crate::storage::sha256_b64;
 
+/// What one part's commit did ([`commit_part`]): the run folds it into
+/// its report, failures included, before it acts on [`Committed::failure`].
+#[derive(Debug)]
+pub struct Committed {
+    /// The manifest's key: complete unless [`Committed::failure`] says
+    /// otherwise, then deleted beside the next watermark write.
+    pub manifest_key: String,
+    /// The compacted file written (`None`: the inputs held no row).
+    pub output: Option<ManifestOutput>,
+    /// The inputs' keys, as the manifest names them.
+    pub inputs: Vec<String>,
+    /// What the delete phase did.
+    pub deleted: DeleteOutcome,
+    /// Rows dropped as older duplicates.
+    pub duplicates_removed: u64,
+    /// Columns the target schema does not know, kept after the known ones.
+    pub extra_columns: Vec<String>,
+}
+
+impl Committed {
+    /// The error that leaves this commit's manifest in place: inputs whose
+    /// rows are not proven to be in the output ([`Error::Unproven`]), or
+    /// inputs that could not be deleted; `None` when the commit is complete.
+    pub fn failure(&self, date: NaiveDate, bucket: &str) -> Option<Error> {
+        let output = (self.output.as_ref())
+            .map_or_else(|| "no output (zero rows)".to_string(), |o| o.key.clone());
+        if let Some(first) = self.deleted.unproven.first() {
+            return Some(Error::Unproven {
+                date,
+                key: first.key.clone(),
+                reason: first.reason.clone(),
+                count: self.deleted.unproven.len(),
+                output,
+                manifest: self.manifest_key.clone(),
+            });
+        }
+        let f = self.deleted.failed.first()?;
+        Some(Error::s3(
+            "DeleteObjects",
+            bucket,
+            &f.key,
+            &f.code,
+            format!(
+                "{} input(s) of {date} could not be deleted ({}); manifest {} kept, the next run retries",
+                self.deleted.failed.len(),
+                f.message,
+                self.manifest_key
+            ),
+            false,
+        ))
+    }
+}
+
+/// The commit protocol for one part whose inputs were read into `read`
+/// (phase 1), its phases in the module's order: [`prepare`] (2), the proof
+/// ([`prove_inputs`], before anything is written), [`create_manifest`] (3,
+/// its lease GET beside it), [`put_output`] (4), then
+/// [`verify_and_delete_inputs`] (5, 6). Each phase's time is logged at
+/// debug level (`LOG_LEVEL=info,archive_compaction::commit=debug`), in s.
+///
+/// Errors: any phase's; an unproven or undeletable input is not an error
+/// here but [`Committed::failure`], so the caller can count it first.
+pub async fn commit_part(
+    store: &impl Store,
+    fence: &mut Fence<'_>,
+    date: NaiveDate,
+    read: &mut ReadInputs,
+    now: DateTime<Utc>,
+    invocation_id: &str,
+) -> Result<Committed> {
+    let prepared = prepare(date, read, now, invocation_id)?;
+    let m = &prepared.manifest;
+    let t = std::time::Instant::now();
+    let unproven = prove_inputs(store, m, &read.rows, prepared.body.as_ref()).await?;
+    tracing::debug!(%date, phase = "prove", files = m.inputs.len(), seconds = t.elapsed().as_secs_f64(), "inputs proven to be in the output");
+    let t = std::time::Instant::now();
+    fence
+        .beside(create_manifest(store, &prepared.manifest_key, m))
+        .await?;
+    if let (Some(output), Some(body)) = (&m.output, prepared.body.clone()) {
+        put_output(store, fence, m.job_id, output, body).await?;
+    }
+    tracing::debug!(%date, phase = "write", seconds = t.elapsed().as_secs_f64(), "manifest and output written");
+    let t = std::time::Instant::now();
+    let deleted = verify_and_delete_inputs(store, fence, m, &unproven).await?;
+    tracing::debug!(%date, phase = "delete", files = m.inputs.len(), seconds = t.elapsed().as_secs_f64(), "output verified, partition re-listed, inputs deleted");
+    Ok(Committed {
+        inputs: m.inputs.iter().map(|i| i.key.clone()).collect(),
+        output: m.output.clone(),
+        manifest_key: prepared.manifest_key,
+        deleted,
+        duplicates_removed: prepared.duplicates_removed,
+        extra_columns: prepared.extra_columns,
+    })
+}
+
 /// Phase 2: checksums the output [`crate::read::read_inputs`] encoded (no file at all
 /// when there are no rows) and builds the manifest.
 ///

@@ -234,26 +234,10 @@ async fn pass(
     // The bodies the gate read, for the merge to reuse.
     let mut prefetched = Prefetched::new();
     if number == 0 && gate_needed {
-        // The gate's first half, over the whole date's listings; its
-        // second half (what the per-flight files hold) part by part.
-        let check = parity_check(cx.store, date, flights, listing, None, settings).await?;
-        add_skipped(
-            day,
-            check
-                .unreadable
-                .iter()
-                .map(|(key, u)| gate_skipped(key, date, u)),
-        );
-        if !check.missing.is_empty() {
-            let reason = check.reason().unwrap_or_default();
-            return Ok(PassEnd::Mismatch(parity_failed(
-                day,
-                reason,
-                check.missing,
-            )?));
+        match gate(cx.store, date, flights, listing, settings, day).await? {
+            Ok(bodies) => prefetched = bodies,
+            Err(missing) => return Ok(PassEnd::Mismatch(missing)),
         }
-        day.parity = Some(Parity::Passed);
-        prefetched = check.prefetched;
     }
     // The listing moves into the plan, which holds what the commit needs.
     let plan = plan::plan_day(
@@ -287,11 +271,66 @@ async fn pass(
             return Ok(PassEnd::Done);
         }
     };
+    Ok(next_pass(
+        cx,
+        date,
+        number,
+        st,
+        day,
+        beyond_window,
+        parts_before,
+        kept_newer,
+    ))
+}
+
+/// The first half of the parity gate over a date's whole listings (its
+/// second half, what the per-flight files hold, runs part by part):
+/// `Ok(bodies)` to reuse when it passes, `Err(missing)` when it fails.
+///
+/// Errors: as [`parity_check`].
+async fn gate(
+    store: &impl Store,
+    date: NaiveDate,
+    flights: &UuidSet,
+    listing: &plan::PartitionListing,
+    settings: read::ReadSettings,
+    day: &mut DayReport,
+) -> Result<std::result::Result<Prefetched, UuidSet>> {
+    let check = parity_check(store, date, flights, listing, None, settings).await?;
+    add_skipped(
+        day,
+        check
+            .unreadable
+            .iter()
+            .map(|(key, u)| gate_skipped(key, date, u)),
+    );
+    if !check.missing.is_empty() {
+        let reason = check.reason().unwrap_or_default();
+        return Ok(Err(parity_failed(day, reason, check.missing)?));
+    }
+    day.parity = Some(Parity::Passed);
+    Ok(Ok(check.prefetched))
+}
+
+/// Whether a date whose pass committed its parts needs another: files
+/// past the listing window (a window pass commits a part at least, so the
+/// passes end), or inputs kept because they changed during the commit (at
+/// most [`MAX_PASSES_PER_DATE`]). A dry run reads one window.
+#[allow(clippy::too_many_arguments)]
+fn next_pass(
+    cx: &Ctx<'_, '_, impl Store>,
+    date: NaiveDate,
+    number: usize,
+    st: &mut DateState,
+    day: &mut DayReport,
+    beyond_window: usize,
+    parts_before: u64,
+    kept_newer: usize,
+) -> PassEnd {
+    let window = st.window;
     if cx.opts.dry_run {
-        // A dry run reads one window.
         st.left_past_window = 0;
         if beyond_window > 0 {
-            let window = st.window;
             tracing::info!(%date, beyond_window, window,
                 "dry run: per-flight files past the listing window not read; a run compacts them in later passes");
             day.reason = format!(
@@ -299,23 +338,21 @@ async fn pass(
                 day.reason
             );
         }
-        return Ok(PassEnd::Done);
+        return PassEnd::Done;
     }
-    // A window pass commits a part at least, so the date's inputs shrink
-    // every pass and the passes end; newer versions ride along.
     if beyond_window > 0 && day.parts > parts_before {
-        tracing::info!(%date, pass = number, beyond_window, window = st.window, kept_newer,
+        tracing::info!(%date, pass = number, beyond_window, window, kept_newer,
             "the listing window is compacted; listing the date again for the files past it");
     } else if kept_newer > 0 {
         st.newer_passes += 1;
         if st.newer_passes >= MAX_PASSES_PER_DATE {
-            return Ok(PassEnd::Done);
+            return PassEnd::Done;
         }
         tracing::info!(%date, kept_newer, "inputs changed during the commit; folding their newer versions in");
     } else {
-        return Ok(PassEnd::Done);
+        return PassEnd::Done;
     }
-    Ok(PassEnd::Again(beyond_window + kept_newer))
+    PassEnd::Again(beyond_window + kept_newer)
 }
 
 /// A pass's inputs waiting to be committed ([`commit_parts`]).
@@ -635,9 +672,10 @@ struct ToCommit {
     read: read::ReadInputs,
 }
 
-/// Runs the commit protocol for one planned date ([`ToCommit`]); returns
-/// how many inputs were kept because they changed meanwhile. What it did goes into
-/// `day` (also when it fails part way: the day then says what was done).
+/// Runs the commit protocol for one part ([`commit::commit_part`]) and
+/// folds what it did into `day` and `outputs` (also when it leaves its
+/// manifest: the day then says what was done); returns how many inputs
+/// were kept because they changed meanwhile.
 async fn commit_day(
     cx: &mut Ctx<'_, '_, impl Store>,
     date: NaiveDate,
@@ -651,9 +689,48 @@ async fn commit_day(
         started,
         mut read,
     } = pass;
-    let (store, opts) = (cx.store, cx.opts);
-    let prepared = commit::prepare(date, &mut read, opts.now, &opts.invocation_id)?;
-    day.extra_columns = prepared.extra_columns.clone();
+    note_rows_without_flight(day, &read);
+    tracing::debug!(%date, phase = "read", files = planned, seconds = started.elapsed().as_secs_f64(), "inputs read and merged");
+    let (now, id) = (cx.opts.now, &cx.opts.invocation_id);
+    let c = commit::commit_part(cx.store, &mut cx.fence, date, &mut read, now, id).await?;
+    if !c.extra_columns.is_empty() {
+        tracing::warn!(%date, columns = ?c.extra_columns, "inputs carry columns the target schema does not know; kept after the known ones");
+    }
+    day.extra_columns = c.extra_columns.clone();
+    day.files_read += c.inputs.len() as u64;
+    day.files_read_compacted += count_decoded(&read, Source::Compacted);
+    day.files_read_multi_row += count_decoded(&read, Source::MultiRow);
+    day.files_deleted += c.deleted.deleted;
+    day.files_kept_newer += c.deleted.kept_newer.len() as u64;
+    day.files_delete_failed += c.deleted.failed.len() as u64;
+    day.duplicates_removed += c.duplicates_removed;
+    day.action = Done::Compacted;
+    day.reason = reason;
+    // The outputs this run left on the date: a part's, less those a later
+    // pass folded in (its new output holds their rows).
+    for key in &c.inputs {
+        outputs.remove(key);
+    }
+    if let Some(o) = &c.output {
+        day.output_key = Some(o.key.clone());
+        outputs.insert(o.key.clone(), (o.rows, o.size));
+    }
+    day.rows_written = outputs.values().map(|(rows, _)| rows).sum();
+    day.bytes_written = outputs.values().map(|(_, bytes)| bytes).sum();
+    if let Some(e) = c.failure(date, cx.store.bucket()) {
+        // Its manifest is kept (not in `finished_manifests`): the date is
+        // not counted as compacted and stays blocked.
+        return Err(e);
+    }
+    // Complete: its manifest is deleted beside the watermark write that
+    // follows (`write_watermark`), or at once by another caller.
+    cx.finished_manifests.push(c.manifest_key);
+    Ok(c.deleted.kept_newer.len())
+}
+
+/// Counts the multi-row inputs' rows whose `s3_key` names no flight
+/// (kept after the flights' rows), naming a few of their files.
+fn note_rows_without_flight(day: &mut DayReport, read: &read::ReadInputs) {
     for (key, rows) in &read.rows_without_flight {
         day.rows_without_flight += rows;
         if day.rows_without_flight_keys.len() < FOREIGN_KEYS_SHOWN
@@ -662,90 +739,8 @@ async fn commit_day(
             day.rows_without_flight_keys.push(key.clone());
         }
     }
-    if day.rows_without_flight > 0 {
-        tracing::warn!(%date, rows = day.rows_without_flight, first = %day.rows_without_flight_keys[0],
+    if let Some(first) = day.rows_without_flight_keys.first() {
+        tracing::warn!(date = %day.date, rows = day.rows_without_flight, first = %first,
             "multi-row inputs hold rows whose s3_key is null, empty or names no flight; kept after the flights' rows");
     }
-    if !prepared.extra_columns.is_empty() {
-        tracing::warn!(%date, columns = ?prepared.extra_columns, "inputs carry columns the target schema does not know; kept after the known ones");
-    }
-    // Each phase's time at debug level
-    // (`LOG_LEVEL=info,archive_compaction::run=debug`), in seconds.
-    tracing::debug!(%date, phase = "read", files = planned, seconds = started.elapsed().as_secs_f64(), "inputs read and merged");
-    let m = &prepared.manifest;
-    // Nothing is deleted unless its rows are proven to be in the output:
-    // checked before anything is written (the output read back in memory),
-    // applied in the delete phase.
-    let t = std::time::Instant::now();
-    let unproven = commit::prove_inputs(store, m, &read.rows, prepared.body.as_ref()).await?;
-    tracing::debug!(%date, phase = "prove", files = m.inputs.len(), seconds = t.elapsed().as_secs_f64(), "inputs proven to be in the output");
-    let t = std::time::Instant::now();
-    // The lease's GETs go beside the requests before the destructive steps
-    // (`lease::Fence::beside`).
-    (cx.fence)
-        .beside(commit::create_manifest(store, &prepared.manifest_key, m))
-        .await?;
-    if let (Some(output), Some(body)) = (&m.output, prepared.body.clone()) {
-        commit::put_output(store, &mut cx.fence, m.job_id, output, body).await?;
-    }
-    tracing::debug!(%date, phase = "write", seconds = t.elapsed().as_secs_f64(), "manifest and output written");
-    let t = std::time::Instant::now();
-    let deleted = commit::verify_and_delete_inputs(store, &mut cx.fence, m, &unproven).await?;
-    tracing::debug!(%date, phase = "delete", files = m.inputs.len(), seconds = t.elapsed().as_secs_f64(), "output verified, partition re-listed, inputs deleted");
-    day.files_read += m.inputs.len() as u64;
-    day.files_read_compacted += count_decoded(&read, Source::Compacted);
-    day.files_read_multi_row += count_decoded(&read, Source::MultiRow);
-    day.files_deleted += deleted.deleted;
-    day.files_kept_newer += deleted.kept_newer.len() as u64;
-    day.duplicates_removed += prepared.duplicates_removed;
-    day.action = Done::Compacted;
-    day.reason = reason;
-    // The outputs this run left on the date: a part's, less those a later
-    // pass folded in (its new output holds their rows).
-    for i in &m.inputs {
-        outputs.remove(&i.key);
-    }
-    if let Some(o) = &m.output {
-        day.output_key = Some(o.key.clone());
-        outputs.insert(o.key.clone(), (o.rows, o.size));
-    }
-    day.rows_written = outputs.values().map(|(rows, _)| rows).sum();
-    day.bytes_written = outputs.values().map(|(_, bytes)| bytes).sum();
-    if let Some(first) = deleted.unproven.first() {
-        // Kept with its manifest (not in `finished_manifests`): the date is
-        // not counted as compacted and stays blocked.
-        day.files_delete_failed += deleted.failed.len() as u64;
-        return Err(Error::Unproven {
-            date,
-            key: first.key.clone(),
-            reason: first.reason.clone(),
-            count: deleted.unproven.len(),
-            output: m
-                .output
-                .as_ref()
-                .map_or_else(|| "no output (zero rows)".to_string(), |o| o.key.clone()),
-            manifest: prepared.manifest_key.clone(),
-        });
-    }
-    if !deleted.failed.is_empty() {
-        day.files_delete_failed += deleted.failed.len() as u64;
-        let f = &deleted.failed[0];
-        return Err(Error::s3(
-            "DeleteObjects",
-            store.bucket(),
-            &f.key,
-            &f.code,
-            format!(
-                "{} input(s) of {date} could not be deleted ({}); manifest {} kept, the next run retries",
-                deleted.failed.len(),
-                f.message,
-                prepared.manifest_key
-            ),
-            false,
-        ));
-    }
-    // Complete: its manifest is deleted beside the watermark write that
-    // follows (`write_watermark`), or at once by another caller.
-    cx.finished_manifests.push(prepared.manifest_key);
-    Ok(deleted.kept_newer.len())
 }
