@@ -80,16 +80,11 @@ settings! {
     /// the estimate and the fix (0: no limit)
     MEMORY_LIMIT_MB: Described("AWS_LAMBDA_FUNCTION_MEMORY_SIZE; none without it"),
         Whole { min: 0, max: u64::MAX, what: "a whole number of MB" };
-    /// most index files one commit of a date takes (a multi-row input counts 1 + 1 for
-    /// every 400 bytes of it); a date with more is committed in parts, each its own
-    /// compacted file and manifest, so a day's memory is bounded whatever its size and a
-    /// day cut by the deadline goes on from its last part
+    /// most index files one part of a date takes; the run sizes its parts below it
+    /// from MEMORY_LIMIT_MB and the time left
     PART_FILES: Number(50_000), Whole { min: 1, max: u64::MAX, what: "a whole number of index files" };
-    /// most flight uuids a date holds in memory per set (its flights, its per-flight
-    /// files past the listing window, the parity gate's candidates; 16 B each); past it
-    /// they are sorted into runs on local disk (TMPDIR, /tmp on Lambda: 16 B a uuid, at
-    /// most ~52 B a flight of the date), so a day's memory does not grow with its size.
-    /// At least 1
+    /// most flight uuids a date's set holds in memory (16 B each) before it spills
+    /// to local disk (TMPDIR); the run sizes its sets below it from MEMORY_LIMIT_MB
     FLIGHTS_IN_MEMORY: Number(crate::spill::DEFAULT_IN_MEMORY as u64),
         Whole { min: 1, max: u64::MAX, what: "a whole number of uuids" };
     /// rows per Parquet row group in compacted files
@@ -430,11 +425,11 @@ pub struct Config {
     /// Memory the run may use, in MB ([`MEMORY_LIMIT_MB`]; 0: none): a date
     /// over it is refused before it is read ([`crate::day::check_day_memory`]).
     pub memory_limit_mb: Option<u64>,
-    /// Most weight one part of a date takes ([`PART_FILES`]): a
+    /// Most weight one part of a date takes ([`PART_FILES`], a ceiling): a
     /// date over it is committed in parts ([`crate::plan::parts`]).
     pub part_files: u64,
     /// How many uuids a date's sets hold in memory before they spill to
-    /// local disk ([`FLIGHTS_IN_MEMORY`]).
+    /// local disk ([`FLIGHTS_IN_MEMORY`], a ceiling).
     pub spill: crate::spill::SpillSettings,
     /// Output size from which the compacted file goes up as a multipart
     /// upload ([`MULTIPART_THRESHOLD_BYTES`]; 0 = always).
