@@ -1,16 +1,22 @@
 //! Settings, parsed from environment variables into a typed [`Config`].
 //!
-//! [`Config::from_map`] takes any string map, so tests never touch the process
-//! environment; [`Config::from_env`] is the thin wrapper `main` uses. Every
-//! error names the variable and what it expects. The AWS SDK reads its own
-//! variables (`AWS_REGION`, credentials, `AWS_ENDPOINT_URL`, ...) itself.
+//! Each setting is one row of [`SETTINGS`]: its variable, its default
+//! ([`DefaultIs`]), how its text is read ([`Parse`]) and what it means.
+//! [`Config::from_map`] reads every field from its row; `--help` prints the
+//! rows, and tests/suite/docs.rs holds docs/configuration.md and
+//! template.yaml to them. [`Config::from_map`] takes any string map, so
+//! tests never touch the process environment; [`Config::from_env`] is the
+//! thin wrapper `main` uses. Every error names the variable and what it
+//! expects. The AWS SDK reads its own variables (`AWS_REGION`, credentials,
+//! `AWS_ENDPOINT_URL`, ...) itself.
 //!
 //! ```
 //! use std::collections::HashMap;
-//! use archive_compaction::config::Config;
+//! use archive_compaction::config::{Config, LAG_DAYS};
 //! let env = HashMap::from([("S3_BUCKET".to_string(), "archive".to_string())]);
 //! let c = Config::from_map(&env).unwrap();
 //! assert_eq!(c.lag_days, 2);
+//! assert_eq!(LAG_DAYS.default.to_string(), "2");
 //! assert!(Config::from_map(&HashMap::new()).is_err());
 //! ```
 
@@ -21,251 +27,475 @@ use chrono::NaiveDate;
 
 use crate::error::{Error, Result};
 
-/// The default of each setting that has one of its own, named as the
-/// setting: [`Config::from_map`] takes it, [`SETTINGS`] shows it. The
-/// multipart sizes' defaults are [`crate::storage`]'s, the input budget's
-/// [`crate::input::BUDGET_MB_DEFAULT`].
-pub mod defaults {
-    /// `LAG_DAYS`.
-    pub const LAG_DAYS: u32 = 2;
-    /// `LOG_LEVEL`.
-    pub const LOG_LEVEL: &str = "info";
-    /// `S3_FORCE_PATH_STYLE`.
-    pub const S3_FORCE_PATH_STYLE: bool = false;
-    /// `LEASE_SECONDS`: above Lambda's 900 s maximum timeout.
-    pub const LEASE_SECONDS: u64 = 960;
-    /// `READ_CONCURRENCY`.
-    pub const READ_CONCURRENCY: usize = 64;
-    /// `ROW_GROUP_ROWS`.
-    pub const ROW_GROUP_ROWS: usize = 131_072;
-    /// `DEADLINE_MARGIN_SECONDS`.
-    pub const DEADLINE_MARGIN_SECONDS: u64 = 60;
-    /// `SWEEP_DAYS`.
-    pub const SWEEP_DAYS: u32 = 14;
-    /// `METRICS_ENABLED`.
-    pub const METRICS_ENABLED: bool = true;
-    /// `METRICS_NAMESPACE`.
-    pub const METRICS_NAMESPACE: &str = "SkyFollower/ArchiveCompaction";
-    /// `MQTT_PORT`.
-    pub const MQTT_PORT: u16 = 1883;
-    /// The port on which `MQTT_TLS` defaults to true (MQTT over TLS).
-    pub const MQTT_TLS_PORT: u16 = 8883;
-    /// `MQTT_TOPIC_ROOT`.
-    pub const MQTT_TOPIC_ROOT: &str = "SkyFollower/archive-compaction";
-    /// `MQTT_TIMEOUT_SECONDS`.
-    pub const MQTT_TIMEOUT_SECONDS: u64 = 5;
-    /// `PART_FILES`: a part's weight in per-flight files
-    /// ([`crate::plan::input_weight`]), ~75 MB of commit state.
-    pub const PART_FILES: u64 = 50_000;
+/// Declares each setting as a constant named as its variable, its doc
+/// comment the meaning `--help` shows, and [`SETTINGS`], all of them in
+/// order.
+macro_rules! settings {
+    ($($(#[doc = $doc:literal])+ $name:ident: $default:expr, $parse:expr;)+) => {
+        $(
+            $(#[doc = $doc])+
+            pub const $name: Setting = {
+                use DefaultIs::*;
+                use Parse::*;
+                Setting {
+                    name: stringify!($name),
+                    default: $default,
+                    parse: $parse,
+                    doc: concat!($($doc),+).trim_ascii(),
+                }
+            };
+        )+
+        /// Every setting, in the order `--help` and docs/configuration.md
+        /// show them.
+        pub const SETTINGS: &[Setting] = &[$($name),+];
+    };
 }
 
-/// One row of the settings table: name, default, meaning. Used by `--help`
-/// and kept in sync with docs/configuration.md (checked by `tests/suite/docs.rs`);
-/// each default's text is the [`defaults`] constant's (checked by this
-/// module's tests).
-pub const SETTINGS: &[(&str, &str, &str)] = &[
-    (
-        "S3_BUCKET",
-        "(required)",
-        "bucket holding flights/, index/ and _compaction_state/",
-    ),
-    (
-        "LAG_DAYS",
-        "2",
-        "cutoff = UTC date of the invocation time minus this many days",
-    ),
-    (
-        "START_DATE",
-        "(unset)",
-        "YYYY-MM-DD to start at when there is no watermark (else the earliest index/ or flights/ partition)",
-    ),
-    (
-        "LOG_LEVEL",
-        defaults::LOG_LEVEL,
-        "log level: off, error, warn, info, debug or trace, optionally with target=level pairs: info,aws_smithy_runtime=debug; anything else is refused",
-    ),
-    (
-        "S3_FORCE_PATH_STYLE",
-        "false",
-        "true for S3-compatible servers that need path-style addressing",
-    ),
-    (
-        "LEASE_SECONDS",
-        "960",
-        "length of the lease in seconds; keep it above the Lambda timeout (900 s)",
-    ),
-    (
-        "READ_CONCURRENCY",
-        "64",
-        "index files fetched at once (GetObject requests in flight)",
-    ),
-    (
-        "INPUT_BUDGET_MB",
-        "a quarter of AWS_LAMBDA_FUNCTION_MEMORY_SIZE; 128 without it",
-        "memory one index input may take decoded, in MiB; an input whose footer declares more (or whose footer is longer than 1/32 of it, or that has more than 1,000 columns) is left in place unread and named in skipped_files",
-    ),
-    (
-        "MEMORY_LIMIT_MB",
-        "AWS_LAMBDA_FUNCTION_MEMORY_SIZE; none without it",
-        "memory the run may use, in MB; a date whose estimated peak (day::peak_memory_mb) is over 90% of it is refused before it is read, with the estimate and the fix (0: no limit)",
-    ),
-    (
-        "PART_FILES",
-        "50000",
-        "most index files one commit of a date takes (a multi-row input counts 1 + 1 for every 400 bytes of it); a date with more is committed in parts, each its own compacted file and manifest, so a day's memory is bounded whatever its size and a day cut by the deadline goes on from its last part",
-    ),
-    (
-        "FLIGHTS_IN_MEMORY",
-        "524288",
-        "most flight uuids a date holds in memory per set (its flights, its per-flight files past the listing window, the parity gate's candidates; 16 B each); past it they are sorted into runs on local disk (TMPDIR, /tmp on Lambda: 16 B a uuid, at most ~52 B a flight of the date), so a day's memory does not grow with its size. At least 1",
-    ),
-    (
-        "ROW_GROUP_ROWS",
-        "131072",
-        "rows per Parquet row group in compacted files",
-    ),
-    (
-        "MULTIPART_THRESHOLD_BYTES",
-        "16777216",
-        "compacted files of at least this many bytes go up as S3 multipart uploads (0: always); smaller ones as one PUT",
-    ),
-    (
-        "MULTIPART_PART_BYTES",
-        "8388608",
-        "part size of multipart uploads, from 5 MiB (5242880) to 5 GiB (S3's limits)",
-    ),
-    (
-        "DEADLINE_MARGIN_SECONDS",
-        "60",
-        "stop starting new dates when less time than this (or twice the slowest day so far) remains; more than 8 (the S3 cut-off before the deadline), and a `--max-duration` must be more than it",
-    ),
-    (
-        "SWEEP_DAYS",
-        "14",
-        "re-check this many already-compacted days (up to the watermark) for late or rewritten index files; 0 turns the sweep off",
-    ),
-    ("METRICS_ENABLED", "true", "publish CloudWatch metrics"),
-    (
-        "METRICS_NAMESPACE",
-        defaults::METRICS_NAMESPACE,
-        "CloudWatch namespace",
-    ),
-    (
-        "MQTT_HOST",
-        "(unset)",
-        "MQTT broker host; MQTT reporting is off when unset",
-    ),
-    ("MQTT_PORT", "1883", "MQTT broker port (8883 turns TLS on)"),
-    ("MQTT_USERNAME", "(unset)", "MQTT user name"),
-    (
-        "MQTT_PASSWORD",
-        "(unset)",
-        "MQTT password (prefer MQTT_PASSWORD_SECRET_ARN: an environment variable is readable in the function's configuration)",
-    ),
-    (
-        "MQTT_PASSWORD_SECRET_ARN",
-        "(unset)",
-        "Secrets Manager secret whose SecretString is the MQTT password; read once per process, wins over MQTT_PASSWORD",
-    ),
-    ("MQTT_TLS", "true on port 8883", "use TLS (rustls) for MQTT"),
-    (
-        "MQTT_CA_FILE",
-        "(system roots)",
-        "PEM file of CA certificates for MQTT TLS",
-    ),
-    (
-        "MQTT_TOPIC_ROOT",
-        defaults::MQTT_TOPIC_ROOT,
-        "topic root; values go to {root}/statistic/{name}",
-    ),
-    (
-        "MQTT_TIMEOUT_SECONDS",
-        "5",
-        "bound on connect + publish + disconnect",
-    ),
-];
+settings! {
+    /// bucket holding flights/, index/ and _compaction_state/
+    S3_BUCKET: Required, Plain;
+    /// cutoff = UTC date of the invocation time minus this many days
+    LAG_DAYS: Number(2), Whole { min: 0, max: 3650, what: "a whole number of days" };
+    /// YYYY-MM-DD to start at when there is no watermark (else the earliest
+    /// index/ or flights/ partition)
+    START_DATE: Unset, Date;
+    /// log level: off, error, warn, info, debug or trace, optionally with
+    /// target=level pairs: info,aws_smithy_runtime=debug; anything else is refused
+    LOG_LEVEL: Text("info"), LogLevel;
+    /// true for S3-compatible servers that need path-style addressing
+    S3_FORCE_PATH_STYLE: Bool(false), Flag;
+    /// length of the lease in seconds; keep it above the Lambda timeout (900 s)
+    LEASE_SECONDS: Number(960), Whole { min: 1, max: u64::MAX, what: "a whole number of seconds" };
+    /// index files fetched at once (GetObject requests in flight)
+    READ_CONCURRENCY: Number(64), Whole { min: 1, max: 1024, what: "a whole number of requests" };
+    /// memory one index input may take decoded, in MiB; an input whose footer
+    /// declares more (or whose footer is longer than 1/32 of it, or that has more
+    /// than 1,000 columns) is left in place unread and named in skipped_files
+    INPUT_BUDGET_MB: Derived(
+        "a quarter of AWS_LAMBDA_FUNCTION_MEMORY_SIZE; {} without it",
+        crate::input::BUDGET_MB_DEFAULT,
+    ), Whole { min: 1, max: 1024 * 1024, what: "a whole number of MiB" };
+    /// memory the run may use, in MB; a date whose estimated peak
+    /// (day::peak_memory_mb) is over 90% of it is refused before it is read, with
+    /// the estimate and the fix (0: no limit)
+    MEMORY_LIMIT_MB: Described("AWS_LAMBDA_FUNCTION_MEMORY_SIZE; none without it"),
+        Whole { min: 0, max: u64::MAX, what: "a whole number of MB" };
+    /// most index files one part of a date takes; the run sizes its parts below it
+    /// from MEMORY_LIMIT_MB and the time left
+    PART_FILES: Number(50_000), Whole { min: 1, max: u64::MAX, what: "a whole number of index files" };
+    /// most flight uuids a date's set holds in memory (16 B each) before it spills
+    /// to local disk (TMPDIR); the run sizes its sets below it from MEMORY_LIMIT_MB
+    FLIGHTS_IN_MEMORY: Number(crate::spill::DEFAULT_IN_MEMORY as u64),
+        Whole { min: 1, max: u64::MAX, what: "a whole number of uuids" };
+    /// rows per Parquet row group in compacted files
+    ROW_GROUP_ROWS: Number(131_072), Whole { min: 1, max: u64::MAX, what: "a whole number of rows" };
+    /// compacted files of at least this many bytes go up as S3 multipart uploads
+    /// (0: always); smaller ones as one PUT
+    MULTIPART_THRESHOLD_BYTES: Number(crate::storage::MULTIPART_THRESHOLD_DEFAULT as u64),
+        Whole { min: 0, max: u64::MAX, what: "a whole number of bytes" };
+    /// part size of multipart uploads, from 5 MiB (5242880) to 5 GiB (S3's limits)
+    MULTIPART_PART_BYTES: Number(crate::storage::MULTIPART_PART_DEFAULT as u64), Whole {
+        min: crate::storage::MULTIPART_PART_MIN as u64,
+        max: crate::storage::MULTIPART_PART_MAX as u64,
+        what: "a whole number of bytes",
+    };
+    /// stop starting new dates when less time than this (or twice the slowest day
+    /// so far) remains; more than 8 (the S3 cut-off before the deadline: a date
+    /// started within it could not write its output), and a `--max-duration` must
+    /// be more than it
+    DEADLINE_MARGIN_SECONDS: Number(60), Whole {
+        min: crate::storage::S3_DEADLINE_MARGIN.as_secs() + 1,
+        max: u64::MAX,
+        what: "a whole number of seconds",
+    };
+    /// re-check this many already-compacted days (up to the watermark) for late or
+    /// rewritten index files; 0 turns the sweep off
+    SWEEP_DAYS: Number(14), Whole { min: 0, max: 366, what: "a whole number of days" };
+    /// publish CloudWatch metrics
+    METRICS_ENABLED: Bool(true), Flag;
+    /// CloudWatch namespace
+    METRICS_NAMESPACE: Text("SkyFollower/ArchiveCompaction"), Plain;
+    /// MQTT broker host; MQTT reporting is off when unset
+    MQTT_HOST: Unset, Plain;
+    /// MQTT broker port (8883 turns TLS on)
+    MQTT_PORT: Number(1883), Whole { min: 0, max: 65535, what: "a TCP port" };
+    /// MQTT user name
+    MQTT_USERNAME: Unset, Plain;
+    /// MQTT password (prefer MQTT_PASSWORD_SECRET_ARN: an environment variable is
+    /// readable in the function's configuration)
+    MQTT_PASSWORD: Unset, Verbatim;
+    /// Secrets Manager secret whose SecretString is the MQTT password; read once
+    /// per process, wins over MQTT_PASSWORD
+    MQTT_PASSWORD_SECRET_ARN: Unset, Plain;
+    /// use TLS (rustls) for MQTT
+    MQTT_TLS: Derived("true on port {}", 8883), Flag;
+    /// PEM file of CA certificates for MQTT TLS
+    MQTT_CA_FILE: Described("(system roots)"), Plain;
+    /// topic root; values go to {root}/statistic/{name}
+    MQTT_TOPIC_ROOT: Text("SkyFollower/archive-compaction"), TopicRoot;
+    /// bound on connect + publish + disconnect
+    MQTT_TIMEOUT_SECONDS: Number(5), Seconds { max: 300 };
+}
+
+/// Row defaults other code needs as a value.
+pub mod defaults {
+    /// [`super::PART_FILES`]'s default.
+    pub const PART_FILES: u64 = super::PART_FILES.default.figure();
+}
+
+/// What a setting is when its variable is unset or empty; shown (as
+/// `Display` writes it) by `--help` and docs/configuration.md.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum DefaultIs {
+    /// No default: the run refuses to start without it.
+    Required,
+    /// Nothing (the meaning says what that does).
+    Unset,
+    /// This number.
+    Number(u64),
+    /// This truth value.
+    Bool(bool),
+    /// This text.
+    Text(&'static str),
+    /// Decided from other variables as described.
+    Described(&'static str),
+    /// Decided from other variables as described; the description shows the
+    /// figure at `{}`, and the code takes it from here.
+    Derived(&'static str, u64),
+}
+
+impl DefaultIs {
+    /// The number of a [`DefaultIs::Number`] or [`DefaultIs::Derived`].
+    ///
+    /// # Panics
+    /// On any other default: a row whose default is not a number, read as one.
+    pub const fn figure(self) -> u64 {
+        match self {
+            DefaultIs::Number(n) | DefaultIs::Derived(_, n) => n,
+            _ => panic!("a setting whose default is not a number, read as one"),
+        }
+    }
+}
+
+impl std::fmt::Display for DefaultIs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DefaultIs::Required => f.write_str("(required)"),
+            DefaultIs::Unset => f.write_str("(unset)"),
+            DefaultIs::Number(n) => write!(f, "{n}"),
+            DefaultIs::Bool(b) => write!(f, "{b}"),
+            DefaultIs::Text(t) | DefaultIs::Described(t) => f.write_str(t),
+            DefaultIs::Derived(t, n) => f.write_str(&t.replace("{}", &n.to_string())),
+        }
+    }
+}
+
+/// How a setting's text is read. The text is trimmed (a
+/// [`Parse::Verbatim`] one is not) and an empty one is unset; anything else
+/// the parser does not take is refused with an [`Error::Config`] naming the
+/// variable and what it expects.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Parse {
+    /// Any text.
+    Plain,
+    /// Any text, kept as given (a password may begin or end with a space).
+    Verbatim,
+    /// A whole number from `min` to `max`.
+    Whole {
+        /// The least taken.
+        min: u64,
+        /// The most taken.
+        max: u64,
+        /// What the number is, for the error: "a whole number of days".
+        what: &'static str,
+    },
+    /// `true` or `false` (also `1`/`0`, `yes`/`no`, `on`/`off`), any case.
+    Flag,
+    /// A number of seconds, fractions allowed, above 0 and at most `max`.
+    Seconds {
+        /// The most taken.
+        max: u64,
+    },
+    /// A date `YYYY-MM-DD` ([`parse_date`]).
+    Date,
+    /// A tracing filter ([`parse_log_level`]).
+    LogLevel,
+    /// An MQTT topic root ([`parse_topic_root`]).
+    TopicRoot,
+}
+
+/// One setting: its environment variable, default, parser and meaning.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Setting {
+    /// The environment variable, e.g. `LAG_DAYS`.
+    pub name: &'static str,
+    /// What it is when unset.
+    pub default: DefaultIs,
+    /// How its text is read.
+    pub parse: Parse,
+    /// What it means, one line (`--help`).
+    pub doc: &'static str,
+}
+
+impl Setting {
+    /// The variable's text: trimmed (a [`Parse::Verbatim`] one as given);
+    /// `None` when unset or empty.
+    fn given<'a>(&self, env: &'a HashMap<String, String>) -> Option<&'a str> {
+        let v = env.get(self.name)?;
+        let v = match self.parse {
+            Parse::Verbatim => v.as_str(),
+            _ => v.trim(),
+        };
+        (!v.is_empty()).then_some(v)
+    }
+
+    fn refuse(&self, reason: impl Into<String>) -> Error {
+        bad(self.name, reason)
+    }
+
+    /// A programming error: this row is read as what its parser is not.
+    fn misread(&self, as_what: &str) -> ! {
+        panic!("setting {} ({:?}) read as {as_what}", self.name, self.parse)
+    }
+
+    fn parse_text(&self, v: &str) -> Result<String> {
+        match self.parse {
+            Parse::Plain | Parse::Verbatim => Ok(v.to_string()),
+            Parse::LogLevel => parse_log_level(v),
+            Parse::TopicRoot => parse_topic_root(v),
+            _ => self.misread("text"),
+        }
+    }
+
+    /// A text setting with a default (or none, required).
+    fn text(&self, env: &HashMap<String, String>) -> Result<String> {
+        match (self.given(env), self.default) {
+            (Some(v), _) => self.parse_text(v),
+            (None, DefaultIs::Text(t)) => Ok(t.to_string()),
+            (None, DefaultIs::Required) => Err(self.refuse(format!("required: {}", self.doc))),
+            (None, _) => self.misread("text with a default"),
+        }
+    }
+
+    /// A text setting that may be unset.
+    fn optional(&self, env: &HashMap<String, String>) -> Result<Option<String>> {
+        self.given(env).map(|v| self.parse_text(v)).transpose()
+    }
+
+    /// A whole-number setting, its row's default when unset.
+    fn whole<T: TryFrom<u64>>(&self, env: &HashMap<String, String>) -> Result<T> {
+        self.whole_else(env, self.default.figure())
+    }
+
+    /// A whole-number setting, `default` when unset (a default another
+    /// variable decides).
+    fn whole_else<T: TryFrom<u64>>(
+        &self,
+        env: &HashMap<String, String>,
+        default: u64,
+    ) -> Result<T> {
+        let Parse::Whole { min, max, what } = self.parse else {
+            self.misread("a whole number")
+        };
+        let fit = |n: u64| T::try_from(n).map_err(|_| self.refuse(format!("{n} is too large")));
+        let Some(v) = self.given(env) else {
+            return fit(default);
+        };
+        let n: u64 = v
+            .parse()
+            .map_err(|_| self.refuse(format!("expected {what}, got {}", crate::text::quote(v))))?;
+        if !(min..=max).contains(&n) {
+            let range = match (min, max) {
+                (_, u64::MAX) => format!("at least {min}"),
+                (0, _) => format!("at most {max}"),
+                _ => format!("from {min} to {max}"),
+            };
+            return Err(self.refuse(format!("must be {range}, got {n} ({})", self.doc)));
+        }
+        fit(n)
+    }
+
+    /// A truth-value setting, its row's default when unset.
+    fn flag(&self, env: &HashMap<String, String>) -> Result<bool> {
+        match self.default {
+            DefaultIs::Bool(b) => self.flag_else(env, b),
+            _ => self.misread("a flag with a default"),
+        }
+    }
+
+    /// A truth-value setting, `default` when unset.
+    fn flag_else(&self, env: &HashMap<String, String>, default: bool) -> Result<bool> {
+        if self.parse != Parse::Flag {
+            self.misread("a flag")
+        }
+        let Some(v) = self.given(env) else {
+            return Ok(default);
+        };
+        match v.to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" | "on" => Ok(true),
+            "false" | "0" | "no" | "off" => Ok(false),
+            _ => Err(self.refuse(format!(
+                "expected true or false, got {}",
+                crate::text::quote(v)
+            ))),
+        }
+    }
+
+    /// A number of seconds, fractions allowed, its row's default when unset.
+    fn seconds(&self, env: &HashMap<String, String>) -> Result<Duration> {
+        let Parse::Seconds { max } = self.parse else {
+            self.misread("seconds")
+        };
+        let s: f64 = match self.given(env) {
+            None => self.default.figure() as f64,
+            Some(v) => v.parse().map_err(|_| {
+                self.refuse(format!(
+                    "expected a number of seconds, got {}",
+                    crate::text::quote(v)
+                ))
+            })?,
+        };
+        // Written so that NaN fails too.
+        if !(s > 0.0 && s <= max as f64) {
+            return Err(self.refuse(format!("must be above 0 and at most {max}, got {s}")));
+        }
+        Ok(Duration::from_secs_f64(s))
+    }
+
+    /// A date setting that may be unset.
+    fn date(&self, env: &HashMap<String, String>) -> Result<Option<NaiveDate>> {
+        if self.parse != Parse::Date {
+            self.misread("a date")
+        }
+        self.given(env)
+            .map(|v| parse_date(self.name, v))
+            .transpose()
+    }
+}
 
 /// MQTT reporting settings (present only when `MQTT_HOST` is set).
 #[derive(Debug, Clone, PartialEq)]
 pub struct MqttConfig {
-    /// Broker host name or address (`MQTT_HOST`).
+    /// Broker host name or address ([`MQTT_HOST`]).
     pub host: String,
-    /// Broker port (`MQTT_PORT`, default 1883).
+    /// Broker port ([`MQTT_PORT`]).
     pub port: u16,
-    /// User name (`MQTT_USERNAME`).
+    /// User name ([`MQTT_USERNAME`]).
     pub username: Option<String>,
-    /// Password (`MQTT_PASSWORD`). Ignored when `password_secret_arn` is set.
+    /// Password ([`MQTT_PASSWORD`]). Ignored when `password_secret_arn` is set.
     pub password: Option<String>,
     /// Secrets Manager secret (ARN or name) whose `SecretString` is the
-    /// password (`MQTT_PASSWORD_SECRET_ARN`). Read once per process by
+    /// password ([`MQTT_PASSWORD_SECRET_ARN`]). Read once per process by
     /// [`crate::app::Deps::mqtt_password`]; wins over `password`.
     pub password_secret_arn: Option<String>,
-    /// TLS on (`MQTT_TLS`, default true when the port is 8883).
+    /// TLS on ([`MQTT_TLS`]).
     pub tls: bool,
-    /// PEM CA bundle (`MQTT_CA_FILE`); system roots when unset.
+    /// PEM CA bundle ([`MQTT_CA_FILE`]); system roots when unset.
     pub ca_file: Option<String>,
-    /// Topic root (`MQTT_TOPIC_ROOT`).
+    /// Topic root ([`MQTT_TOPIC_ROOT`]).
     pub topic_root: String,
-    /// Bound on the whole publish (`MQTT_TIMEOUT_SECONDS`, default 5 s).
+    /// Bound on the whole publish ([`MQTT_TIMEOUT_SECONDS`]).
     pub timeout: Duration,
 }
 
-/// All settings of a run.
+/// All settings of a run; each field's setting (linked) says its default.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
-    /// Bucket name (`S3_BUCKET`).
+    /// Bucket name ([`S3_BUCKET`]).
     pub bucket: String,
-    /// Days between the invocation date and the cutoff (`LAG_DAYS`, default 2).
+    /// Days between the invocation date and the cutoff ([`LAG_DAYS`]).
     pub lag_days: u32,
-    /// First date to consider when there is no watermark (`START_DATE`).
+    /// First date to consider when there is no watermark ([`START_DATE`]).
     pub start_date: Option<NaiveDate>,
-    /// Tracing filter (`LOG_LEVEL`, default `info`).
+    /// Tracing filter ([`LOG_LEVEL`]).
     pub log_level: String,
-    /// Path-style S3 addressing (`S3_FORCE_PATH_STYLE`, default false).
+    /// Path-style S3 addressing ([`S3_FORCE_PATH_STYLE`]).
     pub force_path_style: bool,
-    /// Lease length (`LEASE_SECONDS`, default 960 s: above Lambda's 900 s maximum timeout).
+    /// Lease length ([`LEASE_SECONDS`]; its default is above Lambda's 900 s
+    /// maximum timeout).
     pub lease: Duration,
-    /// GetObject requests in flight at once (`READ_CONCURRENCY`, default 64).
+    /// GetObject requests in flight at once ([`READ_CONCURRENCY`]).
     pub read_concurrency: usize,
-    /// Rows per row group in outputs (`ROW_GROUP_ROWS`, default 131,072).
+    /// Rows per row group in outputs ([`ROW_GROUP_ROWS`]).
     pub row_group_rows: usize,
-    /// What one index input may take decoded (`INPUT_BUDGET_MB`; default a
-    /// quarter of `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`, which Lambda sets to
-    /// the function's memory in MB, else 128 MiB). The input limits derive
-    /// from it ([`crate::input`]).
+    /// What one index input may take decoded ([`INPUT_BUDGET_MB`]; Lambda
+    /// sets `AWS_LAMBDA_FUNCTION_MEMORY_SIZE` to the function's memory in
+    /// MB). The input limits derive from it ([`crate::input`]).
     pub input_budget: crate::input::Budget,
-    /// Memory the run may use, in MB (`MEMORY_LIMIT_MB`; default
-    /// `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`, none without it; 0: none): a date
+    /// Memory the run may use, in MB ([`MEMORY_LIMIT_MB`]; 0: none): a date
     /// over it is refused before it is read ([`crate::day::check_day_memory`]).
     pub memory_limit_mb: Option<u64>,
-    /// Most weight one commit of a date takes (`PART_FILES`, default
-    /// 50,000; at least 1): a date over it is committed in parts
-    /// ([`crate::plan::parts`]).
+    /// Most weight one part of a date takes ([`PART_FILES`], a ceiling): a
+    /// date over it is committed in parts ([`crate::plan::parts`]).
     pub part_files: u64,
     /// How many uuids a date's sets hold in memory before they spill to
-    /// local disk (`FLIGHTS_IN_MEMORY`, default
-    /// [`crate::spill::DEFAULT_IN_MEMORY`]; at least 1).
+    /// local disk ([`FLIGHTS_IN_MEMORY`], a ceiling).
     pub spill: crate::spill::SpillSettings,
     /// Output size from which the compacted file goes up as a multipart
-    /// upload (`MULTIPART_THRESHOLD_BYTES`, default 16 MiB; 0 = always).
+    /// upload ([`MULTIPART_THRESHOLD_BYTES`]; 0 = always).
     pub multipart_threshold: usize,
-    /// Multipart part size (`MULTIPART_PART_BYTES`, default 8 MiB; S3 allows
-    /// 5 MiB to 5 GiB).
+    /// Multipart part size ([`MULTIPART_PART_BYTES`]).
     pub multipart_part_size: usize,
-    /// Minimum time left before starting another date (`DEADLINE_MARGIN_SECONDS`, default 60 s;
-    /// more than [`crate::storage::S3_DEADLINE_MARGIN`], 8 s, else refused).
+    /// Minimum time left before starting another date
+    /// ([`DEADLINE_MARGIN_SECONDS`]; more than
+    /// [`crate::storage::S3_DEADLINE_MARGIN`], else refused).
     pub deadline_margin: Duration,
-    /// Already-compacted days re-checked for stragglers (`SWEEP_DAYS`, default 14; 0 = off).
+    /// Already-compacted days re-checked for stragglers ([`SWEEP_DAYS`]; 0 = off).
     pub sweep_days: u32,
-    /// Publish CloudWatch metrics (`METRICS_ENABLED`, default true).
+    /// Publish CloudWatch metrics ([`METRICS_ENABLED`]).
     pub metrics_enabled: bool,
-    /// CloudWatch namespace (`METRICS_NAMESPACE`).
+    /// CloudWatch namespace ([`METRICS_NAMESPACE`]).
     pub metrics_namespace: String,
-    /// MQTT reporting, when `MQTT_HOST` is set.
+    /// MQTT reporting, when [`MQTT_HOST`] is set.
     pub mqtt: Option<MqttConfig>,
 }
 
 impl Config {
+    /// Parses settings from a map of environment variables, each field
+    /// from its row of [`SETTINGS`].
+    ///
+    /// Errors: [`Error::Config`] naming the first variable that is missing
+    /// (`S3_BUCKET`) or malformed.
+    pub fn from_map(env: &HashMap<String, String>) -> Result<Config> {
+        // Lambda sets it to the function's memory in MB; the two memory
+        // settings default from it.
+        let function_mb = env
+            .get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        let budget_mb = function_mb.map_or(INPUT_BUDGET_MB.default.figure(), |mb| (mb / 4).max(1));
+        let memory_limit_mb: u64 = MEMORY_LIMIT_MB.whole_else(env, function_mb.unwrap_or(0))?;
+        Ok(Config {
+            bucket: S3_BUCKET.text(env)?,
+            lag_days: LAG_DAYS.whole(env)?,
+            start_date: START_DATE.date(env)?,
+            log_level: LOG_LEVEL.text(env)?,
+            force_path_style: S3_FORCE_PATH_STYLE.flag(env)?,
+            lease: Duration::from_secs(LEASE_SECONDS.whole(env)?),
+            read_concurrency: READ_CONCURRENCY.whole(env)?,
+            row_group_rows: ROW_GROUP_ROWS.whole(env)?,
+            input_budget: crate::input::Budget::from_mb(
+                INPUT_BUDGET_MB.whole_else(env, budget_mb)?,
+            ),
+            memory_limit_mb: (memory_limit_mb > 0).then_some(memory_limit_mb),
+            part_files: PART_FILES.whole(env)?,
+            spill: crate::spill::SpillSettings {
+                limit: FLIGHTS_IN_MEMORY.whole(env)?,
+            },
+            multipart_threshold: MULTIPART_THRESHOLD_BYTES.whole(env)?,
+            multipart_part_size: MULTIPART_PART_BYTES.whole(env)?,
+            deadline_margin: Duration::from_secs(DEADLINE_MARGIN_SECONDS.whole(env)?),
+            sweep_days: SWEEP_DAYS.whole(env)?,
+            metrics_enabled: METRICS_ENABLED.flag(env)?,
+            metrics_namespace: METRICS_NAMESPACE.text(env)?,
+            mqtt: MqttConfig::from_map(env)?,
+        })
+    }
+
+    /// Parses settings from the process environment (see [`Config::from_map`]).
+    pub fn from_env() -> Result<Config> {
+        Config::from_map(&std::env::vars().collect())
+    }
+
     /// Refuses a run's own time limit (`--max-duration`) that leaves no room
     /// for a date: the walk starts a date only with more than
     /// `DEADLINE_MARGIN_SECONDS` left, so a limit within the margin would
@@ -290,6 +520,28 @@ impl Config {
     }
 }
 
+impl MqttConfig {
+    /// The MQTT settings, `None` when `MQTT_HOST` is unset (the others are
+    /// then not read).
+    fn from_map(env: &HashMap<String, String>) -> Result<Option<MqttConfig>> {
+        let Some(host) = MQTT_HOST.optional(env)? else {
+            return Ok(None);
+        };
+        let port: u16 = MQTT_PORT.whole(env)?;
+        Ok(Some(MqttConfig {
+            host,
+            port,
+            username: MQTT_USERNAME.optional(env)?,
+            password: MQTT_PASSWORD.optional(env)?,
+            password_secret_arn: MQTT_PASSWORD_SECRET_ARN.optional(env)?,
+            tls: MQTT_TLS.flag_else(env, u64::from(port) == MQTT_TLS.default.figure())?,
+            ca_file: MQTT_CA_FILE.optional(env)?,
+            topic_root: MQTT_TOPIC_ROOT.text(env)?,
+            timeout: MQTT_TIMEOUT_SECONDS.seconds(env)?,
+        }))
+    }
+}
+
 fn bad(name: &str, reason: impl Into<String>) -> Error {
     Error::Config {
         name: name.to_string(),
@@ -311,7 +563,7 @@ pub fn parse_topic_root(v: &str) -> Result<String> {
     };
     if let Some(c) = v.chars().find(|c| matches!(c, '#' | '+' | '\0')) {
         return Err(bad(
-            "MQTT_TOPIC_ROOT",
+            MQTT_TOPIC_ROOT.name,
             format!(
                 "{} holds {}, which no topic a client publishes to may hold (MQTT 3.1.1, 4.7.1 and 1.5.3): the broker would refuse every statistic; use a root of plain levels such as SkyFollower/archive-compaction",
                 crate::text::quote(v),
@@ -322,61 +574,11 @@ pub fn parse_topic_root(v: &str) -> Result<String> {
     let root = v.trim_end_matches('/');
     if root.is_empty() {
         return Err(bad(
-            "MQTT_TOPIC_ROOT",
+            MQTT_TOPIC_ROOT.name,
             "is only '/': give a root such as SkyFollower/archive-compaction",
         ));
     }
     Ok(root.to_string())
-}
-
-fn get<'a>(env: &'a HashMap<String, String>, name: &str) -> Option<&'a str> {
-    env.get(name).map(|s| s.trim()).filter(|s| !s.is_empty())
-}
-
-fn parse_num<T: std::str::FromStr>(
-    env: &HashMap<String, String>,
-    name: &str,
-    default: T,
-    what: &str,
-) -> Result<T> {
-    match get(env, name) {
-        None => Ok(default),
-        Some(v) => v.parse().map_err(|_| {
-            bad(
-                name,
-                format!("expected {what}, got {}", crate::text::quote(v)),
-            )
-        }),
-    }
-}
-
-/// [`parse_num`] for a count that must be at least 1 (`ROW_GROUP_ROWS`,
-/// `PART_FILES`, `FLIGHTS_IN_MEMORY`).
-fn parse_count<T: std::str::FromStr + From<u8> + PartialOrd>(
-    env: &HashMap<String, String>,
-    name: &str,
-    default: T,
-    what: &str,
-) -> Result<T> {
-    let n = parse_num(env, name, default, what)?;
-    match n < T::from(1) {
-        true => Err(bad(name, "must be at least 1")),
-        false => Ok(n),
-    }
-}
-
-fn parse_bool(env: &HashMap<String, String>, name: &str, default: bool) -> Result<bool> {
-    match get(env, name).map(|v| v.to_ascii_lowercase()) {
-        None => Ok(default),
-        Some(v) => match v.as_str() {
-            "true" | "1" | "yes" | "on" => Ok(true),
-            "false" | "0" | "no" | "off" => Ok(false),
-            _ => Err(bad(
-                name,
-                format!("expected true or false, got {}", crate::text::quote(&v)),
-            )),
-        },
-    }
 }
 
 /// Parses a `YYYY-MM-DD` date for the setting `name`.
@@ -441,7 +643,7 @@ pub fn parse_log_level(v: &str) -> Result<String> {
             Some(p) => out.push(p),
             None => {
                 return Err(bad(
-                    "LOG_LEVEL",
+                    LOG_LEVEL.name,
                     format!(
                         "{} in {} is neither a level ({}) nor target=level (e.g. info,aws_smithy_runtime=debug)",
                         crate::text::quote(d),
@@ -453,211 +655,6 @@ pub fn parse_log_level(v: &str) -> Result<String> {
         }
     }
     Ok(out.join(","))
-}
-
-impl Config {
-    /// Parses settings from a map of environment variables.
-    ///
-    /// Errors: [`Error::Config`] naming the first variable that is missing
-    /// (`S3_BUCKET`) or malformed.
-    pub fn from_map(env: &HashMap<String, String>) -> Result<Config> {
-        let bucket = get(env, "S3_BUCKET")
-            .ok_or_else(|| bad("S3_BUCKET", "required: the name of the archive bucket"))?
-            .to_string();
-        let lag_days: u32 = parse_num(
-            env,
-            "LAG_DAYS",
-            defaults::LAG_DAYS,
-            "a whole number of days (0 or more)",
-        )?;
-        if lag_days > 3650 {
-            return Err(bad(
-                "LAG_DAYS",
-                format!("{lag_days} days is more than ten years"),
-            ));
-        }
-        let start_date = get(env, "START_DATE")
-            .map(|v| parse_date("START_DATE", v))
-            .transpose()?;
-        let lease_secs: u64 = parse_num(
-            env,
-            "LEASE_SECONDS",
-            defaults::LEASE_SECONDS,
-            "a whole number of seconds",
-        )?;
-        if lease_secs == 0 {
-            return Err(bad("LEASE_SECONDS", "must be at least 1 second"));
-        }
-        let read_concurrency: usize = parse_num(
-            env,
-            "READ_CONCURRENCY",
-            defaults::READ_CONCURRENCY,
-            "a whole number from 1 to 1024",
-        )?;
-        if !(1..=1024).contains(&read_concurrency) {
-            return Err(bad("READ_CONCURRENCY", "must be from 1 to 1024"));
-        }
-        let row_group_rows: usize = parse_count(
-            env,
-            "ROW_GROUP_ROWS",
-            defaults::ROW_GROUP_ROWS,
-            "a whole number of rows",
-        )?;
-        let input_budget = match get(env, "INPUT_BUDGET_MB") {
-            Some(_) => {
-                let mb: u64 = parse_num(env, "INPUT_BUDGET_MB", 0, "a whole number of MiB")?;
-                if !(1..=1024 * 1024).contains(&mb) {
-                    return Err(bad("INPUT_BUDGET_MB", "must be from 1 to 1048576 MiB"));
-                }
-                crate::input::Budget::from_mb(mb)
-            }
-            None => match get(env, "AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
-                .and_then(|v| v.parse::<u64>().ok())
-            {
-                Some(memory_mb) => crate::input::Budget::from_mb((memory_mb / 4).max(1)),
-                None => crate::input::Budget::default(),
-            },
-        };
-        let memory_limit_mb = match get(env, "MEMORY_LIMIT_MB") {
-            Some(_) => parse_num::<u64>(env, "MEMORY_LIMIT_MB", 0, "a whole number of MB")?,
-            None => get(env, "AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0),
-        };
-        let memory_limit_mb = (memory_limit_mb > 0).then_some(memory_limit_mb);
-        let part_files: u64 = parse_count(
-            env,
-            "PART_FILES",
-            defaults::PART_FILES,
-            "a whole number of index files",
-        )?;
-        let flights_in_memory: usize = parse_count(
-            env,
-            "FLIGHTS_IN_MEMORY",
-            crate::spill::DEFAULT_IN_MEMORY,
-            "a whole number of uuids",
-        )?;
-        let multipart_threshold: usize = parse_num(
-            env,
-            "MULTIPART_THRESHOLD_BYTES",
-            crate::storage::MULTIPART_THRESHOLD_DEFAULT,
-            "a whole number of bytes",
-        )?;
-        let multipart_part_size: usize = parse_num(
-            env,
-            "MULTIPART_PART_BYTES",
-            crate::storage::MULTIPART_PART_DEFAULT,
-            "a whole number of bytes",
-        )?;
-        if !(crate::storage::MULTIPART_PART_MIN..=crate::storage::MULTIPART_PART_MAX)
-            .contains(&multipart_part_size)
-        {
-            return Err(bad(
-                "MULTIPART_PART_BYTES",
-                format!(
-                    "{multipart_part_size} is outside S3's part size limits: 5242880 (5 MiB) to 5368709120 (5 GiB)"
-                ),
-            ));
-        }
-        let margin: u64 = parse_num(
-            env,
-            "DEADLINE_MARGIN_SECONDS",
-            defaults::DEADLINE_MARGIN_SECONDS,
-            "a whole number of seconds",
-        )?;
-        // A date started with less time left than the S3 cut-off has its
-        // S3 calls cut before they begin: every deadline stop a Failure.
-        let s3_cutoff = crate::storage::S3_DEADLINE_MARGIN.as_secs();
-        if margin <= s3_cutoff {
-            return Err(bad(
-                "DEADLINE_MARGIN_SECONDS",
-                format!(
-                    "{margin} is not more than the {s3_cutoff} s before the deadline at which every S3 call is cut (S3_DEADLINE_MARGIN): a date started with that little time left could not write its output, and every deadline stop would be a Failure; give at least {} (default {})",
-                    s3_cutoff + 1,
-                    defaults::DEADLINE_MARGIN_SECONDS
-                ),
-            ));
-        }
-        let mqtt = match get(env, "MQTT_HOST") {
-            None => None,
-            Some(host) => {
-                let port: u16 = parse_num(env, "MQTT_PORT", defaults::MQTT_PORT, "a TCP port")?;
-                let timeout: f64 = parse_num(
-                    env,
-                    "MQTT_TIMEOUT_SECONDS",
-                    defaults::MQTT_TIMEOUT_SECONDS as f64,
-                    "a number of seconds",
-                )?;
-                if !(timeout > 0.0 && timeout <= 300.0) {
-                    return Err(bad(
-                        "MQTT_TIMEOUT_SECONDS",
-                        "must be above 0 and at most 300",
-                    ));
-                }
-                Some(MqttConfig {
-                    host: host.to_string(),
-                    port,
-                    username: get(env, "MQTT_USERNAME").map(str::to_string),
-                    password: env.get("MQTT_PASSWORD").filter(|p| !p.is_empty()).cloned(),
-                    password_secret_arn: get(env, "MQTT_PASSWORD_SECRET_ARN").map(str::to_string),
-                    tls: parse_bool(env, "MQTT_TLS", port == defaults::MQTT_TLS_PORT)?,
-                    ca_file: get(env, "MQTT_CA_FILE").map(str::to_string),
-                    topic_root: parse_topic_root(
-                        get(env, "MQTT_TOPIC_ROOT").unwrap_or(defaults::MQTT_TOPIC_ROOT),
-                    )?,
-                    timeout: Duration::from_secs_f64(timeout),
-                })
-            }
-        };
-        Ok(Config {
-            bucket,
-            lag_days,
-            start_date,
-            log_level: match get(env, "LOG_LEVEL") {
-                None => defaults::LOG_LEVEL.to_string(),
-                Some(v) => parse_log_level(v)?,
-            },
-            force_path_style: parse_bool(
-                env,
-                "S3_FORCE_PATH_STYLE",
-                defaults::S3_FORCE_PATH_STYLE,
-            )?,
-            lease: Duration::from_secs(lease_secs),
-            read_concurrency,
-            row_group_rows,
-            input_budget,
-            memory_limit_mb,
-            part_files,
-            spill: crate::spill::SpillSettings {
-                limit: flights_in_memory,
-            },
-            multipart_threshold,
-            multipart_part_size,
-            deadline_margin: Duration::from_secs(margin),
-            sweep_days: {
-                let d: u32 = parse_num(
-                    env,
-                    "SWEEP_DAYS",
-                    defaults::SWEEP_DAYS,
-                    "a whole number of days (0 turns the sweep off)",
-                )?;
-                if d > 366 {
-                    return Err(bad("SWEEP_DAYS", "at most 366 days"));
-                }
-                d
-            },
-            metrics_enabled: parse_bool(env, "METRICS_ENABLED", defaults::METRICS_ENABLED)?,
-            metrics_namespace: get(env, "METRICS_NAMESPACE")
-                .unwrap_or(defaults::METRICS_NAMESPACE)
-                .to_string(),
-            mqtt,
-        })
-    }
-
-    /// Parses settings from the process environment (see [`Config::from_map`]).
-    pub fn from_env() -> Result<Config> {
-        Config::from_map(&std::env::vars().collect())
-    }
 }
 
 /// Variables of `env` that are not settings but look like a mistyped one,
@@ -682,12 +679,12 @@ impl Config {
 pub fn mistyped_settings(env: &HashMap<String, String>) -> Vec<(String, &'static str)> {
     let mut out: Vec<(String, &'static str)> = env
         .keys()
-        .filter(|k| k.len() >= 6 && !SETTINGS.iter().any(|(name, _, _)| name == k))
+        .filter(|k| k.len() >= 6 && !SETTINGS.iter().any(|s| s.name == k.as_str()))
         .filter_map(|k| {
             let upper = k.to_ascii_uppercase();
             SETTINGS
                 .iter()
-                .map(|(name, _, _)| (strsim::osa_distance(&upper, name), *name))
+                .map(|s| (strsim::osa_distance(&upper, s.name), s.name))
                 .filter(|(d, _)| *d <= 2)
                 .min()
                 .map(|(_, name)| (k.clone(), name))
@@ -701,60 +698,54 @@ pub fn mistyped_settings(env: &HashMap<String, String>) -> Vec<(String, &'static
 mod tests {
     use super::*;
 
-    /// Each default [`SETTINGS`] shows is the text of the constant the
-    /// code uses: change one and this fails until the other follows.
+    /// Each default a row shows is the value the code takes without it:
+    /// setting the variable to its shown default changes nothing. A derived
+    /// default shows the figure the code falls back to.
     #[test]
-    fn the_settings_table_shows_the_constants_defaults() {
-        let shown: std::collections::BTreeMap<_, _> = SETTINGS
-            .iter()
-            .map(|(name, default, _)| (*name, *default))
-            .collect();
-        let budget = crate::input::BUDGET_MB_DEFAULT;
-        let want = [
-            ("LAG_DAYS", defaults::LAG_DAYS.to_string()),
-            (
-                "S3_FORCE_PATH_STYLE",
-                defaults::S3_FORCE_PATH_STYLE.to_string(),
-            ),
-            ("LEASE_SECONDS", defaults::LEASE_SECONDS.to_string()),
-            ("READ_CONCURRENCY", defaults::READ_CONCURRENCY.to_string()),
-            (
-                "INPUT_BUDGET_MB",
-                format!("a quarter of AWS_LAMBDA_FUNCTION_MEMORY_SIZE; {budget} without it"),
-            ),
-            ("PART_FILES", defaults::PART_FILES.to_string()),
-            (
-                "FLIGHTS_IN_MEMORY",
-                crate::spill::DEFAULT_IN_MEMORY.to_string(),
-            ),
-            ("ROW_GROUP_ROWS", defaults::ROW_GROUP_ROWS.to_string()),
-            (
-                "MULTIPART_THRESHOLD_BYTES",
-                crate::storage::MULTIPART_THRESHOLD_DEFAULT.to_string(),
-            ),
-            (
-                "MULTIPART_PART_BYTES",
-                crate::storage::MULTIPART_PART_DEFAULT.to_string(),
-            ),
-            (
-                "DEADLINE_MARGIN_SECONDS",
-                defaults::DEADLINE_MARGIN_SECONDS.to_string(),
-            ),
-            ("SWEEP_DAYS", defaults::SWEEP_DAYS.to_string()),
-            ("METRICS_ENABLED", defaults::METRICS_ENABLED.to_string()),
-            ("MQTT_PORT", defaults::MQTT_PORT.to_string()),
-            (
-                "MQTT_TLS",
-                format!("true on port {}", defaults::MQTT_TLS_PORT),
-            ),
-            (
-                "MQTT_TIMEOUT_SECONDS",
-                defaults::MQTT_TIMEOUT_SECONDS.to_string(),
-            ),
-        ];
-        for (name, text) in want {
-            assert_eq!(shown[name], text, "{name}");
+    fn the_settings_table_shows_the_defaults_the_code_takes() {
+        let base = env(&[("S3_BUCKET", "b"), ("MQTT_HOST", "h")]);
+        let unset = Config::from_map(&base).unwrap();
+        let mut shown_as_values = 0;
+        for row in SETTINGS {
+            let shown = row.default.to_string();
+            if let DefaultIs::Number(_) | DefaultIs::Bool(_) | DefaultIs::Text(_) = row.default {
+                let mut with = base.clone();
+                with.insert(row.name.to_string(), shown.clone());
+                assert_eq!(
+                    Config::from_map(&with).unwrap(),
+                    unset,
+                    "{}={shown}",
+                    row.name
+                );
+                shown_as_values += 1;
+            }
         }
+        assert_eq!(shown_as_values, 17);
+        let budget = crate::input::BUDGET_MB_DEFAULT;
+        assert_eq!(
+            INPUT_BUDGET_MB.default.to_string(),
+            format!("a quarter of AWS_LAMBDA_FUNCTION_MEMORY_SIZE; {budget} without it")
+        );
+        assert_eq!(unset.input_budget, crate::input::Budget::default());
+        assert_eq!(unset.memory_limit_mb, None);
+        assert_eq!(MQTT_TLS.default.to_string(), "true on port 8883");
+        assert!(!unset.mqtt.unwrap().tls);
+        assert_eq!(defaults::PART_FILES, 50_000);
+        assert_eq!(unset.spill.limit, crate::spill::DEFAULT_IN_MEMORY);
+        assert_eq!(
+            (unset.multipart_threshold, unset.multipart_part_size),
+            (
+                crate::storage::MULTIPART_THRESHOLD_DEFAULT,
+                crate::storage::MULTIPART_PART_DEFAULT
+            )
+        );
+        let lambda = Config::from_map(&env(&[
+            ("S3_BUCKET", "b"),
+            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "1024"),
+        ]))
+        .unwrap();
+        assert_eq!(lambda.input_budget, crate::input::Budget::from_mb(256));
+        assert_eq!(lambda.memory_limit_mb, Some(1024));
     }
 
     #[test]
@@ -863,7 +854,8 @@ mod tests {
             .unwrap_err()
             .to_string();
             assert!(
-                e.starts_with("setting DEADLINE_MARGIN_SECONDS: ") && e.contains("give at least 9"),
+                e.starts_with("setting DEADLINE_MARGIN_SECONDS: ")
+                    && e.contains("must be at least 9"),
                 "{margin}: {e}"
             );
         }
@@ -918,6 +910,35 @@ mod tests {
             (
                 vec![("S3_BUCKET", "b"), ("MULTIPART_THRESHOLD_BYTES", "16MB")],
                 "MULTIPART_THRESHOLD_BYTES",
+            ),
+            (vec![("S3_BUCKET", "b"), ("LAG_DAYS", "3651")], "LAG_DAYS"),
+            (
+                vec![("S3_BUCKET", "b"), ("SWEEP_DAYS", "367")],
+                "SWEEP_DAYS",
+            ),
+            (
+                vec![("S3_BUCKET", "b"), ("LEASE_SECONDS", "0")],
+                "LEASE_SECONDS",
+            ),
+            (
+                vec![("S3_BUCKET", "b"), ("INPUT_BUDGET_MB", "0")],
+                "INPUT_BUDGET_MB",
+            ),
+            (
+                vec![("S3_BUCKET", "b"), ("METRICS_ENABLED", "2")],
+                "METRICS_ENABLED",
+            ),
+            (
+                vec![("S3_BUCKET", "b"), ("MQTT_HOST", "h"), ("MQTT_TLS", "tls")],
+                "MQTT_TLS",
+            ),
+            (
+                vec![
+                    ("S3_BUCKET", "b"),
+                    ("MQTT_HOST", "h"),
+                    ("MQTT_TIMEOUT_SECONDS", "NaN"),
+                ],
+                "MQTT_TIMEOUT_SECONDS",
             ),
         ] {
             let e = Config::from_map(&env(&pairs)).unwrap_err();
@@ -1019,6 +1040,14 @@ mod tests {
         let m = c.mqtt.unwrap();
         assert_eq!(m.password_secret_arn.as_deref(), Some(arn));
         assert_eq!(m.password.as_deref(), Some("plain"));
+        // A password is taken as given, spaces and all.
+        let c = Config::from_map(&env(&[
+            ("S3_BUCKET", "b"),
+            ("MQTT_HOST", "h"),
+            ("MQTT_PASSWORD", " pass word "),
+        ]))
+        .unwrap();
+        assert_eq!(c.mqtt.unwrap().password.as_deref(), Some(" pass word "));
         // Empty, as the template passes an unset parameter: no secret.
         let c = Config::from_map(&env(&[
             ("S3_BUCKET", "b"),

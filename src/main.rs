@@ -30,7 +30,8 @@ fn settings_help() -> String {
         "Settings are environment variables (the AWS SDK reads its own too: AWS_REGION or \
          AWS_DEFAULT_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE, AWS_ENDPOINT_URL):\n\n",
     );
-    for (name, default, meaning) in SETTINGS {
+    for row in SETTINGS {
+        let (name, default, meaning) = (row.name, row.default, row.doc);
         s.push_str(&format!("  {name:<24} {meaning} [default: {default}]\n"));
     }
     s.push_str("\nExit codes: 0 Success, 2 Mismatch (a day failed parity), 1 Failure.\n");

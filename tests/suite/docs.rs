@@ -218,16 +218,16 @@ fn configuration_rows() -> BTreeMap<String, String> {
 fn the_configuration_page_names_every_setting_with_its_default() {
     let rows = configuration_rows();
     let mut wrong = Vec::new();
-    for (name, default, _) in SETTINGS {
+    for (name, default) in SETTINGS.iter().map(|s| (&s.name, s.default.to_string())) {
         match rows.get(*name) {
             None => wrong.push(format!("{name}: missing from docs/configuration.md")),
-            Some(d) if d != default => wrong.push(format!(
+            Some(d) if *d != default => wrong.push(format!(
                 "{name}: default {d:?} in docs/configuration.md, {default:?} in --help"
             )),
             Some(_) => {}
         }
     }
-    let known: BTreeSet<&str> = SETTINGS.iter().map(|(n, _, _)| *n).collect();
+    let known: BTreeSet<&str> = SETTINGS.iter().map(|s| s.name).collect();
     for name in rows.keys() {
         if !known.contains(name.as_str()) {
             wrong.push(format!(
@@ -664,7 +664,7 @@ fn the_templates_defaults_are_the_codes() {
     let mut wrong = Vec::new();
     for (name, value) in &env {
         assert!(
-            SETTINGS.iter().any(|(n, _, _)| n == name),
+            SETTINGS.iter().any(|s| s.name == name),
             "{name}: set by template.yaml but not a setting of the code"
         );
         let mut with = base.clone();
