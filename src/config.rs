@@ -75,9 +75,9 @@ settings! {
         "a quarter of AWS_LAMBDA_FUNCTION_MEMORY_SIZE; {} without it",
         crate::input::BUDGET_MB_DEFAULT,
     ), Whole { min: 1, max: 1024 * 1024, what: "a whole number of MiB" };
-    /// memory the run may use, in MB; a date whose estimated peak
-    /// (day::peak_memory_mb) is over 90% of it is refused before it is read, with
-    /// the estimate and the fix (0: no limit)
+    /// memory the run may use, in MB: parts and uuid sets are sized to keep
+    /// a date's estimated peak within 90% of it; a date not even a small part of
+    /// which fits is refused before it is read (0: no limit)
     MEMORY_LIMIT_MB: Described("AWS_LAMBDA_FUNCTION_MEMORY_SIZE; none without it"),
         Whole { min: 0, max: u64::MAX, what: "a whole number of MB" };
     /// most index files one part of a date takes; the run sizes its parts below it
@@ -422,8 +422,8 @@ pub struct Config {
     /// sets `AWS_LAMBDA_FUNCTION_MEMORY_SIZE` to the function's memory in
     /// MB). The input limits derive from it ([`crate::input`]).
     pub input_budget: crate::input::Budget,
-    /// Memory the run may use, in MB ([`MEMORY_LIMIT_MB`]; 0: none): a date
-    /// over it is refused before it is read ([`crate::day::check_day_memory`]).
+    /// Memory the run may use, in MB ([`MEMORY_LIMIT_MB`]; 0: none): what
+    /// [`crate::sizing::MemoryFit`] sizes a date's parts and sets to.
     pub memory_limit_mb: Option<u64>,
     /// Most weight one part of a date takes ([`PART_FILES`], a ceiling): a
     /// date over it is committed in parts ([`crate::plan::parts`]).
