@@ -297,8 +297,9 @@ pub struct DayReport {
     pub rows_written: u64,
     /// Rows dropped as older duplicates of the same flight.
     pub duplicates_removed: u64,
-    /// Commits of the date in this run: one a part ([`crate::plan::parts`],
-    /// `PART_FILES`), more when inputs changed meanwhile.
+    /// Commits of the date in this run (a dry run: the parts it would
+    /// commit): one a part, sized by the memory and time the run has
+    /// ([`crate::sizing::MemoryFit`]), more when inputs changed meanwhile.
     #[serde(default)]
     pub parts: u64,
     /// On `partial`: index files of the date left for the next run.

@@ -583,6 +583,8 @@ async fn commit_part(
         // not read).
         day.action = Done::Planned;
         day.reason = reason.to_string();
+        // The part the run would commit: the dry run's plan is the run's.
+        day.parts += 1;
         day.files_read += read.read.len() as u64;
         day.files_read_compacted += count_decoded(&read, Source::Compacted);
         day.files_read_multi_row += count_decoded(&read, Source::MultiRow);

@@ -620,11 +620,24 @@ async fn a_day_the_memory_cannot_hold_in_one_part_is_cut_into_parts_by_the_run_i
         "the premise: more than one part, each of at least the smallest: {part}"
     );
     let cfg = config(&store, &[("MEMORY_LIMIT_MB", "70")]);
+    let parts = flights.div_ceil(part);
+    // The dry run plans the parts the run then commits, and writes nothing.
+    let before = dump(&store, "");
+    let mut opts = RunOptions::at(at(NOW));
+    opts.dry_run = true;
+    let dry = run(&store, &cfg, &opts).await;
+    assert_eq!(dry.last_run_status, Status::Success, "{:?}", dry.errors);
+    let planned = dry.days.iter().find(|d| d.date == date(DAY)).unwrap();
+    assert_eq!(
+        (planned.action, planned.parts, planned.files_read),
+        (DayAction::Planned, parts, flights),
+        "{planned:?}"
+    );
+    assert_eq!(dump(&store, ""), before, "the dry run wrote nothing");
     let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     assert_eq!(r.last_compacted_date, Some(date(DAY)));
     let day = r.days.iter().find(|d| d.date == date(DAY)).unwrap();
-    let parts = flights.div_ceil(part);
     assert_eq!(
         (day.action, day.parts, day.files_read, day.files_left),
         (DayAction::Compacted, parts, flights, 0),

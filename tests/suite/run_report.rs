@@ -76,7 +76,8 @@ async fn reports_name_the_true_reason_and_the_true_fact() {
     assert_eq!(out.status.code(), Some(1));
     let refusal = report_of(&out)["errors"][0].as_str().unwrap().to_string();
     assert!(
-        refusal.contains("setting DEADLINE_MARGIN_SECONDS: 8 is not more than the 8 s"),
+        refusal.contains("setting DEADLINE_MARGIN_SECONDS: must be at least 9, got 8")
+            && refusal.contains("the S3 cut-off before the deadline"),
         "{refusal}"
     );
     assert_eq!(dump(&store, ""), before);
