@@ -295,147 +295,220 @@ async fn read_pass(
             .buffered(concurrency.max(1))
             .boxed();
     while let Some((input, res)) = fetched.next().await {
-        let body = match res? {
-            Ahead::Body(f) => Some(f),
-            Ahead::Later => None,
-            Ahead::Vanished => {
-                tracing::info!(key = %input.meta.key, "input vanished since the listing; not an input any more");
-                continue;
-            }
-        };
-        let fetched_bytes = body.as_ref().map_or(0, |f| f.body.len() as u64);
-        // One input decoded at a time, within the budget (`crate::input`).
-        let Some(f) = crate::input::read_input(store, &input.meta, body, budget).await? else {
-            tracing::info!(key = %input.meta.key, "input vanished since the listing; not an input any more");
+        let Some(read) = read_one(store, input, res?, budget, &mut out.bytes_read).await? else {
             continue;
         };
-        out.bytes_read += fetched_bytes + f.bytes_read;
-        let size = f.size;
-        match f.outcome {
+        match read.outcome {
             Ok(decoded) => {
-                let keyless = merge::rows_without_flight(&decoded);
-                if let Some(flight) = input.flight() {
-                    let own_row = merge::holds_flight(&decoded, flight);
-                    if !own_row {
-                        tracing::warn!(key = %input.meta.key, %flight, rows = decoded.batch.num_rows(),
-                            "per-flight file holds no row of its flight");
-                        out.without_own_row.push(flight);
-                    }
-                    if keyless > 0 {
-                        if !own_row {
-                            out.keyless_flights.push(flight);
-                        }
-                        // Merged, the row would lose its flight's uuid
-                        // (the name says it; the compacted file would not).
-                        tracing::warn!(key = %input.meta.key, %flight, rows = keyless,
-                            "per-flight file with rows whose s3_key is null or empty; left in place");
-                        out.skipped.push(SkippedFile {
-                            key: input.meta.key.clone(),
-                            date: Some(date),
-                            column: Some("s3_key".into()),
-                            reason: format!(
-                                "{keyless} row(s) whose s3_key is null, empty or names no flight: merged, they would lose flight {flight}'s uuid; left in place, and the flight counts as missing until s3_key holds its flight object's key"
-                            ),
-                            limit: None,
-                        });
-                        continue;
-                    }
+                let version = (read.etag, read.size);
+                if let Taken::NotStreamable(reason) =
+                    take(&mut out, &mut sink, date, input, decoded, version)?
+                {
+                    return Ok(Pass::NotStreamable {
+                        reason,
+                        bytes_read: out.bytes_read,
+                    });
                 }
-                let rows = decoded.batch.num_rows();
-                // Recorded only once the merge took the input: one it
-                // leaves in place is no input of the manifest.
-                let flights = crate::proof::RowFlights::of_batch(&decoded.batch);
-                let mut other_days = merge::OtherDays::default();
-                if input.flight().is_none() {
-                    other_days.count(&decoded, date);
-                }
-                match sink.push(input, decoded) {
-                    Ok(()) => {}
-                    Err(StreamError::NotStreamable(reason)) => {
-                        return Ok(Pass::NotStreamable {
-                            reason,
-                            bytes_read: out.bytes_read,
-                        });
-                    }
-                    Err(StreamError::Failed(merge::MergeError::Input(u))) => {
-                        tracing::warn!(key = %input.meta.key, column = ?u.column, reason = %u.reason, "input cannot join the day's columns; left in place");
-                        out.skipped
-                            .push(SkippedFile::unmergeable(&input.meta.key, date, u));
-                        continue;
-                    }
-                    Err(StreamError::Failed(e)) => {
-                        return Err(Error::Encode {
-                            date,
-                            reason: e.to_string(),
-                        });
-                    }
-                }
-                if keyless > 0 {
-                    out.rows_without_flight
-                        .push((input.meta.key.clone(), keyless as u64));
-                }
-                out.merge_inputs.push(DecodedInput {
-                    source: input.source,
-                    last_modified: input.meta.last_modified,
-                    rows,
-                });
-                out.rows.insert(&input.meta.key, flights);
-                out.other_days.add(other_days);
-                out.read.push(ManifestInput {
-                    key: input.meta.key.clone(),
-                    etag: f.etag,
-                    size,
-                });
             }
             Err(u) if u.limit.is_some() && input.source == Source::Compacted => {
-                // Merging the rest would write a second compacted file
-                // beside this one; the day's stragglers wait instead.
-                tracing::warn!(key = %input.meta.key, reason = %u.reason,
-                    "compacted file over an input limit: left in place, and the day's other inputs are not merged");
-                out.held_back = Some(input.meta.key.clone());
-                let reason = format!(
-                    "compacted file {}; the day's other inputs are left unmerged beside it (a person decides: see docs/runbook.md)",
-                    u.reason
-                );
-                let u = merge::Unmergeable { reason, ..u };
-                out.skipped
-                    .push(SkippedFile::unmergeable(&input.meta.key, date, u));
+                hold_back(&mut out, date, input, u);
                 return Ok(Pass::Done(Box::new(out)));
             }
             Err(u) => {
-                tracing::warn!(key = %input.meta.key, column = ?u.column, reason = %u.reason, "input cannot be merged; left in place");
                 // The hole the proof closes, planted on purpose (tests only):
                 // the skipped input recorded as read, so the manifest lists it.
                 #[cfg(feature = "failpoints")]
                 if fail::eval("commit::read-lists-skipped-input", |_| ()).is_some() {
                     out.read.push(ManifestInput {
                         key: input.meta.key.clone(),
-                        etag: f.etag.clone(),
-                        size,
+                        etag: read.etag.clone(),
+                        size: read.size,
                     });
                 }
-                if let (Some(flight), None) = (input.flight(), &u.column) {
-                    out.unread.push(crate::report::UnreadFile {
-                        key: input.meta.key.clone(),
-                        flight,
-                        reason: u.reason.clone(),
-                    });
-                }
-                out.skipped
-                    .push(SkippedFile::unmergeable(&input.meta.key, date, u));
+                leave_unmergeable(&mut out, date, input, u);
             }
         }
     }
-    out.output = match sink.finish() {
-        Ok(o) => o,
-        Err(e) => {
+    out.output = sink.finish().map_err(|e| Error::Encode {
+        date,
+        reason: e.to_string(),
+    })?;
+    Ok(Pass::Done(Box::new(out)))
+}
+
+/// Reads `input` within `budget` (one decoded at a time: `crate::input`),
+/// adding the bytes received to `bytes_read`; `None` when it vanished since
+/// the listing.
+async fn read_one(
+    store: &impl Store,
+    input: &PlannedInput,
+    ahead: Ahead,
+    budget: crate::input::Budget,
+    bytes_read: &mut u64,
+) -> Result<Option<crate::input::InputRead>> {
+    let body = match ahead {
+        Ahead::Body(f) => Some(f),
+        Ahead::Later => None,
+        Ahead::Vanished => {
+            tracing::info!(key = %input.meta.key, "input vanished since the listing; not an input any more");
+            return Ok(None);
+        }
+    };
+    let fetched_bytes = body.as_ref().map_or(0, |f| f.body.len() as u64);
+    let Some(read) = crate::input::read_input(store, &input.meta, body, budget).await? else {
+        tracing::info!(key = %input.meta.key, "input vanished since the listing; not an input any more");
+        return Ok(None);
+    };
+    *bytes_read += fetched_bytes + read.bytes_read;
+    Ok(Some(read))
+}
+
+/// What [`take`] did with a decoded input.
+enum Taken {
+    /// Merged and recorded, or left in place and reported.
+    Done,
+    /// The sink cannot merge the day as a stream (why): the pass stops.
+    NotStreamable(String),
+}
+
+/// Pushes one decoded input into `sink` and records it in `out` (its
+/// version, `(etag, size)`, in [`ReadInputs::read`]), or leaves it in place
+/// and reports it: a per-flight file with rows whose `s3_key` names no
+/// flight, or an input whose columns cannot join the day's.
+///
+/// Errors: [`Error::Encode`] when the merge fails otherwise.
+fn take(
+    out: &mut ReadInputs,
+    sink: &mut Sink,
+    date: NaiveDate,
+    input: &PlannedInput,
+    decoded: Decoded,
+    (etag, size): (String, u64),
+) -> Result<Taken> {
+    let keyless = merge::rows_without_flight(&decoded);
+    if let Some(flight) = input.flight()
+        && !check_own_row(out, date, input, flight, &decoded, keyless)
+    {
+        return Ok(Taken::Done);
+    }
+    let rows = decoded.batch.num_rows();
+    // Recorded only once the merge took the input: one it
+    // leaves in place is no input of the manifest.
+    let flights = crate::proof::RowFlights::of_batch(&decoded.batch);
+    let mut other_days = merge::OtherDays::default();
+    if input.flight().is_none() {
+        other_days.count(&decoded, date);
+    }
+    match sink.push(input, decoded) {
+        Ok(()) => {}
+        Err(StreamError::NotStreamable(reason)) => return Ok(Taken::NotStreamable(reason)),
+        Err(StreamError::Failed(merge::MergeError::Input(u))) => {
+            tracing::warn!(key = %input.meta.key, column = ?u.column, reason = %u.reason, "input cannot join the day's columns; left in place");
+            out.skipped
+                .push(SkippedFile::unmergeable(&input.meta.key, date, u));
+            return Ok(Taken::Done);
+        }
+        Err(StreamError::Failed(e)) => {
             return Err(Error::Encode {
                 date,
                 reason: e.to_string(),
             });
         }
-    };
-    Ok(Pass::Done(Box::new(out)))
+    }
+    if keyless > 0 {
+        out.rows_without_flight
+            .push((input.meta.key.clone(), keyless as u64));
+    }
+    out.merge_inputs.push(DecodedInput {
+        source: input.source,
+        last_modified: input.meta.last_modified,
+        rows,
+    });
+    out.rows.insert(&input.meta.key, flights);
+    out.other_days.add(other_days);
+    out.read.push(ManifestInput {
+        key: input.meta.key.clone(),
+        etag,
+        size,
+    });
+    Ok(Taken::Done)
+}
+
+/// Checks a per-flight file of `flight` before its merge: one without a row
+/// of its flight goes into [`ReadInputs::without_own_row`]; one with
+/// `keyless` rows (whose `s3_key` names no flight) is left in place and
+/// reported. Returns whether the file may be merged.
+fn check_own_row(
+    out: &mut ReadInputs,
+    date: NaiveDate,
+    input: &PlannedInput,
+    flight: Uuid,
+    decoded: &Decoded,
+    keyless: usize,
+) -> bool {
+    let own_row = merge::holds_flight(decoded, flight);
+    if !own_row {
+        tracing::warn!(key = %input.meta.key, %flight, rows = decoded.batch.num_rows(),
+            "per-flight file holds no row of its flight");
+        out.without_own_row.push(flight);
+    }
+    if keyless == 0 {
+        return true;
+    }
+    if !own_row {
+        out.keyless_flights.push(flight);
+    }
+    // Merged, the row would lose its flight's uuid
+    // (the name says it; the compacted file would not).
+    tracing::warn!(key = %input.meta.key, %flight, rows = keyless,
+        "per-flight file with rows whose s3_key is null or empty; left in place");
+    out.skipped.push(SkippedFile {
+        key: input.meta.key.clone(),
+        date: Some(date),
+        column: Some("s3_key".into()),
+        reason: format!(
+            "{keyless} row(s) whose s3_key is null, empty or names no flight: merged, they would lose flight {flight}'s uuid; left in place, and the flight counts as missing until s3_key holds its flight object's key"
+        ),
+        limit: None,
+    });
+    false
+}
+
+/// A compacted input over an input limit: left in place, and the pass stops
+/// with [`ReadInputs::held_back`] set. Merging the rest would write a second
+/// compacted file beside this one; the day's stragglers wait instead.
+fn hold_back(out: &mut ReadInputs, date: NaiveDate, input: &PlannedInput, u: merge::Unmergeable) {
+    tracing::warn!(key = %input.meta.key, reason = %u.reason,
+        "compacted file over an input limit: left in place, and the day's other inputs are not merged");
+    out.held_back = Some(input.meta.key.clone());
+    let reason = format!(
+        "compacted file {}; the day's other inputs are left unmerged beside it (a person decides: see docs/runbook.md)",
+        u.reason
+    );
+    let u = merge::Unmergeable { reason, ..u };
+    out.skipped
+        .push(SkippedFile::unmergeable(&input.meta.key, date, u));
+}
+
+/// An input that cannot be merged: left in place and reported; a per-flight
+/// file whose bytes do not decode (no column named) is also
+/// [`ReadInputs::unread`].
+fn leave_unmergeable(
+    out: &mut ReadInputs,
+    date: NaiveDate,
+    input: &PlannedInput,
+    u: merge::Unmergeable,
+) {
+    tracing::warn!(key = %input.meta.key, column = ?u.column, reason = %u.reason, "input cannot be merged; left in place");
+    if let (Some(flight), None) = (input.flight(), &u.column) {
+        out.unread.push(crate::report::UnreadFile {
+            key: input.meta.key.clone(),
+            flight,
+            reason: u.reason.clone(),
+        });
+    }
+    out.skipped
+        .push(SkippedFile::unmergeable(&input.meta.key, date, u));
 }
 
 /// What the read-ahead fetched of one input.
