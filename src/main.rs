@@ -258,64 +258,16 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let lambda = std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some();
-    let cli = if lambda {
-        None
-    } else {
-        match Cli::try_parse() {
-            Ok(c) => Some(c),
-            // A usage error exits 1 (a Failure: nothing was done), never 2,
-            // which means Mismatch; --help and --version exit 0.
-            Err(e) => {
-                let _ = e.print();
-                return ExitCode::from(if e.use_stderr() { 1 } else { 0 });
-            }
-        }
+    let cli = match parse_cli(lambda) {
+        Ok(cli) => cli,
+        Err(code) => return code,
     };
-    // A reversed or too long --from/--to is a usage error too: exit 1, no
-    // report (and nothing published).
-    let repair = match &cli {
-        Some(Cli {
-            command:
-                Command::Run {
-                    from: Some(from),
-                    to: Some(to),
-                    ..
-                },
-        }) => match DateRange::new(*from, *to, RangeOf::Repair) {
-            Ok(range) => Some(range),
-            Err(e) => {
-                eprintln!("error: {e}\n\nFor more information, try '--help'.");
-                return ExitCode::from(1);
-            }
-        },
-        _ => None,
+    let repair = match repair_range(cli.as_ref()) {
+        Ok(range) => range,
+        Err(code) => return code,
     };
-    // A --max-duration within DEADLINE_MARGIN_SECONDS is a bad setting:
-    // refused like one, before anything is read.
-    let config = Config::from_env().and_then(|c| match &cli {
-        Some(Cli {
-            command:
-                Command::Run {
-                    max_duration: Some(d),
-                    ..
-                }
-                | Command::Audit {
-                    max_duration: Some(d),
-                    ..
-                },
-        }) => c.check_max_duration(*d).map(|()| c),
-        _ => Ok(c),
-    });
-    // A bar over dates for `run` on a terminal; never in Lambda.
-    let bar = (config.is_ok()
-        && matches!(
-            &cli,
-            Some(Cli {
-                command: Command::Run { .. } | Command::Audit { .. }
-            })
-        )
-        && std::io::stderr().is_terminal())
-    .then(progress::date_bar);
+    let config = load_config(cli.as_ref());
+    let bar = date_bar(config.is_ok(), cli.as_ref());
     init_tracing(
         config
             .as_ref()
@@ -324,17 +276,7 @@ fn main() -> ExitCode {
         lambda,
         bar.clone(),
     );
-    // A variable one or two letters off a setting is ignored, which would
-    // leave that setting at its default in silence (MQTT_HOTS: no MQTT).
-    for (variable, setting) in
-        archive_compaction::config::mistyped_settings(&std::env::vars().collect())
-    {
-        tracing::warn!(
-            variable,
-            setting,
-            "environment variable {variable} is not a setting and is ignored: did you mean {setting}?"
-        );
-    }
+    warn_mistyped_settings();
     // One thread: the work is I/O-bound GETs plus a decode per file, and a
     // Lambda below 1,769 MB has less than one vCPU, so worker threads only add
     // wake-ups and context switches (docs/performance.md, "CPU per file").
@@ -348,68 +290,154 @@ fn main() -> ExitCode {
             Err(e) => return bad_config(cli.map(|c| c.command), &e),
         };
         let deps = Deps::new(config).await;
-        // SIGTERM / SIGINT: a run under way stops cleanly (lease released,
-        // report printed); with none under way, or on a second signal, the
-        // process exits at once with 128 + the signal's number.
-        let runs = cli
-            .as_ref()
-            .is_none_or(|c| matches!(c.command, Command::Run { .. }));
-        if runs
-            && let Err(e) = deps.stop.listen(|signal| {
-                std::process::exit(i32::from(archive_compaction::stop::exit_code(signal)))
-            })
-        {
-            tracing::warn!(error = %e, "cannot listen for SIGTERM/SIGINT: a signal ends the process at once");
-        }
-        match cli {
-            None => {
-                let deps = &deps;
-                match lambda_runtime::run(service_fn(move |ev: LambdaEvent<serde_json::Value>| {
-                    dispatch(deps, ev)
-                }))
-                .await
-                {
-                    Ok(()) => ExitCode::SUCCESS,
-                    Err(e) => {
-                        tracing::error!(error = %e, "Lambda runtime stopped");
-                        ExitCode::from(1)
-                    }
+        listen_for_signals(&deps, cli.as_ref());
+        let Some(cli) = cli else {
+            // Inline, not in a function of its own: one async fn more around
+            // the runtime's future overflows rustc's layout query depth limit.
+            let deps = &deps;
+            return match lambda_runtime::run(service_fn(
+                move |ev: LambdaEvent<serde_json::Value>| dispatch(deps, ev),
+            ))
+            .await
+            {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    tracing::error!(error = %e, "Lambda runtime stopped");
+                    ExitCode::from(1)
                 }
-            }
-            Some(Cli {
-                command:
-                    Command::Run {
-                        now,
-                        max_duration,
-                        dry_run,
-                        date,
-                        event_id,
-                        ..
-                    },
-            }) => {
-                let mut opts = RunOptions::at(now.unwrap_or_else(Utc::now));
-                opts.dry_run = dry_run;
-                opts.only_date = date;
-                opts.repair = repair;
-                opts.event_id = event_id;
-                run(&deps, opts, max_duration, bar).await
-            }
-            Some(Cli {
-                command:
-                    Command::Audit {
-                        from,
-                        to,
-                        max_duration,
-                    },
-            }) => audit(&deps, from, to, max_duration, bar).await,
-            Some(Cli {
-                command: Command::PruneCache { dir, dry_run },
-            }) => prune_cache(&deps, dir, dry_run).await,
-            Some(Cli {
-                command: Command::Status { now, days, json },
-            }) => status(&deps, now, days, json).await,
-        }
+            };
+        };
+        run_command(&deps, cli.command, repair, bar).await
     })
+}
+
+/// The command line, `None` in Lambda. `Err` is the exit code of a usage
+/// error, printed: 1 (a Failure: nothing was done), never 2, which means
+/// Mismatch; 0 for --help and --version.
+fn parse_cli(lambda: bool) -> Result<Option<Cli>, ExitCode> {
+    if lambda {
+        return Ok(None);
+    }
+    Cli::try_parse().map(Some).map_err(|e| {
+        let _ = e.print();
+        ExitCode::from(if e.use_stderr() { 1 } else { 0 })
+    })
+}
+
+/// `run --from --to`'s range. A reversed or too long one is a usage error
+/// too: exit 1, no report (and nothing published).
+fn repair_range(cli: Option<&Cli>) -> Result<Option<DateRange>, ExitCode> {
+    let Some(Cli {
+        command:
+            Command::Run {
+                from: Some(from),
+                to: Some(to),
+                ..
+            },
+    }) = cli
+    else {
+        return Ok(None);
+    };
+    match DateRange::new(*from, *to, RangeOf::Repair) {
+        Ok(range) => Ok(Some(range)),
+        Err(e) => {
+            eprintln!("error: {e}\n\nFor more information, try '--help'.");
+            Err(ExitCode::from(1))
+        }
+    }
+}
+
+/// The settings. A --max-duration within DEADLINE_MARGIN_SECONDS is a bad
+/// setting: refused like one, before anything is read.
+fn load_config(cli: Option<&Cli>) -> archive_compaction::error::Result<Config> {
+    Config::from_env().and_then(|c| match cli {
+        Some(Cli {
+            command:
+                Command::Run {
+                    max_duration: Some(d),
+                    ..
+                }
+                | Command::Audit {
+                    max_duration: Some(d),
+                    ..
+                },
+        }) => c.check_max_duration(*d).map(|()| c),
+        _ => Ok(c),
+    })
+}
+
+/// A bar over dates for `run` and `audit` on a terminal; never in Lambda.
+fn date_bar(config_ok: bool, cli: Option<&Cli>) -> Option<ProgressBar> {
+    (config_ok
+        && matches!(
+            cli,
+            Some(Cli {
+                command: Command::Run { .. } | Command::Audit { .. }
+            })
+        )
+        && std::io::stderr().is_terminal())
+    .then(progress::date_bar)
+}
+
+/// A variable one or two letters off a setting is ignored, which would
+/// leave that setting at its default in silence (MQTT_HOTS: no MQTT).
+fn warn_mistyped_settings() {
+    for (variable, setting) in
+        archive_compaction::config::mistyped_settings(&std::env::vars().collect())
+    {
+        tracing::warn!(
+            variable,
+            setting,
+            "environment variable {variable} is not a setting and is ignored: did you mean {setting}?"
+        );
+    }
+}
+
+/// SIGTERM / SIGINT, in Lambda and for `run`: a run under way stops cleanly
+/// (lease released, report printed); with none under way, or on a second
+/// signal, the process exits at once with 128 + the signal's number.
+fn listen_for_signals(deps: &Deps, cli: Option<&Cli>) {
+    let runs = cli.is_none_or(|c| matches!(c.command, Command::Run { .. }));
+    if runs
+        && let Err(e) = deps.stop.listen(|signal| {
+            std::process::exit(i32::from(archive_compaction::stop::exit_code(signal)))
+        })
+    {
+        tracing::warn!(error = %e, "cannot listen for SIGTERM/SIGINT: a signal ends the process at once");
+    }
+}
+
+/// One command of the command line (`repair`: `run --from --to`'s range).
+async fn run_command(
+    deps: &Deps,
+    command: Command,
+    repair: Option<DateRange>,
+    bar: Option<ProgressBar>,
+) -> ExitCode {
+    match command {
+        Command::Run {
+            now,
+            max_duration,
+            dry_run,
+            date,
+            event_id,
+            ..
+        } => {
+            let mut opts = RunOptions::at(now.unwrap_or_else(Utc::now));
+            opts.dry_run = dry_run;
+            opts.only_date = date;
+            opts.repair = repair;
+            opts.event_id = event_id;
+            run(deps, opts, max_duration, bar).await
+        }
+        Command::Audit {
+            from,
+            to,
+            max_duration,
+        } => audit(deps, from, to, max_duration, bar).await,
+        Command::PruneCache { dir, dry_run } => prune_cache(deps, dir, dry_run).await,
+        Command::Status { now, days, json } => status(deps, now, days, json).await,
+    }
 }
 
 /// A bad configuration: nothing is read, written or deleted, exit 1. `run`
