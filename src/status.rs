@@ -440,54 +440,15 @@ pub async fn gather(
         cutoff: Some(cutoff),
         ..Default::default()
     };
-    let wm = match WatermarkState::read(store).await {
-        Ok(wm) => Some(wm.watermark),
-        Err(e @ Error::BadState { .. }) => {
-            s.errors.push(e.to_string());
-            s.state_unreadable = true;
-            None
-        }
-        Err(e) => return Err(e),
-    };
+    let wm = read_watermark(store, &mut s).await?;
     s.lease = lease_status(store, opts.as_of).await?;
-    let max = crate::lease::max_plausible_lease(config.lease).as_secs() as i64;
-    if let Some(left) = s.lease.expires_in_seconds.filter(|l| *l > max) {
-        s.lease.state = LeaseState::Implausible;
-        s.errors.push(format!(
-            "lease {LOCK_KEY} claims {left} s more, longer than any run holds it (LEASE_SECONDS + 900 s = {max} s): runs fail on it; check that no run is under way, then remove the file"
-        ));
-    }
+    check_lease_plausible(&mut s, config);
     let state = StateListing::read(store).await.map_err(|(_, e)| e)?;
     let stuck = state.stuck_manifests();
     for m in &state.manifests {
-        let Some(body) = store.get_opt(&m.key).await? else {
-            continue;
-        };
-        let date = manifest_date(&m.key);
-        // Parsed as it is: a date that is not its key's is a rule it breaks.
-        let parsed: Option<Manifest> = serde_json::from_slice(&body.body).ok();
-        let breaks_rule = parsed.as_ref().and_then(|man| {
-            crate::recovery::validate_manifest(&m.key, man)
-                .err()
-                .map(|rule| format!("{}: {rule}", rule.code()))
-        });
-        s.manifests.push(ManifestStatus {
-            key: m.key.clone(),
-            date,
-            age_seconds: age(opts.as_of, m.last_modified),
-            readable: parsed.is_some(),
-            job_id: parsed.as_ref().map(|p| p.job_id),
-            invocation_id: parsed.as_ref().map(|p| p.invocation_id.clone()),
-            output_key: parsed
-                .as_ref()
-                .and_then(|p| p.output.as_ref().map(|o| o.key.clone())),
-            inputs: match &parsed {
-                Some(p) => inputs_listed(store, p).await?,
-                None => 0,
-            },
-            breaks_rule,
-            stuck: stuck.contains(m.key.as_str()),
-        });
+        if let Some(status) = manifest_status(store, m, &stuck, opts.as_of).await? {
+            s.manifests.push(status);
+        }
     }
     for q in &state.quarantined {
         s.quarantined.push(QuarantinedStatus {
@@ -503,14 +464,7 @@ pub async fn gather(
         return Ok(s);
     };
     s.watermark = wm.last_compacted_date;
-    let today = plan::cutoff(opts.as_of, config.lag_days);
-    s.watermark_ahead_days = plan::watermark_ahead_days(wm.last_compacted_date, today);
-    if let (Some(w), Some(n)) = (wm.last_compacted_date, s.watermark_ahead_days) {
-        // Every run fails on it (`Error::WatermarkAhead`): an error here too.
-        s.errors.push(format!(
-            "{WATERMARK_KEY}: last_compacted_date {w} is {n} day(s) ahead of today's cutoff {today}: every run fails until it is set back to the last date really compacted, or the file is deleted to start over"
-        ));
-    }
+    check_watermark_ahead(&mut s, config, opts.as_of);
     let blocked = Blocked::of(wm.mismatch_date, &state);
     if let Some(date) = wm.mismatch_date {
         // The keys live manifests claim, as the run's recovery finds them.
@@ -538,17 +492,112 @@ pub async fn gather(
         cutoff,
     ));
     if let Some(start) = s.next_date {
-        for date in start
-            .iter_days()
-            .take_while(|d| *d <= cutoff)
-            .take(opts.days)
-        {
-            let mut day = day_status(store, date, config.input_budget, config.spill).await?;
-            day.blocked_by = blocked.blocking_walk(date).map(ToString::to_string);
-            s.next_days.push(day);
-        }
+        s.next_days = next_days(store, config, start, cutoff, opts.days, &blocked).await?;
     }
     Ok(s)
+}
+
+/// The watermark; `None`, with the error in `s.errors`, when the file is
+/// not a watermark ([`Error::BadState`]).
+///
+/// Errors: any other S3 error.
+async fn read_watermark(
+    store: &impl Store,
+    s: &mut StatusReport,
+) -> Result<Option<crate::state::Watermark>> {
+    match WatermarkState::read(store).await {
+        Ok(wm) => Ok(Some(wm.watermark)),
+        Err(e @ Error::BadState { .. }) => {
+            s.errors.push(e.to_string());
+            s.state_unreadable = true;
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Marks `s.lease` implausible, with an error, when it claims longer than
+/// any run holds it (`LEASE_SECONDS` + 900 s).
+fn check_lease_plausible(s: &mut StatusReport, config: &Config) {
+    let max = crate::lease::max_plausible_lease(config.lease).as_secs() as i64;
+    if let Some(left) = s.lease.expires_in_seconds.filter(|l| *l > max) {
+        s.lease.state = LeaseState::Implausible;
+        s.errors.push(format!(
+            "lease {LOCK_KEY} claims {left} s more, longer than any run holds it (LEASE_SECONDS + 900 s = {max} s): runs fail on it; check that no run is under way, then remove the file"
+        ));
+    }
+}
+
+/// Sets `s.watermark_ahead_days` from `s.watermark` and today's cutoff (by
+/// `as_of`, the wall clock); a watermark ahead is an error, as every run
+/// fails on it (`Error::WatermarkAhead`).
+fn check_watermark_ahead(s: &mut StatusReport, config: &Config, as_of: DateTime<Utc>) {
+    let today = plan::cutoff(as_of, config.lag_days);
+    s.watermark_ahead_days = plan::watermark_ahead_days(s.watermark, today);
+    if let (Some(w), Some(n)) = (s.watermark, s.watermark_ahead_days) {
+        s.errors.push(format!(
+            "{WATERMARK_KEY}: last_compacted_date {w} is {n} day(s) ahead of today's cutoff {today}: every run fails until it is set back to the last date really compacted, or the file is deleted to start over"
+        ));
+    }
+}
+
+/// One live manifest as it reads now (`stuck`: the keys of those marked
+/// stuck); `None` when it vanished since the listing.
+///
+/// Errors: S3 errors reading it or listing its date.
+async fn manifest_status(
+    store: &impl Store,
+    m: &crate::storage::ObjectMeta,
+    stuck: &std::collections::BTreeSet<&str>,
+    as_of: DateTime<Utc>,
+) -> Result<Option<ManifestStatus>> {
+    let Some(body) = store.get_opt(&m.key).await? else {
+        return Ok(None);
+    };
+    let date = manifest_date(&m.key);
+    // Parsed as it is: a date that is not its key's is a rule it breaks.
+    let parsed: Option<Manifest> = serde_json::from_slice(&body.body).ok();
+    let breaks_rule = parsed.as_ref().and_then(|man| {
+        crate::recovery::validate_manifest(&m.key, man)
+            .err()
+            .map(|rule| format!("{}: {rule}", rule.code()))
+    });
+    Ok(Some(ManifestStatus {
+        key: m.key.clone(),
+        date,
+        age_seconds: age(as_of, m.last_modified),
+        readable: parsed.is_some(),
+        job_id: parsed.as_ref().map(|p| p.job_id),
+        invocation_id: parsed.as_ref().map(|p| p.invocation_id.clone()),
+        output_key: parsed
+            .as_ref()
+            .and_then(|p| p.output.as_ref().map(|o| o.key.clone())),
+        inputs: match &parsed {
+            Some(p) => inputs_listed(store, p).await?,
+            None => 0,
+        },
+        breaks_rule,
+        stuck: stuck.contains(m.key.as_str()),
+    }))
+}
+
+/// Up to `days` dates from `start` to `cutoff`, counted, each with what
+/// blocks it.
+async fn next_days(
+    store: &impl Store,
+    config: &Config,
+    start: NaiveDate,
+    cutoff: NaiveDate,
+    days: usize,
+    blocked: &Blocked,
+) -> Result<Vec<DayStatus>> {
+    let mut next = Vec::new();
+    for date in start.iter_days().take_while(|d| *d <= cutoff).take(days) {
+        let mut day = day_status(store, date, config.input_budget, config.spill).await?;
+        day.blocked_by = blocked.blocking_walk(date).map(ToString::to_string);
+        next.push(day);
+    }
+    Ok(next)
 }
 
 /// How many of `manifest`'s inputs are listed now.
