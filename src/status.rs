@@ -756,7 +756,33 @@ pub fn format_human(s: &StatusReport) -> String {
             let _ = writeln!(o, "cutoff       unknown: the settings could not be read");
         }
     }
-    let lag = match (s.watermark_lag_days, s.watermark_ahead_days) {
+    let _ = writeln!(o, "lag          {}", lag_text(s));
+    let next = if unknown && s.next_date.is_none() {
+        "unknown".to_string()
+    } else {
+        date_or(s.next_date, "none")
+    };
+    let _ = writeln!(o, "next date    {next}");
+    let _ = writeln!(o, "last run     {}", last_run_text(s.last_run.as_ref()));
+    if let Some(v) = &s.versioning {
+        let _ = writeln!(o, "versioning   {}", versioning_text(v));
+    }
+    if s.bucket_unreadable {
+        for part in ["lease        ", "manifests    ", "quarantined  "] {
+            let _ = writeln!(o, "{part}unknown");
+        }
+    } else {
+        format_lease_and_manifests(&mut o, s);
+    }
+    format_mismatch(&mut o, s);
+    format_next_days(&mut o, s);
+    o
+}
+
+/// The `lag` line's text: days behind the cutoff, or why that is unknown.
+fn lag_text(s: &StatusReport) -> String {
+    let unknown = s.state_unreadable;
+    match (s.watermark_lag_days, s.watermark_ahead_days) {
         (_, Some(n)) => format!(
             "watermark {n} day(s) AHEAD of today's cutoff: no run compacts anything until last_compacted_date is set back to the last date really compacted, or watermark.json is deleted to start over"
         ),
@@ -773,15 +799,12 @@ pub fn format_human(s: &StatusReport) -> String {
         (Some(n), None) => format!("{n} days behind the cutoff"),
         (None, None) if unknown => "unknown".to_string(),
         (None, None) => "unknown (no watermark)".to_string(),
-    };
-    let _ = writeln!(o, "lag          {lag}");
-    let next = if unknown && s.next_date.is_none() {
-        "unknown".to_string()
-    } else {
-        date_or(s.next_date, "none")
-    };
-    let _ = writeln!(o, "next date    {next}");
-    let last = match &s.last_run {
+    }
+}
+
+/// The `last run` line's text (`None`: MQTT is not set).
+fn last_run_text(last_run: Option<&LastRunStatus>) -> String {
+    match last_run {
         None => {
             "unknown: MQTT_HOST is not set (docs/runbook.md#norunalarm says where else to look)"
                 .to_string()
@@ -798,33 +821,24 @@ pub fn format_human(s: &StatusReport) -> String {
                 .map_or_else(|| "age unknown".to_string(), |h| format!("{h} h ago")),
             l.status.as_deref().unwrap_or("status unknown")
         ),
-    };
-    let _ = writeln!(o, "last run     {last}");
-    if let Some(v) = &s.versioning {
-        let text = match v {
-            VersioningStatus { error: Some(e), .. } => format!("unknown: {e}"),
-            VersioningStatus {
-                advice: Some(a), ..
-            } => format!("NEEDS A RULE: {a}"),
-            VersioningStatus {
-                versioning: Some(state),
-                ..
-            } => format!(
-                "{state}, noncurrent versions and expired delete markers under index/ and _compaction_state/ expire by lifecycle rules"
-            ),
-            _ => "off".to_string(),
-        };
-        let _ = writeln!(o, "versioning   {text}");
     }
-    if s.bucket_unreadable {
-        for part in ["lease        ", "manifests    ", "quarantined  "] {
-            let _ = writeln!(o, "{part}unknown");
-        }
-    } else {
-        format_lease_and_manifests(&mut o, s);
+}
+
+/// The `versioning` line's text.
+fn versioning_text(v: &VersioningStatus) -> String {
+    match v {
+        VersioningStatus { error: Some(e), .. } => format!("unknown: {e}"),
+        VersioningStatus {
+            advice: Some(a), ..
+        } => format!("NEEDS A RULE: {a}"),
+        VersioningStatus {
+            versioning: Some(state),
+            ..
+        } => format!(
+            "{state}, noncurrent versions and expired delete markers under index/ and _compaction_state/ expire by lifecycle rules"
+        ),
+        _ => "off".to_string(),
     }
-    format_mismatch_and_days(&mut o, s);
-    o
 }
 
 fn format_lease_and_manifests(o: &mut String, s: &StatusReport) {
@@ -906,10 +920,9 @@ fn format_lease_and_manifests(o: &mut String, s: &StatusReport) {
     }
 }
 
-fn format_mismatch_and_days(o: &mut String, s: &StatusReport) {
-    let unknown = s.state_unreadable;
+fn format_mismatch(o: &mut String, s: &StatusReport) {
     match &s.mismatch {
-        None if unknown => {
+        None if s.state_unreadable => {
             let _ = writeln!(o, "mismatch     unknown");
         }
         None => {
@@ -958,7 +971,10 @@ fn format_mismatch_and_days(o: &mut String, s: &StatusReport) {
             }
         }
     }
-    if s.next_days.is_empty() && unknown {
+}
+
+fn format_next_days(o: &mut String, s: &StatusReport) {
+    if s.next_days.is_empty() && s.state_unreadable {
         let _ = writeln!(o, "next dates   unknown");
     } else if s.next_days.is_empty() {
         let _ = writeln!(
