@@ -506,14 +506,39 @@ pub async fn audit_day(
     spill: SpillSettings,
 ) -> Result<DayAudit> {
     let listed = Day::list(store, date, true, spill).await?;
-    let (flights, listing) = (&listed.flights, &listed.index);
     let mut day = DayAudit {
         date,
         counts: listed.counts(),
         ..DayAudit::default()
     };
-    let mut files: Vec<&str> = Vec::new();
-    let mut held: HashMap<Uuid, Holders> = HashMap::new();
+    let held = read_index(store, &listed, gets, budget, &mut day).await?;
+    find_missing(store, &listed.flights, &held, &mut day).await?;
+    find_duplicated(&held, &mut day);
+    Ok(day)
+}
+
+/// Who holds each flight's rows in a partition: what [`read_index`] found.
+#[derive(Debug, Default)]
+struct Held<'a> {
+    /// The keys of the files read, in the order read ([`Holders::files`]
+    /// holds indexes into it).
+    files: Vec<&'a str>,
+    by_flight: HashMap<Uuid, Holders>,
+}
+
+/// Reads the `s3_key` and `first_message` columns of every index file of
+/// `listed`, counting into `day` what each file holds.
+///
+/// Errors: as [`audit_day`].
+async fn read_index<'a>(
+    store: &impl Store,
+    listed: &'a Day,
+    gets: &Semaphore,
+    budget: Budget,
+    day: &mut DayAudit,
+) -> Result<Held<'a>> {
+    let (date, flights, listing) = (listed.date, &listed.flights, &listed.index);
+    let mut held = Held::default();
     // Multi-row inputs, then per-flight files, a few at a time (each GET
     // takes a shared permit). Every row counts for the flight its `s3_key`
     // names, as Athena counts it and as the parity gate proves a flight: a
@@ -546,11 +571,11 @@ pub async fn audit_day(
             }
             Ok(rows) => rows,
         };
-        let ix = files.len() as u32;
-        files.push(&meta.key);
+        let ix = held.files.len() as u32;
+        held.files.push(&meta.key);
         day.rows += rows.rows;
         for f in &rows.flights {
-            held.entry(*f).or_default().add(ix);
+            held.by_flight.entry(*f).or_default().add(ix);
         }
         day.findings.orphans.absorb(&rows.orphans);
         day.findings.other_day_rows.absorb(&rows.other_day);
@@ -564,13 +589,27 @@ pub async fn audit_day(
                 });
         }
     }
-    drop(reads);
+    Ok(held)
+}
+
+/// Counts the flights of `flights` no file holds a row of, and names the
+/// first ones' flight keys.
+///
+/// Errors: a flights set on disk that cannot be read back; an S3 error
+/// listing the examples' keys.
+async fn find_missing(
+    store: &impl Store,
+    flights: &UuidSet,
+    held: &Held<'_>,
+    day: &mut DayAudit,
+) -> Result<()> {
+    let date = day.date;
     // The examples' flight keys: listed again for them alone (the date's
     // listing keeps uuids, 16 B a flight, not keys).
     let mut examples = Flights::default();
     for u in flights.iter() {
         let u = u?;
-        if held.contains_key(&u) {
+        if held.by_flight.contains_key(&u) {
             continue;
         }
         day.findings.missing.add(|| {
@@ -588,21 +627,25 @@ pub async fn audit_day(
             e.key = keys.get(&e.flight).cloned().unwrap_or_default();
         }
     }
-    let mut dups: Vec<(&Uuid, &Holders)> = held.iter().filter(|(_, h)| h.rows > 1).collect();
+    Ok(())
+}
+
+/// Counts the flights with more than one row, in uuid order.
+fn find_duplicated(held: &Held<'_>, day: &mut DayAudit) {
+    let mut dups: Vec<(&Uuid, &Holders)> = (held.by_flight.iter())
+        .filter(|(_, h)| h.rows > 1)
+        .collect();
     dups.sort_unstable_by_key(|(u, _)| **u);
     for (u, h) in dups {
         day.findings.duplicated.add(|| DuplicateExample {
-            date,
+            date: day.date,
             flight: *u,
             rows: h.rows,
-            files: h
-                .files
-                .iter()
-                .map(|i| files[*i as usize].to_string())
+            files: (h.files.iter())
+                .map(|i| held.files[*i as usize].to_string())
                 .collect(),
         });
     }
-    Ok(day)
 }
 
 /// What one index file's columns said.
