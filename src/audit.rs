@@ -753,60 +753,7 @@ pub fn format_human(r: &AuditReport) -> String {
         t.bytes_read,
         t.multi_row_bytes
     );
-    let f = &t.findings;
-    fn line<E>(s: &mut String, name: &str, f: &Finding<E>, show: impl Fn(&E) -> String) {
-        let _ = writeln!(s, "  {name:<28} {:>8}", f.count);
-        if f.count == 0 {
-            return;
-        }
-        for e in &f.examples {
-            let _ = writeln!(s, "      {}", show(e));
-        }
-        if f.count > f.examples.len() as u64 {
-            let _ = writeln!(s, "      … {} more", f.count - f.examples.len() as u64);
-        }
-        if let Some(fix) = &f.fix {
-            let _ = writeln!(s, "      fix: {fix}");
-        }
-    }
-    line(&mut s, "missing", &f.missing, |e| {
-        format!("{} {} ({})", e.date, e.flight, e.key)
-    });
-    line(&mut s, "duplicated", &f.duplicated, |e| {
-        format!(
-            "{} {}: {} rows in {}",
-            e.date,
-            e.flight,
-            e.rows,
-            e.files.join(", ")
-        )
-    });
-    line(
-        &mut s,
-        "per_flight_beside_compacted",
-        &f.per_flight_beside_compacted,
-        |e| format!("{} {}", e.date, e.file),
-    );
-    let row = |e: &RowExample| {
-        format!(
-            "{} {}: s3_key {}, first_message {}",
-            e.date,
-            e.file,
-            e.s3_key.as_deref().unwrap_or("(none)"),
-            e.first_message
-                .map_or("(none)".to_string(), |t| t.to_rfc3339())
-        )
-    };
-    line(&mut s, "orphans", &f.orphans, row);
-    line(&mut s, "other_day_rows", &f.other_day_rows, row);
-    line(&mut s, "unreadable_files", &f.unreadable_files, |e| {
-        format!(
-            "{} {}: {}",
-            e.date,
-            e.file,
-            e.reason.as_deref().unwrap_or_default()
-        )
-    });
+    format_findings(&mut s, &t.findings);
     for u in &r.unfinished {
         let _ = writeln!(s, "  not audited {}: {}", u.date, u.error);
     }
@@ -828,6 +775,65 @@ pub fn format_human(r: &AuditReport) -> String {
         r.status.exit_code()
     );
     s
+}
+
+/// Every finding's line, in the order of the module's table.
+fn format_findings(s: &mut String, f: &Findings) {
+    format_finding(s, "missing", &f.missing, |e| {
+        format!("{} {} ({})", e.date, e.flight, e.key)
+    });
+    format_finding(s, "duplicated", &f.duplicated, |e| {
+        format!(
+            "{} {}: {} rows in {}",
+            e.date,
+            e.flight,
+            e.rows,
+            e.files.join(", ")
+        )
+    });
+    format_finding(
+        s,
+        "per_flight_beside_compacted",
+        &f.per_flight_beside_compacted,
+        |e| format!("{} {}", e.date, e.file),
+    );
+    let row = |e: &RowExample| {
+        format!(
+            "{} {}: s3_key {}, first_message {}",
+            e.date,
+            e.file,
+            e.s3_key.as_deref().unwrap_or("(none)"),
+            e.first_message
+                .map_or("(none)".to_string(), |t| t.to_rfc3339())
+        )
+    };
+    format_finding(s, "orphans", &f.orphans, row);
+    format_finding(s, "other_day_rows", &f.other_day_rows, row);
+    format_finding(s, "unreadable_files", &f.unreadable_files, |e| {
+        format!(
+            "{} {}: {}",
+            e.date,
+            e.file,
+            e.reason.as_deref().unwrap_or_default()
+        )
+    });
+}
+
+/// One finding's line: its count, then its examples as `show` writes them, and its fix.
+fn format_finding<E>(s: &mut String, name: &str, f: &Finding<E>, show: impl Fn(&E) -> String) {
+    let _ = writeln!(s, "  {name:<28} {:>8}", f.count);
+    if f.count == 0 {
+        return;
+    }
+    for e in &f.examples {
+        let _ = writeln!(s, "      {}", show(e));
+    }
+    if f.count > f.examples.len() as u64 {
+        let _ = writeln!(s, "      … {} more", f.count - f.examples.len() as u64);
+    }
+    if let Some(fix) = &f.fix {
+        let _ = writeln!(s, "      fix: {fix}");
+    }
 }
 
 #[cfg(test)]
