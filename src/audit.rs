@@ -409,30 +409,7 @@ pub async fn audit(
         .buffered(DATES_IN_FLIGHT)
         .boxed();
     while let Some((date, outcome)) = days.next().await {
-        match outcome {
-            // Not started, or cut by the S3 deadline: the next audit starts here.
-            None | Some(Err(Error::Deadline { .. })) => {
-                report.resume_date = Some(report.resume_date.map_or(date, |r| r.min(date)));
-            }
-            Some(Ok(day)) => {
-                let t = &mut report.totals;
-                t.dates_audited += 1;
-                t.flights += day.counts.flights;
-                t.rows += day.rows;
-                t.requests += day.requests;
-                t.bytes_read += day.bytes_read;
-                t.multi_row_bytes += day.multi_row_bytes;
-                t.findings.absorb(&day.findings);
-                report.days.push(day);
-            }
-            Some(Err(e)) => {
-                tracing::warn!(%date, error = %e, "date not audited");
-                report.unfinished.push(Unfinished {
-                    date,
-                    error: e.to_string(),
-                });
-            }
-        }
+        add_date(&mut report, date, outcome);
         if let Some(bar) = &opts.bar {
             bar.inc(1);
             bar.set_message(format!(
@@ -454,6 +431,34 @@ pub async fn audit(
         AuditStatus::Clean
     };
     Ok(report)
+}
+
+/// Folds one date's outcome into `report` (`None`: not started).
+fn add_date(report: &mut AuditReport, date: NaiveDate, outcome: Option<Result<DayAudit>>) {
+    match outcome {
+        // Not started, or cut by the S3 deadline: the next audit starts here.
+        None | Some(Err(Error::Deadline { .. })) => {
+            report.resume_date = Some(report.resume_date.map_or(date, |r| r.min(date)));
+        }
+        Some(Ok(day)) => {
+            let t = &mut report.totals;
+            t.dates_audited += 1;
+            t.flights += day.counts.flights;
+            t.rows += day.rows;
+            t.requests += day.requests;
+            t.bytes_read += day.bytes_read;
+            t.multi_row_bytes += day.multi_row_bytes;
+            t.findings.absorb(&day.findings);
+            report.days.push(day);
+        }
+        Some(Err(e)) => {
+            tracing::warn!(%date, error = %e, "date not audited");
+            report.unfinished.push(Unfinished {
+                date,
+                error: e.to_string(),
+            });
+        }
+    }
 }
 
 /// [`audit_day`], once more when an input changed since the listing (a run folded the day).
