@@ -102,49 +102,15 @@ pub(super) fn packet_len(m: &Message) -> usize {
 /// topics not acknowledged.
 pub async fn publish(config: &MqttConfig, messages: &[Message]) -> Vec<ReportError> {
     let broker = format!("{}:{}", config.host, config.port);
-    let (sendable, too_large): (Vec<&Message>, Vec<&Message>) = (messages.iter())
-        .partition(|m| m.payload.len() <= MAX_PAYLOAD_BYTES && packet_len(m) <= MAX_PACKET_BYTES);
-    let mut errors: Vec<ReportError> = (too_large.iter())
-        .map(|m| ReportError::MqttTooLarge {
-            broker: broker.clone(),
-            topic: m.topic.clone(),
-            bytes: m.payload.len(),
-            limit: MAX_PAYLOAD_BYTES,
-        })
-        .collect();
-    let mut messages: Vec<Message> = sendable.into_iter().cloned().collect();
+    let (mut messages, mut errors) = sendable(&broker, messages);
     let started = std::time::Instant::now();
     let deadline = tokio::time::Instant::now() + config.timeout;
     // Topics the broker closed a connection at, once.
     let mut closed_at: HashSet<String> = HashSet::new();
     for attempt in 1..=MAX_CONNECTIONS {
         let client_id = format!("archive-compaction-{}", uuid::Uuid::now_v7().simple());
-        let mut progress = Progress {
-            done: vec![false; messages.len()],
-            ..Progress::default()
-        };
-        let result = tokio::time::timeout_at(
-            deadline,
-            exchange(
-                config,
-                &client_id,
-                &broker,
-                &messages,
-                attempt > 1,
-                &mut progress,
-            ),
-        )
-        .await
-        .unwrap_or_else(|_| {
-            Err(ReportError::MqttTimeout {
-                broker: broker.clone(),
-                timeout: config.timeout,
-                stage: progress.stage(),
-                acked: progress.acked,
-                total: messages.len(),
-                pending: progress.pending(&messages),
-            })
-        });
+        let (result, progress) =
+            connect_once(config, &client_id, &broker, &messages, attempt, deadline).await;
         let error = match result {
             Ok(()) => {
                 tracing::info!(
@@ -164,24 +130,12 @@ pub async fn publish(config: &MqttConfig, messages: &[Message]) -> Vec<ReportErr
         let dropped = matches!(error, ReportError::Mqtt { .. }) && progress.connected;
         let first_pending = progress.done.iter().position(|done| !done);
         let at = first_pending.filter(|_| dropped && attempt > 1);
-        let (mut refused, mut again_last) = (None, None);
-        if let Some(i) = at {
-            if closed_at.insert(messages[i].topic.clone()) {
-                tracing::warn!(%broker, topic = %messages[i].topic,
-                    "MQTT broker closed the connection at this message: it goes again last, alone");
-                again_last = Some(i);
-            } else {
-                tracing::warn!(%broker, topic = %messages[i].topic,
-                    "MQTT broker closed the connection at this message again: left out, the others sent");
-                errors.push(ReportError::MqttDropped {
-                    broker: broker.clone(),
-                    topic: messages[i].topic.clone(),
-                });
-                refused = Some(i);
-            }
-        }
+        let requeue = match at {
+            Some(i) => closed_at_message(&broker, &messages[i], i, &mut closed_at, &mut errors),
+            None => Requeue::default(),
+        };
         let left = (0..messages.len())
-            .filter(|i| Some(*i) != refused && !progress.done[*i])
+            .filter(|i| Some(*i) != requeue.refused && !progress.done[*i])
             .count();
         let go_on = dropped && left > 0 && attempt < MAX_CONNECTIONS;
         if !go_on {
@@ -192,22 +146,123 @@ pub async fn publish(config: &MqttConfig, messages: &[Message]) -> Vec<ReportErr
         }
         tracing::warn!(%broker, error = %error, attempt,
             "MQTT connection closed while publishing; the messages not acknowledged go again on a new connection");
+        messages = requeue.next(messages, &progress.done, left);
+    }
+    errors
+}
+
+/// The messages within the limits, and an error for each of the others.
+fn sendable(broker: &str, messages: &[Message]) -> (Vec<Message>, Vec<ReportError>) {
+    let (sendable, too_large): (Vec<&Message>, Vec<&Message>) = (messages.iter())
+        .partition(|m| m.payload.len() <= MAX_PAYLOAD_BYTES && packet_len(m) <= MAX_PACKET_BYTES);
+    let errors = (too_large.iter())
+        .map(|m| ReportError::MqttTooLarge {
+            broker: broker.to_string(),
+            topic: m.topic.clone(),
+            bytes: m.payload.len(),
+            limit: MAX_PAYLOAD_BYTES,
+        })
+        .collect();
+    (sendable.into_iter().cloned().collect(), errors)
+}
+
+/// One connection's exchange (`attempt`, from 1), cut at `deadline`, and
+/// how far it got.
+async fn connect_once(
+    config: &MqttConfig,
+    client_id: &str,
+    broker: &str,
+    messages: &[Message],
+    attempt: usize,
+    deadline: tokio::time::Instant,
+) -> (Result<(), ReportError>, Progress) {
+    let mut progress = Progress {
+        done: vec![false; messages.len()],
+        ..Progress::default()
+    };
+    let result = tokio::time::timeout_at(
+        deadline,
+        exchange(
+            config,
+            client_id,
+            broker,
+            messages,
+            attempt > 1,
+            &mut progress,
+        ),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        Err(ReportError::MqttTimeout {
+            broker: broker.to_string(),
+            timeout: config.timeout,
+            stage: progress.stage(),
+            acked: progress.acked,
+            total: messages.len(),
+            pending: progress.pending(messages),
+        })
+    });
+    (result, progress)
+}
+
+/// Which message (by index) the next connection sends last and alone, and
+/// which it leaves out.
+#[derive(Debug, Default)]
+struct Requeue {
+    again_last: Option<usize>,
+    refused: Option<usize>,
+}
+
+impl Requeue {
+    /// The `left` messages the next connection sends: those not `done` and
+    /// not refused, in order, the one to go again last at the end.
+    fn next(&self, messages: Vec<Message>, done: &[bool], left: usize) -> Vec<Message> {
         let mut next: Vec<Message> = Vec::with_capacity(left);
         let mut last = None;
         for (i, m) in messages.into_iter().enumerate() {
-            if Some(i) == refused || progress.done[i] {
+            if Some(i) == self.refused || done[i] {
                 continue;
             }
-            if Some(i) == again_last {
+            if Some(i) == self.again_last {
                 last = Some(m);
             } else {
                 next.push(m);
             }
         }
         next.extend(last);
-        messages = next;
+        next
     }
-    errors
+}
+
+/// The broker closed the connection at `message` (index `i`): the first
+/// time, it goes again last, alone; closed at again (`closed_at` holds its
+/// topic), it is left out, with [`ReportError::MqttDropped`] in `errors`.
+fn closed_at_message(
+    broker: &str,
+    message: &Message,
+    i: usize,
+    closed_at: &mut HashSet<String>,
+    errors: &mut Vec<ReportError>,
+) -> Requeue {
+    if closed_at.insert(message.topic.clone()) {
+        tracing::warn!(%broker, topic = %message.topic,
+            "MQTT broker closed the connection at this message: it goes again last, alone");
+        Requeue {
+            again_last: Some(i),
+            refused: None,
+        }
+    } else {
+        tracing::warn!(%broker, topic = %message.topic,
+            "MQTT broker closed the connection at this message again: left out, the others sent");
+        errors.push(ReportError::MqttDropped {
+            broker: broker.to_string(),
+            topic: message.topic.clone(),
+        });
+        Requeue {
+            again_last: None,
+            refused: Some(i),
+        }
+    }
 }
 
 /// How long [`read_retained`] waits for retained messages once the broker
