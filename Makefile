@@ -69,7 +69,7 @@ test-crash: tools ## Failpoint crash tests and the SIGKILL test.
 # The modules that carry the promise (docs/testing.md, "Mutation testing"),
 # each mutant judged by the fast tests: the unit tests and the failpoints
 # simulation at MUTANTS_SIM_SEEDS schedules, in one `cargo nextest run`.
-# `make mutants MUTANTS_FILES=src/proof.rs` for one file; `make mutants
+# `make mutants MUTANTS_FILES=src/protocol/proof.rs` for one file; `make mutants
 # SHARD=2/5` for the second of five pieces of the list (cargo-mutants
 # --shard). --in-place: the mutants are built in this tree's target/ (a copy
 # would start cold); do not edit the tree while it runs. Results in
@@ -77,7 +77,7 @@ test-crash: tools ## Failpoint crash tests and the SIGKILL test.
 # table (scripts/mutants-summary.py): commit those two. CARGO_INCREMENTAL=1
 # whatever the caller's shell says: a mutant's rebuild (our crate, its unit
 # tests, the suite relinked) takes ~8 s incremental against ~24 s without.
-MUTANTS_FILES ?= src/proof.rs src/commit.rs src/read.rs src/recovery.rs src/lease.rs src/day.rs src/plan.rs src/spill.rs src/merge/stream.rs
+MUTANTS_FILES ?= src/protocol/proof.rs src/protocol/commit.rs src/protocol/read.rs src/protocol/recovery.rs src/protocol/lease.rs src/protocol/day.rs src/protocol/plan.rs src/data/spill.rs src/data/merge/stream.rs
 MUTANTS_SIM_SEEDS ?= 300
 MUTANTS_ARGS ?=
 # The targets built and run for each mutant (cargo-mutants --cargo-arg: the

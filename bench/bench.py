@@ -281,7 +281,7 @@ def measure_job(svc, bucket, n, concurrency):
         wrapper + [JOB, "run", "--now", now],
         env(svc.proxied, S3_BUCKET=bucket, START_DATE=DATE.isoformat(), READ_CONCURRENCY=concurrency,
             S3_FORCE_PATH_STYLE="true", METRICS_ENABLED="false", **FLIGHTS_IN_MEMORY,
-            LOG_LEVEL=os.environ.get("BENCH_LOG_LEVEL") or "warn,archive_compaction::run=debug,archive_compaction::commit=debug"), svc, err,
+            LOG_LEVEL=os.environ.get("BENCH_LOG_LEVEL") or "warn,archive_compaction::commands::run=debug,archive_compaction::protocol::commit=debug"), svc, err,
         limit_as_kib=JOB_ULIMIT_KIB)
     # From the first "{": a BENCH_JOB_WRAPPER such as heaptrack prints its
     # own lines around the job's report on the same stdout.

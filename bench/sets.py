@@ -1,6 +1,6 @@
 """What a date's uuid sets cost the run as the date grows, without S3
 (`make bench-sets`): `bench-tool sets` (bench/tool.rs) runs the run's own
-code (the spilling sets of src/spill.rs, the parity gate's first look and
+code (the spilling sets of src/data/spill.rs, the parity gate's first look and
 multi-row batches, the parts' grouping, a part's membership checks) over
 generated uuids, under `ulimit -v` (RLIMIT_AS), and reports its seconds,
 the sets' bytes on disk and its peak RSS (`VmHWM`).

@@ -50,7 +50,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use archive_compaction::storage::{S3Store, Store};
+use archive_compaction::infra::storage::{S3Store, Store};
 use bytes::Bytes;
 use clap::{Parser, Subcommand};
 use futures::StreamExt;
@@ -109,7 +109,7 @@ enum Cmd {
         #[arg(long, default_value_t = 0)]
         compacted: u64,
         /// FLIGHTS_IN_MEMORY.
-        #[arg(long, default_value_t = archive_compaction::spill::DEFAULT_IN_MEMORY)]
+        #[arg(long, default_value_t = archive_compaction::data::spill::DEFAULT_IN_MEMORY)]
         limit: usize,
     },
 }
@@ -167,8 +167,8 @@ fn peak_rss_kib() -> u64 {
 /// named only by compacted files, the next `window` by the window's
 /// per-flight files, the rest by per-flight files past the window.
 fn sets(n: u64, window: u64, compacted: u64, limit: usize) {
-    use archive_compaction::plan::{BeyondWindow, Groups, PartitionListing};
-    use archive_compaction::spill::{SortedSetBuilder, SpillSettings, UuidSetBuilder};
+    use archive_compaction::data::spill::{SortedSetBuilder, SpillSettings, UuidSetBuilder};
+    use archive_compaction::protocol::plan::{BeyondWindow, Groups, PartitionListing};
     const PART_ROWS: u64 = 50_000;
     let spill = SpillSettings { limit };
     let (compacted, window) = (compacted.min(n), window.min(n - compacted.min(n)));
@@ -204,7 +204,8 @@ fn sets(n: u64, window: u64, compacted: u64, limit: usize) {
     for i in 0..compacted {
         found.push(flight(i));
         if found.len() >= limit || i + 1 == compacted {
-            let batch = archive_compaction::plan::Flights::from(std::mem::take(&mut found));
+            let batch =
+                archive_compaction::protocol::plan::Flights::from(std::mem::take(&mut found));
             missing = missing
                 .retain(spill, |u| !batch.contains(u))
                 .expect("batch");
@@ -316,7 +317,7 @@ async fn floor(bucket: &str, prefix: &str, concurrency: usize, date: Option<chro
     let mut ranges_listed = -1.0;
     if let Some(d) = date {
         let t = Instant::now();
-        let again = archive_compaction::storage::ranges::list_partition(&s, prefix, d, Some)
+        let again = archive_compaction::infra::storage::ranges::list_partition(&s, prefix, d, Some)
             .await
             .expect("list in ranges");
         ranges_listed = t.elapsed().as_secs_f64();

@@ -11,7 +11,7 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
-use archive_compaction::merge::{MergeInput, Merger, Source, decode, target_schema};
+use archive_compaction::data::merge::{MergeInput, Merger, Source, decode, target_schema};
 use arrow_array::{ArrayRef, BooleanArray, RecordBatch, StringArray, TimestampMicrosecondArray};
 use bytes::Bytes;
 use chrono::DateTime;

@@ -59,7 +59,7 @@ start_server mosquitto "$MQTT_PORT"
 export AWS_ENDPOINT_URL="http://127.0.0.1:$S3_PORT" AWS_ACCESS_KEY_ID=demo AWS_SECRET_ACCESS_KEY=demo AWS_REGION=us-east-1
 # The per-date `date reported` lines (each date's JSON, for CloudWatch) are
 # left out: the table below shows the same. `LOG_LEVEL=info make demo` keeps them.
-export S3_BUCKET=demo-archive S3_FORCE_PATH_STYLE=true METRICS_ENABLED=false LOG_LEVEL=${LOG_LEVEL:-info,archive_compaction::report=warn}
+export S3_BUCKET=demo-archive S3_FORCE_PATH_STYLE=true METRICS_ENABLED=false LOG_LEVEL=${LOG_LEVEL:-info,archive_compaction::data::report=warn}
 export MQTT_HOST=127.0.0.1 MQTT_PORT
 
 echo; echo "== generating an archive in s3://$S3_BUCKET (ministack on :$S3_PORT): 5 days with 2,450 flights,"

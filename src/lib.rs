@@ -2,31 +2,40 @@
 //! files in S3 into one `compacted-*.parquet` per day, crash-safely.
 //!
 //! `docs/ARCHITECTURE.md` is the contract (bucket layout, one invocation,
-//! commit protocol, recovery table, state formats). The crate is layered:
+//! commit protocol, recovery table, state formats).
 //!
-//! - [`config`]: typed settings from environment variables.
-//! - [`keys`]: bucket layout, pure.
-//! - [`plan`]: pure planning (cutoff, walk start, partition listing, parity, day plan).
-//! - [`day`]: one date's listings and counts as every command sees them, the blocked
-//!   dates with each command's policy, the dates of a range (read-only).
-//! - [`partition`]: the parity gate, the earliest partition (read-only).
-//! - [`spill`]: sorted uuid sets that spill to local disk past a memory limit (a date's flights).
-//! - [`merge`]: decode, conform to the target schema, dedupe, encode.
-//! - [`input`]: bounded reads of index inputs (limits from the footer before
-//!   any decode; ranged, projected, row group by row group).
-//! - [`storage`]: the one S3 seam, the [`storage::Store`] trait (list, get, head,
-//!   conditional put/delete), over aws-sdk-s3 and in memory; [`clock`]: the time seam.
-//! - [`state`], [`lease`]: state files with conditional writes.
-//! - [`read`]: a day's inputs read within the budget and merged into one output.
-//! - [`commit`], [`recovery`]: the commit protocol and the recovery table.
-//! - [`run`]: the driver producing one [`report::RunReport`].
-//! - [`reporting`] ([`metrics`], [`mqtt`]): the report to CloudWatch and MQTT.
-//! - [`status`]: the read-only `status` command; [`progress`]: the CLI's progress bar.
-//! - [`prune`]: the `prune-cache` command (the archive host's local index cache).
-//! - [`audit`]: the read-only `audit` command (every flight exactly once, per date).
-//! - [`stop`]: a clean stop on SIGTERM / SIGINT.
-//! - [`text`]: untrusted text (keys, field names) escaped and bounded for messages and logs.
-//! - [`app`]: clients built once, the Lambda handler and the CLI's shared entry point.
+//! The crate is layered, one folder a layer, top to bottom; a module imports
+//! from its own layer or a lower one (`tests/suite/docs.rs` checks it):
+//!
+//! - [`app`]: the Lambda handler and the CLI's shared entry point (`invoke`),
+//!   the AWS clients built once, and the finished run's report sent to
+//!   CloudWatch and MQTT ([`aws`](app::aws), [`lambda`](app::lambda),
+//!   [`reporting`](app::reporting)).
+//! - [`commands`]: one module a command, each the whole of what `run`,
+//!   `status`, `audit` and `prune-cache` do, and the progress a run sends as it
+//!   goes ([`run`](commands::run), [`status`](commands::status),
+//!   [`audit`](commands::audit), [`prune`](commands::prune),
+//!   [`progress`](commands::progress)).
+//! - [`protocol`]: the rules that keep the promise (every flight row in its
+//!   day's partition exactly once, whatever crashes): a date's listings, parity
+//!   gate and plan, the read, the proof a delete needs, the lease, the commit
+//!   and the recovery table ([`day`](protocol::day),
+//!   [`partition`](protocol::partition), [`plan`](protocol::plan),
+//!   [`sizing`](protocol::sizing), [`read`](protocol::read),
+//!   [`proof`](protocol::proof), [`lease`](protocol::lease),
+//!   [`commit`](protocol::commit), [`recovery`](protocol::recovery)).
+//! - [`data`]: the job's values and formats, each with its reads and writes:
+//!   bucket keys, index rows and their merge, index inputs, spilling uuid sets,
+//!   the state files, the settings, the report and its CloudWatch and MQTT
+//!   forms ([`keys`](data::keys), [`merge`](data::merge),
+//!   [`input`](data::input), [`spill`](data::spill), [`state`](data::state),
+//!   [`config`](data::config), [`report`](data::report),
+//!   [`metrics`](data::metrics), [`mqtt`](data::mqtt)).
+//! - [`infra`]: what any job of the kind needs and none of this one's rules:
+//!   the S3 seam, the clock and the deadline, a clean stop on signals, the
+//!   error type, untrusted text made safe to show ([`storage`](infra::storage),
+//!   [`clock`](infra::clock), [`deadline`](infra::deadline),
+//!   [`stop`](infra::stop), [`error`](infra::error), [`text`](infra::text)).
 #![warn(missing_docs)]
 
 /// `as_str` and comparison with `&str` for a unit enum whose strum and serde
@@ -54,44 +63,18 @@ macro_rules! named_enum {
 }
 
 pub mod app;
-pub mod audit;
-pub mod clock;
-pub mod commit;
-pub mod config;
-pub mod day;
-pub mod deadline;
-pub mod error;
-pub mod input;
-pub mod keys;
-pub mod lease;
-pub mod merge;
-pub mod metrics;
-pub mod mqtt;
-pub mod partition;
-pub mod plan;
-pub mod progress;
-pub mod proof;
-pub mod prune;
-pub mod read;
-pub mod recovery;
-pub mod report;
-pub mod reporting;
-pub mod run;
-pub mod sizing;
-pub mod spill;
-pub mod state;
-pub mod status;
-pub mod stop;
-pub mod storage;
-pub mod text;
+pub mod commands;
+pub mod data;
+pub mod infra;
+pub mod protocol;
 
 /// A named failpoint (the `fail` crate): compiled in only with the
 /// `failpoints` feature. Configured `return` it makes the enclosing function
-/// return [`error::Error::Failpoint`]; `panic` panics there (a crash).
+/// return [`infra::error::Error::Failpoint`]; `panic` panics there (a crash).
 #[macro_export]
 macro_rules! failpoint {
     ($name:expr) => {
-        fail::fail_point!($name, |_| Err($crate::error::Error::Failpoint(
+        fail::fail_point!($name, |_| Err($crate::infra::error::Error::Failpoint(
             $name.to_string()
         )))
     };

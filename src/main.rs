@@ -1,21 +1,21 @@
 //! `archive-compaction`: a Lambda function when `AWS_LAMBDA_RUNTIME_API` is
 //! set, a command-line tool otherwise. Both are thin shells over
 //! [`archive_compaction::app::invoke`]; `status` is
-//! [`archive_compaction::status`]. On a terminal, `run` shows a progress bar
-//! over dates ([`archive_compaction::progress`]).
+//! [`archive_compaction::commands::status`]. On a terminal, `run` shows a progress bar
+//! over dates ([`archive_compaction::commands::progress`]).
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use archive_compaction::app::{Deps, dispatch};
-use archive_compaction::audit;
-use archive_compaction::config::{Config, SETTINGS, parse_date};
-use archive_compaction::day::{DateRange, RangeOf};
-use archive_compaction::progress::{self, BarWriter};
-use archive_compaction::report::{RunReport, StopReason};
-use archive_compaction::run::RunOptions;
-use archive_compaction::status::{self, StatusOptions};
+use archive_compaction::commands::audit;
+use archive_compaction::commands::progress::{self, BarWriter};
+use archive_compaction::commands::run::RunOptions;
+use archive_compaction::commands::status::{self, StatusOptions};
+use archive_compaction::data::config::{Config, SETTINGS, parse_date};
+use archive_compaction::data::report::{RunReport, StopReason};
+use archive_compaction::protocol::day::{DateRange, RangeOf};
 use chrono::{DateTime, Utc};
 use clap::{Parser, Subcommand};
 use indicatif::ProgressBar;
@@ -39,7 +39,7 @@ fn settings_help() -> String {
     s
 }
 
-/// How `run` answers SIGTERM and SIGINT (`archive_compaction::stop`).
+/// How `run` answers SIGTERM and SIGINT (`archive_compaction::infra::stop`).
 const SIGNALS: &str = "SIGTERM or Ctrl-C stops a run cleanly (no new date or destructive step, \
     lease released, report with stop_reason interrupted, exit 1); a second signal exits at once (130 or 143).\n";
 
@@ -200,7 +200,7 @@ fn init_tracing(level: &str, json: bool, bar: Option<ProgressBar>) {
             .with(
                 tracing_subscriber::fmt::layer()
                     .with_ansi(ansi)
-                    .fmt_fields(archive_compaction::text::log_fields())
+                    .fmt_fields(archive_compaction::infra::text::log_fields())
                     .with_writer(BarWriter::new(bar.clone()))
                     .with_filter(filter),
             )
@@ -217,7 +217,7 @@ fn init_tracing(level: &str, json: bool, bar: Option<ProgressBar>) {
             .init();
     } else {
         // Fields escaped and bounded: a newline in a key cannot forge a line.
-        let layer = layer.fmt_fields(archive_compaction::text::log_fields());
+        let layer = layer.fmt_fields(archive_compaction::infra::text::log_fields());
         tracing_subscriber::registry()
             .with(layer.with_filter(filter))
             .init();
@@ -349,7 +349,7 @@ fn repair_range(cli: Option<&Cli>) -> Result<Option<DateRange>, ExitCode> {
 
 /// The settings. A --max-duration within DEADLINE_MARGIN_SECONDS is a bad
 /// setting: refused like one, before anything is read.
-fn load_config(cli: Option<&Cli>) -> archive_compaction::error::Result<Config> {
+fn load_config(cli: Option<&Cli>) -> archive_compaction::infra::error::Result<Config> {
     Config::from_env().and_then(|c| match cli {
         Some(Cli {
             command:
@@ -383,7 +383,7 @@ fn date_bar(config_ok: bool, cli: Option<&Cli>) -> Option<ProgressBar> {
 /// leave that setting at its default in silence (MQTT_HOTS: no MQTT).
 fn warn_mistyped_settings() {
     for (variable, setting) in
-        archive_compaction::config::mistyped_settings(&std::env::vars().collect())
+        archive_compaction::data::config::mistyped_settings(&std::env::vars().collect())
     {
         tracing::warn!(
             variable,
@@ -400,7 +400,9 @@ fn listen_for_signals(deps: &Deps, cli: Option<&Cli>) {
     let runs = cli.is_none_or(|c| matches!(c.command, Command::Run { .. }));
     if runs
         && let Err(e) = deps.stop.listen(|signal| {
-            std::process::exit(i32::from(archive_compaction::stop::exit_code(signal)))
+            std::process::exit(i32::from(archive_compaction::infra::stop::exit_code(
+                signal,
+            )))
         })
     {
         tracing::warn!(error = %e, "cannot listen for SIGTERM/SIGINT: a signal ends the process at once");
@@ -443,7 +445,7 @@ async fn run_command(
 /// A bad configuration: nothing is read, written or deleted, exit 1. `run`
 /// (and Lambda) print a Failure report, `status` a status, `audit` and
 /// `prune-cache` the reason on stderr.
-fn bad_config(command: Option<Command>, e: &archive_compaction::error::Error) -> ExitCode {
+fn bad_config(command: Option<Command>, e: &archive_compaction::infra::error::Error) -> ExitCode {
     tracing::error!(error = %e, "bad configuration");
     match command {
         Some(Command::Status { now, json, days }) => {
@@ -521,7 +523,7 @@ async fn status(deps: &Deps, now: Option<DateTime<Utc>>, days: usize, json: bool
     if let Some(mqtt) = &deps.config.mqtt {
         s.last_run = Some(match deps.mqtt_password().await {
             Ok(password) => {
-                let mqtt = archive_compaction::config::MqttConfig {
+                let mqtt = archive_compaction::data::config::MqttConfig {
                     password,
                     ..mqtt.clone()
                 };
@@ -571,7 +573,7 @@ async fn audit(
 /// `prune-cache`: the JSON summary on stdout, a human line on stderr when it
 /// is a terminal; an error deletes nothing and exits 1.
 async fn prune_cache(deps: &Deps, dir: std::path::PathBuf, dry_run: bool) -> ExitCode {
-    use archive_compaction::prune::{self, PruneOptions};
+    use archive_compaction::commands::prune::{self, PruneOptions};
     match prune::prune(&deps.store, &PruneOptions { dir, dry_run }).await {
         Ok(r) => {
             print_json(&r);

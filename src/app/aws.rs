@@ -14,9 +14,9 @@ use aws_smithy_http_client::proxy::ProxyConfig;
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
 use aws_smithy_http_client::{Builder, ConnectorBuilder};
 
-use crate::config::Config;
-use crate::error::ReportError;
-use crate::storage::S3Store;
+use crate::data::config::Config;
+use crate::infra::error::ReportError;
+use crate::infra::storage::S3Store;
 
 /// Everything a run needs, built once per process (in Lambda: once per
 /// execution environment, shared by every invocation it serves).
@@ -34,11 +34,11 @@ pub struct Deps {
     /// successful read (a failed read is tried again next invocation).
     mqtt_password: Arc<tokio::sync::OnceCell<String>>,
     /// The stop request every invocation's run follows (SIGTERM: Lambda's
-    /// shutdown; [`crate::stop::Stop::listen`] in `main`).
-    pub stop: crate::stop::Stop,
+    /// shutdown; [`crate::infra::stop::Stop::listen`] in `main`).
+    pub stop: crate::infra::stop::Stop,
 }
 
-impl crate::reporting::Sinks for Deps {
+impl crate::app::reporting::Sinks for Deps {
     fn config(&self) -> &Config {
         &self.config
     }
@@ -104,8 +104,8 @@ impl Deps {
             .retry_config(retry_config())
             .timeout_config(
                 TimeoutConfig::builder()
-                    .connect_timeout(crate::storage::CONNECT_TIMEOUT)
-                    .operation_attempt_timeout(crate::storage::ATTEMPT_TIMEOUT_BASE)
+                    .connect_timeout(crate::infra::storage::CONNECT_TIMEOUT)
+                    .operation_attempt_timeout(crate::infra::storage::ATTEMPT_TIMEOUT_BASE)
                     .build(),
             )
             .load()
@@ -138,7 +138,7 @@ impl Deps {
             cloudwatch,
             secrets,
             mqtt_password: Arc::new(tokio::sync::OnceCell::new()),
-            stop: crate::stop::Stop::new(),
+            stop: crate::infra::stop::Stop::new(),
         }
     }
 
@@ -168,7 +168,7 @@ impl Deps {
                 .secret_id(arn)
                 .send()
                 .await
-                .map_err(|e| fail(crate::storage::sdk_error_line(&e)))?;
+                .map_err(|e| fail(crate::infra::storage::sdk_error_line(&e)))?;
             match out.secret_string {
                 Some(s) => Ok(s),
                 None => Err(fail(

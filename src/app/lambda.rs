@@ -10,9 +10,9 @@ use lambda_runtime::{Context, Diagnostic, LambdaEvent};
 use serde::Deserialize;
 
 use super::{Deps, invoke};
-use crate::day::{DateRange, RangeOf};
-use crate::report::{RunReport, Status};
-use crate::run::RunOptions;
+use crate::commands::run::RunOptions;
+use crate::data::report::{RunReport, Status};
+use crate::protocol::day::{DateRange, RangeOf};
 
 /// The Lambda payload: an EventBridge scheduled event, or a console test
 /// event with the optional fields below, parsed strictly
@@ -90,14 +90,14 @@ pub fn event_fields() -> Vec<&'static str> {
 }
 
 /// A date field of an event: exactly `YYYY-MM-DD`, as the CLI takes it
-/// ([`crate::config::parse_date`]).
+/// ([`crate::data::config::parse_date`]).
 fn strict_date<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<NaiveDate>, D::Error> {
     let s: Option<String> = Option::deserialize(d)?;
     s.map(|s| {
-        crate::config::parse_date("", &s).map_err(|_| {
+        crate::data::config::parse_date("", &s).map_err(|_| {
             serde::de::Error::custom(format!(
                 "expected a date YYYY-MM-DD, got {}",
-                crate::text::quote(&s)
+                crate::infra::text::quote(&s)
             ))
         })
     })
@@ -120,7 +120,7 @@ impl InvokeEvent {
             )
         };
         let serde_json::Value::Object(map) = payload else {
-            let kind = crate::state::json_type(&payload);
+            let kind = crate::data::state::json_type(&payload);
             return Err(format!(
                 "the event must be a JSON object (an EventBridge event or a test event such as {{\"dry_run\": true}}), got {kind}; {}",
                 accepted()
@@ -137,7 +137,7 @@ impl InvokeEvent {
             if alone(name, v).as_ref().is_err_and(unknown) {
                 return Err(format!(
                     "unknown field {} in the event; {}",
-                    crate::text::quote(name),
+                    crate::infra::text::quote(name),
                     accepted()
                 ));
             }
@@ -146,8 +146,8 @@ impl InvokeEvent {
             if let Err(e) = alone(name, v) {
                 return Err(format!(
                     "field {} of the event: {}",
-                    crate::text::quote(name),
-                    crate::text::escape(&e.to_string())
+                    crate::infra::text::quote(name),
+                    crate::infra::text::escape(&e.to_string())
                 ));
             }
         }
@@ -155,7 +155,7 @@ impl InvokeEvent {
             serde_json::from_value(serde_json::Value::Object(map)).map_err(|e| {
                 format!(
                     "the event is not an EventBridge event or a test event: {}; {}",
-                    crate::text::escape(&e.to_string()),
+                    crate::infra::text::escape(&e.to_string()),
                     accepted()
                 )
             })?;
@@ -167,7 +167,7 @@ impl InvokeEvent {
     ///
     /// Errors: a message naming the fields: `from` without `to` (or the
     /// reverse), `date` together with `from`/`to`, `from` after `to`, a range
-    /// longer than [`crate::day::MAX_RANGE_DAYS`].
+    /// longer than [`crate::protocol::day::MAX_RANGE_DAYS`].
     pub fn validate(&self) -> Result<(), String> {
         self.repair().map(|_| ())
     }
@@ -225,14 +225,14 @@ pub fn options_from_event(
         dry_run: event.dry_run,
         only_date: event.date,
         repair: event.repair().ok().flatten(),
-        clock: crate::clock::system(),
+        clock: crate::infra::clock::system(),
         progress: None,
         stop: None,
     }
 }
 
 /// The event `{"audit": {"from": "YYYY-MM-DD", "to": "YYYY-MM-DD"}}`
-/// ([`crate::audit`]); nothing else may stand beside `audit`, and `audit`
+/// ([`crate::commands::audit`]); nothing else may stand beside `audit`, and `audit`
 /// takes exactly `from` and `to`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -291,19 +291,19 @@ pub async fn dispatch(
             ))
         })?
         .audit;
-    let mut opts = crate::audit::AuditOptions::range(range.from, range.to);
+    let mut opts = crate::commands::audit::AuditOptions::range(range.from, range.to);
     opts.deadline = deadline(&event.context);
-    let report = crate::audit::audit(&deps.store, &deps.config, &opts)
+    let report = crate::commands::audit::audit(&deps.store, &deps.config, &opts)
         .await
         .map_err(|e| failure(e.to_string()))?;
     let json = serde_json::to_value(&report).expect("report serialises");
     match report.status {
-        crate::audit::AuditStatus::Clean => Ok(json),
-        crate::audit::AuditStatus::Findings => Err(Diagnostic {
+        crate::commands::audit::AuditStatus::Clean => Ok(json),
+        crate::commands::audit::AuditStatus::Findings => Err(Diagnostic {
             error_type: "AuditFindings".into(),
             error_message: json.to_string(),
         }),
-        crate::audit::AuditStatus::Incomplete => Err(failure(json.to_string())),
+        crate::commands::audit::AuditStatus::Incomplete => Err(failure(json.to_string())),
     }
 }
 
@@ -350,12 +350,12 @@ pub async fn handle(
             let mut r = RunReport {
                 last_run_at: Utc::now(),
                 bucket: deps.config.bucket.clone(),
-                stop_reason: crate::report::StopReason::Error,
+                stop_reason: crate::data::report::StopReason::Error,
                 ..Default::default()
             };
             r.fail(e);
             // A Failure like any other: reported too.
-            crate::reporting::publish(deps, &mut r).await;
+            crate::app::reporting::publish(deps, &mut r).await;
             r.bound();
             log_report(&r);
             return Err(RunError(r));

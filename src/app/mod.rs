@@ -1,9 +1,16 @@
 //! Wiring: the AWS clients built once ([`aws`]: [`Deps`]), the Lambda
 //! handler ([`lambda`]: [`dispatch`], [`handle`]) and the entry point both
 //! shells share ([`invoke`]).
+//!
+//! The top layer, over [`crate::commands`]. It imports from every layer below;
+//! nothing imports it but `main.rs`.
+//!
+//! - [`reporting`]: the finished run's report sent to CloudWatch and MQTT,
+//!   bounded, never changing the run's status.
 
 pub mod aws;
 pub mod lambda;
+pub mod reporting;
 
 pub use aws::{Deps, https_client, retry_config, s3_config};
 pub use lambda::{
@@ -11,14 +18,14 @@ pub use lambda::{
     deadline, dispatch, event_fields, handle, options_from_event, report_log_line,
 };
 
-use crate::report::RunReport;
-use crate::run::{RunOptions, run};
+use crate::commands::run::{RunOptions, run};
+use crate::data::report::RunReport;
 
 /// Runs one invocation and reports it (CloudWatch, MQTT). Reporting never
 /// changes the status.
 pub async fn invoke(deps: &Deps, opts: &RunOptions) -> RunReport {
     let mut report = run(&deps.store, &deps.config, opts).await;
-    crate::reporting::publish_by(deps, &mut report, opts.deadline).await;
+    crate::app::reporting::publish_by(deps, &mut report, opts.deadline).await;
     report.bound();
     report
 }

@@ -16,9 +16,9 @@ use std::time::Duration;
 
 use crate::common::*;
 use archive_compaction::app::{Deps, dispatch};
-use archive_compaction::audit::{AuditReport, AuditStatus};
-use archive_compaction::run::{RunOptions, run};
-use archive_compaction::storage::{PutMode, S3Store};
+use archive_compaction::commands::audit::{AuditReport, AuditStatus};
+use archive_compaction::commands::run::{RunOptions, run};
+use archive_compaction::infra::storage::{PutMode, S3Store};
 use serde_json::{Value, json};
 
 const NOW: &str = "2026-07-22T04:50:00Z";
@@ -140,7 +140,7 @@ fn schema_rejects_broken_reports(doc: &Value) {
     }
 }
 
-fn day<'a>(r: &'a AuditReport, d: &str) -> &'a archive_compaction::audit::DayAudit {
+fn day<'a>(r: &'a AuditReport, d: &str) -> &'a archive_compaction::commands::audit::DayAudit {
     r.days
         .iter()
         .find(|x| x.date == date(d))
@@ -149,7 +149,7 @@ fn day<'a>(r: &'a AuditReport, d: &str) -> &'a archive_compaction::audit::DayAud
 
 /// (missing, duplicated, per_flight_beside_compacted, orphans,
 /// other_day_rows, unreadable_files) of a day.
-fn counts(d: &archive_compaction::audit::DayAudit) -> [u64; 6] {
+fn counts(d: &archive_compaction::commands::audit::DayAudit) -> [u64; 6] {
     let f = &d.findings;
     [
         f.missing.count,
@@ -321,7 +321,7 @@ async fn an_audit_counts_each_finding_and_a_repair_leaves_only_what_it_cannot_fi
         stitched.iter().any(|e| e.rows == 3 && e.files.len() == 3),
         "flight 1 of 07-12 is in three files: {stitched:#?}"
     );
-    assert!(f.duplicated.examples.len() <= archive_compaction::audit::EXAMPLES_MAX);
+    assert!(f.duplicated.examples.len() <= archive_compaction::commands::audit::EXAMPLES_MAX);
     assert_eq!(
         f.other_day_rows.examples[0]
             .first_message
@@ -620,7 +620,7 @@ async fn audit_and_run_agree_on_a_per_flight_file_without_its_own_row() {
     let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
     assert_eq!(
         r.last_run_status,
-        archive_compaction::report::Status::Mismatch
+        archive_compaction::data::report::Status::Mismatch
     );
     assert_eq!(r.mismatch_uuids, vec![victim.clone()]);
 

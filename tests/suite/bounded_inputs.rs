@@ -5,12 +5,12 @@
 //! function's memory), exits 0 or 2 with a report, leaves the file in place
 //! and names it in `skipped_files` (with the limit it broke), and compacts
 //! the day's other flights. The limits are decided from the listing and
-//! the footer before any decode (src/input.rs).
+//! the footer before any decode (src/data/input.rs).
 
 use std::process::{Command, Output};
 
 use crate::common::*;
-use archive_compaction::storage::S3Store;
+use archive_compaction::infra::storage::S3Store;
 use serde_json::{Value, json};
 
 const NOW: &str = "2026-07-22T04:50:00Z";
@@ -91,7 +91,7 @@ async fn hostile_day(hint: &str, spec: Value) -> (String, [Value; 2]) {
     );
     let ordinary = generated.index_keys[DAY].clone();
     let (key, size) = plant(&store, spec);
-    let prefix = archive_compaction::keys::index_prefix(date(DAY));
+    let prefix = archive_compaction::data::keys::index_prefix(date(DAY));
     let mut reports = Vec::new();
     for run in 0..2 {
         let report = run_limited(&store, &[]);
@@ -222,7 +222,7 @@ async fn a_compacted_file_over_a_limit_leaves_its_day_unmerged() {
     let name = "compacted-019f0000-0000-7000-8000-000000000000.parquet";
     let spec = json!({"kind": "rows", "date": DAY, "rows": 1_000_000, "name": name});
     let (key, size) = plant(&store, spec);
-    let prefix = archive_compaction::keys::index_prefix(date(DAY));
+    let prefix = archive_compaction::data::keys::index_prefix(date(DAY));
     let mut before = generated.index_keys[DAY].clone();
     before.push(key.clone());
     before.sort();

@@ -5,9 +5,9 @@
 use std::process::{Command, Output};
 
 use crate::common::*;
-use archive_compaction::progress::bar_sink;
-use archive_compaction::report::{RunReport, Status};
-use archive_compaction::run::{RunOptions, run};
+use archive_compaction::commands::progress::bar_sink;
+use archive_compaction::commands::run::{RunOptions, run};
+use archive_compaction::data::report::{RunReport, Status};
 use serde_json::json;
 
 /// Logs written to a file (stderr redirected: not a terminal) are plain

@@ -7,10 +7,10 @@
 use std::time::Duration;
 
 use crate::common::*;
-use archive_compaction::config::Config;
-use archive_compaction::report::{RunReport, Status};
-use archive_compaction::run::{RunOptions, run};
-use archive_compaction::storage::S3Store;
+use archive_compaction::commands::run::{RunOptions, run};
+use archive_compaction::data::config::Config;
+use archive_compaction::data::report::{RunReport, Status};
+use archive_compaction::infra::storage::S3Store;
 use serde_json::json;
 
 const NOW: &str = "2026-07-22T04:50:00Z";
@@ -265,7 +265,7 @@ async fn a_commit_made_to_list_a_skipped_input_deletes_nothing_of_it() {
         let after = dump(&store, "index/");
         let mut n: std::collections::BTreeMap<String, usize> = Default::default();
         for (k, d) in &after {
-            if archive_compaction::keys::is_index_input(k) {
+            if archive_compaction::data::keys::is_index_input(k) {
                 for r in d.rows.clone().unwrap_or_default() {
                     *n.entry(r["s3_key"].as_str().unwrap().to_string())
                         .or_insert(0) += 1;
@@ -308,7 +308,7 @@ async fn a_commit_made_to_list_a_skipped_input_deletes_nothing_of_it() {
     assert!(d.reason.contains(&skipped), "{d:?}");
     let manifests = dump(&store, "_compaction_state/manifests/");
     assert_eq!(manifests.len(), 1, "the manifest stays: {manifests:?}");
-    let manifest: archive_compaction::state::Manifest =
+    let manifest: archive_compaction::data::state::Manifest =
         serde_json::from_value(manifests.values().next().unwrap().json.clone().unwrap()).unwrap();
     assert!(
         manifest.inputs.iter().any(|i| i.key == skipped),

@@ -15,8 +15,8 @@
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use archive_compaction::report::{Status, StopReason};
-use archive_compaction::run::{RunOptions, run};
+use archive_compaction::commands::run::{RunOptions, run};
+use archive_compaction::data::report::{Status, StopReason};
 use serde_json::json;
 
 const NOW: &str = "2026-07-22T04:50:00Z";
@@ -111,12 +111,14 @@ async fn an_audit_whose_request_never_answers_ends_within_its_deadline_with_a_re
     );
     let store = proxy.store(&direct);
     let cfg = config(&store, &[("DEADLINE_MARGIN_SECONDS", "9")]);
-    let mut opts =
-        archive_compaction::audit::AuditOptions::range(date("2026-07-19"), date("2026-07-20"));
+    let mut opts = archive_compaction::commands::audit::AuditOptions::range(
+        date("2026-07-19"),
+        date("2026-07-20"),
+    );
     let deadline = Duration::from_secs(12);
     let t0 = Instant::now();
     opts.deadline = Some(t0 + deadline);
-    let r = archive_compaction::audit::audit(&store, &cfg, &opts)
+    let r = archive_compaction::commands::audit::audit(&store, &cfg, &opts)
         .await
         .unwrap();
     let took = t0.elapsed();
@@ -131,7 +133,7 @@ async fn an_audit_whose_request_never_answers_ends_within_its_deadline_with_a_re
     );
     assert_eq!(
         r.status,
-        archive_compaction::audit::AuditStatus::Incomplete,
+        archive_compaction::commands::audit::AuditStatus::Incomplete,
         "{r:?}"
     );
     assert_eq!(r.resume_date, Some(date("2026-07-20")), "{r:?}");

@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use archive_compaction::config::SETTINGS;
+use archive_compaction::data::config::SETTINGS;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -652,7 +652,7 @@ fn template_environment() -> BTreeMap<String, String> {
 /// a default the code has since changed fails here.
 #[test]
 fn the_templates_defaults_are_the_codes() {
-    use archive_compaction::config::Config;
+    use archive_compaction::data::config::Config;
     let env = template_environment();
     assert!(
         env.len() >= 10,
@@ -680,40 +680,134 @@ fn the_templates_defaults_are_the_codes() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
-/// The top-level modules of `src/` (a file `src/x.rs` or a folder
-/// `src/x/`; not `main` or `lib`), each with the modules its code outside
-/// `#[cfg(test)] mod tests` names by a `crate::` path.
-fn module_imports() -> BTreeMap<String, BTreeSet<String>> {
-    let mut files = Vec::new();
-    files_under(&root().join("src"), &["rs"], &mut files);
-    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for f in files {
-        let rel = f.strip_prefix(root().join("src")).unwrap();
-        let first = rel
-            .components()
-            .next()
-            .unwrap()
-            .as_os_str()
-            .to_string_lossy();
-        let module = first.trim_end_matches(".rs").to_string();
-        if module == "main" || module == "lib" {
-            continue;
+/// The layers of `src/`, one folder each, top to bottom (STYLE.md 17): the
+/// shells over the commands, over the protocol, over data, over
+/// infrastructure. A module imports from its own layer or a lower one.
+const LAYERS: [&str; 5] = ["app", "commands", "protocol", "data", "infra"];
+
+/// The imports that still go up a layer, each with what would end it. Any
+/// other fails the test, and so does one of these once it is gone.
+const UPWARD: &[(&str, &str, &str)] = &[(
+    "data::input",
+    "protocol::proof",
+    "`proof::RowFlights` (the flights of a batch's rows) moved down into data",
+)];
+
+/// The module a file of `src/` is, as a path names it: `src/protocol/commit.rs`
+/// is `protocol::commit`, `src/data/merge/stream.rs` is `data::merge::stream`,
+/// `src/data/mod.rs` is `data`.
+fn module_path(rel: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = (rel.components())
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let file = parts.pop().unwrap();
+    let stem = file.trim_end_matches(".rs");
+    if stem != "mod" {
+        parts.push(stem.to_string());
+    }
+    parts
+}
+
+/// What the import check counts in: a layer's own file (`app`) or one module
+/// of a layer with its submodules (`data::merge`, `commands::run`).
+fn unit_of(path: &[String]) -> String {
+    path[..path.len().min(2)].join("::")
+}
+
+/// The names of a path after its `crate::` or `super::`: `a::b::C` of `a::b::C;`.
+fn segments(mut rest: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    loop {
+        let name: String = (rest.chars())
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if name.is_empty() {
+            return out;
         }
-        let text = read(&f);
-        let code = text.split("#[cfg(test)]\nmod tests").next().unwrap();
-        let names = out.entry(module.clone()).or_default();
-        for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+        rest = &rest[name.len()..];
+        out.push(name);
+        match rest.strip_prefix("::") {
+            Some(r) => rest = r,
+            None => return out,
+        }
+    }
+}
+
+/// Every `.rs` file of `src/` but `main.rs` and `lib.rs`, with its module path.
+fn module_files() -> Vec<(PathBuf, Vec<String>)> {
+    let src = root().join("src");
+    let mut files = Vec::new();
+    files_under(&src, &["rs"], &mut files);
+    files.sort();
+    (files.into_iter())
+        .map(|f| {
+            let path = module_path(f.strip_prefix(&src).unwrap());
+            (f, path)
+        })
+        .filter(|(_, p)| p.len() > 1 || (p[0] != "main" && p[0] != "lib"))
+        .collect()
+}
+
+/// Each module of `src/` ([`unit_of`]), with the modules its code before
+/// its first `#[cfg(test)] mod` names by a `crate::` or `super::` path.
+fn module_imports() -> BTreeMap<String, BTreeSet<String>> {
+    let files = module_files();
+    let units: BTreeSet<String> = files.iter().map(|(_, p)| unit_of(p)).collect();
+    // The unit a path from the crate root names: `data::merge` of
+    // `data::merge::Limit`, `app` of `app::Deps`; none for a macro.
+    let unit_named = |path: &[String]| -> Option<String> {
+        ([2, 1].into_iter())
+            .filter(|n| *n <= path.len())
+            .map(|n| path[..n].join("::"))
+            .find(|u| units.contains(u))
+    };
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (f, path) in &files {
+        let rel = f.strip_prefix(root()).unwrap().display().to_string();
+        assert!(
+            LAYERS.contains(&path[0].as_str()),
+            "{rel}: in no layer; src/ holds lib.rs, main.rs and the layers' folders {LAYERS:?}"
+        );
+        let unit = unit_of(path);
+        let text = read(f);
+        let lines: Vec<&str> = text.lines().collect();
+        let code = (lines.iter().enumerate())
+            .take_while(|(i, l)| {
+                let test_mod = |n: &&str| {
+                    let n = n.trim();
+                    n.strip_prefix("pub(crate) ")
+                        .unwrap_or(n)
+                        .starts_with("mod ")
+                };
+                !(l.trim() == "#[cfg(test)]" && lines.get(i + 1).is_some_and(test_mod))
+            })
+            .map(|(_, l)| *l)
+            .filter(|l| !l.trim_start().starts_with("//"));
+        let names = out.entry(unit.clone()).or_default();
+        for line in code {
             assert!(
                 !line.contains("crate::{"),
-                "{}: one `crate::` path an import, so this check sees each: {line}",
-                rel.display()
+                "{rel}: one `crate::` path an import, so this check sees each: {line}"
             );
+            let mut named = Vec::new();
             for (at, _) in line.match_indices("crate::") {
-                let name: String = line[at + 7..]
-                    .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                    .collect();
-                if !name.is_empty() && name != module {
+                named.push(segments(&line[at + 7..]));
+            }
+            for (at, _) in line.match_indices("super::") {
+                if line[..at].ends_with("::") {
+                    continue; // the second `super` of `super::super::`
+                }
+                let mut rest = &line[at..];
+                let mut base = path.clone();
+                while let Some(r) = rest.strip_prefix("super::") {
+                    base.pop();
+                    rest = r;
+                }
+                base.extend(segments(rest));
+                named.push(base);
+            }
+            for name in named.iter().filter_map(|p| unit_named(p)) {
+                if name != unit {
                     names.insert(name);
                 }
             }
@@ -722,13 +816,41 @@ fn module_imports() -> BTreeMap<String, BTreeSet<String>> {
     out
 }
 
-/// No two modules import each other, directly or through a chain (a module
-/// that needs another's type takes it from the lower one, as `partition`
-/// takes `Flights` from `plan`); every top-level module has its row in
-/// docs/ARCHITECTURE.md's "Code layout" table.
+/// Imports run one way: down the layers ([`LAYERS`]; a higher layer's module
+/// named by a lower one is an error unless listed in [`UPWARD`]), and with no
+/// circle among modules (a module that needs another's type takes it from
+/// the lower one, as `partition` takes `Flights` from `plan`). Every module
+/// has its row in docs/ARCHITECTURE.md's "Code layout" table, under its
+/// layer's row (`**layer**`), and every row names a module.
 #[test]
 fn modules_import_in_one_direction_and_each_has_its_row() {
     let imports = module_imports();
+    assert!(imports["protocol::partition"].contains("protocol::plan"));
+
+    let rank = |m: &str| {
+        let layer = m.split("::").next().unwrap();
+        LAYERS.iter().position(|l| *l == layer).unwrap()
+    };
+    let upward: Vec<(&str, &str)> = (imports.iter())
+        .flat_map(|(m, names)| names.iter().map(move |n| (m.as_str(), n.as_str())))
+        .filter(|(m, n)| rank(n) < rank(m))
+        .collect();
+    let wrong: Vec<String> = (upward.iter())
+        .filter(|(m, n)| !UPWARD.iter().any(|(a, b, _)| a == m && b == n))
+        .map(|(m, n)| format!("{m} imports {n}"))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "imports of a higher layer (top to bottom: {LAYERS:?}): {wrong:?}; \
+         take what is needed from a lower layer, or move it down"
+    );
+    for (a, b, fix) in UPWARD {
+        assert!(
+            upward.contains(&(*a, *b)),
+            "{a} no longer imports {b} ({fix}): take it off UPWARD"
+        );
+    }
+
     // Depth-first: a module met again while still on the path is a circle.
     fn visit<'a>(
         m: &'a str,
@@ -755,21 +877,49 @@ fn modules_import_in_one_direction_and_each_has_its_row() {
     for m in imports.keys() {
         visit(m, &imports, &mut Vec::new(), &mut done);
     }
-    assert!(imports.contains_key("plan") && imports["partition"].contains("plan"));
 
     let arch = read(&root().join("docs/ARCHITECTURE.md"));
     let table = arch.split("## Code layout").nth(1).unwrap();
-    let rows: BTreeSet<String> = (table.lines())
-        .take_while(|l| l.starts_with('|') || l.trim().is_empty())
-        .filter_map(|l| l.split('|').nth(1))
-        .flat_map(|cell| {
-            cell.split(',')
-                .map(|n| n.trim().trim_matches('`').to_string())
-        })
+    let mut layers = Vec::new();
+    let mut rows: BTreeMap<String, String> = BTreeMap::new();
+    let body = (table.lines())
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2);
+    for line in body {
+        let cell = line.split('|').nth(1).unwrap().trim();
+        if let Some(layer) = cell.strip_prefix("**").and_then(|c| c.strip_suffix("**")) {
+            layers.push(layer.trim_matches('`').to_string());
+            continue;
+        }
+        for name in cell.split(',').map(|n| n.trim().trim_matches('`')) {
+            let under = layers.last().cloned().unwrap_or_default();
+            rows.insert(name.to_string(), under);
+        }
+    }
+    assert_eq!(
+        layers, LAYERS,
+        "docs/ARCHITECTURE.md's Code layout: one `**layer**` row a layer, top to bottom"
+    );
+    let mut wrong = Vec::new();
+    for unit in imports.keys() {
+        let layer = unit.split("::").next().unwrap();
+        match rows.get(unit) {
+            _ if unit == layer => {}
+            None => wrong.push(format!("no row for {unit}")),
+            Some(under) if under != layer => wrong.push(format!("{unit}'s row is under {under}")),
+            Some(_) => {}
+        }
+    }
+    let modules: BTreeSet<String> = (module_files().iter())
+        .flat_map(|(_, p)| (1..=p.len()).map(|n| p[..n].join("::")).collect::<Vec<_>>())
         .collect();
-    let missing: Vec<_> = imports.keys().filter(|m| !rows.contains(*m)).collect();
+    for name in rows.keys().filter(|r| !modules.contains(*r)) {
+        wrong.push(format!("a row for {name}, which is no module"));
+    }
     assert!(
-        missing.is_empty(),
-        "docs/ARCHITECTURE.md's Code layout has no row for {missing:?}"
+        wrong.is_empty(),
+        "docs/ARCHITECTURE.md's Code layout: {}",
+        wrong.join("; ")
     );
 }

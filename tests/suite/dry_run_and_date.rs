@@ -22,13 +22,13 @@ use std::collections::BTreeSet;
 
 use crate::common::*;
 use archive_compaction::app::{Deps, handle};
-use archive_compaction::keys::index_prefix;
-use archive_compaction::lease::LeaseGuard;
-use archive_compaction::metrics::metrics;
-use archive_compaction::mqtt::statistics;
-use archive_compaction::report::{Parity, RunReport, Status, StopReason};
-use archive_compaction::run::{RunOptions, run};
-use archive_compaction::storage::PutMode;
+use archive_compaction::commands::run::{RunOptions, run};
+use archive_compaction::data::keys::index_prefix;
+use archive_compaction::data::metrics::metrics;
+use archive_compaction::data::mqtt::statistics;
+use archive_compaction::data::report::{Parity, RunReport, Status, StopReason};
+use archive_compaction::infra::storage::PutMode;
+use archive_compaction::protocol::lease::LeaseGuard;
 use chrono::NaiveDate;
 use serde_json::{Value, json};
 

@@ -3,9 +3,9 @@
 //! written by pyarrow and outputs read back by pyarrow.
 
 use crate::common::*;
-use archive_compaction::report::{Status, StopReason};
-use archive_compaction::run::{RunOptions, run};
-use archive_compaction::storage::PutMode;
+use archive_compaction::commands::run::{RunOptions, run};
+use archive_compaction::data::report::{Status, StopReason};
+use archive_compaction::infra::storage::PutMode;
 use serde_json::json;
 
 #[tokio::test]
@@ -265,7 +265,7 @@ async fn a_multipart_output_commits_and_verifies() {
     init_logs();
     let store = bucket("e2e-multipart")
         .await
-        .with_multipart(0, archive_compaction::storage::MULTIPART_PART_MIN);
+        .with_multipart(0, archive_compaction::infra::storage::MULTIPART_PART_MIN);
     let generated = generate(
         &store,
         json!({"seed": 41, "days": [{"date": "2026-07-18", "flights": 30}]}),
@@ -290,8 +290,8 @@ async fn a_multipart_output_commits_and_verifies() {
 /// CompleteMultipartUpload) and leaves the first object as it was.
 #[tokio::test]
 async fn multipart_put_is_whole_and_conditional() {
-    use archive_compaction::error::Error;
-    use archive_compaction::storage::{MULTIPART_PART_MIN, multipart_ranges};
+    use archive_compaction::infra::error::Error;
+    use archive_compaction::infra::storage::{MULTIPART_PART_MIN, multipart_ranges};
     let store = bucket("multipart-seam")
         .await
         .with_multipart(0, MULTIPART_PART_MIN);
@@ -305,7 +305,7 @@ async fn multipart_put_is_whole_and_conditional() {
     }
     assert_eq!(multipart_ranges(body.len(), MULTIPART_PART_MIN).len(), 3);
     let body = bytes::Bytes::from(body);
-    let sum = archive_compaction::commit::sha256_b64(&body);
+    let sum = archive_compaction::protocol::commit::sha256_b64(&body);
     let key = "index/year=2026/month=07/day=18/compacted-multipart.parquet";
     let etag = store
         .put(key, body.clone(), PutMode::Create, Some(&sum))
@@ -316,7 +316,9 @@ async fn multipart_put_is_whole_and_conditional() {
         got.body == body,
         "multipart object differs from what was uploaded"
     );
-    assert!(archive_compaction::storage::etag_eq(&got.etag, &etag));
+    assert!(archive_compaction::infra::storage::etag_eq(
+        &got.etag, &etag
+    ));
     let again = store
         .put(
             key,

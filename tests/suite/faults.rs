@@ -5,9 +5,9 @@
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use archive_compaction::report::{Status, StopReason};
-use archive_compaction::run::{RunOptions, run};
-use archive_compaction::storage::PutMode;
+use archive_compaction::commands::run::{RunOptions, run};
+use archive_compaction::data::report::{Status, StopReason};
+use archive_compaction::infra::storage::PutMode;
 use serde_json::json;
 
 const NOW: &str = "2026-07-22T04:50:00Z";
@@ -95,10 +95,10 @@ async fn per_key_delete_errors_transient_are_retried_permanent_keep_the_manifest
     );
     // `status` counts the stuck manifest's inputs still listed: the one
     // left, not the ones already deleted.
-    let s = archive_compaction::status::gather(
+    let s = archive_compaction::commands::status::gather(
         &direct,
         &config(&direct, &[]),
-        &archive_compaction::status::StatusOptions {
+        &archive_compaction::commands::status::StatusOptions {
             now: at(NOW),
             as_of: at(NOW),
             days: 1,
@@ -153,7 +153,7 @@ async fn per_key_delete_errors_transient_are_retried_permanent_keep_the_manifest
 
     // A manifest left without its mark (a crash before the mark, or a
     // build before marks): recovery's own failed deletes mark it again.
-    archive_compaction::storage::Store::delete(&direct, &mark, None)
+    archive_compaction::infra::storage::Store::delete(&direct, &mark, None)
         .await
         .unwrap();
 

@@ -19,7 +19,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use archive_compaction::storage::S3Store;
+use archive_compaction::infra::storage::S3Store;
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 use serde_json::{Value, json};
 

@@ -15,9 +15,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use archive_compaction::report::{Parity, RunReport, Status, StopReason};
-use archive_compaction::run::{RunOptions, run};
-use archive_compaction::storage::{PutMode, S3Store};
+use archive_compaction::commands::run::{RunOptions, run};
+use archive_compaction::data::report::{Parity, RunReport, Status, StopReason};
+use archive_compaction::infra::storage::{PutMode, S3Store};
 use serde_json::{Value, json};
 
 /// Uploads a field case's `bucket/` folder, key by key.
@@ -82,7 +82,7 @@ fn overlay(base: &[Value], newer: &[Value]) -> Vec<Value> {
     by.into_values().collect()
 }
 
-fn day<'a>(r: &'a RunReport, d: &str) -> &'a archive_compaction::report::DayReport {
+fn day<'a>(r: &'a RunReport, d: &str) -> &'a archive_compaction::data::report::DayReport {
     r.days
         .iter()
         .find(|x| x.date == date(d))
@@ -230,7 +230,10 @@ async fn one_flight_in_three_places_ends_once_at_its_newest_version() {
     let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     let d = day(&r, "2026-07-20");
-    assert_eq!(d.parity, Some(archive_compaction::report::Parity::Passed));
+    assert_eq!(
+        d.parity,
+        Some(archive_compaction::data::report::Parity::Passed)
+    );
     assert_eq!(
         (d.files_read, d.files_read_compacted, d.files_read_multi_row),
         (3, 1, 1)

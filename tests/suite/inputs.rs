@@ -9,11 +9,11 @@
 //! variant; outputs are read back by pyarrow.
 
 use crate::common::*;
-use archive_compaction::keys::index_prefix;
-use archive_compaction::report::{Parity, RunReport, Status, StopReason};
-use archive_compaction::run::{RunOptions, run};
-use archive_compaction::status::{self, StatusOptions};
-use archive_compaction::storage::PutMode;
+use archive_compaction::commands::run::{RunOptions, run};
+use archive_compaction::commands::status::{self, StatusOptions};
+use archive_compaction::data::keys::index_prefix;
+use archive_compaction::data::report::{Parity, RunReport, Status, StopReason};
+use archive_compaction::infra::storage::PutMode;
 use serde_json::{Value, json};
 
 const MERGEABLE: &[&str] = &[
@@ -285,7 +285,7 @@ async fn keys_with_unusual_characters_survive_list_get_and_delete() {
             .put(
                 &format!("{p}{name}"),
                 format!("foreign {i}").into_bytes().into(),
-                archive_compaction::storage::PutMode::Create,
+                archive_compaction::infra::storage::PutMode::Create,
                 None,
             )
             .await
@@ -301,7 +301,7 @@ async fn keys_with_unusual_characters_survive_list_get_and_delete() {
             .put(
                 &flight_key,
                 b"{}".to_vec().into(),
-                archive_compaction::storage::PutMode::Create,
+                archive_compaction::infra::storage::PutMode::Create,
                 None,
             )
             .await
@@ -398,8 +398,9 @@ async fn keys_with_control_characters_block_nothing_and_never_reach_a_log_raw() 
     } else {
         ("\n", r"\n")
     };
-    let forged =
-        format!("{line_break}2026-07-22T04:50:00.000000Z ERROR archive_compaction::run: forged");
+    let forged = format!(
+        "{line_break}2026-07-22T04:50:00.000000Z ERROR archive_compaction::commands::run: forged"
+    );
     let put = |key: String, body: &'static str| {
         let store = store.clone();
         async move {
@@ -407,7 +408,7 @@ async fn keys_with_control_characters_block_nothing_and_never_reach_a_log_raw() 
                 .put(
                     &key,
                     body.as_bytes().to_vec().into(),
-                    archive_compaction::storage::PutMode::Create,
+                    archive_compaction::infra::storage::PutMode::Create,
                     None,
                 )
                 .await
@@ -623,10 +624,13 @@ async fn an_unreadable_per_flight_file_is_a_mismatch_until_it_is_rewritten() {
     assert!(text.contains(&cut_key), "{text}");
 
     // `audit` reads the file: its flight is missing, the file unreadable.
-    let a = archive_compaction::audit::audit(
+    let a = archive_compaction::commands::audit::audit(
         &store,
         &cfg,
-        &archive_compaction::audit::AuditOptions::range(date("2026-07-20"), date("2026-07-20")),
+        &archive_compaction::commands::audit::AuditOptions::range(
+            date("2026-07-20"),
+            date("2026-07-20"),
+        ),
     )
     .await
     .unwrap();

@@ -24,8 +24,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use archive_compaction::report::{RunReport, Status, StopReason};
-use archive_compaction::storage::{PutMode, S3Store};
+use archive_compaction::data::report::{RunReport, Status, StopReason};
+use archive_compaction::infra::storage::{PutMode, S3Store};
 use serde_json::{Value, json};
 
 /// cargo-lambda from `.tools/lambda/bin`, else from `PATH`.

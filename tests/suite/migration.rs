@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use crate::common::*;
-use archive_compaction::storage::{PutMode, S3Store};
+use archive_compaction::infra::storage::{PutMode, S3Store};
 use serde_json::{Value, json};
 
 const NOW: &str = "2026-07-22T04:50:00Z";
@@ -332,7 +332,7 @@ async fn rows_of_other_days_are_counted_named_logged_once_and_shown_by_status() 
     // The rows stay where they were: 07-18's compacted file holds them too.
     let objects = dump(&store, "index/");
     let keys_in = |date: &str| -> Vec<String> {
-        let p = archive_compaction::keys::index_prefix(date_of(date));
+        let p = archive_compaction::data::keys::index_prefix(date_of(date));
         objects
             .iter()
             .filter(|(k, _)| k.starts_with(&p) && k.contains("compacted-"))
@@ -354,8 +354,8 @@ fn date_of(s: &str) -> chrono::NaiveDate {
 
 #[tokio::test]
 async fn a_failed_delete_keeps_its_date_until_recovery_finishes_it() {
-    use archive_compaction::report::Status;
-    use archive_compaction::run::{RunOptions, run};
+    use archive_compaction::commands::run::{RunOptions, run};
+    use archive_compaction::data::report::Status;
     init_logs();
     let direct = bucket("prune-failed-delete").await;
     let g = generate(

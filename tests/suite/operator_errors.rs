@@ -11,11 +11,11 @@ use std::sync::Arc;
 
 use crate::common::*;
 use archive_compaction::app::{Deps, handle};
-use archive_compaction::clock::ManualClock;
-use archive_compaction::report::{Status, StopReason};
-use archive_compaction::run::{RunOptions, run};
-use archive_compaction::status;
-use archive_compaction::storage::S3Store;
+use archive_compaction::commands::run::{RunOptions, run};
+use archive_compaction::commands::status;
+use archive_compaction::data::report::{Status, StopReason};
+use archive_compaction::infra::clock::ManualClock;
+use archive_compaction::infra::storage::S3Store;
 use serde_json::json;
 
 const LOCK: &str = "_compaction_state/lock.json";

@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use archive_compaction::report::{DayAction, Status, StopReason};
-use archive_compaction::run::{RunOptions, run};
-use archive_compaction::storage::{PutMode, S3Store};
+use archive_compaction::commands::run::{RunOptions, run};
+use archive_compaction::data::report::{DayAction, Status, StopReason};
+use archive_compaction::infra::storage::{PutMode, S3Store};
 use serde_json::{Value, json};
 
 const NOW: &str = "2026-07-20T04:50:00Z";
@@ -23,7 +23,7 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// The date's compacted files and every row in them, by flight (its
 /// `s3_key`), as pyarrow reads them.
 fn rows_by_flight(store: &S3Store) -> (Vec<String>, BTreeMap<String, Vec<Value>>) {
-    let prefix = archive_compaction::keys::index_prefix(date(DAY));
+    let prefix = archive_compaction::data::keys::index_prefix(date(DAY));
     let after = dump(store, &prefix);
     let mut files = Vec::new();
     let mut rows: BTreeMap<String, Vec<Value>> = BTreeMap::new();
@@ -218,7 +218,7 @@ async fn a_listing_window_that_commits_nothing_fails_the_date_and_keeps_the_wate
         &store,
         json!({"seed": 44, "days": [{"date": DAY, "flights": 3}]}),
     );
-    let prefix = archive_compaction::keys::index_prefix(date(DAY));
+    let prefix = archive_compaction::data::keys::index_prefix(date(DAY));
     for i in 0..4 {
         let key = format!("{prefix}00000000-0000-7000-8000-00000000000{i}.parquet");
         store
@@ -252,7 +252,7 @@ async fn a_listing_window_that_commits_nothing_fails_the_date_and_keeps_the_wate
 /// The date's compacted files and the rows in them (the rest of the date
 /// may still be per-flight files).
 fn rows_by_flight_or_inputs(store: &S3Store) -> (usize, usize) {
-    let prefix = archive_compaction::keys::index_prefix(date(DAY));
+    let prefix = archive_compaction::data::keys::index_prefix(date(DAY));
     let after = dump(store, &prefix);
     let compacted: Vec<_> = (after.iter())
         .filter(|(k, _)| k[prefix.len()..].starts_with("compacted-"))
@@ -451,7 +451,7 @@ async fn a_per_flight_file_without_its_row_in_a_later_part_fails_parity_and_stat
     // The first part's four rows are compacted; nothing of the second part
     // is written or deleted.
     assert_eq!(rows_by_flight_or_inputs(&store), (1, 4));
-    let prefix = archive_compaction::keys::index_prefix(date(DAY));
+    let prefix = archive_compaction::data::keys::index_prefix(date(DAY));
     let left = dump(&store, &prefix);
     for k in &keys[4..] {
         assert!(left.contains_key(k), "{k} deleted");
@@ -462,12 +462,12 @@ async fn a_per_flight_file_without_its_row_in_a_later_part_fails_parity_and_stat
     );
     // status re-checks the recorded mismatch part by part, as the run
     // read it, and names the same flight for the same reason.
-    let opts = archive_compaction::status::StatusOptions {
+    let opts = archive_compaction::commands::status::StatusOptions {
         now: at(NOW),
         as_of: at(NOW),
         days: 3,
     };
-    let s = archive_compaction::status::gather(&store, &cfg, &opts)
+    let s = archive_compaction::commands::status::gather(&store, &cfg, &opts)
         .await
         .unwrap();
     let m = s.mismatch.expect("the recorded mismatch");
@@ -515,7 +515,10 @@ async fn unreadable_files_in_two_listing_windows_are_each_named_once() {
     assert_eq!(r.mismatch_uuids, missing);
     // Every readable file folded, the two unreadable ones left as they were.
     assert_eq!(rows_by_flight_or_inputs(&store).1, 7, "{day:?}");
-    let left = dump(&store, &archive_compaction::keys::index_prefix(date(DAY)));
+    let left = dump(
+        &store,
+        &archive_compaction::data::keys::index_prefix(date(DAY)),
+    );
     assert!(left.contains_key(&keys[1]) && left.contains_key(&keys[6]));
 }
 
@@ -575,7 +578,7 @@ async fn a_day_whose_uuid_sets_spill_to_disk_is_gated_and_compacted_as_in_memory
     let day = r.days.iter().find(|d| d.date == date(DAY)).unwrap();
     assert_eq!(
         (day.flights, day.parity),
-        (24, Some(archive_compaction::report::Parity::Passed))
+        (24, Some(archive_compaction::data::report::Parity::Passed))
     );
     assert_eq!((day.rows_written, day.files_left), (12, 0), "{day:?}");
     assert_eq!(assert_each_once(&store, &generated).len(), 12);
@@ -613,10 +616,10 @@ async fn a_day_the_memory_cannot_hold_in_one_part_is_cut_into_parts_by_the_run_i
         &store,
         json!({"seed": 47, "days": [{"date": DAY, "flights": flights}]}),
     );
-    let fit = archive_compaction::sizing::MemoryFit::new(Some(70), 50_000, 524_288);
+    let fit = archive_compaction::protocol::sizing::MemoryFit::new(Some(70), 50_000, 524_288);
     let part = fit.part_files(date(DAY), flights, flights).unwrap();
     assert!(
-        (archive_compaction::sizing::MIN_PART_FILES..flights).contains(&part),
+        (archive_compaction::protocol::sizing::MIN_PART_FILES..flights).contains(&part),
         "the premise: more than one part, each of at least the smallest: {part}"
     );
     let cfg = config(&store, &[("MEMORY_LIMIT_MB", "70")]);

@@ -11,9 +11,9 @@
 use std::collections::BTreeMap;
 
 use crate::common::*;
-use archive_compaction::report::{Parity, RunReport, Status};
-use archive_compaction::run::{RunOptions, run};
-use archive_compaction::storage::S3Store;
+use archive_compaction::commands::run::{RunOptions, run};
+use archive_compaction::data::report::{Parity, RunReport, Status};
+use archive_compaction::infra::storage::S3Store;
 use serde_json::{Value, json};
 
 const D: &str = "2026-07-20";
@@ -94,13 +94,13 @@ fn expect(written: &Value, extra: &[(&str, Value)], all_extra: &[&str]) -> Value
     r
 }
 
-fn skipped<'a>(r: &'a RunReport, key: &str) -> &'a archive_compaction::report::SkippedFile {
+fn skipped<'a>(r: &'a RunReport, key: &str) -> &'a archive_compaction::data::report::SkippedFile {
     (r.skipped_files.iter())
         .find(|s| s.key == key)
         .unwrap_or_else(|| panic!("{key} not named: {:?}", r.skipped_files))
 }
 
-fn day<'a>(r: &'a RunReport, d: &str) -> &'a archive_compaction::report::DayReport {
+fn day<'a>(r: &'a RunReport, d: &str) -> &'a archive_compaction::data::report::DayReport {
     (r.days.iter())
         .find(|x| x.date == date(d))
         .unwrap_or_else(|| panic!("{d} not in the report"))

@@ -12,23 +12,23 @@
 use std::collections::BTreeMap;
 
 use crate::common::*;
-use archive_compaction::commit;
-use archive_compaction::input::Budget;
-use archive_compaction::keys::{
+use archive_compaction::commands::run::{RunOptions, run};
+use archive_compaction::data::input::Budget;
+use archive_compaction::data::keys::{
     COMPACTED_PREFIX, LOCK_KEY, MANIFESTS_ROOT, QUARANTINE_ROOT, WATERMARK_KEY, compacted_key,
     index_prefix, manifest_key,
 };
-use archive_compaction::lease::Fence;
-use archive_compaction::lease::LeaseGuard;
-use archive_compaction::plan::{self, PlannedInput};
-use archive_compaction::read;
-use archive_compaction::recovery::{self, Recovery};
-use archive_compaction::report::{RunReport, Status, StopReason};
-use archive_compaction::run::{RunOptions, run};
-use archive_compaction::state::{
+use archive_compaction::data::report::{RunReport, Status, StopReason};
+use archive_compaction::data::state::{
     MANIFEST_VERSION, MANIFEST_VERSION_1, Manifest, ManifestInput, ManifestOutput,
 };
-use archive_compaction::storage::{JOB_ID_METADATA, PutMode, S3Store, sha256_b64};
+use archive_compaction::infra::storage::{JOB_ID_METADATA, PutMode, S3Store, sha256_b64};
+use archive_compaction::protocol::commit;
+use archive_compaction::protocol::lease::Fence;
+use archive_compaction::protocol::lease::LeaseGuard;
+use archive_compaction::protocol::plan::{self, PlannedInput};
+use archive_compaction::protocol::read;
+use archive_compaction::protocol::recovery::{self, Recovery};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -132,7 +132,9 @@ fn assert_each_flight_once(objects: &BTreeMap<String, Dumped>, day: &str, expect
     let prefix = index_prefix(date(day));
     let mut got: Vec<String> = objects
         .iter()
-        .filter(|(k, _)| k.starts_with(&prefix) && archive_compaction::keys::is_index_input(k))
+        .filter(|(k, _)| {
+            k.starts_with(&prefix) && archive_compaction::data::keys::is_index_input(k)
+        })
         .flat_map(|(_, d)| d.rows.clone().unwrap_or_default())
         .map(|r| r.to_string())
         .collect();
@@ -168,10 +170,10 @@ async fn assert_quarantined(store: &S3Store, generated: &Generated, bad: Vec<Bad
     // `status` names the rule of every manifest it can judge from the
     // manifest alone (the rest need the bucket's objects: the run's).
     let cfg = config(store, &[]);
-    let st = archive_compaction::status::gather(
+    let st = archive_compaction::commands::status::gather(
         store,
         &cfg,
-        &archive_compaction::status::StatusOptions {
+        &archive_compaction::commands::status::StatusOptions {
             now: at(NOW),
             as_of: at(NOW),
             days: 1,
@@ -235,7 +237,7 @@ async fn assert_quarantined(store: &S3Store, generated: &Generated, bad: Vec<Bad
             b.key,
             b.rule
         );
-        let d = archive_compaction::keys::manifest_date(&b.key);
+        let d = archive_compaction::data::keys::manifest_date(&b.key);
         assert_eq!(e.date, d);
         if let Some(d) = d {
             assert!(
@@ -507,7 +509,7 @@ async fn committed_output(store: &S3Store, day: &str, version: u32) -> (String, 
         .iter()
         .map(|(u, m)| PlannedInput {
             meta: m.clone(),
-            source: archive_compaction::merge::Source::PerFlight(*u),
+            source: archive_compaction::data::merge::Source::PerFlight(*u),
         })
         .collect();
     let mut read = read::read_inputs(store, d, &inputs, settings(), &Default::default())
@@ -821,10 +823,9 @@ async fn a_run_reports_the_manifest_and_its_rule_and_stops_at_its_date() {
 fn rows_per_flight(objects: &BTreeMap<String, Dumped>, day: &str) -> BTreeMap<String, usize> {
     let prefix = index_prefix(date(day));
     let mut n = BTreeMap::new();
-    for (_, d) in objects
-        .iter()
-        .filter(|(k, _)| k.starts_with(&prefix) && archive_compaction::keys::is_index_input(k))
-    {
+    for (_, d) in objects.iter().filter(|(k, _)| {
+        k.starts_with(&prefix) && archive_compaction::data::keys::is_index_input(k)
+    }) {
         for r in d.rows.clone().unwrap_or_default() {
             *n.entry(r["s3_key"].as_str().unwrap().to_string())
                 .or_insert(0) += 1;
@@ -1097,9 +1098,10 @@ async fn a_per_flight_file_is_proven_by_its_row_not_by_its_name() {
         straggler,
         straggler_key,
     } = Straggled::new("rec-proof-name", 233, 2331).await;
-    let a =
-        archive_compaction::keys::flight_uuid(generated.rows[D20][0]["s3_key"].as_str().unwrap())
-            .unwrap();
+    let a = archive_compaction::data::keys::flight_uuid(
+        generated.rows[D20][0]["s3_key"].as_str().unwrap(),
+    )
+    .unwrap();
     let named_a = format!("{prefix}{a}.parquet");
     archive_py(
         "multi-row",
@@ -1210,7 +1212,7 @@ fn settings() -> read::ReadSettings {
         concurrency: 4,
         row_group_rows: 1024,
         budget: Default::default(),
-        part_files: archive_compaction::config::defaults::PART_FILES,
+        part_files: archive_compaction::data::config::defaults::PART_FILES,
         spill: Default::default(),
     }
 }

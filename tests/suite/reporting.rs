@@ -15,9 +15,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::common::*;
 use archive_compaction::app::{Deps, invoke};
-use archive_compaction::report::{RunReport, Status, StopReason};
-use archive_compaction::run::RunOptions;
-use archive_compaction::storage::S3Store;
+use archive_compaction::commands::run::RunOptions;
+use archive_compaction::data::report::{RunReport, Status, StopReason};
+use archive_compaction::infra::storage::S3Store;
 use aws_sdk_cloudwatch::types::{Dimension, StandardUnit, Statistic};
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS, TlsConfiguration, Transport};
@@ -417,7 +417,10 @@ async fn mqtt_topics_and_discovery_after_success_mismatch_and_failure() {
     let r = invoke(&deps, &RunOptions::at(at("2026-07-20T04:50:00Z"))).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     assert_clean(&r);
-    assert_order(&live.finish().await, &archive_compaction::mqtt::STATISTICS);
+    assert_order(
+        &live.finish().await,
+        &archive_compaction::data::mqtt::STATISTICS,
+    );
     let all = retained(broker.port, None).await;
     assert_topics(
         &all,
@@ -612,7 +615,7 @@ async fn a_twenty_thousand_flight_mismatch_reaches_every_topic_within_its_limits
     assert_eq!(day["mismatch_uuids_truncated"], true);
     let report_bytes = out.stdout.len();
     assert!(
-        report_bytes <= archive_compaction::report::REPORT_MAX_BYTES,
+        report_bytes <= archive_compaction::data::report::REPORT_MAX_BYTES,
         "the report is {report_bytes} bytes"
     );
     let longest_log_line = out.stderr.split(|b| *b == b'\n').map(<[u8]>::len).max();
@@ -623,10 +626,10 @@ async fn a_twenty_thousand_flight_mismatch_reaches_every_topic_within_its_limits
 
     // Every topic arrived, each payload within 16 KiB.
     let got = live.finish().await;
-    assert_order(&got, &archive_compaction::mqtt::STATISTICS);
+    assert_order(&got, &archive_compaction::data::mqtt::STATISTICS);
     for (topic, payload) in &got {
         assert!(
-            payload.len() <= archive_compaction::mqtt::MAX_PAYLOAD_BYTES,
+            payload.len() <= archive_compaction::data::mqtt::MAX_PAYLOAD_BYTES,
             "{topic}: {} bytes",
             payload.len()
         );
@@ -679,8 +682,8 @@ async fn a_broker_that_closes_the_connection_at_one_message_still_gets_the_other
     };
     let missing: Vec<uuid::Uuid> = (0..150).map(|_| uuid::Uuid::now_v7()).collect();
     report.set_mismatch(date("2026-07-19"), missing.len() as u64, &missing);
-    let mut messages = archive_compaction::mqtt::discovery(ROOT, "b");
-    messages.extend(archive_compaction::mqtt::statistics(&report, ROOT));
+    let mut messages = archive_compaction::data::mqtt::discovery(ROOT, "b");
+    messages.extend(archive_compaction::data::mqtt::statistics(&report, ROOT));
     let big = format!("{ROOT}/statistic/mismatch_uuids");
     assert!(
         messages
@@ -693,7 +696,7 @@ async fn a_broker_that_closes_the_connection_at_one_message_still_gets_the_other
         .mqtt
         .clone()
         .unwrap();
-    let errors: Vec<String> = archive_compaction::mqtt::publish(&config, &messages)
+    let errors: Vec<String> = archive_compaction::data::mqtt::publish(&config, &messages)
         .await
         .iter()
         .map(ToString::to_string)
@@ -776,13 +779,13 @@ async fn a_payload_over_the_limit_does_not_keep_the_other_topics_back() {
         watermark_lag_days: Some(1),
         ..Default::default()
     };
-    let mut messages = archive_compaction::mqtt::statistics(&report, ROOT);
+    let mut messages = archive_compaction::data::mqtt::statistics(&report, ROOT);
     let big = format!("{ROOT}/statistic/too_big");
     messages.insert(
         3,
-        archive_compaction::mqtt::Message {
+        archive_compaction::data::mqtt::Message {
             topic: big.clone(),
-            payload: "x".repeat(archive_compaction::mqtt::MAX_PAYLOAD_BYTES + 1),
+            payload: "x".repeat(archive_compaction::data::mqtt::MAX_PAYLOAD_BYTES + 1),
         },
     );
     let store = bucket("rep-too-big").await;
@@ -791,7 +794,7 @@ async fn a_payload_over_the_limit_does_not_keep_the_other_topics_back() {
         .mqtt
         .clone()
         .unwrap();
-    let errors = archive_compaction::mqtt::publish(&config, &messages).await;
+    let errors = archive_compaction::data::mqtt::publish(&config, &messages).await;
     assert_eq!(errors.len(), 1, "{errors:?}");
     let e = errors[0].to_string();
     assert!(
@@ -828,7 +831,7 @@ async fn a_run_that_finds_the_lease_held_leaves_the_retained_status() {
     );
     let before = retained(broker.port, None).await;
     assert_eq!(statistics(&before)["last_run_status"], "Mismatch");
-    let _held = archive_compaction::lease::LeaseGuard::acquire(
+    let _held = archive_compaction::protocol::lease::LeaseGuard::acquire(
         &store,
         "another-invocation",
         Duration::from_secs(600),
@@ -1398,7 +1401,7 @@ async fn cloudwatch_outage_never_changes_the_outcome() {
         r.report_errors[0]
     );
     // Slack for a loaded CI machine, as in the MQTT failures above.
-    let bound = archive_compaction::metrics::CLOUDWATCH_TIMEOUT.as_secs_f64() + 10.0;
+    let bound = archive_compaction::data::metrics::CLOUDWATCH_TIMEOUT.as_secs_f64() + 10.0;
     assert!(reporting < bound, "reporting took {reporting:.1} s");
 }
 

@@ -4,11 +4,11 @@
 //! fails every run and is named, and the sweep logs that it skipped the date.
 
 use crate::common::*;
-use archive_compaction::metrics::metrics;
-use archive_compaction::report::{Status, StopReason};
-use archive_compaction::run::{RunOptions, run};
-use archive_compaction::status;
-use archive_compaction::storage::{PutMode, S3Store};
+use archive_compaction::commands::run::{RunOptions, run};
+use archive_compaction::commands::status;
+use archive_compaction::data::metrics::metrics;
+use archive_compaction::data::report::{Status, StopReason};
+use archive_compaction::infra::storage::{PutMode, S3Store};
 use chrono::Utc;
 use serde_json::json;
 

@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use crate::common::*;
 use archive_compaction::app::{Deps, handle};
-use archive_compaction::report::{Status, StopReason};
-use archive_compaction::run::{RunOptions, run};
-use archive_compaction::storage::S3Store;
+use archive_compaction::commands::run::{RunOptions, run};
+use archive_compaction::data::report::{Status, StopReason};
+use archive_compaction::infra::storage::S3Store;
 use serde_json::json;
 
 /// The real binary through the proxy, sent `signal` while the proxy holds

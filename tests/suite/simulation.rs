@@ -84,16 +84,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use archive_compaction::clock::ManualClock;
-use archive_compaction::config::Config;
-use archive_compaction::error::{Error, Result};
-use archive_compaction::keys::{
+use archive_compaction::commands::run::{self, RunOptions};
+use archive_compaction::data::config::Config;
+use archive_compaction::data::keys::{
     self, IndexKey, MANIFESTS_ROOT, QUARANTINE_ROOT, WATERMARK_KEY, flights_prefix, index_prefix,
 };
-use archive_compaction::report::{RunReport, Status};
-use archive_compaction::run::{self, RunOptions};
-use archive_compaction::state::Manifest;
-use archive_compaction::storage::{
+use archive_compaction::data::report::{RunReport, Status};
+use archive_compaction::data::state::Manifest;
+use archive_compaction::infra::clock::ManualClock;
+use archive_compaction::infra::error::{Error, Result};
+use archive_compaction::infra::storage::{
     DeleteFailure, Fetched, Head, ListPage, MemoryStore, ObjectMeta, PutRequest, Store,
 };
 use arrow_array::{Array, BooleanArray, RecordBatch, StringArray, TimestampMicrosecondArray};
@@ -163,7 +163,7 @@ fn index_file(d: NaiveDate, flight: Uuid, version: u32) -> Bytes {
 }
 
 fn encode_index_file(d: NaiveDate, flight: Uuid, version: u32) -> Bytes {
-    archive_compaction::merge::encode(&[index_row(d, flight, version)], 1024)
+    archive_compaction::data::merge::encode(&[index_row(d, flight, version)], 1024)
         .unwrap()
         .into()
 }
@@ -172,10 +172,12 @@ fn encode_index_file(d: NaiveDate, flight: Uuid, version: u32) -> Bytes {
 /// file): the given flights' rows, in the order given.
 fn multi_row_file(d: NaiveDate, rows: &[(Uuid, u32)]) -> Bytes {
     let batches: Vec<RecordBatch> = rows.iter().map(|(u, v)| index_row(d, *u, *v)).collect();
-    let one =
-        arrow_select::concat::concat_batches(&archive_compaction::merge::target_schema(), &batches)
-            .unwrap();
-    archive_compaction::merge::encode(&[one], 1024)
+    let one = arrow_select::concat::concat_batches(
+        &archive_compaction::data::merge::target_schema(),
+        &batches,
+    )
+    .unwrap();
+    archive_compaction::data::merge::encode(&[one], 1024)
         .unwrap()
         .into()
 }
@@ -193,7 +195,7 @@ fn index_row(d: NaiveDate, flight: Uuid, version: u32) -> RecordBatch {
             as Arc<dyn Array>
     };
     RecordBatch::try_new(
-        archive_compaction::merge::target_schema(),
+        archive_compaction::data::merge::target_schema(),
         vec![
             s("4b1805"),
             s("HB-JNA"),
@@ -815,7 +817,8 @@ async fn schedule(seed: u64) -> std::result::Result<(), String> {
             .expect("no cut-off in a clean run");
         let ok = r.last_run_status == Status::Success;
         // A quarantined manifest blocks its date until an operator acts.
-        let blocked = r.stop_reason == archive_compaction::report::StopReason::BlockedByManifest;
+        let blocked =
+            r.stop_reason == archive_compaction::data::report::StopReason::BlockedByManifest;
         last = Some(r);
         if ok || (blocked && holes) {
             break;
@@ -871,12 +874,12 @@ async fn schedule(seed: u64) -> std::result::Result<(), String> {
 fn planted_manifest(
     d: NaiveDate,
     job_id: Uuid,
-    output: archive_compaction::state::ManifestOutput,
-    inputs: Vec<archive_compaction::state::ManifestInput>,
+    output: archive_compaction::data::state::ManifestOutput,
+    inputs: Vec<archive_compaction::data::state::ManifestInput>,
     invocation_id: &str,
 ) -> (String, Manifest) {
     let m = Manifest {
-        schema_version: archive_compaction::state::MANIFEST_VERSION,
+        schema_version: archive_compaction::data::state::MANIFEST_VERSION,
         job_id,
         date: d,
         output: Some(output),
@@ -893,8 +896,8 @@ fn planted_manifest(
 /// give), size off by one; (1) its only input is its own, verified output;
 /// (2) its output is the watermark, size off by one. Returns its key.
 fn plant_wrong_manifest(mem: &MemoryStore, rng: &mut Rng) -> String {
-    use archive_compaction::state::{ManifestInput, ManifestOutput};
-    use archive_compaction::storage::sha256_b64;
+    use archive_compaction::data::state::{ManifestInput, ManifestOutput};
+    use archive_compaction::infra::storage::sha256_b64;
     let d = date(DATES[rng.below(DATES.len() as u64) as usize]);
     let snapshot = mem.snapshot();
     let in_day: Vec<(&String, &Bytes, &String)> = snapshot
@@ -948,8 +951,8 @@ fn plant_wrong_manifest(mem: &MemoryStore, rng: &mut Rng) -> String {
 /// delete the proven inputs and keep that one. The per-flight files are
 /// recorded as read (the planted commit read them). Returns its key.
 async fn plant_unproven_manifest(world: &World, rng: &mut Rng) -> String {
-    use archive_compaction::state::{ManifestInput, ManifestOutput};
-    use archive_compaction::storage::{JOB_ID_METADATA, PutMode, sha256_b64};
+    use archive_compaction::data::state::{ManifestInput, ManifestOutput};
+    use archive_compaction::infra::storage::{JOB_ID_METADATA, PutMode, sha256_b64};
     let mem = &world.mem;
     let d = date(DATES[rng.below(DATES.len() as u64) as usize]);
     let prefix = index_prefix(d);
@@ -1022,7 +1025,7 @@ async fn plant_unproven_manifest(world: &World, rng: &mut Rng) -> String {
         "a-commit-that-listed-one-more-input",
     );
     assert_eq!(
-        archive_compaction::recovery::validate_manifest(&key, &m),
+        archive_compaction::protocol::recovery::validate_manifest(&key, &m),
         Ok(()),
         "the planted manifest must pass every ownership rule"
     );
@@ -1085,7 +1088,7 @@ fn check(world: &World) -> std::result::Result<(), String> {
         let mut got: BTreeMap<Uuid, Vec<String>> = BTreeMap::new();
         let mut keyless = Vec::new();
         for (key, body) in &compacted {
-            let decoded = archive_compaction::merge::decode(body.clone())
+            let decoded = archive_compaction::data::merge::decode(body.clone())
                 .map_err(|e| format!("{key}: {e}"))?;
             let b = &decoded.batch;
             let col = |name: &str| {
@@ -1281,9 +1284,9 @@ fn simulation() {
 ///   own, which must stay in place.
 mod kinds {
     use super::*;
-    use archive_compaction::clock::Clock;
-    use archive_compaction::report::{RecoveryAction, StopReason};
-    use archive_compaction::status::{StatusOptions, gather};
+    use archive_compaction::commands::status::{StatusOptions, gather};
+    use archive_compaction::data::report::{RecoveryAction, StopReason};
+    use archive_compaction::infra::clock::Clock;
 
     static DATE_CUTS: AtomicU64 = AtomicU64::new(0);
     static HELD: AtomicU64 = AtomicU64::new(0);
@@ -1357,10 +1360,12 @@ mod kinds {
     }
 
     fn file_of(rows: &[RecordBatch]) -> Bytes {
-        let one =
-            arrow_select::concat::concat_batches(&archive_compaction::merge::target_schema(), rows)
-                .unwrap();
-        archive_compaction::merge::encode(&[one], 1024)
+        let one = arrow_select::concat::concat_batches(
+            &archive_compaction::data::merge::target_schema(),
+            rows,
+        )
+        .unwrap();
+        archive_compaction::data::merge::encode(&[one], 1024)
             .unwrap()
             .into()
     }
@@ -1549,7 +1554,7 @@ mod kinds {
                 {
                     continue;
                 }
-                let b = archive_compaction::merge::decode(body.clone())
+                let b = archive_compaction::data::merge::decode(body.clone())
                     .map_err(|e| format!("{key}: {e}"))?
                     .batch;
                 let col = |name: &str| {

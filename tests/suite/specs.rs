@@ -11,10 +11,10 @@
 use std::process::Command;
 
 use crate::common::*;
-use archive_compaction::lease::LeaseGuard;
-use archive_compaction::report::{RunReport, Status, StopReason};
-use archive_compaction::run::{RunOptions, run};
-use archive_compaction::storage::PutMode;
+use archive_compaction::commands::run::{RunOptions, run};
+use archive_compaction::data::report::{RunReport, Status, StopReason};
+use archive_compaction::infra::storage::PutMode;
+use archive_compaction::protocol::lease::LeaseGuard;
 use serde_json::{Value, json};
 
 /// The runs of this file one at a time (failpoints are process-wide).
@@ -68,14 +68,14 @@ fn table_rows(heading: &str) -> Vec<(String, Vec<String>)> {
 #[test]
 fn reporting_md_lists_exactly_the_published_topics_and_metrics() {
     let topics: Vec<String> = table_rows("MQTT").into_iter().map(|(n, _)| n).collect();
-    assert_eq!(topics, archive_compaction::mqtt::STATISTICS.to_vec());
+    assert_eq!(topics, archive_compaction::data::mqtt::STATISTICS.to_vec());
 
     // A report with every optional figure set, so every metric is there.
     let report = RunReport {
         watermark_lag_days: Some(0),
         ..Default::default()
     };
-    let code: Vec<(String, String)> = archive_compaction::metrics::metrics(&report)
+    let code: Vec<(String, String)> = archive_compaction::data::metrics::metrics(&report)
         .iter()
         .map(|m| (m.name.to_string(), m.unit.as_str().to_string()))
         .collect();
@@ -90,7 +90,7 @@ fn reporting_md_lists_exactly_the_published_topics_and_metrics() {
     assert_eq!(
         sorted(doc),
         sorted(code),
-        "specs/reporting.md's metric table (name, unit) differs from src/metrics.rs"
+        "specs/reporting.md's metric table (name, unit) differs from src/data/metrics.rs"
     );
 }
 
@@ -203,7 +203,7 @@ async fn reports_and_state_files_of_real_runs_match_their_schemas() {
 #[test]
 fn reporting_md_lists_exactly_the_discovery_configs() {
     let doc = table_rows("Home Assistant discovery");
-    let configs = archive_compaction::mqtt::discovery("root", "b");
+    let configs = archive_compaction::data::mqtt::discovery("root", "b");
     assert_eq!(doc.len(), configs.len());
     for ((name, cells), m) in doc.iter().zip(&configs) {
         assert_eq!(

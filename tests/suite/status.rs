@@ -11,11 +11,13 @@
 //! Runs and `status` can be spawned on a runtime (checked at compile time).
 
 use crate::common::*;
-use archive_compaction::lease::LeaseGuard;
-use archive_compaction::report::Status;
-use archive_compaction::run::{RunOptions, run};
-use archive_compaction::status::{self, LeaseState, MismatchCause, StatusOptions, StatusReport};
-use archive_compaction::storage::{PutMode, S3Store};
+use archive_compaction::commands::run::{RunOptions, run};
+use archive_compaction::commands::status::{
+    self, LeaseState, MismatchCause, StatusOptions, StatusReport,
+};
+use archive_compaction::data::report::Status;
+use archive_compaction::infra::storage::{PutMode, S3Store};
+use archive_compaction::protocol::lease::LeaseGuard;
 use serde_json::{Value, json};
 
 #[tokio::test]
@@ -491,7 +493,7 @@ async fn put_lifecycle(store: &S3Store, rules: &Value) {
 /// (the crash tests spawn runs; a lazy iterator held across an await once
 /// broke that with "`Send` is not general enough"). Checked at compile time.
 #[allow(dead_code)]
-fn runs_and_status_can_be_spawned(store: S3Store, cfg: archive_compaction::config::Config) {
+fn runs_and_status_can_be_spawned(store: S3Store, cfg: archive_compaction::data::config::Config) {
     let (s, c) = (store.clone(), cfg.clone());
     tokio::spawn(async move {
         let mut opts = RunOptions::at(at(NOW));

@@ -15,9 +15,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use archive_compaction::clock::{Clock, ManualClock};
-use archive_compaction::error::Error;
-use archive_compaction::storage::{
+use archive_compaction::infra::clock::{Clock, ManualClock};
+use archive_compaction::infra::error::Error;
+use archive_compaction::infra::storage::{
     DeleteFailure, LIST_PAGE_MAX, MemoryStore, PutMode, PutRequest, S3Store, Store, md5_etag,
     sha256_b64,
 };
@@ -284,7 +284,7 @@ async fn listing_is_lexicographic_and_paged(s: &impl Store, _kind: Kind) {
 /// `IsTruncated` exactly when more keys follow; and the listings in
 /// concurrent key ranges built on it return what one listing does.
 async fn pages_start_after_and_ranges(s: &impl Store, _kind: Kind) {
-    use archive_compaction::storage::ranges;
+    use archive_compaction::infra::storage::ranges;
     use futures::StreamExt;
     let day = chrono::NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
     let p = "r/day=20/";
@@ -313,7 +313,7 @@ async fn pages_start_after_and_ranges(s: &impl Store, _kind: Kind) {
         .await
         .unwrap();
     keys.sort();
-    let names = |v: Vec<archive_compaction::storage::ObjectMeta>| -> Vec<String> {
+    let names = |v: Vec<archive_compaction::infra::storage::ObjectMeta>| -> Vec<String> {
         v.into_iter().map(|o| o.key).collect()
     };
     let first = s.list_page(p, None).await.unwrap();

@@ -9,8 +9,8 @@
 use std::process::{Command, Stdio};
 
 use crate::common::*;
-use archive_compaction::keys::index_prefix;
-use archive_compaction::storage::PutMode;
+use archive_compaction::data::keys::index_prefix;
+use archive_compaction::infra::storage::PutMode;
 use serde_json::json;
 
 #[test]

@@ -8,10 +8,10 @@
 use std::time::Duration;
 
 use crate::common::*;
-use archive_compaction::report::{Status, StopReason};
-use archive_compaction::run::{RunOptions, run};
-use archive_compaction::status;
-use archive_compaction::storage::{PutMode, S3Store};
+use archive_compaction::commands::run::{RunOptions, run};
+use archive_compaction::commands::status;
+use archive_compaction::data::report::{Status, StopReason};
+use archive_compaction::infra::storage::{PutMode, S3Store};
 use serde_json::json;
 
 #[tokio::test]
@@ -36,7 +36,7 @@ async fn without_a_watermark_the_lag_counts_from_the_first_date() {
     // A run that finds the lease held did no work: it reports the lag as
     // the walk counts it and publishes none, so it cannot clear the alarm
     // with a 0.
-    let lease = archive_compaction::lease::LeaseGuard::acquire(
+    let lease = archive_compaction::protocol::lease::LeaseGuard::acquire(
         &store,
         "someone-else",
         std::time::Duration::from_secs(120),

@@ -25,10 +25,10 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 
-use archive_compaction::config::Config;
-use archive_compaction::storage::S3Store;
+use archive_compaction::data::config::Config;
+use archive_compaction::infra::storage::S3Store;
 /// The storage seam: every test calls S3Store through it (as the job does).
-pub use archive_compaction::storage::Store;
+pub use archive_compaction::infra::storage::Store;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use serde::Deserialize;
 use serde_json::Value;
@@ -388,7 +388,7 @@ fn sort_key(v: &Value) -> String {
 /// exactly the expected rows (each once, identical values).
 pub fn assert_compacted(objects: &BTreeMap<String, Dumped>, date: &str, expected: &[Value]) {
     let d = chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").unwrap();
-    let prefix = archive_compaction::keys::index_prefix(d);
+    let prefix = archive_compaction::data::keys::index_prefix(d);
     let in_day: Vec<(&String, &Dumped)> = objects
         .iter()
         .filter(|(k, _)| k.starts_with(&prefix))
@@ -402,7 +402,7 @@ pub fn assert_compacted(objects: &BTreeMap<String, Dumped>, date: &str, expected
     let per_flight: Vec<_> = in_day
         .iter()
         .filter(|(k, _)| {
-            archive_compaction::keys::classify_index_key(k).is_input()
+            archive_compaction::data::keys::classify_index_key(k).is_input()
                 && !k[prefix.len()..].starts_with("compacted-")
         })
         .filter(|(_, d)| d.size > 0)
@@ -528,11 +528,11 @@ pub fn watermark(objects: &BTreeMap<String, Dumped>) -> Option<Value> {
 }
 
 /// The repair range `from` to `to` (`YYYY-MM-DD`), checked.
-pub fn range(from: &str, to: &str) -> archive_compaction::day::DateRange {
-    archive_compaction::day::DateRange::new(
+pub fn range(from: &str, to: &str) -> archive_compaction::protocol::day::DateRange {
+    archive_compaction::protocol::day::DateRange::new(
         date(from),
         date(to),
-        archive_compaction::day::RangeOf::Repair,
+        archive_compaction::protocol::day::RangeOf::Repair,
     )
     .unwrap()
 }
@@ -547,11 +547,11 @@ pub fn at(s: &str) -> chrono::DateTime<chrono::Utc> {
 
 /// The system clock moved `seconds` ahead: what the lease of a run reads
 /// when it starts after an earlier run's lease has lapsed, without waiting
-/// for it (only the lease reads the wall clock: `archive_compaction::clock`).
+/// for it (only the lease reads the wall clock: `archive_compaction::infra::clock`).
 #[derive(Debug)]
 pub struct AheadClock(pub i64);
 
-impl archive_compaction::clock::Clock for AheadClock {
+impl archive_compaction::infra::clock::Clock for AheadClock {
     fn now(&self) -> chrono::DateTime<chrono::Utc> {
         chrono::Utc::now() + chrono::Duration::seconds(self.0)
     }
@@ -565,10 +565,10 @@ pub const PAST_A_LEASE: i64 = 961;
 /// behind (a crash) takes over those of runs `0..k` without a real wait,
 /// and a loaded machine cannot make a lease lapse under a run, as a 1 s
 /// lease with a 1.1 s sleep could.
-pub fn options_after_leases(laps: i64) -> archive_compaction::run::RunOptions {
-    archive_compaction::run::RunOptions {
+pub fn options_after_leases(laps: i64) -> archive_compaction::commands::run::RunOptions {
+    archive_compaction::commands::run::RunOptions {
         clock: std::sync::Arc::new(AheadClock(laps * PAST_A_LEASE)),
-        ..archive_compaction::run::RunOptions::at(at(NOW))
+        ..archive_compaction::commands::run::RunOptions::at(at(NOW))
     }
 }
 

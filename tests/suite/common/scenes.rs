@@ -7,18 +7,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::Output;
 
 use super::*;
-use archive_compaction::commit;
-use archive_compaction::config::Config;
-use archive_compaction::keys::index_prefix;
-use archive_compaction::lease::Fence;
-use archive_compaction::metrics::metrics;
-use archive_compaction::plan::{self, PlannedInput};
-use archive_compaction::read;
-use archive_compaction::report::{DayReport, RunReport};
-use archive_compaction::run::RunOptions;
-use archive_compaction::state::Manifest;
-use archive_compaction::status::{self, StatusOptions, StatusReport};
-use archive_compaction::storage::{PutMode, S3Store};
+use archive_compaction::commands::run::RunOptions;
+use archive_compaction::commands::status::{self, StatusOptions, StatusReport};
+use archive_compaction::data::config::Config;
+use archive_compaction::data::keys::index_prefix;
+use archive_compaction::data::metrics::metrics;
+use archive_compaction::data::report::{DayReport, RunReport};
+use archive_compaction::data::state::Manifest;
+use archive_compaction::infra::storage::{PutMode, S3Store};
+use archive_compaction::protocol::commit;
+use archive_compaction::protocol::lease::Fence;
+use archive_compaction::protocol::plan::{self, PlannedInput};
+use archive_compaction::protocol::read;
 use chrono::{NaiveDate, Utc};
 use serde_json::{Value, json};
 
@@ -92,7 +92,7 @@ pub fn settings() -> read::ReadSettings {
         concurrency: 4,
         row_group_rows: 1024,
         budget: Default::default(),
-        part_files: archive_compaction::config::defaults::PART_FILES,
+        part_files: archive_compaction::data::config::defaults::PART_FILES,
         spill: Default::default(),
     }
 }
@@ -115,7 +115,7 @@ pub async fn crashed_commit(
         .take(n)
         .map(|(u, m)| PlannedInput {
             meta: m.clone(),
-            source: archive_compaction::merge::Source::PerFlight(*u),
+            source: archive_compaction::data::merge::Source::PerFlight(*u),
         })
         .collect();
     assert_eq!(inputs.len(), n);

@@ -1,0 +1,132 @@
+//! Reporting of a finished run to CloudWatch ([`crate::data::metrics`]) and MQTT
+//! ([`crate::data::mqtt`]).
+//!
+//! Guarantees:
+//!
+//! - Reporting never changes the outcome of a run; a failure is logged and
+//!   appended to [`RunReport::report_errors`] ([`ReportError`]'s text).
+//! - Every run is reported, Failures included, bar a dry run (its figures
+//!   would overwrite the last real run's); what the run could not establish
+//!   is not published, so the retained value stays ([`crate::data::mqtt::is_known`]).
+//! - Both sinks are bounded (`MQTT_TIMEOUT_SECONDS`, the secret's read
+//!   included; [`crate::data::metrics::CLOUDWATCH_TIMEOUT`]) and run concurrently;
+//!   near the run's deadline ([`publish_by`]) each gets the time left, at
+//!   least [`SINK_TIME_AT_THE_END`], which the run kept for it.
+//! - One MQTT topic that cannot be published does not hold back the others
+//!   ([`crate::data::mqtt::publish`]).
+
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::data::config::Config;
+use crate::data::report::RunReport;
+
+pub use crate::infra::error::ReportError;
+
+/// What [`publish`] reports through: the settings, the CloudWatch client and
+/// where the MQTT password comes from. [`crate::app::Deps`] implements it;
+/// a test can implement it without building AWS clients.
+pub trait Sinks: Sync {
+    /// The settings (`METRICS_*`, `MQTT_*`, the bucket).
+    fn config(&self) -> &Config;
+    /// The CloudWatch client, when one was built.
+    fn cloudwatch(&self) -> Option<&aws_sdk_cloudwatch::Client>;
+    /// The MQTT password; `None` for none.
+    ///
+    /// Errors: [`ReportError::MqttSecret`] when the secret cannot be read.
+    fn mqtt_password(
+        &self,
+    ) -> impl std::future::Future<Output = Result<Option<String>, ReportError>> + Send;
+}
+
+/// What each reporting call is given at the least near the run's deadline
+/// (its share of [`crate::infra::storage::S3_DEADLINE_MARGIN`]).
+pub const SINK_TIME_AT_THE_END: Duration = Duration::from_secs(1);
+
+/// A reporting call's bound: its own `timeout`, or, with a `deadline`, the
+/// time left before it when less, but never less than
+/// [`SINK_TIME_AT_THE_END`]; `later` is kept for the calls that follow it.
+fn bound(timeout: Duration, deadline: Option<Instant>, later: Duration) -> Duration {
+    match deadline {
+        Some(d) => {
+            let left = d.saturating_duration_since(Instant::now());
+            timeout.min(left.saturating_sub(later).max(SINK_TIME_AT_THE_END))
+        }
+        None => timeout,
+    }
+}
+
+/// [`publish_by`] without a deadline.
+pub async fn publish(deps: &impl Sinks, report: &mut RunReport) {
+    publish_by(deps, report, None).await
+}
+
+/// Publishes the report to CloudWatch (when built and `METRICS_ENABLED`)
+/// and MQTT (when `MQTT_HOST` is set), concurrently, each call ending by
+/// `deadline` when it can, else after [`SINK_TIME_AT_THE_END`]. Only
+/// `report.report_errors` changes.
+pub async fn publish_by(deps: &impl Sinks, report: &mut RunReport, deadline: Option<Instant>) {
+    if report.dry_run {
+        tracing::info!("dry run: nothing is reported to CloudWatch or MQTT");
+        return;
+    }
+    let cloudwatch = async {
+        match deps.cloudwatch() {
+            Some(client) if deps.config().metrics_enabled => Some(
+                crate::data::metrics::put(
+                    client,
+                    &deps.config().metrics_namespace,
+                    &deps.config().bucket,
+                    &crate::data::metrics::metrics(report),
+                    crate::data::metrics::run_started(SystemTime::now(), report),
+                    bound(
+                        crate::data::metrics::CLOUDWATCH_TIMEOUT,
+                        deadline,
+                        Duration::ZERO,
+                    ),
+                )
+                .await,
+            ),
+            _ => None,
+        }
+    };
+    let mqtt = async {
+        match &deps.config().mqtt {
+            Some(m) => {
+                // Configs first, so that this run's values are read with them.
+                let mut messages =
+                    crate::data::mqtt::discovery(&m.topic_root, &deps.config().bucket);
+                messages.extend(crate::data::mqtt::statistics(report, &m.topic_root));
+                // The secret's read keeps 1 s for the MQTT exchange after it.
+                let secret_bound = bound(m.timeout, deadline, SINK_TIME_AT_THE_END);
+                let password = tokio::time::timeout(secret_bound, deps.mqtt_password())
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(ReportError::MqttSecret {
+                            secret: m.password_secret_arn.clone().unwrap_or_default(),
+                            reason: format!(
+                                "GetSecretValue not answered within {} s, the time left before the run's deadline",
+                                secret_bound.as_secs_f64()
+                            ),
+                        })
+                    });
+                match password {
+                    Ok(password) => {
+                        let config = crate::data::config::MqttConfig {
+                            password,
+                            timeout: bound(m.timeout, deadline, Duration::ZERO),
+                            ..m.clone()
+                        };
+                        crate::data::mqtt::publish(&config, &messages).await
+                    }
+                    Err(e) => vec![e],
+                }
+            }
+            None => vec![],
+        }
+    };
+    let (cloudwatch, mqtt) = tokio::join!(cloudwatch, mqtt);
+    for error in (cloudwatch.and_then(Result::err).into_iter()).chain(mqtt) {
+        tracing::warn!(error = %error, status = report.last_run_status.as_str(), "reporting failed; the run's outcome stands");
+        report.report_errors.push(error.to_string());
+    }
+}

@@ -1,0 +1,1096 @@
+//! `archive-compaction audit --from A --to B` (and the Lambda event
+//! `{"audit": {"from": A, "to": B}}`): proves, read-only, that a range of
+//! days holds every flight exactly once, and names what does not.
+//!
+//! Read-only (ListObjectsV2 and ranged GetObject; no lease, write or
+//! delete), so it is safe beside a running job. Each date is listed with the
+//! run's own listing ([`crate::protocol::day::Day::list`]), and every index file's
+//! `s3_key` and `first_message` columns are read with the run's bounded
+//! reader ([`crate::data::input`]: the footer checked against `INPUT_BUDGET_MB`,
+//! then those two columns' chunks, each GET `If-Match` the listed ETag).
+//! Rows count as the parity gate counts them: a per-flight file holding no
+//! row of its own flight, or unreadable, leaves that flight `missing`.
+//!
+//! What a date can hold that is not "every flight exactly once", each
+//! counted exactly, with the first [`EXAMPLES_MAX`] examples:
+//!
+//! | finding | what | what fixes it |
+//! |---|---|---|
+//! | `missing` | a flight object without an index row (none, or only in an unreadable per-flight file) | the index row (written, or rewritten, by the archive writer); it blocks the walk at its date |
+//! | `duplicated` | a flight with more than one row in the partition (within one file or across files) | `run --from D --to D` folds the day, one row per flight |
+//! | `per_flight_beside_compacted` | a per-flight file in a partition that has a compacted file | the same repair (or the straggler sweep, within `SWEEP_DAYS`) |
+//! | `orphans` | an index row whose flight is not under the date's `flights/` (or whose `s3_key` names no flight) | a person |
+//! | `other_day_rows` | a multi-row input's row whose `first_message` UTC date is not the partition's (the run's `rows_of_other_days` rule: [`crate::data::merge::is_other_day`]) | a person |
+//! | `unreadable_files` | an index file whose footer or `s3_key` column cannot be read (its rows are not counted) | a per-flight file: the archive writer rewrites it from its `flights/` object; a multi-row file: a person |
+//!
+//! A date the audit could not finish (an S3 error after the SDK's retries,
+//! or an input that changed twice while it was read: a run was folding the
+//! day) is listed in [`AuditReport::unfinished`]; dates not started before
+//! the deadline leave [`AuditReport::resume_date`]. Exit code
+//! ([`AuditStatus::exit_code`]): 0 clean, 2 findings, 1 incomplete.
+//!
+//! Memory: per date ([`DATES_IN_FLIGHT`] at once) its flight keys and one
+//! small entry per indexed flight, plus one row group's two column chunks
+//! of up to [`FILES_IN_FLIGHT`] files; GETs are bounded by `READ_CONCURRENCY`.
+//!
+//! ```
+//! use archive_compaction::commands::audit::{audit, AuditOptions, AuditStatus};
+//! use archive_compaction::infra::storage::MemoryStore;
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let store = MemoryStore::new("archive");
+//! let u = "019f7d73-f820-702f-b905-8c81d0944996";
+//! store.put_now(&format!("flights/2026/07/20/{u}.json.gz"), "{}".into());
+//! let config = archive_compaction::data::config::Config::from_map(
+//!     &[("S3_BUCKET".to_string(), "archive".to_string())].into(),
+//! ).unwrap();
+//! let d = chrono::NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+//! let r = audit(&store, &config, &AuditOptions::range(d, d)).await.unwrap();
+//! assert_eq!(r.totals.findings.missing.count, 1); // no index row for the flight
+//! assert_eq!(r.status, AuditStatus::Findings);
+//! # });
+//! ```
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use futures::{StreamExt, TryStreamExt, stream};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
+use uuid::Uuid;
+
+use crate::data::config::Config;
+use crate::data::input::{self, Budget, RowKeys};
+use crate::data::keys::flight_uuid;
+use crate::data::merge::is_other_day;
+use crate::data::spill::{SpillSettings, UuidSet};
+use crate::infra::deadline::Deadline;
+use crate::infra::error::{Error, Result};
+use crate::infra::storage::{ObjectMeta, Store};
+use crate::protocol::day::{DateRange, Day, DayCounts, Flights, RangeOf};
+
+/// Examples kept per finding, per date and in the totals (the first); counts are exact.
+pub const EXAMPLES_MAX: usize = 5;
+
+/// Files named in one duplicated flight's example.
+pub const EXAMPLE_FILES_MAX: usize = 4;
+
+/// Dates audited at once (each holds its listings; GETs share `READ_CONCURRENCY`).
+pub const DATES_IN_FLIGHT: usize = 4;
+
+/// Multi-row inputs of one date read at once (each holds its two column chunks).
+pub const FILES_IN_FLIGHT: usize = 8;
+
+/// What fixes each finding (in the report's totals, for every finding found).
+pub mod fixes {
+    /// For `missing`.
+    pub const MISSING: &str = "a flight without an index row blocks the scheduled walk at its date (parity gate) and every run of that date: have the archive writer write its index file {uuid}.parquet from its flights/ object (rewrite it when unreadable_files names it; or remove the flight object if it is no flight), then the next run passes the date; `status` shows what blocks the walk (docs/runbook.md#an-unreadable-per-flight-index-file)";
+    /// For `duplicated`.
+    pub const DUPLICATED: &str = "run --from D --to D (the event {\"from\": D, \"to\": D}) folds the day into one compacted file, one row per flight (the newest version)";
+    /// For `per_flight_beside_compacted`.
+    pub const BESIDE_COMPACTED: &str = "run --from D --to D folds the late per-flight files into the day's compacted file (the scheduled run's straggler sweep does it within SWEEP_DAYS)";
+    /// For `orphans`.
+    pub const ORPHANS: &str = "for a person: the index row names no flight object under its date's flights/ (the flight was deleted, or written under another date, or s3_key is empty); runs keep such rows: check the flight and remove the row by hand if it is gone";
+    /// For `other_day_rows`.
+    pub const OTHER_DAY: &str = "for a person: the row's first_message falls on another UTC day than its partition, so queries by day find it under the wrong date; runs keep it where it is";
+    /// For `unreadable_files`.
+    pub const UNREADABLE: &str = "every run leaves the file in place and names it in skipped_files. A per-flight file {uuid}.parquet: its flight is missing (below) and every run stops at its date as a Mismatch until the archive writer rewrites the file from the flight's flights/ object (docs/runbook.md#an-unreadable-per-flight-index-file; `run --from D --to D` cannot read it either). A multi-row file, for a person: replace it with a readable copy or remove it (its rows are not counted here, so their flights may show as missing)";
+}
+
+/// What to audit.
+#[derive(Debug, Clone)]
+pub struct AuditOptions {
+    /// First date (included).
+    pub from: NaiveDate,
+    /// Last date (included).
+    pub to: NaiveDate,
+    /// The deadline, kept by the run's rule ([`crate::infra::deadline::Deadline`]); `None`: none.
+    pub deadline: Option<Instant>,
+    /// A progress bar over the dates (the CLI on a terminal).
+    pub bar: Option<indicatif::ProgressBar>,
+}
+
+impl AuditOptions {
+    /// The dates `from` to `to`, no deadline, no bar.
+    pub fn range(from: NaiveDate, to: NaiveDate) -> AuditOptions {
+        AuditOptions {
+            from,
+            to,
+            deadline: None,
+            bar: None,
+        }
+    }
+}
+
+/// A count and its first examples.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding<E> {
+    /// How many (exact).
+    pub count: u64,
+    /// The first [`EXAMPLES_MAX`] of them.
+    pub examples: Vec<E>,
+    /// What fixes it (in the totals, when `count` is not 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+impl<E> Default for Finding<E> {
+    fn default() -> Self {
+        Finding {
+            count: 0,
+            examples: Vec::new(),
+            fix: None,
+        }
+    }
+}
+
+impl<E: Clone> Finding<E> {
+    fn add(&mut self, example: impl FnOnce() -> E) {
+        self.count += 1;
+        if self.examples.len() < EXAMPLES_MAX {
+            self.examples.push(example());
+        }
+    }
+
+    fn absorb(&mut self, other: &Finding<E>) {
+        self.count += other.count;
+        let room = EXAMPLES_MAX.saturating_sub(self.examples.len());
+        self.examples
+            .extend(other.examples.iter().take(room).cloned());
+    }
+}
+
+/// A flight object without an index row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlightExample {
+    /// The date.
+    pub date: NaiveDate,
+    /// The flight.
+    pub flight: Uuid,
+    /// Its object key under `flights/`.
+    pub key: String,
+}
+
+/// A flight with more than one index row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DuplicateExample {
+    /// The date.
+    pub date: NaiveDate,
+    /// The flight.
+    pub flight: Uuid,
+    /// Its rows in the partition.
+    pub rows: u32,
+    /// The index files holding them (the first [`EXAMPLE_FILES_MAX`], key
+    /// order; a file holding two of them is named once).
+    pub files: Vec<String>,
+}
+
+/// An index row (an orphan, or a row of another day).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RowExample {
+    /// The date of the partition.
+    pub date: NaiveDate,
+    /// The index file holding the row.
+    pub file: String,
+    /// The flight of the row (its `s3_key`'s uuid, or a per-flight file's name).
+    pub flight: Option<Uuid>,
+    /// The row's `s3_key` (multi-row inputs).
+    pub s3_key: Option<String>,
+    /// The row's `first_message` (UTC), when read.
+    pub first_message: Option<DateTime<Utc>>,
+}
+
+/// An index file (unreadable, or a per-flight file beside a compacted one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileExample {
+    /// The date.
+    pub date: NaiveDate,
+    /// The key.
+    pub file: String,
+    /// Why it is unreadable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The findings of a date or of the whole range (see the module docs).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Findings {
+    /// Flight objects without an index row.
+    pub missing: Finding<FlightExample>,
+    /// Flights with more than one index row in their partition.
+    pub duplicated: Finding<DuplicateExample>,
+    /// Per-flight files in a partition that holds a compacted file.
+    pub per_flight_beside_compacted: Finding<FileExample>,
+    /// Index rows without a flight object under their date.
+    pub orphans: Finding<RowExample>,
+    /// Rows whose `first_message` UTC date is not their partition's.
+    pub other_day_rows: Finding<RowExample>,
+    /// Index files whose footer or `s3_key` column cannot be read.
+    pub unreadable_files: Finding<FileExample>,
+}
+
+impl Findings {
+    /// The sum of every count.
+    pub fn total(&self) -> u64 {
+        self.missing.count
+            + self.duplicated.count
+            + self.per_flight_beside_compacted.count
+            + self.orphans.count
+            + self.other_day_rows.count
+            + self.unreadable_files.count
+    }
+
+    fn absorb(&mut self, o: &Findings) {
+        self.missing.absorb(&o.missing);
+        self.duplicated.absorb(&o.duplicated);
+        self.per_flight_beside_compacted
+            .absorb(&o.per_flight_beside_compacted);
+        self.orphans.absorb(&o.orphans);
+        self.other_day_rows.absorb(&o.other_day_rows);
+        self.unreadable_files.absorb(&o.unreadable_files);
+    }
+
+    fn with_fixes(mut self) -> Findings {
+        fn set<E>(f: &mut Finding<E>, fix: &str) {
+            if f.count > 0 {
+                f.fix = Some(fix.to_string());
+            }
+        }
+        set(&mut self.missing, fixes::MISSING);
+        set(&mut self.duplicated, fixes::DUPLICATED);
+        set(
+            &mut self.per_flight_beside_compacted,
+            fixes::BESIDE_COMPACTED,
+        );
+        set(&mut self.orphans, fixes::ORPHANS);
+        set(&mut self.other_day_rows, fixes::OTHER_DAY);
+        set(&mut self.unreadable_files, fixes::UNREADABLE);
+        self
+    }
+}
+
+/// One date, audited.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DayAudit {
+    /// The date.
+    pub date: NaiveDate,
+    /// The date's flights and index files, as `status` counts them.
+    #[serde(flatten)]
+    pub counts: DayCounts,
+    /// Index rows: one per per-flight file, plus every multi-row input's rows.
+    pub rows: u64,
+    /// GetObject requests (ranged) sent.
+    pub requests: u64,
+    /// Bytes those requests read.
+    pub bytes_read: u64,
+    /// Bytes of the multi-row inputs (what reading them whole would cost).
+    pub multi_row_bytes: u64,
+    /// What was found.
+    #[serde(flatten)]
+    pub findings: Findings,
+}
+
+/// The whole range.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditTotals {
+    /// Dates audited to the end.
+    pub dates_audited: u64,
+    /// Flight objects.
+    pub flights: u64,
+    /// Index rows.
+    pub rows: u64,
+    /// GetObject requests sent.
+    pub requests: u64,
+    /// Bytes read.
+    pub bytes_read: u64,
+    /// Bytes of the multi-row inputs.
+    pub multi_row_bytes: u64,
+    /// What was found, with what fixes each finding.
+    #[serde(flatten)]
+    pub findings: Findings,
+}
+
+/// A date the audit could not finish.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unfinished {
+    /// The date.
+    pub date: NaiveDate,
+    /// Why (the S3 error, with its key).
+    pub error: String,
+}
+
+/// The outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditStatus {
+    /// Every date audited, every count 0.
+    #[default]
+    Clean,
+    /// Every date audited; something was found.
+    Findings,
+    /// A date could not be audited (see `unfinished`, `resume_date`).
+    Incomplete,
+}
+
+impl AuditStatus {
+    /// The CLI exit code: 0 clean, 2 findings, 1 incomplete.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            AuditStatus::Clean => 0,
+            AuditStatus::Findings => 2,
+            AuditStatus::Incomplete => 1,
+        }
+    }
+}
+
+/// What `audit` prints as JSON (its schema: `specs/audit-report.schema.json`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditReport {
+    /// The bucket.
+    pub bucket: String,
+    /// First date.
+    pub from: NaiveDate,
+    /// Last date.
+    pub to: NaiveDate,
+    /// `clean`, `findings` or `incomplete`.
+    pub status: AuditStatus,
+    /// Dates in the range.
+    pub dates: u64,
+    /// The sums over the dates audited, the first examples, and the fixes.
+    pub totals: AuditTotals,
+    /// Every date audited, in date order.
+    pub days: Vec<DayAudit>,
+    /// Dates that could not be audited, with why.
+    pub unfinished: Vec<Unfinished>,
+    /// The first date not started before the deadline: `audit --from
+    /// {resume_date} --to {to}` continues.
+    pub resume_date: Option<NaiveDate>,
+}
+
+/// Audits `opts.from` to `opts.to` (see the module docs).
+///
+/// Errors: only a bad range ([`DateRange::new`]: reversed, or longer than
+/// [`crate::protocol::day::MAX_RANGE_DAYS`]); a date that fails is in
+/// [`AuditReport::unfinished`].
+pub async fn audit(
+    store: &(impl Store + Clone),
+    config: &Config,
+    opts: &AuditOptions,
+) -> Result<AuditReport> {
+    let dates = DateRange::new(opts.from, opts.to, RangeOf::Audit)?.dates();
+    let deadline = &Deadline::new(opts.deadline, config.deadline_margin);
+    let bounded = store.until(deadline.s3());
+    let store = &bounded;
+    let mut report = AuditReport {
+        bucket: store.bucket().to_string(),
+        from: opts.from,
+        to: opts.to,
+        dates: dates.len() as u64,
+        ..AuditReport::default()
+    };
+    if let Some(bar) = &opts.bar {
+        bar.set_length(dates.len() as u64);
+        bar.set_position(0);
+        bar.set_message("auditing");
+    }
+    let gets = Semaphore::new(config.read_concurrency.max(1));
+    let (budget, spill) = (config.input_budget, config.spill);
+    let gets = &gets;
+    let mut days = stream::iter(dates)
+        .map(|date| async move {
+            if let Some(near) = deadline.near() {
+                tracing::warn!(%date, left_s = near.left.as_secs_f64(), needed_s = near.needed.as_secs_f64(), "deadline near: not auditing another date");
+                return (date, None);
+            }
+            let audited = deadline.timed(audit_date(store, date, gets, budget, spill)).await;
+            (date, Some(audited))
+        })
+        .buffered(DATES_IN_FLIGHT)
+        .boxed();
+    while let Some((date, outcome)) = days.next().await {
+        add_date(&mut report, date, outcome);
+        if let Some(bar) = &opts.bar {
+            bar.inc(1);
+            bar.set_message(format!(
+                "{date}: {} finding(s) so far",
+                report.totals.findings.total()
+            ));
+        }
+    }
+    drop(days);
+    if let Some(bar) = &opts.bar {
+        bar.finish_and_clear();
+    }
+    report.totals.findings = std::mem::take(&mut report.totals.findings).with_fixes();
+    report.status = if !report.unfinished.is_empty() || report.resume_date.is_some() {
+        AuditStatus::Incomplete
+    } else if report.totals.findings.total() > 0 {
+        AuditStatus::Findings
+    } else {
+        AuditStatus::Clean
+    };
+    Ok(report)
+}
+
+/// Folds one date's outcome into `report` (`None`: not started).
+fn add_date(report: &mut AuditReport, date: NaiveDate, outcome: Option<Result<DayAudit>>) {
+    match outcome {
+        // Not started, or cut by the S3 deadline: the next audit starts here.
+        None | Some(Err(Error::Deadline { .. })) => {
+            report.resume_date = Some(report.resume_date.map_or(date, |r| r.min(date)));
+        }
+        Some(Ok(day)) => {
+            let t = &mut report.totals;
+            t.dates_audited += 1;
+            t.flights += day.counts.flights;
+            t.rows += day.rows;
+            t.requests += day.requests;
+            t.bytes_read += day.bytes_read;
+            t.multi_row_bytes += day.multi_row_bytes;
+            t.findings.absorb(&day.findings);
+            report.days.push(day);
+        }
+        Some(Err(e)) => {
+            tracing::warn!(%date, error = %e, "date not audited");
+            report.unfinished.push(Unfinished {
+                date,
+                error: e.to_string(),
+            });
+        }
+    }
+}
+
+/// [`audit_day`], once more when an input changed since the listing (a run folded the day).
+async fn audit_date(
+    store: &impl Store,
+    date: NaiveDate,
+    gets: &Semaphore,
+    budget: Budget,
+    spill: SpillSettings,
+) -> Result<DayAudit> {
+    match audit_day(store, date, gets, budget, spill).await {
+        Err(e) if changed(&e) => {
+            tracing::info!(%date, error = %e, "an index file changed while it was audited; auditing the date again");
+            audit_day(store, date, gets, budget, spill).await
+        }
+        r => r,
+    }
+}
+
+fn changed(e: &Error) -> bool {
+    matches!(e, Error::PreconditionFailed { .. }) || e.is_not_found()
+}
+
+/// Who holds a flight's rows in a partition.
+#[derive(Debug, Default)]
+struct Holders {
+    rows: u32,
+    files: Vec<u32>,
+}
+
+impl Holders {
+    fn add(&mut self, file: u32) {
+        self.rows = self.rows.saturating_add(1);
+        if self.files.last() != Some(&file) && self.files.len() < EXAMPLE_FILES_MAX {
+            self.files.push(file);
+        }
+    }
+}
+
+/// Audits one date: its two listings, then its multi-row inputs' columns.
+///
+/// Errors: an S3 error listing or reading (after the SDK's retries);
+/// [`Error::PreconditionFailed`] or a not-found error when an input changed
+/// or vanished since the listing.
+pub async fn audit_day(
+    store: &impl Store,
+    date: NaiveDate,
+    gets: &Semaphore,
+    budget: Budget,
+    spill: SpillSettings,
+) -> Result<DayAudit> {
+    let listed = Day::list(store, date, true, spill).await?;
+    let mut day = DayAudit {
+        date,
+        counts: listed.counts(),
+        ..DayAudit::default()
+    };
+    let held = read_index(store, &listed, gets, budget, &mut day).await?;
+    find_missing(store, &listed.flights, &held, &mut day).await?;
+    find_duplicated(&held, &mut day);
+    Ok(day)
+}
+
+/// Who holds each flight's rows in a partition: what [`read_index`] found.
+#[derive(Debug, Default)]
+struct Held<'a> {
+    /// The keys of the files read, in the order read ([`Holders::files`]
+    /// holds indexes into it).
+    files: Vec<&'a str>,
+    by_flight: HashMap<Uuid, Holders>,
+}
+
+/// Reads the `s3_key` and `first_message` columns of every index file of
+/// `listed`, counting into `day` what each file holds.
+///
+/// Errors: as [`audit_day`].
+async fn read_index<'a>(
+    store: &impl Store,
+    listed: &'a Day,
+    gets: &Semaphore,
+    budget: Budget,
+    day: &mut DayAudit,
+) -> Result<Held<'a>> {
+    let (date, flights, listing) = (listed.date, &listed.flights, &listed.index);
+    let mut held = Held::default();
+    // Multi-row inputs, then per-flight files, a few at a time (each GET
+    // takes a shared permit). Every row counts for the flight its `s3_key`
+    // names, as Athena counts it and as the parity gate proves a flight: a
+    // per-flight file without its own flight's row, or unreadable, leaves
+    // that flight missing (`partition::unread_rows`).
+    let beside = !listing.compacted.is_empty();
+    let multi_row = listing.multi_row_inputs().map(|(m, _)| (m, false));
+    let per_flight = listing.per_flight.iter().map(|(_, m)| (m, true));
+    let mut reads = stream::iter(multi_row.chain(per_flight))
+        .map(|(meta, per_flight)| async move {
+            let r = read_columns(store, meta, date, flights, gets, budget).await?;
+            Ok::<_, Error>((meta, per_flight, r))
+        })
+        .buffered(FILES_IN_FLIGHT)
+        .boxed();
+    while let Some((meta, per_flight, read)) = reads.try_next().await? {
+        day.requests += read.requests;
+        day.bytes_read += read.bytes_read;
+        if !per_flight {
+            day.multi_row_bytes += meta.size;
+        }
+        let rows = match read.outcome {
+            Err(reason) => {
+                day.findings.unreadable_files.add(|| FileExample {
+                    date,
+                    file: meta.key.clone(),
+                    reason: Some(reason),
+                });
+                continue;
+            }
+            Ok(rows) => rows,
+        };
+        let ix = held.files.len() as u32;
+        held.files.push(&meta.key);
+        day.rows += rows.rows;
+        for f in &rows.flights {
+            held.by_flight.entry(*f).or_default().add(ix);
+        }
+        day.findings.orphans.absorb(&rows.orphans);
+        day.findings.other_day_rows.absorb(&rows.other_day);
+        if per_flight && beside {
+            day.findings
+                .per_flight_beside_compacted
+                .add(|| FileExample {
+                    date,
+                    file: meta.key.clone(),
+                    reason: None,
+                });
+        }
+    }
+    Ok(held)
+}
+
+/// Counts the flights of `flights` no file holds a row of, and names the
+/// first ones' flight keys.
+///
+/// Errors: a flights set on disk that cannot be read back; an S3 error
+/// listing the examples' keys.
+async fn find_missing(
+    store: &impl Store,
+    flights: &UuidSet,
+    held: &Held<'_>,
+    day: &mut DayAudit,
+) -> Result<()> {
+    let date = day.date;
+    // The examples' flight keys: listed again for them alone (the date's
+    // listing keeps uuids, 16 B a flight, not keys).
+    let mut examples = Flights::default();
+    for u in flights.iter() {
+        let u = u?;
+        if held.by_flight.contains_key(&u) {
+            continue;
+        }
+        day.findings.missing.add(|| {
+            examples.insert(u);
+            FlightExample {
+                date,
+                flight: u,
+                key: String::new(),
+            }
+        });
+    }
+    if !examples.is_empty() {
+        let keys = Day::flight_keys(store, date, &examples).await?;
+        for e in &mut day.findings.missing.examples {
+            e.key = keys.get(&e.flight).cloned().unwrap_or_default();
+        }
+    }
+    Ok(())
+}
+
+/// Counts the flights with more than one row, in uuid order.
+fn find_duplicated(held: &Held<'_>, day: &mut DayAudit) {
+    let mut dups: Vec<(&Uuid, &Holders)> = (held.by_flight.iter())
+        .filter(|(_, h)| h.rows > 1)
+        .collect();
+    dups.sort_unstable_by_key(|(u, _)| **u);
+    for (u, h) in dups {
+        day.findings.duplicated.add(|| DuplicateExample {
+            date: day.date,
+            flight: *u,
+            rows: h.rows,
+            files: (h.files.iter())
+                .map(|i| held.files[*i as usize].to_string())
+                .collect(),
+        });
+    }
+}
+
+/// What one index file's columns said.
+#[derive(Debug)]
+struct ColumnRead {
+    requests: u64,
+    bytes_read: u64,
+    /// Its rows, or why it cannot be read.
+    outcome: std::result::Result<FileRows, String>,
+}
+
+#[derive(Debug, Default)]
+struct FileRows {
+    rows: u64,
+    /// The flight of every row that names one (file order).
+    flights: Vec<Uuid>,
+    orphans: Finding<RowExample>,
+    other_day: Finding<RowExample>,
+}
+
+/// Reads the `s3_key` and `first_message` columns (any case) of one index
+/// file in its listed version, within `budget` ([`crate::data::input::read_columns`]).
+///
+/// Errors: S3 errors; [`Error::PreconditionFailed`] when the object changed.
+/// A file unreadable as an index file is `Ok`, its `outcome` `Err`.
+async fn read_columns(
+    store: &impl Store,
+    meta: &ObjectMeta,
+    date: NaiveDate,
+    flights: &UuidSet,
+    gets: &Semaphore,
+    budget: Budget,
+) -> Result<ColumnRead> {
+    let mut out = FileRows::default();
+    // A flights set on disk that cannot be read back ends the read.
+    let mut failed = None;
+    let names = ["s3_key", "first_message"];
+    let read = input::read_columns(
+        store,
+        meta,
+        Some(&meta.etag),
+        budget,
+        Some(gets),
+        &names,
+        |b| {
+            let keys = RowKeys::of(&b)?;
+            for row in 0..keys.rows() {
+                out.rows += 1;
+                let s3_key = keys.s3_key(row);
+                let flight = s3_key.and_then(flight_uuid);
+                let first = keys.first_message(row);
+                let example = || RowExample {
+                    date,
+                    file: meta.key.clone(),
+                    flight,
+                    s3_key: s3_key.map(str::to_string),
+                    first_message: first,
+                };
+                match flight {
+                    Some(u) => {
+                        out.flights.push(u);
+                        match flights.contains(&u) {
+                            Ok(true) => {}
+                            Ok(false) => out.orphans.add(example),
+                            Err(e) => _ = failed.get_or_insert(e),
+                        }
+                    }
+                    None => out.orphans.add(example),
+                }
+                if is_other_day(first, date) {
+                    out.other_day.add(example);
+                }
+            }
+            Ok(())
+        },
+    )
+    .await?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    Ok(ColumnRead {
+        requests: read.requests,
+        bytes_read: read.bytes_read,
+        outcome: read.outcome.map(|()| out).map_err(|u| match u.column {
+            Some(c) => format!("column {c}: {}", u.reason),
+            None => u.reason,
+        }),
+    })
+}
+
+/// The report as text: totals, findings with examples and fixes, dates not finished.
+pub fn format_human(r: &AuditReport) -> String {
+    let mut s = String::new();
+    let t = &r.totals;
+    let _ = writeln!(
+        s,
+        "audit of s3://{} {}..{}: {} of {} date(s) audited, {} flight(s), {} index row(s); {} of {} bytes of multi-row files read",
+        r.bucket,
+        r.from,
+        r.to,
+        t.dates_audited,
+        r.dates,
+        t.flights,
+        t.rows,
+        t.bytes_read,
+        t.multi_row_bytes
+    );
+    format_findings(&mut s, &t.findings);
+    for u in &r.unfinished {
+        let _ = writeln!(s, "  not audited {}: {}", u.date, u.error);
+    }
+    if let Some(d) = r.resume_date {
+        let _ = writeln!(
+            s,
+            "  stopped before the deadline: audit --from {d} --to {} continues",
+            r.to
+        );
+    }
+    let _ = writeln!(
+        s,
+        "result: {} (exit {})",
+        match r.status {
+            AuditStatus::Clean => "clean: every flight exactly once",
+            AuditStatus::Findings => "findings",
+            AuditStatus::Incomplete => "incomplete",
+        },
+        r.status.exit_code()
+    );
+    s
+}
+
+/// Every finding's line, in the order of the module's table.
+fn format_findings(s: &mut String, f: &Findings) {
+    format_finding(s, "missing", &f.missing, |e| {
+        format!("{} {} ({})", e.date, e.flight, e.key)
+    });
+    format_finding(s, "duplicated", &f.duplicated, |e| {
+        format!(
+            "{} {}: {} rows in {}",
+            e.date,
+            e.flight,
+            e.rows,
+            e.files.join(", ")
+        )
+    });
+    format_finding(
+        s,
+        "per_flight_beside_compacted",
+        &f.per_flight_beside_compacted,
+        |e| format!("{} {}", e.date, e.file),
+    );
+    let row = |e: &RowExample| {
+        format!(
+            "{} {}: s3_key {}, first_message {}",
+            e.date,
+            e.file,
+            e.s3_key.as_deref().unwrap_or("(none)"),
+            e.first_message
+                .map_or("(none)".to_string(), |t| t.to_rfc3339())
+        )
+    };
+    format_finding(s, "orphans", &f.orphans, row);
+    format_finding(s, "other_day_rows", &f.other_day_rows, row);
+    format_finding(s, "unreadable_files", &f.unreadable_files, |e| {
+        format!(
+            "{} {}: {}",
+            e.date,
+            e.file,
+            e.reason.as_deref().unwrap_or_default()
+        )
+    });
+}
+
+/// One finding's line: its count, then its examples as `show` writes them, and its fix.
+fn format_finding<E>(s: &mut String, name: &str, f: &Finding<E>, show: impl Fn(&E) -> String) {
+    let _ = writeln!(s, "  {name:<28} {:>8}", f.count);
+    if f.count == 0 {
+        return;
+    }
+    for e in &f.examples {
+        let _ = writeln!(s, "      {}", show(e));
+    }
+    if f.count > f.examples.len() as u64 {
+        let _ = writeln!(s, "      … {} more", f.count - f.examples.len() as u64);
+    }
+    if let Some(fix) = &f.fix {
+        let _ = writeln!(s, "      fix: {fix}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::keys::{flights_prefix, index_prefix};
+    use crate::infra::storage::MemoryStore;
+    use arrow_array::StringArray;
+    use arrow_schema::{DataType, TimeUnit};
+    use std::sync::Arc;
+
+    fn config() -> Config {
+        Config::from_map(&[("S3_BUCKET".to_string(), "b".to_string())].into()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn findings_of_a_day_in_memory() {
+        use crate::data::merge::{encode, target_schema};
+        use arrow_array::{ArrayRef, BooleanArray, RecordBatch, TimestampMicrosecondArray};
+        let d = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let p = index_prefix(d);
+        let f = flights_prefix(d);
+        let u = |i: u32| format!("019f7d73-f820-702f-b905-{i:012x}");
+        let store = MemoryStore::new("b");
+        for i in 0..4 {
+            store.put_now(&format!("{f}{}.json.gz", u(i)), "{}".into());
+        }
+        // Rows of flights 0, 1, 1 (a duplicate within the file), 9 (an
+        // orphan, first seen the day before) and one without s3_key.
+        let day_us = 1_784_505_600_000_000i64;
+        let keys = [Some(0), Some(1), Some(1), Some(9), None];
+        let n = keys.len();
+        let s = |v: Vec<Option<String>>| Arc::new(StringArray::from(v)) as ArrayRef;
+        let firsts: Vec<Option<i64>> = keys
+            .iter()
+            .map(|k| {
+                Some(if *k == Some(9) {
+                    day_us - 1
+                } else {
+                    day_us + 5
+                })
+            })
+            .collect();
+        let ts = |v: Vec<Option<i64>>| {
+            Arc::new(TimestampMicrosecondArray::from(v).with_timezone("UTC")) as ArrayRef
+        };
+        let b = RecordBatch::try_new(
+            target_schema(),
+            vec![
+                s(vec![None; n]),
+                s(vec![None; n]),
+                s(vec![None; n]),
+                Arc::new(BooleanArray::from(vec![false; n])),
+                s(vec![None; n]),
+                s(vec![None; n]),
+                ts(firsts),
+                ts(vec![None; n]),
+                s(keys
+                    .iter()
+                    .map(|k| k.map(|i| format!("{f}X_Y_{}.json.gz", u(i))))
+                    .collect()),
+            ],
+        )
+        .unwrap();
+        store.put_now(
+            &format!("{p}compacted-a.parquet"),
+            encode(std::slice::from_ref(&b), 2).unwrap().into(),
+        );
+        // A late per-flight file beside it (flight 0 again), junk, and a
+        // per-flight file of flight 2 cut short: read, it holds no row, so
+        // flight 2 is missing and the file unreadable.
+        store.put_now(
+            &format!("{p}{}.parquet", u(0)),
+            encode(&[b.slice(0, 1)], 2).unwrap().into(),
+        );
+        store.put_now(&format!("{p}{}.parquet", u(2)), "PAR1 cut".into());
+        store.put_now(&format!("{p}export.parquet"), "not parquet".into());
+        let r = audit(&store, &config(), &AuditOptions::range(d, d))
+            .await
+            .unwrap();
+        let day = &r.days[0];
+        let got = &day.findings;
+        assert_eq!(day.counts.flights, 4);
+        assert_eq!(
+            day.rows, 6,
+            "5 rows in the compacted file, 1 per-flight file"
+        );
+        assert_eq!(got.missing.count, 2, "flights 2 and 3");
+        assert_eq!(got.duplicated.count, 2, "flight 0 across files, 1 within");
+        assert_eq!(got.duplicated.examples[0].files.len(), 2);
+        assert_eq!(got.orphans.count, 2, "flight 9 and the row without s3_key");
+        assert_eq!(got.other_day_rows.count, 1);
+        assert_eq!(
+            got.unreadable_files.count, 2,
+            "the export and flight 2's file"
+        );
+        assert_eq!(got.per_flight_beside_compacted.count, 1, "the readable one");
+        assert_eq!(r.status, AuditStatus::Findings);
+        assert_eq!(r.status.exit_code(), 2);
+        assert!(r.totals.findings.duplicated.fix.is_some());
+        assert!(format_human(&r).contains("duplicated"));
+    }
+
+    /// `S3_Key` and `First_Message` are the columns the merge takes as
+    /// `s3_key` and `first_message` (names without case): read as such.
+    #[tokio::test]
+    async fn column_names_match_without_case() {
+        use arrow_array::{ArrayRef, RecordBatch, TimestampMicrosecondArray};
+        use arrow_schema::{Field, Schema};
+        let d = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let (p, f) = (index_prefix(d), flights_prefix(d));
+        let store = MemoryStore::new("b");
+        let u = "019f7d73-f820-702f-b905-000000000001";
+        store.put_now(&format!("{f}{u}.json.gz"), "{}".into());
+        let ts = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("S3_Key", DataType::Utf8, true),
+            Field::new("First_Message", ts, true),
+        ]));
+        let b = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringArray::from(vec![format!("{f}X_Y_{u}.json.gz")])) as ArrayRef,
+                // The day before the partition's: an other-day row.
+                Arc::new(
+                    TimestampMicrosecondArray::from(vec![1_784_505_600_000_000i64 - 1])
+                        .with_timezone("UTC"),
+                ),
+            ],
+        )
+        .unwrap();
+        let mut body = Vec::new();
+        let mut w = parquet::arrow::ArrowWriter::try_new(&mut body, schema, None).unwrap();
+        w.write(&b).unwrap();
+        w.close().unwrap();
+        store.put_now(&format!("{p}export.parquet"), body.into());
+        let r = audit(&store, &config(), &AuditOptions::range(d, d))
+            .await
+            .unwrap();
+        let got = &r.days[0].findings;
+        assert_eq!(got.unreadable_files.count, 0, "{got:?}");
+        assert_eq!(got.missing.count, 0, "{got:?}");
+        assert_eq!(got.orphans.count, 0, "{got:?}");
+        assert_eq!(got.other_day_rows.count, 1, "{got:?}");
+    }
+
+    #[tokio::test]
+    async fn a_large_compacted_file_is_read_by_its_footer_and_two_columns() {
+        use crate::data::merge::{encode, target_schema};
+        use arrow_array::{ArrayRef, BooleanArray, RecordBatch, TimestampMicrosecondArray};
+        let d = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let (p, f) = (index_prefix(d), flights_prefix(d));
+        let store = MemoryStore::new("b");
+        let n = 30_000usize;
+        let mut ids: Vec<Uuid> = (0..n).map(|_| Uuid::now_v7()).collect();
+        ids.sort();
+        for u in &ids {
+            store.put_now(&format!("{f}{u}.json.gz"), "{}".into());
+        }
+        let s = |v: Vec<Option<String>>| Arc::new(StringArray::from(v)) as ArrayRef;
+        // The other columns as varied as the writer's (no long runs to compress).
+        let words = |w: &str| {
+            s((0..n)
+                .map(|i| {
+                    Some(format!(
+                        "{w}-{:016x}",
+                        (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                    ))
+                })
+                .collect())
+        };
+        let ts = Arc::new(
+            TimestampMicrosecondArray::from(vec![Some(1_784_505_600_000_001); n])
+                .with_timezone("UTC"),
+        ) as ArrayRef;
+        let b = RecordBatch::try_new(
+            target_schema(),
+            vec![
+                words("icao"),
+                words("reg"),
+                words("type"),
+                Arc::new(BooleanArray::from(vec![false; n])),
+                words("op"),
+                words("ident"),
+                ts.clone(),
+                ts,
+                s(ids
+                    .iter()
+                    .map(|u| Some(format!("{f}{u}.json.gz")))
+                    .collect()),
+            ],
+        )
+        .unwrap();
+        let body = encode(&[b], 8192).unwrap();
+        let size = body.len() as u64;
+        assert!(size > 4 * crate::data::input::TAIL_READ_BYTES, "{size}");
+        store.put_now(&format!("{p}compacted-a.parquet"), body.into());
+        let r = audit(&store, &config(), &AuditOptions::range(d, d))
+            .await
+            .unwrap();
+        let day = &r.days[0];
+        assert_eq!(r.status, AuditStatus::Clean, "{:?}", day.findings);
+        assert_eq!((day.counts.flights, day.rows), (n as u64, n as u64));
+        assert_eq!(day.multi_row_bytes, size);
+        assert!(
+            day.bytes_read < size / 2,
+            "read {} of {size} bytes",
+            day.bytes_read
+        );
+        assert!(day.requests >= 2, "tail, column chunks: {}", day.requests);
+    }
+
+    #[tokio::test]
+    async fn an_empty_range_is_clean_one_past_the_deadline_incomplete_and_a_reversed_one_refused() {
+        let store = MemoryStore::new("b");
+        let d = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let bar =
+            indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::hidden());
+        let opts = AuditOptions {
+            bar: Some(bar.clone()),
+            ..AuditOptions::range(d, d.succ_opt().unwrap())
+        };
+        let r = audit(&store, &config(), &opts).await.unwrap();
+        assert_eq!(
+            (bar.position(), bar.length()),
+            (2, Some(2)),
+            "one step a date"
+        );
+        assert!(bar.is_finished());
+        assert_eq!(
+            (r.status, r.dates, r.totals.dates_audited),
+            (AuditStatus::Clean, 2, 2)
+        );
+        // No time left: no date is started, the report says where to go on.
+        let late = AuditOptions {
+            deadline: Some(Instant::now()),
+            ..AuditOptions::range(d, d.succ_opt().unwrap())
+        };
+        let r = audit(&store, &config(), &late).await.unwrap();
+        assert_eq!(
+            (r.status, r.resume_date),
+            (AuditStatus::Incomplete, Some(d))
+        );
+        assert_eq!(r.status.exit_code(), 1);
+        assert!(r.days.is_empty());
+        let e = audit(
+            &store,
+            &config(),
+            &AuditOptions::range(d, d.pred_opt().unwrap()),
+        )
+        .await
+        .unwrap_err();
+        assert!(e.to_string().contains("is after"), "{e}");
+    }
+}

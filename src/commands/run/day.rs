@@ -1,0 +1,758 @@
+//! One date through the commit protocol: list, parity gate, plan, read,
+//! then commit (or, in a dry run, only read), folding inputs that changed
+//! meanwhile in further passes. A date's outcome goes into its own
+//! [`DayReport`]; the run's report is the driver's.
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use chrono::NaiveDate;
+use uuid::Uuid;
+
+use super::watermark::delete_finished_manifests;
+use super::{Ctx, DayMode, FOREIGN_KEYS_SHOWN};
+use crate::commands::progress::Progress;
+use crate::data::merge::{Source, Unmergeable};
+use crate::data::report::{
+    DayAction as Done, DayReport, Parity, RunReport, SkippedFile, UnreadFile,
+};
+use crate::data::spill::UuidSet;
+use crate::infra::error::{Error, Result};
+use crate::infra::storage::Store;
+use crate::protocol::commit;
+use crate::protocol::partition::{nothing_to_merge, parity_check, unread_rows, without_own_row};
+use crate::protocol::plan::{self, DayAction};
+use crate::protocol::read::{self, Prefetched};
+
+/// How many times a date is planned in one run when inputs changed while
+/// it was being compacted (their newer versions are folded in at once).
+/// Passes for the per-flight files past a listing window
+/// ([`crate::protocol::day::Day::list_window`]) do not count: each compacts at least
+/// one part, or the date ends.
+const MAX_PASSES_PER_DATE: usize = 3;
+
+/// How one date ended, for the step that asked.
+pub(super) enum DayOutcome {
+    /// Done (compacted, nothing to do, planned): the day's report.
+    Done(DayReport),
+    /// Parity failed: the day's report and the flights without an index row.
+    Mismatch(DayReport, UuidSet),
+    /// An error stopped the date: the day's report (with what it did before
+    /// the error, action `failed`) and the error.
+    Failed(DayReport, Error),
+    /// The deadline came between two of its parts: the day's report
+    /// (action `partial`, `parts`, `files_left`); the date goes on in the
+    /// next run.
+    Unfinished(DayReport),
+}
+
+/// One date, in any [`DayMode`]: list, sort, parity gate (per mode), plan,
+/// then commit (or, in a dry run, read what would be merged). When inputs
+/// changed during the commit, their newer versions are folded in at once
+/// (up to [`MAX_PASSES_PER_DATE`] passes); a date of more per-flight files
+/// than one listing window ([`crate::protocol::sizing::WINDOW_PARTS`] parts) is
+/// compacted a window a pass, each pass listing the date again. Returns the day's report; it
+/// never touches the run's report (see [`RunReport::add_day`]).
+pub(super) async fn process_day(
+    cx: &mut Ctx<'_, '_, impl Store>,
+    date: NaiveDate,
+    mode: DayMode,
+) -> DayOutcome {
+    let t0 = Instant::now();
+    let mut day = DayReport {
+        date,
+        ..Default::default()
+    };
+    let outcome = day_passes(cx, date, mode, &mut day).await;
+    day.seconds = t0.elapsed().as_secs_f64();
+    if day.rows_of_other_days > 0 {
+        // Once per date, whatever the passes.
+        tracing::warn!(%date, rows = day.rows_of_other_days, first = ?day.other_days_uuids,
+            "multi-row inputs hold rows of other days (first_message on another UTC date): merged into this date where they are, not moved");
+    }
+    match outcome {
+        Err(e @ Error::DateUnfinished { .. }) => {
+            tracing::warn!(%date, parts = day.parts, files_left = day.files_left, "{e}");
+            day.action = Done::Partial;
+            day.reason = e.to_string();
+            DayOutcome::Unfinished(day)
+        }
+        Err(e) => {
+            day.action = Done::Failed;
+            day.reason = e.to_string();
+            DayOutcome::Failed(day, e)
+        }
+        Ok(Some(missing)) => DayOutcome::Mismatch(day, missing),
+        Ok(None) => {
+            tracing::info!(
+                %date,
+                action = %day.action,
+                files = day.files_read,
+                rows = day.rows_written,
+                bytes = day.bytes_written,
+                bytes_read = day.bytes_read,
+                seconds = day.seconds,
+                "date done"
+            );
+            cx.progress(Progress::DateDone {
+                date,
+                action: day.action,
+                files: day.files_read,
+                bytes_read: day.bytes_read,
+                rows: day.rows_written,
+                bytes: day.bytes_written,
+            });
+            DayOutcome::Done(day)
+        }
+    }
+}
+
+/// What one date carries from pass to pass ([`day_passes`]).
+struct DateState {
+    /// The part weight the run's memory allows ([`crate::protocol::sizing::MemoryFit`]).
+    fit: crate::protocol::sizing::MemoryFit,
+    /// Per-flight files a listing holds at most ([`crate::protocol::sizing::MemoryFit::window`]).
+    window: usize,
+    /// The date's flights as the current pass listed them, as uuids (on
+    /// disk past the sets' limit), for its parts' own-row checks.
+    flights: Option<UuidSet>,
+    /// Per-flight files of listed flights that could not be read: the date
+    /// is a Mismatch once its readable inputs are folded.
+    unread_files: Vec<UnreadFile>,
+    /// The date's slowest part so far.
+    slowest_part: std::time::Duration,
+    outputs: Outputs,
+    /// Passes run because inputs changed during a commit.
+    newer_passes: usize,
+    /// Per-flight files the last pass listed past its window.
+    left_past_window: usize,
+}
+
+/// How one pass of a date ended.
+enum PassEnd {
+    /// The date is done (or stopped on purpose: a held-back input, a dry run).
+    Done,
+    /// Parity failed: the flights without an index row.
+    Mismatch(UuidSet),
+    /// List the date again: files past the window, or newer versions, this many.
+    Again(usize),
+}
+
+/// The passes of [`process_day`]; `Some(missing)` on a parity mismatch.
+/// Each pass lists the date ([`pass`]) and commits its inputs in parts
+/// ([`commit_parts`]); a date with files past its listing window, or
+/// inputs that changed during a commit, gets another pass.
+async fn day_passes(
+    cx: &mut Ctx<'_, '_, impl Store>,
+    date: NaiveDate,
+    mode: DayMode,
+    day: &mut DayReport,
+) -> Result<Option<UuidSet>> {
+    let fit = crate::protocol::sizing::MemoryFit::of(cx.config);
+    let mut st = DateState {
+        fit,
+        window: fit.window().try_into().unwrap_or(usize::MAX),
+        flights: None,
+        unread_files: Vec::new(),
+        slowest_part: std::time::Duration::ZERO,
+        outputs: Outputs::new(),
+        newer_passes: 0,
+        left_past_window: 0,
+    };
+    let mut pending = 0;
+    for number in 0.. {
+        if number > 0 {
+            // The next pass's listing and plan read S3 before its first
+            // part's own check: a deadline stop here is clean too.
+            let smallest = (pending as u64).min(crate::protocol::sizing::MIN_PART_FILES);
+            if let Some(near) = cx.deadline.near_part(smallest, st.slowest_part) {
+                return Err(unfinished(day, &near, pending, String::new()));
+            }
+        }
+        match pass(cx, date, mode, number, &mut st, day).await? {
+            PassEnd::Done => break,
+            PassEnd::Mismatch(missing) => return Ok(Some(missing)),
+            PassEnd::Again(n) => pending = n,
+        }
+        // The next pass folds this one's output in: its manifest goes first.
+        delete_finished_manifests(cx).await?;
+    }
+    if !st.unread_files.is_empty() {
+        let unread = std::mem::take(&mut st.unread_files);
+        return Ok(Some(lost_rows(day, Vec::new(), unread)?));
+    }
+    if st.left_past_window > 0 {
+        // The last window committed nothing: never a date done with
+        // files left past it.
+        return Err(Error::WindowStalled {
+            date,
+            window: st.window as u64,
+            left: st.left_past_window as u64,
+        });
+    }
+    Ok(None)
+}
+
+/// One pass of a date: list (a window of per-flight files), size its parts
+/// for the run's memory, gate its parity (the first pass), plan, and
+/// commit the plan's inputs part by part.
+async fn pass(
+    cx: &mut Ctx<'_, '_, impl Store>,
+    date: NaiveDate,
+    mode: DayMode,
+    number: usize,
+    st: &mut DateState,
+    day: &mut DayReport,
+) -> Result<PassEnd> {
+    let mut settings = read::ReadSettings::of(cx.config);
+    let t = Instant::now();
+    // Every pass lists the flights again: a flight archived between two
+    // passes gets its own-row check like the others (the sweep lists none).
+    let with_flights = mode != DayMode::Sweep;
+    let mut listed = crate::protocol::day::Day::list_window(
+        cx.store,
+        date,
+        with_flights,
+        st.window,
+        settings.spill,
+    )
+    .await?;
+    day.passes += 1;
+    let flights = st.flights.insert(std::mem::take(&mut listed.flights));
+    tracing::debug!(%date, phase = "list", flights = flights.len(), spilled = flights.spilled(), seconds = t.elapsed().as_secs_f64(), "partition listed");
+    let listing = &listed.index;
+    day.flights = flights.len();
+    let beyond_window = listing.beyond_window.files;
+    st.left_past_window = beyond_window;
+    // Refused before any input is read when not even a small part fits
+    // the run's memory: a report, not an allocation failure.
+    let files = (listing.inputs().count() + beyond_window) as u64;
+    settings.part_files = st.fit.part_files(date, files, day.flights)?;
+    crate::data::spill::check_room(date, files.max(day.flights), settings.spill)?;
+    if number == 0 {
+        note_foreign(day, listing);
+    }
+    let gate_needed = match mode {
+        DayMode::Walk => true,
+        DayMode::Sweep => false,
+        // Nothing to fold: the date is not touched, so no gate (no GET).
+        DayMode::Repair => plan::compacts(listing, &cx.recovery.claimed),
+    };
+    // The bodies the gate read, for the merge to reuse.
+    let mut prefetched = Prefetched::new();
+    if number == 0 && gate_needed {
+        match gate(cx.store, date, flights, listing, settings, day).await? {
+            Ok(bodies) => prefetched = bodies,
+            Err(missing) => return Ok(PassEnd::Mismatch(missing)),
+        }
+    }
+    // The listing moves into the plan, which holds what the commit needs.
+    let plan = plan::plan_day(
+        date,
+        std::mem::take(&mut listed.index),
+        &cx.recovery.claimed,
+    );
+    tracing::info!(pass = number, part_files = settings.part_files, "{plan}");
+    day.files_claimed = day.files_claimed.max(plan.claimed as u64);
+    let plan::DayPlan { action, reason, .. } = plan;
+    let DayAction::Compact { inputs } = action else {
+        if number == 0 {
+            day.action = Done::NothingToCompact;
+            day.reason = reason;
+        }
+        return Ok(PassEnd::Done);
+    };
+    let queue =
+        crate::protocol::partition::parts_of(cx.store, inputs, settings, &mut prefetched).await?;
+    let parts_before = day.parts;
+    let parts = Parts {
+        queue,
+        reason: &reason,
+        part_files: settings.part_files,
+        beyond_window,
+    };
+    let kept_newer = match commit_parts(cx, date, parts, &mut prefetched, st, day).await? {
+        PartsEnd::Committed { kept_newer } => kept_newer,
+        PartsEnd::Mismatch(missing) => return Ok(PassEnd::Mismatch(missing)),
+        PartsEnd::Stopped => {
+            st.left_past_window = 0;
+            return Ok(PassEnd::Done);
+        }
+    };
+    Ok(next_pass(
+        cx,
+        date,
+        number,
+        st,
+        day,
+        beyond_window,
+        parts_before,
+        kept_newer,
+    ))
+}
+
+/// The first half of the parity gate over a date's whole listings (its
+/// second half, what the per-flight files hold, runs part by part):
+/// `Ok(bodies)` to reuse when it passes, `Err(missing)` when it fails.
+///
+/// Errors: as [`parity_check`].
+async fn gate(
+    store: &impl Store,
+    date: NaiveDate,
+    flights: &UuidSet,
+    listing: &plan::PartitionListing,
+    settings: read::ReadSettings,
+    day: &mut DayReport,
+) -> Result<std::result::Result<Prefetched, UuidSet>> {
+    let check = parity_check(store, date, flights, listing, None, settings).await?;
+    add_skipped(
+        day,
+        check
+            .unreadable
+            .iter()
+            .map(|(key, u)| gate_skipped(key, date, u)),
+    );
+    if !check.missing.is_empty() {
+        let reason = check.reason().unwrap_or_default();
+        return Ok(Err(parity_failed(day, reason, check.missing)?));
+    }
+    day.parity = Some(Parity::Passed);
+    Ok(Ok(check.prefetched))
+}
+
+/// Whether a date whose pass committed its parts needs another: files
+/// past the listing window (a window pass commits a part at least, so the
+/// passes end), or inputs kept because they changed during the commit (at
+/// most [`MAX_PASSES_PER_DATE`]). A dry run reads one window.
+#[allow(clippy::too_many_arguments)]
+fn next_pass(
+    cx: &Ctx<'_, '_, impl Store>,
+    date: NaiveDate,
+    number: usize,
+    st: &mut DateState,
+    day: &mut DayReport,
+    beyond_window: usize,
+    parts_before: u64,
+    kept_newer: usize,
+) -> PassEnd {
+    let window = st.window;
+    if cx.opts.dry_run {
+        st.left_past_window = 0;
+        if beyond_window > 0 {
+            tracing::info!(%date, beyond_window, window,
+                "dry run: per-flight files past the listing window not read; a run compacts them in later passes");
+            day.reason = format!(
+                "{}; dry run: the first listing window ({window} per-flight files) read, {beyond_window} more past it not read (a run compacts them in later passes)",
+                day.reason
+            );
+        }
+        return PassEnd::Done;
+    }
+    if beyond_window > 0 && day.parts > parts_before {
+        tracing::info!(%date, pass = number, beyond_window, window, kept_newer,
+            "the listing window is compacted; listing the date again for the files past it");
+    } else if kept_newer > 0 {
+        st.newer_passes += 1;
+        if st.newer_passes >= MAX_PASSES_PER_DATE {
+            return PassEnd::Done;
+        }
+        tracing::info!(%date, kept_newer, "inputs changed during the commit; folding their newer versions in");
+    } else {
+        return PassEnd::Done;
+    }
+    PassEnd::Again(beyond_window + kept_newer)
+}
+
+/// A pass's inputs waiting to be committed ([`commit_parts`]).
+struct Parts<'r> {
+    queue: plan::PartQueue,
+    /// The plan's reason.
+    reason: &'r str,
+    /// The part weight the run's memory allows for this date.
+    part_files: u64,
+    /// Per-flight files past the pass's listing window.
+    beyond_window: usize,
+}
+
+/// How a pass's parts ended ([`commit_parts`]).
+enum PartsEnd {
+    /// Every part committed (or read, in a dry run); this many inputs were
+    /// kept because they changed meanwhile.
+    Committed { kept_newer: usize },
+    /// Parity failed on a part's per-flight files.
+    Mismatch(UuidSet),
+    /// A compacted file over an input limit: nothing more of the date.
+    Stopped,
+}
+
+/// Commits a pass's parts one by one, each sized when it starts: at most
+/// the memory's part weight, and what the time left allows at the pace
+/// measured so far ([`crate::infra::deadline::Deadline::part_fit`]). Stops the
+/// date with [`Error::DateUnfinished`] when not even a part of
+/// [`crate::protocol::sizing::MIN_PART_FILES`] (or what is left, if less) fits the time.
+async fn commit_parts(
+    cx: &mut Ctx<'_, '_, impl Store>,
+    date: NaiveDate,
+    mut parts: Parts<'_>,
+    prefetched: &mut Prefetched,
+    st: &mut DateState,
+    day: &mut DayReport,
+) -> Result<PartsEnd> {
+    let mut kept_newer = 0;
+    let mut pass_unread: Vec<UnreadFile> = Vec::new();
+    let flights = st.flights.as_ref().expect("listed by the pass");
+    let mut done = 0usize;
+    while parts.queue.has_part() {
+        crate::failpoint!("run::before-part");
+        let time = cx.deadline.part_fit(st.slowest_part);
+        let smallest = crate::protocol::sizing::MIN_PART_FILES.min(parts.queue.weight_left());
+        let weight = time.map_or(parts.part_files, |t| t.weight.min(parts.part_files));
+        let part = match time.and_then(|t| t.near(smallest)) {
+            None => parts.queue.next_part(weight.max(1)),
+            Some(near) => {
+                let left = parts.queue.files_left() + parts.beyond_window;
+                let hint = near.part_hint(cx.deadline.given(), smallest);
+                return Err(unfinished(day, &near, left, hint));
+            }
+        };
+        let Some(part) = part else { break };
+        let part_weight: u64 = part.iter().map(plan::input_weight).sum();
+        // A group of inputs sharing flights may weigh more than the time allows.
+        if let Some(near) = time.and_then(|t| t.near(part_weight)) {
+            let left = parts.queue.files_left() + part.len() + parts.beyond_window;
+            let hint = near.part_hint(cx.deadline.given(), part_weight);
+            return Err(unfinished(day, &near, left, hint));
+        }
+        let t = Instant::now();
+        let (end, unread) = commit_part(
+            cx,
+            date,
+            part,
+            parts.reason,
+            prefetched,
+            flights,
+            day,
+            &mut st.outputs,
+        )
+        .await?;
+        st.slowest_part = st.slowest_part.max(t.elapsed());
+        cx.deadline.record_part(part_weight, t.elapsed());
+        done += 1;
+        pass_unread.extend(unread);
+        match end {
+            PartEnd::Committed { kept_newer: k } => {
+                day.parts += 1;
+                kept_newer += k;
+                tracing::info!(%date, part = done, weight = part_weight, left = parts.queue.files_left(),
+                    seconds = t.elapsed().as_secs_f64(), "part committed");
+                crate::failpoint!("run::after-part");
+            }
+            PartEnd::Read => {}
+            PartEnd::Lost(lost) => {
+                add_unread(&mut st.unread_files, pass_unread);
+                let unread = std::mem::take(&mut st.unread_files);
+                return Ok(PartsEnd::Mismatch(lost_rows(day, lost, unread)?));
+            }
+            PartEnd::Stop => {
+                add_unread(&mut st.unread_files, pass_unread);
+                return Ok(PartsEnd::Stopped);
+            }
+        }
+    }
+    if parts.queue.left_as_they_are() > 0 {
+        tracing::info!(%date, left_as_they_are = parts.queue.left_as_they_are(),
+            "compacted files that share no flight with the parts are left as they are");
+    }
+    add_unread(&mut st.unread_files, pass_unread);
+    Ok(PartsEnd::Committed { kept_newer })
+}
+
+/// Counts and logs the foreign objects of a date's first listing.
+fn note_foreign(day: &mut DayReport, listing: &plan::PartitionListing) {
+    day.foreign_objects = listing.foreign.len() as u64;
+    day.foreign_keys = (listing.foreign.iter().take(FOREIGN_KEYS_SHOWN))
+        .map(|(o, _)| o.key.clone())
+        .collect();
+    for (o, why) in &listing.foreign {
+        tracing::debug!(key = %o.key, reason = why, "foreign object under index/: left alone");
+    }
+    if let Some((first, _)) = listing.foreign.first() {
+        tracing::info!(date = %day.date, count = listing.foreign.len(), first = %first.key,
+            "foreign objects in the partition (not index inputs): left alone");
+    }
+}
+
+/// A multi-row input the parity gate could not read, as a skipped file.
+fn gate_skipped(key: &str, date: NaiveDate, u: &Unmergeable) -> SkippedFile {
+    let reason = format!(
+        "multi-row index file unreadable for the parity check: {}",
+        u.reason
+    );
+    SkippedFile::unmergeable(
+        key,
+        date,
+        Unmergeable {
+            reason,
+            ..u.clone()
+        },
+    )
+}
+
+/// The deadline stop of `day` with `files_left` index files not yet
+/// compacted ([`Error::DateUnfinished`], `hint` empty or led by "; "):
+/// every part the date committed counts, whichever pass did it.
+fn unfinished(
+    day: &mut DayReport,
+    near: &crate::infra::deadline::Near,
+    files_left: usize,
+    hint: String,
+) -> Error {
+    day.files_left = files_left as u64;
+    Error::DateUnfinished {
+        date: day.date,
+        parts_done: day.parts,
+        files_left: files_left as u64,
+        left_s: near.left.as_secs(),
+        needed_s: near.needed.as_secs(),
+        hint,
+    }
+}
+
+/// The compacted files a run wrote on a date and left there, by key: rows
+/// and bytes (the day's `rows_written`, `bytes_written`).
+type Outputs = std::collections::BTreeMap<String, (u64, u64)>;
+
+/// How one part of a date ended ([`commit_part`]).
+enum PartEnd {
+    /// Committed; this many inputs were kept because they changed meanwhile.
+    Committed { kept_newer: usize },
+    /// Read and counted, nothing written (a dry run, or nothing to merge).
+    Read,
+    /// Per-flight files without a row of their own flight: nothing of the
+    /// part is written, the date fails parity.
+    Lost(Vec<Uuid>),
+    /// A compacted file over an input limit: nothing more of the date.
+    Stop,
+}
+
+/// One part of a date: read (reusing `prefetched` bodies), checked by the
+/// second half of the parity gate ([`without_own_row`], [`unread_rows`]
+/// against `flights`), then committed ([`commit_day`]) or, in a dry run,
+/// counted. With it, the part's per-flight files of listed flights that
+/// could not be read: the date fails parity once its readable inputs are
+/// folded (the files themselves are never inputs, so nothing of them is
+/// merged or deleted, and the other flights do not wait on them).
+#[allow(clippy::too_many_arguments)]
+async fn commit_part(
+    cx: &mut Ctx<'_, '_, impl Store>,
+    date: NaiveDate,
+    inputs: Vec<plan::PlannedInput>,
+    reason: &str,
+    prefetched: &mut Prefetched,
+    flights: &UuidSet,
+    day: &mut DayReport,
+    outputs: &mut Outputs,
+) -> Result<(PartEnd, Vec<UnreadFile>)> {
+    let settings = read::ReadSettings::of(cx.config);
+    let started = Instant::now();
+    let read = read::read_inputs(cx.store, date, &inputs, settings, prefetched).await?;
+    for i in &inputs {
+        prefetched.remove(&i.meta.key);
+    }
+    // In the sweep no flight was listed: none can be lost.
+    let lost = without_own_row(&read, flights)?;
+    let unread = unread_rows(&read, flights)?;
+    let planned = inputs.len();
+    drop(inputs);
+    day.bytes_read += read.bytes_read;
+    add_skipped(day, read.skipped.iter().cloned());
+    // The dry run and the commit alike: what this part read.
+    RunReport::note_other_days(day, &read.other_days);
+    if let Some(key) = &read.held_back {
+        // Nothing of the day is merged or deleted; the file is named
+        // in skipped_files with its limit.
+        day.reason = format!(
+            "compacted file {key} is over an input limit: the day's other inputs are left unmerged"
+        );
+        return Ok((PartEnd::Stop, Vec::new()));
+    }
+    if !lost.is_empty() {
+        return Ok((PartEnd::Lost(lost), unread));
+    }
+    if nothing_to_merge(&read) {
+        if day.action == Done::NothingToCompact {
+            day.reason = "nothing readable to fold: at most one compacted file".into();
+        }
+        return Ok((PartEnd::Read, unread));
+    }
+    if cx.opts.dry_run {
+        // What was read, as the real run counts it (not what was
+        // planned: a planned input that cannot be decoded is skipped,
+        // not read).
+        day.action = Done::Planned;
+        day.reason = reason.to_string();
+        // The part the run would commit: the dry run's plan is the run's.
+        day.parts += 1;
+        day.files_read += read.read.len() as u64;
+        day.files_read_compacted += count_decoded(&read, Source::Compacted);
+        day.files_read_multi_row += count_decoded(&read, Source::MultiRow);
+        return Ok((PartEnd::Read, unread));
+    }
+    let pass = ToCommit {
+        reason: reason.to_string(),
+        planned,
+        started,
+        read,
+    };
+    let kept_newer = commit_day(cx, date, pass, day, outputs).await?;
+    Ok((PartEnd::Committed { kept_newer }, unread))
+}
+
+/// Marks `day` as failing parity (`reason`, the flights `missing`).
+fn parity_failed(day: &mut DayReport, reason: String, missing: UuidSet) -> Result<UuidSet> {
+    day.parity = Some(Parity::Mismatch);
+    day.action = Done::Mismatch;
+    day.reason = reason;
+    // The count whole, the uuids as many as the report shows: a date of
+    // millions of flights without an index costs no string for each.
+    day.mismatch_uuid_count = missing.len();
+    day.mismatch_uuids = (missing
+        .first(crate::data::report::DAY_UUIDS_SHOWN + 1)?
+        .iter())
+    .map(Uuid::to_string)
+    .collect();
+    Ok(missing)
+}
+
+/// Adds a pass's unreadable per-flight files to the date's. An unreadable
+/// file stays in place, so every later pass reads it again beside its new
+/// window's: each is named once.
+fn add_unread(unread: &mut Vec<UnreadFile>, pass: Vec<UnreadFile>) {
+    let named: HashSet<String> = unread.iter().map(|f| f.key.clone()).collect();
+    unread.extend(pass.into_iter().filter(|f| !named.contains(&f.key)));
+}
+
+/// Marks `day` as failing parity because of [`without_own_row`] (`lost`)
+/// or [`unread_rows`] (`unread`, named in `days[].unread_files`).
+fn lost_rows(day: &mut DayReport, lost: Vec<Uuid>, unread: Vec<UnreadFile>) -> Result<UuidSet> {
+    if let Some(first) = lost.first() {
+        tracing::warn!(date = %day.date, flights = lost.len(), first = %first,
+            "per-flight files that hold no row of their flight: parity fails, nothing is written");
+    }
+    for f in &unread {
+        tracing::warn!(date = %day.date, key = %f.key, flight = %f.flight, reason = %f.reason,
+            "per-flight file cannot be read: its flight has no readable index row; parity fails, the file is left in place");
+    }
+    let check = crate::protocol::partition::ParityCheck {
+        without_own_row: lost,
+        unread,
+        ..Default::default()
+    };
+    let text = check.reason().unwrap_or_default();
+    let failing = check.failing();
+    day.unread_files = check.unread;
+    parity_failed(day, text, failing)
+}
+
+/// Inputs of `read` of kind `source` that were decoded (and merged).
+fn count_decoded(read: &read::ReadInputs, source: Source) -> u64 {
+    (read.merge_inputs.iter())
+        .filter(|i| i.source == source)
+        .count() as u64
+}
+
+/// Adds `files` to the day's skipped files (`skipped`, `files_skipped`),
+/// each key once: the parity gate and every pass of the commit may each
+/// find the same file unreadable.
+fn add_skipped(day: &mut DayReport, files: impl IntoIterator<Item = SkippedFile>) {
+    let mut seen: std::collections::HashSet<String> =
+        day.skipped.iter().map(|f| f.key.clone()).collect();
+    for f in files {
+        if seen.insert(f.key.clone()) {
+            day.files_skipped += 1;
+            day.skipped.push(f);
+        }
+    }
+}
+
+/// What one pass hands to [`commit_day`]: `planned` inputs, read into
+/// `read` from `started` on, planned for `reason` (parity passed).
+struct ToCommit {
+    reason: String,
+    planned: usize,
+    started: Instant,
+    read: read::ReadInputs,
+}
+
+/// Runs the commit protocol for one part ([`commit::commit_part`]) and
+/// folds what it did into `day` and `outputs` (also when it leaves its
+/// manifest: the day then says what was done); returns how many inputs
+/// were kept because they changed meanwhile.
+async fn commit_day(
+    cx: &mut Ctx<'_, '_, impl Store>,
+    date: NaiveDate,
+    pass: ToCommit,
+    day: &mut DayReport,
+    outputs: &mut Outputs,
+) -> Result<usize> {
+    let ToCommit {
+        reason,
+        planned,
+        started,
+        mut read,
+    } = pass;
+    note_rows_without_flight(day, &read);
+    tracing::debug!(%date, phase = "read", files = planned, seconds = started.elapsed().as_secs_f64(), "inputs read and merged");
+    let (now, id) = (cx.opts.now, &cx.opts.invocation_id);
+    let c = commit::commit_part(cx.store, &mut cx.fence, date, &mut read, now, id).await?;
+    if !c.extra_columns.is_empty() {
+        tracing::warn!(%date, columns = ?c.extra_columns, "inputs carry columns the target schema does not know; kept after the known ones");
+    }
+    day.extra_columns = c.extra_columns.clone();
+    day.files_read += c.inputs.len() as u64;
+    day.files_read_compacted += count_decoded(&read, Source::Compacted);
+    day.files_read_multi_row += count_decoded(&read, Source::MultiRow);
+    day.files_deleted += c.deleted.deleted;
+    day.files_kept_newer += c.deleted.kept_newer.len() as u64;
+    day.files_delete_failed += c.deleted.failed.len() as u64;
+    day.duplicates_removed += c.duplicates_removed;
+    day.action = Done::Compacted;
+    day.reason = reason;
+    // The outputs this run left on the date: a part's, less those a later
+    // pass folded in (its new output holds their rows).
+    for key in &c.inputs {
+        outputs.remove(key);
+    }
+    if let Some(o) = &c.output {
+        day.output_key = Some(o.key.clone());
+        outputs.insert(o.key.clone(), (o.rows, o.size));
+    }
+    day.rows_written = outputs.values().map(|(rows, _)| rows).sum();
+    day.bytes_written = outputs.values().map(|(_, bytes)| bytes).sum();
+    if let Some(e) = c.failure(date, cx.store.bucket()) {
+        // Its manifest is kept (not in `finished_manifests`): the date is
+        // not counted as compacted and stays blocked.
+        return Err(e);
+    }
+    // Complete: its manifest is deleted beside the watermark write that
+    // follows (`write_watermark`), or at once by another caller.
+    cx.finished_manifests.push(c.manifest_key);
+    Ok(c.deleted.kept_newer.len())
+}
+
+/// Counts the multi-row inputs' rows whose `s3_key` names no flight
+/// (kept after the flights' rows), naming a few of their files.
+fn note_rows_without_flight(day: &mut DayReport, read: &read::ReadInputs) {
+    for (key, rows) in &read.rows_without_flight {
+        day.rows_without_flight += rows;
+        if day.rows_without_flight_keys.len() < FOREIGN_KEYS_SHOWN
+            && !day.rows_without_flight_keys.contains(key)
+        {
+            day.rows_without_flight_keys.push(key.clone());
+        }
+    }
+    if let Some(first) = day.rows_without_flight_keys.first() {
+        tracing::warn!(date = %day.date, rows = day.rows_without_flight, first = %first,
+            "multi-row inputs hold rows whose s3_key is null, empty or names no flight; kept after the flights' rows");
+    }
+}

@@ -1,0 +1,822 @@
+//! The driver: lease, recover, walk dates, commit each, advance the
+//! watermark, and produce the [`RunReport`]. It only orchestrates; decisions
+//! are in [`crate::protocol::plan`], I/O phases in [`crate::protocol::commit`] and
+//! [`crate::protocol::recovery`].
+//!
+//! Time is injected: `now` (the EventBridge event's `time` or `--now`) fixes
+//! the cutoff, and `deadline` (the Lambda deadline or `--max-duration`) stops
+//! the walk before a new date is started too late.
+
+mod day;
+mod watermark;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, NaiveDate, Utc};
+use uuid::Uuid;
+
+use crate::data::config::Config;
+use crate::infra::clock::Clock;
+use crate::infra::deadline::{Deadline, Near};
+use crate::infra::error::{Error, Result};
+use crate::protocol::day::DateRange;
+
+use crate::commands::progress::{Progress, ProgressSink};
+use crate::data::report::{
+    DayAction as Done, DayReport, RecoveryAction, RunReport, Status, StopReason,
+};
+use crate::data::state::WatermarkState;
+use crate::infra::stop::Stop;
+use crate::infra::storage::Store;
+use crate::protocol::lease::{Fence, LeaseGuard};
+use crate::protocol::partition::{earliest_partition, first_date};
+use crate::protocol::plan;
+use crate::protocol::recovery;
+use day::{DayOutcome, process_day};
+use watermark::{
+    clear_mismatch_if_passed, delete_finished_manifests, fill_watermark_fields, record_mismatch,
+    write_watermark,
+};
+
+/// Per-invocation options.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// The invocation time (UTC): the event's `time` or `--now`.
+    pub now: DateTime<Utc>,
+    /// Lambda request id, or a fresh UUIDv7 on the CLI.
+    pub invocation_id: String,
+    /// The EventBridge event id (or another id that is equal on redelivery),
+    /// so that `mismatch_runs` does not count a redelivered event twice.
+    pub event_id: Option<String>,
+    /// Stop starting new dates when too little time is left before this.
+    pub deadline: Option<Instant>,
+    /// List, plan and check parity as a real run would, reading every
+    /// input, and assess what recovery would do with existing manifests
+    /// ([`recovery::assess`]); take no lease, write and delete nothing.
+    pub dry_run: bool,
+    /// Compact only this date now, whatever the watermark says, through the
+    /// same lease, recovery, parity gate and commit protocol. The watermark
+    /// file is not written at all: never moved back, and not moved forward
+    /// either, even when the date is the day right after it (the normal walk
+    /// then passes that date quickly: parity from the compacted file's rows,
+    /// nothing to merge). A mismatch is reported, not recorded.
+    pub only_date: Option<NaiveDate>,
+    /// Repair a range of dates (`from`, `to`, both UTC and included; the
+    /// event's `from`/`to`, `--from`/`--to`): every date of the range that
+    /// holds something to fold (more than one index input, or any per-flight
+    /// or other multi-row file) is merged into one compacted file through the
+    /// same lease, recovery, parity gate and manifest protocol. The
+    /// watermark is never written. A date that is one compacted file and
+    /// nothing else costs a listing and no GET. A parity mismatch on one date
+    /// is reported and the range goes on; near the deadline no new date is
+    /// started and [`RunReport::resume_date`] says where to go on (the same
+    /// event again passes the repaired dates at the cost of a listing each).
+    pub repair: Option<DateRange>,
+    /// The wall clock the lease reads ([`crate::infra::clock::SystemClock`] but in
+    /// the simulation).
+    pub clock: Arc<dyn Clock>,
+    /// Where to report [`Progress`] as the run goes (the CLI's progress
+    /// bar); `None`: nobody listens.
+    pub progress: Option<ProgressSink>,
+    /// Asked to stop (SIGTERM, SIGINT; [`crate::infra::stop`]): no new date or
+    /// destructive step starts, the lease is released, `stop_reason` is
+    /// `interrupted`. `None`: no signal is listened for.
+    pub stop: Option<Stop>,
+}
+
+/// How far the invocation time (`now`) may be ahead of the wall clock
+/// (`clock`): 5 minutes, for clocks that disagree a little. A time further
+/// ahead is refused ([`Error::FutureInvocation`]): it would move the
+/// watermark past today's cutoff, where no later run can tell.
+pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(300);
+
+/// How `process_day` treats a date.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DayMode {
+    /// The walk (and `--date`): parity gate, then the plan; a mismatch stops
+    /// the walk.
+    Walk,
+    /// The straggler sweep over already-compacted dates: no parity gate
+    /// (stragglers only add rows).
+    Sweep,
+    /// A repair range: the plan first (a date with nothing to fold costs no
+    /// GET), then the parity gate; a mismatch is reported and the range goes
+    /// on.
+    Repair,
+}
+
+/// How many foreign keys a [`DayReport`] names (`foreign_keys`); the count
+/// in `foreign_objects` is always complete.
+pub const FOREIGN_KEYS_SHOWN: usize = 20;
+
+impl RunOptions {
+    /// Options for a run at `now` with a fresh invocation id.
+    pub fn at(now: DateTime<Utc>) -> RunOptions {
+        RunOptions {
+            now,
+            invocation_id: Uuid::now_v7().to_string(),
+            event_id: None,
+            deadline: None,
+            dry_run: false,
+            only_date: None,
+            repair: None,
+            clock: crate::infra::clock::system(),
+            progress: None,
+            stop: None,
+        }
+    }
+}
+
+impl<S> Ctx<'_, '_, S> {
+    fn progress(&self, p: Progress) {
+        if let Some(sink) = &self.opts.progress {
+            sink.send(p);
+        }
+    }
+}
+
+/// What every step of one invocation works with: the store, the settings,
+/// the invocation's options, the lease fence (checked before each
+/// destructive step) and what recovery found (dates blocked, keys claimed).
+struct Ctx<'a, 'f, S> {
+    store: &'a S,
+    config: &'a Config,
+    opts: &'a RunOptions,
+    /// The invocation's deadline rule, shared by the walk, a range and the
+    /// straggler sweep (every date they finish is timed into it).
+    deadline: &'a Deadline,
+    fence: Fence<'f>,
+    recovery: recovery::Recovery,
+    /// Manifests of commits that are complete (every input gone or proven
+    /// newer), still to delete: the walk deletes them beside the watermark
+    /// write that follows ([`write_watermark`]), every other caller of
+    /// [`process_day`] at once ([`delete_finished_manifests`]). A crash
+    /// first leaves a complete manifest, which the next run's recovery
+    /// deletes (output verified, no input left to delete).
+    finished_manifests: Vec<String>,
+    /// Without a watermark: the first date the walk compacts (`START_DATE`,
+    /// else the earliest partition), read once by [`walk`].
+    first: Option<NaiveDate>,
+    /// Blocked dates the report already names (see [`fail_blocked`]).
+    blocked_reported: std::collections::BTreeSet<NaiveDate>,
+    /// The last of the dates without any object that [`walk_plan`] passed
+    /// by (the day before the first partition with data), for
+    /// [`walk_dates`] to move the watermark to.
+    passed_empty: Option<NaiveDate>,
+}
+
+/// Runs one invocation. Never returns an error: every failure is recorded in
+/// the report (`last_run_status: Failure`, `errors`).
+pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
+    store: &S,
+    config: &Config,
+    opts: &RunOptions,
+) -> RunReport {
+    let started = Instant::now();
+    let _running = opts.stop.as_ref().map(Stop::enter);
+    // Every S3 call ends S3_DEADLINE_MARGIN before the deadline, all its
+    // attempts together: the rest is the lease's release and the report's.
+    let deadline = Deadline::new(opts.deadline, config.deadline_margin);
+    let bounded = store.until(deadline.s3());
+    let store = &bounded;
+    // The wall clock, read once: the invocation time may not be ahead of
+    // it, and the cutoff is never past the wall clock's.
+    let wall = opts.clock.now();
+    let cutoff = plan::cutoff(opts.now, config.lag_days).min(plan::cutoff(wall, config.lag_days));
+    let mut report = RunReport {
+        last_run_at: opts.now,
+        invocation_id: opts.invocation_id.clone(),
+        bucket: store.bucket().to_string(),
+        cutoff: Some(cutoff),
+        dry_run: opts.dry_run,
+        ..RunReport::default()
+    };
+    // event_id: the scheduled event's id, the same on every retry of one
+    // asynchronous invocation ("" for a run without one).
+    tracing::info!(bucket = store.bucket(), %cutoff, now = %opts.now, dry_run = opts.dry_run, invocation_id = %opts.invocation_id, event_id = opts.event_id.as_deref().unwrap_or(""), "run starting");
+    let ahead = opts.now - wall;
+    if ahead > chrono::Duration::from_std(MAX_CLOCK_SKEW).expect("small") {
+        // A typo in --now or the event's time: refused before the lease.
+        report.stop_reason = StopReason::Error;
+        report.fail(Error::FutureInvocation {
+            now: opts.now.to_rfc3339(),
+            wall: wall.to_rfc3339(),
+            ahead_seconds: ahead.num_seconds(),
+            skew_seconds: MAX_CLOCK_SKEW.as_secs() as i64,
+        });
+        return finish(report, started, opts);
+    }
+    let mut lease = None;
+    if !opts.dry_run {
+        match LeaseGuard::acquire_with_clock(
+            store,
+            opts.clock.clone(),
+            &opts.invocation_id,
+            config.lease,
+        )
+        .await
+        {
+            Ok(mut l) => {
+                if let Some(stop) = &opts.stop {
+                    l.stop_on(stop.clone());
+                }
+                lease = Some(l)
+            }
+            Err(e @ Error::LeaseHeld { .. }) => {
+                tracing::warn!(error = %e, "another invocation holds the lease; doing nothing");
+                report.stop_reason = StopReason::LeaseHeld;
+                if let Ok(wm) = WatermarkState::read(store).await {
+                    // The lag as the walk would count it (without a
+                    // watermark, from the earliest partition); reported,
+                    // not published (`metrics::metrics`: the holder
+                    // publishes its own).
+                    let (last, start) = (wm.watermark.last_compacted_date, config.start_date);
+                    let first = first_date(store, last, start).await.ok().flatten();
+                    fill_watermark_fields(&mut report, &wm, cutoff, first);
+                    report.watermark_before = wm.watermark.last_compacted_date;
+                }
+                report.errors.push(e.to_string());
+                return finish(report, started, opts);
+            }
+            Err(e) => {
+                report.stop_reason = StopReason::of(&e);
+                report.fail(e);
+                return finish(report, started, opts);
+            }
+        }
+    }
+    let fence = lease
+        .as_mut()
+        .map(|l| l as &mut dyn crate::protocol::lease::Confirm);
+    let result = walk(store, config, opts, &deadline, &mut report, Fence(fence)).await;
+    if let Err(e) = result {
+        report.stop_reason = StopReason::of(&e);
+        report.fail(e);
+    }
+    if let Some(Err(e)) = match lease {
+        Some(l) => Some(l.release().await),
+        None => None,
+    } {
+        // The data work stands; what the next run will see is said.
+        tracing::warn!(error = %e, "could not release the lease; it lapses on its own");
+        report.errors.push(e.to_string());
+        report.errors_total += 1;
+    }
+    finish(report, started, opts)
+}
+
+/// Every run's end, early or not: the duration, the log's last line, the
+/// progress display told.
+fn finish(mut report: RunReport, started: Instant, opts: &RunOptions) -> RunReport {
+    report.duration_seconds = started.elapsed().as_secs_f64();
+    tracing::info!(
+        status = report.last_run_status.as_str(),
+        // As the report spells them (`blocked_by_manifest`, a date or
+        // `none`), not their Rust names.
+        stop_reason = %report.stop_reason,
+        days = report.days_compacted,
+        files = report.files_compacted,
+        rows = report.rows_written,
+        watermark = %report
+            .last_compacted_date
+            .map_or_else(|| "none".to_string(), |d| d.to_string()),
+        seconds = report.duration_seconds,
+        "run finished"
+    );
+    if let Some(p) = &opts.progress {
+        p.send(Progress::Finished);
+    }
+    report
+}
+
+/// Reads the watermark, recovers (or, in a dry run, assesses what recovery
+/// would do), then hands over to the walk, `--date` or a repair range, and
+/// the straggler sweep.
+async fn walk(
+    store: &impl Store,
+    config: &Config,
+    opts: &RunOptions,
+    deadline: &Deadline,
+    report: &mut RunReport,
+    mut fence: Fence<'_>,
+) -> Result<()> {
+    let cutoff = report.cutoff.expect("cutoff set");
+    // The watermark is read while recovery runs: recovery never writes it,
+    // and no other invocation does while this one holds the lease.
+    let (mut wm, recovered) = if opts.dry_run {
+        // What recovery would do, done by nobody: the walk plans as after it.
+        tokio::try_join!(
+            WatermarkState::read(store),
+            recovery::assess(store, config.input_budget)
+        )?
+    } else {
+        tokio::try_join!(
+            WatermarkState::read(store),
+            recovery::recover(store, &mut fence, config.input_budget)
+        )?
+    };
+    report.watermark_before = wm.watermark.last_compacted_date;
+    // Without a watermark, the walk's first date (one listing, shared with
+    // the walk): the lag counts from it.
+    let first = first_date(store, wm.watermark.last_compacted_date, config.start_date).await?;
+    fill_watermark_fields(report, &wm, cutoff, first);
+    // Ahead of the wall clock's cutoff: a future --now or event time of
+    // an older version, or a hand edit. No run would compact anything
+    // again, and the lag would read 0: fail, say how to fix it.
+    let today = plan::cutoff(opts.clock.now(), config.lag_days);
+    if let Some(w) = wm.watermark.last_compacted_date
+        && let Some(days) = plan::watermark_ahead_days(Some(w), today)
+    {
+        report.watermark_ahead_days = Some(days);
+        // The lag the metric carries, in the report too.
+        report.watermark_lag_days = Some(days);
+        return Err(Error::WatermarkAhead {
+            bucket: store.bucket().to_string(),
+            key: crate::data::keys::WATERMARK_KEY.to_string(),
+            watermark: w,
+            cutoff: today,
+            days,
+        });
+    }
+
+    let recovery = if opts.dry_run {
+        recovered
+    } else {
+        let r = recovered;
+        report.manifests_recovered = r
+            .recovered
+            .iter()
+            .filter(|m| m.action != RecoveryAction::QuarantinedEarlier)
+            .count() as u64;
+        report.files_compacted += r.files_deleted;
+        report.files_delete_failed += r.files_delete_failed;
+        r
+    };
+    report.set_recovered(&recovery.recovered);
+    let mut cx = Ctx {
+        store,
+        config,
+        opts,
+        deadline,
+        fence,
+        recovery,
+        finished_manifests: Vec::new(),
+        first,
+        blocked_reported: Default::default(),
+        passed_empty: None,
+    };
+    let result = match opts.repair {
+        Some(range) => repair_range(&mut cx, report, range).await,
+        None => walk_and_sweep(&mut cx, report, &mut wm).await,
+    };
+    // A quarantined or stuck manifest on any date, walked or not (before
+    // the watermark too, where only the sweep would look): the run fails,
+    // naming it, until an operator resolves it.
+    let blocked: Vec<NaiveDate> = cx.recovery.blocked.walk_blocked_dates().collect();
+    for date in blocked {
+        fail_blocked(&mut cx, report, date);
+    }
+    result
+}
+
+/// The walk (or `--date`), then, for the walk, the straggler sweep.
+async fn walk_and_sweep(
+    cx: &mut Ctx<'_, '_, impl Store>,
+    report: &mut RunReport,
+    wm: &mut WatermarkState,
+) -> Result<()> {
+    let watermark_before = wm.watermark.last_compacted_date;
+    walk_dates(cx, report, wm).await?;
+    delete_finished_manifests(cx).await?;
+    if cx.opts.only_date.is_none() {
+        sweep(cx, report, watermark_before).await?;
+    }
+    Ok(())
+}
+
+/// The dates the walk goes through: `--date`'s, or from the day after the
+/// watermark (no watermark: `START_DATE`, else the earliest partition) to
+/// the cutoff; `Err(reason)` when there is none to walk.
+async fn walk_plan(
+    cx: &mut Ctx<'_, '_, impl Store>,
+    wm: &WatermarkState,
+    cutoff: NaiveDate,
+) -> Result<std::result::Result<Vec<NaiveDate>, (StopReason, Option<NaiveDate>)>> {
+    if let Some(d) = cx.opts.only_date {
+        return Ok(Ok(vec![d]));
+    }
+    let last = wm.watermark.last_compacted_date;
+    // `cx.first` is START_DATE or the earliest partition, read by `walk`;
+    // START_DATE also bounds a walk from a watermark before it.
+    let start = match plan::walk_start(last, cx.config.start_date, cx.first) {
+        None => return Ok(Err((StopReason::NoPartitions, None))),
+        Some(start) if start > cutoff => return Ok(Err((StopReason::NothingToDo, Some(start)))),
+        Some(start) => start,
+    };
+    // More than one date to walk (catching up, a watermark or START_DATE
+    // far back: 0001-01-01 is 740,000 dates): the dates before the first
+    // partition with data hold nothing to compact, so the walk starts at
+    // that partition (one delimiter listing of index/ and of flights/).
+    // `cx.first` is it already when there is neither watermark nor
+    // START_DATE. A daily run (one date) lists nothing more.
+    let start = if start < cutoff && (last.is_some() || cx.config.start_date.is_some()) {
+        let earliest = earliest_partition(cx.store).await?;
+        let blocked = cx
+            .recovery
+            .blocked
+            .walk_blocked_dates()
+            .filter(|d| *d >= start)
+            .min();
+        let first = plan::first_date_with_data(start, cutoff, earliest, blocked);
+        if first > start {
+            tracing::info!(from = %start, to = %first,
+                "no partition before {first}: the walk starts there instead of walking {} empty dates",
+                (first - start).num_days());
+            cx.passed_empty = first.pred_opt();
+        }
+        first
+    } else {
+        start
+    };
+    Ok(Ok(start.iter_days().take_while(|d| *d <= cutoff).collect()))
+}
+
+/// Walks from the day after the watermark (or `only_date`) to the cutoff,
+/// moving the watermark after each date (not for `--date` or a dry run).
+async fn walk_dates(
+    cx: &mut Ctx<'_, '_, impl Store>,
+    report: &mut RunReport,
+    wm: &mut WatermarkState,
+) -> Result<()> {
+    let cutoff = report.cutoff.expect("cutoff set");
+    let dates = match walk_plan(cx, wm, cutoff).await? {
+        Ok(dates) => dates,
+        Err((reason, start)) => {
+            report.stop_reason = reason;
+            match start {
+                // A fresh deployment before the writer's first index file,
+                // or the wrong bucket: a Success either way, said louder.
+                None => tracing::warn!(
+                    bucket = %report.bucket,
+                    "no watermark, no START_DATE and no index/ partition: nothing to do (is S3_BUCKET the archive's bucket?)"
+                ),
+                Some(start) => {
+                    tracing::info!(%start, %cutoff, "watermark is at the cutoff: nothing to do");
+                    clear_mismatch_if_passed(cx, report, wm, cutoff).await?;
+                }
+            }
+            return Ok(());
+        }
+    };
+    walking(cx, &dates);
+    let opts = cx.opts;
+    // The empty dates the walk passed by (walk_plan) are done as if walked:
+    // the watermark moves to the day before the first date with data, so
+    // the state reads as after walking them one by one.
+    if let Some(passed) = cx.passed_empty.take()
+        && !opts.dry_run
+        && opts.only_date.is_none()
+        && wm.watermark.last_compacted_date.is_none_or(|w| w < passed)
+    {
+        let (written, manifests) = write_watermark(cx, wm, passed).await;
+        written?;
+        fill_watermark_fields(report, wm, cutoff, cx.first);
+        manifests?;
+    }
+    // `--date` is a range of one date: through it, it ends there, whatever
+    // the cutoff.
+    report.stop_reason = if opts.only_date.is_some() {
+        StopReason::EndOfRange
+    } else {
+        StopReason::ReachedCutoff
+    };
+    let then = if opts.only_date.is_some() {
+        "--date is not started; run it again with more time (--max-duration)"
+    } else {
+        "the next run continues"
+    };
+    for date in dates {
+        if stop_for_deadline(cx, report, date, then) {
+            break;
+        }
+        if cx.recovery.blocked.blocking_walk(date).is_some() {
+            report.stop_reason = StopReason::BlockedByManifest;
+            fail_blocked(cx, report, date);
+            break;
+        }
+        match timed_day(cx, report, date, DayMode::Walk).await? {
+            DayEnd::Done => {}
+            DayEnd::Mismatch(missing) => {
+                record_mismatch(cx, report, wm, date, missing).await?;
+                return Ok(());
+            }
+            DayEnd::Unfinished => break,
+        }
+        if opts.dry_run || opts.only_date.is_some() {
+            delete_finished_manifests(cx).await?;
+            continue;
+        }
+        let (written, manifests) = write_watermark(cx, wm, date).await;
+        written?;
+        // Written (or read back as this run's): the report says what the
+        // bucket holds, whatever became of the manifests' deletes.
+        report.days_compacted += 1;
+        fill_watermark_fields(report, wm, cutoff, cx.first);
+        manifests?;
+    }
+    if report.stop_reason == StopReason::ReachedCutoff {
+        clear_mismatch_if_passed(cx, report, wm, cutoff).await?;
+    }
+    Ok(())
+}
+
+/// Logs and reports how many dates a walk or a range goes through.
+fn walking(cx: &Ctx<'_, '_, impl Store>, dates: &[NaiveDate]) {
+    let (first, last) = (dates[0], dates[dates.len() - 1]);
+    tracing::info!(%first, %last, count = dates.len(), "walking dates");
+    cx.progress(Progress::Dates {
+        count: dates.len() as u64,
+    });
+}
+
+/// Whether the walk or a range must not start `date`: a stop was requested
+/// (SIGTERM, SIGINT: `interrupted`, a Failure), or the deadline is near
+/// ([`Deadline::near`]: less than `DEADLINE_MARGIN_SECONDS`, or twice the
+/// slowest date so far, left). Then the report says so (`interrupted` or `deadline`,
+/// `resume_date`) and the log says how the work goes on (`then`).
+fn stop_for_deadline(
+    cx: &Ctx<'_, '_, impl Store>,
+    report: &mut RunReport,
+    date: NaiveDate,
+    then: &str,
+) -> bool {
+    if let Some(signal) = cx.opts.stop.as_ref().and_then(Stop::requested) {
+        tracing::warn!(%date, signal, "stop requested: not starting another date; {then}");
+        report.resume_date = Some(date);
+        report.fail(Error::Interrupted {
+            signal,
+            what: format!("date {date}"),
+        });
+        report.stop_reason = StopReason::Interrupted;
+        return true;
+    }
+    let Some(Near { left, needed }) = cx.deadline.near() else {
+        return false;
+    };
+    tracing::warn!(%date, left_s = left.as_secs_f64(), needed_s = needed.as_secs_f64(),
+        "deadline near: not starting another date; {then}");
+    report.stop_reason = StopReason::Deadline;
+    report.resume_date = Some(date);
+    true
+}
+
+/// [`process_day`] for the walk and a range, timed into the deadline's
+/// slowest date ([`Deadline::record`]), its
+/// day added to the report whatever happened: done, the flights without
+/// an index row when parity failed, or unfinished (the deadline came
+/// between two of its parts: the report's stop is `deadline` and
+/// `resume_date` the date).
+///
+/// Errors: the error that stopped the date (the day is reported `failed`).
+async fn timed_day(
+    cx: &mut Ctx<'_, '_, impl Store>,
+    report: &mut RunReport,
+    date: NaiveDate,
+    mode: DayMode,
+) -> Result<DayEnd> {
+    let deadline = cx.deadline;
+    let outcome = deadline.timed(process_day(cx, date, mode)).await;
+    match outcome {
+        DayOutcome::Failed(day, e) => {
+            report.add_day(day);
+            Err(e)
+        }
+        DayOutcome::Mismatch(day, missing) => {
+            report.add_day(day);
+            Ok(DayEnd::Mismatch(missing))
+        }
+        DayOutcome::Done(day) => {
+            report.add_day(day);
+            Ok(DayEnd::Done)
+        }
+        DayOutcome::Unfinished(day) => {
+            // A clean deadline stop within the date: the next run goes on
+            // from the parts this one left (the watermark stays before it).
+            report.stop_reason = StopReason::Deadline;
+            report.resume_date = Some(date);
+            report.add_day(day);
+            Ok(DayEnd::Unfinished)
+        }
+    }
+}
+
+/// How [`timed_day`]'s date ended, for the walk and a range.
+enum DayEnd {
+    /// Done: compacted, nothing to do, or planned.
+    Done,
+    /// Parity failed: the flights without an index row.
+    Mismatch(crate::data::spill::UuidSet),
+    /// The deadline stopped it between parts (`partial`, `resume_date`).
+    Unfinished,
+}
+
+/// The dates the straggler sweep looks at: the last `sweep_days` dates up
+/// to `watermark` (the watermark before the run) included, none before
+/// `start_date` (`START_DATE`), oldest first; none when `sweep_days` is 0.
+///
+/// ```
+/// use archive_compaction::commands::run::sweep_dates;
+/// let d = |s: &str| chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap();
+/// assert_eq!(sweep_dates(d("2026-07-20"), 3, None), [d("2026-07-18"), d("2026-07-19"), d("2026-07-20")]);
+/// assert_eq!(sweep_dates(d("2026-07-20"), 14, Some(d("2026-07-19"))), [d("2026-07-19"), d("2026-07-20")]);
+/// assert!(sweep_dates(d("2026-07-20"), 0, None).is_empty());
+/// ```
+pub fn sweep_dates(
+    watermark: NaiveDate,
+    sweep_days: u32,
+    start_date: Option<NaiveDate>,
+) -> Vec<NaiveDate> {
+    let Some(back) = sweep_days.checked_sub(1) else {
+        return Vec::new();
+    };
+    let first = watermark
+        .checked_sub_days(chrono::Days::new(u64::from(back)))
+        .unwrap_or(NaiveDate::MIN);
+    let first = start_date.map_or(first, |s| first.max(s));
+    (first.iter_days().take_while(|d| *d <= watermark)).collect()
+}
+
+/// Fails the run for the blocked `date` (a quarantined or stuck manifest,
+/// [`recovery::Recovery::blocked`]: the walk's policy,
+/// [`crate::protocol::day::BlockReason::blocks_walk`], and what recovery met), naming
+/// it and why, once per date.
+fn fail_blocked(cx: &mut Ctx<'_, '_, impl Store>, report: &mut RunReport, date: NaiveDate) {
+    if !cx.blocked_reported.insert(date) {
+        return;
+    }
+    if let Some(why) = cx.recovery.blocked.blocking_walk(date) {
+        // What recovery found of the manifest (its rule, or the inputs it
+        // cannot delete), and what to do.
+        let detail = (report.recovered.iter())
+            .find(|m| {
+                m.date == Some(date)
+                    && matches!(
+                        m.action,
+                        RecoveryAction::Quarantined
+                            | RecoveryAction::QuarantinedEarlier
+                            | RecoveryAction::Stuck
+                    )
+            })
+            .map_or_else(String::new, |m| format!(" ({})", m.detail));
+        report.fail(format!(
+            "{date} is blocked: {why}{detail}; no run touches the date until it is resolved"
+        ));
+    }
+}
+
+/// The straggler sweep over [`sweep_dates`] (already-compacted dates, by
+/// whichever job compacted them): each is re-listed; per-flight and other
+/// index files that arrived or were rewritten after compaction, and extra
+/// compacted files, are folded into a new compacted file (a per-flight row
+/// beats the compacted row of the same flight). A date blocked by a
+/// manifest is skipped with a log line (the run fails on it, see
+/// [`fail_blocked`]).
+/// Costs one ListObjectsV2 per date when there is nothing to fold; only the
+/// dates it folded are listed in the report's `days`.
+async fn sweep(
+    cx: &mut Ctx<'_, '_, impl Store>,
+    report: &mut RunReport,
+    watermark_before: Option<NaiveDate>,
+) -> Result<()> {
+    let Some(last) = watermark_before else {
+        return Ok(());
+    };
+    let (opts, config) = (cx.opts, cx.config);
+    if config.sweep_days == 0 || report.last_run_status == Status::Failure {
+        return Ok(());
+    }
+    for date in sweep_dates(last, config.sweep_days, config.start_date) {
+        if let Some(signal) = opts.stop.as_ref().and_then(Stop::requested) {
+            tracing::warn!(%date, signal, "stop requested: straggler sweep stops here");
+            report.stop_reason = StopReason::Interrupted;
+            report.fail(Error::Interrupted {
+                signal,
+                what: format!("the straggler sweep of {date}"),
+            });
+            break;
+        }
+        // The walk's rule: a big sweep date is not started with a minute
+        // left when the walk's dates took longer.
+        if let Some(Near { left, needed }) = cx.deadline.near() {
+            tracing::warn!(%date, left_s = left.as_secs_f64(), needed_s = needed.as_secs_f64(), "deadline near: straggler sweep stops here");
+            break;
+        }
+        if let Some(why) = cx.recovery.blocked.blocking_walk(date) {
+            // The run fails on it ([`fail_blocked`], after the sweep).
+            tracing::warn!(%date, reason = %why, "straggler sweep skips the date: blocked by a manifest; late files there are not folded until an operator resolves it");
+            continue;
+        }
+        let deadline = cx.deadline;
+        let outcome = deadline.timed(process_day(cx, date, DayMode::Sweep)).await;
+        delete_finished_manifests(cx).await?;
+        match outcome {
+            DayOutcome::Failed(day, e) => {
+                report.add_day(day);
+                return Err(e);
+            }
+            DayOutcome::Done(mut day) if matches!(day.action, Done::Compacted | Done::Planned) => {
+                day.action = if opts.dry_run {
+                    Done::SweepPlanned
+                } else {
+                    Done::Swept
+                };
+                tracing::info!(%date, files = day.files_read, "stragglers folded into the compacted file");
+                report.add_day(day);
+            }
+            DayOutcome::Done(day) | DayOutcome::Mismatch(day, _) => report.add_unlisted_day(day),
+            DayOutcome::Unfinished(day) => {
+                // The next run's sweep goes on from the parts this one left.
+                report.add_day(day);
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A repair range (see [`RunOptions::repair`]): every date from `from` to
+/// `to` through [`process_day`] in [`DayMode::Repair`]. The watermark and
+/// the mismatch bookkeeping are not written; the report's status is
+/// Mismatch when any date mismatched (each such date's `days[]` entry says
+/// `parity: mismatch` with its `mismatch_uuids`; the run-level `mismatch_*`
+/// fields stay the state's), Failure when a date is blocked by a manifest
+/// or an error stopped the range.
+async fn repair_range(
+    cx: &mut Ctx<'_, '_, impl Store>,
+    report: &mut RunReport,
+    range: DateRange,
+) -> Result<()> {
+    let dates = range.dates();
+    let (from, to) = (range.from(), range.to());
+    tracing::info!(%from, %to, "repairing a range of dates: folding what each holds; the watermark is not moved");
+    walking(cx, &dates);
+    report.stop_reason = StopReason::EndOfRange;
+    let mut first_mismatch: Option<(NaiveDate, crate::data::spill::UuidSet)> = None;
+    for date in dates {
+        if stop_for_deadline(cx, report, date, "the same event again continues from here") {
+            break;
+        }
+        if let Some(why) = cx.recovery.blocked.blocking_walk(date) {
+            report.add_day(DayReport {
+                date,
+                action: Done::Blocked,
+                reason: why.to_string(),
+                ..Default::default()
+            });
+            fail_blocked(cx, report, date);
+            continue;
+        }
+        let end = timed_day(cx, report, date, DayMode::Repair).await?;
+        delete_finished_manifests(cx).await?;
+        if let DayEnd::Unfinished = end {
+            break;
+        }
+        if let DayEnd::Mismatch(missing) = end {
+            tracing::warn!(%date, missing = missing.len(), "parity mismatch: date left as it is; the range goes on");
+            first_mismatch.get_or_insert((date, missing));
+        }
+    }
+    // The plan of a long range (a migration's) is its dates with work,
+    // not its first empty ones.
+    report.work_first();
+    if let Some((date, missing)) = first_mismatch {
+        // The range's own verdicts are in its `days[]`; the run-level
+        // `mismatch_*` fields stay the walk's (the state's).
+        tracing::warn!(first = %date, missing = missing.len(), "the range ends as a Mismatch: see days[] (parity, mismatch_uuids)");
+        if report.last_run_status != Status::Failure {
+            report.last_run_status = Status::Mismatch;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod send_checks {
+    fn is_send<T: Send>(_: &T) {}
+
+    #[allow(
+        dead_code,
+        unreachable_code,
+        unused_variables,
+        clippy::diverging_sub_expression
+    )]
+    fn run_future_is_send() {
+        let store: &crate::infra::storage::S3Store = unimplemented!();
+        let config: &crate::data::config::Config = unimplemented!();
+        let opts: &super::RunOptions = unimplemented!();
+        is_send(&super::run(store, config, opts));
+        let memory: &crate::infra::storage::MemoryStore = unimplemented!();
+        is_send(&super::run(memory, config, opts));
+    }
+}

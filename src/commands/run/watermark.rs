@@ -1,0 +1,129 @@
+//! The watermark file's bookkeeping for the driver: the report's
+//! watermark fields, the watermark's advance (beside the deletes of the
+//! finished commits' manifests, never before a commit is complete) and the
+//! parity mismatch it records and clears.
+
+use crate::data::spill::UuidSet;
+use chrono::NaiveDate;
+
+use super::Ctx;
+use crate::data::report::{RunReport, Status, StopReason};
+use crate::data::state::WatermarkState;
+use crate::infra::error::Result;
+use crate::infra::storage::Store;
+use crate::protocol::commit;
+
+/// The report's watermark fields from `wm`. The lag is the number of
+/// dates up to the cutoff not yet compacted: from the watermark, or without
+/// one from `first`, the first date the walk would compact (`START_DATE`,
+/// else the earliest partition), so that `WatermarkLagDays` grows for a
+/// fresh deployment that never gets going; 0 with nothing to start from.
+pub(super) fn fill_watermark_fields(
+    report: &mut RunReport,
+    wm: &WatermarkState,
+    cutoff: NaiveDate,
+    first: Option<NaiveDate>,
+) {
+    report.last_compacted_date = wm.watermark.last_compacted_date;
+    report.mismatch_runs = wm.watermark.mismatch_runs;
+    report.watermark_lag_days = Some(crate::protocol::plan::watermark_lag_days(
+        wm.watermark.last_compacted_date,
+        first,
+        cutoff,
+    ));
+}
+
+/// Deletes the manifests of [`Ctx::finished_manifests`].
+pub(super) async fn delete_finished_manifests(cx: &mut Ctx<'_, '_, impl Store>) -> Result<()> {
+    let finished = std::mem::take(&mut cx.finished_manifests);
+    delete_manifests(cx.store, &finished).await
+}
+
+/// Deletes these manifests, one after another.
+async fn delete_manifests(store: &impl Store, keys: &[String]) -> Result<()> {
+    for key in keys {
+        commit::delete_manifest(store, key).await?;
+    }
+    Ok(())
+}
+
+/// Advances the watermark to `date` and writes it (`If-Match`), the lease
+/// confirmed first, beside the deletes of the finished manifests: the
+/// watermark may land before a complete commit's manifest is gone (recovery
+/// deletes such a manifest), never before the commit is complete.
+///
+/// Returns the watermark write's result and the manifests' deletes' apart:
+/// a failed delete does not undo a watermark that was written, and the
+/// report follows the watermark the bucket holds.
+pub(super) async fn write_watermark(
+    cx: &mut Ctx<'_, '_, impl Store>,
+    wm: &mut WatermarkState,
+    date: NaiveDate,
+) -> (Result<()>, Result<()>) {
+    let (store, clock) = (cx.store, cx.opts.clock.clone());
+    let finished = std::mem::take(&mut cx.finished_manifests);
+    let fence = &mut cx.fence;
+    let manifests = delete_manifests(store, &finished);
+    let watermark = async {
+        fence.check().await?;
+        wm.watermark.advance(date);
+        crate::failpoint!("run::before-watermark-write");
+        // `updated_at` is when the file is written (the lease's clock),
+        // not the invocation time.
+        wm.write(store, clock.now()).await
+    };
+    let (manifests, watermark) = tokio::join!(manifests, watermark);
+    (watermark, manifests)
+}
+
+/// The walk reached the cutoff (or had nothing to do): a recorded mismatch
+/// is over. Not for `--date` or a dry run.
+pub(super) async fn clear_mismatch_if_passed(
+    cx: &mut Ctx<'_, '_, impl Store>,
+    report: &mut RunReport,
+    wm: &mut WatermarkState,
+    cutoff: NaiveDate,
+) -> Result<()> {
+    if cx.opts.dry_run || cx.opts.only_date.is_some() {
+        return Ok(());
+    }
+    if wm.watermark.clear_mismatch() {
+        wm.write(cx.store, cx.opts.clock.now()).await?;
+    }
+    fill_watermark_fields(report, wm, cutoff, cx.first);
+    Ok(())
+}
+
+/// Parity failed on `date`: the walk stops there. The scheduled walk
+/// records it: the report's `mismatch_*` fields, and the watermark file
+/// counts the run in `mismatch_runs` (once per EventBridge event). `--date`
+/// and a dry run record nothing: the report's run-level `mismatch_*` fields
+/// stay the state's (the walk's), the date's own verdict is in its
+/// `days[]` entry (`parity`, `mismatch_uuids`), the status is Mismatch.
+pub(super) async fn record_mismatch(
+    cx: &mut Ctx<'_, '_, impl Store>,
+    report: &mut RunReport,
+    wm: &mut WatermarkState,
+    date: NaiveDate,
+    missing: UuidSet,
+) -> Result<()> {
+    let opts = cx.opts;
+    let first = missing.first(crate::data::report::UUIDS_SHOWN)?;
+    let (count, first_uuid) = (missing.len(), first.first().copied().unwrap_or_default());
+    report.last_run_status = Status::Mismatch;
+    report.stop_reason = StopReason::Mismatch;
+    if opts.dry_run || opts.only_date.is_some() {
+        tracing::warn!(%date, missing = count, first = %first_uuid, "parity mismatch (not recorded: --date or a dry run)");
+        return Ok(());
+    }
+    report.set_mismatch(date, count, &first);
+    tracing::warn!(%date, missing = count, first = %first_uuid, "parity mismatch: flights without index rows; the walk stops here");
+    let event = opts
+        .event_id
+        .clone()
+        .unwrap_or_else(|| opts.invocation_id.clone());
+    report.mismatch_runs = wm.watermark.record_mismatch(date, &event);
+    cx.fence.check().await?;
+    wm.write(cx.store, opts.clock.now()).await?;
+    Ok(())
+}

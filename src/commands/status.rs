@@ -1,0 +1,1384 @@
+//! `archive-compaction status`: the job's state for an operator, read-only.
+//!
+//! [`gather`] only reads the bucket (List, Get, Head: never writes, deletes
+//! or takes the lease, so it is safe while a run is under way) into a
+//! [`StatusReport`]; [`format_human`] renders it, and `--json` prints the
+//! value itself (`specs/status.schema.json`).
+//!
+//! The recorded mismatch is re-checked with the run's own listing, plan and
+//! parity gate, so `status` names exactly the flights the next run would
+//! stop on.
+//!
+//! A status is always printed: what could not be read is listed in
+//! [`StatusReport::errors`], and what depends on it is unknown, not empty.
+//! `now` (`--now`) fixes the cutoff as a run's invocation time does;
+//! `as_of` (the wall clock) is what ages and the lease's expiry are
+//! measured against.
+//!
+//! ```
+//! use archive_compaction::commands::status::{StatusReport, format_human};
+//! use chrono::{DateTime, NaiveDate};
+//! let s = StatusReport {
+//!     bucket: "archive".into(),
+//!     cutoff: NaiveDate::from_ymd_opt(2026, 7, 20),
+//!     watermark: NaiveDate::from_ymd_opt(2026, 7, 18),
+//!     watermark_lag_days: Some(2),
+//!     ..StatusReport::default()
+//! };
+//! let text = format_human(&s);
+//! assert!(text.contains("watermark    2026-07-18"), "{text}");
+//! assert!(text.contains("lease        free"), "{text}");
+//! ```
+
+use std::fmt::Write as _;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::data::config::Config;
+use crate::data::keys::{LOCK_KEY, WATERMARK_KEY, manifest_date};
+use crate::data::state::{Manifest, WatermarkState};
+use crate::infra::error::{Error, Result};
+use crate::infra::storage::Store;
+use crate::protocol::day::{Blocked, Day, DayCounts, StateListing, quarantined_date};
+use crate::protocol::lease::Lease;
+use crate::protocol::plan;
+
+/// Default number of upcoming dates `status` counts files for (`--days`).
+pub const DEFAULT_DAYS: usize = 5;
+
+/// How many missing uuids the text output prints before "… N more".
+const UUIDS_SHOWN: usize = 20;
+
+/// What to gather.
+#[derive(Debug, Clone)]
+pub struct StatusOptions {
+    /// The invocation time the cutoff is computed for (`--now`; default the wall clock).
+    pub now: DateTime<Utc>,
+    /// The wall clock: ages and the lease's expiry are measured against it.
+    pub as_of: DateTime<Utc>,
+    /// How many upcoming dates (from the walk's start, up to the cutoff) to count files for.
+    pub days: usize,
+}
+
+/// The state of the lease `_compaction_state/lock.json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum LeaseState {
+    /// No lock file: the next run takes the lease.
+    #[default]
+    Free,
+    /// Held until `expires_at` by a run under way, or by one that died and
+    /// left it to lapse: a new run does nothing until then.
+    Held,
+    /// Past `expires_at`: its holder died; the next run takes it over.
+    Expired,
+    /// Held longer than any run holds it
+    /// ([`crate::protocol::lease::max_plausible_lease`]): every run fails on it
+    /// ([`Error::LeaseImplausible`]) until it is removed.
+    Implausible,
+    /// The lock file is not a lease (the next run takes it over by ETag).
+    Unreadable,
+    /// Not read: see [`StatusReport::errors`].
+    Unknown,
+}
+
+/// The lease, as read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct LeaseStatus {
+    /// `free`, `held`, `expired`, `implausible`, `unreadable` or `unknown`.
+    pub state: LeaseState,
+    /// The holder's invocation id (held or expired).
+    pub holder: Option<String>,
+    /// When the holder took it (UTC).
+    pub acquired_at: Option<DateTime<Utc>>,
+    /// When it lapses unless renewed (UTC).
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Seconds from `as_of` to `expires_at`; negative once expired.
+    pub expires_in_seconds: Option<i64>,
+}
+
+/// A live manifest: a commit in flight, or one a crashed run left for recovery.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestStatus {
+    /// The manifest key.
+    pub key: String,
+    /// The date in its key, if well formed.
+    pub date: Option<NaiveDate>,
+    /// Seconds since it was written (its LastModified, against `as_of`).
+    pub age_seconds: i64,
+    /// False when it is empty or not a manifest: the next run quarantines it.
+    pub readable: bool,
+    /// The commit's job id (readable manifests).
+    pub job_id: Option<Uuid>,
+    /// The run that wrote it (readable manifests).
+    pub invocation_id: Option<String>,
+    /// The compacted output it promises (`None` also for a zero-row commit).
+    pub output_key: Option<String>,
+    /// How many of its inputs are still listed in their partition (any
+    /// version): what its commit or recovery still has to delete or keep.
+    pub inputs: u64,
+    /// A readable manifest's broken rule as `code: message`
+    /// ([`crate::protocol::recovery::validate_manifest`]); the next run quarantines it.
+    pub breaks_rule: Option<String>,
+    /// Its inputs could not be deleted when a run last tried (marked under
+    /// `_compaction_state/stuck/`): its date is blocked; the next run retries.
+    pub stuck: bool,
+}
+
+/// A manifest moved to `quarantine/`; its date is blocked until an operator deletes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuarantinedStatus {
+    /// The key under `quarantine/`.
+    pub key: String,
+    /// The date in its key, if well formed.
+    pub date: Option<NaiveDate>,
+    /// Seconds since it was moved there (its LastModified, against `as_of`).
+    pub age_seconds: i64,
+    /// Size in bytes (0 for the empty manifests crashes leave).
+    pub size: u64,
+}
+
+/// Why a re-checked mismatch date still fails parity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MismatchCause {
+    /// Flights without an index row.
+    NoIndexRow,
+    /// Per-flight files holding no row of their flight: merging them would
+    /// lose the flight's row.
+    PerFlightFileWithoutOwnRow,
+    /// Per-flight files that cannot be read, so their flights' rows are in no
+    /// readable file ([`MismatchStatus::unread_files`]); docs/runbook.md, "An
+    /// unreadable per-flight index file".
+    UnreadablePerFlightFile,
+}
+
+/// The date the walk is blocked on, re-checked now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MismatchStatus {
+    /// `mismatch_date` from the watermark.
+    pub date: NaiveDate,
+    /// Consecutive runs blocked on it (`mismatch_runs`).
+    pub mismatch_runs: u32,
+    /// Flight objects under the date's `flights/` prefix.
+    pub flights: u64,
+    /// How many of them have no index row now.
+    pub missing_uuid_count: u64,
+    /// Those flights' uuids, sorted. Empty: the next run passes this date.
+    pub missing_uuids: Vec<String>,
+    /// Why they fail (`None` when none does): the run's own verdict.
+    pub cause: Option<MismatchCause>,
+    /// The date's unreadable per-flight files, with why, by flight.
+    #[serde(default)]
+    pub unread_files: Vec<crate::data::report::UnreadFile>,
+    /// Compacted files read for the check (when per-flight files did not cover every flight).
+    pub compacted_files_read: u64,
+}
+
+/// File counts of one upcoming date.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct DayStatus {
+    /// The partition date.
+    pub date: NaiveDate,
+    /// The date's flights and index files, as `audit` counts them.
+    #[serde(flatten)]
+    pub counts: DayCounts,
+    /// The per-flight index files' total size in bytes.
+    pub per_flight_bytes: u64,
+    /// Why a run would stop before this date ([`Blocked::blocking_walk`]).
+    pub blocked_by: Option<String>,
+    /// Rows of the date's multi-row inputs whose `first_message` UTC date is
+    /// another date: a run merges them here and reports them
+    /// (`days[].rows_of_other_days`). Unreadable files count none.
+    pub rows_of_other_days: u64,
+    /// The flights of the first [`crate::data::merge::OTHER_DAYS_UUIDS_SHOWN`] of them.
+    pub other_days_uuids: Vec<String>,
+}
+
+/// The last run, from the MQTT broker's retained `last_run_at` and
+/// `last_run_status` (read only when `MQTT_HOST` is set).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct LastRunStatus {
+    /// `last_run_at`: the last run's invocation time (ISO 8601, UTC), if the broker holds one.
+    pub at: Option<String>,
+    /// Hours from it to `as_of` (rounded down), when `at` parses.
+    pub age_hours: Option<i64>,
+    /// `last_run_status` as published: `Success`, `Mismatch` or `Failure`.
+    pub status: Option<String>,
+    /// Why the broker could not be read (`at` and `status` are then unknown).
+    pub error: Option<String>,
+}
+
+/// Reads the last run's time and status from the broker of `mqtt`,
+/// read-only; `as_of` ages it. An unreadable broker is recorded in
+/// [`LastRunStatus::error`], not returned.
+pub async fn last_run_from_mqtt(
+    mqtt: &crate::data::config::MqttConfig,
+    as_of: DateTime<Utc>,
+) -> LastRunStatus {
+    match crate::data::mqtt::read_retained(mqtt, &["last_run_at", "last_run_status"]).await {
+        Err(e) => LastRunStatus {
+            error: Some(e),
+            ..Default::default()
+        },
+        Ok(got) => {
+            let at = got.get("last_run_at").cloned();
+            let age_hours = (at.as_deref())
+                .and_then(|a| DateTime::parse_from_rfc3339(a).ok())
+                .map(|t| (as_of - t.to_utc()).num_hours());
+            LastRunStatus {
+                at,
+                age_hours,
+                status: got.get("last_run_status").cloned(),
+                error: None,
+            }
+        }
+    }
+}
+
+/// Everything `status` shows; the `--json` output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct StatusReport {
+    /// The bucket.
+    pub bucket: String,
+    /// The wall clock when the status was taken (UTC).
+    pub as_of: DateTime<Utc>,
+    /// The invocation time the cutoff is computed for (UTC).
+    pub now: DateTime<Utc>,
+    /// `LAG_DAYS`; `None` when the settings could not be read (see `errors`).
+    pub lag_days: Option<u32>,
+    /// UTC date of `now` minus `lag_days`: the last date a run would compact.
+    pub cutoff: Option<NaiveDate>,
+    /// `watermark.json`, the bucket or the settings could not be read:
+    /// `watermark`, `next_date`, `mismatch` and `next_days` are unknown.
+    pub state_unreadable: bool,
+    /// Nothing could be read: `lease`, `manifests` and `quarantined` are
+    /// unknown too (implies `state_unreadable`).
+    pub bucket_unreadable: bool,
+    /// `last_compacted_date`; `None` when nothing was compacted yet or unreadable.
+    pub watermark: Option<NaiveDate>,
+    /// Dates up to the cutoff not yet compacted, counted from the watermark
+    /// (0 at or past it), or without one from `next_date`, as the run
+    /// reports it. `None` when the watermark is unreadable.
+    pub watermark_lag_days: Option<i64>,
+    /// Days the watermark is ahead of the `as_of` date's cutoff, when it
+    /// is: every run fails until it is fixed (docs/runbook.md, "A watermark
+    /// ahead of the cutoff").
+    #[serde(default)]
+    pub watermark_ahead_days: Option<i64>,
+    /// The first date the next run would walk (`None`: nothing to start from).
+    pub next_date: Option<NaiveDate>,
+    /// The lease.
+    pub lease: LeaseStatus,
+    /// Live manifests, in key order.
+    pub manifests: Vec<ManifestStatus>,
+    /// Quarantined manifests, in key order.
+    pub quarantined: Vec<QuarantinedStatus>,
+    /// The recorded mismatch, re-checked now; `None` when the watermark records none.
+    pub mismatch: Option<MismatchStatus>,
+    /// File counts of the next dates to compact (at most `--days`, none past the cutoff).
+    pub next_days: Vec<DayStatus>,
+    /// The last run from MQTT; `None` when `MQTT_HOST` is not set.
+    #[serde(default)]
+    pub last_run: Option<LastRunStatus>,
+    /// Versioning against lifecycle rules ([`versioning`]); `None` for a store other than S3.
+    #[serde(default)]
+    pub versioning: Option<VersioningStatus>,
+    /// Problems met while gathering; everything else is still shown.
+    pub errors: Vec<String>,
+}
+
+impl StatusReport {
+    /// A status when nothing could be gathered: `error` its one error, the rest unknown.
+    pub fn unavailable(
+        bucket: &str,
+        lag_days: Option<u32>,
+        opts: &StatusOptions,
+        error: impl std::fmt::Display,
+    ) -> StatusReport {
+        StatusReport {
+            bucket: bucket.to_string(),
+            as_of: opts.as_of,
+            now: opts.now,
+            lag_days,
+            cutoff: lag_days.map(|l| plan::cutoff(opts.now, l)),
+            state_unreadable: true,
+            bucket_unreadable: true,
+            lease: LeaseStatus {
+                state: LeaseState::Unknown,
+                ..Default::default()
+            },
+            errors: vec![error.to_string()],
+            ..Default::default()
+        }
+    }
+}
+
+/// The prefixes a versioned bucket must expire: compaction deletes
+/// per-flight files under `index/` and overwrites state files.
+pub const VERSIONED_PREFIXES: [&str; 2] = ["index/", "_compaction_state/"];
+
+/// The bucket's versioning, judged against its lifecycle rules
+/// (docs/deploying.md, "Versioned buckets").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct VersioningStatus {
+    /// `Enabled` or `Suspended`; `None` when never on or unreadable.
+    pub versioning: Option<String>,
+    /// Of [`VERSIONED_PREFIXES`], those whose noncurrent versions no enabled rule expires.
+    pub noncurrent_kept: Vec<String>,
+    /// Those whose expired delete markers no enabled rule removes.
+    pub delete_markers_kept: Vec<String>,
+    /// Those under which an enabled rule expires *current* objects (index
+    /// rows or state would be lost), versioned bucket or not.
+    pub current_expired: Vec<String>,
+    /// What to do; `None` when nothing.
+    pub advice: Option<String>,
+    /// Why the configuration could not be read (permissions: specs/status.policy.json).
+    pub error: Option<String>,
+}
+
+/// Which [`VERSIONED_PREFIXES`] keep old versions or markers forever, or lose current objects.
+pub fn judge_versioning(l: &crate::infra::storage::lifecycle::BucketLifecycle) -> VersioningStatus {
+    let uncovered =
+        |keeps: &dyn Fn(&crate::infra::storage::lifecycle::LifecycleRuleSummary) -> bool| {
+            VERSIONED_PREFIXES
+                .iter()
+                .filter(|p| !l.rules.iter().any(|r| r.covers(p) && keeps(r)))
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+        };
+    let versioned = l.versioning.is_some();
+    let current_expired: Vec<String> = VERSIONED_PREFIXES
+        .iter()
+        .filter(|p| {
+            l.rules.iter().any(|r| {
+                r.expires_current && (p.starts_with(&r.prefix) || r.prefix.starts_with(**p))
+            })
+        })
+        .map(|p| p.to_string())
+        .collect();
+    let (noncurrent_kept, delete_markers_kept) = if versioned {
+        (
+            uncovered(&|r| r.noncurrent_days.is_some()),
+            uncovered(&|r| r.expired_delete_markers),
+        )
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let mut advice = Vec::new();
+    if !current_expired.is_empty() {
+        advice.push(format!(
+            "a lifecycle rule expires current objects under {}: index rows or the job's state are deleted by S3; remove the rule's Expiration Days/Date for these prefixes",
+            current_expired.join(", ")
+        ));
+    }
+    if !noncurrent_kept.is_empty() || !delete_markers_kept.is_empty() {
+        let mut missing = Vec::new();
+        if !noncurrent_kept.is_empty() {
+            missing.push(format!(
+                "NoncurrentVersionExpiration for {}",
+                noncurrent_kept.join(", ")
+            ));
+        }
+        if !delete_markers_kept.is_empty() {
+            missing.push(format!(
+                "ExpiredObjectDeleteMarker for {}",
+                delete_markers_kept.join(", ")
+            ));
+        }
+        advice.push(format!(
+            "the bucket is versioned ({}): every per-flight file compaction deletes stays as a noncurrent version behind a delete marker, billed and skipped by every listing; add the lifecycle rules of docs/deploying.md (\"Versioned buckets\"): {}",
+            l.versioning.as_deref().unwrap_or("?"),
+            missing.join("; ")
+        ));
+    }
+    VersioningStatus {
+        versioning: l.versioning.clone(),
+        noncurrent_kept,
+        delete_markers_kept,
+        current_expired,
+        advice: (!advice.is_empty()).then(|| advice.join("; ")),
+        error: None,
+    }
+}
+
+/// Reads and judges `store`'s bucket configuration ([`judge_versioning`]);
+/// an S3 error is recorded in [`VersioningStatus::error`], not returned.
+pub async fn versioning(store: &crate::infra::storage::S3Store) -> VersioningStatus {
+    match store.bucket_lifecycle().await {
+        Ok(l) => judge_versioning(&l),
+        Err(e) => VersioningStatus {
+            error: Some(format!(
+                "{e} (status needs s3:GetBucketVersioning and s3:GetLifecycleConfiguration on the bucket: specs/status.policy.json)"
+            )),
+            ..Default::default()
+        },
+    }
+}
+
+fn age(as_of: DateTime<Utc>, t: DateTime<Utc>) -> i64 {
+    (as_of - t).num_seconds().max(0)
+}
+
+/// Reads the state of `store`'s bucket, read-only.
+///
+/// Errors: any S3 error listing or reading state, flights or partitions.
+/// An unreadable watermark or compacted file is recorded in
+/// [`StatusReport::errors`] instead.
+pub async fn gather(
+    store: &impl Store,
+    config: &Config,
+    opts: &StatusOptions,
+) -> Result<StatusReport> {
+    let cutoff = plan::cutoff(opts.now, config.lag_days);
+    let mut s = StatusReport {
+        bucket: store.bucket().to_string(),
+        as_of: opts.as_of,
+        now: opts.now,
+        lag_days: Some(config.lag_days),
+        cutoff: Some(cutoff),
+        ..Default::default()
+    };
+    let wm = read_watermark(store, &mut s).await?;
+    s.lease = lease_status(store, opts.as_of).await?;
+    check_lease_plausible(&mut s, config);
+    let state = StateListing::read(store).await.map_err(|(_, e)| e)?;
+    let stuck = state.stuck_manifests();
+    for m in &state.manifests {
+        if let Some(status) = manifest_status(store, m, &stuck, opts.as_of).await? {
+            s.manifests.push(status);
+        }
+    }
+    for q in &state.quarantined {
+        s.quarantined.push(QuarantinedStatus {
+            date: quarantined_date(&q.key),
+            age_seconds: age(opts.as_of, q.last_modified),
+            size: q.size,
+            key: q.key.clone(),
+        });
+    }
+    let Some(wm) = wm else {
+        s.errors
+            .push("the next dates are unknown while the watermark is unreadable".into());
+        return Ok(s);
+    };
+    s.watermark = wm.last_compacted_date;
+    check_watermark_ahead(&mut s, config, opts.as_of);
+    let blocked = Blocked::of(wm.mismatch_date, &state);
+    if let Some(date) = wm.mismatch_date {
+        // The keys live manifests claim, as the run's recovery finds them.
+        let claimed = crate::protocol::recovery::assess_listed(store, state, config.input_budget)
+            .await?
+            .claimed;
+        s.mismatch = Some(
+            mismatch_status(
+                store,
+                config,
+                date,
+                wm.mismatch_runs,
+                &claimed,
+                &mut s.errors,
+            )
+            .await?,
+        );
+    }
+    let earliest =
+        crate::protocol::partition::first_date(store, wm.last_compacted_date, config.start_date)
+            .await?;
+    s.next_date = plan::walk_start(wm.last_compacted_date, config.start_date, earliest);
+    s.watermark_lag_days = Some(plan::watermark_lag_days(
+        wm.last_compacted_date,
+        s.next_date,
+        cutoff,
+    ));
+    if let Some(start) = s.next_date {
+        s.next_days = next_days(store, config, start, cutoff, opts.days, &blocked).await?;
+    }
+    Ok(s)
+}
+
+/// The watermark; `None`, with the error in `s.errors`, when the file is
+/// not a watermark ([`Error::BadState`]).
+///
+/// Errors: any other S3 error.
+async fn read_watermark(
+    store: &impl Store,
+    s: &mut StatusReport,
+) -> Result<Option<crate::data::state::Watermark>> {
+    match WatermarkState::read(store).await {
+        Ok(wm) => Ok(Some(wm.watermark)),
+        Err(e @ Error::BadState { .. }) => {
+            s.errors.push(e.to_string());
+            s.state_unreadable = true;
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Marks `s.lease` implausible, with an error, when it claims longer than
+/// any run holds it (`LEASE_SECONDS` + 900 s).
+fn check_lease_plausible(s: &mut StatusReport, config: &Config) {
+    let max = crate::protocol::lease::max_plausible_lease(config.lease).as_secs() as i64;
+    if let Some(left) = s.lease.expires_in_seconds.filter(|l| *l > max) {
+        s.lease.state = LeaseState::Implausible;
+        s.errors.push(format!(
+            "lease {LOCK_KEY} claims {left} s more, longer than any run holds it (LEASE_SECONDS + 900 s = {max} s): runs fail on it; check that no run is under way, then remove the file"
+        ));
+    }
+}
+
+/// Sets `s.watermark_ahead_days` from `s.watermark` and today's cutoff (by
+/// `as_of`, the wall clock); a watermark ahead is an error, as every run
+/// fails on it (`Error::WatermarkAhead`).
+fn check_watermark_ahead(s: &mut StatusReport, config: &Config, as_of: DateTime<Utc>) {
+    let today = plan::cutoff(as_of, config.lag_days);
+    s.watermark_ahead_days = plan::watermark_ahead_days(s.watermark, today);
+    if let (Some(w), Some(n)) = (s.watermark, s.watermark_ahead_days) {
+        s.errors.push(format!(
+            "{WATERMARK_KEY}: last_compacted_date {w} is {n} day(s) ahead of today's cutoff {today}: every run fails until it is set back to the last date really compacted, or the file is deleted to start over"
+        ));
+    }
+}
+
+/// One live manifest as it reads now (`stuck`: the keys of those marked
+/// stuck); `None` when it vanished since the listing.
+///
+/// Errors: S3 errors reading it or listing its date.
+async fn manifest_status(
+    store: &impl Store,
+    m: &crate::infra::storage::ObjectMeta,
+    stuck: &std::collections::BTreeSet<&str>,
+    as_of: DateTime<Utc>,
+) -> Result<Option<ManifestStatus>> {
+    let Some(body) = store.get_opt(&m.key).await? else {
+        return Ok(None);
+    };
+    let date = manifest_date(&m.key);
+    // Parsed as it is: a date that is not its key's is a rule it breaks.
+    let parsed: Option<Manifest> = serde_json::from_slice(&body.body).ok();
+    let breaks_rule = parsed.as_ref().and_then(|man| {
+        crate::protocol::recovery::validate_manifest(&m.key, man)
+            .err()
+            .map(|rule| format!("{}: {rule}", rule.code()))
+    });
+    Ok(Some(ManifestStatus {
+        key: m.key.clone(),
+        date,
+        age_seconds: age(as_of, m.last_modified),
+        readable: parsed.is_some(),
+        job_id: parsed.as_ref().map(|p| p.job_id),
+        invocation_id: parsed.as_ref().map(|p| p.invocation_id.clone()),
+        output_key: parsed
+            .as_ref()
+            .and_then(|p| p.output.as_ref().map(|o| o.key.clone())),
+        inputs: match &parsed {
+            Some(p) => inputs_listed(store, p).await?,
+            None => 0,
+        },
+        breaks_rule,
+        stuck: stuck.contains(m.key.as_str()),
+    }))
+}
+
+/// Up to `days` dates from `start` to `cutoff`, counted, each with what
+/// blocks it.
+async fn next_days(
+    store: &impl Store,
+    config: &Config,
+    start: NaiveDate,
+    cutoff: NaiveDate,
+    days: usize,
+    blocked: &Blocked,
+) -> Result<Vec<DayStatus>> {
+    let mut next = Vec::new();
+    for date in start.iter_days().take_while(|d| *d <= cutoff).take(days) {
+        let mut day = day_status(store, date, config.input_budget, config.spill).await?;
+        day.blocked_by = blocked.blocking_walk(date).map(ToString::to_string);
+        next.push(day);
+    }
+    Ok(next)
+}
+
+/// How many of `manifest`'s inputs are listed now.
+async fn inputs_listed(store: &impl Store, manifest: &Manifest) -> Result<u64> {
+    if manifest.inputs.is_empty() {
+        return Ok(0);
+    }
+    let listed: std::collections::HashSet<String> = (store
+        .list(&crate::data::keys::index_prefix(manifest.date))
+        .await?
+        .into_iter())
+    .map(|o| o.key)
+    .collect();
+    Ok((manifest.inputs.iter())
+        .filter(|i| listed.contains(&i.key))
+        .count() as u64)
+}
+
+async fn lease_status(store: &impl Store, as_of: DateTime<Utc>) -> Result<LeaseStatus> {
+    let Some(f) = store.get_opt(LOCK_KEY).await? else {
+        return Ok(LeaseStatus::default());
+    };
+    Ok(match serde_json::from_slice::<Lease>(&f.body) {
+        Err(_) => LeaseStatus {
+            state: LeaseState::Unreadable,
+            ..Default::default()
+        },
+        Ok(l) => LeaseStatus {
+            state: if l.expires_at > as_of {
+                LeaseState::Held
+            } else {
+                LeaseState::Expired
+            },
+            expires_in_seconds: Some((l.expires_at - as_of).num_seconds()),
+            holder: Some(l.holder),
+            acquired_at: Some(l.acquired_at),
+            expires_at: Some(l.expires_at),
+        },
+    })
+}
+
+/// The run's parity gate for one date, re-run read-only on the plan the run
+/// would make (`claimed`, the keys live manifests claim, left out).
+async fn mismatch_status(
+    store: &impl Store,
+    config: &Config,
+    date: NaiveDate,
+    mismatch_runs: u32,
+    claimed: &std::collections::HashSet<String>,
+    errors: &mut Vec<String>,
+) -> Result<MismatchStatus> {
+    let day = Day::list(store, date, true, config.spill).await?;
+    let day_plan = plan::plan_day(date, day.index.clone(), claimed);
+    let inputs = match &day_plan.action {
+        plan::DayAction::Compact { inputs } => Some(inputs.as_slice()),
+        _ => None,
+    };
+    let check = (day.parity_check(
+        store,
+        inputs,
+        crate::protocol::read::ReadSettings::of(config),
+    ))
+    .await?;
+    for (key, u) in &check.unreadable {
+        errors.push(format!(
+            "multi-row index file s3://{}/{key} unreadable for the parity check: {}",
+            store.bucket(),
+            u.reason
+        ));
+    }
+    let cause = if !check.missing.is_empty() {
+        Some(MismatchCause::NoIndexRow)
+    } else if !check.unread.is_empty() {
+        Some(MismatchCause::UnreadablePerFlightFile)
+    } else if !check.without_own_row.is_empty() {
+        Some(MismatchCause::PerFlightFileWithoutOwnRow)
+    } else {
+        None
+    };
+    let failing = check.failing();
+    Ok(MismatchStatus {
+        date,
+        mismatch_runs,
+        flights: day.flights.len(),
+        missing_uuid_count: failing.len() as u64,
+        missing_uuids: (failing.iter())
+            .map(|u| u.map(|u| u.to_string()))
+            .collect::<Result<_>>()?,
+        cause,
+        unread_files: check.unread,
+        compacted_files_read: check.compacted_files_read,
+    })
+}
+
+async fn day_status(
+    store: &impl Store,
+    date: NaiveDate,
+    budget: crate::data::input::Budget,
+    spill: crate::data::spill::SpillSettings,
+) -> Result<DayStatus> {
+    // Counted, not held (no keys kept, flights spilled): bounded memory for any date.
+    let day = Day::list_window(store, date, true, 0, spill).await?;
+    let other = day.other_day_rows(store, budget).await?;
+    Ok(DayStatus {
+        rows_of_other_days: other.rows,
+        other_days_uuids: other.uuids.iter().map(Uuid::to_string).collect(),
+        date,
+        counts: day.counts(),
+        per_flight_bytes: day.index.per_flight_bytes(),
+        blocked_by: None,
+    })
+}
+
+/// A duration in seconds as `3d 4h`, `2h 5m`, `4m 10s` or `12s`.
+pub fn format_age(seconds: i64) -> String {
+    let s = seconds.unsigned_abs();
+    let (d, h, m, sec) = (s / 86_400, s % 86_400 / 3600, s % 3600 / 60, s % 60);
+    if d > 0 {
+        format!("{d}d {h}h")
+    } else if h > 0 {
+        format!("{h}h {m}m")
+    } else if m > 0 {
+        format!("{m}m {sec}s")
+    } else {
+        format!("{sec}s")
+    }
+}
+
+fn date_or(d: Option<NaiveDate>, none: &str) -> String {
+    d.map_or_else(|| none.to_string(), |d| d.to_string())
+}
+
+/// Renders a status for a terminal (pure; `--json` prints the value itself).
+pub fn format_human(s: &StatusReport) -> String {
+    let mut o = String::new();
+    let t = |d: DateTime<Utc>| d.format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    // What could not be read comes first: the rest is read in its light.
+    if !s.errors.is_empty() {
+        let _ = writeln!(o, "errors");
+        for e in &s.errors {
+            let _ = writeln!(o, "  {e}");
+        }
+    }
+    let unknown = s.state_unreadable;
+    let _ = writeln!(o, "bucket       {} (as of {})", s.bucket, t(s.as_of));
+    let watermark = match (s.watermark, unknown) {
+        (Some(w), _) => w.to_string(),
+        (None, true) => "unknown: could not be read (see errors)".to_string(),
+        (None, false) => "none (nothing compacted yet)".to_string(),
+    };
+    let _ = writeln!(o, "watermark    {watermark}");
+    match (s.cutoff, s.lag_days) {
+        (Some(cutoff), Some(lag)) => {
+            let _ = writeln!(
+                o,
+                "cutoff       {cutoff} (now {}, LAG_DAYS {lag})",
+                t(s.now)
+            );
+        }
+        _ => {
+            let _ = writeln!(o, "cutoff       unknown: the settings could not be read");
+        }
+    }
+    let _ = writeln!(o, "lag          {}", lag_text(s));
+    let next = if unknown && s.next_date.is_none() {
+        "unknown".to_string()
+    } else {
+        date_or(s.next_date, "none")
+    };
+    let _ = writeln!(o, "next date    {next}");
+    let _ = writeln!(o, "last run     {}", last_run_text(s.last_run.as_ref()));
+    if let Some(v) = &s.versioning {
+        let _ = writeln!(o, "versioning   {}", versioning_text(v));
+    }
+    if s.bucket_unreadable {
+        for part in ["lease        ", "manifests    ", "quarantined  "] {
+            let _ = writeln!(o, "{part}unknown");
+        }
+    } else {
+        format_lease_and_manifests(&mut o, s);
+    }
+    format_mismatch(&mut o, s);
+    format_next_days(&mut o, s);
+    o
+}
+
+/// The `lag` line's text: days behind the cutoff, or why that is unknown.
+fn lag_text(s: &StatusReport) -> String {
+    let unknown = s.state_unreadable;
+    match (s.watermark_lag_days, s.watermark_ahead_days) {
+        (_, Some(n)) => format!(
+            "watermark {n} day(s) AHEAD of today's cutoff: no run compacts anything until last_compacted_date is set back to the last date really compacted, or watermark.json is deleted to start over"
+        ),
+        (Some(n), None) if s.watermark.is_none() && s.next_date.is_some() => format!(
+            "{n} day(s) behind the cutoff (no watermark yet: counted from {})",
+            date_or(s.next_date, "")
+        ),
+        // Nothing to start from: an empty bucket, or the wrong one.
+        (Some(0), None) if s.watermark.is_none() && s.next_date.is_none() => {
+            "0 days: nothing to compact (no watermark, no START_DATE and no index/ partition: is S3_BUCKET the archive's bucket?)".to_string()
+        }
+        (Some(0), None) => "0 days: up to date".to_string(),
+        (Some(1), None) => "1 day behind the cutoff".to_string(),
+        (Some(n), None) => format!("{n} days behind the cutoff"),
+        (None, None) if unknown => "unknown".to_string(),
+        (None, None) => "unknown (no watermark)".to_string(),
+    }
+}
+
+/// The `last run` line's text (`None`: MQTT is not set).
+fn last_run_text(last_run: Option<&LastRunStatus>) -> String {
+    match last_run {
+        None => {
+            "unknown: MQTT_HOST is not set (docs/runbook.md#norunalarm says where else to look)"
+                .to_string()
+        }
+        Some(LastRunStatus { error: Some(e), .. }) => format!("unknown: {e}"),
+        Some(LastRunStatus { at: None, .. }) => {
+            "none reported: the broker holds no retained last_run_at (no run has published yet)"
+                .to_string()
+        }
+        Some(l) => format!(
+            "{} ({}), {}",
+            l.at.as_deref().unwrap_or("?"),
+            l.age_hours
+                .map_or_else(|| "age unknown".to_string(), |h| format!("{h} h ago")),
+            l.status.as_deref().unwrap_or("status unknown")
+        ),
+    }
+}
+
+/// The `versioning` line's text.
+fn versioning_text(v: &VersioningStatus) -> String {
+    match v {
+        VersioningStatus { error: Some(e), .. } => format!("unknown: {e}"),
+        VersioningStatus {
+            advice: Some(a), ..
+        } => format!("NEEDS A RULE: {a}"),
+        VersioningStatus {
+            versioning: Some(state),
+            ..
+        } => format!(
+            "{state}, noncurrent versions and expired delete markers under index/ and _compaction_state/ expire by lifecycle rules"
+        ),
+        _ => "off".to_string(),
+    }
+}
+
+fn format_lease_and_manifests(o: &mut String, s: &StatusReport) {
+    let t = |d: DateTime<Utc>| d.format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let l = &s.lease;
+    let holder = l.holder.as_deref().unwrap_or("?");
+    let expires = l.expires_at.map(t).unwrap_or_default();
+    let secs = l.expires_in_seconds.unwrap_or(0);
+    let lease = match l.state {
+        LeaseState::Free => "free".to_string(),
+        LeaseState::Held => format!(
+            "held until {expires} (in {}), by {holder}: a run under way, or one that may have died (a new run does nothing until then)",
+            format_age(secs)
+        ),
+        LeaseState::Expired => format!(
+            "expired: {holder} held it until {expires} ({} ago); the next run takes it over",
+            format_age(secs)
+        ),
+        LeaseState::Implausible => format!(
+            "implausible: {holder} claims it until {expires} (in {}), longer than any run holds it: every run fails on it until the file is removed (docs/runbook.md#a-lease-that-lasts-implausibly-long)",
+            format_age(secs)
+        ),
+        LeaseState::Unreadable => "unreadable lock file; the next run takes it over".to_string(),
+        LeaseState::Unknown => "unknown".to_string(),
+    };
+    let _ = writeln!(o, "lease        {lease}");
+    if s.manifests.is_empty() {
+        let _ = writeln!(o, "manifests    none");
+    } else {
+        let _ = writeln!(
+            o,
+            "manifests    {} live (the next run's recovery finishes or undoes each; one still here after it is stuck: docs/runbook.md#a-stuck-manifest):",
+            s.manifests.len()
+        );
+        for m in &s.manifests {
+            let what = if m.readable {
+                format!(
+                    "{} input(s) still listed, output {}",
+                    m.inputs,
+                    m.output_key.as_deref().unwrap_or("none (no rows)")
+                )
+            } else {
+                "UNREADABLE: the next run quarantines it".to_string()
+            };
+            let what = match &m.breaks_rule {
+                Some(rule) => format!("BREAKS RULE {rule}: the next run quarantines it"),
+                None if m.stuck => format!(
+                    "STUCK: {what}; a run could not delete them, the date is blocked and the next run retries"
+                ),
+                None => what,
+            };
+            let _ = writeln!(
+                o,
+                "  {}  {}  age {}  {what}",
+                date_or(m.date, "?"),
+                m.key,
+                format_age(m.age_seconds)
+            );
+        }
+    }
+    if s.quarantined.is_empty() {
+        let _ = writeln!(o, "quarantined  none");
+    } else {
+        let _ = writeln!(
+            o,
+            "quarantined  {} (each blocks its date; inspect, then delete it):",
+            s.quarantined.len()
+        );
+        for q in &s.quarantined {
+            let _ = writeln!(
+                o,
+                "  {}  {}  age {}  {} bytes",
+                date_or(q.date, "?"),
+                q.key,
+                format_age(q.age_seconds),
+                q.size
+            );
+        }
+    }
+}
+
+fn format_mismatch(o: &mut String, s: &StatusReport) {
+    match &s.mismatch {
+        None if s.state_unreadable => {
+            let _ = writeln!(o, "mismatch     unknown");
+        }
+        None => {
+            let _ = writeln!(o, "mismatch     none");
+        }
+        Some(m) if m.missing_uuids.is_empty() => {
+            let _ = writeln!(
+                o,
+                "mismatch     {} (blocked {} run(s)): every one of its {} flights has an index row now; the next run passes it",
+                m.date, m.mismatch_runs, m.flights
+            );
+        }
+        Some(m) => {
+            let what = match m.cause {
+                Some(MismatchCause::PerFlightFileWithoutOwnRow) => {
+                    "whose per-flight file holds no row of theirs; the next run stops here again"
+                }
+                Some(MismatchCause::UnreadablePerFlightFile) => {
+                    "whose index row is in no readable file (see unreadable files below); the next run stops here again"
+                }
+                _ => "without an index row",
+            };
+            let _ = writeln!(
+                o,
+                "mismatch     {} (blocked {} run(s)): {} of {} flights {what}:",
+                m.date, m.mismatch_runs, m.missing_uuid_count, m.flights
+            );
+            for u in m.missing_uuids.iter().take(UUIDS_SHOWN) {
+                let _ = writeln!(o, "  {u}");
+            }
+            if m.missing_uuids.len() > UUIDS_SHOWN {
+                let _ = writeln!(
+                    o,
+                    "  ... {} more (--json lists them all)",
+                    m.missing_uuids.len() - UUIDS_SHOWN
+                );
+            }
+            if !m.unread_files.is_empty() {
+                let _ = writeln!(
+                    o,
+                    "  unreadable per-flight files (left in place; rewrite each from its flights/ object: docs/runbook.md#an-unreadable-per-flight-index-file):"
+                );
+                for f in m.unread_files.iter().take(UUIDS_SHOWN) {
+                    let _ = writeln!(o, "  {}  {}", f.key, f.reason);
+                }
+            }
+        }
+    }
+}
+
+fn format_next_days(o: &mut String, s: &StatusReport) {
+    if s.next_days.is_empty() && s.state_unreadable {
+        let _ = writeln!(o, "next dates   unknown");
+    } else if s.next_days.is_empty() {
+        let _ = writeln!(
+            o,
+            "next dates   none due (up to the cutoff {})",
+            date_or(s.cutoff, "unknown")
+        );
+    } else {
+        let _ = writeln!(o, "next dates");
+        let _ = writeln!(
+            o,
+            "  {:<10}  {:>8}  {:>10}  {:>12}  {:>9}  {:>9}  {:>7}",
+            "date", "flights", "per-flight", "bytes", "compacted", "multi-row", "foreign"
+        );
+        for d in &s.next_days {
+            let _ = write!(
+                o,
+                "  {:<10}  {:>8}  {:>10}  {:>12}  {:>9}  {:>9}  {:>7}",
+                d.date.to_string(),
+                d.counts.flights,
+                d.counts.per_flight_files,
+                d.per_flight_bytes,
+                d.counts.compacted_files,
+                d.counts.multi_row_files,
+                d.counts.foreign_objects
+            );
+            if let Some(b) = &d.blocked_by {
+                let _ = write!(o, "  blocked: {b}");
+            }
+            o.push('\n');
+            if d.rows_of_other_days > 0 {
+                let _ = writeln!(
+                    o,
+                    "  {:<10}  {} row(s) of other days in multi-row files (merged here, not moved): {}",
+                    "",
+                    d.rows_of_other_days,
+                    d.other_days_uuids.join(", ")
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(s: &str) -> NaiveDate {
+        NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap()
+    }
+
+    #[test]
+    fn versioning_is_judged_by_rules_that_cover_every_object() {
+        use crate::infra::storage::lifecycle::{BucketLifecycle, LifecycleRuleSummary};
+        let whole = |prefix: &str| LifecycleRuleSummary {
+            prefix: prefix.into(),
+            every_object: true,
+            noncurrent_days: Some(7),
+            expired_delete_markers: true,
+            ..Default::default()
+        };
+        let judge = |versioning: Option<&str>, rules: Vec<LifecycleRuleSummary>| {
+            judge_versioning(&BucketLifecycle {
+                versioning: versioning.map(str::to_string),
+                rules,
+            })
+        };
+        // Unversioned: nothing kept, whatever the rules.
+        assert_eq!(judge(None, vec![]).advice, None);
+        // Suspended still holds the versions made while it was on.
+        let v = judge(Some("Suspended"), vec![whole("index/")]);
+        assert_eq!(v.noncurrent_kept, ["_compaction_state/"]);
+        assert!(v.advice.unwrap().contains("(Suspended)"));
+        // One bucket-wide rule covers both prefixes.
+        assert_eq!(judge(Some("Enabled"), vec![whole("")]).advice, None);
+        // A narrower prefix, or a tag/size filter, does not cover every object.
+        let narrow = judge(
+            Some("Enabled"),
+            vec![whole("index/year=2026/"), whole("_compaction_state/")],
+        );
+        assert_eq!(narrow.noncurrent_kept, ["index/"]);
+        let tagged = LifecycleRuleSummary {
+            every_object: false,
+            ..whole("")
+        };
+        assert_eq!(
+            judge(Some("Enabled"), vec![tagged]).delete_markers_kept,
+            ["index/", "_compaction_state/"]
+        );
+        // An expiration of current objects is flagged, versioned or not.
+        let expiring = LifecycleRuleSummary {
+            expires_current: true,
+            ..whole("")
+        };
+        let v = judge(None, vec![expiring]);
+        assert_eq!(v.current_expired, ["index/", "_compaction_state/"]);
+        assert!(v.advice.is_some());
+    }
+
+    fn t(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().to_utc()
+    }
+
+    fn sample() -> StatusReport {
+        StatusReport {
+            bucket: "archive".into(),
+            as_of: t("2026-07-22T05:00:00Z"),
+            now: t("2026-07-22T04:50:00Z"),
+            lag_days: Some(2),
+            cutoff: Some(d("2026-07-20")),
+            state_unreadable: false,
+            bucket_unreadable: false,
+            watermark: Some(d("2026-07-17")),
+            watermark_lag_days: Some(3),
+            watermark_ahead_days: None,
+            next_date: Some(d("2026-07-18")),
+            lease: LeaseStatus {
+                state: LeaseState::Held,
+                holder: Some("run-1".into()),
+                acquired_at: Some(t("2026-07-22T04:58:00Z")),
+                expires_at: Some(t("2026-07-22T05:14:00Z")),
+                expires_in_seconds: Some(840),
+            },
+            manifests: vec![
+                ManifestStatus {
+                    key: "_compaction_state/manifests/2026-07-18/j.json".into(),
+                    date: Some(d("2026-07-18")),
+                    age_seconds: 3 * 3600 + 120,
+                    readable: true,
+                    job_id: None,
+                    invocation_id: Some("run-0".into()),
+                    output_key: Some("index/year=2026/month=07/day=18/compacted-x.parquet".into()),
+                    inputs: 12,
+                    breaks_rule: None,
+                    stuck: false,
+                },
+                ManifestStatus {
+                    key: "_compaction_state/manifests/2026-07-19/k.json".into(),
+                    date: Some(d("2026-07-19")),
+                    age_seconds: 5,
+                    readable: false,
+                    job_id: None,
+                    invocation_id: None,
+                    output_key: None,
+                    inputs: 0,
+                    breaks_rule: None,
+                    stuck: false,
+                },
+            ],
+            quarantined: vec![QuarantinedStatus {
+                key: "_compaction_state/quarantine/2026-07-19/q.json".into(),
+                date: Some(d("2026-07-19")),
+                age_seconds: 2 * 86_400 + 3600,
+                size: 0,
+            }],
+            mismatch: Some(MismatchStatus {
+                date: d("2026-07-18"),
+                mismatch_runs: 3,
+                flights: 40,
+                missing_uuid_count: 2,
+                missing_uuids: vec![
+                    "019f7d73-f820-702f-b905-8c81d0944996".into(),
+                    "019f7dc0-c448-7e25-b944-852039292d22".into(),
+                ],
+                cause: Some(MismatchCause::NoIndexRow),
+                unread_files: Vec::new(),
+                compacted_files_read: 0,
+            }),
+            next_days: vec![
+                DayStatus {
+                    date: d("2026-07-18"),
+                    counts: DayCounts {
+                        flights: 40,
+                        per_flight_files: 38,
+                        compacted_files: 0,
+                        multi_row_files: 0,
+                        foreign_objects: 1,
+                    },
+                    per_flight_bytes: 190_000,
+                    blocked_by: None,
+                    ..DayStatus::default()
+                },
+                DayStatus {
+                    date: d("2026-07-19"),
+                    counts: DayCounts {
+                        flights: 5,
+                        per_flight_files: 5,
+                        compacted_files: 1,
+                        multi_row_files: 0,
+                        foreign_objects: 0,
+                    },
+                    per_flight_bytes: 25_000,
+                    blocked_by: Some(
+                        "quarantined manifest _compaction_state/quarantine/2026-07-19/q.json"
+                            .into(),
+                    ),
+                    rows_of_other_days: 2,
+                    other_days_uuids: vec![
+                        "019f7d73-f820-702f-b905-8c81d0944996".into(),
+                        "019f7dc0-c448-7e25-b944-852039292d22".into(),
+                    ],
+                },
+            ],
+            last_run: Some(LastRunStatus {
+                at: Some("2026-07-22T04:50:00.000000+00:00".into()),
+                age_hours: Some(0),
+                status: Some("Mismatch".into()),
+                error: None,
+            }),
+            versioning: None,
+            errors: vec![],
+        }
+    }
+
+    #[test]
+    fn ages() {
+        assert_eq!(format_age(0), "0s");
+        assert_eq!(format_age(59), "59s");
+        assert_eq!(format_age(61), "1m 1s");
+        assert_eq!(format_age(3 * 3600 + 120), "3h 2m");
+        assert_eq!(format_age(2 * 86_400 + 3600), "2d 1h");
+        assert_eq!(format_age(-90), "1m 30s");
+    }
+
+    #[test]
+    fn human_output_shows_every_part() {
+        let text = format_human(&sample());
+        let expected = "\
+bucket       archive (as of 2026-07-22T05:00:00Z)
+watermark    2026-07-17
+cutoff       2026-07-20 (now 2026-07-22T04:50:00Z, LAG_DAYS 2)
+lag          3 days behind the cutoff
+next date    2026-07-18
+last run     2026-07-22T04:50:00.000000+00:00 (0 h ago), Mismatch
+lease        held until 2026-07-22T05:14:00Z (in 14m 0s), by run-1: a run under way, or one that may have died (a new run does nothing until then)
+manifests    2 live (the next run's recovery finishes or undoes each; one still here after it is stuck: docs/runbook.md#a-stuck-manifest):
+  2026-07-18  _compaction_state/manifests/2026-07-18/j.json  age 3h 2m  12 input(s) still listed, output index/year=2026/month=07/day=18/compacted-x.parquet
+  2026-07-19  _compaction_state/manifests/2026-07-19/k.json  age 5s  UNREADABLE: the next run quarantines it
+quarantined  1 (each blocks its date; inspect, then delete it):
+  2026-07-19  _compaction_state/quarantine/2026-07-19/q.json  age 2d 1h  0 bytes
+mismatch     2026-07-18 (blocked 3 run(s)): 2 of 40 flights without an index row:
+  019f7d73-f820-702f-b905-8c81d0944996
+  019f7dc0-c448-7e25-b944-852039292d22
+next dates
+  date         flights  per-flight         bytes  compacted  multi-row  foreign
+  2026-07-18        40          38        190000          0          0        1
+  2026-07-19         5           5         25000          1          0        0  blocked: quarantined manifest _compaction_state/quarantine/2026-07-19/q.json
+              2 row(s) of other days in multi-row files (merged here, not moved): 019f7d73-f820-702f-b905-8c81d0944996, 019f7dc0-c448-7e25-b944-852039292d22
+";
+        assert_eq!(text, expected, "\n{text}");
+    }
+
+    #[test]
+    fn a_stuck_manifest_says_so_on_its_line() {
+        let mut s = sample();
+        s.manifests[0].stuck = true;
+        let text = format_human(&s);
+        assert!(
+            text.contains("  2026-07-18  _compaction_state/manifests/2026-07-18/j.json  age 3h 2m  STUCK: 12 input(s) still listed, output index/year=2026/month=07/day=18/compacted-x.parquet; a run could not delete them, the date is blocked and the next run retries\n"),
+            "\n{text}"
+        );
+    }
+
+    #[test]
+    fn human_output_of_a_bucket_with_nothing_to_start_from() {
+        let s = StatusReport {
+            bucket: "not-the-archive".into(),
+            cutoff: Some(d("2026-07-20")),
+            lag_days: Some(2),
+            watermark_lag_days: Some(0),
+            ..Default::default()
+        };
+        let text = format_human(&s);
+        assert!(
+            text.contains("lag          0 days: nothing to compact (no watermark, no START_DATE and no index/ partition: is S3_BUCKET the archive's bucket?)"),
+            "{text}"
+        );
+        assert!(!text.contains("up to date"), "{text}");
+    }
+
+    #[test]
+    fn human_output_of_a_quiet_bucket() {
+        let s = StatusReport {
+            bucket: "archive".into(),
+            cutoff: Some(d("2026-07-20")),
+            watermark: Some(d("2026-07-20")),
+            watermark_lag_days: Some(0),
+            ..Default::default()
+        };
+        let text = format_human(&s);
+        for line in [
+            "lag          0 days: up to date",
+            "next date    none",
+            "lease        free",
+            "manifests    none",
+            "quarantined  none",
+            "mismatch     none",
+            "next dates   none due (up to the cutoff 2026-07-20)",
+        ] {
+            assert!(text.contains(line), "{line:?} not in\n{text}");
+        }
+        assert!(!text.contains("errors"));
+    }
+
+    #[test]
+    fn human_output_of_leases_mismatches_and_errors() {
+        let mut s = sample();
+        s.lease = LeaseStatus {
+            state: LeaseState::Expired,
+            holder: Some("dead".into()),
+            expires_at: Some(t("2026-07-22T04:55:00Z")),
+            expires_in_seconds: Some(-300),
+            acquired_at: None,
+        };
+        s.mismatch.as_mut().unwrap().missing_uuids = (0..25).map(|i| format!("u{i}")).collect();
+        s.errors.push("state file is not valid".into());
+        let text = format_human(&s);
+        assert!(
+            text.contains(
+                "lease        expired: dead held it until 2026-07-22T04:55:00Z (5m 0s ago)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("  u19\n  ... 5 more (--json lists them all)\n"),
+            "{text}"
+        );
+        assert!(!text.contains("u20"));
+        assert!(
+            text.starts_with("errors\n  state file is not valid\nbucket "),
+            "errors first: {text}"
+        );
+
+        s.lease.state = LeaseState::Unreadable;
+        let m = s.mismatch.as_mut().unwrap();
+        m.missing_uuids.clear();
+        m.missing_uuid_count = 0;
+        s.watermark = None;
+        s.watermark_lag_days = None;
+        let text = format_human(&s);
+        assert!(text.contains("lease        unreadable lock file"), "{text}");
+        assert!(text.contains("the next run passes it"), "{text}");
+        assert!(
+            text.contains("watermark    none (nothing compacted yet)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("lag          unknown (no watermark)"),
+            "{text}"
+        );
+
+        // The state could not be read: unknown, never "none".
+        let m = s.mismatch.as_mut().unwrap();
+        m.missing_uuids = vec!["u0".into()];
+        m.missing_uuid_count = 1;
+        m.cause = Some(MismatchCause::PerFlightFileWithoutOwnRow);
+        let text = format_human(&s);
+        assert!(
+            text.contains("1 of 40 flights whose per-flight file holds no row of theirs; the next run stops here again:"),
+            "{text}"
+        );
+        let s = StatusReport::unavailable(
+            "",
+            None,
+            &StatusOptions {
+                now: t("2026-07-22T04:50:00Z"),
+                as_of: t("2026-07-22T04:50:00Z"),
+                days: 5,
+            },
+            "setting S3_BUCKET: required",
+        );
+        let text = format_human(&s);
+        assert!(
+            text.starts_with("errors\n  setting S3_BUCKET: required\n"),
+            "{text}"
+        );
+        for line in [
+            "watermark    unknown: could not be read (see errors)",
+            "cutoff       unknown: the settings could not be read",
+            "lag          unknown\n",
+            "next date    unknown",
+            "mismatch     unknown",
+            "next dates   unknown",
+        ] {
+            assert!(text.contains(line), "{line:?} not in\n{text}");
+        }
+        assert!(!text.contains("none"), "{text}");
+    }
+
+    #[test]
+    fn json_round_trips_with_snake_case_states() {
+        let s = sample();
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["lease"]["state"], "held");
+        assert_eq!(v["mismatch"]["missing_uuid_count"], 2);
+        assert_eq!(v["next_days"][1]["compacted_files"], 1);
+        let back: StatusReport = serde_json::from_value(v).unwrap();
+        assert_eq!(back, s);
+    }
+}

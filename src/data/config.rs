@@ -1,0 +1,1069 @@
+//! Settings, parsed from environment variables into a typed [`Config`].
+//!
+//! Each setting is one row of [`SETTINGS`]: its variable, its default
+//! ([`DefaultIs`]), how its text is read ([`Parse`]) and what it means.
+//! [`Config::from_map`] reads every field from its row; `--help` prints the
+//! rows, and tests/suite/docs.rs holds docs/configuration.md and
+//! template.yaml to them. [`Config::from_map`] takes any string map, so
+//! tests never touch the process environment; [`Config::from_env`] is the
+//! thin wrapper `main` uses. Every error names the variable and what it
+//! expects. The AWS SDK reads its own variables (`AWS_REGION`, credentials,
+//! `AWS_ENDPOINT_URL`, ...) itself.
+//!
+//! ```
+//! use std::collections::HashMap;
+//! use archive_compaction::data::config::{Config, LAG_DAYS};
+//! let env = HashMap::from([("S3_BUCKET".to_string(), "archive".to_string())]);
+//! let c = Config::from_map(&env).unwrap();
+//! assert_eq!(c.lag_days, 2);
+//! assert_eq!(LAG_DAYS.default.to_string(), "2");
+//! assert!(Config::from_map(&HashMap::new()).is_err());
+//! ```
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use chrono::NaiveDate;
+
+use crate::infra::error::{Error, Result};
+
+/// Declares each setting as a constant named as its variable, its doc
+/// comment the meaning `--help` shows, and [`SETTINGS`], all of them in
+/// order.
+macro_rules! settings {
+    ($($(#[doc = $doc:literal])+ $name:ident: $default:expr, $parse:expr;)+) => {
+        $(
+            $(#[doc = $doc])+
+            pub const $name: Setting = {
+                use DefaultIs::*;
+                use Parse::*;
+                Setting {
+                    name: stringify!($name),
+                    default: $default,
+                    parse: $parse,
+                    doc: concat!($($doc),+).trim_ascii(),
+                }
+            };
+        )+
+        /// Every setting, in the order `--help` and docs/configuration.md
+        /// show them.
+        pub const SETTINGS: &[Setting] = &[$($name),+];
+    };
+}
+
+settings! {
+    /// bucket holding flights/, index/ and _compaction_state/
+    S3_BUCKET: Required, Plain;
+    /// cutoff = UTC date of the invocation time minus this many days
+    LAG_DAYS: Number(2), Whole { min: 0, max: 3650, what: "a whole number of days" };
+    /// YYYY-MM-DD to start at when there is no watermark (else the earliest
+    /// index/ or flights/ partition)
+    START_DATE: Unset, Date;
+    /// log level: off, error, warn, info, debug or trace, optionally with
+    /// target=level pairs: info,aws_smithy_runtime=debug; anything else is refused
+    LOG_LEVEL: Text("info"), LogLevel;
+    /// true for S3-compatible servers that need path-style addressing
+    S3_FORCE_PATH_STYLE: Bool(false), Flag;
+    /// length of the lease in seconds; keep it above the Lambda timeout (900 s)
+    LEASE_SECONDS: Number(960), Whole { min: 1, max: u64::MAX, what: "a whole number of seconds" };
+    /// index files fetched at once (GetObject requests in flight)
+    READ_CONCURRENCY: Number(64), Whole { min: 1, max: 1024, what: "a whole number of requests" };
+    /// memory one index input may take decoded, in MiB; an input whose footer
+    /// declares more (or whose footer is longer than 1/32 of it, or that has more
+    /// than 1,000 columns) is left in place unread and named in skipped_files
+    INPUT_BUDGET_MB: Derived(
+        "a quarter of AWS_LAMBDA_FUNCTION_MEMORY_SIZE; {} without it",
+        crate::data::input::BUDGET_MB_DEFAULT,
+    ), Whole { min: 1, max: 1024 * 1024, what: "a whole number of MiB" };
+    /// memory the run may use, in MB: parts and uuid sets are sized to keep
+    /// a date's estimated peak within 90% of it; a date not even a small part of
+    /// which fits is refused before it is read (0: no limit)
+    MEMORY_LIMIT_MB: Described("AWS_LAMBDA_FUNCTION_MEMORY_SIZE; none without it"),
+        Whole { min: 0, max: u64::MAX, what: "a whole number of MB" };
+    /// most index files one part of a date takes; the run sizes its parts below it
+    /// from MEMORY_LIMIT_MB and the time left
+    PART_FILES: Number(50_000), Whole { min: 1, max: u64::MAX, what: "a whole number of index files" };
+    /// most flight uuids a date's set holds in memory (16 B each) before it spills
+    /// to local disk (TMPDIR); the run sizes its sets below it from MEMORY_LIMIT_MB
+    FLIGHTS_IN_MEMORY: Number(crate::data::spill::DEFAULT_IN_MEMORY as u64),
+        Whole { min: 1, max: u64::MAX, what: "a whole number of uuids" };
+    /// rows per Parquet row group in compacted files
+    ROW_GROUP_ROWS: Number(131_072), Whole { min: 1, max: u64::MAX, what: "a whole number of rows" };
+    /// compacted files of at least this many bytes go up as S3 multipart uploads
+    /// (0: always); smaller ones as one PUT
+    MULTIPART_THRESHOLD_BYTES: Number(crate::infra::storage::MULTIPART_THRESHOLD_DEFAULT as u64),
+        Whole { min: 0, max: u64::MAX, what: "a whole number of bytes" };
+    /// part size of multipart uploads, from 5 MiB (5242880) to 5 GiB (S3's limits)
+    MULTIPART_PART_BYTES: Number(crate::infra::storage::MULTIPART_PART_DEFAULT as u64), Whole {
+        min: crate::infra::storage::MULTIPART_PART_MIN as u64,
+        max: crate::infra::storage::MULTIPART_PART_MAX as u64,
+        what: "a whole number of bytes",
+    };
+    /// stop starting new dates when less time than this (or twice the slowest day
+    /// so far) remains; more than 8 (the S3 cut-off before the deadline: a date
+    /// started within it could not write its output), and a `--max-duration` must
+    /// be more than it
+    DEADLINE_MARGIN_SECONDS: Number(60), Whole {
+        min: crate::infra::storage::S3_DEADLINE_MARGIN.as_secs() + 1,
+        max: u64::MAX,
+        what: "a whole number of seconds",
+    };
+    /// re-check this many already-compacted days (up to the watermark) for late or
+    /// rewritten index files; 0 turns the sweep off
+    SWEEP_DAYS: Number(14), Whole { min: 0, max: 366, what: "a whole number of days" };
+    /// publish CloudWatch metrics
+    METRICS_ENABLED: Bool(true), Flag;
+    /// CloudWatch namespace
+    METRICS_NAMESPACE: Text("SkyFollower/ArchiveCompaction"), Plain;
+    /// MQTT broker host; MQTT reporting is off when unset
+    MQTT_HOST: Unset, Plain;
+    /// MQTT broker port (8883 turns TLS on)
+    MQTT_PORT: Number(1883), Whole { min: 0, max: 65535, what: "a TCP port" };
+    /// MQTT user name
+    MQTT_USERNAME: Unset, Plain;
+    /// MQTT password (prefer MQTT_PASSWORD_SECRET_ARN: an environment variable is
+    /// readable in the function's configuration)
+    MQTT_PASSWORD: Unset, Verbatim;
+    /// Secrets Manager secret whose SecretString is the MQTT password; read once
+    /// per process, wins over MQTT_PASSWORD
+    MQTT_PASSWORD_SECRET_ARN: Unset, Plain;
+    /// use TLS (rustls) for MQTT
+    MQTT_TLS: Derived("true on port {}", 8883), Flag;
+    /// PEM file of CA certificates for MQTT TLS
+    MQTT_CA_FILE: Described("(system roots)"), Plain;
+    /// topic root; values go to {root}/statistic/{name}
+    MQTT_TOPIC_ROOT: Text("SkyFollower/archive-compaction"), TopicRoot;
+    /// bound on connect + publish + disconnect
+    MQTT_TIMEOUT_SECONDS: Number(5), Seconds { max: 300 };
+}
+
+/// Row defaults other code needs as a value.
+pub mod defaults {
+    /// [`super::PART_FILES`]'s default.
+    pub const PART_FILES: u64 = super::PART_FILES.default.figure();
+}
+
+/// What a setting is when its variable is unset or empty; shown (as
+/// `Display` writes it) by `--help` and docs/configuration.md.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum DefaultIs {
+    /// No default: the run refuses to start without it.
+    Required,
+    /// Nothing (the meaning says what that does).
+    Unset,
+    /// This number.
+    Number(u64),
+    /// This truth value.
+    Bool(bool),
+    /// This text.
+    Text(&'static str),
+    /// Decided from other variables as described.
+    Described(&'static str),
+    /// Decided from other variables as described; the description shows the
+    /// figure at `{}`, and the code takes it from here.
+    Derived(&'static str, u64),
+}
+
+impl DefaultIs {
+    /// The number of a [`DefaultIs::Number`] or [`DefaultIs::Derived`].
+    ///
+    /// # Panics
+    /// On any other default: a row whose default is not a number, read as one.
+    pub const fn figure(self) -> u64 {
+        match self {
+            DefaultIs::Number(n) | DefaultIs::Derived(_, n) => n,
+            _ => panic!("a setting whose default is not a number, read as one"),
+        }
+    }
+}
+
+impl std::fmt::Display for DefaultIs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DefaultIs::Required => f.write_str("(required)"),
+            DefaultIs::Unset => f.write_str("(unset)"),
+            DefaultIs::Number(n) => write!(f, "{n}"),
+            DefaultIs::Bool(b) => write!(f, "{b}"),
+            DefaultIs::Text(t) | DefaultIs::Described(t) => f.write_str(t),
+            DefaultIs::Derived(t, n) => f.write_str(&t.replace("{}", &n.to_string())),
+        }
+    }
+}
+
+/// How a setting's text is read. The text is trimmed (a
+/// [`Parse::Verbatim`] one is not) and an empty one is unset; anything else
+/// the parser does not take is refused with an [`Error::Config`] naming the
+/// variable and what it expects.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Parse {
+    /// Any text.
+    Plain,
+    /// Any text, kept as given (a password may begin or end with a space).
+    Verbatim,
+    /// A whole number from `min` to `max`.
+    Whole {
+        /// The least taken.
+        min: u64,
+        /// The most taken.
+        max: u64,
+        /// What the number is, for the error: "a whole number of days".
+        what: &'static str,
+    },
+    /// `true` or `false` (also `1`/`0`, `yes`/`no`, `on`/`off`), any case.
+    Flag,
+    /// A number of seconds, fractions allowed, above 0 and at most `max`.
+    Seconds {
+        /// The most taken.
+        max: u64,
+    },
+    /// A date `YYYY-MM-DD` ([`parse_date`]).
+    Date,
+    /// A tracing filter ([`parse_log_level`]).
+    LogLevel,
+    /// An MQTT topic root ([`parse_topic_root`]).
+    TopicRoot,
+}
+
+/// One setting: its environment variable, default, parser and meaning.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Setting {
+    /// The environment variable, e.g. `LAG_DAYS`.
+    pub name: &'static str,
+    /// What it is when unset.
+    pub default: DefaultIs,
+    /// How its text is read.
+    pub parse: Parse,
+    /// What it means, one line (`--help`).
+    pub doc: &'static str,
+}
+
+impl Setting {
+    /// The variable's text: trimmed (a [`Parse::Verbatim`] one as given);
+    /// `None` when unset or empty.
+    fn given<'a>(&self, env: &'a HashMap<String, String>) -> Option<&'a str> {
+        let v = env.get(self.name)?;
+        let v = match self.parse {
+            Parse::Verbatim => v.as_str(),
+            _ => v.trim(),
+        };
+        (!v.is_empty()).then_some(v)
+    }
+
+    fn refuse(&self, reason: impl Into<String>) -> Error {
+        bad(self.name, reason)
+    }
+
+    /// A programming error: this row is read as what its parser is not.
+    fn misread(&self, as_what: &str) -> ! {
+        panic!("setting {} ({:?}) read as {as_what}", self.name, self.parse)
+    }
+
+    fn parse_text(&self, v: &str) -> Result<String> {
+        match self.parse {
+            Parse::Plain | Parse::Verbatim => Ok(v.to_string()),
+            Parse::LogLevel => parse_log_level(v),
+            Parse::TopicRoot => parse_topic_root(v),
+            _ => self.misread("text"),
+        }
+    }
+
+    /// A text setting with a default (or none, required).
+    fn text(&self, env: &HashMap<String, String>) -> Result<String> {
+        match (self.given(env), self.default) {
+            (Some(v), _) => self.parse_text(v),
+            (None, DefaultIs::Text(t)) => Ok(t.to_string()),
+            (None, DefaultIs::Required) => Err(self.refuse(format!("required: {}", self.doc))),
+            (None, _) => self.misread("text with a default"),
+        }
+    }
+
+    /// A text setting that may be unset.
+    fn optional(&self, env: &HashMap<String, String>) -> Result<Option<String>> {
+        self.given(env).map(|v| self.parse_text(v)).transpose()
+    }
+
+    /// A whole-number setting, its row's default when unset.
+    fn whole<T: TryFrom<u64>>(&self, env: &HashMap<String, String>) -> Result<T> {
+        self.whole_else(env, self.default.figure())
+    }
+
+    /// A whole-number setting, `default` when unset (a default another
+    /// variable decides).
+    fn whole_else<T: TryFrom<u64>>(
+        &self,
+        env: &HashMap<String, String>,
+        default: u64,
+    ) -> Result<T> {
+        let Parse::Whole { min, max, what } = self.parse else {
+            self.misread("a whole number")
+        };
+        let fit = |n: u64| T::try_from(n).map_err(|_| self.refuse(format!("{n} is too large")));
+        let Some(v) = self.given(env) else {
+            return fit(default);
+        };
+        let n: u64 = v.parse().map_err(|_| {
+            self.refuse(format!(
+                "expected {what}, got {}",
+                crate::infra::text::quote(v)
+            ))
+        })?;
+        if !(min..=max).contains(&n) {
+            let range = match (min, max) {
+                (_, u64::MAX) => format!("at least {min}"),
+                (0, _) => format!("at most {max}"),
+                _ => format!("from {min} to {max}"),
+            };
+            return Err(self.refuse(format!("must be {range}, got {n} ({})", self.doc)));
+        }
+        fit(n)
+    }
+
+    /// A truth-value setting, its row's default when unset.
+    fn flag(&self, env: &HashMap<String, String>) -> Result<bool> {
+        match self.default {
+            DefaultIs::Bool(b) => self.flag_else(env, b),
+            _ => self.misread("a flag with a default"),
+        }
+    }
+
+    /// A truth-value setting, `default` when unset.
+    fn flag_else(&self, env: &HashMap<String, String>, default: bool) -> Result<bool> {
+        if self.parse != Parse::Flag {
+            self.misread("a flag")
+        }
+        let Some(v) = self.given(env) else {
+            return Ok(default);
+        };
+        match v.to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" | "on" => Ok(true),
+            "false" | "0" | "no" | "off" => Ok(false),
+            _ => Err(self.refuse(format!(
+                "expected true or false, got {}",
+                crate::infra::text::quote(v)
+            ))),
+        }
+    }
+
+    /// A number of seconds, fractions allowed, its row's default when unset.
+    fn seconds(&self, env: &HashMap<String, String>) -> Result<Duration> {
+        let Parse::Seconds { max } = self.parse else {
+            self.misread("seconds")
+        };
+        let s: f64 = match self.given(env) {
+            None => self.default.figure() as f64,
+            Some(v) => v.parse().map_err(|_| {
+                self.refuse(format!(
+                    "expected a number of seconds, got {}",
+                    crate::infra::text::quote(v)
+                ))
+            })?,
+        };
+        // Written so that NaN fails too.
+        if !(s > 0.0 && s <= max as f64) {
+            return Err(self.refuse(format!("must be above 0 and at most {max}, got {s}")));
+        }
+        Ok(Duration::from_secs_f64(s))
+    }
+
+    /// A date setting that may be unset.
+    fn date(&self, env: &HashMap<String, String>) -> Result<Option<NaiveDate>> {
+        if self.parse != Parse::Date {
+            self.misread("a date")
+        }
+        self.given(env)
+            .map(|v| parse_date(self.name, v))
+            .transpose()
+    }
+}
+
+/// MQTT reporting settings (present only when `MQTT_HOST` is set).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MqttConfig {
+    /// Broker host name or address ([`MQTT_HOST`]).
+    pub host: String,
+    /// Broker port ([`MQTT_PORT`]).
+    pub port: u16,
+    /// User name ([`MQTT_USERNAME`]).
+    pub username: Option<String>,
+    /// Password ([`MQTT_PASSWORD`]). Ignored when `password_secret_arn` is set.
+    pub password: Option<String>,
+    /// Secrets Manager secret (ARN or name) whose `SecretString` is the
+    /// password ([`MQTT_PASSWORD_SECRET_ARN`]). Read once per process by
+    /// [`crate::app::Deps::mqtt_password`]; wins over `password`.
+    pub password_secret_arn: Option<String>,
+    /// TLS on ([`MQTT_TLS`]).
+    pub tls: bool,
+    /// PEM CA bundle ([`MQTT_CA_FILE`]); system roots when unset.
+    pub ca_file: Option<String>,
+    /// Topic root ([`MQTT_TOPIC_ROOT`]).
+    pub topic_root: String,
+    /// Bound on the whole publish ([`MQTT_TIMEOUT_SECONDS`]).
+    pub timeout: Duration,
+}
+
+/// All settings of a run; each field's setting (linked) says its default.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Bucket name ([`S3_BUCKET`]).
+    pub bucket: String,
+    /// Days between the invocation date and the cutoff ([`LAG_DAYS`]).
+    pub lag_days: u32,
+    /// First date to consider when there is no watermark ([`START_DATE`]).
+    pub start_date: Option<NaiveDate>,
+    /// Tracing filter ([`LOG_LEVEL`]).
+    pub log_level: String,
+    /// Path-style S3 addressing ([`S3_FORCE_PATH_STYLE`]).
+    pub force_path_style: bool,
+    /// Lease length ([`LEASE_SECONDS`]; its default is above Lambda's 900 s
+    /// maximum timeout).
+    pub lease: Duration,
+    /// GetObject requests in flight at once ([`READ_CONCURRENCY`]).
+    pub read_concurrency: usize,
+    /// Rows per row group in outputs ([`ROW_GROUP_ROWS`]).
+    pub row_group_rows: usize,
+    /// What one index input may take decoded ([`INPUT_BUDGET_MB`]; Lambda
+    /// sets `AWS_LAMBDA_FUNCTION_MEMORY_SIZE` to the function's memory in
+    /// MB). The input limits derive from it ([`crate::data::input`]).
+    pub input_budget: crate::data::input::Budget,
+    /// Memory the run may use, in MB ([`MEMORY_LIMIT_MB`]; 0: none): what
+    /// [`crate::protocol::sizing::MemoryFit`] sizes a date's parts and sets to.
+    pub memory_limit_mb: Option<u64>,
+    /// Most weight one part of a date takes ([`PART_FILES`], a ceiling): a
+    /// date over it is committed in parts ([`crate::protocol::plan::parts`]).
+    pub part_files: u64,
+    /// How many uuids a date's sets hold in memory before they spill to
+    /// local disk ([`FLIGHTS_IN_MEMORY`], a ceiling).
+    pub spill: crate::data::spill::SpillSettings,
+    /// Output size from which the compacted file goes up as a multipart
+    /// upload ([`MULTIPART_THRESHOLD_BYTES`]; 0 = always).
+    pub multipart_threshold: usize,
+    /// Multipart part size ([`MULTIPART_PART_BYTES`]).
+    pub multipart_part_size: usize,
+    /// Minimum time left before starting another date
+    /// ([`DEADLINE_MARGIN_SECONDS`]; more than
+    /// [`crate::infra::storage::S3_DEADLINE_MARGIN`], else refused).
+    pub deadline_margin: Duration,
+    /// Already-compacted days re-checked for stragglers ([`SWEEP_DAYS`]; 0 = off).
+    pub sweep_days: u32,
+    /// Publish CloudWatch metrics ([`METRICS_ENABLED`]).
+    pub metrics_enabled: bool,
+    /// CloudWatch namespace ([`METRICS_NAMESPACE`]).
+    pub metrics_namespace: String,
+    /// MQTT reporting, when [`MQTT_HOST`] is set.
+    pub mqtt: Option<MqttConfig>,
+}
+
+impl Config {
+    /// Parses settings from a map of environment variables, each field
+    /// from its row of [`SETTINGS`].
+    ///
+    /// Errors: [`Error::Config`] naming the first variable that is missing
+    /// (`S3_BUCKET`) or malformed.
+    pub fn from_map(env: &HashMap<String, String>) -> Result<Config> {
+        // Lambda sets it to the function's memory in MB; the two memory
+        // settings default from it.
+        let function_mb = env
+            .get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        let budget_mb = function_mb.map_or(INPUT_BUDGET_MB.default.figure(), |mb| (mb / 4).max(1));
+        let memory_limit_mb: u64 = MEMORY_LIMIT_MB.whole_else(env, function_mb.unwrap_or(0))?;
+        Ok(Config {
+            bucket: S3_BUCKET.text(env)?,
+            lag_days: LAG_DAYS.whole(env)?,
+            start_date: START_DATE.date(env)?,
+            log_level: LOG_LEVEL.text(env)?,
+            force_path_style: S3_FORCE_PATH_STYLE.flag(env)?,
+            lease: Duration::from_secs(LEASE_SECONDS.whole(env)?),
+            read_concurrency: READ_CONCURRENCY.whole(env)?,
+            row_group_rows: ROW_GROUP_ROWS.whole(env)?,
+            input_budget: crate::data::input::Budget::from_mb(
+                INPUT_BUDGET_MB.whole_else(env, budget_mb)?,
+            ),
+            memory_limit_mb: (memory_limit_mb > 0).then_some(memory_limit_mb),
+            part_files: PART_FILES.whole(env)?,
+            spill: crate::data::spill::SpillSettings {
+                limit: FLIGHTS_IN_MEMORY.whole(env)?,
+            },
+            multipart_threshold: MULTIPART_THRESHOLD_BYTES.whole(env)?,
+            multipart_part_size: MULTIPART_PART_BYTES.whole(env)?,
+            deadline_margin: Duration::from_secs(DEADLINE_MARGIN_SECONDS.whole(env)?),
+            sweep_days: SWEEP_DAYS.whole(env)?,
+            metrics_enabled: METRICS_ENABLED.flag(env)?,
+            metrics_namespace: METRICS_NAMESPACE.text(env)?,
+            mqtt: MqttConfig::from_map(env)?,
+        })
+    }
+
+    /// Parses settings from the process environment (see [`Config::from_map`]).
+    pub fn from_env() -> Result<Config> {
+        Config::from_map(&std::env::vars().collect())
+    }
+
+    /// Refuses a run's own time limit (`--max-duration`) that leaves no room
+    /// for a date: the walk starts a date only with more than
+    /// `DEADLINE_MARGIN_SECONDS` left, so a limit within the margin would
+    /// end `Success` having done nothing.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming `--max-duration`, with both figures (seconds)
+    /// and the two ways out.
+    pub fn check_max_duration(&self, max_duration: Duration) -> Result<(), Error> {
+        if max_duration > self.deadline_margin {
+            return Ok(());
+        }
+        Err(bad(
+            "--max-duration",
+            format!(
+                "{}s is not more than DEADLINE_MARGIN_SECONDS ({} s): no date would start; give more (a bare number is seconds: 14m for 14 minutes) or lower DEADLINE_MARGIN_SECONDS (more than {} s)",
+                max_duration.as_secs_f64(),
+                self.deadline_margin.as_secs(),
+                crate::infra::storage::S3_DEADLINE_MARGIN.as_secs()
+            ),
+        ))
+    }
+}
+
+impl MqttConfig {
+    /// The MQTT settings, `None` when `MQTT_HOST` is unset (the others are
+    /// then not read).
+    fn from_map(env: &HashMap<String, String>) -> Result<Option<MqttConfig>> {
+        let Some(host) = MQTT_HOST.optional(env)? else {
+            return Ok(None);
+        };
+        let port: u16 = MQTT_PORT.whole(env)?;
+        Ok(Some(MqttConfig {
+            host,
+            port,
+            username: MQTT_USERNAME.optional(env)?,
+            password: MQTT_PASSWORD.optional(env)?,
+            password_secret_arn: MQTT_PASSWORD_SECRET_ARN.optional(env)?,
+            tls: MQTT_TLS.flag_else(env, u64::from(port) == MQTT_TLS.default.figure())?,
+            ca_file: MQTT_CA_FILE.optional(env)?,
+            topic_root: MQTT_TOPIC_ROOT.text(env)?,
+            timeout: MQTT_TIMEOUT_SECONDS.seconds(env)?,
+        }))
+    }
+}
+
+fn bad(name: &str, reason: impl Into<String>) -> Error {
+    Error::Config {
+        name: name.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// Checks an `MQTT_TOPIC_ROOT` and drops its trailing `/`s. A topic a
+/// client publishes to may not hold the wildcards `#` and `+` nor the
+/// character NUL (MQTT 3.1.1, sections 4.7.1 and 1.5.3; the broker refuses
+/// such a PUBLISH, so nothing would be retained, not even discovery).
+///
+/// Errors: [`Error::Config`] naming `MQTT_TOPIC_ROOT` and the character.
+pub fn parse_topic_root(v: &str) -> Result<String> {
+    let named = |c: char| match c {
+        '#' => "the multi-level wildcard '#'",
+        '+' => "the single-level wildcard '+'",
+        _ => "the character NUL (U+0000)",
+    };
+    if let Some(c) = v.chars().find(|c| matches!(c, '#' | '+' | '\0')) {
+        return Err(bad(
+            MQTT_TOPIC_ROOT.name,
+            format!(
+                "{} holds {}, which no topic a client publishes to may hold (MQTT 3.1.1, 4.7.1 and 1.5.3): the broker would refuse every statistic; use a root of plain levels such as SkyFollower/archive-compaction",
+                crate::infra::text::quote(v),
+                named(c)
+            ),
+        ));
+    }
+    let root = v.trim_end_matches('/');
+    if root.is_empty() {
+        return Err(bad(
+            MQTT_TOPIC_ROOT.name,
+            "is only '/': give a root such as SkyFollower/archive-compaction",
+        ));
+    }
+    Ok(root.to_string())
+}
+
+/// Parses a `YYYY-MM-DD` date for the setting `name`.
+pub fn parse_date(name: &str, v: &str) -> Result<NaiveDate> {
+    let t = v.trim();
+    // Exactly YYYY-MM-DD: chrono's %Y alone would take `26-7-12` as the year 26.
+    let shaped = t.len() == 10
+        && t.bytes().enumerate().all(|(i, c)| {
+            if i == 4 || i == 7 {
+                c == b'-'
+            } else {
+                c.is_ascii_digit()
+            }
+        });
+    shaped
+        .then(|| NaiveDate::parse_from_str(t, "%Y-%m-%d").ok())
+        .flatten()
+        .ok_or_else(|| {
+            bad(
+                name,
+                format!(
+                    "expected a date YYYY-MM-DD, got {}",
+                    crate::infra::text::quote(v)
+                ),
+            )
+        })
+}
+
+/// The levels `LOG_LEVEL` takes, alone or after `target=`.
+pub const LOG_LEVELS: &[&str] = &["off", "error", "warn", "info", "debug", "trace"];
+
+/// Checks a `LOG_LEVEL`: comma-separated directives, each a level of
+/// [`LOG_LEVELS`] (the default for every target) or `target=level`, a
+/// target being a Rust module path such as `aws_smithy_runtime` or
+/// `archive_compaction::commands::run`. Levels are taken in any case and returned in
+/// lower case.
+///
+/// Errors: [`Error::Config`] naming `LOG_LEVEL` and the directive that is
+/// neither (`warning`, `verbose`, `debug;`, a bare target, an empty
+/// directive): `tracing`'s own filter would take such a word as a target
+/// name and so turn every log line off, errors included.
+pub fn parse_log_level(v: &str) -> Result<String> {
+    let level = |l: &str| {
+        let l = l.trim().to_ascii_lowercase();
+        LOG_LEVELS.contains(&l.as_str()).then_some(l)
+    };
+    let target_ok = |t: &str| {
+        !t.is_empty()
+            && t.split("::").all(|part| {
+                let mut c = part.chars();
+                c.next()
+                    .is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
+                    && c.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            })
+    };
+    let mut out = Vec::new();
+    for d in v.split(',') {
+        let d = d.trim();
+        let parsed = match d.split_once('=') {
+            None => level(d),
+            Some((t, l)) if target_ok(t.trim()) => level(l).map(|l| format!("{}={l}", t.trim())),
+            Some(_) => None,
+        };
+        match parsed {
+            Some(p) => out.push(p),
+            None => {
+                return Err(bad(
+                    LOG_LEVEL.name,
+                    format!(
+                        "{} in {} is neither a level ({}) nor target=level (e.g. info,aws_smithy_runtime=debug)",
+                        crate::infra::text::quote(d),
+                        crate::infra::text::quote(v),
+                        LOG_LEVELS.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(out.join(","))
+}
+
+/// Variables of `env` that are not settings but look like a mistyped one,
+/// each with the setting it resembles, sorted by name: `LAG_DAY` →
+/// `LAG_DAYS`, `MQTT_HOTS` → `MQTT_HOST`, `s3_bucket` → `S3_BUCKET`. A
+/// variable resembles a setting when, compared without case, it is at most
+/// two edits away (a letter inserted, removed or changed, or two adjacent
+/// letters swapped) and is at least 6 characters long. Such a variable is
+/// ignored like any other, which would silently leave the setting at its
+/// default (`MQTT_HOTS`: no MQTT at all); `main` logs a warning for each.
+///
+/// ```
+/// use std::collections::HashMap;
+/// use archive_compaction::data::config::mistyped_settings;
+/// let env = HashMap::from([
+///     ("MQTT_HOTS".to_string(), "broker".to_string()),
+///     ("S3_BUCKET".to_string(), "archive".to_string()),
+///     ("HOME".to_string(), "/root".to_string()),
+/// ]);
+/// assert_eq!(mistyped_settings(&env), vec![("MQTT_HOTS".to_string(), "MQTT_HOST")]);
+/// ```
+pub fn mistyped_settings(env: &HashMap<String, String>) -> Vec<(String, &'static str)> {
+    let mut out: Vec<(String, &'static str)> = env
+        .keys()
+        .filter(|k| k.len() >= 6 && !SETTINGS.iter().any(|s| s.name == k.as_str()))
+        .filter_map(|k| {
+            let upper = k.to_ascii_uppercase();
+            SETTINGS
+                .iter()
+                .map(|s| (strsim::osa_distance(&upper, s.name), s.name))
+                .filter(|(d, _)| *d <= 2)
+                .min()
+                .map(|(_, name)| (k.clone(), name))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each default a row shows is the value the code takes without it:
+    /// setting the variable to its shown default changes nothing. A derived
+    /// default shows the figure the code falls back to.
+    #[test]
+    fn the_settings_table_shows_the_defaults_the_code_takes() {
+        let base = env(&[("S3_BUCKET", "b"), ("MQTT_HOST", "h")]);
+        let unset = Config::from_map(&base).unwrap();
+        let mut shown_as_values = 0;
+        for row in SETTINGS {
+            let shown = row.default.to_string();
+            if let DefaultIs::Number(_) | DefaultIs::Bool(_) | DefaultIs::Text(_) = row.default {
+                let mut with = base.clone();
+                with.insert(row.name.to_string(), shown.clone());
+                assert_eq!(
+                    Config::from_map(&with).unwrap(),
+                    unset,
+                    "{}={shown}",
+                    row.name
+                );
+                shown_as_values += 1;
+            }
+        }
+        assert_eq!(shown_as_values, 17);
+        let budget = crate::data::input::BUDGET_MB_DEFAULT;
+        assert_eq!(
+            INPUT_BUDGET_MB.default.to_string(),
+            format!("a quarter of AWS_LAMBDA_FUNCTION_MEMORY_SIZE; {budget} without it")
+        );
+        assert_eq!(unset.input_budget, crate::data::input::Budget::default());
+        assert_eq!(unset.memory_limit_mb, None);
+        assert_eq!(MQTT_TLS.default.to_string(), "true on port 8883");
+        assert!(!unset.mqtt.unwrap().tls);
+        assert_eq!(defaults::PART_FILES, 50_000);
+        assert_eq!(unset.spill.limit, crate::data::spill::DEFAULT_IN_MEMORY);
+        assert_eq!(
+            (unset.multipart_threshold, unset.multipart_part_size),
+            (
+                crate::infra::storage::MULTIPART_THRESHOLD_DEFAULT,
+                crate::infra::storage::MULTIPART_PART_DEFAULT
+            )
+        );
+        let lambda = Config::from_map(&env(&[
+            ("S3_BUCKET", "b"),
+            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "1024"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            lambda.input_budget,
+            crate::data::input::Budget::from_mb(256)
+        );
+        assert_eq!(lambda.memory_limit_mb, Some(1024));
+    }
+
+    #[test]
+    fn mistyped_settings_name_the_setting_they_resemble() {
+        let e = env(&[
+            ("LAG_DAY", "5"),
+            ("MQTT_HOTS", "h"),
+            ("S3_BUCKETS", "b"),
+            ("s3_bucket", "b"),
+            ("START_DATES", "2026-07-01"),
+            ("SWEEP_DAY", "0"),
+            ("LOG_LEVELS", "debug"),
+            // Settings, and variables that are not near one.
+            ("S3_BUCKET", "b"),
+            ("MQTT_PORT", "1883"),
+            ("MQTT_HOST", "h"),
+            ("AWS_REGION", "eu-west-1"),
+            ("AWS_PROFILE", "p"),
+            ("HOME", "/root"),
+            ("PATH", "/bin"),
+            ("RUST_LOG", "info"),
+            ("TOOLS_DIR", "/x"),
+            ("LANG", "C"),
+        ]);
+        assert_eq!(
+            mistyped_settings(&e),
+            vec![
+                ("LAG_DAY".to_string(), "LAG_DAYS"),
+                ("LOG_LEVELS".to_string(), "LOG_LEVEL"),
+                ("MQTT_HOTS".to_string(), "MQTT_HOST"),
+                ("S3_BUCKETS".to_string(), "S3_BUCKET"),
+                ("START_DATES".to_string(), "START_DATE"),
+                ("SWEEP_DAY".to_string(), "SWEEP_DAYS"),
+                ("s3_bucket".to_string(), "S3_BUCKET"),
+            ]
+        );
+        assert_eq!(strsim::osa_distance("MQTT_HOTS", "MQTT_HOST"), 1);
+        assert_eq!(strsim::osa_distance("", "ABC"), 3);
+    }
+
+    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// A count setting of 0 is refused naming it; 1 and the default are
+    /// taken (`FLIGHTS_IN_MEMORY` goes into the spill settings).
+    #[test]
+    fn counts_are_at_least_one() {
+        for name in ["ROW_GROUP_ROWS", "PART_FILES", "FLIGHTS_IN_MEMORY"] {
+            let e = Config::from_map(&env(&[("S3_BUCKET", "b"), (name, "0")])).unwrap_err();
+            assert!(
+                e.to_string().contains(name) && e.to_string().contains("must be at least 1"),
+                "{e}"
+            );
+            assert!(Config::from_map(&env(&[("S3_BUCKET", "b"), (name, "1")])).is_ok());
+        }
+        let c = Config::from_map(&env(&[("S3_BUCKET", "b"), ("FLIGHTS_IN_MEMORY", "7")])).unwrap();
+        assert_eq!(c.spill.limit, 7);
+        let c = Config::from_map(&env(&[("S3_BUCKET", "b")])).unwrap();
+        assert_eq!(c.spill.limit, crate::data::spill::DEFAULT_IN_MEMORY);
+    }
+
+    #[test]
+    fn dates_are_exactly_yyyy_mm_dd() {
+        assert!(parse_date("--date", "2026-07-20").is_ok());
+        assert!(parse_date("--date", " 2026-07-20 ").is_ok());
+        for bad in [
+            "26-7-12",
+            "2026-7-20",
+            "20260720",
+            "2026-13-01",
+            "2026-02-30",
+            "+2026-07-2",
+        ] {
+            let e = parse_date("--date", bad).unwrap_err().to_string();
+            assert!(
+                e.contains("--date") && e.contains("YYYY-MM-DD"),
+                "{bad}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn defaults() {
+        let c = Config::from_map(&env(&[("S3_BUCKET", "b")])).unwrap();
+        assert_eq!(c.lag_days, 2);
+        assert_eq!(c.start_date, None);
+        assert_eq!(c.log_level, "info");
+        assert!(!c.force_path_style);
+        assert_eq!(c.lease, Duration::from_secs(960));
+        assert!(c.metrics_enabled);
+        assert!(c.mqtt.is_none());
+    }
+
+    #[test]
+    fn settings_that_contradict_each_other_are_refused() {
+        // A margin must outlast the S3 cut-off (8 s) ...
+        for margin in ["0", "5", "8"] {
+            let e = Config::from_map(&env(&[
+                ("S3_BUCKET", "b"),
+                ("DEADLINE_MARGIN_SECONDS", margin),
+            ]))
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.starts_with("setting DEADLINE_MARGIN_SECONDS: ")
+                    && e.contains("must be at least 9"),
+                "{margin}: {e}"
+            );
+        }
+        let c = Config::from_map(&env(&[
+            ("S3_BUCKET", "b"),
+            ("DEADLINE_MARGIN_SECONDS", "9"),
+        ]))
+        .unwrap();
+        // ... and a run's own limit must outlast the margin.
+        assert!(c.check_max_duration(Duration::from_millis(9_001)).is_ok());
+        for within in [0, 8_000, 9_000] {
+            let e = c
+                .check_max_duration(Duration::from_millis(within))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with("setting --max-duration: ")
+                    && e.contains("is not more than DEADLINE_MARGIN_SECONDS (9 s)"),
+                "{within} ms: {e}"
+            );
+        }
+        let c = Config::from_map(&env(&[("S3_BUCKET", "b")])).unwrap();
+        assert!(c.check_max_duration(Duration::from_secs(30)).is_err());
+        assert!(c.check_max_duration(Duration::from_secs(61)).is_ok());
+    }
+
+    #[test]
+    fn errors_name_the_variable() {
+        for (pairs, name) in [
+            (vec![], "S3_BUCKET"),
+            (vec![("S3_BUCKET", "b"), ("LAG_DAYS", "-1")], "LAG_DAYS"),
+            (
+                vec![("S3_BUCKET", "b"), ("START_DATE", "2026-13-01")],
+                "START_DATE",
+            ),
+            (
+                vec![("S3_BUCKET", "b"), ("S3_FORCE_PATH_STYLE", "maybe")],
+                "S3_FORCE_PATH_STYLE",
+            ),
+            (
+                vec![("S3_BUCKET", "b"), ("MQTT_HOST", "h"), ("MQTT_PORT", "x")],
+                "MQTT_PORT",
+            ),
+            (
+                vec![("S3_BUCKET", "b"), ("READ_CONCURRENCY", "0")],
+                "READ_CONCURRENCY",
+            ),
+            (
+                vec![("S3_BUCKET", "b"), ("MULTIPART_PART_BYTES", "1048576")],
+                "MULTIPART_PART_BYTES",
+            ),
+            (
+                vec![("S3_BUCKET", "b"), ("MULTIPART_THRESHOLD_BYTES", "16MB")],
+                "MULTIPART_THRESHOLD_BYTES",
+            ),
+            (vec![("S3_BUCKET", "b"), ("LAG_DAYS", "3651")], "LAG_DAYS"),
+            (
+                vec![("S3_BUCKET", "b"), ("SWEEP_DAYS", "367")],
+                "SWEEP_DAYS",
+            ),
+            (
+                vec![("S3_BUCKET", "b"), ("LEASE_SECONDS", "0")],
+                "LEASE_SECONDS",
+            ),
+            (
+                vec![("S3_BUCKET", "b"), ("INPUT_BUDGET_MB", "0")],
+                "INPUT_BUDGET_MB",
+            ),
+            (
+                vec![("S3_BUCKET", "b"), ("METRICS_ENABLED", "2")],
+                "METRICS_ENABLED",
+            ),
+            (
+                vec![("S3_BUCKET", "b"), ("MQTT_HOST", "h"), ("MQTT_TLS", "tls")],
+                "MQTT_TLS",
+            ),
+            (
+                vec![
+                    ("S3_BUCKET", "b"),
+                    ("MQTT_HOST", "h"),
+                    ("MQTT_TIMEOUT_SECONDS", "NaN"),
+                ],
+                "MQTT_TIMEOUT_SECONDS",
+            ),
+        ] {
+            let e = Config::from_map(&env(&pairs)).unwrap_err();
+            assert!(
+                matches!(&e, Error::Config { name: n, .. } if n == name),
+                "{e}"
+            );
+            assert!(e.to_string().contains(name));
+        }
+    }
+
+    #[test]
+    fn log_level_takes_levels_and_target_level_pairs_only() {
+        let ok = |v: &str| parse_log_level(v).unwrap();
+        assert_eq!(ok("info"), "info");
+        assert_eq!(ok("WARN"), "warn");
+        assert_eq!(
+            ok("info, aws_smithy_runtime=debug"),
+            "info,aws_smithy_runtime=debug"
+        );
+        assert_eq!(
+            ok("archive_compaction::commands::run=trace"),
+            "archive_compaction::commands::run=trace"
+        );
+        for bad in [
+            "warning",
+            "verbose",
+            "debug;",
+            "aws_smithy_runtime",
+            "info,",
+            "=debug",
+            "info,aws=loud",
+            "a b=info",
+        ] {
+            let e = parse_log_level(bad).unwrap_err().to_string();
+            assert!(
+                e.contains("LOG_LEVEL") && e.contains("target=level"),
+                "{bad}: {e}"
+            );
+            let e = Config::from_map(&env(&[("S3_BUCKET", "b"), ("LOG_LEVEL", bad)]));
+            assert!(e.is_err(), "{bad} accepted");
+        }
+        // Every accepted value is a filter tracing takes as meant.
+        for v in [
+            "info",
+            "off",
+            "info,aws_smithy_runtime=debug",
+            "error,archive_compaction::commands::run=debug",
+        ] {
+            let f: Result<tracing_subscriber::filter::Targets, _> = ok(v).parse();
+            assert!(f.is_ok(), "{v}");
+        }
+    }
+
+    #[test]
+    fn mqtt_tls_follows_port() {
+        let c = Config::from_map(&env(&[
+            ("S3_BUCKET", "b"),
+            ("MQTT_HOST", "h"),
+            ("MQTT_PORT", "8883"),
+        ]))
+        .unwrap();
+        let m = c.mqtt.unwrap();
+        assert!(m.tls);
+        assert_eq!(m.topic_root, "SkyFollower/archive-compaction");
+        assert_eq!(m.password_secret_arn, None);
+    }
+
+    #[test]
+    fn a_topic_root_with_a_wildcard_or_nul_is_refused_naming_it() {
+        for (root, named) in [("ac/#", "'#'"), ("ac/+/x", "'+'"), ("a\0c", "NUL")] {
+            let e = Config::from_map(&env(&[
+                ("S3_BUCKET", "b"),
+                ("MQTT_HOST", "h"),
+                ("MQTT_TOPIC_ROOT", root),
+            ]))
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.contains("MQTT_TOPIC_ROOT") && e.contains(named),
+                "{root:?}: {e}"
+            );
+            assert!(!e.contains('\0'), "the NUL is quoted, not raw: {e:?}");
+        }
+        assert_eq!(parse_topic_root("a/b/").unwrap(), "a/b");
+        assert!(parse_topic_root("/").is_err());
+    }
+
+    #[test]
+    fn mqtt_password_secret_arn() {
+        let arn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:mqtt-AbCdEf";
+        let c = Config::from_map(&env(&[
+            ("S3_BUCKET", "b"),
+            ("MQTT_HOST", "h"),
+            ("MQTT_PASSWORD", "plain"),
+            ("MQTT_PASSWORD_SECRET_ARN", arn),
+        ]))
+        .unwrap();
+        let m = c.mqtt.unwrap();
+        assert_eq!(m.password_secret_arn.as_deref(), Some(arn));
+        assert_eq!(m.password.as_deref(), Some("plain"));
+        // A password is taken as given, spaces and all.
+        let c = Config::from_map(&env(&[
+            ("S3_BUCKET", "b"),
+            ("MQTT_HOST", "h"),
+            ("MQTT_PASSWORD", " pass word "),
+        ]))
+        .unwrap();
+        assert_eq!(c.mqtt.unwrap().password.as_deref(), Some(" pass word "));
+        // Empty, as the template passes an unset parameter: no secret.
+        let c = Config::from_map(&env(&[
+            ("S3_BUCKET", "b"),
+            ("MQTT_HOST", "h"),
+            ("MQTT_PASSWORD_SECRET_ARN", ""),
+        ]))
+        .unwrap();
+        assert_eq!(c.mqtt.unwrap().password_secret_arn, None);
+    }
+}

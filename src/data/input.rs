@@ -1,0 +1,934 @@
+//! Bounded reads of index inputs: every Parquet input any command reads
+//! (the merge, the parity gate, `status`, `audit`) goes through
+//! [`ObjectReader`], and nothing is decoded before its limits are checked.
+//!
+//! What it guarantees, whatever an object holds:
+//!
+//! - **Limits before any decode**, from the listing's size and the footer
+//!   alone ([`ObjectReader::footer`], [`check_decoded`]): the footer at most
+//!   the budget / [`FOOTER_SHARE`], at most [`COLUMNS_MAX`] leaf columns,
+//!   and the decoded size the footer declares ([`decoded_bytes`]) at most
+//!   the budget. An input over one is [`Unmergeable::over_limit`]: left in
+//!   place, named with its [`LimitBroken`], never fetched whole.
+//! - **Small reads**: an object of at most [`SMALL_INPUT_BYTES`] is fetched
+//!   whole in one GET; a bigger one footer first (its last
+//!   [`TAIL_READ_BYTES`]), then only the projected columns' chunks, row
+//!   group by row group, by coalesced ranged GETs. A big object that is not
+//!   Parquet costs one ranged GET of its tail.
+//! - **One version**: every GET after the first carries `If-Match` with the
+//!   first's ETag (or the caller's), so a file rewritten meanwhile is
+//!   [`Error::PreconditionFailed`], never a mix.
+//!
+//! Why parquet's push decoder and not `ParquetRecordBatchStreamBuilder`:
+//! the stream builder takes a `'static` reader and the stores here are
+//! borrowed; the push decoder asks for ranges, so the reads stay ours
+//! (`If-Match`, the GET semaphore, the counts).
+//!
+//! The budget is `INPUT_BUDGET_MB` ([`crate::data::config::Config::input_budget`]);
+//! the merge decodes one input at a time, so one input never takes more.
+//!
+//! ```
+//! use archive_compaction::data::input::{Budget, ObjectReader};
+//! use archive_compaction::data::merge::{encode, target_schema};
+//! use archive_compaction::infra::storage::{MemoryStore, Store};
+//! use arrow_array::RecordBatch;
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let store = MemoryStore::new("archive");
+//! let body = encode(&[RecordBatch::new_empty(target_schema())], 10).unwrap();
+//! let size = body.len() as u64;
+//! store.put_now("index/x.parquet", body.into());
+//! let mut r = ObjectReader::new(&store, "index/x.parquet", size, None);
+//! let footer = r.footer(Budget::default()).await.unwrap().unwrap();
+//! assert_eq!(footer.file_metadata().schema_descr().num_columns(), 9);
+//! # });
+//! ```
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_cast::cast;
+use arrow_schema::{DataType, TimeUnit};
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use parquet::DecodeResult;
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+use parquet::arrow::push_decoder::ParquetPushDecoderBuilder;
+use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use tokio::sync::Semaphore;
+
+use crate::data::keys::flight_uuid;
+use crate::data::merge::{self, Decoded, Unmergeable};
+use crate::data::merge::{Limit, LimitBroken};
+use crate::infra::error::{Error, Result};
+use crate::infra::storage::{Fetched, ObjectMeta, Store};
+use crate::protocol::proof::RowFlights;
+
+/// Objects of at most this many bytes (256 KiB) are fetched whole, in one
+/// GET: a per-flight file is a few KB, and one request beats two.
+pub const SMALL_INPUT_BYTES: u64 = 256 * 1024;
+
+/// The first ranged GET of a bigger object: its last 64 KiB, which holds
+/// the footer of any index file written by pyarrow or this job.
+pub const TAIL_READ_BYTES: u64 = 64 * 1024;
+
+/// At most this many leaf columns (the index schema has 9; a writer's
+/// extra columns are a handful).
+pub const COLUMNS_MAX: u64 = 1_000;
+
+/// The footer may take at most this share of the budget (1/32): a footer
+/// is parsed whole, into several times its size.
+pub const FOOTER_SHARE: u64 = 32;
+
+/// Decoded bytes counted per value of a read column, on top of the chunk's
+/// declared uncompressed bytes: Arrow's offsets and validity and the merge's
+/// bookkeeping. It is what bounds a dictionary-encoded column, whose pages
+/// are small whatever its rows decode to.
+pub const DECODED_BYTES_PER_VALUE: u64 = 24;
+
+/// Ranges of one object closer than this (256 KiB) are fetched in one GET.
+pub const COALESCE_GAP_BYTES: u64 = 256 * 1024;
+
+/// The budget without `INPUT_BUDGET_MB` or `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`
+/// (a quarter of the deployed 512 MB).
+pub const BUDGET_MB_DEFAULT: u64 = 128;
+
+/// Rows a decoded batch holds at most (the reader's batch size).
+pub const BATCH_ROWS: usize = 8192;
+
+const MAGIC: &[u8] = b"PAR1";
+
+/// The memory one input may take once decoded, in bytes
+/// (`INPUT_BUDGET_MB`); the other limits derive from it (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    bytes: u64,
+}
+
+impl Budget {
+    /// A budget of `mb` MiB.
+    pub fn from_mb(mb: u64) -> Budget {
+        Budget {
+            bytes: mb.saturating_mul(1024 * 1024),
+        }
+    }
+
+    /// The budget in bytes: the largest decoded size allowed.
+    pub fn bytes(self) -> u64 {
+        self.bytes
+    }
+
+    /// The longest footer allowed, in bytes (the budget / [`FOOTER_SHARE`]).
+    pub fn footer_bytes(self) -> u64 {
+        self.bytes / FOOTER_SHARE
+    }
+}
+
+impl Budget {
+    /// [`BUDGET_MB_DEFAULT`] MiB.
+    pub const DEFAULT: Budget = Budget {
+        bytes: BUDGET_MB_DEFAULT * 1024 * 1024,
+    };
+}
+
+/// The budget for reading back this job's own compacted output (to prove
+/// inputs against its `s3_key` column): the largest `INPUT_BUDGET_MB`
+/// accepts. The limits must not refuse the output, or a day bigger than a
+/// small budget would fail its commit every run; memory stays bounded (one
+/// row group of one column at a time).
+pub const OWN_OUTPUT_BUDGET: Budget = Budget {
+    bytes: 1024 * 1024 * 1024 * 1024,
+};
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget::DEFAULT
+    }
+}
+
+fn not_parquet(size: u64) -> Unmergeable {
+    Unmergeable::new(
+        None,
+        format!("not a Parquet file: bad magic or truncated ({size} bytes)"),
+    )
+}
+
+fn over(limit: Limit, found: u64, allowed: u64) -> std::result::Result<(), Unmergeable> {
+    if found > allowed {
+        Err(Unmergeable::over_limit(LimitBroken {
+            limit,
+            found,
+            allowed,
+        }))
+    } else {
+        Ok(())
+    }
+}
+
+/// The decoded size the footer declares for the leaf columns `leaves`, in
+/// bytes: their chunks' uncompressed bytes plus [`DECODED_BYTES_PER_VALUE`]
+/// a row (saturating).
+pub fn decoded_bytes(metadata: &ParquetMetaData, leaves: &[usize]) -> u64 {
+    let mut total = 0u64;
+    for rg in metadata.row_groups() {
+        let rows = rg.num_rows().max(0) as u64;
+        for &c in leaves {
+            let declared = rg.column(c).uncompressed_size().max(0) as u64;
+            total = total
+                .saturating_add(declared)
+                .saturating_add(rows.saturating_mul(DECODED_BYTES_PER_VALUE));
+        }
+    }
+    total
+}
+
+/// Whether reading the leaf columns `leaves` stays within `budget`
+/// ([`decoded_bytes`]).
+///
+/// Errors: [`Unmergeable::over_limit`] with [`Limit::DecodedBytes`].
+pub fn check_decoded(
+    metadata: &ParquetMetaData,
+    leaves: &[usize],
+    budget: Budget,
+) -> std::result::Result<(), Unmergeable> {
+    over(
+        Limit::DecodedBytes,
+        decoded_bytes(metadata, leaves),
+        budget.bytes(),
+    )
+}
+
+/// The top-level leaf columns named one of `names` (without case), in file order.
+pub fn leaves_named(metadata: &ParquetMetaData, names: &[&str]) -> Vec<usize> {
+    let descr = metadata.file_metadata().schema_descr();
+    (descr.columns().iter().enumerate())
+        .filter(|(_, c)| {
+            let parts = c.path().parts();
+            parts.len() == 1 && names.iter().any(|n| merge::same_column(&parts[0], n))
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// One S3 object read as Parquet: its footer within the limits, then the
+/// columns asked for, row group by row group, each GET within a permit of
+/// `gets` when given.
+#[derive(Debug)]
+pub struct ObjectReader<'a, S> {
+    store: &'a S,
+    key: &'a str,
+    size: u64,
+    etag: Option<String>,
+    whole: Option<Bytes>,
+    /// The tail read first (offset, bytes): ranges in it are not fetched again.
+    tail: Option<(u64, Bytes)>,
+    whole_up_to: u64,
+    gets: Option<&'a Semaphore>,
+    requests: AtomicU64,
+    bytes_read: AtomicU64,
+}
+
+impl<'a, S: Store> ObjectReader<'a, S> {
+    /// A reader of `key` (`size` bytes as listed), only in version `if_match` when given.
+    pub fn new(store: &'a S, key: &'a str, size: u64, if_match: Option<&str>) -> Self {
+        ObjectReader {
+            store,
+            key,
+            size,
+            etag: if_match.map(str::to_string),
+            whole: None,
+            tail: None,
+            whole_up_to: SMALL_INPUT_BYTES,
+            gets: None,
+            requests: AtomicU64::new(0),
+            bytes_read: AtomicU64::new(0),
+        }
+    }
+
+    /// Objects of at most `bytes` (default [`SMALL_INPUT_BYTES`]) are read whole.
+    pub fn whole_up_to(mut self, bytes: u64) -> Self {
+        self.whole_up_to = bytes;
+        self
+    }
+
+    /// Every GET takes a permit of `gets` first.
+    pub fn with_gets(mut self, gets: &'a Semaphore) -> Self {
+        self.gets = Some(gets);
+        self
+    }
+
+    /// The object's whole body, already read (no GET at all).
+    pub fn with_body(mut self, f: Fetched) -> Self {
+        self.size = f.body.len() as u64;
+        self.etag = Some(f.etag);
+        self.whole = Some(f.body);
+        self
+    }
+
+    /// The ETag of the version read (once something was read).
+    pub fn etag(&self) -> Option<&str> {
+        self.etag.as_deref()
+    }
+
+    /// GET requests sent.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Body bytes received.
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes_read.load(Ordering::Relaxed)
+    }
+
+    /// The whole body with its ETag, when the object was read whole.
+    pub fn whole(&self) -> Option<Fetched> {
+        Some(Fetched {
+            body: self.whole.clone()?,
+            etag: self.etag.clone().unwrap_or_default(),
+        })
+    }
+
+    fn count(&self, bytes: usize) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.bytes_read.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    async fn permit(&self) -> Option<tokio::sync::SemaphorePermit<'a>> {
+        match self.gets {
+            Some(g) => Some(g.acquire().await.expect("the semaphore is never closed")),
+            None => None,
+        }
+    }
+
+    /// Bytes `range` of the object (clipped to its end).
+    ///
+    /// Errors: S3 errors; [`Error::PreconditionFailed`] when the object is
+    /// no longer the version read first (another ETag, or shorter).
+    async fn get(&self, range: Range<u64>) -> Result<Bytes> {
+        let (start, end) = (range.start.min(self.size), range.end.min(self.size));
+        if let Some(b) = &self.whole {
+            return Ok(b.slice(start as usize..end as usize));
+        }
+        Ok(self.fetch(start..end).await?.body)
+    }
+
+    /// One ranged GET of the version read first, within a permit.
+    ///
+    /// Errors: as [`ObjectReader::get`].
+    async fn fetch(&self, range: Range<u64>) -> Result<Fetched> {
+        let _permit = self.permit().await;
+        let f = (self.store)
+            .get_range(self.key, range.clone(), self.etag.as_deref())
+            .await?;
+        self.count(f.body.len());
+        if (f.body.len() as u64) < range.end - range.start {
+            return Err(self.changed());
+        }
+        Ok(f)
+    }
+
+    /// The object is no longer the version read first.
+    fn changed(&self) -> Error {
+        Error::PreconditionFailed {
+            op: "GetObject",
+            bucket: self.store.bucket().to_string(),
+            key: self.key.to_string(),
+        }
+    }
+
+    /// The first read: the whole object when it is small, else its tail;
+    /// the version it finds is the one every later read asks for.
+    async fn first_read(&mut self) -> Result<Bytes> {
+        if let Some(b) = &self.whole {
+            return Ok(b.clone());
+        }
+        if self.size <= self.whole_up_to.max(TAIL_READ_BYTES) {
+            let _permit = self.permit().await;
+            let f = self.store.get(self.key).await?;
+            drop(_permit);
+            self.count(f.body.len());
+            if let Some(want) = &self.etag
+                && !crate::infra::storage::etag_eq(want, &f.etag)
+            {
+                return Err(self.changed());
+            }
+            self.size = f.body.len() as u64;
+            self.etag = Some(f.etag);
+            self.whole = Some(f.body.clone());
+            return Ok(f.body);
+        }
+        let start = self.size - TAIL_READ_BYTES;
+        let f = self.fetch(start..self.size).await?;
+        self.etag = Some(f.etag);
+        self.tail = Some((start, f.body.clone()));
+        Ok(f.body)
+    }
+
+    /// Many ranges of the object, coalesced (ranges closer than
+    /// [`COALESCE_GAP_BYTES`] in one GET, up to 10 GETs at once).
+    ///
+    /// Errors: as the single reads.
+    pub async fn get_ranges(&self, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        let Some((tail_at, tail)) = &self.tail else {
+            return object_store::coalesce_ranges(ranges, |r| self.get(r), COALESCE_GAP_BYTES)
+                .await;
+        };
+        // Ranges in the tail read first are served from it (one running into it is joined).
+        let tail_at = *tail_at;
+        let heads: Vec<Range<u64>> = (ranges.iter())
+            .filter(|r| r.start < tail_at)
+            .map(|r| r.start..r.end.min(tail_at))
+            .collect();
+        let fetched =
+            object_store::coalesce_ranges(&heads, |r| self.get(r), COALESCE_GAP_BYTES).await?;
+        let mut fetched = fetched.into_iter();
+        let in_tail = |start: u64, end: u64| {
+            let end = end.min(self.size).max(start);
+            tail.slice((start - tail_at) as usize..(end - tail_at) as usize)
+        };
+        Ok((ranges.iter())
+            .map(|r| {
+                if r.start >= tail_at {
+                    return in_tail(r.start, r.end);
+                }
+                let head = fetched.next().expect("one fetched range per head");
+                if r.end <= tail_at {
+                    return head;
+                }
+                let mut joined = Vec::with_capacity((r.end - r.start) as usize);
+                joined.extend_from_slice(&head);
+                joined.extend_from_slice(&in_tail(tail_at, r.end));
+                Bytes::from(joined)
+            })
+            .collect())
+    }
+
+    /// Reads and parses the footer within `budget`. Not Parquet: shorter
+    /// than 12 bytes, magic not `PAR1` (both ends when read whole), or a
+    /// declared footer length that does not fit; then the footer's length
+    /// and leaf columns must be within the limits.
+    ///
+    /// Errors: S3 errors (a missing key: [`Error::is_not_found`]). An object
+    /// that is not Parquet or breaks a limit is `Ok(Err(_))`.
+    pub async fn footer(
+        &mut self,
+        budget: Budget,
+    ) -> Result<std::result::Result<Arc<ParquetMetaData>, Unmergeable>> {
+        let tail = self.first_read().await?;
+        let size = self.size;
+        let n = tail.len();
+        if size < 12 || n < 8 || &tail[n - 4..] != MAGIC {
+            return Ok(Err(not_parquet(size)));
+        }
+        if self.whole.is_some() && &tail[..4] != MAGIC {
+            return Ok(Err(not_parquet(size)));
+        }
+        let footer_len = u32::from_le_bytes(tail[n - 8..n - 4].try_into().expect("4 bytes")) as u64;
+        if footer_len + 8 > size.saturating_sub(4) {
+            return Ok(Err(Unmergeable::new(
+                None,
+                format!(
+                    "not a Parquet file: its footer's declared length ({footer_len} bytes) does not fit in the file ({size} bytes)"
+                ),
+            )));
+        }
+        if let Err(u) = over(Limit::FooterBytes, footer_len, budget.footer_bytes()) {
+            return Ok(Err(u));
+        }
+        let footer: Bytes = if footer_len + 8 <= n as u64 {
+            tail.slice(n - 8 - footer_len as usize..n - 8)
+        } else {
+            let start = size - 8 - footer_len;
+            let head = self.get(start..size - n as u64).await?;
+            let mut joined = Vec::with_capacity(footer_len as usize);
+            joined.extend_from_slice(&head);
+            joined.extend_from_slice(&tail[..n - 8]);
+            Bytes::from(joined)
+        };
+        let metadata = match ParquetMetaDataReader::decode_metadata_with_options(
+            &footer,
+            Some(&merge::footer_options()),
+        ) {
+            Ok(m) => m,
+            Err(e) => {
+                return Ok(Err(Unmergeable::new(
+                    None,
+                    format!("not a readable Parquet file: {e}"),
+                )));
+            }
+        };
+        let columns = metadata.file_metadata().schema_descr().num_columns() as u64;
+        if let Err(u) = over(Limit::Columns, columns, COLUMNS_MAX) {
+            return Ok(Err(u));
+        }
+        Ok(Ok(Arc::new(metadata)))
+    }
+
+    /// Decodes the columns of `mask` row group by row group, in batches of
+    /// at most [`BATCH_ROWS`] rows, handing each to `each` (which may stop
+    /// the read with an [`Unmergeable`]).
+    ///
+    /// Errors: S3 errors. A file that cannot be decoded is `Ok(Err(_))`.
+    pub async fn read_batches(
+        &self,
+        arrow: ArrowReaderMetadata,
+        mask: ProjectionMask,
+        mut each: impl FnMut(RecordBatch) -> std::result::Result<(), Unmergeable>,
+    ) -> Result<std::result::Result<(), Unmergeable>> {
+        let cannot = |e: parquet::errors::ParquetError| {
+            Unmergeable::new(None, format!("cannot decode: {e}"))
+        };
+        let mut decoder = match ParquetPushDecoderBuilder::new_with_metadata(arrow)
+            .with_projection(mask)
+            .with_batch_size(BATCH_ROWS)
+            .build()
+        {
+            Ok(d) => d,
+            Err(e) => return Ok(Err(Unmergeable::new(None, format!("cannot read: {e}")))),
+        };
+        loop {
+            match decoder.try_decode() {
+                Ok(DecodeResult::NeedsData(ranges)) => {
+                    if let Some(r) = ranges.iter().find(|r| r.end > self.size) {
+                        return Ok(Err(Unmergeable::new(
+                            None,
+                            format!(
+                                "column chunk {}..{} lies outside the file ({} bytes)",
+                                r.start, r.end, self.size
+                            ),
+                        )));
+                    }
+                    let data = self.get_ranges(&ranges).await?;
+                    if let Err(e) = decoder.push_ranges(ranges, data) {
+                        return Ok(Err(cannot(e)));
+                    }
+                }
+                Ok(DecodeResult::Data(batch)) => {
+                    if let Err(u) = each(batch) {
+                        return Ok(Err(u));
+                    }
+                }
+                Ok(DecodeResult::Finished) => return Ok(Ok(())),
+                Err(e) => return Ok(Err(cannot(e))),
+            }
+        }
+    }
+}
+
+/// One input as the merge read it.
+#[derive(Debug)]
+pub struct InputRead {
+    /// The ETag of the version read.
+    pub etag: String,
+    /// Its size in bytes (as listed, or as read when read whole).
+    pub size: u64,
+    /// Body bytes received (0 when the body was handed in).
+    pub bytes_read: u64,
+    /// Its rows conformed to [`merge::target_schema`], or why it is left in place.
+    pub outcome: std::result::Result<Decoded, Unmergeable>,
+}
+
+/// Reads one input for the merge within `budget`: `body` when the caller
+/// holds it, else one GET or ranged GETs; its columns are decoded only once
+/// its footer passed the limits.
+///
+/// Errors: S3 errors; `Ok(None)` when the object vanished since the listing.
+pub async fn read_input(
+    store: &impl Store,
+    meta: &ObjectMeta,
+    body: Option<Fetched>,
+    budget: Budget,
+) -> Result<Option<InputRead>> {
+    let mut reader = ObjectReader::new(store, &meta.key, meta.size, None);
+    if let Some(f) = body {
+        reader = reader.with_body(f);
+    }
+    let footer = match reader.footer(budget).await {
+        Err(e) if e.is_not_found() => return Ok(None),
+        r => r?,
+    };
+    let outcome = match footer {
+        Err(u) => Err(u),
+        Ok(metadata) => {
+            let leaves: Vec<usize> =
+                (0..metadata.file_metadata().schema_descr().num_columns()).collect();
+            match check_decoded(&metadata, &leaves, budget) {
+                Err(u) => Err(u),
+                Ok(()) => match reader.whole.clone() {
+                    Some(body) => merge::decode_parsed(body, metadata),
+                    None => match decode_ranged(&reader, metadata).await {
+                        Err(e) if e.is_not_found() => return Ok(None),
+                        r => r?,
+                    },
+                },
+            }
+        }
+    };
+    Ok(Some(InputRead {
+        etag: reader.etag().unwrap_or_default().to_string(),
+        size: reader.size,
+        bytes_read: reader.bytes_read(),
+        outcome,
+    }))
+}
+
+/// Every column of a big input, by ranged reads, into one [`Decoded`].
+async fn decode_ranged<S: Store>(
+    reader: &ObjectReader<'_, S>,
+    metadata: Arc<ParquetMetaData>,
+) -> Result<std::result::Result<Decoded, Unmergeable>> {
+    let (arrow, conformed) = match merge::arrow_metadata(metadata) {
+        Ok(a) => a,
+        Err(u) => return Ok(Err(u)),
+    };
+    let schema = arrow.schema().clone();
+    let mut batches = Vec::new();
+    let read = reader
+        .read_batches(arrow, ProjectionMask::all(), |b| {
+            batches.push(b);
+            Ok(())
+        })
+        .await?;
+    Ok(read.and_then(|()| merge::decoded_from(&schema, batches, conformed)))
+}
+
+/// What [`read_columns`] did.
+#[derive(Debug)]
+pub struct ColumnsRead {
+    /// GET requests sent.
+    pub requests: u64,
+    /// Body bytes received.
+    pub bytes_read: u64,
+    /// The whole body, when small enough to be read whole (for reuse).
+    pub whole: Option<Fetched>,
+    /// `Ok` once every batch went to the caller; else why the file cannot be read.
+    pub outcome: std::result::Result<(), Unmergeable>,
+}
+
+/// Reads the columns `names` (any case; `names[0]` required) of one
+/// multi-row input within `budget`, in version `if_match` when given,
+/// handing each decoded batch to `each` (memory: one batch, not the file).
+///
+/// Errors: S3 errors ([`Error::PreconditionFailed`] when the object
+/// changed). An unreadable input is `Ok`, its [`ColumnsRead::outcome`] `Err`.
+pub async fn read_columns(
+    store: &impl Store,
+    meta: &ObjectMeta,
+    if_match: Option<&str>,
+    budget: Budget,
+    gets: Option<&Semaphore>,
+    names: &[&str],
+    each: impl FnMut(RecordBatch) -> std::result::Result<(), Unmergeable>,
+) -> Result<ColumnsRead> {
+    // Whole only when the tail read would take it all (a few columns cost less).
+    let mut reader =
+        ObjectReader::new(store, &meta.key, meta.size, if_match).whole_up_to(TAIL_READ_BYTES);
+    if let Some(g) = gets {
+        reader = reader.with_gets(g);
+    }
+    let outcome = columns_of(&mut reader, budget, names, each).await?;
+    Ok(ColumnsRead {
+        requests: reader.requests(),
+        bytes_read: reader.bytes_read(),
+        whole: reader.whole(),
+        outcome,
+    })
+}
+
+async fn columns_of<S: Store>(
+    reader: &mut ObjectReader<'_, S>,
+    budget: Budget,
+    names: &[&str],
+    each: impl FnMut(RecordBatch) -> std::result::Result<(), Unmergeable>,
+) -> Result<std::result::Result<(), Unmergeable>> {
+    let metadata = match reader.footer(budget).await? {
+        Ok(m) => m,
+        Err(u) => return Ok(Err(u)),
+    };
+    let leaves = leaves_named(&metadata, names);
+    let has_first = leaves_named(&metadata, &names[..1.min(names.len())]);
+    if has_first.is_empty() {
+        return Ok(Err(Unmergeable::new(
+            names.first().copied(),
+            "column is missing",
+        )));
+    }
+    if let Err(u) = check_decoded(&metadata, &leaves, budget) {
+        return Ok(Err(u));
+    }
+    let mask = ProjectionMask::leaves(metadata.file_metadata().schema_descr(), leaves);
+    let arrow = match ArrowReaderMetadata::try_new(metadata, ArrowReaderOptions::new()) {
+        Ok(a) => a,
+        Err(e) => {
+            return Ok(Err(Unmergeable::new(
+                None,
+                format!("not a readable Parquet file: {e}"),
+            )));
+        }
+    };
+    reader.read_batches(arrow, mask, each).await
+}
+
+/// The flights of one object's rows by its `s3_key` column alone, and how
+/// many rows name no flight: what [`crate::protocol::proof`] checks by. Read as
+/// [`read_columns`] reads.
+///
+/// Errors: S3 errors ([`Error::PreconditionFailed`] when the object is not
+/// version `if_match`). An object that is not Parquet, breaks a limit or has
+/// no `s3_key` column is `Ok(Err(_))`.
+pub async fn row_flights(
+    store: &impl Store,
+    key: &str,
+    size: u64,
+    if_match: Option<&str>,
+    budget: Budget,
+) -> Result<std::result::Result<RowFlights, Unmergeable>> {
+    let mut reader = ObjectReader::new(store, key, size, if_match).whole_up_to(TAIL_READ_BYTES);
+    flights_of(&mut reader, budget).await
+}
+
+/// [`row_flights`] of a body in memory (no GET); `store` and `key` only name it in errors.
+pub async fn row_flights_of_body(
+    store: &impl Store,
+    key: &str,
+    body: Bytes,
+    budget: Budget,
+) -> Result<std::result::Result<RowFlights, Unmergeable>> {
+    let f = Fetched {
+        body,
+        etag: String::new(),
+    };
+    let mut reader = ObjectReader::new(store, key, 0, None).with_body(f);
+    flights_of(&mut reader, budget).await
+}
+
+async fn flights_of<S: Store>(
+    reader: &mut ObjectReader<'_, S>,
+    budget: Budget,
+) -> Result<std::result::Result<RowFlights, Unmergeable>> {
+    let mut out = RowFlights::default();
+    let read = columns_of(reader, budget, &["s3_key"], |b| {
+        let keys = RowKeys::of(&b)?;
+        for row in 0..keys.rows() {
+            match keys.s3_key(row).and_then(flight_uuid) {
+                Some(u) => out.flights.push(u),
+                None => out.anonymous += 1,
+            }
+        }
+        Ok(())
+    })
+    .await?;
+    Ok(read.map(|()| out))
+}
+
+/// The `s3_key` and `first_message` of a batch's rows, by name without
+/// case (as the merge matches them): columns twice (names equal but for
+/// case) hold one value a row, the first that is not null.
+#[derive(Debug)]
+pub struct RowKeys {
+    keys: Vec<ArrayRef>,
+    first: Option<(ArrayRef, TimeUnit)>,
+    rows: usize,
+}
+
+impl RowKeys {
+    /// The columns of `batch` (as [`read_columns`] gives them).
+    ///
+    /// Errors: [`Unmergeable`] naming the column when `s3_key` is missing
+    /// or not a string, or `first_message` is not a timestamp.
+    pub fn of(batch: &RecordBatch) -> std::result::Result<RowKeys, Unmergeable> {
+        let named = |n: &str| {
+            (batch.schema_ref().fields().iter())
+                .enumerate()
+                .filter(|(_, f)| merge::same_column(f.name(), n))
+                .map(|(i, _)| batch.column(i).clone())
+                .collect::<Vec<_>>()
+        };
+        let keys = (named("s3_key").iter())
+            .map(|c| cast(c, &DataType::Utf8))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| Unmergeable::new(Some("s3_key"), e.to_string()))?;
+        if keys.is_empty() {
+            return Err(Unmergeable::new(Some("s3_key"), "column is missing"));
+        }
+        let first = match named("first_message").into_iter().next() {
+            None => None,
+            Some(c) => match c.data_type() {
+                DataType::Timestamp(unit, _) => {
+                    let unit = *unit;
+                    let v = cast(&c, &DataType::Int64)
+                        .map_err(|e| Unmergeable::new(Some("first_message"), e.to_string()))?;
+                    Some((v, unit))
+                }
+                DataType::Null => None,
+                t => {
+                    return Err(Unmergeable::new(
+                        Some("first_message"),
+                        format!("type {t} is not a timestamp"),
+                    ));
+                }
+            },
+        };
+        Ok(RowKeys {
+            keys,
+            first,
+            rows: batch.num_rows(),
+        })
+    }
+
+    /// Rows in the batch.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Row `row`'s `s3_key` (`None` when null).
+    pub fn s3_key(&self, row: usize) -> Option<&str> {
+        (self.keys.iter())
+            .map(|c| c.as_string::<i32>())
+            .find(|c| c.is_valid(row))
+            .map(|c| c.value(row))
+    }
+
+    /// Row `row`'s `first_message` ([`merge::first_message_at`]); `None` when unknown.
+    pub fn first_message(&self, row: usize) -> Option<DateTime<Utc>> {
+        let (v, unit) = self.first.as_ref()?;
+        let v = v.as_primitive::<arrow_array::types::Int64Type>();
+        v.is_valid(row)
+            .then(|| merge::first_message_at(v.value(row), *unit))
+            .flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::infra::storage::MemoryStore;
+
+    async fn meta(store: &MemoryStore, key: &str) -> ObjectMeta {
+        store.list(key).await.unwrap().remove(0)
+    }
+
+    #[tokio::test]
+    async fn a_footer_longer_than_the_file_is_not_parquet_before_any_limit() {
+        let store = MemoryStore::new("b");
+        // Ends in PAR1 and declares a footer of 4 GiB - 1.
+        let mut body = vec![b'x'; 300 * 1024];
+        body.extend_from_slice(&u32::MAX.to_le_bytes());
+        body.extend_from_slice(MAGIC);
+        store.put_now("k.parquet", body.into());
+        let m = meta(&store, "k.parquet").await;
+        let r = read_input(&store, &m, None, Budget::from_mb(1)).await;
+        let u = r.unwrap().unwrap().outcome.unwrap_err();
+        assert!(u.limit.is_none(), "{u:?}");
+        assert!(u.reason.starts_with("not a Parquet file"), "{u:?}");
+    }
+
+    #[tokio::test]
+    async fn limits_name_what_they_found() {
+        let store = MemoryStore::new("b");
+        let rows: Vec<RecordBatch> = (0..2000)
+            .map(|i| crate::data::merge::tests::row(&crate::data::merge::tests::uuid_n(i), "X"))
+            .collect();
+        let body = crate::data::merge::encode(&rows, 1000).unwrap();
+        store.put_now("k.parquet", body.into());
+        let m = meta(&store, "k.parquet").await;
+        // 2,000 rows of 9 columns: at least 432,000 decoded bytes; the
+        // footer (a few KB) is within 1/32 of the budget.
+        let tiny = Budget { bytes: 300_000 };
+        let u = (read_input(&store, &m, None, tiny).await.unwrap().unwrap())
+            .outcome
+            .unwrap_err();
+        let l = u.limit.unwrap();
+        assert_eq!(l.limit, Limit::DecodedBytes);
+        assert!(l.found > 432_000 && l.allowed == 300_000, "{l:?}");
+        // The s3_key column alone fits.
+        let mut n = 0;
+        let read = read_columns(&store, &m, None, tiny, None, &["s3_key"], |b| {
+            n += RowKeys::of(&b)?.rows();
+            Ok(())
+        })
+        .await
+        .unwrap();
+        read.outcome.unwrap();
+        assert_eq!(n, 2000);
+        let ok = read_input(&store, &m, None, Budget::default()).await;
+        assert_eq!(ok.unwrap().unwrap().outcome.unwrap().batch.num_rows(), 2000);
+    }
+
+    #[tokio::test]
+    async fn a_big_file_is_read_by_ranges_with_the_same_rows() {
+        let store = MemoryStore::new("b");
+        // Idents that do not compress: the file is over SMALL_INPUT_BYTES.
+        let ident =
+            |i: u32| format!("{:016x}", (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)).repeat(4);
+        let rows: Vec<RecordBatch> = (0..20_000)
+            .map(|i| {
+                crate::data::merge::tests::row(&crate::data::merge::tests::uuid_n(i), &ident(i))
+            })
+            .collect();
+        let body = Bytes::from(crate::data::merge::encode(&rows, 1000).unwrap());
+        assert!(body.len() as u64 > SMALL_INPUT_BYTES, "{}", body.len());
+        store.put_now("k.parquet", body.clone());
+        let m = meta(&store, "k.parquet").await;
+        let got = (read_input(&store, &m, None, Budget::default()).await)
+            .unwrap()
+            .unwrap();
+        let want = crate::data::merge::decode(body).unwrap();
+        assert_eq!(got.outcome.unwrap().batch, want.batch);
+    }
+
+    const U1: &str = "019f7d73-f820-702f-b905-8c81d0944996";
+
+    /// The proof's reading of a file: `s3_key` by name without case, and
+    /// two such columns as one (the first value that is not null).
+    #[tokio::test]
+    async fn row_flights_match_s3_key_without_case() {
+        use arrow_array::StringArray;
+        use arrow_schema::{Field, Schema};
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("S3_KEY", DataType::Utf8, true),
+            Field::new("s3_Key", DataType::Utf8, true),
+        ]));
+        let key = format!("flights/2026/07/20/X_Y_{U1}.json.gz");
+        let b = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringArray::from(vec![None, Some(key.as_str()), None])),
+                Arc::new(StringArray::from(vec![Some(key.as_str()), None, None])),
+            ],
+        )
+        .unwrap();
+        let mut body = Vec::new();
+        let mut w = parquet::arrow::ArrowWriter::try_new(&mut body, schema, None).unwrap();
+        w.write(&b).unwrap();
+        w.close().unwrap();
+        let store = MemoryStore::new("b");
+        let got = row_flights_of_body(&store, "k", Bytes::from(body), Budget::default()).await;
+        let got = got.unwrap().unwrap();
+        assert_eq!(got.flights, vec![uuid::Uuid::parse_str(U1).unwrap(); 2]);
+        assert_eq!(got.anonymous, 1);
+    }
+
+    /// An encoded output's flights read back, from the store by ranges as
+    /// from memory.
+    #[tokio::test]
+    async fn row_flights_of_an_encoded_file() {
+        let store = MemoryStore::new("b");
+        let b = crate::data::merge::tests::row(U1, "X");
+        let bytes = Bytes::from(crate::data::merge::encode(std::slice::from_ref(&b), 10).unwrap());
+        let want = vec![uuid::Uuid::parse_str(U1).unwrap()];
+        let got = row_flights_of_body(&store, "k", bytes.clone(), Budget::default()).await;
+        assert_eq!(got.unwrap().unwrap().flights, want);
+        let etag = store.put_now("k.parquet", bytes.clone());
+        let size = bytes.len() as u64;
+        let got = row_flights(&store, "k.parquet", size, Some(&etag), Budget::default()).await;
+        assert_eq!(got.unwrap().unwrap().flights, want);
+        // Another version than the one asked for: refused, not read.
+        store.put_now("k.parquet", Bytes::from_static(b"another version"));
+        let e = row_flights(&store, "k.parquet", size, Some(&etag), Budget::default()).await;
+        assert!(matches!(e, Err(Error::PreconditionFailed { .. })), "{e:?}");
+    }
+}

@@ -1,0 +1,326 @@
+//! The held merge ([`Merger`]): the fallback for days the streaming merge
+//! cannot take. Inputs are pushed one at a time and their rows coalesced;
+//! one small dedup entry per flight decides which row is kept.
+
+use super::*;
+
+/// Where an input comes from: its part of the dedup rank (the rule is in
+/// the [`crate::data::merge`] module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Source {
+    /// A `compacted-*.parquet` file, ours or the Python job's.
+    Compacted,
+    /// Another multi-row index file (a legacy migration's, an export):
+    /// ranked as a compacted file.
+    MultiRow,
+    /// A per-flight `{uuid}.parquet` file named after this flight.
+    PerFlight(Uuid),
+}
+
+/// One decoded input with what the dedup rule needs.
+#[derive(Debug, Clone)]
+pub struct MergeInput {
+    /// Its source kind.
+    pub source: Source,
+    /// Its LastModified (later per-flight versions win).
+    pub last_modified: DateTime<Utc>,
+    /// The rows, conformed.
+    pub decoded: Decoded,
+}
+
+/// Rows per coalesced chunk held by a [`Merger`], so a day costs its rows'
+/// bytes (about 150 B a row), not a set of Arrow arrays per file.
+pub const COALESCE_ROWS: usize = 4096;
+
+/// `b` in the union `schema` (the target columns, then the day's extra
+/// columns so far), matched by name without case: an extra column is
+/// converted to the day's type ([`super::widen::convert`]), a missing one
+/// is all nulls.
+///
+/// Errors: [`MergeError::ExtraColumn`] when a value has no exact value in
+/// the day's type (a defect: the join rules that out); [`MergeError::Arrow`].
+pub(super) fn to_union_schema(
+    b: &RecordBatch,
+    schema: &SchemaRef,
+) -> Result<RecordBatch, MergeError> {
+    if b.schema() == *schema {
+        return Ok(b.clone());
+    }
+    let bs = b.schema();
+    let target_len = target_schema().fields().len();
+    let cols = (schema.fields().iter().enumerate())
+        .map(|(i, f)| {
+            let found = if i < target_len {
+                bs.index_of(f.name()).ok()
+            } else {
+                (bs.fields().iter().enumerate().skip(target_len))
+                    .find(|(_, g)| super::same_column(g.name(), f.name()))
+                    .map(|(ix, _)| ix)
+            };
+            match found {
+                Some(ix) => super::widen::convert(b.column(ix), f.data_type()).map_err(|reason| {
+                    MergeError::ExtraColumn {
+                        column: f.name().clone(),
+                        reason,
+                    }
+                }),
+                None => Ok(new_null_array(f.data_type(), b.num_rows())),
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(RecordBatch::try_new(schema.clone(), cols)?)
+}
+
+/// Which input wins between two rows of one flight: per-flight over
+/// compacted, then the later LastModified; at equal rank the later input.
+pub(super) type Rank = (u8, DateTime<Utc>);
+
+pub(super) fn rank(source: Source, last_modified: DateTime<Utc>) -> Rank {
+    match source {
+        Source::Compacted | Source::MultiRow => (0, last_modified),
+        Source::PerFlight(_) => (1, last_modified),
+    }
+}
+
+/// The held merge: inputs are pushed one at a time, in plan (key) order.
+/// Each input's rows are copied into chunks of [`COALESCE_ROWS`] and the
+/// input dropped; one small entry per flight (uuid, rank, row number) keeps
+/// the dedup, so memory grows with the day's rows, not its files.
+///
+/// ```
+/// use archive_compaction::data::merge::{Merger, MergeInput, Source, target_schema, conform};
+/// use arrow_array::RecordBatch;
+/// let mut m = Merger::new();
+/// let empty = conform(&RecordBatch::new_empty(target_schema())).unwrap();
+/// m.push(MergeInput { source: Source::Compacted, last_modified: Default::default(), decoded: empty }).unwrap();
+/// let rows = m.finish().unwrap();
+/// assert_eq!(rows.num_rows(), 0);
+/// assert!(rows.encode(1024).unwrap().is_none()); // never an empty output file
+/// ```
+#[derive(Debug)]
+pub struct Merger {
+    extras: ExtraColumns,
+    schema: SchemaRef,
+    coalescer: BatchCoalescer,
+    chunks: Vec<RecordBatch>,
+    rows: usize,
+    winners: HashMap<Uuid, (Rank, usize)>,
+    anonymous: Vec<usize>,
+}
+
+impl Default for Merger {
+    fn default() -> Self {
+        Merger::new()
+    }
+}
+
+impl Merger {
+    /// An empty merge over [`target_schema`].
+    pub fn new() -> Merger {
+        let schema = target_schema();
+        Merger {
+            extras: ExtraColumns::default(),
+            coalescer: BatchCoalescer::new(schema.clone(), COALESCE_ROWS),
+            schema,
+            chunks: Vec::new(),
+            rows: 0,
+            winners: HashMap::new(),
+            anonymous: Vec::new(),
+        }
+    }
+
+    /// Rows pushed so far (duplicates included).
+    pub fn rows_pushed(&self) -> usize {
+        self.rows
+    }
+
+    /// Adds one input's rows; inputs come in plan (key) order (at equal
+    /// rank the later wins). A new or widened extra column changes the
+    /// output schema, and the rows held so far are converted to it exactly.
+    ///
+    /// Errors: [`MergeError::Input`] when an extra column has no type in
+    /// common with the day's (nothing of it is taken); an Arrow error.
+    pub fn push(&mut self, input: MergeInput) -> Result<(), MergeError> {
+        let b = input.decoded.batch;
+        let next = self.extras.with(&b).map_err(MergeError::Input)?;
+        if self.extras.schema_differs(&next) {
+            self.flush_chunk()?;
+            let schema = next.schema();
+            self.chunks = (self.chunks.iter())
+                .map(|c| to_union_schema(c, &schema))
+                .collect::<Result<_, _>>()?;
+            self.schema = schema;
+            self.coalescer = BatchCoalescer::new(self.schema.clone(), COALESCE_ROWS);
+        }
+        self.extras = next;
+        let batch = to_union_schema(&b, &self.schema)?;
+
+        // Dedup: remember the winning row number of each flight.
+        let r = rank(input.source, input.last_modified);
+        let keys = batch
+            .column(target_schema().index_of("s3_key").expect("s3_key"))
+            .as_string::<i32>();
+        for row in 0..batch.num_rows() {
+            let at = self.rows + row;
+            let id = keys
+                .is_valid(row)
+                .then(|| flight_uuid(keys.value(row)))
+                .flatten()
+                .or(match input.source {
+                    Source::PerFlight(u) if batch.num_rows() == 1 => Some(u),
+                    _ => None,
+                });
+            match id {
+                None => self.anonymous.push(at),
+                Some(u) => {
+                    let e = self.winners.entry(u).or_insert((r, at));
+                    if r >= e.0 {
+                        *e = (r, at);
+                    }
+                }
+            }
+        }
+        self.rows += batch.num_rows();
+        self.coalescer.push_batch(batch)?;
+        while let Some(c) = self.coalescer.next_completed_batch() {
+            self.chunks.push(c);
+        }
+        Ok(())
+    }
+
+    fn flush_chunk(&mut self) -> Result<(), MergeError> {
+        self.coalescer.finish_buffered_batch()?;
+        while let Some(c) = self.coalescer.next_completed_batch() {
+            self.chunks.push(c);
+        }
+        Ok(())
+    }
+
+    /// Ends the merge: the kept rows, in output order (by flight uuid, then
+    /// rows without a flight uuid in input order), ready to encode.
+    ///
+    /// Errors: an Arrow error while completing the last chunk.
+    pub fn finish(mut self) -> Result<MergedRows, MergeError> {
+        self.flush_chunk()?;
+        // Chunks made before an extra column appeared lack it: pad with nulls.
+        let chunks = self
+            .chunks
+            .iter()
+            .map(|c| to_union_schema(c, &self.schema))
+            .collect::<Result<Vec<_>, MergeError>>()?;
+        let mut starts = Vec::with_capacity(chunks.len());
+        let mut n = 0;
+        for c in &chunks {
+            starts.push(n);
+            n += c.num_rows();
+        }
+        let mut order: Vec<(Uuid, usize)> = self
+            .winners
+            .into_iter()
+            .map(|(u, (_, at))| (u, at))
+            .collect();
+        order.sort_unstable_by_key(|(u, _)| *u);
+        let order: Vec<usize> = order
+            .into_iter()
+            .map(|(_, at)| at)
+            .chain(self.anonymous)
+            .collect();
+        Ok(MergedRows {
+            duplicates_removed: (self.rows - order.len()) as u64,
+            schema: self.schema,
+            chunks,
+            starts,
+            order,
+            extra_columns: self.extras.names(),
+        })
+    }
+}
+
+/// The result of a [`Merger`]: the coalesced rows and the order in which the
+/// kept ones are written. Holds no more than the [`Merger`] did.
+#[derive(Debug, Clone)]
+pub struct MergedRows {
+    schema: SchemaRef,
+    chunks: Vec<RecordBatch>,
+    starts: Vec<usize>,
+    order: Vec<usize>,
+    duplicates_removed: u64,
+    extra_columns: Vec<String>,
+}
+
+impl Default for MergedRows {
+    fn default() -> Self {
+        Merger::new().finish().expect("an empty merge finishes")
+    }
+}
+
+impl MergedRows {
+    /// The output schema: [`target_schema`], then any extra columns.
+    pub fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    /// Rows in the output (one per flight, plus rows without a flight uuid).
+    pub fn num_rows(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Rows dropped because a newer version of the same flight was kept.
+    pub fn duplicates_removed(&self) -> u64 {
+        self.duplicates_removed
+    }
+
+    /// Extra (non-target) columns kept in the output, in first-seen order.
+    pub fn extra_columns(&self) -> &[String] {
+        &self.extra_columns
+    }
+
+    /// Approximate heap bytes held (Arrow buffers plus bookkeeping).
+    pub fn memory_bytes(&self) -> usize {
+        self.chunks
+            .iter()
+            .map(RecordBatch::get_array_memory_size)
+            .sum::<usize>()
+            + self.order.capacity() * size_of::<usize>()
+    }
+
+    /// The output rows, in order, as batches of at most `batch_rows` rows
+    /// (each gathered from the chunks when it is asked for).
+    pub fn batches(
+        &self,
+        batch_rows: usize,
+    ) -> impl Iterator<Item = Result<RecordBatch, arrow_schema::ArrowError>> + '_ {
+        let refs: Vec<&RecordBatch> = self.chunks.iter().collect();
+        self.order.chunks(batch_rows.max(1)).map(move |part| {
+            let ix: Vec<(usize, usize)> = part
+                .iter()
+                .map(|&at| {
+                    let c = self.starts.partition_point(|&s| s <= at) - 1;
+                    (c, at - self.starts[c])
+                })
+                .collect();
+            interleave_record_batch(&refs, &ix)
+        })
+    }
+
+    /// Encodes the output as one Parquet file ([`encode`]'s settings), in
+    /// batches of [`WRITE_BATCH_ROWS`]; `None` when there are no rows (an
+    /// empty output file is never made). Memory besides this value: the
+    /// output bytes and one row group's encoded pages.
+    pub fn encode(
+        &self,
+        row_group_rows: usize,
+    ) -> Result<Option<Vec<u8>>, parquet::errors::ParquetError> {
+        if self.order.is_empty() {
+            return Ok(None);
+        }
+        let mut buf = Vec::new();
+        let mut w =
+            ArrowWriter::try_new(&mut buf, self.schema.clone(), Some(props(row_group_rows)))?;
+        for b in self.batches(WRITE_BATCH_ROWS) {
+            w.write(&b?)?;
+        }
+        w.close()?;
+        Ok(Some(buf))
+    }
+}

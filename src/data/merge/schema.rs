@@ -1,0 +1,519 @@
+//! Schema conformance: the target schema, decoding an index file and
+//! conforming it to that schema by column name (lossless conversions only),
+//! and reading the flight uuids of a file's `s3_key` column.
+
+use super::*;
+use serde::{Deserialize, Serialize};
+
+/// The Glue table's columns, in order (docs/ARCHITECTURE.md, "Bucket layout";
+/// specs/index-schema.md).
+pub fn target_schema() -> SchemaRef {
+    static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
+    SCHEMA
+        .get_or_init(|| {
+            let ts = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+            Arc::new(Schema::new(vec![
+                Field::new("icao_hex", DataType::Utf8, true),
+                Field::new("registration", DataType::Utf8, true),
+                Field::new("type_designator", DataType::Utf8, true),
+                Field::new("military", DataType::Boolean, false),
+                Field::new("operator_designator", DataType::Utf8, true),
+                Field::new("ident", DataType::Utf8, true),
+                Field::new("first_message", ts.clone(), true),
+                Field::new("last_message", ts, true),
+                Field::new("s3_key", DataType::Utf8, true),
+            ]))
+        })
+        .clone()
+}
+
+/// Why one file cannot be merged. The file is left in place and reported.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct Unmergeable {
+    /// The column involved, when one is.
+    pub column: Option<String>,
+    /// What is wrong, e.g. "not a Parquet file: bad magic".
+    pub reason: String,
+    /// The input limit broken, when that is what is wrong
+    /// ([`crate::data::input`]): nothing of the file was decoded.
+    pub limit: Option<LimitBroken>,
+}
+
+impl Unmergeable {
+    /// A file that cannot be merged for `reason` (about `column`, when one).
+    pub fn new(column: Option<&str>, reason: impl Into<String>) -> Unmergeable {
+        Unmergeable {
+            column: column.map(str::to_string),
+            reason: reason.into(),
+            limit: None,
+        }
+    }
+
+    /// A file that breaks an input limit ([`crate::data::input`]).
+    pub fn over_limit(limit: LimitBroken) -> Unmergeable {
+        Unmergeable {
+            column: None,
+            reason: format!("left in place unread: {limit}"),
+            limit: Some(limit),
+        }
+    }
+}
+
+pub(super) fn unmergeable(column: Option<&str>, reason: impl Into<String>) -> Unmergeable {
+    Unmergeable::new(column, reason)
+}
+
+/// A decoded input, conformed to the target schema (known columns first,
+/// then any extra columns it had).
+#[derive(Debug, Clone)]
+pub struct Decoded {
+    /// The rows.
+    pub batch: RecordBatch,
+    /// Names of columns the target schema does not know (kept).
+    pub extra_columns: Vec<String>,
+}
+
+/// A Parquet file starts and ends with the magic `PAR1` (Parquet format
+/// specification); the footer-only reader does not look at the first one.
+pub(super) fn check_magic(bytes: &[u8]) -> Result<(), Unmergeable> {
+    const MAGIC: &[u8] = b"PAR1";
+    if bytes.len() < 12 || &bytes[..4] != MAGIC || &bytes[bytes.len() - 4..] != MAGIC {
+        return Err(unmergeable(
+            None,
+            format!(
+                "not a Parquet file: bad magic or truncated ({} bytes)",
+                bytes.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Decodes one Parquet file and conforms it to [`target_schema`]: a file
+/// with the writer's layout (`has_target_layout`) is read straight into it,
+/// any other through its embedded Arrow schema and [`conform`]; both give
+/// the same rows.
+///
+/// Errors: [`Unmergeable`] for bytes that are not Parquet, a missing
+/// required column, or a value without an exact target value.
+pub fn decode(bytes: Bytes) -> Result<Decoded, Unmergeable> {
+    check_magic(&bytes)?;
+    let metadata = ParquetMetaDataReader::new()
+        .with_metadata_options(Some(footer_options()))
+        .parse_and_finish(&bytes)
+        .map(Arc::new)
+        .map_err(|e| unmergeable(None, format!("not a readable Parquet file: {e}")))?;
+    decode_parsed(bytes, metadata)
+}
+
+/// The footer options of every read: no column or size statistics (no read
+/// here uses them).
+pub fn footer_options() -> ParquetMetaDataOptions {
+    ParquetMetaDataOptions::new()
+        .with_column_stats_policy(ParquetStatisticsPolicy::SkipAll)
+        .with_size_stats_policy(ParquetStatisticsPolicy::SkipAll)
+}
+
+/// [`decode`] of a whole file whose footer is already parsed (`metadata`).
+///
+/// Errors: as [`decode`].
+pub fn decode_parsed(bytes: Bytes, metadata: Arc<ParquetMetaData>) -> Result<Decoded, Unmergeable> {
+    let (arrow_metadata, conformed) = arrow_metadata(metadata)?;
+    let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(bytes, arrow_metadata)
+        .build()
+        .map_err(|e| unmergeable(None, format!("cannot read: {e}")))?;
+    let schema = reader.schema();
+    let batches = reader
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| unmergeable(None, format!("cannot decode: {e}")))?;
+    decoded_from(&schema, batches, conformed)
+}
+
+/// How to read a file's columns into Arrow: straight into [`target_schema`]
+/// (`true`) when it has the writer's layout (`has_target_layout`), else by
+/// its embedded Arrow schema (`false`: the rows then go through [`conform`]).
+///
+/// Errors: [`Unmergeable`] when the footer's schema has no Arrow reading.
+pub fn arrow_metadata(
+    metadata: Arc<ParquetMetaData>,
+) -> Result<(ArrowReaderMetadata, bool), Unmergeable> {
+    let direct = has_target_layout(metadata.file_metadata().schema_descr())
+        .then(|| {
+            let options = ArrowReaderOptions::new().with_schema(target_schema());
+            ArrowReaderMetadata::try_new(metadata.clone(), options).ok()
+        })
+        .flatten();
+    match direct {
+        Some(m) => Ok((m, true)),
+        None => ArrowReaderMetadata::try_new(metadata, ArrowReaderOptions::new())
+            .map(|m| (m, false))
+            .map_err(|e| unmergeable(None, format!("not a readable Parquet file: {e}"))),
+    }
+}
+
+/// One [`Decoded`] from a file's batches, read by [`arrow_metadata`]
+/// (`conformed` as it said).
+///
+/// Errors: as [`conform`].
+pub fn decoded_from(
+    schema: &SchemaRef,
+    mut batches: Vec<RecordBatch>,
+    conformed: bool,
+) -> Result<Decoded, Unmergeable> {
+    let batch = if batches.len() == 1 {
+        batches.pop().expect("one batch")
+    } else {
+        arrow_select::concat::concat_batches(schema, &batches)
+            .map_err(|e| unmergeable(None, format!("cannot decode: {e}")))?
+    };
+    drop(batches);
+    if conformed {
+        // Read as the target schema (the reader checked names, types and
+        // nullability against the footer); the batch takes the shared
+        // schema itself, so later schema comparisons are pointer compares.
+        if let Ok(batch) = batch.clone().with_schema(target_schema()) {
+            return Ok(Decoded {
+                batch,
+                extra_columns: Vec::new(),
+            });
+        }
+    }
+    conform(&batch)
+}
+
+/// Whether a file's Parquet schema is the index schema exactly as pyarrow
+/// writes it (the [`target_schema`] columns in order, strings `STRING`,
+/// `military` `BOOLEAN`, timestamps `TIMESTAMP(MICROS)`, nothing else): such
+/// a file reads into [`target_schema`] with the values [`conform`] would
+/// give. Anything else goes through [`conform`].
+pub(super) fn has_target_layout(parquet: &SchemaDescriptor) -> bool {
+    let target = target_schema();
+    parquet.num_columns() == target.fields().len()
+        && parquet.root_schema().get_fields().len() == target.fields().len()
+        && target.fields().iter().zip(parquet.columns()).all(|(f, c)| {
+            let leaf = c.self_type();
+            leaf.is_primitive()
+                && c.max_rep_level() == 0
+                && c.path().parts().len() == 1
+                && leaf.name() == f.name()
+                && match f.data_type() {
+                    DataType::Utf8 => {
+                        c.physical_type() == PhysicalType::BYTE_ARRAY
+                            && matches!(c.logical_type_ref(), Some(LogicalType::String))
+                    }
+                    DataType::Boolean => c.physical_type() == PhysicalType::BOOLEAN,
+                    DataType::Timestamp(TimeUnit::Microsecond, _) => {
+                        c.physical_type() == PhysicalType::INT64
+                            && matches!(
+                                c.logical_type_ref(),
+                                Some(LogicalType::Timestamp(t)) if t.unit == ParquetTimeUnit::MICROS
+                            )
+                    }
+                    _ => false,
+                }
+        })
+}
+
+/// Conforms a batch to [`target_schema`] by column name without case
+/// ([`column_key`]). Columns equal but for case are one column, merged
+/// when their values agree (equal wherever both hold one), in the target's
+/// type or, for an extra one, the type that holds both exactly
+/// ([`super::widen`]), spelled as first written.
+///
+/// Errors: [`Unmergeable`] naming the column for a required column missing
+/// or holding nulls, a value without an exact target value, or columns
+/// equal but for case that disagree.
+pub fn conform(batch: &RecordBatch) -> Result<Decoded, Unmergeable> {
+    let target = target_schema();
+    let rows = batch.num_rows();
+    let schema = batch.schema();
+    // Columns grouped by name without case, in the order first written.
+    let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+    for (i, f) in schema.fields().iter().enumerate() {
+        let lower = column_key(f.name());
+        match groups.iter_mut().find(|(l, _)| *l == lower) {
+            Some((_, ixs)) => ixs.push(i),
+            None => groups.push((lower, vec![i])),
+        }
+    }
+    let mut fields: Vec<Field> = Vec::with_capacity(target.fields().len());
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(target.fields().len());
+    for f in target.fields() {
+        let col = match groups.iter().find(|(l, _)| l == f.name()) {
+            Some((_, ixs)) if ixs.len() == 1 => conform_column(f, batch.column(ixs[0]))?,
+            Some((_, ixs)) => {
+                let nullable = f.as_ref().clone().with_nullable(true);
+                let cols = (ixs.iter())
+                    .map(|&i| conform_column(&nullable, batch.column(i)))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let merged = merge_agreeing(&schema, ixs, &cols)?;
+                conform_column(f, &merged)?
+            }
+            None if f.is_nullable() => new_null_array(f.data_type(), rows),
+            None => return Err(unmergeable(Some(f.name()), "required column is missing")),
+        };
+        fields.push(f.as_ref().clone());
+        columns.push(col);
+    }
+    let mut extra_columns = Vec::new();
+    for (lower, ixs) in &groups {
+        if target.fields().iter().any(|f| f.name() == lower) {
+            continue;
+        }
+        let first = schema.field(ixs[0]);
+        let col = if ixs.len() == 1 {
+            batch.column(ixs[0]).clone()
+        } else {
+            // The type that holds every one of them exactly.
+            let mut day = super::widen::ExtraColumns::default();
+            for &i in ixs {
+                day.add(first.name(), batch.column(i)).map_err(|u| {
+                    unmergeable(
+                        Some(first.name()),
+                        format!(
+                            "{} columns named {:?} but for case: {}",
+                            ixs.len(),
+                            first.name(),
+                            u.reason
+                        ),
+                    )
+                })?;
+            }
+            let to = day.data_type(0).clone();
+            let cols = (ixs.iter())
+                .map(|&i| super::widen::convert(batch.column(i), &to))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| unmergeable(Some(first.name()), e))?;
+            merge_agreeing(&schema, ixs, &cols)?
+        };
+        extra_columns.push(first.name().clone());
+        fields.push(
+            Field::new(first.name(), col.data_type().clone(), true).with_metadata(HashMap::<
+                String,
+                String,
+            >::new(
+            )),
+        );
+        columns.push(col);
+    }
+    let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+        .map_err(|e| unmergeable(None, e.to_string()))?;
+    Ok(Decoded {
+        batch,
+        extra_columns,
+    })
+}
+
+/// One column from `cols` (the columns `ixs` of `schema`, equal but for
+/// case, of one type): row by row the value they agree on.
+///
+/// Errors: [`Unmergeable`] naming the first row where two values differ.
+fn merge_agreeing(
+    schema: &Schema,
+    ixs: &[usize],
+    cols: &[ArrayRef],
+) -> Result<ArrayRef, Unmergeable> {
+    let names: Vec<&str> = ixs
+        .iter()
+        .map(|&i| schema.field(i).name().as_str())
+        .collect();
+    let rows = cols[0].len();
+    let mut pick: Vec<(usize, usize)> = Vec::with_capacity(rows);
+    for row in 0..rows {
+        let mut chosen: Option<usize> = None;
+        for (c, col) in cols.iter().enumerate() {
+            if col.is_null(row) {
+                continue;
+            }
+            match chosen {
+                None => chosen = Some(c),
+                Some(k) if cols[k].slice(row, 1).to_data() == col.slice(row, 1).to_data() => {}
+                Some(k) => {
+                    return Err(unmergeable(
+                        Some(names[c]),
+                        format!(
+                            "columns {:?} and {:?} are one column to Glue, Athena and Spark (names equal but for case) and disagree in row {row}; the file is left in place",
+                            names[k], names[c]
+                        ),
+                    ));
+                }
+            }
+        }
+        pick.push((chosen.unwrap_or(0), row));
+    }
+    let refs: Vec<&dyn Array> = cols.iter().map(|c| c.as_ref()).collect();
+    arrow_select::interleave::interleave(&refs, &pick)
+        .map_err(|e| unmergeable(Some(names[0]), e.to_string()))
+}
+
+pub(super) fn conform_column(target: &Field, col: &ArrayRef) -> Result<ArrayRef, Unmergeable> {
+    let name = target.name();
+    if !target.is_nullable() && col.null_count() > 0 {
+        return Err(unmergeable(
+            Some(name),
+            format!("{} null value(s) in a required column", col.null_count()),
+        ));
+    }
+    match (target.data_type(), col.data_type()) {
+        (t, s) if t == s => Ok(col.clone()),
+        // Nulls lose nothing in any type (fastparquet writes an all-None
+        // string column as plain binary, pyarrow as the null type).
+        (t, _) if col.null_count() == col.len() || col.data_type() == &DataType::Null => {
+            Ok(new_null_array(t, col.len()))
+        }
+        (DataType::Utf8, DataType::LargeUtf8 | DataType::Utf8View) => {
+            cast(col, &DataType::Utf8).map_err(|e| unmergeable(Some(name), e.to_string()))
+        }
+        (DataType::Utf8, DataType::Dictionary(_, v))
+            if matches!(
+                v.as_ref(),
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+            ) =>
+        {
+            cast(col, &DataType::Utf8).map_err(|e| unmergeable(Some(name), e.to_string()))
+        }
+        // Unannotated binary (fastparquet's `bytes` encoding) holding UTF-8.
+        (DataType::Utf8, DataType::Binary | DataType::LargeBinary | DataType::BinaryView) => {
+            super::widen::convert(col, &DataType::Utf8).map_err(|e| {
+                unmergeable(
+                    Some(name),
+                    format!(
+                        "type {} cannot be converted to Utf8 without loss: {e}",
+                        col.data_type()
+                    ),
+                )
+            })
+        }
+        (DataType::Timestamp(TimeUnit::Microsecond, tz), DataType::Timestamp(unit, _)) => {
+            // Timezone-aware and naive timestamps both store the instant as
+            // UTC-based epoch values in Arrow/Parquet; only the unit changes.
+            let values = col.as_primitive_opt::<arrow_array::types::Int64Type>();
+            let raw: Vec<Option<i64>> = match values {
+                Some(v) => v.iter().collect(),
+                None => {
+                    let as_i64 = cast(col, &DataType::Int64)
+                        .map_err(|e| unmergeable(Some(name), e.to_string()))?;
+                    as_i64
+                        .as_primitive::<arrow_array::types::Int64Type>()
+                        .iter()
+                        .collect()
+                }
+            };
+            let mut out = Vec::with_capacity(raw.len());
+            for v in raw {
+                out.push(match v {
+                    None => None,
+                    Some(v) => Some(to_micros(v, *unit).ok_or_else(|| {
+                        unmergeable(
+                            Some(name),
+                            format!("timestamp {v} ({unit:?}) has no exact microsecond value"),
+                        )
+                    })?),
+                });
+            }
+            let arr = TimestampMicrosecondArray::from(out).with_timezone_opt(tz.clone());
+            Ok(Arc::new(arr))
+        }
+        (t, s) => Err(unmergeable(
+            Some(name),
+            format!("type {s} cannot be converted to {t} without loss"),
+        )),
+    }
+}
+
+/// A column name as names are matched: without case, as Glue, Athena and
+/// Spark match them. Every comparison of column names goes through it.
+pub fn column_key(name: &str) -> String {
+    name.to_lowercase()
+}
+
+/// Whether `a` and `b` name one column ([`column_key`]).
+pub fn same_column(a: &str, b: &str) -> bool {
+    a == b || column_key(a) == column_key(b)
+}
+
+pub(super) fn to_micros(v: i64, unit: TimeUnit) -> Option<i64> {
+    match unit {
+        TimeUnit::Second => v.checked_mul(1_000_000),
+        TimeUnit::Millisecond => v.checked_mul(1_000),
+        TimeUnit::Microsecond => Some(v),
+        TimeUnit::Nanosecond => (v % 1_000 == 0).then_some(v / 1_000),
+    }
+}
+
+/// Whether a per-flight file's rows include one of `flight` (a row whose
+/// `s3_key` carries its uuid): only then does the flight have an index row
+/// there that a compacted file could keep.
+pub fn holds_flight(decoded: &Decoded, flight: Uuid) -> bool {
+    let Some(keys) = s3_keys(decoded) else {
+        return false;
+    };
+    (0..keys.len()).any(|row| keys.is_valid(row) && flight_uuid(keys.value(row)) == Some(flight))
+}
+
+/// Rows of a decoded input whose `s3_key` is null, empty or carries no
+/// flight uuid: rows the merge cannot place under a flight.
+pub fn rows_without_flight(decoded: &Decoded) -> usize {
+    let Some(keys) = s3_keys(decoded) else {
+        return decoded.batch.num_rows();
+    };
+    (0..keys.len())
+        .filter(|&row| !keys.is_valid(row) || flight_uuid(keys.value(row)).is_none())
+        .count()
+}
+
+fn s3_keys(decoded: &Decoded) -> Option<&StringArray> {
+    let b = &decoded.batch;
+    let ix = b.schema().index_of("s3_key").ok()?;
+    b.column(ix).as_string_opt::<i32>()
+}
+
+/// A per-input limit ([`crate::data::input`]), decided from the listing and the
+/// Parquet footer before anything is decoded.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum Limit {
+    /// The footer's declared length in bytes ([`crate::data::input::FOOTER_SHARE`]).
+    FooterBytes,
+    /// Leaf columns in the file's schema ([`crate::data::input::COLUMNS_MAX`]).
+    Columns,
+    /// The decoded size the footer declares for the columns read, in bytes.
+    DecodedBytes,
+}
+
+named_enum!(Limit);
+
+/// Which [`Limit`] an input broke: what it holds (`found`) against what is
+/// allowed (`allowed`), in the limit's unit (bytes or columns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LimitBroken {
+    /// The limit.
+    pub limit: Limit,
+    /// The input's value.
+    pub found: u64,
+    /// The largest value allowed.
+    pub allowed: u64,
+}
+
+impl std::fmt::Display for LimitBroken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "over the {} limit: {} where at most {} is allowed (INPUT_BUDGET_MB sets it)",
+            self.limit, self.found, self.allowed
+        )
+    }
+}

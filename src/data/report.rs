@@ -1,0 +1,983 @@
+//! [`RunReport`]: the one value that describes a run.
+//!
+//! The same value is the Lambda response (Success) or the error message
+//! (Mismatch, Failure), the CLI's JSON on stdout, and the source of every
+//! CloudWatch metric and MQTT topic. Its JSON Schema is
+//! `specs/run-report.schema.json`.
+//!
+//! Bounded whatever the run met: every list keeps at most a fixed number of
+//! entries (the `*_SHOWN` constants) beside its exact count and a
+//! `*_truncated` marker, and [`RunReport::bound`] keeps the whole JSON
+//! within [`REPORT_MAX_BYTES`]. The full detail is in `status` and the log.
+//!
+//! ```
+//! use archive_compaction::data::report::{RunReport, SkippedFile, UUIDS_SHOWN};
+//! use chrono::NaiveDate;
+//!
+//! let mut r = RunReport::default();
+//! let date = NaiveDate::from_ymd_opt(2026, 7, 19).unwrap();
+//! let missing: Vec<uuid::Uuid> = (0..20_000u128).map(uuid::Uuid::from_u128).collect();
+//! r.set_mismatch(date, missing.len() as u64, &missing);
+//! assert_eq!(r.mismatch_uuid_count, 20_000);
+//! assert_eq!(r.mismatch_uuids.len(), UUIDS_SHOWN);
+//! assert!(r.mismatch_uuids_truncated);
+//! r.bound();
+//! assert!(serde_json::to_string_pretty(&r).unwrap().len() <= archive_compaction::data::report::REPORT_MAX_BYTES);
+//! ```
+
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Uuids `mismatch_uuids` and its MQTT topic carry: the first, sorted (100 are ~3.9 KB of JSON).
+pub const UUIDS_SHOWN: usize = 100;
+
+/// Uuids a date's `days[].mismatch_uuids` carries; `days[].mismatch_uuid_count` is exact.
+pub const DAY_UUIDS_SHOWN: usize = 20;
+
+/// Dates `days` lists (the first, in walk order); the log has a `date reported` line for each.
+pub const DAYS_SHOWN: usize = 100;
+
+/// Files `skipped_files` lists (the first met); the log has a `file skipped` line for each.
+pub const SKIPPED_FILES_SHOWN: usize = 100;
+
+/// Manifests `recovered` lists (in the order recovery met them).
+pub const RECOVERED_SHOWN: usize = 100;
+
+/// How many errors `errors` lists: the first `ERRORS_SHOWN - 1` and the
+/// last (the one that stopped the run); the log has each (`run failed`).
+pub const ERRORS_SHOWN: usize = 50;
+
+/// The most bytes of the report's JSON, pretty-printed as the CLI prints
+/// it: room under the 256 KB of an asynchronous invocation's failure record
+/// (request and response together) for the event and its metadata.
+pub const REPORT_MAX_BYTES: usize = 200_000;
+
+/// Outcome of a run: exit code 0, 2, 1 respectively.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, strum::IntoStaticStr,
+)]
+pub enum Status {
+    /// Everything up to the cutoff (or the deadline) is compacted.
+    #[default]
+    Success,
+    /// The walk stopped at a date whose parity failed (flights without index rows).
+    Mismatch,
+    /// Something failed; see `errors`.
+    Failure,
+}
+
+impl Status {
+    /// The CLI exit code: 0 Success, 2 Mismatch, 1 Failure.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Status::Success => 0,
+            Status::Mismatch => 2,
+            Status::Failure => 1,
+        }
+    }
+}
+
+named_enum!(Status);
+
+/// Why the walk over dates stopped.
+#[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    Default,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// Every date up to the cutoff is compacted.
+    #[default]
+    ReachedCutoff,
+    /// The watermark is already at (or past) the cutoff.
+    NothingToDo,
+    /// No watermark, no `START_DATE` and no `index/` partition: nothing to start from.
+    NoPartitions,
+    /// Parity failed on `mismatch_date`.
+    Mismatch,
+    /// Less time was left than the deadline margin; the next run continues.
+    Deadline,
+    /// Another invocation holds the lease; this one did nothing.
+    LeaseHeld,
+    /// A date is blocked by a stuck or quarantined manifest.
+    BlockedByManifest,
+    /// A repair range (`--from`/`--to`) or `--date` went through its last date.
+    EndOfRange,
+    /// SIGTERM or SIGINT: no new date or destructive step started, the lease released.
+    Interrupted,
+    /// An error stopped the run.
+    Error,
+}
+
+/// What was done with one date (`days[].action`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    Default,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum DayAction {
+    /// Merged into one new compacted file; the inputs retired.
+    Compacted,
+    /// Nothing to merge (no index input, or already one compacted file).
+    #[default]
+    NothingToCompact,
+    /// Parity failed: flights without an index row.
+    Mismatch,
+    /// An error stopped the date (see `reason` and the run's `errors`).
+    Failed,
+    /// Dry run: what a run would merge.
+    Planned,
+    /// Straggler sweep: late or rewritten files folded into an already-compacted date.
+    Swept,
+    /// Dry run of the straggler sweep.
+    SweepPlanned,
+    /// A repair range's date held by a stuck or quarantined manifest.
+    Blocked,
+    /// Some of the date's parts committed, then the deadline stopped it: the
+    /// next run goes on within the date; the watermark stays before it.
+    Partial,
+}
+
+named_enum!(DayAction);
+
+named_enum!(StopReason);
+
+impl StopReason {
+    /// Why a run that `e` stopped stopped: a signal, the deadline, else [`StopReason::Error`].
+    pub fn of(e: &crate::infra::error::Error) -> StopReason {
+        match e {
+            crate::infra::error::Error::Interrupted { .. } => StopReason::Interrupted,
+            crate::infra::error::Error::Deadline { .. } => StopReason::Deadline,
+            _ => StopReason::Error,
+        }
+    }
+}
+
+/// What recovery did with one manifest (`recovered[].action`): a row of the recovery table.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum RecoveryAction {
+    /// The output was never written: manifest deleted, the date compacted again.
+    OutputMissing,
+    /// The output differed from the manifest: deleted, then the manifest.
+    OutputMismatch,
+    /// The output verified: the remaining inputs deleted, then the manifest.
+    Completed,
+    /// Moved aside to `quarantine/` now (unreadable or breaking a rule).
+    Quarantined,
+    /// Still under `quarantine/` from an earlier run: its date blocked.
+    QuarantinedEarlier,
+    /// Its inputs cannot be deleted: kept, its date blocked, retried next run.
+    Stuck,
+}
+
+named_enum!(RecoveryAction);
+
+/// A file that was left in place, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkippedFile {
+    /// The key.
+    pub key: String,
+    /// The partition date.
+    pub date: Option<NaiveDate>,
+    /// The column involved, if any.
+    pub column: Option<String>,
+    /// Why it was skipped (foreign object, unreadable Parquet, lossy type...).
+    pub reason: String,
+    /// The input limit it broke, when that is why (`null` otherwise): such
+    /// a file was neither fetched whole nor decoded ([`crate::data::input`]).
+    pub limit: Option<LimitBroken>,
+}
+
+impl SkippedFile {
+    /// `key`, of partition `date`, left in place because it cannot be merged (`u`).
+    pub fn unmergeable(
+        key: &str,
+        date: NaiveDate,
+        u: crate::data::merge::Unmergeable,
+    ) -> SkippedFile {
+        SkippedFile {
+            key: key.to_string(),
+            date: Some(date),
+            column: u.column,
+            reason: u.reason,
+            limit: u.limit,
+        }
+    }
+}
+
+pub use crate::data::merge::{Limit, LimitBroken};
+
+/// A per-flight index file whose bytes cannot be read: its flight counts
+/// as missing its index row ([`crate::protocol::partition::unread_rows`]). Left in
+/// place; docs/runbook.md, "An unreadable per-flight index file".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnreadFile {
+    /// The per-flight file's key (`index/year=…/{uuid}.parquet`).
+    pub key: String,
+    /// The flight it is named after.
+    pub flight: uuid::Uuid,
+    /// Why it cannot be read, as the decoder said.
+    pub reason: String,
+}
+
+/// The parity gate's verdict on one date.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Parity {
+    /// Every flight under `flights/` has an index row (per-flight file or compacted row).
+    Passed,
+    /// Some flights have no index row; the walk stops at this date.
+    Mismatch,
+}
+
+/// What happened to one date.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct DayReport {
+    /// The partition date (UTC).
+    pub date: NaiveDate,
+    /// What was done ([`DayAction`]).
+    pub action: DayAction,
+    /// Why, in words.
+    pub reason: String,
+    /// Flight objects under `flights/` for the date.
+    pub flights: u64,
+    /// The parity gate's verdict; `None` when the date failed before it was checked.
+    pub parity: Option<Parity>,
+    /// Index files a live manifest claims (dry run: also those recovery would delete).
+    pub files_claimed: u64,
+    /// Foreign objects in the date's index partition ([`crate::data::keys::IndexKey`]), never touched.
+    pub foreign_objects: u64,
+    /// The first [`crate::commands::run::FOREIGN_KEYS_SHOWN`] of them, in key order.
+    pub foreign_keys: Vec<String>,
+    /// True when `foreign_keys` names fewer keys than `foreign_objects` counts.
+    pub foreign_keys_truncated: bool,
+    /// Inputs left in place, unreadable or unmergeable (each in the run's `skipped_files`).
+    pub files_skipped: u64,
+    /// Input files read (in a dry run: those the run would merge).
+    pub files_read: u64,
+    /// Of `files_read`, how many were existing compacted files folded in.
+    pub files_read_compacted: u64,
+    /// Of `files_read`, other multi-row index files (a legacy migration's, exports) folded in.
+    pub files_read_multi_row: u64,
+    /// Input files deleted after the output was verified.
+    pub files_deleted: u64,
+    /// Input files that could not be deleted (see `errors`).
+    pub files_delete_failed: u64,
+    /// Inputs kept because they changed after they were read (newer version).
+    pub files_kept_newer: u64,
+    /// Rows in the output.
+    pub rows_written: u64,
+    /// Rows dropped as older duplicates of the same flight.
+    pub duplicates_removed: u64,
+    /// Commits of the date in this run (a dry run: the parts it would
+    /// commit): one a part, sized by the memory and time the run has
+    /// ([`crate::protocol::sizing::MemoryFit`]), more when inputs changed meanwhile.
+    #[serde(default)]
+    pub parts: u64,
+    /// On `partial`: index files of the date left for the next run.
+    #[serde(default)]
+    pub files_left: u64,
+    /// Listings of the date's index partition by this run: one, plus one a
+    /// listing window past the first and one a fold of changed inputs.
+    #[serde(default)]
+    pub passes: u64,
+    /// Columns the target schema does not know, kept after the known ones (`merge::widen`).
+    pub extra_columns: Vec<String>,
+    /// Rows of multi-row inputs whose `s3_key` names no flight: merged, kept
+    /// after the flights' rows, counted on every merge of the date.
+    pub rows_without_flight: u64,
+    /// The inputs that held them (the first [`crate::commands::run::FOREIGN_KEYS_SHOWN`]).
+    pub rows_without_flight_keys: Vec<String>,
+    /// The output key, when one was written.
+    pub output_key: Option<String>,
+    /// Output size in bytes.
+    pub bytes_written: u64,
+    /// Bytes of input read (in a dry run: of the files it would merge).
+    pub bytes_read: u64,
+    /// On a `mismatch`: the first [`DAY_UUIDS_SHOWN`] flights without an index row, sorted.
+    pub mismatch_uuids: Vec<String>,
+    /// On a `mismatch`: how many flights have no index row (exact).
+    pub mismatch_uuid_count: u64,
+    /// True when `mismatch_uuids` holds fewer than `mismatch_uuid_count`.
+    pub mismatch_uuids_truncated: bool,
+    /// On a `mismatch`: the date's unreadable per-flight files (the first
+    /// [`DAY_UUIDS_SHOWN`], by flight), each with why. Left in place.
+    #[serde(default)]
+    pub unread_files: Vec<UnreadFile>,
+    /// Rows of the day's multi-row inputs whose `first_message` UTC date is
+    /// another date: merged where they sit, never moved. Over several passes,
+    /// the pass that read the most ([`RunReport::note_other_days`]).
+    pub rows_of_other_days: u64,
+    /// Their flights (the first [`crate::data::merge::OTHER_DAYS_UUIDS_SHOWN`], in the order read).
+    pub other_days_uuids: Vec<String>,
+    /// Inputs left in place, moved into the run's `skipped_files` by [`RunReport::add_day`].
+    #[serde(skip)]
+    pub skipped: Vec<SkippedFile>,
+    /// Wall time spent on the date, in seconds.
+    pub seconds: f64,
+}
+
+/// A manifest found at the start of the run and what recovery did with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoveredManifest {
+    /// The manifest key.
+    pub key: String,
+    /// Its date (from the key), if readable.
+    pub date: Option<NaiveDate>,
+    /// What recovery did ([`RecoveryAction`]); in a dry run, would do.
+    pub action: RecoveryAction,
+    /// Details.
+    pub detail: String,
+}
+
+/// Everything a run did, field by field (the Python job's fields first).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct RunReport {
+    /// Index input files retired by this run (merged, output verified, then
+    /// deleted), of every kind, plus those recovery deleted to finish a
+    /// crashed commit; each counted once, by the run whose delete removed it.
+    pub files_compacted: u64,
+    /// Input files whose delete failed (they are still there; the manifest is kept).
+    pub files_delete_failed: u64,
+    /// Dates compacted (or found empty) and moved past by the watermark in this run.
+    pub days_compacted: u64,
+    /// The watermark after the run (`None` when nothing was ever compacted).
+    pub last_compacted_date: Option<NaiveDate>,
+    /// The date the scheduled walk stopped on because its parity failed in
+    /// this run (recorded in `watermark.json`). Never set by `--date`,
+    /// `--from`/`--to` or a dry run: their verdicts are in `days[]`.
+    pub mismatch_date: Option<NaiveDate>,
+    /// How many flights of `mismatch_date` fail parity (exact).
+    pub mismatch_uuid_count: u64,
+    /// The first [`UUIDS_SHOWN`] of those flights' uuids, sorted (`status` lists them all).
+    pub mismatch_uuids: Vec<String>,
+    /// `watermark.json`'s count of consecutive scheduled runs blocked on
+    /// its mismatch date; `--date`, ranges and dry runs report it as read.
+    pub mismatch_runs: u32,
+    /// The invocation time (UTC; the EventBridge event's `time` or `--now`).
+    pub last_run_at: DateTime<Utc>,
+    /// `Success`, `Mismatch` or `Failure`.
+    pub last_run_status: Status,
+    /// Invocation id (Lambda request id or a fresh UUIDv7 for the CLI).
+    pub invocation_id: String,
+    /// The bucket.
+    pub bucket: String,
+    /// Cutoff date: UTC date of `last_run_at` minus `LAG_DAYS`, never past
+    /// the wall clock's ([`crate::commands::run::MAX_CLOCK_SKEW`]).
+    pub cutoff: Option<NaiveDate>,
+    /// The watermark before the run.
+    pub watermark_before: Option<NaiveDate>,
+    /// Watermark lag behind the cutoff after the run, in days (or
+    /// `watermark_ahead_days`): what `WatermarkLagDays` carries. `None`
+    /// exactly when the watermark state was not read ([`RunReport::state_known`]).
+    pub watermark_lag_days: Option<i64>,
+    /// Days the watermark is ahead of today's cutoff, when it is: the run
+    /// is a Failure saying how to fix it, and the lag alarm fires.
+    #[serde(default)]
+    pub watermark_ahead_days: Option<i64>,
+    /// Why the walk stopped.
+    pub stop_reason: StopReason,
+    /// On a `deadline` stop: the first date not started, where the next run goes on.
+    pub resume_date: Option<NaiveDate>,
+    /// True for `--dry-run`: nothing was written or deleted.
+    pub dry_run: bool,
+    /// Rows written to compacted files.
+    pub rows_written: u64,
+    /// Bytes written to compacted files.
+    pub bytes_written: u64,
+    /// Older duplicate rows dropped.
+    pub duplicates_removed: u64,
+    /// Files the straggler sweep (`SWEEP_DAYS`) folded into dates already
+    /// compacted, beyond the one compacted file each such date is folded
+    /// into (per swept date: `files_read` minus 1 when it read one).
+    pub stragglers_folded: u64,
+    /// Manifests resolved by recovery at the start.
+    pub manifests_recovered: u64,
+    /// What recovery did, manifest by manifest (the first [`RECOVERED_SHOWN`]).
+    pub recovered: Vec<RecoveredManifest>,
+    /// Per-date detail, in walk order: the first [`DAYS_SHOWN`] dates, dates
+    /// with work never hidden behind empty ones ([`RunReport::add_day`],
+    /// [`RunReport::work_first`]).
+    pub days: Vec<DayReport>,
+    /// Files left in place with the reason (the first [`SKIPPED_FILES_SHOWN`]).
+    pub skipped_files: Vec<SkippedFile>,
+    /// Foreign objects seen under walked partitions (never touched).
+    pub foreign_objects: u64,
+    /// The days' `rows_of_other_days`, summed.
+    pub rows_of_other_days: u64,
+    /// Errors, one line each, naming the operation, key, date or setting; a
+    /// blocked date is named here on every run until it is resolved.
+    pub errors: Vec<String>,
+    /// Reporting failures (MQTT, CloudWatch, one per sink at most); never change the status.
+    pub report_errors: Vec<String>,
+    /// Wall time of the run, in seconds.
+    pub duration_seconds: f64,
+    /// True when `mismatch_uuids` holds fewer uuids than `mismatch_uuid_count`.
+    pub mismatch_uuids_truncated: bool,
+    /// Dates reported (exact; `days` lists the first ones).
+    pub days_total: u64,
+    /// True when `days` lists fewer than `days_total`.
+    pub days_truncated: bool,
+    /// Files left in place with a reason (exact).
+    pub skipped_files_total: u64,
+    /// True when `skipped_files` lists fewer than `skipped_files_total`.
+    pub skipped_files_truncated: bool,
+    /// Manifests recovery met (exact; `recovered` lists the first ones).
+    pub recovered_total: u64,
+    /// True when `recovered` lists fewer than `recovered_total`.
+    pub recovered_truncated: bool,
+    /// Errors recorded (exact; `errors` lists some of them).
+    pub errors_total: u64,
+    /// True when `errors` lists fewer than `errors_total`.
+    pub errors_truncated: bool,
+}
+
+impl RunReport {
+    /// The status as a value (same as `last_run_status`).
+    pub fn status(&self) -> Status {
+        self.last_run_status
+    }
+
+    /// Records an error and marks the run failed.
+    pub fn fail(&mut self, error: impl std::fmt::Display) {
+        let msg = error.to_string();
+        tracing::error!(error = %msg, "run failed");
+        self.errors.push(msg);
+        self.errors_total += 1;
+        self.last_run_status = Status::Failure;
+    }
+
+    /// Whether the run read `_compaction_state/watermark.json` (then and only
+    /// then it sets `watermark_lag_days`), so the state fields are not defaults.
+    pub fn state_known(&self) -> bool {
+        self.watermark_lag_days.is_some()
+    }
+
+    /// Folds one date's report into the run's: the one place where day
+    /// figures become run figures. Bounded: the day's `mismatch_uuids` cut to
+    /// [`DAY_UUIDS_SHOWN`], `days` to [`DAYS_SHOWN`], `skipped_files` to
+    /// [`SKIPPED_FILES_SHOWN`]; each date is logged as one `date reported`
+    /// line, each skipped file as one `file skipped` line.
+    pub fn add_day(&mut self, mut day: DayReport) {
+        self.add_totals(&mut day);
+        if matches!(day.action, DayAction::Swept | DayAction::SweepPlanned) {
+            self.stragglers_folded += day
+                .files_read
+                .saturating_sub(day.files_read_compacted.min(1));
+        }
+        let uuids = day.mismatch_uuids.len() as u64;
+        day.mismatch_uuid_count = day.mismatch_uuid_count.max(uuids);
+        if cut(&mut day.mismatch_uuids, DAY_UUIDS_SHOWN) {
+            day.mismatch_uuids_truncated = true;
+        }
+        cut(&mut day.unread_files, DAY_UUIDS_SHOWN);
+        day.foreign_keys_truncated = (day.foreign_keys.len() as u64) < day.foreign_objects;
+        // `rows_of_other_days` is the exact count beside it.
+        cut(
+            &mut day.other_days_uuids,
+            crate::data::merge::OTHER_DAYS_UUIDS_SHOWN,
+        );
+        tracing::info!(
+            date = %day.date,
+            action = %day.action,
+            day = %serde_json::to_string(&day).unwrap_or_default(),
+            "date reported"
+        );
+        self.days_total += 1;
+        if self.days.len() < DAYS_SHOWN {
+            self.days.push(day);
+            return;
+        }
+        self.days_truncated = true;
+        // A date with work is never hidden behind empty ones (a migration's
+        // range of mostly empty dates): it takes the last empty one's place.
+        if day.action != DayAction::NothingToCompact
+            && let Some(i) =
+                (self.days.iter()).rposition(|d| d.action == DayAction::NothingToCompact)
+        {
+            self.days.remove(i);
+            self.days.push(day);
+        }
+    }
+
+    /// Orders `days` with the dates that have work first, each group in date order.
+    pub fn work_first(&mut self) {
+        self.days
+            .sort_by_key(|d| (d.action == DayAction::NothingToCompact, d.date));
+    }
+
+    /// [`RunReport::add_day`] for a date not listed in `days` (a sweep's date
+    /// with nothing to fold): its totals and skipped files still count.
+    pub fn add_unlisted_day(&mut self, mut day: DayReport) {
+        self.add_totals(&mut day);
+    }
+
+    fn add_totals(&mut self, day: &mut DayReport) {
+        self.files_compacted += day.files_deleted;
+        self.files_delete_failed += day.files_delete_failed;
+        self.rows_written += day.rows_written;
+        self.bytes_written += day.bytes_written;
+        self.duplicates_removed += day.duplicates_removed;
+        self.foreign_objects += day.foreign_objects;
+        self.rows_of_other_days += day.rows_of_other_days;
+        for f in day.skipped.drain(..) {
+            tracing::warn!(key = %f.key, date = ?f.date, column = ?f.column, reason = %f.reason,
+                limit = f.limit.map(|l| l.limit.as_str()), found = f.limit.map(|l| l.found),
+                allowed = f.limit.map(|l| l.allowed), "file skipped: left in place");
+            self.skipped_files_total += 1;
+            if self.skipped_files.len() < SKIPPED_FILES_SHOWN {
+                self.skipped_files.push(f);
+            } else {
+                self.skipped_files_truncated = true;
+            }
+        }
+    }
+
+    /// Records a parity mismatch on `date` of `count` missing flights, `first`
+    /// the first of them in uuid order (a date's set may be on disk, so only
+    /// [`UUIDS_SHOWN`] are asked for).
+    pub fn set_mismatch(&mut self, date: NaiveDate, count: u64, first: &[uuid::Uuid]) {
+        self.mismatch_date = Some(date);
+        self.mismatch_uuid_count = count;
+        self.mismatch_uuids = (first.iter().take(UUIDS_SHOWN))
+            .map(uuid::Uuid::to_string)
+            .collect();
+        self.mismatch_uuids_truncated = count > UUIDS_SHOWN as u64;
+    }
+
+    /// Notes one read of `day`'s rows of other days: the read that found
+    /// most wins (a later pass re-reads the earlier pass's output).
+    pub fn note_other_days(day: &mut DayReport, found: &crate::data::merge::OtherDays) {
+        if found.rows > day.rows_of_other_days {
+            day.rows_of_other_days = found.rows;
+            day.other_days_uuids = found.uuids.iter().map(uuid::Uuid::to_string).collect();
+        }
+    }
+
+    /// Files left in place for a reason (exact, also when the list is cut).
+    pub fn files_skipped(&self) -> u64 {
+        self.skipped_files_total
+    }
+
+    /// Lists what recovery did with each manifest.
+    pub fn set_recovered(&mut self, recovered: &[RecoveredManifest]) {
+        self.recovered_total = recovered.len() as u64;
+        self.recovered = recovered.iter().take(RECOVERED_SHOWN).cloned().collect();
+        self.recovered_truncated = recovered.len() > RECOVERED_SHOWN;
+    }
+
+    /// Bounds the report once nothing is added any more (idempotent): the
+    /// lists are cut to their caps (`errors` keeps its last), then, while the
+    /// pretty JSON is over [`REPORT_MAX_BYTES`], the list taking the most
+    /// bytes is halved and marked cut. Counts stay exact.
+    pub fn bound(&mut self) {
+        self.recovered_total = self.recovered_total.max(self.recovered.len() as u64);
+        if cut(&mut self.recovered, RECOVERED_SHOWN) {
+            self.recovered_truncated = true;
+        }
+        self.errors_total = self.errors_total.max(self.errors.len() as u64);
+        if cut_keeping_last(&mut self.errors, ERRORS_SHOWN) {
+            self.errors_truncated = true;
+        }
+        self.mismatch_uuid_count = (self.mismatch_uuid_count).max(self.mismatch_uuids.len() as u64);
+        self.days_total = self.days_total.max(self.days.len() as u64);
+        for day in &mut self.days {
+            cut(
+                &mut day.other_days_uuids,
+                crate::data::merge::OTHER_DAYS_UUIDS_SHOWN,
+            );
+        }
+        self.skipped_files_total = (self.skipped_files_total).max(self.skipped_files.len() as u64);
+        while json_len(self) > REPORT_MAX_BYTES {
+            let sizes = [
+                json_len(&self.days),
+                json_len(&self.skipped_files),
+                json_len(&self.recovered),
+                json_len(&self.errors),
+                json_len(&self.mismatch_uuids),
+            ];
+            let (largest, _) = (sizes.iter().enumerate())
+                .filter(|(_, n)| **n > 2)
+                .max_by_key(|(_, n)| **n)
+                .unwrap_or((usize::MAX, &0));
+            match largest {
+                0 => self.days_truncated |= halve(&mut self.days, cut),
+                1 => self.skipped_files_truncated |= halve(&mut self.skipped_files, cut),
+                2 => self.recovered_truncated |= halve(&mut self.recovered, cut),
+                3 => self.errors_truncated |= halve(&mut self.errors, cut_keeping_last),
+                4 => self.mismatch_uuids_truncated |= halve(&mut self.mismatch_uuids, cut),
+                // Every list empty: the rest is a few hundred bytes of figures.
+                _ => break,
+            }
+        }
+    }
+}
+
+/// Cuts `list` to half its length with `how`; true when something was cut.
+fn halve<T>(list: &mut Vec<T>, how: fn(&mut Vec<T>, usize) -> bool) -> bool {
+    let half = list.len() / 2;
+    how(list, half)
+}
+
+/// Cuts `list` to its first `keep` entries; true when something was cut.
+fn cut<T>(list: &mut Vec<T>, keep: usize) -> bool {
+    let cut = list.len() > keep;
+    list.truncate(keep);
+    cut
+}
+
+/// Cuts `list` to its first `keep - 1` entries and its last; true when something was cut.
+fn cut_keeping_last<T>(list: &mut Vec<T>, keep: usize) -> bool {
+    if list.len() <= keep {
+        return false;
+    }
+    let last = list.pop();
+    list.truncate(keep.saturating_sub(1));
+    if keep > 0 {
+        list.extend(last);
+    }
+    true
+}
+
+/// The length of `value`'s pretty-printed JSON, in bytes.
+fn json_len(value: &impl Serialize) -> usize {
+    serde_json::to_string_pretty(value).map_or(0, |s| s.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// strum's names (logs, `as_str`) are serde's (the report's JSON), for
+    /// every variant.
+    #[test]
+    fn logged_names_are_the_json_names() {
+        fn check<T: Serialize + strum::VariantArray + Into<&'static str> + Clone>() {
+            for v in T::VARIANTS {
+                let json = serde_json::to_value(v).unwrap();
+                let name: &'static str = v.clone().into();
+                assert_eq!(json, serde_json::Value::from(name));
+            }
+        }
+        check::<StopReason>();
+        check::<DayAction>();
+        check::<RecoveryAction>();
+    }
+
+    fn date(n: u64) -> NaiveDate {
+        NaiveDate::from_ymd_opt(2016, 1, 1).unwrap() + chrono::Days::new(n)
+    }
+
+    fn uuids(n: usize) -> Vec<uuid::Uuid> {
+        (0..n as u128).map(uuid::Uuid::from_u128).collect()
+    }
+
+    fn skipped(n: usize, reason_len: usize) -> Vec<SkippedFile> {
+        (0..n)
+            .map(|i| SkippedFile {
+                key: format!("index/year=2026/month=07/day=19/{i:036}.parquet"),
+                date: Some(date(0)),
+                column: Some("first_message".into()),
+                reason: "r".repeat(reason_len),
+                limit: None,
+            })
+            .collect()
+    }
+
+    /// The names logs print (`Display`, `as_str`) are the report's JSON
+    /// names, for every stop reason, day action and recovery action.
+    fn json_bytes(r: &RunReport) -> usize {
+        serde_json::to_string_pretty(r).unwrap().len()
+    }
+
+    #[test]
+    fn mismatch_uuids_at_their_cap() {
+        let mut r = RunReport::default();
+        r.set_mismatch(date(0), UUIDS_SHOWN as u64, &uuids(UUIDS_SHOWN));
+        assert_eq!(r.mismatch_uuids.len(), UUIDS_SHOWN);
+        assert!(!r.mismatch_uuids_truncated);
+        r.set_mismatch(date(0), UUIDS_SHOWN as u64 + 1, &uuids(UUIDS_SHOWN + 1));
+        assert_eq!(r.mismatch_uuids.len(), UUIDS_SHOWN);
+        assert_eq!(r.mismatch_uuid_count, UUIDS_SHOWN as u64 + 1);
+        assert!(r.mismatch_uuids_truncated);
+        // The first ones, in order.
+        assert_eq!(r.mismatch_uuids[0], uuid::Uuid::from_u128(0).to_string());
+        assert_eq!(
+            r.mismatch_uuids[UUIDS_SHOWN - 1],
+            uuid::Uuid::from_u128(UUIDS_SHOWN as u128 - 1).to_string()
+        );
+    }
+
+    #[test]
+    fn a_days_mismatch_uuids_and_foreign_keys_at_their_cap() {
+        let day = |n: usize, foreign: u64| DayReport {
+            date: date(0),
+            action: DayAction::Mismatch,
+            mismatch_uuids: uuids(n).iter().map(uuid::Uuid::to_string).collect(),
+            foreign_objects: foreign,
+            foreign_keys: (0..foreign.min(20)).map(|i| format!("k{i}")).collect(),
+            ..Default::default()
+        };
+        let mut r = RunReport::default();
+        r.add_day(day(DAY_UUIDS_SHOWN, 20));
+        r.add_day(day(DAY_UUIDS_SHOWN + 1, 21));
+        let (at, over) = (&r.days[0], &r.days[1]);
+        assert_eq!(
+            (at.mismatch_uuids.len(), at.mismatch_uuid_count),
+            (DAY_UUIDS_SHOWN, DAY_UUIDS_SHOWN as u64)
+        );
+        assert!(!at.mismatch_uuids_truncated && !at.foreign_keys_truncated);
+        assert_eq!(
+            (over.mismatch_uuids.len(), over.mismatch_uuid_count),
+            (DAY_UUIDS_SHOWN, DAY_UUIDS_SHOWN as u64 + 1)
+        );
+        assert!(over.mismatch_uuids_truncated && over.foreign_keys_truncated);
+    }
+
+    #[test]
+    fn rows_of_other_days_summed_and_their_uuids_at_their_cap() {
+        use crate::data::merge::OTHER_DAYS_UUIDS_SHOWN;
+        let day = |i: u64, rows: u64, n: usize| DayReport {
+            date: date(i),
+            rows_of_other_days: rows,
+            other_days_uuids: uuids(n).iter().map(uuid::Uuid::to_string).collect(),
+            skipped: skipped(1, 10),
+            ..Default::default()
+        };
+        let mut r = RunReport::default();
+        r.add_day(day(0, 3, 3));
+        r.add_day(day(1, 40, OTHER_DAYS_UUIDS_SHOWN + 5));
+        r.add_unlisted_day(day(2, 2, 2));
+        assert_eq!(r.rows_of_other_days, 45);
+        assert_eq!(r.days[0].other_days_uuids.len(), 3);
+        assert_eq!(r.days[1].other_days_uuids.len(), OTHER_DAYS_UUIDS_SHOWN);
+        assert_eq!(r.days[1].rows_of_other_days, 40);
+        // The skipped files of every day, listed and counted.
+        assert_eq!(r.files_skipped(), 3);
+        // bound() keeps the cap on a day pushed past add_day, and the counts.
+        r.days[0].other_days_uuids = uuids(50).iter().map(uuid::Uuid::to_string).collect();
+        r.bound();
+        assert_eq!(r.days[0].other_days_uuids.len(), OTHER_DAYS_UUIDS_SHOWN);
+        assert_eq!(
+            (r.rows_of_other_days, r.days[0].rows_of_other_days),
+            (45, 3)
+        );
+    }
+
+    #[test]
+    fn days_at_their_cap() {
+        let mut r = RunReport::default();
+        for i in 0..DAYS_SHOWN {
+            r.add_day(DayReport {
+                date: date(i as u64),
+                ..Default::default()
+            });
+        }
+        assert_eq!(
+            (r.days.len(), r.days_total),
+            (DAYS_SHOWN, DAYS_SHOWN as u64)
+        );
+        assert!(!r.days_truncated);
+        r.add_day(DayReport {
+            date: date(DAYS_SHOWN as u64),
+            files_deleted: 7,
+            ..Default::default()
+        });
+        assert_eq!(r.days.len(), DAYS_SHOWN);
+        assert_eq!(r.days_total, DAYS_SHOWN as u64 + 1);
+        assert!(r.days_truncated);
+        // An unlisted date still counts in the run's figures.
+        assert_eq!(r.files_compacted, 7);
+        assert_eq!(r.days.last().unwrap().date, date(DAYS_SHOWN as u64 - 1));
+    }
+
+    #[test]
+    fn skipped_files_at_their_cap() {
+        let mut r = RunReport::default();
+        r.add_day(DayReport {
+            skipped: skipped(SKIPPED_FILES_SHOWN, 10),
+            ..Default::default()
+        });
+        assert_eq!(r.skipped_files.len(), SKIPPED_FILES_SHOWN);
+        assert_eq!(r.files_skipped(), SKIPPED_FILES_SHOWN as u64);
+        assert!(!r.skipped_files_truncated);
+        r.add_unlisted_day(DayReport {
+            skipped: skipped(1, 10),
+            ..Default::default()
+        });
+        assert_eq!(r.skipped_files.len(), SKIPPED_FILES_SHOWN);
+        assert_eq!(r.skipped_files_total, SKIPPED_FILES_SHOWN as u64 + 1);
+        assert_eq!(r.files_skipped(), SKIPPED_FILES_SHOWN as u64 + 1);
+        assert!(r.skipped_files_truncated);
+    }
+
+    #[test]
+    fn recovered_at_its_cap() {
+        let manifests = |n: usize| -> Vec<RecoveredManifest> {
+            (0..n)
+                .map(|i| RecoveredManifest {
+                    key: format!("_compaction_state/manifests/2026-07-19/{i}.json"),
+                    date: Some(date(0)),
+                    action: RecoveryAction::Completed,
+                    detail: "done".into(),
+                })
+                .collect()
+        };
+        let mut r = RunReport::default();
+        r.set_recovered(&manifests(RECOVERED_SHOWN));
+        assert_eq!(r.recovered.len(), RECOVERED_SHOWN);
+        assert!(!r.recovered_truncated);
+        r.set_recovered(&manifests(RECOVERED_SHOWN + 1));
+        assert_eq!(r.recovered.len(), RECOVERED_SHOWN);
+        assert_eq!(r.recovered_total, RECOVERED_SHOWN as u64 + 1);
+        assert!(r.recovered_truncated);
+    }
+
+    #[test]
+    fn errors_at_their_cap_keep_the_last() {
+        let mut r = RunReport::default();
+        for i in 0..ERRORS_SHOWN {
+            r.fail(format!("error {i}"));
+        }
+        r.bound();
+        assert_eq!(r.errors.len(), ERRORS_SHOWN);
+        assert!(!r.errors_truncated);
+        r.fail("the one that stopped the run");
+        r.bound();
+        assert_eq!(r.errors.len(), ERRORS_SHOWN);
+        assert_eq!(r.errors_total, ERRORS_SHOWN as u64 + 1);
+        assert!(r.errors_truncated);
+        assert_eq!(
+            r.errors[ERRORS_SHOWN - 2],
+            format!("error {}", ERRORS_SHOWN - 2)
+        );
+        assert_eq!(r.errors.last().unwrap(), "the one that stopped the run");
+        // Again: nothing changes.
+        let before = r.clone();
+        r.bound();
+        assert_eq!(r, before);
+    }
+
+    #[test]
+    fn the_issues_scales_of_trouble_stay_within_the_bound() {
+        // 20,000 missing flights on one date.
+        let mut r = RunReport::default();
+        let missing = uuids(20_000);
+        r.add_day(DayReport {
+            date: date(0),
+            action: DayAction::Mismatch,
+            mismatch_uuids: missing.iter().map(uuid::Uuid::to_string).collect(),
+            ..Default::default()
+        });
+        r.set_mismatch(date(0), missing.len() as u64, &missing);
+        r.bound();
+        assert!(json_bytes(&r) <= 20_000, "{}", json_bytes(&r));
+        assert_eq!(r.mismatch_uuid_count, 20_000);
+        assert_eq!(r.days[0].mismatch_uuid_count, 20_000);
+
+        // 50,000 skipped files.
+        let mut r = RunReport::default();
+        r.add_day(DayReport {
+            skipped: skipped(50_000, 120),
+            ..Default::default()
+        });
+        r.bound();
+        assert!(json_bytes(&r) <= 60_000, "{}", json_bytes(&r));
+        assert_eq!(r.files_skipped(), 50_000);
+
+        // A 3,660-day repair range, every date blocked.
+        let mut r = RunReport::default();
+        for i in 0..3_660 {
+            r.add_day(DayReport {
+                date: date(i),
+                action: DayAction::Blocked,
+                reason: "manifest _compaction_state/manifests/... is stuck".into(),
+                ..Default::default()
+            });
+            r.fail(format!("{} is blocked: a stuck manifest", date(i)));
+        }
+        r.bound();
+        assert!(json_bytes(&r) <= 150_000, "{}", json_bytes(&r));
+        assert_eq!((r.days_total, r.errors_total), (3_660, 3_660));
+        assert!(r.days_truncated && r.errors_truncated);
+    }
+
+    #[test]
+    fn the_byte_bound_holds_when_the_caps_are_not_enough() {
+        // Every list at its cap with entries as long as S3 keys get (1,024
+        // bytes) and long reasons: the caps alone would give megabytes.
+        let long = |c: char| c.to_string().repeat(1_024);
+        let mut r = RunReport::default();
+        for i in 0..3_660 {
+            r.add_day(DayReport {
+                date: date(i),
+                action: DayAction::Failed,
+                reason: long('r'),
+                foreign_objects: 50,
+                foreign_keys: (0..20).map(|_| long('k')).collect(),
+                mismatch_uuids: (0..50).map(|_| long('u')).collect(),
+                skipped: skipped(20, 2_000),
+                ..Default::default()
+            });
+            r.fail(long('e'));
+        }
+        r.set_recovered(
+            &(0..500)
+                .map(|_| RecoveredManifest {
+                    key: long('m'),
+                    date: None,
+                    action: RecoveryAction::Stuck,
+                    detail: long('d'),
+                })
+                .collect::<Vec<_>>(),
+        );
+        r.report_errors = (0..3).map(|_| long('x')).collect();
+        r.bound();
+        let bytes = json_bytes(&r);
+        assert!(bytes <= REPORT_MAX_BYTES, "{bytes}");
+        assert!(
+            bytes > REPORT_MAX_BYTES / 4,
+            "cut much more than needed: {bytes}"
+        );
+        // Counts exact, every cut list marked.
+        assert_eq!(r.days_total, 3_660);
+        assert_eq!(r.skipped_files_total, 3_660 * 20);
+        assert_eq!(r.errors_total, 3_660);
+        assert_eq!(r.recovered_total, 500);
+        assert!(r.days_truncated && r.skipped_files_truncated);
+        assert!(r.errors_truncated && r.recovered_truncated);
+        assert!(!r.days.is_empty(), "some detail is left");
+    }
+}

@@ -1,0 +1,520 @@
+//! The crate's one error type.
+//!
+//! Every variant carries the key, date or setting involved and is classified
+//! by [`Error::is_transient`]: transient errors (throttling, 5xx, timeouts)
+//! are worth retrying on the next invocation, the others need an operator.
+//! The Lambda handler maps the run outcome, not these errors, to its error
+//! type; these errors end up as text in [`crate::data::report::RunReport::errors`].
+
+use std::time::Duration;
+
+use chrono::NaiveDate;
+
+/// Result alias used throughout the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in a run, with the context needed to act on it.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A setting (environment variable or CLI flag) is missing or malformed.
+    #[error("setting {name}: {reason}")]
+    Config {
+        /// The environment variable or flag, e.g. `LAG_DAYS`.
+        name: String,
+        /// What is wrong and what is expected.
+        reason: String,
+    },
+
+    /// An S3 call failed after the SDK's retries.
+    // Keys and messages escaped and bounded (crate::infra::text::escape): a key may
+    // hold a newline or ESC, and a server's message any text.
+    #[error(
+        "S3 {op} s3://{bucket}/{}: {code}: {}",
+        crate::infra::text::escape(.key),
+        crate::infra::text::escape(.message)
+    )]
+    S3 {
+        /// The S3 operation, e.g. `GetObject`.
+        op: &'static str,
+        /// The bucket.
+        bucket: String,
+        /// The key or prefix involved.
+        key: String,
+        /// The S3 error code (`AccessDenied`, `SlowDown`, ...) or `dispatch`/`timeout`.
+        code: String,
+        /// The server's message.
+        message: String,
+        /// Whether retrying later may succeed (throttling, 5xx, timeouts).
+        transient: bool,
+    },
+
+    /// A conditional write or delete lost: the object changed (or appeared)
+    /// since it was read. Nothing was overwritten.
+    #[error(
+        "conditional {op} on s3://{bucket}/{} failed: the object changed since it was read (another writer?)",
+        crate::infra::text::escape(.key)
+    )]
+    PreconditionFailed {
+        /// The S3 operation.
+        op: &'static str,
+        /// The bucket.
+        bucket: String,
+        /// The key.
+        key: String,
+    },
+
+    /// An S3 call (all its attempts and body reads together) did not finish
+    /// before the run's S3 deadline: the run's deadline (`--max-duration`,
+    /// Lambda's) less [`crate::infra::storage::S3_DEADLINE_MARGIN`], kept for the
+    /// lease's release and the report. What the run began is finished or
+    /// undone by the next run's recovery, as after a crash.
+    #[error(
+        "S3 {op} s3://{bucket}/{key}: not answered before the run's deadline (S3 calls end {margin_s} s before it, to leave time for the lease's release and the report); stopped here, the next run goes on from here (give the run more time if this repeats)"
+    )]
+    Deadline {
+        /// The S3 operation.
+        op: &'static str,
+        /// The bucket.
+        bucket: String,
+        /// The key or prefix involved.
+        key: String,
+        /// [`crate::infra::storage::S3_DEADLINE_MARGIN`] in seconds.
+        margin_s: u64,
+    },
+
+    /// Not even the smallest useful part of a date fits the run's memory
+    /// ([`crate::protocol::sizing::MemoryFit::part_files`]): refused after its listing,
+    /// before any input is read, so the run ends with a report instead of
+    /// dying on an allocation.
+    #[error(
+        "date {date} holds {files} index files and {flights} flights: compacting it in parts of {part_files} needs about {needed_mb} MB, more than 90% of the {limit_mb} MB this run may use (MEMORY_LIMIT_MB, default the function's MemorySize); nothing of it was read. Raise MemorySize (the template's parameter) to at least {suggest_mb} MB, or run `archive-compaction run --date {date}` where that much memory is"
+    )]
+    DayTooBig {
+        /// The date (YYYY-MM-DD).
+        date: String,
+        /// Index files listed in its partition.
+        files: u64,
+        /// Flight objects listed under `flights/`.
+        flights: u64,
+        /// The smallest useful part, in weight ([`crate::protocol::plan::input_weight`]).
+        part_files: u64,
+        /// The estimated peak in parts of `part_files`, in MB.
+        needed_mb: u64,
+        /// The limit (`MEMORY_LIMIT_MB`), in MB.
+        limit_mb: u64,
+        /// The smallest limit that would do, rounded up to 64 MB.
+        suggest_mb: u64,
+    },
+
+    /// A date's uuid sets would not fit the local disk's free space
+    /// ([`crate::data::spill::check_room`]): refused after its listing, before
+    /// its sets are built or any input of the pass is read.
+    #[error(
+        "date {date}: its uuid sets need about {needed_mb} MB of local disk in {dir} and {free_mb} MB is free; nothing more of the date was read (parts committed before are kept, the next run with room goes on). Give the function more ephemeral storage (EphemeralStorage on template.yaml's function: 512 MB unless set, up to 10,240 MB; TMPDIR elsewhere)"
+    )]
+    DiskTooSmall {
+        /// The date.
+        date: NaiveDate,
+        /// The spill directory.
+        dir: String,
+        /// What the date's sets need, in MB.
+        needed_mb: u64,
+        /// The directory's free space, in MB.
+        free_mb: u64,
+    },
+
+    /// A date's uuid sets were more than their in-memory limit and their
+    /// sorted runs could not be written to, or read back from, local disk
+    /// ([`crate::data::spill`]). Parts of the date committed before are kept.
+    #[error(
+        "spilling a date's flight uuids to {dir} failed: {source}; parts of the date committed before are kept and the next run goes on from what is left. Past the in-memory limit a date's sets are sorted on local disk (up to about 52 B a flight of the date): give the function more ephemeral storage (EphemeralStorage on template.yaml's function: 512 MB unless set, up to 10,240 MB; TMPDIR elsewhere), or raise FLIGHTS_IN_MEMORY with the memory to hold it (16 B a uuid)"
+    )]
+    Spill {
+        /// The spill directory (the system's temporary directory: `TMPDIR`, `/tmp`).
+        dir: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+
+    /// The deadline came before a part of a date ([`crate::protocol::plan::parts`]),
+    /// the first one included ([`crate::infra::deadline::Deadline::near_part`]):
+    /// the parts done are committed, the rest left for the next run. Not a
+    /// failure: the run ends as a deadline stop naming the date
+    /// (`resume_date`), and the next run goes on from the parts it left.
+    #[error(
+        "deadline near within {date}: {parts_done} part(s) committed, {files_left} index file(s) left ({left_s} s left, {needed_s} s needed for the next part: the margin, twice the slowest part, or its files at this run's pace); the next run goes on within this date{hint}"
+    )]
+    DateUnfinished {
+        /// The date.
+        date: NaiveDate,
+        /// Parts committed by this run.
+        parts_done: u64,
+        /// Index files of the date's plan not yet compacted.
+        files_left: u64,
+        /// Seconds left before the deadline.
+        left_s: u64,
+        /// Seconds the next part needs ([`crate::infra::deadline::Deadline::near_part`]).
+        needed_s: u64,
+        /// Empty, or what to change when the next part needs more than a
+        /// whole invocation (`PART_FILES`, the timeout), led by "; ".
+        hint: String,
+    },
+
+    /// A listing window of a date ([`crate::protocol::day::Day::list_window`],
+    /// `PART_FILES` × [`crate::protocol::sizing::WINDOW_PARTS`] per-flight files) was
+    /// planned and read and no part of it could be committed, with
+    /// per-flight files past it left: the next window would be the same
+    /// files. The date is not compacted and the watermark stays.
+    #[error(
+        "date {date}: a listing window of {window} per-flight file(s) committed nothing, and {left} per-flight file(s) past it are left uncompacted: the window's files were all skipped (see skipped_files: over an input limit, unreadable, or claimed by a manifest); fix or remove those files, or raise PART_FILES (a window is 4 parts), then run again"
+    )]
+    WindowStalled {
+        /// The date.
+        date: NaiveDate,
+        /// The window, in per-flight files.
+        window: u64,
+        /// Per-flight files past it, not compacted.
+        left: u64,
+    },
+
+    /// A state file (`_compaction_state/...`) exists but cannot be parsed.
+    #[error(
+        "state file s3://{bucket}/{key} is not valid: {reason}; fix or remove it by hand (it is never overwritten on a guess)"
+    )]
+    BadState {
+        /// The bucket.
+        bucket: String,
+        /// The key of the state file.
+        key: String,
+        /// The parse error.
+        reason: String,
+    },
+
+    /// Another invocation holds the lease.
+    #[error(
+        "lease s3://{bucket}/{key} is held by {holder} until {expires_at}; this invocation does nothing"
+    )]
+    LeaseHeld {
+        /// The bucket.
+        bucket: String,
+        /// The lease key.
+        key: String,
+        /// The holder's id.
+        holder: String,
+        /// When the lease expires (RFC 3339, UTC).
+        expires_at: String,
+    },
+
+    /// This invocation lost its lease (it expired and another run took it):
+    /// it stops before its next destructive step.
+    #[error(
+        "lease s3://{bucket}/{key} was lost (taken over or deleted); stopped before a destructive step"
+    )]
+    LeaseLost {
+        /// The bucket.
+        bucket: String,
+        /// The lease key.
+        key: String,
+    },
+
+    /// This run could not release its lease (DeleteObject failed, or did
+    /// not finish within [`crate::protocol::lease::LEASE_RELEASE_TIMEOUT`]): the lock
+    /// stays until it lapses.
+    #[error(
+        "lease s3://{bucket}/_compaction_state/lock.json was not released ({reason}): the next run finds it held by {holder} until {expires_at} and does nothing until then; once this run is over, deleting _compaction_state/lock.json by hand lets a run start at once"
+    )]
+    LeaseNotReleased {
+        /// The bucket (the key is [`crate::data::keys::LOCK_KEY`]).
+        bucket: String,
+        /// This run's holder id.
+        holder: String,
+        /// When the lease lapses (RFC 3339, UTC).
+        expires_at: String,
+        /// Why the DeleteObject failed.
+        reason: String,
+    },
+
+    /// This invocation's own lease expired under it (nobody took it over):
+    /// its steps took longer than `LEASE_SECONDS` between two
+    /// confirmations. It stops before its next destructive step.
+    #[error(
+        "lease s3://{bucket}/{key} expired under this run at {expired_at} (LEASE_SECONDS {lease_seconds} s was shorter than the time between two of its steps; keep it above the Lambda timeout, 900 s); stopped before a destructive step"
+    )]
+    LeaseExpired {
+        /// The bucket.
+        bucket: String,
+        /// The lease key.
+        key: String,
+        /// When it expired (RFC 3339, UTC).
+        expired_at: String,
+        /// `LEASE_SECONDS`.
+        lease_seconds: u64,
+    },
+
+    /// `lock.json` holds a lease longer than any run could hold
+    /// ([`crate::protocol::lease::max_plausible_lease`]): a hand edit, a clock far
+    /// ahead, or a run with a much larger `LEASE_SECONDS`. It is not taken
+    /// for a live lease (that would stop every run, silently, until it
+    /// expires), nor taken over (a run may hold it).
+    #[error(
+        "lease s3://{bucket}/{key} held by {holder} claims to last until {expires_at}, {seconds_left} s from now, longer than any run holds it (LEASE_SECONDS + 900 s = {max_seconds} s): check that no run is under way (archive-compaction status; the Lambda's invocations), then remove {key} by hand; this invocation does nothing"
+    )]
+    LeaseImplausible {
+        /// The bucket.
+        bucket: String,
+        /// The lease key.
+        key: String,
+        /// The holder named in the file.
+        holder: String,
+        /// Its `expires_at` (RFC 3339, UTC).
+        expires_at: String,
+        /// Seconds from now to `expires_at`.
+        seconds_left: i64,
+        /// The longest a lease can plausibly have left, in seconds.
+        max_seconds: i64,
+    },
+
+    /// The run was asked to stop (SIGTERM, SIGINT, Lambda's shutdown) and
+    /// did not start the step it was about to: what it began is finished
+    /// or left to the next run's recovery, as at a crash.
+    #[error("stopped by {signal}: {what} was not started; the next run goes on from here")]
+    Interrupted {
+        /// `SIGTERM` or `SIGINT`.
+        signal: &'static str,
+        /// The step not started (`a destructive step`, `date 2026-07-20`).
+        what: String,
+    },
+
+    /// The invocation time is later than the wall clock by more than
+    /// [`crate::commands::run::MAX_CLOCK_SKEW`]: a typo in `--now` or a console
+    /// event's `now`. Nothing is read or written.
+    #[error(
+        "invocation time {now} is {ahead_seconds} s ahead of the wall clock ({wall}), more than the {skew_seconds} s allowed: a future --now or event \"now\"/\"time\" would move the watermark past today's cutoff; give a time at or before now (or none)"
+    )]
+    FutureInvocation {
+        /// The invocation time (RFC 3339).
+        now: String,
+        /// The wall clock (RFC 3339).
+        wall: String,
+        /// How far ahead, in seconds.
+        ahead_seconds: i64,
+        /// The skew allowed, in seconds.
+        skew_seconds: i64,
+    },
+
+    /// The watermark is ahead of the wall clock's cutoff: no run would
+    /// compact anything again, and the lag would read 0.
+    #[error(
+        "watermark s3://{bucket}/{key} says {watermark}, {days} day(s) ahead of today's cutoff {cutoff}: no run compacts anything until it is fixed (a future --now or event time, or a hand edit, put it there). Fix: set last_compacted_date back to the last date really compacted (`archive-compaction status` and the index/ partitions show which), or delete the file to start over from START_DATE or the earliest partition (compacted dates are passed at the cost of a listing each)"
+    )]
+    WatermarkAhead {
+        /// The bucket.
+        bucket: String,
+        /// The watermark key.
+        key: String,
+        /// Its `last_compacted_date`.
+        watermark: NaiveDate,
+        /// Today's cutoff (the wall clock's date minus `LAG_DAYS`).
+        cutoff: NaiveDate,
+        /// How many days ahead.
+        days: i64,
+    },
+
+    /// The compacted output, read back with HeadObject, is not what was written.
+    #[error("verification of s3://{bucket}/{} failed: {reason}", crate::infra::text::escape(.key))]
+    VerifyFailed {
+        /// The bucket.
+        bucket: String,
+        /// The output key.
+        key: String,
+        /// Expected vs found size or checksum.
+        reason: String,
+    },
+
+    /// Encoding the compacted Parquet output failed.
+    #[error("writing the compacted file for {date}: {reason}")]
+    Encode {
+        /// The partition date.
+        date: NaiveDate,
+        /// The encoder's error.
+        reason: String,
+    },
+
+    /// A commit kept inputs whose rows are not proven to be in its output
+    /// ([`crate::protocol::proof`]): nothing of them was deleted, the manifest is kept
+    /// and blocks the date (the next run's recovery proves what is left and
+    /// quarantines the manifest).
+    #[error(
+        "{count} input(s) of {date} kept: their rows are not proven to be in {output} (first: {key}: {reason}); manifest {manifest} kept, the date is blocked: a bug listed an input the merge did not take in; inspect the input and the manifest"
+    )]
+    Unproven {
+        /// The partition date.
+        date: NaiveDate,
+        /// The first input kept (its key in the bucket).
+        key: String,
+        /// Which rule it fails.
+        reason: String,
+        /// Inputs kept in all.
+        count: usize,
+        /// The commit's output key (or "no output", zero rows).
+        output: String,
+        /// The commit's manifest key.
+        manifest: String,
+    },
+
+    /// A failpoint injected this error (tests only).
+    #[error("failpoint {0} fired")]
+    Failpoint(String),
+}
+
+impl Error {
+    /// An [`Error::S3`]: `op` on `s3://{bucket}/{key}` answered `code`
+    /// (`message`); `transient` when the same call may succeed later.
+    pub fn s3(
+        op: &'static str,
+        bucket: &str,
+        key: &str,
+        code: impl Into<String>,
+        message: impl Into<String>,
+        transient: bool,
+    ) -> Error {
+        Error::S3 {
+            op,
+            bucket: bucket.to_string(),
+            key: key.to_string(),
+            code: code.into(),
+            message: message.into(),
+            transient,
+        }
+    }
+
+    /// True when the same call may succeed later without anyone changing anything.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Error::S3 {
+                transient: true,
+                ..
+            } | Error::Deadline { .. }
+        )
+    }
+
+    /// True when the error is S3's `NoSuchKey`/`NotFound` (404).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::S3 { code, .. } if code == "NoSuchKey" || code == "NotFound")
+    }
+}
+
+/// A reporting failure. Its text lands in [`crate::data::report::RunReport::report_errors`]; it
+/// never changes the run's status.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The MQTT client could not be set up (TLS roots, CA file).
+    #[error("MQTT {broker}: TLS setup failed: {reason}")]
+    MqttTls {
+        /// `host:port` of the broker.
+        broker: String,
+        /// What is wrong (unreadable `MQTT_CA_FILE`, no certificate in it, no system roots).
+        reason: String,
+    },
+
+    /// The broker refused or dropped the connection, or a request failed.
+    #[error(
+        "MQTT {broker}: {reason} ({acked} of {total} messages acknowledged; not acknowledged: {pending})"
+    )]
+    Mqtt {
+        /// `host:port` of the broker.
+        broker: String,
+        /// The client's error (connection refused, not authorised, I/O error...).
+        reason: String,
+        /// Messages the broker acknowledged (PUBACK) before the failure.
+        acked: usize,
+        /// Messages that were to be published.
+        total: usize,
+        /// The messages not acknowledged: `all`, `none`, or their topics'
+        /// short names ([`crate::data::mqtt::short_name`]), comma-separated.
+        pending: String,
+    },
+
+    /// Connect, publish and disconnect did not finish within `MQTT_TIMEOUT_SECONDS`.
+    #[error(
+        "MQTT {broker}: timed out after {} s while {stage} ({acked} of {total} messages acknowledged; not acknowledged: {pending})",
+        timeout.as_secs_f64()
+    )]
+    MqttTimeout {
+        /// `host:port` of the broker.
+        broker: String,
+        /// The bound (`MQTT_TIMEOUT_SECONDS`).
+        timeout: Duration,
+        /// What was under way: `connecting`, `publishing` or `disconnecting`.
+        stage: &'static str,
+        /// Messages the broker acknowledged (PUBACK) in time.
+        acked: usize,
+        /// Messages that were to be published.
+        total: usize,
+        /// The messages not acknowledged: `all`, `none`, or their topics'
+        /// short names ([`crate::data::mqtt::short_name`]), comma-separated.
+        pending: String,
+    },
+
+    /// The broker closed the connection at this message twice (sent one at
+    /// a time, then alone): it was left out, and the other messages were
+    /// sent on new connections (any failure of that is its own error).
+    #[error(
+        "MQTT {broker}: the broker closed the connection at {topic} twice, the second time sent alone (its own packet limit?): {topic} not published, the other topics sent on new connections"
+    )]
+    MqttDropped {
+        /// `host:port` of the broker.
+        broker: String,
+        /// The message's topic.
+        topic: String,
+    },
+
+    /// A message over the payload limit was not published; the others were
+    /// sent all the same (a bug: no payload the job builds comes near it).
+    #[error(
+        "MQTT {broker}: {topic} not published: its payload of {bytes} bytes is over the {limit}-byte limit (the others are sent without it)"
+    )]
+    MqttTooLarge {
+        /// `host:port` of the broker.
+        broker: String,
+        /// The message's topic.
+        topic: String,
+        /// Its payload's size in bytes.
+        bytes: usize,
+        /// [`crate::data::mqtt::MAX_PAYLOAD_BYTES`].
+        limit: usize,
+    },
+
+    /// The MQTT password could not be read from Secrets Manager
+    /// (`MQTT_PASSWORD_SECRET_ARN`); nothing was published to MQTT.
+    #[error("MQTT password secret {secret}: {reason}; nothing was published to MQTT")]
+    MqttSecret {
+        /// The secret's ARN or name (`MQTT_PASSWORD_SECRET_ARN`).
+        secret: String,
+        /// The SDK's error (ResourceNotFoundException, AccessDeniedException...)
+        /// or what is wrong with the secret.
+        reason: String,
+    },
+
+    /// PutMetricData failed (after the SDK's retries).
+    #[error("CloudWatch PutMetricData to namespace {namespace}: {reason}")]
+    CloudWatch {
+        /// The namespace (`METRICS_NAMESPACE`).
+        namespace: String,
+        /// The SDK's error with its code and message.
+        reason: String,
+    },
+
+    /// PutMetricData did not finish within [`crate::data::metrics::CLOUDWATCH_TIMEOUT`].
+    #[error(
+        "CloudWatch PutMetricData to namespace {namespace}: timed out after {} s",
+        timeout.as_secs_f64()
+    )]
+    CloudWatchTimeout {
+        /// The namespace (`METRICS_NAMESPACE`).
+        namespace: String,
+        /// The bound.
+        timeout: Duration,
+    },
+}

@@ -1,0 +1,441 @@
+//! The one storage seam: list, get, head, conditional put, conditional delete.
+//!
+//! [`Store`] is the seam the protocol is written against. Two
+//! implementations: [`S3Store`] over aws-sdk-s3, and [`MemoryStore`], a
+//! strict in-memory bucket with S3's documented semantics, for tests and
+//! the simulation; `tests/suite/store_conformance.rs` holds both, and the
+//! ministack and moto servers, to the same behaviour.
+//!
+//! [`S3Store`] maps SDK errors to [`Error`] with the operation, key, S3
+//! error code and whether it is transient. Whole calls are retried by the
+//! SDK's standard retry strategy (configured in `main`); per-key failures
+//! of a DeleteObjects are retried here ([`S3Store::delete_batch`]).
+//!
+//! Time: a store made with [`Store::until`] bounds every call (attempts,
+//! backoffs and body reads together) by a deadline; each attempt is bounded
+//! by [`attempt_timeout`], and a body that breaks off is read again, up to
+//! [`BODY_ATTEMPTS`] in all (the SDK retries a request, not a body).
+//!
+//! Conditional writes follow S3's documented semantics: `If-None-Match: *`
+//! creates only if absent, `If-Match: <etag>` replaces or deletes only the
+//! version that was read; a lost condition is [`Error::PreconditionFailed`].
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use aws_sdk_s3::Client;
+use aws_sdk_s3::config::timeout::TimeoutConfig;
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::{
+    ChecksumAlgorithm, ChecksumMode, CompletedMultipartUpload, CompletedPart, Delete, EncodingType,
+    ObjectIdentifier,
+};
+use backon::{BackoffBuilder, ExponentialBuilder, Retryable};
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+
+use crate::infra::error::{Error, Result};
+
+pub mod lifecycle;
+mod memory;
+pub mod ranges;
+mod s3;
+mod s3_error;
+pub use memory::{DeletedVersion, LIST_PAGE_MAX, MemoryStore, md5_etag};
+pub use s3::S3Store;
+pub use s3_error::{one_line, sdk_error_line, status_meaning};
+
+/// S3 DeleteObjects takes at most 1,000 keys per request (S3 API reference).
+pub const DELETE_BATCH_MAX: usize = 1000;
+
+/// S3's smallest part size for every part but the last: 5 MiB (S3 multipart
+/// upload limits, "Amazon S3 multipart upload limits").
+pub const MULTIPART_PART_MIN: usize = 5 * 1024 * 1024;
+
+/// S3's largest part size: 5 GiB (same source).
+pub const MULTIPART_PART_MAX: usize = 5 * 1024 * 1024 * 1024;
+
+/// S3 allows at most 10,000 parts in one upload (same source).
+pub const MULTIPART_PARTS_MAX: usize = 10_000;
+
+/// Default size (bytes) from which [`S3Store::put`] uses a multipart upload: 16 MiB.
+pub const MULTIPART_THRESHOLD_DEFAULT: usize = 16 * 1024 * 1024;
+
+/// Default part size (bytes) of multipart uploads: 8 MiB.
+pub const MULTIPART_PART_DEFAULT: usize = 8 * 1024 * 1024;
+
+/// The user metadata (`x-amz-meta-compaction-job-id`) in which a compacted
+/// output carries the job id of the commit that wrote it; recovery never
+/// deletes an output carrying another job's id ([`Head::job_id`]).
+pub const JOB_ID_METADATA: &str = "compaction-job-id";
+
+/// DeleteObjects requests a commit sends at once: a few in flight cut the
+/// round trips without a burst S3 would throttle (3,500 DELETEs a second
+/// per prefix, S3's documented rate).
+pub const DELETE_BATCHES_IN_FLIGHT: usize = 4;
+
+/// Parts uploaded at once in one multipart upload.
+const MULTIPART_PARTS_IN_FLIGHT: usize = 4;
+
+/// The byte ranges of a multipart upload of `len` bytes in parts of
+/// `part_size` (the last holds the rest, at least 1 byte), `part_size`
+/// raised to [`MULTIPART_PART_MIN`] and as needed to fit [`MULTIPART_PARTS_MAX`].
+///
+/// ```
+/// use archive_compaction::infra::storage::{multipart_ranges, MULTIPART_PART_MIN};
+/// let mib = 1024 * 1024;
+/// assert_eq!(multipart_ranges(12 * mib, 5 * mib), vec![0..5 * mib, 5 * mib..10 * mib, 10 * mib..12 * mib]);
+/// assert_eq!(multipart_ranges(10, 1), vec![0..10]); // raised to 5 MiB: one part
+/// assert_eq!(multipart_ranges(0, MULTIPART_PART_MIN), vec![0..0]);
+/// ```
+pub fn multipart_ranges(len: usize, part_size: usize) -> Vec<std::ops::Range<usize>> {
+    let size = part_size
+        .max(MULTIPART_PART_MIN)
+        .max(len.div_ceil(MULTIPART_PARTS_MAX))
+        .min(MULTIPART_PART_MAX);
+    if len == 0 {
+        // One empty part: S3 needs at least one.
+        return std::iter::once(0..0).collect();
+    }
+    (0..len)
+        .step_by(size)
+        .map(|start| start..(start + size).min(len))
+        .collect()
+}
+
+/// S3 calls of a run end this long before its deadline ([`Store::until`]):
+/// 5 s for the lease's release ([`crate::protocol::lease::LEASE_RELEASE_TIMEOUT`]),
+/// then 1 s each for CloudWatch, Secrets Manager and MQTT
+/// ([`crate::app::reporting::SINK_TIME_AT_THE_END`]), so the run ends released
+/// and reported by its deadline.
+pub const S3_DEADLINE_MARGIN: Duration = Duration::from_secs(8);
+
+/// Every attempt of an S3 request may take this long, plus 1 s per MiB it
+/// carries ([`attempt_timeout`]): a 3 KB GET needs far less than the SDK's
+/// 60 s, so a request that gets no answer is retried sooner.
+pub const ATTEMPT_TIMEOUT_BASE: Duration = Duration::from_secs(10);
+
+/// How long an S3 connection may take to open.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How many times in all a GetObject whose body breaks off is read.
+pub const BODY_ATTEMPTS: u32 = 3;
+
+/// The time one attempt carrying (or a body of) `bytes` may take:
+/// [`ATTEMPT_TIMEOUT_BASE`] plus 1 s per MiB begun (1 MiB/s at the least).
+///
+/// ```
+/// use archive_compaction::infra::storage::attempt_timeout;
+/// use std::time::Duration;
+/// assert_eq!(attempt_timeout(3_000), Duration::from_secs(11));
+/// assert_eq!(attempt_timeout(0), Duration::from_secs(10));
+/// assert_eq!(attempt_timeout(8 * 1024 * 1024), Duration::from_secs(18));
+/// ```
+pub fn attempt_timeout(bytes: u64) -> Duration {
+    ATTEMPT_TIMEOUT_BASE + Duration::from_secs(bytes.div_ceil(1024 * 1024))
+}
+
+/// A key (or prefix) of a ListObjectsV2 response asked with
+/// `encoding-type=url`, decoded: `%XX` escapes are bytes and `+` is a space
+/// (S3 writes `+` as `%2B`); `None` when not UTF-8. Every listing asks for
+/// it: without it a key holding a character XML 1.0 cannot carry (ESC,
+/// `\x01`) makes the whole response unreadable (S3 user guide, "Naming
+/// Amazon S3 objects").
+///
+/// ```
+/// use archive_compaction::infra::storage::decode_listed;
+/// assert_eq!(decode_listed("flights/a%1Bb+c%2Bd%20e").as_deref(), Some("flights/a\x1bb c+d e"));
+/// assert_eq!(decode_listed("day=20/%E2%82%AC.parquet").as_deref(), Some("day=20/€.parquet"));
+/// assert_eq!(decode_listed("%FF"), None);
+/// ```
+pub fn decode_listed(encoded: &str) -> Option<String> {
+    let spaced = encoded.replace('+', " ");
+    percent_encoding::percent_decode_str(&spaced)
+        .decode_utf8()
+        .ok()
+        .map(|s| s.into_owned())
+}
+
+/// Whether DeleteObjects can carry `key` in its XML body: not when it holds
+/// a control character, which XML 1.0 cannot write or S3 asks to be sent
+/// as entity references (S3 user guide, "Naming Amazon S3 objects"). Such
+/// keys go by DeleteObject, the key in the URL ([`S3Store::delete_batch`]).
+pub fn fits_delete_xml(key: &str) -> bool {
+    !key.chars().any(char::is_control)
+}
+
+/// One object from a listing.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ObjectMeta {
+    /// The full key, exactly as S3 returned it.
+    pub key: String,
+    /// The ETag, quotes included, as S3 returned it.
+    pub etag: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// LastModified (UTC, second precision on most servers).
+    pub last_modified: DateTime<Utc>,
+}
+
+/// One ListObjectsV2 page ([`Store::list_page`]).
+#[derive(Debug, Clone, Default)]
+pub struct ListPage {
+    /// The page's objects, in key order.
+    pub objects: Vec<ObjectMeta>,
+    /// More keys follow the page's last one (S3's `IsTruncated`).
+    pub truncated: bool,
+}
+
+/// A GetObject result.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    /// The body.
+    pub body: Bytes,
+    /// The ETag of the version that was read.
+    pub etag: String,
+}
+
+/// A HeadObject result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    /// Size in bytes.
+    pub size: u64,
+    /// The ETag.
+    pub etag: String,
+    /// The stored SHA-256 flexible checksum (base64), when the server keeps one.
+    pub checksum_sha256: Option<String>,
+    /// User metadata (`x-amz-meta-*` names without the prefix, lower case).
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl Head {
+    /// The job id in [`JOB_ID_METADATA`], when the object carries one.
+    pub fn job_id(&self) -> Option<&str> {
+        self.metadata.get(JOB_ID_METADATA).map(String::as_str)
+    }
+}
+
+/// Everything a PUT carries besides key and body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PutRequest {
+    /// The condition.
+    pub mode: PutMode,
+    /// SHA-256 of the body, base64: sent as the flexible checksum, which the
+    /// server verifies (`BadDigest`) and stores.
+    pub sha256_b64: Option<String>,
+    /// User metadata (`x-amz-meta-*`).
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl PutRequest {
+    /// A PUT with this condition, no checksum and no metadata.
+    pub fn new(mode: PutMode) -> PutRequest {
+        PutRequest {
+            mode,
+            sha256_b64: None,
+            metadata: BTreeMap::new(),
+        }
+    }
+}
+
+/// The storage seam over one bucket: what the commit protocol, recovery, the
+/// lease and the state files need of S3, with S3's semantics.
+///
+/// Contract (what every implementation gives, and what
+/// `tests/suite/store_conformance.rs` checks):
+///
+/// - [`Store::list`]: every object under a prefix, in lexicographic (UTF-8
+///   byte) key order, with ETag (quoted, as S3 returns it), size and
+///   LastModified; S3 pages of 1,000 keys are followed to the end.
+/// - [`Store::get`] of a missing key fails with an error for which
+///   [`Error::is_not_found`] holds; [`Store::get_opt`] and [`Store::head`]
+///   say `None` instead.
+/// - [`Store::put`] with [`PutMode::Create`] (`If-None-Match: *`) fails with
+///   [`Error::PreconditionFailed`] (412) when the key exists; with
+///   [`PutMode::Update`] (`If-Match`) when the ETag differs, and with a
+///   not-found error (404 `NoSuchKey`) when the key does not exist. A
+///   conflicting operation on the same key while a conditional write is in
+///   flight fails that write with a transient `ConditionalRequestConflict`
+///   (409): retry it.
+/// - [`Store::delete`] of a missing key succeeds; with an `If-Match` ETag
+///   that differs it fails with [`Error::PreconditionFailed`].
+/// - [`Store::delete_batch`] deletes each `(key, etag)` only in that
+///   version; keys it did not delete come back as [`DeleteFailure`]s
+///   (`PreconditionFailed` for a changed key); a missing key counts as deleted.
+///
+/// Every method's future is `Send` (the Lambda handler spawns the run).
+pub trait Store: Send + Sync {
+    /// The bucket name.
+    fn bucket(&self) -> &str;
+
+    /// Keys per [`Store::delete_batch`] call (at most [`DELETE_BATCH_MAX`]).
+    fn delete_batch_size(&self) -> usize;
+
+    /// [`Store::delete_batch`] calls the commit's delete phase sends at
+    /// once (the lease is confirmed before each wave).
+    fn delete_batches_in_flight(&self) -> usize {
+        1
+    }
+
+    /// Keys per [`Store::list_page`] page when more follow.
+    fn list_page_size(&self) -> usize {
+        LIST_PAGE_MAX
+    }
+
+    /// The same store, each call (attempts, backoffs, body reads together)
+    /// bounded by `deadline`, then [`Error::Deadline`]. `None`: no bound; the
+    /// in-memory stores keep none.
+    fn until(&self, deadline: Option<Instant>) -> Self
+    where
+        Self: Sized + Clone,
+    {
+        let _ = deadline;
+        self.clone()
+    }
+
+    /// Every object under `prefix`, in lexicographic key order.
+    fn list(&self, prefix: &str) -> impl Future<Output = Result<Vec<ObjectMeta>>> + Send;
+
+    /// The common prefixes directly under `prefix` (delimiter `/`), in order.
+    fn list_prefixes(&self, prefix: &str) -> impl Future<Output = Result<Vec<String>>> + Send;
+
+    /// One ListObjectsV2 page without a delimiter: the objects under
+    /// `prefix` after `start_after` (any string, as S3's `StartAfter`), in
+    /// key order, at most [`LIST_PAGE_MAX`]; [`ListPage::truncated`] when
+    /// more follow. [`ranges`] builds concurrent listings on it.
+    fn list_page(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+    ) -> impl Future<Output = Result<ListPage>> + Send;
+
+    /// Reads a whole object; a missing key is an [`Error::is_not_found`] error.
+    fn get(&self, key: &str) -> impl Future<Output = Result<Fetched>> + Send;
+
+    /// Reads a whole object, or `None` when the key does not exist.
+    fn get_opt(&self, key: &str) -> impl Future<Output = Result<Option<Fetched>>> + Send {
+        async move {
+            match self.get(key).await {
+                Ok(f) => Ok(Some(f)),
+                Err(e) if e.is_not_found() => Ok(None),
+                Err(e) => Err(e),
+            }
+        }
+    }
+
+    /// Reads bytes `range` (end excluded, clipped to the object's end) of an
+    /// object, only in version `if_match` when given (`Range` and
+    /// `If-Match`). The default reads the whole object and slices it.
+    ///
+    /// Errors: [`Error::PreconditionFailed`] when the ETag is not `if_match`
+    /// (the response's ETag is compared too, for a server that ignores
+    /// `If-Match`); a missing key as in [`Store::get`].
+    fn get_range(
+        &self,
+        key: &str,
+        range: std::ops::Range<u64>,
+        if_match: Option<&str>,
+    ) -> impl Future<Output = Result<Fetched>> + Send {
+        async move {
+            let f = self.get(key).await?;
+            check_if_match(self.bucket(), key, if_match, &f.etag)?;
+            let end = (range.end.min(f.body.len() as u64)) as usize;
+            let start = (range.start as usize).min(end);
+            Ok(Fetched {
+                body: f.body.slice(start..end),
+                etag: f.etag,
+            })
+        }
+    }
+
+    /// Size, ETag, stored SHA-256 and metadata, or `None` when the key does not exist.
+    fn head(&self, key: &str) -> impl Future<Output = Result<Option<Head>>> + Send;
+
+    /// PutObject with a condition, checksum and metadata; returns the new ETag.
+    fn put_object(
+        &self,
+        key: &str,
+        body: Bytes,
+        request: PutRequest,
+    ) -> impl Future<Output = Result<String>> + Send;
+
+    /// PutObject with a condition and an optional SHA-256 (base64); returns the new ETag.
+    fn put(
+        &self,
+        key: &str,
+        body: Bytes,
+        mode: PutMode,
+        sha256_b64: Option<&str>,
+    ) -> impl Future<Output = Result<String>> + Send {
+        let request = PutRequest {
+            mode,
+            sha256_b64: sha256_b64.map(str::to_string),
+            metadata: BTreeMap::new(),
+        };
+        self.put_object(key, body, request)
+    }
+
+    /// DeleteObject, conditional on `if_match` when given; a missing key succeeds.
+    fn delete(&self, key: &str, if_match: Option<&str>) -> impl Future<Output = Result<()>> + Send;
+
+    /// Deletes one batch of `(key, etag)` pairs (at most
+    /// [`Store::delete_batch_size`]), each only in the version with that
+    /// ETag; returns the keys not deleted, with S3's per-key error code.
+    fn delete_batch(
+        &self,
+        batch: &[(String, String)],
+    ) -> impl Future<Output = Result<Vec<DeleteFailure>>> + Send;
+}
+
+/// How a PUT may replace what is there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PutMode {
+    /// `If-None-Match: *`: fail with [`Error::PreconditionFailed`] if the key exists.
+    Create,
+    /// `If-Match: etag`: replace only the version with this ETag.
+    Update(String),
+}
+
+/// A key that DeleteObjects did not delete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeleteFailure {
+    /// The key.
+    pub key: String,
+    /// S3's per-key error code (`AccessDenied`, `PreconditionFailed`, ...).
+    pub code: String,
+    /// S3's message.
+    pub message: String,
+}
+
+impl DeleteFailure {
+    /// The object changed since read (conditional delete lost): a newer version survives.
+    pub fn is_newer_version(&self) -> bool {
+        self.code == "PreconditionFailed"
+    }
+}
+
+/// SHA-256 of `bytes`, base64 (S3's `x-amz-checksum-sha256` encoding).
+pub fn sha256_b64(bytes: &[u8]) -> String {
+    use base64::Engine;
+    use sha2::Digest;
+    base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(bytes))
+}
+
+/// [`Error::PreconditionFailed`] when `if_match` is given and is not the `etag` read.
+fn check_if_match(bucket: &str, key: &str, if_match: Option<&str>, etag: &str) -> Result<()> {
+    match if_match {
+        Some(want) if !etag_eq(want, etag) => Err(Error::PreconditionFailed {
+            op: "GetObject",
+            bucket: bucket.to_string(),
+            key: key.to_string(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Strips the quotes S3 puts around ETags, for comparisons.
+pub fn etag_eq(a: &str, b: &str) -> bool {
+    a.trim_matches('"') == b.trim_matches('"')
+}

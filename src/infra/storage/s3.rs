@@ -1,0 +1,773 @@
+//! [`S3Store`]: the [`Store`] over aws-sdk-s3, one bucket. Every call is
+//! bounded by the store's deadline ([`Store::until`]); SDK errors become
+//! [`Error`] in [`super::s3_error`].
+
+use super::s3_error::no_message;
+use super::*;
+
+/// A per-request SDK configuration whose attempts are bounded by
+/// [`attempt_timeout`]`(bytes)` (connections by [`CONNECT_TIMEOUT`]).
+fn attempt_config(bytes: u64) -> aws_sdk_s3::config::Builder {
+    aws_sdk_s3::config::Builder::default().timeout_config(
+        TimeoutConfig::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .operation_attempt_timeout(attempt_timeout(bytes))
+            .build(),
+    )
+}
+
+/// Per-key error codes of DeleteObjects worth retrying.
+const TRANSIENT_CODES: &[&str] = &[
+    "InternalError",
+    "SlowDown",
+    "ServiceUnavailable",
+    "RequestTimeout",
+    "Throttling",
+    "ThrottlingException",
+    "RequestTimeTooSkewed",
+    "OperationAborted",
+    "ConditionalRequestConflict",
+];
+
+/// The storage seam over one bucket.
+#[derive(Debug, Clone)]
+pub struct S3Store {
+    pub(super) client: Client,
+    pub(super) bucket: String,
+    delete_backoff: ExponentialBuilder,
+    delete_batch_size: usize,
+    delete_batches_in_flight: usize,
+    multipart_threshold: usize,
+    multipart_part_size: usize,
+    /// Every call ends by then ([`Store::until`]).
+    deadline: Option<Instant>,
+}
+
+impl S3Store {
+    /// Wraps a client (built once in `main`) for one bucket.
+    pub fn new(client: Client, bucket: impl Into<String>) -> Self {
+        S3Store {
+            client,
+            bucket: bucket.into(),
+            delete_backoff: ExponentialBuilder::default()
+                .with_min_delay(Duration::from_secs(1))
+                .with_max_delay(Duration::from_secs(4))
+                .with_max_times(2)
+                .with_jitter(),
+            delete_batch_size: DELETE_BATCH_MAX,
+            delete_batches_in_flight: DELETE_BATCHES_IN_FLIGHT,
+            multipart_threshold: MULTIPART_THRESHOLD_DEFAULT,
+            multipart_part_size: MULTIPART_PART_DEFAULT,
+            deadline: None,
+        }
+    }
+
+    /// The deadline every call of this store ends by ([`Store::until`]).
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// `call`, bounded by the store's deadline: [`Error::Deadline`] naming
+    /// `op` and `key` when it is still under way then.
+    async fn bounded<T>(
+        &self,
+        op: &'static str,
+        key: &str,
+        call: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let Some(deadline) = self.deadline else {
+            return call.await;
+        };
+        match tokio::time::timeout_at(deadline.into(), call).await {
+            Ok(r) => r,
+            Err(_) => {
+                tracing::warn!(
+                    op,
+                    key,
+                    "S3 call not answered before the run's deadline; given up"
+                );
+                Err(Error::Deadline {
+                    op,
+                    bucket: self.bucket.clone(),
+                    key: key.to_string(),
+                    margin_s: S3_DEADLINE_MARGIN.as_secs(),
+                })
+            }
+        }
+    }
+
+    /// Bodies of at least `threshold` bytes (0: every body) go up as
+    /// multipart uploads in parts of `part_size` ([`multipart_ranges`]).
+    pub fn with_multipart(mut self, threshold: usize, part_size: usize) -> Self {
+        self.multipart_threshold = threshold;
+        self.multipart_part_size = part_size;
+        self
+    }
+
+    /// Uses smaller DeleteObjects batches (tests), clamped to
+    /// 1..=[`DELETE_BATCH_MAX`].
+    pub fn with_delete_batch_size(mut self, n: usize) -> Self {
+        self.delete_batch_size = n.clamp(1, DELETE_BATCH_MAX);
+        self
+    }
+
+    /// Sends at most `n` DeleteObjects requests at once (at least 1; crash
+    /// tests use 1, so a crash can fall between two batches).
+    pub fn with_delete_batches_in_flight(mut self, n: usize) -> Self {
+        self.delete_batches_in_flight = n.max(1);
+        self
+    }
+
+    /// Shortens the per-key DeleteObjects retry backoff (tests).
+    pub fn with_delete_backoff(mut self, min_delay: Duration) -> Self {
+        self.delete_backoff = self
+            .delete_backoff
+            .with_min_delay(min_delay)
+            .with_max_delay(min_delay * 4);
+        self
+    }
+
+    /// The underlying SDK client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The SDK error `e` of `op` on `key` as a one-line [`Error`] (the full
+    /// dump goes to the debug log).
+    pub(super) fn err<E>(&self, op: &'static str, key: &str, e: SdkError<E>) -> Error
+    where
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+    {
+        let status = e.raw_response().map(|r| r.status().as_u16());
+        let (code, message, transient) = match &e {
+            SdkError::ServiceError(se) => {
+                let err = se.err();
+                let code = err
+                    .code()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| match status {
+                        Some(404) => "NotFound".into(),
+                        Some(412) => "PreconditionFailed".into(),
+                        Some(s) => format!("HTTP {s}"),
+                        None => "Unknown".into(),
+                    });
+                let transient = TRANSIENT_CODES.contains(&code.as_str())
+                    || status.is_some_and(|s| s >= 500 || s == 429);
+                let message = match err.message().map(str::trim) {
+                    Some(m) if !m.is_empty() => m.to_string(),
+                    _ => no_message(status),
+                };
+                (code, message, transient)
+            }
+            SdkError::TimeoutError(_) => ("timeout".into(), one_line(&e), true),
+            SdkError::DispatchFailure(_) => ("dispatch".into(), one_line(&e), true),
+            SdkError::ResponseError(_) => ("response".into(), one_line(&e), true),
+            _ => ("construction".into(), one_line(&e), false),
+        };
+        // The SDK's full dump (~1.5 KB) goes to the debug log only.
+        tracing::debug!(op, key, error = ?e, "S3 error in full");
+        if code == "PreconditionFailed" || status == Some(412) {
+            return Error::PreconditionFailed {
+                op,
+                bucket: self.bucket.clone(),
+                key: key.to_string(),
+            };
+        }
+        Error::s3(op, &self.bucket, key, code, message, transient)
+    }
+
+    /// ListObjectsV2 of `prefix` with `encoding-type=url`, so a key with a
+    /// control character lists like any other.
+    fn list_request(
+        &self,
+        prefix: &str,
+    ) -> aws_sdk_s3::operation::list_objects_v2::builders::ListObjectsV2FluentBuilder {
+        self.client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(prefix)
+            .encoding_type(EncodingType::Url)
+    }
+
+    /// A listed object with its key decoded; `None` without a key.
+    ///
+    /// Errors: [`Error::S3`] (code `KeyEncoding`) when the key does not
+    /// decode to UTF-8.
+    fn object_meta(
+        &self,
+        prefix: &str,
+        o: &aws_sdk_s3::types::Object,
+    ) -> Result<Option<ObjectMeta>> {
+        let Some(mut meta) = object_meta(o) else {
+            return Ok(None);
+        };
+        meta.key = self.decode(prefix, &meta.key)?;
+        Ok(Some(meta))
+    }
+
+    /// [`decode_listed`], its failure as [`Error::S3`] naming the listing.
+    fn decode(&self, prefix: &str, encoded: &str) -> Result<String> {
+        decode_listed(encoded).ok_or_else(|| {
+            let message = format!(
+                "the server returned the url-encoded key {} that is not UTF-8 once decoded; S3 keys are UTF-8, so the server is at fault",
+                crate::infra::text::quote(encoded)
+            );
+            Error::s3("ListObjectsV2", &self.bucket, prefix, "KeyEncoding", message, false)
+        })
+    }
+
+    /// GetObject of `key` (bytes `range`, `If-Match` `if_match`, when
+    /// given), its body read; a body that breaks off is read again,
+    /// [`BODY_ATTEMPTS`] times in all (the SDK already retried the request).
+    async fn get_read(
+        &self,
+        key: &str,
+        range: Option<std::ops::Range<u64>>,
+        if_match: Option<&str>,
+    ) -> Result<Fetched> {
+        let read = || async {
+            let mut req = self.client.get_object().bucket(&self.bucket).key(key);
+            if let Some(r) = &range {
+                req = req
+                    .range(format!("bytes={}-{}", r.start, r.end - 1))
+                    .set_if_match(if_match.map(str::to_string));
+            }
+            let out = req
+                .customize()
+                .config_override(attempt_config(0))
+                .send()
+                .await
+                .map_err(|e| self.err("GetObject", key, e))?;
+            self.read_body(key, out, if_match).await
+        };
+        // Only a body that broke off is read again: the SDK retried the request.
+        read.retry(
+            backon::ConstantBuilder::default()
+                .with_delay(Duration::ZERO)
+                .with_max_times(BODY_ATTEMPTS as usize - 1),
+        )
+        .when(|e| e.is_transient() && is_body_error(e))
+        .notify(
+            |e, _| tracing::warn!(key, error = %e, "GetObject body broke off; reading it again"),
+        )
+        .await
+    }
+
+    /// A GetObject answer's body and ETag, once its ETag is `if_match`
+    /// (checked before the body is read).
+    ///
+    /// Errors: [`Error::PreconditionFailed`] on another ETag; a body that
+    /// breaks off ([`S3Store::body_err`]).
+    async fn read_body(
+        &self,
+        key: &str,
+        out: aws_sdk_s3::operation::get_object::GetObjectOutput,
+        if_match: Option<&str>,
+    ) -> Result<Fetched> {
+        let etag = out.e_tag().unwrap_or_default().to_string();
+        check_if_match(&self.bucket, key, if_match, &etag)?;
+        let len = out.content_length().unwrap_or(0).max(0) as u64;
+        let limit = attempt_timeout(len);
+        let body = tokio::time::timeout(limit, out.body.collect())
+            .await
+            .map_err(|_| {
+                self.body_err(
+                    key,
+                    format!(
+                        "the body ({len} bytes) was not read within {} s",
+                        limit.as_secs()
+                    ),
+                )
+            })?
+            .map_err(|e| self.body_err(key, one_line(&e)))?;
+        Ok(Fetched {
+            body: body.into_bytes(),
+            etag,
+        })
+    }
+
+    /// A GetObject body that broke off: a transient [`Error::S3`] with code
+    /// `body`, so the object is read again.
+    fn body_err(&self, key: &str, e: impl std::fmt::Display) -> Error {
+        Error::s3("GetObject", &self.bucket, key, "body", e.to_string(), true)
+    }
+
+    async fn put_multipart(
+        &self,
+        key: &str,
+        body: Bytes,
+        mode: PutMode,
+        metadata: Option<std::collections::HashMap<String, String>>,
+    ) -> Result<String> {
+        let ranges = multipart_ranges(body.len(), self.multipart_part_size);
+        tracing::info!(
+            key,
+            bytes = body.len(),
+            parts = ranges.len(),
+            "uploading as a multipart upload"
+        );
+        let mut req = self
+            .client
+            .create_multipart_upload()
+            .bucket(&self.bucket)
+            .key(key)
+            .set_metadata(metadata)
+            .checksum_algorithm(ChecksumAlgorithm::Sha256);
+        if key.ends_with(".json") {
+            req = req.content_type("application/json");
+        }
+        let created = req
+            .customize()
+            .config_override(attempt_config(0))
+            .send()
+            .await
+            .map_err(|e| self.err("CreateMultipartUpload", key, e))?;
+        let Some(upload_id) = created.upload_id().map(str::to_string) else {
+            return Err(Error::s3(
+                "CreateMultipartUpload",
+                &self.bucket,
+                key,
+                "NoUploadId",
+                "the response carried no UploadId",
+                true,
+            ));
+        };
+        let result = self
+            .upload_parts_and_complete(key, &upload_id, &body, ranges, mode)
+            .await;
+        if result.is_err() {
+            let abort = self
+                .client
+                .abort_multipart_upload()
+                .bucket(&self.bucket)
+                .key(key)
+                .upload_id(&upload_id)
+                .send()
+                .await;
+            if let Err(e) = abort {
+                tracing::warn!(key, upload_id, error = %self.err("AbortMultipartUpload", key, e),
+                    "could not abort the failed multipart upload; the bucket's lifecycle rule will remove it");
+            }
+        }
+        result
+    }
+
+    async fn upload_parts_and_complete(
+        &self,
+        key: &str,
+        upload_id: &str,
+        body: &Bytes,
+        ranges: Vec<std::ops::Range<usize>>,
+        mode: PutMode,
+    ) -> Result<String> {
+        use futures::{StreamExt, TryStreamExt};
+        let parts: Vec<CompletedPart> = futures::stream::iter(ranges.into_iter().enumerate())
+            .map(|(i, r)| {
+                let part = body.slice(r);
+                let number = i as i32 + 1;
+                let part_len = part.len() as u64;
+                async move {
+                    let sum = sha256_b64(&part);
+                    let out = self
+                        .client
+                        .upload_part()
+                        .bucket(&self.bucket)
+                        .key(key)
+                        .upload_id(upload_id)
+                        .part_number(number)
+                        .checksum_sha256(&sum)
+                        .body(ByteStream::from(part))
+                        .customize()
+                        .config_override(attempt_config(part_len))
+                        .send()
+                        .await
+                        .map_err(|e| self.err("UploadPart", key, e))?;
+                    Ok::<_, Error>(
+                        CompletedPart::builder()
+                            .part_number(number)
+                            .e_tag(out.e_tag().unwrap_or_default())
+                            .checksum_sha256(out.checksum_sha256().unwrap_or(&sum))
+                            .build(),
+                    )
+                }
+            })
+            .buffered(MULTIPART_PARTS_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        let mut req = self
+            .client
+            .complete_multipart_upload()
+            .bucket(&self.bucket)
+            .key(key)
+            .upload_id(upload_id)
+            .multipart_upload(
+                CompletedMultipartUpload::builder()
+                    .set_parts(Some(parts))
+                    .build(),
+            );
+        req = match &mode {
+            PutMode::Create => req.if_none_match("*"),
+            PutMode::Update(etag) => req.if_match(etag),
+        };
+        let out = req
+            .customize()
+            .config_override(attempt_config(0))
+            .send()
+            .await
+            .map_err(|e| self.err("CompleteMultipartUpload", key, e))?;
+        Ok(out.e_tag().unwrap_or_default().to_string())
+    }
+
+    async fn delete_once(&self, objects: &[(String, String)]) -> Result<Vec<DeleteFailure>> {
+        let ids = objects
+            .iter()
+            .map(|(k, etag)| ObjectIdentifier::builder().key(k).e_tag(etag).build())
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| {
+                Error::s3(
+                    "DeleteObjects",
+                    &self.bucket,
+                    objects.first().map_or("", |o| o.0.as_str()),
+                    "construction",
+                    e.to_string(),
+                    false,
+                )
+            })?;
+        let delete = Delete::builder()
+            .set_objects(Some(ids))
+            .quiet(true)
+            .build()
+            .map_err(|e| {
+                Error::s3(
+                    "DeleteObjects",
+                    &self.bucket,
+                    "",
+                    "construction",
+                    e.to_string(),
+                    false,
+                )
+            })?;
+        let first = objects.first().map(|o| o.0.as_str()).unwrap_or_default();
+        let out = self
+            .client
+            .delete_objects()
+            .bucket(&self.bucket)
+            .delete(delete)
+            .customize()
+            .config_override(attempt_config(0))
+            .send()
+            .await
+            .map_err(|e| self.err("DeleteObjects", first, e))?;
+        Ok(out
+            .errors()
+            .iter()
+            .map(|e| DeleteFailure {
+                key: e.key().unwrap_or_default().to_string(),
+                code: e.code().unwrap_or("Unknown").to_string(),
+                message: e.message().unwrap_or_default().to_string(),
+            })
+            .collect())
+    }
+}
+
+/// A listed object's key, ETag, size and LastModified (`None` without a key).
+fn object_meta(o: &aws_sdk_s3::types::Object) -> Option<ObjectMeta> {
+    let key = o.key()?;
+    let last_modified = o
+        .last_modified()
+        .and_then(|t| DateTime::from_timestamp(t.secs(), t.subsec_nanos()))
+        .unwrap_or_default();
+    Some(ObjectMeta {
+        key: key.to_string(),
+        etag: o.e_tag().unwrap_or_default().to_string(),
+        size: o.size().unwrap_or(0).max(0) as u64,
+        last_modified,
+    })
+}
+
+impl Store for S3Store {
+    fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    fn delete_batch_size(&self) -> usize {
+        self.delete_batch_size
+    }
+
+    fn delete_batches_in_flight(&self) -> usize {
+        self.delete_batches_in_flight
+    }
+
+    fn until(&self, deadline: Option<Instant>) -> S3Store {
+        S3Store {
+            deadline,
+            ..self.clone()
+        }
+    }
+
+    /// Every object under `prefix` (ListObjectsV2, paginated), in key order,
+    /// keys decoded ([`decode_listed`]).
+    fn list(&self, prefix: &str) -> impl Future<Output = Result<Vec<ObjectMeta>>> + Send {
+        self.bounded("ListObjectsV2", prefix, async move {
+            let mut pages = self.list_request(prefix).into_paginator().send();
+            let mut out = Vec::new();
+            while let Some(page) = pages.next().await {
+                let page = page.map_err(|e| self.err("ListObjectsV2", prefix, e))?;
+                for o in page.contents() {
+                    out.extend(self.object_meta(prefix, o)?);
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    /// The common prefixes directly under `prefix` (ListObjectsV2 with
+    /// delimiter `/` and `encoding-type=url`, prefixes decoded).
+    fn list_prefixes(&self, prefix: &str) -> impl Future<Output = Result<Vec<String>>> + Send {
+        self.bounded("ListObjectsV2", prefix, async move {
+            let mut pages = self
+                .list_request(prefix)
+                .delimiter("/")
+                .into_paginator()
+                .send();
+            let mut out = Vec::new();
+            while let Some(page) = pages.next().await {
+                let page = page.map_err(|e| self.err("ListObjectsV2", prefix, e))?;
+                for p in page.common_prefixes().iter().filter_map(|p| p.prefix()) {
+                    out.push(self.decode(prefix, p)?);
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    /// One ListObjectsV2 page (see [`Store::list_page`]).
+    fn list_page(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+    ) -> impl Future<Output = Result<ListPage>> + Send {
+        self.bounded("ListObjectsV2", prefix, async move {
+            let page = self
+                .list_request(prefix)
+                .set_start_after(start_after.map(str::to_string))
+                .send()
+                .await
+                .map_err(|e| self.err("ListObjectsV2", prefix, e))?;
+            let mut objects = Vec::with_capacity(page.contents().len());
+            for o in page.contents() {
+                objects.extend(self.object_meta(prefix, o)?);
+            }
+            Ok(ListPage {
+                objects,
+                truncated: page.is_truncated().unwrap_or(false),
+            })
+        })
+    }
+
+    /// Reads a whole object (a body that breaks off is read again); a
+    /// missing key is an error for which [`Error::is_not_found`] is true.
+    fn get(&self, key: &str) -> impl Future<Output = Result<Fetched>> + Send {
+        self.bounded("GetObject", key, async move {
+            self.get_read(key, None, None).await
+        })
+    }
+
+    /// HeadObject with checksum mode on, or `None` when the key does not exist.
+    fn head(&self, key: &str) -> impl Future<Output = Result<Option<Head>>> + Send {
+        self.bounded("HeadObject", key, async move {
+            match self
+                .client
+                .head_object()
+                .bucket(&self.bucket)
+                .key(key)
+                .checksum_mode(ChecksumMode::Enabled)
+                .customize()
+                .config_override(attempt_config(0))
+                .send()
+                .await
+            {
+                Ok(h) => Ok(Some(Head {
+                    size: h.content_length().unwrap_or(0).max(0) as u64,
+                    etag: h.e_tag().unwrap_or_default().to_string(),
+                    checksum_sha256: h.checksum_sha256().map(str::to_string),
+                    metadata: h
+                        .metadata()
+                        .map(|m| {
+                            m.iter()
+                                .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                })),
+                Err(e) => {
+                    let e = self.err("HeadObject", key, e);
+                    if e.is_not_found() { Ok(None) } else { Err(e) }
+                }
+            }
+        })
+    }
+
+    /// Reads bytes `range` of an object (see [`Store::get_range`]).
+    fn get_range(
+        &self,
+        key: &str,
+        range: std::ops::Range<u64>,
+        if_match: Option<&str>,
+    ) -> impl Future<Output = Result<Fetched>> + Send {
+        self.bounded("GetObject", key, async move {
+            if range.start >= range.end {
+                return Ok(Fetched {
+                    body: Bytes::new(),
+                    etag: if_match.unwrap_or_default().to_string(),
+                });
+            }
+            self.get_read(key, Some(range), if_match).await
+        })
+    }
+
+    /// [`S3Store::put`] with user metadata (`x-amz-meta-*`).
+    fn put_object(
+        &self,
+        key: &str,
+        body: Bytes,
+        request: PutRequest,
+    ) -> impl Future<Output = Result<String>> + Send {
+        self.bounded("PutObject", key, async move {
+            let PutRequest {
+                mode,
+                sha256_b64,
+                metadata,
+            } = request;
+            let sha256_b64 = sha256_b64.as_deref();
+            let len = body.len() as u64;
+            let metadata = (!metadata.is_empty()).then(|| metadata.into_iter().collect());
+            if body.len() >= self.multipart_threshold {
+                return self.put_multipart(key, body, mode, metadata).await;
+            }
+            let mut req = self
+                .client
+                .put_object()
+                .bucket(&self.bucket)
+                .key(key)
+                .set_metadata(metadata)
+                .body(ByteStream::from(body));
+            req = match &mode {
+                PutMode::Create => req.if_none_match("*"),
+                PutMode::Update(etag) => req.if_match(etag),
+            };
+            if let Some(sum) = sha256_b64 {
+                req = req.checksum_sha256(sum);
+            }
+            if key.ends_with(".json") {
+                req = req.content_type("application/json");
+            }
+            let out = req
+                .customize()
+                .config_override(attempt_config(len))
+                .send()
+                .await
+                .map_err(|e| self.err("PutObject", key, e))?;
+            Ok(out.e_tag().unwrap_or_default().to_string())
+        })
+    }
+
+    /// DeleteObject, conditional on `if_match` when given. Deleting a missing
+    /// key succeeds (S3 semantics).
+    fn delete(&self, key: &str, if_match: Option<&str>) -> impl Future<Output = Result<()>> + Send {
+        self.bounded("DeleteObject", key, async move {
+            let mut req = self.client.delete_object().bucket(&self.bucket).key(key);
+            if let Some(etag) = if_match {
+                req = req.if_match(etag);
+            }
+            match req
+                .customize()
+                .config_override(attempt_config(0))
+                .send()
+                .await
+            {
+                Ok(_) => Ok(()),
+                Err(e) => {
+                    let e = self.err("DeleteObject", key, e);
+                    if e.is_not_found() { Ok(()) } else { Err(e) }
+                }
+            }
+        })
+    }
+
+    /// Deletes one batch of `(key, etag)` pairs with one DeleteObjects
+    /// request (S3 takes at most 1,000 keys), each conditional on its ETag,
+    /// in quiet mode. A 200 can still carry per-key errors: transient ones
+    /// are retried, `NoSuchKey` counts as deleted, the rest are returned.
+    ///
+    /// Errors: a whole request that fails after the SDK's retries.
+    fn delete_batch(
+        &self,
+        batch: &[(String, String)],
+    ) -> impl Future<Output = Result<Vec<DeleteFailure>>> + Send {
+        let first = batch.first().map(|b| b.0.as_str()).unwrap_or_default();
+        self.bounded("DeleteObjects", first, async move {
+            assert!(
+                batch.len() <= self.delete_batch_size,
+                "batch larger than the DeleteObjects limit"
+            );
+            let mut failures = Vec::new();
+            // A key DeleteObjects' XML cannot carry ([`fits_delete_xml`]) goes
+            // by DeleteObject, same condition: ministack answers 400 to the
+            // whole batch otherwise.
+            let (mut pending, one_by_one): (Vec<_>, Vec<_>) =
+                batch.iter().cloned().partition(|(k, _)| fits_delete_xml(k));
+            for (key, etag) in one_by_one {
+                match self.delete(&key, Some(&etag)).await {
+                    Ok(()) => {}
+                    Err(Error::PreconditionFailed { .. }) => failures.push(DeleteFailure {
+                        key,
+                        code: "PreconditionFailed".into(),
+                        message: "the object changed since it was listed".into(),
+                    }),
+                    // A per-key refusal (AccessDenied, ...), as DeleteObjects
+                    // would report it; a transient failure fails the call.
+                    Err(Error::S3 {
+                        code,
+                        message,
+                        transient: false,
+                        ..
+                    }) => failures.push(DeleteFailure { key, code, message }),
+                    Err(e) => return Err(e),
+                }
+            }
+            if pending.is_empty() {
+                return Ok(failures);
+            }
+            let mut delays = self.delete_backoff.build();
+            loop {
+                let errors = self.delete_once(&pending).await?;
+                let (transient, permanent): (Vec<_>, Vec<_>) = errors
+                    .into_iter()
+                    .partition(|f| TRANSIENT_CODES.contains(&f.code.as_str()));
+                failures.extend(permanent.into_iter().filter(|f| f.code != "NoSuchKey"));
+                if transient.is_empty() {
+                    break;
+                }
+                match delays.next() {
+                    Some(d) => {
+                        tracing::warn!(keys = transient.len(), code = %transient[0].code, delay_ms = d.as_millis() as u64, "DeleteObjects per-key transient errors; retrying those keys");
+                        tokio::time::sleep(d).await;
+                        pending.retain(|(k, _)| transient.iter().any(|f| &f.key == k));
+                    }
+                    None => {
+                        failures.extend(transient);
+                        break;
+                    }
+                }
+            }
+            Ok(failures)
+            })
+    }
+}
+
+/// A GetObject body that broke off ([`S3Store::body_err`]), as opposed to
+/// a request the SDK already retried.
+fn is_body_error(e: &Error) -> bool {
+    matches!(e, Error::S3 { code, .. } if code == "body")
+}

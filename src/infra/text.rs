@@ -1,0 +1,172 @@
+//! Untrusted text (keys, field names, setting values) as a message or a log
+//! line may carry it: control characters escaped, length bounded.
+//!
+//! An S3 key may hold any UTF-8 character but NUL (S3 user guide, "Naming
+//! Amazon S3 objects"), and an event may name a field with megabytes of
+//! text. Raw, a newline forges a log line and an ESC drives the reader's
+//! terminal; whole, one field is a 6 MB log event (CloudWatch Logs cuts at
+//! 256 KB). [`quote`] and [`escape`] keep both out of every message.
+//!
+//! ```
+//! use archive_compaction::infra::text::{escape, quote, QUOTED_CHARS_MAX};
+//! assert_eq!(quote("flights/2026/07/20/a\x1bb\n.json"), r#""flights/2026/07/20/a\u{1b}b\n.json""#);
+//! assert_eq!(escape("day=20/x\x01y"), r"day=20/x\u{1}y");
+//! let long = "x".repeat(5_000);
+//! assert_eq!(quote(&long), format!("\"{}\"…(5000 bytes)", "x".repeat(QUOTED_CHARS_MAX)));
+//! ```
+
+/// Characters of an input that a message quotes; the rest is replaced by
+/// `…(N bytes)`, N being the input's whole length in bytes.
+pub const QUOTED_CHARS_MAX: usize = 1024;
+
+/// Bytes of one field of a text log line (the CLI's log,
+/// [`escape_bounded`]): 32 KiB, well under CloudWatch Logs' 256 KB event.
+pub const LOG_FIELD_BYTES_MAX: usize = 32 * 1024;
+
+/// A character a reader's terminal or a log parser would act on: a C0 or C1
+/// control character (Unicode category Cc: newline, carriage return, ESC,
+/// DEL, `\x01`, ...) or a line or paragraph separator (U+2028, U+2029).
+pub fn is_unsafe(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{2028}' | '\u{2029}')
+}
+
+/// `s` in double quotes as Rust's `Debug` writes a string (`\n`, `\t`,
+/// `\u{1b}`, `\"`, `\\`), at most [`QUOTED_CHARS_MAX`] characters
+/// of it, followed by `…(N bytes)` when it is longer. For error messages
+/// naming a key, a field or a setting value.
+pub fn quote(s: &str) -> String {
+    let (head, cut) = split_at_chars(s, QUOTED_CHARS_MAX);
+    let mut out = format!("{head:?}");
+    if cut {
+        out.push_str(&format!("…({} bytes)", s.len()));
+    }
+    out
+}
+
+/// `s` without quotes, its [`is_unsafe`] characters escaped (other text as
+/// it is), cut as [`quote`] cuts: for keys printed bare (`s3://bucket/key`).
+pub fn escape(s: &str) -> String {
+    escape_within(s, QUOTED_CHARS_MAX)
+}
+
+/// [`escape`] bounded by bytes instead: the escaped text is at most
+/// `max_bytes` bytes (cut at a character boundary) before the
+/// `…(N bytes)` suffix. For whole log fields ([`LOG_FIELD_BYTES_MAX`]).
+pub fn escape_bounded(s: &str, max_bytes: usize) -> String {
+    if s.len() <= max_bytes && !s.chars().any(is_unsafe) {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len().min(max_bytes) + 24);
+    for c in s.chars() {
+        let before = out.len();
+        push_escaped(&mut out, c);
+        if out.len() > max_bytes {
+            out.truncate(before);
+            out.push_str(&format!("…({} bytes)", s.len()));
+            break;
+        }
+    }
+    out
+}
+
+/// The CLI's text log's field formatter: every field is [`escape_bounded`]
+/// to [`LOG_FIELD_BYTES_MAX`]. The Lambda's JSON log escapes by itself.
+pub fn log_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> + Send + Sync + 'static
+{
+    use tracing_subscriber::field::MakeExt;
+    tracing_subscriber::fmt::format::debug_fn(|w, field, value| {
+        let v = escape_bounded(&format!("{value:?}"), LOG_FIELD_BYTES_MAX);
+        if field.name() == "message" {
+            write!(w, "{v}")
+        } else {
+            write!(w, "{field}={v}")
+        }
+    })
+    .delimited(" ")
+}
+
+fn escape_within(s: &str, max_chars: usize) -> String {
+    let (head, cut) = split_at_chars(s, max_chars);
+    let mut out = String::with_capacity(head.len() + 16);
+    for c in head.chars() {
+        push_escaped(&mut out, c);
+    }
+    if cut {
+        out.push_str(&format!("…({} bytes)", s.len()));
+    }
+    out
+}
+
+fn push_escaped(out: &mut String, c: char) {
+    if is_unsafe(c) {
+        out.extend(c.escape_default());
+    } else {
+        out.push(c);
+    }
+}
+
+/// The first `max_chars` characters of `s`, and whether anything was cut.
+fn split_at_chars(s: &str, max_chars: usize) -> (&str, bool) {
+    match s.char_indices().nth(max_chars) {
+        Some((i, _)) => (&s[..i], true),
+        None => (s, false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_text_log_escapes_and_bounds_every_field() {
+        use tracing_subscriber::layer::SubscriberExt;
+        #[derive(Clone, Default)]
+        struct Buf(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Buf {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buf = Buf::default();
+        let out = buf.clone();
+        let layer = tracing_subscriber::fmt::layer()
+            .with_ansi(false)
+            .fmt_fields(log_fields())
+            .with_writer(move || out.clone());
+        let key = "flights/2026/07/20/x\n2026-07-20T00:00:00Z ERROR forged\x1b[2J";
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+            tracing::warn!(key = %key, big = %"y".repeat(100_000), "skipped {key}");
+        });
+        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(!text.contains('\x1b'), "{text}");
+        assert!(
+            text.contains(r"x\n2026-07-20T00:00:00Z ERROR forged\u{1b}[2J"),
+            "{text}"
+        );
+        assert!(text.len() < 3 * LOG_FIELD_BYTES_MAX, "{}", text.len());
+    }
+
+    #[test]
+    fn no_unsafe_character_survives_and_length_is_bounded() {
+        let key = "flights/2026/07/20/\x1b[31mERROR\n2026-07-20T00:00:00Z ERROR forged\r\u{2028}\x7f\u{85}.json.gz";
+        for out in [quote(key), escape(key), escape_bounded(key, 64)] {
+            assert!(!out.chars().any(is_unsafe), "{out:?}");
+        }
+        assert_eq!(escape("a\nb"), "a\\nb");
+        assert_eq!(escape("é/ü"), "é/ü", "other text stays readable");
+        let big = "é".repeat(3_000_000);
+        let q = quote(&big);
+        assert!(q.len() < 2 * QUOTED_CHARS_MAX + 40, "{}", q.len());
+        assert!(q.ends_with("…(6000000 bytes)"));
+        let e = escape_bounded(&"\n".repeat(100_000), LOG_FIELD_BYTES_MAX);
+        assert!(e.len() <= LOG_FIELD_BYTES_MAX + 24);
+        assert!(e.ends_with("…(100000 bytes)"));
+        assert_eq!(escape_bounded("plain", 3), "pla…(5 bytes)");
+        assert_eq!(quote("short"), "\"short\"");
+    }
+}

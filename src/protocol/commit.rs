@@ -1,0 +1,1180 @@
+//! The commit protocol for one partition, one short function per phase, in
+//! the order of docs/ARCHITECTURE.md, "Commit protocol":
+//!
+//! 1. [`read_inputs`](crate::protocol::read::read_inputs) ([`crate::protocol::read`]): GET
+//!    every input, remember the ETag of the version read.
+//! 2. [`prepare`]: checksum the output the read phase merged and encoded as
+//!    the inputs arrived, build the [`Manifest`].
+//! 3. [`create_manifest`]: conditional create of the manifest.
+//! 4. [`put_output`]: conditional create of `compacted-{job_id}.parquet` with a
+//!    SHA-256 flexible checksum and the job id in its metadata.
+//! 5. [`verify_output`]: HEAD ([`check_output`]); size and checksum must
+//!    equal the manifest's.
+//! 6. [`delete_inputs`]: re-list, then DeleteObjects each input conditional
+//!    on its ETag (a changed input survives as a newer version). Only an
+//!    input proven to be in the output is deleted ([`prove_inputs`], the
+//!    rule of [`crate::protocol::proof`], checked once the output is encoded, before
+//!    3); an unproven one is kept and so is the manifest.
+//! 7. [`delete_manifest`]: once every input is gone or proven newer.
+//!
+//! 5's HEAD and 6's re-list run at once ([`verify_and_delete_inputs`]),
+//! once the output's PUT has returned (when the output must be read back
+//! and hashed, the re-list is taken again after that).
+//!
+//! The lease is confirmed before each destructive step (4, each wave of 6,
+//! and the watermark write). Its GET goes beside the request before that
+//! step ([`Fence::beside`]: beside 3, beside 5 and the re-list, beside each
+//! wave), so the step itself only checks the lease's expiry on the clock:
+//! three fewer round trips a date. The walk deletes the manifest (7) beside
+//! the watermark write (`run::watermark::write_watermark`): one more.
+//!
+//! The walker ([`crate::commands::run`]) then advances the watermark. Between 4 and 6 a
+//! reader may see a row twice; whatever happens, the manifest lets the next
+//! invocation finish or undo the commit ([`crate::protocol::recovery`]).
+//!
+//! Failpoints (feature `failpoints`): `commit::before-manifest-create`,
+//! `commit::after-manifest-create`, `commit::after-output-put`,
+//! `commit::after-verify`, `commit::before-delete-batch`, `commit::between-delete-batches`,
+//! `commit::after-deletes`, `commit::before-manifest-delete`; and
+//! `commit::proof-off`, which switches the proof off (the simulation shows
+//! that it then fails). The read phase plants the hole the proof closes
+//! (`commit::read-lists-skipped-input`, [`crate::protocol::read`]).
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use chrono::{DateTime, NaiveDate, Utc};
+use uuid::Uuid;
+
+use crate::data::input::OWN_OUTPUT_BUDGET;
+use crate::data::keys::{compacted_key, index_prefix, manifest_key};
+use crate::data::state::{MANIFEST_VERSION, Manifest, ManifestInput, ManifestOutput};
+use crate::failpoint;
+use crate::infra::error::{Error, Result};
+use crate::infra::storage::{
+    DeleteFailure, Head, JOB_ID_METADATA, PutMode, PutRequest, Store, etag_eq,
+};
+use crate::protocol::lease::Fence;
+use crate::protocol::proof::{OutputFlights, ReadRows, Unproven};
+use crate::protocol::read::ReadInputs;
+
+/// A commit ready to be written.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// The manifest to create.
+    pub manifest: Manifest,
+    /// Where the manifest goes.
+    pub manifest_key: String,
+    /// The encoded output (`None` when there are no rows).
+    pub body: Option<Bytes>,
+    /// Rows dropped as older duplicates.
+    pub duplicates_removed: u64,
+    /// Extra columns kept.
+    pub extra_columns: Vec<String>,
+}
+
+pub use crate::infra::storage::sha256_b64;
+
+/// What one part's commit did ([`commit_part`]): the run folds it into
+/// its report, failures included, before it acts on [`Committed::failure`].
+#[derive(Debug)]
+pub struct Committed {
+    /// The manifest's key: complete unless [`Committed::failure`] says
+    /// otherwise, then deleted beside the next watermark write.
+    pub manifest_key: String,
+    /// The compacted file written (`None`: the inputs held no row).
+    pub output: Option<ManifestOutput>,
+    /// The inputs' keys, as the manifest names them.
+    pub inputs: Vec<String>,
+    /// What the delete phase did.
+    pub deleted: DeleteOutcome,
+    /// Rows dropped as older duplicates.
+    pub duplicates_removed: u64,
+    /// Columns the target schema does not know, kept after the known ones.
+    pub extra_columns: Vec<String>,
+}
+
+impl Committed {
+    /// The error that leaves this commit's manifest in place: inputs whose
+    /// rows are not proven to be in the output ([`Error::Unproven`]), or
+    /// inputs that could not be deleted; `None` when the commit is complete.
+    pub fn failure(&self, date: NaiveDate, bucket: &str) -> Option<Error> {
+        let output = (self.output.as_ref())
+            .map_or_else(|| "no output (zero rows)".to_string(), |o| o.key.clone());
+        if let Some(first) = self.deleted.unproven.first() {
+            return Some(Error::Unproven {
+                date,
+                key: first.key.clone(),
+                reason: first.reason.clone(),
+                count: self.deleted.unproven.len(),
+                output,
+                manifest: self.manifest_key.clone(),
+            });
+        }
+        let f = self.deleted.failed.first()?;
+        Some(Error::s3(
+            "DeleteObjects",
+            bucket,
+            &f.key,
+            &f.code,
+            format!(
+                "{} input(s) of {date} could not be deleted ({}); manifest {} kept, the next run retries",
+                self.deleted.failed.len(),
+                f.message,
+                self.manifest_key
+            ),
+            false,
+        ))
+    }
+}
+
+/// The commit protocol for one part whose inputs were read into `read`
+/// (phase 1), its phases in the module's order: [`prepare`] (2), the proof
+/// ([`prove_inputs`], before anything is written), [`create_manifest`] (3,
+/// its lease GET beside it), [`put_output`] (4), then
+/// [`verify_and_delete_inputs`] (5, 6). Each phase's time is logged at
+/// debug level (`LOG_LEVEL=info,archive_compaction::protocol::commit=debug`), in s.
+///
+/// Errors: any phase's; an unproven or undeletable input is not an error
+/// here but [`Committed::failure`], so the caller can count it first.
+pub async fn commit_part(
+    store: &impl Store,
+    fence: &mut Fence<'_>,
+    date: NaiveDate,
+    read: &mut ReadInputs,
+    now: DateTime<Utc>,
+    invocation_id: &str,
+) -> Result<Committed> {
+    let prepared = prepare(date, read, now, invocation_id)?;
+    let m = &prepared.manifest;
+    let t = std::time::Instant::now();
+    let unproven = prove_inputs(store, m, &read.rows, prepared.body.as_ref()).await?;
+    tracing::debug!(%date, phase = "prove", files = m.inputs.len(), seconds = t.elapsed().as_secs_f64(), "inputs proven to be in the output");
+    let t = std::time::Instant::now();
+    fence
+        .beside(create_manifest(store, &prepared.manifest_key, m))
+        .await?;
+    if let (Some(output), Some(body)) = (&m.output, prepared.body.clone()) {
+        put_output(store, fence, m.job_id, output, body).await?;
+    }
+    tracing::debug!(%date, phase = "write", seconds = t.elapsed().as_secs_f64(), "manifest and output written");
+    let t = std::time::Instant::now();
+    let deleted = verify_and_delete_inputs(store, fence, m, &unproven).await?;
+    tracing::debug!(%date, phase = "delete", files = m.inputs.len(), seconds = t.elapsed().as_secs_f64(), "output verified, partition re-listed, inputs deleted");
+    Ok(Committed {
+        inputs: m.inputs.iter().map(|i| i.key.clone()).collect(),
+        output: m.output.clone(),
+        manifest_key: prepared.manifest_key,
+        deleted,
+        duplicates_removed: prepared.duplicates_removed,
+        extra_columns: prepared.extra_columns,
+    })
+}
+
+/// Phase 2: checksums the output [`crate::protocol::read::read_inputs`] encoded (no file at all
+/// when there are no rows) and builds the manifest.
+///
+/// The output is held in memory and hashed before the manifest is written
+/// (docs/ARCHITECTURE.md: the manifest records the output's size and checksum before
+/// the PUT). A day of 50,000 flights encodes to about 2.6 MB (docs/performance.md,
+/// "Performance"); outputs from `MULTIPART_THRESHOLD_BYTES` go up as a
+/// multipart upload ([`crate::infra::storage::S3Store::put`]).
+///
+/// The output is named after the job id ([`compacted_key`]`(date, job_id)`,
+/// the manifest being `{job_id}.json`): that is how recovery knows a
+/// manifest's own output from another commit's ([`crate::protocol::recovery`]).
+///
+/// The inputs read move into the manifest (`read.read` is left empty): at
+/// 200,000 inputs a second copy of every key and ETag was ~37 MB.
+///
+/// Errors: none today; kept fallible for the encoder settings it may check.
+pub fn prepare(
+    date: NaiveDate,
+    read: &mut ReadInputs,
+    now: DateTime<Utc>,
+    invocation_id: &str,
+) -> Result<Prepared> {
+    let merged = &read.output;
+    let job_id = Uuid::now_v7();
+    let (output, body) = match &merged.encoded {
+        None => (None, None),
+        Some(bytes) => {
+            let out = ManifestOutput {
+                key: compacted_key(date, job_id),
+                size: bytes.len() as u64,
+                sha256: sha256_b64(bytes),
+                rows: merged.rows,
+            };
+            (Some(out), Some(bytes.clone()))
+        }
+    };
+    let manifest = Manifest {
+        schema_version: MANIFEST_VERSION,
+        job_id,
+        date,
+        output,
+        inputs: std::mem::take(&mut read.read),
+        created_at: now,
+        invocation_id: invocation_id.to_string(),
+    };
+    Ok(Prepared {
+        manifest_key: manifest_key(date, job_id),
+        manifest,
+        body,
+        duplicates_removed: merged.duplicates_removed,
+        extra_columns: merged.extra_columns.clone(),
+    })
+}
+
+/// Phase 3: creates the manifest (`If-None-Match: *`).
+pub async fn create_manifest(store: &impl Store, key: &str, manifest: &Manifest) -> Result<()> {
+    failpoint!("commit::before-manifest-create");
+    // Compact: at 200,000 inputs the pretty form was 34 MB, this ~29 MB.
+    let body = serde_json::to_vec(manifest).expect("manifest serialises");
+    crate::data::state::put_settled(store, key, body, PutMode::Create).await?;
+    failpoint!("commit::after-manifest-create");
+    Ok(())
+}
+
+/// Phase 4: writes the output under its fresh key (`If-None-Match: *`, so an
+/// existing object is never overwritten), with its SHA-256 checksum and
+/// `job_id` (the manifest's) in its metadata ([`JOB_ID_METADATA`]), which
+/// recovery checks before it deletes an output.
+pub async fn put_output(
+    store: &impl Store,
+    fence: &mut Fence<'_>,
+    job_id: Uuid,
+    output: &ManifestOutput,
+    body: Bytes,
+) -> Result<()> {
+    fence.check().await?;
+    let mut request = PutRequest::new(PutMode::Create);
+    request.sha256_b64 = Some(output.sha256.clone());
+    request
+        .metadata
+        .insert(JOB_ID_METADATA.to_string(), job_id.to_string());
+    let attempt = store.put_object(&output.key, body, request).await;
+    settle_output(store, job_id, output, attempt).await?;
+    failpoint!("commit::after-output-put");
+    Ok(())
+}
+
+/// Settles the output's PUT whose `attempt` failed its precondition or
+/// failed transiently (its answer lost: [`crate::data::state::settles`]): the
+/// object is read back ([`inspect_output`]: size and SHA-256, read back and
+/// hashed when the server keeps no comparable checksum) and when it is this
+/// commit's output, with `job_id` in its metadata ([`JOB_ID_METADATA`]),
+/// the PUT took effect. Otherwise the attempt's error stands.
+async fn settle_output(
+    store: &impl Store,
+    job_id: Uuid,
+    output: &ManifestOutput,
+    attempt: Result<String>,
+) -> Result<()> {
+    let e = match attempt {
+        Ok(_) => return Ok(()),
+        Err(e) if crate::data::state::settles(&e) => e,
+        Err(e) => return Err(e),
+    };
+    let job = job_id.to_string();
+    match inspect_output(store, output).await {
+        Ok((OutputCheck::Verified, Some(head))) if head.job_id() == Some(job.as_str()) => {
+            tracing::warn!(key = %output.key, error = %e, "the output PUT's answer was lost and its retry failed; read back, it is this commit's output (size, SHA-256, job id): done");
+            Ok(())
+        }
+        Ok(_) => Err(e),
+        Err(read) => {
+            tracing::warn!(key = %output.key, error = %read, "a failed output PUT could not be read back to see whether it took effect");
+            Err(e)
+        }
+    }
+}
+
+/// Result of [`check_output`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutputCheck {
+    /// Size and checksum match the manifest.
+    Verified,
+    /// The output does not exist.
+    Missing,
+    /// It exists but differs (the reason says how); its ETag is given.
+    Differs(String, String),
+}
+
+/// HEADs the output and compares size and SHA-256 with the manifest.
+///
+/// The stored checksum settles it only when it equals the manifest's. When
+/// the server keeps none, or keeps another kind (a multipart object's
+/// composite checksum: `{b64}-{parts}` on AWS, bare on some S3-compatible
+/// servers), the object is read back and hashed, and that hash decides.
+pub async fn check_output(store: &impl Store, output: &ManifestOutput) -> Result<OutputCheck> {
+    Ok(inspect_output(store, output).await?.0)
+}
+
+/// [`check_output`], plus the HEAD it was decided on (`None` when the output
+/// is missing), for its metadata (the job id that wrote it).
+pub async fn inspect_output(
+    store: &impl Store,
+    output: &ManifestOutput,
+) -> Result<(OutputCheck, Option<Head>)> {
+    let (check, head, _) = inspect_output_read(store, output).await?;
+    Ok((check, head))
+}
+
+/// [`inspect_output`], plus the body when it was read back to be hashed
+/// (`None` when the HEAD settled the check): recovery reads the output's
+/// flights from it instead of a second GET.
+pub async fn inspect_output_read(
+    store: &impl Store,
+    output: &ManifestOutput,
+) -> Result<(OutputCheck, Option<Head>, Option<Bytes>)> {
+    match judge_head(output, store.head(&output.key).await?) {
+        HeadVerdict::Settled(check, head) => Ok((check, head, None)),
+        HeadVerdict::ReadBack(head) => read_back(store, output, head).await,
+    }
+}
+
+/// What a HEAD of an output says on its own ([`judge_head`]).
+enum HeadVerdict {
+    /// Missing, a size that differs, or the manifest's SHA-256 stored.
+    Settled(OutputCheck, Option<Head>),
+    /// The right size, but no comparable checksum stored: read it back.
+    ReadBack(Head),
+}
+
+/// Judges `head` (the output's HEAD, `None` when missing) against the
+/// manifest's size and SHA-256, without reading the body.
+fn judge_head(output: &ManifestOutput, head: Option<Head>) -> HeadVerdict {
+    let Some(head) = head else {
+        return HeadVerdict::Settled(OutputCheck::Missing, None);
+    };
+    if head.size != output.size {
+        let reason = format!("size {} != manifest {}", head.size, output.size);
+        let etag = head.etag.clone();
+        return HeadVerdict::Settled(OutputCheck::Differs(reason, etag), Some(head));
+    }
+    if head.checksum_sha256.as_deref() == Some(output.sha256.as_str()) {
+        return HeadVerdict::Settled(OutputCheck::Verified, Some(head));
+    }
+    HeadVerdict::ReadBack(head)
+}
+
+/// Reads the output back and hashes it against the manifest's SHA-256.
+async fn read_back(
+    store: &impl Store,
+    output: &ManifestOutput,
+    head: Head,
+) -> Result<(OutputCheck, Option<Head>, Option<Bytes>)> {
+    let Some(f) = store.get_opt(&output.key).await? else {
+        return Ok((OutputCheck::Missing, None, None));
+    };
+    let sum = sha256_b64(&f.body);
+    if sum != output.sha256 {
+        let reason = format!("sha256 {sum} != manifest {}", output.sha256);
+        return Ok((
+            OutputCheck::Differs(reason, head.etag.clone()),
+            Some(head),
+            None,
+        ));
+    }
+    Ok((OutputCheck::Verified, Some(head), Some(f.body)))
+}
+
+/// Phase 5: the output must be there with the manifest's size and
+/// checksum. `check` is what [`check_output`] (or the HEAD and read-back
+/// of [`verify_and_delete_inputs`]) found: `Ok` for
+/// [`OutputCheck::Verified`].
+///
+/// Errors: [`Error::VerifyFailed`] otherwise, naming the output and why.
+pub fn verify_output(
+    store: &impl Store,
+    output: &ManifestOutput,
+    check: OutputCheck,
+) -> Result<()> {
+    let reason = match check {
+        OutputCheck::Verified => {
+            failpoint!("commit::after-verify");
+            return Ok(());
+        }
+        OutputCheck::Missing => "not found after PUT".to_string(),
+        OutputCheck::Differs(reason, _) => reason,
+    };
+    Err(Error::VerifyFailed {
+        bucket: store.bucket().into(),
+        key: output.key.clone(),
+        reason,
+    })
+}
+
+/// What [`delete_inputs`] did.
+#[derive(Debug, Default, Clone)]
+pub struct DeleteOutcome {
+    /// Inputs this call deleted (DeleteObjects removed them now): what the
+    /// run that retires them reports, once.
+    pub deleted: u64,
+    /// Inputs not listed any more: deleted by an earlier attempt (a crashed
+    /// commit, a stuck manifest retried), which counted them if it
+    /// reported at all. Not counted again in `deleted`.
+    pub already_gone: u64,
+    /// Inputs that changed since they were read: a newer version survives.
+    pub kept_newer: Vec<String>,
+    /// Inputs that could not be deleted (AccessDenied, ...): the manifest stays.
+    pub failed: Vec<DeleteFailure>,
+    /// Inputs kept because their rows are not proven to be in the output
+    /// ([`prove_inputs`]): the manifest stays.
+    pub unproven: Vec<Unproven>,
+}
+
+/// Where one input of a manifest stands against a listing of its partition
+/// (key → ETag). The one sorting the delete phase, recovery's decision and
+/// the dry run share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputState {
+    /// Listed in the version the manifest names: delete it (ETag-conditional).
+    ToDelete,
+    /// Listed in another version (rewritten since it was read): keep it; it
+    /// is folded in later.
+    Newer,
+    /// Not listed: already deleted (by this commit, or a crashed attempt).
+    Gone,
+}
+
+/// The [`InputState`] of `input` in `listed` (ETags compared as S3 quotes
+/// them or not).
+pub fn input_state(input: &ManifestInput, listed: &HashMap<String, String>) -> InputState {
+    match listed.get(&input.key) {
+        None => InputState::Gone,
+        Some(etag) if !etag_eq(etag, &input.etag) => InputState::Newer,
+        Some(_) => InputState::ToDelete,
+    }
+}
+
+/// Phase 6: deletes the manifest's inputs, each only in the version read,
+/// except the `unproven` ones (their rows are not proven to be in the
+/// output: [`prove_inputs`]), which are kept and reported in
+/// [`DeleteOutcome::unproven`].
+///
+/// The partition is re-listed first and any key whose ETag changed is kept
+/// (for servers that ignore the ETag in DeleteObjects); the rest goes to
+/// DeleteObjects with each key's ETag (S3 refuses to delete a changed one).
+pub async fn delete_inputs(
+    store: &impl Store,
+    fence: &mut Fence<'_>,
+    manifest: &Manifest,
+    unproven: &[Unproven],
+) -> Result<DeleteOutcome> {
+    let listed = fence.beside(listed_etags(store, manifest)).await?;
+    delete_listed_inputs(store, fence, manifest, &listed, unproven).await
+}
+
+/// The check before phase 6: the manifest's inputs whose rows are not
+/// proven to be in the output the commit wrote ([`crate::protocol::proof`]'s rule),
+/// against the rows recorded as each input was read (`read`) and the
+/// flights of the encoded output (`body`, `None` when it has no rows),
+/// read back from its `s3_key` column ([`crate::data::input::row_flights_of_body`]
+/// within [`crate::data::input::OWN_OUTPUT_BUDGET`]: no input limit refuses our
+/// own output; `store` only names it in errors, nothing is fetched). An input the merge skipped (or never read)
+/// has no rows recorded and fails. Each failing input is logged as an
+/// error.
+///
+/// Errors: [`Error::Encode`] when the encoded output cannot be read back
+/// (then nothing may be deleted).
+pub async fn prove_inputs(
+    store: &impl Store,
+    manifest: &Manifest,
+    read: &ReadRows,
+    body: Option<&Bytes>,
+) -> Result<Vec<Unproven>> {
+    let output = match body {
+        None => OutputFlights::default(),
+        Some(b) => {
+            let key = manifest.output.as_ref().map_or("", |o| o.key.as_str());
+            let flights =
+                crate::data::input::row_flights_of_body(store, key, b.clone(), OWN_OUTPUT_BUDGET)
+                    .await?;
+            OutputFlights::new(flights.map_err(|u| Error::Encode {
+                date: manifest.date,
+                reason: format!(
+                    "the encoded output's s3_key column cannot be read back: {}",
+                    u.reason
+                ),
+            })?)
+        }
+    };
+    let unproven = crate::protocol::proof::unproven(
+        manifest.inputs.iter().map(|i| i.key.as_str()),
+        |k| read.get(k),
+        &output,
+    );
+    // The check switched off (tests only: the simulation shows it fails then).
+    #[cfg(feature = "failpoints")]
+    let unproven = match fail::eval("commit::proof-off", |_| ()) {
+        Some(()) => Vec::new(),
+        None => unproven,
+    };
+    for u in &unproven {
+        tracing::error!(date = %manifest.date, key = %u.key, reason = %u.reason,
+            "input not proven to be in the output: kept, and its manifest with it");
+    }
+    Ok(unproven)
+}
+
+/// Phases 5 and 6 of a commit: verifies the output ([`verify_output`], when
+/// the manifest names one) and deletes the inputs against a re-list of the
+/// partition. Both reads start only once the output's PUT has returned
+/// (a listing taken while the PUT is out let the simulation put two
+/// compacted files with the same rows), and the lease is confirmed beside
+/// them.
+///
+/// When the HEAD settles the check (the server keeps the output's SHA-256,
+/// as S3 does for a single PUT), the re-list runs beside it. When the output
+/// must be read back and hashed (a multipart output, or a server that keeps
+/// no comparable checksum), the re-list is taken again once that is done:
+/// a listing taken while a long read-back runs would give a server that
+/// ignores the ETag in DeleteObjects a wider window in which a version
+/// written meanwhile is deleted.
+///
+/// The `unproven` inputs ([`prove_inputs`]) are kept, as in
+/// [`delete_inputs`].
+///
+/// Errors: [`Error::VerifyFailed`] (nothing is deleted), the lease lost, or
+/// an S3 error.
+pub async fn verify_and_delete_inputs(
+    store: &impl Store,
+    fence: &mut Fence<'_>,
+    manifest: &Manifest,
+    unproven: &[Unproven],
+) -> Result<DeleteOutcome> {
+    let Some(output) = &manifest.output else {
+        let listed = fence.beside(listed_etags(store, manifest)).await?;
+        return delete_listed_inputs(store, fence, manifest, &listed, unproven).await;
+    };
+    let (head, listed) = fence
+        .beside(async { tokio::try_join!(store.head(&output.key), listed_etags(store, manifest)) })
+        .await?;
+    let listed = match judge_head(output, head) {
+        HeadVerdict::Settled(check, _) => {
+            verify_output(store, output, check)?;
+            listed
+        }
+        HeadVerdict::ReadBack(head) => {
+            let (check, _, _) = read_back(store, output, head).await?;
+            verify_output(store, output, check)?;
+            fence.beside(listed_etags(store, manifest)).await?
+        }
+    };
+    delete_listed_inputs(store, fence, manifest, &listed, unproven).await
+}
+
+/// The ETag of each of `manifest`'s inputs still in its partition, by key:
+/// the partition re-listed in key ranges cut between the inputs, up to the
+/// last of them ([`crate::infra::storage::ranges::relist_through`], several ranges
+/// at once), only the inputs kept (a part's re-list holds its own inputs,
+/// not the day's).
+///
+/// Errors: an S3 error listing a page.
+pub async fn listed_etags(
+    store: &impl Store,
+    manifest: &Manifest,
+) -> Result<HashMap<String, String>> {
+    let known: std::collections::HashSet<&str> =
+        manifest.inputs.iter().map(|i| i.key.as_str()).collect();
+    let keys: Vec<&str> = known.iter().copied().collect();
+    // Page by page: only the inputs are held, not the keys between them.
+    let known = &known;
+    let input = move |o: crate::infra::storage::ObjectMeta| {
+        known.contains(o.key.as_str()).then_some((o.key, o.etag))
+    };
+    let prefix = index_prefix(manifest.date);
+    let listed =
+        crate::infra::storage::ranges::relist_through(store, &prefix, &keys, input).await?;
+    Ok(listed.into_iter().collect())
+}
+
+/// [`delete_inputs`] against its listing (key → ETag) of the partition,
+/// taken once the output's PUT returned. DeleteObjects batches go out
+/// [`Store::delete_batches_in_flight`] at a time; the lease is confirmed
+/// before each wave (for a later wave, beside the wave before it; beside
+/// the last, for the watermark write that follows).
+///
+/// Errors: the lease lost, or an S3 error after the SDK's retries (keys
+/// refused one by one are in [`DeleteOutcome::failed`], not errors).
+///
+/// The listing is not taken while the output is being put: the simulation
+/// (`tests/suite/simulation.rs`) showed that then a listing stalled past the lease
+/// expiry lets the PUT land after another invocation's recovery found the
+/// output missing and compacted the inputs again: two compacted files with
+/// the same rows.
+async fn delete_listed_inputs(
+    store: &impl Store,
+    fence: &mut Fence<'_>,
+    manifest: &Manifest,
+    listed: &HashMap<String, String>,
+    unproven: &[Unproven],
+) -> Result<DeleteOutcome> {
+    let mut outcome = DeleteOutcome::default();
+    let mut to_delete = Vec::new();
+    let keep: HashMap<&str, &Unproven> = unproven.iter().map(|u| (u.key.as_str(), u)).collect();
+    for input in &manifest.inputs {
+        match input_state(input, listed) {
+            InputState::Gone => outcome.already_gone += 1,
+            InputState::Newer => {
+                tracing::info!(key = %input.key, "input changed since it was read; the newer version is kept");
+                outcome.kept_newer.push(input.key.clone());
+            }
+            InputState::ToDelete => match keep.get(input.key.as_str()) {
+                Some(u) => outcome.unproven.push((*u).clone()),
+                None => to_delete.push((input.key.clone(), input.etag.clone())),
+            },
+        }
+    }
+    let mut failures = Vec::new();
+    let batches: Vec<&[(String, String)]> = to_delete.chunks(store.delete_batch_size()).collect();
+    for (i, wave) in batches
+        .chunks(store.delete_batches_in_flight().max(1))
+        .enumerate()
+    {
+        if i > 0 {
+            failpoint!("commit::between-delete-batches");
+        }
+        fence.check().await?;
+        failpoint!("commit::before-delete-batch");
+        // Beside each wave, the lease's GET for the next destructive step:
+        // the next wave, or the watermark write after the last.
+        let sent = futures::future::try_join_all(wave.iter().map(|b| store.delete_batch(b)));
+        let done = fence.beside(sent).await?;
+        failures.extend(done.into_iter().flatten());
+    }
+    for f in failures {
+        if f.is_newer_version() {
+            outcome.kept_newer.push(f.key);
+        } else {
+            tracing::error!(key = %f.key, code = %f.code, message = %f.message, "input could not be deleted");
+            outcome.failed.push(f);
+        }
+    }
+    outcome.deleted += (to_delete.len() - outcome.failed.len()) as u64
+        - outcome
+            .kept_newer
+            .iter()
+            .filter(|k| to_delete.iter().any(|(d, _)| d == *k))
+            .count() as u64;
+    // The one place a commit's or recovery's deletes fail: its manifest is
+    // marked here (the key recovery found it under is this one, as
+    // `recovery::validate_manifest` requires).
+    if !outcome.failed.is_empty() {
+        let key = manifest_key(manifest.date, manifest.job_id);
+        mark_stuck(store, &key, &outcome.failed).await;
+    }
+    failpoint!("commit::after-deletes");
+    Ok(outcome)
+}
+
+/// Phase 7: deletes the manifest.
+pub async fn delete_manifest(store: &impl Store, key: &str) -> Result<()> {
+    failpoint!("commit::before-manifest-delete");
+    store.delete(key, None).await
+}
+
+/// Marks the manifest at `manifest_key` stuck: some of its inputs could not
+/// be deleted (`failed`, not empty). Called by the delete phase
+/// ([`delete_inputs`]) for the commit and recovery alike. Writes
+/// [`crate::data::keys::stuck_key`]`(manifest_key)` (conditional create: a mark
+/// already there stands), a small JSON body naming the first key that
+/// failed and why, for an operator. `status` and `prune-cache` read the
+/// mark's listing to name the date blocked ([`crate::protocol::day::StateListing`])
+/// as the run does; recovery deletes a mark once its manifest is gone
+/// ([`crate::protocol::recovery::recover`]).
+///
+/// Never fails: the run is already a Failure for the deletes themselves,
+/// and a mark that cannot be written is only logged (status then shows
+/// the manifest as live, not stuck). No lease check of its own: it is
+/// written right after the last wave of deletes, whose lease confirmation
+/// was taken beside it ([`Fence::beside`]), and it writes state, never
+/// data; a mark left by a run that lost the lease meanwhile only names a
+/// manifest stuck that the next run's recovery tries again.
+async fn mark_stuck(store: &impl Store, manifest_key: &str, failed: &[DeleteFailure]) {
+    let Some(first) = failed.first() else {
+        return;
+    };
+    let key = crate::data::keys::stuck_key(manifest_key);
+    let body = serde_json::json!({
+        "manifest": manifest_key,
+        "inputs_not_deleted": failed.len(),
+        "first_key": first.key,
+        "code": first.code,
+        "message": first.message,
+    });
+    let body = serde_json::to_vec(&body).expect("JSON serialises");
+    match store.put(&key, body.into(), PutMode::Create, None).await {
+        Ok(_) | Err(Error::PreconditionFailed { .. }) => {}
+        Err(e) => {
+            tracing::warn!(%key, manifest = manifest_key, error = %e, "could not mark the manifest stuck: status shows it as live");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_states_against_a_listing() {
+        let input = |key: &str, etag: &str| ManifestInput {
+            key: key.into(),
+            etag: etag.into(),
+            size: 1,
+        };
+        let listed: HashMap<String, String> = [
+            ("a".to_string(), "\"e1\"".to_string()),
+            ("b".to_string(), "\"e2\"".to_string()),
+        ]
+        .into();
+        assert_eq!(
+            input_state(&input("a", "\"e1\""), &listed),
+            InputState::ToDelete
+        );
+        // S3 quotes ETags; a manifest may not have: still the same version.
+        assert_eq!(
+            input_state(&input("a", "e1"), &listed),
+            InputState::ToDelete
+        );
+        assert_eq!(
+            input_state(&input("b", "\"e1\""), &listed),
+            InputState::Newer
+        );
+        assert_eq!(
+            input_state(&input("c", "\"e1\""), &listed),
+            InputState::Gone
+        );
+    }
+}
+
+#[cfg(test)]
+mod verify_tests {
+    use super::*;
+    use crate::infra::storage::MemoryStore;
+
+    /// A manifest of two inputs and an output of `body`, all in `store`;
+    /// the output is stored with its SHA-256 when `with_checksum`.
+    async fn committed(store: &MemoryStore, with_checksum: bool) -> Manifest {
+        let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let job_id = Uuid::now_v7();
+        let inputs = (0..2)
+            .map(|i| {
+                let key = format!("{}{}.parquet", index_prefix(date), Uuid::now_v7());
+                let etag = store.put_now(&key, Bytes::from(vec![i; 8]));
+                ManifestInput { key, etag, size: 8 }
+            })
+            .collect();
+        let body = Bytes::from_static(b"PAR1 output PAR1");
+        let output = ManifestOutput {
+            key: compacted_key(date, job_id),
+            size: body.len() as u64,
+            sha256: sha256_b64(&body),
+            rows: 2,
+        };
+        if with_checksum {
+            let mut request = PutRequest::new(PutMode::Create);
+            request.sha256_b64 = Some(output.sha256.clone());
+            store.put_object(&output.key, body, request).await.unwrap();
+        } else {
+            store.put_now(&output.key, body);
+        }
+        Manifest {
+            schema_version: MANIFEST_VERSION,
+            job_id,
+            date,
+            output: Some(output),
+            inputs,
+            created_at: Utc::now(),
+            invocation_id: "test".into(),
+        }
+    }
+
+    /// The delete phase's outcome, input by input: each counted once, by
+    /// what became of it (gone, newer before or at the delete, unproven,
+    /// deleted), over one DeleteObjects per key.
+    #[tokio::test]
+    async fn each_input_is_counted_once_by_what_became_of_it() {
+        let store = MemoryStore::new("b").with_delete_batch_size(1);
+        let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let inputs: Vec<ManifestInput> = (0..6u8)
+            .map(|i| {
+                let key = format!("{}{}.parquet", index_prefix(date), Uuid::now_v7());
+                let etag = store.put_now(&key, Bytes::from(vec![i; 8]));
+                ManifestInput { key, etag, size: 8 }
+            })
+            .collect();
+        let key = |i: usize| inputs[i].key.clone();
+        let m = Manifest {
+            schema_version: MANIFEST_VERSION,
+            job_id: Uuid::now_v7(),
+            date,
+            output: None,
+            inputs: inputs.clone(),
+            created_at: Utc::now(),
+            invocation_id: "test".into(),
+        };
+        // 0 gone and 1 rewritten before the re-list; 2 unproven; 3
+        // rewritten after it (the ETag-conditional delete refuses it); 4
+        // and 5 deleted.
+        store.remove_now(&key(0));
+        store.put_now(&key(1), Bytes::from_static(b"newer"));
+        let listed = listed_etags(&store, &m).await.unwrap();
+        store.put_now(&key(3), Bytes::from_static(b"newer"));
+        let unproven = [Unproven {
+            key: key(2),
+            reason: "test".into(),
+        }];
+        let out = delete_listed_inputs(&store, &mut Fence(None), &m, &listed, &unproven)
+            .await
+            .unwrap();
+        assert_eq!(out.already_gone, 1);
+        assert_eq!(out.kept_newer, vec![key(1), key(3)]);
+        assert_eq!(out.unproven, unproven.to_vec());
+        assert!(out.failed.is_empty(), "{:?}", out.failed);
+        assert_eq!(out.deleted, 2, "4 and 5 only: {out:?}");
+        assert_eq!(
+            store.requests("DeleteObjects"),
+            3,
+            "3, 4 and 5, one key each"
+        );
+        let left = store.snapshot();
+        for i in [1, 2, 3] {
+            assert!(left.contains_key(&key(i)), "input {i} kept");
+        }
+        for i in [0, 4, 5] {
+            assert!(!left.contains_key(&key(i)), "input {i} gone");
+        }
+    }
+
+    /// An input S3 refuses to delete leaves the manifest marked stuck
+    /// (the mark `status` and the next run's recovery read), naming it; a
+    /// commit whose deletes all went through marks nothing.
+    #[tokio::test]
+    async fn an_input_s3_refuses_to_delete_marks_its_manifest_stuck() {
+        let store = MemoryStore::new("b");
+        let m = committed(&store, true).await;
+        store.deny_deletes(&m.inputs[0].key);
+        let done = verify_and_delete_inputs(&store, &mut Fence(None), &m, &[])
+            .await
+            .unwrap();
+        assert_eq!(done.failed.len(), 1, "{done:?}");
+        let mark = crate::data::keys::stuck_key(&manifest_key(m.date, m.job_id));
+        let body = store.get(&mark).await.expect("the stuck mark").body;
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["first_key"], m.inputs[0].key.as_str());
+        assert_eq!(body["code"], "AccessDenied");
+        assert_eq!(body["inputs_not_deleted"], 1);
+
+        let clean = MemoryStore::new("b");
+        let m = committed(&clean, true).await;
+        verify_and_delete_inputs(&clean, &mut Fence(None), &m, &[])
+            .await
+            .unwrap();
+        let mark = crate::data::keys::stuck_key(&manifest_key(m.date, m.job_id));
+        assert!(clean.get_opt(&mark).await.unwrap().is_none(), "no mark");
+    }
+
+    #[tokio::test]
+    async fn a_head_that_settles_the_check_goes_beside_the_one_re_list() {
+        let store = MemoryStore::new("b");
+        let m = committed(&store, true).await;
+        let done = verify_and_delete_inputs(&store, &mut Fence(None), &m, &[])
+            .await
+            .unwrap();
+        assert_eq!(done.deleted, 2);
+        assert_eq!(store.requests("HeadObject"), 1);
+        assert_eq!(store.requests("GetObject"), 0, "no read-back");
+        assert_eq!(store.requests("ListObjectsV2"), 1);
+    }
+
+    #[tokio::test]
+    async fn a_read_back_verify_is_followed_by_a_re_list_of_its_own() {
+        let store = MemoryStore::new("b");
+        let m = committed(&store, false).await;
+        let done = verify_and_delete_inputs(&store, &mut Fence(None), &m, &[])
+            .await
+            .unwrap();
+        assert_eq!(done.deleted, 2);
+        assert_eq!(store.requests("HeadObject"), 1, "the HEAD is not repeated");
+        assert_eq!(store.requests("GetObject"), 1, "read back and hashed");
+        assert_eq!(
+            store.requests("ListObjectsV2"),
+            2,
+            "re-listed again after the read-back"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_output_that_differs_deletes_nothing() {
+        let store = MemoryStore::new("b");
+        let mut m = committed(&store, false).await;
+        m.output.as_mut().unwrap().sha256 = sha256_b64(b"another body");
+        let e = verify_and_delete_inputs(&store, &mut Fence(None), &m, &[])
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::VerifyFailed { .. }), "{e}");
+        assert_eq!(store.requests("DeleteObjects"), 0);
+    }
+}
+
+#[cfg(test)]
+mod fence_tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::infra::clock::ManualClock;
+    use crate::infra::stop::Stop;
+    use crate::infra::storage::MemoryStore;
+    use crate::protocol::lease::LeaseGuard;
+
+    const LENGTH: Duration = Duration::from_secs(960);
+
+    async fn held() -> (MemoryStore, ManualClock, LeaseGuard<MemoryStore>) {
+        let clock = ManualClock::new("2026-07-22T04:50:00Z".parse().unwrap());
+        let store = MemoryStore::with_clock("b", Arc::new(clock.clone()));
+        let lease = LeaseGuard::acquire_with_clock(&store, Arc::new(clock.clone()), "a", LENGTH)
+            .await
+            .unwrap();
+        (store, clock, lease)
+    }
+
+    fn output(date: NaiveDate, job_id: Uuid, body: &[u8]) -> ManifestOutput {
+        ManifestOutput {
+            key: compacted_key(date, job_id),
+            size: body.len() as u64,
+            sha256: sha256_b64(body),
+            rows: 1,
+        }
+    }
+
+    /// A confirmation taken beside the step before (the manifest's create)
+    /// does not cover the output's PUT once the lease expired and another
+    /// invocation took it over meanwhile (a write answered late, a paused
+    /// process): the fence refuses the PUT, the delete waves and itself.
+    #[tokio::test]
+    async fn the_fence_refuses_a_step_once_the_lease_passed_to_another_holder() {
+        let (store, clock, mut lease) = held().await;
+        let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let job_id = Uuid::now_v7();
+        let mut fence = Fence(Some(&mut lease));
+        fence.beside(async { Ok(()) }).await.unwrap();
+        fence.check().await.unwrap();
+        fence.beside(async { Ok(()) }).await.unwrap();
+        clock.advance(LENGTH + Duration::from_secs(1));
+        let _other = LeaseGuard::acquire_with_clock(&store, Arc::new(clock.clone()), "b", LENGTH)
+            .await
+            .unwrap();
+        let body = Bytes::from_static(b"PAR1 output PAR1");
+        let out = output(date, job_id, &body);
+        let e = put_output(&store, &mut fence, job_id, &out, body)
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::LeaseLost { .. }), "{e}");
+        assert!(!store.snapshot().contains_key(&out.key), "no output put");
+        // Nor a wave of deletes.
+        let key = format!("{}{}.parquet", index_prefix(date), Uuid::now_v7());
+        let etag = store.put_now(&key, Bytes::from_static(b"x"));
+        let manifest = Manifest {
+            schema_version: MANIFEST_VERSION,
+            job_id,
+            date,
+            output: None,
+            inputs: vec![ManifestInput {
+                key: key.clone(),
+                etag,
+                size: 1,
+            }],
+            created_at: Utc::now(),
+            invocation_id: "a".into(),
+        };
+        let listed: HashMap<String, String> = store
+            .snapshot()
+            .into_iter()
+            .map(|(k, (_, e))| (k, e))
+            .collect();
+        let e = delete_listed_inputs(&store, &mut fence, &manifest, &listed, &[])
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::LeaseLost { .. }), "{e}");
+        assert!(store.snapshot().contains_key(&key), "no input deleted");
+        assert_eq!(store.requests("DeleteObjects"), 0);
+    }
+
+    /// Once a stop is asked for, a manifest's create through the fence
+    /// does not start: nothing written.
+    #[tokio::test]
+    async fn a_stop_refuses_a_manifest_create_through_the_fence() {
+        let (store, _clock, mut lease) = held().await;
+        let stop = Stop::new();
+        lease.stop_on(stop.clone());
+        let mut fence = Fence(Some(&mut lease));
+        stop.request("SIGTERM");
+        let m = manifest_of(None);
+        let key = manifest_key(m.date, m.job_id);
+        let e = fence
+            .beside(create_manifest(&store, &key, &m))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::Interrupted { .. }), "{e}");
+        assert!(!store.snapshot().contains_key(&key));
+    }
+
+    /// A manifest of 2026-07-20 with a new job id, no inputs and `output`,
+    /// written by invocation "a".
+    fn manifest_of(output: Option<ManifestOutput>) -> Manifest {
+        Manifest {
+            schema_version: MANIFEST_VERSION,
+            job_id: Uuid::now_v7(),
+            date: NaiveDate::from_ymd_opt(2026, 7, 20).unwrap(),
+            output,
+            inputs: vec![],
+            created_at: Utc::now(),
+            invocation_id: "a".into(),
+        }
+    }
+
+    /// The proof reads our own output back whatever `INPUT_BUDGET_MB` is:
+    /// a day whose `s3_key` column is over a small input budget still
+    /// commits.
+    #[tokio::test]
+    async fn an_output_over_the_input_budget_is_still_read_back_for_the_proof() {
+        let store = MemoryStore::new("b");
+        let rows: Vec<_> = (0..20_000u128)
+            .map(|i| crate::data::merge::tests::row(&Uuid::from_u128(i + 1).to_string(), "X"))
+            .collect();
+        let body = Bytes::from(crate::data::merge::encode(&rows, 100_000).unwrap());
+        let small = crate::data::input::Budget::from_mb(1);
+        let refused =
+            crate::data::input::row_flights_of_body(&store, "k", body.clone(), small).await;
+        assert!(
+            matches!(&refused, Ok(Err(u)) if u.limit.is_some()),
+            "{refused:?}"
+        );
+        let m = manifest_of(None);
+        let unproven = prove_inputs(&store, &m, &ReadRows::default(), Some(&body)).await;
+        assert!(unproven.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn create_manifest_writes_it_once() {
+        let store = MemoryStore::new("b");
+        let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let mut m = manifest_of(None);
+        m.output = Some(output(date, m.job_id, b"x"));
+        let (job_id, key) = (m.job_id, manifest_key(date, m.job_id));
+        create_manifest(&store, &key, &m).await.unwrap();
+        let (body, _) = store.snapshot()[&key].clone();
+        let back: Manifest = serde_json::from_slice(&body).unwrap();
+        assert_eq!(back.job_id, job_id);
+        assert_eq!(back.output, m.output);
+        // If-None-Match: a second create of the same key with other
+        // content is refused (another writer's manifest)...
+        let other = Manifest {
+            invocation_id: "b".into(),
+            ..m.clone()
+        };
+        let e = create_manifest(&store, &key, &other).await.unwrap_err();
+        assert!(matches!(e, Error::PreconditionFailed { .. }), "{e}");
+        // ...while the same bytes read back are this run's own write (a
+        // retry after a lost answer): settled, not refused.
+        create_manifest(&store, &key, &m).await.unwrap();
+        assert_eq!(store.snapshot()[&key].0, body);
+    }
+}
+
+#[cfg(test)]
+mod settle_tests {
+    use super::*;
+    use crate::infra::storage::MemoryStore;
+
+    const BODY: &[u8] = b"PAR1 output PAR1";
+
+    fn output(job_id: Uuid) -> ManifestOutput {
+        let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        ManifestOutput {
+            key: compacted_key(date, job_id),
+            size: BODY.len() as u64,
+            sha256: sha256_b64(BODY),
+            rows: 1,
+        }
+    }
+
+    /// The output's bytes under its key, with its SHA-256 and `job_id` in
+    /// its metadata, as [`put_output`] writes it.
+    async fn written_by(store: &MemoryStore, out: &ManifestOutput, job_id: Uuid) {
+        let mut request = PutRequest::new(PutMode::Create);
+        request.sha256_b64 = Some(out.sha256.clone());
+        (request.metadata).insert(JOB_ID_METADATA.to_string(), job_id.to_string());
+        store
+            .put_object(&out.key, Bytes::from_static(BODY), request)
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_output_put_whose_answer_was_lost_is_settled_by_its_job_id() {
+        let store = MemoryStore::new("b");
+        let job = Uuid::now_v7();
+        let out = output(job);
+        // Applied, the answer lost: the retry's PreconditionFailed is what
+        // the commit sees. Read back, the object is this commit's.
+        put_output(
+            &store.lose_answers(),
+            &mut Fence(None),
+            job,
+            &out,
+            Bytes::from_static(BODY),
+        )
+        .await
+        .unwrap();
+        assert_eq!(store.requests("HeadObject"), 1, "settled by a read-back");
+    }
+
+    #[tokio::test]
+    async fn the_same_bytes_written_by_another_job_are_not_this_commits_output() {
+        let store = MemoryStore::new("b");
+        let (job, other) = (Uuid::now_v7(), Uuid::now_v7());
+        let out = output(job);
+        written_by(&store, &out, other).await;
+        let e = put_output(
+            &store,
+            &mut Fence(None),
+            job,
+            &out,
+            Bytes::from_static(BODY),
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(e, Error::PreconditionFailed { .. }), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_failure_that_does_not_settle_stands_even_when_the_output_is_there() {
+        let store = MemoryStore::new("b");
+        let job = Uuid::now_v7();
+        let out = output(job);
+        written_by(&store, &out, job).await;
+        // A deadline is not a lost answer (crate::data::state::settles): the
+        // run stops; the next run's recovery reads the output.
+        let deadline = Error::Deadline {
+            op: "PutObject",
+            bucket: "b".into(),
+            key: out.key.clone(),
+            margin_s: 8,
+        };
+        let e = settle_output(&store, job, &out, Err(deadline))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::Deadline { .. }), "{e}");
+        assert_eq!(store.requests("HeadObject"), 0, "not read back");
+        // Succeeded: nothing to settle.
+        settle_output(&store, job, &out, Ok("\"etag\"".into()))
+            .await
+            .unwrap();
+        assert_eq!(store.requests("HeadObject"), 0);
+    }
+}

@@ -1,0 +1,945 @@
+//! One date as every command sees it, which dates are blocked, and the
+//! dates of a range. Read-only: lists and GETs, never writes.
+//!
+//! - [`Day`]: one date's listings, built by one function for `run`,
+//!   `status`, `audit` and `prune-cache` ([`Day::list`]): the flights under
+//!   `flights/YYYY/MM/DD/` with their keys, and the index partition sorted
+//!   by kind ([`PartitionListing`]). From it: the counts `status` and
+//!   `audit` show per date ([`DayCounts`]), the parity verdict
+//!   ([`Day::parity_check`], the gate of [`crate::protocol::partition`]) and the rows
+//!   of other days ([`Day::other_day_rows`]). One listing, so no command
+//!   can see a date another does not.
+//! - [`Blocked`]: the dates the watermark's `mismatch_date`, a live manifest
+//!   (stuck, when recovery marked it so) or a quarantined one holds, read
+//!   once ([`StateListing`], [`Blocked::of`]), each with its [`BlockReason`]s. Each command's policy
+//!   is named beside it: [`BlockReason::blocks_walk`] (the run and
+//!   `status`: only a quarantined or a stuck manifest stops the walk) and
+//!   [`BlockReason::keeps_cache`] (`prune-cache`: every reason keeps a
+//!   date's local copies). Where a date has several reasons every command
+//!   names the first its policy takes, in [`BlockReason`]'s order, so
+//!   `status` and `prune-cache` name the same manifest for one date.
+//! - [`DateRange`]: a `from`/`to` range, checked once (a repair run's, an
+//!   audit's), at most [`MAX_RANGE_DAYS`].
+//!
+//! ```
+//! use archive_compaction::protocol::day::Day;
+//! use archive_compaction::infra::storage::MemoryStore;
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let store = MemoryStore::new("archive");
+//! let u = "019f7d73-f820-702f-b905-8c81d0944996";
+//! let key = format!("flights/2026/07/20/{u}.json.gz");
+//! store.put_now(&key, "{}".into());
+//! let date = chrono::NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+//! let day = Day::list(&store, date, true, Default::default()).await.unwrap();
+//! assert!(day.flights.contains(&u.parse().unwrap()).unwrap());
+//! assert_eq!((day.counts().flights, day.counts().per_flight_files), (1, 0));
+//! # });
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use chrono::NaiveDate;
+use serde::{Deserialize, Serialize};
+
+use crate::data::input::{self, Budget, RowKeys};
+use crate::data::keys::{
+    IndexKey, MANIFESTS_ROOT, QUARANTINE_ROOT, STUCK_ROOT, classify_index_key, flight_uuid,
+    flights_prefix, index_prefix, manifest_date, stuck_manifest_key,
+};
+use crate::data::merge::OtherDays;
+use crate::data::spill::{SpillSettings, UuidSet, UuidSetBuilder};
+use crate::infra::error::{Error, Result};
+use crate::infra::storage::ranges::list_partition;
+use crate::infra::storage::{ObjectMeta, Store};
+use crate::protocol::partition::{self, ParityCheck};
+use crate::protocol::plan::{self, PartitionListing, PlannedInput};
+use crate::protocol::read::ReadSettings;
+
+pub use crate::protocol::partition::Flights;
+
+/// The listing window of [`Day::list_window`] as pages arrive: the
+/// per-flight files of the `limit` smallest keys seen so far, in a max-heap
+/// by key; of the others, a count and, when the date's flights are listed
+/// (the parity gate needs it), their flight's uuid in a set that spills to
+/// disk ([`crate::data::spill`]). A file past the window when it arrives, or
+/// pushed out by a smaller key, keeps no key or ETag, so the window is the
+/// first `limit` keys of the partition, whichever order the concurrent
+/// ranges' pages arrive in: its per-flight files are contiguous in key
+/// order (a part that also folds a compacted file, whose name sorts after
+/// the uuids, re-lists through the files past the window:
+/// docs/ARCHITECTURE.md).
+struct Window {
+    limit: usize,
+    held: std::collections::BinaryHeap<ByKey>,
+    files: usize,
+    /// The sizes of the files past the window, in bytes.
+    bytes: u64,
+    /// The flights of the files past the window, when wanted.
+    past: Option<UuidSetBuilder>,
+    /// The first error of `past` (a run that could not be written).
+    failed: Option<Error>,
+}
+
+/// A per-flight file ordered by its key alone.
+struct ByKey(uuid::Uuid, ObjectMeta);
+
+impl PartialEq for ByKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.1.key == other.1.key
+    }
+}
+impl Eq for ByKey {}
+impl PartialOrd for ByKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for ByKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.1.key.cmp(&other.1.key)
+    }
+}
+
+impl Window {
+    /// Takes the per-flight file `o` of flight `u`: into the window while
+    /// it has room or when its key is before the window's last (which then
+    /// leaves it), past the window otherwise.
+    fn offer(&mut self, u: uuid::Uuid, o: ObjectMeta) {
+        if self.held.len() < self.limit {
+            self.held.push(ByKey(u, o));
+            return;
+        }
+        let (past, size) = match self.held.peek_mut() {
+            Some(mut last) if o.key < last.1.key => {
+                let ByKey(u, o) = std::mem::replace(&mut *last, ByKey(u, o));
+                (u, o.size)
+            }
+            _ => (u, o.size),
+        };
+        self.files += 1;
+        self.bytes += size;
+        if let (Some(b), None) = (&mut self.past, &self.failed) {
+            self.failed = b.push(past).err();
+        }
+    }
+}
+
+/// One date's listings.
+#[derive(Debug, Clone, Default)]
+pub struct Day {
+    /// The date.
+    pub date: NaiveDate,
+    /// The uuids of the flight objects under `flights/YYYY/MM/DD/` (empty
+    /// when not listed): in memory up to `FLIGHTS_IN_MEMORY`, past it in
+    /// sorted runs on local disk ([`crate::data::spill`]).
+    pub flights: UuidSet,
+    /// The index partition, sorted by kind.
+    pub index: PartitionListing,
+}
+
+/// File counts of one date, as `status` and `audit` show them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DayCounts {
+    /// Flight objects under `flights/YYYY/MM/DD/` (named by a uuid).
+    pub flights: u64,
+    /// Per-flight index files (`{uuid}.parquet`, non-empty).
+    pub per_flight_files: u64,
+    /// `compacted-*.parquet` files.
+    pub compacted_files: u64,
+    /// Other multi-row index files (any other `.parquet` name, such as a
+    /// legacy migration's `legacy-migration.parquet`): merged by a run.
+    pub multi_row_files: u64,
+    /// Everything else in the partition (not index inputs; never touched by a run).
+    pub foreign_objects: u64,
+}
+
+impl Day {
+    /// Lists `date`'s `flights/` prefix (when `with_flights`), then its
+    /// index partition: ListObjectsV2, a prefix of more than one page in
+    /// concurrent key ranges ([`crate::infra::storage::ranges::list_partition`]).
+    /// One prefix after the other, so a date's listing has at most
+    /// [`crate::infra::storage::ranges::LIST_RANGES_IN_FLIGHT`] requests in flight:
+    /// both at once cost one round trip less a date, and on ministack with a
+    /// million objects (single-threaded, ~0.6 s a page) sixteen pages at once
+    /// outlast the SDK's 10 s attempt timeout. The flights' uuids past
+    /// `spill`'s limit go to disk ([`crate::data::spill`]).
+    ///
+    /// Errors: an S3 error listing either prefix; [`Error::Spill`].
+    pub async fn list(
+        store: &impl Store,
+        date: NaiveDate,
+        with_flights: bool,
+        spill: SpillSettings,
+    ) -> Result<Day> {
+        Day::list_window(store, date, with_flights, usize::MAX, spill).await
+    }
+
+    /// [`Day::list`], holding the listing of at most `window` per-flight
+    /// files (key, ETag, size: ~0.3 KB a file); any more are a count in
+    /// [`PartitionListing::beyond_window`] and, when the flights are listed
+    /// (the parity gate's case), their flights' uuids in a set that spills
+    /// to disk past `spill`'s limit: counted and parity-checked like the
+    /// others, planned by a later pass once the window's are compacted. The
+    /// window is the first `window` per-flight files in key order,
+    /// whichever order the concurrent ranges' pages arrive in (a bounded
+    /// max-heap by key), so a pass's per-flight files are contiguous in key
+    /// order. The run lists with a window of [`crate::protocol::sizing::WINDOW_PARTS`] parts, so
+    /// what a date holds in memory does not grow past the window
+    /// ([`crate::protocol::sizing::peak_memory_mb`]): its flights, and the flights of the files past
+    /// the window, are each at most `spill.limit` uuids in memory, the rest
+    /// on disk.
+    ///
+    /// Errors: an S3 error listing either prefix; [`Error::Spill`] when a
+    /// set's runs cannot be written (the disk full).
+    pub async fn list_window(
+        store: &impl Store,
+        date: NaiveDate,
+        with_flights: bool,
+        window: usize,
+        spill: SpillSettings,
+    ) -> Result<Day> {
+        let (fp, ip) = (flights_prefix(date), index_prefix(date));
+        // The flights' keys become uuids page by page into a set that
+        // spills past the limit: neither the listing nor more than the
+        // limit of uuids is held.
+        let flights = match with_flights {
+            true => {
+                let building = std::sync::Mutex::new((UuidSetBuilder::new(spill), None));
+                let b = &building;
+                let uuid = move |o: ObjectMeta| {
+                    let u = flight_uuid(&o.key)?;
+                    let mut g = b.lock().unwrap_or_else(|p| p.into_inner());
+                    let (set, failed): &mut (UuidSetBuilder, Option<Error>) = &mut g;
+                    if failed.is_none() {
+                        *failed = set.push(u).err();
+                    }
+                    None::<()>
+                };
+                list_partition(store, &fp, date, uuid).await?;
+                let (set, failed) = building.into_inner().unwrap_or_else(|p| p.into_inner());
+                match failed {
+                    Some(e) => return Err(e),
+                    None => set.finish()?,
+                }
+            }
+            false => UuidSet::default(),
+        };
+        let held = std::sync::Mutex::new(Window {
+            limit: window,
+            held: Default::default(),
+            files: 0,
+            bytes: 0,
+            past: with_flights.then(|| UuidSetBuilder::new(spill)),
+            failed: None,
+        });
+        let window = &held;
+        // A per-flight file goes to the window, anything else is kept for
+        // classify_partition (zero-byte files are foreign there).
+        let keep = move |o: ObjectMeta| match classify_index_key(&o.key) {
+            IndexKey::PerFlight(u) if o.size > 0 => {
+                let mut w = window.lock().unwrap_or_else(|p| p.into_inner());
+                w.offer(u, o);
+                None
+            }
+            _ => Some(o),
+        };
+        let others = list_partition(store, &ip, date, keep).await?;
+        let Window {
+            held,
+            files,
+            bytes,
+            past,
+            failed,
+            ..
+        } = held.into_inner().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        let mut index = plan::classify_partition(others);
+        index.per_flight = (held.into_sorted_vec().into_iter())
+            .map(|ByKey(u, o)| (u, o))
+            .collect();
+        index.beyond_window = plan::BeyondWindow {
+            files,
+            bytes,
+            flights: past
+                .map(UuidSetBuilder::finish)
+                .transpose()?
+                .unwrap_or_default(),
+        };
+        Ok(Day {
+            date,
+            flights,
+            index,
+        })
+    }
+
+    /// The keys of `wanted`'s flight objects under `flights/YYYY/MM/DD/`,
+    /// by uuid: a second listing of the prefix, kept for the few flights a
+    /// report names (the listing of [`Day::list`] keeps uuids alone).
+    ///
+    /// Errors: an S3 error listing the prefix.
+    pub async fn flight_keys(
+        store: &impl Store,
+        date: NaiveDate,
+        wanted: &Flights,
+    ) -> Result<BTreeMap<uuid::Uuid, String>> {
+        let keep = |o: ObjectMeta| {
+            flight_uuid(&o.key)
+                .filter(|u| wanted.contains(u))
+                .map(|u| (u, o.key))
+        };
+        Ok(list_partition(store, &flights_prefix(date), date, keep)
+            .await?
+            .into_iter()
+            .collect())
+    }
+
+    /// The date's file counts.
+    pub fn counts(&self) -> DayCounts {
+        let i = &self.index;
+        DayCounts {
+            flights: self.flights.len(),
+            per_flight_files: (i.per_flight.len() + i.beyond_window.files) as u64,
+            compacted_files: i.compacted.len() as u64,
+            multi_row_files: i.multi_row.len() as u64,
+            foreign_objects: i.foreign.len() as u64,
+        }
+    }
+
+    /// The run's parity gate on the date, both halves
+    /// ([`partition::parity_check`]), over these listings and the plan's
+    /// `inputs`.
+    ///
+    /// Errors: as [`partition::parity_check`].
+    pub async fn parity_check(
+        &self,
+        store: &impl Store,
+        inputs: Option<&[PlannedInput]>,
+        settings: ReadSettings,
+    ) -> Result<ParityCheck> {
+        partition::parity_check(
+            store,
+            self.date,
+            &self.flights,
+            &self.index,
+            inputs,
+            settings,
+        )
+        .await
+    }
+
+    /// The rows of the date's multi-row inputs whose `first_message` UTC
+    /// date is not the date (the run's `rows_of_other_days` rule), each
+    /// input's `s3_key` and `first_message` columns read within `budget`,
+    /// batch by batch. An unreadable input counts none (the run reports
+    /// it); one gone since the listing is passed by.
+    ///
+    /// Errors: an S3 error reading an input.
+    pub async fn other_day_rows(&self, store: &impl Store, budget: Budget) -> Result<OtherDays> {
+        let date = self.date;
+        let mut other = OtherDays::default();
+        for (m, _) in self.index.multi_row_inputs() {
+            let mut file = OtherDays::default();
+            let names = ["s3_key", "first_message"];
+            let read = input::read_columns(store, m, None, budget, None, &names, |b| {
+                let keys = RowKeys::of(&b)?;
+                for row in 0..keys.rows() {
+                    let flight = keys.s3_key(row).and_then(flight_uuid);
+                    file.count_row(keys.first_message(row), flight, date);
+                }
+                Ok(())
+            })
+            .await;
+            match read {
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => return Err(e),
+                Ok(r) if r.outcome.is_ok() => other.add(file),
+                Ok(_) => {}
+            }
+        }
+        Ok(other)
+    }
+}
+
+/// Why a date is blocked, in the order a command names them when a date
+/// has several (the first its policy takes).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum BlockReason {
+    /// A manifest under `_compaction_state/quarantine/` (its key): the
+    /// date waits for an operator to inspect and delete it.
+    Quarantined(String),
+    /// A live manifest whose inputs could not be deleted (its key): found by
+    /// the run that tried (the commit's delete phase, or recovery) and
+    /// marked under `_compaction_state/stuck/` ([`crate::data::keys::stuck_key`])
+    /// for the commands that do not try; the next run retries.
+    Stuck(String),
+    /// The watermark's `mismatch_date`: the date fails the parity gate.
+    Mismatch,
+    /// A live manifest under `_compaction_state/manifests/` (its key): a
+    /// commit in flight, or one the next run's recovery resolves.
+    LiveManifest(String),
+}
+
+impl BlockReason {
+    /// The walk's policy, the run's and `status`'s: only a quarantined or a
+    /// stuck manifest stops the walk before its date. A live manifest does not:
+    /// the run's recovery resolves it first (and names the date in
+    /// [`crate::protocol::recovery::Recovery::blocked`] when it quarantines the
+    /// manifest or cannot finish it); the mismatch date is where the walk
+    /// stops for parity, which `status` shows as its `mismatch`.
+    pub fn blocks_walk(&self) -> bool {
+        matches!(self, BlockReason::Quarantined(_) | BlockReason::Stuck(_))
+    }
+
+    /// `prune-cache`'s policy: every reason keeps the date's local copies.
+    /// A live or quarantined manifest may still delete or keep the date's
+    /// index files, and the mismatch date has not passed the parity gate,
+    /// so no copy there is proven to be in a compacted file.
+    pub fn keeps_cache(&self) -> bool {
+        match self {
+            BlockReason::Quarantined(_)
+            | BlockReason::Stuck(_)
+            | BlockReason::Mismatch
+            | BlockReason::LiveManifest(_) => true,
+        }
+    }
+}
+
+impl fmt::Display for BlockReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BlockReason::Quarantined(key) => write!(f, "quarantined manifest {key}"),
+            BlockReason::Stuck(key) => write!(f, "stuck manifest {key}"),
+            BlockReason::Mismatch => f.write_str("the watermark's mismatch_date"),
+            BlockReason::LiveManifest(key) => write!(f, "live manifest {key}"),
+        }
+    }
+}
+
+/// The listings of `_compaction_state/`'s folders of commits, taken side by
+/// side (one LIST each): `manifests/`, `quarantine/` and `stuck/`. The one
+/// read of them `status`, `prune-cache` and the run's recovery share.
+#[derive(Debug, Clone, Default)]
+pub struct StateListing {
+    /// Live manifests ([`MANIFESTS_ROOT`]), in key order.
+    pub manifests: Vec<ObjectMeta>,
+    /// Quarantined manifests ([`QUARANTINE_ROOT`]), in key order.
+    pub quarantined: Vec<ObjectMeta>,
+    /// Stuck marks ([`STUCK_ROOT`], [`crate::data::keys::stuck_key`]), in key
+    /// order; a mark whose manifest is not live any more is stale (a crash
+    /// between the manifest's delete and the mark's) and marks nothing.
+    pub stuck: Vec<ObjectMeta>,
+}
+
+impl StateListing {
+    /// Lists the three folders side by side.
+    ///
+    /// Errors: the prefix whose listing failed, with the S3 error.
+    pub async fn read(
+        store: &impl Store,
+    ) -> std::result::Result<StateListing, (&'static str, Error)> {
+        let list =
+            |root: &'static str| async move { (store.list(root).await).map_err(|e| (root, e)) };
+        let (manifests, quarantined, stuck) = tokio::try_join!(
+            list(MANIFESTS_ROOT),
+            list(QUARANTINE_ROOT),
+            list(STUCK_ROOT)
+        )?;
+        Ok(StateListing {
+            manifests,
+            quarantined,
+            stuck,
+        })
+    }
+
+    /// The live manifests marked stuck: the keys of [`Self::manifests`]
+    /// that a mark in [`Self::stuck`] stands for.
+    pub fn stuck_manifests(&self) -> BTreeSet<&str> {
+        let marked: BTreeSet<String> = (self.stuck.iter())
+            .filter_map(|m| stuck_manifest_key(&m.key))
+            .collect();
+        (self.manifests.iter())
+            .map(|m| m.key.as_str())
+            .filter(|k| marked.contains(*k))
+            .collect()
+    }
+}
+
+/// Every blocked date with all its reasons, read once from the watermark's
+/// `mismatch_date` and the [`StateListing`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Blocked {
+    /// The reasons of each blocked date, in [`BlockReason`]'s order.
+    pub dates: BTreeMap<NaiveDate, BTreeSet<BlockReason>>,
+}
+
+impl Blocked {
+    /// The blocked dates of `mismatch` (the watermark's `mismatch_date`)
+    /// and of the keys of `state`: a live manifest, stuck when marked so, a
+    /// quarantined one. A key without a date in its name blocks nothing.
+    pub fn of(mismatch: Option<NaiveDate>, state: &StateListing) -> Blocked {
+        let mut b = Blocked::default();
+        if let Some(d) = mismatch {
+            b.add(d, BlockReason::Mismatch);
+        }
+        let stuck = state.stuck_manifests();
+        for m in &state.manifests {
+            if let Some(d) = manifest_date(&m.key) {
+                let key = m.key.clone();
+                b.add(
+                    d,
+                    match stuck.contains(m.key.as_str()) {
+                        true => BlockReason::Stuck(key),
+                        false => BlockReason::LiveManifest(key),
+                    },
+                );
+            }
+        }
+        for q in &state.quarantined {
+            if let Some(d) = quarantined_date(&q.key) {
+                b.add(d, BlockReason::Quarantined(q.key.clone()));
+            }
+        }
+        b
+    }
+
+    /// Lists the state ([`StateListing::read`]): [`Blocked::of`] it and
+    /// `mismatch`.
+    ///
+    /// Errors: the prefix whose listing failed, with the S3 error.
+    pub async fn read(
+        store: &impl Store,
+        mismatch: Option<NaiveDate>,
+    ) -> std::result::Result<Blocked, (&'static str, Error)> {
+        Ok(Blocked::of(mismatch, &StateListing::read(store).await?))
+    }
+
+    /// Adds `reason` to `date`'s reasons.
+    pub fn add(&mut self, date: NaiveDate, reason: BlockReason) {
+        self.dates.entry(date).or_default().insert(reason);
+    }
+
+    /// The dates the walk stops before ([`BlockReason::blocks_walk`]), in
+    /// order.
+    pub fn walk_blocked_dates(&self) -> impl Iterator<Item = NaiveDate> + '_ {
+        (self.dates.keys())
+            .copied()
+            .filter(|d| self.blocking_walk(*d).is_some())
+    }
+
+    /// Why the walk stops before `date` ([`BlockReason::blocks_walk`]), if
+    /// it does: `status`'s `blocked_by`.
+    pub fn blocking_walk(&self, date: NaiveDate) -> Option<&BlockReason> {
+        self.first(date, BlockReason::blocks_walk)
+    }
+
+    /// The dates whose local copies `prune-cache` keeps
+    /// ([`BlockReason::keeps_cache`]), each with why.
+    pub fn keeping_cache(&self) -> BTreeMap<NaiveDate, String> {
+        (self.dates.keys())
+            .filter_map(|d| Some((*d, self.first(*d, BlockReason::keeps_cache)?.to_string())))
+            .collect()
+    }
+
+    fn first(&self, date: NaiveDate, policy: fn(&BlockReason) -> bool) -> Option<&BlockReason> {
+        self.dates.get(&date)?.iter().find(|r| policy(r))
+    }
+}
+
+/// The date of a key under `quarantine/` (named like its manifest was).
+pub fn quarantined_date(key: &str) -> Option<NaiveDate> {
+    manifest_date(&key.replacen(QUARANTINE_ROOT, MANIFESTS_ROOT, 1))
+}
+
+/// The longest `from`/`to` range one run or audit takes, in days (ten
+/// years): a typo in a year should be an error, not a ten-thousand-date
+/// walk. A longer history is taken in several ranges.
+pub const MAX_RANGE_DAYS: i64 = 3660;
+
+/// Which command a range is for: its name and its unit in errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RangeOf {
+    /// A repair run (`run --from --to`, the event's `from`/`to`).
+    Repair,
+    /// `audit --from --to`.
+    Audit,
+}
+
+/// A `from`/`to` range of dates, both included: checked once, where it is
+/// parsed (the command line, the Lambda event), and taken as it is by the
+/// run and the audit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DateRange {
+    from: NaiveDate,
+    to: NaiveDate,
+}
+
+impl DateRange {
+    /// The range `from` to `to`, for `of`.
+    ///
+    /// Errors: [`Error::Config`] naming `from`/`to` (for `of`) when `from`
+    /// is after `to`, or the range is longer than [`MAX_RANGE_DAYS`].
+    pub fn new(from: NaiveDate, to: NaiveDate, of: RangeOf) -> Result<DateRange> {
+        let (name, per) = match of {
+            RangeOf::Repair => ("from/to", "run"),
+            RangeOf::Audit => ("audit from/to", "audit"),
+        };
+        let bad = |reason: String| Error::Config {
+            name: name.into(),
+            reason,
+        };
+        if from > to {
+            return Err(bad(format!(
+                "from {from} is after to {to}; give the earlier date as from"
+            )));
+        }
+        let days = (to - from).num_days() + 1;
+        if days > MAX_RANGE_DAYS {
+            return Err(bad(format!(
+                "{from}..{to} is {days} days; at most {MAX_RANGE_DAYS} per {per} (split the range)"
+            )));
+        }
+        Ok(DateRange { from, to })
+    }
+
+    /// The first date.
+    pub fn from(&self) -> NaiveDate {
+        self.from
+    }
+
+    /// The last date (included).
+    pub fn to(&self) -> NaiveDate {
+        self.to
+    }
+
+    /// Every date from `from` to `to`, in order.
+    pub fn dates(&self) -> Vec<NaiveDate> {
+        self.from
+            .iter_days()
+            .take_while(|d| *d <= self.to)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(s: &str) -> NaiveDate {
+        s.parse().unwrap()
+    }
+
+    fn spill(limit: usize) -> SpillSettings {
+        SpillSettings { limit }
+    }
+
+    fn meta(key: &str) -> ObjectMeta {
+        ObjectMeta {
+            key: key.to_string(),
+            ..Default::default()
+        }
+    }
+
+    /// One date in memory: three flights, a per-flight file of the first,
+    /// a multi-row file holding the second's row (of another day: the
+    /// test row's `first_message` is in 2023), nothing of the third. What
+    /// `status` and `audit` read of it through [`Day`]: the gate's missing
+    /// flight, the other day's row, the missing flight's key; an
+    /// unreadable or vanished multi-row input counts no row and fails
+    /// nothing.
+    #[tokio::test]
+    async fn parity_other_day_rows_and_flight_keys_of_one_date() {
+        use crate::data::merge::tests::{row, uuid_n};
+        use crate::infra::storage::MemoryStore;
+        let date = d("2026-07-20");
+        let store = MemoryStore::new("archive");
+        let (u1, u2, u3) = (uuid_n(1), uuid_n(2), uuid_n(3));
+        for u in [&u1, &u2, &u3] {
+            store.put_now(&format!("flights/2026/07/20/{u}.json.gz"), "{}".into());
+        }
+        let pq = |b| bytes::Bytes::from(crate::data::merge::encode(&[b], 10).unwrap());
+        let ip = index_prefix(date);
+        store.put_now(&format!("{ip}{u1}.parquet"), pq(row(&u1, "A")));
+        let export = format!("{ip}export.parquet");
+        store.put_now(&export, pq(row(&u2, "B")));
+        let config = crate::data::config::Config::from_map(
+            &[("S3_BUCKET".to_string(), "archive".to_string())].into(),
+        )
+        .unwrap();
+        let day = Day::list(&store, date, true, spill(1)).await.unwrap();
+        assert_eq!(day.counts().multi_row_files, 1);
+        let check = day
+            .parity_check(&store, None, ReadSettings::of(&config))
+            .await
+            .unwrap();
+        let u = |s: &str| s.parse::<uuid::Uuid>().unwrap();
+        assert_eq!(check.missing, [u(&u3)].into());
+        assert_eq!(check.compacted_files_read, 1);
+        let budget = config.input_budget;
+        let other = day.other_day_rows(&store, budget).await.unwrap();
+        assert_eq!((other.rows, other.uuids), (1, vec![u(&u2)]));
+        let keys = Day::flight_keys(&store, date, &[u(&u3)].into())
+            .await
+            .unwrap();
+        assert_eq!(
+            keys.into_iter().collect::<Vec<_>>(),
+            [(u(&u3), format!("flights/2026/07/20/{u3}.json.gz"))]
+        );
+        store.put_now(&export, "not parquet".into());
+        let other = day.other_day_rows(&store, budget).await.unwrap();
+        assert_eq!(other.rows, 0, "an unreadable input counts no row");
+        store.delete(&export, None).await.unwrap();
+        let other = day.other_day_rows(&store, budget).await.unwrap();
+        assert_eq!(other.rows, 0, "an input gone since the listing counts none");
+    }
+
+    /// A listing window holds the listing of that many per-flight files,
+    /// the first keys; the rest are a count and their flights' uuids (on
+    /// disk past the spill limit), still counted and in the parity gate; a
+    /// compacted file, a zero-byte object and a foreign one are listed
+    /// whatever the window.
+    #[tokio::test]
+    async fn a_listing_window_keeps_the_first_keys_and_the_flights_of_the_rest() {
+        use crate::data::merge::tests::uuid_n;
+        use crate::infra::storage::MemoryStore;
+        let date = d("2026-07-20");
+        let store = MemoryStore::new("archive");
+        let (ip, fp) = (index_prefix(date), flights_prefix(date));
+        let u = |i: u32| uuid_n(i).parse::<uuid::Uuid>().unwrap();
+        // Flights 0 to 11; 0 to 9 have their file, 10 and 11 none.
+        for i in 0..12 {
+            store.put_now(&format!("{fp}{}.json.gz", uuid_n(i)), "{}".into());
+        }
+        for i in 0..10 {
+            store.put_now(&format!("{ip}{}.parquet", uuid_n(i)), "x".into());
+        }
+        // A file of no listed flight, past the window: counted, named by
+        // no listed flight.
+        store.put_now(&format!("{ip}{}.parquet", uuid_n(50)), "x".into());
+        store.put_now(&format!("{ip}compacted-a.parquet"), "x".into());
+        store.put_now(&format!("{ip}{}.parquet", uuid_n(99)), "".into());
+        store.put_now(&format!("{ip}notes.txt"), "x".into());
+        let uuids = |set: &UuidSet| set.iter().map(Result::unwrap).collect::<Vec<_>>();
+        let not_named =
+            |day: &Day| uuids(&day.index.flights_not_named(&day.flights, spill(1)).unwrap());
+        // In pages of 2, the ranges listed at once: the window is still the
+        // first keys, in key order; with every set on disk (a limit of 1)
+        // or in memory, the same.
+        for (store, limit) in [(store.clone(), 1000), (store.with_list_page_size(2), 1)] {
+            let day = Day::list_window(&store, date, true, 4, spill(limit))
+                .await
+                .unwrap();
+            assert_eq!(day.flights.spilled(), limit == 1);
+            let i = &day.index;
+            let window: Vec<_> = i.per_flight.iter().map(|(u, _)| *u).collect();
+            assert_eq!(window, (0..4).map(u).collect::<Vec<_>>());
+            assert_eq!(
+                (i.beyond_window.files, i.compacted.len(), i.foreign.len()),
+                (7, 1, 2)
+            );
+            let past = (4..10).chain([50]).map(u).collect::<Vec<_>>();
+            assert_eq!(uuids(&i.beyond_window.flights), past);
+            assert_eq!(day.counts().per_flight_files, 11);
+            assert_eq!(day.counts().flights, 12);
+            // One byte a file, in the window or past it.
+            assert_eq!((i.per_flight_bytes(), i.beyond_window.bytes), (11, 7));
+            assert_eq!(not_named(&day), vec![u(10), u(11)]);
+        }
+        let whole = Day::list(&store, date, true, spill(1000)).await.unwrap();
+        assert_eq!(
+            (whole.index.per_flight.len(), &whole.index.beyond_window),
+            (11, &plan::BeyondWindow::default())
+        );
+        assert_eq!(not_named(&whole), vec![u(10), u(11)]);
+        // Without the flights (a later pass): counted, no uuid kept.
+        let none = Day::list_window(&store, date, false, 0, spill(1))
+            .await
+            .unwrap();
+        assert_eq!(
+            (none.index.per_flight.len(), none.index.beyond_window.files),
+            (0, 11)
+        );
+        assert!(none.index.beyond_window.flights.is_empty());
+        assert!(none.flights.is_empty());
+        assert_eq!(none.index.per_flight_bytes(), 11);
+    }
+
+    /// The window keeps the smallest keys whatever order they are offered
+    /// in: a smaller key pushes the window's last out, its flight kept
+    /// with those past the window.
+    #[test]
+    fn a_listing_window_keeps_the_first_keys_offered_in_any_order() {
+        use crate::data::merge::tests::uuid_n;
+        let u = |i: u32| uuid_n(i).parse::<uuid::Uuid>().unwrap();
+        let mut w = Window {
+            limit: 3,
+            held: Default::default(),
+            files: 0,
+            bytes: 0,
+            past: Some(UuidSetBuilder::new(spill(2))),
+            failed: None,
+        };
+        for i in [7, 2, 9, 4, 0, 5, 1, 12] {
+            w.offer(u(i), meta(&format!("index/{}.parquet", uuid_n(i))));
+        }
+        let held: Vec<_> = w.held.into_sorted_vec().into_iter().map(|b| b.0).collect();
+        assert_eq!(held, [0, 1, 2].map(u));
+        assert_eq!(w.files, 5);
+        let past = w.past.unwrap().finish().unwrap();
+        let past: Vec<_> = past.iter().map(Result::unwrap).collect();
+        assert_eq!(past, [4, 5, 7, 9, 12].map(u));
+    }
+
+    #[test]
+    fn a_range_is_refused_reversed_or_too_long_naming_its_command() {
+        let r = DateRange::new(d("2026-07-19"), d("2026-07-21"), RangeOf::Repair)
+            .unwrap()
+            .dates();
+        assert_eq!(r, [d("2026-07-19"), d("2026-07-20"), d("2026-07-21")]);
+        let e = DateRange::new(d("2026-07-20"), d("2026-07-19"), RangeOf::Repair).unwrap_err();
+        assert!(e.to_string().contains("from/to"), "{e}");
+        assert!(e.to_string().contains("is after"), "{e}");
+        let long = |of| DateRange::new(d("2000-01-01"), d("2026-01-01"), of).unwrap_err();
+        assert!(long(RangeOf::Repair).to_string().contains("per run"));
+        let e = long(RangeOf::Audit).to_string();
+        assert!(
+            e.contains("audit from/to") && e.contains("per audit"),
+            "{e}"
+        );
+        let last = d("2000-01-01") + chrono::Days::new(MAX_RANGE_DAYS as u64 - 1);
+        assert_eq!(
+            DateRange::new(d("2000-01-01"), last, RangeOf::Audit)
+                .unwrap()
+                .dates()
+                .len(),
+            MAX_RANGE_DAYS as usize
+        );
+    }
+
+    /// One bucket state: a live manifest on 07-17, a quarantined one on
+    /// 07-18, both on 07-19, the mismatch date 07-20, a stuck manifest on
+    /// 07-21 and a stale stuck mark (its manifest gone) on 07-22.
+    fn blocked() -> Blocked {
+        Blocked::of(
+            Some(d("2026-07-20")),
+            &StateListing {
+                manifests: vec![
+                    meta("_compaction_state/manifests/2026-07-17/a.json"),
+                    meta("_compaction_state/manifests/2026-07-19/b.json"),
+                    meta("_compaction_state/manifests/2026-07-21/s.json"),
+                    meta("_compaction_state/manifests/not-a-date/c.json"),
+                ],
+                quarantined: vec![
+                    meta("_compaction_state/quarantine/2026-07-18/q.json"),
+                    meta("_compaction_state/quarantine/2026-07-19/r.json"),
+                ],
+                stuck: vec![
+                    meta("_compaction_state/stuck/2026-07-21/s.json"),
+                    meta("_compaction_state/stuck/2026-07-22/gone.json"),
+                ],
+            },
+        )
+    }
+
+    /// [`Blocked::read`] lists the state itself (what `prune-cache` calls):
+    /// the same dates as [`Blocked::of`] over the same objects; the walk
+    /// stops before the quarantined and the stuck dates only, in order.
+    #[tokio::test]
+    async fn blocked_read_from_a_store_and_the_dates_the_walk_stops_before() {
+        let store = crate::infra::storage::MemoryStore::new("archive");
+        for m in [
+            "_compaction_state/manifests/2026-07-17/a.json",
+            "_compaction_state/manifests/2026-07-21/s.json",
+            "_compaction_state/quarantine/2026-07-18/q.json",
+            "_compaction_state/stuck/2026-07-21/s.json",
+        ] {
+            store.put_now(m, "{}".into());
+        }
+        let b = Blocked::read(&store, Some(d("2026-07-20"))).await.unwrap();
+        assert_eq!(
+            b.dates.keys().copied().collect::<Vec<_>>(),
+            [
+                d("2026-07-17"),
+                d("2026-07-18"),
+                d("2026-07-20"),
+                d("2026-07-21")
+            ]
+        );
+        assert_eq!(
+            b.walk_blocked_dates().collect::<Vec<_>>(),
+            [d("2026-07-18"), d("2026-07-21")]
+        );
+        assert_eq!(
+            blocked().walk_blocked_dates().collect::<Vec<_>>(),
+            [d("2026-07-18"), d("2026-07-19"), d("2026-07-21")]
+        );
+    }
+
+    #[test]
+    fn a_marked_live_manifest_is_stuck_and_blocks_the_walk_a_stale_mark_blocks_nothing() {
+        let b = blocked();
+        let key = "_compaction_state/manifests/2026-07-21/s.json";
+        assert_eq!(
+            b.blocking_walk(d("2026-07-21")),
+            Some(&BlockReason::Stuck(key.into()))
+        );
+        assert_eq!(
+            b.keeping_cache()[&d("2026-07-21")],
+            format!("stuck manifest {key}")
+        );
+        assert!(!b.dates.contains_key(&d("2026-07-22")), "{b:?}");
+    }
+
+    #[test]
+    fn status_and_prune_name_the_same_quarantined_manifest_for_a_date() {
+        let b = blocked();
+        let prune = b.keeping_cache();
+        for date in ["2026-07-18", "2026-07-19"] {
+            let walk = b.blocking_walk(d(date)).map(ToString::to_string);
+            assert!(
+                walk.as_deref()
+                    .unwrap()
+                    .starts_with("quarantined manifest ")
+            );
+            assert_eq!(walk.as_ref(), prune.get(&d(date)), "{date}");
+        }
+        assert_eq!(
+            prune[&d("2026-07-19")],
+            "quarantined manifest _compaction_state/quarantine/2026-07-19/r.json"
+        );
+    }
+
+    #[test]
+    fn a_live_manifest_and_the_mismatch_date_keep_the_cache_but_do_not_block_the_walk() {
+        let b = blocked();
+        let prune = b.keeping_cache();
+        assert_eq!(
+            prune[&d("2026-07-17")],
+            "live manifest _compaction_state/manifests/2026-07-17/a.json"
+        );
+        assert_eq!(prune[&d("2026-07-20")], "the watermark's mismatch_date");
+        assert_eq!(prune.len(), 5, "{prune:?}");
+        assert_eq!(b.blocking_walk(d("2026-07-17")), None);
+        assert_eq!(b.blocking_walk(d("2026-07-20")), None);
+        assert_eq!(b.blocking_walk(d("2026-07-23")), None);
+        let live = BlockReason::LiveManifest("k".into());
+        assert!(live.keeps_cache() && !live.blocks_walk());
+        assert!(BlockReason::Mismatch.keeps_cache() && !BlockReason::Mismatch.blocks_walk());
+        let q = BlockReason::Quarantined("k".into());
+        assert!(q.keeps_cache() && q.blocks_walk());
+    }
+
+    #[test]
+    fn a_quarantined_key_is_dated_like_its_manifest() {
+        assert_eq!(
+            quarantined_date("_compaction_state/quarantine/2026-07-19/x.json"),
+            Some(d("2026-07-19"))
+        );
+        assert_eq!(
+            quarantined_date("_compaction_state/quarantine/x.json"),
+            None
+        );
+    }
+}

@@ -1,0 +1,430 @@
+//! The parity gate over one date's listings ([`crate::protocol::day::Day`]), and the
+//! earliest partition of `flights/` or `index/` (where a fresh deployment
+//! starts). Read-only: lists and GETs, never writes.
+//!
+//! The parity gate (docs/ARCHITECTURE.md, "Parity gate"): a flight counts
+//! as indexed when a per-flight file is named by its uuid, or when any
+//! multi-row input (a compacted file, or another multi-row index file such
+//! as a legacy migration's) holds a row whose `s3_key` carries its uuid
+//! ([`parity_gate`]); and, once the date's inputs are read, no flight's
+//! per-flight file may hold no row of its own ([`without_own_row`]) and
+//! none may be unreadable ([`unread_rows`]: a file cut in half holds its
+//! flight's row in no readable file, so the flight counts as missing).
+//! [`parity_check`] is both halves, as the run checks a date and as
+//! `status` re-checks a recorded mismatch: one function, the same reads.
+//!
+//! ```
+//! use archive_compaction::protocol::day::Day;
+//! use archive_compaction::protocol::partition::parity_gate;
+//! use archive_compaction::infra::storage::{MemoryStore, Store};
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let store = MemoryStore::new("archive");
+//! let u = "019f7d73-f820-702f-b905-8c81d0944996";
+//! store.put_now(&format!("flights/2026/07/20/{u}.json.gz"), "{}".into());
+//! let date = chrono::NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+//! let day = Day::list(&store, date, true, Default::default()).await.unwrap();
+//! let (budget, spill) = (Default::default(), Default::default());
+//! let gate = parity_gate(&store, &day.flights, &day.index, budget, spill).await.unwrap();
+//! assert_eq!(gate.missing.len(), 1); // no index row for the flight
+//! # });
+//! ```
+
+use chrono::NaiveDate;
+use uuid::Uuid;
+
+use crate::data::input::{self, Budget, RowKeys};
+use crate::data::keys::{
+    FLIGHTS_ROOT, INDEX_ROOT, flight_uuid, flights_partition_date, index_partition_date,
+};
+use crate::data::merge;
+use crate::data::merge::Source;
+use crate::data::report::UnreadFile;
+use crate::data::spill::{SortedSetBuilder, SpillSettings, UuidSet};
+use crate::infra::error::Result;
+use crate::infra::storage::Store;
+use crate::protocol::plan::{self, PartitionListing, PlannedInput};
+use crate::protocol::read::{self, Prefetched, ReadInputs, ReadSettings};
+
+pub use crate::protocol::plan::Flights;
+
+/// What the parity gate found for one date.
+#[derive(Debug, Default)]
+pub struct ParityGate {
+    /// Flights under `flights/` with no index row, in uuid order (on disk
+    /// past `FLIGHTS_IN_MEMORY`).
+    pub missing: UuidSet,
+    /// Multi-row inputs (compacted and other) read to look for rows (0 when
+    /// the per-flight file names already cover every flight).
+    pub compacted_files_read: u64,
+    /// Multi-row inputs that could not be decoded, with why (their rows
+    /// count as absent).
+    pub unreadable: Vec<(String, merge::Unmergeable)>,
+    /// The bodies read, by key, for the merge to reuse (no second GET of
+    /// the same version).
+    pub prefetched: Prefetched,
+}
+
+/// The parity gate for one date's listings (see the module docs). The
+/// multi-row inputs' `s3_key` columns are read only when the names do not
+/// cover every flight; what was read is returned in
+/// [`ParityGate::prefetched`]. Index rows without a flight do not block.
+/// The flights not named by a file, and those the multi-row inputs hold,
+/// are sets that spill past `spill`'s limit; the second is taken off the
+/// first in one merge pass, so what is held is bounded by the limit and
+/// the largest input, not by the date.
+///
+/// Errors: an S3 error reading a multi-row input (one that vanished since
+/// the listing counts as holding no rows); [`crate::infra::error::Error::Spill`].
+pub async fn parity_gate(
+    store: &impl Store,
+    flights: &UuidSet,
+    listing: &PartitionListing,
+    budget: Budget,
+    spill: SpillSettings,
+) -> Result<ParityGate> {
+    let mut gate = ParityGate {
+        missing: listing.flights_not_named(flights, spill)?,
+        ..ParityGate::default()
+    };
+    if gate.missing.is_empty() {
+        return Ok(gate);
+    }
+    // Every flight the multi-row inputs hold, then one merge pass.
+    let mut found = crate::data::spill::UuidSetBuilder::new(spill);
+    for (c, _) in listing.multi_row_inputs() {
+        let Some(read) = flights_in(store, c, budget, &mut gate.prefetched).await? else {
+            continue;
+        };
+        gate.compacted_files_read += 1;
+        match read {
+            Ok(rows) => rows.into_iter().try_for_each(|u| found.push(u))?,
+            Err(u) => gate.unreadable.push((c.key.clone(), u)),
+        }
+    }
+    gate.missing = gate.missing.difference(&found.finish()?, spill)?;
+    Ok(gate)
+}
+
+/// The flights one multi-row input `c` holds rows of (its `s3_key`
+/// column, within `budget`, batch by batch; the body kept in `prefetched`
+/// for the merge when it was read whole). `None` when it vanished since
+/// the listing; `Some(Err)` when it cannot be decoded (its rows count as
+/// absent).
+///
+/// Errors: an S3 error reading it.
+async fn flights_in(
+    store: &impl Store,
+    c: &crate::infra::storage::ObjectMeta,
+    budget: Budget,
+    prefetched: &mut Prefetched,
+) -> Result<Option<std::result::Result<Vec<Uuid>, merge::Unmergeable>>> {
+    let mut found = Vec::new();
+    let read = match input::read_columns(store, c, None, budget, None, &["s3_key"], |b| {
+        let keys = RowKeys::of(&b)?;
+        found.extend((0..keys.rows()).filter_map(|r| keys.s3_key(r).and_then(flight_uuid)));
+        Ok(())
+    })
+    .await
+    {
+        Err(e) if e.is_not_found() => return Ok(None),
+        r => r?,
+    };
+    if let Some(f) = read.whole {
+        prefetched.insert(c.key.clone(), f);
+    }
+    Ok(Some(read.outcome.map(|()| found)))
+}
+
+/// A date's planned `inputs` as a [`plan::PartQueue`], the one cut the run
+/// commits by. When they may be more than one part (more than
+/// `settings.part_files`, or than [`crate::protocol::sizing::MIN_PART_FILES`], the
+/// smallest part the time left may cut), the flights of their multi-row
+/// inputs are read first (their `s3_key` column; bodies read whole kept in
+/// `prefetched`) so inputs sharing a flight stay together. The (flight,
+/// input) pairs go into a set that spills to disk ([`crate::data::spill`]).
+///
+/// Errors: an S3 error reading a multi-row input;
+/// [`crate::infra::error::Error::Spill`].
+pub async fn parts_of(
+    store: &impl Store,
+    inputs: Vec<PlannedInput>,
+    settings: ReadSettings,
+    prefetched: &mut Prefetched,
+) -> Result<plan::PartQueue> {
+    let total: u64 = inputs.iter().map(plan::input_weight).sum();
+    // A part may be cut as small as MIN_PART_FILES by the time left.
+    let may_split = settings
+        .part_files
+        .min(crate::protocol::sizing::MIN_PART_FILES);
+    let groups = match total > may_split {
+        true => shared_flights(store, &inputs, settings, prefetched).await?,
+        false => plan::Groups::new(inputs.len()),
+    };
+    Ok(plan::PartQueue::new(inputs, groups))
+}
+
+/// `inputs` grouped by the flights they share: a per-flight file holds its
+/// own, a multi-row input the flights of its rows (read as the parity gate
+/// reads them; none for one that vanished or cannot be decoded: the merge
+/// skips it too). Bodies read whole go into `prefetched`.
+///
+/// Errors: an S3 error reading an input; [`crate::infra::error::Error::Spill`].
+async fn shared_flights(
+    store: &impl Store,
+    inputs: &[PlannedInput],
+    settings: ReadSettings,
+    prefetched: &mut Prefetched,
+) -> Result<plan::Groups> {
+    let mut holders = SortedSetBuilder::<(Uuid, u32)>::new(settings.spill);
+    for (i, input) in inputs.iter().enumerate() {
+        let i = u32::try_from(i).unwrap_or(u32::MAX);
+        if let Some(u) = input.flight() {
+            holders.push((u, i))?;
+            continue;
+        }
+        let found = flights_in(store, &input.meta, settings.budget, prefetched).await?;
+        for u in found.and_then(Result::ok).unwrap_or_default() {
+            holders.push((u, i))?;
+        }
+    }
+    plan::Groups::of_holders(inputs.len(), holders.finish()?.iter())
+}
+
+/// The whole parity verdict on one date ([`parity_check`]).
+#[derive(Debug, Default)]
+pub struct ParityCheck {
+    /// Flights under `flights/` with no index row by name or by a
+    /// multi-row input's row ([`parity_gate`]), in uuid order (on disk past
+    /// `FLIGHTS_IN_MEMORY`).
+    pub missing: UuidSet,
+    /// When `missing` is empty: flights whose per-flight file, read, holds
+    /// no row of theirs ([`without_own_row`]), in uuid order.
+    pub without_own_row: Vec<Uuid>,
+    /// When `missing` is empty: the date's flights whose per-flight file
+    /// cannot be read ([`unread_rows`]), by flight.
+    pub unread: Vec<UnreadFile>,
+    /// Multi-row inputs the gate read for rows.
+    pub compacted_files_read: u64,
+    /// Multi-row inputs the gate could not decode, with why.
+    pub unreadable: Vec<(String, merge::Unmergeable)>,
+    /// Without `inputs` to read: the bodies the gate read, by key, for the
+    /// merge to reuse.
+    pub prefetched: Prefetched,
+}
+
+impl ParityCheck {
+    /// The flights that fail parity, sorted: `missing`, else the flights of
+    /// `without_own_row` and `unread` together.
+    pub fn failing(&self) -> UuidSet {
+        if !self.missing.is_empty() {
+            return self.missing.clone();
+        }
+        (self.without_own_row.iter().copied())
+            .chain(self.unread.iter().map(|f| f.flight))
+            .collect()
+    }
+
+    /// Why the date fails parity, in words (`None`: it passes); the text a
+    /// run puts in `days[].reason`. An unreadable per-flight file is named
+    /// with its key and why (the first one; `days[].unread_files` lists
+    /// them).
+    pub fn reason(&self) -> Option<String> {
+        if !self.missing.is_empty() {
+            return Some(format!(
+                "{} flight(s) without an index row",
+                self.missing.len()
+            ));
+        }
+        let mut parts = Vec::new();
+        if !self.without_own_row.is_empty() {
+            parts.push(format!(
+                "{} flight(s) whose per-flight file holds no row of theirs (empty, another flight's row, or a null or empty s3_key)",
+                self.without_own_row.len()
+            ));
+        }
+        if let Some(first) = self.unread.first() {
+            parts.push(format!(
+                "{} flight(s) whose per-flight file cannot be read, so their index row is in no readable file (first: {}: {}); left in place, the date stays unpassed until the file is rewritten readable (docs/runbook.md#an-unreadable-per-flight-index-file)",
+                self.unread.len(),
+                first.key,
+                first.reason
+            ));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+}
+
+/// The run's parity gate on one date, both halves: [`parity_gate`] over the
+/// listings, then, when it passes and the plan has `inputs` to merge, those
+/// inputs read as the commit reads them ([`read::read_inputs`], reusing
+/// the gate's bodies) and checked by [`without_own_row`]. The run calls it
+/// on the walk's and a range's dates, `status` on the recorded mismatch
+/// date, so what `status` predicts is what the next run does.
+///
+/// Errors: an S3 error reading an input; [`crate::infra::error::Error::Encode`]
+/// from the merge.
+pub async fn parity_check(
+    store: &impl Store,
+    date: NaiveDate,
+    flights: &UuidSet,
+    listing: &PartitionListing,
+    inputs: Option<&[PlannedInput]>,
+    settings: ReadSettings,
+) -> Result<ParityCheck> {
+    let gate = parity_gate(store, flights, listing, settings.budget, settings.spill).await?;
+    let mut check = ParityCheck {
+        missing: gate.missing,
+        compacted_files_read: gate.compacted_files_read,
+        unreadable: gate.unreadable,
+        ..ParityCheck::default()
+    };
+    let Some(inputs) = inputs.filter(|_| check.missing.is_empty()) else {
+        check.prefetched = gate.prefetched;
+        return Ok(check);
+    };
+    // Part by part, as the run reads them (`plan::parts`): the same
+    // parts, so the same verdict, and one part's memory at a time.
+    let mut prefetched = gate.prefetched;
+    let mut queue = parts_of(store, inputs.to_vec(), settings, &mut prefetched).await?;
+    while let Some(part) = queue.next_part(settings.part_files) {
+        let read = read::read_inputs(store, date, &part, settings, &prefetched).await?;
+        check
+            .without_own_row
+            .extend(without_own_row(&read, flights)?);
+        check.unread.extend(unread_rows(&read, flights)?);
+    }
+    check.without_own_row.sort_unstable();
+    check.without_own_row.dedup();
+    check
+        .unread
+        .sort_by(|a, b| (a.flight, &a.key).cmp(&(b.flight, &b.key)));
+    Ok(check)
+}
+
+/// Whether what was read leaves nothing to merge: no readable per-flight or
+/// other multi-row file, and at most one compacted file (then nothing is
+/// written, and no row can be lost); or a compacted file over an input
+/// limit ([`ReadInputs::held_back`]: nothing of the day is merged).
+pub fn nothing_to_merge(read: &ReadInputs) -> bool {
+    if read.held_back.is_some() {
+        // A compacted file over an input limit: nothing is merged.
+        return true;
+    }
+    let compacted = (read.merge_inputs.iter())
+        .filter(|i| i.source == Source::Compacted)
+        .count();
+    compacted == read.merge_inputs.len() && compacted < 2
+}
+
+/// The second half of the parity gate: flights of `flights` (the date's,
+/// as the gate saw them) whose per-flight file, read, holds no row of
+/// theirs. The gate counted them by the file's name; merging the file
+/// would leave them without an index row. When [`nothing_to_merge`]
+/// (nothing is written) only the flights whose file is left in place for a
+/// null or empty `s3_key` ([`ReadInputs::keyless_flights`]): no merge
+/// takes such a file, so its flight has no index row to keep until its
+/// `s3_key` holds the flight object's key, whatever else the date holds.
+///
+/// Errors: [`crate::infra::error::Error::Spill`] when `flights` is on disk and
+/// cannot be read back.
+pub fn without_own_row(read: &ReadInputs, flights: &UuidSet) -> Result<Vec<Uuid>> {
+    let merging = !nothing_to_merge(read);
+    let mut lost = Vec::new();
+    for u in &read.without_own_row {
+        if (merging || read.keyless_flights.contains(u)) && flights.contains(u)? {
+            lost.push(*u);
+        }
+    }
+    lost.sort_unstable();
+    lost.dedup();
+    Ok(lost)
+}
+
+/// The rest of the second half of the parity gate: the per-flight files of
+/// `flights` (the date's, as the gate saw them) that could not be read
+/// ([`ReadInputs::unread`]: not Parquet, truncated, undecodable), sorted by
+/// flight. Such a flight's row is in no readable file, so it counts as
+/// that flight's missing index row, whether or not anything else is
+/// merged: the date is a Mismatch until the file is readable or replaced.
+/// A per-flight file with no flight under `flights/` is an
+/// orphan row and blocks nothing. Nothing about the file is deleted (no
+/// merge takes an input it could not read).
+///
+/// Errors: [`crate::infra::error::Error::Spill`] when `flights` is on disk and
+/// cannot be read back.
+pub fn unread_rows(read: &ReadInputs, flights: &UuidSet) -> Result<Vec<UnreadFile>> {
+    let mut unread = Vec::new();
+    for f in &read.unread {
+        if flights.contains(&f.flight)? {
+            unread.push(f.clone());
+        }
+    }
+    unread.sort_by(|a, b| (a.flight, &a.key).cmp(&(b.flight, &b.key)));
+    unread.dedup_by(|a, b| a.key == b.key);
+    Ok(unread)
+}
+
+/// The walk's first date when there is no watermark: `start_date`
+/// (`START_DATE`) when set, else [`earliest_partition`]; `None` with a
+/// watermark (the walk starts after it, [`plan::walk_start`]) or in an
+/// empty bucket. The one rule `run`, its lease-held report and `status`
+/// count the lag from; it lists only without a watermark and `START_DATE`.
+///
+/// Errors: an S3 error listing a prefix.
+pub async fn first_date(
+    store: &impl Store,
+    watermark: Option<NaiveDate>,
+    start_date: Option<NaiveDate>,
+) -> Result<Option<NaiveDate>> {
+    match (watermark, start_date) {
+        (Some(_), _) => Ok(None),
+        (None, Some(s)) => Ok(Some(s)),
+        (None, None) => earliest_partition(store).await,
+    }
+}
+
+/// The earliest date with a partition: the earlier of the first
+/// `index/year=/month=/day=/` and the first `flights/YYYY/MM/DD/` prefix, each
+/// found by delimiter listings (years, then months, then days, stopping at
+/// the first day found). Where the walk starts without a watermark or
+/// `START_DATE`: flights on dates before the first index partition (an index
+/// upload broken from the start) are walked, found without their index rows
+/// and reported as a Mismatch, instead of never being looked at.
+///
+/// Errors: an S3 error listing a prefix.
+pub async fn earliest_partition(store: &impl Store) -> Result<Option<NaiveDate>> {
+    let index = earliest_under(store, INDEX_ROOT, "year=", index_partition_date).await?;
+    let flights = earliest_under(store, FLIGHTS_ROOT, "", flights_partition_date).await?;
+    Ok(index.into_iter().chain(flights).min())
+}
+
+/// The earliest day prefix under `root` (`root` + year/ + month/ + day/),
+/// whose year prefixes start with `year_tag`, dated by `date_of`.
+async fn earliest_under(
+    store: &impl Store,
+    root: &str,
+    year_tag: &str,
+    date_of: fn(&str) -> Option<NaiveDate>,
+) -> Result<Option<NaiveDate>> {
+    let mut years = store.list_prefixes(root).await?;
+    years.sort();
+    for y in years
+        .iter()
+        .filter(|p| p[root.len()..].starts_with(year_tag))
+    {
+        let mut months = store.list_prefixes(y).await?;
+        months.sort();
+        for m in &months {
+            let first = store
+                .list_prefixes(m)
+                .await?
+                .iter()
+                .filter_map(|d| date_of(d))
+                .min();
+            if first.is_some() {
+                return Ok(first);
+            }
+        }
+    }
+    Ok(None)
+}

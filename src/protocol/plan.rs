@@ -1,0 +1,1143 @@
+//! Pure planning: what to do with a listing. No I/O, no clock.
+//!
+//! - [`cutoff`] and [`walk_start`]: which dates a run walks.
+//! - [`classify_partition`]: sorts an index partition listing into per-flight
+//!   files, compacted files, other multi-row index files and foreign objects
+//!   (the kinds of [`IndexKey`]).
+//! - [`PartitionListing::flights_not_named`]: the parity gate's first look.
+//! - [`plan_day`]: the [`DayPlan`] for one date, with its reason.
+//!
+//! ```
+//! use archive_compaction::protocol::plan::{plan_day, classify_partition, DayAction};
+//! use chrono::NaiveDate;
+//! let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+//! let plan = plan_day(date, classify_partition(vec![]), &Default::default());
+//! assert!(matches!(plan.action, DayAction::Skip { .. }));
+//! ```
+
+use std::collections::HashSet;
+use std::fmt;
+
+use chrono::{DateTime, Days, NaiveDate, Utc};
+use uuid::Uuid;
+
+use crate::data::keys::{IndexKey, classify_index_key};
+use crate::data::merge::Source;
+use crate::data::spill::{SpillSettings, UuidSet, UuidSetBuilder};
+use crate::infra::storage::ObjectMeta;
+
+/// A small set of flights, always in memory: a batch of the flights the
+/// multi-row inputs hold (the parity gate's), the flights a report names.
+/// Sorted, without duplicates, in one array: 16 B a flight, a B-tree's
+/// ~40 B less. A date's own sets, which grow with it, are
+/// [`crate::data::spill::UuidSet`]s (on disk past `FLIGHTS_IN_MEMORY`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Flights(Vec<Uuid>);
+
+impl Flights {
+    /// Whether `flight` is in the set (a binary search).
+    pub fn contains(&self, flight: &Uuid) -> bool {
+        self.position(flight).is_some()
+    }
+
+    /// How many flights.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The flights in uuid order.
+    pub fn iter(&self) -> std::slice::Iter<'_, Uuid> {
+        self.0.iter()
+    }
+
+    /// Where `flight` is in the set's order, if it is there.
+    fn position(&self, flight: &Uuid) -> Option<usize> {
+        self.0.binary_search(flight).ok()
+    }
+
+    /// Adds `flight`; false when it was there already.
+    pub fn insert(&mut self, flight: Uuid) -> bool {
+        match self.0.binary_search(&flight) {
+            Ok(_) => false,
+            Err(at) => {
+                self.0.insert(at, flight);
+                true
+            }
+        }
+    }
+}
+
+impl From<Vec<Uuid>> for Flights {
+    /// Sorts and dedups `flights` in place, then gives back the spare capacity.
+    fn from(mut flights: Vec<Uuid>) -> Flights {
+        flights.sort_unstable();
+        flights.dedup();
+        flights.shrink_to_fit();
+        Flights(flights)
+    }
+}
+
+impl<const N: usize> From<[Uuid; N]> for Flights {
+    fn from(flights: [Uuid; N]) -> Flights {
+        Flights::from(flights.to_vec())
+    }
+}
+
+impl FromIterator<Uuid> for Flights {
+    fn from_iter<I: IntoIterator<Item = Uuid>>(flights: I) -> Flights {
+        Flights::from(flights.into_iter().collect::<Vec<_>>())
+    }
+}
+
+/// Cutoff date: the UTC date of `now` minus `lag_days` days.
+pub fn cutoff(now: DateTime<Utc>, lag_days: u32) -> NaiveDate {
+    now.date_naive() - Days::new(lag_days as u64)
+}
+
+/// Dates up to `cutoff` not yet compacted (`watermark_lag_days` of the
+/// report, the metric and `status`): from the day after `watermark`; without
+/// one, from `first` (the first date a walk would take) with `first`
+/// counted; 0 when at or past the cutoff, or with nothing to start from.
+///
+/// ```
+/// use archive_compaction::protocol::plan::watermark_lag_days;
+/// let d = |s: &str| s.parse().unwrap();
+/// assert_eq!(watermark_lag_days(Some(d("2026-07-17")), None, d("2026-07-20")), 3);
+/// assert_eq!(watermark_lag_days(None, Some(d("2026-07-18")), d("2026-07-20")), 3);
+/// assert_eq!(watermark_lag_days(Some(d("2026-07-22")), None, d("2026-07-20")), 0);
+/// assert_eq!(watermark_lag_days(None, None, d("2026-07-20")), 0);
+/// ```
+pub fn watermark_lag_days(
+    watermark: Option<NaiveDate>,
+    first: Option<NaiveDate>,
+    cutoff: NaiveDate,
+) -> i64 {
+    match (watermark, first) {
+        (Some(w), _) => (cutoff - w).num_days().max(0),
+        (None, Some(f)) => ((cutoff - f).num_days() + 1).max(0),
+        (None, None) => 0,
+    }
+}
+
+/// Days `watermark` is ahead of `today` (the wall clock's cutoff), when it
+/// is: a state every run fails on (`Error::WatermarkAhead`).
+pub fn watermark_ahead_days(watermark: Option<NaiveDate>, today: NaiveDate) -> Option<i64> {
+    watermark
+        .filter(|w| *w > today)
+        .map(|w| (w - today).num_days())
+}
+
+/// First date to walk: the day after the watermark, but never before
+/// `start_date` (`START_DATE`: no date before it is walked, whatever the
+/// watermark); without a watermark, `start_date` if set, else the earliest
+/// index partition; `None` when there is nothing to start from.
+pub fn walk_start(
+    watermark: Option<NaiveDate>,
+    start_date: Option<NaiveDate>,
+    earliest_partition: Option<NaiveDate>,
+) -> Option<NaiveDate> {
+    match watermark {
+        Some(w) => w
+            .succ_opt()
+            .map(|next| start_date.map_or(next, |s| next.max(s))),
+        None => start_date.or(earliest_partition),
+    }
+}
+
+/// Where a walk from `start` to `cutoff` begins once the dates without any
+/// object are left out: the first date with a partition (`earliest`, the
+/// earliest `index/` or `flights/` day prefix, [`crate::protocol::partition::earliest_partition`])
+/// or with a blocked manifest (`blocked`, the first at or after `start`),
+/// when after `start`; never after
+/// `cutoff`, so a bucket with nothing up to the cutoff still walks the
+/// cutoff (an empty date) and the watermark reaches it.
+///
+/// Dates before `earliest` have no object under their `index/` or
+/// `flights/` prefix: walking them one by one compacts nothing, checks
+/// parity on zero flights, and only costs two listings and a watermark
+/// write each.
+///
+/// ```
+/// use archive_compaction::protocol::plan::first_date_with_data;
+/// let d = |s: &str| chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap();
+/// let (start, cutoff) = (d("0001-01-02"), d("2026-07-20"));
+/// assert_eq!(first_date_with_data(start, cutoff, Some(d("2026-07-18")), None), d("2026-07-18"));
+/// assert_eq!(first_date_with_data(start, cutoff, None, None), cutoff);
+/// assert_eq!(first_date_with_data(d("2026-07-19"), cutoff, Some(d("2026-07-01")), None), d("2026-07-19"));
+/// ```
+pub fn first_date_with_data(
+    start: NaiveDate,
+    cutoff: NaiveDate,
+    earliest: Option<NaiveDate>,
+    blocked: Option<NaiveDate>,
+) -> NaiveDate {
+    let first = [earliest, blocked, Some(cutoff)]
+        .into_iter()
+        .flatten()
+        .min()
+        .expect("the cutoff is one");
+    start.max(first)
+}
+
+/// An index partition listing, sorted out.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PartitionListing {
+    /// `{uuid}.parquet` files with their uuid, in key order.
+    pub per_flight: Vec<(Uuid, ObjectMeta)>,
+    /// `{uuid}.parquet` files listed past a window
+    /// ([`crate::protocol::day::Day::list_window`]): counted, and in the parity gate
+    /// by the flights they are named by, planned by a later pass. None for
+    /// a listing without a window.
+    pub beyond_window: BeyondWindow,
+    /// `compacted-*.parquet` files, in key order.
+    pub compacted: Vec<ObjectMeta>,
+    /// Other multi-row index files (any other `.parquet` name), in key order.
+    pub multi_row: Vec<ObjectMeta>,
+    /// Everything else, with why it is foreign. Never touched.
+    pub foreign: Vec<(ObjectMeta, &'static str)>,
+}
+
+/// The per-flight files a listing window left out
+/// ([`crate::protocol::day::Day::list_window`]): how many, and, when the date's
+/// flights were listed with them, the flights they are named by. Neither
+/// key nor ETag is held for them; the flights' uuids spill to disk past
+/// `FLIGHTS_IN_MEMORY` ([`crate::data::spill`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BeyondWindow {
+    /// How many (non-empty `{uuid}.parquet` files).
+    pub files: usize,
+    /// Their sizes together, in bytes.
+    pub bytes: u64,
+    /// The uuids they are named by. Empty when the listing had no flights
+    /// (a later pass of the run, the straggler sweep).
+    pub flights: UuidSet,
+}
+
+impl PartitionListing {
+    /// The flights of `flights` that no per-flight file is named by, in the
+    /// window or past it: the parity gate's first look, before any
+    /// multi-row input is read. A merge of the sorted sets, so a set on
+    /// disk is read once, in order; the result spills past `spill`'s limit.
+    ///
+    /// Errors: [`crate::infra::error::Error::Spill`] reading a set or writing the
+    /// result.
+    pub fn flights_not_named(
+        &self,
+        flights: &UuidSet,
+        spill: SpillSettings,
+    ) -> crate::infra::error::Result<UuidSet> {
+        let mut window: Vec<Uuid> = self.per_flight.iter().map(|(u, _)| *u).collect();
+        window.sort_unstable();
+        let mut window = window.into_iter().peekable();
+        let mut past = self.beyond_window.flights.iter().peekable();
+        let mut out = UuidSetBuilder::new(spill);
+        for u in flights.iter() {
+            let u = u?;
+            while window.next_if(|w| *w < u).is_some() {}
+            if window.peek() == Some(&u) {
+                continue;
+            }
+            let named_past = loop {
+                match past.peek() {
+                    Some(Ok(p)) if *p < u => _ = past.next(),
+                    Some(Ok(p)) => break *p == u,
+                    Some(Err(_)) => {
+                        return Err(past.next().and_then(Result::err).expect("an error"));
+                    }
+                    None => break false,
+                }
+            };
+            if !named_past {
+                out.push(u)?;
+            }
+        }
+        out.finish()
+    }
+
+    /// The multi-row inputs (compacted files, then other multi-row files),
+    /// with their [`Source`]: the files whose rows, not names, say which
+    /// flights they index.
+    pub fn multi_row_inputs(&self) -> impl Iterator<Item = (&ObjectMeta, Source)> {
+        (self.compacted.iter().map(|m| (m, Source::Compacted)))
+            .chain(self.multi_row.iter().map(|m| (m, Source::MultiRow)))
+    }
+
+    /// The per-flight files' sizes together, in the window or past it, in
+    /// bytes.
+    pub fn per_flight_bytes(&self) -> u64 {
+        self.per_flight.iter().map(|(_, m)| m.size).sum::<u64>() + self.beyond_window.bytes
+    }
+
+    /// Every index input (per-flight, compacted, other multi-row).
+    pub fn inputs(&self) -> impl Iterator<Item = &ObjectMeta> {
+        (self.per_flight.iter().map(|(_, m)| m))
+            .chain(&self.compacted)
+            .chain(&self.multi_row)
+    }
+}
+
+/// Sorts the objects of one index partition by [`IndexKey`]. Zero-byte
+/// objects are foreign whatever their name (directory markers, failed
+/// uploads: an empty body is no Parquet file).
+pub fn classify_partition(objects: Vec<ObjectMeta>) -> PartitionListing {
+    let mut out = PartitionListing::default();
+    for o in objects {
+        if o.size == 0 {
+            out.foreign.push((o, "zero-byte object"));
+            continue;
+        }
+        match classify_index_key(&o.key) {
+            IndexKey::PerFlight(u) => out.per_flight.push((u, o)),
+            IndexKey::Compacted => out.compacted.push(o),
+            IndexKey::MultiRow => out.multi_row.push(o),
+            IndexKey::Foreign(why) => out.foreign.push((o, why)),
+        }
+    }
+    out
+}
+
+/// One input of a day's compaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedInput {
+    /// The object as listed.
+    pub meta: ObjectMeta,
+    /// Its kind: a per-flight file (with its flight), a compacted file or
+    /// another multi-row index file, which decides who wins between
+    /// duplicates ([`crate::data::merge`]).
+    pub source: Source,
+}
+
+impl PlannedInput {
+    /// The flight of a per-flight file; `None` for a multi-row input.
+    pub fn flight(&self) -> Option<Uuid> {
+        match self.source {
+            Source::PerFlight(u) => Some(u),
+            Source::Compacted | Source::MultiRow => None,
+        }
+    }
+}
+
+/// What to do with one date.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DayAction {
+    /// Merge these inputs into one new compacted file and retire them.
+    Compact {
+        /// Inputs: compacted files, then other multi-row files, then
+        /// per-flight files, each kind in key order.
+        inputs: Vec<PlannedInput>,
+    },
+    /// Nothing to write; the watermark may move past the date.
+    Skip,
+}
+
+/// The plan for one date, with the reason it prints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DayPlan {
+    /// The date.
+    pub date: NaiveDate,
+    /// What to do.
+    pub action: DayAction,
+    /// Why, in words.
+    pub reason: String,
+    /// Per-flight files left out because a live manifest claims them.
+    pub claimed: usize,
+}
+
+impl fmt::Display for DayPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.action {
+            DayAction::Compact { inputs } => write!(
+                f,
+                "{}: compact {} files ({})",
+                self.date,
+                inputs.len(),
+                self.reason
+            ),
+            DayAction::Skip => write!(f, "{}: skip ({})", self.date, self.reason),
+        }
+    }
+}
+
+/// Plans one date from its sorted listing. `claimed` are keys a live
+/// manifest holds; they are never inputs.
+///
+/// Rules: per-flight files and other multi-row files (a legacy migration's
+/// `legacy-migration.parquet`, exports) are merged; if the partition already
+/// has compacted files, they are folded into the new one (one compacted file
+/// per day, duplicates resolved by the merge); two or more compacted files and
+/// nothing else are merged too; a day that is already one compacted file, or
+/// has no index input at all, has nothing to do.
+pub fn plan_day(date: NaiveDate, listing: PartitionListing, claimed: &HashSet<String>) -> DayPlan {
+    let claimed_n = listing
+        .inputs()
+        .filter(|m| claimed.contains(&m.key))
+        .count();
+    // The listing is moved into the plan, not copied: a date's listing is
+    // ~200 B a file, and a 500,000-file date cannot hold it twice.
+    let free = |m: &ObjectMeta| !claimed.contains(&m.key);
+    let planned = |source| move |meta| PlannedInput { meta, source };
+    let mut inputs: Vec<PlannedInput> = (listing.compacted.into_iter().filter(free))
+        .map(planned(Source::Compacted))
+        .collect();
+    let c = inputs.len();
+    inputs.extend((listing.multi_row.into_iter().filter(free)).map(planned(Source::MultiRow)));
+    let o = inputs.len() - c;
+    inputs.extend(
+        (listing.per_flight.into_iter())
+            .filter(|(_, m)| free(m))
+            .map(|(u, meta)| PlannedInput {
+                meta,
+                source: Source::PerFlight(u),
+            }),
+    );
+    let n = inputs.len() - c - o;
+    let (action, reason) = match skip_reason(n, o, c) {
+        Some(why) => (DayAction::Skip, why),
+        None => {
+            let mut parts = Vec::new();
+            if n > 0 {
+                parts.push(format!("{n} per-flight file(s)"));
+            }
+            if o > 0 {
+                parts.push(format!("{o} other multi-row index file(s)"));
+            }
+            let why = match (parts.is_empty(), c) {
+                (true, c) => format!("{c} compacted files to merge into one"),
+                (false, 0) => parts.join(" and "),
+                (false, c) => format!(
+                    "{} folded into {c} existing compacted file(s)",
+                    parts.join(" and ")
+                ),
+            };
+            (DayAction::Compact { inputs }, why)
+        }
+    };
+    DayPlan {
+        date,
+        action,
+        reason,
+        claimed: claimed_n,
+    }
+}
+
+/// Whether [`plan_day`] would compact `listing` (its inputs not in
+/// `claimed`), without building the plan: a repair run gates only a date
+/// it would touch.
+pub fn compacts(listing: &PartitionListing, claimed: &HashSet<String>) -> bool {
+    let free = |m: &&ObjectMeta| !claimed.contains(&m.key);
+    let n = (listing.per_flight.iter().map(|(_, m)| m))
+        .filter(free)
+        .count();
+    let o = listing.multi_row.iter().filter(free).count();
+    let c = listing.compacted.iter().filter(free).count();
+    skip_reason(n, o, c).is_none()
+}
+
+/// Why a date with `per_flight` per-flight files, `multi_row` other
+/// multi-row files and `compacted` compacted files (none claimed) has
+/// nothing to do, or `None` when it is compacted: the rule of
+/// [`plan_day`] and [`compacts`].
+fn skip_reason(per_flight: usize, multi_row: usize, compacted: usize) -> Option<String> {
+    match (per_flight, multi_row, compacted) {
+        (0, 0, 0) => Some("no index files".to_string()),
+        (0, 0, 1) => Some("already one compacted file and nothing else".to_string()),
+        _ => None,
+    }
+}
+
+/// What one input of a part weighs, in per-flight-file units: a
+/// per-flight file 1, a multi-row input (compacted or other) 1 plus 1 for
+/// every [`MULTI_ROW_BYTES_PER_WEIGHT`] bytes of it. A per-flight file's
+/// state through a commit (plan and manifest entries, proof, merge) is
+/// ~1.5 KB; a multi-row input's rows cost about as much for every 400
+/// bytes of Parquet (docs/performance.md: ~53 B a row with zstd, ~190 B a
+/// row decoded), so a part's weight bounds its memory whatever its inputs
+/// are ([`crate::protocol::sizing::peak_memory_mb`]). An estimate from those figures,
+/// not a measurement of multi-row parts.
+pub fn input_weight(input: &PlannedInput) -> u64 {
+    match input.source {
+        Source::PerFlight(_) => 1,
+        Source::Compacted | Source::MultiRow => 1 + input.meta.size / MULTI_ROW_BYTES_PER_WEIGHT,
+    }
+}
+
+/// Bytes of a multi-row input that weigh as much as one per-flight file in
+/// a part ([`input_weight`]).
+pub const MULTI_ROW_BYTES_PER_WEIGHT: u64 = 400;
+
+/// A date's inputs in parts, each committed on its own (its own output,
+/// manifest, proof and deletes: [`crate::commands::run`]), and the compacted files
+/// left as they are.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Parts {
+    /// The parts, in commit order, each in the plan's order (compacted,
+    /// other multi-row, per-flight); each of at most `PART_FILES` weight
+    /// ([`input_weight`]) unless inputs that share a flight weigh more
+    /// together.
+    pub parts: Vec<Vec<PlannedInput>>,
+    /// Compacted files not folded: the date's inputs are more than one part
+    /// and these share no flight with another input and do not fit the
+    /// first part (each is already one part's output; Athena reads every
+    /// `compacted-*` file of a partition).
+    pub left_as_they_are: usize,
+}
+
+/// A date's inputs grouped by the flights they share: a union-find over
+/// their indices in the plan ([`parts`]). Built from every (flight, input)
+/// pair in flight order ([`Groups::of_holders`]), so the pairs can be a
+/// set on disk ([`crate::data::spill`]) and a date's grouping holds one index an
+/// input, not one entry a flight.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Groups {
+    parent: Vec<usize>,
+}
+
+impl Groups {
+    /// `n` inputs, each alone.
+    pub fn new(n: usize) -> Groups {
+        Groups {
+            parent: (0..n).collect(),
+        }
+    }
+
+    /// `n` inputs grouped by `holders`: every (flight, input index) pair,
+    /// in flight order (a [`crate::data::spill::SortedSet`]'s); inputs named by
+    /// two pairs of one flight are in one group. Indices past `n` are
+    /// passed by.
+    ///
+    /// Errors: the first error of `holders` (a set on disk not read back).
+    pub fn of_holders<E>(
+        n: usize,
+        holders: impl IntoIterator<Item = Result<(Uuid, u32), E>>,
+    ) -> Result<Groups, E> {
+        let mut g = Groups::new(n);
+        let mut last: Option<(Uuid, usize)> = None;
+        for pair in holders {
+            let (flight, i) = pair?;
+            let i = i as usize;
+            if i >= n {
+                continue;
+            }
+            match last {
+                Some((f, j)) if f == flight => g.join(i, j),
+                _ => last = Some((flight, i)),
+            }
+        }
+        Ok(g)
+    }
+
+    /// Puts inputs `a` and `b` in one group.
+    pub fn join(&mut self, a: usize, b: usize) {
+        let (a, b) = (self.root(a), self.root(b));
+        self.parent[a.max(b)] = a.min(b);
+    }
+
+    /// The group of input `i`: its smallest index.
+    fn root(&mut self, mut i: usize) -> usize {
+        while self.parent[i] != i {
+            self.parent[i] = self.parent[self.parent[i]];
+            i = self.parent[i];
+        }
+        i
+    }
+}
+
+/// Splits a plan's `inputs` (compacted files, then other multi-row files,
+/// then per-flight files: [`DayAction::Compact`]) into parts of at most
+/// `part_weight` ([`input_weight`]): a [`PartQueue`] drained at one weight.
+///
+/// ```
+/// use archive_compaction::protocol::plan::{parts, Groups, PlannedInput};
+/// use archive_compaction::data::merge::Source;
+/// use archive_compaction::infra::storage::ObjectMeta;
+/// let pf = |i: u128| PlannedInput {
+///     meta: ObjectMeta { key: format!("{i}.parquet"), size: 3_000, ..Default::default() },
+///     source: Source::PerFlight(uuid::Uuid::from_u128(i)),
+/// };
+/// let inputs: Vec<_> = (0..10).map(pf).collect();
+/// assert_eq!(parts(inputs.clone(), Groups::new(10), 10).parts.len(), 1);
+/// let split = parts(inputs, Groups::new(10), 4);
+/// assert_eq!(split.parts.iter().map(Vec::len).collect::<Vec<_>>(), [4, 4, 2]);
+/// ```
+pub fn parts(inputs: Vec<PlannedInput>, groups: Groups, part_weight: u64) -> Parts {
+    let mut queue = PartQueue::new(inputs, groups);
+    let mut parts = Vec::new();
+    while let Some(part) = queue.next_part(part_weight) {
+        parts.push(part);
+    }
+    Parts {
+        parts,
+        left_as_they_are: queue.left_as_they_are(),
+    }
+}
+
+/// A date's inputs waiting to be committed, taken a part at a time at a
+/// weight chosen for each part ([`PartQueue::next_part`]): the run sizes
+/// each part from the memory and time it has left, so the queue, not the
+/// loop, holds the grouping rules.
+///
+/// Rules, so that every flight's row is in one output exactly once:
+/// - all of them in one part when they fit (one compacted file a day);
+/// - inputs that hold a row of the same flight (a per-flight file and a
+///   multi-row input, two multi-row inputs: [`Groups`]) are in the same
+///   part, where the merge keeps one row (the per-flight file's);
+/// - a compacted file that shares no flight with another input goes into
+///   the first part while it fits, else it is left as it is (each is
+///   already one part's output; Athena reads every `compacted-*` file);
+/// - the rest fill parts in order; inputs that must go together and weigh
+///   more than a part go alone in theirs; a first part that would be one
+///   compacted file and nothing else is dropped (nothing to merge).
+#[derive(Debug)]
+pub struct PartQueue {
+    slots: Vec<Option<PlannedInput>>,
+    weights: Vec<u64>,
+    /// Groups of input indices in plan order, not yet taken.
+    groups: std::collections::VecDeque<Vec<usize>>,
+    weight_left: u64,
+    first_taken: bool,
+    left_as_they_are: usize,
+}
+
+impl PartQueue {
+    /// The queue of `inputs` grouped by `groups` (inputs past its size
+    /// alone). Pure: no I/O.
+    pub fn new(inputs: Vec<PlannedInput>, mut groups: Groups) -> PartQueue {
+        let mut grouped: Vec<Vec<usize>> = Vec::new();
+        let mut group_of: std::collections::HashMap<usize, usize> = Default::default();
+        for i in 0..inputs.len() {
+            let root = match groups.parent.get(i) {
+                Some(_) => groups.root(i),
+                None => i,
+            };
+            let g = *group_of.entry(root).or_insert_with(|| {
+                grouped.push(Vec::new());
+                grouped.len() - 1
+            });
+            grouped[g].push(i);
+        }
+        let weights: Vec<u64> = inputs.iter().map(input_weight).collect();
+        PartQueue {
+            weight_left: weights.iter().sum(),
+            weights,
+            slots: inputs.into_iter().map(Some).collect(),
+            groups: grouped.into(),
+            first_taken: false,
+            left_as_they_are: 0,
+        }
+    }
+
+    /// The next part, of at most `part_weight` (at least 1) unless one
+    /// group weighs more; `None` when nothing is left to merge.
+    pub fn next_part(&mut self, part_weight: u64) -> Option<Vec<PlannedInput>> {
+        let part_weight = part_weight.max(1);
+        let first = !self.first_taken;
+        self.first_taken = true;
+        let mut part: Vec<usize> = Vec::new();
+        let mut weight = 0;
+        let all_fit = first && self.weight_left <= part_weight;
+        if all_fit {
+            part = self.groups.drain(..).flatten().collect();
+        }
+        while let Some(group) = self.groups.front() {
+            let w: u64 = group.iter().map(|&i| self.weights[i]).sum();
+            if self.is_compacted_alone(group) {
+                let group = self.groups.pop_front().unwrap_or_default();
+                if first && weight + w <= part_weight {
+                    weight += w;
+                    part.extend(group);
+                } else {
+                    self.left_as_they_are += 1;
+                    self.weight_left -= w;
+                }
+                continue;
+            }
+            if !part.is_empty() && weight + w > part_weight {
+                break;
+            }
+            weight += w;
+            part.extend(self.groups.pop_front().unwrap_or_default());
+        }
+        if first && !all_fit && self.is_compacted_alone(&part) {
+            // One compacted file alone is nothing to merge.
+            self.left_as_they_are += 1;
+            self.weight_left -= weight;
+            return self.next_part(part_weight);
+        }
+        if part.is_empty() {
+            return None;
+        }
+        part.sort_unstable();
+        let part: Vec<PlannedInput> = part
+            .into_iter()
+            .map(|i| {
+                self.weight_left -= self.weights[i];
+                self.slots[i].take().expect("each input in one part")
+            })
+            .collect();
+        Some(part)
+    }
+
+    /// Whether [`PartQueue::next_part`] may still give a part: after the
+    /// first, a compacted file alone is left, never a part.
+    pub fn has_part(&self) -> bool {
+        match self.first_taken {
+            false => !self.groups.is_empty(),
+            true => self.groups.iter().any(|g| !self.is_compacted_alone(g)),
+        }
+    }
+
+    /// The weight not yet taken nor left as it is ([`input_weight`]).
+    pub fn weight_left(&self) -> u64 {
+        self.weight_left
+    }
+
+    /// Inputs not yet taken nor left as they are.
+    pub fn files_left(&self) -> usize {
+        self.groups.iter().map(Vec::len).sum()
+    }
+
+    /// Compacted files that share no flight with another input and did
+    /// not fit the first part: left as they are.
+    pub fn left_as_they_are(&self) -> usize {
+        self.left_as_they_are
+    }
+
+    fn is_compacted_alone(&self, group: &[usize]) -> bool {
+        matches!(group, [i] if self.slots[*i].as_ref().is_some_and(|p| p.source == Source::Compacted))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(key: &str, size: u64) -> ObjectMeta {
+        ObjectMeta {
+            key: key.into(),
+            etag: "\"e\"".into(),
+            size,
+            last_modified: DateTime::UNIX_EPOCH,
+        }
+    }
+    fn d(s: &str) -> NaiveDate {
+        NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap()
+    }
+    const P: &str = "index/year=2026/month=07/day=20/";
+    const U1: &str = "019f7d73-f820-702f-b905-8c81d0944996";
+    const U2: &str = "019f7dc0-c448-7e25-b944-852039292d22";
+
+    #[test]
+    fn cutoff_is_utc_date_minus_lag() {
+        let now = DateTime::parse_from_rfc3339("2026-07-22T00:30:00+02:00")
+            .unwrap()
+            .to_utc();
+        assert_eq!(cutoff(now, 2), d("2026-07-19"));
+        assert_eq!(cutoff(now, 0), d("2026-07-21"));
+    }
+
+    #[test]
+    fn walk_start_rules() {
+        assert_eq!(
+            walk_start(Some(d("2026-07-19")), Some(d("2020-01-01")), None),
+            Some(d("2026-07-20"))
+        );
+        assert_eq!(
+            walk_start(None, Some(d("2026-01-01")), Some(d("2025-01-01"))),
+            Some(d("2026-01-01"))
+        );
+        assert_eq!(
+            walk_start(None, None, Some(d("2025-01-01"))),
+            Some(d("2025-01-01"))
+        );
+        assert_eq!(walk_start(None, None, None), None);
+        // A watermark before START_DATE (the Python job's): the walk starts
+        // at START_DATE, never before it.
+        assert_eq!(
+            walk_start(Some(d("2026-07-13")), Some(d("2026-07-16")), None),
+            Some(d("2026-07-16"))
+        );
+    }
+
+    #[test]
+    fn flights_are_a_sorted_set_of_sixteen_bytes_a_flight() {
+        let u = |n: u128| Uuid::from_u128(n);
+        let mut f = Flights::from(vec![u(3), u(1), u(3), u(2)]);
+        assert_eq!(
+            f.iter().copied().collect::<Vec<_>>(),
+            vec![u(1), u(2), u(3)]
+        );
+        assert_eq!(f.len(), 3);
+        // The array holds no spare room once built.
+        assert_eq!(f.0.capacity(), 3);
+        assert!(f.contains(&u(2)) && !f.contains(&u(4)));
+        assert!(f.insert(u(0)) && !f.insert(u(2)));
+        assert_eq!(
+            f.iter().copied().collect::<Vec<_>>(),
+            vec![u(0), u(1), u(2), u(3)]
+        );
+        assert!(Flights::default().is_empty());
+    }
+
+    #[test]
+    fn classify_sorts_foreign_and_zero_byte() {
+        let l = classify_partition(vec![
+            meta(&format!("{P}{U1}.parquet"), 10),
+            meta(&format!("{P}{U2}.parquet"), 0),
+            meta(&format!("{P}compacted-x.parquet"), 10),
+            meta(&format!("{P}legacy-migration.parquet"), 10),
+            meta(&format!("{P}empty-export.parquet"), 0),
+            meta(&format!("{P}_SUCCESS"), 10),
+            meta(P, 0),
+        ]);
+        assert_eq!(l.per_flight.len(), 1);
+        assert_eq!(l.compacted.len(), 1);
+        assert_eq!(l.multi_row.len(), 1);
+        assert_eq!(l.foreign.len(), 4);
+        assert_eq!(l.inputs().count(), 3);
+    }
+
+    /// The gate's first look, in memory and with every set on disk (a
+    /// limit of one uuid): the same flights.
+    #[test]
+    fn parity_reports_missing_only() {
+        let u1 = Uuid::parse_str(U1).unwrap();
+        let u2 = Uuid::parse_str(U2).unwrap();
+        let uuids: Vec<Uuid> = [
+            format!("flights/2026/07/20/A_B_{U1}.json.gz"),
+            format!("flights/2026/07/20/{U2}.json.gz"),
+            "flights/2026/07/20/notes.txt".to_string(),
+        ]
+        .iter()
+        .filter_map(|k| crate::data::keys::flight_uuid(k))
+        .collect();
+        for limit in [1, 1000] {
+            let spill = SpillSettings { limit };
+            let set = |us: &[Uuid]| {
+                let mut b = UuidSetBuilder::new(spill);
+                us.iter().for_each(|u| b.push(*u).unwrap());
+                b.finish().unwrap()
+            };
+            let not_named = |l: &PartitionListing, f: &UuidSet| -> Vec<Uuid> {
+                let out = l.flights_not_named(f, spill).unwrap();
+                out.iter().map(Result::unwrap).collect()
+            };
+            let flights = set(&uuids);
+            assert_eq!(flights.len(), 2);
+            let listing = classify_partition(vec![meta(&format!("{P}{U1}.parquet"), 10)]);
+            assert_eq!(not_named(&listing, &flights), vec![u2], "limit {limit}");
+            // Named by a file past the listing window (the window holds u1).
+            let mut past = listing.clone();
+            past.beyond_window = BeyondWindow {
+                files: 1,
+                bytes: 10,
+                flights: set(&[u2]),
+            };
+            assert!(not_named(&past, &flights).is_empty(), "limit {limit}");
+            // Files past the window of flights before, between and after
+            // the listed ones: each flight still named or not by its own.
+            let last = Uuid::from_u128(u128::MAX);
+            let (first, mid) = (
+                Uuid::from_u128(0),
+                Uuid::from_u128(u1.as_u128().min(u2.as_u128()) + 1),
+            );
+            past.beyond_window.flights = set(&[first, mid, u2]);
+            let more = set(&[u1, u2, last]);
+            assert_eq!(not_named(&past, &more), vec![last], "limit {limit}");
+            past.per_flight.clear();
+            assert_eq!(not_named(&past, &more), vec![u1, last], "limit {limit}");
+            // A per-flight file of no listed flight blocks nothing.
+            assert!(not_named(&listing, &set(&[u1])).is_empty());
+            assert!(not_named(&listing, &UuidSet::default()).is_empty());
+        }
+    }
+
+    #[test]
+    fn plan_table() {
+        let date = d("2026-07-20");
+        let pf = |u: &str| meta(&format!("{P}{u}.parquet"), 10);
+        let cf = |n: &str| meta(&format!("{P}compacted-{n}.parquet"), 10);
+        let mf = |n: &str| meta(&format!("{P}{n}.parquet"), 10);
+        let none = HashSet::new();
+        // (objects, claimed, expected input count or None for Skip)
+        let cases: Vec<(Vec<ObjectMeta>, HashSet<String>, Option<usize>)> = vec![
+            (vec![], none.clone(), None),
+            (vec![cf("a")], none.clone(), None),
+            (vec![pf(U1), pf(U2)], none.clone(), Some(2)),
+            (vec![cf("a"), pf(U1)], none.clone(), Some(2)),
+            (vec![cf("a"), cf("b")], none.clone(), Some(2)),
+            (vec![pf(U1), pf(U2)], HashSet::from([pf(U1).key]), Some(1)),
+            (vec![pf(U1)], HashSet::from([pf(U1).key]), None),
+            // A legacy migration's day: one multi-row file alone is merged.
+            (vec![mf("legacy-migration")], none.clone(), Some(1)),
+            (vec![cf("a"), mf("export"), pf(U1)], none.clone(), Some(3)),
+            (
+                vec![cf("a"), mf("export")],
+                HashSet::from([mf("export").key]),
+                None,
+            ),
+        ];
+        for (objects, claimed, expected) in cases {
+            // `compacts` (a repair run's gate) says what the plan does.
+            let listing = classify_partition(objects.clone());
+            assert_eq!(
+                compacts(&listing, &claimed),
+                expected.is_some(),
+                "{objects:?}"
+            );
+            let plan = plan_day(date, listing, &claimed);
+            match (&plan.action, expected) {
+                (DayAction::Skip, None) => {}
+                (DayAction::Compact { inputs }, Some(n)) => {
+                    assert_eq!(inputs.len(), n, "{plan}");
+                    // Multi-row inputs first (compacted, then others), per-flight last.
+                    let kinds: Vec<u8> = inputs
+                        .iter()
+                        .map(|i| match i.source {
+                            Source::Compacted => 0,
+                            Source::MultiRow => 1,
+                            Source::PerFlight(_) => 2,
+                        })
+                        .collect();
+                    assert!(kinds.is_sorted(), "{plan}: {kinds:?}");
+                }
+                _ => panic!("unexpected plan {plan} for {objects:?}"),
+            }
+            assert!(!plan.to_string().is_empty());
+        }
+        // The reason counts each kind of input (the report's `days[].reason`).
+        let reason =
+            |objects: Vec<ObjectMeta>| plan_day(date, classify_partition(objects), &none).reason;
+        assert_eq!(
+            reason(vec![cf("a"), mf("export"), pf(U1), pf(U2)]),
+            "2 per-flight file(s) and 1 other multi-row index file(s) folded into 1 existing compacted file(s)"
+        );
+        assert_eq!(
+            reason(vec![mf("export")]),
+            "1 other multi-row index file(s)"
+        );
+        assert_eq!(reason(vec![pf(U1)]), "1 per-flight file(s)");
+        assert_eq!(
+            reason(vec![cf("a"), cf("b")]),
+            "2 compacted files to merge into one"
+        );
+        assert_eq!(
+            reason(vec![cf("a")]),
+            "already one compacted file and nothing else"
+        );
+        assert_eq!(reason(vec![]), "no index files");
+    }
+
+    #[test]
+    fn a_walk_begins_at_the_first_date_with_data_or_a_blocked_manifest() {
+        let (start, cutoff) = (d("2026-01-01"), d("2026-07-20"));
+        let first = |earliest, blocked| first_date_with_data(start, cutoff, earliest, blocked);
+        assert_eq!(first(Some(d("2026-07-18")), None), d("2026-07-18"));
+        // A blocked manifest's date before the first partition comes first.
+        assert_eq!(
+            first(Some(d("2026-07-18")), Some(d("2026-03-01"))),
+            d("2026-03-01")
+        );
+        assert_eq!(first(None, Some(d("2026-03-01"))), d("2026-03-01"));
+        // Nothing up to the cutoff: the cutoff, so the watermark reaches it.
+        assert_eq!(first(None, None), cutoff);
+        assert_eq!(first(Some(d("2026-08-01")), None), cutoff);
+        // Never before `start`.
+        assert_eq!(first(Some(d("2025-12-01")), None), start);
+    }
+
+    #[test]
+    fn the_lag_counts_dates_up_to_the_cutoff_not_yet_compacted() {
+        let cutoff = d("2026-07-20");
+        // From the day after the watermark through the cutoff.
+        assert_eq!(watermark_lag_days(Some(d("2026-07-17")), None, cutoff), 3);
+        assert_eq!(watermark_lag_days(Some(d("2026-07-20")), None, cutoff), 0);
+        // Without one, from the first date a walk would take, counted.
+        assert_eq!(watermark_lag_days(None, Some(d("2026-07-18")), cutoff), 3);
+        assert_eq!(watermark_lag_days(None, Some(d("2026-07-20")), cutoff), 1);
+        assert_eq!(watermark_lag_days(None, Some(d("2026-07-21")), cutoff), 0);
+        // Never negative; nothing to start from is no lag.
+        assert_eq!(watermark_lag_days(Some(d("2026-07-22")), None, cutoff), 0);
+        assert_eq!(watermark_lag_days(None, None, cutoff), 0);
+        // A watermark past today's cutoff: by how many days, else none.
+        assert_eq!(watermark_ahead_days(Some(d("2026-07-23")), cutoff), Some(3));
+        assert_eq!(watermark_ahead_days(Some(d("2026-07-20")), cutoff), None);
+        assert_eq!(watermark_ahead_days(Some(d("2026-07-19")), cutoff), None);
+        assert_eq!(watermark_ahead_days(None, cutoff), None);
+    }
+
+    /// `inputs` in parts of `weight`, sharing no flight.
+    fn split(inputs: Vec<PlannedInput>, weight: u64) -> Parts {
+        let n = inputs.len();
+        parts(inputs, Groups::new(n), weight)
+    }
+
+    /// `inputs` in parts of `weight`, the multi-row ones holding the
+    /// flights `flights_of` gives by key (the pairs in memory, as a small
+    /// date's are, and on disk, one pair a run).
+    fn split_sharing(
+        inputs: Vec<PlannedInput>,
+        flights_of: &[(&str, Vec<Uuid>)],
+        weight: u64,
+    ) -> Parts {
+        let mut pairs = Vec::new();
+        for (i, input) in inputs.iter().enumerate() {
+            let held = match input.flight() {
+                Some(u) => vec![u],
+                None => (flights_of.iter())
+                    .find(|(k, _)| *k == input.meta.key)
+                    .map(|(_, f)| f.clone())
+                    .unwrap_or_default(),
+            };
+            pairs.extend(held.into_iter().map(|u| (u, i as u32)));
+        }
+        let n = inputs.len();
+        let in_memory = crate::data::spill::SortedSet::from(pairs.clone());
+        let mut b = crate::data::spill::SortedSetBuilder::new(SpillSettings { limit: 1 });
+        pairs.iter().for_each(|p| b.push(*p).unwrap());
+        let on_disk = b.finish().unwrap();
+        assert!(on_disk.spilled() || pairs.len() < 2);
+        let groups = Groups::of_holders(n, in_memory.iter()).unwrap();
+        assert_eq!(groups, Groups::of_holders(n, on_disk.iter()).unwrap());
+        parts(inputs, groups, weight)
+    }
+
+    fn input(source: Source, size: u64) -> PlannedInput {
+        PlannedInput {
+            meta: meta(&format!("{P}{:?}-{size}", source), size),
+            source,
+        }
+    }
+
+    fn shape(p: &Parts) -> Vec<Vec<u64>> {
+        (p.parts.iter())
+            .map(|part| part.iter().map(input_weight).collect())
+            .collect()
+    }
+
+    #[test]
+    fn a_day_that_fits_one_part_is_one_part_with_its_compacted_files() {
+        let c = input(Source::Compacted, 1_600);
+        let f = input(Source::PerFlight(Uuid::from_u128(1)), 3_000);
+        assert_eq!((input_weight(&c), input_weight(&f)), (5, 1));
+        let p = split(vec![c.clone(), c.clone(), f.clone()], 11);
+        assert_eq!((shape(&p), p.left_as_they_are), (vec![vec![5, 5, 1]], 0));
+        // Exactly the bound still fits; one over does not.
+        let p = split(vec![c.clone(), c.clone(), f.clone()], 10);
+        assert_eq!(
+            (shape(&p), p.left_as_they_are),
+            (vec![vec![5, 5], vec![1]], 0)
+        );
+    }
+
+    #[test]
+    fn compacted_files_that_do_not_fit_the_first_part_are_left_as_they_are() {
+        let c = input(Source::Compacted, 1_600);
+        let f = |i| input(Source::PerFlight(Uuid::from_u128(i)), 3_000);
+        let inputs = vec![c.clone(), c.clone(), c.clone(), f(1), f(2), f(3), f(4)];
+        let p = split(inputs, 12);
+        assert_eq!(p.left_as_they_are, 1);
+        assert_eq!(shape(&p), vec![vec![5, 5, 1, 1], vec![1, 1]]);
+        // A compacted file alone would be merged with nothing: dropped.
+        let p = split(vec![c.clone(), f(1), f(2)], 6);
+        assert_eq!(
+            (shape(&p), p.left_as_they_are),
+            (vec![vec![5, 1], vec![1]], 0)
+        );
+        let p = split(vec![c.clone(), input(Source::MultiRow, 1_600)], 6);
+        assert_eq!((shape(&p), p.left_as_they_are), (vec![vec![5]], 1));
+        assert_eq!(p.parts[0][0].source, Source::MultiRow);
+    }
+
+    #[test]
+    fn an_input_heavier_than_a_part_goes_alone() {
+        let big = input(Source::MultiRow, 40_000);
+        let f = |i| input(Source::PerFlight(Uuid::from_u128(i)), 3_000);
+        let p = split(vec![big, f(1), f(2)], 10);
+        assert_eq!(shape(&p), vec![vec![101], vec![1, 1]]);
+        // Every input is in exactly one part, in the plan's order.
+        let inputs: Vec<_> = (0..25).map(f).collect();
+        let p = split(inputs.clone(), 7);
+        assert_eq!(p.parts.concat(), inputs);
+        assert!(p.parts.iter().all(|part| part.len() <= 7));
+        assert_eq!(p.parts.len(), 4);
+        // A bound of 0 is taken as 1 (never an endless split).
+        assert_eq!(split(vec![f(1), f(2)], 0).parts.len(), 2);
+    }
+
+    #[test]
+    fn inputs_that_share_a_flight_are_in_one_part() {
+        let u = |i| Uuid::from_u128(i);
+        let c1 = input(Source::Compacted, 1_600);
+        let mut c2 = input(Source::Compacted, 1_600);
+        c2.meta.key.push('2');
+        let m = input(Source::MultiRow, 800);
+        let f = |i| input(Source::PerFlight(u(i)), 3_000);
+        // c1 holds flights 1 and 2; c2 holds flight 9 (no other input);
+        // the multi-row file holds flight 7.
+        let flights_of = [
+            (c1.meta.key.as_str(), vec![u(1), u(2)]),
+            (c2.meta.key.as_str(), vec![u(9)]),
+            (m.meta.key.as_str(), vec![u(7)]),
+        ];
+        let inputs: Vec<_> = [c1.clone(), c2.clone(), m.clone()]
+            .into_iter()
+            .chain((1..=8).map(f))
+            .collect();
+        let p = split_sharing(inputs, &flights_of, 7);
+        // c1 with the per-flight files of flights 1 and 2 (their newer
+        // rows win in one merge), the multi-row file with flight 7's; c2
+        // shares nothing and does not fit: left as it is.
+        assert_eq!(p.left_as_they_are, 1);
+        let part_of = |key: &str| {
+            p.parts
+                .iter()
+                .position(|part| part.iter().any(|i| i.meta.key == key))
+        };
+        assert_eq!(part_of(&c1.meta.key), part_of(&f(1).meta.key));
+        assert_eq!(part_of(&c1.meta.key), part_of(&f(2).meta.key));
+        assert_eq!(part_of(&m.meta.key), part_of(&f(7).meta.key));
+        assert_eq!(part_of(&c2.meta.key), None);
+        assert_eq!(p.parts.iter().map(Vec::len).sum::<usize>(), 10);
+        for part in &p.parts {
+            let kinds: Vec<u8> = (part.iter())
+                .map(|i| match i.source {
+                    Source::Compacted => 0,
+                    Source::MultiRow => 1,
+                    Source::PerFlight(_) => 2,
+                })
+                .collect();
+            assert!(kinds.is_sorted(), "{kinds:?}");
+        }
+        // Two multi-row inputs sharing a flight (20) go together, wherever
+        // they are in the plan; apart without the pair.
+        let mut m2 = m.clone();
+        m2.meta.key.push('b');
+        let both = [
+            (m.meta.key.as_str(), vec![u(20)]),
+            (m2.meta.key.as_str(), vec![u(20), u(21)]),
+        ];
+        let inputs: Vec<_> = [m.clone()]
+            .into_iter()
+            .chain((1..=6).map(f))
+            .chain([m2.clone()])
+            .collect();
+        let together = |p: &Parts| {
+            p.parts
+                .iter()
+                .any(|part| part.contains(&m) && part.contains(&m2))
+        };
+        assert!(together(&split_sharing(inputs.clone(), &both, 7)));
+        assert!(!together(&split(inputs, 7)));
+        // Without the flights read, the same inputs would be split apart.
+        let p = split([c1.clone()].into_iter().chain((1..=8).map(f)).collect(), 6);
+        assert_ne!(
+            p.parts.iter().position(|part| part.contains(&c1)),
+            p.parts.iter().position(|part| part.contains(&f(2)))
+        );
+    }
+}
