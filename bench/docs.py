@@ -307,6 +307,7 @@ def main():
             data["metas"] = [one.get("meta", {})]
         else:
             data.setdefault("results", {}).update(one.get("results", {}))
+            data.setdefault("sizing", []).extend(one.get("sizing", []))
             data["metas"].append(one.get("meta", {}))
     with open(args.page) as f:
         page = f.read()
