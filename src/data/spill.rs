@@ -82,6 +82,20 @@ impl Record for (Uuid, u32) {
     }
 }
 
+impl Record for (Uuid, u32, u32) {
+    /// The uuid's 16 bytes, then each number's 4, big-endian: byte order is
+    /// (uuid, number, number) order.
+    const SIZE: usize = 24;
+    fn put(&self, out: &mut Vec<u8>) {
+        (self.0, self.1).put(out);
+        out.extend_from_slice(&self.2.to_be_bytes());
+    }
+    fn get(b: &[u8]) -> (Uuid, u32, u32) {
+        let (u, n) = <(Uuid, u32)>::get(b);
+        (u, n, u32::from_be_bytes([b[20], b[21], b[22], b[23]]))
+    }
+}
+
 /// What one run's reader holds while a set is iterated, in bytes.
 const READ_BUFFER: usize = 64 * 1024;
 
@@ -722,6 +736,36 @@ mod tests {
                 "limit {limit}"
             );
             assert!(set.contains(&(u(2), u32::MAX)).unwrap() && !set.contains(&(u(2), 0)).unwrap());
+        }
+    }
+
+    /// Triples sort by uuid, then each number, on disk as in memory.
+    #[test]
+    fn triples_sort_by_uuid_then_numbers_in_runs() {
+        let triples = [
+            (3u128, 1u32, 0u32),
+            (1, 7, 2),
+            (1, 7, 1),
+            (3, 1, 0),
+            (2, 0, u32::MAX),
+            (1, 2, 9),
+        ];
+        let mut want: Vec<(Uuid, u32, u32)> =
+            triples.iter().map(|(a, b, c)| (u(*a), *b, *c)).collect();
+        want.sort_unstable();
+        want.dedup();
+        for limit in [1, 2, 100] {
+            let mut b = SortedSetBuilder::new(settings(limit));
+            for (a, n, m) in triples {
+                b.push((u(a), n, m)).unwrap();
+            }
+            let set = b.finish().unwrap();
+            let got: Vec<(Uuid, u32, u32)> = set.iter().map(Result::unwrap).collect();
+            assert_eq!(
+                (got, set.spilled()),
+                (want.clone(), limit < 6),
+                "limit {limit}"
+            );
         }
     }
 
