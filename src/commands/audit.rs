@@ -4,7 +4,7 @@
 //!
 //! Read-only (ListObjectsV2 and ranged GetObject; no lease, write or
 //! delete), so it is safe beside a running job. Each date is listed with the
-//! run's own listing ([`crate::protocol::day::Day::list`]), and every index file's
+//! run's own listing ([`crate::protocol::day::Day::list_window`]), and every index file's
 //! `s3_key` and `first_message` columns are read with the run's bounded
 //! reader ([`crate::data::input`]: the footer checked against `INPUT_BUDGET_MB`,
 //! then those two columns' chunks, each GET `If-Match` the listed ETag).
@@ -29,9 +29,12 @@
 //! the deadline leave [`AuditReport::resume_date`]. Exit code
 //! ([`AuditStatus::exit_code`]): 0 clean, 2 findings, 1 incomplete.
 //!
-//! Memory: per date ([`DATES_IN_FLIGHT`] at once) its flight keys and one
-//! small entry per indexed flight, plus one row group's two column chunks
-//! of up to [`FILES_IN_FLIGHT`] files; GETs are bounded by `READ_CONCURRENCY`.
+//! Memory: per date ([`DATES_IN_FLIGHT`] at once) one listing page of its
+//! index keys, its sets of flights, per-flight files and rows (each at most
+//! [`SET_IN_MEMORY`] records in memory, the rest on local disk: see
+//! [`audit_day`]), plus one row group's two column chunks of up to
+//! [`FILES_IN_FLIGHT`] files; GETs are bounded by `READ_CONCURRENCY`. What a
+//! date holds does not grow with its files or flights.
 //!
 //! ```
 //! use archive_compaction::commands::audit::{audit, AuditOptions, AuditStatus};
@@ -50,7 +53,7 @@
 //! # });
 //! ```
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::time::Instant;
 
@@ -62,9 +65,9 @@ use uuid::Uuid;
 
 use crate::data::config::Config;
 use crate::data::input::{self, Budget, RowKeys};
-use crate::data::keys::flight_uuid;
+use crate::data::keys::{IndexKey, classify_index_key, flight_uuid, index_prefix};
 use crate::data::merge::is_other_day;
-use crate::data::spill::{SpillSettings, UuidSet};
+use crate::data::spill::{SortedSet, SortedSetBuilder, SpillSettings, UuidSet};
 use crate::infra::deadline::Deadline;
 use crate::infra::error::{Error, Result};
 use crate::infra::storage::{ObjectMeta, Store};
@@ -482,27 +485,26 @@ fn changed(e: &Error) -> bool {
     matches!(e, Error::PreconditionFailed { .. }) || e.is_not_found()
 }
 
-/// Who holds a flight's rows in a partition.
-#[derive(Debug, Default)]
-struct Holders {
-    rows: u32,
-    files: Vec<u32>,
-}
+/// Records an audit's sets hold in memory each ([`SpillSettings::limit`],
+/// or less when `FLIGHTS_IN_MEMORY` is lower); past it, sorted runs on
+/// local disk ([`crate::data::spill`]). A fixed rule, not a setting, so a
+/// date's audit holds the same whatever its size: 16,384 records are
+/// 256 KiB of uuids, 384 KiB of row records.
+pub const SET_IN_MEMORY: usize = 1 << 14;
 
-impl Holders {
-    fn add(&mut self, file: u32) {
-        self.rows = self.rows.saturating_add(1);
-        if self.files.last() != Some(&file) && self.files.len() < EXAMPLE_FILES_MAX {
-            self.files.push(file);
-        }
-    }
-}
-
-/// Audits one date: its two listings, then its multi-row inputs' columns.
+/// Audits one date: its listings, then its index files' columns, then the
+/// merge passes that find its missing and duplicated flights.
+///
+/// Memory, whatever the date's size: no per-flight file's key is held (the
+/// partition is listed with a window of none, then again a page at a time
+/// as its files are read), and the sets of flights, per-flight files and
+/// rows hold [`SET_IN_MEMORY`] records each, the rest on local disk (24 B
+/// a row, 20 B a per-flight file, 16 B a flight).
 ///
 /// Errors: an S3 error listing or reading (after the SDK's retries);
 /// [`Error::PreconditionFailed`] or a not-found error when an input changed
-/// or vanished since the listing.
+/// or vanished since the listing; [`Error::Spill`] when a set's runs cannot
+/// be written or read back.
 pub async fn audit_day(
     store: &impl Store,
     date: NaiveDate,
@@ -510,29 +512,52 @@ pub async fn audit_day(
     budget: Budget,
     spill: SpillSettings,
 ) -> Result<DayAudit> {
-    let listed = Day::list(store, date, true, spill).await?;
+    let spill = SpillSettings {
+        limit: spill.limit.min(SET_IN_MEMORY),
+    };
+    // A window of none: counted, the per-flight files' uuids in a set.
+    let listed = Day::list_window(store, date, true, 0, spill).await?;
     let mut day = DayAudit {
         date,
         counts: listed.counts(),
         ..DayAudit::default()
     };
-    let held = read_index(store, &listed, gets, budget, &mut day).await?;
+    let held = read_index(store, &listed, gets, budget, spill, &mut day).await?;
     find_missing(store, &listed.flights, &held, &mut day).await?;
-    find_duplicated(&held, &mut day);
+    find_duplicated(&held, &mut day)?;
     Ok(day)
 }
 
 /// Who holds each flight's rows in a partition: what [`read_index`] found.
+/// Files are numbered in the order read, the readable ones alone: the
+/// multi-row inputs first, then the per-flight files in key order.
 #[derive(Debug, Default)]
 struct Held<'a> {
-    /// The keys of the files read, in the order read ([`Holders::files`]
-    /// holds indexes into it).
-    files: Vec<&'a str>,
-    by_flight: HashMap<Uuid, Holders>,
+    /// The multi-row inputs read, by number.
+    multi_row: Vec<&'a str>,
+    /// The per-flight files read: (the uuid of the file's name, its number).
+    per_flight: SortedSet<(Uuid, u32)>,
+    /// The keys of the per-flight files not named `{uuid}.parquet` in lower
+    /// case (a writer's other spelling), by number: none from the archive writer.
+    other_names: BTreeMap<u32, String>,
+    /// One record a row naming a flight: (the flight, the file's number,
+    /// the row's number among the file's rows naming a flight). In order,
+    /// a flight's rows are together, their files in the order read.
+    rows: SortedSet<(Uuid, u32, u32)>,
+}
+
+/// What [`read_index`] builds as it reads.
+struct Holding<'a> {
+    held: Held<'a>,
+    per_flight: SortedSetBuilder<(Uuid, u32)>,
+    rows: SortedSetBuilder<(Uuid, u32, u32)>,
+    files: u32,
 }
 
 /// Reads the `s3_key` and `first_message` columns of every index file of
-/// `listed`, counting into `day` what each file holds.
+/// `listed`, counting into `day` what each file holds: the multi-row inputs
+/// of the listing, then the per-flight files listed again a page at a time
+/// ([`per_flight_pages`]).
 ///
 /// Errors: as [`audit_day`].
 async fn read_index<'a>(
@@ -540,68 +565,190 @@ async fn read_index<'a>(
     listed: &'a Day,
     gets: &Semaphore,
     budget: Budget,
+    spill: SpillSettings,
     day: &mut DayAudit,
 ) -> Result<Held<'a>> {
     let (date, flights, listing) = (listed.date, &listed.flights, &listed.index);
-    let mut held = Held::default();
+    let mut h = Holding {
+        held: Held::default(),
+        per_flight: SortedSetBuilder::new(spill),
+        rows: SortedSetBuilder::new(spill),
+        files: 0,
+    };
     // Multi-row inputs, then per-flight files, a few at a time (each GET
     // takes a shared permit). Every row counts for the flight its `s3_key`
     // names, as Athena counts it and as the parity gate proves a flight: a
     // per-flight file without its own flight's row, or unreadable, leaves
     // that flight missing (`partition::unread_rows`).
-    let beside = !listing.compacted.is_empty();
-    let multi_row = listing.multi_row_inputs().map(|(m, _)| (m, false));
-    let per_flight = listing.per_flight.iter().map(|(_, m)| (m, true));
-    let mut reads = stream::iter(multi_row.chain(per_flight))
-        .map(|(meta, per_flight)| async move {
+    let mut reads = stream::iter(listing.multi_row_inputs())
+        .map(|(meta, _)| async move {
             let r = read_columns(store, meta, date, flights, gets, budget).await?;
-            Ok::<_, Error>((meta, per_flight, r))
+            Ok::<_, Error>((meta, r))
         })
         .buffered(FILES_IN_FLIGHT)
         .boxed();
-    while let Some((meta, per_flight, read)) = reads.try_next().await? {
-        day.requests += read.requests;
-        day.bytes_read += read.bytes_read;
-        if !per_flight {
-            day.multi_row_bytes += meta.size;
-        }
-        let rows = match read.outcome {
-            Err(reason) => {
-                day.findings.unreadable_files.add(|| FileExample {
-                    date,
-                    file: meta.key.clone(),
-                    reason: Some(reason),
-                });
-                continue;
-            }
-            Ok(rows) => rows,
-        };
-        let ix = held.files.len() as u32;
-        held.files.push(&meta.key);
-        day.rows += rows.rows;
-        for f in &rows.flights {
-            held.by_flight.entry(*f).or_default().add(ix);
-        }
-        day.findings.orphans.absorb(&rows.orphans);
-        day.findings.other_day_rows.absorb(&rows.other_day);
-        if per_flight && beside {
-            day.findings
-                .per_flight_beside_compacted
-                .add(|| FileExample {
-                    date,
-                    file: meta.key.clone(),
-                    reason: None,
-                });
+    while let Some((meta, read)) = reads.try_next().await? {
+        if add_file(&mut h, day, meta, false, false, read)?.is_some() {
+            h.held.multi_row.push(&meta.key);
         }
     }
+    drop(reads);
+    per_flight_pages(store, listed, gets, budget, &mut h, day).await?;
+    let Holding {
+        mut held,
+        per_flight,
+        rows,
+        ..
+    } = h;
+    held.per_flight = per_flight.finish()?;
+    held.rows = rows.finish()?;
     Ok(held)
 }
 
-/// Counts the flights of `flights` no file holds a row of, and names the
-/// first ones' flight keys.
+/// Reads the per-flight files of `listed` a listing page at a time (the
+/// next page listed while one is read), so no more than a page of their
+/// keys is held. The listing of [`audit_day`] counted them and kept their
+/// uuids: a file written since is passed by, one gone since ends the audit
+/// of the date with a not-found error (a run folded the day: audited again).
 ///
-/// Errors: a flights set on disk that cannot be read back; an S3 error
-/// listing the examples' keys.
+/// Errors: as [`audit_day`].
+async fn per_flight_pages(
+    store: &impl Store,
+    listed: &Day,
+    gets: &Semaphore,
+    budget: Budget,
+    h: &mut Holding<'_>,
+    day: &mut DayAudit,
+) -> Result<()> {
+    let (date, flights, listing) = (listed.date, &listed.flights, &listed.index);
+    let past = &listing.beyond_window;
+    let beside = !listing.compacted.is_empty();
+    let prefix = index_prefix(date);
+    let (mut seen, mut page) = (0usize, Some(store.list_page(&prefix, None).await?));
+    while let Some(this) = page.take() {
+        let after = (this.truncated)
+            .then(|| this.objects.last().map(|o| o.key.clone()))
+            .flatten();
+        let mut files = Vec::new();
+        for o in this.objects {
+            match classify_index_key(&o.key) {
+                IndexKey::PerFlight(u) if o.size > 0 && past.flights.contains(&u)? => {
+                    files.push((u, o))
+                }
+                _ => {}
+            }
+        }
+        seen += files.len();
+        let next = async {
+            match &after {
+                Some(a) => store.list_page(&prefix, Some(a)).await.map(Some),
+                None => Ok(None),
+            }
+        };
+        let read = async {
+            let mut reads = stream::iter(&files)
+                .map(|(u, meta)| async move {
+                    let r = read_columns(store, meta, date, flights, gets, budget).await?;
+                    Ok::<_, Error>((u, meta, r))
+                })
+                .buffered(FILES_IN_FLIGHT)
+                .boxed();
+            while let Some((u, meta, read)) = reads.try_next().await? {
+                if let Some(n) = add_file(h, day, meta, true, beside, read)? {
+                    h.per_flight.push((*u, n))?;
+                    if meta.key != format!("{prefix}{u}.parquet") {
+                        h.held.other_names.insert(n, meta.key.clone());
+                    }
+                }
+            }
+            Ok::<_, Error>(())
+        };
+        let (next, ()) = tokio::try_join!(next, read)?;
+        page = next;
+    }
+    if seen != past.files {
+        return Err(Error::s3(
+            "ListObjectsV2",
+            store.bucket(),
+            &prefix,
+            "NoSuchKey",
+            format!(
+                "{} per-flight file(s) listed when the date's audit began, {seen} of them listed again: a run folded the day",
+                past.files
+            ),
+            false,
+        ));
+    }
+    Ok(())
+}
+
+/// Counts one index file's read into `day` and its rows into `h`: its
+/// number, or `None` when unreadable.
+///
+/// Errors: [`Error::Spill`] when the rows' set cannot be written.
+fn add_file(
+    h: &mut Holding<'_>,
+    day: &mut DayAudit,
+    meta: &ObjectMeta,
+    per_flight: bool,
+    beside: bool,
+    read: ColumnRead,
+) -> Result<Option<u32>> {
+    let date = day.date;
+    day.requests += read.requests;
+    day.bytes_read += read.bytes_read;
+    if !per_flight {
+        day.multi_row_bytes += meta.size;
+    }
+    let rows = match read.outcome {
+        Err(reason) => {
+            day.findings.unreadable_files.add(|| FileExample {
+                date,
+                file: meta.key.clone(),
+                reason: Some(reason),
+            });
+            return Ok(None);
+        }
+        Ok(rows) => rows,
+    };
+    let n = h.files;
+    h.files += 1;
+    day.rows += rows.rows;
+    for (i, f) in rows.flights.iter().enumerate() {
+        h.rows.push((*f, n, i as u32))?;
+    }
+    day.findings.orphans.absorb(&rows.orphans);
+    day.findings.other_day_rows.absorb(&rows.other_day);
+    if per_flight && beside {
+        day.findings
+            .per_flight_beside_compacted
+            .add(|| FileExample {
+                date,
+                file: meta.key.clone(),
+                reason: None,
+            });
+    }
+    Ok(Some(n))
+}
+
+/// The flights holding a row, in order, each once, from `rows`' records.
+fn holding_flights(rows: &SortedSet<(Uuid, u32, u32)>) -> impl Iterator<Item = Result<Uuid>> + '_ {
+    let mut last = None;
+    rows.iter().filter_map(move |r| match r {
+        Ok((u, _, _)) if last == Some(u) => None,
+        Ok((u, _, _)) => {
+            last = Some(u);
+            Some(Ok(u))
+        }
+        Err(e) => Some(Err(e)),
+    })
+}
+
+/// Counts the flights of `flights` no file holds a row of (one merge pass
+/// over the two sets, in uuid order), and names the first ones' flight keys.
+///
+/// Errors: a set on disk that cannot be read back; an S3 error listing
+/// the examples' keys.
 async fn find_missing(
     store: &impl Store,
     flights: &UuidSet,
@@ -612,9 +759,20 @@ async fn find_missing(
     // The examples' flight keys: listed again for them alone (the date's
     // listing keeps uuids, 16 B a flight, not keys).
     let mut examples = Flights::default();
+    let mut holding = holding_flights(&held.rows).peekable();
     for u in flights.iter() {
         let u = u?;
-        if held.by_flight.contains_key(&u) {
+        let is_held = loop {
+            match holding.peek() {
+                Some(Ok(h)) if *h < u => _ = holding.next(),
+                Some(Ok(h)) => break *h == u,
+                Some(Err(_)) => {
+                    return Err(holding.next().and_then(Result::err).expect("an error"));
+                }
+                None => break false,
+            }
+        };
+        if is_held {
             continue;
         }
         day.findings.missing.add(|| {
@@ -635,22 +793,83 @@ async fn find_missing(
     Ok(())
 }
 
-/// Counts the flights with more than one row, in uuid order.
-fn find_duplicated(held: &Held<'_>, day: &mut DayAudit) {
-    let mut dups: Vec<(&Uuid, &Holders)> = (held.by_flight.iter())
-        .filter(|(_, h)| h.rows > 1)
-        .collect();
-    dups.sort_unstable_by_key(|(u, _)| **u);
-    for (u, h) in dups {
-        day.findings.duplicated.add(|| DuplicateExample {
-            date: day.date,
-            flight: *u,
-            rows: h.rows,
-            files: (h.files.iter())
-                .map(|i| held.files[*i as usize].to_string())
-                .collect(),
-        });
+/// Counts the flights with more than one row, in uuid order (one pass over
+/// the rows' set), naming the first ones' files.
+///
+/// Errors: a set on disk that cannot be read back.
+fn find_duplicated(held: &Held<'_>, day: &mut DayAudit) -> Result<()> {
+    // (flight, rows, its first files' numbers) of the flight being counted.
+    let mut this: Option<(Uuid, u32, Vec<u32>)> = None;
+    let mut named: Vec<(Uuid, u32, Vec<u32>)> = Vec::new();
+    let mut close = |d: &mut DayAudit, t: Option<(Uuid, u32, Vec<u32>)>| {
+        if let Some(t) = t.filter(|t| t.1 > 1) {
+            d.findings.duplicated.add(|| {
+                named.push(t.clone());
+                DuplicateExample {
+                    date: d.date,
+                    flight: t.0,
+                    rows: t.1,
+                    files: Vec::new(),
+                }
+            });
+        }
+    };
+    for r in held.rows.iter() {
+        let (u, file, _) = r?;
+        match &mut this {
+            Some((f, rows, files)) if *f == u => {
+                *rows = rows.saturating_add(1);
+                if files.last() != Some(&file) && files.len() < EXAMPLE_FILES_MAX {
+                    files.push(file);
+                }
+            }
+            _ => close(day, this.replace((u, 1, vec![file]))),
+        }
     }
+    close(day, this.take());
+    let keys = file_keys(
+        held,
+        day.date,
+        named.iter().flat_map(|t| t.2.iter().copied()),
+    )?;
+    for (e, (_, _, files)) in day.findings.duplicated.examples.iter_mut().zip(&named) {
+        e.files = (files.iter())
+            .filter_map(|n| keys.get(n).cloned())
+            .collect();
+    }
+    Ok(())
+}
+
+/// The keys of the files numbered `wanted` ([`Held`]): a multi-row input's
+/// from its list, a per-flight file's from one pass over the per-flight set.
+///
+/// Errors: the per-flight set on disk that cannot be read back.
+fn file_keys(
+    held: &Held<'_>,
+    date: NaiveDate,
+    wanted: impl Iterator<Item = u32>,
+) -> Result<BTreeMap<u32, String>> {
+    let mut keys = BTreeMap::new();
+    let mut per_flight = BTreeSet::new();
+    for n in wanted {
+        match held.multi_row.get(n as usize) {
+            Some(k) => _ = keys.insert(n, k.to_string()),
+            None => _ = per_flight.insert(n),
+        }
+    }
+    if per_flight.is_empty() {
+        return Ok(keys);
+    }
+    let prefix = index_prefix(date);
+    for r in held.per_flight.iter() {
+        let (u, n) = r?;
+        if per_flight.contains(&n) {
+            let key = (held.other_names.get(&n).cloned())
+                .unwrap_or_else(|| format!("{prefix}{u}.parquet"));
+            keys.insert(n, key);
+        }
+    }
+    Ok(keys)
 }
 
 /// What one index file's columns said.
@@ -856,6 +1075,64 @@ mod tests {
 
     #[tokio::test]
     async fn findings_of_a_day_in_memory() {
+        let (store, d) = findings_store();
+        let r = audit(&store, &config(), &AuditOptions::range(d, d))
+            .await
+            .unwrap();
+        let day = &r.days[0];
+        let got = &day.findings;
+        assert_eq!(day.counts.flights, 4);
+        assert_eq!(
+            day.rows, 6,
+            "5 rows in the compacted file, 1 per-flight file"
+        );
+        assert_eq!(got.missing.count, 2, "flights 2 and 3");
+        assert_eq!(got.duplicated.count, 2, "flight 0 across files, 1 within");
+        assert_eq!(got.duplicated.examples[0].files.len(), 2);
+        assert_eq!(got.orphans.count, 2, "flight 9 and the row without s3_key");
+        assert_eq!(got.other_day_rows.count, 1);
+        assert_eq!(
+            got.unreadable_files.count, 2,
+            "the export and flight 2's file"
+        );
+        assert_eq!(got.per_flight_beside_compacted.count, 1, "the readable one");
+        assert_eq!(r.status, AuditStatus::Findings);
+        assert_eq!(r.status.exit_code(), 2);
+        assert!(r.totals.findings.duplicated.fix.is_some());
+        assert!(format_human(&r).contains("duplicated"));
+    }
+
+    /// Every set spilled (one record in memory): the same report, findings
+    /// and examples in the same order, the files of a duplicate named.
+    #[tokio::test]
+    async fn a_day_whose_sets_spill_reports_the_same() {
+        let (store, d) = findings_store();
+        let opts = AuditOptions::range(d, d);
+        let held = audit(&store, &config(), &opts).await.unwrap();
+        let spilled = Config::from_map(
+            &[
+                ("S3_BUCKET".to_string(), "b".to_string()),
+                ("FLIGHTS_IN_MEMORY".to_string(), "1".to_string()),
+            ]
+            .into(),
+        )
+        .unwrap();
+        let r = audit(&store, &spilled, &opts).await.unwrap();
+        assert_eq!(r, held);
+        let p = index_prefix(d);
+        assert_eq!(
+            r.days[0].findings.duplicated.examples[0].files,
+            [
+                format!("{p}compacted-a.parquet"),
+                format!("{p}019f7d73-f820-702f-b905-000000000000.parquet")
+            ]
+        );
+    }
+
+    /// A date of every finding: four flights, a compacted file with a
+    /// duplicate, an orphan, a row of another day and a row without
+    /// `s3_key`, a per-flight file beside it, one cut short, and junk.
+    fn findings_store() -> (MemoryStore, NaiveDate) {
         use crate::data::merge::{encode, target_schema};
         use arrow_array::{ArrayRef, BooleanArray, RecordBatch, TimestampMicrosecondArray};
         let d = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
@@ -916,30 +1193,7 @@ mod tests {
         );
         store.put_now(&format!("{p}{}.parquet", u(2)), "PAR1 cut".into());
         store.put_now(&format!("{p}export.parquet"), "not parquet".into());
-        let r = audit(&store, &config(), &AuditOptions::range(d, d))
-            .await
-            .unwrap();
-        let day = &r.days[0];
-        let got = &day.findings;
-        assert_eq!(day.counts.flights, 4);
-        assert_eq!(
-            day.rows, 6,
-            "5 rows in the compacted file, 1 per-flight file"
-        );
-        assert_eq!(got.missing.count, 2, "flights 2 and 3");
-        assert_eq!(got.duplicated.count, 2, "flight 0 across files, 1 within");
-        assert_eq!(got.duplicated.examples[0].files.len(), 2);
-        assert_eq!(got.orphans.count, 2, "flight 9 and the row without s3_key");
-        assert_eq!(got.other_day_rows.count, 1);
-        assert_eq!(
-            got.unreadable_files.count, 2,
-            "the export and flight 2's file"
-        );
-        assert_eq!(got.per_flight_beside_compacted.count, 1, "the readable one");
-        assert_eq!(r.status, AuditStatus::Findings);
-        assert_eq!(r.status.exit_code(), 2);
-        assert!(r.totals.findings.duplicated.fix.is_some());
-        assert!(format_human(&r).contains("duplicated"));
+        (store, d)
     }
 
     /// `S3_Key` and `First_Message` are the columns the merge takes as
