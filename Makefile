@@ -13,7 +13,7 @@ ARCH ?= arm64
 EVENT ?= events/console-now.json
 
 .PHONY: help tools test test-unit test-ministack test-moto test-crash test-release release-bootstrap demo lint fmt \
-	lambda-tools sam-tools qemu-tools build deploy deploy-local invoke-local invoke-qemu validate bench bench-parts bench-sizing bench-windows bench-concurrency bench-audit bench-audit-scale bench-sets bench-backlog bench-plot bench-docs bench-tools mutants
+	lambda-tools sam-tools qemu-tools build deploy deploy-local invoke-local invoke-qemu validate bench bench-parts bench-sizing bench-windows bench-concurrency bench-audit bench-audit-scale bench-audit-rss bench-sets bench-backlog bench-plot bench-docs bench-tools mutants
 
 help: ## This list.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-17s %s\n", $$1, $$2}'
@@ -161,6 +161,10 @@ bench-audit-scale: tools ## `audit` of an uncompacted 200,000-file day under `--
 	$(CARGO) build --release --bin archive-compaction
 	$(TOOLS_DIR)/py/bin/python bench/audit.py --flights 200000 --skip year,compact --max-duration 900 --ulimit-kib 524288 --out target/bench-audit-scale.json
 	python3 bench/docs.py --results target/bench-audit-scale.json --block audit-scale
+
+bench-audit-rss: tools ## `audit`'s peak RSS on uncompacted days of 20,000 and 80,000 per-flight files (it should not grow); AUDIT_BEFORE=path/to/binary measures that binary too, on the same buckets; writes target/bench-audit-rss.json (~20 min, most of it the upload).
+	$(CARGO) build --release --bin archive-compaction
+	$(TOOLS_DIR)/py/bin/python bench/audit.py --flights 20000,80000 --skip year,compact $(if $(AUDIT_BEFORE),--bin $(AUDIT_BEFORE)) --bin target/release/archive-compaction --out target/bench-audit-rss.json
 
 bench-sets: tools ## A date's uuid sets (flights, files past the window, the parity gate's, the parts' pairs) at 1, 10 and 30 million flights under `ulimit -v 524288`, without S3 (bench-tool sets: the run's own code over generated uuids), and once with every set in memory; writes docs/performance.md's "A day of any size" (~3 min, ~1.2 GB of TMPDIR).
 	$(CARGO) build --release --example bench-tool

@@ -2,15 +2,19 @@
 system, wait4's), peak RSS (GNU time's %M) and the GETs and bytes it read,
 on a local S3 server (ministack by default) without added latency.
 
-    python bench/audit.py [--bin target/release/archive-compaction]
-                          [--server ministack|moto] [--flights 10000]
+    python bench/audit.py [--bin target/release/archive-compaction ...]
+                          [--server ministack|moto] [--flights 10000[,80000...]]
                           [--days 365] [--day-flights 100] [--out FILE]
                           [--max-duration S] [--ulimit-kib K] [--skip day,year,compact]
 
 Two buckets, written with pyarrow (tests/support/archive.py):
 
   day    one day of --flights flights: audited as --flights per-flight
-         files, then again after `run --date` compacted it into one file
+         files, then again after `run --date` compacted it into one file;
+         several counts (`--flights 20000,80000`, `make bench-audit-rss`)
+         are one bucket each, uploaded once, and every --bin (repeat it:
+         before and after a change) audits each, so the peak RSS of one
+         binary can be compared across sizes
   year   --days consecutive days, each one compacted file (written as the
          Python job left them) of --day-flights rows and its flight objects
 
@@ -117,9 +121,12 @@ def put_all(s3, bucket, puts):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "archive-compaction"))
+    ap.add_argument("--bin", action="append",
+                    help="the binary to measure; repeat it to measure several on the same buckets "
+                         "(default target/release/archive-compaction)")
     ap.add_argument("--server", default="ministack")
-    ap.add_argument("--flights", type=int, default=10000)
+    ap.add_argument("--flights", default="10000",
+                    help="the day's flights; a comma list is one bucket each (the day part only)")
     ap.add_argument("--days", type=int, default=365)
     ap.add_argument("--day-flights", type=int, default=100)
     ap.add_argument("--skip", default="",
@@ -135,28 +142,38 @@ def main():
                          "(make bench-audit: target/bench-audit.json, which bench/docs.py puts "
                          "into docs/performance.md's `audit` block)")
     args = ap.parse_args()
+    bins = args.bin or [os.path.join(ROOT, "target", "release", "archive-compaction")]
+    sizes = [int(n) for n in args.flights.split(",")]
     global ULIMIT_KIB
     ULIMIT_KIB = args.ulimit_kib
     load_before = os.getloadavg()
     srv, endpoint = start(args.server)
     s3 = archive.client(endpoint)
     if "day" not in args.skip:
-        b = "bench-audit-day"
-        s3.create_bucket(Bucket=b)
-        spec = json.dumps({"seed": 1, "create_bucket": False,
-                           "days": [{"date": "2026-07-20", "flights": args.flights}]})
-        subprocess.run([sys.executable, os.path.join(ROOT, "tests", "support", "archive.py"), "gen",
-                        "--endpoint", endpoint, "--bucket", b], input=spec.encode(), check=True,
-                       stdout=subprocess.DEVNULL)
-        e = env(endpoint, b)
+        buckets = []
+        for n in sizes:
+            b = "bench-audit-day" if len(sizes) == 1 else f"bench-audit-day-{n}"
+            s3.create_bucket(Bucket=b)
+            spec = json.dumps({"seed": 1, "create_bucket": False,
+                               "days": [{"date": "2026-07-20", "flights": n}]})
+            subprocess.run([sys.executable, os.path.join(ROOT, "tests", "support", "archive.py"), "gen",
+                            "--endpoint", endpoint, "--bucket", b], input=spec.encode(), check=True,
+                           stdout=subprocess.DEVNULL)
+            buckets.append((n, b))
         bound = ["--max-duration", args.max_duration] if args.max_duration else []
-        timed(f"day of {args.flights} per-flight files" + (f", --max-duration {args.max_duration}" if bound else ""),
-              [args.bin, "audit", "--from", "2026-07-20", "--to", "2026-07-20"] + bound, e)
+        for n, b in buckets:
+            for binary in bins:
+                named = f" ({os.path.relpath(binary, ROOT)})" if len(bins) > 1 else ""
+                timed(f"day of {n} per-flight files" + (f", --max-duration {args.max_duration}" if bound else "") + named,
+                      [binary, "audit", "--from", "2026-07-20", "--to", "2026-07-20"] + bound, env(endpoint, b))
     if "day" not in args.skip and "compact" not in args.skip:
-        subprocess.run([args.bin, "run", "--date", "2026-07-20", "--now", "2026-07-22T04:50:00Z"], env=e,
+        n, b = buckets[-1]
+        e = env(endpoint, b)
+        subprocess.run([bins[0], "run", "--date", "2026-07-20", "--now", "2026-07-22T04:50:00Z"], env=e,
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        timed(f"day of {args.flights} flights, one compacted file",
-              [args.bin, "audit", "--from", "2026-07-20", "--to", "2026-07-20"], e)
+        for binary in bins:
+            timed(f"day of {n} flights, one compacted file",
+                  [binary, "audit", "--from", "2026-07-20", "--to", "2026-07-20"], e)
     if "year" not in args.skip:
         b = "bench-audit-year"
         s3.create_bucket(Bucket=b)
@@ -175,12 +192,12 @@ def main():
         put_all(s3, b, puts)
         last = start_day + dt.timedelta(days=args.days - 1)
         timed(f"{args.days} compacted days of {args.day_flights} flights",
-              [args.bin, "audit", "--from", start_day.isoformat(), "--to", last.isoformat()],
+              [bins[0], "audit", "--from", start_day.isoformat(), "--to", last.isoformat()],
               env(endpoint, b))
     srv.stdin.close()
     srv.wait()
     if args.out:
-        build = "release" if os.sep + "release" + os.sep in os.path.abspath(args.bin) else "debug"
+        build = "release" if os.sep + "release" + os.sep in os.path.abspath(bins[0]) else "debug"
         meta = {**provenance(load_before), "server": args.server, "build": build,
                 "command": "bench/audit.py " + " ".join(sys.argv[1:])}
         with open(args.out, "w") as f:
