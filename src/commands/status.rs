@@ -642,7 +642,12 @@ async fn lease_status(store: &impl Store, as_of: DateTime<Utc>) -> Result<LeaseS
 }
 
 /// The run's parity gate for one date, re-run read-only on the plan the run
-/// would make (`claimed`, the keys live manifests claim, left out).
+/// would make (`claimed`, the keys live manifests claim, left out): the
+/// next run's first pass, listed with its window
+/// ([`crate::protocol::sizing::MemoryFit::window`]), so what it holds is
+/// bounded as the run's is. Every flight is gated; of the per-flight files
+/// past the window (a date larger than it), what they hold is checked by
+/// the run's later passes, not here.
 async fn mismatch_status(
     store: &impl Store,
     config: &Config,
@@ -651,18 +656,16 @@ async fn mismatch_status(
     claimed: &std::collections::HashSet<String>,
     errors: &mut Vec<String>,
 ) -> Result<MismatchStatus> {
-    let day = Day::list(store, date, true, config.spill).await?;
+    let settings = crate::protocol::read::ReadSettings::of(config);
+    let window = crate::protocol::sizing::MemoryFit::of(config).window();
+    let window = usize::try_from(window).unwrap_or(usize::MAX);
+    let day = Day::list_window(store, date, true, window, settings.spill).await?;
     let day_plan = plan::plan_day(date, day.index.clone(), claimed);
     let inputs = match &day_plan.action {
         plan::DayAction::Compact { inputs } => Some(inputs.as_slice()),
         _ => None,
     };
-    let check = (day.parity_check(
-        store,
-        inputs,
-        crate::protocol::read::ReadSettings::of(config),
-    ))
-    .await?;
+    let check = day.parity_check(store, inputs, settings).await?;
     for (key, u) in &check.unreadable {
         errors.push(format!(
             "multi-row index file s3://{}/{key} unreadable for the parity check: {}",
