@@ -54,7 +54,6 @@
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
 use std::time::Instant;
 
 use chrono::{DateTime, NaiveDate, Utc};
@@ -63,6 +62,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 use uuid::Uuid;
 
+use crate::commands::render::{Col, Text};
 use crate::data::config::Config;
 use crate::data::input::{self, Budget, RowKeys};
 use crate::data::keys::{IndexKey, classify_index_key, flight_uuid, index_prefix};
@@ -962,10 +962,9 @@ async fn read_columns(
 
 /// The report as text: totals, findings with examples and fixes, dates not finished.
 pub fn format_human(r: &AuditReport) -> String {
-    let mut s = String::new();
+    let mut s = Text::default();
     let t = &r.totals;
-    let _ = writeln!(
-        s,
+    s.line(format_args!(
         "audit of s3://{} {}..{}: {} of {} date(s) audited, {} flight(s), {} index row(s); {} of {} bytes of multi-row files read",
         r.bucket,
         r.from,
@@ -976,44 +975,39 @@ pub fn format_human(r: &AuditReport) -> String {
         t.rows,
         t.bytes_read,
         t.multi_row_bytes
-    );
+    ));
     format_findings(&mut s, &t.findings);
-    for u in &r.unfinished {
-        let _ = writeln!(s, "  not audited {}: {}", u.date, u.error);
-    }
-    if let Some(d) = r.resume_date {
-        let _ = writeln!(
-            s,
-            "  stopped before the deadline: audit --from {d} --to {} continues",
-            r.to
-        );
-    }
-    let _ = writeln!(
-        s,
-        "result: {} (exit {})",
-        match r.status {
-            AuditStatus::Clean => "clean: every flight exactly once",
-            AuditStatus::Findings => "findings",
-            AuditStatus::Incomplete => "incomplete",
-        },
-        r.status.exit_code()
+    let unfinished = r.unfinished.iter();
+    s.items(
+        "  ",
+        unfinished.map(|u| format!("not audited {}: {}", u.date, u.error)),
     );
-    s
+    if let Some(d) = r.resume_date {
+        let to = r.to;
+        s.line(format_args!(
+            "  stopped before the deadline: audit --from {d} --to {to} continues"
+        ));
+    }
+    let result = match r.status {
+        AuditStatus::Clean => "clean: every flight exactly once",
+        AuditStatus::Findings => "findings",
+        AuditStatus::Incomplete => "incomplete",
+    };
+    s.line(format_args!(
+        "result: {result} (exit {})",
+        r.status.exit_code()
+    ));
+    s.into_string()
 }
 
 /// Every finding's line, in the order of the module's table.
-fn format_findings(s: &mut String, f: &Findings) {
+fn format_findings(s: &mut Text, f: &Findings) {
     format_finding(s, "missing", &f.missing, |e| {
         format!("{} {} ({})", e.date, e.flight, e.key)
     });
     format_finding(s, "duplicated", &f.duplicated, |e| {
-        format!(
-            "{} {}: {} rows in {}",
-            e.date,
-            e.flight,
-            e.rows,
-            e.files.join(", ")
-        )
+        let files = e.files.join(", ");
+        format!("{} {}: {} rows in {files}", e.date, e.flight, e.rows)
     });
     format_finding(
         s,
@@ -1034,29 +1028,23 @@ fn format_findings(s: &mut String, f: &Findings) {
     format_finding(s, "orphans", &f.orphans, row);
     format_finding(s, "other_day_rows", &f.other_day_rows, row);
     format_finding(s, "unreadable_files", &f.unreadable_files, |e| {
-        format!(
-            "{} {}: {}",
-            e.date,
-            e.file,
-            e.reason.as_deref().unwrap_or_default()
-        )
+        let reason = e.reason.as_deref().unwrap_or_default();
+        format!("{} {}: {reason}", e.date, e.file)
     });
 }
 
+/// The findings' columns: the name, then the count.
+const FINDING: [Col; 2] = [Col::Left(27), Col::Right(8)];
+
 /// One finding's line: its count, then its examples as `show` writes them, and its fix.
-fn format_finding<E>(s: &mut String, name: &str, f: &Finding<E>, show: impl Fn(&E) -> String) {
-    let _ = writeln!(s, "  {name:<28} {:>8}", f.count);
-    if f.count == 0 {
-        return;
-    }
-    for e in &f.examples {
-        let _ = writeln!(s, "      {}", show(e));
-    }
-    if f.count > f.examples.len() as u64 {
-        let _ = writeln!(s, "      … {} more", f.count - f.examples.len() as u64);
-    }
-    if let Some(fix) = &f.fix {
-        let _ = writeln!(s, "      fix: {fix}");
+fn format_finding<E>(s: &mut Text, name: &str, f: &Finding<E>, show: impl Fn(&E) -> String) {
+    s.row(&FINDING, &[&name, &f.count], "");
+    let examples: Vec<String> = f.examples.iter().map(show).collect();
+    s.shortened("      ", &examples, EXAMPLES_MAX, f.count, |n| {
+        format!("… {n} more")
+    });
+    if let (Some(fix), true) = (&f.fix, f.count > 0) {
+        s.line(format_args!("      fix: {fix}"));
     }
 }
 

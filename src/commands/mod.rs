@@ -12,9 +12,11 @@
 //! - [`prune`]: the `prune-cache` command: the archive host's local index
 //!   cache.
 //! - [`progress`]: a run's progress events, and the CLI's bar over them.
+//! - [`render`]: the human text of `status`, `audit` and `prune-cache`.
 
 pub mod audit;
 pub mod progress;
 pub mod prune;
+pub mod render;
 pub mod run;
 pub mod status;

@@ -48,7 +48,6 @@
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use chrono::NaiveDate;
@@ -688,40 +687,32 @@ impl<'a> DayHandles<'a> {
 
 /// The one line a terminal gets (pure).
 pub fn format_human(r: &PruneReport) -> String {
-    let mut o = String::new();
     let wm = r.watermark.map_or_else(
         || "none: nothing compacted yet".to_string(),
         |w| w.to_string(),
     );
-    let _ = write!(
-        o,
-        "prune-cache {} (watermark {wm}): {} of {} dates listed; ",
-        r.dir, r.dates_listed, r.dates_looked_at
-    );
-    if r.dry_run {
-        let _ = write!(
-            o,
-            "dry run, would delete {} local copies ({} bytes); nothing deleted",
-            r.files_to_delete, r.bytes_to_free
-        );
+    let done = if r.dry_run {
+        let (n, bytes) = (r.files_to_delete, r.bytes_to_free);
+        format!("dry run, would delete {n} local copies ({bytes} bytes); nothing deleted")
     } else {
-        let _ = write!(
-            o,
-            "deleted {} local copies ({} bytes freed)",
-            r.files_deleted, r.bytes_freed
-        );
-    }
-    let _ = write!(o, "; kept {}", r.files_kept);
+        let (n, bytes) = (r.files_deleted, r.bytes_freed);
+        format!("deleted {n} local copies ({bytes} bytes freed)")
+    };
     let reasons: Vec<String> = (r.kept.iter())
         .map(|(why, n)| format!("{n} {}", why.words()))
         .collect();
-    if !reasons.is_empty() {
-        let _ = write!(o, ": {}", reasons.join(", "));
-    }
-    if !r.errors.is_empty() {
-        let _ = write!(o, "; {} delete(s) FAILED (see errors)", r.errors.len());
-    }
-    o
+    let reasons = match reasons.is_empty() {
+        true => String::new(),
+        false => format!(": {}", reasons.join(", ")),
+    };
+    let failed = match r.errors.len() {
+        0 => String::new(),
+        n => format!("; {n} delete(s) FAILED (see errors)"),
+    };
+    format!(
+        "prune-cache {} (watermark {wm}): {} of {} dates listed; {done}; kept {}{reasons}{failed}",
+        r.dir, r.dates_listed, r.dates_looked_at, r.files_kept
+    )
 }
 
 #[cfg(test)]

@@ -30,12 +30,13 @@
 //! assert!(text.contains("lease        free"), "{text}");
 //! ```
 
-use std::fmt::Write as _;
+use std::fmt::Display;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::commands::render::{Col, Text};
 use crate::data::config::Config;
 use crate::data::keys::{LOCK_KEY, WATERMARK_KEY, manifest_date};
 use crate::data::state::{Manifest, WatermarkState};
@@ -731,62 +732,57 @@ pub fn format_age(seconds: i64) -> String {
     }
 }
 
+fn utc(d: DateTime<Utc>) -> String {
+    d.format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
 fn date_or(d: Option<NaiveDate>, none: &str) -> String {
     d.map_or_else(|| none.to_string(), |d| d.to_string())
 }
 
 /// Renders a status for a terminal (pure; `--json` prints the value itself).
 pub fn format_human(s: &StatusReport) -> String {
-    let mut o = String::new();
-    let t = |d: DateTime<Utc>| d.format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let mut o = Text::default();
     // What could not be read comes first: the rest is read in its light.
     if !s.errors.is_empty() {
-        let _ = writeln!(o, "errors");
-        for e in &s.errors {
-            let _ = writeln!(o, "  {e}");
-        }
+        o.line("errors");
+        o.items("  ", &s.errors);
     }
     let unknown = s.state_unreadable;
-    let _ = writeln!(o, "bucket       {} (as of {})", s.bucket, t(s.as_of));
+    o.field("bucket", format!("{} (as of {})", s.bucket, utc(s.as_of)));
     let watermark = match (s.watermark, unknown) {
         (Some(w), _) => w.to_string(),
         (None, true) => "unknown: could not be read (see errors)".to_string(),
         (None, false) => "none (nothing compacted yet)".to_string(),
     };
-    let _ = writeln!(o, "watermark    {watermark}");
-    match (s.cutoff, s.lag_days) {
-        (Some(cutoff), Some(lag)) => {
-            let _ = writeln!(
-                o,
-                "cutoff       {cutoff} (now {}, LAG_DAYS {lag})",
-                t(s.now)
-            );
-        }
-        _ => {
-            let _ = writeln!(o, "cutoff       unknown: the settings could not be read");
-        }
-    }
-    let _ = writeln!(o, "lag          {}", lag_text(s));
+    o.field("watermark", watermark);
+    let cutoff = match (s.cutoff, s.lag_days) {
+        (Some(cutoff), Some(lag)) => format!("{cutoff} (now {}, LAG_DAYS {lag})", utc(s.now)),
+        _ => "unknown: the settings could not be read".to_string(),
+    };
+    o.field("cutoff", cutoff);
+    o.field("lag", lag_text(s));
     let next = if unknown && s.next_date.is_none() {
         "unknown".to_string()
     } else {
         date_or(s.next_date, "none")
     };
-    let _ = writeln!(o, "next date    {next}");
-    let _ = writeln!(o, "last run     {}", last_run_text(s.last_run.as_ref()));
+    o.field("next date", next);
+    o.field("last run", last_run_text(s.last_run.as_ref()));
     if let Some(v) = &s.versioning {
-        let _ = writeln!(o, "versioning   {}", versioning_text(v));
+        o.field("versioning", versioning_text(v));
     }
     if s.bucket_unreadable {
-        for part in ["lease        ", "manifests    ", "quarantined  "] {
-            let _ = writeln!(o, "{part}unknown");
+        for part in ["lease", "manifests", "quarantined"] {
+            o.field(part, "unknown");
         }
     } else {
-        format_lease_and_manifests(&mut o, s);
+        o.field("lease", lease_text(&s.lease));
+        format_manifests(&mut o, s);
     }
     format_mismatch(&mut o, s);
     format_next_days(&mut o, s);
-    o
+    o.into_string()
 }
 
 /// The `lag` line's text: days behind the cutoff, or why that is unknown.
@@ -851,13 +847,12 @@ fn versioning_text(v: &VersioningStatus) -> String {
     }
 }
 
-fn format_lease_and_manifests(o: &mut String, s: &StatusReport) {
-    let t = |d: DateTime<Utc>| d.format("%Y-%m-%dT%H:%M:%SZ").to_string();
-    let l = &s.lease;
+/// The `lease` line's text.
+fn lease_text(l: &LeaseStatus) -> String {
     let holder = l.holder.as_deref().unwrap_or("?");
-    let expires = l.expires_at.map(t).unwrap_or_default();
+    let expires = l.expires_at.map(utc).unwrap_or_default();
     let secs = l.expires_in_seconds.unwrap_or(0);
-    let lease = match l.state {
+    match l.state {
         LeaseState::Free => "free".to_string(),
         LeaseState::Held => format!(
             "held until {expires} (in {}), by {holder}: a run under way, or one that may have died (a new run does nothing until then)",
@@ -873,157 +868,152 @@ fn format_lease_and_manifests(o: &mut String, s: &StatusReport) {
         ),
         LeaseState::Unreadable => "unreadable lock file; the next run takes it over".to_string(),
         LeaseState::Unknown => "unknown".to_string(),
+    }
+}
+
+/// The live and the quarantined manifests, one line each.
+fn format_manifests(o: &mut Text, s: &StatusReport) {
+    let live = match s.manifests.len() {
+        0 => "none".to_string(),
+        n => format!(
+            "{n} live (the next run's recovery finishes or undoes each; one still here after it is stuck: docs/runbook.md#a-stuck-manifest):"
+        ),
     };
-    let _ = writeln!(o, "lease        {lease}");
-    if s.manifests.is_empty() {
-        let _ = writeln!(o, "manifests    none");
-    } else {
-        let _ = writeln!(
-            o,
-            "manifests    {} live (the next run's recovery finishes or undoes each; one still here after it is stuck: docs/runbook.md#a-stuck-manifest):",
-            s.manifests.len()
-        );
-        for m in &s.manifests {
-            let what = if m.readable {
-                format!(
-                    "{} input(s) still listed, output {}",
-                    m.inputs,
-                    m.output_key.as_deref().unwrap_or("none (no rows)")
-                )
-            } else {
-                "UNREADABLE: the next run quarantines it".to_string()
-            };
-            let what = match &m.breaks_rule {
-                Some(rule) => format!("BREAKS RULE {rule}: the next run quarantines it"),
-                None if m.stuck => format!(
-                    "STUCK: {what}; a run could not delete them, the date is blocked and the next run retries"
-                ),
-                None => what,
-            };
-            let _ = writeln!(
-                o,
-                "  {}  {}  age {}  {what}",
-                date_or(m.date, "?"),
-                m.key,
-                format_age(m.age_seconds)
-            );
-        }
+    o.field("manifests", live);
+    for m in &s.manifests {
+        let what = if m.readable {
+            format!(
+                "{} input(s) still listed, output {}",
+                m.inputs,
+                m.output_key.as_deref().unwrap_or("none (no rows)")
+            )
+        } else {
+            "UNREADABLE: the next run quarantines it".to_string()
+        };
+        let what = match &m.breaks_rule {
+            Some(rule) => format!("BREAKS RULE {rule}: the next run quarantines it"),
+            None if m.stuck => format!(
+                "STUCK: {what}; a run could not delete them, the date is blocked and the next run retries"
+            ),
+            None => what,
+        };
+        let age = format_age(m.age_seconds);
+        let date = date_or(m.date, "?");
+        o.line(format_args!("  {date}  {}  age {age}  {what}", m.key));
     }
-    if s.quarantined.is_empty() {
-        let _ = writeln!(o, "quarantined  none");
-    } else {
-        let _ = writeln!(
-            o,
-            "quarantined  {} (each blocks its date; inspect, then delete it):",
-            s.quarantined.len()
-        );
-        for q in &s.quarantined {
-            let _ = writeln!(
-                o,
-                "  {}  {}  age {}  {} bytes",
-                date_or(q.date, "?"),
-                q.key,
-                format_age(q.age_seconds),
-                q.size
-            );
-        }
+    let quarantined = match s.quarantined.len() {
+        0 => "none".to_string(),
+        n => format!("{n} (each blocks its date; inspect, then delete it):"),
+    };
+    o.field("quarantined", quarantined);
+    for q in &s.quarantined {
+        let (date, age) = (date_or(q.date, "?"), format_age(q.age_seconds));
+        o.line(format_args!(
+            "  {date}  {}  age {age}  {} bytes",
+            q.key, q.size
+        ));
     }
 }
 
-fn format_mismatch(o: &mut String, s: &StatusReport) {
-    match &s.mismatch {
-        None if s.state_unreadable => {
-            let _ = writeln!(o, "mismatch     unknown");
-        }
-        None => {
-            let _ = writeln!(o, "mismatch     none");
-        }
-        Some(m) if m.missing_uuids.is_empty() => {
-            let _ = writeln!(
-                o,
-                "mismatch     {} (blocked {} run(s)): every one of its {} flights has an index row now; the next run passes it",
+fn format_mismatch(o: &mut Text, s: &StatusReport) {
+    let m = match &s.mismatch {
+        None if s.state_unreadable => return o.field("mismatch", "unknown"),
+        None => return o.field("mismatch", "none"),
+        Some(m) => m,
+    };
+    if m.missing_uuids.is_empty() {
+        return o.field(
+            "mismatch",
+            format_args!(
+                "{} (blocked {} run(s)): every one of its {} flights has an index row now; the next run passes it",
                 m.date, m.mismatch_runs, m.flights
-            );
+            ),
+        );
+    }
+    let what = match m.cause {
+        Some(MismatchCause::PerFlightFileWithoutOwnRow) => {
+            "whose per-flight file holds no row of theirs; the next run stops here again"
         }
-        Some(m) => {
-            let what = match m.cause {
-                Some(MismatchCause::PerFlightFileWithoutOwnRow) => {
-                    "whose per-flight file holds no row of theirs; the next run stops here again"
-                }
-                Some(MismatchCause::UnreadablePerFlightFile) => {
-                    "whose index row is in no readable file (see unreadable files below); the next run stops here again"
-                }
-                _ => "without an index row",
-            };
-            let _ = writeln!(
-                o,
-                "mismatch     {} (blocked {} run(s)): {} of {} flights {what}:",
-                m.date, m.mismatch_runs, m.missing_uuid_count, m.flights
-            );
-            for u in m.missing_uuids.iter().take(UUIDS_SHOWN) {
-                let _ = writeln!(o, "  {u}");
-            }
-            if m.missing_uuids.len() > UUIDS_SHOWN {
-                let _ = writeln!(
-                    o,
-                    "  ... {} more (--json lists them all)",
-                    m.missing_uuids.len() - UUIDS_SHOWN
-                );
-            }
-            if !m.unread_files.is_empty() {
-                let _ = writeln!(
-                    o,
-                    "  unreadable per-flight files (left in place; rewrite each from its flights/ object: docs/runbook.md#an-unreadable-per-flight-index-file):"
-                );
-                for f in m.unread_files.iter().take(UUIDS_SHOWN) {
-                    let _ = writeln!(o, "  {}  {}", f.key, f.reason);
-                }
-            }
+        Some(MismatchCause::UnreadablePerFlightFile) => {
+            "whose index row is in no readable file (see unreadable files below); the next run stops here again"
         }
+        _ => "without an index row",
+    };
+    o.field(
+        "mismatch",
+        format_args!(
+            "{} (blocked {} run(s)): {} of {} flights {what}:",
+            m.date, m.mismatch_runs, m.missing_uuid_count, m.flights
+        ),
+    );
+    let uuids = &m.missing_uuids;
+    o.shortened("  ", uuids, UUIDS_SHOWN, uuids.len() as u64, |n| {
+        format!("... {n} more (--json lists them all)")
+    });
+    if !m.unread_files.is_empty() {
+        o.line(
+            "  unreadable per-flight files (left in place; rewrite each from its flights/ object: docs/runbook.md#an-unreadable-per-flight-index-file):",
+        );
+        let files = m.unread_files.iter().take(UUIDS_SHOWN);
+        o.items("  ", files.map(|f| format!("{}  {}", f.key, f.reason)));
     }
 }
 
-fn format_next_days(o: &mut String, s: &StatusReport) {
+/// The next-dates table's columns: date, then six figures.
+const NEXT_DAYS: [Col; 7] = [
+    Col::Left(10),
+    Col::Right(8),
+    Col::Right(10),
+    Col::Right(12),
+    Col::Right(9),
+    Col::Right(9),
+    Col::Right(7),
+];
+
+fn format_next_days(o: &mut Text, s: &StatusReport) {
     if s.next_days.is_empty() && s.state_unreadable {
-        let _ = writeln!(o, "next dates   unknown");
+        return o.field("next dates", "unknown");
     } else if s.next_days.is_empty() {
-        let _ = writeln!(
-            o,
-            "next dates   none due (up to the cutoff {})",
-            date_or(s.cutoff, "unknown")
+        let cutoff = date_or(s.cutoff, "unknown");
+        return o.field(
+            "next dates",
+            format_args!("none due (up to the cutoff {cutoff})"),
         );
-    } else {
-        let _ = writeln!(o, "next dates");
-        let _ = writeln!(
-            o,
-            "  {:<10}  {:>8}  {:>10}  {:>12}  {:>9}  {:>9}  {:>7}",
-            "date", "flights", "per-flight", "bytes", "compacted", "multi-row", "foreign"
-        );
-        for d in &s.next_days {
-            let _ = write!(
-                o,
-                "  {:<10}  {:>8}  {:>10}  {:>12}  {:>9}  {:>9}  {:>7}",
-                d.date.to_string(),
-                d.counts.flights,
-                d.counts.per_flight_files,
-                d.per_flight_bytes,
-                d.counts.compacted_files,
-                d.counts.multi_row_files,
-                d.counts.foreign_objects
-            );
-            if let Some(b) = &d.blocked_by {
-                let _ = write!(o, "  blocked: {b}");
-            }
-            o.push('\n');
-            if d.rows_of_other_days > 0 {
-                let _ = writeln!(
-                    o,
-                    "  {:<10}  {} row(s) of other days in multi-row files (merged here, not moved): {}",
-                    "",
+    }
+    o.line("next dates");
+    let head = [
+        "date",
+        "flights",
+        "per-flight",
+        "bytes",
+        "compacted",
+        "multi-row",
+        "foreign",
+    ];
+    o.row(&NEXT_DAYS, &head.each_ref().map(|h| h as &dyn Display), "");
+    for d in &s.next_days {
+        let c = &d.counts;
+        let cells: [&dyn Display; 7] = [
+            &d.date,
+            &c.flights,
+            &c.per_flight_files,
+            &d.per_flight_bytes,
+            &c.compacted_files,
+            &c.multi_row_files,
+            &c.foreign_objects,
+        ];
+        let blocked = d.blocked_by.as_ref().map(|b| format!("  blocked: {b}"));
+        o.row(&NEXT_DAYS, &cells, blocked.unwrap_or_default());
+        if d.rows_of_other_days > 0 {
+            o.row(
+                &NEXT_DAYS[..1],
+                &[&""],
+                format_args!(
+                    "  {} row(s) of other days in multi-row files (merged here, not moved): {}",
                     d.rows_of_other_days,
                     d.other_days_uuids.join(", ")
-                );
-            }
+                ),
+            );
         }
     }
 }
