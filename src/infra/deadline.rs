@@ -10,12 +10,12 @@
 //!   with more than `DEADLINE_MARGIN_SECONDS`, and more than twice the
 //!   slowest date so far, left ([`Deadline::near`]); every finished date is
 //!   timed into that figure ([`Deadline::record`]), whichever pass did it.
-//! - A part of a date ([`crate::protocol::plan::parts`]), the first one included,
-//!   starts only with more than the margin, twice the date's slowest part
-//!   so far, and its own estimate left ([`Deadline::near_part`]): its files
-//!   at twice the slowest pace measured on a large part this run
-//!   ([`Deadline::record_part`]), or at [`UNMEASURED_SECONDS_PER_FILE`]
-//!   before one was.
+//! - A part of a date, the first one included, is sized to the time left
+//!   ([`Deadline::part_fit`]): it starts only with more than the margin
+//!   left (and twice the date's slowest part, until a pace is measured),
+//!   and its files, at twice the slowest pace measured on a large part this
+//!   run ([`Deadline::record_part`]) or at [`UNMEASURED_SECONDS_PER_FILE`]
+//!   before one was, must be done before the S3 calls end.
 //!
 //! ```
 //! use archive_compaction::infra::deadline::Deadline;
@@ -70,11 +70,13 @@ pub struct PartFit {
 
 impl PartFit {
     /// `Some` when a part of weight `files` does not fit: less is left
-    /// than the margin, twice the date's slowest part, or the part's
-    /// estimate at the pace.
+    /// than the floor ([`Deadline::part_fit`]), or than the part's estimate
+    /// at the pace before the S3 calls end.
     pub fn near(&self, files: u64) -> Option<Near> {
         let paced = Duration::from_secs_f64(files as f64 * self.seconds_per_file);
-        let needed = self.floor.max(paced);
+        let needed = self
+            .floor
+            .max(paced + crate::infra::storage::S3_DEADLINE_MARGIN);
         (self.left < needed).then_some(Near {
             left: self.left,
             needed,
@@ -198,11 +200,12 @@ impl Deadline {
     /// let d = Deadline::new(Some(Instant::now() + Duration::from_secs(100)), Duration::from_secs(30));
     /// assert!(d.near_part(10_000, Duration::from_secs(40)).is_none());
     /// assert_eq!(d.near_part(10_000, Duration::from_secs(60)).unwrap().needed, Duration::from_secs(120));
-    /// // Before any large part: 2 ms a file, 50,000 files in 100 s.
-    /// assert_eq!(d.near_part(50_000, Duration::ZERO).unwrap().needed, Duration::from_secs(100));
+    /// // Before any large part: 2 ms a file, 50,000 files in 100 s, done
+    /// // 8 s before the deadline.
+    /// assert_eq!(d.near_part(50_000, Duration::ZERO).unwrap().needed, Duration::from_secs(108));
     /// // 10 s for 2,000 files: 5 ms a file, twice that for the next part.
     /// d.record_part(2_000, Duration::from_secs(10));
-    /// assert_eq!(d.near_part(20_000, Duration::ZERO).unwrap().needed, Duration::from_secs(200));
+    /// assert_eq!(d.near_part(20_000, Duration::ZERO).unwrap().needed, Duration::from_secs(208));
     /// assert!(d.near_part(2_000, Duration::ZERO).is_none());
     /// // A part under PACE_MIN_FILES files sets no pace (its fixed requests).
     /// d.record_part(10, Duration::from_secs(100));
@@ -212,37 +215,45 @@ impl Deadline {
         self.part_fit(slowest)?.near(files)
     }
 
-    /// What a part started now may weigh: the time left, less the margin
-    /// and twice `slowest` (the date's slowest part so far; zero before
-    /// its first), at twice the slowest pace [`Deadline::record_part`]
-    /// measured, else at [`UNMEASURED_SECONDS_PER_FILE`]. `None` without a
-    /// deadline.
+    /// What a part started now may weigh: its files, at twice the slowest
+    /// pace [`Deadline::record_part`] measured (else at
+    /// [`UNMEASURED_SECONDS_PER_FILE`]), done before the S3 calls end
+    /// ([`crate::infra::storage::S3_DEADLINE_MARGIN`] before the deadline);
+    /// nothing when less than the margin is left, or, until a pace is
+    /// measured, less than twice `slowest` (the date's slowest part so far).
+    /// `None` without a deadline.
     ///
     /// ```
     /// use archive_compaction::infra::deadline::Deadline;
     /// use std::time::{Duration, Instant};
     /// let d = Deadline::new(Some(Instant::now() + Duration::from_secs(28)), Duration::from_secs(10));
-    /// // A cautious first part: 2 ms a file.
+    /// // A cautious first part: 2 ms a file, done 8 s before the deadline.
     /// let fit = d.part_fit(Duration::ZERO).unwrap();
-    /// assert!((13_000..=14_000).contains(&fit.weight), "{}", fit.weight);
+    /// assert!((9_000..=10_000).contains(&fit.weight), "{}", fit.weight);
     /// assert!(fit.near(fit.weight).is_none() && fit.near(fit.weight + 100).is_some());
-    /// // The pace measured sizes the next: 0.4 ms a file, twice that.
+    /// // The pace measured sizes the next: 0.4 ms a file, twice that; twice
+    /// // the slowest part (11.2 s) no longer holds it back.
     /// d.record_part(14_000, Duration::from_millis(5_600));
     /// let fit = d.part_fit(Duration::from_millis(5_600)).unwrap();
-    /// assert!((33_000..=35_000).contains(&fit.weight), "{}", fit.weight);
-    /// // Twice the slowest part past what is left: nothing starts.
-    /// assert_eq!(d.part_fit(Duration::from_secs(15)).unwrap().weight, 0);
+    /// assert!((23_000..=25_000).contains(&fit.weight), "{}", fit.weight);
+    /// // Less than the margin left: nothing starts.
+    /// let late = Deadline::new(Some(Instant::now() + Duration::from_secs(9)), Duration::from_secs(10));
+    /// assert_eq!(late.part_fit(Duration::ZERO).unwrap().weight, 0);
+    /// // Before a pace is measured, twice the slowest part must be left too.
+    /// assert_eq!(Deadline::new(Some(Instant::now() + Duration::from_secs(28)), Duration::from_secs(10))
+    ///     .part_fit(Duration::from_secs(15)).unwrap().weight, 0);
     /// assert!(Deadline::none().part_fit(Duration::ZERO).is_none());
     /// ```
     pub fn part_fit(&self, slowest: Duration) -> Option<PartFit> {
         let left = self.at?.saturating_duration_since(Instant::now());
-        let seconds_per_file = match self.slowest_part_ns_per_file.load(Ordering::Relaxed) {
-            0 => UNMEASURED_SECONDS_PER_FILE,
-            ns => 2.0 * ns as f64 / 1e9,
+        let (seconds_per_file, floor) = match self.slowest_part_ns_per_file.load(Ordering::Relaxed)
+        {
+            0 => (UNMEASURED_SECONDS_PER_FILE, self.margin.max(slowest * 2)),
+            ns => (2.0 * ns as f64 / 1e9, self.margin),
         };
-        let floor = self.margin.max(slowest * 2);
+        let before_s3 = left.saturating_sub(crate::infra::storage::S3_DEADLINE_MARGIN);
         let weight = match left >= floor {
-            true => (left.as_secs_f64() / seconds_per_file) as u64,
+            true => (before_s3.as_secs_f64() / seconds_per_file) as u64,
             false => 0,
         };
         Some(PartFit {

@@ -142,7 +142,7 @@ pub enum Error {
     /// failure: the run ends as a deadline stop naming the date
     /// (`resume_date`), and the next run goes on from the parts it left.
     #[error(
-        "deadline near within {date}: {parts_done} part(s) committed, {files_left} index file(s) left ({left_s} s left, {needed_s} s needed for the next part: the margin, twice the slowest part, or its files at this run's pace); the next run goes on within this date{hint}"
+        "deadline near within {date}: {parts_done} part(s) committed, {files_left} index file(s) left ({left_s} s left, {needed_s} s needed for the next part: the margin, or its files at this run's pace before the S3 calls end); the next run goes on within this date{hint}"
     )]
     DateUnfinished {
         /// The date.
