@@ -338,7 +338,7 @@ fn bench_blocks(page: &str) -> BTreeMap<String, String> {
 
 /// `make bench`, `make bench-concurrency`, `make bench-audit`,
 /// `make bench-audit-scale`, `make bench-backlog`, `make bench-parts`,
-/// `make bench-sets` and `make bench-windows` write the figures of
+/// `make bench-sets`, `make bench-sizing` and `make bench-windows` write the figures of
 /// `docs/performance.md`: each of its
 /// blocks holds what `bench/docs.py` wrote from a run (its first line says
 /// when, at which commit, on which machine), not figures copied by hand; and
@@ -357,6 +357,7 @@ fn performance_figures_are_written_by_the_benchmarks() {
             "parts",
             "sets",
             "sizes",
+            "sizing",
             "sweep",
             "windows"
         ],
@@ -401,10 +402,10 @@ fn performance_figures_are_written_by_the_benchmarks() {
     assert!(out.status.success(), "{out:?}");
     let written = read(&copy);
     let new_blocks = bench_blocks(&written);
-    // Without --block, the parts, windows, audit-scale and sets blocks
-    // (make bench-parts', bench-windows', bench-audit-scale's,
-    // bench-sets') are left alone.
-    let by_block = ["parts", "windows", "audit-scale", "sets"];
+    // Without --block, the parts, windows, audit-scale, sets and sizing
+    // blocks (make bench-parts', bench-windows', bench-audit-scale's,
+    // bench-sets', bench-sizing's) are left alone.
+    let by_block = ["parts", "windows", "audit-scale", "sets", "sizing"];
     for name in by_block {
         assert_eq!(new_blocks[name], blocks[name], "{name}");
     }
@@ -508,6 +509,28 @@ fn performance_figures_are_written_by_the_benchmarks() {
     assert_eq!(
         sets_blocks["parts"], blocks["parts"],
         "--block sets wrote only its block"
+    );
+    // `make bench-sizing`: a run a row, the day's verdict on its last.
+    let sizing = serde_json::json!({"meta": data["meta"], "sizing": [
+        {"files": 30_000, "memory_mb": 128, "ulimit_v_kib": 0, "max_duration_s": null, "margin_s": null,
+         "exact": true, "read_back": {"rows": 30_000, "distinct_flights": 30_000, "per_flight_files_left": 0},
+         "runs": [{"run": 1, "status": "Success", "stop_reason": "deadline", "parts": 3, "passes": 1,
+                   "files_left": 12_000, "files_read": 18_000, "wall_s": 29.5, "cpu_ms_per_file": 0.25, "rss_mb": 90.4},
+                  {"run": 2, "status": "Success", "stop_reason": "reached_cutoff", "parts": 2, "passes": 1,
+                   "files_left": 0, "files_read": 12_000, "wall_s": 20.0, "cpu_ms_per_file": 0.25, "rss_mb": null}]}]});
+    let sizing_blocks = written_block(dir.path(), &page, "sizing", &sizing);
+    assert!(
+        sizing_blocks["sizing"].contains(
+            "| 30,000 | 128 | none |  | 1 | Success | deadline | 3 | 1 | 12,000 | 18,000 | 29.5 | 0.250 | 90 |  |"
+        ) && sizing_blocks["sizing"].contains(
+            "| 2 | Success | reached_cutoff | 2 | 1 | 0 | 12,000 | 20.0 | 0.250 | ? | compacted exactly: 30,000 rows, 30,000 flights read back, 0 per-flight files left |"
+        ),
+        "{}",
+        sizing_blocks["sizing"]
+    );
+    assert_eq!(
+        sizing_blocks["sets"], blocks["sets"],
+        "--block sizing wrote only its block"
     );
     // Outside the blocks, nothing changed.
     let outside = |text: &str| {
