@@ -42,8 +42,9 @@ use crate::data::keys::{LOCK_KEY, WATERMARK_KEY, manifest_date};
 use crate::data::state::{Manifest, WatermarkState};
 use crate::infra::error::{Error, Result};
 use crate::infra::storage::Store;
-use crate::protocol::day::{Blocked, Day, DayCounts, StateListing, quarantined_date};
+use crate::protocol::day::{Blocked, Day, DayCounts, StateListing};
 use crate::protocol::lease::Lease;
+use crate::protocol::manifest::quarantined_date;
 use crate::protocol::plan;
 
 /// Default number of upcoming dates `status` counts files for (`--days`).
@@ -121,7 +122,7 @@ pub struct ManifestStatus {
     /// version): what its commit or recovery still has to delete or keep.
     pub inputs: u64,
     /// A readable manifest's broken rule as `code: message`
-    /// ([`crate::protocol::recovery::validate_manifest`]); the next run quarantines it.
+    /// ([`crate::protocol::manifest::validate_manifest`]); the next run quarantines it.
     pub breaks_rule: Option<String>,
     /// Its inputs could not be deleted when a run last tried (marked under
     /// `_compaction_state/stuck/`): its date is blocked; the next run retries.
@@ -558,13 +559,10 @@ async fn manifest_status(
         return Ok(None);
     };
     let date = manifest_date(&m.key);
-    // Parsed as it is: a date that is not its key's is a rule it breaks.
-    let parsed: Option<Manifest> = serde_json::from_slice(&body.body).ok();
-    let breaks_rule = parsed.as_ref().and_then(|man| {
-        crate::protocol::recovery::validate_manifest(&m.key, man)
-            .err()
-            .map(|rule| format!("{}: {rule}", rule.code()))
-    });
+    let (parsed, rule) = match crate::protocol::manifest::parse(&m.key, &body.body) {
+        Ok((p, rule)) => (Some(p), rule),
+        Err(_) => (None, None),
+    };
     Ok(Some(ManifestStatus {
         key: m.key.clone(),
         date,
@@ -579,7 +577,7 @@ async fn manifest_status(
             Some(p) => inputs_listed(store, p).await?,
             None => 0,
         },
-        breaks_rule,
+        breaks_rule: rule.map(|rule| format!("{}: {rule}", rule.code())),
         stuck: stuck.contains(m.key.as_str()),
     }))
 }

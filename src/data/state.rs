@@ -300,7 +300,7 @@ impl WatermarkState {
 }
 
 /// Schema version of [`Manifest`] files written by this build. The versions
-/// differ in what recovery may prove ([`crate::protocol::recovery::validate_manifest`]):
+/// differ in what recovery may prove ([`crate::protocol::manifest::validate_manifest`]):
 ///
 /// - **2**: the output key is [`crate::data::keys::compacted_key`]`(date, job_id)`
 ///   and the output carries the job id in its metadata ([`JOB_ID_METADATA`]).

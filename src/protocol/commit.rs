@@ -659,13 +659,8 @@ async fn delete_listed_inputs(
             .iter()
             .filter(|k| to_delete.iter().any(|(d, _)| d == *k))
             .count() as u64;
-    // The one place a commit's or recovery's deletes fail: its manifest is
-    // marked here (the key recovery found it under is this one, as
-    // `recovery::validate_manifest` requires).
-    if !outcome.failed.is_empty() {
-        let key = manifest_key(manifest.date, manifest.job_id);
-        mark_stuck(store, &key, &outcome.failed).await;
-    }
+    // The one place a commit's or recovery's deletes fail.
+    crate::protocol::manifest::mark_stuck(store, manifest, &outcome.failed).await;
     failpoint!("commit::after-deletes");
     Ok(outcome)
 }
@@ -674,44 +669,6 @@ async fn delete_listed_inputs(
 pub async fn delete_manifest(store: &impl Store, key: &str) -> Result<()> {
     failpoint!("commit::before-manifest-delete");
     store.delete(key, None).await
-}
-
-/// Marks the manifest at `manifest_key` stuck: some of its inputs could not
-/// be deleted (`failed`, not empty). Called by the delete phase
-/// ([`delete_inputs`]) for the commit and recovery alike. Writes
-/// [`crate::data::keys::stuck_key`]`(manifest_key)` (conditional create: a mark
-/// already there stands), a small JSON body naming the first key that
-/// failed and why, for an operator. `status` and `prune-cache` read the
-/// mark's listing to name the date blocked ([`crate::protocol::day::StateListing`])
-/// as the run does; recovery deletes a mark once its manifest is gone
-/// ([`crate::protocol::recovery::recover`]).
-///
-/// Never fails: the run is already a Failure for the deletes themselves,
-/// and a mark that cannot be written is only logged (status then shows
-/// the manifest as live, not stuck). No lease check of its own: it is
-/// written right after the last wave of deletes, whose lease confirmation
-/// was taken beside it ([`Fence::beside`]), and it writes state, never
-/// data; a mark left by a run that lost the lease meanwhile only names a
-/// manifest stuck that the next run's recovery tries again.
-async fn mark_stuck(store: &impl Store, manifest_key: &str, failed: &[DeleteFailure]) {
-    let Some(first) = failed.first() else {
-        return;
-    };
-    let key = crate::data::keys::stuck_key(manifest_key);
-    let body = serde_json::json!({
-        "manifest": manifest_key,
-        "inputs_not_deleted": failed.len(),
-        "first_key": first.key,
-        "code": first.code,
-        "message": first.message,
-    });
-    let body = serde_json::to_vec(&body).expect("JSON serialises");
-    match store.put(&key, body.into(), PutMode::Create, None).await {
-        Ok(_) | Err(Error::PreconditionFailed { .. }) => {}
-        Err(e) => {
-            tracing::warn!(%key, manifest = manifest_key, error = %e, "could not mark the manifest stuck: status shows it as live");
-        }
-    }
 }
 
 #[cfg(test)]

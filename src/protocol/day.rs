@@ -52,6 +52,7 @@ use crate::data::spill::{SpillSettings, UuidSet, UuidSetBuilder};
 use crate::infra::error::{Error, Result};
 use crate::infra::storage::ranges::list_partition;
 use crate::infra::storage::{ObjectMeta, Store};
+use crate::protocol::manifest::quarantined_date;
 use crate::protocol::partition::{self, ParityCheck};
 use crate::protocol::plan::{self, PartitionListing, PlannedInput};
 use crate::protocol::read::ReadSettings;
@@ -548,11 +549,6 @@ impl Blocked {
     }
 }
 
-/// The date of a key under `quarantine/` (named like its manifest was).
-pub fn quarantined_date(key: &str) -> Option<NaiveDate> {
-    manifest_date(&key.replacen(QUARANTINE_ROOT, MANIFESTS_ROOT, 1))
-}
-
 /// The longest `from`/`to` range one run or audit takes, in days (ten
 /// years): a typo in a year should be an error, not a ten-thousand-date
 /// walk. A longer history is taken in several ranges.
@@ -929,17 +925,5 @@ mod tests {
         assert!(BlockReason::Mismatch.keeps_cache() && !BlockReason::Mismatch.blocks_walk());
         let q = BlockReason::Quarantined("k".into());
         assert!(q.keeps_cache() && q.blocks_walk());
-    }
-
-    #[test]
-    fn a_quarantined_key_is_dated_like_its_manifest() {
-        assert_eq!(
-            quarantined_date("_compaction_state/quarantine/2026-07-19/x.json"),
-            Some(d("2026-07-19"))
-        );
-        assert_eq!(
-            quarantined_date("_compaction_state/quarantine/x.json"),
-            None
-        );
     }
 }

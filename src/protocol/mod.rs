@@ -18,6 +18,8 @@
 //!   the output.
 //! - [`lease`]: the lease on `lock.json`, confirmed before each destructive
 //!   step.
+//! - [`manifest`]: a manifest's one owner: parsed and checked, its quarantine
+//!   key, its stuck mark.
 //! - [`commit`]: the commit protocol after the read, one function a phase.
 //! - [`recovery`]: the recovery table: one plan a manifest, carried out or
 //!   foreseen.
@@ -25,6 +27,7 @@
 pub mod commit;
 pub mod day;
 pub mod lease;
+pub mod manifest;
 pub mod partition;
 pub mod plan;
 pub mod proof;

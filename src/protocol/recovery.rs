@@ -6,7 +6,7 @@
 //! | found at start | action |
 //! |---|---|
 //! | manifest unreadable (0 bytes, bad JSON), or breaking a [`ManifestRule`] | move it aside to `quarantine/`, report it with the rule, leave that date alone |
-//! | manifest whose output carries another job's id ([`JOB_ID_METADATA`]) | the same: quarantine |
+//! | manifest whose output carries another job's id ([`crate::infra::storage::JOB_ID_METADATA`]) | the same: quarantine |
 //! | manifest, output missing | delete manifest; the date is compacted again from intact inputs |
 //! | manifest, output size or checksum differs, every input still in the version the manifest names | delete the output, then the manifest |
 //! | manifest, output differs, an input gone or changed | quarantine: the output may hold the only copy of that input's rows |
@@ -14,13 +14,10 @@
 //! | manifest, output verified, an input not proven to be in it | delete the proven inputs, keep the others, quarantine the manifest with [`ManifestRule::InputNotInOutput`] |
 //! | manifest whose inputs cannot be deleted | keep it, mark it under `stuck/` (for `status` and `prune-cache`), report it as stuck, retry next time; the mark is deleted once the manifest is resolved |
 //!
-//! Before any action a manifest is checked ([`validate_manifest`], pure):
-//! it may name only index files of its own date, and an output its own job
-//! wrote. By `schema_version` ([`crate::data::state::MANIFEST_VERSION`]): version
-//! 2's output is [`crate::data::keys::compacted_key`]`(date, job_id)`; version 1's
-//! (not named after the job) has a UUIDv7 id minted within
-//! [`V1_OUTPUT_ID_WINDOW_MS`] of the job id. An output whose metadata
-//! carries another job id is never its own.
+//! Before any action a manifest is checked ([`crate::protocol::manifest`],
+//! pure): it may name only index files of its own date, and an output its
+//! own job wrote. An output whose metadata carries another job id is never
+//! its own.
 //!
 //! An error listing or reading manifests fails the run (never "no
 //! manifests"); manifests never expire. A date with a stuck or quarantined
@@ -37,343 +34,20 @@
 use std::collections::HashSet;
 
 use chrono::NaiveDate;
-use uuid::Uuid;
 
 use crate::data::input::{self, Budget};
-use crate::data::keys::{
-    INDEX_ROOT, IndexKey, MANIFESTS_ROOT, QUARANTINE_ROOT, STATE_ROOT, classify_index_key,
-    compacted_key, index_prefix, is_index_input, manifest_date, stuck_key,
-};
+use crate::data::keys::{manifest_date, stuck_key};
 use crate::data::report::{RecoveredManifest, RecoveryAction};
-use crate::data::state::{MANIFEST_VERSION, MANIFEST_VERSION_1, Manifest, ManifestOutput};
+use crate::data::state::{Manifest, ManifestOutput};
 use crate::failpoint;
 use crate::infra::error::{Error, Result};
-use crate::infra::storage::{JOB_ID_METADATA, ObjectMeta, PutMode, Store, sha256_b64};
+use crate::infra::storage::{ObjectMeta, PutMode, Store, sha256_b64};
 use crate::protocol::commit::{self, InputState, OutputCheck};
-use crate::protocol::day::{BlockReason, Blocked, StateListing, quarantined_date};
+use crate::protocol::day::{BlockReason, Blocked, StateListing};
 use crate::protocol::lease::Fence;
+pub use crate::protocol::manifest::{ManifestRule, validate_manifest};
+use crate::protocol::manifest::{quarantine_key, quarantined_date};
 use crate::protocol::proof::{InputRows, OutputFlights, Unproven};
-
-/// How far apart (ms) a version-1 job id's and its output id's UUIDv7
-/// timestamps may be: v1's `prepare` minted them back to back; the slack
-/// covers a clock step between the two calls.
-pub const V1_OUTPUT_ID_WINDOW_MS: u64 = 1000;
-
-/// What a manifest names, in a [`ManifestRule`] (`output`, `input`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::Display)]
-#[strum(serialize_all = "lowercase")]
-pub enum Role {
-    /// Its output.
-    Output,
-    /// One of its inputs.
-    Input,
-}
-
-/// A rule a manifest breaks, so recovery will not act on it: it is
-/// quarantined, its date blocked, nothing deleted on its word.
-/// [`validate_manifest`] checks those that need only the key and the body.
-#[derive(
-    Debug, Clone, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr, strum::VariantNames,
-)]
-#[strum(serialize_all = "snake_case")]
-pub enum ManifestRule {
-    /// Empty, not JSON, or not shaped like a [`Manifest`].
-    #[error("unreadable (empty or not a manifest: {reason})")]
-    Unreadable {
-        /// The parser's message.
-        reason: String,
-    },
-    /// A `schema_version` this build does not know (a newer build's file).
-    #[error(
-        "schema_version {version} is not one this build knows ({MANIFEST_VERSION_1} or {MANIFEST_VERSION}); run the build that wrote it"
-    )]
-    UnknownVersion {
-        /// The version found.
-        version: u32,
-    },
-    /// The file name is not `{job_id}.json`.
-    #[error("its file name {name} is not its job_id {job_id}.json")]
-    NameNotJobId {
-        /// The file name found.
-        name: String,
-        /// The manifest's job id.
-        job_id: Uuid,
-    },
-    /// The manifest's date is not the date in its key.
-    #[error("its date {date} is not the date of its key ({key_date})")]
-    DateNotKeyDate {
-        /// The date segment of the key, as found.
-        key_date: String,
-        /// The manifest's `date`.
-        date: NaiveDate,
-    },
-    /// It names a state file (`_compaction_state/...`).
-    #[error("its {role} {key} is a state file under {STATE_ROOT}")]
-    StateFile {
-        /// Output or input.
-        role: Role,
-        /// The key named.
-        key: String,
-    },
-    /// It names something outside `index/`.
-    #[error("its {role} {key} is outside {INDEX_ROOT}")]
-    OutsideIndex {
-        /// Output or input.
-        role: Role,
-        /// The key named.
-        key: String,
-    },
-    /// It names a key that is not directly in its own date's partition.
-    #[error("its {role} {key} is not directly in its own date's partition {prefix}")]
-    NotInPartition {
-        /// Output or input.
-        role: Role,
-        /// The key named.
-        key: String,
-        /// The partition it should be in.
-        prefix: String,
-    },
-    /// The output is not a `compacted-*.parquet` file.
-    #[error("its output {key} is not a compacted-*.parquet file")]
-    OutputNotCompacted {
-        /// The output key.
-        key: String,
-    },
-    /// Version 2: the output is not the key the job id gives.
-    #[error("its output {key} is not the one its job id names ({expected}): another commit's file")]
-    OutputNotDerived {
-        /// The output key.
-        key: String,
-        /// `compacted_key(date, job_id)`.
-        expected: String,
-    },
-    /// Version 1: the output id was not minted with the job id.
-    #[error(
-        "its output {key} was not named when its job {job_id} was (a version-1 output id is a UUIDv7 within {V1_OUTPUT_ID_WINDOW_MS} ms of the job id): another commit's file"
-    )]
-    OutputNotMintedWithJob {
-        /// The output key.
-        key: String,
-        /// The manifest's job id.
-        job_id: Uuid,
-    },
-    /// An output but no input: its rows would come from nowhere.
-    #[error("it has an output ({key}) but no inputs")]
-    OutputWithoutInputs {
-        /// The output key.
-        key: String,
-    },
-    /// An input is not an index input (a foreign object).
-    #[error("its input {key} is not an index input ({why})")]
-    InputNotIndexFile {
-        /// The input key.
-        key: String,
-        /// Why it is foreign ([`IndexKey::Foreign`]).
-        why: &'static str,
-    },
-    /// An input is the manifest's own output.
-    #[error("its input {key} is its own output")]
-    InputIsOutput {
-        /// The key.
-        key: String,
-    },
-    /// An input is listed more than once.
-    #[error("its input {key} is listed more than once")]
-    InputTwice {
-        /// The key.
-        key: String,
-    },
-    /// The output carries another job's id in its metadata.
-    #[error(
-        "its output {key} carries job id {found} ({JOB_ID_METADATA} metadata), not its own {job_id}: another commit's file"
-    )]
-    OutputOfAnotherJob {
-        /// The output key.
-        key: String,
-        /// The job id in the output's metadata.
-        found: String,
-        /// The manifest's job id.
-        job_id: Uuid,
-    },
-    /// The output differs and an input is gone or changed: the output may
-    /// hold the only copy of its rows.
-    #[error(
-        "its output {output} differs from it ({reason}) and its input {input} is {state}: the output may hold the only copy of those rows, so it is left"
-    )]
-    OnlyCopy {
-        /// The output key.
-        output: String,
-        /// How it differs.
-        reason: String,
-        /// The first input not in its version.
-        input: String,
-        /// `gone` or `in another version`.
-        state: &'static str,
-    },
-    /// The output verifies, but an input still there is not proven to be in
-    /// it ([`crate::protocol::proof`]); the proven inputs are deleted, the others kept.
-    #[error(
-        "its output {output} verifies, but {count} input(s) still there are not proven to be in it (first: {input}: {reason}); those are kept"
-    )]
-    InputNotInOutput {
-        /// The output key (or "no output", zero rows).
-        output: String,
-        /// The first input not proven.
-        input: String,
-        /// Which rule of [`crate::protocol::proof`] it fails.
-        reason: String,
-        /// Inputs not proven in all.
-        count: usize,
-    },
-}
-
-impl ManifestRule {
-    /// The variant's name in snake case, first in the report's detail.
-    pub fn code(&self) -> &'static str {
-        self.into()
-    }
-}
-
-/// Checks that `manifest` (read from `key`) names only what its own commit
-/// wrote and read; pure. Returns the first [`ManifestRule`] broken.
-///
-/// ```
-/// use archive_compaction::protocol::recovery::{validate_manifest, ManifestRule};
-/// use archive_compaction::data::state::{Manifest, ManifestOutput, MANIFEST_VERSION};
-/// use archive_compaction::data::keys::{compacted_key, manifest_key};
-/// let date = chrono::NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
-/// let job_id = uuid::Uuid::now_v7();
-/// let output = compacted_key(date, job_id);
-/// let m = Manifest {
-///     schema_version: MANIFEST_VERSION, job_id, date,
-///     output: Some(ManifestOutput { key: output.clone(), size: 10, sha256: "x".into(), rows: 1 }),
-///     inputs: vec![],
-///     created_at: chrono::Utc::now(), invocation_id: "doc".into(),
-/// };
-/// let key = manifest_key(date, job_id);
-/// assert_eq!(validate_manifest(&key, &m), Err(ManifestRule::OutputWithoutInputs { key: output }));
-/// ```
-pub fn validate_manifest(key: &str, manifest: &Manifest) -> std::result::Result<(), ManifestRule> {
-    let version = manifest.schema_version;
-    if version != MANIFEST_VERSION && version != MANIFEST_VERSION_1 {
-        return Err(ManifestRule::UnknownVersion { version });
-    }
-    let name = key.rsplit('/').next().unwrap_or(key);
-    if name != format!("{}.json", manifest.job_id) {
-        return Err(ManifestRule::NameNotJobId {
-            name: name.to_string(),
-            job_id: manifest.job_id,
-        });
-    }
-    if manifest_date(key) != Some(manifest.date) {
-        let key_date = key
-            .strip_prefix(MANIFESTS_ROOT)
-            .and_then(|r| r.split_once('/'))
-            .map_or("none", |(d, _)| d);
-        return Err(ManifestRule::DateNotKeyDate {
-            key_date: key_date.to_string(),
-            date: manifest.date,
-        });
-    }
-    let prefix = index_prefix(manifest.date);
-    if let Some(output) = &manifest.output {
-        in_partition(Role::Output, &output.key, &prefix)?;
-        if classify_index_key(&output.key) != IndexKey::Compacted {
-            return Err(ManifestRule::OutputNotCompacted {
-                key: output.key.clone(),
-            });
-        }
-        if version == MANIFEST_VERSION {
-            let expected = compacted_key(manifest.date, manifest.job_id);
-            if output.key != expected {
-                return Err(ManifestRule::OutputNotDerived {
-                    key: output.key.clone(),
-                    expected,
-                });
-            }
-        } else if !v1_output_minted_with_job(&output.key, &prefix, manifest.job_id) {
-            return Err(ManifestRule::OutputNotMintedWithJob {
-                key: output.key.clone(),
-                job_id: manifest.job_id,
-            });
-        }
-        if manifest.inputs.is_empty() {
-            return Err(ManifestRule::OutputWithoutInputs {
-                key: output.key.clone(),
-            });
-        }
-    }
-    let output_key = manifest.output.as_ref().map(|o| o.key.as_str());
-    let mut seen = HashSet::new();
-    for input in &manifest.inputs {
-        let key = &input.key;
-        in_partition(Role::Input, key, &prefix)?;
-        if output_key == Some(key.as_str()) {
-            return Err(ManifestRule::InputIsOutput { key: key.clone() });
-        }
-        if !is_index_input(key) {
-            let why = match classify_index_key(key) {
-                IndexKey::Foreign(why) => why,
-                _ => "not an index file",
-            };
-            return Err(ManifestRule::InputNotIndexFile {
-                key: key.clone(),
-                why,
-            });
-        }
-        if !seen.insert(key.as_str()) {
-            return Err(ManifestRule::InputTwice { key: key.clone() });
-        }
-    }
-    Ok(())
-}
-
-/// `key` is directly in the partition `prefix`.
-fn in_partition(role: Role, key: &str, prefix: &str) -> std::result::Result<(), ManifestRule> {
-    if key.starts_with(STATE_ROOT) {
-        return Err(ManifestRule::StateFile {
-            role,
-            key: key.to_string(),
-        });
-    }
-    if !key.starts_with(INDEX_ROOT) {
-        return Err(ManifestRule::OutsideIndex {
-            role,
-            key: key.to_string(),
-        });
-    }
-    match key.strip_prefix(prefix) {
-        Some(name) if !name.is_empty() && !name.contains('/') => Ok(()),
-        _ => Err(ManifestRule::NotInPartition {
-            role,
-            key: key.to_string(),
-            prefix: prefix.to_string(),
-        }),
-    }
-}
-
-/// Version 1: the output `compacted-{id}.parquet` has a UUIDv7 id whose
-/// timestamp is within [`V1_OUTPUT_ID_WINDOW_MS`] of the job id's.
-fn v1_output_minted_with_job(key: &str, prefix: &str, job_id: Uuid) -> bool {
-    let id = key
-        .strip_prefix(prefix)
-        .and_then(|n| n.strip_prefix(crate::data::keys::COMPACTED_PREFIX))
-        .and_then(|n| n.strip_suffix(".parquet"))
-        .and_then(|n| Uuid::parse_str(n).ok());
-    let millis = |u: Uuid| {
-        (u.get_version_num() == 7)
-            .then(|| u.get_timestamp())
-            .flatten()
-            .map(|t| {
-                let (s, n) = t.to_unix();
-                s * 1000 + u64::from(n) / 1_000_000
-            })
-    };
-    match (id.and_then(millis), millis(job_id)) {
-        (Some(a), Some(b)) => a.abs_diff(b) <= V1_OUTPUT_ID_WINDOW_MS,
-        _ => false,
-    }
-}
 
 /// What recovery does with one manifest, decided before anything is written.
 #[derive(Debug)]
@@ -430,17 +104,10 @@ enum Step {
 
 /// Reads the bucket (output, partition, inputs within `budget`) to decide on `key`.
 async fn decide(store: &impl Store, key: &str, body: &[u8], budget: Budget) -> Result<Decision> {
-    let manifest: Manifest = match serde_json::from_slice(body) {
-        Ok(m) => m,
-        Err(e) => {
-            return Ok(Decision::Quarantine(ManifestRule::Unreadable {
-                reason: e.to_string(),
-            }));
-        }
+    let manifest = match crate::protocol::manifest::parse(key, body) {
+        Ok((m, None)) => m,
+        Ok((_, Some(rule))) | Err(rule) => return Ok(Decision::Quarantine(rule)),
     };
-    if let Err(rule) = validate_manifest(key, &manifest) {
-        return Ok(Decision::Quarantine(rule));
-    }
     let Some(output) = &manifest.output else {
         let unproven =
             prove_still_listed(store, &manifest, &OutputFlights::default(), budget).await?;
@@ -691,11 +358,6 @@ fn blocked_reason(
             rule.code()
         ),
     }
-}
-
-/// Where [`quarantine`] moves the manifest at `key`.
-fn quarantine_key(key: &str) -> String {
-    key.replacen(MANIFESTS_ROOT, QUARANTINE_ROOT, 1)
 }
 
 /// The dry run's [`quarantine`]: blocks `date` in `out`; returns where it would go.
@@ -1085,34 +747,12 @@ fn output_name(manifest: &Manifest) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::data::keys::{MANIFESTS_ROOT, compacted_key, index_prefix};
+    use crate::data::state::{MANIFEST_VERSION, MANIFEST_VERSION_1};
+    use crate::infra::storage::JOB_ID_METADATA;
+    use crate::protocol::manifest::{Role, V1_OUTPUT_ID_WINDOW_MS};
+    use uuid::Uuid;
 
-    #[test]
-    fn rule_codes_are_the_documented_names() {
-        use strum::VariantNames;
-        // docs/operating.md's recovery table and the reports name these.
-        assert_eq!(
-            ManifestRule::VARIANTS,
-            [
-                "unreadable",
-                "unknown_version",
-                "name_not_job_id",
-                "date_not_key_date",
-                "state_file",
-                "outside_index",
-                "not_in_partition",
-                "output_not_compacted",
-                "output_not_derived",
-                "output_not_minted_with_job",
-                "output_without_inputs",
-                "input_not_index_file",
-                "input_is_output",
-                "input_twice",
-                "output_of_another_job",
-                "only_copy",
-                "input_not_in_output",
-            ]
-        );
-    }
     use crate::data::keys::manifest_key;
     use crate::data::state::{ManifestInput, ManifestOutput};
     use uuid::{NoContext, Timestamp};
