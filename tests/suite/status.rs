@@ -5,6 +5,8 @@
 //!   zero-row per-flight file still shows as failing;
 //! - it shows the mismatch, the live and quarantined manifests and the lease;
 //! - a fresh bucket and an unreadable watermark each get a status;
+//! - it and the dry run's recovery agree about each manifest: unreadable,
+//!   breaking a rule, stuck, or quarantined earlier;
 //! - it always prints a status (`--json`: valid against
 //!   `specs/status.schema.json`), errors first.
 //!
@@ -508,4 +510,109 @@ fn runs_and_status_can_be_spawned(store: S3Store, cfg: archive_compaction::data:
         };
         status::gather(&store, &cfg, &opts).await.ok()
     });
+}
+
+/// One bucket, two commands, one owner of what a manifest is
+/// (`protocol::manifest`): `status` and the dry run's recovery
+/// (`recovery::assess`) name the same verdict for an unreadable manifest,
+/// one whose date is not its key's, a stuck one and one quarantined
+/// earlier, and both block the stuck date.
+#[tokio::test]
+async fn status_and_the_dry_run_agree_about_each_manifest() {
+    use archive_compaction::data::input::Budget;
+    use archive_compaction::data::keys::stuck_key;
+    use archive_compaction::protocol::manifest::StuckMark;
+    use archive_compaction::protocol::recovery;
+    use std::collections::BTreeMap;
+    init_logs();
+    let store = bucket("op-status-agree").await;
+    generate(
+        &store,
+        json!({"seed": 84, "days": [
+            {"date": "2026-07-18", "flights": 4},
+            {"date": "2026-07-19", "flights": 4},
+            {"date": "2026-07-20", "flights": 4}
+        ]}),
+    );
+    let (stuck, m) = crashed_commit(&store, date("2026-07-18"), 0, 2, Crash::AfterVerify).await;
+    let mark = StuckMark {
+        code: "AccessDenied".into(),
+        first_key: m.inputs[0].key.clone(),
+        inputs_not_deleted: 2,
+        manifest: stuck.clone(),
+        message: "Access Denied".into(),
+    };
+    let put = |key: String, body: Vec<u8>| {
+        let store = &store;
+        async move {
+            store
+                .put(&key, body.into(), PutMode::Create, None)
+                .await
+                .unwrap()
+        }
+    };
+    put(stuck_key(&stuck), serde_json::to_vec(&mark).unwrap()).await;
+    let unreadable =
+        "_compaction_state/manifests/2026-07-19/019f0000-0000-7000-8000-000000000000.json";
+    put(unreadable.into(), Vec::new()).await;
+    // The stuck manifest's body under another date: a rule it breaks.
+    let misdated = stuck.replace("/2026-07-18/", "/2026-07-20/");
+    put(misdated.clone(), serde_json::to_vec(&m).unwrap()).await;
+    let earlier =
+        "_compaction_state/quarantine/2026-07-21/019f0000-0000-7000-8000-000000000002.json";
+    put(earlier.into(), b"{}".to_vec()).await;
+    let cfg = config(&store, &[]);
+    let before = dump(&store, "");
+
+    let s = status::gather(&store, &cfg, &status_opts(NOW))
+        .await
+        .unwrap();
+    let r = recovery::assess(&store, Budget::DEFAULT).await.unwrap();
+    assert_eq!(dump(&store, ""), before, "neither wrote");
+
+    let mut by_status = BTreeMap::new();
+    for m in &s.manifests {
+        let verdict = match (&m.breaks_rule, m.stuck) {
+            _ if !m.readable => "quarantine unreadable".to_string(),
+            (Some(rule), _) => format!("quarantine {}", rule.split(':').next().unwrap()),
+            (None, true) => "stuck".into(),
+            (None, false) => "live".into(),
+        };
+        by_status.insert(m.key.clone(), verdict);
+    }
+    for q in &s.quarantined {
+        by_status.insert(q.key.clone(), "quarantined_earlier".into());
+    }
+    let by_recovery: BTreeMap<String, String> = (r.recovered.iter())
+        .map(|e| {
+            let action = serde_json::to_value(e.action).unwrap();
+            let verdict = match action.as_str().unwrap() {
+                "quarantined" => {
+                    let code = e.detail.split("rule ").nth(1).unwrap();
+                    format!("quarantine {}", code.split(':').next().unwrap())
+                }
+                a @ ("stuck" | "quarantined_earlier") => a.to_string(),
+                _ => "live".into(),
+            };
+            (e.key.clone(), verdict)
+        })
+        .collect();
+    assert_eq!(by_status, by_recovery);
+    assert_eq!(
+        by_status,
+        BTreeMap::from([
+            (stuck.clone(), "stuck".to_string()),
+            (unreadable.to_string(), "quarantine unreadable".into()),
+            (misdated, "quarantine date_not_key_date".into()),
+            (earlier.to_string(), "quarantined_earlier".into()),
+        ])
+    );
+    let stuck_by = format!("stuck manifest {stuck}");
+    let day = (s.next_days.iter()).find(|d| d.date == date("2026-07-18"));
+    assert_eq!(day.unwrap().blocked_by.as_deref(), Some(stuck_by.as_str()));
+    let reasons = &r.blocked.dates[&date("2026-07-18")];
+    assert!(
+        reasons.iter().any(|b| b.to_string() == stuck_by),
+        "{reasons:?}"
+    );
 }
