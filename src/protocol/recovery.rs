@@ -45,7 +45,7 @@ use crate::infra::storage::{ObjectMeta, PutMode, Store, sha256_b64};
 use crate::protocol::commit::{self, InputState, OutputCheck};
 use crate::protocol::day::{BlockReason, Blocked, StateListing};
 use crate::protocol::lease::Fence;
-pub use crate::protocol::manifest::{ManifestRule, validate_manifest};
+use crate::protocol::manifest::ManifestRule;
 use crate::protocol::manifest::{quarantine_key, quarantined_date};
 use crate::protocol::proof::{InputRows, OutputFlights, Unproven};
 
@@ -750,6 +750,7 @@ mod tests {
     use crate::data::keys::{MANIFESTS_ROOT, compacted_key, index_prefix};
     use crate::data::state::{MANIFEST_VERSION, MANIFEST_VERSION_1};
     use crate::infra::storage::JOB_ID_METADATA;
+    use crate::protocol::manifest::validate_manifest;
     use crate::protocol::manifest::{Role, V1_OUTPUT_ID_WINDOW_MS};
     use uuid::Uuid;
 

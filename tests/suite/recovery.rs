@@ -895,7 +895,10 @@ async fn plant_manifest(
         inputs,
     );
     let key = manifest_key(date(D20), job);
-    assert_eq!(recovery::validate_manifest(&key, &m), Ok(()));
+    assert_eq!(
+        archive_compaction::protocol::manifest::validate_manifest(&key, &m),
+        Ok(())
+    );
     let written = put_json(store, &key, &m).await;
     (key, written)
 }

@@ -1025,7 +1025,7 @@ async fn plant_unproven_manifest(world: &World, rng: &mut Rng) -> String {
         "a-commit-that-listed-one-more-input",
     );
     assert_eq!(
-        archive_compaction::protocol::recovery::validate_manifest(&key, &m),
+        archive_compaction::protocol::manifest::validate_manifest(&key, &m),
         Ok(()),
         "the planted manifest must pass every ownership rule"
     );
