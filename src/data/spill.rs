@@ -160,8 +160,10 @@ pub const DISK_BYTES_PER_FLIGHT: u64 = 52;
 
 /// Refuses a date of `uuids` flights (or index files, the more of the two)
 /// whose sets would not fit the free space of the spill directory
-/// ([`std::env::temp_dir`]), before its sets are built: one error naming
-/// the need, not a failed write part way.
+/// ([`std::env::temp_dir`]). The run calls it after a date's listing,
+/// whose own sets are then already built: what it spares is the parity
+/// gate's and the parts' sets failing part way, with one error naming the
+/// need (the date's whole sets, the listing's included).
 ///
 /// # Errors
 /// [`Error::DiskTooSmall`] with the need and the free space;

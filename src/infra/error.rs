@@ -107,8 +107,9 @@ pub enum Error {
     },
 
     /// A date's uuid sets would not fit the local disk's free space
-    /// ([`crate::data::spill::check_room`]): refused after its listing, before
-    /// its sets are built or any input of the pass is read.
+    /// ([`crate::data::spill::check_room`]): refused after its listing (whose
+    /// own sets are already on disk), before the gate's and the parts' sets
+    /// are built or any input of the pass is read.
     #[error(
         "date {date}: its uuid sets need about {needed_mb} MB of local disk in {dir} and {free_mb} MB is free; nothing more of the date was read (parts committed before are kept, the next run with room goes on). Give the function more ephemeral storage (EphemeralStorage on template.yaml's function: 512 MB unless set, up to 10,240 MB; TMPDIR elsewhere)"
     )]
