@@ -583,7 +583,7 @@ pub async fn listed_etags(
     // Page by page: only the inputs are held, not the keys between them.
     let known = &known;
     let input = move |o: crate::infra::storage::ObjectMeta| {
-        known.contains(o.key.as_str()).then_some((o.key, o.etag))
+        Ok(known.contains(o.key.as_str()).then_some((o.key, o.etag)))
     };
     let prefix = index_prefix(manifest.date);
     let listed =

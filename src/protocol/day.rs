@@ -78,8 +78,6 @@ struct Window {
     bytes: u64,
     /// The flights of the files past the window, when wanted.
     past: Option<UuidSetBuilder>,
-    /// The first error of `past` (a run that could not be written).
-    failed: Option<Error>,
 }
 
 /// A per-flight file ordered by its key alone.
@@ -106,10 +104,13 @@ impl Window {
     /// Takes the per-flight file `o` of flight `u`: into the window while
     /// it has room or when its key is before the window's last (which then
     /// leaves it), past the window otherwise.
-    fn offer(&mut self, u: uuid::Uuid, o: ObjectMeta) {
+    ///
+    /// Errors: [`Error::Spill`] when the flights past the window cannot be
+    /// written.
+    fn offer(&mut self, u: uuid::Uuid, o: ObjectMeta) -> Result<()> {
         if self.held.len() < self.limit {
             self.held.push(ByKey(u, o));
-            return;
+            return Ok(());
         }
         let (past, size) = match self.held.peek_mut() {
             Some(mut last) if o.key < last.1.key => {
@@ -120,8 +121,9 @@ impl Window {
         };
         self.files += 1;
         self.bytes += size;
-        if let (Some(b), None) = (&mut self.past, &self.failed) {
-            self.failed = b.push(past).err();
+        match &mut self.past {
+            Some(b) => b.push(past),
+            None => Ok(()),
         }
     }
 }
@@ -192,7 +194,8 @@ impl Day {
     /// on disk.
     ///
     /// Errors: an S3 error listing either prefix; [`Error::Spill`] when a
-    /// set's runs cannot be written (the disk full).
+    /// set's runs cannot be written (the disk full), which ends the listing
+    /// at the page it failed on.
     pub async fn list_window(
         store: &impl Store,
         date: NaiveDate,
@@ -206,23 +209,16 @@ impl Day {
         // limit of uuids is held.
         let flights = match with_flights {
             true => {
-                let building = std::sync::Mutex::new((UuidSetBuilder::new(spill), None));
+                let building = std::sync::Mutex::new(UuidSetBuilder::new(spill));
                 let b = &building;
                 let uuid = move |o: ObjectMeta| {
-                    let u = flight_uuid(&o.key)?;
-                    let mut g = b.lock().unwrap_or_else(|p| p.into_inner());
-                    let (set, failed): &mut (UuidSetBuilder, Option<Error>) = &mut g;
-                    if failed.is_none() {
-                        *failed = set.push(u).err();
+                    if let Some(u) = flight_uuid(&o.key) {
+                        b.lock().unwrap_or_else(|p| p.into_inner()).push(u)?;
                     }
-                    None::<()>
+                    Ok(None::<()>)
                 };
                 list_partition(store, &fp, date, uuid).await?;
-                let (set, failed) = building.into_inner().unwrap_or_else(|p| p.into_inner());
-                match failed {
-                    Some(e) => return Err(e),
-                    None => set.finish()?,
-                }
+                building.into_inner().unwrap_or_else(|p| p.into_inner()).finish()?
             }
             false => UuidSet::default(),
         };
@@ -232,7 +228,6 @@ impl Day {
             files: 0,
             bytes: 0,
             past: with_flights.then(|| UuidSetBuilder::new(spill)),
-            failed: None,
         });
         let window = &held;
         // A per-flight file goes to the window, anything else is kept for
@@ -240,10 +235,9 @@ impl Day {
         let keep = move |o: ObjectMeta| match classify_index_key(&o.key) {
             IndexKey::PerFlight(u) if o.size > 0 => {
                 let mut w = window.lock().unwrap_or_else(|p| p.into_inner());
-                w.offer(u, o);
-                None
+                w.offer(u, o).map(|()| None)
             }
-            _ => Some(o),
+            _ => Ok(Some(o)),
         };
         let others = list_partition(store, &ip, date, keep).await?;
         let Window {
@@ -251,12 +245,8 @@ impl Day {
             files,
             bytes,
             past,
-            failed,
             ..
         } = held.into_inner().unwrap_or_else(|p| p.into_inner());
-        if let Some(e) = failed {
-            return Err(e);
-        }
         let mut index = plan::classify_partition(others);
         index.per_flight = (held.into_sorted_vec().into_iter())
             .map(|ByKey(u, o)| (u, o))
@@ -287,9 +277,9 @@ impl Day {
         wanted: &Flights,
     ) -> Result<BTreeMap<uuid::Uuid, String>> {
         let keep = |o: ObjectMeta| {
-            flight_uuid(&o.key)
+            Ok(flight_uuid(&o.key)
                 .filter(|u| wanted.contains(u))
-                .map(|u| (u, o.key))
+                .map(|u| (u, o.key)))
         };
         Ok(list_partition(store, &flights_prefix(date), date, keep)
             .await?
@@ -775,10 +765,10 @@ mod tests {
             files: 0,
             bytes: 0,
             past: Some(UuidSetBuilder::new(spill(2))),
-            failed: None,
         };
         for i in [7, 2, 9, 4, 0, 5, 1, 12] {
-            w.offer(u(i), meta(&format!("index/{}.parquet", uuid_n(i))));
+            w.offer(u(i), meta(&format!("index/{}.parquet", uuid_n(i))))
+                .unwrap();
         }
         let held: Vec<_> = w.held.into_sorted_vec().into_iter().map(|b| b.0).collect();
         assert_eq!(held, [0, 1, 2].map(u));

@@ -199,16 +199,27 @@ pub fn name_cuts(prefix: &str, last: &str, day: NaiveDate) -> Vec<String> {
     cuts
 }
 
+/// What a listing does with each object as its page arrives: `Ok(Some)`
+/// keeps a value, `Ok(None)` drops the object, `Err` ends the listing (no
+/// further page is asked for) with that error.
+pub trait Keep<T>: Fn(ObjectMeta) -> Result<Option<T>> + Copy + Send + Sync {}
+impl<T, F: Fn(ObjectMeta) -> Result<Option<T>> + Copy + Send + Sync> Keep<T> for F {}
+
+/// `objects` through `keep`, stopping at its first error.
+fn kept<T>(objects: Vec<ObjectMeta>, keep: impl Keep<T>) -> Result<Vec<T>> {
+    objects.into_iter().filter_map(|o| keep(o).transpose()).collect()
+}
+
 /// Every object of one range, page by page until a page ends the prefix or
 /// passes the range's upper bound, each passed through `keep` as its page
 /// arrives (so a caller that needs less never holds the whole listing).
 ///
-/// Errors: an S3 error listing a page.
+/// Errors: an S3 error listing a page; `keep`'s first error.
 async fn list_range<T>(
     store: &impl Store,
     prefix: &str,
     range: &KeyRange,
-    keep: impl Fn(ObjectMeta) -> Option<T>,
+    keep: impl Keep<T>,
 ) -> Result<Vec<T>> {
     let mut out = Vec::new();
     let mut after = range.after.clone();
@@ -218,11 +229,9 @@ async fn list_range<T>(
             return Ok(out);
         };
         let past = range.through.as_deref().is_some_and(|t| last.as_str() >= t);
-        out.extend(
-            (page.objects.into_iter())
-                .filter(|o| range.contains(&o.key))
-                .filter_map(&keep),
-        );
+        let mut objects = page.objects;
+        objects.retain(|o| range.contains(&o.key));
+        out.extend(kept(objects, keep)?);
         if past || !page.truncated {
             return Ok(out);
         }
@@ -233,12 +242,12 @@ async fn list_range<T>(
 /// Every object under `prefix` in the given ranges, [`LIST_RANGES_IN_FLIGHT`]
 /// at a time, concatenated in range order, each passed through `keep`.
 ///
-/// Errors: the first S3 error of any range.
+/// Errors: the first S3 error of any range; `keep`'s first error.
 pub async fn list_in_ranges<T: Send>(
     store: &impl Store,
     prefix: &str,
     ranges: &[KeyRange],
-    keep: impl Fn(ObjectMeta) -> Option<T> + Copy + Send + Sync,
+    keep: impl Keep<T>,
 ) -> Result<Vec<T>> {
     Ok(concat(
         Vec::new(),
@@ -253,7 +262,7 @@ async fn list_ranges<T: Send>(
     store: &impl Store,
     prefix: &str,
     ranges: &[KeyRange],
-    keep: impl Fn(ObjectMeta) -> Option<T> + Copy + Send + Sync,
+    keep: impl Keep<T>,
 ) -> Result<Vec<Vec<T>>> {
     if let [only] = ranges {
         return Ok(vec![list_range(store, prefix, only, keep).await?]);
@@ -291,16 +300,16 @@ fn concat<T>(head: Vec<T>, mut parts: Vec<Vec<T>>) -> Vec<T> {
 /// [`Store::list`]): the first page alone, then, when truncated, the rest in
 /// [`estimated_cuts`] ranges at once; each passed through `keep`.
 ///
-/// Errors: an S3 error listing a page.
+/// Errors: an S3 error listing a page; `keep`'s first error.
 pub async fn list_partition<T: Send>(
     store: &impl Store,
     prefix: &str,
     day: NaiveDate,
-    keep: impl Fn(ObjectMeta) -> Option<T> + Copy + Send + Sync,
+    keep: impl Keep<T>,
 ) -> Result<Vec<T>> {
     let first = store.list_page(prefix, None).await?;
     if !first.truncated {
-        return Ok(first.objects.into_iter().filter_map(keep).collect());
+        return kept(first.objects, keep);
     }
     let last = first.objects.last().map(|o| o.key.clone());
     let range_keys = ESTIMATED_RANGE_KEYS_PAGES * store.list_page_size();
@@ -311,7 +320,7 @@ pub async fn list_partition<T: Send>(
     } else {
         name_cuts(prefix, last.as_deref().unwrap_or(prefix), day)
     };
-    let head: Vec<T> = first.objects.into_iter().filter_map(keep).collect();
+    let head = kept(first.objects, keep)?;
     let rest = list_ranges(store, prefix, &KeyRange::covering_after(last, cuts), keep).await?;
     Ok(concat(head, rest))
 }
@@ -327,7 +336,7 @@ pub async fn relist<S: AsRef<str>>(
     known: &[S],
 ) -> Result<Vec<ObjectMeta>> {
     let ranges = relist_ranges(prefix, known, store.list_page_size());
-    list_in_ranges(store, prefix, &ranges, Some).await
+    list_in_ranges(store, prefix, &ranges, |o| Ok(Some(o))).await
 }
 
 /// [`relist`] through the greatest `known` key only: the re-list of one
@@ -340,7 +349,7 @@ pub async fn relist_through<S: AsRef<str>, T: Send>(
     store: &impl Store,
     prefix: &str,
     known: &[S],
-    keep: impl Fn(ObjectMeta) -> Option<T> + Copy + Send + Sync,
+    keep: impl Keep<T>,
 ) -> Result<Vec<T>> {
     let mut ranges = relist_ranges(prefix, known, store.list_page_size());
     let last = (known.iter().map(AsRef::as_ref))
@@ -451,6 +460,10 @@ mod tests {
         s
     }
 
+    fn all(o: ObjectMeta) -> Result<Option<ObjectMeta>> {
+        Ok(Some(o))
+    }
+
     fn names(objects: &[ObjectMeta]) -> Vec<String> {
         objects.iter().map(|o| o.key.clone()).collect()
     }
@@ -480,7 +493,7 @@ mod tests {
         for page in [1, 3, 7, 1000] {
             let s = store_with(&keys, page);
             let want = names(&s.list(p).await.unwrap());
-            let got = names(&list_partition(&s, p, day, Some).await.unwrap());
+            let got = names(&list_partition(&s, p, day, all).await.unwrap());
             assert_eq!(got, want, "list_partition, page size {page}");
             let known = &want[..want.len() / 2];
             let got = names(&relist(&s, p, known).await.unwrap());
@@ -546,6 +559,31 @@ mod tests {
         }
     }
 
+    /// A `keep` that fails (a spill write on a full disk) ends the listing:
+    /// no page after the one it failed on is asked for.
+    #[tokio::test]
+    async fn a_failing_keep_ends_the_listing_at_its_page() {
+        let p = "index/year=2026/month=07/day=20/";
+        let keys: Vec<String> = (0..100)
+            .map(|i| v7_key(p, 1_784_505_600_000 + i, i))
+            .collect();
+        let s = store_with(&keys, 10);
+        let seen = std::sync::atomic::AtomicUsize::new(0);
+        let seen = &seen;
+        use std::sync::atomic::Ordering;
+        let keep = move |o: ObjectMeta| match seen.fetch_add(1, Ordering::Relaxed) {
+            24 => Err(crate::infra::error::Error::Spill {
+                dir: "/tmp".into(),
+                source: std::io::Error::other("disk full"),
+            }),
+            _ => Ok(Some(o)),
+        };
+        let err = list_in_ranges(&s, p, &KeyRange::covering(vec![]), keep).await;
+        assert!(matches!(err, Err(crate::infra::error::Error::Spill { .. })), "{err:?}");
+        assert_eq!(s.requests("ListObjectsV2"), 3);
+        assert_eq!(seen.load(Ordering::Relaxed), 25);
+    }
+
     #[tokio::test]
     async fn a_day_of_one_page_costs_one_request() {
         let day = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
@@ -554,7 +592,7 @@ mod tests {
             .map(|i| v7_key(p, 1_784_505_600_000 + i, i))
             .collect();
         let s = store_with(&keys, 1000);
-        assert_eq!(list_partition(&s, p, day, Some).await.unwrap().len(), 5);
+        assert_eq!(list_partition(&s, p, day, all).await.unwrap().len(), 5);
         assert_eq!(s.requests("ListObjectsV2"), 1);
         assert_eq!(relist(&s, p, &keys).await.unwrap().len(), 5);
         assert_eq!(s.requests("ListObjectsV2"), 2);
@@ -566,15 +604,15 @@ mod tests {
         let keys: Vec<String> = (0..50)
             .map(|i| v7_key(p, 1_784_505_600_000 + i, i))
             .collect();
-        let mut all = keys.clone();
-        all.push(format!("{p}compacted-01a2.parquet"));
+        let mut stored = keys.clone();
+        stored.push(format!("{p}compacted-01a2.parquet"));
         for page in [1, 3, 1000] {
-            let s = store_with(&all, page);
+            let s = store_with(&stored, page);
             // The first 20 known (a part), one of them rewritten since:
             // every key up to the 20th, none after it.
-            let got = names(&relist_through(&s, p, &keys[..20], Some).await.unwrap());
+            let got = names(&relist_through(&s, p, &keys[..20], all).await.unwrap());
             assert_eq!(got, keys[..20], "page size {page}");
-            let got = names(&relist_through(&s, p, &keys[30..40], Some).await.unwrap());
+            let got = names(&relist_through(&s, p, &keys[30..40], all).await.unwrap());
             assert_eq!(got, keys[..40], "page size {page}");
         }
     }
