@@ -317,7 +317,10 @@ async fn floor(bucket: &str, prefix: &str, concurrency: usize, date: Option<chro
     let mut ranges_listed = -1.0;
     if let Some(d) = date {
         let t = Instant::now();
-        let again = archive_compaction::infra::storage::ranges::list_partition(&s, prefix, d, |o| Ok(Some(o)))
+        let again =
+            archive_compaction::infra::storage::ranges::list_partition(&s, prefix, d, |o| {
+                Ok(Some(o))
+            })
             .await
             .expect("list in ranges");
         ranges_listed = t.elapsed().as_secs_f64();

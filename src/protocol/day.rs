@@ -218,7 +218,10 @@ impl Day {
                     Ok(None::<()>)
                 };
                 list_partition(store, &fp, date, uuid).await?;
-                building.into_inner().unwrap_or_else(|p| p.into_inner()).finish()?
+                building
+                    .into_inner()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .finish()?
             }
             false => UuidSet::default(),
         };

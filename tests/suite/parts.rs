@@ -648,3 +648,96 @@ async fn a_day_the_memory_cannot_hold_in_one_part_is_cut_into_parts_by_the_run_i
     );
     assert_eq!(assert_each_once(&store, &generated).len() as u64, parts);
 }
+
+/// A tmpfs of `bytes` mounted on a new temporary directory, unmounted when
+/// dropped: a local disk that fills. `None` (the test then skips, and fails
+/// under `CI`) where this process may not mount.
+struct SmallDisk(tempfile::TempDir);
+
+impl SmallDisk {
+    fn mount(test: &str, bytes: u64) -> Option<SmallDisk> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(dir.path())
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(SmallDisk(dir)),
+            other => {
+                let msg = format!("cannot mount a tmpfs (root is needed): {other:?}");
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "{test}: {msg}; CI must run it"
+                );
+                eprintln!("SKIPPED {test}: {msg}");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.0.path())
+            .status();
+    }
+}
+
+/// A local disk too small for a date's spilled uuid sets (a 12 KiB tmpfs
+/// as `TMPDIR`, `FLIGHTS_IN_MEMORY` 250, 400 flights: about 21 KB needed)
+/// ends the date with `DiskTooSmall` naming the date, the directory, the
+/// need and the free space, and changes nothing; the next run, with room,
+/// compacts the date exactly.
+#[tokio::test]
+async fn a_local_disk_too_small_for_the_sets_ends_the_date_with_its_need_and_the_next_run_finishes()
+{
+    let _serial = SERIAL.lock().await;
+    init_logs();
+    let Some(disk) = SmallDisk::mount(
+        "a_local_disk_too_small_for_the_sets_ends_the_date_with_its_need",
+        12 * 1024,
+    ) else {
+        return;
+    };
+    let store = bucket("parts-small-disk").await;
+    let generated = generate(
+        &store,
+        json!({"seed": 48, "days": [{"date": DAY, "flights": 400}]}),
+    );
+    let cfg = config(&store, &[("FLIGHTS_IN_MEMORY", "250")]);
+    let before = dump(&store, "index/");
+    // SAFETY: nextest runs each test in its own process; nothing else of
+    // this one reads the environment meanwhile.
+    unsafe { std::env::set_var("TMPDIR", disk.0.path()) };
+    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    unsafe { std::env::remove_var("TMPDIR") };
+    assert_eq!(r.last_run_status, Status::Failure, "{r:?}");
+    let dir = disk.0.path().display().to_string();
+    assert!(
+        r.errors.len() == 1
+            && r.errors[0].contains(&format!("date {DAY}: its uuid sets need about 1 MB"))
+            && r.errors[0].contains(&dir)
+            && r.errors[0].contains("0 MB is free")
+            && r.errors[0].contains("EphemeralStorage"),
+        "{:?}",
+        r.errors
+    );
+    assert!(r.days.iter().all(|d| d.action != DayAction::Compacted), "{r:?}");
+    assert_eq!(
+        dump(&store, "index/"),
+        before,
+        "the refused date changed the bucket"
+    );
+    drop(disk);
+
+    let r = run(&store, &cfg, &options_after_leases(1)).await;
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    let day = r.days.iter().find(|d| d.date == date(DAY)).unwrap();
+    assert_eq!(
+        (day.action, day.files_read, day.files_left),
+        (DayAction::Compacted, 400, 0),
+        "{day:?}"
+    );
+    assert_eq!(assert_each_once(&store, &generated).len(), 1);
+}

@@ -326,7 +326,11 @@ async fn pages_start_after_and_ranges(s: &impl Store, _kind: Kind) {
     let cut = format!("{}~", &keys[keys.len() - 3]);
     let tail = s.list_page(p, Some(&cut)).await.unwrap();
     assert_eq!(names(tail.objects), keys[keys.len() - 2..]);
-    let listed = names(ranges::list_partition(s, p, day, |o| Ok(Some(o))).await.unwrap());
+    let listed = names(
+        ranges::list_partition(s, p, day, |o| Ok(Some(o)))
+            .await
+            .unwrap(),
+    );
     assert_eq!(listed, keys, "listed in estimated ranges");
     let relisted = names(ranges::relist(s, p, &keys[..700]).await.unwrap());
     assert_eq!(relisted, keys, "re-listed in ranges cut between known keys");

@@ -207,7 +207,10 @@ impl<T, F: Fn(ObjectMeta) -> Result<Option<T>> + Copy + Send + Sync> Keep<T> for
 
 /// `objects` through `keep`, stopping at its first error.
 fn kept<T>(objects: Vec<ObjectMeta>, keep: impl Keep<T>) -> Result<Vec<T>> {
-    objects.into_iter().filter_map(|o| keep(o).transpose()).collect()
+    objects
+        .into_iter()
+        .filter_map(|o| keep(o).transpose())
+        .collect()
 }
 
 /// Every object of one range, page by page until a page ends the prefix or
@@ -579,7 +582,10 @@ mod tests {
             _ => Ok(Some(o)),
         };
         let err = list_in_ranges(&s, p, &KeyRange::covering(vec![]), keep).await;
-        assert!(matches!(err, Err(crate::infra::error::Error::Spill { .. })), "{err:?}");
+        assert!(
+            matches!(err, Err(crate::infra::error::Error::Spill { .. })),
+            "{err:?}"
+        );
         assert_eq!(s.requests("ListObjectsV2"), 3);
         assert_eq!(seen.load(Ordering::Relaxed), 25);
     }
