@@ -723,7 +723,10 @@ async fn a_local_disk_too_small_for_the_sets_ends_the_date_with_its_need_and_the
         "{:?}",
         r.errors
     );
-    assert!(r.days.iter().all(|d| d.action != DayAction::Compacted), "{r:?}");
+    assert!(
+        r.days.iter().all(|d| d.action != DayAction::Compacted),
+        "{r:?}"
+    );
     assert_eq!(
         dump(&store, "index/"),
         before,
@@ -740,4 +743,63 @@ async fn a_local_disk_too_small_for_the_sets_ends_the_date_with_its_need_and_the
         "{day:?}"
     );
     assert_eq!(assert_each_once(&store, &generated).len(), 1);
+}
+
+/// A flight archived while a date is compacted in windows (its record and
+/// a per-flight file holding another flight's row, put once the first part
+/// is committed) gets its own-row check in the pass that reads its file:
+/// every pass lists the date's flights again, so the date is a Mismatch
+/// naming that flight, with the first window's parts kept, not a date
+/// compacted without its row.
+#[tokio::test]
+async fn a_flight_archived_between_passes_is_checked_for_its_own_row() {
+    let _serial = SERIAL.lock().await;
+    init_logs();
+    let store = bucket("parts-window-newcomer").await;
+    let g = generate(
+        &store,
+        json!({"seed": 49, "days": [{"date": DAY, "flights": 12}]}),
+    );
+    let mut keys = g.index_keys[DAY].clone();
+    keys.sort();
+    // Parts of 2, windows of 8: the newcomer's file is read by pass 2.
+    let cfg = config(&store, &[("PART_FILES", "2")]);
+    let added = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
+    let (bucket_store, newcomer) = (store.clone(), added.clone());
+    let other = keys[11].clone();
+    let scenario = fail::FailScenario::setup();
+    fail::cfg_callback("run::after-part", move || {
+        let mut newcomer = newcomer.lock().unwrap();
+        if newcomer.is_none() {
+            let n = generate(
+                &bucket_store,
+                json!({"seed": 50, "days": [{"date": DAY, "flights": 1}]}),
+            );
+            let key = n.index_keys[DAY][0].clone();
+            archive_py(
+                "multi-row",
+                &bucket_store,
+                json!({"key": &key, "from": [&other]}),
+            );
+            *newcomer = Some(key);
+        }
+    })
+    .unwrap();
+    let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+    scenario.teardown();
+    let key = added
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("archived after the first part");
+    assert!(!keys.contains(&key));
+    assert_eq!(r.last_run_status, Status::Mismatch, "{:?}", r.errors);
+    assert_eq!(r.mismatch_date, Some(date(DAY)));
+    assert_eq!(r.mismatch_uuids, vec![flight_uuid(&key).to_string()]);
+    let day = r.days.iter().find(|d| d.date == date(DAY)).unwrap();
+    assert_eq!((day.passes, day.parts), (2, 4), "{day:?}");
+    assert!(
+        dump(&store, "index/").contains_key(&key),
+        "its file is kept"
+    );
 }
