@@ -305,7 +305,7 @@ impl StatusReport {
             as_of: opts.as_of,
             now: opts.now,
             lag_days,
-            cutoff: lag_days.map(|l| plan::cutoff(opts.now, l)),
+            cutoff: lag_days.map(|l| plan::Cutoff::of_status(opts.now, opts.as_of, l).walk),
             state_unreadable: true,
             bucket_unreadable: true,
             lease: LeaseStatus {
@@ -434,7 +434,8 @@ pub async fn gather(
     config: &Config,
     opts: &StatusOptions,
 ) -> Result<StatusReport> {
-    let cutoff = plan::cutoff(opts.now, config.lag_days);
+    let cutoffs = plan::Cutoff::of_status(opts.now, opts.as_of, config.lag_days);
+    let cutoff = cutoffs.walk;
     let mut s = StatusReport {
         bucket: store.bucket().to_string(),
         as_of: opts.as_of,
@@ -467,7 +468,7 @@ pub async fn gather(
         return Ok(s);
     };
     s.watermark = wm.last_compacted_date;
-    check_watermark_ahead(&mut s, config, opts.as_of);
+    check_watermark_ahead(&mut s, cutoffs.today);
     let blocked = Blocked::of(wm.mismatch_date, &state);
     if let Some(date) = wm.mismatch_date {
         // The keys live manifests claim, as the run's recovery finds them.
@@ -535,8 +536,7 @@ fn check_lease_plausible(s: &mut StatusReport, config: &Config) {
 /// Sets `s.watermark_ahead_days` from `s.watermark` and today's cutoff (by
 /// `as_of`, the wall clock); a watermark ahead is an error, as every run
 /// fails on it (`Error::WatermarkAhead`).
-fn check_watermark_ahead(s: &mut StatusReport, config: &Config, as_of: DateTime<Utc>) {
-    let today = plan::cutoff(as_of, config.lag_days);
+fn check_watermark_ahead(s: &mut StatusReport, today: NaiveDate) {
     s.watermark_ahead_days = plan::watermark_ahead_days(s.watermark, today);
     if let (Some(w), Some(n)) = (s.watermark, s.watermark_ahead_days) {
         s.errors.push(format!(

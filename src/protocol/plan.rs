@@ -94,9 +94,51 @@ impl FromIterator<Uuid> for Flights {
     }
 }
 
-/// Cutoff date: the UTC date of `now` minus `lag_days` days.
-pub fn cutoff(now: DateTime<Utc>, lag_days: u32) -> NaiveDate {
+/// The UTC date of `now` minus `lag_days` days.
+fn cutoff(now: DateTime<Utc>, lag_days: u32) -> NaiveDate {
     now.date_naive() - Days::new(lag_days as u64)
+}
+
+/// A command's two cutoffs (`LAG_DAYS` before a UTC date): `walk`, the
+/// last date it compacts or judges, and `today`, the wall clock's, past
+/// which a watermark is ahead ([`watermark_ahead_days`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cutoff {
+    /// The last date a run walks to, or `status` predicts for.
+    pub walk: NaiveDate,
+    /// The wall clock's cutoff.
+    pub today: NaiveDate,
+}
+
+impl Cutoff {
+    /// A run's, at invocation time `now` (the event's or `--now`) and the
+    /// wall clock `wall` read once: it never walks past the wall clock's
+    /// cutoff, whatever time an event carries.
+    ///
+    /// ```
+    /// use archive_compaction::protocol::plan::Cutoff;
+    /// let t = |s: &str| s.parse::<chrono::DateTime<chrono::Utc>>().unwrap();
+    /// let d = |s: &str| s.parse::<chrono::NaiveDate>().unwrap();
+    /// let c = Cutoff::of_run(t("2026-07-30T01:00:00Z"), t("2026-07-21T23:59:00Z"), 2);
+    /// assert_eq!((c.walk, c.today), (d("2026-07-19"), d("2026-07-19")));
+    /// let c = Cutoff::of_run(t("2026-07-20T01:00:00Z"), t("2026-07-21T00:00:00Z"), 0);
+    /// assert_eq!((c.walk, c.today), (d("2026-07-20"), d("2026-07-21")));
+    /// ```
+    pub fn of_run(now: DateTime<Utc>, wall: DateTime<Utc>, lag_days: u32) -> Cutoff {
+        let today = cutoff(wall, lag_days);
+        Cutoff {
+            walk: cutoff(now, lag_days).min(today),
+            today,
+        }
+    }
+
+    /// `status`'s, predicting the run at `now`, taken at `as_of`.
+    pub fn of_status(now: DateTime<Utc>, as_of: DateTime<Utc>, lag_days: u32) -> Cutoff {
+        Cutoff {
+            walk: cutoff(now, lag_days),
+            today: cutoff(as_of, lag_days),
+        }
+    }
 }
 
 /// Dates up to `cutoff` not yet compacted (`watermark_lag_days` of the

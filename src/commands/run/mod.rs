@@ -183,7 +183,8 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
     // The wall clock, read once: the invocation time may not be ahead of
     // it, and the cutoff is never past the wall clock's.
     let wall = opts.clock.now();
-    let cutoff = plan::cutoff(opts.now, config.lag_days).min(plan::cutoff(wall, config.lag_days));
+    let cutoffs = plan::Cutoff::of_run(opts.now, wall, config.lag_days);
+    let cutoff = cutoffs.walk;
     let mut report = RunReport {
         last_run_at: opts.now,
         invocation_id: opts.invocation_id.clone(),
@@ -249,7 +250,16 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
     let fence = lease
         .as_mut()
         .map(|l| l as &mut dyn crate::protocol::lease::Confirm);
-    let result = walk(store, config, opts, &deadline, &mut report, Fence(fence)).await;
+    let result = walk(
+        store,
+        config,
+        opts,
+        &deadline,
+        cutoffs,
+        &mut report,
+        Fence(fence),
+    )
+    .await;
     if let Err(e) = result {
         report.stop_reason = StopReason::of(&e);
         report.fail(e);
@@ -298,10 +308,11 @@ async fn walk(
     config: &Config,
     opts: &RunOptions,
     deadline: &Deadline,
+    cutoffs: plan::Cutoff,
     report: &mut RunReport,
     mut fence: Fence<'_>,
 ) -> Result<()> {
-    let cutoff = report.cutoff.expect("cutoff set");
+    let cutoff = cutoffs.walk;
     // The watermark is read while recovery runs: recovery never writes it,
     // and no other invocation does while this one holds the lease.
     let (mut wm, recovered) = if opts.dry_run {
@@ -324,7 +335,7 @@ async fn walk(
     // Ahead of the wall clock's cutoff: a future --now or event time of
     // an older version, or a hand edit. No run would compact anything
     // again, and the lag would read 0: fail, say how to fix it.
-    let today = plan::cutoff(opts.clock.now(), config.lag_days);
+    let today = cutoffs.today;
     if let Some(w) = wm.watermark.last_compacted_date
         && let Some(days) = plan::watermark_ahead_days(Some(w), today)
     {
