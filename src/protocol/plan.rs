@@ -1,11 +1,5 @@
-//! Pure planning: what to do with a listing. No I/O, no clock.
-//!
-//! - [`cutoff`] and [`walk_start`]: which dates a run walks.
-//! - [`classify_partition`]: sorts an index partition listing into per-flight
-//!   files, compacted files, other multi-row index files and foreign objects
-//!   (the kinds of [`IndexKey`]).
-//! - [`PartitionListing::flights_not_named`]: the parity gate's first look.
-//! - [`plan_day`]: the [`DayPlan`] for one date, with its reason.
+//! Pure planning: which dates a run walks, a partition listing sorted by
+//! [`IndexKey`], a date's [`DayPlan`] and its parts. No I/O, no clock.
 //!
 //! ```
 //! use archive_compaction::protocol::plan::{plan_day, classify_partition, DayAction};
@@ -26,16 +20,14 @@ use crate::data::merge::Source;
 use crate::data::spill::{SpillSettings, UuidSet, UuidSetBuilder};
 use crate::infra::storage::ObjectMeta;
 
-/// A small set of flights, always in memory: a batch of the flights the
-/// multi-row inputs hold (the parity gate's), the flights a report names.
-/// Sorted, without duplicates, in one array: 16 B a flight, a B-tree's
-/// ~40 B less. A date's own sets, which grow with it, are
-/// [`crate::data::spill::UuidSet`]s (on disk past `FLIGHTS_IN_MEMORY`).
+/// A small set of flights, always in memory (a batch of the parity gate's,
+/// the flights a report names): one sorted array, smaller than a B-tree.
+/// A date's own sets, which grow with it, are [`crate::data::spill::UuidSet`]s.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Flights(Vec<Uuid>);
 
 impl Flights {
-    /// Whether `flight` is in the set (a binary search).
+    /// A binary search.
     pub fn contains(&self, flight: &Uuid) -> bool {
         self.position(flight).is_some()
     }
@@ -50,12 +42,11 @@ impl Flights {
         self.0.is_empty()
     }
 
-    /// The flights in uuid order.
+    /// In uuid order.
     pub fn iter(&self) -> std::slice::Iter<'_, Uuid> {
         self.0.iter()
     }
 
-    /// Where `flight` is in the set's order, if it is there.
     fn position(&self, flight: &Uuid) -> Option<usize> {
         self.0.binary_search(flight).ok()
     }
@@ -73,7 +64,6 @@ impl Flights {
 }
 
 impl From<Vec<Uuid>> for Flights {
-    /// Sorts and dedups `flights` in place, then gives back the spare capacity.
     fn from(mut flights: Vec<Uuid>) -> Flights {
         flights.sort_unstable();
         flights.dedup();
@@ -141,10 +131,8 @@ impl Cutoff {
     }
 }
 
-/// Dates up to `cutoff` not yet compacted (`watermark_lag_days` of the
-/// report, the metric and `status`): from the day after `watermark`; without
-/// one, from `first` (the first date a walk would take) with `first`
-/// counted; 0 when at or past the cutoff, or with nothing to start from.
+/// Days up to `cutoff` not yet compacted: after `watermark`, else from
+/// `first` (counted); 0 when at or past the cutoff or with neither.
 ///
 /// ```
 /// use archive_compaction::protocol::plan::watermark_lag_days;
@@ -167,17 +155,16 @@ pub fn watermark_lag_days(
 }
 
 /// Days `watermark` is ahead of `today` (the wall clock's cutoff), when it
-/// is: a state every run fails on (`Error::WatermarkAhead`).
+/// is: every run fails on it (`Error::WatermarkAhead`).
 pub fn watermark_ahead_days(watermark: Option<NaiveDate>, today: NaiveDate) -> Option<i64> {
     watermark
         .filter(|w| *w > today)
         .map(|w| (w - today).num_days())
 }
 
-/// First date to walk: the day after the watermark, but never before
-/// `start_date` (`START_DATE`: no date before it is walked, whatever the
-/// watermark); without a watermark, `start_date` if set, else the earliest
-/// index partition; `None` when there is nothing to start from.
+/// First date to walk: the day after the watermark, never before
+/// `start_date` (`START_DATE`); without a watermark, `start_date`, else the
+/// earliest index partition.
 pub fn walk_start(
     watermark: Option<NaiveDate>,
     start_date: Option<NaiveDate>,
@@ -191,18 +178,12 @@ pub fn walk_start(
     }
 }
 
-/// Where a walk from `start` to `cutoff` begins once the dates without any
-/// object are left out: the first date with a partition (`earliest`, the
-/// earliest `index/` or `flights/` day prefix, [`crate::protocol::partition::earliest_partition`])
-/// or with a blocked manifest (`blocked`, the first at or after `start`),
-/// when after `start`; never after
-/// `cutoff`, so a bucket with nothing up to the cutoff still walks the
-/// cutoff (an empty date) and the watermark reaches it.
-///
-/// Dates before `earliest` have no object under their `index/` or
-/// `flights/` prefix: walking them one by one compacts nothing, checks
-/// parity on zero flights, and only costs two listings and a watermark
-/// write each.
+/// Where a walk from `start` begins once dates without any object are
+/// skipped (each would cost two listings and a watermark write for
+/// nothing): the first of `earliest`
+/// ([`crate::protocol::partition::earliest_partition`]) and `blocked` (the
+/// first blocked manifest's date), never after `cutoff`, so the watermark
+/// still reaches the cutoff on an empty bucket.
 ///
 /// ```
 /// use archive_compaction::protocol::plan::first_date_with_data;
@@ -231,10 +212,9 @@ pub fn first_date_with_data(
 pub struct PartitionListing {
     /// `{uuid}.parquet` files with their uuid, in key order.
     pub per_flight: Vec<(Uuid, ObjectMeta)>,
-    /// `{uuid}.parquet` files listed past a window
-    /// ([`crate::protocol::day::Day::list_window`]): counted, and in the parity gate
-    /// by the flights they are named by, planned by a later pass. None for
-    /// a listing without a window.
+    /// `{uuid}.parquet` files past a window
+    /// ([`crate::protocol::day::Day::list_window`]), planned by a later pass.
+    /// Empty for a listing without a window.
     pub beyond_window: BeyondWindow,
     /// `compacted-*.parquet` files, in key order.
     pub compacted: Vec<ObjectMeta>,
@@ -244,27 +224,24 @@ pub struct PartitionListing {
     pub foreign: Vec<(ObjectMeta, &'static str)>,
 }
 
-/// The per-flight files a listing window left out
-/// ([`crate::protocol::day::Day::list_window`]): how many, and, when the date's
-/// flights were listed with them, the flights they are named by. Neither
-/// key nor ETag is held for them; the flights' uuids spill to disk past
-/// `FLIGHTS_IN_MEMORY` ([`crate::data::spill`]).
+/// The per-flight files a listing window left out: counted, their keys and
+/// ETags not held.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct BeyondWindow {
-    /// How many (non-empty `{uuid}.parquet` files).
+    /// Non-empty `{uuid}.parquet` files.
     pub files: usize,
-    /// Their sizes together, in bytes.
+    /// Bytes.
     pub bytes: u64,
-    /// The uuids they are named by. Empty when the listing had no flights
-    /// (a later pass of the run, the straggler sweep).
+    /// The uuids they are named by; empty when the date's flights were not
+    /// listed with them (a later pass, the straggler sweep).
     pub flights: UuidSet,
 }
 
 impl PartitionListing {
     /// The flights of `flights` that no per-flight file is named by, in the
     /// window or past it: the parity gate's first look, before any
-    /// multi-row input is read. A merge of the sorted sets, so a set on
-    /// disk is read once, in order; the result spills past `spill`'s limit.
+    /// multi-row input is read. A merge of sorted sets, so a set on disk is
+    /// read once.
     ///
     /// Errors: [`crate::infra::error::Error::Spill`] reading a set or writing the
     /// result.
@@ -301,21 +278,19 @@ impl PartitionListing {
         out.finish()
     }
 
-    /// The multi-row inputs (compacted files, then other multi-row files),
-    /// with their [`Source`]: the files whose rows, not names, say which
-    /// flights they index.
+    /// Compacted, then other multi-row files: those whose rows, not names,
+    /// say which flights they index.
     pub fn multi_row_inputs(&self) -> impl Iterator<Item = (&ObjectMeta, Source)> {
         (self.compacted.iter().map(|m| (m, Source::Compacted)))
             .chain(self.multi_row.iter().map(|m| (m, Source::MultiRow)))
     }
 
-    /// The per-flight files' sizes together, in the window or past it, in
-    /// bytes.
+    /// Bytes of per-flight files, in the window or past it.
     pub fn per_flight_bytes(&self) -> u64 {
         self.per_flight.iter().map(|(_, m)| m.size).sum::<u64>() + self.beyond_window.bytes
     }
 
-    /// Every index input (per-flight, compacted, other multi-row).
+    /// Every index input, of any kind.
     pub fn inputs(&self) -> impl Iterator<Item = &ObjectMeta> {
         (self.per_flight.iter().map(|(_, m)| m))
             .chain(&self.compacted)
@@ -323,9 +298,8 @@ impl PartitionListing {
     }
 }
 
-/// Sorts the objects of one index partition by [`IndexKey`]. Zero-byte
-/// objects are foreign whatever their name (directory markers, failed
-/// uploads: an empty body is no Parquet file).
+/// Zero-byte objects are foreign whatever their name (directory markers,
+/// failed uploads: an empty body is no Parquet file).
 pub fn classify_partition(objects: Vec<ObjectMeta>) -> PartitionListing {
     let mut out = PartitionListing::default();
     for o in objects {
@@ -348,14 +322,12 @@ pub fn classify_partition(objects: Vec<ObjectMeta>) -> PartitionListing {
 pub struct PlannedInput {
     /// The object as listed.
     pub meta: ObjectMeta,
-    /// Its kind: a per-flight file (with its flight), a compacted file or
-    /// another multi-row index file, which decides who wins between
-    /// duplicates ([`crate::data::merge`]).
+    /// Decides who wins between duplicates ([`crate::data::merge`]).
     pub source: Source,
 }
 
 impl PlannedInput {
-    /// The flight of a per-flight file; `None` for a multi-row input.
+    /// `None` for a multi-row input.
     pub fn flight(&self) -> Option<Uuid> {
         match self.source {
             Source::PerFlight(u) => Some(u),
@@ -364,21 +336,21 @@ impl PlannedInput {
     }
 }
 
-/// What to do with one date.
 #[derive(Debug, Clone, PartialEq, Eq)]
+/// What to do with one date.
 pub enum DayAction {
-    /// Merge these inputs into one new compacted file and retire them.
+    /// Merge these into one new compacted file and retire them.
     Compact {
-        /// Inputs: compacted files, then other multi-row files, then
-        /// per-flight files, each kind in key order.
+        /// Compacted, then other multi-row, then per-flight files, each kind
+        /// in key order.
         inputs: Vec<PlannedInput>,
     },
     /// Nothing to write; the watermark may move past the date.
     Skip,
 }
 
-/// The plan for one date, with the reason it prints.
 #[derive(Debug, Clone, PartialEq, Eq)]
+/// The plan for one date, with the reason it prints.
 pub struct DayPlan {
     /// The date.
     pub date: NaiveDate,
@@ -386,7 +358,7 @@ pub struct DayPlan {
     pub action: DayAction,
     /// Why, in words.
     pub reason: String,
-    /// Per-flight files left out because a live manifest claims them.
+    /// Inputs (of any kind) left out because a live manifest claims them.
     pub claimed: usize,
 }
 
@@ -405,22 +377,16 @@ impl fmt::Display for DayPlan {
     }
 }
 
-/// Plans one date from its sorted listing. `claimed` are keys a live
-/// manifest holds; they are never inputs.
-///
-/// Rules: per-flight files and other multi-row files (a legacy migration's
-/// `legacy-migration.parquet`, exports) are merged; if the partition already
-/// has compacted files, they are folded into the new one (one compacted file
-/// per day, duplicates resolved by the merge); two or more compacted files and
-/// nothing else are merged too; a day that is already one compacted file, or
-/// has no index input at all, has nothing to do.
+/// Plans one date. `claimed` are keys a live manifest holds; they are never
+/// inputs. Every unclaimed input is merged, existing compacted files folded
+/// in (one compacted file a day); a day that is one compacted file and
+/// nothing else, or has no index input, is skipped.
 pub fn plan_day(date: NaiveDate, listing: PartitionListing, claimed: &HashSet<String>) -> DayPlan {
     let claimed_n = listing
         .inputs()
         .filter(|m| claimed.contains(&m.key))
         .count();
-    // The listing is moved into the plan, not copied: a date's listing is
-    // ~200 B a file, and a 500,000-file date cannot hold it twice.
+    // Moved, not copied: a large date cannot hold its listing twice.
     let free = |m: &ObjectMeta| !claimed.contains(&m.key);
     let planned = |source| move |meta| PlannedInput { meta, source };
     let mut inputs: Vec<PlannedInput> = (listing.compacted.into_iter().filter(free))
@@ -467,9 +433,8 @@ pub fn plan_day(date: NaiveDate, listing: PartitionListing, claimed: &HashSet<St
     }
 }
 
-/// Whether [`plan_day`] would compact `listing` (its inputs not in
-/// `claimed`), without building the plan: a repair run gates only a date
-/// it would touch.
+/// Whether [`plan_day`] would compact, without building the plan: a repair
+/// run gates only a date it would touch.
 pub fn compacts(listing: &PartitionListing, claimed: &HashSet<String>) -> bool {
     let free = |m: &&ObjectMeta| !claimed.contains(&m.key);
     let n = (listing.per_flight.iter().map(|(_, m)| m))
@@ -480,10 +445,8 @@ pub fn compacts(listing: &PartitionListing, claimed: &HashSet<String>) -> bool {
     skip_reason(n, o, c).is_none()
 }
 
-/// Why a date with `per_flight` per-flight files, `multi_row` other
-/// multi-row files and `compacted` compacted files (none claimed) has
-/// nothing to do, or `None` when it is compacted: the rule of
-/// [`plan_day`] and [`compacts`].
+/// Why a date with these unclaimed input counts is skipped; `None` when it
+/// is compacted. The one rule of [`plan_day`] and [`compacts`].
 fn skip_reason(per_flight: usize, multi_row: usize, compacted: usize) -> Option<String> {
     match (per_flight, multi_row, compacted) {
         (0, 0, 0) => Some("no index files".to_string()),
@@ -492,15 +455,11 @@ fn skip_reason(per_flight: usize, multi_row: usize, compacted: usize) -> Option<
     }
 }
 
-/// What one input of a part weighs, in per-flight-file units: a
-/// per-flight file 1, a multi-row input (compacted or other) 1 plus 1 for
-/// every [`MULTI_ROW_BYTES_PER_WEIGHT`] bytes of it. A per-flight file's
-/// state through a commit (plan and manifest entries, proof, merge) is
-/// ~1.5 KB; a multi-row input's rows cost about as much for every 400
-/// bytes of Parquet (docs/performance.md: ~53 B a row with zstd, ~190 B a
-/// row decoded), so a part's weight bounds its memory whatever its inputs
-/// are ([`crate::protocol::sizing::peak_memory_mb`]). An estimate from those figures,
-/// not a measurement of multi-row parts.
+/// What one input of a part weighs, in per-flight-file units: a per-flight
+/// file 1, a multi-row input 1 plus 1 a [`MULTI_ROW_BYTES_PER_WEIGHT`]
+/// bytes, so a part's weight bounds its memory whatever its inputs
+/// ([`crate::protocol::sizing::peak_memory_mb`]). An estimate from the row
+/// sizes in docs/performance.md, not a measurement of multi-row parts.
 pub fn input_weight(input: &PlannedInput) -> u64 {
     match input.source {
         Source::PerFlight(_) => 1,
@@ -508,49 +467,37 @@ pub fn input_weight(input: &PlannedInput) -> u64 {
     }
 }
 
-/// Bytes of a multi-row input that weigh as much as one per-flight file in
-/// a part ([`input_weight`]).
+/// Bytes of a multi-row input that weigh as much as one per-flight file.
 pub const MULTI_ROW_BYTES_PER_WEIGHT: u64 = 400;
 
-/// A date's inputs in parts, each committed on its own (its own output,
-/// manifest, proof and deletes: [`crate::commands::run`]), and the compacted files
-/// left as they are.
+/// A date's inputs in parts, each committed on its own
+/// ([`crate::commands::run`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Parts {
-    /// The parts, in commit order, each in the plan's order (compacted,
-    /// other multi-row, per-flight); each of at most `PART_FILES` weight
-    /// ([`input_weight`]) unless inputs that share a flight weigh more
-    /// together.
+    /// In commit order, each in the plan's order ([`PartQueue`]).
     pub parts: Vec<Vec<PlannedInput>>,
-    /// Compacted files not folded: the date's inputs are more than one part
-    /// and these share no flight with another input and do not fit the
-    /// first part (each is already one part's output; Athena reads every
-    /// `compacted-*` file of a partition).
+    /// Compacted files not folded ([`PartQueue::left_as_they_are`]).
     pub left_as_they_are: usize,
 }
 
 /// A date's inputs grouped by the flights they share: a union-find over
-/// their indices in the plan ([`parts`]). Built from every (flight, input)
-/// pair in flight order ([`Groups::of_holders`]), so the pairs can be a
-/// set on disk ([`crate::data::spill`]) and a date's grouping holds one index an
-/// input, not one entry a flight.
+/// their plan indices, one entry an input (not a flight), built from
+/// (flight, input) pairs that can be a set on disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Groups {
     parent: Vec<usize>,
 }
 
 impl Groups {
-    /// `n` inputs, each alone.
+    /// Each input alone.
     pub fn new(n: usize) -> Groups {
         Groups {
             parent: (0..n).collect(),
         }
     }
 
-    /// `n` inputs grouped by `holders`: every (flight, input index) pair,
-    /// in flight order (a [`crate::data::spill::SortedSet`]'s); inputs named by
-    /// two pairs of one flight are in one group. Indices past `n` are
-    /// passed by.
+    /// `holders` must be in flight order (a
+    /// [`crate::data::spill::SortedSet`]'s). Indices past `n` are ignored.
     ///
     /// Errors: the first error of `holders` (a set on disk not read back).
     pub fn of_holders<E>(
@@ -589,9 +536,7 @@ impl Groups {
     }
 }
 
-/// Splits a plan's `inputs` (compacted files, then other multi-row files,
-/// then per-flight files: [`DayAction::Compact`]) into parts of at most
-/// `part_weight` ([`input_weight`]): a [`PartQueue`] drained at one weight.
+/// A [`PartQueue`] drained at one `part_weight` ([`input_weight`]).
 ///
 /// ```
 /// use archive_compaction::protocol::plan::{parts, Groups, PlannedInput};
@@ -619,9 +564,7 @@ pub fn parts(inputs: Vec<PlannedInput>, groups: Groups, part_weight: u64) -> Par
 }
 
 /// A date's inputs waiting to be committed, taken a part at a time at a
-/// weight chosen for each part ([`PartQueue::next_part`]): the run sizes
-/// each part from the memory and time it has left, so the queue, not the
-/// loop, holds the grouping rules.
+/// weight the run chooses from the memory and time it has left.
 ///
 /// Rules, so that every flight's row is in one output exactly once:
 /// - all of them in one part when they fit (one compacted file a day);
@@ -638,7 +581,6 @@ pub fn parts(inputs: Vec<PlannedInput>, groups: Groups, part_weight: u64) -> Par
 pub struct PartQueue {
     slots: Vec<Option<PlannedInput>>,
     weights: Vec<u64>,
-    /// Groups of input indices in plan order, not yet taken.
     groups: std::collections::VecDeque<Vec<usize>>,
     weight_left: u64,
     first_taken: bool,
@@ -646,8 +588,7 @@ pub struct PartQueue {
 }
 
 impl PartQueue {
-    /// The queue of `inputs` grouped by `groups` (inputs past its size
-    /// alone). Pure: no I/O.
+    /// Inputs past `groups`' size are alone.
     pub fn new(inputs: Vec<PlannedInput>, mut groups: Groups) -> PartQueue {
         let mut grouped: Vec<Vec<usize>> = Vec::new();
         let mut group_of: std::collections::HashMap<usize, usize> = Default::default();
@@ -733,7 +674,7 @@ impl PartQueue {
         }
     }
 
-    /// The weight not yet taken nor left as it is ([`input_weight`]).
+    /// Weight not yet taken nor left as it is.
     pub fn weight_left(&self) -> u64 {
         self.weight_left
     }
