@@ -1,44 +1,22 @@
-//! The commit protocol for one partition, one short function per phase, in
-//! the order of docs/ARCHITECTURE.md, "Commit protocol":
-//!
-//! 1. [`read_inputs`](crate::protocol::read::read_inputs) ([`crate::protocol::read`]): GET
-//!    every input, remember the ETag of the version read.
-//! 2. [`prepare`]: checksum the output the read phase merged and encoded as
-//!    the inputs arrived, build the [`Manifest`].
-//! 3. [`create_manifest`]: conditional create of the manifest.
-//! 4. [`put_output`]: conditional create of `compacted-{job_id}.parquet` with a
-//!    SHA-256 flexible checksum and the job id in its metadata.
-//! 5. [`verify_output`]: HEAD ([`check_output`]); size and checksum must
-//!    equal the manifest's.
-//! 6. [`delete_inputs`]: re-list, then DeleteObjects each input conditional
-//!    on its ETag (a changed input survives as a newer version). Only an
-//!    input proven to be in the output is deleted ([`prove_inputs`], the
-//!    rule of [`crate::protocol::proof`], checked once the output is encoded, before
-//!    3); an unproven one is kept and so is the manifest.
-//! 7. [`delete_manifest`]: once every input is gone or proven newer.
-//!
-//! 5's HEAD and 6's re-list run at once ([`verify_and_delete_inputs`]),
-//! once the output's PUT has returned (when the output must be read back
-//! and hashed, the re-list is taken again after that).
+//! The commit protocol for one partition, one function a phase; each phase's
+//! invariant is in docs/ARCHITECTURE.md, "Commit protocol":
+//! 1. [`read_inputs`](crate::protocol::read::read_inputs), 2. [`prepare`]
+//! (then [`prove_inputs`], before anything is written), 3. [`create_manifest`],
+//! 4. [`put_output`], 5. [`verify_output`], 6. [`delete_inputs`] (only proven
+//! inputs, each conditional on its ETag), 7. [`delete_manifest`].
 //!
 //! The lease is confirmed before each destructive step (4, each wave of 6,
-//! and the watermark write). Its GET goes beside the request before that
-//! step ([`Fence::beside`]: beside 3, beside 5 and the re-list, beside each
-//! wave), so the step itself only checks the lease's expiry on the clock:
-//! three fewer round trips a date. The walk deletes the manifest (7) beside
-//! the watermark write (`run::watermark::write_watermark`): one more.
+//! the watermark write); its GET goes beside the request before that step
+//! ([`Fence::beside`]), so the step only checks the expiry on the clock.
+//! Between 4 and 6 a reader may see a row twice; whatever happens, the
+//! manifest lets the next invocation finish or undo the commit
+//! ([`crate::protocol::recovery`]).
 //!
-//! The walker ([`crate::commands::run`]) then advances the watermark. Between 4 and 6 a
-//! reader may see a row twice; whatever happens, the manifest lets the next
-//! invocation finish or undo the commit ([`crate::protocol::recovery`]).
-//!
-//! Failpoints (feature `failpoints`): `commit::before-manifest-create`,
-//! `commit::after-manifest-create`, `commit::after-output-put`,
-//! `commit::after-verify`, `commit::before-delete-batch`, `commit::between-delete-batches`,
-//! `commit::after-deletes`, `commit::before-manifest-delete`; and
-//! `commit::proof-off`, which switches the proof off (the simulation shows
-//! that it then fails). The read phase plants the hole the proof closes
-//! (`commit::read-lists-skipped-input`, [`crate::protocol::read`]).
+//! Failpoints (feature `failpoints`): `commit::{before,after}-manifest-create`,
+//! `commit::after-output-put`, `commit::after-verify`,
+//! `commit::before-delete-batch`, `commit::between-delete-batches`,
+//! `commit::after-deletes`, `commit::before-manifest-delete`, and
+//! `commit::proof-off`, which switches the proof off.
 
 use std::collections::HashMap;
 
@@ -65,7 +43,7 @@ pub struct Prepared {
     pub manifest: Manifest,
     /// Where the manifest goes.
     pub manifest_key: String,
-    /// The encoded output (`None` when there are no rows).
+    /// `None` when there are no rows.
     pub body: Option<Bytes>,
     /// Rows dropped as older duplicates.
     pub duplicates_removed: u64,
@@ -75,14 +53,13 @@ pub struct Prepared {
 
 pub use crate::infra::storage::sha256_b64;
 
-/// What one part's commit did ([`commit_part`]): the run folds it into
-/// its report, failures included, before it acts on [`Committed::failure`].
+/// What one part's commit did ([`commit_part`]).
 #[derive(Debug)]
 pub struct Committed {
     /// The manifest's key: complete unless [`Committed::failure`] says
-    /// otherwise, then deleted beside the next watermark write.
+    /// otherwise.
     pub manifest_key: String,
-    /// The compacted file written (`None`: the inputs held no row).
+    /// `None`: the inputs held no row.
     pub output: Option<ManifestOutput>,
     /// The inputs' keys, as the manifest names them.
     pub inputs: Vec<String>,
@@ -95,9 +72,8 @@ pub struct Committed {
 }
 
 impl Committed {
-    /// The error that leaves this commit's manifest in place: inputs whose
-    /// rows are not proven to be in the output ([`Error::Unproven`]), or
-    /// inputs that could not be deleted; `None` when the commit is complete.
+    /// The error that leaves this commit's manifest in place
+    /// ([`Error::Unproven`], or inputs not deleted); `None` when complete.
     pub fn failure(&self, date: NaiveDate, bucket: &str) -> Option<Error> {
         let output = (self.output.as_ref())
             .map_or_else(|| "no output (zero rows)".to_string(), |o| o.key.clone());
@@ -128,12 +104,8 @@ impl Committed {
     }
 }
 
-/// The commit protocol for one part whose inputs were read into `read`
-/// (phase 1), its phases in the module's order: [`prepare`] (2), the proof
-/// ([`prove_inputs`], before anything is written), [`create_manifest`] (3,
-/// its lease GET beside it), [`put_output`] (4), then
-/// [`verify_and_delete_inputs`] (5, 6). Each phase's time is logged at
-/// debug level (`LOG_LEVEL=info,archive_compaction::protocol::commit=debug`), in s.
+/// Phases 2-6 for one part whose inputs were read into `read`. Each phase's
+/// time is logged at debug level, in seconds.
 ///
 /// Errors: any phase's; an unproven or undeletable input is not an error
 /// here but [`Committed::failure`], so the caller can count it first.
@@ -171,21 +143,12 @@ pub async fn commit_part(
     })
 }
 
-/// Phase 2: checksums the output [`crate::protocol::read::read_inputs`] encoded (no file at all
-/// when there are no rows) and builds the manifest.
-///
-/// The output is held in memory and hashed before the manifest is written
-/// (docs/ARCHITECTURE.md: the manifest records the output's size and checksum before
-/// the PUT). A day of 50,000 flights encodes to about 2.6 MB (docs/performance.md,
-/// "Performance"); outputs from `MULTIPART_THRESHOLD_BYTES` go up as a
-/// multipart upload ([`crate::infra::storage::S3Store::put`]).
-///
-/// The output is named after the job id ([`compacted_key`]`(date, job_id)`,
-/// the manifest being `{job_id}.json`): that is how recovery knows a
-/// manifest's own output from another commit's ([`crate::protocol::recovery`]).
-///
-/// The inputs read move into the manifest (`read.read` is left empty): at
-/// 200,000 inputs a second copy of every key and ETag was ~37 MB.
+/// Phase 2: checksums the encoded output (no file when there are no rows)
+/// so the manifest records its size and checksum before the PUT. The output
+/// is named after the job id ([`compacted_key`]), as the manifest is: that
+/// is how recovery knows a manifest's own output from another commit's.
+/// The inputs read move into the manifest (`read.read` is left empty), so
+/// their keys and ETags are not held twice.
 ///
 /// Errors: none today; kept fallible for the encoder settings it may check.
 pub fn prepare(
@@ -229,16 +192,15 @@ pub fn prepare(
 /// Phase 3: creates the manifest (`If-None-Match: *`).
 pub async fn create_manifest(store: &impl Store, key: &str, manifest: &Manifest) -> Result<()> {
     failpoint!("commit::before-manifest-create");
-    // Compact: at 200,000 inputs the pretty form was 34 MB, this ~29 MB.
+    // Compact, not pretty: a manifest names every input.
     let body = serde_json::to_vec(manifest).expect("manifest serialises");
     crate::data::state::put_settled(store, key, body, PutMode::Create).await?;
     failpoint!("commit::after-manifest-create");
     Ok(())
 }
 
-/// Phase 4: writes the output under its fresh key (`If-None-Match: *`, so an
-/// existing object is never overwritten), with its SHA-256 checksum and
-/// `job_id` (the manifest's) in its metadata ([`JOB_ID_METADATA`]), which
+/// Phase 4: creates the output (`If-None-Match: *`) with its SHA-256 and
+/// the manifest's `job_id` in its metadata ([`JOB_ID_METADATA`]), which
 /// recovery checks before it deletes an output.
 pub async fn put_output(
     store: &impl Store,
@@ -259,12 +221,10 @@ pub async fn put_output(
     Ok(())
 }
 
-/// Settles the output's PUT whose `attempt` failed its precondition or
-/// failed transiently (its answer lost: [`crate::data::state::settles`]): the
-/// object is read back ([`inspect_output`]: size and SHA-256, read back and
-/// hashed when the server keeps no comparable checksum) and when it is this
-/// commit's output, with `job_id` in its metadata ([`JOB_ID_METADATA`]),
-/// the PUT took effect. Otherwise the attempt's error stands.
+/// An output PUT whose answer may have been lost
+/// ([`crate::data::state::settles`]) took effect when the object read back
+/// is this commit's output (size, SHA-256, `job_id`); otherwise the
+/// attempt's error stands.
 async fn settle_output(
     store: &impl Store,
     job_id: Uuid,
@@ -301,18 +261,16 @@ pub enum OutputCheck {
     Differs(String, String),
 }
 
-/// HEADs the output and compares size and SHA-256 with the manifest.
-///
-/// The stored checksum settles it only when it equals the manifest's. When
-/// the server keeps none, or keeps another kind (a multipart object's
-/// composite checksum: `{b64}-{parts}` on AWS, bare on some S3-compatible
-/// servers), the object is read back and hashed, and that hash decides.
+/// HEADs the output and compares size and SHA-256 with the manifest. The
+/// stored checksum settles it only when it equals the manifest's; when the
+/// server keeps none or another kind (a multipart object's composite
+/// checksum: `{b64}-{parts}` on AWS, bare on some S3-compatible servers),
+/// the object is read back and hashed.
 pub async fn check_output(store: &impl Store, output: &ManifestOutput) -> Result<OutputCheck> {
     Ok(inspect_output(store, output).await?.0)
 }
 
-/// [`check_output`], plus the HEAD it was decided on (`None` when the output
-/// is missing), for its metadata (the job id that wrote it).
+/// [`check_output`], plus the HEAD (`None` when missing), for its job id.
 pub async fn inspect_output(
     store: &impl Store,
     output: &ManifestOutput,
@@ -321,9 +279,8 @@ pub async fn inspect_output(
     Ok((check, head))
 }
 
-/// [`inspect_output`], plus the body when it was read back to be hashed
-/// (`None` when the HEAD settled the check): recovery reads the output's
-/// flights from it instead of a second GET.
+/// [`inspect_output`], plus the body when it was read back, so recovery
+/// reads the output's flights without a second GET.
 pub async fn inspect_output_read(
     store: &impl Store,
     output: &ManifestOutput,
@@ -334,7 +291,6 @@ pub async fn inspect_output_read(
     }
 }
 
-/// What a HEAD of an output says on its own ([`judge_head`]).
 enum HeadVerdict {
     /// Missing, a size that differs, or the manifest's SHA-256 stored.
     Settled(OutputCheck, Option<Head>),
@@ -342,8 +298,6 @@ enum HeadVerdict {
     ReadBack(Head),
 }
 
-/// Judges `head` (the output's HEAD, `None` when missing) against the
-/// manifest's size and SHA-256, without reading the body.
 fn judge_head(output: &ManifestOutput, head: Option<Head>) -> HeadVerdict {
     let Some(head) = head else {
         return HeadVerdict::Settled(OutputCheck::Missing, None);
@@ -359,7 +313,6 @@ fn judge_head(output: &ManifestOutput, head: Option<Head>) -> HeadVerdict {
     HeadVerdict::ReadBack(head)
 }
 
-/// Reads the output back and hashes it against the manifest's SHA-256.
 async fn read_back(
     store: &impl Store,
     output: &ManifestOutput,
@@ -380,10 +333,7 @@ async fn read_back(
     Ok((OutputCheck::Verified, Some(head), Some(f.body)))
 }
 
-/// Phase 5: the output must be there with the manifest's size and
-/// checksum. `check` is what [`check_output`] (or the HEAD and read-back
-/// of [`verify_and_delete_inputs`]) found: `Ok` for
-/// [`OutputCheck::Verified`].
+/// Phase 5: `Ok` only for [`OutputCheck::Verified`].
 ///
 /// Errors: [`Error::VerifyFailed`] otherwise, naming the output and why.
 pub fn verify_output(
@@ -409,38 +359,32 @@ pub fn verify_output(
 /// What [`delete_inputs`] did.
 #[derive(Debug, Default, Clone)]
 pub struct DeleteOutcome {
-    /// Inputs this call deleted (DeleteObjects removed them now): what the
-    /// run that retires them reports, once.
+    /// Inputs this call deleted: reported once, by the run that retires them.
     pub deleted: u64,
-    /// Inputs not listed any more: deleted by an earlier attempt (a crashed
-    /// commit, a stuck manifest retried), which counted them if it
-    /// reported at all. Not counted again in `deleted`.
+    /// Inputs not listed any more (an earlier attempt deleted them); not in
+    /// `deleted`.
     pub already_gone: u64,
     /// Inputs that changed since they were read: a newer version survives.
     pub kept_newer: Vec<String>,
     /// Inputs that could not be deleted (AccessDenied, ...): the manifest stays.
     pub failed: Vec<DeleteFailure>,
-    /// Inputs kept because their rows are not proven to be in the output
-    /// ([`prove_inputs`]): the manifest stays.
+    /// Inputs kept unproven ([`prove_inputs`]): the manifest stays.
     pub unproven: Vec<Unproven>,
 }
 
 /// Where one input of a manifest stands against a listing of its partition
-/// (key → ETag). The one sorting the delete phase, recovery's decision and
-/// the dry run share.
+/// (key → ETag): one rule for the delete phase, recovery and the dry run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InputState {
     /// Listed in the version the manifest names: delete it (ETag-conditional).
     ToDelete,
-    /// Listed in another version (rewritten since it was read): keep it; it
-    /// is folded in later.
+    /// Rewritten since it was read: keep it; it is folded in later.
     Newer,
-    /// Not listed: already deleted (by this commit, or a crashed attempt).
+    /// Not listed: already deleted.
     Gone,
 }
 
-/// The [`InputState`] of `input` in `listed` (ETags compared as S3 quotes
-/// them or not).
+/// ETags compared quoted or not, as S3 may give either.
 pub fn input_state(input: &ManifestInput, listed: &HashMap<String, String>) -> InputState {
     match listed.get(&input.key) {
         None => InputState::Gone,
@@ -449,14 +393,10 @@ pub fn input_state(input: &ManifestInput, listed: &HashMap<String, String>) -> I
     }
 }
 
-/// Phase 6: deletes the manifest's inputs, each only in the version read,
-/// except the `unproven` ones (their rows are not proven to be in the
-/// output: [`prove_inputs`]), which are kept and reported in
-/// [`DeleteOutcome::unproven`].
-///
-/// The partition is re-listed first and any key whose ETag changed is kept
-/// (for servers that ignore the ETag in DeleteObjects); the rest goes to
-/// DeleteObjects with each key's ETag (S3 refuses to delete a changed one).
+/// Phase 6: deletes the manifest's inputs except `unproven`, each only in
+/// the version read. The partition is re-listed first and a key whose ETag
+/// changed is kept (for servers that ignore the ETag in DeleteObjects); the
+/// rest go to DeleteObjects with each key's ETag (S3 refuses a changed one).
 pub async fn delete_inputs(
     store: &impl Store,
     fence: &mut Fence<'_>,
@@ -467,15 +407,11 @@ pub async fn delete_inputs(
     delete_listed_inputs(store, fence, manifest, &listed, unproven).await
 }
 
-/// The check before phase 6: the manifest's inputs whose rows are not
-/// proven to be in the output the commit wrote ([`crate::protocol::proof`]'s rule),
-/// against the rows recorded as each input was read (`read`) and the
-/// flights of the encoded output (`body`, `None` when it has no rows),
-/// read back from its `s3_key` column ([`crate::data::input::row_flights_of_body`]
-/// within [`crate::data::input::OWN_OUTPUT_BUDGET`]: no input limit refuses our
-/// own output; `store` only names it in errors, nothing is fetched). An input the merge skipped (or never read)
-/// has no rows recorded and fails. Each failing input is logged as an
-/// error.
+/// The manifest's inputs not proven to be in the output
+/// ([`crate::protocol::proof`]'s rule), from the rows recorded as each was
+/// read and the flights of the encoded `body`'s `s3_key` column (within
+/// [`crate::data::input::OWN_OUTPUT_BUDGET`]; nothing is fetched). Each is
+/// logged as an error.
 ///
 /// Errors: [`Error::Encode`] when the encoded output cannot be read back
 /// (then nothing may be deleted).
@@ -506,7 +442,6 @@ pub async fn prove_inputs(
         |k| read.get(k),
         &output,
     );
-    // The check switched off (tests only: the simulation shows it fails then).
     #[cfg(feature = "failpoints")]
     let unproven = match fail::eval("commit::proof-off", |_| ()) {
         Some(()) => Vec::new(),
@@ -519,23 +454,15 @@ pub async fn prove_inputs(
     Ok(unproven)
 }
 
-/// Phases 5 and 6 of a commit: verifies the output ([`verify_output`], when
-/// the manifest names one) and deletes the inputs against a re-list of the
-/// partition. Both reads start only once the output's PUT has returned
-/// (a listing taken while the PUT is out let the simulation put two
-/// compacted files with the same rows), and the lease is confirmed beside
-/// them.
+/// Phases 5 and 6, the lease confirmed beside their reads. Both reads start
+/// only once the output's PUT has returned: a listing stalled past the
+/// lease's expiry while the PUT is out lets the PUT land after another
+/// invocation's recovery found the output missing and compacted the inputs
+/// again (two compacted files with the same rows).
 ///
-/// When the HEAD settles the check (the server keeps the output's SHA-256,
-/// as S3 does for a single PUT), the re-list runs beside it. When the output
-/// must be read back and hashed (a multipart output, or a server that keeps
-/// no comparable checksum), the re-list is taken again once that is done:
-/// a listing taken while a long read-back runs would give a server that
-/// ignores the ETag in DeleteObjects a wider window in which a version
-/// written meanwhile is deleted.
-///
-/// The `unproven` inputs ([`prove_inputs`]) are kept, as in
-/// [`delete_inputs`].
+/// The re-list runs beside the HEAD; when the output must be read back and
+/// hashed, it is taken again after, so that a server that ignores the ETag
+/// in DeleteObjects has no long window to delete a version written meanwhile.
 ///
 /// Errors: [`Error::VerifyFailed`] (nothing is deleted), the lease lost, or
 /// an S3 error.
@@ -566,11 +493,8 @@ pub async fn verify_and_delete_inputs(
     delete_listed_inputs(store, fence, manifest, &listed, unproven).await
 }
 
-/// The ETag of each of `manifest`'s inputs still in its partition, by key:
-/// the partition re-listed in key ranges cut between the inputs, up to the
-/// last of them ([`crate::infra::storage::ranges::relist_through`], several ranges
-/// at once), only the inputs kept (a part's re-list holds its own inputs,
-/// not the day's).
+/// The ETag of each of `manifest`'s inputs still in its partition, by key
+/// ([`crate::infra::storage::ranges::relist_through`]).
 ///
 /// Errors: an S3 error listing a page.
 pub async fn listed_etags(
@@ -591,20 +515,12 @@ pub async fn listed_etags(
     Ok(listed.into_iter().collect())
 }
 
-/// [`delete_inputs`] against its listing (key → ETag) of the partition,
-/// taken once the output's PUT returned. DeleteObjects batches go out
-/// [`Store::delete_batches_in_flight`] at a time; the lease is confirmed
-/// before each wave (for a later wave, beside the wave before it; beside
-/// the last, for the watermark write that follows).
+/// [`delete_inputs`] against `listed` (key → ETag), in waves of
+/// [`Store::delete_batches_in_flight`] batches, the lease confirmed before
+/// each.
 ///
 /// Errors: the lease lost, or an S3 error after the SDK's retries (keys
 /// refused one by one are in [`DeleteOutcome::failed`], not errors).
-///
-/// The listing is not taken while the output is being put: the simulation
-/// (`tests/suite/simulation.rs`) showed that then a listing stalled past the lease
-/// expiry lets the PUT land after another invocation's recovery found the
-/// output missing and compacted the inputs again: two compacted files with
-/// the same rows.
 async fn delete_listed_inputs(
     store: &impl Store,
     fence: &mut Fence<'_>,
