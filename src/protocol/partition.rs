@@ -1,17 +1,11 @@
-//! The parity gate over one date's listings ([`crate::protocol::day::Day`]), and the
-//! earliest partition of `flights/` or `index/` (where a fresh deployment
-//! starts). Read-only: lists and GETs, never writes.
-//!
-//! The parity gate (docs/ARCHITECTURE.md, "Parity gate"): a flight counts
-//! as indexed when a per-flight file is named by its uuid, or when any
-//! multi-row input (a compacted file, or another multi-row index file such
-//! as a legacy migration's) holds a row whose `s3_key` carries its uuid
-//! ([`parity_gate`]); and, once the date's inputs are read, no flight's
-//! per-flight file may hold no row of its own ([`without_own_row`]) and
-//! none may be unreadable ([`unread_rows`]: a file cut in half holds its
-//! flight's row in no readable file, so the flight counts as missing).
-//! [`parity_check`] is both halves, as the run checks a date and as
-//! `status` re-checks a recorded mismatch: one function, the same reads.
+//! The parity gate over one date's listings (docs/ARCHITECTURE.md, "Parity
+//! gate"), and the earliest partition, where a fresh deployment starts.
+//! Read-only. A flight counts as indexed when a per-flight file is named by
+//! its uuid or a multi-row input holds a row whose `s3_key` carries it
+//! ([`parity_gate`]); once the inputs are read, no per-flight file may hold
+//! no row of its own ([`without_own_row`]) or be unreadable
+//! ([`unread_rows`]). [`parity_check`] is both halves, for `run` and
+//! `status` alike.
 //!
 //! ```
 //! use archive_compaction::protocol::day::Day;
@@ -50,28 +44,20 @@ pub use crate::protocol::plan::Flights;
 /// What the parity gate found for one date.
 #[derive(Debug, Default)]
 pub struct ParityGate {
-    /// Flights under `flights/` with no index row, in uuid order (on disk
-    /// past `FLIGHTS_IN_MEMORY`).
+    /// Flights under `flights/` with no index row, in uuid order.
     pub missing: UuidSet,
-    /// Multi-row inputs (compacted and other) read to look for rows (0 when
-    /// the per-flight file names already cover every flight).
+    /// Multi-row inputs read (0 when the per-flight names cover every flight).
     pub compacted_files_read: u64,
-    /// Multi-row inputs that could not be decoded, with why (their rows
-    /// count as absent).
+    /// Multi-row inputs that could not be decoded (their rows count as absent).
     pub unreadable: Vec<(String, merge::Unmergeable)>,
-    /// The bodies read, by key, for the merge to reuse (no second GET of
-    /// the same version).
+    /// The bodies read, by key, for the merge to reuse.
     pub prefetched: Prefetched,
 }
 
-/// The parity gate for one date's listings (see the module docs). The
-/// multi-row inputs' `s3_key` columns are read only when the names do not
-/// cover every flight; what was read is returned in
-/// [`ParityGate::prefetched`]. Index rows without a flight do not block.
-/// The flights not named by a file, and those the multi-row inputs hold,
-/// are sets that spill past `spill`'s limit; the second is taken off the
-/// first in one merge pass, so what is held is bounded by the limit and
-/// the largest input, not by the date.
+/// The first half of the gate. The multi-row inputs' `s3_key` columns are
+/// read only when the names do not cover every flight. Index rows without a
+/// flight do not block. Memory is bounded by `spill`'s limit and the
+/// largest input, not by the date.
 ///
 /// Errors: an S3 error reading a multi-row input (one that vanished since
 /// the listing counts as holding no rows); [`crate::infra::error::Error::Spill`].
@@ -105,11 +91,9 @@ pub async fn parity_gate(
     Ok(gate)
 }
 
-/// The flights one multi-row input `c` holds rows of (its `s3_key`
-/// column, within `budget`, batch by batch; the body kept in `prefetched`
-/// for the merge when it was read whole). `None` when it vanished since
-/// the listing; `Some(Err)` when it cannot be decoded (its rows count as
-/// absent).
+/// The flights one multi-row input holds rows of (the body kept in
+/// `prefetched` when read whole). `None` when it vanished since the
+/// listing; `Some(Err)` when it cannot be decoded.
 ///
 /// Errors: an S3 error reading it.
 async fn flights_in(
@@ -136,12 +120,8 @@ async fn flights_in(
 }
 
 /// A date's planned `inputs` as a [`plan::PartQueue`], the one cut the run
-/// commits by. When they may be more than one part (more than
-/// `settings.part_files`, or than [`crate::protocol::sizing::MIN_PART_FILES`], the
-/// smallest part the time left may cut), the flights of their multi-row
-/// inputs are read first (their `s3_key` column; bodies read whole kept in
-/// `prefetched`) so inputs sharing a flight stay together. The (flight,
-/// input) pairs go into a set that spills to disk ([`crate::data::spill`]).
+/// commits by. When they may be more than one part, the multi-row inputs'
+/// flights are read first so inputs sharing a flight stay together.
 ///
 /// Errors: an S3 error reading a multi-row input;
 /// [`crate::infra::error::Error::Spill`].
@@ -163,10 +143,8 @@ pub async fn parts_of(
     Ok(plan::PartQueue::new(inputs, groups))
 }
 
-/// `inputs` grouped by the flights they share: a per-flight file holds its
-/// own, a multi-row input the flights of its rows (read as the parity gate
-/// reads them; none for one that vanished or cannot be decoded: the merge
-/// skips it too). Bodies read whole go into `prefetched`.
+/// A multi-row input that vanished or cannot be decoded shares no flight:
+/// the merge skips it too.
 ///
 /// Errors: an S3 error reading an input; [`crate::infra::error::Error::Spill`].
 async fn shared_flights(
@@ -193,28 +171,22 @@ async fn shared_flights(
 /// The whole parity verdict on one date ([`parity_check`]).
 #[derive(Debug, Default)]
 pub struct ParityCheck {
-    /// Flights under `flights/` with no index row by name or by a
-    /// multi-row input's row ([`parity_gate`]), in uuid order (on disk past
-    /// `FLIGHTS_IN_MEMORY`).
+    /// [`ParityGate::missing`].
     pub missing: UuidSet,
-    /// When `missing` is empty: flights whose per-flight file, read, holds
-    /// no row of theirs ([`without_own_row`]), in uuid order.
+    /// When `missing` is empty: [`without_own_row`].
     pub without_own_row: Vec<Uuid>,
-    /// When `missing` is empty: the date's flights whose per-flight file
-    /// cannot be read ([`unread_rows`]), by flight.
+    /// When `missing` is empty: [`unread_rows`].
     pub unread: Vec<UnreadFile>,
-    /// Multi-row inputs the gate read for rows.
+    /// [`ParityGate::compacted_files_read`].
     pub compacted_files_read: u64,
-    /// Multi-row inputs the gate could not decode, with why.
+    /// [`ParityGate::unreadable`].
     pub unreadable: Vec<(String, merge::Unmergeable)>,
-    /// Without `inputs` to read: the bodies the gate read, by key, for the
-    /// merge to reuse.
+    /// The gate's bodies, when no inputs were read.
     pub prefetched: Prefetched,
 }
 
 impl ParityCheck {
-    /// The flights that fail parity, sorted: `missing`, else the flights of
-    /// `without_own_row` and `unread` together.
+    /// `missing`, else the flights of `without_own_row` and `unread`.
     pub fn failing(&self) -> UuidSet {
         if !self.missing.is_empty() {
             return self.missing.clone();
@@ -224,10 +196,7 @@ impl ParityCheck {
             .collect()
     }
 
-    /// Why the date fails parity, in words (`None`: it passes); the text a
-    /// run puts in `days[].reason`. An unreadable per-flight file is named
-    /// with its key and why (the first one; `days[].unread_files` lists
-    /// them).
+    /// Why the date fails parity (`days[].reason`); `None`: it passes.
     pub fn reason(&self) -> Option<String> {
         if !self.missing.is_empty() {
             return Some(format!(
@@ -254,12 +223,9 @@ impl ParityCheck {
     }
 }
 
-/// The run's parity gate on one date, both halves: [`parity_gate`] over the
-/// listings, then, when it passes and the plan has `inputs` to merge, those
-/// inputs read as the commit reads them ([`read::read_inputs`], reusing
-/// the gate's bodies) and checked by [`without_own_row`]. The run calls it
-/// on the walk's and a range's dates, `status` on the recorded mismatch
-/// date, so what `status` predicts is what the next run does.
+/// Both halves: [`parity_gate`], then, when it passes, `inputs` read as the
+/// commit reads them and checked, so what `status` predicts is what the
+/// next run does.
 ///
 /// Errors: an S3 error reading an input; [`crate::infra::error::Error::Encode`]
 /// from the merge.
@@ -282,8 +248,7 @@ pub async fn parity_check(
         check.prefetched = gate.prefetched;
         return Ok(check);
     };
-    // Part by part, as the run reads them (`plan::parts`): the same
-    // parts, so the same verdict, and one part's memory at a time.
+    // The run's parts: the same verdict, one part's memory at a time.
     let mut prefetched = gate.prefetched;
     let mut queue = parts_of(store, inputs.to_vec(), settings, &mut prefetched).await?;
     while let Some(part) = queue.next_part(settings.part_files) {
@@ -301,13 +266,11 @@ pub async fn parity_check(
     Ok(check)
 }
 
-/// Whether what was read leaves nothing to merge: no readable per-flight or
-/// other multi-row file, and at most one compacted file (then nothing is
-/// written, and no row can be lost); or a compacted file over an input
-/// limit ([`ReadInputs::held_back`]: nothing of the day is merged).
+/// Whether what was read leaves nothing to merge (then nothing is written
+/// and no row can be lost): at most one compacted file and nothing else,
+/// or one over an input limit ([`ReadInputs::held_back`]).
 pub fn nothing_to_merge(read: &ReadInputs) -> bool {
     if read.held_back.is_some() {
-        // A compacted file over an input limit: nothing is merged.
         return true;
     }
     let compacted = (read.merge_inputs.iter())
@@ -316,14 +279,10 @@ pub fn nothing_to_merge(read: &ReadInputs) -> bool {
     compacted == read.merge_inputs.len() && compacted < 2
 }
 
-/// The second half of the parity gate: flights of `flights` (the date's,
-/// as the gate saw them) whose per-flight file, read, holds no row of
-/// theirs. The gate counted them by the file's name; merging the file
-/// would leave them without an index row. When [`nothing_to_merge`]
-/// (nothing is written) only the flights whose file is left in place for a
-/// null or empty `s3_key` ([`ReadInputs::keyless_flights`]): no merge
-/// takes such a file, so its flight has no index row to keep until its
-/// `s3_key` holds the flight object's key, whatever else the date holds.
+/// Flights of `flights` whose per-flight file, read, holds no row of
+/// theirs: the gate counted them by name, but a merge would leave them
+/// without an index row. When [`nothing_to_merge`], only the
+/// [`ReadInputs::keyless_flights`]: no merge ever takes such a file.
 ///
 /// Errors: [`crate::infra::error::Error::Spill`] when `flights` is on disk and
 /// cannot be read back.
@@ -340,15 +299,10 @@ pub fn without_own_row(read: &ReadInputs, flights: &UuidSet) -> Result<Vec<Uuid>
     Ok(lost)
 }
 
-/// The rest of the second half of the parity gate: the per-flight files of
-/// `flights` (the date's, as the gate saw them) that could not be read
-/// ([`ReadInputs::unread`]: not Parquet, truncated, undecodable), sorted by
-/// flight. Such a flight's row is in no readable file, so it counts as
-/// that flight's missing index row, whether or not anything else is
-/// merged: the date is a Mismatch until the file is readable or replaced.
-/// A per-flight file with no flight under `flights/` is an
-/// orphan row and blocks nothing. Nothing about the file is deleted (no
-/// merge takes an input it could not read).
+/// The per-flight files of `flights` that could not be read
+/// ([`ReadInputs::unread`]), by flight: their row is in no readable file,
+/// so the date is a Mismatch until the file is readable or replaced. A file
+/// with no flight under `flights/` blocks nothing.
 ///
 /// Errors: [`crate::infra::error::Error::Spill`] when `flights` is on disk and
 /// cannot be read back.
@@ -365,10 +319,9 @@ pub fn unread_rows(read: &ReadInputs, flights: &UuidSet) -> Result<Vec<UnreadFil
 }
 
 /// The walk's first date when there is no watermark: `start_date`
-/// (`START_DATE`) when set, else [`earliest_partition`]; `None` with a
-/// watermark (the walk starts after it, [`plan::walk_start`]) or in an
-/// empty bucket. The one rule `run`, its lease-held report and `status`
-/// count the lag from; it lists only without a watermark and `START_DATE`.
+/// (`START_DATE`), else [`earliest_partition`]; `None` with a watermark
+/// ([`plan::walk_start`]) or in an empty bucket. What every command counts
+/// the lag from.
 ///
 /// Errors: an S3 error listing a prefix.
 pub async fn first_date(
@@ -383,13 +336,10 @@ pub async fn first_date(
     }
 }
 
-/// The earliest date with a partition: the earlier of the first
-/// `index/year=/month=/day=/` and the first `flights/YYYY/MM/DD/` prefix, each
-/// found by delimiter listings (years, then months, then days, stopping at
-/// the first day found). Where the walk starts without a watermark or
-/// `START_DATE`: flights on dates before the first index partition (an index
-/// upload broken from the start) are walked, found without their index rows
-/// and reported as a Mismatch, instead of never being looked at.
+/// The earlier of the first `index/year=/month=/day=/` and the first
+/// `flights/YYYY/MM/DD/` prefix, by delimiter listings. `flights/` counts so
+/// that flights before the first index partition are walked and reported
+/// as a Mismatch, not never looked at.
 ///
 /// Errors: an S3 error listing a prefix.
 pub async fn earliest_partition(store: &impl Store) -> Result<Option<NaiveDate>> {
@@ -398,8 +348,6 @@ pub async fn earliest_partition(store: &impl Store) -> Result<Option<NaiveDate>>
     Ok(index.into_iter().chain(flights).min())
 }
 
-/// The earliest day prefix under `root` (`root` + year/ + month/ + day/),
-/// whose year prefixes start with `year_tag`, dated by `date_of`.
 async fn earliest_under(
     store: &impl Store,
     root: &str,
