@@ -1,26 +1,12 @@
-//! The read phase of a commit: every input of a day read within the
-//! budget, decoded and merged into one encoded output as the bodies arrive.
-//!
-//! What it guarantees:
-//!
-//! - **Bounded memory**: at most `READ_CONCURRENCY` bodies in flight, one
-//!   input decoded at a time within `INPUT_BUDGET_MB` ([`crate::data::input`]),
-//!   the day merged as a stream ([`StreamMerger`]) unless an input is
-//!   irregular, then read again and merged in memory ([`Merger`]).
-//! - **What was read is what is recorded**: each input taken by the merge
-//!   is recorded with the ETag of the version read ([`ReadInputs::read`],
-//!   the manifest's inputs) and the flights of its rows
-//!   ([`ReadInputs::rows`], what [`crate::protocol::proof`] checks the manifest
-//!   against); an input the merge leaves in place is recorded as skipped,
-//!   never as read.
-//! - **Nothing written**: this module only reads; the commit protocol
-//!   ([`crate::protocol::commit`]) writes. The parity gate ([`crate::protocol::partition`])
-//!   reads through it too, so the rows it counts are the rows committed.
+//! Phase 1 of a commit: a day's inputs read within the budget, merged and
+//! encoded as the bodies arrive. Only reads; the parity gate reads through
+//! it too, so the rows it counts are the rows committed. An input is
+//! recorded as read ([`ReadInputs::read`], [`ReadInputs::rows`]) only once
+//! the merge took it; one left in place is recorded as skipped.
 //!
 //! Failpoint (feature `failpoints`): `commit::read-lists-skipped-input`
-//! (any action but `off`) records an input the merge skipped as read, so
-//! the manifest lists it (the hole [`crate::protocol::commit::prove_inputs`] closes;
-//! the crash tests and the simulation plant it).
+//! records a skipped input as read: the hole
+//! [`crate::protocol::commit::prove_inputs`] closes.
 
 use std::collections::HashMap;
 
@@ -44,7 +30,7 @@ use crate::protocol::proof::ReadRows;
 pub struct DecodedInput {
     /// Its source kind.
     pub source: Source,
-    /// Its LastModified from the listing.
+    /// LastModified, from the listing.
     pub last_modified: DateTime<Utc>,
     /// Rows it held.
     pub rows: usize,
@@ -53,52 +39,40 @@ pub struct DecodedInput {
 /// Inputs as read, and the merged output.
 #[derive(Debug, Default)]
 pub struct ReadInputs {
-    /// What was decoded, one entry per input in the order it was read
-    /// (their rows are in `output`, not here).
+    /// One entry an input, in the order read.
     pub merge_inputs: Vec<DecodedInput>,
-    /// The merged rows, encoded: deduplicated, in flight order, ready for
-    /// [`crate::protocol::commit::prepare`] to checksum.
+    /// The merged rows, encoded: deduplicated, in flight order.
     pub output: MergedOutput,
-    /// The rows of each input whose rows went into `output`, recorded as
-    /// its body was decoded (by key; what [`crate::protocol::commit::prove_inputs`] checks the
-    /// manifest's inputs against).
+    /// The flights of each merged input's rows, by key: what
+    /// [`crate::protocol::commit::prove_inputs`] checks.
     pub rows: ReadRows,
-    /// Whether the day was merged as a stream ([`StreamMerger`]) rather than
-    /// in memory ([`Merger`], the fallback for irregular inputs).
+    /// Merged as a stream, not in memory.
     pub streamed: bool,
-    /// The version of each decoded input that was read (key, ETag, size).
+    /// The version of each merged input read: the manifest's inputs.
     pub read: Vec<ManifestInput>,
-    /// Inputs left in place: unreadable or unmergeable, with the reason.
+    /// Inputs left in place, with the reason.
     pub skipped: Vec<SkippedFile>,
-    /// Bytes read (both passes, when the day was read twice).
+    /// Bytes read, both passes.
     pub bytes_read: u64,
-    /// Flights whose per-flight file was read but holds no row of theirs
-    /// (no row at all, or only other flights' rows): the parity gate counted
-    /// them by the file's name, and merging that file would leave them
-    /// without an index row. The commit does not go ahead with any.
-    pub without_own_row: Vec<Uuid>,
-    /// The flights of `without_own_row` whose per-flight file was left in
-    /// place because its rows' `s3_key` is null, empty or names no flight:
-    /// such a flight counts as missing even when nothing else is merged
+    /// Flights whose per-flight file holds no row of theirs
     /// ([`crate::protocol::partition::without_own_row`]).
+    pub without_own_row: Vec<Uuid>,
+    /// The flights of `without_own_row` whose file was left in place for a
+    /// null, empty or flightless `s3_key`.
     pub keyless_flights: Vec<Uuid>,
-    /// Per-flight files whose bytes could not be decoded (not Parquet,
-    /// truncated, a footer or page that does not decode; a file that
-    /// decodes but cannot be conformed losslessly names its column and is
-    /// not here): their flight's row is in no readable file. Each is also
-    /// in `skipped`, left in place. The parity gate counts such a flight as
-    /// missing ([`crate::protocol::partition::unread_rows`]).
+    /// Per-flight files whose bytes do not decode (one that decodes but
+    /// cannot be conformed names its column and is not here); also in
+    /// `skipped` ([`crate::protocol::partition::unread_rows`]).
     pub unread: Vec<crate::data::report::UnreadFile>,
-    /// Multi-row inputs merged with rows whose `s3_key` is null, empty or
-    /// names no flight (key, rows): those rows are kept, after the rows of
-    /// flights, and counted in the report.
+    /// Multi-row inputs merged with rows whose `s3_key` names no flight
+    /// (key, rows): kept after the flights' rows, reported.
     pub rows_without_flight: Vec<(String, u64)>,
-    /// Rows of the multi-row inputs whose `first_message` falls on another
-    /// UTC date than the partition's: merged where they are, reported.
+    /// Multi-row rows whose `first_message` falls on another UTC date than
+    /// the partition's: merged where they are, reported.
     pub other_days: merge::OtherDays,
-    /// A compacted input over an input limit ([`crate::data::input`]), when one
-    /// was met: the read stopped there and nothing of the day is merged
-    /// (merging the rest would put a second compacted file beside it).
+    /// A compacted input over an input limit: the read stopped there and
+    /// nothing of the day is merged (a second compacted file would be
+    /// written beside it).
     pub held_back: Option<String>,
 }
 
@@ -180,38 +154,23 @@ impl ReadSettings {
     }
 }
 
-/// Bodies already read this run (by the parity gate: the multi-row inputs
-/// whose rows it counted), by key. [`read_inputs`] takes an input's body
-/// from here instead of a second GET of the same version.
+/// Bodies the parity gate already read, by key, so [`read_inputs`] makes no
+/// second GET.
 pub type Prefetched = HashMap<String, Fetched>;
 
-/// Phase 1: reads every input, at most `settings.concurrency` GETs at once (in order:
-/// the next bodies arrive while one is decoded; an input in `prefetched` is
-/// taken from there, with the ETag it was read with, and costs no GET),
-/// decodes each body as it
-/// arrives and merges it into the output, which is encoded as it grows
-/// (row groups of `row_group_rows` rows). An input that vanished since the
-/// listing is dropped; one that cannot be decoded is skipped (left in
-/// place, reported).
+/// Phase 1: reads every input, `settings.concurrency` GETs ahead in order,
+/// and merges each as it arrives. An input that vanished since the listing
+/// is dropped; one that cannot be decoded, breaks an input limit
+/// ([`crate::data::input`]) or cannot join the day's columns is left in
+/// place and reported; a compacted one over a limit stops the read
+/// ([`ReadInputs::held_back`]). Inputs over
+/// [`crate::data::input::SMALL_INPUT_BYTES`] are not read ahead but by ranges
+/// in their turn, so at most one is decoded at a time.
 ///
 /// The day is first merged as a stream ([`StreamMerger`]: multi-row inputs
-/// first, as sorted runs, then the per-flight files in key order), so memory
-/// stays bounded by the reads in flight, the multi-row runs, one row group
-/// and the encoded output, whatever the number of files. When an input is
-/// irregular (see [`crate::data::merge::stream`]), the streamed pass stops, is
-/// logged, and the day is read again and merged in memory ([`Merger`]:
-/// about 200 B a row); only such days pay a second set of GETs.
-///
-/// Each input is read within the budget (`settings.budget`, [`crate::data::input`]): one that breaks
-/// an input limit is left in place unread and reported with the limit; a
-/// compacted one stops the read ([`ReadInputs::held_back`]). Inputs over
-/// [`crate::data::input::SMALL_INPUT_BYTES`] are not read ahead: each is read by
-/// ranges when its turn comes, so at most one is decoded at a time.
-///
-/// An input whose extra column joins no type of the day's
-/// ([`crate::data::merge::widen`]), and a per-flight file with rows whose `s3_key`
-/// is null, empty or names no flight, are skipped too (left in place,
-/// reported; such a file's flight is in [`ReadInputs::without_own_row`]).
+/// first, then per-flight files), so memory does not grow with the number
+/// of files; when an input is irregular ([`crate::data::merge::stream`]) the
+/// day is read again and merged in memory ([`Merger`]).
 ///
 /// Errors: any other S3 error (after the SDK's retries); [`Error::Encode`]
 /// when the merge or the encoder fails.
@@ -282,13 +241,9 @@ async fn read_pass(
 ) -> Result<Pass> {
     use futures::StreamExt;
     let mut out = ReadInputs::default();
-    // Lazy: each GET's future is made when `buffered` has room for it. An
-    // unstarted future is as large as its whole state machine (the SDK's
-    // send path: kilobytes), so collecting one per input first cost ~4 KB a
-    // file, 200 MB at 50,000 files (`make bench`). Boxed as a `Send` stream:
-    // held across the awaits below, the unboxed `map` closure makes the
-    // caller's future fail `Send` for `tokio::spawn` ("implementation of
-    // `Send` is not general enough", rust-lang/rust#102211).
+    // Lazy: an unstarted GET future is as large as the SDK's send path, so
+    // one is made only when `buffered` has room. Boxed: unboxed, the `map`
+    // closure makes the caller's future fail `Send` (rust-lang/rust#102211).
     let mut fetched: futures::stream::BoxStream<'_, _> =
         futures::stream::iter(inputs.iter().copied())
             .map(move |i| fetch(store, i, prefetched))
@@ -315,8 +270,6 @@ async fn read_pass(
                 return Ok(Pass::Done(Box::new(out)));
             }
             Err(u) => {
-                // The hole the proof closes, planted on purpose (tests only):
-                // the skipped input recorded as read, so the manifest lists it.
                 #[cfg(feature = "failpoints")]
                 if fail::eval("commit::read-lists-skipped-input", |_| ()).is_some() {
                     out.read.push(ManifestInput {
@@ -336,9 +289,7 @@ async fn read_pass(
     Ok(Pass::Done(Box::new(out)))
 }
 
-/// Reads `input` within `budget` (one decoded at a time: `crate::data::input`),
-/// adding the bytes received to `bytes_read`; `None` when it vanished since
-/// the listing.
+/// `None` when `input` vanished since the listing.
 async fn read_one(
     store: &impl Store,
     input: &PlannedInput,
@@ -363,7 +314,6 @@ async fn read_one(
     Ok(Some(read))
 }
 
-/// What [`take`] did with a decoded input.
 enum Taken {
     /// Merged and recorded, or left in place and reported.
     Done,
@@ -371,10 +321,8 @@ enum Taken {
     NotStreamable(String),
 }
 
-/// Pushes one decoded input into `sink` and records it in `out` (its
-/// version, `(etag, size)`, in [`ReadInputs::read`]), or leaves it in place
-/// and reports it: a per-flight file with rows whose `s3_key` names no
-/// flight, or an input whose columns cannot join the day's.
+/// Merges one decoded input and records it, or leaves it in place and
+/// reports it.
 ///
 /// Errors: [`Error::Encode`] when the merge fails otherwise.
 fn take(
@@ -392,8 +340,7 @@ fn take(
         return Ok(Taken::Done);
     }
     let rows = decoded.batch.num_rows();
-    // Recorded only once the merge took the input: one it
-    // leaves in place is no input of the manifest.
+    // Recorded only once the merge took it: see the module docs.
     let flights = crate::protocol::proof::RowFlights::of_batch(&decoded.batch);
     let mut other_days = merge::OtherDays::default();
     if input.flight().is_none() {
@@ -434,10 +381,7 @@ fn take(
     Ok(Taken::Done)
 }
 
-/// Checks a per-flight file of `flight` before its merge: one without a row
-/// of its flight goes into [`ReadInputs::without_own_row`]; one with
-/// `keyless` rows (whose `s3_key` names no flight) is left in place and
-/// reported. Returns whether the file may be merged.
+/// Whether a per-flight file may be merged: not with `keyless` rows.
 fn check_own_row(
     out: &mut ReadInputs,
     date: NaiveDate,
@@ -474,9 +418,8 @@ fn check_own_row(
     false
 }
 
-/// A compacted input over an input limit: left in place, and the pass stops
-/// with [`ReadInputs::held_back`] set. Merging the rest would write a second
-/// compacted file beside this one; the day's stragglers wait instead.
+/// Merging the rest would write a second compacted file beside this one;
+/// the day's stragglers wait instead.
 fn hold_back(out: &mut ReadInputs, date: NaiveDate, input: &PlannedInput, u: merge::Unmergeable) {
     tracing::warn!(key = %input.meta.key, reason = %u.reason,
         "compacted file over an input limit: left in place, and the day's other inputs are not merged");
@@ -490,9 +433,6 @@ fn hold_back(out: &mut ReadInputs, date: NaiveDate, input: &PlannedInput, u: mer
         .push(SkippedFile::unmergeable(&input.meta.key, date, u));
 }
 
-/// An input that cannot be merged: left in place and reported; a per-flight
-/// file whose bytes do not decode (no column named) is also
-/// [`ReadInputs::unread`].
 fn leave_unmergeable(
     out: &mut ReadInputs,
     date: NaiveDate,
@@ -513,12 +453,9 @@ fn leave_unmergeable(
 
 /// What the read-ahead fetched of one input.
 enum Ahead {
-    /// Its whole body (a small object, or one the gate read).
     Body(Fetched),
-    /// Nothing yet: a big object, read by ranges when its turn comes
-    /// ([`crate::data::input`]), one at a time.
+    /// A big object, read by ranges in its turn.
     Later,
-    /// It vanished since the listing.
     Vanished,
 }
 
