@@ -1,7 +1,5 @@
-//! A manifest's one owner, beside its format ([`Manifest`]): its body
-//! parsed and checked ([`parse`], [`validate_manifest`]), its quarantine
-//! key ([`quarantine_key`], [`quarantined_date`]) and its [`StuckMark`].
-//! Recovery, `status`, `prune-cache` and the commit call these.
+//! A manifest's one owner beside its format ([`Manifest`]): parsed and
+//! checked, its quarantine key, its [`StuckMark`].
 
 use std::collections::HashSet;
 
@@ -17,9 +15,8 @@ use crate::data::state::{MANIFEST_VERSION, MANIFEST_VERSION_1, Manifest};
 use crate::infra::error::Error;
 use crate::infra::storage::{DeleteFailure, JOB_ID_METADATA, PutMode, Store};
 
-/// How far apart (ms) a version-1 job id's and its output id's UUIDv7
-/// timestamps may be: v1's `prepare` minted them back to back; the slack
-/// covers a clock step between the two calls.
+/// How far apart a version-1 job id's and its output id's UUIDv7
+/// timestamps may be, in ms: minted back to back, less a clock step.
 pub const V1_OUTPUT_ID_WINDOW_MS: u64 = 1000;
 
 /// What a manifest names, in a [`ManifestRule`] (`output`, `input`).
@@ -338,8 +335,8 @@ fn v1_output_minted_with_job(key: &str, prefix: &str, job_id: Uuid) -> bool {
     }
 }
 
-/// `body`, read from `key`: the manifest, parsed as it is, and the first
-/// rule it breaks, if any; [`ManifestRule::Unreadable`] if it is none.
+/// The manifest and the first rule it breaks, if any;
+/// [`ManifestRule::Unreadable`] if it does not parse.
 pub fn parse(key: &str, body: &[u8]) -> Result<(Manifest, Option<ManifestRule>), ManifestRule> {
     let manifest = serde_json::from_slice(body).map_err(|e| ManifestRule::Unreadable {
         reason: e.to_string(),
@@ -348,18 +345,18 @@ pub fn parse(key: &str, body: &[u8]) -> Result<(Manifest, Option<ManifestRule>),
     Ok((manifest, rule))
 }
 
-/// Where recovery moves the manifest at `key`: the same name under [`QUARANTINE_ROOT`].
+/// The same name under [`QUARANTINE_ROOT`].
 pub fn quarantine_key(key: &str) -> String {
     key.replacen(MANIFESTS_ROOT, QUARANTINE_ROOT, 1)
 }
 
-/// The date of a key under `quarantine/` ([`quarantine_key`]).
+/// The date of a key under `quarantine/`.
 pub fn quarantined_date(key: &str) -> Option<NaiveDate> {
     manifest_date(&key.replacen(QUARANTINE_ROOT, MANIFESTS_ROOT, 1))
 }
 
-/// A stuck mark's body, at [`stuck_key`]`(manifest)`, for an operator; its
-/// fields in this order, the bytes of docs/ARCHITECTURE.md's "State formats".
+/// A stuck mark's body, at [`stuck_key`]`(manifest)`; field order is the
+/// format of docs/ARCHITECTURE.md's "State formats".
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StuckMark {
     /// S3's error code for `first_key` (`AccessDenied`, ...).
@@ -374,14 +371,10 @@ pub struct StuckMark {
     pub message: String,
 }
 
-/// Marks `manifest` stuck, for `status` and `prune-cache`
-/// ([`crate::protocol::day::StateListing`]): some of its inputs could not be
-/// deleted (`failed`, not empty), by the commit or by recovery (which
-/// deletes the mark once the manifest is resolved). A mark already there
-/// stands. Never fails: the run already fails for the deletes, a mark not
-/// written is logged. No lease check of its own: it follows the deletes'
-/// confirmation ([`crate::protocol::lease::Fence::beside`]) and writes state,
-/// never data.
+/// Marks `manifest` stuck when `failed` is not empty; a mark already there
+/// stands. Never fails (the run already fails for the deletes; a mark not
+/// written is logged). No lease check of its own: it follows the deletes'
+/// and writes state, never data.
 pub async fn mark_stuck(store: &impl Store, manifest: &Manifest, failed: &[DeleteFailure]) {
     let Some(first) = failed.first() else {
         return;

@@ -1,65 +1,48 @@
-//! How big a date's parts, listing window and uuid sets may be in the
-//! memory a run is told: the estimate of a date's peak memory
-//! ([`peak_memory_mb`]) and the largest sizes that keep it within 90% of
-//! `MEMORY_LIMIT_MB` ([`MemoryFit`]). Pure: the run, the dry run and
-//! `status` size by the same rule.
+//! How big a date's parts, listing window and uuid sets may be: the
+//! estimate of a date's peak memory ([`peak_memory_mb`]) and the largest
+//! sizes that keep it within 90% of `MEMORY_LIMIT_MB` ([`MemoryFit`]). The
+//! constants are estimates from docs/performance.md's measured rows,
+//! rounded up.
 
 use chrono::NaiveDate;
 
 use crate::infra::error::{Error, Result};
 
-/// How many parts (`PART_FILES` each) of per-flight files one pass of the
-/// run holds the listing of ([`crate::protocol::day::Day::list_window`]); a date with more is
-/// compacted window by window, each pass re-listing what is left.
+/// How many parts of per-flight files one pass holds the listing of
+/// ([`crate::protocol::day::Day::list_window`]); a larger date is compacted
+/// window by window.
 pub const WINDOW_PARTS: u64 = 4;
 
-/// The smallest part worth a commit, in weight ([`crate::protocol::plan::input_weight`]):
-/// below it a part's fixed requests (manifest, output PUT, HEAD, re-list,
-/// lease) cost more than its files. A date is refused for its memory only
-/// when a part this small (or the whole date, if smaller) does not fit, and
-/// a part is started on the time left only when it fits this much.
+/// The smallest part worth a commit, in weight
+/// ([`crate::protocol::plan::input_weight`]): below it a part's fixed
+/// requests cost more than its files. A date is refused for its memory, and
+/// a part for the time left, only below this.
 pub const MIN_PART_FILES: u64 = 1_000;
 
-/// The process's peak memory before any date (the runtime, the SDK, the
-/// lease and recovery), in MB: docs/performance.md's job rows (71 MB at
-/// 10,000 files, 131 MB at 50,000, peak RSS) less 1.5 KB a file, rounded up.
+/// The process's peak memory before any date (runtime, SDK, lease,
+/// recovery), in MB.
 pub const BASE_MEMORY_MB: u64 = 60;
 
 /// What one index file of a part adds to the peak while the part is
-/// committed, in bytes: its plan and manifest entries, its flight in the
-/// proof, its row in the merge and its entry in the re-list
-/// (docs/performance.md: 60 MB more from 10,000 to 50,000 files, 1.5 KB a
-/// file; 1.15 KB a file from 100,000 to 200,000).
+/// committed (plan, manifest, proof, merge, re-list), in bytes.
 pub const MEMORY_PER_FILE_BYTES: u64 = 1_536;
 
-/// What one index file of a date's listing window ([`crate::protocol::day::Day::list_window`])
-/// adds to the peak for as long as the window is worked on, whichever part
-/// it is in, in bytes: its planned input (key,
-/// ETag, size, ~200 B), its flight's uuid (16 B), and the listings' share
-/// (docs/performance.md, "A day in parts", in parts of 50,000: 146 MB at
-/// 100,000 files, 189 MB at 200,000, ~0.44 KB a file, before the listing
-/// was held once; 294 MB at 500,000 after, ~0.33 KB a file over one
-/// part's), rounded up: an estimate above what was measured.
+/// What one index file of the listing window adds to the peak while the
+/// window is worked on, whichever part it is in (planned input, uuid,
+/// listings' share), in bytes.
 pub const DAY_BYTES_PER_FILE: u64 = 512;
 
 /// The uuid sets a date holds at once, each at most `FLIGHTS_IN_MEMORY`
-/// uuids in memory ([`crate::data::spill`]): its flights, the flights of its
-/// per-flight files past the listing window, and, during the parity gate,
-/// its flights named by no file and a batch of flights found in its
-/// multi-row inputs (or, while a pass is cut into parts, the (flight,
-/// input) pairs of [`crate::protocol::partition::parts_of`], 20 B each: less).
+/// uuids in memory: its flights, those past the listing window, and during
+/// the parity gate those named by no file and a batch found in multi-row
+/// inputs (or [`crate::protocol::partition::parts_of`]'s smaller pairs).
 pub const SPILL_SETS: u64 = 4;
 
-/// The estimated peak memory of a run compacting a date of `files` index
-/// files and `flights` flight objects in parts of at most `part_files`
-/// (`PART_FILES`), its uuid sets spilling past `in_memory` uuids
-/// (`FLIGHTS_IN_MEMORY`), in MB:
-/// [`BASE_MEMORY_MB`], [`DAY_BYTES_PER_FILE`] for every file of the
-/// listing window ([`WINDOW_PARTS`] parts), [`MEMORY_PER_FILE_BYTES`] for
-/// those of one part, and 16 B for each uuid of [`SPILL_SETS`] sets of at
-/// most `in_memory` uuids (the more of `files` and `flights`). Nothing grows with the files past the window
-/// (their flights' uuids go to disk past `in_memory`), so the estimate,
-/// like the peak, stops growing there, whatever the date's size.
+/// The estimated peak memory, in MB, of a run compacting a date of `files`
+/// index files and `flights` flight objects in parts of at most
+/// `part_files`, its uuid sets spilling past `in_memory` uuids (16 B each).
+/// Nothing grows past the window and `in_memory`, so neither does the
+/// estimate.
 ///
 /// ```
 /// use archive_compaction::protocol::sizing::peak_memory_mb;
@@ -85,11 +68,11 @@ pub fn peak_memory_mb(files: u64, flights: u64, part_files: u64, in_memory: u64)
 /// 64 KiB a set.
 pub const MIN_IN_MEMORY: u64 = 4_096;
 
-/// How big a date's parts and uuid sets may be in the memory a run is told
-/// (`MEMORY_LIMIT_MB`, else Lambda's `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`):
-/// the largest that keep [`peak_memory_mb`] within 90% of it, below the
-/// ceilings an operator may set (`PART_FILES`, `FLIGHTS_IN_MEMORY`). The
-/// one sizing rule of the run, the dry run and `status`.
+/// The largest parts and uuid sets that keep [`peak_memory_mb`] within 90%
+/// of the memory a run is told (`MEMORY_LIMIT_MB`, else Lambda's
+/// `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`), below the ceilings `PART_FILES` and
+/// `FLIGHTS_IN_MEMORY`. The one sizing rule of the run, the dry run and
+/// `status`.
 ///
 /// ```
 /// use archive_compaction::protocol::sizing::MemoryFit;
@@ -113,10 +96,8 @@ pub struct MemoryFit {
 }
 
 impl MemoryFit {
-    /// The fit in `limit_mb` (`None`: no limit) below the ceilings
-    /// `part_files` (`PART_FILES`) and `in_memory` (`FLIGHTS_IN_MEMORY`).
-    /// The uuid sets take at most a quarter of what the limit leaves above
-    /// [`BASE_MEMORY_MB`], and never fewer than [`MIN_IN_MEMORY`] uuids.
+    /// `limit_mb` in MB (`None`: no limit). The uuid sets take at most a
+    /// quarter of what it leaves above [`BASE_MEMORY_MB`].
     pub fn new(limit_mb: Option<u64>, part_files: u64, in_memory: u64) -> MemoryFit {
         let ceiling = in_memory.max(1);
         let in_memory = match limit_mb {
@@ -143,8 +124,7 @@ impl MemoryFit {
         )
     }
 
-    /// How many uuids each of a date's sets holds in memory before it
-    /// spills to disk.
+    /// Uuids each of a date's sets holds in memory before it spills.
     pub fn in_memory(&self) -> u64 {
         self.in_memory
     }
@@ -153,8 +133,7 @@ impl MemoryFit {
         self.limit_mb.is_none_or(|limit| mb * 10 <= limit * 9)
     }
 
-    /// The largest part weight, at most `PART_FILES`, whose date of `files`
-    /// index files and `flights` flights fits; 0 when not even 1 does.
+    /// The largest part weight that fits; 0 when not even 1 does.
     pub fn largest_part(&self, files: u64, flights: u64) -> u64 {
         let fits = |p| self.fits(peak_memory_mb(files, flights, p, self.in_memory));
         let (mut lo, mut hi) = (0, self.part_files);
@@ -166,16 +145,14 @@ impl MemoryFit {
         lo
     }
 
-    /// How many per-flight files a date's listing window holds
-    /// ([`crate::protocol::day::Day::list_window`]), before the date's size is known:
-    /// [`WINDOW_PARTS`] parts of a date of any size.
+    /// Per-flight files a listing window holds, before the date's size is
+    /// known.
     pub fn window(&self) -> u64 {
         let smallest = MIN_PART_FILES.min(self.part_files);
         (self.largest_part(u64::MAX, u64::MAX).max(smallest)).saturating_mul(WINDOW_PARTS)
     }
 
-    /// The part weight for `date`, of `files` index files and `flights`
-    /// flights once listed: [`MemoryFit::largest_part`].
+    /// [`MemoryFit::largest_part`] once `date` is listed.
     ///
     /// # Errors
     /// [`Error::DayTooBig`] when not even a part of [`MIN_PART_FILES`]
