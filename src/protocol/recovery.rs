@@ -1,35 +1,23 @@
-//! Recovery: resolve every manifest a crashed run left, before anything else.
-//!
-//! No data is deleted on a manifest's word unless the manifest proves the
-//! data is its own commit's or is held elsewhere.
+//! Recovery: resolve every manifest a crashed run left, before anything
+//! else. No data is deleted on a manifest's word unless the manifest proves
+//! it is its own commit's or held elsewhere (why each row is safe:
+//! docs/ARCHITECTURE.md, "Recovery table").
 //!
 //! | found at start | action |
 //! |---|---|
-//! | manifest unreadable (0 bytes, bad JSON), or breaking a [`ManifestRule`] | move it aside to `quarantine/`, report it with the rule, leave that date alone |
-//! | manifest whose output carries another job's id ([`crate::infra::storage::JOB_ID_METADATA`]) | the same: quarantine |
-//! | manifest, output missing | delete manifest; the date is compacted again from intact inputs |
-//! | manifest, output size or checksum differs, every input still in the version the manifest names | delete the output, then the manifest |
-//! | manifest, output differs, an input gone or changed | quarantine: the output may hold the only copy of that input's rows |
-//! | manifest, output verified | prove each input still there in its version to be in the output ([`crate::protocol::proof`]: the output's `s3_key` column read once, every input's rows read within `INPUT_BUDGET_MB`, per-flight files too), delete those (ETag-conditional), then the manifest |
-//! | manifest, output verified, an input not proven to be in it | delete the proven inputs, keep the others, quarantine the manifest with [`ManifestRule::InputNotInOutput`] |
-//! | manifest whose inputs cannot be deleted | keep it, mark it under `stuck/` (for `status` and `prune-cache`), report it as stuck, retry next time; the mark is deleted once the manifest is resolved |
-//!
-//! Before any action a manifest is checked ([`crate::protocol::manifest`],
-//! pure): it may name only index files of its own date, and an output its
-//! own job wrote. An output whose metadata carries another job id is never
-//! its own.
+//! | manifest unreadable, breaking a [`ManifestRule`], or its output carrying another job's id | quarantine, block the date |
+//! | output missing | delete the manifest |
+//! | output differs, every input in its manifest version | delete the output, then the manifest |
+//! | output differs, an input gone or changed | quarantine: the output may hold the only copy of its rows |
+//! | output verified | delete each input still there and proven to be in it ([`crate::protocol::proof`], within `INPUT_BUDGET_MB`), then the manifest; unproven ones are kept and the manifest quarantined ([`ManifestRule::InputNotInOutput`]) |
+//! | inputs cannot be deleted | keep it, mark it under `stuck/`, block the date, retry next run |
 //!
 //! An error listing or reading manifests fails the run (never "no
-//! manifests"); manifests never expire. A date with a stuck or quarantined
-//! manifest is blocked until an operator looks.
-//!
-//! Each manifest gets one plan before anything is written: [`recover`]
-//! carries it out, [`assess`] (the dry run) reports it, worded by the same
-//! function.
+//! manifests"); manifests never expire. Each manifest gets one plan before
+//! anything is written: [`recover`] carries it out, [`assess`] reports it.
 //!
 //! Failpoints (feature `failpoints`): `recovery::before-output-delete`,
-//! `recovery::after-input-deletes`; `recovery::proof-off` switches the
-//! input proof off (the simulation shows that it then fails).
+//! `recovery::after-input-deletes`, `recovery::proof-off`.
 
 use std::collections::HashSet;
 
@@ -159,10 +147,9 @@ async fn decide(store: &impl Store, key: &str, body: &[u8], budget: Budget) -> R
     Ok(Decision::Act(Box::new(manifest), step))
 }
 
-/// The inputs of `manifest` not proven to be in its verified `output`:
-/// its `s3_key` column is read once (from `body` if the verify kept it,
-/// else a GET checked against the manifest's sha256), then
-/// [`prove_still_listed`]. An output that cannot be read proves nothing.
+/// [`prove_still_listed`] against the verified output's `s3_key` column,
+/// read once (from `body` if the verify kept it). An output that cannot be
+/// read proves nothing.
 ///
 /// Errors: an S3 error reading the output or an input.
 async fn prove_against_output(
@@ -201,9 +188,8 @@ async fn prove_against_output(
         .collect())
 }
 
-/// The inputs of `manifest` still there in their manifest version that are
-/// not proven to be in `output` ([`crate::protocol::proof::unproven`]), each read
-/// within `budget`, the commit's; one over it or unreadable is unproven.
+/// The inputs still there in their manifest version not proven to be in
+/// `output`; one over `budget` (the commit's) or unreadable is unproven.
 ///
 /// Errors: an S3 error reading an input.
 async fn prove_still_listed(
@@ -237,7 +223,6 @@ async fn prove_still_listed(
     }
     let mut out = crate::protocol::proof::unproven(there, |k| rows.get(k).cloned(), output);
     out.extend(unreadable);
-    // The check switched off (tests only: the simulation shows it fails then).
     #[cfg(feature = "failpoints")]
     if fail::eval("recovery::proof-off", |_| ()).is_some() {
         out.clear();
@@ -254,8 +239,7 @@ async fn prove_still_listed(
 pub struct Recovery {
     /// One entry per manifest found (and per quarantined one still there).
     pub recovered: Vec<RecoveredManifest>,
-    /// Dates the walk must not touch, with why (quarantined or stuck
-    /// manifests); `status` and `prune-cache` block the same.
+    /// Dates the walk must not touch, with why.
     pub blocked: Blocked,
     /// Keys the walk must leave out: inputs of a stuck manifest, or (dry
     /// run) what recovery would delete.
@@ -266,9 +250,8 @@ pub struct Recovery {
     pub files_delete_failed: u64,
 }
 
-/// Resolves every manifest under `_compaction_state/manifests/`: plans
-/// each, then carries the plan out. `budget` is the run's `INPUT_BUDGET_MB`,
-/// the one the commit read inputs within, so recovery proves what it proved.
+/// Resolves every manifest under `_compaction_state/manifests/`. `budget`
+/// is the one the commit read within, so recovery proves what it proved.
 ///
 /// Errors: listing or reading a manifest, or any S3 error acting on one;
 /// the run then stops as a Failure.
@@ -291,9 +274,9 @@ pub async fn recover(
     Ok(out)
 }
 
-/// Deletes the stuck marks ([`crate::data::keys::stuck_key`]) of manifests this
-/// recovery did not find stuck (a crash can leave one behind its manifest's
-/// delete). A stale mark blocks nothing; this keeps `stuck/` from growing.
+/// Deletes the stuck marks of manifests this recovery did not find stuck
+/// (a crash can leave one behind its manifest's delete), so `stuck/` does
+/// not grow.
 ///
 /// Errors: the lease lost, or the DeleteObject refused.
 async fn unmark_resolved(
@@ -376,12 +359,10 @@ fn would_quarantine(
     target
 }
 
-/// What [`recover`] would do, writing and deleting nothing (the dry run).
-/// It plans as [`recover`] does and returns the same shape, so the walk
-/// plans as the real run would: `blocked` and `claimed` as recovery would
-/// leave them, `recovered` with details that start "would". A failing
-/// delete cannot be foreseen: a manifest marked stuck earlier that still
-/// has inputs to delete shows as `stuck`, any other as `completed`.
+/// What [`recover`] would do, writing nothing (the dry run), in the same
+/// shape, so the walk plans as the real run would. A failing delete cannot
+/// be foreseen: a manifest marked stuck earlier that still has inputs to
+/// delete shows as `stuck`, any other as `completed`.
 ///
 /// Errors: listing or reading manifests, HEAD/GET of outputs, or listing a
 /// partition (the real run would fail on them too).
@@ -414,10 +395,8 @@ pub async fn assess_listed(
     Ok(out)
 }
 
-/// What [`execute`] would make of `plan`, without writing; fills
-/// `out.claimed` and `out.blocked` as it would. `marked` (a stuck mark is
-/// listed) forecasts that deletes left to do fail again, as [`execute`]'s
-/// stuck case.
+/// What [`execute`] would make of `plan`, without writing. `marked` (a
+/// stuck mark is listed) forecasts that deletes left to do fail again.
 ///
 /// Errors: listing the manifest's partition.
 async fn forecast(
@@ -621,16 +600,13 @@ enum Effect {
     Stuck(String),
 }
 
-/// Whether a report entry says what was done ([`recover`]) or what would be
-/// ([`assess`], every detail says "would").
 #[derive(Debug, Clone, Copy)]
 enum Tense {
     Would,
     Did,
 }
 
-/// The report entry for `effect` on the manifest at `key`: the only place
-/// recovery details are worded, dry run and real run alike.
+/// The only place recovery details are worded, dry run and real run alike.
 fn describe(effect: &Effect, tense: Tense, key: &str) -> (RecoveryAction, String) {
     use Tense::{Did, Would};
     let target = quarantine_key(key);
@@ -713,7 +689,6 @@ fn describe(effect: &Effect, tense: Tense, key: &str) -> (RecoveryAction, String
 }
 
 impl Recovery {
-    /// Reports what came of `plan` ([`describe`]).
     fn record(&mut self, plan: &ManifestPlan, effect: &Effect, tense: Tense) {
         let (action, detail) = describe(effect, tense, &plan.key);
         self.recovered.push(RecoveredManifest {
@@ -736,7 +711,6 @@ fn not_in_output(manifest: &Manifest, unproven: &[Unproven]) -> Option<ManifestR
     })
 }
 
-/// The manifest's output key, or "no output" (zero rows), for messages.
 fn output_name(manifest: &Manifest) -> String {
     manifest
         .output
