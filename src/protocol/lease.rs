@@ -183,11 +183,9 @@ impl<S: Store + Clone> LeaseGuard<S> {
     }
 
     /// Confirms the lease is still ours before a destructive step, renewing
-    /// it once less than half is left: one GetObject (plus a PutObject to
-    /// renew), or nothing when a confirmation taken ahead is at most
-    /// [`CONFIRM_AHEAD_MAX_AGE`] old and more than half is left. No other
-    /// invocation can take the lease over before it expires, and expiry is
-    /// checked on the clock now either way.
+    /// it once less than half is left; no request when a confirmation taken
+    /// ahead is at most [`CONFIRM_AHEAD_MAX_AGE`] old and more than half is
+    /// left (no takeover can happen before expiry, checked on the clock).
     ///
     /// Errors: [`Error::LeaseLost`] when the lock file changed or vanished;
     /// [`Error::LeaseExpired`] when unchanged but expired; [`Error::Interrupted`]
@@ -207,9 +205,8 @@ impl<S: Store + Clone> LeaseGuard<S> {
         self.confirm_now().await
     }
 
-    /// Confirms the lease now for the next [`LeaseGuard::confirm`] to take,
-    /// sent beside a request the lease does not guard ([`Fence::beside`]),
-    /// so the destructive step that follows pays no round trip.
+    /// Confirms the lease now for the next [`LeaseGuard::confirm`] to take
+    /// ([`Fence::beside`]).
     ///
     /// Errors: as [`LeaseGuard::confirm`].
     pub async fn confirm_ahead(&mut self) -> Result<()> {
@@ -283,8 +280,7 @@ impl<S: Store + Clone> LeaseGuard<S> {
     }
 }
 
-/// A lease that can be confirmed before a destructive step, without naming
-/// its store type ([`Fence`] holds one).
+/// A lease without its store type, for [`Fence`].
 pub trait Confirm: std::fmt::Debug + Send {
     /// [`LeaseGuard::confirm`], boxed.
     fn confirm_boxed(&mut self) -> futures::future::BoxFuture<'_, Result<()>>;
@@ -309,8 +305,7 @@ impl<S: Store + Clone + std::fmt::Debug + 'static> Confirm for LeaseGuard<S> {
     }
 }
 
-/// Confirms the lease (when there is one) before each destructive step:
-/// the commit's, recovery's and the watermark write's.
+/// Confirms the lease, when there is one, before each destructive step.
 #[derive(Debug)]
 pub struct Fence<'a>(pub Option<&'a mut dyn Confirm>);
 
@@ -325,9 +320,8 @@ impl Fence<'_> {
 
     /// Runs `step` while the lease is confirmed beside it, so the next
     /// [`Fence::check`] costs no round trip. `step` must be a request the
-    /// lease does not guard: a read, a re-list, the manifest's create (which
-    /// recovery undoes) or its delete once the inputs are gone, or a
-    /// destructive step already checked.
+    /// lease does not guard: a read, the manifest's create (recovery undoes
+    /// it) or its delete once the inputs are gone, or a step already checked.
     ///
     /// Errors: [`Error::LeaseLost`] (wins over `step`'s result), else `step`'s.
     pub async fn beside<T>(&mut self, step: impl Future<Output = Result<T>>) -> Result<T> {

@@ -1,25 +1,18 @@
-//! Proof that an input's rows are in an output, before the input is deleted.
-//!
-//! Delete is the one irreversible step of the protocol, so no input is
-//! deleted on a manifest's word alone: its rows must be found in the output
-//! ([`OutputFlights`], from its `s3_key` column). [`unproven`] names every
-//! input ([`InputRows`]) that fails the rule:
+//! Proof that an input's rows are in an output, before the input is
+//! deleted: delete is the one irreversible step, so never on a manifest's
+//! word alone. [`unproven`] names every input that fails the rule:
 //!
 //! - a per-flight file `{uuid}.parquet` that holds a row must have its
 //!   flight (the uuid of its name) in the output;
-//! - every row of any input must be in the output by its flight uuid (the
-//!   uuid of its `s3_key`): either that row is there or a newer version of
-//!   the flight that beat it in the merge (one row per flight, the newest
-//!   version: "superseded", counted in `duplicates_removed`); the output
-//!   holding the flight is what proves either;
+//! - every row of any input must have its flight (the uuid of its
+//!   `s3_key`) in the output: that row, or the newer one that beat it in
+//!   the merge;
 //! - rows without a flight uuid (no or a malformed `s3_key`) cannot be told
 //!   apart: the inputs' such rows must not outnumber the output's;
-//! - an input whose rows are not known (not read and decoded by the commit
-//!   that wrote the output: skipped, vanished, or never read) proves
-//!   nothing.
+//! - an input whose rows the commit that wrote the output did not read
+//!   proves nothing.
 //!
-//! A zero-row input holds nothing to lose and is proven. The commit checks
-//! its inputs against the rows it merged; recovery reads them again.
+//! A zero-row input holds nothing to lose and is proven.
 //!
 //! ```
 //! use archive_compaction::protocol::proof::{InputRows, OutputFlights, RowFlights, unproven};
@@ -52,8 +45,8 @@ pub struct RowFlights {
 }
 
 impl RowFlights {
-    /// The flights of `batch`'s rows (a decoded, conformed batch: its
-    /// `s3_key` column is utf8; a batch without one has only anonymous rows).
+    /// `batch` is conformed (`s3_key` utf8); without the column every row is
+    /// anonymous.
     pub fn of_batch(batch: &RecordBatch) -> RowFlights {
         let mut out = RowFlights::default();
         let keys = batch
@@ -113,9 +106,7 @@ pub enum InputRows {
     Rows(RowFlights),
 }
 
-/// What a commit read and merged, per input ([`crate::protocol::read::read_inputs`]
-/// records each as it is decoded): about 30 B a per-flight file, 16 B a row
-/// of a multi-row file.
+/// The rows a commit read and merged, per input.
 #[derive(Debug, Clone, Default)]
 pub struct ReadRows {
     per_flight: HashMap<Uuid, Option<Box<RowFlights>>>,
@@ -128,10 +119,7 @@ impl ReadRows {
         self.insert(key, RowFlights::of_batch(batch));
     }
 
-    /// Records `rows` as the rows of the input at `key` (what [`record`]
-    /// reads from a batch).
-    ///
-    /// [`record`]: ReadRows::record
+    /// [`ReadRows::record`], the rows already taken from the batch.
     pub fn insert(&mut self, key: &str, rows: RowFlights) {
         match classify_index_key(key) {
             IndexKey::PerFlight(u) => {
@@ -172,9 +160,8 @@ impl fmt::Display for Unproven {
 }
 
 /// The inputs of `keys` whose rows are not proven to be in `output`, in
-/// order. `rows_of(key)`: the rows the input held (`None` proves nothing).
-/// Rows without a flight uuid are counted against the output's in order:
-/// the input that would take more than the output holds fails.
+/// order (`rows_of` `None` proves nothing). Rows without a flight uuid are
+/// counted off the output's in order; the input that overdraws fails.
 pub fn unproven<'a>(
     keys: impl IntoIterator<Item = &'a str>,
     rows_of: impl Fn(&str) -> Option<InputRows>,
