@@ -1,10 +1,6 @@
-//! The crate's one error type.
-//!
-//! Every variant carries the key, date or setting involved and is classified
-//! by [`Error::is_transient`]: transient errors (throttling, 5xx, timeouts)
-//! are worth retrying on the next invocation, the others need an operator.
-//! The Lambda handler maps the run outcome, not these errors, to its error
-//! type; these errors end up as text in [`crate::data::report::RunReport::errors`].
+//! The crate's one error type. Each variant carries the key, date or
+//! setting involved; [`Error::is_transient`] ones are worth retrying on the
+//! next invocation, the others need an operator.
 
 use std::time::Duration;
 
@@ -63,11 +59,8 @@ pub enum Error {
         key: String,
     },
 
-    /// An S3 call (all its attempts and body reads together) did not finish
-    /// before the run's S3 deadline: the run's deadline (`--max-duration`,
-    /// Lambda's) less [`crate::infra::storage::S3_DEADLINE_MARGIN`], kept for the
-    /// lease's release and the report. What the run began is finished or
-    /// undone by the next run's recovery, as after a crash.
+    /// An S3 call (all attempts and body reads) did not finish before the
+    /// run's deadline less [`crate::infra::storage::S3_DEADLINE_MARGIN`].
     #[error(
         "S3 {op} s3://{bucket}/{key}: not answered before the run's deadline (S3 calls end {margin_s} s before it, to leave time for the lease's release and the report); stopped here, the next run goes on from here (give the run more time if this repeats)"
     )]
@@ -83,9 +76,8 @@ pub enum Error {
     },
 
     /// Not even the smallest useful part of a date fits the run's memory
-    /// ([`crate::protocol::sizing::MemoryFit::part_files`]): refused after its listing,
-    /// before any input is read, so the run ends with a report instead of
-    /// dying on an allocation.
+    /// ([`crate::protocol::sizing::MemoryFit::part_files`]): refused before
+    /// any input is read, rather than dying on an allocation.
     #[error(
         "date {date} holds {files} index files and {flights} flights: compacting it in parts of {part_files} needs about {needed_mb} MB, more than 90% of the {limit_mb} MB this run may use (MEMORY_LIMIT_MB, default the function's MemorySize); nothing of it was read. Raise MemorySize (the template's parameter) to at least {suggest_mb} MB, or run `archive-compaction run --date {date}` where that much memory is"
     )]
@@ -107,9 +99,7 @@ pub enum Error {
     },
 
     /// A date's uuid sets would not fit the local disk's free space
-    /// ([`crate::data::spill::check_room`]): refused after its listing (whose
-    /// own sets are already on disk), before the gate's and the parts' sets
-    /// are built or any input of the pass is read.
+    /// ([`crate::data::spill::check_room`], which says when it is checked).
     #[error(
         "date {date}: its uuid sets need about {needed_mb} MB of local disk in {dir} and {free_mb} MB is free; nothing more of the date was read (parts committed before are kept, the next run with room goes on). Give the function more ephemeral storage (EphemeralStorage on template.yaml's function: 512 MB unless set, up to 10,240 MB; TMPDIR elsewhere)"
     )]
@@ -124,24 +114,21 @@ pub enum Error {
         free_mb: u64,
     },
 
-    /// A date's uuid sets were more than their in-memory limit and their
-    /// sorted runs could not be written to, or read back from, local disk
-    /// ([`crate::data::spill`]). Parts of the date committed before are kept.
+    /// A date's uuid sets could not be spilled to, or read back from, local
+    /// disk ([`crate::data::spill`]).
     #[error(
         "spilling a date's flight uuids to {dir} failed: {source}; parts of the date committed before are kept and the next run goes on from what is left. Past the in-memory limit a date's sets are sorted on local disk (up to about 52 B a flight of the date): give the function more ephemeral storage (EphemeralStorage on template.yaml's function: 512 MB unless set, up to 10,240 MB; TMPDIR elsewhere), or raise FLIGHTS_IN_MEMORY with the memory to hold it (16 B a uuid)"
     )]
     Spill {
-        /// The spill directory (the system's temporary directory: `TMPDIR`, `/tmp`).
+        /// The spill directory (`TMPDIR`, `/tmp`).
         dir: String,
         /// The I/O error.
         source: std::io::Error,
     },
 
-    /// The deadline came before a part of a date ([`crate::protocol::plan::parts`]),
-    /// the first one included ([`crate::infra::deadline::Deadline::near_part`]):
-    /// the parts done are committed, the rest left for the next run. Not a
-    /// failure: the run ends as a deadline stop naming the date
-    /// (`resume_date`), and the next run goes on from the parts it left.
+    /// The deadline came before a part of a date, the first one included
+    /// ([`crate::infra::deadline::Deadline::near_part`]). Not a failure: the
+    /// run ends as a deadline stop naming the date (`resume_date`).
     #[error(
         "deadline near within {date}: {parts_done} part(s) committed, {files_left} index file(s) left ({left_s} s left, {needed_s} s needed for the next part: the margin, or its files at this run's pace before the S3 calls end); the next run goes on within this date{hint}"
     )]
@@ -154,18 +141,16 @@ pub enum Error {
         files_left: u64,
         /// Seconds left before the deadline.
         left_s: u64,
-        /// Seconds the next part needs ([`crate::infra::deadline::Deadline::near_part`]).
+        /// Seconds the next part needs.
         needed_s: u64,
         /// Empty, or what to change when the next part needs more than a
         /// whole invocation (`PART_FILES`, the timeout), led by "; ".
         hint: String,
     },
 
-    /// A listing window of a date ([`crate::protocol::day::Day::list_window`],
-    /// `PART_FILES` × [`crate::protocol::sizing::WINDOW_PARTS`] per-flight files) was
-    /// planned and read and no part of it could be committed, with
-    /// per-flight files past it left: the next window would be the same
-    /// files. The date is not compacted and the watermark stays.
+    /// A listing window ([`crate::protocol::day::Day::list_window`])
+    /// committed nothing with files past it left: the next window would be
+    /// the same files. The watermark stays.
     #[error(
         "date {date}: a listing window of {window} per-flight file(s) committed nothing, and {left} per-flight file(s) past it are left uncompacted: the window's files were all skipped (see skipped_files: over an input limit, unreadable, or claimed by a manifest); fix or remove those files, or raise PART_FILES (a window is 4 parts), then run again"
     )]
@@ -206,8 +191,7 @@ pub enum Error {
         expires_at: String,
     },
 
-    /// This invocation lost its lease (it expired and another run took it):
-    /// it stops before its next destructive step.
+    /// The lock file changed or vanished under this invocation.
     #[error(
         "lease s3://{bucket}/{key} was lost (taken over or deleted); stopped before a destructive step"
     )]
@@ -218,9 +202,8 @@ pub enum Error {
         key: String,
     },
 
-    /// This run could not release its lease (DeleteObject failed, or did
-    /// not finish within [`crate::protocol::lease::LEASE_RELEASE_TIMEOUT`]): the lock
-    /// stays until it lapses.
+    /// The lease's DeleteObject failed or took longer than
+    /// [`crate::protocol::lease::LEASE_RELEASE_TIMEOUT`].
     #[error(
         "lease s3://{bucket}/_compaction_state/lock.json was not released ({reason}): the next run finds it held by {holder} until {expires_at} and does nothing until then; once this run is over, deleting _compaction_state/lock.json by hand lets a run start at once"
     )]
@@ -235,9 +218,7 @@ pub enum Error {
         reason: String,
     },
 
-    /// This invocation's own lease expired under it (nobody took it over):
-    /// its steps took longer than `LEASE_SECONDS` between two
-    /// confirmations. It stops before its next destructive step.
+    /// This invocation's own lease expired under it, unchanged.
     #[error(
         "lease s3://{bucket}/{key} expired under this run at {expired_at} (LEASE_SECONDS {lease_seconds} s was shorter than the time between two of its steps; keep it above the Lambda timeout, 900 s); stopped before a destructive step"
     )]
@@ -253,10 +234,9 @@ pub enum Error {
     },
 
     /// `lock.json` holds a lease longer than any run could hold
-    /// ([`crate::protocol::lease::max_plausible_lease`]): a hand edit, a clock far
-    /// ahead, or a run with a much larger `LEASE_SECONDS`. It is not taken
-    /// for a live lease (that would stop every run, silently, until it
-    /// expires), nor taken over (a run may hold it).
+    /// ([`crate::protocol::lease::max_plausible_lease`]). Neither obeyed (that
+    /// would stop every run, silently, until it expires) nor taken over (a
+    /// run may hold it).
     #[error(
         "lease s3://{bucket}/{key} held by {holder} claims to last until {expires_at}, {seconds_left} s from now, longer than any run holds it (LEASE_SECONDS + 900 s = {max_seconds} s): check that no run is under way (archive-compaction status; the Lambda's invocations), then remove {key} by hand; this invocation does nothing"
     )]
@@ -275,9 +255,7 @@ pub enum Error {
         max_seconds: i64,
     },
 
-    /// The run was asked to stop (SIGTERM, SIGINT, Lambda's shutdown) and
-    /// did not start the step it was about to: what it began is finished
-    /// or left to the next run's recovery, as at a crash.
+    /// The run was asked to stop and did not start the step it was about to.
     #[error("stopped by {signal}: {what} was not started; the next run goes on from here")]
     Interrupted {
         /// `SIGTERM` or `SIGINT`.
@@ -287,8 +265,7 @@ pub enum Error {
     },
 
     /// The invocation time is later than the wall clock by more than
-    /// [`crate::commands::run::MAX_CLOCK_SKEW`]: a typo in `--now` or a console
-    /// event's `now`. Nothing is read or written.
+    /// [`crate::commands::run::MAX_CLOCK_SKEW`]. Nothing is read or written.
     #[error(
         "invocation time {now} is {ahead_seconds} s ahead of the wall clock ({wall}), more than the {skew_seconds} s allowed: a future --now or event \"now\"/\"time\" would move the watermark past today's cutoff; give a time at or before now (or none)"
     )]
@@ -303,8 +280,7 @@ pub enum Error {
         skew_seconds: i64,
     },
 
-    /// The watermark is ahead of the wall clock's cutoff: no run would
-    /// compact anything again, and the lag would read 0.
+    /// The watermark is ahead of the wall clock's cutoff.
     #[error(
         "watermark s3://{bucket}/{key} says {watermark}, {days} day(s) ahead of today's cutoff {cutoff}: no run compacts anything until it is fixed (a future --now or event time, or a hand edit, put it there). Fix: set last_compacted_date back to the last date really compacted (`archive-compaction status` and the index/ partitions show which), or delete the file to start over from START_DATE or the earliest partition (compacted dates are passed at the cost of a listing each)"
     )]
@@ -342,9 +318,7 @@ pub enum Error {
     },
 
     /// A commit kept inputs whose rows are not proven to be in its output
-    /// ([`crate::protocol::proof`]): nothing of them was deleted, the manifest is kept
-    /// and blocks the date (the next run's recovery proves what is left and
-    /// quarantines the manifest).
+    /// ([`crate::protocol::proof`]); the manifest is kept for recovery.
     #[error(
         "{count} input(s) of {date} kept: their rows are not proven to be in {output} (first: {key}: {reason}); manifest {manifest} kept, the date is blocked: a bug listed an input the merge did not take in; inspect the input and the manifest"
     )]
@@ -369,8 +343,7 @@ pub enum Error {
 }
 
 impl Error {
-    /// An [`Error::S3`]: `op` on `s3://{bucket}/{key}` answered `code`
-    /// (`message`); `transient` when the same call may succeed later.
+    /// An [`Error::S3`].
     pub fn s3(
         op: &'static str,
         bucket: &str,
@@ -458,9 +431,8 @@ pub enum ReportError {
         pending: String,
     },
 
-    /// The broker closed the connection at this message twice (sent one at
-    /// a time, then alone): it was left out, and the other messages were
-    /// sent on new connections (any failure of that is its own error).
+    /// The broker closed the connection at this message twice (the second
+    /// time sent alone): left out, the others sent on new connections.
     #[error(
         "MQTT {broker}: the broker closed the connection at {topic} twice, the second time sent alone (its own packet limit?): {topic} not published, the other topics sent on new connections"
     )]
@@ -471,8 +443,7 @@ pub enum ReportError {
         topic: String,
     },
 
-    /// A message over the payload limit was not published; the others were
-    /// sent all the same (a bug: no payload the job builds comes near it).
+    /// A message over the payload limit (a bug: none comes near it).
     #[error(
         "MQTT {broker}: {topic} not published: its payload of {bytes} bytes is over the {limit}-byte limit (the others are sent without it)"
     )]
@@ -487,8 +458,7 @@ pub enum ReportError {
         limit: usize,
     },
 
-    /// The MQTT password could not be read from Secrets Manager
-    /// (`MQTT_PASSWORD_SECRET_ARN`); nothing was published to MQTT.
+    /// The MQTT password could not be read from Secrets Manager.
     #[error("MQTT password secret {secret}: {reason}; nothing was published to MQTT")]
     MqttSecret {
         /// The secret's ARN or name (`MQTT_PASSWORD_SECRET_ARN`).
