@@ -1,21 +1,9 @@
-//! The one deadline rule of every command (docs/configuration.md,
-//! "Deadline"): the walk, `--date`, a repair range, the straggler sweep and
-//! `audit`, on the command line (`--max-duration`) and in Lambda (the
-//! runtime's deadline) alike.
-//!
-//! - Every S3 call ends [`crate::infra::storage::S3_DEADLINE_MARGIN`] (8 s) before
-//!   the deadline ([`Deadline::s3`]), so the lease's release and the report
-//!   still fit.
-//! - A new unit of work (a date to compact, sweep or audit) starts only
-//!   with more than `DEADLINE_MARGIN_SECONDS`, and more than twice the
-//!   slowest date so far, left ([`Deadline::near`]); every finished date is
-//!   timed into that figure ([`Deadline::record`]), whichever pass did it.
-//! - A part of a date, the first one included, is sized to the time left
-//!   ([`Deadline::part_fit`]): it starts only with more than the margin
-//!   left (and twice the date's slowest part, until a pace is measured),
-//!   and its files, at twice the slowest pace measured on a large part this
-//!   run ([`Deadline::record_part`]) or at [`UNMEASURED_SECONDS_PER_FILE`]
-//!   before one was, must be done before the S3 calls end.
+//! The one deadline rule of every command, on the command line
+//! (`--max-duration`) and in Lambda alike (docs/configuration.md,
+//! "Deadline"): S3 calls end early enough for the lease's release and the
+//! report ([`Deadline::s3`]); a new date starts only with time enough
+//! ([`Deadline::near`]); a part is sized to the time left
+//! ([`Deadline::part_fit`]).
 //!
 //! ```
 //! use archive_compaction::infra::deadline::Deadline;
@@ -31,9 +19,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// A command's deadline, its margin and the slowest date so far. Shared by
-/// reference between the passes of one invocation (the slowest date is
-/// kept atomically: audit's dates run concurrently).
+/// A command's deadline, its margin and the slowest date so far, shared by
+/// the passes of one invocation (atomics: audit's dates run concurrently).
 #[derive(Debug)]
 pub struct Deadline {
     at: Option<Instant>,
@@ -45,16 +32,14 @@ pub struct Deadline {
     slowest_part_ns_per_file: AtomicU64,
 }
 
-/// What a part's file is taken to cost before this run has timed a large
-/// part ([`Deadline::near_part`]), in seconds: 2 ms, twice the ~1 ms a
-/// file a 512 MB Lambda (~0.29 of a vCPU) spends at the job's measured
-/// 0.27-0.30 ms of CPU a file (docs/performance.md, the job's rows).
+/// What a part's file is taken to cost, in seconds, before this run has
+/// timed a large part: twice what a 512 MB Lambda spends on one
+/// (docs/performance.md, the job's rows).
 pub const UNMEASURED_SECONDS_PER_FILE: f64 = 0.002;
 
-/// The fewest files a part must have for its pace to count
-/// ([`Deadline::record_part`]): below it the part's fixed requests
-/// (manifest, output PUT, HEAD, re-list, lease) weigh more than its files,
-/// and a pace taken from it would overstate a large part many times over.
+/// The fewest files a part must have for its pace to count: below it the
+/// part's fixed requests weigh more than its files and would overstate the
+/// pace of a large part.
 pub const PACE_MIN_FILES: u64 = 1_000;
 
 /// What a part started now may weigh ([`Deadline::part_fit`]).
@@ -69,9 +54,8 @@ pub struct PartFit {
 }
 
 impl PartFit {
-    /// `Some` when a part of weight `files` does not fit: less is left
-    /// than the floor ([`Deadline::part_fit`]), or than the part's estimate
-    /// at the pace before the S3 calls end.
+    /// `Some` when a part of weight `files` does not fit
+    /// ([`Deadline::part_fit`]).
     pub fn near(&self, files: u64) -> Option<Near> {
         let paced = Duration::from_secs_f64(files as f64 * self.seconds_per_file);
         let needed = self
@@ -84,8 +68,7 @@ impl PartFit {
     }
 }
 
-/// Why a date or a part is not started: `left` before the deadline,
-/// `needed` to start one ([`Deadline::near`], [`Deadline::near_part`]).
+/// Why a date or a part is not started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Near {
     /// Time left before the deadline.
@@ -95,11 +78,8 @@ pub struct Near {
 }
 
 impl Near {
-    /// What to change when a part of weight `files` needs more than the
-    /// command's whole time (`given`, [`Deadline::given`]): give the
-    /// function more time or memory (a faster vCPU). Led by "; " for the
-    /// end of a reason; empty when the part fits a whole invocation, or
-    /// without a deadline.
+    /// What to change when a part needs more than the command's whole time
+    /// (`given`), led by "; " for the end of a reason; else empty.
     ///
     /// ```
     /// use archive_compaction::infra::deadline::Near;
@@ -123,8 +103,7 @@ impl Near {
 }
 
 impl Deadline {
-    /// A deadline `at` (`None`: none) for a command starting now, keeping
-    /// `margin` (`DEADLINE_MARGIN_SECONDS`) free before each new date.
+    /// `margin` is `DEADLINE_MARGIN_SECONDS`, kept free before each new date.
     pub fn new(at: Option<Instant>, margin: Duration) -> Deadline {
         Deadline {
             at,
@@ -145,8 +124,7 @@ impl Deadline {
         self.at
     }
 
-    /// When the command's S3 calls end ([`s3_deadline`]); `None` without a
-    /// deadline.
+    /// When the command's S3 calls end ([`s3_deadline`]).
     pub fn s3(&self) -> Option<Instant> {
         self.at.map(|d| s3_deadline(d, self.started))
     }
@@ -157,8 +135,7 @@ impl Deadline {
         self.slowest_ns.fetch_max(ns, Ordering::Relaxed);
     }
 
-    /// Runs `date` (one date's work) and records how long it took
-    /// ([`Deadline::record`]).
+    /// Runs one date's work and [`Deadline::record`]s it.
     pub async fn timed<T>(&self, date: impl std::future::Future<Output = T>) -> T {
         let t0 = Instant::now();
         let out = date.await;
@@ -172,16 +149,14 @@ impl Deadline {
     }
 
     /// `Some` when a new date must not start: less than the margin, or
-    /// twice the slowest date so far, is left. `None` with time enough, or
-    /// no deadline.
+    /// twice the slowest date so far, is left.
     pub fn near(&self) -> Option<Near> {
         let left = self.at?.saturating_duration_since(Instant::now());
         let needed = self.margin.max(self.slowest() * 2);
         (left < needed).then_some(Near { left, needed })
     }
 
-    /// Records a committed part of weight `files` that took `took`; its
-    /// pace counts from [`PACE_MIN_FILES`].
+    /// Records a committed part's pace, from [`PACE_MIN_FILES`].
     pub fn record_part(&self, files: u64, took: Duration) {
         if files >= PACE_MIN_FILES {
             let ns = u64::try_from(took.as_nanos() / u128::from(files)).unwrap_or(u64::MAX);
@@ -190,9 +165,7 @@ impl Deadline {
         }
     }
 
-    /// `Some` when a part of weight `files` ([`crate::protocol::plan::input_weight`])
-    /// must not start: [`PartFit::near`] of [`Deadline::part_fit`]. `None`
-    /// with time enough, or no deadline.
+    /// [`PartFit::near`] of [`Deadline::part_fit`].
     ///
     /// ```
     /// use archive_compaction::infra::deadline::Deadline;
@@ -216,12 +189,9 @@ impl Deadline {
     }
 
     /// What a part started now may weigh: its files, at twice the slowest
-    /// pace [`Deadline::record_part`] measured (else at
-    /// [`UNMEASURED_SECONDS_PER_FILE`]), done before the S3 calls end
-    /// ([`crate::infra::storage::S3_DEADLINE_MARGIN`] before the deadline);
-    /// nothing when less than the margin is left, or, until a pace is
-    /// measured, less than twice `slowest` (the date's slowest part so far).
-    /// `None` without a deadline.
+    /// pace measured (else [`UNMEASURED_SECONDS_PER_FILE`]), done before the
+    /// S3 calls end; nothing when less than the margin is left, or, until a
+    /// pace is measured, less than twice `slowest` (the date's slowest part).
     ///
     /// ```
     /// use archive_compaction::infra::deadline::Deadline;
@@ -264,18 +234,15 @@ impl Deadline {
         })
     }
 
-    /// The whole time this command was given, from its start to its
-    /// deadline; `None` without one.
+    /// The whole time this command was given.
     pub fn given(&self) -> Option<Duration> {
         Some(self.at?.saturating_duration_since(self.started))
     }
 }
 
-/// When the S3 calls of a command `started` then end:
-/// [`crate::infra::storage::S3_DEADLINE_MARGIN`] (8 s) before its `deadline`
-/// (docs/configuration.md, "Deadline"), but not before 8 s after its start:
-/// a run given less than 16 s still takes the lease, recovers and reads the
-/// watermark, and says where the next run goes on.
+/// [`crate::infra::storage::S3_DEADLINE_MARGIN`] before `deadline`, but not
+/// before that margin after `started`, so a run given very little time
+/// still takes the lease, recovers and says where the next run goes on.
 ///
 /// ```
 /// use archive_compaction::infra::deadline::s3_deadline;
