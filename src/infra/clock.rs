@@ -1,10 +1,8 @@
-//! The clock seam: where the job reads wall-clock time.
-//!
-//! Only the lease reads the wall clock (its times are about real elapsed
-//! time, see [`crate::protocol::lease`]); the cutoff comes from the invocation time in
-//! [`crate::commands::run::RunOptions::now`]. Production uses [`SystemClock`]; tests and
-//! the deterministic simulation use [`ManualClock`], which moves only when
-//! told to, and share it with [`crate::infra::storage::MemoryStore`] for LastModified.
+//! The clock seam: where the job reads wall-clock time (the lease, the
+//! watermark's `updated_at`, the checks that the invocation time and the
+//! watermark are not ahead of it). The cutoff comes from the invocation time
+//! ([`crate::commands::run::RunOptions::now`]). Tests share a
+//! [`ManualClock`] with [`crate::infra::storage::MemoryStore`].
 //!
 //! ```
 //! use archive_compaction::infra::clock::{Clock, ManualClock};
@@ -35,8 +33,7 @@ impl Clock for SystemClock {
     }
 }
 
-/// A clock that stands still until [`ManualClock::advance`] or
-/// [`ManualClock::set`] moves it. Clones share the same time.
+/// A clock that stands still until moved. Clones share the same time.
 #[derive(Debug, Clone)]
 pub struct ManualClock(Arc<Mutex<DateTime<Utc>>>);
 
@@ -64,7 +61,7 @@ impl Clock for ManualClock {
     }
 }
 
-/// The system clock as a shared handle (the default of [`crate::commands::run::RunOptions`]).
+/// [`SystemClock`] as a shared handle.
 pub fn system() -> Arc<dyn Clock> {
     Arc::new(SystemClock)
 }

@@ -1,19 +1,9 @@
-//! Stopping a run cleanly on SIGTERM or SIGINT (Ctrl-C), and on Lambda's
-//! shutdown signal (SIGTERM).
-//!
-//! A [`Stop`] is a flag shared by the signal listener ([`Stop::listen`])
-//! and the run ([`crate::commands::run::RunOptions::stop`]). Once it is requested:
-//!
-//! - the run starts no new date (walk, repair range, straggler sweep);
-//! - the lease refuses every confirmation ([`crate::protocol::lease::LeaseGuard::stop_on`]),
-//!   and every destructive step confirms the lease first, so none starts:
-//!   the date under way is left where it is, as at a crash, for the next
-//!   run's recovery (a manifest written, an output put, inputs partly
-//!   deleted: all rows of the recovery table);
-//! - the lease is released and the report says `stop_reason: interrupted`
-//!   with the signal in `errors`; the status is Failure (exit code 1).
-//!
-//! Requests in flight are not cut off: the stop is seen at the next step.
+//! Stopping a run cleanly on SIGTERM (Lambda's shutdown too) or SIGINT.
+//! Once a [`Stop`] is requested the run starts no new date, and the lease
+//! refuses every confirmation
+//! ([`crate::protocol::lease::LeaseGuard::stop_on`]), so no destructive step
+//! starts: the date under way is left as at a crash, for the next run's
+//! recovery. Requests in flight are not cut off.
 //!
 //! ```
 //! use archive_compaction::infra::stop::Stop;
@@ -26,8 +16,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-/// A stop request shared by clones: the first signal's name, once one
-/// came, and how many runs are under way ([`Stop::enter`]).
+/// Shared by clones: the first signal's name, and how many runs are under
+/// way.
 #[derive(Debug, Clone, Default)]
 pub struct Stop(Arc<(OnceLock<&'static str>, AtomicUsize)>);
 
@@ -47,19 +37,18 @@ impl Stop {
         Stop::default()
     }
 
-    /// Asks the run to stop, for `signal` (`SIGTERM`, `SIGINT`); a second
-    /// request keeps the first name.
+    /// A second request keeps the first name.
     pub fn request(&self, signal: &'static str) {
         let _ = self.0.0.set(signal);
     }
 
-    /// The signal that asked the run to stop, if one did.
+    /// The signal that asked the run to stop.
     pub fn requested(&self) -> Option<&'static str> {
         self.0.0.get().copied()
     }
 
-    /// Marks a run under way until the guard is dropped ([`crate::commands::run::run`]
-    /// does): a signal while none is makes [`Stop::listen`] exit at once.
+    /// Marks a run under way until the guard is dropped: a signal while none
+    /// is makes [`Stop::listen`] exit at once.
     pub fn enter(&self) -> Running {
         self.0.1.fetch_add(1, Ordering::SeqCst);
         Running(self.clone())
@@ -70,10 +59,9 @@ impl Stop {
         self.0.1.load(Ordering::SeqCst) > 0
     }
 
-    /// Listens for SIGTERM and SIGINT on a task of the current runtime: while
-    /// a run is under way the first signal requests the stop; with none under
-    /// way, or on a second signal, `exit` is called (a run then abandoned is
-    /// as at a crash: its lease lapses).
+    /// Listens for SIGTERM and SIGINT on a task: while a run is under way the
+    /// first signal requests the stop; with none, or on a second signal,
+    /// `exit` is called (the run's lease then lapses, as at a crash).
     ///
     /// Errors: the signal handlers could not be installed.
     #[cfg(unix)]
@@ -110,8 +98,7 @@ impl Stop {
     }
 }
 
-/// The exit code of a process ended by `signal`: 128 + its number (130 for
-/// SIGINT, 143 for SIGTERM), as a shell reports it.
+/// 128 + the signal's number, as a shell reports it.
 pub fn exit_code(signal: &str) -> u8 {
     match signal {
         "SIGINT" => 130,

@@ -1,11 +1,8 @@
-//! Untrusted text (keys, field names, setting values) as a message or a log
-//! line may carry it: control characters escaped, length bounded.
-//!
-//! An S3 key may hold any UTF-8 character but NUL (S3 user guide, "Naming
-//! Amazon S3 objects"), and an event may name a field with megabytes of
-//! text. Raw, a newline forges a log line and an ESC drives the reader's
-//! terminal; whole, one field is a 6 MB log event (CloudWatch Logs cuts at
-//! 256 KB). [`quote`] and [`escape`] keep both out of every message.
+//! Untrusted text (keys, field names, setting values) made safe for a
+//! message or log line: control characters escaped, length bounded. An S3
+//! key may hold any UTF-8 character but NUL (S3 user guide, "Naming Amazon
+//! S3 objects"): raw, a newline forges a log line and an ESC drives the
+//! reader's terminal. CloudWatch Logs cuts an event at 256 KB.
 //!
 //! ```
 //! use archive_compaction::infra::text::{escape, quote, QUOTED_CHARS_MAX};
@@ -15,25 +12,21 @@
 //! assert_eq!(quote(&long), format!("\"{}\"…(5000 bytes)", "x".repeat(QUOTED_CHARS_MAX)));
 //! ```
 
-/// Characters of an input that a message quotes; the rest is replaced by
-/// `…(N bytes)`, N being the input's whole length in bytes.
+/// Characters of an input a message quotes; the rest becomes `…(N bytes)`,
+/// N the input's whole length.
 pub const QUOTED_CHARS_MAX: usize = 1024;
 
-/// Bytes of one field of a text log line (the CLI's log,
-/// [`escape_bounded`]): 32 KiB, well under CloudWatch Logs' 256 KB event.
+/// Bytes of one field of the CLI's text log line.
 pub const LOG_FIELD_BYTES_MAX: usize = 32 * 1024;
 
-/// A character a reader's terminal or a log parser would act on: a C0 or C1
-/// control character (Unicode category Cc: newline, carriage return, ESC,
-/// DEL, `\x01`, ...) or a line or paragraph separator (U+2028, U+2029).
+/// A character a terminal or log parser would act on: Unicode category Cc,
+/// or a line or paragraph separator (U+2028, U+2029).
 pub fn is_unsafe(c: char) -> bool {
     c.is_control() || matches!(c, '\u{2028}' | '\u{2029}')
 }
 
-/// `s` in double quotes as Rust's `Debug` writes a string (`\n`, `\t`,
-/// `\u{1b}`, `\"`, `\\`), at most [`QUOTED_CHARS_MAX`] characters
-/// of it, followed by `…(N bytes)` when it is longer. For error messages
-/// naming a key, a field or a setting value.
+/// `s` quoted as Rust's `Debug` writes a string, cut at
+/// [`QUOTED_CHARS_MAX`] characters.
 pub fn quote(s: &str) -> String {
     let (head, cut) = split_at_chars(s, QUOTED_CHARS_MAX);
     let mut out = format!("{head:?}");
@@ -43,15 +36,14 @@ pub fn quote(s: &str) -> String {
     out
 }
 
-/// `s` without quotes, its [`is_unsafe`] characters escaped (other text as
-/// it is), cut as [`quote`] cuts: for keys printed bare (`s3://bucket/key`).
+/// [`quote`] without the quotes, escaping only [`is_unsafe`] characters: for
+/// keys printed bare (`s3://bucket/key`).
 pub fn escape(s: &str) -> String {
     escape_within(s, QUOTED_CHARS_MAX)
 }
 
-/// [`escape`] bounded by bytes instead: the escaped text is at most
-/// `max_bytes` bytes (cut at a character boundary) before the
-/// `…(N bytes)` suffix. For whole log fields ([`LOG_FIELD_BYTES_MAX`]).
+/// [`escape`] bounded to `max_bytes` of escaped text instead, before the
+/// suffix.
 pub fn escape_bounded(s: &str, max_bytes: usize) -> String {
     if s.len() <= max_bytes && !s.chars().any(is_unsafe) {
         return s.to_string();
@@ -69,8 +61,8 @@ pub fn escape_bounded(s: &str, max_bytes: usize) -> String {
     out
 }
 
-/// The CLI's text log's field formatter: every field is [`escape_bounded`]
-/// to [`LOG_FIELD_BYTES_MAX`]. The Lambda's JSON log escapes by itself.
+/// The CLI's text log's field formatter (the Lambda's JSON log escapes by
+/// itself).
 pub fn log_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> + Send + Sync + 'static
 {
     use tracing_subscriber::field::MakeExt;
@@ -105,7 +97,6 @@ fn push_escaped(out: &mut String, c: char) {
     }
 }
 
-/// The first `max_chars` characters of `s`, and whether anything was cut.
 fn split_at_chars(s: &str, max_chars: usize) -> (&str, bool) {
     match s.char_indices().nth(max_chars) {
         Some((i, _)) => (&s[..i], true),

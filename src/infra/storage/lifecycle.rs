@@ -1,6 +1,5 @@
-//! The bucket's versioning and lifecycle rules, as `status` reads them: a
-//! versioned bucket keeps what compaction deletes or overwrites until a rule
-//! expires it (docs/deploying.md, "Versioned buckets").
+//! The bucket's versioning and lifecycle rules, for `status`
+//! (docs/deploying.md, "Versioned buckets").
 
 use super::S3Store;
 use crate::infra::error::Result;
@@ -13,8 +12,7 @@ pub struct BucketLifecycle {
     /// `Enabled` or `Suspended`; `None` when versioning was never turned on
     /// (S3 then returns no `Status`).
     pub versioning: Option<String>,
-    /// The enabled lifecycle rules (none when the bucket has no lifecycle
-    /// configuration: S3's `NoSuchLifecycleConfiguration`).
+    /// The enabled lifecycle rules.
     pub rules: Vec<LifecycleRuleSummary>,
 }
 
@@ -38,8 +36,7 @@ pub struct LifecycleRuleSummary {
 }
 
 impl LifecycleRuleSummary {
-    /// True when the rule applies to every object under `prefix` (its own
-    /// prefix is a prefix of it, and it filters on nothing else).
+    /// True when the rule applies to every object under `prefix`.
     pub fn covers(&self, prefix: &str) -> bool {
         self.every_object && prefix.starts_with(&self.prefix)
     }

@@ -1,6 +1,4 @@
-//! How S3's answers become this crate's [`Error`]s and one-line texts:
-//! the status's meaning, a service error's code and message, the SDK's
-//! error chain folded into one line for a report.
+//! S3's error answers as one-line texts for errors and reports.
 
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 
@@ -30,8 +28,6 @@ pub fn status_meaning(status: u16) -> &'static str {
     }
 }
 
-/// An S3 error's message when the response carried none: the status's
-/// meaning ([`status_meaning`]) and that the server said nothing more.
 pub(super) fn no_message(status: Option<u16>) -> String {
     match status {
         Some(s) => format!("{} (the server sent no message)", status_meaning(s)),
@@ -39,10 +35,8 @@ pub(super) fn no_message(status: Option<u16>) -> String {
     }
 }
 
-/// An AWS SDK error as one line for a report: `{code}: {message} (HTTP
-/// {status})` for a service error (the status because some servers answer
-/// in a shape the SDK reads no code from), else [`one_line`]. The SDK's own
-/// dump goes to the debug log only.
+/// An AWS SDK error as one line. A service error carries its HTTP status
+/// because some servers answer in a shape the SDK reads no code from.
 pub fn sdk_error_line<E>(e: &SdkError<E, aws_sdk_s3::config::http::HttpResponse>) -> String
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
@@ -64,9 +58,8 @@ fn one_line_text(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// An SDK error as one line: its `Display` with every source, newlines
-/// folded, at most 300 characters (a dispatch failure's source chain names
-/// the cause, e.g. "Connection refused").
+/// Its `Display` with every source (a dispatch failure's chain names the
+/// cause), at most 300 characters.
 pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
     let mut s = e.to_string();
     let mut source = e.source();
