@@ -4,31 +4,21 @@
 //! It implements what the S3 API reference and user guide document, not
 //! what a lenient server happens to do:
 //!
-//! - ETags are the quoted hex MD5 of the body (single-part PUTs), or, in a
-//!   bucket made by [`MemoryStore::sse_kms`], 32 hex digits that are not the
-//!   MD5 of the body and differ between two PUTs of the same body (AWS:
-//!   objects encrypted with SSE-KMS or SSE-C have ETags that are not an MD5
-//!   digest of their data).
+//! - ETags are the quoted hex MD5 of the body, or under
+//!   [`MemoryStore::sse_kms`] not (AWS: SSE-KMS and SSE-C ETags are not an
+//!   MD5 digest of the data).
 //! - `If-None-Match: *` on an existing key and `If-Match` with another ETag
-//!   are 412 ([`Error::PreconditionFailed`]); `If-Match` on a missing key is
-//!   404 `NoSuchKey`. A conditional write overtaken, while in flight, by a
-//!   write or delete of the same key that finished first is 409
-//!   `ConditionalRequestConflict` (transient). A write is in flight between
-//!   its call and its first poll after a yield, so two writes joined in one
-//!   task interleave as two concurrent requests would.
-//! - A SHA-256 checksum sent with a PUT is verified (`BadDigest` when it
-//!   does not match) and stored; HEAD returns it, and only then.
-//! - Listings are in lexicographic (UTF-8 byte) order, in pages of 1,000
-//!   keys (or common prefixes); the store yields between pages, so a write
-//!   landing between two pages shows in the later ones only, as on S3.
+//!   are 412; `If-Match` on a missing key is 404 `NoSuchKey`; a conditional
+//!   write overtaken in flight by another write or delete of the key is 409
+//!   `ConditionalRequestConflict` (transient). A write is in flight until
+//!   its first poll after a yield, so two joined writes interleave.
+//! - A SHA-256 sent with a PUT is verified (`BadDigest`) and stored; HEAD
+//!   returns it, and only then.
+//! - Listings are in UTF-8 byte order, in pages of 1,000; a write between
+//!   two pages shows in the later ones only.
 //! - DeleteObjects deletes each key only in the version of its ETag; a
 //!   changed key is a per-key `PreconditionFailed`, a missing one is deleted.
-//! - LastModified comes from the injected [`Clock`] (millisecond precision,
-//!   as in ListObjectsV2).
-//!
-//! A network fault can be asked for: [`MemoryStore::lose_answers`] applies
-//! writes but loses their answers, as a connection that drops responses.
-//! Every version a delete removes is logged ([`MemoryStore::deleted`]).
+//! - LastModified comes from the injected [`Clock`], to the millisecond.
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -83,8 +73,8 @@ pub struct DeletedVersion {
 #[derive(Debug, Default)]
 struct State {
     objects: BTreeMap<String, Object>,
-    /// Per key, a counter bumped by every completed write or delete: a
-    /// conditional write that sees it moved while in flight lost a race.
+    /// Per key, bumped by every completed write or delete: a conditional
+    /// write that sees it moved while in flight lost a race.
     generation: BTreeMap<String, u64>,
     deleted: Vec<DeletedVersion>,
     requests: BTreeMap<&'static str, u64>,
@@ -105,7 +95,6 @@ struct Inner {
     state: Mutex<State>,
 }
 
-/// A strict in-memory S3 bucket (see the module docs for the semantics).
 /// Clones share the same bucket.
 #[derive(Debug, Clone)]
 pub struct MemoryStore {
@@ -136,9 +125,8 @@ impl MemoryStore {
     }
 
     /// An empty bucket with SSE-KMS default encryption, on `clock`: ETags
-    /// are not the body's MD5 and differ between PUTs of one body, as AWS
-    /// gives. The job must treat ETags as opaque version tokens, never a
-    /// digest.
+    /// differ between PUTs of one body, so the job must treat them as
+    /// opaque version tokens.
     pub fn sse_kms(bucket: impl Into<String>, clock: Arc<dyn Clock>) -> MemoryStore {
         MemoryStore::new_bucket(bucket.into(), clock, true)
     }
@@ -167,9 +155,8 @@ impl MemoryStore {
         }
     }
 
-    /// The same bucket, listed `n` keys a ListObjectsV2 page (clamped to
-    /// 1..=[`LIST_PAGE_MAX`]): small pages let a test or the simulation
-    /// reach multi-page and multi-range listings with a few objects.
+    /// The same bucket, listed `n` keys a page (clamped to
+    /// 1..=[`LIST_PAGE_MAX`]), for multi-page listings with a few objects.
     pub fn with_list_page_size(&self, n: usize) -> MemoryStore {
         MemoryStore {
             inner: self.inner.clone(),
@@ -179,9 +166,8 @@ impl MemoryStore {
     }
 
     /// The same bucket through a connection that loses the answer of every
-    /// PutObject that took effect: the SDK's retry is sent and its answer
-    /// returned, so a conditional write fails its own condition
-    /// ([`Error::PreconditionFailed`]). Deletes are not affected.
+    /// PutObject that took effect: the retry's answer is returned, so a
+    /// conditional write fails its own condition. Deletes are not affected.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -267,9 +253,8 @@ impl MemoryStore {
         }
     }
 
-    /// One ListObjectsV2 page: keys after `start_after` under `prefix`; with
-    /// `delimiter`, keys holding it past the prefix roll up into common
-    /// prefixes. Returns (objects, prefixes, the last key or prefix, more).
+    /// One ListObjectsV2 page: (objects, prefixes, the last key or prefix,
+    /// more).
     fn page_of(
         &self,
         prefix: &str,
@@ -400,8 +385,6 @@ impl MemoryStore {
         Ok(etag)
     }
 
-    /// The ETag of a new version of `body`: its MD5, or under SSE-KMS the
-    /// MD5 of the bucket's PUT count and the body.
     fn new_etag(&self, st: &mut State, body: &[u8]) -> String {
         st.puts += 1;
         if !self.inner.sse_kms {
@@ -439,7 +422,7 @@ impl MemoryStore {
         etag
     }
 
-    /// An unconditional delete by someone other than the job: not logged in
+    /// A delete by someone other than the job: not logged in
     /// [`MemoryStore::deleted`].
     pub fn remove_now(&self, key: &str) {
         let mut st = self.state();
