@@ -164,7 +164,7 @@ impl S3Store {
             SdkError::ResponseError(_) => ("response".into(), one_line(&e), true),
             _ => ("construction".into(), one_line(&e), false),
         };
-        // The SDK's full dump (~1.5 KB) goes to the debug log only.
+        // The SDK's full dump goes to the debug log only.
         tracing::debug!(op, key, error = ?e, "S3 error in full");
         if code == "PreconditionFailed" || status == Some(412) {
             return Error::PreconditionFailed {
@@ -216,9 +216,9 @@ impl S3Store {
         })
     }
 
-    /// GetObject of `key` (bytes `range`, `If-Match` `if_match`, when
-    /// given), its body read; a body that breaks off is read again,
-    /// [`BODY_ATTEMPTS`] times in all (the SDK already retried the request).
+    /// GetObject of `key` and its body; `If-Match` is sent only with a
+    /// `range`, the answer's ETag checked against `if_match` either way. A
+    /// body that breaks off is read again, [`BODY_ATTEMPTS`] times in all.
     async fn get_read(
         &self,
         key: &str,
@@ -253,8 +253,7 @@ impl S3Store {
         .await
     }
 
-    /// A GetObject answer's body and ETag, once its ETag is `if_match`
-    /// (checked before the body is read).
+    /// The ETag is checked against `if_match` before the body is read.
     ///
     /// Errors: [`Error::PreconditionFailed`] on another ETag; a body that
     /// breaks off ([`S3Store::body_err`]).
@@ -286,8 +285,7 @@ impl S3Store {
         })
     }
 
-    /// A GetObject body that broke off: a transient [`Error::S3`] with code
-    /// `body`, so the object is read again.
+    /// Transient, so the object is read again.
     fn body_err(&self, key: &str, e: impl std::fmt::Display) -> Error {
         Error::s3("GetObject", &self.bucket, key, "body", e.to_string(), true)
     }
@@ -505,8 +503,7 @@ impl Store for S3Store {
         }
     }
 
-    /// Every object under `prefix` (ListObjectsV2, paginated), in key order,
-    /// keys decoded ([`decode_listed`]).
+    /// Every object under `prefix`, in key order.
     fn list(&self, prefix: &str) -> impl Future<Output = Result<Vec<ObjectMeta>>> + Send {
         self.bounded("ListObjectsV2", prefix, async move {
             let mut pages = self.list_request(prefix).into_paginator().send();
@@ -521,8 +518,7 @@ impl Store for S3Store {
         })
     }
 
-    /// The common prefixes directly under `prefix` (ListObjectsV2 with
-    /// delimiter `/` and `encoding-type=url`, prefixes decoded).
+    /// The common prefixes directly under `prefix` (delimiter `/`).
     fn list_prefixes(&self, prefix: &str) -> impl Future<Output = Result<Vec<String>>> + Send {
         self.bounded("ListObjectsV2", prefix, async move {
             let mut pages = self
@@ -565,8 +561,7 @@ impl Store for S3Store {
         })
     }
 
-    /// Reads a whole object (a body that breaks off is read again); a
-    /// missing key is an error for which [`Error::is_not_found`] is true.
+    /// A missing key is an error for which [`Error::is_not_found`] is true.
     fn get(&self, key: &str) -> impl Future<Output = Result<Fetched>> + Send {
         self.bounded("GetObject", key, async move {
             self.get_read(key, None, None).await
