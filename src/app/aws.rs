@@ -1,7 +1,4 @@
-//! AWS wiring: the clients every command shares, built once per process
-//! ([`Deps::new`]) over one HTTPS client ([`https_client`]) and one retry
-//! policy ([`retry_config`]), and the MQTT password read once from Secrets
-//! Manager ([`Deps::mqtt_password`]).
+//! AWS wiring: the clients every command shares, built once per process.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,8 +15,7 @@ use crate::data::config::Config;
 use crate::infra::error::ReportError;
 use crate::infra::storage::S3Store;
 
-/// Everything a run needs, built once per process (in Lambda: once per
-/// execution environment, shared by every invocation it serves).
+/// Everything a run needs, shared by every invocation of a process.
 #[derive(Debug, Clone)]
 pub struct Deps {
     /// Settings.
@@ -30,11 +26,9 @@ pub struct Deps {
     pub cloudwatch: Option<aws_sdk_cloudwatch::Client>,
     /// Secrets Manager client, when `MQTT_PASSWORD_SECRET_ARN` is set.
     pub secrets: Option<aws_sdk_secretsmanager::Client>,
-    /// The MQTT password read from the secret, cached after the first
-    /// successful read (a failed read is tried again next invocation).
+    /// The MQTT password, cached after the first successful read.
     mqtt_password: Arc<tokio::sync::OnceCell<String>>,
-    /// The stop request every invocation's run follows (SIGTERM: Lambda's
-    /// shutdown; [`crate::infra::stop::Stop::listen`] in `main`).
+    /// The stop request every invocation's run follows.
     pub stop: crate::infra::stop::Stop,
 }
 
@@ -62,10 +56,9 @@ pub fn retry_config() -> RetryConfig {
         .with_initial_backoff(Duration::from_secs(1))
 }
 
-/// The HTTPS client of every AWS client: the SDK's own (hyper 1, rustls)
-/// on rustls' *ring* provider, the one rumqttc uses, so the process has a
-/// single crypto provider and no aws-lc-rs C build; proxies from
-/// `HTTPS_PROXY` / `HTTP_PROXY` / `NO_PROXY`, the system's roots.
+/// The HTTPS client of every AWS client, on rustls' *ring* provider (the
+/// one rumqttc uses: one crypto provider, no aws-lc-rs C build); proxies
+/// from `HTTPS_PROXY` / `HTTP_PROXY` / `NO_PROXY`.
 pub fn https_client() -> SharedHttpClient {
     Builder::new().build_with_connector_fn(|settings, components| {
         let mut conn =
@@ -79,15 +72,9 @@ pub fn https_client() -> SharedHttpClient {
     })
 }
 
-/// The S3 client's configuration: path style when asked (local servers),
-/// and response checksums validated only where an operation requires it.
-///
-/// Not on every GET (the SDK's default, a few % of the job's CPU): TLS
-/// authenticates each response and S3 checks its own checksums at rest; an
-/// index file is then decoded as Parquet (a garbled body is rejected) and
-/// its ETag compared before any delete, a state object parsed as JSON. What
-/// this job writes keeps full checks: every PUT carries its SHA-256, the
-/// output is checked by HEAD, DeleteObjects keeps its request checksum.
+/// Path style when asked (local servers); response checksums only where an
+/// operation requires them: TLS authenticates each response and every body
+/// is decoded, while what the job writes keeps full checks.
 pub fn s3_config(sdk: &aws_config::SdkConfig, force_path_style: bool) -> aws_sdk_s3::Config {
     aws_sdk_s3::config::Builder::from(sdk)
         .force_path_style(force_path_style)
@@ -96,8 +83,7 @@ pub fn s3_config(sdk: &aws_config::SdkConfig, force_path_style: bool) -> aws_sdk
 }
 
 impl Deps {
-    /// Loads the AWS configuration (region, credentials, `AWS_ENDPOINT_URL`)
-    /// and builds the clients ([`https_client`]).
+    /// Loads the AWS configuration (region, credentials, `AWS_ENDPOINT_URL`).
     pub async fn new(config: Config) -> Deps {
         let sdk = aws_config::defaults(BehaviorVersion::latest())
             .http_client(https_client())
@@ -124,8 +110,7 @@ impl Deps {
         Deps::from_parts(config, store, cloudwatch, secrets)
     }
 
-    /// Deps from clients built elsewhere (tests, tools), with an empty
-    /// password cache.
+    /// Deps from clients built elsewhere (tests, tools).
     pub fn from_parts(
         config: Config,
         store: S3Store,
@@ -142,9 +127,8 @@ impl Deps {
         }
     }
 
-    /// The MQTT password: `MQTT_PASSWORD_SECRET_ARN`'s `SecretString` (read
-    /// on the first call within `MQTT_TIMEOUT_SECONDS`, cached for the
-    /// process), else `MQTT_PASSWORD`; `Ok(None)` when neither or MQTT off.
+    /// `MQTT_PASSWORD_SECRET_ARN`'s `SecretString` (cached for the process),
+    /// else `MQTT_PASSWORD`; `Ok(None)` when neither or MQTT off.
     ///
     /// Errors: [`ReportError::MqttSecret`]; nothing is cached then.
     pub async fn mqtt_password(&self) -> Result<Option<String>, ReportError> {

@@ -1,7 +1,5 @@
-//! The Lambda side: the event parsed strictly ([`InvokeEvent`],
-//! [`AuditEvent`]), each dispatched to its command ([`dispatch`]), the
-//! runtime's deadline kept ([`deadline`]), and the outcome as the
-//! function's answer ([`RunError`]) and one log line ([`report_log_line`]).
+//! The Lambda side: the event parsed strictly, dispatched to its command,
+//! and the outcome as the function's answer and one log line.
 
 use std::time::{Instant, SystemTime};
 
@@ -14,10 +12,8 @@ use crate::commands::run::RunOptions;
 use crate::data::report::{RunReport, Status};
 use crate::protocol::day::{DateRange, RangeOf};
 
-/// The Lambda payload: an EventBridge scheduled event, or a console test
-/// event with the optional fields below, parsed strictly
-/// ([`InvokeEvent::from_value`]): an unknown field is an error, never
-/// ignored; EventBridge's envelope ([`EVENTBRIDGE_ENVELOPE`]) is accepted.
+/// An EventBridge scheduled event, or a console test event with the
+/// optional fields below. An unknown field is an error, never ignored.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)] // the envelope's fields are read by nobody
@@ -37,15 +33,13 @@ pub struct InvokeEvent {
     /// Compact only this date (exactly `YYYY-MM-DD`).
     #[serde(default, deserialize_with = "strict_date")]
     pub date: Option<NaiveDate>,
-    /// First date of a repair range (exactly `YYYY-MM-DD`, with `to`; see
-    /// [`RunOptions::repair`]).
+    /// First date of a repair range ([`RunOptions::repair`]).
     #[serde(default, deserialize_with = "strict_date")]
     pub from: Option<NaiveDate>,
-    /// Last date of a repair range (exactly `YYYY-MM-DD`, with `from`), included.
+    /// Last date of a repair range, included.
     #[serde(default, deserialize_with = "strict_date")]
     pub to: Option<NaiveDate>,
-    /// EventBridge's envelope fields ([`EVENTBRIDGE_ENVELOPE`]), accepted
-    /// and not used.
+    /// [`EVENTBRIDGE_ENVELOPE`], accepted and not used.
     #[serde(default)]
     version: Option<serde_json::Value>,
     #[serde(default, rename = "detail-type")]
@@ -78,9 +72,8 @@ pub const EVENTBRIDGE_ENVELOPE: &[&str] = &[
     "replay-name",
 ];
 
-/// The fields of an event this version reads, in their order: the fields
-/// `deny_unknown_fields` takes, read from serde's own derive
-/// (`serde_aux`'s `serde_introspect`), less EventBridge's envelope.
+/// The fields of an event this version reads, in their order, from serde's
+/// own derive (`serde_introspect`), less EventBridge's envelope.
 pub fn event_fields() -> Vec<&'static str> {
     (serde_aux::serde_introspection::serde_introspect::<InvokeEvent>()
         .iter()
@@ -89,8 +82,7 @@ pub fn event_fields() -> Vec<&'static str> {
     .collect()
 }
 
-/// A date field of an event: exactly `YYYY-MM-DD`, as the CLI takes it
-/// ([`crate::data::config::parse_date`]).
+/// Exactly `YYYY-MM-DD`, as the CLI takes it.
 fn strict_date<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<NaiveDate>, D::Error> {
     let s: Option<String> = Option::deserialize(d)?;
     s.map(|s| {
@@ -105,10 +97,7 @@ fn strict_date<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<NaiveDat
 }
 
 impl InvokeEvent {
-    /// Parses a Lambda payload strictly: an object of [`event_fields`] and
-    /// [`EVENTBRIDGE_ENVELOPE`], each of its type, then
-    /// [`InvokeEvent::validate`]. Each field is tried alone, so the error
-    /// names it.
+    /// Each field is tried alone, so the error names it.
     ///
     /// Errors: a message naming the field and listing the accepted ones.
     pub fn from_value(payload: serde_json::Value) -> Result<InvokeEvent, String> {
@@ -130,8 +119,8 @@ impl InvokeEvent {
             let one = serde_json::Value::Object([(name.clone(), v.clone())].into_iter().collect());
             serde_json::from_value::<InvokeEvent>(one)
         };
-        // Unknown fields first, then the types of the known ones: a field
-        // alone fails as unknown only for its own name.
+        // Unknown fields first: a field alone fails as unknown only for its
+        // own name.
         let unknown = |e: &serde_json::Error| e.to_string().starts_with("unknown field");
         for (name, v) in &map {
             if alone(name, v).as_ref().is_err_and(unknown) {
@@ -172,8 +161,7 @@ impl InvokeEvent {
         self.repair().map(|_| ())
     }
 
-    /// The repair range `from`/`to`, checked ([`validate`](Self::validate)'s
-    /// errors); `None` without one.
+    /// The repair range, checked as [`validate`](Self::validate) does.
     pub fn repair(&self) -> Result<Option<DateRange>, String> {
         match (self.from, self.to) {
             (None, None) => Ok(None),
@@ -205,9 +193,8 @@ impl From<RunError> for Diagnostic {
     }
 }
 
-/// Builds [`RunOptions`] from a Lambda event (checked by
-/// [`InvokeEvent::validate`]: an unchecked bad range is left out) and
-/// context.
+/// [`RunOptions`] from a Lambda event; a bad range the caller did not
+/// [`InvokeEvent::validate`] is left out.
 pub fn options_from_event(
     event: &InvokeEvent,
     request_id: &str,
@@ -231,9 +218,8 @@ pub fn options_from_event(
     }
 }
 
-/// The event `{"audit": {"from": "YYYY-MM-DD", "to": "YYYY-MM-DD"}}`
-/// ([`crate::commands::audit`]); nothing else may stand beside `audit`, and `audit`
-/// takes exactly `from` and `to`.
+/// The event `{"audit": {"from": "YYYY-MM-DD", "to": "YYYY-MM-DD"}}` and
+/// nothing else ([`crate::commands::audit`]).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuditEvent {
@@ -245,31 +231,28 @@ pub struct AuditEvent {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuditRange {
-    /// First date (exactly `YYYY-MM-DD`).
+    /// First date.
     #[serde(deserialize_with = "strict_date_required")]
     pub from: NaiveDate,
-    /// Last date (exactly `YYYY-MM-DD`).
+    /// Last date.
     #[serde(deserialize_with = "strict_date_required")]
     pub to: NaiveDate,
 }
 
-/// A required date field of an event: exactly `YYYY-MM-DD` ([`strict_date`]).
 fn strict_date_required<'de, D: serde::Deserializer<'de>>(d: D) -> Result<NaiveDate, D::Error> {
     strict_date(d)?.ok_or_else(|| serde::de::Error::custom("expected a date YYYY-MM-DD, got null"))
 }
 
-/// The runtime's deadline for this invocation, `None` when already past as
-/// it starts: a local emulator's may be (`cargo lambda watch` sends 600000
-/// ms after the epoch), and honouring it would stop before the first date.
+/// The runtime's deadline, `None` when already past as it starts (a local
+/// emulator's may be: `cargo lambda watch`).
 pub fn deadline(ctx: &Context) -> Option<Instant> {
     let left = ctx.deadline().duration_since(SystemTime::now()).ok()?;
     (!left.is_zero()).then(|| Instant::now() + left)
 }
 
 /// The Lambda entry point: an event with an `audit` field is an
-/// [`AuditEvent`] (the report is the response when clean, else the message
-/// of an `AuditFindings` or `AuditIncomplete` error; nothing published);
-/// any other goes to [`handle`].
+/// [`AuditEvent`] (clean: the report; else an `AuditFindings` or
+/// `AuditIncomplete` error; nothing published); any other goes to [`handle`].
 pub async fn dispatch(
     deps: &Deps,
     event: LambdaEvent<serde_json::Value>,
@@ -307,13 +290,11 @@ pub async fn dispatch(
     }
 }
 
-/// The `message` of the log line that carries a Lambda run's report
-/// ([`report_log_line`]).
+/// The `message` of [`report_log_line`].
 pub const REPORT_LOG_MESSAGE: &str = "run report";
 
-/// The log line of a Lambda run's report, on every outcome: one JSON object
-/// shaped like the other log lines, the report unescaped as `fields.report`
-/// (filter pattern `{ $.fields.message = "run report" }`, docs/runbook.md).
+/// The log line of a Lambda run's report, on every outcome, shaped like the
+/// other log lines with the report as `fields.report` (docs/runbook.md).
 pub fn report_log_line(report: &RunReport) -> String {
     let level = match report.last_run_status {
         Status::Success => "INFO",
@@ -328,8 +309,7 @@ pub fn report_log_line(report: &RunReport) -> String {
     .to_string()
 }
 
-/// Writes [`report_log_line`] to stderr, where the tracing lines go (the
-/// Lambda runtime sends both to the function's log group), as one write.
+/// To stderr, where the tracing lines go, as one write.
 fn log_report(report: &RunReport) {
     use std::io::Write as _;
     let mut line = report_log_line(report);
@@ -337,8 +317,7 @@ fn log_report(report: &RunReport) {
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
-/// The Lambda handler: Success returns the report; Mismatch and Failure
-/// return a [`RunError`] whose type names the outcome.
+/// Success returns the report; Mismatch and Failure a [`RunError`].
 pub async fn handle(
     deps: &Deps,
     event: LambdaEvent<serde_json::Value>,

@@ -1,12 +1,5 @@
-//! Wiring: the AWS clients built once ([`aws`]: [`Deps`]), the Lambda
-//! handler ([`lambda`]: [`dispatch`], [`handle`]) and the entry point both
-//! shells share ([`invoke`]).
-//!
-//! The top layer, over [`crate::commands`]. It imports from every layer below;
-//! nothing imports it but `main.rs`.
-//!
-//! - [`reporting`]: the finished run's report sent to CloudWatch and MQTT,
-//!   bounded, never changing the run's status.
+//! Wiring: the AWS clients, the Lambda handler, and [`invoke`], the entry
+//! point both shells share. The top layer: nothing imports it but `main.rs`.
 
 pub mod aws;
 pub mod lambda;
@@ -21,8 +14,7 @@ pub use lambda::{
 use crate::commands::run::{RunOptions, run};
 use crate::data::report::RunReport;
 
-/// Runs one invocation and reports it (CloudWatch, MQTT). Reporting never
-/// changes the status.
+/// Runs one invocation and reports it ([`reporting`]).
 pub async fn invoke(deps: &Deps, opts: &RunOptions) -> RunReport {
     let mut report = run(&deps.store, &deps.config, opts).await;
     crate::app::reporting::publish_by(deps, &mut report, opts.deadline).await;

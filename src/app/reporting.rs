@@ -1,19 +1,7 @@
-//! Reporting of a finished run to CloudWatch ([`crate::data::metrics`]) and MQTT
-//! ([`crate::data::mqtt`]).
-//!
-//! Guarantees:
-//!
-//! - Reporting never changes the outcome of a run; a failure is logged and
-//!   appended to [`RunReport::report_errors`] ([`ReportError`]'s text).
-//! - Every run is reported, Failures included, bar a dry run (its figures
-//!   would overwrite the last real run's); what the run could not establish
-//!   is not published, so the retained value stays ([`crate::data::mqtt::is_known`]).
-//! - Both sinks are bounded (`MQTT_TIMEOUT_SECONDS`, the secret's read
-//!   included; [`crate::data::metrics::CLOUDWATCH_TIMEOUT`]) and run concurrently;
-//!   near the run's deadline ([`publish_by`]) each gets the time left, at
-//!   least [`SINK_TIME_AT_THE_END`], which the run kept for it.
-//! - One MQTT topic that cannot be published does not hold back the others
-//!   ([`crate::data::mqtt::publish`]).
+//! Reporting of a finished run to CloudWatch and MQTT. It never changes the
+//! run's outcome: a failure is logged and appended to
+//! [`RunReport::report_errors`]. Every run is reported, Failures included,
+//! bar a dry run (its figures would overwrite the last real run's).
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -22,9 +10,7 @@ use crate::data::report::RunReport;
 
 pub use crate::infra::error::ReportError;
 
-/// What [`publish`] reports through: the settings, the CloudWatch client and
-/// where the MQTT password comes from. [`crate::app::Deps`] implements it;
-/// a test can implement it without building AWS clients.
+/// What [`publish`] reports through, so a test needs no AWS clients.
 pub trait Sinks: Sync {
     /// The settings (`METRICS_*`, `MQTT_*`, the bucket).
     fn config(&self) -> &Config;
@@ -38,13 +24,12 @@ pub trait Sinks: Sync {
     ) -> impl std::future::Future<Output = Result<Option<String>, ReportError>> + Send;
 }
 
-/// What each reporting call is given at the least near the run's deadline
-/// (its share of [`crate::infra::storage::S3_DEADLINE_MARGIN`]).
+/// The least each reporting call is given near the run's deadline, out of
+/// [`crate::infra::storage::S3_DEADLINE_MARGIN`].
 pub const SINK_TIME_AT_THE_END: Duration = Duration::from_secs(1);
 
-/// A reporting call's bound: its own `timeout`, or, with a `deadline`, the
-/// time left before it when less, but never less than
-/// [`SINK_TIME_AT_THE_END`]; `later` is kept for the calls that follow it.
+/// `timeout`, or the time left before `deadline` less `later` (kept for
+/// the calls after), but never less than [`SINK_TIME_AT_THE_END`].
 fn bound(timeout: Duration, deadline: Option<Instant>, later: Duration) -> Duration {
     match deadline {
         Some(d) => {
@@ -60,10 +45,8 @@ pub async fn publish(deps: &impl Sinks, report: &mut RunReport) {
     publish_by(deps, report, None).await
 }
 
-/// Publishes the report to CloudWatch (when built and `METRICS_ENABLED`)
-/// and MQTT (when `MQTT_HOST` is set), concurrently, each call ending by
-/// `deadline` when it can, else after [`SINK_TIME_AT_THE_END`]. Only
-/// `report.report_errors` changes.
+/// Publishes to CloudWatch (when `METRICS_ENABLED`) and MQTT (when
+/// `MQTT_HOST` is set), concurrently; only `report.report_errors` changes.
 pub async fn publish_by(deps: &impl Sinks, report: &mut RunReport, deadline: Option<Instant>) {
     if report.dry_run {
         tracing::info!("dry run: nothing is reported to CloudWatch or MQTT");
