@@ -1,9 +1,7 @@
-//! The commit protocol for one partition, one function a phase; each phase's
-//! invariant is in docs/ARCHITECTURE.md, "Commit protocol":
-//! 1. [`read_inputs`](crate::protocol::read::read_inputs), 2. [`prepare`]
-//! (then [`prove_inputs`], before anything is written), 3. [`create_manifest`],
-//! 4. [`put_output`], 5. [`verify_output`], 6. [`delete_inputs`] (only proven
-//! inputs, each conditional on its ETag), 7. [`delete_manifest`].
+//! The commit protocol, one function a phase (each phase's invariant:
+//! docs/ARCHITECTURE.md, "Commit protocol"): 1. [`read_inputs`](crate::protocol::read::read_inputs),
+//! 2. [`prepare`] then [`prove_inputs`], 3. [`create_manifest`], 4. [`put_output`],
+//! 5. [`verify_output`], 6. [`delete_inputs`], 7. [`delete_manifest`].
 //!
 //! The lease is confirmed before each destructive step (4, each wave of 6,
 //! the watermark write); its GET goes beside the request before that step
@@ -12,11 +10,8 @@
 //! manifest lets the next invocation finish or undo the commit
 //! ([`crate::protocol::recovery`]).
 //!
-//! Failpoints (feature `failpoints`): `commit::{before,after}-manifest-create`,
-//! `commit::after-output-put`, `commit::after-verify`,
-//! `commit::before-delete-batch`, `commit::between-delete-batches`,
-//! `commit::after-deletes`, `commit::before-manifest-delete`, and
-//! `commit::proof-off`, which switches the proof off.
+//! Failpoints (feature `failpoints`): the `commit::` names in this file;
+//! `commit::proof-off` switches the proof off.
 
 use std::collections::HashMap;
 
@@ -56,8 +51,7 @@ pub use crate::infra::storage::sha256_b64;
 /// What one part's commit did ([`commit_part`]).
 #[derive(Debug)]
 pub struct Committed {
-    /// The manifest's key: complete unless [`Committed::failure`] says
-    /// otherwise.
+    /// The manifest's key: complete unless [`Committed::failure`].
     pub manifest_key: String,
     /// `None`: the inputs held no row.
     pub output: Option<ManifestOutput>,
@@ -72,8 +66,7 @@ pub struct Committed {
 }
 
 impl Committed {
-    /// The error that leaves this commit's manifest in place
-    /// ([`Error::Unproven`], or inputs not deleted); `None` when complete.
+    /// What leaves the manifest in place; `None` when complete.
     pub fn failure(&self, date: NaiveDate, bucket: &str) -> Option<Error> {
         let output = (self.output.as_ref())
             .map_or_else(|| "no output (zero rows)".to_string(), |o| o.key.clone());
@@ -189,7 +182,7 @@ pub fn prepare(
     })
 }
 
-/// Phase 3: creates the manifest (`If-None-Match: *`).
+/// Phase 3 (`If-None-Match: *`).
 pub async fn create_manifest(store: &impl Store, key: &str, manifest: &Manifest) -> Result<()> {
     failpoint!("commit::before-manifest-create");
     // Compact, not pretty: a manifest names every input.
@@ -261,11 +254,9 @@ pub enum OutputCheck {
     Differs(String, String),
 }
 
-/// HEADs the output and compares size and SHA-256 with the manifest. The
-/// stored checksum settles it only when it equals the manifest's; when the
-/// server keeps none or another kind (a multipart object's composite
-/// checksum: `{b64}-{parts}` on AWS, bare on some S3-compatible servers),
-/// the object is read back and hashed.
+/// Size and SHA-256 against the manifest. When the server keeps no equal
+/// checksum (a multipart object's composite one: `{b64}-{parts}` on AWS,
+/// bare on some S3-compatible servers), the object is read back and hashed.
 pub async fn check_output(store: &impl Store, output: &ManifestOutput) -> Result<OutputCheck> {
     Ok(inspect_output(store, output).await?.0)
 }
@@ -361,8 +352,7 @@ pub fn verify_output(
 pub struct DeleteOutcome {
     /// Inputs this call deleted: reported once, by the run that retires them.
     pub deleted: u64,
-    /// Inputs not listed any more (an earlier attempt deleted them); not in
-    /// `deleted`.
+    /// Inputs an earlier attempt deleted; not in `deleted`.
     pub already_gone: u64,
     /// Inputs that changed since they were read: a newer version survives.
     pub kept_newer: Vec<String>,
@@ -407,11 +397,9 @@ pub async fn delete_inputs(
     delete_listed_inputs(store, fence, manifest, &listed, unproven).await
 }
 
-/// The manifest's inputs not proven to be in the output
-/// ([`crate::protocol::proof`]'s rule), from the rows recorded as each was
-/// read and the flights of the encoded `body`'s `s3_key` column (within
-/// [`crate::data::input::OWN_OUTPUT_BUDGET`]; nothing is fetched). Each is
-/// logged as an error.
+/// The manifest's inputs not proven ([`crate::protocol::proof`]) to be in
+/// the encoded `body`, read within [`crate::data::input::OWN_OUTPUT_BUDGET`]
+/// (nothing is fetched). Each is logged as an error.
 ///
 /// Errors: [`Error::Encode`] when the encoded output cannot be read back
 /// (then nothing may be deleted).
@@ -581,7 +569,7 @@ async fn delete_listed_inputs(
     Ok(outcome)
 }
 
-/// Phase 7: deletes the manifest.
+/// Phase 7.
 pub async fn delete_manifest(store: &impl Store, key: &str) -> Result<()> {
     failpoint!("commit::before-manifest-delete");
     store.delete(key, None).await

@@ -49,9 +49,8 @@ pub struct LeaseGuard<S = S3Store> {
 
 /// How old a confirmation taken ahead may be for [`LeaseGuard::confirm`] to
 /// take it instead of a GET, on both the lease and the monotonic clock (a
-/// wall clock stepped back does not make it look fresh). It bounds how late
-/// a run notices a lock file changed by hand; a takeover needs the lease to
-/// expire, which `confirm` checks on the clock whatever the age.
+/// wall clock stepped back does not make it fresh). It bounds how late a run
+/// notices a lock file changed by hand; a takeover needs expiry anyway.
 pub const CONFIRM_AHEAD_MAX_AGE: Duration = Duration::from_secs(10);
 
 /// How long the lease's release may take, all attempts together (its part
@@ -62,9 +61,8 @@ pub const LEASE_RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 /// longer than this plus `LEASE_SECONDS` past its last renewal.
 pub const LAMBDA_MAX_TIMEOUT: Duration = Duration::from_secs(900);
 
-/// The longest a live lease can have left: `length` (`LEASE_SECONDS`) plus
-/// [`LAMBDA_MAX_TIMEOUT`]. A lock further ahead was not written by a run of
-/// this job as configured: [`Error::LeaseImplausible`].
+/// The longest a live lease can have left; a lock further ahead was not
+/// written by a run of this job as configured.
 pub fn max_plausible_lease(length: Duration) -> Duration {
     length + LAMBDA_MAX_TIMEOUT
 }
@@ -165,9 +163,8 @@ impl<S: Store + Clone> LeaseGuard<S> {
         &self.lease
     }
 
-    /// Once `stop` is requested (SIGTERM, SIGINT), every confirmation fails
-    /// with [`Error::Interrupted`], so no destructive step starts after it.
-    /// The caller still releases the lease.
+    /// Once `stop` is requested every confirmation fails with
+    /// [`Error::Interrupted`]; the caller still releases the lease.
     pub fn stop_on(&mut self, stop: Stop) {
         self.stop = Some(stop);
     }
@@ -286,8 +283,7 @@ pub trait Confirm: std::fmt::Debug + Send {
     fn confirm_boxed(&mut self) -> futures::future::BoxFuture<'_, Result<()>>;
     /// [`LeaseGuard::confirm_ahead`], boxed.
     fn confirm_ahead_boxed(&mut self) -> futures::future::BoxFuture<'_, Result<()>>;
-    /// [`Error::Interrupted`] once a stop was requested, without a request:
-    /// checked before a write that goes beside a confirmation.
+    /// [`Error::Interrupted`] once a stop was requested, without a request.
     fn check_stop(&self) -> Result<()> {
         Ok(())
     }

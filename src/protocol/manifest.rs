@@ -155,8 +155,7 @@ pub enum ManifestRule {
         /// The manifest's job id.
         job_id: Uuid,
     },
-    /// The output differs and an input is gone or changed: the output may
-    /// hold the only copy of its rows.
+    /// The output differs and an input is gone or changed.
     #[error(
         "its output {output} differs from it ({reason}) and its input {input} is {state}: the output may hold the only copy of those rows, so it is left"
     )]
@@ -170,8 +169,7 @@ pub enum ManifestRule {
         /// `gone` or `in another version`.
         state: &'static str,
     },
-    /// The output verifies, but an input still there is not proven to be in
-    /// it ([`crate::protocol::proof`]); the proven inputs are deleted, the others kept.
+    /// An input still there is not proven to be in the verified output.
     #[error(
         "its output {output} verifies, but {count} input(s) still there are not proven to be in it (first: {input}: {reason}); those are kept"
     )]
@@ -194,8 +192,8 @@ impl ManifestRule {
     }
 }
 
-/// Checks that `manifest` (read from `key`) names only what its own commit
-/// wrote and read; pure. Returns the first [`ManifestRule`] broken.
+/// The first [`ManifestRule`] `manifest` (read from `key`) breaks: it may
+/// name only what its own commit wrote and read.
 ///
 /// ```
 /// use archive_compaction::protocol::manifest::{validate_manifest, ManifestRule};
@@ -288,7 +286,6 @@ pub fn validate_manifest(key: &str, manifest: &Manifest) -> std::result::Result<
     Ok(())
 }
 
-/// `key` is directly in the partition `prefix`.
 fn in_partition(role: Role, key: &str, prefix: &str) -> std::result::Result<(), ManifestRule> {
     if key.starts_with(STATE_ROOT) {
         return Err(ManifestRule::StateFile {

@@ -143,8 +143,8 @@ pub async fn parts_of(
     Ok(plan::PartQueue::new(inputs, groups))
 }
 
-/// A multi-row input that vanished or cannot be decoded shares no flight:
-/// the merge skips it too.
+/// An input that vanished or cannot be decoded shares no flight (the merge
+/// skips it too).
 ///
 /// Errors: an S3 error reading an input; [`crate::infra::error::Error::Spill`].
 async fn shared_flights(

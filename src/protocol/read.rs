@@ -24,8 +24,7 @@ use crate::infra::storage::{Fetched, Store};
 use crate::protocol::plan::PlannedInput;
 use crate::protocol::proof::ReadRows;
 
-/// One input that was read and decoded; its rows went into
-/// [`ReadInputs::output`].
+/// One input read, decoded and merged.
 #[derive(Debug, Clone)]
 pub struct DecodedInput {
     /// Its source kind.
@@ -132,10 +131,9 @@ pub struct ReadSettings {
     pub row_group_rows: usize,
     /// The per-input budget (`INPUT_BUDGET_MB`).
     pub budget: crate::data::input::Budget,
-    /// A date's inputs are read in parts of this weight (`PART_FILES`,
-    /// [`crate::protocol::plan::parts`]).
+    /// Part weight (`PART_FILES`).
     pub part_files: u64,
-    /// Past how many uuids a date's sets spill to disk (`FLIGHTS_IN_MEMORY`).
+    /// `FLIGHTS_IN_MEMORY`.
     pub spill: crate::data::spill::SpillSettings,
 }
 
@@ -402,8 +400,7 @@ fn check_own_row(
     if !own_row {
         out.keyless_flights.push(flight);
     }
-    // Merged, the row would lose its flight's uuid
-    // (the name says it; the compacted file would not).
+    // Merged, the row would lose its flight's uuid (only the name says it).
     tracing::warn!(key = %input.meta.key, %flight, rows = keyless,
         "per-flight file with rows whose s3_key is null or empty; left in place");
     out.skipped.push(SkippedFile {
