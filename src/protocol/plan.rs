@@ -179,11 +179,10 @@ pub fn walk_start(
 }
 
 /// Where a walk from `start` begins once dates without any object are
-/// skipped (each would cost two listings and a watermark write for
-/// nothing): the first of `earliest`
-/// ([`crate::protocol::partition::earliest_partition`]) and `blocked` (the
-/// first blocked manifest's date), never after `cutoff`, so the watermark
-/// still reaches the cutoff on an empty bucket.
+/// skipped (each would cost two listings and a watermark write): the first
+/// of `earliest` (the earliest partition) and `blocked` (the first blocked
+/// manifest's date), never after `cutoff`, so the watermark still reaches
+/// the cutoff on an empty bucket.
 ///
 /// ```
 /// use archive_compaction::protocol::plan::first_date_with_data;
@@ -238,10 +237,9 @@ pub struct BeyondWindow {
 }
 
 impl PartitionListing {
-    /// The flights of `flights` that no per-flight file is named by, in the
-    /// window or past it: the parity gate's first look, before any
-    /// multi-row input is read. A merge of sorted sets, so a set on disk is
-    /// read once.
+    /// The flights of `flights` no per-flight file is named by, in the
+    /// window or past it: the parity gate's first look. A merge of sorted
+    /// sets, so a set on disk is read once.
     ///
     /// Errors: [`crate::infra::error::Error::Spill`] reading a set or writing the
     /// result.
@@ -278,8 +276,7 @@ impl PartitionListing {
         out.finish()
     }
 
-    /// Compacted, then other multi-row files: those whose rows, not names,
-    /// say which flights they index.
+    /// Compacted, then other multi-row files: rows, not names, say their flights.
     pub fn multi_row_inputs(&self) -> impl Iterator<Item = (&ObjectMeta, Source)> {
         (self.compacted.iter().map(|m| (m, Source::Compacted)))
             .chain(self.multi_row.iter().map(|m| (m, Source::MultiRow)))
@@ -455,10 +452,8 @@ fn skip_reason(per_flight: usize, multi_row: usize, compacted: usize) -> Option<
     }
 }
 
-/// What one input of a part weighs, in per-flight-file units: a per-flight
-/// file 1, a multi-row input 1 plus 1 a [`MULTI_ROW_BYTES_PER_WEIGHT`]
-/// bytes, so a part's weight bounds its memory whatever its inputs
-/// ([`crate::protocol::sizing::peak_memory_mb`]). An estimate from the row
+/// What one input weighs in a part, in per-flight-file units, so a part's
+/// weight bounds its memory whatever its inputs: an estimate from the row
 /// sizes in docs/performance.md, not a measurement of multi-row parts.
 pub fn input_weight(input: &PlannedInput) -> u64 {
     match input.source {
@@ -480,9 +475,8 @@ pub struct Parts {
     pub left_as_they_are: usize,
 }
 
-/// A date's inputs grouped by the flights they share: a union-find over
-/// their plan indices, one entry an input (not a flight), built from
-/// (flight, input) pairs that can be a set on disk.
+/// A date's inputs grouped by the flights they share: a union-find of one
+/// entry an input, not a flight.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Groups {
     parent: Vec<usize>,
@@ -614,8 +608,8 @@ impl PartQueue {
         }
     }
 
-    /// The next part, of at most `part_weight` (at least 1) unless one
-    /// group weighs more; `None` when nothing is left to merge.
+    /// At most `part_weight` unless one group weighs more; `None` when
+    /// nothing is left to merge.
     pub fn next_part(&mut self, part_weight: u64) -> Option<Vec<PlannedInput>> {
         let part_weight = part_weight.max(1);
         let first = !self.first_taken;
@@ -665,8 +659,7 @@ impl PartQueue {
         Some(part)
     }
 
-    /// Whether [`PartQueue::next_part`] may still give a part: after the
-    /// first, a compacted file alone is left, never a part.
+    /// Whether [`PartQueue::next_part`] may still give a part.
     pub fn has_part(&self) -> bool {
         match self.first_taken {
             false => !self.groups.is_empty(),
@@ -684,8 +677,7 @@ impl PartQueue {
         self.groups.iter().map(Vec::len).sum()
     }
 
-    /// Compacted files that share no flight with another input and did
-    /// not fit the first part: left as they are.
+    /// Compacted files sharing no flight that did not fit the first part.
     pub fn left_as_they_are(&self) -> usize {
         self.left_as_they_are
     }

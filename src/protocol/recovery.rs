@@ -37,7 +37,6 @@ use crate::protocol::manifest::ManifestRule;
 use crate::protocol::manifest::{quarantine_key, quarantined_date};
 use crate::protocol::proof::{InputRows, OutputFlights, Unproven};
 
-/// What recovery does with one manifest, decided before anything is written.
 #[derive(Debug)]
 struct ManifestPlan {
     key: String,
@@ -48,7 +47,7 @@ struct ManifestPlan {
     decision: Decision,
 }
 
-/// Reads the manifest at `key`, then the bucket, to plan it; `None` when it is gone.
+/// `None` when the manifest is gone.
 async fn plan_manifest(
     store: &impl Store,
     key: &str,
@@ -90,7 +89,6 @@ enum Step {
     },
 }
 
-/// Reads the bucket (output, partition, inputs within `budget`) to decide on `key`.
 async fn decide(store: &impl Store, key: &str, body: &[u8], budget: Budget) -> Result<Decision> {
     let manifest = match crate::protocol::manifest::parse(key, body) {
         Ok((m, None)) => m,
