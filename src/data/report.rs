@@ -145,7 +145,7 @@ pub enum DayAction {
     SweepPlanned,
     /// A repair range's date held by a stuck or quarantined manifest.
     Blocked,
-/// Some parts committed, then the deadline stopped it; the watermark stays before it.
+    /// Some parts committed, then the deadline stopped it; the watermark stays before it.
     Partial,
 }
 
@@ -207,7 +207,7 @@ pub struct SkippedFile {
     pub column: Option<String>,
     /// Why it was skipped (foreign object, unreadable Parquet, lossy type...).
     pub reason: String,
-/// The input limit it broke, if that is why (neither fetched whole nor decoded).
+    /// The input limit it broke, if that is why (neither fetched whole nor decoded).
     pub limit: Option<LimitBroken>,
 }
 
@@ -291,19 +291,19 @@ pub struct DayReport {
     pub rows_written: u64,
     /// Rows dropped as older duplicates of the same flight.
     pub duplicates_removed: u64,
-/// Commits of the date in this run (dry run: parts it would commit): one a
-/// part ([`crate::protocol::sizing::MemoryFit`]), more when inputs changed meanwhile.
+    /// Commits of the date in this run (dry run: parts it would commit): one a
+    /// part ([`crate::protocol::sizing::MemoryFit`]), more when inputs changed meanwhile.
     #[serde(default)]
     pub parts: u64,
     /// On `partial`: index files of the date left for the next run.
     #[serde(default)]
     pub files_left: u64,
-/// Listings of the date's index partition: one, plus one a listing window past the first and one a fold of changed inputs.
+    /// Listings of the date's index partition: one, plus one a listing window past the first and one a fold of changed inputs.
     #[serde(default)]
     pub passes: u64,
     /// Columns the target schema does not know, kept after the known ones (`merge::widen`).
     pub extra_columns: Vec<String>,
-/// Rows of multi-row inputs whose `s3_key` names no flight: merged, kept after the flights' rows.
+    /// Rows of multi-row inputs whose `s3_key` names no flight: merged, kept after the flights' rows.
     pub rows_without_flight: u64,
     /// The inputs that held them (the first [`crate::commands::run::FOREIGN_KEYS_SHOWN`]).
     pub rows_without_flight_keys: Vec<String>,
@@ -319,11 +319,11 @@ pub struct DayReport {
     pub mismatch_uuid_count: u64,
     /// True when `mismatch_uuids` holds fewer than `mismatch_uuid_count`.
     pub mismatch_uuids_truncated: bool,
-/// On a `mismatch`: the date's unreadable per-flight files (the first [`DAY_UUIDS_SHOWN`], by flight).
+    /// On a `mismatch`: the date's unreadable per-flight files (the first [`DAY_UUIDS_SHOWN`], by flight).
     #[serde(default)]
     pub unread_files: Vec<UnreadFile>,
-/// Rows of multi-row inputs whose `first_message` UTC date is another date:
-/// merged where they sit. Over several passes, the most one pass read.
+    /// Rows of multi-row inputs whose `first_message` UTC date is another date:
+    /// merged where they sit. Over several passes, the most one pass read.
     pub rows_of_other_days: u64,
     /// Their flights (the first [`crate::data::merge::OTHER_DAYS_UUIDS_SHOWN`], in the order read).
     pub other_days_uuids: Vec<String>,
@@ -350,8 +350,8 @@ pub struct RecoveredManifest {
 /// Everything a run did (the Python job's fields first).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct RunReport {
-/// Index input files retired (output verified, then deleted), including
-/// those recovery deleted to finish a crashed commit; each counted once.
+    /// Index input files retired (output verified, then deleted), including
+    /// those recovery deleted to finish a crashed commit; each counted once.
     pub files_compacted: u64,
     /// Input files whose delete failed (they are still there; the manifest is kept).
     pub files_delete_failed: u64,
@@ -359,14 +359,14 @@ pub struct RunReport {
     pub days_compacted: u64,
     /// The watermark after the run (`None` when nothing was ever compacted).
     pub last_compacted_date: Option<NaiveDate>,
-/// The date the scheduled walk stopped on because parity failed (recorded in
-/// `watermark.json`); never set by `--date`, ranges or a dry run.
+    /// The date the scheduled walk stopped on because parity failed (recorded in
+    /// `watermark.json`); never set by `--date`, ranges or a dry run.
     pub mismatch_date: Option<NaiveDate>,
     /// How many flights of `mismatch_date` fail parity (exact).
     pub mismatch_uuid_count: u64,
     /// The first [`UUIDS_SHOWN`] of those flights' uuids, sorted (`status` lists them all).
     pub mismatch_uuids: Vec<String>,
-/// `watermark.json`'s count of consecutive scheduled runs blocked on its mismatch date.
+    /// `watermark.json`'s count of consecutive scheduled runs blocked on its mismatch date.
     pub mismatch_runs: u32,
     /// The invocation time (UTC; the EventBridge event's `time` or `--now`).
     pub last_run_at: DateTime<Utc>,
@@ -376,14 +376,14 @@ pub struct RunReport {
     pub invocation_id: String,
     /// The bucket.
     pub bucket: String,
-/// UTC date of `last_run_at` minus `LAG_DAYS`, never past the wall clock's ([`crate::commands::run::MAX_CLOCK_SKEW`]).
+    /// UTC date of `last_run_at` minus `LAG_DAYS`, never past the wall clock's ([`crate::commands::run::MAX_CLOCK_SKEW`]).
     pub cutoff: Option<NaiveDate>,
     /// The watermark before the run.
     pub watermark_before: Option<NaiveDate>,
-/// Watermark lag behind the cutoff after the run, in days (`WatermarkLagDays`);
-/// `None` exactly when the watermark was not read.
+    /// Watermark lag behind the cutoff after the run, in days (`WatermarkLagDays`);
+    /// `None` exactly when the watermark was not read.
     pub watermark_lag_days: Option<i64>,
-/// Days the watermark is ahead of today's cutoff: the run fails saying how to fix it.
+    /// Days the watermark is ahead of today's cutoff: the run fails saying how to fix it.
     #[serde(default)]
     pub watermark_ahead_days: Option<i64>,
     /// Why the walk stopped.
@@ -398,14 +398,14 @@ pub struct RunReport {
     pub bytes_written: u64,
     /// Older duplicate rows dropped.
     pub duplicates_removed: u64,
-/// Files the straggler sweep folded into already compacted dates, beyond
-/// the one compacted file each is folded into.
+    /// Files the straggler sweep folded into already compacted dates, beyond
+    /// the one compacted file each is folded into.
     pub stragglers_folded: u64,
     /// Manifests resolved by recovery at the start.
     pub manifests_recovered: u64,
     /// What recovery did, manifest by manifest (the first [`RECOVERED_SHOWN`]).
     pub recovered: Vec<RecoveredManifest>,
-/// Per-date detail, in walk order, the first [`DAYS_SHOWN`], dates with work first ([`RunReport::add_day`]).
+    /// Per-date detail, in walk order, the first [`DAYS_SHOWN`], dates with work first ([`RunReport::add_day`]).
     pub days: Vec<DayReport>,
     /// Files left in place with the reason (the first [`SKIPPED_FILES_SHOWN`]).
     pub skipped_files: Vec<SkippedFile>,
@@ -413,7 +413,7 @@ pub struct RunReport {
     pub foreign_objects: u64,
     /// The days' `rows_of_other_days`, summed.
     pub rows_of_other_days: u64,
-/// Errors, one line each; a blocked date is named on every run until resolved.
+    /// Errors, one line each; a blocked date is named on every run until resolved.
     pub errors: Vec<String>,
     /// Reporting failures (MQTT, CloudWatch, one per sink at most); never change the status.
     pub report_errors: Vec<String>,
@@ -454,13 +454,13 @@ impl RunReport {
         self.last_run_status = Status::Failure;
     }
 
-/// Whether the run read `watermark.json` (then and only then `watermark_lag_days` is set).
+    /// Whether the run read `watermark.json` (then and only then `watermark_lag_days` is set).
     pub fn state_known(&self) -> bool {
         self.watermark_lag_days.is_some()
     }
 
-/// Folds one date's report into the run's, cutting its lists to their caps;
-/// logs a `date reported` line per date and a `file skipped` line per skipped file.
+    /// Folds one date's report into the run's, cutting its lists to their caps;
+    /// logs a `date reported` line per date and a `file skipped` line per skipped file.
     pub fn add_day(&mut self, mut day: DayReport) {
         self.add_totals(&mut day);
         if matches!(day.action, DayAction::Swept | DayAction::SweepPlanned) {
@@ -492,7 +492,7 @@ impl RunReport {
             return;
         }
         self.days_truncated = true;
-// A date with work takes the last empty one's place.
+        // A date with work takes the last empty one's place.
         if day.action != DayAction::NothingToCompact
             && let Some(i) =
                 (self.days.iter()).rposition(|d| d.action == DayAction::NothingToCompact)
@@ -508,7 +508,7 @@ impl RunReport {
             .sort_by_key(|d| (d.action == DayAction::NothingToCompact, d.date));
     }
 
-/// [`RunReport::add_day`] for a date not listed in `days`: its totals still count.
+    /// [`RunReport::add_day`] for a date not listed in `days`: its totals still count.
     pub fn add_unlisted_day(&mut self, mut day: DayReport) {
         self.add_totals(&mut day);
     }
@@ -534,8 +534,8 @@ impl RunReport {
         }
     }
 
-/// Records a parity mismatch of `count` flights; `first`, the first in uuid
-/// order, needs only [`UUIDS_SHOWN`] of them.
+    /// Records a parity mismatch of `count` flights; `first`, the first in uuid
+    /// order, needs only [`UUIDS_SHOWN`] of them.
     pub fn set_mismatch(&mut self, date: NaiveDate, count: u64, first: &[uuid::Uuid]) {
         self.mismatch_date = Some(date);
         self.mismatch_uuid_count = count;
@@ -545,7 +545,7 @@ impl RunReport {
         self.mismatch_uuids_truncated = count > UUIDS_SHOWN as u64;
     }
 
-/// Notes one read of `day`'s rows of other days: the largest wins (a later pass re-reads the earlier one's output).
+    /// Notes one read of `day`'s rows of other days: the largest wins (a later pass re-reads the earlier one's output).
     pub fn note_other_days(day: &mut DayReport, found: &crate::data::merge::OtherDays) {
         if found.rows > day.rows_of_other_days {
             day.rows_of_other_days = found.rows;
@@ -565,8 +565,8 @@ impl RunReport {
         self.recovered_truncated = recovered.len() > RECOVERED_SHOWN;
     }
 
-/// Bounds the report (idempotent): lists cut to their caps (`errors` keeps its
-/// last), then the largest list halved while the JSON is over [`REPORT_MAX_BYTES`].
+    /// Bounds the report (idempotent): lists cut to their caps (`errors` keeps its
+    /// last), then the largest list halved while the JSON is over [`REPORT_MAX_BYTES`].
     pub fn bound(&mut self) {
         self.recovered_total = self.recovered_total.max(self.recovered.len() as u64);
         if cut(&mut self.recovered, RECOVERED_SHOWN) {
