@@ -156,9 +156,7 @@ pub enum DefaultIs {
 }
 
 impl DefaultIs {
-    /// The number of a [`DefaultIs::Number`] or [`DefaultIs::Derived`].
-    /// # Panics
-    /// On any other default.
+    /// The number of a [`DefaultIs::Number`] or [`DefaultIs::Derived`]; panics on any other.
     pub const fn figure(self) -> u64 {
         match self {
             DefaultIs::Number(n) | DefaultIs::Derived(_, n) => n,
@@ -180,8 +178,7 @@ impl std::fmt::Display for DefaultIs {
     }
 }
 
-/// How a setting's text is read: trimmed (but [`Parse::Verbatim`]), empty is
-/// unset; anything else not taken is an [`Error::Config`].
+/// How a setting's text is read; what the parser does not take is an [`Error::Config`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Parse {
     /// Any text.
@@ -226,7 +223,7 @@ pub struct Setting {
 }
 
 impl Setting {
-    /// Trimmed (a [`Parse::Verbatim`] one as given); `None` when unset or empty.
+    /// Trimmed (but [`Parse::Verbatim`]); `None` when unset or empty.
     fn given<'a>(&self, env: &'a HashMap<String, String>) -> Option<&'a str> {
         let v = env.get(self.name)?;
         let v = match self.parse {
@@ -366,8 +363,7 @@ pub struct MqttConfig {
     pub username: Option<String>,
     /// Password ([`MQTT_PASSWORD`]). Ignored when `password_secret_arn` is set.
     pub password: Option<String>,
-    /// Secrets Manager secret (ARN or name) whose `SecretString` is the password
-    /// ([`MQTT_PASSWORD_SECRET_ARN`]); wins over `password`.
+    /// Secrets Manager secret (ARN or name) whose `SecretString` is the password; wins over `password`.
     pub password_secret_arn: Option<String>,
     /// TLS on ([`MQTT_TLS`]).
     pub tls: bool,
@@ -465,11 +461,9 @@ impl Config {
         Config::from_map(&std::env::vars().collect())
     }
 
-    /// Refuses a `--max-duration` not above `DEADLINE_MARGIN_SECONDS`: no date
-    /// would start and the run would end `Success` having done nothing.
+    /// Refuses a `--max-duration` not above `DEADLINE_MARGIN_SECONDS`: no date would start.
     ///
-    /// # Errors
-    /// [`Error::Config`] naming `--max-duration`, both figures (seconds) and the two ways out.
+    /// Errors: [`Error::Config`] naming `--max-duration`, both figures (seconds) and the two ways out.
     pub fn check_max_duration(&self, max_duration: Duration) -> Result<(), Error> {
         if max_duration > self.deadline_margin {
             return Ok(());
@@ -514,10 +508,10 @@ fn bad(name: &str, reason: impl Into<String>) -> Error {
     }
 }
 
-/// Checks an `MQTT_TOPIC_ROOT` and drops its trailing `/`s. A published topic
-/// may not hold `#`, `+` or NUL (MQTT 3.1.1, 4.7.1 and 1.5.3; the broker refuses it).
+/// Checks an `MQTT_TOPIC_ROOT` and drops its trailing `/`s.
 ///
-/// Errors: [`Error::Config`] naming `MQTT_TOPIC_ROOT` and the character.
+/// Errors: [`Error::Config`] naming the character when it holds `#`, `+` or NUL,
+/// which a published topic may not (MQTT 3.1.1, 4.7.1 and 1.5.3).
 pub fn parse_topic_root(v: &str) -> Result<String> {
     let named = |c: char| match c {
         '#' => "the multi-level wildcard '#'",
@@ -618,9 +612,8 @@ pub fn parse_log_level(v: &str) -> Result<String> {
     Ok(out.join(","))
 }
 
-/// Variables of `env` that look like a mistyped setting (without case, at
-/// most two edits away, at least 6 characters), each with the setting, sorted;
-/// ignored, they would leave the setting at its default, so `main` warns.
+/// Variables of `env` within two edits of a setting's name (without case, at
+/// least 6 characters), each with the setting, sorted: `main` warns of them.
 ///
 /// ```
 /// use std::collections::HashMap;
