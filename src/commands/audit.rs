@@ -467,9 +467,9 @@ fn changed(e: &Error) -> bool {
     matches!(e, Error::PreconditionFailed { .. }) || e.is_not_found()
 }
 
-/// Records each of an audit's sets holds in memory (at most
-/// [`SpillSettings::limit`]); past it, sorted runs on local disk. A fixed rule,
-/// not a setting, so a date's audit holds the same whatever its size.
+/// Records each of an audit's sets holds in memory (fewer when
+/// `FLIGHTS_IN_MEMORY` is lower); past it, sorted runs on local disk. A fixed
+/// rule, not a setting, so a date's audit holds the same whatever its size.
 pub const SET_IN_MEMORY: usize = 1 << 14;
 
 /// Audits one date: its listings, its index files' columns, then merge

@@ -93,7 +93,7 @@ pub enum StopReason {
     ReachedCutoff,
     /// The watermark is already at (or past) the cutoff.
     NothingToDo,
-    /// No watermark, no `START_DATE` and no `index/` partition: nothing to start from.
+    /// No watermark, no `START_DATE`, and no `index/` or `flights/` partition: nothing to start from.
     NoPartitions,
     /// Parity failed on `mismatch_date`.
     Mismatch,

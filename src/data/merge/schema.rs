@@ -158,8 +158,7 @@ pub fn decoded_from(
     };
     drop(batches);
     if conformed {
-        // The reader checked names, types and nullability against the footer; the
-        // shared schema makes later schema comparisons pointer compares.
+        // The reader checked the footer; the shared schema makes later comparisons pointer compares.
         if let Ok(batch) = batch.clone().with_schema(target_schema()) {
             return Ok(Decoded {
                 batch,
@@ -212,7 +211,6 @@ pub fn conform(batch: &RecordBatch) -> Result<Decoded, Unmergeable> {
     let target = target_schema();
     let rows = batch.num_rows();
     let schema = batch.schema();
-    // Columns grouped by name without case, in the order first written.
     let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
     for (i, f) in schema.fields().iter().enumerate() {
         let lower = column_key(f.name());
@@ -369,8 +367,7 @@ pub(super) fn conform_column(target: &Field, col: &ArrayRef) -> Result<ArrayRef,
             })
         }
         (DataType::Timestamp(TimeUnit::Microsecond, tz), DataType::Timestamp(unit, _)) => {
-            // Timezone-aware and naive timestamps both store the instant as
-            // UTC-based epoch values in Arrow/Parquet; only the unit changes.
+            // Aware and naive timestamps both store UTC epoch values; only the unit changes.
             let values = col.as_primitive_opt::<arrow_array::types::Int64Type>();
             let raw: Vec<Option<i64>> = match values {
                 Some(v) => v.iter().collect(),

@@ -2,6 +2,7 @@
 //! conversions into it. A column the target does not know is kept exactly or
 //! its file is left in place. Its type is a join ([`ExtraColumns`]) over every
 //! type the day's inputs hold in it, in any order:
+//!
 //! | types seen (all-null columns do not count) | the day's type |
 //! |---|---|
 //! | one type | that type |
@@ -32,8 +33,7 @@ const F64_EXACT: u64 = 1 << 53;
 /// What the day's inputs hold in one extra column so far.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Seen {
-    /// The type declared where the column was first seen (the day's type
-    /// while every value is null).
+    /// The type declared where first seen (the day's type while every value is null).
     declared: Option<DataType>,
     /// Widest signed integer width seen (bits).
     signed: Option<u8>,
@@ -122,7 +122,6 @@ where
 }
 
 impl Seen {
-    /// Adds what `col` holds.
     fn add(&mut self, col: &ArrayRef) {
         let t = col.data_type();
         if self.declared.is_none() {
@@ -158,7 +157,7 @@ impl Seen {
         }
     }
 
-    /// The day's type for what was seen, or why there is none.
+    /// The day's type, or why there is none.
     fn resolve(&self) -> Result<DataType, String> {
         let numeric = self.signed.is_some() || self.unsigned.is_some() || self.float.is_some();
         let kinds = [
