@@ -354,10 +354,8 @@ pub struct AuditReport {
     pub resume_date: Option<NaiveDate>,
 }
 
-/// Audits `opts.from` to `opts.to`.
-///
-/// Errors: only a bad range ([`DateRange::new`]); a date that fails is in
-/// [`AuditReport::unfinished`].
+/// Audits `opts.from` to `opts.to`. Errors: only a bad range
+/// ([`DateRange::new`]); a date that fails is in [`AuditReport::unfinished`].
 pub async fn audit(
     store: &(impl Store + Clone),
     config: &Config,
@@ -527,9 +525,7 @@ struct Holding<'a> {
 }
 
 /// Reads the `s3_key` and `first_message` columns of every index file of
-/// `listed` into `day`: the multi-row inputs, then the per-flight files.
-///
-/// Errors: as [`audit_day`].
+/// `listed` into `day` (multi-row inputs first). Errors: as [`audit_day`].
 async fn read_index<'a>(
     store: &impl Store,
     listed: &'a Day,
@@ -573,11 +569,9 @@ async fn read_index<'a>(
     Ok(held)
 }
 
-/// Reads the per-flight files of `listed` a listing page at a time (the next
-/// listed while one is read). A file written since the first listing is passed
-/// by; one gone since ends the date with a not-found error (audited again).
-///
-/// Errors: as [`audit_day`].
+/// Reads the per-flight files of `listed` a listing page at a time. One
+/// written since the first listing is passed by; one gone since ends the date
+/// with a not-found error (audited again). Errors: as [`audit_day`].
 async fn per_flight_pages(
     store: &impl Store,
     listed: &Day,
@@ -648,9 +642,8 @@ async fn per_flight_pages(
     Ok(())
 }
 
-/// Counts one index file's read into `day` and its rows into `h`: its number, `None` when unreadable.
-///
-/// Errors: [`Error::Spill`] when the rows' set cannot be written.
+/// Counts one index file's read into `day` and its rows into `h`: its number,
+/// `None` when unreadable. Errors: [`Error::Spill`].
 fn add_file(
     h: &mut Holding<'_>,
     day: &mut DayAudit,
@@ -756,9 +749,8 @@ async fn find_missing(
     Ok(())
 }
 
-/// Counts the flights with more than one row (one pass), naming the first ones' files.
-///
-/// Errors: a set on disk that cannot be read back.
+/// Counts the flights with more than one row (one pass), naming the first
+/// ones' files. Errors: a set on disk that cannot be read back.
 fn find_duplicated(held: &Held<'_>, day: &mut DayAudit) -> Result<()> {
     // (flight, rows, its first files' numbers) of the flight being counted.
     let mut this: Option<(Uuid, u32, Vec<u32>)> = None;
@@ -803,8 +795,7 @@ fn find_duplicated(held: &Held<'_>, day: &mut DayAudit) -> Result<()> {
 }
 
 /// The keys of the files numbered `wanted` (one pass over the per-flight set).
-///
-/// Errors: the per-flight set on disk that cannot be read back.
+/// Errors: the set on disk that cannot be read back.
 fn file_keys(
     held: &Held<'_>,
     date: NaiveDate,

@@ -475,9 +475,7 @@ pub async fn gather(
 }
 
 /// The watermark; `None`, with the error in `s.errors`, when the file is not
-/// a watermark ([`Error::BadState`]).
-///
-/// Errors: any other S3 error.
+/// a watermark ([`Error::BadState`]). Errors: any other S3 error.
 async fn read_watermark(
     store: &impl Store,
     s: &mut StatusReport,
@@ -516,9 +514,8 @@ fn check_watermark_ahead(s: &mut StatusReport, config: &Config, as_of: DateTime<
     }
 }
 
-/// One live manifest as it reads now; `None` when it vanished since the listing.
-///
-/// Errors: S3 errors reading it or listing its date.
+/// One live manifest as it reads now; `None` when it vanished since the
+/// listing. Errors: S3 errors reading it or listing its date.
 async fn manifest_status(
     store: &impl Store,
     m: &crate::infra::storage::ObjectMeta,

@@ -1,7 +1,5 @@
 //! The driver: lease, recover, walk dates, commit each, advance the watermark,
-//! and produce the [`RunReport`]. It only orchestrates; decisions are in
-//! [`crate::protocol::plan`], I/O phases in [`crate::protocol::commit`] and
-//! [`crate::protocol::recovery`].
+//! report. It only orchestrates: decisions are in [`crate::protocol`].
 
 mod day;
 mod watermark;
@@ -112,8 +110,7 @@ impl<S> Ctx<'_, '_, S> {
     }
 }
 
-/// What every step of one invocation works with, with the lease fence
-/// (checked before each destructive step) and what recovery found.
+/// What every step of one invocation works with.
 struct Ctx<'a, 'f, S> {
     store: &'a S,
     config: &'a Config,
