@@ -105,8 +105,7 @@ pub async fn publish(config: &MqttConfig, messages: &[Message]) -> Vec<ReportErr
             }
             Err(e) => e,
         };
-        // The broker closed the connection while publishing: the messages not
-        // acknowledged go again one at a time (see the docstring).
+        // Closed while publishing: the rest go again one at a time.
         let dropped = matches!(error, ReportError::Mqtt { .. }) && progress.connected;
         let first_pending = progress.done.iter().position(|done| !done);
         let at = first_pending.filter(|_| dropped && attempt > 1);
@@ -183,8 +182,7 @@ async fn connect_once(
     (result, progress)
 }
 
-/// Which message (by index) the next connection sends last and alone, and
-/// which it leaves out.
+/// Which message the next connection sends last and alone, and which it leaves out.
 #[derive(Debug, Default)]
 struct Requeue {
     again_last: Option<usize>,
@@ -192,8 +190,7 @@ struct Requeue {
 }
 
 impl Requeue {
-    /// The `left` messages the next connection sends: those not `done` and
-    /// not refused, in order, the one to go again last at the end.
+    /// The `left` messages not `done` nor refused, in order, the one to go again last.
     fn next(&self, messages: Vec<Message>, done: &[bool], left: usize) -> Vec<Message> {
         let mut next: Vec<Message> = Vec::with_capacity(left);
         let mut last = None;

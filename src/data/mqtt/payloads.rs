@@ -43,11 +43,9 @@ enum Known {
     /// Read from the state file: only when the run read it
     /// ([`RunReport::state_known`]).
     FromState,
-    /// The mismatch: when the state was read and either this run found a
-    /// mismatch or the state holds none (`mismatch_runs` 0). A run that
-    /// read a state still blocked on an earlier mismatch date but did not
-    /// check that date again (a Failure before it, the deadline) does not
-    /// know whether the mismatch persists.
+    /// The mismatch: when the state was read and this run found a mismatch or
+    /// the state holds none. A run that did not re-check a recorded mismatch
+    /// date (a Failure before it, the deadline) does not know whether it persists.
     Mismatch,
 }
 
