@@ -53,7 +53,7 @@ pub struct RunOptions {
     pub only_date: Option<NaiveDate>,
     /// Repair a range of dates (UTC, both included): each date holding
     /// something to fold is merged into one compacted file through the same
-    /// protocol ([`repair_range`]); the watermark is never written.
+    /// protocol; the watermark is never written, and a mismatch is reported as the range goes on.
     pub repair: Option<DateRange>,
     /// The wall clock the lease reads (the simulation injects its own).
     pub clock: Arc<dyn Clock>,
