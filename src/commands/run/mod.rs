@@ -331,7 +331,6 @@ async fn walk(
     result
 }
 
-/// The walk (or `--date`), then, for the walk, the straggler sweep.
 async fn walk_and_sweep(
     cx: &mut Ctx<'_, '_, impl Store>,
     report: &mut RunReport,
@@ -470,7 +469,6 @@ async fn walk_dates(
     Ok(())
 }
 
-/// Logs and reports how many dates a walk or a range goes through.
 fn walking(cx: &Ctx<'_, '_, impl Store>, dates: &[NaiveDate]) {
     let (first, last) = (dates[0], dates[dates.len() - 1]);
     tracing::info!(%first, %last, count = dates.len(), "walking dates");
@@ -666,10 +664,8 @@ async fn sweep(
 }
 
 /// A repair range ([`RunOptions::repair`]) through [`process_day`] in
-/// [`DayMode::Repair`]. Not written: the watermark and mismatch bookkeeping.
-/// Mismatch when any date mismatched (its `days[]` entry says so; the
-/// `mismatch_*` fields stay the state's), Failure when a date is blocked or an
-/// error stopped the range.
+/// [`DayMode::Repair`]: Mismatch when any date mismatched (its `days[]` entry
+/// says so), Failure when a date is blocked or an error stopped the range.
 async fn repair_range(
     cx: &mut Ctx<'_, '_, impl Store>,
     report: &mut RunReport,
