@@ -601,7 +601,7 @@ pub async fn prune(store: &impl Store, opts: &PruneOptions) -> Result<PruneRepor
 /// Through directory handles, never a path: `dir` opened (a link there is
 /// the operator's mount), then `year=`, `month=`, `day=` with `O_NOFOLLOW |
 /// O_DIRECTORY`, then `unlinkat`. A folder swapped for a link since the walk
-/// fails its open, so nothing outside `dir` is deleted.
+/// fails its open, so nothing outside `dir` is deleted; a file swapped for a link loses the link.
 pub fn execute(dir: &Path, plan: &PrunePlan, r: &mut PruneReport) {
     let mut days = DayHandles::new(dir);
     for c in &plan.delete {
