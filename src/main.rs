@@ -1,8 +1,6 @@
 //! `archive-compaction`: a Lambda function when `AWS_LAMBDA_RUNTIME_API` is
-//! set, a command-line tool otherwise. Both are thin shells over
-//! [`archive_compaction::app::invoke`]; `status` is
-//! [`archive_compaction::commands::status`]. On a terminal, `run` shows a progress bar
-//! over dates ([`archive_compaction::commands::progress`]).
+//! set, a command-line tool otherwise; both thin shells over
+//! [`archive_compaction::app::invoke`].
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -185,10 +183,9 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         .map_err(|e| format!("expected a duration like 600s, 14m or 1h 30m, got {s:?}: {e}"))
 }
 
-/// Logs to stderr, filtered by `level` (`LOG_LEVEL`, a [`Targets`] filter;
-/// `info` when the configuration is bad): JSON lines in Lambda, else text,
-/// coloured only on a terminal without `NO_COLOR`. With a progress bar, log
-/// lines are written above it.
+/// Logs to stderr, filtered by `level` (`info` when the configuration is
+/// bad): JSON lines in Lambda, else text, coloured only on a terminal without
+/// `NO_COLOR`; above the progress bar when there is one.
 fn init_tracing(level: &str, json: bool, bar: Option<ProgressBar>) {
     let ansi = !json && std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let filter: Targets = level
@@ -232,15 +229,13 @@ fn print_json(report: &impl serde::Serialize) {
     );
 }
 
-/// A command's report that stops: logged, one line on stderr
-/// (`archive-compaction {command}: {e}`), exit code 1.
+/// A command's report that stops: logged, one line on stderr, exit code 1.
 fn command_failed(command: &str, e: &dyn std::fmt::Display) -> ExitCode {
     tracing::error!(error = %e, command, "stopped without a report");
     eprintln!("archive-compaction {command}: {e}");
     ExitCode::from(1)
 }
 
-/// Prints a status as JSON (`--json`) or text.
 fn print_status(s: &status::StatusReport, json: bool) {
     if json {
         print_json(s);
@@ -250,8 +245,8 @@ fn print_status(s: &status::StatusReport, json: bool) {
 }
 
 /// mimalloc instead of glibc's malloc: the per-file path makes many small
-/// short-lived allocations, which glibc serves slowly (docs/performance.md,
-/// "CPU per file"). Feature `system-allocator` leaves it out, for profilers.
+/// short-lived allocations (docs/performance.md, "CPU per file"). Feature
+/// `system-allocator` leaves it out, for profilers.
 #[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -277,9 +272,8 @@ fn main() -> ExitCode {
         bar.clone(),
     );
     warn_mistyped_settings();
-    // One thread: the work is I/O-bound GETs plus a decode per file, and a
-    // Lambda below 1,769 MB has less than one vCPU, so worker threads only add
-    // wake-ups and context switches (docs/performance.md, "CPU per file").
+    // One thread: the work is I/O-bound, and a Lambda below 1,769 MB has less
+    // than one vCPU, so worker threads only add wake-ups.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -311,9 +305,8 @@ fn main() -> ExitCode {
     })
 }
 
-/// The command line, `None` in Lambda. `Err` is the exit code of a usage
-/// error, printed: 1 (a Failure: nothing was done), never 2, which means
-/// Mismatch; 0 for --help and --version.
+/// The command line, `None` in Lambda. `Err` is a usage error's exit code,
+/// printed: 1 (nothing was done), never 2, which means Mismatch; 0 for --help and --version.
 fn parse_cli(lambda: bool) -> Result<Option<Cli>, ExitCode> {
     if lambda {
         return Ok(None);
@@ -324,8 +317,7 @@ fn parse_cli(lambda: bool) -> Result<Option<Cli>, ExitCode> {
     })
 }
 
-/// `run --from --to`'s range. A reversed or too long one is a usage error
-/// too: exit 1, no report (and nothing published).
+/// `run --from --to`'s range; reversed or too long is a usage error (exit 1, no report).
 fn repair_range(cli: Option<&Cli>) -> Result<Option<DateRange>, ExitCode> {
     let Some(Cli {
         command:
@@ -347,8 +339,7 @@ fn repair_range(cli: Option<&Cli>) -> Result<Option<DateRange>, ExitCode> {
     }
 }
 
-/// The settings. A --max-duration within DEADLINE_MARGIN_SECONDS is a bad
-/// setting: refused like one, before anything is read.
+/// The settings; a --max-duration within DEADLINE_MARGIN_SECONDS is refused like a bad setting.
 fn load_config(cli: Option<&Cli>) -> archive_compaction::infra::error::Result<Config> {
     Config::from_env().and_then(|c| match cli {
         Some(Cli {
@@ -379,8 +370,7 @@ fn date_bar(config_ok: bool, cli: Option<&Cli>) -> Option<ProgressBar> {
     .then(progress::date_bar)
 }
 
-/// A variable one or two letters off a setting is ignored, which would
-/// leave that setting at its default in silence (MQTT_HOTS: no MQTT).
+/// Warns of each variable that looks like a mistyped setting (`config::mistyped_settings`).
 fn warn_mistyped_settings() {
     for (variable, setting) in
         archive_compaction::data::config::mistyped_settings(&std::env::vars().collect())
@@ -393,9 +383,8 @@ fn warn_mistyped_settings() {
     }
 }
 
-/// SIGTERM / SIGINT, in Lambda and for `run`: a run under way stops cleanly
-/// (lease released, report printed); with none under way, or on a second
-/// signal, the process exits at once with 128 + the signal's number.
+/// SIGTERM / SIGINT, in Lambda and for `run`: a run under way stops cleanly;
+/// with none, or on a second signal, the process exits at once with 128 + the signal.
 fn listen_for_signals(deps: &Deps, cli: Option<&Cli>) {
     let runs = cli.is_none_or(|c| matches!(c.command, Command::Run { .. }));
     if runs
@@ -442,9 +431,8 @@ async fn run_command(
     }
 }
 
-/// A bad configuration: nothing is read, written or deleted, exit 1. `run`
-/// (and Lambda) print a Failure report, `status` a status, `audit` and
-/// `prune-cache` the reason on stderr.
+/// A bad configuration: nothing is read, written or deleted, exit 1; `run`
+/// (and Lambda) print a Failure report, `status` a status, the others the reason.
 fn bad_config(command: Option<Command>, e: &archive_compaction::infra::error::Error) -> ExitCode {
     tracing::error!(error = %e, "bad configuration");
     match command {
@@ -480,8 +468,7 @@ fn bad_config(command: Option<Command>, e: &archive_compaction::infra::error::Er
     ExitCode::from(1)
 }
 
-/// `run`: one invocation within `max_duration`, the report as JSON on
-/// stdout; the exit code is the status's.
+/// `run`: one invocation within `max_duration`; the exit code is the status's.
 async fn run(
     deps: &Deps,
     mut opts: RunOptions,
@@ -496,8 +483,7 @@ async fn run(
     ExitCode::from(report.last_run_status.exit_code() as u8)
 }
 
-/// `status`: the state read-only, and the last run from MQTT's retained
-/// topics when MQTT is set; exit 1 when something could not be read.
+/// `status`, with the last run from MQTT when set; exit 1 when something could not be read.
 async fn status(deps: &Deps, now: Option<DateTime<Utc>>, days: usize, json: bool) -> ExitCode {
     let as_of = Utc::now();
     let opts = StatusOptions {
@@ -543,9 +529,8 @@ async fn status(deps: &Deps, now: Option<DateTime<Utc>>, days: usize, json: bool
     }
 }
 
-/// `audit`: the report as JSON on stdout and, when stderr is a terminal,
-/// [`audit::format_human`] on stderr; the exit code is
-/// [`audit::AuditStatus::exit_code`], 1 for a bad range.
+/// `audit`: JSON on stdout, [`audit::format_human`] on stderr on a terminal;
+/// exit [`audit::AuditStatus::exit_code`], 1 for a bad range.
 async fn audit(
     deps: &Deps,
     from: chrono::NaiveDate,
@@ -570,8 +555,7 @@ async fn audit(
     }
 }
 
-/// `prune-cache`: the JSON summary on stdout, a human line on stderr when it
-/// is a terminal; an error deletes nothing and exits 1.
+/// `prune-cache`: JSON on stdout, a line on stderr on a terminal; an error deletes nothing and exits 1.
 async fn prune_cache(deps: &Deps, dir: std::path::PathBuf, dry_run: bool) -> ExitCode {
     use archive_compaction::commands::prune::{self, PruneOptions};
     match prune::prune(&deps.store, &PruneOptions { dir, dry_run }).await {

@@ -1,18 +1,12 @@
 //! `archive-compaction audit --from A --to B` (and the Lambda event
-//! `{"audit": {"from": A, "to": B}}`): proves, read-only, that a range of
-//! days holds every flight exactly once, and names what does not.
+//! `{"audit": {"from": A, "to": B}}`): proves, read-only, that a range of days
+//! holds every flight exactly once, and names what does not.
 //!
-//! Read-only (ListObjectsV2 and ranged GetObject; no lease, write or
-//! delete), so it is safe beside a running job. Each date is listed with the
-//! run's own listing ([`crate::protocol::day::Day::list_window`]), and every index file's
-//! `s3_key` and `first_message` columns are read with the run's bounded
-//! reader ([`crate::data::input`]: the footer checked against `INPUT_BUDGET_MB`,
-//! then those two columns' chunks, each GET `If-Match` the listed ETag).
-//! Rows count as the parity gate counts them: a per-flight file holding no
-//! row of its own flight, or unreadable, leaves that flight `missing`.
-//!
-//! What a date can hold that is not "every flight exactly once", each
-//! counted exactly, with the first [`EXAMPLES_MAX`] examples:
+//! Read-only (no lease, write or delete), so safe beside a running job. It
+//! lists and reads with the run's own code ([`crate::protocol::day::Day::list_window`],
+//! [`crate::data::input`]) and counts rows as the parity gate does.
+//! What a date can hold besides "every flight exactly once", each counted
+//! exactly, with the first [`EXAMPLES_MAX`] examples:
 //!
 //! | finding | what | what fixes it |
 //! |---|---|---|
@@ -23,19 +17,10 @@
 //! | `other_day_rows` | a multi-row input's row whose `first_message` UTC date is not the partition's (the run's `rows_of_other_days` rule: [`crate::data::merge::is_other_day`]) | a person |
 //! | `unreadable_files` | an index file whose footer or `s3_key` column cannot be read (its rows are not counted) | a per-flight file: the archive writer rewrites it from its `flights/` object; a multi-row file: a person |
 //!
-//! A date the audit could not finish (an S3 error after the SDK's retries,
-//! or an input that changed twice while it was read: a run was folding the
-//! day) is listed in [`AuditReport::unfinished`]; dates not started before
-//! the deadline leave [`AuditReport::resume_date`]. Exit code
-//! ([`AuditStatus::exit_code`]): 0 clean, 2 findings, 1 incomplete.
-//!
-//! Memory: per date ([`DATES_IN_FLIGHT`] at once) one listing page of its
-//! index keys, its sets of flights, per-flight files and rows (each at most
-//! [`SET_IN_MEMORY`] records in memory, the rest on local disk: see
-//! [`audit_day`]), plus one row group's two column chunks of up to
-//! [`FILES_IN_FLIGHT`] files; GETs are bounded by `READ_CONCURRENCY`. What a
-//! date holds does not grow with its files or flights.
-//!
+//! A date the audit could not finish (an S3 error after retries, or an input
+//! that changed twice while read: a run was folding the day) is in
+//! [`AuditReport::unfinished`]; the deadline leaves [`AuditReport::resume_date`].
+//! Memory per date does not grow with its files or flights ([`audit_day`]).
 //! ```
 //! use archive_compaction::commands::audit::{audit, AuditOptions, AuditStatus};
 //! use archive_compaction::infra::storage::MemoryStore;
@@ -184,8 +169,7 @@ pub struct DuplicateExample {
     pub flight: Uuid,
     /// Its rows in the partition.
     pub rows: u32,
-    /// The index files holding them (the first [`EXAMPLE_FILES_MAX`], key
-    /// order; a file holding two of them is named once).
+    /// The index files holding them (the first [`EXAMPLE_FILES_MAX`], key order).
     pub files: Vec<String>,
 }
 
@@ -366,16 +350,12 @@ pub struct AuditReport {
     pub days: Vec<DayAudit>,
     /// Dates that could not be audited, with why.
     pub unfinished: Vec<Unfinished>,
-    /// The first date not started before the deadline: `audit --from
-    /// {resume_date} --to {to}` continues.
+    /// The first date not started before the deadline, where `audit --from {resume_date}` continues.
     pub resume_date: Option<NaiveDate>,
 }
 
-/// Audits `opts.from` to `opts.to` (see the module docs).
-///
-/// Errors: only a bad range ([`DateRange::new`]: reversed, or longer than
-/// [`crate::protocol::day::MAX_RANGE_DAYS`]); a date that fails is in
-/// [`AuditReport::unfinished`].
+/// Audits `opts.from` to `opts.to`. Errors: only a bad range
+/// ([`DateRange::new`]); a date that fails is in [`AuditReport::unfinished`].
 pub async fn audit(
     store: &(impl Store + Clone),
     config: &Config,
@@ -485,26 +465,19 @@ fn changed(e: &Error) -> bool {
     matches!(e, Error::PreconditionFailed { .. }) || e.is_not_found()
 }
 
-/// Records an audit's sets hold in memory each ([`SpillSettings::limit`],
-/// or less when `FLIGHTS_IN_MEMORY` is lower); past it, sorted runs on
-/// local disk ([`crate::data::spill`]). A fixed rule, not a setting, so a
-/// date's audit holds the same whatever its size: 16,384 records are
-/// 256 KiB of uuids, 384 KiB of row records.
+/// Records each of an audit's sets holds in memory (fewer when
+/// `FLIGHTS_IN_MEMORY` is lower); past it, sorted runs on local disk. A fixed
+/// rule, not a setting, so a date's audit holds the same whatever its size.
 pub const SET_IN_MEMORY: usize = 1 << 14;
 
-/// Audits one date: its listings, then its index files' columns, then the
-/// merge passes that find its missing and duplicated flights.
+/// Audits one date: its listings, its index files' columns, then merge
+/// passes for missing and duplicated flights. Memory whatever the date's size:
+/// no per-flight key held (listed with a window of none, then a page at a
+/// time as read), the sets [`SET_IN_MEMORY`] records each, the rest on disk.
 ///
-/// Memory, whatever the date's size: no per-flight file's key is held (the
-/// partition is listed with a window of none, then again a page at a time
-/// as its files are read), and the sets of flights, per-flight files and
-/// rows hold [`SET_IN_MEMORY`] records each, the rest on local disk (24 B
-/// a row, 20 B a per-flight file, 16 B a flight).
-///
-/// Errors: an S3 error listing or reading (after the SDK's retries);
-/// [`Error::PreconditionFailed`] or a not-found error when an input changed
-/// or vanished since the listing; [`Error::Spill`] when a set's runs cannot
-/// be written or read back.
+/// Errors: an S3 error (after the SDK's retries); [`Error::PreconditionFailed`]
+/// or not-found when an input changed or vanished since the listing (audited
+/// again); [`Error::Spill`] when a set's runs cannot be written or read back.
 pub async fn audit_day(
     store: &impl Store,
     date: NaiveDate,
@@ -528,21 +501,18 @@ pub async fn audit_day(
     Ok(day)
 }
 
-/// Who holds each flight's rows in a partition: what [`read_index`] found.
-/// Files are numbered in the order read, the readable ones alone: the
-/// multi-row inputs first, then the per-flight files in key order.
+/// Who holds each flight's rows in a partition. Files are numbered in the
+/// order read, the readable ones alone: multi-row inputs, then per-flight files.
 #[derive(Debug, Default)]
 struct Held<'a> {
     /// The multi-row inputs read, by number.
     multi_row: Vec<&'a str>,
     /// The per-flight files read: (the uuid of the file's name, its number).
     per_flight: SortedSet<(Uuid, u32)>,
-    /// The keys of the per-flight files not named `{uuid}.parquet` in lower
-    /// case (a writer's other spelling), by number: none from the archive writer.
+    /// Keys of per-flight files not named `{uuid}.parquet` in lower case, by number.
     other_names: BTreeMap<u32, String>,
-    /// One record a row naming a flight: (the flight, the file's number,
-    /// the row's number among the file's rows naming a flight). In order,
-    /// a flight's rows are together, their files in the order read.
+    /// One record a row naming a flight: (flight, file number, row number among
+    /// the file's flight rows); a flight's rows are together, files in read order.
     rows: SortedSet<(Uuid, u32, u32)>,
 }
 
@@ -555,11 +525,7 @@ struct Holding<'a> {
 }
 
 /// Reads the `s3_key` and `first_message` columns of every index file of
-/// `listed`, counting into `day` what each file holds: the multi-row inputs
-/// of the listing, then the per-flight files listed again a page at a time
-/// ([`per_flight_pages`]).
-///
-/// Errors: as [`audit_day`].
+/// `listed` into `day` (multi-row inputs first). Errors: as [`audit_day`].
 async fn read_index<'a>(
     store: &impl Store,
     listed: &'a Day,
@@ -575,11 +541,9 @@ async fn read_index<'a>(
         rows: SortedSetBuilder::new(spill),
         files: 0,
     };
-    // Multi-row inputs, then per-flight files, a few at a time (each GET
-    // takes a shared permit). Every row counts for the flight its `s3_key`
-    // names, as Athena counts it and as the parity gate proves a flight: a
-    // per-flight file without its own flight's row, or unreadable, leaves
-    // that flight missing (`partition::unread_rows`).
+    // Every row counts for the flight its `s3_key` names, as Athena counts it and
+    // the parity gate proves it: a per-flight file without its own flight's row,
+    // or unreadable, leaves that flight missing.
     let mut reads = stream::iter(listing.multi_row_inputs())
         .map(|(meta, _)| async move {
             let r = read_columns(store, meta, date, flights, gets, budget).await?;
@@ -605,13 +569,9 @@ async fn read_index<'a>(
     Ok(held)
 }
 
-/// Reads the per-flight files of `listed` a listing page at a time (the
-/// next page listed while one is read), so no more than a page of their
-/// keys is held. The listing of [`audit_day`] counted them and kept their
-/// uuids: a file written since is passed by, one gone since ends the audit
-/// of the date with a not-found error (a run folded the day: audited again).
-///
-/// Errors: as [`audit_day`].
+/// Reads the per-flight files of `listed` a listing page at a time. One
+/// written since the first listing is passed by; one gone since ends the date
+/// with a not-found error (audited again). Errors: as [`audit_day`].
 async fn per_flight_pages(
     store: &impl Store,
     listed: &Day,
@@ -682,10 +642,8 @@ async fn per_flight_pages(
     Ok(())
 }
 
-/// Counts one index file's read into `day` and its rows into `h`: its
-/// number, or `None` when unreadable.
-///
-/// Errors: [`Error::Spill`] when the rows' set cannot be written.
+/// Counts one index file's read into `day` and its rows into `h`: its number,
+/// `None` when unreadable. Errors: [`Error::Spill`].
 fn add_file(
     h: &mut Holding<'_>,
     day: &mut DayAudit,
@@ -744,11 +702,10 @@ fn holding_flights(rows: &SortedSet<(Uuid, u32, u32)>) -> impl Iterator<Item = R
     })
 }
 
-/// Counts the flights of `flights` no file holds a row of (one merge pass
-/// over the two sets, in uuid order), and names the first ones' flight keys.
+/// Counts the flights no file holds a row of (one pass over both sets) and
+/// names the first ones' keys.
 ///
-/// Errors: a set on disk that cannot be read back; an S3 error listing
-/// the examples' keys.
+/// Errors: a set on disk that cannot be read back; an S3 error listing the keys.
 async fn find_missing(
     store: &impl Store,
     flights: &UuidSet,
@@ -756,8 +713,7 @@ async fn find_missing(
     day: &mut DayAudit,
 ) -> Result<()> {
     let date = day.date;
-    // The examples' flight keys: listed again for them alone (the date's
-    // listing keeps uuids, 16 B a flight, not keys).
+    // The listing kept uuids, not keys: listed again for the examples alone.
     let mut examples = Flights::default();
     let mut holding = holding_flights(&held.rows).peekable();
     for u in flights.iter() {
@@ -793,10 +749,8 @@ async fn find_missing(
     Ok(())
 }
 
-/// Counts the flights with more than one row, in uuid order (one pass over
-/// the rows' set), naming the first ones' files.
-///
-/// Errors: a set on disk that cannot be read back.
+/// Counts the flights with more than one row (one pass), naming the first
+/// ones' files. Errors: a set on disk that cannot be read back.
 fn find_duplicated(held: &Held<'_>, day: &mut DayAudit) -> Result<()> {
     // (flight, rows, its first files' numbers) of the flight being counted.
     let mut this: Option<(Uuid, u32, Vec<u32>)> = None;
@@ -840,10 +794,8 @@ fn find_duplicated(held: &Held<'_>, day: &mut DayAudit) -> Result<()> {
     Ok(())
 }
 
-/// The keys of the files numbered `wanted` ([`Held`]): a multi-row input's
-/// from its list, a per-flight file's from one pass over the per-flight set.
-///
-/// Errors: the per-flight set on disk that cannot be read back.
+/// The keys of the files numbered `wanted` (one pass over the per-flight set).
+/// Errors: the set on disk that cannot be read back.
 fn file_keys(
     held: &Held<'_>,
     date: NaiveDate,
@@ -890,8 +842,7 @@ struct FileRows {
     other_day: Finding<RowExample>,
 }
 
-/// Reads the `s3_key` and `first_message` columns (any case) of one index
-/// file in its listed version, within `budget` ([`crate::data::input::read_columns`]).
+/// Reads the `s3_key` and `first_message` columns of one index file in its listed version.
 ///
 /// Errors: S3 errors; [`Error::PreconditionFailed`] when the object changed.
 /// A file unreadable as an index file is `Ok`, its `outcome` `Err`.
@@ -1033,10 +984,8 @@ fn format_findings(s: &mut Text, f: &Findings) {
     });
 }
 
-/// The findings' columns: the name, then the count.
 const FINDING: [Col; 2] = [Col::Left(27), Col::Right(8)];
 
-/// One finding's line: its count, then its examples as `show` writes them, and its fix.
 fn format_finding<E>(s: &mut Text, name: &str, f: &Finding<E>, show: impl Fn(&E) -> String) {
     s.row(&FINDING, &[&name, &f.count], "");
     let examples: Vec<String> = f.examples.iter().map(show).collect();

@@ -1,9 +1,5 @@
-//! A run's progress, as typed events, and the command line's progress bar
-//! over dates (when stderr is a terminal; never in Lambda).
-//!
-//! The run sends [`Progress`] events to [`crate::commands::run::RunOptions::progress`]
-//! when set; [`bar_sink`] turns them into a bar and [`BarWriter`] writes the
-//! log lines above it. Nothing depends on the text of a log line.
+//! A run's [`Progress`] events and the CLI's progress bar over dates (when
+//! stderr is a terminal; never in Lambda). Nothing depends on a log line's text.
 //!
 //! ```
 //! use archive_compaction::commands::progress::{bar_sink, Progress};
@@ -91,9 +87,8 @@ pub fn date_bar() -> ProgressBar {
     bar
 }
 
-/// A sink that drives `bar`: its length from [`Progress::Dates`], one step
-/// per [`Progress::DateDone`] (a date past the count lengthens it), cleared
-/// at [`Progress::Finished`].
+/// A sink that drives `bar`: its length from [`Progress::Dates`], one step per
+/// [`Progress::DateDone`], cleared at [`Progress::Finished`].
 pub fn bar_sink(bar: ProgressBar) -> ProgressSink {
     ProgressSink::new(move |p| match p {
         Progress::Dates { count } => {
@@ -122,8 +117,7 @@ pub fn bar_sink(bar: ProgressBar) -> ProgressSink {
     })
 }
 
-/// Writes log lines to stderr above the bar (the bar is hidden while a line
-/// is written, then redrawn).
+/// Writes log lines to stderr above the bar.
 #[derive(Debug, Clone)]
 pub struct BarWriter {
     bar: ProgressBar,

@@ -1,28 +1,21 @@
 //! `archive-compaction prune-cache`: keeps the archive host's local index
-//! cache bounded once this job has replaced the Python one.
+//! cache (archive-processor's copy of every per-flight index file, the S3 key
+//! without `index/`) bounded. A Lambda cannot reach it: the host runs this.
 //!
-//! archive-processor writes a local copy of every per-flight index file to
-//! a host directory (the S3 key without `index/`). A Lambda cannot reach it,
-//! so the host's scheduler runs this command.
-//!
-//! A local copy is deleted only when all of these hold (nothing irreversible
-//! without proof):
+//! A local copy is deleted only when all of these hold:
 //!
 //! 1. it is a per-flight index file ([`IndexKey::PerFlight`]) directly in a
-//!    `year=YYYY/month=MM/day=DD/` folder spelled as the bucket's partition
-//!    ([`index_prefix`]);
+//!    folder spelled as the bucket's partition ([`index_prefix`]);
 //! 2. its date is at or before the watermark and not blocked
 //!    ([`crate::protocol::day::BlockReason::keeps_cache`]);
 //! 3. the S3 object it mirrors is no longer in the date's index listing;
-//! 4. its flight is in the date's `flights/` listing: the date passed the
-//!    parity gate, so its row is in a multi-row file (a copy with neither
-//!    object nor flight in S3 may be the only trace of its row).
+//! 4. its flight is in the date's `flights/` listing: the date passed parity,
+//!    so its row is in a multi-row file (a copy with neither object nor
+//!    flight in S3 may be the only trace of its row).
 //!
-//! Everything else stays, counted with why ([`KeptReason`]). Every read
-//! (walk, watermark, state and date listings) comes before the first
-//! delete, so any error deletes nothing ([`PruneError`]).
-//!
-//! S3 access: ListBucket and GetObject on the watermark; nothing is written.
+//! Everything else stays, with why ([`KeptReason`]). Every read comes before
+//! the first delete, so any error deletes nothing ([`PruneError`]). S3:
+//! ListBucket, and GetObject on the watermark; nothing is written.
 //!
 //! ```
 //! use archive_compaction::commands::prune::{PruneOptions, prune};
@@ -254,12 +247,11 @@ fn size_of(meta: &std::fs::Metadata) -> u64 {
     if meta.is_file() { meta.len() } else { 0 }
 }
 
-/// Walks `dir`'s day folders whose path is exactly a bucket partition
-/// ([`index_prefix`]) without `index/`; nothing below a day folder is
-/// walked, links are not followed. An unreadable folder below `dir` is
-/// named in [`CacheWalk::skipped`]. Read-only.
+/// Walks `dir`'s day folders spelled exactly as a bucket partition without
+/// `index/`; nothing below a day folder, links not followed. Read-only.
 ///
-/// Errors: [`PruneError::MissingDir`]; [`PruneError::ReadDir`] for `dir`.
+/// Errors: [`PruneError::MissingDir`]; [`PruneError::ReadDir`] for `dir`
+/// (an unreadable folder below it is in [`CacheWalk::skipped`]).
 pub fn walk_cache(dir: &Path) -> Result<CacheWalk, PruneError> {
     if !dir.is_dir() {
         return Err(PruneError::MissingDir {
@@ -325,8 +317,7 @@ pub struct BucketState {
     pub listed: BTreeMap<NaiveDate, ListedDay>,
 }
 
-/// One date's listings, reduced to the folder's copies, so memory is bounded
-/// by the copies, not the listings (50,000 flights are ~2 MB of uuids).
+/// One date's listings, reduced to the folder's copies, so memory is bounded by the copies.
 #[derive(Debug, Clone, Default)]
 pub struct ListedDay {
     /// Keys of the index partition that are one of the copies' keys.
@@ -338,8 +329,8 @@ pub struct ListedDay {
 impl ListedDay {
     /// Reduces a date's listings to what matters for `day`'s copies.
     ///
-    /// Errors: [`crate::infra::error::Error::Spill`] when the date's flights are
-    /// on disk and cannot be read back.
+    /// Errors: [`crate::infra::error::Error::Spill`] when the date's flights
+    /// cannot be read back from disk.
     pub fn for_copies(l: Day, day: &CacheDay) -> crate::infra::error::Result<ListedDay> {
         let keys: HashSet<&str> = day.copies.iter().map(|c| c.key.as_str()).collect();
         let flights: BTreeSet<Uuid> = day.copies.iter().map(|c| c.flight).collect();
@@ -434,8 +425,7 @@ pub fn plan_prune(walk: &CacheWalk, state: &BucketState) -> PrunePlan {
                 Some(KeptReason::AfterWatermark)
             } else {
                 match listed {
-                    // Not listed: never by `prune`; a caller's plan without
-                    // the listing keeps the copy.
+                    // Not listed: a caller's plan without the listing keeps the copy.
                     None => Some(KeptReason::StillInS3),
                     Some(l) if l.index_keys.contains(&c.key) => Some(KeptReason::StillInS3),
                     Some(l) if !l.flights.contains(&c.flight) => Some(KeptReason::FlightNotListed),
@@ -501,8 +491,7 @@ pub struct PruneReport {
 pub const EXIT_PARTIAL: u8 = 3;
 
 impl PruneReport {
-    /// The CLI exit code: 1 when a delete failed, else [`EXIT_PARTIAL`]
-    /// when a folder was skipped, else 0.
+    /// The CLI exit code: 1 when a delete failed, else [`EXIT_PARTIAL`] when a folder was skipped, else 0.
     pub fn exit_code(&self) -> u8 {
         if !self.errors.is_empty() {
             1
@@ -523,9 +512,8 @@ impl PruneReport {
     }
 }
 
-/// Reads what pruning needs of the bucket for `walk`: the watermark, the
-/// blocked dates and [`dates_to_list`]'s listings, each reduced to the
-/// folder's copies as it arrives ([`ListedDay::for_copies`]).
+/// Reads the watermark, the blocked dates and [`dates_to_list`]'s listings,
+/// each reduced as it arrives ([`ListedDay::for_copies`]).
 ///
 /// Errors: [`PruneError::Watermark`], [`PruneError::Listing`].
 pub async fn read_bucket(store: &impl Store, walk: &CacheWalk) -> Result<BucketState, PruneError> {
@@ -564,8 +552,7 @@ pub async fn read_bucket(store: &impl Store, walk: &CacheWalk) -> Result<BucketS
     Ok(state)
 }
 
-/// Plans and (unless `dry_run`) executes one `prune-cache` over `opts.dir`
-/// against `store`'s bucket ([`execute`]).
+/// Plans and (unless `dry_run`) executes one `prune-cache`.
 ///
 /// Errors: [`PruneError`]; nothing was deleted then.
 pub async fn prune(store: &impl Store, opts: &PruneOptions) -> Result<PruneReport, PruneError> {
@@ -608,15 +595,13 @@ pub async fn prune(store: &impl Store, opts: &PruneOptions) -> Result<PruneRepor
     Ok(r)
 }
 
-/// Deletes the plan's copies into `r`; a copy already gone counts as
-/// deleted (no bytes freed), one that cannot be deleted goes to `r.errors`
-/// ([`KeptReason::DeleteFailed`]) and the others go on.
+/// Deletes the plan's copies into `r`: one already gone counts as deleted (no
+/// bytes freed), one that cannot be deleted goes to `r.errors` and the rest go on.
 ///
-/// Deletes go through directory handles, never a path: `dir` is opened
-/// (a link there is the operator's mount), then `year=`, `month=`, `day=`
-/// with `O_NOFOLLOW | O_DIRECTORY` (`openat`), then `unlinkat`. A folder
-/// swapped for a link since the walk fails its open, so nothing outside
-/// `dir` is deleted; a file swapped for a link loses the link.
+/// Through directory handles, never a path: `dir` opened (a link there is
+/// the operator's mount), then `year=`, `month=`, `day=` with `O_NOFOLLOW |
+/// O_DIRECTORY`, then `unlinkat`. A folder swapped for a link since the walk
+/// fails its open, so nothing outside `dir` is deleted; a file swapped for a link loses the link.
 pub fn execute(dir: &Path, plan: &PrunePlan, r: &mut PruneReport) {
     let mut days = DayHandles::new(dir);
     for c in &plan.delete {

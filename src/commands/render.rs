@@ -1,6 +1,5 @@
-//! The human text of `status`, `audit` and `prune-cache`: lines, labelled
-//! fields, table rows and shortened lists, laid out in one place so each
-//! command only says what it shows. Pure; `--json` prints the reports.
+//! The human text of `status`, `audit` and `prune-cache`, laid out in one
+//! place so each command only says what it shows. Pure.
 //!
 //! ```
 //! use archive_compaction::commands::render::{Col, Text};
@@ -59,8 +58,7 @@ impl Text {
         self.line(tail);
     }
 
-    /// The first `max` of `items` (of `total` in all) after `indent`, then,
-    /// when some are not shown, `more` of how many on a line of its own.
+    /// The first `max` of `items` (`total` in all), then `more` of how many are not shown.
     pub fn shortened<I: Display>(
         &mut self,
         indent: &str,

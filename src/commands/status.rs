@@ -1,19 +1,10 @@
-//! `archive-compaction status`: the job's state for an operator, read-only.
-//!
-//! [`gather`] only reads the bucket (List, Get, Head: never writes, deletes
-//! or takes the lease, so it is safe while a run is under way) into a
-//! [`StatusReport`]; [`format_human`] renders it, and `--json` prints the
-//! value itself (`specs/status.schema.json`).
-//!
-//! The recorded mismatch is re-checked with the run's own listing, plan and
-//! parity gate, so `status` names exactly the flights the next run would
-//! stop on.
-//!
-//! A status is always printed: what could not be read is listed in
+//! `archive-compaction status`: the job's state for an operator, read-only
+//! (List, Get, Head; no write, delete or lease, so safe beside a run).
+//! [`gather`] builds a [`StatusReport`] (`--json`: `specs/status.schema.json`),
+//! [`format_human`] renders it. The recorded mismatch is re-checked with the
+//! run's own listing, plan and parity gate, so `status` names exactly the
+//! flights the next run would stop on. What could not be read is in
 //! [`StatusReport::errors`], and what depends on it is unknown, not empty.
-//! `now` (`--now`) fixes the cutoff as a run's invocation time does;
-//! `as_of` (the wall clock) is what ages and the lease's expiry are
-//! measured against.
 //!
 //! ```
 //! use archive_compaction::commands::status::{StatusReport, format_human};
@@ -71,14 +62,12 @@ pub enum LeaseState {
     /// No lock file: the next run takes the lease.
     #[default]
     Free,
-    /// Held until `expires_at` by a run under way, or by one that died and
-    /// left it to lapse: a new run does nothing until then.
+    /// Held until `expires_at` (by a run under way, or a dead one): a new run does nothing until then.
     Held,
     /// Past `expires_at`: its holder died; the next run takes it over.
     Expired,
-    /// Held longer than any run holds it
-    /// ([`crate::protocol::lease::max_plausible_lease`]): every run fails on it
-    /// ([`Error::LeaseImplausible`]) until it is removed.
+    /// Held longer than any run holds it ([`crate::protocol::lease::max_plausible_lease`]):
+    /// every run fails ([`Error::LeaseImplausible`]) until it is removed.
     Implausible,
     /// The lock file is not a lease (the next run takes it over by ETag).
     Unreadable,
@@ -118,14 +107,11 @@ pub struct ManifestStatus {
     pub invocation_id: Option<String>,
     /// The compacted output it promises (`None` also for a zero-row commit).
     pub output_key: Option<String>,
-    /// How many of its inputs are still listed in their partition (any
-    /// version): what its commit or recovery still has to delete or keep.
+    /// How many of its inputs are still listed (any version): what its commit or recovery still has to delete or keep.
     pub inputs: u64,
-    /// A readable manifest's broken rule as `code: message`
-    /// ([`crate::protocol::manifest::validate_manifest`]); the next run quarantines it.
+    /// A readable manifest's broken rule as `code: message`; the next run quarantines it.
     pub breaks_rule: Option<String>,
-    /// Its inputs could not be deleted when a run last tried (marked under
-    /// `_compaction_state/stuck/`): its date is blocked; the next run retries.
+    /// Its inputs could not be deleted when a run last tried (a stuck mark): its date is blocked; the next run retries.
     pub stuck: bool,
 }
 
@@ -148,12 +134,10 @@ pub struct QuarantinedStatus {
 pub enum MismatchCause {
     /// Flights without an index row.
     NoIndexRow,
-    /// Per-flight files holding no row of their flight: merging them would
-    /// lose the flight's row.
+    /// Per-flight files holding no row of their flight: merging them would lose it.
     PerFlightFileWithoutOwnRow,
-    /// Per-flight files that cannot be read, so their flights' rows are in no
-    /// readable file ([`MismatchStatus::unread_files`]); docs/runbook.md, "An
-    /// unreadable per-flight index file".
+    /// Per-flight files that cannot be read ([`MismatchStatus::unread_files`]);
+    /// docs/runbook.md, "An unreadable per-flight index file".
     UnreadablePerFlightFile,
 }
 
@@ -191,16 +175,14 @@ pub struct DayStatus {
     pub per_flight_bytes: u64,
     /// Why a run would stop before this date ([`Blocked::blocking_walk`]).
     pub blocked_by: Option<String>,
-    /// Rows of the date's multi-row inputs whose `first_message` UTC date is
-    /// another date: a run merges them here and reports them
-    /// (`days[].rows_of_other_days`). Unreadable files count none.
+    /// Rows of multi-row inputs whose `first_message` UTC date is another date
+    /// (`days[].rows_of_other_days` of a run); unreadable files count none.
     pub rows_of_other_days: u64,
     /// The flights of the first [`crate::data::merge::OTHER_DAYS_UUIDS_SHOWN`] of them.
     pub other_days_uuids: Vec<String>,
 }
 
-/// The last run, from the MQTT broker's retained `last_run_at` and
-/// `last_run_status` (read only when `MQTT_HOST` is set).
+/// The last run, from the broker's retained `last_run_at` and `last_run_status`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct LastRunStatus {
     /// `last_run_at`: the last run's invocation time (ISO 8601, UTC), if the broker holds one.
@@ -213,9 +195,8 @@ pub struct LastRunStatus {
     pub error: Option<String>,
 }
 
-/// Reads the last run's time and status from the broker of `mqtt`,
-/// read-only; `as_of` ages it. An unreadable broker is recorded in
-/// [`LastRunStatus::error`], not returned.
+/// Reads the last run's time and status from the broker, read-only; an
+/// unreadable broker is in [`LastRunStatus::error`], not returned.
 pub async fn last_run_from_mqtt(
     mqtt: &crate::data::config::MqttConfig,
     as_of: DateTime<Utc>,
@@ -253,21 +234,17 @@ pub struct StatusReport {
     pub lag_days: Option<u32>,
     /// UTC date of `now` minus `lag_days`: the last date a run would compact.
     pub cutoff: Option<NaiveDate>,
-    /// `watermark.json`, the bucket or the settings could not be read:
-    /// `watermark`, `next_date`, `mismatch` and `next_days` are unknown.
+    /// The watermark, the bucket or the settings could not be read: `watermark`,
+    /// `next_date`, `mismatch` and `next_days` are unknown.
     pub state_unreadable: bool,
-    /// Nothing could be read: `lease`, `manifests` and `quarantined` are
-    /// unknown too (implies `state_unreadable`).
+    /// Nothing could be read: `lease`, `manifests` and `quarantined` unknown too.
     pub bucket_unreadable: bool,
     /// `last_compacted_date`; `None` when nothing was compacted yet or unreadable.
     pub watermark: Option<NaiveDate>,
-    /// Dates up to the cutoff not yet compacted, counted from the watermark
-    /// (0 at or past it), or without one from `next_date`, as the run
-    /// reports it. `None` when the watermark is unreadable.
+    /// Dates up to the cutoff not yet compacted, as the run reports it; `None` when the watermark is unreadable.
     pub watermark_lag_days: Option<i64>,
-    /// Days the watermark is ahead of the `as_of` date's cutoff, when it
-    /// is: every run fails until it is fixed (docs/runbook.md, "A watermark
-    /// ahead of the cutoff").
+    /// Days the watermark is ahead of the `as_of` cutoff: every run fails until
+    /// it is fixed (docs/runbook.md, "A watermark ahead of the cutoff").
     #[serde(default)]
     pub watermark_ahead_days: Option<i64>,
     /// The first date the next run would walk (`None`: nothing to start from).
@@ -318,8 +295,8 @@ impl StatusReport {
     }
 }
 
-/// The prefixes a versioned bucket must expire: compaction deletes
-/// per-flight files under `index/` and overwrites state files.
+/// The prefixes a versioned bucket must expire: compaction deletes under
+/// `index/` and overwrites state files.
 pub const VERSIONED_PREFIXES: [&str; 2] = ["index/", "_compaction_state/"];
 
 /// The bucket's versioning, judged against its lifecycle rules
@@ -332,8 +309,7 @@ pub struct VersioningStatus {
     pub noncurrent_kept: Vec<String>,
     /// Those whose expired delete markers no enabled rule removes.
     pub delete_markers_kept: Vec<String>,
-    /// Those under which an enabled rule expires *current* objects (index
-    /// rows or state would be lost), versioned bucket or not.
+    /// Those under which an enabled rule expires *current* objects (rows or state lost).
     pub current_expired: Vec<String>,
     /// What to do; `None` when nothing.
     pub advice: Option<String>,
@@ -406,8 +382,7 @@ pub fn judge_versioning(l: &crate::infra::storage::lifecycle::BucketLifecycle) -
     }
 }
 
-/// Reads and judges `store`'s bucket configuration ([`judge_versioning`]);
-/// an S3 error is recorded in [`VersioningStatus::error`], not returned.
+/// Reads and judges the bucket's configuration; an S3 error is in [`VersioningStatus::error`].
 pub async fn versioning(store: &crate::infra::storage::S3Store) -> VersioningStatus {
     match store.bucket_lifecycle().await {
         Ok(l) => judge_versioning(&l),
@@ -426,9 +401,8 @@ fn age(as_of: DateTime<Utc>, t: DateTime<Utc>) -> i64 {
 
 /// Reads the state of `store`'s bucket, read-only.
 ///
-/// Errors: any S3 error listing or reading state, flights or partitions.
-/// An unreadable watermark or compacted file is recorded in
-/// [`StatusReport::errors`] instead.
+/// Errors: any S3 error listing or reading state, flights or partitions; an
+/// unreadable watermark or compacted file is in [`StatusReport::errors`] instead.
 pub async fn gather(
     store: &impl Store,
     config: &Config,
@@ -471,7 +445,6 @@ pub async fn gather(
     check_watermark_ahead(&mut s, cutoffs.today);
     let blocked = Blocked::of(wm.mismatch_date, &state);
     if let Some(date) = wm.mismatch_date {
-        // The keys live manifests claim, as the run's recovery finds them.
         let claimed = crate::protocol::recovery::assess_listed(store, state, config.input_budget)
             .await?
             .claimed;
@@ -502,10 +475,8 @@ pub async fn gather(
     Ok(s)
 }
 
-/// The watermark; `None`, with the error in `s.errors`, when the file is
-/// not a watermark ([`Error::BadState`]).
-///
-/// Errors: any other S3 error.
+/// The watermark; `None`, with the error in `s.errors`, when the file is not
+/// a watermark ([`Error::BadState`]). Errors: any other S3 error.
 async fn read_watermark(
     store: &impl Store,
     s: &mut StatusReport,
@@ -521,8 +492,7 @@ async fn read_watermark(
     }
 }
 
-/// Marks `s.lease` implausible, with an error, when it claims longer than
-/// any run holds it (`LEASE_SECONDS` + 900 s).
+/// Marks `s.lease` implausible when it claims longer than any run holds it.
 fn check_lease_plausible(s: &mut StatusReport, config: &Config) {
     let max = crate::protocol::lease::max_plausible_lease(config.lease).as_secs() as i64;
     if let Some(left) = s.lease.expires_in_seconds.filter(|l| *l > max) {
@@ -533,9 +503,8 @@ fn check_lease_plausible(s: &mut StatusReport, config: &Config) {
     }
 }
 
-/// Sets `s.watermark_ahead_days` from `s.watermark` and today's cutoff (by
-/// `as_of`, the wall clock); a watermark ahead is an error, as every run
-/// fails on it (`Error::WatermarkAhead`).
+/// Sets `s.watermark_ahead_days` by today's cutoff (`as_of`'s); ahead is an
+/// error, as every run fails on it (`Error::WatermarkAhead`).
 fn check_watermark_ahead(s: &mut StatusReport, today: NaiveDate) {
     s.watermark_ahead_days = plan::watermark_ahead_days(s.watermark, today);
     if let (Some(w), Some(n)) = (s.watermark, s.watermark_ahead_days) {
@@ -545,10 +514,8 @@ fn check_watermark_ahead(s: &mut StatusReport, today: NaiveDate) {
     }
 }
 
-/// One live manifest as it reads now (`stuck`: the keys of those marked
-/// stuck); `None` when it vanished since the listing.
-///
-/// Errors: S3 errors reading it or listing its date.
+/// One live manifest as it reads now; `None` when it vanished since the
+/// listing. Errors: S3 errors reading it or listing its date.
 async fn manifest_status(
     store: &impl Store,
     m: &crate::infra::storage::ObjectMeta,
@@ -582,8 +549,7 @@ async fn manifest_status(
     }))
 }
 
-/// Up to `days` dates from `start` to `cutoff`, counted, each with what
-/// blocks it.
+/// Up to `days` dates from `start` to `cutoff`, counted, each with what blocks it.
 async fn next_days(
     store: &impl Store,
     config: &Config,
@@ -601,7 +567,6 @@ async fn next_days(
     Ok(next)
 }
 
-/// How many of `manifest`'s inputs are listed now.
 async fn inputs_listed(store: &impl Store, manifest: &Manifest) -> Result<u64> {
     if manifest.inputs.is_empty() {
         return Ok(0);
@@ -641,12 +606,10 @@ async fn lease_status(store: &impl Store, as_of: DateTime<Utc>) -> Result<LeaseS
 }
 
 /// The run's parity gate for one date, re-run read-only on the plan the run
-/// would make (`claimed`, the keys live manifests claim, left out): the
-/// next run's first pass, listed with its window
-/// ([`crate::protocol::sizing::MemoryFit::window`]), so what it holds is
-/// bounded as the run's is. Every flight is gated; of the per-flight files
-/// past the window (a date larger than it), what they hold is checked by
-/// the run's later passes, not here.
+/// would make (`claimed` keys left out): the next run's first pass, with its
+/// window ([`crate::protocol::sizing::MemoryFit::window`]), so memory is
+/// bounded as the run's. Per-flight files past the window are checked by the
+/// run's later passes, not here.
 async fn mismatch_status(
     store: &impl Store,
     config: &Config,
@@ -702,7 +665,6 @@ async fn day_status(
     budget: crate::data::input::Budget,
     spill: crate::data::spill::SpillSettings,
 ) -> Result<DayStatus> {
-    // Counted, not held (no keys kept, flights spilled): bounded memory for any date.
     let day = Day::list_window(store, date, true, 0, spill).await?;
     let other = day.other_day_rows(store, budget).await?;
     Ok(DayStatus {
@@ -741,7 +703,6 @@ fn date_or(d: Option<NaiveDate>, none: &str) -> String {
 /// Renders a status for a terminal (pure; `--json` prints the value itself).
 pub fn format_human(s: &StatusReport) -> String {
     let mut o = Text::default();
-    // What could not be read comes first: the rest is read in its light.
     if !s.errors.is_empty() {
         o.line("errors");
         o.items("  ", &s.errors);
@@ -783,7 +744,6 @@ pub fn format_human(s: &StatusReport) -> String {
     o.into_string()
 }
 
-/// The `lag` line's text: days behind the cutoff, or why that is unknown.
 fn lag_text(s: &StatusReport) -> String {
     let unknown = s.state_unreadable;
     match (s.watermark_lag_days, s.watermark_ahead_days) {
@@ -806,7 +766,7 @@ fn lag_text(s: &StatusReport) -> String {
     }
 }
 
-/// The `last run` line's text (`None`: MQTT is not set).
+/// `None`: MQTT is not set.
 fn last_run_text(last_run: Option<&LastRunStatus>) -> String {
     match last_run {
         None => {
@@ -828,7 +788,6 @@ fn last_run_text(last_run: Option<&LastRunStatus>) -> String {
     }
 }
 
-/// The `versioning` line's text.
 fn versioning_text(v: &VersioningStatus) -> String {
     match v {
         VersioningStatus { error: Some(e), .. } => format!("unknown: {e}"),
@@ -845,7 +804,6 @@ fn versioning_text(v: &VersioningStatus) -> String {
     }
 }
 
-/// The `lease` line's text.
 fn lease_text(l: &LeaseStatus) -> String {
     let holder = l.holder.as_deref().unwrap_or("?");
     let expires = l.expires_at.map(utc).unwrap_or_default();
@@ -869,7 +827,6 @@ fn lease_text(l: &LeaseStatus) -> String {
     }
 }
 
-/// The live and the quarantined manifests, one line each.
 fn format_manifests(o: &mut Text, s: &StatusReport) {
     let live = match s.manifests.len() {
         0 => "none".to_string(),
@@ -957,7 +914,6 @@ fn format_mismatch(o: &mut Text, s: &StatusReport) {
     }
 }
 
-/// The next-dates table's columns: date, then six figures.
 const NEXT_DAYS: [Col; 7] = [
     Col::Left(10),
     Col::Right(8),

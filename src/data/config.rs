@@ -1,14 +1,9 @@
 //! Settings, parsed from environment variables into a typed [`Config`].
 //!
-//! Each setting is one row of [`SETTINGS`]: its variable, its default
-//! ([`DefaultIs`]), how its text is read ([`Parse`]) and what it means.
-//! [`Config::from_map`] reads every field from its row; `--help` prints the
-//! rows, and tests/suite/docs.rs holds docs/configuration.md and
-//! template.yaml to them. [`Config::from_map`] takes any string map, so
-//! tests never touch the process environment; [`Config::from_env`] is the
-//! thin wrapper `main` uses. Every error names the variable and what it
-//! expects. The AWS SDK reads its own variables (`AWS_REGION`, credentials,
-//! `AWS_ENDPOINT_URL`, ...) itself.
+//! Each setting is one row of [`SETTINGS`] (variable, [`DefaultIs`],
+//! [`Parse`], meaning); `--help` prints the rows and tests/suite/docs.rs holds
+//! docs/configuration.md and template.yaml to them. Every error names the
+//! variable and what it expects. The AWS SDK reads its own variables.
 //!
 //! ```
 //! use std::collections::HashMap;
@@ -27,9 +22,8 @@ use chrono::NaiveDate;
 
 use crate::infra::error::{Error, Result};
 
-/// Declares each setting as a constant named as its variable, its doc
-/// comment the meaning `--help` shows, and [`SETTINGS`], all of them in
-/// order.
+/// Declares each setting as a constant named as its variable (its doc comment
+/// is the meaning `--help` shows), and [`SETTINGS`].
 macro_rules! settings {
     ($($(#[doc = $doc:literal])+ $name:ident: $default:expr, $parse:expr;)+) => {
         $(
@@ -45,8 +39,7 @@ macro_rules! settings {
                 }
             };
         )+
-        /// Every setting, in the order `--help` and docs/configuration.md
-        /// show them.
+/// Every setting, in the order `--help` and docs/configuration.md show them.
         pub const SETTINGS: &[Setting] = &[$($name),+];
     };
 }
@@ -143,8 +136,7 @@ pub mod defaults {
     pub const PART_FILES: u64 = super::PART_FILES.default.figure();
 }
 
-/// What a setting is when its variable is unset or empty; shown (as
-/// `Display` writes it) by `--help` and docs/configuration.md.
+/// What a setting is when its variable is unset or empty, as `--help` and docs/configuration.md show it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum DefaultIs {
     /// No default: the run refuses to start without it.
@@ -159,16 +151,12 @@ pub enum DefaultIs {
     Text(&'static str),
     /// Decided from other variables as described.
     Described(&'static str),
-    /// Decided from other variables as described; the description shows the
-    /// figure at `{}`, and the code takes it from here.
+    /// Decided from other variables; the description shows the figure at `{}`.
     Derived(&'static str, u64),
 }
 
 impl DefaultIs {
-    /// The number of a [`DefaultIs::Number`] or [`DefaultIs::Derived`].
-    ///
-    /// # Panics
-    /// On any other default: a row whose default is not a number, read as one.
+    /// The number of a [`DefaultIs::Number`] or [`DefaultIs::Derived`]; panics on any other.
     pub const fn figure(self) -> u64 {
         match self {
             DefaultIs::Number(n) | DefaultIs::Derived(_, n) => n,
@@ -190,10 +178,7 @@ impl std::fmt::Display for DefaultIs {
     }
 }
 
-/// How a setting's text is read. The text is trimmed (a
-/// [`Parse::Verbatim`] one is not) and an empty one is unset; anything else
-/// the parser does not take is refused with an [`Error::Config`] naming the
-/// variable and what it expects.
+/// How a setting's text is read; what the parser does not take is an [`Error::Config`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Parse {
     /// Any text.
@@ -238,8 +223,7 @@ pub struct Setting {
 }
 
 impl Setting {
-    /// The variable's text: trimmed (a [`Parse::Verbatim`] one as given);
-    /// `None` when unset or empty.
+    /// Trimmed (but [`Parse::Verbatim`]); `None` when unset or empty.
     fn given<'a>(&self, env: &'a HashMap<String, String>) -> Option<&'a str> {
         let v = env.get(self.name)?;
         let v = match self.parse {
@@ -253,7 +237,7 @@ impl Setting {
         bad(self.name, reason)
     }
 
-    /// A programming error: this row is read as what its parser is not.
+    /// A programming error: a row read as what its parser is not.
     fn misread(&self, as_what: &str) -> ! {
         panic!("setting {} ({:?}) read as {as_what}", self.name, self.parse)
     }
@@ -267,7 +251,6 @@ impl Setting {
         }
     }
 
-    /// A text setting with a default (or none, required).
     fn text(&self, env: &HashMap<String, String>) -> Result<String> {
         match (self.given(env), self.default) {
             (Some(v), _) => self.parse_text(v),
@@ -277,18 +260,15 @@ impl Setting {
         }
     }
 
-    /// A text setting that may be unset.
     fn optional(&self, env: &HashMap<String, String>) -> Result<Option<String>> {
         self.given(env).map(|v| self.parse_text(v)).transpose()
     }
 
-    /// A whole-number setting, its row's default when unset.
     fn whole<T: TryFrom<u64>>(&self, env: &HashMap<String, String>) -> Result<T> {
         self.whole_else(env, self.default.figure())
     }
 
-    /// A whole-number setting, `default` when unset (a default another
-    /// variable decides).
+    /// `default` when unset (a default another variable decides).
     fn whole_else<T: TryFrom<u64>>(
         &self,
         env: &HashMap<String, String>,
@@ -318,7 +298,6 @@ impl Setting {
         fit(n)
     }
 
-    /// A truth-value setting, its row's default when unset.
     fn flag(&self, env: &HashMap<String, String>) -> Result<bool> {
         match self.default {
             DefaultIs::Bool(b) => self.flag_else(env, b),
@@ -326,7 +305,6 @@ impl Setting {
         }
     }
 
-    /// A truth-value setting, `default` when unset.
     fn flag_else(&self, env: &HashMap<String, String>, default: bool) -> Result<bool> {
         if self.parse != Parse::Flag {
             self.misread("a flag")
@@ -344,7 +322,6 @@ impl Setting {
         }
     }
 
-    /// A number of seconds, fractions allowed, its row's default when unset.
     fn seconds(&self, env: &HashMap<String, String>) -> Result<Duration> {
         let Parse::Seconds { max } = self.parse else {
             self.misread("seconds")
@@ -365,7 +342,6 @@ impl Setting {
         Ok(Duration::from_secs_f64(s))
     }
 
-    /// A date setting that may be unset.
     fn date(&self, env: &HashMap<String, String>) -> Result<Option<NaiveDate>> {
         if self.parse != Parse::Date {
             self.misread("a date")
@@ -387,9 +363,7 @@ pub struct MqttConfig {
     pub username: Option<String>,
     /// Password ([`MQTT_PASSWORD`]). Ignored when `password_secret_arn` is set.
     pub password: Option<String>,
-    /// Secrets Manager secret (ARN or name) whose `SecretString` is the
-    /// password ([`MQTT_PASSWORD_SECRET_ARN`]). Read once per process by
-    /// [`crate::app::Deps::mqtt_password`]; wins over `password`.
+    /// Secrets Manager secret (ARN or name) whose `SecretString` is the password; wins over `password`.
     pub password_secret_arn: Option<String>,
     /// TLS on ([`MQTT_TLS`]).
     pub tls: bool,
@@ -414,34 +388,25 @@ pub struct Config {
     pub log_level: String,
     /// Path-style S3 addressing ([`S3_FORCE_PATH_STYLE`]).
     pub force_path_style: bool,
-    /// Lease length ([`LEASE_SECONDS`]; its default is above Lambda's 900 s
-    /// maximum timeout).
+    /// Lease length ([`LEASE_SECONDS`]).
     pub lease: Duration,
     /// GetObject requests in flight at once ([`READ_CONCURRENCY`]).
     pub read_concurrency: usize,
     /// Rows per row group in outputs ([`ROW_GROUP_ROWS`]).
     pub row_group_rows: usize,
-    /// What one index input may take decoded ([`INPUT_BUDGET_MB`]; Lambda
-    /// sets `AWS_LAMBDA_FUNCTION_MEMORY_SIZE` to the function's memory in
-    /// MB). The input limits derive from it ([`crate::data::input`]).
+    /// What one index input may take decoded ([`INPUT_BUDGET_MB`]); the input limits derive from it.
     pub input_budget: crate::data::input::Budget,
-    /// Memory the run may use, in MB ([`MEMORY_LIMIT_MB`]; 0: none): what
-    /// [`crate::protocol::sizing::MemoryFit`] sizes a date's parts and sets to.
+    /// Memory the run may use, in MB ([`MEMORY_LIMIT_MB`]; 0 is `None`).
     pub memory_limit_mb: Option<u64>,
-    /// Most weight one part of a date takes ([`PART_FILES`], a ceiling): a
-    /// date over it is committed in parts ([`crate::protocol::plan::parts`]).
+    /// Most weight one part of a date takes ([`PART_FILES`], a ceiling).
     pub part_files: u64,
-    /// How many uuids a date's sets hold in memory before they spill to
-    /// local disk ([`FLIGHTS_IN_MEMORY`], a ceiling).
+    /// Uuids a date's sets hold in memory before spilling ([`FLIGHTS_IN_MEMORY`], a ceiling).
     pub spill: crate::data::spill::SpillSettings,
-    /// Output size from which the compacted file goes up as a multipart
-    /// upload ([`MULTIPART_THRESHOLD_BYTES`]; 0 = always).
+    /// Output bytes from which uploads are multipart ([`MULTIPART_THRESHOLD_BYTES`]; 0 = always).
     pub multipart_threshold: usize,
     /// Multipart part size ([`MULTIPART_PART_BYTES`]).
     pub multipart_part_size: usize,
-    /// Minimum time left before starting another date
-    /// ([`DEADLINE_MARGIN_SECONDS`]; more than
-    /// [`crate::infra::storage::S3_DEADLINE_MARGIN`], else refused).
+    /// Minimum time left before starting another date ([`DEADLINE_MARGIN_SECONDS`]).
     pub deadline_margin: Duration,
     /// Already-compacted days re-checked for stragglers ([`SWEEP_DAYS`]; 0 = off).
     pub sweep_days: u32,
@@ -454,14 +419,11 @@ pub struct Config {
 }
 
 impl Config {
-    /// Parses settings from a map of environment variables, each field
-    /// from its row of [`SETTINGS`].
+    /// Parses settings from a map of environment variables (tests never touch the process's).
     ///
-    /// Errors: [`Error::Config`] naming the first variable that is missing
-    /// (`S3_BUCKET`) or malformed.
+    /// Errors: [`Error::Config`] naming the first variable missing or malformed.
     pub fn from_map(env: &HashMap<String, String>) -> Result<Config> {
-        // Lambda sets it to the function's memory in MB; the two memory
-        // settings default from it.
+        // In MB; the two memory settings default from it.
         let function_mb = env
             .get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
             .and_then(|v| v.trim().parse::<u64>().ok());
@@ -499,14 +461,9 @@ impl Config {
         Config::from_map(&std::env::vars().collect())
     }
 
-    /// Refuses a run's own time limit (`--max-duration`) that leaves no room
-    /// for a date: the walk starts a date only with more than
-    /// `DEADLINE_MARGIN_SECONDS` left, so a limit within the margin would
-    /// end `Success` having done nothing.
+    /// Refuses a `--max-duration` not above `DEADLINE_MARGIN_SECONDS`: no date would start.
     ///
-    /// # Errors
-    /// [`Error::Config`] naming `--max-duration`, with both figures (seconds)
-    /// and the two ways out.
+    /// Errors: [`Error::Config`] naming `--max-duration`, both figures (seconds) and the two ways out.
     pub fn check_max_duration(&self, max_duration: Duration) -> Result<(), Error> {
         if max_duration > self.deadline_margin {
             return Ok(());
@@ -524,8 +481,7 @@ impl Config {
 }
 
 impl MqttConfig {
-    /// The MQTT settings, `None` when `MQTT_HOST` is unset (the others are
-    /// then not read).
+    /// `None` when `MQTT_HOST` is unset (the others are then not read).
     fn from_map(env: &HashMap<String, String>) -> Result<Option<MqttConfig>> {
         let Some(host) = MQTT_HOST.optional(env)? else {
             return Ok(None);
@@ -552,12 +508,10 @@ fn bad(name: &str, reason: impl Into<String>) -> Error {
     }
 }
 
-/// Checks an `MQTT_TOPIC_ROOT` and drops its trailing `/`s. A topic a
-/// client publishes to may not hold the wildcards `#` and `+` nor the
-/// character NUL (MQTT 3.1.1, sections 4.7.1 and 1.5.3; the broker refuses
-/// such a PUBLISH, so nothing would be retained, not even discovery).
+/// Checks an `MQTT_TOPIC_ROOT` and drops its trailing `/`s.
 ///
-/// Errors: [`Error::Config`] naming `MQTT_TOPIC_ROOT` and the character.
+/// Errors: [`Error::Config`] naming the character when it holds `#`, `+` or NUL,
+/// which a published topic may not (MQTT 3.1.1, 4.7.1 and 1.5.3).
 pub fn parse_topic_root(v: &str) -> Result<String> {
     let named = |c: char| match c {
         '#' => "the multi-level wildcard '#'",
@@ -584,7 +538,7 @@ pub fn parse_topic_root(v: &str) -> Result<String> {
     Ok(root.to_string())
 }
 
-/// Parses a `YYYY-MM-DD` date for the setting `name`.
+/// Parses a `YYYY-MM-DD` date for the setting `name`; [`Error::Config`] otherwise.
 pub fn parse_date(name: &str, v: &str) -> Result<NaiveDate> {
     let t = v.trim();
     // Exactly YYYY-MM-DD: chrono's %Y alone would take `26-7-12` as the year 26.
@@ -614,15 +568,10 @@ pub fn parse_date(name: &str, v: &str) -> Result<NaiveDate> {
 pub const LOG_LEVELS: &[&str] = &["off", "error", "warn", "info", "debug", "trace"];
 
 /// Checks a `LOG_LEVEL`: comma-separated directives, each a level of
-/// [`LOG_LEVELS`] (the default for every target) or `target=level`, a
-/// target being a Rust module path such as `aws_smithy_runtime` or
-/// `archive_compaction::commands::run`. Levels are taken in any case and returned in
-/// lower case.
+/// [`LOG_LEVELS`] or `target=level`; levels returned in lower case.
 ///
-/// Errors: [`Error::Config`] naming `LOG_LEVEL` and the directive that is
-/// neither (`warning`, `verbose`, `debug;`, a bare target, an empty
-/// directive): `tracing`'s own filter would take such a word as a target
-/// name and so turn every log line off, errors included.
+/// Errors: [`Error::Config`] naming the directive that is neither: `tracing`'s
+/// own filter would take such a word as a target and turn every log line off.
 pub fn parse_log_level(v: &str) -> Result<String> {
     let level = |l: &str| {
         let l = l.trim().to_ascii_lowercase();
@@ -663,14 +612,8 @@ pub fn parse_log_level(v: &str) -> Result<String> {
     Ok(out.join(","))
 }
 
-/// Variables of `env` that are not settings but look like a mistyped one,
-/// each with the setting it resembles, sorted by name: `LAG_DAY` →
-/// `LAG_DAYS`, `MQTT_HOTS` → `MQTT_HOST`, `s3_bucket` → `S3_BUCKET`. A
-/// variable resembles a setting when, compared without case, it is at most
-/// two edits away (a letter inserted, removed or changed, or two adjacent
-/// letters swapped) and is at least 6 characters long. Such a variable is
-/// ignored like any other, which would silently leave the setting at its
-/// default (`MQTT_HOTS`: no MQTT at all); `main` logs a warning for each.
+/// Variables of `env` within two edits of a setting's name (without case, at
+/// least 6 characters), each with the setting, sorted: `main` warns of them.
 ///
 /// ```
 /// use std::collections::HashMap;

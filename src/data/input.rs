@@ -1,32 +1,17 @@
-//! Bounded reads of index inputs: every Parquet input any command reads
-//! (the merge, the parity gate, `status`, `audit`) goes through
-//! [`ObjectReader`], and nothing is decoded before its limits are checked.
+//! Bounded reads of index inputs: every Parquet input any command reads goes
+//! through [`ObjectReader`], and nothing is decoded before its limits pass.
 //!
-//! What it guarantees, whatever an object holds:
+//! - **Limits before any decode**, from the listed size and the footer alone:
+//!   footer at most budget / [`FOOTER_SHARE`], at most [`COLUMNS_MAX`] leaf
+//!   columns, declared decoded size ([`decoded_bytes`]) at most the budget
+//!   (`INPUT_BUDGET_MB`). Over one: [`Unmergeable::over_limit`], left in place.
+//! - **Small reads**: at most [`SMALL_INPUT_BYTES`] in one GET; bigger, the
+//!   tail ([`TAIL_READ_BYTES`]) then the projected chunks by coalesced ranged GETs.
+//! - **One version**: later GETs carry `If-Match` with the first's ETag, so a
+//!   rewrite is [`Error::PreconditionFailed`], never a mix.
 //!
-//! - **Limits before any decode**, from the listing's size and the footer
-//!   alone ([`ObjectReader::footer`], [`check_decoded`]): the footer at most
-//!   the budget / [`FOOTER_SHARE`], at most [`COLUMNS_MAX`] leaf columns,
-//!   and the decoded size the footer declares ([`decoded_bytes`]) at most
-//!   the budget. An input over one is [`Unmergeable::over_limit`]: left in
-//!   place, named with its [`LimitBroken`], never fetched whole.
-//! - **Small reads**: an object of at most [`SMALL_INPUT_BYTES`] is fetched
-//!   whole in one GET; a bigger one footer first (its last
-//!   [`TAIL_READ_BYTES`]), then only the projected columns' chunks, row
-//!   group by row group, by coalesced ranged GETs. A big object that is not
-//!   Parquet costs one ranged GET of its tail.
-//! - **One version**: every GET after the first carries `If-Match` with the
-//!   first's ETag (or the caller's), so a file rewritten meanwhile is
-//!   [`Error::PreconditionFailed`], never a mix.
-//!
-//! Why parquet's push decoder and not `ParquetRecordBatchStreamBuilder`:
-//! the stream builder takes a `'static` reader and the stores here are
-//! borrowed; the push decoder asks for ranges, so the reads stay ours
-//! (`If-Match`, the GET semaphore, the counts).
-//!
-//! The budget is `INPUT_BUDGET_MB` ([`crate::data::config::Config::input_budget`]);
-//! the merge decodes one input at a time, so one input never takes more.
-//!
+//! The push decoder, not `ParquetRecordBatchStreamBuilder`: that takes a
+//! `'static` reader and the stores here are borrowed.
 //! ```
 //! use archive_compaction::data::input::{Budget, ObjectReader};
 //! use archive_compaction::data::merge::{encode, target_schema};
@@ -67,16 +52,15 @@ use crate::infra::error::{Error, Result};
 use crate::infra::storage::{Fetched, ObjectMeta, Store};
 use crate::protocol::proof::RowFlights;
 
-/// Objects of at most this many bytes (256 KiB) are fetched whole, in one
-/// GET: a per-flight file is a few KB, and one request beats two.
+/// Objects of at most this many bytes (256 KiB) are fetched whole: a
+/// per-flight file is a few KB, and one request beats two.
 pub const SMALL_INPUT_BYTES: u64 = 256 * 1024;
 
 /// The first ranged GET of a bigger object: its last 64 KiB, which holds
 /// the footer of any index file written by pyarrow or this job.
 pub const TAIL_READ_BYTES: u64 = 64 * 1024;
 
-/// At most this many leaf columns (the index schema has 9; a writer's
-/// extra columns are a handful).
+/// At most this many leaf columns (the index schema has 9).
 pub const COLUMNS_MAX: u64 = 1_000;
 
 /// The footer may take at most this share of the budget (1/32): a footer
@@ -84,9 +68,8 @@ pub const COLUMNS_MAX: u64 = 1_000;
 pub const FOOTER_SHARE: u64 = 32;
 
 /// Decoded bytes counted per value of a read column, on top of the chunk's
-/// declared uncompressed bytes: Arrow's offsets and validity and the merge's
-/// bookkeeping. It is what bounds a dictionary-encoded column, whose pages
-/// are small whatever its rows decode to.
+/// declared uncompressed bytes (offsets, validity): what bounds a
+/// dictionary-encoded column, whose pages are small whatever they decode to.
 pub const DECODED_BYTES_PER_VALUE: u64 = 24;
 
 /// Ranges of one object closer than this (256 KiB) are fetched in one GET.
@@ -101,8 +84,7 @@ pub const BATCH_ROWS: usize = 8192;
 
 const MAGIC: &[u8] = b"PAR1";
 
-/// The memory one input may take once decoded, in bytes
-/// (`INPUT_BUDGET_MB`); the other limits derive from it (module docs).
+/// The memory one input may take once decoded, in bytes (`INPUT_BUDGET_MB`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budget {
     bytes: u64,
@@ -116,7 +98,7 @@ impl Budget {
         }
     }
 
-    /// The budget in bytes: the largest decoded size allowed.
+    /// The budget in bytes.
     pub fn bytes(self) -> u64 {
         self.bytes
     }
@@ -134,11 +116,9 @@ impl Budget {
     };
 }
 
-/// The budget for reading back this job's own compacted output (to prove
-/// inputs against its `s3_key` column): the largest `INPUT_BUDGET_MB`
-/// accepts. The limits must not refuse the output, or a day bigger than a
-/// small budget would fail its commit every run; memory stays bounded (one
-/// row group of one column at a time).
+/// The budget for reading back this job's own output (to prove inputs by its
+/// `s3_key`): the largest `INPUT_BUDGET_MB` takes, so a big day never fails
+/// its commit; memory stays bounded (one row group of one column at a time).
 pub const OWN_OUTPUT_BUDGET: Budget = Budget {
     bytes: 1024 * 1024 * 1024 * 1024,
 };
@@ -168,9 +148,8 @@ fn over(limit: Limit, found: u64, allowed: u64) -> std::result::Result<(), Unmer
     }
 }
 
-/// The decoded size the footer declares for the leaf columns `leaves`, in
-/// bytes: their chunks' uncompressed bytes plus [`DECODED_BYTES_PER_VALUE`]
-/// a row (saturating).
+/// The decoded size the footer declares for `leaves`, in bytes: uncompressed
+/// chunk bytes plus [`DECODED_BYTES_PER_VALUE`] a row (saturating).
 pub fn decoded_bytes(metadata: &ParquetMetaData, leaves: &[usize]) -> u64 {
     let mut total = 0u64;
     for rg in metadata.row_groups() {
@@ -185,10 +164,8 @@ pub fn decoded_bytes(metadata: &ParquetMetaData, leaves: &[usize]) -> u64 {
     total
 }
 
-/// Whether reading the leaf columns `leaves` stays within `budget`
-/// ([`decoded_bytes`]).
-///
-/// Errors: [`Unmergeable::over_limit`] with [`Limit::DecodedBytes`].
+/// Errors: [`Unmergeable::over_limit`] with [`Limit::DecodedBytes`] when
+/// reading `leaves` would exceed `budget`.
 pub fn check_decoded(
     metadata: &ParquetMetaData,
     leaves: &[usize],
@@ -213,9 +190,7 @@ pub fn leaves_named(metadata: &ParquetMetaData, names: &[&str]) -> Vec<usize> {
         .collect()
 }
 
-/// One S3 object read as Parquet: its footer within the limits, then the
-/// columns asked for, row group by row group, each GET within a permit of
-/// `gets` when given.
+/// One S3 object read as Parquet, each GET within a permit of `gets` when given.
 #[derive(Debug)]
 pub struct ObjectReader<'a, S> {
     store: &'a S,
@@ -305,8 +280,8 @@ impl<'a, S: Store> ObjectReader<'a, S> {
 
     /// Bytes `range` of the object (clipped to its end).
     ///
-    /// Errors: S3 errors; [`Error::PreconditionFailed`] when the object is
-    /// no longer the version read first (another ETag, or shorter).
+    /// Errors: S3 errors; [`Error::PreconditionFailed`] when the object is no
+    /// longer the version read first (another ETag, or shorter).
     async fn get(&self, range: Range<u64>) -> Result<Bytes> {
         let (start, end) = (range.start.min(self.size), range.end.min(self.size));
         if let Some(b) = &self.whole {
@@ -316,8 +291,6 @@ impl<'a, S: Store> ObjectReader<'a, S> {
     }
 
     /// One ranged GET of the version read first, within a permit.
-    ///
-    /// Errors: as [`ObjectReader::get`].
     async fn fetch(&self, range: Range<u64>) -> Result<Fetched> {
         let _permit = self.permit().await;
         let f = (self.store)
@@ -330,7 +303,6 @@ impl<'a, S: Store> ObjectReader<'a, S> {
         Ok(f)
     }
 
-    /// The object is no longer the version read first.
     fn changed(&self) -> Error {
         Error::PreconditionFailed {
             op: "GetObject",
@@ -339,8 +311,7 @@ impl<'a, S: Store> ObjectReader<'a, S> {
         }
     }
 
-    /// The first read: the whole object when it is small, else its tail;
-    /// the version it finds is the one every later read asks for.
+    /// The whole object when small, else its tail; it fixes the version read.
     async fn first_read(&mut self) -> Result<Bytes> {
         if let Some(b) = &self.whole {
             return Ok(b.clone());
@@ -367,10 +338,7 @@ impl<'a, S: Store> ObjectReader<'a, S> {
         Ok(f.body)
     }
 
-    /// Many ranges of the object, coalesced (ranges closer than
-    /// [`COALESCE_GAP_BYTES`] in one GET, up to 10 GETs at once).
-    ///
-    /// Errors: as the single reads.
+    /// Many ranges, coalesced ([`COALESCE_GAP_BYTES`]; up to 10 GETs at once).
     pub async fn get_ranges(&self, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
         let Some((tail_at, tail)) = &self.tail else {
             return object_store::coalesce_ranges(ranges, |r| self.get(r), COALESCE_GAP_BYTES)
@@ -406,13 +374,11 @@ impl<'a, S: Store> ObjectReader<'a, S> {
             .collect())
     }
 
-    /// Reads and parses the footer within `budget`. Not Parquet: shorter
-    /// than 12 bytes, magic not `PAR1` (both ends when read whole), or a
-    /// declared footer length that does not fit; then the footer's length
-    /// and leaf columns must be within the limits.
+    /// Reads and parses the footer within `budget`.
     ///
-    /// Errors: S3 errors (a missing key: [`Error::is_not_found`]). An object
-    /// that is not Parquet or breaks a limit is `Ok(Err(_))`.
+    /// Errors: S3 errors (a missing key: [`Error::is_not_found`]). Not Parquet
+    /// (under 12 bytes, no `PAR1` magic, a footer length that does not fit) or
+    /// over a limit is `Ok(Err(_))`.
     pub async fn footer(
         &mut self,
         budget: Budget,
@@ -467,9 +433,8 @@ impl<'a, S: Store> ObjectReader<'a, S> {
         Ok(Ok(Arc::new(metadata)))
     }
 
-    /// Decodes the columns of `mask` row group by row group, in batches of
-    /// at most [`BATCH_ROWS`] rows, handing each to `each` (which may stop
-    /// the read with an [`Unmergeable`]).
+    /// Decodes the columns of `mask` in batches of at most [`BATCH_ROWS`] rows,
+    /// handing each to `each` (which may stop with an [`Unmergeable`]).
     ///
     /// Errors: S3 errors. A file that cannot be decoded is `Ok(Err(_))`.
     pub async fn read_batches(
@@ -531,9 +496,7 @@ pub struct InputRead {
     pub outcome: std::result::Result<Decoded, Unmergeable>,
 }
 
-/// Reads one input for the merge within `budget`: `body` when the caller
-/// holds it, else one GET or ranged GETs; its columns are decoded only once
-/// its footer passed the limits.
+/// Reads one input for the merge within `budget` (`body` when the caller holds it).
 ///
 /// Errors: S3 errors; `Ok(None)` when the object vanished since the listing.
 pub async fn read_input(
@@ -575,7 +538,6 @@ pub async fn read_input(
     }))
 }
 
-/// Every column of a big input, by ranged reads, into one [`Decoded`].
 async fn decode_ranged<S: Store>(
     reader: &ObjectReader<'_, S>,
     metadata: Arc<ParquetMetaData>,
@@ -609,11 +571,10 @@ pub struct ColumnsRead {
 }
 
 /// Reads the columns `names` (any case; `names[0]` required) of one
-/// multi-row input within `budget`, in version `if_match` when given,
-/// handing each decoded batch to `each` (memory: one batch, not the file).
+/// multi-row input, handing each batch to `each` (memory: one batch).
 ///
-/// Errors: S3 errors ([`Error::PreconditionFailed`] when the object
-/// changed). An unreadable input is `Ok`, its [`ColumnsRead::outcome`] `Err`.
+/// Errors: S3 errors ([`Error::PreconditionFailed`] when the object changed).
+/// An unreadable input is `Ok`, its [`ColumnsRead::outcome`] `Err`.
 pub async fn read_columns(
     store: &impl Store,
     meta: &ObjectMeta,
@@ -672,13 +633,11 @@ async fn columns_of<S: Store>(
     reader.read_batches(arrow, mask, each).await
 }
 
-/// The flights of one object's rows by its `s3_key` column alone, and how
-/// many rows name no flight: what [`crate::protocol::proof`] checks by. Read as
-/// [`read_columns`] reads.
+/// The flights of one object's rows by its `s3_key` column, and how many rows
+/// name none: what [`crate::protocol::proof`] checks by.
 ///
-/// Errors: S3 errors ([`Error::PreconditionFailed`] when the object is not
-/// version `if_match`). An object that is not Parquet, breaks a limit or has
-/// no `s3_key` column is `Ok(Err(_))`.
+/// Errors: S3 errors ([`Error::PreconditionFailed`] when not version
+/// `if_match`). Not Parquet, over a limit or no `s3_key`: `Ok(Err(_))`.
 pub async fn row_flights(
     store: &impl Store,
     key: &str,
@@ -724,9 +683,8 @@ async fn flights_of<S: Store>(
     Ok(read.map(|()| out))
 }
 
-/// The `s3_key` and `first_message` of a batch's rows, by name without
-/// case (as the merge matches them): columns twice (names equal but for
-/// case) hold one value a row, the first that is not null.
+/// The `s3_key` and `first_message` of a batch's rows, by name without case;
+/// of columns equal but for case, a row's value is the first not null.
 #[derive(Debug)]
 pub struct RowKeys {
     keys: Vec<ArrayRef>,
@@ -735,10 +693,8 @@ pub struct RowKeys {
 }
 
 impl RowKeys {
-    /// The columns of `batch` (as [`read_columns`] gives them).
-    ///
-    /// Errors: [`Unmergeable`] naming the column when `s3_key` is missing
-    /// or not a string, or `first_message` is not a timestamp.
+    /// Errors: [`Unmergeable`] naming the column when `s3_key` is missing or not
+    /// a string, or `first_message` is not a timestamp.
     pub fn of(batch: &RecordBatch) -> std::result::Result<RowKeys, Unmergeable> {
         let named = |n: &str| {
             (batch.schema_ref().fields().iter())

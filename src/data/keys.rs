@@ -1,7 +1,5 @@
-//! Bucket layout: how keys are built and classified.
-//!
-//! Pure functions over key strings, no I/O. The layout is the archive
-//! writer's (docs/ARCHITECTURE.md, "Bucket layout"):
+//! Bucket layout: how keys are built and classified (pure, no I/O). The
+//! layout is the archive writer's (docs/ARCHITECTURE.md, "Bucket layout"):
 //!
 //! ```text
 //! flights/{YYYY}/{MM}/{DD}/{icao_hex}_{ident}_{uuid}.json.gz
@@ -11,8 +9,6 @@
 //! index/year={YYYY}/month={MM}/day={DD}/{any name}.parquet     other multi-row file
 //! _compaction_state/...
 //! ```
-//!
-//! [`IndexKey`] says which objects of a partition are index inputs.
 //!
 //! ```
 //! use archive_compaction::data::keys::{classify_index_key, IndexKey, flight_uuid};
@@ -39,8 +35,7 @@ pub const LOCK_KEY: &str = "_compaction_state/lock.json";
 pub const MANIFESTS_ROOT: &str = "_compaction_state/manifests/";
 /// Where unreadable manifests are moved aside.
 pub const QUARANTINE_ROOT: &str = "_compaction_state/quarantine/";
-/// Where a live manifest whose inputs could not be deleted is marked stuck
-/// ([`stuck_key`]), so `status` and `prune-cache` block its date as the run does.
+/// Stuck marks of live manifests whose inputs could not be deleted ([`stuck_key`]).
 pub const STUCK_ROOT: &str = "_compaction_state/stuck/";
 /// File name prefix of this job's outputs.
 pub const COMPACTED_PREFIX: &str = "compacted-";
@@ -65,12 +60,8 @@ pub fn index_prefix(date: NaiveDate) -> String {
     )
 }
 
-/// The output key `index/.../compacted-{id}.parquet` of a date.
-///
-/// Named after the commit's job id (unique per commit), so two runs never
-/// overwrite each other's output and recovery can tell a manifest's own
-/// output from any other ([`crate::data::state::MANIFEST_VERSION`]).
-///
+/// The output key of a date, named after the commit's job id: two runs never
+/// overwrite each other's output, and recovery tells a manifest's own output.
 /// ```
 /// use archive_compaction::data::keys::compacted_key;
 /// let d = chrono::NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
@@ -96,8 +87,7 @@ pub fn manifest_date(key: &str) -> Option<NaiveDate> {
     NaiveDate::parse_from_str(date, "%Y-%m-%d").ok()
 }
 
-/// `_compaction_state/stuck/YYYY-MM-DD/{job_id}.json`: the stuck mark of
-/// the manifest at `manifest_key` (the same name under [`STUCK_ROOT`]).
+/// The stuck mark of the manifest at `manifest_key` (same name under [`STUCK_ROOT`]).
 ///
 /// ```
 /// use archive_compaction::data::keys::{stuck_key, stuck_manifest_key};
@@ -110,26 +100,22 @@ pub fn stuck_key(manifest_key: &str) -> String {
     manifest_key.replacen(MANIFESTS_ROOT, STUCK_ROOT, 1)
 }
 
-/// The manifest key a stuck mark ([`stuck_key`]) stands for; `None` for a
-/// key outside [`STUCK_ROOT`].
+/// The manifest key a stuck mark stands for; `None` outside [`STUCK_ROOT`].
 pub fn stuck_manifest_key(key: &str) -> Option<String> {
     Some(format!("{MANIFESTS_ROOT}{}", key.strip_prefix(STUCK_ROOT)?))
 }
 
-/// What an object under an index partition is.
-///
-/// Every `.parquet` object directly in a `day=` partition whose name does
-/// not start with `_` or `.` is an index input: the Python job merged every
-/// such object, and backfills and exports use any name. Zero-byte objects
-/// are foreign too ([`crate::protocol::plan::classify_partition`] has the size).
+/// What an object under an index partition is. Every `.parquet` object
+/// directly in a `day=` partition, not named `_*` or `.*`, is an input (the
+/// Python job merged every such object); zero-byte ones are foreign too
+/// ([`crate::protocol::plan::classify_partition`] has the size).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IndexKey {
     /// `{uuid}.parquet`: one flight's index row, written by the archive writer.
     PerFlight(Uuid),
     /// `compacted-*.parquet`: an output of this job or of the Python job.
     Compacted,
-    /// Any other `.parquet` name (`legacy-migration.parquet`, exports): a
-    /// multi-row index file, read, merged and retired like a compacted one.
+    /// Any other `.parquet` name (exports, a migration's): merged and retired like a compacted one.
     MultiRow,
     /// Anything else (`_SUCCESS`, `*.json`, directory markers, `.hidden`,
     /// nested prefixes): never read, merged, deleted or counted as a row.
@@ -143,10 +129,7 @@ impl IndexKey {
     }
 }
 
-/// Classifies a key found under an index partition prefix.
-///
-/// Only the last path segment counts, and only directly in a `day=DD/`
-/// partition. A per-flight name is a hyphenated uuid (any case) `.parquet`.
+/// Classifies a key under an index partition prefix by its last segment.
 pub fn classify_index_key(key: &str) -> IndexKey {
     if key.ends_with('/') {
         return IndexKey::Foreign("directory marker");
@@ -179,8 +162,7 @@ pub fn classify_index_key(key: &str) -> IndexKey {
     }
 }
 
-/// Whether `key` is an index input (not [`IndexKey::Foreign`]): a file this
-/// job reads, merges and may delete once merged.
+/// Whether `key` is an index input: a file this job reads, merges and may delete.
 ///
 /// ```
 /// use archive_compaction::data::keys::is_index_input;
@@ -192,9 +174,8 @@ pub fn is_index_input(key: &str) -> bool {
     classify_index_key(key).is_input()
 }
 
-/// The flight uuid of a flight object key or of an `s3_key` value.
-///
-/// The uuid is the last `_`-separated part of a `.json.gz` file name.
+/// The flight uuid of a flight object key or an `s3_key` value: the last
+/// `_`-separated part of the `.json.gz` name.
 pub fn flight_uuid(key: &str) -> Option<Uuid> {
     let name = key.rsplit('/').next()?;
     let stem = name.strip_suffix(".json.gz")?;
@@ -215,8 +196,7 @@ pub fn index_partition_date(prefix: &str) -> Option<NaiveDate> {
     NaiveDate::from_ymd_opt(y, m, d)
 }
 
-/// The date of a `flights/YYYY/MM/DD/` prefix, if well formed (four-digit
-/// year, two-digit month and day).
+/// The date of a `flights/YYYY/MM/DD/` prefix, if well formed.
 pub fn flights_partition_date(prefix: &str) -> Option<NaiveDate> {
     let rest = prefix.strip_prefix(FLIGHTS_ROOT)?;
     let mut parts = rest.split('/');

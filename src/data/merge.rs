@@ -1,23 +1,16 @@
 //! The merge: decode index files, conform them to the target schema, keep one
 //! row per flight, encode one compacted Parquet file.
 //!
-//! Inputs are matched to [`target_schema`] by column name without case (as
-//! Glue, Athena and Spark match names; columns equal but for case are one
-//! column). Only lossless conversions are applied; anything else makes that
-//! one file [`Unmergeable`], named with the column and reason, and the rest
-//! of the day goes on. Columns the target does not know are kept after the
-//! known ones, with one type for the day that holds every value exactly
-//! ([`widen`]).
+//! Columns match [`target_schema`] by name without case (as Glue, Athena and
+//! Spark match names). Only lossless conversions; anything else makes that one
+//! file [`Unmergeable`] and the day goes on. Unknown columns are kept after the
+//! known ones, one exact type for the day ([`widen`]).
 //!
-//! One row per flight (the uuid in `s3_key`, or a per-flight file's name):
-//! a per-flight file beats a multi-row file, and between two of a kind the
-//! later LastModified wins. Output rows are in uuid order.
-//!
-//! Two merges give the same output: [`StreamMerger`] ([`stream`]), tried
-//! first, writes each row as soon as its place is known, in memory bounded
-//! whatever the day's size, but needs regular inputs; [`Merger`], the
-//! fallback, holds the day's rows once (about 150 B a row of Arrow buffers
-//! plus 40 B of bookkeeping), never a set of arrays per file.
+//! One row per flight (the uuid in `s3_key`, or a per-flight file's name): a
+//! per-flight file beats a multi-row file, else the later LastModified wins.
+//! Output rows are in uuid order. [`StreamMerger`], tried first, writes rows
+//! in bounded memory but needs regular inputs; [`Merger`], the fallback, holds
+//! the day's rows once. Both give the same output.
 //!
 //! ```
 //! use archive_compaction::data::merge::{target_schema, encode, decode};

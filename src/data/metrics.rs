@@ -1,21 +1,14 @@
-//! CloudWatch metrics: the run's figures as one `PutMetricData` call in the
-//! namespace `METRICS_NAMESPACE`, each datum with the dimension
-//! `Bucket={S3_BUCKET}`.
+//! CloudWatch metrics: the run's figures as one `PutMetricData` call in
+//! `METRICS_NAMESPACE`, each with the dimension `Bucket={S3_BUCKET}`.
 //!
-//! Guarantees:
-//!
-//! - [`metrics`] is a pure function of the report, every run the same set of
-//!   names except `WatermarkLagDays` (left out when the watermark was not
-//!   read or the lease was held) and `MismatchUuidCount` (left out when the
-//!   run did not establish the walk's mismatch, as its MQTT topic:
-//!   [`crate::data::mqtt::is_known`]), so a missing datum is never a zero.
-//! - Exactly one of `RunSuccess`, `RunMismatch`, `RunFailure` is 1, so an
-//!   alarm is `RunFailure >= 1` or `RunSuccess < 1 for N periods`.
-//! - Data points carry the wall-clock time the run started ([`run_started`]),
-//!   not the invocation time, which `--now` or a replayed event may put past
-//!   CloudWatch's two weeks. The start: Lambda stamps its `Errors` with it,
-//!   and `FunctionErrorsAlarm` subtracts `RunMismatch` from them per minute.
-//! - [`put`] is bounded by [`CLOUDWATCH_TIMEOUT`], retries included.
+//! - Every run sends the same names but `WatermarkLagDays` and
+//!   `MismatchUuidCount`, left out when the run did not establish them
+//!   ([`crate::data::mqtt::is_known`]): a missing datum is never a zero.
+//! - Exactly one of `RunSuccess`, `RunMismatch`, `RunFailure` is 1.
+//! - Data points carry the wall-clock start ([`run_started`]), not the
+//!   invocation time (`--now` or a replayed event may be past CloudWatch's
+//!   two weeks); Lambda stamps `Errors` with it, and `FunctionErrorsAlarm`
+//!   subtracts `RunMismatch` from them per minute.
 //!
 //! ```
 //! use archive_compaction::data::metrics::metrics;
@@ -41,7 +34,7 @@ use crate::infra::error::ReportError;
 /// The one dimension of every metric; its value is the bucket name.
 pub const BUCKET_DIMENSION: &str = "Bucket";
 
-/// Bound on the whole PutMetricData call, retries included (10 s).
+/// Bound on the whole PutMetricData call, retries included.
 pub const CLOUDWATCH_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One metric value.
@@ -55,8 +48,7 @@ pub struct Metric {
     pub unit: StandardUnit,
 }
 
-/// The metrics for `report`: its figures, the watermark lag in days (or the
-/// days ahead, [`RunReport::watermark_ahead_days`]) and the one-hot outcome.
+/// The metrics for `report`; the watermark lag in days (or days ahead).
 pub fn metrics(report: &RunReport) -> Vec<Metric> {
     let count = |name, value: u64| Metric {
         name,
@@ -90,12 +82,10 @@ pub fn metrics(report: &RunReport) -> Vec<Metric> {
     if crate::data::mqtt::is_known(report, "mismatch_uuid_count") {
         m.push(count("MismatchUuidCount", report.mismatch_uuid_count));
     }
-    // Not from a run that found the lease held: it did not establish the lag,
-    // and a 0 would clear the lag alarm; the holder publishes its own.
+    // A run that found the lease held did not establish the lag; a 0 would clear the alarm.
     let lag = (report.watermark_lag_days).filter(|_| report.stop_reason != StopReason::LeaseHeld);
     if let Some(lag) = lag {
-        // A watermark ahead of today's cutoff is as wrong as one far behind
-        // it: the distance, so the lag alarm fires.
+        // A watermark ahead of the cutoff is as wrong as one behind: the alarm fires.
         let lag = lag.max(report.watermark_ahead_days.unwrap_or(0));
         // CloudWatch has no "Days" unit: a count of days.
         m.push(Metric {
@@ -107,9 +97,7 @@ pub fn metrics(report: &RunReport) -> Vec<Metric> {
     m
 }
 
-/// When the run of `report` started, by the wall clock: `now` (the end,
-/// when it is reported) minus its `duration_seconds`. The timestamp of its
-/// data points (module docs).
+/// The run's wall-clock start: `now` (when reported) minus `duration_seconds`.
 pub fn run_started(now: SystemTime, report: &RunReport) -> SystemTime {
     let took = Duration::try_from_secs_f64(report.duration_seconds).unwrap_or_default();
     now.checked_sub(took).unwrap_or(now)
@@ -137,8 +125,7 @@ pub fn metric_data(metrics: &[Metric], bucket: &str, at: SystemTime) -> Vec<Metr
 
 /// Sends `metrics` in one PutMetricData call within `timeout`.
 ///
-/// Errors: [`ReportError::CloudWatch`] (after the SDK's retries),
-/// [`ReportError::CloudWatchTimeout`].
+/// Errors: [`ReportError::CloudWatch`] (after the SDK's retries), [`ReportError::CloudWatchTimeout`].
 pub async fn put(
     client: &aws_sdk_cloudwatch::Client,
     namespace: &str,

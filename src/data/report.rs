@@ -1,14 +1,9 @@
 //! [`RunReport`]: the one value that describes a run.
 //!
-//! The same value is the Lambda response (Success) or the error message
-//! (Mismatch, Failure), the CLI's JSON on stdout, and the source of every
-//! CloudWatch metric and MQTT topic. Its JSON Schema is
-//! `specs/run-report.schema.json`.
-//!
-//! Bounded whatever the run met: every list keeps at most a fixed number of
-//! entries (the `*_SHOWN` constants) beside its exact count and a
-//! `*_truncated` marker, and [`RunReport::bound`] keeps the whole JSON
-//! within [`REPORT_MAX_BYTES`]. The full detail is in `status` and the log.
+//! The Lambda response or error message, the CLI's JSON, and the source of
+//! every metric and MQTT topic (schema: `specs/run-report.schema.json`).
+//! Bounded: each list keeps the first `*_SHOWN` entries beside an exact count
+//! and a `*_truncated` marker; [`RunReport::bound`] caps the JSON at [`REPORT_MAX_BYTES`].
 //!
 //! ```
 //! use archive_compaction::data::report::{RunReport, SkippedFile, UUIDS_SHOWN};
@@ -43,13 +38,11 @@ pub const SKIPPED_FILES_SHOWN: usize = 100;
 /// Manifests `recovered` lists (in the order recovery met them).
 pub const RECOVERED_SHOWN: usize = 100;
 
-/// How many errors `errors` lists: the first `ERRORS_SHOWN - 1` and the
-/// last (the one that stopped the run); the log has each (`run failed`).
+/// Errors `errors` lists: the first `ERRORS_SHOWN - 1` and the last (the one that stopped the run).
 pub const ERRORS_SHOWN: usize = 50;
 
-/// The most bytes of the report's JSON, pretty-printed as the CLI prints
-/// it: room under the 256 KB of an asynchronous invocation's failure record
-/// (request and response together) for the event and its metadata.
+/// Bytes of the pretty-printed JSON: room under the 256 KB of an asynchronous
+/// invocation's failure record (request and response together).
 pub const REPORT_MAX_BYTES: usize = 200_000;
 
 /// Outcome of a run: exit code 0, 2, 1 respectively.
@@ -100,7 +93,7 @@ pub enum StopReason {
     ReachedCutoff,
     /// The watermark is already at (or past) the cutoff.
     NothingToDo,
-    /// No watermark, no `START_DATE` and no `index/` partition: nothing to start from.
+    /// No watermark, no `START_DATE`, and no `index/` or `flights/` partition: nothing to start from.
     NoPartitions,
     /// Parity failed on `mismatch_date`.
     Mismatch,
@@ -152,8 +145,7 @@ pub enum DayAction {
     SweepPlanned,
     /// A repair range's date held by a stuck or quarantined manifest.
     Blocked,
-    /// Some of the date's parts committed, then the deadline stopped it: the
-    /// next run goes on within the date; the watermark stays before it.
+    /// Some parts committed, then the deadline stopped it; the watermark stays before it.
     Partial,
 }
 
@@ -215,8 +207,7 @@ pub struct SkippedFile {
     pub column: Option<String>,
     /// Why it was skipped (foreign object, unreadable Parquet, lossy type...).
     pub reason: String,
-    /// The input limit it broke, when that is why (`null` otherwise): such
-    /// a file was neither fetched whole nor decoded ([`crate::data::input`]).
+    /// The input limit it broke, if that is why (neither fetched whole nor decoded).
     pub limit: Option<LimitBroken>,
 }
 
@@ -239,9 +230,8 @@ impl SkippedFile {
 
 pub use crate::data::merge::{Limit, LimitBroken};
 
-/// A per-flight index file whose bytes cannot be read: its flight counts
-/// as missing its index row ([`crate::protocol::partition::unread_rows`]). Left in
-/// place; docs/runbook.md, "An unreadable per-flight index file".
+/// A per-flight index file whose bytes cannot be read: its flight counts as
+/// missing its index row. Left in place; docs/runbook.md, "An unreadable per-flight index file".
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UnreadFile {
     /// The per-flight file's key (`index/year=…/{uuid}.parquet`).
@@ -301,22 +291,19 @@ pub struct DayReport {
     pub rows_written: u64,
     /// Rows dropped as older duplicates of the same flight.
     pub duplicates_removed: u64,
-    /// Commits of the date in this run (a dry run: the parts it would
-    /// commit): one a part, sized by the memory and time the run has
-    /// ([`crate::protocol::sizing::MemoryFit`]), more when inputs changed meanwhile.
+    /// Commits of the date in this run (dry run: parts it would commit): one a
+    /// part ([`crate::protocol::sizing::MemoryFit`]), more when inputs changed meanwhile.
     #[serde(default)]
     pub parts: u64,
     /// On `partial`: index files of the date left for the next run.
     #[serde(default)]
     pub files_left: u64,
-    /// Listings of the date's index partition by this run: one, plus one a
-    /// listing window past the first and one a fold of changed inputs.
+    /// Listings of the date's index partition: one, plus one a listing window past the first and one a fold of changed inputs.
     #[serde(default)]
     pub passes: u64,
     /// Columns the target schema does not know, kept after the known ones (`merge::widen`).
     pub extra_columns: Vec<String>,
-    /// Rows of multi-row inputs whose `s3_key` names no flight: merged, kept
-    /// after the flights' rows, counted on every merge of the date.
+    /// Rows of multi-row inputs whose `s3_key` names no flight: merged, kept after the flights' rows.
     pub rows_without_flight: u64,
     /// The inputs that held them (the first [`crate::commands::run::FOREIGN_KEYS_SHOWN`]).
     pub rows_without_flight_keys: Vec<String>,
@@ -332,13 +319,11 @@ pub struct DayReport {
     pub mismatch_uuid_count: u64,
     /// True when `mismatch_uuids` holds fewer than `mismatch_uuid_count`.
     pub mismatch_uuids_truncated: bool,
-    /// On a `mismatch`: the date's unreadable per-flight files (the first
-    /// [`DAY_UUIDS_SHOWN`], by flight), each with why. Left in place.
+    /// On a `mismatch`: the date's unreadable per-flight files (the first [`DAY_UUIDS_SHOWN`], by flight).
     #[serde(default)]
     pub unread_files: Vec<UnreadFile>,
-    /// Rows of the day's multi-row inputs whose `first_message` UTC date is
-    /// another date: merged where they sit, never moved. Over several passes,
-    /// the pass that read the most ([`RunReport::note_other_days`]).
+    /// Rows of multi-row inputs whose `first_message` UTC date is another date:
+    /// merged where they sit. Over several passes, the most one pass read.
     pub rows_of_other_days: u64,
     /// Their flights (the first [`crate::data::merge::OTHER_DAYS_UUIDS_SHOWN`], in the order read).
     pub other_days_uuids: Vec<String>,
@@ -362,12 +347,11 @@ pub struct RecoveredManifest {
     pub detail: String,
 }
 
-/// Everything a run did, field by field (the Python job's fields first).
+/// Everything a run did (the Python job's fields first).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct RunReport {
-    /// Index input files retired by this run (merged, output verified, then
-    /// deleted), of every kind, plus those recovery deleted to finish a
-    /// crashed commit; each counted once, by the run whose delete removed it.
+    /// Index input files retired (output verified, then deleted), including
+    /// those recovery deleted to finish a crashed commit; each counted once.
     pub files_compacted: u64,
     /// Input files whose delete failed (they are still there; the manifest is kept).
     pub files_delete_failed: u64,
@@ -375,16 +359,14 @@ pub struct RunReport {
     pub days_compacted: u64,
     /// The watermark after the run (`None` when nothing was ever compacted).
     pub last_compacted_date: Option<NaiveDate>,
-    /// The date the scheduled walk stopped on because its parity failed in
-    /// this run (recorded in `watermark.json`). Never set by `--date`,
-    /// `--from`/`--to` or a dry run: their verdicts are in `days[]`.
+    /// The date the scheduled walk stopped on because parity failed (recorded in
+    /// `watermark.json`); never set by `--date`, ranges or a dry run.
     pub mismatch_date: Option<NaiveDate>,
     /// How many flights of `mismatch_date` fail parity (exact).
     pub mismatch_uuid_count: u64,
     /// The first [`UUIDS_SHOWN`] of those flights' uuids, sorted (`status` lists them all).
     pub mismatch_uuids: Vec<String>,
-    /// `watermark.json`'s count of consecutive scheduled runs blocked on
-    /// its mismatch date; `--date`, ranges and dry runs report it as read.
+    /// `watermark.json`'s count of consecutive scheduled runs blocked on its mismatch date.
     pub mismatch_runs: u32,
     /// The invocation time (UTC; the EventBridge event's `time` or `--now`).
     pub last_run_at: DateTime<Utc>,
@@ -394,17 +376,14 @@ pub struct RunReport {
     pub invocation_id: String,
     /// The bucket.
     pub bucket: String,
-    /// Cutoff date: UTC date of `last_run_at` minus `LAG_DAYS`, never past
-    /// the wall clock's ([`crate::commands::run::MAX_CLOCK_SKEW`]).
+    /// UTC date of `last_run_at` minus `LAG_DAYS`, never past the wall clock's ([`crate::commands::run::MAX_CLOCK_SKEW`]).
     pub cutoff: Option<NaiveDate>,
     /// The watermark before the run.
     pub watermark_before: Option<NaiveDate>,
-    /// Watermark lag behind the cutoff after the run, in days (or
-    /// `watermark_ahead_days`): what `WatermarkLagDays` carries. `None`
-    /// exactly when the watermark state was not read ([`RunReport::state_known`]).
+    /// Watermark lag behind the cutoff after the run, in days (`WatermarkLagDays`);
+    /// `None` exactly when the watermark was not read.
     pub watermark_lag_days: Option<i64>,
-    /// Days the watermark is ahead of today's cutoff, when it is: the run
-    /// is a Failure saying how to fix it, and the lag alarm fires.
+    /// Days the watermark is ahead of today's cutoff: the run fails saying how to fix it.
     #[serde(default)]
     pub watermark_ahead_days: Option<i64>,
     /// Why the walk stopped.
@@ -419,17 +398,14 @@ pub struct RunReport {
     pub bytes_written: u64,
     /// Older duplicate rows dropped.
     pub duplicates_removed: u64,
-    /// Files the straggler sweep (`SWEEP_DAYS`) folded into dates already
-    /// compacted, beyond the one compacted file each such date is folded
-    /// into (per swept date: `files_read` minus 1 when it read one).
+    /// Files the straggler sweep folded into already compacted dates, beyond
+    /// the one compacted file each is folded into.
     pub stragglers_folded: u64,
     /// Manifests resolved by recovery at the start.
     pub manifests_recovered: u64,
     /// What recovery did, manifest by manifest (the first [`RECOVERED_SHOWN`]).
     pub recovered: Vec<RecoveredManifest>,
-    /// Per-date detail, in walk order: the first [`DAYS_SHOWN`] dates, dates
-    /// with work never hidden behind empty ones ([`RunReport::add_day`],
-    /// [`RunReport::work_first`]).
+    /// Per-date detail, in walk order, the first [`DAYS_SHOWN`], dates with work first ([`RunReport::add_day`]).
     pub days: Vec<DayReport>,
     /// Files left in place with the reason (the first [`SKIPPED_FILES_SHOWN`]).
     pub skipped_files: Vec<SkippedFile>,
@@ -437,8 +413,7 @@ pub struct RunReport {
     pub foreign_objects: u64,
     /// The days' `rows_of_other_days`, summed.
     pub rows_of_other_days: u64,
-    /// Errors, one line each, naming the operation, key, date or setting; a
-    /// blocked date is named here on every run until it is resolved.
+    /// Errors, one line each; a blocked date is named on every run until resolved.
     pub errors: Vec<String>,
     /// Reporting failures (MQTT, CloudWatch, one per sink at most); never change the status.
     pub report_errors: Vec<String>,
@@ -479,17 +454,13 @@ impl RunReport {
         self.last_run_status = Status::Failure;
     }
 
-    /// Whether the run read `_compaction_state/watermark.json` (then and only
-    /// then it sets `watermark_lag_days`), so the state fields are not defaults.
+    /// Whether the run read `watermark.json` (then and only then `watermark_lag_days` is set).
     pub fn state_known(&self) -> bool {
         self.watermark_lag_days.is_some()
     }
 
-    /// Folds one date's report into the run's: the one place where day
-    /// figures become run figures. Bounded: the day's `mismatch_uuids` cut to
-    /// [`DAY_UUIDS_SHOWN`], `days` to [`DAYS_SHOWN`], `skipped_files` to
-    /// [`SKIPPED_FILES_SHOWN`]; each date is logged as one `date reported`
-    /// line, each skipped file as one `file skipped` line.
+    /// Folds one date's report into the run's, cutting its lists to their caps;
+    /// logs a `date reported` line per date and a `file skipped` line per skipped file.
     pub fn add_day(&mut self, mut day: DayReport) {
         self.add_totals(&mut day);
         if matches!(day.action, DayAction::Swept | DayAction::SweepPlanned) {
@@ -521,8 +492,7 @@ impl RunReport {
             return;
         }
         self.days_truncated = true;
-        // A date with work is never hidden behind empty ones (a migration's
-        // range of mostly empty dates): it takes the last empty one's place.
+        // A date with work takes the last empty one's place.
         if day.action != DayAction::NothingToCompact
             && let Some(i) =
                 (self.days.iter()).rposition(|d| d.action == DayAction::NothingToCompact)
@@ -538,8 +508,7 @@ impl RunReport {
             .sort_by_key(|d| (d.action == DayAction::NothingToCompact, d.date));
     }
 
-    /// [`RunReport::add_day`] for a date not listed in `days` (a sweep's date
-    /// with nothing to fold): its totals and skipped files still count.
+    /// [`RunReport::add_day`] for a date not listed in `days`: its totals still count.
     pub fn add_unlisted_day(&mut self, mut day: DayReport) {
         self.add_totals(&mut day);
     }
@@ -565,9 +534,8 @@ impl RunReport {
         }
     }
 
-    /// Records a parity mismatch on `date` of `count` missing flights, `first`
-    /// the first of them in uuid order (a date's set may be on disk, so only
-    /// [`UUIDS_SHOWN`] are asked for).
+    /// Records a parity mismatch of `count` flights; `first`, the first in uuid
+    /// order, needs only [`UUIDS_SHOWN`] of them.
     pub fn set_mismatch(&mut self, date: NaiveDate, count: u64, first: &[uuid::Uuid]) {
         self.mismatch_date = Some(date);
         self.mismatch_uuid_count = count;
@@ -577,8 +545,7 @@ impl RunReport {
         self.mismatch_uuids_truncated = count > UUIDS_SHOWN as u64;
     }
 
-    /// Notes one read of `day`'s rows of other days: the read that found
-    /// most wins (a later pass re-reads the earlier pass's output).
+    /// Notes one read of `day`'s rows of other days: the largest wins (a later pass re-reads the earlier one's output).
     pub fn note_other_days(day: &mut DayReport, found: &crate::data::merge::OtherDays) {
         if found.rows > day.rows_of_other_days {
             day.rows_of_other_days = found.rows;
@@ -598,10 +565,8 @@ impl RunReport {
         self.recovered_truncated = recovered.len() > RECOVERED_SHOWN;
     }
 
-    /// Bounds the report once nothing is added any more (idempotent): the
-    /// lists are cut to their caps (`errors` keeps its last), then, while the
-    /// pretty JSON is over [`REPORT_MAX_BYTES`], the list taking the most
-    /// bytes is halved and marked cut. Counts stay exact.
+    /// Bounds the report (idempotent): lists cut to their caps (`errors` keeps its
+    /// last), then the largest list halved while the JSON is over [`REPORT_MAX_BYTES`].
     pub fn bound(&mut self) {
         self.recovered_total = self.recovered_total.max(self.recovered.len() as u64);
         if cut(&mut self.recovered, RECOVERED_SHOWN) {
@@ -645,20 +610,17 @@ impl RunReport {
     }
 }
 
-/// Cuts `list` to half its length with `how`; true when something was cut.
 fn halve<T>(list: &mut Vec<T>, how: fn(&mut Vec<T>, usize) -> bool) -> bool {
     let half = list.len() / 2;
     how(list, half)
 }
 
-/// Cuts `list` to its first `keep` entries; true when something was cut.
 fn cut<T>(list: &mut Vec<T>, keep: usize) -> bool {
     let cut = list.len() > keep;
     list.truncate(keep);
     cut
 }
 
-/// Cuts `list` to its first `keep - 1` entries and its last; true when something was cut.
 fn cut_keeping_last<T>(list: &mut Vec<T>, keep: usize) -> bool {
     if list.len() <= keep {
         return false;
@@ -671,7 +633,6 @@ fn cut_keeping_last<T>(list: &mut Vec<T>, keep: usize) -> bool {
     true
 }
 
-/// The length of `value`'s pretty-printed JSON, in bytes.
 fn json_len(value: &impl Serialize) -> usize {
     serde_json::to_string_pretty(value).map_or(0, |s| s.len())
 }

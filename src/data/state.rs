@@ -1,16 +1,9 @@
 //! State files under `_compaction_state/`: watermark, lease and manifests.
 //!
-//! All are JSON (schemas in `specs/`), all are written with conditional
-//! writes so two runs can never silently overwrite each other:
-//!
-//! - `watermark.json`: [`Watermark`], compatible with the Python job's
-//!   `{"last_compacted_date": "YYYY-MM-DD"}`; unknown fields are kept.
-//! - `lock.json`: [`crate::protocol::lease::Lease`], see [`crate::protocol::lease`].
-//! - `manifests/{date}/{job_id}.json`: [`Manifest`], one per in-flight commit.
-//!
-//! A conditional write whose answer was lost is sent again by the SDK and
-//! fails its own condition: [`put_settled`] reads the object back, so the
-//! run's own write is never taken for another writer's.
+//! All JSON (schemas in `specs/`), all written conditionally so two runs never
+//! silently overwrite each other: `watermark.json` ([`Watermark`], the Python
+//! job's format), `lock.json` ([`crate::protocol::lease`]) and
+//! `manifests/{date}/{job_id}.json` ([`Manifest`]).
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
@@ -20,8 +13,8 @@ use crate::data::keys::WATERMARK_KEY;
 use crate::infra::error::{Error, Result};
 use crate::infra::storage::{PutMode, Store};
 
-/// `watermark.json`: the last date whose partition is fully compacted, plus
-/// the mismatch bookkeeping. Fields this version does not know are kept.
+/// `watermark.json`: the last fully compacted date and the mismatch
+/// bookkeeping. Unknown fields are kept.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Watermark {
     /// Last fully compacted date (UTC); `null` when nothing was compacted yet.
@@ -32,8 +25,7 @@ pub struct Watermark {
     /// Consecutive invocations blocked on `mismatch_date` (0 when none).
     #[serde(default)]
     pub mismatch_runs: u32,
-    /// Id of the EventBridge event (or CLI run) that last counted a mismatch
-    /// run, so a redelivered event does not count twice.
+    /// Id of the event (or CLI run) that last counted a mismatch run: a redelivered event does not count twice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mismatch_event_id: Option<String>,
     /// When this file was last written by this job (UTC).
@@ -44,8 +36,7 @@ pub struct Watermark {
     pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
-/// The fields of `watermark.json` this version reads, with the JSON type
-/// each must have (`specs/watermark.schema.json`).
+/// The fields of `watermark.json` this version reads, with their JSON types (`specs/watermark.schema.json`).
 pub const WATERMARK_FIELDS: &[(&str, &str)] = &[
     (
         "last_compacted_date",
@@ -58,9 +49,7 @@ pub const WATERMARK_FIELDS: &[(&str, &str)] = &[
 ];
 
 impl Watermark {
-    /// Parses `watermark.json` strictly: an object with `last_compacted_date`
-    /// (a `YYYY-MM-DD` date, or `null`) whose other known fields
-    /// ([`WATERMARK_FIELDS`]) have their types; unknown fields are kept.
+    /// Parses `watermark.json` strictly ([`WATERMARK_FIELDS`]); unknown fields are kept.
     ///
     /// Errors: a message naming the field, what it holds and must hold. A
     /// missing `last_compacted_date` (a typo) is an error, never a first run.
@@ -137,8 +126,7 @@ impl Watermark {
         Ok(wm)
     }
 
-    /// The walk compacted `date`: the watermark moves to it, and a recorded
-    /// mismatch on or before it is cleared (that date passed parity now).
+    /// The walk compacted `date`; a recorded mismatch on or before it is cleared.
     pub fn advance(&mut self, date: NaiveDate) {
         self.last_compacted_date = Some(date);
         if self.mismatch_date.is_some_and(|m| m <= date) {
@@ -146,14 +134,12 @@ impl Watermark {
         }
     }
 
-    /// Parity failed on `date` in the invocation of `event` (the EventBridge
-    /// event id, equal on redelivery): each new event blocked on the date
-    /// counts once. Returns `mismatch_runs` (saturating at `u32::MAX`).
+    /// Parity failed on `date` in the invocation of `event` (equal on
+    /// redelivery): each new event counts once. Returns `mismatch_runs`.
     pub fn record_mismatch(&mut self, date: NaiveDate, event: &str) -> u32 {
         if self.mismatch_date == Some(date) {
             if self.mismatch_event_id.as_deref() != Some(event) {
-                // Saturates: a hand-edited 4294967295 must not wrap to 0
-                // and clear the MismatchRuns alarm while the date is blocked.
+                // Saturates: a hand-edited 4294967295 must not wrap to 0 and clear the MismatchRuns alarm.
                 self.mismatch_runs = self.mismatch_runs.saturating_add(1);
             }
         } else {
@@ -164,8 +150,7 @@ impl Watermark {
         self.mismatch_runs
     }
 
-    /// Forgets the mismatch (the walk reached the cutoff); returns whether
-    /// there was anything to forget (then the file must be written).
+    /// Forgets the mismatch; true when there was one (then the file must be written).
     pub fn clear_mismatch(&mut self) -> bool {
         let had = self.mismatch_date.is_some()
             || self.mismatch_runs != 0
@@ -177,9 +162,7 @@ impl Watermark {
     }
 }
 
-/// A JSON value's kind as an error message names it: `null`, `a boolean`,
-/// `a number`, `a string`, `an array` or `an object` (the state files'
-/// and the Lambda event's errors alike).
+/// A JSON value's kind as an error message names it (state files and the Lambda event alike).
 pub(crate) fn json_type(v: &serde_json::Value) -> &'static str {
     match v {
         serde_json::Value::Null => "null",
@@ -191,8 +174,7 @@ pub(crate) fn json_type(v: &serde_json::Value) -> &'static str {
     }
 }
 
-/// A JSON value's kind ([`json_type`]) and, when short, the value itself,
-/// for errors.
+/// [`json_type`] and, when short, the value itself.
 fn json_kind(v: &serde_json::Value) -> String {
     let kind = json_type(v);
     let text = v.to_string();
@@ -203,7 +185,6 @@ fn json_kind(v: &serde_json::Value) -> String {
     }
 }
 
-/// `null` or an exact `YYYY-MM-DD` date; `None` when `v` is neither.
 fn opt_date(v: &serde_json::Value) -> Option<Option<NaiveDate>> {
     match v {
         serde_json::Value::Null => Some(None),
@@ -212,12 +193,10 @@ fn opt_date(v: &serde_json::Value) -> Option<Option<NaiveDate>> {
     }
 }
 
-/// Writes `body` to `key` conditionally (`mode`) and settles the outcome:
-/// when the write fails its precondition or transiently ([`settles`]), the
-/// object is read back, and if it holds exactly `body` (every state file
-/// carries this run's id or write time, so nobody else writes the same
-/// bytes) the write took effect: its ETag is returned. Otherwise the
-/// write's error stands.
+/// Writes `body` to `key` conditionally (`mode`). A lost answer's retry fails
+/// its own condition, so on a [`settles`] error the object is read back: if
+/// it holds exactly `body` (every state file carries this run's id or write
+/// time) its ETag is returned, else the write's error stands.
 pub async fn put_settled(
     store: &impl Store,
     key: &str,
@@ -243,9 +222,8 @@ pub async fn put_settled(
     }
 }
 
-/// Whether a failed conditional write may have been this run's own, its
-/// answer lost: a lost precondition or a transient failure, but not the
-/// deadline (no time to read it back).
+/// Whether a failed conditional write may have been this run's own, its answer
+/// lost; not on the deadline (no time to read it back).
 pub fn settles(e: &Error) -> bool {
     match e {
         Error::PreconditionFailed { .. } => true,
@@ -264,9 +242,8 @@ pub struct WatermarkState {
 }
 
 impl WatermarkState {
-    /// Reads `watermark.json`. Missing is `Ok` with `etag: None` (nothing
-    /// compacted yet); any other failure, bad JSON included, is an error and
-    /// must fail the run (never a silent "first run").
+    /// Reads `watermark.json`; missing is `etag: None` (nothing compacted yet).
+    /// Any other failure, bad JSON included, must fail the run.
     pub async fn read(store: &impl Store) -> Result<WatermarkState> {
         match store.get_opt(WATERMARK_KEY).await? {
             None => Ok(WatermarkState::default()),
@@ -284,9 +261,8 @@ impl WatermarkState {
         }
     }
 
-    /// Writes the watermark conditionally (`If-Match` the ETag read, or
-    /// `If-None-Match: *`), keeping the new ETag; a lost race is
-    /// [`Error::PreconditionFailed`]. Settled by [`put_settled`].
+    /// Writes the watermark (`If-Match` the ETag read, or `If-None-Match: *`)
+    /// via [`put_settled`]; a lost race is [`Error::PreconditionFailed`].
     pub async fn write(&mut self, store: &impl Store, now: DateTime<Utc>) -> Result<()> {
         self.watermark.updated_at = Some(now);
         let body = serde_json::to_vec_pretty(&self.watermark).expect("watermark serialises");
@@ -299,21 +275,15 @@ impl WatermarkState {
     }
 }
 
-/// Schema version of [`Manifest`] files written by this build. The versions
-/// differ in what recovery may prove ([`crate::protocol::manifest::validate_manifest`]):
-///
-/// - **2**: the output key is [`crate::data::keys::compacted_key`]`(date, job_id)`
-///   and the output carries the job id in its metadata ([`JOB_ID_METADATA`]).
-/// - **1** ([`MANIFEST_VERSION_1`]): the output was `compacted-{a second
-///   UUIDv7}` minted right after the job id, and carries no metadata.
-///
-/// Any other version is quarantined.
+/// Schema version of [`Manifest`]s this build writes; the versions differ in
+/// what recovery may prove ([`crate::protocol::manifest::validate_manifest`]).
+/// 2: output key [`crate::data::keys::compacted_key`]`(date, job_id)`, job id
+/// in its metadata ([`JOB_ID_METADATA`]); 1: [`MANIFEST_VERSION_1`]. Any other is quarantined.
 ///
 /// [`JOB_ID_METADATA`]: crate::infra::storage::JOB_ID_METADATA
 pub const MANIFEST_VERSION: u32 = 2;
 
-/// Schema version of manifests whose output key is not derived from the job
-/// id (see [`MANIFEST_VERSION`]).
+/// Manifests whose output was `compacted-{a second UUIDv7}`, without metadata.
 pub const MANIFEST_VERSION_1: u32 = 1;
 
 /// One input of a commit, as it was read.
@@ -330,8 +300,7 @@ pub struct ManifestInput {
 /// The compacted output a commit writes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ManifestOutput {
-    /// `index/year=YYYY/month=MM/day=DD/compacted-{job_id}.parquet` in the
-    /// manifest's own partition (version 1: `compacted-{another UUIDv7}`).
+    /// `index/year=YYYY/month=MM/day=DD/compacted-{job_id}.parquet` in the manifest's own partition.
     pub key: String,
     /// Size in bytes.
     pub size: u64,
@@ -341,14 +310,13 @@ pub struct ManifestOutput {
     pub rows: u64,
 }
 
-/// `manifests/{date}/{job_id}.json`: written (conditional create) before the
-/// output, deleted once every input is gone or proven newer.
+/// `manifests/{date}/{job_id}.json`: created before the output, deleted once
+/// every input is gone or proven newer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
-    /// [`MANIFEST_VERSION`] (or [`MANIFEST_VERSION_1`] for older files).
+    /// [`MANIFEST_VERSION`] or [`MANIFEST_VERSION_1`].
     pub schema_version: u32,
-    /// The commit's id (UUIDv7): the manifest's file name and, from version
-    /// 2, the output's.
+    /// The commit's id (UUIDv7): the manifest's file name and, from version 2, the output's.
     pub job_id: Uuid,
     /// The partition date.
     pub date: NaiveDate,

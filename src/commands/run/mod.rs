@@ -1,11 +1,5 @@
-//! The driver: lease, recover, walk dates, commit each, advance the
-//! watermark, and produce the [`RunReport`]. It only orchestrates; decisions
-//! are in [`crate::protocol::plan`], I/O phases in [`crate::protocol::commit`] and
-//! [`crate::protocol::recovery`].
-//!
-//! Time is injected: `now` (the EventBridge event's `time` or `--now`) fixes
-//! the cutoff, and `deadline` (the Lambda deadline or `--max-duration`) stops
-//! the walk before a new date is started too late.
+//! The driver: lease, recover, walk dates, commit each, advance the watermark,
+//! report. It only orchestrates: decisions are in [`crate::protocol`].
 
 mod day;
 mod watermark;
@@ -46,68 +40,48 @@ pub struct RunOptions {
     pub now: DateTime<Utc>,
     /// Lambda request id, or a fresh UUIDv7 on the CLI.
     pub invocation_id: String,
-    /// The EventBridge event id (or another id that is equal on redelivery),
-    /// so that `mismatch_runs` does not count a redelivered event twice.
+    /// The EventBridge event id (equal on redelivery): `mismatch_runs` counts an event once.
     pub event_id: Option<String>,
     /// Stop starting new dates when too little time is left before this.
     pub deadline: Option<Instant>,
-    /// List, plan and check parity as a real run would, reading every
-    /// input, and assess what recovery would do with existing manifests
+    /// Read, plan and check parity as a real run would, and assess recovery
     /// ([`recovery::assess`]); take no lease, write and delete nothing.
     pub dry_run: bool,
-    /// Compact only this date now, whatever the watermark says, through the
-    /// same lease, recovery, parity gate and commit protocol. The watermark
-    /// file is not written at all: never moved back, and not moved forward
-    /// either, even when the date is the day right after it (the normal walk
-    /// then passes that date quickly: parity from the compacted file's rows,
-    /// nothing to merge). A mismatch is reported, not recorded.
+    /// Compact only this date, whatever the watermark says, through the same
+    /// lease, recovery, parity gate and commit. The watermark file is not
+    /// written at all; a mismatch is reported, not recorded.
     pub only_date: Option<NaiveDate>,
-    /// Repair a range of dates (`from`, `to`, both UTC and included; the
-    /// event's `from`/`to`, `--from`/`--to`): every date of the range that
-    /// holds something to fold (more than one index input, or any per-flight
-    /// or other multi-row file) is merged into one compacted file through the
-    /// same lease, recovery, parity gate and manifest protocol. The
-    /// watermark is never written. A date that is one compacted file and
-    /// nothing else costs a listing and no GET. A parity mismatch on one date
-    /// is reported and the range goes on; near the deadline no new date is
-    /// started and [`RunReport::resume_date`] says where to go on (the same
-    /// event again passes the repaired dates at the cost of a listing each).
+    /// Repair a range of dates (UTC, both included): each date holding
+    /// something to fold is merged into one compacted file through the same
+    /// protocol; the watermark is never written, and a mismatch is reported as the range goes on.
     pub repair: Option<DateRange>,
-    /// The wall clock the lease reads ([`crate::infra::clock::SystemClock`] but in
-    /// the simulation).
+    /// The wall clock the lease reads (the simulation injects its own).
     pub clock: Arc<dyn Clock>,
-    /// Where to report [`Progress`] as the run goes (the CLI's progress
-    /// bar); `None`: nobody listens.
+    /// Where to report [`Progress`] (the CLI's progress bar).
     pub progress: Option<ProgressSink>,
     /// Asked to stop (SIGTERM, SIGINT; [`crate::infra::stop`]): no new date or
-    /// destructive step starts, the lease is released, `stop_reason` is
-    /// `interrupted`. `None`: no signal is listened for.
+    /// destructive step starts, the lease is released, `stop_reason` is `interrupted`.
     pub stop: Option<Stop>,
 }
 
-/// How far the invocation time (`now`) may be ahead of the wall clock
-/// (`clock`): 5 minutes, for clocks that disagree a little. A time further
-/// ahead is refused ([`Error::FutureInvocation`]): it would move the
-/// watermark past today's cutoff, where no later run can tell.
+/// How far the invocation time may be ahead of the wall clock (5 minutes).
+/// Further is [`Error::FutureInvocation`]: it would move the watermark past
+/// today's cutoff, where no later run can tell.
 pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(300);
 
 /// How `process_day` treats a date.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DayMode {
-    /// The walk (and `--date`): parity gate, then the plan; a mismatch stops
-    /// the walk.
+    /// The walk (and `--date`): parity gate, then the plan; a mismatch stops the walk.
     Walk,
-    /// The straggler sweep over already-compacted dates: no parity gate
-    /// (stragglers only add rows).
+    /// The straggler sweep: no parity gate (stragglers only add rows).
     Sweep,
-    /// A repair range: the plan first (a date with nothing to fold costs no
-    /// GET), then the parity gate; a mismatch is reported and the range goes
-    /// on.
+    /// A repair range: the plan first (nothing to fold costs no GET), then the
+    /// parity gate; a mismatch is reported and the range goes on.
     Repair,
 }
 
-/// How many foreign keys a [`DayReport`] names (`foreign_keys`); the count
-/// in `foreign_objects` is always complete.
+/// Foreign keys a [`DayReport`] names; `foreign_objects` counts them all.
 pub const FOREIGN_KEYS_SHOWN: usize = 20;
 
 impl RunOptions {
@@ -136,33 +110,24 @@ impl<S> Ctx<'_, '_, S> {
     }
 }
 
-/// What every step of one invocation works with: the store, the settings,
-/// the invocation's options, the lease fence (checked before each
-/// destructive step) and what recovery found (dates blocked, keys claimed).
+/// What every step of one invocation works with.
 struct Ctx<'a, 'f, S> {
     store: &'a S,
     config: &'a Config,
     opts: &'a RunOptions,
-    /// The invocation's deadline rule, shared by the walk, a range and the
-    /// straggler sweep (every date they finish is timed into it).
+    /// Shared by the walk, a range and the sweep (each date is timed into it).
     deadline: &'a Deadline,
     fence: Fence<'f>,
     recovery: recovery::Recovery,
-    /// Manifests of commits that are complete (every input gone or proven
-    /// newer), still to delete: the walk deletes them beside the watermark
-    /// write that follows ([`write_watermark`]), every other caller of
-    /// [`process_day`] at once ([`delete_finished_manifests`]). A crash
-    /// first leaves a complete manifest, which the next run's recovery
-    /// deletes (output verified, no input left to delete).
+    /// Complete manifests still to delete: the walk deletes them beside its next
+    /// watermark write, other callers at once ([`delete_finished_manifests`]). A
+    /// crash leaves them to the next run's recovery.
     finished_manifests: Vec<String>,
-    /// Without a watermark: the first date the walk compacts (`START_DATE`,
-    /// else the earliest partition), read once by [`walk`].
+    /// Without a watermark: `START_DATE`, else the earliest partition.
     first: Option<NaiveDate>,
     /// Blocked dates the report already names (see [`fail_blocked`]).
     blocked_reported: std::collections::BTreeSet<NaiveDate>,
-    /// The last of the dates without any object that [`walk_plan`] passed
-    /// by (the day before the first partition with data), for
-    /// [`walk_dates`] to move the watermark to.
+    /// The last empty date [`walk_plan`] passed by, for [`walk_dates`] to move the watermark to.
     passed_empty: Option<NaiveDate>,
 }
 
@@ -175,13 +140,12 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
 ) -> RunReport {
     let started = Instant::now();
     let _running = opts.stop.as_ref().map(Stop::enter);
-    // Every S3 call ends S3_DEADLINE_MARGIN before the deadline, all its
-    // attempts together: the rest is the lease's release and the report's.
+    // Every S3 call, retries included, ends S3_DEADLINE_MARGIN before the
+    // deadline: the rest is for the lease's release and the report.
     let deadline = Deadline::new(opts.deadline, config.deadline_margin);
     let bounded = store.until(deadline.s3());
     let store = &bounded;
-    // The wall clock, read once: the invocation time may not be ahead of
-    // it, and the cutoff is never past the wall clock's.
+    // Read once: the invocation time may not be ahead of it.
     let wall = opts.clock.now();
     let cutoffs = plan::Cutoff::of_run(opts.now, wall, config.lag_days);
     let cutoff = cutoffs.walk;
@@ -193,8 +157,7 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
         dry_run: opts.dry_run,
         ..RunReport::default()
     };
-    // event_id: the scheduled event's id, the same on every retry of one
-    // asynchronous invocation ("" for a run without one).
+    // event_id is the same on every retry of one asynchronous invocation.
     tracing::info!(bucket = store.bucket(), %cutoff, now = %opts.now, dry_run = opts.dry_run, invocation_id = %opts.invocation_id, event_id = opts.event_id.as_deref().unwrap_or(""), "run starting");
     let ahead = opts.now - wall;
     if ahead > chrono::Duration::from_std(MAX_CLOCK_SKEW).expect("small") {
@@ -228,10 +191,7 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
                 tracing::warn!(error = %e, "another invocation holds the lease; doing nothing");
                 report.stop_reason = StopReason::LeaseHeld;
                 if let Ok(wm) = WatermarkState::read(store).await {
-                    // The lag as the walk would count it (without a
-                    // watermark, from the earliest partition); reported,
-                    // not published (`metrics::metrics`: the holder
-                    // publishes its own).
+                    // The lag as the walk would count it; reported, not published.
                     let (last, start) = (wm.watermark.last_compacted_date, config.start_date);
                     let first = first_date(store, last, start).await.ok().flatten();
                     fill_watermark_fields(&mut report, &wm, cutoff, first);
@@ -268,7 +228,6 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
         Some(l) => Some(l.release().await),
         None => None,
     } {
-        // The data work stands; what the next run will see is said.
         tracing::warn!(error = %e, "could not release the lease; it lapses on its own");
         report.errors.push(e.to_string());
         report.errors_total += 1;
@@ -276,14 +235,12 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
     finish(report, started, opts)
 }
 
-/// Every run's end, early or not: the duration, the log's last line, the
-/// progress display told.
+/// Every run's end: the duration, the log's last line, the progress display told.
 fn finish(mut report: RunReport, started: Instant, opts: &RunOptions) -> RunReport {
     report.duration_seconds = started.elapsed().as_secs_f64();
     tracing::info!(
         status = report.last_run_status.as_str(),
-        // As the report spells them (`blocked_by_manifest`, a date or
-        // `none`), not their Rust names.
+        // As the report spells them, not their Rust names.
         stop_reason = %report.stop_reason,
         days = report.days_compacted,
         files = report.files_compacted,
@@ -300,9 +257,8 @@ fn finish(mut report: RunReport, started: Instant, opts: &RunOptions) -> RunRepo
     report
 }
 
-/// Reads the watermark, recovers (or, in a dry run, assesses what recovery
-/// would do), then hands over to the walk, `--date` or a repair range, and
-/// the straggler sweep.
+/// Reads the watermark, recovers (dry run: assesses), then the walk, `--date`
+/// or a repair range, and the sweep.
 async fn walk(
     store: &impl Store,
     config: &Config,
@@ -313,8 +269,7 @@ async fn walk(
     mut fence: Fence<'_>,
 ) -> Result<()> {
     let cutoff = cutoffs.walk;
-    // The watermark is read while recovery runs: recovery never writes it,
-    // and no other invocation does while this one holds the lease.
+    // Recovery never writes the watermark, and no other invocation does while this one holds the lease.
     let (mut wm, recovered) = if opts.dry_run {
         // What recovery would do, done by nobody: the walk plans as after it.
         tokio::try_join!(
@@ -328,19 +283,16 @@ async fn walk(
         )?
     };
     report.watermark_before = wm.watermark.last_compacted_date;
-    // Without a watermark, the walk's first date (one listing, shared with
-    // the walk): the lag counts from it.
+    // Without a watermark, the walk's first date: the lag counts from it.
     let first = first_date(store, wm.watermark.last_compacted_date, config.start_date).await?;
     fill_watermark_fields(report, &wm, cutoff, first);
-    // Ahead of the wall clock's cutoff: a future --now or event time of
-    // an older version, or a hand edit. No run would compact anything
-    // again, and the lag would read 0: fail, say how to fix it.
+    // Ahead of the wall clock's cutoff (a future --now, or a hand edit): no run
+    // would compact again and the lag would read 0, so fail saying how to fix it.
     let today = cutoffs.today;
     if let Some(w) = wm.watermark.last_compacted_date
         && let Some(days) = plan::watermark_ahead_days(Some(w), today)
     {
         report.watermark_ahead_days = Some(days);
-        // The lag the metric carries, in the report too.
         report.watermark_lag_days = Some(days);
         return Err(Error::WatermarkAhead {
             bucket: store.bucket().to_string(),
@@ -381,8 +333,7 @@ async fn walk(
         Some(range) => repair_range(&mut cx, report, range).await,
         None => walk_and_sweep(&mut cx, report, &mut wm).await,
     };
-    // A quarantined or stuck manifest on any date, walked or not (before
-    // the watermark too, where only the sweep would look): the run fails,
+    // A quarantined or stuck manifest on any date, walked or not: the run fails,
     // naming it, until an operator resolves it.
     let blocked: Vec<NaiveDate> = cx.recovery.blocked.walk_blocked_dates().collect();
     for date in blocked {
@@ -391,7 +342,6 @@ async fn walk(
     result
 }
 
-/// The walk (or `--date`), then, for the walk, the straggler sweep.
 async fn walk_and_sweep(
     cx: &mut Ctx<'_, '_, impl Store>,
     report: &mut RunReport,
@@ -406,9 +356,8 @@ async fn walk_and_sweep(
     Ok(())
 }
 
-/// The dates the walk goes through: `--date`'s, or from the day after the
-/// watermark (no watermark: `START_DATE`, else the earliest partition) to
-/// the cutoff; `Err(reason)` when there is none to walk.
+/// The dates the walk goes through, from the day after the watermark (or
+/// `--date`'s) to the cutoff; `Err(reason)` when there is none.
 async fn walk_plan(
     cx: &mut Ctx<'_, '_, impl Store>,
     wm: &WatermarkState,
@@ -418,19 +367,14 @@ async fn walk_plan(
         return Ok(Ok(vec![d]));
     }
     let last = wm.watermark.last_compacted_date;
-    // `cx.first` is START_DATE or the earliest partition, read by `walk`;
-    // START_DATE also bounds a walk from a watermark before it.
     let start = match plan::walk_start(last, cx.config.start_date, cx.first) {
         None => return Ok(Err((StopReason::NoPartitions, None))),
         Some(start) if start > cutoff => return Ok(Err((StopReason::NothingToDo, Some(start)))),
         Some(start) => start,
     };
-    // More than one date to walk (catching up, a watermark or START_DATE
-    // far back: 0001-01-01 is 740,000 dates): the dates before the first
-    // partition with data hold nothing to compact, so the walk starts at
-    // that partition (one delimiter listing of index/ and of flights/).
-    // `cx.first` is it already when there is neither watermark nor
-    // START_DATE. A daily run (one date) lists nothing more.
+    // Catching up (a watermark or START_DATE far back): the dates before the
+    // first partition with data hold nothing, so start there (one delimiter
+    // listing each of index/ and flights/). A daily run lists nothing more.
     let start = if start < cutoff && (last.is_some() || cx.config.start_date.is_some()) {
         let earliest = earliest_partition(cx.store).await?;
         let blocked = cx
@@ -453,8 +397,7 @@ async fn walk_plan(
     Ok(Ok(start.iter_days().take_while(|d| *d <= cutoff).collect()))
 }
 
-/// Walks from the day after the watermark (or `only_date`) to the cutoff,
-/// moving the watermark after each date (not for `--date` or a dry run).
+/// Walks the dates of [`walk_plan`], moving the watermark after each (not for `--date` or a dry run).
 async fn walk_dates(
     cx: &mut Ctx<'_, '_, impl Store>,
     report: &mut RunReport,
@@ -466,8 +409,7 @@ async fn walk_dates(
         Err((reason, start)) => {
             report.stop_reason = reason;
             match start {
-                // A fresh deployment before the writer's first index file,
-                // or the wrong bucket: a Success either way, said louder.
+                // A fresh deployment, or the wrong bucket: a Success, said louder.
                 None => tracing::warn!(
                     bucket = %report.bucket,
                     "no watermark, no START_DATE and no index/ partition: nothing to do (is S3_BUCKET the archive's bucket?)"
@@ -482,9 +424,8 @@ async fn walk_dates(
     };
     walking(cx, &dates);
     let opts = cx.opts;
-    // The empty dates the walk passed by (walk_plan) are done as if walked:
-    // the watermark moves to the day before the first date with data, so
-    // the state reads as after walking them one by one.
+    // The empty dates passed by are done as if walked: the watermark moves to
+    // the day before the first date with data.
     if let Some(passed) = cx.passed_empty.take()
         && !opts.dry_run
         && opts.only_date.is_none()
@@ -495,8 +436,6 @@ async fn walk_dates(
         fill_watermark_fields(report, wm, cutoff, cx.first);
         manifests?;
     }
-    // `--date` is a range of one date: through it, it ends there, whatever
-    // the cutoff.
     report.stop_reason = if opts.only_date.is_some() {
         StopReason::EndOfRange
     } else {
@@ -530,8 +469,7 @@ async fn walk_dates(
         }
         let (written, manifests) = write_watermark(cx, wm, date).await;
         written?;
-        // Written (or read back as this run's): the report says what the
-        // bucket holds, whatever became of the manifests' deletes.
+        // Written (or read back as this run's), whatever became of the manifests' deletes.
         report.days_compacted += 1;
         fill_watermark_fields(report, wm, cutoff, cx.first);
         manifests?;
@@ -542,7 +480,6 @@ async fn walk_dates(
     Ok(())
 }
 
-/// Logs and reports how many dates a walk or a range goes through.
 fn walking(cx: &Ctx<'_, '_, impl Store>, dates: &[NaiveDate]) {
     let (first, last) = (dates[0], dates[dates.len() - 1]);
     tracing::info!(%first, %last, count = dates.len(), "walking dates");
@@ -551,11 +488,9 @@ fn walking(cx: &Ctx<'_, '_, impl Store>, dates: &[NaiveDate]) {
     });
 }
 
-/// Whether the walk or a range must not start `date`: a stop was requested
-/// (SIGTERM, SIGINT: `interrupted`, a Failure), or the deadline is near
-/// ([`Deadline::near`]: less than `DEADLINE_MARGIN_SECONDS`, or twice the
-/// slowest date so far, left). Then the report says so (`interrupted` or `deadline`,
-/// `resume_date`) and the log says how the work goes on (`then`).
+/// Whether the walk or a range must not start `date`: a stop was requested,
+/// or [`Deadline::near`]. Then the report says so (`resume_date`) and the log
+/// says how the work goes on (`then`).
 fn stop_for_deadline(
     cx: &Ctx<'_, '_, impl Store>,
     report: &mut RunReport,
@@ -582,12 +517,8 @@ fn stop_for_deadline(
     true
 }
 
-/// [`process_day`] for the walk and a range, timed into the deadline's
-/// slowest date ([`Deadline::record`]), its
-/// day added to the report whatever happened: done, the flights without
-/// an index row when parity failed, or unfinished (the deadline came
-/// between two of its parts: the report's stop is `deadline` and
-/// `resume_date` the date).
+/// [`process_day`] for the walk and a range, timed into the deadline
+/// ([`Deadline::record`]), its day reported whatever happened.
 ///
 /// Errors: the error that stopped the date (the day is reported `failed`).
 async fn timed_day(
@@ -612,8 +543,7 @@ async fn timed_day(
             Ok(DayEnd::Done)
         }
         DayOutcome::Unfinished(day) => {
-            // A clean deadline stop within the date: the next run goes on
-            // from the parts this one left (the watermark stays before it).
+            // A deadline stop within the date: the next run goes on from its parts.
             report.stop_reason = StopReason::Deadline;
             report.resume_date = Some(date);
             report.add_day(day);
@@ -624,7 +554,7 @@ async fn timed_day(
 
 /// How [`timed_day`]'s date ended, for the walk and a range.
 enum DayEnd {
-    /// Done: compacted, nothing to do, or planned.
+    /// Compacted, nothing to do, or planned.
     Done,
     /// Parity failed: the flights without an index row.
     Mismatch(crate::data::spill::UuidSet),
@@ -632,9 +562,8 @@ enum DayEnd {
     Unfinished,
 }
 
-/// The dates the straggler sweep looks at: the last `sweep_days` dates up
-/// to `watermark` (the watermark before the run) included, none before
-/// `start_date` (`START_DATE`), oldest first; none when `sweep_days` is 0.
+/// The dates the straggler sweep looks at: the last `sweep_days` dates up to
+/// `watermark` (before the run), none before `start_date`, oldest first.
 ///
 /// ```
 /// use archive_compaction::commands::run::sweep_dates;
@@ -658,17 +587,14 @@ pub fn sweep_dates(
     (first.iter_days().take_while(|d| *d <= watermark)).collect()
 }
 
-/// Fails the run for the blocked `date` (a quarantined or stuck manifest,
-/// [`recovery::Recovery::blocked`]: the walk's policy,
-/// [`crate::protocol::day::BlockReason::blocks_walk`], and what recovery met), naming
-/// it and why, once per date.
+/// Fails the run for the blocked `date` ([`recovery::Recovery::blocked`],
+/// [`crate::protocol::day::BlockReason::blocks_walk`]), naming it and why, once per date.
 fn fail_blocked(cx: &mut Ctx<'_, '_, impl Store>, report: &mut RunReport, date: NaiveDate) {
     if !cx.blocked_reported.insert(date) {
         return;
     }
     if let Some(why) = cx.recovery.blocked.blocking_walk(date) {
-        // What recovery found of the manifest (its rule, or the inputs it
-        // cannot delete), and what to do.
+        // What recovery found of the manifest, and what to do.
         let detail = (report.recovered.iter())
             .find(|m| {
                 m.date == Some(date)
@@ -686,15 +612,10 @@ fn fail_blocked(cx: &mut Ctx<'_, '_, impl Store>, report: &mut RunReport, date: 
     }
 }
 
-/// The straggler sweep over [`sweep_dates`] (already-compacted dates, by
-/// whichever job compacted them): each is re-listed; per-flight and other
-/// index files that arrived or were rewritten after compaction, and extra
-/// compacted files, are folded into a new compacted file (a per-flight row
-/// beats the compacted row of the same flight). A date blocked by a
-/// manifest is skipped with a log line (the run fails on it, see
-/// [`fail_blocked`]).
-/// Costs one ListObjectsV2 per date when there is nothing to fold; only the
-/// dates it folded are listed in the report's `days`.
+/// The straggler sweep over [`sweep_dates`]: each date is re-listed, and
+/// index files that arrived or were rewritten after compaction are folded
+/// into a new compacted file. A date blocked by a manifest is skipped (the
+/// run fails on it: [`fail_blocked`]). One ListObjectsV2 a date with nothing to fold.
 async fn sweep(
     cx: &mut Ctx<'_, '_, impl Store>,
     report: &mut RunReport,
@@ -717,14 +638,12 @@ async fn sweep(
             });
             break;
         }
-        // The walk's rule: a big sweep date is not started with a minute
-        // left when the walk's dates took longer.
+        // The walk's rule: no big sweep date with a minute left.
         if let Some(Near { left, needed }) = cx.deadline.near() {
             tracing::warn!(%date, left_s = left.as_secs_f64(), needed_s = needed.as_secs_f64(), "deadline near: straggler sweep stops here");
             break;
         }
         if let Some(why) = cx.recovery.blocked.blocking_walk(date) {
-            // The run fails on it ([`fail_blocked`], after the sweep).
             tracing::warn!(%date, reason = %why, "straggler sweep skips the date: blocked by a manifest; late files there are not folded until an operator resolves it");
             continue;
         }
@@ -747,7 +666,6 @@ async fn sweep(
             }
             DayOutcome::Done(day) | DayOutcome::Mismatch(day, _) => report.add_unlisted_day(day),
             DayOutcome::Unfinished(day) => {
-                // The next run's sweep goes on from the parts this one left.
                 report.add_day(day);
                 break;
             }
@@ -756,13 +674,9 @@ async fn sweep(
     Ok(())
 }
 
-/// A repair range (see [`RunOptions::repair`]): every date from `from` to
-/// `to` through [`process_day`] in [`DayMode::Repair`]. The watermark and
-/// the mismatch bookkeeping are not written; the report's status is
-/// Mismatch when any date mismatched (each such date's `days[]` entry says
-/// `parity: mismatch` with its `mismatch_uuids`; the run-level `mismatch_*`
-/// fields stay the state's), Failure when a date is blocked by a manifest
-/// or an error stopped the range.
+/// A repair range ([`RunOptions::repair`]) through [`process_day`] in
+/// [`DayMode::Repair`]: Mismatch when any date mismatched (its `days[]` entry
+/// says so), Failure when a date is blocked or an error stopped the range.
 async fn repair_range(
     cx: &mut Ctx<'_, '_, impl Store>,
     report: &mut RunReport,
@@ -798,12 +712,10 @@ async fn repair_range(
             first_mismatch.get_or_insert((date, missing));
         }
     }
-    // The plan of a long range (a migration's) is its dates with work,
-    // not its first empty ones.
+    // A long range's plan lists its dates with work, not its first empty ones.
     report.work_first();
     if let Some((date, missing)) = first_mismatch {
-        // The range's own verdicts are in its `days[]`; the run-level
-        // `mismatch_*` fields stay the walk's (the state's).
+        // The run-level `mismatch_*` fields stay the state's.
         tracing::warn!(first = %date, missing = missing.len(), "the range ends as a Mismatch: see days[] (parity, mismatch_uuids)");
         if report.last_run_status != Status::Failure {
             report.last_run_status = Status::Mismatch;

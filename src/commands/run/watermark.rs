@@ -1,7 +1,5 @@
-//! The watermark file's bookkeeping for the driver: the report's
-//! watermark fields, the watermark's advance (beside the deletes of the
-//! finished commits' manifests, never before a commit is complete) and the
-//! parity mismatch it records and clears.
+//! The watermark file's bookkeeping for the driver: report fields, the
+//! advance, and the parity mismatch it records and clears.
 
 use crate::data::spill::UuidSet;
 use chrono::NaiveDate;
@@ -13,11 +11,9 @@ use crate::infra::error::Result;
 use crate::infra::storage::Store;
 use crate::protocol::commit;
 
-/// The report's watermark fields from `wm`. The lag is the number of
-/// dates up to the cutoff not yet compacted: from the watermark, or without
-/// one from `first`, the first date the walk would compact (`START_DATE`,
-/// else the earliest partition), so that `WatermarkLagDays` grows for a
-/// fresh deployment that never gets going; 0 with nothing to start from.
+/// The report's watermark fields from `wm`. The lag counts the dates up to
+/// the cutoff not yet compacted, from the watermark or else from `first`, so
+/// `WatermarkLagDays` grows for a deployment that never gets going.
 pub(super) fn fill_watermark_fields(
     report: &mut RunReport,
     wm: &WatermarkState,
@@ -39,7 +35,6 @@ pub(super) async fn delete_finished_manifests(cx: &mut Ctx<'_, '_, impl Store>) 
     delete_manifests(cx.store, &finished).await
 }
 
-/// Deletes these manifests, one after another.
 async fn delete_manifests(store: &impl Store, keys: &[String]) -> Result<()> {
     for key in keys {
         commit::delete_manifest(store, key).await?;
@@ -47,14 +42,11 @@ async fn delete_manifests(store: &impl Store, keys: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// Advances the watermark to `date` and writes it (`If-Match`), the lease
-/// confirmed first, beside the deletes of the finished manifests: the
-/// watermark may land before a complete commit's manifest is gone (recovery
-/// deletes such a manifest), never before the commit is complete.
-///
-/// Returns the watermark write's result and the manifests' deletes' apart:
-/// a failed delete does not undo a watermark that was written, and the
-/// report follows the watermark the bucket holds.
+/// Advances the watermark to `date` and writes it (`If-Match`, the lease
+/// confirmed first), beside the finished manifests' deletes: it may land
+/// before a complete commit's manifest is gone, never before the commit is
+/// complete. The two results come apart: a failed delete does not undo a
+/// written watermark, and the report follows what the bucket holds.
 pub(super) async fn write_watermark(
     cx: &mut Ctx<'_, '_, impl Store>,
     wm: &mut WatermarkState,
@@ -68,16 +60,14 @@ pub(super) async fn write_watermark(
         fence.check().await?;
         wm.watermark.advance(date);
         crate::failpoint!("run::before-watermark-write");
-        // `updated_at` is when the file is written (the lease's clock),
-        // not the invocation time.
+        // `updated_at`: the lease's clock, not the invocation time.
         wm.write(store, clock.now()).await
     };
     let (manifests, watermark) = tokio::join!(manifests, watermark);
     (watermark, manifests)
 }
 
-/// The walk reached the cutoff (or had nothing to do): a recorded mismatch
-/// is over. Not for `--date` or a dry run.
+/// The walk reached the cutoff: a recorded mismatch is over. Not for `--date` or a dry run.
 pub(super) async fn clear_mismatch_if_passed(
     cx: &mut Ctx<'_, '_, impl Store>,
     report: &mut RunReport,
@@ -94,12 +84,9 @@ pub(super) async fn clear_mismatch_if_passed(
     Ok(())
 }
 
-/// Parity failed on `date`: the walk stops there. The scheduled walk
-/// records it: the report's `mismatch_*` fields, and the watermark file
-/// counts the run in `mismatch_runs` (once per EventBridge event). `--date`
-/// and a dry run record nothing: the report's run-level `mismatch_*` fields
-/// stay the state's (the walk's), the date's own verdict is in its
-/// `days[]` entry (`parity`, `mismatch_uuids`), the status is Mismatch.
+/// Parity failed on `date`: the walk stops there. The scheduled walk records
+/// it in the report and counts the run in `mismatch_runs` (once per event);
+/// `--date` and a dry run record nothing (the date's verdict is in `days[]`).
 pub(super) async fn record_mismatch(
     cx: &mut Ctx<'_, '_, impl Store>,
     report: &mut RunReport,

@@ -1,5 +1,4 @@
-//! Encoding: the Parquet writer settings of a compacted file (zstd, page
-//! statistics, row groups of `ROW_GROUP_ROWS`, the Arrow schema embedded).
+//! Encoding: the Parquet writer settings of a compacted file ([`encode`]).
 
 use super::*;
 

@@ -1,17 +1,13 @@
-//! The held merge ([`Merger`]): the fallback for days the streaming merge
-//! cannot take. Inputs are pushed one at a time and their rows coalesced;
-//! one small dedup entry per flight decides which row is kept.
+//! The held merge ([`Merger`]): the fallback for days the streaming merge cannot take.
 
 use super::*;
 
-/// Where an input comes from: its part of the dedup rank (the rule is in
-/// the [`crate::data::merge`] module docs).
+/// Where an input comes from: its part of the dedup rank ([`crate::data::merge`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Source {
     /// A `compacted-*.parquet` file, ours or the Python job's.
     Compacted,
-    /// Another multi-row index file (a legacy migration's, an export):
-    /// ranked as a compacted file.
+    /// Another multi-row index file (exports, a migration's): ranked as compacted.
     MultiRow,
     /// A per-flight `{uuid}.parquet` file named after this flight.
     PerFlight(Uuid),
@@ -29,16 +25,15 @@ pub struct MergeInput {
 }
 
 /// Rows per coalesced chunk held by a [`Merger`], so a day costs its rows'
-/// bytes (about 150 B a row), not a set of Arrow arrays per file.
+/// bytes, not a set of Arrow arrays per file.
 pub const COALESCE_ROWS: usize = 4096;
 
-/// `b` in the union `schema` (the target columns, then the day's extra
-/// columns so far), matched by name without case: an extra column is
-/// converted to the day's type ([`super::widen::convert`]), a missing one
-/// is all nulls.
+/// `b` in the union `schema` (target columns, then the day's extra ones),
+/// by name without case: extra columns converted ([`super::widen::convert`]),
+/// missing ones null.
 ///
-/// Errors: [`MergeError::ExtraColumn`] when a value has no exact value in
-/// the day's type (a defect: the join rules that out); [`MergeError::Arrow`].
+/// Errors: [`MergeError::ExtraColumn`] when a value has no exact value in the
+/// day's type (a defect: the join rules that out); [`MergeError::Arrow`].
 pub(super) fn to_union_schema(
     b: &RecordBatch,
     schema: &SchemaRef,
@@ -82,10 +77,9 @@ pub(super) fn rank(source: Source, last_modified: DateTime<Utc>) -> Rank {
     }
 }
 
-/// The held merge: inputs are pushed one at a time, in plan (key) order.
-/// Each input's rows are copied into chunks of [`COALESCE_ROWS`] and the
-/// input dropped; one small entry per flight (uuid, rank, row number) keeps
-/// the dedup, so memory grows with the day's rows, not its files.
+/// The held merge: inputs pushed in plan (key) order, their rows copied into
+/// chunks of [`COALESCE_ROWS`]; one small entry per flight keeps the dedup,
+/// so memory grows with the day's rows, not its files.
 ///
 /// ```
 /// use archive_compaction::data::merge::{Merger, MergeInput, Source, target_schema, conform};
@@ -134,12 +128,11 @@ impl Merger {
         self.rows
     }
 
-    /// Adds one input's rows; inputs come in plan (key) order (at equal
-    /// rank the later wins). A new or widened extra column changes the
-    /// output schema, and the rows held so far are converted to it exactly.
+    /// Adds one input's rows (in plan order; at equal rank the later wins). A new
+    /// or widened extra column converts the rows held so far exactly.
     ///
-    /// Errors: [`MergeError::Input`] when an extra column has no type in
-    /// common with the day's (nothing of it is taken); an Arrow error.
+    /// Errors: [`MergeError::Input`] when an extra column has no type in common
+    /// with the day's (nothing of it is taken); an Arrow error.
     pub fn push(&mut self, input: MergeInput) -> Result<(), MergeError> {
         let b = input.decoded.batch;
         let next = self.extras.with(&b).map_err(MergeError::Input)?;
@@ -155,7 +148,6 @@ impl Merger {
         self.extras = next;
         let batch = to_union_schema(&b, &self.schema)?;
 
-        // Dedup: remember the winning row number of each flight.
         let r = rank(input.source, input.last_modified);
         let keys = batch
             .column(target_schema().index_of("s3_key").expect("s3_key"))
@@ -196,8 +188,7 @@ impl Merger {
         Ok(())
     }
 
-    /// Ends the merge: the kept rows, in output order (by flight uuid, then
-    /// rows without a flight uuid in input order), ready to encode.
+    /// The kept rows in output order (by flight uuid, then rows without one in input order).
     ///
     /// Errors: an Arrow error while completing the last chunk.
     pub fn finish(mut self) -> Result<MergedRows, MergeError> {
@@ -236,8 +227,7 @@ impl Merger {
     }
 }
 
-/// The result of a [`Merger`]: the coalesced rows and the order in which the
-/// kept ones are written. Holds no more than the [`Merger`] did.
+/// The result of a [`Merger`]: the coalesced rows and the order of the kept ones.
 #[derive(Debug, Clone)]
 pub struct MergedRows {
     schema: SchemaRef,
@@ -284,8 +274,7 @@ impl MergedRows {
             + self.order.capacity() * size_of::<usize>()
     }
 
-    /// The output rows, in order, as batches of at most `batch_rows` rows
-    /// (each gathered from the chunks when it is asked for).
+    /// The output rows, in order, as batches of at most `batch_rows` rows.
     pub fn batches(
         &self,
         batch_rows: usize,
@@ -303,10 +292,9 @@ impl MergedRows {
         })
     }
 
-    /// Encodes the output as one Parquet file ([`encode`]'s settings), in
-    /// batches of [`WRITE_BATCH_ROWS`]; `None` when there are no rows (an
-    /// empty output file is never made). Memory besides this value: the
-    /// output bytes and one row group's encoded pages.
+    /// Encodes the output as one Parquet file ([`encode`]'s settings); `None` when
+    /// there are no rows. Memory besides this value: the output bytes and one row
+    /// group's encoded pages.
     pub fn encode(
         &self,
         row_group_rows: usize,

@@ -1,16 +1,14 @@
 //! Rows of other days: rows of a multi-row input whose `first_message` UTC
-//! date is not the partition's (a backfill file that mixes days). They are
-//! merged where they sit, counted and named, never moved.
+//! date is not the partition's; merged where they sit, counted, never moved.
 
 use super::*;
 
 /// How many flight uuids [`OtherDays`] keeps (its count is complete).
 pub const OTHER_DAYS_UUIDS_SHOWN: usize = 10;
 
-/// The UTC instant of a `first_message` value: `v` in `unit` since the
-/// epoch (floored to the second, so a value before 1970 stays on its own
-/// day). `None` outside chrono's range: such a row belongs to no other day.
-/// The one reading of a raw `first_message`, for the merge and the audit.
+/// The UTC instant of a raw `first_message` (`v` in `unit`, floored to the
+/// second so a value before 1970 stays on its day); `None` outside chrono's
+/// range. The one reading, for the merge and the audit.
 ///
 /// ```
 /// use archive_compaction::data::merge::first_message_at;
@@ -30,9 +28,8 @@ pub fn first_message_at(v: i64, unit: TimeUnit) -> Option<DateTime<Utc>> {
     DateTime::from_timestamp(v.div_euclid(per_sec), nanos as u32)
 }
 
-/// Whether a row whose `first_message` is `first_message` belongs to
-/// another day than its partition's `date`; one without is not. The rule of
-/// both the run's `rows_of_other_days` and the audit's `other_day_rows`.
+/// Whether a row's `first_message` is on another UTC day than its partition's
+/// `date` (one without is not): the rule of `rows_of_other_days` and the audit's `other_day_rows`.
 ///
 /// ```
 /// use archive_compaction::data::merge::is_other_day;
@@ -51,14 +48,12 @@ pub fn is_other_day(first_message: Option<DateTime<Utc>>, date: chrono::NaiveDat
 pub struct OtherDays {
     /// Rows whose `first_message` UTC date is not the partition's.
     pub rows: u64,
-    /// The flights of the first [`OTHER_DAYS_UUIDS_SHOWN`] of them, in the
-    /// order read (rows without an `s3_key` uuid are only counted).
+    /// The flights of the first [`OTHER_DAYS_UUIDS_SHOWN`] rows, in the order read.
     pub uuids: Vec<Uuid>,
 }
 
 impl OtherDays {
-    /// Counts into `self` the rows of `decoded` (conformed to
-    /// [`target_schema`]) that are [`is_other_day`] for `date`.
+    /// Counts the rows of `decoded` that are [`is_other_day`] for `date`.
     ///
     /// ```
     /// use archive_compaction::data::merge::{OtherDays, decode, encode, target_schema};

@@ -1,6 +1,5 @@
-//! Schema conformance: the target schema, decoding an index file and
-//! conforming it to that schema by column name (lossless conversions only),
-//! and reading the flight uuids of a file's `s3_key` column.
+//! Schema conformance: the target schema, and decoding an index file into it
+//! by column name (lossless conversions only).
 
 use super::*;
 use serde::{Deserialize, Serialize};
@@ -27,7 +26,7 @@ pub fn target_schema() -> SchemaRef {
         .clone()
 }
 
-/// Why one file cannot be merged. The file is left in place and reported.
+/// Why one file cannot be merged: it is left in place and reported.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{reason}")]
 pub struct Unmergeable {
@@ -35,8 +34,7 @@ pub struct Unmergeable {
     pub column: Option<String>,
     /// What is wrong, e.g. "not a Parquet file: bad magic".
     pub reason: String,
-    /// The input limit broken, when that is what is wrong
-    /// ([`crate::data::input`]): nothing of the file was decoded.
+    /// The input limit broken, if that is what is wrong: nothing was decoded.
     pub limit: Option<LimitBroken>,
 }
 
@@ -64,8 +62,7 @@ pub(super) fn unmergeable(column: Option<&str>, reason: impl Into<String>) -> Un
     Unmergeable::new(column, reason)
 }
 
-/// A decoded input, conformed to the target schema (known columns first,
-/// then any extra columns it had).
+/// A decoded input, conformed to the target schema (known columns, then extra ones).
 #[derive(Debug, Clone)]
 pub struct Decoded {
     /// The rows.
@@ -74,8 +71,8 @@ pub struct Decoded {
     pub extra_columns: Vec<String>,
 }
 
-/// A Parquet file starts and ends with the magic `PAR1` (Parquet format
-/// specification); the footer-only reader does not look at the first one.
+/// A Parquet file starts and ends with `PAR1` (Parquet format spec); the
+/// footer-only reader does not check the first.
 pub(super) fn check_magic(bytes: &[u8]) -> Result<(), Unmergeable> {
     const MAGIC: &[u8] = b"PAR1";
     if bytes.len() < 12 || &bytes[..4] != MAGIC || &bytes[bytes.len() - 4..] != MAGIC {
@@ -90,13 +87,10 @@ pub(super) fn check_magic(bytes: &[u8]) -> Result<(), Unmergeable> {
     Ok(())
 }
 
-/// Decodes one Parquet file and conforms it to [`target_schema`]: a file
-/// with the writer's layout (`has_target_layout`) is read straight into it,
-/// any other through its embedded Arrow schema and [`conform`]; both give
-/// the same rows.
+/// Decodes one Parquet file and conforms it to [`target_schema`].
 ///
-/// Errors: [`Unmergeable`] for bytes that are not Parquet, a missing
-/// required column, or a value without an exact target value.
+/// Errors: [`Unmergeable`] for bytes that are not Parquet, a missing required
+/// column, or a value without an exact target value.
 pub fn decode(bytes: Bytes) -> Result<Decoded, Unmergeable> {
     check_magic(&bytes)?;
     let metadata = ParquetMetaDataReader::new()
@@ -107,17 +101,14 @@ pub fn decode(bytes: Bytes) -> Result<Decoded, Unmergeable> {
     decode_parsed(bytes, metadata)
 }
 
-/// The footer options of every read: no column or size statistics (no read
-/// here uses them).
+/// The footer options of every read: no column or size statistics (unused).
 pub fn footer_options() -> ParquetMetaDataOptions {
     ParquetMetaDataOptions::new()
         .with_column_stats_policy(ParquetStatisticsPolicy::SkipAll)
         .with_size_stats_policy(ParquetStatisticsPolicy::SkipAll)
 }
 
-/// [`decode`] of a whole file whose footer is already parsed (`metadata`).
-///
-/// Errors: as [`decode`].
+/// [`decode`] of a whole file whose footer is already parsed.
 pub fn decode_parsed(bytes: Bytes, metadata: Arc<ParquetMetaData>) -> Result<Decoded, Unmergeable> {
     let (arrow_metadata, conformed) = arrow_metadata(metadata)?;
     let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(bytes, arrow_metadata)
@@ -131,8 +122,7 @@ pub fn decode_parsed(bytes: Bytes, metadata: Arc<ParquetMetaData>) -> Result<Dec
 }
 
 /// How to read a file's columns into Arrow: straight into [`target_schema`]
-/// (`true`) when it has the writer's layout (`has_target_layout`), else by
-/// its embedded Arrow schema (`false`: the rows then go through [`conform`]).
+/// (`true`, the writer's layout), else by its embedded Arrow schema through [`conform`].
 ///
 /// Errors: [`Unmergeable`] when the footer's schema has no Arrow reading.
 pub fn arrow_metadata(
@@ -152,8 +142,7 @@ pub fn arrow_metadata(
     }
 }
 
-/// One [`Decoded`] from a file's batches, read by [`arrow_metadata`]
-/// (`conformed` as it said).
+/// One [`Decoded`] from a file's batches read by [`arrow_metadata`].
 ///
 /// Errors: as [`conform`].
 pub fn decoded_from(
@@ -169,9 +158,7 @@ pub fn decoded_from(
     };
     drop(batches);
     if conformed {
-        // Read as the target schema (the reader checked names, types and
-        // nullability against the footer); the batch takes the shared
-        // schema itself, so later schema comparisons are pointer compares.
+        // The reader checked the footer; the shared schema makes later comparisons pointer compares.
         if let Ok(batch) = batch.clone().with_schema(target_schema()) {
             return Ok(Decoded {
                 batch,
@@ -182,11 +169,10 @@ pub fn decoded_from(
     conform(&batch)
 }
 
-/// Whether a file's Parquet schema is the index schema exactly as pyarrow
-/// writes it (the [`target_schema`] columns in order, strings `STRING`,
-/// `military` `BOOLEAN`, timestamps `TIMESTAMP(MICROS)`, nothing else): such
-/// a file reads into [`target_schema`] with the values [`conform`] would
-/// give. Anything else goes through [`conform`].
+/// Whether a file's Parquet schema is exactly pyarrow's writing of the index
+/// schema (strings `STRING`, `military` `BOOLEAN`, timestamps
+/// `TIMESTAMP(MICROS)`, nothing else): it reads straight into [`target_schema`]
+/// with the values [`conform`] would give.
 pub(super) fn has_target_layout(parquet: &SchemaDescriptor) -> bool {
     let target = target_schema();
     parquet.num_columns() == target.fields().len()
@@ -215,20 +201,16 @@ pub(super) fn has_target_layout(parquet: &SchemaDescriptor) -> bool {
         })
 }
 
-/// Conforms a batch to [`target_schema`] by column name without case
-/// ([`column_key`]). Columns equal but for case are one column, merged
-/// when their values agree (equal wherever both hold one), in the target's
-/// type or, for an extra one, the type that holds both exactly
-/// ([`super::widen`]), spelled as first written.
+/// Conforms a batch to [`target_schema`] by [`column_key`]. Columns equal but
+/// for case are one, merged when their values agree, in the target's type or,
+/// for an extra one, the type that holds both exactly ([`super::widen`]).
 ///
-/// Errors: [`Unmergeable`] naming the column for a required column missing
-/// or holding nulls, a value without an exact target value, or columns
-/// equal but for case that disagree.
+/// Errors: [`Unmergeable`] naming the column: a required column missing or
+/// null, a value without an exact target value, or case-twins that disagree.
 pub fn conform(batch: &RecordBatch) -> Result<Decoded, Unmergeable> {
     let target = target_schema();
     let rows = batch.num_rows();
     let schema = batch.schema();
-    // Columns grouped by name without case, in the order first written.
     let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
     for (i, f) in schema.fields().iter().enumerate() {
         let lower = column_key(f.name());
@@ -305,8 +287,7 @@ pub fn conform(batch: &RecordBatch) -> Result<Decoded, Unmergeable> {
     })
 }
 
-/// One column from `cols` (the columns `ixs` of `schema`, equal but for
-/// case, of one type): row by row the value they agree on.
+/// Row by row the value the case-twin columns `ixs` agree on.
 ///
 /// Errors: [`Unmergeable`] naming the first row where two values differ.
 fn merge_agreeing(
@@ -386,8 +367,7 @@ pub(super) fn conform_column(target: &Field, col: &ArrayRef) -> Result<ArrayRef,
             })
         }
         (DataType::Timestamp(TimeUnit::Microsecond, tz), DataType::Timestamp(unit, _)) => {
-            // Timezone-aware and naive timestamps both store the instant as
-            // UTC-based epoch values in Arrow/Parquet; only the unit changes.
+            // Aware and naive timestamps both store UTC epoch values; only the unit changes.
             let values = col.as_primitive_opt::<arrow_array::types::Int64Type>();
             let raw: Vec<Option<i64>> = match values {
                 Some(v) => v.iter().collect(),
@@ -422,8 +402,8 @@ pub(super) fn conform_column(target: &Field, col: &ArrayRef) -> Result<ArrayRef,
     }
 }
 
-/// A column name as names are matched: without case, as Glue, Athena and
-/// Spark match them. Every comparison of column names goes through it.
+/// A column name as every comparison matches it: without case, as Glue,
+/// Athena and Spark do.
 pub fn column_key(name: &str) -> String {
     name.to_lowercase()
 }
@@ -442,9 +422,8 @@ pub(super) fn to_micros(v: i64, unit: TimeUnit) -> Option<i64> {
     }
 }
 
-/// Whether a per-flight file's rows include one of `flight` (a row whose
-/// `s3_key` carries its uuid): only then does the flight have an index row
-/// there that a compacted file could keep.
+/// Whether a per-flight file holds a row whose `s3_key` carries `flight`:
+/// only then could a compacted file keep its index row.
 pub fn holds_flight(decoded: &Decoded, flight: Uuid) -> bool {
     let Some(keys) = s3_keys(decoded) else {
         return false;
@@ -452,8 +431,7 @@ pub fn holds_flight(decoded: &Decoded, flight: Uuid) -> bool {
     (0..keys.len()).any(|row| keys.is_valid(row) && flight_uuid(keys.value(row)) == Some(flight))
 }
 
-/// Rows of a decoded input whose `s3_key` is null, empty or carries no
-/// flight uuid: rows the merge cannot place under a flight.
+/// Rows whose `s3_key` is null, empty or carries no flight uuid.
 pub fn rows_without_flight(decoded: &Decoded) -> usize {
     let Some(keys) = s3_keys(decoded) else {
         return decoded.batch.num_rows();
@@ -469,8 +447,7 @@ fn s3_keys(decoded: &Decoded) -> Option<&StringArray> {
     b.column(ix).as_string_opt::<i32>()
 }
 
-/// A per-input limit ([`crate::data::input`]), decided from the listing and the
-/// Parquet footer before anything is decoded.
+/// A per-input limit, checked from the listing and footer before any decode.
 #[derive(
     Debug,
     Clone,
@@ -496,8 +473,7 @@ pub enum Limit {
 
 named_enum!(Limit);
 
-/// Which [`Limit`] an input broke: what it holds (`found`) against what is
-/// allowed (`allowed`), in the limit's unit (bytes or columns).
+/// Which [`Limit`] an input broke, in the limit's unit (bytes or columns).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LimitBroken {
     /// The limit.

@@ -1,21 +1,14 @@
 //! The bounded-memory merge: rows go to the Parquet writer as they arrive.
 //!
-//! A day's inputs are almost always regular: single-row per-flight files
-//! listed in key order, which is uuid order (S3 lists keys in UTF-8 binary
-//! order, and a lowercase hyphenated uuid sorts as its 128-bit value), plus
-//! on a re-merged day a few compacted files, which this job wrote sorted by
-//! uuid, uuid-less rows last. Over such inputs [`Merger`](super::Merger)'s
-//! result is a k-way merge: [`StreamMerger`] takes the compacted runs
-//! first, then each per-flight file as it is read, and writes every row
-//! whose place is known into a [`BatchCoalescer`] feeding an [`ArrowWriter`].
+//! A day's inputs are almost always regular: per-flight files listed in key
+//! order, which is uuid order (S3 lists in UTF-8 binary order, and a lowercase
+//! hyphenated uuid sorts as its 128-bit value), plus a few compacted files,
+//! which this job wrote sorted by uuid, uuid-less rows last. Over those the
+//! merge is a k-way merge. Memory: the reads in flight, the compacted runs,
+//! one batch, the open row group and the encoded output.
 //!
-//! Memory: the reads in flight, the compacted runs, one batch of
-//! [`WRITE_BATCH_ROWS`] rows, the open row group and the encoded output
-//! (about 50 B a row with zstd), whatever the day's row count.
-//!
-//! Anything irregular is [`StreamError::NotStreamable`]: rows already
-//! written cannot be taken back, so the caller starts the day again with
-//! [`Merger`](super::Merger), which handles every case.
+//! Anything irregular is [`StreamError::NotStreamable`]: rows written cannot
+//! be taken back, so the caller starts the day again with [`Merger`](super::Merger).
 
 use super::MergeError;
 use super::{
@@ -27,12 +20,10 @@ use super::{
 /// Why [`StreamMerger`] stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum StreamError {
-    /// The inputs are not regular (the reason says how): merge the day with
-    /// [`super::Merger`] instead.
+    /// The inputs are not regular: merge the day with [`super::Merger`] instead.
     #[error("not streamable: {0}")]
     NotStreamable(String),
-    /// The merge failed, or refused one input ([`MergeError::Input`], left
-    /// in place), as the in-memory merge would.
+    /// The merge failed or refused one input ([`MergeError::Input`]), as the held merge would.
     #[error(transparent)]
     Failed(MergeError),
 }
@@ -44,8 +35,7 @@ fn failed(e: impl Into<MergeError>) -> StreamError {
 /// The encoded result of a merge, streamed or not.
 #[derive(Debug, Clone, Default)]
 pub struct MergedOutput {
-    /// The Parquet file; `None` when there are no rows (an empty output file
-    /// is never made).
+    /// The Parquet file; `None` when there are no rows.
     pub encoded: Option<Bytes>,
     /// Rows in it.
     pub rows: u64,
@@ -70,12 +60,10 @@ impl Run {
     }
 }
 
-/// A merge that writes rows as they arrive (see the module docs).
-///
-/// Push every multi-row input ([`StreamMerger::push_multi_row`]) before the
-/// first per-flight one ([`StreamMerger::push_per_flight`]), each kind in key
-/// order, then [`StreamMerger::finish`]. The output is the one
-/// [`super::Merger`] gives for the same inputs, byte for byte the same rows.
+/// A merge that writes rows as they arrive. Push every multi-row input
+/// ([`StreamMerger::push_multi_row`]) before the first per-flight one
+/// ([`StreamMerger::push_per_flight`]), each kind in key order, then
+/// [`StreamMerger::finish`]: the rows [`super::Merger`] gives, byte for byte.
 pub struct StreamMerger {
     row_group_rows: usize,
     schema: SchemaRef,
@@ -104,8 +92,7 @@ impl std::fmt::Debug for StreamMerger {
 }
 
 impl StreamMerger {
-    /// An empty merge writing row groups of at most `row_group_rows` rows
-    /// (the settings of [`super::encode`]).
+    /// An empty merge writing row groups of at most `row_group_rows` rows.
     pub fn new(row_group_rows: usize) -> StreamMerger {
         StreamMerger {
             row_group_rows,

@@ -1,9 +1,7 @@
 //! Extra columns: the one type each takes for the day, and the checked
-//! conversions into it.
-//!
-//! A column the target schema does not know is kept exactly or its file is
-//! left in place. Its type for the day is a join ([`ExtraColumns`]) over
-//! every type the day's inputs hold in it, whatever their order:
+//! conversions into it. A column the target does not know is kept exactly or
+//! its file is left in place. Its type is a join ([`ExtraColumns`]) over every
+//! type the day's inputs hold in it, in any order:
 //!
 //! | types seen (all-null columns do not count) | the day's type |
 //! |---|---|
@@ -19,27 +17,23 @@
 //! | booleans with numbers | `utf8` |
 //! | anything else with a different type (structs, lists, timestamps, dates, decimals, ...) | refused: the input that brings it is left in place |
 //!
-//! Renderings into `utf8` are exact and deterministic: integers in decimal;
-//! floats as the shortest decimal that reads back as the same `float64`
-//! (Rust's `Display`: `3` for 3.0, `NaN`, `inf`), a `float32` from its exact
-//! `float64`; booleans `true`/`false`. Every join step goes up one chain
-//! (integer → wider integer → `float64` → `utf8`; `binary` → `utf8`), and
-//! rendering after a step gives what rendering directly gives, so the
-//! day's values do not depend on merge order. [`convert`] checks the values
-//! at hand (never a "safe" cast that nulls or truncates).
+//! Renderings into `utf8` are exact: integers in decimal; floats as the
+//! shortest decimal that reads back as the same `float64` (Rust's `Display`),
+//! a `float32` from its exact `float64`; booleans `true`/`false`. Each join
+//! step goes up one chain (integer → wider → `float64` → `utf8`; `binary` →
+//! `utf8`) and renders as a direct rendering would, so values do not depend on
+//! merge order. [`convert`] checks the values at hand, never a "safe" cast.
 
 use super::schema::unmergeable;
 use super::*;
 
-/// Largest integer magnitude a `float64` holds exactly with every smaller
-/// one (2^53).
+/// Largest magnitude below which a `float64` holds every integer exactly (2^53).
 const F64_EXACT: u64 = 1 << 53;
 
 /// What the day's inputs hold in one extra column so far.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Seen {
-    /// The type declared where the column was first seen (the day's type
-    /// while every value is null).
+    /// The type declared where first seen (the day's type while every value is null).
     declared: Option<DataType>,
     /// Widest signed integer width seen (bits).
     signed: Option<u8>,
@@ -96,8 +90,7 @@ fn is_binary(t: &DataType) -> bool {
     }
 }
 
-/// `col` as signed 64-bit values and whether they came from an unsigned
-/// type (`None` for other types). Nulls are skipped.
+/// `col` as signed values and whether they were unsigned (`None` for other types); nulls skipped.
 fn int_values(col: &ArrayRef) -> Option<(Vec<i128>, bool)> {
     let (signed, _) = int_width(col.data_type())?;
     let opts = arrow_cast::CastOptions {
@@ -112,8 +105,7 @@ fn int_values(col: &ArrayRef) -> Option<(Vec<i128>, bool)> {
     Some((values, !signed))
 }
 
-/// `col`'s non-null values cast to `T` (`None` when one does not fit), as
-/// `i128`.
+/// `col`'s non-null values cast to `T` as `i128` (`None` when one does not fit).
 fn cast_values<T>(col: &ArrayRef, opts: &arrow_cast::CastOptions) -> Option<Vec<i128>>
 where
     T: arrow_array::ArrowPrimitiveType,
@@ -130,7 +122,6 @@ where
 }
 
 impl Seen {
-    /// Adds what `col` holds.
     fn add(&mut self, col: &ArrayRef) {
         let t = col.data_type();
         if self.declared.is_none() {
@@ -166,7 +157,7 @@ impl Seen {
         }
     }
 
-    /// The day's type for what was seen, or why there is none.
+    /// The day's type, or why there is none.
     fn resolve(&self) -> Result<DataType, String> {
         let numeric = self.signed.is_some() || self.unsigned.is_some() || self.float.is_some();
         let kinds = [
@@ -253,19 +244,18 @@ struct Column {
     data_type: DataType,
 }
 
-/// The day's extra columns: their names (matched without case, spelled as
-/// first seen) and the one type each takes (see the module docs).
+/// The day's extra columns: names (matched without case, spelled as first
+/// seen) and the one type each takes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExtraColumns {
     columns: Vec<Column>,
 }
 
 impl ExtraColumns {
-    /// The day's columns after one more input, conformed ([`conform`]);
-    /// `self` is not changed, so a refused input leaves no trace.
+    /// The day's columns after one more input; `self` is unchanged, so a
+    /// refused input leaves no trace.
     ///
-    /// Errors: [`Unmergeable`] naming the column when no type holds exactly
-    /// both what the day held and what this input holds.
+    /// Errors: [`Unmergeable`] naming the column when no type holds both exactly.
     pub fn with(&self, b: &RecordBatch) -> Result<ExtraColumns, Unmergeable> {
         let target_len = target_schema().fields().len();
         let mut next = self.clone();
@@ -275,8 +265,7 @@ impl ExtraColumns {
         Ok(next)
     }
 
-    /// Adds one column's values (see [`ExtraColumns::with`]); on an error
-    /// `self` may be part-changed (callers work on a copy).
+    /// Adds one column's values; on an error `self` may be part-changed.
     pub(super) fn add(&mut self, name: &str, col: &ArrayRef) -> Result<(), Unmergeable> {
         let ix = match (self.columns.iter()).position(|c| super::same_column(&c.name, name)) {
             Some(ix) => ix,
@@ -313,8 +302,7 @@ impl ExtraColumns {
         self.columns.iter().map(|c| c.name.clone()).collect()
     }
 
-    /// Whether `other` gives any column another type, or has columns
-    /// `self` lacks (the output schema changes).
+    /// Whether `other` changes the output schema (a column's type, or new columns).
     pub fn schema_differs(&self, other: &ExtraColumns) -> bool {
         self.columns.len() != other.columns.len()
             || self
@@ -344,11 +332,9 @@ impl ExtraColumns {
     }
 }
 
-/// Converts `col` to `to` when that keeps every value exactly; an all-null
-/// column converts to any type.
+/// Converts `col` to `to` when every value stays exact; an all-null column converts to any type.
 ///
-/// Errors: why a value at hand does not fit, e.g. "2.75 has no exact int64
-/// value".
+/// Errors: why a value does not fit, e.g. "2.75 has no exact int64 value".
 pub fn convert(col: &ArrayRef, to: &DataType) -> Result<ArrayRef, String> {
     let from = col.data_type();
     if from == to {

@@ -1,20 +1,9 @@
-//! The MQTT client: one bounded exchange per call, publishing the
-//! [`super::payloads`] messages ([`publish`]) or reading retained ones back
-//! ([`read_retained`]).
-//!
-//! Guarantees of [`publish`]:
-//!
-//! - Every message is published retained at QoS 1; `Ok` means every one was
-//!   acknowledged (PUBACK) and the client disconnected cleanly (no will or
-//!   session left behind).
-//! - The whole exchange (DNS to DISCONNECT) is bounded by
-//!   [`MqttConfig::timeout`]; the error says what was under way.
-//! - A unique client id per call and a clean session, so two invocations
-//!   never take over each other's connection.
-//! - TLS (rustls) when [`MqttConfig::tls`]: the system's roots, or only
-//!   `MQTT_CA_FILE`'s certificates.
-//! - A message over [`MAX_PAYLOAD_BYTES`] or [`MAX_PACKET_BYTES`] is not
-//!   queued and the others go on; errors name the topics not acknowledged.
+//! The MQTT client: one bounded exchange per call ([`publish`], [`read_retained`]).
+//! [`publish`]: retained at QoS 1, `Ok` only when every PUBACK came and the
+//! client disconnected cleanly; DNS to DISCONNECT within [`MqttConfig::timeout`];
+//! a unique client id and a clean session per call, so two invocations never
+//! take over each other's connection; a message over [`MAX_PAYLOAD_BYTES`] or
+//! [`MAX_PACKET_BYTES`] is not queued and the others go on.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -31,10 +20,9 @@ use super::payloads::{MAX_PAYLOAD_BYTES, Message, short_name, statistic_topic};
 use crate::data::config::MqttConfig;
 use crate::infra::error::ReportError;
 
-/// The client's packet limit (rumqttc's `max_packet_size`, both ways):
-/// room for a [`MAX_PAYLOAD_BYTES`] payload and its topic, well under AWS
-/// IoT Core's 128 KB. rumqttc's 10 KiB default would refuse payloads, and
-/// its refusal ends the whole exchange.
+/// The client's packet limit (rumqttc's `max_packet_size`, both ways): room
+/// for a [`MAX_PAYLOAD_BYTES`] payload and its topic, under AWS IoT Core's
+/// 128 KB; rumqttc's 10 KiB default refuses, which ends the whole exchange.
 pub const MAX_PACKET_BYTES: usize = 32 * 1024;
 
 /// How far an exchange got (for the errors).
@@ -75,31 +63,23 @@ impl Progress {
     }
 }
 
-/// How many connections [`publish`] makes at most (all within
-/// `MQTT_TIMEOUT_SECONDS`).
+/// Connections [`publish`] makes at most (all within `MQTT_TIMEOUT_SECONDS`).
 pub const MAX_CONNECTIONS: usize = 4;
 
-/// The bytes of the PUBLISH packet for `m` at QoS 1: fixed header (at most
-/// 5 bytes), topic length and topic, packet id, payload.
+/// The bytes of `m`'s PUBLISH packet at QoS 1 (fixed header at most 5 bytes).
 pub(super) fn packet_len(m: &Message) -> usize {
     5 + 2 + m.topic.len() + 2 + m.payload.len()
 }
 
 /// Publishes `messages` retained at QoS 1, waits for every PUBACK, then
-/// disconnects, all within `config.timeout`; returns the errors (none when
-/// every message was acknowledged).
+/// disconnects, within `config.timeout`. When the broker closes the connection
+/// (its own packet limit closes it at the message it refuses), the messages
+/// not acknowledged go again on a new connection, that one last and alone;
+/// closed at again, it is left out ([`ReportError::MqttDropped`]).
 ///
-/// A message over the limits is not queued ([`ReportError::MqttTooLarge`]).
-/// When the broker closes the connection while publishing (a broker's own
-/// packet limit closes it at the message it refuses), the messages not
-/// acknowledged go again one at a time on a new connection, the one it
-/// closed at last and alone; closed at again, that one is left out
-/// ([`ReportError::MqttDropped`]), up to [`MAX_CONNECTIONS`]. A close made
-/// good by the next connection is logged, not returned.
-///
-/// Errors: [`ReportError::MqttTls`], [`ReportError::Mqtt`] (refused, not
-/// authorised, lost), [`ReportError::MqttTimeout`]; the last two name the
-/// topics not acknowledged.
+/// Errors (returned, never failing the run): [`ReportError::MqttTooLarge`],
+/// [`ReportError::MqttTls`], [`ReportError::Mqtt`], [`ReportError::MqttTimeout`],
+/// naming the topics not acknowledged.
 pub async fn publish(config: &MqttConfig, messages: &[Message]) -> Vec<ReportError> {
     let broker = format!("{}:{}", config.host, config.port);
     let (mut messages, mut errors) = sendable(&broker, messages);
@@ -125,8 +105,7 @@ pub async fn publish(config: &MqttConfig, messages: &[Message]) -> Vec<ReportErr
             }
             Err(e) => e,
         };
-        // The broker closed the connection while publishing: the messages not
-        // acknowledged go again one at a time (see the docstring).
+        // Closed while publishing: the rest go again one at a time.
         let dropped = matches!(error, ReportError::Mqtt { .. }) && progress.connected;
         let first_pending = progress.done.iter().position(|done| !done);
         let at = first_pending.filter(|_| dropped && attempt > 1);
@@ -151,7 +130,6 @@ pub async fn publish(config: &MqttConfig, messages: &[Message]) -> Vec<ReportErr
     errors
 }
 
-/// The messages within the limits, and an error for each of the others.
 fn sendable(broker: &str, messages: &[Message]) -> (Vec<Message>, Vec<ReportError>) {
     let (sendable, too_large): (Vec<&Message>, Vec<&Message>) = (messages.iter())
         .partition(|m| m.payload.len() <= MAX_PAYLOAD_BYTES && packet_len(m) <= MAX_PACKET_BYTES);
@@ -166,8 +144,7 @@ fn sendable(broker: &str, messages: &[Message]) -> (Vec<Message>, Vec<ReportErro
     (sendable.into_iter().cloned().collect(), errors)
 }
 
-/// One connection's exchange (`attempt`, from 1), cut at `deadline`, and
-/// how far it got.
+/// One connection's exchange (`attempt`, from 1), cut at `deadline`.
 async fn connect_once(
     config: &MqttConfig,
     client_id: &str,
@@ -205,8 +182,7 @@ async fn connect_once(
     (result, progress)
 }
 
-/// Which message (by index) the next connection sends last and alone, and
-/// which it leaves out.
+/// Which message the next connection sends last and alone, and which it leaves out.
 #[derive(Debug, Default)]
 struct Requeue {
     again_last: Option<usize>,
@@ -214,8 +190,7 @@ struct Requeue {
 }
 
 impl Requeue {
-    /// The `left` messages the next connection sends: those not `done` and
-    /// not refused, in order, the one to go again last at the end.
+    /// The `left` messages not `done` nor refused, in order, the one to go again last.
     fn next(&self, messages: Vec<Message>, done: &[bool], left: usize) -> Vec<Message> {
         let mut next: Vec<Message> = Vec::with_capacity(left);
         let mut last = None;
@@ -234,9 +209,8 @@ impl Requeue {
     }
 }
 
-/// The broker closed the connection at `message` (index `i`): the first
-/// time, it goes again last, alone; closed at again (`closed_at` holds its
-/// topic), it is left out, with [`ReportError::MqttDropped`] in `errors`.
+/// The broker closed the connection at message `i`: the first time it goes
+/// again last and alone; the second, it is left out ([`ReportError::MqttDropped`]).
 fn closed_at_message(
     broker: &str,
     message: &Message,
@@ -265,18 +239,14 @@ fn closed_at_message(
     }
 }
 
-/// How long [`read_retained`] waits for retained messages once the broker
-/// acknowledged the subscription (a broker sends them right after the
-/// SUBACK; a topic never published has none).
+/// How long [`read_retained`] waits after the SUBACK (a broker sends retained
+/// messages right after it; a topic never published has none).
 pub const RETAINED_WAIT: Duration = Duration::from_secs(2);
 
-/// Reads the retained statistics `names` under `config.topic_root`,
-/// read-only: subscribes, collects what the broker sends, and disconnects
-/// once every name arrived or [`RETAINED_WAIT`] after the SUBACK, all within
-/// `config.timeout`. Returns name → payload for those found.
+/// Reads the retained statistics `names` under `config.topic_root` (read-only)
+/// until all arrived or [`RETAINED_WAIT`], within `config.timeout`.
 ///
-/// Errors: refused, not authorised, lost, TLS or timeout, as one line
-/// naming the broker.
+/// Errors: refused, not authorised, lost, TLS or timeout, one line naming the broker.
 pub async fn read_retained(
     config: &MqttConfig,
     names: &[&str],
@@ -342,7 +312,6 @@ pub async fn read_retained(
     result.map(|()| got)
 }
 
-/// The client options: id, clean session, credentials, TLS.
 fn options(config: &MqttConfig, client_id: &str, broker: &str) -> Result<MqttOptions, ReportError> {
     let mut options = MqttOptions::new(client_id, config.host.clone(), config.port);
     options.set_clean_session(true);
@@ -366,8 +335,7 @@ fn options(config: &MqttConfig, client_id: &str, broker: &str) -> Result<MqttOpt
     Ok(options)
 }
 
-/// A rustls client config trusting the certificates of `ca_file` (PEM), or
-/// the system's roots when `None`.
+/// Trusting the PEM certificates of `ca_file`, or the system's roots when `None`.
 fn tls_config(ca_file: Option<&str>) -> Result<ClientConfig, String> {
     let mut roots = RootCertStore::empty();
     match ca_file {
@@ -400,9 +368,8 @@ fn tls_config(ca_file: Option<&str>) -> Result<ClientConfig, String> {
         .with_no_client_auth())
 }
 
-/// A hint for a connection that failed before CONNACK when TLS and the port
-/// disagree (plain on 8883: reset at the first bytes; TLS on a plain port).
-/// Empty otherwise.
+/// A hint when a connection failed before CONNACK and TLS and the port
+/// disagree (plain on 8883 is reset at the first bytes); empty otherwise.
 ///
 /// ```
 /// # use archive_compaction::data::mqtt::tls_hint;
@@ -444,9 +411,8 @@ pub fn tls_hint(config: &MqttConfig, error: &str, connected: bool) -> String {
     String::new()
 }
 
-/// Connect, publish, await every PUBACK, disconnect. Not bounded by itself.
-/// `one_at_a_time`: each message is sent once the one before it is
-/// acknowledged (one in flight), so a closed connection names the message.
+/// Connect, publish, await every PUBACK, disconnect; not bounded by itself.
+/// `one_at_a_time`: one in flight, so a closed connection names the message.
 async fn exchange(
     config: &MqttConfig,
     client_id: &str,

@@ -1,12 +1,7 @@
-//! MQTT reporting: Home Assistant discovery configs ([`discovery`]), then
-//! the run's figures as retained topics under `{MQTT_TOPIC_ROOT}/statistic/`
-//! ([`statistics`]). [`payloads`] is pure, a function of the report;
-//! [`client`] sends them ([`publish`]) and reads them back ([`read_retained`])
-//! over one bounded connection.
-//!
-//! Topics, payloads and discovery ids are the Python job's, so subscribers
-//! and Home Assistant entities and their history carry over
-//! (`specs/reporting.md`).
+//! MQTT reporting: Home Assistant discovery configs, then the run's figures
+//! as retained topics under `{MQTT_TOPIC_ROOT}/statistic/`. [`payloads`] is
+//! pure; [`client`] sends and reads them back. Topics, payloads and discovery
+//! ids are the Python job's, so Home Assistant history carries over (`specs/reporting.md`).
 //!
 //! ```
 //! use archive_compaction::data::mqtt::{discovery, statistics};

@@ -1,7 +1,5 @@
-//! The retained messages of a run, pure: every statistic is one entry of
-//! [`STATISTIC_TABLE`] (its name, its payload from the [`RunReport`], when
-//! the run established it, its Home Assistant sensor), so a statistic is
-//! added, renamed or dropped in one place.
+//! The retained messages of a run, pure: each statistic is one entry of
+//! [`STATISTIC_TABLE`], so it is added, renamed or dropped in one place.
 
 use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 use serde_json::{Value, json};
@@ -9,27 +7,22 @@ use serde_json::{Value, json};
 use crate::data::report::{RunReport, StopReason, UUIDS_SHOWN};
 
 /// The most bytes a payload takes: Home Assistant's recorder stores no
-/// attributes over 16,384 bytes (and logs a warning). The largest payload,
-/// `mismatch_uuids`, is about 3.9 KB.
+/// attributes over 16,384 bytes.
 pub const MAX_PAYLOAD_BYTES: usize = 16 * 1024;
 
 /// Home Assistant's discovery prefix.
 pub const DISCOVERY_PREFIX: &str = "homeassistant";
 
-/// The Home Assistant device (and the prefix of every `unique_id` and
-/// `object_id`, so entity ids are `sensor.skyfollower_archive_compaction_{name}`).
+/// The Home Assistant device, and the prefix of every `unique_id` and `object_id`.
 pub const DEVICE_ID: &str = "SkyFollower_archive_compaction";
 
-/// The date sensors' `value_template`: the payload `None` becomes `unknown`,
-/// Home Assistant's "no value". A template cannot return a real null (HA
-/// renders it as the text `None`), and a `device_class: date` sensor logs
-/// "Invalid state message" for any non-date: hence text sensors.
+/// The date sensors' `value_template`: `None` becomes `unknown`, Home
+/// Assistant's "no value" (a template cannot return null, and a `device_class:
+/// date` sensor logs "Invalid state message" for any non-date: hence text sensors).
 pub const DATE_TEMPLATE: &str = "{{ 'unknown' if value == 'None' else value }}";
 
-/// The count sensor's `value_template` on the `mismatch_uuids` topic: the
-/// payload's exact `count`, from the topic that is also its attributes, so
-/// both change in one state write. A Python job's payload (`uuids` only)
-/// counts its list.
+/// The count sensor's template on the `mismatch_uuids` topic: its exact
+/// `count`, so list and count change in one state write (a Python job's payload counts its list).
 pub const COUNT_TEMPLATE: &str =
     "{{ value_json.count if value_json.count is defined else value_json.uuids | length }}";
 
@@ -50,16 +43,13 @@ enum Known {
     /// Read from the state file: only when the run read it
     /// ([`RunReport::state_known`]).
     FromState,
-    /// The mismatch: when the state was read and either this run found a
-    /// mismatch or the state holds none (`mismatch_runs` 0). A run that
-    /// read a state still blocked on an earlier mismatch date but did not
-    /// check that date again (a Failure before it, the deadline) does not
-    /// know whether the mismatch persists.
+    /// The mismatch: when the state was read and this run found a mismatch or
+    /// the state holds none. A run that did not re-check a recorded mismatch
+    /// date (a Failure before it, the deadline) does not know whether it persists.
     Mismatch,
 }
 
-/// One Home Assistant sensor: how it shows its statistic. Its `unique_id`
-/// and `object_id` are `{DEVICE_ID}_{name}`, `name` the statistic's.
+/// One Home Assistant sensor; its `unique_id` and `object_id` are `{DEVICE_ID}_{name}`.
 #[derive(Debug, Clone, Copy)]
 struct Sensor {
     title: &'static str,
@@ -118,11 +108,10 @@ impl Statistic {
     }
 }
 
-/// The ten statistics, in publish order; nine have a sensor, in discovery
-/// order. `mismatch_uuids` precedes `mismatch_uuid_count`, so a subscriber
-/// reacting to the count finds the list already retained. No sensor has a
-/// `unit_of_measurement`: adding one to an entity with recorded statistics
-/// makes Home Assistant flag a unit change.
+/// The ten statistics, in publish order (nine have a sensor). `mismatch_uuids`
+/// precedes `mismatch_uuid_count`, so a subscriber reacting to the count finds
+/// the list retained. No `unit_of_measurement`: adding one to an entity with
+/// recorded statistics makes Home Assistant flag a unit change.
 pub const STATISTIC_TABLE: [Statistic; 10] = [
     Statistic {
         name: "files_compacted",
@@ -233,8 +222,7 @@ pub const STATISTIC_TABLE: [Statistic; 10] = [
     },
 ];
 
-/// The names of [`STATISTIC_TABLE`], in publish order
-/// (`{root}/statistic/{name}`).
+/// The names of [`STATISTIC_TABLE`], in publish order.
 pub const STATISTICS: [&str; STATISTIC_TABLE.len()] = {
     let mut names = [""; STATISTIC_TABLE.len()];
     let mut i = 0;
@@ -260,23 +248,19 @@ pub fn format_date(date: Option<NaiveDate>) -> String {
     date.map_or_else(|| "None".to_string(), |d| d.format("%Y-%m-%d").to_string())
 }
 
-/// ISO 8601 in UTC with microseconds and `+00:00`, as Python's
-/// `datetime.isoformat()` prints it, e.g. `2026-07-22T04:50:00.000000+00:00`.
+/// ISO 8601 in UTC as Python's `datetime.isoformat()` prints it: `2026-07-22T04:50:00.000000+00:00`.
 pub fn format_timestamp(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Micros, false)
 }
 
-/// Whether the run established the statistic `name` (its `Known` class);
-/// one it did not is not published, so the broker keeps the last value
-/// retained. Nothing is known when another invocation held the lease
-/// ([`StopReason::LeaseHeld`]): this run's `Success` would overwrite the
-/// holder's status and figures.
+/// Whether the run established the statistic `name`; one it did not is not
+/// published, so the broker keeps the last value. Nothing is known on
+/// [`StopReason::LeaseHeld`]: it would overwrite the holder's figures.
 pub fn is_known(report: &RunReport, name: &str) -> bool {
     (STATISTIC_TABLE.iter()).any(|s| s.name == name && s.is_known(report))
 }
 
-/// The retained statistic messages for `report`, in [`STATISTICS`] order,
-/// leaving out what the run did not establish ([`is_known`]).
+/// The retained statistic messages, leaving out what the run did not establish ([`is_known`]).
 pub fn statistics(report: &RunReport, topic_root: &str) -> Vec<Message> {
     (STATISTIC_TABLE.iter())
         .filter(|s| s.is_known(report))
@@ -299,8 +283,7 @@ pub fn mismatch_uuids_payload(report: &RunReport) -> String {
     )
 }
 
-/// The device block shared by every discovery config; `configuration_url`
-/// is the S3 console page of `bucket`.
+/// The device block of every discovery config (`configuration_url`: the bucket's S3 console page).
 pub fn device(bucket: &str) -> Value {
     json!({
         "identifiers": [DEVICE_ID],
@@ -312,8 +295,7 @@ pub fn device(bucket: &str) -> Value {
     })
 }
 
-/// The nine retained Home Assistant discovery configs (JSON), one per
-/// statistic except `mismatch_uuids`, for the job compacting `bucket`.
+/// The nine discovery configs, one per statistic but `mismatch_uuids`.
 pub fn discovery(topic_root: &str, bucket: &str) -> Vec<Message> {
     (STATISTIC_TABLE.iter())
         .filter_map(|stat| stat.sensor.map(|s| (stat.name, s)))
@@ -347,9 +329,7 @@ pub fn discovery(topic_root: &str, bucket: &str) -> Vec<Message> {
         .collect()
 }
 
-/// A topic as the errors name it: a statistic by its name
-/// (`mismatch_uuids`), a discovery config as `{name} config`, any other
-/// topic in full.
+/// A topic as errors name it: a statistic by name, a discovery config as `{name} config`, else in full.
 pub fn short_name(topic: &str) -> String {
     if let Some((_, name)) = topic.rsplit_once("/statistic/") {
         return name.to_string();
