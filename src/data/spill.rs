@@ -1,22 +1,8 @@
-//! Sorted sets of uuids (or of a uuid and a number: [`Record`]) that spill
-//! to local disk past a memory limit: a date's flights, the per-flight
-//! files past its listing window ([`crate::protocol::day::Day::list_window`]), the
-//! flights its multi-row inputs hold (by input), whatever the date's size.
-//!
-//! A [`UuidSet`] is built by a [`UuidSetBuilder`] from uuids in any order
-//! (a listing's concurrent ranges, a window's evictions): it holds at most
-//! [`SpillSettings::limit`] of them in memory (16 B each); past that it
-//! sorts them into a run, an anonymous file in the system's temporary
-//! directory (`TMPDIR`; `/tmp` on Lambda: the function's ephemeral
-//! storage), and starts again. A set of one run or less stays in memory; a larger one is its
-//! runs, read back with `pread` (no mapping, so no address space: it
-//! counts nothing against `ulimit -v`). Iteration is a k-way merge of the
-//! runs in uuid order, each uuid once; membership is a binary search in
-//! each run. The files have no name (`O_TMPFILE`, or unlinked at once):
-//! nothing is left on disk when the set is dropped or the process dies.
-//!
-//! Memory: at most `limit` uuids a builder, plus 64 KiB a run while
-//! iterating; disk: 16 B a uuid (a uuid seen in two runs, twice).
+//! Sorted sets of uuids (or of a uuid and numbers: [`Record`]) that spill to
+//! local disk past a memory limit: sorted runs in anonymous files in the
+//! temporary directory (`TMPDIR`; on Lambda `/tmp`, its ephemeral storage),
+//! gone when the set is dropped or the process dies, read back with `pread`
+//! (no mapping: nothing counts against `ulimit -v`), 64 KiB a run at a time.
 //!
 //! ```
 //! use archive_compaction::data::spill::{SpillSettings, UuidSetBuilder};
@@ -58,7 +44,6 @@ pub trait Record: Copy + Ord + Default + Send + Sync + std::fmt::Debug + 'static
 }
 
 impl Record for Uuid {
-    /// Its 16 bytes, big-endian: byte order is uuid order.
     const SIZE: usize = 16;
     fn put(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(self.as_bytes());
@@ -69,8 +54,6 @@ impl Record for Uuid {
 }
 
 impl Record for (Uuid, u32) {
-    /// The uuid's 16 bytes, then the number's 4, big-endian: byte order is
-    /// (uuid, number) order.
     const SIZE: usize = 20;
     fn put(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(self.0.as_bytes());
@@ -83,8 +66,6 @@ impl Record for (Uuid, u32) {
 }
 
 impl Record for (Uuid, u32, u32) {
-    /// The uuid's 16 bytes, then each number's 4, big-endian: byte order is
-    /// (uuid, number, number) order.
     const SIZE: usize = 24;
     fn put(&self, out: &mut Vec<u8>) {
         (self.0, self.1).put(out);
@@ -99,17 +80,13 @@ impl Record for (Uuid, u32, u32) {
 /// What one run's reader holds while a set is iterated, in bytes.
 const READ_BUFFER: usize = 64 * 1024;
 
-/// The default of [`SpillSettings::limit`] (`FLIGHTS_IN_MEMORY`): 2^19
-/// uuids, 8 MiB a set. A date of up to about half a million flights is held in
-/// memory as before; only larger ones touch the disk.
+/// The default of [`SpillSettings::limit`] (`FLIGHTS_IN_MEMORY`): 2^19 uuids, 8 MiB a set.
 pub const DEFAULT_IN_MEMORY: usize = 1 << 19;
 
-/// Past how many uuids a [`UuidSetBuilder`] spills (to the system's
-/// temporary directory, [`std::env::temp_dir`]: `TMPDIR`, else `/tmp`).
+/// Past how many records a [`SortedSetBuilder`] spills.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SpillSettings {
-    /// The most uuids a set holds in memory (`FLIGHTS_IN_MEMORY`, at least
-    /// 1); past it, sorted runs on disk.
+    /// The most records a set holds in memory (at least 1); past it, runs on disk.
     pub limit: usize,
 }
 
@@ -121,11 +98,10 @@ impl Default for SpillSettings {
     }
 }
 
-/// One sorted run on disk: uuids in order, each once.
+/// One sorted run on disk: records in order, each once.
 #[derive(Debug)]
 struct Run {
     file: File,
-    /// Uuids in it.
     len: u64,
 }
 
@@ -152,18 +128,14 @@ impl Run {
     }
 }
 
-/// What a date's sets may take on local disk, in bytes for each of its
-/// flights (or index files) once they are more than the in-memory limit:
-/// its flights (16 B a uuid), its per-flight files past the listing window
-/// (16 B) and the parts' (flight, input) pairs (20 B).
+/// What a date's sets may take on local disk, in bytes a flight (or index file)
+/// past the in-memory limit: its flights (16 B), its per-flight files past the
+/// listing window (16 B) and the parts' (flight, input) pairs (20 B).
 pub const DISK_BYTES_PER_FLIGHT: u64 = 52;
 
-/// Refuses a date of `uuids` flights (or index files, the more of the two)
-/// whose sets would not fit the free space of the spill directory
-/// ([`std::env::temp_dir`]). The run calls it after a date's listing,
-/// whose own sets are then already built: what it spares is the parity
-/// gate's and the parts' sets failing part way, with one error naming the
-/// need (the date's whole sets, the listing's included).
+/// Refuses a date of `uuids` flights (or index files, the more) whose sets would
+/// not fit the spill directory's free space. Called after the date's listing, it
+/// spares the gate's and the parts' sets failing part way (the need counts all).
 ///
 /// # Errors
 /// [`Error::DiskTooSmall`] with the need and the free space;
@@ -204,14 +176,13 @@ fn spill_error(dir: &std::path::Path, source: std::io::Error) -> Error {
     }
 }
 
-/// A sorted set of records, each once: in memory, or sorted runs on disk
-/// ([`SortedSetBuilder`], the module docs). Cloning shares the runs.
+/// A sorted set of records, each once: in memory, or runs on disk. Cloning shares the runs.
 #[derive(Debug, Clone, Default)]
 pub struct SortedSet<T: Record> {
     memory: Vec<T>,
     runs: Arc<Vec<Run>>,
     dir: PathBuf,
-    /// Distinct uuids (the runs' together).
+    /// Distinct records (the runs' together).
     len: u64,
 }
 
@@ -222,8 +193,7 @@ pub type UuidSet = SortedSet<Uuid>;
 pub type UuidSetBuilder = SortedSetBuilder<Uuid>;
 
 impl<T: Record> PartialEq for SortedSet<T> {
-    /// Same records (an in-memory set and a spilled one can be equal). A
-    /// spilled set that cannot be read back is equal to nothing.
+    /// Same records, in memory or spilled; a set that cannot be read back equals nothing.
     fn eq(&self, other: &SortedSet<T>) -> bool {
         self.len == other.len
             && self
@@ -234,7 +204,7 @@ impl<T: Record> PartialEq for SortedSet<T> {
 }
 
 impl<T: Record> SortedSet<T> {
-    /// How many uuids.
+    /// How many records.
     pub fn len(&self) -> u64 {
         self.len
     }
@@ -244,8 +214,7 @@ impl<T: Record> SortedSet<T> {
         self.len == 0
     }
 
-    /// Whether the set is on disk (more than [`SpillSettings::limit`]
-    /// uuids were pushed).
+    /// Whether the set is on disk (more than [`SpillSettings::limit`] were pushed).
     pub fn spilled(&self) -> bool {
         !self.runs.is_empty()
     }
@@ -260,9 +229,7 @@ impl<T: Record> SortedSet<T> {
         self.runs.iter().map(|r| r.len * T::SIZE as u64).sum()
     }
 
-    /// Whether `u` is in the set: a binary search, in memory or in each
-    /// run (a `pread` a step).
-    ///
+    /// Whether `u` is in the set: a binary search, in memory or in each run.
     /// Errors: [`Error::Spill`] when a run cannot be read back.
     pub fn contains(&self, u: &T) -> Result<bool> {
         if !self.spilled() {
@@ -276,8 +243,7 @@ impl<T: Record> SortedSet<T> {
         Ok(false)
     }
 
-    /// The uuids in order, each once; an [`Error::Spill`] ends it when a
-    /// run cannot be read back.
+    /// The records in order, each once; an unreadable run ends it with [`Error::Spill`].
     pub fn iter(&self) -> Iter<'_, T> {
         let mut it = Iter {
             memory: self.memory.iter(),
@@ -304,10 +270,8 @@ impl<T: Record> SortedSet<T> {
         it
     }
 
-    /// The uuids of the set `keep` keeps, as a set of the same settings
-    /// (in place when in memory, else a new set through a builder).
-    ///
-    /// Errors: [`Error::Spill`] reading this set or writing the new one.
+    /// The records `keep` keeps, as a set of the same settings (in place in
+    /// memory). Errors: [`Error::Spill`] reading this set or writing the new one.
     pub fn retain(
         self,
         settings: SpillSettings,
@@ -329,9 +293,7 @@ impl<T: Record> SortedSet<T> {
         b.finish()
     }
 
-    /// This set without the records of `other`: one merge pass over both
-    /// (each in order), the result spilling past `settings`' limit.
-    ///
+    /// This set without `other`'s records, in one merge pass, spilling past `settings`' limit.
     /// Errors: [`Error::Spill`] reading either set or writing the new one.
     pub fn difference(
         &self,
@@ -359,9 +321,7 @@ impl<T: Record> SortedSet<T> {
         out.finish()
     }
 
-    /// The first `n` uuids in order (a report's examples).
-    ///
-    /// Errors: [`Error::Spill`] when a run cannot be read back.
+    /// The first `n` records (a report's examples); [`Error::Spill`] when a run cannot be read.
     pub fn first(&self, n: usize) -> Result<Vec<T>> {
         self.iter().take(n).collect()
     }
@@ -393,11 +353,8 @@ impl<T: Record> FromIterator<T> for SortedSet<T> {
     }
 }
 
-/// Writes `records` (in order, each once) as a run: an anonymous file in
-/// `dir`.
-///
-/// Errors: [`Error::Spill`] creating or writing the file, or the first
-/// error of `records`.
+/// Writes `records` (in order, each once) as a run in `dir`; errors:
+/// [`Error::Spill`], or a record's.
 fn write_run<T: Record>(
     dir: &std::path::Path,
     records: impl Iterator<Item = Result<T>>,
@@ -496,24 +453,20 @@ impl<T: Record> Iterator for Iter<'_, T> {
     }
 }
 
-/// Builds a [`SortedSet`] from records in any order, holding at most
-/// [`SpillSettings::limit`] in memory (the module docs).
+/// Builds a [`SortedSet`] from records in any order (the module docs).
 #[derive(Debug)]
 pub struct SortedSetBuilder<T: Record> {
     settings: SpillSettings,
     dir: PathBuf,
     buf: Vec<T>,
     runs: Vec<Run>,
-    /// Each run's level: 0 for a buffer's, one more for a merge of
-    /// [`FAN_IN`] runs of one level ([`SortedSetBuilder::merge_tail`]).
+    /// Each run's level: 0 for a buffer's, one more for a merge ([`Self::merge_tail`]).
     levels: Vec<u32>,
 }
 
-/// How many runs of one level a builder merges into one of the next: a set
-/// of `n` records holds at most `FAN_IN - 1` runs a level, so its open
-/// files (one a run, against the process's limit: 1,024 on Lambda) grow
-/// with the logarithm of `n / limit`, and each record is rewritten once a
-/// level.
+/// How many runs of one level a builder merges into one of the next: its open
+/// files (one a run; the process may open 1,024 on Lambda) grow with the
+/// logarithm of `n / limit`, and each record is rewritten once a level.
 pub const FAN_IN: usize = 16;
 
 impl<T: Record> SortedSetBuilder<T> {
@@ -535,10 +488,8 @@ impl<T: Record> SortedSetBuilder<T> {
         }
     }
 
-    /// Adds `u` (again is fine: each uuid is in the set once).
-    ///
-    /// Errors: [`Error::Spill`] when the buffer is full (`limit` uuids held)
-    /// and its run cannot be written (the disk full, the directory missing).
+    /// Adds `u` (again is fine: each record is in the set once).
+    /// Errors: [`Error::Spill`] when the buffer is full and its run cannot be written.
     pub fn push(&mut self, u: T) -> Result<()> {
         if self.buf.len() >= self.settings.limit {
             self.spill()?;
@@ -547,9 +498,7 @@ impl<T: Record> SortedSetBuilder<T> {
         Ok(())
     }
 
-    /// The buffer sorted, deduplicated and written as a run of level 0;
-    /// emptied. Then the last runs merged while [`FAN_IN`] of them share a
-    /// level.
+    /// Writes the buffer as a run of level 0 (sorted, deduplicated), then [`Self::merge_tail`].
     fn spill(&mut self) -> Result<()> {
         self.buf.sort_unstable();
         self.buf.dedup();
@@ -585,10 +534,8 @@ impl<T: Record> SortedSetBuilder<T> {
         }
     }
 
-    /// The set: in memory when no run was written, else its runs (the
-    /// rest of the buffer written as the last), counted once through.
-    ///
-    /// Errors: [`Error::Spill`] writing the last run or reading the runs.
+    /// The set: in memory when no run was written, else its runs, counted once
+    /// through. Errors: [`Error::Spill`] writing the last run or reading the runs.
     pub fn finish(mut self) -> Result<SortedSet<T>> {
         if self.runs.is_empty() {
             return Ok(SortedSet {

@@ -1,24 +1,8 @@
 //! The one storage seam: list, get, head, conditional put, conditional delete.
 //!
-//! [`Store`] is the seam the protocol is written against. Two
-//! implementations: [`S3Store`] over aws-sdk-s3, and [`MemoryStore`], a
-//! strict in-memory bucket with S3's documented semantics, for tests and
-//! the simulation; `tests/suite/store_conformance.rs` holds both, and the
-//! ministack and moto servers, to the same behaviour.
-//!
-//! [`S3Store`] maps SDK errors to [`Error`] with the operation, key, S3
-//! error code and whether it is transient. Whole calls are retried by the
-//! SDK's standard retry strategy (configured in `main`); per-key failures
-//! of a DeleteObjects are retried here ([`S3Store::delete_batch`]).
-//!
-//! Time: a store made with [`Store::until`] bounds every call (attempts,
-//! backoffs and body reads together) by a deadline; each attempt is bounded
-//! by [`attempt_timeout`], and a body that breaks off is read again, up to
-//! [`BODY_ATTEMPTS`] in all (the SDK retries a request, not a body).
-//!
-//! Conditional writes follow S3's documented semantics: `If-None-Match: *`
-//! creates only if absent, `If-Match: <etag>` replaces or deletes only the
-//! version that was read; a lost condition is [`Error::PreconditionFailed`].
+//! [`Store`]: [`S3Store`] over aws-sdk-s3, and [`MemoryStore`], a strict in-memory
+//! bucket; `tests/suite/store_conformance.rs` holds both, and the ministack and
+//! moto servers, to S3's documented behaviour.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -50,8 +34,7 @@ pub use s3_error::{one_line, sdk_error_line, status_meaning};
 /// S3 DeleteObjects takes at most 1,000 keys per request (S3 API reference).
 pub const DELETE_BATCH_MAX: usize = 1000;
 
-/// S3's smallest part size for every part but the last: 5 MiB (S3 multipart
-/// upload limits, "Amazon S3 multipart upload limits").
+/// S3's smallest part but the last: 5 MiB (S3, "Amazon S3 multipart upload limits").
 pub const MULTIPART_PART_MIN: usize = 5 * 1024 * 1024;
 
 /// S3's largest part size: 5 GiB (same source).
@@ -66,22 +49,18 @@ pub const MULTIPART_THRESHOLD_DEFAULT: usize = 16 * 1024 * 1024;
 /// Default part size (bytes) of multipart uploads: 8 MiB.
 pub const MULTIPART_PART_DEFAULT: usize = 8 * 1024 * 1024;
 
-/// The user metadata (`x-amz-meta-compaction-job-id`) in which a compacted
-/// output carries the job id of the commit that wrote it; recovery never
-/// deletes an output carrying another job's id ([`Head::job_id`]).
+/// The user metadata in which a compacted output carries its commit's job id.
 pub const JOB_ID_METADATA: &str = "compaction-job-id";
 
-/// DeleteObjects requests a commit sends at once: a few in flight cut the
-/// round trips without a burst S3 would throttle (3,500 DELETEs a second
-/// per prefix, S3's documented rate).
+/// DeleteObjects requests a commit sends at once: fewer round trips, no burst
+/// past the 3,500 DELETEs a second S3 serves per prefix (S3's documented rate).
 pub const DELETE_BATCHES_IN_FLIGHT: usize = 4;
 
 /// Parts uploaded at once in one multipart upload.
 const MULTIPART_PARTS_IN_FLIGHT: usize = 4;
 
-/// The byte ranges of a multipart upload of `len` bytes in parts of
-/// `part_size` (the last holds the rest, at least 1 byte), `part_size`
-/// raised to [`MULTIPART_PART_MIN`] and as needed to fit [`MULTIPART_PARTS_MAX`].
+/// The byte ranges of a multipart upload of `len` bytes in parts of `part_size`
+/// (the last holds the rest), raised to [`MULTIPART_PART_MIN`] and to fit [`MULTIPART_PARTS_MAX`].
 ///
 /// ```
 /// use archive_compaction::infra::storage::{multipart_ranges, MULTIPART_PART_MIN};
@@ -106,21 +85,18 @@ pub fn multipart_ranges(len: usize, part_size: usize) -> Vec<std::ops::Range<usi
 }
 
 /// S3 calls of a run end this long before its deadline ([`Store::until`]):
-/// 5 s for the lease's release ([`crate::protocol::lease::LEASE_RELEASE_TIMEOUT`]),
+/// 5 s to release the lease ([`crate::protocol::lease::LEASE_RELEASE_TIMEOUT`]),
 /// then 1 s each for CloudWatch, Secrets Manager and MQTT
-/// ([`crate::app::reporting::SINK_TIME_AT_THE_END`]), so the run ends released
-/// and reported by its deadline.
+/// ([`crate::app::reporting::SINK_TIME_AT_THE_END`]).
 pub const S3_DEADLINE_MARGIN: Duration = Duration::from_secs(8);
 
-/// Every attempt of an S3 request may take this long, plus 1 s per MiB it
-/// carries ([`attempt_timeout`]): a 3 KB GET needs far less than the SDK's
-/// 60 s, so a request that gets no answer is retried sooner.
+/// The base of [`attempt_timeout`]: below the SDK's 60 s, so a lost request is retried sooner.
 pub const ATTEMPT_TIMEOUT_BASE: Duration = Duration::from_secs(10);
 
 /// How long an S3 connection may take to open.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// How many times in all a GetObject whose body breaks off is read.
+/// Reads in all of a GetObject body that breaks off (the SDK retries requests, not bodies).
 pub const BODY_ATTEMPTS: u32 = 3;
 
 /// The time one attempt carrying (or a body of) `bytes` may take:
@@ -137,12 +113,9 @@ pub fn attempt_timeout(bytes: u64) -> Duration {
     ATTEMPT_TIMEOUT_BASE + Duration::from_secs(bytes.div_ceil(1024 * 1024))
 }
 
-/// A key (or prefix) of a ListObjectsV2 response asked with
-/// `encoding-type=url`, decoded: `%XX` escapes are bytes and `+` is a space
-/// (S3 writes `+` as `%2B`); `None` when not UTF-8. Every listing asks for
-/// it: without it a key holding a character XML 1.0 cannot carry (ESC,
-/// `\x01`) makes the whole response unreadable (S3 user guide, "Naming
-/// Amazon S3 objects").
+/// A key of a ListObjectsV2 response asked with `encoding-type=url`, decoded
+/// (`+` is a space); `None` when not UTF-8. Without it a key holding a character
+/// XML 1.0 cannot carry (ESC) makes the whole response unreadable (S3 user guide).
 ///
 /// ```
 /// use archive_compaction::infra::storage::decode_listed;
@@ -158,10 +131,8 @@ pub fn decode_listed(encoded: &str) -> Option<String> {
         .map(|s| s.into_owned())
 }
 
-/// Whether DeleteObjects can carry `key` in its XML body: not when it holds
-/// a control character, which XML 1.0 cannot write or S3 asks to be sent
-/// as entity references (S3 user guide, "Naming Amazon S3 objects"). Such
-/// keys go by DeleteObject, the key in the URL ([`S3Store::delete_batch`]).
+/// Whether DeleteObjects' XML body can carry `key`: not with a control character
+/// (S3 user guide); such keys go by DeleteObject ([`S3Store::delete_batch`]).
 pub fn fits_delete_xml(key: &str) -> bool {
     !key.chars().any(char::is_control)
 }
@@ -222,8 +193,7 @@ impl Head {
 pub struct PutRequest {
     /// The condition.
     pub mode: PutMode,
-    /// SHA-256 of the body, base64: sent as the flexible checksum, which the
-    /// server verifies (`BadDigest`) and stores.
+    /// SHA-256 of the body, base64: the flexible checksum S3 verifies and stores.
     pub sha256_b64: Option<String>,
     /// User metadata (`x-amz-meta-*`).
     pub metadata: BTreeMap<String, String>,
@@ -240,32 +210,9 @@ impl PutRequest {
     }
 }
 
-/// The storage seam over one bucket: what the commit protocol, recovery, the
-/// lease and the state files need of S3, with S3's semantics.
-///
-/// Contract (what every implementation gives, and what
-/// `tests/suite/store_conformance.rs` checks):
-///
-/// - [`Store::list`]: every object under a prefix, in lexicographic (UTF-8
-///   byte) key order, with ETag (quoted, as S3 returns it), size and
-///   LastModified; S3 pages of 1,000 keys are followed to the end.
-/// - [`Store::get`] of a missing key fails with an error for which
-///   [`Error::is_not_found`] holds; [`Store::get_opt`] and [`Store::head`]
-///   say `None` instead.
-/// - [`Store::put`] with [`PutMode::Create`] (`If-None-Match: *`) fails with
-///   [`Error::PreconditionFailed`] (412) when the key exists; with
-///   [`PutMode::Update`] (`If-Match`) when the ETag differs, and with a
-///   not-found error (404 `NoSuchKey`) when the key does not exist. A
-///   conflicting operation on the same key while a conditional write is in
-///   flight fails that write with a transient `ConditionalRequestConflict`
-///   (409): retry it.
-/// - [`Store::delete`] of a missing key succeeds; with an `If-Match` ETag
-///   that differs it fails with [`Error::PreconditionFailed`].
-/// - [`Store::delete_batch`] deletes each `(key, etag)` only in that
-///   version; keys it did not delete come back as [`DeleteFailure`]s
-///   (`PreconditionFailed` for a changed key); a missing key counts as deleted.
-///
-/// Every method's future is `Send` (the Lambda handler spawns the run).
+/// The storage seam over one bucket, with S3's semantics: each method's doc is
+/// the contract `tests/suite/store_conformance.rs` checks. Every future is
+/// `Send` (the Lambda handler spawns the run).
 pub trait Store: Send + Sync {
     /// The bucket name.
     fn bucket(&self) -> &str;
@@ -273,8 +220,7 @@ pub trait Store: Send + Sync {
     /// Keys per [`Store::delete_batch`] call (at most [`DELETE_BATCH_MAX`]).
     fn delete_batch_size(&self) -> usize;
 
-    /// [`Store::delete_batch`] calls the commit's delete phase sends at
-    /// once (the lease is confirmed before each wave).
+    /// Calls the commit's delete phase sends at once (the lease confirmed before each wave).
     fn delete_batches_in_flight(&self) -> usize {
         1
     }
@@ -284,9 +230,8 @@ pub trait Store: Send + Sync {
         LIST_PAGE_MAX
     }
 
-    /// The same store, each call (attempts, backoffs, body reads together)
-    /// bounded by `deadline`, then [`Error::Deadline`]. `None`: no bound; the
-    /// in-memory stores keep none.
+    /// The same store, each call (attempts, backoffs, body reads together) bounded
+    /// by `deadline` (`None`: no bound), then [`Error::Deadline`]; in memory, none.
     fn until(&self, deadline: Option<Instant>) -> Self
     where
         Self: Sized + Clone,
@@ -295,16 +240,14 @@ pub trait Store: Send + Sync {
         self.clone()
     }
 
-    /// Every object under `prefix`, in lexicographic key order.
+    /// Every object under `prefix`, in UTF-8 byte key order, every page followed.
     fn list(&self, prefix: &str) -> impl Future<Output = Result<Vec<ObjectMeta>>> + Send;
 
     /// The common prefixes directly under `prefix` (delimiter `/`), in order.
     fn list_prefixes(&self, prefix: &str) -> impl Future<Output = Result<Vec<String>>> + Send;
 
-    /// One ListObjectsV2 page without a delimiter: the objects under
-    /// `prefix` after `start_after` (any string, as S3's `StartAfter`), in
-    /// key order, at most [`LIST_PAGE_MAX`]; [`ListPage::truncated`] when
-    /// more follow. [`ranges`] builds concurrent listings on it.
+    /// One ListObjectsV2 page: the objects under `prefix` after `start_after` (as
+    /// S3's `StartAfter`), at most [`LIST_PAGE_MAX`]. [`ranges`] builds on it.
     fn list_page(
         &self,
         prefix: &str,
@@ -325,13 +268,11 @@ pub trait Store: Send + Sync {
         }
     }
 
-    /// Reads bytes `range` (end excluded, clipped to the object's end) of an
-    /// object, only in version `if_match` when given (`Range` and
-    /// `If-Match`). The default reads the whole object and slices it.
+    /// Bytes `range` (end excluded, clipped to the object's end) of an object,
+    /// only in version `if_match` when given.
     ///
-    /// Errors: [`Error::PreconditionFailed`] when the ETag is not `if_match`
-    /// (the response's ETag is compared too, for a server that ignores
-    /// `If-Match`); a missing key as in [`Store::get`].
+    /// Errors: [`Error::PreconditionFailed`] when the ETag (the response's too, for a server
+    /// that ignores `If-Match`) is not `if_match`; a missing key as in [`Store::get`].
     fn get_range(
         &self,
         key: &str,
@@ -354,6 +295,10 @@ pub trait Store: Send + Sync {
     fn head(&self, key: &str) -> impl Future<Output = Result<Option<Head>>> + Send;
 
     /// PutObject with a condition, checksum and metadata; returns the new ETag.
+    ///
+    /// Errors: [`Error::PreconditionFailed`] (412) when the condition fails; not found
+    /// (404) when an update's key is missing; a transient `ConditionalRequestConflict`
+    /// (409) when another operation on the key is in flight: retry it.
     fn put_object(
         &self,
         key: &str,
@@ -361,7 +306,7 @@ pub trait Store: Send + Sync {
         request: PutRequest,
     ) -> impl Future<Output = Result<String>> + Send;
 
-    /// PutObject with a condition and an optional SHA-256 (base64); returns the new ETag.
+    /// [`Store::put_object`] with an optional SHA-256 (base64), no metadata.
     fn put(
         &self,
         key: &str,
@@ -377,12 +322,13 @@ pub trait Store: Send + Sync {
         self.put_object(key, body, request)
     }
 
-    /// DeleteObject, conditional on `if_match` when given; a missing key succeeds.
+    /// DeleteObject, conditional on `if_match` ([`Error::PreconditionFailed`]);
+    /// a missing key succeeds.
     fn delete(&self, key: &str, if_match: Option<&str>) -> impl Future<Output = Result<()>> + Send;
 
-    /// Deletes one batch of `(key, etag)` pairs (at most
-    /// [`Store::delete_batch_size`]), each only in the version with that
-    /// ETag; returns the keys not deleted, with S3's per-key error code.
+    /// Deletes each `(key, etag)` (at most [`Store::delete_batch_size`]) only in
+    /// that version; returns the keys not deleted with S3's per-key error code (a
+    /// missing key counts as deleted).
     fn delete_batch(
         &self,
         batch: &[(String, String)],
@@ -435,7 +381,7 @@ fn check_if_match(bucket: &str, key: &str, if_match: Option<&str>, etag: &str) -
     }
 }
 
-/// Strips the quotes S3 puts around ETags, for comparisons.
+/// Whether two ETags are equal, S3's quotes aside.
 pub fn etag_eq(a: &str, b: &str) -> bool {
     a.trim_matches('"') == b.trim_matches('"')
 }

@@ -1,25 +1,8 @@
 //! One date as every command sees it, which dates are blocked, and the
 //! dates of a range. Read-only: lists and GETs, never writes.
 //!
-//! - [`Day`]: one date's listings, built by one function for `run`,
-//!   `status`, `audit` and `prune-cache` ([`Day::list`]): the flights under
-//!   `flights/YYYY/MM/DD/` with their keys, and the index partition sorted
-//!   by kind ([`PartitionListing`]). From it: the counts `status` and
-//!   `audit` show per date ([`DayCounts`]), the parity verdict
-//!   ([`Day::parity_check`], the gate of [`crate::protocol::partition`]) and the rows
-//!   of other days ([`Day::other_day_rows`]). One listing, so no command
-//!   can see a date another does not.
-//! - [`Blocked`]: the dates the watermark's `mismatch_date`, a live manifest
-//!   (stuck, when recovery marked it so) or a quarantined one holds, read
-//!   once ([`StateListing`], [`Blocked::of`]), each with its [`BlockReason`]s. Each command's policy
-//!   is named beside it: [`BlockReason::blocks_walk`] (the run and
-//!   `status`: only a quarantined or a stuck manifest stops the walk) and
-//!   [`BlockReason::keeps_cache`] (`prune-cache`: every reason keeps a
-//!   date's local copies). Where a date has several reasons every command
-//!   names the first its policy takes, in [`BlockReason`]'s order, so
-//!   `status` and `prune-cache` name the same manifest for one date.
-//! - [`DateRange`]: a `from`/`to` range, checked once (a repair run's, an
-//!   audit's), at most [`MAX_RANGE_DAYS`].
+//! [`Day`] is the one listing of a date every command takes, so no command
+//! sees a date another does not.
 //!
 //! ```
 //! use archive_compaction::protocol::day::Day;
@@ -59,17 +42,9 @@ use crate::protocol::read::ReadSettings;
 
 pub use crate::protocol::partition::Flights;
 
-/// The listing window of [`Day::list_window`] as pages arrive: the
-/// per-flight files of the `limit` smallest keys seen so far, in a max-heap
-/// by key; of the others, a count and, when the date's flights are listed
-/// (the parity gate needs it), their flight's uuid in a set that spills to
-/// disk ([`crate::data::spill`]). A file past the window when it arrives, or
-/// pushed out by a smaller key, keeps no key or ETag, so the window is the
-/// first `limit` keys of the partition, whichever order the concurrent
-/// ranges' pages arrive in: its per-flight files are contiguous in key
-/// order (a part that also folds a compacted file, whose name sorts after
-/// the uuids, re-lists through the files past the window:
-/// docs/ARCHITECTURE.md).
+/// [`Day::list_window`]'s window as pages arrive: the per-flight files of
+/// the `limit` smallest keys, in a max-heap by key; of the others, a count,
+/// their bytes and, when wanted, their flights in a set that spills.
 struct Window {
     limit: usize,
     held: std::collections::BinaryHeap<ByKey>,
@@ -101,12 +76,9 @@ impl Ord for ByKey {
 }
 
 impl Window {
-    /// Takes the per-flight file `o` of flight `u`: into the window while
-    /// it has room or when its key is before the window's last (which then
-    /// leaves it), past the window otherwise.
-    ///
-    /// Errors: [`Error::Spill`] when the flights past the window cannot be
-    /// written.
+/// Takes flight `u`'s file `o`: into the window while it has room or when
+/// its key is before the window's last (which then leaves it). Errors:
+/// [`Error::Spill`] writing the flights past the window.
     fn offer(&mut self, u: uuid::Uuid, o: ObjectMeta) -> Result<()> {
         if self.held.len() < self.limit {
             self.held.push(ByKey(u, o));
@@ -134,8 +106,7 @@ pub struct Day {
     /// The date.
     pub date: NaiveDate,
     /// The uuids of the flight objects under `flights/YYYY/MM/DD/` (empty
-    /// when not listed): in memory up to `FLIGHTS_IN_MEMORY`, past it in
-    /// sorted runs on local disk ([`crate::data::spill`]).
+    /// when not listed), spilling to disk past the spill limit.
     pub flights: UuidSet,
     /// The index partition, sorted by kind.
     pub index: PartitionListing,
@@ -150,23 +121,17 @@ pub struct DayCounts {
     pub per_flight_files: u64,
     /// `compacted-*.parquet` files.
     pub compacted_files: u64,
-    /// Other multi-row index files (any other `.parquet` name, such as a
-    /// legacy migration's `legacy-migration.parquet`): merged by a run.
+    /// Other multi-row `.parquet` index files (a legacy migration's): merged by a run.
     pub multi_row_files: u64,
     /// Everything else in the partition (not index inputs; never touched by a run).
     pub foreign_objects: u64,
 }
 
 impl Day {
-    /// Lists `date`'s `flights/` prefix (when `with_flights`), then its
-    /// index partition: ListObjectsV2, a prefix of more than one page in
-    /// concurrent key ranges ([`crate::infra::storage::ranges::list_partition`]).
-    /// One prefix after the other, so a date's listing has at most
-    /// [`crate::infra::storage::ranges::LIST_RANGES_IN_FLIGHT`] requests in flight:
-    /// both at once cost one round trip less a date, and on ministack with a
-    /// million objects (single-threaded, ~0.6 s a page) sixteen pages at once
-    /// outlast the SDK's 10 s attempt timeout. The flights' uuids past
-    /// `spill`'s limit go to disk ([`crate::data::spill`]).
+    /// Lists `date`'s `flights/` prefix (when `with_flights`), then its index
+    /// partition ([`list_partition`]): one after the other, so at most
+    /// [`LIST_RANGES_IN_FLIGHT`](crate::infra::storage::ranges::LIST_RANGES_IN_FLIGHT)
+    /// requests are in flight (both at once outlast the attempt timeout on a slow server).
     ///
     /// Errors: an S3 error listing either prefix; [`Error::Spill`].
     pub async fn list(
@@ -178,24 +143,12 @@ impl Day {
         Day::list_window(store, date, with_flights, usize::MAX, spill).await
     }
 
-    /// [`Day::list`], holding the listing of at most `window` per-flight
-    /// files (key, ETag, size: ~0.3 KB a file); any more are a count in
-    /// [`PartitionListing::beyond_window`] and, when the flights are listed
-    /// (the parity gate's case), their flights' uuids in a set that spills
-    /// to disk past `spill`'s limit: counted and parity-checked like the
-    /// others, planned by a later pass once the window's are compacted. The
-    /// window is the first `window` per-flight files in key order,
-    /// whichever order the concurrent ranges' pages arrive in (a bounded
-    /// max-heap by key), so a pass's per-flight files are contiguous in key
-    /// order. The run lists with a window of [`crate::protocol::sizing::WINDOW_PARTS`] parts, so
-    /// what a date holds in memory does not grow past the window
-    /// ([`crate::protocol::sizing::peak_memory_mb`]): its flights, and the flights of the files past
-    /// the window, are each at most `spill.limit` uuids in memory, the rest
-    /// on disk.
+    /// [`Day::list`], holding the first `window` per-flight files in key order
+    /// (whichever order the ranges' pages arrive in); the rest are a count in
+    /// [`PartitionListing::beyond_window`] and, when the flights are listed,
+    /// their flights in a set that spills, for a later pass.
     ///
-    /// Errors: an S3 error listing either prefix; [`Error::Spill`] when a
-    /// set's runs cannot be written (the disk full), which ends the listing
-    /// at the page it failed on.
+    /// Errors: as [`Day::list`]; an [`Error::Spill`] ends the listing at its page.
     pub async fn list_window(
         store: &impl Store,
         date: NaiveDate,
@@ -204,9 +157,7 @@ impl Day {
         spill: SpillSettings,
     ) -> Result<Day> {
         let (fp, ip) = (flights_prefix(date), index_prefix(date));
-        // The flights' keys become uuids page by page into a set that
-        // spills past the limit: neither the listing nor more than the
-        // limit of uuids is held.
+        // Uuids page by page into a set that spills: the listing is not held.
         let flights = match with_flights {
             true => {
                 let building = std::sync::Mutex::new(UuidSetBuilder::new(spill));
@@ -269,9 +220,8 @@ impl Day {
         })
     }
 
-    /// The keys of `wanted`'s flight objects under `flights/YYYY/MM/DD/`,
-    /// by uuid: a second listing of the prefix, kept for the few flights a
-    /// report names (the listing of [`Day::list`] keeps uuids alone).
+    /// The keys of `wanted`'s flight objects, by uuid: a second listing, for
+    /// the few flights a report names ([`Day::list`] keeps uuids alone).
     ///
     /// Errors: an S3 error listing the prefix.
     pub async fn flight_keys(
@@ -302,11 +252,8 @@ impl Day {
         }
     }
 
-    /// The run's parity gate on the date, both halves
-    /// ([`partition::parity_check`]), over these listings and the plan's
-    /// `inputs`.
-    ///
-    /// Errors: as [`partition::parity_check`].
+    /// [`partition::parity_check`] (both halves) over these listings and the
+    /// plan's `inputs`, with its errors.
     pub async fn parity_check(
         &self,
         store: &impl Store,
@@ -324,11 +271,9 @@ impl Day {
         .await
     }
 
-    /// The rows of the date's multi-row inputs whose `first_message` UTC
-    /// date is not the date (the run's `rows_of_other_days` rule), each
-    /// input's `s3_key` and `first_message` columns read within `budget`,
-    /// batch by batch. An unreadable input counts none (the run reports
-    /// it); one gone since the listing is passed by.
+    /// The rows of the date's multi-row inputs whose `first_message` UTC date
+    /// is another (the run's `rows_of_other_days` rule), read within `budget`.
+    /// An unreadable input counts none (the run reports it); a gone one is skipped.
     ///
     /// Errors: an S3 error reading an input.
     pub async fn other_day_rows(&self, store: &impl Store, budget: Budget) -> Result<OtherDays> {
@@ -357,40 +302,33 @@ impl Day {
     }
 }
 
-/// Why a date is blocked, in the order a command names them when a date
-/// has several (the first its policy takes).
+/// Why a date is blocked, in the order a command names them when a date has
+/// several (the first its policy takes), so every command names the same one.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum BlockReason {
-    /// A manifest under `_compaction_state/quarantine/` (its key): the
-    /// date waits for an operator to inspect and delete it.
+    /// A quarantined manifest (its key): the date waits for an operator to delete it.
     Quarantined(String),
-    /// A live manifest whose inputs could not be deleted (its key): found by
-    /// the run that tried (the commit's delete phase, or recovery) and
-    /// marked under `_compaction_state/stuck/` ([`crate::data::keys::stuck_key`])
-    /// for the commands that do not try; the next run retries.
+    /// A live manifest whose inputs could not be deleted (its key), marked
+    /// under `_compaction_state/stuck/` ([`crate::data::keys::stuck_key`]) by
+    /// the run that tried; the next run retries.
     Stuck(String),
     /// The watermark's `mismatch_date`: the date fails the parity gate.
     Mismatch,
-    /// A live manifest under `_compaction_state/manifests/` (its key): a
-    /// commit in flight, or one the next run's recovery resolves.
+    /// A live manifest (its key): a commit in flight, or one recovery resolves.
     LiveManifest(String),
 }
 
 impl BlockReason {
-    /// The walk's policy, the run's and `status`'s: only a quarantined or a
-    /// stuck manifest stops the walk before its date. A live manifest does not:
-    /// the run's recovery resolves it first (and names the date in
-    /// [`crate::protocol::recovery::Recovery::blocked`] when it quarantines the
-    /// manifest or cannot finish it); the mismatch date is where the walk
-    /// stops for parity, which `status` shows as its `mismatch`.
+    /// The run's and `status`'s policy: only a quarantined or a stuck manifest
+    /// stops the walk. The run's recovery resolves a live manifest first; the
+    /// mismatch date stops the walk for parity (`status`'s `mismatch`).
     pub fn blocks_walk(&self) -> bool {
         matches!(self, BlockReason::Quarantined(_) | BlockReason::Stuck(_))
     }
 
-    /// `prune-cache`'s policy: every reason keeps the date's local copies.
-    /// A live or quarantined manifest may still delete or keep the date's
-    /// index files, and the mismatch date has not passed the parity gate,
-    /// so no copy there is proven to be in a compacted file.
+    /// `prune-cache`'s policy: every reason keeps the date's local copies, as
+    /// a manifest may still delete or keep its index files and the mismatch
+    /// date has not passed the parity gate.
     pub fn keeps_cache(&self) -> bool {
         match self {
             BlockReason::Quarantined(_)
@@ -412,18 +350,16 @@ impl fmt::Display for BlockReason {
     }
 }
 
-/// The listings of `_compaction_state/`'s folders of commits, taken side by
-/// side (one LIST each): `manifests/`, `quarantine/` and `stuck/`. The one
-/// read of them `status`, `prune-cache` and the run's recovery share.
+/// The listings of `_compaction_state/`'s `manifests/`, `quarantine/` and
+/// `stuck/`, side by side: the one read `status`, `prune-cache` and recovery share.
 #[derive(Debug, Clone, Default)]
 pub struct StateListing {
     /// Live manifests ([`MANIFESTS_ROOT`]), in key order.
     pub manifests: Vec<ObjectMeta>,
     /// Quarantined manifests ([`QUARANTINE_ROOT`]), in key order.
     pub quarantined: Vec<ObjectMeta>,
-    /// Stuck marks ([`STUCK_ROOT`], [`crate::data::keys::stuck_key`]), in key
-    /// order; a mark whose manifest is not live any more is stale (a crash
-    /// between the manifest's delete and the mark's) and marks nothing.
+    /// Stuck marks ([`STUCK_ROOT`]), in key order; a mark whose manifest is
+    /// not live any more is stale and marks nothing.
     pub stuck: Vec<ObjectMeta>,
 }
 
@@ -448,8 +384,7 @@ impl StateListing {
         })
     }
 
-    /// The live manifests marked stuck: the keys of [`Self::manifests`]
-    /// that a mark in [`Self::stuck`] stands for.
+    /// The live manifests a mark in [`Self::stuck`] stands for.
     pub fn stuck_manifests(&self) -> BTreeSet<&str> {
         let marked: BTreeSet<String> = (self.stuck.iter())
             .filter_map(|m| stuck_manifest_key(&m.key))
@@ -461,8 +396,7 @@ impl StateListing {
     }
 }
 
-/// Every blocked date with all its reasons, read once from the watermark's
-/// `mismatch_date` and the [`StateListing`].
+/// Every blocked date with all its reasons.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Blocked {
     /// The reasons of each blocked date, in [`BlockReason`]'s order.
@@ -470,9 +404,8 @@ pub struct Blocked {
 }
 
 impl Blocked {
-    /// The blocked dates of `mismatch` (the watermark's `mismatch_date`)
-    /// and of the keys of `state`: a live manifest, stuck when marked so, a
-    /// quarantined one. A key without a date in its name blocks nothing.
+    /// The blocked dates of the watermark's `mismatch` and of `state`'s
+    /// keys; a key without a date in its name blocks nothing.
     pub fn of(mismatch: Option<NaiveDate>, state: &StateListing) -> Blocked {
         let mut b = Blocked::default();
         if let Some(d) = mismatch {
@@ -499,10 +432,7 @@ impl Blocked {
         b
     }
 
-    /// Lists the state ([`StateListing::read`]): [`Blocked::of`] it and
-    /// `mismatch`.
-    ///
-    /// Errors: the prefix whose listing failed, with the S3 error.
+    /// [`Blocked::of`] `mismatch` and a fresh [`StateListing::read`], with its errors.
     pub async fn read(
         store: &impl Store,
         mismatch: Option<NaiveDate>,
@@ -515,22 +445,19 @@ impl Blocked {
         self.dates.entry(date).or_default().insert(reason);
     }
 
-    /// The dates the walk stops before ([`BlockReason::blocks_walk`]), in
-    /// order.
+    /// The dates the walk stops before, in order.
     pub fn walk_blocked_dates(&self) -> impl Iterator<Item = NaiveDate> + '_ {
         (self.dates.keys())
             .copied()
             .filter(|d| self.blocking_walk(*d).is_some())
     }
 
-    /// Why the walk stops before `date` ([`BlockReason::blocks_walk`]), if
-    /// it does: `status`'s `blocked_by`.
+    /// Why the walk stops before `date`, if it does: `status`'s `blocked_by`.
     pub fn blocking_walk(&self, date: NaiveDate) -> Option<&BlockReason> {
         self.first(date, BlockReason::blocks_walk)
     }
 
-    /// The dates whose local copies `prune-cache` keeps
-    /// ([`BlockReason::keeps_cache`]), each with why.
+    /// The dates whose local copies `prune-cache` keeps, each with why.
     pub fn keeping_cache(&self) -> BTreeMap<NaiveDate, String> {
         (self.dates.keys())
             .filter_map(|d| Some((*d, self.first(*d, BlockReason::keeps_cache)?.to_string())))
@@ -542,9 +469,8 @@ impl Blocked {
     }
 }
 
-/// The longest `from`/`to` range one run or audit takes, in days (ten
-/// years): a typo in a year should be an error, not a ten-thousand-date
-/// walk. A longer history is taken in several ranges.
+/// The longest `from`/`to` range, in days (ten years): a typo in a year
+/// should be an error, not a ten-thousand-date walk.
 pub const MAX_RANGE_DAYS: i64 = 3660;
 
 /// Which command a range is for: its name and its unit in errors.
@@ -556,9 +482,7 @@ pub enum RangeOf {
     Audit,
 }
 
-/// A `from`/`to` range of dates, both included: checked once, where it is
-/// parsed (the command line, the Lambda event), and taken as it is by the
-/// run and the audit.
+/// A `from`/`to` range of dates, both included, checked where it is parsed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DateRange {
     from: NaiveDate,
@@ -568,8 +492,7 @@ pub struct DateRange {
 impl DateRange {
     /// The range `from` to `to`, for `of`.
     ///
-    /// Errors: [`Error::Config`] naming `from`/`to` (for `of`) when `from`
-    /// is after `to`, or the range is longer than [`MAX_RANGE_DAYS`].
+    /// Errors: [`Error::Config`] when `from` is after `to` or past [`MAX_RANGE_DAYS`].
     pub fn new(from: NaiveDate, to: NaiveDate, of: RangeOf) -> Result<DateRange> {
         let (name, per) = match of {
             RangeOf::Repair => ("from/to", "run"),

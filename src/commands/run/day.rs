@@ -1,7 +1,5 @@
-//! One date through the commit protocol: list, parity gate, plan, read,
-//! then commit (or, in a dry run, only read), folding inputs that changed
-//! meanwhile in further passes. A date's outcome goes into its own
-//! [`DayReport`]; the run's report is the driver's.
+//! One date through the commit protocol, in passes; its outcome goes into
+//! its own [`DayReport`], the run's report is the driver's.
 
 use std::collections::HashSet;
 use std::time::Instant;
@@ -24,11 +22,9 @@ use crate::protocol::partition::{nothing_to_merge, parity_check, unread_rows, wi
 use crate::protocol::plan::{self, DayAction};
 use crate::protocol::read::{self, Prefetched};
 
-/// How many times a date is planned in one run when inputs changed while
-/// it was being compacted (their newer versions are folded in at once).
-/// Passes for the per-flight files past a listing window
-/// ([`crate::protocol::day::Day::list_window`]) do not count: each compacts at least
-/// one part, or the date ends.
+/// How many times a date is planned in one run when inputs changed during
+/// its commit. Passes for files past a listing window do not count: each
+/// compacts a part at least, or the date ends.
 const MAX_PASSES_PER_DATE: usize = 3;
 
 /// How one date ended, for the step that asked.
@@ -37,22 +33,15 @@ pub(super) enum DayOutcome {
     Done(DayReport),
     /// Parity failed: the day's report and the flights without an index row.
     Mismatch(DayReport, UuidSet),
-    /// An error stopped the date: the day's report (with what it did before
-    /// the error, action `failed`) and the error.
+    /// An error stopped the date: the day's report (action `failed`) and the error.
     Failed(DayReport, Error),
-    /// The deadline came between two of its parts: the day's report
-    /// (action `partial`, `parts`, `files_left`); the date goes on in the
-    /// next run.
+    /// The deadline came between two parts: the report (action `partial`); the next run goes on.
     Unfinished(DayReport),
 }
 
-/// One date, in any [`DayMode`]: list, sort, parity gate (per mode), plan,
-/// then commit (or, in a dry run, read what would be merged). When inputs
-/// changed during the commit, their newer versions are folded in at once
-/// (up to [`MAX_PASSES_PER_DATE`] passes); a date of more per-flight files
-/// than one listing window ([`crate::protocol::sizing::WINDOW_PARTS`] parts) is
-/// compacted a window a pass, each pass listing the date again. Returns the day's report; it
-/// never touches the run's report (see [`RunReport::add_day`]).
+/// One date, in any [`DayMode`]: list, parity gate (per mode), plan, then
+/// commit (or, in a dry run, read), in passes ([`day_passes`]). Returns the
+/// day's report; the run's is [`RunReport::add_day`]'s.
 pub(super) async fn process_day(
     cx: &mut Ctx<'_, '_, impl Store>,
     date: NaiveDate,
@@ -109,17 +98,13 @@ pub(super) async fn process_day(
 
 /// What one date carries from pass to pass ([`day_passes`]).
 struct DateState {
-    /// The part weight the run's memory allows ([`crate::protocol::sizing::MemoryFit`]).
     fit: crate::protocol::sizing::MemoryFit,
-    /// Per-flight files a listing holds at most ([`crate::protocol::sizing::MemoryFit::window`]).
+    /// Per-flight files a listing holds at most.
     window: usize,
-    /// The date's flights as the current pass listed them, as uuids (on
-    /// disk past the sets' limit), for its parts' own-row checks.
+    /// The flights the current pass listed, for its parts' own-row checks.
     flights: Option<UuidSet>,
-    /// Per-flight files of listed flights that could not be read: the date
-    /// is a Mismatch once its readable inputs are folded.
+    /// Per-flight files of listed flights that could not be read.
     unread_files: Vec<UnreadFile>,
-    /// The date's slowest part so far.
     slowest_part: std::time::Duration,
     outputs: Outputs,
     /// Passes run because inputs changed during a commit.
@@ -138,10 +123,8 @@ enum PassEnd {
     Again(usize),
 }
 
-/// The passes of [`process_day`]; `Some(missing)` on a parity mismatch.
-/// Each pass lists the date ([`pass`]) and commits its inputs in parts
-/// ([`commit_parts`]); a date with files past its listing window, or
-/// inputs that changed during a commit, gets another pass.
+/// The passes of [`process_day`], as many as [`next_pass`] asks for;
+/// `Some(missing)` on a parity mismatch.
 async fn day_passes(
     cx: &mut Ctx<'_, '_, impl Store>,
     date: NaiveDate,
@@ -162,8 +145,7 @@ async fn day_passes(
     let mut pending = 0;
     for number in 0.. {
         if number > 0 {
-            // The next pass's listing and plan read S3 before its first
-            // part's own check: a deadline stop here is clean too.
+            // The next pass reads S3 before its first part's own deadline check.
             let smallest = (pending as u64).min(crate::protocol::sizing::MIN_PART_FILES);
             if let Some(near) = cx.deadline.near_part(smallest, st.slowest_part) {
                 return Err(unfinished(day, &near, pending, String::new()));
@@ -182,8 +164,7 @@ async fn day_passes(
         return Ok(Some(lost_rows(day, Vec::new(), unread)?));
     }
     if st.left_past_window > 0 {
-        // The last window committed nothing: never a date done with
-        // files left past it.
+        // The last window committed nothing: never a date done with files left past it.
         return Err(Error::WindowStalled {
             date,
             window: st.window as u64,
@@ -193,9 +174,8 @@ async fn day_passes(
     Ok(None)
 }
 
-/// One pass of a date: list (a window of per-flight files), size its parts
-/// for the run's memory, gate its parity (the first pass), plan, and
-/// commit the plan's inputs part by part.
+/// One pass of a date: list a window, size its parts for the run's memory,
+/// gate its parity (the first pass), plan, and commit part by part.
 async fn pass(
     cx: &mut Ctx<'_, '_, impl Store>,
     date: NaiveDate,
@@ -207,7 +187,7 @@ async fn pass(
     let mut settings = read::ReadSettings::of(cx.config);
     let t = Instant::now();
     // Every pass lists the flights again: a flight archived between two
-    // passes gets its own-row check like the others (the sweep lists none).
+    // passes gets its own-row check (the sweep lists none).
     let with_flights = mode != DayMode::Sweep;
     let mut listed = crate::protocol::day::Day::list_window(
         cx.store,
@@ -224,8 +204,7 @@ async fn pass(
     day.flights = flights.len();
     let beyond_window = listing.beyond_window.files;
     st.left_past_window = beyond_window;
-    // Refused before any input is read when not even a small part fits
-    // the run's memory: a report, not an allocation failure.
+    // Refused before any input is read: a report, not an allocation failure.
     let files = (listing.inputs().count() + beyond_window) as u64;
     settings.part_files = st.fit.part_files(date, files, day.flights)?;
     crate::data::spill::check_room(date, files.max(day.flights), settings.spill)?;
@@ -238,7 +217,6 @@ async fn pass(
         // Nothing to fold: the date is not touched, so no gate (no GET).
         DayMode::Repair => plan::compacts(listing, &cx.recovery.claimed),
     };
-    // The bodies the gate read, for the merge to reuse.
     let mut prefetched = Prefetched::new();
     if number == 0 && gate_needed {
         match gate(cx.store, date, flights, listing, settings, day).await? {
@@ -246,7 +224,6 @@ async fn pass(
             Err(missing) => return Ok(PassEnd::Mismatch(missing)),
         }
     }
-    // The listing moves into the plan, which holds what the commit needs.
     let plan = plan::plan_day(
         date,
         std::mem::take(&mut listed.index),
@@ -291,11 +268,8 @@ async fn pass(
     ))
 }
 
-/// The first half of the parity gate over a date's whole listings (its
-/// second half, what the per-flight files hold, runs part by part):
-/// `Ok(bodies)` to reuse when it passes, `Err(missing)` when it fails.
-///
-/// Errors: as [`parity_check`].
+/// The first half of the parity gate, over a date's whole listings:
+/// `Ok(bodies)` to reuse, or `Err(missing)`; errors as [`parity_check`].
 async fn gate(
     store: &impl Store,
     date: NaiveDate,
@@ -320,10 +294,9 @@ async fn gate(
     Ok(Ok(check.prefetched))
 }
 
-/// Whether a date whose pass committed its parts needs another: files
-/// past the listing window (a window pass commits a part at least, so the
-/// passes end), or inputs kept because they changed during the commit (at
-/// most [`MAX_PASSES_PER_DATE`]). A dry run reads one window.
+/// Whether a date needs another pass: files past the listing window (each
+/// window pass commits a part at least), or inputs kept because they changed
+/// during the commit (up to [`MAX_PASSES_PER_DATE`]). A dry run reads one window.
 #[allow(clippy::too_many_arguments)]
 fn next_pass(
     cx: &Ctx<'_, '_, impl Store>,
@@ -366,18 +339,15 @@ fn next_pass(
 /// A pass's inputs waiting to be committed ([`commit_parts`]).
 struct Parts<'r> {
     queue: plan::PartQueue,
-    /// The plan's reason.
     reason: &'r str,
     /// The part weight the run's memory allows for this date.
     part_files: u64,
-    /// Per-flight files past the pass's listing window.
     beyond_window: usize,
 }
 
 /// How a pass's parts ended ([`commit_parts`]).
 enum PartsEnd {
-    /// Every part committed (or read, in a dry run); this many inputs were
-    /// kept because they changed meanwhile.
+    /// Every part committed (or read, in a dry run); this many inputs kept newer.
     Committed { kept_newer: usize },
     /// Parity failed on a part's per-flight files.
     Mismatch(UuidSet),
@@ -385,11 +355,10 @@ enum PartsEnd {
     Stopped,
 }
 
-/// Commits a pass's parts one by one, each sized when it starts: at most
-/// the memory's part weight, and what the time left allows at the pace
-/// measured so far ([`crate::infra::deadline::Deadline::part_fit`]). Stops the
-/// date with [`Error::DateUnfinished`] when not even a part of
-/// [`crate::protocol::sizing::MIN_PART_FILES`] (or what is left, if less) fits the time.
+/// Commits a pass's parts one by one, each sized when it starts by the
+/// memory's part weight and the time left
+/// ([`crate::infra::deadline::Deadline::part_fit`]); [`Error::DateUnfinished`]
+/// when not even a part of [`crate::protocol::sizing::MIN_PART_FILES`] fits.
 async fn commit_parts(
     cx: &mut Ctx<'_, '_, impl Store>,
     date: NaiveDate,
@@ -498,9 +467,8 @@ fn gate_skipped(key: &str, date: NaiveDate, u: &Unmergeable) -> SkippedFile {
     )
 }
 
-/// The deadline stop of `day` with `files_left` index files not yet
-/// compacted ([`Error::DateUnfinished`], `hint` empty or led by "; "):
-/// every part the date committed counts, whichever pass did it.
+/// The deadline stop of `day` with `files_left` index files not yet compacted
+/// (`hint` empty or led by "; "), counting every part of every pass.
 fn unfinished(
     day: &mut DayReport,
     near: &crate::infra::deadline::Near,
@@ -518,8 +486,7 @@ fn unfinished(
     }
 }
 
-/// The compacted files a run wrote on a date and left there, by key: rows
-/// and bytes (the day's `rows_written`, `bytes_written`).
+/// The compacted files a run wrote on a date and left there, by key: rows, bytes.
 type Outputs = std::collections::BTreeMap<String, (u64, u64)>;
 
 /// How one part of a date ended ([`commit_part`]).
@@ -528,20 +495,15 @@ enum PartEnd {
     Committed { kept_newer: usize },
     /// Read and counted, nothing written (a dry run, or nothing to merge).
     Read,
-    /// Per-flight files without a row of their own flight: nothing of the
-    /// part is written, the date fails parity.
+    /// Per-flight files without a row of their own flight: the date fails parity.
     Lost(Vec<Uuid>),
     /// A compacted file over an input limit: nothing more of the date.
     Stop,
 }
 
-/// One part of a date: read (reusing `prefetched` bodies), checked by the
-/// second half of the parity gate ([`without_own_row`], [`unread_rows`]
-/// against `flights`), then committed ([`commit_day`]) or, in a dry run,
-/// counted. With it, the part's per-flight files of listed flights that
-/// could not be read: the date fails parity once its readable inputs are
-/// folded (the files themselves are never inputs, so nothing of them is
-/// merged or deleted, and the other flights do not wait on them).
+/// One part of a date: read, checked by the gate's second half ([`without_own_row`],
+/// [`unread_rows`]), committed ([`commit_day`]) or, in a dry run, counted; with it, its
+/// unreadable per-flight files, which fail the date's parity once the rest is folded.
 #[allow(clippy::too_many_arguments)]
 async fn commit_part(
     cx: &mut Ctx<'_, '_, impl Store>,
@@ -566,11 +528,9 @@ async fn commit_part(
     drop(inputs);
     day.bytes_read += read.bytes_read;
     add_skipped(day, read.skipped.iter().cloned());
-    // The dry run and the commit alike: what this part read.
     RunReport::note_other_days(day, &read.other_days);
     if let Some(key) = &read.held_back {
-        // Nothing of the day is merged or deleted; the file is named
-        // in skipped_files with its limit.
+        // Nothing of the day is merged or deleted; skipped_files names the file.
         day.reason = format!(
             "compacted file {key} is over an input limit: the day's other inputs are left unmerged"
         );
@@ -586,9 +546,7 @@ async fn commit_part(
         return Ok((PartEnd::Read, unread));
     }
     if cx.opts.dry_run {
-        // What was read, as the real run counts it (not what was
-        // planned: a planned input that cannot be decoded is skipped,
-        // not read).
+        // What was read, not what was planned: an undecodable input is skipped.
         day.action = Done::Planned;
         day.reason = reason.to_string();
         // The part the run would commit: the dry run's plan is the run's.
@@ -613,8 +571,7 @@ fn parity_failed(day: &mut DayReport, reason: String, missing: UuidSet) -> Resul
     day.parity = Some(Parity::Mismatch);
     day.action = Done::Mismatch;
     day.reason = reason;
-    // The count whole, the uuids as many as the report shows: a date of
-    // millions of flights without an index costs no string for each.
+    // The count whole, the uuids only as many as the report shows.
     day.mismatch_uuid_count = missing.len();
     day.mismatch_uuids = (missing
         .first(crate::data::report::DAY_UUIDS_SHOWN + 1)?
@@ -624,9 +581,7 @@ fn parity_failed(day: &mut DayReport, reason: String, missing: UuidSet) -> Resul
     Ok(missing)
 }
 
-/// Adds a pass's unreadable per-flight files to the date's. An unreadable
-/// file stays in place, so every later pass reads it again beside its new
-/// window's: each is named once.
+/// Adds a pass's unreadable per-flight files to the date's, each once (every pass rereads them).
 fn add_unread(unread: &mut Vec<UnreadFile>, pass: Vec<UnreadFile>) {
     let named: HashSet<String> = unread.iter().map(|f| f.key.clone()).collect();
     unread.extend(pass.into_iter().filter(|f| !named.contains(&f.key)));
@@ -661,9 +616,8 @@ fn count_decoded(read: &read::ReadInputs, source: Source) -> u64 {
         .count() as u64
 }
 
-/// Adds `files` to the day's skipped files (`skipped`, `files_skipped`),
-/// each key once: the parity gate and every pass of the commit may each
-/// find the same file unreadable.
+/// Adds `files` to the day's skipped files, each key once: the gate and every
+/// pass may find the same file unreadable.
 fn add_skipped(day: &mut DayReport, files: impl IntoIterator<Item = SkippedFile>) {
     let mut seen: std::collections::HashSet<String> =
         day.skipped.iter().map(|f| f.key.clone()).collect();
@@ -675,8 +629,7 @@ fn add_skipped(day: &mut DayReport, files: impl IntoIterator<Item = SkippedFile>
     }
 }
 
-/// What one pass hands to [`commit_day`]: `planned` inputs, read into
-/// `read` from `started` on, planned for `reason` (parity passed).
+/// What one pass hands to [`commit_day`] (parity passed).
 struct ToCommit {
     reason: String,
     planned: usize,
@@ -684,10 +637,9 @@ struct ToCommit {
     read: read::ReadInputs,
 }
 
-/// Runs the commit protocol for one part ([`commit::commit_part`]) and
-/// folds what it did into `day` and `outputs` (also when it leaves its
-/// manifest: the day then says what was done); returns how many inputs
-/// were kept because they changed meanwhile.
+/// Runs the commit protocol for one part ([`commit::commit_part`]) and folds
+/// what it did into `day` and `outputs`, also when it leaves its manifest;
+/// returns how many inputs were kept newer.
 async fn commit_day(
     cx: &mut Ctx<'_, '_, impl Store>,
     date: NaiveDate,
@@ -718,8 +670,7 @@ async fn commit_day(
     day.duplicates_removed += c.duplicates_removed;
     day.action = Done::Compacted;
     day.reason = reason;
-    // The outputs this run left on the date: a part's, less those a later
-    // pass folded in (its new output holds their rows).
+    // A later pass's output holds the rows of the outputs it folded in.
     for key in &c.inputs {
         outputs.remove(key);
     }
@@ -730,18 +681,15 @@ async fn commit_day(
     day.rows_written = outputs.values().map(|(rows, _)| rows).sum();
     day.bytes_written = outputs.values().map(|(_, bytes)| bytes).sum();
     if let Some(e) = c.failure(date, cx.store.bucket()) {
-        // Its manifest is kept (not in `finished_manifests`): the date is
-        // not counted as compacted and stays blocked.
+        // Its manifest is kept: the date is not compacted and stays blocked.
         return Err(e);
     }
-    // Complete: its manifest is deleted beside the watermark write that
-    // follows (`write_watermark`), or at once by another caller.
+    // Its manifest goes beside the next watermark write, or before the next pass.
     cx.finished_manifests.push(c.manifest_key);
     Ok(c.deleted.kept_newer.len())
 }
 
-/// Counts the multi-row inputs' rows whose `s3_key` names no flight
-/// (kept after the flights' rows), naming a few of their files.
+/// Counts the multi-row inputs' rows whose `s3_key` names no flight, naming a few files.
 fn note_rows_without_flight(day: &mut DayReport, read: &read::ReadInputs) {
     for (key, rows) in &read.rows_without_flight {
         day.rows_without_flight += rows;

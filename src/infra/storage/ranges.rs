@@ -1,23 +1,9 @@
-//! Listing one large prefix as contiguous key ranges, several at a time.
-//!
-//! ListObjectsV2 pages follow one another (each request needs the previous
-//! page's last key), so a 50,000-key partition is 50 round trips in a row.
-//! `StartAfter` lets a listing begin anywhere, so a prefix is cut into key
-//! ranges `(after, through]` that together cover the whole key space, listed
-//! [`LIST_RANGES_IN_FLIGHT`] at a time and concatenated in order.
-//!
-//! Where the cuts fall decides only how even the ranges are, never which
-//! keys are listed: every key sorts into exactly one range. Two ways to
-//! place them:
-//!
-//! - [`cuts_between`], when the keys are known (the re-list before the
-//!   deletes): one page a range, with room for keys written since
-//!   ([`relist_range_keys`]).
-//! - [`estimated_cuts`], when they are not (a partition's first listing):
-//!   the first page is listed alone; when truncated, the rest is cut by the
-//!   UUIDv7 in the key names (first 48 bits: ms since the epoch), the first
-//!   page's density estimating the keys up to the end of the UTC day. Other
-//!   names only make the ranges uneven.
+//! Listing one large prefix as contiguous key ranges `(after, through]`,
+//! several at a time: ListObjectsV2 pages follow one another, but
+//! `StartAfter` lets a listing begin anywhere. Where the cuts fall decides
+//! only how even the ranges are, never which keys are listed:
+//! [`cuts_between`] when the keys are known, [`estimated_cuts`] or
+//! [`name_cuts`] when they are not.
 //!
 //! ```
 //! use archive_compaction::infra::storage::ranges::{cuts_between, KeyRange};
@@ -34,23 +20,18 @@ use uuid::Uuid;
 use super::{ObjectMeta, Store};
 use crate::infra::error::Result;
 
-/// Key ranges listed at once by [`list_in_ranges`], per prefix (a day's
-/// `flights/` and `index/` listings run side by side): far below the 5,500
-/// GET/HEAD/LIST requests a second S3 serves per prefix (S3 performance
-/// guidelines).
+/// Key ranges one listing lists at once: far below the 5,500 GET/HEAD/LIST
+/// requests a second S3 serves per prefix (S3 performance guidelines).
 pub const LIST_RANGES_IN_FLIGHT: usize = 8;
 
-/// At most this many ranges from [`estimated_cuts`]. A range's last page
-/// reads past its upper bound (S3 has no end key), so each range costs one
-/// page more than its keys need: fewer, longer ranges waste less.
+/// At most this many ranges from [`estimated_cuts`]: a range's last page reads
+/// past its bound (S3 has no end key), so fewer, longer ranges waste less.
 pub const ESTIMATED_RANGES_MAX: usize = LIST_RANGES_IN_FLIGHT;
 
-/// Pages an estimated range aims for (2,000 keys on S3): a range that
-/// turns out twice as dense as estimated is still four pages.
+/// Pages an estimated range aims for: one twice as dense as estimated is still four.
 pub const ESTIMATED_RANGE_KEYS_PAGES: usize = 2;
 
-/// The keys `k` with `after < k <= through` (no bound where `None`), in
-/// lexicographic order.
+/// The keys `k` with `after < k <= through` (no bound where `None`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct KeyRange {
     /// Exclusive lower bound (S3's `StartAfter`); `None`: from the first key.
@@ -66,9 +47,8 @@ impl KeyRange {
             && self.through.as_deref().is_none_or(|t| key <= t)
     }
 
-    /// The ranges `(None, c1], (c1, c2], …, (cn, None)` for cuts in strictly
-    /// increasing order: every key is in exactly one of them. Cuts out of
-    /// order are dropped (they would leave a gap or an overlap).
+    /// The ranges `(None, c1], (c1, c2], …, (cn, None)`: every key in exactly
+    /// one. A cut not after the one before is dropped (a gap or an overlap).
     pub fn covering(cuts: Vec<String>) -> Vec<KeyRange> {
         KeyRange::covering_after(None, cuts)
     }
@@ -95,8 +75,7 @@ impl KeyRange {
     }
 }
 
-/// Cuts after every `every`-th of the sorted `keys`, none at the last key
-/// (2,500 keys by 1,000: three ranges). `every` is at least 1.
+/// Cuts after every `every`-th (at least 1) of the sorted `keys`, none at the last.
 pub fn cuts_between<S: AsRef<str>>(keys: &[S], every: usize) -> Vec<String> {
     let every = every.max(1);
     (1..)
@@ -106,26 +85,22 @@ pub fn cuts_between<S: AsRef<str>>(keys: &[S], every: usize) -> Vec<String> {
         .collect()
 }
 
-/// The first 48 bits of the UUID a key under `prefix` is named by (its
-/// first 36 characters after the prefix), or `None` for another name. For
-/// a UUIDv7 this is its Unix time in ms.
+/// The first 48 bits (a UUIDv7's Unix time in ms) of the UUID naming a key under `prefix`.
 fn uuid_position(prefix: &str, key: &str) -> Option<u64> {
     let name = key.strip_prefix(prefix)?;
     let u = Uuid::try_parse(name.get(..36)?).ok()?;
     Some((u.as_u128() >> 80) as u64)
 }
 
-/// The key prefix that sorts just before every lowercase UUID whose first
-/// 48 bits are `pos` (`xxxxxxxx-xxxx`).
+/// The key prefix sorting just before every lowercase UUID whose first 48 bits are `pos`.
 fn cut_at(prefix: &str, pos: u64) -> String {
     format!("{prefix}{:08x}-{:04x}", pos >> 16, pos & 0xffff)
 }
 
-/// Cuts for the keys after a first page of a UUID-named `prefix`, the
-/// partition of `day` (UTC): the page's keys per ms of UUIDv7 time estimate
-/// the keys up to the end of the day, cut evenly into ranges of about
-/// `range_keys`, at most [`ESTIMATED_RANGES_MAX`]. Empty (one range) when
-/// the page's first and last keys carry no distinct UUID positions.
+/// Cuts for the keys after a first page of a UUID-named `prefix`, `day`'s
+/// partition: the page's keys per ms of UUIDv7 time estimate the keys to the
+/// end of the UTC day, cut into ranges of about `range_keys`, at most
+/// [`ESTIMATED_RANGES_MAX`]. Empty when the page's ends share a position.
 pub fn estimated_cuts(
     prefix: &str,
     first_page: &[ObjectMeta],
@@ -173,17 +148,13 @@ pub fn estimated_cuts(
     cuts
 }
 
-/// First characters after the prefix at which [`name_cuts`] cuts: the
-/// digits in three groups, the uppercase hex letters in two, the rest of
-/// the uppercase letters, and the lowercase letters in two.
+/// First characters after the prefix at which [`name_cuts`] cuts: digits and letters in groups.
 pub const NAME_CUT_CHARS: &str = "147ADGan";
 
-/// Cuts for the keys after a first page of `prefix` (the partition of
-/// `day`, UTC) whose names do not start with a UUID. The archive writer
-/// names about half its flight objects `{icao_hex}_{callsign}_{uuid}.json.gz`,
-/// so the key space is cut at [`NAME_CUT_CHARS`] and, for the UUID-named
-/// keys among them, evenly over the day's UUIDv7 time; cuts at or before
-/// `last` (the first page's last key) are dropped.
+/// Cuts for the keys of `prefix` (`day`'s partition, UTC) after `last`, a
+/// first page's last key, when names do not start with a UUID: the archive
+/// writer names about half its flights `{icao_hex}_{callsign}_{uuid}.json.gz`,
+/// so cut at [`NAME_CUT_CHARS`] and evenly over the day's UUIDv7 time.
 pub fn name_cuts(prefix: &str, last: &str, day: NaiveDate) -> Vec<String> {
     let ms = |d: NaiveDate| d.and_time(NaiveTime::MIN).and_utc().timestamp_millis() as u64;
     let start = ms(day);
@@ -200,8 +171,7 @@ pub fn name_cuts(prefix: &str, last: &str, day: NaiveDate) -> Vec<String> {
 }
 
 /// What a listing does with each object as its page arrives: `Ok(Some)`
-/// keeps a value, `Ok(None)` drops the object, `Err` ends the listing (no
-/// further page is asked for) with that error.
+/// keeps a value, `Ok(None)` drops it, `Err` ends the listing.
 pub trait Keep<T>: Fn(ObjectMeta) -> Result<Option<T>> + Copy + Send + Sync {}
 impl<T, F: Fn(ObjectMeta) -> Result<Option<T>> + Copy + Send + Sync> Keep<T> for F {}
 
@@ -213,11 +183,8 @@ fn kept<T>(objects: Vec<ObjectMeta>, keep: impl Keep<T>) -> Result<Vec<T>> {
         .collect()
 }
 
-/// Every object of one range, page by page until a page ends the prefix or
-/// passes the range's upper bound, each passed through `keep` as its page
-/// arrives (so a caller that needs less never holds the whole listing).
-///
-/// Errors: an S3 error listing a page; `keep`'s first error.
+/// One range's objects through `keep` as each page arrives, until a page ends the prefix
+/// or passes the range's bound. Errors: an S3 error listing a page; `keep`'s first error.
 async fn list_range<T>(
     store: &impl Store,
     prefix: &str,
@@ -242,8 +209,8 @@ async fn list_range<T>(
     }
 }
 
-/// Every object under `prefix` in the given ranges, [`LIST_RANGES_IN_FLIGHT`]
-/// at a time, concatenated in range order, each passed through `keep`.
+/// Every object under `prefix` in `ranges`, [`LIST_RANGES_IN_FLIGHT`] at a
+/// time, in range order, each through `keep`.
 ///
 /// Errors: the first S3 error of any range; `keep`'s first error.
 pub async fn list_in_ranges<T: Send>(
@@ -258,9 +225,7 @@ pub async fn list_in_ranges<T: Send>(
     ))
 }
 
-/// [`list_in_ranges`]'s ranges, each its own listing, in range order.
-///
-/// Errors: the first S3 error of any range.
+/// [`list_in_ranges`]'s ranges, each its own listing, in range order; its errors.
 async fn list_ranges<T: Send>(
     store: &impl Store,
     prefix: &str,
@@ -270,9 +235,8 @@ async fn list_ranges<T: Send>(
     if let [only] = ranges {
         return Ok(vec![list_range(store, prefix, only, keep).await?]);
     }
-    // Owned ranges: a stream of futures borrowing its items is not `Send`
-    // for every lifetime, which the spawned run needs. Unordered, so a long
-    // range does not hold back the next; put back in order after.
+    // Owned ranges: a stream of futures borrowing them is not `Send` (the run
+    // is spawned). Unordered, so a long range does not hold back the next.
     let mut parts: Vec<(usize, Vec<T>)> = stream::iter(ranges.iter().cloned().enumerate())
         .map(|(i, r)| async move {
             Ok::<_, crate::infra::error::Error>((i, list_range(store, prefix, &r, keep).await?))
@@ -284,9 +248,8 @@ async fn list_ranges<T: Send>(
     Ok(parts.into_iter().map(|(_, p)| p).collect())
 }
 
-/// `head`, then every one of `parts`, in one allocation of the exact size,
-/// each part freed once moved: at most twice the items at once, where a
-/// growing `collect` can hold three times.
+/// `head`, then each of `parts`, in one allocation of the exact size: at most
+/// twice the items at once, where a growing `collect` can hold three times.
 fn concat<T>(head: Vec<T>, mut parts: Vec<Vec<T>>) -> Vec<T> {
     if head.is_empty() && parts.len() == 1 {
         return parts.pop().unwrap_or_default();
@@ -299,9 +262,8 @@ fn concat<T>(head: Vec<T>, mut parts: Vec<Vec<T>>) -> Vec<T> {
     out
 }
 
-/// Every object under `prefix`, the partition of `day`, in key order (as
-/// [`Store::list`]): the first page alone, then, when truncated, the rest in
-/// [`estimated_cuts`] ranges at once; each passed through `keep`.
+/// Every object under `prefix` (`day`'s partition) in key order, each through
+/// `keep`: the first page alone, then the rest in estimated ranges at once.
 ///
 /// Errors: an S3 error listing a page; `keep`'s first error.
 pub async fn list_partition<T: Send>(
@@ -328,9 +290,7 @@ pub async fn list_partition<T: Send>(
     Ok(concat(head, rest))
 }
 
-/// Every object under `prefix` (as [`Store::list`]), listed in ranges cut
-/// between the `known` keys (sorted or not): the re-list of a partition
-/// listed before ([`relist_ranges`]).
+/// Every object under `prefix`, in ranges cut between the `known` keys ([`relist_ranges`]).
 ///
 /// Errors: an S3 error listing a page.
 pub async fn relist<S: AsRef<str>>(
@@ -342,10 +302,8 @@ pub async fn relist<S: AsRef<str>>(
     list_in_ranges(store, prefix, &ranges, |o| Ok(Some(o))).await
 }
 
-/// [`relist`] through the greatest `known` key only: the re-list of one
-/// commit's inputs, where later keys (a later part's inputs) would cost
-/// pages for nothing. `keep` filters each page as it arrives, so a part
-/// holds its own inputs, not the date's.
+/// [`relist`] through the greatest `known` key only: one commit's inputs,
+/// where later keys would cost pages for nothing; `keep` filters each page.
 ///
 /// Errors: an S3 error listing a page.
 pub async fn relist_through<S: AsRef<str>, T: Send>(
@@ -364,9 +322,8 @@ pub async fn relist_through<S: AsRef<str>, T: Send>(
     list_in_ranges(store, prefix, &ranges, keep).await
 }
 
-/// The ranges [`relist`] lists: covering the whole key space, each holding
-/// [`relist_range_keys`]`(page_size)` of the `known` keys under `prefix`
-/// (the last one fewer).
+/// The ranges [`relist`] lists: the whole key space, each holding
+/// [`relist_range_keys`]`(page_size)` of the `known` keys under `prefix`.
 pub fn relist_ranges<S: AsRef<str>>(prefix: &str, known: &[S], page_size: usize) -> Vec<KeyRange> {
     let mut keys: Vec<&str> = known
         .iter()
@@ -378,9 +335,8 @@ pub fn relist_ranges<S: AsRef<str>>(prefix: &str, known: &[S], page_size: usize)
     KeyRange::covering(cuts_between(&keys, relist_range_keys(page_size)))
 }
 
-/// Known keys in one range of [`relist`]: nine tenths of a page (at least
-/// 1), so the keys written since (the commit's own output always is) fit
-/// in the same page instead of costing a second round trip.
+/// Known keys in one [`relist`] range: nine tenths of a page (at least 1), so
+/// the keys written since (the commit's own output) fit the same page.
 pub fn relist_range_keys(page_size: usize) -> usize {
     (page_size * 9 / 10).max(1)
 }
