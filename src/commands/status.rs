@@ -36,6 +36,7 @@ use crate::infra::storage::Store;
 use crate::protocol::day::{Blocked, Day, DayCounts, StateListing};
 use crate::protocol::lease::Lease;
 use crate::protocol::manifest::quarantined_date;
+use crate::protocol::partition::ParityCause;
 use crate::protocol::plan;
 
 /// Default number of upcoming dates `status` counts files for (`--days`).
@@ -128,19 +129,6 @@ pub struct QuarantinedStatus {
     pub size: u64,
 }
 
-/// Why a re-checked mismatch date still fails parity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MismatchCause {
-    /// Flights without an index row.
-    NoIndexRow,
-    /// Per-flight files holding no row of their flight: merging them would lose it.
-    PerFlightFileWithoutOwnRow,
-    /// Per-flight files that cannot be read ([`MismatchStatus::unread_files`]);
-    /// docs/runbook.md, "An unreadable per-flight index file".
-    UnreadablePerFlightFile,
-}
-
 /// The date the walk is blocked on, re-checked now.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MismatchStatus {
@@ -155,7 +143,7 @@ pub struct MismatchStatus {
     /// Those flights' uuids, sorted. Empty: the next run passes this date.
     pub missing_uuids: Vec<String>,
     /// Why they fail (`None` when none does): the run's own verdict.
-    pub cause: Option<MismatchCause>,
+    pub cause: Option<ParityCause>,
     /// The date's unreadable per-flight files, with why, by flight.
     #[serde(default)]
     pub unread_files: Vec<crate::data::report::UnreadFile>,
@@ -635,15 +623,7 @@ async fn mismatch_status(
             u.reason
         ));
     }
-    let cause = if !check.missing.is_empty() {
-        Some(MismatchCause::NoIndexRow)
-    } else if !check.unread.is_empty() {
-        Some(MismatchCause::UnreadablePerFlightFile)
-    } else if !check.without_own_row.is_empty() {
-        Some(MismatchCause::PerFlightFileWithoutOwnRow)
-    } else {
-        None
-    };
+    let cause = check.cause();
     let failing = check.failing();
     Ok(MismatchStatus {
         date,
@@ -886,10 +866,10 @@ fn format_mismatch(o: &mut Text, s: &StatusReport) {
         );
     }
     let what = match m.cause {
-        Some(MismatchCause::PerFlightFileWithoutOwnRow) => {
+        Some(ParityCause::PerFlightFileWithoutOwnRow) => {
             "whose per-flight file holds no row of theirs; the next run stops here again"
         }
-        Some(MismatchCause::UnreadablePerFlightFile) => {
+        Some(ParityCause::UnreadablePerFlightFile) => {
             "whose index row is in no readable file (see unreadable files below); the next run stops here again"
         }
         _ => "without an index row",
@@ -1093,7 +1073,7 @@ mod tests {
                     "019f7d73-f820-702f-b905-8c81d0944996".into(),
                     "019f7dc0-c448-7e25-b944-852039292d22".into(),
                 ],
-                cause: Some(MismatchCause::NoIndexRow),
+                cause: Some(ParityCause::NoIndexRow),
                 unread_files: Vec::new(),
                 compacted_files_read: 0,
             }),
@@ -1284,7 +1264,7 @@ next dates
         let m = s.mismatch.as_mut().unwrap();
         m.missing_uuids = vec!["u0".into()];
         m.missing_uuid_count = 1;
-        m.cause = Some(MismatchCause::PerFlightFileWithoutOwnRow);
+        m.cause = Some(ParityCause::PerFlightFileWithoutOwnRow);
         let text = format_human(&s);
         assert!(
             text.contains("1 of 40 flights whose per-flight file holds no row of theirs; the next run stops here again:"),

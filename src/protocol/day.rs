@@ -76,9 +76,9 @@ impl Ord for ByKey {
 }
 
 impl Window {
-/// Takes flight `u`'s file `o`: into the window while it has room or when
-/// its key is before the window's last (which then leaves it). Errors:
-/// [`Error::Spill`] writing the flights past the window.
+    /// Takes flight `u`'s file `o`: into the window while it has room or when
+    /// its key is before the window's last (which then leaves it). Errors:
+    /// [`Error::Spill`] writing the flights past the window.
     fn offer(&mut self, u: uuid::Uuid, o: ObjectMeta) -> Result<()> {
         if self.held.len() < self.limit {
             self.held.push(ByKey(u, o));

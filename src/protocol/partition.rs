@@ -185,7 +185,36 @@ pub struct ParityCheck {
     pub prefetched: Prefetched,
 }
 
+/// Why a date fails parity, first cause first: what `status` names and
+/// the run's [`ParityCheck::reason`] words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParityCause {
+    /// Flights without an index row.
+    NoIndexRow,
+    /// Per-flight files holding no row of their flight: merging them would lose it.
+    PerFlightFileWithoutOwnRow,
+    /// Per-flight files that cannot be read ([`ParityCheck::unread`]);
+    /// docs/runbook.md, "An unreadable per-flight index file".
+    UnreadablePerFlightFile,
+}
+
 impl ParityCheck {
+    /// The first cause the date fails parity for (`None`: it passes):
+    /// flights without a row, else unreadable files, else files without
+    /// their own row.
+    pub fn cause(&self) -> Option<ParityCause> {
+        if !self.missing.is_empty() {
+            Some(ParityCause::NoIndexRow)
+        } else if !self.unread.is_empty() {
+            Some(ParityCause::UnreadablePerFlightFile)
+        } else if !self.without_own_row.is_empty() {
+            Some(ParityCause::PerFlightFileWithoutOwnRow)
+        } else {
+            None
+        }
+    }
+
     /// `missing`, else the flights of `without_own_row` and `unread`.
     pub fn failing(&self) -> UuidSet {
         if !self.missing.is_empty() {

@@ -615,7 +615,7 @@ async fn an_unreadable_per_flight_file_is_a_mismatch_until_it_is_rewritten() {
     assert_eq!(m.date, date("2026-07-20"));
     assert_eq!(
         m.cause,
-        Some(status::MismatchCause::UnreadablePerFlightFile)
+        Some(archive_compaction::protocol::partition::ParityCause::UnreadablePerFlightFile)
     );
     assert_eq!(m.missing_uuids, vec![flight.clone()]);
     assert_eq!(m.unread_files[0].key, cut_key);

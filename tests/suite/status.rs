@@ -14,9 +14,7 @@
 
 use crate::common::*;
 use archive_compaction::commands::run::{RunOptions, run};
-use archive_compaction::commands::status::{
-    self, LeaseState, MismatchCause, StatusOptions, StatusReport,
-};
+use archive_compaction::commands::status::{self, LeaseState, StatusOptions, StatusReport};
 use archive_compaction::data::report::Status;
 use archive_compaction::infra::storage::{PutMode, S3Store};
 use archive_compaction::protocol::lease::LeaseGuard;
@@ -53,7 +51,10 @@ async fn status_predicts_the_zero_row_mismatch_the_run_keeps_stopping_on() {
         "status must say it still fails"
     );
     assert_eq!(m.missing_uuid_count, 1);
-    assert_eq!(m.cause, Some(MismatchCause::PerFlightFileWithoutOwnRow));
+    assert_eq!(
+        m.cause,
+        Some(archive_compaction::protocol::partition::ParityCause::PerFlightFileWithoutOwnRow)
+    );
     let text = status::format_human(&s);
     assert!(
         text.contains("1 of 3 flights whose per-flight file holds no row of theirs"),
