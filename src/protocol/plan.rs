@@ -453,8 +453,7 @@ fn skip_reason(per_flight: usize, multi_row: usize, compacted: usize) -> Option<
 }
 
 /// What one input weighs in a part, in per-flight-file units, so a part's
-/// weight bounds its memory whatever its inputs: an estimate from the row
-/// sizes in docs/performance.md, not a measurement of multi-row parts.
+/// weight bounds its memory whatever its inputs.
 pub fn input_weight(input: &PlannedInput) -> u64 {
     match input.source {
         Source::PerFlight(_) => 1,
@@ -462,8 +461,12 @@ pub fn input_weight(input: &PlannedInput) -> u64 {
     }
 }
 
-/// Bytes of a multi-row input that weigh as much as one per-flight file.
-pub const MULTI_ROW_BYTES_PER_WEIGHT: u64 = 400;
+/// Bytes of a multi-row input that weigh as much as one per-flight file
+/// ([`crate::protocol::sizing::MEMORY_PER_FILE_BYTES`]): a compacted row is
+/// ~50 B of file and ~650 B while merged, measured on the later passes of
+/// `make bench-sizing`'s 100,000 files at 128 MB, whose first parts fold
+/// the compacted files of the pass before; rounded down.
+pub const MULTI_ROW_BYTES_PER_WEIGHT: u64 = 100;
 
 /// A date's inputs in parts, each committed on its own
 /// ([`crate::commands::run`]).
@@ -996,7 +999,7 @@ mod tests {
 
     #[test]
     fn a_day_that_fits_one_part_is_one_part_with_its_compacted_files() {
-        let c = input(Source::Compacted, 1_600);
+        let c = input(Source::Compacted, 400);
         let f = input(Source::PerFlight(Uuid::from_u128(1)), 3_000);
         assert_eq!((input_weight(&c), input_weight(&f)), (5, 1));
         let p = split(vec![c.clone(), c.clone(), f.clone()], 11);
@@ -1011,7 +1014,7 @@ mod tests {
 
     #[test]
     fn compacted_files_that_do_not_fit_the_first_part_are_left_as_they_are() {
-        let c = input(Source::Compacted, 1_600);
+        let c = input(Source::Compacted, 400);
         let f = |i| input(Source::PerFlight(Uuid::from_u128(i)), 3_000);
         let inputs = vec![c.clone(), c.clone(), c.clone(), f(1), f(2), f(3), f(4)];
         let p = split(inputs, 12);
@@ -1023,14 +1026,14 @@ mod tests {
             (shape(&p), p.left_as_they_are),
             (vec![vec![5, 1], vec![1]], 0)
         );
-        let p = split(vec![c.clone(), input(Source::MultiRow, 1_600)], 6);
+        let p = split(vec![c.clone(), input(Source::MultiRow, 400)], 6);
         assert_eq!((shape(&p), p.left_as_they_are), (vec![vec![5]], 1));
         assert_eq!(p.parts[0][0].source, Source::MultiRow);
     }
 
     #[test]
     fn an_input_heavier_than_a_part_goes_alone() {
-        let big = input(Source::MultiRow, 40_000);
+        let big = input(Source::MultiRow, 10_000);
         let f = |i| input(Source::PerFlight(Uuid::from_u128(i)), 3_000);
         let p = split(vec![big, f(1), f(2)], 10);
         assert_eq!(shape(&p), vec![vec![101], vec![1, 1]]);
@@ -1047,10 +1050,10 @@ mod tests {
     #[test]
     fn inputs_that_share_a_flight_are_in_one_part() {
         let u = |i| Uuid::from_u128(i);
-        let c1 = input(Source::Compacted, 1_600);
-        let mut c2 = input(Source::Compacted, 1_600);
+        let c1 = input(Source::Compacted, 400);
+        let mut c2 = input(Source::Compacted, 400);
         c2.meta.key.push('2');
-        let m = input(Source::MultiRow, 800);
+        let m = input(Source::MultiRow, 200);
         let f = |i| input(Source::PerFlight(u(i)), 3_000);
         // c1 holds flights 1 and 2; c2 holds flight 9 (no other input);
         // the multi-row file holds flight 7.
