@@ -188,17 +188,19 @@ def parts_table(results):
     return out
 
 
-def sizing_table(meta, cases):
+def sizing_table(meta, cases, metas=None):
     """The `sizing` block: one row per run bench/sizing.py made, no
-    setting changed but the memory Lambda tells the job."""
-    out = [f"Measured {meta.get('date', 'unknown date')} at commit `{meta.get('commit', 'unknown commit')}` "
-           f"on {meta.get('machine', '?')}, the release build.", "",
-           f"Command: `{meta.get('command', 'bench/sizing.py')}`. S3 server {meta.get('server', '?')} behind the "
-           f"latency proxy, {meta.get('latency_ms', '?')} ms a request. Load average when it started: "
-           f"{meta.get('load_before', '?')}.", "",
-           "| files | `AWS_LAMBDA_FUNCTION_MEMORY_SIZE` | `ulimit -v` | invocation | run | status | stop reason "
+    setting changed but the memory Lambda tells the job. Cases merged from
+    several result files carry their file's commit and command."""
+    metas = metas or [meta]
+    out = [f"Measured on {meta.get('machine', '?')}, the release build, {len(metas)} command(s):", ""]
+    for m in metas:
+        out.append(f"- {m.get('date', '?')} at commit `{m.get('commit', '?')}`: `{m.get('command', 'bench/sizing.py')}` "
+                   f"(load average when it started: {m.get('load_before', '?')})")
+    out += ["", f"S3 server {meta.get('server', '?')} behind the latency proxy, {meta.get('latency_ms', '?')} ms a request.", "",
+           "| files | `AWS_LAMBDA_FUNCTION_MEMORY_SIZE` | `ulimit -v` | invocation | commit | run | status | stop reason "
            "| parts | passes | files left | files read | wall s | CPU ms/file | peak RSS MB | the day |",
-           "|---:|---:|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+           "|---:|---:|---|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for c in cases:
         lim = f"{_n(c['ulimit_v_kib'])} KiB" if c.get("ulimit_v_kib") else "none"
         inv = (f"`--max-duration {c['max_duration_s']}`, margin {c['margin_s']} s"
@@ -212,7 +214,8 @@ def sizing_table(meta, cases):
                     f": {_n(b.get('rows', 0))} rows, {_n(b.get('distinct_flights', 0))} flights read back, "
                     f"{_n(b.get('per_flight_files_left', 0))} per-flight files left")
             rss = f"{r['rss_mb']:.0f}" if r.get("rss_mb") is not None else "?"
-            out.append(f"| {_n(c['files'])} | {c['memory_mb']} | {lim} | {inv} | {r['run']} | {r.get('status')} | "
+            out.append(f"| {_n(c['files'])} | {c['memory_mb']} | {lim} | {inv} | `{c.get('commit', meta.get('commit', '?'))}` | "
+                       f"{r['run']} | {r.get('status')} | "
                        f"{r.get('stop_reason') or ''} | {r.get('parts') or 0} | {r.get('passes') or 0} | "
                        f"{_n(r.get('files_left') or 0)} | {_n(r.get('files_read') or 0)} | {r['wall_s']:.1f} | "
                        f"{r['cpu_ms_per_file']:.3f} | {rss} | {day} |")
@@ -267,7 +270,7 @@ def render(data, block=None):
     if sweep:
         blocks["sweep"] = "\n".join(provenance(meta) + sweep_table(sweep))
     if data.get("sizing"):
-        return {"sizing": "\n".join(sizing_table(meta, data["sizing"]))}
+        return {"sizing": "\n".join(sizing_table(meta, data["sizing"], data.get("metas")))}
     if data.get("sets"):
         return {"sets": "\n".join(sets_table(meta, data["sets"]))}
     if data.get("audit") and block == "audit-scale":
@@ -302,6 +305,8 @@ def main():
             raise SystemExit(f"bench/docs.py: {path} missing: run `make bench` first")
         with open(path) as f:
             one = json.load(f)
+        for case in one.get("sizing", []):
+            case.setdefault("commit", one.get("meta", {}).get("commit"))
         if not data:
             data = one
             data["metas"] = [one.get("meta", {})]

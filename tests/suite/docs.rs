@@ -519,10 +519,11 @@ fn performance_figures_are_written_by_the_benchmarks() {
                   {"run": 2, "status": "Success", "stop_reason": "reached_cutoff", "parts": 2, "passes": 1,
                    "files_left": 0, "files_read": 12_000, "wall_s": 20.0, "cpu_ms_per_file": 0.25, "rss_mb": null}]}]});
     let sizing_blocks = written_block(dir.path(), &page, "sizing", &sizing);
+    let commit = data["meta"]["commit"].as_str().unwrap_or("?");
     assert!(
-        sizing_blocks["sizing"].contains(
-            "| 30,000 | 128 | none |  | 1 | Success | deadline | 3 | 1 | 12,000 | 18,000 | 29.5 | 0.250 | 90 |  |"
-        ) && sizing_blocks["sizing"].contains(
+        sizing_blocks["sizing"].contains(&format!(
+            "| 30,000 | 128 | none |  | `{commit}` | 1 | Success | deadline | 3 | 1 | 12,000 | 18,000 | 29.5 | 0.250 | 90 |  |"
+        )) && sizing_blocks["sizing"].contains(
             "| 2 | Success | reached_cutoff | 2 | 1 | 0 | 12,000 | 20.0 | 0.250 | ? | compacted exactly: 30,000 rows, 30,000 flights read back, 0 per-flight files left |"
         ),
         "{}",
