@@ -14,6 +14,7 @@ Python (no third-party module), so any interpreter runs it.
 """
 import argparse
 import json
+import re
 import math
 import os
 import sys
@@ -193,13 +194,14 @@ def sizing_table(meta, cases, metas=None):
     setting changed but the memory Lambda tells the job. Cases merged from
     several result files carry their file's commit and command."""
     metas = metas or [meta]
-    out = [f"Measured on {meta.get('machine', '?')}, the release build, {len(metas)} command(s):", ""]
+    out = [f"Measured at commit `{meta.get('commit', '?')}` (a row names its own) on {meta.get('machine', '?')}, "
+           "the release build, by:", ""]
     for m in metas:
-        out.append(f"- {m.get('date', '?')} at commit `{m.get('commit', '?')}`: `{m.get('command', 'bench/sizing.py')}` "
-                   f"(load average when it started: {m.get('load_before', '?')})")
+        cmd = re.sub(r" --progress \S+", "", m.get("command", "bench/sizing.py"))
+        out.append(f"- {m.get('date', '?')}, `{m.get('commit', '?')}`: `{cmd}` (load {m.get('load_before', '?')})")
     out += ["", f"S3 server {meta.get('server', '?')} behind the latency proxy, {meta.get('latency_ms', '?')} ms a request.", "",
            "| files | `AWS_LAMBDA_FUNCTION_MEMORY_SIZE` | `ulimit -v` | invocation | commit | run | status | stop reason "
-           "| parts | passes | files left | files read | wall s | CPU ms/file | peak RSS MB | the day |",
+           "| parts | passes | files left | files read | wall s | CPU ms/file | peak RSS MB | read back |",
            "|---:|---:|---|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for c in cases:
         lim = f"{_n(c['ulimit_v_kib'])} KiB" if c.get("ulimit_v_kib") else "none"
@@ -210,9 +212,9 @@ def sizing_table(meta, cases, metas=None):
             b = c.get("read_back", {})
             day = ""
             if last:
-                day = ("compacted exactly" if c.get("exact") else "NOT compacted exactly") + (
-                    f": {_n(b.get('rows', 0))} rows, {_n(b.get('distinct_flights', 0))} flights read back, "
-                    f"{_n(b.get('per_flight_files_left', 0))} per-flight files left")
+                day = ("exact" if c.get("exact") else "NOT exact") + (
+                    f": {_n(b.get('rows', 0))} rows, {_n(b.get('distinct_flights', 0))} flights, "
+                    f"{_n(b.get('per_flight_files_left', 0))} left")
             rss = f"{r['rss_mb']:.0f}" if r.get("rss_mb") is not None else "?"
             out.append(f"| {_n(c['files'])} | {c['memory_mb']} | {lim} | {inv} | `{c.get('commit', meta.get('commit', '?'))}` | "
                        f"{r['run']} | {r.get('status')} | "

@@ -524,7 +524,7 @@ fn performance_figures_are_written_by_the_benchmarks() {
         sizing_blocks["sizing"].contains(&format!(
             "| 30,000 | 128 | none |  | `{commit}` | 1 | Success | deadline | 3 | 1 | 12,000 | 18,000 | 29.5 | 0.250 | 90 |  |"
         )) && sizing_blocks["sizing"].contains(
-            "| 2 | Success | reached_cutoff | 2 | 1 | 0 | 12,000 | 20.0 | 0.250 | ? | compacted exactly: 30,000 rows, 30,000 flights read back, 0 per-flight files left |"
+            "| 2 | Success | reached_cutoff | 2 | 1 | 0 | 12,000 | 20.0 | 0.250 | ? | exact: 30,000 rows, 30,000 flights, 0 left |"
         ),
         "{}",
         sizing_blocks["sizing"]
