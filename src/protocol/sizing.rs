@@ -289,4 +289,23 @@ mod tests {
         );
         assert_eq!(MemoryFit::new(Some(64), 1, 10).in_memory(), 10);
     }
+
+    /// A part of exactly the smallest useful weight that fits is sized,
+    /// not refused: the refusal is for less than it. The smallest is
+    /// `PART_FILES` when that is set below [`MIN_PART_FILES`], so memory
+    /// that fits the configured part compacts the date in such parts.
+    #[test]
+    fn a_date_whose_smallest_useful_part_just_fits_is_sized_not_refused() {
+        let date = d("2026-07-20");
+        let files = 300_000;
+        for part_files in [MIN_PART_FILES, 500] {
+            let fit = MemoryFit::new(Some(512), part_files, 1000);
+            assert_eq!(fit.largest_part(files, 0), part_files);
+            assert_eq!(
+                fit.part_files(date, files, 0).unwrap(),
+                part_files,
+                "{part_files}"
+            );
+        }
+    }
 }
