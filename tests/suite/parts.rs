@@ -611,7 +611,7 @@ async fn a_day_the_memory_cannot_hold_in_one_part_is_cut_into_parts_by_the_run_i
     let _serial = SERIAL.lock().await;
     init_logs();
     let store = bucket("parts-memory-sized").await;
-    let flights = 2_500u64;
+    let flights = 1_500u64;
     let generated = generate(
         &store,
         json!({"seed": 47, "days": [{"date": DAY, "flights": flights}]}),
