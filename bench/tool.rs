@@ -117,28 +117,14 @@ enum Cmd {
 #[tokio::main]
 async fn main() {
     match Cli::parse().cmd {
-        Cmd::Proxy {
-            listen_port,
-            upstream_port,
-            latency_ms,
-        } => proxy(listen_port, upstream_port, latency_ms).await,
-        Cmd::Upload {
-            dir,
-            bucket,
-            concurrency,
-        } => upload(&dir, &bucket, concurrency).await,
-        Cmd::Floor {
-            bucket,
-            prefix,
-            concurrency,
-            date,
-        } => floor(&bucket, &prefix, concurrency, date).await,
-        Cmd::Sets {
-            flights,
-            window,
-            compacted,
-            limit,
-        } => sets(flights, window, compacted, limit),
+        Cmd::Proxy { listen_port, upstream_port, latency_ms } => {
+            proxy(listen_port, upstream_port, latency_ms).await
+        }
+        Cmd::Upload { dir, bucket, concurrency } => upload(&dir, &bucket, concurrency).await,
+        Cmd::Floor { bucket, prefix, concurrency, date } => {
+            floor(&bucket, &prefix, concurrency, date).await
+        }
+        Cmd::Sets { flights, window, compacted, limit } => sets(flights, window, compacted, limit),
     }
 }
 
@@ -206,24 +192,18 @@ fn sets(n: u64, window: u64, compacted: u64, limit: usize) {
         if found.len() >= limit || i + 1 == compacted {
             let batch =
                 archive_compaction::protocol::plan::Flights::from(std::mem::take(&mut found));
-            missing = missing
-                .retain(spill, |u| !batch.contains(u))
-                .expect("batch");
+            missing = missing.retain(spill, |u| !batch.contains(u)).expect("batch");
         }
     }
     assert!(missing.is_empty(), "every compacted flight found");
     lap("gate_multi_row", &mut t);
     let mut pairs = SortedSetBuilder::<(uuid::Uuid, u32)>::new(spill);
     for i in 0..window {
-        pairs
-            .push((flight(compacted + i), i as u32))
-            .expect("pairs");
+        pairs.push((flight(compacted + i), i as u32)).expect("pairs");
     }
     let inputs = window + compacted.div_ceil(PART_ROWS);
     for i in 0..compacted {
-        pairs
-            .push((flight(i), (window + i / PART_ROWS) as u32))
-            .expect("pairs");
+        pairs.push((flight(i), (window + i / PART_ROWS) as u32)).expect("pairs");
     }
     let pairs = pairs.finish().expect("pairs");
     let groups = Groups::of_holders(inputs as usize, pairs.iter()).expect("groups");
@@ -303,10 +283,7 @@ async fn upload(dir: &Path, bucket: &str, concurrency: usize) {
     .buffer_unordered(concurrency.max(1))
     .collect::<Vec<()>>()
     .await;
-    println!(
-        "{{\"objects\": {n}, \"seconds\": {:.3}}}",
-        t0.elapsed().as_secs_f64()
-    );
+    println!("{{\"objects\": {n}, \"seconds\": {:.3}}}", t0.elapsed().as_secs_f64());
 }
 
 async fn floor(bucket: &str, prefix: &str, concurrency: usize, date: Option<chrono::NaiveDate>) {
@@ -324,10 +301,7 @@ async fn floor(bucket: &str, prefix: &str, concurrency: usize, date: Option<chro
             .await
             .expect("list in ranges");
         ranges_listed = t.elapsed().as_secs_f64();
-        assert_eq!(
-            again, objects,
-            "the listing in ranges differs from the sequential one"
-        );
+        assert_eq!(again, objects, "the listing in ranges differs from the sequential one");
     }
     let t1 = Instant::now();
     let mut bytes = 0u64;
@@ -420,9 +394,8 @@ async fn handle(
     if delay > 0 {
         tokio::time::sleep(Duration::from_millis(delay)).await;
     }
-    let mut req = Request::builder()
-        .method(method)
-        .uri(format!("http://127.0.0.1:{upstream}{target}"));
+    let mut req =
+        Request::builder().method(method).uri(format!("http://127.0.0.1:{upstream}{target}"));
     // The client's Host header goes upstream unchanged: it is part of the
     // SigV4 signature, which servers that check signatures (s3s-fs) verify.
     for (h, v) in &headers {
@@ -452,17 +425,9 @@ async fn handle(
             .headers
             .iter()
             .filter(|(h, _)| {
-                !matches!(
-                    h.as_str(),
-                    "connection" | "transfer-encoding" | "keep-alive"
-                )
+                !matches!(h.as_str(), "connection" | "transfer-encoding" | "keep-alive")
             })
-            .map(|(h, v)| {
-                (
-                    h.to_string(),
-                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                )
-            })
+            .map(|(h, v)| (h.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
             .collect(),
         body,
     }
@@ -504,12 +469,7 @@ async fn serve_connection(
                 headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
             }
         }
-        let get = |name: &str| {
-            headers
-                .iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| v.clone())
-        };
+        let get = |name: &str| headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
         let mut body = Vec::new();
         if get("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
             loop {
@@ -539,16 +499,8 @@ async fn serve_connection(
         }
         let close = get("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"));
         let is_head = method == hyper::Method::HEAD;
-        let r = handle(
-            method,
-            &target,
-            headers,
-            Bytes::from(body),
-            &state,
-            &client,
-            upstream,
-        )
-        .await;
+        let r =
+            handle(method, &target, headers, Bytes::from(body), &state, &client, upstream).await;
         let mut out = format!(
             "HTTP/1.1 {} {}\r\n",
             r.status.as_u16(),
@@ -583,12 +535,9 @@ async fn proxy(listen_port: u16, upstream: u16, latency_ms: u64) {
     state.latency_ms.store(latency_ms, Ordering::Relaxed);
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
-    let client: Upstream = Client::builder(TokioExecutor::new())
-        .pool_max_idle_per_host(1024)
-        .build(connector);
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", listen_port))
-        .await
-        .expect("bind");
+    let client: Upstream =
+        Client::builder(TokioExecutor::new()).pool_max_idle_per_host(1024).build(connector);
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", listen_port)).await.expect("bind");
     println!("ready");
     // Stop when stdin closes (the bench driver holds it open), like serve.py.
     std::thread::spawn(|| {
@@ -601,11 +550,6 @@ async fn proxy(listen_port: u16, upstream: u16, latency_ms: u64) {
             continue;
         };
         let _ = stream.set_nodelay(true);
-        tokio::spawn(serve_connection(
-            stream,
-            state.clone(),
-            client.clone(),
-            upstream,
-        ));
+        tokio::spawn(serve_connection(stream, state.clone(), client.clone(), upstream));
     }
 }

@@ -48,11 +48,7 @@ fn index_file(i: u64) -> (Uuid, Bytes) {
             s(format!("UAL{}", i % 9999)),
             ts(t),
             ts(t + 3_600_000_000),
-            s(format!(
-                "flights/2026/07/20/{:06X}_UAL{}_{u}.json.gz",
-                i,
-                i % 9999
-            )),
+            s(format!("flights/2026/07/20/{:06X}_UAL{}_{u}.json.gz", i, i % 9999)),
         ],
     )
     .unwrap();
@@ -86,9 +82,7 @@ fn main() {
 #[divan::bench]
 fn decode_one_file(bencher: divan::Bencher) {
     let one = index_file(1).1;
-    bencher
-        .counter(ItemsCount::new(1usize))
-        .bench(|| decode(black_box(one.clone())).unwrap());
+    bencher.counter(ItemsCount::new(1usize)).bench(|| decode(black_box(one.clone())).unwrap());
 }
 
 /// A day of 1,000 files: decode + merge + encode, counted per file.
@@ -96,7 +90,5 @@ fn decode_one_file(bencher: divan::Bencher) {
 fn day_of_1000_files(bencher: divan::Bencher) {
     const N: u64 = 1_000;
     let files: Vec<(Uuid, Bytes)> = (0..N).map(index_file).collect();
-    bencher
-        .counter(ItemsCount::new(N))
-        .bench(|| day(black_box(&files)));
+    bencher.counter(ItemsCount::new(N)).bench(|| day(black_box(&files)));
 }

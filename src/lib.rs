@@ -44,8 +44,6 @@ pub mod protocol;
 #[macro_export]
 macro_rules! failpoint {
     ($name:expr) => {
-        fail::fail_point!($name, |_| Err($crate::infra::error::Error::Failpoint(
-            $name.to_string()
-        )))
+        fail::fail_point!($name, |_| Err($crate::infra::error::Error::Failpoint($name.to_string())))
     };
 }

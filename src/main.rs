@@ -188,10 +188,8 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 /// `NO_COLOR`; above the progress bar when there is one.
 fn init_tracing(level: &str, json: bool, bar: Option<ProgressBar>) {
     let ansi = !json && std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    let filter: Targets = level
-        .parse()
-        .or_else(|_| "info".parse())
-        .expect("info is a valid filter");
+    let filter: Targets =
+        level.parse().or_else(|_| "info".parse()).expect("info is a valid filter");
     if let Some(bar) = bar {
         tracing_subscriber::registry()
             .with(
@@ -204,29 +202,20 @@ fn init_tracing(level: &str, json: bool, bar: Option<ProgressBar>) {
             .init();
         return;
     }
-    let layer = tracing_subscriber::fmt::layer()
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr);
+    let layer = tracing_subscriber::fmt::layer().with_ansi(ansi).with_writer(std::io::stderr);
     if json {
         let layer = layer.json().with_current_span(false).without_time();
-        tracing_subscriber::registry()
-            .with(layer.with_filter(filter))
-            .init();
+        tracing_subscriber::registry().with(layer.with_filter(filter)).init();
     } else {
         // Fields escaped and bounded: a newline in a key cannot forge a line.
         let layer = layer.fmt_fields(archive_compaction::infra::text::log_fields());
-        tracing_subscriber::registry()
-            .with(layer.with_filter(filter))
-            .init();
+        tracing_subscriber::registry().with(layer.with_filter(filter)).init();
     }
 }
 
 /// A report as pretty JSON on stdout, one document (what scripts parse).
 fn print_json(report: &impl serde::Serialize) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(report).expect("a report serialises to JSON")
-    );
+    println!("{}", serde_json::to_string_pretty(report).expect("a report serialises to JSON"));
 }
 
 /// A command's report that stops: logged, one line on stderr, exit code 1.
@@ -264,20 +253,15 @@ fn main() -> ExitCode {
     let config = load_config(cli.as_ref());
     let bar = date_bar(config.is_ok(), cli.as_ref());
     init_tracing(
-        config
-            .as_ref()
-            .map(|c| c.log_level.as_str())
-            .unwrap_or("info"),
+        config.as_ref().map(|c| c.log_level.as_str()).unwrap_or("info"),
         lambda,
         bar.clone(),
     );
     warn_mistyped_settings();
     // One thread: the work is I/O-bound, and a Lambda below 1,769 MB has less
     // than one vCPU, so worker threads only add wake-ups.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let rt =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
     rt.block_on(async move {
         let config = match config {
             Ok(c) => c,
@@ -319,15 +303,7 @@ fn parse_cli(lambda: bool) -> Result<Option<Cli>, ExitCode> {
 
 /// `run --from --to`'s range; reversed or too long is a usage error (exit 1, no report).
 fn repair_range(cli: Option<&Cli>) -> Result<Option<DateRange>, ExitCode> {
-    let Some(Cli {
-        command:
-            Command::Run {
-                from: Some(from),
-                to: Some(to),
-                ..
-            },
-    }) = cli
-    else {
+    let Some(Cli { command: Command::Run { from: Some(from), to: Some(to), .. } }) = cli else {
         return Ok(None);
     };
     match DateRange::new(*from, *to, RangeOf::Repair) {
@@ -344,14 +320,8 @@ fn load_config(cli: Option<&Cli>) -> archive_compaction::infra::error::Result<Co
     Config::from_env().and_then(|c| match cli {
         Some(Cli {
             command:
-                Command::Run {
-                    max_duration: Some(d),
-                    ..
-                }
-                | Command::Audit {
-                    max_duration: Some(d),
-                    ..
-                },
+                Command::Run { max_duration: Some(d), .. }
+                | Command::Audit { max_duration: Some(d), .. },
         }) => c.check_max_duration(*d).map(|()| c),
         _ => Ok(c),
     })
@@ -360,12 +330,7 @@ fn load_config(cli: Option<&Cli>) -> archive_compaction::infra::error::Result<Co
 /// A bar over dates for `run` and `audit` on a terminal; never in Lambda.
 fn date_bar(config_ok: bool, cli: Option<&Cli>) -> Option<ProgressBar> {
     (config_ok
-        && matches!(
-            cli,
-            Some(Cli {
-                command: Command::Run { .. } | Command::Audit { .. }
-            })
-        )
+        && matches!(cli, Some(Cli { command: Command::Run { .. } | Command::Audit { .. } }))
         && std::io::stderr().is_terminal())
     .then(progress::date_bar)
 }
@@ -389,9 +354,7 @@ fn listen_for_signals(deps: &Deps, cli: Option<&Cli>) {
     let runs = cli.is_none_or(|c| matches!(c.command, Command::Run { .. }));
     if runs
         && let Err(e) = deps.stop.listen(|signal| {
-            std::process::exit(i32::from(archive_compaction::infra::stop::exit_code(
-                signal,
-            )))
+            std::process::exit(i32::from(archive_compaction::infra::stop::exit_code(signal)))
         })
     {
         tracing::warn!(error = %e, "cannot listen for SIGTERM/SIGINT: a signal ends the process at once");
@@ -406,14 +369,7 @@ async fn run_command(
     bar: Option<ProgressBar>,
 ) -> ExitCode {
     match command {
-        Command::Run {
-            now,
-            max_duration,
-            dry_run,
-            date,
-            event_id,
-            ..
-        } => {
+        Command::Run { now, max_duration, dry_run, date, event_id, .. } => {
             let mut opts = RunOptions::at(now.unwrap_or_else(Utc::now));
             opts.dry_run = dry_run;
             opts.only_date = date;
@@ -421,11 +377,7 @@ async fn run_command(
             opts.event_id = event_id;
             run(deps, opts, max_duration, bar).await
         }
-        Command::Audit {
-            from,
-            to,
-            max_duration,
-        } => audit(deps, from, to, max_duration, bar).await,
+        Command::Audit { from, to, max_duration } => audit(deps, from, to, max_duration, bar).await,
         Command::PruneCache { dir, dry_run } => prune_cache(deps, dir, dry_run).await,
         Command::Status { now, days, json } => status(deps, now, days, json).await,
     }
@@ -438,16 +390,9 @@ fn bad_config(command: Option<Command>, e: &archive_compaction::infra::error::Er
     match command {
         Some(Command::Status { now, json, days }) => {
             let as_of = Utc::now();
-            let opts = StatusOptions {
-                now: now.unwrap_or(as_of),
-                as_of,
-                days,
-            };
+            let opts = StatusOptions { now: now.unwrap_or(as_of), as_of, days };
             let bucket = std::env::var("S3_BUCKET").unwrap_or_default();
-            print_status(
-                &status::StatusReport::unavailable(&bucket, None, &opts, e),
-                json,
-            );
+            print_status(&status::StatusReport::unavailable(&bucket, None, &opts, e), json);
         }
         Some(Command::Audit { .. }) => {
             eprintln!("archive-compaction audit: {e}; nothing was read, written or deleted");
@@ -486,11 +431,7 @@ async fn run(
 /// `status`, with the last run from MQTT when set; exit 1 when something could not be read.
 async fn status(deps: &Deps, now: Option<DateTime<Utc>>, days: usize, json: bool) -> ExitCode {
     let as_of = Utc::now();
-    let opts = StatusOptions {
-        now: now.unwrap_or(as_of),
-        as_of,
-        days,
-    };
+    let opts = StatusOptions { now: now.unwrap_or(as_of), as_of, days };
     let mut s = match status::gather(&deps.store, &deps.config, &opts).await {
         Ok(s) => s,
         Err(e) => {
@@ -509,24 +450,15 @@ async fn status(deps: &Deps, now: Option<DateTime<Utc>>, days: usize, json: bool
     if let Some(mqtt) = &deps.config.mqtt {
         s.last_run = Some(match deps.mqtt_password().await {
             Ok(password) => {
-                let mqtt = archive_compaction::data::config::MqttConfig {
-                    password,
-                    ..mqtt.clone()
-                };
+                let mqtt =
+                    archive_compaction::data::config::MqttConfig { password, ..mqtt.clone() };
                 status::last_run_from_mqtt(&mqtt, as_of).await
             }
-            Err(e) => status::LastRunStatus {
-                error: Some(e.to_string()),
-                ..Default::default()
-            },
+            Err(e) => status::LastRunStatus { error: Some(e.to_string()), ..Default::default() },
         });
     }
     print_status(&s, json);
-    if s.errors.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+    if s.errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }
 
 /// `audit`: JSON on stdout, [`audit::format_human`] on stderr on a terminal;

@@ -51,9 +51,7 @@ impl crate::app::reporting::Sinks for Deps {
 /// SDK retry policy for every call: the standard strategy (throttling, 5xx,
 /// timeouts and connection errors; not 4xx) with 3 attempts from 1 s.
 pub fn retry_config() -> RetryConfig {
-    RetryConfig::standard()
-        .with_max_attempts(3)
-        .with_initial_backoff(Duration::from_secs(1))
+    RetryConfig::standard().with_max_attempts(3).with_initial_backoff(Duration::from_secs(1))
 }
 
 /// The HTTPS client of every AWS client, on rustls' *ring* provider (the
@@ -97,9 +95,7 @@ impl Deps {
             .load()
             .await;
         let s3 = aws_sdk_s3::Client::from_conf(s3_config(&sdk, config.force_path_style));
-        let cloudwatch = config
-            .metrics_enabled
-            .then(|| aws_sdk_cloudwatch::Client::new(&sdk));
+        let cloudwatch = config.metrics_enabled.then(|| aws_sdk_cloudwatch::Client::new(&sdk));
         let secrets = config
             .mqtt
             .as_ref()
@@ -138,10 +134,7 @@ impl Deps {
         let Some(arn) = &mqtt.password_secret_arn else {
             return Ok(mqtt.password.clone());
         };
-        let fail = |reason: String| ReportError::MqttSecret {
-            secret: arn.clone(),
-            reason,
-        };
+        let fail = |reason: String| ReportError::MqttSecret { secret: arn.clone(), reason };
         let client = self
             .secrets
             .as_ref()
@@ -161,14 +154,12 @@ impl Deps {
             }
         };
         let bounded = async {
-            tokio::time::timeout(mqtt.timeout, read)
-                .await
-                .unwrap_or_else(|_| {
-                    Err(fail(format!(
-                        "GetSecretValue timed out after {} s (MQTT_TIMEOUT_SECONDS)",
-                        mqtt.timeout.as_secs_f64()
-                    )))
-                })
+            tokio::time::timeout(mqtt.timeout, read).await.unwrap_or_else(|_| {
+                Err(fail(format!(
+                    "GetSecretValue timed out after {} s (MQTT_TIMEOUT_SECONDS)",
+                    mqtt.timeout.as_secs_f64()
+                )))
+            })
         };
         let password = self.mqtt_password.get_or_try_init(|| bounded).await?;
         Ok(Some(password.clone()))

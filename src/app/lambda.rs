@@ -75,11 +75,9 @@ pub const EVENTBRIDGE_ENVELOPE: &[&str] = &[
 /// The fields of an event this version reads, in their order, from serde's
 /// own derive (`serde_introspect`), less EventBridge's envelope.
 pub fn event_fields() -> Vec<&'static str> {
-    (serde_aux::serde_introspection::serde_introspect::<InvokeEvent>()
-        .iter()
-        .copied())
-    .filter(|f| !EVENTBRIDGE_ENVELOPE.contains(f))
-    .collect()
+    (serde_aux::serde_introspection::serde_introspect::<InvokeEvent>().iter().copied())
+        .filter(|f| !EVENTBRIDGE_ENVELOPE.contains(f))
+        .collect()
 }
 
 /// Exactly `YYYY-MM-DD`, as the CLI takes it.
@@ -165,16 +163,17 @@ impl InvokeEvent {
     pub fn repair(&self) -> Result<Option<DateRange>, String> {
         match (self.from, self.to) {
             (None, None) => Ok(None),
-            (Some(_), None) | (None, Some(_)) => Err(
-                "a repair range needs both \"from\" and \"to\" (YYYY-MM-DD, both included)".into(),
-            ),
-            (Some(_), Some(_)) if self.date.is_some() => Err(
-                "\"date\" and \"from\"/\"to\" exclude each other: give one date or one range"
-                    .into(),
-            ),
-            (Some(f), Some(t)) => DateRange::new(f, t, RangeOf::Repair)
-                .map(Some)
-                .map_err(|e| e.to_string()),
+            (Some(_), None) | (None, Some(_)) => {
+                Err("a repair range needs both \"from\" and \"to\" (YYYY-MM-DD, both included)"
+                    .into())
+            }
+            (Some(_), Some(_)) if self.date.is_some() => {
+                Err("\"date\" and \"from\"/\"to\" exclude each other: give one date or one range"
+                    .into())
+            }
+            (Some(f), Some(t)) => {
+                DateRange::new(f, t, RangeOf::Repair).map(Some).map_err(|e| e.to_string())
+            }
         }
     }
 }
@@ -282,10 +281,9 @@ pub async fn dispatch(
     let json = serde_json::to_value(&report).expect("report serialises");
     match report.status {
         crate::commands::audit::AuditStatus::Clean => Ok(json),
-        crate::commands::audit::AuditStatus::Findings => Err(Diagnostic {
-            error_type: "AuditFindings".into(),
-            error_message: json.to_string(),
-        }),
+        crate::commands::audit::AuditStatus::Findings => {
+            Err(Diagnostic { error_type: "AuditFindings".into(), error_message: json.to_string() })
+        }
         crate::commands::audit::AuditStatus::Incomplete => Err(failure(json.to_string())),
     }
 }
@@ -371,8 +369,7 @@ mod tests {
         assert_eq!(ok.validate(), Ok(()));
         let opts = options_from_event(&ok, "req", None);
         assert_eq!(
-            opts.repair
-                .map(|r| (r.from().to_string(), r.to().to_string())),
+            opts.repair.map(|r| (r.from().to_string(), r.to().to_string())),
             Some(("2024-01-01".into(), "2024-01-31".into()))
         );
         for (v, needle) in [
@@ -382,14 +379,8 @@ mod tests {
                 serde_json::json!({"from": "2024-01-01", "to": "2024-01-02", "date": "2024-01-01"}),
                 "exclude each other",
             ),
-            (
-                serde_json::json!({"from": "2024-02-01", "to": "2024-01-01"}),
-                "is after to",
-            ),
-            (
-                serde_json::json!({"from": "2000-01-01", "to": "2024-01-01"}),
-                "at most 3660",
-            ),
+            (serde_json::json!({"from": "2024-02-01", "to": "2024-01-01"}), "is after to"),
+            (serde_json::json!({"from": "2000-01-01", "to": "2024-01-01"}), "at most 3660"),
         ] {
             let err = event(v.clone()).validate().unwrap_err();
             assert!(err.contains(needle), "{v}: {err}");
@@ -399,10 +390,7 @@ mod tests {
 
     #[test]
     fn a_huge_or_strange_field_name_or_value_is_quoted_bounded() {
-        let name = format!(
-            "\n2026-07-20T00:00:00Z ERROR forged{}",
-            "x".repeat(6_000_000)
-        );
+        let name = format!("\n2026-07-20T00:00:00Z ERROR forged{}", "x".repeat(6_000_000));
         let e = InvokeEvent::from_value(serde_json::json!({ name.clone(): 1 })).unwrap_err();
         assert!(e.len() < 4_000, "{} bytes", e.len());
         assert!(!e.contains('\n') && e.contains("bytes)"), "{}", &e[..200]);

@@ -61,11 +61,7 @@ pub async fn publish_by(deps: &impl Sinks, report: &mut RunReport, deadline: Opt
                     &deps.config().bucket,
                     &crate::data::metrics::metrics(report),
                     crate::data::metrics::run_started(SystemTime::now(), report),
-                    bound(
-                        crate::data::metrics::CLOUDWATCH_TIMEOUT,
-                        deadline,
-                        Duration::ZERO,
-                    ),
+                    bound(crate::data::metrics::CLOUDWATCH_TIMEOUT, deadline, Duration::ZERO),
                 )
                 .await,
             ),

@@ -102,12 +102,7 @@ pub struct AuditOptions {
 impl AuditOptions {
     /// The dates `from` to `to`, no deadline, no bar.
     pub fn range(from: NaiveDate, to: NaiveDate) -> AuditOptions {
-        AuditOptions {
-            from,
-            to,
-            deadline: None,
-            bar: None,
-        }
+        AuditOptions { from, to, deadline: None, bar: None }
     }
 }
 
@@ -125,11 +120,7 @@ pub struct Finding<E> {
 
 impl<E> Default for Finding<E> {
     fn default() -> Self {
-        Finding {
-            count: 0,
-            examples: Vec::new(),
-            fix: None,
-        }
+        Finding { count: 0, examples: Vec::new(), fix: None }
     }
 }
 
@@ -144,8 +135,7 @@ impl<E: Clone> Finding<E> {
     fn absorb(&mut self, other: &Finding<E>) {
         self.count += other.count;
         let room = EXAMPLES_MAX.saturating_sub(self.examples.len());
-        self.examples
-            .extend(other.examples.iter().take(room).cloned());
+        self.examples.extend(other.examples.iter().take(room).cloned());
     }
 }
 
@@ -231,8 +221,7 @@ impl Findings {
     fn absorb(&mut self, o: &Findings) {
         self.missing.absorb(&o.missing);
         self.duplicated.absorb(&o.duplicated);
-        self.per_flight_beside_compacted
-            .absorb(&o.per_flight_beside_compacted);
+        self.per_flight_beside_compacted.absorb(&o.per_flight_beside_compacted);
         self.orphans.absorb(&o.orphans);
         self.other_day_rows.absorb(&o.other_day_rows);
         self.unreadable_files.absorb(&o.unreadable_files);
@@ -246,10 +235,7 @@ impl Findings {
         }
         set(&mut self.missing, fixes::MISSING);
         set(&mut self.duplicated, fixes::DUPLICATED);
-        set(
-            &mut self.per_flight_beside_compacted,
-            fixes::BESIDE_COMPACTED,
-        );
+        set(&mut self.per_flight_beside_compacted, fixes::BESIDE_COMPACTED);
         set(&mut self.orphans, fixes::ORPHANS);
         set(&mut self.other_day_rows, fixes::OTHER_DAY);
         set(&mut self.unreadable_files, fixes::UNREADABLE);
@@ -436,10 +422,7 @@ fn add_date(report: &mut AuditReport, date: NaiveDate, outcome: Option<Result<Da
         }
         Some(Err(e)) => {
             tracing::warn!(%date, error = %e, "date not audited");
-            report.unfinished.push(Unfinished {
-                date,
-                error: e.to_string(),
-            });
+            report.unfinished.push(Unfinished { date, error: e.to_string() });
         }
     }
 }
@@ -485,16 +468,10 @@ pub async fn audit_day(
     budget: Budget,
     spill: SpillSettings,
 ) -> Result<DayAudit> {
-    let spill = SpillSettings {
-        limit: spill.limit.min(SET_IN_MEMORY),
-    };
+    let spill = SpillSettings { limit: spill.limit.min(SET_IN_MEMORY) };
     // A window of none: counted, the per-flight files' uuids in a set.
     let listed = Day::list_window(store, date, true, 0, spill).await?;
-    let mut day = DayAudit {
-        date,
-        counts: listed.counts(),
-        ..DayAudit::default()
-    };
+    let mut day = DayAudit { date, counts: listed.counts(), ..DayAudit::default() };
     let held = read_index(store, &listed, gets, budget, spill, &mut day).await?;
     find_missing(store, &listed.flights, &held, &mut day).await?;
     find_duplicated(&held, &mut day)?;
@@ -558,12 +535,7 @@ async fn read_index<'a>(
     }
     drop(reads);
     per_flight_pages(store, listed, gets, budget, &mut h, day).await?;
-    let Holding {
-        mut held,
-        per_flight,
-        rows,
-        ..
-    } = h;
+    let Holding { mut held, per_flight, rows, .. } = h;
     held.per_flight = per_flight.finish()?;
     held.rows = rows.finish()?;
     Ok(held)
@@ -586,9 +558,7 @@ async fn per_flight_pages(
     let prefix = index_prefix(date);
     let (mut seen, mut page) = (0usize, Some(store.list_page(&prefix, None).await?));
     while let Some(this) = page.take() {
-        let after = (this.truncated)
-            .then(|| this.objects.last().map(|o| o.key.clone()))
-            .flatten();
+        let after = (this.truncated).then(|| this.objects.last().map(|o| o.key.clone())).flatten();
         let mut files = Vec::new();
         for o in this.objects {
             match classify_index_key(&o.key) {
@@ -678,13 +648,11 @@ fn add_file(
     day.findings.orphans.absorb(&rows.orphans);
     day.findings.other_day_rows.absorb(&rows.other_day);
     if per_flight && beside {
-        day.findings
-            .per_flight_beside_compacted
-            .add(|| FileExample {
-                date,
-                file: meta.key.clone(),
-                reason: None,
-            });
+        day.findings.per_flight_beside_compacted.add(|| FileExample {
+            date,
+            file: meta.key.clone(),
+            reason: None,
+        });
     }
     Ok(Some(n))
 }
@@ -733,11 +701,7 @@ async fn find_missing(
         }
         day.findings.missing.add(|| {
             examples.insert(u);
-            FlightExample {
-                date,
-                flight: u,
-                key: String::new(),
-            }
+            FlightExample { date, flight: u, key: String::new() }
         });
     }
     if !examples.is_empty() {
@@ -759,12 +723,7 @@ fn find_duplicated(held: &Held<'_>, day: &mut DayAudit) -> Result<()> {
         if let Some(t) = t.filter(|t| t.1 > 1) {
             d.findings.duplicated.add(|| {
                 named.push(t.clone());
-                DuplicateExample {
-                    date: d.date,
-                    flight: t.0,
-                    rows: t.1,
-                    files: Vec::new(),
-                }
+                DuplicateExample { date: d.date, flight: t.0, rows: t.1, files: Vec::new() }
             });
         }
     };
@@ -781,15 +740,9 @@ fn find_duplicated(held: &Held<'_>, day: &mut DayAudit) -> Result<()> {
         }
     }
     close(day, this.take());
-    let keys = file_keys(
-        held,
-        day.date,
-        named.iter().flat_map(|t| t.2.iter().copied()),
-    )?;
+    let keys = file_keys(held, day.date, named.iter().flat_map(|t| t.2.iter().copied()))?;
     for (e, (_, _, files)) in day.findings.duplicated.examples.iter_mut().zip(&named) {
-        e.files = (files.iter())
-            .filter_map(|n| keys.get(n).cloned())
-            .collect();
+        e.files = (files.iter()).filter_map(|n| keys.get(n).cloned()).collect();
     }
     Ok(())
 }
@@ -858,14 +811,8 @@ async fn read_columns(
     // A flights set on disk that cannot be read back ends the read.
     let mut failed = None;
     let names = ["s3_key", "first_message"];
-    let read = input::read_columns(
-        store,
-        meta,
-        Some(&meta.etag),
-        budget,
-        Some(gets),
-        &names,
-        |b| {
+    let read =
+        input::read_columns(store, meta, Some(&meta.etag), budget, Some(gets), &names, |b| {
             let keys = RowKeys::of(&b)?;
             for row in 0..keys.rows() {
                 out.rows += 1;
@@ -895,9 +842,8 @@ async fn read_columns(
                 }
             }
             Ok(())
-        },
-    )
-    .await?;
+        })
+        .await?;
     if let Some(e) = failed {
         return Err(e);
     }
@@ -929,51 +875,37 @@ pub fn format_human(r: &AuditReport) -> String {
     ));
     format_findings(&mut s, &t.findings);
     let unfinished = r.unfinished.iter();
-    s.items(
-        "  ",
-        unfinished.map(|u| format!("not audited {}: {}", u.date, u.error)),
-    );
+    s.items("  ", unfinished.map(|u| format!("not audited {}: {}", u.date, u.error)));
     if let Some(d) = r.resume_date {
         let to = r.to;
-        s.line(format_args!(
-            "  stopped before the deadline: audit --from {d} --to {to} continues"
-        ));
+        s.line(format_args!("  stopped before the deadline: audit --from {d} --to {to} continues"));
     }
     let result = match r.status {
         AuditStatus::Clean => "clean: every flight exactly once",
         AuditStatus::Findings => "findings",
         AuditStatus::Incomplete => "incomplete",
     };
-    s.line(format_args!(
-        "result: {result} (exit {})",
-        r.status.exit_code()
-    ));
+    s.line(format_args!("result: {result} (exit {})", r.status.exit_code()));
     s.into_string()
 }
 
 /// Every finding's line, in the order of the module's table.
 fn format_findings(s: &mut Text, f: &Findings) {
-    format_finding(s, "missing", &f.missing, |e| {
-        format!("{} {} ({})", e.date, e.flight, e.key)
-    });
+    format_finding(s, "missing", &f.missing, |e| format!("{} {} ({})", e.date, e.flight, e.key));
     format_finding(s, "duplicated", &f.duplicated, |e| {
         let files = e.files.join(", ");
         format!("{} {}: {} rows in {files}", e.date, e.flight, e.rows)
     });
-    format_finding(
-        s,
-        "per_flight_beside_compacted",
-        &f.per_flight_beside_compacted,
-        |e| format!("{} {}", e.date, e.file),
-    );
+    format_finding(s, "per_flight_beside_compacted", &f.per_flight_beside_compacted, |e| {
+        format!("{} {}", e.date, e.file)
+    });
     let row = |e: &RowExample| {
         format!(
             "{} {}: s3_key {}, first_message {}",
             e.date,
             e.file,
             e.s3_key.as_deref().unwrap_or("(none)"),
-            e.first_message
-                .map_or("(none)".to_string(), |t| t.to_rfc3339())
+            e.first_message.map_or("(none)".to_string(), |t| t.to_rfc3339())
         )
     };
     format_finding(s, "orphans", &f.orphans, row);
@@ -989,9 +921,7 @@ const FINDING: [Col; 2] = [Col::Left(27), Col::Right(8)];
 fn format_finding<E>(s: &mut Text, name: &str, f: &Finding<E>, show: impl Fn(&E) -> String) {
     s.row(&FINDING, &[&name, &f.count], "");
     let examples: Vec<String> = f.examples.iter().map(show).collect();
-    s.shortened("      ", &examples, EXAMPLES_MAX, f.count, |n| {
-        format!("… {n} more")
-    });
+    s.shortened("      ", &examples, EXAMPLES_MAX, f.count, |n| format!("… {n} more"));
     if let (Some(fix), true) = (&f.fix, f.count > 0) {
         s.line(format_args!("      fix: {fix}"));
     }
@@ -1013,25 +943,17 @@ mod tests {
     #[tokio::test]
     async fn findings_of_a_day_in_memory() {
         let (store, d) = findings_store();
-        let r = audit(&store, &config(), &AuditOptions::range(d, d))
-            .await
-            .unwrap();
+        let r = audit(&store, &config(), &AuditOptions::range(d, d)).await.unwrap();
         let day = &r.days[0];
         let got = &day.findings;
         assert_eq!(day.counts.flights, 4);
-        assert_eq!(
-            day.rows, 6,
-            "5 rows in the compacted file, 1 per-flight file"
-        );
+        assert_eq!(day.rows, 6, "5 rows in the compacted file, 1 per-flight file");
         assert_eq!(got.missing.count, 2, "flights 2 and 3");
         assert_eq!(got.duplicated.count, 2, "flight 0 across files, 1 within");
         assert_eq!(got.duplicated.examples[0].files.len(), 2);
         assert_eq!(got.orphans.count, 2, "flight 9 and the row without s3_key");
         assert_eq!(got.other_day_rows.count, 1);
-        assert_eq!(
-            got.unreadable_files.count, 2,
-            "the export and flight 2's file"
-        );
+        assert_eq!(got.unreadable_files.count, 2, "the export and flight 2's file");
         assert_eq!(got.per_flight_beside_compacted.count, 1, "the readable one");
         assert_eq!(r.status, AuditStatus::Findings);
         assert_eq!(r.status.exit_code(), 2);
@@ -1088,13 +1010,7 @@ mod tests {
         let s = |v: Vec<Option<String>>| Arc::new(StringArray::from(v)) as ArrayRef;
         let firsts: Vec<Option<i64>> = keys
             .iter()
-            .map(|k| {
-                Some(if *k == Some(9) {
-                    day_us - 1
-                } else {
-                    day_us + 5
-                })
-            })
+            .map(|k| Some(if *k == Some(9) { day_us - 1 } else { day_us + 5 }))
             .collect();
         let ts = |v: Vec<Option<i64>>| {
             Arc::new(TimestampMicrosecondArray::from(v).with_timezone("UTC")) as ArrayRef
@@ -1110,10 +1026,7 @@ mod tests {
                 s(vec![None; n]),
                 ts(firsts),
                 ts(vec![None; n]),
-                s(keys
-                    .iter()
-                    .map(|k| k.map(|i| format!("{f}X_Y_{}.json.gz", u(i))))
-                    .collect()),
+                s(keys.iter().map(|k| k.map(|i| format!("{f}X_Y_{}.json.gz", u(i)))).collect()),
             ],
         )
         .unwrap();
@@ -1124,10 +1037,7 @@ mod tests {
         // A late per-flight file beside it (flight 0 again), junk, and a
         // per-flight file of flight 2 cut short: read, it holds no row, so
         // flight 2 is missing and the file unreadable.
-        store.put_now(
-            &format!("{p}{}.parquet", u(0)),
-            encode(&[b.slice(0, 1)], 2).unwrap().into(),
-        );
+        store.put_now(&format!("{p}{}.parquet", u(0)), encode(&[b.slice(0, 1)], 2).unwrap().into());
         store.put_now(&format!("{p}{}.parquet", u(2)), "PAR1 cut".into());
         store.put_now(&format!("{p}export.parquet"), "not parquet".into());
         (store, d)
@@ -1166,9 +1076,7 @@ mod tests {
         w.write(&b).unwrap();
         w.close().unwrap();
         store.put_now(&format!("{p}export.parquet"), body.into());
-        let r = audit(&store, &config(), &AuditOptions::range(d, d))
-            .await
-            .unwrap();
+        let r = audit(&store, &config(), &AuditOptions::range(d, d)).await.unwrap();
         let got = &r.days[0].findings;
         assert_eq!(got.unreadable_files.count, 0, "{got:?}");
         assert_eq!(got.missing.count, 0, "{got:?}");
@@ -1194,10 +1102,7 @@ mod tests {
         let words = |w: &str| {
             s((0..n)
                 .map(|i| {
-                    Some(format!(
-                        "{w}-{:016x}",
-                        (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
-                    ))
+                    Some(format!("{w}-{:016x}", (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)))
                 })
                 .collect())
         };
@@ -1216,10 +1121,7 @@ mod tests {
                 words("ident"),
                 ts.clone(),
                 ts,
-                s(ids
-                    .iter()
-                    .map(|u| Some(format!("{f}{u}.json.gz")))
-                    .collect()),
+                s(ids.iter().map(|u| Some(format!("{f}{u}.json.gz"))).collect()),
             ],
         )
         .unwrap();
@@ -1227,18 +1129,12 @@ mod tests {
         let size = body.len() as u64;
         assert!(size > 4 * crate::data::input::TAIL_READ_BYTES, "{size}");
         store.put_now(&format!("{p}compacted-a.parquet"), body.into());
-        let r = audit(&store, &config(), &AuditOptions::range(d, d))
-            .await
-            .unwrap();
+        let r = audit(&store, &config(), &AuditOptions::range(d, d)).await.unwrap();
         let day = &r.days[0];
         assert_eq!(r.status, AuditStatus::Clean, "{:?}", day.findings);
         assert_eq!((day.counts.flights, day.rows), (n as u64, n as u64));
         assert_eq!(day.multi_row_bytes, size);
-        assert!(
-            day.bytes_read < size / 2,
-            "read {} of {size} bytes",
-            day.bytes_read
-        );
+        assert!(day.bytes_read < size / 2, "read {} of {size} bytes", day.bytes_read);
         assert!(day.requests >= 2, "tail, column chunks: {}", day.requests);
     }
 
@@ -1253,35 +1149,21 @@ mod tests {
             ..AuditOptions::range(d, d.succ_opt().unwrap())
         };
         let r = audit(&store, &config(), &opts).await.unwrap();
-        assert_eq!(
-            (bar.position(), bar.length()),
-            (2, Some(2)),
-            "one step a date"
-        );
+        assert_eq!((bar.position(), bar.length()), (2, Some(2)), "one step a date");
         assert!(bar.is_finished());
-        assert_eq!(
-            (r.status, r.dates, r.totals.dates_audited),
-            (AuditStatus::Clean, 2, 2)
-        );
+        assert_eq!((r.status, r.dates, r.totals.dates_audited), (AuditStatus::Clean, 2, 2));
         // No time left: no date is started, the report says where to go on.
         let late = AuditOptions {
             deadline: Some(Instant::now()),
             ..AuditOptions::range(d, d.succ_opt().unwrap())
         };
         let r = audit(&store, &config(), &late).await.unwrap();
-        assert_eq!(
-            (r.status, r.resume_date),
-            (AuditStatus::Incomplete, Some(d))
-        );
+        assert_eq!((r.status, r.resume_date), (AuditStatus::Incomplete, Some(d)));
         assert_eq!(r.status.exit_code(), 1);
         assert!(r.days.is_empty());
-        let e = audit(
-            &store,
-            &config(),
-            &AuditOptions::range(d, d.pred_opt().unwrap()),
-        )
-        .await
-        .unwrap_err();
+        let e = audit(&store, &config(), &AuditOptions::range(d, d.pred_opt().unwrap()))
+            .await
+            .unwrap_err();
         assert!(e.to_string().contains("is after"), "{e}");
     }
 }

@@ -96,14 +96,7 @@ pub fn bar_sink(bar: ProgressBar) -> ProgressSink {
             bar.set_position(0);
             bar.set_message("");
         }
-        Progress::DateDone {
-            date,
-            action,
-            files,
-            bytes_read,
-            rows,
-            bytes,
-        } => {
+        Progress::DateDone { date, action, files, bytes_read, rows, bytes } => {
             let next = bar.position() + 1;
             if bar.length().is_none_or(|l| next > l) {
                 bar.set_length(next);

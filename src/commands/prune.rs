@@ -112,10 +112,7 @@ pub struct PruneOptions {
 impl PruneOptions {
     /// A real (not dry) run over `dir`.
     pub fn new(dir: impl Into<PathBuf>) -> PruneOptions {
-        PruneOptions {
-            dir: dir.into(),
-            dry_run: false,
-        }
+        PruneOptions { dir: dir.into(), dry_run: false }
     }
 }
 
@@ -210,8 +207,7 @@ impl CacheWalk {
             Err(PruneError::ReadDir { path: p, source }) => {
                 tracing::warn!(folder = %p.display(), error = %source,
                     "cache folder unreadable: skipped, the rest is pruned");
-                self.skipped
-                    .push((path.to_path_buf(), format!("{}: {source}", p.display())));
+                self.skipped.push((path.to_path_buf(), format!("{}: {source}", p.display())));
                 None
             }
             Err(e) => {
@@ -223,18 +219,13 @@ impl CacheWalk {
 }
 
 fn read_dir_sorted(path: &Path) -> Result<Vec<(String, PathBuf, std::fs::Metadata)>, PruneError> {
-    let err = |source| PruneError::ReadDir {
-        path: path.to_path_buf(),
-        source,
-    };
+    let err = |source| PruneError::ReadDir { path: path.to_path_buf(), source };
     let mut out = Vec::new();
     for entry in std::fs::read_dir(path).map_err(err)? {
         let entry = entry.map_err(err)?;
         let p = entry.path();
-        let meta = std::fs::symlink_metadata(&p).map_err(|source| PruneError::ReadDir {
-            path: p.clone(),
-            source,
-        })?;
+        let meta = std::fs::symlink_metadata(&p)
+            .map_err(|source| PruneError::ReadDir { path: p.clone(), source })?;
         // A name that is not UTF-8 is no partition and no uuid: kept.
         let name = entry.file_name().to_string_lossy().into_owned();
         out.push((name, p, meta));
@@ -254,9 +245,7 @@ fn size_of(meta: &std::fs::Metadata) -> u64 {
 /// (an unreadable folder below it is in [`CacheWalk::skipped`]).
 pub fn walk_cache(dir: &Path) -> Result<CacheWalk, PruneError> {
     if !dir.is_dir() {
-        return Err(PruneError::MissingDir {
-            dir: dir.to_path_buf(),
-        });
+        return Err(PruneError::MissingDir { dir: dir.to_path_buf() });
     }
     let mut walk = CacheWalk::default();
     let is_dir = |m: &std::fs::Metadata| m.file_type().is_dir();
@@ -291,12 +280,9 @@ pub fn walk_cache(dir: &Path) -> Result<CacheWalk, PruneError> {
                 for (name, fp, fm) in entries {
                     let key = format!("{prefix}{name}");
                     match classify_index_key(&key) {
-                        IndexKey::PerFlight(flight) if fm.is_file() => day.copies.push(LocalCopy {
-                            path: fp,
-                            key,
-                            flight,
-                            size: fm.len(),
-                        }),
+                        IndexKey::PerFlight(flight) if fm.is_file() => {
+                            day.copies.push(LocalCopy { path: fp, key, flight, size: fm.len() })
+                        }
                         _ => day.other.push((fp, size_of(&fm))),
                     }
                 }
@@ -341,10 +327,7 @@ impl ListedDay {
             .chain(i.foreign.into_iter().map(|(m, _)| m.key))
             .filter(|k| keys.contains(k.as_str()))
             .collect();
-        let mut listed = ListedDay {
-            index_keys,
-            ..ListedDay::default()
-        };
+        let mut listed = ListedDay { index_keys, ..ListedDay::default() };
         for u in flights {
             if l.flights.contains(&u)? {
                 listed.flights.insert(u);
@@ -399,8 +382,7 @@ pub struct PrunePlan {
 pub fn plan_prune(walk: &CacheWalk, state: &BucketState) -> PrunePlan {
     let mut plan = PrunePlan::default();
     for (path, size) in &walk.outside {
-        plan.kept
-            .push((path.clone(), *size, KeptReason::OutsideLayout));
+        plan.kept.push((path.clone(), *size, KeptReason::OutsideLayout));
     }
     for (date, day) in &walk.days {
         let mut report = PruneDay {
@@ -519,16 +501,11 @@ impl PruneReport {
 pub async fn read_bucket(store: &impl Store, walk: &CacheWalk) -> Result<BucketState, PruneError> {
     let wm = WatermarkState::read(store)
         .await
-        .map_err(|e| PruneError::Watermark {
-            source: Box::new(e),
-        })?
+        .map_err(|e| PruneError::Watermark { source: Box::new(e) })?
         .watermark;
     let listing = |what: &str| {
         let what = what.to_string();
-        move |e| PruneError::Listing {
-            what,
-            source: Box::new(e),
-        }
+        move |e| PruneError::Listing { what, source: Box::new(e) }
     };
     let blocked =
         (Blocked::read(store, wm.mismatch_date).await).map_err(|(prefix, e)| listing(prefix)(e))?;
@@ -647,13 +624,9 @@ impl<'a> DayHandles<'a> {
     /// Removes `key`'s local copy (`index/` + its path below `dir`).
     fn unlink(&mut self, key: &str) -> std::io::Result<()> {
         use rustix::fs::{AtFlags, Mode, OFlags};
-        let rel = key
-            .strip_prefix(crate::data::keys::INDEX_ROOT)
-            .unwrap_or(key);
+        let rel = key.strip_prefix(crate::data::keys::INDEX_ROOT).unwrap_or(key);
         let Some((folders, name)) = rel.rsplit_once('/') else {
-            return Err(std::io::Error::other(format!(
-                "{rel} is not below a day folder"
-            )));
+            return Err(std::io::Error::other(format!("{rel} is not below a day folder")));
         };
         if self.open.as_ref().is_none_or(|(f, _)| f != folders) {
             self.open = None;
@@ -672,10 +645,8 @@ impl<'a> DayHandles<'a> {
 
 /// The one line a terminal gets (pure).
 pub fn format_human(r: &PruneReport) -> String {
-    let wm = r.watermark.map_or_else(
-        || "none: nothing compacted yet".to_string(),
-        |w| w.to_string(),
-    );
+    let wm =
+        r.watermark.map_or_else(|| "none: nothing compacted yet".to_string(), |w| w.to_string());
     let done = if r.dry_run {
         let (n, bytes) = (r.files_to_delete, r.bytes_to_free);
         format!("dry run, would delete {n} local copies ({bytes} bytes); nothing deleted")
@@ -683,9 +654,8 @@ pub fn format_human(r: &PruneReport) -> String {
         let (n, bytes) = (r.files_deleted, r.bytes_freed);
         format!("deleted {n} local copies ({bytes} bytes freed)")
     };
-    let reasons: Vec<String> = (r.kept.iter())
-        .map(|(why, n)| format!("{n} {}", why.words()))
-        .collect();
+    let reasons: Vec<String> =
+        (r.kept.iter()).map(|(why, n)| format!("{n} {}", why.words())).collect();
     let reasons = match reasons.is_empty() {
         true => String::new(),
         false => format!(": {}", reasons.join(", ")),
@@ -742,22 +712,13 @@ mod tests {
             );
         }
         walk.outside.push((PathBuf::from("lost+found"), 0));
-        let mut state = BucketState {
-            watermark: Some(d("2026-07-19")),
-            ..Default::default()
-        };
-        state
-            .blocked
-            .insert(d("2026-07-19"), "live manifest m".into());
-        assert_eq!(
-            dates_to_list(&walk, &state),
-            [d("2026-07-17"), d("2026-07-18")]
-        );
+        let mut state = BucketState { watermark: Some(d("2026-07-19")), ..Default::default() };
+        state.blocked.insert(d("2026-07-19"), "live manifest m".into());
+        assert_eq!(dates_to_list(&walk, &state), [d("2026-07-17"), d("2026-07-18")]);
         // 07-17: U1 still in S3, U2 gone and its flight listed.
         let mut l17 = ListedDay::default();
         l17.index_keys.insert(copy("2026-07-17", U1).key);
-        l17.flights
-            .extend([copy("2026-07-17", U1).flight, copy("2026-07-17", U2).flight]);
+        l17.flights.extend([copy("2026-07-17", U1).flight, copy("2026-07-17", U2).flight]);
         // 07-18: both gone, only U1's flight listed.
         let mut l18 = ListedDay::default();
         l18.flights.insert(copy("2026-07-18", U1).flight);
@@ -765,35 +726,13 @@ mod tests {
         state.listed.insert(d("2026-07-18"), l18);
         let plan = plan_prune(&walk, &state);
         let deleted: Vec<&str> = plan.delete.iter().map(|c| c.key.as_str()).collect();
-        assert_eq!(
-            deleted,
-            [copy("2026-07-17", U2).key, copy("2026-07-18", U1).key]
-        );
-        let why = |date: &str| {
-            plan.days
-                .iter()
-                .find(|x| x.date == d(date))
-                .unwrap()
-                .kept
-                .clone()
-        };
+        assert_eq!(deleted, [copy("2026-07-17", U2).key, copy("2026-07-18", U1).key]);
+        let why = |date: &str| plan.days.iter().find(|x| x.date == d(date)).unwrap().kept.clone();
         use KeptReason::*;
-        assert_eq!(
-            why("2026-07-17"),
-            BTreeMap::from([(NotPerFlight, 1), (StillInS3, 1)])
-        );
-        assert_eq!(
-            why("2026-07-18"),
-            BTreeMap::from([(NotPerFlight, 1), (FlightNotListed, 1)])
-        );
-        assert_eq!(
-            why("2026-07-19"),
-            BTreeMap::from([(NotPerFlight, 1), (Blocked, 2)])
-        );
-        assert_eq!(
-            why("2026-07-20"),
-            BTreeMap::from([(NotPerFlight, 1), (AfterWatermark, 2)])
-        );
+        assert_eq!(why("2026-07-17"), BTreeMap::from([(NotPerFlight, 1), (StillInS3, 1)]));
+        assert_eq!(why("2026-07-18"), BTreeMap::from([(NotPerFlight, 1), (FlightNotListed, 1)]));
+        assert_eq!(why("2026-07-19"), BTreeMap::from([(NotPerFlight, 1), (Blocked, 2)]));
+        assert_eq!(why("2026-07-20"), BTreeMap::from([(NotPerFlight, 1), (AfterWatermark, 2)]));
         assert!(plan.kept.iter().any(|k| k.2 == OutsideLayout));
         // Without a watermark nothing is listed or deleted.
         let none = BucketState::default();
@@ -810,10 +749,7 @@ mod tests {
         for (rel, body) in [
             (format!("year=2026/month=07/day=20/{U1}.parquet"), "abc"),
             (format!("year=2026/month=07/day=20/{U2}.parquet.tmp"), "x"),
-            (
-                "year=2026/month=07/day=20/legacy-migration.parquet".into(),
-                "x",
-            ),
+            ("year=2026/month=07/day=20/legacy-migration.parquet".into(), "x"),
             ("year=2026/month=07/day=20/_SUCCESS".into(), ""),
             (format!("year=2026/month=7/day=20/{U1}.parquet"), "x"),
             (format!("year=2026/month=02/day=30/{U1}.parquet"), "x"),
@@ -830,22 +766,13 @@ mod tests {
         let day20 = &walk.days[&d("2026-07-20")];
         assert_eq!(day20.copies.len(), 1);
         assert_eq!(day20.copies[0].size, 3);
-        assert_eq!(
-            day20.copies[0].key,
-            format!("index/year=2026/month=07/day=20/{U1}.parquet")
-        );
+        assert_eq!(day20.copies[0].key, format!("index/year=2026/month=07/day=20/{U1}.parquet"));
         // .tmp, legacy, _SUCCESS, sub/.
         assert_eq!(day20.other.len(), 4);
         // month=7, day=30 of February, README, notes.txt.
         assert_eq!(walk.outside.len(), 4, "{:?}", walk.outside);
-        assert!(matches!(
-            walk_cache(&p.join("nope")),
-            Err(PruneError::MissingDir { .. })
-        ));
-        assert!(matches!(
-            walk_cache(&p.join("notes.txt")),
-            Err(PruneError::MissingDir { .. })
-        ));
+        assert!(matches!(walk_cache(&p.join("nope")), Err(PruneError::MissingDir { .. })));
+        assert!(matches!(walk_cache(&p.join("notes.txt")), Err(PruneError::MissingDir { .. })));
     }
 
     /// `copy(date, u)` with its file written under `dir` (`body` bytes).
@@ -862,8 +789,7 @@ mod tests {
     fn a_delete_that_fails_is_an_error_and_the_rest_goes_on() {
         let dir = tempfile::tempdir().unwrap();
         let mut plan = PrunePlan::default();
-        plan.delete
-            .push(written(dir.path(), "2026-07-20", U1, "abc"));
+        plan.delete.push(written(dir.path(), "2026-07-20", U1, "abc"));
         plan.delete.push(written(dir.path(), "2026-07-20", U2, ""));
         // A folder where a copy was planned (replaced since the walk): its
         // delete fails, even for root.
@@ -887,10 +813,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
         let mut plan = PrunePlan::default();
-        plan.delete
-            .push(written(dir.path(), "2026-07-20", U1, "abc"));
-        plan.delete
-            .push(written(dir.path(), "2026-06-20", U2, "abc"));
+        plan.delete.push(written(dir.path(), "2026-07-20", U1, "abc"));
+        plan.delete.push(written(dir.path(), "2026-06-20", U2, "abc"));
         // Between the walk and the delete: month=07 becomes a link to a
         // folder holding a file of the same name.
         let victim = outside.path().join("day=20");
@@ -932,10 +856,7 @@ mod tests {
         assert_eq!(walk.days[&d("2026-07-20")].copies.len(), 1);
         assert_eq!(walk.skipped.len(), 1, "{:?}", walk.skipped);
         assert_eq!(walk.skipped[0].0, folder);
-        let r = PruneReport {
-            skipped_folders: vec!["x".into()],
-            ..Default::default()
-        };
+        let r = PruneReport { skipped_folders: vec!["x".into()], ..Default::default() };
         assert_eq!(r.exit_code(), EXIT_PARTIAL);
     }
 

@@ -190,10 +190,7 @@ pub async fn last_run_from_mqtt(
     as_of: DateTime<Utc>,
 ) -> LastRunStatus {
     match crate::data::mqtt::read_retained(mqtt, &["last_run_at", "last_run_status"]).await {
-        Err(e) => LastRunStatus {
-            error: Some(e),
-            ..Default::default()
-        },
+        Err(e) => LastRunStatus { error: Some(e), ..Default::default() },
         Ok(got) => {
             let at = got.get("last_run_at").cloned();
             let age_hours = (at.as_deref())
@@ -273,10 +270,7 @@ impl StatusReport {
             cutoff: lag_days.map(|l| plan::Cutoff::of_status(opts.now, opts.as_of, l).walk),
             state_unreadable: true,
             bucket_unreadable: true,
-            lease: LeaseStatus {
-                state: LeaseState::Unknown,
-                ..Default::default()
-            },
+            lease: LeaseStatus { state: LeaseState::Unknown, ..Default::default() },
             errors: vec![error.to_string()],
             ..Default::default()
         }
@@ -326,10 +320,7 @@ pub fn judge_versioning(l: &crate::infra::storage::lifecycle::BucketLifecycle) -
         .map(|p| p.to_string())
         .collect();
     let (noncurrent_kept, delete_markers_kept) = if versioned {
-        (
-            uncovered(&|r| r.noncurrent_days.is_some()),
-            uncovered(&|r| r.expired_delete_markers),
-        )
+        (uncovered(&|r| r.noncurrent_days.is_some()), uncovered(&|r| r.expired_delete_markers))
     } else {
         (Vec::new(), Vec::new())
     };
@@ -343,16 +334,11 @@ pub fn judge_versioning(l: &crate::infra::storage::lifecycle::BucketLifecycle) -
     if !noncurrent_kept.is_empty() || !delete_markers_kept.is_empty() {
         let mut missing = Vec::new();
         if !noncurrent_kept.is_empty() {
-            missing.push(format!(
-                "NoncurrentVersionExpiration for {}",
-                noncurrent_kept.join(", ")
-            ));
+            missing.push(format!("NoncurrentVersionExpiration for {}", noncurrent_kept.join(", ")));
         }
         if !delete_markers_kept.is_empty() {
-            missing.push(format!(
-                "ExpiredObjectDeleteMarker for {}",
-                delete_markers_kept.join(", ")
-            ));
+            missing
+                .push(format!("ExpiredObjectDeleteMarker for {}", delete_markers_kept.join(", ")));
         }
         advice.push(format!(
             "the bucket is versioned ({}): every per-flight file compaction deletes stays as a noncurrent version behind a delete marker, billed and skipped by every listing; add the lifecycle rules of docs/deploying.md (\"Versioned buckets\"): {}",
@@ -425,8 +411,7 @@ pub async fn gather(
         });
     }
     let Some(wm) = wm else {
-        s.errors
-            .push("the next dates are unknown while the watermark is unreadable".into());
+        s.errors.push("the next dates are unknown while the watermark is unreadable".into());
         return Ok(s);
     };
     s.watermark = wm.last_compacted_date;
@@ -437,26 +422,15 @@ pub async fn gather(
             .await?
             .claimed;
         s.mismatch = Some(
-            mismatch_status(
-                store,
-                config,
-                date,
-                wm.mismatch_runs,
-                &claimed,
-                &mut s.errors,
-            )
-            .await?,
+            mismatch_status(store, config, date, wm.mismatch_runs, &claimed, &mut s.errors).await?,
         );
     }
     let earliest =
         crate::protocol::partition::first_date(store, wm.last_compacted_date, config.start_date)
             .await?;
     s.next_date = plan::walk_start(wm.last_compacted_date, config.start_date, earliest);
-    s.watermark_lag_days = Some(plan::watermark_lag_days(
-        wm.last_compacted_date,
-        s.next_date,
-        cutoff,
-    ));
+    s.watermark_lag_days =
+        Some(plan::watermark_lag_days(wm.last_compacted_date, s.next_date, cutoff));
     if let Some(start) = s.next_date {
         s.next_days = next_days(store, config, start, cutoff, opts.days, &blocked).await?;
     }
@@ -525,9 +499,7 @@ async fn manifest_status(
         readable: parsed.is_some(),
         job_id: parsed.as_ref().map(|p| p.job_id),
         invocation_id: parsed.as_ref().map(|p| p.invocation_id.clone()),
-        output_key: parsed
-            .as_ref()
-            .and_then(|p| p.output.as_ref().map(|o| o.key.clone())),
+        output_key: parsed.as_ref().and_then(|p| p.output.as_ref().map(|o| o.key.clone())),
         inputs: match &parsed {
             Some(p) => inputs_listed(store, p).await?,
             None => 0,
@@ -559,15 +531,11 @@ async fn inputs_listed(store: &impl Store, manifest: &Manifest) -> Result<u64> {
     if manifest.inputs.is_empty() {
         return Ok(0);
     }
-    let listed: std::collections::HashSet<String> = (store
-        .list(&crate::data::keys::index_prefix(manifest.date))
-        .await?
-        .into_iter())
-    .map(|o| o.key)
-    .collect();
-    Ok((manifest.inputs.iter())
-        .filter(|i| listed.contains(&i.key))
-        .count() as u64)
+    let listed: std::collections::HashSet<String> =
+        (store.list(&crate::data::keys::index_prefix(manifest.date)).await?.into_iter())
+            .map(|o| o.key)
+            .collect();
+    Ok((manifest.inputs.iter()).filter(|i| listed.contains(&i.key)).count() as u64)
 }
 
 async fn lease_status(store: &impl Store, as_of: DateTime<Utc>) -> Result<LeaseStatus> {
@@ -575,16 +543,9 @@ async fn lease_status(store: &impl Store, as_of: DateTime<Utc>) -> Result<LeaseS
         return Ok(LeaseStatus::default());
     };
     Ok(match serde_json::from_slice::<Lease>(&f.body) {
-        Err(_) => LeaseStatus {
-            state: LeaseState::Unreadable,
-            ..Default::default()
-        },
+        Err(_) => LeaseStatus { state: LeaseState::Unreadable, ..Default::default() },
         Ok(l) => LeaseStatus {
-            state: if l.expires_at > as_of {
-                LeaseState::Held
-            } else {
-                LeaseState::Expired
-            },
+            state: if l.expires_at > as_of { LeaseState::Held } else { LeaseState::Expired },
             expires_in_seconds: Some((l.expires_at - as_of).num_seconds()),
             holder: Some(l.holder),
             acquired_at: Some(l.acquired_at),
@@ -630,9 +591,7 @@ async fn mismatch_status(
         mismatch_runs,
         flights: day.flights.len(),
         missing_uuid_count: failing.len() as u64,
-        missing_uuids: (failing.iter())
-            .map(|u| u.map(|u| u.to_string()))
-            .collect::<Result<_>>()?,
+        missing_uuids: (failing.iter()).map(|u| u.map(|u| u.to_string())).collect::<Result<_>>()?,
         cause,
         unread_files: check.unread,
         compacted_files_read: check.compacted_files_read,
@@ -761,8 +720,7 @@ fn last_run_text(last_run: Option<&LastRunStatus>) -> String {
         Some(l) => format!(
             "{} ({}), {}",
             l.at.as_deref().unwrap_or("?"),
-            l.age_hours
-                .map_or_else(|| "age unknown".to_string(), |h| format!("{h} h ago")),
+            l.age_hours.map_or_else(|| "age unknown".to_string(), |h| format!("{h} h ago")),
             l.status.as_deref().unwrap_or("status unknown")
         ),
     }
@@ -771,13 +729,8 @@ fn last_run_text(last_run: Option<&LastRunStatus>) -> String {
 fn versioning_text(v: &VersioningStatus) -> String {
     match v {
         VersioningStatus { error: Some(e), .. } => format!("unknown: {e}"),
-        VersioningStatus {
-            advice: Some(a), ..
-        } => format!("NEEDS A RULE: {a}"),
-        VersioningStatus {
-            versioning: Some(state),
-            ..
-        } => format!(
+        VersioningStatus { advice: Some(a), .. } => format!("NEEDS A RULE: {a}"),
+        VersioningStatus { versioning: Some(state), .. } => format!(
             "{state}, noncurrent versions and expired delete markers under index/ and _compaction_state/ expire by lifecycle rules"
         ),
         _ => "off".to_string(),
@@ -843,10 +796,7 @@ fn format_manifests(o: &mut Text, s: &StatusReport) {
     o.field("quarantined", quarantined);
     for q in &s.quarantined {
         let (date, age) = (date_or(q.date, "?"), format_age(q.age_seconds));
-        o.line(format_args!(
-            "  {date}  {}  age {age}  {} bytes",
-            q.key, q.size
-        ));
+        o.line(format_args!("  {date}  {}  age {age}  {} bytes", q.key, q.size));
     }
 }
 
@@ -909,21 +859,10 @@ fn format_next_days(o: &mut Text, s: &StatusReport) {
         return o.field("next dates", "unknown");
     } else if s.next_days.is_empty() {
         let cutoff = date_or(s.cutoff, "unknown");
-        return o.field(
-            "next dates",
-            format_args!("none due (up to the cutoff {cutoff})"),
-        );
+        return o.field("next dates", format_args!("none due (up to the cutoff {cutoff})"));
     }
     o.line("next dates");
-    let head = [
-        "date",
-        "flights",
-        "per-flight",
-        "bytes",
-        "compacted",
-        "multi-row",
-        "foreign",
-    ];
+    let head = ["date", "flights", "per-flight", "bytes", "compacted", "multi-row", "foreign"];
     o.row(&NEXT_DAYS, &head.each_ref().map(|h| h as &dyn Display), "");
     for d in &s.next_days {
         let c = &d.counts;
@@ -971,10 +910,7 @@ mod tests {
             ..Default::default()
         };
         let judge = |versioning: Option<&str>, rules: Vec<LifecycleRuleSummary>| {
-            judge_versioning(&BucketLifecycle {
-                versioning: versioning.map(str::to_string),
-                rules,
-            })
+            judge_versioning(&BucketLifecycle { versioning: versioning.map(str::to_string), rules })
         };
         // Unversioned: nothing kept, whatever the rules.
         assert_eq!(judge(None, vec![]).advice, None);
@@ -985,24 +921,16 @@ mod tests {
         // One bucket-wide rule covers both prefixes.
         assert_eq!(judge(Some("Enabled"), vec![whole("")]).advice, None);
         // A narrower prefix, or a tag/size filter, does not cover every object.
-        let narrow = judge(
-            Some("Enabled"),
-            vec![whole("index/year=2026/"), whole("_compaction_state/")],
-        );
+        let narrow =
+            judge(Some("Enabled"), vec![whole("index/year=2026/"), whole("_compaction_state/")]);
         assert_eq!(narrow.noncurrent_kept, ["index/"]);
-        let tagged = LifecycleRuleSummary {
-            every_object: false,
-            ..whole("")
-        };
+        let tagged = LifecycleRuleSummary { every_object: false, ..whole("") };
         assert_eq!(
             judge(Some("Enabled"), vec![tagged]).delete_markers_kept,
             ["index/", "_compaction_state/"]
         );
         // An expiration of current objects is flagged, versioned or not.
-        let expiring = LifecycleRuleSummary {
-            expires_current: true,
-            ..whole("")
-        };
+        let expiring = LifecycleRuleSummary { expires_current: true, ..whole("") };
         let v = judge(None, vec![expiring]);
         assert_eq!(v.current_expired, ["index/", "_compaction_state/"]);
         assert!(v.advice.is_some());
@@ -1232,10 +1160,7 @@ next dates
             ),
             "{text}"
         );
-        assert!(
-            text.contains("  u19\n  ... 5 more (--json lists them all)\n"),
-            "{text}"
-        );
+        assert!(text.contains("  u19\n  ... 5 more (--json lists them all)\n"), "{text}");
         assert!(!text.contains("u20"));
         assert!(
             text.starts_with("errors\n  state file is not valid\nbucket "),
@@ -1251,14 +1176,8 @@ next dates
         let text = format_human(&s);
         assert!(text.contains("lease        unreadable lock file"), "{text}");
         assert!(text.contains("the next run passes it"), "{text}");
-        assert!(
-            text.contains("watermark    none (nothing compacted yet)"),
-            "{text}"
-        );
-        assert!(
-            text.contains("lag          unknown (no watermark)"),
-            "{text}"
-        );
+        assert!(text.contains("watermark    none (nothing compacted yet)"), "{text}");
+        assert!(text.contains("lag          unknown (no watermark)"), "{text}");
 
         // The state could not be read: unknown, never "none".
         let m = s.mismatch.as_mut().unwrap();
@@ -1281,10 +1200,7 @@ next dates
             "setting S3_BUCKET: required",
         );
         let text = format_human(&s);
-        assert!(
-            text.starts_with("errors\n  setting S3_BUCKET: required\n"),
-            "{text}"
-        );
+        assert!(text.starts_with("errors\n  setting S3_BUCKET: required\n"), "{text}");
         for line in [
             "watermark    unknown: could not be read (see errors)",
             "cutoff       unknown: the settings could not be read",

@@ -274,18 +274,13 @@ impl Setting {
         env: &HashMap<String, String>,
         default: u64,
     ) -> Result<T> {
-        let Parse::Whole { min, max, what } = self.parse else {
-            self.misread("a whole number")
-        };
+        let Parse::Whole { min, max, what } = self.parse else { self.misread("a whole number") };
         let fit = |n: u64| T::try_from(n).map_err(|_| self.refuse(format!("{n} is too large")));
         let Some(v) = self.given(env) else {
             return fit(default);
         };
         let n: u64 = v.parse().map_err(|_| {
-            self.refuse(format!(
-                "expected {what}, got {}",
-                crate::infra::text::quote(v)
-            ))
+            self.refuse(format!("expected {what}, got {}", crate::infra::text::quote(v)))
         })?;
         if !(min..=max).contains(&n) {
             let range = match (min, max) {
@@ -315,17 +310,13 @@ impl Setting {
         match v.to_ascii_lowercase().as_str() {
             "true" | "1" | "yes" | "on" => Ok(true),
             "false" | "0" | "no" | "off" => Ok(false),
-            _ => Err(self.refuse(format!(
-                "expected true or false, got {}",
-                crate::infra::text::quote(v)
-            ))),
+            _ => Err(self
+                .refuse(format!("expected true or false, got {}", crate::infra::text::quote(v)))),
         }
     }
 
     fn seconds(&self, env: &HashMap<String, String>) -> Result<Duration> {
-        let Parse::Seconds { max } = self.parse else {
-            self.misread("seconds")
-        };
+        let Parse::Seconds { max } = self.parse else { self.misread("seconds") };
         let s: f64 = match self.given(env) {
             None => self.default.figure() as f64,
             Some(v) => v.parse().map_err(|_| {
@@ -346,9 +337,7 @@ impl Setting {
         if self.parse != Parse::Date {
             self.misread("a date")
         }
-        self.given(env)
-            .map(|v| parse_date(self.name, v))
-            .transpose()
+        self.given(env).map(|v| parse_date(self.name, v)).transpose()
     }
 }
 
@@ -424,9 +413,8 @@ impl Config {
     /// Errors: [`Error::Config`] naming the first variable missing or malformed.
     pub fn from_map(env: &HashMap<String, String>) -> Result<Config> {
         // In MB; the two memory settings default from it.
-        let function_mb = env
-            .get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
-            .and_then(|v| v.trim().parse::<u64>().ok());
+        let function_mb =
+            env.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE").and_then(|v| v.trim().parse::<u64>().ok());
         let budget_mb = function_mb.map_or(INPUT_BUDGET_MB.default.figure(), |mb| (mb / 4).max(1));
         let memory_limit_mb: u64 = MEMORY_LIMIT_MB.whole_else(env, function_mb.unwrap_or(0))?;
         Ok(Config {
@@ -443,9 +431,7 @@ impl Config {
             ),
             memory_limit_mb: (memory_limit_mb > 0).then_some(memory_limit_mb),
             part_files: PART_FILES.whole(env)?,
-            spill: crate::data::spill::SpillSettings {
-                limit: FLIGHTS_IN_MEMORY.whole(env)?,
-            },
+            spill: crate::data::spill::SpillSettings { limit: FLIGHTS_IN_MEMORY.whole(env)? },
             multipart_threshold: MULTIPART_THRESHOLD_BYTES.whole(env)?,
             multipart_part_size: MULTIPART_PART_BYTES.whole(env)?,
             deadline_margin: Duration::from_secs(DEADLINE_MARGIN_SECONDS.whole(env)?),
@@ -502,10 +488,7 @@ impl MqttConfig {
 }
 
 fn bad(name: &str, reason: impl Into<String>) -> Error {
-    Error::Config {
-        name: name.to_string(),
-        reason: reason.into(),
-    }
+    Error::Config { name: name.to_string(), reason: reason.into() }
 }
 
 /// Checks an `MQTT_TOPIC_ROOT` and drops its trailing `/`s.
@@ -543,25 +526,12 @@ pub fn parse_date(name: &str, v: &str) -> Result<NaiveDate> {
     let t = v.trim();
     // Exactly YYYY-MM-DD: chrono's %Y alone would take `26-7-12` as the year 26.
     let shaped = t.len() == 10
-        && t.bytes().enumerate().all(|(i, c)| {
-            if i == 4 || i == 7 {
-                c == b'-'
-            } else {
-                c.is_ascii_digit()
-            }
-        });
-    shaped
-        .then(|| NaiveDate::parse_from_str(t, "%Y-%m-%d").ok())
-        .flatten()
-        .ok_or_else(|| {
-            bad(
-                name,
-                format!(
-                    "expected a date YYYY-MM-DD, got {}",
-                    crate::infra::text::quote(v)
-                ),
-            )
-        })
+        && t.bytes()
+            .enumerate()
+            .all(|(i, c)| if i == 4 || i == 7 { c == b'-' } else { c.is_ascii_digit() });
+    shaped.then(|| NaiveDate::parse_from_str(t, "%Y-%m-%d").ok()).flatten().ok_or_else(|| {
+        bad(name, format!("expected a date YYYY-MM-DD, got {}", crate::infra::text::quote(v)))
+    })
 }
 
 /// The levels `LOG_LEVEL` takes, alone or after `target=`.
@@ -581,8 +551,7 @@ pub fn parse_log_level(v: &str) -> Result<String> {
         !t.is_empty()
             && t.split("::").all(|part| {
                 let mut c = part.chars();
-                c.next()
-                    .is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
+                c.next().is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
                     && c.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
             })
     };
@@ -660,12 +629,7 @@ mod tests {
             if let DefaultIs::Number(_) | DefaultIs::Bool(_) | DefaultIs::Text(_) = row.default {
                 let mut with = base.clone();
                 with.insert(row.name.to_string(), shown.clone());
-                assert_eq!(
-                    Config::from_map(&with).unwrap(),
-                    unset,
-                    "{}={shown}",
-                    row.name
-                );
+                assert_eq!(Config::from_map(&with).unwrap(), unset, "{}={shown}", row.name);
                 shown_as_values += 1;
             }
         }
@@ -693,10 +657,7 @@ mod tests {
             ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "1024"),
         ]))
         .unwrap();
-        assert_eq!(
-            lambda.input_budget,
-            crate::data::input::Budget::from_mb(256)
-        );
+        assert_eq!(lambda.input_budget, crate::data::input::Budget::from_mb(256));
         assert_eq!(lambda.memory_limit_mb, Some(1024));
     }
 
@@ -739,10 +700,7 @@ mod tests {
     }
 
     fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     /// A count setting of 0 is refused naming it; 1 and the default are
@@ -767,19 +725,9 @@ mod tests {
     fn dates_are_exactly_yyyy_mm_dd() {
         assert!(parse_date("--date", "2026-07-20").is_ok());
         assert!(parse_date("--date", " 2026-07-20 ").is_ok());
-        for bad in [
-            "26-7-12",
-            "2026-7-20",
-            "20260720",
-            "2026-13-01",
-            "2026-02-30",
-            "+2026-07-2",
-        ] {
+        for bad in ["26-7-12", "2026-7-20", "20260720", "2026-13-01", "2026-02-30", "+2026-07-2"] {
             let e = parse_date("--date", bad).unwrap_err().to_string();
-            assert!(
-                e.contains("--date") && e.contains("YYYY-MM-DD"),
-                "{bad}: {e}"
-            );
+            assert!(e.contains("--date") && e.contains("YYYY-MM-DD"), "{bad}: {e}");
         }
     }
 
@@ -799,30 +747,22 @@ mod tests {
     fn settings_that_contradict_each_other_are_refused() {
         // A margin must outlast the S3 cut-off (8 s) ...
         for margin in ["0", "5", "8"] {
-            let e = Config::from_map(&env(&[
-                ("S3_BUCKET", "b"),
-                ("DEADLINE_MARGIN_SECONDS", margin),
-            ]))
-            .unwrap_err()
-            .to_string();
+            let e =
+                Config::from_map(&env(&[("S3_BUCKET", "b"), ("DEADLINE_MARGIN_SECONDS", margin)]))
+                    .unwrap_err()
+                    .to_string();
             assert!(
                 e.starts_with("setting DEADLINE_MARGIN_SECONDS: ")
                     && e.contains("must be at least 9"),
                 "{margin}: {e}"
             );
         }
-        let c = Config::from_map(&env(&[
-            ("S3_BUCKET", "b"),
-            ("DEADLINE_MARGIN_SECONDS", "9"),
-        ]))
-        .unwrap();
+        let c = Config::from_map(&env(&[("S3_BUCKET", "b"), ("DEADLINE_MARGIN_SECONDS", "9")]))
+            .unwrap();
         // ... and a run's own limit must outlast the margin.
         assert!(c.check_max_duration(Duration::from_millis(9_001)).is_ok());
         for within in [0, 8_000, 9_000] {
-            let e = c
-                .check_max_duration(Duration::from_millis(within))
-                .unwrap_err()
-                .to_string();
+            let e = c.check_max_duration(Duration::from_millis(within)).unwrap_err().to_string();
             assert!(
                 e.starts_with("setting --max-duration: ")
                     && e.contains("is not more than DEADLINE_MARGIN_SECONDS (9 s)"),
@@ -839,65 +779,28 @@ mod tests {
         for (pairs, name) in [
             (vec![], "S3_BUCKET"),
             (vec![("S3_BUCKET", "b"), ("LAG_DAYS", "-1")], "LAG_DAYS"),
-            (
-                vec![("S3_BUCKET", "b"), ("START_DATE", "2026-13-01")],
-                "START_DATE",
-            ),
-            (
-                vec![("S3_BUCKET", "b"), ("S3_FORCE_PATH_STYLE", "maybe")],
-                "S3_FORCE_PATH_STYLE",
-            ),
-            (
-                vec![("S3_BUCKET", "b"), ("MQTT_HOST", "h"), ("MQTT_PORT", "x")],
-                "MQTT_PORT",
-            ),
-            (
-                vec![("S3_BUCKET", "b"), ("READ_CONCURRENCY", "0")],
-                "READ_CONCURRENCY",
-            ),
-            (
-                vec![("S3_BUCKET", "b"), ("MULTIPART_PART_BYTES", "1048576")],
-                "MULTIPART_PART_BYTES",
-            ),
+            (vec![("S3_BUCKET", "b"), ("START_DATE", "2026-13-01")], "START_DATE"),
+            (vec![("S3_BUCKET", "b"), ("S3_FORCE_PATH_STYLE", "maybe")], "S3_FORCE_PATH_STYLE"),
+            (vec![("S3_BUCKET", "b"), ("MQTT_HOST", "h"), ("MQTT_PORT", "x")], "MQTT_PORT"),
+            (vec![("S3_BUCKET", "b"), ("READ_CONCURRENCY", "0")], "READ_CONCURRENCY"),
+            (vec![("S3_BUCKET", "b"), ("MULTIPART_PART_BYTES", "1048576")], "MULTIPART_PART_BYTES"),
             (
                 vec![("S3_BUCKET", "b"), ("MULTIPART_THRESHOLD_BYTES", "16MB")],
                 "MULTIPART_THRESHOLD_BYTES",
             ),
             (vec![("S3_BUCKET", "b"), ("LAG_DAYS", "3651")], "LAG_DAYS"),
+            (vec![("S3_BUCKET", "b"), ("SWEEP_DAYS", "367")], "SWEEP_DAYS"),
+            (vec![("S3_BUCKET", "b"), ("LEASE_SECONDS", "0")], "LEASE_SECONDS"),
+            (vec![("S3_BUCKET", "b"), ("INPUT_BUDGET_MB", "0")], "INPUT_BUDGET_MB"),
+            (vec![("S3_BUCKET", "b"), ("METRICS_ENABLED", "2")], "METRICS_ENABLED"),
+            (vec![("S3_BUCKET", "b"), ("MQTT_HOST", "h"), ("MQTT_TLS", "tls")], "MQTT_TLS"),
             (
-                vec![("S3_BUCKET", "b"), ("SWEEP_DAYS", "367")],
-                "SWEEP_DAYS",
-            ),
-            (
-                vec![("S3_BUCKET", "b"), ("LEASE_SECONDS", "0")],
-                "LEASE_SECONDS",
-            ),
-            (
-                vec![("S3_BUCKET", "b"), ("INPUT_BUDGET_MB", "0")],
-                "INPUT_BUDGET_MB",
-            ),
-            (
-                vec![("S3_BUCKET", "b"), ("METRICS_ENABLED", "2")],
-                "METRICS_ENABLED",
-            ),
-            (
-                vec![("S3_BUCKET", "b"), ("MQTT_HOST", "h"), ("MQTT_TLS", "tls")],
-                "MQTT_TLS",
-            ),
-            (
-                vec![
-                    ("S3_BUCKET", "b"),
-                    ("MQTT_HOST", "h"),
-                    ("MQTT_TIMEOUT_SECONDS", "NaN"),
-                ],
+                vec![("S3_BUCKET", "b"), ("MQTT_HOST", "h"), ("MQTT_TIMEOUT_SECONDS", "NaN")],
                 "MQTT_TIMEOUT_SECONDS",
             ),
         ] {
             let e = Config::from_map(&env(&pairs)).unwrap_err();
-            assert!(
-                matches!(&e, Error::Config { name: n, .. } if n == name),
-                "{e}"
-            );
+            assert!(matches!(&e, Error::Config { name: n, .. } if n == name), "{e}");
             assert!(e.to_string().contains(name));
         }
     }
@@ -907,10 +810,7 @@ mod tests {
         let ok = |v: &str| parse_log_level(v).unwrap();
         assert_eq!(ok("info"), "info");
         assert_eq!(ok("WARN"), "warn");
-        assert_eq!(
-            ok("info, aws_smithy_runtime=debug"),
-            "info,aws_smithy_runtime=debug"
-        );
+        assert_eq!(ok("info, aws_smithy_runtime=debug"), "info,aws_smithy_runtime=debug");
         assert_eq!(
             ok("archive_compaction::commands::run=trace"),
             "archive_compaction::commands::run=trace"
@@ -926,10 +826,7 @@ mod tests {
             "a b=info",
         ] {
             let e = parse_log_level(bad).unwrap_err().to_string();
-            assert!(
-                e.contains("LOG_LEVEL") && e.contains("target=level"),
-                "{bad}: {e}"
-            );
+            assert!(e.contains("LOG_LEVEL") && e.contains("target=level"), "{bad}: {e}");
             let e = Config::from_map(&env(&[("S3_BUCKET", "b"), ("LOG_LEVEL", bad)]));
             assert!(e.is_err(), "{bad} accepted");
         }
@@ -969,10 +866,7 @@ mod tests {
             ]))
             .unwrap_err()
             .to_string();
-            assert!(
-                e.contains("MQTT_TOPIC_ROOT") && e.contains(named),
-                "{root:?}: {e}"
-            );
+            assert!(e.contains("MQTT_TOPIC_ROOT") && e.contains(named), "{root:?}: {e}");
             assert!(!e.contains('\0'), "the NUL is quoted, not raw: {e:?}");
         }
         assert_eq!(parse_topic_root("a/b/").unwrap(), "a/b");

@@ -93,9 +93,7 @@ pub struct Budget {
 impl Budget {
     /// A budget of `mb` MiB.
     pub fn from_mb(mb: u64) -> Budget {
-        Budget {
-            bytes: mb.saturating_mul(1024 * 1024),
-        }
+        Budget { bytes: mb.saturating_mul(1024 * 1024) }
     }
 
     /// The budget in bytes.
@@ -111,17 +109,13 @@ impl Budget {
 
 impl Budget {
     /// [`BUDGET_MB_DEFAULT`] MiB.
-    pub const DEFAULT: Budget = Budget {
-        bytes: BUDGET_MB_DEFAULT * 1024 * 1024,
-    };
+    pub const DEFAULT: Budget = Budget { bytes: BUDGET_MB_DEFAULT * 1024 * 1024 };
 }
 
 /// The budget for reading back this job's own output (to prove inputs by its
 /// `s3_key`): the largest `INPUT_BUDGET_MB` takes, so a big day never fails
 /// its commit; memory stays bounded (one row group of one column at a time).
-pub const OWN_OUTPUT_BUDGET: Budget = Budget {
-    bytes: 1024 * 1024 * 1024 * 1024,
-};
+pub const OWN_OUTPUT_BUDGET: Budget = Budget { bytes: 1024 * 1024 * 1024 * 1024 };
 
 impl Default for Budget {
     fn default() -> Self {
@@ -130,19 +124,12 @@ impl Default for Budget {
 }
 
 fn not_parquet(size: u64) -> Unmergeable {
-    Unmergeable::new(
-        None,
-        format!("not a Parquet file: bad magic or truncated ({size} bytes)"),
-    )
+    Unmergeable::new(None, format!("not a Parquet file: bad magic or truncated ({size} bytes)"))
 }
 
 fn over(limit: Limit, found: u64, allowed: u64) -> std::result::Result<(), Unmergeable> {
     if found > allowed {
-        Err(Unmergeable::over_limit(LimitBroken {
-            limit,
-            found,
-            allowed,
-        }))
+        Err(Unmergeable::over_limit(LimitBroken { limit, found, allowed }))
     } else {
         Ok(())
     }
@@ -171,11 +158,7 @@ pub fn check_decoded(
     leaves: &[usize],
     budget: Budget,
 ) -> std::result::Result<(), Unmergeable> {
-    over(
-        Limit::DecodedBytes,
-        decoded_bytes(metadata, leaves),
-        budget.bytes(),
-    )
+    over(Limit::DecodedBytes, decoded_bytes(metadata, leaves), budget.bytes())
 }
 
 /// The top-level leaf columns named one of `names` (without case), in file order.
@@ -260,10 +243,7 @@ impl<'a, S: Store> ObjectReader<'a, S> {
 
     /// The whole body with its ETag, when the object was read whole.
     pub fn whole(&self) -> Option<Fetched> {
-        Some(Fetched {
-            body: self.whole.clone()?,
-            etag: self.etag.clone().unwrap_or_default(),
-        })
+        Some(Fetched { body: self.whole.clone()?, etag: self.etag.clone().unwrap_or_default() })
     }
 
     fn count(&self, bytes: usize) {
@@ -293,9 +273,7 @@ impl<'a, S: Store> ObjectReader<'a, S> {
     /// One ranged GET of the version read first, within a permit.
     async fn fetch(&self, range: Range<u64>) -> Result<Fetched> {
         let _permit = self.permit().await;
-        let f = (self.store)
-            .get_range(self.key, range.clone(), self.etag.as_deref())
-            .await?;
+        let f = (self.store).get_range(self.key, range.clone(), self.etag.as_deref()).await?;
         self.count(f.body.len());
         if (f.body.len() as u64) < range.end - range.start {
             return Err(self.changed());
@@ -612,10 +590,7 @@ async fn columns_of<S: Store>(
     let leaves = leaves_named(&metadata, names);
     let has_first = leaves_named(&metadata, &names[..1.min(names.len())]);
     if has_first.is_empty() {
-        return Ok(Err(Unmergeable::new(
-            names.first().copied(),
-            "column is missing",
-        )));
+        return Ok(Err(Unmergeable::new(names.first().copied(), "column is missing")));
     }
     if let Err(u) = check_decoded(&metadata, &leaves, budget) {
         return Ok(Err(u));
@@ -624,10 +599,7 @@ async fn columns_of<S: Store>(
     let arrow = match ArrowReaderMetadata::try_new(metadata, ArrowReaderOptions::new()) {
         Ok(a) => a,
         Err(e) => {
-            return Ok(Err(Unmergeable::new(
-                None,
-                format!("not a readable Parquet file: {e}"),
-            )));
+            return Ok(Err(Unmergeable::new(None, format!("not a readable Parquet file: {e}"))));
         }
     };
     reader.read_batches(arrow, mask, each).await
@@ -656,10 +628,7 @@ pub async fn row_flights_of_body(
     body: Bytes,
     budget: Budget,
 ) -> Result<std::result::Result<RowFlights, Unmergeable>> {
-    let f = Fetched {
-        body,
-        etag: String::new(),
-    };
+    let f = Fetched { body, etag: String::new() };
     let mut reader = ObjectReader::new(store, key, 0, None).with_body(f);
     flights_of(&mut reader, budget).await
 }
@@ -728,11 +697,7 @@ impl RowKeys {
                 }
             },
         };
-        Ok(RowKeys {
-            keys,
-            first,
-            rows: batch.num_rows(),
-        })
+        Ok(RowKeys { keys, first, rows: batch.num_rows() })
     }
 
     /// Rows in the batch.
@@ -752,9 +717,7 @@ impl RowKeys {
     pub fn first_message(&self, row: usize) -> Option<DateTime<Utc>> {
         let (v, unit) = self.first.as_ref()?;
         let v = v.as_primitive::<arrow_array::types::Int64Type>();
-        v.is_valid(row)
-            .then(|| merge::first_message_at(v.value(row), *unit))
-            .flatten()
+        v.is_valid(row).then(|| merge::first_message_at(v.value(row), *unit)).flatten()
     }
 }
 
@@ -794,9 +757,7 @@ mod tests {
         // 2,000 rows of 9 columns: at least 432,000 decoded bytes; the
         // footer (a few KB) is within 1/32 of the budget.
         let tiny = Budget { bytes: 300_000 };
-        let u = (read_input(&store, &m, None, tiny).await.unwrap().unwrap())
-            .outcome
-            .unwrap_err();
+        let u = (read_input(&store, &m, None, tiny).await.unwrap().unwrap()).outcome.unwrap_err();
         let l = u.limit.unwrap();
         assert_eq!(l.limit, Limit::DecodedBytes);
         assert!(l.found > 432_000 && l.allowed == 300_000, "{l:?}");
@@ -829,9 +790,7 @@ mod tests {
         assert!(body.len() as u64 > SMALL_INPUT_BYTES, "{}", body.len());
         store.put_now("k.parquet", body.clone());
         let m = meta(&store, "k.parquet").await;
-        let got = (read_input(&store, &m, None, Budget::default()).await)
-            .unwrap()
-            .unwrap();
+        let got = (read_input(&store, &m, None, Budget::default()).await).unwrap().unwrap();
         let want = crate::data::merge::decode(body).unwrap();
         assert_eq!(got.outcome.unwrap().batch, want.batch);
     }

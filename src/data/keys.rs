@@ -42,22 +42,12 @@ pub const COMPACTED_PREFIX: &str = "compacted-";
 
 /// `flights/YYYY/MM/DD/` for a date.
 pub fn flights_prefix(date: NaiveDate) -> String {
-    format!(
-        "{FLIGHTS_ROOT}{:04}/{:02}/{:02}/",
-        date.year(),
-        date.month(),
-        date.day()
-    )
+    format!("{FLIGHTS_ROOT}{:04}/{:02}/{:02}/", date.year(), date.month(), date.day())
 }
 
 /// `index/year=YYYY/month=MM/day=DD/` for a date (Glue partition projection layout).
 pub fn index_prefix(date: NaiveDate) -> String {
-    format!(
-        "{INDEX_ROOT}year={:04}/month={:02}/day={:02}/",
-        date.year(),
-        date.month(),
-        date.day()
-    )
+    format!("{INDEX_ROOT}year={:04}/month={:02}/day={:02}/", date.year(), date.month(), date.day())
 }
 
 /// The output key of a date, named after the commit's job id: two runs never
@@ -137,11 +127,7 @@ pub fn classify_index_key(key: &str) -> IndexKey {
     let Some((dir, name)) = key.rsplit_once('/') else {
         return IndexKey::Foreign("not in a partition");
     };
-    if !dir
-        .rsplit('/')
-        .next()
-        .is_some_and(|d| d.starts_with("day="))
-    {
+    if !dir.rsplit('/').next().is_some_and(|d| d.starts_with("day=")) {
         return IndexKey::Foreign("not directly in a day= partition");
     }
     if name.starts_with('_') || name.starts_with('.') {
@@ -237,10 +223,7 @@ mod tests {
         assert_eq!(flights_prefix(d), "flights/2026/07/05/");
         assert_eq!(index_prefix(d), "index/year=2026/month=07/day=05/");
         assert_eq!(index_partition_date(&index_prefix(d)), Some(d));
-        assert_eq!(
-            index_partition_date("index/year=2026/month=13/day=01/"),
-            None
-        );
+        assert_eq!(index_partition_date("index/year=2026/month=13/day=01/"), None);
         let m = manifest_key(d, Uuid::parse_str(U).unwrap());
         assert_eq!(manifest_date(&m), Some(d));
     }
@@ -252,61 +235,33 @@ mod tests {
             classify_index_key(&format!("{p}{U}.parquet")),
             IndexKey::PerFlight(Uuid::parse_str(U).unwrap())
         );
-        assert_eq!(
-            classify_index_key(&format!("{p}compacted-{U}.parquet")),
-            IndexKey::Compacted
-        );
+        assert_eq!(classify_index_key(&format!("{p}compacted-{U}.parquet")), IndexKey::Compacted);
         for multi in [
             "abc.parquet",
             "legacy-migration.parquet",
             "legacy export+2022 (1) ~é.parquet",
             "019f7d73-f820-702f-b905-8c81d0944996-v2.parquet",
         ] {
-            assert_eq!(
-                classify_index_key(&format!("{p}{multi}")),
-                IndexKey::MultiRow,
-                "{multi}"
-            );
+            assert_eq!(classify_index_key(&format!("{p}{multi}")), IndexKey::MultiRow, "{multi}");
         }
-        for foreign in [
-            "_SUCCESS",
-            "x.json",
-            ".tmp.parquet",
-            "_x.parquet",
-            ".parquet",
-            "x.parquet.tmp",
-            "",
-        ] {
+        for foreign in
+            ["_SUCCESS", "x.json", ".tmp.parquet", "_x.parquet", ".parquet", "x.parquet.tmp", ""]
+        {
             assert!(
-                matches!(
-                    classify_index_key(&format!("{p}{foreign}")),
-                    IndexKey::Foreign(_)
-                ),
+                matches!(classify_index_key(&format!("{p}{foreign}")), IndexKey::Foreign(_)),
                 "{foreign}"
             );
         }
         assert!(matches!(classify_index_key(p), IndexKey::Foreign(_)));
-        assert!(matches!(
-            classify_index_key(&format!("{p}sub/{U}.parquet")),
-            IndexKey::Foreign(_)
-        ));
+        assert!(matches!(classify_index_key(&format!("{p}sub/{U}.parquet")), IndexKey::Foreign(_)));
     }
 
     #[test]
     fn flight_keys() {
         let u = Uuid::parse_str(U).unwrap();
-        assert_eq!(
-            flight_uuid(&format!("flights/2026/07/20/498893_UAL7368_{U}.json.gz")),
-            Some(u)
-        );
-        assert_eq!(
-            flight_uuid(&format!("flights/2026/07/20/{U}.json.gz")),
-            Some(u)
-        );
-        assert_eq!(
-            flight_uuid(&format!("flights/2026/07/20/A_B_C_{U}.json.gz")),
-            Some(u)
-        );
+        assert_eq!(flight_uuid(&format!("flights/2026/07/20/498893_UAL7368_{U}.json.gz")), Some(u));
+        assert_eq!(flight_uuid(&format!("flights/2026/07/20/{U}.json.gz")), Some(u));
+        assert_eq!(flight_uuid(&format!("flights/2026/07/20/A_B_C_{U}.json.gz")), Some(u));
         assert_eq!(flight_uuid("flights/2026/07/20/"), None);
         assert_eq!(flight_uuid(&format!("flights/2026/07/20/{U}.json")), None);
     }

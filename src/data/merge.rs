@@ -131,25 +131,15 @@ pub(crate) mod tests {
         let batch = if rows.num_rows() == 0 {
             None
         } else {
-            let parts = rows
-                .batches(rows.num_rows())
-                .collect::<Result<Vec<_>, _>>()?;
-            Some(arrow_select::concat::concat_batches(
-                &rows.schema(),
-                &parts,
-            )?)
+            let parts = rows.batches(rows.num_rows()).collect::<Result<Vec<_>, _>>()?;
+            Some(arrow_select::concat::concat_batches(&rows.schema(), &parts)?)
         };
-        Ok(Merged {
-            batch,
-            duplicates_removed: rows.duplicates_removed(),
-        })
+        Ok(Merged { batch, duplicates_removed: rows.duplicates_removed() })
     }
 
     /// The first row's timestamp in column 6 (µs since the Unix epoch, UTC).
     fn micros_in_column_6(b: &RecordBatch) -> i64 {
-        b.column(6)
-            .as_primitive::<arrow_array::types::TimestampMicrosecondType>()
-            .value(0)
+        b.column(6).as_primitive::<arrow_array::types::TimestampMicrosecondType>().value(0)
     }
     use arrow_array::{
         BooleanArray, StringArray, TimestampMillisecondArray, TimestampNanosecondArray,
@@ -219,12 +209,8 @@ pub(crate) mod tests {
 
     /// `b` with one more nullable column `name` holding `col` (of its type).
     pub(super) fn with_column(b: RecordBatch, name: &str, col: ArrayRef) -> RecordBatch {
-        let mut fields: Vec<Field> = b
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone())
-            .collect();
+        let mut fields: Vec<Field> =
+            b.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
         fields.push(Field::new(name, col.data_type().clone(), true));
         let mut cols = b.columns().to_vec();
         cols.push(col);
@@ -261,10 +247,7 @@ pub(crate) mod tests {
             RecordBatch::try_new(target_schema(), cols).unwrap()
         };
         m.push(input(anon, Source::Compacted, 5)).unwrap();
-        assert_eq!(
-            m.rows_pushed(),
-            n as usize + 1 + n.div_ceil(10) as usize + 1
-        );
+        assert_eq!(m.rows_pushed(), n as usize + 1 + n.div_ceil(10) as usize + 1);
         let rows = m.finish().unwrap();
         assert_eq!(rows.num_rows(), n as usize + 1);
         assert_eq!(rows.duplicates_removed(), 1 + n.div_ceil(10) as u64);
@@ -273,14 +256,9 @@ pub(crate) mod tests {
         let all = arrow_select::concat::concat_batches(&rows.schema(), &out).unwrap();
         let keys = all.column(8).as_string::<i32>();
         let ident = all.column(5).as_string::<i32>();
-        let squawk = all
-            .column(9)
-            .as_primitive::<arrow_array::types::Int32Type>();
+        let squawk = all.column(9).as_primitive::<arrow_array::types::Int32Type>();
         for i in 0..n as usize {
-            assert!(
-                keys.value(i)
-                    .ends_with(&format!("{}.json.gz", uuid_n(i as u32)))
-            );
+            assert!(keys.value(i).ends_with(&format!("{}.json.gz", uuid_n(i as u32))));
             let want = if i % 10 == 0 || i == 3 { "NEW" } else { "OLD" };
             assert_eq!(ident.value(i), want, "row {i}");
             assert_eq!(squawk.is_valid(i), i == 3, "row {i}");
@@ -301,8 +279,7 @@ pub(crate) mod tests {
         let n = 20_000u32;
         for i in 0..n {
             let u = Uuid::parse_str(&uuid_n(i)).unwrap();
-            m.push(input(row(&uuid_n(i), "UAL123"), Source::PerFlight(u), 1))
-                .unwrap();
+            m.push(input(row(&uuid_n(i), "UAL123"), Source::PerFlight(u), 1)).unwrap();
         }
         let rows = m.finish().unwrap();
         let per_row = rows.memory_bytes() / n as usize;
@@ -320,11 +297,8 @@ pub(crate) mod tests {
     #[test]
     fn timestamp_units_convert_only_when_exact() {
         let mk = |col: ArrayRef| {
-            let mut fields: Vec<Field> = target_schema()
-                .fields()
-                .iter()
-                .map(|f| f.as_ref().clone())
-                .collect();
+            let mut fields: Vec<Field> =
+                target_schema().fields().iter().map(|f| f.as_ref().clone()).collect();
             fields[6] = Field::new("first_message", col.data_type().clone(), true);
             let mut cols = row(U1, "X").columns().to_vec();
             cols[6] = col;
@@ -336,13 +310,11 @@ pub(crate) mod tests {
         let d = conform(&mk(ms)).unwrap();
         assert_eq!(d.batch.schema(), target_schema());
         assert_eq!(micros_in_column_6(&d.batch), 1_700_000_000_123_000);
-        let exact_ns = Arc::new(TimestampNanosecondArray::from(vec![Some(
-            1_700_000_000_123_456_000,
-        )]));
+        let exact_ns =
+            Arc::new(TimestampNanosecondArray::from(vec![Some(1_700_000_000_123_456_000)]));
         assert!(conform(&mk(exact_ns)).is_ok());
-        let lossy_ns = Arc::new(TimestampNanosecondArray::from(vec![Some(
-            1_700_000_000_123_456_789,
-        )]));
+        let lossy_ns =
+            Arc::new(TimestampNanosecondArray::from(vec![Some(1_700_000_000_123_456_789)]));
         let e = conform(&mk(lossy_ns)).unwrap_err();
         assert_eq!(e.column.as_deref(), Some("first_message"));
     }
@@ -354,10 +326,7 @@ pub(crate) mod tests {
         let d = conform(&no_reg).unwrap();
         assert_eq!(d.batch.column(1).null_count(), 1);
         let no_mil = b.project(&[0, 1, 2, 4, 5, 6, 7, 8]).unwrap();
-        assert_eq!(
-            conform(&no_mil).unwrap_err().column.as_deref(),
-            Some("military")
-        );
+        assert_eq!(conform(&no_mil).unwrap_err().column.as_deref(), Some("military"));
     }
 
     /// `b` written by the parquet crate with `schema` (its columns as given).
@@ -373,9 +342,7 @@ pub(crate) mod tests {
     fn a_file_in_the_writers_layout_is_read_straight_into_the_target_schema() {
         let b = row(U1, "X");
         let bytes = parquet_of(&b);
-        let meta = ParquetMetaDataReader::new()
-            .parse_and_finish(&bytes)
-            .unwrap();
+        let meta = ParquetMetaDataReader::new().parse_and_finish(&bytes).unwrap();
         assert!(has_target_layout(meta.file_metadata().schema_descr()));
         let d = decode(bytes).unwrap();
         assert!(Arc::ptr_eq(d.batch.schema_ref(), &target_schema()));
@@ -386,11 +353,8 @@ pub(crate) mod tests {
     #[test]
     fn other_layouts_still_go_through_conform() {
         // Millisecond timestamps: converted exactly, as conform does.
-        let mut fields: Vec<Field> = target_schema()
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone())
-            .collect();
+        let mut fields: Vec<Field> =
+            target_schema().fields().iter().map(|f| f.as_ref().clone()).collect();
         let ms = DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()));
         fields[6] = Field::new("first_message", ms, true);
         let mut cols = row(U1, "X").columns().to_vec();
@@ -399,9 +363,7 @@ pub(crate) mod tests {
         );
         let b = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap();
         let bytes = parquet_of(&b);
-        let meta = ParquetMetaDataReader::new()
-            .parse_and_finish(&bytes)
-            .unwrap();
+        let meta = ParquetMetaDataReader::new().parse_and_finish(&bytes).unwrap();
         assert!(!has_target_layout(meta.file_metadata().schema_descr()));
         let d = decode(bytes).unwrap();
         assert_eq!(d.batch.schema(), target_schema());
@@ -412,11 +374,8 @@ pub(crate) mod tests {
         assert_eq!(d.extra_columns, ["squawk".to_string()]);
         assert_eq!(d.batch.num_columns(), 10);
         // A plain INT64 where a timestamp belongs is not read as one.
-        let mut fields: Vec<Field> = target_schema()
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone())
-            .collect();
+        let mut fields: Vec<Field> =
+            target_schema().fields().iter().map(|f| f.as_ref().clone()).collect();
         fields[7] = Field::new("last_message", DataType::Int64, true);
         let mut cols = row(U1, "X").columns().to_vec();
         cols[7] = Arc::new(arrow_array::Int64Array::from(vec![Some(1_700_000_000)]));
@@ -428,9 +387,8 @@ pub(crate) mod tests {
     /// `row(U1, ..)`'s columns under `names`, plus `extra` (name, column).
     fn renamed(names: &[(usize, &str)], extra: Vec<(&str, ArrayRef)>) -> RecordBatch {
         let b = row(U1, "UAL1");
-        let mut fields: Vec<Field> = (b.schema().fields().iter())
-            .map(|f| f.as_ref().clone())
-            .collect();
+        let mut fields: Vec<Field> =
+            (b.schema().fields().iter()).map(|f| f.as_ref().clone()).collect();
         for (i, n) in names {
             fields[*i] = fields[*i].clone().with_name(*n);
         }
@@ -481,27 +439,15 @@ pub(crate) mod tests {
         // Extra columns equal but for case: one column, in the type that
         // holds both, spelled as first written; or refused.
         let n = |v: i64| Arc::new(arrow_array::Int64Array::from(vec![v])) as ArrayRef;
-        let d = conform(&renamed(
-            &[],
-            vec![("Source", n(2)), ("source", s(Some("2")))],
-        ))
-        .unwrap();
+        let d = conform(&renamed(&[], vec![("Source", n(2)), ("source", s(Some("2")))])).unwrap();
         assert_eq!(d.extra_columns, ["Source".to_string()]);
         assert_eq!(d.batch.column(9).as_string::<i32>().value(0), "2");
-        let e = conform(&renamed(
-            &[],
-            vec![("Source", n(2)), ("source", s(Some("x")))],
-        ))
-        .unwrap_err();
+        let e =
+            conform(&renamed(&[], vec![("Source", n(2)), ("source", s(Some("x")))])).unwrap_err();
         assert!(e.reason.contains("disagree"), "{e}");
         // Never two columns equal but for case.
-        let names: Vec<String> = d
-            .batch
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| column_key(f.name()))
-            .collect();
+        let names: Vec<String> =
+            d.batch.schema().fields().iter().map(|f| column_key(f.name())).collect();
         let mut unique = names.clone();
         unique.sort();
         unique.dedup();
@@ -518,9 +464,8 @@ pub(crate) mod tests {
         ];
         for c in cols {
             for i in [1usize, 6] {
-                let mut fields: Vec<Field> = (target_schema().fields().iter())
-                    .map(|f| f.as_ref().clone())
-                    .collect();
+                let mut fields: Vec<Field> =
+                    (target_schema().fields().iter()).map(|f| f.as_ref().clone()).collect();
                 fields[i] = Field::new(fields[i].name(), c.data_type().clone(), true);
                 let mut cols = row(U1, "X").columns().to_vec();
                 cols[i] = c.clone();
@@ -533,9 +478,8 @@ pub(crate) mod tests {
         // Binary holding UTF-8 is text; holding anything else it is refused.
         let bin = |v: &[u8]| Arc::new(arrow_array::BinaryArray::from(vec![v])) as ArrayRef;
         for (v, ok) in [(b"N12345".as_ref(), true), (&[0xff_u8, 0xfe][..], false)] {
-            let mut fields: Vec<Field> = (target_schema().fields().iter())
-                .map(|f| f.as_ref().clone())
-                .collect();
+            let mut fields: Vec<Field> =
+                (target_schema().fields().iter()).map(|f| f.as_ref().clone()).collect();
             fields[1] = Field::new("registration", DataType::Binary, true);
             let mut cols = row(U1, "X").columns().to_vec();
             cols[1] = bin(v);

@@ -50,11 +50,7 @@ pub struct Metric {
 
 /// The metrics for `report`; the watermark lag in days (or days ahead).
 pub fn metrics(report: &RunReport) -> Vec<Metric> {
-    let count = |name, value: u64| Metric {
-        name,
-        value: value as f64,
-        unit: StandardUnit::Count,
-    };
+    let count = |name, value: u64| Metric { name, value: value as f64, unit: StandardUnit::Count };
     let status = report.last_run_status;
     let mut m = vec![
         count("FilesCompacted", report.files_compacted),
@@ -88,11 +84,7 @@ pub fn metrics(report: &RunReport) -> Vec<Metric> {
         // A watermark ahead of the cutoff is as wrong as one behind: the alarm fires.
         let lag = lag.max(report.watermark_ahead_days.unwrap_or(0));
         // CloudWatch has no "Days" unit: a count of days.
-        m.push(Metric {
-            name: "WatermarkLagDays",
-            value: lag as f64,
-            unit: StandardUnit::Count,
-        });
+        m.push(Metric { name: "WatermarkLagDays", value: lag as f64, unit: StandardUnit::Count });
     }
     m
 }
@@ -105,10 +97,7 @@ pub fn run_started(now: SystemTime, report: &RunReport) -> SystemTime {
 
 /// The data points for `metrics`, each with `Bucket={bucket}` and timestamp `at`.
 pub fn metric_data(metrics: &[Metric], bucket: &str, at: SystemTime) -> Vec<MetricDatum> {
-    let dimension = Dimension::builder()
-        .name(BUCKET_DIMENSION)
-        .value(bucket)
-        .build();
+    let dimension = Dimension::builder().name(BUCKET_DIMENSION).value(bucket).build();
     metrics
         .iter()
         .map(|m| {
@@ -155,10 +144,7 @@ pub async fn put(
             namespace: namespace.to_string(),
             reason: crate::infra::storage::sdk_error_line(&e),
         }),
-        Err(_) => Err(ReportError::CloudWatchTimeout {
-            namespace: namespace.to_string(),
-            timeout,
-        }),
+        Err(_) => Err(ReportError::CloudWatchTimeout { namespace: namespace.to_string(), timeout }),
     }
 }
 
@@ -214,11 +200,7 @@ mod tests {
     fn a_mismatch_count_the_walk_did_not_establish_is_left_out() {
         // The state blocked on a date (mismatch_runs 2) that this run did
         // not record a mismatch on (`--date`, a range, a Failure before it).
-        let r = RunReport {
-            watermark_lag_days: Some(1),
-            mismatch_runs: 2,
-            ..Default::default()
-        };
+        let r = RunReport { watermark_lag_days: Some(1), mismatch_runs: 2, ..Default::default() };
         let m = metrics(&r);
         assert!(!m.iter().any(|x| x.name == "MismatchUuidCount"));
         let runs = m.iter().find(|x| x.name == "MismatchRuns").unwrap();

@@ -464,9 +464,8 @@ impl RunReport {
     pub fn add_day(&mut self, mut day: DayReport) {
         self.add_totals(&mut day);
         if matches!(day.action, DayAction::Swept | DayAction::SweepPlanned) {
-            self.stragglers_folded += day
-                .files_read
-                .saturating_sub(day.files_read_compacted.min(1));
+            self.stragglers_folded +=
+                day.files_read.saturating_sub(day.files_read_compacted.min(1));
         }
         let uuids = day.mismatch_uuids.len() as u64;
         day.mismatch_uuid_count = day.mismatch_uuid_count.max(uuids);
@@ -476,10 +475,7 @@ impl RunReport {
         cut(&mut day.unread_files, DAY_UUIDS_SHOWN);
         day.foreign_keys_truncated = (day.foreign_keys.len() as u64) < day.foreign_objects;
         // `rows_of_other_days` is the exact count beside it.
-        cut(
-            &mut day.other_days_uuids,
-            crate::data::merge::OTHER_DAYS_UUIDS_SHOWN,
-        );
+        cut(&mut day.other_days_uuids, crate::data::merge::OTHER_DAYS_UUIDS_SHOWN);
         tracing::info!(
             date = %day.date,
             action = %day.action,
@@ -504,8 +500,7 @@ impl RunReport {
 
     /// Orders `days` with the dates that have work first, each group in date order.
     pub fn work_first(&mut self) {
-        self.days
-            .sort_by_key(|d| (d.action == DayAction::NothingToCompact, d.date));
+        self.days.sort_by_key(|d| (d.action == DayAction::NothingToCompact, d.date));
     }
 
     /// [`RunReport::add_day`] for a date not listed in `days`: its totals still count.
@@ -539,9 +534,7 @@ impl RunReport {
     pub fn set_mismatch(&mut self, date: NaiveDate, count: u64, first: &[uuid::Uuid]) {
         self.mismatch_date = Some(date);
         self.mismatch_uuid_count = count;
-        self.mismatch_uuids = (first.iter().take(UUIDS_SHOWN))
-            .map(uuid::Uuid::to_string)
-            .collect();
+        self.mismatch_uuids = (first.iter().take(UUIDS_SHOWN)).map(uuid::Uuid::to_string).collect();
         self.mismatch_uuids_truncated = count > UUIDS_SHOWN as u64;
     }
 
@@ -579,10 +572,7 @@ impl RunReport {
         self.mismatch_uuid_count = (self.mismatch_uuid_count).max(self.mismatch_uuids.len() as u64);
         self.days_total = self.days_total.max(self.days.len() as u64);
         for day in &mut self.days {
-            cut(
-                &mut day.other_days_uuids,
-                crate::data::merge::OTHER_DAYS_UUIDS_SHOWN,
-            );
+            cut(&mut day.other_days_uuids, crate::data::merge::OTHER_DAYS_UUIDS_SHOWN);
         }
         self.skipped_files_total = (self.skipped_files_total).max(self.skipped_files.len() as u64);
         while json_len(self) > REPORT_MAX_BYTES {
@@ -751,25 +741,16 @@ mod tests {
         r.days[0].other_days_uuids = uuids(50).iter().map(uuid::Uuid::to_string).collect();
         r.bound();
         assert_eq!(r.days[0].other_days_uuids.len(), OTHER_DAYS_UUIDS_SHOWN);
-        assert_eq!(
-            (r.rows_of_other_days, r.days[0].rows_of_other_days),
-            (45, 3)
-        );
+        assert_eq!((r.rows_of_other_days, r.days[0].rows_of_other_days), (45, 3));
     }
 
     #[test]
     fn days_at_their_cap() {
         let mut r = RunReport::default();
         for i in 0..DAYS_SHOWN {
-            r.add_day(DayReport {
-                date: date(i as u64),
-                ..Default::default()
-            });
+            r.add_day(DayReport { date: date(i as u64), ..Default::default() });
         }
-        assert_eq!(
-            (r.days.len(), r.days_total),
-            (DAYS_SHOWN, DAYS_SHOWN as u64)
-        );
+        assert_eq!((r.days.len(), r.days_total), (DAYS_SHOWN, DAYS_SHOWN as u64));
         assert!(!r.days_truncated);
         r.add_day(DayReport {
             date: date(DAYS_SHOWN as u64),
@@ -787,17 +768,11 @@ mod tests {
     #[test]
     fn skipped_files_at_their_cap() {
         let mut r = RunReport::default();
-        r.add_day(DayReport {
-            skipped: skipped(SKIPPED_FILES_SHOWN, 10),
-            ..Default::default()
-        });
+        r.add_day(DayReport { skipped: skipped(SKIPPED_FILES_SHOWN, 10), ..Default::default() });
         assert_eq!(r.skipped_files.len(), SKIPPED_FILES_SHOWN);
         assert_eq!(r.files_skipped(), SKIPPED_FILES_SHOWN as u64);
         assert!(!r.skipped_files_truncated);
-        r.add_unlisted_day(DayReport {
-            skipped: skipped(1, 10),
-            ..Default::default()
-        });
+        r.add_unlisted_day(DayReport { skipped: skipped(1, 10), ..Default::default() });
         assert_eq!(r.skipped_files.len(), SKIPPED_FILES_SHOWN);
         assert_eq!(r.skipped_files_total, SKIPPED_FILES_SHOWN as u64 + 1);
         assert_eq!(r.files_skipped(), SKIPPED_FILES_SHOWN as u64 + 1);
@@ -840,10 +815,7 @@ mod tests {
         assert_eq!(r.errors.len(), ERRORS_SHOWN);
         assert_eq!(r.errors_total, ERRORS_SHOWN as u64 + 1);
         assert!(r.errors_truncated);
-        assert_eq!(
-            r.errors[ERRORS_SHOWN - 2],
-            format!("error {}", ERRORS_SHOWN - 2)
-        );
+        assert_eq!(r.errors[ERRORS_SHOWN - 2], format!("error {}", ERRORS_SHOWN - 2));
         assert_eq!(r.errors.last().unwrap(), "the one that stopped the run");
         // Again: nothing changes.
         let before = r.clone();
@@ -870,10 +842,7 @@ mod tests {
 
         // 50,000 skipped files.
         let mut r = RunReport::default();
-        r.add_day(DayReport {
-            skipped: skipped(50_000, 120),
-            ..Default::default()
-        });
+        r.add_day(DayReport { skipped: skipped(50_000, 120), ..Default::default() });
         r.bound();
         assert!(json_bytes(&r) <= 60_000, "{}", json_bytes(&r));
         assert_eq!(r.files_skipped(), 50_000);
@@ -928,10 +897,7 @@ mod tests {
         r.bound();
         let bytes = json_bytes(&r);
         assert!(bytes <= REPORT_MAX_BYTES, "{bytes}");
-        assert!(
-            bytes > REPORT_MAX_BYTES / 4,
-            "cut much more than needed: {bytes}"
-        );
+        assert!(bytes > REPORT_MAX_BYTES / 4, "cut much more than needed: {bytes}");
         // Counts exact, every cut list marked.
         assert_eq!(r.days_total, 3_660);
         assert_eq!(r.skipped_files_total, 3_660 * 20);

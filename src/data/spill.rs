@@ -92,9 +92,7 @@ pub struct SpillSettings {
 
 impl Default for SpillSettings {
     fn default() -> SpillSettings {
-        SpillSettings {
-            limit: DEFAULT_IN_MEMORY,
-        }
+        SpillSettings { limit: DEFAULT_IN_MEMORY }
     }
 }
 
@@ -170,10 +168,7 @@ pub fn check_room(date: chrono::NaiveDate, uuids: u64, settings: SpillSettings) 
 }
 
 fn spill_error(dir: &std::path::Path, source: std::io::Error) -> Error {
-    Error::Spill {
-        dir: dir.display().to_string(),
-        source,
-    }
+    Error::Spill { dir: dir.display().to_string(), source }
 }
 
 /// A sorted set of records, each once: in memory, or runs on disk. Cloning shares the runs.
@@ -254,12 +249,7 @@ impl<T: Record> SortedSet<T> {
             failed: None,
         };
         for run in self.runs.iter() {
-            it.readers.push(RunReader {
-                run,
-                next: 0,
-                buf: Vec::new(),
-                at: 0,
-            });
+            it.readers.push(RunReader { run, next: 0, buf: Vec::new(), at: 0 });
         }
         for i in 0..it.readers.len() {
             if let Err(e) = it.refill(i) {
@@ -333,11 +323,7 @@ impl<T: Record> From<Vec<T>> for SortedSet<T> {
         uuids.sort_unstable();
         uuids.dedup();
         uuids.shrink_to_fit();
-        SortedSet {
-            len: uuids.len() as u64,
-            memory: uuids,
-            ..SortedSet::default()
-        }
+        SortedSet { len: uuids.len() as u64, memory: uuids, ..SortedSet::default() }
     }
 }
 
@@ -368,9 +354,7 @@ fn write_run<T: Record>(
         w.write_all(&bytes).map_err(|e| spill_error(dir, e))?;
         len += 1;
     }
-    let file = w
-        .into_inner()
-        .map_err(|e| spill_error(dir, e.into_error()))?;
+    let file = w.into_inner().map_err(|e| spill_error(dir, e.into_error()))?;
     Ok(Run { file, len })
 }
 
@@ -393,11 +377,8 @@ impl RunReader<'_> {
             }
             let n = left.min((READ_BUFFER / T::SIZE) as u64);
             self.buf.resize(n as usize * T::SIZE, 0);
-            (self
-                .run
-                .file
-                .read_exact_at(&mut self.buf, self.next * T::SIZE as u64))
-            .map_err(|e| spill_error(dir, e))?;
+            (self.run.file.read_exact_at(&mut self.buf, self.next * T::SIZE as u64))
+                .map_err(|e| spill_error(dir, e))?;
             self.next += n;
             self.at = 0;
         }
@@ -478,9 +459,7 @@ impl<T: Record> SortedSetBuilder<T> {
     /// An empty builder, spilling to `dir`.
     fn in_dir(settings: SpillSettings, dir: PathBuf) -> SortedSetBuilder<T> {
         SortedSetBuilder {
-            settings: SpillSettings {
-                limit: settings.limit.max(1),
-            },
+            settings: SpillSettings { limit: settings.limit.max(1) },
             dir,
             buf: Vec::new(),
             runs: Vec::new(),
@@ -538,22 +517,15 @@ impl<T: Record> SortedSetBuilder<T> {
     /// through. Errors: [`Error::Spill`] writing the last run or reading the runs.
     pub fn finish(mut self) -> Result<SortedSet<T>> {
         if self.runs.is_empty() {
-            return Ok(SortedSet {
-                dir: self.dir,
-                ..SortedSet::from(self.buf)
-            });
+            return Ok(SortedSet { dir: self.dir, ..SortedSet::from(self.buf) });
         }
         if !self.buf.is_empty() {
             self.spill()?;
         }
         // Freed before the runs are counted through.
         drop(std::mem::take(&mut self.buf));
-        let mut set = SortedSet {
-            memory: Vec::new(),
-            runs: Arc::new(self.runs),
-            dir: self.dir,
-            len: 0,
-        };
+        let mut set =
+            SortedSet { memory: Vec::new(), runs: Arc::new(self.runs), dir: self.dir, len: 0 };
         let mut len = 0;
         for u in set.iter() {
             u?;
@@ -635,9 +607,7 @@ mod tests {
     fn retain_keeps_what_its_predicate_keeps_in_memory_or_on_disk() {
         for limit in [2, 100] {
             let set = build(limit, [9, 1, 4, 7, 2]);
-            let odd = set
-                .retain(settings(limit), |u| u.as_u128() % 2 == 1)
-                .unwrap();
+            let odd = set.retain(settings(limit), |u| u.as_u128() % 2 == 1).unwrap();
             assert_eq!((all(&odd), odd.len()), (vec![1, 7, 9], 3), "limit {limit}");
         }
         assert!(build(2, []).is_empty());
@@ -679,11 +649,7 @@ mod tests {
             }
             let set = b.finish().unwrap();
             let got: Vec<(Uuid, u32)> = set.iter().map(Result::unwrap).collect();
-            assert_eq!(
-                (got, set.spilled()),
-                (want.clone(), limit < 6),
-                "limit {limit}"
-            );
+            assert_eq!((got, set.spilled()), (want.clone(), limit < 6), "limit {limit}");
             assert!(set.contains(&(u(2), u32::MAX)).unwrap() && !set.contains(&(u(2), 0)).unwrap());
         }
     }
@@ -691,14 +657,8 @@ mod tests {
     /// Triples sort by uuid, then each number, on disk as in memory.
     #[test]
     fn triples_sort_by_uuid_then_numbers_in_runs() {
-        let triples = [
-            (3u128, 1u32, 0u32),
-            (1, 7, 2),
-            (1, 7, 1),
-            (3, 1, 0),
-            (2, 0, u32::MAX),
-            (1, 2, 9),
-        ];
+        let triples =
+            [(3u128, 1u32, 0u32), (1, 7, 2), (1, 7, 1), (3, 1, 0), (2, 0, u32::MAX), (1, 2, 9)];
         let mut want: Vec<(Uuid, u32, u32)> =
             triples.iter().map(|(a, b, c)| (u(*a), *b, *c)).collect();
         want.sort_unstable();
@@ -710,11 +670,7 @@ mod tests {
             }
             let set = b.finish().unwrap();
             let got: Vec<(Uuid, u32, u32)> = set.iter().map(Result::unwrap).collect();
-            assert_eq!(
-                (got, set.spilled()),
-                (want.clone(), limit < 6),
-                "limit {limit}"
-            );
+            assert_eq!((got, set.spilled()), (want.clone(), limit < 6), "limit {limit}");
         }
     }
 
@@ -735,17 +691,11 @@ mod tests {
             let (sa, sb) = (set(&a), set(&b));
             let got = sa.difference(&sb, settings(limit)).unwrap();
             let got: Vec<Uuid> = got.iter().map(Result::unwrap).collect();
-            assert_eq!(
-                got,
-                want.iter().map(|&n| u(n)).collect::<Vec<_>>(),
-                "limit {limit}"
-            );
+            assert_eq!(got, want.iter().map(|&n| u(n)).collect::<Vec<_>>(), "limit {limit}");
             let none = sb.difference(&sb, settings(limit)).unwrap();
             assert!(none.is_empty(), "limit {limit}");
             assert_eq!(
-                sb.difference(&UuidSet::default(), settings(limit))
-                    .unwrap()
-                    .len(),
+                sb.difference(&UuidSet::default(), settings(limit)).unwrap().len(),
                 sb.len()
             );
         }
@@ -757,9 +707,6 @@ mod tests {
         b.push(u(1)).unwrap();
         let e = b.push(u(2)).unwrap_err().to_string();
         assert!(e.contains("/nonexistent/spill"), "{e}");
-        assert!(
-            e.contains("FLIGHTS_IN_MEMORY") && e.contains("EphemeralStorage"),
-            "{e}"
-        );
+        assert!(e.contains("FLIGHTS_IN_MEMORY") && e.contains("EphemeralStorage"), "{e}");
     }
 }

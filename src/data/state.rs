@@ -38,10 +38,7 @@ pub struct Watermark {
 
 /// The fields of `watermark.json` this version reads, with their JSON types (`specs/watermark.schema.json`).
 pub const WATERMARK_FIELDS: &[(&str, &str)] = &[
-    (
-        "last_compacted_date",
-        "a date YYYY-MM-DD or null (required)",
-    ),
+    ("last_compacted_date", "a date YYYY-MM-DD or null (required)"),
     ("mismatch_date", "a date YYYY-MM-DD or null"),
     ("mismatch_runs", "a whole number, 0 or more"),
     ("mismatch_event_id", "a string"),
@@ -65,11 +62,8 @@ impl Watermark {
         if !map.contains_key("last_compacted_date") {
             let known: Vec<&str> = WATERMARK_FIELDS.iter().map(|(n, _)| *n).collect();
             // Field names quoted bounded: a hand-edited file may hold any.
-            let found: Vec<String> = map
-                .keys()
-                .take(20)
-                .map(|k| crate::infra::text::quote(k))
-                .collect();
+            let found: Vec<String> =
+                map.keys().take(20).map(|k| crate::infra::text::quote(k)).collect();
             return Err(format!(
                 "field \"last_compacted_date\" is missing (fields found: [{}]; known fields: {known:?}); \
                  a file without it is never taken for a first run (a misspelt name? deleting the file starts over)",
@@ -79,10 +73,7 @@ impl Watermark {
         let mut wm = Watermark::default();
         let mut extra = serde_json::Map::new();
         for (name, v) in map {
-            let want = WATERMARK_FIELDS
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, w)| *w);
+            let want = WATERMARK_FIELDS.iter().find(|(n, _)| *n == name).map(|(_, w)| *w);
             let Some(want) = want else {
                 extra.insert(name, v);
                 continue;
@@ -96,10 +87,8 @@ impl Watermark {
                 }
                 "mismatch_date" => wm.mismatch_date = opt_date(&v).ok_or_else(|| bad(&v))?,
                 "mismatch_runs" => {
-                    wm.mismatch_runs = v
-                        .as_u64()
-                        .and_then(|n| u32::try_from(n).ok())
-                        .ok_or_else(|| bad(&v))?
+                    wm.mismatch_runs =
+                        v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| bad(&v))?
                 }
                 "mismatch_event_id" => {
                     wm.mismatch_event_id = match &v {
@@ -111,11 +100,9 @@ impl Watermark {
                 "updated_at" => {
                     wm.updated_at = match &v {
                         serde_json::Value::Null => None,
-                        serde_json::Value::String(s) => Some(
-                            DateTime::parse_from_rfc3339(s)
-                                .map_err(|_| bad(&v))?
-                                .to_utc(),
-                        ),
+                        serde_json::Value::String(s) => {
+                            Some(DateTime::parse_from_rfc3339(s).map_err(|_| bad(&v))?.to_utc())
+                        }
                         _ => return Err(bad(&v)),
                     }
                 }
@@ -178,11 +165,7 @@ pub(crate) fn json_type(v: &serde_json::Value) -> &'static str {
 fn json_kind(v: &serde_json::Value) -> String {
     let kind = json_type(v);
     let text = v.to_string();
-    if text.len() <= 40 {
-        format!("{kind} {text}")
-    } else {
-        kind.to_string()
-    }
+    if text.len() <= 40 { format!("{kind} {text}") } else { kind.to_string() }
 }
 
 fn opt_date(v: &serde_json::Value) -> Option<Option<NaiveDate>> {
@@ -253,10 +236,7 @@ impl WatermarkState {
                     key: WATERMARK_KEY.to_string(),
                     reason,
                 })?;
-                Ok(WatermarkState {
-                    watermark,
-                    etag: Some(f.etag),
-                })
+                Ok(WatermarkState { watermark, etag: Some(f.etag) })
             }
         }
     }
@@ -349,10 +329,7 @@ mod tests {
         assert_eq!(read.watermark.last_compacted_date, Some(d("2026-07-20")));
         assert_eq!(read.etag, wm.etag, "the ETag read back is kept");
         // Another writer's version in between: its precondition failure stands.
-        store.put_now(
-            WATERMARK_KEY,
-            b"{\"last_compacted_date\": null}".to_vec().into(),
-        );
+        store.put_now(WATERMARK_KEY, b"{\"last_compacted_date\": null}".to_vec().into());
         wm.watermark.advance(d("2026-07-21"));
         let e = wm.write(&lost, now).await.unwrap_err();
         assert!(matches!(e, Error::PreconditionFailed { .. }), "{e}");
@@ -365,40 +342,19 @@ mod tests {
     #[test]
     fn a_watermark_without_its_date_or_with_a_wrong_type_is_refused_naming_the_field() {
         for (body, field) in [
-            (
-                r#"{"last_compacted_dat": "2026-07-18"}"#,
-                "last_compacted_date",
-            ),
+            (r#"{"last_compacted_dat": "2026-07-18"}"#, "last_compacted_date"),
             (r#"{"mismatch_runs": 0}"#, "last_compacted_date"),
             (r#"{}"#, "last_compacted_date"),
-            (
-                r#"{"last_compacted_date": 20260718}"#,
-                "last_compacted_date",
-            ),
-            (
-                r#"{"last_compacted_date": "2026-7-18"}"#,
-                "last_compacted_date",
-            ),
-            (
-                r#"{"last_compacted_date": "2026-07-18", "mismatch_runs": "3"}"#,
-                "mismatch_runs",
-            ),
-            (
-                r#"{"last_compacted_date": "2026-07-18", "mismatch_runs": -1}"#,
-                "mismatch_runs",
-            ),
-            (
-                r#"{"last_compacted_date": "2026-07-18", "mismatch_date": true}"#,
-                "mismatch_date",
-            ),
+            (r#"{"last_compacted_date": 20260718}"#, "last_compacted_date"),
+            (r#"{"last_compacted_date": "2026-7-18"}"#, "last_compacted_date"),
+            (r#"{"last_compacted_date": "2026-07-18", "mismatch_runs": "3"}"#, "mismatch_runs"),
+            (r#"{"last_compacted_date": "2026-07-18", "mismatch_runs": -1}"#, "mismatch_runs"),
+            (r#"{"last_compacted_date": "2026-07-18", "mismatch_date": true}"#, "mismatch_date"),
             (
                 r#"{"last_compacted_date": "2026-07-18", "mismatch_event_id": 7}"#,
                 "mismatch_event_id",
             ),
-            (
-                r#"{"last_compacted_date": "2026-07-18", "updated_at": "yesterday"}"#,
-                "updated_at",
-            ),
+            (r#"{"last_compacted_date": "2026-07-18", "updated_at": "yesterday"}"#, "updated_at"),
         ] {
             let e = Watermark::parse(body.as_bytes()).unwrap_err();
             assert!(e.contains(&format!("\"{field}\"")), "{body}: {e}");
@@ -488,10 +444,7 @@ mod tests {
             assert_eq!(w, want);
         }
         let mut w = start(None, Some("2026-07-18"), 1, Some("e"));
-        assert!(
-            w.clear_mismatch(),
-            "something to forget: the file is written"
-        );
+        assert!(w.clear_mismatch(), "something to forget: the file is written");
     }
 
     #[test]
@@ -499,10 +452,6 @@ mod tests {
         let body = r#"{"last_compacted_date": "2026-07-16", "mismatch_date": "2026-07-17", "mismatch_runs": 4294967295, "mismatch_event_id": "e1"}"#;
         let mut w = Watermark::parse(body.as_bytes()).unwrap();
         assert_eq!(w.record_mismatch(d("2026-07-17"), "e2"), u32::MAX);
-        assert_eq!(
-            w.mismatch_runs,
-            u32::MAX,
-            "the alarm's count never wraps to 0"
-        );
+        assert_eq!(w.mismatch_runs, u32::MAX, "the alarm's count never wraps to 0");
     }
 }

@@ -58,13 +58,8 @@ impl PartFit {
     /// ([`Deadline::part_fit`]).
     pub fn near(&self, files: u64) -> Option<Near> {
         let paced = Duration::from_secs_f64(files as f64 * self.seconds_per_file);
-        let needed = self
-            .floor
-            .max(paced + crate::infra::storage::S3_DEADLINE_MARGIN);
-        (self.left < needed).then_some(Near {
-            left: self.left,
-            needed,
-        })
+        let needed = self.floor.max(paced + crate::infra::storage::S3_DEADLINE_MARGIN);
+        (self.left < needed).then_some(Near { left: self.left, needed })
     }
 }
 
@@ -160,8 +155,7 @@ impl Deadline {
     pub fn record_part(&self, files: u64, took: Duration) {
         if files >= PACE_MIN_FILES {
             let ns = u64::try_from(took.as_nanos() / u128::from(files)).unwrap_or(u64::MAX);
-            self.slowest_part_ns_per_file
-                .fetch_max(ns, Ordering::Relaxed);
+            self.slowest_part_ns_per_file.fetch_max(ns, Ordering::Relaxed);
         }
     }
 
@@ -226,12 +220,7 @@ impl Deadline {
             true => (before_s3.as_secs_f64() / seconds_per_file) as u64,
             false => 0,
         };
-        Some(PartFit {
-            weight,
-            left,
-            floor,
-            seconds_per_file,
-        })
+        Some(PartFit { weight, left, floor, seconds_per_file })
     }
 
     /// The whole time this command was given.
@@ -253,8 +242,5 @@ impl Deadline {
 /// ```
 pub fn s3_deadline(deadline: Instant, started: Instant) -> Instant {
     let margin = crate::infra::storage::S3_DEADLINE_MARGIN;
-    deadline
-        .checked_sub(margin)
-        .unwrap_or(deadline)
-        .max(started + margin)
+    deadline.checked_sub(margin).unwrap_or(deadline).max(started + margin)
 }

@@ -364,13 +364,7 @@ impl Error {
 
     /// True when the same call may succeed later without anyone changing anything.
     pub fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            Error::S3 {
-                transient: true,
-                ..
-            } | Error::Deadline { .. }
-        )
+        matches!(self, Error::S3 { transient: true, .. } | Error::Deadline { .. })
     }
 
     /// True when the error is S3's `NoSuchKey`/`NotFound` (404).

@@ -78,10 +78,7 @@ pub fn multipart_ranges(len: usize, part_size: usize) -> Vec<std::ops::Range<usi
         // One empty part: S3 needs at least one.
         return std::iter::once(0..0).collect();
     }
-    (0..len)
-        .step_by(size)
-        .map(|start| start..(start + size).min(len))
-        .collect()
+    (0..len).step_by(size).map(|start| start..(start + size).min(len)).collect()
 }
 
 /// S3 calls of a run end this long before its deadline ([`Store::until`]):
@@ -125,10 +122,7 @@ pub fn attempt_timeout(bytes: u64) -> Duration {
 /// ```
 pub fn decode_listed(encoded: &str) -> Option<String> {
     let spaced = encoded.replace('+', " ");
-    percent_encoding::percent_decode_str(&spaced)
-        .decode_utf8()
-        .ok()
-        .map(|s| s.into_owned())
+    percent_encoding::percent_decode_str(&spaced).decode_utf8().ok().map(|s| s.into_owned())
 }
 
 /// Whether DeleteObjects' XML body can carry `key`: not with a control character
@@ -202,11 +196,7 @@ pub struct PutRequest {
 impl PutRequest {
     /// A PUT with this condition, no checksum and no metadata.
     pub fn new(mode: PutMode) -> PutRequest {
-        PutRequest {
-            mode,
-            sha256_b64: None,
-            metadata: BTreeMap::new(),
-        }
+        PutRequest { mode, sha256_b64: None, metadata: BTreeMap::new() }
     }
 }
 
@@ -284,10 +274,7 @@ pub trait Store: Send + Sync {
             check_if_match(self.bucket(), key, if_match, &f.etag)?;
             let end = (range.end.min(f.body.len() as u64)) as usize;
             let start = (range.start as usize).min(end);
-            Ok(Fetched {
-                body: f.body.slice(start..end),
-                etag: f.etag,
-            })
+            Ok(Fetched { body: f.body.slice(start..end), etag: f.etag })
         }
     }
 

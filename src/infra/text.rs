@@ -68,11 +68,7 @@ pub fn log_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> + 
     use tracing_subscriber::field::MakeExt;
     tracing_subscriber::fmt::format::debug_fn(|w, field, value| {
         let v = escape_bounded(&format!("{value:?}"), LOG_FIELD_BYTES_MAX);
-        if field.name() == "message" {
-            write!(w, "{v}")
-        } else {
-            write!(w, "{field}={v}")
-        }
+        if field.name() == "message" { write!(w, "{v}") } else { write!(w, "{field}={v}") }
     })
     .delimited(" ")
 }
@@ -135,10 +131,7 @@ mod tests {
         let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
         assert_eq!(text.lines().count(), 1, "{text}");
         assert!(!text.contains('\x1b'), "{text}");
-        assert!(
-            text.contains(r"x\n2026-07-20T00:00:00Z ERROR forged\u{1b}[2J"),
-            "{text}"
-        );
+        assert!(text.contains(r"x\n2026-07-20T00:00:00Z ERROR forged\u{1b}[2J"), "{text}");
         assert!(text.len() < 3 * LOG_FIELD_BYTES_MAX, "{}", text.len());
     }
 

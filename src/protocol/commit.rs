@@ -116,9 +116,7 @@ pub async fn commit_part(
     let unproven = prove_inputs(store, m, &read.rows, prepared.body.as_ref()).await?;
     tracing::debug!(%date, phase = "prove", files = m.inputs.len(), seconds = t.elapsed().as_secs_f64(), "inputs proven to be in the output");
     let t = std::time::Instant::now();
-    fence
-        .beside(create_manifest(store, &prepared.manifest_key, m))
-        .await?;
+    fence.beside(create_manifest(store, &prepared.manifest_key, m)).await?;
     if let (Some(output), Some(body)) = (&m.output, prepared.body.clone()) {
         put_output(store, fence, m.job_id, output, body).await?;
     }
@@ -205,9 +203,7 @@ pub async fn put_output(
     fence.check().await?;
     let mut request = PutRequest::new(PutMode::Create);
     request.sha256_b64 = Some(output.sha256.clone());
-    request
-        .metadata
-        .insert(JOB_ID_METADATA.to_string(), job_id.to_string());
+    request.metadata.insert(JOB_ID_METADATA.to_string(), job_id.to_string());
     let attempt = store.put_object(&output.key, body, request).await;
     settle_output(store, job_id, output, attempt).await?;
     failpoint!("commit::after-output-put");
@@ -315,11 +311,7 @@ async fn read_back(
     let sum = sha256_b64(&f.body);
     if sum != output.sha256 {
         let reason = format!("sha256 {sum} != manifest {}", output.sha256);
-        return Ok((
-            OutputCheck::Differs(reason, head.etag.clone()),
-            Some(head),
-            None,
-        ));
+        return Ok((OutputCheck::Differs(reason, head.etag.clone()), Some(head), None));
     }
     Ok((OutputCheck::Verified, Some(head), Some(f.body)))
 }
@@ -340,11 +332,7 @@ pub fn verify_output(
         OutputCheck::Missing => "not found after PUT".to_string(),
         OutputCheck::Differs(reason, _) => reason,
     };
-    Err(Error::VerifyFailed {
-        bucket: store.bucket().into(),
-        key: output.key.clone(),
-        reason,
-    })
+    Err(Error::VerifyFailed { bucket: store.bucket().into(), key: output.key.clone(), reason })
 }
 
 /// What [`delete_inputs`] did.
@@ -534,10 +522,7 @@ async fn delete_listed_inputs(
     }
     let mut failures = Vec::new();
     let batches: Vec<&[(String, String)]> = to_delete.chunks(store.delete_batch_size()).collect();
-    for (i, wave) in batches
-        .chunks(store.delete_batches_in_flight().max(1))
-        .enumerate()
-    {
+    for (i, wave) in batches.chunks(store.delete_batches_in_flight().max(1)).enumerate() {
         if i > 0 {
             failpoint!("commit::between-delete-batches");
         }
@@ -558,11 +543,8 @@ async fn delete_listed_inputs(
         }
     }
     outcome.deleted += (to_delete.len() - outcome.failed.len()) as u64
-        - outcome
-            .kept_newer
-            .iter()
-            .filter(|k| to_delete.iter().any(|(d, _)| d == *k))
-            .count() as u64;
+        - outcome.kept_newer.iter().filter(|k| to_delete.iter().any(|(d, _)| d == *k)).count()
+            as u64;
     // The one place a commit's or recovery's deletes fail.
     crate::protocol::manifest::mark_stuck(store, manifest, &outcome.failed).await;
     failpoint!("commit::after-deletes");
@@ -581,33 +563,16 @@ mod tests {
 
     #[test]
     fn input_states_against_a_listing() {
-        let input = |key: &str, etag: &str| ManifestInput {
-            key: key.into(),
-            etag: etag.into(),
-            size: 1,
-        };
-        let listed: HashMap<String, String> = [
-            ("a".to_string(), "\"e1\"".to_string()),
-            ("b".to_string(), "\"e2\"".to_string()),
-        ]
-        .into();
-        assert_eq!(
-            input_state(&input("a", "\"e1\""), &listed),
-            InputState::ToDelete
-        );
+        let input =
+            |key: &str, etag: &str| ManifestInput { key: key.into(), etag: etag.into(), size: 1 };
+        let listed: HashMap<String, String> =
+            [("a".to_string(), "\"e1\"".to_string()), ("b".to_string(), "\"e2\"".to_string())]
+                .into();
+        assert_eq!(input_state(&input("a", "\"e1\""), &listed), InputState::ToDelete);
         // S3 quotes ETags; a manifest may not have: still the same version.
-        assert_eq!(
-            input_state(&input("a", "e1"), &listed),
-            InputState::ToDelete
-        );
-        assert_eq!(
-            input_state(&input("b", "\"e1\""), &listed),
-            InputState::Newer
-        );
-        assert_eq!(
-            input_state(&input("c", "\"e1\""), &listed),
-            InputState::Gone
-        );
+        assert_eq!(input_state(&input("a", "e1"), &listed), InputState::ToDelete);
+        assert_eq!(input_state(&input("b", "\"e1\""), &listed), InputState::Newer);
+        assert_eq!(input_state(&input("c", "\"e1\""), &listed), InputState::Gone);
     }
 }
 
@@ -684,23 +649,15 @@ mod verify_tests {
         store.put_now(&key(1), Bytes::from_static(b"newer"));
         let listed = listed_etags(&store, &m).await.unwrap();
         store.put_now(&key(3), Bytes::from_static(b"newer"));
-        let unproven = [Unproven {
-            key: key(2),
-            reason: "test".into(),
-        }];
-        let out = delete_listed_inputs(&store, &mut Fence(None), &m, &listed, &unproven)
-            .await
-            .unwrap();
+        let unproven = [Unproven { key: key(2), reason: "test".into() }];
+        let out =
+            delete_listed_inputs(&store, &mut Fence(None), &m, &listed, &unproven).await.unwrap();
         assert_eq!(out.already_gone, 1);
         assert_eq!(out.kept_newer, vec![key(1), key(3)]);
         assert_eq!(out.unproven, unproven.to_vec());
         assert!(out.failed.is_empty(), "{:?}", out.failed);
         assert_eq!(out.deleted, 2, "4 and 5 only: {out:?}");
-        assert_eq!(
-            store.requests("DeleteObjects"),
-            3,
-            "3, 4 and 5, one key each"
-        );
+        assert_eq!(store.requests("DeleteObjects"), 3, "3, 4 and 5, one key each");
         let left = store.snapshot();
         for i in [1, 2, 3] {
             assert!(left.contains_key(&key(i)), "input {i} kept");
@@ -718,9 +675,7 @@ mod verify_tests {
         let store = MemoryStore::new("b");
         let m = committed(&store, true).await;
         store.deny_deletes(&m.inputs[0].key);
-        let done = verify_and_delete_inputs(&store, &mut Fence(None), &m, &[])
-            .await
-            .unwrap();
+        let done = verify_and_delete_inputs(&store, &mut Fence(None), &m, &[]).await.unwrap();
         assert_eq!(done.failed.len(), 1, "{done:?}");
         let mark = crate::data::keys::stuck_key(&manifest_key(m.date, m.job_id));
         let body = store.get(&mark).await.expect("the stuck mark").body;
@@ -731,9 +686,7 @@ mod verify_tests {
 
         let clean = MemoryStore::new("b");
         let m = committed(&clean, true).await;
-        verify_and_delete_inputs(&clean, &mut Fence(None), &m, &[])
-            .await
-            .unwrap();
+        verify_and_delete_inputs(&clean, &mut Fence(None), &m, &[]).await.unwrap();
         let mark = crate::data::keys::stuck_key(&manifest_key(m.date, m.job_id));
         assert!(clean.get_opt(&mark).await.unwrap().is_none(), "no mark");
     }
@@ -742,9 +695,7 @@ mod verify_tests {
     async fn a_head_that_settles_the_check_goes_beside_the_one_re_list() {
         let store = MemoryStore::new("b");
         let m = committed(&store, true).await;
-        let done = verify_and_delete_inputs(&store, &mut Fence(None), &m, &[])
-            .await
-            .unwrap();
+        let done = verify_and_delete_inputs(&store, &mut Fence(None), &m, &[]).await.unwrap();
         assert_eq!(done.deleted, 2);
         assert_eq!(store.requests("HeadObject"), 1);
         assert_eq!(store.requests("GetObject"), 0, "no read-back");
@@ -755,17 +706,11 @@ mod verify_tests {
     async fn a_read_back_verify_is_followed_by_a_re_list_of_its_own() {
         let store = MemoryStore::new("b");
         let m = committed(&store, false).await;
-        let done = verify_and_delete_inputs(&store, &mut Fence(None), &m, &[])
-            .await
-            .unwrap();
+        let done = verify_and_delete_inputs(&store, &mut Fence(None), &m, &[]).await.unwrap();
         assert_eq!(done.deleted, 2);
         assert_eq!(store.requests("HeadObject"), 1, "the HEAD is not repeated");
         assert_eq!(store.requests("GetObject"), 1, "read back and hashed");
-        assert_eq!(
-            store.requests("ListObjectsV2"),
-            2,
-            "re-listed again after the read-back"
-        );
+        assert_eq!(store.requests("ListObjectsV2"), 2, "re-listed again after the read-back");
     }
 
     #[tokio::test]
@@ -773,9 +718,7 @@ mod verify_tests {
         let store = MemoryStore::new("b");
         let mut m = committed(&store, false).await;
         m.output.as_mut().unwrap().sha256 = sha256_b64(b"another body");
-        let e = verify_and_delete_inputs(&store, &mut Fence(None), &m, &[])
-            .await
-            .unwrap_err();
+        let e = verify_and_delete_inputs(&store, &mut Fence(None), &m, &[]).await.unwrap_err();
         assert!(matches!(e, Error::VerifyFailed { .. }), "{e}");
         assert_eq!(store.requests("DeleteObjects"), 0);
     }
@@ -831,9 +774,7 @@ mod fence_tests {
             .unwrap();
         let body = Bytes::from_static(b"PAR1 output PAR1");
         let out = output(date, job_id, &body);
-        let e = put_output(&store, &mut fence, job_id, &out, body)
-            .await
-            .unwrap_err();
+        let e = put_output(&store, &mut fence, job_id, &out, body).await.unwrap_err();
         assert!(matches!(e, Error::LeaseLost { .. }), "{e}");
         assert!(!store.snapshot().contains_key(&out.key), "no output put");
         // Nor a wave of deletes.
@@ -844,22 +785,14 @@ mod fence_tests {
             job_id,
             date,
             output: None,
-            inputs: vec![ManifestInput {
-                key: key.clone(),
-                etag,
-                size: 1,
-            }],
+            inputs: vec![ManifestInput { key: key.clone(), etag, size: 1 }],
             created_at: Utc::now(),
             invocation_id: "a".into(),
         };
-        let listed: HashMap<String, String> = store
-            .snapshot()
-            .into_iter()
-            .map(|(k, (_, e))| (k, e))
-            .collect();
-        let e = delete_listed_inputs(&store, &mut fence, &manifest, &listed, &[])
-            .await
-            .unwrap_err();
+        let listed: HashMap<String, String> =
+            store.snapshot().into_iter().map(|(k, (_, e))| (k, e)).collect();
+        let e =
+            delete_listed_inputs(&store, &mut fence, &manifest, &listed, &[]).await.unwrap_err();
         assert!(matches!(e, Error::LeaseLost { .. }), "{e}");
         assert!(store.snapshot().contains_key(&key), "no input deleted");
         assert_eq!(store.requests("DeleteObjects"), 0);
@@ -876,10 +809,7 @@ mod fence_tests {
         stop.request("SIGTERM");
         let m = manifest_of(None);
         let key = manifest_key(m.date, m.job_id);
-        let e = fence
-            .beside(create_manifest(&store, &key, &m))
-            .await
-            .unwrap_err();
+        let e = fence.beside(create_manifest(&store, &key, &m)).await.unwrap_err();
         assert!(matches!(e, Error::Interrupted { .. }), "{e}");
         assert!(!store.snapshot().contains_key(&key));
     }
@@ -911,10 +841,7 @@ mod fence_tests {
         let small = crate::data::input::Budget::from_mb(1);
         let refused =
             crate::data::input::row_flights_of_body(&store, "k", body.clone(), small).await;
-        assert!(
-            matches!(&refused, Ok(Err(u)) if u.limit.is_some()),
-            "{refused:?}"
-        );
+        assert!(matches!(&refused, Ok(Err(u)) if u.limit.is_some()), "{refused:?}");
         let m = manifest_of(None);
         let unproven = prove_inputs(&store, &m, &ReadRows::default(), Some(&body)).await;
         assert!(unproven.unwrap().is_empty());
@@ -934,10 +861,7 @@ mod fence_tests {
         assert_eq!(back.output, m.output);
         // If-None-Match: a second create of the same key with other
         // content is refused (another writer's manifest)...
-        let other = Manifest {
-            invocation_id: "b".into(),
-            ..m.clone()
-        };
+        let other = Manifest { invocation_id: "b".into(), ..m.clone() };
         let e = create_manifest(&store, &key, &other).await.unwrap_err();
         assert!(matches!(e, Error::PreconditionFailed { .. }), "{e}");
         // ...while the same bytes read back are this run's own write (a
@@ -970,10 +894,7 @@ mod settle_tests {
         let mut request = PutRequest::new(PutMode::Create);
         request.sha256_b64 = Some(out.sha256.clone());
         (request.metadata).insert(JOB_ID_METADATA.to_string(), job_id.to_string());
-        store
-            .put_object(&out.key, Bytes::from_static(BODY), request)
-            .await
-            .unwrap();
+        store.put_object(&out.key, Bytes::from_static(BODY), request).await.unwrap();
     }
 
     #[tokio::test]
@@ -983,15 +904,9 @@ mod settle_tests {
         let out = output(job);
         // Applied, the answer lost: the retry's PreconditionFailed is what
         // the commit sees. Read back, the object is this commit's.
-        put_output(
-            &store.lose_answers(),
-            &mut Fence(None),
-            job,
-            &out,
-            Bytes::from_static(BODY),
-        )
-        .await
-        .unwrap();
+        put_output(&store.lose_answers(), &mut Fence(None), job, &out, Bytes::from_static(BODY))
+            .await
+            .unwrap();
         assert_eq!(store.requests("HeadObject"), 1, "settled by a read-back");
     }
 
@@ -1001,15 +916,9 @@ mod settle_tests {
         let (job, other) = (Uuid::now_v7(), Uuid::now_v7());
         let out = output(job);
         written_by(&store, &out, other).await;
-        let e = put_output(
-            &store,
-            &mut Fence(None),
-            job,
-            &out,
-            Bytes::from_static(BODY),
-        )
-        .await
-        .unwrap_err();
+        let e = put_output(&store, &mut Fence(None), job, &out, Bytes::from_static(BODY))
+            .await
+            .unwrap_err();
         assert!(matches!(e, Error::PreconditionFailed { .. }), "{e}");
     }
 
@@ -1027,15 +936,11 @@ mod settle_tests {
             key: out.key.clone(),
             margin_s: 8,
         };
-        let e = settle_output(&store, job, &out, Err(deadline))
-            .await
-            .unwrap_err();
+        let e = settle_output(&store, job, &out, Err(deadline)).await.unwrap_err();
         assert!(matches!(e, Error::Deadline { .. }), "{e}");
         assert_eq!(store.requests("HeadObject"), 0, "not read back");
         // Succeeded: nothing to settle.
-        settle_output(&store, job, &out, Ok("\"etag\"".into()))
-            .await
-            .unwrap();
+        settle_output(&store, job, &out, Ok("\"etag\"".into())).await.unwrap();
         assert_eq!(store.requests("HeadObject"), 0);
     }
 }

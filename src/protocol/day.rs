@@ -169,10 +169,7 @@ impl Day {
                     Ok(None::<()>)
                 };
                 list_partition(store, &fp, date, uuid).await?;
-                building
-                    .into_inner()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .finish()?
+                building.into_inner().unwrap_or_else(|p| p.into_inner()).finish()?
             }
             false => UuidSet::default(),
         };
@@ -194,30 +191,16 @@ impl Day {
             _ => Ok(Some(o)),
         };
         let others = list_partition(store, &ip, date, keep).await?;
-        let Window {
-            held,
-            files,
-            bytes,
-            past,
-            ..
-        } = held.into_inner().unwrap_or_else(|p| p.into_inner());
+        let Window { held, files, bytes, past, .. } =
+            held.into_inner().unwrap_or_else(|p| p.into_inner());
         let mut index = plan::classify_partition(others);
-        index.per_flight = (held.into_sorted_vec().into_iter())
-            .map(|ByKey(u, o)| (u, o))
-            .collect();
+        index.per_flight = (held.into_sorted_vec().into_iter()).map(|ByKey(u, o)| (u, o)).collect();
         index.beyond_window = plan::BeyondWindow {
             files,
             bytes,
-            flights: past
-                .map(UuidSetBuilder::finish)
-                .transpose()?
-                .unwrap_or_default(),
+            flights: past.map(UuidSetBuilder::finish).transpose()?.unwrap_or_default(),
         };
-        Ok(Day {
-            date,
-            flights,
-            index,
-        })
+        Ok(Day { date, flights, index })
     }
 
     /// The keys of `wanted`'s flight objects, by uuid: a second listing, for
@@ -230,14 +213,9 @@ impl Day {
         wanted: &Flights,
     ) -> Result<BTreeMap<uuid::Uuid, String>> {
         let keep = |o: ObjectMeta| {
-            Ok(flight_uuid(&o.key)
-                .filter(|u| wanted.contains(u))
-                .map(|u| (u, o.key)))
+            Ok(flight_uuid(&o.key).filter(|u| wanted.contains(u)).map(|u| (u, o.key)))
         };
-        Ok(list_partition(store, &flights_prefix(date), date, keep)
-            .await?
-            .into_iter()
-            .collect())
+        Ok(list_partition(store, &flights_prefix(date), date, keep).await?.into_iter().collect())
     }
 
     /// The date's file counts.
@@ -260,15 +238,8 @@ impl Day {
         inputs: Option<&[PlannedInput]>,
         settings: ReadSettings,
     ) -> Result<ParityCheck> {
-        partition::parity_check(
-            store,
-            self.date,
-            &self.flights,
-            &self.index,
-            inputs,
-            settings,
-        )
-        .await
+        partition::parity_check(store, self.date, &self.flights, &self.index, inputs, settings)
+            .await
     }
 
     /// The rows of the date's multi-row inputs whose `first_message` UTC date
@@ -372,27 +343,16 @@ impl StateListing {
     ) -> std::result::Result<StateListing, (&'static str, Error)> {
         let list =
             |root: &'static str| async move { (store.list(root).await).map_err(|e| (root, e)) };
-        let (manifests, quarantined, stuck) = tokio::try_join!(
-            list(MANIFESTS_ROOT),
-            list(QUARANTINE_ROOT),
-            list(STUCK_ROOT)
-        )?;
-        Ok(StateListing {
-            manifests,
-            quarantined,
-            stuck,
-        })
+        let (manifests, quarantined, stuck) =
+            tokio::try_join!(list(MANIFESTS_ROOT), list(QUARANTINE_ROOT), list(STUCK_ROOT))?;
+        Ok(StateListing { manifests, quarantined, stuck })
     }
 
     /// The live manifests a mark in [`Self::stuck`] stands for.
     pub fn stuck_manifests(&self) -> BTreeSet<&str> {
-        let marked: BTreeSet<String> = (self.stuck.iter())
-            .filter_map(|m| stuck_manifest_key(&m.key))
-            .collect();
-        (self.manifests.iter())
-            .map(|m| m.key.as_str())
-            .filter(|k| marked.contains(*k))
-            .collect()
+        let marked: BTreeSet<String> =
+            (self.stuck.iter()).filter_map(|m| stuck_manifest_key(&m.key)).collect();
+        (self.manifests.iter()).map(|m| m.key.as_str()).filter(|k| marked.contains(*k)).collect()
     }
 }
 
@@ -447,9 +407,7 @@ impl Blocked {
 
     /// The dates the walk stops before, in order.
     pub fn walk_blocked_dates(&self) -> impl Iterator<Item = NaiveDate> + '_ {
-        (self.dates.keys())
-            .copied()
-            .filter(|d| self.blocking_walk(*d).is_some())
+        (self.dates.keys()).copied().filter(|d| self.blocking_walk(*d).is_some())
     }
 
     /// Why the walk stops before `date`, if it does: `status`'s `blocked_by`.
@@ -498,10 +456,7 @@ impl DateRange {
             RangeOf::Repair => ("from/to", "run"),
             RangeOf::Audit => ("audit from/to", "audit"),
         };
-        let bad = |reason: String| Error::Config {
-            name: name.into(),
-            reason,
-        };
+        let bad = |reason: String| Error::Config { name: name.into(), reason };
         if from > to {
             return Err(bad(format!(
                 "from {from} is after to {to}; give the earlier date as from"
@@ -528,10 +483,7 @@ impl DateRange {
 
     /// Every date from `from` to `to`, in order.
     pub fn dates(&self) -> Vec<NaiveDate> {
-        self.from
-            .iter_days()
-            .take_while(|d| *d <= self.to)
-            .collect()
+        self.from.iter_days().take_while(|d| *d <= self.to).collect()
     }
 }
 
@@ -548,10 +500,7 @@ mod tests {
     }
 
     fn meta(key: &str) -> ObjectMeta {
-        ObjectMeta {
-            key: key.to_string(),
-            ..Default::default()
-        }
+        ObjectMeta { key: key.to_string(), ..Default::default() }
     }
 
     /// One date in memory: three flights, a per-flight file of the first,
@@ -582,19 +531,14 @@ mod tests {
         .unwrap();
         let day = Day::list(&store, date, true, spill(1)).await.unwrap();
         assert_eq!(day.counts().multi_row_files, 1);
-        let check = day
-            .parity_check(&store, None, ReadSettings::of(&config))
-            .await
-            .unwrap();
+        let check = day.parity_check(&store, None, ReadSettings::of(&config)).await.unwrap();
         let u = |s: &str| s.parse::<uuid::Uuid>().unwrap();
         assert_eq!(check.missing, [u(&u3)].into());
         assert_eq!(check.compacted_files_read, 1);
         let budget = config.input_budget;
         let other = day.other_day_rows(&store, budget).await.unwrap();
         assert_eq!((other.rows, other.uuids), (1, vec![u(&u2)]));
-        let keys = Day::flight_keys(&store, date, &[u(&u3)].into())
-            .await
-            .unwrap();
+        let keys = Day::flight_keys(&store, date, &[u(&u3)].into()).await.unwrap();
         assert_eq!(
             keys.into_iter().collect::<Vec<_>>(),
             [(u(&u3), format!("flights/2026/07/20/{u3}.json.gz"))]
@@ -640,17 +584,12 @@ mod tests {
         // first keys, in key order; with every set on disk (a limit of 1)
         // or in memory, the same.
         for (store, limit) in [(store.clone(), 1000), (store.with_list_page_size(2), 1)] {
-            let day = Day::list_window(&store, date, true, 4, spill(limit))
-                .await
-                .unwrap();
+            let day = Day::list_window(&store, date, true, 4, spill(limit)).await.unwrap();
             assert_eq!(day.flights.spilled(), limit == 1);
             let i = &day.index;
             let window: Vec<_> = i.per_flight.iter().map(|(u, _)| *u).collect();
             assert_eq!(window, (0..4).map(u).collect::<Vec<_>>());
-            assert_eq!(
-                (i.beyond_window.files, i.compacted.len(), i.foreign.len()),
-                (7, 1, 2)
-            );
+            assert_eq!((i.beyond_window.files, i.compacted.len(), i.foreign.len()), (7, 1, 2));
             let past = (4..10).chain([50]).map(u).collect::<Vec<_>>();
             assert_eq!(uuids(&i.beyond_window.flights), past);
             assert_eq!(day.counts().per_flight_files, 11);
@@ -666,13 +605,8 @@ mod tests {
         );
         assert_eq!(not_named(&whole), vec![u(10), u(11)]);
         // Without the flights (a later pass): counted, no uuid kept.
-        let none = Day::list_window(&store, date, false, 0, spill(1))
-            .await
-            .unwrap();
-        assert_eq!(
-            (none.index.per_flight.len(), none.index.beyond_window.files),
-            (0, 11)
-        );
+        let none = Day::list_window(&store, date, false, 0, spill(1)).await.unwrap();
+        assert_eq!((none.index.per_flight.len(), none.index.beyond_window.files), (0, 11));
         assert!(none.index.beyond_window.flights.is_empty());
         assert!(none.flights.is_empty());
         assert_eq!(none.index.per_flight_bytes(), 11);
@@ -693,8 +627,7 @@ mod tests {
             past: Some(UuidSetBuilder::new(spill(2))),
         };
         for i in [7, 2, 9, 4, 0, 5, 1, 12] {
-            w.offer(u(i), meta(&format!("index/{}.parquet", uuid_n(i))))
-                .unwrap();
+            w.offer(u(i), meta(&format!("index/{}.parquet", uuid_n(i)))).unwrap();
         }
         let held: Vec<_> = w.held.into_sorted_vec().into_iter().map(|b| b.0).collect();
         assert_eq!(held, [0, 1, 2].map(u));
@@ -706,9 +639,7 @@ mod tests {
 
     #[test]
     fn a_range_is_refused_reversed_or_too_long_naming_its_command() {
-        let r = DateRange::new(d("2026-07-19"), d("2026-07-21"), RangeOf::Repair)
-            .unwrap()
-            .dates();
+        let r = DateRange::new(d("2026-07-19"), d("2026-07-21"), RangeOf::Repair).unwrap().dates();
         assert_eq!(r, [d("2026-07-19"), d("2026-07-20"), d("2026-07-21")]);
         let e = DateRange::new(d("2026-07-20"), d("2026-07-19"), RangeOf::Repair).unwrap_err();
         assert!(e.to_string().contains("from/to"), "{e}");
@@ -716,16 +647,10 @@ mod tests {
         let long = |of| DateRange::new(d("2000-01-01"), d("2026-01-01"), of).unwrap_err();
         assert!(long(RangeOf::Repair).to_string().contains("per run"));
         let e = long(RangeOf::Audit).to_string();
-        assert!(
-            e.contains("audit from/to") && e.contains("per audit"),
-            "{e}"
-        );
+        assert!(e.contains("audit from/to") && e.contains("per audit"), "{e}");
         let last = d("2000-01-01") + chrono::Days::new(MAX_RANGE_DAYS as u64 - 1);
         assert_eq!(
-            DateRange::new(d("2000-01-01"), last, RangeOf::Audit)
-                .unwrap()
-                .dates()
-                .len(),
+            DateRange::new(d("2000-01-01"), last, RangeOf::Audit).unwrap().dates().len(),
             MAX_RANGE_DAYS as usize
         );
     }
@@ -772,17 +697,9 @@ mod tests {
         let b = Blocked::read(&store, Some(d("2026-07-20"))).await.unwrap();
         assert_eq!(
             b.dates.keys().copied().collect::<Vec<_>>(),
-            [
-                d("2026-07-17"),
-                d("2026-07-18"),
-                d("2026-07-20"),
-                d("2026-07-21")
-            ]
+            [d("2026-07-17"), d("2026-07-18"), d("2026-07-20"), d("2026-07-21")]
         );
-        assert_eq!(
-            b.walk_blocked_dates().collect::<Vec<_>>(),
-            [d("2026-07-18"), d("2026-07-21")]
-        );
+        assert_eq!(b.walk_blocked_dates().collect::<Vec<_>>(), [d("2026-07-18"), d("2026-07-21")]);
         assert_eq!(
             blocked().walk_blocked_dates().collect::<Vec<_>>(),
             [d("2026-07-18"), d("2026-07-19"), d("2026-07-21")]
@@ -793,14 +710,8 @@ mod tests {
     fn a_marked_live_manifest_is_stuck_and_blocks_the_walk_a_stale_mark_blocks_nothing() {
         let b = blocked();
         let key = "_compaction_state/manifests/2026-07-21/s.json";
-        assert_eq!(
-            b.blocking_walk(d("2026-07-21")),
-            Some(&BlockReason::Stuck(key.into()))
-        );
-        assert_eq!(
-            b.keeping_cache()[&d("2026-07-21")],
-            format!("stuck manifest {key}")
-        );
+        assert_eq!(b.blocking_walk(d("2026-07-21")), Some(&BlockReason::Stuck(key.into())));
+        assert_eq!(b.keeping_cache()[&d("2026-07-21")], format!("stuck manifest {key}"));
         assert!(!b.dates.contains_key(&d("2026-07-22")), "{b:?}");
     }
 
@@ -810,11 +721,7 @@ mod tests {
         let prune = b.keeping_cache();
         for date in ["2026-07-18", "2026-07-19"] {
             let walk = b.blocking_walk(d(date)).map(ToString::to_string);
-            assert!(
-                walk.as_deref()
-                    .unwrap()
-                    .starts_with("quarantined manifest ")
-            );
+            assert!(walk.as_deref().unwrap().starts_with("quarantined manifest "));
             assert_eq!(walk.as_ref(), prune.get(&d(date)), "{date}");
         }
         assert_eq!(

@@ -147,10 +147,7 @@ impl<S: Store + Clone> LeaseGuard<S> {
             }
             tracing::warn!(previous_holder = %l.holder, expired_at = %l.expires_at, "taking over an expired lease");
         } else {
-            tracing::warn!(
-                key = LOCK_KEY,
-                "lease file is unreadable; taking it over by ETag"
-            );
+            tracing::warn!(key = LOCK_KEY, "lease file is unreadable; taking it over by ETag");
         }
         let etag = put_settled(store, LOCK_KEY, body, PutMode::Update(current.etag))
             .await
@@ -171,10 +168,7 @@ impl<S: Store + Clone> LeaseGuard<S> {
 
     fn check_stop(&self) -> Result<()> {
         match self.stop.as_ref().and_then(Stop::requested) {
-            Some(signal) => Err(Error::Interrupted {
-                signal,
-                what: "a destructive step".into(),
-            }),
+            Some(signal) => Err(Error::Interrupted { signal, what: "a destructive step".into() }),
             None => Ok(()),
         }
     }
@@ -237,17 +231,13 @@ impl<S: Store + Clone> LeaseGuard<S> {
         }
         let half = chrono_len(self.length / 2);
         if self.lease.expires_at - now < half {
-            let renewed = Lease {
-                expires_at: now + chrono_len(self.length),
-                ..self.lease.clone()
-            };
+            let renewed = Lease { expires_at: now + chrono_len(self.length), ..self.lease.clone() };
             let body = serde_json::to_vec_pretty(&renewed).expect("lease serialises");
             // A renewal whose answer was lost fails its own If-Match when
             // the SDK sends it again: the lock holding the renewed lease is ours.
             let update = PutMode::Update(self.etag.clone());
-            self.etag = put_settled(&self.store, LOCK_KEY, body, update)
-                .await
-                .map_err(|e| match e {
+            self.etag =
+                put_settled(&self.store, LOCK_KEY, body, update).await.map_err(|e| match e {
                     Error::PreconditionFailed { .. } => lost(),
                     e => e,
                 })?;
@@ -262,9 +252,7 @@ impl<S: Store + Clone> LeaseGuard<S> {
     ///
     /// Errors: [`Error::LeaseNotReleased`] (the lease holds until it lapses).
     pub async fn release(self) -> Result<()> {
-        let store = self
-            .store
-            .until(Some(std::time::Instant::now() + LEASE_RELEASE_TIMEOUT));
+        let store = self.store.until(Some(std::time::Instant::now() + LEASE_RELEASE_TIMEOUT));
         match store.delete(LOCK_KEY, Some(&self.etag)).await {
             Ok(()) | Err(Error::PreconditionFailed { .. }) => Ok(()),
             Err(e) => Err(Error::LeaseNotReleased {
@@ -365,12 +353,7 @@ mod tests {
     /// Overwrites `lock.json` (a new ETag), as a takeover or a hand would.
     async fn change_lock_by_hand(store: &MemoryStore, lease: &LeaseGuard<MemoryStore>) {
         store
-            .put(
-                LOCK_KEY,
-                b"{}".to_vec().into(),
-                PutMode::Update(lease.etag.clone()),
-                None,
-            )
+            .put(LOCK_KEY, b"{}".to_vec().into(), PutMode::Update(lease.etag.clone()), None)
             .await
             .unwrap();
     }
@@ -379,20 +362,12 @@ mod tests {
     async fn a_confirmation_taken_ahead_saves_the_next_confirms_get_only() {
         let (store, clock, mut lease) = held().await;
         lease.confirm().await.unwrap();
-        assert_eq!(
-            store.requests("GetObject"),
-            1,
-            "confirm alone GETs lock.json"
-        );
+        assert_eq!(store.requests("GetObject"), 1, "confirm alone GETs lock.json");
         lease.confirm_ahead().await.unwrap();
         assert_eq!(store.requests("GetObject"), 2);
         clock.advance(Duration::from_secs(2));
         lease.confirm().await.unwrap();
-        assert_eq!(
-            store.requests("GetObject"),
-            2,
-            "taken from the confirmation ahead"
-        );
+        assert_eq!(store.requests("GetObject"), 2, "taken from the confirmation ahead");
         lease.confirm().await.unwrap();
         assert_eq!(store.requests("GetObject"), 3, "taken once, not twice");
     }
@@ -430,10 +405,7 @@ mod tests {
         lease.confirm_ahead().await.unwrap();
         let (gets, puts) = (store.requests("GetObject"), store.requests("PutObject"));
         clock.advance(Duration::from_secs(1));
-        assert_eq!(
-            lease.lease().expires_at - clock.now(),
-            chrono_len(LENGTH / 2)
-        );
+        assert_eq!(lease.lease().expires_at - clock.now(), chrono_len(LENGTH / 2));
         lease.confirm().await.unwrap();
         assert_eq!(store.requests("GetObject"), gets + 1, "not taken ahead");
         // Renewed once less than half is left, not at half.
@@ -477,16 +449,12 @@ mod tests {
             acquired_at: now - chrono::Duration::minutes(16),
             expires_at,
         };
-        for (expires_at, taken) in [
-            (now, true),
-            (now + chrono_len(max_plausible_lease(LENGTH)), false),
-        ] {
+        for (expires_at, taken) in
+            [(now, true), (now + chrono_len(max_plausible_lease(LENGTH)), false)]
+        {
             let store = MemoryStore::with_clock("b", Arc::new(clock.clone()));
             let body = serde_json::to_vec(&lock(expires_at)).unwrap();
-            store
-                .put(LOCK_KEY, body.into(), PutMode::Create, None)
-                .await
-                .unwrap();
+            store.put(LOCK_KEY, body.into(), PutMode::Create, None).await.unwrap();
             let r =
                 LeaseGuard::acquire_with_clock(&store, Arc::new(clock.clone()), "me", LENGTH).await;
             match (taken, r) {
@@ -507,18 +475,12 @@ mod tests {
             expires_at: "2036-07-22T04:00:00Z".parse().unwrap(),
         };
         let body = serde_json::to_vec(&forever).unwrap();
-        store
-            .put(LOCK_KEY, body.into(), PutMode::Create, None)
-            .await
-            .unwrap();
+        store.put(LOCK_KEY, body.into(), PutMode::Create, None).await.unwrap();
         let e = LeaseGuard::acquire_with_clock(&store, Arc::new(clock.clone()), "me", LENGTH)
             .await
             .unwrap_err();
         assert!(matches!(e, Error::LeaseImplausible { .. }), "{e}");
-        assert!(
-            e.to_string().contains("remove _compaction_state/lock.json"),
-            "{e}"
-        );
+        assert!(e.to_string().contains("remove _compaction_state/lock.json"), "{e}");
         // Left as it was.
         let now = store.get_opt(LOCK_KEY).await.unwrap().unwrap();
         assert_eq!(serde_json::from_slice::<Lease>(&now.body).unwrap(), forever);
@@ -559,10 +521,7 @@ mod tests {
             LeaseGuard::acquire_with_clock(&store.lose_answers(), Arc::new(clock), "other", LENGTH)
                 .await
                 .unwrap_err();
-        assert!(
-            matches!(e, Error::LeaseHeld { ref holder, .. } if holder == "me"),
-            "{e}"
-        );
+        assert!(matches!(e, Error::LeaseHeld { ref holder, .. } if holder == "me"), "{e}");
     }
 
     #[tokio::test]
@@ -573,16 +532,7 @@ mod tests {
         lease.confirm().await.unwrap();
         stop.request("SIGTERM");
         let e = lease.confirm().await.unwrap_err();
-        assert!(
-            matches!(
-                e,
-                Error::Interrupted {
-                    signal: "SIGTERM",
-                    ..
-                }
-            ),
-            "{e}"
-        );
+        assert!(matches!(e, Error::Interrupted { signal: "SIGTERM", .. }), "{e}");
         lease.release().await.unwrap();
     }
 
@@ -605,16 +555,7 @@ mod tests {
         assert!(started.swap(false, Ordering::SeqCst));
         stop.request("SIGTERM");
         let e = fence.beside(step()).await.unwrap_err();
-        assert!(
-            matches!(
-                e,
-                Error::Interrupted {
-                    signal: "SIGTERM",
-                    ..
-                }
-            ),
-            "{e}"
-        );
+        assert!(matches!(e, Error::Interrupted { signal: "SIGTERM", .. }), "{e}");
         assert!(!started.load(Ordering::SeqCst), "the write started");
         let e = fence.check().await.unwrap_err();
         assert!(matches!(e, Error::Interrupted { .. }), "{e}");

@@ -218,10 +218,7 @@ pub fn validate_manifest(key: &str, manifest: &Manifest) -> std::result::Result<
     }
     let name = key.rsplit('/').next().unwrap_or(key);
     if name != format!("{}.json", manifest.job_id) {
-        return Err(ManifestRule::NameNotJobId {
-            name: name.to_string(),
-            job_id: manifest.job_id,
-        });
+        return Err(ManifestRule::NameNotJobId { name: name.to_string(), job_id: manifest.job_id });
     }
     if manifest_date(key) != Some(manifest.date) {
         let key_date = key
@@ -237,17 +234,12 @@ pub fn validate_manifest(key: &str, manifest: &Manifest) -> std::result::Result<
     if let Some(output) = &manifest.output {
         in_partition(Role::Output, &output.key, &prefix)?;
         if classify_index_key(&output.key) != IndexKey::Compacted {
-            return Err(ManifestRule::OutputNotCompacted {
-                key: output.key.clone(),
-            });
+            return Err(ManifestRule::OutputNotCompacted { key: output.key.clone() });
         }
         if version == MANIFEST_VERSION {
             let expected = compacted_key(manifest.date, manifest.job_id);
             if output.key != expected {
-                return Err(ManifestRule::OutputNotDerived {
-                    key: output.key.clone(),
-                    expected,
-                });
+                return Err(ManifestRule::OutputNotDerived { key: output.key.clone(), expected });
             }
         } else if !v1_output_minted_with_job(&output.key, &prefix, manifest.job_id) {
             return Err(ManifestRule::OutputNotMintedWithJob {
@@ -256,9 +248,7 @@ pub fn validate_manifest(key: &str, manifest: &Manifest) -> std::result::Result<
             });
         }
         if manifest.inputs.is_empty() {
-            return Err(ManifestRule::OutputWithoutInputs {
-                key: output.key.clone(),
-            });
+            return Err(ManifestRule::OutputWithoutInputs { key: output.key.clone() });
         }
     }
     let output_key = manifest.output.as_ref().map(|o| o.key.as_str());
@@ -274,10 +264,7 @@ pub fn validate_manifest(key: &str, manifest: &Manifest) -> std::result::Result<
                 IndexKey::Foreign(why) => why,
                 _ => "not an index file",
             };
-            return Err(ManifestRule::InputNotIndexFile {
-                key: key.clone(),
-                why,
-            });
+            return Err(ManifestRule::InputNotIndexFile { key: key.clone(), why });
         }
         if !seen.insert(key.as_str()) {
             return Err(ManifestRule::InputTwice { key: key.clone() });
@@ -288,16 +275,10 @@ pub fn validate_manifest(key: &str, manifest: &Manifest) -> std::result::Result<
 
 fn in_partition(role: Role, key: &str, prefix: &str) -> std::result::Result<(), ManifestRule> {
     if key.starts_with(STATE_ROOT) {
-        return Err(ManifestRule::StateFile {
-            role,
-            key: key.to_string(),
-        });
+        return Err(ManifestRule::StateFile { role, key: key.to_string() });
     }
     if !key.starts_with(INDEX_ROOT) {
-        return Err(ManifestRule::OutsideIndex {
-            role,
-            key: key.to_string(),
-        });
+        return Err(ManifestRule::OutsideIndex { role, key: key.to_string() });
     }
     match key.strip_prefix(prefix) {
         Some(name) if !name.is_empty() && !name.contains('/') => Ok(()),
@@ -318,13 +299,10 @@ fn v1_output_minted_with_job(key: &str, prefix: &str, job_id: Uuid) -> bool {
         .and_then(|n| n.strip_suffix(".parquet"))
         .and_then(|n| Uuid::parse_str(n).ok());
     let millis = |u: Uuid| {
-        (u.get_version_num() == 7)
-            .then(|| u.get_timestamp())
-            .flatten()
-            .map(|t| {
-                let (s, n) = t.to_unix();
-                s * 1000 + u64::from(n) / 1_000_000
-            })
+        (u.get_version_num() == 7).then(|| u.get_timestamp()).flatten().map(|t| {
+            let (s, n) = t.to_unix();
+            s * 1000 + u64::from(n) / 1_000_000
+        })
     };
     match (id.and_then(millis), millis(job_id)) {
         (Some(a), Some(b)) => a.abs_diff(b) <= V1_OUTPUT_ID_WINDOW_MS,
@@ -335,9 +313,8 @@ fn v1_output_minted_with_job(key: &str, prefix: &str, job_id: Uuid) -> bool {
 /// The manifest and the first rule it breaks, if any;
 /// [`ManifestRule::Unreadable`] if it does not parse.
 pub fn parse(key: &str, body: &[u8]) -> Result<(Manifest, Option<ManifestRule>), ManifestRule> {
-    let manifest = serde_json::from_slice(body).map_err(|e| ManifestRule::Unreadable {
-        reason: e.to_string(),
-    })?;
+    let manifest = serde_json::from_slice(body)
+        .map_err(|e| ManifestRule::Unreadable { reason: e.to_string() })?;
     let rule = validate_manifest(key, &manifest).err();
     Ok((manifest, rule))
 }
@@ -428,15 +405,9 @@ mod tests {
     #[test]
     fn a_quarantined_key_is_dated_like_its_manifest() {
         let live = "_compaction_state/manifests/2026-07-19/x.json";
-        assert_eq!(
-            quarantine_key(live),
-            "_compaction_state/quarantine/2026-07-19/x.json"
-        );
+        assert_eq!(quarantine_key(live), "_compaction_state/quarantine/2026-07-19/x.json");
         assert_eq!(quarantined_date(&quarantine_key(live)), manifest_date(live));
-        assert_eq!(
-            quarantined_date("_compaction_state/quarantine/x.json"),
-            None
-        );
+        assert_eq!(quarantined_date("_compaction_state/quarantine/x.json"), None);
     }
 
     /// The mark's bytes are the state format's (docs/ARCHITECTURE.md,

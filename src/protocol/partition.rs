@@ -68,10 +68,8 @@ pub async fn parity_gate(
     budget: Budget,
     spill: SpillSettings,
 ) -> Result<ParityGate> {
-    let mut gate = ParityGate {
-        missing: listing.flights_not_named(flights, spill)?,
-        ..ParityGate::default()
-    };
+    let mut gate =
+        ParityGate { missing: listing.flights_not_named(flights, spill)?, ..ParityGate::default() };
     if gate.missing.is_empty() {
         return Ok(gate);
     }
@@ -133,9 +131,7 @@ pub async fn parts_of(
 ) -> Result<plan::PartQueue> {
     let total: u64 = inputs.iter().map(plan::input_weight).sum();
     // A part may be cut as small as MIN_PART_FILES by the time left.
-    let may_split = settings
-        .part_files
-        .min(crate::protocol::sizing::MIN_PART_FILES);
+    let may_split = settings.part_files.min(crate::protocol::sizing::MIN_PART_FILES);
     let groups = match total > may_split {
         true => shared_flights(store, &inputs, settings, prefetched).await?,
         false => plan::Groups::new(inputs.len()),
@@ -220,18 +216,13 @@ impl ParityCheck {
         if !self.missing.is_empty() {
             return self.missing.clone();
         }
-        (self.without_own_row.iter().copied())
-            .chain(self.unread.iter().map(|f| f.flight))
-            .collect()
+        (self.without_own_row.iter().copied()).chain(self.unread.iter().map(|f| f.flight)).collect()
     }
 
     /// Why the date fails parity (`days[].reason`); `None`: it passes.
     pub fn reason(&self) -> Option<String> {
         if !self.missing.is_empty() {
-            return Some(format!(
-                "{} flight(s) without an index row",
-                self.missing.len()
-            ));
+            return Some(format!("{} flight(s) without an index row", self.missing.len()));
         }
         let mut parts = Vec::new();
         if !self.without_own_row.is_empty() {
@@ -282,16 +273,12 @@ pub async fn parity_check(
     let mut queue = parts_of(store, inputs.to_vec(), settings, &mut prefetched).await?;
     while let Some(part) = queue.next_part(settings.part_files) {
         let read = read::read_inputs(store, date, &part, settings, &prefetched).await?;
-        check
-            .without_own_row
-            .extend(without_own_row(&read, flights)?);
+        check.without_own_row.extend(without_own_row(&read, flights)?);
         check.unread.extend(unread_rows(&read, flights)?);
     }
     check.without_own_row.sort_unstable();
     check.without_own_row.dedup();
-    check
-        .unread
-        .sort_by(|a, b| (a.flight, &a.key).cmp(&(b.flight, &b.key)));
+    check.unread.sort_by(|a, b| (a.flight, &a.key).cmp(&(b.flight, &b.key)));
     Ok(check)
 }
 
@@ -302,9 +289,7 @@ pub fn nothing_to_merge(read: &ReadInputs) -> bool {
     if read.held_back.is_some() {
         return true;
     }
-    let compacted = (read.merge_inputs.iter())
-        .filter(|i| i.source == Source::Compacted)
-        .count();
+    let compacted = (read.merge_inputs.iter()).filter(|i| i.source == Source::Compacted).count();
     compacted == read.merge_inputs.len() && compacted < 2
 }
 
@@ -385,19 +370,11 @@ async fn earliest_under(
 ) -> Result<Option<NaiveDate>> {
     let mut years = store.list_prefixes(root).await?;
     years.sort();
-    for y in years
-        .iter()
-        .filter(|p| p[root.len()..].starts_with(year_tag))
-    {
+    for y in years.iter().filter(|p| p[root.len()..].starts_with(year_tag)) {
         let mut months = store.list_prefixes(y).await?;
         months.sort();
         for m in &months {
-            let first = store
-                .list_prefixes(m)
-                .await?
-                .iter()
-                .filter_map(|d| date_of(d))
-                .min();
+            let first = store.list_prefixes(m).await?.iter().filter_map(|d| date_of(d)).min();
             if first.is_some() {
                 return Ok(first);
             }

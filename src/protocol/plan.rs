@@ -116,18 +116,12 @@ impl Cutoff {
     /// ```
     pub fn of_run(now: DateTime<Utc>, wall: DateTime<Utc>, lag_days: u32) -> Cutoff {
         let today = cutoff(wall, lag_days);
-        Cutoff {
-            walk: cutoff(now, lag_days).min(today),
-            today,
-        }
+        Cutoff { walk: cutoff(now, lag_days).min(today), today }
     }
 
     /// `status`'s, predicting the run at `now`, taken at `as_of`.
     pub fn of_status(now: DateTime<Utc>, as_of: DateTime<Utc>, lag_days: u32) -> Cutoff {
-        Cutoff {
-            walk: cutoff(now, lag_days),
-            today: cutoff(as_of, lag_days),
-        }
+        Cutoff { walk: cutoff(now, lag_days), today: cutoff(as_of, lag_days) }
     }
 }
 
@@ -157,9 +151,7 @@ pub fn watermark_lag_days(
 /// Days `watermark` is ahead of `today` (the wall clock's cutoff), when it
 /// is: every run fails on it (`Error::WatermarkAhead`).
 pub fn watermark_ahead_days(watermark: Option<NaiveDate>, today: NaiveDate) -> Option<i64> {
-    watermark
-        .filter(|w| *w > today)
-        .map(|w| (w - today).num_days())
+    watermark.filter(|w| *w > today).map(|w| (w - today).num_days())
 }
 
 /// First date to walk: the day after the watermark, never before
@@ -171,9 +163,7 @@ pub fn walk_start(
     earliest_partition: Option<NaiveDate>,
 ) -> Option<NaiveDate> {
     match watermark {
-        Some(w) => w
-            .succ_opt()
-            .map(|next| start_date.map_or(next, |s| next.max(s))),
+        Some(w) => w.succ_opt().map(|next| start_date.map_or(next, |s| next.max(s))),
         None => start_date.or(earliest_partition),
     }
 }
@@ -198,11 +188,8 @@ pub fn first_date_with_data(
     earliest: Option<NaiveDate>,
     blocked: Option<NaiveDate>,
 ) -> NaiveDate {
-    let first = [earliest, blocked, Some(cutoff)]
-        .into_iter()
-        .flatten()
-        .min()
-        .expect("the cutoff is one");
+    let first =
+        [earliest, blocked, Some(cutoff)].into_iter().flatten().min().expect("the cutoff is one");
     start.max(first)
 }
 
@@ -289,9 +276,7 @@ impl PartitionListing {
 
     /// Every index input, of any kind.
     pub fn inputs(&self) -> impl Iterator<Item = &ObjectMeta> {
-        (self.per_flight.iter().map(|(_, m)| m))
-            .chain(&self.compacted)
-            .chain(&self.multi_row)
+        (self.per_flight.iter().map(|(_, m)| m)).chain(&self.compacted).chain(&self.multi_row)
     }
 }
 
@@ -362,13 +347,9 @@ pub struct DayPlan {
 impl fmt::Display for DayPlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.action {
-            DayAction::Compact { inputs } => write!(
-                f,
-                "{}: compact {} files ({})",
-                self.date,
-                inputs.len(),
-                self.reason
-            ),
+            DayAction::Compact { inputs } => {
+                write!(f, "{}: compact {} files ({})", self.date, inputs.len(), self.reason)
+            }
             DayAction::Skip => write!(f, "{}: skip ({})", self.date, self.reason),
         }
     }
@@ -379,26 +360,19 @@ impl fmt::Display for DayPlan {
 /// in (one compacted file a day); a day that is one compacted file and
 /// nothing else, or has no index input, is skipped.
 pub fn plan_day(date: NaiveDate, listing: PartitionListing, claimed: &HashSet<String>) -> DayPlan {
-    let claimed_n = listing
-        .inputs()
-        .filter(|m| claimed.contains(&m.key))
-        .count();
+    let claimed_n = listing.inputs().filter(|m| claimed.contains(&m.key)).count();
     // Moved, not copied: a large date cannot hold its listing twice.
     let free = |m: &ObjectMeta| !claimed.contains(&m.key);
     let planned = |source| move |meta| PlannedInput { meta, source };
-    let mut inputs: Vec<PlannedInput> = (listing.compacted.into_iter().filter(free))
-        .map(planned(Source::Compacted))
-        .collect();
+    let mut inputs: Vec<PlannedInput> =
+        (listing.compacted.into_iter().filter(free)).map(planned(Source::Compacted)).collect();
     let c = inputs.len();
     inputs.extend((listing.multi_row.into_iter().filter(free)).map(planned(Source::MultiRow)));
     let o = inputs.len() - c;
     inputs.extend(
         (listing.per_flight.into_iter())
             .filter(|(_, m)| free(m))
-            .map(|(u, meta)| PlannedInput {
-                meta,
-                source: Source::PerFlight(u),
-            }),
+            .map(|(u, meta)| PlannedInput { meta, source: Source::PerFlight(u) }),
     );
     let n = inputs.len() - c - o;
     let (action, reason) = match skip_reason(n, o, c) {
@@ -414,29 +388,21 @@ pub fn plan_day(date: NaiveDate, listing: PartitionListing, claimed: &HashSet<St
             let why = match (parts.is_empty(), c) {
                 (true, c) => format!("{c} compacted files to merge into one"),
                 (false, 0) => parts.join(" and "),
-                (false, c) => format!(
-                    "{} folded into {c} existing compacted file(s)",
-                    parts.join(" and ")
-                ),
+                (false, c) => {
+                    format!("{} folded into {c} existing compacted file(s)", parts.join(" and "))
+                }
             };
             (DayAction::Compact { inputs }, why)
         }
     };
-    DayPlan {
-        date,
-        action,
-        reason,
-        claimed: claimed_n,
-    }
+    DayPlan { date, action, reason, claimed: claimed_n }
 }
 
 /// Whether [`plan_day`] would compact, without building the plan: a repair
 /// run gates only a date it would touch.
 pub fn compacts(listing: &PartitionListing, claimed: &HashSet<String>) -> bool {
     let free = |m: &&ObjectMeta| !claimed.contains(&m.key);
-    let n = (listing.per_flight.iter().map(|(_, m)| m))
-        .filter(free)
-        .count();
+    let n = (listing.per_flight.iter().map(|(_, m)| m)).filter(free).count();
     let o = listing.multi_row.iter().filter(free).count();
     let c = listing.compacted.iter().filter(free).count();
     skip_reason(n, o, c).is_none()
@@ -488,9 +454,7 @@ pub struct Groups {
 impl Groups {
     /// Each input alone.
     pub fn new(n: usize) -> Groups {
-        Groups {
-            parent: (0..n).collect(),
-        }
+        Groups { parent: (0..n).collect() }
     }
 
     /// `holders` must be in flight order (a
@@ -554,10 +518,7 @@ pub fn parts(inputs: Vec<PlannedInput>, groups: Groups, part_weight: u64) -> Par
     while let Some(part) = queue.next_part(part_weight) {
         parts.push(part);
     }
-    Parts {
-        parts,
-        left_as_they_are: queue.left_as_they_are(),
-    }
+    Parts { parts, left_as_they_are: queue.left_as_they_are() }
 }
 
 /// A date's inputs waiting to be committed, taken a part at a time at a
@@ -711,9 +672,7 @@ mod tests {
 
     #[test]
     fn cutoff_is_utc_date_minus_lag() {
-        let now = DateTime::parse_from_rfc3339("2026-07-22T00:30:00+02:00")
-            .unwrap()
-            .to_utc();
+        let now = DateTime::parse_from_rfc3339("2026-07-22T00:30:00+02:00").unwrap().to_utc();
         assert_eq!(cutoff(now, 2), d("2026-07-19"));
         assert_eq!(cutoff(now, 0), d("2026-07-21"));
     }
@@ -728,10 +687,7 @@ mod tests {
             walk_start(None, Some(d("2026-01-01")), Some(d("2025-01-01"))),
             Some(d("2026-01-01"))
         );
-        assert_eq!(
-            walk_start(None, None, Some(d("2025-01-01"))),
-            Some(d("2025-01-01"))
-        );
+        assert_eq!(walk_start(None, None, Some(d("2025-01-01"))), Some(d("2025-01-01")));
         assert_eq!(walk_start(None, None, None), None);
         // A watermark before START_DATE (the Python job's): the walk starts
         // at START_DATE, never before it.
@@ -745,19 +701,13 @@ mod tests {
     fn flights_are_a_sorted_set_of_sixteen_bytes_a_flight() {
         let u = |n: u128| Uuid::from_u128(n);
         let mut f = Flights::from(vec![u(3), u(1), u(3), u(2)]);
-        assert_eq!(
-            f.iter().copied().collect::<Vec<_>>(),
-            vec![u(1), u(2), u(3)]
-        );
+        assert_eq!(f.iter().copied().collect::<Vec<_>>(), vec![u(1), u(2), u(3)]);
         assert_eq!(f.len(), 3);
         // The array holds no spare room once built.
         assert_eq!(f.0.capacity(), 3);
         assert!(f.contains(&u(2)) && !f.contains(&u(4)));
         assert!(f.insert(u(0)) && !f.insert(u(2)));
-        assert_eq!(
-            f.iter().copied().collect::<Vec<_>>(),
-            vec![u(0), u(1), u(2), u(3)]
-        );
+        assert_eq!(f.iter().copied().collect::<Vec<_>>(), vec![u(0), u(1), u(2), u(3)]);
         assert!(Flights::default().is_empty());
     }
 
@@ -810,19 +760,13 @@ mod tests {
             assert_eq!(not_named(&listing, &flights), vec![u2], "limit {limit}");
             // Named by a file past the listing window (the window holds u1).
             let mut past = listing.clone();
-            past.beyond_window = BeyondWindow {
-                files: 1,
-                bytes: 10,
-                flights: set(&[u2]),
-            };
+            past.beyond_window = BeyondWindow { files: 1, bytes: 10, flights: set(&[u2]) };
             assert!(not_named(&past, &flights).is_empty(), "limit {limit}");
             // Files past the window of flights before, between and after
             // the listed ones: each flight still named or not by its own.
             let last = Uuid::from_u128(u128::MAX);
-            let (first, mid) = (
-                Uuid::from_u128(0),
-                Uuid::from_u128(u1.as_u128().min(u2.as_u128()) + 1),
-            );
+            let (first, mid) =
+                (Uuid::from_u128(0), Uuid::from_u128(u1.as_u128().min(u2.as_u128()) + 1));
             past.beyond_window.flights = set(&[first, mid, u2]);
             let more = set(&[u1, u2, last]);
             assert_eq!(not_named(&past, &more), vec![last], "limit {limit}");
@@ -853,20 +797,12 @@ mod tests {
             // A legacy migration's day: one multi-row file alone is merged.
             (vec![mf("legacy-migration")], none.clone(), Some(1)),
             (vec![cf("a"), mf("export"), pf(U1)], none.clone(), Some(3)),
-            (
-                vec![cf("a"), mf("export")],
-                HashSet::from([mf("export").key]),
-                None,
-            ),
+            (vec![cf("a"), mf("export")], HashSet::from([mf("export").key]), None),
         ];
         for (objects, claimed, expected) in cases {
             // `compacts` (a repair run's gate) says what the plan does.
             let listing = classify_partition(objects.clone());
-            assert_eq!(
-                compacts(&listing, &claimed),
-                expected.is_some(),
-                "{objects:?}"
-            );
+            assert_eq!(compacts(&listing, &claimed), expected.is_some(), "{objects:?}");
             let plan = plan_day(date, listing, &claimed);
             match (&plan.action, expected) {
                 (DayAction::Skip, None) => {}
@@ -894,19 +830,10 @@ mod tests {
             reason(vec![cf("a"), mf("export"), pf(U1), pf(U2)]),
             "2 per-flight file(s) and 1 other multi-row index file(s) folded into 1 existing compacted file(s)"
         );
-        assert_eq!(
-            reason(vec![mf("export")]),
-            "1 other multi-row index file(s)"
-        );
+        assert_eq!(reason(vec![mf("export")]), "1 other multi-row index file(s)");
         assert_eq!(reason(vec![pf(U1)]), "1 per-flight file(s)");
-        assert_eq!(
-            reason(vec![cf("a"), cf("b")]),
-            "2 compacted files to merge into one"
-        );
-        assert_eq!(
-            reason(vec![cf("a")]),
-            "already one compacted file and nothing else"
-        );
+        assert_eq!(reason(vec![cf("a"), cf("b")]), "2 compacted files to merge into one");
+        assert_eq!(reason(vec![cf("a")]), "already one compacted file and nothing else");
         assert_eq!(reason(vec![]), "no index files");
     }
 
@@ -916,10 +843,7 @@ mod tests {
         let first = |earliest, blocked| first_date_with_data(start, cutoff, earliest, blocked);
         assert_eq!(first(Some(d("2026-07-18")), None), d("2026-07-18"));
         // A blocked manifest's date before the first partition comes first.
-        assert_eq!(
-            first(Some(d("2026-07-18")), Some(d("2026-03-01"))),
-            d("2026-03-01")
-        );
+        assert_eq!(first(Some(d("2026-07-18")), Some(d("2026-03-01"))), d("2026-03-01"));
         assert_eq!(first(None, Some(d("2026-03-01"))), d("2026-03-01"));
         // Nothing up to the cutoff: the cutoff, so the watermark reaches it.
         assert_eq!(first(None, None), cutoff);
@@ -985,16 +909,11 @@ mod tests {
     }
 
     fn input(source: Source, size: u64) -> PlannedInput {
-        PlannedInput {
-            meta: meta(&format!("{P}{:?}-{size}", source), size),
-            source,
-        }
+        PlannedInput { meta: meta(&format!("{P}{:?}-{size}", source), size), source }
     }
 
     fn shape(p: &Parts) -> Vec<Vec<u64>> {
-        (p.parts.iter())
-            .map(|part| part.iter().map(input_weight).collect())
-            .collect()
+        (p.parts.iter()).map(|part| part.iter().map(input_weight).collect()).collect()
     }
 
     #[test]
@@ -1006,10 +925,7 @@ mod tests {
         assert_eq!((shape(&p), p.left_as_they_are), (vec![vec![5, 5, 1]], 0));
         // Exactly the bound still fits; one over does not.
         let p = split(vec![c.clone(), c.clone(), f.clone()], 10);
-        assert_eq!(
-            (shape(&p), p.left_as_they_are),
-            (vec![vec![5, 5], vec![1]], 0)
-        );
+        assert_eq!((shape(&p), p.left_as_they_are), (vec![vec![5, 5], vec![1]], 0));
     }
 
     #[test]
@@ -1022,10 +938,7 @@ mod tests {
         assert_eq!(shape(&p), vec![vec![5, 5, 1, 1], vec![1, 1]]);
         // A compacted file alone would be merged with nothing: dropped.
         let p = split(vec![c.clone(), f(1), f(2)], 6);
-        assert_eq!(
-            (shape(&p), p.left_as_they_are),
-            (vec![vec![5, 1], vec![1]], 0)
-        );
+        assert_eq!((shape(&p), p.left_as_they_are), (vec![vec![5, 1], vec![1]], 0));
         let p = split(vec![c.clone(), input(Source::MultiRow, 400)], 6);
         assert_eq!((shape(&p), p.left_as_they_are), (vec![vec![5]], 1));
         assert_eq!(p.parts[0][0].source, Source::MultiRow);
@@ -1062,20 +975,15 @@ mod tests {
             (c2.meta.key.as_str(), vec![u(9)]),
             (m.meta.key.as_str(), vec![u(7)]),
         ];
-        let inputs: Vec<_> = [c1.clone(), c2.clone(), m.clone()]
-            .into_iter()
-            .chain((1..=8).map(f))
-            .collect();
+        let inputs: Vec<_> =
+            [c1.clone(), c2.clone(), m.clone()].into_iter().chain((1..=8).map(f)).collect();
         let p = split_sharing(inputs, &flights_of, 7);
         // c1 with the per-flight files of flights 1 and 2 (their newer
         // rows win in one merge), the multi-row file with flight 7's; c2
         // shares nothing and does not fit: left as it is.
         assert_eq!(p.left_as_they_are, 1);
-        let part_of = |key: &str| {
-            p.parts
-                .iter()
-                .position(|part| part.iter().any(|i| i.meta.key == key))
-        };
+        let part_of =
+            |key: &str| p.parts.iter().position(|part| part.iter().any(|i| i.meta.key == key));
         assert_eq!(part_of(&c1.meta.key), part_of(&f(1).meta.key));
         assert_eq!(part_of(&c1.meta.key), part_of(&f(2).meta.key));
         assert_eq!(part_of(&m.meta.key), part_of(&f(7).meta.key));
@@ -1095,20 +1003,11 @@ mod tests {
         // they are in the plan; apart without the pair.
         let mut m2 = m.clone();
         m2.meta.key.push('b');
-        let both = [
-            (m.meta.key.as_str(), vec![u(20)]),
-            (m2.meta.key.as_str(), vec![u(20), u(21)]),
-        ];
-        let inputs: Vec<_> = [m.clone()]
-            .into_iter()
-            .chain((1..=6).map(f))
-            .chain([m2.clone()])
-            .collect();
-        let together = |p: &Parts| {
-            p.parts
-                .iter()
-                .any(|part| part.contains(&m) && part.contains(&m2))
-        };
+        let both = [(m.meta.key.as_str(), vec![u(20)]), (m2.meta.key.as_str(), vec![u(20), u(21)])];
+        let inputs: Vec<_> =
+            [m.clone()].into_iter().chain((1..=6).map(f)).chain([m2.clone()]).collect();
+        let together =
+            |p: &Parts| p.parts.iter().any(|part| part.contains(&m) && part.contains(&m2));
         assert!(together(&split_sharing(inputs.clone(), &both, 7)));
         assert!(!together(&split(inputs, 7)));
         // Without the flights read, the same inputs would be split apart.

@@ -84,10 +84,7 @@ pub struct OutputFlights {
 impl OutputFlights {
     /// From the output's rows.
     pub fn new(rows: RowFlights) -> OutputFlights {
-        OutputFlights {
-            flights: rows.flights.into_iter().collect(),
-            anonymous: rows.anonymous,
-        }
+        OutputFlights { flights: rows.flights.into_iter().collect(), anonymous: rows.anonymous }
     }
 
     /// Whether the output holds a row of `flight`.
@@ -170,10 +167,7 @@ pub fn unproven<'a>(
     let mut anonymous_left = output.anonymous;
     let mut out = Vec::new();
     for key in keys {
-        let fail = |reason: String| Unproven {
-            key: key.to_string(),
-            reason,
-        };
+        let fail = |reason: String| Unproven { key: key.to_string(), reason };
         let own = match classify_index_key(key) {
             IndexKey::PerFlight(u) => Some(u),
             _ => None,
@@ -186,10 +180,7 @@ pub fn unproven<'a>(
                 continue;
             }
             Some(InputRows::OwnRow) => match own {
-                Some(u) => RowFlights {
-                    flights: vec![u],
-                    anonymous: 0,
-                },
+                Some(u) => RowFlights { flights: vec![u], anonymous: 0 },
                 None => RowFlights::default(),
             },
             Some(InputRows::Rows(r)) => r,
@@ -235,10 +226,7 @@ mod tests {
     }
     const MULTI: &str = "index/year=2026/month=07/day=20/legacy.parquet";
     fn rows(flights: &[u128], anonymous: u64) -> RowFlights {
-        RowFlights {
-            flights: flights.iter().map(|n| u(*n)).collect(),
-            anonymous,
-        }
+        RowFlights { flights: flights.iter().map(|n| u(*n)).collect(), anonymous }
     }
 
     #[test]
@@ -255,10 +243,7 @@ mod tests {
             // Skipped by the merge: its rows are unknown.
             (per_flight(2), None),
             // Superseded rows (2 twice) are proven by the flight being there.
-            (
-                MULTI.to_string(),
-                Some(InputRows::Rows(rows(&[2, 2, 3], 1))),
-            ),
+            (MULTI.to_string(), Some(InputRows::Rows(rows(&[2, 2, 3], 1)))),
             (
                 "index/year=2026/month=07/day=20/compacted-a.parquet".into(),
                 Some(InputRows::Rows(rows(&[3, 4], 0))),
@@ -281,15 +266,10 @@ mod tests {
             "index/year=2026/month=07/day=20/export.parquet".into(),
         ]
         .into();
-        let failed = unproven(
-            keys.iter().map(String::as_str),
-            |k| table.get(k).cloned().flatten(),
-            &output,
-        );
-        let got: Vec<(&str, &str)> = failed
-            .iter()
-            .map(|f| (f.key.as_str(), f.reason.as_str()))
-            .collect();
+        let failed =
+            unproven(keys.iter().map(String::as_str), |k| table.get(k).cloned().flatten(), &output);
+        let got: Vec<(&str, &str)> =
+            failed.iter().map(|f| (f.key.as_str(), f.reason.as_str())).collect();
         assert_eq!(got.len(), 5, "{got:#?}");
         assert_eq!(got[0].0, per_flight(9));
         assert!(got[0].1.contains("not in the output"), "{}", got[0].1);
@@ -311,10 +291,7 @@ mod tests {
         assert_eq!(read.get(&per_flight(5)), Some(InputRows::OwnRow));
         // Another flight's row in a per-flight file: its rows are kept.
         read.record(&per_flight(6), &batch);
-        assert_eq!(
-            read.get(&per_flight(6)),
-            Some(InputRows::Rows(rows(&[5], 0)))
-        );
+        assert_eq!(read.get(&per_flight(6)), Some(InputRows::Rows(rows(&[5], 0))));
         read.record(MULTI, &batch);
         assert_eq!(read.get(MULTI), Some(InputRows::Rows(rows(&[5], 0))));
         assert_eq!(read.get(&per_flight(7)), None);
@@ -329,11 +306,8 @@ mod tests {
             assert!(failed[0].reason.contains("not in the output"), "{failed:?}");
         }
         // A per-flight file holding only another flight's row, absent too.
-        let failed = unproven(
-            [per_flight(1).as_str()],
-            |_| Some(InputRows::Rows(rows(&[8], 0))),
-            &output,
-        );
+        let failed =
+            unproven([per_flight(1).as_str()], |_| Some(InputRows::Rows(rows(&[8], 0))), &output);
         assert_eq!(failed.len(), 1, "{failed:?}");
         assert!(failed[0].reason.contains("1 of its 1 row(s)"), "{failed:?}");
     }
@@ -341,20 +315,15 @@ mod tests {
     #[test]
     fn anonymous_rows_are_counted_against_the_outputs_in_order() {
         let output = OutputFlights::new(rows(&[1], 2));
-        let table: HashMap<String, RowFlights> = [
-            (MULTI.to_string(), rows(&[1], 2)),
-            (per_flight(1), rows(&[1], 1)),
-        ]
-        .into();
+        let table: HashMap<String, RowFlights> =
+            [(MULTI.to_string(), rows(&[1], 2)), (per_flight(1), rows(&[1], 1))].into();
         let get = |k: &str| table.get(k).cloned().map(InputRows::Rows);
         // The first takes both of the output's anonymous rows; the second finds none left.
         let failed = unproven([MULTI, per_flight(1).as_str()], get, &output);
         assert_eq!(failed.len(), 1, "{failed:?}");
         assert_eq!(failed[0].key, per_flight(1));
         assert!(
-            failed[0]
-                .reason
-                .contains("1 of its rows carry no flight uuid")
+            failed[0].reason.contains("1 of its rows carry no flight uuid")
                 && failed[0].reason.contains("only 0 more"),
             "{failed:?}"
         );
@@ -398,18 +367,12 @@ mod tests {
         // Recorded for a per-flight file of that flight: not its own row only.
         let mut read = ReadRows::default();
         read.record(&per_flight(5), &batch);
-        assert_eq!(
-            read.get(&per_flight(5)),
-            Some(InputRows::Rows(rows(&[5], 3)))
-        );
+        assert_eq!(read.get(&per_flight(5)), Some(InputRows::Rows(rows(&[5], 3))));
         // Three anonymous rows in the input, as many in the output: proven;
         // one fewer in the output: not.
         assert!(unproven([per_flight(5).as_str()], |k| read.get(k), &output).is_empty());
         let short = OutputFlights::new(rows(&[5], 2));
-        assert_eq!(
-            unproven([per_flight(5).as_str()], |k| read.get(k), &short).len(),
-            1
-        );
+        assert_eq!(unproven([per_flight(5).as_str()], |k| read.get(k), &short).len(), 1);
         // A batch without an s3_key column: every row is anonymous.
         let no_key = good.project(&[0, 1, 2]).unwrap();
         assert_eq!(RowFlights::of_batch(&no_key), rows(&[], 1));

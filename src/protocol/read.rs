@@ -108,9 +108,8 @@ impl Sink {
             Sink::Stream(s) => s.finish(),
             Sink::Held(m, row_group_rows) => {
                 let rows = m.finish().map_err(StreamError::Failed)?;
-                let encoded = rows
-                    .encode(row_group_rows)
-                    .map_err(|e| StreamError::Failed(e.into()))?;
+                let encoded =
+                    rows.encode(row_group_rows).map_err(|e| StreamError::Failed(e.into()))?;
                 Ok(MergedOutput {
                     encoded: encoded.map(Bytes::from),
                     rows: rows.num_rows() as u64,
@@ -179,12 +178,7 @@ pub async fn read_inputs(
     settings: ReadSettings,
     prefetched: &Prefetched,
 ) -> Result<ReadInputs> {
-    let ReadSettings {
-        concurrency,
-        row_group_rows,
-        budget,
-        ..
-    } = settings;
+    let ReadSettings { concurrency, row_group_rows, budget, .. } = settings;
     let stream_order: Vec<&PlannedInput> = inputs
         .iter()
         .filter(|i| i.flight().is_none())
@@ -257,10 +251,7 @@ async fn read_pass(
                 if let Taken::NotStreamable(reason) =
                     take(&mut out, &mut sink, date, input, decoded, version)?
                 {
-                    return Ok(Pass::NotStreamable {
-                        reason,
-                        bytes_read: out.bytes_read,
-                    });
+                    return Ok(Pass::NotStreamable { reason, bytes_read: out.bytes_read });
                 }
             }
             Err(u) if u.limit.is_some() && input.source == Source::Compacted => {
@@ -280,10 +271,7 @@ async fn read_pass(
             }
         }
     }
-    out.output = sink.finish().map_err(|e| Error::Encode {
-        date,
-        reason: e.to_string(),
-    })?;
+    out.output = sink.finish().map_err(|e| Error::Encode { date, reason: e.to_string() })?;
     Ok(Pass::Done(Box::new(out)))
 }
 
@@ -349,20 +337,15 @@ fn take(
         Err(StreamError::NotStreamable(reason)) => return Ok(Taken::NotStreamable(reason)),
         Err(StreamError::Failed(merge::MergeError::Input(u))) => {
             tracing::warn!(key = %input.meta.key, column = ?u.column, reason = %u.reason, "input cannot join the day's columns; left in place");
-            out.skipped
-                .push(SkippedFile::unmergeable(&input.meta.key, date, u));
+            out.skipped.push(SkippedFile::unmergeable(&input.meta.key, date, u));
             return Ok(Taken::Done);
         }
         Err(StreamError::Failed(e)) => {
-            return Err(Error::Encode {
-                date,
-                reason: e.to_string(),
-            });
+            return Err(Error::Encode { date, reason: e.to_string() });
         }
     }
     if keyless > 0 {
-        out.rows_without_flight
-            .push((input.meta.key.clone(), keyless as u64));
+        out.rows_without_flight.push((input.meta.key.clone(), keyless as u64));
     }
     out.merge_inputs.push(DecodedInput {
         source: input.source,
@@ -371,11 +354,7 @@ fn take(
     });
     out.rows.insert(&input.meta.key, flights);
     out.other_days.add(other_days);
-    out.read.push(ManifestInput {
-        key: input.meta.key.clone(),
-        etag,
-        size,
-    });
+    out.read.push(ManifestInput { key: input.meta.key.clone(), etag, size });
     Ok(Taken::Done)
 }
 
@@ -426,8 +405,7 @@ fn hold_back(out: &mut ReadInputs, date: NaiveDate, input: &PlannedInput, u: mer
         u.reason
     );
     let u = merge::Unmergeable { reason, ..u };
-    out.skipped
-        .push(SkippedFile::unmergeable(&input.meta.key, date, u));
+    out.skipped.push(SkippedFile::unmergeable(&input.meta.key, date, u));
 }
 
 fn leave_unmergeable(
@@ -444,8 +422,7 @@ fn leave_unmergeable(
             reason: u.reason.clone(),
         });
     }
-    out.skipped
-        .push(SkippedFile::unmergeable(&input.meta.key, date, u));
+    out.skipped.push(SkippedFile::unmergeable(&input.meta.key, date, u));
 }
 
 /// What the read-ahead fetched of one input.
@@ -505,12 +482,7 @@ mod tests {
         }
         (store.list(&index_prefix(date)).await.unwrap().into_iter())
             .map(|meta| {
-                let u = meta
-                    .key
-                    .rsplit('/')
-                    .next()
-                    .unwrap()
-                    .trim_end_matches(".parquet");
+                let u = meta.key.rsplit('/').next().unwrap().trim_end_matches(".parquet");
                 let source = Source::PerFlight(u.parse().unwrap());
                 PlannedInput { meta, source }
             })
@@ -547,9 +519,8 @@ mod tests {
                 PlannedInput { meta, source }
             })
             .collect();
-        let read = read_inputs(&store, date, &inputs, settings(), &Prefetched::new())
-            .await
-            .unwrap();
+        let read =
+            read_inputs(&store, date, &inputs, settings(), &Prefetched::new()).await.unwrap();
         assert_eq!(read.without_own_row, [flight]);
         assert_eq!(read.keyless_flights, [flight]);
         assert_eq!(read.rows_without_flight, [(mr_key, 1)]);
@@ -592,32 +563,15 @@ mod tests {
         // its size, each byte once; the 4-byte magic at its start unread.
         let (got, size) = (read.bytes_read, per_flight.meta.size);
         assert!(got <= size && got + 1024 > size, "{got} of {size}");
-        let small = ReadSettings {
-            budget: crate::data::input::Budget::from_mb(1),
-            ..settings()
-        };
-        let read = read_inputs(
-            &store,
-            date,
-            std::slice::from_ref(&per_flight),
-            small,
-            &Prefetched::new(),
-        )
-        .await
-        .unwrap();
-        assert_eq!(
-            read.held_back, None,
-            "a per-flight file over the budget is skipped"
-        );
-        let read = read_inputs(
-            &store,
-            date,
-            &[compacted, per_flight],
-            small,
-            &Prefetched::new(),
-        )
-        .await
-        .unwrap();
+        let small = ReadSettings { budget: crate::data::input::Budget::from_mb(1), ..settings() };
+        let read =
+            read_inputs(&store, date, std::slice::from_ref(&per_flight), small, &Prefetched::new())
+                .await
+                .unwrap();
+        assert_eq!(read.held_back, None, "a per-flight file over the budget is skipped");
+        let read = read_inputs(&store, date, &[compacted, per_flight], small, &Prefetched::new())
+            .await
+            .unwrap();
         assert_eq!(read.held_back.as_ref(), Some(&c_key));
         // Reported with its limit and what it means for the day.
         let skipped = read.skipped.iter().find(|f| f.key == c_key).unwrap();
@@ -635,9 +589,8 @@ mod tests {
         let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
         let inputs = per_flight_files(&store, date, 3).await;
         let total: u64 = inputs.iter().map(|i| i.meta.size).sum();
-        let read = read_inputs(&store, date, &inputs, settings(), &Prefetched::new())
-            .await
-            .unwrap();
+        let read =
+            read_inputs(&store, date, &inputs, settings(), &Prefetched::new()).await.unwrap();
         assert_eq!(read.read.len(), 3);
         assert!(read.streamed);
         assert_eq!(read.bytes_read, total, "each file read whole, once");
@@ -647,9 +600,7 @@ mod tests {
         let mut prefetched = Prefetched::new();
         prefetched.insert(inputs[0].meta.key.clone(), first);
         let gets = store.requests("GetObject");
-        let again = read_inputs(&store, date, &inputs, settings(), &prefetched)
-            .await
-            .unwrap();
+        let again = read_inputs(&store, date, &inputs, settings(), &prefetched).await.unwrap();
         assert_eq!(store.requests("GetObject"), gets + 2);
         assert_eq!(again.read.len(), 3);
         assert_eq!(again.bytes_read, total);

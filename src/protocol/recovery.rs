@@ -82,11 +82,7 @@ enum Step {
     /// The output was never written: drop the manifest.
     OutputMissing(String),
     /// The output differs, every input is in its version: delete the output.
-    OutputMismatch {
-        key: String,
-        reason: String,
-        etag: String,
-    },
+    OutputMismatch { key: String, reason: String, etag: String },
 }
 
 async fn decide(store: &impl Store, key: &str, body: &[u8], budget: Budget) -> Result<Decision> {
@@ -97,10 +93,7 @@ async fn decide(store: &impl Store, key: &str, body: &[u8], budget: Budget) -> R
     let Some(output) = &manifest.output else {
         let unproven =
             prove_still_listed(store, &manifest, &OutputFlights::default(), budget).await?;
-        return Ok(Decision::Act(
-            Box::new(manifest),
-            Step::Complete { unproven },
-        ));
+        return Ok(Decision::Act(Box::new(manifest), Step::Complete { unproven }));
     };
     let (check, head, body) = commit::inspect_output_read(store, output).await?;
     if let Some(found) = head.as_ref().and_then(|h| h.job_id())
@@ -119,14 +112,11 @@ async fn decide(store: &impl Store, key: &str, body: &[u8], budget: Budget) -> R
         OutputCheck::Missing => Step::OutputMissing(output.key.clone()),
         OutputCheck::Differs(reason, etag) => {
             let listed = commit::listed_etags(store, &manifest).await?;
-            let lost = manifest
-                .inputs
-                .iter()
-                .find_map(|i| match commit::input_state(i, &listed) {
-                    InputState::Gone => Some((i, "gone")),
-                    InputState::Newer => Some((i, "in another version")),
-                    InputState::ToDelete => None,
-                });
+            let lost = manifest.inputs.iter().find_map(|i| match commit::input_state(i, &listed) {
+                InputState::Gone => Some((i, "gone")),
+                InputState::Newer => Some((i, "in another version")),
+                InputState::ToDelete => None,
+            });
             if let Some((input, state)) = lost {
                 return Ok(Decision::Quarantine(ManifestRule::OnlyCopy {
                     output: output.key.clone(),
@@ -135,11 +125,7 @@ async fn decide(store: &impl Store, key: &str, body: &[u8], budget: Budget) -> R
                     state,
                 }));
             }
-            Step::OutputMismatch {
-                key: output.key.clone(),
-                reason,
-                etag,
-            }
+            Step::OutputMismatch { key: output.key.clone(), reason, etag }
         }
     };
     Ok(Decision::Act(Box::new(manifest), step))
@@ -179,10 +165,7 @@ async fn prove_against_output(
         }
     };
     Ok((manifest.inputs.iter())
-        .map(|i| Unproven {
-            key: i.key.clone(),
-            reason: why.clone(),
-        })
+        .map(|i| Unproven { key: i.key.clone(), reason: why.clone() })
         .collect())
 }
 
@@ -290,9 +273,8 @@ async fn unmark_resolved(
             _ => None,
         })
         .collect();
-    let stale: Vec<&ObjectMeta> = (marks.iter())
-        .filter(|m| !still_stuck.contains(&m.key))
-        .collect();
+    let stale: Vec<&ObjectMeta> =
+        (marks.iter()).filter(|m| !still_stuck.contains(&m.key)).collect();
     if stale.is_empty() {
         return Ok(());
     }
@@ -329,10 +311,9 @@ fn blocked_reason(
     done: &str,
 ) -> String {
     match rule {
-        ManifestRule::Unreadable { .. } => format!(
-            "unreadable manifest s3://{}/{key} {done} to {target}",
-            store.bucket()
-        ),
+        ManifestRule::Unreadable { .. } => {
+            format!("unreadable manifest s3://{}/{key} {done} to {target}", store.bucket())
+        }
         _ => format!(
             "manifest s3://{}/{key} breaks rule {} ({rule}) and {done} to {target}",
             store.bucket(),
@@ -378,9 +359,8 @@ pub async fn assess_listed(
     budget: Budget,
 ) -> Result<Recovery> {
     let mut out = Recovery::default();
-    let marked: HashSet<String> = (state.stuck_manifests().into_iter())
-        .map(str::to_string)
-        .collect();
+    let marked: HashSet<String> =
+        (state.stuck_manifests().into_iter()).map(str::to_string).collect();
     still_quarantined(state.quarantined, &mut out);
     for m in state.manifests {
         let Some(plan) = plan_manifest(store, &m.key, budget).await? else {
@@ -406,20 +386,14 @@ async fn forecast(
     let (manifest, unproven) = match &plan.decision {
         Decision::Quarantine(rule) => {
             would_quarantine(store, &plan.key, plan.date, rule, out);
-            return Ok(Effect::Quarantined {
-                rule: rule.clone(),
-                proven: None,
-            });
+            return Ok(Effect::Quarantined { rule: rule.clone(), proven: None });
         }
         Decision::Act(_, Step::OutputMissing(key)) => {
             return Ok(Effect::OutputMissing(key.clone()));
         }
         Decision::Act(_, Step::OutputMismatch { key, reason, .. }) => {
             out.claimed.insert(key.clone());
-            return Ok(Effect::OutputMismatch {
-                key: key.clone(),
-                reason: reason.clone(),
-            });
+            return Ok(Effect::OutputMismatch { key: key.clone(), reason: reason.clone() });
         }
         Decision::Act(manifest, Step::Complete { unproven }) => (manifest, unproven),
     };
@@ -441,8 +415,7 @@ async fn forecast(
         for i in &manifest.inputs {
             out.claimed.insert(i.key.clone());
         }
-        out.blocked
-            .add(manifest.date, BlockReason::Stuck(plan.key.clone()));
+        out.blocked.add(manifest.date, BlockReason::Stuck(plan.key.clone()));
         return Ok(Effect::Stuck(format!(
             "stuck manifest {}: an earlier run could not delete its inputs (mark {}); would try the {deleted} left again; until the cause is fixed the date stays blocked",
             plan.key,
@@ -451,16 +424,9 @@ async fn forecast(
     }
     if let Some(rule) = not_in_output(manifest, unproven) {
         would_quarantine(store, &plan.key, plan.date, &rule, out);
-        return Ok(Effect::Quarantined {
-            rule,
-            proven: Some((deleted, unproven.len())),
-        });
+        return Ok(Effect::Quarantined { rule, proven: Some((deleted, unproven.len())) });
     }
-    Ok(Effect::Completed {
-        deleted,
-        newer,
-        gone,
-    })
+    Ok(Effect::Completed { deleted, newer, gone })
 }
 
 /// Moves the manifest at `key` to `quarantine/`, blocking its date; deletes nothing else.
@@ -482,8 +448,7 @@ async fn quarantine(
     store.delete(key, None).await?;
     if let Some(d) = date {
         tracing::warn!(key, %target, reason = %blocked_reason(store, key, &target, rule, "was moved"), "manifest quarantined");
-        out.blocked
-            .add(d, BlockReason::Quarantined(target.to_string()));
+        out.blocked.add(d, BlockReason::Quarantined(target.to_string()));
     }
     Ok(())
 }
@@ -498,10 +463,7 @@ async fn execute(
     out: &mut Recovery,
 ) -> Result<Effect> {
     let effect = match &plan.decision {
-        Decision::Quarantine(rule) => Effect::Quarantined {
-            rule: rule.clone(),
-            proven: None,
-        },
+        Decision::Quarantine(rule) => Effect::Quarantined { rule: rule.clone(), proven: None },
         Decision::Act(manifest, step) => {
             tracing::info!(key = %plan.key, date = %manifest.date, inputs = manifest.inputs.len(), "recovering manifest");
             resolve(store, fence, &plan.key, manifest, step, out).await?
@@ -530,19 +492,12 @@ async fn resolve(
             commit::delete_manifest(store, key).await?;
             return Ok(Effect::OutputMissing(output.clone()));
         }
-        Step::OutputMismatch {
-            key: output,
-            reason,
-            etag,
-        } => {
+        Step::OutputMismatch { key: output, reason, etag } => {
             fence.check().await?;
             failpoint!("recovery::before-output-delete");
             store.delete(output, Some(etag)).await?;
             commit::delete_manifest(store, key).await?;
-            return Ok(Effect::OutputMismatch {
-                key: output.clone(),
-                reason: reason.clone(),
-            });
+            return Ok(Effect::OutputMismatch { key: output.clone(), reason: reason.clone() });
         }
         Step::Complete { unproven } => unproven,
     };
@@ -562,8 +517,7 @@ async fn resolve(
             first.code,
             first.message
         );
-        out.blocked
-            .add(manifest.date, BlockReason::Stuck(key.to_string()));
+        out.blocked.add(manifest.date, BlockReason::Stuck(key.to_string()));
         return Ok(Effect::Stuck(why));
     }
     if let Some(rule) = not_in_output(manifest, &deleted.unproven) {
@@ -584,10 +538,7 @@ async fn resolve(
 #[derive(Debug)]
 enum Effect {
     /// Moved aside for `rule`; `proven`: (inputs deleted, inputs kept) first.
-    Quarantined {
-        rule: ManifestRule,
-        proven: Option<(u64, usize)>,
-    },
+    Quarantined { rule: ManifestRule, proven: Option<(u64, usize)> },
     /// The manifest dropped: its output (this key) was never written.
     OutputMissing(String),
     /// The output `key` deleted (it differs: `reason`), then the manifest.
@@ -616,13 +567,7 @@ fn describe(effect: &Effect, tense: Tense, key: &str) -> (RecoveryAction, String
                 rule.code()
             ),
         ),
-        (
-            Effect::Quarantined {
-                rule,
-                proven: Some((deleted, kept)),
-            },
-            Would,
-        ) => (
+        (Effect::Quarantined { rule, proven: Some((deleted, kept)) }, Would) => (
             RecoveryAction::Quarantined,
             format!(
                 "would delete {deleted} proven input(s) (ETag-conditional), keep the {kept} not proven, and move it to {target}: rule {}: {rule}; the date would stay blocked until an operator deletes it",
@@ -656,27 +601,13 @@ fn describe(effect: &Effect, tense: Tense, key: &str) -> (RecoveryAction, String
             RecoveryAction::OutputMismatch,
             format!("{key} deleted ({reason}); every input is still in the version it names"),
         ),
-        (
-            Effect::Completed {
-                deleted,
-                newer,
-                gone,
-            },
-            Would,
-        ) => (
+        (Effect::Completed { deleted, newer, gone }, Would) => (
             RecoveryAction::Completed,
             format!(
                 "output verified; would delete {deleted} input(s) (ETag-conditional), keep {newer} newer version(s) ({gone} already gone), then the manifest"
             ),
         ),
-        (
-            Effect::Completed {
-                deleted,
-                newer,
-                gone,
-            },
-            Did,
-        ) => (
+        (Effect::Completed { deleted, newer, gone }, Did) => (
             RecoveryAction::Completed,
             format!(
                 "output verified; {deleted} input(s) deleted, each proven to be in it, {gone} already gone, {newer} kept as newer versions"
@@ -710,10 +641,7 @@ fn not_in_output(manifest: &Manifest, unproven: &[Unproven]) -> Option<ManifestR
 }
 
 fn output_name(manifest: &Manifest) -> String {
-    manifest
-        .output
-        .as_ref()
-        .map_or_else(|| "no output (zero rows)".to_string(), |o| o.key.clone())
+    manifest.output.as_ref().map_or_else(|| "no output (zero rows)".to_string(), |o| o.key.clone())
 }
 
 #[cfg(test)]
@@ -739,11 +667,7 @@ mod tests {
     /// A UUIDv7 at `SEC` + `ms` milliseconds.
     fn v7(ms: u64) -> Uuid {
         let t = SEC * 1000 + ms;
-        Uuid::new_v7(Timestamp::from_unix(
-            NoContext,
-            t / 1000,
-            (t % 1000) as u32 * 1_000_000,
-        ))
+        Uuid::new_v7(Timestamp::from_unix(NoContext, t / 1000, (t % 1000) as u32 * 1_000_000))
     }
 
     fn p(date: &str) -> String {
@@ -751,11 +675,7 @@ mod tests {
     }
 
     fn input(key: &str) -> ManifestInput {
-        ManifestInput {
-            key: key.into(),
-            etag: "\"e\"".into(),
-            size: 100,
-        }
+        ManifestInput { key: key.into(), etag: "\"e\"".into(), size: 100 }
     }
 
     /// A consistent version-2 manifest of 2026-07-20 with two per-flight inputs.
@@ -813,11 +733,7 @@ mod tests {
 
     /// The key of flight `n`'s per-flight file on 2026-07-20.
     fn input_key(n: u32) -> String {
-        format!(
-            "{}{}.parquet",
-            p("2026-07-20"),
-            crate::data::merge::tests::uuid_n(n)
-        )
+        format!("{}{}.parquet", p("2026-07-20"), crate::data::merge::tests::uuid_n(n))
     }
 
     fn with_output(m: &mut Manifest, key: &str) {
@@ -895,22 +811,13 @@ mod tests {
         let cases: Vec<(&str, Edit)> = vec![
             ("unknown_version", Box::new(|_, m| m.schema_version = 3)),
             ("unknown_version", Box::new(|_, m| m.schema_version = 0)),
-            (
-                "name_not_job_id",
-                Box::new(|k, m| *k = manifest_key(m.date, v7(1))),
-            ),
-            (
-                "date_not_key_date",
-                Box::new(|_, m| m.date = d("2026-07-19")),
-            ),
+            ("name_not_job_id", Box::new(|k, m| *k = manifest_key(m.date, v7(1)))),
+            ("date_not_key_date", Box::new(|_, m| m.date = d("2026-07-19"))),
             (
                 "date_not_key_date",
                 Box::new(|k, m| *k = format!("{MANIFESTS_ROOT}{}.json", m.job_id)),
             ),
-            (
-                "state_file",
-                Box::new(|_, m| with_output(m, "_compaction_state/lock.json")),
-            ),
+            ("state_file", Box::new(|_, m| with_output(m, "_compaction_state/lock.json"))),
             (
                 "state_file",
                 Box::new(|_, m| m.inputs[1].key = "_compaction_state/watermark.json".into()),
@@ -919,10 +826,7 @@ mod tests {
                 "outside_index",
                 Box::new(|_, m| m.inputs[0].key = format!("flights/2026/07/20/{}.json.gz", v7(3))),
             ),
-            (
-                "outside_index",
-                Box::new(|_, m| with_output(m, "compacted-x.parquet")),
-            ),
+            ("outside_index", Box::new(|_, m| with_output(m, "compacted-x.parquet"))),
             (
                 "not_in_partition",
                 Box::new(|_, m| m.inputs[0].key = format!("{}{}.parquet", p("2026-07-19"), v7(3))),
@@ -974,10 +878,7 @@ mod tests {
                 "input_twice",
                 Box::new(|_, m| {
                     let again = m.inputs[0].clone();
-                    m.inputs.push(ManifestInput {
-                        etag: "\"other\"".into(),
-                        ..again
-                    })
+                    m.inputs.push(ManifestInput { etag: "\"other\"".into(), ..again })
                 }),
             ),
         ];
@@ -1013,10 +914,7 @@ mod tests {
         );
         m2.inputs[1].key = format!("{}notes.json", p("2026-07-20"));
         let text = validate_manifest(&k, &m2).unwrap_err().to_string();
-        assert!(
-            text.ends_with("is not an index input (not a .parquet file)"),
-            "{text}"
-        );
+        assert!(text.ends_with("is not an index input (not a .parquet file)"), "{text}");
     }
 
     #[test]
@@ -1038,19 +936,13 @@ mod tests {
         for other in [
             compacted_key(m.date, v7(V1_OUTPUT_ID_WINDOW_MS + 1)),
             compacted_key(m.date, v7(3_600_000)),
-            compacted_key(
-                m.date,
-                Uuid::parse_str("5f3c2a10-1b2c-4d3e-8f40-112233445566").unwrap(),
-            ),
+            compacted_key(m.date, Uuid::parse_str("5f3c2a10-1b2c-4d3e-8f40-112233445566").unwrap()),
             format!("{}compacted-2026-07-20.parquet", p("2026-07-20")),
         ] {
             with_output(&mut m, &other);
             assert_eq!(
                 validate_manifest(&k, &m),
-                Err(ManifestRule::OutputNotMintedWithJob {
-                    key: other.clone(),
-                    job_id: m.job_id
-                }),
+                Err(ManifestRule::OutputNotMintedWithJob { key: other.clone(), job_id: m.job_id }),
                 "{other}"
             );
         }
@@ -1078,16 +970,10 @@ mod tests {
             let batch = crate::data::merge::tests::row(&flight.to_string(), "X").slice(0, rows);
             let body = bytes::Bytes::from(crate::data::merge::encode(&[batch], 16).unwrap());
             let etag = store.put_now(&key, body);
-            m.inputs = vec![ManifestInput {
-                key: key.clone(),
-                etag,
-                size: 1,
-            }];
+            m.inputs = vec![ManifestInput { key: key.clone(), etag, size: 1 }];
             let mkey = manifest_key(m.date, m.job_id);
             store.put_now(&mkey, serde_json::to_vec(&m).unwrap().into());
-            let r = recover(&store, &mut Fence(None), Budget::DEFAULT)
-                .await
-                .unwrap();
+            let r = recover(&store, &mut Fence(None), Budget::DEFAULT).await.unwrap();
             let e = &r.recovered[0];
             let there = store.snapshot().contains_key(&key);
             assert_eq!(there, !deleted, "{rows} row(s): {e:?}");
@@ -1116,11 +1002,7 @@ mod tests {
         let batch = crate::data::merge::tests::row(&flight.to_string(), "X");
         let body = bytes::Bytes::from(crate::data::merge::encode(&[batch], 16).unwrap());
         let etag = store.put_now(&key, body.clone());
-        m.inputs = vec![ManifestInput {
-            key,
-            etag,
-            size: body.len() as u64,
-        }];
+        m.inputs = vec![ManifestInput { key, etag, size: body.len() as u64 }];
         // The output here holds the same row as the input.
         let mut output = m.output.clone().unwrap();
         output.sha256 = sha256_b64(&body);
@@ -1132,10 +1014,7 @@ mod tests {
         output.sha256 = sha256_b64(b"another body");
         let kept = prove(output).await.unwrap();
         assert_eq!(kept.len(), 1, "{kept:?}");
-        assert_eq!(
-            kept[0].reason,
-            "the output read for the proof is not the one verified"
-        );
+        assert_eq!(kept[0].reason, "the output read for the proof is not the one verified");
     }
 
     /// The dry run (`assess`) foresees the real recovery (`recover`) of a
@@ -1169,11 +1048,7 @@ mod tests {
             };
             store.put_now(&output.key, out);
             m.output = Some(output);
-            let inputs: &[u32] = if with_unproven {
-                &[1, 2, 3, 4]
-            } else {
-                &[1, 2, 3]
-            };
+            let inputs: &[u32] = if with_unproven { &[1, 2, 3, 4] } else { &[1, 2, 3] };
             m.inputs = (inputs.iter())
                 .map(|n| ManifestInput {
                     key: key(*n),
@@ -1189,9 +1064,7 @@ mod tests {
             }
             let dry = assess(&store, Budget::DEFAULT).await.unwrap();
             let d = &dry.recovered[0];
-            let real = recover(&store, &mut Fence(None), Budget::DEFAULT)
-                .await
-                .unwrap();
+            let real = recover(&store, &mut Fence(None), Budget::DEFAULT).await.unwrap();
             let r = &real.recovered[0];
             let there = store.snapshot();
             assert!(
@@ -1250,11 +1123,7 @@ mod tests {
         store.put_now(&mkey, serde_json::to_vec(&m).unwrap().into());
         store.put_now(&stuck_key(&mkey), "{}".into());
         let dry = assess(&store, Budget::DEFAULT).await.unwrap();
-        assert_eq!(
-            dry.recovered[0].action,
-            RecoveryAction::Completed,
-            "{dry:?}"
-        );
+        assert_eq!(dry.recovered[0].action, RecoveryAction::Completed, "{dry:?}");
         assert!(dry.blocked.dates.is_empty());
     }
 
@@ -1269,10 +1138,7 @@ mod tests {
         let key = input_key;
         store.fail_gets(&key(2));
         let r = recover(&store, &mut Fence(None), Budget::DEFAULT).await;
-        assert!(
-            matches!(&r, Err(Error::S3 { code, .. }) if code == "InternalError"),
-            "{r:?}"
-        );
+        assert!(matches!(&r, Err(Error::S3 { code, .. }) if code == "InternalError"), "{r:?}");
         let there = store.snapshot();
         assert!(
             there.contains_key(&key(1)) && there.contains_key(&key(2)) && there.contains_key(&mkey)
@@ -1293,9 +1159,7 @@ mod tests {
         store.put_now(&mark, bytes::Bytes::from_static(b"{}"));
         let resolved = stuck_key("_compaction_state/manifests/2026-07-19-gone.json");
         store.put_now(&resolved, bytes::Bytes::from_static(b"{}"));
-        let r = recover(&store, &mut Fence(None), Budget::DEFAULT)
-            .await
-            .unwrap();
+        let r = recover(&store, &mut Fence(None), Budget::DEFAULT).await.unwrap();
         let why = r.blocked.blocking_walk(m.date).map(ToString::to_string);
         assert!(why.is_some_and(|w| w.contains(&mkey)), "{:?}", r.blocked);
         let there = store.snapshot();
@@ -1313,15 +1177,10 @@ mod tests {
         let (key, m) = good();
         let q = quarantine_key(&key);
         assert_eq!(quarantined_date(&q), Some(m.date));
-        assert_eq!(
-            quarantined_date("_compaction_state/quarantine/x.json"),
-            None
-        );
+        assert_eq!(quarantined_date("_compaction_state/quarantine/x.json"), None);
         store.put_now(&q, serde_json::to_vec(&m).unwrap().into());
         for run in 0..2 {
-            let r = recover(&store, &mut Fence(None), Budget::DEFAULT)
-                .await
-                .unwrap();
+            let r = recover(&store, &mut Fence(None), Budget::DEFAULT).await.unwrap();
             let a = assess(&store, Budget::DEFAULT).await.unwrap();
             for r in [&r, &a] {
                 let why = r.blocked.blocking_walk(m.date).map(ToString::to_string);
@@ -1341,13 +1200,8 @@ mod tests {
             assert!(store.snapshot().contains_key(&q), "left for the operator");
         }
         store.remove_now(&q);
-        let r = recover(&store, &mut Fence(None), Budget::DEFAULT)
-            .await
-            .unwrap();
-        assert!(
-            r.blocked.dates.is_empty() && r.recovered.is_empty(),
-            "{r:?}"
-        );
+        let r = recover(&store, &mut Fence(None), Budget::DEFAULT).await.unwrap();
+        assert!(r.blocked.dates.is_empty() && r.recovered.is_empty(), "{r:?}");
     }
 
     /// The dry run and the real run word each effect with the same action,
@@ -1355,28 +1209,13 @@ mod tests {
     #[test]
     fn every_effect_is_worded_for_the_dry_run_and_the_real_run() {
         let (key, _) = good();
-        let rule = ManifestRule::InputTwice {
-            key: "index/i".into(),
-        };
+        let rule = ManifestRule::InputTwice { key: "index/i".into() };
         let effects = [
-            Effect::Quarantined {
-                rule: rule.clone(),
-                proven: None,
-            },
-            Effect::Quarantined {
-                rule,
-                proven: Some((1, 2)),
-            },
+            Effect::Quarantined { rule: rule.clone(), proven: None },
+            Effect::Quarantined { rule, proven: Some((1, 2)) },
             Effect::OutputMissing("index/o".into()),
-            Effect::OutputMismatch {
-                key: "index/o".into(),
-                reason: "size 1 != manifest 2".into(),
-            },
-            Effect::Completed {
-                deleted: 1,
-                newer: 2,
-                gone: 3,
-            },
+            Effect::OutputMismatch { key: "index/o".into(), reason: "size 1 != manifest 2".into() },
+            Effect::Completed { deleted: 1, newer: 2, gone: 3 },
         ];
         for e in &effects {
             let (would, would_text) = describe(e, Tense::Would, &key);

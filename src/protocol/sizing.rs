@@ -108,20 +108,12 @@ impl MemoryFit {
             }
             None => ceiling,
         };
-        MemoryFit {
-            limit_mb,
-            part_files: part_files.max(1),
-            in_memory,
-        }
+        MemoryFit { limit_mb, part_files: part_files.max(1), in_memory }
     }
 
     /// The fit of `config`'s settings.
     pub fn of(config: &crate::data::config::Config) -> MemoryFit {
-        MemoryFit::new(
-            config.memory_limit_mb,
-            config.part_files,
-            config.spill.limit as u64,
-        )
+        MemoryFit::new(config.memory_limit_mb, config.part_files, config.spill.limit as u64)
     }
 
     /// Uuids each of a date's sets holds in memory before it spills.
@@ -211,11 +203,7 @@ mod tests {
         let past = BASE_MEMORY_MB
             + mb(40_000 * DAY_BYTES_PER_FILE + 10_000 * MEMORY_PER_FILE_BYTES + sets(100_000));
         for files in [140_000, 10_000_000, u64::MAX / 1024] {
-            assert_eq!(
-                peak_memory_mb(files, files, 10_000, 100_000),
-                past,
-                "{files}"
-            );
+            assert_eq!(peak_memory_mb(files, files, 10_000, 100_000), past, "{files}");
         }
         let date = d("2026-07-20");
         let huge = u64::MAX / 1024;
@@ -231,62 +219,29 @@ mod tests {
         let fit = MemoryFit::new(Some(256), files, 1000);
         assert_eq!(fit.in_memory(), 1000);
         let part = fit.part_files(date, files, 0).unwrap();
-        assert!(
-            peak_memory_mb(files, 0, part, 1000) * 10 <= 256 * 9,
-            "{part}"
-        );
-        assert!(
-            peak_memory_mb(files, 0, part + 1, 1000) * 10 > 256 * 9,
-            "{part}"
-        );
-        assert_eq!(
-            MemoryFit::new(None, files, 1000)
-                .part_files(date, files, 0)
-                .unwrap(),
-            files
-        );
+        assert!(peak_memory_mb(files, 0, part, 1000) * 10 <= 256 * 9, "{part}");
+        assert!(peak_memory_mb(files, 0, part + 1, 1000) * 10 > 256 * 9, "{part}");
+        assert_eq!(MemoryFit::new(None, files, 1000).part_files(date, files, 0).unwrap(), files);
         // Refused only when the smallest useful part does not fit.
         let needed = peak_memory_mb(files, 0, MIN_PART_FILES, 1000);
         let at = |limit: u64| MemoryFit::new(Some(limit), files, 1000).part_files(date, files, 0);
         assert!(at(needed * 10 / 9 + 1).is_ok());
         assert!(at(needed * 10 / 9 - 1).is_err());
         match at(needed) {
-            Err(Error::DayTooBig {
-                needed_mb,
-                limit_mb,
-                suggest_mb,
-                part_files,
-                ..
-            }) => {
-                assert_eq!(
-                    (needed_mb, limit_mb, part_files),
-                    (needed, needed, MIN_PART_FILES)
-                );
-                assert!(
-                    suggest_mb * 9 >= needed * 10 && suggest_mb % 64 == 0,
-                    "{suggest_mb}"
-                );
+            Err(Error::DayTooBig { needed_mb, limit_mb, suggest_mb, part_files, .. }) => {
+                assert_eq!((needed_mb, limit_mb, part_files), (needed, needed, MIN_PART_FILES));
+                assert!(suggest_mb * 9 >= needed * 10 && suggest_mb % 64 == 0, "{suggest_mb}");
             }
             other => panic!("{other:?}"),
         }
         // A date smaller than the smallest part: the date whole.
         let small = MemoryFit::new(Some(64), 50_000, 1000).part_files(date, 5, 5);
         assert!(
-            matches!(
-                small,
-                Err(Error::DayTooBig {
-                    part_files: 5,
-                    needed_mb: 61,
-                    ..
-                })
-            ),
+            matches!(small, Err(Error::DayTooBig { part_files: 5, needed_mb: 61, .. })),
             "{small:?}"
         );
         // Tight memory shrinks the sets, never below MIN_IN_MEMORY.
-        assert_eq!(
-            MemoryFit::new(Some(64), 1, 1 << 19).in_memory(),
-            MIN_IN_MEMORY
-        );
+        assert_eq!(MemoryFit::new(Some(64), 1, 1 << 19).in_memory(), MIN_IN_MEMORY);
         assert_eq!(MemoryFit::new(Some(64), 1, 10).in_memory(), 10);
     }
 
@@ -301,11 +256,7 @@ mod tests {
         for part_files in [MIN_PART_FILES, 500] {
             let fit = MemoryFit::new(Some(512), part_files, 1000);
             assert_eq!(fit.largest_part(files, 0), part_files);
-            assert_eq!(
-                fit.part_files(date, files, 0).unwrap(),
-                part_files,
-                "{part_files}"
-            );
+            assert_eq!(fit.part_files(date, files, 0).unwrap(), part_files, "{part_files}");
         }
     }
 }

@@ -37,13 +37,7 @@ fn next_second() {
 
 /// Every key with its ETag and size.
 async fn keys_and_etags(store: &S3Store) -> BTreeMap<String, (String, u64)> {
-    store
-        .list("")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|o| (o.key, (o.etag, o.size)))
-        .collect()
+    store.list("").await.unwrap().into_iter().map(|o| (o.key, (o.etag, o.size))).collect()
 }
 
 /// `archive-compaction audit --from {from} --to {to}` and `extra`.
@@ -84,17 +78,11 @@ fn schema_rejects_broken_reports(doc: &Value) {
         d
     };
     let cases = [
-        (
-            "fix-in-a-day",
-            broken(&|d| d["days"][0]["missing"]["fix"] = json!("x")),
-        ),
+        ("fix-in-a-day", broken(&|d| d["days"][0]["missing"]["fix"] = json!("x"))),
         (
             "no-fix-in-totals",
             broken(&|d| {
-                d["totals"]["missing"]
-                    .as_object_mut()
-                    .unwrap()
-                    .remove("fix");
+                d["totals"]["missing"].as_object_mut().unwrap().remove("fix");
             }),
         ),
         (
@@ -104,14 +92,8 @@ fn schema_rejects_broken_reports(doc: &Value) {
                 d["totals"]["missing"]["examples"] = json!([e, e, e, e, e, e]);
             }),
         ),
-        (
-            "unknown-field",
-            broken(&|d| d["duration_seconds"] = json!(1)),
-        ),
-        (
-            "bad-uuid",
-            broken(&|d| d["days"][0]["missing"]["examples"][0]["flight"] = json!("F-1")),
-        ),
+        ("unknown-field", broken(&|d| d["duration_seconds"] = json!(1))),
+        ("bad-uuid", broken(&|d| d["days"][0]["missing"]["examples"][0]["flight"] = json!("F-1"))),
         (
             "clean-but-unfinished",
             broken(&|d| {
@@ -122,8 +104,7 @@ fn schema_rejects_broken_reports(doc: &Value) {
     ];
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = std::process::Command::new(python());
-    cmd.arg(root().join("tests/support/check_schema.py"))
-        .arg(root().join("specs").join(SCHEMA));
+    cmd.arg(root().join("tests/support/check_schema.py")).arg(root().join("specs").join(SCHEMA));
     for (name, d) in &cases {
         let p = dir.path().join(format!("{name}.json"));
         std::fs::write(&p, d.to_string()).unwrap();
@@ -133,10 +114,7 @@ fn schema_rejects_broken_reports(doc: &Value) {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success(), "{text}");
     for (name, _) in &cases {
-        assert!(
-            text.contains(&format!("{name}.json")),
-            "{name} accepted:\n{text}"
-        );
+        assert!(text.contains(&format!("{name}.json")), "{name} accepted:\n{text}");
     }
 }
 
@@ -184,19 +162,9 @@ async fn python_job_bucket(store: &S3Store) {
         )
     };
     // 07-10: compacted, but one flight never had an index row.
-    compact(
-        "2026-07-10",
-        "compacted-py-a.parquet",
-        &g.index_keys["2026-07-10"],
-        true,
-    );
+    compact("2026-07-10", "compacted-py-a.parquet", &g.index_keys["2026-07-10"], true);
     // 07-11: compacted, then a late per-flight file for a flight it holds.
-    let py = compact(
-        "2026-07-11",
-        "compacted-py-a.parquet",
-        &g.index_keys["2026-07-11"],
-        true,
-    );
+    let py = compact("2026-07-11", "compacted-py-a.parquet", &g.index_keys["2026-07-11"], true);
     let s3_key = py["rows"][0]["s3_key"].as_str().unwrap().to_string();
     archive_py(
         "put-row",
@@ -228,10 +196,7 @@ async fn python_job_bucket(store: &S3Store) {
     // gone) and a row whose first_message is the day before.
     let d = "2026-07-14";
     let orphan = archive_py("put-row", store, json!({"seed": 14, "date": d}));
-    store
-        .delete(orphan["row"]["s3_key"].as_str().unwrap(), None)
-        .await
-        .unwrap();
+    store.delete(orphan["row"]["s3_key"].as_str().unwrap(), None).await.unwrap();
     // 2026-07-13T12:00:00Z in µs.
     let other = archive_py(
         "put-row",
@@ -243,12 +208,7 @@ async fn python_job_bucket(store: &S3Store) {
     keys.push(other["key"].as_str().unwrap().to_string());
     compact(d, "compacted-py-a.parquet", &keys, true);
     // 07-15: compacted, and an export that is no Parquet file.
-    compact(
-        "2026-07-15",
-        "compacted-py-a.parquet",
-        &g.index_keys["2026-07-15"],
-        true,
-    );
+    compact("2026-07-15", "compacted-py-a.parquet", &g.index_keys["2026-07-15"], true);
     store
         .put(
             &format!("{}export.parquet", pre("2026-07-15")),
@@ -259,12 +219,7 @@ async fn python_job_bucket(store: &S3Store) {
         .await
         .unwrap();
     // 07-16: a large day, compacted once: clean.
-    compact(
-        "2026-07-16",
-        "compacted-py-a.parquet",
-        &g.index_keys["2026-07-16"],
-        true,
-    );
+    compact("2026-07-16", "compacted-py-a.parquet", &g.index_keys["2026-07-16"], true);
     store
         .put(
             "_compaction_state/watermark.json",
@@ -286,11 +241,7 @@ async fn an_audit_counts_each_finding_and_a_repair_leaves_only_what_it_cannot_fi
     let (out, r) = cli_audit(&store, "2026-07-10", "2026-07-16");
     assert_eq!(out.status.code(), Some(2), "{r:#?}");
     assert_eq!(r.status, AuditStatus::Findings);
-    assert_eq!(
-        keys_and_etags(&store).await,
-        before,
-        "an audit changes nothing"
-    );
+    assert_eq!(keys_and_etags(&store).await, before, "an audit changes nothing");
     assert!(r.unfinished.is_empty(), "{:?}", r.unfinished);
     assert_eq!(r.totals.dates_audited, 7);
     //                                   missing dup beside orphan other unreadable
@@ -307,11 +258,7 @@ async fn an_audit_counts_each_finding_and_a_repair_leaves_only_what_it_cannot_fi
         assert_eq!(counts(day(&r, d)), w, "{d}: {:#?}", day(&r, d).findings);
     }
     let t = &r.totals;
-    assert_eq!(
-        t.flights,
-        6 + 8 * 4 + 1 + 5 + 2500,
-        "07-14's orphan has no flight"
-    );
+    assert_eq!(t.flights, 6 + 8 * 4 + 1 + 5 + 2500, "07-14's orphan has no flight");
     // Rows: 5 + (8 + 1) + (8 + 2 + 2) + 16 + 10 + 5 + 2500.
     assert_eq!(t.rows, 5 + 9 + 12 + 16 + 10 + 5 + 2500);
     let f = &t.findings;
@@ -323,17 +270,10 @@ async fn an_audit_counts_each_finding_and_a_repair_leaves_only_what_it_cannot_fi
     );
     assert!(f.duplicated.examples.len() <= archive_compaction::commands::audit::EXAMPLES_MAX);
     assert_eq!(
-        f.other_day_rows.examples[0]
-            .first_message
-            .unwrap()
-            .to_rfc3339(),
+        f.other_day_rows.examples[0].first_message.unwrap().to_rfc3339(),
         "2026-07-13T12:00:00+00:00"
     );
-    assert!(
-        f.unreadable_files.examples[0]
-            .file
-            .ends_with("export.parquet")
-    );
+    assert!(f.unreadable_files.examples[0].file.ends_with("export.parquet"));
     for (name, fix) in [
         ("missing", &f.missing.fix),
         ("duplicated", &f.duplicated.fix),
@@ -369,17 +309,8 @@ async fn an_audit_counts_each_finding_and_a_repair_leaves_only_what_it_cannot_fi
         ("2026-07-15", [0, 0, 0, 0, 0, 1]),
     ];
     for d in r.days.iter() {
-        let w = left
-            .iter()
-            .find(|(x, _)| date(x) == d.date)
-            .map_or([0; 6], |(_, w)| *w);
-        assert_eq!(
-            counts(d),
-            w,
-            "{} after the repair: {:#?}",
-            d.date,
-            d.findings
-        );
+        let w = left.iter().find(|(x, _)| date(x) == d.date).map_or([0; 6], |(_, w)| *w);
+        assert_eq!(counts(d), w, "{} after the repair: {:#?}", d.date, d.findings);
     }
     assert_eq!(r.totals.findings.duplicated.count, 0);
     assert_eq!(r.totals.findings.missing.count, 1);
@@ -391,11 +322,7 @@ async fn an_audit_counts_each_finding_and_a_repair_leaves_only_what_it_cannot_fi
     assert_eq!(r.status, AuditStatus::Clean);
     assert_eq!(r.totals.findings.total(), 0);
     assert_eq!(r.totals.rows, 24);
-    assert_eq!(
-        keys_and_etags(&store).await,
-        before,
-        "an audit changes nothing"
-    );
+    assert_eq!(keys_and_etags(&store).await, before, "an audit changes nothing");
 }
 
 #[tokio::test]
@@ -411,23 +338,17 @@ async fn the_audit_event_reports_findings_as_an_error_and_refuses_other_fields()
         lambda_runtime::LambdaEvent::new(payload, lambda_runtime::Context::default())
     };
     let before = keys_and_etags(&store).await;
-    let e = dispatch(
-        &deps,
-        event(json!({"audit": {"from": "2026-07-20", "to": "2026-07-20"}})),
-    )
-    .await
-    .unwrap_err();
+    let e = dispatch(&deps, event(json!({"audit": {"from": "2026-07-20", "to": "2026-07-20"}})))
+        .await
+        .unwrap_err();
     assert_eq!(e.error_type, "AuditFindings");
     let findings: Value = serde_json::from_str(&e.error_message).unwrap();
     let r: AuditReport = serde_json::from_value(findings.clone()).unwrap();
     assert_eq!(r.totals.findings.missing.count, 1);
     assert_eq!(r.totals.rows, 3);
-    let ok = dispatch(
-        &deps,
-        event(json!({"audit": {"from": "2026-07-21", "to": "2026-07-22"}})),
-    )
-    .await
-    .unwrap();
+    let ok = dispatch(&deps, event(json!({"audit": {"from": "2026-07-21", "to": "2026-07-22"}})))
+        .await
+        .unwrap();
     assert_eq!(ok["status"], "clean");
     assert_all_valid(SCHEMA, &[("findings", findings.clone()), ("clean", ok)]);
     schema_rejects_broken_reports(&findings);
@@ -443,11 +364,7 @@ async fn the_audit_event_reports_findings_as_an_error_and_refuses_other_fields()
         let e = dispatch(&deps, event(bad.clone())).await.unwrap_err();
         assert_eq!(e.error_type, "AuditIncomplete", "{bad}");
     }
-    assert_eq!(
-        keys_and_etags(&store).await,
-        before,
-        "an audit changes nothing"
-    );
+    assert_eq!(keys_and_etags(&store).await, before, "an audit changes nothing");
 }
 
 /// An audit that cannot finish says so. 07-21's compacted file went to
@@ -493,11 +410,7 @@ async fn an_audit_that_cannot_read_a_date_or_has_no_time_left_is_incomplete() {
     assert_eq!(r.unfinished.len(), 1, "{:?}", r.unfinished);
     let u = &r.unfinished[0];
     assert_eq!(u.date, date("2026-07-21"));
-    assert!(
-        u.error.contains(&cold) && u.error.contains("InvalidObjectState"),
-        "{}",
-        u.error
-    );
+    assert!(u.error.contains(&cold) && u.error.contains("InvalidObjectState"), "{}", u.error);
     assert_eq!(r.resume_date, None, "the command line has no deadline");
     let audited: Vec<_> = r.days.iter().map(|d| d.date).collect();
     assert_eq!(audited, [date("2026-07-20"), date("2026-07-22")]);
@@ -529,10 +442,7 @@ async fn an_audit_that_cannot_read_a_date_or_has_no_time_left_is_incomplete() {
     let doc: Value = serde_json::from_str(&e.error_message).unwrap();
     assert_valid(SCHEMA, &doc);
     let r: AuditReport = serde_json::from_value(doc).unwrap();
-    assert_eq!(
-        (r.status, r.resume_date),
-        (AuditStatus::Incomplete, Some(date("2026-07-20")))
-    );
+    assert_eq!((r.status, r.resume_date), (AuditStatus::Incomplete, Some(date("2026-07-20"))));
     assert!(r.days.is_empty() && r.unfinished.is_empty(), "{r:#?}");
     assert_eq!(r.totals.dates_audited, 0);
 
@@ -541,12 +451,8 @@ async fn an_audit_that_cannot_read_a_date_or_has_no_time_left_is_incomplete() {
     // than the DATES_IN_FLIGHT (4) started at once: a fifth starts only once
     // one is done, which takes S3 round trips, more than the millisecond
     // 9.001 s leaves above the 9 s margin.
-    let mut command = audit_command(
-        &store,
-        "2026-07-20",
-        "2026-07-27",
-        &["--max-duration", "9.001"],
-    );
+    let mut command =
+        audit_command(&store, "2026-07-20", "2026-07-27", &["--max-duration", "9.001"]);
     command.env("DEADLINE_MARGIN_SECONDS", "9");
     let (out, r) = run_audit(command);
     assert_eq!(out.status.code(), Some(1));
@@ -560,26 +466,13 @@ async fn an_audit_that_cannot_read_a_date_or_has_no_time_left_is_incomplete() {
             .into_iter()
             .filter(|d| *d < resume)
             .partition(|d| *d == date("2026-07-21"));
-    assert_eq!(
-        r.days.iter().map(|d| d.date).collect::<Vec<_>>(),
-        audited,
-        "{r:#?}"
-    );
-    assert_eq!(
-        r.unfinished.iter().map(|u| u.date).collect::<Vec<_>>(),
-        cold,
-        "{r:#?}"
-    );
+    assert_eq!(r.days.iter().map(|d| d.date).collect::<Vec<_>>(), audited, "{r:#?}");
+    assert_eq!(r.unfinished.iter().map(|u| u.date).collect::<Vec<_>>(), cold, "{r:#?}");
     // A --max-duration within the margin would audit nothing: refused as a
     // bad setting before anything is read, no report.
-    let out = audit_command(
-        &store,
-        "2026-07-20",
-        "2026-07-22",
-        &["--max-duration", "30"],
-    )
-    .output()
-    .unwrap();
+    let out = audit_command(&store, "2026-07-20", "2026-07-22", &["--max-duration", "30"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(out.stdout.is_empty());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -587,11 +480,7 @@ async fn an_audit_that_cannot_read_a_date_or_has_no_time_left_is_incomplete() {
         err.contains("setting --max-duration: 30s is not more than DEADLINE_MARGIN_SECONDS (60 s)"),
         "{err}"
     );
-    assert_eq!(
-        keys_and_etags(&store).await,
-        before,
-        "an audit changes nothing"
-    );
+    assert_eq!(keys_and_etags(&store).await, before, "an audit changes nothing");
 }
 
 /// audit and run judge a per-flight file by one rule, the parity gate's:
@@ -604,33 +493,18 @@ async fn an_audit_that_cannot_read_a_date_or_has_no_time_left_is_incomplete() {
 async fn audit_and_run_agree_on_a_per_flight_file_without_its_own_row() {
     init_logs();
     let store = bucket("audit-other-row").await;
-    let g = generate(
-        &store,
-        json!({"seed": 73, "days": [{"date": "2026-07-20", "flights": 3}]}),
-    );
+    let g = generate(&store, json!({"seed": 73, "days": [{"date": "2026-07-20", "flights": 3}]}));
     let keys = &g.index_keys["2026-07-20"];
     let victim = flight_uuid(&keys[0]).to_string();
     let twice = flight_uuid(&keys[1]).to_string();
     // keys[0] now holds keys[1]'s row only.
-    archive_py(
-        "multi-row",
-        &store,
-        json!({"key": &keys[0], "from": [&keys[1]]}),
-    );
+    archive_py("multi-row", &store, json!({"key": &keys[0], "from": [&keys[1]]}));
     let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
-    assert_eq!(
-        r.last_run_status,
-        archive_compaction::data::report::Status::Mismatch
-    );
+    assert_eq!(r.last_run_status, archive_compaction::data::report::Status::Mismatch);
     assert_eq!(r.mismatch_uuids, vec![victim.clone()]);
 
     let (out, a) = cli_audit(&store, "2026-07-20", "2026-07-20");
-    assert_eq!(
-        a.status,
-        AuditStatus::Findings,
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(a.status, AuditStatus::Findings, "{}", String::from_utf8_lossy(&out.stderr));
     let d = day(&a, "2026-07-20");
     assert_eq!(counts(d), [1, 1, 0, 0, 0, 0], "{:?}", d.findings);
     assert_eq!(d.findings.missing.examples[0].flight.to_string(), victim);
@@ -647,13 +521,8 @@ async fn audit_and_run_agree_on_a_per_flight_file_without_its_own_row() {
     assert_eq!(d.rows, 3, "three rows, as Athena reads the partition");
 
     // A zero-row per-flight file: its flight has no row, for both.
-    let (store, v) = variants_bucket(
-        "audit-zero-row",
-        72,
-        "2026-07-20",
-        &["zero_rows", "default"],
-    )
-    .await;
+    let (store, v) =
+        variants_bucket("audit-zero-row", 72, "2026-07-20", &["zero_rows", "default"]).await;
     let zero = flight_uuid(v["zero_rows"]["key"].as_str().unwrap()).to_string();
     let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
     assert_eq!(r.mismatch_uuids, vec![zero.clone()]);

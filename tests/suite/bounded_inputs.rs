@@ -28,10 +28,7 @@ fn plant(store: &S3Store, spec: Value) -> (String, u64) {
         Some(&spec.to_string()),
     );
     let v: Value = serde_json::from_str(&out).unwrap();
-    (
-        v["key"].as_str().unwrap().to_string(),
-        v["size"].as_u64().unwrap(),
-    )
+    (v["key"].as_str().unwrap().to_string(), v["size"].as_u64().unwrap())
 }
 
 /// The job binary with `args` against `store`'s bucket, under the address
@@ -42,9 +39,7 @@ fn limited(store: &S3Store, args: &[&str], extra: &[(&str, &str)]) -> Output {
     let job = cli_command(store, args);
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
-        .arg(format!(
-            "ulimit -v {ADDRESS_SPACE_KIB} && exec \"$0\" \"$@\""
-        ))
+        .arg(format!("ulimit -v {ADDRESS_SPACE_KIB} && exec \"$0\" \"$@\""))
         .arg(job.get_program())
         .args(job.get_args())
         .env_clear();
@@ -85,10 +80,7 @@ fn skipped<'a>(report: &'a Value, key: &str) -> &'a Value {
 async fn hostile_day(hint: &str, spec: Value) -> (String, [Value; 2]) {
     init_logs();
     let store = bucket(hint).await;
-    let generated = generate(
-        &store,
-        json!({"seed": 3, "days": [{"date": DAY, "flights": 6}]}),
-    );
+    let generated = generate(&store, json!({"seed": 3, "days": [{"date": DAY, "flights": 6}]}));
     let ordinary = generated.index_keys[DAY].clone();
     let (key, size) = plant(&store, spec);
     let prefix = archive_compaction::data::keys::index_prefix(date(DAY));
@@ -98,16 +90,9 @@ async fn hostile_day(hint: &str, spec: Value) -> (String, [Value; 2]) {
         skipped(&report, &key);
         let listed = store.list(&prefix).await.unwrap();
         let left = listed.iter().find(|o| o.key == key);
-        assert_eq!(
-            left.map(|o| o.size),
-            Some(size),
-            "run {run}: {key} left in place as it was"
-        );
+        assert_eq!(left.map(|o| o.size), Some(size), "run {run}: {key} left in place as it was");
         for k in &ordinary {
-            assert!(
-                listed.iter().all(|o| &o.key != k),
-                "run {run}: {k} not compacted: {listed:?}"
-            );
+            assert!(listed.iter().all(|o| &o.key != k), "run {run}: {k} not compacted: {listed:?}");
         }
         let compacted: Vec<&str> = (listed.iter())
             .filter(|o| o.key.contains("/compacted-"))
@@ -150,20 +135,14 @@ async fn a_small_file_of_20_million_dictionary_encoded_rows_is_named_not_decoded
     let (key, reports) = hostile_day("rows", json!({"kind": "rows", "date": DAY})).await;
     let limit = limit_of(&key, &reports);
     assert_eq!(limit["limit"], "decoded_bytes", "{limit}");
-    assert!(
-        limit["found"].as_u64().unwrap() > 20_000_000 * 9 * 24,
-        "{limit}"
-    );
+    assert!(limit["found"].as_u64().unwrap() > 20_000_000 * 9 * 24, "{limit}");
 }
 
 #[tokio::test]
 async fn status_counts_other_day_rows_within_the_limit_too() {
     init_logs();
     let store = bucket("rows-status").await;
-    generate(
-        &store,
-        json!({"seed": 3, "days": [{"date": DAY, "flights": 2}]}),
-    );
+    generate(&store, json!({"seed": 3, "days": [{"date": DAY, "flights": 2}]}));
     plant(&store, json!({"kind": "rows", "date": DAY}));
     let out = limited(&store, &["status", "--now", NOW, "--json"], &[]);
     assert!(
@@ -173,10 +152,7 @@ async fn status_counts_other_day_rows_within_the_limit_too() {
         String::from_utf8_lossy(&out.stderr)
     );
     let s: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(
-        s["next_days"].as_array().is_some_and(|d| !d.is_empty()),
-        "{s:#}"
-    );
+    assert!(s["next_days"].as_array().is_some_and(|d| !d.is_empty()), "{s:#}");
 }
 
 #[tokio::test]
@@ -196,10 +172,7 @@ async fn a_big_object_that_is_not_parquet_is_named_from_its_tail_alone() {
     let (key, reports) = hostile_day("not-parquet", spec).await;
     assert!(limit_of(&key, &reports).is_null());
     let reason = skipped(&reports[0], &key)["reason"].clone();
-    assert!(
-        reason.as_str().unwrap().contains("not a Parquet file"),
-        "{reason}"
-    );
+    assert!(reason.as_str().unwrap().contains("not a Parquet file"), "{reason}");
     // Never fetched whole: each run reads its last 64 KiB.
     for (run, report) in reports.iter().enumerate() {
         let read: u64 = (report["days"].as_array().unwrap().iter())
@@ -213,10 +186,7 @@ async fn a_big_object_that_is_not_parquet_is_named_from_its_tail_alone() {
 async fn a_compacted_file_over_a_limit_leaves_its_day_unmerged() {
     init_logs();
     let store = bucket("compacted-over").await;
-    let generated = generate(
-        &store,
-        json!({"seed": 3, "days": [{"date": DAY, "flights": 6}]}),
-    );
+    let generated = generate(&store, json!({"seed": 3, "days": [{"date": DAY, "flights": 6}]}));
     // Written before the limits: a million rows, 216 MB decoded by the
     // footer's count, over the 128 MiB budget.
     let name = "compacted-019f0000-0000-7000-8000-000000000000.parquet";
@@ -229,17 +199,11 @@ async fn a_compacted_file_over_a_limit_leaves_its_day_unmerged() {
     for run in 0..2 {
         let report = run_limited(&store, &[]);
         let entry = skipped(&report, &key);
-        assert_eq!(
-            entry["limit"]["limit"], "decoded_bytes",
-            "run {run}: {entry}"
-        );
+        assert_eq!(entry["limit"]["limit"], "decoded_bytes", "run {run}: {entry}");
         let listed = store.list(&prefix).await.unwrap();
         let mut keys: Vec<String> = listed.iter().map(|o| o.key.clone()).collect();
         keys.sort();
-        assert_eq!(
-            keys, before,
-            "run {run}: the day's stragglers left unmerged, nothing written"
-        );
+        assert_eq!(keys, before, "run {run}: the day's stragglers left unmerged, nothing written");
         let left = listed.iter().find(|o| o.key == key).map(|o| o.size);
         assert_eq!(left, Some(size), "run {run}");
     }

@@ -49,11 +49,7 @@ async fn logs_written_to_a_file_carry_no_escape_codes() {
     assert_eq!(out.status.code(), Some(0), "run failed:\n{log}");
     let r: RunReport = stdout_json(&out);
     assert_eq!(r.days.len(), 3, "{r:?}");
-    assert_eq!(
-        log.matches("date done").count(),
-        3,
-        "one line per date:\n{log}"
-    );
+    assert_eq!(log.matches("date done").count(), 3, "one line per date:\n{log}");
     assert!(log.contains(" INFO "), "plain level names:\n{log}");
 
     let mut bad = cli_command(&store, &["run", "--now", NOW]);
@@ -85,9 +81,5 @@ async fn the_progress_bar_follows_a_real_run() {
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     assert_eq!((bar.position(), bar.length()), (3, Some(3)));
     assert!(bar.is_finished(), "the end of the run clears the bar");
-    assert!(
-        bar.message().starts_with("2026-07-20 compacted: 2 files, "),
-        "{}",
-        bar.message()
-    );
+    assert!(bar.message().starts_with("2026-07-20 compacted: 2 files, "), "{}", bar.message());
 }

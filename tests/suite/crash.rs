@@ -28,9 +28,7 @@ fn spec(seed: u64) -> serde_json::Value {
 
 async fn run_catching(store: &S3Store, cfg: &Config, laps: i64) -> Option<RunReport> {
     let (store, cfg) = (store.clone(), cfg.clone());
-    tokio::spawn(async move { run(&store, &cfg, &options_after_leases(laps)).await })
-        .await
-        .ok()
+    tokio::spawn(async move { run(&store, &cfg, &options_after_leases(laps)).await }).await.ok()
 }
 
 fn assert_invariants(store: &S3Store, generated: &Generated) {
@@ -41,15 +39,10 @@ fn assert_invariants(store: &S3Store, generated: &Generated) {
     for f in &generated.foreign {
         assert!(after.contains_key(f), "foreign object {f} deleted");
     }
-    let manifests: Vec<_> = after
-        .keys()
-        .filter(|k| k.starts_with("_compaction_state/manifests/"))
-        .collect();
+    let manifests: Vec<_> =
+        after.keys().filter(|k| k.starts_with("_compaction_state/manifests/")).collect();
     assert!(manifests.is_empty(), "manifests left: {manifests:?}");
-    assert_eq!(
-        watermark(&after).unwrap()["last_compacted_date"],
-        "2026-07-20"
-    );
+    assert_eq!(watermark(&after).unwrap()["last_compacted_date"], "2026-07-20");
 }
 
 /// Crash at `point` (`return` = an error, `panic` = a crash), run cleanly
@@ -71,12 +64,7 @@ async fn crash_then_recover(point: &str, action: &str, seed: u64) {
         match (action, &crashed) {
             ("panic", None) => {}
             ("return", Some(r)) => {
-                assert_eq!(
-                    r.last_run_status,
-                    Status::Failure,
-                    "{point}: {:?}",
-                    r.errors
-                );
+                assert_eq!(r.last_run_status, Status::Failure, "{point}: {:?}", r.errors);
                 assert!(
                     r.errors.iter().any(|e| e.contains(point)),
                     "{point} did not fire: {:?}",
@@ -88,12 +76,7 @@ async fn crash_then_recover(point: &str, action: &str, seed: u64) {
         scenario.teardown();
     }
     let r = run(&store, &cfg, &options_after_leases(1)).await;
-    assert_eq!(
-        r.last_run_status,
-        Status::Success,
-        "{point}/{action}: {:?}",
-        r.errors
-    );
+    assert_eq!(r.last_run_status, Status::Success, "{point}/{action}: {:?}", r.errors);
     assert_invariants(&store, &generated);
 }
 
@@ -146,12 +129,7 @@ async fn crash_in_recovery(point: &str, action: &str) {
         scenario.teardown();
     }
     let r = run(&store, &cfg, &options_after_leases(2)).await;
-    assert_eq!(
-        r.last_run_status,
-        Status::Success,
-        "{point}/{action}: {:?}",
-        r.errors
-    );
+    assert_eq!(r.last_run_status, Status::Success, "{point}/{action}: {:?}", r.errors);
     assert_invariants(&store, &generated);
 }
 
@@ -199,10 +177,8 @@ async fn overwritten_at(point: &'static str) {
     let _serial = SERIAL.lock().await;
     init_logs();
     let store = bucket(&format!("overwritten-{}", point.replace("::", "-"))).await;
-    let generated = generate(
-        &store,
-        json!({"seed": 60, "days": [{"date": "2026-07-20", "flights": 5}]}),
-    );
+    let generated =
+        generate(&store, json!({"seed": 60, "days": [{"date": "2026-07-20", "flights": 5}]}));
     let victim = generated.index_keys["2026-07-20"][2].clone();
     let (s2, v2) = (store.clone(), victim.clone());
     let new_rows = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -245,20 +221,14 @@ async fn a_commit_made_to_list_a_skipped_input_deletes_nothing_of_it() {
     init_logs();
     let store = bucket("proof-skipped").await;
     let day = "2026-07-20";
-    let generated = generate(
-        &store,
-        json!({"seed": 70, "days": [{"date": day, "flights": 6}]}),
-    );
+    let generated = generate(&store, json!({"seed": 70, "days": [{"date": day, "flights": 6}]}));
     let v = archive_py(
         "variants",
         &store,
         json!({"date": day, "seed": 71, "variants": ["military_as_string"]}),
     );
     let skipped = v["military_as_string"]["key"].as_str().unwrap().to_string();
-    let skipped_flight = v["military_as_string"]["flight"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let skipped_flight = v["military_as_string"]["flight"].as_str().unwrap().to_string();
     let etag = dump(&store, &skipped)[&skipped].etag.clone();
     let cfg = config(&store, &[]);
     let each_flight_once = |why: &str| {
@@ -267,22 +237,15 @@ async fn a_commit_made_to_list_a_skipped_input_deletes_nothing_of_it() {
         for (k, d) in &after {
             if archive_compaction::data::keys::is_index_input(k) {
                 for r in d.rows.clone().unwrap_or_default() {
-                    *n.entry(r["s3_key"].as_str().unwrap().to_string())
-                        .or_insert(0) += 1;
+                    *n.entry(r["s3_key"].as_str().unwrap().to_string()).or_insert(0) += 1;
                 }
             }
         }
-        let mut want: Vec<String> = generated.rows[day]
-            .iter()
-            .map(|r| r["s3_key"].as_str().unwrap().to_string())
-            .collect();
+        let mut want: Vec<String> =
+            generated.rows[day].iter().map(|r| r["s3_key"].as_str().unwrap().to_string()).collect();
         want.push(skipped_flight.clone());
         want.sort();
-        assert_eq!(
-            n.keys().cloned().collect::<Vec<_>>(),
-            want,
-            "{why}: flights lost or added"
-        );
+        assert_eq!(n.keys().cloned().collect::<Vec<_>>(), want, "{why}: flights lost or added");
         assert!(n.values().all(|c| *c == 1), "{why}: a flight twice: {n:?}");
         assert_eq!(
             after.get(&skipped).map(|d| d.etag.clone()),
@@ -297,9 +260,7 @@ async fn a_commit_made_to_list_a_skipped_input_deletes_nothing_of_it() {
     scenario.teardown();
     assert_eq!(r.last_run_status, Status::Failure, "{:?}", r.errors);
     assert!(
-        r.errors
-            .iter()
-            .any(|e| e.contains(&skipped) && e.contains("not proven")),
+        r.errors.iter().any(|e| e.contains(&skipped) && e.contains("not proven")),
         "the kept input is not named: {:?}",
         r.errors
     );
@@ -324,10 +285,7 @@ async fn a_commit_made_to_list_a_skipped_input_deletes_nothing_of_it() {
     let r = run(&store, &cfg, &options_after_leases(1)).await;
     let e = &r.recovered[0];
     assert_eq!(e.action, "quarantined", "{:?}", r.recovered);
-    assert!(
-        e.detail.contains("rule input_not_in_output:") && e.detail.contains(&skipped),
-        "{e:?}"
-    );
+    assert!(e.detail.contains("rule input_not_in_output:") && e.detail.contains(&skipped), "{e:?}");
     each_flight_once("after recovery");
 
     let quarantined = dump(&store, "_compaction_state/quarantine/");
@@ -339,12 +297,7 @@ async fn a_commit_made_to_list_a_skipped_input_deletes_nothing_of_it() {
     each_flight_once("after the operator");
     let after = dump(&store, "");
     assert_eq!(watermark(&after).unwrap()["last_compacted_date"], day);
-    assert!(
-        !after
-            .keys()
-            .any(|k| k.starts_with("_compaction_state/manifests/")),
-        "manifests left"
-    );
+    assert!(!after.keys().any(|k| k.starts_with("_compaction_state/manifests/")), "manifests left");
 }
 
 #[tokio::test]
@@ -393,17 +346,11 @@ async fn sigkill_at_random_instants_then_one_clean_run() {
     let mut seed: u64 = 0x5eed;
     let mut kills = 0;
     for i in 0..8 {
-        seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         // The first instant within the first 45% of the twin's time: the
         // twin runs cold (1.3 to 1.6 times a warm whole run, measured here),
         // and a first run left uncut leaves nothing for the others to cut.
-        let span = if i == 0 {
-            whole_ms * 2 / 5
-        } else {
-            whole_ms * 9 / 10
-        };
+        let span = if i == 0 { whole_ms * 2 / 5 } else { whole_ms * 9 / 10 };
         let delay = Duration::from_millis(whole_ms / 20 + (seed >> 33) % span);
         let mut child = spawn();
         tokio::time::sleep(delay).await;
@@ -418,10 +365,7 @@ async fn sigkill_at_random_instants_then_one_clean_run() {
             tokio::time::sleep(Duration::from_millis(3100)).await;
         }
     }
-    assert!(
-        kills > 0,
-        "no run was killed: the archive is too small for the delays"
-    );
+    assert!(kills > 0, "no run was killed: the archive is too small for the delays");
     let status = spawn().wait().unwrap();
     assert_eq!(status.code(), Some(0));
     assert_all_compacted(&store, &generated, "2026-07-20", "after the SIGKILLs");

@@ -74,17 +74,10 @@ async fn a_request_that_never_answers_ends_the_run_within_its_deadline_at_every_
             took <= deadline + PAST_DEADLINE,
             "{phase}: the run took {took:?}, its deadline was {deadline:?}"
         );
-        assert_eq!(
-            r.stop_reason,
-            StopReason::Deadline,
-            "{phase}: {:?}",
-            r.errors
-        );
+        assert_eq!(r.stop_reason, StopReason::Deadline, "{phase}: {:?}", r.errors);
         assert_eq!(r.last_run_status, Status::Failure, "{phase}");
         assert!(
-            r.errors
-                .iter()
-                .any(|e| e.contains("not answered before the run's deadline")),
+            r.errors.iter().any(|e| e.contains("not answered before the run's deadline")),
             "{phase}: {:?}",
             r.errors
         );
@@ -118,24 +111,14 @@ async fn an_audit_whose_request_never_answers_ends_within_its_deadline_with_a_re
     let deadline = Duration::from_secs(12);
     let t0 = Instant::now();
     opts.deadline = Some(t0 + deadline);
-    let r = archive_compaction::commands::audit::audit(&store, &cfg, &opts)
-        .await
-        .unwrap();
+    let r = archive_compaction::commands::audit::audit(&store, &cfg, &opts).await.unwrap();
     let took = t0.elapsed();
-    assert!(
-        proxy.stats()["by_rule"]["stall"].as_u64().unwrap_or(0) >= 1,
-        "{}",
-        proxy.stats()
-    );
+    assert!(proxy.stats()["by_rule"]["stall"].as_u64().unwrap_or(0) >= 1, "{}", proxy.stats());
     assert!(
         took <= deadline + PAST_DEADLINE,
         "the audit took {took:?}, its deadline was {deadline:?}"
     );
-    assert_eq!(
-        r.status,
-        archive_compaction::commands::audit::AuditStatus::Incomplete,
-        "{r:?}"
-    );
+    assert_eq!(r.status, archive_compaction::commands::audit::AuditStatus::Incomplete, "{r:?}");
     assert_eq!(r.resume_date, Some(date("2026-07-20")), "{r:?}");
     assert_eq!(r.totals.dates_audited, 1, "07-19 was audited: {r:?}");
 }
@@ -160,10 +143,7 @@ async fn the_cli_with_a_forty_second_deadline_ends_in_time_with_its_report() {
         .unwrap();
     let took = t0.elapsed();
     let report = report_of(&out);
-    assert!(
-        took <= Duration::from_secs(42),
-        "the run took {took:?} with --max-duration 40"
-    );
+    assert!(took <= Duration::from_secs(42), "the run took {took:?} with --max-duration 40");
     assert_eq!(out.status.code(), Some(1), "{report:#}");
     assert_eq!(report["stop_reason"], "deadline", "{report:#}");
     assert!(
@@ -191,12 +171,7 @@ async fn a_lost_answer_on_each_conditional_write_is_recognised_as_the_runs_own()
     ]}));
     let store = proxy.store(&direct);
     let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
-    assert_eq!(
-        proxy.stats()["by_rule"]["lose_answer"],
-        4,
-        "{}",
-        proxy.stats()
-    );
+    assert_eq!(proxy.stats()["by_rule"]["lose_answer"], 4, "{}", proxy.stats());
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     assert_eq!(r.stop_reason, StopReason::ReachedCutoff);
     assert_eq!(r.days_compacted, 2);
@@ -254,9 +229,7 @@ async fn after_a_failed_manifest_delete_the_report_equals_the_watermark_in_the_b
     );
     assert_eq!(r.days_compacted, 1);
     assert!(
-        r.errors
-            .iter()
-            .any(|e| e.contains("HTTP 503: Slow Down (the server sent no message)")),
+        r.errors.iter().any(|e| e.contains("HTTP 503: Slow Down (the server sent no message)")),
         "{:?}",
         r.errors
     );

@@ -20,11 +20,8 @@ use std::time::Instant;
 use crate::common::*;
 
 fn require(test: &str, tools: &[&str]) -> bool {
-    let missing: Vec<&str> = tools
-        .iter()
-        .copied()
-        .filter(|t| !crate::common::tools().join(t).exists())
-        .collect();
+    let missing: Vec<&str> =
+        tools.iter().copied().filter(|t| !crate::common::tools().join(t).exists()).collect();
     if missing.is_empty() {
         return true;
     }
@@ -58,21 +55,14 @@ fn drive(script: &str, flag: &str) {
         out.status,
         started.elapsed().as_secs_f64()
     );
-    assert!(
-        stdout.contains("all checks passed"),
-        "{script} ended without its last check"
-    );
+    assert!(stdout.contains("all checks passed"), "{script} ended without its last check");
 }
 
 #[test]
 fn deployed_stack_on_ministack() {
     if require(
         "deployed_stack_on_ministack",
-        &[
-            "sam/bin/sam",
-            "ministack-full/bin/ministack",
-            "py/bin/python",
-        ],
+        &["sam/bin/sam", "ministack-full/bin/ministack", "py/bin/python"],
     ) {
         drive("deployed.py", "--bootstrap");
     }

@@ -106,11 +106,7 @@ fn anchors(text: &str) -> BTreeSet<String> {
             })
             .collect();
         let n = seen.entry(slug.clone()).or_insert(0);
-        out.insert(if *n == 0 {
-            slug.clone()
-        } else {
-            format!("{slug}-{n}")
-        });
+        out.insert(if *n == 0 { slug.clone() } else { format!("{slug}-{n}") });
         *n += 1;
     }
     out
@@ -136,15 +132,10 @@ fn every_relative_link_resolves_to_a_file_and_heading() {
                 Some((p, f)) => (p, Some(f)),
                 None => (target.as_str(), None),
             };
-            let file = if path.is_empty() {
-                page.clone()
-            } else {
-                page.parent().unwrap().join(path)
-            };
-            let here = format!(
-                "{}:{line}: ({target})",
-                page.strip_prefix(root()).unwrap().display()
-            );
+            let file =
+                if path.is_empty() { page.clone() } else { page.parent().unwrap().join(path) };
+            let here =
+                format!("{}:{line}: ({target})", page.strip_prefix(root()).unwrap().display());
             if !file.exists() {
                 broken.push(format!("{here}: no file {}", file.display()));
                 continue;
@@ -162,10 +153,8 @@ fn every_relative_link_resolves_to_a_file_and_heading() {
 #[test]
 fn every_docs_page_is_linked_from_the_readme() {
     let readme = read(&root().join("README.md"));
-    let linked: BTreeSet<String> = links(&readme)
-        .into_iter()
-        .map(|(_, t)| t.split('#').next().unwrap().to_string())
-        .collect();
+    let linked: BTreeSet<String> =
+        links(&readme).into_iter().map(|(_, t)| t.split('#').next().unwrap().to_string()).collect();
     let mut missing = Vec::new();
     for e in std::fs::read_dir(root().join("docs")).unwrap() {
         let p = e.unwrap().path();
@@ -176,19 +165,13 @@ fn every_docs_page_is_linked_from_the_readme() {
             }
         }
     }
-    assert!(
-        missing.is_empty(),
-        "docs pages the README does not link: {missing:?}"
-    );
+    assert!(missing.is_empty(), "docs pages the README does not link: {missing:?}");
 }
 
 #[test]
 fn the_readme_stays_short() {
     let n = read(&root().join("README.md")).lines().count();
-    assert!(
-        n <= 250,
-        "README.md has {n} lines; at most 250: move detail into docs/"
-    );
+    assert!(n <= 250, "README.md has {n} lines; at most 250: move detail into docs/");
 }
 
 /// The rows `| \`NAME\` | default | meaning |` of the configuration page.
@@ -204,9 +187,7 @@ fn configuration_rows() -> BTreeMap<String, String> {
         let name = cells[1].trim_matches('`');
         if cells[1].starts_with('`')
             && !name.is_empty()
-            && name
-                .chars()
-                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+            && name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
         {
             rows.insert(name.to_string(), cells[2].replace('`', ""));
         }
@@ -230,9 +211,7 @@ fn the_configuration_page_names_every_setting_with_its_default() {
     let known: BTreeSet<&str> = SETTINGS.iter().map(|s| s.name).collect();
     for name in rows.keys() {
         if !known.contains(name.as_str()) {
-            wrong.push(format!(
-                "{name}: in docs/configuration.md but not a setting of the code"
-            ));
+            wrong.push(format!("{name}: in docs/configuration.md but not a setting of the code"));
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
@@ -275,10 +254,7 @@ fn template_alarms() -> Vec<(String, String)> {
 #[test]
 fn every_alarm_has_a_runbook_section_and_points_at_it() {
     let alarms = template_alarms();
-    assert!(
-        alarms.len() >= 4,
-        "alarms read from template.yaml: {alarms:?}"
-    );
+    assert!(alarms.len() >= 4, "alarms read from template.yaml: {alarms:?}");
     let runbook = anchors(&read(&root().join("docs/runbook.md")));
     let mut wrong = Vec::new();
     for (id, desc) in &alarms {
@@ -288,9 +264,7 @@ fn every_alarm_has_a_runbook_section_and_points_at_it() {
         }
         let link = format!("docs/runbook.md#{anchor}");
         if !desc.contains(&link) {
-            wrong.push(format!(
-                "{id}: its AlarmDescription does not point at {link}: {desc:?}"
-            ));
+            wrong.push(format!("{id}: its AlarmDescription does not point at {link}: {desc:?}"));
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
@@ -301,15 +275,10 @@ fn anchors_follow_github() {
     let a = anchors(
         "# Deploy (AWS SAM)\n## `READ_CONCURRENCY`: the sweep\n## A b\n## A b\n```\n# not\n```\n",
     );
-    let want: BTreeSet<String> = [
-        "deploy-aws-sam",
-        "read_concurrency-the-sweep",
-        "a-b",
-        "a-b-1",
-    ]
-    .into_iter()
-    .map(String::from)
-    .collect();
+    let want: BTreeSet<String> = ["deploy-aws-sam", "read_concurrency-the-sweep", "a-b", "a-b-1"]
+        .into_iter()
+        .map(String::from)
+        .collect();
     assert_eq!(a, want);
     assert_eq!(
         links("see [x](a.md#b) and `[y](z.md)`\n```\n[q](r)\n```\n"),
@@ -327,9 +296,7 @@ fn bench_blocks(page: &str) -> BTreeMap<String, String> {
         let name = after.split(':').next().unwrap().to_string();
         let body_at = after.find("-->").unwrap() + 3;
         let end = format!("<!-- END bench/docs.py {name} -->");
-        let j = after
-            .find(&end)
-            .unwrap_or_else(|| panic!("block {name} has no END line"));
+        let j = after.find(&end).unwrap_or_else(|| panic!("block {name} has no END line"));
         out.insert(name, after[body_at..j].trim().to_string());
         rest = &after[j + end.len()..];
     }
@@ -350,17 +317,7 @@ fn performance_figures_are_written_by_the_benchmarks() {
     let blocks = bench_blocks(&page);
     assert_eq!(
         blocks.keys().map(String::as_str).collect::<Vec<_>>(),
-        [
-            "audit",
-            "audit-scale",
-            "backlog",
-            "parts",
-            "sets",
-            "sizes",
-            "sizing",
-            "sweep",
-            "windows"
-        ],
+        ["audit", "audit-scale", "backlog", "parts", "sets", "sizes", "sizing", "sweep", "windows"],
         "the page's bench blocks"
     );
     for (name, body) in &blocks {
@@ -409,25 +366,14 @@ fn performance_figures_are_written_by_the_benchmarks() {
     for name in by_block {
         assert_eq!(new_blocks[name], blocks[name], "{name}");
     }
-    for (name, body) in new_blocks
-        .iter()
-        .filter(|(n, _)| !by_block.contains(&n.as_str()))
-    {
+    for (name, body) in new_blocks.iter().filter(|(n, _)| !by_block.contains(&n.as_str())) {
         assert!(
             body.starts_with("Measured 2099-01-02 at commit `abc1234` on 9 CPUs (test)"),
             "block {name}: {body:.300}"
         );
     }
-    assert!(
-        new_blocks["sizes"].contains("| 1,000 | job | 1.50 |"),
-        "{}",
-        new_blocks["sizes"]
-    );
-    assert!(
-        new_blocks["sweep"].contains("| 64 | 1.00 |"),
-        "{}",
-        new_blocks["sweep"]
-    );
+    assert!(new_blocks["sizes"].contains("| 1,000 | job | 1.50 |"), "{}", new_blocks["sizes"]);
+    assert!(new_blocks["sweep"].contains("| 64 | 1.00 |"), "{}", new_blocks["sweep"]);
     assert!(
         new_blocks["audit"].contains("| a day | 1 | 3 | 700 B of 1,000 B (70 %) |"),
         "{}",
@@ -455,10 +401,7 @@ fn performance_figures_are_written_by_the_benchmarks() {
         "{}",
         parts_blocks["parts"]
     );
-    assert_eq!(
-        parts_blocks["sizes"], blocks["sizes"],
-        "--block parts wrote only its block"
-    );
+    assert_eq!(parts_blocks["sizes"], blocks["sizes"], "--block parts wrote only its block");
     // `make bench-windows`: the same table with the date's passes.
     let mut windows_job = parts_job.clone();
     windows_job["passes"] = 3.into();
@@ -471,10 +414,7 @@ fn performance_figures_are_written_by_the_benchmarks() {
         "{}",
         windows_blocks["windows"]
     );
-    assert_eq!(
-        windows_blocks["parts"], blocks["parts"],
-        "--block windows wrote only its block"
-    );
+    assert_eq!(windows_blocks["parts"], blocks["parts"], "--block windows wrote only its block");
     // `make bench-audit-scale`: an audit under a deadline and a limit.
     let scale = serde_json::json!({"meta": data["meta"], "audit": [{"measure": "a big day", "wall_s": 2.0,
         "cpu_s": 0.2, "peak_rss_mb": 40.0, "dates": 1, "gets": 3, "bytes_read": 700, "status": "clean", "resume_date": null,
@@ -486,10 +426,7 @@ fn performance_figures_are_written_by_the_benchmarks() {
         "{}",
         scale_blocks["audit-scale"]
     );
-    assert_eq!(
-        scale_blocks["audit"], blocks["audit"],
-        "--block audit-scale wrote only its block"
-    );
+    assert_eq!(scale_blocks["audit"], blocks["audit"], "--block audit-scale wrote only its block");
     // `make bench-sets`: a date's uuid sets by size, one died.
     let sets = serde_json::json!({"meta": data["meta"], "sets": [
         {"flights": 1_000_000, "limit": null, "outcome": "ok", "peak_rss_kib": 49_152, "disk_bytes": 16_000_000,
@@ -506,10 +443,7 @@ fn performance_figures_are_written_by_the_benchmarks() {
         "{}",
         sets_blocks["sets"]
     );
-    assert_eq!(
-        sets_blocks["parts"], blocks["parts"],
-        "--block sets wrote only its block"
-    );
+    assert_eq!(sets_blocks["parts"], blocks["parts"], "--block sets wrote only its block");
     // `make bench-sizing`: a run a row, the day's verdict on its last.
     let sizing = serde_json::json!({"meta": data["meta"], "sizing": [
         {"files": 30_000, "memory_mb": 128, "ulimit_v_kib": 0, "max_duration_s": null, "margin_s": null,
@@ -529,10 +463,7 @@ fn performance_figures_are_written_by_the_benchmarks() {
         "{}",
         sizing_blocks["sizing"]
     );
-    assert_eq!(
-        sizing_blocks["sets"], blocks["sets"],
-        "--block sizing wrote only its block"
-    );
+    assert_eq!(sizing_blocks["sets"], blocks["sets"], "--block sizing wrote only its block");
     // Outside the blocks, nothing changed.
     let outside = |text: &str| {
         let mut t = text.to_string();
@@ -556,10 +487,7 @@ fn written_block(
     block: &str,
     data: &serde_json::Value,
 ) -> BTreeMap<String, String> {
-    let (results, copy) = (
-        dir.join(format!("{block}.json")),
-        dir.join(format!("{block}.md")),
-    );
+    let (results, copy) = (dir.join(format!("{block}.json")), dir.join(format!("{block}.md")));
     std::fs::write(&results, data.to_string()).unwrap();
     std::fs::write(&copy, page).unwrap();
     let out = std::process::Command::new("python3")
@@ -580,10 +508,7 @@ fn files_under(dir: &Path, exts: &[&str], out: &mut Vec<PathBuf>) {
         let path = entry.unwrap().path();
         if path.is_dir() {
             files_under(&path, exts, out);
-        } else if path
-            .extension()
-            .is_some_and(|x| exts.iter().any(|e| x == *e))
-        {
+        } else if path.extension().is_some_and(|x| exts.iter().any(|e| x == *e)) {
             out.push(path);
         }
     }
@@ -614,11 +539,7 @@ fn no_issue_numbers_in_code_or_tests() {
             }
         }
     }
-    assert!(
-        found.is_empty(),
-        "issue numbers in code or tests:\n{}",
-        found.join("\n")
-    );
+    assert!(found.is_empty(), "issue numbers in code or tests:\n{}", found.join("\n"));
 }
 
 /// template.yaml's function environment, each variable with the value the
@@ -646,9 +567,7 @@ fn template_environment() -> BTreeMap<String, String> {
             defaults.insert(p.clone(), d.trim_matches('"').to_string());
         }
     }
-    let start = text
-        .find("        Variables:\n")
-        .expect("the function's Variables");
+    let start = text.find("        Variables:\n").expect("the function's Variables");
     let mut env = BTreeMap::new();
     for line in text[start..].lines().skip(1) {
         let Some((name, value)) = line.trim().split_once(": ") else {
@@ -678,10 +597,7 @@ fn template_environment() -> BTreeMap<String, String> {
 fn the_templates_defaults_are_the_codes() {
     use archive_compaction::data::config::Config;
     let env = template_environment();
-    assert!(
-        env.len() >= 10,
-        "variables read from template.yaml: {env:?}"
-    );
+    assert!(env.len() >= 10, "variables read from template.yaml: {env:?}");
     let base: std::collections::HashMap<String, String> =
         [("S3_BUCKET".to_string(), "archive".to_string())].into();
     let code = Config::from_map(&base).unwrap();
@@ -721,9 +637,8 @@ const UPWARD: &[(&str, &str, &str)] = &[(
 /// is `protocol::commit`, `src/data/merge/stream.rs` is `data::merge::stream`,
 /// `src/data/mod.rs` is `data`.
 fn module_path(rel: &Path) -> Vec<String> {
-    let mut parts: Vec<String> = (rel.components())
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect();
+    let mut parts: Vec<String> =
+        (rel.components()).map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
     let file = parts.pop().unwrap();
     let stem = file.trim_end_matches(".rs");
     if stem != "mod" {
@@ -742,9 +657,8 @@ fn unit_of(path: &[String]) -> String {
 fn segments(mut rest: &str) -> Vec<String> {
     let mut out = Vec::new();
     loop {
-        let name: String = (rest.chars())
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect();
+        let name: String =
+            (rest.chars()).take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
         if name.is_empty() {
             return out;
         }
@@ -799,9 +713,7 @@ fn module_imports() -> BTreeMap<String, BTreeSet<String>> {
             .take_while(|(i, l)| {
                 let test_mod = |n: &&str| {
                     let n = n.trim();
-                    n.strip_prefix("pub(crate) ")
-                        .unwrap_or(n)
-                        .starts_with("mod ")
+                    n.strip_prefix("pub(crate) ").unwrap_or(n).starts_with("mod ")
                 };
                 !(l.trim() == "#[cfg(test)]" && lines.get(i + 1).is_some_and(test_mod))
             })
@@ -941,9 +853,5 @@ fn modules_import_in_one_direction_and_each_has_its_row() {
     for name in rows.keys().filter(|r| !modules.contains(*r)) {
         wrong.push(format!("a row for {name}, which is no module"));
     }
-    assert!(
-        wrong.is_empty(),
-        "docs/ARCHITECTURE.md's Code layout: {}",
-        wrong.join("; ")
-    );
+    assert!(wrong.is_empty(), "docs/ARCHITECTURE.md's Code layout: {}", wrong.join("; "));
 }

@@ -77,19 +77,9 @@ async fn dry_run_writes_nothing_and_plans_what_the_real_run_then_does() {
     let (manifest_key, _) =
         crashed_commit(&store, date("2026-07-18"), 0, 2, Crash::AfterVerify).await;
     // An index file that is not Parquet: skipped with a reason, left in place.
-    let garbage = format!(
-        "{}019f7d73-f820-702f-b905-8c81d0944996.parquet",
-        index_prefix(date("2026-07-19"))
-    );
-    store
-        .put(
-            &garbage,
-            b"PAR1 truncated".to_vec().into(),
-            PutMode::Create,
-            None,
-        )
-        .await
-        .unwrap();
+    let garbage =
+        format!("{}019f7d73-f820-702f-b905-8c81d0944996.parquet", index_prefix(date("2026-07-19")));
+    store.put(&garbage, b"PAR1 truncated".to_vec().into(), PutMode::Create, None).await.unwrap();
     // Multi-row index files that are not Parquet either: one on 07-19 (the
     // plan counts it as multi-row, but it is skipped, not read), one on the
     // mismatching 07-20 (the parity gate reads it for its rows, and skips it).
@@ -98,15 +88,7 @@ async fn dry_run_writes_nothing_and_plans_what_the_real_run_then_does() {
         .map(|d| format!("{}part-0.parquet", index_prefix(date(d))))
         .collect();
     for key in &garbage_multi {
-        store
-            .put(
-                key,
-                b"PAR1 not parquet".to_vec().into(),
-                PutMode::Create,
-                None,
-            )
-            .await
-            .unwrap();
+        store.put(key, b"PAR1 not parquet".to_vec().into(), PutMode::Create, None).await.unwrap();
     }
     let mut all_garbage = vec![garbage.clone()];
     all_garbage.extend(garbage_multi.iter().cloned());
@@ -134,57 +116,26 @@ async fn dry_run_writes_nothing_and_plans_what_the_real_run_then_does() {
     lease.release().await.unwrap();
 
     assert!(dry.dry_run);
-    assert_valid(
-        "run-report.schema.json",
-        &serde_json::to_value(&dry).unwrap(),
-    );
+    assert_valid("run-report.schema.json", &serde_json::to_value(&dry).unwrap());
     assert_eq!(dry.last_run_status, Status::Mismatch, "{:?}", dry.errors);
     assert_eq!(dry.stop_reason, StopReason::Mismatch);
     // A dry run records no mismatch: its verdict is the day's.
     assert_eq!(dry.mismatch_date, None);
-    assert_eq!(
-        day(&dry, "2026-07-20").mismatch_uuids,
-        generated.missing["2026-07-20"]
-    );
-    assert_eq!(
-        (dry.files_compacted, dry.days_compacted, dry.rows_written),
-        (0, 0, 0)
-    );
-    assert_eq!(
-        dry.last_compacted_date, None,
-        "a dry run moves no watermark"
-    );
-    assert_eq!(
-        recovered(&dry),
-        BTreeSet::from([(manifest_key.clone(), "completed".to_string())])
-    );
-    assert!(
-        dry.recovered[0].detail.contains("would delete 2 input(s)"),
-        "{:?}",
-        dry.recovered
-    );
+    assert_eq!(day(&dry, "2026-07-20").mismatch_uuids, generated.missing["2026-07-20"]);
+    assert_eq!((dry.files_compacted, dry.days_compacted, dry.rows_written), (0, 0, 0));
+    assert_eq!(dry.last_compacted_date, None, "a dry run moves no watermark");
+    assert_eq!(recovered(&dry), BTreeSet::from([(manifest_key.clone(), "completed".to_string())]));
+    assert!(dry.recovered[0].detail.contains("would delete 2 input(s)"), "{:?}", dry.recovered);
     let d18 = day(&dry, "2026-07-18");
     assert_eq!(d18.action, "planned");
     assert_eq!(d18.parity, Some(Parity::Passed));
-    assert_eq!(
-        d18.files_claimed, 2,
-        "the inputs recovery would delete first are not planned"
-    );
-    assert_eq!(
-        d18.files_read,
-        8 - 2 + 1,
-        "6 per-flight files + the verified output"
-    );
+    assert_eq!(d18.files_claimed, 2, "the inputs recovery would delete first are not planned");
+    assert_eq!(d18.files_read, 8 - 2 + 1, "6 per-flight files + the verified output");
     assert_eq!(d18.foreign_objects, 5);
     assert!(d18.bytes_read > 0);
     let d19 = day(&dry, "2026-07-19");
     assert_eq!(
-        (
-            d19.action.as_str(),
-            d19.files_read,
-            d19.files_read_multi_row,
-            d19.files_skipped
-        ),
+        (d19.action.as_str(), d19.files_read, d19.files_read_multi_row, d19.files_skipped),
         ("planned", 6, 0, 2),
         "the unreadable multi-row file is skipped, not read"
     );
@@ -194,15 +145,9 @@ async fn dry_run_writes_nothing_and_plans_what_the_real_run_then_does() {
         "each unreadable file once, the one the parity gate read too"
     );
     let d20 = day(&dry, "2026-07-20");
-    assert_eq!(
-        (d20.action.as_str(), d20.parity),
-        ("mismatch", Some(Parity::Mismatch))
-    );
+    assert_eq!((d20.action.as_str(), d20.parity), ("mismatch", Some(Parity::Mismatch)));
     assert_eq!(d20.flights, 5);
-    assert_eq!(
-        d20.files_skipped, 1,
-        "the file the parity gate could not read"
-    );
+    assert_eq!(d20.files_skipped, 1, "the file the parity gate could not read");
 
     // The real run does what the dry run said.
     let real = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
@@ -218,10 +163,7 @@ async fn dry_run_writes_nothing_and_plans_what_the_real_run_then_does() {
     let counted: u64 = real.days.iter().map(|d| d.files_skipped).sum();
     assert_eq!(counted as usize, real.skipped_files.len());
     assert_eq!(
-        real.days
-            .iter()
-            .map(|d| d.action.as_str())
-            .collect::<Vec<_>>(),
+        real.days.iter().map(|d| d.action.as_str()).collect::<Vec<_>>(),
         ["compacted", "compacted", "mismatch"]
     );
     let after = dump(&store, "");
@@ -248,17 +190,11 @@ async fn dry_run_says_what_recovery_would_do_with_each_kind_of_manifest() {
     let (differs, m) = crashed_commit(&store, date("2026-07-19"), 1, 2, Crash::OutputDiffers).await;
     let unreadable =
         "_compaction_state/manifests/2026-07-20/019f0000-0000-7000-8000-000000000000.json";
-    store
-        .put(unreadable, Vec::new().into(), PutMode::Create, None)
-        .await
-        .unwrap();
+    store.put(unreadable, Vec::new().into(), PutMode::Create, None).await.unwrap();
     // Quarantined by an earlier run, for a date past the cutoff: reported, not in the way.
     let earlier =
         "_compaction_state/quarantine/2026-07-25/019f0000-0000-7000-8000-000000000002.json";
-    store
-        .put(earlier, b"{}".to_vec().into(), PutMode::Create, None)
-        .await
-        .unwrap();
+    store.put(earlier, b"{}".to_vec().into(), PutMode::Create, None).await.unwrap();
     let cfg = config(&store, &[]);
     let before = dump(&store, "");
 
@@ -277,10 +213,7 @@ async fn dry_run_says_what_recovery_would_do_with_each_kind_of_manifest() {
     for r in dry.recovered.iter().filter(|r| r.key != earlier) {
         assert!(r.detail.contains("would"), "{r:?}");
     }
-    assert_valid(
-        "run-report.schema.json",
-        &serde_json::to_value(&dry).unwrap(),
-    );
+    assert_valid("run-report.schema.json", &serde_json::to_value(&dry).unwrap());
     assert_eq!(dry.manifests_recovered, 0, "nothing was recovered");
     // As the real run will: 07-18 and 07-19 planned, then the date of the
     // unreadable manifest blocks the walk.
@@ -299,10 +232,7 @@ async fn dry_run_says_what_recovery_would_do_with_each_kind_of_manifest() {
     assert_eq!(real.last_run_status, Status::Failure);
     assert_eq!(real.stop_reason, StopReason::BlockedByManifest);
     assert_eq!(recovered(&real), want);
-    assert_valid(
-        "run-report.schema.json",
-        &serde_json::to_value(&real).unwrap(),
-    );
+    assert_valid("run-report.schema.json", &serde_json::to_value(&real).unwrap());
     assert_eq!(plan_view(&real), plan_view(&dry));
     let after = dump(&store, "");
     for d in ["2026-07-18", "2026-07-19"] {
@@ -328,10 +258,8 @@ async fn date_before_the_watermark_folds_stragglers_and_leaves_the_watermark() {
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     assert_eq!(r.last_compacted_date, Some(date("2026-07-20")));
     // Late index files (with their flights) land in the compacted 07-18.
-    let late = generate(
-        &store,
-        json!({"seed": 86, "days": [{"date": "2026-07-18", "flights": 3}]}),
-    );
+    let late =
+        generate(&store, json!({"seed": 86, "days": [{"date": "2026-07-18", "flights": 3}]}));
     let wm_key = "_compaction_state/watermark.json";
     let wm_before = dump(&store, wm_key);
 
@@ -346,11 +274,7 @@ async fn date_before_the_watermark_folds_stragglers_and_leaves_the_watermark() {
     assert_eq!(d.files_read, 4, "the compacted file and the 3 late ones");
     assert_eq!(r.last_compacted_date, Some(date("2026-07-20")));
     assert_eq!(r.days_compacted, 0);
-    assert_eq!(
-        dump(&store, wm_key),
-        wm_before,
-        "the watermark file was written"
-    );
+    assert_eq!(dump(&store, wm_key), wm_before, "the watermark file was written");
     let mut rows = first.rows["2026-07-18"].clone();
     rows.extend(late.rows["2026-07-18"].iter().cloned());
     let after = dump(&store, "");
@@ -374,37 +298,20 @@ async fn date_after_the_watermark_compacts_it_without_moving_the_watermark() {
     let cfg = config(&store, &[]);
     // Cutoff 2026-07-18.
     let r = run(&store, &cfg, &RunOptions::at(at("2026-07-20T04:50:00Z"))).await;
-    assert_eq!(
-        r.last_compacted_date,
-        Some(date("2026-07-18")),
-        "{:?}",
-        r.errors
-    );
+    assert_eq!(r.last_compacted_date, Some(date("2026-07-18")), "{:?}", r.errors);
     let wm_key = "_compaction_state/watermark.json";
     let wm_before = dump(&store, wm_key);
 
     // watermark + 1, and a date past the cutoff, through the binary.
     for d in ["2026-07-19", "2026-07-21"] {
-        let out = cli(
-            &store,
-            &["run", "--date", d, "--now", "2026-07-20T04:50:00Z"],
-        );
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = cli(&store, &["run", "--date", d, "--now", "2026-07-20T04:50:00Z"]);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
         let r: RunReport = stdout_json(&out);
         assert_eq!(r.days.len(), 1);
         assert_eq!(r.days[0].action, "compacted");
         assert_eq!(r.stop_reason, StopReason::EndOfRange, "--date {d}");
         assert_eq!(r.last_compacted_date, Some(date("2026-07-18")));
-        assert_eq!(
-            dump(&store, wm_key),
-            wm_before,
-            "--date {d} wrote the watermark"
-        );
+        assert_eq!(dump(&store, wm_key), wm_before, "--date {d} wrote the watermark");
         assert_compacted(&dump(&store, "index/"), d, &generated.rows[d]);
     }
 
@@ -417,17 +324,9 @@ async fn date_after_the_watermark_compacts_it_without_moving_the_watermark() {
             .map(|d| (d.date.to_string(), d.action.as_str(), d.parity))
             .collect::<Vec<_>>(),
         vec![
-            (
-                "2026-07-19".to_string(),
-                "nothing_to_compact",
-                Some(Parity::Passed)
-            ),
+            ("2026-07-19".to_string(), "nothing_to_compact", Some(Parity::Passed)),
             ("2026-07-20".to_string(), "compacted", Some(Parity::Passed)),
-            (
-                "2026-07-21".to_string(),
-                "nothing_to_compact",
-                Some(Parity::Passed)
-            ),
+            ("2026-07-21".to_string(), "nothing_to_compact", Some(Parity::Passed)),
         ]
     );
     assert_eq!(r.last_compacted_date, Some(date("2026-07-21")));
@@ -461,10 +360,7 @@ async fn cli_dry_run_and_a_date_that_fails_parity_leave_the_bucket_as_it_was() {
     assert_eq!(r.days[0].files_read, 5);
     assert_eq!(r.days[1].mismatch_uuids, generated.missing["2026-07-19"]);
     let logs = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        logs.contains("date done"),
-        "per-date progress in the logs:\n{logs}"
-    );
+    assert!(logs.contains("date done"), "per-date progress in the logs:\n{logs}");
     assert!(
         !logs.contains("/3 dates") && !logs.contains("\u{1b}[2K"),
         "no progress bar when stderr is not a terminal:\n{logs}"
@@ -506,17 +402,10 @@ async fn lambda_events_dry_run_and_date() {
         .unwrap_or_else(|e| panic!("{:?}", e.0));
     assert!(r.dry_run);
     assert_eq!(
-        r.days
-            .iter()
-            .map(|d| (d.action.as_str(), d.files_read))
-            .collect::<Vec<_>>(),
+        r.days.iter().map(|d| (d.action.as_str(), d.files_read)).collect::<Vec<_>>(),
         [("planned", 4), ("planned", 3), ("nothing_to_compact", 0)]
     );
-    assert_eq!(
-        dump(&store, ""),
-        before,
-        "the dry-run event changed the bucket"
-    );
+    assert_eq!(dump(&store, ""), before, "the dry-run event changed the bucket");
 
     let r = handle(&deps, event(json!({"date": "2026-07-19", "now": NOW})))
         .await
@@ -525,11 +414,7 @@ async fn lambda_events_dry_run_and_date() {
     assert_eq!(r.days[0].action, "compacted");
     let after = dump(&store, "");
     assert_compacted(&after, "2026-07-19", &generated.rows["2026-07-19"]);
-    assert_eq!(
-        watermark(&after),
-        None,
-        "the date event does not write the watermark"
-    );
+    assert_eq!(watermark(&after), None, "the date event does not write the watermark");
     for k in &generated.index_keys["2026-07-18"] {
         assert_eq!(after.get(k), before.get(k));
     }
@@ -541,41 +426,22 @@ async fn lambda_events_dry_run_and_date() {
 async fn a_range_dry_run_lists_the_dates_with_work_first() {
     init_logs();
     let store = bucket("op-range-plan").await;
-    generate(
-        &store,
-        json!({"seed": 139, "days": [{"date": "2026-07-20", "flights": 3}]}),
-    );
+    generate(&store, json!({"seed": 139, "days": [{"date": "2026-07-20", "flights": 3}]}));
     let out = cli(
         &store,
-        &[
-            "run",
-            "--from",
-            "2026-03-01",
-            "--to",
-            "2026-07-20",
-            "--dry-run",
-            "--now",
-            NOW,
-        ],
+        &["run", "--from", "2026-03-01", "--to", "2026-07-20", "--dry-run", "--now", NOW],
     );
     assert_eq!(out.status.code(), Some(0));
     let r: RunReport = stdout_json(&out);
     assert_eq!(r.days_total, 142);
     assert!(r.days_truncated);
     assert_eq!(
-        (
-            r.days[0].date,
-            r.days[0].action.as_str(),
-            r.days[0].files_read
-        ),
+        (r.days[0].date, r.days[0].action.as_str(), r.days[0].files_read),
         (date("2026-07-20"), "planned", 3),
         "{:?}",
         r.days.iter().take(3).collect::<Vec<_>>()
     );
-    assert!(
-        (r.days[1..].iter()).all(|d| d.action == "nothing_to_compact"),
-        "then the empty ones"
-    );
+    assert!((r.days[1..].iter()).all(|d| d.action == "nothing_to_compact"), "then the empty ones");
     assert_eq!(r.days[1].date, date("2026-03-01"), "in date order");
 }
 
@@ -614,14 +480,11 @@ async fn date_ranges_and_dry_runs_leave_the_recorded_mismatch_alone() {
             o.only_date = Some(date("2026-07-20"));
             o
         }),
-        (
-            "--from 2026-07-19 --to 2026-07-20 (with a per-flight file to fold)",
-            {
-                let mut o = opts_with_event(now, "e5");
-                o.repair = Some(range("2026-07-19", "2026-07-20"));
-                o
-            },
-        ),
+        ("--from 2026-07-19 --to 2026-07-20 (with a per-flight file to fold)", {
+            let mut o = opts_with_event(now, "e5");
+            o.repair = Some(range("2026-07-19", "2026-07-20"));
+            o
+        }),
         ("--dry-run", {
             let mut o = opts_with_event(now, "e6");
             o.dry_run = true;
@@ -630,18 +493,11 @@ async fn date_ranges_and_dry_runs_leave_the_recorded_mismatch_alone() {
     ];
     for (case, opts) in cases {
         let r = run(&store, &cfg, &opts).await;
-        assert_eq!(
-            r.last_run_status,
-            Status::Mismatch,
-            "{case}: {:?}",
-            r.errors
-        );
+        assert_eq!(r.last_run_status, Status::Mismatch, "{case}: {:?}", r.errors);
         assert_eq!(r.mismatch_runs, 2, "{case}: the walk's count, not counted");
         assert_eq!(r.mismatch_date, None, "{case}");
         assert_eq!(r.mismatch_uuid_count, 0, "{case}");
-        let own: Vec<_> = (r.days.iter())
-            .filter(|d| d.parity == Some(Parity::Mismatch))
-            .collect();
+        let own: Vec<_> = (r.days.iter()).filter(|d| d.parity == Some(Parity::Mismatch)).collect();
         assert!(!own.is_empty(), "{case}: its own verdict in days[]");
         for d in own {
             assert_eq!(d.mismatch_uuids, g.missing[&d.date.to_string()], "{case}");
@@ -655,17 +511,11 @@ async fn date_ranges_and_dry_runs_leave_the_recorded_mismatch_alone() {
         assert!(!m.iter().any(|x| x.name == "MismatchUuidCount"), "{case}");
         let runs = m.iter().find(|x| x.name == "MismatchRuns").unwrap();
         assert_eq!(runs.value, 2.0, "{case}");
-        assert_eq!(
-            dump(&store, WATERMARK),
-            wm_before,
-            "{case} wrote the watermark"
-        );
+        assert_eq!(dump(&store, WATERMARK), wm_before, "{case} wrote the watermark");
     }
 
     // The CLI: --date on the blocked date, exit 2, nothing recorded.
-    let out = cli_command(&store, &["run", "--date", "2026-07-19", "--now", now])
-        .output()
-        .unwrap();
+    let out = cli_command(&store, &["run", "--date", "2026-07-19", "--now", now]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let r = report_of(&out);
     assert_eq!(r["mismatch_runs"], 2);
@@ -675,8 +525,5 @@ async fn date_ranges_and_dry_runs_leave_the_recorded_mismatch_alone() {
 
     // The walk itself still counts.
     let r = run(&store, &cfg, &opts_with_event(now, "e7")).await;
-    assert_eq!(
-        (r.mismatch_date, r.mismatch_runs),
-        (Some(date("2026-07-19")), 3)
-    );
+    assert_eq!((r.mismatch_date, r.mismatch_runs), (Some(date("2026-07-19")), 3));
 }

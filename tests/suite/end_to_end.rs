@@ -24,17 +24,9 @@ async fn compacts_every_day_exactly_once_and_a_rerun_is_a_no_op() {
     let cfg = config(&store, &[]);
     // Cutoff = 2026-07-23 - 2 days = 2026-07-21; 07-20 has no files at all.
     let report = run(&store, &cfg, &RunOptions::at(at("2026-07-23T04:50:00Z"))).await;
-    assert_eq!(
-        report.last_run_status,
-        Status::Success,
-        "{:?}",
-        report.errors
-    );
+    assert_eq!(report.last_run_status, Status::Success, "{:?}", report.errors);
     assert_eq!(report.stop_reason, StopReason::ReachedCutoff);
-    assert_eq!(
-        report.days_compacted, 4,
-        "07-18..07-21, the empty 07-20 included"
-    );
+    assert_eq!(report.days_compacted, 4, "07-18..07-21, the empty 07-20 included");
     assert_eq!(report.files_compacted, 95);
     assert_eq!(report.rows_written, 95);
     assert_eq!(report.last_compacted_date, Some(date("2026-07-21")));
@@ -46,11 +38,7 @@ async fn compacts_every_day_exactly_once_and_a_rerun_is_a_no_op() {
         assert_compacted(&after, d, rows);
     }
     for f in &generated.foreign {
-        assert_eq!(
-            after.get(f),
-            before.get(f),
-            "foreign object {f} was touched"
-        );
+        assert_eq!(after.get(f), before.get(f), "foreign object {f} was touched");
     }
     for keys in generated.flights.values() {
         for k in keys {
@@ -59,25 +47,10 @@ async fn compacts_every_day_exactly_once_and_a_rerun_is_a_no_op() {
     }
     let wm = watermark(&after).expect("watermark written");
     assert_eq!(wm["last_compacted_date"], "2026-07-21");
-    assert!(
-        !after
-            .keys()
-            .any(|k| k.starts_with("_compaction_state/manifests/")),
-        "manifests left"
-    );
-    assert!(
-        !after.contains_key("_compaction_state/lock.json"),
-        "lease not released"
-    );
+    assert!(!after.keys().any(|k| k.starts_with("_compaction_state/manifests/")), "manifests left");
+    assert!(!after.contains_key("_compaction_state/lock.json"), "lease not released");
     let output = &after[report.days[0].output_key.as_ref().unwrap()];
-    assert!(
-        output
-            .compression
-            .as_ref()
-            .unwrap()
-            .iter()
-            .all(|c| c == "ZSTD")
-    );
+    assert!(output.compression.as_ref().unwrap().iter().all(|c| c == "ZSTD"));
 
     // A second run changes nothing (bar the lease, taken and released).
     let again = run(&store, &cfg, &RunOptions::at(at("2026-07-23T04:50:00Z"))).await;
@@ -110,17 +83,11 @@ async fn a_mismatch_day_stops_the_walk_and_names_the_missing_flights() {
     assert_eq!(report.last_compacted_date, Some(date("2026-07-18")));
     let after = dump(&store, "");
     assert_compacted(&after, "2026-07-18", &generated.rows["2026-07-18"]);
-    assert_eq!(
-        watermark(&after).unwrap()["last_compacted_date"],
-        "2026-07-18"
-    );
+    assert_eq!(watermark(&after).unwrap()["last_compacted_date"], "2026-07-18");
     assert_eq!(watermark(&after).unwrap()["mismatch_date"], "2026-07-19");
     for d in ["2026-07-19", "2026-07-20"] {
         for k in &generated.index_keys[d] {
-            assert!(
-                after.contains_key(k),
-                "{k} was touched on a day past the mismatch"
-            );
+            assert!(after.contains_key(k), "{k} was touched on a day past the mismatch");
         }
         assert!(
             !after
@@ -157,12 +124,7 @@ async fn start_date_and_python_watermark_format() {
     let wm = after["_compaction_state/watermark.json"].etag.clone();
     let python = br#"{"last_compacted_date": "2026-07-18", "written_by": "python-job"}"#;
     store
-        .put(
-            "_compaction_state/watermark.json",
-            python.to_vec().into(),
-            PutMode::Update(wm),
-            None,
-        )
+        .put("_compaction_state/watermark.json", python.to_vec().into(), PutMode::Update(wm), None)
         .await
         .unwrap();
     let cfg = config(&store, &[]);
@@ -181,10 +143,8 @@ async fn start_date_and_python_watermark_format() {
 async fn an_unreadable_watermark_is_a_failure_not_a_first_run() {
     init_logs();
     let store = bucket("e2e-badwm").await;
-    let generated = generate(
-        &store,
-        json!({"seed": 4, "days": [{"date": "2026-07-18", "flights": 5}]}),
-    );
+    let generated =
+        generate(&store, json!({"seed": 4, "days": [{"date": "2026-07-18", "flights": 5}]}));
     store
         .put(
             "_compaction_state/watermark.json",
@@ -195,18 +155,9 @@ async fn an_unreadable_watermark_is_a_failure_not_a_first_run() {
         .await
         .unwrap();
     let before = dump(&store, "index/");
-    let r = run(
-        &store,
-        &config(&store, &[]),
-        &RunOptions::at(at("2026-07-21T10:00:00Z")),
-    )
-    .await;
+    let r = run(&store, &config(&store, &[]), &RunOptions::at(at("2026-07-21T10:00:00Z"))).await;
     assert_eq!(r.last_run_status, Status::Failure);
-    assert!(
-        r.errors[0].contains("_compaction_state/watermark.json"),
-        "{:?}",
-        r.errors
-    );
+    assert!(r.errors[0].contains("_compaction_state/watermark.json"), "{:?}", r.errors);
     assert_eq!(dump(&store, "index/"), before);
     assert_eq!(generated.rows.len(), 1);
 }
@@ -215,12 +166,7 @@ async fn an_unreadable_watermark_is_a_failure_not_a_first_run() {
 async fn no_partitions_and_no_watermark_is_a_quiet_success() {
     init_logs();
     let store = bucket("e2e-empty").await;
-    let r = run(
-        &store,
-        &config(&store, &[]),
-        &RunOptions::at(at("2026-07-21T10:00:00Z")),
-    )
-    .await;
+    let r = run(&store, &config(&store, &[]), &RunOptions::at(at("2026-07-21T10:00:00Z"))).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     assert_eq!(r.stop_reason, StopReason::NoPartitions);
     assert_eq!(r.last_compacted_date, None);
@@ -230,10 +176,8 @@ async fn no_partitions_and_no_watermark_is_a_quiet_success() {
 async fn a_day_already_compacted_by_a_crashed_run_passes_parity_from_its_compacted_rows() {
     init_logs();
     let store = bucket("e2e-parity-compacted").await;
-    let generated = generate(
-        &store,
-        json!({"seed": 5, "days": [{"date": "2026-07-18", "flights": 6}]}),
-    );
+    let generated =
+        generate(&store, json!({"seed": 5, "days": [{"date": "2026-07-18", "flights": 6}]}));
     // First run compacts with --date (the watermark is not moved), so the day
     // looks exactly like a crash between deleting the inputs and the watermark write.
     let mut opts = RunOptions::at(at("2026-07-21T10:00:00Z"));
@@ -241,19 +185,10 @@ async fn a_day_already_compacted_by_a_crashed_run_passes_parity_from_its_compact
     let r = run(&store, &config(&store, &[]), &opts).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     assert_eq!(r.last_compacted_date, None);
-    let r = run(
-        &store,
-        &config(&store, &[]),
-        &RunOptions::at(at("2026-07-21T10:00:00Z")),
-    )
-    .await;
+    let r = run(&store, &config(&store, &[]), &RunOptions::at(at("2026-07-21T10:00:00Z"))).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     assert_eq!(r.last_compacted_date, Some(date("2026-07-19")));
-    assert_compacted(
-        &dump(&store, "index/"),
-        "2026-07-18",
-        &generated.rows["2026-07-18"],
-    );
+    assert_compacted(&dump(&store, "index/"), "2026-07-18", &generated.rows["2026-07-18"]);
 }
 
 /// A compacted file at or above `MULTIPART_THRESHOLD_BYTES` goes up as a
@@ -266,19 +201,12 @@ async fn a_multipart_output_commits_and_verifies() {
     let store = bucket("e2e-multipart")
         .await
         .with_multipart(0, archive_compaction::infra::storage::MULTIPART_PART_MIN);
-    let generated = generate(
-        &store,
-        json!({"seed": 41, "days": [{"date": "2026-07-18", "flights": 30}]}),
-    );
+    let generated =
+        generate(&store, json!({"seed": 41, "days": [{"date": "2026-07-18", "flights": 30}]}));
     let cfg = config(&store, &[("MULTIPART_THRESHOLD_BYTES", "0")]);
     assert_eq!(cfg.multipart_threshold, 0);
     let report = run(&store, &cfg, &RunOptions::at(at("2026-07-20T04:50:00Z"))).await;
-    assert_eq!(
-        report.last_run_status,
-        Status::Success,
-        "{:?}",
-        report.errors
-    );
+    assert_eq!(report.last_run_status, Status::Success, "{:?}", report.errors);
     assert_eq!(report.files_compacted, 30);
     let after = dump(&store, "");
     assert_compacted(&after, "2026-07-18", &generated.rows["2026-07-18"]);
@@ -292,9 +220,7 @@ async fn a_multipart_output_commits_and_verifies() {
 async fn multipart_put_is_whole_and_conditional() {
     use archive_compaction::infra::error::Error;
     use archive_compaction::infra::storage::{MULTIPART_PART_MIN, multipart_ranges};
-    let store = bucket("multipart-seam")
-        .await
-        .with_multipart(0, MULTIPART_PART_MIN);
+    let store = bucket("multipart-seam").await.with_multipart(0, MULTIPART_PART_MIN);
     let mut body = Vec::with_capacity(11 << 20);
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
     while body.len() < 11 << 20 {
@@ -307,26 +233,12 @@ async fn multipart_put_is_whole_and_conditional() {
     let body = bytes::Bytes::from(body);
     let sum = archive_compaction::protocol::commit::sha256_b64(&body);
     let key = "index/year=2026/month=07/day=18/compacted-multipart.parquet";
-    let etag = store
-        .put(key, body.clone(), PutMode::Create, Some(&sum))
-        .await
-        .expect("multipart put");
+    let etag =
+        store.put(key, body.clone(), PutMode::Create, Some(&sum)).await.expect("multipart put");
     let got = store.get(key).await.expect("get");
-    assert!(
-        got.body == body,
-        "multipart object differs from what was uploaded"
-    );
-    assert!(archive_compaction::infra::storage::etag_eq(
-        &got.etag, &etag
-    ));
-    let again = store
-        .put(
-            key,
-            bytes::Bytes::from_static(b"other"),
-            PutMode::Create,
-            None,
-        )
-        .await;
+    assert!(got.body == body, "multipart object differs from what was uploaded");
+    assert!(archive_compaction::infra::storage::etag_eq(&got.etag, &etag));
+    let again = store.put(key, bytes::Bytes::from_static(b"other"), PutMode::Create, None).await;
     // A one-part upload of 5 bytes: still multipart (threshold 0).
     assert!(
         matches!(again, Err(Error::PreconditionFailed { .. })),

@@ -46,12 +46,7 @@ fn expected() -> BTreeMap<&'static str, Expected> {
         ),
         (
             "console-dry-run.json",
-            Expected {
-                now: None,
-                event_id: None,
-                dry_run: true,
-                only_date: None,
-            },
+            Expected { now: None, event_id: None, dry_run: true, only_date: None },
         ),
         (
             "console-now.json",
@@ -64,12 +59,7 @@ fn expected() -> BTreeMap<&'static str, Expected> {
         ),
         (
             "console-date.json",
-            Expected {
-                now: None,
-                event_id: None,
-                dry_run: false,
-                only_date: Some("2026-07-18"),
-            },
+            Expected { now: None, event_id: None, dry_run: false, only_date: Some("2026-07-18") },
         ),
     ])
 }
@@ -96,10 +86,7 @@ fn every_event_file_has_an_expectation_and_the_other_way_round() {
         .collect();
     on_disk.sort();
     let listed: Vec<String> = expected().keys().map(|k| k.to_string()).collect();
-    assert_eq!(
-        on_disk, listed,
-        "events/ and the table in tests/suite/events.rs differ"
-    );
+    assert_eq!(on_disk, listed, "events/ and the table in tests/suite/events.rs differ");
 }
 
 #[test]
@@ -146,10 +133,7 @@ fn the_scheduled_event_is_exactly_what_sam_generates() {
         "detail": {}
     });
     let text = std::fs::read_to_string(events_dir().join("eventbridge-scheduled.json")).unwrap();
-    assert_eq!(
-        serde_json::from_str::<serde_json::Value>(&text).unwrap(),
-        sam
-    );
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap(), sam);
 }
 
 #[test]
@@ -162,26 +146,15 @@ fn a_pinned_time_wins_over_the_eventbridge_time() {
     }))
     .unwrap();
     let opts = options_from_event(&event, "", None);
-    assert_eq!(
-        opts.now,
-        DateTime::parse_from_rfc3339("2026-07-25T00:00:00Z")
-            .unwrap()
-            .to_utc()
-    );
-    assert!(
-        !opts.invocation_id.is_empty(),
-        "an empty request id gets a fresh invocation id"
-    );
+    assert_eq!(opts.now, DateTime::parse_from_rfc3339("2026-07-25T00:00:00Z").unwrap().to_utc());
+    assert!(!opts.invocation_id.is_empty(), "an empty request id gets a fresh invocation id");
 }
 
 #[test]
 fn events_are_parsed_strictly_naming_the_field_and_the_accepted_ones() {
     use archive_compaction::app::InvokeEvent;
     for (bad, needle) in [
-        (
-            serde_json::json!({"dry-run": true, "now": "2026-07-22T04:50:00Z"}),
-            "\"dry-run\"",
-        ),
+        (serde_json::json!({"dry-run": true, "now": "2026-07-22T04:50:00Z"}), "\"dry-run\""),
         (serde_json::json!({"dryrun": true}), "\"dryrun\""),
         (serde_json::json!({"Date": "2026-07-18"}), "\"Date\""),
         (serde_json::json!([]), "an array"),
@@ -189,10 +162,7 @@ fn events_are_parsed_strictly_naming_the_field_and_the_accepted_ones() {
         (serde_json::json!("2026-07-18"), "a string"),
         (serde_json::json!({"date": "2026-7-18"}), "\"date\""),
         (serde_json::json!({"date": "20260718"}), "\"date\""),
-        (
-            serde_json::json!({"from": "2026-07-01", "to": "2026-7-18"}),
-            "\"to\"",
-        ),
+        (serde_json::json!({"from": "2026-07-01", "to": "2026-7-18"}), "\"to\""),
         (serde_json::json!({"dry_run": "yes"}), "\"dry_run\""),
         (serde_json::json!({"now": "2026-07-22"}), "\"now\""),
     ] {
@@ -228,9 +198,6 @@ fn malformed_console_events_are_rejected() {
         serde_json::json!({"now": "yesterday"}),
         serde_json::json!({"dry_run": "yes"}),
     ] {
-        assert!(
-            serde_json::from_value::<InvokeEvent>(bad.clone()).is_err(),
-            "{bad} was accepted"
-        );
+        assert!(serde_json::from_value::<InvokeEvent>(bad.clone()).is_err(), "{bad} was accepted");
     }
 }

@@ -31,14 +31,9 @@ async fn a_transient_error_on_every_call_site_is_retried_and_the_run_succeeds() 
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     let stats = proxy.stats();
     let kinds = stats["by_kind"].as_object().unwrap();
-    for k in [
-        "ListObjectsV2",
-        "GetObject",
-        "PutObject",
-        "HeadObject",
-        "DeleteObjects",
-        "DeleteObject",
-    ] {
+    for k in
+        ["ListObjectsV2", "GetObject", "PutObject", "HeadObject", "DeleteObjects", "DeleteObject"]
+    {
         assert!(kinds.contains_key(k), "{k} was never called: {stats}");
     }
     assert!(stats["injected"].as_u64().unwrap() >= 10, "{stats}");
@@ -60,11 +55,7 @@ async fn per_key_delete_errors_transient_are_retried_permanent_keep_the_manifest
     let r = run(&store, &cfg, &opts).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     assert_eq!(r.files_delete_failed, 0);
-    assert_eq!(
-        proxy.stats()["injected"],
-        2,
-        "the transient per-key errors were not injected"
-    );
+    assert_eq!(proxy.stats()["injected"], 2, "the transient per-key errors were not injected");
 
     // AccessDenied on one of 07-20's files: Failure, counted, manifest kept, key still there.
     proxy.set(json!({"delete_key_errors": [{"match": "day=20/[0-9a-f-]{36}\\.parquet$", "code": "AccessDenied", "times": 1}]}));
@@ -77,22 +68,13 @@ async fn per_key_delete_errors_transient_are_retried_permanent_keep_the_manifest
         inputs_20 - 1,
         "the files this run deleted, not the one it could not"
     );
-    assert!(
-        r.errors.iter().any(|e| e.contains("AccessDenied")),
-        "{:?}",
-        r.errors
-    );
+    assert!(r.errors.iter().any(|e| e.contains("AccessDenied")), "{:?}", r.errors);
     let mid = dump(&direct, "");
     assert_eq!(
-        mid.keys()
-            .filter(|k| k.starts_with("_compaction_state/manifests/2026-07-20/"))
-            .count(),
+        mid.keys().filter(|k| k.starts_with("_compaction_state/manifests/2026-07-20/")).count(),
         1
     );
-    assert_eq!(
-        watermark(&mid).unwrap()["last_compacted_date"],
-        "2026-07-19"
-    );
+    assert_eq!(watermark(&mid).unwrap()["last_compacted_date"], "2026-07-19");
     // `status` counts the stuck manifest's inputs still listed: the one
     // left, not the ones already deleted.
     let s = archive_compaction::commands::status::gather(
@@ -115,10 +97,7 @@ async fn per_key_delete_errors_transient_are_retried_permanent_keep_the_manifest
     assert!(s.manifests[0].stuck, "{:?}", s.manifests);
     let blocked_by = format!("stuck manifest {manifest_key}");
     assert_eq!(s.next_days[0].date, date("2026-07-20"));
-    assert_eq!(
-        s.next_days[0].blocked_by.as_deref(),
-        Some(blocked_by.as_str())
-    );
+    assert_eq!(s.next_days[0].blocked_by.as_deref(), Some(blocked_by.as_str()));
     let mark = manifest_key.replacen("/manifests/", "/stuck/", 1);
     let body = mid[&mark].json.clone().expect("the mark is JSON");
     assert_eq!(body["code"], "AccessDenied", "{body}");
@@ -127,35 +106,21 @@ async fn per_key_delete_errors_transient_are_retried_permanent_keep_the_manifest
     // The dry run reads the mark too: it foresees the manifest stuck and
     // its date blocked, as status says and the next run does (below), not
     // `completed`; and writes nothing.
-    let dry = RunOptions {
-        dry_run: true,
-        ..RunOptions::at(at(NOW))
-    };
+    let dry = RunOptions { dry_run: true, ..RunOptions::at(at(NOW)) };
     let r = run(&store, &cfg, &dry).await;
     assert_eq!(r.recovered.len(), 1, "{:?}", r.recovered);
     assert_eq!(r.recovered[0].action, "stuck", "{:?}", r.recovered);
     assert!(
-        r.errors
-            .iter()
-            .any(|e| e.contains("2026-07-20 is blocked") && e.contains(&blocked_by)),
+        r.errors.iter().any(|e| e.contains("2026-07-20 is blocked") && e.contains(&blocked_by)),
         "the dry run names what status named: {blocked_by}: {:?}",
         r.errors
     );
-    assert!(
-        r.days.iter().all(|d| d.date != date("2026-07-20")),
-        "{:?}",
-        r.days
-    );
-    assert_eq!(
-        dump(&direct, "").keys().collect::<Vec<_>>(),
-        mid.keys().collect::<Vec<_>>()
-    );
+    assert!(r.days.iter().all(|d| d.date != date("2026-07-20")), "{:?}", r.days);
+    assert_eq!(dump(&direct, "").keys().collect::<Vec<_>>(), mid.keys().collect::<Vec<_>>());
 
     // A manifest left without its mark (a crash before the mark, or a
     // build before marks): recovery's own failed deletes mark it again.
-    archive_compaction::infra::storage::Store::delete(&direct, &mark, None)
-        .await
-        .unwrap();
+    archive_compaction::infra::storage::Store::delete(&direct, &mark, None).await.unwrap();
 
     // Still denied: the next run's recovery cannot finish the manifest
     // either. It is stuck, its date blocked (day::BlockReason::Stuck): the
@@ -169,9 +134,7 @@ async fn per_key_delete_errors_transient_are_retried_permanent_keep_the_manifest
     assert_eq!(r.files_compacted, 0);
     assert_eq!(r.files_delete_failed, 1);
     assert!(
-        r.errors
-            .iter()
-            .any(|e| e.contains("2026-07-20 is blocked") && e.contains(&blocked_by)),
+        r.errors.iter().any(|e| e.contains("2026-07-20 is blocked") && e.contains(&blocked_by)),
         "the run names what status named: {blocked_by}: {:?}",
         r.errors
     );
@@ -181,23 +144,13 @@ async fn per_key_delete_errors_transient_are_retried_permanent_keep_the_manifest
         r.days
     );
     let after = dump(&direct, "");
+    assert_eq!(watermark(&after).unwrap()["last_compacted_date"], "2026-07-19");
     assert_eq!(
-        watermark(&after).unwrap()["last_compacted_date"],
-        "2026-07-19"
-    );
-    assert_eq!(
-        after
-            .keys()
-            .filter(|k| k.starts_with("_compaction_state/manifests/2026-07-20/"))
-            .count(),
+        after.keys().filter(|k| k.starts_with("_compaction_state/manifests/2026-07-20/")).count(),
         1,
         "the stuck manifest is kept for the next run"
     );
-    assert!(
-        after.contains_key(&mark),
-        "recovery marked it stuck again: {:?}",
-        after.keys()
-    );
+    assert!(after.contains_key(&mark), "recovery marked it stuck again: {:?}", after.keys());
     // Still denied, the mark listed at the start: recovery keeps the mark
     // of a manifest it found stuck again (it removes only resolved ones').
     proxy.set(json!({"delete_key_errors": [{"match": "day=20/[0-9a-f-]{36}\\.parquet$", "code": "AccessDenied", "times": 1}]}));
@@ -223,10 +176,7 @@ async fn per_key_delete_errors_transient_are_retried_permanent_keep_the_manifest
         .into_keys()
         .filter(|k| !k.ends_with("watermark.json"))
         .collect();
-    assert!(
-        state.is_empty(),
-        "the resolved manifest and its stuck mark are gone: {state:?}"
-    );
+    assert!(state.is_empty(), "the resolved manifest and its stuck mark are gone: {state:?}");
 }
 
 #[tokio::test]
@@ -237,22 +187,13 @@ async fn two_concurrent_runs_exactly_one_compacts() {
     let cfg = config(&store, &[]);
     let (oa, ob) = (RunOptions::at(at(NOW)), RunOptions::at(at(NOW)));
     let (a, b) = tokio::join!(run(&store, &cfg, &oa), run(&store, &cfg, &ob));
-    let worked: Vec<_> = [&a, &b]
-        .into_iter()
-        .filter(|r| r.days_compacted > 0)
-        .collect();
-    let held: Vec<_> = [&a, &b]
-        .into_iter()
-        .filter(|r| r.stop_reason == StopReason::LeaseHeld)
-        .collect();
+    let worked: Vec<_> = [&a, &b].into_iter().filter(|r| r.days_compacted > 0).collect();
+    let held: Vec<_> =
+        [&a, &b].into_iter().filter(|r| r.stop_reason == StopReason::LeaseHeld).collect();
     assert_eq!(worked.len(), 1, "{a:?}\n{b:?}");
     assert_eq!(held.len(), 1);
     assert_eq!(held[0].days_compacted, 0);
-    assert!(
-        held[0].errors[0].contains("held by"),
-        "{:?}",
-        held[0].errors
-    );
+    assert!(held[0].errors[0].contains("held by"), "{:?}", held[0].errors);
     assert_all_compacted(&store, &generated, "2026-07-20", "concurrent runs");
 }
 
@@ -263,10 +204,7 @@ async fn unreadable_manifests_are_quarantined_and_nothing_is_deleted_on_their_wo
     let generated = generate(&store, two_days(53));
     let m19 = "_compaction_state/manifests/2026-07-19/019f0000-0000-7000-8000-000000000001.json";
     let m20 = "_compaction_state/manifests/2026-07-20/019f0000-0000-7000-8000-000000000002.json";
-    store
-        .put(m19, Vec::new().into(), PutMode::Create, None)
-        .await
-        .unwrap();
+    store.put(m19, Vec::new().into(), PutMode::Create, None).await.unwrap();
     store
         .put(
             m20,
@@ -281,10 +219,7 @@ async fn unreadable_manifests_are_quarantined_and_nothing_is_deleted_on_their_wo
     assert_eq!(r.last_run_status, Status::Failure);
     assert_eq!(r.stop_reason, StopReason::BlockedByManifest);
     assert_eq!(
-        r.recovered
-            .iter()
-            .filter(|m| m.action == "quarantined")
-            .count(),
+        r.recovered.iter().filter(|m| m.action == "quarantined").count(),
         2,
         "{:?}",
         r.recovered
@@ -296,21 +231,13 @@ async fn unreadable_manifests_are_quarantined_and_nothing_is_deleted_on_their_wo
         assert!(after.contains_key(&moved), "{moved} missing");
         assert!(!after.contains_key(q));
     }
-    let index_after: std::collections::BTreeMap<_, _> = after
-        .into_iter()
-        .filter(|(k, _)| k.starts_with("index/"))
-        .collect();
-    assert_eq!(
-        index_after, before,
-        "index/ changed on the word of an unreadable manifest"
-    );
+    let index_after: std::collections::BTreeMap<_, _> =
+        after.into_iter().filter(|(k, _)| k.starts_with("index/")).collect();
+    assert_eq!(index_after, before, "index/ changed on the word of an unreadable manifest");
 
     // An operator inspects and deletes the quarantined files: the dates unblock.
     for q in [m19, m20] {
-        store
-            .delete(&q.replace("/manifests/", "/quarantine/"), None)
-            .await
-            .unwrap();
+        store.delete(&q.replace("/manifests/", "/quarantine/"), None).await.unwrap();
     }
     let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);

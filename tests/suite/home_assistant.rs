@@ -64,11 +64,7 @@ fn write_config(dir: &Path, mqtt_port: u16, http_port: u16) {
             "source": "user", "unique_id": null, "disabled_by": null
         }]}
     });
-    std::fs::write(
-        dir.join(".storage/core.config_entries"),
-        entries.to_string(),
-    )
-    .unwrap();
+    std::fs::write(dir.join(".storage/core.config_entries"), entries.to_string()).unwrap();
     let onboarding = json!({
         "version": 4, "minor_version": 1, "key": "onboarding",
         "data": {"done": ["user", "core_config", "analytics", "integration"]}
@@ -85,16 +81,10 @@ struct Hass {
 impl Hass {
     fn start(dir: &Path) -> Hass {
         let mut cmd = Command::new(python());
-        cmd.arg(root().join("tests/support/hass.py"))
-            .arg("run")
-            .arg(hass_bin())
-            .arg(dir);
+        cmd.arg(root().join("tests/support/hass.py")).arg("run").arg(hass_bin()).arg(dir);
         let process = Supervised::spawn(cmd, "tests/support/hass.py");
         assert_eq!(process.read_line().trim(), "started", "hass.py");
-        Hass {
-            process,
-            dir: dir.to_path_buf(),
-        }
+        Hass { process, dir: dir.to_path_buf() }
     }
 
     /// SIGTERM, wait for Home Assistant to write its registries and exit.
@@ -143,10 +133,7 @@ impl Hass {
 
     /// The latest state of each entity.
     fn latest(&self) -> BTreeMap<String, (String, Value)> {
-        self.states()
-            .into_iter()
-            .map(|(e, s, a)| (e, (s, a)))
-            .collect()
+        self.states().into_iter().map(|(e, s, a)| (e, (s, a))).collect()
     }
 }
 
@@ -165,10 +152,7 @@ async fn wait_online(port: u16, hass: &Hass, within: Duration) {
     let mut opts = MqttOptions::new("test-birth-watch", "127.0.0.1", port);
     opts.set_clean_session(true);
     let (client, mut events) = AsyncClient::new(opts, 10);
-    client
-        .subscribe("homeassistant/status", QoS::AtLeastOnce)
-        .await
-        .unwrap();
+    client.subscribe("homeassistant/status", QoS::AtLeastOnce).await.unwrap();
     let deadline = Instant::now() + within;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -204,11 +188,8 @@ fn cli(store: &S3Store, mqtt_port: u16, now: &str) -> (Option<i32>, Value) {
 async fn wait_states(hass: &Hass, want: &BTreeMap<String, String>, step: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let got: BTreeMap<String, String> = hass
-            .latest()
-            .into_iter()
-            .map(|(e, (s, _))| (e, s))
-            .collect();
+        let got: BTreeMap<String, String> =
+            hass.latest().into_iter().map(|(e, (s, _))| (e, s)).collect();
         if &got == want {
             return;
         }
@@ -223,10 +204,7 @@ async fn wait_states(hass: &Hass, want: &BTreeMap<String, String>, step: &str) {
 
 fn states(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     assert_eq!(pairs.len(), 9);
-    pairs
-        .iter()
-        .map(|(n, s)| (entity(n), s.to_string()))
-        .collect()
+    pairs.iter().map(|(n, s)| (entity(n), s.to_string())).collect()
 }
 
 /// [`states`] after a run that compacted nothing with 2026-07-18 the last
@@ -268,10 +246,7 @@ async fn home_assistant_shows_the_python_jobs_sensors_as_the_reports_say() {
             "{} is missing (CI is set): run scripts/setup-tools.sh hass",
             hass_bin().display()
         );
-        eprintln!(
-            "SKIPPED: {} is missing; run scripts/setup-tools.sh hass",
-            hass_bin().display()
-        );
+        eprintln!("SKIPPED: {} is missing; run scripts/setup-tools.sh hass", hass_bin().display());
         return;
     }
     let broker = start_server("mosquitto");
@@ -297,11 +272,7 @@ async fn home_assistant_shows_the_python_jobs_sensors_as_the_reports_say() {
     let (code, r) = cli(&store, broker.port, "2026-07-20T04:50:00Z");
     assert_eq!(code, Some(0), "{r}");
     assert_eq!(
-        (
-            &r["files_compacted"],
-            &r["days_compacted"],
-            &r["last_compacted_date"]
-        ),
+        (&r["files_compacted"], &r["days_compacted"], &r["last_compacted_date"]),
         (&json!(6), &json!(1), &json!("2026-07-18")),
         "{r}"
     );
@@ -313,10 +284,7 @@ async fn home_assistant_shows_the_python_jobs_sensors_as_the_reports_say() {
             ("files_compacted", "6"),
             ("files_delete_failed", "0"),
             ("days_compacted", "1"),
-            (
-                "last_compacted_date",
-                &date_state(&r["last_compacted_date"]),
-            ),
+            ("last_compacted_date", &date_state(&r["last_compacted_date"])),
             ("mismatch_date", "unknown"),
             ("mismatch_uuid_count", "0"),
             ("mismatch_runs", "0"),
@@ -379,14 +347,8 @@ async fn home_assistant_shows_the_python_jobs_sensors_as_the_reports_say() {
     wait_states(
         &hass,
         &states_after_nothing_compacted(
-            &[
-                &big_mismatch[..],
-                &[
-                    ("last_run_at", &last_run_at),
-                    ("last_run_status", "Mismatch"),
-                ],
-            ]
-            .concat(),
+            &[&big_mismatch[..], &[("last_run_at", &last_run_at), ("last_run_status", "Mismatch")]]
+                .concat(),
         ),
         "big Mismatch",
     )
@@ -404,21 +366,14 @@ async fn home_assistant_shows_the_python_jobs_sensors_as_the_reports_say() {
         .unwrap();
     let (code, r) = cli(&store, broker.port, "2026-07-23T04:50:00Z");
     assert_eq!(code, Some(1), "{r}");
-    assert_eq!(
-        r["last_compacted_date"],
-        Value::Null,
-        "the report knows no watermark"
-    );
+    assert_eq!(r["last_compacted_date"], Value::Null, "the report knows no watermark");
     wait_states(
         &hass,
         &states_after_nothing_compacted(
             &[
                 // The mismatch sensors keep the big mismatch's values.
                 &big_mismatch[..],
-                &[
-                    ("last_run_at", "2026-07-23T04:50:00+00:00"),
-                    ("last_run_status", "Failure"),
-                ],
+                &[("last_run_at", "2026-07-23T04:50:00+00:00"), ("last_run_status", "Failure")],
             ]
             .concat(),
         ),
@@ -444,27 +399,16 @@ async fn home_assistant_shows_the_python_jobs_sensors_as_the_reports_say() {
         .filter(|e| e["platform"] == "mqtt")
         .cloned()
         .collect();
-    let ids: BTreeSet<String> = entities
-        .iter()
-        .map(|e| e["entity_id"].as_str().unwrap().to_string())
-        .collect();
+    let ids: BTreeSet<String> =
+        entities.iter().map(|e| e["entity_id"].as_str().unwrap().to_string()).collect();
     let want_ids: BTreeSet<String> = SENSORS.iter().map(|n| entity(n)).collect();
     assert_eq!(ids, want_ids, "entity ids");
     for e in &entities {
-        let name = e["entity_id"]
-            .as_str()
-            .unwrap()
-            .strip_prefix(PREFIX)
-            .unwrap();
-        assert_eq!(
-            e["unique_id"],
-            format!("SkyFollower_archive_compaction_{name}")
-        );
+        let name = e["entity_id"].as_str().unwrap().strip_prefix(PREFIX).unwrap();
+        assert_eq!(e["unique_id"], format!("SkyFollower_archive_compaction_{name}"));
     }
-    let devices: BTreeSet<&str> = entities
-        .iter()
-        .map(|e| e["device_id"].as_str().unwrap())
-        .collect();
+    let devices: BTreeSet<&str> =
+        entities.iter().map(|e| e["device_id"].as_str().unwrap()).collect();
     assert_eq!(devices.len(), 1, "one device: {devices:?}");
     let device_id = *devices.iter().next().unwrap();
     let registry = read("core.device_registry");
@@ -474,20 +418,14 @@ async fn home_assistant_shows_the_python_jobs_sensors_as_the_reports_say() {
         .iter()
         .find(|d| d["id"] == device_id)
         .expect("the device is registered");
-    assert_eq!(
-        device["identifiers"],
-        json!([["mqtt", "SkyFollower_archive_compaction"]])
-    );
+    assert_eq!(device["identifiers"], json!([["mqtt", "SkyFollower_archive_compaction"]]));
     assert_eq!(device["name"], "SkyFollower Archive Compaction");
     assert_eq!(device["manufacturer"], "SkyFollower");
     assert_eq!(device["model"], "Archive Compaction");
     assert_eq!(device["sw_version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(
         device["configuration_url"],
-        format!(
-            "https://s3.console.aws.amazon.com/s3/buckets/{}",
-            store.bucket()
-        )
+        format!("https://s3.console.aws.amazon.com/s3/buckets/{}", store.bucket())
     );
 
     // Every recorded state: never the text "None", the count always the
@@ -527,10 +465,7 @@ async fn home_assistant_shows_the_python_jobs_sensors_as_the_reports_say() {
         .map(|(_, s, _)| s.as_str())
         .collect();
     assert_eq!(dates.last(), Some(&"2026-07-18"));
-    assert!(
-        dates.iter().all(|s| *s == "unknown" || *s == "2026-07-18"),
-        "{dates:?}"
-    );
+    assert!(dates.iter().all(|s| *s == "unknown" || *s == "2026-07-18"), "{dates:?}");
 
     // The log: no warning or error about these entities or their topics,
     // none from MQTT or the sensor platform at all.

@@ -22,10 +22,7 @@ use serde_json::{Value, json};
 
 /// Uploads a field case's `bucket/` folder, key by key.
 async fn upload_case(store: &S3Store, case: &str) -> Vec<String> {
-    let root = root()
-        .join("tests/fixtures/cases")
-        .join(case)
-        .join("bucket");
+    let root = root().join("tests/fixtures/cases").join(case).join("bucket");
     let mut keys = Vec::new();
     let mut stack = vec![root.clone()];
     while let Some(dir) = stack.pop() {
@@ -43,10 +40,7 @@ async fn upload_case(store: &S3Store, case: &str) -> Vec<String> {
                 .collect::<Vec<_>>()
                 .join("/");
             let body = std::fs::read(Path::new(&p)).unwrap();
-            store
-                .put(&key, body.into(), PutMode::Create, None)
-                .await
-                .unwrap();
+            store.put(&key, body.into(), PutMode::Create, None).await.unwrap();
             keys.push(key);
         }
     }
@@ -55,10 +49,7 @@ async fn upload_case(store: &S3Store, case: &str) -> Vec<String> {
 }
 
 fn rows_of(objects: &BTreeMap<String, Dumped>, key: &str) -> Vec<Value> {
-    objects[key]
-        .rows
-        .clone()
-        .unwrap_or_else(|| panic!("{key}: no rows"))
+    objects[key].rows.clone().unwrap_or_else(|| panic!("{key}: no rows"))
 }
 
 fn uuid_of(row: &Value) -> String {
@@ -105,12 +96,7 @@ async fn field_case_legacy_migration_day_compacts_on_a_fresh_deployment() {
     let want = rows_of(&before, legacy);
     assert_eq!(want.len(), 4);
     // No watermark, no START_DATE: the walk starts at the earliest partition.
-    let r = run(
-        &store,
-        &config(&store, &[]),
-        &RunOptions::at(at("2022-07-14T04:50:00Z")),
-    )
-    .await;
+    let r = run(&store, &config(&store, &[]), &RunOptions::at(at("2022-07-14T04:50:00Z"))).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     assert_eq!(r.mismatch_uuid_count, 0, "{:?}", r.mismatch_uuids);
     assert_eq!(r.last_compacted_date, Some(date("2022-07-12")));
@@ -121,9 +107,7 @@ async fn field_case_legacy_migration_day_compacts_on_a_fresh_deployment() {
     assert!(!after.contains_key(legacy), "the multi-row file is retired");
     assert_compacted(&after, "2022-07-11", &want);
     assert!(
-        !after
-            .keys()
-            .any(|k| k.starts_with("_compaction_state/manifests/")),
+        !after.keys().any(|k| k.starts_with("_compaction_state/manifests/")),
         "no manifest left"
     );
     for k in before.keys().filter(|k| k.starts_with("flights/")) {
@@ -152,21 +136,13 @@ async fn a_fresh_deployment_compacts_a_legacy_migration_day_and_a_flight_also_in
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     assert_eq!(r.last_compacted_date, Some(date("2026-07-20")));
     let gets = proxy.stats()["gets_by_path"].clone();
-    let legacy = format!(
-        "/{}/index/year=2026/month=07/day=19/legacy-migration.parquet",
-        store.bucket()
-    );
+    let legacy =
+        format!("/{}/index/year=2026/month=07/day=19/legacy-migration.parquet", store.bucket());
     assert_eq!(gets[&legacy], 1, "GETs by path: {gets}");
     let d19 = day(&r, "2026-07-19");
     assert_eq!(d19.files_read_multi_row, 1);
-    assert_eq!(
-        d19.files_read, 4,
-        "the multi-row file and 3 per-flight files"
-    );
-    assert_eq!(
-        d19.duplicates_removed, 3,
-        "a per-flight file beats the multi-row row"
-    );
+    assert_eq!(d19.files_read, 4, "the multi-row file and 3 per-flight files");
+    assert_eq!(d19.duplicates_removed, 3, "a per-flight file beats the multi-row row");
     let after = dump(&store, "");
     for (d, rows) in &g.rows {
         assert_compacted(&after, d, rows);
@@ -202,10 +178,7 @@ const ODD: &str = "legacy export+2022 (1) ~\u{e9}.parquet";
 async fn one_flight_in_three_places_ends_once_at_its_newest_version() {
     init_logs();
     let store = bucket("three-places").await;
-    let g = generate(
-        &store,
-        json!({"seed": 121, "days": [{"date": "2026-07-20", "flights": 5}]}),
-    );
+    let g = generate(&store, json!({"seed": 121, "days": [{"date": "2026-07-20", "flights": 5}]}));
     let keys = &g.index_keys["2026-07-20"];
     let p = "index/year=2026/month=07/day=20/";
     // An export under an odd name holds flights 2 and 3 (older values)...
@@ -230,24 +203,14 @@ async fn one_flight_in_three_places_ends_once_at_its_newest_version() {
     let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     let d = day(&r, "2026-07-20");
-    assert_eq!(
-        d.parity,
-        Some(archive_compaction::data::report::Parity::Passed)
-    );
-    assert_eq!(
-        (d.files_read, d.files_read_compacted, d.files_read_multi_row),
-        (3, 1, 1)
-    );
+    assert_eq!(d.parity, Some(archive_compaction::data::report::Parity::Passed));
+    assert_eq!((d.files_read, d.files_read_compacted, d.files_read_multi_row), (3, 1, 1));
     assert_eq!(d.duplicates_removed, 3);
     let after = dump(&store, "index/");
     assert!(!after.contains_key(&format!("{p}{ODD}")));
     assert_compacted(&after, "2026-07-20", &want);
     let idents: Vec<&str> = want.iter().map(|r| r["ident"].as_str().unwrap()).collect();
-    assert_eq!(
-        idents.iter().filter(|i| **i == "PYJOB").count(),
-        4,
-        "{idents:?}"
-    );
+    assert_eq!(idents.iter().filter(|i| **i == "PYJOB").count(), 4, "{idents:?}");
 }
 
 #[tokio::test]
@@ -274,10 +237,7 @@ async fn an_unreadable_multi_row_file_is_named_and_the_flights_it_would_cover_ar
     let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
     assert_eq!(r.last_run_status, Status::Mismatch, "{:?}", r.errors);
     assert_eq!(r.mismatch_date, Some(date("2026-07-20")));
-    assert_eq!(
-        r.mismatch_uuid_count, 4,
-        "the 4 flights only the file indexed"
-    );
+    assert_eq!(r.mismatch_uuid_count, 4, "the 4 flights only the file indexed");
     let covered: Vec<String> = g.rows["2026-07-20"][..2].iter().map(uuid_of).collect();
     for u in &covered {
         assert!(!r.mismatch_uuids.contains(u), "{u} has its own file");
@@ -313,20 +273,14 @@ async fn python_job_days(store: &S3Store) -> (BTreeMap<String, Vec<Value>>, Stri
         store,
         json!({"key": format!("{}compacted-py-a.parquet", pre(d)), "from": g.index_keys[d], "move": true, "shuffle": true}),
     );
-    let flight = g.flights[d]
-        .iter()
-        .find(|f| f.contains(&uuid_of(&py["rows"][0])))
-        .unwrap()
-        .clone();
+    let flight =
+        g.flights[d].iter().find(|f| f.contains(&uuid_of(&py["rows"][0]))).unwrap().clone();
     let late = archive_py(
         "put-row",
         store,
         json!({"seed": 9, "date": d, "flight_key": flight, "set": {"ident": "LATE"}}),
     );
-    want.insert(
-        d.to_string(),
-        overlay(py["rows"].as_array().unwrap(), &[late["row"].clone()]),
-    );
+    want.insert(d.to_string(), overlay(py["rows"].as_array().unwrap(), &[late["row"].clone()]));
     // 07-12: a stitched rewrite beside its compacted file: a second, later
     // compacted file holding two flights again with new values (named to
     // sort first, so only LastModified makes it win).
@@ -346,10 +300,7 @@ async fn python_job_days(store: &S3Store) -> (BTreeMap<String, Vec<Value>>, Stri
     );
     want.insert(
         d.to_string(),
-        overlay(
-            py["rows"].as_array().unwrap(),
-            stitched["rows"].as_array().unwrap(),
-        ),
+        overlay(py["rows"].as_array().unwrap(), stitched["rows"].as_array().unwrap()),
     );
     // 07-13: one compacted file and nothing else: nothing to do, no GET.
     let d = "2026-07-13";
@@ -414,11 +365,7 @@ async fn a_range_repairs_the_python_jobs_duplicates_and_leaves_the_watermark() {
     assert_eq!(r.mismatch_uuid_count, 0);
     assert_eq!(day(&r, "2026-07-10").parity, Some(Parity::Mismatch));
     assert_eq!(day(&r, "2026-07-10").mismatch_uuids.len(), 1);
-    assert_eq!(
-        day(&r, "2026-07-11").action,
-        "compacted",
-        "...and the range goes on"
-    );
+    assert_eq!(day(&r, "2026-07-11").action, "compacted", "...and the range goes on");
     assert_eq!(day(&r, "2026-07-11").duplicates_removed, 1);
     assert_eq!(day(&r, "2026-07-12").action, "compacted");
     assert_eq!(day(&r, "2026-07-12").duplicates_removed, 2);
@@ -437,19 +384,11 @@ async fn a_range_repairs_the_python_jobs_duplicates_and_leaves_the_watermark() {
         Some(serde_json::from_str::<Value>(&wm).unwrap()),
         "the watermark file is not written"
     );
-    assert!(
-        !after.keys().any(|k| k.contains("/manifests/")),
-        "no manifest left"
-    );
+    assert!(!after.keys().any(|k| k.contains("/manifests/")), "no manifest left");
 
     // The same range again changes nothing and reads nothing.
     let again = run(&store, &cfg, &repair("2026-07-10", "2026-07-13")).await;
-    assert_eq!(
-        again.last_run_status,
-        Status::Mismatch,
-        "{:?}",
-        again.errors
-    );
+    assert_eq!(again.last_run_status, Status::Mismatch, "{:?}", again.errors);
     for d in ["2026-07-11", "2026-07-12", "2026-07-13"] {
         let x = day(&again, d);
         assert_eq!(x.action, "nothing_to_compact", "{d}");
@@ -493,10 +432,7 @@ async fn a_range_stopped_at_the_deadline_says_where_and_the_same_event_continues
 async fn a_bad_range_is_a_clear_failure_and_touches_nothing() {
     init_logs();
     let store = bucket("repair-bad").await;
-    generate(
-        &store,
-        json!({"seed": 124, "days": [{"date": "2026-07-20", "flights": 3}]}),
-    );
+    generate(&store, json!({"seed": 124, "days": [{"date": "2026-07-20", "flights": 3}]}));
     let before = dump(&store, "");
     let deps =
         archive_compaction::app::Deps::from_parts(config(&store, &[]), store.clone(), None, None);
@@ -510,11 +446,7 @@ async fn a_bad_range_is_a_clear_failure_and_touches_nothing() {
     .await
     .unwrap_err();
     assert_eq!(e.0.last_run_status, Status::Failure);
-    assert!(
-        e.0.errors.iter().any(|e| e.contains("after to 2026-07-19")),
-        "{:?}",
-        e.0.errors
-    );
+    assert!(e.0.errors.iter().any(|e| e.contains("after to 2026-07-19")), "{:?}", e.0.errors);
     let mut now = dump(&store, "");
     now.remove("_compaction_state/lock.json");
     assert_eq!(now, before);

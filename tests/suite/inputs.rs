@@ -39,12 +39,8 @@ const MERGEABLE: &[&str] = &[
 
 /// Files that decode but cannot be conformed without loss: left in place,
 /// the date still passes (the row is readable where it is).
-const UNMERGEABLE: &[&str] = &[
-    "ts_ns_lossy",
-    "military_null",
-    "military_as_string",
-    "missing_military",
-];
+const UNMERGEABLE: &[&str] =
+    &["ts_ns_lossy", "military_null", "military_as_string", "missing_military"];
 
 /// Files that cannot be read at all: their flight's row is in no readable
 /// file, so the date fails parity (after its readable flights are folded).
@@ -80,12 +76,7 @@ async fn writer_variants_are_conformed_by_name_and_lossy_or_corrupt_files_stay_i
             .iter()
             .find(|s| s.key == key)
             .unwrap_or_else(|| panic!("{u} not reported: {:?}", r.skipped_files));
-        assert_eq!(
-            skipped.column.as_deref(),
-            v[u]["column"].as_str(),
-            "{u}: {}",
-            skipped.reason
-        );
+        assert_eq!(skipped.column.as_deref(), v[u]["column"].as_str(), "{u}: {}", skipped.reason);
         assert!(!skipped.reason.is_empty());
     }
     // A second run (its sweep sees the same bad files) changes nothing.
@@ -103,23 +94,14 @@ async fn corrupt_per_flight_files_fail_parity_and_stay_in_place() {
     let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
     assert_eq!(r.last_run_status, Status::Mismatch, "{:?}", r.errors);
     assert_eq!(r.mismatch_date, Some(date("2026-07-20")));
-    let mut want: Vec<String> = (CORRUPT.iter())
-        .map(|c| flight_uuid(v[c]["key"].as_str().unwrap()).to_string())
-        .collect();
+    let mut want: Vec<String> =
+        (CORRUPT.iter()).map(|c| flight_uuid(v[c]["key"].as_str().unwrap()).to_string()).collect();
     want.sort();
     assert_eq!(r.mismatch_uuids, want);
-    assert_eq!(
-        r.last_compacted_date, None,
-        "the watermark does not pass it"
-    );
-    let unread: Vec<&str> = (r.days[0].unread_files.iter())
-        .map(|f| f.key.as_str())
-        .collect();
+    assert_eq!(r.last_compacted_date, None, "the watermark does not pass it");
+    let unread: Vec<&str> = (r.days[0].unread_files.iter()).map(|f| f.key.as_str()).collect();
     for c in CORRUPT {
-        assert!(
-            unread.contains(&v[c]["key"].as_str().unwrap()),
-            "{c}: {unread:?}"
-        );
+        assert!(unread.contains(&v[c]["key"].as_str().unwrap()), "{c}: {unread:?}");
     }
     // The readable flight is folded (it does not wait on the corrupt
     // files); the corrupt files stay exactly as they were.
@@ -129,9 +111,7 @@ async fn corrupt_per_flight_files_fail_parity_and_stay_in_place() {
         assert_eq!(after.get(key), before.get(key), "{c}: left as it was");
     }
     assert_compacted(
-        &(after.into_iter())
-            .filter(|(k, _)| !CORRUPT.iter().any(|c| v[c]["key"] == **k))
-            .collect(),
+        &(after.into_iter()).filter(|(k, _)| !CORRUPT.iter().any(|c| v[c]["key"] == **k)).collect(),
         "2026-07-20",
         &[v["default"]["row"].clone()],
     );
@@ -146,10 +126,7 @@ async fn extra_columns_are_kept_after_the_known_ones_and_reported() {
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     assert_eq!(r.days[0].extra_columns, vec!["squawk".to_string()]);
     let after = dump(&store, "index/");
-    let (_, out) = after
-        .iter()
-        .find(|(k, _)| k.contains("compacted-"))
-        .unwrap();
+    let (_, out) = after.iter().find(|(k, _)| k.contains("compacted-")).unwrap();
     assert_eq!(
         out.arrow_schema.as_deref(),
         Some(format!("{ARROW_SCHEMA}\nsquawk: int32").as_str())
@@ -178,39 +155,21 @@ async fn a_per_flight_file_without_a_row_of_its_flight_fails_parity_and_stays() 
     assert_eq!(r.last_run_status, Status::Mismatch, "{:?}", r.errors);
     assert_eq!(r.mismatch_date, Some(date("2026-07-20")));
     assert_eq!(r.mismatch_uuids, vec![zero_uuid.to_string()]);
-    assert_eq!(
-        r.last_compacted_date, None,
-        "the watermark does not pass it"
-    );
+    assert_eq!(r.last_compacted_date, None, "the watermark does not pass it");
     assert_eq!(dump(&store, "index/"), before, "nothing written or deleted");
-    assert!(
-        !dump(&store, "")
-            .keys()
-            .any(|k| k.starts_with("_compaction_state/manifests/"))
-    );
+    assert!(!dump(&store, "").keys().any(|k| k.starts_with("_compaction_state/manifests/")));
 
     // Another flight's row under a flight's name: the same.
     let store = bucket("other-row").await;
-    let g = generate(
-        &store,
-        json!({"seed": 73, "days": [{"date": "2026-07-20", "flights": 3}]}),
-    );
+    let g = generate(&store, json!({"seed": 73, "days": [{"date": "2026-07-20", "flights": 3}]}));
     let keys = &g.index_keys["2026-07-20"];
     let victim = flight_uuid(&keys[0]);
-    archive_py(
-        "multi-row",
-        &store,
-        json!({"key": &keys[0], "from": [&keys[1]]}),
-    );
+    archive_py("multi-row", &store, json!({"key": &keys[0], "from": [&keys[1]]}));
     let before = dump(&store, "index/");
     let mut dry = RunOptions::at(at(NOW));
     dry.dry_run = true;
     let d = run(&store, &config(&store, &[]), &dry).await;
-    assert_eq!(
-        d.last_run_status,
-        Status::Mismatch,
-        "the dry run says so too"
-    );
+    assert_eq!(d.last_run_status, Status::Mismatch, "the dry run says so too");
     let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
     assert_eq!(r.last_run_status, Status::Mismatch, "{:?}", r.errors);
     assert_eq!(r.mismatch_uuids, vec![victim.to_string()]);
@@ -269,17 +228,10 @@ async fn late_and_rewritten_index_files_are_folded_in_exactly_once_by_the_sweep(
 async fn keys_with_unusual_characters_survive_list_get_and_delete() {
     init_logs();
     let store = bucket("odd-keys").await;
-    let generated = generate(
-        &store,
-        json!({"seed": 76, "days": [{"date": "2026-07-20", "flights": 3}]}),
-    );
+    let generated =
+        generate(&store, json!({"seed": 76, "days": [{"date": "2026-07-20", "flights": 3}]}));
     let p = "index/year=2026/month=07/day=20/";
-    let odd = [
-        "a b+c%20~ü.txt",
-        "ßpace dir/x.parquet",
-        "_ünïcödé.parquet",
-        "plus+sign.json",
-    ];
+    let odd = ["a b+c%20~ü.txt", "ßpace dir/x.parquet", "_ünïcödé.parquet", "plus+sign.json"];
     for (i, name) in odd.iter().enumerate() {
         store
             .put(
@@ -320,10 +272,7 @@ async fn keys_with_unusual_characters_survive_list_get_and_delete() {
     expected.extend(extra);
     assert_compacted(&after, "2026-07-20", &expected);
     for name in odd {
-        assert!(
-            after.contains_key(&format!("{p}{name}")),
-            "{name} was touched"
-        );
+        assert!(after.contains_key(&format!("{p}{name}")), "{name} was touched");
     }
 }
 
@@ -334,10 +283,8 @@ async fn keys_with_unusual_characters_survive_list_get_and_delete() {
 async fn a_multi_row_per_flight_file_falls_back_to_the_in_memory_merge() {
     init_logs();
     let store = bucket("multi-row").await;
-    let generated = generate(
-        &store,
-        json!({"seed": 76, "days": [{"date": "2026-07-20", "flights": 5}]}),
-    );
+    let generated =
+        generate(&store, json!({"seed": 76, "days": [{"date": "2026-07-20", "flights": 5}]}));
     let originals: Vec<String> = store
         .list("index/year=2026/month=07/day=20/")
         .await
@@ -350,13 +297,8 @@ async fn a_multi_row_per_flight_file_falls_back_to_the_in_memory_merge() {
         &store,
         json!({"seed": 77, "date": "2026-07-20", "copies_of": [originals[1], originals[3]]}),
     );
-    let input_bytes: u64 = store
-        .list("index/year=2026/month=07/day=20/")
-        .await
-        .unwrap()
-        .iter()
-        .map(|o| o.size)
-        .sum();
+    let input_bytes: u64 =
+        store.list("index/year=2026/month=07/day=20/").await.unwrap().iter().map(|o| o.size).sum();
     let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     assert_eq!(r.files_compacted, 6);
@@ -386,18 +328,11 @@ async fn keys_with_control_characters_block_nothing_and_never_reach_a_log_raw() 
     init_logs();
     let store = bucket("ctl-keys").await;
     let day = "2026-07-20";
-    let generated = generate(
-        &store,
-        json!({"seed": 78, "days": [{"date": day, "flights": 3}]}),
-    );
+    let generated = generate(&store, json!({"seed": 78, "days": [{"date": day, "flights": 3}]}));
     let p = "index/year=2026/month=07/day=20/";
     // moto cannot store a key with a newline (tests/suite/store_conformance.rs,
     // any_key_lists_reads_and_deletes): a carriage return there.
-    let (line_break, escaped) = if s3_kind() == "moto" {
-        ("\r", r"\r")
-    } else {
-        ("\n", r"\n")
-    };
+    let (line_break, escaped) = if s3_kind() == "moto" { ("\r", r"\r") } else { ("\n", r"\n") };
     let forged = format!(
         "{line_break}2026-07-22T04:50:00.000000Z ERROR archive_compaction::commands::run: forged"
     );
@@ -419,18 +354,11 @@ async fn keys_with_control_characters_block_nothing_and_never_reach_a_log_raw() 
     let flight_key =
         "flights/2026/07/20/ABC999_E\x1bS\x01C_019f8999-0000-7000-8000-000000000099.json.gz";
     put(flight_key.to_string(), "{}").await;
-    let row = archive_py(
-        "put-row",
-        &store,
-        json!({"seed": 79, "date": day, "flight_key": flight_key}),
-    );
+    let row =
+        archive_py("put-row", &store, json!({"seed": 79, "date": day, "flight_key": flight_key}));
     // A multi-row export whose name holds ESC, \x01 and a newline: an input.
     let export = format!("{p}export\x1b\x01{forged}.parquet");
-    archive_py(
-        "multi-row",
-        &store,
-        json!({"from": [generated.index_keys[day][0]], "key": export}),
-    );
+    archive_py("multi-row", &store, json!({"from": [generated.index_keys[day][0]], "key": export}));
     // Foreign objects, and a stray object under manifests/.
     let foreign = [
         format!("flights/2026/07/20/notes\x1b[2J{forged}.txt"),
@@ -443,10 +371,8 @@ async fn keys_with_control_characters_block_nothing_and_never_reach_a_log_raw() 
     let stray = format!("_compaction_state/manifests/stray\x1b{forged}.json");
     put(stray.clone(), "not a manifest").await;
 
-    let out = cli_command(&store, &["run", "--now", NOW])
-        .env("LOG_LEVEL", "info")
-        .output()
-        .unwrap();
+    let out =
+        cli_command(&store, &["run", "--now", NOW]).env("LOG_LEVEL", "info").output().unwrap();
     let report = report_of(&out);
     let log = String::from_utf8(out.stderr).unwrap();
     assert_eq!(
@@ -464,17 +390,11 @@ async fn keys_with_control_characters_block_nothing_and_never_reach_a_log_raw() 
         .map(|(k, d)| (k.clone(), d.clone()))
         .collect();
     assert_compacted(&without_foreign, day, &expected);
-    assert!(
-        !after.contains_key(&export),
-        "the export was merged and deleted"
-    );
+    assert!(!after.contains_key(&export), "the export was merged and deleted");
     for k in &foreign {
         assert!(after.contains_key(k), "{k:?} was touched");
     }
-    assert!(
-        !after.contains_key(&stray),
-        "the stray manifest was moved aside"
-    );
+    assert!(!after.contains_key(&stray), "the stray manifest was moved aside");
     let quarantined = stray.replacen("manifests/", "quarantine/", 1);
     assert!(after.contains_key(&quarantined), "{:?}", after.keys());
     // The log: one line per event, no control character raw, the keys
@@ -484,14 +404,10 @@ async fn keys_with_control_characters_block_nothing_and_never_reach_a_log_raw() 
         "a control character reached the log raw:\n{log:?}"
     );
     assert!(
-        !log.lines()
-            .any(|l| l.contains("forged") && l.starts_with("2026-07-22T04:50:00")),
+        !log.lines().any(|l| l.contains("forged") && l.starts_with("2026-07-22T04:50:00")),
         "a forged line:\n{log}"
     );
-    assert!(
-        log.contains(&format!(r"stray\u{{1b}}{escaped}2026-07-22")),
-        "{log}"
-    );
+    assert!(log.contains(&format!(r"stray\u{{1b}}{escaped}2026-07-22")), "{log}");
 }
 
 /// A per-flight index file cut in half, on a date not yet
@@ -517,15 +433,7 @@ async fn an_unreadable_per_flight_file_is_a_mismatch_until_it_is_rewritten() {
     let flight = flight_uuid(&cut_key).to_string();
     let whole = store.get_opt(&cut_key).await.unwrap().unwrap();
     let half = whole.body.slice(..whole.body.len() / 2);
-    store
-        .put(
-            &cut_key,
-            half.clone(),
-            PutMode::Update(whole.etag.clone()),
-            None,
-        )
-        .await
-        .unwrap();
+    store.put(&cut_key, half.clone(), PutMode::Update(whole.etag.clone()), None).await.unwrap();
     let before_20 = dump(&store, &index_prefix(date("2026-07-20")));
 
     let out = cli(&store, &["run", "--now", NOW]);
@@ -541,10 +449,7 @@ async fn an_unreadable_per_flight_file_is_a_mismatch_until_it_is_rewritten() {
         "the watermark stays before the date"
     );
     let d20 = day(&r, "2026-07-20");
-    assert_eq!(
-        (d20.action.as_str(), d20.parity),
-        ("mismatch", Some(Parity::Mismatch))
-    );
+    assert_eq!((d20.action.as_str(), d20.parity), ("mismatch", Some(Parity::Mismatch)));
     assert_eq!(d20.unread_files.len(), 1, "{d20:?}");
     assert_eq!(d20.unread_files[0].key, cut_key);
     assert_eq!(d20.unread_files[0].flight.to_string(), flight);
@@ -558,14 +463,9 @@ async fn an_unreadable_per_flight_file_is_a_mismatch_until_it_is_rewritten() {
     // The other three flights are folded (they do not wait on the cut
     // file); the cut file stays as it was, never an input.
     let after_first = dump(&store, &index_prefix(date("2026-07-20")));
-    assert_eq!(
-        after_first.get(&cut_key),
-        before_20.get(&cut_key),
-        "the cut file stays as it was"
-    );
-    let compacted: Vec<&String> = (after_first.keys())
-        .filter(|k| k.contains("/compacted-"))
-        .collect();
+    assert_eq!(after_first.get(&cut_key), before_20.get(&cut_key), "the cut file stays as it was");
+    let compacted: Vec<&String> =
+        (after_first.keys()).filter(|k| k.contains("/compacted-")).collect();
     assert_eq!(after_first.len(), 2, "{after_first:?}");
     assert_eq!(compacted.len(), 1, "{after_first:?}");
     let rows = after_first[compacted[0]].rows.clone().unwrap();
@@ -578,15 +478,7 @@ async fn an_unreadable_per_flight_file_is_a_mismatch_until_it_is_rewritten() {
     // `--date`, a range and a dry run see the same.
     for args in [
         &["run", "--date", "2026-07-20", "--now", NOW][..],
-        &[
-            "run",
-            "--from",
-            "2026-07-20",
-            "--to",
-            "2026-07-20",
-            "--now",
-            NOW,
-        ],
+        &["run", "--from", "2026-07-20", "--to", "2026-07-20", "--now", NOW],
         &["run", "--dry-run", "--now", NOW],
     ] {
         let out = cli(&store, args);
@@ -605,11 +497,7 @@ async fn an_unreadable_per_flight_file_is_a_mismatch_until_it_is_rewritten() {
 
     // `status` names the file and says why the walk is blocked.
     let cfg = config(&store, &[]);
-    let opts = StatusOptions {
-        now: at(NOW),
-        as_of: at(NOW),
-        days: 2,
-    };
+    let opts = StatusOptions { now: at(NOW), as_of: at(NOW), days: 2 };
     let s = status::gather(&store, &cfg, &opts).await.unwrap();
     let m = s.mismatch.as_ref().expect("the recorded mismatch");
     assert_eq!(m.date, date("2026-07-20"));
@@ -639,25 +527,11 @@ async fn an_unreadable_per_flight_file_is_a_mismatch_until_it_is_rewritten() {
     assert_eq!(f.missing.examples[0].flight.to_string(), flight);
     assert_eq!(f.unreadable_files.count, 1, "{f:#?}");
     assert_eq!(f.unreadable_files.examples[0].file, cut_key);
-    assert!(
-        f.unreadable_files
-            .fix
-            .as_deref()
-            .unwrap()
-            .contains("rewrites")
-    );
+    assert!(f.unreadable_files.fix.as_deref().unwrap().contains("rewrites"));
 
     // The fix: the index file rewritten readable; the next run passes it.
     let now = store.head(&cut_key).await.unwrap().unwrap();
-    store
-        .put(
-            &cut_key,
-            whole.body.clone(),
-            PutMode::Update(now.etag),
-            None,
-        )
-        .await
-        .unwrap();
+    store.put(&cut_key, whole.body.clone(), PutMode::Update(now.etag), None).await.unwrap();
     let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     assert_eq!(r.last_compacted_date, Some(date("2026-07-20")));

@@ -35,9 +35,7 @@ fn cargo_lambda() -> Option<PathBuf> {
         return Some(local);
     }
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join("cargo-lambda"))
-        .find(|p| p.is_file())
+    std::env::split_paths(&path).map(|d| d.join("cargo-lambda")).find(|p| p.is_file())
 }
 
 /// `Some(cargo-lambda)`, or `None` after saying why the test is skipped.
@@ -78,12 +76,7 @@ impl Guarded {
         c.arg("--").arg(cmd).args(args).current_dir(root());
         // The function gets exactly the AWS settings below, never a profile
         // or credentials of the machine.
-        for k in [
-            "AWS_PROFILE",
-            "AWS_SESSION_TOKEN",
-            "AWS_DEFAULT_PROFILE",
-            "AWS_CONFIG_FILE",
-        ] {
+        for k in ["AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_PROFILE", "AWS_CONFIG_FILE"] {
             c.env_remove(k);
         }
         c.envs(env);
@@ -100,9 +93,7 @@ impl Guarded {
     fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let start = text.len().saturating_sub(4000);
-        let start = (start..text.len())
-            .find(|i| text.is_char_boundary(*i))
-            .unwrap_or(text.len());
+        let start = (start..text.len()).find(|i| text.is_char_boundary(*i)).unwrap_or(text.len());
         format!("--- {} (tail)\n{}", self.log.display(), &text[start..])
     }
 }
@@ -127,11 +118,7 @@ enum Answer {
     Report(RunReport),
     /// The function returned an error: `errorType`, and the report carried
     /// in `errorMessage` when it is one.
-    Error {
-        error_type: String,
-        message: String,
-        report: Option<RunReport>,
-    },
+    Error { error_type: String, message: String, report: Option<RunReport> },
 }
 
 impl Answer {
@@ -150,11 +137,7 @@ impl Answer {
     /// report).
     fn expect_error(self, want: &str) -> RunReport {
         match self {
-            Answer::Error {
-                error_type,
-                message,
-                report,
-            } => {
+            Answer::Error { error_type, message, report } => {
                 assert_eq!(error_type, want, "error type; message: {message}");
                 if let Some(r) = &report {
                     assert_eq!(
@@ -186,11 +169,7 @@ enum Function {
     /// `bootstrap` run by `qemu` with the arm64 C library under `sysroot`
     /// (`qemu: None` on an aarch64 host: run directly), its Runtime API
     /// calls passing through a [`FirstPoll`] recorder.
-    Arm64 {
-        bootstrap: PathBuf,
-        qemu: Option<PathBuf>,
-        sysroot: PathBuf,
-    },
+    Arm64 { bootstrap: PathBuf, qemu: Option<PathBuf>, sysroot: PathBuf },
 }
 
 impl LocalLambda {
@@ -226,10 +205,7 @@ impl LocalLambda {
         let mut env: BTreeMap<String, String> = env_for(store, extra).into_iter().collect();
         for (k, v) in [
             // What `cargo lambda watch --only-lambda-apis` asks the function to have.
-            (
-                "AWS_LAMBDA_RUNTIME_API",
-                format!("http://127.0.0.1:{port}/.rt"),
-            ),
+            ("AWS_LAMBDA_RUNTIME_API", format!("http://127.0.0.1:{port}/.rt")),
             ("AWS_LAMBDA_FUNCTION_NAME", "_".into()),
             ("AWS_LAMBDA_FUNCTION_VERSION", "1".into()),
             ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512".into()),
@@ -246,11 +222,7 @@ impl LocalLambda {
                 let bin = PathBuf::from(env!("CARGO_BIN_EXE_archive-compaction"));
                 (Guarded::start("function", None, &bin, &[], &env), None)
             }
-            Function::Arm64 {
-                bootstrap,
-                qemu,
-                sysroot,
-            } => {
+            Function::Arm64 { bootstrap, qemu, sysroot } => {
                 let recorder = FirstPoll::start(port);
                 env.insert(
                     "AWS_LAMBDA_RUNTIME_API".into(),
@@ -273,14 +245,7 @@ impl LocalLambda {
                 (guarded, Some(recorder))
             }
         };
-        (
-            LocalLambda {
-                port,
-                function,
-                emulator,
-            },
-            recorder,
-        )
+        (LocalLambda { port, function, emulator }, recorder)
     }
 
     /// Invokes the function with `payload` through the emulator's Invoke API
@@ -295,10 +260,7 @@ impl LocalLambda {
                 )
             });
         let v: Value = serde_json::from_str(&body).unwrap_or_else(|e| {
-            panic!(
-                "answer is not JSON ({e}): HTTP {status} {body}\n{}",
-                self.function.log_tail()
-            )
+            panic!("answer is not JSON ({e}): HTTP {status} {body}\n{}", self.function.log_tail())
         });
         match status {
             200 => Answer::Report(
@@ -312,11 +274,7 @@ impl LocalLambda {
                     .to_string();
                 let message = v["errorMessage"].as_str().unwrap_or_default().to_string();
                 let report = serde_json::from_str(&message).ok();
-                Answer::Error {
-                    error_type,
-                    message,
-                    report,
-                }
+                Answer::Error { error_type, message, report }
             }
         }
     }
@@ -480,11 +438,7 @@ fn http_post(port: u16, path: &str, body: &str) -> std::io::Result<(u16, String)
 }
 
 fn date_of(report: &RunReport, d: &str) -> Option<String> {
-    report
-        .days
-        .iter()
-        .find(|x| x.date == date(d))
-        .map(|x| x.action.to_string())
+    report.days.iter().find(|x| x.date == date(d)).map(|x| x.action.to_string())
 }
 
 /// The scheduled event `sam local generate-event` makes, the console events
@@ -512,16 +466,11 @@ async fn every_event_file_runs_through_the_lambda_runtime_and_compacts_the_archi
     let before = dump(&store, "");
 
     // 1970: the cutoff is before every partition, nothing to do.
-    let r = lambda
-        .invoke_file("eventbridge-scheduled.json")
-        .expect_success();
+    let r = lambda.invoke_file("eventbridge-scheduled.json").expect_success();
     assert_eq!(r.stop_reason, StopReason::NothingToDo, "{r:?}");
     assert_eq!(r.last_run_at, at("1970-01-01T00:00:00Z"));
     assert_eq!(r.bucket, store.bucket());
-    assert!(
-        !r.invocation_id.is_empty(),
-        "the Lambda request id is the invocation id"
-    );
+    assert!(!r.invocation_id.is_empty(), "the Lambda request id is the invocation id");
     assert_eq!(dump(&store, ""), before, "a no-op run changed the bucket");
 
     // Dry run at the wall clock: plans every date, writes nothing.
@@ -530,19 +479,10 @@ async fn every_event_file_runs_through_the_lambda_runtime_and_compacts_the_archi
     assert!(r.dry_run);
     assert_eq!(r.stop_reason, StopReason::ReachedCutoff, "{r:?}");
     for d in ["2026-07-17", "2026-07-18", "2026-07-19", "2026-07-20"] {
-        assert_eq!(
-            date_of(&r, d).as_deref(),
-            Some("planned"),
-            "{d} in {:?}",
-            r.days
-        );
+        assert_eq!(date_of(&r, d).as_deref(), Some("planned"), "{d} in {:?}", r.days);
     }
     assert_eq!(dump(&store, ""), before, "the dry run changed the bucket");
-    eprintln!(
-        "dry run over {} dates took {:?}",
-        r.days.len(),
-        t0.elapsed()
-    );
+    eprintln!("dry run over {} dates took {:?}", r.days.len(), t0.elapsed());
 
     // One date: compacted, the watermark not moved, the other dates untouched.
     let r = lambda.invoke_file("console-date.json").expect_success();
@@ -554,11 +494,7 @@ async fn every_event_file_runs_through_the_lambda_runtime_and_compacts_the_archi
     assert_eq!(watermark(&after), None);
     for d in ["2026-07-17", "2026-07-19", "2026-07-20"] {
         for k in &generated.index_keys[d] {
-            assert_eq!(
-                after.get(k),
-                before.get(k),
-                "{k} touched by a run for 2026-07-18 only"
-            );
+            assert_eq!(after.get(k), before.get(k), "{k} touched by a run for 2026-07-18 only");
         }
     }
 
@@ -569,29 +505,16 @@ async fn every_event_file_runs_through_the_lambda_runtime_and_compacts_the_archi
     assert_eq!(r.stop_reason, StopReason::ReachedCutoff);
     assert_eq!(r.last_compacted_date, Some(date("2026-07-20")));
     assert_eq!(r.days_compacted, 4);
-    assert_eq!(
-        r.files_compacted,
-        12 + 7 + 10,
-        "07-18 was compacted already"
-    );
+    assert_eq!(r.files_compacted, 12 + 7 + 10, "07-18 was compacted already");
     assert_eq!(r.watermark_lag_days, Some(0));
     let after = assert_all_compacted(&store, &generated, "2026-07-20", "console-now.json");
     for f in &generated.foreign {
-        assert_eq!(
-            after.get(f),
-            before.get(f),
-            "foreign object {f} was touched"
-        );
+        assert_eq!(after.get(f), before.get(f), "foreign object {f} was touched");
     }
-    assert!(
-        !after.contains_key("_compaction_state/lock.json"),
-        "lease not released"
-    );
+    assert!(!after.contains_key("_compaction_state/lock.json"), "lease not released");
 
     // The deployed rule's event the same morning: nothing left to do.
-    let r = lambda
-        .invoke_file("eventbridge-scheduled-2026-07-22.json")
-        .expect_success();
+    let r = lambda.invoke_file("eventbridge-scheduled-2026-07-22.json").expect_success();
     assert_eq!(r.stop_reason, StopReason::NothingToDo);
     assert_eq!(r.watermark_before, Some(date("2026-07-20")));
     assert_eq!(dump(&store, ""), after, "a second run changed the bucket");
@@ -632,17 +555,9 @@ fn assert_watermark_failure(
     wm_key: &str,
     index_before: &BTreeMap<String, Dumped>,
 ) {
-    assert!(
-        r.errors.iter().any(|e| e.contains(wm_key)),
-        "{:?}",
-        r.errors
-    );
+    assert!(r.errors.iter().any(|e| e.contains(wm_key)), "{:?}", r.errors);
     assert_eq!(r.stop_reason, StopReason::Error);
-    assert_eq!(
-        &dump(store, "index/"),
-        index_before,
-        "a failed run changed index/"
-    );
+    assert_eq!(&dump(store, "index/"), index_before, "a failed run changed index/");
 }
 
 /// A parity mismatch answers a `Mismatch` error carrying the report; the
@@ -665,22 +580,17 @@ async fn a_mismatch_is_a_mismatch_error_and_a_redelivered_event_counts_once() {
     );
     let lambda = LocalLambda::start(&cargo_lambda, &store, &[]);
 
-    let r = lambda
-        .invoke_file("eventbridge-scheduled-2026-07-22.json")
-        .expect_error("Mismatch");
+    let r = lambda.invoke_file("eventbridge-scheduled-2026-07-22.json").expect_error("Mismatch");
     assert_first_mismatch(&r, &store, &generated);
     assert_eq!(r.mismatch_uuid_count, 2);
 
     // Lambda retries a failed asynchronous invocation with the same event.
-    let again = lambda
-        .invoke_file("eventbridge-scheduled-2026-07-22.json")
-        .expect_error("Mismatch");
+    let again =
+        lambda.invoke_file("eventbridge-scheduled-2026-07-22.json").expect_error("Mismatch");
     assert_eq!(again.mismatch_runs, 1, "a redelivered event counted twice");
 
     // A console invocation is another run.
-    let other = lambda
-        .invoke_file("console-now.json")
-        .expect_error("Mismatch");
+    let other = lambda.invoke_file("console-now.json").expect_error("Mismatch");
     assert_eq!(other.mismatch_runs, 2);
     let wm = watermark(&dump(&store, "_compaction_state/")).unwrap();
     assert_eq!(wm["mismatch_date"], "2026-07-19");
@@ -697,26 +607,17 @@ async fn a_failure_is_a_failure_error_and_the_function_keeps_serving() {
     };
     init_logs();
     let store = bucket("rt-failure").await;
-    let generated = generate(
-        &store,
-        json!({"seed": 13, "days": [{"date": "2026-07-18", "flights": 4}]}),
-    );
+    let generated =
+        generate(&store, json!({"seed": 13, "days": [{"date": "2026-07-18", "flights": 4}]}));
     let wm_key = "_compaction_state/watermark.json";
-    store
-        .put(wm_key, b"{not json".to_vec().into(), PutMode::Create, None)
-        .await
-        .unwrap();
+    store.put(wm_key, b"{not json".to_vec().into(), PutMode::Create, None).await.unwrap();
     let lambda = LocalLambda::start(&cargo_lambda, &store, &[]);
     let before = dump(&store, "index/");
 
-    let r = lambda
-        .invoke_file("console-now.json")
-        .expect_error("Failure");
+    let r = lambda.invoke_file("console-now.json").expect_error("Failure");
     assert_watermark_failure(&r, &store, wm_key, &before);
 
-    let r = lambda
-        .invoke(r#"{"date": "2026-13-45"}"#)
-        .expect_error("Failure");
+    let r = lambda.invoke(r#"{"date": "2026-13-45"}"#).expect_error("Failure");
     assert!(
         r.errors[0].contains("field \"date\"") && r.errors[0].contains("YYYY-MM-DD"),
         "{:?}",
@@ -727,18 +628,11 @@ async fn a_failure_is_a_failure_error_and_the_function_keeps_serving() {
     // process compacts on the next invocation.
     let etag = dump(&store, wm_key)[wm_key].etag.clone();
     let python = br#"{"last_compacted_date": "2026-07-17"}"#.to_vec();
-    store
-        .put(wm_key, python.into(), PutMode::Update(etag), None)
-        .await
-        .unwrap();
+    store.put(wm_key, python.into(), PutMode::Update(etag), None).await.unwrap();
     let r = lambda.invoke_file("console-now.json").expect_success();
     assert_eq!(r.watermark_before, Some(date("2026-07-17")));
     assert_eq!(r.last_compacted_date, Some(date("2026-07-20")));
-    assert_compacted(
-        &dump(&store, "index/"),
-        "2026-07-18",
-        &generated.rows["2026-07-18"],
-    );
+    assert_compacted(&dump(&store, "index/"), "2026-07-18", &generated.rows["2026-07-18"]);
     assert!(
         lambda.function.log_tail().contains("run finished"),
         "function logs go to its log file"
@@ -746,15 +640,9 @@ async fn a_failure_is_a_failure_error_and_the_function_keeps_serving() {
     // Every outcome logs its report as one JSON line, the report itself
     // (not escaped in a Diagnostic), the Success's too.
     let logged = lambda.function.run_reports();
-    let statuses: Vec<&str> = (logged.iter())
-        .map(|r| r["last_run_status"].as_str().unwrap_or("?"))
-        .collect();
-    assert_eq!(
-        statuses,
-        ["Failure", "Failure", "Success"],
-        "{}",
-        lambda.function.log_tail()
-    );
+    let statuses: Vec<&str> =
+        (logged.iter()).map(|r| r["last_run_status"].as_str().unwrap_or("?")).collect();
+    assert_eq!(statuses, ["Failure", "Failure", "Success"], "{}", lambda.function.log_tail());
     assert_eq!(logged[2], serde_json::to_value(&r).unwrap());
 }
 
@@ -763,11 +651,7 @@ fn qemu_aarch64() -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     ["qemu-aarch64-static", "qemu-aarch64"]
         .iter()
-        .find_map(|name| {
-            std::env::split_paths(&path)
-                .map(|d| d.join(name))
-                .find(|p| p.is_file())
-        })
+        .find_map(|name| std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file()))
 }
 
 /// `scripts/check_elf.py PATH`: its JSON verdict and exit code.
@@ -779,10 +663,7 @@ fn check_elf(path: &Path) -> (Value, i32) {
         .output()
         .expect("run scripts/check_elf.py");
     let verdict = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "check_elf.py said no JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
+        panic!("check_elf.py said no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr))
     });
     (verdict, out.status.code().unwrap_or(-1))
 }
@@ -837,21 +718,12 @@ async fn the_release_bootstrap_under_qemu_answers_success_mismatch_and_failure()
     if std::env::consts::ARCH != "aarch64" {
         let (verdict, code) = check_elf(&host);
         assert_eq!(code, 1, "the check passed the host build: {verdict}");
-        assert!(
-            verdict["problems"][0]
-                .as_str()
-                .unwrap()
-                .contains("not aarch64"),
-            "{verdict}"
-        );
+        assert!(verdict["problems"][0].as_str().unwrap().contains("not aarch64"), "{verdict}");
     }
     let bytes = std::fs::read(&bootstrap).unwrap();
     let sha256: String = {
         use sha2::Digest;
-        sha2::Sha256::digest(&bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        sha2::Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect()
     };
     eprintln!(
         "release bootstrap {}: {} bytes ({:.1} MiB), sha256 {}…, {} ELF, glibc symbols up to {} \
@@ -864,11 +736,7 @@ async fn the_release_bootstrap_under_qemu_answers_success_mismatch_and_failure()
         elf["max_glibc"].as_str().unwrap_or("none"),
         elf["needed"]
             .as_array()
-            .map(|n| n
-                .iter()
-                .filter_map(Value::as_str)
-                .collect::<Vec<_>>()
-                .join(", "))
+            .map(|n| n.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", "))
             .unwrap_or_default()
     );
 
@@ -881,22 +749,12 @@ async fn the_release_bootstrap_under_qemu_answers_success_mismatch_and_failure()
             {"date": "2026-07-20", "flights": 5}
         ]}),
     );
-    let function = Function::Arm64 {
-        bootstrap: bootstrap.clone(),
-        qemu: qemu.clone(),
-        sysroot,
-    };
+    let function = Function::Arm64 { bootstrap: bootstrap.clone(), qemu: qemu.clone(), sysroot };
     let (lambda, recorder) = LocalLambda::start_with(&cargo_lambda, &store, &[], &function);
     let started = started_at(guarded_pid(&lambda.function));
-    let first_poll = recorder
-        .unwrap()
-        .wait(Duration::from_secs(120))
-        .unwrap_or_else(|| {
-            panic!(
-                "the bootstrap never polled the Runtime API\n{}",
-                lambda.function.log_tail()
-            )
-        });
+    let first_poll = recorder.unwrap().wait(Duration::from_secs(120)).unwrap_or_else(|| {
+        panic!("the bootstrap never polled the Runtime API\n{}", lambda.function.log_tail())
+    });
     eprintln!(
         "cold start: {:.0} ms from the process start to its first GET /runtime/invocation/next \
          ({}; /proc times, 10 ms resolution)",
@@ -931,9 +789,7 @@ async fn the_release_bootstrap_under_qemu_answers_success_mismatch_and_failure()
     // 2. Mismatch: the scheduled event stops at 2026-07-19, the report
     // names the two flights without an index row.
     let t = Instant::now();
-    let r = lambda
-        .invoke_file("eventbridge-scheduled-2026-07-22.json")
-        .expect_error("Mismatch");
+    let r = lambda.invoke_file("eventbridge-scheduled-2026-07-22.json").expect_error("Mismatch");
     let took = t.elapsed();
     let after = assert_first_mismatch(&r, &store, &generated);
     eprintln!(
@@ -949,20 +805,10 @@ async fn the_release_bootstrap_under_qemu_answers_success_mismatch_and_failure()
     // untouched.
     let wm_key = "_compaction_state/watermark.json";
     let etag = after[wm_key].etag.clone();
-    store
-        .put(
-            wm_key,
-            b"{not json".to_vec().into(),
-            PutMode::Update(etag),
-            None,
-        )
-        .await
-        .unwrap();
+    store.put(wm_key, b"{not json".to_vec().into(), PutMode::Update(etag), None).await.unwrap();
     let index_before = dump(&store, "index/");
     let t = Instant::now();
-    let r = lambda
-        .invoke_file("console-now.json")
-        .expect_error("Failure");
+    let r = lambda.invoke_file("console-now.json").expect_error("Failure");
     let took = t.elapsed();
     assert_watermark_failure(&r, &store, wm_key, &index_before);
     eprintln!(

@@ -24,9 +24,7 @@ use serde_json::{Value, json};
 const NOW: &str = "2026-07-22T04:50:00Z";
 
 fn cli(store: &S3Store, args: &[&str]) -> Output {
-    cli_command(store, args)
-        .output()
-        .expect("run the archive-compaction binary")
+    cli_command(store, args).output().expect("run the archive-compaction binary")
 }
 
 fn stderr(out: &Output) -> String {
@@ -149,10 +147,7 @@ async fn prune_cache_removes_exactly_the_compacted_days_copies() {
     assert_eq!(dry["dry_run"], true);
     assert_eq!(dry["files_to_delete"], 16, "{dry:#}");
     assert_eq!(dry["bytes_to_free"], compacted_days_bytes);
-    assert_eq!(
-        (dry["files_deleted"].clone(), dry["bytes_freed"].clone()),
-        (json!(0), json!(0))
-    );
+    assert_eq!((dry["files_deleted"].clone(), dry["bytes_freed"].clone()), (json!(0), json!(0)));
     assert_eq!(snapshot(d), before, "a dry run deleted something");
 
     // Errors delete nothing: a missing directory...
@@ -161,27 +156,14 @@ async fn prune_cache_removes_exactly_the_compacted_days_copies() {
     assert!(stderr(&out).contains("does not exist"), "{}", stderr(&out));
     // ...an unreadable watermark...
     let bad = bucket("prune-bad-wm").await;
-    bad.put(
-        "_compaction_state/watermark.json",
-        "{not json".into(),
-        PutMode::Create,
-        None,
-    )
-    .await
-    .unwrap();
+    bad.put("_compaction_state/watermark.json", "{not json".into(), PutMode::Create, None)
+        .await
+        .unwrap();
     let out = prune(&bad, d, &[]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("cannot read the watermark"),
-        "{}",
-        stderr(&out)
-    );
+    assert!(stderr(&out).contains("cannot read the watermark"), "{}", stderr(&out));
     assert!(out.stdout.is_empty(), "no summary on an error");
-    assert_eq!(
-        snapshot(d),
-        before,
-        "an unreadable watermark deleted something"
-    );
+    assert_eq!(snapshot(d), before, "an unreadable watermark deleted something");
     // ...a listing error (the watermark reads, every listing is denied).
     let proxy = Proxy::start();
     proxy.set(json!({"deny_kinds": {"ListObjectsV2": "AccessDenied"}}));
@@ -209,31 +191,18 @@ async fn prune_cache_removes_exactly_the_compacted_days_copies() {
     assert_eq!(s["dates_listed"], 2);
     assert_eq!(s["errors"], json!([]));
     let kept = &s["kept"];
-    assert_eq!(
-        kept["blocked"], 7,
-        "07-19's copies (the mismatch date): {s:#}"
-    );
+    assert_eq!(kept["blocked"], 7, "07-19's copies (the mismatch date): {s:#}");
     assert_eq!(kept["after_watermark"], 6, "07-20's copies");
     assert_eq!(kept["still_in_s3"], 1, "the straggler");
     assert_eq!(kept["flight_not_listed"], 1, "the copy without trace in S3");
-    assert_eq!(
-        kept["not_per_flight"], 4,
-        "_SUCCESS, .tmp, a multi-row name, a folder"
-    );
+    assert_eq!(kept["not_per_flight"], 4, "_SUCCESS, .tmp, a multi-row name, a folder");
     assert_eq!(kept["outside_layout"], 3, "month=7, lost+found, notes.txt");
-    assert_eq!(
-        s["dates_blocked"]["2026-07-19"],
-        "the watermark's mismatch_date"
-    );
+    assert_eq!(s["dates_blocked"]["2026-07-19"], "the watermark's mismatch_date");
     let mut want = before.clone();
     for k in &to_go {
         assert!(want.remove(k).is_some(), "{k} was not in the mirror");
     }
-    assert_eq!(
-        snapshot(d),
-        want,
-        "not exactly the compacted days' copies went"
-    );
+    assert_eq!(snapshot(d), want, "not exactly the compacted days' copies went");
     for f in foreign.iter().map(String::as_str).chain([orphan]) {
         assert!(d.join(f).exists(), "{f} was deleted");
     }
@@ -248,10 +217,7 @@ async fn prune_cache_removes_exactly_the_compacted_days_copies() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let again = report_of(&out);
     assert_eq!(
-        (
-            again["files_to_delete"].clone(),
-            again["files_deleted"].clone()
-        ),
+        (again["files_to_delete"].clone(), again["files_deleted"].clone()),
         (json!(0), json!(0))
     );
     assert_eq!(snapshot(d), want, "a second run deleted something");
@@ -275,10 +241,7 @@ async fn rows_of_other_days_are_counted_named_logged_once_and_shown_by_status() 
         .collect();
     let backfill = "index/year=2026/month=07/day=18/backfill-mixed.parquet";
     archive_py("multi-row", &store, json!({"key": backfill, "from": from}));
-    let others: Vec<String> = from[..3]
-        .iter()
-        .map(|k| flight_uuid(k).to_string())
-        .collect();
+    let others: Vec<String> = from[..3].iter().map(|k| flight_uuid(k).to_string()).collect();
 
     let out = cli(&store, &["status", "--json", "--now", NOW]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -293,10 +256,7 @@ async fn rows_of_other_days_are_counted_named_logged_once_and_shown_by_status() 
             .unwrap_or_else(|| panic!("no {date} in {key}: {v:#}"))
     };
     assert_eq!(day(&st, "next_days", "2026-07-18")["rows_of_other_days"], 3);
-    assert_eq!(
-        day(&st, "next_days", "2026-07-18")["other_days_uuids"],
-        json!(others)
-    );
+    assert_eq!(day(&st, "next_days", "2026-07-18")["other_days_uuids"], json!(others));
     assert_eq!(day(&st, "next_days", "2026-07-17")["rows_of_other_days"], 0);
     assert_valid("status.schema.json", &st);
     let text = cli(&store, &["status", "--now", NOW]);
@@ -310,24 +270,14 @@ async fn rows_of_other_days_are_counted_named_logged_once_and_shown_by_status() 
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let r = report_of(&out);
     assert_eq!(day(&r, "days", "2026-07-18")["rows_of_other_days"], 3);
-    assert_eq!(
-        day(&r, "days", "2026-07-18")["other_days_uuids"],
-        json!(others)
-    );
+    assert_eq!(day(&r, "days", "2026-07-18")["other_days_uuids"], json!(others));
     assert_eq!(day(&r, "days", "2026-07-17")["rows_of_other_days"], 0);
     assert_eq!(r["rows_of_other_days"], 3);
     assert_valid("run-report.schema.json", &r);
     let log = stderr(&out);
-    let lines: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("rows of other days"))
-        .collect();
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains("rows of other days")).collect();
     assert_eq!(lines.len(), 1, "one log line per date:\n{log}");
-    assert!(
-        lines[0].contains("2026-07-18") && lines[0].contains(&others[0]),
-        "{}",
-        lines[0]
-    );
+    assert!(lines[0].contains("2026-07-18") && lines[0].contains(&others[0]), "{}", lines[0]);
 
     // The rows stay where they were: 07-18's compacted file holds them too.
     let objects = dump(&store, "index/");
@@ -394,10 +344,7 @@ async fn a_failed_delete_keeps_its_date_until_recovery_finishes_it() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let s = report_of(&out);
     assert_eq!(s["files_deleted"], 4, "07-18's copies: {s:#}");
-    assert_eq!(
-        s["kept"]["blocked"], 5,
-        "07-17's four and the straggler: {s:#}"
-    );
+    assert_eq!(s["kept"]["blocked"], 5, "07-17's four and the straggler: {s:#}");
     assert!(
         s["dates_blocked"]["2026-07-17"]
             .as_str()
@@ -453,12 +400,7 @@ async fn a_folder_swapped_for_a_link_during_prune_cache_deletes_nothing_outside_
     let outside = tempfile::tempdir().unwrap();
     let victims: Vec<PathBuf> = g.index_keys["2026-07-17"]
         .iter()
-        .map(|k| {
-            outside
-                .path()
-                .join("day=17")
-                .join(k.rsplit('/').next().unwrap())
-        })
+        .map(|k| outside.path().join("day=17").join(k.rsplit('/').next().unwrap()))
         .collect();
     for v in &victims {
         std::fs::create_dir_all(v.parent().unwrap()).unwrap();
@@ -474,14 +416,8 @@ async fn a_folder_swapped_for_a_link_during_prune_cache_deletes_nothing_outside_
         .unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     while proxy.stats()["held"].as_u64().unwrap_or(0) == 0 {
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "prune-cache ended before its listing"
-        );
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the listing never came"
-        );
+        assert!(child.try_wait().unwrap().is_none(), "prune-cache ended before its listing");
+        assert!(std::time::Instant::now() < deadline, "the listing never came");
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     // Walked, not yet deleted: swap month=07 for a link to `outside`.
@@ -503,12 +439,7 @@ async fn a_folder_swapped_for_a_link_during_prune_cache_deletes_nothing_outside_
     assert_eq!(s["files_deleted"], 3, "June's copies are pruned: {s:#}");
     assert_eq!(s["kept"]["delete_failed"], 3, "{s:#}");
     let errors = s["errors"].as_array().unwrap();
-    assert!(
-        errors
-            .iter()
-            .all(|e| e.as_str().unwrap().contains("symbolic link")),
-        "{s:#}"
-    );
+    assert!(errors.iter().all(|e| e.as_str().unwrap().contains("symbolic link")), "{s:#}");
     assert_valid("prune-cache.schema.json", &s);
 }
 

@@ -48,17 +48,10 @@ async fn a_future_invocation_time_is_refused_and_writes_nothing() {
     let r = report_of(&out);
     assert_eq!(r["last_run_status"], "Failure");
     let err = r["errors"][0].as_str().unwrap();
-    assert!(
-        err.contains("ahead of the wall clock") && err.contains("--now"),
-        "{err}"
-    );
+    assert!(err.contains("ahead of the wall clock") && err.contains("--now"), "{err}");
     // Ended before the lease as every run ends: its last log line says so.
     let log = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        log.lines()
-            .any(|l| l.contains("run finished") && l.contains("Failure")),
-        "{log}"
-    );
+    assert!(log.lines().any(|l| l.contains("run finished") && l.contains("Failure")), "{log}");
     // The Lambda console event alike.
     let deps = Deps::from_parts(config(&store, &[]), store.clone(), None, None);
     let e = handle(
@@ -71,45 +64,28 @@ async fn a_future_invocation_time_is_refused_and_writes_nothing() {
     .await
     .unwrap_err();
     assert_eq!(e.0.last_run_status, Status::Failure);
-    assert!(
-        e.0.errors[0].contains("ahead of the wall clock"),
-        "{:?}",
-        e.0.errors
-    );
+    assert!(e.0.errors[0].contains("ahead of the wall clock"), "{:?}", e.0.errors);
     assert_eq!(dump(&store, ""), before, "a refused run changed the bucket");
 
     // Within the skew, across midnight: the cutoff is the wall clock's
     // (07-19), not the invocation time's (07-20).
-    let r = run(
-        &store,
-        &config(&store, &[]),
-        &at_wall("2026-07-22T00:02:00Z", "2026-07-21T23:58:00Z"),
-    )
-    .await;
+    let r =
+        run(&store, &config(&store, &[]), &at_wall("2026-07-22T00:02:00Z", "2026-07-21T23:58:00Z"))
+            .await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     assert_eq!(r.cutoff, Some(date("2026-07-19")));
     let after = dump(&store, "");
-    assert_eq!(
-        watermark(&after).unwrap()["last_compacted_date"],
-        "2026-07-19"
-    );
+    assert_eq!(watermark(&after).unwrap()["last_compacted_date"], "2026-07-19");
     for k in after.keys().filter(|k| k.contains("day=20/")) {
-        assert_eq!(
-            after.get(k),
-            before.get(k),
-            "07-20 is past the wall clock's cutoff"
-        );
+        assert_eq!(after.get(k), before.get(k), "07-20 is past the wall clock's cutoff");
     }
 }
 
 #[tokio::test]
 async fn a_watermark_ahead_of_todays_cutoff_fails_every_run_and_is_reported() {
-    let (store, before) = slip_world(
-        "slip-ahead",
-        262,
-        &[(WATERMARK, r#"{"last_compacted_date": "2029-12-30"}"#)],
-    )
-    .await;
+    let (store, before) =
+        slip_world("slip-ahead", 262, &[(WATERMARK, r#"{"last_compacted_date": "2029-12-30"}"#)])
+            .await;
     let cfg = config(&store, &[]);
 
     let r = run(&store, &cfg, &at_wall(NOW, NOW)).await;
@@ -135,9 +111,7 @@ async fn a_watermark_ahead_of_todays_cutoff_fails_every_run_and_is_reported() {
     assert_eq!(s.watermark_ahead_days, Some(1259));
     // Listed among the errors (printed first, exit 1), and on the lag line.
     assert!(
-        s.errors
-            .iter()
-            .any(|e| e.contains("2029-12-30 is 1259 day(s) ahead of today's cutoff")),
+        s.errors.iter().any(|e| e.contains("2029-12-30 is 1259 day(s) ahead of today's cutoff")),
         "{:?}",
         s.errors
     );
@@ -160,15 +134,9 @@ async fn a_watermark_without_its_date_or_with_a_wrong_type_compacts_nothing() {
     generate(&store, three_days(263));
     let cfg = config(&store, &[]);
     for (body, field) in [
-        (
-            r#"{"last_compacted_dat": "2026-07-17"}"#,
-            "last_compacted_date",
-        ),
+        (r#"{"last_compacted_dat": "2026-07-17"}"#, "last_compacted_date"),
         (r#"{"mismatch_runs": 0}"#, "last_compacted_date"),
-        (
-            r#"{"last_compacted_date": "2026-07-17", "mismatch_runs": "2"}"#,
-            "mismatch_runs",
-        ),
+        (r#"{"last_compacted_date": "2026-07-17", "mismatch_runs": "2"}"#, "mismatch_runs"),
     ] {
         let _ = store.delete(WATERMARK, None).await;
         put_state(&store, WATERMARK, body).await;
@@ -177,10 +145,7 @@ async fn a_watermark_without_its_date_or_with_a_wrong_type_compacts_nothing() {
         assert_eq!(r.last_run_status, Status::Failure, "{body}");
         assert_eq!(r.days_compacted, 0);
         let err = &r.errors[0];
-        assert!(
-            err.contains(WATERMARK) && err.contains(&format!("\"{field}\"")),
-            "{body}: {err}"
-        );
+        assert!(err.contains(WATERMARK) && err.contains(&format!("\"{field}\"")), "{body}: {err}");
         assert_eq!(dump(&store, ""), before, "{body}: the bucket changed");
     }
     // The CLI: exit 1, the same message.
@@ -198,10 +163,7 @@ async fn a_mistyped_event_compacts_nothing() {
     let (store, before) = slip_world("slip-event", 264, &[]).await;
     let deps = Deps::from_parts(config(&store, &[]), store.clone(), None, None);
     for (payload, needle) in [
-        (
-            json!({"dry-run": true, "now": NOW}),
-            "unknown field \"dry-run\"",
-        ),
+        (json!({"dry-run": true, "now": NOW}), "unknown field \"dry-run\""),
         (json!([]), "an array"),
         (json!({"date": "2026-7-18", "now": NOW}), "\"date\""),
     ] {
@@ -212,17 +174,9 @@ async fn a_mistyped_event_compacts_nothing() {
         .await
         .unwrap_err();
         assert_eq!(e.0.last_run_status, Status::Failure, "{payload}");
-        assert!(
-            e.0.errors[0].contains(needle),
-            "{payload}: {:?}",
-            e.0.errors
-        );
+        assert!(e.0.errors[0].contains(needle), "{payload}: {:?}", e.0.errors);
     }
-    assert_eq!(
-        dump(&store, ""),
-        before,
-        "a refused event changed the bucket"
-    );
+    assert_eq!(dump(&store, ""), before, "a refused event changed the bucket");
 }
 
 #[tokio::test]
@@ -286,28 +240,14 @@ async fn audit_and_prune_cache_with_a_bad_setting_print_no_run_report() {
     let cache = tempfile::tempdir().unwrap();
     let dir = cache.path().to_str().unwrap();
     let cases: [(&[&str], (&str, &str)); 3] = [
-        (
-            &["audit", "--from", "2026-07-18", "--to", "2026-07-20"],
-            ("LAG_DAYS", "two"),
-        ),
+        (&["audit", "--from", "2026-07-18", "--to", "2026-07-20"], ("LAG_DAYS", "two")),
         (&["prune-cache", "--dir", dir], ("LOG_LEVEL", "warning")),
-        (
-            &["prune-cache", "--dir", dir, "--dry-run"],
-            ("SWEEP_DAYS", "-1"),
-        ),
+        (&["prune-cache", "--dir", dir, "--dry-run"], ("SWEEP_DAYS", "-1")),
     ];
     for (args, (name, value)) in cases {
         let out = cli_out(&store, args, &[(name, value)]);
-        assert_eq!(
-            out.status.code(),
-            Some(1),
-            "{args:?} {name}={value}: {out:?}"
-        );
-        assert!(
-            out.stdout.is_empty(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
+        assert_eq!(out.status.code(), Some(1), "{args:?} {name}={value}: {out:?}");
+        assert!(out.stdout.is_empty(), "{args:?}: {}", String::from_utf8_lossy(&out.stdout));
         let stderr = String::from_utf8_lossy(&out.stderr);
         let line = format!("archive-compaction {}: setting {name}", args[0]);
         assert!(stderr.contains(&line) && stderr.contains(value), "{stderr}");
@@ -382,10 +322,7 @@ async fn a_lease_that_expires_under_its_own_run_says_so() {
 #[tokio::test]
 async fn a_date_too_big_for_the_memory_is_refused_before_it_is_read() {
     let (store, before) = slip_world("slip-memory", 267, &[]).await;
-    for limit in [
-        ("MEMORY_LIMIT_MB", "64"),
-        ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "64"),
-    ] {
+    for limit in [("MEMORY_LIMIT_MB", "64"), ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "64")] {
         let r = run(&store, &config(&store, &[limit]), &RunOptions::at(at(NOW))).await;
         assert_eq!(r.last_run_status, Status::Failure, "{limit:?}");
         let e = &r.errors[0];
@@ -401,22 +338,12 @@ async fn a_date_too_big_for_the_memory_is_refused_before_it_is_read() {
         // The refused date's report gives its flights' count.
         let day = r.days.iter().find(|d| d.date.to_string() == "2026-07-18");
         assert_eq!(day.map(|d| d.flights), Some(5), "{limit:?}: {:?}", r.days);
-        assert_eq!(
-            dump(&store, ""),
-            before,
-            "{limit:?}: a refused date changed the bucket"
-        );
+        assert_eq!(dump(&store, ""), before, "{limit:?}: a refused date changed the bucket");
     }
     // No limit (the CLI outside Lambda), or one the date fits: compacted.
     let r = run(
         &store,
-        &config(
-            &store,
-            &[
-                ("MEMORY_LIMIT_MB", "0"),
-                ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "64"),
-            ],
-        ),
+        &config(&store, &[("MEMORY_LIMIT_MB", "0"), ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "64")]),
         &RunOptions::at(at(NOW)),
     )
     .await;

@@ -63,10 +63,8 @@ async fn a_day_over_part_files_is_committed_in_parts_and_a_straggler_joins_its_f
     let _serial = SERIAL.lock().await;
     init_logs();
     let store = bucket("parts-day").await;
-    let mut generated = generate(
-        &store,
-        json!({"seed": 41, "days": [{"date": DAY, "flights": 12}]}),
-    );
+    let mut generated =
+        generate(&store, json!({"seed": 41, "days": [{"date": DAY, "flights": 12}]}));
     // The file of the flight that will come again as a straggler.
     let key = generated.index_keys[DAY][7].clone();
     let body = store.get(&key).await.unwrap().body;
@@ -76,10 +74,7 @@ async fn a_day_over_part_files_is_committed_in_parts_and_a_straggler_joins_its_f
     assert_eq!(r.stop_reason, StopReason::ReachedCutoff);
     assert_eq!(r.last_compacted_date, Some(date(DAY)));
     let day = r.days.iter().find(|d| d.date == date(DAY)).unwrap();
-    assert_eq!(
-        (day.action, day.parts, day.files_read),
-        (DayAction::Compacted, 3, 12)
-    );
+    assert_eq!((day.action, day.parts, day.files_read), (DayAction::Compacted, 3, 12));
     assert_eq!((day.rows_written, day.files_left), (12, 0));
     let files = assert_each_once(&store, &generated);
     assert_eq!(files.len(), 3, "parts of 5, 5 and 2 files: {files:?}");
@@ -115,10 +110,7 @@ async fn a_crash_between_parts_is_finished_by_the_next_run_from_the_parts_left()
     let _serial = SERIAL.lock().await;
     init_logs();
     let store = bucket("parts-crash").await;
-    let generated = generate(
-        &store,
-        json!({"seed": 42, "days": [{"date": DAY, "flights": 9}]}),
-    );
+    let generated = generate(&store, json!({"seed": 42, "days": [{"date": DAY, "flights": 9}]}));
     let cfg = config(&store, &[("PART_FILES", "4")]);
     let scenario = fail::FailScenario::setup();
     fail::cfg("run::after-part", "1*return->off").unwrap();
@@ -131,11 +123,7 @@ async fn a_crash_between_parts_is_finished_by_the_next_run_from_the_parts_left()
     let r = run(&store, &cfg, &options_after_leases(1)).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     let day = r.days.iter().find(|d| d.date == date(DAY)).unwrap();
-    assert_eq!(
-        (day.parts, day.files_read),
-        (2, 5),
-        "only what the crash left: {day:?}"
-    );
+    assert_eq!((day.parts, day.files_read), (2, 5), "only what the crash left: {day:?}");
     assert_eq!(assert_each_once(&store, &generated).len(), 3);
     // The lease clock's run is at 2026-07-22: its cutoff is 07-20.
     assert_eq!(r.last_compacted_date, Some(date("2026-07-20")));
@@ -150,28 +138,14 @@ async fn a_day_past_the_listing_window_is_compacted_a_window_a_pass_across_a_cra
     let _serial = SERIAL.lock().await;
     init_logs();
     let store = bucket("parts-window").await;
-    let generated = generate(
-        &store,
-        json!({"seed": 43, "days": [{"date": DAY, "flights": 24}]}),
-    );
+    let generated = generate(&store, json!({"seed": 43, "days": [{"date": DAY, "flights": 24}]}));
     let cfg = config(&store, &[("PART_FILES", "2")]);
     // The dry run reads the first window and says what it left unread.
-    let dry = RunOptions {
-        dry_run: true,
-        ..RunOptions::at(at(NOW))
-    };
+    let dry = RunOptions { dry_run: true, ..RunOptions::at(at(NOW)) };
     let r = run(&store, &cfg, &dry).await;
     let day = r.days.iter().find(|d| d.date == date(DAY)).unwrap();
-    assert_eq!(
-        (day.action, day.files_read, day.passes),
-        (DayAction::Planned, 8, 1),
-        "{day:?}"
-    );
-    assert!(
-        day.reason.contains("16 more past it not read"),
-        "{}",
-        day.reason
-    );
+    assert_eq!((day.action, day.files_read, day.passes), (DayAction::Planned, 8, 1), "{day:?}");
+    assert!(day.reason.contains("16 more past it not read"), "{}", day.reason);
     // Parts of 2: the first window is 4 parts; the crash comes after the
     // second part of the second window.
     let scenario = fail::FailScenario::setup();
@@ -180,22 +154,13 @@ async fn a_day_past_the_listing_window_is_compacted_a_window_a_pass_across_a_cra
     scenario.teardown();
     assert_eq!(r.last_run_status, Status::Failure, "{r:?}");
     let (files, rows) = rows_by_flight_or_inputs(&store);
-    assert_eq!(
-        (files, rows),
-        (6, 12),
-        "six parts committed before the crash"
-    );
+    assert_eq!((files, rows), (6, 12), "six parts committed before the crash");
 
     let r = run(&store, &cfg, &options_after_leases(1)).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     let day = r.days.iter().find(|d| d.date == date(DAY)).unwrap();
     assert_eq!(
-        (
-            day.passes,
-            day.parts,
-            day.files_read,
-            day.files_read_compacted
-        ),
+        (day.passes, day.parts, day.files_read, day.files_read_compacted),
         (2, 6, 12, 0),
         "12 per-flight files left: a window of 8, then the 4 past it; the compacted files are left as they are: {day:?}"
     );
@@ -214,17 +179,11 @@ async fn a_listing_window_that_commits_nothing_fails_the_date_and_keeps_the_wate
     let _serial = SERIAL.lock().await;
     init_logs();
     let store = bucket("parts-window-stall").await;
-    let generated = generate(
-        &store,
-        json!({"seed": 44, "days": [{"date": DAY, "flights": 3}]}),
-    );
+    let generated = generate(&store, json!({"seed": 44, "days": [{"date": DAY, "flights": 3}]}));
     let prefix = archive_compaction::data::keys::index_prefix(date(DAY));
     for i in 0..4 {
         let key = format!("{prefix}00000000-0000-7000-8000-00000000000{i}.parquet");
-        store
-            .put(&key, "not parquet".into(), PutMode::Create, None)
-            .await
-            .unwrap();
+        store.put(&key, "not parquet".into(), PutMode::Create, None).await.unwrap();
     }
     let cfg = config(&store, &[("PART_FILES", "1")]);
     let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
@@ -238,11 +197,7 @@ async fn a_listing_window_that_commits_nothing_fails_the_date_and_keeps_the_wate
         "{:?}",
         r.errors
     );
-    assert!(
-        r.last_compacted_date < Some(date(DAY)),
-        "{:?}",
-        r.last_compacted_date
-    );
+    assert!(r.last_compacted_date < Some(date(DAY)), "{:?}", r.last_compacted_date);
     let after = dump(&store, &prefix);
     for key in &generated.index_keys[DAY] {
         assert!(after.contains_key(key), "{key} left as it was");
@@ -254,13 +209,9 @@ async fn a_listing_window_that_commits_nothing_fails_the_date_and_keeps_the_wate
 fn rows_by_flight_or_inputs(store: &S3Store) -> (usize, usize) {
     let prefix = archive_compaction::data::keys::index_prefix(date(DAY));
     let after = dump(store, &prefix);
-    let compacted: Vec<_> = (after.iter())
-        .filter(|(k, _)| k[prefix.len()..].starts_with("compacted-"))
-        .collect();
-    let rows = compacted
-        .iter()
-        .map(|(_, d)| d.rows.as_ref().unwrap().len())
-        .sum();
+    let compacted: Vec<_> =
+        (after.iter()).filter(|(k, _)| k[prefix.len()..].starts_with("compacted-")).collect();
+    let rows = compacted.iter().map(|(_, d)| d.rows.as_ref().unwrap().len()).sum();
     (compacted.len(), rows)
 }
 
@@ -269,14 +220,8 @@ async fn a_day_cut_by_the_deadline_between_parts_goes_on_in_the_next_run() {
     let _serial = SERIAL.lock().await;
     init_logs();
     let store = bucket("parts-deadline").await;
-    let generated = generate(
-        &store,
-        json!({"seed": 43, "days": [{"date": DAY, "flights": 9}]}),
-    );
-    let cfg = config(
-        &store,
-        &[("PART_FILES", "4"), ("DEADLINE_MARGIN_SECONDS", "9")],
-    );
+    let generated = generate(&store, json!({"seed": 43, "days": [{"date": DAY, "flights": 9}]}));
+    let cfg = config(&store, &[("PART_FILES", "4"), ("DEADLINE_MARGIN_SECONDS", "9")]);
     // The first part is committed, then time passes (the failpoint sleeps
     // 3 s): 20 s from the start, less than the 9 s margin is left before
     // the next part.
@@ -289,32 +234,17 @@ async fn a_day_cut_by_the_deadline_between_parts_goes_on_in_the_next_run() {
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     assert_eq!(r.stop_reason, StopReason::Deadline);
     assert_eq!(r.resume_date, Some(date(DAY)));
-    assert_eq!(
-        r.last_compacted_date, None,
-        "the watermark stays before the date"
-    );
+    assert_eq!(r.last_compacted_date, None, "the watermark stays before the date");
     let day = r.days.iter().find(|d| d.date == date(DAY)).unwrap();
-    assert_eq!(
-        (day.action, day.parts, day.files_left),
-        (DayAction::Partial, 1, 5),
-        "{day:?}"
-    );
-    assert!(
-        day.reason.contains("the next run goes on within this date"),
-        "{}",
-        day.reason
-    );
+    assert_eq!((day.action, day.parts, day.files_left), (DayAction::Partial, 1, 5), "{day:?}");
+    assert!(day.reason.contains("the next run goes on within this date"), "{}", day.reason);
     assert_valid("run-report.schema.json", &serde_json::to_value(&r).unwrap());
     assert_eq!(rows_by_flight_or_inputs(&store), (1, 4));
 
     let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     let day = r.days.iter().find(|d| d.date == date(DAY)).unwrap();
-    assert_eq!(
-        (day.parts, day.files_read),
-        (2, 5),
-        "only what was left: {day:?}"
-    );
+    assert_eq!((day.parts, day.files_read), (2, 5), "only what was left: {day:?}");
     assert_eq!(assert_each_once(&store, &generated).len(), 3);
     assert_eq!(r.last_compacted_date, Some(date(DAY)));
 }
@@ -328,15 +258,9 @@ async fn a_deadline_after_a_window_stops_the_date_before_it_is_listed_again() {
     let _serial = SERIAL.lock().await;
     init_logs();
     let store = bucket("parts-window-deadline").await;
-    let generated = generate(
-        &store,
-        json!({"seed": 46, "days": [{"date": DAY, "flights": 12}]}),
-    );
+    let generated = generate(&store, json!({"seed": 46, "days": [{"date": DAY, "flights": 12}]}));
     // Parts of 1: windows of 4 per-flight files, 8 past the first.
-    let cfg = config(
-        &store,
-        &[("PART_FILES", "1"), ("DEADLINE_MARGIN_SECONDS", "15")],
-    );
+    let cfg = config(&store, &[("PART_FILES", "1"), ("DEADLINE_MARGIN_SECONDS", "15")]);
     // The window's fourth and last part is committed, then 6 s pass:
     // less than the 15 s margin of the 20 s is left.
     let scenario = fail::FailScenario::setup();
@@ -375,10 +299,7 @@ async fn a_first_part_the_time_left_cannot_hold_is_not_started_and_the_next_run_
     let _serial = SERIAL.lock().await;
     init_logs();
     let store = bucket("parts-first-refused").await;
-    let generated = generate(
-        &store,
-        json!({"seed": 45, "days": [{"date": DAY, "flights": 6}]}),
-    );
+    let generated = generate(&store, json!({"seed": 45, "days": [{"date": DAY, "flights": 6}]}));
     let cfg = config(&store, &[("DEADLINE_MARGIN_SECONDS", "9")]);
     // The date starts with more than the 9 s margin left; its listing and
     // parity gate then take 3 s more (the failpoint), so less than the
@@ -404,9 +325,7 @@ async fn a_first_part_the_time_left_cannot_hold_is_not_started_and_the_next_run_
     assert!(day.reason.contains("0 part(s) committed"), "{}", day.reason);
     let untouched = dump(&store, "");
     assert!(
-        !untouched
-            .keys()
-            .any(|k| k.contains("compacted-") || k.contains("/manifests/")),
+        !untouched.keys().any(|k| k.contains("compacted-") || k.contains("/manifests/")),
         "nothing of the part was written: {:?}",
         untouched.keys()
     );
@@ -422,30 +341,20 @@ async fn a_per_flight_file_without_its_row_in_a_later_part_fails_parity_and_stat
     let _serial = SERIAL.lock().await;
     init_logs();
     let store = bucket("parts-mismatch").await;
-    let g = generate(
-        &store,
-        json!({"seed": 44, "days": [{"date": DAY, "flights": 9}]}),
-    );
+    let g = generate(&store, json!({"seed": 44, "days": [{"date": DAY, "flights": 9}]}));
     // Flight 7's file holds flight 8's row only: merged and deleted, flight
     // 7 would have no index row. It is in the second part of four files.
     // In key order: the order the parts are cut in.
     let mut keys = g.index_keys[DAY].clone();
     keys.sort();
     let victim = flight_uuid(&keys[7]).to_string();
-    archive_py(
-        "multi-row",
-        &store,
-        json!({"key": &keys[7], "from": [&keys[8]]}),
-    );
+    archive_py("multi-row", &store, json!({"key": &keys[7], "from": [&keys[8]]}));
     let cfg = config(&store, &[("PART_FILES", "4")]);
     let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
     assert_eq!(r.last_run_status, Status::Mismatch, "{:?}", r.errors);
     assert_eq!(r.mismatch_uuids, vec![victim.clone()]);
     assert_eq!(r.mismatch_date, Some(date(DAY)));
-    assert_eq!(
-        r.last_compacted_date, None,
-        "the watermark does not pass it"
-    );
+    assert_eq!(r.last_compacted_date, None, "the watermark does not pass it");
     let day = r.days.iter().find(|d| d.date == date(DAY)).unwrap();
     assert_eq!(day.parts, 1, "the first part was committed before: {day:?}");
     // The first part's four rows are compacted; nothing of the second part
@@ -467,9 +376,7 @@ async fn a_per_flight_file_without_its_row_in_a_later_part_fails_parity_and_stat
         as_of: at(NOW),
         days: 3,
     };
-    let s = archive_compaction::commands::status::gather(&store, &cfg, &opts)
-        .await
-        .unwrap();
+    let s = archive_compaction::commands::status::gather(&store, &cfg, &opts).await.unwrap();
     let m = s.mismatch.expect("the recorded mismatch");
     assert_eq!(m.missing_uuids, vec![victim], "{m:?}");
 }
@@ -483,10 +390,7 @@ async fn unreadable_files_in_two_listing_windows_are_each_named_once() {
     let _serial = SERIAL.lock().await;
     init_logs();
     let store = bucket("parts-window-unread").await;
-    let g = generate(
-        &store,
-        json!({"seed": 45, "days": [{"date": DAY, "flights": 9}]}),
-    );
+    let g = generate(&store, json!({"seed": 45, "days": [{"date": DAY, "flights": 9}]}));
     let mut keys = g.index_keys[DAY].clone();
     keys.sort();
     // Key order is the windows' order: keys[1] in the first window of 4,
@@ -494,10 +398,7 @@ async fn unreadable_files_in_two_listing_windows_are_each_named_once() {
     // by then, keys[1] is read again).
     for k in [&keys[1], &keys[6]] {
         store.delete(k, None).await.unwrap();
-        store
-            .put(k, "not parquet".into(), PutMode::Create, None)
-            .await
-            .unwrap();
+        store.put(k, "not parquet".into(), PutMode::Create, None).await.unwrap();
     }
     let cfg = config(&store, &[("PART_FILES", "1")]);
     let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
@@ -507,18 +408,12 @@ async fn unreadable_files_in_two_listing_windows_are_each_named_once() {
     let mut unread: Vec<&str> = day.unread_files.iter().map(|f| f.key.as_str()).collect();
     unread.sort();
     assert_eq!(unread, vec![keys[1].as_str(), keys[6].as_str()], "{day:?}");
-    let mut missing = vec![
-        flight_uuid(&keys[1]).to_string(),
-        flight_uuid(&keys[6]).to_string(),
-    ];
+    let mut missing = vec![flight_uuid(&keys[1]).to_string(), flight_uuid(&keys[6]).to_string()];
     missing.sort();
     assert_eq!(r.mismatch_uuids, missing);
     // Every readable file folded, the two unreadable ones left as they were.
     assert_eq!(rows_by_flight_or_inputs(&store).1, 7, "{day:?}");
-    let left = dump(
-        &store,
-        &archive_compaction::data::keys::index_prefix(date(DAY)),
-    );
+    let left = dump(&store, &archive_compaction::data::keys::index_prefix(date(DAY)));
     assert!(left.contains_key(&keys[1]) && left.contains_key(&keys[6]));
 }
 
@@ -537,10 +432,7 @@ async fn a_day_whose_uuid_sets_spill_to_disk_is_gated_and_compacted_as_in_memory
     let _serial = SERIAL.lock().await;
     init_logs();
     let store = bucket("parts-spill").await;
-    let generated = generate(
-        &store,
-        json!({"seed": 45, "days": [{"date": DAY, "flights": 24}]}),
-    );
+    let generated = generate(&store, json!({"seed": 45, "days": [{"date": DAY, "flights": 24}]}));
     let cfg = config(&store, &[("PART_FILES", "2"), ("FLIGHTS_IN_MEMORY", "3")]);
     // No spill directory: the date is refused with the fix, nothing changed.
     let before = dump(&store, "index/");
@@ -555,22 +447,14 @@ async fn a_day_whose_uuid_sets_spill_to_disk_is_gated_and_compacted_as_in_memory
         "{:?}",
         r.errors
     );
-    assert_eq!(
-        dump(&store, "index/"),
-        before,
-        "a refused date changed the bucket"
-    );
+    assert_eq!(dump(&store, "index/"), before, "a refused date changed the bucket");
 
     let scenario = fail::FailScenario::setup();
     fail::cfg("run::after-part", "5*off->1*return->off").unwrap();
     let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
     scenario.teardown();
     assert_eq!(r.last_run_status, Status::Failure, "{r:?}");
-    assert_eq!(
-        rows_by_flight_or_inputs(&store),
-        (6, 12),
-        "six parts before the crash"
-    );
+    assert_eq!(rows_by_flight_or_inputs(&store), (6, 12), "six parts before the crash");
     // 12 flights now named by compacted files alone: more than a batch of
     // 3, so the gate takes them off its set in several passes.
     let r = run(&store, &cfg, &options_after_leases(1)).await;
@@ -592,15 +476,9 @@ async fn a_day_whose_uuid_sets_spill_to_disk_is_gated_and_compacted_as_in_memory
     let r = run(&store, &cfg, &RunOptions::at(at("2026-07-23T04:50:00Z"))).await;
     assert_eq!(r.last_run_status, Status::Mismatch, "{r:?}");
     assert_eq!(r.mismatch_date, Some(date(later)));
-    assert_eq!(
-        (r.mismatch_uuid_count, &r.mismatch_uuids),
-        (7, &g.missing[later])
-    );
+    assert_eq!((r.mismatch_uuid_count, &r.mismatch_uuids), (7, &g.missing[later]));
     let day = r.days.iter().find(|d| d.date == date(later)).unwrap();
-    assert_eq!(
-        (day.mismatch_uuid_count, &day.mismatch_uuids),
-        (7, &g.missing[later])
-    );
+    assert_eq!((day.mismatch_uuid_count, &day.mismatch_uuids), (7, &g.missing[later]));
 }
 
 /// Told less memory than the whole date needs in one part, with no
@@ -612,10 +490,8 @@ async fn a_day_the_memory_cannot_hold_in_one_part_is_cut_into_parts_by_the_run_i
     init_logs();
     let store = bucket("parts-memory-sized").await;
     let flights = 1_500u64;
-    let generated = generate(
-        &store,
-        json!({"seed": 47, "days": [{"date": DAY, "flights": flights}]}),
-    );
+    let generated =
+        generate(&store, json!({"seed": 47, "days": [{"date": DAY, "flights": flights}]}));
     let fit = archive_compaction::protocol::sizing::MemoryFit::new(Some(70), 50_000, 524_288);
     let part = fit.part_files(date(DAY), flights, flights).unwrap();
     assert!(
@@ -665,10 +541,7 @@ impl SmallDisk {
             Ok(o) if o.status.success() => Some(SmallDisk(dir)),
             other => {
                 let msg = format!("cannot mount a tmpfs (root is needed): {other:?}");
-                assert!(
-                    std::env::var_os("CI").is_none(),
-                    "{test}: {msg}; CI must run it"
-                );
+                assert!(std::env::var_os("CI").is_none(), "{test}: {msg}; CI must run it");
                 eprintln!("SKIPPED {test}: {msg}");
                 None
             }
@@ -678,9 +551,7 @@ impl SmallDisk {
 
 impl Drop for SmallDisk {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg(self.0.path())
-            .status();
+        let _ = std::process::Command::new("umount").arg(self.0.path()).status();
     }
 }
 
@@ -701,10 +572,7 @@ async fn a_local_disk_too_small_for_the_sets_ends_the_date_with_its_need_and_the
         return;
     };
     let store = bucket("parts-small-disk").await;
-    let generated = generate(
-        &store,
-        json!({"seed": 48, "days": [{"date": DAY, "flights": 400}]}),
-    );
+    let generated = generate(&store, json!({"seed": 48, "days": [{"date": DAY, "flights": 400}]}));
     let cfg = config(&store, &[("FLIGHTS_IN_MEMORY", "250")]);
     let before = dump(&store, "index/");
     // SAFETY: nextest runs each test in its own process; nothing else of
@@ -723,15 +591,8 @@ async fn a_local_disk_too_small_for_the_sets_ends_the_date_with_its_need_and_the
         "{:?}",
         r.errors
     );
-    assert!(
-        r.days.iter().all(|d| d.action != DayAction::Compacted),
-        "{r:?}"
-    );
-    assert_eq!(
-        dump(&store, "index/"),
-        before,
-        "the refused date changed the bucket"
-    );
+    assert!(r.days.iter().all(|d| d.action != DayAction::Compacted), "{r:?}");
+    assert_eq!(dump(&store, "index/"), before, "the refused date changed the bucket");
     drop(disk);
 
     let r = run(&store, &cfg, &options_after_leases(1)).await;
@@ -756,10 +617,7 @@ async fn a_flight_archived_between_passes_is_checked_for_its_own_row() {
     let _serial = SERIAL.lock().await;
     init_logs();
     let store = bucket("parts-window-newcomer").await;
-    let g = generate(
-        &store,
-        json!({"seed": 49, "days": [{"date": DAY, "flights": 12}]}),
-    );
+    let g = generate(&store, json!({"seed": 49, "days": [{"date": DAY, "flights": 12}]}));
     let mut keys = g.index_keys[DAY].clone();
     keys.sort();
     // Parts of 2, windows of 8: the newcomer's file is read by pass 2.
@@ -771,35 +629,22 @@ async fn a_flight_archived_between_passes_is_checked_for_its_own_row() {
     fail::cfg_callback("run::after-part", move || {
         let mut newcomer = newcomer.lock().unwrap();
         if newcomer.is_none() {
-            let n = generate(
-                &bucket_store,
-                json!({"seed": 50, "days": [{"date": DAY, "flights": 1}]}),
-            );
+            let n =
+                generate(&bucket_store, json!({"seed": 50, "days": [{"date": DAY, "flights": 1}]}));
             let key = n.index_keys[DAY][0].clone();
-            archive_py(
-                "multi-row",
-                &bucket_store,
-                json!({"key": &key, "from": [&other]}),
-            );
+            archive_py("multi-row", &bucket_store, json!({"key": &key, "from": [&other]}));
             *newcomer = Some(key);
         }
     })
     .unwrap();
     let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
     scenario.teardown();
-    let key = added
-        .lock()
-        .unwrap()
-        .clone()
-        .expect("archived after the first part");
+    let key = added.lock().unwrap().clone().expect("archived after the first part");
     assert!(!keys.contains(&key));
     assert_eq!(r.last_run_status, Status::Mismatch, "{:?}", r.errors);
     assert_eq!(r.mismatch_date, Some(date(DAY)));
     assert_eq!(r.mismatch_uuids, vec![flight_uuid(&key).to_string()]);
     let day = r.days.iter().find(|d| d.date == date(DAY)).unwrap();
     assert_eq!((day.passes, day.parts), (2, 4), "{day:?}");
-    assert!(
-        dump(&store, "index/").contains_key(&key),
-        "its file is kept"
-    );
+    assert!(dump(&store, "index/").contains_key(&key), "its file is kept");
 }

@@ -101,9 +101,7 @@ fn skipped<'a>(r: &'a RunReport, key: &str) -> &'a archive_compaction::data::rep
 }
 
 fn day<'a>(r: &'a RunReport, d: &str) -> &'a archive_compaction::data::report::DayReport {
-    (r.days.iter())
-        .find(|x| x.date == date(d))
-        .unwrap_or_else(|| panic!("{d} not in the report"))
+    (r.days.iter()).find(|x| x.date == date(d)).unwrap_or_else(|| panic!("{d} not in the report"))
 }
 
 /// The cases 1 and 2: `source` as int64, string and float in three
@@ -119,30 +117,15 @@ async fn extra_columns_of_mixed_types_are_kept_exactly_or_their_file_left_in_pla
             "pyarrow",
             json!({"extra": [["source", "int64", 1], ["pos", "struct", {"lat": 1.5}]]}),
         ),
-        put(
-            &store,
-            1,
-            "pyarrow",
-            json!({"extra": [["source", "string", "adsb-exchange"]]}),
-        ),
+        put(&store, 1, "pyarrow", json!({"extra": [["source", "string", "adsb-exchange"]]})),
         put(
             &store,
             2,
             "pyarrow",
             json!({"extra": [["source", "float64", 2.75], ["n", "int32", 7]]}),
         ),
-        put(
-            &store,
-            3,
-            "pyarrow",
-            json!({"extra": [["n", "int64", 1u64 << 40]]}),
-        ),
-        put(
-            &store,
-            4,
-            "pyarrow",
-            json!({"extra": [["pos", "list", [1, 2]]]}),
-        ),
+        put(&store, 3, "pyarrow", json!({"extra": [["n", "int64", 1u64 << 40]]})),
+        put(&store, 4, "pyarrow", json!({"extra": [["pos", "list", [1, 2]]]})),
         put(&store, 5, "pyarrow", json!({})),
     ];
     let r = run_now(&store).await;
@@ -168,11 +151,7 @@ async fn extra_columns_of_mixed_types_are_kept_exactly_or_their_file_left_in_pla
     );
     let all = ["source", "pos", "n"];
     let want: BTreeMap<String, Value> = [
-        expect(
-            &w[0],
-            &[("source", json!("1")), ("pos", json!({"lat": 1.5}))],
-            &all,
-        ),
+        expect(&w[0], &[("source", json!("1")), ("pos", json!({"lat": 1.5}))], &all),
         expect(&w[1], &[("source", json!("adsb-exchange"))], &all),
         expect(&w[2], &[("source", json!("2.75")), ("n", json!(7))], &all),
         expect(&w[3], &[("n", json!(1u64 << 40))], &all),
@@ -196,48 +175,13 @@ async fn extra_columns_of_mixed_types_are_kept_exactly_or_their_file_left_in_pla
 async fn column_names_match_without_case_and_duplicates_merge_only_where_they_agree() {
     init_logs();
     let store = bucket("w-case").await;
-    let w0 = put(
-        &store,
-        0,
-        "pyarrow",
-        json!({"rename": {"icao_hex": "Icao_Hex"}}),
-    );
-    let w1 = put(
-        &store,
-        1,
-        "pyarrow",
-        json!({"extra": [["ICAO_HEX", "string", "=icao_hex"]]}),
-    );
-    let w2 = put(
-        &store,
-        2,
-        "pyarrow",
-        json!({"extra": [["Icao_Hex", "string", "FFFFFF"]]}),
-    );
-    let w3 = put(
-        &store,
-        3,
-        "pyarrow",
-        json!({"extra": [["ident", "string", "=ident"]]}),
-    );
-    let w4 = put(
-        &store,
-        4,
-        "pyarrow",
-        json!({"extra": [["ident", "string", "OTHER"]]}),
-    );
-    let w5 = put(
-        &store,
-        5,
-        "pyarrow",
-        json!({"extra": [["Source", "string", "a"]]}),
-    );
-    let w6 = put(
-        &store,
-        6,
-        "pyarrow",
-        json!({"extra": [["source", "string", "b"]]}),
-    );
+    let w0 = put(&store, 0, "pyarrow", json!({"rename": {"icao_hex": "Icao_Hex"}}));
+    let w1 = put(&store, 1, "pyarrow", json!({"extra": [["ICAO_HEX", "string", "=icao_hex"]]}));
+    let w2 = put(&store, 2, "pyarrow", json!({"extra": [["Icao_Hex", "string", "FFFFFF"]]}));
+    let w3 = put(&store, 3, "pyarrow", json!({"extra": [["ident", "string", "=ident"]]}));
+    let w4 = put(&store, 4, "pyarrow", json!({"extra": [["ident", "string", "OTHER"]]}));
+    let w5 = put(&store, 5, "pyarrow", json!({"extra": [["Source", "string", "a"]]}));
+    let w6 = put(&store, 6, "pyarrow", json!({"extra": [["source", "string", "b"]]}));
     let r = run_now(&store).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     let d = day(&r, D);
@@ -247,11 +191,7 @@ async fn column_names_match_without_case_and_duplicates_merge_only_where_they_ag
         assert_eq!(s.column.as_deref(), Some(col), "{s:?}");
         assert!(s.reason.contains("disagree"), "{}", s.reason);
     }
-    assert_eq!(
-        index_keys(&store).len(),
-        3,
-        "the compacted file and the two left"
-    );
+    assert_eq!(index_keys(&store).len(), 3, "the compacted file and the two left");
     let read = read_compacted(&store);
     let cols: Vec<String> = (read["duckdb"]["columns"].as_array().unwrap().iter())
         .map(|c| c.as_str().unwrap().to_lowercase())
@@ -259,11 +199,7 @@ async fn column_names_match_without_case_and_duplicates_merge_only_where_they_ag
     let mut unique = cols.clone();
     unique.sort();
     unique.dedup();
-    assert_eq!(
-        unique.len(),
-        cols.len(),
-        "no two columns equal but for case: {cols:?}"
-    );
+    assert_eq!(unique.len(), cols.len(), "no two columns equal but for case: {cols:?}");
     assert_eq!(
         read["pyarrow"]["schema"].as_str().unwrap(),
         format!("{ARROW_SCHEMA}\nSource: string")
@@ -296,10 +232,7 @@ async fn null_or_empty_s3_key_files_stay_and_their_flights_are_missing_and_keyle
     let store = bucket("w-s3key").await;
     // 07-19: three flights, and an export holding one of them again without
     // its s3_key.
-    let g = generate(
-        &store,
-        json!({"seed": 240, "days": [{"date": "2026-07-19", "flights": 3}]}),
-    );
+    let g = generate(&store, json!({"seed": 240, "days": [{"date": "2026-07-19", "flights": 3}]}));
     let export = "index/year=2026/month=07/day=19/export.parquet";
     archive_py(
         "multi-row",
@@ -310,10 +243,7 @@ async fn null_or_empty_s3_key_files_stay_and_their_flights_are_missing_and_keyle
     let w0 = put(&store, 0, "pyarrow", json!({"s3_key": "null"}));
     let w1 = put(&store, 1, "pyarrow", json!({"s3_key": "empty"}));
     put(&store, 2, "pyarrow", json!({}));
-    let before: Vec<String> = index_keys(&store)
-        .into_iter()
-        .filter(|k| k.starts_with(P))
-        .collect();
+    let before: Vec<String> = index_keys(&store).into_iter().filter(|k| k.starts_with(P)).collect();
     let r = run_now(&store).await;
     assert_eq!(r.last_run_status, Status::Mismatch, "{:?}", r.errors);
     let d19 = day(&r, "2026-07-19");
@@ -322,20 +252,15 @@ async fn null_or_empty_s3_key_files_stay_and_their_flights_are_missing_and_keyle
     assert_eq!(d19.rows_without_flight_keys, [export]);
     let d20 = day(&r, D);
     assert_eq!(d20.parity, Some(Parity::Mismatch));
-    let mut missing = vec![
-        w0["uuid"].as_str().unwrap().to_string(),
-        w1["uuid"].as_str().unwrap().to_string(),
-    ];
+    let mut missing =
+        vec![w0["uuid"].as_str().unwrap().to_string(), w1["uuid"].as_str().unwrap().to_string()];
     missing.sort();
     assert_eq!(d20.mismatch_uuids, missing);
     for w in [&w0, &w1] {
         let s = skipped(&r, w["key"].as_str().unwrap());
         assert_eq!(s.column.as_deref(), Some("s3_key"), "{s:?}");
     }
-    let after: Vec<String> = index_keys(&store)
-        .into_iter()
-        .filter(|k| k.starts_with(P))
-        .collect();
+    let after: Vec<String> = index_keys(&store).into_iter().filter(|k| k.starts_with(P)).collect();
     assert_eq!(after, before, "nothing written or deleted on 07-20");
     // 07-19's output: the three flights with their uuids, and the keyless
     // row after them.
@@ -366,10 +291,8 @@ async fn the_sweep_leaves_a_late_file_without_s3_key_in_place() {
     assert!(keys.contains(&late["key"].as_str().unwrap().to_string()));
     assert_eq!(keys.len(), 2, "{keys:?}");
     let got = rows_by_key(&read_compacted(&store));
-    let mut want: Vec<String> = [&w0, &w1]
-        .iter()
-        .map(|w| w["row"]["s3_key"].as_str().unwrap().to_string())
-        .collect();
+    let mut want: Vec<String> =
+        [&w0, &w1].iter().map(|w| w["row"]["s3_key"].as_str().unwrap().to_string()).collect();
     want.sort();
     assert_eq!(got.keys().cloned().collect::<Vec<_>>(), want);
     // The date run again with its flights listed (`--date`): beside one
@@ -399,12 +322,7 @@ async fn files_written_by_fastparquet_and_polars_merge_exactly() {
         "fastparquet",
         json!({"nulls": ["registration", "type_designator"], "extra": [["note", "null", null], ["n", "int64", 5]]}),
     );
-    let w1 = put(
-        &store,
-        1,
-        "fastparquet",
-        json!({"extra": [["note", "string", "x"]]}),
-    );
+    let w1 = put(&store, 1, "fastparquet", json!({"extra": [["note", "string", "x"]]}));
     let w2 = put(
         &store,
         2,
@@ -457,20 +375,14 @@ async fn spark_reads_a_compacted_file_with_an_extra_column() {
         "pyarrow",
         json!({"rename": {"icao_hex": "Icao_Hex"}, "extra": [["source", "int64", 1]]}),
     );
-    let w1 = put(
-        &store,
-        1,
-        "pyarrow",
-        json!({"extra": [["source", "string", "adsb-exchange"]]}),
-    );
+    let w1 = put(&store, 1, "pyarrow", json!({"extra": [["source", "string", "adsb-exchange"]]}));
     let r = run_now(&store).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     let keys: Vec<String> = index_keys(&store);
     assert_eq!(keys.len(), 1, "{keys:?}");
     let spark = writers("spark", &store, json!({"key": keys[0]}));
-    let cols: Vec<&str> = (spark["columns"].as_array().unwrap().iter())
-        .map(|c| c.as_str().unwrap())
-        .collect();
+    let cols: Vec<&str> =
+        (spark["columns"].as_array().unwrap().iter()).map(|c| c.as_str().unwrap()).collect();
     assert_eq!(cols.len(), 10, "{cols:?}");
     assert_eq!(cols[9], "source");
     let rows = spark["rows"].as_array().unwrap();

@@ -89,20 +89,11 @@ fn manifest(
 }
 
 fn output(key: &str, size: u64, sha256: &str, rows: u64) -> Option<ManifestOutput> {
-    Some(ManifestOutput {
-        key: key.into(),
-        size,
-        sha256: sha256.into(),
-        rows,
-    })
+    Some(ManifestOutput { key: key.into(), size, sha256: sha256.into(), rows })
 }
 
 fn input(key: &str, etag: &str) -> ManifestInput {
-    ManifestInput {
-        key: key.into(),
-        etag: etag.into(),
-        size: 100,
-    }
+    ManifestInput { key: key.into(), etag: etag.into(), size: 100 }
 }
 
 /// A UUIDv7 `secs` seconds after `id`'s timestamp (0: the same
@@ -119,10 +110,7 @@ fn minted_after(id: Uuid, secs: u64) -> Uuid {
 
 async fn put_json(store: &S3Store, key: &str, v: &impl serde::Serialize) -> Value {
     let body = serde_json::to_vec_pretty(v).unwrap();
-    store
-        .put(key, body.into(), PutMode::Create, None)
-        .await
-        .unwrap();
+    store.put(key, body.into(), PutMode::Create, None).await.unwrap();
     serde_json::to_value(v).unwrap()
 }
 
@@ -158,12 +146,7 @@ struct Bad {
 async fn assert_quarantined(store: &S3Store, generated: &Generated, bad: Vec<Bad>) -> Recovery {
     for b in &bad {
         store
-            .put(
-                &b.key,
-                serde_json::to_vec(&b.body).unwrap().into(),
-                PutMode::Create,
-                None,
-            )
+            .put(&b.key, serde_json::to_vec(&b.body).unwrap().into(), PutMode::Create, None)
             .await
             .unwrap();
     }
@@ -215,9 +198,7 @@ async fn assert_quarantined(store: &S3Store, generated: &Generated, bad: Vec<Bad
             .unwrap();
     let before = dump(store, "");
     assert!(before.contains_key(LOCK_KEY) && before.contains_key(WATERMARK_KEY));
-    let r = recovery::recover(store, &mut Fence(Some(&mut lease)), Budget::DEFAULT)
-        .await
-        .unwrap();
+    let r = recovery::recover(store, &mut Fence(Some(&mut lease)), Budget::DEFAULT).await.unwrap();
     let after = dump(store, "");
     lease.release().await.unwrap();
 
@@ -240,11 +221,7 @@ async fn assert_quarantined(store: &S3Store, generated: &Generated, bad: Vec<Bad
         let d = archive_compaction::data::keys::manifest_date(&b.key);
         assert_eq!(e.date, d);
         if let Some(d) = d {
-            assert!(
-                r.blocked.dates.contains_key(&d),
-                "{d} not blocked: {:?}",
-                r.blocked
-            );
+            assert!(r.blocked.dates.contains_key(&d), "{d} not blocked: {:?}", r.blocked);
         }
         let moved = b.key.replacen(MANIFESTS_ROOT, QUARANTINE_ROOT, 1);
         let obj = expected.remove(&b.key).unwrap();
@@ -255,10 +232,7 @@ async fn assert_quarantined(store: &S3Store, generated: &Generated, bad: Vec<Bad
         expected.keys().collect::<Vec<_>>(),
         "objects deleted or added on the word of a bad manifest"
     );
-    assert_eq!(
-        after, expected,
-        "objects changed on the word of a bad manifest"
-    );
+    assert_eq!(after, expected, "objects changed on the word of a bad manifest");
     assert_eq!(after[LOCK_KEY], before[LOCK_KEY], "the lease was touched");
     assert_eq!(watermark(&after).unwrap()["last_compacted_date"], D20);
     for (d, rows) in &generated.rows {
@@ -280,10 +254,8 @@ async fn the_three_manifests_of_the_issue_are_quarantined_and_every_flight_stays
     let body = store.get(&c20).await.unwrap();
     let sha = sha256_b64(&body.body);
     let wm = &objects[WATERMARK_KEY];
-    let gone_inputs: Vec<ManifestInput> = generated.index_keys[D20]
-        .iter()
-        .map(|k| input(k, "\"long-gone\""))
-        .collect();
+    let gone_inputs: Vec<ManifestInput> =
+        generated.index_keys[D20].iter().map(|k| input(k, "\"long-gone\"")).collect();
     let mut bad = Vec::new();
     let mut add = |m: Manifest, rule: &'static str| {
         bad.push(Bad {
@@ -361,10 +333,7 @@ async fn the_three_manifests_of_the_issue_are_quarantined_and_every_flight_stays
         "state_file",
     );
     let r = assert_quarantined(&store, &generated, bad).await;
-    assert_eq!(
-        r.blocked.dates.keys().copied().collect::<Vec<_>>(),
-        [date(D19), date(D20)]
-    );
+    assert_eq!(r.blocked.dates.keys().copied().collect::<Vec<_>>(), [date(D19), date(D20)]);
     // The output's metadata, read back at HEAD, is what caught the forged one.
     let head = store.head(&c20).await.unwrap().unwrap();
     assert_eq!(head.job_id(), Some(c20_job.to_string().as_str()));
@@ -393,45 +362,17 @@ async fn every_validation_rule_quarantines_the_manifest_and_deletes_nothing() {
     let zero_row =
         |inputs: Vec<ManifestInput>| manifest(MANIFEST_VERSION, Uuid::now_v7(), D20, None, inputs);
     let m = zero_row(vec![mine.clone()]);
-    add(
-        Some(manifest_key(m.date, Uuid::now_v7())),
-        m,
-        "name_not_job_id",
-    );
+    add(Some(manifest_key(m.date, Uuid::now_v7())), m, "name_not_job_id");
     let m = zero_row(vec![mine.clone()]);
-    add(
-        Some(format!("{MANIFESTS_ROOT}{D19}/{}.json", m.job_id)),
-        m,
-        "date_not_key_date",
-    );
+    add(Some(format!("{MANIFESTS_ROOT}{D19}/{}.json", m.job_id)), m, "date_not_key_date");
     let mut m = zero_row(vec![mine.clone()]);
     m.schema_version = MANIFEST_VERSION + 1;
     add(None, m, "unknown_version");
-    add(
-        None,
-        zero_row(vec![input(&flight, "\"e\"")]),
-        "outside_index",
-    );
-    add(
-        None,
-        zero_row(vec![input(WATERMARK_KEY, "\"e\"")]),
-        "state_file",
-    );
-    add(
-        None,
-        zero_row(vec![input(&c19, &c19d.etag)]),
-        "not_in_partition",
-    );
-    add(
-        None,
-        zero_row(vec![input(&foreign, "\"e\"")]),
-        "input_not_index_file",
-    );
-    add(
-        None,
-        zero_row(vec![mine.clone(), mine.clone()]),
-        "input_twice",
-    );
+    add(None, zero_row(vec![input(&flight, "\"e\"")]), "outside_index");
+    add(None, zero_row(vec![input(WATERMARK_KEY, "\"e\"")]), "state_file");
+    add(None, zero_row(vec![input(&c19, &c19d.etag)]), "not_in_partition");
+    add(None, zero_row(vec![input(&foreign, "\"e\"")]), "input_not_index_file");
+    add(None, zero_row(vec![mine.clone(), mine.clone()]), "input_twice");
     // With an output that does not exist: today's table would only drop the
     // manifest, but it is not acted on at all.
     let job = Uuid::now_v7();
@@ -453,12 +394,7 @@ async fn every_validation_rule_quarantines_the_manifest_and_deletes_nothing() {
             MANIFEST_VERSION,
             job,
             D20,
-            output(
-                &format!("{}{job}.parquet", index_prefix(date(D20))),
-                10,
-                "x",
-                1,
-            ),
+            output(&format!("{}{job}.parquet", index_prefix(date(D20))), 10, "x", 1),
             vec![mine.clone()],
         ),
         "output_not_compacted",
@@ -484,13 +420,7 @@ async fn every_validation_rule_quarantines_the_manifest_and_deletes_nothing() {
     assert_eq!(r.errors.len(), 2, "{:?}", r.errors);
     assert!(r.errors[0].starts_with("2026-07-19 is blocked: quarantined manifest"));
     assert!(r.errors[1].starts_with("2026-07-20 is blocked: quarantined manifest"));
-    assert_eq!(
-        r.recovered
-            .iter()
-            .filter(|e| e.action == "quarantined_earlier")
-            .count(),
-        11
-    );
+    assert_eq!(r.recovered.iter().filter(|e| e.action == "quarantined_earlier").count(), 11);
     let after = dump(&store, "");
     for (d, rows) in &generated.rows {
         assert_compacted(&after, d, rows);
@@ -512,9 +442,8 @@ async fn committed_output(store: &S3Store, day: &str, version: u32) -> (String, 
             source: archive_compaction::data::merge::Source::PerFlight(*u),
         })
         .collect();
-    let mut read = read::read_inputs(store, d, &inputs, settings(), &Default::default())
-        .await
-        .unwrap();
+    let mut read =
+        read::read_inputs(store, d, &inputs, settings(), &Default::default()).await.unwrap();
     let mut p = commit::prepare(d, &mut read, at(NOW), "crashed-run").unwrap();
     let body = p.body.clone().unwrap();
     let out = p.manifest.output.clone().unwrap();
@@ -523,20 +452,12 @@ async fn committed_output(store: &S3Store, day: &str, version: u32) -> (String, 
         let out = p.manifest.output.as_mut().unwrap();
         out.key = compacted_key(d, Uuid::now_v7());
         p.manifest.schema_version = MANIFEST_VERSION_1;
-        store
-            .put(&out.key, body, PutMode::Create, Some(&out.sha256))
-            .await
-            .unwrap();
+        store.put(&out.key, body, PutMode::Create, Some(&out.sha256)).await.unwrap();
     } else {
-        commit::put_output(store, &mut Fence(None), p.manifest.job_id, &out, body)
-            .await
-            .unwrap();
+        commit::put_output(store, &mut Fence(None), p.manifest.job_id, &out, body).await.unwrap();
     }
     let out = p.manifest.output.clone().unwrap();
-    assert_eq!(
-        commit::check_output(store, &out).await.unwrap(),
-        commit::OutputCheck::Verified
-    );
+    assert_eq!(commit::check_output(store, &out).await.unwrap(), commit::OutputCheck::Verified);
     (p.manifest_key, p.manifest)
 }
 
@@ -555,9 +476,7 @@ async fn an_output_that_differs_is_deleted_only_while_every_input_is_in_its_vers
     // 07-18: the commit deleted its inputs, then its manifest's size was
     // edited: the output holds the only copy of the day's rows.
     let (k18, mut m18) = committed_output(&store, "2026-07-18", MANIFEST_VERSION).await;
-    let deleted = commit::delete_inputs(&store, &mut Fence(None), &m18, &[])
-        .await
-        .unwrap();
+    let deleted = commit::delete_inputs(&store, &mut Fence(None), &m18, &[]).await.unwrap();
     assert_eq!(deleted.deleted, 4);
     m18.output.as_mut().unwrap().size += 1;
     put_json(&store, &k18, &m18).await;
@@ -572,9 +491,7 @@ async fn an_output_that_differs_is_deleted_only_while_every_input_is_in_its_vers
     put_json(&store, &k20, &m20).await;
 
     let before = dump(&store, "");
-    let r = recovery::recover(&store, &mut Fence(None), Budget::DEFAULT)
-        .await
-        .unwrap();
+    let r = recovery::recover(&store, &mut Fence(None), Budget::DEFAULT).await.unwrap();
     let after = dump(&store, "");
     let by_key: BTreeMap<_, _> = r.recovered.iter().map(|e| (e.key.as_str(), e)).collect();
     assert_eq!(by_key[k18.as_str()].action, "quarantined");
@@ -586,9 +503,7 @@ async fn an_output_that_differs_is_deleted_only_while_every_input_is_in_its_vers
     );
     assert_eq!(by_key[k19.as_str()].action, "quarantined");
     assert!(
-        by_key[k19.as_str()]
-            .detail
-            .contains("is in another version"),
+        by_key[k19.as_str()].detail.contains("is in another version"),
         "{:?}",
         by_key[k19.as_str()]
     );
@@ -631,15 +546,8 @@ async fn version_1_manifests_still_recover_as_before() {
     );
     // 07-18: crashed after the output was verified: the commit is finished.
     let (k18, m18) = committed_output(&store, "2026-07-18", MANIFEST_VERSION_1).await;
-    assert_ne!(
-        m18.output.as_ref().unwrap().key,
-        compacted_key(m18.date, m18.job_id)
-    );
-    let o18 = store
-        .head(&m18.output.as_ref().unwrap().key)
-        .await
-        .unwrap()
-        .unwrap();
+    assert_ne!(m18.output.as_ref().unwrap().key, compacted_key(m18.date, m18.job_id));
+    let o18 = store.head(&m18.output.as_ref().unwrap().key).await.unwrap().unwrap();
     assert_eq!(o18.job_id(), None, "a version-1 output carries no metadata");
     put_json(&store, &k18, &m18).await;
     // 07-19: crashed before the output PUT: only the manifest goes.
@@ -650,11 +558,7 @@ async fn version_1_manifests_still_recover_as_before() {
         job,
         D19,
         output(&compacted_key(date(D19), Uuid::now_v7()), 1000, "x", 6),
-        listing
-            .per_flight
-            .iter()
-            .map(|(_, m)| input(&m.key, &m.etag))
-            .collect(),
+        listing.per_flight.iter().map(|(_, m)| input(&m.key, &m.etag)).collect(),
     );
     let k19 = manifest_key(date(D19), job);
     put_json(&store, &k19, &m19).await;
@@ -665,11 +569,8 @@ async fn version_1_manifests_still_recover_as_before() {
 
     let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
-    let actions: BTreeMap<_, _> = r
-        .recovered
-        .iter()
-        .map(|e| (e.key.clone(), e.action.to_string()))
-        .collect();
+    let actions: BTreeMap<_, _> =
+        r.recovered.iter().map(|e| (e.key.clone(), e.action.to_string())).collect();
     assert_eq!(
         actions,
         BTreeMap::from([
@@ -679,19 +580,12 @@ async fn version_1_manifests_still_recover_as_before() {
         ])
     );
     let after = dump(&store, "");
-    assert!(
-        after.contains_key(&m18.output.unwrap().key),
-        "the verified v1 output is kept"
-    );
+    assert!(after.contains_key(&m18.output.unwrap().key), "the verified v1 output is kept");
     for (d, rows) in &generated.rows {
         assert_compacted(&after, d, rows);
     }
-    assert!(
-        !after
-            .keys()
-            .any(|k| k.starts_with("_compaction_state/manifests/")
-                || k.starts_with("_compaction_state/quarantine/"))
-    );
+    assert!(!after.keys().any(|k| k.starts_with("_compaction_state/manifests/")
+        || k.starts_with("_compaction_state/quarantine/")));
     assert_eq!(watermark(&after).unwrap()["last_compacted_date"], D20);
 }
 
@@ -703,18 +597,8 @@ async fn outputs_carry_their_job_id_single_part_and_multipart() {
         &store,
         json!({"seed": 185, "days": [{"date": D19, "flights": 3}, {"date": D20, "flights": 3}]}),
     );
-    let single = run(
-        &store,
-        &config(&store, &[]),
-        &RunOptions::at(at(NOW_EARLIER)),
-    )
-    .await;
-    assert_eq!(
-        single.last_run_status,
-        Status::Success,
-        "{:?}",
-        single.errors
-    );
+    let single = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW_EARLIER))).await;
+    assert_eq!(single.last_run_status, Status::Success, "{:?}", single.errors);
     let multi = run(
         &store,
         &config(&store, &[("MULTIPART_THRESHOLD_BYTES", "0")]),
@@ -758,11 +642,7 @@ async fn a_run_reports_the_manifest_and_its_rule_and_stops_at_its_date() {
         job,
         D20,
         output(WATERMARK_KEY, wm_before[WATERMARK_KEY].size + 1, "x", 7),
-        listing
-            .per_flight
-            .iter()
-            .map(|(_, o)| input(&o.key, &o.etag))
-            .collect(),
+        listing.per_flight.iter().map(|(_, o)| input(&o.key, &o.etag)).collect(),
     );
     let key = manifest_key(date(D20), job);
     let written = put_json(&store, &key, &m).await;
@@ -772,27 +652,13 @@ async fn a_run_reports_the_manifest_and_its_rule_and_stops_at_its_date() {
     let dry = run(&store, &cfg, &dry_opts).await;
     let r: RunReport = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
     for report in [&dry, &r] {
-        assert_valid(
-            "run-report.schema.json",
-            &serde_json::to_value(report).unwrap(),
-        );
-        assert_eq!(
-            report.last_run_status,
-            Status::Failure,
-            "{:?}",
-            report.errors
-        );
+        assert_valid("run-report.schema.json", &serde_json::to_value(report).unwrap());
+        assert_eq!(report.last_run_status, Status::Failure, "{:?}", report.errors);
         assert_eq!(report.stop_reason, StopReason::BlockedByManifest);
         assert_eq!(report.recovered.len(), 1, "{:?}", report.recovered);
         let e = &report.recovered[0];
-        assert_eq!(
-            (e.key.as_str(), e.action.as_str()),
-            (key.as_str(), "quarantined")
-        );
-        assert!(
-            e.detail.contains("rule state_file:") && e.detail.contains(WATERMARK_KEY),
-            "{e:?}"
-        );
+        assert_eq!((e.key.as_str(), e.action.as_str()), (key.as_str(), "quarantined"));
+        assert!(e.detail.contains("rule state_file:") && e.detail.contains(WATERMARK_KEY), "{e:?}");
         assert!(
             report.errors[0].contains("2026-07-20 is blocked")
                 && report.errors[0].contains("state_file"),
@@ -801,19 +667,10 @@ async fn a_run_reports_the_manifest_and_its_rule_and_stops_at_its_date() {
         );
     }
     let after = dump(&store, "");
-    assert_eq!(
-        after[WATERMARK_KEY], wm_before[WATERMARK_KEY],
-        "watermark touched"
-    );
+    assert_eq!(after[WATERMARK_KEY], wm_before[WATERMARK_KEY], "watermark touched");
     assert_eq!(r.last_compacted_date, Some(date(D19)));
-    assert_eq!(
-        after[&key.replacen(MANIFESTS_ROOT, QUARANTINE_ROOT, 1)].json,
-        Some(written)
-    );
-    assert!(
-        !after.contains_key(LOCK_KEY),
-        "the run's own lease is released"
-    );
+    assert_eq!(after[&key.replacen(MANIFESTS_ROOT, QUARANTINE_ROOT, 1)].json, Some(written));
+    assert!(!after.contains_key(LOCK_KEY), "the run's own lease is released");
     assert_compacted(&after, D19, &generated.rows[D19]);
     assert_each_flight_once(&after, D20, &generated.rows[D20]);
 }
@@ -827,8 +684,7 @@ fn rows_per_flight(objects: &BTreeMap<String, Dumped>, day: &str) -> BTreeMap<St
         k.starts_with(&prefix) && archive_compaction::data::keys::is_index_input(k)
     }) {
         for r in d.rows.clone().unwrap_or_default() {
-            *n.entry(r["s3_key"].as_str().unwrap().to_string())
-                .or_insert(0) += 1;
+            *n.entry(r["s3_key"].as_str().unwrap().to_string()).or_insert(0) += 1;
         }
     }
     n
@@ -857,11 +713,7 @@ impl Straggled {
         init_logs();
         let (store, generated) = compacted_world(hint, seed).await;
         let (out_key, out_dumped, job) = compacted_of(&dump(&store, ""), D20);
-        let straggler = archive_py(
-            "put-row",
-            &store,
-            json!({"date": D20, "seed": straggler_seed}),
-        );
+        let straggler = archive_py("put-row", &store, json!({"date": D20, "seed": straggler_seed}));
         let straggler_key = straggler["key"].as_str().unwrap().to_string();
         Straggled {
             prefix: index_prefix(date(D20)),
@@ -895,10 +747,7 @@ async fn plant_manifest(
         inputs,
     );
     let key = manifest_key(date(D20), job);
-    assert_eq!(
-        archive_compaction::protocol::manifest::validate_manifest(&key, &m),
-        Ok(())
-    );
+    assert_eq!(archive_compaction::protocol::manifest::validate_manifest(&key, &m), Ok(()));
     let written = put_json(store, &key, &m).await;
     (key, written)
 }
@@ -914,22 +763,10 @@ async fn plant_manifest(
 /// manifest, the sweep folds the straggler in.
 #[tokio::test]
 async fn a_verified_output_does_not_prove_an_input_it_does_not_hold() {
-    let Straggled {
-        store,
-        generated,
-        out_key,
-        out_dumped,
-        job,
-        prefix,
-        straggler,
-        straggler_key,
-    } = Straggled::new("rec-proof", 231, 2301).await;
+    let Straggled { store, generated, out_key, out_dumped, job, prefix, straggler, straggler_key } =
+        Straggled::new("rec-proof", 231, 2301).await;
     let export = format!("{prefix}export.parquet");
-    archive_py(
-        "multi-row",
-        &store,
-        json!({"from": [out_key], "key": export, "shuffle": true}),
-    );
+    archive_py("multi-row", &store, json!({"from": [out_key], "key": export, "shuffle": true}));
     let objects = dump(&store, &prefix);
     let (key, written) = plant_manifest(
         &store,
@@ -952,25 +789,13 @@ async fn a_verified_output_does_not_prove_an_input_it_does_not_hold() {
             && e.detail.contains(&straggler_key),
         "{e:?}"
     );
-    assert!(
-        dry.blocked.dates.contains_key(&date(D20)),
-        "{:?}",
-        dry.blocked
-    );
-    assert_eq!(
-        dump(&store, &prefix),
-        objects,
-        "the dry run changed something"
-    );
+    assert!(dry.blocked.dates.contains_key(&date(D20)), "{:?}", dry.blocked);
+    assert_eq!(dump(&store, &prefix), objects, "the dry run changed something");
 
     let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
     assert_eq!(r.recovered.len(), 1, "{:?}", r.recovered);
     let e = &r.recovered[0];
-    assert_eq!(
-        (e.key.as_str(), e.action.as_str()),
-        (key.as_str(), "quarantined"),
-        "{e:?}"
-    );
+    assert_eq!((e.key.as_str(), e.action.as_str()), (key.as_str(), "quarantined"), "{e:?}");
     assert!(
         e.detail.contains("rule input_not_in_output:")
             && e.detail.contains(&straggler_key)
@@ -985,10 +810,7 @@ async fn a_verified_output_does_not_prove_an_input_it_does_not_hold() {
     );
     assert!(!after.contains_key(&export), "the proven export is deleted");
     assert_eq!(after[&out_key], out_dumped, "the output was touched");
-    assert_eq!(
-        after[&key.replacen(MANIFESTS_ROOT, QUARANTINE_ROOT, 1)].json,
-        Some(written)
-    );
+    assert_eq!(after[&key.replacen(MANIFESTS_ROOT, QUARANTINE_ROOT, 1)].json, Some(written));
     assert!(!after.contains_key(&key));
     let mut want = generated.rows[D20].clone();
     want.push(straggler["row"].clone());
@@ -998,10 +820,7 @@ async fn a_verified_output_does_not_prove_an_input_it_does_not_hold() {
 
     // The operator looks, deletes the quarantined manifest: the sweep folds
     // the straggler into the day's one compacted file.
-    store
-        .delete(&key.replacen(MANIFESTS_ROOT, QUARANTINE_ROOT, 1), None)
-        .await
-        .unwrap();
+    store.delete(&key.replacen(MANIFESTS_ROOT, QUARANTINE_ROOT, 1), None).await.unwrap();
     let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     let after = dump(&store, "");
@@ -1015,34 +834,15 @@ async fn a_verified_output_does_not_prove_an_input_it_does_not_hold() {
 /// file that cannot be read.
 #[tokio::test]
 async fn recovery_proves_each_input_by_its_rows() {
-    let Straggled {
-        store,
-        out_key,
-        job,
-        prefix,
-        straggler_key,
-        ..
-    } = Straggled::new("rec-proof-kinds", 232, 2321).await;
+    let Straggled { store, out_key, job, prefix, straggler_key, .. } =
+        Straggled::new("rec-proof-kinds", 232, 2321).await;
     let proven = format!("{prefix}backfill.parquet");
-    archive_py(
-        "multi-row",
-        &store,
-        json!({"from": [out_key], "key": proven}),
-    );
+    archive_py("multi-row", &store, json!({"from": [out_key], "key": proven}));
     let one_more = format!("{prefix}export.parquet");
-    archive_py(
-        "multi-row",
-        &store,
-        json!({"from": [out_key, straggler_key], "key": one_more}),
-    );
+    archive_py("multi-row", &store, json!({"from": [out_key, straggler_key], "key": one_more}));
     let garbage = format!("{prefix}notes.parquet");
     store
-        .put(
-            &garbage,
-            bytes::Bytes::from_static(b"not parquet"),
-            PutMode::Create,
-            None,
-        )
+        .put(&garbage, bytes::Bytes::from_static(b"not parquet"), PutMode::Create, None)
         .await
         .unwrap();
     let objects = dump(&store, &prefix);
@@ -1061,9 +861,7 @@ async fn recovery_proves_each_input_by_its_rows() {
     let mut lease = LeaseGuard::acquire(&store, "proof-test", std::time::Duration::from_secs(300))
         .await
         .unwrap();
-    let r = recovery::recover(&store, &mut Fence(Some(&mut lease)), Budget::DEFAULT)
-        .await
-        .unwrap();
+    let r = recovery::recover(&store, &mut Fence(Some(&mut lease)), Budget::DEFAULT).await.unwrap();
     lease.release().await.unwrap();
     let e = &r.recovered[0];
     assert_eq!(e.action, "quarantined", "{e:?}");
@@ -1077,11 +875,7 @@ async fn recovery_proves_each_input_by_its_rows() {
     let after = dump(&store, &prefix);
     assert!(!after.contains_key(&proven), "the proven input is deleted");
     for k in [&one_more, &garbage, &straggler_key] {
-        assert_eq!(
-            after.get(k).map(|d| &d.etag),
-            Some(&etag(k)),
-            "{k} not kept"
-        );
+        assert_eq!(after.get(k).map(|d| &d.etag), Some(&etag(k)), "{k} not kept");
     }
 }
 
@@ -1091,48 +885,24 @@ async fn recovery_proves_each_input_by_its_rows() {
 /// quarantined. Proven by its name, it was deleted and B's only row with it.
 #[tokio::test]
 async fn a_per_flight_file_is_proven_by_its_row_not_by_its_name() {
-    let Straggled {
-        store,
-        generated,
-        out_key,
-        out_dumped,
-        job,
-        prefix,
-        straggler,
-        straggler_key,
-    } = Straggled::new("rec-proof-name", 233, 2331).await;
+    let Straggled { store, generated, out_key, out_dumped, job, prefix, straggler, straggler_key } =
+        Straggled::new("rec-proof-name", 233, 2331).await;
     let a = archive_compaction::data::keys::flight_uuid(
         generated.rows[D20][0]["s3_key"].as_str().unwrap(),
     )
     .unwrap();
     let named_a = format!("{prefix}{a}.parquet");
-    archive_py(
-        "multi-row",
-        &store,
-        json!({"from": [straggler_key], "key": named_a}),
-    );
+    archive_py("multi-row", &store, json!({"from": [straggler_key], "key": named_a}));
     store.delete(&straggler_key, None).await.unwrap();
     let objects = dump(&store, &prefix);
-    let (key, _) = plant_manifest(
-        &store,
-        &out_key,
-        job,
-        vec![input(&named_a, &objects[&named_a].etag)],
-    )
-    .await;
+    let (key, _) =
+        plant_manifest(&store, &out_key, job, vec![input(&named_a, &objects[&named_a].etag)]).await;
 
     let r = run(&store, &config(&store, &[]), &RunOptions::at(at(NOW))).await;
     assert_eq!(r.recovered.len(), 1, "{:?}", r.recovered);
     let e = &r.recovered[0];
-    assert_eq!(
-        (e.key.as_str(), e.action.as_str()),
-        (key.as_str(), "quarantined"),
-        "{e:?}"
-    );
-    assert!(
-        e.detail.contains("rule input_not_in_output:") && e.detail.contains(&named_a),
-        "{e:?}"
-    );
+    assert_eq!((e.key.as_str(), e.action.as_str()), (key.as_str(), "quarantined"), "{e:?}");
+    assert!(e.detail.contains("rule input_not_in_output:") && e.detail.contains(&named_a), "{e:?}");
     let after = dump(&store, &prefix);
     assert_eq!(
         after.get(&named_a).map(|d| &d.etag),
@@ -1152,15 +922,8 @@ async fn a_per_flight_file_is_proven_by_its_row_not_by_its_name() {
 /// default it proved nothing, and the manifest was quarantined for good.
 #[tokio::test]
 async fn recovery_proves_within_the_runs_input_budget() {
-    let Straggled {
-        store,
-        generated,
-        out_key,
-        job,
-        prefix,
-        straggler,
-        ..
-    } = Straggled::new("rec-proof-budget", 234, 2341).await;
+    let Straggled { store, generated, out_key, job, prefix, straggler, .. } =
+        Straggled::new("rec-proof-budget", 234, 2341).await;
     let s3_key = generated.rows[D20][0]["s3_key"].as_str().unwrap();
     let planted = support_py(
         "hostile.py",
@@ -1179,16 +942,8 @@ async fn recovery_proves_within_the_runs_input_budget() {
     let (key, _) = plant_manifest(&store, &out_key, job, vec![i]).await;
 
     let dry = recovery::assess(&store, Budget::DEFAULT).await.unwrap();
-    assert_eq!(
-        dry.recovered[0].action, "quarantined",
-        "{:?}",
-        dry.recovered
-    );
-    assert!(
-        dry.recovered[0].detail.contains("decoded_bytes"),
-        "{:?}",
-        dry.recovered
-    );
+    assert_eq!(dry.recovered[0].action, "quarantined", "{:?}", dry.recovered);
+    assert!(dry.recovered[0].detail.contains("decoded_bytes"), "{:?}", dry.recovered);
 
     let cfg = config(&store, &[("INPUT_BUDGET_MB", "1024")]);
     let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;

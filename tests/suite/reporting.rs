@@ -89,10 +89,9 @@ async fn retained(port: u16, tls_ca: Option<&Path>) -> BTreeMap<String, String> 
         // guessed, which a loaded machine can stretch).
         match tokio::time::timeout(left, events.poll()).await {
             Err(_) => panic!("the end marker {end} did not come back within 60 s"),
-            Ok(Ok(Event::Incoming(Packet::SubAck(_)))) => client
-                .publish(end.as_str(), QoS::AtLeastOnce, false, "end")
-                .await
-                .unwrap(),
+            Ok(Ok(Event::Incoming(Packet::SubAck(_)))) => {
+                client.publish(end.as_str(), QoS::AtLeastOnce, false, "end").await.unwrap()
+            }
             Ok(Ok(Event::Incoming(Packet::Publish(p)))) if p.topic == end => break,
             Ok(Ok(Event::Incoming(Packet::Publish(p)))) => {
                 assert!(p.retain, "{} was delivered but is not retained", p.topic);
@@ -115,10 +114,7 @@ fn statistics(all: &BTreeMap<String, String>) -> BTreeMap<String, String> {
 }
 
 fn expect(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 /// Exactly the ten statistic topics and the nine discovery configs, every
@@ -129,10 +125,8 @@ fn assert_topics(
     bucket: &str,
 ) {
     let topics: BTreeSet<String> = all.keys().cloned().collect();
-    let mut want: BTreeSet<String> = want_stats
-        .keys()
-        .map(|n| format!("{ROOT}/statistic/{n}"))
-        .collect();
+    let mut want: BTreeSet<String> =
+        want_stats.keys().map(|n| format!("{ROOT}/statistic/{n}")).collect();
     want.extend(
         SENSORS
             .iter()
@@ -162,20 +156,9 @@ fn assert_topics(
             }
             _ => (name, None),
         };
-        assert_eq!(
-            c["state_topic"],
-            format!("{ROOT}/statistic/{state_from}"),
-            "{name}"
-        );
-        assert_eq!(
-            c["value_template"].as_str(),
-            template,
-            "{name}: value_template"
-        );
-        assert!(
-            c["name"].as_str().is_some_and(|n| !n.is_empty()),
-            "{name}: name"
-        );
+        assert_eq!(c["state_topic"], format!("{ROOT}/statistic/{state_from}"), "{name}");
+        assert_eq!(c["value_template"].as_str(), template, "{name}: value_template");
+        assert!(c["name"].as_str().is_some_and(|n| !n.is_empty()), "{name}: name");
         let id = format!("SkyFollower_archive_compaction_{name}");
         assert_eq!(c["unique_id"], id, "{name}");
         assert_eq!(c["object_id"], id, "{name}: object_id (the entity id)");
@@ -208,10 +191,7 @@ fn assert_topics(
             assert!(!keys.contains("device_class"), "{name}: device_class");
         }
         if name == "mismatch_uuid_count" {
-            assert_eq!(
-                c["json_attributes_topic"],
-                format!("{ROOT}/statistic/mismatch_uuids")
-            );
+            assert_eq!(c["json_attributes_topic"], format!("{ROOT}/statistic/mismatch_uuids"));
         } else {
             assert!(!keys.contains("json_attributes_topic"), "{name}");
         }
@@ -231,10 +211,7 @@ fn assert_topics(
         assert!(keys.is_subset(&allowed), "{name}: unexpected keys {keys:?}");
     }
     let uuids: Value = serde_json::from_str(&want_stats["mismatch_uuids"]).unwrap();
-    assert!(
-        uuids["uuids"].is_array(),
-        "mismatch_uuids is {{\"uuids\": [...]}}"
-    );
+    assert!(uuids["uuids"].is_array(), "mismatch_uuids is {{\"uuids\": [...]}}");
 }
 
 /// A subscriber to `#` connected before a run: the messages the run
@@ -290,10 +267,7 @@ impl Live {
     /// them for this subscriber before the marker (no quiet moment guessed).
     async fn finish(self) -> Vec<(String, String)> {
         let end = end_marker();
-        self.client
-            .publish(end.as_str(), QoS::AtLeastOnce, false, "end")
-            .await
-            .unwrap();
+        self.client.publish(end.as_str(), QoS::AtLeastOnce, false, "end").await.unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);
         let got = loop {
             {
@@ -368,23 +342,13 @@ async fn resolve_mismatch(store: &S3Store, generated: &Generated, date: &str) {
     assert!(!missing.is_empty());
     for key in &generated.flights[date] {
         if missing.iter().any(|u| key.contains(u.as_str())) {
-            client
-                .delete_object()
-                .bucket(store.bucket())
-                .key(key)
-                .send()
-                .await
-                .unwrap();
+            client.delete_object().bucket(store.bucket()).key(key).send().await.unwrap();
         }
     }
 }
 
 fn assert_clean(report: &RunReport) {
-    assert!(
-        report.report_errors.is_empty(),
-        "report_errors: {:?}",
-        report.report_errors
-    );
+    assert!(report.report_errors.is_empty(), "report_errors: {:?}", report.report_errors);
 }
 
 fn sorted(v: &[String]) -> Vec<String> {
@@ -417,10 +381,7 @@ async fn mqtt_topics_and_discovery_after_success_mismatch_and_failure() {
     let r = invoke(&deps, &RunOptions::at(at("2026-07-20T04:50:00Z"))).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     assert_clean(&r);
-    assert_order(
-        &live.finish().await,
-        &archive_compaction::data::mqtt::STATISTICS,
-    );
+    assert_order(&live.finish().await, &archive_compaction::data::mqtt::STATISTICS);
     let all = retained(broker.port, None).await;
     assert_topics(
         &all,
@@ -431,10 +392,7 @@ async fn mqtt_topics_and_discovery_after_success_mismatch_and_failure() {
             ("last_compacted_date", "2026-07-18"),
             ("mismatch_date", "None"),
             ("mismatch_uuid_count", "0"),
-            (
-                "mismatch_uuids",
-                r#"{"uuids":[],"count":0,"truncated":false}"#,
-            ),
+            ("mismatch_uuids", r#"{"uuids":[],"count":0,"truncated":false}"#),
             ("mismatch_runs", "0"),
             ("last_run_at", "2026-07-20T04:50:00.000000+00:00"),
             ("last_run_status", "Success"),
@@ -448,10 +406,7 @@ async fn mqtt_topics_and_discovery_after_success_mismatch_and_failure() {
     assert_clean(&r);
     let missing = sorted(&generated.missing["2026-07-19"]);
     assert_eq!(missing.len(), 2);
-    let mismatch_uuids = format!(
-        r#"{{"uuids":{},"count":2,"truncated":false}}"#,
-        json!(missing)
-    );
+    let mismatch_uuids = format!(r#"{{"uuids":{},"count":2,"truncated":false}}"#, json!(missing));
     let all = retained(broker.port, None).await;
     assert_topics(
         &all,
@@ -531,30 +486,15 @@ async fn mismatch_runs_counts_consecutive_blocked_invocations() {
         let r = invoke(&deps, &opts).await;
         assert_clean(&r);
         assert!(r.errors.is_empty(), "step {step}: {:?}", r.errors);
-        let want_status = if mismatch.is_some() {
-            Status::Mismatch
-        } else {
-            Status::Success
-        };
+        let want_status = if mismatch.is_some() { Status::Mismatch } else { Status::Success };
         assert_eq!(r.last_run_status, want_status, "step {step}");
         assert_eq!(r.mismatch_runs, runs, "step {step}: report");
         assert_eq!(r.mismatch_date, mismatch.map(date), "step {step}");
         let wm = watermark(&dump(&store, "_compaction_state/")).unwrap();
-        assert_eq!(
-            wm["mismatch_runs"], runs,
-            "step {step}: watermark.json {wm}"
-        );
+        assert_eq!(wm["mismatch_runs"], runs, "step {step}: watermark.json {wm}");
         let stats = statistics(&retained(broker.port, None).await);
-        assert_eq!(
-            stats["mismatch_runs"],
-            runs.to_string(),
-            "step {step}: MQTT"
-        );
-        assert_eq!(
-            stats["mismatch_date"],
-            mismatch.unwrap_or("None"),
-            "step {step}: MQTT"
-        );
+        assert_eq!(stats["mismatch_runs"], runs.to_string(), "step {step}: MQTT");
+        assert_eq!(stats["mismatch_date"], mismatch.unwrap_or("None"), "step {step}: MQTT");
     };
     check("event-1", 1, Some("2026-07-19")).await;
     check("event-2", 2, Some("2026-07-19")).await;
@@ -582,10 +522,7 @@ async fn a_twenty_thousand_flight_mismatch_reaches_every_topic_within_its_limits
     let store = bucket("rep-big").await;
     // A day before, written by pyarrow, so the walk has an index/
     // partition to start from.
-    generate(
-        &store,
-        json!({"seed": 46, "days": [{"date": "2026-07-18", "flights": 3}]}),
-    );
+    generate(&store, json!({"seed": 46, "days": [{"date": "2026-07-18", "flights": 3}]}));
     let t0 = Instant::now();
     let missing = put_flights(&store, "2026-07-19", FLIGHTS).await;
     let generating = t0.elapsed();
@@ -619,10 +556,7 @@ async fn a_twenty_thousand_flight_mismatch_reaches_every_topic_within_its_limits
         "the report is {report_bytes} bytes"
     );
     let longest_log_line = out.stderr.split(|b| *b == b'\n').map(<[u8]>::len).max();
-    assert!(
-        longest_log_line.unwrap_or(0) < 16 * 1024,
-        "a log line of {longest_log_line:?} bytes"
-    );
+    assert!(longest_log_line.unwrap_or(0) < 16 * 1024, "a log line of {longest_log_line:?} bytes");
 
     // Every topic arrived, each payload within 16 KiB.
     let got = live.finish().await;
@@ -639,25 +573,15 @@ async fn a_twenty_thousand_flight_mismatch_reaches_every_topic_within_its_limits
     assert_eq!(stats["mismatch_uuid_count"], FLIGHTS.to_string());
     assert_eq!(stats["mismatch_date"], "2026-07-19");
     let uuids: Value = serde_json::from_str(&stats["mismatch_uuids"]).unwrap();
-    assert_eq!(
-        uuids,
-        json!({"uuids": missing[..100], "count": FLIGHTS, "truncated": true})
-    );
+    assert_eq!(uuids, json!({"uuids": missing[..100], "count": FLIGHTS, "truncated": true}));
     let largest = got.iter().map(|(_, p)| p.len()).max().unwrap();
 
     // The full list has its place: status.
-    let out = cli_command(
-        &store,
-        &["status", "--json", "--now", "2026-07-21T05:00:00Z"],
-    )
-    .output()
-    .unwrap();
-    let status: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "status --json: {e}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let out = cli_command(&store, &["status", "--json", "--now", "2026-07-21T05:00:00Z"])
+        .output()
+        .unwrap();
+    let status: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("status --json: {e}: {}", String::from_utf8_lossy(&out.stderr)));
     assert_eq!(status["mismatch"]["missing_uuid_count"], FLIGHTS);
     assert_eq!(status["mismatch"]["missing_uuids"], json!(missing));
     eprintln!(
@@ -685,17 +609,9 @@ async fn a_broker_that_closes_the_connection_at_one_message_still_gets_the_other
     let mut messages = archive_compaction::data::mqtt::discovery(ROOT, "b");
     messages.extend(archive_compaction::data::mqtt::statistics(&report, ROOT));
     let big = format!("{ROOT}/statistic/mismatch_uuids");
-    assert!(
-        messages
-            .iter()
-            .all(|m| m.payload.len() < 2000 || m.topic == big)
-    );
+    assert!(messages.iter().all(|m| m.payload.len() < 2000 || m.topic == big));
     let store = bucket("rep-dropped").await;
-    let config = deps_with(&store, &mqtt_env(broker.port, &[]), None)
-        .config
-        .mqtt
-        .clone()
-        .unwrap();
+    let config = deps_with(&store, &mqtt_env(broker.port, &[]), None).config.mqtt.clone().unwrap();
     let errors: Vec<String> = archive_compaction::data::mqtt::publish(&config, &messages)
         .await
         .iter()
@@ -707,17 +623,9 @@ async fn a_broker_that_closes_the_connection_at_one_message_still_gets_the_other
     // next connections, so naming it ("1 of 19 messages acknowledged")
     // would report as undelivered what was delivered.
     assert_eq!(errors.len(), 1, "{errors:#?}");
-    assert!(
-        errors[0].contains(&format!("closed the connection at {big}")),
-        "{errors:#?}"
-    );
+    assert!(errors[0].contains(&format!("closed the connection at {big}")), "{errors:#?}");
     let all = retained(broker.port, None).await;
-    assert_eq!(
-        all.len(),
-        18,
-        "every topic but mismatch_uuids: {:?}",
-        all.keys()
-    );
+    assert_eq!(all.len(), 18, "every topic but mismatch_uuids: {:?}", all.keys());
     let stats = statistics(&all);
     assert!(!stats.contains_key("mismatch_uuids"));
     assert_eq!(stats["mismatch_uuid_count"], "150");
@@ -789,18 +697,11 @@ async fn a_payload_over_the_limit_does_not_keep_the_other_topics_back() {
         },
     );
     let store = bucket("rep-too-big").await;
-    let config = deps_with(&store, &mqtt_env(broker.port, &[]), None)
-        .config
-        .mqtt
-        .clone()
-        .unwrap();
+    let config = deps_with(&store, &mqtt_env(broker.port, &[]), None).config.mqtt.clone().unwrap();
     let errors = archive_compaction::data::mqtt::publish(&config, &messages).await;
     assert_eq!(errors.len(), 1, "{errors:?}");
     let e = errors[0].to_string();
-    assert!(
-        e.contains(&big) && e.contains("16385 bytes") && e.contains("16384-byte limit"),
-        "{e}"
-    );
+    assert!(e.contains(&big) && e.contains("16385 bytes") && e.contains("16384-byte limit"), "{e}");
     let stats = statistics(&retained(broker.port, None).await);
     assert_eq!(stats.len(), 10, "{stats:?}");
     assert!(!stats.contains_key("too_big"));
@@ -823,12 +724,7 @@ async fn a_run_that_finds_the_lease_held_leaves_the_retained_status() {
     let deps = deps_with(&store, &mqtt_env(broker.port, &[]), None);
     let opts = RunOptions::at(at("2026-07-20T04:50:00Z"));
     let first = invoke(&deps, &opts).await;
-    assert_eq!(
-        first.last_run_status,
-        Status::Mismatch,
-        "{:?}",
-        first.errors
-    );
+    assert_eq!(first.last_run_status, Status::Mismatch, "{:?}", first.errors);
     let before = retained(broker.port, None).await;
     assert_eq!(statistics(&before)["last_run_status"], "Mismatch");
     let _held = archive_compaction::protocol::lease::LeaseGuard::acquire(
@@ -839,12 +735,7 @@ async fn a_run_that_finds_the_lease_held_leaves_the_retained_status() {
     .await
     .unwrap();
     let second = invoke(&deps, &RunOptions::at(at("2026-07-20T05:50:00Z"))).await;
-    assert_eq!(
-        second.stop_reason,
-        StopReason::LeaseHeld,
-        "{:?}",
-        second.errors
-    );
+    assert_eq!(second.stop_reason, StopReason::LeaseHeld, "{:?}", second.errors);
     assert_eq!(
         retained(broker.port, None).await,
         before,
@@ -857,10 +748,7 @@ async fn dry_runs_are_not_reported() {
     init_logs();
     let broker = start_broker(&[]);
     let store = bucket("rep-dry").await;
-    generate(
-        &store,
-        json!({"seed": 43, "days": [{"date": "2026-07-18", "flights": 3}]}),
-    );
+    generate(&store, json!({"seed": 43, "days": [{"date": "2026-07-18", "flights": 3}]}));
     let deps = deps_with(&store, &mqtt_env(broker.port, &[]), None);
     let mut opts = RunOptions::at(at("2026-07-20T04:50:00Z"));
     opts.dry_run = true;
@@ -924,10 +812,7 @@ async fn mqtt_failures_never_change_the_outcome_and_stay_within_the_timeout() {
             "bad password",
             mqtt_env(
                 secured.port,
-                &[
-                    ("MQTT_USERNAME", "compactor".into()),
-                    ("MQTT_PASSWORD", "wrong".into()),
-                ],
+                &[("MQTT_USERNAME", "compactor".into()), ("MQTT_PASSWORD", "wrong".into())],
             ),
             "refused",
         ),
@@ -946,12 +831,7 @@ async fn mqtt_failures_never_change_the_outcome_and_stay_within_the_timeout() {
         let r = invoke(&deps, &RunOptions::at(at("2026-07-21T04:50:00Z"))).await;
         let reporting = t0.elapsed().as_secs_f64() - r.duration_seconds;
         // The data work decided Mismatch (exit code 2); reporting changed nothing.
-        assert_eq!(
-            r.last_run_status,
-            Status::Mismatch,
-            "{case}: {:?}",
-            r.errors
-        );
+        assert_eq!(r.last_run_status, Status::Mismatch, "{case}: {:?}", r.errors);
         assert_eq!(r.last_run_status.exit_code(), 2, "{case}");
         assert!(r.errors.is_empty(), "{case}: {:?}", r.errors);
         assert_eq!(r.mismatch_uuids, sorted(&generated.missing["2026-07-19"]));
@@ -967,60 +847,30 @@ async fn mqtt_failures_never_change_the_outcome_and_stay_within_the_timeout() {
             "{case}: reporting took {reporting:.1} s with a {timeout} s timeout"
         );
         // The data work is done: the compacted day stays compacted.
-        assert_compacted(
-            &dump(&store, "index/"),
-            "2026-07-18",
-            &generated.rows["2026-07-18"],
-        );
+        assert_compacted(&dump(&store, "index/"), "2026-07-18", &generated.rows["2026-07-18"]);
     }
 
     // Control: the right password works on the same broker.
     let store = bucket("rep-fail-ok").await;
-    generate(
-        &store,
-        json!({"seed": 45, "days": [{"date": "2026-07-18", "flights": 2}]}),
-    );
+    generate(&store, json!({"seed": 45, "days": [{"date": "2026-07-18", "flights": 2}]}));
     let env = mqtt_env(
         secured.port,
-        &[
-            ("MQTT_USERNAME", "compactor".into()),
-            ("MQTT_PASSWORD", "right".into()),
-        ],
+        &[("MQTT_USERNAME", "compactor".into()), ("MQTT_PASSWORD", "right".into())],
     );
-    let r = invoke(
-        &deps_with(&store, &env, None),
-        &RunOptions::at(at("2026-07-20T04:50:00Z")),
-    )
-    .await;
+    let r =
+        invoke(&deps_with(&store, &env, None), &RunOptions::at(at("2026-07-20T04:50:00Z"))).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     assert_clean(&r);
-    assert_eq!(
-        statistics(&retained(secured.port, None).await)["files_compacted"],
-        "2"
-    );
+    assert_eq!(statistics(&retained(secured.port, None).await)["files_compacted"], "2");
 }
 
 /// A CA and a server certificate for 127.0.0.1 (openssl), in `dir`.
 fn certificates(dir: &Path) {
     let run = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("openssl");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     };
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-    ];
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
     run(&[
         &["req", "-x509"][..],
         &ec,
@@ -1043,14 +893,7 @@ fn certificates(dir: &Path) {
     run(&[
         &["req"][..],
         &ec,
-        &[
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-            "-subj",
-            "/CN=localhost",
-        ],
+        &["-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost"],
     ]
     .concat());
     std::fs::write(
@@ -1088,16 +931,10 @@ async fn mqtt_over_tls_with_a_ca_file() {
 
     // System roots do not trust the test CA: reported, outcome unchanged.
     let store = bucket("rep-tls-untrusted").await;
-    generate(
-        &store,
-        json!({"seed": 46, "days": [{"date": "2026-07-18", "flights": 2}]}),
-    );
+    generate(&store, json!({"seed": 46, "days": [{"date": "2026-07-18", "flights": 2}]}));
     let env = mqtt_env(broker.port, &[("MQTT_TLS", "true".into())]);
-    let r = invoke(
-        &deps_with(&store, &env, None),
-        &RunOptions::at(at("2026-07-20T04:50:00Z")),
-    )
-    .await;
+    let r =
+        invoke(&deps_with(&store, &env, None), &RunOptions::at(at("2026-07-20T04:50:00Z"))).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     assert_eq!(r.report_errors.len(), 1, "{:?}", r.report_errors);
     assert!(
@@ -1110,22 +947,13 @@ async fn mqtt_over_tls_with_a_ca_file() {
 
     // MQTT_CA_FILE: verified, published.
     let store = bucket("rep-tls").await;
-    generate(
-        &store,
-        json!({"seed": 47, "days": [{"date": "2026-07-18", "flights": 3}]}),
-    );
+    generate(&store, json!({"seed": 47, "days": [{"date": "2026-07-18", "flights": 3}]}));
     let env = mqtt_env(
         broker.port,
-        &[
-            ("MQTT_TLS", "true".into()),
-            ("MQTT_CA_FILE", ca.to_str().unwrap().into()),
-        ],
+        &[("MQTT_TLS", "true".into()), ("MQTT_CA_FILE", ca.to_str().unwrap().into())],
     );
-    let r = invoke(
-        &deps_with(&store, &env, None),
-        &RunOptions::at(at("2026-07-20T04:50:00Z")),
-    )
-    .await;
+    let r =
+        invoke(&deps_with(&store, &env, None), &RunOptions::at(at("2026-07-20T04:50:00Z"))).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     assert_clean(&r);
     let all = retained(broker.port, Some(&ca)).await;
@@ -1167,16 +995,13 @@ async fn cli_exit_code_is_the_runs_whatever_mqtt_does() {
     // `status` shows the last run from the retained topics,
     // read-only: the broker's retained messages are unchanged after it.
     let status = |port: u16| {
-        let out = cli_command(
-            &store,
-            &["status", "--json", "--now", "2026-07-21T04:50:00Z"],
-        )
-        .env("MQTT_HOST", "127.0.0.1")
-        .env("MQTT_PORT", port.to_string())
-        .env("MQTT_TIMEOUT_SECONDS", "2")
-        .env("LOG_LEVEL", "warn")
-        .output()
-        .unwrap();
+        let out = cli_command(&store, &["status", "--json", "--now", "2026-07-21T04:50:00Z"])
+            .env("MQTT_HOST", "127.0.0.1")
+            .env("MQTT_PORT", port.to_string())
+            .env("MQTT_TIMEOUT_SECONDS", "2")
+            .env("LOG_LEVEL", "warn")
+            .output()
+            .unwrap();
         serde_json::from_slice::<Value>(&out.stdout)
             .unwrap_or_else(|e| panic!("status --json: {e}: {out:?}"))
     };
@@ -1185,27 +1010,14 @@ async fn cli_exit_code_is_the_runs_whatever_mqtt_does() {
     let last = &s["last_run"];
     assert_eq!(
         (&last["at"], &last["status"], &last["error"]),
-        (
-            &json!("2026-07-21T04:50:00.000000+00:00"),
-            &json!("Mismatch"),
-            &Value::Null
-        ),
+        (&json!("2026-07-21T04:50:00.000000+00:00"), &json!("Mismatch"), &Value::Null),
         "{s}"
     );
-    assert!(
-        last["age_hours"].as_i64().unwrap() > 0,
-        "aged against the wall clock: {s}"
-    );
+    assert!(last["age_hours"].as_i64().unwrap() > 0, "aged against the wall clock: {s}");
     assert_valid("status.schema.json", &s);
     assert_eq!(retained(broker.port, None).await, before);
     let s = status(free_port());
-    assert!(
-        s["last_run"]["error"]
-            .as_str()
-            .unwrap_or("")
-            .contains("MQTT"),
-        "{s}"
-    );
+    assert!(s["last_run"]["error"].as_str().unwrap_or("").contains("MQTT"), "{s}");
 
     let (code, report) = cli(free_port());
     assert_eq!(code, Some(2), "{report}");
@@ -1292,10 +1104,7 @@ async fn cloudwatch_metrics_are_readable_back() {
     let env = |store: &S3Store| {
         deps_with(
             store,
-            &[
-                ("METRICS_ENABLED", "true".to_string()),
-                ("METRICS_NAMESPACE", namespace.clone()),
-            ],
+            &[("METRICS_ENABLED", "true".to_string()), ("METRICS_NAMESPACE", namespace.clone())],
             Some(cw.clone()),
         )
     };
@@ -1326,17 +1135,9 @@ async fn cloudwatch_metrics_are_readable_back() {
         ("ManifestsRecovered", 0.0, count.clone()),
         ("FilesSkipped", 0.0, count.clone()),
         ("RowsWritten", 7.0, count.clone()),
-        (
-            "BytesWritten",
-            r.bytes_written as f64,
-            Some(StandardUnit::Bytes),
-        ),
+        ("BytesWritten", r.bytes_written as f64, Some(StandardUnit::Bytes)),
         ("DuplicatesRemoved", 0.0, count.clone()),
-        (
-            "RunDurationSeconds",
-            r.duration_seconds,
-            Some(StandardUnit::Seconds),
-        ),
+        ("RunDurationSeconds", r.duration_seconds, Some(StandardUnit::Seconds)),
         ("RunSuccess", 0.0, count.clone()),
         ("RunMismatch", 1.0, count.clone()),
         ("RunFailure", 0.0, count.clone()),
@@ -1344,10 +1145,7 @@ async fn cloudwatch_metrics_are_readable_back() {
     .into_iter()
     .map(|(n, v, u)| (n.to_string(), (v, 1.0, u)))
     .collect();
-    assert_eq!(
-        got.keys().collect::<Vec<_>>(),
-        want.keys().collect::<Vec<_>>()
-    );
+    assert_eq!(got.keys().collect::<Vec<_>>(), want.keys().collect::<Vec<_>>());
     for (name, (sum, samples, unit)) in &want {
         let (gsum, gsamples, gunit) = &got[name];
         assert!((gsum - sum).abs() < 1e-6, "{name}: {gsum} != {sum}");
@@ -1365,11 +1163,7 @@ async fn cloudwatch_metrics_are_readable_back() {
     assert_eq!(got.len(), 13, "{:?}", got.keys());
     assert!(!got.contains_key("WatermarkLagDays"));
     assert!(!got.contains_key("MismatchUuidCount"));
-    for (name, v) in [
-        ("RunSuccess", 0.0),
-        ("RunMismatch", 0.0),
-        ("RunFailure", 1.0),
-    ] {
+    for (name, v) in [("RunSuccess", 0.0), ("RunMismatch", 0.0), ("RunFailure", 1.0)] {
         assert_eq!(got[name].0, v, "{name}");
     }
 }
@@ -1378,16 +1172,9 @@ async fn cloudwatch_metrics_are_readable_back() {
 async fn cloudwatch_outage_never_changes_the_outcome() {
     init_logs();
     let store = bucket("rep-cw-down").await;
-    generate(
-        &store,
-        json!({"seed": 50, "days": [{"date": "2026-07-18", "flights": 2}]}),
-    );
+    generate(&store, json!({"seed": 50, "days": [{"date": "2026-07-18", "flights": 2}]}));
     let dead = cloudwatch_client(&format!("http://127.0.0.1:{}", free_port()));
-    let deps = deps_with(
-        &store,
-        &[("METRICS_ENABLED", "true".to_string())],
-        Some(dead),
-    );
+    let deps = deps_with(&store, &[("METRICS_ENABLED", "true".to_string())], Some(dead));
     let t0 = Instant::now();
     let r = invoke(&deps, &RunOptions::at(at("2026-07-20T04:50:00Z"))).await;
     let reporting = t0.elapsed().as_secs_f64() - r.duration_seconds;
@@ -1414,9 +1201,8 @@ async fn a_bad_lambda_event_is_reported_as_a_failure() {
     let deps = deps_with(&store, &mqtt_env(broker.port, &[]), None);
     let event =
         lambda_runtime::LambdaEvent::new(json!("not an event"), lambda_runtime::Context::default());
-    let err = archive_compaction::app::handle(&deps, event)
-        .await
-        .expect_err("a bad event is an error");
+    let err =
+        archive_compaction::app::handle(&deps, event).await.expect_err("a bad event is an error");
     assert_eq!(err.0.last_run_status, Status::Failure);
     assert_clean(&err.0);
     // It read no state: only what it knows is published.

@@ -27,37 +27,24 @@ async fn reports_name_the_true_reason_and_the_true_fact() {
     let before = dump(&store, "");
 
     // A reversed --from/--to: a usage error, exit 1, no report.
-    let out = cli_command(
-        &store,
-        &["run", "--from", "2026-07-19", "--to", "2026-07-18"],
-    )
-    .output()
-    .unwrap();
+    let out = cli_command(&store, &["run", "--from", "2026-07-19", "--to", "2026-07-18"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        out.stdout.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
     assert!(String::from_utf8_lossy(&out.stderr).contains("from 2026-07-19 is after to"));
 
     // A bad setting: the run report says error, not reached_cutoff.
-    let out = cli_command(&store, &["run"])
-        .env("LAG_DAYS", "x")
-        .output()
-        .unwrap();
+    let out = cli_command(&store, &["run"]).env("LAG_DAYS", "x").output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(report_of(&out)["stop_reason"], "error");
 
     // A --max-duration within DEADLINE_MARGIN_SECONDS would start no date
     // and end Success having done nothing: refused as a bad setting, with
     // what to give instead, before anything is read.
-    let out = cli_command(
-        &store,
-        &["run", "--date", "2026-07-18", "--max-duration", "0s"],
-    )
-    .output()
-    .unwrap();
+    let out = cli_command(&store, &["run", "--date", "2026-07-18", "--max-duration", "0s"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let r = report_of(&out);
     assert_eq!(r["stop_reason"], "error");
@@ -86,13 +73,10 @@ async fn reports_name_the_true_reason_and_the_true_fact() {
     // and recovery's S3 calls take more than the millisecond between): the
     // date is not started, and the log does not promise that the next run
     // continues.
-    let out = cli_command(
-        &store,
-        &["run", "--date", "2026-07-18", "--max-duration", "9.001"],
-    )
-    .env("DEADLINE_MARGIN_SECONDS", "9")
-    .output()
-    .unwrap();
+    let out = cli_command(&store, &["run", "--date", "2026-07-18", "--max-duration", "9.001"])
+        .env("DEADLINE_MARGIN_SECONDS", "9")
+        .output()
+        .unwrap();
     let r = report_of(&out);
     assert_eq!(r["stop_reason"], "deadline", "{r:#}");
     let logs = String::from_utf8_lossy(&out.stderr);
@@ -106,10 +90,7 @@ async fn reports_name_the_true_reason_and_the_true_fact() {
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     let wm = watermark(&dump(&store, WATERMARK)).unwrap();
     let updated = at(wm["updated_at"].as_str().unwrap());
-    assert!(
-        updated >= t0 - chrono::Duration::seconds(5),
-        "{updated} vs {t0}"
-    );
+    assert!(updated >= t0 - chrono::Duration::seconds(5), "{updated} vs {t0}");
     assert_ne!(updated, at(now));
 
     // The Python job's two compacted files on a compacted date: the sweep
@@ -135,27 +116,19 @@ async fn reports_name_the_true_reason_and_the_true_fact() {
     assert_eq!(r.stop_reason, StopReason::Error);
     let e = &r.errors[0];
     assert!(!e.contains('\n') && e.len() < 400, "{e}");
-    assert!(
-        e.starts_with("S3 ") && e.contains("tr-no-such-bucket-2711"),
-        "{e}"
-    );
+    assert!(e.starts_with("S3 ") && e.contains("tr-no-such-bucket-2711"), "{e}");
     assert!(e.contains("NoSuchBucket"), "{e}");
 
     // A server that is not there: a dispatch error, one line, no SDK dump.
     let port = free_port();
-    let gone = S3Store::new(
-        sdk_client(&format!("http://127.0.0.1:{port}")),
-        store.bucket().to_string(),
-    );
+    let gone =
+        S3Store::new(sdk_client(&format!("http://127.0.0.1:{port}")), store.bucket().to_string());
     let r = run(&gone, &config(&gone, &[]), &RunOptions::at(at(now))).await;
     assert_eq!(r.last_run_status, Status::Failure);
     let e = &r.errors[0];
     assert!(!e.contains('\n') && e.len() < 400, "{e}");
     assert!(e.contains(": dispatch: "), "{e}");
-    assert!(
-        !e.contains("extensions") && !e.contains("ConnectorError {"),
-        "{e}"
-    );
+    assert!(!e.contains("extensions") && !e.contains("ConnectorError {"), "{e}");
 }
 
 #[tokio::test]
@@ -177,20 +150,9 @@ async fn a_quarantined_manifest_on_a_compacted_date_fails_every_run_and_is_named
     assert_eq!(r.last_compacted_date, Some(date("2026-07-19")));
     let quarantined =
         "_compaction_state/quarantine/2026-07-18/019f0000-0000-7000-8000-000000002707.json";
-    store
-        .put(quarantined, b"{}".to_vec().into(), PutMode::Create, None)
-        .await
-        .unwrap();
-    let late = archive_py(
-        "put-row",
-        &store,
-        json!({"seed": 2708, "date": "2026-07-18"}),
-    );
-    let late_17 = archive_py(
-        "put-row",
-        &store,
-        json!({"seed": 2709, "date": "2026-07-17"}),
-    );
+    store.put(quarantined, b"{}".to_vec().into(), PutMode::Create, None).await.unwrap();
+    let late = archive_py("put-row", &store, json!({"seed": 2708, "date": "2026-07-18"}));
+    let late_17 = archive_py("put-row", &store, json!({"seed": 2709, "date": "2026-07-17"}));
     let day18 = dump(&store, "index/year=2026/month=07/day=18/");
 
     for dry_run in [true, false] {
@@ -206,10 +168,7 @@ async fn a_quarantined_manifest_on_a_compacted_date_fails_every_run_and_is_named
             r.errors
         );
         assert_eq!(r.errors.len(), 1, "{:?}", r.errors);
-        let failure = metrics(&r)
-            .into_iter()
-            .find(|m| m.name == "RunFailure")
-            .unwrap();
+        let failure = metrics(&r).into_iter().find(|m| m.name == "RunFailure").unwrap();
         assert_eq!(failure.value, 1.0, "the alarmed metric");
     }
     // The sweep went on elsewhere (07-17 folded) but left 07-18 alone.
@@ -219,18 +178,14 @@ async fn a_quarantined_manifest_on_a_compacted_date_fails_every_run_and_is_named
     assert!(after.contains_key(late["key"].as_str().unwrap()));
 
     // The CLI's log says why the sweep skipped it; status names the date.
-    let out = cli_command(&store, &["run", "--now", now])
-        .output()
-        .unwrap();
+    let out = cli_command(&store, &["run", "--now", now]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let logs = String::from_utf8_lossy(&out.stderr);
     assert!(
         logs.contains("straggler sweep skips the date") && logs.contains("2026-07-18"),
         "{logs}"
     );
-    let s = status::gather(&store, &cfg, &status_opts(now))
-        .await
-        .unwrap();
+    let s = status::gather(&store, &cfg, &status_opts(now)).await.unwrap();
     assert_eq!(s.quarantined[0].date, Some(date("2026-07-18")));
 
     // Resolved by the operator: the next run folds the late file.

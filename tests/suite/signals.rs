@@ -58,10 +58,8 @@ fn signalled_run(store: &S3Store, proxy: &Proxy, hold: &str, signal: &str) -> Ou
         std::thread::sleep(Duration::from_millis(10));
     };
     if held {
-        let ok = std::process::Command::new("kill")
-            .args([format!("-{signal}"), pid])
-            .status()
-            .unwrap();
+        let ok =
+            std::process::Command::new("kill").args([format!("-{signal}"), pid]).status().unwrap();
         assert!(ok.success());
         let _ = stop_seen.recv_timeout(Duration::from_secs(60));
     }
@@ -69,10 +67,7 @@ fn signalled_run(store: &S3Store, proxy: &Proxy, hold: &str, signal: &str) -> Ou
     let out = child.wait_with_output().unwrap();
     let log = reader.join().unwrap();
     assert!(held, "no request matched {hold:?}:\n{log}");
-    Output {
-        stderr: log.into_bytes(),
-        ..out
-    }
+    Output { stderr: log.into_bytes(), ..out }
 }
 
 #[tokio::test]
@@ -92,17 +87,9 @@ async fn sigterm_and_sigint_stop_a_run_cleanly_at_each_moment_and_the_next_run_i
         ("partition listed", format!("^GET {day18}"), "TERM"),
         // Between commit phases: manifest and output written, inputs not
         // yet verified or deleted.
-        (
-            "manifest and output written",
-            format!("^HEAD {day18}compacted-"),
-            "INT",
-        ),
+        ("manifest and output written", format!("^HEAD {day18}compacted-"), "INT"),
         // Between dates: the first date done, its watermark not yet written.
-        (
-            "date done",
-            "^PUT /[^/?]+/_compaction_state/watermark".to_string(),
-            "TERM",
-        ),
+        ("date done", "^PUT /[^/?]+/_compaction_state/watermark".to_string(), "TERM"),
     ]
     .into_iter()
     .enumerate()
@@ -116,34 +103,21 @@ async fn sigterm_and_sigint_stop_a_run_cleanly_at_each_moment_and_the_next_run_i
         assert_eq!(r["stop_reason"], "interrupted", "{when}: {r}");
         assert_eq!(r["last_run_status"], "Failure");
         let err = r["errors"][0].as_str().unwrap();
-        assert!(
-            err.contains(&format!("stopped by SIG{signal}")),
-            "{when}: {err}"
-        );
+        assert!(err.contains(&format!("stopped by SIG{signal}")), "{when}: {err}");
         assert!(log.contains("stop requested"), "{when}: {log}");
         let mid = dump(&store, "");
         let manifests = |o: &BTreeMap<String, Dumped>| {
-            o.keys()
-                .filter(|k| k.starts_with("_compaction_state/manifests/"))
-                .count()
+            o.keys().filter(|k| k.starts_with("_compaction_state/manifests/")).count()
         };
         let wm = watermark(&mid).map(|w| w["last_compacted_date"].clone());
         let days: Vec<(String, String)> = (r["days"].as_array().unwrap().iter())
-            .map(|d| {
-                (
-                    d["date"].as_str().unwrap().into(),
-                    d["action"].as_str().unwrap().into(),
-                )
-            })
+            .map(|d| (d["date"].as_str().unwrap().into(), d["action"].as_str().unwrap().into()))
             .collect();
         if when == "date done" {
             // 07-18 went through whole (its watermark written, or left for
             // the next run to pass); 07-19 was not started.
             assert_eq!(days, [("2026-07-18".into(), "compacted".into())], "{when}");
-            assert!(
-                err.contains("date 2026-07-19 was not started") || wm.is_none(),
-                "{err}"
-            );
+            assert!(err.contains("date 2026-07-19 was not started") || wm.is_none(), "{err}");
             assert_eq!(manifests(&mid), 0);
         } else {
             // The date under way stopped before its next write: before
@@ -169,12 +143,7 @@ async fn sigterm_and_sigint_stop_a_run_cleanly_at_each_moment_and_the_next_run_i
         let recovered: Vec<&str> = next.recovered.iter().map(|m| m.action.as_str()).collect();
         let want: &[&str] = if n == 2 { &["completed"] } else { &[] };
         assert_eq!(recovered, want, "{when}: what the next run's recovery did");
-        assert_eq!(
-            next.last_run_status,
-            Status::Success,
-            "{when}: {:?}",
-            next.errors
-        );
+        assert_eq!(next.last_run_status, Status::Success, "{when}: {:?}", next.errors);
         assert_ne!(next.stop_reason, StopReason::LeaseHeld);
         assert_all_compacted(&store, &generated, "2026-07-20", when);
     }
@@ -188,9 +157,7 @@ async fn a_signal_with_no_run_under_way_or_a_second_one_exits_at_once() {
     let proxy = Proxy::start();
     proxy.set(json!({"latency_ms": 400}));
     let mut cmd = cli_command(&store, &["run", "--now", NOW]);
-    cmd.env("AWS_ENDPOINT_URL", proxy.endpoint())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.env("AWS_ENDPOINT_URL", proxy.endpoint()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = cmd.spawn().unwrap();
     let pid = child.id().to_string();
     let stderr = child.stderr.take().unwrap();
@@ -198,10 +165,7 @@ async fn a_signal_with_no_run_under_way_or_a_second_one_exits_at_once() {
         for line in BufReader::new(stderr).lines() {
             if line.unwrap().contains("walking dates") {
                 for _ in 0..2 {
-                    std::process::Command::new("kill")
-                        .args(["-INT", &pid])
-                        .status()
-                        .unwrap();
+                    std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap();
                     std::thread::sleep(Duration::from_millis(100));
                 }
                 break;
@@ -229,9 +193,5 @@ async fn lambdas_shutdown_signal_stops_an_invocation_like_the_cli() {
     assert_eq!(e.0.stop_reason, StopReason::Interrupted);
     assert_eq!(e.0.resume_date, Some(date("2026-07-18")));
     assert!(e.0.errors[0].contains("stopped by SIGTERM: date 2026-07-18 was not started"));
-    assert_eq!(
-        dump(&store, ""),
-        before,
-        "the lease is released, nothing else written"
-    );
+    assert_eq!(dump(&store, ""), before, "the lease is released, nothing else written");
 }

@@ -142,9 +142,7 @@ fn date(s: &str) -> NaiveDate {
 
 fn now0() -> DateTime<Utc> {
     // Cutoff with LAG_DAYS=2: 2026-07-03.
-    DateTime::parse_from_rfc3339("2026-07-05T03:00:00Z")
-        .unwrap()
-        .to_utc()
+    DateTime::parse_from_rfc3339("2026-07-05T03:00:00Z").unwrap().to_utc()
 }
 
 /// One flight's index file as the writer writes it: one row, `ident` = `v{version}`.
@@ -155,17 +153,12 @@ fn index_file(d: NaiveDate, flight: Uuid, version: u32) -> Bytes {
         return b.clone();
     }
     let b = encode_index_file(d, flight, version);
-    CACHE
-        .lock()
-        .unwrap()
-        .insert((d, flight, version), b.clone());
+    CACHE.lock().unwrap().insert((d, flight, version), b.clone());
     b
 }
 
 fn encode_index_file(d: NaiveDate, flight: Uuid, version: u32) -> Bytes {
-    archive_compaction::data::merge::encode(&[index_row(d, flight, version)], 1024)
-        .unwrap()
-        .into()
+    archive_compaction::data::merge::encode(&[index_row(d, flight, version)], 1024).unwrap().into()
 }
 
 /// A multi-row index file (a legacy migration's, the Python job's compacted
@@ -177,18 +170,12 @@ fn multi_row_file(d: NaiveDate, rows: &[(Uuid, u32)]) -> Bytes {
         &batches,
     )
     .unwrap();
-    archive_compaction::data::merge::encode(&[one], 1024)
-        .unwrap()
-        .into()
+    archive_compaction::data::merge::encode(&[one], 1024).unwrap().into()
 }
 
 fn index_row(d: NaiveDate, flight: Uuid, version: u32) -> RecordBatch {
     let s3_key = format!("{}{flight}.json.gz", flights_prefix(d));
-    let t = d
-        .and_hms_opt(12, 0, 0)
-        .unwrap()
-        .and_utc()
-        .timestamp_micros();
+    let t = d.and_hms_opt(12, 0, 0).unwrap().and_utc().timestamp_micros();
     let s = |v: &str| Arc::new(StringArray::from(vec![Some(v.to_string())])) as Arc<dyn Array>;
     let ts = |v: i64| {
         Arc::new(TimestampMicrosecondArray::from(vec![Some(v)]).with_timezone("UTC"))
@@ -269,20 +256,14 @@ impl Archive {
         for i in (1..rows.len()).rev() {
             rows.swap(i, rng.below(i as u64 + 1) as usize);
         }
-        mem.put_now(
-            &format!("{}{name}", index_prefix(d)),
-            multi_row_file(d, &rows),
-        );
+        mem.put_now(&format!("{}{name}", index_prefix(d)), multi_row_file(d, &rows));
         for (u, _) in &rows {
             mem.remove_now(&format!("{}{u}.parquet", index_prefix(d)));
         }
     }
 
     fn write(&mut self, mem: &MemoryStore, d: NaiveDate, u: Uuid, version: u32) {
-        mem.put_now(
-            &format!("{}{u}.parquet", index_prefix(d)),
-            index_file(d, u, version),
-        );
+        mem.put_now(&format!("{}{u}.parquet", index_prefix(d)), index_file(d, u, version));
         self.flights.entry(d).or_default().insert(u, version);
     }
 
@@ -293,10 +274,7 @@ impl Archive {
             .flights
             .get(&d)
             .map(|m| {
-                m.iter()
-                    .filter(|(u, _)| !self.pinned.contains(u))
-                    .map(|(u, v)| (*u, *v))
-                    .collect()
+                m.iter().filter(|(u, _)| !self.pinned.contains(u)).map(|(u, v)| (*u, *v)).collect()
             })
             .unwrap_or_default();
         if day.is_empty() || rng.chance(400) {
@@ -392,12 +370,7 @@ impl SimStore {
             op,
             bucket: "sim".into(),
             key: key.to_string(),
-            code: if transient {
-                "SlowDown"
-            } else {
-                "AccessDenied"
-            }
-            .into(),
+            code: if transient { "SlowDown" } else { "AccessDenied" }.into(),
             message: "injected by the simulation".into(),
             transient,
         }
@@ -421,11 +394,7 @@ impl SimStore {
         if writer {
             WRITES.fetch_add(1, Ordering::Relaxed);
             let mut rng = self.ctl.rng.lock().unwrap().clone();
-            self.world
-                .archive
-                .lock()
-                .unwrap()
-                .step(&self.world.mem, &mut rng);
+            self.world.archive.lock().unwrap().step(&self.world.mem, &mut rng);
             *self.ctl.rng.lock().unwrap() = rng;
         }
         if f.cut_at == Some(n) {
@@ -451,12 +420,7 @@ impl SimStore {
 
     fn after<T>(&self, op: &'static str, key: &str, r: Result<T>) -> Result<T> {
         check_outputs(&self.world);
-        let lost = self
-            .ctl
-            .rng
-            .lock()
-            .unwrap()
-            .chance(self.ctl.faults.error_after);
+        let lost = self.ctl.rng.lock().unwrap().chance(self.ctl.faults.error_after);
         match r {
             Ok(_) if lost => {
                 ERRORS.fetch_add(1, Ordering::Relaxed);
@@ -467,11 +431,7 @@ impl SimStore {
     }
 
     fn record_read(&self, key: &str, etag: &str) {
-        self.world
-            .reads
-            .lock()
-            .unwrap()
-            .insert((key.to_string(), etag.to_string()));
+        self.world.reads.lock().unwrap().insert((key.to_string(), etag.to_string()));
     }
 
     /// The rule for dropping a manifest, checked as it is dropped.
@@ -569,19 +529,10 @@ impl Store for SimStore {
         if let Gate::Fail(e) = self.before("PutObject", key, false).await {
             return Err(e);
         }
-        let lose = self
-            .ctl
-            .rng
-            .lock()
-            .unwrap()
-            .chance(self.ctl.faults.lose_answer);
+        let lose = self.ctl.rng.lock().unwrap().chance(self.ctl.faults.lose_answer);
         let r = if lose {
             LOST.fetch_add(1, Ordering::Relaxed);
-            self.world
-                .mem
-                .lose_answers()
-                .put_object(key, body, request)
-                .await
+            self.world.mem.lose_answers().put_object(key, body, request).await
         } else {
             self.world.mem.put_object(key, body, request).await
         };
@@ -771,11 +722,7 @@ async fn schedule(seed: u64) -> std::result::Result<(), String> {
             error_after: [0, 5, 20][rng.below(3) as usize],
             deny_key: [0, 0, 50, 300][rng.below(4) as usize],
             lose_answer: [0, 50, 200][rng.below(3) as usize],
-            writer: if sweep > 0 {
-                [0, 30, 100][rng.below(3) as usize]
-            } else {
-                0
-            },
+            writer: if sweep > 0 { [0, 30, 100][rng.below(3) as usize] } else { 0 },
         };
         let mut fa = faults(&mut rng);
         if rng.chance(250) {
@@ -794,10 +741,7 @@ async fn schedule(seed: u64) -> std::result::Result<(), String> {
             interleaved(&a, &b, &config, &oa, &ob, &world, gap).await;
         } else {
             let s = SimStore::new(&world, fa, rng.next());
-            if invoke(&s, &config, &opts(&world, now0(), n))
-                .await
-                .is_none()
-            {
+            if invoke(&s, &config, &opts(&world, now0(), n)).await.is_none() {
                 // Died: sometimes the next invocation comes before the lease lapses.
                 if rng.chance(700) {
                     clock.advance(lease + Duration::from_secs(1));
@@ -812,9 +756,8 @@ async fn schedule(seed: u64) -> std::result::Result<(), String> {
     for _ in 0..6 {
         n += 1;
         let s = SimStore::new(&world, Faults::default(), 0);
-        let r = invoke(&s, &config, &opts(&world, now0(), n))
-            .await
-            .expect("no cut-off in a clean run");
+        let r =
+            invoke(&s, &config, &opts(&world, now0(), n)).await.expect("no cut-off in a clean run");
         let ok = r.last_run_status == Status::Success;
         // A quarantined manifest blocks its date until an operator acts.
         let blocked =
@@ -835,9 +778,8 @@ async fn schedule(seed: u64) -> std::result::Result<(), String> {
         // runs again (a commit made to list a skipped input may take a few
         // rounds: each pass over the day lists it again).
         for _ in 0..8 {
-            let quarantined: Vec<String> = (mem.snapshot().into_keys())
-                .filter(|k| k.starts_with(QUARANTINE_ROOT))
-                .collect();
+            let quarantined: Vec<String> =
+                (mem.snapshot().into_keys()).filter(|k| k.starts_with(QUARANTINE_ROOT)).collect();
             if quarantined.is_empty() && last.as_ref().unwrap().last_run_status == Status::Success {
                 break;
             }
@@ -860,10 +802,7 @@ async fn schedule(seed: u64) -> std::result::Result<(), String> {
     let s = SimStore::new(&world, Faults::default(), 0);
     let r = invoke(&s, &config, &opts(&world, now0(), n)).await.unwrap();
     if r.last_run_status != Status::Success {
-        return Err(format!(
-            "the run after Success: {:?} {:?}",
-            r.last_run_status, r.errors
-        ));
+        return Err(format!("the run after Success: {:?} {:?}", r.last_run_status, r.errors));
     }
     check(&world)
 }
@@ -906,11 +845,8 @@ fn plant_wrong_manifest(mem: &MemoryStore, rng: &mut Rng) -> String {
         .map(|(k, (b, e))| (k, b, e))
         .collect();
     let job_id = Uuid::from_u128(0x0190_0000_0000_7000_8000_0000_0000_0000 | rng.next() as u128);
-    let target = in_day
-        .iter()
-        .find(|(k, _, _)| k.contains("/compacted-"))
-        .or(in_day.first())
-        .copied();
+    let target =
+        in_day.iter().find(|(k, _, _)| k.contains("/compacted-")).or(in_day.first()).copied();
     let output = |key: &str, body: &[u8], exact: bool| ManifestOutput {
         key: key.to_string(),
         size: body.len() as u64 + u64::from(!exact),
@@ -925,10 +861,7 @@ fn plant_wrong_manifest(mem: &MemoryStore, rng: &mut Rng) -> String {
     let all: Vec<ManifestInput> = in_day.iter().copied().map(input).collect();
     let (output, inputs) = match (rng.below(3), target) {
         (0, Some((k, b, _))) if k.contains("/compacted-") => (output(k, b, false), all),
-        (0, _) => (
-            output(&keys::compacted_key(d, Uuid::now_v7()), b"x", false),
-            all,
-        ),
+        (0, _) => (output(&keys::compacted_key(d, Uuid::now_v7()), b"x", false), all),
         (1, Some(t)) => (output(t.0, t.1, true), vec![input(t)]),
         _ => {
             let wm = snapshot.get(WATERMARK_KEY).map(|(b, _)| b.clone());
@@ -980,11 +913,7 @@ async fn plant_unproven_manifest(world: &World, rng: &mut Rng) -> String {
             let key = format!("{prefix}{u}.parquet");
             let (body, etag) = mem.snapshot()[&key].clone();
             rows.push((u, 1));
-            inputs.push(ManifestInput {
-                key,
-                etag,
-                size: body.len() as u64,
-            });
+            inputs.push(ManifestInput { key, etag, size: body.len() as u64 });
         }
         {
             let mut reads = world.reads.lock().unwrap();
@@ -1013,17 +942,10 @@ async fn plant_unproven_manifest(world: &World, rng: &mut Rng) -> String {
     };
     let mut request = PutRequest::new(PutMode::Create);
     request.sha256_b64 = Some(output.sha256.clone());
-    request
-        .metadata
-        .insert(JOB_ID_METADATA.to_string(), job_id.to_string());
+    request.metadata.insert(JOB_ID_METADATA.to_string(), job_id.to_string());
     mem.put_object(&output.key, body, request).await.unwrap();
-    let (key, m) = planted_manifest(
-        d,
-        job_id,
-        output,
-        inputs,
-        "a-commit-that-listed-one-more-input",
-    );
+    let (key, m) =
+        planted_manifest(d, job_id, output, inputs, "a-commit-that-listed-one-more-input");
     assert_eq!(
         archive_compaction::protocol::manifest::validate_manifest(&key, &m),
         Ok(()),
@@ -1140,10 +1062,7 @@ fn check(world: &World) -> std::result::Result<(), String> {
 }
 
 fn run_seed(seed: u64) -> std::result::Result<(), String> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
     rt.block_on(async {
         schedule(seed).await?;
         kinds::schedule(seed).await
@@ -1198,10 +1117,7 @@ fn simulation() {
         .ok()
         .map(|s| s.parse().expect("SIM_SEEDS is a number"))
         .unwrap_or(2000);
-    let base: u64 = std::env::var("SIM_BASE")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
+    let base: u64 = std::env::var("SIM_BASE").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
     for off in ["commit::proof-off", "recovery::proof-off"] {
         let t = Instant::now();
         fail::cfg(off, "return").unwrap();
@@ -1237,28 +1153,13 @@ fn simulation() {
         c(&UNPROVEN),
         c(&UNMERGEABLE)
     );
-    eprintln!(
-        "simulation: {} writes applied with their answer lost",
-        c(&LOST)
-    );
-    assert!(
-        seeds < 100 || c(&LOST) > 0,
-        "no write's answer was ever lost"
-    );
+    eprintln!("simulation: {} writes applied with their answer lost", c(&LOST));
+    assert!(seeds < 100 || c(&LOST) > 0, "no write's answer was ever lost");
     assert!(
         seeds < 100
-            || [
-                &CUTS,
-                &PAUSES,
-                &ERRORS,
-                &DENIED,
-                &WRITES,
-                &PLANTED,
-                &UNPROVEN,
-                &UNMERGEABLE
-            ]
-            .iter()
-            .all(|a| c(a) > 0),
+            || [&CUTS, &PAUSES, &ERRORS, &DENIED, &WRITES, &PLANTED, &UNPROVEN, &UNMERGEABLE]
+                .iter()
+                .all(|a| c(a) > 0),
         "a kind of fault never fired"
     );
     kinds::report(seeds);
@@ -1343,10 +1244,7 @@ mod kinds {
             &OUTPUTS_CHECKED,
             &DATES_IN_PARTS,
         ];
-        assert!(
-            seeds < 100 || all.iter().all(|a| c(a) > 0),
-            "a schedule kind never happened"
-        );
+        assert!(seeds < 100 || all.iter().all(|a| c(a) > 0), "a schedule kind never happened");
     }
 
     /// One row of the index schema whose `s3_key` is null (or empty, when
@@ -1365,9 +1263,7 @@ mod kinds {
             rows,
         )
         .unwrap();
-        archive_compaction::data::merge::encode(&[one], 1024)
-            .unwrap()
-            .into()
+        archive_compaction::data::merge::encode(&[one], 1024).unwrap().into()
     }
 
     impl Archive {
@@ -1403,11 +1299,7 @@ mod kinds {
             let (u, v) = flights[rng.below(flights.len() as u64) as usize];
             let current = index_row(d, u, v);
             let at = rows.iter().position(|r| *r == current).unwrap();
-            let before = if sorted {
-                at
-            } else {
-                rng.below(at as u64 + 1) as usize
-            };
+            let before = if sorted { at } else { rng.below(at as u64 + 1) as usize };
             rows.insert(before, index_row(d, u, 0));
             TWICE.fetch_add(1, Ordering::Relaxed);
             if sorted {
@@ -1416,11 +1308,8 @@ mod kinds {
             for i in 0..rng.below(3) {
                 let ident = format!("keyless-{d}-{name}-{i}");
                 let row = keyless_row(d, &ident, rng.chance(500));
-                let at = if sorted {
-                    rows.len()
-                } else {
-                    rng.below(rows.len() as u64 + 1) as usize
-                };
+                let at =
+                    if sorted { rows.len() } else { rng.below(rows.len() as u64 + 1) as usize };
                 rows.insert(at, row);
                 let k = self.keyless.entry(d).or_default();
                 k.push(ident);
@@ -1536,9 +1425,7 @@ mod kinds {
         }
         for (key, etag) in &archive.unmergeable {
             if snapshot.get(key).map(|(_, e)| e) != Some(etag) {
-                return Err(format!(
-                    "{key}, left in place by design, was deleted or changed"
-                ));
+                return Err(format!("{key}, left in place by design, was deleted or changed"));
             }
         }
         for d in DATES.map(date) {
@@ -1581,9 +1468,7 @@ mod kinds {
             for (u, v) in archive.flights.get(&d).into_iter().flatten() {
                 let rows = got.remove(u).unwrap_or_default();
                 if rows.len() != 1 || !rows[0].starts_with(&format!("v{v} in ")) {
-                    return Err(format!(
-                        "{d}: flight {u} indexed as {rows:?}, want once at v{v}"
-                    ));
+                    return Err(format!("{d}: flight {u} indexed as {rows:?}, want once at v{v}"));
                 }
             }
             if let Some((u, rows)) = got.into_iter().next() {
@@ -1619,10 +1504,7 @@ mod kinds {
             } else {
                 o.only_date = Some(d);
             }
-            let faults = Faults {
-                cut_at: Some(k),
-                ..Faults::default()
-            };
+            let faults = Faults { cut_at: Some(k), ..Faults::default() };
             let s = SimStore::new(&world, faults, rng.next());
             let what = if range { "repair run" } else { "--date run" };
             if std::env::var_os("SIM_TRACE").is_some() {
@@ -1640,10 +1522,7 @@ mod kinds {
                 .map_err(|e| format!("{what} cut at call {k}, then the walk: {e}"))?;
             if let Some(r) = done {
                 if r.last_run_status != Status::Success {
-                    return Err(format!(
-                        "uncut {what}: {:?} {:?}",
-                        r.last_run_status, r.errors
-                    ));
+                    return Err(format!("uncut {what}: {:?} {:?}", r.last_run_status, r.errors));
                 }
                 break;
             }
@@ -1663,10 +1542,7 @@ mod kinds {
         let s = SimStore::new(&world, Faults::default(), 0);
         let r = invoke(&s, &config, &o).await.unwrap();
         if r.last_run_status != Status::Success {
-            return Err(format!(
-                "the last repair: {:?} {:?}",
-                r.last_run_status, r.errors
-            ));
+            return Err(format!("the last repair: {:?} {:?}", r.last_run_status, r.errors));
         }
         check(&world)
     }
@@ -1764,17 +1640,11 @@ mod kinds {
             paused: Arc::new(Notify::new()),
             resume: Arc::new(Notify::new()),
         };
-        let b_faults = Faults {
-            cut_at: rng.chance(250).then(|| 1 + rng.below(40)),
-            ..Faults::default()
-        };
+        let b_faults =
+            Faults { cut_at: rng.chance(250).then(|| 1 + rng.below(40)), ..Faults::default() };
         let b = SimStore::new(&world, b_faults, rng.next());
         let past = rng.chance(850);
-        let gap = if past {
-            lease + Duration::from_secs(1 + rng.below(120))
-        } else {
-            lease / 4
-        };
+        let gap = if past { lease + Duration::from_secs(1 + rng.below(120)) } else { lease / 4 };
         n += 2;
         let (mut oa, ob) = (opts(&world, now0(), n - 1), opts(&world, now0(), n));
         if rng.chance(250) {
@@ -1860,9 +1730,7 @@ mod kinds {
                 let wm: serde_json::Value = serde_json::from_slice(&wm.0).unwrap();
                 let at = wm["last_compacted_date"].as_str().map(date);
                 if at.is_some_and(|w| w >= d) {
-                    return Err(format!(
-                        "run {run}: the watermark passed the blocked {d}: {wm}"
-                    ));
+                    return Err(format!("run {run}: the watermark passed the blocked {d}: {wm}"));
                 }
             }
             let Some(r) = r.filter(|_| clean) else {
@@ -1882,21 +1750,13 @@ mod kinds {
             let status = gather(
                 &world.mem,
                 &config,
-                &StatusOptions {
-                    now: now0(),
-                    as_of: world.clock.now(),
-                    days: DATES.len(),
-                },
+                &StatusOptions { now: now0(), as_of: world.clock.now(), days: DATES.len() },
             )
             .await
             .map_err(|e| e.to_string())?;
-            let listed = status
-                .quarantined
-                .iter()
-                .any(|x| x.key == q && x.date == Some(d));
-            let blocked = (status.next_days.iter())
-                .filter(|x| x.date == d)
-                .all(|x| x.blocked_by.is_some());
+            let listed = status.quarantined.iter().any(|x| x.key == q && x.date == Some(d));
+            let blocked =
+                (status.next_days.iter()).filter(|x| x.date == d).all(|x| x.blocked_by.is_some());
             if !listed || !blocked {
                 return Err(format!(
                     "run {run}: status does not show {d} blocked by {q}: {:?} {:?}",
@@ -1967,26 +1827,21 @@ fn check_outputs(world: &World) {
     };
     let mut present = BTreeSet::new();
     let mut violations = Vec::new();
-    for key in snapshot
-        .keys()
-        .filter(|k| k.starts_with(keys::INDEX_ROOT) && ours(k))
-    {
+    for key in snapshot.keys().filter(|k| k.starts_with(keys::INDEX_ROOT) && ours(k)) {
         present.insert(key.clone());
         if live.contains(key) {
             continue;
         }
         match seen.named.get(key) {
             Some((_, true)) => {}
-            _ if !seen.present.contains(key) => violations.push(format!(
-                "compacted output {key} appeared without a manifest naming it"
-            )),
-            None => violations.push(format!(
-                "compacted output {key} was never named by a manifest"
-            )),
+            _ if !seen.present.contains(key) => violations
+                .push(format!("compacted output {key} appeared without a manifest naming it")),
+            None => {
+                violations.push(format!("compacted output {key} was never named by a manifest"))
+            }
             Some((inputs, false)) => {
-                if let Some((i, _)) = inputs
-                    .iter()
-                    .find(|(i, e)| snapshot.get(i).is_some_and(|(_, now)| now == e))
+                if let Some((i, _)) =
+                    inputs.iter().find(|(i, e)| snapshot.get(i).is_some_and(|(_, now)| now == e))
                 {
                     violations.push(format!(
                         "compacted output {key} left without its manifest while its input {i} is still there in the version read"
@@ -1995,10 +1850,8 @@ fn check_outputs(world: &World) {
             }
         }
     }
-    kinds::OUTPUTS_CHECKED.fetch_add(
-        present.difference(&seen.present).count() as u64,
-        Ordering::Relaxed,
-    );
+    kinds::OUTPUTS_CHECKED
+        .fetch_add(present.difference(&seen.present).count() as u64, Ordering::Relaxed);
     seen.present = present;
     drop(seen);
     if !violations.is_empty() {

@@ -36,10 +36,7 @@ fn every_schema_in_specs_is_a_valid_json_schema() {
             n += 1;
         }
     }
-    assert!(
-        n >= 4,
-        "expected the watermark, lock, manifest and run-report schemas"
-    );
+    assert!(n >= 4, "expected the watermark, lock, manifest and run-report schemas");
 }
 
 /// The first backticked word of each table row in the section of
@@ -54,11 +51,8 @@ fn table_rows(heading: &str) -> Vec<(String, Vec<String>)> {
         .lines()
         .filter(|l| l.starts_with("| `"))
         .map(|l| {
-            let cells: Vec<String> = l
-                .trim_matches('|')
-                .split(" | ")
-                .map(|c| c.trim().to_string())
-                .collect();
+            let cells: Vec<String> =
+                l.trim_matches('|').split(" | ").map(|c| c.trim().to_string()).collect();
             let name = cells[0].split('`').nth(1).unwrap().to_string();
             (name, cells)
         })
@@ -71,10 +65,7 @@ fn reporting_md_lists_exactly_the_published_topics_and_metrics() {
     assert_eq!(topics, archive_compaction::data::mqtt::STATISTICS.to_vec());
 
     // A report with every optional figure set, so every metric is there.
-    let report = RunReport {
-        watermark_lag_days: Some(0),
-        ..Default::default()
-    };
+    let report = RunReport { watermark_lag_days: Some(0), ..Default::default() };
     let code: Vec<(String, String)> = archive_compaction::data::metrics::metrics(&report)
         .iter()
         .map(|m| (m.name.to_string(), m.unit.as_str().to_string()))
@@ -159,37 +150,20 @@ async fn reports_and_state_files_of_real_runs_match_their_schemas() {
     let wm_key = "_compaction_state/watermark.json";
     let etag = dump(&store, wm_key)[wm_key].etag.clone();
     let python = br#"{"last_compacted_date": "2026-07-19"}"#.to_vec();
-    store
-        .put(wm_key, python.into(), PutMode::Update(etag), None)
-        .await
-        .unwrap();
-    state_docs.push((
-        "python-watermark",
-        watermark(&dump(&store, wm_key)).unwrap(),
-    ));
+    store.put(wm_key, python.into(), PutMode::Update(etag), None).await.unwrap();
+    state_docs.push(("python-watermark", watermark(&dump(&store, wm_key)).unwrap()));
     assert_all_valid("watermark.schema.json", &state_docs);
 
     // Failure: an unreadable watermark.
     let etag = dump(&store, wm_key)[wm_key].etag.clone();
-    store
-        .put(
-            wm_key,
-            b"{oops".to_vec().into(),
-            PutMode::Update(etag),
-            None,
-        )
-        .await
-        .unwrap();
+    store.put(wm_key, b"{oops".to_vec().into(), PutMode::Update(etag), None).await.unwrap();
     let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
     assert_eq!(r.last_run_status, Status::Failure);
     reports.push(("failure", report_json(&r)));
 
     // The CLI's JSON on stdout, from the real binary (Success, fresh bucket).
     let fresh = bucket("specs-cli").await;
-    generate(
-        &fresh,
-        json!({"seed": 22, "days": [{"date": "2026-07-20", "flights": 3}]}),
-    );
+    generate(&fresh, json!({"seed": 22, "days": [{"date": "2026-07-20", "flights": 3}]}));
     let out = output_ok(cli_command(&fresh, &["run", "--now", NOW]).env("LOG_LEVEL", "warn"));
     let cli: Value =
         serde_json::from_slice(&out.stdout).expect("the CLI prints the report as JSON");
@@ -219,11 +193,7 @@ fn reporting_md_lists_exactly_the_discovery_configs() {
             .map(|v| format!("`{v}`"))
             .collect::<Vec<_>>()
             .join(", ");
-        let classes = if classes.is_empty() {
-            "none".to_string()
-        } else {
-            classes
-        };
+        let classes = if classes.is_empty() { "none".to_string() } else { classes };
         assert_eq!(classes, cells[4], "{name}: state_class / device_class");
         if let Some(t) = c["value_template"].as_str() {
             assert!(
@@ -255,10 +225,7 @@ fn the_schema_check_rejects_a_broken_report() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success());
-    assert!(
-        text.contains("last_run_status") && text.contains("mismatch_date"),
-        "{text}"
-    );
+    assert!(text.contains("last_run_status") && text.contains("mismatch_date"), "{text}");
 }
 
 /// A run crashed between writing its output and deleting its inputs leaves
@@ -287,10 +254,7 @@ async fn lock_and_manifest_left_by_a_crash_match_their_schemas() {
         scenario.teardown();
     }
     let state = dump(&store, "_compaction_state/");
-    let lock = state["_compaction_state/lock.json"]
-        .json
-        .clone()
-        .expect("lease left by the crash");
+    let lock = state["_compaction_state/lock.json"].json.clone().expect("lease left by the crash");
     let manifests: Vec<(&str, Value)> = state
         .iter()
         .filter(|(k, _)| k.starts_with("_compaction_state/manifests/"))

@@ -23,13 +23,9 @@ use serde_json::{Value, json};
 #[tokio::test]
 async fn status_predicts_the_zero_row_mismatch_the_run_keeps_stopping_on() {
     init_logs();
-    let (store, v) = variants_bucket(
-        "tr-status-zero",
-        2705,
-        "2026-07-20",
-        &["zero_rows", "default", "default"],
-    )
-    .await;
+    let (store, v) =
+        variants_bucket("tr-status-zero", 2705, "2026-07-20", &["zero_rows", "default", "default"])
+            .await;
     let zero_uuid = flight_uuid(v["zero_rows"]["key"].as_str().unwrap());
     let cfg = config(&store, &[]);
     let now = "2026-07-22T04:50:00Z";
@@ -38,28 +34,19 @@ async fn status_predicts_the_zero_row_mismatch_the_run_keeps_stopping_on() {
         assert_eq!(r.last_run_status, Status::Mismatch, "{:?}", r.errors);
         assert_eq!(r.mismatch_uuids, [zero_uuid]);
     }
-    let s = status::gather(&store, &cfg, &status_opts(now))
-        .await
-        .unwrap();
+    let s = status::gather(&store, &cfg, &status_opts(now)).await.unwrap();
     assert_valid("status.schema.json", &serde_json::to_value(&s).unwrap());
     let m = s.mismatch.as_ref().expect("the recorded mismatch");
     assert_eq!(m.date, date("2026-07-20"));
     assert_eq!(m.mismatch_runs, 2);
-    assert_eq!(
-        m.missing_uuids,
-        [zero_uuid],
-        "status must say it still fails"
-    );
+    assert_eq!(m.missing_uuids, [zero_uuid], "status must say it still fails");
     assert_eq!(m.missing_uuid_count, 1);
     assert_eq!(
         m.cause,
         Some(archive_compaction::protocol::partition::ParityCause::PerFlightFileWithoutOwnRow)
     );
     let text = status::format_human(&s);
-    assert!(
-        text.contains("1 of 3 flights whose per-flight file holds no row of theirs"),
-        "{text}"
-    );
+    assert!(text.contains("1 of 3 flights whose per-flight file holds no row of theirs"), "{text}");
     assert!(!text.contains("the next run passes it"), "{text}");
     // And the next run does stop there again.
     let r = run(&store, &cfg, &opts_with_event(now, "e3")).await;
@@ -71,15 +58,9 @@ async fn status_predicts_the_zero_row_mismatch_the_run_keeps_stopping_on() {
 async fn status_always_prints_a_status_with_the_errors_first() {
     init_logs();
     let store = bucket("tr-status-errors").await;
-    generate(
-        &store,
-        json!({"seed": 2710, "days": [{"date": "2026-07-18", "flights": 2}]}),
-    );
+    generate(&store, json!({"seed": 2710, "days": [{"date": "2026-07-18", "flights": 2}]}));
     // S3_BUCKET unset: a status, not a run report.
-    let out = cli_command(&store, &["status", "--json"])
-        .env_remove("S3_BUCKET")
-        .output()
-        .unwrap();
+    let out = cli_command(&store, &["status", "--json"]).env_remove("S3_BUCKET").output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!("{e}: {}", String::from_utf8_lossy(&out.stdout));
@@ -90,10 +71,7 @@ async fn status_always_prints_a_status_with_the_errors_first() {
     assert!(s.errors[0].contains("S3_BUCKET"), "{:?}", s.errors);
     assert!(s.state_unreadable && s.bucket_unreadable);
     assert_eq!(s.lease.state, status::LeaseState::Unknown, "never \"free\"");
-    let out = cli_command(&store, &["status"])
-        .env_remove("S3_BUCKET")
-        .output()
-        .unwrap();
+    let out = cli_command(&store, &["status"]).env_remove("S3_BUCKET").output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("errors\n  setting S3_BUCKET"), "{text}");
 
@@ -109,18 +87,8 @@ async fn status_always_prints_a_status_with_the_errors_first() {
     assert!(!e.contains('\n') && e.len() < 400, "{e}");
 
     // An invalid watermark: errors first, the watermark unknown, never "none".
-    store
-        .put(
-            WATERMARK,
-            b"{not json".to_vec().into(),
-            PutMode::Create,
-            None,
-        )
-        .await
-        .unwrap();
-    let out = cli_command(&store, &["status", "--now", "2026-07-22T04:50:00Z"])
-        .output()
-        .unwrap();
+    store.put(WATERMARK, b"{not json".to_vec().into(), PutMode::Create, None).await.unwrap();
+    let out = cli_command(&store, &["status", "--now", "2026-07-22T04:50:00Z"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("errors\n  state file s3://"), "{text}");
@@ -128,10 +96,7 @@ async fn status_always_prints_a_status_with_the_errors_first() {
     assert!(!text.contains("nothing compacted yet"), "{text}");
     assert!(!text.contains("none due"), "{text}");
     let out = cli_command(&store, &["status", "--json"]).output().unwrap();
-    assert_valid(
-        "status.schema.json",
-        &serde_json::from_slice(&out.stdout).unwrap(),
-    );
+    assert_valid("status.schema.json", &serde_json::from_slice(&out.stdout).unwrap());
 }
 
 #[tokio::test]
@@ -154,28 +119,16 @@ async fn status_shows_the_mismatch_manifests_quarantine_and_lease_and_writes_not
         crashed_commit(&store, date("2026-07-20"), 0, 2, Crash::AfterVerify).await;
     let quarantined =
         "_compaction_state/quarantine/2026-07-21/019f0000-0000-7000-8000-000000000001.json";
-    store
-        .put(quarantined, Vec::new().into(), PutMode::Create, None)
+    store.put(quarantined, Vec::new().into(), PutMode::Create, None).await.unwrap();
+    let lease = LeaseGuard::acquire(&store, "run-in-progress", std::time::Duration::from_secs(300))
         .await
         .unwrap();
-    let lease = LeaseGuard::acquire(
-        &store,
-        "run-in-progress",
-        std::time::Duration::from_secs(300),
-    )
-    .await
-    .unwrap();
     let before = dump(&store, "");
 
     // --now one day later: cutoff 2026-07-21.
     let later = "2026-07-23T04:50:00Z";
     let out = cli(&store, &["status", "--json", "--now", later, "--days", "5"]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let json: Value = stdout_json(&out);
     assert_valid("status.schema.json", &json);
     let s: StatusReport = serde_json::from_value(json).unwrap();
@@ -194,10 +147,7 @@ async fn status_shows_the_mismatch_manifests_quarantine_and_lease_and_writes_not
     assert!(m.readable);
     assert_eq!(m.job_id, Some(manifest.job_id));
     assert_eq!(m.inputs, 2);
-    assert_eq!(
-        m.output_key,
-        manifest.output.as_ref().map(|o| o.key.clone())
-    );
+    assert_eq!(m.output_key, manifest.output.as_ref().map(|o| o.key.clone()));
     assert!((0..600).contains(&m.age_seconds), "{m:?}");
     assert_eq!(s.quarantined.len(), 1);
     assert_eq!(s.quarantined[0].key, quarantined);
@@ -256,11 +206,7 @@ async fn status_shows_the_mismatch_manifests_quarantine_and_lease_and_writes_not
         assert!(text.contains(line), "{line:?} not in\n{text}");
     }
 
-    assert_eq!(
-        dump(&store, ""),
-        before,
-        "status changed the bucket (_compaction_state/ included)"
-    );
+    assert_eq!(dump(&store, ""), before, "status changed the bucket (_compaction_state/ included)");
     lease.release().await.unwrap();
 }
 
@@ -276,31 +222,19 @@ async fn status_of_a_fresh_bucket_and_of_an_unreadable_watermark() {
         ]}),
     );
     let cfg = config(&store, &[]);
-    let opts = StatusOptions {
-        now: at(NOW),
-        as_of: at(NOW),
-        days: 5,
-    };
+    let opts = StatusOptions { now: at(NOW), as_of: at(NOW), days: 5 };
     let s = status::gather(&store, &cfg, &opts).await.unwrap();
     assert_eq!(s.watermark, None);
     // No watermark: the lag counts from the first date to compact (07-18,
     // 07-19, 07-20), as the run's WatermarkLagDays does.
     assert_eq!(s.watermark_lag_days, Some(3));
-    assert_eq!(
-        s.next_date,
-        Some(date("2026-07-18")),
-        "the earliest partition"
-    );
+    assert_eq!(s.next_date, Some(date("2026-07-18")), "the earliest partition");
     assert_eq!(s.lease.state, LeaseState::Free);
     assert!(s.manifests.is_empty() && s.quarantined.is_empty() && s.mismatch.is_none());
     assert_eq!(
         s.next_days
             .iter()
-            .map(|d| (
-                d.date.to_string(),
-                d.counts.flights,
-                d.counts.per_flight_files
-            ))
+            .map(|d| (d.date.to_string(), d.counts.flights, d.counts.per_flight_files))
             .collect::<Vec<_>>(),
         vec![
             ("2026-07-18".to_string(), 3, 3),
@@ -309,16 +243,8 @@ async fn status_of_a_fresh_bucket_and_of_an_unreadable_watermark() {
         ]
     );
     assert_valid("status.schema.json", &serde_json::to_value(&s).unwrap());
-    let two = status::gather(
-        &store,
-        &cfg,
-        &StatusOptions {
-            days: 2,
-            ..opts.clone()
-        },
-    )
-    .await
-    .unwrap();
+    let two =
+        status::gather(&store, &cfg, &StatusOptions { days: 2, ..opts.clone() }).await.unwrap();
     assert_eq!(two.next_days.len(), 2);
 
     store
@@ -331,11 +257,7 @@ async fn status_of_a_fresh_bucket_and_of_an_unreadable_watermark() {
         .await
         .unwrap();
     let s = status::gather(&store, &cfg, &opts).await.unwrap();
-    assert!(
-        s.errors[0].contains("_compaction_state/watermark.json"),
-        "{:?}",
-        s.errors
-    );
+    assert!(s.errors[0].contains("_compaction_state/watermark.json"), "{:?}", s.errors);
     assert!(s.next_days.is_empty());
     let out = cli(&store, &["status", "--now", NOW]);
     assert_eq!(out.status.code(), Some(1), "errors make status exit 1");
@@ -370,9 +292,7 @@ async fn status_flags_a_versioned_bucket_without_its_lifecycle_rules() {
         .put_bucket_versioning()
         .bucket(store.bucket())
         .versioning_configuration(
-            VersioningConfiguration::builder()
-                .status(BucketVersioningStatus::Enabled)
-                .build(),
+            VersioningConfiguration::builder().status(BucketVersioningStatus::Enabled).build(),
         )
         .send()
         .await
@@ -394,10 +314,7 @@ async fn status_flags_a_versioned_bucket_without_its_lifecycle_rules() {
     let out = cli(&store, &["status", "--now", NOW, "--json"]);
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_valid("status.schema.json", &json);
-    assert_eq!(
-        json["versioning"]["noncurrent_kept"],
-        json!(["index/", "_compaction_state/"])
-    );
+    assert_eq!(json["versioning"]["noncurrent_kept"], json!(["index/", "_compaction_state/"]));
 
     // The doc's rules, as written there.
     let doc = std::fs::read_to_string(root().join("docs/deploying.md")).unwrap();
@@ -408,10 +325,7 @@ async fn status_flags_a_versioned_bucket_without_its_lifecycle_rules() {
     put_lifecycle(&store, &rules_json).await;
     let v = status::versioning(&store).await;
     assert_eq!(v.advice, None, "{v:?}");
-    assert!(
-        v.noncurrent_kept.is_empty() && v.delete_markers_kept.is_empty(),
-        "{v:?}"
-    );
+    assert!(v.noncurrent_kept.is_empty() && v.delete_markers_kept.is_empty(), "{v:?}");
     let out = cli(&store, &["status", "--now", NOW]);
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("versioning   Enabled, noncurrent versions")
@@ -420,10 +334,7 @@ async fn status_flags_a_versioned_bucket_without_its_lifecycle_rules() {
     // Without the delete-marker action on the state prefix, and with a rule
     // that expires current objects under index/.
     let mut rules = rules_json.clone();
-    rules["Rules"][1]
-        .as_object_mut()
-        .unwrap()
-        .remove("Expiration");
+    rules["Rules"][1].as_object_mut().unwrap().remove("Expiration");
     rules["Rules"]
         .as_array_mut()
         .unwrap()
@@ -433,11 +344,7 @@ async fn status_flags_a_versioned_bucket_without_its_lifecycle_rules() {
     assert!(v.noncurrent_kept.is_empty(), "{v:?}");
     assert_eq!(v.delete_markers_kept, ["_compaction_state/"]);
     assert_eq!(v.current_expired, ["index/"]);
-    assert!(
-        v.advice
-            .unwrap()
-            .contains("expires current objects under index/")
-    );
+    assert!(v.advice.unwrap().contains("expires current objects under index/"));
 }
 
 /// Puts `rules` (the JSON of `put-bucket-lifecycle-configuration`: `Rules`
@@ -457,17 +364,13 @@ async fn put_lifecycle(store: &S3Store, rules: &Value) {
             );
         if let Some(days) = r["NoncurrentVersionExpiration"]["NoncurrentDays"].as_i64() {
             rule = rule.noncurrent_version_expiration(
-                NoncurrentVersionExpiration::builder()
-                    .noncurrent_days(days as i32)
-                    .build(),
+                NoncurrentVersionExpiration::builder().noncurrent_days(days as i32).build(),
             );
         }
         let e = &r["Expiration"];
         if let Some(markers) = e["ExpiredObjectDeleteMarker"].as_bool() {
             rule = rule.expiration(
-                LifecycleExpiration::builder()
-                    .expired_object_delete_marker(markers)
-                    .build(),
+                LifecycleExpiration::builder().expired_object_delete_marker(markers).build(),
             );
         }
         if let Some(days) = e["Days"].as_i64() {
@@ -504,11 +407,7 @@ fn runs_and_status_can_be_spawned(store: S3Store, cfg: archive_compaction::data:
         run(&s, &c, &opts).await
     });
     tokio::spawn(async move {
-        let opts = StatusOptions {
-            now: at(NOW),
-            as_of: at(NOW),
-            days: 1,
-        };
+        let opts = StatusOptions { now: at(NOW), as_of: at(NOW), days: 1 };
         status::gather(&store, &cfg, &opts).await.ok()
     });
 }
@@ -545,12 +444,7 @@ async fn status_and_the_dry_run_agree_about_each_manifest() {
     };
     let put = |key: String, body: Vec<u8>| {
         let store = &store;
-        async move {
-            store
-                .put(&key, body.into(), PutMode::Create, None)
-                .await
-                .unwrap()
-        }
+        async move { store.put(&key, body.into(), PutMode::Create, None).await.unwrap() }
     };
     put(stuck_key(&stuck), serde_json::to_vec(&mark).unwrap()).await;
     let unreadable =
@@ -565,9 +459,7 @@ async fn status_and_the_dry_run_agree_about_each_manifest() {
     let cfg = config(&store, &[]);
     let before = dump(&store, "");
 
-    let s = status::gather(&store, &cfg, &status_opts(NOW))
-        .await
-        .unwrap();
+    let s = status::gather(&store, &cfg, &status_opts(NOW)).await.unwrap();
     let r = recovery::assess(&store, Budget::DEFAULT).await.unwrap();
     assert_eq!(dump(&store, ""), before, "neither wrote");
 
@@ -612,8 +504,5 @@ async fn status_and_the_dry_run_agree_about_each_manifest() {
     let day = (s.next_days.iter()).find(|d| d.date == date("2026-07-18"));
     assert_eq!(day.unwrap().blocked_by.as_deref(), Some(stuck_by.as_str()));
     let reasons = &r.blocked.dates[&date("2026-07-18")];
-    assert!(
-        reasons.iter().any(|b| b.to_string() == stuck_by),
-        "{reasons:?}"
-    );
+    assert!(reasons.iter().any(|b| b.to_string() == stuck_by), "{reasons:?}");
 }

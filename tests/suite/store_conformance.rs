@@ -53,10 +53,7 @@ fn is_precondition(r: &Result<impl std::fmt::Debug, Error>) -> bool {
 
 /// `If-None-Match: *` creates once; the second create is 412 and changes nothing.
 async fn create_is_exclusive(s: &impl Store, _kind: Kind) {
-    let first = s
-        .put("k/create", "one".into(), PutMode::Create, None)
-        .await
-        .unwrap();
+    let first = s.put("k/create", "one".into(), PutMode::Create, None).await.unwrap();
     let second = s.put("k/create", "two".into(), PutMode::Create, None).await;
     assert!(is_precondition(&second), "second create: {second:?}");
     let got = s.get("k/create").await.unwrap();
@@ -67,23 +64,13 @@ async fn create_is_exclusive(s: &impl Store, _kind: Kind) {
 /// `If-Match` replaces only the version read: the right ETag succeeds, a stale
 /// one is 412, a missing key is 404 NoSuchKey.
 async fn update_is_compare_and_swap(s: &impl Store, _kind: Kind) {
-    let v1 = s
-        .put("k/update", "v1".into(), PutMode::Create, None)
-        .await
-        .unwrap();
-    let v2 = s
-        .put("k/update", "v2".into(), PutMode::Update(v1.clone()), None)
-        .await
-        .unwrap();
+    let v1 = s.put("k/update", "v1".into(), PutMode::Create, None).await.unwrap();
+    let v2 = s.put("k/update", "v2".into(), PutMode::Update(v1.clone()), None).await.unwrap();
     assert_ne!(v1, v2);
-    let stale = s
-        .put("k/update", "v3".into(), PutMode::Update(v1), None)
-        .await;
+    let stale = s.put("k/update", "v3".into(), PutMode::Update(v1), None).await;
     assert!(is_precondition(&stale), "stale If-Match: {stale:?}");
     assert_eq!(s.get("k/update").await.unwrap().body, Bytes::from("v2"));
-    let missing = s
-        .put("k/never", "x".into(), PutMode::Update(v2), None)
-        .await;
+    let missing = s.put("k/never", "x".into(), PutMode::Update(v2), None).await;
     // AWS: "If there's no object with the key name, the request fails with
     // 404 NoSuchKey" (ministack and moto agree).
     assert!(
@@ -98,10 +85,7 @@ async fn update_is_compare_and_swap(s: &impl Store, _kind: Kind) {
 /// them the ETag is no digest: [`sse_kms_etags_are_version_tokens`]).
 async fn etag_is_quoted_md5(s: &impl Store, _kind: Kind) {
     let body = Bytes::from("hello, archive");
-    let etag = s
-        .put("k/etag", body.clone(), PutMode::Create, None)
-        .await
-        .unwrap();
+    let etag = s.put("k/etag", body.clone(), PutMode::Create, None).await.unwrap();
     assert_eq!(etag, md5_etag(&body));
     assert_eq!(s.get("k/etag").await.unwrap().etag, etag);
     assert_eq!(s.head("k/etag").await.unwrap().unwrap().etag, etag);
@@ -125,9 +109,7 @@ async fn missing_keys(s: &impl Store, _kind: Kind) {
 async fn sha256_checksum(s: &impl Store, kind: Kind) {
     let body = Bytes::from("checksummed");
     let sum = sha256_b64(&body);
-    s.put("k/sum", body.clone(), PutMode::Create, Some(&sum))
-        .await
-        .unwrap();
+    s.put("k/sum", body.clone(), PutMode::Create, Some(&sum)).await.unwrap();
     let head = s.head("k/sum").await.unwrap().unwrap();
     match kind {
         // moto keeps no SHA-256 flexible checksum: `commit::check_output` then
@@ -135,14 +117,8 @@ async fn sha256_checksum(s: &impl Store, kind: Kind) {
         Kind::Moto => assert_eq!(head.checksum_sha256, None, "moto now keeps checksums"),
         _ => assert_eq!(head.checksum_sha256.as_deref(), Some(sum.as_str())),
     }
-    let wrong = s
-        .put(
-            "k/sum-wrong",
-            body.clone(),
-            PutMode::Create,
-            Some(&sha256_b64(b"other")),
-        )
-        .await;
+    let wrong =
+        s.put("k/sum-wrong", body.clone(), PutMode::Create, Some(&sha256_b64(b"other"))).await;
     match kind {
         // moto does not verify the checksum either: it stores the object.
         Kind::Moto => assert!(wrong.is_ok(), "moto now verifies checksums: {wrong:?}"),
@@ -163,34 +139,18 @@ async fn metadata_round_trip(s: &impl Store, _kind: Kind) {
     request.metadata = BTreeMap::from([("job-id".to_string(), "0197".to_string())]);
     s.put_object("k/meta", "m".into(), request).await.unwrap();
     let head = s.head("k/meta").await.unwrap().unwrap();
-    assert_eq!(
-        head.metadata.get("job-id").map(String::as_str),
-        Some("0197")
-    );
+    assert_eq!(head.metadata.get("job-id").map(String::as_str), Some("0197"));
     let plain = s.put("k/plain", "p".into(), PutMode::Create, None).await;
     plain.unwrap();
-    assert!(
-        s.head("k/plain")
-            .await
-            .unwrap()
-            .unwrap()
-            .metadata
-            .is_empty()
-    );
+    assert!(s.head("k/plain").await.unwrap().unwrap().metadata.is_empty());
 }
 
 /// DeleteObject: a missing key succeeds; `If-Match` with a stale ETag is 412
 /// and keeps the object; with the right one deletes it.
 async fn conditional_delete(s: &impl Store, _kind: Kind) {
     s.delete("k/absent", None).await.unwrap();
-    let v1 = s
-        .put("k/del", "v1".into(), PutMode::Create, None)
-        .await
-        .unwrap();
-    let v2 = s
-        .put("k/del", "v2".into(), PutMode::Update(v1.clone()), None)
-        .await
-        .unwrap();
+    let v1 = s.put("k/del", "v1".into(), PutMode::Create, None).await.unwrap();
+    let v2 = s.put("k/del", "v2".into(), PutMode::Update(v1.clone()), None).await.unwrap();
     let stale = s.delete("k/del", Some(&v1)).await;
     assert!(is_precondition(&stale), "stale If-Match delete: {stale:?}");
     assert_eq!(s.get("k/del").await.unwrap().body, Bytes::from("v2"));
@@ -202,22 +162,9 @@ async fn conditional_delete(s: &impl Store, _kind: Kind) {
 /// changed key is a per-key PreconditionFailed and survives, a missing key
 /// counts as deleted.
 async fn batch_delete_is_etag_conditional(s: &impl Store, kind: Kind) {
-    let same = s
-        .put("k/b/same", "s".into(), PutMode::Create, None)
-        .await
-        .unwrap();
-    let old = s
-        .put("k/b/changed", "c1".into(), PutMode::Create, None)
-        .await
-        .unwrap();
-    s.put(
-        "k/b/changed",
-        "c2".into(),
-        PutMode::Update(old.clone()),
-        None,
-    )
-    .await
-    .unwrap();
+    let same = s.put("k/b/same", "s".into(), PutMode::Create, None).await.unwrap();
+    let old = s.put("k/b/changed", "c1".into(), PutMode::Create, None).await.unwrap();
+    s.put("k/b/changed", "c2".into(), PutMode::Update(old.clone()), None).await.unwrap();
     let failures = s
         .delete_batch(&[
             ("k/b/same".into(), same),
@@ -236,10 +183,8 @@ async fn batch_delete_is_etag_conditional(s: &impl Store, kind: Kind) {
             assert!(s.get_opt("k/b/changed").await.unwrap().is_none());
         }
         _ => {
-            let keys: Vec<(&str, &str)> = failures
-                .iter()
-                .map(|f| (f.key.as_str(), f.code.as_str()))
-                .collect();
+            let keys: Vec<(&str, &str)> =
+                failures.iter().map(|f| (f.key.as_str(), f.code.as_str())).collect();
             assert_eq!(keys, vec![("k/b/changed", "PreconditionFailed")]);
             assert!(failures[0].is_newer_version());
             assert_eq!(s.get("k/b/changed").await.unwrap().body, Bytes::from("c2"));
@@ -261,19 +206,9 @@ async fn listing_is_lexicographic_and_paged(s: &impl Store, _kind: Kind) {
         .collect::<Vec<_>>()
         .await;
     assert!(bodies.iter().all(Result::is_ok));
-    s.put("l/q", "outside".into(), PutMode::Create, None)
-        .await
-        .unwrap();
-    s.put("l/pz", "outside".into(), PutMode::Create, None)
-        .await
-        .unwrap();
-    let listed: Vec<String> = s
-        .list("l/p/")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|o| o.key)
-        .collect();
+    s.put("l/q", "outside".into(), PutMode::Create, None).await.unwrap();
+    s.put("l/pz", "outside".into(), PutMode::Create, None).await.unwrap();
+    let listed: Vec<String> = s.list("l/p/").await.unwrap().into_iter().map(|o| o.key).collect();
     let mut want = keys.clone();
     want.sort();
     assert_eq!(listed.len(), want.len());
@@ -288,11 +223,7 @@ async fn pages_start_after_and_ranges(s: &impl Store, _kind: Kind) {
     use futures::StreamExt;
     let day = chrono::NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
     let p = "r/day=20/";
-    let start = day
-        .and_hms_opt(0, 0, 0)
-        .unwrap()
-        .and_utc()
-        .timestamp_millis() as u128;
+    let start = day.and_hms_opt(0, 0, 0).unwrap().and_utc().timestamp_millis() as u128;
     // UUIDv7 names over the day (dense first, as a day's first hour is), a
     // compacted file and a marker: the estimated cuts meet real names.
     let mut keys: Vec<String> = (0..LIST_PAGE_MAX as u128 + 30)
@@ -309,9 +240,7 @@ async fn pages_start_after_and_ranges(s: &impl Store, _kind: Kind) {
         .collect::<Vec<_>>()
         .await;
     assert!(puts.iter().all(Result::is_ok));
-    s.put("r/day=21/x", "outside".into(), PutMode::Create, None)
-        .await
-        .unwrap();
+    s.put("r/day=21/x", "outside".into(), PutMode::Create, None).await.unwrap();
     keys.sort();
     let names = |v: Vec<archive_compaction::infra::storage::ObjectMeta>| -> Vec<String> {
         v.into_iter().map(|o| o.key).collect()
@@ -326,11 +255,7 @@ async fn pages_start_after_and_ranges(s: &impl Store, _kind: Kind) {
     let cut = format!("{}~", &keys[keys.len() - 3]);
     let tail = s.list_page(p, Some(&cut)).await.unwrap();
     assert_eq!(names(tail.objects), keys[keys.len() - 2..]);
-    let listed = names(
-        ranges::list_partition(s, p, day, |o| Ok(Some(o)))
-            .await
-            .unwrap(),
-    );
+    let listed = names(ranges::list_partition(s, p, day, |o| Ok(Some(o))).await.unwrap());
     assert_eq!(listed, keys, "listed in estimated ranges");
     let relisted = names(ranges::relist(s, p, &keys[..700]).await.unwrap());
     assert_eq!(relisted, keys, "re-listed in ranges cut between known keys");
@@ -348,16 +273,10 @@ async fn common_prefixes(s: &impl Store, _kind: Kind) {
     ] {
         s.put(k, "x".into(), PutMode::Create, None).await.unwrap();
     }
-    assert_eq!(
-        s.list_prefixes("c/").await.unwrap(),
-        vec!["c/year=2025/", "c/year=2026/"]
-    );
+    assert_eq!(s.list_prefixes("c/").await.unwrap(), vec!["c/year=2025/", "c/year=2026/"]);
     assert_eq!(
         s.list_prefixes("c/year=2026/month=07/").await.unwrap(),
-        vec![
-            "c/year=2026/month=07/day=01/",
-            "c/year=2026/month=07/day=02/"
-        ]
+        vec!["c/year=2026/month=07/day=01/", "c/year=2026/month=07/day=02/"]
     );
     assert!(s.list_prefixes("c/none/").await.unwrap().is_empty());
 }
@@ -365,9 +284,7 @@ async fn common_prefixes(s: &impl Store, _kind: Kind) {
 /// LastModified is the time of the write (servers: the wall clock, within a
 /// minute; the in-memory store: its clock, to the millisecond).
 async fn last_modified(s: &impl Store, kind: Kind) {
-    s.put("k/lm", "x".into(), PutMode::Create, None)
-        .await
-        .unwrap();
+    s.put("k/lm", "x".into(), PutMode::Create, None).await.unwrap();
     let got = s.list("k/lm").await.unwrap()[0].last_modified;
     let want = match kind {
         Kind::Memory => t0(),
@@ -384,10 +301,7 @@ async fn last_modified(s: &impl Store, kind: Kind) {
 /// clipped at the object's end; another ETag is 412, a missing key 404.
 async fn ranged_get_of_one_version(s: &impl Store, _kind: Kind) {
     let body = Bytes::from("0123456789abcdef");
-    let etag = s
-        .put("k/range", body.clone(), PutMode::Create, None)
-        .await
-        .unwrap();
+    let etag = s.put("k/range", body.clone(), PutMode::Create, None).await.unwrap();
     let got = s.get_range("k/range", 4..8, Some(&etag)).await.unwrap();
     assert_eq!(got.body, Bytes::from("4567"));
     assert_eq!(got.etag, etag);
@@ -395,19 +309,10 @@ async fn ranged_get_of_one_version(s: &impl Store, _kind: Kind) {
     assert_eq!(tail.body, Bytes::from("cdef"));
     let clipped = s.get_range("k/range", 14..40, Some(&etag)).await.unwrap();
     assert_eq!(clipped.body, Bytes::from("ef"));
-    let other = s
-        .get_range(
-            "k/range",
-            0..4,
-            Some("\"0123456789abcdef0123456789abcdef\""),
-        )
-        .await;
+    let other = s.get_range("k/range", 0..4, Some("\"0123456789abcdef0123456789abcdef\"")).await;
     assert!(is_precondition(&other), "another ETag: {other:?}");
     let missing = s.get_range("k/nothing", 0..4, None).await;
-    assert!(
-        matches!(&missing, Err(e) if e.is_not_found()),
-        "{missing:?}"
-    );
+    assert!(matches!(&missing, Err(e) if e.is_not_found()), "{missing:?}");
 }
 
 /// Keys with any character S3 allows, control characters included (S3 user
@@ -423,9 +328,7 @@ async fn ranged_get_of_one_version(s: &impl Store, _kind: Kind) {
 /// character is echoed raw into the listing's XML. The case asserts both.
 async fn any_key_lists_reads_and_deletes(s: &impl Store, kind: Kind) {
     let line_break = if kind == Kind::Moto {
-        let refused = s
-            .put("u/line\nbreak", "x".into(), PutMode::Create, None)
-            .await;
+        let refused = s.put("u/line\nbreak", "x".into(), PutMode::Create, None).await;
         assert!(
             matches!(&refused, Err(e) if e.is_not_found()),
             "moto now takes a key with a newline: {refused:?}"
@@ -450,13 +353,7 @@ async fn any_key_lists_reads_and_deletes(s: &impl Store, kind: Kind) {
     }
     let mut sorted: Vec<&str> = keys.to_vec();
     sorted.sort();
-    let listed: Vec<String> = s
-        .list("u/")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|o| o.key)
-        .collect();
+    let listed: Vec<String> = s.list("u/").await.unwrap().into_iter().map(|o| o.key).collect();
     assert_eq!(listed, sorted);
     // ESC (0x1b) sorts before '=' (0x3d): u/day\x1b=21/ comes first.
     let page = s.list_page("u/", Some("u/day=20/")).await.unwrap();
@@ -474,10 +371,7 @@ async fn any_key_lists_reads_and_deletes(s: &impl Store, kind: Kind) {
         assert_eq!(page.objects.len(), keys.len() - 2);
         assert_eq!(page.objects[0].key, sorted[2]);
     }
-    assert_eq!(
-        s.list_prefixes("u/").await.unwrap(),
-        vec!["u/day\x1b=21/", "u/day=20/"]
-    );
+    assert_eq!(s.list_prefixes("u/").await.unwrap(), vec!["u/day\x1b=21/", "u/day=20/"]);
     for k in keys {
         assert_eq!(s.get(k).await.unwrap().body, Bytes::from(k), "{k:?}");
     }
@@ -488,29 +382,13 @@ async fn any_key_lists_reads_and_deletes(s: &impl Store, kind: Kind) {
         .filter(|k| **k != keys[2])
         .map(|k| (k.to_string(), etags[*k].clone()))
         .collect();
-    s.put(
-        keys[3],
-        "changed".into(),
-        PutMode::Update(etags[keys[3]].clone()),
-        None,
-    )
-    .await
-    .unwrap();
+    s.put(keys[3], "changed".into(), PutMode::Update(etags[keys[3]].clone()), None).await.unwrap();
     let failed = s.delete_batch(&rest).await.unwrap();
     assert_eq!(
-        failed
-            .iter()
-            .map(|f| (f.key.as_str(), f.code.as_str()))
-            .collect::<Vec<_>>(),
+        failed.iter().map(|f| (f.key.as_str(), f.code.as_str())).collect::<Vec<_>>(),
         vec![(keys[3], "PreconditionFailed")]
     );
-    let left: Vec<String> = s
-        .list("u/")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|o| o.key)
-        .collect();
+    let left: Vec<String> = s.list("u/").await.unwrap().into_iter().map(|o| o.key).collect();
     assert_eq!(left, vec![keys[3].to_string()]);
 }
 
@@ -571,22 +449,13 @@ const KMS_KEY_ARN: &str =
 /// asserts so that a server that starts to conform is noticed.
 async fn sse_kms_etags_are_version_tokens(s: &impl Store, kind: Kind) {
     let body = Bytes::from("the same body, twice");
-    let a = s
-        .put("k/kms/a", body.clone(), PutMode::Create, None)
-        .await
-        .unwrap();
-    let b = s
-        .put("k/kms/b", body.clone(), PutMode::Create, None)
-        .await
-        .unwrap();
+    let a = s.put("k/kms/a", body.clone(), PutMode::Create, None).await.unwrap();
+    let b = s.put("k/kms/b", body.clone(), PutMode::Create, None).await.unwrap();
     match kind {
         Kind::Memory => {
             assert_ne!(a, md5_etag(&body), "an SSE-KMS ETag is not the body's MD5");
             assert_ne!(a, b, "two SSE-KMS PUTs of one body");
-            assert!(
-                a.len() == 34 && a.starts_with('"') && a.ends_with('"'),
-                "{a}"
-            );
+            assert!(a.len() == 34 && a.starts_with('"') && a.ends_with('"'), "{a}");
         }
         // Departure: the servers keep the MD5 under SSE-KMS.
         Kind::Ministack | Kind::Moto => {
@@ -597,25 +466,15 @@ async fn sse_kms_etags_are_version_tokens(s: &impl Store, kind: Kind) {
     // The same ETag wherever the version is seen.
     assert_eq!(s.get("k/kms/a").await.unwrap().etag, a);
     assert_eq!(s.head("k/kms/a").await.unwrap().unwrap().etag, a);
-    let listed: BTreeMap<String, String> = s
-        .list("k/kms/")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|o| (o.key, o.etag))
-        .collect();
+    let listed: BTreeMap<String, String> =
+        s.list("k/kms/").await.unwrap().into_iter().map(|o| (o.key, o.etag)).collect();
     assert_eq!(listed["k/kms/a"], a);
     assert_eq!(listed["k/kms/b"], b);
     // It is the condition of a replace: the current one replaces, the old
     // one is 412 afterwards.
-    let a2 = s
-        .put("k/kms/a", "v2".into(), PutMode::Update(a.clone()), None)
-        .await
-        .unwrap();
+    let a2 = s.put("k/kms/a", "v2".into(), PutMode::Update(a.clone()), None).await.unwrap();
     assert_ne!(a2, a);
-    let stale = s
-        .put("k/kms/a", "v3".into(), PutMode::Update(a.clone()), None)
-        .await;
+    let stale = s.put("k/kms/a", "v3".into(), PutMode::Update(a.clone()), None).await;
     assert!(is_precondition(&stale), "stale If-Match replace: {stale:?}");
     // ... and of a delete.
     let stale = s.delete("k/kms/a", Some(&a)).await;
@@ -656,25 +515,13 @@ async fn server_sse_kms_etags_are_version_tokens() {
         .put_bucket_encryption()
         .bucket(store.bucket())
         .server_side_encryption_configuration(
-            ServerSideEncryptionConfiguration::builder()
-                .rules(rule)
-                .build()
-                .unwrap(),
+            ServerSideEncryptionConfiguration::builder().rules(rule).build().unwrap(),
         )
         .send()
         .await
         .expect("PutBucketEncryption");
-    store
-        .put("k/kms/probe", "p".into(), PutMode::Create, None)
-        .await
-        .unwrap();
-    let head = client
-        .head_object()
-        .bucket(store.bucket())
-        .key("k/kms/probe")
-        .send()
-        .await
-        .unwrap();
+    store.put("k/kms/probe", "p".into(), PutMode::Create, None).await.unwrap();
+    let head = client.head_object().bucket(store.bucket()).key("k/kms/probe").send().await.unwrap();
     assert_eq!(
         (head.server_side_encryption(), head.ssekms_key_id()),
         (Some(&ServerSideEncryption::AwsKms), Some(KMS_KEY_ARN)),
@@ -712,19 +559,14 @@ async fn memory_concurrent_creates_first_to_finish_wins() {
 #[tokio::test]
 async fn memory_delete_during_conditional_write_is_409() {
     let s = memory();
-    let etag = s
-        .put("k/409", "v1".into(), PutMode::Create, None)
-        .await
-        .unwrap();
+    let etag = s.put("k/409", "v1".into(), PutMode::Create, None).await.unwrap();
     let (put, del) = tokio::join!(
         s.put("k/409", "v2".into(), PutMode::Update(etag), None),
         s.delete("k/409", None)
     );
     del.unwrap();
     match put {
-        Err(Error::S3 {
-            code, transient, ..
-        }) => {
+        Err(Error::S3 { code, transient, .. }) => {
             assert_eq!(code, "ConditionalRequestConflict");
             assert!(transient);
         }
@@ -744,15 +586,10 @@ async fn memory_pages_and_delete_log() {
     assert_eq!(s.list("p/").await.unwrap().len(), LIST_PAGE_MAX + 30);
     assert_eq!(s.requests("ListObjectsV2"), 2);
     let etag = s.put_now("d/k", "x".into());
-    s.delete_batch(&[("d/k".into(), etag.clone())])
-        .await
-        .unwrap();
+    s.delete_batch(&[("d/k".into(), etag.clone())]).await.unwrap();
     let log = s.deleted();
     assert_eq!(log.len(), 1);
-    assert_eq!(
-        (log[0].key.as_str(), log[0].etag.as_str()),
-        ("d/k", etag.as_str())
-    );
+    assert_eq!((log[0].key.as_str(), log[0].etag.as_str()), ("d/k", etag.as_str()));
 }
 
 /// LastModified follows the injected clock.

@@ -23,19 +23,11 @@ fn serve_py_refuses_a_port_already_taken() {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(!out.status.success(), "{stdout} {stderr}");
-    assert!(
-        !stdout.contains("ready"),
-        "said ready on a taken port: {stdout}"
-    );
-    assert!(
-        stderr.contains(&format!("port {port} is taken")),
-        "{stderr}"
-    );
+    assert!(!stdout.contains("ready"), "said ready on a taken port: {stdout}");
+    assert!(stderr.contains(&format!("port {port} is taken")), "{stderr}");
     // A free port still starts (and says so).
     let server = start_server("mosquitto");
     assert!(std::net::TcpStream::connect(("127.0.0.1", server.port)).is_ok());
@@ -53,18 +45,12 @@ fn a_helper_stops_what_it_started_when_its_stdin_closes() {
 
     let log = std::env::temp_dir().join(format!("ac-guard-stops-{}.log", free_port()));
     let mut cmd = Command::new(python());
-    cmd.arg(root().join("tests/support/guard.py"))
-        .arg(&log)
-        .args(["--", "sleep", "600"]);
+    cmd.arg(root().join("tests/support/guard.py")).arg(&log).args(["--", "sleep", "600"]);
     let guard = Supervised::spawn(cmd, "guard.py");
     assert_eq!(guard.read_line().trim(), "ready");
     let pid = guard.pid();
     let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap();
-    let sleep = children
-        .split_whitespace()
-        .next()
-        .expect("guard.py's child")
-        .to_string();
+    let sleep = children.split_whitespace().next().expect("guard.py's child").to_string();
     assert!(std::path::Path::new(&format!("/proc/{sleep}")).exists());
     drop(guard);
     assert!(
@@ -77,10 +63,7 @@ fn a_helper_stops_what_it_started_when_its_stdin_closes() {
 async fn archive_py_summary_tells_index_files_apart_by_what_they_are() {
     let store = bucket("summary").await;
     let day = "2026-07-20";
-    generate(
-        &store,
-        json!({"seed": 5, "days": [{"date": day, "flights": 3}]}),
-    );
+    generate(&store, json!({"seed": 5, "days": [{"date": day, "flights": 3}]}));
     let prefix = index_prefix(date(day));
     let first = store.list(&prefix).await.unwrap()[0].key.clone();
     // A multi-row file whose name is as long as a per-flight file's
@@ -98,30 +81,19 @@ async fn archive_py_summary_tells_index_files_apart_by_what_they_are() {
         )
         .await
         .unwrap();
-    let out = output_ok(
-        Command::new(python())
-            .arg(root().join("tests/support/archive.py"))
-            .args([
-                "summary",
-                "--endpoint",
-                &endpoint(),
-                "--bucket",
-                store.bucket(),
-            ]),
-    );
+    let out =
+        output_ok(Command::new(python()).arg(root().join("tests/support/archive.py")).args([
+            "summary",
+            "--endpoint",
+            &endpoint(),
+            "--bucket",
+            store.bucket(),
+        ]));
     let text = String::from_utf8(out.stdout).unwrap();
     let header: Vec<&str> = text.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(
         header,
-        [
-            "date",
-            "flights",
-            "per-flight",
-            "compacted",
-            "multi-row",
-            "rows",
-            "foreign"
-        ],
+        ["date", "flights", "per-flight", "compacted", "multi-row", "rows", "foreign"],
         "{text}"
     );
     let row: Vec<&str> = text

@@ -57,12 +57,7 @@ async fn without_a_watermark_the_lag_counts_from_the_first_date() {
     // With START_DATE, from there.
     let cfg = config(&store, &[("START_DATE", "2026-07-10")]);
     let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
-    assert_eq!(
-        r.last_compacted_date,
-        Some(date("2026-07-17")),
-        "{:?}",
-        r.errors
-    );
+    assert_eq!(r.last_compacted_date, Some(date("2026-07-17")), "{:?}", r.errors);
     let fresh = bucket("slip-lag-start").await;
     let cfg = config(&fresh, &[("START_DATE", "2026-07-10")]);
     let mut o = RunOptions::at(at(NOW));
@@ -92,22 +87,14 @@ async fn a_watermark_in_year_0001_reaches_todays_data_in_one_run() {
         let store = bucket(hint).await;
         let g = generate(&store, three_days(seed));
         if let Some(w) = watermark {
-            put_state(
-                &store,
-                WATERMARK,
-                &format!(r#"{{"last_compacted_date": "{w}"}}"#),
-            )
-            .await;
+            put_state(&store, WATERMARK, &format!(r#"{{"last_compacted_date": "{w}"}}"#)).await;
         }
         let env: Vec<(&str, &str)> = start_date.map(|s| ("START_DATE", s)).into_iter().collect();
         let r = run(&store, &config(&store, &env), &o).await;
         assert_eq!(r.last_run_status, Status::Success, "{hint}: {:?}", r.errors);
         assert_eq!(r.stop_reason, StopReason::ReachedCutoff, "{hint}");
         assert_eq!(r.last_compacted_date, Some(date("2026-07-20")), "{hint}");
-        assert_eq!(
-            r.days_compacted, 3,
-            "{hint}: 07-18, 07-19, 07-20 walked, no empty date"
-        );
+        assert_eq!(r.days_compacted, 3, "{hint}: 07-18, 07-19, 07-20 walked, no empty date");
         assert_eq!(r.watermark_lag_days, Some(0), "{hint}");
         assert_all_compacted(&store, &g, "2026-07-20", hint);
     }
@@ -130,11 +117,7 @@ async fn flights_before_the_first_index_partition_are_walked_not_passed_by() {
         ]}),
     );
     assert!(
-        store
-            .list("index/year=2026/month=07/day=16/")
-            .await
-            .unwrap()
-            .is_empty(),
+        store.list("index/year=2026/month=07/day=16/").await.unwrap().is_empty(),
         "07-16 must have no index partition"
     );
     let cfg = config(&store, &[]);
@@ -177,10 +160,7 @@ async fn start_date_keeps_the_walk_and_the_sweep_off_earlier_dates() {
             {"date": "2026-07-17", "flights": 2}
         ]}),
     );
-    let cfg = config(
-        &store,
-        &[("START_DATE", "2026-07-16"), ("SWEEP_DAYS", "14")],
-    );
+    let cfg = config(&store, &[("START_DATE", "2026-07-16"), ("SWEEP_DAYS", "14")]);
     let early = |s: &S3Store| {
         let mut d = dump(s, "index/year=2026/month=07/day=14/");
         d.extend(dump(s, "index/year=2026/month=07/day=15/"));
@@ -193,30 +173,16 @@ async fn start_date_keeps_the_walk_and_the_sweep_off_earlier_dates() {
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
     assert_eq!(r.last_compacted_date, Some(date("2026-07-17")));
     // Late files on a date before START_DATE and on one after it.
-    let late_early = archive_py(
-        "put-row",
-        &store,
-        json!({"seed": 2702, "date": "2026-07-14"}),
-    );
-    let late = archive_py(
-        "put-row",
-        &store,
-        json!({"seed": 2703, "date": "2026-07-16"}),
-    );
+    let late_early = archive_py("put-row", &store, json!({"seed": 2702, "date": "2026-07-14"}));
+    let late = archive_py("put-row", &store, json!({"seed": 2703, "date": "2026-07-16"}));
     let untouched_with_late = early(&store);
     assert_ne!(untouched_with_late, untouched);
 
     let r = run(&store, &cfg, &RunOptions::at(at(now))).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
-    let swept: Vec<String> = (r.days.iter())
-        .filter(|d| d.action == "swept")
-        .map(|d| d.date.to_string())
-        .collect();
-    assert_eq!(
-        swept,
-        ["2026-07-16"],
-        "the sweep stays at or after START_DATE"
-    );
+    let swept: Vec<String> =
+        (r.days.iter()).filter(|d| d.action == "swept").map(|d| d.date.to_string()).collect();
+    assert_eq!(swept, ["2026-07-16"], "the sweep stays at or after START_DATE");
     assert_eq!(r.stragglers_folded, 1, "{:?}", r.days);
     assert_eq!(
         early(&store),
@@ -249,18 +215,11 @@ async fn start_date_keeps_the_walk_and_the_sweep_off_earlier_dates() {
         .await
         .unwrap();
     let before = dump(&store, "index/year=2026/month=07/day=14/");
-    let s = status::gather(&store, &cfg, &status_opts(now))
-        .await
-        .unwrap();
+    let s = status::gather(&store, &cfg, &status_opts(now)).await.unwrap();
     assert_eq!(s.next_date, Some(date("2026-07-16")), "status agrees");
     let r = run(&store, &cfg, &RunOptions::at(at(now))).await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
-    assert_eq!(
-        r.days.first().map(|d| d.date),
-        Some(date("2026-07-16")),
-        "{:?}",
-        r.days
-    );
+    assert_eq!(r.days.first().map(|d| d.date), Some(date("2026-07-16")), "{:?}", r.days);
     assert_eq!(dump(&store, "index/year=2026/month=07/day=14/"), before);
     assert_compacted(&dump(&store, "index/"), "2026-07-16", &g.rows["2026-07-16"]);
     assert_eq!(r.last_compacted_date, Some(date("2026-07-17")));

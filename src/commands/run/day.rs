@@ -48,10 +48,7 @@ pub(super) async fn process_day(
     mode: DayMode,
 ) -> DayOutcome {
     let t0 = Instant::now();
-    let mut day = DayReport {
-        date,
-        ..Default::default()
-    };
+    let mut day = DayReport { date, ..Default::default() };
     let outcome = day_passes(cx, date, mode, &mut day).await;
     day.seconds = t0.elapsed().as_secs_f64();
     if day.rows_of_other_days > 0 {
@@ -224,11 +221,7 @@ async fn pass(
             Err(missing) => return Ok(PassEnd::Mismatch(missing)),
         }
     }
-    let plan = plan::plan_day(
-        date,
-        std::mem::take(&mut listed.index),
-        &cx.recovery.claimed,
-    );
+    let plan = plan::plan_day(date, std::mem::take(&mut listed.index), &cx.recovery.claimed);
     tracing::info!(pass = number, part_files = settings.part_files, "{plan}");
     day.files_claimed = day.files_claimed.max(plan.claimed as u64);
     let plan::DayPlan { action, reason, .. } = plan;
@@ -242,12 +235,7 @@ async fn pass(
     let queue =
         crate::protocol::partition::parts_of(cx.store, inputs, settings, &mut prefetched).await?;
     let parts_before = day.parts;
-    let parts = Parts {
-        queue,
-        reason: &reason,
-        part_files: settings.part_files,
-        beyond_window,
-    };
+    let parts = Parts { queue, reason: &reason, part_files: settings.part_files, beyond_window };
     let kept_newer = match commit_parts(cx, date, parts, &mut prefetched, st, day).await? {
         PartsEnd::Committed { kept_newer } => kept_newer,
         PartsEnd::Mismatch(missing) => return Ok(PassEnd::Mismatch(missing)),
@@ -256,16 +244,7 @@ async fn pass(
             return Ok(PassEnd::Done);
         }
     };
-    Ok(next_pass(
-        cx,
-        date,
-        number,
-        st,
-        day,
-        beyond_window,
-        parts_before,
-        kept_newer,
-    ))
+    Ok(next_pass(cx, date, number, st, day, beyond_window, parts_before, kept_newer))
 }
 
 /// The first half of the parity gate, over a date's whole listings:
@@ -279,13 +258,7 @@ async fn gate(
     day: &mut DayReport,
 ) -> Result<std::result::Result<Prefetched, UuidSet>> {
     let check = parity_check(store, date, flights, listing, None, settings).await?;
-    add_skipped(
-        day,
-        check
-            .unreadable
-            .iter()
-            .map(|(key, u)| gate_skipped(key, date, u)),
-    );
+    add_skipped(day, check.unreadable.iter().map(|(key, u)| gate_skipped(key, date, u)));
     if !check.missing.is_empty() {
         let reason = check.reason().unwrap_or_default();
         return Ok(Err(parity_failed(day, reason, check.missing)?));
@@ -393,17 +366,9 @@ async fn commit_parts(
             return Err(unfinished(day, &near, left, hint));
         }
         let t = Instant::now();
-        let (end, unread) = commit_part(
-            cx,
-            date,
-            part,
-            parts.reason,
-            prefetched,
-            flights,
-            day,
-            &mut st.outputs,
-        )
-        .await?;
+        let (end, unread) =
+            commit_part(cx, date, part, parts.reason, prefetched, flights, day, &mut st.outputs)
+                .await?;
         st.slowest_part = st.slowest_part.max(t.elapsed());
         cx.deadline.record_part(part_weight, t.elapsed());
         done += 1;
@@ -439,9 +404,8 @@ async fn commit_parts(
 /// Counts and logs the foreign objects of a date's first listing.
 fn note_foreign(day: &mut DayReport, listing: &plan::PartitionListing) {
     day.foreign_objects = listing.foreign.len() as u64;
-    day.foreign_keys = (listing.foreign.iter().take(FOREIGN_KEYS_SHOWN))
-        .map(|(o, _)| o.key.clone())
-        .collect();
+    day.foreign_keys =
+        (listing.foreign.iter().take(FOREIGN_KEYS_SHOWN)).map(|(o, _)| o.key.clone()).collect();
     for (o, why) in &listing.foreign {
         tracing::debug!(key = %o.key, reason = why, "foreign object under index/: left alone");
     }
@@ -453,18 +417,8 @@ fn note_foreign(day: &mut DayReport, listing: &plan::PartitionListing) {
 
 /// A multi-row input the parity gate could not read, as a skipped file.
 fn gate_skipped(key: &str, date: NaiveDate, u: &Unmergeable) -> SkippedFile {
-    let reason = format!(
-        "multi-row index file unreadable for the parity check: {}",
-        u.reason
-    );
-    SkippedFile::unmergeable(
-        key,
-        date,
-        Unmergeable {
-            reason,
-            ..u.clone()
-        },
-    )
+    let reason = format!("multi-row index file unreadable for the parity check: {}", u.reason);
+    SkippedFile::unmergeable(key, date, Unmergeable { reason, ..u.clone() })
 }
 
 /// The deadline stop of `day` with `files_left` index files not yet compacted
@@ -556,12 +510,7 @@ async fn commit_part(
         day.files_read_multi_row += count_decoded(&read, Source::MultiRow);
         return Ok((PartEnd::Read, unread));
     }
-    let pass = ToCommit {
-        reason: reason.to_string(),
-        planned,
-        started,
-        read,
-    };
+    let pass = ToCommit { reason: reason.to_string(), planned, started, read };
     let kept_newer = commit_day(cx, date, pass, day, outputs).await?;
     Ok((PartEnd::Committed { kept_newer }, unread))
 }
@@ -573,11 +522,9 @@ fn parity_failed(day: &mut DayReport, reason: String, missing: UuidSet) -> Resul
     day.reason = reason;
     // The count whole, the uuids only as many as the report shows.
     day.mismatch_uuid_count = missing.len();
-    day.mismatch_uuids = (missing
-        .first(crate::data::report::DAY_UUIDS_SHOWN + 1)?
-        .iter())
-    .map(Uuid::to_string)
-    .collect();
+    day.mismatch_uuids = (missing.first(crate::data::report::DAY_UUIDS_SHOWN + 1)?.iter())
+        .map(Uuid::to_string)
+        .collect();
     Ok(missing)
 }
 
@@ -611,9 +558,7 @@ fn lost_rows(day: &mut DayReport, lost: Vec<Uuid>, unread: Vec<UnreadFile>) -> R
 
 /// Inputs of `read` of kind `source` that were decoded (and merged).
 fn count_decoded(read: &read::ReadInputs, source: Source) -> u64 {
-    (read.merge_inputs.iter())
-        .filter(|i| i.source == source)
-        .count() as u64
+    (read.merge_inputs.iter()).filter(|i| i.source == source).count() as u64
 }
 
 /// Adds `files` to the day's skipped files, each key once: the gate and every
@@ -647,12 +592,7 @@ async fn commit_day(
     day: &mut DayReport,
     outputs: &mut Outputs,
 ) -> Result<usize> {
-    let ToCommit {
-        reason,
-        planned,
-        started,
-        mut read,
-    } = pass;
+    let ToCommit { reason, planned, started, mut read } = pass;
     note_rows_without_flight(day, &read);
     tracing::debug!(%date, phase = "read", files = planned, seconds = started.elapsed().as_secs_f64(), "inputs read and merged");
     let (now, id) = (cx.opts.now, &cx.opts.invocation_id);

@@ -207,19 +207,8 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
             }
         }
     }
-    let fence = lease
-        .as_mut()
-        .map(|l| l as &mut dyn crate::protocol::lease::Confirm);
-    let result = walk(
-        store,
-        config,
-        opts,
-        &deadline,
-        cutoffs,
-        &mut report,
-        Fence(fence),
-    )
-    .await;
+    let fence = lease.as_mut().map(|l| l as &mut dyn crate::protocol::lease::Confirm);
+    let result = walk(store, config, opts, &deadline, cutoffs, &mut report, Fence(fence)).await;
     if let Err(e) = result {
         report.stop_reason = StopReason::of(&e);
         report.fail(e);
@@ -272,10 +261,7 @@ async fn walk(
     // Recovery never writes the watermark, and no other invocation does while this one holds the lease.
     let (mut wm, recovered) = if opts.dry_run {
         // What recovery would do, done by nobody: the walk plans as after it.
-        tokio::try_join!(
-            WatermarkState::read(store),
-            recovery::assess(store, config.input_budget)
-        )?
+        tokio::try_join!(WatermarkState::read(store), recovery::assess(store, config.input_budget))?
     } else {
         tokio::try_join!(
             WatermarkState::read(store),
@@ -307,11 +293,9 @@ async fn walk(
         recovered
     } else {
         let r = recovered;
-        report.manifests_recovered = r
-            .recovered
-            .iter()
-            .filter(|m| m.action != RecoveryAction::QuarantinedEarlier)
-            .count() as u64;
+        report.manifests_recovered =
+            r.recovered.iter().filter(|m| m.action != RecoveryAction::QuarantinedEarlier).count()
+                as u64;
         report.files_compacted += r.files_deleted;
         report.files_delete_failed += r.files_delete_failed;
         r
@@ -377,12 +361,7 @@ async fn walk_plan(
     // listing each of index/ and flights/). A daily run lists nothing more.
     let start = if start < cutoff && (last.is_some() || cx.config.start_date.is_some()) {
         let earliest = earliest_partition(cx.store).await?;
-        let blocked = cx
-            .recovery
-            .blocked
-            .walk_blocked_dates()
-            .filter(|d| *d >= start)
-            .min();
+        let blocked = cx.recovery.blocked.walk_blocked_dates().filter(|d| *d >= start).min();
         let first = plan::first_date_with_data(start, cutoff, earliest, blocked);
         if first > start {
             tracing::info!(from = %start, to = %first,
@@ -436,11 +415,8 @@ async fn walk_dates(
         fill_watermark_fields(report, wm, cutoff, cx.first);
         manifests?;
     }
-    report.stop_reason = if opts.only_date.is_some() {
-        StopReason::EndOfRange
-    } else {
-        StopReason::ReachedCutoff
-    };
+    report.stop_reason =
+        if opts.only_date.is_some() { StopReason::EndOfRange } else { StopReason::ReachedCutoff };
     let then = if opts.only_date.is_some() {
         "--date is not started; run it again with more time (--max-duration)"
     } else {
@@ -483,9 +459,7 @@ async fn walk_dates(
 fn walking(cx: &Ctx<'_, '_, impl Store>, dates: &[NaiveDate]) {
     let (first, last) = (dates[0], dates[dates.len() - 1]);
     tracing::info!(%first, %last, count = dates.len(), "walking dates");
-    cx.progress(Progress::Dates {
-        count: dates.len() as u64,
-    });
+    cx.progress(Progress::Dates { count: dates.len() as u64 });
 }
 
 /// Whether the walk or a range must not start `date`: a stop was requested,
@@ -500,10 +474,7 @@ fn stop_for_deadline(
     if let Some(signal) = cx.opts.stop.as_ref().and_then(Stop::requested) {
         tracing::warn!(%date, signal, "stop requested: not starting another date; {then}");
         report.resume_date = Some(date);
-        report.fail(Error::Interrupted {
-            signal,
-            what: format!("date {date}"),
-        });
+        report.fail(Error::Interrupted { signal, what: format!("date {date}") });
         report.stop_reason = StopReason::Interrupted;
         return true;
     }
@@ -580,9 +551,8 @@ pub fn sweep_dates(
     let Some(back) = sweep_days.checked_sub(1) else {
         return Vec::new();
     };
-    let first = watermark
-        .checked_sub_days(chrono::Days::new(u64::from(back)))
-        .unwrap_or(NaiveDate::MIN);
+    let first =
+        watermark.checked_sub_days(chrono::Days::new(u64::from(back))).unwrap_or(NaiveDate::MIN);
     let first = start_date.map_or(first, |s| first.max(s));
     (first.iter_days().take_while(|d| *d <= watermark)).collect()
 }
@@ -656,11 +626,7 @@ async fn sweep(
                 return Err(e);
             }
             DayOutcome::Done(mut day) if matches!(day.action, Done::Compacted | Done::Planned) => {
-                day.action = if opts.dry_run {
-                    Done::SweepPlanned
-                } else {
-                    Done::Swept
-                };
+                day.action = if opts.dry_run { Done::SweepPlanned } else { Done::Swept };
                 tracing::info!(%date, files = day.files_read, "stragglers folded into the compacted file");
                 report.add_day(day);
             }
@@ -728,12 +694,7 @@ async fn repair_range(
 mod send_checks {
     fn is_send<T: Send>(_: &T) {}
 
-    #[allow(
-        dead_code,
-        unreachable_code,
-        unused_variables,
-        clippy::diverging_sub_expression
-    )]
+    #[allow(dead_code, unreachable_code, unused_variables, clippy::diverging_sub_expression)]
     fn run_future_is_send() {
         let store: &crate::infra::storage::S3Store = unimplemented!();
         let config: &crate::data::config::Config = unimplemented!();

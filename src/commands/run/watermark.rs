@@ -105,10 +105,7 @@ pub(super) async fn record_mismatch(
     }
     report.set_mismatch(date, count, &first);
     tracing::warn!(%date, missing = count, first = %first_uuid, "parity mismatch: flights without index rows; the walk stops here");
-    let event = opts
-        .event_id
-        .clone()
-        .unwrap_or_else(|| opts.invocation_id.clone());
+    let event = opts.event_id.clone().unwrap_or_else(|| opts.invocation_id.clone());
     report.mismatch_runs = wm.watermark.record_mismatch(date, &event);
     cx.fence.check().await?;
     wm.write(cx.store, opts.clock.now()).await?;

@@ -20,10 +20,7 @@ pub fn encode(
     batches: &[RecordBatch],
     row_group_rows: usize,
 ) -> Result<Vec<u8>, parquet::errors::ParquetError> {
-    let schema = batches
-        .first()
-        .map(|b| b.schema())
-        .unwrap_or_else(target_schema);
+    let schema = batches.first().map(|b| b.schema()).unwrap_or_else(target_schema);
     let mut buf = Vec::new();
     let mut w = ArrowWriter::try_new(&mut buf, schema, Some(props(row_group_rows)))?;
     for b in batches {

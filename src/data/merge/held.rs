@@ -53,12 +53,8 @@ pub(super) fn to_union_schema(
                     .map(|(ix, _)| ix)
             };
             match found {
-                Some(ix) => super::widen::convert(b.column(ix), f.data_type()).map_err(|reason| {
-                    MergeError::ExtraColumn {
-                        column: f.name().clone(),
-                        reason,
-                    }
-                }),
+                Some(ix) => super::widen::convert(b.column(ix), f.data_type())
+                    .map_err(|reason| MergeError::ExtraColumn { column: f.name().clone(), reason }),
                 None => Ok(new_null_array(f.data_type(), b.num_rows())),
             }
         })
@@ -149,16 +145,14 @@ impl Merger {
         let batch = to_union_schema(&b, &self.schema)?;
 
         let r = rank(input.source, input.last_modified);
-        let keys = batch
-            .column(target_schema().index_of("s3_key").expect("s3_key"))
-            .as_string::<i32>();
+        let keys =
+            batch.column(target_schema().index_of("s3_key").expect("s3_key")).as_string::<i32>();
         for row in 0..batch.num_rows() {
             let at = self.rows + row;
-            let id = keys
-                .is_valid(row)
-                .then(|| flight_uuid(keys.value(row)))
-                .flatten()
-                .or(match input.source {
+            let id =
+                keys.is_valid(row).then(|| flight_uuid(keys.value(row))).flatten().or(match input
+                    .source
+                {
                     Source::PerFlight(u) if batch.num_rows() == 1 => Some(u),
                     _ => None,
                 });
@@ -205,17 +199,10 @@ impl Merger {
             starts.push(n);
             n += c.num_rows();
         }
-        let mut order: Vec<(Uuid, usize)> = self
-            .winners
-            .into_iter()
-            .map(|(u, (_, at))| (u, at))
-            .collect();
+        let mut order: Vec<(Uuid, usize)> =
+            self.winners.into_iter().map(|(u, (_, at))| (u, at)).collect();
         order.sort_unstable_by_key(|(u, _)| *u);
-        let order: Vec<usize> = order
-            .into_iter()
-            .map(|(_, at)| at)
-            .chain(self.anonymous)
-            .collect();
+        let order: Vec<usize> = order.into_iter().map(|(_, at)| at).chain(self.anonymous).collect();
         Ok(MergedRows {
             duplicates_removed: (self.rows - order.len()) as u64,
             schema: self.schema,
@@ -267,10 +254,7 @@ impl MergedRows {
 
     /// Approximate heap bytes held (Arrow buffers plus bookkeeping).
     pub fn memory_bytes(&self) -> usize {
-        self.chunks
-            .iter()
-            .map(RecordBatch::get_array_memory_size)
-            .sum::<usize>()
+        self.chunks.iter().map(RecordBatch::get_array_memory_size).sum::<usize>()
             + self.order.capacity() * size_of::<usize>()
     }
 

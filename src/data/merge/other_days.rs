@@ -66,15 +66,13 @@ impl OtherDays {
     /// ```
     pub fn count(&mut self, decoded: &Decoded, date: chrono::NaiveDate) {
         let b = &decoded.batch;
-        let (Ok(fm), Ok(sk)) = (
-            b.schema().index_of("first_message"),
-            b.schema().index_of("s3_key"),
-        ) else {
+        let (Ok(fm), Ok(sk)) =
+            (b.schema().index_of("first_message"), b.schema().index_of("s3_key"))
+        else {
             return;
         };
-        let Some(first) = b
-            .column(fm)
-            .as_primitive_opt::<arrow_array::types::TimestampMicrosecondType>()
+        let Some(first) =
+            b.column(fm).as_primitive_opt::<arrow_array::types::TimestampMicrosecondType>()
         else {
             return;
         };
@@ -87,9 +85,7 @@ impl OtherDays {
             if !is_other_day(at, date) {
                 continue;
             }
-            let flight = keys
-                .filter(|k| k.is_valid(row))
-                .and_then(|k| flight_uuid(k.value(row)));
+            let flight = keys.filter(|k| k.is_valid(row)).and_then(|k| flight_uuid(k.value(row)));
             self.count_row(at, flight, date);
         }
     }
@@ -133,9 +129,7 @@ mod tests {
             "1969-12-31T23:59:59+00:00"
         );
         assert_eq!(
-            first_message_at(1_784_505_600_000_000_123, TimeUnit::Nanosecond)
-                .unwrap()
-                .date_naive(),
+            first_message_at(1_784_505_600_000_000_123, TimeUnit::Nanosecond).unwrap().date_naive(),
             chrono::NaiveDate::from_ymd_opt(2026, 7, 20).unwrap()
         );
     }

@@ -41,11 +41,7 @@ pub struct Unmergeable {
 impl Unmergeable {
     /// A file that cannot be merged for `reason` (about `column`, when one).
     pub fn new(column: Option<&str>, reason: impl Into<String>) -> Unmergeable {
-        Unmergeable {
-            column: column.map(str::to_string),
-            reason: reason.into(),
-            limit: None,
-        }
+        Unmergeable { column: column.map(str::to_string), reason: reason.into(), limit: None }
     }
 
     /// A file that breaks an input limit ([`crate::data::input`]).
@@ -78,10 +74,7 @@ pub(super) fn check_magic(bytes: &[u8]) -> Result<(), Unmergeable> {
     if bytes.len() < 12 || &bytes[..4] != MAGIC || &bytes[bytes.len() - 4..] != MAGIC {
         return Err(unmergeable(
             None,
-            format!(
-                "not a Parquet file: bad magic or truncated ({} bytes)",
-                bytes.len()
-            ),
+            format!("not a Parquet file: bad magic or truncated ({} bytes)", bytes.len()),
         ));
     }
     Ok(())
@@ -160,10 +153,7 @@ pub fn decoded_from(
     if conformed {
         // The reader checked the footer; the shared schema makes later comparisons pointer compares.
         if let Ok(batch) = batch.clone().with_schema(target_schema()) {
-            return Ok(Decoded {
-                batch,
-                extra_columns: Vec::new(),
-            });
+            return Ok(Decoded { batch, extra_columns: Vec::new() });
         }
     }
     conform(&batch)
@@ -281,10 +271,7 @@ pub fn conform(batch: &RecordBatch) -> Result<Decoded, Unmergeable> {
     }
     let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
         .map_err(|e| unmergeable(None, e.to_string()))?;
-    Ok(Decoded {
-        batch,
-        extra_columns,
-    })
+    Ok(Decoded { batch, extra_columns })
 }
 
 /// Row by row the value the case-twin columns `ixs` agree on.
@@ -295,10 +282,7 @@ fn merge_agreeing(
     ixs: &[usize],
     cols: &[ArrayRef],
 ) -> Result<ArrayRef, Unmergeable> {
-    let names: Vec<&str> = ixs
-        .iter()
-        .map(|&i| schema.field(i).name().as_str())
-        .collect();
+    let names: Vec<&str> = ixs.iter().map(|&i| schema.field(i).name().as_str()).collect();
     let rows = cols[0].len();
     let mut pick: Vec<(usize, usize)> = Vec::with_capacity(rows);
     for row in 0..rows {
@@ -347,10 +331,7 @@ pub(super) fn conform_column(target: &Field, col: &ArrayRef) -> Result<ArrayRef,
             cast(col, &DataType::Utf8).map_err(|e| unmergeable(Some(name), e.to_string()))
         }
         (DataType::Utf8, DataType::Dictionary(_, v))
-            if matches!(
-                v.as_ref(),
-                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
-            ) =>
+            if matches!(v.as_ref(), DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) =>
         {
             cast(col, &DataType::Utf8).map_err(|e| unmergeable(Some(name), e.to_string()))
         }
@@ -374,10 +355,7 @@ pub(super) fn conform_column(target: &Field, col: &ArrayRef) -> Result<ArrayRef,
                 None => {
                     let as_i64 = cast(col, &DataType::Int64)
                         .map_err(|e| unmergeable(Some(name), e.to_string()))?;
-                    as_i64
-                        .as_primitive::<arrow_array::types::Int64Type>()
-                        .iter()
-                        .collect()
+                    as_i64.as_primitive::<arrow_array::types::Int64Type>().iter().collect()
                 }
             };
             let mut out = Vec::with_capacity(raw.len());

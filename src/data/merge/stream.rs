@@ -117,11 +117,7 @@ impl StreamMerger {
         self.runs
             .iter()
             .map(|r| r.batch.get_array_memory_size() + r.uuids.capacity() * 16)
-            .chain(
-                self.anonymous
-                    .iter()
-                    .map(RecordBatch::get_array_memory_size),
-            )
+            .chain(self.anonymous.iter().map(RecordBatch::get_array_memory_size))
             .sum::<usize>()
             + self.writer.as_ref().map_or(0, ArrowWriter::memory_size)
     }
@@ -157,11 +153,7 @@ impl StreamMerger {
         let batch = self.align(key, &decoded.batch)?;
         let keys = s3_keys(&batch);
         let ids: Vec<Option<Uuid>> = (0..batch.num_rows())
-            .map(|row| {
-                keys.is_valid(row)
-                    .then(|| flight_uuid(keys.value(row)))
-                    .flatten()
-            })
+            .map(|row| keys.is_valid(row).then(|| flight_uuid(keys.value(row))).flatten())
             .collect();
         // Already a run (our compacted files): no copy.
         let first_anonymous = ids.iter().position(Option::is_none).unwrap_or(ids.len());
@@ -229,26 +221,16 @@ impl StreamMerger {
             return Ok(());
         }
         if rows > 1 {
-            return Err(StreamError::NotStreamable(format!(
-                "{key} holds {rows} rows, not one"
-            )));
+            return Err(StreamError::NotStreamable(format!("{key} holds {rows} rows, not one")));
         }
         let batch = self.align(key, &decoded.batch)?;
         let keys = s3_keys(&batch);
-        let id = keys
-            .is_valid(0)
-            .then(|| flight_uuid(keys.value(0)))
-            .flatten()
-            .unwrap_or(flight);
+        let id = keys.is_valid(0).then(|| flight_uuid(keys.value(0))).flatten().unwrap_or(flight);
         if id != flight {
-            return Err(StreamError::NotStreamable(format!(
-                "{key} holds the row of flight {id}"
-            )));
+            return Err(StreamError::NotStreamable(format!("{key} holds the row of flight {id}")));
         }
         if self.last.is_some_and(|l| l >= id) {
-            return Err(StreamError::NotStreamable(format!(
-                "{key} is out of flight order"
-            )));
+            return Err(StreamError::NotStreamable(format!("{key} is out of flight order")));
         }
         self.last = Some(id);
         self.emit_runs_below(Some(id))?;
@@ -344,10 +326,7 @@ impl StreamMerger {
     /// same order); [`StreamError::NotStreamable`] when the schema would
     /// change after rows were written.
     fn align(&mut self, key: &str, b: &RecordBatch) -> Result<RecordBatch, StreamError> {
-        let next = self
-            .extras
-            .with(b)
-            .map_err(|u| StreamError::Failed(MergeError::Input(u)))?;
+        let next = self.extras.with(b).map_err(|u| StreamError::Failed(MergeError::Input(u)))?;
         if self.extras.schema_differs(&next) {
             if self.coalescer.is_some() {
                 return Err(StreamError::NotStreamable(format!(
@@ -396,8 +375,7 @@ impl StreamMerger {
 }
 
 fn s3_keys(b: &RecordBatch) -> &arrow_array::StringArray {
-    b.column(target_schema().index_of("s3_key").expect("s3_key"))
-        .as_string::<i32>()
+    b.column(target_schema().index_of("s3_key").expect("s3_key")).as_string::<i32>()
 }
 
 #[cfg(test)]
@@ -488,11 +466,7 @@ mod tests {
                 let n = b.num_rows() as i32;
                 b = with_int_column(b, "squawk", (0..n).map(Some).collect());
             }
-            compacted.push((
-                format!("compacted-{c}.parquet"),
-                100 * (1 + rng.below(2) as i64),
-                b,
-            ));
+            compacted.push((format!("compacted-{c}.parquet"), 100 * (1 + rng.below(2) as i64), b));
         }
         let mut per_flight = Vec::new();
         for i in 0..n {
@@ -502,17 +476,10 @@ mod tests {
             let u = Uuid::parse_str(&uuid_n(i)).unwrap();
             let b = row(&uuid_n(i), &format!("P{i}"));
             // Some writers leave s3_key empty: the file name says the flight.
-            let b = if rng.below(10) == 0 {
-                with_s3_key(b, None)
-            } else {
-                b
-            };
+            let b = if rng.below(10) == 0 { with_s3_key(b, None) } else { b };
             per_flight.push((u, b));
         }
-        Day {
-            compacted,
-            per_flight,
-        }
+        Day { compacted, per_flight }
     }
 
     fn held(day: &Day, row_group_rows: usize) -> (Option<RecordBatch>, u64, Vec<String>) {
@@ -597,18 +564,15 @@ mod tests {
         not(s.push_per_flight("a", u(1), conform(&row(&uuid_n(2), "B")).unwrap()));
         // Out of uuid order.
         let mut s = StreamMerger::new(10);
-        s.push_per_flight("b", u(2), conform(&row(&uuid_n(2), "B")).unwrap())
-            .unwrap();
+        s.push_per_flight("b", u(2), conform(&row(&uuid_n(2), "B")).unwrap()).unwrap();
         not(s.push_per_flight("a", u(1), conform(&row(&uuid_n(1), "A")).unwrap()));
         // A multi-row file after per-flight files.
         let mut s = StreamMerger::new(10);
-        s.push_per_flight("a", u(1), conform(&row(&uuid_n(1), "A")).unwrap())
-            .unwrap();
+        s.push_per_flight("a", u(1), conform(&row(&uuid_n(1), "A")).unwrap()).unwrap();
         not(s.push_multi_row("c", at(1), conform(&row(&uuid_n(3), "C")).unwrap()));
         // An extra column first seen after rows were written.
         let mut s = StreamMerger::new(10);
-        s.push_per_flight("a", u(1), conform(&row(&uuid_n(1), "A")).unwrap())
-            .unwrap();
+        s.push_per_flight("a", u(1), conform(&row(&uuid_n(1), "A")).unwrap()).unwrap();
         not(s.push_per_flight(
             "b",
             u(2),
@@ -622,8 +586,7 @@ mod tests {
             conform(&with_extra(row(&uuid_n(1), "A"), "squawk", 1)).unwrap(),
         )
         .unwrap();
-        s.push_per_flight("b", u(2), conform(&row(&uuid_n(2), "B")).unwrap())
-            .unwrap();
+        s.push_per_flight("b", u(2), conform(&row(&uuid_n(2), "B")).unwrap()).unwrap();
         let out = s.finish().unwrap();
         assert_eq!(out.extra_columns, ["squawk".to_string()]);
         assert_eq!(out.rows, 2);
@@ -643,17 +606,13 @@ mod tests {
             with_s3_key(row(&uuid_n(0), "ANON"), None),
         ]);
         let mut s = StreamMerger::new(10);
-        s.push_multi_row("legacy.parquet", at(1), conform(&file).unwrap())
-            .unwrap();
+        s.push_multi_row("legacy.parquet", at(1), conform(&file).unwrap()).unwrap();
         let out = s.finish().unwrap();
         assert_eq!((out.rows, out.duplicates_removed), (4, 1));
         let got = decode(out.encoded.unwrap()).unwrap().batch;
         let idents: Vec<&str> = got.column(5).as_string::<i32>().iter().flatten().collect();
         assert_eq!(idents, ["A", "B-new", "C", "ANON"]);
-        let day = Day {
-            compacted: vec![("legacy.parquet".into(), 1, file)],
-            per_flight: vec![],
-        };
+        let day = Day { compacted: vec![("legacy.parquet".into(), 1, file)], per_flight: vec![] };
         let (want, dups, _) = held(&day, 10);
         assert_eq!((want.unwrap(), dups), (got, 1));
     }
@@ -674,8 +633,7 @@ mod tests {
         let mut held_at = Vec::new();
         for i in 0..40_000u32 {
             let u = Uuid::parse_str(&uuid_n(i)).unwrap();
-            s.push_per_flight("k", u, conform(&row(&uuid_n(i), "UAL123")).unwrap())
-                .unwrap();
+            s.push_per_flight("k", u, conform(&row(&uuid_n(i), "UAL123")).unwrap()).unwrap();
             if i == 9_999 || i == 39_999 {
                 held_at.push(s.memory_bytes());
             }

@@ -93,10 +93,7 @@ fn is_binary(t: &DataType) -> bool {
 /// `col` as signed values and whether they were unsigned (`None` for other types); nulls skipped.
 fn int_values(col: &ArrayRef) -> Option<(Vec<i128>, bool)> {
     let (signed, _) = int_width(col.data_type())?;
-    let opts = arrow_cast::CastOptions {
-        safe: false,
-        ..Default::default()
-    };
+    let opts = arrow_cast::CastOptions { safe: false, ..Default::default() };
     let values = if signed {
         cast_values::<arrow_array::types::Int64Type>(col, &opts)?
     } else {
@@ -112,13 +109,7 @@ where
     T::Native: Into<i128>,
 {
     let c = arrow_cast::cast_with_options(col, &T::DATA_TYPE, opts).ok()?;
-    Some(
-        c.as_primitive::<T>()
-            .iter()
-            .flatten()
-            .map(Into::into)
-            .collect(),
-    )
+    Some(c.as_primitive::<T>().iter().flatten().map(Into::into).collect())
 }
 
 impl Seen {
@@ -131,11 +122,7 @@ impl Seen {
             return;
         }
         if let Some((signed, w)) = int_width(t) {
-            let slot = if signed {
-                &mut self.signed
-            } else {
-                &mut self.unsigned
-            };
+            let slot = if signed { &mut self.signed } else { &mut self.unsigned };
             *slot = Some(slot.unwrap_or(0).max(w));
             if let Some((values, _)) = int_values(col) {
                 self.int_beyond_f64 |= values.iter().any(|v| v.unsigned_abs() > F64_EXACT as u128);
@@ -160,16 +147,10 @@ impl Seen {
     /// The day's type, or why there is none.
     fn resolve(&self) -> Result<DataType, String> {
         let numeric = self.signed.is_some() || self.unsigned.is_some() || self.float.is_some();
-        let kinds = [
-            numeric,
-            self.boolean,
-            self.string,
-            self.binary,
-            !self.other.is_empty(),
-        ]
-        .iter()
-        .filter(|k| **k)
-        .count();
+        let kinds = [numeric, self.boolean, self.string, self.binary, !self.other.is_empty()]
+            .iter()
+            .filter(|k| **k)
+            .count();
         if let Some(first) = self.other.first() {
             if self.other.len() > 1 || kinds > 1 {
                 let mut seen: Vec<String> = self.other.iter().map(|t| t.to_string()).collect();
@@ -305,11 +286,7 @@ impl ExtraColumns {
     /// Whether `other` changes the output schema (a column's type, or new columns).
     pub fn schema_differs(&self, other: &ExtraColumns) -> bool {
         self.columns.len() != other.columns.len()
-            || self
-                .columns
-                .iter()
-                .zip(&other.columns)
-                .any(|(a, b)| a.data_type != b.data_type)
+            || self.columns.iter().zip(&other.columns).any(|(a, b)| a.data_type != b.data_type)
     }
 
     /// The output schema: [`target_schema`], then the extra columns
@@ -318,16 +295,9 @@ impl ExtraColumns {
         if self.columns.is_empty() {
             return target_schema();
         }
-        let mut fields: Vec<Field> = target_schema()
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone())
-            .collect();
-        fields.extend(
-            self.columns
-                .iter()
-                .map(|c| Field::new(&c.name, c.data_type.clone(), true)),
-        );
+        let mut fields: Vec<Field> =
+            target_schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+        fields.extend(self.columns.iter().map(|c| Field::new(&c.name, c.data_type.clone(), true)));
         Arc::new(Schema::new(fields))
     }
 }
@@ -343,10 +313,7 @@ pub fn convert(col: &ArrayRef, to: &DataType) -> Result<ArrayRef, String> {
     if is_all_null(col) {
         return Ok(new_null_array(to, col.len()));
     }
-    let strict = arrow_cast::CastOptions {
-        safe: false,
-        ..Default::default()
-    };
+    let strict = arrow_cast::CastOptions { safe: false, ..Default::default() };
     let checked = |to: &DataType| -> Result<ArrayRef, String> {
         let out = arrow_cast::cast_with_options(col, to, &strict).map_err(|e| e.to_string())?;
         if out.null_count() != col.null_count() {
@@ -362,11 +329,7 @@ pub fn convert(col: &ArrayRef, to: &DataType) -> Result<ArrayRef, String> {
         }
         DataType::Utf8 if int_width(from).is_some() => {
             let (signed, _) = int_width(from).expect("an integer");
-            let wide = if signed {
-                DataType::Int64
-            } else {
-                DataType::UInt64
-            };
+            let wide = if signed { DataType::Int64 } else { DataType::UInt64 };
             let c = checked(&wide)?;
             Ok(render(if signed {
                 c.as_primitive::<arrow_array::types::Int64Type>()
@@ -389,12 +352,9 @@ pub fn convert(col: &ArrayRef, to: &DataType) -> Result<ArrayRef, String> {
                     .collect(),
             ))
         }
-        DataType::Utf8 if from == &DataType::Boolean => Ok(render(
-            col.as_boolean()
-                .iter()
-                .map(|v| v.map(|v| v.to_string()))
-                .collect(),
-        )),
+        DataType::Utf8 if from == &DataType::Boolean => {
+            Ok(render(col.as_boolean().iter().map(|v| v.map(|v| v.to_string())).collect()))
+        }
         DataType::Binary if is_binary(from) => checked(to),
         DataType::Float64 if float_width(from).is_some() => checked(to),
         DataType::Float32 if float_width(from).is_some_and(|w| w <= 32) => checked(to),
@@ -466,9 +426,7 @@ mod tests {
         ))
     }
     fn a_list(v: Option<i32>) -> ArrayRef {
-        a(ListArray::from_iter_primitive::<Int32Type, _, _>(vec![
-            v.map(|x| vec![Some(x)]),
-        ]))
+        a(ListArray::from_iter_primitive::<Int32Type, _, _>(vec![v.map(|x| vec![Some(x)])]))
     }
 
     /// Every conversion the merge may ask for, with values that make a
@@ -478,16 +436,8 @@ mod tests {
     fn conversion_table() {
         let big = 1i64 << 40;
         let ok: Vec<(ArrayRef, DataType, ArrayRef)> = vec![
-            (
-                a(Int32Array::from(vec![7])),
-                DataType::Int64,
-                a(Int64Array::from(vec![7])),
-            ),
-            (
-                a(Int8Array::from(vec![-3])),
-                DataType::Int32,
-                a(Int32Array::from(vec![-3])),
-            ),
+            (a(Int32Array::from(vec![7])), DataType::Int64, a(Int64Array::from(vec![7]))),
+            (a(Int8Array::from(vec![-3])), DataType::Int32, a(Int32Array::from(vec![-3]))),
             (
                 a(UInt32Array::from(vec![u32::MAX])),
                 DataType::Int64,
@@ -496,10 +446,7 @@ mod tests {
             (
                 a(Int64Array::from(vec![1 << 53, -(1 << 53)])),
                 DataType::Float64,
-                a(Float64Array::from(vec![
-                    9007199254740992.0,
-                    -9007199254740992.0,
-                ])),
+                a(Float64Array::from(vec![9007199254740992.0, -9007199254740992.0])),
             ),
             (
                 a(Float32Array::from(vec![2.1f32])),
@@ -517,14 +464,7 @@ mod tests {
                 strings(&[Some("18446744073709551615")]),
             ),
             (
-                a(Float64Array::from(vec![
-                    2.75,
-                    3.0,
-                    1e20,
-                    -0.1,
-                    f64::NAN,
-                    f64::INFINITY,
-                ])),
+                a(Float64Array::from(vec![2.75, 3.0, 1e20, -0.1, f64::NAN, f64::INFINITY])),
                 DataType::Utf8,
                 strings(&[
                     Some("2.75"),
@@ -550,15 +490,9 @@ mod tests {
                 DataType::Utf8,
                 strings(&[Some("adsb"), None]),
             ),
+            (a(LargeStringArray::from(vec!["x"])), DataType::Utf8, strings(&[Some("x")])),
             (
-                a(LargeStringArray::from(vec!["x"])),
-                DataType::Utf8,
-                strings(&[Some("x")]),
-            ),
-            (
-                a(vec!["a", "b", "a"]
-                    .into_iter()
-                    .collect::<DictionaryArray<Int32Type>>()),
+                a(vec!["a", "b", "a"].into_iter().collect::<DictionaryArray<Int32Type>>()),
                 DataType::Utf8,
                 strings(&[Some("a"), Some("b"), Some("a")]),
             ),
@@ -580,81 +514,24 @@ mod tests {
             let got =
                 convert(&from, &to).unwrap_or_else(|e| panic!("{} -> {to}: {e}", from.data_type()));
             assert_eq!(got.data_type(), &to);
-            assert_eq!(
-                got.to_data(),
-                want.to_data(),
-                "{} -> {to}",
-                from.data_type()
-            );
+            assert_eq!(got.to_data(), want.to_data(), "{} -> {to}", from.data_type());
         }
         let refused: Vec<(ArrayRef, DataType, &str)> = vec![
-            (
-                a(Int64Array::from(vec![big])),
-                DataType::Int32,
-                "1099511627776 does not fit",
-            ),
-            (
-                a(UInt64Array::from(vec![u64::MAX])),
-                DataType::Int64,
-                "does not fit",
-            ),
-            (
-                a(Int8Array::from(vec![-1])),
-                DataType::UInt8,
-                "-1 does not fit",
-            ),
-            (
-                a(Int64Array::from(vec![(1 << 53) + 1])),
-                DataType::Float64,
-                "no exact float64",
-            ),
-            (
-                a(Int64Array::from(vec![i64::MAX])),
-                DataType::Float64,
-                "no exact float64",
-            ),
-            (
-                a(Float64Array::from(vec![2.75])),
-                DataType::Int64,
-                "2.75 has no exact",
-            ),
-            (
-                a(Float64Array::from(vec![2.0])),
-                DataType::Int64,
-                "never narrowed",
-            ),
-            (
-                a(Float64Array::from(vec![2.1])),
-                DataType::Float32,
-                "without loss",
-            ),
-            (
-                strings(&[Some("adsb-exchange")]),
-                DataType::Int64,
-                "without loss",
-            ),
+            (a(Int64Array::from(vec![big])), DataType::Int32, "1099511627776 does not fit"),
+            (a(UInt64Array::from(vec![u64::MAX])), DataType::Int64, "does not fit"),
+            (a(Int8Array::from(vec![-1])), DataType::UInt8, "-1 does not fit"),
+            (a(Int64Array::from(vec![(1 << 53) + 1])), DataType::Float64, "no exact float64"),
+            (a(Int64Array::from(vec![i64::MAX])), DataType::Float64, "no exact float64"),
+            (a(Float64Array::from(vec![2.75])), DataType::Int64, "2.75 has no exact"),
+            (a(Float64Array::from(vec![2.0])), DataType::Int64, "never narrowed"),
+            (a(Float64Array::from(vec![2.1])), DataType::Float32, "without loss"),
+            (strings(&[Some("adsb-exchange")]), DataType::Int64, "without loss"),
             (strings(&[Some("7")]), DataType::Int64, "without loss"),
             (strings(&[Some("true")]), DataType::Boolean, "without loss"),
-            (
-                a(BinaryArray::from(vec![&[0xff_u8][..]])),
-                DataType::Utf8,
-                "not UTF-8",
-            ),
-            (
-                a(Int64Array::from(vec![1])),
-                DataType::Boolean,
-                "without loss",
-            ),
-            (
-                a_struct(Some(1)),
-                a_list(Some(1)).data_type().clone(),
-                "without loss",
-            ),
-            (
-                a_list(Some(1)),
-                a_struct(Some(1)).data_type().clone(),
-                "without loss",
-            ),
+            (a(BinaryArray::from(vec![&[0xff_u8][..]])), DataType::Utf8, "not UTF-8"),
+            (a(Int64Array::from(vec![1])), DataType::Boolean, "without loss"),
+            (a_struct(Some(1)), a_list(Some(1)).data_type().clone(), "without loss"),
+            (a_list(Some(1)), a_struct(Some(1)).data_type().clone(), "without loss"),
             (
                 a(arrow_array::TimestampMillisecondArray::from(vec![1])),
                 DataType::Int64,
@@ -682,10 +559,7 @@ mod tests {
     fn join_table() {
         let cases: Vec<(Vec<ArrayRef>, Result<DataType, &str>)> = vec![
             (
-                vec![
-                    a(Int32Array::from(vec![7])),
-                    a(Int64Array::from(vec![1 << 40])),
-                ],
+                vec![a(Int32Array::from(vec![7])), a(Int64Array::from(vec![1 << 40]))],
                 Ok(DataType::Int64),
             ),
             (
@@ -697,17 +571,11 @@ mod tests {
                 Ok(DataType::Utf8),
             ),
             (
-                vec![
-                    a(Int64Array::from(vec![3])),
-                    a(Float64Array::from(vec![2.75])),
-                ],
+                vec![a(Int64Array::from(vec![3])), a(Float64Array::from(vec![2.75]))],
                 Ok(DataType::Float64),
             ),
             (
-                vec![
-                    a(Int64Array::from(vec![1 << 60])),
-                    a(Float64Array::from(vec![2.5])),
-                ],
+                vec![a(Int64Array::from(vec![1 << 60])), a(Float64Array::from(vec![2.5]))],
                 Ok(DataType::Utf8),
             ),
             (
@@ -719,10 +587,7 @@ mod tests {
                 Ok(DataType::Int64),
             ),
             (
-                vec![
-                    a(UInt64Array::from(vec![u64::MAX])),
-                    a(Int8Array::from(vec![-1])),
-                ],
+                vec![a(UInt64Array::from(vec![u64::MAX])), a(Int8Array::from(vec![-1]))],
                 Ok(DataType::Utf8),
             ),
             (
@@ -730,60 +595,30 @@ mod tests {
                 Ok(DataType::Int64),
             ),
             (
-                vec![
-                    a(Float32Array::from(vec![1.5f32])),
-                    a(Float64Array::from(vec![2.5])),
-                ],
+                vec![a(Float32Array::from(vec![1.5f32])), a(Float64Array::from(vec![2.5]))],
                 Ok(DataType::Float64),
             ),
+            (vec![a(Float32Array::from(vec![1.5f32]))], Ok(DataType::Float32)),
             (
-                vec![a(Float32Array::from(vec![1.5f32]))],
-                Ok(DataType::Float32),
-            ),
-            (
-                vec![
-                    a(BooleanArray::from(vec![true])),
-                    a(Int32Array::from(vec![1])),
-                ],
+                vec![a(BooleanArray::from(vec![true])), a(Int32Array::from(vec![1]))],
                 Ok(DataType::Utf8),
             ),
             (
-                vec![
-                    a(BinaryArray::from(vec![b"a".as_ref()])),
-                    strings(&[Some("b")]),
-                ],
+                vec![a(BinaryArray::from(vec![b"a".as_ref()])), strings(&[Some("b")])],
                 Ok(DataType::Utf8),
             ),
+            (vec![a(BinaryArray::from(vec![&[0xff_u8][..]]))], Ok(DataType::Binary)),
             (
-                vec![a(BinaryArray::from(vec![&[0xff_u8][..]]))],
-                Ok(DataType::Binary),
-            ),
-            (
-                vec![
-                    a(BinaryArray::from(vec![&[0xff_u8][..]])),
-                    strings(&[Some("b")]),
-                ],
+                vec![a(BinaryArray::from(vec![&[0xff_u8][..]])), strings(&[Some("b")])],
                 Err("not UTF-8"),
             ),
+            (vec![strings(&[None]), a(Int64Array::from(vec![5]))], Ok(DataType::Int64)),
             (
-                vec![strings(&[None]), a(Int64Array::from(vec![5]))],
+                vec![a(BinaryArray::from(vec![None::<&[u8]>])), a(Int64Array::from(vec![5]))],
                 Ok(DataType::Int64),
             ),
-            (
-                vec![
-                    a(BinaryArray::from(vec![None::<&[u8]>])),
-                    a(Int64Array::from(vec![5])),
-                ],
-                Ok(DataType::Int64),
-            ),
-            (
-                vec![a_struct(Some(1)), a_list(Some(1))],
-                Err("no type holds every value"),
-            ),
-            (
-                vec![a_struct(None), a_list(Some(1))],
-                Ok(a_list(Some(1)).data_type().clone()),
-            ),
+            (vec![a_struct(Some(1)), a_list(Some(1))], Err("no type holds every value")),
+            (vec![a_struct(None), a_list(Some(1))], Ok(a_list(Some(1)).data_type().clone())),
             (
                 vec![
                     a(arrow_array::TimestampMillisecondArray::from(vec![1])),
@@ -849,10 +684,7 @@ mod tests {
         }
         let rows = m.finish().unwrap();
         let parts: Vec<RecordBatch> = rows.batches(1000).collect::<Result<_, _>>().unwrap();
-        (
-            arrow_select::concat::concat_batches(&rows.schema(), &parts).unwrap(),
-            refused,
-        )
+        (arrow_select::concat::concat_batches(&rows.schema(), &parts).unwrap(), refused)
     }
 
     /// The first case: `source` as int64, string and float in three
@@ -869,25 +701,14 @@ mod tests {
             a(BooleanArray::from(vec![true])),
             a(Int64Array::from(vec![1 << 40])),
         ];
-        let want = [
-            "1",
-            "adsb-exchange",
-            "2.75",
-            "7",
-            "0.5",
-            "true",
-            "1099511627776",
-        ];
+        let want = ["1", "adsb-exchange", "2.75", "7", "0.5", "true", "1099511627776"];
         let mut order: Vec<usize> = (0..cols.len()).collect();
         for r in 0..cols.len() * 2 {
             order.rotate_left(1);
             if r == cols.len() {
                 order.reverse();
             }
-            let inputs = order
-                .iter()
-                .map(|&i| with(i as u32, "source", cols[i].clone()))
-                .collect();
+            let inputs = order.iter().map(|&i| with(i as u32, "source", cols[i].clone())).collect();
             let (b, refused) = merged(inputs);
             assert!(refused.is_empty(), "{refused:?}");
             let got = b.column(9).as_string::<i32>();
@@ -899,19 +720,13 @@ mod tests {
             with(0, "n", a(Int32Array::from(vec![7]))),
             with(1, "n", a(Int64Array::from(vec![1 << 40]))),
         ]);
-        assert_eq!(
-            b.column(9).to_data(),
-            Int64Array::from(vec![7, 1 << 40]).to_data()
-        );
+        assert_eq!(b.column(9).to_data(), Int64Array::from(vec![7, 1 << 40]).to_data());
         // int64 3, then 2.75: float64; then text: every value as its own text.
         let (b, _) = merged(vec![
             with(0, "n", a(Int64Array::from(vec![3]))),
             with(1, "n", a(Float64Array::from(vec![2.75]))),
         ]);
-        assert_eq!(
-            b.column(9).to_data(),
-            Float64Array::from(vec![3.0, 2.75]).to_data()
-        );
+        assert_eq!(b.column(9).to_data(), Float64Array::from(vec![3.0, 2.75]).to_data());
     }
 
     /// A struct in one file and a list in another: the later one (in plan
@@ -927,11 +742,7 @@ mod tests {
         ]);
         assert_eq!(refused.len(), 1, "{refused:?}");
         assert!(refused[0].contains("extra column pos"), "{}", refused[0]);
-        assert_eq!(
-            b.num_rows(),
-            3,
-            "flights 0, 2 and 3 (a null list joins the struct)"
-        );
+        assert_eq!(b.num_rows(), 3, "flights 0, 2 and 3 (a null list joins the struct)");
         let keys = b.column(8).as_string::<i32>();
         assert!(keys.value(1).contains(&u(2)));
         assert_eq!(b.column(9).data_type(), a_struct(None).data_type());
@@ -941,15 +752,10 @@ mod tests {
     /// null type too), and the output encodes and reads back.
     #[test]
     fn an_all_null_extra_column_alone_keeps_its_declared_type_and_encodes() {
-        for col in [
-            a(NullArray::new(1)),
-            a(BinaryArray::from(vec![None::<&[u8]>])),
-        ] {
+        for col in [a(NullArray::new(1)), a(BinaryArray::from(vec![None::<&[u8]>]))] {
             let t = col.data_type().clone();
-            let (b, _) = merged(vec![
-                with(0, "note", col),
-                with(1, "other", a(Int32Array::from(vec![1]))),
-            ]);
+            let (b, _) =
+                merged(vec![with(0, "note", col), with(1, "other", a(Int32Array::from(vec![1])))]);
             assert_eq!(b.column(9).data_type(), &t);
             let bytes = super::super::encode(std::slice::from_ref(&b), 10).unwrap();
             let back = super::super::decode(bytes::Bytes::from(bytes)).unwrap();
@@ -968,9 +774,6 @@ mod tests {
         ]);
         assert_eq!(b.num_columns(), 10);
         assert_eq!(b.schema().field(9).name(), "Source");
-        assert_eq!(
-            b.column(9).to_data(),
-            StringArray::from(vec!["a", "b"]).to_data()
-        );
+        assert_eq!(b.column(9).to_data(), StringArray::from(vec!["a", "b"]).to_data());
     }
 }

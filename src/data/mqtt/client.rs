@@ -153,20 +153,10 @@ async fn connect_once(
     attempt: usize,
     deadline: tokio::time::Instant,
 ) -> (Result<(), ReportError>, Progress) {
-    let mut progress = Progress {
-        done: vec![false; messages.len()],
-        ..Progress::default()
-    };
+    let mut progress = Progress { done: vec![false; messages.len()], ..Progress::default() };
     let result = tokio::time::timeout_at(
         deadline,
-        exchange(
-            config,
-            client_id,
-            broker,
-            messages,
-            attempt > 1,
-            &mut progress,
-        ),
+        exchange(config, client_id, broker, messages, attempt > 1, &mut progress),
     )
     .await
     .unwrap_or_else(|_| {
@@ -221,10 +211,7 @@ fn closed_at_message(
     if closed_at.insert(message.topic.clone()) {
         tracing::warn!(%broker, topic = %message.topic,
             "MQTT broker closed the connection at this message: it goes again last, alone");
-        Requeue {
-            again_last: Some(i),
-            refused: None,
-        }
+        Requeue { again_last: Some(i), refused: None }
     } else {
         tracing::warn!(%broker, topic = %message.topic,
             "MQTT broker closed the connection at this message again: left out, the others sent");
@@ -232,10 +219,7 @@ fn closed_at_message(
             broker: broker.to_string(),
             topic: message.topic.clone(),
         });
-        Requeue {
-            again_last: None,
-            refused: Some(i),
-        }
+        Requeue { again_last: None, refused: Some(i) }
     }
 }
 
@@ -252,15 +236,11 @@ pub async fn read_retained(
     names: &[&str],
 ) -> Result<std::collections::BTreeMap<String, String>, String> {
     let broker = format!("{}:{}", config.host, config.port);
-    let client_id = format!(
-        "archive-compaction-status-{}",
-        uuid::Uuid::now_v7().simple()
-    );
+    let client_id = format!("archive-compaction-status-{}", uuid::Uuid::now_v7().simple());
     let options = options(config, &client_id, &broker).map_err(|e| e.to_string())?;
     let (client, mut events) = AsyncClient::new(options, names.len() + 2);
-    let topics: Vec<(String, &str)> = (names.iter())
-        .map(|n| (statistic_topic(&config.topic_root, n), *n))
-        .collect();
+    let topics: Vec<(String, &str)> =
+        (names.iter()).map(|n| (statistic_topic(&config.topic_root, n), *n)).collect();
     for (t, _) in &topics {
         client
             .try_subscribe(t.as_str(), QoS::AtLeastOnce)
@@ -300,9 +280,8 @@ pub async fn read_retained(
             }
         }
     };
-    let result: Result<(), String> = tokio::time::timeout(config.timeout, read)
-        .await
-        .unwrap_or_else(|_| {
+    let result: Result<(), String> =
+        tokio::time::timeout(config.timeout, read).await.unwrap_or_else(|_| {
             Err(format!(
                 "MQTT {broker}: no answer within {} s (MQTT_TIMEOUT_SECONDS)",
                 config.timeout.as_secs()
@@ -324,13 +303,9 @@ fn options(config: &MqttConfig, client_id: &str, broker: &str) -> Result<MqttOpt
         );
     }
     if config.tls {
-        let tls = tls_config(config.ca_file.as_deref()).map_err(|reason| ReportError::MqttTls {
-            broker: broker.to_string(),
-            reason,
-        })?;
-        options.set_transport(Transport::tls_with_config(TlsConfiguration::Rustls(
-            Arc::new(tls),
-        )));
+        let tls = tls_config(config.ca_file.as_deref())
+            .map_err(|reason| ReportError::MqttTls { broker: broker.to_string(), reason })?;
+        options.set_transport(Transport::tls_with_config(TlsConfiguration::Rustls(Arc::new(tls))));
     }
     Ok(options)
 }
@@ -363,9 +338,7 @@ fn tls_config(ca_file: Option<&str>) -> Result<ClientConfig, String> {
             }
         }
     }
-    Ok(ClientConfig::builder()
-        .with_root_certificates(roots)
-        .with_no_client_auth())
+    Ok(ClientConfig::builder().with_root_certificates(roots).with_no_client_auth())
 }
 
 /// A hint when a connection failed before CONNACK and TLS and the port
@@ -386,9 +359,7 @@ pub fn tls_hint(config: &MqttConfig, error: &str, connected: bool) -> String {
         return String::new();
     }
     let e = error.to_ascii_lowercase();
-    let reset = ["reset", "broken pipe", "eof", "closed", "aborted"]
-        .iter()
-        .any(|w| e.contains(w));
+    let reset = ["reset", "broken pipe", "eof", "closed", "aborted"].iter().any(|w| e.contains(w));
     if !config.tls && config.port == 8883 && reset {
         return "; the broker dropped the connection at once, and port 8883 is MQTT over TLS: set MQTT_TLS=true (or use the broker's plain port, 1883)".into();
     }
@@ -443,12 +414,7 @@ async fn exchange(
     events.set_network_options(network);
     for m in messages {
         client
-            .try_publish(
-                m.topic.as_str(),
-                QoS::AtLeastOnce,
-                true,
-                m.payload.as_bytes(),
-            )
+            .try_publish(m.topic.as_str(), QoS::AtLeastOnce, true, m.payload.as_bytes())
             .map_err(|e| fail(format!("cannot queue {}: {e}", m.topic), progress))?;
     }
     if total == 0 {
@@ -457,10 +423,7 @@ async fn exchange(
     let mut in_flight: HashSet<u16> = HashSet::new();
     loop {
         let event = events.poll().await.map_err(|e| {
-            let reason = format!(
-                "{e}{}",
-                tls_hint(config, &e.to_string(), progress.connected)
-            );
+            let reason = format!("{e}{}", tls_hint(config, &e.to_string(), progress.connected));
             fail(reason, progress)
         })?;
         match event {
@@ -504,17 +467,11 @@ mod tests {
             .take(2)
             .chain(statistics(&full_report(), "root").into_iter().take(2))
             .collect();
-        let mut p = Progress {
-            done: vec![false; 4],
-            ..Progress::default()
-        };
+        let mut p = Progress { done: vec![false; 4], ..Progress::default() };
         assert_eq!(p.pending(&messages), "all");
         p.done[0] = true;
         p.done[2] = true;
-        assert_eq!(
-            p.pending(&messages),
-            "files_delete_failed config, files_delete_failed"
-        );
+        assert_eq!(p.pending(&messages), "files_delete_failed config, files_delete_failed");
         p.done = vec![true; 4];
         assert_eq!(p.pending(&messages), "none");
         assert_eq!(short_name("elsewhere/x"), "elsewhere/x");

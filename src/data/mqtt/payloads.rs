@@ -214,11 +214,7 @@ pub const STATISTIC_TABLE: [Statistic; 10] = [
         name: "last_run_status",
         payload: |r| r.last_run_status.as_str().to_string(),
         known: Known::Always,
-        sensor: Some(Sensor {
-            title: "Last Run Status",
-            icon: "mdi:check-circle",
-            ..PLAIN
-        }),
+        sensor: Some(Sensor { title: "Last Run Status", icon: "mdi:check-circle", ..PLAIN }),
     },
 ];
 
@@ -264,10 +260,7 @@ pub fn is_known(report: &RunReport, name: &str) -> bool {
 pub fn statistics(report: &RunReport, topic_root: &str) -> Vec<Message> {
     (STATISTIC_TABLE.iter())
         .filter(|s| s.is_known(report))
-        .map(|s| Message {
-            topic: statistic_topic(topic_root, s.name),
-            payload: s.payload(report),
-        })
+        .map(|s| Message { topic: statistic_topic(topic_root, s.name), payload: s.payload(report) })
         .collect()
 }
 
@@ -321,10 +314,7 @@ pub fn discovery(topic_root: &str, bucket: &str) -> Vec<Message> {
             if let Some(a) = s.attributes {
                 config["json_attributes_topic"] = statistic_topic(topic_root, a).into();
             }
-            Message {
-                topic: discovery_topic(name),
-                payload: config.to_string(),
-            }
+            Message { topic: discovery_topic(name), payload: config.to_string() }
         })
         .collect()
 }
@@ -360,9 +350,7 @@ pub(super) mod tests {
             mismatch_uuid_count: 2,
             mismatch_uuids: vec!["a".into(), "b".into()],
             mismatch_runs: 3,
-            last_run_at: DateTime::parse_from_rfc3339("2026-07-24T04:50:03.5Z")
-                .unwrap()
-                .to_utc(),
+            last_run_at: DateTime::parse_from_rfc3339("2026-07-24T04:50:03.5Z").unwrap().to_utc(),
             last_run_status: Status::Mismatch,
             watermark_lag_days: Some(2),
             ..Default::default()
@@ -370,28 +358,20 @@ pub(super) mod tests {
     }
 
     fn names(messages: &[Message]) -> Vec<&str> {
-        messages
-            .iter()
-            .map(|m| m.topic.strip_prefix("root/statistic/").unwrap())
-            .collect()
+        messages.iter().map(|m| m.topic.strip_prefix("root/statistic/").unwrap()).collect()
     }
 
     #[test]
     fn statistics_payloads() {
-        let got: Vec<(String, String)> = statistics(&full_report(), "root")
-            .into_iter()
-            .map(|m| (m.topic, m.payload))
-            .collect();
+        let got: Vec<(String, String)> =
+            statistics(&full_report(), "root").into_iter().map(|m| (m.topic, m.payload)).collect();
         let want: Vec<(String, String)> = [
             ("files_compacted", "95"),
             ("files_delete_failed", "2"),
             ("days_compacted", "4"),
             ("last_compacted_date", "2026-07-21"),
             ("mismatch_date", "2026-07-22"),
-            (
-                "mismatch_uuids",
-                r#"{"uuids":["a","b"],"count":2,"truncated":false}"#,
-            ),
+            ("mismatch_uuids", r#"{"uuids":["a","b"],"count":2,"truncated":false}"#),
             ("mismatch_uuid_count", "2"),
             ("mismatch_runs", "3"),
             ("last_run_at", "2026-07-24T04:50:03.500000+00:00"),
@@ -448,31 +428,22 @@ pub(super) mod tests {
         let published = statistics(&report, "root");
         let got = names(&published);
         assert!(
-            !got.iter()
-                .any(|n| n.starts_with("mismatch_") && *n != "mismatch_runs"),
+            !got.iter().any(|n| n.starts_with("mismatch_") && *n != "mismatch_runs"),
             "{got:?}"
         );
         assert!(got.contains(&"last_compacted_date") && got.contains(&"mismatch_runs"));
         // A state with no mismatch: "no mismatch" is known and published.
-        let clear = RunReport {
-            mismatch_runs: 0,
-            ..report
-        };
+        let clear = RunReport { mismatch_runs: 0, ..report };
         assert_eq!(statistics(&clear, "root").len(), 10);
     }
 
     #[test]
     fn discovery_configs() {
         let configs = discovery("root", "my-archive");
-        let names: Vec<&str> = STATISTICS
-            .iter()
-            .copied()
-            .filter(|n| *n != "mismatch_uuids")
-            .collect();
-        let discovered: Vec<&str> = (STATISTIC_TABLE.iter())
-            .filter(|s| s.sensor.is_some())
-            .map(|s| s.name)
-            .collect();
+        let names: Vec<&str> =
+            STATISTICS.iter().copied().filter(|n| *n != "mismatch_uuids").collect();
+        let discovered: Vec<&str> =
+            (STATISTIC_TABLE.iter()).filter(|s| s.sensor.is_some()).map(|s| s.name).collect();
         let mut sorted_names = names.clone();
         sorted_names.sort();
         let mut sorted_discovered = discovered.clone();
@@ -485,11 +456,7 @@ pub(super) mod tests {
                 format!("homeassistant/sensor/SkyFollower_archive_compaction_{name}/config")
             );
             let c: Value = serde_json::from_str(&m.payload).unwrap();
-            let state_from = if name == "mismatch_uuid_count" {
-                "mismatch_uuids"
-            } else {
-                name
-            };
+            let state_from = if name == "mismatch_uuid_count" { "mismatch_uuids" } else { name };
             assert_eq!(c["state_topic"], format!("root/statistic/{state_from}"));
             assert!(ids.insert(c["unique_id"].as_str().unwrap().to_string()));
             assert_eq!(c["object_id"], c["unique_id"]);
@@ -504,37 +471,24 @@ pub(super) mod tests {
 
     #[test]
     fn a_big_mismatch_is_cut_in_its_payload_and_exact_in_its_count() {
-        let missing: Vec<uuid::Uuid> = (0..20_000u128)
-            .map(|i| uuid::Uuid::from_u128(u128::MAX - i))
-            .collect();
+        let missing: Vec<uuid::Uuid> =
+            (0..20_000u128).map(|i| uuid::Uuid::from_u128(u128::MAX - i)).collect();
         let mut report = full_report();
         let d = NaiveDate::from_ymd_opt(2026, 7, 22).unwrap();
         report.set_mismatch(d, missing.len() as u64, &missing);
         let stats = statistics(&report, "root");
-        let by_topic = |t: &str| {
-            stats
-                .iter()
-                .find(|m| m.topic.ends_with(t))
-                .unwrap()
-                .payload
-                .clone()
-        };
+        let by_topic =
+            |t: &str| stats.iter().find(|m| m.topic.ends_with(t)).unwrap().payload.clone();
         assert_eq!(by_topic("/mismatch_uuid_count"), "20000");
         let payload = by_topic("/mismatch_uuids");
         let v: Value = serde_json::from_str(&payload).unwrap();
         assert_eq!(v["uuids"].as_array().unwrap().len(), UUIDS_SHOWN);
         assert_eq!(v["uuids"][0], missing[0].to_string());
-        assert_eq!(
-            (&v["count"], &v["truncated"]),
-            (&json!(20_000), &json!(true))
-        );
+        assert_eq!((&v["count"], &v["truncated"]), (&json!(20_000), &json!(true)));
         assert!(payload.len() < MAX_PAYLOAD_BYTES / 3, "{}", payload.len());
         // Every message of a run, with a long topic root, is within the limits.
         let root = "r".repeat(200);
-        for m in statistics(&report, &root)
-            .iter()
-            .chain(&discovery(&root, "b"))
-        {
+        for m in statistics(&report, &root).iter().chain(&discovery(&root, "b")) {
             assert!(m.payload.len() <= MAX_PAYLOAD_BYTES, "{}", m.topic);
             assert!(packet_len(m) <= MAX_PACKET_BYTES, "{}", m.topic);
         }

@@ -70,9 +70,7 @@ fn summary(rule: &LifecycleRule) -> Option<LifecycleRuleSummary> {
         prefix: prefix.to_string(),
         every_object,
         expires_current: expiration.is_some_and(|e| e.days().is_some() || e.date().is_some()),
-        noncurrent_days: rule
-            .noncurrent_version_expiration()
-            .and_then(|n| n.noncurrent_days()),
+        noncurrent_days: rule.noncurrent_version_expiration().and_then(|n| n.noncurrent_days()),
         expired_delete_markers: expiration
             .and_then(|e| e.expired_object_delete_marker())
             .unwrap_or(false),

@@ -133,12 +133,7 @@ impl MemoryStore {
 
     fn new_bucket(bucket: String, clock: Arc<dyn Clock>, sse_kms: bool) -> MemoryStore {
         MemoryStore {
-            inner: Arc::new(Inner {
-                bucket,
-                sse_kms,
-                clock,
-                state: Mutex::new(State::default()),
-            }),
+            inner: Arc::new(Inner { bucket, sse_kms, clock, state: Mutex::new(State::default()) }),
             delete_batch_size: DELETE_BATCH_MAX,
             list_page_size: LIST_PAGE_MAX,
             lose_answers: false,
@@ -180,10 +175,7 @@ impl MemoryStore {
     /// # });
     /// ```
     pub fn lose_answers(&self) -> MemoryStore {
-        MemoryStore {
-            lose_answers: true,
-            ..self.clone()
-        }
+        MemoryStore { lose_answers: true, ..self.clone() }
     }
 
     /// From now on, every GetObject of `key` answers `InternalError` (500,
@@ -235,22 +227,14 @@ impl MemoryStore {
             op,
             &self.inner.bucket,
             key,
-            if op == "HeadObject" {
-                "NotFound"
-            } else {
-                "NoSuchKey"
-            },
+            if op == "HeadObject" { "NotFound" } else { "NoSuchKey" },
             "The specified key does not exist.",
             false,
         )
     }
 
     fn precondition(&self, op: &'static str, key: &str) -> Error {
-        Error::PreconditionFailed {
-            op,
-            bucket: self.inner.bucket.clone(),
-            key: key.to_string(),
-        }
+        Error::PreconditionFailed { op, bucket: self.inner.bucket.clone(), key: key.to_string() }
     }
 
     /// One ListObjectsV2 page: (objects, prefixes, the last key or prefix,
@@ -373,11 +357,7 @@ impl MemoryStore {
             etag: etag.clone(),
             last_modified: self.now(),
             sha256: request.sha256_b64,
-            metadata: request
-                .metadata
-                .into_iter()
-                .map(|(k, v)| (k.to_lowercase(), v))
-                .collect(),
+            metadata: request.metadata.into_iter().map(|(k, v)| (k.to_lowercase(), v)).collect(),
             body,
         };
         st.objects.insert(key.to_string(), object);
@@ -472,10 +452,7 @@ impl Store for MemoryStore {
             ));
         }
         match st.objects.get(key) {
-            Some(o) => Ok(Fetched {
-                body: o.body.clone(),
-                etag: o.etag.clone(),
-            }),
+            Some(o) => Ok(Fetched { body: o.body.clone(), etag: o.etag.clone() }),
             None => Err(self.not_found("GetObject", key)),
         }
     }
@@ -528,19 +505,12 @@ impl Store for MemoryStore {
         let etag = o.etag.clone();
         st.objects.remove(key);
         Self::bump(&mut st, key);
-        st.deleted.push(DeletedVersion {
-            key: key.to_string(),
-            etag,
-            op: "DeleteObject",
-        });
+        st.deleted.push(DeletedVersion { key: key.to_string(), etag, op: "DeleteObject" });
         Ok(())
     }
 
     async fn delete_batch(&self, batch: &[(String, String)]) -> Result<Vec<DeleteFailure>> {
-        assert!(
-            batch.len() <= self.delete_batch_size,
-            "batch larger than the DeleteObjects limit"
-        );
+        assert!(batch.len() <= self.delete_batch_size, "batch larger than the DeleteObjects limit");
         if batch.is_empty() {
             return Ok(Vec::new());
         }
@@ -570,11 +540,7 @@ impl Store for MemoryStore {
             let etag = o.etag.clone();
             st.objects.remove(key);
             Self::bump(&mut st, key);
-            st.deleted.push(DeletedVersion {
-                key: key.clone(),
-                etag,
-                op: "DeleteObjects",
-            });
+            st.deleted.push(DeletedVersion { key: key.clone(), etag, op: "DeleteObjects" });
         }
         Ok(failures)
     }

@@ -61,16 +61,10 @@ impl KeyRange {
             if lower.as_ref().is_some_and(|l| cut <= *l) {
                 continue;
             }
-            ranges.push(KeyRange {
-                after: lower.clone(),
-                through: Some(cut.clone()),
-            });
+            ranges.push(KeyRange { after: lower.clone(), through: Some(cut.clone()) });
             lower = Some(cut);
         }
-        ranges.push(KeyRange {
-            after: lower,
-            through: None,
-        });
+        ranges.push(KeyRange { after: lower, through: None });
         ranges
     }
 }
@@ -110,10 +104,9 @@ pub fn estimated_cuts(
     let (Some(first), Some(last)) = (first_page.first(), first_page.last()) else {
         return Vec::new();
     };
-    let (Some(lo), Some(at)) = (
-        uuid_position(prefix, &first.key),
-        uuid_position(prefix, &last.key),
-    ) else {
+    let (Some(lo), Some(at)) =
+        (uuid_position(prefix, &first.key), uuid_position(prefix, &last.key))
+    else {
         return Vec::new();
     };
     if at <= lo {
@@ -122,11 +115,7 @@ pub fn estimated_cuts(
     let ms = |d: NaiveDate| d.and_time(NaiveTime::MIN).and_utc().timestamp_millis();
     let (day_start, day_end) = (ms(day), day.succ_opt().map(ms).unwrap_or(i64::MAX));
     let within = |p: u64| (p as i64) >= day_start && (p as i64) < day_end;
-    let hi = if within(lo) && within(at) {
-        day_end as u64
-    } else {
-        (1u64 << 48) - 1
-    };
+    let hi = if within(lo) && within(at) { day_end as u64 } else { (1u64 << 48) - 1 };
     if hi <= at {
         return Vec::new();
     }
@@ -136,12 +125,7 @@ pub fn estimated_cuts(
         .clamp(1, ESTIMATED_RANGES_MAX) as u64;
     let span = hi - at;
     let mut cuts: Vec<String> = (1..ranges)
-        .map(|i| {
-            cut_at(
-                prefix,
-                at + (span as u128 * i as u128 / ranges as u128) as u64,
-            )
-        })
+        .map(|i| cut_at(prefix, at + (span as u128 * i as u128 / ranges as u128) as u64))
         .filter(|c| c.as_str() > last.key.as_str())
         .collect();
     cuts.dedup();
@@ -177,10 +161,7 @@ impl<T, F: Fn(ObjectMeta) -> Result<Option<T>> + Copy + Send + Sync> Keep<T> for
 
 /// `objects` through `keep`, stopping at its first error.
 fn kept<T>(objects: Vec<ObjectMeta>, keep: impl Keep<T>) -> Result<Vec<T>> {
-    objects
-        .into_iter()
-        .filter_map(|o| keep(o).transpose())
-        .collect()
+    objects.into_iter().filter_map(|o| keep(o).transpose()).collect()
 }
 
 /// One range's objects through `keep` as each page arrives, until a page ends the prefix
@@ -219,10 +200,7 @@ pub async fn list_in_ranges<T: Send>(
     ranges: &[KeyRange],
     keep: impl Keep<T>,
 ) -> Result<Vec<T>> {
-    Ok(concat(
-        Vec::new(),
-        list_ranges(store, prefix, ranges, keep).await?,
-    ))
+    Ok(concat(Vec::new(), list_ranges(store, prefix, ranges, keep).await?))
 }
 
 /// [`list_in_ranges`]'s ranges, each its own listing, in range order; its errors.
@@ -313,9 +291,7 @@ pub async fn relist_through<S: AsRef<str>, T: Send>(
     keep: impl Keep<T>,
 ) -> Result<Vec<T>> {
     let mut ranges = relist_ranges(prefix, known, store.list_page_size());
-    let last = (known.iter().map(AsRef::as_ref))
-        .filter(|k| k.starts_with(prefix))
-        .max();
+    let last = (known.iter().map(AsRef::as_ref)).filter(|k| k.starts_with(prefix)).max();
     if let (Some(range), Some(last)) = (ranges.last_mut(), last) {
         range.through = Some(last.to_string());
     }
@@ -325,11 +301,8 @@ pub async fn relist_through<S: AsRef<str>, T: Send>(
 /// The ranges [`relist`] lists: the whole key space, each holding
 /// [`relist_range_keys`]`(page_size)` of the `known` keys under `prefix`.
 pub fn relist_ranges<S: AsRef<str>>(prefix: &str, known: &[S], page_size: usize) -> Vec<KeyRange> {
-    let mut keys: Vec<&str> = known
-        .iter()
-        .map(AsRef::as_ref)
-        .filter(|k| k.starts_with(prefix))
-        .collect();
+    let mut keys: Vec<&str> =
+        known.iter().map(AsRef::as_ref).filter(|k| k.starts_with(prefix)).collect();
     keys.sort_unstable();
     keys.dedup();
     KeyRange::covering(cuts_between(&keys, relist_range_keys(page_size)))
@@ -356,11 +329,7 @@ mod tests {
     fn covering_ranges_hold_every_key_once() {
         let cuts = vec!["b".to_string(), "d".into(), "c".into(), "f".into()];
         let ranges = KeyRange::covering(cuts);
-        assert_eq!(
-            ranges.len(),
-            4,
-            "the cut out of order is dropped: {ranges:?}"
-        );
+        assert_eq!(ranges.len(), 4, "the cut out of order is dropped: {ranges:?}");
         for key in ["", "a", "b", "b0", "c", "d", "e", "f", "f0", "z"] {
             let n = ranges.iter().filter(|r| r.contains(key)).count();
             assert_eq!(n, 1, "{key:?} in {n} ranges");
@@ -384,10 +353,7 @@ mod tests {
         // 1,000 keys in the first 3,456 s of the day: 25,000 at that rate
         // by its end, so ~24,030 follow: 5 ranges of at most ~5,000.
         let page: Vec<ObjectMeta> = (0..1000)
-            .map(|i| ObjectMeta {
-                key: v7_key(p, start + i * 3456, i),
-                ..ObjectMeta::default()
-            })
+            .map(|i| ObjectMeta { key: v7_key(p, start + i * 3456, i), ..ObjectMeta::default() })
             .collect();
         let cuts = estimated_cuts(p, &page, day, 5000);
         assert_eq!(cuts.len(), 4, "{}", cuts.len());
@@ -396,17 +362,11 @@ mod tests {
         let end = start + 86_400_000;
         assert!(cuts[3] < cut_at(p, end), "cuts stay inside the day");
         // Denser: capped.
-        assert_eq!(
-            estimated_cuts(p, &page, day, 10).len(),
-            ESTIMATED_RANGES_MAX - 1
-        );
+        assert_eq!(estimated_cuts(p, &page, day, 10).len(), ESTIMATED_RANGES_MAX - 1);
         // Not UUIDs: nothing to cut by.
         let odd: Vec<ObjectMeta> = ["a", "b"]
             .iter()
-            .map(|k| ObjectMeta {
-                key: format!("{p}{k}"),
-                ..ObjectMeta::default()
-            })
+            .map(|k| ObjectMeta { key: format!("{p}{k}"), ..ObjectMeta::default() })
             .collect();
         assert!(estimated_cuts(p, &odd, day, 2000).is_empty());
     }
@@ -467,37 +427,24 @@ mod tests {
         let cuts = name_cuts(p, &format!("{p}00A3F1_DAL1_x"), day);
         assert!(cuts.len() >= 10, "{cuts:?}");
         assert!(cuts.windows(2).all(|w| w[0] < w[1]), "sorted: {cuts:?}");
-        assert!(
-            cuts.iter()
-                .all(|c| c.as_str() > "flights/2026/07/20/00A3F1_DAL1_x")
-        );
+        assert!(cuts.iter().all(|c| c.as_str() > "flights/2026/07/20/00A3F1_DAL1_x"));
         // The day's UUIDv7 names fall between the cuts, not all in one range.
         let start = day.and_time(NaiveTime::MIN).and_utc().timestamp_millis() as u64;
         let ranges = KeyRange::covering(cuts);
         let hit = |ms: u64| ranges.iter().position(|r| r.contains(&v7_key(p, ms, 1)));
         assert_ne!(hit(start + 3_600_000), hit(start + 20 * 3_600_000));
         assert_ne!(
-            ranges
-                .iter()
-                .position(|r| r.contains(&format!("{p}3C6444_DLH4_x"))),
-            ranges
-                .iter()
-                .position(|r| r.contains(&format!("{p}A0B1C2_UAL9_x")))
+            ranges.iter().position(|r| r.contains(&format!("{p}3C6444_DLH4_x"))),
+            ranges.iter().position(|r| r.contains(&format!("{p}A0B1C2_UAL9_x")))
         );
     }
 
     #[test]
     fn a_relist_range_fits_its_known_keys_and_new_ones_in_one_page() {
         let p = "index/year=2026/month=07/day=20/";
-        for (page, known) in [
-            (1000usize, 1000usize),
-            (1000, 2000),
-            (1000, 50_000),
-            (100, 250),
-        ] {
-            let keys: Vec<String> = (0..known as u64)
-                .map(|i| v7_key(p, 1_784_505_600_000 + i, i))
-                .collect();
+        for (page, known) in [(1000usize, 1000usize), (1000, 2000), (1000, 50_000), (100, 250)] {
+            let keys: Vec<String> =
+                (0..known as u64).map(|i| v7_key(p, 1_784_505_600_000 + i, i)).collect();
             // New since: the commit's output, and per-flight files landing
             // between the known ones.
             let mut all = keys.clone();
@@ -523,9 +470,7 @@ mod tests {
     #[tokio::test]
     async fn a_failing_keep_ends_the_listing_at_its_page() {
         let p = "index/year=2026/month=07/day=20/";
-        let keys: Vec<String> = (0..100)
-            .map(|i| v7_key(p, 1_784_505_600_000 + i, i))
-            .collect();
+        let keys: Vec<String> = (0..100).map(|i| v7_key(p, 1_784_505_600_000 + i, i)).collect();
         let s = store_with(&keys, 10);
         let seen = std::sync::atomic::AtomicUsize::new(0);
         let seen = &seen;
@@ -538,10 +483,7 @@ mod tests {
             _ => Ok(Some(o)),
         };
         let err = list_in_ranges(&s, p, &KeyRange::covering(vec![]), keep).await;
-        assert!(
-            matches!(err, Err(crate::infra::error::Error::Spill { .. })),
-            "{err:?}"
-        );
+        assert!(matches!(err, Err(crate::infra::error::Error::Spill { .. })), "{err:?}");
         assert_eq!(s.requests("ListObjectsV2"), 3);
         assert_eq!(seen.load(Ordering::Relaxed), 25);
     }
@@ -550,9 +492,7 @@ mod tests {
     async fn a_day_of_one_page_costs_one_request() {
         let day = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
         let p = "index/year=2026/month=07/day=20/";
-        let keys: Vec<String> = (0..5)
-            .map(|i| v7_key(p, 1_784_505_600_000 + i, i))
-            .collect();
+        let keys: Vec<String> = (0..5).map(|i| v7_key(p, 1_784_505_600_000 + i, i)).collect();
         let s = store_with(&keys, 1000);
         assert_eq!(list_partition(&s, p, day, all).await.unwrap().len(), 5);
         assert_eq!(s.requests("ListObjectsV2"), 1);
@@ -563,9 +503,7 @@ mod tests {
     #[tokio::test]
     async fn a_relist_through_its_known_keys_stops_at_the_last_one() {
         let p = "index/year=2026/month=07/day=20/";
-        let keys: Vec<String> = (0..50)
-            .map(|i| v7_key(p, 1_784_505_600_000 + i, i))
-            .collect();
+        let keys: Vec<String> = (0..50).map(|i| v7_key(p, 1_784_505_600_000 + i, i)).collect();
         let mut stored = keys.clone();
         stored.push(format!("{p}compacted-01a2.parquet"));
         for page in [1, 3, 1000] {

@@ -81,11 +81,7 @@ impl S3Store {
         match tokio::time::timeout_at(deadline.into(), call).await {
             Ok(r) => r,
             Err(_) => {
-                tracing::warn!(
-                    op,
-                    key,
-                    "S3 call not answered before the run's deadline; given up"
-                );
+                tracing::warn!(op, key, "S3 call not answered before the run's deadline; given up");
                 Err(Error::Deadline {
                     op,
                     bucket: self.bucket.clone(),
@@ -120,10 +116,8 @@ impl S3Store {
 
     /// Shortens the per-key DeleteObjects retry backoff (tests).
     pub fn with_delete_backoff(mut self, min_delay: Duration) -> Self {
-        self.delete_backoff = self
-            .delete_backoff
-            .with_min_delay(min_delay)
-            .with_max_delay(min_delay * 4);
+        self.delete_backoff =
+            self.delete_backoff.with_min_delay(min_delay).with_max_delay(min_delay * 4);
         self
     }
 
@@ -142,15 +136,12 @@ impl S3Store {
         let (code, message, transient) = match &e {
             SdkError::ServiceError(se) => {
                 let err = se.err();
-                let code = err
-                    .code()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| match status {
-                        Some(404) => "NotFound".into(),
-                        Some(412) => "PreconditionFailed".into(),
-                        Some(s) => format!("HTTP {s}"),
-                        None => "Unknown".into(),
-                    });
+                let code = err.code().map(str::to_string).unwrap_or_else(|| match status {
+                    Some(404) => "NotFound".into(),
+                    Some(412) => "PreconditionFailed".into(),
+                    Some(s) => format!("HTTP {s}"),
+                    None => "Unknown".into(),
+                });
                 let transient = TRANSIENT_CODES.contains(&code.as_str())
                     || status.is_some_and(|s| s >= 500 || s == 429);
                 let message = match err.message().map(str::trim) {
@@ -272,17 +263,11 @@ impl S3Store {
             .map_err(|_| {
                 self.body_err(
                     key,
-                    format!(
-                        "the body ({len} bytes) was not read within {} s",
-                        limit.as_secs()
-                    ),
+                    format!("the body ({len} bytes) was not read within {} s", limit.as_secs()),
                 )
             })?
             .map_err(|e| self.body_err(key, one_line(&e)))?;
-        Ok(Fetched {
-            body: body.into_bytes(),
-            etag,
-        })
+        Ok(Fetched { body: body.into_bytes(), etag })
     }
 
     /// Transient, so the object is read again.
@@ -330,9 +315,7 @@ impl S3Store {
                 true,
             ));
         };
-        let result = self
-            .upload_parts_and_complete(key, &upload_id, &body, ranges, mode)
-            .await;
+        let result = self.upload_parts_and_complete(key, &upload_id, &body, ranges, mode).await;
         if result.is_err() {
             let abort = self
                 .client
@@ -398,11 +381,7 @@ impl S3Store {
             .bucket(&self.bucket)
             .key(key)
             .upload_id(upload_id)
-            .multipart_upload(
-                CompletedMultipartUpload::builder()
-                    .set_parts(Some(parts))
-                    .build(),
-            );
+            .multipart_upload(CompletedMultipartUpload::builder().set_parts(Some(parts)).build());
         req = match &mode {
             PutMode::Create => req.if_none_match("*"),
             PutMode::Update(etag) => req.if_match(etag),
@@ -431,20 +410,9 @@ impl S3Store {
                     false,
                 )
             })?;
-        let delete = Delete::builder()
-            .set_objects(Some(ids))
-            .quiet(true)
-            .build()
-            .map_err(|e| {
-                Error::s3(
-                    "DeleteObjects",
-                    &self.bucket,
-                    "",
-                    "construction",
-                    e.to_string(),
-                    false,
-                )
-            })?;
+        let delete = Delete::builder().set_objects(Some(ids)).quiet(true).build().map_err(|e| {
+            Error::s3("DeleteObjects", &self.bucket, "", "construction", e.to_string(), false)
+        })?;
         let first = objects.first().map(|o| o.0.as_str()).unwrap_or_default();
         let out = self
             .client
@@ -497,10 +465,7 @@ impl Store for S3Store {
     }
 
     fn until(&self, deadline: Option<Instant>) -> S3Store {
-        S3Store {
-            deadline,
-            ..self.clone()
-        }
+        S3Store { deadline, ..self.clone() }
     }
 
     /// Every object under `prefix`, in key order.
@@ -521,11 +486,7 @@ impl Store for S3Store {
     /// The common prefixes directly under `prefix` (delimiter `/`).
     fn list_prefixes(&self, prefix: &str) -> impl Future<Output = Result<Vec<String>>> + Send {
         self.bounded("ListObjectsV2", prefix, async move {
-            let mut pages = self
-                .list_request(prefix)
-                .delimiter("/")
-                .into_paginator()
-                .send();
+            let mut pages = self.list_request(prefix).delimiter("/").into_paginator().send();
             let mut out = Vec::new();
             while let Some(page) = pages.next().await {
                 let page = page.map_err(|e| self.err("ListObjectsV2", prefix, e))?;
@@ -554,18 +515,13 @@ impl Store for S3Store {
             for o in page.contents() {
                 objects.extend(self.object_meta(prefix, o)?);
             }
-            Ok(ListPage {
-                objects,
-                truncated: page.is_truncated().unwrap_or(false),
-            })
+            Ok(ListPage { objects, truncated: page.is_truncated().unwrap_or(false) })
         })
     }
 
     /// A missing key is an error for which [`Error::is_not_found`] is true.
     fn get(&self, key: &str) -> impl Future<Output = Result<Fetched>> + Send {
-        self.bounded("GetObject", key, async move {
-            self.get_read(key, None, None).await
-        })
+        self.bounded("GetObject", key, async move { self.get_read(key, None, None).await })
     }
 
     /// HeadObject with checksum mode on, or `None` when the key does not exist.
@@ -589,9 +545,7 @@ impl Store for S3Store {
                     metadata: h
                         .metadata()
                         .map(|m| {
-                            m.iter()
-                                .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
-                                .collect()
+                            m.iter().map(|(k, v)| (k.to_ascii_lowercase(), v.clone())).collect()
                         })
                         .unwrap_or_default(),
                 })),
@@ -629,11 +583,7 @@ impl Store for S3Store {
         request: PutRequest,
     ) -> impl Future<Output = Result<String>> + Send {
         self.bounded("PutObject", key, async move {
-            let PutRequest {
-                mode,
-                sha256_b64,
-                metadata,
-            } = request;
+            let PutRequest { mode, sha256_b64, metadata } = request;
             let sha256_b64 = sha256_b64.as_deref();
             let len = body.len() as u64;
             let metadata = (!metadata.is_empty()).then(|| metadata.into_iter().collect());
@@ -675,12 +625,7 @@ impl Store for S3Store {
             if let Some(etag) = if_match {
                 req = req.if_match(etag);
             }
-            match req
-                .customize()
-                .config_override(attempt_config(0))
-                .send()
-                .await
-            {
+            match req.customize().config_override(attempt_config(0)).send().await {
                 Ok(_) => Ok(()),
                 Err(e) => {
                     let e = self.err("DeleteObject", key, e);

@@ -38,9 +38,7 @@ pub fn root() -> PathBuf {
 }
 
 pub fn tools() -> PathBuf {
-    std::env::var_os("TOOLS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".tools"))
+    std::env::var_os("TOOLS_DIR").map(PathBuf::from).unwrap_or_else(|| root().join(".tools"))
 }
 
 pub fn python() -> PathBuf {
@@ -61,11 +59,7 @@ pub fn free_port() -> u16 {
     static GIVEN: Mutex<std::collections::BTreeSet<u16>> =
         Mutex::new(std::collections::BTreeSet::new());
     loop {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         if GIVEN.lock().unwrap().insert(port) {
             return port;
         }
@@ -117,9 +111,7 @@ pub fn s3_kind() -> String {
 pub fn shared_port(kind: &str) -> u16 {
     let var = format!("TEST_PORT_{}", kind.to_uppercase());
     if let Ok(port) = std::env::var(&var) {
-        return port
-            .parse()
-            .unwrap_or_else(|_| panic!("{var}={port}: expected a port number"));
+        return port.parse().unwrap_or_else(|_| panic!("{var}={port}: expected a port number"));
     }
     static STARTED: Mutex<BTreeMap<String, &'static Server>> = Mutex::new(BTreeMap::new());
     let mut started = STARTED.lock().unwrap();
@@ -164,12 +156,7 @@ pub async fn bucket(hint: &str) -> S3Store {
         .trim_end_matches('-')
         .to_lowercase();
     let client = sdk_client(&endpoint());
-    client
-        .create_bucket()
-        .bucket(&name)
-        .send()
-        .await
-        .expect("create bucket");
+    client.create_bucket().bucket(&name).send().await.expect("create bucket");
     S3Store::new(client, name).with_delete_backoff(std::time::Duration::from_millis(50))
 }
 
@@ -205,11 +192,7 @@ pub fn init_logs() {
             .parse()
             .expect("TEST_LOG: a tracing Targets filter such as warn or archive_compaction=debug");
         let _ = tracing_subscriber::registry()
-            .with(
-                tracing_subscriber::fmt::layer()
-                    .with_test_writer()
-                    .with_filter(filter),
-            )
+            .with(tracing_subscriber::fmt::layer().with_test_writer().with_filter(filter))
             .try_init();
     });
 }
@@ -270,10 +253,7 @@ fn forked_py(socket: &std::path::Path, script: &str, args: &[&str], stdin: Optio
     let a: Answer = serde_json::from_str(&answer)
         .unwrap_or_else(|e| panic!("forkserver's answer to {script} {args:?} ({e}): {answer:?}"));
     eprint!("{}", a.stderr);
-    assert_eq!(
-        a.code, 0,
-        "{script} {args:?} failed (through the forkserver)"
-    );
+    assert_eq!(a.code, 0, "{script} {args:?} failed (through the forkserver)");
     a.stdout
 }
 
@@ -313,15 +293,7 @@ pub struct Dumped {
 /// Every object under `prefix`, read back with pyarrow.
 pub fn dump(store: &S3Store, prefix: &str) -> BTreeMap<String, Dumped> {
     let out = py(
-        &[
-            "dump",
-            "--endpoint",
-            &endpoint(),
-            "--bucket",
-            store.bucket(),
-            "--prefix",
-            prefix,
-        ],
+        &["dump", "--endpoint", &endpoint(), "--bucket", store.bucket(), "--prefix", prefix],
         None,
     );
     serde_json::from_str(&out).unwrap()
@@ -349,10 +321,8 @@ pub fn rewrite(store: &S3Store, key: &str, ident: &str) -> Vec<Value> {
 
 /// Runs an `archive.py` subcommand that reads a JSON spec on stdin.
 pub fn archive_py(cmd: &str, store: &S3Store, spec: Value) -> Value {
-    let out = py(
-        &[cmd, "--endpoint", &endpoint(), "--bucket", store.bucket()],
-        Some(&spec.to_string()),
-    );
+    let out =
+        py(&[cmd, "--endpoint", &endpoint(), "--bucket", store.bucket()], Some(&spec.to_string()));
     serde_json::from_str(&out).unwrap()
 }
 
@@ -389,14 +359,10 @@ fn sort_key(v: &Value) -> String {
 pub fn assert_compacted(objects: &BTreeMap<String, Dumped>, date: &str, expected: &[Value]) {
     let d = chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").unwrap();
     let prefix = archive_compaction::data::keys::index_prefix(d);
-    let in_day: Vec<(&String, &Dumped)> = objects
-        .iter()
-        .filter(|(k, _)| k.starts_with(&prefix))
-        .collect();
-    let compacted: Vec<_> = in_day
-        .iter()
-        .filter(|(k, _)| k[prefix.len()..].starts_with("compacted-"))
-        .collect();
+    let in_day: Vec<(&String, &Dumped)> =
+        objects.iter().filter(|(k, _)| k.starts_with(&prefix)).collect();
+    let compacted: Vec<_> =
+        in_day.iter().filter(|(k, _)| k[prefix.len()..].starts_with("compacted-")).collect();
     // Every other index input (per-flight files, other multi-row files such
     // as a legacy migration's) must be gone: only foreign objects stay.
     let per_flight: Vec<_> = in_day
@@ -408,11 +374,7 @@ pub fn assert_compacted(objects: &BTreeMap<String, Dumped>, date: &str, expected
         .filter(|(_, d)| d.size > 0)
         .collect();
     if expected.is_empty() {
-        assert!(
-            compacted.is_empty(),
-            "{date}: no rows, yet {} compacted file(s)",
-            compacted.len()
-        );
+        assert!(compacted.is_empty(), "{date}: no rows, yet {} compacted file(s)", compacted.len());
     } else {
         assert_eq!(
             compacted.len(),
@@ -429,16 +391,8 @@ pub fn assert_compacted(objects: &BTreeMap<String, Dumped>, date: &str, expected
     let mut got: Vec<Value> = Vec::new();
     for (key, c) in &compacted {
         assert_eq!(c.error, None, "{key}");
-        assert_eq!(
-            c.arrow_schema.as_deref(),
-            Some(ARROW_SCHEMA),
-            "{key}: schema"
-        );
-        assert_eq!(
-            c.parquet_schema.as_ref(),
-            Some(&parquet_schema()),
-            "{key}: parquet schema"
-        );
+        assert_eq!(c.arrow_schema.as_deref(), Some(ARROW_SCHEMA), "{key}: schema");
+        assert_eq!(c.parquet_schema.as_ref(), Some(&parquet_schema()), "{key}: parquet schema");
         got.extend(c.rows.clone().unwrap());
     }
     let mut want = expected.to_vec();
@@ -464,9 +418,7 @@ pub fn assert_all_compacted(
         assert_compacted(&after, d, rows);
     }
     assert!(
-        !after
-            .keys()
-            .any(|k| k.starts_with("_compaction_state/manifests/")),
+        !after.keys().any(|k| k.starts_with("_compaction_state/manifests/")),
         "{context}: a manifest is left"
     );
     assert_eq!(
@@ -500,31 +452,19 @@ pub async fn variants_bucket(
 /// (`index/year=…/{uuid}.parquet`), read off the key itself rather than by
 /// the code under test.
 pub fn flight_uuid(index_key: &str) -> &str {
-    index_key
-        .rsplit('/')
-        .next()
-        .unwrap()
-        .trim_end_matches(".parquet")
+    index_key.rsplit('/').next().unwrap().trim_end_matches(".parquet")
 }
 
 /// Every object of `store`'s bucket as its key followed by its ETag, in
 /// listing order: what a test compares to show the bucket unchanged
 /// without reading bodies.
 pub async fn object_versions(store: &S3Store) -> Vec<String> {
-    store
-        .list("")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|o| o.key + &o.etag)
-        .collect()
+    store.list("").await.unwrap().into_iter().map(|o| o.key + &o.etag).collect()
 }
 
 /// The watermark file as JSON, if present.
 pub fn watermark(objects: &BTreeMap<String, Dumped>) -> Option<Value> {
-    objects
-        .get("_compaction_state/watermark.json")
-        .and_then(|d| d.json.clone())
+    objects.get("_compaction_state/watermark.json").and_then(|d| d.json.clone())
 }
 
 /// The repair range `from` to `to` (`YYYY-MM-DD`), checked.
@@ -587,9 +527,7 @@ impl Proxy {
             .arg(s3_port().to_string());
         let process = Supervised::spawn(cmd, "faultproxy.py");
         assert_eq!(process.read_line().trim(), "ready");
-        Proxy {
-            server: Server { port, process },
-        }
+        Proxy { server: Server { port, process } }
     }
 
     pub fn endpoint(&self) -> String {
@@ -707,19 +645,14 @@ pub fn cli_command(store: &S3Store, args: &[&str]) -> Command {
 /// when stdout is not one).
 pub fn report_of(out: &std::process::Output) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not a report ({e}); stderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
+        panic!("stdout is not a report ({e}); stderr: {}", String::from_utf8_lossy(&out.stderr))
     })
 }
 
 /// Runs `cmd` to its end and asserts it exited 0 (the failure shows its
 /// stderr); returns its output.
 pub fn output_ok(cmd: &mut Command) -> std::process::Output {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
     assert!(
         out.status.success(),
         "{:?} exited {:?}: {}",

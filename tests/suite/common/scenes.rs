@@ -27,11 +27,7 @@ pub const NOW: &str = "2026-07-22T04:50:00Z";
 pub const WATERMARK: &str = "_compaction_state/watermark.json";
 
 pub fn status_opts(now: &str) -> StatusOptions {
-    StatusOptions {
-        now: at(now),
-        as_of: Utc::now(),
-        days: 5,
-    }
+    StatusOptions { now: at(now), as_of: Utc::now(), days: 5 }
 }
 
 pub fn opts_with_event(now: &str, event: &str) -> RunOptions {
@@ -41,17 +37,11 @@ pub fn opts_with_event(now: &str, event: &str) -> RunOptions {
 }
 
 pub fn day<'a>(r: &'a RunReport, d: &str) -> &'a DayReport {
-    r.days
-        .iter()
-        .find(|x| x.date == date(d))
-        .unwrap_or_else(|| panic!("{d} not in {:?}", r.days))
+    r.days.iter().find(|x| x.date == date(d)).unwrap_or_else(|| panic!("{d} not in {:?}", r.days))
 }
 
 pub fn recovered(r: &RunReport) -> BTreeSet<(String, String)> {
-    r.recovered
-        .iter()
-        .map(|m| (m.key.clone(), m.action.to_string()))
-        .collect()
+    r.recovered.iter().map(|m| (m.key.clone(), m.action.to_string())).collect()
 }
 
 pub fn metric(r: &RunReport, name: &str) -> Option<f64> {
@@ -60,9 +50,7 @@ pub fn metric(r: &RunReport, name: &str) -> Option<f64> {
 
 /// The CLI binary against `store`'s bucket, run to its end.
 pub fn cli(store: &S3Store, args: &[&str]) -> Output {
-    cli_command(store, args)
-        .output()
-        .expect("run the archive-compaction binary")
+    cli_command(store, args).output().expect("run the archive-compaction binary")
 }
 
 pub fn stdout_json<T: serde::de::DeserializeOwned>(out: &Output) -> T {
@@ -119,13 +107,10 @@ pub async fn crashed_commit(
         })
         .collect();
     assert_eq!(inputs.len(), n);
-    let mut read = read::read_inputs(store, date, &inputs, settings(), &Default::default())
-        .await
-        .unwrap();
+    let mut read =
+        read::read_inputs(store, date, &inputs, settings(), &Default::default()).await.unwrap();
     let p = commit::prepare(date, &mut read, at(NOW), "crashed-run").unwrap();
-    commit::create_manifest(store, &p.manifest_key, &p.manifest)
-        .await
-        .unwrap();
+    commit::create_manifest(store, &p.manifest_key, &p.manifest).await.unwrap();
     let output = p.manifest.output.clone().unwrap();
     match crash {
         Crash::BeforeOutput => {}
@@ -169,10 +154,7 @@ pub fn three_days(seed: u64) -> Value {
 }
 
 pub async fn put_state(store: &S3Store, key: &str, body: &str) {
-    store
-        .put(key, body.as_bytes().to_vec().into(), PutMode::Create, None)
-        .await
-        .unwrap();
+    store.put(key, body.as_bytes().to_vec().into(), PutMode::Create, None).await.unwrap();
 }
 
 /// A fresh bucket (named after `hint`, logs set up) holding
@@ -197,10 +179,6 @@ pub async fn slip_world(
 /// What `status` says of `store` at [`NOW`] (the wall clock at `NOW` too),
 /// over the last three dates.
 pub async fn status_at_now(store: &S3Store, cfg: &Config) -> StatusReport {
-    let opts = StatusOptions {
-        now: at(NOW),
-        as_of: at(NOW),
-        days: 3,
-    };
+    let opts = StatusOptions { now: at(NOW), as_of: at(NOW), days: 3 };
     status::gather(store, cfg, &opts).await.unwrap()
 }
