@@ -10,7 +10,10 @@ Unix socket, handed over as TEST_PY_FORKSERVER. It runs the command, stops the s
 command's exit code. Every test process of the run shares these servers,
 each test in a bucket of its own, instead of starting a server per test
 process. A server that does not start is retried on another port, three
-times at most; then the command is not run (exit 1).
+times at most; then the command is not run (exit 1). At the end it prints
+the CPU seconds each server used (its processes and the helpers they
+reaped, as /proc counts them) and the command's, so a slow suite shows
+where its CPU went.
 """
 import os
 import socket
@@ -50,6 +53,30 @@ def start_forkserver(path):
     return proc
 
 
+def cpu_seconds(pid):
+    """User + system CPU of `pid` and its live descendants, with the children
+    each has reaped (/proc/PID/stat fields 14-17), in seconds."""
+    ticks, stack = 0, [pid]
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = open(f"/proc/{entry}/stat").read()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()
+            children.setdefault(int(fields[1]), []).append((int(entry), fields))
+    own = {}
+    for ps in children.values():
+        for p, fields in ps:
+            own[p] = sum(int(f) for f in fields[11:15])
+    while stack:
+        p = stack.pop()
+        ticks += own.get(p, 0)
+        stack += [c for c, _ in children.get(p, [])]
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def main():
     args = sys.argv[1:]
     if "--" not in args:
@@ -72,6 +99,10 @@ def main():
             print(f"servers.py: {kind} on 127.0.0.1:{port}", file=sys.stderr)
         print(f"servers.py: started in {time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
         code = subprocess.call(command, env=env)
+        used = [f"{kind} {cpu_seconds(proc.pid):.0f} s" for kind, proc in servers]
+        command_cpu = os.times().children_user + os.times().children_system
+        print(f"servers.py: CPU used: {', '.join(used)}; the command {command_cpu:.0f} s",
+              file=sys.stderr)
     finally:
         for kind, proc in servers:
             proc.stdin.close()
