@@ -605,4 +605,43 @@ mod tests {
         assert_eq!(again.read.len(), 3);
         assert_eq!(again.bytes_read, total);
     }
+
+    /// [`crate::protocol::partition::parts_of`] reads a multi-row input's
+    /// flights to keep it with the files sharing one; one that vanished
+    /// since the listing shares none (planned alone, the date goes on), one
+    /// whose GET fails stops the plan with the error (never planned alone:
+    /// its rows could land in another part than their flight's file).
+    #[tokio::test]
+    async fn a_multi_row_input_goes_with_its_flights_alone_when_gone_and_a_failing_one_stops_the_plan()
+     {
+        use crate::protocol::partition::parts_of;
+        let store = MemoryStore::new("b");
+        let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let mut inputs = per_flight_files(&store, date, 3).await;
+        let mr = format!("{}export.parquet", index_prefix(date));
+        store.put_now(&mr, parquet(&row(&uuid_n(1), "M")));
+        let listed = store.list(&index_prefix(date)).await.unwrap();
+        let meta = listed.into_iter().find(|m| m.key == mr).unwrap();
+        inputs.push(PlannedInput { meta, source: Source::MultiRow });
+        let one = ReadSettings { part_files: 1, ..settings() };
+        let with_mr = |mut q: crate::protocol::plan::PartQueue| {
+            let mut parts = Vec::new();
+            while let Some(p) = q.next_part(1) {
+                parts.push(p.iter().map(|i| i.meta.key.clone()).collect::<Vec<_>>());
+            }
+            parts.into_iter().find(|p| p.contains(&mr)).unwrap()
+        };
+        let flight_1 = format!("{}{}.parquet", index_prefix(date), uuid_n(1));
+        let q = parts_of(&store, inputs.clone(), one, &mut Prefetched::new()).await.unwrap();
+        assert_eq!(with_mr(q), [flight_1, mr.clone()]);
+
+        store.remove_now(&mr);
+        let q = parts_of(&store, inputs.clone(), one, &mut Prefetched::new()).await.unwrap();
+        assert_eq!(with_mr(q), [mr.clone()], "gone since the listing: alone");
+
+        store.put_now(&mr, parquet(&row(&uuid_n(1), "M")));
+        store.fail_gets(&mr);
+        let failed = parts_of(&store, inputs, one, &mut Prefetched::new()).await;
+        assert!(failed.is_err(), "a failing GET is not a file that shares no flight");
+    }
 }
