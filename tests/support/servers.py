@@ -11,9 +11,10 @@ command's exit code. Every test process of the run shares these servers,
 each test in a bucket of its own, instead of starting a server per test
 process. A server that does not start is retried on another port, three
 times at most; then the command is not run (exit 1). At the end it prints
-the CPU seconds each server used (its processes and the helpers they
-reaped, as /proc counts them) and the command's, so a slow suite shows
-where its CPU went.
+the machine's CPU seconds over the command (/proc/stat: user, system, idle)
+and each server's share (its processes and the children they waited for;
+the fork server's helpers are reaped by the kernel, so not counted), so a
+slow suite shows where its CPU went.
 """
 import os
 import socket
@@ -51,6 +52,13 @@ def start_forkserver(path):
     if proc.stdout.readline().strip() != "ready":
         sys.exit("servers.py: forkserver.py did not start (see its message above)")
     return proc
+
+
+def machine_cpu():
+    """Seconds of user (nice included), system and idle CPU since boot, all cores."""
+    f = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    tick = os.sysconf("SC_CLK_TCK")
+    return (f[0] + f[1]) / tick, f[2] / tick, f[3] / tick
 
 
 def cpu_seconds(pid):
@@ -98,10 +106,12 @@ def main():
             env[f"TEST_PORT_{kind.upper().replace('-', '_')}"] = str(port)
             print(f"servers.py: {kind} on 127.0.0.1:{port}", file=sys.stderr)
         print(f"servers.py: started in {time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
+        before = machine_cpu()
         code = subprocess.call(command, env=env)
+        user, system, idle = (b - a for a, b in zip(before, machine_cpu()))
         used = [f"{kind} {cpu_seconds(proc.pid):.0f} s" for kind, proc in servers]
-        command_cpu = os.times().children_user + os.times().children_system
-        print(f"servers.py: CPU used: {', '.join(used)}; the command {command_cpu:.0f} s",
+        print(f"servers.py: the machine's CPU over the command: user {user:.0f} s, system "
+              f"{system:.0f} s, idle {idle:.0f} s; of it the servers': {', '.join(used)}",
               file=sys.stderr)
     finally:
         for kind, proc in servers:
