@@ -83,7 +83,7 @@ test-crash: tools ## Failpoint crash tests and the SIGKILL test.
 # table (scripts/mutants-summary.py): commit those two. CARGO_INCREMENTAL=1
 # whatever the caller's shell says: a mutant's rebuild (our crate, its unit
 # tests, the suite relinked) takes ~8 s incremental against ~24 s without.
-MUTANTS_FILES ?= src/protocol/proof.rs src/protocol/commit.rs src/protocol/read.rs src/protocol/recovery.rs src/protocol/lease.rs src/protocol/day.rs src/protocol/plan.rs src/data/spill.rs src/data/merge/stream.rs
+MUTANTS_FILES ?= src/protocol/proof.rs src/protocol/commit.rs src/protocol/partition.rs src/protocol/manifest.rs src/protocol/sizing.rs src/protocol/read.rs src/protocol/recovery.rs src/protocol/lease.rs src/protocol/day.rs src/protocol/plan.rs src/data/spill.rs src/data/merge/stream.rs
 MUTANTS_SIM_SEEDS ?= 300
 MUTANTS_ARGS ?=
 # The targets built and run for each mutant (cargo-mutants --cargo-arg: the

@@ -7,11 +7,16 @@
 tested (caught.txt, missed.txt, timeout.txt, unviable.txt: one
 `FILE:LINE:COL: DESCRIPTION` a line) becomes one row of the summary, a
 tab-separated file kept in git: outcome, file, line, the commit tested
-(`git rev-parse --short HEAD`, `+dirty` when the tree differs) and the
-description. A mutant already in the summary (same file and description,
-whatever its line) is replaced by the newer result, so shards and files
-run on different days accumulate into one table. Then the table between
-the `mutants-summary` markers of docs/testing.md is rewritten: per file,
+(`git rev-parse --short HEAD`, `+dirty` when the tree differs), the
+description and its ordinal `n`. A mutant is known by its file, its
+description and `n`, its place among the mutants of that file with the
+same description (in line and column order, from `cargo mutants --list`
+of the tree tested): two `replace > with >=` on different lines are two
+rows, and a row survives its line moving. A mutant already in the summary
+is replaced by the newer result, so shards and files run on different
+days accumulate into one table; each row's line is refreshed from the
+list. Then the table between the `mutants-summary` markers of
+docs/testing.md is rewritten: per file,
 caught / missed / timeout / unviable and the share of viable mutants
 caught, and every missed mutant by name.
 
@@ -29,7 +34,7 @@ import subprocess
 from collections import defaultdict
 
 OUTCOMES = ["caught", "missed", "timeout", "unviable"]
-LINE = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):\d+: (?P<what>.*)$")
+LINE = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):(?P<col>\d+): (?P<what>.*)$")
 BEGIN, END = "<!-- BEGIN mutants-summary -->", "<!-- END mutants-summary -->"
 
 
@@ -44,19 +49,29 @@ def load(path):
     if os.path.exists(path):
         with open(path, newline="") as f:
             for r in csv.DictReader(f, delimiter="\t"):
-                rows[(r["file"], r["mutant"])] = r
+                r.setdefault("n", "0")
+                r["n"] = r["n"] or "0"
+                rows[(r["file"], r["mutant"], int(r["n"]))] = r
     return rows
 
 
 def listed(files):
-    """The (file, description) of every mutant cargo-mutants lists for
-    `files` in this tree, or None when cargo-mutants is not installed."""
+    """Every mutant cargo-mutants lists for `files` in this tree, as a map
+    from (file, line, column, description) to its key (file, description,
+    n), or None when cargo-mutants is not installed."""
     args = ["cargo", "mutants", "--list"] + [a for f in sorted(files) for a in ("--file", f)]
     try:
         out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
-    return {(m["file"], m["what"]) for m in map(LINE.match, out.splitlines()) if m}
+    found = [m for m in map(LINE.match, out.splitlines()) if m]
+    found.sort(key=lambda m: (m["file"], int(m["line"]), int(m["col"])))
+    seen, keys = defaultdict(int), {}
+    for m in found:
+        n = seen[(m["file"], m["what"])]
+        seen[(m["file"], m["what"])] += 1
+        keys[(m["file"], m["line"], m["col"], m["what"])] = (m["file"], m["what"], n)
+    return keys
 
 
 def main():
@@ -67,27 +82,33 @@ def main():
     args = ap.parse_args()
     rows = load(args.summary)
     rev, added = commit(), 0
+    results = []
     for outcome in OUTCOMES:
         path = os.path.join(args.out, f"{outcome}.txt")
         if not os.path.exists(path):
             continue
         for text in open(path):
             m = LINE.match(text.strip())
-            if not m:
-                continue
-            rows[(m["file"], m["what"])] = {"outcome": outcome, "file": m["file"], "line": m["line"],
-                                            "commit": rev, "mutant": m["what"]}
-            added += 1
-    now = listed({f for f, _ in rows})
+            if m:
+                results.append((outcome, m))
+    # The tree tested is this one (cargo mutants --in-place), so its list
+    # gives each result its ordinal.
+    now = listed({f for f, _, _ in rows} | {m["file"] for _, m in results})
+    for outcome, m in results:
+        key = (now or {}).get((m["file"], m["line"], m["col"], m["what"]), (m["file"], m["what"], 0))
+        rows[key] = {"outcome": outcome, "file": m["file"], "line": m["line"], "commit": rev,
+                     "mutant": m["what"], "n": str(key[2])}
+        added += 1
     gone = unmeasured = 0
     if now is not None:
-        gone = len([k for k in rows if k not in now])
-        rows = {k: r for k, r in rows.items() if k in now}
-        unmeasured = len(now - rows.keys())
+        line_of = {key: line for (_, line, _, _), key in now.items()}
+        gone = len([k for k in rows if k not in line_of])
+        rows = {k: dict(r, line=line_of[k]) for k, r in rows.items() if k in line_of}
+        unmeasured = len(line_of.keys() - rows.keys())
     with open(args.summary, "w", newline="") as f:
-        w = csv.DictWriter(f, ["outcome", "file", "line", "commit", "mutant"], delimiter="\t", lineterminator="\n")
+        w = csv.DictWriter(f, ["outcome", "file", "line", "commit", "mutant", "n"], delimiter="\t", lineterminator="\n")
         w.writeheader()
-        for key in sorted(rows, key=lambda k: (k[0], int(rows[k]["line"]), k[1])):
+        for key in sorted(rows, key=lambda k: (k[0], int(rows[k]["line"]), k[1], k[2])):
             w.writerow(rows[key])
     per_file = defaultdict(lambda: dict.fromkeys(OUTCOMES, 0))
     for r in rows.values():
