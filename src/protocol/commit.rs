@@ -677,6 +677,7 @@ mod verify_tests {
         store.deny_deletes(&m.inputs[0].key);
         let done = verify_and_delete_inputs(&store, &mut Fence(None), &m, &[]).await.unwrap();
         assert_eq!(done.failed.len(), 1, "{done:?}");
+        assert_eq!(done.deleted, 1, "the refused input is not counted deleted");
         let mark = crate::data::keys::stuck_key(&manifest_key(m.date, m.job_id));
         let body = store.get(&mark).await.expect("the stuck mark").body;
         let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
