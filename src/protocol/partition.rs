@@ -382,3 +382,45 @@ async fn earliest_under(
     }
     Ok(None)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn u(n: u128) -> Uuid {
+        Uuid::from_u128(n)
+    }
+
+    /// One owner of the verdict's wording: flights without a row first,
+    /// else the per-flight files' two faults together; the failing flights
+    /// are the missing ones, else those files' flights.
+    #[test]
+    fn a_parity_check_names_its_first_cause_its_failing_flights_and_its_reason() {
+        let unread = |n| UnreadFile { key: format!("k{n}"), flight: u(n), reason: "bad".into() };
+        let passes = ParityCheck::default();
+        assert_eq!((passes.cause(), passes.reason(), passes.failing().len()), (None, None, 0));
+
+        let own_row = ParityCheck { without_own_row: vec![u(1)], ..ParityCheck::default() };
+        assert_eq!(own_row.cause(), Some(ParityCause::PerFlightFileWithoutOwnRow));
+        assert_eq!(own_row.failing().first(9).unwrap(), [u(1)]);
+        let why = own_row.reason().unwrap();
+        assert!(why.starts_with("1 flight(s) whose per-flight file holds no row"), "{why}");
+
+        let both = ParityCheck {
+            without_own_row: vec![u(1)],
+            unread: vec![unread(2), unread(3)],
+            ..ParityCheck::default()
+        };
+        assert_eq!(both.cause(), Some(ParityCause::UnreadablePerFlightFile));
+        assert_eq!(both.failing().first(9).unwrap(), [u(1), u(2), u(3)]);
+        let why = both.reason().unwrap();
+        assert!(why.contains("holds no row of theirs"), "{why}");
+        assert!(why.contains("; 2 flight(s) whose per-flight file cannot be read"), "{why}");
+        assert!(why.contains("(first: k2: bad)"), "{why}");
+
+        let missing = ParityCheck { missing: [u(4)].into_iter().collect(), ..both };
+        assert_eq!(missing.cause(), Some(ParityCause::NoIndexRow));
+        assert_eq!(missing.failing().first(9).unwrap(), [u(4)]);
+        assert_eq!(missing.reason().unwrap(), "1 flight(s) without an index row");
+    }
+}
