@@ -423,4 +423,19 @@ mod tests {
         assert_eq!(missing.failing().first(9).unwrap(), [u(4)]);
         assert_eq!(missing.reason().unwrap(), "1 flight(s) without an index row");
     }
+
+    /// A flight's unreadable file counts once, and only for a listed flight.
+    #[test]
+    fn unread_rows_are_the_listed_flights_files_each_once() {
+        let file =
+            |n, key: &str| UnreadFile { key: key.into(), flight: u(n), reason: "bad".into() };
+        let read = ReadInputs {
+            unread: vec![file(2, "b"), file(1, "a"), file(1, "a"), file(1, "c"), file(9, "z")],
+            ..ReadInputs::default()
+        };
+        let flights: UuidSet = [u(1), u(2)].into_iter().collect();
+        let keys: Vec<String> =
+            unread_rows(&read, &flights).unwrap().into_iter().map(|f| f.key).collect();
+        assert_eq!(keys, ["a", "c", "b"]);
+    }
 }
