@@ -438,4 +438,30 @@ mod tests {
             unread_rows(&read, &flights).unwrap().into_iter().map(|f| f.key).collect();
         assert_eq!(keys, ["a", "c", "b"]);
     }
+
+    /// A per-flight file without its flight's row loses that row when
+    /// something is merged (two compacted files are), else only when it was
+    /// keyless; a flight not listed is not counted.
+    #[test]
+    fn without_own_row_counts_listed_flights_a_merge_would_lose() {
+        let read = |sources: Vec<Source>, keyless: Vec<Uuid>| ReadInputs {
+            merge_inputs: (sources.into_iter())
+                .map(|source| read::DecodedInput {
+                    source,
+                    last_modified: Default::default(),
+                    rows: 1,
+                })
+                .collect(),
+            without_own_row: vec![u(2), u(1), u(1), u(9)],
+            keyless_flights: keyless,
+            ..ReadInputs::default()
+        };
+        let flights: UuidSet = [u(1), u(2)].into_iter().collect();
+        let merging = read(vec![Source::PerFlight(u(1)), Source::PerFlight(u(2))], vec![]);
+        assert_eq!(without_own_row(&merging, &flights).unwrap(), [u(1), u(2)]);
+        let two_compacted = read(vec![Source::Compacted, Source::Compacted], vec![]);
+        assert_eq!(without_own_row(&two_compacted, &flights).unwrap(), [u(1), u(2)]);
+        let nothing = read(vec![Source::Compacted], vec![u(2)]);
+        assert_eq!(without_own_row(&nothing, &flights).unwrap(), [u(2)], "keyless only");
+    }
 }
