@@ -974,14 +974,18 @@ async fn cli_exit_code_is_the_runs_whatever_mqtt_does() {
             {"date": "2026-07-19", "flights": 3, "unindexed": 1}
         ]}),
     );
-    let cli = |port: u16| {
-        let out = cli_command(&store, &["run", "--now", "2026-07-21T04:50:00Z"])
+    // The CLI with MQTT at `port` (2 s timeout).
+    let with_broker = |args: &[&str], port: u16| {
+        cli_command(&store, args)
             .env("MQTT_HOST", "127.0.0.1")
             .env("MQTT_PORT", port.to_string())
             .env("MQTT_TIMEOUT_SECONDS", "2")
             .env("LOG_LEVEL", "warn")
             .output()
-            .unwrap();
+            .unwrap()
+    };
+    let cli = |port: u16| {
+        let out = with_broker(&["run", "--now", "2026-07-21T04:50:00Z"], port);
         let report = report_of(&out);
         (out.status.code(), report)
     };
@@ -995,13 +999,7 @@ async fn cli_exit_code_is_the_runs_whatever_mqtt_does() {
     // `status` shows the last run from the retained topics,
     // read-only: the broker's retained messages are unchanged after it.
     let status = |port: u16| {
-        let out = cli_command(&store, &["status", "--json", "--now", "2026-07-21T04:50:00Z"])
-            .env("MQTT_HOST", "127.0.0.1")
-            .env("MQTT_PORT", port.to_string())
-            .env("MQTT_TIMEOUT_SECONDS", "2")
-            .env("LOG_LEVEL", "warn")
-            .output()
-            .unwrap();
+        let out = with_broker(&["status", "--json", "--now", "2026-07-21T04:50:00Z"], port);
         serde_json::from_slice::<Value>(&out.stdout)
             .unwrap_or_else(|e| panic!("status --json: {e}: {out:?}"))
     };
