@@ -1,9 +1,7 @@
-//! Settings, parsed from environment variables into a typed [`Config`].
-//!
-//! Each setting is one row of [`SETTINGS`] (variable, [`DefaultIs`],
-//! [`Parse`], meaning); `--help` prints the rows and tests/suite/docs.rs holds
-//! docs/configuration.md and template.yaml to them. Every error names the
-//! variable and what it expects. The AWS SDK reads its own variables.
+//! Settings, parsed from environment variables into a typed [`Config`], one row of [`SETTINGS`]
+//! each: `--help` prints the rows and tests/suite/docs.rs holds docs/configuration.md and
+//! template.yaml to them. Every error names the variable and what it expects. The AWS SDK reads
+//! its own variables.
 //!
 //! ```
 //! use std::collections::HashMap;
@@ -350,7 +348,7 @@ pub struct MqttConfig {
     pub port: u16,
     /// User name ([`MQTT_USERNAME`]).
     pub username: Option<String>,
-    /// Password ([`MQTT_PASSWORD`]). Ignored when `password_secret_arn` is set.
+    /// Password ([`MQTT_PASSWORD`]).
     pub password: Option<String>,
     /// Secrets Manager secret (ARN or name) whose `SecretString` is the password; wins over `password`.
     pub password_secret_arn: Option<String>,
@@ -447,9 +445,8 @@ impl Config {
         Config::from_map(&std::env::vars().collect())
     }
 
-    /// Refuses a `--max-duration` not above `DEADLINE_MARGIN_SECONDS`: no date would start.
-    ///
-    /// Errors: [`Error::Config`] naming `--max-duration`, both figures (seconds) and the two ways out.
+    /// Refuses a `--max-duration` not above `DEADLINE_MARGIN_SECONDS` (no date would start) with an
+    /// [`Error::Config`].
     pub fn check_max_duration(&self, max_duration: Duration) -> Result<(), Error> {
         if max_duration > self.deadline_margin {
             return Ok(());

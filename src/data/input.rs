@@ -1,17 +1,11 @@
-//! Bounded reads of index inputs: every Parquet input any command reads goes
-//! through [`ObjectReader`], and nothing is decoded before its limits pass.
+//! Bounded reads of index inputs: every Parquet input any command reads goes through
+//! [`ObjectReader`], and nothing is decoded before its [`Limit`]s pass, checked from the listed
+//! size and the footer alone against the [`Budget`]; over one, the input is
+//! [`Unmergeable::over_limit`] and left in place. Later GETs carry `If-Match` with the first's
+//! ETag, so a rewrite is [`Error::PreconditionFailed`], never a mix.
 //!
-//! - **Limits before any decode**, from the listed size and the footer alone:
-//!   footer at most budget / [`FOOTER_SHARE`], at most [`COLUMNS_MAX`] leaf
-//!   columns, declared decoded size ([`decoded_bytes`]) at most the budget
-//!   (`INPUT_BUDGET_MB`). Over one: [`Unmergeable::over_limit`], left in place.
-//! - **Small reads**: at most [`SMALL_INPUT_BYTES`] in one GET; bigger, the
-//!   tail ([`TAIL_READ_BYTES`]) then the projected chunks by coalesced ranged GETs.
-//! - **One version**: later GETs carry `If-Match` with the first's ETag, so a
-//!   rewrite is [`Error::PreconditionFailed`], never a mix.
-//!
-//! The push decoder, not `ParquetRecordBatchStreamBuilder`: that takes a
-//! `'static` reader and the stores here are borrowed.
+//! The push decoder, not `ParquetRecordBatchStreamBuilder`: that takes a `'static` reader and the
+//! stores here are borrowed.
 //! ```
 //! use archive_compaction::data::input::{Budget, ObjectReader};
 //! use archive_compaction::data::merge::{encode, target_schema};
@@ -52,19 +46,16 @@ use crate::infra::error::{Error, Result};
 use crate::infra::storage::{Fetched, ObjectMeta, Store};
 use crate::protocol::proof::RowFlights;
 
-/// Objects of at most this many bytes (256 KiB) are fetched whole: a
-/// per-flight file is a few KB, and one request beats two.
+/// Objects of at most this many bytes are fetched whole (one GET): a per-flight file is a few KB.
 pub const SMALL_INPUT_BYTES: u64 = 256 * 1024;
 
-/// The first ranged GET of a bigger object: its last 64 KiB, which holds
-/// the footer of any index file written by pyarrow or this job.
+/// The tail a bigger object's first GET reads: it holds any footer pyarrow or this job writes.
 pub const TAIL_READ_BYTES: u64 = 64 * 1024;
 
 /// At most this many leaf columns (the index schema has 9).
 pub const COLUMNS_MAX: u64 = 1_000;
 
-/// The footer may take at most this share of the budget (1/32): a footer
-/// is parsed whole, into several times its size.
+/// A footer may take 1/this of the budget at most: it is parsed whole, into several times its size.
 pub const FOOTER_SHARE: u64 = 32;
 
 /// Decoded bytes counted per value of a read column, on top of the chunk's
@@ -135,8 +126,7 @@ fn over(limit: Limit, found: u64, allowed: u64) -> std::result::Result<(), Unmer
     }
 }
 
-/// The decoded size the footer declares for `leaves`, in bytes: uncompressed
-/// chunk bytes plus [`DECODED_BYTES_PER_VALUE`] a row (saturating).
+/// The decoded size the footer declares for `leaves`, in bytes ([`DECODED_BYTES_PER_VALUE`]).
 pub fn decoded_bytes(metadata: &ParquetMetaData, leaves: &[usize]) -> u64 {
     let mut total = 0u64;
     for rg in metadata.row_groups() {
@@ -151,8 +141,7 @@ pub fn decoded_bytes(metadata: &ParquetMetaData, leaves: &[usize]) -> u64 {
     total
 }
 
-/// Errors: [`Unmergeable::over_limit`] with [`Limit::DecodedBytes`] when
-/// reading `leaves` would exceed `budget`.
+/// Errors: [`Unmergeable::over_limit`] ([`Limit::DecodedBytes`]) when `leaves` exceed `budget`.
 pub fn check_decoded(
     metadata: &ParquetMetaData,
     leaves: &[usize],
@@ -258,10 +247,8 @@ impl<'a, S: Store> ObjectReader<'a, S> {
         }
     }
 
-    /// Bytes `range` of the object (clipped to its end).
-    ///
-    /// Errors: S3 errors; [`Error::PreconditionFailed`] when the object is no
-    /// longer the version read first (another ETag, or shorter).
+    /// Bytes `range` of the object, clipped to its end. Errors: S3 errors;
+    /// [`Error::PreconditionFailed`] when no longer the version read first (another ETag, shorter).
     async fn get(&self, range: Range<u64>) -> Result<Bytes> {
         let (start, end) = (range.start.min(self.size), range.end.min(self.size));
         if let Some(b) = &self.whole {
@@ -322,7 +309,6 @@ impl<'a, S: Store> ObjectReader<'a, S> {
             return object_store::coalesce_ranges(ranges, |r| self.get(r), COALESCE_GAP_BYTES)
                 .await;
         };
-        // Ranges in the tail read first are served from it (one running into it is joined).
         let tail_at = *tail_at;
         let heads: Vec<Range<u64>> = (ranges.iter())
             .filter(|r| r.start < tail_at)
@@ -354,9 +340,8 @@ impl<'a, S: Store> ObjectReader<'a, S> {
 
     /// Reads and parses the footer within `budget`.
     ///
-    /// Errors: S3 errors (a missing key: [`Error::is_not_found`]). Not Parquet
-    /// (under 12 bytes, no `PAR1` magic, a footer length that does not fit) or
-    /// over a limit is `Ok(Err(_))`.
+    /// Errors: S3 errors (a missing key: [`Error::is_not_found`]). Not Parquet (under 12 bytes, no
+    /// `PAR1` magic, a footer length that does not fit) or over a limit is `Ok(Err(_))`.
     pub async fn footer(
         &mut self,
         budget: Budget,
@@ -411,10 +396,8 @@ impl<'a, S: Store> ObjectReader<'a, S> {
         Ok(Ok(Arc::new(metadata)))
     }
 
-    /// Decodes the columns of `mask` in batches of at most [`BATCH_ROWS`] rows,
-    /// handing each to `each` (which may stop with an [`Unmergeable`]).
-    ///
-    /// Errors: S3 errors. A file that cannot be decoded is `Ok(Err(_))`.
+    /// Decodes the columns of `mask` in batches of at most [`BATCH_ROWS`] rows into `each` (which
+    /// may stop with an [`Unmergeable`]). Errors: S3 errors; an undecodable file is `Ok(Err(_))`.
     pub async fn read_batches(
         &self,
         arrow: ArrowReaderMetadata,

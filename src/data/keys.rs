@@ -95,10 +95,8 @@ pub fn stuck_manifest_key(key: &str) -> Option<String> {
     Some(format!("{MANIFESTS_ROOT}{}", key.strip_prefix(STUCK_ROOT)?))
 }
 
-/// What an object under an index partition is. Every `.parquet` object
-/// directly in a `day=` partition, not named `_*` or `.*`, is an input (the
-/// Python job merged every such object); zero-byte ones are foreign too
-/// ([`crate::protocol::plan::classify_partition`] has the size).
+/// What an object under an index partition is ([`classify_index_key`]; the Python job merged every
+/// input). A zero-byte one is foreign too ([`crate::protocol::plan::classify_partition`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IndexKey {
     /// `{uuid}.parquet`: one flight's index row, written by the archive writer.

@@ -1,15 +1,7 @@
-//! The merge: decode index files, conform them to the target schema, keep one
-//! row per flight, encode one compacted Parquet file.
-//!
-//! Columns match [`target_schema`] by name without case (as Glue, Athena and
-//! Spark match names). Only lossless conversions; anything else makes that one
-//! file [`Unmergeable`] and the day goes on. Unknown columns are kept after the
-//! known ones, one exact type for the day ([`widen`]).
-//!
-//! One row per flight (the uuid in `s3_key`, or a per-flight file's name): a
-//! per-flight file beats a multi-row file, else the later LastModified wins.
-//! Output rows are in uuid order. [`StreamMerger`], tried first, writes rows
-//! in bounded memory but needs regular inputs; [`Merger`], the fallback, holds
+//! The merge: decode index files, conform them to the target schema ([`conform`]; lossless only,
+//! else that file is [`Unmergeable`] and the day goes on), keep one row per flight (by [`Source`],
+//! then LastModified) in uuid order, encode one compacted Parquet file. [`StreamMerger`], tried
+//! first, writes rows in bounded memory but needs regular inputs; [`Merger`], the fallback, holds
 //! the day's rows once. Both give the same output.
 //!
 //! ```
@@ -73,14 +65,12 @@ pub use schema::{
 pub use stream::{MergedOutput, StreamError, StreamMerger};
 pub use widen::{ExtraColumns, convert};
 
-/// Why a merge failed (the held merge, the streaming merge's encoder, the
-/// union of extra columns). An input that cannot be decoded or conformed is
-/// not a merge error: it is [`Unmergeable`], left in place and reported.
+/// Why a merge failed. An input that cannot be decoded or conformed is not one: it is
+/// [`Unmergeable`].
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
-    /// An input that cannot join the day: an extra column with no type in
-    /// common with the day's ([`widen`]). Nothing of it was merged; the
-    /// caller leaves it in place, reports it and goes on.
+    /// An input with an extra column that has no type in common with the day's ([`widen`]):
+    /// nothing of it was merged; the caller leaves it in place and goes on.
     #[error("{0}")]
     Input(Unmergeable),
     /// An extra column's values did not convert to the day's type although

@@ -1,14 +1,9 @@
-//! CloudWatch metrics: the run's figures as one `PutMetricData` call in
-//! `METRICS_NAMESPACE`, each with the dimension `Bucket={S3_BUCKET}`.
-//!
-//! - Every run sends the same names but `WatermarkLagDays` and
-//!   `MismatchUuidCount`, left out when the run did not establish them
-//!   ([`crate::data::mqtt::is_known`]): a missing datum is never a zero.
-//! - Exactly one of `RunSuccess`, `RunMismatch`, `RunFailure` is 1.
-//! - Data points carry the wall-clock start ([`run_started`]), not the
-//!   invocation time (`--now` or a replayed event may be past CloudWatch's
-//!   two weeks); Lambda stamps `Errors` with it, and `FunctionErrorsAlarm`
-//!   subtracts `RunMismatch` from them per minute.
+//! CloudWatch metrics: the run's figures as one `PutMetricData` call in `METRICS_NAMESPACE`, each
+//! with the dimension `Bucket={S3_BUCKET}`. `WatermarkLagDays` and `MismatchUuidCount` are left out
+//! when the run did not establish them ([`crate::data::mqtt::is_known`]): a missing datum is never
+//! a zero. Data points carry the wall-clock start ([`run_started`]), not the invocation time
+//! (`--now` or a replayed event may be past CloudWatch's two weeks); Lambda stamps `Errors` with
+//! it, and `FunctionErrorsAlarm` subtracts `RunMismatch` from them per minute.
 //!
 //! ```
 //! use archive_compaction::data::metrics::metrics;

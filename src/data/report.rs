@@ -1,9 +1,6 @@
-//! [`RunReport`]: the one value that describes a run.
-//!
-//! The Lambda response or error message, the CLI's JSON, and the source of
-//! every metric and MQTT topic (schema: `specs/run-report.schema.json`).
-//! Bounded: each list keeps the first `*_SHOWN` entries beside an exact count
-//! and a `*_truncated` marker; [`RunReport::bound`] caps the JSON at [`REPORT_MAX_BYTES`].
+//! [`RunReport`], the one value that describes a run: the Lambda response or error message, the
+//! CLI's JSON, and the source of every metric and MQTT topic (`specs/run-report.schema.json`). Each
+//! list keeps its first `*_SHOWN` entries beside an exact count and a `*_truncated` marker.
 //!
 //! ```
 //! use archive_compaction::data::report::{RunReport, SkippedFile, UUIDS_SHOWN};
@@ -45,7 +42,7 @@ pub const ERRORS_SHOWN: usize = 50;
 /// invocation's failure record (request and response together).
 pub const REPORT_MAX_BYTES: usize = 200_000;
 
-/// Outcome of a run: exit code 0, 2, 1 respectively.
+/// Outcome of a run.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, strum::IntoStaticStr,
 )]
@@ -398,8 +395,7 @@ pub struct RunReport {
     pub bytes_written: u64,
     /// Older duplicate rows dropped.
     pub duplicates_removed: u64,
-    /// Files the straggler sweep folded into already compacted dates, beyond
-    /// the one compacted file each is folded into.
+    /// Files the straggler sweep folded into already compacted dates (not counting that file).
     pub stragglers_folded: u64,
     /// Manifests resolved by recovery at the start.
     pub manifests_recovered: u64,

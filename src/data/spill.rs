@@ -1,8 +1,6 @@
-//! Sorted sets of uuids (or of a uuid and numbers: [`Record`]) that spill to
-//! local disk past a memory limit: sorted runs in anonymous files in the
-//! temporary directory (`TMPDIR`; on Lambda `/tmp`, its ephemeral storage),
-//! gone when the set is dropped or the process dies, read back with `pread`
-//! (no mapping: nothing counts against `ulimit -v`), 64 KiB a run at a time.
+//! Sorted sets of uuids (or of a uuid and numbers: [`Record`]) that spill past a memory limit to
+//! anonymous files in `TMPDIR` (on Lambda `/tmp`), gone when the set is dropped or the process
+//! dies, read back with `pread` (no mapping: nothing counts against `ulimit -v`).
 //!
 //! ```
 //! use archive_compaction::data::spill::{SpillSettings, UuidSetBuilder};
@@ -131,13 +129,12 @@ impl Run {
 /// listing window (16 B) and the parts' (flight, input) pairs (20 B).
 pub const DISK_BYTES_PER_FLIGHT: u64 = 52;
 
-/// Refuses a date of `uuids` flights (or index files, the more) whose sets would
-/// not fit the spill directory's free space. Called after the date's listing, it
-/// spares the gate's and the parts' sets failing part way (the need counts all).
+/// Refuses a date of `uuids` flights (or index files, the more) whose sets would not fit the spill
+/// directory's free space. Called after the date's listing, it spares the gate's and the parts'
+/// sets failing part way (the need counts all).
 ///
-/// # Errors
-/// [`Error::DiskTooSmall`] with the need and the free space;
-/// [`Error::Spill`] when the directory cannot be read.
+/// Errors: [`Error::DiskTooSmall`] with the need and the free space; [`Error::Spill`] when the
+/// directory cannot be read.
 ///
 /// ```
 /// use archive_compaction::data::spill::{check_room, SpillSettings};
@@ -224,8 +221,7 @@ impl<T: Record> SortedSet<T> {
         self.runs.iter().map(|r| r.len * T::SIZE as u64).sum()
     }
 
-    /// Whether `u` is in the set: a binary search, in memory or in each run.
-    /// Errors: [`Error::Spill`] when a run cannot be read back.
+    /// Whether `u` is in the set. Errors: [`Error::Spill`] when a run cannot be read back.
     pub fn contains(&self, u: &T) -> Result<bool> {
         if !self.spilled() {
             return Ok(self.memory.binary_search(u).is_ok());
@@ -467,8 +463,8 @@ impl<T: Record> SortedSetBuilder<T> {
         }
     }
 
-    /// Adds `u` (again is fine: each record is in the set once).
-    /// Errors: [`Error::Spill`] when the buffer is full and its run cannot be written.
+    /// Adds `u` (a duplicate is kept once); [`Error::Spill`] when a full buffer's run cannot be
+    /// written.
     pub fn push(&mut self, u: T) -> Result<()> {
         if self.buf.len() >= self.settings.limit {
             self.spill()?;
@@ -477,7 +473,6 @@ impl<T: Record> SortedSetBuilder<T> {
         Ok(())
     }
 
-    /// Writes the buffer as a run of level 0 (sorted, deduplicated), then [`Self::merge_tail`].
     fn spill(&mut self) -> Result<()> {
         self.buf.sort_unstable();
         self.buf.dedup();

@@ -1,9 +1,8 @@
 //! State files under `_compaction_state/`: watermark, lease and manifests.
 //!
-//! All JSON (schemas in `specs/`), all written conditionally so two runs never
-//! silently overwrite each other: `watermark.json` ([`Watermark`], the Python
-//! job's format), `lock.json` ([`crate::protocol::lease`]) and
-//! `manifests/{date}/{job_id}.json` ([`Manifest`]).
+//! All JSON (schemas in `specs/`), all written conditionally so two runs never silently overwrite
+//! each other: `watermark.json` ([`Watermark`], the Python job's format), `lock.json`
+//! ([`crate::protocol::lease`]) and `manifests/{date}/{job_id}.json` ([`Manifest`]).
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
@@ -13,8 +12,7 @@ use crate::data::keys::WATERMARK_KEY;
 use crate::infra::error::{Error, Result};
 use crate::infra::storage::{PutMode, Store};
 
-/// `watermark.json`: the last fully compacted date and the mismatch
-/// bookkeeping. Unknown fields are kept.
+/// `watermark.json`: the last fully compacted date and the mismatch bookkeeping.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Watermark {
     /// Last fully compacted date (UTC); `null` when nothing was compacted yet.
@@ -46,7 +44,7 @@ pub const WATERMARK_FIELDS: &[(&str, &str)] = &[
 ];
 
 impl Watermark {
-    /// Parses `watermark.json` strictly ([`WATERMARK_FIELDS`]); unknown fields are kept.
+    /// Parses `watermark.json` strictly ([`WATERMARK_FIELDS`]), keeping unknown fields in `extra`.
     ///
     /// Errors: a message naming the field, what it holds and must hold. A
     /// missing `last_compacted_date` (a typo) is an error, never a first run.
@@ -176,10 +174,9 @@ fn opt_date(v: &serde_json::Value) -> Option<Option<NaiveDate>> {
     }
 }
 
-/// Writes `body` to `key` conditionally (`mode`). A lost answer's retry fails
-/// its own condition, so on a [`settles`] error the object is read back: if
-/// it holds exactly `body` (every state file carries this run's id or write
-/// time) its ETag is returned, else the write's error stands.
+/// Writes `body` to `key` conditionally (`mode`). A lost answer's retry fails its own condition, so
+/// on a [`settles`] error the object is read back: if it holds exactly `body` (every state file
+/// carries this run's id or write time) its ETag is returned, else the write's error stands.
 pub async fn put_settled(
     store: &impl Store,
     key: &str,

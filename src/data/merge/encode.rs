@@ -1,4 +1,4 @@
-//! Encoding: the Parquet writer settings of a compacted file ([`encode`]).
+//! Encoding: the Parquet writer settings of a compacted file ([`encode()`]).
 
 use super::*;
 

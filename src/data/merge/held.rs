@@ -2,7 +2,7 @@
 
 use super::*;
 
-/// Where an input comes from: its part of the dedup rank ([`crate::data::merge`]).
+/// Where an input comes from: its part of the dedup rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Source {
     /// A `compacted-*.parquet` file, ours or the Python job's.
@@ -28,12 +28,10 @@ pub struct MergeInput {
 /// bytes, not a set of Arrow arrays per file.
 pub const COALESCE_ROWS: usize = 4096;
 
-/// `b` in the union `schema` (target columns, then the day's extra ones),
-/// by name without case: extra columns converted ([`super::widen::convert`]),
-/// missing ones null.
+/// `b` in the union `schema` (target columns, then the day's extra ones), by name without case:
+/// extra columns converted ([`super::widen::convert`]), missing ones null.
 ///
-/// Errors: [`MergeError::ExtraColumn`] when a value has no exact value in the
-/// day's type (a defect: the join rules that out); [`MergeError::Arrow`].
+/// Errors: [`MergeError::ExtraColumn`], [`MergeError::Arrow`].
 pub(super) fn to_union_schema(
     b: &RecordBatch,
     schema: &SchemaRef,
@@ -73,9 +71,8 @@ pub(super) fn rank(source: Source, last_modified: DateTime<Utc>) -> Rank {
     }
 }
 
-/// The held merge: inputs pushed in plan (key) order, their rows copied into
-/// chunks of [`COALESCE_ROWS`]; one small entry per flight keeps the dedup,
-/// so memory grows with the day's rows, not its files.
+/// The held merge: inputs pushed in plan (key) order, their rows copied into chunks of
+/// [`COALESCE_ROWS`]; one small entry per flight keeps the dedup.
 ///
 /// ```
 /// use archive_compaction::data::merge::{Merger, MergeInput, Source, target_schema, conform};
@@ -127,8 +124,7 @@ impl Merger {
     /// Adds one input's rows (in plan order; at equal rank the later wins). A new
     /// or widened extra column converts the rows held so far exactly.
     ///
-    /// Errors: [`MergeError::Input`] when an extra column has no type in common
-    /// with the day's (nothing of it is taken); an Arrow error.
+    /// Errors: [`MergeError::Input`], an Arrow error.
     pub fn push(&mut self, input: MergeInput) -> Result<(), MergeError> {
         let b = input.decoded.batch;
         let next = self.extras.with(&b).map_err(MergeError::Input)?;
@@ -276,9 +272,8 @@ impl MergedRows {
         })
     }
 
-    /// Encodes the output as one Parquet file ([`encode`]'s settings); `None` when
-    /// there are no rows. Memory besides this value: the output bytes and one row
-    /// group's encoded pages.
+    /// Encodes the output as one Parquet file ([`encode()`]'s settings); `None` when there are no
+    /// rows. Memory besides this value: the output bytes and one row group's encoded pages.
     pub fn encode(
         &self,
         row_group_rows: usize,

@@ -1,11 +1,9 @@
-//! Schema conformance: the target schema, and decoding an index file into it
-//! by column name (lossless conversions only).
+//! Schema conformance: the target schema, and decoding an index file into it by column name.
 
 use super::*;
 use serde::{Deserialize, Serialize};
 
-/// The Glue table's columns, in order (docs/ARCHITECTURE.md, "Bucket layout";
-/// specs/index-schema.md).
+/// The Glue table's columns, in order (specs/index-schema.md).
 pub fn target_schema() -> SchemaRef {
     static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
     SCHEMA
@@ -135,9 +133,7 @@ pub fn arrow_metadata(
     }
 }
 
-/// One [`Decoded`] from a file's batches read by [`arrow_metadata`].
-///
-/// Errors: as [`conform`].
+/// One [`Decoded`] from a file's batches read by [`arrow_metadata`]; errors as [`conform`].
 pub fn decoded_from(
     schema: &SchemaRef,
     mut batches: Vec<RecordBatch>,
@@ -159,10 +155,9 @@ pub fn decoded_from(
     conform(&batch)
 }
 
-/// Whether a file's Parquet schema is exactly pyarrow's writing of the index
-/// schema (strings `STRING`, `military` `BOOLEAN`, timestamps
-/// `TIMESTAMP(MICROS)`, nothing else): it reads straight into [`target_schema`]
-/// with the values [`conform`] would give.
+/// Whether a file's Parquet schema is exactly pyarrow's writing of the index schema (strings
+/// `STRING`, `military` `BOOLEAN`, timestamps `TIMESTAMP(MICROS)`, nothing else): it reads straight
+/// into [`target_schema`] with the values [`conform`] would give.
 pub(super) fn has_target_layout(parquet: &SchemaDescriptor) -> bool {
     let target = target_schema();
     parquet.num_columns() == target.fields().len()
@@ -274,9 +269,8 @@ pub fn conform(batch: &RecordBatch) -> Result<Decoded, Unmergeable> {
     Ok(Decoded { batch, extra_columns })
 }
 
-/// Row by row the value the case-twin columns `ixs` agree on.
-///
-/// Errors: [`Unmergeable`] naming the first row where two values differ.
+/// Row by row the value the case-twin columns `ixs` agree on, else an [`Unmergeable`] naming the
+/// first row where two differ.
 fn merge_agreeing(
     schema: &Schema,
     ixs: &[usize],
@@ -380,8 +374,7 @@ pub(super) fn conform_column(target: &Field, col: &ArrayRef) -> Result<ArrayRef,
     }
 }
 
-/// A column name as every comparison matches it: without case, as Glue,
-/// Athena and Spark do.
+/// A column name as every comparison matches it: without case, as Glue, Athena and Spark do.
 pub fn column_key(name: &str) -> String {
     name.to_lowercase()
 }

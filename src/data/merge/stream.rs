@@ -1,14 +1,11 @@
 //! The bounded-memory merge: rows go to the Parquet writer as they arrive.
 //!
-//! A day's inputs are almost always regular: per-flight files listed in key
-//! order, which is uuid order (S3 lists in UTF-8 binary order, and a lowercase
-//! hyphenated uuid sorts as its 128-bit value), plus a few compacted files,
-//! which this job wrote sorted by uuid, uuid-less rows last. Over those the
-//! merge is a k-way merge. Memory: the reads in flight, the compacted runs,
-//! one batch, the open row group and the encoded output.
-//!
-//! Anything irregular is [`StreamError::NotStreamable`]: rows written cannot
-//! be taken back, so the caller starts the day again with [`Merger`](super::Merger).
+//! A day's inputs are almost always regular: per-flight files listed in key order, which is uuid
+//! order (S3 lists in UTF-8 binary order, and a lowercase hyphenated uuid sorts as its 128-bit
+//! value), plus a few compacted files, which this job wrote sorted by uuid, uuid-less rows last.
+//! Over those the merge is a k-way merge holding the reads in flight, the compacted runs, one
+//! batch, the open row group and the encoded output. Anything irregular is
+//! [`StreamError::NotStreamable`]: rows written cannot be taken back.
 
 use super::MergeError;
 use super::{
@@ -60,10 +57,9 @@ impl Run {
     }
 }
 
-/// A merge that writes rows as they arrive. Push every multi-row input
-/// ([`StreamMerger::push_multi_row`]) before the first per-flight one
-/// ([`StreamMerger::push_per_flight`]), each kind in key order, then
-/// [`StreamMerger::finish`]: the rows [`super::Merger`] gives, byte for byte.
+/// Push every multi-row input ([`StreamMerger::push_multi_row`]) before the first per-flight one
+/// ([`StreamMerger::push_per_flight`]), each kind in key order, then [`StreamMerger::finish`]: the
+/// rows [`super::Merger`] gives, byte for byte.
 pub struct StreamMerger {
     row_group_rows: usize,
     schema: SchemaRef,
@@ -109,9 +105,8 @@ impl StreamMerger {
         }
     }
 
-    /// Approximate heap bytes held besides the encoded output: the
-    /// compacted runs, held uuid-less rows and the open row group; it does
-    /// not grow with the number of per-flight files pushed.
+    /// Approximate heap bytes held besides the encoded output: the compacted runs, held uuid-less
+    /// rows and the open row group; it does not grow with the number of per-flight files pushed.
     #[cfg(test)]
     fn memory_bytes(&self) -> usize {
         self.runs
@@ -128,17 +123,12 @@ impl StreamMerger {
         self.writer.as_ref().map_or(0, ArrowWriter::bytes_written)
     }
 
-    /// Adds a multi-row input (a compacted file, ours or the Python job's,
-    /// or another multi-row index file such as a legacy migration's) as a
-    /// run: its rows with a flight uuid in uuid order, then any rows without
-    /// one. Our compacted files are already in that order; other files (a
-    /// legacy migration's rows are in no particular order) are sorted here,
-    /// stably, and a flight that appears twice in the same file keeps its
-    /// later row (the [`super::Merger`] rule: at equal rank, the later row).
-    /// The run is held decoded until its rows are written.
+    /// Adds a multi-row input as a run: its rows with a flight uuid in uuid order, then any rows
+    /// without one. Files not in that order (ours are) are sorted here, stably, and a flight twice
+    /// in one file keeps its later row (as in [`super::Merger`]). The run is held decoded until its
+    /// rows are written.
     ///
-    /// Errors: [`StreamError::NotStreamable`] when it comes after a
-    /// per-flight input.
+    /// Errors: [`StreamError::NotStreamable`] when it comes after a per-flight input.
     pub fn push_multi_row(
         &mut self,
         key: &str,
@@ -206,9 +196,8 @@ impl StreamMerger {
     /// Adds a per-flight file `{flight}.parquet` and writes every row whose
     /// place is now known (this one and the compacted rows before it).
     ///
-    /// Errors: [`StreamError::NotStreamable`] when the file holds more than
-    /// one row, a row of another flight, or comes out of uuid order;
-    /// [`StreamError::Failed`] on an encoder error.
+    /// Errors: [`StreamError::NotStreamable`] when the file holds more than one row, a row of
+    /// another flight, or comes out of uuid order; [`StreamError::Failed`] on an encoder error.
     pub fn push_per_flight(
         &mut self,
         key: &str,
@@ -281,9 +270,8 @@ impl StreamMerger {
         })
     }
 
-    /// Writes, in uuid order, every compacted row below `bound` (all when
-    /// `None`): among runs at the same uuid the highest rank wins, at equal
-    /// rank the later run.
+    /// Writes, in uuid order, every compacted row below `bound` (all when `None`): among runs at
+    /// the same uuid the highest rank wins, at equal rank the later run.
     fn emit_runs_below(&mut self, bound: Option<Uuid>) -> Result<(), StreamError> {
         loop {
             let Some(min) = self
@@ -316,15 +304,11 @@ impl StreamMerger {
         }
     }
 
-    /// Converts a conformed batch to the union schema, which takes in its
-    /// extra columns (new ones, or a wider type for its values:
-    /// [`super::widen`]) while nothing has been written.
+    /// Converts a conformed batch to the union schema, which takes in its extra columns (new ones,
+    /// or a wider type for its values: [`super::widen`]) while nothing has been written.
     ///
-    /// Errors: [`StreamError::Failed`] with [`MergeError::Input`] when an
-    /// extra column has no type in common with the day's (the input is left
-    /// in place; the held merge decides the same, the inputs coming in the
-    /// same order); [`StreamError::NotStreamable`] when the schema would
-    /// change after rows were written.
+    /// Errors: [`StreamError::Failed`] with [`MergeError::Input`], as the held merge would decide;
+    /// [`StreamError::NotStreamable`] when the schema would change after rows were written.
     fn align(&mut self, key: &str, b: &RecordBatch) -> Result<RecordBatch, StreamError> {
         let next = self.extras.with(b).map_err(|u| StreamError::Failed(MergeError::Input(u)))?;
         if self.extras.schema_differs(&next) {
@@ -340,9 +324,7 @@ impl StreamMerger {
         self.pad(b)
     }
 
-    /// `b` in the current schema: columns by name (cast when an extra
-    /// column's type differs from its first-seen type), nulls for the
-    /// columns it lacks.
+    /// `b` in the current schema ([`to_union_schema`]).
     fn pad(&self, b: &RecordBatch) -> Result<RecordBatch, StreamError> {
         to_union_schema(b, &self.schema).map_err(StreamError::Failed)
     }

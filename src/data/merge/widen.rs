@@ -1,7 +1,6 @@
-//! Extra columns: the one type each takes for the day, and the checked
-//! conversions into it. A column the target does not know is kept exactly or
-//! its file is left in place. Its type is a join ([`ExtraColumns`]) over every
-//! type the day's inputs hold in it, in any order:
+//! Extra columns: the one type each takes for the day, and the checked conversions into it. A
+//! column the target does not know is kept exactly or its file is left in place. Its type is a join
+//! ([`ExtraColumns`]) over every type the day's inputs hold in it, in any order:
 //!
 //! | types seen (all-null columns do not count) | the day's type |
 //! |---|---|
@@ -17,12 +16,11 @@
 //! | booleans with numbers | `utf8` |
 //! | anything else with a different type (structs, lists, timestamps, dates, decimals, ...) | refused: the input that brings it is left in place |
 //!
-//! Renderings into `utf8` are exact: integers in decimal; floats as the
-//! shortest decimal that reads back as the same `float64` (Rust's `Display`),
-//! a `float32` from its exact `float64`; booleans `true`/`false`. Each join
-//! step goes up one chain (integer → wider → `float64` → `utf8`; `binary` →
-//! `utf8`) and renders as a direct rendering would, so values do not depend on
-//! merge order. [`convert`] checks the values at hand, never a "safe" cast.
+//! Renderings into `utf8` are exact: integers in decimal; floats as the shortest decimal that reads
+//! back as the same `float64` (Rust's `Display`), a `float32` from its exact `float64`; booleans
+//! `true`/`false`. Each join step goes up one chain (integer → wider → `float64` → `utf8`; `binary`
+//! → `utf8`) and renders as a direct rendering would, so values do not depend on merge order.
+//! [`convert`] checks the values at hand, never a "safe" cast.
 
 use super::schema::unmergeable;
 use super::*;
@@ -289,8 +287,7 @@ impl ExtraColumns {
             || self.columns.iter().zip(&other.columns).any(|(a, b)| a.data_type != b.data_type)
     }
 
-    /// The output schema: [`target_schema`], then the extra columns
-    /// (nullable) with the day's types.
+    /// The output schema: [`target_schema`], then the extra columns (nullable) in the day's types.
     pub fn schema(&self) -> SchemaRef {
         if self.columns.is_empty() {
             return target_schema();

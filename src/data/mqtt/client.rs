@@ -1,9 +1,6 @@
-//! The MQTT client: one bounded exchange per call ([`publish`], [`read_retained`]).
-//! [`publish`]: retained at QoS 1, `Ok` only when every PUBACK came and the
-//! client disconnected cleanly; DNS to DISCONNECT within [`MqttConfig::timeout`];
-//! a unique client id and a clean session per call, so two invocations never
-//! take over each other's connection; a message over [`MAX_PAYLOAD_BYTES`] or
-//! [`MAX_PACKET_BYTES`] is not queued and the others go on.
+//! The MQTT client: one bounded exchange per call ([`publish`], [`read_retained`]), each with a
+//! unique client id and a clean session, so two invocations never take over each other's
+//! connection.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -71,15 +68,15 @@ pub(super) fn packet_len(m: &Message) -> usize {
     5 + 2 + m.topic.len() + 2 + m.payload.len()
 }
 
-/// Publishes `messages` retained at QoS 1, waits for every PUBACK, then
-/// disconnects, within `config.timeout`. When the broker closes the connection
-/// (its own packet limit closes it at the message it refuses), the messages
-/// not acknowledged go again on a new connection, that one last and alone;
-/// closed at again, it is left out ([`ReportError::MqttDropped`]).
+/// Publishes `messages` retained at QoS 1, waits for every PUBACK, then disconnects, within
+/// `config.timeout`. When the broker closes the connection (its own packet limit closes it at the
+/// message it refuses), the messages not acknowledged go again on a new connection, that one last
+/// and alone; closed at again, it is left out ([`ReportError::MqttDropped`]).
 ///
-/// Errors (returned, never failing the run): [`ReportError::MqttTooLarge`],
-/// [`ReportError::MqttTls`], [`ReportError::Mqtt`], [`ReportError::MqttTimeout`],
-/// naming the topics not acknowledged.
+/// Errors (returned, never failing the run): [`ReportError::MqttTooLarge`] for a message over
+/// [`MAX_PAYLOAD_BYTES`] or [`MAX_PACKET_BYTES`] (not queued: the others go on),
+/// [`ReportError::MqttTls`], [`ReportError::Mqtt`], [`ReportError::MqttTimeout`], naming the
+/// topics not acknowledged.
 pub async fn publish(config: &MqttConfig, messages: &[Message]) -> Vec<ReportError> {
     let broker = format!("{}:{}", config.host, config.port);
     let (mut messages, mut errors) = sendable(&broker, messages);
@@ -199,8 +196,7 @@ impl Requeue {
     }
 }
 
-/// The broker closed the connection at message `i`: the first time it goes
-/// again last and alone; the second, it is left out ([`ReportError::MqttDropped`]).
+/// The broker closed the connection at message `i`: what the next one does with it ([`publish`]).
 fn closed_at_message(
     broker: &str,
     message: &Message,

@@ -1,7 +1,6 @@
-//! MQTT reporting: Home Assistant discovery configs, then the run's figures
-//! as retained topics under `{MQTT_TOPIC_ROOT}/statistic/`. [`payloads`] is
-//! pure; [`client`] sends and reads them back. Topics, payloads and discovery
-//! ids are the Python job's, so Home Assistant history carries over (`specs/reporting.md`).
+//! MQTT reporting: Home Assistant discovery configs, then the run's figures as retained topics
+//! under `{MQTT_TOPIC_ROOT}/statistic/`. Topics, payloads and discovery ids are the Python job's,
+//! so Home Assistant history carries over (`specs/reporting.md`).
 //!
 //! ```
 //! use archive_compaction::data::mqtt::{discovery, statistics};

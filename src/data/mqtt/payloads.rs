@@ -6,8 +6,7 @@ use serde_json::{Value, json};
 
 use crate::data::report::{RunReport, StopReason, UUIDS_SHOWN};
 
-/// The most bytes a payload takes: Home Assistant's recorder stores no
-/// attributes over 16,384 bytes.
+/// The most bytes a payload takes: Home Assistant's recorder stores no attributes over 16 KiB.
 pub const MAX_PAYLOAD_BYTES: usize = 16 * 1024;
 
 /// Home Assistant's discovery prefix.
@@ -40,8 +39,7 @@ pub struct Message {
 enum Known {
     /// Every run that did its own work.
     Always,
-    /// Read from the state file: only when the run read it
-    /// ([`RunReport::state_known`]).
+    /// Read from the state file: only when the run read it ([`RunReport::state_known`]).
     FromState,
     /// The mismatch: when the state was read and this run found a mismatch or
     /// the state holds none. A run that did not re-check a recorded mismatch
@@ -81,8 +79,7 @@ pub struct Statistic {
     pub name: &'static str,
     payload: fn(&RunReport) -> String,
     known: Known,
-    /// `None` for `mismatch_uuids`, which is the attributes of
-    /// `mismatch_uuid_count`'s sensor.
+    /// `None` for `mismatch_uuids`, which is the attributes of `mismatch_uuid_count`'s sensor.
     sensor: Option<Sensor>,
 }
 
