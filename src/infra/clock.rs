@@ -1,7 +1,6 @@
-//! The clock seam: where the job reads wall-clock time (the lease, the
-//! watermark's `updated_at`, the checks that the invocation time and the
-//! watermark are not ahead of it). The cutoff comes from the invocation time
-//! ([`crate::commands::run::RunOptions::now`]). Tests share a
+//! The clock seam: where the job reads wall-clock time (the lease, the watermark's `updated_at`,
+//! the checks that the invocation time and the watermark are not ahead of it). The cutoff comes
+//! from the invocation time ([`crate::commands::run::RunOptions::now`]). Tests share a
 //! [`ManualClock`] with [`crate::infra::storage::MemoryStore`].
 //!
 //! ```

@@ -1,9 +1,7 @@
-//! The one deadline rule of every command, on the command line
-//! (`--max-duration`) and in Lambda alike (docs/configuration.md,
-//! "Deadline"): S3 calls end early enough for the lease's release and the
-//! report ([`Deadline::s3`]); a new date starts only with time enough
-//! ([`Deadline::near`]); a part is sized to the time left
-//! ([`Deadline::part_fit`]).
+//! The one deadline rule of every command, on the command line (`--max-duration`) and in Lambda
+//! alike (docs/configuration.md, "Deadline"): S3 calls end early enough for the lease's release and
+//! the report ([`Deadline::s3`]); a new date starts only with time enough ([`Deadline::near`]); a
+//! part is sized to the time left ([`Deadline::part_fit`]).
 //!
 //! ```
 //! use archive_compaction::infra::deadline::Deadline;
@@ -32,14 +30,12 @@ pub struct Deadline {
     slowest_part_ns_per_file: AtomicU64,
 }
 
-/// What a part's file is taken to cost, in seconds, before this run has
-/// timed a large part: twice what a 512 MB Lambda spends on one
-/// (docs/performance.md, the job's rows).
+/// What a part's file is taken to cost, in seconds, before this run has timed a large part: twice
+/// what a 512 MB Lambda spends on one (docs/performance.md, the job's rows).
 pub const UNMEASURED_SECONDS_PER_FILE: f64 = 0.002;
 
-/// The fewest files a part must have for its pace to count: below it the
-/// part's fixed requests weigh more than its files and would overstate the
-/// pace of a large part.
+/// The fewest files a part must have for its pace to count: a smaller part's fixed requests would
+/// overstate the pace.
 pub const PACE_MIN_FILES: u64 = 1_000;
 
 /// What a part started now may weigh ([`Deadline::part_fit`]).
@@ -54,8 +50,7 @@ pub struct PartFit {
 }
 
 impl PartFit {
-    /// `Some` when a part of weight `files` does not fit
-    /// ([`Deadline::part_fit`]).
+    /// `Some` when a part of weight `files` does not fit ([`Deadline::part_fit`]).
     pub fn near(&self, files: u64) -> Option<Near> {
         let paced = Duration::from_secs_f64(files as f64 * self.seconds_per_file);
         let needed = self.floor.max(paced + crate::infra::storage::S3_DEADLINE_MARGIN);

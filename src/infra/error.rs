@@ -1,6 +1,5 @@
-//! The crate's one error type. Each variant carries the key, date or
-//! setting involved; [`Error::is_transient`] ones are worth retrying on the
-//! next invocation, the others need an operator.
+//! The crate's one error type: each variant carries the key, date or setting involved;
+//! [`Error::is_transient`] tells a retry from an operator's fix.
 
 use std::time::Duration;
 
@@ -22,8 +21,7 @@ pub enum Error {
     },
 
     /// An S3 call failed after the SDK's retries.
-    // Keys and messages escaped and bounded (crate::infra::text::escape): a key may
-    // hold a newline or ESC, and a server's message any text.
+    // Keys and messages escaped and bounded (crate::infra::text says why).
     #[error(
         "S3 {op} s3://{bucket}/{}: {code}: {}",
         crate::infra::text::escape(.key),
@@ -143,14 +141,12 @@ pub enum Error {
         left_s: u64,
         /// Seconds the next part needs.
         needed_s: u64,
-        /// Empty, or what to change when the next part needs more than a
-        /// whole invocation (`PART_FILES`, the timeout), led by "; ".
+        /// [`crate::infra::deadline::Near::part_hint`]: empty, or what to change.
         hint: String,
     },
 
-    /// A listing window ([`crate::protocol::day::Day::list_window`])
-    /// committed nothing with files past it left: the next window would be
-    /// the same files. The watermark stays.
+    /// A listing window ([`crate::protocol::day::Day::list_window`]) committed nothing with files
+    /// past it left: the next window would be the same files. The watermark stays.
     #[error(
         "date {date}: a listing window of {window} per-flight file(s) committed nothing, and {left} per-flight file(s) past it are left uncompacted: the window's files were all skipped (see skipped_files: over an input limit, unreadable, or claimed by a manifest); fix or remove those files, or raise PART_FILES (a window is 4 parts), then run again"
     )]
@@ -234,9 +230,8 @@ pub enum Error {
     },
 
     /// `lock.json` holds a lease longer than any run could hold
-    /// ([`crate::protocol::lease::max_plausible_lease`]). Neither obeyed (that
-    /// would stop every run, silently, until it expires) nor taken over (a
-    /// run may hold it).
+    /// ([`crate::protocol::lease::max_plausible_lease`]). Neither obeyed (that would stop every
+    /// run, silently, until it expires) nor taken over (a run may hold it).
     #[error(
         "lease s3://{bucket}/{key} held by {holder} claims to last until {expires_at}, {seconds_left} s from now, longer than any run holds it (LEASE_SECONDS + 900 s = {max_seconds} s): check that no run is under way (archive-compaction status; the Lambda's invocations), then remove {key} by hand; this invocation does nothing"
     )]
@@ -420,8 +415,7 @@ pub enum ReportError {
         acked: usize,
         /// Messages that were to be published.
         total: usize,
-        /// The messages not acknowledged: `all`, `none`, or their topics'
-        /// short names ([`crate::data::mqtt::short_name`]), comma-separated.
+        /// As in [`ReportError::Mqtt`].
         pending: String,
     },
 

@@ -1,9 +1,7 @@
-//! Stopping a run cleanly on SIGTERM (Lambda's shutdown too) or SIGINT.
-//! Once a [`Stop`] is requested the run starts no new date, and the lease
-//! refuses every confirmation
-//! ([`crate::protocol::lease::LeaseGuard::stop_on`]), so no destructive step
-//! starts: the date under way is left as at a crash, for the next run's
-//! recovery. Requests in flight are not cut off.
+//! Stopping a run cleanly on SIGTERM (Lambda's shutdown too) or SIGINT. Once a [`Stop`] is
+//! requested the run starts no new date, and the lease refuses every confirmation
+//! ([`crate::protocol::lease::LeaseGuard::stop_on`]), so no destructive step starts: the date under
+//! way is left as at a crash, for the next run's recovery. Requests in flight are not cut off.
 //!
 //! ```
 //! use archive_compaction::infra::stop::Stop;
@@ -16,8 +14,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-/// Shared by clones: the first signal's name, and how many runs are under
-/// way.
+/// Shared by clones: the first signal's name, and how many runs are under way.
 #[derive(Debug, Clone, Default)]
 pub struct Stop(Arc<(OnceLock<&'static str>, AtomicUsize)>);
 

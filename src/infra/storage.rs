@@ -1,8 +1,6 @@
-//! The one storage seam: list, get, head, conditional put, conditional delete.
-//!
-//! [`Store`]: [`S3Store`] over aws-sdk-s3, and [`MemoryStore`], a strict in-memory
-//! bucket; `tests/suite/store_conformance.rs` holds both, and the ministack and
-//! moto servers, to S3's documented behaviour.
+//! The one storage seam, [`Store`]: [`S3Store`] over aws-sdk-s3, and [`MemoryStore`], a strict
+//! in-memory bucket; `tests/suite/store_conformance.rs` holds both, and the ministack and moto
+//! servers, to S3's documented behaviour.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -56,7 +54,6 @@ pub const JOB_ID_METADATA: &str = "compaction-job-id";
 /// past the 3,500 DELETEs a second S3 serves per prefix (S3's documented rate).
 pub const DELETE_BATCHES_IN_FLIGHT: usize = 4;
 
-/// Parts uploaded at once in one multipart upload.
 const MULTIPART_PARTS_IN_FLIGHT: usize = 4;
 
 /// The byte ranges of a multipart upload of `len` bytes in parts of `part_size`
@@ -81,10 +78,9 @@ pub fn multipart_ranges(len: usize, part_size: usize) -> Vec<std::ops::Range<usi
     (0..len).step_by(size).map(|start| start..(start + size).min(len)).collect()
 }
 
-/// S3 calls of a run end this long before its deadline ([`Store::until`]):
-/// 5 s to release the lease ([`crate::protocol::lease::LEASE_RELEASE_TIMEOUT`]),
-/// then 1 s each for CloudWatch, Secrets Manager and MQTT
-/// ([`crate::app::reporting::SINK_TIME_AT_THE_END`]).
+/// S3 calls of a run end this long before its deadline ([`Store::until`]): 5 s to release the lease
+/// ([`crate::protocol::lease::LEASE_RELEASE_TIMEOUT`]), then 1 s each for CloudWatch, Secrets
+/// Manager and MQTT ([`crate::app::reporting::SINK_TIME_AT_THE_END`]).
 pub const S3_DEADLINE_MARGIN: Duration = Duration::from_secs(8);
 
 /// The base of [`attempt_timeout`]: below the SDK's 60 s, so a lost request is retried sooner.
@@ -200,9 +196,8 @@ impl PutRequest {
     }
 }
 
-/// The storage seam over one bucket, with S3's semantics: each method's doc is
-/// the contract `tests/suite/store_conformance.rs` checks. Every future is
-/// `Send` (the Lambda handler spawns the run).
+/// One bucket with S3's semantics: each method's doc is the contract the conformance suite checks.
+/// Every future is `Send` (the Lambda handler spawns the run).
 pub trait Store: Send + Sync {
     /// The bucket name.
     fn bucket(&self) -> &str;
@@ -260,7 +255,6 @@ pub trait Store: Send + Sync {
 
     /// Bytes `range` (end excluded, clipped to the object's end) of an object,
     /// only in version `if_match` when given.
-    ///
     /// Errors: [`Error::PreconditionFailed`] when the ETag (the response's too, for a server
     /// that ignores `If-Match`) is not `if_match`; a missing key as in [`Store::get`].
     fn get_range(
@@ -313,9 +307,8 @@ pub trait Store: Send + Sync {
     /// a missing key succeeds.
     fn delete(&self, key: &str, if_match: Option<&str>) -> impl Future<Output = Result<()>> + Send;
 
-    /// Deletes each `(key, etag)` (at most [`Store::delete_batch_size`]) only in
-    /// that version; returns the keys not deleted with S3's per-key error code (a
-    /// missing key counts as deleted).
+    /// Deletes each `(key, etag)` (at most [`Store::delete_batch_size`]) only in that version;
+    /// returns the keys not deleted with S3's per-key error code (a missing key counts as deleted).
     fn delete_batch(
         &self,
         batch: &[(String, String)],
@@ -356,7 +349,6 @@ pub fn sha256_b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(bytes))
 }
 
-/// [`Error::PreconditionFailed`] when `if_match` is given and is not the `etag` read.
 fn check_if_match(bucket: &str, key: &str, if_match: Option<&str>, etag: &str) -> Result<()> {
     match if_match {
         Some(want) if !etag_eq(want, etag) => Err(Error::PreconditionFailed {

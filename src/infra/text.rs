@@ -1,7 +1,6 @@
-//! Untrusted text (keys, field names, setting values) made safe for a
-//! message or log line: control characters escaped, length bounded. An S3
-//! key may hold any UTF-8 character but NUL (S3 user guide, "Naming Amazon
-//! S3 objects"): raw, a newline forges a log line and an ESC drives the
+//! Untrusted text (keys, field names, setting values) made safe for a message or log line: control
+//! characters escaped, length bounded. An S3 key may hold any UTF-8 character but NUL (S3 user
+//! guide, "Naming Amazon S3 objects"): raw, a newline forges a log line and an ESC drives the
 //! reader's terminal. CloudWatch Logs cuts an event at 256 KB.
 //!
 //! ```
@@ -25,8 +24,7 @@ pub fn is_unsafe(c: char) -> bool {
     c.is_control() || matches!(c, '\u{2028}' | '\u{2029}')
 }
 
-/// `s` quoted as Rust's `Debug` writes a string, cut at
-/// [`QUOTED_CHARS_MAX`] characters.
+/// `s` quoted as Rust's `Debug` writes a string, cut at [`QUOTED_CHARS_MAX`] characters.
 pub fn quote(s: &str) -> String {
     let (head, cut) = split_at_chars(s, QUOTED_CHARS_MAX);
     let mut out = format!("{head:?}");
@@ -42,8 +40,7 @@ pub fn escape(s: &str) -> String {
     escape_within(s, QUOTED_CHARS_MAX)
 }
 
-/// [`escape`] bounded to `max_bytes` of escaped text instead, before the
-/// suffix.
+/// [`escape`] bounded to `max_bytes` of escaped text instead, before the suffix.
 pub fn escape_bounded(s: &str, max_bytes: usize) -> String {
     if s.len() <= max_bytes && !s.chars().any(is_unsafe) {
         return s.to_string();
@@ -61,8 +58,7 @@ pub fn escape_bounded(s: &str, max_bytes: usize) -> String {
     out
 }
 
-/// The CLI's text log's field formatter (the Lambda's JSON log escapes by
-/// itself).
+/// The CLI's text log's field formatter (the Lambda's JSON log escapes by itself).
 pub fn log_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> + Send + Sync + 'static
 {
     use tracing_subscriber::field::MakeExt;

@@ -1,17 +1,14 @@
-//! The commit protocol, one function a phase (each phase's invariant:
-//! docs/ARCHITECTURE.md, "Commit protocol"): 1. [`read_inputs`](crate::protocol::read::read_inputs),
-//! 2. [`prepare`] then [`prove_inputs`], 3. [`create_manifest`], 4. [`put_output`],
-//! 5. [`verify_output`], 6. [`delete_inputs`], 7. [`delete_manifest`].
+//! The commit protocol, one function a phase (each phase's invariant: docs/ARCHITECTURE.md, "Commit
+//! protocol"): 1. [`read_inputs`](crate::protocol::read::read_inputs), 2. [`prepare`] then
+//! [`prove_inputs`], 3. [`create_manifest`], 4. [`put_output`], 5. [`verify_output`], 6.
+//! [`delete_inputs`], 7. [`delete_manifest`].
 //!
-//! The lease is confirmed before each destructive step (4, each wave of 6,
-//! the watermark write); its GET goes beside the request before that step
-//! ([`Fence::beside`]), so the step only checks the expiry on the clock.
-//! Between 4 and 6 a reader may see a row twice; whatever happens, the
-//! manifest lets the next invocation finish or undo the commit
-//! ([`crate::protocol::recovery`]).
+//! The lease is confirmed ([`Fence`]) before each destructive step: 4, each wave of 6, the
+//! watermark write. Between 4 and 6 a reader may see a row twice; whatever happens, the manifest
+//! lets the next invocation finish or undo the commit ([`crate::protocol::recovery`]).
 //!
-//! Failpoints (feature `failpoints`): the `commit::` names in this file;
-//! `commit::proof-off` switches the proof off.
+//! Failpoints (feature `failpoints`): the `commit::` names in this file; `commit::proof-off`
+//! switches the proof off.
 
 use std::collections::HashMap;
 
@@ -97,11 +94,9 @@ impl Committed {
     }
 }
 
-/// Phases 2-6 for one part whose inputs were read into `read`. Each phase's
-/// time is logged at debug level, in seconds.
-///
-/// Errors: any phase's; an unproven or undeletable input is not an error
-/// here but [`Committed::failure`], so the caller can count it first.
+/// Phases 2-6 for one part read into `read`, each phase's time logged (debug, seconds).
+/// Errors: any phase's; an unproven or undeletable input is not an error here but
+/// [`Committed::failure`], so the caller can count it first.
 pub async fn commit_part(
     store: &impl Store,
     fence: &mut Fence<'_>,
@@ -134,14 +129,10 @@ pub async fn commit_part(
     })
 }
 
-/// Phase 2: checksums the encoded output (no file when there are no rows)
-/// so the manifest records its size and checksum before the PUT. The output
-/// is named after the job id ([`compacted_key`]), as the manifest is: that
-/// is how recovery knows a manifest's own output from another commit's.
-/// The inputs read move into the manifest (`read.read` is left empty), so
-/// their keys and ETags are not held twice.
-///
-/// Errors: none today; kept fallible for the encoder settings it may check.
+/// Phase 2: the manifest, recording the encoded output's size and checksum (no output without rows)
+/// before the PUT. Output and manifest are named after the job id ([`compacted_key`]): how recovery
+/// tells a manifest's own output from another commit's. `read.read` moves into the manifest (left
+/// empty), not held twice. Never fails today.
 pub fn prepare(
     date: NaiveDate,
     read: &mut ReadInputs,
@@ -190,9 +181,8 @@ pub async fn create_manifest(store: &impl Store, key: &str, manifest: &Manifest)
     Ok(())
 }
 
-/// Phase 4: creates the output (`If-None-Match: *`) with its SHA-256 and
-/// the manifest's `job_id` in its metadata ([`JOB_ID_METADATA`]), which
-/// recovery checks before it deletes an output.
+/// Phase 4: creates the output (`If-None-Match: *`) with its SHA-256 and the manifest's `job_id` in
+/// its metadata ([`JOB_ID_METADATA`]), which recovery checks before it deletes an output.
 pub async fn put_output(
     store: &impl Store,
     fence: &mut Fence<'_>,
@@ -210,10 +200,9 @@ pub async fn put_output(
     Ok(())
 }
 
-/// An output PUT whose answer may have been lost
-/// ([`crate::data::state::settles`]) took effect when the object read back
-/// is this commit's output (size, SHA-256, `job_id`); otherwise the
-/// attempt's error stands.
+/// An output PUT whose answer may have been lost ([`crate::data::state::settles`]) took effect when
+/// the object read back is this commit's output (size, SHA-256, `job_id`); otherwise the attempt's
+/// error stands.
 async fn settle_output(
     store: &impl Store,
     job_id: Uuid,
@@ -316,9 +305,8 @@ async fn read_back(
     Ok((OutputCheck::Verified, Some(head), Some(f.body)))
 }
 
-/// Phase 5: `Ok` only for [`OutputCheck::Verified`].
-///
-/// Errors: [`Error::VerifyFailed`] otherwise, naming the output and why.
+/// Phase 5: `Ok` only for [`OutputCheck::Verified`], else [`Error::VerifyFailed`] naming the output
+/// and why.
 pub fn verify_output(
     store: &impl Store,
     output: &ManifestOutput,
@@ -362,7 +350,7 @@ pub enum InputState {
     Gone,
 }
 
-/// ETags compared quoted or not, as S3 may give either.
+/// Where `input` stands in `listed`, ETags compared by [`etag_eq`].
 pub fn input_state(input: &ManifestInput, listed: &HashMap<String, String>) -> InputState {
     match listed.get(&input.key) {
         None => InputState::Gone,
@@ -385,12 +373,9 @@ pub async fn delete_inputs(
     delete_listed_inputs(store, fence, manifest, &listed, unproven).await
 }
 
-/// The manifest's inputs not proven ([`crate::protocol::proof`]) to be in
-/// the encoded `body`, read within [`crate::data::input::OWN_OUTPUT_BUDGET`]
-/// (nothing is fetched). Each is logged as an error.
-///
-/// Errors: [`Error::Encode`] when the encoded output cannot be read back
-/// (then nothing may be deleted).
+/// The manifest's inputs not proven ([`crate::protocol::proof`]) to be in the encoded `body`, read
+/// within [`OWN_OUTPUT_BUDGET`] (nothing is fetched); each is logged as an error. Errors:
+/// [`Error::Encode`] when the encoded output cannot be read back (then nothing may be deleted).
 pub async fn prove_inputs(
     store: &impl Store,
     manifest: &Manifest,
@@ -430,18 +415,14 @@ pub async fn prove_inputs(
     Ok(unproven)
 }
 
-/// Phases 5 and 6, the lease confirmed beside their reads. Both reads start
-/// only once the output's PUT has returned: a listing stalled past the
-/// lease's expiry while the PUT is out lets the PUT land after another
-/// invocation's recovery found the output missing and compacted the inputs
-/// again (two compacted files with the same rows).
+/// Phases 5 and 6, the lease confirmed beside their reads. Both reads start only once the output's
+/// PUT has returned: a listing stalled past the lease's expiry while the PUT is out lets the PUT
+/// land after another invocation's recovery found the output missing and compacted the inputs again
+/// (two compacted files with the same rows). The re-list runs beside the HEAD, and again after an
+/// output read back and hashed, so that a server that ignores the ETag in DeleteObjects has no long
+/// window to delete a version written meanwhile.
 ///
-/// The re-list runs beside the HEAD; when the output must be read back and
-/// hashed, it is taken again after, so that a server that ignores the ETag
-/// in DeleteObjects has no long window to delete a version written meanwhile.
-///
-/// Errors: [`Error::VerifyFailed`] (nothing is deleted), the lease lost, or
-/// an S3 error.
+/// Errors: [`Error::VerifyFailed`] (nothing is deleted), the lease lost, or an S3 error.
 pub async fn verify_and_delete_inputs(
     store: &impl Store,
     fence: &mut Fence<'_>,
@@ -470,9 +451,7 @@ pub async fn verify_and_delete_inputs(
 }
 
 /// The ETag of each of `manifest`'s inputs still in its partition, by key
-/// ([`crate::infra::storage::ranges::relist_through`]).
-///
-/// Errors: an S3 error listing a page.
+/// ([`crate::infra::storage::ranges::relist_through`]). Errors: an S3 error listing a page.
 pub async fn listed_etags(
     store: &impl Store,
     manifest: &Manifest,
@@ -491,12 +470,9 @@ pub async fn listed_etags(
     Ok(listed.into_iter().collect())
 }
 
-/// [`delete_inputs`] against `listed` (key → ETag), in waves of
-/// [`Store::delete_batches_in_flight`] batches, the lease confirmed before
-/// each.
-///
-/// Errors: the lease lost, or an S3 error after the SDK's retries (keys
-/// refused one by one are in [`DeleteOutcome::failed`], not errors).
+/// [`delete_inputs`] against `listed` (key → ETag), in waves of [`Store::delete_batches_in_flight`]
+/// batches. Errors: the lease lost, or an S3 error after the SDK's retries (keys refused one by one
+/// are in [`DeleteOutcome::failed`], not errors).
 async fn delete_listed_inputs(
     store: &impl Store,
     fence: &mut Fence<'_>,

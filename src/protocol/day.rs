@@ -1,8 +1,5 @@
-//! One date as every command sees it, which dates are blocked, and the
-//! dates of a range. Read-only: lists and GETs, never writes.
-//!
-//! [`Day`] is the one listing of a date every command takes, so no command
-//! sees a date another does not.
+//! One date as every command sees it ([`Day`], the one listing every command takes), which dates
+//! are blocked, and the dates of a range. Read-only.
 //!
 //! ```
 //! use archive_compaction::protocol::day::Day;
@@ -42,16 +39,14 @@ use crate::protocol::read::ReadSettings;
 
 pub use crate::protocol::partition::Flights;
 
-/// [`Day::list_window`]'s window as pages arrive: the per-flight files of
-/// the `limit` smallest keys, in a max-heap by key; of the others, a count,
-/// their bytes and, when wanted, their flights in a set that spills.
+/// [`Day::list_window`]'s window as pages arrive: the per-flight files of the `limit` smallest
+/// keys, in a max-heap by key; of the others, a count, their bytes and, when wanted, their flights
+/// in a set that spills.
 struct Window {
     limit: usize,
     held: std::collections::BinaryHeap<ByKey>,
     files: usize,
-    /// The sizes of the files past the window, in bytes.
     bytes: u64,
-    /// The flights of the files past the window, when wanted.
     past: Option<UuidSetBuilder>,
 }
 
@@ -76,9 +71,8 @@ impl Ord for ByKey {
 }
 
 impl Window {
-    /// Takes flight `u`'s file `o`: into the window while it has room or when
-    /// its key is before the window's last (which then leaves it). Errors:
-    /// [`Error::Spill`] writing the flights past the window.
+    /// Takes flight `u`'s file `o` into the window while it has room or when its key is before the
+    /// window's last (which then leaves it). Errors: [`Error::Spill`].
     fn offer(&mut self, u: uuid::Uuid, o: ObjectMeta) -> Result<()> {
         if self.held.len() < self.limit {
             self.held.push(ByKey(u, o));
@@ -105,8 +99,7 @@ impl Window {
 pub struct Day {
     /// The date.
     pub date: NaiveDate,
-    /// The uuids of the flight objects under `flights/YYYY/MM/DD/` (empty
-    /// when not listed), spilling to disk past the spill limit.
+    /// The uuids of the flight objects under `flights/YYYY/MM/DD/` (empty when not listed).
     pub flights: UuidSet,
     /// The index partition, sorted by kind.
     pub index: PartitionListing,
@@ -128,10 +121,10 @@ pub struct DayCounts {
 }
 
 impl Day {
-    /// Lists `date`'s `flights/` prefix (when `with_flights`), then its index
-    /// partition ([`list_partition`]): one after the other, so at most
-    /// [`LIST_RANGES_IN_FLIGHT`](crate::infra::storage::ranges::LIST_RANGES_IN_FLIGHT)
-    /// requests are in flight (both at once outlast the attempt timeout on a slow server).
+    /// Lists `date`'s `flights/` prefix (when `with_flights`), then its index partition
+    /// ([`list_partition`]): one after the other, so at most
+    /// [`LIST_RANGES_IN_FLIGHT`](crate::infra::storage::ranges::LIST_RANGES_IN_FLIGHT) requests are
+    /// in flight (both at once outlast the attempt timeout on a slow server).
     ///
     /// Errors: an S3 error listing either prefix; [`Error::Spill`].
     pub async fn list(
@@ -143,12 +136,8 @@ impl Day {
         Day::list_window(store, date, with_flights, usize::MAX, spill).await
     }
 
-    /// [`Day::list`], holding the first `window` per-flight files in key order
-    /// (whichever order the ranges' pages arrive in); the rest are a count in
-    /// [`PartitionListing::beyond_window`] and, when the flights are listed,
-    /// their flights in a set that spills, for a later pass.
-    ///
-    /// Errors: as [`Day::list`]; an [`Error::Spill`] ends the listing at its page.
+    /// [`Day::list`], holding the first `window` per-flight files in key order, the rest left to
+    /// [`PartitionListing::beyond_window`] for a later pass. Errors: as [`Day::list`].
     pub async fn list_window(
         store: &impl Store,
         date: NaiveDate,
@@ -181,8 +170,7 @@ impl Day {
             past: with_flights.then(|| UuidSetBuilder::new(spill)),
         });
         let window = &held;
-        // A per-flight file goes to the window, anything else is kept for
-        // classify_partition (zero-byte files are foreign there).
+        // Anything else is kept for classify_partition (zero-byte files are foreign there).
         let keep = move |o: ObjectMeta| match classify_index_key(&o.key) {
             IndexKey::PerFlight(u) if o.size > 0 => {
                 let mut w = window.lock().unwrap_or_else(|p| p.into_inner());
@@ -203,10 +191,8 @@ impl Day {
         Ok(Day { date, flights, index })
     }
 
-    /// The keys of `wanted`'s flight objects, by uuid: a second listing, for
-    /// the few flights a report names ([`Day::list`] keeps uuids alone).
-    ///
-    /// Errors: an S3 error listing the prefix.
+    /// The keys of `wanted`'s flight objects, by uuid: a second listing, for the few flights a
+    /// report names ([`Day::list`] keeps uuids alone). Errors: an S3 error listing the prefix.
     pub async fn flight_keys(
         store: &impl Store,
         date: NaiveDate,
@@ -230,8 +216,7 @@ impl Day {
         }
     }
 
-    /// [`partition::parity_check`] (both halves) over these listings and the
-    /// plan's `inputs`, with its errors.
+    /// [`partition::parity_check`] over these listings and the plan's `inputs`, with its errors.
     pub async fn parity_check(
         &self,
         store: &impl Store,
@@ -242,9 +227,9 @@ impl Day {
             .await
     }
 
-    /// The rows of the date's multi-row inputs whose `first_message` UTC date
-    /// is another (the run's `rows_of_other_days` rule), read within `budget`.
-    /// An unreadable input counts none (the run reports it); a gone one is skipped.
+    /// The rows of the date's multi-row inputs whose `first_message` UTC date is another (the run's
+    /// `rows_of_other_days`). An unreadable input counts none (the run reports it); a gone one is
+    /// skipped.
     ///
     /// Errors: an S3 error reading an input.
     pub async fn other_day_rows(&self, store: &impl Store, budget: Budget) -> Result<OtherDays> {
@@ -273,15 +258,14 @@ impl Day {
     }
 }
 
-/// Why a date is blocked, in the order a command names them when a date has
-/// several (the first its policy takes), so every command names the same one.
+/// Why a date is blocked, in the order a command names them when a date has several (the first its
+/// policy takes), so every command names the same one.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum BlockReason {
     /// A quarantined manifest (its key): the date waits for an operator to delete it.
     Quarantined(String),
     /// A live manifest whose inputs could not be deleted (its key), marked
-    /// under `_compaction_state/stuck/` ([`crate::data::keys::stuck_key`]) by
-    /// the run that tried; the next run retries.
+    /// ([`crate::data::keys::stuck_key`]) by the run that tried; the next run retries.
     Stuck(String),
     /// The watermark's `mismatch_date`: the date fails the parity gate.
     Mismatch,
@@ -290,16 +274,14 @@ pub enum BlockReason {
 }
 
 impl BlockReason {
-    /// The run's and `status`'s policy: only a quarantined or a stuck manifest
-    /// stops the walk. The run's recovery resolves a live manifest first; the
-    /// mismatch date stops the walk for parity (`status`'s `mismatch`).
+    /// The run's and `status`'s policy: only a quarantined or a stuck manifest stops the walk
+    /// (recovery resolves a live one first; the mismatch date stops it for parity).
     pub fn blocks_walk(&self) -> bool {
         matches!(self, BlockReason::Quarantined(_) | BlockReason::Stuck(_))
     }
 
-    /// `prune-cache`'s policy: every reason keeps the date's local copies, as
-    /// a manifest may still delete or keep its index files and the mismatch
-    /// date has not passed the parity gate.
+    /// `prune-cache`'s policy: every reason keeps the date's local copies (a manifest may still
+    /// delete or keep its index files; the mismatch date has not passed parity).
     pub fn keeps_cache(&self) -> bool {
         match self {
             BlockReason::Quarantined(_)
@@ -321,22 +303,20 @@ impl fmt::Display for BlockReason {
     }
 }
 
-/// The listings of `_compaction_state/`'s `manifests/`, `quarantine/` and
-/// `stuck/`, side by side: the one read `status`, `prune-cache` and recovery share.
+/// The listings of `_compaction_state/`'s `manifests/`, `quarantine/` and `stuck/`: the one read
+/// `status`, `prune-cache` and recovery share.
 #[derive(Debug, Clone, Default)]
 pub struct StateListing {
     /// Live manifests ([`MANIFESTS_ROOT`]), in key order.
     pub manifests: Vec<ObjectMeta>,
     /// Quarantined manifests ([`QUARANTINE_ROOT`]), in key order.
     pub quarantined: Vec<ObjectMeta>,
-    /// Stuck marks ([`STUCK_ROOT`]), in key order; a mark whose manifest is
-    /// not live any more is stale and marks nothing.
+    /// Stuck marks ([`STUCK_ROOT`]), in key order; one whose manifest is not live is stale.
     pub stuck: Vec<ObjectMeta>,
 }
 
 impl StateListing {
     /// Lists the three folders side by side.
-    ///
     /// Errors: the prefix whose listing failed, with the S3 error.
     pub async fn read(
         store: &impl Store,
@@ -364,8 +344,8 @@ pub struct Blocked {
 }
 
 impl Blocked {
-    /// The blocked dates of the watermark's `mismatch` and of `state`'s
-    /// keys; a key without a date in its name blocks nothing.
+    /// The blocked dates of the watermark's `mismatch` and of `state`'s keys (one without a date
+    /// blocks nothing).
     pub fn of(mismatch: Option<NaiveDate>, state: &StateListing) -> Blocked {
         let mut b = Blocked::default();
         if let Some(d) = mismatch {
@@ -427,8 +407,8 @@ impl Blocked {
     }
 }
 
-/// The longest `from`/`to` range, in days (ten years): a typo in a year
-/// should be an error, not a ten-thousand-date walk.
+/// The longest `from`/`to` range, in days (ten years): a typo in a year should be an error, not a
+/// ten-thousand-date walk.
 pub const MAX_RANGE_DAYS: i64 = 3660;
 
 /// Which command a range is for: its name and its unit in errors.
@@ -448,9 +428,8 @@ pub struct DateRange {
 }
 
 impl DateRange {
-    /// The range `from` to `to`, for `of`.
-    ///
-    /// Errors: [`Error::Config`] when `from` is after `to` or past [`MAX_RANGE_DAYS`].
+    /// The range `from` to `to`, for `of`. Errors: [`Error::Config`] when `from` is after `to` or
+    /// past [`MAX_RANGE_DAYS`].
     pub fn new(from: NaiveDate, to: NaiveDate, of: RangeOf) -> Result<DateRange> {
         let (name, per) = match of {
             RangeOf::Repair => ("from/to", "run"),

@@ -1,11 +1,6 @@
-//! The lease: one invocation at a time works on a bucket.
-//!
-//! `_compaction_state/lock.json` is created with `If-None-Match: *`; an
-//! expired lease is taken over with `If-Match` on the ETag it was read
-//! with. The holder renews it once half has elapsed and confirms it before
-//! every destructive step ([`Fence`]), so a run that lost its lease stops
-//! instead of racing the new holder. Lease times are wall-clock UTC (real
-//! elapsed time, not the pinned invocation time), read through a [`Clock`].
+//! The lease: one invocation at a time works on a bucket. It is confirmed before every destructive
+//! step ([`Fence`]), so a run that lost it stops instead of racing the new holder. Lease times are
+//! wall-clock UTC (real elapsed time, not the pinned invocation time), read through a [`Clock`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,29 +35,28 @@ pub struct LeaseGuard<S = S3Store> {
     lease: Lease,
     etag: String,
     length: Duration,
-    /// When the GET of a [`LeaseGuard::confirm_ahead`] was sent (lease clock,
-    /// monotonic clock), until the next [`LeaseGuard::confirm`] takes it.
+    /// When the GET of a [`LeaseGuard::confirm_ahead`] was sent (lease clock, monotonic clock),
+    /// until the next [`LeaseGuard::confirm`] takes it.
     ahead: Option<(DateTime<Utc>, std::time::Instant)>,
     /// Asked to stop ([`LeaseGuard::stop_on`]): no confirmation from then on.
     stop: Option<Stop>,
 }
 
-/// How old a confirmation taken ahead may be for [`LeaseGuard::confirm`] to
-/// take it instead of a GET, on both the lease and the monotonic clock (a
-/// wall clock stepped back does not make it fresh). It bounds how late a run
-/// notices a lock file changed by hand; a takeover needs expiry anyway.
+/// How old a confirmation taken ahead may be for [`LeaseGuard::confirm`] to take it instead of a
+/// GET, on both the lease and the monotonic clock (a wall clock stepped back does not make it
+/// fresh). It bounds how late a run notices a lock file changed by hand; a takeover needs expiry
+/// anyway.
 pub const CONFIRM_AHEAD_MAX_AGE: Duration = Duration::from_secs(10);
 
-/// How long the lease's release may take, all attempts together (its part
-/// of [`crate::infra::storage::S3_DEADLINE_MARGIN`]).
+/// How long the lease's release may take, all attempts together (its part of
+/// [`crate::infra::storage::S3_DEADLINE_MARGIN`]).
 pub const LEASE_RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Lambda's longest timeout (15 minutes): no invocation holds a lease for
-/// longer than this plus `LEASE_SECONDS` past its last renewal.
+/// Lambda's longest timeout (15 minutes).
 pub const LAMBDA_MAX_TIMEOUT: Duration = Duration::from_secs(900);
 
-/// The longest a live lease can have left; a lock further ahead was not
-/// written by a run of this job as configured.
+/// The longest a live lease can have left (no invocation outlasts [`LAMBDA_MAX_TIMEOUT`]); a lock
+/// further ahead was not written by a run of this job as configured.
 pub fn max_plausible_lease(length: Duration) -> Duration {
     length + LAMBDA_MAX_TIMEOUT
 }
@@ -77,13 +71,14 @@ impl<S: Store + Clone> LeaseGuard<S> {
         Self::acquire_with_clock(store, clock::system(), holder, length).await
     }
 
-    /// Takes the lease for `holder` for `length`, reading the time from `clock`.
+    /// Takes the lease for `holder` for `length`: created with `If-None-Match: *`, or an expired
+    /// one taken over with `If-Match` on the ETag it was read with. A lock file that cannot be
+    /// parsed is taken over like an expired one (S3 PUTs are atomic: it was written that way, not
+    /// torn).
     ///
-    /// Errors: [`Error::LeaseHeld`] when another holder's lease has not
-    /// expired (or another invocation won the takeover);
-    /// [`Error::LeaseImplausible`] ([`max_plausible_lease`]); S3 errors. A
-    /// lock file that cannot be parsed is taken over by its ETag, like an
-    /// expired one (S3 PUTs are atomic: it was written that way, not torn).
+    /// Errors: [`Error::LeaseHeld`] when another holder's lease has not expired (or another
+    /// invocation won the takeover); [`Error::LeaseImplausible`] ([`max_plausible_lease`]); S3
+    /// errors.
     pub async fn acquire_with_clock(
         store: &S,
         clock: Arc<dyn Clock>,
@@ -106,9 +101,7 @@ impl<S: Store + Clone> LeaseGuard<S> {
             ahead: None,
             stop: None,
         };
-        // A create whose answer was lost, sent again by the SDK, fails its
-        // own condition: the lock read back holding this very lease (holder
-        // and times) is this run's.
+        // A lost answer is settled by put_settled: the lock holding this very lease is this run's.
         match put_settled(store, LOCK_KEY, body.clone(), PutMode::Create).await {
             Ok(etag) => return Ok(guard(etag)),
             Err(Error::PreconditionFailed { .. }) => {}
@@ -121,7 +114,6 @@ impl<S: Store + Clone> LeaseGuard<S> {
                 e => e,
             }
         };
-        // Someone holds it, or held it and died: take it over only if expired.
         let Some(current) = store.get_opt(LOCK_KEY).await? else {
             // Released between our two calls: try the create once more.
             let etag = put_settled(store, LOCK_KEY, body, PutMode::Create)
@@ -160,8 +152,8 @@ impl<S: Store + Clone> LeaseGuard<S> {
         &self.lease
     }
 
-    /// Once `stop` is requested every confirmation fails with
-    /// [`Error::Interrupted`]; the caller still releases the lease.
+    /// Once `stop` is requested every confirmation fails with [`Error::Interrupted`]; the caller
+    /// still releases the lease.
     pub fn stop_on(&mut self, stop: Stop) {
         self.stop = Some(stop);
     }
@@ -173,14 +165,12 @@ impl<S: Store + Clone> LeaseGuard<S> {
         }
     }
 
-    /// Confirms the lease is still ours before a destructive step, renewing
-    /// it once less than half is left; no request when a confirmation taken
-    /// ahead is at most [`CONFIRM_AHEAD_MAX_AGE`] old and more than half is
-    /// left (no takeover can happen before expiry, checked on the clock).
+    /// Confirms the lease is still ours before a destructive step, renewing it once less than half
+    /// is left; no request when a confirmation taken ahead is at most [`CONFIRM_AHEAD_MAX_AGE`] old
+    /// and more than half is left (no takeover can happen before expiry, checked on the clock).
     ///
-    /// Errors: [`Error::LeaseLost`] when the lock file changed or vanished;
-    /// [`Error::LeaseExpired`] when unchanged but expired; [`Error::Interrupted`]
-    /// once a stop was requested.
+    /// Errors: [`Error::LeaseLost`] when the lock file changed or vanished; [`Error::LeaseExpired`]
+    /// when unchanged but expired; [`Error::Interrupted`] once a stop was requested.
     pub async fn confirm(&mut self) -> Result<()> {
         self.check_stop()?;
         if let Some((sent, sent_mono)) = self.ahead.take() {
@@ -196,9 +186,7 @@ impl<S: Store + Clone> LeaseGuard<S> {
         self.confirm_now().await
     }
 
-    /// Confirms the lease now for the next [`LeaseGuard::confirm`] to take
-    /// ([`Fence::beside`]).
-    ///
+    /// Confirms the lease now for the next [`LeaseGuard::confirm`] to take ([`Fence::beside`]).
     /// Errors: as [`LeaseGuard::confirm`].
     pub async fn confirm_ahead(&mut self) -> Result<()> {
         let sent = (self.clock.now(), std::time::Instant::now());
@@ -221,7 +209,6 @@ impl<S: Store + Clone> LeaseGuard<S> {
         }
         let now = self.clock.now();
         if now >= self.lease.expires_at {
-            // Unchanged since we wrote it: nobody took it over, it lapsed.
             return Err(Error::LeaseExpired {
                 bucket: self.store.bucket().to_string(),
                 key: LOCK_KEY.to_string(),
@@ -233,8 +220,6 @@ impl<S: Store + Clone> LeaseGuard<S> {
         if self.lease.expires_at - now < half {
             let renewed = Lease { expires_at: now + chrono_len(self.length), ..self.lease.clone() };
             let body = serde_json::to_vec_pretty(&renewed).expect("lease serialises");
-            // A renewal whose answer was lost fails its own If-Match when
-            // the SDK sends it again: the lock holding the renewed lease is ours.
             let update = PutMode::Update(self.etag.clone());
             self.etag =
                 put_settled(&self.store, LOCK_KEY, body, update).await.map_err(|e| match e {
@@ -247,9 +232,8 @@ impl<S: Store + Clone> LeaseGuard<S> {
         Ok(())
     }
 
-    /// Releases the lease (DeleteObject `If-Match` our ETag, so a lease
-    /// taken over is left alone) within [`LEASE_RELEASE_TIMEOUT`].
-    ///
+    /// Releases the lease (DeleteObject `If-Match` our ETag, so a lease taken over is left alone)
+    /// within [`LEASE_RELEASE_TIMEOUT`].
     /// Errors: [`Error::LeaseNotReleased`] (the lease holds until it lapses).
     pub async fn release(self) -> Result<()> {
         let store = self.store.until(Some(std::time::Instant::now() + LEASE_RELEASE_TIMEOUT));
@@ -302,19 +286,17 @@ impl Fence<'_> {
         }
     }
 
-    /// Runs `step` while the lease is confirmed beside it, so the next
-    /// [`Fence::check`] costs no round trip. `step` must be a request the
-    /// lease does not guard: a read, the manifest's create (recovery undoes
-    /// it) or its delete once the inputs are gone, or a step already checked.
+    /// Runs `step` while the lease is confirmed beside it, so the next [`Fence::check`] costs no
+    /// round trip. `step` must be a request the lease does not guard: a read, the manifest's create
+    /// (recovery undoes it) or its delete once the inputs are gone, or a step already checked.
     ///
     /// Errors: [`Error::LeaseLost`] (wins over `step`'s result), else `step`'s.
     pub async fn beside<T>(&mut self, step: impl Future<Output = Result<T>>) -> Result<T> {
         match self.0.as_deref_mut() {
             Some(l) => {
-                // Asked to stop: `step` does not start (`crate::infra::stop`).
                 l.check_stop()?;
-                // Boxed: beside a re-list, the pair is kilobytes of future,
-                // too much for a 2 MB test thread's stack in debug builds.
+                // Boxed: beside a re-list, the pair is kilobytes of future, too much for a 2 MB
+                // test thread's stack in debug builds.
                 let (out, confirmed) = futures::join!(Box::pin(step), l.confirm_ahead_boxed());
                 confirmed?;
                 out

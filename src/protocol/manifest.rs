@@ -345,10 +345,9 @@ pub struct StuckMark {
     pub message: String,
 }
 
-/// Marks `manifest` stuck when `failed` is not empty; a mark already there
-/// stands. Never fails (the run already fails for the deletes; a mark not
-/// written is logged). No lease check of its own: it follows the deletes'
-/// and writes state, never data.
+/// Marks `manifest` stuck when `failed` is not empty; a mark already there stands. Never fails (the
+/// run already fails for the deletes; a mark not written is logged). No lease check of its own: it
+/// follows the deletes' and writes state, never data.
 pub async fn mark_stuck(store: &impl Store, manifest: &Manifest, failed: &[DeleteFailure]) {
     let Some(first) = failed.first() else {
         return;

@@ -1,7 +1,6 @@
-//! The protocol: the rules that keep the promise (every flight row in its
-//! day's partition exactly once, whatever crashes). Each module's header says
-//! what it owns. It imports from [`crate::data`] and [`crate::infra`], never a
-//! command.
+//! The protocol: the rules that keep the promise (every flight row in its day's partition exactly
+//! once, whatever crashes). Each module's header says what it owns. It imports from [`crate::data`]
+//! and [`crate::infra`], never a command.
 
 pub mod commit;
 pub mod day;

@@ -1,11 +1,6 @@
-//! The parity gate over one date's listings (docs/ARCHITECTURE.md, "Parity
-//! gate"), and the earliest partition, where a fresh deployment starts.
-//! Read-only. A flight counts as indexed when a per-flight file is named by
-//! its uuid or a multi-row input holds a row whose `s3_key` carries it
-//! ([`parity_gate`]); once the inputs are read, no per-flight file may hold
-//! no row of its own ([`without_own_row`]) or be unreadable
-//! ([`unread_rows`]). [`parity_check`] is both halves, for `run` and
-//! `status` alike.
+//! The parity gate over one date's listings (docs/ARCHITECTURE.md, "Parity gate"):
+//! [`parity_check`], for `run` and `status` alike; and the earliest partition, where a fresh
+//! deployment starts. Read-only.
 //!
 //! ```
 //! use archive_compaction::protocol::day::Day;
@@ -46,7 +41,7 @@ pub use crate::protocol::plan::Flights;
 pub struct ParityGate {
     /// Flights under `flights/` with no index row, in uuid order.
     pub missing: UuidSet,
-    /// Multi-row inputs read (0 when the per-flight names cover every flight).
+    /// Multi-row inputs read.
     pub compacted_files_read: u64,
     /// Multi-row inputs that could not be decoded (their rows count as absent).
     pub unreadable: Vec<(String, merge::Unmergeable)>,
@@ -54,13 +49,13 @@ pub struct ParityGate {
     pub prefetched: Prefetched,
 }
 
-/// The first half of the gate. The multi-row inputs' `s3_key` columns are
-/// read only when the names do not cover every flight. Index rows without a
-/// flight do not block. Memory is bounded by `spill`'s limit and the
-/// largest input, not by the date.
+/// The first half of the gate: a flight counts as indexed when a per-flight file is named by its
+/// uuid or, read only when the names do not cover every flight, a multi-row input holds a row whose
+/// `s3_key` carries it. Index rows without a flight do not block. Memory is bounded by `spill`'s
+/// limit and the largest input, not by the date.
 ///
-/// Errors: an S3 error reading a multi-row input (one that vanished since
-/// the listing counts as holding no rows); [`crate::infra::error::Error::Spill`].
+/// Errors: an S3 error reading a multi-row input (one that vanished since the listing holds no
+/// rows); [`crate::infra::error::Error::Spill`].
 pub async fn parity_gate(
     store: &impl Store,
     flights: &UuidSet,
@@ -73,7 +68,6 @@ pub async fn parity_gate(
     if gate.missing.is_empty() {
         return Ok(gate);
     }
-    // Every flight the multi-row inputs hold, then one merge pass.
     let mut found = crate::data::spill::UuidSetBuilder::new(spill);
     for (c, _) in listing.multi_row_inputs() {
         let Some(read) = flights_in(store, c, budget, &mut gate.prefetched).await? else {
@@ -89,10 +83,8 @@ pub async fn parity_gate(
     Ok(gate)
 }
 
-/// The flights one multi-row input holds rows of (the body kept in
-/// `prefetched` when read whole). `None` when it vanished since the
-/// listing; `Some(Err)` when it cannot be decoded.
-///
+/// The flights one multi-row input holds rows of (the body kept in `prefetched` when read whole).
+/// `None` when it vanished since the listing; `Some(Err)` when it cannot be decoded.
 /// Errors: an S3 error reading it.
 async fn flights_in(
     store: &impl Store,
@@ -117,12 +109,11 @@ async fn flights_in(
     Ok(Some(read.outcome.map(|()| found)))
 }
 
-/// A date's planned `inputs` as a [`plan::PartQueue`], the one cut the run
-/// commits by. When they may be more than one part, the multi-row inputs'
-/// flights are read first so inputs sharing a flight stay together.
+/// A date's planned `inputs` as a [`plan::PartQueue`], the one cut the run commits by. When they
+/// may be more than one part, the multi-row inputs' flights are read first so inputs sharing a
+/// flight stay together.
 ///
-/// Errors: an S3 error reading a multi-row input;
-/// [`crate::infra::error::Error::Spill`].
+/// Errors: an S3 error reading a multi-row input; [`crate::infra::error::Error::Spill`].
 pub async fn parts_of(
     store: &impl Store,
     inputs: Vec<PlannedInput>,
@@ -139,10 +130,8 @@ pub async fn parts_of(
     Ok(plan::PartQueue::new(inputs, groups))
 }
 
-/// An input that vanished or cannot be decoded shares no flight (the merge
-/// skips it too).
-///
-/// Errors: an S3 error reading an input; [`crate::infra::error::Error::Spill`].
+/// An input that vanished or cannot be decoded shares no flight (the merge skips it too).
+/// Errors: as [`parts_of`].
 async fn shared_flights(
     store: &impl Store,
     inputs: &[PlannedInput],
@@ -181,8 +170,7 @@ pub struct ParityCheck {
     pub prefetched: Prefetched,
 }
 
-/// Why a date fails parity, first cause first: what `status` names and
-/// the run's [`ParityCheck::reason`] words.
+/// Why a date fails parity: what `status` names and the run's [`ParityCheck::reason`] words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ParityCause {
@@ -190,15 +178,12 @@ pub enum ParityCause {
     NoIndexRow,
     /// Per-flight files holding no row of their flight: merging them would lose it.
     PerFlightFileWithoutOwnRow,
-    /// Per-flight files that cannot be read ([`ParityCheck::unread`]);
-    /// docs/runbook.md, "An unreadable per-flight index file".
+    /// Per-flight files that cannot be read ([`ParityCheck::unread`]).
     UnreadablePerFlightFile,
 }
 
 impl ParityCheck {
-    /// The first cause the date fails parity for (`None`: it passes):
-    /// flights without a row, else unreadable files, else files without
-    /// their own row.
+    /// The first cause the date fails parity for (`None`: it passes).
     pub fn cause(&self) -> Option<ParityCause> {
         if !self.missing.is_empty() {
             Some(ParityCause::NoIndexRow)
@@ -243,12 +228,9 @@ impl ParityCheck {
     }
 }
 
-/// Both halves: [`parity_gate`], then, when it passes, `inputs` read as the
-/// commit reads them and checked, so what `status` predicts is what the
-/// next run does.
-///
-/// Errors: an S3 error reading an input; [`crate::infra::error::Error::Encode`]
-/// from the merge.
+/// Both halves: [`parity_gate`], then, when it passes, `inputs` read as the commit reads them
+/// ([`without_own_row`], [`unread_rows`]), so what `status` predicts is what the next run does.
+/// Errors: an S3 error reading an input; [`crate::infra::error::Error::Encode`] from the merge.
 pub async fn parity_check(
     store: &impl Store,
     date: NaiveDate,
@@ -282,9 +264,9 @@ pub async fn parity_check(
     Ok(check)
 }
 
-/// Whether what was read leaves nothing to merge (then nothing is written
-/// and no row can be lost): at most one compacted file and nothing else,
-/// or one over an input limit ([`ReadInputs::held_back`]).
+/// Whether what was read leaves nothing to merge (then nothing is written and no row can be lost):
+/// at most one compacted file and nothing else, or one over an input limit
+/// ([`ReadInputs::held_back`]).
 pub fn nothing_to_merge(read: &ReadInputs) -> bool {
     if read.held_back.is_some() {
         return true;
@@ -293,13 +275,11 @@ pub fn nothing_to_merge(read: &ReadInputs) -> bool {
     compacted == read.merge_inputs.len() && compacted < 2
 }
 
-/// Flights of `flights` whose per-flight file, read, holds no row of
-/// theirs: the gate counted them by name, but a merge would leave them
-/// without an index row. When [`nothing_to_merge`], only the
+/// Flights of `flights` whose per-flight file, read, holds no row of theirs: the gate counted them
+/// by name, but a merge would leave them without an index row. When [`nothing_to_merge`], only the
 /// [`ReadInputs::keyless_flights`]: no merge ever takes such a file.
 ///
-/// Errors: [`crate::infra::error::Error::Spill`] when `flights` is on disk and
-/// cannot be read back.
+/// Errors: [`crate::infra::error::Error::Spill`] reading `flights` back.
 pub fn without_own_row(read: &ReadInputs, flights: &UuidSet) -> Result<Vec<Uuid>> {
     let merging = !nothing_to_merge(read);
     let mut lost = Vec::new();
@@ -313,13 +293,11 @@ pub fn without_own_row(read: &ReadInputs, flights: &UuidSet) -> Result<Vec<Uuid>
     Ok(lost)
 }
 
-/// The per-flight files of `flights` that could not be read
-/// ([`ReadInputs::unread`]), by flight: their row is in no readable file,
-/// so the date is a Mismatch until the file is readable or replaced. A file
-/// with no flight under `flights/` blocks nothing.
+/// The per-flight files of `flights` that could not be read ([`ReadInputs::unread`]), by flight:
+/// their row is in no readable file, so the date is a Mismatch until the file is readable or
+/// replaced.
 ///
-/// Errors: [`crate::infra::error::Error::Spill`] when `flights` is on disk and
-/// cannot be read back.
+/// Errors: [`crate::infra::error::Error::Spill`] reading `flights` back.
 pub fn unread_rows(read: &ReadInputs, flights: &UuidSet) -> Result<Vec<UnreadFile>> {
     let mut unread = Vec::new();
     for f in &read.unread {
@@ -332,10 +310,8 @@ pub fn unread_rows(read: &ReadInputs, flights: &UuidSet) -> Result<Vec<UnreadFil
     Ok(unread)
 }
 
-/// The walk's first date when there is no watermark: `start_date`
-/// (`START_DATE`), else [`earliest_partition`]; `None` with a watermark
-/// ([`plan::walk_start`]) or in an empty bucket. What every command counts
-/// the lag from.
+/// The walk's first date when there is no watermark: `start_date` (`START_DATE`), else
+/// [`earliest_partition`]; `None` with a watermark ([`plan::walk_start`]) or in an empty bucket.
 ///
 /// Errors: an S3 error listing a prefix.
 pub async fn first_date(
@@ -350,10 +326,9 @@ pub async fn first_date(
     }
 }
 
-/// The earlier of the first `index/year=/month=/day=/` and the first
-/// `flights/YYYY/MM/DD/` prefix, by delimiter listings. `flights/` counts so
-/// that flights before the first index partition are walked and reported
-/// as a Mismatch, not never looked at.
+/// The earlier of the first `index/year=/month=/day=/` and the first `flights/YYYY/MM/DD/` prefix:
+/// `flights/` counts so that flights before the first index partition are walked and reported as a
+/// Mismatch, not never looked at.
 ///
 /// Errors: an S3 error listing a prefix.
 pub async fn earliest_partition(store: &impl Store) -> Result<Option<NaiveDate>> {

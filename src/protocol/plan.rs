@@ -20,9 +20,8 @@ use crate::data::merge::Source;
 use crate::data::spill::{SpillSettings, UuidSet, UuidSetBuilder};
 use crate::infra::storage::ObjectMeta;
 
-/// A small set of flights, always in memory (a batch of the parity gate's,
-/// the flights a report names): one sorted array, smaller than a B-tree.
-/// A date's own sets, which grow with it, are [`crate::data::spill::UuidSet`]s.
+/// A small set of flights in memory (a parity-gate batch, the flights a report names): a sorted
+/// array, smaller than a B-tree. A date's own sets are [`UuidSet`]s.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Flights(Vec<Uuid>);
 
@@ -84,26 +83,22 @@ impl FromIterator<Uuid> for Flights {
     }
 }
 
-/// The UTC date of `now` minus `lag_days` days.
 fn cutoff(now: DateTime<Utc>, lag_days: u32) -> NaiveDate {
     now.date_naive() - Days::new(lag_days as u64)
 }
 
-/// A command's two cutoffs (`LAG_DAYS` before a UTC date): `walk`, the
-/// last date it compacts or judges, and `today`, the wall clock's, past
-/// which a watermark is ahead ([`watermark_ahead_days`]).
+/// A command's two cutoffs, each the UTC date of a time minus `LAG_DAYS`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cutoff {
     /// The last date a run walks to, or `status` predicts for.
     pub walk: NaiveDate,
-    /// The wall clock's cutoff.
+    /// The wall clock's, past which a watermark is ahead ([`watermark_ahead_days`]).
     pub today: NaiveDate,
 }
 
 impl Cutoff {
-    /// A run's, at invocation time `now` (the event's or `--now`) and the
-    /// wall clock `wall` read once: it never walks past the wall clock's
-    /// cutoff, whatever time an event carries.
+    /// A run's, at invocation time `now` and wall clock `wall`: it never walks past the wall
+    /// clock's cutoff, whatever time an event carries.
     ///
     /// ```
     /// use archive_compaction::protocol::plan::Cutoff;
@@ -125,8 +120,7 @@ impl Cutoff {
     }
 }
 
-/// Days up to `cutoff` not yet compacted: after `watermark`, else from
-/// `first` (counted); 0 when at or past the cutoff or with neither.
+/// Days up to `cutoff` not yet compacted: after `watermark`, else from `first` (counted).
 ///
 /// ```
 /// use archive_compaction::protocol::plan::watermark_lag_days;
@@ -148,15 +142,14 @@ pub fn watermark_lag_days(
     }
 }
 
-/// Days `watermark` is ahead of `today` (the wall clock's cutoff), when it
-/// is: every run fails on it (`Error::WatermarkAhead`).
+/// Days `watermark` is ahead of `today` (the wall clock's cutoff), when it is: every run fails on
+/// it (`Error::WatermarkAhead`).
 pub fn watermark_ahead_days(watermark: Option<NaiveDate>, today: NaiveDate) -> Option<i64> {
     watermark.filter(|w| *w > today).map(|w| (w - today).num_days())
 }
 
-/// First date to walk: the day after the watermark, never before
-/// `start_date` (`START_DATE`); without a watermark, `start_date`, else the
-/// earliest index partition.
+/// First date to walk: the day after the watermark, never before `start_date` (`START_DATE`);
+/// without a watermark, `start_date`, else the earliest index partition.
 pub fn walk_start(
     watermark: Option<NaiveDate>,
     start_date: Option<NaiveDate>,
@@ -168,11 +161,9 @@ pub fn walk_start(
     }
 }
 
-/// Where a walk from `start` begins once dates without any object are
-/// skipped (each would cost two listings and a watermark write): the first
-/// of `earliest` (the earliest partition) and `blocked` (the first blocked
-/// manifest's date), never after `cutoff`, so the watermark still reaches
-/// the cutoff on an empty bucket.
+/// Where a walk from `start` begins once dates without any object are skipped (each would cost two
+/// listings and a watermark write): the first of `earliest` (partition) and `blocked` (manifest's
+/// date), never after `cutoff`, so the watermark still reaches the cutoff on an empty bucket.
 ///
 /// ```
 /// use archive_compaction::protocol::plan::first_date_with_data;
@@ -198,9 +189,8 @@ pub fn first_date_with_data(
 pub struct PartitionListing {
     /// `{uuid}.parquet` files with their uuid, in key order.
     pub per_flight: Vec<(Uuid, ObjectMeta)>,
-    /// `{uuid}.parquet` files past a window
-    /// ([`crate::protocol::day::Day::list_window`]), planned by a later pass.
-    /// Empty for a listing without a window.
+    /// `{uuid}.parquet` files past a [`crate::protocol::day::Day::list_window`] window, for a later
+    /// pass.
     pub beyond_window: BeyondWindow,
     /// `compacted-*.parquet` files, in key order.
     pub compacted: Vec<ObjectMeta>,
@@ -210,26 +200,21 @@ pub struct PartitionListing {
     pub foreign: Vec<(ObjectMeta, &'static str)>,
 }
 
-/// The per-flight files a listing window left out: counted, their keys and
-/// ETags not held.
+/// The per-flight files a listing window left out: counted, their keys and ETags not held.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct BeyondWindow {
     /// Non-empty `{uuid}.parquet` files.
     pub files: usize,
     /// Bytes.
     pub bytes: u64,
-    /// The uuids they are named by; empty when the date's flights were not
-    /// listed with them (a later pass, the straggler sweep).
+    /// The uuids they are named by; empty when the date's flights were not listed with them.
     pub flights: UuidSet,
 }
 
 impl PartitionListing {
-    /// The flights of `flights` no per-flight file is named by, in the
-    /// window or past it: the parity gate's first look. A merge of sorted
-    /// sets, so a set on disk is read once.
-    ///
-    /// Errors: [`crate::infra::error::Error::Spill`] reading a set or writing the
-    /// result.
+    /// The flights of `flights` no per-flight file is named by, in the window or past it: the
+    /// parity gate's first look. A merge of sorted sets, so a set on disk is read once.
+    /// Errors: [`crate::infra::error::Error::Spill`].
     pub fn flights_not_named(
         &self,
         flights: &UuidSet,
@@ -280,8 +265,8 @@ impl PartitionListing {
     }
 }
 
-/// Zero-byte objects are foreign whatever their name (directory markers,
-/// failed uploads: an empty body is no Parquet file).
+/// Zero-byte objects are foreign whatever their name (directory markers, failed uploads: an empty
+/// body is no Parquet file).
 pub fn classify_partition(objects: Vec<ObjectMeta>) -> PartitionListing {
     let mut out = PartitionListing::default();
     for o in objects {
@@ -323,8 +308,7 @@ impl PlannedInput {
 pub enum DayAction {
     /// Merge these into one new compacted file and retire them.
     Compact {
-        /// Compacted, then other multi-row, then per-flight files, each kind
-        /// in key order.
+        /// Compacted, then other multi-row, then per-flight files, each kind in key order.
         inputs: Vec<PlannedInput>,
     },
     /// Nothing to write; the watermark may move past the date.
@@ -355,10 +339,8 @@ impl fmt::Display for DayPlan {
     }
 }
 
-/// Plans one date. `claimed` are keys a live manifest holds; they are never
-/// inputs. Every unclaimed input is merged, existing compacted files folded
-/// in (one compacted file a day); a day that is one compacted file and
-/// nothing else, or has no index input, is skipped.
+/// Plans one date: every input not in `claimed` (keys a live manifest holds) is merged, existing
+/// compacted files folded in (one compacted file a day), unless `skip_reason` skips the date.
 pub fn plan_day(date: NaiveDate, listing: PartitionListing, claimed: &HashSet<String>) -> DayPlan {
     let claimed_n = listing.inputs().filter(|m| claimed.contains(&m.key)).count();
     // Moved, not copied: a large date cannot hold its listing twice.
@@ -398,8 +380,8 @@ pub fn plan_day(date: NaiveDate, listing: PartitionListing, claimed: &HashSet<St
     DayPlan { date, action, reason, claimed: claimed_n }
 }
 
-/// Whether [`plan_day`] would compact, without building the plan: a repair
-/// run gates only a date it would touch.
+/// Whether [`plan_day`] would compact, without building the plan: a repair run gates only a date it
+/// would touch.
 pub fn compacts(listing: &PartitionListing, claimed: &HashSet<String>) -> bool {
     let free = |m: &&ObjectMeta| !claimed.contains(&m.key);
     let n = (listing.per_flight.iter().map(|(_, m)| m)).filter(free).count();
@@ -408,8 +390,8 @@ pub fn compacts(listing: &PartitionListing, claimed: &HashSet<String>) -> bool {
     skip_reason(n, o, c).is_none()
 }
 
-/// Why a date with these unclaimed input counts is skipped; `None` when it
-/// is compacted. The one rule of [`plan_day`] and [`compacts`].
+/// Why a date with these unclaimed input counts is skipped: the one rule of [`plan_day`] and
+/// [`compacts`].
 fn skip_reason(per_flight: usize, multi_row: usize, compacted: usize) -> Option<String> {
     match (per_flight, multi_row, compacted) {
         (0, 0, 0) => Some("no index files".to_string()),
@@ -418,8 +400,8 @@ fn skip_reason(per_flight: usize, multi_row: usize, compacted: usize) -> Option<
     }
 }
 
-/// What one input weighs in a part, in per-flight-file units, so a part's
-/// weight bounds its memory whatever its inputs.
+/// What one input weighs in a part, in per-flight-file units, so a part's weight bounds its memory
+/// whatever its inputs.
 pub fn input_weight(input: &PlannedInput) -> u64 {
     match input.source {
         Source::PerFlight(_) => 1,
@@ -428,14 +410,11 @@ pub fn input_weight(input: &PlannedInput) -> u64 {
 }
 
 /// Bytes of a multi-row input that weigh as much as one per-flight file
-/// ([`crate::protocol::sizing::MEMORY_PER_FILE_BYTES`]): a compacted row is
-/// ~50 B of file and ~650 B while merged, measured on the later passes of
-/// `make bench-sizing`'s 100,000 files at 128 MB, whose first parts fold
-/// the compacted files of the pass before; rounded down.
+/// ([`crate::protocol::sizing::MEMORY_PER_FILE_BYTES`]): a compacted row is ~50 B of file and ~650
+/// B while merged (`make bench-sizing`), rounded down.
 pub const MULTI_ROW_BYTES_PER_WEIGHT: u64 = 100;
 
-/// A date's inputs in parts, each committed on its own
-/// ([`crate::commands::run`]).
+/// A date's inputs in parts, each committed on its own.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Parts {
     /// In commit order, each in the plan's order ([`PartQueue`]).
@@ -444,8 +423,8 @@ pub struct Parts {
     pub left_as_they_are: usize,
 }
 
-/// A date's inputs grouped by the flights they share: a union-find of one
-/// entry an input, not a flight.
+/// A date's inputs grouped by the flights they share: a union-find of one entry an input, not a
+/// flight.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Groups {
     parent: Vec<usize>,
@@ -457,10 +436,8 @@ impl Groups {
         Groups { parent: (0..n).collect() }
     }
 
-    /// `holders` must be in flight order (a
-    /// [`crate::data::spill::SortedSet`]'s). Indices past `n` are ignored.
-    ///
-    /// Errors: the first error of `holders` (a set on disk not read back).
+    /// `holders` must be in flight order (a [`crate::data::spill::SortedSet`]'s). Indices past `n`
+    /// are ignored. Errors: the first error of `holders`.
     pub fn of_holders<E>(
         n: usize,
         holders: impl IntoIterator<Item = Result<(Uuid, u32), E>>,
@@ -521,20 +498,18 @@ pub fn parts(inputs: Vec<PlannedInput>, groups: Groups, part_weight: u64) -> Par
     Parts { parts, left_as_they_are: queue.left_as_they_are() }
 }
 
-/// A date's inputs waiting to be committed, taken a part at a time at a
-/// weight the run chooses from the memory and time it has left.
+/// A date's inputs waiting to be committed, taken a part at a time at a weight the run chooses from
+/// the memory and time it has left.
 ///
 /// Rules, so that every flight's row is in one output exactly once:
 /// - all of them in one part when they fit (one compacted file a day);
-/// - inputs that hold a row of the same flight (a per-flight file and a
-///   multi-row input, two multi-row inputs: [`Groups`]) are in the same
-///   part, where the merge keeps one row (the per-flight file's);
-/// - a compacted file that shares no flight with another input goes into
-///   the first part while it fits, else it is left as it is (each is
-///   already one part's output; Athena reads every `compacted-*` file);
-/// - the rest fill parts in order; inputs that must go together and weigh
-///   more than a part go alone in theirs; a first part that would be one
-///   compacted file and nothing else is dropped (nothing to merge).
+/// - inputs that hold a row of the same flight ([`Groups`]) are in the same part, where the merge
+///   keeps one row (the per-flight file's);
+/// - a compacted file that shares no flight with another input goes into the first part while it
+///   fits, else it is left as it is (already one part's output; Athena reads every `compacted-*`
+///   file);
+/// - the rest fill parts in order; inputs that must go together and weigh more than a part go alone
+///   in theirs; a first part that would be one compacted file alone is dropped.
 #[derive(Debug)]
 pub struct PartQueue {
     slots: Vec<Option<PlannedInput>>,
@@ -572,8 +547,7 @@ impl PartQueue {
         }
     }
 
-    /// At most `part_weight` unless one group weighs more; `None` when
-    /// nothing is left to merge.
+    /// At most `part_weight` unless one group weighs more; `None` when nothing is left to merge.
     pub fn next_part(&mut self, part_weight: u64) -> Option<Vec<PlannedInput>> {
         let part_weight = part_weight.max(1);
         let first = !self.first_taken;
@@ -604,7 +578,6 @@ impl PartQueue {
             part.extend(self.groups.pop_front().unwrap_or_default());
         }
         if first && !all_fit && self.is_compacted_alone(&part) {
-            // One compacted file alone is nothing to merge.
             self.left_as_they_are += 1;
             self.weight_left -= weight;
             return self.next_part(part_weight);

@@ -1,16 +1,14 @@
-//! Proof that an input's rows are in an output, before the input is
-//! deleted: delete is the one irreversible step, so never on a manifest's
-//! word alone. [`unproven`] names every input that fails the rule:
+//! Proof that an input's rows are in an output, before the input is deleted: delete is the one
+//! irreversible step, so never on a manifest's word alone. [`unproven`] names every input that
+//! fails the rule:
 //!
-//! - a per-flight file `{uuid}.parquet` that holds a row must have its
-//!   flight (the uuid of its name) in the output;
-//! - every row of any input must have its flight (the uuid of its
-//!   `s3_key`) in the output: that row, or the newer one that beat it in
-//!   the merge;
-//! - rows without a flight uuid (no or a malformed `s3_key`) cannot be told
-//!   apart: the inputs' such rows must not outnumber the output's;
-//! - an input whose rows the commit that wrote the output did not read
-//!   proves nothing.
+//! - a per-flight file `{uuid}.parquet` that holds a row must have its flight (the uuid of its
+//!   name) in the output;
+//! - every row of any input must have its flight (the uuid of its `s3_key`) in the output: that
+//!   row, or the newer one that beat it in the merge;
+//! - rows without a flight uuid cannot be told apart: the inputs' such rows must not outnumber the
+//!   output's;
+//! - an input whose rows the commit that wrote the output did not read proves nothing.
 //!
 //! A zero-row input holds nothing to lose and is proven.
 //!
@@ -45,8 +43,7 @@ pub struct RowFlights {
 }
 
 impl RowFlights {
-    /// `batch` is conformed (`s3_key` utf8); without the column every row is
-    /// anonymous.
+    /// `batch` is conformed (`s3_key` utf8); without the column every row is anonymous.
     pub fn of_batch(batch: &RecordBatch) -> RowFlights {
         let mut out = RowFlights::default();
         let keys = batch
@@ -73,8 +70,7 @@ impl RowFlights {
     }
 }
 
-/// The flights written to an output: the set its rows' `s3_key` name, and
-/// how many rows name none.
+/// The flights written to an output, and how many rows name none.
 #[derive(Debug, Clone, Default)]
 pub struct OutputFlights {
     flights: HashSet<Uuid>,
@@ -96,8 +92,8 @@ impl OutputFlights {
 /// The rows one input held, as read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InputRows {
-    /// A per-flight file holding one row, of the flight its name gives (the
-    /// regular case, kept without a list).
+    /// A per-flight file holding one row, of the flight its name gives (the regular case, kept
+    /// without a list).
     OwnRow,
     /// Any other input: its rows' flights.
     Rows(RowFlights),
@@ -156,9 +152,9 @@ impl fmt::Display for Unproven {
     }
 }
 
-/// The inputs of `keys` whose rows are not proven to be in `output`, in
-/// order (`rows_of` `None` proves nothing). Rows without a flight uuid are
-/// counted off the output's in order; the input that overdraws fails.
+/// The inputs of `keys` whose rows are not proven to be in `output`, in order (`rows_of` `None`
+/// proves nothing). Rows without a flight uuid are counted off the output's in order; the input
+/// that overdraws fails.
 pub fn unproven<'a>(
     keys: impl IntoIterator<Item = &'a str>,
     rows_of: impl Fn(&str) -> Option<InputRows>,

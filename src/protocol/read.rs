@@ -1,12 +1,10 @@
-//! Phase 1 of a commit: a day's inputs read within the budget, merged and
-//! encoded as the bodies arrive. Only reads; the parity gate reads through
-//! it too, so the rows it counts are the rows committed. An input is
-//! recorded as read ([`ReadInputs::read`], [`ReadInputs::rows`]) only once
+//! Phase 1 of a commit: a day's inputs read within the budget, merged and encoded as the bodies
+//! arrive. Only reads; the parity gate reads through it too, so the rows it counts are the rows
+//! committed. An input is recorded as read ([`ReadInputs::read`], [`ReadInputs::rows`]) only once
 //! the merge took it; one left in place is recorded as skipped.
 //!
-//! Failpoint (feature `failpoints`): `commit::read-lists-skipped-input`
-//! records a skipped input as read: the hole
-//! [`crate::protocol::commit::prove_inputs`] closes.
+//! Failpoint (feature `failpoints`): `commit::read-lists-skipped-input` records a skipped input as
+//! read: the hole [`crate::protocol::commit::prove_inputs`] closes.
 
 use std::collections::HashMap;
 
@@ -56,22 +54,21 @@ pub struct ReadInputs {
     /// Flights whose per-flight file holds no row of theirs
     /// ([`crate::protocol::partition::without_own_row`]).
     pub without_own_row: Vec<Uuid>,
-    /// The flights of `without_own_row` whose file was left in place for a
-    /// null, empty or flightless `s3_key`.
+    /// The flights of `without_own_row` whose file was left in place for a null, empty or
+    /// flightless `s3_key`.
     pub keyless_flights: Vec<Uuid>,
-    /// Per-flight files whose bytes do not decode (one that decodes but
-    /// cannot be conformed names its column and is not here); also in
-    /// `skipped` ([`crate::protocol::partition::unread_rows`]).
+    /// Per-flight files whose bytes do not decode (one that decodes but cannot be conformed names
+    /// its column and is not here); also in `skipped`
+    /// ([`crate::protocol::partition::unread_rows`]).
     pub unread: Vec<crate::data::report::UnreadFile>,
-    /// Multi-row inputs merged with rows whose `s3_key` names no flight
-    /// (key, rows): kept after the flights' rows, reported.
+    /// Multi-row inputs merged with rows whose `s3_key` names no flight (key, rows): kept after the
+    /// flights' rows.
     pub rows_without_flight: Vec<(String, u64)>,
-    /// Multi-row rows whose `first_message` falls on another UTC date than
-    /// the partition's: merged where they are, reported.
+    /// Multi-row rows whose `first_message` falls on another UTC date than the partition's: merged
+    /// where they are.
     pub other_days: merge::OtherDays,
-    /// A compacted input over an input limit: the read stopped there and
-    /// nothing of the day is merged (a second compacted file would be
-    /// written beside it).
+    /// A compacted input over an input limit: the read stopped there and nothing of the day is
+    /// merged (`hold_back`).
     pub held_back: Option<String>,
 }
 
@@ -151,26 +148,20 @@ impl ReadSettings {
     }
 }
 
-/// Bodies the parity gate already read, by key, so [`read_inputs`] makes no
-/// second GET.
+/// Bodies the parity gate already read, by key, so [`read_inputs`] makes no second GET.
 pub type Prefetched = HashMap<String, Fetched>;
 
-/// Phase 1: reads every input, `settings.concurrency` GETs ahead in order,
-/// and merges each as it arrives. An input that vanished since the listing
-/// is dropped; one that cannot be decoded, breaks an input limit
-/// ([`crate::data::input`]) or cannot join the day's columns is left in
-/// place and reported; a compacted one over a limit stops the read
-/// ([`ReadInputs::held_back`]). Inputs over
-/// [`crate::data::input::SMALL_INPUT_BYTES`] are not read ahead but by ranges
-/// in their turn, so at most one is decoded at a time.
+/// Phase 1: reads every input, `settings.concurrency` GETs ahead in order, and merges each as it
+/// arrives. An input that vanished since the listing is dropped; one that cannot be decoded, breaks
+/// an input limit ([`crate::data::input`]) or cannot join the day's columns is left in place and
+/// reported; a compacted one over a limit stops the read ([`ReadInputs::held_back`]).
 ///
-/// The day is first merged as a stream ([`StreamMerger`]: multi-row inputs
-/// first, then per-flight files), so memory does not grow with the number
-/// of files; when an input is irregular ([`crate::data::merge::stream`]) the
-/// day is read again and merged in memory ([`Merger`]).
+/// The day is first merged as a stream ([`StreamMerger`]: multi-row inputs first), so memory does
+/// not grow with the number of files; when an input is irregular ([`crate::data::merge::stream`])
+/// the day is read again and merged in memory ([`Merger`]).
 ///
-/// Errors: any other S3 error (after the SDK's retries); [`Error::Encode`]
-/// when the merge or the encoder fails.
+/// Errors: any other S3 error (after the SDK's retries); [`Error::Encode`] when the merge or the
+/// encoder fails.
 pub async fn read_inputs(
     store: &impl Store,
     date: NaiveDate,
@@ -233,9 +224,9 @@ async fn read_pass(
 ) -> Result<Pass> {
     use futures::StreamExt;
     let mut out = ReadInputs::default();
-    // Lazy: an unstarted GET future is as large as the SDK's send path, so
-    // one is made only when `buffered` has room. Boxed: unboxed, the `map`
-    // closure makes the caller's future fail `Send` (rust-lang/rust#102211).
+    // Lazy: an unstarted GET future is as large as the SDK's send path, so one is made only when
+    // `buffered` has room. Boxed: unboxed, the `map` closure makes the caller's future fail `Send`
+    // (rust-lang/rust#102211).
     let mut fetched: futures::stream::BoxStream<'_, _> =
         futures::stream::iter(inputs.iter().copied())
             .map(move |i| fetch(store, i, prefetched))
@@ -307,9 +298,7 @@ enum Taken {
     NotStreamable(String),
 }
 
-/// Merges one decoded input and records it, or leaves it in place and
-/// reports it.
-///
+/// Merges one decoded input and records it, or leaves it in place and reports it.
 /// Errors: [`Error::Encode`] when the merge fails otherwise.
 fn take(
     out: &mut ReadInputs,
@@ -326,7 +315,6 @@ fn take(
         return Ok(Taken::Done);
     }
     let rows = decoded.batch.num_rows();
-    // Recorded only once the merge took it: see the module docs.
     let flights = crate::protocol::proof::RowFlights::of_batch(&decoded.batch);
     let mut other_days = merge::OtherDays::default();
     if input.flight().is_none() {
@@ -394,8 +382,8 @@ fn check_own_row(
     false
 }
 
-/// Merging the rest would write a second compacted file beside this one;
-/// the day's stragglers wait instead.
+/// Merging the rest would write a second compacted file beside this one; the day's stragglers wait
+/// instead.
 fn hold_back(out: &mut ReadInputs, date: NaiveDate, input: &PlannedInput, u: merge::Unmergeable) {
     tracing::warn!(key = %input.meta.key, reason = %u.reason,
         "compacted file over an input limit: left in place, and the day's other inputs are not merged");
@@ -425,10 +413,10 @@ fn leave_unmergeable(
     out.skipped.push(SkippedFile::unmergeable(&input.meta.key, date, u));
 }
 
-/// What the read-ahead fetched of one input.
 enum Ahead {
     Body(Fetched),
-    /// A big object, read by ranges in its turn.
+    /// Over [`crate::data::input::SMALL_INPUT_BYTES`]: read by ranges in its turn, so at most one
+    /// is decoded at a time.
     Later,
     Vanished,
 }

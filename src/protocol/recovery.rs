@@ -1,20 +1,9 @@
-//! Recovery: resolve every manifest a crashed run left, before anything
-//! else. No data is deleted on a manifest's word unless the manifest proves
-//! it is its own commit's or held elsewhere (why each row is safe:
-//! docs/ARCHITECTURE.md, "Recovery table").
-//!
-//! | found at start | action |
-//! |---|---|
-//! | manifest unreadable, breaking a [`ManifestRule`], or its output carrying another job's id | quarantine, block the date |
-//! | output missing | delete the manifest |
-//! | output differs, every input in its manifest version | delete the output, then the manifest |
-//! | output differs, an input gone or changed | quarantine: the output may hold the only copy of its rows |
-//! | output verified | delete each input still there and proven to be in it ([`crate::protocol::proof`], within `INPUT_BUDGET_MB`), then the manifest; unproven ones are kept and the manifest quarantined ([`ManifestRule::InputNotInOutput`]) |
-//! | inputs cannot be deleted | keep it, mark it under `stuck/`, block the date, retry next run |
-//!
-//! An error listing or reading manifests fails the run (never "no
-//! manifests"); manifests never expire. Each manifest gets one plan before
-//! anything is written: [`recover`] carries it out, [`assess`] reports it.
+//! Recovery: resolve every manifest a crashed run left, before anything else, as
+//! docs/ARCHITECTURE.md's "Recovery table" says (with why each row is safe). Nothing is deleted on
+//! the word of a manifest that does not prove the data its own commit's or held elsewhere: it is
+//! quarantined ([`ManifestRule`]). Manifests never expire; an error listing or reading them fails
+//! the run (never "no manifests"). Each gets one plan before anything is written: [`recover`]
+//! carries it out, [`assess`] reports it.
 //!
 //! Failpoints (feature `failpoints`): `recovery::before-output-delete`,
 //! `recovery::after-input-deletes`, `recovery::proof-off`.
@@ -131,10 +120,8 @@ async fn decide(store: &impl Store, key: &str, body: &[u8], budget: Budget) -> R
     Ok(Decision::Act(Box::new(manifest), step))
 }
 
-/// [`prove_still_listed`] against the verified output's `s3_key` column,
-/// read once (from `body` if the verify kept it). An output that cannot be
-/// read proves nothing.
-///
+/// [`prove_still_listed`] against the verified output's `s3_key` column, read once (from `body` if
+/// the verify kept it). An output that cannot be read proves nothing.
 /// Errors: an S3 error reading the output or an input.
 async fn prove_against_output(
     store: &impl Store,
@@ -169,10 +156,8 @@ async fn prove_against_output(
         .collect())
 }
 
-/// The inputs still there in their manifest version not proven to be in
-/// `output`; one over `budget` (the commit's) or unreadable is unproven.
-///
-/// Errors: an S3 error reading an input.
+/// The inputs still there in their manifest version not proven to be in `output`; one over `budget`
+/// (the commit's) or unreadable is unproven. Errors: an S3 error reading an input.
 async fn prove_still_listed(
     store: &impl Store,
     manifest: &Manifest,
@@ -222,8 +207,8 @@ pub struct Recovery {
     pub recovered: Vec<RecoveredManifest>,
     /// Dates the walk must not touch, with why.
     pub blocked: Blocked,
-    /// Keys the walk must leave out: inputs of a stuck manifest, or (dry
-    /// run) what recovery would delete.
+    /// Keys the walk must leave out: inputs of a stuck manifest, or (dry run) what recovery would
+    /// delete.
     pub claimed: HashSet<String>,
     /// Inputs deleted while finishing commits.
     pub files_deleted: u64,
@@ -231,11 +216,8 @@ pub struct Recovery {
     pub files_delete_failed: u64,
 }
 
-/// Resolves every manifest under `_compaction_state/manifests/`. `budget`
-/// is the one the commit read within, so recovery proves what it proved.
-///
-/// Errors: listing or reading a manifest, or any S3 error acting on one;
-/// the run then stops as a Failure.
+/// Resolves every manifest. `budget` is the one the commit read within, so recovery proves what it
+/// proved. Errors: listing or reading a manifest, or any S3 error acting on one.
 pub async fn recover(
     store: &impl Store,
     fence: &mut Fence<'_>,
@@ -255,10 +237,8 @@ pub async fn recover(
     Ok(out)
 }
 
-/// Deletes the stuck marks of manifests this recovery did not find stuck
-/// (a crash can leave one behind its manifest's delete), so `stuck/` does
-/// not grow.
-///
+/// Deletes the stuck marks of manifests this recovery did not find stuck (a crash can leave one
+/// behind its manifest's delete), so `stuck/` does not grow.
 /// Errors: the lease lost, or the DeleteObject refused.
 async fn unmark_resolved(
     store: &impl Store,
@@ -286,7 +266,6 @@ async fn unmark_resolved(
     Ok(())
 }
 
-/// Quarantined manifests still under `quarantine/` block their date.
 fn still_quarantined(quarantined: Vec<ObjectMeta>, out: &mut Recovery) {
     for q in quarantined {
         let date = quarantined_date(&q.key);
@@ -338,20 +317,17 @@ fn would_quarantine(
     target
 }
 
-/// What [`recover`] would do, writing nothing (the dry run), in the same
-/// shape, so the walk plans as the real run would. A failing delete cannot
-/// be foreseen: a manifest marked stuck earlier that still has inputs to
-/// delete shows as `stuck`, any other as `completed`.
+/// What [`recover`] would do, writing nothing (the dry run), in the same shape, so the walk plans
+/// as the real run would. A failing delete cannot be foreseen: a manifest marked stuck earlier that
+/// still has inputs to delete shows as `stuck`, any other as `completed`.
 ///
-/// Errors: listing or reading manifests, HEAD/GET of outputs, or listing a
-/// partition (the real run would fail on them too).
+/// Errors: listing or reading manifests, HEAD/GET of outputs, or listing a partition.
 pub async fn assess(store: &impl Store, budget: Budget) -> Result<Recovery> {
     let state = StateListing::read(store).await.map_err(|(_, e)| e)?;
     assess_listed(store, state, budget).await
 }
 
 /// [`assess`] over a state listing the caller already took.
-///
 /// Errors: as [`assess`], less the listings.
 pub async fn assess_listed(
     store: &impl Store,
@@ -373,10 +349,8 @@ pub async fn assess_listed(
     Ok(out)
 }
 
-/// What [`execute`] would make of `plan`, without writing. `marked` (a
-/// stuck mark is listed) forecasts that deletes left to do fail again.
-///
-/// Errors: listing the manifest's partition.
+/// What [`execute`] would make of `plan`, without writing. `marked` (a stuck mark is listed)
+/// forecasts that deletes left to do fail again. Errors: listing the manifest's partition.
 async fn forecast(
     store: &impl Store,
     plan: &ManifestPlan,
@@ -453,9 +427,7 @@ async fn quarantine(
     Ok(())
 }
 
-/// Carries out `plan`; returns what came of it.
-///
-/// Errors: the lease lost, or an S3 error.
+/// Carries out `plan`; returns what came of it. Errors: the lease lost, or an S3 error.
 async fn execute(
     store: &impl Store,
     fence: &mut Fence<'_>,
@@ -476,8 +448,8 @@ async fn execute(
     Ok(effect)
 }
 
-/// Carries out `step` for the manifest at `key`; unproven inputs come back
-/// as [`Effect::Quarantined`], for [`execute`] to move aside.
+/// Carries out `step` for the manifest at `key`; unproven inputs come back as
+/// [`Effect::Quarantined`], for [`execute`] to move aside.
 async fn resolve(
     store: &impl Store,
     fence: &mut Fence<'_>,
@@ -629,7 +601,6 @@ impl Recovery {
     }
 }
 
-/// [`ManifestRule::InputNotInOutput`] when any input is `unproven`.
 fn not_in_output(manifest: &Manifest, unproven: &[Unproven]) -> Option<ManifestRule> {
     let first = unproven.first()?;
     Some(ManifestRule::InputNotInOutput {

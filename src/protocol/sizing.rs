@@ -1,48 +1,36 @@
-//! How big a date's parts, listing window and uuid sets may be: the
-//! estimate of a date's peak memory ([`peak_memory_mb`]) and the largest
-//! sizes that keep it within 90% of `MEMORY_LIMIT_MB` ([`MemoryFit`]). The
-//! constants are estimates from docs/performance.md's measured rows,
-//! rounded up.
+//! How big a date's parts, listing window and uuid sets may be ([`MemoryFit`]). The constants are
+//! estimates from docs/performance.md's measured rows, rounded up.
 
 use chrono::NaiveDate;
 
 use crate::infra::error::{Error, Result};
 
-/// How many parts of per-flight files one pass holds the listing of
-/// ([`crate::protocol::day::Day::list_window`]); a larger date is compacted
-/// window by window.
+/// How many parts of per-flight files one listing window holds
+/// ([`crate::protocol::day::Day::list_window`]).
 pub const WINDOW_PARTS: u64 = 4;
 
-/// The smallest part worth a commit, in weight
-/// ([`crate::protocol::plan::input_weight`]): below it a part's fixed
-/// requests cost more than its files. A date is refused for its memory, and
-/// a part for the time left, only below this.
+/// The smallest part worth a commit, in weight ([`crate::protocol::plan::input_weight`]): below it
+/// a part's fixed requests cost more than its files. A date is refused for its memory, and a part
+/// for the time left, only below this.
 pub const MIN_PART_FILES: u64 = 1_000;
 
-/// The process's peak memory before any date (runtime, SDK, lease,
-/// recovery), in MB.
+/// The process's peak memory before any date (runtime, SDK, lease, recovery), in MB.
 pub const BASE_MEMORY_MB: u64 = 60;
 
-/// What one index file of a part adds to the peak while the part is
-/// committed (plan, manifest, proof, merge, re-list), in bytes.
+/// What one index file of a part adds to the peak while the part is committed, in bytes.
 pub const MEMORY_PER_FILE_BYTES: u64 = 1_536;
 
-/// What one index file of the listing window adds to the peak while the
-/// window is worked on, whichever part it is in (planned input, uuid,
-/// listings' share), in bytes.
+/// What one index file of the listing window adds to the peak while the window is worked on,
+/// whichever part it is in, in bytes.
 pub const DAY_BYTES_PER_FILE: u64 = 512;
 
-/// The uuid sets a date holds at once, each at most `FLIGHTS_IN_MEMORY`
-/// uuids in memory: its flights, those past the listing window, and during
-/// the parity gate those named by no file and a batch found in multi-row
-/// inputs (or [`crate::protocol::partition::parts_of`]'s smaller pairs).
+/// The uuid sets a date holds at once: its flights, those past the listing window, and during the
+/// parity gate those named by no file and a batch found in multi-row inputs (or
+/// [`crate::protocol::partition::parts_of`]'s smaller pairs).
 pub const SPILL_SETS: u64 = 4;
 
-/// The estimated peak memory, in MB, of a run compacting a date of `files`
-/// index files and `flights` flight objects in parts of at most
-/// `part_files`, its uuid sets spilling past `in_memory` uuids (16 B each).
-/// Nothing grows past the window and `in_memory`, so neither does the
-/// estimate.
+/// The estimated peak memory, in MB, of a date of `files` index files and `flights` flight objects
+/// in parts of at most `part_files`, its uuid sets spilling past `in_memory` uuids (16 B each).
 ///
 /// ```
 /// use archive_compaction::protocol::sizing::peak_memory_mb;
@@ -64,15 +52,12 @@ pub fn peak_memory_mb(files: u64, flights: u64, part_files: u64, in_memory: u64)
     BASE_MEMORY_MB + bytes.div_ceil(1 << 20)
 }
 
-/// The fewest uuids a set holds in memory however tight the memory:
-/// 64 KiB a set.
+/// The fewest uuids a set holds in memory however tight the memory: 64 KiB a set.
 pub const MIN_IN_MEMORY: u64 = 4_096;
 
-/// The largest parts and uuid sets that keep [`peak_memory_mb`] within 90%
-/// of the memory a run is told (`MEMORY_LIMIT_MB`, else Lambda's
-/// `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`), below the ceilings `PART_FILES` and
-/// `FLIGHTS_IN_MEMORY`. The one sizing rule of the run, the dry run and
-/// `status`.
+/// The largest parts and uuid sets that keep [`peak_memory_mb`] within 90% of the memory a run is
+/// told (`MEMORY_LIMIT_MB`, else Lambda's `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`), below the ceilings
+/// `PART_FILES` and `FLIGHTS_IN_MEMORY`: the one sizing rule of the run, the dry run and `status`.
 ///
 /// ```
 /// use archive_compaction::protocol::sizing::MemoryFit;
@@ -96,8 +81,8 @@ pub struct MemoryFit {
 }
 
 impl MemoryFit {
-    /// `limit_mb` in MB (`None`: no limit). The uuid sets take at most a
-    /// quarter of what it leaves above [`BASE_MEMORY_MB`].
+    /// `limit_mb` in MB (`None`: no limit). The uuid sets take at most a quarter of what it leaves
+    /// above [`BASE_MEMORY_MB`].
     pub fn new(limit_mb: Option<u64>, part_files: u64, in_memory: u64) -> MemoryFit {
         let ceiling = in_memory.max(1);
         let in_memory = match limit_mb {
@@ -129,7 +114,7 @@ impl MemoryFit {
     pub fn largest_part(&self, files: u64, flights: u64) -> u64 {
         let fits = |p| self.fits(peak_memory_mb(files, flights, p, self.in_memory));
         let (mut lo, mut hi) = (0, self.part_files);
-        // The estimate grows with the part: the largest that fits.
+        // A binary search: the estimate grows with the part.
         while lo < hi {
             let mid = lo + (hi - lo).div_ceil(2);
             if fits(mid) { lo = mid } else { hi = mid - 1 }
@@ -137,8 +122,7 @@ impl MemoryFit {
         lo
     }
 
-    /// Per-flight files a listing window holds, before the date's size is
-    /// known.
+    /// Per-flight files a listing window holds, before the date's size is known.
     pub fn window(&self) -> u64 {
         let smallest = MIN_PART_FILES.min(self.part_files);
         (self.largest_part(u64::MAX, u64::MAX).max(smallest)).saturating_mul(WINDOW_PARTS)
@@ -147,10 +131,8 @@ impl MemoryFit {
     /// [`MemoryFit::largest_part`] once `date` is listed.
     ///
     /// # Errors
-    /// [`Error::DayTooBig`] when not even a part of [`MIN_PART_FILES`]
-    /// (or of the whole date, if smaller) fits, with the estimate and the
-    /// memory that would do (rounded up to 64 MB, Lambda's MemorySize
-    /// being any MB from 128).
+    /// [`Error::DayTooBig`] when not even a part of [`MIN_PART_FILES`] (or of the whole date, if
+    /// smaller) fits.
     pub fn part_files(&self, date: NaiveDate, files: u64, flights: u64) -> Result<u64> {
         let part = self.largest_part(files, flights);
         let smallest = MIN_PART_FILES.min(files).min(self.part_files).max(1);

@@ -1,16 +1,11 @@
-//! [`MemoryStore`]: a strict in-memory S3 bucket for tests and the
-//! deterministic simulation.
+//! [`MemoryStore`]: a strict in-memory S3 bucket for tests and the deterministic simulation. It
+//! implements what the S3 API reference and user guide document, not what a lenient server does:
 //!
-//! It implements what the S3 API reference and user guide document, not
-//! what a lenient server happens to do:
-//!
-//! - ETags are the quoted hex MD5 of the body, or under
-//!   [`MemoryStore::sse_kms`] not (AWS: SSE-KMS and SSE-C ETags are not an
-//!   MD5 digest of the data).
-//! - `If-None-Match: *` on an existing key and `If-Match` with another ETag
-//!   are 412; `If-Match` on a missing key is 404 `NoSuchKey`; a conditional
-//!   write overtaken in flight by another write or delete of the key is 409
-//!   `ConditionalRequestConflict` (transient). A write is in flight until
+//! - ETags are the quoted hex MD5 of the body, or under [`MemoryStore::sse_kms`] not (AWS: SSE-KMS
+//!   and SSE-C ETags are not an MD5 digest of the data).
+//! - `If-None-Match: *` on an existing key and `If-Match` with another ETag are 412; `If-Match` on
+//!   a missing key is 404 `NoSuchKey`; a conditional write overtaken in flight by another write or
+//!   delete of the key is 409 `ConditionalRequestConflict` (transient). A write is in flight until
 //!   its first poll after a yield, so two joined writes interleave.
 //! - A SHA-256 sent with a PUT is verified (`BadDigest`) and stored; HEAD
 //!   returns it, and only then.
@@ -89,7 +84,6 @@ struct State {
 #[derive(Debug)]
 struct Inner {
     bucket: String,
-    /// SSE-KMS default encryption: ETags are not the body's MD5.
     sse_kms: bool,
     clock: Arc<dyn Clock>,
     state: Mutex<State>,
@@ -124,9 +118,8 @@ impl MemoryStore {
         MemoryStore::new_bucket(bucket.into(), clock, false)
     }
 
-    /// An empty bucket with SSE-KMS default encryption, on `clock`: ETags
-    /// differ between PUTs of one body, so the job must treat them as
-    /// opaque version tokens.
+    /// An empty bucket with SSE-KMS default encryption, on `clock`: ETags differ between PUTs of
+    /// one body.
     pub fn sse_kms(bucket: impl Into<String>, clock: Arc<dyn Clock>) -> MemoryStore {
         MemoryStore::new_bucket(bucket.into(), clock, true)
     }
@@ -237,8 +230,7 @@ impl MemoryStore {
         Error::PreconditionFailed { op, bucket: self.inner.bucket.clone(), key: key.to_string() }
     }
 
-    /// One ListObjectsV2 page: (objects, prefixes, the last key or prefix,
-    /// more).
+    /// One ListObjectsV2 page: (objects, prefixes, the last key or prefix, more).
     fn page_of(
         &self,
         prefix: &str,
@@ -402,8 +394,7 @@ impl MemoryStore {
         etag
     }
 
-    /// A delete by someone other than the job: not logged in
-    /// [`MemoryStore::deleted`].
+    /// A delete by someone other than the job: not logged in [`MemoryStore::deleted`].
     pub fn remove_now(&self, key: &str) {
         let mut st = self.state();
         st.objects.remove(key);

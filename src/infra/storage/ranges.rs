@@ -1,9 +1,7 @@
-//! Listing one large prefix as contiguous key ranges `(after, through]`,
-//! several at a time: ListObjectsV2 pages follow one another, but
-//! `StartAfter` lets a listing begin anywhere. Where the cuts fall decides
-//! only how even the ranges are, never which keys are listed:
-//! [`cuts_between`] when the keys are known, [`estimated_cuts`] or
-//! [`name_cuts`] when they are not.
+//! Listing one large prefix as contiguous key ranges `(after, through]`, several at a time:
+//! ListObjectsV2 pages follow one another, but `StartAfter` lets a listing begin anywhere. Where
+//! the cuts fall decides only how even the ranges are, never which keys are listed:
+//! [`cuts_between`] when the keys are known, [`estimated_cuts`] or [`name_cuts`] when they are not.
 //!
 //! ```
 //! use archive_compaction::infra::storage::ranges::{cuts_between, KeyRange};
@@ -91,10 +89,9 @@ fn cut_at(prefix: &str, pos: u64) -> String {
     format!("{prefix}{:08x}-{:04x}", pos >> 16, pos & 0xffff)
 }
 
-/// Cuts for the keys after a first page of a UUID-named `prefix`, `day`'s
-/// partition: the page's keys per ms of UUIDv7 time estimate the keys to the
-/// end of the UTC day, cut into ranges of about `range_keys`, at most
-/// [`ESTIMATED_RANGES_MAX`]. Empty when the page's ends share a position.
+/// Cuts for the keys after a first page of a UUID-named `prefix`, `day`'s partition: the page's
+/// keys per ms of UUIDv7 time estimate the keys to the end of the UTC day, cut into ranges of about
+/// `range_keys`, at most [`ESTIMATED_RANGES_MAX`]. Empty when the page's ends share a position.
 pub fn estimated_cuts(
     prefix: &str,
     first_page: &[ObjectMeta],
@@ -159,7 +156,6 @@ pub fn name_cuts(prefix: &str, last: &str, day: NaiveDate) -> Vec<String> {
 pub trait Keep<T>: Fn(ObjectMeta) -> Result<Option<T>> + Copy + Send + Sync {}
 impl<T, F: Fn(ObjectMeta) -> Result<Option<T>> + Copy + Send + Sync> Keep<T> for F {}
 
-/// `objects` through `keep`, stopping at its first error.
 fn kept<T>(objects: Vec<ObjectMeta>, keep: impl Keep<T>) -> Result<Vec<T>> {
     objects.into_iter().filter_map(|o| keep(o).transpose()).collect()
 }
@@ -190,10 +186,8 @@ async fn list_range<T>(
     }
 }
 
-/// Every object under `prefix` in `ranges`, [`LIST_RANGES_IN_FLIGHT`] at a
-/// time, in range order, each through `keep`.
-///
-/// Errors: the first S3 error of any range; `keep`'s first error.
+/// Every object under `prefix` in `ranges`, [`LIST_RANGES_IN_FLIGHT`] at a time, in range order,
+/// each through `keep`. Errors: the first S3 error of any range; `keep`'s first error.
 pub async fn list_in_ranges<T: Send>(
     store: &impl Store,
     prefix: &str,
@@ -242,7 +236,6 @@ fn concat<T>(head: Vec<T>, mut parts: Vec<Vec<T>>) -> Vec<T> {
 
 /// Every object under `prefix` (`day`'s partition) in key order, each through
 /// `keep`: the first page alone, then the rest in estimated ranges at once.
-///
 /// Errors: an S3 error listing a page; `keep`'s first error.
 pub async fn list_partition<T: Send>(
     store: &impl Store,
@@ -269,7 +262,6 @@ pub async fn list_partition<T: Send>(
 }
 
 /// Every object under `prefix`, in ranges cut between the `known` keys ([`relist_ranges`]).
-///
 /// Errors: an S3 error listing a page.
 pub async fn relist<S: AsRef<str>>(
     store: &impl Store,
@@ -280,10 +272,8 @@ pub async fn relist<S: AsRef<str>>(
     list_in_ranges(store, prefix, &ranges, |o| Ok(Some(o))).await
 }
 
-/// [`relist`] through the greatest `known` key only: one commit's inputs,
-/// where later keys would cost pages for nothing; `keep` filters each page.
-///
-/// Errors: an S3 error listing a page.
+/// [`relist`] through the greatest `known` key only: one commit's inputs, where later keys would
+/// cost pages for nothing; `keep` filters each page. Errors: an S3 error listing a page.
 pub async fn relist_through<S: AsRef<str>, T: Send>(
     store: &impl Store,
     prefix: &str,

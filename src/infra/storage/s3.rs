@@ -1,6 +1,5 @@
-//! [`S3Store`]: the [`Store`] over aws-sdk-s3, one bucket. Every call is
-//! bounded by the store's deadline ([`Store::until`]); SDK errors become
-//! [`Error`] in [`super::s3_error`].
+//! [`S3Store`]: the [`Store`] over aws-sdk-s3, one bucket. Every call is bounded by the store's
+//! deadline ([`Store::until`]); SDK errors become [`Error`] in [`super::s3_error`].
 
 use super::s3_error::no_message;
 use super::*;
@@ -16,7 +15,6 @@ fn attempt_config(bytes: u64) -> aws_sdk_s3::config::Builder {
     )
 }
 
-/// Per-key error codes of DeleteObjects worth retrying.
 const TRANSIENT_CODES: &[&str] = &[
     "InternalError",
     "SlowDown",
@@ -67,8 +65,8 @@ impl S3Store {
         self.deadline
     }
 
-    /// `call`, bounded by the store's deadline: [`Error::Deadline`] naming
-    /// `op` and `key` when it is still under way then.
+    /// `call`, bounded by the store's deadline: [`Error::Deadline`] naming `op` and `key` when it
+    /// is still under way then.
     async fn bounded<T>(
         &self,
         op: &'static str,
@@ -92,23 +90,22 @@ impl S3Store {
         }
     }
 
-    /// Bodies of at least `threshold` bytes (0: every body) go up as
-    /// multipart uploads in parts of `part_size` ([`multipart_ranges`]).
+    /// Bodies of at least `threshold` bytes (0: every body) go up as multipart uploads in parts of
+    /// `part_size` ([`multipart_ranges`]).
     pub fn with_multipart(mut self, threshold: usize, part_size: usize) -> Self {
         self.multipart_threshold = threshold;
         self.multipart_part_size = part_size;
         self
     }
 
-    /// Uses smaller DeleteObjects batches (tests), clamped to
-    /// 1..=[`DELETE_BATCH_MAX`].
+    /// Uses smaller DeleteObjects batches (tests), clamped to 1..=[`DELETE_BATCH_MAX`].
     pub fn with_delete_batch_size(mut self, n: usize) -> Self {
         self.delete_batch_size = n.clamp(1, DELETE_BATCH_MAX);
         self
     }
 
-    /// Sends at most `n` DeleteObjects requests at once (at least 1; crash
-    /// tests use 1, so a crash can fall between two batches).
+    /// Sends at most `n` DeleteObjects requests at once (at least 1; crash tests use 1, so a crash
+    /// can fall between two batches).
     pub fn with_delete_batches_in_flight(mut self, n: usize) -> Self {
         self.delete_batches_in_flight = n.max(1);
         self
@@ -126,8 +123,8 @@ impl S3Store {
         &self.client
     }
 
-    /// The SDK error `e` of `op` on `key` as a one-line [`Error`] (the full
-    /// dump goes to the debug log).
+    /// The SDK error `e` of `op` on `key` as a one-line [`Error`] (the full dump goes to the debug
+    /// log).
     pub(super) fn err<E>(&self, op: &'static str, key: &str, e: SdkError<E>) -> Error
     where
         E: ProvideErrorMetadata + std::error::Error + 'static,
@@ -155,7 +152,6 @@ impl S3Store {
             SdkError::ResponseError(_) => ("response".into(), one_line(&e), true),
             _ => ("construction".into(), one_line(&e), false),
         };
-        // The SDK's full dump goes to the debug log only.
         tracing::debug!(op, key, error = ?e, "S3 error in full");
         if code == "PreconditionFailed" || status == Some(412) {
             return Error::PreconditionFailed {
@@ -167,8 +163,7 @@ impl S3Store {
         Error::s3(op, &self.bucket, key, code, message, transient)
     }
 
-    /// ListObjectsV2 of `prefix` with `encoding-type=url`, so a key with a
-    /// control character lists like any other.
+    /// ListObjectsV2 of `prefix` with `encoding-type=url` ([`decode_listed`]).
     fn list_request(
         &self,
         prefix: &str,
@@ -181,9 +176,7 @@ impl S3Store {
     }
 
     /// A listed object with its key decoded; `None` without a key.
-    ///
-    /// Errors: [`Error::S3`] (code `KeyEncoding`) when the key does not
-    /// decode to UTF-8.
+    /// Errors: [`Error::S3`] (code `KeyEncoding`) when the key does not decode to UTF-8.
     fn object_meta(
         &self,
         prefix: &str,
@@ -207,9 +200,9 @@ impl S3Store {
         })
     }
 
-    /// GetObject of `key` and its body; `If-Match` is sent only with a
-    /// `range`, the answer's ETag checked against `if_match` either way. A
-    /// body that breaks off is read again, [`BODY_ATTEMPTS`] times in all.
+    /// GetObject of `key` and its body; `If-Match` is sent only with a `range`, the answer's ETag
+    /// checked against `if_match` either way. A body that breaks off is read again,
+    /// [`BODY_ATTEMPTS`] times in all.
     async fn get_read(
         &self,
         key: &str,
@@ -231,7 +224,6 @@ impl S3Store {
                 .map_err(|e| self.err("GetObject", key, e))?;
             self.read_body(key, out, if_match).await
         };
-        // Only a body that broke off is read again: the SDK retried the request.
         read.retry(
             backon::ConstantBuilder::default()
                 .with_delay(Duration::ZERO)
@@ -245,9 +237,8 @@ impl S3Store {
     }
 
     /// The ETag is checked against `if_match` before the body is read.
-    ///
-    /// Errors: [`Error::PreconditionFailed`] on another ETag; a body that
-    /// breaks off ([`S3Store::body_err`]).
+    /// Errors: [`Error::PreconditionFailed`] on another ETag; a body that breaks off
+    /// ([`S3Store::body_err`]).
     async fn read_body(
         &self,
         key: &str,
@@ -436,7 +427,6 @@ impl S3Store {
     }
 }
 
-/// A listed object's key, ETag, size and LastModified (`None` without a key).
 fn object_meta(o: &aws_sdk_s3::types::Object) -> Option<ObjectMeta> {
     let key = o.key()?;
     let last_modified = o
@@ -468,7 +458,6 @@ impl Store for S3Store {
         S3Store { deadline, ..self.clone() }
     }
 
-    /// Every object under `prefix`, in key order.
     fn list(&self, prefix: &str) -> impl Future<Output = Result<Vec<ObjectMeta>>> + Send {
         self.bounded("ListObjectsV2", prefix, async move {
             let mut pages = self.list_request(prefix).into_paginator().send();
@@ -483,7 +472,6 @@ impl Store for S3Store {
         })
     }
 
-    /// The common prefixes directly under `prefix` (delimiter `/`).
     fn list_prefixes(&self, prefix: &str) -> impl Future<Output = Result<Vec<String>>> + Send {
         self.bounded("ListObjectsV2", prefix, async move {
             let mut pages = self.list_request(prefix).delimiter("/").into_paginator().send();
@@ -498,7 +486,6 @@ impl Store for S3Store {
         })
     }
 
-    /// One ListObjectsV2 page (see [`Store::list_page`]).
     fn list_page(
         &self,
         prefix: &str,
@@ -519,12 +506,11 @@ impl Store for S3Store {
         })
     }
 
-    /// A missing key is an error for which [`Error::is_not_found`] is true.
     fn get(&self, key: &str) -> impl Future<Output = Result<Fetched>> + Send {
         self.bounded("GetObject", key, async move { self.get_read(key, None, None).await })
     }
 
-    /// HeadObject with checksum mode on, or `None` when the key does not exist.
+    /// With checksum mode on.
     fn head(&self, key: &str) -> impl Future<Output = Result<Option<Head>>> + Send {
         self.bounded("HeadObject", key, async move {
             match self
@@ -557,7 +543,6 @@ impl Store for S3Store {
         })
     }
 
-    /// Reads bytes `range` of an object (see [`Store::get_range`]).
     fn get_range(
         &self,
         key: &str,
@@ -575,7 +560,6 @@ impl Store for S3Store {
         })
     }
 
-    /// [`S3Store::put`] with user metadata (`x-amz-meta-*`).
     fn put_object(
         &self,
         key: &str,
@@ -617,8 +601,6 @@ impl Store for S3Store {
         })
     }
 
-    /// DeleteObject, conditional on `if_match` when given. Deleting a missing
-    /// key succeeds (S3 semantics).
     fn delete(&self, key: &str, if_match: Option<&str>) -> impl Future<Output = Result<()>> + Send {
         self.bounded("DeleteObject", key, async move {
             let mut req = self.client.delete_object().bucket(&self.bucket).key(key);
@@ -635,11 +617,8 @@ impl Store for S3Store {
         })
     }
 
-    /// Deletes one batch of `(key, etag)` pairs with one DeleteObjects
-    /// request (S3 takes at most 1,000 keys), each conditional on its ETag,
-    /// in quiet mode. A 200 can still carry per-key errors: transient ones
-    /// are retried, `NoSuchKey` counts as deleted, the rest are returned.
-    ///
+    /// One DeleteObjects request in quiet mode. A 200 can still carry per-key errors: transient
+    /// ones are retried, `NoSuchKey` counts as deleted, the rest are returned.
     /// Errors: a whole request that fails after the SDK's retries.
     fn delete_batch(
         &self,
@@ -652,9 +631,8 @@ impl Store for S3Store {
                 "batch larger than the DeleteObjects limit"
             );
             let mut failures = Vec::new();
-            // A key DeleteObjects' XML cannot carry ([`fits_delete_xml`]) goes
-            // by DeleteObject, same condition: ministack answers 400 to the
-            // whole batch otherwise.
+            // A key DeleteObjects' XML cannot carry goes by DeleteObject, same condition: ministack
+            // answers 400 to the whole batch otherwise.
             let (mut pending, one_by_one): (Vec<_>, Vec<_>) =
                 batch.iter().cloned().partition(|(k, _)| fits_delete_xml(k));
             for (key, etag) in one_by_one {
@@ -665,8 +643,8 @@ impl Store for S3Store {
                         code: "PreconditionFailed".into(),
                         message: "the object changed since it was listed".into(),
                     }),
-                    // A per-key refusal (AccessDenied, ...), as DeleteObjects
-                    // would report it; a transient failure fails the call.
+                    // A per-key refusal, as DeleteObjects would report it; a transient failure
+                    // fails the call.
                     Err(Error::S3 {
                         code,
                         message,
@@ -706,8 +684,8 @@ impl Store for S3Store {
     }
 }
 
-/// A GetObject body that broke off ([`S3Store::body_err`]), as opposed to
-/// a request the SDK already retried.
+/// A GetObject body that broke off ([`S3Store::body_err`]), as opposed to a request the SDK already
+/// retried.
 fn is_body_error(e: &Error) -> bool {
     matches!(e, Error::S3 { code, .. } if code == "body")
 }

@@ -2,10 +2,9 @@
 
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 
-/// What an HTTP status means from S3, for an error whose response carried
-/// no message (a HEAD's never does): S3's own names where it has them
-/// (S3 API reference, "Error responses": 503 `SlowDown`, 500
-/// `InternalError`).
+/// What an HTTP status means from S3, for an error whose response carried no message (a HEAD's
+/// never does): S3's own names where it has them (S3 API reference, "Error responses": 503
+/// `SlowDown`, 500 `InternalError`).
 pub fn status_meaning(status: u16) -> &'static str {
     match status {
         400 => "Bad Request",
