@@ -1,6 +1,5 @@
-//! `archive-compaction`: a Lambda function when `AWS_LAMBDA_RUNTIME_API` is
-//! set, a command-line tool otherwise; both thin shells over
-//! [`archive_compaction::app::invoke`].
+//! `archive-compaction`: a Lambda function when `AWS_LAMBDA_RUNTIME_API` is set, a command-line
+//! tool otherwise; both thin shells over [`archive_compaction::app::invoke`].
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -60,55 +59,47 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run one invocation: lease, recover, walk from the watermark to the
-    /// cutoff, compact each date; prints the run report as JSON on stdout.
+    /// Run one invocation: lease, recover, walk from the watermark to the cutoff, compact each
+    /// date; prints the run report as JSON on stdout.
     #[command(after_long_help = settings_help())]
     Run {
-        /// Invocation time (RFC 3339, e.g. 2026-07-22T04:50:00Z); fixes the
-        /// cutoff. Default: the current time.
+        /// Invocation time (RFC 3339, e.g. 2026-07-22T04:50:00Z); fixes the cutoff. Default: the
+        /// current time.
         #[arg(long, value_parser = parse_now)]
         now: Option<DateTime<Utc>>,
-        /// Stop starting new dates after this long (e.g. 600s, 14m; a bare
-        /// number is seconds); more than DEADLINE_MARGIN_SECONDS, else refused.
+        /// Stop starting new dates after this long (e.g. 600s, 14m; a bare number is seconds);
+        /// more than DEADLINE_MARGIN_SECONDS, else refused.
         #[arg(long, value_parser = parse_duration)]
         max_duration: Option<Duration>,
-        /// List, plan (reading every input) and check parity as a run
-        /// would, and say what recovery would do with the manifests found;
-        /// write, delete and report nothing (no lease is taken).
+        /// List, plan (reading every input) and check parity as a run would, and say what
+        /// recovery would do with the manifests found; write, delete and report nothing (no lease).
         #[arg(long)]
         dry_run: bool,
-        /// Compact only this date (YYYY-MM-DD) now, whatever the watermark
-        /// says (after it or before it: stragglers), through the same lease,
-        /// recovery, parity gate and manifest protocol. The watermark is
-        /// never moved, not even by a date right after it.
+        /// Compact only this date (YYYY-MM-DD) now, after the watermark or before it
+        /// (stragglers), through the same lease, recovery, parity gate and manifest protocol. The
+        /// watermark is never moved, not even by a date right after it.
         #[arg(long, conflicts_with_all = ["from", "to"], value_parser = |s: &str| parse_date("--date", s).map_err(|e| e.to_string()))]
         date: Option<chrono::NaiveDate>,
-        /// Repair a range of dates, from this one (YYYY-MM-DD, with --to):
-        /// every date from --from to --to (both included) that holds more
-        /// than one compacted file, or any per-flight or other multi-row
-        /// index file, is folded into one compacted file through the same
-        /// lease, recovery, parity gate and manifest protocol (the Python
-        /// job's duplicates, legacy-migration days). Never moves the
-        /// watermark; a date that mismatches is reported and the range goes
-        /// on (exit 2 at the end). Stops starting dates near the deadline
-        /// (`resume_date` in the report); the same command again continues.
+        /// Repair a range of dates, from this one (YYYY-MM-DD, with --to): every date from --from
+        /// to --to (both included) that holds more than one compacted file, or any per-flight or
+        /// other multi-row index file, is folded into one compacted file as by --date (the Python
+        /// job's duplicates, legacy-migration days). Never moves the watermark; a date that
+        /// mismatches is reported and the range goes on (exit 2 at the end). Stops starting dates
+        /// near the deadline (`resume_date` in the report); the same command again continues.
         #[arg(long, requires = "to", value_parser = |s: &str| parse_date("--from", s).map_err(|e| e.to_string()))]
         from: Option<chrono::NaiveDate>,
         /// Last date of a repair range (YYYY-MM-DD, with --from), included.
         #[arg(long, requires = "from", value_parser = |s: &str| parse_date("--to", s).map_err(|e| e.to_string()))]
         to: Option<chrono::NaiveDate>,
-        /// An id equal across retries of the same scheduled run (counts a
-        /// mismatch once).
+        /// An id equal across retries of the same scheduled run (counts a mismatch once).
         #[arg(long)]
         event_id: Option<String>,
     },
-    /// Show the state, read-only: watermark, cutoff and lag, lease, live and
-    /// quarantined manifests, the mismatch with its missing flights, and the
-    /// file counts of the next dates to compact. Writes nothing.
+    /// Show the state, read-only: watermark, cutoff and lag, lease, live and quarantined
+    /// manifests, the mismatch and its missing flights, file counts of the next dates to compact.
     #[command(after_long_help = status_help())]
     Status {
-        /// Invocation time the cutoff is computed for (RFC 3339). Default:
-        /// the current time.
+        /// Invocation time the cutoff is computed for (RFC 3339). Default: the current time.
         #[arg(long, value_parser = parse_now)]
         now: Option<DateTime<Utc>>,
         /// How many upcoming dates (up to the cutoff) to count files for.
@@ -118,12 +109,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Prove, read-only, that every date from --from to --to holds every
-    /// flight exactly once: counts flights, index rows, missing,
-    /// duplicated, orphans, other-day rows and unreadable files per date,
-    /// with examples and what fixes each. No lease, no write, no delete.
-    /// JSON on stdout (a summary on stderr on a terminal). Exit codes: 0
-    /// clean, 2 something found, 1 a date could not be audited.
+    /// Prove, read-only (no lease, write or delete), that every date from --from to --to holds
+    /// every flight exactly once: counts flights, index rows, missing, duplicated, orphans,
+    /// other-day rows and unreadable files per date, with examples and what fixes each. JSON on
+    /// stdout (a summary on stderr on a terminal). Exit codes: 0 clean, 2 something found, 1 a
+    /// date could not be audited.
     Audit {
         /// First date (YYYY-MM-DD), included.
         #[arg(long, value_parser = |s: &str| parse_date("--from", s).map_err(|e| e.to_string()))]
@@ -131,19 +121,17 @@ enum Command {
         /// Last date (YYYY-MM-DD), included.
         #[arg(long, value_parser = |s: &str| parse_date("--to", s).map_err(|e| e.to_string()))]
         to: chrono::NaiveDate,
-        /// Stop starting new dates after this long, as `run --max-duration`
-        /// (the same deadline rule; the report's resume_date is the first
-        /// date not audited); more than DEADLINE_MARGIN_SECONDS, else refused.
+        /// Stop starting new dates after this long, as `run --max-duration` (more than
+        /// DEADLINE_MARGIN_SECONDS, else refused); the report's resume_date is the first date not
+        /// audited.
         #[arg(long, value_parser = parse_duration)]
         max_duration: Option<Duration>,
     },
-    /// Prune the archive host's local index cache (the folder archive-processor
-    /// writes a copy of every per-flight index file to, mounted at
-    /// /app/index-cache): deletes a copy only when its date is at or before
-    /// the watermark, not blocked, its S3 object is gone and its flight is
-    /// listed; keeps everything else. Prints a JSON summary on stdout (a
-    /// line on a terminal, on stderr). Needs s3:ListBucket and s3:GetObject
-    /// on the watermark only; writes nothing to S3.
+    /// Prune the archive host's local index cache (the folder archive-processor writes a copy of
+    /// every per-flight index file to, mounted at /app/index-cache): deletes a copy only when its
+    /// date is at or before the watermark, not blocked, its S3 object is gone and its flight is
+    /// listed; keeps everything else. Prints a JSON summary on stdout (a line on a terminal, on
+    /// stderr). Needs s3:ListBucket and s3:GetObject on the watermark only; writes nothing to S3.
     #[command(after_long_help = prune_help())]
     PruneCache {
         /// The cache directory (the host path mounted at /app/index-cache).
@@ -171,8 +159,7 @@ fn parse_now(s: &str) -> Result<DateTime<Utc>, String> {
         .map_err(|e| format!("expected RFC 3339 like 2026-07-22T04:50:00Z: {e}"))
 }
 
-/// `--max-duration`: a bare number is seconds (`600`, `12.5`); anything
-/// else is a humantime duration (`14m`, `600s`, `1h 30m`).
+/// `--max-duration`: a bare number is seconds, anything else a humantime duration.
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     if let Ok(secs) = s.parse::<f64>() {
@@ -183,9 +170,8 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         .map_err(|e| format!("expected a duration like 600s, 14m or 1h 30m, got {s:?}: {e}"))
 }
 
-/// Logs to stderr, filtered by `level` (`info` when the configuration is
-/// bad): JSON lines in Lambda, else text, coloured only on a terminal without
-/// `NO_COLOR`; above the progress bar when there is one.
+/// Logs to stderr, filtered by `level` (`info` when it is bad): JSON lines in Lambda, else text,
+/// coloured only on a terminal without `NO_COLOR`; above the progress bar when there is one.
 fn init_tracing(level: &str, json: bool, bar: Option<ProgressBar>) {
     let ansi = !json && std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let filter: Targets =
@@ -233,9 +219,8 @@ fn print_status(s: &status::StatusReport, json: bool) {
     }
 }
 
-/// mimalloc instead of glibc's malloc: the per-file path makes many small
-/// short-lived allocations (docs/performance.md, "CPU per file"). Feature
-/// `system-allocator` leaves it out, for profilers.
+/// mimalloc instead of glibc's malloc: the per-file path makes many small short-lived allocations
+/// (docs/performance.md, "CPU per file"). Feature `system-allocator` leaves it out, for profilers.
 #[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -258,8 +243,7 @@ fn main() -> ExitCode {
         bar.clone(),
     );
     warn_mistyped_settings();
-    // One thread: the work is I/O-bound, and a Lambda below 1,769 MB has less
-    // than one vCPU, so worker threads only add wake-ups.
+    // One thread: the work is I/O-bound and a Lambda below 1,769 MB has under one vCPU.
     let rt =
         tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
     rt.block_on(async move {
@@ -270,8 +254,8 @@ fn main() -> ExitCode {
         let deps = Deps::new(config).await;
         listen_for_signals(&deps, cli.as_ref());
         let Some(cli) = cli else {
-            // Inline, not in a function of its own: one async fn more around
-            // the runtime's future overflows rustc's layout query depth limit.
+            // Inline: one async fn more around the runtime's future overflows rustc's layout
+            // query depth limit.
             let deps = &deps;
             return match lambda_runtime::run(service_fn(
                 move |ev: LambdaEvent<serde_json::Value>| dispatch(deps, ev),
@@ -289,8 +273,8 @@ fn main() -> ExitCode {
     })
 }
 
-/// The command line, `None` in Lambda. `Err` is a usage error's exit code,
-/// printed: 1 (nothing was done), never 2, which means Mismatch; 0 for --help and --version.
+/// The command line, `None` in Lambda. `Err` is a usage error's exit code, printed: 1 (nothing
+/// was done), never 2, which means Mismatch; 0 for --help and --version.
 fn parse_cli(lambda: bool) -> Result<Option<Cli>, ExitCode> {
     if lambda {
         return Ok(None);
@@ -348,8 +332,8 @@ fn warn_mistyped_settings() {
     }
 }
 
-/// SIGTERM / SIGINT, in Lambda and for `run`: a run under way stops cleanly;
-/// with none, or on a second signal, the process exits at once with 128 + the signal.
+/// SIGTERM / SIGINT, in Lambda and for `run`: a run under way stops cleanly; with none, or on a
+/// second signal, the process exits at once with 128 + the signal.
 fn listen_for_signals(deps: &Deps, cli: Option<&Cli>) {
     let runs = cli.is_none_or(|c| matches!(c.command, Command::Run { .. }));
     if runs
@@ -383,8 +367,8 @@ async fn run_command(
     }
 }
 
-/// A bad configuration: nothing is read, written or deleted, exit 1; `run`
-/// (and Lambda) print a Failure report, `status` a status, the others the reason.
+/// A bad configuration: nothing is read, written or deleted, exit 1; `run` (and Lambda) print a
+/// Failure report, `status` a status, the others the reason.
 fn bad_config(command: Option<Command>, e: &archive_compaction::infra::error::Error) -> ExitCode {
     tracing::error!(error = %e, "bad configuration");
     match command {
@@ -461,8 +445,8 @@ async fn status(deps: &Deps, now: Option<DateTime<Utc>>, days: usize, json: bool
     if s.errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }
 
-/// `audit`: JSON on stdout, [`audit::format_human`] on stderr on a terminal;
-/// exit [`audit::AuditStatus::exit_code`], 1 for a bad range.
+/// `audit`: JSON on stdout, [`audit::format_human`] on stderr on a terminal; exit
+/// [`audit::AuditStatus::exit_code`], 1 for a bad range.
 async fn audit(
     deps: &Deps,
     from: chrono::NaiveDate,

@@ -26,7 +26,6 @@ pub struct Deps {
     pub cloudwatch: Option<aws_sdk_cloudwatch::Client>,
     /// Secrets Manager client, when `MQTT_PASSWORD_SECRET_ARN` is set.
     pub secrets: Option<aws_sdk_secretsmanager::Client>,
-    /// The MQTT password, cached after the first successful read.
     mqtt_password: Arc<tokio::sync::OnceCell<String>>,
     /// The stop request every invocation's run follows.
     pub stop: crate::infra::stop::Stop,
@@ -48,15 +47,14 @@ impl crate::app::reporting::Sinks for Deps {
     }
 }
 
-/// SDK retry policy for every call: the standard strategy (throttling, 5xx,
-/// timeouts and connection errors; not 4xx) with 3 attempts from 1 s.
+/// SDK retry policy for every call: the standard strategy (throttling, 5xx, timeouts and
+/// connection errors; not 4xx) with 3 attempts from 1 s.
 pub fn retry_config() -> RetryConfig {
     RetryConfig::standard().with_max_attempts(3).with_initial_backoff(Duration::from_secs(1))
 }
 
-/// The HTTPS client of every AWS client, on rustls' *ring* provider (the
-/// one rumqttc uses: one crypto provider, no aws-lc-rs C build); proxies
-/// from `HTTPS_PROXY` / `HTTP_PROXY` / `NO_PROXY`.
+/// The HTTPS client of every AWS client, on rustls' *ring* provider (the one rumqttc uses: one
+/// crypto provider, no aws-lc-rs C build); proxies from `HTTPS_PROXY` / `HTTP_PROXY` / `NO_PROXY`.
 pub fn https_client() -> SharedHttpClient {
     Builder::new().build_with_connector_fn(|settings, components| {
         let mut conn =
@@ -70,9 +68,8 @@ pub fn https_client() -> SharedHttpClient {
     })
 }
 
-/// Path style when asked (local servers); response checksums only where an
-/// operation requires them: TLS authenticates each response and every body
-/// is decoded, while what the job writes keeps full checks.
+/// Path style when asked (local servers); response checksums only where required: TLS
+/// authenticates each response and every body is decoded (what the job writes keeps full checks).
 pub fn s3_config(sdk: &aws_config::SdkConfig, force_path_style: bool) -> aws_sdk_s3::Config {
     aws_sdk_s3::config::Builder::from(sdk)
         .force_path_style(force_path_style)
@@ -123,10 +120,8 @@ impl Deps {
         }
     }
 
-    /// `MQTT_PASSWORD_SECRET_ARN`'s `SecretString` (cached for the process),
-    /// else `MQTT_PASSWORD`; `Ok(None)` when neither or MQTT off.
-    ///
-    /// Errors: [`ReportError::MqttSecret`]; nothing is cached then.
+    /// `MQTT_PASSWORD_SECRET_ARN`'s `SecretString` (cached for the process), else `MQTT_PASSWORD`;
+    /// `Ok(None)` when neither or MQTT off. Errors: [`ReportError::MqttSecret`], not cached.
     pub async fn mqtt_password(&self) -> Result<Option<String>, ReportError> {
         let Some(mqtt) = &self.config.mqtt else {
             return Ok(None);

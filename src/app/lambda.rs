@@ -1,5 +1,4 @@
-//! The Lambda side: the event parsed strictly, dispatched to its command,
-//! and the outcome as the function's answer and one log line.
+//! The Lambda side: the event parsed strictly, dispatched, answered and logged in one line.
 
 use std::time::{Instant, SystemTime};
 
@@ -12,8 +11,7 @@ use crate::commands::run::RunOptions;
 use crate::data::report::{RunReport, Status};
 use crate::protocol::day::{DateRange, RangeOf};
 
-/// An EventBridge scheduled event, or a console test event with the
-/// optional fields below. An unknown field is an error, never ignored.
+/// An EventBridge scheduled event or a console test event; an unknown field is an error.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)] // the envelope's fields are read by nobody
@@ -72,8 +70,7 @@ pub const EVENTBRIDGE_ENVELOPE: &[&str] = &[
     "replay-name",
 ];
 
-/// The fields of an event this version reads, in their order, from serde's
-/// own derive (`serde_introspect`), less EventBridge's envelope.
+/// The fields of an event this version reads, from serde's derive, less [`EVENTBRIDGE_ENVELOPE`].
 pub fn event_fields() -> Vec<&'static str> {
     (serde_aux::serde_introspection::serde_introspect::<InvokeEvent>().iter().copied())
         .filter(|f| !EVENTBRIDGE_ENVELOPE.contains(f))
@@ -95,9 +92,7 @@ fn strict_date<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<NaiveDat
 }
 
 impl InvokeEvent {
-    /// Each field is tried alone, so the error names it.
-    ///
-    /// Errors: a message naming the field and listing the accepted ones.
+    /// Parses an event, each field alone first, so an error names it and lists the accepted ones.
     pub fn from_value(payload: serde_json::Value) -> Result<InvokeEvent, String> {
         let accepted = || {
             format!(
@@ -117,8 +112,7 @@ impl InvokeEvent {
             let one = serde_json::Value::Object([(name.clone(), v.clone())].into_iter().collect());
             serde_json::from_value::<InvokeEvent>(one)
         };
-        // Unknown fields first: a field alone fails as unknown only for its
-        // own name.
+        // Unknown fields first: a field alone fails as unknown only for its own name.
         let unknown = |e: &serde_json::Error| e.to_string().starts_with("unknown field");
         for (name, v) in &map {
             if alone(name, v).as_ref().is_err_and(unknown) {
@@ -150,11 +144,9 @@ impl InvokeEvent {
         Ok(event)
     }
 
-    /// Checks the fields that only make sense together.
-    ///
-    /// Errors: a message naming the fields: `from` without `to` (or the
-    /// reverse), `date` together with `from`/`to`, `from` after `to`, a range
-    /// longer than [`crate::protocol::day::MAX_RANGE_DAYS`].
+    /// Checks the fields that only make sense together. Errors: a message naming the fields:
+    /// `from` without `to` (or the reverse), `date` together with `from`/`to`, `from` after `to`, a
+    /// range longer than [`crate::protocol::day::MAX_RANGE_DAYS`].
     pub fn validate(&self) -> Result<(), String> {
         self.repair().map(|_| ())
     }
@@ -178,8 +170,7 @@ impl InvokeEvent {
     }
 }
 
-/// The Lambda error for a Mismatch or Failure run: its type names the
-/// outcome (`Mismatch`, `Failure`), its message is the report as JSON.
+/// A Mismatch or Failure run as a Lambda error: type `Mismatch`/`Failure`, message the report.
 #[derive(Debug)]
 pub struct RunError(pub RunReport);
 
@@ -192,8 +183,7 @@ impl From<RunError> for Diagnostic {
     }
 }
 
-/// [`RunOptions`] from a Lambda event; a bad range the caller did not
-/// [`InvokeEvent::validate`] is left out.
+/// [`RunOptions`] from an event; a bad range (see [`InvokeEvent::validate`]) is left out.
 pub fn options_from_event(
     event: &InvokeEvent,
     request_id: &str,
@@ -217,8 +207,7 @@ pub fn options_from_event(
     }
 }
 
-/// The event `{"audit": {"from": "YYYY-MM-DD", "to": "YYYY-MM-DD"}}` and
-/// nothing else ([`crate::commands::audit`]).
+/// The event `{"audit": {"from": "YYYY-MM-DD", "to": "YYYY-MM-DD"}}` and nothing else.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuditEvent {
@@ -242,16 +231,14 @@ fn strict_date_required<'de, D: serde::Deserializer<'de>>(d: D) -> Result<NaiveD
     strict_date(d)?.ok_or_else(|| serde::de::Error::custom("expected a date YYYY-MM-DD, got null"))
 }
 
-/// The runtime's deadline, `None` when already past as it starts (a local
-/// emulator's may be: `cargo lambda watch`).
+/// The runtime's deadline; `None` when already past at the start (`cargo lambda watch`'s may be).
 pub fn deadline(ctx: &Context) -> Option<Instant> {
     let left = ctx.deadline().duration_since(SystemTime::now()).ok()?;
     (!left.is_zero()).then(|| Instant::now() + left)
 }
 
-/// The Lambda entry point: an event with an `audit` field is an
-/// [`AuditEvent`] (clean: the report; else an `AuditFindings` or
-/// `AuditIncomplete` error; nothing published); any other goes to [`handle`].
+/// The Lambda entry point: an event with an `audit` field is an [`AuditEvent`] (clean: the report;
+/// else an `AuditFindings` or `AuditIncomplete` error; nothing published), any other to [`handle`].
 pub async fn dispatch(
     deps: &Deps,
     event: LambdaEvent<serde_json::Value>,
@@ -291,8 +278,7 @@ pub async fn dispatch(
 /// The `message` of [`report_log_line`].
 pub const REPORT_LOG_MESSAGE: &str = "run report";
 
-/// The log line of a Lambda run's report, on every outcome, shaped like the
-/// other log lines with the report as `fields.report` (docs/runbook.md).
+/// A run's report as one log line shaped like the others, in `fields.report` (docs/runbook.md).
 pub fn report_log_line(report: &RunReport) -> String {
     let level = match report.last_run_status {
         Status::Success => "INFO",

@@ -1,7 +1,6 @@
-//! Reporting of a finished run to CloudWatch and MQTT. It never changes the
-//! run's outcome: a failure is logged and appended to
-//! [`RunReport::report_errors`]. Every run is reported, Failures included,
-//! bar a dry run (its figures would overwrite the last real run's).
+//! Reporting of a finished run to CloudWatch and MQTT. It never changes the run's outcome: a
+//! failure is logged and appended to [`RunReport::report_errors`]. Every run is reported, Failures
+//! included, bar a dry run (its figures would overwrite the last real run's).
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -16,9 +15,7 @@ pub trait Sinks: Sync {
     fn config(&self) -> &Config;
     /// The CloudWatch client, when one was built.
     fn cloudwatch(&self) -> Option<&aws_sdk_cloudwatch::Client>;
-    /// The MQTT password; `None` for none.
-    ///
-    /// Errors: [`ReportError::MqttSecret`] when the secret cannot be read.
+    /// The MQTT password, if any. Errors: [`ReportError::MqttSecret`].
     fn mqtt_password(
         &self,
     ) -> impl std::future::Future<Output = Result<Option<String>, ReportError>> + Send;
@@ -45,8 +42,7 @@ pub async fn publish(deps: &impl Sinks, report: &mut RunReport) {
     publish_by(deps, report, None).await
 }
 
-/// Publishes to CloudWatch (when `METRICS_ENABLED`) and MQTT (when
-/// `MQTT_HOST` is set), concurrently; only `report.report_errors` changes.
+/// Publishes to CloudWatch (when `METRICS_ENABLED`) and MQTT (when `MQTT_HOST` is set) at once.
 pub async fn publish_by(deps: &impl Sinks, report: &mut RunReport, deadline: Option<Instant>) {
     if report.dry_run {
         tracing::info!("dry run: nothing is reported to CloudWatch or MQTT");
@@ -75,7 +71,6 @@ pub async fn publish_by(deps: &impl Sinks, report: &mut RunReport, deadline: Opt
                 let mut messages =
                     crate::data::mqtt::discovery(&m.topic_root, &deps.config().bucket);
                 messages.extend(crate::data::mqtt::statistics(report, &m.topic_root));
-                // The secret's read keeps 1 s for the MQTT exchange after it.
                 let secret_bound = bound(m.timeout, deadline, SINK_TIME_AT_THE_END);
                 let password = tokio::time::timeout(secret_bound, deps.mqtt_password())
                     .await

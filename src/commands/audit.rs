@@ -1,25 +1,10 @@
-//! `archive-compaction audit --from A --to B` (and the Lambda event
-//! `{"audit": {"from": A, "to": B}}`): proves, read-only, that a range of days
-//! holds every flight exactly once, and names what does not.
-//!
-//! Read-only (no lease, write or delete), so safe beside a running job. It
-//! lists and reads with the run's own code ([`crate::protocol::day::Day::list_window`],
-//! [`crate::data::input`]) and counts rows as the parity gate does.
-//! What a date can hold besides "every flight exactly once", each counted
-//! exactly, with the first [`EXAMPLES_MAX`] examples:
-//!
-//! | finding | what | what fixes it |
-//! |---|---|---|
-//! | `missing` | a flight object without an index row (none, or only in an unreadable per-flight file) | the index row (written, or rewritten, by the archive writer); it blocks the walk at its date |
-//! | `duplicated` | a flight with more than one row in the partition (within one file or across files) | `run --from D --to D` folds the day, one row per flight |
-//! | `per_flight_beside_compacted` | a per-flight file in a partition that has a compacted file | the same repair (or the straggler sweep, within `SWEEP_DAYS`) |
-//! | `orphans` | an index row whose flight is not under the date's `flights/` (or whose `s3_key` names no flight) | a person |
-//! | `other_day_rows` | a multi-row input's row whose `first_message` UTC date is not the partition's (the run's `rows_of_other_days` rule: [`crate::data::merge::is_other_day`]) | a person |
-//! | `unreadable_files` | an index file whose footer or `s3_key` column cannot be read (its rows are not counted) | a per-flight file: the archive writer rewrites it from its `flights/` object; a multi-row file: a person |
-//!
-//! A date the audit could not finish (an S3 error after retries, or an input
-//! that changed twice while read: a run was folding the day) is in
-//! [`AuditReport::unfinished`]; the deadline leaves [`AuditReport::resume_date`].
+//! `archive-compaction audit --from A --to B` (the Lambda event `{"audit": {"from": A, "to": B}}`):
+//! proves, read-only (no lease, write or delete: safe beside a run), that a range of days holds
+//! every flight exactly once, and names what does not ([`Findings`], each with its [`fixes`]).
+//! It lists and reads with the run's own code ([`crate::protocol::day::Day::list_window`],
+//! [`crate::data::input`]) and counts rows as the parity gate does. A date it could not finish
+//! (an S3 error after retries, or an input that changed twice while read: a run was folding the
+//! day) is in [`AuditReport::unfinished`]; the deadline leaves [`AuditReport::resume_date`].
 //! Memory per date does not grow with its files or flights ([`audit_day`]).
 //! ```
 //! use archive_compaction::commands::audit::{audit, AuditOptions, AuditStatus};
@@ -190,20 +175,20 @@ pub struct FileExample {
     pub reason: Option<String>,
 }
 
-/// The findings of a date or of the whole range (see the module docs).
+/// What a date or the whole range holds besides every flight exactly once, each counted exactly.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Findings {
-    /// Flight objects without an index row.
+    /// Flight objects without an index row (none, or only in an unreadable per-flight file).
     pub missing: Finding<FlightExample>,
-    /// Flights with more than one index row in their partition.
+    /// Flights with more than one row in their partition (in one file or across files).
     pub duplicated: Finding<DuplicateExample>,
     /// Per-flight files in a partition that holds a compacted file.
     pub per_flight_beside_compacted: Finding<FileExample>,
-    /// Index rows without a flight object under their date.
+    /// Index rows whose flight is not under their date's `flights/` (or whose `s3_key` names none).
     pub orphans: Finding<RowExample>,
-    /// Rows whose `first_message` UTC date is not their partition's.
+    /// Multi-row inputs' rows whose `first_message` UTC date is another ([`is_other_day`]).
     pub other_day_rows: Finding<RowExample>,
-    /// Index files whose footer or `s3_key` column cannot be read.
+    /// Index files whose footer or `s3_key` column cannot be read (their rows are not counted).
     pub unreadable_files: Finding<FileExample>,
 }
 
@@ -326,7 +311,7 @@ pub struct AuditReport {
     pub from: NaiveDate,
     /// Last date.
     pub to: NaiveDate,
-    /// `clean`, `findings` or `incomplete`.
+    /// The outcome.
     pub status: AuditStatus,
     /// Dates in the range.
     pub dates: u64,
@@ -340,8 +325,8 @@ pub struct AuditReport {
     pub resume_date: Option<NaiveDate>,
 }
 
-/// Audits `opts.from` to `opts.to`. Errors: only a bad range
-/// ([`DateRange::new`]); a date that fails is in [`AuditReport::unfinished`].
+/// Audits `opts.from` to `opts.to`. Errors: only a bad range ([`DateRange::new`]); a date that
+/// fails is in [`AuditReport::unfinished`].
 pub async fn audit(
     store: &(impl Store + Clone),
     config: &Config,
@@ -448,19 +433,15 @@ fn changed(e: &Error) -> bool {
     matches!(e, Error::PreconditionFailed { .. }) || e.is_not_found()
 }
 
-/// Records each of an audit's sets holds in memory (fewer when
-/// `FLIGHTS_IN_MEMORY` is lower); past it, sorted runs on local disk. A fixed
-/// rule, not a setting, so a date's audit holds the same whatever its size.
+/// Records each of an audit's sets holds in memory (fewer when `FLIGHTS_IN_MEMORY` is lower), the
+/// rest in sorted runs on local disk: a fixed rule, so an audit holds the same whatever the date.
 pub const SET_IN_MEMORY: usize = 1 << 14;
 
-/// Audits one date: its listings, its index files' columns, then merge
-/// passes for missing and duplicated flights. Memory whatever the date's size:
-/// no per-flight key held (listed with a window of none, then a page at a
-/// time as read), the sets [`SET_IN_MEMORY`] records each, the rest on disk.
-///
-/// Errors: an S3 error (after the SDK's retries); [`Error::PreconditionFailed`]
-/// or not-found when an input changed or vanished since the listing (audited
-/// again); [`Error::Spill`] when a set's runs cannot be written or read back.
+/// Audits one date: its listings, its index files' columns, then merge passes for missing and
+/// duplicated flights. Memory whatever the date's size: no per-flight key held (listed with a
+/// window of none, then read a page at a time), the sets [`SET_IN_MEMORY`] records each. Errors:
+/// an S3 error (after the SDK's retries); [`Error::PreconditionFailed`] or not-found when an input
+/// changed or vanished since the listing; [`Error::Spill`] when a set on disk fails (any step).
 pub async fn audit_day(
     store: &impl Store,
     date: NaiveDate,
@@ -469,7 +450,6 @@ pub async fn audit_day(
     spill: SpillSettings,
 ) -> Result<DayAudit> {
     let spill = SpillSettings { limit: spill.limit.min(SET_IN_MEMORY) };
-    // A window of none: counted, the per-flight files' uuids in a set.
     let listed = Day::list_window(store, date, true, 0, spill).await?;
     let mut day = DayAudit { date, counts: listed.counts(), ..DayAudit::default() };
     let held = read_index(store, &listed, gets, budget, spill, &mut day).await?;
@@ -488,8 +468,8 @@ struct Held<'a> {
     per_flight: SortedSet<(Uuid, u32)>,
     /// Keys of per-flight files not named `{uuid}.parquet` in lower case, by number.
     other_names: BTreeMap<u32, String>,
-    /// One record a row naming a flight: (flight, file number, row number among
-    /// the file's flight rows); a flight's rows are together, files in read order.
+    /// One record a row naming a flight: (flight, file number, row number among the file's
+    /// flight rows); a flight's rows are together, files in read order.
     rows: SortedSet<(Uuid, u32, u32)>,
 }
 
@@ -518,9 +498,8 @@ async fn read_index<'a>(
         rows: SortedSetBuilder::new(spill),
         files: 0,
     };
-    // Every row counts for the flight its `s3_key` names, as Athena counts it and
-    // the parity gate proves it: a per-flight file without its own flight's row,
-    // or unreadable, leaves that flight missing.
+    // Every row counts for the flight its `s3_key` names, as Athena counts it and the parity gate
+    // proves it: a per-flight file without its own flight's row, or unreadable, leaves it missing.
     let mut reads = stream::iter(listing.multi_row_inputs())
         .map(|(meta, _)| async move {
             let r = read_columns(store, meta, date, flights, gets, budget).await?;
@@ -541,9 +520,8 @@ async fn read_index<'a>(
     Ok(held)
 }
 
-/// Reads the per-flight files of `listed` a listing page at a time. One
-/// written since the first listing is passed by; one gone since ends the date
-/// with a not-found error (audited again). Errors: as [`audit_day`].
+/// Reads the per-flight files of `listed` a listing page at a time; one written since the first
+/// listing is passed by, one gone since ends the date (audited again). Errors: as [`audit_day`].
 async fn per_flight_pages(
     store: &impl Store,
     listed: &Day,
@@ -612,8 +590,7 @@ async fn per_flight_pages(
     Ok(())
 }
 
-/// Counts one index file's read into `day` and its rows into `h`: its number,
-/// `None` when unreadable. Errors: [`Error::Spill`].
+/// Counts one index file's read into `day` and its rows into `h`: its number, `None` if unreadable.
 fn add_file(
     h: &mut Holding<'_>,
     day: &mut DayAudit,
@@ -670,10 +647,8 @@ fn holding_flights(rows: &SortedSet<(Uuid, u32, u32)>) -> impl Iterator<Item = R
     })
 }
 
-/// Counts the flights no file holds a row of (one pass over both sets) and
-/// names the first ones' keys.
-///
-/// Errors: a set on disk that cannot be read back; an S3 error listing the keys.
+/// Counts the flights no file holds a row of (one pass over both sets), naming the first ones'
+/// keys. Errors: also an S3 error listing the keys.
 async fn find_missing(
     store: &impl Store,
     flights: &UuidSet,
@@ -713,8 +688,7 @@ async fn find_missing(
     Ok(())
 }
 
-/// Counts the flights with more than one row (one pass), naming the first
-/// ones' files. Errors: a set on disk that cannot be read back.
+/// Counts the flights with more than one row (one pass), naming the first ones' files.
 fn find_duplicated(held: &Held<'_>, day: &mut DayAudit) -> Result<()> {
     // (flight, rows, its first files' numbers) of the flight being counted.
     let mut this: Option<(Uuid, u32, Vec<u32>)> = None;
@@ -748,7 +722,6 @@ fn find_duplicated(held: &Held<'_>, day: &mut DayAudit) -> Result<()> {
 }
 
 /// The keys of the files numbered `wanted` (one pass over the per-flight set).
-/// Errors: the set on disk that cannot be read back.
 fn file_keys(
     held: &Held<'_>,
     date: NaiveDate,
@@ -777,12 +750,11 @@ fn file_keys(
     Ok(keys)
 }
 
-/// What one index file's columns said.
+/// What one index file's columns said: its rows, or why it cannot be read.
 #[derive(Debug)]
 struct ColumnRead {
     requests: u64,
     bytes_read: u64,
-    /// Its rows, or why it cannot be read.
     outcome: std::result::Result<FileRows, String>,
 }
 
@@ -795,10 +767,8 @@ struct FileRows {
     other_day: Finding<RowExample>,
 }
 
-/// Reads the `s3_key` and `first_message` columns of one index file in its listed version.
-///
-/// Errors: S3 errors; [`Error::PreconditionFailed`] when the object changed.
-/// A file unreadable as an index file is `Ok`, its `outcome` `Err`.
+/// Reads the `s3_key` and `first_message` columns of one index file in its listed version. Errors:
+/// S3 errors; [`Error::PreconditionFailed`] when it changed (an unreadable file: `outcome` `Err`).
 async fn read_columns(
     store: &impl Store,
     meta: &ObjectMeta,
@@ -889,7 +859,6 @@ pub fn format_human(r: &AuditReport) -> String {
     s.into_string()
 }
 
-/// Every finding's line, in the order of the module's table.
 fn format_findings(s: &mut Text, f: &Findings) {
     format_finding(s, "missing", &f.missing, |e| format!("{} {} ({})", e.date, e.flight, e.key));
     format_finding(s, "duplicated", &f.duplicated, |e| {

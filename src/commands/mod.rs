@@ -1,6 +1,5 @@
-//! Commands: one module a command (`run`, `status`, `audit`, `prune-cache`),
-//! the progress a run sends, and their human text. Only [`crate::app`] and
-//! `main.rs` import it.
+//! Commands: one module a command, the progress a run sends, and their human text. Only
+//! [`crate::app`] and `main.rs` import it.
 
 pub mod audit;
 pub mod progress;

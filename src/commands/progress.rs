@@ -1,5 +1,4 @@
-//! A run's [`Progress`] events and the CLI's progress bar over dates (when
-//! stderr is a terminal; never in Lambda). Nothing depends on a log line's text.
+//! A run's [`Progress`] events and the CLI's progress bar over dates (on a terminal only).
 //!
 //! ```
 //! use archive_compaction::commands::progress::{bar_sink, Progress};
@@ -73,7 +72,7 @@ impl fmt::Debug for ProgressSink {
     }
 }
 
-/// A bar styled for dates: spinner, elapsed time, bar, `pos/len dates`, message.
+/// A bar over dates, for [`bar_sink`].
 pub fn date_bar() -> ProgressBar {
     let bar = ProgressBar::no_length();
     bar.set_style(
@@ -87,8 +86,7 @@ pub fn date_bar() -> ProgressBar {
     bar
 }
 
-/// A sink that drives `bar`: its length from [`Progress::Dates`], one step per
-/// [`Progress::DateDone`], cleared at [`Progress::Finished`].
+/// A sink that drives `bar`, one step a [`Progress::DateDone`].
 pub fn bar_sink(bar: ProgressBar) -> ProgressSink {
     ProgressSink::new(move |p| match p {
         Progress::Dates { count } => {

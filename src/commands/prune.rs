@@ -1,21 +1,9 @@
-//! `archive-compaction prune-cache`: keeps the archive host's local index
-//! cache (archive-processor's copy of every per-flight index file, the S3 key
-//! without `index/`) bounded. A Lambda cannot reach it: the host runs this.
-//!
-//! A local copy is deleted only when all of these hold:
-//!
-//! 1. it is a per-flight index file ([`IndexKey::PerFlight`]) directly in a
-//!    folder spelled as the bucket's partition ([`index_prefix`]);
-//! 2. its date is at or before the watermark and not blocked
-//!    ([`crate::protocol::day::BlockReason::keeps_cache`]);
-//! 3. the S3 object it mirrors is no longer in the date's index listing;
-//! 4. its flight is in the date's `flights/` listing: the date passed parity,
-//!    so its row is in a multi-row file (a copy with neither object nor
-//!    flight in S3 may be the only trace of its row).
-//!
-//! Everything else stays, with why ([`KeptReason`]). Every read comes before
-//! the first delete, so any error deletes nothing ([`PruneError`]). S3:
-//! ListBucket, and GetObject on the watermark; nothing is written.
+//! `archive-compaction prune-cache`: keeps the archive host's local index cache bounded
+//! (archive-processor's copy of every per-flight index file, at its S3 key without `index/`); a
+//! Lambda cannot reach it, the host runs this. A local copy is deleted only when no [`KeptReason`]
+//! holds: its date passed parity and its S3 object is gone while its flight is listed, so its row
+//! is in a multi-row file. Every read comes before the first delete, so any error deletes nothing
+//! ([`PruneError`]). S3: ListBucket, and GetObject on the watermark; nothing is written.
 //!
 //! ```
 //! use archive_compaction::commands::prune::{PruneOptions, prune};
@@ -136,15 +124,15 @@ impl PruneOptions {
 pub enum KeptReason {
     /// Its date is after the watermark: the job has not finished that day.
     AfterWatermark,
-    /// Its date is blocked (mismatch date, live or quarantined manifest).
+    /// Its date is blocked ([`crate::protocol::day::BlockReason::keeps_cache`]).
     Blocked,
     /// Its S3 object is still there (a straggler not folded yet, or a failed delete).
     StillInS3,
-    /// Neither its S3 object nor its flight is in S3: no proof its row is elsewhere.
+    /// Neither its S3 object nor its flight is in S3: it may be the only trace of its row.
     FlightNotListed,
-    /// In a day folder, but not a per-flight index file.
+    /// In a day folder, but not a per-flight index file ([`IndexKey::PerFlight`]).
     NotPerFlight,
-    /// Not in the `year=YYYY/month=MM/day=DD/` layout.
+    /// Not in a `year=YYYY/month=MM/day=DD/` folder spelled as a partition ([`index_prefix`]).
     OutsideLayout,
     /// The delete itself failed (see `errors`).
     DeleteFailed,
@@ -238,11 +226,8 @@ fn size_of(meta: &std::fs::Metadata) -> u64 {
     if meta.is_file() { meta.len() } else { 0 }
 }
 
-/// Walks `dir`'s day folders spelled exactly as a bucket partition without
-/// `index/`; nothing below a day folder, links not followed. Read-only.
-///
-/// Errors: [`PruneError::MissingDir`]; [`PruneError::ReadDir`] for `dir`
-/// (an unreadable folder below it is in [`CacheWalk::skipped`]).
+/// Walks `dir`'s day folders; nothing below a day folder, links not followed. Errors:
+/// [`PruneError::MissingDir`]; [`PruneError::ReadDir`] for `dir` (below: [`CacheWalk::skipped`]).
 pub fn walk_cache(dir: &Path) -> Result<CacheWalk, PruneError> {
     if !dir.is_dir() {
         return Err(PruneError::MissingDir { dir: dir.to_path_buf() });
@@ -313,10 +298,8 @@ pub struct ListedDay {
 }
 
 impl ListedDay {
-    /// Reduces a date's listings to what matters for `day`'s copies.
-    ///
-    /// Errors: [`crate::infra::error::Error::Spill`] when the date's flights
-    /// cannot be read back from disk.
+    /// Reduces a date's listings to what matters for `day`'s copies. Errors:
+    /// [`crate::infra::error::Error::Spill`] when the date's flights cannot be read back from disk.
     pub fn for_copies(l: Day, day: &CacheDay) -> crate::infra::error::Result<ListedDay> {
         let keys: HashSet<&str> = day.copies.iter().map(|c| c.key.as_str()).collect();
         let flights: BTreeSet<Uuid> = day.copies.iter().map(|c| c.flight).collect();
@@ -357,7 +340,7 @@ pub struct PruneDay {
     pub date: NaiveDate,
     /// Per-flight index files in the folder.
     pub copies: u64,
-    /// Of them, deleted (in a dry run: to be deleted).
+    /// Of them, those the plan deletes (a failed delete still counts).
     pub to_delete: u64,
     /// Their bytes.
     pub bytes_to_free: u64,
@@ -378,7 +361,7 @@ pub struct PrunePlan {
     pub days: Vec<PruneDay>,
 }
 
-/// The rules of the module docs, over a walk and the bucket's state. Pure.
+/// What to delete and why the rest stays, from a walk and the bucket's state. Pure.
 pub fn plan_prune(walk: &CacheWalk, state: &BucketState) -> PrunePlan {
     let mut plan = PrunePlan::default();
     for (path, size) in &walk.outside {
@@ -494,10 +477,8 @@ impl PruneReport {
     }
 }
 
-/// Reads the watermark, the blocked dates and [`dates_to_list`]'s listings,
-/// each reduced as it arrives ([`ListedDay::for_copies`]).
-///
-/// Errors: [`PruneError::Watermark`], [`PruneError::Listing`].
+/// Reads the watermark, the blocked dates and [`dates_to_list`]'s listings, each reduced as it
+/// arrives ([`ListedDay::for_copies`]). Errors: [`PruneError::Watermark`], [`PruneError::Listing`].
 pub async fn read_bucket(store: &impl Store, walk: &CacheWalk) -> Result<BucketState, PruneError> {
     let wm = WatermarkState::read(store)
         .await
@@ -529,9 +510,7 @@ pub async fn read_bucket(store: &impl Store, walk: &CacheWalk) -> Result<BucketS
     Ok(state)
 }
 
-/// Plans and (unless `dry_run`) executes one `prune-cache`.
-///
-/// Errors: [`PruneError`]; nothing was deleted then.
+/// Plans and (unless `dry_run`) executes one `prune-cache`. Errors: [`PruneError`].
 pub async fn prune(store: &impl Store, opts: &PruneOptions) -> Result<PruneReport, PruneError> {
     let walk = walk_cache(&opts.dir)?;
     let state = read_bucket(store, &walk).await?;
@@ -572,13 +551,11 @@ pub async fn prune(store: &impl Store, opts: &PruneOptions) -> Result<PruneRepor
     Ok(r)
 }
 
-/// Deletes the plan's copies into `r`: one already gone counts as deleted (no
-/// bytes freed), one that cannot be deleted goes to `r.errors` and the rest go on.
-///
-/// Through directory handles, never a path: `dir` opened (a link there is
-/// the operator's mount), then `year=`, `month=`, `day=` with `O_NOFOLLOW |
-/// O_DIRECTORY`, then `unlinkat`. A folder swapped for a link since the walk
-/// fails its open, so nothing outside `dir` is deleted; a file swapped for a link loses the link.
+/// Deletes the plan's copies into `r`: one already gone counts as deleted (no bytes freed), one
+/// that cannot be deleted goes to `r.errors` and the rest go on. Through directory handles, never a
+/// path: `dir` opened (a link there is the operator's mount), then `year=`, `month=`, `day=` with
+/// `O_NOFOLLOW | O_DIRECTORY`, then `unlinkat`. A folder swapped for a link since the walk fails
+/// its open, so nothing outside `dir` is deleted; a file swapped for a link loses the link.
 pub fn execute(dir: &Path, plan: &PrunePlan, r: &mut PruneReport) {
     let mut days = DayHandles::new(dir);
     for c in &plan.delete {

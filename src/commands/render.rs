@@ -1,5 +1,4 @@
-//! The human text of `status`, `audit` and `prune-cache`, laid out in one
-//! place so each command only says what it shows. Pure.
+//! The human text of `status`, `audit` and `prune-cache`, laid out in one place. Pure.
 //!
 //! ```
 //! use archive_compaction::commands::render::{Col, Text};

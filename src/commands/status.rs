@@ -1,10 +1,7 @@
-//! `archive-compaction status`: the job's state for an operator, read-only
-//! (List, Get, Head; no write, delete or lease, so safe beside a run).
-//! [`gather`] builds a [`StatusReport`] (`--json`: `specs/status.schema.json`),
-//! [`format_human`] renders it. The recorded mismatch is re-checked with the
-//! run's own listing, plan and parity gate, so `status` names exactly the
-//! flights the next run would stop on. What could not be read is in
-//! [`StatusReport::errors`], and what depends on it is unknown, not empty.
+//! `archive-compaction status`: the job's state for an operator, read-only (List, Get, Head; no
+//! write, delete or lease: safe beside a run). The recorded mismatch is re-checked with the run's
+//! own listing, plan and parity gate, so it names exactly the flights the next run would stop on.
+//! What could not be read is in [`StatusReport::errors`]; what depends on it is unknown, not empty.
 //!
 //! ```
 //! use archive_compaction::commands::status::{StatusReport, format_human};
@@ -42,7 +39,7 @@ use crate::protocol::plan;
 /// Default number of upcoming dates `status` counts files for (`--days`).
 pub const DEFAULT_DAYS: usize = 5;
 
-/// How many missing uuids the text output prints before "… N more".
+/// Missing uuids the text output prints.
 const UUIDS_SHOWN: usize = 20;
 
 /// What to gather.
@@ -52,11 +49,11 @@ pub struct StatusOptions {
     pub now: DateTime<Utc>,
     /// The wall clock: ages and the lease's expiry are measured against it.
     pub as_of: DateTime<Utc>,
-    /// How many upcoming dates (from the walk's start, up to the cutoff) to count files for.
+    /// Upcoming dates (from the walk's start, up to the cutoff) to count files for.
     pub days: usize,
 }
 
-/// The state of the lease `_compaction_state/lock.json`.
+/// The state of the lease ([`LOCK_KEY`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum LeaseState {
@@ -67,8 +64,7 @@ pub enum LeaseState {
     Held,
     /// Past `expires_at`: its holder died; the next run takes it over.
     Expired,
-    /// Held longer than any run holds it ([`crate::protocol::lease::max_plausible_lease`]):
-    /// every run fails ([`Error::LeaseImplausible`]) until it is removed.
+    /// Longer than any run holds it: every run fails ([`Error::LeaseImplausible`]) until removed.
     Implausible,
     /// The lock file is not a lease (the next run takes it over by ETag).
     Unreadable,
@@ -79,7 +75,7 @@ pub enum LeaseState {
 /// The lease, as read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct LeaseStatus {
-    /// `free`, `held`, `expired`, `implausible`, `unreadable` or `unknown`.
+    /// The lease's state.
     pub state: LeaseState,
     /// The holder's invocation id (held or expired).
     pub holder: Option<String>,
@@ -163,8 +159,7 @@ pub struct DayStatus {
     pub per_flight_bytes: u64,
     /// Why a run would stop before this date ([`Blocked::blocking_walk`]).
     pub blocked_by: Option<String>,
-    /// Rows of multi-row inputs whose `first_message` UTC date is another date
-    /// (`days[].rows_of_other_days` of a run); unreadable files count none.
+    /// As a run's `days[].rows_of_other_days`; unreadable files count none.
     pub rows_of_other_days: u64,
     /// The flights of the first [`crate::data::merge::OTHER_DAYS_UUIDS_SHOWN`] of them.
     pub other_days_uuids: Vec<String>,
@@ -183,8 +178,7 @@ pub struct LastRunStatus {
     pub error: Option<String>,
 }
 
-/// Reads the last run's time and status from the broker, read-only; an
-/// unreadable broker is in [`LastRunStatus::error`], not returned.
+/// Reads the last run's time and status from the broker; an error is in [`LastRunStatus::error`].
 pub async fn last_run_from_mqtt(
     mqtt: &crate::data::config::MqttConfig,
     as_of: DateTime<Utc>,
@@ -206,7 +200,7 @@ pub async fn last_run_from_mqtt(
     }
 }
 
-/// Everything `status` shows; the `--json` output.
+/// Everything `status` shows; the `--json` output (`specs/status.schema.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct StatusReport {
     /// The bucket.
@@ -219,8 +213,8 @@ pub struct StatusReport {
     pub lag_days: Option<u32>,
     /// UTC date of `now` minus `lag_days`: the last date a run would compact.
     pub cutoff: Option<NaiveDate>,
-    /// The watermark, the bucket or the settings could not be read: `watermark`,
-    /// `next_date`, `mismatch` and `next_days` are unknown.
+    /// The watermark, the bucket or the settings could not be read: `watermark`, `next_date`,
+    /// `mismatch` and `next_days` are unknown.
     pub state_unreadable: bool,
     /// Nothing could be read: `lease`, `manifests` and `quarantined` unknown too.
     pub bucket_unreadable: bool,
@@ -228,8 +222,8 @@ pub struct StatusReport {
     pub watermark: Option<NaiveDate>,
     /// Dates up to the cutoff not yet compacted, as the run reports it; `None` when the watermark is unreadable.
     pub watermark_lag_days: Option<i64>,
-    /// Days the watermark is ahead of the `as_of` cutoff: every run fails until
-    /// it is fixed (docs/runbook.md, "A watermark ahead of the cutoff").
+    /// Days the watermark is ahead of the `as_of` cutoff: every run fails until it is fixed
+    /// (docs/runbook.md, "A watermark ahead of the cutoff").
     #[serde(default)]
     pub watermark_ahead_days: Option<i64>,
     /// The first date the next run would walk (`None`: nothing to start from).
@@ -247,7 +241,7 @@ pub struct StatusReport {
     /// The last run from MQTT; `None` when `MQTT_HOST` is not set.
     #[serde(default)]
     pub last_run: Option<LastRunStatus>,
-    /// Versioning against lifecycle rules ([`versioning`]); `None` for a store other than S3.
+    /// Versioning against lifecycle rules ([`versioning`]); `None`: not read (not S3, unreadable).
     #[serde(default)]
     pub versioning: Option<VersioningStatus>,
     /// Problems met while gathering; everything else is still shown.
@@ -277,12 +271,10 @@ impl StatusReport {
     }
 }
 
-/// The prefixes a versioned bucket must expire: compaction deletes under
-/// `index/` and overwrites state files.
+/// Prefixes a versioned bucket must expire: compaction deletes under `index/` and overwrites state.
 pub const VERSIONED_PREFIXES: [&str; 2] = ["index/", "_compaction_state/"];
 
-/// The bucket's versioning, judged against its lifecycle rules
-/// (docs/deploying.md, "Versioned buckets").
+/// Versioning judged against the bucket's lifecycle rules (docs/deploying.md, "Versioned buckets").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct VersioningStatus {
     /// `Enabled` or `Suspended`; `None` when never on or unreadable.
@@ -373,10 +365,8 @@ fn age(as_of: DateTime<Utc>, t: DateTime<Utc>) -> i64 {
     (as_of - t).num_seconds().max(0)
 }
 
-/// Reads the state of `store`'s bucket, read-only.
-///
-/// Errors: any S3 error listing or reading state, flights or partitions; an
-/// unreadable watermark or compacted file is in [`StatusReport::errors`] instead.
+/// Reads the state of `store`'s bucket. Errors: any S3 error listing or reading state, flights or
+/// partitions; an unreadable watermark or multi-row file is in [`StatusReport::errors`] instead.
 pub async fn gather(
     store: &impl Store,
     config: &Config,
@@ -437,8 +427,7 @@ pub async fn gather(
     Ok(s)
 }
 
-/// The watermark; `None`, with the error in `s.errors`, when the file is not
-/// a watermark ([`Error::BadState`]). Errors: any other S3 error.
+/// The watermark; `None`, the error in `s.errors`, when it is not one ([`Error::BadState`]).
 async fn read_watermark(
     store: &impl Store,
     s: &mut StatusReport,
@@ -465,8 +454,7 @@ fn check_lease_plausible(s: &mut StatusReport, config: &Config) {
     }
 }
 
-/// Sets `s.watermark_ahead_days` by today's cutoff (`as_of`'s); ahead is an
-/// error, as every run fails on it (`Error::WatermarkAhead`).
+/// Sets `s.watermark_ahead_days`; ahead of `as_of`'s cutoff, an error ([`Error::WatermarkAhead`]).
 fn check_watermark_ahead(s: &mut StatusReport, today: NaiveDate) {
     s.watermark_ahead_days = plan::watermark_ahead_days(s.watermark, today);
     if let (Some(w), Some(n)) = (s.watermark, s.watermark_ahead_days) {
@@ -476,8 +464,7 @@ fn check_watermark_ahead(s: &mut StatusReport, today: NaiveDate) {
     }
 }
 
-/// One live manifest as it reads now; `None` when it vanished since the
-/// listing. Errors: S3 errors reading it or listing its date.
+/// One live manifest as it reads now; `None` when it vanished since the listing.
 async fn manifest_status(
     store: &impl Store,
     m: &crate::infra::storage::ObjectMeta,
@@ -554,11 +541,8 @@ async fn lease_status(store: &impl Store, as_of: DateTime<Utc>) -> Result<LeaseS
     })
 }
 
-/// The run's parity gate for one date, re-run read-only on the plan the run
-/// would make (`claimed` keys left out): the next run's first pass, with its
-/// window ([`crate::protocol::sizing::MemoryFit::window`]), so memory is
-/// bounded as the run's. Per-flight files past the window are checked by the
-/// run's later passes, not here.
+/// The next run's first pass's parity gate for one date, read-only: its plan (`claimed` keys left
+/// out) and window ([`crate::protocol::sizing::MemoryFit::window`]); files past it go unchecked.
 async fn mismatch_status(
     store: &impl Store,
     config: &Config,
@@ -693,7 +677,6 @@ fn lag_text(s: &StatusReport) -> String {
             "{n} day(s) behind the cutoff (no watermark yet: counted from {})",
             date_or(s.next_date, "")
         ),
-        // Nothing to start from: an empty bucket, or the wrong one.
         (Some(0), None) if s.watermark.is_none() && s.next_date.is_none() => {
             "0 days: nothing to compact (no watermark, no START_DATE and no index/ partition: is S3_BUCKET the archive's bucket?)".to_string()
         }
@@ -705,7 +688,6 @@ fn lag_text(s: &StatusReport) -> String {
     }
 }
 
-/// `None`: MQTT is not set.
 fn last_run_text(last_run: Option<&LastRunStatus>) -> String {
     match last_run {
         None => {

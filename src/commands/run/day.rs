@@ -1,5 +1,4 @@
-//! One date through the commit protocol, in passes; its outcome goes into
-//! its own [`DayReport`], the run's report is the driver's.
+//! One date through the commit protocol, in passes, into its own [`DayReport`].
 
 use std::collections::HashSet;
 use std::time::Instant;
@@ -22,26 +21,24 @@ use crate::protocol::partition::{nothing_to_merge, parity_check, unread_rows, wi
 use crate::protocol::plan::{self, DayAction};
 use crate::protocol::read::{self, Prefetched};
 
-/// How many times a date is planned in one run when inputs changed during
-/// its commit. Passes for files past a listing window do not count: each
-/// compacts a part at least, or the date ends.
+/// How many times a date is planned in one run when inputs changed during its commit. Passes for
+/// files past a listing window do not count: each compacts a part at least, or the date ends.
 const MAX_PASSES_PER_DATE: usize = 3;
 
 /// How one date ended, for the step that asked.
 pub(super) enum DayOutcome {
-    /// Done (compacted, nothing to do, planned): the day's report.
+    /// Compacted, nothing to do, or planned.
     Done(DayReport),
-    /// Parity failed: the day's report and the flights without an index row.
+    /// Parity failed: the flights without an index row.
     Mismatch(DayReport, UuidSet),
-    /// An error stopped the date: the day's report (action `failed`) and the error.
+    /// An error stopped the date (action `failed`).
     Failed(DayReport, Error),
-    /// The deadline came between two parts: the report (action `partial`); the next run goes on.
+    /// The deadline came between two parts (action `partial`); the next run goes on.
     Unfinished(DayReport),
 }
 
-/// One date, in any [`DayMode`]: list, parity gate (per mode), plan, then
-/// commit (or, in a dry run, read), in passes ([`day_passes`]). Returns the
-/// day's report; the run's is [`RunReport::add_day`]'s.
+/// One date in any [`DayMode`]: list, parity gate (per mode), plan, then commit (a dry run: read),
+/// in passes ([`day_passes`]). The run's report is the caller's ([`RunReport::add_day`]).
 pub(super) async fn process_day(
     cx: &mut Ctx<'_, '_, impl Store>,
     date: NaiveDate,
@@ -100,7 +97,6 @@ struct DateState {
     window: usize,
     /// The flights the current pass listed, for its parts' own-row checks.
     flights: Option<UuidSet>,
-    /// Per-flight files of listed flights that could not be read.
     unread_files: Vec<UnreadFile>,
     slowest_part: std::time::Duration,
     outputs: Outputs,
@@ -114,14 +110,12 @@ struct DateState {
 enum PassEnd {
     /// The date is done (or stopped on purpose: a held-back input, a dry run).
     Done,
-    /// Parity failed: the flights without an index row.
     Mismatch(UuidSet),
     /// List the date again: files past the window, or newer versions, this many.
     Again(usize),
 }
 
-/// The passes of [`process_day`], as many as [`next_pass`] asks for;
-/// `Some(missing)` on a parity mismatch.
+/// [`process_day`]'s passes, as many as [`next_pass`] asks for; `Some(missing)` on a mismatch.
 async fn day_passes(
     cx: &mut Ctx<'_, '_, impl Store>,
     date: NaiveDate,
@@ -171,8 +165,8 @@ async fn day_passes(
     Ok(None)
 }
 
-/// One pass of a date: list a window, size its parts for the run's memory,
-/// gate its parity (the first pass), plan, and commit part by part.
+/// One pass of a date: list a window, size its parts for the run's memory, gate its parity (the
+/// first pass), plan, and commit part by part.
 async fn pass(
     cx: &mut Ctx<'_, '_, impl Store>,
     date: NaiveDate,
@@ -183,8 +177,7 @@ async fn pass(
 ) -> Result<PassEnd> {
     let mut settings = read::ReadSettings::of(cx.config);
     let t = Instant::now();
-    // Every pass lists the flights again: a flight archived between two
-    // passes gets its own-row check (the sweep lists none).
+    // Every pass lists the flights again: one archived meanwhile gets its own-row check.
     let with_flights = mode != DayMode::Sweep;
     let mut listed = crate::protocol::day::Day::list_window(
         cx.store,
@@ -211,7 +204,6 @@ async fn pass(
     let gate_needed = match mode {
         DayMode::Walk => true,
         DayMode::Sweep => false,
-        // Nothing to fold: the date is not touched, so no gate (no GET).
         DayMode::Repair => plan::compacts(listing, &cx.recovery.claimed),
     };
     let mut prefetched = Prefetched::new();
@@ -247,8 +239,8 @@ async fn pass(
     Ok(next_pass(cx, date, number, st, day, beyond_window, parts_before, kept_newer))
 }
 
-/// The first half of the parity gate, over a date's whole listings:
-/// `Ok(bodies)` to reuse, or `Err(missing)`; errors as [`parity_check`].
+/// The first half of the parity gate, over a date's whole listings: `Ok(bodies)` to reuse, or
+/// `Err(missing)`; errors as [`parity_check`].
 async fn gate(
     store: &impl Store,
     date: NaiveDate,
@@ -267,9 +259,8 @@ async fn gate(
     Ok(Ok(check.prefetched))
 }
 
-/// Whether a date needs another pass: files past the listing window (each
-/// window pass commits a part at least), or inputs kept because they changed
-/// during the commit (up to [`MAX_PASSES_PER_DATE`]). A dry run reads one window.
+/// Whether a date needs another pass: files left past the window, or inputs kept newer (up to
+/// [`MAX_PASSES_PER_DATE`]). A dry run reads one window.
 #[allow(clippy::too_many_arguments)]
 fn next_pass(
     cx: &Ctx<'_, '_, impl Store>,
@@ -324,14 +315,13 @@ enum PartsEnd {
     Committed { kept_newer: usize },
     /// Parity failed on a part's per-flight files.
     Mismatch(UuidSet),
-    /// A compacted file over an input limit: nothing more of the date.
+    /// A compacted file over an input limit ([`PartEnd::Stop`]).
     Stopped,
 }
 
-/// Commits a pass's parts one by one, each sized when it starts by the
-/// memory's part weight and the time left
-/// ([`crate::infra::deadline::Deadline::part_fit`]); [`Error::DateUnfinished`]
-/// when not even a part of [`crate::protocol::sizing::MIN_PART_FILES`] fits.
+/// Commits a pass's parts one by one, each sized when it starts by the memory's part weight and
+/// the time left ([`crate::infra::deadline::Deadline::part_fit`]); [`Error::DateUnfinished`] when
+/// not even a part of [`crate::protocol::sizing::MIN_PART_FILES`] fits.
 async fn commit_parts(
     cx: &mut Ctx<'_, '_, impl Store>,
     date: NaiveDate,
@@ -401,7 +391,6 @@ async fn commit_parts(
     Ok(PartsEnd::Committed { kept_newer })
 }
 
-/// Counts and logs the foreign objects of a date's first listing.
 fn note_foreign(day: &mut DayReport, listing: &plan::PartitionListing) {
     day.foreign_objects = listing.foreign.len() as u64;
     day.foreign_keys =
@@ -415,14 +404,13 @@ fn note_foreign(day: &mut DayReport, listing: &plan::PartitionListing) {
     }
 }
 
-/// A multi-row input the parity gate could not read, as a skipped file.
 fn gate_skipped(key: &str, date: NaiveDate, u: &Unmergeable) -> SkippedFile {
     let reason = format!("multi-row index file unreadable for the parity check: {}", u.reason);
     SkippedFile::unmergeable(key, date, Unmergeable { reason, ..u.clone() })
 }
 
-/// The deadline stop of `day` with `files_left` index files not yet compacted
-/// (`hint` empty or led by "; "), counting every part of every pass.
+/// The deadline stop of `day` with `files_left` index files not yet compacted (`hint` empty or led
+/// by "; "), counting every part of every pass.
 fn unfinished(
     day: &mut DayReport,
     near: &crate::infra::deadline::Near,
@@ -456,8 +444,8 @@ enum PartEnd {
 }
 
 /// One part of a date: read, checked by the gate's second half ([`without_own_row`],
-/// [`unread_rows`]), committed ([`commit_day`]) or, in a dry run, counted; with it, its
-/// unreadable per-flight files, which fail the date's parity once the rest is folded.
+/// [`unread_rows`]), committed ([`commit_day`]) or, in a dry run, counted; with it, its unreadable
+/// per-flight files, which fail the date's parity once the rest is folded.
 #[allow(clippy::too_many_arguments)]
 async fn commit_part(
     cx: &mut Ctx<'_, '_, impl Store>,
@@ -500,10 +488,9 @@ async fn commit_part(
         return Ok((PartEnd::Read, unread));
     }
     if cx.opts.dry_run {
-        // What was read, not what was planned: an undecodable input is skipped.
+        // What was read, not planned (an undecodable input is skipped): a run's part.
         day.action = Done::Planned;
         day.reason = reason.to_string();
-        // The part the run would commit: the dry run's plan is the run's.
         day.parts += 1;
         day.files_read += read.read.len() as u64;
         day.files_read_compacted += count_decoded(&read, Source::Compacted);
@@ -534,8 +521,8 @@ fn add_unread(unread: &mut Vec<UnreadFile>, pass: Vec<UnreadFile>) {
     unread.extend(pass.into_iter().filter(|f| !named.contains(&f.key)));
 }
 
-/// Marks `day` as failing parity because of [`without_own_row`] (`lost`)
-/// or [`unread_rows`] (`unread`, named in `days[].unread_files`).
+/// Marks `day` as failing parity because of [`without_own_row`] (`lost`) or [`unread_rows`]
+/// (`unread`, named in `days[].unread_files`).
 fn lost_rows(day: &mut DayReport, lost: Vec<Uuid>, unread: Vec<UnreadFile>) -> Result<UuidSet> {
     if let Some(first) = lost.first() {
         tracing::warn!(date = %day.date, flights = lost.len(), first = %first,
@@ -561,8 +548,7 @@ fn count_decoded(read: &read::ReadInputs, source: Source) -> u64 {
     (read.merge_inputs.iter()).filter(|i| i.source == source).count() as u64
 }
 
-/// Adds `files` to the day's skipped files, each key once: the gate and every
-/// pass may find the same file unreadable.
+/// Adds `files` to the day's skipped files, each key once (the gate and every pass may find it).
 fn add_skipped(day: &mut DayReport, files: impl IntoIterator<Item = SkippedFile>) {
     let mut seen: std::collections::HashSet<String> =
         day.skipped.iter().map(|f| f.key.clone()).collect();
@@ -582,9 +568,8 @@ struct ToCommit {
     read: read::ReadInputs,
 }
 
-/// Runs the commit protocol for one part ([`commit::commit_part`]) and folds
-/// what it did into `day` and `outputs`, also when it leaves its manifest;
-/// returns how many inputs were kept newer.
+/// Runs the commit protocol for one part ([`commit::commit_part`]) and folds what it did into `day`
+/// and `outputs`, also when it leaves its manifest; returns how many inputs were kept newer.
 async fn commit_day(
     cx: &mut Ctx<'_, '_, impl Store>,
     date: NaiveDate,
@@ -624,7 +609,6 @@ async fn commit_day(
         // Its manifest is kept: the date is not compacted and stays blocked.
         return Err(e);
     }
-    // Its manifest goes beside the next watermark write, or before the next pass.
     cx.finished_manifests.push(c.manifest_key);
     Ok(c.deleted.kept_newer.len())
 }

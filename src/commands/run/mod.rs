@@ -1,5 +1,5 @@
-//! The driver: lease, recover, walk dates, commit each, advance the watermark,
-//! report. It only orchestrates: decisions are in [`crate::protocol`].
+//! The driver: lease, recover, walk dates, commit each, advance the watermark, report. It only
+//! orchestrates: decisions are in [`crate::protocol`].
 
 mod day;
 mod watermark;
@@ -44,29 +44,25 @@ pub struct RunOptions {
     pub event_id: Option<String>,
     /// Stop starting new dates when too little time is left before this.
     pub deadline: Option<Instant>,
-    /// Read, plan and check parity as a real run would, and assess recovery
-    /// ([`recovery::assess`]); take no lease, write and delete nothing.
+    /// Read, plan and check parity as a real run would, and assess recovery ([`recovery::assess`]);
+    /// take no lease, write and delete nothing.
     pub dry_run: bool,
-    /// Compact only this date, whatever the watermark says, through the same
-    /// lease, recovery, parity gate and commit. The watermark file is not
-    /// written at all; a mismatch is reported, not recorded.
+    /// Compact only this date, whatever the watermark says, through the same lease, recovery,
+    /// parity gate and commit; the watermark file is not written, a mismatch not recorded.
     pub only_date: Option<NaiveDate>,
-    /// Repair a range of dates (UTC, both included): each date holding
-    /// something to fold is merged into one compacted file through the same
-    /// protocol; the watermark is never written, and a mismatch is reported as the range goes on.
+    /// Repair these dates (UTC, both included) in [`DayMode::Repair`]; the watermark stays.
     pub repair: Option<DateRange>,
     /// The wall clock the lease reads (the simulation injects its own).
     pub clock: Arc<dyn Clock>,
     /// Where to report [`Progress`] (the CLI's progress bar).
     pub progress: Option<ProgressSink>,
-    /// Asked to stop (SIGTERM, SIGINT; [`crate::infra::stop`]): no new date or
-    /// destructive step starts, the lease is released, `stop_reason` is `interrupted`.
+    /// Asked to stop (SIGTERM, SIGINT; [`crate::infra::stop`]): no new date or destructive step
+    /// starts, the lease is released, `stop_reason` is `interrupted`.
     pub stop: Option<Stop>,
 }
 
-/// How far the invocation time may be ahead of the wall clock (5 minutes).
-/// Further is [`Error::FutureInvocation`]: it would move the watermark past
-/// today's cutoff, where no later run can tell.
+/// How far the invocation time may lead the wall clock; further is [`Error::FutureInvocation`]: it
+/// would move the watermark past today's cutoff, where no later run can tell.
 pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(300);
 
 /// How `process_day` treats a date.
@@ -76,8 +72,8 @@ pub enum DayMode {
     Walk,
     /// The straggler sweep: no parity gate (stragglers only add rows).
     Sweep,
-    /// A repair range: the plan first (nothing to fold costs no GET), then the
-    /// parity gate; a mismatch is reported and the range goes on.
+    /// A repair range: each date holding something to fold, into one compacted file; the plan
+    /// first (nothing to fold costs no GET), then the parity gate; a mismatch does not stop it.
     Repair,
 }
 
@@ -119,9 +115,8 @@ struct Ctx<'a, 'f, S> {
     deadline: &'a Deadline,
     fence: Fence<'f>,
     recovery: recovery::Recovery,
-    /// Complete manifests still to delete: the walk deletes them beside its next
-    /// watermark write, other callers at once ([`delete_finished_manifests`]). A
-    /// crash leaves them to the next run's recovery.
+    /// Complete manifests still to delete: the walk deletes them beside its next watermark write,
+    /// other callers at once ([`delete_finished_manifests`]); a crash leaves them to recovery.
     finished_manifests: Vec<String>,
     /// Without a watermark: `START_DATE`, else the earliest partition.
     first: Option<NaiveDate>,
@@ -131,8 +126,7 @@ struct Ctx<'a, 'f, S> {
     passed_empty: Option<NaiveDate>,
 }
 
-/// Runs one invocation. Never returns an error: every failure is recorded in
-/// the report (`last_run_status: Failure`, `errors`).
+/// Runs one invocation; every failure is in the report (`last_run_status: Failure`, `errors`).
 pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
     store: &S,
     config: &Config,
@@ -140,8 +134,7 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
 ) -> RunReport {
     let started = Instant::now();
     let _running = opts.stop.as_ref().map(Stop::enter);
-    // Every S3 call, retries included, ends S3_DEADLINE_MARGIN before the
-    // deadline: the rest is for the lease's release and the report.
+    // S3 calls, retries included, end S3_DEADLINE_MARGIN early: the rest is for release and report.
     let deadline = Deadline::new(opts.deadline, config.deadline_margin);
     let bounded = store.until(deadline.s3());
     let store = &bounded;
@@ -157,11 +150,9 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
         dry_run: opts.dry_run,
         ..RunReport::default()
     };
-    // event_id is the same on every retry of one asynchronous invocation.
     tracing::info!(bucket = store.bucket(), %cutoff, now = %opts.now, dry_run = opts.dry_run, invocation_id = %opts.invocation_id, event_id = opts.event_id.as_deref().unwrap_or(""), "run starting");
     let ahead = opts.now - wall;
     if ahead > chrono::Duration::from_std(MAX_CLOCK_SKEW).expect("small") {
-        // A typo in --now or the event's time: refused before the lease.
         report.stop_reason = StopReason::Error;
         report.fail(Error::FutureInvocation {
             now: opts.now.to_rfc3339(),
@@ -246,8 +237,7 @@ fn finish(mut report: RunReport, started: Instant, opts: &RunOptions) -> RunRepo
     report
 }
 
-/// Reads the watermark, recovers (dry run: assesses), then the walk, `--date`
-/// or a repair range, and the sweep.
+/// Reads the watermark, recovers (dry run: assesses), walks (or `--date`, or a range), sweeps.
 async fn walk(
     store: &impl Store,
     config: &Config,
@@ -269,11 +259,10 @@ async fn walk(
         )?
     };
     report.watermark_before = wm.watermark.last_compacted_date;
-    // Without a watermark, the walk's first date: the lag counts from it.
     let first = first_date(store, wm.watermark.last_compacted_date, config.start_date).await?;
     fill_watermark_fields(report, &wm, cutoff, first);
-    // Ahead of the wall clock's cutoff (a future --now, or a hand edit): no run
-    // would compact again and the lag would read 0, so fail saying how to fix it.
+    // Ahead of the wall clock's cutoff (a future --now, or a hand edit): no run would compact
+    // again and the lag would read 0, so fail saying how to fix it.
     let today = cutoffs.today;
     if let Some(w) = wm.watermark.last_compacted_date
         && let Some(days) = plan::watermark_ahead_days(Some(w), today)
@@ -317,8 +306,7 @@ async fn walk(
         Some(range) => repair_range(&mut cx, report, range).await,
         None => walk_and_sweep(&mut cx, report, &mut wm).await,
     };
-    // A quarantined or stuck manifest on any date, walked or not: the run fails,
-    // naming it, until an operator resolves it.
+    // A quarantined or stuck manifest on any date, walked or not, fails the run until resolved.
     let blocked: Vec<NaiveDate> = cx.recovery.blocked.walk_blocked_dates().collect();
     for date in blocked {
         fail_blocked(&mut cx, report, date);
@@ -340,8 +328,8 @@ async fn walk_and_sweep(
     Ok(())
 }
 
-/// The dates the walk goes through, from the day after the watermark (or
-/// `--date`'s) to the cutoff; `Err(reason)` when there is none.
+/// The dates the walk goes through, from the day after the watermark (or `--date`'s) to the
+/// cutoff; `Err((reason, start))` when there is none.
 async fn walk_plan(
     cx: &mut Ctx<'_, '_, impl Store>,
     wm: &WatermarkState,
@@ -356,9 +344,8 @@ async fn walk_plan(
         Some(start) if start > cutoff => return Ok(Err((StopReason::NothingToDo, Some(start)))),
         Some(start) => start,
     };
-    // Catching up (a watermark or START_DATE far back): the dates before the
-    // first partition with data hold nothing, so start there (one delimiter
-    // listing each of index/ and flights/). A daily run lists nothing more.
+    // Catching up (a watermark or START_DATE far back): start at the first partition with data
+    // (one delimiter listing each of index/ and flights/). A daily run lists nothing more.
     let start = if start < cutoff && (last.is_some() || cx.config.start_date.is_some()) {
         let earliest = earliest_partition(cx.store).await?;
         let blocked = cx.recovery.blocked.walk_blocked_dates().filter(|d| *d >= start).min();
@@ -403,8 +390,7 @@ async fn walk_dates(
     };
     walking(cx, &dates);
     let opts = cx.opts;
-    // The empty dates passed by are done as if walked: the watermark moves to
-    // the day before the first date with data.
+    // Empty dates passed by count as walked: the watermark moves to the eve of the first with data.
     if let Some(passed) = cx.passed_empty.take()
         && !opts.dry_run
         && opts.only_date.is_none()
@@ -445,7 +431,6 @@ async fn walk_dates(
         }
         let (written, manifests) = write_watermark(cx, wm, date).await;
         written?;
-        // Written (or read back as this run's), whatever became of the manifests' deletes.
         report.days_compacted += 1;
         fill_watermark_fields(report, wm, cutoff, cx.first);
         manifests?;
@@ -462,9 +447,8 @@ fn walking(cx: &Ctx<'_, '_, impl Store>, dates: &[NaiveDate]) {
     cx.progress(Progress::Dates { count: dates.len() as u64 });
 }
 
-/// Whether the walk or a range must not start `date`: a stop was requested,
-/// or [`Deadline::near`]. Then the report says so (`resume_date`) and the log
-/// says how the work goes on (`then`).
+/// Whether the walk or a range must not start `date`: a stop was requested, or [`Deadline::near`].
+/// Then the report says so (`resume_date`) and the log says how the work goes on (`then`).
 fn stop_for_deadline(
     cx: &Ctx<'_, '_, impl Store>,
     report: &mut RunReport,
@@ -488,10 +472,8 @@ fn stop_for_deadline(
     true
 }
 
-/// [`process_day`] for the walk and a range, timed into the deadline
-/// ([`Deadline::record`]), its day reported whatever happened.
-///
-/// Errors: the error that stopped the date (the day is reported `failed`).
+/// [`process_day`] for the walk and a range ([`Deadline::timed`]), its day reported whatever
+/// happened. Errors: the one that stopped the date (the day is reported `failed`).
 async fn timed_day(
     cx: &mut Ctx<'_, '_, impl Store>,
     report: &mut RunReport,
@@ -523,18 +505,15 @@ async fn timed_day(
     }
 }
 
-/// How [`timed_day`]'s date ended, for the walk and a range.
+/// How [`timed_day`]'s date ended: its [`DayOutcome`], the report and error taken out.
 enum DayEnd {
-    /// Compacted, nothing to do, or planned.
     Done,
-    /// Parity failed: the flights without an index row.
     Mismatch(crate::data::spill::UuidSet),
-    /// The deadline stopped it between parts (`partial`, `resume_date`).
     Unfinished,
 }
 
-/// The dates the straggler sweep looks at: the last `sweep_days` dates up to
-/// `watermark` (before the run), none before `start_date`, oldest first.
+/// The dates the straggler sweep looks at: the last `sweep_days` dates up to `watermark` (before
+/// the run), none before `start_date`, oldest first.
 ///
 /// ```
 /// use archive_compaction::commands::run::sweep_dates;
@@ -557,14 +536,13 @@ pub fn sweep_dates(
     (first.iter_days().take_while(|d| *d <= watermark)).collect()
 }
 
-/// Fails the run for the blocked `date` ([`recovery::Recovery::blocked`],
-/// [`crate::protocol::day::BlockReason::blocks_walk`]), naming it and why, once per date.
+/// Fails the run for the blocked `date` ([`crate::protocol::day::BlockReason::blocks_walk`]),
+/// naming it and why, once per date.
 fn fail_blocked(cx: &mut Ctx<'_, '_, impl Store>, report: &mut RunReport, date: NaiveDate) {
     if !cx.blocked_reported.insert(date) {
         return;
     }
     if let Some(why) = cx.recovery.blocked.blocking_walk(date) {
-        // What recovery found of the manifest, and what to do.
         let detail = (report.recovered.iter())
             .find(|m| {
                 m.date == Some(date)
@@ -582,10 +560,9 @@ fn fail_blocked(cx: &mut Ctx<'_, '_, impl Store>, report: &mut RunReport, date: 
     }
 }
 
-/// The straggler sweep over [`sweep_dates`]: each date is re-listed, and
-/// index files that arrived or were rewritten after compaction are folded
-/// into a new compacted file. A date blocked by a manifest is skipped (the
-/// run fails on it: [`fail_blocked`]). One ListObjectsV2 a date with nothing to fold.
+/// The straggler sweep over [`sweep_dates`]: index files that arrived or were rewritten after
+/// compaction are folded into a new compacted file; one ListObjectsV2 a date with nothing to fold.
+/// A date blocked by a manifest is skipped (the run fails on it: [`fail_blocked`]).
 async fn sweep(
     cx: &mut Ctx<'_, '_, impl Store>,
     report: &mut RunReport,
@@ -608,7 +585,6 @@ async fn sweep(
             });
             break;
         }
-        // The walk's rule: no big sweep date with a minute left.
         if let Some(Near { left, needed }) = cx.deadline.near() {
             tracing::warn!(%date, left_s = left.as_secs_f64(), needed_s = needed.as_secs_f64(), "deadline near: straggler sweep stops here");
             break;
@@ -640,8 +616,7 @@ async fn sweep(
     Ok(())
 }
 
-/// A repair range ([`RunOptions::repair`]) through [`process_day`] in
-/// [`DayMode::Repair`]: Mismatch when any date mismatched (its `days[]` entry
+/// A repair range ([`RunOptions::repair`]): Mismatch when any date mismatched (its `days[]` entry
 /// says so), Failure when a date is blocked or an error stopped the range.
 async fn repair_range(
     cx: &mut Ctx<'_, '_, impl Store>,

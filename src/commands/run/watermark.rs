@@ -1,5 +1,4 @@
-//! The watermark file's bookkeeping for the driver: report fields, the
-//! advance, and the parity mismatch it records and clears.
+//! The watermark file's bookkeeping for the driver: report fields, advance, recorded mismatch.
 
 use crate::data::spill::UuidSet;
 use chrono::NaiveDate;
@@ -11,9 +10,8 @@ use crate::infra::error::Result;
 use crate::infra::storage::Store;
 use crate::protocol::commit;
 
-/// The report's watermark fields from `wm`. The lag counts the dates up to
-/// the cutoff not yet compacted, from the watermark or else from `first`, so
-/// `WatermarkLagDays` grows for a deployment that never gets going.
+/// The report's watermark fields from `wm`; without a watermark the lag counts from `first`
+/// ([`crate::protocol::plan::watermark_lag_days`]).
 pub(super) fn fill_watermark_fields(
     report: &mut RunReport,
     wm: &WatermarkState,
@@ -42,11 +40,9 @@ async fn delete_manifests(store: &impl Store, keys: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// Advances the watermark to `date` and writes it (`If-Match`, the lease
-/// confirmed first), beside the finished manifests' deletes: it may land
-/// before a complete commit's manifest is gone, never before the commit is
-/// complete. The two results come apart: a failed delete does not undo a
-/// written watermark, and the report follows what the bucket holds.
+/// Advances the watermark to `date` and writes it (`If-Match`, the lease confirmed first) beside
+/// the finished manifests' deletes: it may land before a complete commit's manifest is gone, never
+/// before the commit is complete. A failed delete does not undo a written watermark.
 pub(super) async fn write_watermark(
     cx: &mut Ctx<'_, '_, impl Store>,
     wm: &mut WatermarkState,
@@ -84,9 +80,8 @@ pub(super) async fn clear_mismatch_if_passed(
     Ok(())
 }
 
-/// Parity failed on `date`: the walk stops there. The scheduled walk records
-/// it in the report and counts the run in `mismatch_runs` (once per event);
-/// `--date` and a dry run record nothing (the date's verdict is in `days[]`).
+/// Parity failed on `date`, where the walk stops: recorded in the report and counted in
+/// `mismatch_runs` (once per event), but not for `--date` or a dry run (see `days[]`).
 pub(super) async fn record_mismatch(
     cx: &mut Ctx<'_, '_, impl Store>,
     report: &mut RunReport,
