@@ -635,8 +635,8 @@ async fn flights_of<S: Store>(
     Ok(read.map(|()| out))
 }
 
-/// The `s3_key` and `first_message` of a batch's rows, by name without case;
-/// of columns equal but for case, a row's value is the first not null.
+/// The `s3_key` and `first_message` of a batch's rows, by name without case. Of columns equal
+/// but for case, a row's `s3_key` is the first not null; its `first_message` is the first column's.
 #[derive(Debug)]
 pub struct RowKeys {
     keys: Vec<ArrayRef>,

@@ -42,7 +42,7 @@ struct Seen {
     boolean: bool,
     string: bool,
     binary: bool,
-    /// Any other type, exactly as seen, with where it was first seen.
+    /// Every other type seen, each once, in first-seen order.
     other: Vec<DataType>,
     /// Some integer's magnitude exceeds 2^53.
     int_beyond_f64: bool,
