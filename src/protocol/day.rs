@@ -530,6 +530,52 @@ mod tests {
         assert_eq!(other.rows, 0, "an input gone since the listing counts none");
     }
 
+    /// A multi-row input S3 fails to read fails the count (it is not taken
+    /// for gone); one whose read stops part way, after rows of another day
+    /// were seen, counts none of them.
+    #[tokio::test]
+    async fn other_day_rows_fail_on_an_s3_error_and_count_nothing_of_an_input_read_part_way() {
+        use crate::data::merge::tests::{row, uuid_n};
+        use crate::infra::storage::MemoryStore;
+        let date = d("2026-07-20");
+        let store = MemoryStore::new("archive");
+        let export = format!("{}export.parquet", index_prefix(date));
+        // Two rows of another day, one row group each; the second's column
+        // chunks overwritten, so the read fails after the first's rows.
+        let batch = arrow_select::concat::concat_batches(
+            &row(&uuid_n(1), "A").schema(),
+            &[row(&uuid_n(1), "A"), row(&uuid_n(2), "B")],
+        )
+        .unwrap();
+        let mut body = Vec::new();
+        let props = parquet::file::properties::WriterProperties::builder()
+            .set_max_row_group_row_count(Some(1))
+            .build();
+        let mut w =
+            parquet::arrow::ArrowWriter::try_new(&mut body, batch.schema(), Some(props)).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let whole = bytes::Bytes::from(body.clone());
+        let meta = parquet::file::metadata::ParquetMetaDataReader::new().parse_and_finish(&whole);
+        let meta = meta.unwrap();
+        assert_eq!(meta.num_row_groups(), 2);
+        for c in meta.row_group(1).columns() {
+            let (start, len) = c.byte_range();
+            body[start as usize..(start + len) as usize].fill(0xFF);
+        }
+        store.put_now(&export, whole);
+        let day = Day::list(&store, date, false, spill(1000)).await.unwrap();
+        let budget = Budget::DEFAULT;
+        let other = day.other_day_rows(&store, budget).await.unwrap();
+        assert_eq!(other.rows, 2, "both rows are of another day");
+        store.put_now(&export, body.into());
+        let other = day.other_day_rows(&store, budget).await.unwrap();
+        assert_eq!(other.rows, 0, "an input read part way counts none");
+        store.fail_gets(&export);
+        let failed = day.other_day_rows(&store, budget).await;
+        assert!(failed.is_err(), "an S3 error is not an input gone: {failed:?}");
+    }
+
     /// A listing window holds the listing of that many per-flight files,
     /// the first keys; the rest are a count and their flights' uuids (on
     /// disk past the spill limit), still counted and in the parity gate; a

@@ -542,4 +542,74 @@ mod tests {
         let e = fence.check().await.unwrap_err();
         assert!(matches!(e, Error::Interrupted { .. }), "{e}");
     }
+
+    /// A [`MemoryStore`] that records the deadline each [`Store::until`] is given.
+    #[derive(Debug, Clone)]
+    struct Deadlines(MemoryStore, Arc<std::sync::Mutex<Vec<Option<std::time::Instant>>>>);
+
+    impl Store for Deadlines {
+        fn bucket(&self) -> &str {
+            self.0.bucket()
+        }
+        fn delete_batch_size(&self) -> usize {
+            self.0.delete_batch_size()
+        }
+        fn until(&self, deadline: Option<std::time::Instant>) -> Self {
+            self.1.lock().unwrap().push(deadline);
+            self.clone()
+        }
+        async fn list(&self, prefix: &str) -> Result<Vec<crate::infra::storage::ObjectMeta>> {
+            self.0.list(prefix).await
+        }
+        async fn list_prefixes(&self, prefix: &str) -> Result<Vec<String>> {
+            self.0.list_prefixes(prefix).await
+        }
+        async fn list_page(
+            &self,
+            prefix: &str,
+            start_after: Option<&str>,
+        ) -> Result<crate::infra::storage::ListPage> {
+            self.0.list_page(prefix, start_after).await
+        }
+        async fn get(&self, key: &str) -> Result<crate::infra::storage::Fetched> {
+            self.0.get(key).await
+        }
+        async fn head(&self, key: &str) -> Result<Option<crate::infra::storage::Head>> {
+            self.0.head(key).await
+        }
+        async fn put_object(
+            &self,
+            key: &str,
+            body: bytes::Bytes,
+            request: crate::infra::storage::PutRequest,
+        ) -> Result<String> {
+            self.0.put_object(key, body, request).await
+        }
+        async fn delete(&self, key: &str, if_match: Option<&str>) -> Result<()> {
+            self.0.delete(key, if_match).await
+        }
+        async fn delete_batch(
+            &self,
+            batch: &[(String, String)],
+        ) -> Result<Vec<crate::infra::storage::DeleteFailure>> {
+            self.0.delete_batch(batch).await
+        }
+    }
+
+    /// The release is bounded by a deadline [`LEASE_RELEASE_TIMEOUT`] after
+    /// it starts (S3 refuses nothing before then), and it deletes the lock.
+    #[tokio::test]
+    async fn a_release_is_given_its_timeout_from_when_it_starts() {
+        let store = Deadlines(MemoryStore::new("b"), Default::default());
+        let lease = LeaseGuard::acquire(&store, "me", LENGTH).await.unwrap();
+        store.1.lock().unwrap().clear();
+        let before = std::time::Instant::now();
+        lease.release().await.unwrap();
+        let after = std::time::Instant::now();
+        let given = store.1.lock().unwrap().clone();
+        let [Some(deadline)] = given[..] else { panic!("{given:?}") };
+        assert!(deadline >= before + LEASE_RELEASE_TIMEOUT, "{deadline:?} {before:?}");
+        assert!(deadline <= after + LEASE_RELEASE_TIMEOUT, "{deadline:?} {after:?}");
+        assert!(!store.0.snapshot().contains_key(LOCK_KEY), "the lock is deleted");
+    }
 }

@@ -399,6 +399,76 @@ mod tests {
         assert_eq!(missing.reason().unwrap(), "1 flight(s) without an index row");
     }
 
+    /// A multi-row input the gate cannot decode is named in the verdict
+    /// (its rows count as absent, so its flights are missing).
+    #[tokio::test]
+    async fn a_parity_check_names_the_multi_row_input_it_cannot_decode() {
+        use crate::data::keys::{flights_prefix, index_prefix};
+        use crate::infra::storage::MemoryStore;
+        let store = MemoryStore::new("b");
+        let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let flight = crate::data::merge::tests::uuid_n(1);
+        store.put_now(&format!("{}{flight}.json.gz", flights_prefix(date)), "{}".into());
+        let export = format!("{}export.parquet", index_prefix(date));
+        store.put_now(&export, "not parquet".into());
+        let day = crate::protocol::day::Day::list(&store, date, true, Default::default());
+        let day = day.await.unwrap();
+        let settings = ReadSettings {
+            concurrency: 1,
+            row_group_rows: 1000,
+            budget: Budget::DEFAULT,
+            part_files: 50_000,
+            spill: Default::default(),
+        };
+        let check = day.parity_check(&store, None, settings).await.unwrap();
+        assert_eq!(check.missing.len(), 1);
+        assert_eq!(check.compacted_files_read, 1);
+        let unreadable: Vec<&str> = check.unreadable.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(unreadable, [export.as_str()]);
+    }
+
+    /// Inputs that weigh no more than the smallest part the run may cut
+    /// are one part: no multi-row input is read to keep flights together;
+    /// one more weight and it is read.
+    #[tokio::test]
+    async fn parts_of_reads_multi_row_inputs_only_when_the_date_may_be_split() {
+        use crate::data::keys::index_prefix;
+        use crate::data::merge::tests::{row, uuid_n};
+        use crate::infra::storage::MemoryStore;
+        let store = MemoryStore::new("b");
+        let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let ip = index_prefix(date);
+        let pq = |b| bytes::Bytes::from(crate::data::merge::encode(&[b], 10).unwrap());
+        let export = format!("{ip}export.parquet");
+        store.put_now(&export, pq(row(&uuid_n(1), "M")));
+        store.put_now(&format!("{ip}{}.parquet", uuid_n(1)), pq(row(&uuid_n(1), "X")));
+        let inputs: Vec<PlannedInput> = (store.list(&ip).await.unwrap().into_iter())
+            .map(|meta| {
+                let source = match meta.key == export {
+                    true => Source::MultiRow,
+                    false => Source::PerFlight(uuid_n(1).parse().unwrap()),
+                };
+                PlannedInput { meta, source }
+            })
+            .collect();
+        let total: u64 = inputs.iter().map(plan::input_weight).sum();
+        assert!(total < crate::protocol::sizing::MIN_PART_FILES, "{total}");
+        let settings = |part_files| ReadSettings {
+            concurrency: 1,
+            row_group_rows: 1000,
+            budget: Budget::DEFAULT,
+            part_files,
+            spill: Default::default(),
+        };
+        let mut prefetched = Prefetched::new();
+        parts_of(&store, inputs.clone(), settings(total), &mut prefetched).await.unwrap();
+        assert_eq!(store.requests("GetObject"), 0, "one part at most: nothing read");
+        assert!(prefetched.is_empty());
+        parts_of(&store, inputs, settings(total - 1), &mut prefetched).await.unwrap();
+        assert_eq!(store.requests("GetObject"), 1, "may be split: the multi-row input read");
+        assert!(prefetched.contains_key(&export));
+    }
+
     /// A flight's unreadable file counts once, and only for a listed flight.
     #[test]
     fn unread_rows_are_the_listed_flights_files_each_once() {

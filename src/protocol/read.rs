@@ -594,6 +594,58 @@ mod tests {
         assert_eq!(again.bytes_read, total);
     }
 
+    /// A day whose per-flight files come out of flight order cannot be
+    /// merged as a stream: it is read again and merged in memory, and its
+    /// bytes read are both passes' (here each file whole, twice).
+    #[tokio::test]
+    async fn a_day_merged_in_memory_after_the_stream_failed_counts_the_bytes_of_both_passes() {
+        let store = MemoryStore::new("b");
+        let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let mut inputs = per_flight_files(&store, date, 2).await;
+        inputs.reverse();
+        let total: u64 = inputs.iter().map(|i| i.meta.size).sum();
+        let read =
+            read_inputs(&store, date, &inputs, settings(), &Prefetched::new()).await.unwrap();
+        assert!(!read.streamed, "merged in memory");
+        assert_eq!(read.read.len(), 2);
+        assert_eq!(read.bytes_read, 2 * total, "the streaming pass's bytes and the second's");
+    }
+
+    /// An input over `SMALL_INPUT_BYTES` is not fetched whole ahead but read
+    /// by ranges in its turn (its leading magic never read); one under it
+    /// is read whole.
+    #[tokio::test]
+    async fn only_an_input_over_the_small_size_is_read_by_ranges_short_of_its_size() {
+        let store = MemoryStore::new("b");
+        let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let ip = index_prefix(date);
+        let (big, small) = (uuid_n(1), uuid_n(2));
+        store.put_now(&format!("{ip}{big}.parquet"), parquet(&row(&big, &"x".repeat(2 << 20))));
+        store.put_now(&format!("{ip}{small}.parquet"), parquet(&row(&small, "X")));
+        let listed = store.list(&ip).await.unwrap();
+        for meta in listed {
+            let u = meta.key.rsplit('/').next().unwrap().trim_end_matches(".parquet");
+            let large = meta.size > crate::data::input::SMALL_INPUT_BYTES;
+            assert_eq!(large, u == big, "{}", meta.key);
+            let input = PlannedInput { source: Source::PerFlight(u.parse().unwrap()), meta };
+            let read = read_inputs(
+                &store,
+                date,
+                std::slice::from_ref(&input),
+                settings(),
+                &Prefetched::new(),
+            )
+            .await
+            .unwrap();
+            assert_eq!(read.read.len(), 1);
+            let (got, size) = (read.bytes_read, input.meta.size);
+            match large {
+                true => assert!(got < size, "by ranges: {got} of {size}"),
+                false => assert_eq!(got, size, "whole"),
+            }
+        }
+    }
+
     /// [`crate::protocol::partition::parts_of`] reads a multi-row input's
     /// flights to keep it with the files sharing one; one that vanished
     /// since the listing shares none (planned alone, the date goes on), one

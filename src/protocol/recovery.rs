@@ -1139,6 +1139,39 @@ mod tests {
         assert!(there.contains_key(&key(2)) && !there.contains_key(&key(1)));
     }
 
+    /// Recovery counts an input S3 refuses to delete as a failed delete,
+    /// beside the one it deleted.
+    #[tokio::test]
+    async fn an_input_s3_refuses_to_delete_is_counted_as_a_failed_delete() {
+        use crate::infra::storage::MemoryStore;
+        let store = MemoryStore::new("b");
+        verified_two_inputs(&store);
+        store.deny_deletes(&input_key(2));
+        let r = recover(&store, &mut Fence(None), Budget::DEFAULT).await.unwrap();
+        assert_eq!((r.files_deleted, r.files_delete_failed), (1, 1), "{r:?}");
+    }
+
+    /// A quarantine's log line says an unreadable manifest is unreadable,
+    /// and names the rule another one breaks; both say where it goes.
+    #[test]
+    fn a_quarantine_reason_names_an_unreadable_manifest_or_the_rule_broken() {
+        let store = crate::infra::storage::MemoryStore::new("b");
+        let rule = ManifestRule::Unreadable { reason: "EOF".into() };
+        assert_eq!(
+            blocked_reason(&store, "m.json", "q.json", &rule, "was moved"),
+            "unreadable manifest s3://b/m.json was moved to q.json"
+        );
+        let rule = ManifestRule::UnknownVersion { version: 99 };
+        let why = blocked_reason(&store, "m.json", "q.json", &rule, "would be moved");
+        assert_eq!(
+            why,
+            format!(
+                "manifest s3://b/m.json breaks rule {} ({rule}) and would be moved to q.json",
+                rule.code()
+            )
+        );
+    }
+
     /// A quarantined manifest blocks its date in every run until an
     /// operator deletes it, in the real run and in the dry run alike.
     #[tokio::test]
