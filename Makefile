@@ -183,9 +183,10 @@ bench-tools:
 fmt: ## Format the code.
 	$(CARGO) fmt --all
 
-lint: sam-tools ## rustfmt check, clippy with warnings as errors, sam validate --lint.
+lint: sam-tools ## rustfmt check, clippy and rustdoc (intra-doc links) with warnings as errors, sam validate --lint.
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
+	RUSTDOCFLAGS='-D warnings' $(CARGO) doc --no-deps --document-private-items
 	$(SAM) validate --lint --template template.yaml
 
 validate: sam-tools ## sam validate --lint on template.yaml only.
