@@ -5,7 +5,7 @@
 //! (`config::SETTINGS`), with the same default, and no other; each alarm of
 //! `template.yaml` has its section in `docs/runbook.md` and its
 //! `AlarmDescription` points there; the README stays at most 250 lines; no
-//! issue numbers in `src/` or `tests/`.
+//! issue numbers in `src/` or `tests/`; `scripts/mutants-summary.py` keys mutants as it says.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -854,4 +854,84 @@ fn modules_import_in_one_direction_and_each_has_its_row() {
         wrong.push(format!("a row for {name}, which is no module"));
     }
     assert!(wrong.is_empty(), "docs/ARCHITECTURE.md's Code layout: {}", wrong.join("; "));
+}
+
+/// `scripts/mutants-summary.py` keys a mutant by file, description and ordinal
+/// (from `cargo mutants --list`, here a stand-in `cargo` on the PATH): two
+/// same-described mutants on different lines are two rows, a newer result
+/// replaces its row, a row whose mutant is no longer listed is dropped, lines
+/// are refreshed from the list, and listed mutants without a row are counted.
+#[test]
+fn mutants_summary_keys_by_file_description_and_ordinal() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let list = "src/a.rs:12:5: replace > with >= in f\n\
+                src/a.rs:30:9: replace > with >= in f\n\
+                src/a.rs:40:1: replace h -> bool with true\n\
+                src/a.rs:45:2: replace + with - in h\n\
+                src/b.rs:7:3: replace k -> u64 with 0\n";
+    std::fs::write(d.join("list.txt"), list).unwrap();
+    let cargo = d.join("bin/cargo");
+    std::fs::create_dir(d.join("bin")).unwrap();
+    // `cargo mutants --list --file F…`: the listed mutants of the files named.
+    let script = "#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = --file ] && grep \"^$2:\" list.txt; shift; done\n";
+    std::fs::write(&cargo, script).unwrap();
+    std::fs::set_permissions(&cargo, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Old rows: the second `>` mutant caught at line 28 (it moved to 30), a
+    // mutant that is gone, and `h` missed (the new run catches it).
+    std::fs::write(
+        d.join("mutants.tsv"),
+        "outcome\tfile\tline\tcommit\tmutant\tn\n\
+         caught\tsrc/a.rs\t28\told\treplace > with >= in f\t1\n\
+         missed\tsrc/a.rs\t50\told\treplace gone -> u8 with 1\t0\n\
+         missed\tsrc/a.rs\t40\told\treplace h -> bool with true\t0\n",
+    )
+    .unwrap();
+    std::fs::create_dir(d.join("out")).unwrap();
+    std::fs::write(d.join("out/caught.txt"), "src/a.rs:40:1: replace h -> bool with true\n")
+        .unwrap();
+    std::fs::write(d.join("out/missed.txt"), "src/a.rs:12:5: replace > with >= in f\n").unwrap();
+    std::fs::write(
+        d.join("testing.md"),
+        "before\n<!-- BEGIN mutants-summary -->\nold\n<!-- END mutants-summary -->\nafter\n",
+    )
+    .unwrap();
+    let path = format!("{}:{}", d.join("bin").display(), std::env::var("PATH").unwrap());
+    let out = std::process::Command::new("python3")
+        .arg(root().join("scripts/mutants-summary.py"))
+        .args(["--out", "out", "--summary", "mutants.tsv", "--doc", "testing.md"])
+        .current_dir(d)
+        .env("PATH", path)
+        .output()
+        .expect("python3 scripts/mutants-summary.py");
+    assert!(out.status.success(), "{out:?}");
+    let rows: Vec<Vec<String>> = read(&d.join("mutants.tsv"))
+        .lines()
+        .skip(1)
+        .map(|l| l.split('\t').map(String::from).collect())
+        .collect();
+    let brief: Vec<(&str, &str, &str, &str)> =
+        rows.iter().map(|r| (r[0].as_str(), r[2].as_str(), r[4].as_str(), r[5].as_str())).collect();
+    assert_eq!(
+        brief,
+        [
+            ("missed", "12", "replace > with >= in f", "0"),
+            ("caught", "30", "replace > with >= in f", "1"),
+            ("caught", "40", "replace h -> bool with true", "0"),
+        ]
+    );
+    assert_eq!(rows[1][3], "old", "a row not re-run keeps its commit");
+    assert_ne!(rows[2][3], "old", "a re-run row takes the tree's commit");
+    let doc = read(&d.join("testing.md"));
+    assert!(
+        doc.starts_with("before\n<!-- BEGIN mutants-summary -->")
+            && doc.ends_with("<!-- END mutants-summary -->\nafter\n")
+    );
+    assert!(doc.contains("| `src/a.rs` | 2 | 1 | 0 | 0 | 67 % |"), "{doc}");
+    assert!(doc.contains("- `src/a.rs:12`: replace > with >= in f"), "{doc}");
+    assert!(
+        doc.contains("not measured: 1."),
+        "`+` in h has no row (src/b.rs is not summed): {doc}"
+    );
 }
