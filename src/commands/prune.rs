@@ -45,7 +45,7 @@ use crate::protocol::day::{Blocked, Day};
 pub const EXAMPLES_SHOWN: usize = 5;
 
 /// Dates listed at once (each two listings: `index/…` and `flights/…`).
-pub const DATES_LISTED_IN_FLIGHT: usize = 4;
+const DATES_LISTED_IN_FLIGHT: usize = 4;
 
 /// Why `prune-cache` stopped before deleting anything.
 #[derive(Debug, thiserror::Error)]
@@ -105,21 +105,9 @@ impl PruneOptions {
 }
 
 /// Why a file of the cache was kept.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    strum::IntoStaticStr,
-    strum::VariantArray,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::VariantArray)]
 #[strum(serialize_all = "snake_case")]
 pub enum KeptReason {
     /// Its date is after the watermark: the job has not finished that day.
@@ -156,64 +144,56 @@ impl KeptReason {
 
 /// One local copy of a per-flight index file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LocalCopy {
-    /// Its path.
-    pub path: PathBuf,
+struct LocalCopy {
+    path: PathBuf,
     /// The S3 key it mirrors (`index/` + its path relative to the cache).
-    pub key: String,
-    /// Its flight.
-    pub flight: Uuid,
-    /// Size in bytes.
-    pub size: u64,
+    key: String,
+    flight: Uuid,
+    size: u64,
 }
 
 /// One `year=/month=/day=/` folder of the cache.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CacheDay {
+struct CacheDay {
     /// The per-flight index files, in name order.
-    pub copies: Vec<LocalCopy>,
+    copies: Vec<LocalCopy>,
     /// Everything else in the folder, with its size (0 for folders).
-    pub other: Vec<(PathBuf, u64)>,
+    other: Vec<(PathBuf, u64)>,
 }
 
 /// The cache as walked.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CacheWalk {
-    /// Day folders by date.
-    pub days: BTreeMap<NaiveDate, CacheDay>,
+struct CacheWalk {
+    days: BTreeMap<NaiveDate, CacheDay>,
     /// Entries outside the layout, with their size (0 for folders).
-    pub outside: Vec<(PathBuf, u64)>,
+    outside: Vec<(PathBuf, u64)>,
     /// Folders below `--dir` that could not be read, with why: skipped.
-    pub skipped: Vec<(PathBuf, String)>,
+    skipped: Vec<(PathBuf, String)>,
 }
 
+/// A folder's entries, sorted by name: name, path, metadata (links not followed).
+type Entries = Vec<(String, PathBuf, std::fs::Metadata)>;
+
 impl CacheWalk {
-    /// The sorted entries of `path`, or `None` (named in `skipped`).
-    fn read_or_skip(&mut self, path: &Path) -> Option<Vec<(String, PathBuf, std::fs::Metadata)>> {
-        match read_dir_sorted(path) {
-            Ok(entries) => Some(entries),
-            Err(PruneError::ReadDir { path: p, source }) => {
+    /// The entries of `path`, or `None` (named in `skipped`).
+    fn read_or_skip(&mut self, path: &Path) -> Option<Entries> {
+        read_dir_sorted(path)
+            .inspect_err(|(p, source)| {
                 tracing::warn!(folder = %p.display(), error = %source,
                     "cache folder unreadable: skipped, the rest is pruned");
                 self.skipped.push((path.to_path_buf(), format!("{}: {source}", p.display())));
-                None
-            }
-            Err(e) => {
-                self.skipped.push((path.to_path_buf(), e.to_string()));
-                None
-            }
-        }
+            })
+            .ok()
     }
 }
 
-fn read_dir_sorted(path: &Path) -> Result<Vec<(String, PathBuf, std::fs::Metadata)>, PruneError> {
-    let err = |source| PruneError::ReadDir { path: path.to_path_buf(), source };
+fn read_dir_sorted(path: &Path) -> Result<Entries, (PathBuf, std::io::Error)> {
+    let err = |source| (path.to_path_buf(), source);
     let mut out = Vec::new();
     for entry in std::fs::read_dir(path).map_err(err)? {
         let entry = entry.map_err(err)?;
         let p = entry.path();
-        let meta = std::fs::symlink_metadata(&p)
-            .map_err(|source| PruneError::ReadDir { path: p.clone(), source })?;
+        let meta = std::fs::symlink_metadata(&p).map_err(|source| (p.clone(), source))?;
         // A name that is not UTF-8 is no partition and no uuid: kept.
         let name = entry.file_name().to_string_lossy().into_owned();
         out.push((name, p, meta));
@@ -228,13 +208,14 @@ fn size_of(meta: &std::fs::Metadata) -> u64 {
 
 /// Walks `dir`'s day folders; nothing below a day folder, links not followed. Errors:
 /// [`PruneError::MissingDir`]; [`PruneError::ReadDir`] for `dir` (below: [`CacheWalk::skipped`]).
-pub fn walk_cache(dir: &Path) -> Result<CacheWalk, PruneError> {
+fn walk_cache(dir: &Path) -> Result<CacheWalk, PruneError> {
     if !dir.is_dir() {
         return Err(PruneError::MissingDir { dir: dir.to_path_buf() });
     }
     let mut walk = CacheWalk::default();
     let is_dir = |m: &std::fs::Metadata| m.file_type().is_dir();
-    for (y, yp, ym) in read_dir_sorted(dir)? {
+    let years = read_dir_sorted(dir).map_err(|(path, source)| PruneError::ReadDir { path, source });
+    for (y, yp, ym) in years? {
         if !(is_dir(&ym) && y.starts_with("year=")) {
             walk.outside.push((yp, size_of(&ym)));
             continue;
@@ -279,28 +260,28 @@ pub fn walk_cache(dir: &Path) -> Result<CacheWalk, PruneError> {
 
 /// What the bucket says, as far as pruning needs it.
 #[derive(Debug, Clone, Default)]
-pub struct BucketState {
+struct BucketState {
     /// `last_compacted_date` (`None`: nothing compacted yet).
-    pub watermark: Option<NaiveDate>,
+    watermark: Option<NaiveDate>,
     /// Blocked dates with why ([`Blocked::keeping_cache`]).
-    pub blocked: BTreeMap<NaiveDate, String>,
+    blocked: BTreeMap<NaiveDate, String>,
     /// Per date looked up: its listings, reduced.
-    pub listed: BTreeMap<NaiveDate, ListedDay>,
+    listed: BTreeMap<NaiveDate, ListedDay>,
 }
 
 /// One date's listings, reduced to the folder's copies, so memory is bounded by the copies.
 #[derive(Debug, Clone, Default)]
-pub struct ListedDay {
+struct ListedDay {
     /// Keys of the index partition that are one of the copies' keys.
-    pub index_keys: HashSet<String>,
+    index_keys: HashSet<String>,
     /// Flight uuids under `flights/YYYY/MM/DD/` that are one of the copies'.
-    pub flights: BTreeSet<Uuid>,
+    flights: BTreeSet<Uuid>,
 }
 
 impl ListedDay {
     /// Reduces a date's listings to what matters for `day`'s copies. Errors:
     /// [`crate::infra::error::Error::Spill`] when the date's flights cannot be read back from disk.
-    pub fn for_copies(l: Day, day: &CacheDay) -> crate::infra::error::Result<ListedDay> {
+    fn for_copies(l: Day, day: &CacheDay) -> crate::infra::error::Result<ListedDay> {
         let keys: HashSet<&str> = day.copies.iter().map(|c| c.key.as_str()).collect();
         let flights: BTreeSet<Uuid> = day.copies.iter().map(|c| c.flight).collect();
         let i = l.index;
@@ -321,7 +302,7 @@ impl ListedDay {
 }
 
 /// The dates of `walk` to list: per-flight copies, at or before the watermark, not blocked.
-pub fn dates_to_list(walk: &CacheWalk, state: &BucketState) -> Vec<NaiveDate> {
+fn dates_to_list(walk: &CacheWalk, state: &BucketState) -> Vec<NaiveDate> {
     walk.days
         .iter()
         .filter(|(d, day)| {
@@ -350,19 +331,16 @@ pub struct PruneDay {
     pub blocked_by: Option<String>,
 }
 
-/// The plan: what to delete, and every kept file with its reason.
+/// The plan: what to delete, and every kept file with its reason (in walk order).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PrunePlan {
-    /// Copies to delete, in walk order.
-    pub delete: Vec<LocalCopy>,
-    /// Files kept, with why, in walk order.
-    pub kept: Vec<(PathBuf, u64, KeptReason)>,
-    /// Per day folder.
-    pub days: Vec<PruneDay>,
+struct PrunePlan {
+    delete: Vec<LocalCopy>,
+    kept: Vec<(PathBuf, u64, KeptReason)>,
+    days: Vec<PruneDay>,
 }
 
 /// What to delete and why the rest stays, from a walk and the bucket's state. Pure.
-pub fn plan_prune(walk: &CacheWalk, state: &BucketState) -> PrunePlan {
+fn plan_prune(walk: &CacheWalk, state: &BucketState) -> PrunePlan {
     let mut plan = PrunePlan::default();
     for (path, size) in &walk.outside {
         plan.kept.push((path.clone(), *size, KeptReason::OutsideLayout));
@@ -383,19 +361,15 @@ pub fn plan_prune(walk: &CacheWalk, state: &BucketState) -> PrunePlan {
         }
         let listed = state.listed.get(date);
         for c in &day.copies {
-            // Blocked first: the mismatch date is after the watermark too.
-            let why = if report.blocked_by.is_some() {
-                Some(KeptReason::Blocked)
-            } else if state.watermark.is_none_or(|w| *date > w) {
-                Some(KeptReason::AfterWatermark)
-            } else {
-                match listed {
-                    // Not listed: a caller's plan without the listing keeps the copy.
-                    None => Some(KeptReason::StillInS3),
-                    Some(l) if l.index_keys.contains(&c.key) => Some(KeptReason::StillInS3),
-                    Some(l) if !l.flights.contains(&c.flight) => Some(KeptReason::FlightNotListed),
-                    Some(_) => None,
-                }
+            let why = match listed {
+                // Blocked first: the mismatch date is after the watermark too.
+                _ if report.blocked_by.is_some() => Some(KeptReason::Blocked),
+                _ if state.watermark.is_none_or(|w| *date > w) => Some(KeptReason::AfterWatermark),
+                // Not listed: a caller's plan without the listing keeps the copy.
+                None => Some(KeptReason::StillInS3),
+                Some(l) if l.index_keys.contains(&c.key) => Some(KeptReason::StillInS3),
+                Some(l) if !l.flights.contains(&c.flight) => Some(KeptReason::FlightNotListed),
+                Some(_) => None,
             };
             match why {
                 Some(why) => keep(&mut plan, &c.path, c.size, why),
@@ -479,7 +453,7 @@ impl PruneReport {
 
 /// Reads the watermark, the blocked dates and [`dates_to_list`]'s listings, each reduced as it
 /// arrives ([`ListedDay::for_copies`]). Errors: [`PruneError::Watermark`], [`PruneError::Listing`].
-pub async fn read_bucket(store: &impl Store, walk: &CacheWalk) -> Result<BucketState, PruneError> {
+async fn read_bucket(store: &impl Store, walk: &CacheWalk) -> Result<BucketState, PruneError> {
     let wm = WatermarkState::read(store)
         .await
         .map_err(|e| PruneError::Watermark { source: Box::new(e) })?
@@ -556,8 +530,8 @@ pub async fn prune(store: &impl Store, opts: &PruneOptions) -> Result<PruneRepor
 /// path: `dir` opened (a link there is the operator's mount), then `year=`, `month=`, `day=` with
 /// `O_NOFOLLOW | O_DIRECTORY`, then `unlinkat`. A folder swapped for a link since the walk fails
 /// its open, so nothing outside `dir` is deleted; a file swapped for a link loses the link.
-pub fn execute(dir: &Path, plan: &PrunePlan, r: &mut PruneReport) {
-    let mut days = DayHandles::new(dir);
+fn execute(dir: &Path, plan: &PrunePlan, r: &mut PruneReport) {
+    let mut days = DayHandles { dir, open: None };
     for c in &plan.delete {
         match days.unlink(&c.key) {
             Ok(()) => {
@@ -593,11 +567,7 @@ struct DayHandles<'a> {
     open: Option<(String, rustix::fd::OwnedFd)>,
 }
 
-impl<'a> DayHandles<'a> {
-    fn new(dir: &'a Path) -> Self {
-        DayHandles { dir, open: None }
-    }
-
+impl DayHandles<'_> {
     /// Removes `key`'s local copy (`index/` + its path below `dir`).
     fn unlink(&mut self, key: &str) -> std::io::Result<()> {
         use rustix::fs::{AtFlags, Mode, OFlags};
