@@ -1,6 +1,6 @@
 //! `archive-compaction audit --from A --to B` (the Lambda event `{"audit": {"from": A, "to": B}}`):
 //! proves, read-only (no lease, write or delete: safe beside a run), that a range of days holds
-//! every flight exactly once, and names what does not ([`Findings`], each with its [`fixes`]).
+//! every flight exactly once, and names what does not ([`Findings`], each with what fixes it).
 //! It lists and reads with the run's own code ([`crate::protocol::day::Day::list_window`],
 //! [`crate::data::input`]) and counts rows as the parity gate does. A date it could not finish
 //! (an S3 error after retries, or an input that changed twice while read: a run was folding the
@@ -55,21 +55,12 @@ pub const DATES_IN_FLIGHT: usize = 4;
 /// Multi-row inputs of one date read at once (each holds its two column chunks).
 pub const FILES_IN_FLIGHT: usize = 8;
 
-/// What fixes each finding (in the report's totals, for every finding found).
-pub mod fixes {
-    /// For `missing`.
-    pub const MISSING: &str = "a flight without an index row blocks the scheduled walk at its date (parity gate) and every run of that date: have the archive writer write its index file {uuid}.parquet from its flights/ object (rewrite it when unreadable_files names it; or remove the flight object if it is no flight), then the next run passes the date; `status` shows what blocks the walk (docs/runbook.md#an-unreadable-per-flight-index-file)";
-    /// For `duplicated`.
-    pub const DUPLICATED: &str = "run --from D --to D (the event {\"from\": D, \"to\": D}) folds the day into one compacted file, one row per flight (the newest version)";
-    /// For `per_flight_beside_compacted`.
-    pub const BESIDE_COMPACTED: &str = "run --from D --to D folds the late per-flight files into the day's compacted file (the scheduled run's straggler sweep does it within SWEEP_DAYS)";
-    /// For `orphans`.
-    pub const ORPHANS: &str = "for a person: the index row names no flight object under its date's flights/ (the flight was deleted, or written under another date, or s3_key is empty); runs keep such rows: check the flight and remove the row by hand if it is gone";
-    /// For `other_day_rows`.
-    pub const OTHER_DAY: &str = "for a person: the row's first_message falls on another UTC day than its partition, so queries by day find it under the wrong date; runs keep it where it is";
-    /// For `unreadable_files`.
-    pub const UNREADABLE: &str = "every run leaves the file in place and names it in skipped_files. A per-flight file {uuid}.parquet: its flight is missing (below) and every run stops at its date as a Mismatch until the archive writer rewrites the file from the flight's flights/ object (docs/runbook.md#an-unreadable-per-flight-index-file; `run --from D --to D` cannot read it either). A multi-row file, for a person: replace it with a readable copy or remove it (its rows are not counted here, so their flights may show as missing)";
-}
+const FIX_MISSING: &str = "a flight without an index row blocks the scheduled walk at its date (parity gate) and every run of that date: have the archive writer write its index file {uuid}.parquet from its flights/ object (rewrite it when unreadable_files names it; or remove the flight object if it is no flight), then the next run passes the date; `status` shows what blocks the walk (docs/runbook.md#an-unreadable-per-flight-index-file)";
+const FIX_DUPLICATED: &str = "run --from D --to D (the event {\"from\": D, \"to\": D}) folds the day into one compacted file, one row per flight (the newest version)";
+const FIX_BESIDE_COMPACTED: &str = "run --from D --to D folds the late per-flight files into the day's compacted file (the scheduled run's straggler sweep does it within SWEEP_DAYS)";
+const FIX_ORPHANS: &str = "for a person: the index row names no flight object under its date's flights/ (the flight was deleted, or written under another date, or s3_key is empty); runs keep such rows: check the flight and remove the row by hand if it is gone";
+const FIX_OTHER_DAY: &str = "for a person: the row's first_message falls on another UTC day than its partition, so queries by day find it under the wrong date; runs keep it where it is";
+const FIX_UNREADABLE: &str = "every run leaves the file in place and names it in skipped_files. A per-flight file {uuid}.parquet: its flight is missing (below) and every run stops at its date as a Mismatch until the archive writer rewrites the file from the flight's flights/ object (docs/runbook.md#an-unreadable-per-flight-index-file; `run --from D --to D` cannot read it either). A multi-row file, for a person: replace it with a readable copy or remove it (its rows are not counted here, so their flights may show as missing)";
 
 /// What to audit.
 #[derive(Debug, Clone)]
@@ -92,7 +83,7 @@ impl AuditOptions {
 }
 
 /// A count and its first examples.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finding<E> {
     /// How many (exact).
     pub count: u64,
@@ -101,12 +92,6 @@ pub struct Finding<E> {
     /// What fixes it (in the totals, when `count` is not 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fix: Option<String>,
-}
-
-impl<E> Default for Finding<E> {
-    fn default() -> Self {
-        Finding { count: 0, examples: Vec::new(), fix: None }
-    }
 }
 
 impl<E: Clone> Finding<E> {
@@ -125,7 +110,7 @@ impl<E: Clone> Finding<E> {
 }
 
 /// A flight object without an index row.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FlightExample {
     /// The date.
     pub date: NaiveDate,
@@ -136,7 +121,7 @@ pub struct FlightExample {
 }
 
 /// A flight with more than one index row.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DuplicateExample {
     /// The date.
     pub date: NaiveDate,
@@ -149,7 +134,7 @@ pub struct DuplicateExample {
 }
 
 /// An index row (an orphan, or a row of another day).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RowExample {
     /// The date of the partition.
     pub date: NaiveDate,
@@ -164,7 +149,7 @@ pub struct RowExample {
 }
 
 /// An index file (unreadable, or a per-flight file beside a compacted one).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileExample {
     /// The date.
     pub date: NaiveDate,
@@ -218,12 +203,12 @@ impl Findings {
                 f.fix = Some(fix.to_string());
             }
         }
-        set(&mut self.missing, fixes::MISSING);
-        set(&mut self.duplicated, fixes::DUPLICATED);
-        set(&mut self.per_flight_beside_compacted, fixes::BESIDE_COMPACTED);
-        set(&mut self.orphans, fixes::ORPHANS);
-        set(&mut self.other_day_rows, fixes::OTHER_DAY);
-        set(&mut self.unreadable_files, fixes::UNREADABLE);
+        set(&mut self.missing, FIX_MISSING);
+        set(&mut self.duplicated, FIX_DUPLICATED);
+        set(&mut self.per_flight_beside_compacted, FIX_BESIDE_COMPACTED);
+        set(&mut self.orphans, FIX_ORPHANS);
+        set(&mut self.other_day_rows, FIX_OTHER_DAY);
+        set(&mut self.unreadable_files, FIX_UNREADABLE);
         self
     }
 }
@@ -421,16 +406,12 @@ async fn audit_date(
     spill: SpillSettings,
 ) -> Result<DayAudit> {
     match audit_day(store, date, gets, budget, spill).await {
-        Err(e) if changed(&e) => {
+        Err(e) if matches!(e, Error::PreconditionFailed { .. }) || e.is_not_found() => {
             tracing::info!(%date, error = %e, "an index file changed while it was audited; auditing the date again");
             audit_day(store, date, gets, budget, spill).await
         }
         r => r,
     }
-}
-
-fn changed(e: &Error) -> bool {
-    matches!(e, Error::PreconditionFailed { .. }) || e.is_not_found()
 }
 
 /// Records each of an audit's sets holds in memory (fewer when `FLIGHTS_IN_MEMORY` is lower), the
@@ -539,11 +520,11 @@ async fn per_flight_pages(
         let after = (this.truncated).then(|| this.objects.last().map(|o| o.key.clone())).flatten();
         let mut files = Vec::new();
         for o in this.objects {
-            match classify_index_key(&o.key) {
-                IndexKey::PerFlight(u) if o.size > 0 && past.flights.contains(&u)? => {
-                    files.push((u, o))
-                }
-                _ => {}
+            if let IndexKey::PerFlight(u) = classify_index_key(&o.key)
+                && o.size > 0
+                && past.flights.contains(&u)?
+            {
+                files.push((u, o));
             }
         }
         seen += files.len();
