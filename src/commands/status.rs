@@ -30,6 +30,7 @@ use crate::data::keys::{LOCK_KEY, WATERMARK_KEY, manifest_date};
 use crate::data::state::{Manifest, WatermarkState};
 use crate::infra::error::{Error, Result};
 use crate::infra::storage::Store;
+use crate::infra::storage::lifecycle::{BucketLifecycle, LifecycleRuleSummary};
 use crate::protocol::day::{Blocked, Day, DayCounts, StateListing};
 use crate::protocol::lease::Lease;
 use crate::protocol::manifest::quarantined_date;
@@ -292,30 +293,21 @@ pub struct VersioningStatus {
 }
 
 /// Which [`VERSIONED_PREFIXES`] keep old versions or markers forever, or lose current objects.
-pub fn judge_versioning(l: &crate::infra::storage::lifecycle::BucketLifecycle) -> VersioningStatus {
-    let uncovered =
-        |keeps: &dyn Fn(&crate::infra::storage::lifecycle::LifecycleRuleSummary) -> bool| {
-            VERSIONED_PREFIXES
-                .iter()
-                .filter(|p| !l.rules.iter().any(|r| r.covers(p) && keeps(r)))
-                .map(|p| p.to_string())
-                .collect::<Vec<_>>()
-        };
-    let versioned = l.versioning.is_some();
-    let current_expired: Vec<String> = VERSIONED_PREFIXES
-        .iter()
-        .filter(|p| {
-            l.rules.iter().any(|r| {
-                r.expires_current && (p.starts_with(&r.prefix) || r.prefix.starts_with(**p))
-            })
-        })
-        .map(|p| p.to_string())
-        .collect();
-    let (noncurrent_kept, delete_markers_kept) = if versioned {
-        (uncovered(&|r| r.noncurrent_days.is_some()), uncovered(&|r| r.expired_delete_markers))
-    } else {
-        (Vec::new(), Vec::new())
+pub fn judge_versioning(l: &BucketLifecycle) -> VersioningStatus {
+    let prefixes = |pick: &dyn Fn(&str) -> bool| -> Vec<String> {
+        VERSIONED_PREFIXES.into_iter().filter(|p| pick(p)).map(String::from).collect()
     };
+    // Unversioned, nothing is kept whatever the rules.
+    let uncovered = |keeps: fn(&LifecycleRuleSummary) -> bool| match l.versioning {
+        Some(_) => prefixes(&|p| !l.rules.iter().any(|r| r.covers(p) && keeps(r))),
+        None => Vec::new(),
+    };
+    let current_expired = prefixes(&|p| {
+        (l.rules.iter())
+            .any(|r| r.expires_current && (p.starts_with(&r.prefix) || r.prefix.starts_with(p)))
+    });
+    let noncurrent_kept = uncovered(|r| r.noncurrent_days.is_some());
+    let delete_markers_kept = uncovered(|r| r.expired_delete_markers);
     let mut advice = Vec::new();
     if !current_expired.is_empty() {
         advice.push(format!(
@@ -323,15 +315,15 @@ pub fn judge_versioning(l: &crate::infra::storage::lifecycle::BucketLifecycle) -
             current_expired.join(", ")
         ));
     }
-    if !noncurrent_kept.is_empty() || !delete_markers_kept.is_empty() {
-        let mut missing = Vec::new();
-        if !noncurrent_kept.is_empty() {
-            missing.push(format!("NoncurrentVersionExpiration for {}", noncurrent_kept.join(", ")));
-        }
-        if !delete_markers_kept.is_empty() {
-            missing
-                .push(format!("ExpiredObjectDeleteMarker for {}", delete_markers_kept.join(", ")));
-        }
+    let missing: Vec<String> = [
+        ("NoncurrentVersionExpiration", &noncurrent_kept),
+        ("ExpiredObjectDeleteMarker", &delete_markers_kept),
+    ]
+    .into_iter()
+    .filter(|(_, kept)| !kept.is_empty())
+    .map(|(rule, kept)| format!("{rule} for {}", kept.join(", ")))
+    .collect();
+    if !missing.is_empty() {
         advice.push(format!(
             "the bucket is versioned ({}): every per-flight file compaction deletes stays as a noncurrent version behind a delete marker, billed and skipped by every listing; add the lifecycle rules of docs/deploying.md (\"Versioned buckets\"): {}",
             l.versioning.as_deref().unwrap_or("?"),
@@ -474,23 +466,17 @@ async fn manifest_status(
     let Some(body) = store.get_opt(&m.key).await? else {
         return Ok(None);
     };
-    let date = manifest_date(&m.key);
-    let (parsed, rule) = match crate::protocol::manifest::parse(&m.key, &body.body) {
-        Ok((p, rule)) => (Some(p), rule),
-        Err(_) => (None, None),
-    };
+    let parsed = crate::protocol::manifest::parse(&m.key, &body.body);
+    let (parsed, rule) = parsed.map_or((None, None), |(p, rule)| (Some(p), rule));
     Ok(Some(ManifestStatus {
         key: m.key.clone(),
-        date,
+        date: manifest_date(&m.key),
         age_seconds: age(as_of, m.last_modified),
         readable: parsed.is_some(),
         job_id: parsed.as_ref().map(|p| p.job_id),
         invocation_id: parsed.as_ref().map(|p| p.invocation_id.clone()),
         output_key: parsed.as_ref().and_then(|p| p.output.as_ref().map(|o| o.key.clone())),
-        inputs: match &parsed {
-            Some(p) => inputs_listed(store, p).await?,
-            None => 0,
-        },
+        inputs: inputs_listed(store, parsed.as_ref()).await?,
         breaks_rule: rule.map(|rule| format!("{}: {rule}", rule.code())),
         stuck: stuck.contains(m.key.as_str()),
     }))
@@ -507,17 +493,24 @@ async fn next_days(
 ) -> Result<Vec<DayStatus>> {
     let mut next = Vec::new();
     for date in start.iter_days().take_while(|d| *d <= cutoff).take(days) {
-        let mut day = day_status(store, date, config.input_budget, config.spill).await?;
-        day.blocked_by = blocked.blocking_walk(date).map(ToString::to_string);
-        next.push(day);
+        let day = Day::list_window(store, date, true, 0, config.spill).await?;
+        let other = day.other_day_rows(store, config.input_budget).await?;
+        next.push(DayStatus {
+            date,
+            counts: day.counts(),
+            per_flight_bytes: day.index.per_flight_bytes(),
+            blocked_by: blocked.blocking_walk(date).map(ToString::to_string),
+            rows_of_other_days: other.rows,
+            other_days_uuids: other.uuids.iter().map(Uuid::to_string).collect(),
+        });
     }
     Ok(next)
 }
 
-async fn inputs_listed(store: &impl Store, manifest: &Manifest) -> Result<u64> {
-    if manifest.inputs.is_empty() {
+async fn inputs_listed(store: &impl Store, manifest: Option<&Manifest>) -> Result<u64> {
+    let Some(manifest) = manifest.filter(|m| !m.inputs.is_empty()) else {
         return Ok(0);
-    }
+    };
     let listed: std::collections::HashSet<String> =
         (store.list(&crate::data::keys::index_prefix(manifest.date)).await?.into_iter())
             .map(|o| o.key)
@@ -582,24 +575,6 @@ async fn mismatch_status(
     })
 }
 
-async fn day_status(
-    store: &impl Store,
-    date: NaiveDate,
-    budget: crate::data::input::Budget,
-    spill: crate::data::spill::SpillSettings,
-) -> Result<DayStatus> {
-    let day = Day::list_window(store, date, true, 0, spill).await?;
-    let other = day.other_day_rows(store, budget).await?;
-    Ok(DayStatus {
-        rows_of_other_days: other.rows,
-        other_days_uuids: other.uuids.iter().map(Uuid::to_string).collect(),
-        date,
-        counts: day.counts(),
-        per_flight_bytes: day.index.per_flight_bytes(),
-        blocked_by: None,
-    })
-}
-
 /// A duration in seconds as `3d 4h`, `2h 5m`, `4m 10s` or `12s`.
 pub fn format_age(seconds: i64) -> String {
     let s = seconds.unsigned_abs();
@@ -644,12 +619,7 @@ pub fn format_human(s: &StatusReport) -> String {
     };
     o.field("cutoff", cutoff);
     o.field("lag", lag_text(s));
-    let next = if unknown && s.next_date.is_none() {
-        "unknown".to_string()
-    } else {
-        date_or(s.next_date, "none")
-    };
-    o.field("next date", next);
+    o.field("next date", date_or(s.next_date, if unknown { "unknown" } else { "none" }));
     o.field("last run", last_run_text(s.last_run.as_ref()));
     if let Some(v) = &s.versioning {
         o.field("versioning", versioning_text(v));
@@ -722,20 +692,17 @@ fn versioning_text(v: &VersioningStatus) -> String {
 fn lease_text(l: &LeaseStatus) -> String {
     let holder = l.holder.as_deref().unwrap_or("?");
     let expires = l.expires_at.map(utc).unwrap_or_default();
-    let secs = l.expires_in_seconds.unwrap_or(0);
+    let age = format_age(l.expires_in_seconds.unwrap_or(0));
     match l.state {
         LeaseState::Free => "free".to_string(),
         LeaseState::Held => format!(
-            "held until {expires} (in {}), by {holder}: a run under way, or one that may have died (a new run does nothing until then)",
-            format_age(secs)
+            "held until {expires} (in {age}), by {holder}: a run under way, or one that may have died (a new run does nothing until then)"
         ),
         LeaseState::Expired => format!(
-            "expired: {holder} held it until {expires} ({} ago); the next run takes it over",
-            format_age(secs)
+            "expired: {holder} held it until {expires} ({age} ago); the next run takes it over"
         ),
         LeaseState::Implausible => format!(
-            "implausible: {holder} claims it until {expires} (in {}), longer than any run holds it: every run fails on it until the file is removed (docs/runbook.md#a-lease-that-lasts-implausibly-long)",
-            format_age(secs)
+            "implausible: {holder} claims it until {expires} (in {age}), longer than any run holds it: every run fails on it until the file is removed (docs/runbook.md#a-lease-that-lasts-implausibly-long)"
         ),
         LeaseState::Unreadable => "unreadable lock file; the next run takes it over".to_string(),
         LeaseState::Unknown => "unknown".to_string(),
