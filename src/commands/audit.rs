@@ -811,24 +811,15 @@ async fn read_columns(
 /// The report as text: totals, findings with examples and fixes, dates not finished.
 pub fn format_human(r: &AuditReport) -> String {
     let mut s = Text::default();
-    let t = &r.totals;
+    let AuditReport { bucket, from, to, dates, totals, .. } = r;
+    let AuditTotals { dates_audited, flights, rows, bytes_read, multi_row_bytes, .. } = totals;
     s.line(format_args!(
-        "audit of s3://{} {}..{}: {} of {} date(s) audited, {} flight(s), {} index row(s); {} of {} bytes of multi-row files read",
-        r.bucket,
-        r.from,
-        r.to,
-        t.dates_audited,
-        r.dates,
-        t.flights,
-        t.rows,
-        t.bytes_read,
-        t.multi_row_bytes
+        "audit of s3://{bucket} {from}..{to}: {dates_audited} of {dates} date(s) audited, {flights} flight(s), {rows} index row(s); {bytes_read} of {multi_row_bytes} bytes of multi-row files read"
     ));
-    format_findings(&mut s, &t.findings);
+    format_findings(&mut s, &totals.findings);
     let unfinished = r.unfinished.iter();
     s.items("  ", unfinished.map(|u| format!("not audited {}: {}", u.date, u.error)));
     if let Some(d) = r.resume_date {
-        let to = r.to;
         s.line(format_args!("  stopped before the deadline: audit --from {d} --to {to} continues"));
     }
     let result = match r.status {

@@ -110,20 +110,18 @@ pub fn bar_sink(bar: ProgressBar) -> ProgressSink {
 
 /// Writes log lines to stderr above the bar.
 #[derive(Debug, Clone)]
-pub struct BarWriter {
-    bar: ProgressBar,
-}
+pub struct BarWriter(ProgressBar);
 
 impl BarWriter {
     /// A writer that keeps clear of `bar`.
     pub fn new(bar: ProgressBar) -> Self {
-        BarWriter { bar }
+        BarWriter(bar)
     }
 }
 
 impl Write for BarWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.bar.suspend(|| io::stderr().write_all(buf))?;
+        self.0.suspend(|| io::stderr().write_all(buf))?;
         Ok(buf.len())
     }
 

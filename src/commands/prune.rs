@@ -213,10 +213,9 @@ fn walk_cache(dir: &Path) -> Result<CacheWalk, PruneError> {
         return Err(PruneError::MissingDir { dir: dir.to_path_buf() });
     }
     let mut walk = CacheWalk::default();
-    let is_dir = |m: &std::fs::Metadata| m.file_type().is_dir();
     let years = read_dir_sorted(dir).map_err(|(path, source)| PruneError::ReadDir { path, source });
     for (y, yp, ym) in years? {
-        if !(is_dir(&ym) && y.starts_with("year=")) {
+        if !(ym.is_dir() && y.starts_with("year=")) {
             walk.outside.push((yp, size_of(&ym)));
             continue;
         }
@@ -224,7 +223,7 @@ fn walk_cache(dir: &Path) -> Result<CacheWalk, PruneError> {
             continue;
         };
         for (m, mp, mm) in months {
-            if !(is_dir(&mm) && m.starts_with("month=")) {
+            if !(mm.is_dir() && m.starts_with("month=")) {
                 walk.outside.push((mp, size_of(&mm)));
                 continue;
             }
@@ -235,7 +234,7 @@ fn walk_cache(dir: &Path) -> Result<CacheWalk, PruneError> {
                 let prefix = format!("index/{y}/{m}/{d}/");
                 let date = crate::data::keys::index_partition_date(&prefix)
                     .filter(|date| index_prefix(*date) == prefix);
-                let Some(date) = date.filter(|_| is_dir(&dm)) else {
+                let Some(date) = date.filter(|_| dm.is_dir()) else {
                     walk.outside.push((dp, size_of(&dm)));
                     continue;
                 };

@@ -561,7 +561,6 @@ async fn mismatch_status(
             u.reason
         ));
     }
-    let cause = check.cause();
     let failing = check.failing();
     Ok(MismatchStatus {
         date,
@@ -569,7 +568,7 @@ async fn mismatch_status(
         flights: day.flights.len(),
         missing_uuid_count: failing.len() as u64,
         missing_uuids: (failing.iter()).map(|u| u.map(|u| u.to_string())).collect::<Result<_>>()?,
-        cause,
+        cause: check.cause(),
         unread_files: check.unread,
         compacted_files_read: check.compacted_files_read,
     })
@@ -607,12 +606,12 @@ pub fn format_human(s: &StatusReport) -> String {
     }
     let unknown = s.state_unreadable;
     o.field("bucket", format!("{} (as of {})", s.bucket, utc(s.as_of)));
-    let watermark = match (s.watermark, unknown) {
-        (Some(w), _) => w.to_string(),
-        (None, true) => "unknown: could not be read (see errors)".to_string(),
-        (None, false) => "none (nothing compacted yet)".to_string(),
+    let no_watermark = if unknown {
+        "unknown: could not be read (see errors)"
+    } else {
+        "none (nothing compacted yet)"
     };
-    o.field("watermark", watermark);
+    o.field("watermark", date_or(s.watermark, no_watermark));
     let cutoff = match (s.cutoff, s.lag_days) {
         (Some(cutoff), Some(lag)) => format!("{cutoff} (now {}, LAG_DAYS {lag})", utc(s.now)),
         _ => "unknown: the settings could not be read".to_string(),
@@ -793,17 +792,9 @@ fn format_mismatch(o: &mut Text, s: &StatusReport) {
     }
 }
 
-const NEXT_DAYS: [Col; 7] = [
-    Col::Left(10),
-    Col::Right(8),
-    Col::Right(10),
-    Col::Right(12),
-    Col::Right(9),
-    Col::Right(9),
-    Col::Right(7),
-];
-
 fn format_next_days(o: &mut Text, s: &StatusReport) {
+    use Col::{Left, Right};
+    const COLS: [Col; 7] = [Left(10), Right(8), Right(10), Right(12), Right(9), Right(9), Right(7)];
     if s.next_days.is_empty() && s.state_unreadable {
         return o.field("next dates", "unknown");
     } else if s.next_days.is_empty() {
@@ -812,7 +803,7 @@ fn format_next_days(o: &mut Text, s: &StatusReport) {
     }
     o.line("next dates");
     let head = ["date", "flights", "per-flight", "bytes", "compacted", "multi-row", "foreign"];
-    o.row(&NEXT_DAYS, &head.each_ref().map(|h| h as &dyn Display), "");
+    o.row(&COLS, &head.each_ref().map(|h| h as &dyn Display), "");
     for d in &s.next_days {
         let c = &d.counts;
         let cells: [&dyn Display; 7] = [
@@ -825,10 +816,10 @@ fn format_next_days(o: &mut Text, s: &StatusReport) {
             &c.foreign_objects,
         ];
         let blocked = d.blocked_by.as_ref().map(|b| format!("  blocked: {b}"));
-        o.row(&NEXT_DAYS, &cells, blocked.unwrap_or_default());
+        o.row(&COLS, &cells, blocked.unwrap_or_default());
         if d.rows_of_other_days > 0 {
             o.row(
-                &NEXT_DAYS[..1],
+                &COLS[..1],
                 &[&""],
                 format_args!(
                     "  {} row(s) of other days in multi-row files (merged here, not moved): {}",
