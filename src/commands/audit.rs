@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use chrono::{DateTime, NaiveDate, Utc};
-use futures::{StreamExt, TryStreamExt, stream};
+use futures::{StreamExt, TryFutureExt, TryStreamExt, stream};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 use uuid::Uuid;
@@ -319,8 +319,7 @@ pub async fn audit(
 ) -> Result<AuditReport> {
     let dates = DateRange::new(opts.from, opts.to, RangeOf::Audit)?.dates();
     let deadline = &Deadline::new(opts.deadline, config.deadline_margin);
-    let bounded = store.until(deadline.s3());
-    let store = &bounded;
+    let store = &store.until(deadline.s3());
     let mut report = AuditReport {
         bucket: store.bucket().to_string(),
         from: opts.from,
@@ -333,16 +332,19 @@ pub async fn audit(
         bar.set_position(0);
         bar.set_message("auditing");
     }
-    let gets = Semaphore::new(config.read_concurrency.max(1));
-    let (budget, spill) = (config.input_budget, config.spill);
-    let gets = &gets;
+    let reader = &Reader {
+        store,
+        gets: &Semaphore::new(config.read_concurrency.max(1)),
+        budget: config.input_budget,
+        spill: SpillSettings { limit: config.spill.limit.min(SET_IN_MEMORY) },
+    };
     let mut days = stream::iter(dates)
         .map(|date| async move {
             if let Some(near) = deadline.near() {
                 tracing::warn!(%date, left_s = near.left.as_secs_f64(), needed_s = near.needed.as_secs_f64(), "deadline near: not auditing another date");
                 return (date, None);
             }
-            let audited = deadline.timed(audit_date(store, date, gets, budget, spill)).await;
+            let audited = deadline.timed(audit_date(reader, date)).await;
             (date, Some(audited))
         })
         .buffered(DATES_IN_FLIGHT)
@@ -398,19 +400,13 @@ fn add_date(report: &mut AuditReport, date: NaiveDate, outcome: Option<Result<Da
 }
 
 /// [`audit_day`], once more when an input changed since the listing (a run folded the day).
-async fn audit_date(
-    store: &impl Store,
-    date: NaiveDate,
-    gets: &Semaphore,
-    budget: Budget,
-    spill: SpillSettings,
-) -> Result<DayAudit> {
-    match audit_day(store, date, gets, budget, spill).await {
+async fn audit_date(r: &Reader<'_, impl Store>, date: NaiveDate) -> Result<DayAudit> {
+    match audit_day(r, date).await {
         Err(e) if matches!(e, Error::PreconditionFailed { .. }) || e.is_not_found() => {
             tracing::info!(%date, error = %e, "an index file changed while it was audited; auditing the date again");
-            audit_day(store, date, gets, budget, spill).await
+            audit_day(r, date).await
         }
-        r => r,
+        audited => audited,
     }
 }
 
@@ -423,20 +419,22 @@ pub const SET_IN_MEMORY: usize = 1 << 14;
 /// window of none, then read a page at a time), the sets [`SET_IN_MEMORY`] records each. Errors:
 /// an S3 error (after the SDK's retries); [`Error::PreconditionFailed`] or not-found when an input
 /// changed or vanished since the listing; [`Error::Spill`] when a set on disk fails (any step).
-pub async fn audit_day(
-    store: &impl Store,
-    date: NaiveDate,
-    gets: &Semaphore,
-    budget: Budget,
-    spill: SpillSettings,
-) -> Result<DayAudit> {
-    let spill = SpillSettings { limit: spill.limit.min(SET_IN_MEMORY) };
-    let listed = Day::list_window(store, date, true, 0, spill).await?;
+async fn audit_day(r: &Reader<'_, impl Store>, date: NaiveDate) -> Result<DayAudit> {
+    let listed = Day::list_window(r.store, date, true, 0, r.spill).await?;
     let mut day = DayAudit { date, counts: listed.counts(), ..DayAudit::default() };
-    let held = read_index(store, &listed, gets, budget, spill, &mut day).await?;
-    find_missing(store, &listed.flights, &held, &mut day).await?;
+    let held = read_index(r, &listed, &mut day).await?;
+    find_missing(r.store, &listed.flights, &held, &mut day).await?;
     find_duplicated(&held, &mut day)?;
     Ok(day)
+}
+
+/// What reads a date's index files: the store, the GETs' semaphore (`READ_CONCURRENCY`), the
+/// input budget, and the spill settings of the date's sets (at most [`SET_IN_MEMORY`] in memory).
+struct Reader<'a, S> {
+    store: &'a S,
+    gets: &'a Semaphore,
+    budget: Budget,
+    spill: SpillSettings,
 }
 
 /// Who holds each flight's rows in a partition. Files are numbered in the
@@ -465,27 +463,20 @@ struct Holding<'a> {
 /// Reads the `s3_key` and `first_message` columns of every index file of
 /// `listed` into `day` (multi-row inputs first). Errors: as [`audit_day`].
 async fn read_index<'a>(
-    store: &impl Store,
+    r: &Reader<'_, impl Store>,
     listed: &'a Day,
-    gets: &Semaphore,
-    budget: Budget,
-    spill: SpillSettings,
     day: &mut DayAudit,
 ) -> Result<Held<'a>> {
-    let (date, flights, listing) = (listed.date, &listed.flights, &listed.index);
     let mut h = Holding {
         held: Held::default(),
-        per_flight: SortedSetBuilder::new(spill),
-        rows: SortedSetBuilder::new(spill),
+        per_flight: SortedSetBuilder::new(r.spill),
+        rows: SortedSetBuilder::new(r.spill),
         files: 0,
     };
     // Every row counts for the flight its `s3_key` names, as Athena counts it and the parity gate
     // proves it: a per-flight file without its own flight's row, or unreadable, leaves it missing.
-    let mut reads = stream::iter(listing.multi_row_inputs())
-        .map(|(meta, _)| async move {
-            let r = read_columns(store, meta, date, flights, gets, budget).await?;
-            Ok::<_, Error>((meta, r))
-        })
+    let mut reads = stream::iter(listed.index.multi_row_inputs())
+        .map(|(meta, _)| read_columns(r, listed, meta).map_ok(move |read| (meta, read)))
         .buffered(FILES_IN_FLIGHT)
         .boxed();
     while let Some((meta, read)) = reads.try_next().await? {
@@ -494,7 +485,7 @@ async fn read_index<'a>(
         }
     }
     drop(reads);
-    per_flight_pages(store, listed, gets, budget, &mut h, day).await?;
+    per_flight_pages(r, listed, &mut h, day).await?;
     let Holding { mut held, per_flight, rows, .. } = h;
     held.per_flight = per_flight.finish()?;
     held.rows = rows.finish()?;
@@ -504,17 +495,15 @@ async fn read_index<'a>(
 /// Reads the per-flight files of `listed` a listing page at a time; one written since the first
 /// listing is passed by, one gone since ends the date (audited again). Errors: as [`audit_day`].
 async fn per_flight_pages(
-    store: &impl Store,
+    r: &Reader<'_, impl Store>,
     listed: &Day,
-    gets: &Semaphore,
-    budget: Budget,
     h: &mut Holding<'_>,
     day: &mut DayAudit,
 ) -> Result<()> {
-    let (date, flights, listing) = (listed.date, &listed.flights, &listed.index);
+    let (store, listing) = (r.store, &listed.index);
     let past = &listing.beyond_window;
     let beside = !listing.compacted.is_empty();
-    let prefix = index_prefix(date);
+    let prefix = index_prefix(listed.date);
     let (mut seen, mut page) = (0usize, Some(store.list_page(&prefix, None).await?));
     while let Some(this) = page.take() {
         let after = (this.truncated).then(|| this.objects.last().map(|o| o.key.clone())).flatten();
@@ -536,10 +525,7 @@ async fn per_flight_pages(
         };
         let read = async {
             let mut reads = stream::iter(&files)
-                .map(|(u, meta)| async move {
-                    let r = read_columns(store, meta, date, flights, gets, budget).await?;
-                    Ok::<_, Error>((u, meta, r))
-                })
+                .map(|(u, meta)| read_columns(r, listed, meta).map_ok(move |read| (u, meta, read)))
                 .buffered(FILES_IN_FLIGHT)
                 .boxed();
             while let Some((u, meta, read)) = reads.try_next().await? {
@@ -751,19 +737,17 @@ struct FileRows {
 /// Reads the `s3_key` and `first_message` columns of one index file in its listed version. Errors:
 /// S3 errors; [`Error::PreconditionFailed`] when it changed (an unreadable file: `outcome` `Err`).
 async fn read_columns(
-    store: &impl Store,
+    r: &Reader<'_, impl Store>,
+    listed: &Day,
     meta: &ObjectMeta,
-    date: NaiveDate,
-    flights: &UuidSet,
-    gets: &Semaphore,
-    budget: Budget,
 ) -> Result<ColumnRead> {
+    let (date, flights) = (listed.date, &listed.flights);
     let mut out = FileRows::default();
     // A flights set on disk that cannot be read back ends the read.
     let mut failed = None;
     let names = ["s3_key", "first_message"];
     let read =
-        input::read_columns(store, meta, Some(&meta.etag), budget, Some(gets), &names, |b| {
+        input::read_columns(r.store, meta, Some(&meta.etag), r.budget, Some(r.gets), &names, |b| {
             let keys = RowKeys::of(&b)?;
             for row in 0..keys.rows() {
                 out.rows += 1;
