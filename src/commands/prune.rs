@@ -157,16 +157,16 @@ struct LocalCopy {
 struct CacheDay {
     /// The per-flight index files, in name order.
     copies: Vec<LocalCopy>,
-    /// Everything else in the folder, with its size (0 for folders).
-    other: Vec<(PathBuf, u64)>,
+    /// Everything else in the folder.
+    other: Vec<PathBuf>,
 }
 
 /// The cache as walked.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct CacheWalk {
     days: BTreeMap<NaiveDate, CacheDay>,
-    /// Entries outside the layout, with their size (0 for folders).
-    outside: Vec<(PathBuf, u64)>,
+    /// Entries outside the layout.
+    outside: Vec<PathBuf>,
     /// Folders below `--dir` that could not be read, with why: skipped.
     skipped: Vec<(PathBuf, String)>,
 }
@@ -175,13 +175,18 @@ struct CacheWalk {
 type Entries = Vec<(String, PathBuf, std::fs::Metadata)>;
 
 impl CacheWalk {
-    /// The entries of `path`, or `None` (named in `skipped`).
-    fn read_or_skip(&mut self, path: &Path) -> Option<Entries> {
-        read_dir_sorted(path)
+    /// The entries of `path` when it is a folder of the layout (`inside`), else `None`: named in
+    /// `outside`, or in `skipped` when it cannot be read.
+    fn enter(&mut self, path: PathBuf, inside: bool) -> Option<Entries> {
+        if !inside {
+            self.outside.push(path);
+            return None;
+        }
+        read_dir_sorted(&path)
             .inspect_err(|(p, source)| {
                 tracing::warn!(folder = %p.display(), error = %source,
                     "cache folder unreadable: skipped, the rest is pruned");
-                self.skipped.push((path.to_path_buf(), format!("{}: {source}", p.display())));
+                self.skipped.push((path.clone(), format!("{}: {source}", p.display())));
             })
             .ok()
     }
@@ -202,10 +207,6 @@ fn read_dir_sorted(path: &Path) -> Result<Entries, (PathBuf, std::io::Error)> {
     Ok(out)
 }
 
-fn size_of(meta: &std::fs::Metadata) -> u64 {
-    if meta.is_file() { meta.len() } else { 0 }
-}
-
 /// Walks `dir`'s day folders; nothing below a day folder, links not followed. Errors:
 /// [`PruneError::MissingDir`]; [`PruneError::ReadDir`] for `dir` (below: [`CacheWalk::skipped`]).
 fn walk_cache(dir: &Path) -> Result<CacheWalk, PruneError> {
@@ -215,30 +216,18 @@ fn walk_cache(dir: &Path) -> Result<CacheWalk, PruneError> {
     let mut walk = CacheWalk::default();
     let years = read_dir_sorted(dir).map_err(|(path, source)| PruneError::ReadDir { path, source });
     for (y, yp, ym) in years? {
-        if !(ym.is_dir() && y.starts_with("year=")) {
-            walk.outside.push((yp, size_of(&ym)));
-            continue;
-        }
-        let Some(months) = walk.read_or_skip(&yp) else {
+        let Some(months) = walk.enter(yp, ym.is_dir() && y.starts_with("year=")) else {
             continue;
         };
         for (m, mp, mm) in months {
-            if !(mm.is_dir() && m.starts_with("month=")) {
-                walk.outside.push((mp, size_of(&mm)));
-                continue;
-            }
-            let Some(days) = walk.read_or_skip(&mp) else {
+            let Some(days) = walk.enter(mp, mm.is_dir() && m.starts_with("month=")) else {
                 continue;
             };
             for (d, dp, dm) in days {
                 let prefix = format!("index/{y}/{m}/{d}/");
                 let date = crate::data::keys::index_partition_date(&prefix)
-                    .filter(|date| index_prefix(*date) == prefix);
-                let Some(date) = date.filter(|_| dm.is_dir()) else {
-                    walk.outside.push((dp, size_of(&dm)));
-                    continue;
-                };
-                let Some(entries) = walk.read_or_skip(&dp) else {
+                    .filter(|date| dm.is_dir() && index_prefix(*date) == prefix);
+                let (Some(date), Some(entries)) = (date, walk.enter(dp, date.is_some())) else {
                     continue;
                 };
                 let day = walk.days.entry(date).or_default();
@@ -248,7 +237,7 @@ fn walk_cache(dir: &Path) -> Result<CacheWalk, PruneError> {
                         IndexKey::PerFlight(flight) if fm.is_file() => {
                             day.copies.push(LocalCopy { path: fp, key, flight, size: fm.len() })
                         }
-                        _ => day.other.push((fp, size_of(&fm))),
+                        _ => day.other.push(fp),
                     }
                 }
             }
@@ -334,15 +323,15 @@ pub struct PruneDay {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct PrunePlan {
     delete: Vec<LocalCopy>,
-    kept: Vec<(PathBuf, u64, KeptReason)>,
+    kept: Vec<(PathBuf, KeptReason)>,
     days: Vec<PruneDay>,
 }
 
 /// What to delete and why the rest stays, from a walk and the bucket's state. Pure.
 fn plan_prune(walk: &CacheWalk, state: &BucketState) -> PrunePlan {
     let mut plan = PrunePlan::default();
-    for (path, size) in &walk.outside {
-        plan.kept.push((path.clone(), *size, KeptReason::OutsideLayout));
+    for path in &walk.outside {
+        plan.kept.push((path.clone(), KeptReason::OutsideLayout));
     }
     for (date, day) in &walk.days {
         let mut report = PruneDay {
@@ -351,12 +340,12 @@ fn plan_prune(walk: &CacheWalk, state: &BucketState) -> PrunePlan {
             blocked_by: state.blocked.get(date).cloned(),
             ..Default::default()
         };
-        let mut keep = |plan: &mut PrunePlan, path: &Path, size: u64, why: KeptReason| {
+        let mut keep = |plan: &mut PrunePlan, path: &Path, why: KeptReason| {
             *report.kept.entry(why).or_default() += 1;
-            plan.kept.push((path.to_path_buf(), size, why));
+            plan.kept.push((path.to_path_buf(), why));
         };
-        for (path, size) in &day.other {
-            keep(&mut plan, path, *size, KeptReason::NotPerFlight);
+        for path in &day.other {
+            keep(&mut plan, path, KeptReason::NotPerFlight);
         }
         let listed = state.listed.get(date);
         for c in &day.copies {
@@ -371,7 +360,7 @@ fn plan_prune(walk: &CacheWalk, state: &BucketState) -> PrunePlan {
                 Some(_) => None,
             };
             match why {
-                Some(why) => keep(&mut plan, &c.path, c.size, why),
+                Some(why) => keep(&mut plan, &c.path, why),
                 None => {
                     report.to_delete += 1;
                     report.bytes_to_free += c.size;
@@ -510,7 +499,7 @@ pub async fn prune(store: &impl Store, opts: &PruneOptions) -> Result<PruneRepor
             .collect(),
         ..Default::default()
     };
-    for (path, _, why) in &plan.kept {
+    for (path, why) in &plan.kept {
         r.keep(path, *why);
     }
     if opts.dry_run {
@@ -653,11 +642,11 @@ mod tests {
                 d(date),
                 CacheDay {
                     copies: vec![copy(date, U1), copy(date, U2)],
-                    other: vec![(PathBuf::from("x/_SUCCESS"), 0)],
+                    other: vec![PathBuf::from("x/_SUCCESS")],
                 },
             );
         }
-        walk.outside.push((PathBuf::from("lost+found"), 0));
+        walk.outside.push(PathBuf::from("lost+found"));
         let mut state = BucketState { watermark: Some(d("2026-07-19")), ..Default::default() };
         state.blocked.insert(d("2026-07-19"), "live manifest m".into());
         assert_eq!(dates_to_list(&walk, &state), [d("2026-07-17"), d("2026-07-18")]);
@@ -679,7 +668,7 @@ mod tests {
         assert_eq!(why("2026-07-18"), BTreeMap::from([(NotPerFlight, 1), (FlightNotListed, 1)]));
         assert_eq!(why("2026-07-19"), BTreeMap::from([(NotPerFlight, 1), (Blocked, 2)]));
         assert_eq!(why("2026-07-20"), BTreeMap::from([(NotPerFlight, 1), (AfterWatermark, 2)]));
-        assert!(plan.kept.iter().any(|k| k.2 == OutsideLayout));
+        assert!(plan.kept.iter().any(|k| k.1 == OutsideLayout));
         // Without a watermark nothing is listed or deleted.
         let none = BucketState::default();
         assert!(dates_to_list(&walk, &none).is_empty());
