@@ -4,6 +4,6 @@
 pub mod audit;
 pub mod progress;
 pub mod prune;
-pub mod render;
+pub(crate) mod render;
 pub mod run;
 pub mod status;
