@@ -5,7 +5,7 @@
 //! [`crate::data::input`]) and counts rows as the parity gate does. A date it could not finish
 //! (an S3 error after retries, or an input that changed twice while read: a run was folding the
 //! day) is in [`AuditReport::unfinished`]; the deadline leaves [`AuditReport::resume_date`].
-//! Memory per date does not grow with its files or flights ([`audit_day`]).
+//! Memory per date does not grow with its files or flights (`audit_day`).
 //! ```
 //! use archive_compaction::commands::audit::{audit, AuditOptions, AuditStatus};
 //! use archive_compaction::infra::storage::MemoryStore;

@@ -386,7 +386,7 @@ pub struct PruneReport {
     pub watermark: Option<NaiveDate>,
     /// `year=/month=/day=/` folders looked at.
     pub dates_looked_at: u64,
-    /// Of them, dates whose S3 listings were compared ([`dates_to_list`]).
+    /// Of them, dates whose S3 listings were compared (`dates_to_list`).
     pub dates_listed: u64,
     /// Blocked dates among the folders, with why.
     pub dates_blocked: BTreeMap<NaiveDate, String>,
