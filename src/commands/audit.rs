@@ -327,11 +327,10 @@ pub async fn audit(
         dates: dates.len() as u64,
         ..AuditReport::default()
     };
-    if let Some(bar) = &opts.bar {
-        bar.set_length(dates.len() as u64);
-        bar.set_position(0);
-        bar.set_message("auditing");
-    }
+    let bar = opts.bar.clone().unwrap_or_else(indicatif::ProgressBar::hidden);
+    bar.set_length(dates.len() as u64);
+    bar.set_position(0);
+    bar.set_message("auditing");
     let reader = &Reader {
         store,
         gets: &Semaphore::new(config.read_concurrency.max(1)),
@@ -351,18 +350,11 @@ pub async fn audit(
         .boxed();
     while let Some((date, outcome)) = days.next().await {
         add_date(&mut report, date, outcome);
-        if let Some(bar) = &opts.bar {
-            bar.inc(1);
-            bar.set_message(format!(
-                "{date}: {} finding(s) so far",
-                report.totals.findings.total()
-            ));
-        }
+        bar.inc(1);
+        bar.set_message(format!("{date}: {} finding(s) so far", report.totals.findings.total()));
     }
     drop(days);
-    if let Some(bar) = &opts.bar {
-        bar.finish_and_clear();
-    }
+    bar.finish_and_clear();
     report.totals.findings = std::mem::take(&mut report.totals.findings).with_fixes();
     report.status = if !report.unfinished.is_empty() || report.resume_date.is_some() {
         AuditStatus::Incomplete
@@ -480,7 +472,8 @@ async fn read_index<'a>(
         .buffered(FILES_IN_FLIGHT)
         .boxed();
     while let Some((meta, read)) = reads.try_next().await? {
-        if add_file(&mut h, day, meta, false, false, read)?.is_some() {
+        day.multi_row_bytes += meta.size;
+        if add_file(&mut h, day, meta, false, read)?.is_some() {
             h.held.multi_row.push(&meta.key);
         }
     }
@@ -529,7 +522,7 @@ async fn per_flight_pages(
                 .buffered(FILES_IN_FLIGHT)
                 .boxed();
             while let Some((u, meta, read)) = reads.try_next().await? {
-                if let Some(n) = add_file(h, day, meta, true, beside, read)? {
+                if let Some(n) = add_file(h, day, meta, beside, read)? {
                     h.per_flight.push((*u, n))?;
                     if meta.key != format!("{prefix}{u}.parquet") {
                         h.held.other_names.insert(n, meta.key.clone());
@@ -557,21 +550,18 @@ async fn per_flight_pages(
     Ok(())
 }
 
-/// Counts one index file's read into `day` and its rows into `h`: its number, `None` if unreadable.
+/// Counts one index file's read into `day` and its rows into `h` (`beside`: a per-flight file in a
+/// partition with a compacted one): its number, `None` if unreadable.
 fn add_file(
     h: &mut Holding<'_>,
     day: &mut DayAudit,
     meta: &ObjectMeta,
-    per_flight: bool,
     beside: bool,
     read: ColumnRead,
 ) -> Result<Option<u32>> {
     let date = day.date;
     day.requests += read.requests;
     day.bytes_read += read.bytes_read;
-    if !per_flight {
-        day.multi_row_bytes += meta.size;
-    }
     let rows = match read.outcome {
         Err(reason) => {
             day.findings.unreadable_files.add(|| FileExample {
@@ -591,7 +581,7 @@ fn add_file(
     }
     day.findings.orphans.absorb(&rows.orphans);
     day.findings.other_day_rows.absorb(&rows.other_day);
-    if per_flight && beside {
+    if beside {
         day.findings.per_flight_beside_compacted.add(|| FileExample {
             date,
             file: meta.key.clone(),
