@@ -637,7 +637,6 @@ pub fn format_human(s: &StatusReport) -> String {
 }
 
 fn lag_text(s: &StatusReport) -> String {
-    let unknown = s.state_unreadable;
     match (s.watermark_lag_days, s.watermark_ahead_days) {
         (_, Some(n)) => format!(
             "watermark {n} day(s) AHEAD of today's cutoff: no run compacts anything until last_compacted_date is set back to the last date really compacted, or watermark.json is deleted to start over"
@@ -652,7 +651,7 @@ fn lag_text(s: &StatusReport) -> String {
         (Some(0), None) => "0 days: up to date".to_string(),
         (Some(1), None) => "1 day behind the cutoff".to_string(),
         (Some(n), None) => format!("{n} days behind the cutoff"),
-        (None, None) if unknown => "unknown".to_string(),
+        (None, None) if s.state_unreadable => "unknown".to_string(),
         (None, None) => "unknown (no watermark)".to_string(),
     }
 }
