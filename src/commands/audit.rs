@@ -618,18 +618,11 @@ async fn find_missing(
     let mut holding = holding_flights(&held.rows).peekable();
     for u in flights.iter() {
         let u = u?;
-        let is_held = loop {
-            match holding.peek() {
-                Some(Ok(h)) if *h < u => _ = holding.next(),
-                Some(Ok(h)) => break *h == u,
-                Some(Err(_)) => {
-                    return Err(holding.next().and_then(Result::err).expect("an error"));
-                }
-                None => break false,
-            }
-        };
-        if is_held {
-            continue;
+        while holding.next_if(|h| h.as_ref().is_ok_and(|h| *h < u)).is_some() {}
+        match holding.peek() {
+            Some(Ok(h)) if *h == u => continue,
+            Some(Err(_)) => return Err(holding.next().and_then(Result::err).expect("an error")),
+            _ => {}
         }
         day.findings.missing.add(|| {
             examples.insert(u);
