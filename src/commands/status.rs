@@ -578,14 +578,11 @@ async fn mismatch_status(
 pub fn format_age(seconds: i64) -> String {
     let s = seconds.unsigned_abs();
     let (d, h, m, sec) = (s / 86_400, s % 86_400 / 3600, s % 3600 / 60, s % 60);
-    if d > 0 {
-        format!("{d}d {h}h")
-    } else if h > 0 {
-        format!("{h}h {m}m")
-    } else if m > 0 {
-        format!("{m}m {sec}s")
-    } else {
-        format!("{sec}s")
+    match (d, h, m) {
+        (1.., _, _) => format!("{d}d {h}h"),
+        (0, 1.., _) => format!("{h}h {m}m"),
+        (0, 0, 1..) => format!("{m}m {sec}s"),
+        _ => format!("{sec}s"),
     }
 }
 
