@@ -1,4 +1,5 @@
-//! The human text of `status`, `audit` and `prune-cache`, laid out in one place. Pure.
+//! The human text of `status` and `audit`, laid out in one place (`prune-cache` prints one
+//! line). Pure.
 
 use std::fmt::{Display, Write as _};
 
