@@ -244,13 +244,7 @@ pub trait Store: Send + Sync {
 
     /// Reads a whole object, or `None` when the key does not exist.
     fn get_opt(&self, key: &str) -> impl Future<Output = Result<Option<Fetched>>> + Send {
-        async move {
-            match self.get(key).await {
-                Ok(f) => Ok(Some(f)),
-                Err(e) if e.is_not_found() => Ok(None),
-                Err(e) => Err(e),
-            }
-        }
+        async move { found(self.get(key).await) }
     }
 
     /// Bytes `range` (end excluded, clipped to the object's end) of an object,
@@ -295,11 +289,8 @@ pub trait Store: Send + Sync {
         mode: PutMode,
         sha256_b64: Option<&str>,
     ) -> impl Future<Output = Result<String>> + Send {
-        let request = PutRequest {
-            mode,
-            sha256_b64: sha256_b64.map(str::to_string),
-            metadata: BTreeMap::new(),
-        };
+        let request =
+            PutRequest { sha256_b64: sha256_b64.map(str::to_string), ..PutRequest::new(mode) };
         self.put_object(key, body, request)
     }
 
@@ -357,6 +348,15 @@ fn check_if_match(bucket: &str, key: &str, if_match: Option<&str>, etag: &str) -
             key: key.to_string(),
         }),
         _ => Ok(()),
+    }
+}
+
+/// `answer`, a missing key (404) as `None`.
+fn found<T>(answer: Result<T>) -> Result<Option<T>> {
+    match answer {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
     }
 }
 

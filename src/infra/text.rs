@@ -37,7 +37,15 @@ pub fn quote(s: &str) -> String {
 /// [`quote`] without the quotes, escaping only [`is_unsafe`] characters: for
 /// keys printed bare (`s3://bucket/key`).
 pub fn escape(s: &str) -> String {
-    escape_within(s, QUOTED_CHARS_MAX)
+    let (head, cut) = split_at_chars(s, QUOTED_CHARS_MAX);
+    let mut out = String::with_capacity(head.len() + 16);
+    for c in head.chars() {
+        push_escaped(&mut out, c);
+    }
+    if cut {
+        out.push_str(&format!("…({} bytes)", s.len()));
+    }
+    out
 }
 
 /// [`escape`] bounded to `max_bytes` of escaped text instead, before the suffix.
@@ -67,18 +75,6 @@ pub fn log_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> + 
         if field.name() == "message" { write!(w, "{v}") } else { write!(w, "{field}={v}") }
     })
     .delimited(" ")
-}
-
-fn escape_within(s: &str, max_chars: usize) -> String {
-    let (head, cut) = split_at_chars(s, max_chars);
-    let mut out = String::with_capacity(head.len() + 16);
-    for c in head.chars() {
-        push_escaped(&mut out, c);
-    }
-    if cut {
-        out.push_str(&format!("…({} bytes)", s.len()));
-    }
-    out
 }
 
 fn push_escaped(out: &mut String, c: char) {

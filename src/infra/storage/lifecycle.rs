@@ -4,7 +4,7 @@
 use super::S3Store;
 use crate::infra::error::Result;
 use aws_sdk_s3::error::ProvideErrorMetadata;
-use aws_sdk_s3::types::{BucketVersioningStatus, ExpirationStatus, LifecycleRule};
+use aws_sdk_s3::types::{ExpirationStatus, LifecycleRule};
 
 /// What `status` needs of the bucket's configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -85,30 +85,15 @@ impl S3Store {
     /// permissions); no lifecycle configuration is no error.
     pub async fn bucket_lifecycle(&self) -> Result<BucketLifecycle> {
         // The rules first: a denial names the first permission missing.
-        let rules = match self
-            .client
-            .get_bucket_lifecycle_configuration()
-            .bucket(&self.bucket)
-            .send()
-            .await
-        {
+        let sent = self.client.get_bucket_lifecycle_configuration().bucket(&self.bucket).send();
+        let rules = match sent.await {
             Ok(out) => out.rules().iter().filter_map(summary).collect(),
             Err(e) if e.code() == Some("NoSuchLifecycleConfiguration") => Vec::new(),
             Err(e) => return Err(self.err("GetBucketLifecycleConfiguration", "", e)),
         };
-        let versioning = self
-            .client
-            .get_bucket_versioning()
-            .bucket(&self.bucket)
-            .send()
-            .await
-            .map_err(|e| self.err("GetBucketVersioning", "", e))?
-            .status()
-            .map(|s| match s {
-                BucketVersioningStatus::Enabled => "Enabled".to_string(),
-                BucketVersioningStatus::Suspended => "Suspended".to_string(),
-                other => other.as_str().to_string(),
-            });
+        let sent = self.client.get_bucket_versioning().bucket(&self.bucket).send();
+        let versioning = self.answer("GetBucketVersioning", "", sent).await?;
+        let versioning = versioning.status().map(|s| s.as_str().to_string());
         Ok(BucketLifecycle { versioning, rules })
     }
 }

@@ -37,7 +37,7 @@ use chrono::{DateTime, Utc};
 
 use super::{
     DELETE_BATCH_MAX, DeleteFailure, Fetched, Head, ListPage, ObjectMeta, PutMode, PutRequest,
-    Store, sha256_b64,
+    Store, etag_eq, sha256_b64,
 };
 use crate::infra::clock::{Clock, SystemClock};
 use crate::infra::error::{Error, Result};
@@ -79,6 +79,24 @@ struct State {
     failing_gets: std::collections::BTreeSet<String>,
     /// Keys S3 refuses to delete ([`MemoryStore::deny_deletes`]).
     denied_deletes: std::collections::BTreeSet<String>,
+}
+
+impl State {
+    fn generation(&self, key: &str) -> u64 {
+        self.generation.get(key).copied().unwrap_or(0)
+    }
+
+    fn bump(&mut self, key: &str) {
+        *self.generation.entry(key.to_string()).or_default() += 1;
+    }
+
+    /// Removes `key`'s current version, if any, logged as deleted by `op`.
+    fn remove(&mut self, key: &str, op: &'static str) {
+        if let Some(o) = self.objects.remove(key) {
+            self.bump(key);
+            self.deleted.push(DeletedVersion { key: key.to_string(), etag: o.etag, op });
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -136,21 +154,13 @@ impl MemoryStore {
     /// The same bucket, seen through a client that sends at most `n` keys
     /// per DeleteObjects (clamped to 1..=[`DELETE_BATCH_MAX`]).
     pub fn with_delete_batch_size(&self, n: usize) -> MemoryStore {
-        MemoryStore {
-            inner: self.inner.clone(),
-            delete_batch_size: n.clamp(1, DELETE_BATCH_MAX),
-            ..self.clone()
-        }
+        MemoryStore { delete_batch_size: n.clamp(1, DELETE_BATCH_MAX), ..self.clone() }
     }
 
     /// The same bucket, listed `n` keys a page (clamped to
     /// 1..=[`LIST_PAGE_MAX`]), for multi-page listings with a few objects.
     pub fn with_list_page_size(&self, n: usize) -> MemoryStore {
-        MemoryStore {
-            inner: self.inner.clone(),
-            list_page_size: n.clamp(1, LIST_PAGE_MAX),
-            ..self.clone()
-        }
+        MemoryStore { list_page_size: n.clamp(1, LIST_PAGE_MAX), ..self.clone() }
     }
 
     /// The same bucket through a connection that loses the answer of every
@@ -297,10 +307,6 @@ impl MemoryStore {
         }
     }
 
-    fn bump(st: &mut State, key: &str) {
-        *st.generation.entry(key.to_string()).or_default() += 1;
-    }
-
     async fn put_inner(&self, key: &str, body: Bytes, request: PutRequest) -> Result<String> {
         self.count("PutObject");
         if let Some(sum) = &request.sha256_b64
@@ -315,36 +321,32 @@ impl MemoryStore {
                 false,
             ));
         }
-        let started = self.state().generation.get(key).copied().unwrap_or(0);
+        let started = self.state().generation(key);
         // The request is in flight: other requests may complete meanwhile.
         tokio::task::yield_now().await;
         let mut st = self.state();
-        let now_gen = st.generation.get(key).copied().unwrap_or(0);
-        let existing = st.objects.get(key);
-        match &request.mode {
-            PutMode::Create => {
-                if existing.is_some() {
-                    return Err(self.precondition("PutObject", key));
-                }
-                if now_gen != started {
-                    return Err(self.conflict("PutObject", key));
-                }
-            }
-            PutMode::Update(etag) => {
-                match existing {
-                    None if now_gen != started => return Err(self.conflict("PutObject", key)),
-                    None => return Err(self.not_found("PutObject", key)),
-                    Some(o) if !super::etag_eq(&o.etag, etag) => {
-                        return Err(self.precondition("PutObject", key));
-                    }
-                    Some(_) => {}
-                }
-                if now_gen != started {
-                    return Err(self.conflict("PutObject", key));
-                }
-            }
-        }
-        let etag = self.new_etag(&mut st, &body);
+        let moved = st.generation(key) != started;
+        let refusal = match (&request.mode, st.objects.get(key)) {
+            (PutMode::Create, Some(_)) => Self::precondition,
+            (PutMode::Update(etag), Some(o)) if !etag_eq(&o.etag, etag) => Self::precondition,
+            _ if moved => Self::conflict,
+            (PutMode::Update(_), None) => Self::not_found,
+            _ => return Ok(self.write(&mut st, key, body, request)),
+        };
+        Err(refusal(self, "PutObject", key))
+    }
+
+    /// Stores `body` as `key`'s new version with `request`'s checksum and metadata (its condition
+    /// already checked); returns the ETag.
+    fn write(&self, st: &mut State, key: &str, body: Bytes, request: PutRequest) -> String {
+        st.puts += 1;
+        let etag = if self.inner.sse_kms {
+            let mut salted = format!("sse-kms:{}:", st.puts).into_bytes();
+            salted.extend_from_slice(&body);
+            md5_etag(&salted)
+        } else {
+            md5_etag(&body)
+        };
         let object = Object {
             etag: etag.clone(),
             last_modified: self.now(),
@@ -353,18 +355,8 @@ impl MemoryStore {
             body,
         };
         st.objects.insert(key.to_string(), object);
-        Self::bump(&mut st, key);
-        Ok(etag)
-    }
-
-    fn new_etag(&self, st: &mut State, body: &[u8]) -> String {
-        st.puts += 1;
-        if !self.inner.sse_kms {
-            return md5_etag(body);
-        }
-        let mut salted = format!("sse-kms:{}:", st.puts).into_bytes();
-        salted.extend_from_slice(body);
-        md5_etag(&salted)
+        st.bump(key);
+        etag
     }
 
     fn conflict(&self, op: &'static str, key: &str) -> Error {
@@ -380,25 +372,14 @@ impl MemoryStore {
 
     /// An unconditional PUT, as the archive writer does (returns the ETag).
     pub fn put_now(&self, key: &str, body: Bytes) -> String {
-        let mut st = self.state();
-        let etag = self.new_etag(&mut st, &body);
-        let object = Object {
-            etag: etag.clone(),
-            last_modified: self.now(),
-            sha256: None,
-            metadata: BTreeMap::new(),
-            body,
-        };
-        st.objects.insert(key.to_string(), object);
-        Self::bump(&mut st, key);
-        etag
+        self.write(&mut self.state(), key, body, PutRequest::new(PutMode::Create))
     }
 
     /// A delete by someone other than the job: not logged in [`MemoryStore::deleted`].
     pub fn remove_now(&self, key: &str) {
         let mut st = self.state();
         st.objects.remove(key);
-        Self::bump(&mut st, key);
+        st.bump(key);
     }
 }
 
@@ -463,12 +444,9 @@ impl Store for MemoryStore {
         if !self.lose_answers {
             return self.put_inner(key, body, request).await;
         }
-        let first = self.put_inner(key, body.clone(), request.clone()).await;
-        match first {
-            // Applied, the answer lost: the retry's answer is what the caller gets.
-            Ok(_) => self.put_inner(key, body, request).await,
-            Err(e) => Err(e),
-        }
+        self.put_inner(key, body.clone(), request.clone()).await?;
+        // Applied, the answer lost: the retry's answer is what the caller gets.
+        self.put_inner(key, body, request).await
     }
 
     async fn delete(&self, key: &str, if_match: Option<&str>) -> Result<()> {
@@ -484,19 +462,11 @@ impl Store for MemoryStore {
                 false,
             ));
         }
-        let Some(o) = st.objects.get(key) else {
-            // 204 without a condition; 404 with one, which S3Store maps to Ok too.
-            return Ok(());
-        };
-        if let Some(etag) = if_match
-            && !super::etag_eq(&o.etag, etag)
-        {
+        if st.objects.get(key).zip(if_match).is_some_and(|(o, etag)| !etag_eq(&o.etag, etag)) {
             return Err(self.precondition("DeleteObject", key));
         }
-        let etag = o.etag.clone();
-        st.objects.remove(key);
-        Self::bump(&mut st, key);
-        st.deleted.push(DeletedVersion { key: key.to_string(), etag, op: "DeleteObject" });
+        // A missing key: 204 without a condition; 404 with one, which S3Store maps to Ok too.
+        st.remove(key, "DeleteObject");
         Ok(())
     }
 
@@ -509,29 +479,20 @@ impl Store for MemoryStore {
         let mut st = self.state();
         let mut failures = Vec::new();
         for (key, etag) in batch {
-            if st.denied_deletes.contains(key) {
-                failures.push(DeleteFailure {
-                    key: key.clone(),
-                    code: "AccessDenied".into(),
-                    message: "Access Denied".into(),
-                });
-                continue;
-            }
-            let Some(o) = st.objects.get(key) else {
+            let (code, message) = if st.denied_deletes.contains(key) {
+                ("AccessDenied", "Access Denied")
+            } else if st.objects.get(key).is_some_and(|o| !etag_eq(&o.etag, etag)) {
+                (
+                    "PreconditionFailed",
+                    "At least one of the pre-conditions you specified did not hold",
+                )
+            } else {
+                // A missing key counts as deleted.
+                st.remove(key, "DeleteObjects");
                 continue;
             };
-            if !super::etag_eq(&o.etag, etag) {
-                failures.push(DeleteFailure {
-                    key: key.clone(),
-                    code: "PreconditionFailed".into(),
-                    message: "At least one of the pre-conditions you specified did not hold".into(),
-                });
-                continue;
-            }
-            let etag = o.etag.clone();
-            st.objects.remove(key);
-            Self::bump(&mut st, key);
-            st.deleted.push(DeletedVersion { key: key.clone(), etag, op: "DeleteObjects" });
+            let (code, message) = (code.into(), message.into());
+            failures.push(DeleteFailure { key: key.clone(), code, message });
         }
         Ok(failures)
     }

@@ -1,6 +1,10 @@
 //! [`S3Store`]: the [`Store`] over aws-sdk-s3, one bucket. Every call is bounded by the store's
 //! deadline ([`Store::until`]); SDK errors become [`Error`] in [`super::s3_error`].
 
+use aws_sdk_s3::error::BuildError;
+use aws_sdk_s3::operation::list_objects_v2::ListObjectsV2Output;
+use aws_sdk_s3::operation::list_objects_v2::builders::ListObjectsV2FluentBuilder;
+
 use super::s3_error::no_message;
 use super::*;
 
@@ -58,11 +62,6 @@ impl S3Store {
             multipart_part_size: MULTIPART_PART_DEFAULT,
             deadline: None,
         }
-    }
-
-    /// The deadline every call of this store ends by ([`Store::until`]).
-    pub fn deadline(&self) -> Option<Instant> {
-        self.deadline
     }
 
     /// `call`, bounded by the store's deadline: [`Error::Deadline`] naming `op` and `key` when it
@@ -163,11 +162,21 @@ impl S3Store {
         Error::s3(op, &self.bucket, key, code, message, transient)
     }
 
-    /// ListObjectsV2 of `prefix` with `encoding-type=url` ([`decode_listed`]).
-    fn list_request(
+    /// The answer to request `op` on `key`, an error as [`S3Store::err`].
+    pub(super) async fn answer<T, E>(
         &self,
-        prefix: &str,
-    ) -> aws_sdk_s3::operation::list_objects_v2::builders::ListObjectsV2FluentBuilder {
+        op: &'static str,
+        key: &str,
+        sent: impl Future<Output = std::result::Result<T, SdkError<E>>>,
+    ) -> Result<T>
+    where
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+    {
+        sent.await.map_err(|e| self.err(op, key, e))
+    }
+
+    /// ListObjectsV2 of `prefix` with `encoding-type=url` ([`decode_listed`]).
+    fn list_request(&self, prefix: &str) -> ListObjectsV2FluentBuilder {
         self.client
             .list_objects_v2()
             .bucket(&self.bucket)
@@ -175,18 +184,39 @@ impl S3Store {
             .encoding_type(EncodingType::Url)
     }
 
-    /// A listed object with its key decoded; `None` without a key.
-    /// Errors: [`Error::S3`] (code `KeyEncoding`) when the key does not decode to UTF-8.
-    fn object_meta(
+    /// Every page of ListObjectsV2 of `prefix` (split at `delimiter`), each through `each`.
+    async fn all_pages<T>(
         &self,
         prefix: &str,
-        o: &aws_sdk_s3::types::Object,
-    ) -> Result<Option<ObjectMeta>> {
-        let Some(mut meta) = object_meta(o) else {
-            return Ok(None);
-        };
-        meta.key = self.decode(prefix, &meta.key)?;
-        Ok(Some(meta))
+        delimiter: Option<&str>,
+        each: impl Fn(&ListObjectsV2Output) -> Result<Vec<T>>,
+    ) -> Result<Vec<T>> {
+        let req = self.list_request(prefix).set_delimiter(delimiter.map(str::to_string));
+        let mut pages = req.into_paginator().send();
+        let mut out = Vec::new();
+        while let Some(page) = pages.next().await {
+            out.extend(each(&page.map_err(|e| self.err("ListObjectsV2", prefix, e))?)?);
+        }
+        Ok(out)
+    }
+
+    /// A page's objects that have a key, keys decoded.
+    /// Errors: [`Error::S3`] (code `KeyEncoding`) when a key does not decode to UTF-8.
+    fn objects(&self, prefix: &str, page: &ListObjectsV2Output) -> Result<Vec<ObjectMeta>> {
+        let keyed = page.contents().iter().filter_map(|o| Some((o, o.key()?)));
+        keyed
+            .map(|(o, key)| {
+                Ok(ObjectMeta {
+                    key: self.decode(prefix, key)?,
+                    etag: o.e_tag().unwrap_or_default().to_string(),
+                    size: o.size().unwrap_or(0).max(0) as u64,
+                    last_modified: o
+                        .last_modified()
+                        .and_then(|t| DateTime::from_timestamp(t.secs(), t.subsec_nanos()))
+                        .unwrap_or_default(),
+                })
+            })
+            .collect()
     }
 
     /// [`decode_listed`], its failure as [`Error::S3`] naming the listing.
@@ -216,12 +246,8 @@ impl S3Store {
                     .range(format!("bytes={}-{}", r.start, r.end - 1))
                     .set_if_match(if_match.map(str::to_string));
             }
-            let out = req
-                .customize()
-                .config_override(attempt_config(0))
-                .send()
-                .await
-                .map_err(|e| self.err("GetObject", key, e))?;
+            let sent = req.customize().config_override(attempt_config(0)).send();
+            let out = self.answer("GetObject", key, sent).await?;
             self.read_body(key, out, if_match).await
         };
         read.retry(
@@ -280,22 +306,16 @@ impl S3Store {
             parts = ranges.len(),
             "uploading as a multipart upload"
         );
-        let mut req = self
+        let req = self
             .client
             .create_multipart_upload()
             .bucket(&self.bucket)
             .key(key)
             .set_metadata(metadata)
+            .set_content_type(content_type(key))
             .checksum_algorithm(ChecksumAlgorithm::Sha256);
-        if key.ends_with(".json") {
-            req = req.content_type("application/json");
-        }
-        let created = req
-            .customize()
-            .config_override(attempt_config(0))
-            .send()
-            .await
-            .map_err(|e| self.err("CreateMultipartUpload", key, e))?;
+        let sent = req.customize().config_override(attempt_config(0)).send();
+        let created = self.answer("CreateMultipartUpload", key, sent).await?;
         let Some(upload_id) = created.upload_id().map(str::to_string) else {
             return Err(Error::s3(
                 "CreateMultipartUpload",
@@ -308,16 +328,10 @@ impl S3Store {
         };
         let result = self.upload_parts_and_complete(key, &upload_id, &body, ranges, mode).await;
         if result.is_err() {
-            let abort = self
-                .client
-                .abort_multipart_upload()
-                .bucket(&self.bucket)
-                .key(key)
-                .upload_id(&upload_id)
-                .send()
-                .await;
-            if let Err(e) = abort {
-                tracing::warn!(key, upload_id, error = %self.err("AbortMultipartUpload", key, e),
+            let abort = self.client.abort_multipart_upload().bucket(&self.bucket).key(key);
+            let sent = abort.upload_id(&upload_id).send();
+            if let Err(e) = self.answer("AbortMultipartUpload", key, sent).await {
+                tracing::warn!(key, upload_id, error = %e,
                     "could not abort the failed multipart upload; the bucket's lifecycle rule will remove it");
             }
         }
@@ -340,7 +354,7 @@ impl S3Store {
                 let part_len = part.len() as u64;
                 async move {
                     let sum = sha256_b64(&part);
-                    let out = self
+                    let req = self
                         .client
                         .upload_part()
                         .bucket(&self.bucket)
@@ -348,12 +362,9 @@ impl S3Store {
                         .upload_id(upload_id)
                         .part_number(number)
                         .checksum_sha256(&sum)
-                        .body(ByteStream::from(part))
-                        .customize()
-                        .config_override(attempt_config(part_len))
-                        .send()
-                        .await
-                        .map_err(|e| self.err("UploadPart", key, e))?;
+                        .body(ByteStream::from(part));
+                    let sent = req.customize().config_override(attempt_config(part_len)).send();
+                    let out = self.answer("UploadPart", key, sent).await?;
                     Ok::<_, Error>(
                         CompletedPart::builder()
                             .part_number(number)
@@ -377,44 +388,29 @@ impl S3Store {
             PutMode::Create => req.if_none_match("*"),
             PutMode::Update(etag) => req.if_match(etag),
         };
-        let out = req
-            .customize()
-            .config_override(attempt_config(0))
-            .send()
-            .await
-            .map_err(|e| self.err("CompleteMultipartUpload", key, e))?;
+        let sent = req.customize().config_override(attempt_config(0)).send();
+        let out = self.answer("CompleteMultipartUpload", key, sent).await?;
         Ok(out.e_tag().unwrap_or_default().to_string())
     }
 
     async fn delete_once(&self, objects: &[(String, String)]) -> Result<Vec<DeleteFailure>> {
+        let first = objects.first().map_or("", |o| o.0.as_str());
+        let unbuilt = |key: &str, e: BuildError| {
+            Error::s3("DeleteObjects", &self.bucket, key, "construction", e.to_string(), false)
+        };
         let ids = objects
             .iter()
             .map(|(k, etag)| ObjectIdentifier::builder().key(k).e_tag(etag).build())
             .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| {
-                Error::s3(
-                    "DeleteObjects",
-                    &self.bucket,
-                    objects.first().map_or("", |o| o.0.as_str()),
-                    "construction",
-                    e.to_string(),
-                    false,
-                )
-            })?;
-        let delete = Delete::builder().set_objects(Some(ids)).quiet(true).build().map_err(|e| {
-            Error::s3("DeleteObjects", &self.bucket, "", "construction", e.to_string(), false)
-        })?;
-        let first = objects.first().map(|o| o.0.as_str()).unwrap_or_default();
-        let out = self
-            .client
-            .delete_objects()
-            .bucket(&self.bucket)
-            .delete(delete)
-            .customize()
-            .config_override(attempt_config(0))
-            .send()
-            .await
-            .map_err(|e| self.err("DeleteObjects", first, e))?;
+            .map_err(|e| unbuilt(first, e))?;
+        let delete = Delete::builder()
+            .set_objects(Some(ids))
+            .quiet(true)
+            .build()
+            .map_err(|e| unbuilt("", e))?;
+        let req = self.client.delete_objects().bucket(&self.bucket).delete(delete);
+        let sent = req.customize().config_override(attempt_config(0)).send();
+        let out = self.answer("DeleteObjects", first, sent).await?;
         Ok(out
             .errors()
             .iter()
@@ -425,20 +421,6 @@ impl S3Store {
             })
             .collect())
     }
-}
-
-fn object_meta(o: &aws_sdk_s3::types::Object) -> Option<ObjectMeta> {
-    let key = o.key()?;
-    let last_modified = o
-        .last_modified()
-        .and_then(|t| DateTime::from_timestamp(t.secs(), t.subsec_nanos()))
-        .unwrap_or_default();
-    Some(ObjectMeta {
-        key: key.to_string(),
-        etag: o.e_tag().unwrap_or_default().to_string(),
-        size: o.size().unwrap_or(0).max(0) as u64,
-        last_modified,
-    })
 }
 
 impl Store for S3Store {
@@ -459,31 +441,16 @@ impl Store for S3Store {
     }
 
     fn list(&self, prefix: &str) -> impl Future<Output = Result<Vec<ObjectMeta>>> + Send {
-        self.bounded("ListObjectsV2", prefix, async move {
-            let mut pages = self.list_request(prefix).into_paginator().send();
-            let mut out = Vec::new();
-            while let Some(page) = pages.next().await {
-                let page = page.map_err(|e| self.err("ListObjectsV2", prefix, e))?;
-                for o in page.contents() {
-                    out.extend(self.object_meta(prefix, o)?);
-                }
-            }
-            Ok(out)
-        })
+        let all = self.all_pages(prefix, None, |page| self.objects(prefix, page));
+        self.bounded("ListObjectsV2", prefix, all)
     }
 
     fn list_prefixes(&self, prefix: &str) -> impl Future<Output = Result<Vec<String>>> + Send {
-        self.bounded("ListObjectsV2", prefix, async move {
-            let mut pages = self.list_request(prefix).delimiter("/").into_paginator().send();
-            let mut out = Vec::new();
-            while let Some(page) = pages.next().await {
-                let page = page.map_err(|e| self.err("ListObjectsV2", prefix, e))?;
-                for p in page.common_prefixes().iter().filter_map(|p| p.prefix()) {
-                    out.push(self.decode(prefix, p)?);
-                }
-            }
-            Ok(out)
-        })
+        let all = self.all_pages(prefix, Some("/"), |page| {
+            let common = page.common_prefixes().iter().filter_map(|p| p.prefix());
+            common.map(|p| self.decode(prefix, p)).collect()
+        });
+        self.bounded("ListObjectsV2", prefix, all)
     }
 
     fn list_page(
@@ -498,48 +465,31 @@ impl Store for S3Store {
                 .send()
                 .await
                 .map_err(|e| self.err("ListObjectsV2", prefix, e))?;
-            let mut objects = Vec::with_capacity(page.contents().len());
-            for o in page.contents() {
-                objects.extend(self.object_meta(prefix, o)?);
-            }
+            let objects = self.objects(prefix, &page)?;
             Ok(ListPage { objects, truncated: page.is_truncated().unwrap_or(false) })
         })
     }
 
     fn get(&self, key: &str) -> impl Future<Output = Result<Fetched>> + Send {
-        self.bounded("GetObject", key, async move { self.get_read(key, None, None).await })
+        self.bounded("GetObject", key, self.get_read(key, None, None))
     }
 
     /// With checksum mode on.
     fn head(&self, key: &str) -> impl Future<Output = Result<Option<Head>>> + Send {
         self.bounded("HeadObject", key, async move {
-            match self
-                .client
-                .head_object()
-                .bucket(&self.bucket)
-                .key(key)
-                .checksum_mode(ChecksumMode::Enabled)
-                .customize()
-                .config_override(attempt_config(0))
-                .send()
-                .await
-            {
-                Ok(h) => Ok(Some(Head {
-                    size: h.content_length().unwrap_or(0).max(0) as u64,
-                    etag: h.e_tag().unwrap_or_default().to_string(),
-                    checksum_sha256: h.checksum_sha256().map(str::to_string),
-                    metadata: h
-                        .metadata()
-                        .map(|m| {
-                            m.iter().map(|(k, v)| (k.to_ascii_lowercase(), v.clone())).collect()
-                        })
-                        .unwrap_or_default(),
-                })),
-                Err(e) => {
-                    let e = self.err("HeadObject", key, e);
-                    if e.is_not_found() { Ok(None) } else { Err(e) }
-                }
-            }
+            let req = self.client.head_object().bucket(&self.bucket).key(key);
+            let req = req.checksum_mode(ChecksumMode::Enabled).customize();
+            let sent = req.config_override(attempt_config(0)).send();
+            let Some(h) = found(self.answer("HeadObject", key, sent).await)? else {
+                return Ok(None);
+            };
+            let metadata = h.metadata().into_iter().flatten();
+            Ok(Some(Head {
+                size: h.content_length().unwrap_or(0).max(0) as u64,
+                etag: h.e_tag().unwrap_or_default().to_string(),
+                checksum_sha256: h.checksum_sha256().map(str::to_string),
+                metadata: metadata.map(|(k, v)| (k.to_ascii_lowercase(), v.clone())).collect(),
+            }))
         })
     }
 
@@ -568,7 +518,6 @@ impl Store for S3Store {
     ) -> impl Future<Output = Result<String>> + Send {
         self.bounded("PutObject", key, async move {
             let PutRequest { mode, sha256_b64, metadata } = request;
-            let sha256_b64 = sha256_b64.as_deref();
             let len = body.len() as u64;
             let metadata = (!metadata.is_empty()).then(|| metadata.into_iter().collect());
             if body.len() >= self.multipart_threshold {
@@ -580,40 +529,26 @@ impl Store for S3Store {
                 .bucket(&self.bucket)
                 .key(key)
                 .set_metadata(metadata)
+                .set_checksum_sha256(sha256_b64)
+                .set_content_type(content_type(key))
                 .body(ByteStream::from(body));
             req = match &mode {
                 PutMode::Create => req.if_none_match("*"),
                 PutMode::Update(etag) => req.if_match(etag),
             };
-            if let Some(sum) = sha256_b64 {
-                req = req.checksum_sha256(sum);
-            }
-            if key.ends_with(".json") {
-                req = req.content_type("application/json");
-            }
-            let out = req
-                .customize()
-                .config_override(attempt_config(len))
-                .send()
-                .await
-                .map_err(|e| self.err("PutObject", key, e))?;
+            let sent = req.customize().config_override(attempt_config(len)).send();
+            let out = self.answer("PutObject", key, sent).await?;
             Ok(out.e_tag().unwrap_or_default().to_string())
         })
     }
 
     fn delete(&self, key: &str, if_match: Option<&str>) -> impl Future<Output = Result<()>> + Send {
         self.bounded("DeleteObject", key, async move {
-            let mut req = self.client.delete_object().bucket(&self.bucket).key(key);
-            if let Some(etag) = if_match {
-                req = req.if_match(etag);
-            }
-            match req.customize().config_override(attempt_config(0)).send().await {
-                Ok(_) => Ok(()),
-                Err(e) => {
-                    let e = self.err("DeleteObject", key, e);
-                    if e.is_not_found() { Ok(()) } else { Err(e) }
-                }
-            }
+            let req = self.client.delete_object().bucket(&self.bucket).key(key);
+            let req = req.set_if_match(if_match.map(str::to_string)).customize();
+            let sent = req.config_override(attempt_config(0)).send();
+            found(self.answer("DeleteObject", key, sent).await)?;
+            Ok(())
         })
     }
 
@@ -682,6 +617,11 @@ impl Store for S3Store {
             Ok(failures)
             })
     }
+}
+
+/// `Content-Type: application/json` for a `.json` key; else none.
+fn content_type(key: &str) -> Option<String> {
+    key.ends_with(".json").then(|| "application/json".to_string())
 }
 
 /// A GetObject body that broke off ([`S3Store::body_err`]), as opposed to a request the SDK already

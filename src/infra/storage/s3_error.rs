@@ -70,7 +70,7 @@ pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
         }
         source = cause.source();
     }
-    let s: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let s = one_line_text(&s);
     match s.char_indices().nth(300) {
         Some((i, _)) => format!("{}…", &s[..i]),
         None => s,
