@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use chrono::NaiveDate;
 
+use crate::infra::text::escape;
+
 /// Result alias used throughout the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -22,11 +24,7 @@ pub enum Error {
 
     /// An S3 call failed after the SDK's retries.
     // Keys and messages escaped and bounded (crate::infra::text says why).
-    #[error(
-        "S3 {op} s3://{bucket}/{}: {code}: {}",
-        crate::infra::text::escape(.key),
-        crate::infra::text::escape(.message)
-    )]
+    #[error("S3 {op} s3://{bucket}/{}: {code}: {}", escape(.key), escape(.message))]
     S3 {
         /// The S3 operation, e.g. `GetObject`.
         op: &'static str,
@@ -46,7 +44,7 @@ pub enum Error {
     /// since it was read. Nothing was overwritten.
     #[error(
         "conditional {op} on s3://{bucket}/{} failed: the object changed since it was read (another writer?)",
-        crate::infra::text::escape(.key)
+        escape(.key)
     )]
     PreconditionFailed {
         /// The S3 operation.
@@ -293,7 +291,7 @@ pub enum Error {
     },
 
     /// The compacted output, read back with HeadObject, is not what was written.
-    #[error("verification of s3://{bucket}/{} failed: {reason}", crate::infra::text::escape(.key))]
+    #[error("verification of s3://{bucket}/{} failed: {reason}", escape(.key))]
     VerifyFailed {
         /// The bucket.
         bucket: String,

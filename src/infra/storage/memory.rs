@@ -30,6 +30,7 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -44,6 +45,26 @@ use crate::infra::error::{Error, Result};
 
 /// Keys (or common prefixes) per ListObjectsV2 page: S3's maximum and default.
 pub const LIST_PAGE_MAX: usize = 1000;
+
+/// An error answer as S3 words it: code, message, transient.
+struct Answer(&'static str, &'static str, bool);
+
+const NO_SUCH_KEY: Answer = Answer("NoSuchKey", "The specified key does not exist.", false);
+const ACCESS_DENIED: Answer = Answer("AccessDenied", "Access Denied", false);
+const PRECONDITION_FAILED: Answer = Answer(
+    "PreconditionFailed",
+    "At least one of the pre-conditions you specified did not hold",
+    false,
+);
+const CONFLICT: Answer = Answer(
+    "ConditionalRequestConflict",
+    "A conflicting operation occurred. If using PutObject you can retry the request.",
+    true,
+);
+const INTERNAL_ERROR: Answer =
+    Answer("InternalError", "We encountered an internal error. Please try again.", true);
+const BAD_DIGEST: Answer =
+    Answer("BadDigest", "The SHA256 you specified did not match the calculated checksum.", false);
 
 #[derive(Debug, Clone)]
 struct Object {
@@ -225,19 +246,16 @@ impl MemoryStore {
             .collect()
     }
 
-    fn not_found(&self, op: &'static str, key: &str) -> Error {
-        Error::s3(
-            op,
-            &self.inner.bucket,
-            key,
-            if op == "HeadObject" { "NotFound" } else { "NoSuchKey" },
-            "The specified key does not exist.",
-            false,
-        )
-    }
-
-    fn precondition(&self, op: &'static str, key: &str) -> Error {
-        Error::PreconditionFailed { op, bucket: self.inner.bucket.clone(), key: key.to_string() }
+    /// `answer` to `op` on `key`, as [`super::S3Store`] reports it (a 412 as
+    /// [`Error::PreconditionFailed`]).
+    fn refuse(&self, op: &'static str, key: &str, answer: Answer) -> Error {
+        let Answer(code, message, transient) = answer;
+        match code {
+            "PreconditionFailed" => {
+                Error::PreconditionFailed { op, bucket: self.inner.bucket.clone(), key: key.into() }
+            }
+            _ => Error::s3(op, &self.inner.bucket, key, code, message, transient),
+        }
     }
 
     /// One ListObjectsV2 page: (objects, prefixes, the last key or prefix, more).
@@ -251,13 +269,8 @@ impl MemoryStore {
         let st = self.state();
         let (mut objects, mut prefixes) = (Vec::new(), Vec::<String>::new());
         let mut last = None;
-        let range = st.objects.range::<str, _>((
-            match start_after {
-                Some(s) => std::ops::Bound::Excluded(s),
-                None => std::ops::Bound::Included(prefix),
-            },
-            std::ops::Bound::Unbounded,
-        ));
+        let from = start_after.map_or(Bound::Included(prefix), Bound::Excluded);
+        let range = st.objects.range::<str, _>((from, Bound::Unbounded));
         for (key, o) in range {
             if !key.starts_with(prefix) {
                 if key.as_str() > prefix {
@@ -294,12 +307,10 @@ impl MemoryStore {
         loop {
             let (o, p, last, more) = self.page_of(prefix, delimiter, after.as_deref());
             objects.extend(o);
-            for c in p {
-                if prefixes.last() != Some(&c) {
-                    prefixes.push(c);
-                }
-            }
+            prefixes.extend(p);
             if !more {
+                // A common prefix split over two pages is listed once.
+                prefixes.dedup();
                 return (objects, prefixes);
             }
             after = last;
@@ -312,14 +323,7 @@ impl MemoryStore {
         if let Some(sum) = &request.sha256_b64
             && *sum != sha256_b64(&body)
         {
-            return Err(Error::s3(
-                "PutObject",
-                &self.inner.bucket,
-                key,
-                "BadDigest",
-                "The SHA256 you specified did not match the calculated checksum.",
-                false,
-            ));
+            return Err(self.refuse("PutObject", key, BAD_DIGEST));
         }
         let started = self.state().generation(key);
         // The request is in flight: other requests may complete meanwhile.
@@ -327,13 +331,13 @@ impl MemoryStore {
         let mut st = self.state();
         let moved = st.generation(key) != started;
         let refusal = match (&request.mode, st.objects.get(key)) {
-            (PutMode::Create, Some(_)) => Self::precondition,
-            (PutMode::Update(etag), Some(o)) if !etag_eq(&o.etag, etag) => Self::precondition,
-            _ if moved => Self::conflict,
-            (PutMode::Update(_), None) => Self::not_found,
+            (PutMode::Create, Some(_)) => PRECONDITION_FAILED,
+            (PutMode::Update(etag), Some(o)) if !etag_eq(&o.etag, etag) => PRECONDITION_FAILED,
+            _ if moved => CONFLICT,
+            (PutMode::Update(_), None) => NO_SUCH_KEY,
             _ => return Ok(self.write(&mut st, key, body, request)),
         };
-        Err(refusal(self, "PutObject", key))
+        Err(self.refuse("PutObject", key, refusal))
     }
 
     /// Stores `body` as `key`'s new version with `request`'s checksum and metadata (its condition
@@ -357,17 +361,6 @@ impl MemoryStore {
         st.objects.insert(key.to_string(), object);
         st.bump(key);
         etag
-    }
-
-    fn conflict(&self, op: &'static str, key: &str) -> Error {
-        Error::s3(
-            op,
-            &self.inner.bucket,
-            key,
-            "ConditionalRequestConflict",
-            "A conflicting operation occurred. If using PutObject you can retry the request.",
-            true,
-        )
     }
 
     /// An unconditional PUT, as the archive writer does (returns the ETag).
@@ -414,18 +407,11 @@ impl Store for MemoryStore {
         self.count("GetObject");
         let st = self.state();
         if st.failing_gets.contains(key) {
-            return Err(Error::s3(
-                "GetObject",
-                &self.inner.bucket,
-                key,
-                "InternalError",
-                "We encountered an internal error. Please try again.",
-                true,
-            ));
+            return Err(self.refuse("GetObject", key, INTERNAL_ERROR));
         }
         match st.objects.get(key) {
             Some(o) => Ok(Fetched { body: o.body.clone(), etag: o.etag.clone() }),
-            None => Err(self.not_found("GetObject", key)),
+            None => Err(self.refuse("GetObject", key, NO_SUCH_KEY)),
         }
     }
 
@@ -453,17 +439,10 @@ impl Store for MemoryStore {
         self.count("DeleteObject");
         let mut st = self.state();
         if st.denied_deletes.contains(key) {
-            return Err(Error::s3(
-                "DeleteObject",
-                &self.inner.bucket,
-                key,
-                "AccessDenied",
-                "Access Denied",
-                false,
-            ));
+            return Err(self.refuse("DeleteObject", key, ACCESS_DENIED));
         }
         if st.objects.get(key).zip(if_match).is_some_and(|(o, etag)| !etag_eq(&o.etag, etag)) {
-            return Err(self.precondition("DeleteObject", key));
+            return Err(self.refuse("DeleteObject", key, PRECONDITION_FAILED));
         }
         // A missing key: 204 without a condition; 404 with one, which S3Store maps to Ok too.
         st.remove(key, "DeleteObject");
@@ -479,13 +458,10 @@ impl Store for MemoryStore {
         let mut st = self.state();
         let mut failures = Vec::new();
         for (key, etag) in batch {
-            let (code, message) = if st.denied_deletes.contains(key) {
-                ("AccessDenied", "Access Denied")
+            let Answer(code, message, _) = if st.denied_deletes.contains(key) {
+                ACCESS_DENIED
             } else if st.objects.get(key).is_some_and(|o| !etag_eq(&o.etag, etag)) {
-                (
-                    "PreconditionFailed",
-                    "At least one of the pre-conditions you specified did not hold",
-                )
+                PRECONDITION_FAILED
             } else {
                 // A missing key counts as deleted.
                 st.remove(key, "DeleteObjects");

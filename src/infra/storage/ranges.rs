@@ -156,7 +156,7 @@ pub fn name_cuts(prefix: &str, last: &str, day: NaiveDate) -> Vec<String> {
 pub trait Keep<T>: Fn(ObjectMeta) -> Result<Option<T>> + Copy + Send + Sync {}
 impl<T, F: Fn(ObjectMeta) -> Result<Option<T>> + Copy + Send + Sync> Keep<T> for F {}
 
-fn kept<T>(objects: Vec<ObjectMeta>, keep: impl Keep<T>) -> Result<Vec<T>> {
+fn kept<T>(objects: impl IntoIterator<Item = ObjectMeta>, keep: impl Keep<T>) -> Result<Vec<T>> {
     objects.into_iter().filter_map(|o| keep(o).transpose()).collect()
 }
 
@@ -176,9 +176,7 @@ async fn list_range<T>(
             return Ok(out);
         };
         let past = range.through.as_deref().is_some_and(|t| last.as_str() >= t);
-        let mut objects = page.objects;
-        objects.retain(|o| range.contains(&o.key));
-        out.extend(kept(objects, keep)?);
+        out.extend(kept(page.objects.into_iter().filter(|o| range.contains(&o.key)), keep)?);
         if past || !page.truncated {
             return Ok(out);
         }

@@ -75,18 +75,15 @@ impl S3Store {
         let Some(deadline) = self.deadline else {
             return call.await;
         };
-        match tokio::time::timeout_at(deadline.into(), call).await {
-            Ok(r) => r,
-            Err(_) => {
-                tracing::warn!(op, key, "S3 call not answered before the run's deadline; given up");
-                Err(Error::Deadline {
-                    op,
-                    bucket: self.bucket.clone(),
-                    key: key.to_string(),
-                    margin_s: S3_DEADLINE_MARGIN.as_secs(),
-                })
-            }
-        }
+        tokio::time::timeout_at(deadline.into(), call).await.unwrap_or_else(|_| {
+            tracing::warn!(op, key, "S3 call not answered before the run's deadline; given up");
+            Err(Error::Deadline {
+                op,
+                bucket: self.bucket.clone(),
+                key: key.to_string(),
+                margin_s: S3_DEADLINE_MARGIN.as_secs(),
+            })
+        })
     }
 
     /// Bodies of at least `threshold` bytes (0: every body) go up as multipart uploads in parts of
@@ -140,10 +137,8 @@ impl S3Store {
                 });
                 let transient = TRANSIENT_CODES.contains(&code.as_str())
                     || status.is_some_and(|s| s >= 500 || s == 429);
-                let message = match err.message().map(str::trim) {
-                    Some(m) if !m.is_empty() => m.to_string(),
-                    _ => no_message(status),
-                };
+                let message = err.message().map(str::trim).filter(|m| !m.is_empty());
+                let message = message.map_or_else(|| no_message(status), str::to_string);
                 (code, message, transient)
             }
             SdkError::TimeoutError(_) => ("timeout".into(), one_line(&e), true),
@@ -231,8 +226,10 @@ impl S3Store {
     }
 
     /// GetObject of `key` and its body; `If-Match` is sent only with a `range`, the answer's ETag
-    /// checked against `if_match` either way. A body that breaks off is read again,
-    /// [`BODY_ATTEMPTS`] times in all.
+    /// checked against `if_match` either way, before the body is read. A body that breaks off is
+    /// read again, [`BODY_ATTEMPTS`] times in all.
+    /// Errors: [`Error::PreconditionFailed`] on another ETag; a body that still breaks off
+    /// ([`S3Store::body_err`]).
     async fn get_read(
         &self,
         key: &str,
@@ -248,7 +245,20 @@ impl S3Store {
             }
             let sent = req.customize().config_override(attempt_config(0)).send();
             let out = self.answer("GetObject", key, sent).await?;
-            self.read_body(key, out, if_match).await
+            let etag = out.e_tag().unwrap_or_default().to_string();
+            check_if_match(&self.bucket, key, if_match, &etag)?;
+            let len = out.content_length().unwrap_or(0).max(0) as u64;
+            let limit = attempt_timeout(len);
+            let body = tokio::time::timeout(limit, out.body.collect())
+                .await
+                .map_err(|_| {
+                    self.body_err(
+                        key,
+                        format!("the body ({len} bytes) was not read within {} s", limit.as_secs()),
+                    )
+                })?
+                .map_err(|e| self.body_err(key, one_line(&e)))?;
+            Ok::<_, Error>(Fetched { body: body.into_bytes(), etag })
         };
         read.retry(
             backon::ConstantBuilder::default()
@@ -260,31 +270,6 @@ impl S3Store {
             |e, _| tracing::warn!(key, error = %e, "GetObject body broke off; reading it again"),
         )
         .await
-    }
-
-    /// The ETag is checked against `if_match` before the body is read.
-    /// Errors: [`Error::PreconditionFailed`] on another ETag; a body that breaks off
-    /// ([`S3Store::body_err`]).
-    async fn read_body(
-        &self,
-        key: &str,
-        out: aws_sdk_s3::operation::get_object::GetObjectOutput,
-        if_match: Option<&str>,
-    ) -> Result<Fetched> {
-        let etag = out.e_tag().unwrap_or_default().to_string();
-        check_if_match(&self.bucket, key, if_match, &etag)?;
-        let len = out.content_length().unwrap_or(0).max(0) as u64;
-        let limit = attempt_timeout(len);
-        let body = tokio::time::timeout(limit, out.body.collect())
-            .await
-            .map_err(|_| {
-                self.body_err(
-                    key,
-                    format!("the body ({len} bytes) was not read within {} s", limit.as_secs()),
-                )
-            })?
-            .map_err(|e| self.body_err(key, one_line(&e)))?;
-        Ok(Fetched { body: body.into_bytes(), etag })
     }
 
     /// Transient, so the object is read again.
@@ -599,23 +584,16 @@ impl Store for S3Store {
                     .into_iter()
                     .partition(|f| TRANSIENT_CODES.contains(&f.code.as_str()));
                 failures.extend(permanent.into_iter().filter(|f| f.code != "NoSuchKey"));
-                if transient.is_empty() {
-                    break;
-                }
-                match delays.next() {
-                    Some(d) => {
-                        tracing::warn!(keys = transient.len(), code = %transient[0].code, delay_ms = d.as_millis() as u64, "DeleteObjects per-key transient errors; retrying those keys");
-                        tokio::time::sleep(d).await;
-                        pending.retain(|(k, _)| transient.iter().any(|f| &f.key == k));
-                    }
-                    None => {
-                        failures.extend(transient);
-                        break;
-                    }
-                }
+                // Done when nothing is left to retry or no retry is left.
+                let Some(d) = delays.next().filter(|_| !transient.is_empty()) else {
+                    failures.extend(transient);
+                    return Ok(failures);
+                };
+                tracing::warn!(keys = transient.len(), code = %transient[0].code, delay_ms = d.as_millis() as u64, "DeleteObjects per-key transient errors; retrying those keys");
+                tokio::time::sleep(d).await;
+                pending.retain(|(k, _)| transient.iter().any(|f| &f.key == k));
             }
-            Ok(failures)
-            })
+        })
     }
 }
 
