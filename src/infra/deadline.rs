@@ -211,10 +211,8 @@ impl Deadline {
             ns => (2.0 * ns as f64 / 1e9, self.margin),
         };
         let before_s3 = left.saturating_sub(crate::infra::storage::S3_DEADLINE_MARGIN);
-        let weight = match left >= floor {
-            true => (before_s3.as_secs_f64() / seconds_per_file) as u64,
-            false => 0,
-        };
+        let weight =
+            if left >= floor { (before_s3.as_secs_f64() / seconds_per_file) as u64 } else { 0 };
         Some(PartFit { weight, left, floor, seconds_per_file })
     }
 

@@ -97,8 +97,5 @@ impl Stop {
 
 /// 128 + the signal's number, as a shell reports it.
 pub fn exit_code(signal: &str) -> u8 {
-    match signal {
-        "SIGINT" => 130,
-        _ => 143,
-    }
+    if signal == "SIGINT" { 130 } else { 143 }
 }

@@ -26,26 +26,19 @@ pub fn is_unsafe(c: char) -> bool {
 
 /// `s` quoted as Rust's `Debug` writes a string, cut at [`QUOTED_CHARS_MAX`] characters.
 pub fn quote(s: &str) -> String {
-    let (head, cut) = split_at_chars(s, QUOTED_CHARS_MAX);
-    let mut out = format!("{head:?}");
-    if cut {
-        out.push_str(&format!("…({} bytes)", s.len()));
-    }
-    out
+    let (head, rest) = split_at_chars(s, QUOTED_CHARS_MAX);
+    format!("{head:?}{rest}")
 }
 
 /// [`quote`] without the quotes, escaping only [`is_unsafe`] characters: for
 /// keys printed bare (`s3://bucket/key`).
 pub fn escape(s: &str) -> String {
-    let (head, cut) = split_at_chars(s, QUOTED_CHARS_MAX);
+    let (head, rest) = split_at_chars(s, QUOTED_CHARS_MAX);
     let mut out = String::with_capacity(head.len() + 16);
     for c in head.chars() {
         push_escaped(&mut out, c);
     }
-    if cut {
-        out.push_str(&format!("…({} bytes)", s.len()));
-    }
-    out
+    out + &rest
 }
 
 /// [`escape`] bounded to `max_bytes` of escaped text instead, before the suffix.
@@ -85,10 +78,11 @@ fn push_escaped(out: &mut String, c: char) {
     }
 }
 
-fn split_at_chars(s: &str, max_chars: usize) -> (&str, bool) {
+/// `s`'s first `max_chars` characters, and `…(N bytes)` when that leaves some out.
+fn split_at_chars(s: &str, max_chars: usize) -> (&str, String) {
     match s.char_indices().nth(max_chars) {
-        Some((i, _)) => (&s[..i], true),
-        None => (s, false),
+        Some((i, _)) => (&s[..i], format!("…({} bytes)", s.len())),
+        None => (s, String::new()),
     }
 }
 

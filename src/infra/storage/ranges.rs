@@ -98,12 +98,11 @@ pub fn estimated_cuts(
     day: NaiveDate,
     range_keys: usize,
 ) -> Vec<String> {
-    let (Some(first), Some(last)) = (first_page.first(), first_page.last()) else {
+    let [first, .., last] = first_page else {
         return Vec::new();
     };
-    let (Some(lo), Some(at)) =
-        (uuid_position(prefix, &first.key), uuid_position(prefix, &last.key))
-    else {
+    let position = |o: &ObjectMeta| uuid_position(prefix, &o.key);
+    let (Some(lo), Some(at)) = (position(first), position(last)) else {
         return Vec::new();
     };
     if at <= lo {

@@ -148,11 +148,7 @@ impl S3Store {
         };
         tracing::debug!(op, key, error = ?e, "S3 error in full");
         if code == "PreconditionFailed" || status == Some(412) {
-            return Error::PreconditionFailed {
-                op,
-                bucket: self.bucket.clone(),
-                key: key.to_string(),
-            };
+            return Error::PreconditionFailed { op, bucket: self.bucket.clone(), key: key.into() };
         }
         Error::s3(op, &self.bucket, key, code, message, transient)
     }
@@ -444,12 +440,8 @@ impl Store for S3Store {
         start_after: Option<&str>,
     ) -> impl Future<Output = Result<ListPage>> + Send {
         self.bounded("ListObjectsV2", prefix, async move {
-            let page = self
-                .list_request(prefix)
-                .set_start_after(start_after.map(str::to_string))
-                .send()
-                .await
-                .map_err(|e| self.err("ListObjectsV2", prefix, e))?;
+            let req = self.list_request(prefix).set_start_after(start_after.map(str::to_string));
+            let page = self.answer("ListObjectsV2", prefix, req.send()).await?;
             let objects = self.objects(prefix, &page)?;
             Ok(ListPage { objects, truncated: page.is_truncated().unwrap_or(false) })
         })
@@ -488,7 +480,7 @@ impl Store for S3Store {
             if range.start >= range.end {
                 return Ok(Fetched {
                     body: Bytes::new(),
-                    etag: if_match.unwrap_or_default().to_string(),
+                    etag: if_match.unwrap_or_default().into(),
                 });
             }
             self.get_read(key, Some(range), if_match).await
