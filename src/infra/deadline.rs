@@ -109,11 +109,6 @@ impl Deadline {
         Deadline::new(None, Duration::ZERO)
     }
 
-    /// The deadline itself.
-    pub fn at(&self) -> Option<Instant> {
-        self.at
-    }
-
     /// When the command's S3 calls end ([`s3_deadline`]).
     pub fn s3(&self) -> Option<Instant> {
         self.at.map(|d| s3_deadline(d, self.started))
@@ -133,16 +128,12 @@ impl Deadline {
         out
     }
 
-    /// The slowest date recorded so far.
-    pub fn slowest(&self) -> Duration {
-        Duration::from_nanos(self.slowest_ns.load(Ordering::Relaxed))
-    }
-
     /// `Some` when a new date must not start: less than the margin, or
     /// twice the slowest date so far, is left.
     pub fn near(&self) -> Option<Near> {
         let left = self.at?.saturating_duration_since(Instant::now());
-        let needed = self.margin.max(self.slowest() * 2);
+        let slowest = Duration::from_nanos(self.slowest_ns.load(Ordering::Relaxed));
+        let needed = self.margin.max(slowest * 2);
         (left < needed).then_some(Near { left, needed })
     }
 

@@ -51,8 +51,7 @@ impl Stop {
         Running(self.clone())
     }
 
-    /// Whether a run is under way.
-    pub fn busy(&self) -> bool {
+    fn busy(&self) -> bool {
         self.0.1.load(Ordering::SeqCst) > 0
     }
 

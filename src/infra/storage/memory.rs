@@ -269,15 +269,11 @@ impl MemoryStore {
         let st = self.state();
         let (mut objects, mut prefixes) = (Vec::new(), Vec::<String>::new());
         let mut last = None;
-        let from = start_after.map_or(Bound::Included(prefix), Bound::Excluded);
+        // The keys under `prefix` follow one another from `prefix` on.
+        let from =
+            start_after.filter(|s| *s >= prefix).map_or(Bound::Included(prefix), Bound::Excluded);
         let range = st.objects.range::<str, _>((from, Bound::Unbounded));
-        for (key, o) in range {
-            if !key.starts_with(prefix) {
-                if key.as_str() > prefix {
-                    break;
-                }
-                continue;
-            }
+        for (key, o) in range.take_while(|(k, _)| k.starts_with(prefix)) {
             if objects.len() + prefixes.len() == self.list_page_size {
                 return (objects, prefixes, last, true);
             }
@@ -320,9 +316,7 @@ impl MemoryStore {
 
     async fn put_inner(&self, key: &str, body: Bytes, request: PutRequest) -> Result<String> {
         self.count("PutObject");
-        if let Some(sum) = &request.sha256_b64
-            && *sum != sha256_b64(&body)
-        {
+        if request.sha256_b64.as_ref().is_some_and(|sum| *sum != sha256_b64(&body)) {
             return Err(self.refuse("PutObject", key, BAD_DIGEST));
         }
         let started = self.state().generation(key);

@@ -589,7 +589,6 @@ impl Store for S3Store {
     }
 }
 
-/// `Content-Type: application/json` for a `.json` key; else none.
 fn content_type(key: &str) -> Option<String> {
     key.ends_with(".json").then(|| "application/json".to_string())
 }
