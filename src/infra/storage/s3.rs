@@ -261,7 +261,8 @@ impl S3Store {
                 .with_delay(Duration::ZERO)
                 .with_max_times(BODY_ATTEMPTS as usize - 1),
         )
-        .when(|e| e.is_transient() && is_body_error(e))
+        // Only a body that broke off: the SDK already retried the request.
+        .when(|e| matches!(e, Error::S3 { code, transient: true, .. } if code == "body"))
         .notify(
             |e, _| tracing::warn!(key, error = %e, "GetObject body broke off; reading it again"),
         )
@@ -591,10 +592,4 @@ impl Store for S3Store {
 
 fn content_type(key: &str) -> Option<String> {
     key.ends_with(".json").then(|| "application/json".to_string())
-}
-
-/// A GetObject body that broke off ([`S3Store::body_err`]), as opposed to a request the SDK already
-/// retried.
-fn is_body_error(e: &Error) -> bool {
-    matches!(e, Error::S3 { code, .. } if code == "body")
 }
