@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use archive_compaction::app::{Deps, dispatch};
 use archive_compaction::commands::audit;
 use archive_compaction::commands::progress::{self, BarWriter};
+use archive_compaction::commands::prune::{self, PruneOptions};
 use archive_compaction::commands::run::RunOptions;
 use archive_compaction::commands::status::{self, StatusOptions};
 use archive_compaction::data::config::{Config, SETTINGS, parse_date};
@@ -19,21 +20,20 @@ use indicatif::ProgressBar;
 use lambda_runtime::{LambdaEvent, service_fn};
 use tracing_subscriber::Layer;
 use tracing_subscriber::filter::Targets;
+use tracing_subscriber::fmt::writer::BoxMakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
 fn settings_help() -> String {
-    let mut s = String::from(
+    let rows: String = SETTINGS
+        .iter()
+        .map(|r| format!("  {:<24} {} [default: {}]\n", r.name, r.doc, r.default))
+        .collect();
+    format!(
         "Settings are environment variables (the AWS SDK reads its own too: AWS_REGION or \
-         AWS_DEFAULT_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE, AWS_ENDPOINT_URL):\n\n",
-    );
-    for row in SETTINGS {
-        let (name, default, meaning) = (row.name, row.default, row.doc);
-        s.push_str(&format!("  {name:<24} {meaning} [default: {default}]\n"));
-    }
-    s.push_str("\nExit codes: 0 Success, 2 Mismatch (a day failed parity), 1 Failure.\n");
-    s.push_str(SIGNALS);
-    s
+         AWS_DEFAULT_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE, AWS_ENDPOINT_URL):\n\n\
+         {rows}\nExit codes: 0 Success, 2 Mismatch (a day failed parity), 1 Failure.\n{SIGNALS}"
+    )
 }
 
 /// How `run` answers SIGTERM and SIGINT (`archive_compaction::infra::stop`).
@@ -49,7 +49,6 @@ fn status_help() -> String {
         .replace(SIGNALS, "")
 }
 
-/// Compacts per-flight Parquet index files into one file per day.
 #[derive(Debug, Parser)]
 #[command(name = "archive-compaction", version, about, after_long_help = settings_help())]
 struct Cli {
@@ -176,19 +175,11 @@ fn init_tracing(level: &str, json: bool, bar: Option<ProgressBar>) {
     let ansi = !json && std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let filter: Targets =
         level.parse().or_else(|_| "info".parse()).expect("info is a valid filter");
-    if let Some(bar) = bar {
-        tracing_subscriber::registry()
-            .with(
-                tracing_subscriber::fmt::layer()
-                    .with_ansi(ansi)
-                    .fmt_fields(archive_compaction::infra::text::log_fields())
-                    .with_writer(BarWriter::new(bar.clone()))
-                    .with_filter(filter),
-            )
-            .init();
-        return;
-    }
-    let layer = tracing_subscriber::fmt::layer().with_ansi(ansi).with_writer(std::io::stderr);
+    let writer = match bar {
+        Some(bar) => BoxMakeWriter::new(BarWriter::new(bar)),
+        None => BoxMakeWriter::new(std::io::stderr),
+    };
+    let layer = tracing_subscriber::fmt::layer().with_ansi(ansi).with_writer(writer);
     if json {
         let layer = layer.json().with_current_span(false).without_time();
         tracing_subscriber::registry().with(layer.with_filter(filter)).init();
@@ -209,6 +200,19 @@ fn command_failed(command: &str, e: &dyn std::fmt::Display) -> ExitCode {
     tracing::error!(error = %e, command, "stopped without a report");
     eprintln!("archive-compaction {command}: {e}");
     ExitCode::from(1)
+}
+
+/// A command's report: JSON on stdout, `human` on stderr on a terminal; exit `code`.
+fn print_report(
+    report: &impl serde::Serialize,
+    human: impl FnOnce() -> String,
+    code: u8,
+) -> ExitCode {
+    print_json(report);
+    if std::io::stderr().is_terminal() {
+        eprint!("{}", human());
+    }
+    ExitCode::from(code)
 }
 
 fn print_status(s: &status::StatusReport, json: bool) {
@@ -345,24 +349,47 @@ fn listen_for_signals(deps: &Deps, cli: Option<&Cli>) {
     }
 }
 
-/// One command of the command line (`repair`: `run --from --to`'s range).
+/// One command of the command line (`repair`: `run --from --to`'s range); `run` and `audit` stop
+/// starting dates after `max_duration`.
 async fn run_command(
     deps: &Deps,
     command: Command,
     repair: Option<DateRange>,
     bar: Option<ProgressBar>,
 ) -> ExitCode {
+    let deadline = |max_duration: Option<Duration>| max_duration.map(|d| Instant::now() + d);
     match command {
         Command::Run { now, max_duration, dry_run, date, event_id, .. } => {
-            let mut opts = RunOptions::at(now.unwrap_or_else(Utc::now));
-            opts.dry_run = dry_run;
-            opts.only_date = date;
-            opts.repair = repair;
-            opts.event_id = event_id;
-            run(deps, opts, max_duration, bar).await
+            let opts = RunOptions {
+                dry_run,
+                only_date: date,
+                repair,
+                event_id,
+                deadline: deadline(max_duration),
+                progress: bar.map(progress::bar_sink),
+                stop: Some(deps.stop.clone()),
+                ..RunOptions::at(now.unwrap_or_else(Utc::now))
+            };
+            let report = archive_compaction::app::invoke(deps, &opts).await;
+            print_json(&report);
+            ExitCode::from(report.last_run_status.exit_code() as u8)
         }
-        Command::Audit { from, to, max_duration } => audit(deps, from, to, max_duration, bar).await,
-        Command::PruneCache { dir, dry_run } => prune_cache(deps, dir, dry_run).await,
+        Command::Audit { from, to, max_duration } => {
+            let opts = audit::AuditOptions { from, to, deadline: deadline(max_duration), bar };
+            match audit::audit(&deps.store, &deps.config, &opts).await {
+                Ok(r) => print_report(&r, || audit::format_human(&r), r.status.exit_code()),
+                Err(e) => command_failed("audit", &e),
+            }
+        }
+        // An error deletes nothing.
+        Command::PruneCache { dir, dry_run } => {
+            match prune::prune(&deps.store, &PruneOptions { dir, dry_run }).await {
+                Ok(r) => {
+                    print_report(&r, || format!("{}\n", prune::format_human(&r)), r.exit_code())
+                }
+                Err(e) => command_failed("prune-cache", &e),
+            }
+        }
         Command::Status { now, days, json } => status(deps, now, days, json).await,
     }
 }
@@ -397,37 +424,14 @@ fn bad_config(command: Option<Command>, e: &archive_compaction::infra::error::Er
     ExitCode::from(1)
 }
 
-/// `run`: one invocation within `max_duration`; the exit code is the status's.
-async fn run(
-    deps: &Deps,
-    mut opts: RunOptions,
-    max_duration: Option<Duration>,
-    bar: Option<ProgressBar>,
-) -> ExitCode {
-    opts.deadline = max_duration.map(|d| Instant::now() + d);
-    opts.progress = bar.map(progress::bar_sink);
-    opts.stop = Some(deps.stop.clone());
-    let report = archive_compaction::app::invoke(deps, &opts).await;
-    print_json(&report);
-    ExitCode::from(report.last_run_status.exit_code() as u8)
-}
-
 /// `status`, with the last run from MQTT when set; exit 1 when something could not be read.
 async fn status(deps: &Deps, now: Option<DateTime<Utc>>, days: usize, json: bool) -> ExitCode {
     let as_of = Utc::now();
     let opts = StatusOptions { now: now.unwrap_or(as_of), as_of, days };
-    let mut s = match status::gather(&deps.store, &deps.config, &opts).await {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!(error = %e, "status could not be read");
-            status::StatusReport::unavailable(
-                &deps.config.bucket,
-                Some(deps.config.lag_days),
-                &opts,
-                e,
-            )
-        }
-    };
+    let mut s = status::gather(&deps.store, &deps.config, &opts).await.unwrap_or_else(|e| {
+        tracing::error!(error = %e, "status could not be read");
+        status::StatusReport::unavailable(&deps.config.bucket, Some(deps.config.lag_days), &opts, e)
+    });
     if !s.bucket_unreadable {
         s.versioning = Some(status::versioning(&deps.store).await);
     }
@@ -443,45 +447,4 @@ async fn status(deps: &Deps, now: Option<DateTime<Utc>>, days: usize, json: bool
     }
     print_status(&s, json);
     if s.errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
-}
-
-/// `audit`: JSON on stdout, [`audit::format_human`] on stderr on a terminal; exit
-/// [`audit::AuditStatus::exit_code`], 1 for a bad range.
-async fn audit(
-    deps: &Deps,
-    from: chrono::NaiveDate,
-    to: chrono::NaiveDate,
-    max_duration: Option<Duration>,
-    bar: Option<ProgressBar>,
-) -> ExitCode {
-    let opts = audit::AuditOptions {
-        bar,
-        deadline: max_duration.map(|d| Instant::now() + d),
-        ..audit::AuditOptions::range(from, to)
-    };
-    match audit::audit(&deps.store, &deps.config, &opts).await {
-        Ok(r) => {
-            print_json(&r);
-            if std::io::stderr().is_terminal() {
-                eprint!("{}", audit::format_human(&r));
-            }
-            ExitCode::from(r.status.exit_code())
-        }
-        Err(e) => command_failed("audit", &e),
-    }
-}
-
-/// `prune-cache`: JSON on stdout, a line on stderr on a terminal; an error deletes nothing and exits 1.
-async fn prune_cache(deps: &Deps, dir: std::path::PathBuf, dry_run: bool) -> ExitCode {
-    use archive_compaction::commands::prune::{self, PruneOptions};
-    match prune::prune(&deps.store, &PruneOptions { dir, dry_run }).await {
-        Ok(r) => {
-            print_json(&r);
-            if std::io::stderr().is_terminal() {
-                eprintln!("{}", prune::format_human(&r));
-            }
-            ExitCode::from(r.exit_code())
-        }
-        Err(e) => command_failed("prune-cache", &e),
-    }
 }
