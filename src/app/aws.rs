@@ -141,12 +141,9 @@ impl Deps {
                 .send()
                 .await
                 .map_err(|e| fail(crate::infra::storage::sdk_error_line(&e)))?;
-            match out.secret_string {
-                Some(s) => Ok(s),
-                None => Err(fail(
-                    "the secret has no SecretString (a binary secret?); store the password as the secret's text".into(),
-                )),
-            }
+            out.secret_string.ok_or_else(|| {
+                fail("the secret has no SecretString (a binary secret?); store the password as the secret's text".into())
+            })
         };
         let bounded = async {
             tokio::time::timeout(mqtt.timeout, read).await.unwrap_or_else(|_| {

@@ -7,59 +7,51 @@ use lambda_runtime::{Context, Diagnostic, LambdaEvent};
 use serde::Deserialize;
 
 use super::{Deps, invoke};
+use crate::commands::audit::{self, AuditOptions, AuditStatus};
 use crate::commands::run::RunOptions;
 use crate::data::report::{RunReport, Status};
+use crate::infra::text::{escape, quote};
 use crate::protocol::day::{DateRange, RangeOf};
 
 /// An EventBridge scheduled event or a console test event; an unknown field is an error.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 #[allow(dead_code)] // the envelope's fields are read by nobody
 pub struct InvokeEvent {
     /// EventBridge event id (equal on redelivery).
-    #[serde(default)]
     pub id: Option<String>,
     /// EventBridge event time: the invocation time (fixes the cutoff).
-    #[serde(default)]
     pub time: Option<DateTime<Utc>>,
     /// Pins the invocation time (console tests); wins over `time`.
-    #[serde(default)]
     pub now: Option<DateTime<Utc>>,
     /// Plan only; write nothing.
-    #[serde(default)]
     pub dry_run: bool,
     /// Compact only this date (exactly `YYYY-MM-DD`).
-    #[serde(default, deserialize_with = "strict_date")]
+    #[serde(deserialize_with = "strict_date")]
     pub date: Option<NaiveDate>,
     /// First date of a repair range ([`RunOptions::repair`]).
-    #[serde(default, deserialize_with = "strict_date")]
+    #[serde(deserialize_with = "strict_date")]
     pub from: Option<NaiveDate>,
     /// Last date of a repair range, included.
-    #[serde(default, deserialize_with = "strict_date")]
+    #[serde(deserialize_with = "strict_date")]
     pub to: Option<NaiveDate>,
     /// [`EVENTBRIDGE_ENVELOPE`], accepted and not used.
-    #[serde(default)]
     version: Option<serde_json::Value>,
-    #[serde(default, rename = "detail-type")]
+    #[serde(rename = "detail-type")]
     detail_type: Option<serde_json::Value>,
-    #[serde(default)]
     source: Option<serde_json::Value>,
-    #[serde(default)]
     account: Option<serde_json::Value>,
-    #[serde(default)]
     region: Option<serde_json::Value>,
-    #[serde(default)]
     resources: Option<serde_json::Value>,
-    #[serde(default)]
     detail: Option<serde_json::Value>,
-    #[serde(default, rename = "replay-name")]
+    #[serde(rename = "replay-name")]
     replay_name: Option<serde_json::Value>,
 }
 
 /// The fields of an EventBridge event other than `id` and `time`
 /// (<https://docs.aws.amazon.com/eventbridge/latest/ref/overiew-event-structure.html>),
 /// plus `replay-name` of a replayed event: accepted in an event and ignored.
-pub const EVENTBRIDGE_ENVELOPE: &[&str] = &[
+const EVENTBRIDGE_ENVELOPE: &[&str] = &[
     "version",
     "detail-type",
     "source",
@@ -71,7 +63,7 @@ pub const EVENTBRIDGE_ENVELOPE: &[&str] = &[
 ];
 
 /// The fields of an event this version reads, from serde's derive, less [`EVENTBRIDGE_ENVELOPE`].
-pub fn event_fields() -> Vec<&'static str> {
+fn event_fields() -> Vec<&'static str> {
     (serde_aux::serde_introspection::serde_introspect::<InvokeEvent>().iter().copied())
         .filter(|f| !EVENTBRIDGE_ENVELOPE.contains(f))
         .collect()
@@ -82,10 +74,7 @@ fn strict_date<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<NaiveDat
     let s: Option<String> = Option::deserialize(d)?;
     s.map(|s| {
         crate::data::config::parse_date("", &s).map_err(|_| {
-            serde::de::Error::custom(format!(
-                "expected a date YYYY-MM-DD, got {}",
-                crate::infra::text::quote(&s)
-            ))
+            serde::de::Error::custom(format!("expected a date YYYY-MM-DD, got {}", quote(&s)))
         })
     })
     .transpose()
@@ -116,19 +105,15 @@ impl InvokeEvent {
         let unknown = |e: &serde_json::Error| e.to_string().starts_with("unknown field");
         for (name, v) in &map {
             if alone(name, v).as_ref().is_err_and(unknown) {
-                return Err(format!(
-                    "unknown field {} in the event; {}",
-                    crate::infra::text::quote(name),
-                    accepted()
-                ));
+                return Err(format!("unknown field {} in the event; {}", quote(name), accepted()));
             }
         }
         for (name, v) in &map {
             if let Err(e) = alone(name, v) {
                 return Err(format!(
                     "field {} of the event: {}",
-                    crate::infra::text::quote(name),
-                    crate::infra::text::escape(&e.to_string())
+                    quote(name),
+                    escape(&e.to_string())
                 ));
             }
         }
@@ -136,22 +121,17 @@ impl InvokeEvent {
             serde_json::from_value(serde_json::Value::Object(map)).map_err(|e| {
                 format!(
                     "the event is not an EventBridge event or a test event: {}; {}",
-                    crate::infra::text::escape(&e.to_string()),
+                    escape(&e.to_string()),
                     accepted()
                 )
             })?;
-        event.validate()?;
+        event.repair()?;
         Ok(event)
     }
 
-    /// Checks the fields that only make sense together. Errors: a message naming the fields:
-    /// `from` without `to` (or the reverse), `date` together with `from`/`to`, `from` after `to`, a
-    /// range longer than [`crate::protocol::day::MAX_RANGE_DAYS`].
-    pub fn validate(&self) -> Result<(), String> {
-        self.repair().map(|_| ())
-    }
-
-    /// The repair range, checked as [`validate`](Self::validate) does.
+    /// The repair range, checked with the fields that only make sense together. Errors: a message
+    /// naming the fields: `from` without `to` (or the reverse), `date` together with `from`/`to`,
+    /// `from` after `to`, a range longer than [`crate::protocol::day::MAX_RANGE_DAYS`].
     pub fn repair(&self) -> Result<Option<DateRange>, String> {
         match (self.from, self.to) {
             (None, None) => Ok(None),
@@ -183,48 +163,41 @@ impl From<RunError> for Diagnostic {
     }
 }
 
-/// [`RunOptions`] from an event; a bad range (see [`InvokeEvent::validate`]) is left out.
+/// [`RunOptions`] from an event; a bad range (see [`InvokeEvent::repair`]) is left out.
 pub fn options_from_event(
     event: &InvokeEvent,
     request_id: &str,
     deadline: Option<Instant>,
 ) -> RunOptions {
+    let mut opts = RunOptions::at(event.now.or(event.time).unwrap_or_else(Utc::now));
+    if !request_id.is_empty() {
+        opts.invocation_id = request_id.to_string();
+    }
     RunOptions {
-        now: event.now.or(event.time).unwrap_or_else(Utc::now),
-        invocation_id: if request_id.is_empty() {
-            uuid::Uuid::now_v7().to_string()
-        } else {
-            request_id.to_string()
-        },
         event_id: event.id.clone(),
         deadline,
         dry_run: event.dry_run,
         only_date: event.date,
         repair: event.repair().ok().flatten(),
-        clock: crate::infra::clock::system(),
-        progress: None,
-        stop: None,
+        ..opts
     }
 }
 
 /// The event `{"audit": {"from": "YYYY-MM-DD", "to": "YYYY-MM-DD"}}` and nothing else.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct AuditEvent {
-    /// The range.
-    pub audit: AuditRange,
+struct AuditEvent {
+    audit: AuditRange,
 }
 
 /// The range of an [`AuditEvent`], both dates included.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct AuditRange {
-    /// First date.
+struct AuditRange {
     #[serde(deserialize_with = "strict_date_required")]
-    pub from: NaiveDate,
-    /// Last date.
+    from: NaiveDate,
     #[serde(deserialize_with = "strict_date_required")]
-    pub to: NaiveDate,
+    to: NaiveDate,
 }
 
 fn strict_date_required<'de, D: serde::Deserializer<'de>>(d: D) -> Result<NaiveDate, D::Error> {
@@ -232,7 +205,7 @@ fn strict_date_required<'de, D: serde::Deserializer<'de>>(d: D) -> Result<NaiveD
 }
 
 /// The runtime's deadline; `None` when already past at the start (`cargo lambda watch`'s may be).
-pub fn deadline(ctx: &Context) -> Option<Instant> {
+fn deadline(ctx: &Context) -> Option<Instant> {
     let left = ctx.deadline().duration_since(SystemTime::now()).ok()?;
     (!left.is_zero()).then(|| Instant::now() + left)
 }
@@ -253,52 +226,40 @@ pub async fn dispatch(
         error_type: "AuditIncomplete".into(),
         error_message: message,
     };
-    let range = serde_json::from_value::<AuditEvent>(event.payload)
+    let AuditEvent { audit: AuditRange { from, to } } = serde_json::from_value(event.payload)
         .map_err(|e| {
             failure(format!(
                 "an audit event is {{\"audit\": {{\"from\": \"YYYY-MM-DD\", \"to\": \"YYYY-MM-DD\"}}}} and nothing else: {e}"
             ))
-        })?
-        .audit;
-    let mut opts = crate::commands::audit::AuditOptions::range(range.from, range.to);
-    opts.deadline = deadline(&event.context);
-    let report = crate::commands::audit::audit(&deps.store, &deps.config, &opts)
-        .await
-        .map_err(|e| failure(e.to_string()))?;
+        })?;
+    let opts = AuditOptions { deadline: deadline(&event.context), ..AuditOptions::range(from, to) };
+    let report =
+        audit::audit(&deps.store, &deps.config, &opts).await.map_err(|e| failure(e.to_string()))?;
     let json = serde_json::to_value(&report).expect("report serialises");
     match report.status {
-        crate::commands::audit::AuditStatus::Clean => Ok(json),
-        crate::commands::audit::AuditStatus::Findings => {
+        AuditStatus::Clean => Ok(json),
+        AuditStatus::Findings => {
             Err(Diagnostic { error_type: "AuditFindings".into(), error_message: json.to_string() })
         }
-        crate::commands::audit::AuditStatus::Incomplete => Err(failure(json.to_string())),
+        AuditStatus::Incomplete => Err(failure(json.to_string())),
     }
 }
 
-/// The `message` of [`report_log_line`].
-pub const REPORT_LOG_MESSAGE: &str = "run report";
-
-/// A run's report as one log line shaped like the others, in `fields.report` (docs/runbook.md).
-pub fn report_log_line(report: &RunReport) -> String {
+/// A run's report as one log line shaped like the others, in `fields.report` (docs/runbook.md), to
+/// stderr, where the tracing lines go, as one write.
+fn log_report(report: &RunReport) {
+    use std::io::Write as _;
     let level = match report.last_run_status {
         Status::Success => "INFO",
         Status::Mismatch => "WARN",
         Status::Failure => "ERROR",
     };
-    serde_json::json!({
+    let line = serde_json::json!({
         "level": level,
         "target": module_path!(),
-        "fields": {"message": REPORT_LOG_MESSAGE, "report": report},
-    })
-    .to_string()
-}
-
-/// To stderr, where the tracing lines go, as one write.
-fn log_report(report: &RunReport) {
-    use std::io::Write as _;
-    let mut line = report_log_line(report);
-    line.push('\n');
-    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+        "fields": {"message": "run report", "report": report},
+    });
+    let _ = std::io::stderr().lock().write_all(format!("{line}\n").as_bytes());
 }
 
 /// Success returns the report; Mismatch and Failure a [`RunError`].
@@ -352,7 +313,7 @@ mod tests {
     #[test]
     fn repair_range_fields_are_checked_together() {
         let ok = event(serde_json::json!({"from": "2024-01-01", "to": "2024-01-31"}));
-        assert_eq!(ok.validate(), Ok(()));
+        assert!(ok.repair().is_ok_and(|r| r.is_some()));
         let opts = options_from_event(&ok, "req", None);
         assert_eq!(
             opts.repair.map(|r| (r.from().to_string(), r.to().to_string())),
@@ -368,10 +329,10 @@ mod tests {
             (serde_json::json!({"from": "2024-02-01", "to": "2024-01-01"}), "is after to"),
             (serde_json::json!({"from": "2000-01-01", "to": "2024-01-01"}), "at most 3660"),
         ] {
-            let err = event(v.clone()).validate().unwrap_err();
+            let err = event(v.clone()).repair().unwrap_err();
             assert!(err.contains(needle), "{v}: {err}");
         }
-        assert_eq!(event(serde_json::json!({})).validate(), Ok(()));
+        assert_eq!(event(serde_json::json!({})).repair(), Ok(None));
     }
 
     #[test]

@@ -6,10 +6,7 @@ pub mod lambda;
 pub mod reporting;
 
 pub use aws::{Deps, https_client, retry_config, s3_config};
-pub use lambda::{
-    AuditEvent, AuditRange, EVENTBRIDGE_ENVELOPE, InvokeEvent, REPORT_LOG_MESSAGE, RunError,
-    deadline, dispatch, event_fields, handle, options_from_event, report_log_line,
-};
+pub use lambda::{InvokeEvent, RunError, dispatch, handle, options_from_event};
 
 use crate::commands::run::{RunOptions, run};
 use crate::data::report::RunReport;

@@ -48,54 +48,40 @@ pub async fn publish_by(deps: &impl Sinks, report: &mut RunReport, deadline: Opt
         tracing::info!("dry run: nothing is reported to CloudWatch or MQTT");
         return;
     }
+    let config = deps.config();
     let cloudwatch = async {
-        match deps.cloudwatch() {
-            Some(client) if deps.config().metrics_enabled => Some(
-                crate::data::metrics::put(
-                    client,
-                    &deps.config().metrics_namespace,
-                    &deps.config().bucket,
-                    &crate::data::metrics::metrics(report),
-                    crate::data::metrics::run_started(SystemTime::now(), report),
-                    bound(crate::data::metrics::CLOUDWATCH_TIMEOUT, deadline, Duration::ZERO),
-                )
-                .await,
-            ),
-            _ => None,
-        }
+        use crate::data::metrics::{CLOUDWATCH_TIMEOUT, metrics, put, run_started};
+        let client = deps.cloudwatch().filter(|_| config.metrics_enabled)?;
+        let (metrics, started) = (metrics(report), run_started(SystemTime::now(), report));
+        let timeout = bound(CLOUDWATCH_TIMEOUT, deadline, Duration::ZERO);
+        let namespace = &config.metrics_namespace;
+        Some(put(client, namespace, &config.bucket, &metrics, started, timeout).await)
     };
     let mqtt = async {
-        match &deps.config().mqtt {
-            Some(m) => {
-                // Configs first, so that this run's values are read with them.
-                let mut messages =
-                    crate::data::mqtt::discovery(&m.topic_root, &deps.config().bucket);
-                messages.extend(crate::data::mqtt::statistics(report, &m.topic_root));
-                let secret_bound = bound(m.timeout, deadline, SINK_TIME_AT_THE_END);
-                let password = tokio::time::timeout(secret_bound, deps.mqtt_password())
-                    .await
-                    .unwrap_or_else(|_| {
-                        Err(ReportError::MqttSecret {
-                            secret: m.password_secret_arn.clone().unwrap_or_default(),
-                            reason: format!(
-                                "GetSecretValue not answered within {} s, the time left before the run's deadline",
-                                secret_bound.as_secs_f64()
-                            ),
-                        })
-                    });
-                match password {
-                    Ok(password) => {
-                        let config = crate::data::config::MqttConfig {
-                            password,
-                            timeout: bound(m.timeout, deadline, Duration::ZERO),
-                            ..m.clone()
-                        };
-                        crate::data::mqtt::publish(&config, &messages).await
-                    }
-                    Err(e) => vec![e],
-                }
+        let Some(m) = &config.mqtt else {
+            return vec![];
+        };
+        // Configs first, so that this run's values are read with them.
+        let mut messages = crate::data::mqtt::discovery(&m.topic_root, &config.bucket);
+        messages.extend(crate::data::mqtt::statistics(report, &m.topic_root));
+        let secret_bound = bound(m.timeout, deadline, SINK_TIME_AT_THE_END);
+        let password =
+            tokio::time::timeout(secret_bound, deps.mqtt_password()).await.unwrap_or_else(|_| {
+                Err(ReportError::MqttSecret {
+                    secret: m.password_secret_arn.clone().unwrap_or_default(),
+                    reason: format!(
+                        "GetSecretValue not answered within {} s, the time left before the run's deadline",
+                        secret_bound.as_secs_f64()
+                    ),
+                })
+            });
+        match password {
+            Ok(password) => {
+                let timeout = bound(m.timeout, deadline, Duration::ZERO);
+                let config = crate::data::config::MqttConfig { password, timeout, ..m.clone() };
+                crate::data::mqtt::publish(&config, &messages).await
             }
-            None => vec![],
+            Err(e) => vec![e],
         }
     };
     let (cloudwatch, mqtt) = tokio::join!(cloudwatch, mqtt);
