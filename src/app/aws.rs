@@ -31,22 +31,6 @@ pub struct Deps {
     pub stop: crate::infra::stop::Stop,
 }
 
-impl crate::app::reporting::Sinks for Deps {
-    fn config(&self) -> &Config {
-        &self.config
-    }
-
-    fn cloudwatch(&self) -> Option<&aws_sdk_cloudwatch::Client> {
-        self.cloudwatch.as_ref()
-    }
-
-    fn mqtt_password(
-        &self,
-    ) -> impl std::future::Future<Output = Result<Option<String>, ReportError>> + Send {
-        Deps::mqtt_password(self)
-    }
-}
-
 /// SDK retry policy for every call: the standard strategy (throttling, 5xx, timeouts and
 /// connection errors; not 4xx) with 3 attempts from 1 s.
 pub fn retry_config() -> RetryConfig {

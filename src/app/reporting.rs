@@ -4,22 +4,9 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::data::config::Config;
+use super::Deps;
 use crate::data::report::RunReport;
-
-pub use crate::infra::error::ReportError;
-
-/// What [`publish`] reports through, so a test needs no AWS clients.
-pub trait Sinks: Sync {
-    /// The settings (`METRICS_*`, `MQTT_*`, the bucket).
-    fn config(&self) -> &Config;
-    /// The CloudWatch client, when one was built.
-    fn cloudwatch(&self) -> Option<&aws_sdk_cloudwatch::Client>;
-    /// The MQTT password, if any. Errors: [`ReportError::MqttSecret`].
-    fn mqtt_password(
-        &self,
-    ) -> impl std::future::Future<Output = Result<Option<String>, ReportError>> + Send;
-}
+use crate::infra::error::ReportError;
 
 /// The least each reporting call is given near the run's deadline, out of
 /// [`crate::infra::storage::S3_DEADLINE_MARGIN`].
@@ -38,20 +25,20 @@ fn bound(timeout: Duration, deadline: Option<Instant>, later: Duration) -> Durat
 }
 
 /// [`publish_by`] without a deadline.
-pub async fn publish(deps: &impl Sinks, report: &mut RunReport) {
+pub async fn publish(deps: &Deps, report: &mut RunReport) {
     publish_by(deps, report, None).await
 }
 
 /// Publishes to CloudWatch (when `METRICS_ENABLED`) and MQTT (when `MQTT_HOST` is set) at once.
-pub async fn publish_by(deps: &impl Sinks, report: &mut RunReport, deadline: Option<Instant>) {
+pub async fn publish_by(deps: &Deps, report: &mut RunReport, deadline: Option<Instant>) {
     if report.dry_run {
         tracing::info!("dry run: nothing is reported to CloudWatch or MQTT");
         return;
     }
-    let config = deps.config();
+    let config = &deps.config;
     let cloudwatch = async {
         use crate::data::metrics::{CLOUDWATCH_TIMEOUT, metrics, put, run_started};
-        let client = deps.cloudwatch().filter(|_| config.metrics_enabled)?;
+        let client = deps.cloudwatch.as_ref().filter(|_| config.metrics_enabled)?;
         let (metrics, started) = (metrics(report), run_started(SystemTime::now(), report));
         let timeout = bound(CLOUDWATCH_TIMEOUT, deadline, Duration::ZERO);
         let namespace = &config.metrics_namespace;
