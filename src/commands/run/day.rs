@@ -1,6 +1,7 @@
 //! One date through the commit protocol, in passes, into its own [`DayReport`].
 
 use std::collections::HashSet;
+use std::ops::ControlFlow;
 use std::time::Instant;
 
 use chrono::NaiveDate;
@@ -17,33 +18,34 @@ use crate::data::spill::UuidSet;
 use crate::infra::error::{Error, Result};
 use crate::infra::storage::Store;
 use crate::protocol::commit;
+use crate::protocol::day::Day;
 use crate::protocol::partition::{nothing_to_merge, parity_check, unread_rows, without_own_row};
 use crate::protocol::plan::{self, DayAction};
 use crate::protocol::read::{self, Prefetched};
+use crate::protocol::sizing::MemoryFit;
 
 /// How many times a date is planned in one run when inputs changed during its commit. Passes for
 /// files past a listing window do not count: each compacts a part at least, or the date ends.
 const MAX_PASSES_PER_DATE: usize = 3;
 
-/// How one date ended, for the step that asked.
-pub(super) enum DayOutcome {
+/// How one date ended, for the step that asked; an error that stopped it is its action `failed`.
+pub(super) enum DayEnd {
     /// Compacted, nothing to do, or planned.
-    Done(DayReport),
+    Done,
     /// Parity failed: the flights without an index row.
-    Mismatch(DayReport, UuidSet),
-    /// An error stopped the date (action `failed`).
-    Failed(DayReport, Error),
+    Mismatch(UuidSet),
     /// The deadline came between two parts (action `partial`); the next run goes on.
-    Unfinished(DayReport),
+    Unfinished,
 }
 
 /// One date in any [`DayMode`]: list, parity gate (per mode), plan, then commit (a dry run: read),
-/// in passes ([`day_passes`]). The run's report is the caller's ([`RunReport::add_day`]).
+/// in passes ([`day_passes`]), into the date's report. The run's report is the caller's
+/// ([`RunReport::add_day`]).
 pub(super) async fn process_day(
     cx: &mut Ctx<'_, '_, impl Store>,
     date: NaiveDate,
     mode: DayMode,
-) -> DayOutcome {
+) -> (DayReport, Result<DayEnd>) {
     let t0 = Instant::now();
     let mut day = DayReport { date, ..Default::default() };
     let outcome = day_passes(cx, date, mode, &mut day).await;
@@ -53,19 +55,19 @@ pub(super) async fn process_day(
         tracing::warn!(%date, rows = day.rows_of_other_days, first = ?day.other_days_uuids,
             "multi-row inputs hold rows of other days (first_message on another UTC date): merged into this date where they are, not moved");
     }
-    match outcome {
+    let end = match outcome {
         Err(e @ Error::DateUnfinished { .. }) => {
             tracing::warn!(%date, parts = day.parts, files_left = day.files_left, "{e}");
             day.action = Done::Partial;
             day.reason = e.to_string();
-            DayOutcome::Unfinished(day)
+            Ok(DayEnd::Unfinished)
         }
         Err(e) => {
             day.action = Done::Failed;
             day.reason = e.to_string();
-            DayOutcome::Failed(day, e)
+            Err(e)
         }
-        Ok(Some(missing)) => DayOutcome::Mismatch(day, missing),
+        Ok(Some(missing)) => Ok(DayEnd::Mismatch(missing)),
         Ok(None) => {
             tracing::info!(
                 %date,
@@ -85,14 +87,15 @@ pub(super) async fn process_day(
                 rows: day.rows_written,
                 bytes: day.bytes_written,
             });
-            DayOutcome::Done(day)
+            Ok(DayEnd::Done)
         }
-    }
+    };
+    (day, end)
 }
 
 /// What one date carries from pass to pass ([`day_passes`]).
+#[derive(Default)]
 struct DateState {
-    fit: crate::protocol::sizing::MemoryFit,
     /// Per-flight files a listing holds at most.
     window: usize,
     /// The flights the current pass listed, for its parts' own-row checks.
@@ -122,17 +125,8 @@ async fn day_passes(
     mode: DayMode,
     day: &mut DayReport,
 ) -> Result<Option<UuidSet>> {
-    let fit = crate::protocol::sizing::MemoryFit::of(cx.config);
-    let mut st = DateState {
-        fit,
-        window: fit.window().try_into().unwrap_or(usize::MAX),
-        flights: None,
-        unread_files: Vec::new(),
-        slowest_part: std::time::Duration::ZERO,
-        outputs: Outputs::new(),
-        newer_passes: 0,
-        left_past_window: 0,
-    };
+    let window = MemoryFit::of(cx.config).window().try_into().unwrap_or(usize::MAX);
+    let mut st = DateState { window, ..Default::default() };
     let mut pending = 0;
     for number in 0.. {
         if number > 0 {
@@ -179,14 +173,8 @@ async fn pass(
     let t = Instant::now();
     // Every pass lists the flights again: one archived meanwhile gets its own-row check.
     let with_flights = mode != DayMode::Sweep;
-    let mut listed = crate::protocol::day::Day::list_window(
-        cx.store,
-        date,
-        with_flights,
-        st.window,
-        settings.spill,
-    )
-    .await?;
+    let mut listed =
+        Day::list_window(cx.store, date, with_flights, st.window, settings.spill).await?;
     day.passes += 1;
     let flights = st.flights.insert(std::mem::take(&mut listed.flights));
     tracing::debug!(%date, phase = "list", flights = flights.len(), spilled = flights.spilled(), seconds = t.elapsed().as_secs_f64(), "partition listed");
@@ -196,7 +184,7 @@ async fn pass(
     st.left_past_window = beyond_window;
     // Refused before any input is read: a report, not an allocation failure.
     let files = (listing.inputs().count() + beyond_window) as u64;
-    settings.part_files = st.fit.part_files(date, files, day.flights)?;
+    settings.part_files = MemoryFit::of(cx.config).part_files(date, files, day.flights)?;
     crate::data::spill::check_room(date, files.max(day.flights), settings.spill)?;
     if number == 0 {
         note_foreign(day, listing);
@@ -229,14 +217,10 @@ async fn pass(
     let parts_before = day.parts;
     let parts = Parts { queue, reason: &reason, part_files: settings.part_files, beyond_window };
     let kept_newer = match commit_parts(cx, date, parts, &mut prefetched, st, day).await? {
-        PartsEnd::Committed { kept_newer } => kept_newer,
-        PartsEnd::Mismatch(missing) => return Ok(PassEnd::Mismatch(missing)),
-        PartsEnd::Stopped => {
-            st.left_past_window = 0;
-            return Ok(PassEnd::Done);
-        }
+        ControlFlow::Continue(kept_newer) => kept_newer,
+        ControlFlow::Break(end) => return Ok(end),
     };
-    Ok(next_pass(cx, date, number, st, day, beyond_window, parts_before, kept_newer))
+    Ok(next_pass(cx, date, number, st, day, parts_before, kept_newer))
 }
 
 /// The first half of the parity gate, over a date's whole listings: `Ok(bodies)` to reuse, or
@@ -261,18 +245,16 @@ async fn gate(
 
 /// Whether a date needs another pass: files left past the window, or inputs kept newer (up to
 /// [`MAX_PASSES_PER_DATE`]). A dry run reads one window.
-#[allow(clippy::too_many_arguments)]
 fn next_pass(
     cx: &Ctx<'_, '_, impl Store>,
     date: NaiveDate,
     number: usize,
     st: &mut DateState,
     day: &mut DayReport,
-    beyond_window: usize,
     parts_before: u64,
     kept_newer: usize,
 ) -> PassEnd {
-    let window = st.window;
+    let (window, beyond_window) = (st.window, st.left_past_window);
     if cx.opts.dry_run {
         st.left_past_window = 0;
         if beyond_window > 0 {
@@ -309,19 +291,12 @@ struct Parts<'r> {
     beyond_window: usize,
 }
 
-/// How a pass's parts ended ([`commit_parts`]).
-enum PartsEnd {
-    /// Every part committed (or read, in a dry run); this many inputs kept newer.
-    Committed { kept_newer: usize },
-    /// Parity failed on a part's per-flight files.
-    Mismatch(UuidSet),
-    /// A compacted file over an input limit ([`PartEnd::Stop`]).
-    Stopped,
-}
-
 /// Commits a pass's parts one by one, each sized when it starts by the memory's part weight and
 /// the time left ([`crate::infra::deadline::Deadline::part_fit`]); [`Error::DateUnfinished`] when
-/// not even a part of [`crate::protocol::sizing::MIN_PART_FILES`] fits.
+/// not even a part of [`crate::protocol::sizing::MIN_PART_FILES`] fits. `Continue`: every part
+/// committed (or read, in a dry run), this many inputs kept newer; `Break`: the pass ends there,
+/// parity failed on a part's per-flight files, or a compacted file is over an input limit
+/// ([`PartEnd::Stop`]).
 async fn commit_parts(
     cx: &mut Ctx<'_, '_, impl Store>,
     date: NaiveDate,
@@ -329,10 +304,8 @@ async fn commit_parts(
     prefetched: &mut Prefetched,
     st: &mut DateState,
     day: &mut DayReport,
-) -> Result<PartsEnd> {
+) -> Result<ControlFlow<PassEnd, usize>> {
     let mut kept_newer = 0;
-    let mut pass_unread: Vec<UnreadFile> = Vec::new();
-    let flights = st.flights.as_ref().expect("listed by the pass");
     let mut done = 0usize;
     while parts.queue.has_part() {
         crate::failpoint!("run::before-part");
@@ -356,13 +329,11 @@ async fn commit_parts(
             return Err(unfinished(day, &near, left, hint));
         }
         let t = Instant::now();
-        let (end, unread) =
-            commit_part(cx, date, part, parts.reason, prefetched, flights, day, &mut st.outputs)
-                .await?;
+        let (end, unread) = commit_part(cx, date, part, parts.reason, prefetched, st, day).await?;
         st.slowest_part = st.slowest_part.max(t.elapsed());
         cx.deadline.record_part(part_weight, t.elapsed());
         done += 1;
-        pass_unread.extend(unread);
+        add_unread(&mut st.unread_files, unread);
         match end {
             PartEnd::Committed { kept_newer: k } => {
                 day.parts += 1;
@@ -373,13 +344,12 @@ async fn commit_parts(
             }
             PartEnd::Read => {}
             PartEnd::Lost(lost) => {
-                add_unread(&mut st.unread_files, pass_unread);
                 let unread = std::mem::take(&mut st.unread_files);
-                return Ok(PartsEnd::Mismatch(lost_rows(day, lost, unread)?));
+                return Ok(ControlFlow::Break(PassEnd::Mismatch(lost_rows(day, lost, unread)?)));
             }
             PartEnd::Stop => {
-                add_unread(&mut st.unread_files, pass_unread);
-                return Ok(PartsEnd::Stopped);
+                st.left_past_window = 0;
+                return Ok(ControlFlow::Break(PassEnd::Done));
             }
         }
     }
@@ -387,8 +357,7 @@ async fn commit_parts(
         tracing::info!(%date, left_as_they_are = parts.queue.left_as_they_are(),
             "compacted files that share no flight with the parts are left as they are");
     }
-    add_unread(&mut st.unread_files, pass_unread);
-    Ok(PartsEnd::Committed { kept_newer })
+    Ok(ControlFlow::Continue(kept_newer))
 }
 
 fn note_foreign(day: &mut DayReport, listing: &plan::PartitionListing) {
@@ -446,17 +415,16 @@ enum PartEnd {
 /// One part of a date: read, checked by the gate's second half ([`without_own_row`],
 /// [`unread_rows`]), committed ([`commit_day`]) or, in a dry run, counted; with it, its unreadable
 /// per-flight files, which fail the date's parity once the rest is folded.
-#[allow(clippy::too_many_arguments)]
 async fn commit_part(
     cx: &mut Ctx<'_, '_, impl Store>,
     date: NaiveDate,
     inputs: Vec<plan::PlannedInput>,
     reason: &str,
     prefetched: &mut Prefetched,
-    flights: &UuidSet,
+    st: &mut DateState,
     day: &mut DayReport,
-    outputs: &mut Outputs,
 ) -> Result<(PartEnd, Vec<UnreadFile>)> {
+    let flights = st.flights.as_ref().expect("listed by the pass");
     let settings = read::ReadSettings::of(cx.config);
     let started = Instant::now();
     let read = read::read_inputs(cx.store, date, &inputs, settings, prefetched).await?;
@@ -497,8 +465,9 @@ async fn commit_part(
         day.files_read_multi_row += count_decoded(&read, Source::MultiRow);
         return Ok((PartEnd::Read, unread));
     }
-    let pass = ToCommit { reason: reason.to_string(), planned, started, read };
-    let kept_newer = commit_day(cx, date, pass, day, outputs).await?;
+    note_rows_without_flight(day, &read);
+    tracing::debug!(%date, phase = "read", files = planned, seconds = started.elapsed().as_secs_f64(), "inputs read and merged");
+    let kept_newer = commit_day(cx, date, reason, read, day, &mut st.outputs).await?;
     Ok((PartEnd::Committed { kept_newer }, unread))
 }
 
@@ -515,7 +484,7 @@ fn parity_failed(day: &mut DayReport, reason: String, missing: UuidSet) -> Resul
     Ok(missing)
 }
 
-/// Adds a pass's unreadable per-flight files to the date's, each once (every pass rereads them).
+/// Adds a part's unreadable per-flight files to the date's, each once (every pass rereads them).
 fn add_unread(unread: &mut Vec<UnreadFile>, pass: Vec<UnreadFile>) {
     let named: HashSet<String> = unread.iter().map(|f| f.key.clone()).collect();
     unread.extend(pass.into_iter().filter(|f| !named.contains(&f.key)));
@@ -560,26 +529,16 @@ fn add_skipped(day: &mut DayReport, files: impl IntoIterator<Item = SkippedFile>
     }
 }
 
-/// What one pass hands to [`commit_day`] (parity passed).
-struct ToCommit {
-    reason: String,
-    planned: usize,
-    started: Instant,
-    read: read::ReadInputs,
-}
-
 /// Runs the commit protocol for one part ([`commit::commit_part`]) and folds what it did into `day`
 /// and `outputs`, also when it leaves its manifest; returns how many inputs were kept newer.
 async fn commit_day(
     cx: &mut Ctx<'_, '_, impl Store>,
     date: NaiveDate,
-    pass: ToCommit,
+    reason: &str,
+    mut read: read::ReadInputs,
     day: &mut DayReport,
     outputs: &mut Outputs,
 ) -> Result<usize> {
-    let ToCommit { reason, planned, started, mut read } = pass;
-    note_rows_without_flight(day, &read);
-    tracing::debug!(%date, phase = "read", files = planned, seconds = started.elapsed().as_secs_f64(), "inputs read and merged");
     let (now, id) = (cx.opts.now, &cx.opts.invocation_id);
     let c = commit::commit_part(cx.store, &mut cx.fence, date, &mut read, now, id).await?;
     if !c.extra_columns.is_empty() {
@@ -594,7 +553,7 @@ async fn commit_day(
     day.files_delete_failed += c.deleted.failed.len() as u64;
     day.duplicates_removed += c.duplicates_removed;
     day.action = Done::Compacted;
-    day.reason = reason;
+    day.reason = reason.to_string();
     // A later pass's output holds the rows of the outputs it folded in.
     for key in &c.inputs {
         outputs.remove(key);

@@ -27,7 +27,7 @@ use crate::protocol::lease::{Fence, LeaseGuard};
 use crate::protocol::partition::{earliest_partition, first_date};
 use crate::protocol::plan;
 use crate::protocol::recovery;
-use day::{DayOutcome, process_day};
+use day::{DayEnd, process_day};
 use watermark::{
     clear_mismatch_if_passed, delete_finished_manifests, fill_watermark_fields, record_mismatch,
     write_watermark,
@@ -164,14 +164,8 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
     }
     let mut lease = None;
     if !opts.dry_run {
-        match LeaseGuard::acquire_with_clock(
-            store,
-            opts.clock.clone(),
-            &opts.invocation_id,
-            config.lease,
-        )
-        .await
-        {
+        let (clock, holder) = (opts.clock.clone(), &opts.invocation_id);
+        match LeaseGuard::acquire_with_clock(store, clock, holder, config.lease).await {
             Ok(mut l) => {
                 if let Some(stop) = &opts.stop {
                     l.stop_on(stop.clone());
@@ -204,10 +198,9 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
         report.stop_reason = StopReason::of(&e);
         report.fail(e);
     }
-    if let Some(Err(e)) = match lease {
-        Some(l) => Some(l.release().await),
-        None => None,
-    } {
+    if let Some(l) = lease
+        && let Err(e) = l.release().await
+    {
         tracing::warn!(error = %e, "could not release the lease; it lapses on its own");
         report.errors.push(e.to_string());
         report.errors_total += 1;
@@ -249,7 +242,7 @@ async fn walk(
 ) -> Result<()> {
     let cutoff = cutoffs.walk;
     // Recovery never writes the watermark, and no other invocation does while this one holds the lease.
-    let (mut wm, recovered) = if opts.dry_run {
+    let (mut wm, recovery) = if opts.dry_run {
         // What recovery would do, done by nobody: the walk plans as after it.
         tokio::try_join!(WatermarkState::read(store), recovery::assess(store, config.input_budget))?
     } else {
@@ -278,17 +271,13 @@ async fn walk(
         });
     }
 
-    let recovery = if opts.dry_run {
-        recovered
-    } else {
-        let r = recovered;
+    if !opts.dry_run {
+        let recovered = recovery.recovered.iter();
         report.manifests_recovered =
-            r.recovered.iter().filter(|m| m.action != RecoveryAction::QuarantinedEarlier).count()
-                as u64;
-        report.files_compacted += r.files_deleted;
-        report.files_delete_failed += r.files_delete_failed;
-        r
-    };
+            recovered.filter(|m| m.action != RecoveryAction::QuarantinedEarlier).count() as u64;
+        report.files_compacted += recovery.files_deleted;
+        report.files_delete_failed += recovery.files_delete_failed;
+    }
     report.set_recovered(&recovery.recovered);
     let mut cx = Ctx {
         store,
@@ -481,35 +470,14 @@ async fn timed_day(
     mode: DayMode,
 ) -> Result<DayEnd> {
     let deadline = cx.deadline;
-    let outcome = deadline.timed(process_day(cx, date, mode)).await;
-    match outcome {
-        DayOutcome::Failed(day, e) => {
-            report.add_day(day);
-            Err(e)
-        }
-        DayOutcome::Mismatch(day, missing) => {
-            report.add_day(day);
-            Ok(DayEnd::Mismatch(missing))
-        }
-        DayOutcome::Done(day) => {
-            report.add_day(day);
-            Ok(DayEnd::Done)
-        }
-        DayOutcome::Unfinished(day) => {
-            // A deadline stop within the date: the next run goes on from its parts.
-            report.stop_reason = StopReason::Deadline;
-            report.resume_date = Some(date);
-            report.add_day(day);
-            Ok(DayEnd::Unfinished)
-        }
+    let (day, end) = deadline.timed(process_day(cx, date, mode)).await;
+    if let Ok(DayEnd::Unfinished) = end {
+        // A deadline stop within the date: the next run goes on from its parts.
+        report.stop_reason = StopReason::Deadline;
+        report.resume_date = Some(date);
     }
-}
-
-/// How [`timed_day`]'s date ended: its [`DayOutcome`], the report and error taken out.
-enum DayEnd {
-    Done,
-    Mismatch(crate::data::spill::UuidSet),
-    Unfinished,
+    report.add_day(day);
+    end
 }
 
 /// The dates the straggler sweep looks at: the last `sweep_days` dates up to `watermark` (before
@@ -594,20 +562,20 @@ async fn sweep(
             continue;
         }
         let deadline = cx.deadline;
-        let outcome = deadline.timed(process_day(cx, date, DayMode::Sweep)).await;
+        let (mut day, end) = deadline.timed(process_day(cx, date, DayMode::Sweep)).await;
         delete_finished_manifests(cx).await?;
-        match outcome {
-            DayOutcome::Failed(day, e) => {
+        match end {
+            Err(e) => {
                 report.add_day(day);
                 return Err(e);
             }
-            DayOutcome::Done(mut day) if matches!(day.action, Done::Compacted | Done::Planned) => {
+            Ok(DayEnd::Done) if matches!(day.action, Done::Compacted | Done::Planned) => {
                 day.action = if opts.dry_run { Done::SweepPlanned } else { Done::Swept };
                 tracing::info!(%date, files = day.files_read, "stragglers folded into the compacted file");
                 report.add_day(day);
             }
-            DayOutcome::Done(day) | DayOutcome::Mismatch(day, _) => report.add_unlisted_day(day),
-            DayOutcome::Unfinished(day) => {
+            Ok(DayEnd::Done | DayEnd::Mismatch(_)) => report.add_unlisted_day(day),
+            Ok(DayEnd::Unfinished) => {
                 report.add_day(day);
                 break;
             }
