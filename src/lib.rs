@@ -22,11 +22,6 @@ macro_rules! named_enum {
                 self.as_str() == *other
             }
         }
-        impl PartialEq<str> for $t {
-            fn eq(&self, other: &str) -> bool {
-                self.as_str() == other
-            }
-        }
     };
 }
 

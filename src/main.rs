@@ -24,7 +24,8 @@ use tracing_subscriber::fmt::writer::BoxMakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
-fn settings_help() -> String {
+/// The long help: every setting, then the exit codes (`exit`) and `signals` (empty or [`SIGNALS`]).
+fn settings_help(exit: &str, signals: &str) -> String {
     let rows: String = SETTINGS
         .iter()
         .map(|r| format!("  {:<24} {} [default: {}]\n", r.name, r.doc, r.default))
@@ -32,7 +33,7 @@ fn settings_help() -> String {
     format!(
         "Settings are environment variables (the AWS SDK reads its own too: AWS_REGION or \
          AWS_DEFAULT_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE, AWS_ENDPOINT_URL):\n\n\
-         {rows}\nExit codes: 0 Success, 2 Mismatch (a day failed parity), 1 Failure.\n{SIGNALS}"
+         {rows}\n{exit}\n{signals}"
     )
 }
 
@@ -40,17 +41,16 @@ fn settings_help() -> String {
 const SIGNALS: &str = "SIGTERM or Ctrl-C stops a run cleanly (no new date or destructive step, \
     lease released, report with stop_reason interrupted, exit 1); a second signal exits at once (130 or 143).\n";
 
+fn run_help() -> String {
+    settings_help("Exit codes: 0 Success, 2 Mismatch (a day failed parity), 1 Failure.", SIGNALS)
+}
+
 fn status_help() -> String {
-    settings_help()
-        .replace(
-            "Exit codes: 0 Success, 2 Mismatch (a day failed parity), 1 Failure.",
-            "Exit codes: 0, or 1 when something could not be read (listed under errors).",
-        )
-        .replace(SIGNALS, "")
+    settings_help("Exit codes: 0, or 1 when something could not be read (listed under errors).", "")
 }
 
 #[derive(Debug, Parser)]
-#[command(name = "archive-compaction", version, about, after_long_help = settings_help())]
+#[command(name = "archive-compaction", version, about, after_long_help = run_help())]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -60,7 +60,7 @@ struct Cli {
 enum Command {
     /// Run one invocation: lease, recover, walk from the watermark to the cutoff, compact each
     /// date; prints the run report as JSON on stdout.
-    #[command(after_long_help = settings_help())]
+    #[command(after_long_help = run_help())]
     Run {
         /// Invocation time (RFC 3339, e.g. 2026-07-22T04:50:00Z); fixes the cutoff. Default: the
         /// current time.
@@ -143,12 +143,12 @@ enum Command {
 }
 
 fn prune_help() -> String {
-    settings_help().replace(
-        "Exit codes: 0 Success, 2 Mismatch (a day failed parity), 1 Failure.",
+    settings_help(
         "Only S3_BUCKET, S3_FORCE_PATH_STYLE and LOG_LEVEL matter here.\n\
          Exit codes: 0, or 1 when nothing was deleted because of an error (missing \
          directory, unreadable watermark, listing error) or when a delete failed, \
          or 3 when unreadable folders were skipped (named under skipped_folders) and the rest pruned.",
+        SIGNALS,
     )
 }
 
@@ -180,14 +180,13 @@ fn init_tracing(level: &str, json: bool, bar: Option<ProgressBar>) {
         None => BoxMakeWriter::new(std::io::stderr),
     };
     let layer = tracing_subscriber::fmt::layer().with_ansi(ansi).with_writer(writer);
-    if json {
-        let layer = layer.json().with_current_span(false).without_time();
-        tracing_subscriber::registry().with(layer.with_filter(filter)).init();
+    let layer = if json {
+        layer.json().with_current_span(false).without_time().boxed()
     } else {
         // Fields escaped and bounded: a newline in a key cannot forge a line.
-        let layer = layer.fmt_fields(archive_compaction::infra::text::log_fields());
-        tracing_subscriber::registry().with(layer.with_filter(filter)).init();
-    }
+        layer.fmt_fields(archive_compaction::infra::text::log_fields()).boxed()
+    };
+    tracing_subscriber::registry().with(layer.with_filter(filter)).init();
 }
 
 /// A report as pretty JSON on stdout, one document (what scripts parse).

@@ -519,8 +519,7 @@ fn count_decoded(read: &read::ReadInputs, source: Source) -> u64 {
 
 /// Adds `files` to the day's skipped files, each key once (the gate and every pass may find it).
 fn add_skipped(day: &mut DayReport, files: impl IntoIterator<Item = SkippedFile>) {
-    let mut seen: std::collections::HashSet<String> =
-        day.skipped.iter().map(|f| f.key.clone()).collect();
+    let mut seen: HashSet<String> = day.skipped.iter().map(|f| f.key.clone()).collect();
     for f in files {
         if seen.insert(f.key.clone()) {
             day.files_skipped += 1;

@@ -318,21 +318,32 @@ async fn walk_and_sweep(
 }
 
 /// The dates the walk goes through, from the day after the watermark (or `--date`'s) to the
-/// cutoff; `Err((reason, start))` when there is none.
+/// cutoff; `None` when there is none (the report's `stop_reason` and the log say why).
 async fn walk_plan(
     cx: &mut Ctx<'_, '_, impl Store>,
-    wm: &WatermarkState,
+    report: &mut RunReport,
+    wm: &mut WatermarkState,
     cutoff: NaiveDate,
-) -> Result<std::result::Result<Vec<NaiveDate>, (StopReason, Option<NaiveDate>)>> {
+) -> Result<Option<Vec<NaiveDate>>> {
     if let Some(d) = cx.opts.only_date {
-        return Ok(Ok(vec![d]));
+        return Ok(Some(vec![d]));
     }
     let last = wm.watermark.last_compacted_date;
-    let start = match plan::walk_start(last, cx.config.start_date, cx.first) {
-        None => return Ok(Err((StopReason::NoPartitions, None))),
-        Some(start) if start > cutoff => return Ok(Err((StopReason::NothingToDo, Some(start)))),
-        Some(start) => start,
+    let Some(start) = plan::walk_start(last, cx.config.start_date, cx.first) else {
+        report.stop_reason = StopReason::NoPartitions;
+        // A fresh deployment, or the wrong bucket: a Success, said louder.
+        tracing::warn!(
+            bucket = %report.bucket,
+            "no watermark, no START_DATE and no index/ partition: nothing to do (is S3_BUCKET the archive's bucket?)"
+        );
+        return Ok(None);
     };
+    if start > cutoff {
+        report.stop_reason = StopReason::NothingToDo;
+        tracing::info!(%start, %cutoff, "watermark is at the cutoff: nothing to do");
+        clear_mismatch_if_passed(cx, report, wm, cutoff).await?;
+        return Ok(None);
+    }
     // Catching up (a watermark or START_DATE far back): start at the first partition with data
     // (one delimiter listing each of index/ and flights/). A daily run lists nothing more.
     let start = if start < cutoff && (last.is_some() || cx.config.start_date.is_some()) {
@@ -349,7 +360,7 @@ async fn walk_plan(
     } else {
         start
     };
-    Ok(Ok(start.iter_days().take_while(|d| *d <= cutoff).collect()))
+    Ok(Some(start.iter_days().take_while(|d| *d <= cutoff).collect()))
 }
 
 /// Walks the dates of [`walk_plan`], moving the watermark after each (not for `--date` or a dry run).
@@ -359,23 +370,8 @@ async fn walk_dates(
     wm: &mut WatermarkState,
 ) -> Result<()> {
     let cutoff = report.cutoff.expect("cutoff set");
-    let dates = match walk_plan(cx, wm, cutoff).await? {
-        Ok(dates) => dates,
-        Err((reason, start)) => {
-            report.stop_reason = reason;
-            match start {
-                // A fresh deployment, or the wrong bucket: a Success, said louder.
-                None => tracing::warn!(
-                    bucket = %report.bucket,
-                    "no watermark, no START_DATE and no index/ partition: nothing to do (is S3_BUCKET the archive's bucket?)"
-                ),
-                Some(start) => {
-                    tracing::info!(%start, %cutoff, "watermark is at the cutoff: nothing to do");
-                    clear_mismatch_if_passed(cx, report, wm, cutoff).await?;
-                }
-            }
-            return Ok(());
-        }
+    let Some(dates) = walk_plan(cx, report, wm, cutoff).await? else {
+        return Ok(());
     };
     walking(cx, &dates);
     let opts = cx.opts;
