@@ -77,7 +77,7 @@ enum Command {
         /// Compact only this date (YYYY-MM-DD) now, after the watermark or before it
         /// (stragglers), through the same lease, recovery, parity gate and manifest protocol. The
         /// watermark is never moved, not even by a date right after it.
-        #[arg(long, conflicts_with_all = ["from", "to"], value_parser = |s: &str| parse_date("--date", s).map_err(|e| e.to_string()))]
+        #[arg(long, conflicts_with_all = ["from", "to"], value_parser = |s: &str| parse_date("--date", s))]
         date: Option<chrono::NaiveDate>,
         /// Repair a range of dates, from this one (YYYY-MM-DD, with --to): every date from --from
         /// to --to (both included) that holds more than one compacted file, or any per-flight or
@@ -85,10 +85,10 @@ enum Command {
         /// job's duplicates, legacy-migration days). Never moves the watermark; a date that
         /// mismatches is reported and the range goes on (exit 2 at the end). Stops starting dates
         /// near the deadline (`resume_date` in the report); the same command again continues.
-        #[arg(long, requires = "to", value_parser = |s: &str| parse_date("--from", s).map_err(|e| e.to_string()))]
+        #[arg(long, requires = "to", value_parser = |s: &str| parse_date("--from", s))]
         from: Option<chrono::NaiveDate>,
         /// Last date of a repair range (YYYY-MM-DD, with --from), included.
-        #[arg(long, requires = "from", value_parser = |s: &str| parse_date("--to", s).map_err(|e| e.to_string()))]
+        #[arg(long, requires = "from", value_parser = |s: &str| parse_date("--to", s))]
         to: Option<chrono::NaiveDate>,
         /// An id equal across retries of the same scheduled run (counts a mismatch once).
         #[arg(long)]
@@ -115,10 +115,10 @@ enum Command {
     /// date could not be audited.
     Audit {
         /// First date (YYYY-MM-DD), included.
-        #[arg(long, value_parser = |s: &str| parse_date("--from", s).map_err(|e| e.to_string()))]
+        #[arg(long, value_parser = |s: &str| parse_date("--from", s))]
         from: chrono::NaiveDate,
         /// Last date (YYYY-MM-DD), included.
-        #[arg(long, value_parser = |s: &str| parse_date("--to", s).map_err(|e| e.to_string()))]
+        #[arg(long, value_parser = |s: &str| parse_date("--to", s))]
         to: chrono::NaiveDate,
         /// Stop starting new dates after this long, as `run --max-duration` (more than
         /// DEADLINE_MARGIN_SECONDS, else refused); the report's resume_date is the first date not

@@ -15,13 +15,10 @@ pub const SINK_TIME_AT_THE_END: Duration = Duration::from_secs(1);
 /// `timeout`, or the time left before `deadline` less `later` (kept for
 /// the calls after), but never less than [`SINK_TIME_AT_THE_END`].
 fn bound(timeout: Duration, deadline: Option<Instant>, later: Duration) -> Duration {
-    match deadline {
-        Some(d) => {
-            let left = d.saturating_duration_since(Instant::now());
-            timeout.min(left.saturating_sub(later).max(SINK_TIME_AT_THE_END))
-        }
-        None => timeout,
-    }
+    deadline.map_or(timeout, |d| {
+        let left = d.saturating_duration_since(Instant::now());
+        timeout.min(left.saturating_sub(later).max(SINK_TIME_AT_THE_END))
+    })
 }
 
 /// [`publish_by`] without a deadline.

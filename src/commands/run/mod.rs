@@ -308,11 +308,10 @@ async fn walk_and_sweep(
     report: &mut RunReport,
     wm: &mut WatermarkState,
 ) -> Result<()> {
-    let watermark_before = wm.watermark.last_compacted_date;
     walk_dates(cx, report, wm).await?;
     delete_finished_manifests(cx).await?;
     if cx.opts.only_date.is_none() {
-        sweep(cx, report, watermark_before).await?;
+        sweep(cx, report).await?;
     }
     Ok(())
 }
@@ -524,15 +523,11 @@ fn fail_blocked(cx: &mut Ctx<'_, '_, impl Store>, report: &mut RunReport, date: 
     }
 }
 
-/// The straggler sweep over [`sweep_dates`]: index files that arrived or were rewritten after
+/// The straggler sweep over [`sweep_dates`] up to the watermark before the run: index files that arrived or were rewritten after
 /// compaction are folded into a new compacted file; one ListObjectsV2 a date with nothing to fold.
 /// A date blocked by a manifest is skipped (the run fails on it: [`fail_blocked`]).
-async fn sweep(
-    cx: &mut Ctx<'_, '_, impl Store>,
-    report: &mut RunReport,
-    watermark_before: Option<NaiveDate>,
-) -> Result<()> {
-    let Some(last) = watermark_before else {
+async fn sweep(cx: &mut Ctx<'_, '_, impl Store>, report: &mut RunReport) -> Result<()> {
+    let Some(last) = report.watermark_before else {
         return Ok(());
     };
     let (opts, config) = (cx.opts, cx.config);

@@ -9,22 +9,20 @@ use crate::data::state::WatermarkState;
 use crate::infra::error::Result;
 use crate::infra::storage::Store;
 use crate::protocol::commit;
+use crate::protocol::plan::watermark_lag_days;
 
 /// The report's watermark fields from `wm`; without a watermark the lag counts from `first`
-/// ([`crate::protocol::plan::watermark_lag_days`]).
+/// ([`watermark_lag_days`]).
 pub(super) fn fill_watermark_fields(
     report: &mut RunReport,
     wm: &WatermarkState,
     cutoff: NaiveDate,
     first: Option<NaiveDate>,
 ) {
-    report.last_compacted_date = wm.watermark.last_compacted_date;
+    let last = wm.watermark.last_compacted_date;
+    report.last_compacted_date = last;
     report.mismatch_runs = wm.watermark.mismatch_runs;
-    report.watermark_lag_days = Some(crate::protocol::plan::watermark_lag_days(
-        wm.watermark.last_compacted_date,
-        first,
-        cutoff,
-    ));
+    report.watermark_lag_days = Some(watermark_lag_days(last, first, cutoff));
 }
 
 /// Deletes the manifests of [`Ctx::finished_manifests`].
