@@ -268,19 +268,8 @@ pub async fn handle(
     event: LambdaEvent<serde_json::Value>,
 ) -> Result<RunReport, RunError> {
     let (payload, ctx) = event.into_parts();
-    let report = match InvokeEvent::from_value(payload) {
-        Ok(parsed) => {
-            let deadline = deadline(&ctx);
-            if deadline.is_none() && ctx.deadline > 0 {
-                tracing::warn!(
-                    deadline_ms = ctx.deadline,
-                    "runtime deadline already past: running without one"
-                );
-            }
-            let mut opts = options_from_event(&parsed, &ctx.request_id, deadline);
-            opts.stop = Some(deps.stop.clone());
-            invoke(deps, &opts).await
-        }
+    let parsed = match InvokeEvent::from_value(payload) {
+        Ok(e) => e,
         Err(e) => {
             let mut r = RunReport {
                 last_run_at: Utc::now(),
@@ -292,9 +281,20 @@ pub async fn handle(
             // A Failure like any other: reported too.
             crate::app::reporting::publish(deps, &mut r).await;
             r.bound();
-            r
+            log_report(&r);
+            return Err(RunError(r));
         }
     };
+    let deadline = deadline(&ctx);
+    if deadline.is_none() && ctx.deadline > 0 {
+        tracing::warn!(
+            deadline_ms = ctx.deadline,
+            "runtime deadline already past: running without one"
+        );
+    }
+    let mut opts = options_from_event(&parsed, &ctx.request_id, deadline);
+    opts.stop = Some(deps.stop.clone());
+    let report = invoke(deps, &opts).await;
     log_report(&report);
     match report.last_run_status {
         Status::Success => Ok(report),
