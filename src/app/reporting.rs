@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use super::Deps;
+use super::aws::Deps;
 use crate::data::report::RunReport;
 use crate::infra::error::ReportError;
 
