@@ -210,7 +210,7 @@ fn deadline(ctx: &Context) -> Option<Instant> {
     (!left.is_zero()).then(|| Instant::now() + left)
 }
 
-/// The Lambda entry point: an event with an `audit` field is an [`AuditEvent`] (clean: the report;
+/// The Lambda entry point: an event with an `audit` field is an `AuditEvent` (clean: the report;
 /// else an `AuditFindings` or `AuditIncomplete` error; nothing published), any other to [`handle`].
 pub async fn dispatch(
     deps: &Deps,
