@@ -523,9 +523,10 @@ fn fail_blocked(cx: &mut Ctx<'_, '_, impl Store>, report: &mut RunReport, date: 
     }
 }
 
-/// The straggler sweep over [`sweep_dates`] up to the watermark before the run: index files that arrived or were rewritten after
-/// compaction are folded into a new compacted file; one ListObjectsV2 a date with nothing to fold.
-/// A date blocked by a manifest is skipped (the run fails on it: [`fail_blocked`]).
+/// The straggler sweep over [`sweep_dates`] up to the watermark before the run: index files that
+/// arrived or were rewritten after compaction are folded into a new compacted file; one
+/// ListObjectsV2 a date with nothing to fold. A date blocked by a manifest is skipped (the run
+/// fails on it: [`fail_blocked`]).
 async fn sweep(cx: &mut Ctx<'_, '_, impl Store>, report: &mut RunReport) -> Result<()> {
     let Some(last) = report.watermark_before else {
         return Ok(());
