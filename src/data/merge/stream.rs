@@ -105,24 +105,6 @@ impl StreamMerger {
         }
     }
 
-    /// Approximate heap bytes held besides the encoded output: the compacted runs, held uuid-less
-    /// rows and the open row group; it does not grow with the number of per-flight files pushed.
-    #[cfg(test)]
-    fn memory_bytes(&self) -> usize {
-        self.runs
-            .iter()
-            .map(|r| r.batch.get_array_memory_size() + r.uuids.capacity() * 16)
-            .chain(self.anonymous.iter().map(RecordBatch::get_array_memory_size))
-            .sum::<usize>()
-            + self.writer.as_ref().map_or(0, ArrowWriter::memory_size)
-    }
-
-    /// Bytes of encoded output so far (flushed row groups).
-    #[cfg(test)]
-    fn output_bytes(&self) -> usize {
-        self.writer.as_ref().map_or(0, ArrowWriter::bytes_written)
-    }
-
     /// Adds a multi-row input as a run: its rows with a flight uuid in uuid order, then any rows
     /// without one. Files not in that order (ours are) are sorted here, stably, and a flight twice
     /// in one file keeps its later row (as in [`super::Merger`]). The run is held decoded until its
@@ -366,6 +348,24 @@ mod tests {
     use super::super::{MergeInput, Merger, conform, decode};
     use super::*;
     use std::sync::Arc;
+
+    impl StreamMerger {
+        /// Approximate heap bytes held besides the encoded output: the compacted runs, held uuid-less
+        /// rows and the open row group; it does not grow with the number of per-flight files pushed.
+        fn memory_bytes(&self) -> usize {
+            self.runs
+                .iter()
+                .map(|r| r.batch.get_array_memory_size() + r.uuids.capacity() * 16)
+                .chain(self.anonymous.iter().map(RecordBatch::get_array_memory_size))
+                .sum::<usize>()
+                + self.writer.as_ref().map_or(0, ArrowWriter::memory_size)
+        }
+
+        /// Bytes of encoded output so far (flushed row groups).
+        fn output_bytes(&self) -> usize {
+            self.writer.as_ref().map_or(0, ArrowWriter::bytes_written)
+        }
+    }
 
     /// A tiny deterministic generator (xorshift64*) for test scenarios.
     struct Rng(u64);
