@@ -52,10 +52,6 @@ impl Unmergeable {
     }
 }
 
-pub(super) fn unmergeable(column: Option<&str>, reason: impl Into<String>) -> Unmergeable {
-    Unmergeable::new(column, reason)
-}
-
 /// A decoded input, conformed to the target schema (known columns, then extra ones).
 #[derive(Debug, Clone)]
 pub struct Decoded {
@@ -67,10 +63,10 @@ pub struct Decoded {
 
 /// A Parquet file starts and ends with `PAR1` (Parquet format spec); the
 /// footer-only reader does not check the first.
-pub(super) fn check_magic(bytes: &[u8]) -> Result<(), Unmergeable> {
+fn check_magic(bytes: &[u8]) -> Result<(), Unmergeable> {
     const MAGIC: &[u8] = b"PAR1";
     if bytes.len() < 12 || &bytes[..4] != MAGIC || &bytes[bytes.len() - 4..] != MAGIC {
-        return Err(unmergeable(
+        return Err(Unmergeable::new(
             None,
             format!("not a Parquet file: bad magic or truncated ({} bytes)", bytes.len()),
         ));
@@ -88,7 +84,7 @@ pub fn decode(bytes: Bytes) -> Result<Decoded, Unmergeable> {
         .with_metadata_options(Some(footer_options()))
         .parse_and_finish(&bytes)
         .map(Arc::new)
-        .map_err(|e| unmergeable(None, format!("not a readable Parquet file: {e}")))?;
+        .map_err(|e| Unmergeable::new(None, format!("not a readable Parquet file: {e}")))?;
     decode_parsed(bytes, metadata)
 }
 
@@ -104,11 +100,11 @@ pub fn decode_parsed(bytes: Bytes, metadata: Arc<ParquetMetaData>) -> Result<Dec
     let (arrow_metadata, conformed) = arrow_metadata(metadata)?;
     let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(bytes, arrow_metadata)
         .build()
-        .map_err(|e| unmergeable(None, format!("cannot read: {e}")))?;
+        .map_err(|e| Unmergeable::new(None, format!("cannot read: {e}")))?;
     let schema = reader.schema();
     let batches = reader
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| unmergeable(None, format!("cannot decode: {e}")))?;
+        .map_err(|e| Unmergeable::new(None, format!("cannot decode: {e}")))?;
     decoded_from(&schema, batches, conformed)
 }
 
@@ -129,7 +125,7 @@ pub fn arrow_metadata(
         Some(m) => Ok((m, true)),
         None => ArrowReaderMetadata::try_new(metadata, ArrowReaderOptions::new())
             .map(|m| (m, false))
-            .map_err(|e| unmergeable(None, format!("not a readable Parquet file: {e}"))),
+            .map_err(|e| Unmergeable::new(None, format!("not a readable Parquet file: {e}"))),
     }
 }
 
@@ -143,7 +139,7 @@ pub fn decoded_from(
         batches.pop().expect("one batch")
     } else {
         arrow_select::concat::concat_batches(schema, &batches)
-            .map_err(|e| unmergeable(None, format!("cannot decode: {e}")))?
+            .map_err(|e| Unmergeable::new(None, format!("cannot decode: {e}")))?
     };
     drop(batches);
     if conformed {
@@ -218,7 +214,7 @@ pub fn conform(batch: &RecordBatch) -> Result<Decoded, Unmergeable> {
                 conform_column(f, &merged)?
             }
             None if f.is_nullable() => new_null_array(f.data_type(), rows),
-            None => return Err(unmergeable(Some(f.name()), "required column is missing")),
+            None => return Err(Unmergeable::new(Some(f.name()), "required column is missing")),
         };
         fields.push(f.as_ref().clone());
         columns.push(col);
@@ -236,7 +232,7 @@ pub fn conform(batch: &RecordBatch) -> Result<Decoded, Unmergeable> {
             let mut day = super::widen::ExtraColumns::default();
             for &i in ixs {
                 day.add(first.name(), batch.column(i)).map_err(|u| {
-                    unmergeable(
+                    Unmergeable::new(
                         Some(first.name()),
                         format!(
                             "{} columns named {:?} but for case: {}",
@@ -251,21 +247,15 @@ pub fn conform(batch: &RecordBatch) -> Result<Decoded, Unmergeable> {
             let cols = (ixs.iter())
                 .map(|&i| super::widen::convert(batch.column(i), &to))
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| unmergeable(Some(first.name()), e))?;
+                .map_err(|e| Unmergeable::new(Some(first.name()), e))?;
             merge_agreeing(&schema, ixs, &cols)?
         };
         extra_columns.push(first.name().clone());
-        fields.push(
-            Field::new(first.name(), col.data_type().clone(), true).with_metadata(HashMap::<
-                String,
-                String,
-            >::new(
-            )),
-        );
+        fields.push(Field::new(first.name(), col.data_type().clone(), true));
         columns.push(col);
     }
     let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
-        .map_err(|e| unmergeable(None, e.to_string()))?;
+        .map_err(|e| Unmergeable::new(None, e.to_string()))?;
     Ok(Decoded { batch, extra_columns })
 }
 
@@ -289,7 +279,7 @@ fn merge_agreeing(
                 None => chosen = Some(c),
                 Some(k) if cols[k].slice(row, 1).to_data() == col.slice(row, 1).to_data() => {}
                 Some(k) => {
-                    return Err(unmergeable(
+                    return Err(Unmergeable::new(
                         Some(names[c]),
                         format!(
                             "columns {:?} and {:?} are one column to Glue, Athena and Spark (names equal but for case) and disagree in row {row}; the file is left in place",
@@ -303,17 +293,19 @@ fn merge_agreeing(
     }
     let refs: Vec<&dyn Array> = cols.iter().map(|c| c.as_ref()).collect();
     arrow_select::interleave::interleave(&refs, &pick)
-        .map_err(|e| unmergeable(Some(names[0]), e.to_string()))
+        .map_err(|e| Unmergeable::new(Some(names[0]), e.to_string()))
 }
 
-pub(super) fn conform_column(target: &Field, col: &ArrayRef) -> Result<ArrayRef, Unmergeable> {
+fn conform_column(target: &Field, col: &ArrayRef) -> Result<ArrayRef, Unmergeable> {
     let name = target.name();
     if !target.is_nullable() && col.null_count() > 0 {
-        return Err(unmergeable(
+        return Err(Unmergeable::new(
             Some(name),
             format!("{} null value(s) in a required column", col.null_count()),
         ));
     }
+    let is_utf8 =
+        |t: &DataType| matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
     match (target.data_type(), col.data_type()) {
         (t, s) if t == s => Ok(col.clone()),
         // Nulls lose nothing in any type (fastparquet writes an all-None
@@ -321,18 +313,15 @@ pub(super) fn conform_column(target: &Field, col: &ArrayRef) -> Result<ArrayRef,
         (t, _) if col.null_count() == col.len() || col.data_type() == &DataType::Null => {
             Ok(new_null_array(t, col.len()))
         }
-        (DataType::Utf8, DataType::LargeUtf8 | DataType::Utf8View) => {
-            cast(col, &DataType::Utf8).map_err(|e| unmergeable(Some(name), e.to_string()))
-        }
-        (DataType::Utf8, DataType::Dictionary(_, v))
-            if matches!(v.as_ref(), DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) =>
+        (DataType::Utf8, s)
+            if is_utf8(s) || matches!(s, DataType::Dictionary(_, v) if is_utf8(v)) =>
         {
-            cast(col, &DataType::Utf8).map_err(|e| unmergeable(Some(name), e.to_string()))
+            cast(col, &DataType::Utf8).map_err(|e| Unmergeable::new(Some(name), e.to_string()))
         }
         // Unannotated binary (fastparquet's `bytes` encoding) holding UTF-8.
         (DataType::Utf8, DataType::Binary | DataType::LargeBinary | DataType::BinaryView) => {
             super::widen::convert(col, &DataType::Utf8).map_err(|e| {
-                unmergeable(
+                Unmergeable::new(
                     Some(name),
                     format!(
                         "type {} cannot be converted to Utf8 without loss: {e}",
@@ -343,31 +332,25 @@ pub(super) fn conform_column(target: &Field, col: &ArrayRef) -> Result<ArrayRef,
         }
         (DataType::Timestamp(TimeUnit::Microsecond, tz), DataType::Timestamp(unit, _)) => {
             // Aware and naive timestamps both store UTC epoch values; only the unit changes.
-            let values = col.as_primitive_opt::<arrow_array::types::Int64Type>();
-            let raw: Vec<Option<i64>> = match values {
-                Some(v) => v.iter().collect(),
-                None => {
-                    let as_i64 = cast(col, &DataType::Int64)
-                        .map_err(|e| unmergeable(Some(name), e.to_string()))?;
-                    as_i64.as_primitive::<arrow_array::types::Int64Type>().iter().collect()
-                }
-            };
-            let mut out = Vec::with_capacity(raw.len());
-            for v in raw {
-                out.push(match v {
-                    None => None,
-                    Some(v) => Some(to_micros(v, *unit).ok_or_else(|| {
-                        unmergeable(
-                            Some(name),
-                            format!("timestamp {v} ({unit:?}) has no exact microsecond value"),
-                        )
-                    })?),
-                });
-            }
+            let raw = cast(col, &DataType::Int64)
+                .map_err(|e| Unmergeable::new(Some(name), e.to_string()))?;
+            let out = (raw.as_primitive::<arrow_array::types::Int64Type>().iter())
+                .map(|v| {
+                    v.map(|v| {
+                        to_micros(v, *unit).ok_or_else(|| {
+                            Unmergeable::new(
+                                Some(name),
+                                format!("timestamp {v} ({unit:?}) has no exact microsecond value"),
+                            )
+                        })
+                    })
+                    .transpose()
+                })
+                .collect::<Result<Vec<_>, _>>()?;
             let arr = TimestampMicrosecondArray::from(out).with_timezone_opt(tz.clone());
             Ok(Arc::new(arr))
         }
-        (t, s) => Err(unmergeable(
+        (t, s) => Err(Unmergeable::new(
             Some(name),
             format!("type {s} cannot be converted to {t} without loss"),
         )),
@@ -384,7 +367,7 @@ pub fn same_column(a: &str, b: &str) -> bool {
     a == b || column_key(a) == column_key(b)
 }
 
-pub(super) fn to_micros(v: i64, unit: TimeUnit) -> Option<i64> {
+fn to_micros(v: i64, unit: TimeUnit) -> Option<i64> {
     match unit {
         TimeUnit::Second => v.checked_mul(1_000_000),
         TimeUnit::Millisecond => v.checked_mul(1_000),

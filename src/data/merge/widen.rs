@@ -22,7 +22,6 @@
 //! → `utf8`) and renders as a direct rendering would, so values do not depend on merge order.
 //! [`convert`] checks the values at hand, never a "safe" cast.
 
-use super::schema::unmergeable;
 use super::*;
 
 /// Largest magnitude below which a `float64` holds every integer exactly (2^53).
@@ -58,18 +57,12 @@ fn is_all_null(col: &ArrayRef) -> bool {
 
 /// An integer type's signedness and width in bits (arrow's own helpers).
 fn int_width(t: &DataType) -> Option<(bool, u8)> {
-    if !t.is_integer() {
-        return None;
-    }
-    Some((t.is_signed_integer(), (t.primitive_width()? * 8) as u8))
+    t.primitive_width().filter(|_| t.is_integer()).map(|w| (t.is_signed_integer(), (w * 8) as u8))
 }
 
 /// A floating-point type's width in bits.
 fn float_width(t: &DataType) -> Option<u8> {
-    if !t.is_floating() {
-        return None;
-    }
-    Some((t.primitive_width()? * 8) as u8)
+    t.primitive_width().filter(|_| t.is_floating()).map(|w| (w * 8) as u8)
 }
 
 fn is_string(t: &DataType) -> bool {
@@ -145,25 +138,18 @@ impl Seen {
     /// The day's type, or why there is none.
     fn resolve(&self) -> Result<DataType, String> {
         let numeric = self.signed.is_some() || self.unsigned.is_some() || self.float.is_some();
-        let kinds = [numeric, self.boolean, self.string, self.binary, !self.other.is_empty()]
-            .iter()
-            .filter(|k| **k)
-            .count();
+        let named = [
+            (numeric, "numbers"),
+            (self.boolean, "booleans"),
+            (self.string, "strings"),
+            (self.binary, "binary"),
+        ];
+        let named = named.into_iter().filter(|(k, _)| *k).map(|(_, name)| name.to_string());
+        let kinds = named.clone().count() + usize::from(!self.other.is_empty());
         if let Some(first) = self.other.first() {
             if self.other.len() > 1 || kinds > 1 {
-                let mut seen: Vec<String> = self.other.iter().map(|t| t.to_string()).collect();
-                if numeric {
-                    seen.push("numbers".into());
-                }
-                if self.boolean {
-                    seen.push("booleans".into());
-                }
-                if self.string {
-                    seen.push("strings".into());
-                }
-                if self.binary {
-                    seen.push("binary".into());
-                }
+                let seen: Vec<String> =
+                    self.other.iter().map(|t| t.to_string()).chain(named).collect();
                 return Err(format!(
                     "no type holds every value exactly: the day's inputs hold {} in it",
                     seen.join(", ")
@@ -186,15 +172,14 @@ impl Seen {
         if self.boolean {
             return Ok(DataType::Boolean);
         }
-        let int_type = |signed: bool, w: u8| match (signed, w) {
-            (true, 8) => DataType::Int8,
-            (true, 16) => DataType::Int16,
-            (true, 32) => DataType::Int32,
-            (true, _) => DataType::Int64,
-            (false, 8) => DataType::UInt8,
-            (false, 16) => DataType::UInt16,
-            (false, 32) => DataType::UInt32,
-            (false, _) => DataType::UInt64,
+        // Widths are 8, 16, 32 or 64 bits.
+        let int_type = |signed: bool, w: u8| {
+            let types = if signed {
+                [DataType::Int8, DataType::Int16, DataType::Int32, DataType::Int64]
+            } else {
+                [DataType::UInt8, DataType::UInt16, DataType::UInt32, DataType::UInt64]
+            };
+            types[w.trailing_zeros() as usize - 3].clone()
         };
         Ok(match (self.signed, self.unsigned, self.float) {
             (None, None, Some(w)) => match w {
@@ -260,7 +245,7 @@ impl ExtraColumns {
         let c = &mut self.columns[ix];
         c.seen.add(col);
         c.data_type = c.seen.resolve().map_err(|e| {
-            unmergeable(
+            Unmergeable::new(
                 Some(name),
                 format!(
                     "extra column {name}: {e}; the file is left in place (its {} does not join the type the column has for the day)",
@@ -318,39 +303,18 @@ pub fn convert(col: &ArrayRef, to: &DataType) -> Result<ArrayRef, String> {
         }
         Ok(out)
     };
-    let render = |values: Vec<Option<String>>| -> ArrayRef { Arc::new(StringArray::from(values)) };
     match to {
-        DataType::Utf8 if is_string(from) => checked(to),
+        // Arrow renders integers in decimal and booleans as `true`/`false`.
+        DataType::Utf8 if is_string(from) || int_width(from).is_some() => checked(to),
+        DataType::Utf8 if from == &DataType::Boolean => checked(to),
         DataType::Utf8 if is_binary(from) => {
             checked(to).map_err(|_| "a binary value is not UTF-8".to_string())
         }
-        DataType::Utf8 if int_width(from).is_some() => {
-            let (signed, _) = int_width(from).expect("an integer");
-            let wide = if signed { DataType::Int64 } else { DataType::UInt64 };
-            let c = checked(&wide)?;
-            Ok(render(if signed {
-                c.as_primitive::<arrow_array::types::Int64Type>()
-                    .iter()
-                    .map(|v| v.map(|v| v.to_string()))
-                    .collect()
-            } else {
-                c.as_primitive::<arrow_array::types::UInt64Type>()
-                    .iter()
-                    .map(|v| v.map(|v| v.to_string()))
-                    .collect()
-            }))
-        }
         DataType::Utf8 if float_width(from).is_some() => {
+            // Not arrow's rendering (`1e20`): `Display`'s, from the exact `float64`.
             let c = checked(&DataType::Float64)?;
-            Ok(render(
-                c.as_primitive::<arrow_array::types::Float64Type>()
-                    .iter()
-                    .map(|v| v.map(|v| v.to_string()))
-                    .collect(),
-            ))
-        }
-        DataType::Utf8 if from == &DataType::Boolean => {
-            Ok(render(col.as_boolean().iter().map(|v| v.map(|v| v.to_string())).collect()))
+            let values = c.as_primitive::<arrow_array::types::Float64Type>().iter();
+            Ok(Arc::new(values.map(|v| v.map(|v| v.to_string())).collect::<StringArray>()))
         }
         DataType::Binary if is_binary(from) => checked(to),
         DataType::Float64 if float_width(from).is_some() => checked(to),
@@ -367,14 +331,8 @@ pub fn convert(col: &ArrayRef, to: &DataType) -> Result<ArrayRef, String> {
             arrow_cast::cast_with_options(col, to, &strict).map_err(|_| {
                 let (values, _) = int_values(col).unwrap_or_default();
                 let (signed, w) = int_width(t).expect("an integer");
-                let fits = |v: i128| {
-                    if signed {
-                        v >= -(1i128 << (w - 1)) && v < (1i128 << (w - 1))
-                    } else {
-                        v >= 0 && v < (1i128 << w)
-                    }
-                };
-                match values.iter().find(|v| !fits(**v)) {
+                let fits = if signed { -(1i128 << (w - 1))..1 << (w - 1) } else { 0..1 << w };
+                match values.iter().find(|v| !fits.contains(v)) {
                     Some(v) => format!("{v} does not fit {t}"),
                     None => format!("{from} does not convert to {t}"),
                 }
