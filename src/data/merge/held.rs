@@ -141,18 +141,13 @@ impl Merger {
         let batch = to_union_schema(&b, &self.schema)?;
 
         let r = rank(input.source, input.last_modified);
-        let keys =
-            batch.column(target_schema().index_of("s3_key").expect("s3_key")).as_string::<i32>();
-        for row in 0..batch.num_rows() {
+        let single = match input.source {
+            Source::PerFlight(u) if batch.num_rows() == 1 => Some(u),
+            _ => None,
+        };
+        for (row, id) in row_flights(&batch).expect("s3_key").enumerate() {
             let at = self.rows + row;
-            let id =
-                keys.is_valid(row).then(|| flight_uuid(keys.value(row))).flatten().or(match input
-                    .source
-                {
-                    Source::PerFlight(u) if batch.num_rows() == 1 => Some(u),
-                    _ => None,
-                });
-            match id {
+            match id.or(single) {
                 None => self.anonymous.push(at),
                 Some(u) => {
                     let e = self.winners.entry(u).or_insert((r, at));
@@ -164,17 +159,13 @@ impl Merger {
         }
         self.rows += batch.num_rows();
         self.coalescer.push_batch(batch)?;
-        while let Some(c) = self.coalescer.next_completed_batch() {
-            self.chunks.push(c);
-        }
+        self.chunks.extend(std::iter::from_fn(|| self.coalescer.next_completed_batch()));
         Ok(())
     }
 
     fn flush_chunk(&mut self) -> Result<(), MergeError> {
         self.coalescer.finish_buffered_batch()?;
-        while let Some(c) = self.coalescer.next_completed_batch() {
-            self.chunks.push(c);
-        }
+        self.chunks.extend(std::iter::from_fn(|| self.coalescer.next_completed_batch()));
         Ok(())
     }
 

@@ -379,26 +379,20 @@ fn to_micros(v: i64, unit: TimeUnit) -> Option<i64> {
 /// Whether a per-flight file holds a row whose `s3_key` carries `flight`:
 /// only then could a compacted file keep its index row.
 pub fn holds_flight(decoded: &Decoded, flight: Uuid) -> bool {
-    let Some(keys) = s3_keys(decoded) else {
-        return false;
-    };
-    (0..keys.len()).any(|row| keys.is_valid(row) && flight_uuid(keys.value(row)) == Some(flight))
+    row_flights(&decoded.batch).is_some_and(|mut ids| ids.any(|id| id == Some(flight)))
 }
 
 /// Rows whose `s3_key` is null, empty or carries no flight uuid.
 pub fn rows_without_flight(decoded: &Decoded) -> usize {
-    let Some(keys) = s3_keys(decoded) else {
-        return decoded.batch.num_rows();
-    };
-    (0..keys.len())
-        .filter(|&row| !keys.is_valid(row) || flight_uuid(keys.value(row)).is_none())
-        .count()
+    row_flights(&decoded.batch)
+        .map_or(decoded.batch.num_rows(), |ids| ids.filter(Option::is_none).count())
 }
 
-fn s3_keys(decoded: &Decoded) -> Option<&StringArray> {
-    let b = &decoded.batch;
-    let ix = b.schema().index_of("s3_key").ok()?;
-    b.column(ix).as_string_opt::<i32>()
+/// Each row's flight by its `s3_key` (`None` when null or carrying none); `None` when `b` has no
+/// `s3_key` string column.
+pub(super) fn row_flights(b: &RecordBatch) -> Option<impl Iterator<Item = Option<Uuid>> + '_> {
+    let keys = b.column(b.schema().index_of("s3_key").ok()?).as_string_opt::<i32>()?;
+    Some(keys.iter().map(|k| k.and_then(flight_uuid)))
 }
 
 /// A per-input limit, checked from the listing and footer before any decode.

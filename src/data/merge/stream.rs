@@ -9,9 +9,9 @@
 
 use super::MergeError;
 use super::{
-    Array, ArrowWriter, AsArray, BatchCoalescer, Bytes, DateTime, Decoded, ExtraColumns, Rank,
-    RecordBatch, SchemaRef, Source, Utc, Uuid, WRITE_BATCH_ROWS, flight_uuid, props, rank,
-    target_schema, to_union_schema,
+    ArrowWriter, BatchCoalescer, Bytes, DateTime, Decoded, ExtraColumns, Rank, RecordBatch,
+    SchemaRef, Source, Utc, Uuid, WRITE_BATCH_ROWS, props, rank, row_flights, target_schema,
+    to_union_schema,
 };
 
 /// Why [`StreamMerger`] stopped.
@@ -123,10 +123,7 @@ impl StreamMerger {
             )));
         }
         let batch = self.align(key, &decoded.batch)?;
-        let keys = s3_keys(&batch);
-        let ids: Vec<Option<Uuid>> = (0..batch.num_rows())
-            .map(|row| keys.is_valid(row).then(|| flight_uuid(keys.value(row))).flatten())
-            .collect();
+        let ids: Vec<Option<Uuid>> = row_flights(&batch).expect("s3_key").collect();
         // Already a run (our compacted files): no copy.
         let first_anonymous = ids.iter().position(Option::is_none).unwrap_or(ids.len());
         let sorted = ids[..first_anonymous].windows(2).all(|w| w[0] < w[1])
@@ -195,8 +192,7 @@ impl StreamMerger {
             return Err(StreamError::NotStreamable(format!("{key} holds {rows} rows, not one")));
         }
         let batch = self.align(key, &decoded.batch)?;
-        let keys = s3_keys(&batch);
-        let id = keys.is_valid(0).then(|| flight_uuid(keys.value(0))).flatten().unwrap_or(flight);
+        let id = row_flights(&batch).expect("s3_key").next().flatten().unwrap_or(flight);
         if id != flight {
             return Err(StreamError::NotStreamable(format!("{key} holds the row of flight {id}")));
         }
@@ -230,12 +226,7 @@ impl StreamMerger {
                 c.finish_buffered_batch().map_err(failed)?;
                 let mut writer = match writer {
                     Some(w) => w,
-                    None => ArrowWriter::try_new(
-                        Vec::new(),
-                        self.schema.clone(),
-                        Some(props(self.row_group_rows)),
-                    )
-                    .map_err(failed)?,
+                    None => new_writer(&self.schema, self.row_group_rows)?,
                 };
                 while let Some(b) = c.next_completed_batch() {
                     writer.write(&b).map_err(failed)?;
@@ -321,31 +312,27 @@ impl StreamMerger {
         c.push_batch(b.clone()).map_err(failed)?;
         self.rows_written += b.num_rows() as u64;
         while let Some(done) = c.next_completed_batch() {
-            if self.writer.is_none() {
-                self.writer = Some(
-                    ArrowWriter::try_new(
-                        Vec::new(),
-                        self.schema.clone(),
-                        Some(props(self.row_group_rows)),
-                    )
-                    .map_err(failed)?,
-                );
-            }
-            let w = self.writer.as_mut().expect("writer just made");
+            let w = match &mut self.writer {
+                Some(w) => w,
+                none => none.insert(new_writer(&self.schema, self.row_group_rows)?),
+            };
             w.write(&done).map_err(failed)?;
         }
         Ok(())
     }
 }
 
-fn s3_keys(b: &RecordBatch) -> &arrow_array::StringArray {
-    b.column(target_schema().index_of("s3_key").expect("s3_key")).as_string::<i32>()
+fn new_writer(
+    schema: &SchemaRef,
+    row_group_rows: usize,
+) -> Result<ArrowWriter<Vec<u8>>, StreamError> {
+    ArrowWriter::try_new(Vec::new(), schema.clone(), Some(props(row_group_rows))).map_err(failed)
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::tests::{row, uuid_n, with_int_column};
-    use super::super::{MergeInput, Merger, conform, decode};
+    use super::super::{AsArray, MergeInput, Merger, conform, decode};
     use super::*;
     use std::sync::Arc;
 
