@@ -416,7 +416,6 @@ async fn exchange(
     if total == 0 {
         return Ok(());
     }
-    let mut in_flight: HashSet<u16> = HashSet::new();
     loop {
         let event = events.poll().await.map_err(|e| {
             let reason = format!("{e}{}", tls_hint(config, &e.to_string(), progress.connected));
@@ -428,14 +427,11 @@ async fn exchange(
                 // Sent in the order queued: the n-th PUBLISH is messages[n].
                 progress.sent.insert(pkid, progress.published);
                 progress.published += 1;
-                in_flight.insert(pkid);
             }
             Event::Incoming(Packet::PubAck(ack)) => {
-                if in_flight.remove(&ack.pkid) {
+                if let Some(i) = progress.sent.remove(&ack.pkid) {
                     progress.acked += 1;
-                    if let Some(i) = progress.sent.remove(&ack.pkid) {
-                        progress.done[i] = true;
-                    }
+                    progress.done[i] = true;
                 }
                 if progress.acked == total && !progress.disconnecting {
                     progress.disconnecting = true;

@@ -72,6 +72,16 @@ const PLAIN: Sensor = Sensor {
     attributes: None,
 };
 
+/// A per-run count's sensor.
+const fn count(title: &'static str, icon: &'static str) -> Option<Sensor> {
+    Some(Sensor { title, icon, state_class: Some("measurement"), ..PLAIN })
+}
+
+/// A date's sensor ([`DATE_TEMPLATE`]).
+const fn date(title: &'static str, icon: &'static str) -> Option<Sensor> {
+    Some(Sensor { title, icon, value_template: Some(DATE_TEMPLATE), ..PLAIN })
+}
+
 /// One retained statistic, `{root}/statistic/{name}`.
 #[derive(Debug, Clone, Copy)]
 pub struct Statistic {
@@ -114,56 +124,31 @@ pub const STATISTIC_TABLE: [Statistic; 10] = [
         name: "files_compacted",
         payload: |r| r.files_compacted.to_string(),
         known: Known::Always,
-        sensor: Some(Sensor {
-            title: "Files Compacted",
-            icon: "mdi:file-multiple",
-            state_class: Some("measurement"),
-            ..PLAIN
-        }),
+        sensor: count("Files Compacted", "mdi:file-multiple"),
     },
     Statistic {
         name: "files_delete_failed",
         payload: |r| r.files_delete_failed.to_string(),
         known: Known::Always,
-        sensor: Some(Sensor {
-            title: "Delete Failures",
-            icon: "mdi:alert",
-            state_class: Some("measurement"),
-            ..PLAIN
-        }),
+        sensor: count("Delete Failures", "mdi:alert"),
     },
     Statistic {
         name: "days_compacted",
         payload: |r| r.days_compacted.to_string(),
         known: Known::Always,
-        sensor: Some(Sensor {
-            title: "Days Compacted",
-            icon: "mdi:calendar-check",
-            state_class: Some("measurement"),
-            ..PLAIN
-        }),
+        sensor: count("Days Compacted", "mdi:calendar-check"),
     },
     Statistic {
         name: "last_compacted_date",
         payload: |r| format_date(r.last_compacted_date),
         known: Known::FromState,
-        sensor: Some(Sensor {
-            title: "Last Compacted Date",
-            icon: "mdi:calendar",
-            value_template: Some(DATE_TEMPLATE),
-            ..PLAIN
-        }),
+        sensor: date("Last Compacted Date", "mdi:calendar"),
     },
     Statistic {
         name: "mismatch_date",
         payload: |r| format_date(r.mismatch_date),
         known: Known::Mismatch,
-        sensor: Some(Sensor {
-            title: "Mismatch Date",
-            icon: "mdi:calendar-alert",
-            value_template: Some(DATE_TEMPLATE),
-            ..PLAIN
-        }),
+        sensor: date("Mismatch Date", "mdi:calendar-alert"),
     },
     Statistic {
         name: "mismatch_uuids",
@@ -189,12 +174,7 @@ pub const STATISTIC_TABLE: [Statistic; 10] = [
         name: "mismatch_runs",
         payload: |r| r.mismatch_runs.to_string(),
         known: Known::FromState,
-        sensor: Some(Sensor {
-            title: "Mismatch Consecutive Runs",
-            icon: "mdi:counter",
-            state_class: Some("measurement"),
-            ..PLAIN
-        }),
+        sensor: count("Mismatch Consecutive Runs", "mdi:counter"),
     },
     Statistic {
         name: "last_run_at",
@@ -299,14 +279,15 @@ pub fn discovery(topic_root: &str, bucket: &str) -> Vec<Message> {
                 "icon": s.icon,
                 "device": device(bucket),
             });
-            if let Some(t) = s.value_template {
-                config["value_template"] = t.into();
-            }
-            if let Some(c) = s.state_class {
-                config["state_class"] = c.into();
-            }
-            if let Some(c) = s.device_class {
-                config["device_class"] = c.into();
+            let optional = [
+                ("value_template", s.value_template),
+                ("state_class", s.state_class),
+                ("device_class", s.device_class),
+            ];
+            for (key, value) in optional {
+                if let Some(value) = value {
+                    config[key] = value.into();
+                }
             }
             if let Some(a) = s.attributes {
                 config["json_attributes_topic"] = statistic_topic(topic_root, a).into();
