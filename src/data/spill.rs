@@ -238,15 +238,16 @@ impl<T: Record> SortedSet<T> {
     pub fn iter(&self) -> Iter<'_, T> {
         let mut it = Iter {
             memory: self.memory.iter(),
-            readers: Vec::new(),
+            readers: self
+                .runs
+                .iter()
+                .map(|run| RunReader { run, next: 0, buf: Vec::new(), at: 0 })
+                .collect(),
             heads: BinaryHeap::new(),
             last: None,
             dir: &self.dir,
             failed: None,
         };
-        for run in self.runs.iter() {
-            it.readers.push(RunReader { run, next: 0, buf: Vec::new(), at: 0 });
-        }
         for i in 0..it.readers.len() {
             if let Err(e) = it.refill(i) {
                 it.failed = Some(e);
@@ -495,12 +496,8 @@ impl<T: Record> SortedSetBuilder<T> {
             if self.levels[tail..].iter().any(|l| *l != level) {
                 return Ok(());
             }
-            let merging = SortedSet::<T> {
-                memory: Vec::new(),
-                runs: Arc::new(self.runs.split_off(tail)),
-                dir: self.dir.clone(),
-                len: 0,
-            };
+            let runs = Arc::new(self.runs.split_off(tail));
+            let merging = SortedSet::<T> { runs, dir: self.dir.clone(), ..SortedSet::default() };
             self.levels.truncate(tail);
             let run = write_run(&self.dir, merging.iter())?;
             self.runs.push(run);
@@ -520,13 +517,8 @@ impl<T: Record> SortedSetBuilder<T> {
         // Freed before the runs are counted through.
         drop(std::mem::take(&mut self.buf));
         let mut set =
-            SortedSet { memory: Vec::new(), runs: Arc::new(self.runs), dir: self.dir, len: 0 };
-        let mut len = 0;
-        for u in set.iter() {
-            u?;
-            len += 1;
-        }
-        set.len = len;
+            SortedSet { runs: Arc::new(self.runs), dir: self.dir, ..SortedSet::default() };
+        set.len = set.iter().try_fold(0, |n, u| u.map(|_| n + 1))?;
         Ok(set)
     }
 }
