@@ -104,15 +104,14 @@ pub async fn publish(config: &MqttConfig, messages: &[Message]) -> Vec<ReportErr
         };
         // Closed while publishing: the rest go again one at a time.
         let dropped = matches!(error, ReportError::Mqtt { .. }) && progress.connected;
-        let first_pending = progress.done.iter().position(|done| !done);
-        let at = first_pending.filter(|_| dropped && attempt > 1);
-        let requeue = match at {
-            Some(i) => closed_at_message(&broker, &messages[i], i, &mut closed_at, &mut errors),
-            None => Requeue::default(),
-        };
-        let left = (0..messages.len())
-            .filter(|i| Some(*i) != requeue.refused && !progress.done[*i])
-            .count();
+        let mut done = progress.done;
+        let mut again_last = false;
+        // One at a time, the connection closed at the first message not acknowledged.
+        if let Some(i) = done.iter().position(|done| !done).filter(|_| dropped && attempt > 1) {
+            again_last = closed_at_message(&broker, &messages[i], &mut closed_at, &mut errors);
+            done[i] = !again_last;
+        }
+        let left = done.iter().filter(|done| !**done).count();
         let go_on = dropped && left > 0 && attempt < MAX_CONNECTIONS;
         if !go_on {
             if left > 0 {
@@ -122,7 +121,12 @@ pub async fn publish(config: &MqttConfig, messages: &[Message]) -> Vec<ReportErr
         }
         tracing::warn!(%broker, error = %error, attempt,
             "MQTT connection closed while publishing; the messages not acknowledged go again on a new connection");
-        messages = requeue.next(messages, &progress.done, left);
+        messages =
+            messages.into_iter().zip(done).filter_map(|(m, done)| (!done).then_some(m)).collect();
+        if again_last {
+            // It was the first left.
+            messages.rotate_left(1);
+        }
     }
     errors
 }
@@ -169,54 +173,26 @@ async fn connect_once(
     (result, progress)
 }
 
-/// Which message the next connection sends last and alone, and which it leaves out.
-#[derive(Debug, Default)]
-struct Requeue {
-    again_last: Option<usize>,
-    refused: Option<usize>,
-}
-
-impl Requeue {
-    /// The `left` messages not `done` nor refused, in order, the one to go again last.
-    fn next(&self, messages: Vec<Message>, done: &[bool], left: usize) -> Vec<Message> {
-        let mut next: Vec<Message> = Vec::with_capacity(left);
-        let mut last = None;
-        for (i, m) in messages.into_iter().enumerate() {
-            if Some(i) == self.refused || done[i] {
-                continue;
-            }
-            if Some(i) == self.again_last {
-                last = Some(m);
-            } else {
-                next.push(m);
-            }
-        }
-        next.extend(last);
-        next
-    }
-}
-
-/// The broker closed the connection at message `i`: what the next one does with it ([`publish`]).
+/// The broker closed the connection at `message` ([`publish`]): whether it goes again (last and
+/// alone, the first time) or is left out (the second).
 fn closed_at_message(
     broker: &str,
     message: &Message,
-    i: usize,
     closed_at: &mut HashSet<String>,
     errors: &mut Vec<ReportError>,
-) -> Requeue {
+) -> bool {
     if closed_at.insert(message.topic.clone()) {
         tracing::warn!(%broker, topic = %message.topic,
             "MQTT broker closed the connection at this message: it goes again last, alone");
-        Requeue { again_last: Some(i), refused: None }
-    } else {
-        tracing::warn!(%broker, topic = %message.topic,
-            "MQTT broker closed the connection at this message again: left out, the others sent");
-        errors.push(ReportError::MqttDropped {
-            broker: broker.to_string(),
-            topic: message.topic.clone(),
-        });
-        Requeue { again_last: None, refused: Some(i) }
+        return true;
     }
+    tracing::warn!(%broker, topic = %message.topic,
+        "MQTT broker closed the connection at this message again: left out, the others sent");
+    errors.push(ReportError::MqttDropped {
+        broker: broker.to_string(),
+        topic: message.topic.clone(),
+    });
+    false
 }
 
 /// How long [`read_retained`] waits after the SUBACK (a broker sends retained
