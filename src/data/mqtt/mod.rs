@@ -35,7 +35,6 @@ pub use client::{
     MAX_CONNECTIONS, MAX_PACKET_BYTES, RETAINED_WAIT, publish, read_retained, tls_hint,
 };
 pub use payloads::{
-    COUNT_TEMPLATE, DATE_TEMPLATE, DEVICE_ID, DISCOVERY_PREFIX, MAX_PAYLOAD_BYTES, Message,
-    STATISTIC_TABLE, STATISTICS, Statistic, device, discovery, discovery_topic, format_date,
-    format_timestamp, is_known, mismatch_uuids_payload, short_name, statistic_topic, statistics,
+    MAX_PAYLOAD_BYTES, Message, STATISTIC_TABLE, STATISTICS, Statistic, device, discovery,
+    is_known, short_name, statistics,
 };

@@ -9,20 +9,19 @@ use crate::data::report::{RunReport, StopReason, UUIDS_SHOWN};
 /// The most bytes a payload takes: Home Assistant's recorder stores no attributes over 16 KiB.
 pub const MAX_PAYLOAD_BYTES: usize = 16 * 1024;
 
-/// Home Assistant's discovery prefix.
-pub const DISCOVERY_PREFIX: &str = "homeassistant";
+const DISCOVERY_PREFIX: &str = "homeassistant";
 
 /// The Home Assistant device, and the prefix of every `unique_id` and `object_id`.
-pub const DEVICE_ID: &str = "SkyFollower_archive_compaction";
+const DEVICE_ID: &str = "SkyFollower_archive_compaction";
 
 /// The date sensors' `value_template`: `None` becomes `unknown`, Home
 /// Assistant's "no value" (a template cannot return null, and a `device_class:
 /// date` sensor logs "Invalid state message" for any non-date: hence text sensors).
-pub const DATE_TEMPLATE: &str = "{{ 'unknown' if value == 'None' else value }}";
+const DATE_TEMPLATE: &str = "{{ 'unknown' if value == 'None' else value }}";
 
 /// The count sensor's template on the `mismatch_uuids` topic: its exact
 /// `count`, so list and count change in one state write (a Python job's payload counts its list).
-pub const COUNT_TEMPLATE: &str =
+const COUNT_TEMPLATE: &str =
     "{{ value_json.count if value_json.count is defined else value_json.uuids | length }}";
 
 /// One MQTT message, published retained at QoS 1.
@@ -206,23 +205,21 @@ pub const STATISTICS: [&str; STATISTIC_TABLE.len()] = {
     names
 };
 
-/// The statistic topic for `name` under `topic_root`.
-pub fn statistic_topic(topic_root: &str, name: &str) -> String {
+pub(super) fn statistic_topic(topic_root: &str, name: &str) -> String {
     format!("{topic_root}/statistic/{name}")
 }
 
-/// The discovery config topic for the sensor `name`.
-pub fn discovery_topic(name: &str) -> String {
+fn discovery_topic(name: &str) -> String {
     format!("{DISCOVERY_PREFIX}/sensor/{DEVICE_ID}_{name}/config")
 }
 
 /// `YYYY-MM-DD`, or the string `None` when unset (the Python job's format).
-pub fn format_date(date: Option<NaiveDate>) -> String {
+fn format_date(date: Option<NaiveDate>) -> String {
     date.map_or_else(|| "None".to_string(), |d| d.format("%Y-%m-%d").to_string())
 }
 
 /// ISO 8601 in UTC as Python's `datetime.isoformat()` prints it: `2026-07-22T04:50:00.000000+00:00`.
-pub fn format_timestamp(at: DateTime<Utc>) -> String {
+fn format_timestamp(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Micros, false)
 }
 
@@ -243,7 +240,7 @@ pub fn statistics(report: &RunReport, topic_root: &str) -> Vec<Message> {
 
 /// The `mismatch_uuids` payload: the Python job's `{"uuids": [...]}` (at
 /// most [`UUIDS_SHOWN`], sorted), then the exact `count` and `truncated`.
-pub fn mismatch_uuids_payload(report: &RunReport) -> String {
+fn mismatch_uuids_payload(report: &RunReport) -> String {
     let shown = &report.mismatch_uuids[..report.mismatch_uuids.len().min(UUIDS_SHOWN)];
     let count = report.mismatch_uuid_count.max(shown.len() as u64);
     format!(
