@@ -116,11 +116,6 @@ impl Merger {
         }
     }
 
-    /// Rows pushed so far (duplicates included).
-    pub fn rows_pushed(&self) -> usize {
-        self.rows
-    }
-
     /// Adds one input's rows (in plan order; at equal rank the later wins). A new
     /// or widened extra column converts the rows held so far exactly.
     ///
@@ -239,12 +234,6 @@ impl MergedRows {
         &self.extra_columns
     }
 
-    /// Approximate heap bytes held (Arrow buffers plus bookkeeping).
-    pub fn memory_bytes(&self) -> usize {
-        self.chunks.iter().map(RecordBatch::get_array_memory_size).sum::<usize>()
-            + self.order.capacity() * size_of::<usize>()
-    }
-
     /// The output rows, in order, as batches of at most `batch_rows` rows.
     pub fn batches(
         &self,
@@ -280,5 +269,25 @@ impl MergedRows {
         }
         w.close()?;
         Ok(Some(buf))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    impl Merger {
+        /// Rows pushed so far (duplicates included).
+        pub(crate) fn rows_pushed(&self) -> usize {
+            self.rows
+        }
+    }
+
+    impl MergedRows {
+        /// Approximate heap bytes held (Arrow buffers plus bookkeeping).
+        pub(crate) fn memory_bytes(&self) -> usize {
+            self.chunks.iter().map(RecordBatch::get_array_memory_size).sum::<usize>()
+                + self.order.capacity() * size_of::<usize>()
+        }
     }
 }
