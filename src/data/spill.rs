@@ -226,12 +226,8 @@ impl<T: Record> SortedSet<T> {
         if !self.spilled() {
             return Ok(self.memory.binary_search(u).is_ok());
         }
-        for run in self.runs.iter() {
-            if run.contains(u, &self.dir)? {
-                return Ok(true);
-            }
-        }
-        Ok(false)
+        // Runs past the first that holds it are not read.
+        self.runs.iter().try_fold(false, |found, run| Ok(found || run.contains(u, &self.dir)?))
     }
 
     /// The records in order, each once; an unreadable run ends it with [`Error::Spill`].

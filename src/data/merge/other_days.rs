@@ -82,9 +82,6 @@ impl OtherDays {
                 .is_valid(row)
                 .then(|| first_message_at(first.value(row), TimeUnit::Microsecond))
                 .flatten();
-            if !is_other_day(at, date) {
-                continue;
-            }
             let flight = keys.filter(|k| k.is_valid(row)).and_then(|k| flight_uuid(k.value(row)));
             self.count_row(at, flight, date);
         }
