@@ -422,7 +422,10 @@ pub enum Limit {
 named_enum!(Limit);
 
 /// Which [`Limit`] an input broke, in the limit's unit (bytes or columns).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error(
+    "over the {limit} limit: {found} where at most {allowed} is allowed (INPUT_BUDGET_MB sets it)"
+)]
 pub struct LimitBroken {
     /// The limit.
     pub limit: Limit,
@@ -430,14 +433,4 @@ pub struct LimitBroken {
     pub found: u64,
     /// The largest value allowed.
     pub allowed: u64,
-}
-
-impl std::fmt::Display for LimitBroken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "over the {} limit: {} where at most {} is allowed (INPUT_BUDGET_MB sets it)",
-            self.limit, self.found, self.allowed
-        )
-    }
 }

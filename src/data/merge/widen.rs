@@ -81,25 +81,24 @@ fn is_binary(t: &DataType) -> bool {
     }
 }
 
-/// `col` as signed values and whether they were unsigned (`None` for other types); nulls skipped.
-fn int_values(col: &ArrayRef) -> Option<(Vec<i128>, bool)> {
+/// An integer column's non-null values (`None` for other types).
+fn int_values(col: &ArrayRef) -> Option<Vec<i128>> {
     let (signed, _) = int_width(col.data_type())?;
-    let opts = arrow_cast::CastOptions { safe: false, ..Default::default() };
-    let values = if signed {
-        cast_values::<arrow_array::types::Int64Type>(col, &opts)?
+    if signed {
+        cast_values::<arrow_array::types::Int64Type>(col)
     } else {
-        cast_values::<arrow_array::types::UInt64Type>(col, &opts)?
-    };
-    Some((values, !signed))
+        cast_values::<arrow_array::types::UInt64Type>(col)
+    }
 }
 
-/// `col`'s non-null values cast to `T` as `i128` (`None` when one does not fit).
-fn cast_values<T>(col: &ArrayRef, opts: &arrow_cast::CastOptions) -> Option<Vec<i128>>
+/// `col`'s non-null values cast to `T`, as `i128` (the cast to the widest integer of the same
+/// sign never fails).
+fn cast_values<T>(col: &ArrayRef) -> Option<Vec<i128>>
 where
     T: arrow_array::ArrowPrimitiveType,
     T::Native: Into<i128>,
 {
-    let c = arrow_cast::cast_with_options(col, &T::DATA_TYPE, opts).ok()?;
+    let c = cast(col, &T::DATA_TYPE).ok()?;
     Some(c.as_primitive::<T>().iter().flatten().map(Into::into).collect())
 }
 
@@ -115,7 +114,7 @@ impl Seen {
         if let Some((signed, w)) = int_width(t) {
             let slot = if signed { &mut self.signed } else { &mut self.unsigned };
             *slot = Some(slot.unwrap_or(0).max(w));
-            if let Some((values, _)) = int_values(col) {
+            if let Some(values) = int_values(col) {
                 self.int_beyond_f64 |= values.iter().any(|v| v.unsigned_abs() > F64_EXACT as u128);
                 self.uint_beyond_i64 |= !signed && values.iter().any(|v| *v > i64::MAX as i128);
             }
@@ -320,7 +319,7 @@ pub fn convert(col: &ArrayRef, to: &DataType) -> Result<ArrayRef, String> {
         DataType::Float64 if float_width(from).is_some() => checked(to),
         DataType::Float32 if float_width(from).is_some_and(|w| w <= 32) => checked(to),
         DataType::Float64 if int_width(from).is_some() => {
-            let (values, _) = int_values(col).ok_or("not an integer column")?;
+            let values = int_values(col).ok_or("not an integer column")?;
             if let Some(v) = values.iter().find(|v| v.unsigned_abs() > F64_EXACT as u128) {
                 return Err(format!("{v} has no exact float64 value"));
             }
@@ -329,7 +328,7 @@ pub fn convert(col: &ArrayRef, to: &DataType) -> Result<ArrayRef, String> {
         t if int_width(t).is_some() && int_width(from).is_some() => {
             // Strict casts fail on a value that does not fit.
             arrow_cast::cast_with_options(col, to, &strict).map_err(|_| {
-                let (values, _) = int_values(col).unwrap_or_default();
+                let values = int_values(col).unwrap_or_default();
                 let (signed, w) = int_width(t).expect("an integer");
                 let fits = if signed { -(1i128 << (w - 1))..1 << (w - 1) } else { 0..1 << w };
                 match values.iter().find(|v| !fits.contains(v)) {
