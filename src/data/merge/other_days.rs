@@ -77,11 +77,8 @@ impl OtherDays {
             return;
         };
         let keys = b.column(sk).as_string_opt::<i32>();
-        for row in 0..b.num_rows() {
-            let at = first
-                .is_valid(row)
-                .then(|| first_message_at(first.value(row), TimeUnit::Microsecond))
-                .flatten();
+        for (row, v) in first.iter().enumerate() {
+            let at = v.and_then(|v| first_message_at(v, TimeUnit::Microsecond));
             let flight = keys.filter(|k| k.is_valid(row)).and_then(|k| flight_uuid(k.value(row)));
             self.count_row(at, flight, date);
         }

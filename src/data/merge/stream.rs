@@ -138,18 +138,12 @@ impl StreamMerger {
                 .enumerate()
                 .filter_map(|(row, id)| id.map(|u| (u, row as u32)))
                 .collect();
-            keyed.sort_by_key(|(u, _)| *u); // stable: equal uuids keep file order
-            let mut take: Vec<u32> = Vec::with_capacity(keyed.len());
-            let mut uuids: Vec<Uuid> = Vec::with_capacity(keyed.len());
-            for (u, row) in keyed {
-                if uuids.last() == Some(&u) {
-                    *take.last_mut().expect("a row per uuid") = row;
-                    self.duplicates_removed += 1;
-                } else {
-                    uuids.push(u);
-                    take.push(row);
-                }
-            }
+            // A flight's later row first, kept by the dedup.
+            keyed.sort_unstable_by_key(|&(u, row)| (u, std::cmp::Reverse(row)));
+            let rows = keyed.len();
+            keyed.dedup_by_key(|(u, _)| *u);
+            self.duplicates_removed += (rows - keyed.len()) as u64;
+            let (uuids, take): (Vec<Uuid>, Vec<u32>) = keyed.into_iter().unzip();
             let anon: Vec<u32> = (ids.iter().enumerate())
                 .filter(|(_, id)| id.is_none())
                 .map(|(row, _)| row as u32)
