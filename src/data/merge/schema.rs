@@ -200,10 +200,10 @@ pub fn conform(batch: &RecordBatch) -> Result<Decoded, Unmergeable> {
             None => groups.push((lower, vec![i])),
         }
     }
-    let mut fields: Vec<Field> = Vec::with_capacity(target.fields().len());
-    let mut columns: Vec<ArrayRef> = Vec::with_capacity(target.fields().len());
+    let mut fields: Vec<Field> = target.fields().iter().map(|f| f.as_ref().clone()).collect();
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(fields.len());
     for f in target.fields() {
-        let col = match groups.iter().find(|(l, _)| l == f.name()) {
+        columns.push(match groups.iter().find(|(l, _)| l == f.name()) {
             Some((_, ixs)) if ixs.len() == 1 => conform_column(f, batch.column(ixs[0]))?,
             Some((_, ixs)) => {
                 let nullable = f.as_ref().clone().with_nullable(true);
@@ -215,43 +215,35 @@ pub fn conform(batch: &RecordBatch) -> Result<Decoded, Unmergeable> {
             }
             None if f.is_nullable() => new_null_array(f.data_type(), rows),
             None => return Err(Unmergeable::new(Some(f.name()), "required column is missing")),
-        };
-        fields.push(f.as_ref().clone());
-        columns.push(col);
+        });
     }
     let mut extra_columns = Vec::new();
     for (lower, ixs) in &groups {
         if target.fields().iter().any(|f| f.name() == lower) {
             continue;
         }
-        let first = schema.field(ixs[0]);
+        let name = schema.field(ixs[0]).name();
         let col = if ixs.len() == 1 {
             batch.column(ixs[0]).clone()
         } else {
             // The type that holds every one of them exactly.
             let mut day = super::widen::ExtraColumns::default();
             for &i in ixs {
-                day.add(first.name(), batch.column(i)).map_err(|u| {
-                    Unmergeable::new(
-                        Some(first.name()),
-                        format!(
-                            "{} columns named {:?} but for case: {}",
-                            ixs.len(),
-                            first.name(),
-                            u.reason
-                        ),
-                    )
+                day.add(name, batch.column(i)).map_err(|u| {
+                    let reason =
+                        format!("{} columns named {name:?} but for case: {}", ixs.len(), u.reason);
+                    Unmergeable::new(Some(name), reason)
                 })?;
             }
             let to = day.data_type(0).clone();
             let cols = (ixs.iter())
                 .map(|&i| super::widen::convert(batch.column(i), &to))
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| Unmergeable::new(Some(first.name()), e))?;
+                .map_err(|e| Unmergeable::new(Some(name), e))?;
             merge_agreeing(&schema, ixs, &cols)?
         };
-        extra_columns.push(first.name().clone());
-        fields.push(Field::new(first.name(), col.data_type().clone(), true));
+        extra_columns.push(name.clone());
+        fields.push(Field::new(name, col.data_type().clone(), true));
         columns.push(col);
     }
     let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
