@@ -289,12 +289,9 @@ fn merge_agreeing(
 }
 
 fn conform_column(target: &Field, col: &ArrayRef) -> Result<ArrayRef, Unmergeable> {
-    let name = target.name();
+    let fail = |reason: String| Unmergeable::new(Some(target.name()), reason);
     if !target.is_nullable() && col.null_count() > 0 {
-        return Err(Unmergeable::new(
-            Some(name),
-            format!("{} null value(s) in a required column", col.null_count()),
-        ));
+        return Err(fail(format!("{} null value(s) in a required column", col.null_count())));
     }
     let is_utf8 =
         |t: &DataType| matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
@@ -308,44 +305,29 @@ fn conform_column(target: &Field, col: &ArrayRef) -> Result<ArrayRef, Unmergeabl
         (DataType::Utf8, s)
             if is_utf8(s) || matches!(s, DataType::Dictionary(_, v) if is_utf8(v)) =>
         {
-            cast(col, &DataType::Utf8).map_err(|e| Unmergeable::new(Some(name), e.to_string()))
+            cast(col, &DataType::Utf8).map_err(|e| fail(e.to_string()))
         }
         // Unannotated binary (fastparquet's `bytes` encoding) holding UTF-8.
-        (DataType::Utf8, DataType::Binary | DataType::LargeBinary | DataType::BinaryView) => {
+        (DataType::Utf8, s @ (DataType::Binary | DataType::LargeBinary | DataType::BinaryView)) => {
             super::widen::convert(col, &DataType::Utf8).map_err(|e| {
-                Unmergeable::new(
-                    Some(name),
-                    format!(
-                        "type {} cannot be converted to Utf8 without loss: {e}",
-                        col.data_type()
-                    ),
-                )
+                fail(format!("type {s} cannot be converted to Utf8 without loss: {e}"))
             })
         }
         (DataType::Timestamp(TimeUnit::Microsecond, tz), DataType::Timestamp(unit, _)) => {
             // Aware and naive timestamps both store UTC epoch values; only the unit changes.
-            let raw = cast(col, &DataType::Int64)
-                .map_err(|e| Unmergeable::new(Some(name), e.to_string()))?;
+            let raw = cast(col, &DataType::Int64).map_err(|e| fail(e.to_string()))?;
+            let micros = |v: i64| {
+                let inexact =
+                    || fail(format!("timestamp {v} ({unit:?}) has no exact microsecond value"));
+                to_micros(v, *unit).ok_or_else(inexact)
+            };
             let out = (raw.as_primitive::<arrow_array::types::Int64Type>().iter())
-                .map(|v| {
-                    v.map(|v| {
-                        to_micros(v, *unit).ok_or_else(|| {
-                            Unmergeable::new(
-                                Some(name),
-                                format!("timestamp {v} ({unit:?}) has no exact microsecond value"),
-                            )
-                        })
-                    })
-                    .transpose()
-                })
+                .map(|v| v.map(micros).transpose())
                 .collect::<Result<Vec<_>, _>>()?;
             let arr = TimestampMicrosecondArray::from(out).with_timezone_opt(tz.clone());
             Ok(Arc::new(arr))
         }
-        (t, s) => Err(Unmergeable::new(
-            Some(name),
-            format!("type {s} cannot be converted to {t} without loss"),
-        )),
+        (t, s) => Err(fail(format!("type {s} cannot be converted to {t} without loss"))),
     }
 }
 

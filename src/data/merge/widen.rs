@@ -244,13 +244,11 @@ impl ExtraColumns {
         let c = &mut self.columns[ix];
         c.seen.add(col);
         c.data_type = c.seen.resolve().map_err(|e| {
-            Unmergeable::new(
-                Some(name),
-                format!(
-                    "extra column {name}: {e}; the file is left in place (its {} does not join the type the column has for the day)",
-                    col.data_type()
-                ),
-            )
+            let t = col.data_type();
+            let reason = format!(
+                "extra column {name}: {e}; the file is left in place (its {t} does not join the type the column has for the day)"
+            );
+            Unmergeable::new(Some(name), reason)
         })?;
         Ok(())
     }

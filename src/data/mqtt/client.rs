@@ -252,13 +252,9 @@ pub async fn read_retained(
             }
         }
     };
-    let result: Result<(), String> =
-        tokio::time::timeout(config.timeout, read).await.unwrap_or_else(|_| {
-            Err(format!(
-                "MQTT {broker}: no answer within {} s (MQTT_TIMEOUT_SECONDS)",
-                config.timeout.as_secs()
-            ))
-        });
+    let secs = config.timeout.as_secs();
+    let no_answer = format!("MQTT {broker}: no answer within {secs} s (MQTT_TIMEOUT_SECONDS)");
+    let result = tokio::time::timeout(config.timeout, read).await.unwrap_or(Err(no_answer));
     let _ = client.try_disconnect();
     result.map(|()| got)
 }
