@@ -250,13 +250,11 @@ impl StreamMerger {
             else {
                 return Ok(());
             };
-            let mut winner: Option<usize> = None;
-            for (i, run) in self.runs.iter().enumerate() {
-                if run.head() == Some(min) && winner.is_none_or(|w| run.rank >= self.runs[w].rank) {
-                    winner = Some(i);
-                }
-            }
-            let w = winner.expect("a run holds the minimum");
+            // The last of equal ranks.
+            let (w, _) = (self.runs.iter().enumerate())
+                .filter(|(_, run)| run.head() == Some(min))
+                .max_by_key(|(_, run)| run.rank)
+                .expect("a run holds the minimum");
             let row = self.runs[w].batch.slice(self.runs[w].pos, 1);
             for (i, run) in self.runs.iter_mut().enumerate() {
                 if run.head() == Some(min) {
