@@ -175,12 +175,9 @@ impl Merger {
             .iter()
             .map(|c| to_union_schema(c, &self.schema))
             .collect::<Result<Vec<_>, MergeError>>()?;
-        let mut starts = Vec::with_capacity(chunks.len());
-        let mut n = 0;
-        for c in &chunks {
-            starts.push(n);
-            n += c.num_rows();
-        }
+        // Each chunk's first row.
+        let starts: Vec<usize> =
+            (chunks.iter()).scan(0, |n, c| Some(std::mem::replace(n, *n + c.num_rows()))).collect();
         let mut order: Vec<(Uuid, usize)> =
             self.winners.into_iter().map(|(u, (_, at))| (u, at)).collect();
         order.sort_unstable_by_key(|(u, _)| *u);
