@@ -170,11 +170,8 @@ impl Merger {
     pub fn finish(mut self) -> Result<MergedRows, MergeError> {
         self.flush_chunk()?;
         // Chunks made before an extra column appeared lack it: pad with nulls.
-        let chunks = self
-            .chunks
-            .iter()
-            .map(|c| to_union_schema(c, &self.schema))
-            .collect::<Result<Vec<_>, MergeError>>()?;
+        let chunks = (self.chunks.iter()).map(|c| to_union_schema(c, &self.schema));
+        let chunks = chunks.collect::<Result<Vec<_>, MergeError>>()?;
         // Each chunk's first row.
         let starts: Vec<usize> =
             (chunks.iter()).scan(0, |n, c| Some(std::mem::replace(n, *n + c.num_rows()))).collect();

@@ -115,18 +115,15 @@ pub fn decode_parsed(bytes: Bytes, metadata: Arc<ParquetMetaData>) -> Result<Dec
 pub fn arrow_metadata(
     metadata: Arc<ParquetMetaData>,
 ) -> Result<(ArrowReaderMetadata, bool), Unmergeable> {
-    let direct = has_target_layout(metadata.file_metadata().schema_descr())
-        .then(|| {
-            let options = ArrowReaderOptions::new().with_schema(target_schema());
-            ArrowReaderMetadata::try_new(metadata.clone(), options).ok()
-        })
-        .flatten();
-    match direct {
-        Some(m) => Ok((m, true)),
-        None => ArrowReaderMetadata::try_new(metadata, ArrowReaderOptions::new())
-            .map(|m| (m, false))
-            .map_err(|e| Unmergeable::new(None, format!("not a readable Parquet file: {e}"))),
+    if has_target_layout(metadata.file_metadata().schema_descr()) {
+        let options = ArrowReaderOptions::new().with_schema(target_schema());
+        if let Ok(m) = ArrowReaderMetadata::try_new(metadata.clone(), options) {
+            return Ok((m, true));
+        }
     }
+    ArrowReaderMetadata::try_new(metadata, ArrowReaderOptions::new())
+        .map(|m| (m, false))
+        .map_err(|e| Unmergeable::new(None, format!("not a readable Parquet file: {e}")))
 }
 
 /// One [`Decoded`] from a file's batches read by [`arrow_metadata`]; errors as [`conform`].
@@ -142,11 +139,9 @@ pub fn decoded_from(
             .map_err(|e| Unmergeable::new(None, format!("cannot decode: {e}")))?
     };
     drop(batches);
-    if conformed {
-        // The reader checked the footer; the shared schema makes later comparisons pointer compares.
-        if let Ok(batch) = batch.clone().with_schema(target_schema()) {
-            return Ok(Decoded { batch, extra_columns: Vec::new() });
-        }
+    // The reader checked the footer; the shared schema makes later comparisons pointer compares.
+    if conformed && let Ok(batch) = batch.clone().with_schema(target_schema()) {
+        return Ok(Decoded { batch, extra_columns: Vec::new() });
     }
     conform(&batch)
 }

@@ -133,21 +133,16 @@ impl StreamMerger {
             let anonymous = batch.slice(first_anonymous, batch.num_rows() - first_anonymous);
             (batch.slice(0, first_anonymous), uuids, anonymous)
         } else {
-            let mut keyed: Vec<(Uuid, u32)> = ids
-                .iter()
-                .enumerate()
-                .filter_map(|(row, id)| id.map(|u| (u, row as u32)))
-                .collect();
+            let mut keyed: Vec<(Uuid, u32)> =
+                (ids.iter().zip(0..)).filter_map(|(id, row)| id.map(|u| (u, row))).collect();
             // A flight's later row first, kept by the dedup.
             keyed.sort_unstable_by_key(|&(u, row)| (u, std::cmp::Reverse(row)));
             let rows = keyed.len();
             keyed.dedup_by_key(|(u, _)| *u);
             self.duplicates_removed += (rows - keyed.len()) as u64;
             let (uuids, take): (Vec<Uuid>, Vec<u32>) = keyed.into_iter().unzip();
-            let anon: Vec<u32> = (ids.iter().enumerate())
-                .filter(|(_, id)| id.is_none())
-                .map(|(row, _)| row as u32)
-                .collect();
+            let anon: Vec<u32> =
+                (ids.iter().zip(0..)).filter(|(id, _)| id.is_none()).map(|(_, row)| row).collect();
             let pick = |rows: Vec<u32>| {
                 arrow_select::take::take_record_batch(&batch, &arrow_array::UInt32Array::from(rows))
                     .map_err(failed)
@@ -241,13 +236,8 @@ impl StreamMerger {
     /// the same uuid the highest rank wins, at equal rank the later run.
     fn emit_runs_below(&mut self, bound: Option<Uuid>) -> Result<(), StreamError> {
         loop {
-            let Some(min) = self
-                .runs
-                .iter()
-                .filter_map(Run::head)
-                .min()
-                .filter(|m| bound.is_none_or(|b| *m < b))
-            else {
+            let min = self.runs.iter().filter_map(Run::head).min();
+            let Some(min) = min.filter(|m| bound.is_none_or(|b| *m < b)) else {
                 return Ok(());
             };
             // The last of equal ranks.
