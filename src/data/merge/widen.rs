@@ -105,9 +105,7 @@ where
 impl Seen {
     fn add(&mut self, col: &ArrayRef) {
         let t = col.data_type();
-        if self.declared.is_none() {
-            self.declared = Some(t.clone());
-        }
+        self.declared.get_or_insert_with(|| t.clone());
         if is_all_null(col) {
             return;
         }
@@ -126,9 +124,7 @@ impl Seen {
             self.string = true;
         } else if is_binary(t) {
             self.binary = true;
-            if convert(col, &DataType::Utf8).is_err() {
-                self.binary_not_utf8 = true;
-            }
+            self.binary_not_utf8 |= convert(col, &DataType::Utf8).is_err();
         } else if !self.other.contains(t) {
             self.other.push(t.clone());
         }
