@@ -53,7 +53,7 @@ pub fn metrics(report: &RunReport) -> Vec<Metric> {
         count("DaysCompacted", report.days_compacted),
         count("MismatchRuns", u64::from(report.mismatch_runs)),
         count("ManifestsRecovered", report.manifests_recovered),
-        count("FilesSkipped", report.files_skipped()),
+        count("FilesSkipped", report.skipped_files_total),
         count("RowsWritten", report.rows_written),
         Metric {
             name: "BytesWritten",

@@ -70,20 +70,10 @@ impl Status {
 named_enum!(Status);
 
 /// Why the walk over dates stopped.
-#[derive(
-    Debug,
-    Clone,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    Default,
-    strum::IntoStaticStr,
-    strum::Display,
-    strum::VariantArray,
-)]
-#[strum(serialize_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::Display, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum StopReason {
     /// Every date up to the cutoff is compacted.
     #[default]
@@ -109,21 +99,10 @@ pub enum StopReason {
 }
 
 /// What was done with one date (`days[].action`).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    Default,
-    strum::IntoStaticStr,
-    strum::Display,
-    strum::VariantArray,
-)]
-#[strum(serialize_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::Display, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum DayAction {
     /// Merged into one new compacted file; the inputs retired.
     Compacted,
@@ -162,20 +141,10 @@ impl StopReason {
 }
 
 /// What recovery did with one manifest (`recovered[].action`): a row of the recovery table.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    strum::IntoStaticStr,
-    strum::Display,
-    strum::VariantArray,
-)]
-#[strum(serialize_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::Display, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum RecoveryAction {
     /// The output was never written: manifest deleted, the date compacted again.
     OutputMissing,
@@ -435,12 +404,49 @@ pub struct RunReport {
     pub errors_truncated: bool,
 }
 
-impl RunReport {
-    /// The status as a value (same as `last_run_status`).
-    pub fn status(&self) -> Status {
-        self.last_run_status
+impl DayReport {
+    /// The date's shortened lists: the flights without an index row, the foreign keys.
+    fn lists(&mut self) -> [Shortened<'_, String>; 2] {
+        [
+            Shortened::new(
+                &mut self.mismatch_uuids,
+                &mut self.mismatch_uuid_count,
+                &mut self.mismatch_uuids_truncated,
+                DAY_UUIDS_SHOWN,
+            ),
+            Shortened::new(
+                &mut self.foreign_keys,
+                &mut self.foreign_objects,
+                &mut self.foreign_keys_truncated,
+                crate::commands::run::FOREIGN_KEYS_SHOWN,
+            ),
+        ]
     }
+}
 
+/// The run's shortened lists.
+struct Lists<'a> {
+    days: Shortened<'a, DayReport>,
+    skipped_files: Shortened<'a, SkippedFile>,
+    recovered: Shortened<'a, RecoveredManifest>,
+    errors: Shortened<'a, String>,
+    mismatch_uuids: Shortened<'a, String>,
+}
+
+impl Lists<'_> {
+    /// Each list, in the order [`RunReport::bound`] breaks ties by.
+    fn each(&mut self) -> [&mut dyn Bounded; 5] {
+        [
+            &mut self.days,
+            &mut self.skipped_files,
+            &mut self.recovered,
+            &mut self.errors,
+            &mut self.mismatch_uuids,
+        ]
+    }
+}
+
+impl RunReport {
     /// Records an error and marks the run failed.
     pub fn fail(&mut self, error: impl std::fmt::Display) {
         let msg = error.to_string();
@@ -455,6 +461,44 @@ impl RunReport {
         self.watermark_lag_days.is_some()
     }
 
+    fn lists(&mut self) -> Lists<'_> {
+        Lists {
+            days: Shortened::new(
+                &mut self.days,
+                &mut self.days_total,
+                &mut self.days_truncated,
+                DAYS_SHOWN,
+            ),
+            skipped_files: Shortened::new(
+                &mut self.skipped_files,
+                &mut self.skipped_files_total,
+                &mut self.skipped_files_truncated,
+                SKIPPED_FILES_SHOWN,
+            ),
+            recovered: Shortened::new(
+                &mut self.recovered,
+                &mut self.recovered_total,
+                &mut self.recovered_truncated,
+                RECOVERED_SHOWN,
+            ),
+            errors: Shortened {
+                keep_last: true,
+                ..Shortened::new(
+                    &mut self.errors,
+                    &mut self.errors_total,
+                    &mut self.errors_truncated,
+                    ERRORS_SHOWN,
+                )
+            },
+            mismatch_uuids: Shortened::new(
+                &mut self.mismatch_uuids,
+                &mut self.mismatch_uuid_count,
+                &mut self.mismatch_uuids_truncated,
+                UUIDS_SHOWN,
+            ),
+        }
+    }
+
     /// Folds one date's report into the run's, cutting its lists to their caps;
     /// logs a `date reported` line per date and a `file skipped` line per skipped file.
     pub fn add_day(&mut self, mut day: DayReport) {
@@ -463,34 +507,27 @@ impl RunReport {
             self.stragglers_folded +=
                 day.files_read.saturating_sub(day.files_read_compacted.min(1));
         }
-        let uuids = day.mismatch_uuids.len() as u64;
-        day.mismatch_uuid_count = day.mismatch_uuid_count.max(uuids);
-        if cut(&mut day.mismatch_uuids, DAY_UUIDS_SHOWN) {
-            day.mismatch_uuids_truncated = true;
+        for mut list in day.lists() {
+            list.to_cap();
         }
-        cut(&mut day.unread_files, DAY_UUIDS_SHOWN);
-        day.foreign_keys_truncated = (day.foreign_keys.len() as u64) < day.foreign_objects;
+        day.unread_files.truncate(DAY_UUIDS_SHOWN);
         // `rows_of_other_days` is the exact count beside it.
-        cut(&mut day.other_days_uuids, crate::data::merge::OTHER_DAYS_UUIDS_SHOWN);
+        day.other_days_uuids.truncate(crate::data::merge::OTHER_DAYS_UUIDS_SHOWN);
         tracing::info!(
             date = %day.date,
             action = %day.action,
             day = %serde_json::to_string(&day).unwrap_or_default(),
             "date reported"
         );
-        self.days_total += 1;
-        if self.days.len() < DAYS_SHOWN {
-            self.days.push(day);
-            return;
-        }
-        self.days_truncated = true;
+        let mut days = self.lists().days;
         // A date with work takes the last empty one's place.
-        if day.action != DayAction::NothingToCompact
+        if let Some(day) = days.push(day)
+            && day.action != DayAction::NothingToCompact
             && let Some(i) =
-                (self.days.iter()).rposition(|d| d.action == DayAction::NothingToCompact)
+                days.shown.iter().rposition(|d| d.action == DayAction::NothingToCompact)
         {
-            self.days.remove(i);
-            self.days.push(day);
+            days.shown.remove(i);
+            days.shown.push(day);
         }
     }
 
@@ -512,16 +549,12 @@ impl RunReport {
         self.duplicates_removed += day.duplicates_removed;
         self.foreign_objects += day.foreign_objects;
         self.rows_of_other_days += day.rows_of_other_days;
+        let mut skipped_files = self.lists().skipped_files;
         for f in day.skipped.drain(..) {
             tracing::warn!(key = %f.key, date = ?f.date, column = ?f.column, reason = %f.reason,
                 limit = f.limit.map(|l| l.limit.as_str()), found = f.limit.map(|l| l.found),
                 allowed = f.limit.map(|l| l.allowed), "file skipped: left in place");
-            self.skipped_files_total += 1;
-            if self.skipped_files.len() < SKIPPED_FILES_SHOWN {
-                self.skipped_files.push(f);
-            } else {
-                self.skipped_files_truncated = true;
-            }
+            skipped_files.push(f);
         }
     }
 
@@ -529,9 +562,7 @@ impl RunReport {
     /// order, needs only [`UUIDS_SHOWN`] of them.
     pub fn set_mismatch(&mut self, date: NaiveDate, count: u64, first: &[uuid::Uuid]) {
         self.mismatch_date = Some(date);
-        self.mismatch_uuid_count = count;
-        self.mismatch_uuids = (first.iter().take(UUIDS_SHOWN)).map(uuid::Uuid::to_string).collect();
-        self.mismatch_uuids_truncated = count > UUIDS_SHOWN as u64;
+        self.lists().mismatch_uuids.set(count, first.iter().map(uuid::Uuid::to_string));
     }
 
     /// Notes one read of `day`'s rows of other days: the largest wins (a later pass re-reads the earlier one's output).
@@ -542,81 +573,104 @@ impl RunReport {
         }
     }
 
-    /// Files left in place for a reason (exact, also when the list is cut).
-    pub fn files_skipped(&self) -> u64 {
-        self.skipped_files_total
-    }
-
     /// Lists what recovery did with each manifest.
     pub fn set_recovered(&mut self, recovered: &[RecoveredManifest]) {
-        self.recovered_total = recovered.len() as u64;
-        self.recovered = recovered.iter().take(RECOVERED_SHOWN).cloned().collect();
-        self.recovered_truncated = recovered.len() > RECOVERED_SHOWN;
+        self.lists().recovered.set(recovered.len() as u64, recovered.iter().cloned());
     }
 
     /// Bounds the report (idempotent): lists cut to their caps (`errors` keeps its
     /// last), then the largest list halved while the JSON is over [`REPORT_MAX_BYTES`].
     pub fn bound(&mut self) {
-        self.recovered_total = self.recovered_total.max(self.recovered.len() as u64);
-        if cut(&mut self.recovered, RECOVERED_SHOWN) {
-            self.recovered_truncated = true;
-        }
-        self.errors_total = self.errors_total.max(self.errors.len() as u64);
-        if cut_keeping_last(&mut self.errors, ERRORS_SHOWN) {
-            self.errors_truncated = true;
-        }
-        self.mismatch_uuid_count = (self.mismatch_uuid_count).max(self.mismatch_uuids.len() as u64);
-        self.days_total = self.days_total.max(self.days.len() as u64);
         for day in &mut self.days {
-            cut(&mut day.other_days_uuids, crate::data::merge::OTHER_DAYS_UUIDS_SHOWN);
+            day.other_days_uuids.truncate(crate::data::merge::OTHER_DAYS_UUIDS_SHOWN);
         }
-        self.skipped_files_total = (self.skipped_files_total).max(self.skipped_files.len() as u64);
+        for list in self.lists().each() {
+            list.to_cap();
+        }
         while json_len(self) > REPORT_MAX_BYTES {
-            let sizes = [
-                json_len(&self.days),
-                json_len(&self.skipped_files),
-                json_len(&self.recovered),
-                json_len(&self.errors),
-                json_len(&self.mismatch_uuids),
-            ];
-            let (largest, _) = (sizes.iter().enumerate())
-                .filter(|(_, n)| **n > 2)
-                .max_by_key(|(_, n)| **n)
-                .unwrap_or((usize::MAX, &0));
-            match largest {
-                0 => self.days_truncated |= halve(&mut self.days, cut),
-                1 => self.skipped_files_truncated |= halve(&mut self.skipped_files, cut),
-                2 => self.recovered_truncated |= halve(&mut self.recovered, cut),
-                3 => self.errors_truncated |= halve(&mut self.errors, cut_keeping_last),
-                4 => self.mismatch_uuids_truncated |= halve(&mut self.mismatch_uuids, cut),
+            let mut lists = self.lists();
+            let sizes = lists.each().map(|l| (l.json_len(), l));
+            let Some((_, largest)) =
+                sizes.into_iter().filter(|(n, _)| *n > 2).max_by_key(|(n, _)| *n)
+            else {
                 // Every list empty: the rest is a few hundred bytes of figures.
-                _ => break,
-            }
+                break;
+            };
+            largest.halve();
         }
     }
 }
 
-fn halve<T>(list: &mut Vec<T>, how: fn(&mut Vec<T>, usize) -> bool) -> bool {
-    let half = list.len() / 2;
-    how(list, half)
+/// One of the report's shortened lists, over the fields that hold it (each where the JSON has
+/// it): the entries `shown`, at most `cap`; their exact `total`; and `truncated`, true when
+/// fewer are shown than counted. [`RunReport::lists`] and [`DayReport::lists`] name each list's.
+struct Shortened<'a, T> {
+    shown: &'a mut Vec<T>,
+    total: &'a mut u64,
+    truncated: &'a mut bool,
+    cap: usize,
+    /// A cut keeps the last entry (`errors`: the one that stopped the run).
+    keep_last: bool,
 }
 
-fn cut<T>(list: &mut Vec<T>, keep: usize) -> bool {
-    let cut = list.len() > keep;
-    list.truncate(keep);
-    cut
+impl<'a, T> Shortened<'a, T> {
+    fn new(shown: &'a mut Vec<T>, total: &'a mut u64, truncated: &'a mut bool, cap: usize) -> Self {
+        Shortened { shown, total, truncated, cap, keep_last: false }
+    }
+
+    fn mark(&mut self) {
+        *self.truncated = (self.shown.len() as u64) < *self.total;
+    }
+
+    /// Counts `item` and shows it if there is room; else hands it back.
+    fn push(&mut self, item: T) -> Option<T> {
+        *self.total += 1;
+        if self.shown.len() < self.cap {
+            self.shown.push(item);
+            return None;
+        }
+        *self.truncated = true;
+        Some(item)
+    }
+
+    /// Shows the first `cap` of `first`, the first entries of `total`.
+    fn set(&mut self, total: u64, first: impl Iterator<Item = T>) {
+        *self.shown = first.take(self.cap).collect();
+        *self.total = total;
+        self.mark();
+    }
+
+    /// Counts at least the entries shown, then shows only `keep` of them.
+    fn cut(&mut self, keep: usize) {
+        *self.total = (*self.total).max(self.shown.len() as u64);
+        if self.shown.len() > keep {
+            let last = self.shown.pop().filter(|_| self.keep_last && keep > 0);
+            self.shown.truncate(keep - usize::from(last.is_some()));
+            self.shown.extend(last);
+        }
+        self.mark();
+    }
 }
 
-fn cut_keeping_last<T>(list: &mut Vec<T>, keep: usize) -> bool {
-    if list.len() <= keep {
-        return false;
+/// What [`RunReport::bound`] does to a [`Shortened`] list, whatever its entries.
+trait Bounded {
+    fn to_cap(&mut self);
+    fn halve(&mut self);
+    fn json_len(&self) -> usize;
+}
+
+impl<T: Serialize> Bounded for Shortened<'_, T> {
+    fn to_cap(&mut self) {
+        self.cut(self.cap);
     }
-    let last = list.pop();
-    list.truncate(keep.saturating_sub(1));
-    if keep > 0 {
-        list.extend(last);
+
+    fn halve(&mut self) {
+        self.cut(self.shown.len() / 2);
     }
-    true
+
+    fn json_len(&self) -> usize {
+        json_len(&*self.shown)
+    }
 }
 
 fn json_len(value: &impl Serialize) -> usize {
@@ -732,7 +786,7 @@ mod tests {
         assert_eq!(r.days[1].other_days_uuids.len(), OTHER_DAYS_UUIDS_SHOWN);
         assert_eq!(r.days[1].rows_of_other_days, 40);
         // The skipped files of every day, listed and counted.
-        assert_eq!(r.files_skipped(), 3);
+        assert_eq!(r.skipped_files_total, 3);
         // bound() keeps the cap on a day pushed past add_day, and the counts.
         r.days[0].other_days_uuids = uuids(50).iter().map(uuid::Uuid::to_string).collect();
         r.bound();
@@ -766,12 +820,12 @@ mod tests {
         let mut r = RunReport::default();
         r.add_day(DayReport { skipped: skipped(SKIPPED_FILES_SHOWN, 10), ..Default::default() });
         assert_eq!(r.skipped_files.len(), SKIPPED_FILES_SHOWN);
-        assert_eq!(r.files_skipped(), SKIPPED_FILES_SHOWN as u64);
+        assert_eq!(r.skipped_files_total, SKIPPED_FILES_SHOWN as u64);
         assert!(!r.skipped_files_truncated);
         r.add_unlisted_day(DayReport { skipped: skipped(1, 10), ..Default::default() });
         assert_eq!(r.skipped_files.len(), SKIPPED_FILES_SHOWN);
         assert_eq!(r.skipped_files_total, SKIPPED_FILES_SHOWN as u64 + 1);
-        assert_eq!(r.files_skipped(), SKIPPED_FILES_SHOWN as u64 + 1);
+        assert_eq!(r.skipped_files_total, SKIPPED_FILES_SHOWN as u64 + 1);
         assert!(r.skipped_files_truncated);
     }
 
@@ -841,7 +895,7 @@ mod tests {
         r.add_day(DayReport { skipped: skipped(50_000, 120), ..Default::default() });
         r.bound();
         assert!(json_bytes(&r) <= 60_000, "{}", json_bytes(&r));
-        assert_eq!(r.files_skipped(), 50_000);
+        assert_eq!(r.skipped_files_total, 50_000);
 
         // A 3,660-day repair range, every date blocked.
         let mut r = RunReport::default();
