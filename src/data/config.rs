@@ -178,27 +178,17 @@ impl std::fmt::Display for DefaultIs {
 
 /// How a setting's text is read; what the parser does not take is an [`Error::Config`].
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Parse {
+pub(crate) enum Parse {
     /// Any text.
     Plain,
     /// Any text, kept as given (a password may begin or end with a space).
     Verbatim,
-    /// A whole number from `min` to `max`.
-    Whole {
-        /// The least taken.
-        min: u64,
-        /// The most taken.
-        max: u64,
-        /// What the number is, for the error: "a whole number of days".
-        what: &'static str,
-    },
+    /// A whole number from `min` to `max`; `what` it is, for the error: "a whole number of days".
+    Whole { min: u64, max: u64, what: &'static str },
     /// `true` or `false` (also `1`/`0`, `yes`/`no`, `on`/`off`), any case.
     Flag,
     /// A number of seconds, fractions allowed, above 0 and at most `max`.
-    Seconds {
-        /// The most taken.
-        max: u64,
-    },
+    Seconds { max: u64 },
     /// A date `YYYY-MM-DD` ([`parse_date`]).
     Date,
     /// A tracing filter ([`parse_log_level`]).
@@ -215,7 +205,7 @@ pub struct Setting {
     /// What it is when unset.
     pub default: DefaultIs,
     /// How its text is read.
-    pub parse: Parse,
+    pub(crate) parse: Parse,
     /// What it means, one line (`--help`).
     pub doc: &'static str,
 }
@@ -292,10 +282,8 @@ impl Setting {
     }
 
     fn flag(&self, env: &HashMap<String, String>) -> Result<bool> {
-        match self.default {
-            DefaultIs::Bool(b) => self.flag_else(env, b),
-            _ => self.misread("a flag with a default"),
-        }
+        let DefaultIs::Bool(b) = self.default else { self.misread("a flag with a default") };
+        self.flag_else(env, b)
     }
 
     fn flag_else(&self, env: &HashMap<String, String>, default: bool) -> Result<bool> {
@@ -492,7 +480,7 @@ fn bad(name: &str, reason: impl Into<String>) -> Error {
 ///
 /// Errors: [`Error::Config`] naming the character when it holds `#`, `+` or NUL,
 /// which a published topic may not (MQTT 3.1.1, 4.7.1 and 1.5.3).
-pub fn parse_topic_root(v: &str) -> Result<String> {
+pub(crate) fn parse_topic_root(v: &str) -> Result<String> {
     let named = |c: char| match c {
         '#' => "the multi-level wildcard '#'",
         '+' => "the single-level wildcard '+'",
@@ -532,14 +520,14 @@ pub fn parse_date(name: &str, v: &str) -> Result<NaiveDate> {
 }
 
 /// The levels `LOG_LEVEL` takes, alone or after `target=`.
-pub const LOG_LEVELS: &[&str] = &["off", "error", "warn", "info", "debug", "trace"];
+pub(crate) const LOG_LEVELS: &[&str] = &["off", "error", "warn", "info", "debug", "trace"];
 
 /// Checks a `LOG_LEVEL`: comma-separated directives, each a level of
 /// [`LOG_LEVELS`] or `target=level`; levels returned in lower case.
 ///
 /// Errors: [`Error::Config`] naming the directive that is neither: `tracing`'s
 /// own filter would take such a word as a target and turn every log line off.
-pub fn parse_log_level(v: &str) -> Result<String> {
+pub(crate) fn parse_log_level(v: &str) -> Result<String> {
     let level = |l: &str| {
         let l = l.trim().to_ascii_lowercase();
         LOG_LEVELS.contains(&l.as_str()).then_some(l)

@@ -75,6 +75,9 @@ pub const BATCH_ROWS: usize = 8192;
 
 const MAGIC: &[u8] = b"PAR1";
 
+/// What an input yields, or why it is left in place.
+pub type Readable<T> = std::result::Result<T, Unmergeable>;
+
 /// The memory one input may take once decoded, in bytes (`INPUT_BUDGET_MB`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budget {
@@ -96,9 +99,7 @@ impl Budget {
     pub fn footer_bytes(self) -> u64 {
         self.bytes / FOOTER_SHARE
     }
-}
 
-impl Budget {
     /// [`BUDGET_MB_DEFAULT`] MiB.
     pub const DEFAULT: Budget = Budget { bytes: BUDGET_MB_DEFAULT * 1024 * 1024 };
 }
@@ -114,11 +115,7 @@ impl Default for Budget {
     }
 }
 
-fn not_parquet(size: u64) -> Unmergeable {
-    Unmergeable::new(None, format!("not a Parquet file: bad magic or truncated ({size} bytes)"))
-}
-
-fn over(limit: Limit, found: u64, allowed: u64) -> std::result::Result<(), Unmergeable> {
+fn over(limit: Limit, found: u64, allowed: u64) -> Readable<()> {
     if found > allowed {
         Err(Unmergeable::over_limit(LimitBroken { limit, found, allowed }))
     } else {
@@ -142,11 +139,7 @@ pub fn decoded_bytes(metadata: &ParquetMetaData, leaves: &[usize]) -> u64 {
 }
 
 /// Errors: [`Unmergeable::over_limit`] ([`Limit::DecodedBytes`]) when `leaves` exceed `budget`.
-pub fn check_decoded(
-    metadata: &ParquetMetaData,
-    leaves: &[usize],
-    budget: Budget,
-) -> std::result::Result<(), Unmergeable> {
+pub fn check_decoded(metadata: &ParquetMetaData, leaves: &[usize], budget: Budget) -> Readable<()> {
     over(Limit::DecodedBytes, decoded_bytes(metadata, leaves), budget.bytes())
 }
 
@@ -342,58 +335,23 @@ impl<'a, S: Store> ObjectReader<'a, S> {
     ///
     /// Errors: S3 errors (a missing key: [`Error::is_not_found`]). Not Parquet (under 12 bytes, no
     /// `PAR1` magic, a footer length that does not fit) or over a limit is `Ok(Err(_))`.
-    pub async fn footer(
-        &mut self,
-        budget: Budget,
-    ) -> Result<std::result::Result<Arc<ParquetMetaData>, Unmergeable>> {
+    pub async fn footer(&mut self, budget: Budget) -> Result<Readable<Arc<ParquetMetaData>>> {
         let tail = self.first_read().await?;
-        let size = self.size;
-        let n = tail.len();
-        if size < 12 || n < 8 || &tail[n - 4..] != MAGIC {
-            return Ok(Err(not_parquet(size)));
-        }
-        if self.whole.is_some() && &tail[..4] != MAGIC {
-            return Ok(Err(not_parquet(size)));
-        }
-        let footer_len = u32::from_le_bytes(tail[n - 8..n - 4].try_into().expect("4 bytes")) as u64;
-        if footer_len + 8 > size.saturating_sub(4) {
-            return Ok(Err(Unmergeable::new(
-                None,
-                format!(
-                    "not a Parquet file: its footer's declared length ({footer_len} bytes) does not fit in the file ({size} bytes)"
-                ),
-            )));
-        }
-        if let Err(u) = over(Limit::FooterBytes, footer_len, budget.footer_bytes()) {
-            return Ok(Err(u));
-        }
+        let (size, n) = (self.size, tail.len());
+        let footer_len = match footer_len(&tail, size, self.whole.is_some(), budget) {
+            Ok(len) => len,
+            Err(u) => return Ok(Err(u)),
+        };
         let footer: Bytes = if footer_len + 8 <= n as u64 {
             tail.slice(n - 8 - footer_len as usize..n - 8)
         } else {
-            let start = size - 8 - footer_len;
-            let head = self.get(start..size - n as u64).await?;
+            let head = self.get(size - 8 - footer_len..size - n as u64).await?;
             let mut joined = Vec::with_capacity(footer_len as usize);
             joined.extend_from_slice(&head);
             joined.extend_from_slice(&tail[..n - 8]);
             Bytes::from(joined)
         };
-        let metadata = match ParquetMetaDataReader::decode_metadata_with_options(
-            &footer,
-            Some(&merge::footer_options()),
-        ) {
-            Ok(m) => m,
-            Err(e) => {
-                return Ok(Err(Unmergeable::new(
-                    None,
-                    format!("not a readable Parquet file: {e}"),
-                )));
-            }
-        };
-        let columns = metadata.file_metadata().schema_descr().num_columns() as u64;
-        if let Err(u) = over(Limit::Columns, columns, COLUMNS_MAX) {
-            return Ok(Err(u));
-        }
-        Ok(Ok(Arc::new(metadata)))
+        Ok(parse_footer(&footer))
     }
 
     /// Decodes the columns of `mask` in batches of at most [`BATCH_ROWS`] rows into `each` (which
@@ -402,8 +360,8 @@ impl<'a, S: Store> ObjectReader<'a, S> {
         &self,
         arrow: ArrowReaderMetadata,
         mask: ProjectionMask,
-        mut each: impl FnMut(RecordBatch) -> std::result::Result<(), Unmergeable>,
-    ) -> Result<std::result::Result<(), Unmergeable>> {
+        mut each: impl FnMut(RecordBatch) -> Readable<()>,
+    ) -> Result<Readable<()>> {
         let cannot = |e: parquet::errors::ParquetError| {
             Unmergeable::new(None, format!("cannot decode: {e}"))
         };
@@ -444,6 +402,36 @@ impl<'a, S: Store> ObjectReader<'a, S> {
     }
 }
 
+/// The footer length `tail`, the end of an object of `size` bytes (all of it when `whole`),
+/// declares; why it is left in place when not Parquet or the footer is over `budget`.
+fn footer_len(tail: &[u8], size: u64, whole: bool, budget: Budget) -> Readable<u64> {
+    let n = tail.len();
+    if size < 12 || n < 8 || &tail[n - 4..] != MAGIC || (whole && &tail[..4] != MAGIC) {
+        let reason = format!("not a Parquet file: bad magic or truncated ({size} bytes)");
+        return Err(Unmergeable::new(None, reason));
+    }
+    let footer_len = u32::from_le_bytes(tail[n - 8..n - 4].try_into().expect("4 bytes")) as u64;
+    if footer_len + 8 > size.saturating_sub(4) {
+        return Err(Unmergeable::new(
+            None,
+            format!(
+                "not a Parquet file: its footer's declared length ({footer_len} bytes) does not fit in the file ({size} bytes)"
+            ),
+        ));
+    }
+    over(Limit::FooterBytes, footer_len, budget.footer_bytes())?;
+    Ok(footer_len)
+}
+
+fn parse_footer(footer: &[u8]) -> Readable<Arc<ParquetMetaData>> {
+    let options = merge::footer_options();
+    let metadata = ParquetMetaDataReader::decode_metadata_with_options(footer, Some(&options))
+        .map_err(|e| Unmergeable::new(None, format!("not a readable Parquet file: {e}")))?;
+    let columns = metadata.file_metadata().schema_descr().num_columns() as u64;
+    over(Limit::Columns, columns, COLUMNS_MAX)?;
+    Ok(Arc::new(metadata))
+}
+
 /// One input as the merge read it.
 #[derive(Debug)]
 pub struct InputRead {
@@ -454,7 +442,7 @@ pub struct InputRead {
     /// Body bytes received (0 when the body was handed in).
     pub bytes_read: u64,
     /// Its rows conformed to [`merge::target_schema`], or why it is left in place.
-    pub outcome: std::result::Result<Decoded, Unmergeable>,
+    pub outcome: Readable<Decoded>,
 }
 
 /// Reads one input for the merge within `budget` (`body` when the caller holds it).
@@ -474,22 +462,17 @@ pub async fn read_input(
         Err(e) if e.is_not_found() => return Ok(None),
         r => r?,
     };
-    let outcome = match footer {
-        Err(u) => Err(u),
-        Ok(metadata) => {
-            let leaves: Vec<usize> =
-                (0..metadata.file_metadata().schema_descr().num_columns()).collect();
-            match check_decoded(&metadata, &leaves, budget) {
-                Err(u) => Err(u),
-                Ok(()) => match reader.whole.clone() {
-                    Some(body) => merge::decode_parsed(body, metadata),
-                    None => match decode_ranged(&reader, metadata).await {
-                        Err(e) if e.is_not_found() => return Ok(None),
-                        r => r?,
-                    },
-                },
-            }
-        }
+    let checked = footer.and_then(|metadata| {
+        let all: Vec<usize> = (0..metadata.file_metadata().schema_descr().num_columns()).collect();
+        check_decoded(&metadata, &all, budget).map(|()| metadata)
+    });
+    let outcome = match (checked, reader.whole.clone()) {
+        (Err(u), _) => Err(u),
+        (Ok(metadata), Some(body)) => merge::decode_parsed(body, metadata),
+        (Ok(metadata), None) => match decode_ranged(&reader, metadata).await {
+            Err(e) if e.is_not_found() => return Ok(None),
+            r => r?,
+        },
     };
     Ok(Some(InputRead {
         etag: reader.etag().unwrap_or_default().to_string(),
@@ -502,7 +485,7 @@ pub async fn read_input(
 async fn decode_ranged<S: Store>(
     reader: &ObjectReader<'_, S>,
     metadata: Arc<ParquetMetaData>,
-) -> Result<std::result::Result<Decoded, Unmergeable>> {
+) -> Result<Readable<Decoded>> {
     let (arrow, conformed) = match merge::arrow_metadata(metadata) {
         Ok(a) => a,
         Err(u) => return Ok(Err(u)),
@@ -528,7 +511,7 @@ pub struct ColumnsRead {
     /// The whole body, when small enough to be read whole (for reuse).
     pub whole: Option<Fetched>,
     /// `Ok` once every batch went to the caller; else why the file cannot be read.
-    pub outcome: std::result::Result<(), Unmergeable>,
+    pub outcome: Readable<()>,
 }
 
 /// Reads the columns `names` (any case; `names[0]` required) of one
@@ -543,7 +526,7 @@ pub async fn read_columns(
     budget: Budget,
     gets: Option<&Semaphore>,
     names: &[&str],
-    each: impl FnMut(RecordBatch) -> std::result::Result<(), Unmergeable>,
+    each: impl FnMut(RecordBatch) -> Readable<()>,
 ) -> Result<ColumnsRead> {
     // Whole only when the tail read would take it all (a few columns cost less).
     let mut reader =
@@ -564,28 +547,29 @@ async fn columns_of<S: Store>(
     reader: &mut ObjectReader<'_, S>,
     budget: Budget,
     names: &[&str],
-    each: impl FnMut(RecordBatch) -> std::result::Result<(), Unmergeable>,
-) -> Result<std::result::Result<(), Unmergeable>> {
-    let metadata = match reader.footer(budget).await? {
-        Ok(m) => m,
-        Err(u) => return Ok(Err(u)),
-    };
+    each: impl FnMut(RecordBatch) -> Readable<()>,
+) -> Result<Readable<()>> {
+    match reader.footer(budget).await?.and_then(|m| projection(m, names, budget)) {
+        Ok((arrow, mask)) => reader.read_batches(arrow, mask, each).await,
+        Err(u) => Ok(Err(u)),
+    }
+}
+
+/// The decoder's view of the columns `names` (`names[0]` required), within `budget`.
+fn projection(
+    metadata: Arc<ParquetMetaData>,
+    names: &[&str],
+    budget: Budget,
+) -> Readable<(ArrowReaderMetadata, ProjectionMask)> {
     let leaves = leaves_named(&metadata, names);
-    let has_first = leaves_named(&metadata, &names[..1.min(names.len())]);
-    if has_first.is_empty() {
-        return Ok(Err(Unmergeable::new(names.first().copied(), "column is missing")));
+    if leaves_named(&metadata, &names[..1.min(names.len())]).is_empty() {
+        return Err(Unmergeable::new(names.first().copied(), "column is missing"));
     }
-    if let Err(u) = check_decoded(&metadata, &leaves, budget) {
-        return Ok(Err(u));
-    }
+    check_decoded(&metadata, &leaves, budget)?;
     let mask = ProjectionMask::leaves(metadata.file_metadata().schema_descr(), leaves);
-    let arrow = match ArrowReaderMetadata::try_new(metadata, ArrowReaderOptions::new()) {
-        Ok(a) => a,
-        Err(e) => {
-            return Ok(Err(Unmergeable::new(None, format!("not a readable Parquet file: {e}"))));
-        }
-    };
-    reader.read_batches(arrow, mask, each).await
+    let arrow = ArrowReaderMetadata::try_new(metadata, ArrowReaderOptions::new())
+        .map_err(|e| Unmergeable::new(None, format!("not a readable Parquet file: {e}")))?;
+    Ok((arrow, mask))
 }
 
 /// The flights of one object's rows by its `s3_key` column, and how many rows
@@ -599,7 +583,7 @@ pub async fn row_flights(
     size: u64,
     if_match: Option<&str>,
     budget: Budget,
-) -> Result<std::result::Result<RowFlights, Unmergeable>> {
+) -> Result<Readable<RowFlights>> {
     let mut reader = ObjectReader::new(store, key, size, if_match).whole_up_to(TAIL_READ_BYTES);
     flights_of(&mut reader, budget).await
 }
@@ -610,7 +594,7 @@ pub async fn row_flights_of_body(
     key: &str,
     body: Bytes,
     budget: Budget,
-) -> Result<std::result::Result<RowFlights, Unmergeable>> {
+) -> Result<Readable<RowFlights>> {
     let f = Fetched { body, etag: String::new() };
     let mut reader = ObjectReader::new(store, key, 0, None).with_body(f);
     flights_of(&mut reader, budget).await
@@ -619,7 +603,7 @@ pub async fn row_flights_of_body(
 async fn flights_of<S: Store>(
     reader: &mut ObjectReader<'_, S>,
     budget: Budget,
-) -> Result<std::result::Result<RowFlights, Unmergeable>> {
+) -> Result<Readable<RowFlights>> {
     let mut out = RowFlights::default();
     let read = columns_of(reader, budget, &["s3_key"], |b| {
         let keys = RowKeys::of(&b)?;
@@ -647,7 +631,7 @@ pub struct RowKeys {
 impl RowKeys {
     /// Errors: [`Unmergeable`] naming the column when `s3_key` is missing or not
     /// a string, or `first_message` is not a timestamp.
-    pub fn of(batch: &RecordBatch) -> std::result::Result<RowKeys, Unmergeable> {
+    pub fn of(batch: &RecordBatch) -> Readable<RowKeys> {
         let named = |n: &str| {
             (batch.schema_ref().fields().iter())
                 .enumerate()

@@ -45,7 +45,8 @@ pub struct Metric {
 
 /// The metrics for `report`; the watermark lag in days (or days ahead).
 pub fn metrics(report: &RunReport) -> Vec<Metric> {
-    let count = |name, value: u64| Metric { name, value: value as f64, unit: StandardUnit::Count };
+    let metric = |name, value, unit| Metric { name, value, unit };
+    let count = |name, value: u64| metric(name, value as f64, StandardUnit::Count);
     let status = report.last_run_status;
     let mut m = vec![
         count("FilesCompacted", report.files_compacted),
@@ -55,17 +56,9 @@ pub fn metrics(report: &RunReport) -> Vec<Metric> {
         count("ManifestsRecovered", report.manifests_recovered),
         count("FilesSkipped", report.skipped_files_total),
         count("RowsWritten", report.rows_written),
-        Metric {
-            name: "BytesWritten",
-            value: report.bytes_written as f64,
-            unit: StandardUnit::Bytes,
-        },
+        metric("BytesWritten", report.bytes_written as f64, StandardUnit::Bytes),
         count("DuplicatesRemoved", report.duplicates_removed),
-        Metric {
-            name: "RunDurationSeconds",
-            value: report.duration_seconds,
-            unit: StandardUnit::Seconds,
-        },
+        metric("RunDurationSeconds", report.duration_seconds, StandardUnit::Seconds),
         count("RunSuccess", u64::from(status == Status::Success)),
         count("RunMismatch", u64::from(status == Status::Mismatch)),
         count("RunFailure", u64::from(status == Status::Failure)),
@@ -116,7 +109,7 @@ pub async fn put(
     bucket: &str,
     metrics: &[Metric],
     at: SystemTime,
-    timeout: std::time::Duration,
+    timeout: Duration,
 ) -> Result<(), ReportError> {
     let started = std::time::Instant::now();
     let call = client

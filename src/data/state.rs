@@ -69,45 +69,30 @@ impl Watermark {
             ));
         }
         let mut wm = Watermark::default();
-        let mut extra = serde_json::Map::new();
         for (name, v) in map {
-            let want = WATERMARK_FIELDS.iter().find(|(n, _)| *n == name).map(|(_, w)| *w);
-            let Some(want) = want else {
-                extra.insert(name, v);
+            let Some((_, want)) = WATERMARK_FIELDS.iter().find(|(n, _)| *n == name) else {
+                wm.extra.insert(name, v);
                 continue;
             };
-            let bad = |v: &serde_json::Value| {
-                format!("field \"{name}\" must be {want}, got {}", json_kind(v))
-            };
-            match name.as_str() {
-                "last_compacted_date" => {
-                    wm.last_compacted_date = opt_date(&v).ok_or_else(|| bad(&v))?
-                }
-                "mismatch_date" => wm.mismatch_date = opt_date(&v).ok_or_else(|| bad(&v))?,
+            let parsed = match name.as_str() {
+                "last_compacted_date" => nullable(&v, date).map(|d| wm.last_compacted_date = d),
+                "mismatch_date" => nullable(&v, date).map(|d| wm.mismatch_date = d),
                 "mismatch_runs" => {
-                    wm.mismatch_runs =
-                        v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| bad(&v))?
+                    v.as_u64().and_then(|n| u32::try_from(n).ok()).map(|n| wm.mismatch_runs = n)
                 }
                 "mismatch_event_id" => {
-                    wm.mismatch_event_id = match &v {
-                        serde_json::Value::Null => None,
-                        serde_json::Value::String(s) => Some(s.clone()),
-                        _ => return Err(bad(&v)),
-                    }
+                    nullable(&v, |s| Some(s.to_string())).map(|id| wm.mismatch_event_id = id)
                 }
                 "updated_at" => {
-                    wm.updated_at = match &v {
-                        serde_json::Value::Null => None,
-                        serde_json::Value::String(s) => {
-                            Some(DateTime::parse_from_rfc3339(s).map_err(|_| bad(&v))?.to_utc())
-                        }
-                        _ => return Err(bad(&v)),
-                    }
+                    let at = |s: &str| DateTime::parse_from_rfc3339(s).ok().map(|t| t.to_utc());
+                    nullable(&v, at).map(|t| wm.updated_at = t)
                 }
                 _ => unreachable!("every known field is matched"),
+            };
+            if parsed.is_none() {
+                return Err(format!("field \"{name}\" must be {want}, got {}", json_kind(&v)));
             }
         }
-        wm.extra = extra;
         Ok(wm)
     }
 
@@ -166,12 +151,17 @@ fn json_kind(v: &serde_json::Value) -> String {
     if text.len() <= 40 { format!("{kind} {text}") } else { kind.to_string() }
 }
 
-fn opt_date(v: &serde_json::Value) -> Option<Option<NaiveDate>> {
+/// `Some(None)` for `null`, `Some` of what `parse` makes of a string; `None` for anything else.
+fn nullable<T>(v: &serde_json::Value, parse: impl Fn(&str) -> Option<T>) -> Option<Option<T>> {
     match v {
         serde_json::Value::Null => Some(None),
-        serde_json::Value::String(s) => crate::data::config::parse_date("", s).ok().map(Some),
+        serde_json::Value::String(s) => parse(s).map(Some),
         _ => None,
     }
+}
+
+fn date(s: &str) -> Option<NaiveDate> {
+    crate::data::config::parse_date("", s).ok()
 }
 
 /// Writes `body` to `key` conditionally (`mode`). A lost answer's retry fails its own condition, so
