@@ -540,30 +540,26 @@ pub(crate) fn parse_log_level(v: &str) -> Result<String> {
                     && c.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
             })
     };
-    let mut out = Vec::new();
-    for d in v.split(',') {
+    let directives = v.split(',').map(|d| {
         let d = d.trim();
         let parsed = match d.split_once('=') {
             None => level(d),
             Some((t, l)) if target_ok(t.trim()) => level(l).map(|l| format!("{}={l}", t.trim())),
             Some(_) => None,
         };
-        match parsed {
-            Some(p) => out.push(p),
-            None => {
-                return Err(bad(
-                    LOG_LEVEL.name,
-                    format!(
-                        "{} in {} is neither a level ({}) nor target=level (e.g. info,aws_smithy_runtime=debug)",
-                        crate::infra::text::quote(d),
-                        crate::infra::text::quote(v),
-                        LOG_LEVELS.join(", ")
-                    ),
-                ));
-            }
-        }
-    }
-    Ok(out.join(","))
+        parsed.ok_or_else(|| {
+            bad(
+                LOG_LEVEL.name,
+                format!(
+                    "{} in {} is neither a level ({}) nor target=level (e.g. info,aws_smithy_runtime=debug)",
+                    crate::infra::text::quote(d),
+                    crate::infra::text::quote(v),
+                    LOG_LEVELS.join(", ")
+                ),
+            )
+        })
+    });
+    Ok(directives.collect::<Result<Vec<_>>>()?.join(","))
 }
 
 /// Variables of `env` within two edits of a setting's name (without case, at

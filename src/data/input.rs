@@ -194,9 +194,9 @@ impl<'a, S: Store> ObjectReader<'a, S> {
         self
     }
 
-    /// Every GET takes a permit of `gets` first.
-    pub fn with_gets(mut self, gets: &'a Semaphore) -> Self {
-        self.gets = Some(gets);
+    /// Every GET takes a permit of `gets` first, when given.
+    pub fn with_gets(mut self, gets: Option<&'a Semaphore>) -> Self {
+        self.gets = gets;
         self
     }
 
@@ -234,10 +234,8 @@ impl<'a, S: Store> ObjectReader<'a, S> {
     }
 
     async fn permit(&self) -> Option<tokio::sync::SemaphorePermit<'a>> {
-        match self.gets {
-            Some(g) => Some(g.acquire().await.expect("the semaphore is never closed")),
-            None => None,
-        }
+        let permit = futures::future::OptionFuture::from(self.gets.map(Semaphore::acquire)).await;
+        permit.map(|p| p.expect("the semaphore is never closed"))
     }
 
     /// Bytes `range` of the object, clipped to its end. Errors: S3 errors;
@@ -529,11 +527,9 @@ pub async fn read_columns(
     each: impl FnMut(RecordBatch) -> Readable<()>,
 ) -> Result<ColumnsRead> {
     // Whole only when the tail read would take it all (a few columns cost less).
-    let mut reader =
-        ObjectReader::new(store, &meta.key, meta.size, if_match).whole_up_to(TAIL_READ_BYTES);
-    if let Some(g) = gets {
-        reader = reader.with_gets(g);
-    }
+    let mut reader = ObjectReader::new(store, &meta.key, meta.size, if_match)
+        .whole_up_to(TAIL_READ_BYTES)
+        .with_gets(gets);
     let outcome = columns_of(&mut reader, budget, names, each).await?;
     Ok(ColumnsRead {
         requests: reader.requests(),
@@ -646,23 +642,17 @@ impl RowKeys {
         if keys.is_empty() {
             return Err(Unmergeable::new(Some("s3_key"), "column is missing"));
         }
-        let first = match named("first_message").into_iter().next() {
-            None => None,
-            Some(c) => match c.data_type() {
-                DataType::Timestamp(unit, _) => {
-                    let unit = *unit;
-                    let v = cast(&c, &DataType::Int64)
-                        .map_err(|e| Unmergeable::new(Some("first_message"), e.to_string()))?;
-                    Some((v, unit))
-                }
-                DataType::Null => None,
-                t => {
-                    return Err(Unmergeable::new(
-                        Some("first_message"),
-                        format!("type {t} is not a timestamp"),
-                    ));
-                }
-            },
+        let first = match named("first_message").first().map(|c| (c, c.data_type())) {
+            None | Some((_, DataType::Null)) => None,
+            Some((c, DataType::Timestamp(unit, _))) => {
+                let v = cast(c, &DataType::Int64)
+                    .map_err(|e| Unmergeable::new(Some("first_message"), e.to_string()))?;
+                Some((v, *unit))
+            }
+            Some((_, t)) => {
+                let reason = format!("type {t} is not a timestamp");
+                return Err(Unmergeable::new(Some("first_message"), reason));
+            }
         };
         Ok(RowKeys { keys, first, rows: batch.num_rows() })
     }

@@ -20,6 +20,8 @@
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::data::merge::{LimitBroken, Unmergeable};
+
 /// Uuids `mismatch_uuids` and its MQTT topic carry: the first, sorted (100 are ~3.9 KB of JSON).
 pub const UUIDS_SHOWN: usize = 100;
 
@@ -179,11 +181,7 @@ pub struct SkippedFile {
 
 impl SkippedFile {
     /// `key`, of partition `date`, left in place because it cannot be merged (`u`).
-    pub fn unmergeable(
-        key: &str,
-        date: NaiveDate,
-        u: crate::data::merge::Unmergeable,
-    ) -> SkippedFile {
+    pub fn unmergeable(key: &str, date: NaiveDate, u: Unmergeable) -> SkippedFile {
         SkippedFile {
             key: key.to_string(),
             date: Some(date),
@@ -193,8 +191,6 @@ impl SkippedFile {
         }
     }
 }
-
-pub use crate::data::merge::{Limit, LimitBroken};
 
 /// A per-flight index file whose bytes cannot be read: its flight counts as
 /// missing its index row. Left in place; docs/runbook.md, "An unreadable per-flight index file".
@@ -418,7 +414,8 @@ impl DayReport {
                 &mut self.foreign_keys,
                 &mut self.foreign_objects,
                 &mut self.foreign_keys_truncated,
-                crate::commands::run::FOREIGN_KEYS_SHOWN,
+                // Cut where they are listed, to `commands::run::FOREIGN_KEYS_SHOWN`.
+                usize::MAX,
             ),
         ]
     }
