@@ -20,6 +20,9 @@ use chrono::NaiveDate;
 
 use crate::infra::error::{Error, Result};
 
+/// Environment variables by name.
+type Env = HashMap<String, String>;
+
 /// Declares each setting as a constant named as its variable (its doc comment
 /// is the meaning `--help` shows), and [`SETTINGS`].
 macro_rules! settings {
@@ -212,7 +215,7 @@ pub struct Setting {
 
 impl Setting {
     /// Trimmed (but [`Parse::Verbatim`]); `None` when unset or empty.
-    fn given<'a>(&self, env: &'a HashMap<String, String>) -> Option<&'a str> {
+    fn given<'a>(&self, env: &'a Env) -> Option<&'a str> {
         let v = env.get(self.name)?;
         let v = match self.parse {
             Parse::Verbatim => v.as_str(),
@@ -239,7 +242,7 @@ impl Setting {
         }
     }
 
-    fn text(&self, env: &HashMap<String, String>) -> Result<String> {
+    fn text(&self, env: &Env) -> Result<String> {
         match (self.given(env), self.default) {
             (Some(v), _) => self.parse_text(v),
             (None, DefaultIs::Text(t)) => Ok(t.to_string()),
@@ -248,20 +251,16 @@ impl Setting {
         }
     }
 
-    fn optional(&self, env: &HashMap<String, String>) -> Result<Option<String>> {
+    fn optional(&self, env: &Env) -> Result<Option<String>> {
         self.given(env).map(|v| self.parse_text(v)).transpose()
     }
 
-    fn whole<T: TryFrom<u64>>(&self, env: &HashMap<String, String>) -> Result<T> {
+    fn whole<T: TryFrom<u64>>(&self, env: &Env) -> Result<T> {
         self.whole_else(env, self.default.figure())
     }
 
     /// `default` when unset (a default another variable decides).
-    fn whole_else<T: TryFrom<u64>>(
-        &self,
-        env: &HashMap<String, String>,
-        default: u64,
-    ) -> Result<T> {
+    fn whole_else<T: TryFrom<u64>>(&self, env: &Env, default: u64) -> Result<T> {
         let Parse::Whole { min, max, what } = self.parse else { self.misread("a whole number") };
         let fit = |n: u64| T::try_from(n).map_err(|_| self.refuse(format!("{n} is too large")));
         let Some(v) = self.given(env) else {
@@ -281,12 +280,12 @@ impl Setting {
         fit(n)
     }
 
-    fn flag(&self, env: &HashMap<String, String>) -> Result<bool> {
+    fn flag(&self, env: &Env) -> Result<bool> {
         let DefaultIs::Bool(b) = self.default else { self.misread("a flag with a default") };
         self.flag_else(env, b)
     }
 
-    fn flag_else(&self, env: &HashMap<String, String>, default: bool) -> Result<bool> {
+    fn flag_else(&self, env: &Env, default: bool) -> Result<bool> {
         if self.parse != Parse::Flag {
             self.misread("a flag")
         }
@@ -301,7 +300,7 @@ impl Setting {
         }
     }
 
-    fn seconds(&self, env: &HashMap<String, String>) -> Result<Duration> {
+    fn seconds(&self, env: &Env) -> Result<Duration> {
         let Parse::Seconds { max } = self.parse else { self.misread("seconds") };
         let s: f64 = match self.given(env) {
             None => self.default.figure() as f64,
@@ -319,7 +318,7 @@ impl Setting {
         Ok(Duration::from_secs_f64(s))
     }
 
-    fn date(&self, env: &HashMap<String, String>) -> Result<Option<NaiveDate>> {
+    fn date(&self, env: &Env) -> Result<Option<NaiveDate>> {
         if self.parse != Parse::Date {
             self.misread("a date")
         }
@@ -453,7 +452,7 @@ impl Config {
 
 impl MqttConfig {
     /// `None` when `MQTT_HOST` is unset (the others are then not read).
-    fn from_map(env: &HashMap<String, String>) -> Result<Option<MqttConfig>> {
+    fn from_map(env: &Env) -> Result<Option<MqttConfig>> {
         let Some(host) = MQTT_HOST.optional(env)? else {
             return Ok(None);
         };

@@ -138,11 +138,6 @@ pub fn decoded_bytes(metadata: &ParquetMetaData, leaves: &[usize]) -> u64 {
     total
 }
 
-/// Errors: [`Unmergeable::over_limit`] ([`Limit::DecodedBytes`]) when `leaves` exceed `budget`.
-pub fn check_decoded(metadata: &ParquetMetaData, leaves: &[usize], budget: Budget) -> Readable<()> {
-    over(Limit::DecodedBytes, decoded_bytes(metadata, leaves), budget.bytes())
-}
-
 /// The top-level leaf columns named one of `names` (without case), in file order.
 pub fn leaves_named(metadata: &ParquetMetaData, names: &[&str]) -> Vec<usize> {
     let descr = metadata.file_metadata().schema_descr();
@@ -321,10 +316,7 @@ impl<'a, S: Store> ObjectReader<'a, S> {
                 if r.end <= tail_at {
                     return head;
                 }
-                let mut joined = Vec::with_capacity((r.end - r.start) as usize);
-                joined.extend_from_slice(&head);
-                joined.extend_from_slice(&in_tail(tail_at, r.end));
-                Bytes::from(joined)
+                Bytes::from([&head[..], &in_tail(tail_at, r.end)[..]].concat())
             })
             .collect())
     }
@@ -344,10 +336,7 @@ impl<'a, S: Store> ObjectReader<'a, S> {
             tail.slice(n - 8 - footer_len as usize..n - 8)
         } else {
             let head = self.get(size - 8 - footer_len..size - n as u64).await?;
-            let mut joined = Vec::with_capacity(footer_len as usize);
-            joined.extend_from_slice(&head);
-            joined.extend_from_slice(&tail[..n - 8]);
-            Bytes::from(joined)
+            Bytes::from([&head[..], &tail[..n - 8]].concat())
         };
         Ok(parse_footer(&footer))
     }
@@ -462,7 +451,7 @@ pub async fn read_input(
     };
     let checked = footer.and_then(|metadata| {
         let all: Vec<usize> = (0..metadata.file_metadata().schema_descr().num_columns()).collect();
-        check_decoded(&metadata, &all, budget).map(|()| metadata)
+        over(Limit::DecodedBytes, decoded_bytes(&metadata, &all), budget.bytes()).map(|()| metadata)
     });
     let outcome = match (checked, reader.whole.clone()) {
         (Err(u), _) => Err(u),
@@ -561,7 +550,7 @@ fn projection(
     if leaves_named(&metadata, &names[..1.min(names.len())]).is_empty() {
         return Err(Unmergeable::new(names.first().copied(), "column is missing"));
     }
-    check_decoded(&metadata, &leaves, budget)?;
+    over(Limit::DecodedBytes, decoded_bytes(&metadata, &leaves), budget.bytes())?;
     let mask = ProjectionMask::leaves(metadata.file_metadata().schema_descr(), leaves);
     let arrow = ArrowReaderMetadata::try_new(metadata, ArrowReaderOptions::new())
         .map_err(|e| Unmergeable::new(None, format!("not a readable Parquet file: {e}")))?;

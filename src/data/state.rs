@@ -215,17 +215,15 @@ impl WatermarkState {
     /// Reads `watermark.json`; missing is `etag: None` (nothing compacted yet).
     /// Any other failure, bad JSON included, must fail the run.
     pub async fn read(store: &impl Store) -> Result<WatermarkState> {
-        match store.get_opt(WATERMARK_KEY).await? {
-            None => Ok(WatermarkState::default()),
-            Some(f) => {
-                let watermark = Watermark::parse(&f.body).map_err(|reason| Error::BadState {
-                    bucket: store.bucket().to_string(),
-                    key: WATERMARK_KEY.to_string(),
-                    reason,
-                })?;
-                Ok(WatermarkState { watermark, etag: Some(f.etag) })
-            }
-        }
+        let Some(f) = store.get_opt(WATERMARK_KEY).await? else {
+            return Ok(WatermarkState::default());
+        };
+        let watermark = Watermark::parse(&f.body).map_err(|reason| Error::BadState {
+            bucket: store.bucket().to_string(),
+            key: WATERMARK_KEY.to_string(),
+            reason,
+        })?;
+        Ok(WatermarkState { watermark, etag: Some(f.etag) })
     }
 
     /// Writes the watermark (`If-Match` the ETag read, or `If-None-Match: *`)
@@ -233,10 +231,7 @@ impl WatermarkState {
     pub async fn write(&mut self, store: &impl Store, now: DateTime<Utc>) -> Result<()> {
         self.watermark.updated_at = Some(now);
         let body = serde_json::to_vec_pretty(&self.watermark).expect("watermark serialises");
-        let mode = match &self.etag {
-            Some(e) => PutMode::Update(e.clone()),
-            None => PutMode::Create,
-        };
+        let mode = self.etag.clone().map_or(PutMode::Create, PutMode::Update);
         self.etag = Some(put_settled(store, WATERMARK_KEY, body, mode).await?);
         Ok(())
     }
