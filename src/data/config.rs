@@ -18,7 +18,10 @@ use std::time::Duration;
 
 use chrono::NaiveDate;
 
+use crate::data::input::Budget;
 use crate::infra::error::{Error, Result};
+use crate::infra::storage;
+use crate::infra::text::quote;
 
 /// Environment variables by name.
 type Env = HashMap<String, String>;
@@ -85,12 +88,12 @@ settings! {
     ROW_GROUP_ROWS: Number(131_072), Whole { min: 1, max: u64::MAX, what: "a whole number of rows" };
     /// compacted files of at least this many bytes go up as S3 multipart uploads
     /// (0: always); smaller ones as one PUT
-    MULTIPART_THRESHOLD_BYTES: Number(crate::infra::storage::MULTIPART_THRESHOLD_DEFAULT as u64),
+    MULTIPART_THRESHOLD_BYTES: Number(storage::MULTIPART_THRESHOLD_DEFAULT as u64),
         Whole { min: 0, max: u64::MAX, what: "a whole number of bytes" };
     /// part size of multipart uploads, from 5 MiB (5242880) to 5 GiB (S3's limits)
-    MULTIPART_PART_BYTES: Number(crate::infra::storage::MULTIPART_PART_DEFAULT as u64), Whole {
-        min: crate::infra::storage::MULTIPART_PART_MIN as u64,
-        max: crate::infra::storage::MULTIPART_PART_MAX as u64,
+    MULTIPART_PART_BYTES: Number(storage::MULTIPART_PART_DEFAULT as u64), Whole {
+        min: storage::MULTIPART_PART_MIN as u64,
+        max: storage::MULTIPART_PART_MAX as u64,
         what: "a whole number of bytes",
     };
     /// stop starting new dates when less time than this (or twice the slowest day
@@ -98,7 +101,7 @@ settings! {
     /// started within it could not write its output), and a `--max-duration` must
     /// be more than it
     DEADLINE_MARGIN_SECONDS: Number(60), Whole {
-        min: crate::infra::storage::S3_DEADLINE_MARGIN.as_secs() + 1,
+        min: storage::S3_DEADLINE_MARGIN.as_secs() + 1,
         max: u64::MAX,
         what: "a whole number of seconds",
     };
@@ -266,9 +269,8 @@ impl Setting {
         let Some(v) = self.given(env) else {
             return fit(default);
         };
-        let n: u64 = v.parse().map_err(|_| {
-            self.refuse(format!("expected {what}, got {}", crate::infra::text::quote(v)))
-        })?;
+        let n: u64 =
+            v.parse().map_err(|_| self.refuse(format!("expected {what}, got {}", quote(v))))?;
         if !(min..=max).contains(&n) {
             let range = match (min, max) {
                 (_, u64::MAX) => format!("at least {min}"),
@@ -295,8 +297,7 @@ impl Setting {
         match v.to_ascii_lowercase().as_str() {
             "true" | "1" | "yes" | "on" => Ok(true),
             "false" | "0" | "no" | "off" => Ok(false),
-            _ => Err(self
-                .refuse(format!("expected true or false, got {}", crate::infra::text::quote(v)))),
+            _ => Err(self.refuse(format!("expected true or false, got {}", quote(v)))),
         }
     }
 
@@ -305,10 +306,7 @@ impl Setting {
         let s: f64 = match self.given(env) {
             None => self.default.figure() as f64,
             Some(v) => v.parse().map_err(|_| {
-                self.refuse(format!(
-                    "expected a number of seconds, got {}",
-                    crate::infra::text::quote(v)
-                ))
+                self.refuse(format!("expected a number of seconds, got {}", quote(v)))
             })?,
         };
         // Written so that NaN fails too.
@@ -369,7 +367,7 @@ pub struct Config {
     /// Rows per row group in outputs ([`ROW_GROUP_ROWS`]).
     pub row_group_rows: usize,
     /// What one index input may take decoded ([`INPUT_BUDGET_MB`]); the input limits derive from it.
-    pub input_budget: crate::data::input::Budget,
+    pub input_budget: Budget,
     /// Memory the run may use, in MB ([`MEMORY_LIMIT_MB`]; 0 is `None`).
     pub memory_limit_mb: Option<u64>,
     /// Most weight one part of a date takes ([`PART_FILES`], a ceiling).
@@ -411,9 +409,7 @@ impl Config {
             lease: Duration::from_secs(LEASE_SECONDS.whole(env)?),
             read_concurrency: READ_CONCURRENCY.whole(env)?,
             row_group_rows: ROW_GROUP_ROWS.whole(env)?,
-            input_budget: crate::data::input::Budget::from_mb(
-                INPUT_BUDGET_MB.whole_else(env, budget_mb)?,
-            ),
+            input_budget: Budget::from_mb(INPUT_BUDGET_MB.whole_else(env, budget_mb)?),
             memory_limit_mb: (memory_limit_mb > 0).then_some(memory_limit_mb),
             part_files: PART_FILES.whole(env)?,
             spill: crate::data::spill::SpillSettings { limit: FLIGHTS_IN_MEMORY.whole(env)? },
@@ -444,7 +440,7 @@ impl Config {
                 "{}s is not more than DEADLINE_MARGIN_SECONDS ({} s): no date would start; give more (a bare number is seconds: 14m for 14 minutes) or lower DEADLINE_MARGIN_SECONDS (more than {} s)",
                 max_duration.as_secs_f64(),
                 self.deadline_margin.as_secs(),
-                crate::infra::storage::S3_DEADLINE_MARGIN.as_secs()
+                storage::S3_DEADLINE_MARGIN.as_secs()
             ),
         ))
     }
@@ -490,7 +486,7 @@ pub(crate) fn parse_topic_root(v: &str) -> Result<String> {
             MQTT_TOPIC_ROOT.name,
             format!(
                 "{} holds {}, which no topic a client publishes to may hold (MQTT 3.1.1, 4.7.1 and 1.5.3): the broker would refuse every statistic; use a root of plain levels such as SkyFollower/archive-compaction",
-                crate::infra::text::quote(v),
+                quote(v),
                 named(c)
             ),
         ));
@@ -513,9 +509,8 @@ pub fn parse_date(name: &str, v: &str) -> Result<NaiveDate> {
         && t.bytes()
             .enumerate()
             .all(|(i, c)| if i == 4 || i == 7 { c == b'-' } else { c.is_ascii_digit() });
-    shaped.then(|| NaiveDate::parse_from_str(t, "%Y-%m-%d").ok()).flatten().ok_or_else(|| {
-        bad(name, format!("expected a date YYYY-MM-DD, got {}", crate::infra::text::quote(v)))
-    })
+    let date = NaiveDate::parse_from_str(t, "%Y-%m-%d").ok().filter(|_| shaped);
+    date.ok_or_else(|| bad(name, format!("expected a date YYYY-MM-DD, got {}", quote(v))))
 }
 
 /// The levels `LOG_LEVEL` takes, alone or after `target=`.
@@ -551,8 +546,8 @@ pub(crate) fn parse_log_level(v: &str) -> Result<String> {
                 LOG_LEVEL.name,
                 format!(
                     "{} in {} is neither a level ({}) nor target=level (e.g. info,aws_smithy_runtime=debug)",
-                    crate::infra::text::quote(d),
-                    crate::infra::text::quote(v),
+                    quote(d),
+                    quote(v),
                     LOG_LEVELS.join(", ")
                 ),
             )

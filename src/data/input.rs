@@ -156,6 +156,7 @@ pub struct ObjectReader<'a, S> {
     store: &'a S,
     key: &'a str,
     size: u64,
+    /// The version read (once something was read), or to read (`if_match`).
     etag: Option<String>,
     whole: Option<Bytes>,
     /// The tail read first (offset, bytes): ranges in it are not fetched again.
@@ -201,26 +202,6 @@ impl<'a, S: Store> ObjectReader<'a, S> {
         self.etag = Some(f.etag);
         self.whole = Some(f.body);
         self
-    }
-
-    /// The ETag of the version read (once something was read).
-    pub fn etag(&self) -> Option<&str> {
-        self.etag.as_deref()
-    }
-
-    /// GET requests sent.
-    pub fn requests(&self) -> u64 {
-        self.requests.load(Ordering::Relaxed)
-    }
-
-    /// Body bytes received.
-    pub fn bytes_read(&self) -> u64 {
-        self.bytes_read.load(Ordering::Relaxed)
-    }
-
-    /// The whole body with its ETag, when the object was read whole.
-    pub fn whole(&self) -> Option<Fetched> {
-        Some(Fetched { body: self.whole.clone()?, etag: self.etag.clone().unwrap_or_default() })
     }
 
     fn count(&self, bytes: usize) {
@@ -462,9 +443,9 @@ pub async fn read_input(
         },
     };
     Ok(Some(InputRead {
-        etag: reader.etag().unwrap_or_default().to_string(),
+        etag: reader.etag.unwrap_or_default(),
         size: reader.size,
-        bytes_read: reader.bytes_read(),
+        bytes_read: reader.bytes_read.into_inner(),
         outcome,
     }))
 }
@@ -521,9 +502,9 @@ pub async fn read_columns(
         .with_gets(gets);
     let outcome = columns_of(&mut reader, budget, names, each).await?;
     Ok(ColumnsRead {
-        requests: reader.requests(),
-        bytes_read: reader.bytes_read(),
-        whole: reader.whole(),
+        requests: reader.requests.into_inner(),
+        bytes_read: reader.bytes_read.into_inner(),
+        whole: reader.whole.map(|body| Fetched { body, etag: reader.etag.unwrap_or_default() }),
         outcome,
     })
 }
