@@ -504,9 +504,9 @@ impl RunReport {
             self.stragglers_folded +=
                 day.files_read.saturating_sub(day.files_read_compacted.min(1));
         }
-        for mut list in day.lists() {
-            list.to_cap();
-        }
+        let [mut uuids, mut foreign_keys] = day.lists();
+        uuids.to_cap();
+        foreign_keys.mark();
         day.unread_files.truncate(DAY_UUIDS_SHOWN);
         // `rows_of_other_days` is the exact count beside it.
         day.other_days_uuids.truncate(crate::data::merge::OTHER_DAYS_UUIDS_SHOWN);
@@ -615,6 +615,7 @@ impl<'a, T> Shortened<'a, T> {
         Shortened { shown, total, truncated, cap, keep_last: false }
     }
 
+    /// Marks the list by its count alone (for a list cut where it is made).
     fn mark(&mut self) {
         *self.truncated = (self.shown.len() as u64) < *self.total;
     }
@@ -634,7 +635,7 @@ impl<'a, T> Shortened<'a, T> {
     fn set(&mut self, total: u64, first: impl Iterator<Item = T>) {
         *self.shown = first.take(self.cap).collect();
         *self.total = total;
-        self.mark();
+        *self.truncated = total > self.cap as u64;
     }
 
     /// Counts at least the entries shown, then shows only `keep` of them.
@@ -644,8 +645,8 @@ impl<'a, T> Shortened<'a, T> {
             let last = self.shown.pop().filter(|_| self.keep_last && keep > 0);
             self.shown.truncate(keep - usize::from(last.is_some()));
             self.shown.extend(last);
+            *self.truncated = true;
         }
-        self.mark();
     }
 }
 
