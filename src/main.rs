@@ -258,10 +258,11 @@ fn main() -> ExitCode {
         listen_for_signals(&deps, cli.as_ref());
         let Some(cli) = cli else {
             // Inline: one async fn more around the runtime's future overflows rustc's layout
-            // query depth limit.
+            // query depth limit. Each invocation's future on the heap: inline, a debug build's
+            // (megabytes) overflows the main thread's stack.
             let deps = &deps;
             return match lambda_runtime::run(service_fn(
-                move |ev: LambdaEvent<serde_json::Value>| dispatch(deps, ev),
+                move |ev: LambdaEvent<serde_json::Value>| Box::pin(dispatch(deps, ev)),
             ))
             .await
             {
