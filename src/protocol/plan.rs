@@ -77,12 +77,6 @@ impl<const N: usize> From<[Uuid; N]> for Flights {
     }
 }
 
-impl FromIterator<Uuid> for Flights {
-    fn from_iter<I: IntoIterator<Item = Uuid>>(flights: I) -> Flights {
-        Flights::from(flights.into_iter().collect::<Vec<_>>())
-    }
-}
-
 fn cutoff(now: DateTime<Utc>, lag_days: u32) -> NaiveDate {
     now.date_naive() - Days::new(lag_days as u64)
 }
