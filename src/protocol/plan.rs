@@ -911,6 +911,28 @@ mod tests {
         assert_eq!(p.parts[0][0].source, Source::MultiRow);
     }
 
+    /// What the run sizes the next part by ([`PartQueue::weight_left`], `files_left`) and loops on
+    /// (`has_part`), part by part, compacted files left as they are included.
+    #[test]
+    fn a_queue_counts_what_is_left_as_parts_are_taken() {
+        let c = input(Source::Compacted, 400);
+        let f = |i| input(Source::PerFlight(Uuid::from_u128(i)), 3_000);
+        let inputs = vec![c.clone(), f(1), f(2), f(3), f(4), f(5)];
+        let mut q = PartQueue::new(inputs, Groups::new(6));
+        assert_eq!((q.weight_left(), q.files_left(), q.has_part()), (10, 6, true));
+        // The compacted file does not fit the first part: left as it is, its weight gone.
+        assert_eq!(q.next_part(4).map(|p| p.len()), Some(4));
+        assert_eq!((q.weight_left(), q.files_left(), q.left_as_they_are()), (1, 1, 1));
+        assert!(q.has_part());
+        assert_eq!(q.next_part(4).map(|p| p.len()), Some(1));
+        assert_eq!((q.weight_left(), q.files_left(), q.has_part()), (0, 0, false));
+        assert!(q.next_part(4).is_none());
+        // A first part that would be the compacted file alone is dropped, its weight with it.
+        let mut q = PartQueue::new(vec![c, f(1), f(2), f(3)], Groups::new(4));
+        assert_eq!(q.next_part(5).map(|p| p.len()), Some(3));
+        assert_eq!((q.weight_left(), q.left_as_they_are(), q.has_part()), (0, 1, false));
+    }
+
     #[test]
     fn an_input_heavier_than_a_part_goes_alone() {
         let big = input(Source::MultiRow, 10_000);

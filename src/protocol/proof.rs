@@ -306,6 +306,8 @@ mod tests {
             unproven([per_flight(1).as_str()], |_| Some(InputRows::Rows(rows(&[8], 0))), &output);
         assert_eq!(failed.len(), 1, "{failed:?}");
         assert!(failed[0].reason.contains("1 of its 1 row(s)"), "{failed:?}");
+        // Named in the error by its key, then the rule.
+        assert_eq!(failed[0].to_string(), format!("{}: {}", per_flight(1), failed[0].reason));
     }
 
     #[test]

@@ -514,6 +514,25 @@ mod tests {
         assert_eq!(read.rows_without_flight, [(mr_key, 1)]);
     }
 
+    /// An input that is not Parquet is left in place: a skipped file with the reason, and, a
+    /// per-flight one, an unread file of its flight (which fails the date's parity).
+    #[tokio::test]
+    async fn an_unmergeable_per_flight_file_is_skipped_and_unread() {
+        let store = MemoryStore::new("b");
+        let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let mut inputs = per_flight_files(&store, date, 2).await;
+        let bad = &inputs[0];
+        store.put_now(&bad.meta.key, Bytes::from_static(b"not parquet at all"));
+        inputs[0].meta = store.list(&bad.meta.key).await.unwrap().remove(0);
+        let read =
+            read_inputs(&store, date, &inputs, settings(), &Prefetched::new()).await.unwrap();
+        let key = &inputs[0].meta.key;
+        assert_eq!(read.skipped.iter().map(|f| &f.key).collect::<Vec<_>>(), [key]);
+        assert!(read.skipped[0].reason.contains("not a Parquet file"), "{:?}", read.skipped);
+        let unread: Vec<_> = read.unread.iter().map(|f| (&f.key, Some(f.flight))).collect();
+        assert_eq!(unread, [(key, inputs[0].flight())]);
+    }
+
     /// An input over `SMALL_INPUT_BYTES` is read later, not fetched ahead,
     /// and its bytes are counted once; under a budget it is over, a
     /// compacted input stops the day (`held_back`: a second compacted file
