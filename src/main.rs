@@ -273,7 +273,8 @@ fn main() -> ExitCode {
                 }
             };
         };
-        run_command(&deps, cli.command, repair, bar).await
+        // On the heap, as each Lambda invocation's: a debug build's future is large.
+        Box::pin(run_command(&deps, cli.command, repair, bar)).await
     })
 }
 
