@@ -50,7 +50,7 @@ use crate::protocol::proof::RowFlights;
 pub const SMALL_INPUT_BYTES: u64 = 256 * 1024;
 
 /// The tail a bigger object's first GET reads: it holds any footer pyarrow or this job writes.
-pub const TAIL_READ_BYTES: u64 = 64 * 1024;
+pub(crate) const TAIL_READ_BYTES: u64 = 64 * 1024;
 
 /// At most this many leaf columns (the index schema has 9).
 pub const COLUMNS_MAX: u64 = 1_000;
@@ -85,8 +85,7 @@ pub struct Budget {
 }
 
 impl Budget {
-    /// A budget of `mb` MiB.
-    pub fn from_mb(mb: u64) -> Budget {
+    pub(crate) fn from_mb(mb: u64) -> Budget {
         Budget { bytes: mb.saturating_mul(1024 * 1024) }
     }
 
@@ -139,7 +138,7 @@ pub fn decoded_bytes(metadata: &ParquetMetaData, leaves: &[usize]) -> u64 {
 }
 
 /// The top-level leaf columns named one of `names` (without case), in file order.
-pub fn leaves_named(metadata: &ParquetMetaData, names: &[&str]) -> Vec<usize> {
+pub(crate) fn leaves_named(metadata: &ParquetMetaData, names: &[&str]) -> Vec<usize> {
     let descr = metadata.file_metadata().schema_descr();
     (descr.columns().iter().enumerate())
         .filter(|(_, c)| {
@@ -185,19 +184,19 @@ impl<'a, S: Store> ObjectReader<'a, S> {
     }
 
     /// Objects of at most `bytes` (default [`SMALL_INPUT_BYTES`]) are read whole.
-    pub fn whole_up_to(mut self, bytes: u64) -> Self {
+    pub(crate) fn whole_up_to(mut self, bytes: u64) -> Self {
         self.whole_up_to = bytes;
         self
     }
 
     /// Every GET takes a permit of `gets` first, when given.
-    pub fn with_gets(mut self, gets: Option<&'a Semaphore>) -> Self {
+    pub(crate) fn with_gets(mut self, gets: Option<&'a Semaphore>) -> Self {
         self.gets = gets;
         self
     }
 
     /// The object's whole body, already read (no GET at all).
-    pub fn with_body(mut self, f: Fetched) -> Self {
+    pub(crate) fn with_body(mut self, f: Fetched) -> Self {
         self.size = f.body.len() as u64;
         self.etag = Some(f.etag);
         self.whole = Some(f.body);
@@ -271,7 +270,7 @@ impl<'a, S: Store> ObjectReader<'a, S> {
     }
 
     /// Many ranges, coalesced ([`COALESCE_GAP_BYTES`]; up to 10 GETs at once).
-    pub async fn get_ranges(&self, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+    pub(crate) async fn get_ranges(&self, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
         let Some((tail_at, tail)) = &self.tail else {
             return object_store::coalesce_ranges(ranges, |r| self.get(r), COALESCE_GAP_BYTES)
                 .await;
@@ -324,7 +323,7 @@ impl<'a, S: Store> ObjectReader<'a, S> {
 
     /// Decodes the columns of `mask` in batches of at most [`BATCH_ROWS`] rows into `each` (which
     /// may stop with an [`Unmergeable`]). Errors: S3 errors; an undecodable file is `Ok(Err(_))`.
-    pub async fn read_batches(
+    pub(crate) async fn read_batches(
         &self,
         arrow: ArrowReaderMetadata,
         mask: ProjectionMask,
@@ -402,7 +401,7 @@ fn parse_footer(footer: &[u8]) -> Readable<Arc<ParquetMetaData>> {
 
 /// One input as the merge read it.
 #[derive(Debug)]
-pub struct InputRead {
+pub(crate) struct InputRead {
     /// The ETag of the version read.
     pub etag: String,
     /// Its size in bytes (as listed, or as read when read whole).
@@ -416,7 +415,7 @@ pub struct InputRead {
 /// Reads one input for the merge within `budget` (`body` when the caller holds it).
 ///
 /// Errors: S3 errors; `Ok(None)` when the object vanished since the listing.
-pub async fn read_input(
+pub(crate) async fn read_input(
     store: &impl Store,
     meta: &ObjectMeta,
     body: Option<Fetched>,
@@ -555,7 +554,7 @@ pub async fn row_flights(
 }
 
 /// [`row_flights`] of a body in memory (no GET); `store` and `key` only name it in errors.
-pub async fn row_flights_of_body(
+pub(crate) async fn row_flights_of_body(
     store: &impl Store,
     key: &str,
     body: Bytes,
@@ -588,7 +587,7 @@ async fn flights_of<S: Store>(
 /// The `s3_key` and `first_message` of a batch's rows, by name without case. Of columns equal
 /// but for case, a row's `s3_key` is the first not null; its `first_message` is the first column's.
 #[derive(Debug)]
-pub struct RowKeys {
+pub(crate) struct RowKeys {
     keys: Vec<ArrayRef>,
     first: Option<(ArrayRef, TimeUnit)>,
     rows: usize,
@@ -627,7 +626,6 @@ impl RowKeys {
         Ok(RowKeys { keys, first, rows: batch.num_rows() })
     }
 
-    /// Rows in the batch.
     pub fn rows(&self) -> usize {
         self.rows
     }

@@ -22,7 +22,7 @@ use chrono::{Datelike, NaiveDate};
 use uuid::Uuid;
 
 /// Prefix of the flight objects (the source of truth).
-pub const FLIGHTS_ROOT: &str = "flights/";
+pub(crate) const FLIGHTS_ROOT: &str = "flights/";
 /// Prefix of the Parquet index partitions.
 pub const INDEX_ROOT: &str = "index/";
 /// Prefix of this job's state files.
@@ -171,7 +171,7 @@ pub fn flight_uuid(key: &str) -> Option<Uuid> {
 }
 
 /// The date of an `index/year=YYYY/month=MM/day=DD/` prefix, if well formed.
-pub fn index_partition_date(prefix: &str) -> Option<NaiveDate> {
+pub(crate) fn index_partition_date(prefix: &str) -> Option<NaiveDate> {
     let rest = prefix.strip_prefix(INDEX_ROOT)?;
     let mut parts = rest.split('/');
     let y = parts.next()?.strip_prefix("year=")?.parse().ok()?;
@@ -181,7 +181,7 @@ pub fn index_partition_date(prefix: &str) -> Option<NaiveDate> {
 }
 
 /// The date of a `flights/YYYY/MM/DD/` prefix, if well formed.
-pub fn flights_partition_date(prefix: &str) -> Option<NaiveDate> {
+pub(crate) fn flights_partition_date(prefix: &str) -> Option<NaiveDate> {
     let rest = prefix.strip_prefix(FLIGHTS_ROOT)?;
     let mut parts = rest.split('/');
     let mut field = |width: usize| {

@@ -50,17 +50,18 @@ mod schema;
 pub mod stream;
 pub mod widen;
 
+pub(crate) use encode::WRITE_BATCH_ROWS;
+pub use encode::encode;
 use encode::props;
-pub use encode::{WRITE_BATCH_ROWS, encode};
 pub use held::{COALESCE_ROWS, MergeInput, MergedRows, Merger, Source};
 use held::{Rank, rank, to_union_schema};
 pub use other_days::{OTHER_DAYS_UUIDS_SHOWN, OtherDays, first_message_at, is_other_day};
 use schema::row_flights;
 pub use schema::{
     Decoded, Limit, LimitBroken, Unmergeable, arrow_metadata, column_key, conform, decode,
-    decode_parsed, decoded_from, footer_options, holds_flight, rows_without_flight, same_column,
-    target_schema,
+    rows_without_flight, target_schema,
 };
+pub(crate) use schema::{decode_parsed, decoded_from, footer_options, holds_flight, same_column};
 pub use stream::{MergedOutput, StreamError, StreamMerger};
 pub use widen::{ExtraColumns, convert};
 

@@ -27,7 +27,7 @@ use crate::data::report::{RunReport, Status, StopReason};
 use crate::infra::error::ReportError;
 
 /// The one dimension of every metric; its value is the bucket name.
-pub const BUCKET_DIMENSION: &str = "Bucket";
+pub(crate) const BUCKET_DIMENSION: &str = "Bucket";
 
 /// Bound on the whole PutMetricData call, retries included.
 pub const CLOUDWATCH_TIMEOUT: Duration = Duration::from_secs(10);
@@ -84,7 +84,7 @@ pub fn run_started(now: SystemTime, report: &RunReport) -> SystemTime {
 }
 
 /// The data points for `metrics`, each with `Bucket={bucket}` and timestamp `at`.
-pub fn metric_data(metrics: &[Metric], bucket: &str, at: SystemTime) -> Vec<MetricDatum> {
+pub(crate) fn metric_data(metrics: &[Metric], bucket: &str, at: SystemTime) -> Vec<MetricDatum> {
     let dimension = Dimension::builder().name(BUCKET_DIMENSION).value(bucket).build();
     metrics
         .iter()

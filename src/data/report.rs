@@ -421,7 +421,6 @@ impl DayReport {
     }
 }
 
-/// The run's shortened lists.
 struct Lists<'a> {
     days: Shortened<'a, DayReport>,
     skipped_files: Shortened<'a, SkippedFile>,
@@ -529,12 +528,12 @@ impl RunReport {
     }
 
     /// Orders `days` with the dates that have work first, each group in date order.
-    pub fn work_first(&mut self) {
+    pub(crate) fn work_first(&mut self) {
         self.days.sort_by_key(|d| (d.action == DayAction::NothingToCompact, d.date));
     }
 
     /// [`RunReport::add_day`] for a date not listed in `days`: its totals still count.
-    pub fn add_unlisted_day(&mut self, mut day: DayReport) {
+    pub(crate) fn add_unlisted_day(&mut self, mut day: DayReport) {
         self.add_totals(&mut day);
     }
 
@@ -563,7 +562,7 @@ impl RunReport {
     }
 
     /// Notes one read of `day`'s rows of other days: the largest wins (a later pass re-reads the earlier one's output).
-    pub fn note_other_days(day: &mut DayReport, found: &crate::data::merge::OtherDays) {
+    pub(crate) fn note_other_days(day: &mut DayReport, found: &crate::data::merge::OtherDays) {
         if found.rows > day.rows_of_other_days {
             day.rows_of_other_days = found.rows;
             day.other_days_uuids = found.uuids.iter().map(uuid::Uuid::to_string).collect();
@@ -571,7 +570,7 @@ impl RunReport {
     }
 
     /// Lists what recovery did with each manifest.
-    pub fn set_recovered(&mut self, recovered: &[RecoveredManifest]) {
+    pub(crate) fn set_recovered(&mut self, recovered: &[RecoveredManifest]) {
         self.lists().recovered.set(recovered.len() as u64, recovered.iter().cloned());
     }
 

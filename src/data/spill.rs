@@ -102,19 +102,15 @@ struct Run {
 }
 
 impl Run {
-    /// The record at `i` (`i < len`).
-    fn at<T: Record>(&self, i: u64, dir: &std::path::Path) -> Result<T> {
-        let mut b = vec![0u8; T::SIZE];
-        (self.file.read_exact_at(&mut b, i * T::SIZE as u64)).map_err(|e| spill_error(dir, e))?;
-        Ok(T::get(&b))
-    }
-
     /// Whether `u` is in the run: a binary search, a `pread` a step.
     fn contains<T: Record>(&self, u: &T, dir: &std::path::Path) -> Result<bool> {
         let (mut lo, mut hi) = (0u64, self.len);
+        let mut b = vec![0u8; T::SIZE];
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            match self.at::<T>(mid, dir)?.cmp(u) {
+            let at = mid * T::SIZE as u64;
+            self.file.read_exact_at(&mut b, at).map_err(|e| spill_error(dir, e))?;
+            match T::get(&b).cmp(u) {
                 std::cmp::Ordering::Less => lo = mid + 1,
                 std::cmp::Ordering::Greater => hi = mid,
                 std::cmp::Ordering::Equal => return Ok(true),
@@ -127,7 +123,7 @@ impl Run {
 /// What a date's sets may take on local disk, in bytes a flight (or index file)
 /// past the in-memory limit: its flights (16 B), its per-flight files past the
 /// listing window (16 B) and the parts' (flight, input) pairs (20 B).
-pub const DISK_BYTES_PER_FLIGHT: u64 = 52;
+pub(crate) const DISK_BYTES_PER_FLIGHT: u64 = 52;
 
 /// Refuses a date of `uuids` flights (or index files, the more) whose sets would not fit the spill
 /// directory's free space. Called after the date's listing, it spares the gate's and the parts'
@@ -317,12 +313,6 @@ impl<T: Record> From<Vec<T>> for SortedSet<T> {
         uuids.dedup();
         uuids.shrink_to_fit();
         SortedSet { len: uuids.len() as u64, memory: uuids, ..SortedSet::default() }
-    }
-}
-
-impl<T: Record, const N: usize> From<[T; N]> for SortedSet<T> {
-    fn from(uuids: [T; N]) -> SortedSet<T> {
-        SortedSet::from(uuids.to_vec())
     }
 }
 
@@ -522,6 +512,13 @@ impl<T: Record> SortedSetBuilder<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Test-only: a set literal.
+    impl<T: Record, const N: usize> From<[T; N]> for SortedSet<T> {
+        fn from(uuids: [T; N]) -> SortedSet<T> {
+            SortedSet::from(uuids.to_vec())
+        }
+    }
 
     fn u(n: u128) -> Uuid {
         Uuid::from_u128(n)

@@ -106,7 +106,7 @@ impl Watermark {
 
     /// Parity failed on `date` in the invocation of `event` (equal on
     /// redelivery): each new event counts once. Returns `mismatch_runs`.
-    pub fn record_mismatch(&mut self, date: NaiveDate, event: &str) -> u32 {
+    pub(crate) fn record_mismatch(&mut self, date: NaiveDate, event: &str) -> u32 {
         if self.mismatch_date == Some(date) {
             if self.mismatch_event_id.as_deref() != Some(event) {
                 // Saturates: a hand-edited 4294967295 must not wrap to 0 and clear the MismatchRuns alarm.
@@ -121,7 +121,7 @@ impl Watermark {
     }
 
     /// Forgets the mismatch; true when there was one (then the file must be written).
-    pub fn clear_mismatch(&mut self) -> bool {
+    pub(crate) fn clear_mismatch(&mut self) -> bool {
         let had = self.mismatch_date.is_some()
             || self.mismatch_runs != 0
             || self.mismatch_event_id.is_some();
@@ -204,7 +204,7 @@ pub fn settles(e: &Error) -> bool {
 
 /// A watermark as read, with the ETag to write it back conditionally.
 #[derive(Debug, Clone, Default)]
-pub struct WatermarkState {
+pub(crate) struct WatermarkState {
     /// The parsed file (default when missing).
     pub watermark: Watermark,
     /// ETag it was read with; `None` when the file does not exist yet.

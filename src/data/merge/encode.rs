@@ -3,7 +3,7 @@
 use super::*;
 
 /// Rows per batch handed to the Parquet writer by [`super::MergedRows::encode`] and the streaming merge.
-pub const WRITE_BATCH_ROWS: usize = 8192;
+pub(crate) const WRITE_BATCH_ROWS: usize = 8192;
 
 pub(super) fn props(row_group_rows: usize) -> WriterProperties {
     WriterProperties::builder()

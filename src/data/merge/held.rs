@@ -201,12 +201,6 @@ pub struct MergedRows {
     extra_columns: Vec<String>,
 }
 
-impl Default for MergedRows {
-    fn default() -> Self {
-        Merger::new().finish().expect("an empty merge finishes")
-    }
-}
-
 impl MergedRows {
     /// The output schema: [`target_schema`], then any extra columns.
     pub fn schema(&self) -> SchemaRef {

@@ -85,7 +85,7 @@ impl OtherDays {
     }
 
     /// Counts one row (`s3_key` naming `flight`) when [`is_other_day`].
-    pub fn count_row(
+    pub(crate) fn count_row(
         &mut self,
         first_message: Option<DateTime<Utc>>,
         flight: Option<Uuid>,

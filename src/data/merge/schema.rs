@@ -89,7 +89,7 @@ pub fn decode(bytes: Bytes) -> Result<Decoded, Unmergeable> {
 }
 
 /// The footer options of every read: no column or size statistics (unused).
-pub fn footer_options() -> ParquetMetaDataOptions {
+pub(crate) fn footer_options() -> ParquetMetaDataOptions {
     ParquetMetaDataOptions::new()
         .with_column_stats_policy(ParquetStatisticsPolicy::SkipAll)
         .with_size_stats_policy(ParquetStatisticsPolicy::SkipAll)
@@ -127,7 +127,7 @@ pub fn arrow_metadata(
 }
 
 /// One [`Decoded`] from a file's batches read by [`arrow_metadata`]; errors as [`conform`].
-pub fn decoded_from(
+pub(crate) fn decoded_from(
     schema: &SchemaRef,
     mut batches: Vec<RecordBatch>,
     conformed: bool,
@@ -288,8 +288,6 @@ fn conform_column(target: &Field, col: &ArrayRef) -> Result<ArrayRef, Unmergeabl
     if !target.is_nullable() && col.null_count() > 0 {
         return Err(fail(format!("{} null value(s) in a required column", col.null_count())));
     }
-    let is_utf8 =
-        |t: &DataType| matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
     match (target.data_type(), col.data_type()) {
         (t, s) if t == s => Ok(col.clone()),
         // Nulls lose nothing in any type (fastparquet writes an all-None
@@ -297,9 +295,7 @@ fn conform_column(target: &Field, col: &ArrayRef) -> Result<ArrayRef, Unmergeabl
         (t, _) if col.null_count() == col.len() || col.data_type() == &DataType::Null => {
             Ok(new_null_array(t, col.len()))
         }
-        (DataType::Utf8, s)
-            if is_utf8(s) || matches!(s, DataType::Dictionary(_, v) if is_utf8(v)) =>
-        {
+        (DataType::Utf8, s) if super::widen::is_string(s) => {
             cast(col, &DataType::Utf8).map_err(|e| fail(e.to_string()))
         }
         // Unannotated binary (fastparquet's `bytes` encoding) holding UTF-8.
@@ -332,7 +328,7 @@ pub fn column_key(name: &str) -> String {
 }
 
 /// Whether `a` and `b` name one column ([`column_key`]).
-pub fn same_column(a: &str, b: &str) -> bool {
+pub(crate) fn same_column(a: &str, b: &str) -> bool {
     a == b || column_key(a) == column_key(b)
 }
 
@@ -347,7 +343,7 @@ fn to_micros(v: i64, unit: TimeUnit) -> Option<i64> {
 
 /// Whether a per-flight file holds a row whose `s3_key` carries `flight`:
 /// only then could a compacted file keep its index row.
-pub fn holds_flight(decoded: &Decoded, flight: Uuid) -> bool {
+pub(crate) fn holds_flight(decoded: &Decoded, flight: Uuid) -> bool {
     row_flights(&decoded.batch).is_some_and(|mut ids| ids.any(|id| id == Some(flight)))
 }
 
@@ -365,19 +361,9 @@ pub(super) fn row_flights(b: &RecordBatch) -> Option<impl Iterator<Item = Option
 }
 
 /// A per-input limit, checked from the listing and footer before any decode.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    strum::IntoStaticStr,
-    strum::Display,
-    strum::VariantArray,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::Display, strum::VariantArray)]
 #[strum(serialize_all = "snake_case")]
 pub enum Limit {
     /// The footer's declared length in bytes ([`crate::data::input::FOOTER_SHARE`]).

@@ -75,18 +75,6 @@ pub struct StreamMerger {
     duplicates_removed: u64,
 }
 
-impl std::fmt::Debug for StreamMerger {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StreamMerger")
-            .field("row_group_rows", &self.row_group_rows)
-            .field("extra_columns", &self.extras.names())
-            .field("runs", &self.runs.len())
-            .field("rows_written", &self.rows_written)
-            .field("duplicates_removed", &self.duplicates_removed)
-            .finish_non_exhaustive()
-    }
-}
-
 impl StreamMerger {
     /// An empty merge writing row groups of at most `row_group_rows` rows.
     pub fn new(row_group_rows: usize) -> StreamMerger {

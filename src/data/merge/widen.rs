@@ -65,7 +65,7 @@ fn float_width(t: &DataType) -> Option<u8> {
     t.primitive_width().filter(|_| t.is_floating()).map(|w| (w * 8) as u8)
 }
 
-fn is_string(t: &DataType) -> bool {
+pub(super) fn is_string(t: &DataType) -> bool {
     match t {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
         DataType::Dictionary(_, v) => is_string(v),
@@ -260,7 +260,7 @@ impl ExtraColumns {
     }
 
     /// Whether `other` changes the output schema (a column's type, or new columns).
-    pub fn schema_differs(&self, other: &ExtraColumns) -> bool {
+    pub(crate) fn schema_differs(&self, other: &ExtraColumns) -> bool {
         self.columns.len() != other.columns.len()
             || self.columns.iter().zip(&other.columns).any(|(a, b)| a.data_type != b.data_type)
     }

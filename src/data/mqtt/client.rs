@@ -61,7 +61,7 @@ impl Progress {
 }
 
 /// Connections [`publish`] makes at most (all within `MQTT_TIMEOUT_SECONDS`).
-pub const MAX_CONNECTIONS: usize = 4;
+pub(crate) const MAX_CONNECTIONS: usize = 4;
 
 /// The bytes of `m`'s PUBLISH packet at QoS 1 (fixed header at most 5 bytes).
 pub(super) fn packet_len(m: &Message) -> usize {

@@ -31,9 +31,7 @@
 pub mod client;
 pub mod payloads;
 
-pub use client::{
-    MAX_CONNECTIONS, MAX_PACKET_BYTES, RETAINED_WAIT, publish, read_retained, tls_hint,
-};
+pub use client::{MAX_PACKET_BYTES, RETAINED_WAIT, publish, read_retained, tls_hint};
 pub use payloads::{
     MAX_PAYLOAD_BYTES, Message, STATISTIC_TABLE, STATISTICS, Statistic, device, discovery,
     is_known, short_name, statistics,
