@@ -122,13 +122,9 @@ impl Watermark {
 
     /// Forgets the mismatch; true when there was one (then the file must be written).
     pub(crate) fn clear_mismatch(&mut self) -> bool {
-        let had = self.mismatch_date.is_some()
-            || self.mismatch_runs != 0
-            || self.mismatch_event_id.is_some();
-        self.mismatch_date = None;
-        self.mismatch_runs = 0;
-        self.mismatch_event_id = None;
-        had
+        let runs = std::mem::take(&mut self.mismatch_runs);
+        let (date, event) = (self.mismatch_date.take(), self.mismatch_event_id.take());
+        date.is_some() || runs != 0 || event.is_some()
     }
 }
 

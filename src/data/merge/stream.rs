@@ -198,22 +198,13 @@ impl StreamMerger {
             let b = self.pad(&b)?;
             self.emit(&b)?;
         }
-        let encoded = match (self.coalescer.as_mut(), self.writer.take()) {
-            (Some(c), writer) => {
-                c.finish_buffered_batch().map_err(failed)?;
-                let mut writer = match writer {
-                    Some(w) => w,
-                    None => new_writer(&self.schema, self.row_group_rows)?,
-                };
-                while let Some(b) = c.next_completed_batch() {
-                    writer.write(&b).map_err(failed)?;
-                }
-                Some(Bytes::from(writer.into_inner().map_err(failed)?))
-            }
-            (None, _) => None,
-        };
+        if let Some(c) = &mut self.coalescer {
+            c.finish_buffered_batch().map_err(failed)?;
+            self.write_completed()?;
+        }
+        let encoded = self.writer.map(|w| w.into_inner().map(Bytes::from)).transpose();
         Ok(MergedOutput {
-            encoded,
+            encoded: encoded.map_err(failed)?,
             rows: self.rows_written,
             duplicates_removed: self.duplicates_removed,
             extra_columns: self.extras.names(),
@@ -281,22 +272,25 @@ impl StreamMerger {
             .get_or_insert_with(|| BatchCoalescer::new(self.schema.clone(), WRITE_BATCH_ROWS));
         c.push_batch(b.clone()).map_err(failed)?;
         self.rows_written += b.num_rows() as u64;
+        self.write_completed()
+    }
+
+    /// Writes the coalescer's completed batches, opening the writer at the first.
+    fn write_completed(&mut self) -> Result<(), StreamError> {
+        let Some(c) = &mut self.coalescer else { return Ok(()) };
         while let Some(done) = c.next_completed_batch() {
             let w = match &mut self.writer {
                 Some(w) => w,
-                none => none.insert(new_writer(&self.schema, self.row_group_rows)?),
+                none => {
+                    let props = Some(props(self.row_group_rows));
+                    let w = ArrowWriter::try_new(Vec::new(), self.schema.clone(), props);
+                    none.insert(w.map_err(failed)?)
+                }
             };
             w.write(&done).map_err(failed)?;
         }
         Ok(())
     }
-}
-
-fn new_writer(
-    schema: &SchemaRef,
-    row_group_rows: usize,
-) -> Result<ArrowWriter<Vec<u8>>, StreamError> {
-    ArrowWriter::try_new(Vec::new(), schema.clone(), Some(props(row_group_rows))).map_err(failed)
 }
 
 #[cfg(test)]

@@ -209,10 +209,6 @@ pub(super) fn statistic_topic(topic_root: &str, name: &str) -> String {
     format!("{topic_root}/statistic/{name}")
 }
 
-fn discovery_topic(name: &str) -> String {
-    format!("{DISCOVERY_PREFIX}/sensor/{DEVICE_ID}_{name}/config")
-}
-
 /// `YYYY-MM-DD`, or the string `None` when unset (the Python job's format).
 fn format_date(date: Option<NaiveDate>) -> String {
     date.map_or_else(|| "None".to_string(), |d| d.format("%Y-%m-%d").to_string())
@@ -289,7 +285,8 @@ pub fn discovery(topic_root: &str, bucket: &str) -> Vec<Message> {
             if let Some(a) = s.attributes {
                 config["json_attributes_topic"] = statistic_topic(topic_root, a).into();
             }
-            Message { topic: discovery_topic(name), payload: config.to_string() }
+            let topic = format!("{DISCOVERY_PREFIX}/sensor/{DEVICE_ID}_{name}/config");
+            Message { topic, payload: config.to_string() }
         })
         .collect()
 }
