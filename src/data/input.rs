@@ -160,6 +160,7 @@ pub struct ObjectReader<'a, S> {
     whole: Option<Bytes>,
     /// The tail read first (offset, bytes): ranges in it are not fetched again.
     tail: Option<(u64, Bytes)>,
+    /// Objects of at most this many bytes ([`SMALL_INPUT_BYTES`] unless set) are read whole.
     whole_up_to: u64,
     gets: Option<&'a Semaphore>,
     requests: AtomicU64,
@@ -181,18 +182,6 @@ impl<'a, S: Store> ObjectReader<'a, S> {
             requests: AtomicU64::new(0),
             bytes_read: AtomicU64::new(0),
         }
-    }
-
-    /// Objects of at most `bytes` (default [`SMALL_INPUT_BYTES`]) are read whole.
-    pub(crate) fn whole_up_to(mut self, bytes: u64) -> Self {
-        self.whole_up_to = bytes;
-        self
-    }
-
-    /// Every GET takes a permit of `gets` first, when given.
-    pub(crate) fn with_gets(mut self, gets: Option<&'a Semaphore>) -> Self {
-        self.gets = gets;
-        self
     }
 
     /// The object's whole body, already read (no GET at all).
@@ -496,9 +485,11 @@ pub async fn read_columns(
     each: impl FnMut(RecordBatch) -> Readable<()>,
 ) -> Result<ColumnsRead> {
     // Whole only when the tail read would take it all (a few columns cost less).
-    let mut reader = ObjectReader::new(store, &meta.key, meta.size, if_match)
-        .whole_up_to(TAIL_READ_BYTES)
-        .with_gets(gets);
+    let mut reader = ObjectReader {
+        whole_up_to: TAIL_READ_BYTES,
+        gets,
+        ..ObjectReader::new(store, &meta.key, meta.size, if_match)
+    };
     let outcome = columns_of(&mut reader, budget, names, each).await?;
     Ok(ColumnsRead {
         requests: reader.requests.into_inner(),
@@ -549,7 +540,10 @@ pub async fn row_flights(
     if_match: Option<&str>,
     budget: Budget,
 ) -> Result<Readable<RowFlights>> {
-    let mut reader = ObjectReader::new(store, key, size, if_match).whole_up_to(TAIL_READ_BYTES);
+    let mut reader = ObjectReader {
+        whole_up_to: TAIL_READ_BYTES,
+        ..ObjectReader::new(store, key, size, if_match)
+    };
     flights_of(&mut reader, budget).await
 }
 

@@ -400,27 +400,6 @@ pub struct RunReport {
     pub errors_truncated: bool,
 }
 
-impl DayReport {
-    /// The date's shortened lists: the flights without an index row, the foreign keys.
-    fn lists(&mut self) -> [Shortened<'_, String>; 2] {
-        [
-            Shortened::new(
-                &mut self.mismatch_uuids,
-                &mut self.mismatch_uuid_count,
-                &mut self.mismatch_uuids_truncated,
-                DAY_UUIDS_SHOWN,
-            ),
-            Shortened::new(
-                &mut self.foreign_keys,
-                &mut self.foreign_objects,
-                &mut self.foreign_keys_truncated,
-                // Cut where they are listed, to `commands::run::FOREIGN_KEYS_SHOWN`.
-                usize::MAX,
-            ),
-        ]
-    }
-}
-
 struct Lists<'a> {
     days: Shortened<'a, DayReport>,
     skipped_files: Shortened<'a, SkippedFile>,
@@ -503,9 +482,15 @@ impl RunReport {
             self.stragglers_folded +=
                 day.files_read.saturating_sub(day.files_read_compacted.min(1));
         }
-        let [mut uuids, mut foreign_keys] = day.lists();
-        uuids.to_cap();
-        foreign_keys.mark();
+        Shortened::new(
+            &mut day.mismatch_uuids,
+            &mut day.mismatch_uuid_count,
+            &mut day.mismatch_uuids_truncated,
+            DAY_UUIDS_SHOWN,
+        )
+        .to_cap();
+        // Cut where they are listed, to `commands::run::FOREIGN_KEYS_SHOWN`.
+        day.foreign_keys_truncated = (day.foreign_keys.len() as u64) < day.foreign_objects;
         day.unread_files.truncate(DAY_UUIDS_SHOWN);
         // `rows_of_other_days` is the exact count beside it.
         day.other_days_uuids.truncate(crate::data::merge::OTHER_DAYS_UUIDS_SHOWN);
@@ -599,7 +584,7 @@ impl RunReport {
 
 /// One of the report's shortened lists, over the fields that hold it (each where the JSON has
 /// it): the entries `shown`, at most `cap`; their exact `total`; and `truncated`, true when
-/// fewer are shown than counted. [`RunReport::lists`] and [`DayReport::lists`] name each list's.
+/// fewer are shown than counted. [`RunReport::lists`] names each list's.
 struct Shortened<'a, T> {
     shown: &'a mut Vec<T>,
     total: &'a mut u64,
@@ -612,11 +597,6 @@ struct Shortened<'a, T> {
 impl<'a, T> Shortened<'a, T> {
     fn new(shown: &'a mut Vec<T>, total: &'a mut u64, truncated: &'a mut bool, cap: usize) -> Self {
         Shortened { shown, total, truncated, cap, keep_last: false }
-    }
-
-    /// Marks the list by its count alone (for a list cut where it is made).
-    fn mark(&mut self) {
-        *self.truncated = (self.shown.len() as u64) < *self.total;
     }
 
     /// Counts `item` and shows it if there is room; else hands it back.

@@ -88,19 +88,16 @@ pub async fn publish(config: &MqttConfig, messages: &[Message]) -> Vec<ReportErr
         let client_id = format!("archive-compaction-{}", uuid::Uuid::now_v7().simple());
         let (result, progress) =
             connect_once(config, &client_id, &broker, &messages, attempt, deadline).await;
-        let error = match result {
-            Ok(()) => {
-                tracing::info!(
-                    %broker,
-                    client_id,
-                    messages = messages.len(),
-                    attempt,
-                    seconds = started.elapsed().as_secs_f64(),
-                    "MQTT statistics and discovery configs published"
-                );
-                break;
-            }
-            Err(e) => e,
+        let Err(error) = result else {
+            tracing::info!(
+                %broker,
+                client_id,
+                messages = messages.len(),
+                attempt,
+                seconds = started.elapsed().as_secs_f64(),
+                "MQTT statistics and discovery configs published"
+            );
+            break;
         };
         // Closed while publishing: the rest go again one at a time.
         let dropped = matches!(error, ReportError::Mqtt { .. }) && progress.connected;
