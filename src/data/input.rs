@@ -584,7 +584,6 @@ async fn flights_of<S: Store>(
 pub(crate) struct RowKeys {
     keys: Vec<ArrayRef>,
     first: Option<(ArrayRef, TimeUnit)>,
-    rows: usize,
 }
 
 impl RowKeys {
@@ -617,11 +616,11 @@ impl RowKeys {
                 return Err(Unmergeable::new(Some("first_message"), reason));
             }
         };
-        Ok(RowKeys { keys, first, rows: batch.num_rows() })
+        Ok(RowKeys { keys, first })
     }
 
     pub fn rows(&self) -> usize {
-        self.rows
+        self.keys[0].len()
     }
 
     /// Row `row`'s `s3_key` (`None` when null).

@@ -240,12 +240,7 @@ impl<T: Record> SortedSet<T> {
             dir: &self.dir,
             failed: None,
         };
-        for i in 0..it.readers.len() {
-            if let Err(e) = it.refill(i) {
-                it.failed = Some(e);
-                break;
-            }
-        }
+        it.failed = (0..it.readers.len()).try_for_each(|i| it.refill(i)).err();
         it
     }
 
