@@ -316,7 +316,6 @@ fn load_config(cli: Option<&Cli>) -> archive_compaction::infra::error::Result<Co
     })
 }
 
-/// A bar over dates for `run` and `audit` on a terminal; never in Lambda.
 fn date_bar(config_ok: bool, cli: Option<&Cli>) -> Option<ProgressBar> {
     (config_ok
         && matches!(cli, Some(Cli { command: Command::Run { .. } | Command::Audit { .. } }))
@@ -324,7 +323,6 @@ fn date_bar(config_ok: bool, cli: Option<&Cli>) -> Option<ProgressBar> {
     .then(progress::date_bar)
 }
 
-/// Warns of each variable that looks like a mistyped setting (`config::mistyped_settings`).
 fn warn_mistyped_settings() {
     for (variable, setting) in
         archive_compaction::data::config::mistyped_settings(&std::env::vars().collect())
@@ -337,8 +335,7 @@ fn warn_mistyped_settings() {
     }
 }
 
-/// SIGTERM / SIGINT, in Lambda and for `run`: a run under way stops cleanly; with none, or on a
-/// second signal, the process exits at once with 128 + the signal.
+/// SIGTERM / SIGINT, in Lambda and for `run`, as [`archive_compaction::infra::stop::Stop::listen`].
 fn listen_for_signals(deps: &Deps, cli: Option<&Cli>) {
     let runs = cli.is_none_or(|c| matches!(c.command, Command::Run { .. }));
     if runs
@@ -350,8 +347,7 @@ fn listen_for_signals(deps: &Deps, cli: Option<&Cli>) {
     }
 }
 
-/// One command of the command line (`repair`: `run --from --to`'s range); `run` and `audit` stop
-/// starting dates after `max_duration`.
+/// One command of the command line (`repair`: `run --from --to`'s range).
 async fn run_command(
     deps: &Deps,
     command: Command,

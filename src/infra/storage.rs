@@ -351,7 +351,6 @@ fn check_if_match(bucket: &str, key: &str, if_match: Option<&str>, etag: &str) -
     }
 }
 
-/// `answer`, a missing key (404) as `None`.
 fn found<T>(answer: Result<T>) -> Result<Option<T>> {
     match answer {
         Ok(t) => Ok(Some(t)),

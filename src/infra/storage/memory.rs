@@ -246,8 +246,7 @@ impl MemoryStore {
             .collect()
     }
 
-    /// `answer` to `op` on `key`, as [`super::S3Store`] reports it (a 412 as
-    /// [`Error::PreconditionFailed`]).
+    /// `answer` as [`super::S3Store`] reports it (a 412 as [`Error::PreconditionFailed`]).
     fn refuse(&self, op: &'static str, key: &str, answer: Answer) -> Error {
         let Answer(code, message, transient) = answer;
         match code {

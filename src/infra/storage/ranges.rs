@@ -183,26 +183,18 @@ async fn list_range<T>(
     }
 }
 
-/// Every object under `prefix` in `ranges`, [`LIST_RANGES_IN_FLIGHT`] at a time, in range order,
-/// each through `keep`. Errors: the first S3 error of any range; `keep`'s first error.
-pub async fn list_in_ranges<T: Send>(
+/// `head`, then every object under `prefix` in `ranges`, [`LIST_RANGES_IN_FLIGHT`] at a time, in
+/// range order, each through `keep` ([`concat()`]).
+/// Errors: the first S3 error of any range; `keep`'s first error.
+async fn list_in_ranges<T: Send>(
     store: &impl Store,
     prefix: &str,
+    head: Vec<T>,
     ranges: &[KeyRange],
     keep: impl Keep<T>,
 ) -> Result<Vec<T>> {
-    Ok(concat(Vec::new(), list_ranges(store, prefix, ranges, keep).await?))
-}
-
-/// [`list_in_ranges`]'s ranges, each its own listing, in range order; its errors.
-async fn list_ranges<T: Send>(
-    store: &impl Store,
-    prefix: &str,
-    ranges: &[KeyRange],
-    keep: impl Keep<T>,
-) -> Result<Vec<Vec<T>>> {
     if let [only] = ranges {
-        return Ok(vec![list_range(store, prefix, only, keep).await?]);
+        return Ok(concat(head, vec![list_range(store, prefix, only, keep).await?]));
     }
     // Owned ranges: a stream of futures borrowing them is not `Send` (the run
     // is spawned). Unordered, so a long range does not hold back the next.
@@ -214,7 +206,7 @@ async fn list_ranges<T: Send>(
         .try_collect()
         .await?;
     parts.sort_unstable_by_key(|(i, _)| *i);
-    Ok(parts.into_iter().map(|(_, p)| p).collect())
+    Ok(concat(head, parts.into_iter().map(|(_, p)| p).collect()))
 }
 
 /// `head`, then each of `parts`, in one allocation of the exact size: at most
@@ -225,9 +217,7 @@ fn concat<T>(head: Vec<T>, mut parts: Vec<Vec<T>>) -> Vec<T> {
     }
     let mut out = Vec::with_capacity(head.len() + parts.iter().map(Vec::len).sum::<usize>());
     out.extend(head);
-    for part in parts {
-        out.extend(part);
-    }
+    out.extend(parts.into_iter().flatten());
     out
 }
 
@@ -254,8 +244,7 @@ pub async fn list_partition<T: Send>(
         name_cuts(prefix, last.as_deref().unwrap_or(prefix), day)
     };
     let head = kept(first.objects, keep)?;
-    let rest = list_ranges(store, prefix, &KeyRange::covering_after(last, cuts), keep).await?;
-    Ok(concat(head, rest))
+    list_in_ranges(store, prefix, head, &KeyRange::covering_after(last, cuts), keep).await
 }
 
 /// Every object under `prefix`, in ranges cut between the `known` keys ([`relist_ranges`]).
@@ -266,7 +255,7 @@ pub async fn relist<S: AsRef<str>>(
     known: &[S],
 ) -> Result<Vec<ObjectMeta>> {
     let ranges = relist_ranges(prefix, known, store.list_page_size());
-    list_in_ranges(store, prefix, &ranges, |o| Ok(Some(o))).await
+    list_in_ranges(store, prefix, Vec::new(), &ranges, |o| Ok(Some(o))).await
 }
 
 /// [`relist`] through the greatest `known` key only: one commit's inputs, where later keys would
@@ -282,7 +271,7 @@ pub async fn relist_through<S: AsRef<str>, T: Send>(
     if let (Some(range), Some(last)) = (ranges.last_mut(), last) {
         range.through = Some(last.to_string());
     }
-    list_in_ranges(store, prefix, &ranges, keep).await
+    list_in_ranges(store, prefix, Vec::new(), &ranges, keep).await
 }
 
 /// The ranges [`relist`] lists: the whole key space, each holding
@@ -469,7 +458,7 @@ mod tests {
             }),
             _ => Ok(Some(o)),
         };
-        let err = list_in_ranges(&s, p, &KeyRange::covering(vec![]), keep).await;
+        let err = list_in_ranges(&s, p, Vec::new(), &KeyRange::covering(vec![]), keep).await;
         assert!(matches!(err, Err(crate::infra::error::Error::Spill { .. })), "{err:?}");
         assert_eq!(s.requests("ListObjectsV2"), 3);
         assert_eq!(seen.load(Ordering::Relaxed), 25);
