@@ -92,8 +92,7 @@ pub enum Error {
         suggest_mb: u64,
     },
 
-    /// A date's uuid sets would not fit the local disk's free space
-    /// ([`crate::data::spill::check_room`], which says when it is checked).
+    /// A date's uuid sets would not fit the free local disk ([`crate::data::spill::check_room`]).
     #[error(
         "date {date}: its uuid sets need about {needed_mb} MB of local disk in {dir} and {free_mb} MB is free; nothing more of the date was read (parts committed before are kept, the next run with room goes on). Give the function more ephemeral storage (EphemeralStorage on template.yaml's function: 512 MB unless set, up to 10,240 MB; TMPDIR elsewhere)"
     )]
@@ -108,8 +107,7 @@ pub enum Error {
         free_mb: u64,
     },
 
-    /// A date's uuid sets could not be spilled to, or read back from, local
-    /// disk ([`crate::data::spill`]).
+    /// A date's uuid sets could not be spilled to, or read back from, disk ([`crate::data::spill`]).
     #[error(
         "spilling a date's flight uuids to {dir} failed: {source}; parts of the date committed before are kept and the next run goes on from what is left. Past the in-memory limit a date's sets are sorted on local disk (up to about 52 B a flight of the date): give the function more ephemeral storage (EphemeralStorage on template.yaml's function: 512 MB unless set, up to 10,240 MB; TMPDIR elsewhere), or raise FLIGHTS_IN_MEMORY with the memory to hold it (16 B a uuid)"
     )]
@@ -193,8 +191,7 @@ pub enum Error {
         key: String,
     },
 
-    /// The lease's DeleteObject failed or took longer than
-    /// [`crate::protocol::lease::LEASE_RELEASE_TIMEOUT`].
+    /// The lease's DeleteObject failed or outlasted [`crate::protocol::lease::LEASE_RELEASE_TIMEOUT`].
     #[error(
         "lease s3://{bucket}/_compaction_state/lock.json was not released ({reason}): the next run finds it held by {holder} until {expires_at} and does nothing until then; once this run is over, deleting _compaction_state/lock.json by hand lets a run start at once"
     )]
