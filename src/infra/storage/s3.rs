@@ -217,9 +217,9 @@ impl S3Store {
         })
     }
 
-    /// GetObject of `key` and its body ([`BODY_ATTEMPTS`]); `If-Match` is sent only with a `range`,
-    /// the answer's ETag checked against `if_match` either way, before the body is read.
-    /// Errors: [`Error::PreconditionFailed`] on another ETag; a body that still breaks off.
+    /// GetObject of `key` and its body, read [`BODY_ATTEMPTS`] times at most; `If-Match` is sent
+    /// only with a `range`, the answer's ETag checked against `if_match` either way, before the
+    /// body is read. Errors: [`Error::PreconditionFailed`] on another ETag; a body that breaks off.
     async fn get_read(
         &self,
         key: &str,
