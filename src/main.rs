@@ -11,8 +11,11 @@ use archive_compaction::commands::progress::{self, BarWriter};
 use archive_compaction::commands::prune::{self, PruneOptions};
 use archive_compaction::commands::run::RunOptions;
 use archive_compaction::commands::status::{self, StatusOptions};
-use archive_compaction::data::config::{Config, SETTINGS, parse_date};
+use archive_compaction::data::config::{
+    Config, MqttConfig, SETTINGS, mistyped_settings, parse_date,
+};
 use archive_compaction::data::report::{RunReport, StopReason};
+use archive_compaction::infra::stop::exit_code;
 use archive_compaction::protocol::day::{DateRange, RangeOf};
 use chrono::{DateTime, Utc};
 use clap::{Parser, Subcommand};
@@ -240,11 +243,8 @@ fn main() -> ExitCode {
     };
     let config = load_config(cli.as_ref());
     let bar = date_bar(config.is_ok(), cli.as_ref());
-    init_tracing(
-        config.as_ref().map(|c| c.log_level.as_str()).unwrap_or("info"),
-        lambda,
-        bar.clone(),
-    );
+    let level = config.as_ref().map_or("info", |c| c.log_level.as_str());
+    init_tracing(level, lambda, bar.clone());
     warn_mistyped_settings();
     // One thread: the work is I/O-bound and a Lambda below 1,769 MB has under one vCPU.
     let rt =
@@ -316,7 +316,6 @@ fn load_config(cli: Option<&Cli>) -> archive_compaction::infra::error::Result<Co
     })
 }
 
-/// A bar over dates for `run` and `audit` on a terminal; never in Lambda.
 fn date_bar(config_ok: bool, cli: Option<&Cli>) -> Option<ProgressBar> {
     (config_ok
         && matches!(cli, Some(Cli { command: Command::Run { .. } | Command::Audit { .. } }))
@@ -324,11 +323,8 @@ fn date_bar(config_ok: bool, cli: Option<&Cli>) -> Option<ProgressBar> {
     .then(progress::date_bar)
 }
 
-/// Warns of each variable that looks like a mistyped setting (`config::mistyped_settings`).
 fn warn_mistyped_settings() {
-    for (variable, setting) in
-        archive_compaction::data::config::mistyped_settings(&std::env::vars().collect())
-    {
+    for (variable, setting) in mistyped_settings(&std::env::vars().collect()) {
         tracing::warn!(
             variable,
             setting,
@@ -337,21 +333,17 @@ fn warn_mistyped_settings() {
     }
 }
 
-/// SIGTERM / SIGINT, in Lambda and for `run`: a run under way stops cleanly; with none, or on a
-/// second signal, the process exits at once with 128 + the signal.
+/// SIGTERM / SIGINT, in Lambda and for `run`, as [`archive_compaction::infra::stop::Stop::listen`].
 fn listen_for_signals(deps: &Deps, cli: Option<&Cli>) {
     let runs = cli.is_none_or(|c| matches!(c.command, Command::Run { .. }));
     if runs
-        && let Err(e) = deps.stop.listen(|signal| {
-            std::process::exit(i32::from(archive_compaction::infra::stop::exit_code(signal)))
-        })
+        && let Err(e) = deps.stop.listen(|signal| std::process::exit(i32::from(exit_code(signal))))
     {
         tracing::warn!(error = %e, "cannot listen for SIGTERM/SIGINT: a signal ends the process at once");
     }
 }
 
-/// One command of the command line (`repair`: `run --from --to`'s range); `run` and `audit` stop
-/// starting dates after `max_duration`.
+/// One command of the command line (`repair`: `run --from --to`'s range).
 async fn run_command(
     deps: &Deps,
     command: Command,
@@ -439,8 +431,7 @@ async fn status(deps: &Deps, now: Option<DateTime<Utc>>, days: usize, json: bool
     if let Some(mqtt) = &deps.config.mqtt {
         s.last_run = Some(match deps.mqtt_password().await {
             Ok(password) => {
-                let mqtt =
-                    archive_compaction::data::config::MqttConfig { password, ..mqtt.clone() };
+                let mqtt = MqttConfig { password, ..mqtt.clone() };
                 status::last_run_from_mqtt(&mqtt, as_of).await
             }
             Err(e) => status::LastRunStatus { error: Some(e.to_string()), ..Default::default() },

@@ -119,12 +119,8 @@ impl Deps {
             .as_ref()
             .ok_or_else(|| fail("no Secrets Manager client was built".into()))?;
         let read = async {
-            let out = client
-                .get_secret_value()
-                .secret_id(arn)
-                .send()
-                .await
-                .map_err(|e| fail(crate::infra::storage::sdk_error_line(&e)))?;
+            let answer = client.get_secret_value().secret_id(arn).send().await;
+            let out = answer.map_err(|e| fail(crate::infra::storage::sdk_error_line(&e)))?;
             out.secret_string.ok_or_else(|| {
                 fail("the secret has no SecretString (a binary secret?); store the password as the secret's text".into())
             })

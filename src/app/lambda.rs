@@ -130,8 +130,7 @@ impl InvokeEvent {
     }
 
     /// The repair range, checked with the fields that only make sense together. Errors: a message
-    /// naming the fields: `from` without `to` (or the reverse), `date` together with `from`/`to`,
-    /// `from` after `to`, a range longer than [`crate::protocol::day::MAX_RANGE_DAYS`].
+    /// naming the fields (as [`DateRange::new`]'s do).
     pub fn repair(&self) -> Result<Option<DateRange>, String> {
         match (self.from, self.to) {
             (None, None) => Ok(None),

@@ -146,24 +146,6 @@ impl Deadline {
     }
 
     /// [`PartFit::near`] of [`Deadline::part_fit`].
-    ///
-    /// ```
-    /// use archive_compaction::infra::deadline::Deadline;
-    /// use std::time::{Duration, Instant};
-    /// let d = Deadline::new(Some(Instant::now() + Duration::from_secs(100)), Duration::from_secs(30));
-    /// assert!(d.near_part(10_000, Duration::from_secs(40)).is_none());
-    /// assert_eq!(d.near_part(10_000, Duration::from_secs(60)).unwrap().needed, Duration::from_secs(120));
-    /// // Before any large part: 2 ms a file, 50,000 files in 100 s, done
-    /// // 8 s before the deadline.
-    /// assert_eq!(d.near_part(50_000, Duration::ZERO).unwrap().needed, Duration::from_secs(108));
-    /// // 10 s for 2,000 files: 5 ms a file, twice that for the next part.
-    /// d.record_part(2_000, Duration::from_secs(10));
-    /// assert_eq!(d.near_part(20_000, Duration::ZERO).unwrap().needed, Duration::from_secs(208));
-    /// assert!(d.near_part(2_000, Duration::ZERO).is_none());
-    /// // A part under PACE_MIN_FILES files sets no pace (its fixed requests).
-    /// d.record_part(10, Duration::from_secs(100));
-    /// assert!(d.near_part(2_000, Duration::ZERO).is_none());
-    /// ```
     pub fn near_part(&self, files: u64, slowest: Duration) -> Option<Near> {
         self.part_fit(slowest)?.near(files)
     }
@@ -172,28 +154,6 @@ impl Deadline {
     /// pace measured (else [`UNMEASURED_SECONDS_PER_FILE`]), done before the
     /// S3 calls end; nothing when less than the margin is left, or, until a
     /// pace is measured, less than twice `slowest` (the date's slowest part).
-    ///
-    /// ```
-    /// use archive_compaction::infra::deadline::Deadline;
-    /// use std::time::{Duration, Instant};
-    /// let d = Deadline::new(Some(Instant::now() + Duration::from_secs(28)), Duration::from_secs(10));
-    /// // A cautious first part: 2 ms a file, done 8 s before the deadline.
-    /// let fit = d.part_fit(Duration::ZERO).unwrap();
-    /// assert!((9_000..=10_000).contains(&fit.weight), "{}", fit.weight);
-    /// assert!(fit.near(fit.weight).is_none() && fit.near(fit.weight + 100).is_some());
-    /// // The pace measured sizes the next: 0.4 ms a file, twice that; twice
-    /// // the slowest part (11.2 s) no longer holds it back.
-    /// d.record_part(14_000, Duration::from_millis(5_600));
-    /// let fit = d.part_fit(Duration::from_millis(5_600)).unwrap();
-    /// assert!((23_000..=25_000).contains(&fit.weight), "{}", fit.weight);
-    /// // Less than the margin left: nothing starts.
-    /// let late = Deadline::new(Some(Instant::now() + Duration::from_secs(9)), Duration::from_secs(10));
-    /// assert_eq!(late.part_fit(Duration::ZERO).unwrap().weight, 0);
-    /// // Before a pace is measured, twice the slowest part must be left too.
-    /// assert_eq!(Deadline::new(Some(Instant::now() + Duration::from_secs(28)), Duration::from_secs(10))
-    ///     .part_fit(Duration::from_secs(15)).unwrap().weight, 0);
-    /// assert!(Deadline::none().part_fit(Duration::ZERO).is_none());
-    /// ```
     pub fn part_fit(&self, slowest: Duration) -> Option<PartFit> {
         let left = self.at?.saturating_duration_since(Instant::now());
         let (seconds_per_file, floor) = match self.slowest_part_ns_per_file.load(Ordering::Relaxed)
@@ -227,4 +187,55 @@ impl Deadline {
 pub fn s3_deadline(deadline: Instant, started: Instant) -> Instant {
     let margin = crate::infra::storage::S3_DEADLINE_MARGIN;
     deadline.checked_sub(margin).unwrap_or(deadline).max(started + margin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn after(seconds: u64, margin: u64) -> Deadline {
+        Deadline::new(
+            Some(Instant::now() + Duration::from_secs(seconds)),
+            Duration::from_secs(margin),
+        )
+    }
+
+    #[test]
+    fn a_part_that_does_not_fit_is_near() {
+        let d = after(100, 30);
+        assert!(d.near_part(10_000, Duration::from_secs(40)).is_none());
+        assert_eq!(
+            d.near_part(10_000, Duration::from_secs(60)).unwrap().needed,
+            Duration::from_secs(120)
+        );
+        // Before any large part: 2 ms a file, 50,000 files in 100 s, done
+        // 8 s before the deadline.
+        assert_eq!(d.near_part(50_000, Duration::ZERO).unwrap().needed, Duration::from_secs(108));
+        // 10 s for 2,000 files: 5 ms a file, twice that for the next part.
+        d.record_part(2_000, Duration::from_secs(10));
+        assert_eq!(d.near_part(20_000, Duration::ZERO).unwrap().needed, Duration::from_secs(208));
+        assert!(d.near_part(2_000, Duration::ZERO).is_none());
+        // A part under PACE_MIN_FILES files sets no pace (its fixed requests).
+        d.record_part(10, Duration::from_secs(100));
+        assert!(d.near_part(2_000, Duration::ZERO).is_none());
+    }
+
+    #[test]
+    fn a_part_is_sized_to_the_time_left_at_the_pace_measured() {
+        let d = after(28, 10);
+        // A cautious first part: 2 ms a file, done 8 s before the deadline.
+        let fit = d.part_fit(Duration::ZERO).unwrap();
+        assert!((9_000..=10_000).contains(&fit.weight), "{}", fit.weight);
+        assert!(fit.near(fit.weight).is_none() && fit.near(fit.weight + 100).is_some());
+        // The pace measured sizes the next: 0.4 ms a file, twice that; twice
+        // the slowest part (11.2 s) no longer holds it back.
+        d.record_part(14_000, Duration::from_millis(5_600));
+        let fit = d.part_fit(Duration::from_millis(5_600)).unwrap();
+        assert!((23_000..=25_000).contains(&fit.weight), "{}", fit.weight);
+        // Less than the margin left: nothing starts.
+        assert_eq!(after(9, 10).part_fit(Duration::ZERO).unwrap().weight, 0);
+        // Before a pace is measured, twice the slowest part must be left too.
+        assert_eq!(after(28, 10).part_fit(Duration::from_secs(15)).unwrap().weight, 0);
+        assert!(Deadline::none().part_fit(Duration::ZERO).is_none());
+    }
 }

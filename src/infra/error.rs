@@ -40,8 +40,7 @@ pub enum Error {
         transient: bool,
     },
 
-    /// A conditional write or delete lost: the object changed (or appeared)
-    /// since it was read. Nothing was overwritten.
+    /// A conditional write or delete lost (S3's 412): nothing was overwritten.
     #[error(
         "conditional {op} on s3://{bucket}/{} failed: the object changed since it was read (another writer?)",
         escape(.key)
@@ -71,9 +70,8 @@ pub enum Error {
         margin_s: u64,
     },
 
-    /// Not even the smallest useful part of a date fits the run's memory
-    /// ([`crate::protocol::sizing::MemoryFit::part_files`]): refused before
-    /// any input is read, rather than dying on an allocation.
+    /// No part of a date fits in memory ([`crate::protocol::sizing::MemoryFit::part_files`]):
+    /// refused before any input is read, rather than dying on an allocation.
     #[error(
         "date {date} holds {files} index files and {flights} flights: compacting it in parts of {part_files} needs about {needed_mb} MB, more than 90% of the {limit_mb} MB this run may use (MEMORY_LIMIT_MB, default the function's MemorySize); nothing of it was read. Raise MemorySize (the template's parameter) to at least {suggest_mb} MB, or run `archive-compaction run --date {date}` where that much memory is"
     )]
@@ -94,8 +92,7 @@ pub enum Error {
         suggest_mb: u64,
     },
 
-    /// A date's uuid sets would not fit the local disk's free space
-    /// ([`crate::data::spill::check_room`], which says when it is checked).
+    /// A date's uuid sets would not fit the free local disk ([`crate::data::spill::check_room`]).
     #[error(
         "date {date}: its uuid sets need about {needed_mb} MB of local disk in {dir} and {free_mb} MB is free; nothing more of the date was read (parts committed before are kept, the next run with room goes on). Give the function more ephemeral storage (EphemeralStorage on template.yaml's function: 512 MB unless set, up to 10,240 MB; TMPDIR elsewhere)"
     )]
@@ -110,8 +107,7 @@ pub enum Error {
         free_mb: u64,
     },
 
-    /// A date's uuid sets could not be spilled to, or read back from, local
-    /// disk ([`crate::data::spill`]).
+    /// A date's uuid sets could not be spilled to, or read back from, disk ([`crate::data::spill`]).
     #[error(
         "spilling a date's flight uuids to {dir} failed: {source}; parts of the date committed before are kept and the next run goes on from what is left. Past the in-memory limit a date's sets are sorted on local disk (up to about 52 B a flight of the date): give the function more ephemeral storage (EphemeralStorage on template.yaml's function: 512 MB unless set, up to 10,240 MB; TMPDIR elsewhere), or raise FLIGHTS_IN_MEMORY with the memory to hold it (16 B a uuid)"
     )]
@@ -122,9 +118,8 @@ pub enum Error {
         source: std::io::Error,
     },
 
-    /// The deadline came before a part of a date, the first one included
-    /// ([`crate::infra::deadline::Deadline::near_part`]). Not a failure: the
-    /// run ends as a deadline stop naming the date (`resume_date`).
+    /// The deadline came before a part of a date ([`crate::infra::deadline::Deadline::near_part`]).
+    /// Not a failure: the run ends as a deadline stop naming the date (`resume_date`).
     #[error(
         "deadline near within {date}: {parts_done} part(s) committed, {files_left} index file(s) left ({left_s} s left, {needed_s} s needed for the next part: the margin, or its files at this run's pace before the S3 calls end); the next run goes on within this date{hint}"
     )]
@@ -196,8 +191,7 @@ pub enum Error {
         key: String,
     },
 
-    /// The lease's DeleteObject failed or took longer than
-    /// [`crate::protocol::lease::LEASE_RELEASE_TIMEOUT`].
+    /// The lease's DeleteObject failed or outlasted [`crate::protocol::lease::LEASE_RELEASE_TIMEOUT`].
     #[error(
         "lease s3://{bucket}/_compaction_state/lock.json was not released ({reason}): the next run finds it held by {holder} until {expires_at} and does nothing until then; once this run is over, deleting _compaction_state/lock.json by hand lets a run start at once"
     )]
@@ -227,9 +221,8 @@ pub enum Error {
         lease_seconds: u64,
     },
 
-    /// `lock.json` holds a lease longer than any run could hold
-    /// ([`crate::protocol::lease::max_plausible_lease`]). Neither obeyed (that would stop every
-    /// run, silently, until it expires) nor taken over (a run may hold it).
+    /// A lease longer than any run holds ([`crate::protocol::lease::max_plausible_lease`]): not
+    /// obeyed (every run would stop, silently, until it expires) nor taken over (a run may hold it).
     #[error(
         "lease s3://{bucket}/{key} held by {holder} claims to last until {expires_at}, {seconds_left} s from now, longer than any run holds it (LEASE_SECONDS + 900 s = {max_seconds} s): check that no run is under way (archive-compaction status; the Lambda's invocations), then remove {key} by hand; this invocation does nothing"
     )]
@@ -417,8 +410,7 @@ pub enum ReportError {
         pending: String,
     },
 
-    /// The broker closed the connection at this message twice (the second
-    /// time sent alone): left out, the others sent on new connections.
+    /// The broker closed the connection at this message twice, the second time sent alone.
     #[error(
         "MQTT {broker}: the broker closed the connection at {topic} twice, the second time sent alone (its own packet limit?): {topic} not published, the other topics sent on new connections"
     )]
@@ -449,8 +441,7 @@ pub enum ReportError {
     MqttSecret {
         /// The secret's ARN or name (`MQTT_PASSWORD_SECRET_ARN`).
         secret: String,
-        /// The SDK's error (ResourceNotFoundException, AccessDeniedException...)
-        /// or what is wrong with the secret.
+        /// The SDK's error (`AccessDeniedException`...) or what is wrong with the secret.
         reason: String,
     },
 

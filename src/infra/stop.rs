@@ -58,7 +58,6 @@ impl Stop {
     /// Listens for SIGTERM and SIGINT on a task: while a run is under way the
     /// first signal requests the stop; with none, or on a second signal,
     /// `exit` is called (the run's lease then lapses, as at a crash).
-    ///
     /// Errors: the signal handlers could not be installed.
     #[cfg(unix)]
     pub fn listen(&self, exit: impl Fn(&'static str) + Send + 'static) -> std::io::Result<()> {

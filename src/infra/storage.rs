@@ -86,8 +86,7 @@ pub const S3_DEADLINE_MARGIN: Duration = Duration::from_secs(8);
 /// The base of [`attempt_timeout`]: below the SDK's 60 s, so a lost request is retried sooner.
 pub const ATTEMPT_TIMEOUT_BASE: Duration = Duration::from_secs(10);
 
-/// How long an S3 connection may take to open.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Reads in all of a GetObject body that breaks off (the SDK retries requests, not bodies).
 pub const BODY_ATTEMPTS: u32 = 3;
@@ -270,7 +269,6 @@ pub trait Store: Send + Sync {
     fn head(&self, key: &str) -> impl Future<Output = Result<Option<Head>>> + Send;
 
     /// PutObject with a condition, checksum and metadata; returns the new ETag.
-    ///
     /// Errors: [`Error::PreconditionFailed`] (412) when the condition fails; not found
     /// (404) when an update's key is missing; a transient `ConditionalRequestConflict`
     /// (409) when another operation on the key is in flight: retry it.
@@ -351,7 +349,6 @@ fn check_if_match(bucket: &str, key: &str, if_match: Option<&str>, etag: &str) -
     }
 }
 
-/// `answer`, a missing key (404) as `None`.
 fn found<T>(answer: Result<T>) -> Result<Option<T>> {
     match answer {
         Ok(t) => Ok(Some(t)),

@@ -15,8 +15,7 @@
 /// N the input's whole length.
 pub const QUOTED_CHARS_MAX: usize = 1024;
 
-/// Bytes of one field of the CLI's text log line.
-pub const LOG_FIELD_BYTES_MAX: usize = 32 * 1024;
+const LOG_FIELD_BYTES_MAX: usize = 32 * 1024;
 
 /// A character a terminal or log parser would act on: Unicode category Cc,
 /// or a line or paragraph separator (U+2028, U+2029).
@@ -35,14 +34,12 @@ pub fn quote(s: &str) -> String {
 pub fn escape(s: &str) -> String {
     let (head, rest) = split_at_chars(s, QUOTED_CHARS_MAX);
     let mut out = String::with_capacity(head.len() + 16);
-    for c in head.chars() {
-        push_escaped(&mut out, c);
-    }
+    head.chars().for_each(|c| push_escaped(&mut out, c));
     out + &rest
 }
 
 /// [`escape`] bounded to `max_bytes` of escaped text instead, before the suffix.
-pub fn escape_bounded(s: &str, max_bytes: usize) -> String {
+fn escape_bounded(s: &str, max_bytes: usize) -> String {
     if s.len() <= max_bytes && !s.chars().any(is_unsafe) {
         return s.to_string();
     }

@@ -78,11 +78,8 @@ fn summary(rule: &LifecycleRule) -> Option<LifecycleRuleSummary> {
 }
 
 impl S3Store {
-    /// The bucket's versioning state and enabled lifecycle rules.
-    ///
-    /// # Errors
-    /// [`crate::infra::error::Error::S3`] (AccessDenied without the two read
-    /// permissions); no lifecycle configuration is no error.
+    /// The bucket's versioning state and enabled lifecycle rules. Errors: S3's (AccessDenied
+    /// without the two read permissions); no lifecycle configuration is no error.
     pub async fn bucket_lifecycle(&self) -> Result<BucketLifecycle> {
         // The rules first: a denial names the first permission missing.
         let sent = self.client.get_bucket_lifecycle_configuration().bucket(&self.bucket).send();

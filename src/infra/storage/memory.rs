@@ -118,6 +118,19 @@ impl State {
             self.deleted.push(DeletedVersion { key: key.to_string(), etag: o.etag, op });
         }
     }
+
+    /// `op` on `key`, only in version `if_match` when given: S3's refusal, or removed (a missing
+    /// key too: 204 without a condition; 404 with one, which S3Store maps to Ok too).
+    fn delete(&mut self, key: &str, if_match: Option<&str>, op: &'static str) -> Option<Answer> {
+        if self.denied_deletes.contains(key) {
+            return Some(ACCESS_DENIED);
+        }
+        if self.objects.get(key).zip(if_match).is_some_and(|(o, etag)| !etag_eq(&o.etag, etag)) {
+            return Some(PRECONDITION_FAILED);
+        }
+        self.remove(key, op);
+        None
+    }
 }
 
 #[derive(Debug)]
@@ -246,8 +259,7 @@ impl MemoryStore {
             .collect()
     }
 
-    /// `answer` to `op` on `key`, as [`super::S3Store`] reports it (a 412 as
-    /// [`Error::PreconditionFailed`]).
+    /// `answer` as [`super::S3Store`] reports it (a 412 as [`Error::PreconditionFailed`]).
     fn refuse(&self, op: &'static str, key: &str, answer: Answer) -> Error {
         let Answer(code, message, transient) = answer;
         match code {
@@ -431,16 +443,8 @@ impl Store for MemoryStore {
 
     async fn delete(&self, key: &str, if_match: Option<&str>) -> Result<()> {
         self.count("DeleteObject");
-        let mut st = self.state();
-        if st.denied_deletes.contains(key) {
-            return Err(self.refuse("DeleteObject", key, ACCESS_DENIED));
-        }
-        if st.objects.get(key).zip(if_match).is_some_and(|(o, etag)| !etag_eq(&o.etag, etag)) {
-            return Err(self.refuse("DeleteObject", key, PRECONDITION_FAILED));
-        }
-        // A missing key: 204 without a condition; 404 with one, which S3Store maps to Ok too.
-        st.remove(key, "DeleteObject");
-        Ok(())
+        let refused = self.state().delete(key, if_match, "DeleteObject");
+        refused.map_or(Ok(()), |answer| Err(self.refuse("DeleteObject", key, answer)))
     }
 
     async fn delete_batch(&self, batch: &[(String, String)]) -> Result<Vec<DeleteFailure>> {
@@ -450,20 +454,10 @@ impl Store for MemoryStore {
         }
         self.count("DeleteObjects");
         let mut st = self.state();
-        let mut failures = Vec::new();
-        for (key, etag) in batch {
-            let Answer(code, message, _) = if st.denied_deletes.contains(key) {
-                ACCESS_DENIED
-            } else if st.objects.get(key).is_some_and(|o| !etag_eq(&o.etag, etag)) {
-                PRECONDITION_FAILED
-            } else {
-                // A missing key counts as deleted.
-                st.remove(key, "DeleteObjects");
-                continue;
-            };
-            let (code, message) = (code.into(), message.into());
-            failures.push(DeleteFailure { key: key.clone(), code, message });
-        }
-        Ok(failures)
+        let refused = batch.iter().filter_map(|(key, etag)| {
+            let Answer(code, message, _) = st.delete(key, Some(etag), "DeleteObjects")?;
+            Some(DeleteFailure { key: key.clone(), code: code.into(), message: message.into() })
+        });
+        Ok(refused.collect())
     }
 }

@@ -6,7 +6,7 @@
 //! ```
 //! use archive_compaction::infra::storage::ranges::{cuts_between, KeyRange};
 //! let keys: Vec<String> = (0..2500).map(|i| format!("p/{i:05}")).collect();
-//! let ranges = KeyRange::covering(cuts_between(&keys, 1000));
+//! let ranges = KeyRange::covering(None, cuts_between(&keys, 1000));
 //! assert_eq!(ranges.len(), 3); // (start, p/00999], (p/00999, p/01999], (p/01999, end)
 //! assert!(ranges[0].contains("p/00999") && !ranges[1].contains("p/00999"));
 //! ```
@@ -45,14 +45,9 @@ impl KeyRange {
             && self.through.as_deref().is_none_or(|t| key <= t)
     }
 
-    /// The ranges `(None, c1], (c1, c2], …, (cn, None)`: every key in exactly
+    /// The ranges `(after, c1], (c1, c2], …, (cn, None)`: every key after `after` in exactly
     /// one. A cut not after the one before is dropped (a gap or an overlap).
-    pub fn covering(cuts: Vec<String>) -> Vec<KeyRange> {
-        KeyRange::covering_after(None, cuts)
-    }
-
-    /// [`KeyRange::covering`] for the keys after `after` only.
-    pub fn covering_after(after: Option<String>, cuts: Vec<String>) -> Vec<KeyRange> {
+    pub fn covering(after: Option<String>, cuts: Vec<String>) -> Vec<KeyRange> {
         let mut ranges = Vec::with_capacity(cuts.len() + 1);
         let mut lower = after;
         for cut in cuts {
@@ -183,26 +178,18 @@ async fn list_range<T>(
     }
 }
 
-/// Every object under `prefix` in `ranges`, [`LIST_RANGES_IN_FLIGHT`] at a time, in range order,
-/// each through `keep`. Errors: the first S3 error of any range; `keep`'s first error.
-pub async fn list_in_ranges<T: Send>(
+/// `head`, then every object under `prefix` in `ranges`, [`LIST_RANGES_IN_FLIGHT`] at a time, in
+/// range order, each through `keep` ([`concat()`]).
+/// Errors: the first S3 error of any range; `keep`'s first error.
+async fn list_in_ranges<T: Send>(
     store: &impl Store,
     prefix: &str,
+    head: Vec<T>,
     ranges: &[KeyRange],
     keep: impl Keep<T>,
 ) -> Result<Vec<T>> {
-    Ok(concat(Vec::new(), list_ranges(store, prefix, ranges, keep).await?))
-}
-
-/// [`list_in_ranges`]'s ranges, each its own listing, in range order; its errors.
-async fn list_ranges<T: Send>(
-    store: &impl Store,
-    prefix: &str,
-    ranges: &[KeyRange],
-    keep: impl Keep<T>,
-) -> Result<Vec<Vec<T>>> {
     if let [only] = ranges {
-        return Ok(vec![list_range(store, prefix, only, keep).await?]);
+        return Ok(concat(head, vec![list_range(store, prefix, only, keep).await?]));
     }
     // Owned ranges: a stream of futures borrowing them is not `Send` (the run
     // is spawned). Unordered, so a long range does not hold back the next.
@@ -214,7 +201,7 @@ async fn list_ranges<T: Send>(
         .try_collect()
         .await?;
     parts.sort_unstable_by_key(|(i, _)| *i);
-    Ok(parts.into_iter().map(|(_, p)| p).collect())
+    Ok(concat(head, parts.into_iter().map(|(_, p)| p).collect()))
 }
 
 /// `head`, then each of `parts`, in one allocation of the exact size: at most
@@ -225,9 +212,7 @@ fn concat<T>(head: Vec<T>, mut parts: Vec<Vec<T>>) -> Vec<T> {
     }
     let mut out = Vec::with_capacity(head.len() + parts.iter().map(Vec::len).sum::<usize>());
     out.extend(head);
-    for part in parts {
-        out.extend(part);
-    }
+    out.extend(parts.into_iter().flatten());
     out
 }
 
@@ -254,8 +239,7 @@ pub async fn list_partition<T: Send>(
         name_cuts(prefix, last.as_deref().unwrap_or(prefix), day)
     };
     let head = kept(first.objects, keep)?;
-    let rest = list_ranges(store, prefix, &KeyRange::covering_after(last, cuts), keep).await?;
-    Ok(concat(head, rest))
+    list_in_ranges(store, prefix, head, &KeyRange::covering(last, cuts), keep).await
 }
 
 /// Every object under `prefix`, in ranges cut between the `known` keys ([`relist_ranges`]).
@@ -266,7 +250,7 @@ pub async fn relist<S: AsRef<str>>(
     known: &[S],
 ) -> Result<Vec<ObjectMeta>> {
     let ranges = relist_ranges(prefix, known, store.list_page_size());
-    list_in_ranges(store, prefix, &ranges, |o| Ok(Some(o))).await
+    list_in_ranges(store, prefix, Vec::new(), &ranges, |o| Ok(Some(o))).await
 }
 
 /// [`relist`] through the greatest `known` key only: one commit's inputs, where later keys would
@@ -282,7 +266,7 @@ pub async fn relist_through<S: AsRef<str>, T: Send>(
     if let (Some(range), Some(last)) = (ranges.last_mut(), last) {
         range.through = Some(last.to_string());
     }
-    list_in_ranges(store, prefix, &ranges, keep).await
+    list_in_ranges(store, prefix, Vec::new(), &ranges, keep).await
 }
 
 /// The ranges [`relist`] lists: the whole key space, each holding
@@ -292,7 +276,7 @@ pub fn relist_ranges<S: AsRef<str>>(prefix: &str, known: &[S], page_size: usize)
         known.iter().map(AsRef::as_ref).filter(|k| k.starts_with(prefix)).collect();
     keys.sort_unstable();
     keys.dedup();
-    KeyRange::covering(cuts_between(&keys, relist_range_keys(page_size)))
+    KeyRange::covering(None, cuts_between(&keys, relist_range_keys(page_size)))
 }
 
 /// Known keys in one [`relist`] range: nine tenths of a page (at least 1), so
@@ -315,7 +299,7 @@ mod tests {
     #[test]
     fn covering_ranges_hold_every_key_once() {
         let cuts = vec!["b".to_string(), "d".into(), "c".into(), "f".into()];
-        let ranges = KeyRange::covering(cuts);
+        let ranges = KeyRange::covering(None, cuts);
         assert_eq!(ranges.len(), 4, "the cut out of order is dropped: {ranges:?}");
         for key in ["", "a", "b", "b0", "c", "d", "e", "f", "f0", "z"] {
             let n = ranges.iter().filter(|r| r.contains(key)).count();
@@ -417,7 +401,7 @@ mod tests {
         assert!(cuts.iter().all(|c| c.as_str() > "flights/2026/07/20/00A3F1_DAL1_x"));
         // The day's UUIDv7 names fall between the cuts, not all in one range.
         let start = day.and_time(NaiveTime::MIN).and_utc().timestamp_millis() as u64;
-        let ranges = KeyRange::covering(cuts);
+        let ranges = KeyRange::covering(None, cuts);
         let hit = |ms: u64| ranges.iter().position(|r| r.contains(&v7_key(p, ms, 1)));
         assert_ne!(hit(start + 3_600_000), hit(start + 20 * 3_600_000));
         assert_ne!(
@@ -469,7 +453,7 @@ mod tests {
             }),
             _ => Ok(Some(o)),
         };
-        let err = list_in_ranges(&s, p, &KeyRange::covering(vec![]), keep).await;
+        let err = list_in_ranges(&s, p, Vec::new(), &KeyRange::covering(None, vec![]), keep).await;
         assert!(matches!(err, Err(crate::infra::error::Error::Spill { .. })), "{err:?}");
         assert_eq!(s.requests("ListObjectsV2"), 3);
         assert_eq!(seen.load(Ordering::Relaxed), 25);

@@ -8,8 +8,6 @@ use aws_sdk_s3::operation::list_objects_v2::builders::ListObjectsV2FluentBuilder
 use super::s3_error::no_message;
 use super::*;
 
-/// A per-request SDK configuration whose attempts are bounded by
-/// [`attempt_timeout`]`(bytes)` (connections by [`CONNECT_TIMEOUT`]).
 fn attempt_config(bytes: u64) -> aws_sdk_s3::config::Builder {
     aws_sdk_s3::config::Builder::default().timeout_config(
         TimeoutConfig::builder()
@@ -64,8 +62,7 @@ impl S3Store {
         }
     }
 
-    /// `call`, bounded by the store's deadline: [`Error::Deadline`] naming `op` and `key` when it
-    /// is still under way then.
+    /// `call`, bounded by the store's deadline ([`Error::Deadline`] past it).
     async fn bounded<T>(
         &self,
         op: &'static str,
@@ -119,8 +116,7 @@ impl S3Store {
         &self.client
     }
 
-    /// The SDK error `e` of `op` on `key` as a one-line [`Error`] (the full dump goes to the debug
-    /// log).
+    /// The SDK error `e` of `op` on `key` as a one-line [`Error`].
     pub(super) fn err<E>(&self, op: &'static str, key: &str, e: SdkError<E>) -> Error
     where
         E: ProvideErrorMetadata + std::error::Error + 'static,
@@ -221,11 +217,9 @@ impl S3Store {
         })
     }
 
-    /// GetObject of `key` and its body; `If-Match` is sent only with a `range`, the answer's ETag
-    /// checked against `if_match` either way, before the body is read. A body that breaks off is
-    /// read again, [`BODY_ATTEMPTS`] times in all.
-    /// Errors: [`Error::PreconditionFailed`] on another ETag; a body that still breaks off
-    /// ([`S3Store::body_err`]).
+    /// GetObject of `key` and its body, read [`BODY_ATTEMPTS`] times at most; `If-Match` is sent
+    /// only with a `range`, the answer's ETag checked against `if_match` either way, before the
+    /// body is read. Errors: [`Error::PreconditionFailed`] on another ETag; a body that breaks off.
     async fn get_read(
         &self,
         key: &str,
@@ -298,16 +292,10 @@ impl S3Store {
             .checksum_algorithm(ChecksumAlgorithm::Sha256);
         let sent = req.customize().config_override(attempt_config(0)).send();
         let created = self.answer("CreateMultipartUpload", key, sent).await?;
-        let Some(upload_id) = created.upload_id().map(str::to_string) else {
-            return Err(Error::s3(
-                "CreateMultipartUpload",
-                &self.bucket,
-                key,
-                "NoUploadId",
-                "the response carried no UploadId",
-                true,
-            ));
-        };
+        let upload_id = created.upload_id().map(str::to_string).ok_or_else(|| {
+            let message = "the response carried no UploadId";
+            Error::s3("CreateMultipartUpload", &self.bucket, key, "NoUploadId", message, true)
+        })?;
         let result = self.upload_parts_and_complete(key, &upload_id, &body, ranges, mode).await;
         if result.is_err() {
             let abort = self.client.abort_multipart_upload().bucket(&self.bucket).key(key);
@@ -452,7 +440,6 @@ impl Store for S3Store {
         self.bounded("GetObject", key, self.get_read(key, None, None))
     }
 
-    /// With checksum mode on.
     fn head(&self, key: &str) -> impl Future<Output = Result<Option<Head>>> + Send {
         self.bounded("HeadObject", key, async move {
             let req = self.client.head_object().bucket(&self.bucket).key(key);

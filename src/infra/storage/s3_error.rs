@@ -61,14 +61,12 @@ fn one_line_text(s: &str) -> String {
 /// cause), at most 300 characters.
 pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
     let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
+    for cause in std::iter::successors(e.source(), |c| c.source()) {
         let c = cause.to_string();
         if !s.contains(&c) {
             s.push_str(": ");
             s.push_str(&c);
         }
-        source = cause.source();
     }
     let s = one_line_text(&s);
     match s.char_indices().nth(300) {
