@@ -583,8 +583,8 @@ impl RunReport {
 }
 
 /// One of the report's shortened lists, over the fields that hold it (each where the JSON has
-/// it): the entries `shown`, at most `cap`; their exact `total`; and `truncated`, true when
-/// fewer are shown than counted. [`RunReport::lists`] names each list's.
+/// it): the entries `shown`, at most `cap`; their exact `total`; and `truncated`, true once
+/// entries were left out for the cap. [`RunReport::lists`] names each list's.
 struct Shortened<'a, T> {
     shown: &'a mut Vec<T>,
     total: &'a mut u64,

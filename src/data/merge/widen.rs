@@ -167,14 +167,14 @@ impl Seen {
         if self.boolean {
             return Ok(DataType::Boolean);
         }
-        // Widths are 8, 16, 32 or 64 bits.
+        // Widths are 8, 16, 32 or 64 bits; any other takes the 64-bit type.
         let int_type = |signed: bool, w: u8| {
             let types = if signed {
                 [DataType::Int8, DataType::Int16, DataType::Int32, DataType::Int64]
             } else {
                 [DataType::UInt8, DataType::UInt16, DataType::UInt32, DataType::UInt64]
             };
-            types[w.trailing_zeros() as usize - 3].clone()
+            types[(w.trailing_zeros() as usize).clamp(3, 6) - 3].clone()
         };
         Ok(match (self.signed, self.unsigned, self.float) {
             (None, None, Some(w)) => match w {
