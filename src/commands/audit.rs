@@ -53,7 +53,7 @@ pub const EXAMPLE_FILES_MAX: usize = 4;
 pub const DATES_IN_FLIGHT: usize = 4;
 
 /// Multi-row inputs of one date read at once (each holds its two column chunks).
-pub const FILES_IN_FLIGHT: usize = 8;
+const FILES_IN_FLIGHT: usize = 8;
 
 const FIX_MISSING: &str = "a flight without an index row blocks the scheduled walk at its date (parity gate) and every run of that date: have the archive writer write its index file {uuid}.parquet from its flights/ object (rewrite it when unreadable_files names it; or remove the flight object if it is no flight), then the next run passes the date; `status` shows what blocks the walk (docs/runbook.md#an-unreadable-per-flight-index-file)";
 const FIX_DUPLICATED: &str = "run --from D --to D (the event {\"from\": D, \"to\": D}) folds the day into one compacted file, one row per flight (the newest version)";
@@ -444,7 +444,6 @@ struct Held<'a> {
     rows: SortedSet<(Uuid, u32, u32)>,
 }
 
-/// What [`read_index`] builds as it reads.
 struct Holding<'a> {
     held: Held<'a>,
     per_flight: SortedSetBuilder<(Uuid, u32)>,
@@ -560,15 +559,12 @@ fn add_file(
     read: ColumnRead,
 ) -> Result<Option<u32>> {
     let date = day.date;
+    let file = |reason| FileExample { date, file: meta.key.clone(), reason };
     day.requests += read.requests;
     day.bytes_read += read.bytes_read;
     let rows = match read.outcome {
         Err(reason) => {
-            day.findings.unreadable_files.add(|| FileExample {
-                date,
-                file: meta.key.clone(),
-                reason: Some(reason),
-            });
+            day.findings.unreadable_files.add(|| file(Some(reason)));
             return Ok(None);
         }
         Ok(rows) => rows,
@@ -582,11 +578,7 @@ fn add_file(
     day.findings.orphans.absorb(&rows.orphans);
     day.findings.other_day_rows.absorb(&rows.other_day);
     if beside {
-        day.findings.per_flight_beside_compacted.add(|| FileExample {
-            date,
-            file: meta.key.clone(),
-            reason: None,
-        });
+        day.findings.per_flight_beside_compacted.add(|| file(None));
     }
     Ok(Some(n))
 }
@@ -594,13 +586,9 @@ fn add_file(
 /// The flights holding a row, in order, each once, from `rows`' records.
 fn holding_flights(rows: &SortedSet<(Uuid, u32, u32)>) -> impl Iterator<Item = Result<Uuid>> + '_ {
     let mut last = None;
-    rows.iter().filter_map(move |r| match r {
-        Ok((u, _, _)) if last == Some(u) => None,
-        Ok((u, _, _)) => {
-            last = Some(u);
-            Some(Ok(u))
-        }
-        Err(e) => Some(Err(e)),
+    rows.iter().map(|r| r.map(|(u, _, _)| u)).filter(move |r| match r {
+        Ok(u) => last.replace(*u) != Some(*u),
+        Err(_) => true,
     })
 }
 
