@@ -575,7 +575,7 @@ async fn mismatch_status(
 }
 
 /// A duration in seconds as `3d 4h`, `2h 5m`, `4m 10s` or `12s`.
-pub fn format_age(seconds: i64) -> String {
+fn format_age(seconds: i64) -> String {
     let s = seconds.unsigned_abs();
     let (d, h, m, sec) = (s / 86_400, s % 86_400 / 3600, s % 3600 / 60, s % 60);
     match (d, h, m) {
