@@ -38,9 +38,8 @@ pub(super) enum DayEnd {
     Unfinished,
 }
 
-/// One date in any [`DayMode`]: list, parity gate (per mode), plan, then commit (a dry run: read),
-/// in passes ([`day_passes`]), into the date's report. The run's report is the caller's
-/// ([`RunReport::add_day`]).
+/// One date in any [`DayMode`], in passes ([`pass`]), into the date's report; the run's report is
+/// the caller's ([`RunReport::add_day`]).
 pub(super) async fn process_day(
     cx: &mut Ctx<'_, '_, impl Store>,
     date: NaiveDate,
@@ -79,7 +78,7 @@ pub(super) async fn process_day(
                 seconds = day.seconds,
                 "date done"
             );
-            cx.progress(Progress::DateDone {
+            cx.opts.send_progress(Progress::DateDone {
                 date,
                 action: day.action,
                 files: day.files_read,
