@@ -534,17 +534,11 @@ async fn per_flight_pages(
         page = next;
     }
     if seen != past.files {
-        return Err(Error::s3(
-            "ListObjectsV2",
-            store.bucket(),
-            &prefix,
-            "NoSuchKey",
-            format!(
-                "{} per-flight file(s) listed when the date's audit began, {seen} of them listed again: a run folded the day",
-                past.files
-            ),
-            false,
-        ));
+        let why = format!(
+            "{} per-flight file(s) listed when the date's audit began, {seen} of them listed again: a run folded the day",
+            past.files
+        );
+        return Err(Error::s3("ListObjectsV2", store.bucket(), &prefix, "NoSuchKey", why, false));
     }
     Ok(())
 }

@@ -191,12 +191,8 @@ pub async fn last_run_from_mqtt(
             let age_hours = (at.as_deref())
                 .and_then(|a| DateTime::parse_from_rfc3339(a).ok())
                 .map(|t| (as_of - t.to_utc()).num_hours());
-            LastRunStatus {
-                at,
-                age_hours,
-                status: got.get("last_run_status").cloned(),
-                error: None,
-            }
+            let status = got.get("last_run_status").cloned();
+            LastRunStatus { at, age_hours, status, error: None }
         }
     }
 }
@@ -814,15 +810,12 @@ fn format_next_days(o: &mut Text, s: &StatusReport) {
         let blocked = d.blocked_by.as_ref().map(|b| format!("  blocked: {b}"));
         o.row(&COLS, &cells, blocked.unwrap_or_default());
         if d.rows_of_other_days > 0 {
-            o.row(
-                &COLS[..1],
-                &[&""],
-                format_args!(
-                    "  {} row(s) of other days in multi-row files (merged here, not moved): {}",
-                    d.rows_of_other_days,
-                    d.other_days_uuids.join(", ")
-                ),
+            let other = format!(
+                "  {} row(s) of other days in multi-row files (merged here, not moved): {}",
+                d.rows_of_other_days,
+                d.other_days_uuids.join(", ")
             );
+            o.row(&COLS[..1], &[&""], other);
         }
     }
 }

@@ -19,7 +19,9 @@ use crate::infra::error::{Error, Result};
 use crate::infra::storage::Store;
 use crate::protocol::commit;
 use crate::protocol::day::Day;
-use crate::protocol::partition::{nothing_to_merge, parity_check, unread_rows, without_own_row};
+use crate::protocol::partition::{
+    ParityCheck, nothing_to_merge, parity_check, unread_rows, without_own_row,
+};
 use crate::protocol::plan::{self, DayAction};
 use crate::protocol::read::{self, Prefetched};
 use crate::protocol::sizing::MemoryFit;
@@ -149,11 +151,8 @@ async fn day_passes(
     }
     if st.left_past_window > 0 {
         // The last window committed nothing: never a date done with files left past it.
-        return Err(Error::WindowStalled {
-            date,
-            window: st.window as u64,
-            left: st.left_past_window as u64,
-        });
+        let (window, left) = (st.window as u64, st.left_past_window as u64);
+        return Err(Error::WindowStalled { date, window, left });
     }
     Ok(None)
 }
@@ -500,11 +499,7 @@ fn lost_rows(day: &mut DayReport, lost: Vec<Uuid>, unread: Vec<UnreadFile>) -> R
         tracing::warn!(date = %day.date, key = %f.key, flight = %f.flight, reason = %f.reason,
             "per-flight file cannot be read: its flight has no readable index row; parity fails, the file is left in place");
     }
-    let check = crate::protocol::partition::ParityCheck {
-        without_own_row: lost,
-        unread,
-        ..Default::default()
-    };
+    let check = ParityCheck { without_own_row: lost, unread, ..Default::default() };
     let text = check.reason().unwrap_or_default();
     let failing = check.failing();
     day.unread_files = check.unread;

@@ -534,10 +534,8 @@ async fn sweep(cx: &mut Ctx<'_, '_, impl Store>, report: &mut RunReport) -> Resu
         if let Some(signal) = opts.stop.as_ref().and_then(Stop::requested) {
             tracing::warn!(%date, signal, "stop requested: straggler sweep stops here");
             report.stop_reason = StopReason::Interrupted;
-            report.fail(Error::Interrupted {
-                signal,
-                what: format!("the straggler sweep of {date}"),
-            });
+            let what = format!("the straggler sweep of {date}");
+            report.fail(Error::Interrupted { signal, what });
             break;
         }
         if let Some(Near { left, needed }) = cx.deadline.near() {
