@@ -310,15 +310,12 @@ async fn commit_parts(
         let time = cx.deadline.part_fit(st.slowest_part);
         let smallest = crate::protocol::sizing::MIN_PART_FILES.min(parts.queue.weight_left());
         let weight = time.map_or(parts.part_files, |t| t.weight.min(parts.part_files));
-        let part = match time.and_then(|t| t.near(smallest)) {
-            None => parts.queue.next_part(weight.max(1)),
-            Some(near) => {
-                let left = parts.queue.files_left() + parts.beyond_window;
-                let hint = near.part_hint(cx.deadline.given(), smallest);
-                return Err(unfinished(day, &near, left, hint));
-            }
-        };
-        let Some(part) = part else { break };
+        if let Some(near) = time.and_then(|t| t.near(smallest)) {
+            let left = parts.queue.files_left() + parts.beyond_window;
+            let hint = near.part_hint(cx.deadline.given(), smallest);
+            return Err(unfinished(day, &near, left, hint));
+        }
+        let Some(part) = parts.queue.next_part(weight.max(1)) else { break };
         let part_weight: u64 = part.iter().map(plan::input_weight).sum();
         // A group of inputs sharing flights may weigh more than the time allows.
         if let Some(near) = time.and_then(|t| t.near(part_weight)) {
