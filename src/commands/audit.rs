@@ -420,8 +420,7 @@ async fn audit_day(r: &Reader<'_, impl Store>, date: NaiveDate) -> Result<DayAud
     Ok(day)
 }
 
-/// What reads a date's index files: the store, the GETs' semaphore (`READ_CONCURRENCY`), the
-/// input budget, and the spill settings of the date's sets (at most [`SET_IN_MEMORY`] in memory).
+/// What reads a date's index files: GETs share `READ_CONCURRENCY`; sets keep [`SET_IN_MEMORY`].
 struct Reader<'a, S> {
     store: &'a S,
     gets: &'a Semaphore,
