@@ -420,7 +420,7 @@ async fn audit_day(r: &Reader<'_, impl Store>, date: NaiveDate) -> Result<DayAud
     Ok(day)
 }
 
-/// What reads a date's index files: GETs share `READ_CONCURRENCY`; sets keep [`SET_IN_MEMORY`].
+/// Reads a date's index files; GETs share `READ_CONCURRENCY`, sets hold [`SET_IN_MEMORY`] in memory.
 struct Reader<'a, S> {
     store: &'a S,
     gets: &'a Semaphore,
