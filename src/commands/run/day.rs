@@ -232,7 +232,11 @@ async fn gate(
     day: &mut DayReport,
 ) -> Result<std::result::Result<Prefetched, UuidSet>> {
     let check = parity_check(store, date, flights, listing, None, settings).await?;
-    add_skipped(day, check.unreadable.iter().map(|(key, u)| gate_skipped(key, date, u)));
+    let unreadable = check.unreadable.iter().map(|(key, u)| {
+        let reason = format!("multi-row index file unreadable for the parity check: {}", u.reason);
+        SkippedFile::unmergeable(key, date, Unmergeable { reason, ..u.clone() })
+    });
+    add_skipped(day, unreadable);
     if !check.missing.is_empty() {
         let reason = check.reason().unwrap_or_default();
         return Ok(Err(parity_failed(day, reason, check.missing)?));
@@ -366,11 +370,6 @@ fn note_foreign(day: &mut DayReport, listing: &plan::PartitionListing) {
         tracing::info!(date = %day.date, count = listing.foreign.len(), first = %first.key,
             "foreign objects in the partition (not index inputs): left alone");
     }
-}
-
-fn gate_skipped(key: &str, date: NaiveDate, u: &Unmergeable) -> SkippedFile {
-    let reason = format!("multi-row index file unreadable for the parity check: {}", u.reason);
-    SkippedFile::unmergeable(key, date, Unmergeable { reason, ..u.clone() })
 }
 
 /// The deadline stop of `day` with `files_left` index files not yet compacted (`hint` empty or led
