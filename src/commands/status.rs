@@ -254,15 +254,21 @@ impl StatusReport {
         error: impl std::fmt::Display,
     ) -> StatusReport {
         StatusReport {
+            state_unreadable: true,
+            bucket_unreadable: true,
+            lease: LeaseStatus { state: LeaseState::Unknown, ..Default::default() },
+            errors: vec![error.to_string()],
+            ..StatusReport::new(bucket, lag_days, opts)
+        }
+    }
+
+    fn new(bucket: &str, lag_days: Option<u32>, opts: &StatusOptions) -> StatusReport {
+        StatusReport {
             bucket: bucket.to_string(),
             as_of: opts.as_of,
             now: opts.now,
             lag_days,
             cutoff: lag_days.map(|l| plan::Cutoff::of_status(opts.now, opts.as_of, l).walk),
-            state_unreadable: true,
-            bucket_unreadable: true,
-            lease: LeaseStatus { state: LeaseState::Unknown, ..Default::default() },
-            errors: vec![error.to_string()],
             ..Default::default()
         }
     }
@@ -362,14 +368,7 @@ pub async fn gather(
 ) -> Result<StatusReport> {
     let cutoffs = plan::Cutoff::of_status(opts.now, opts.as_of, config.lag_days);
     let cutoff = cutoffs.walk;
-    let mut s = StatusReport {
-        bucket: store.bucket().to_string(),
-        as_of: opts.as_of,
-        now: opts.now,
-        lag_days: Some(config.lag_days),
-        cutoff: Some(cutoff),
-        ..Default::default()
-    };
+    let mut s = StatusReport::new(store.bucket(), Some(config.lag_days), opts);
     let wm = read_watermark(store, &mut s).await?;
     s.lease = lease_status(store, opts.as_of).await?;
     check_lease_plausible(&mut s, config);
