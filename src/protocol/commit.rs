@@ -136,18 +136,13 @@ pub fn prepare(
 ) -> Result<Prepared> {
     let merged = &read.output;
     let job_id = Uuid::now_v7();
-    let (output, body) = match &merged.encoded {
-        None => (None, None),
-        Some(bytes) => {
-            let out = ManifestOutput {
-                key: compacted_key(date, job_id),
-                size: bytes.len() as u64,
-                sha256: sha256_b64(bytes),
-                rows: merged.rows,
-            };
-            (Some(out), Some(bytes.clone()))
-        }
-    };
+    let body = merged.encoded.clone();
+    let output = body.as_ref().map(|bytes| ManifestOutput {
+        key: compacted_key(date, job_id),
+        size: bytes.len() as u64,
+        sha256: sha256_b64(bytes),
+        rows: merged.rows,
+    });
     let manifest = Manifest {
         schema_version: MANIFEST_VERSION,
         job_id,

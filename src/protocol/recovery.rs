@@ -140,9 +140,8 @@ async fn prove_against_output(
             "the output read for the proof is not the one verified".to_string()
         }
         Some(b) => {
-            match input::row_flights_of_body(store, &output.key, b, input::OWN_OUTPUT_BUDGET)
-                .await?
-            {
+            let read = input::row_flights_of_body(store, &output.key, b, input::OWN_OUTPUT_BUDGET);
+            match read.await? {
                 Ok(flights) => {
                     let flights = OutputFlights::new(flights);
                     return prove_still_listed(store, manifest, &flights, budget).await;
