@@ -53,7 +53,7 @@ pub const EXAMPLE_FILES_MAX: usize = 4;
 pub const DATES_IN_FLIGHT: usize = 4;
 
 /// Multi-row inputs of one date read at once (each holds its two column chunks).
-pub const FILES_IN_FLIGHT: usize = 8;
+const FILES_IN_FLIGHT: usize = 8;
 
 const FIX_MISSING: &str = "a flight without an index row blocks the scheduled walk at its date (parity gate) and every run of that date: have the archive writer write its index file {uuid}.parquet from its flights/ object (rewrite it when unreadable_files names it; or remove the flight object if it is no flight), then the next run passes the date; `status` shows what blocks the walk (docs/runbook.md#an-unreadable-per-flight-index-file)";
 const FIX_DUPLICATED: &str = "run --from D --to D (the event {\"from\": D, \"to\": D}) folds the day into one compacted file, one row per flight (the newest version)";
@@ -420,8 +420,7 @@ async fn audit_day(r: &Reader<'_, impl Store>, date: NaiveDate) -> Result<DayAud
     Ok(day)
 }
 
-/// What reads a date's index files: the store, the GETs' semaphore (`READ_CONCURRENCY`), the
-/// input budget, and the spill settings of the date's sets (at most [`SET_IN_MEMORY`] in memory).
+/// Reads a date's index files; GETs share `READ_CONCURRENCY`, sets hold [`SET_IN_MEMORY`] in memory.
 struct Reader<'a, S> {
     store: &'a S,
     gets: &'a Semaphore,
@@ -444,7 +443,6 @@ struct Held<'a> {
     rows: SortedSet<(Uuid, u32, u32)>,
 }
 
-/// What [`read_index`] builds as it reads.
 struct Holding<'a> {
     held: Held<'a>,
     per_flight: SortedSetBuilder<(Uuid, u32)>,
@@ -535,17 +533,11 @@ async fn per_flight_pages(
         page = next;
     }
     if seen != past.files {
-        return Err(Error::s3(
-            "ListObjectsV2",
-            store.bucket(),
-            &prefix,
-            "NoSuchKey",
-            format!(
-                "{} per-flight file(s) listed when the date's audit began, {seen} of them listed again: a run folded the day",
-                past.files
-            ),
-            false,
-        ));
+        let why = format!(
+            "{} per-flight file(s) listed when the date's audit began, {seen} of them listed again: a run folded the day",
+            past.files
+        );
+        return Err(Error::s3("ListObjectsV2", store.bucket(), &prefix, "NoSuchKey", why, false));
     }
     Ok(())
 }
@@ -560,15 +552,12 @@ fn add_file(
     read: ColumnRead,
 ) -> Result<Option<u32>> {
     let date = day.date;
+    let file = |reason| FileExample { date, file: meta.key.clone(), reason };
     day.requests += read.requests;
     day.bytes_read += read.bytes_read;
     let rows = match read.outcome {
         Err(reason) => {
-            day.findings.unreadable_files.add(|| FileExample {
-                date,
-                file: meta.key.clone(),
-                reason: Some(reason),
-            });
+            day.findings.unreadable_files.add(|| file(Some(reason)));
             return Ok(None);
         }
         Ok(rows) => rows,
@@ -582,11 +571,7 @@ fn add_file(
     day.findings.orphans.absorb(&rows.orphans);
     day.findings.other_day_rows.absorb(&rows.other_day);
     if beside {
-        day.findings.per_flight_beside_compacted.add(|| FileExample {
-            date,
-            file: meta.key.clone(),
-            reason: None,
-        });
+        day.findings.per_flight_beside_compacted.add(|| file(None));
     }
     Ok(Some(n))
 }
@@ -594,13 +579,9 @@ fn add_file(
 /// The flights holding a row, in order, each once, from `rows`' records.
 fn holding_flights(rows: &SortedSet<(Uuid, u32, u32)>) -> impl Iterator<Item = Result<Uuid>> + '_ {
     let mut last = None;
-    rows.iter().filter_map(move |r| match r {
-        Ok((u, _, _)) if last == Some(u) => None,
-        Ok((u, _, _)) => {
-            last = Some(u);
-            Some(Ok(u))
-        }
-        Err(e) => Some(Err(e)),
+    rows.iter().map(|r| r.map(|(u, _, _)| u)).filter(move |r| match r {
+        Ok(u) => last.replace(*u) != Some(*u),
+        Err(_) => true,
     })
 }
 

@@ -414,16 +414,13 @@ pub struct PruneReport {
     pub skipped_folders: Vec<String>,
 }
 
-/// `prune-cache`'s exit code when folders were skipped and nothing failed: a partial prune.
-pub const EXIT_PARTIAL: u8 = 3;
-
 impl PruneReport {
-    /// The CLI exit code: 1 when a delete failed, else [`EXIT_PARTIAL`] when a folder was skipped, else 0.
+    /// The CLI exit code: 1 when a delete failed, else 3 when a folder was skipped (a partial prune), else 0.
     pub fn exit_code(&self) -> u8 {
         if !self.errors.is_empty() {
             1
         } else if !self.skipped_folders.is_empty() {
-            EXIT_PARTIAL
+            3
         } else {
             0
         }
@@ -591,10 +588,8 @@ pub fn format_human(r: &PruneReport) -> String {
     };
     let reasons: Vec<String> =
         (r.kept.iter()).map(|(why, n)| format!("{n} {}", why.words())).collect();
-    let reasons = match reasons.is_empty() {
-        true => String::new(),
-        false => format!(": {}", reasons.join(", ")),
-    };
+    let reasons =
+        if reasons.is_empty() { String::new() } else { format!(": {}", reasons.join(", ")) };
     let failed = match r.errors.len() {
         0 => String::new(),
         n => format!("; {n} delete(s) FAILED (see errors)"),
@@ -792,7 +787,7 @@ mod tests {
         assert_eq!(walk.skipped.len(), 1, "{:?}", walk.skipped);
         assert_eq!(walk.skipped[0].0, folder);
         let r = PruneReport { skipped_folders: vec!["x".into()], ..Default::default() };
-        assert_eq!(r.exit_code(), EXIT_PARTIAL);
+        assert_eq!(r.exit_code(), 3);
     }
 
     #[test]

@@ -191,12 +191,8 @@ pub async fn last_run_from_mqtt(
             let age_hours = (at.as_deref())
                 .and_then(|a| DateTime::parse_from_rfc3339(a).ok())
                 .map(|t| (as_of - t.to_utc()).num_hours());
-            LastRunStatus {
-                at,
-                age_hours,
-                status: got.get("last_run_status").cloned(),
-                error: None,
-            }
+            let status = got.get("last_run_status").cloned();
+            LastRunStatus { at, age_hours, status, error: None }
         }
     }
 }
@@ -258,15 +254,21 @@ impl StatusReport {
         error: impl std::fmt::Display,
     ) -> StatusReport {
         StatusReport {
+            state_unreadable: true,
+            bucket_unreadable: true,
+            lease: LeaseStatus { state: LeaseState::Unknown, ..Default::default() },
+            errors: vec![error.to_string()],
+            ..StatusReport::new(bucket, lag_days, opts)
+        }
+    }
+
+    fn new(bucket: &str, lag_days: Option<u32>, opts: &StatusOptions) -> StatusReport {
+        StatusReport {
             bucket: bucket.to_string(),
             as_of: opts.as_of,
             now: opts.now,
             lag_days,
             cutoff: lag_days.map(|l| plan::Cutoff::of_status(opts.now, opts.as_of, l).walk),
-            state_unreadable: true,
-            bucket_unreadable: true,
-            lease: LeaseStatus { state: LeaseState::Unknown, ..Default::default() },
-            errors: vec![error.to_string()],
             ..Default::default()
         }
     }
@@ -366,14 +368,7 @@ pub async fn gather(
 ) -> Result<StatusReport> {
     let cutoffs = plan::Cutoff::of_status(opts.now, opts.as_of, config.lag_days);
     let cutoff = cutoffs.walk;
-    let mut s = StatusReport {
-        bucket: store.bucket().to_string(),
-        as_of: opts.as_of,
-        now: opts.now,
-        lag_days: Some(config.lag_days),
-        cutoff: Some(cutoff),
-        ..Default::default()
-    };
+    let mut s = StatusReport::new(store.bucket(), Some(config.lag_days), opts);
     let wm = read_watermark(store, &mut s).await?;
     s.lease = lease_status(store, opts.as_of).await?;
     check_lease_plausible(&mut s, config);
@@ -575,7 +570,7 @@ async fn mismatch_status(
 }
 
 /// A duration in seconds as `3d 4h`, `2h 5m`, `4m 10s` or `12s`.
-pub fn format_age(seconds: i64) -> String {
+fn format_age(seconds: i64) -> String {
     let s = seconds.unsigned_abs();
     let (d, h, m, sec) = (s / 86_400, s % 86_400 / 3600, s % 3600 / 60, s % 60);
     match (d, h, m) {
@@ -814,15 +809,12 @@ fn format_next_days(o: &mut Text, s: &StatusReport) {
         let blocked = d.blocked_by.as_ref().map(|b| format!("  blocked: {b}"));
         o.row(&COLS, &cells, blocked.unwrap_or_default());
         if d.rows_of_other_days > 0 {
-            o.row(
-                &COLS[..1],
-                &[&""],
-                format_args!(
-                    "  {} row(s) of other days in multi-row files (merged here, not moved): {}",
-                    d.rows_of_other_days,
-                    d.other_days_uuids.join(", ")
-                ),
+            let other = format!(
+                "  {} row(s) of other days in multi-row files (merged here, not moved): {}",
+                d.rows_of_other_days,
+                d.other_days_uuids.join(", ")
             );
+            o.row(&COLS[..1], &[&""], other);
         }
     }
 }

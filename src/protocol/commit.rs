@@ -22,7 +22,7 @@ use crate::data::state::{MANIFEST_VERSION, Manifest, ManifestInput, ManifestOutp
 use crate::failpoint;
 use crate::infra::error::{Error, Result};
 use crate::infra::storage::{
-    DeleteFailure, Head, JOB_ID_METADATA, PutMode, PutRequest, Store, etag_eq,
+    DeleteFailure, Head, JOB_ID_METADATA, PutMode, PutRequest, Store, etag_eq, sha256_b64,
 };
 use crate::protocol::lease::Fence;
 use crate::protocol::proof::{OutputFlights, ReadRows, Unproven};
@@ -37,26 +37,17 @@ pub struct Prepared {
     pub manifest_key: String,
     /// `None` when there are no rows.
     pub body: Option<Bytes>,
-    /// Rows dropped as older duplicates.
-    pub duplicates_removed: u64,
-    /// Extra columns kept.
-    pub extra_columns: Vec<String>,
 }
-
-pub use crate::infra::storage::sha256_b64;
 
 /// What one part's commit did ([`commit_part`]).
 #[derive(Debug)]
-pub struct Committed {
+pub(crate) struct Committed {
     /// The manifest's key: complete unless [`Committed::failure`].
     pub manifest_key: String,
     /// `None`: the inputs held no row.
     pub output: Option<ManifestOutput>,
-    /// The inputs' keys, as the manifest names them.
     pub inputs: Vec<String>,
-    /// What the delete phase did.
     pub deleted: DeleteOutcome,
-    /// Rows dropped as older duplicates.
     pub duplicates_removed: u64,
     /// Columns the target schema does not know, kept after the known ones.
     pub extra_columns: Vec<String>,
@@ -65,8 +56,7 @@ pub struct Committed {
 impl Committed {
     /// What leaves the manifest in place; `None` when complete.
     pub fn failure(&self, date: NaiveDate, bucket: &str) -> Option<Error> {
-        let output = (self.output.as_ref())
-            .map_or_else(|| "no output (zero rows)".to_string(), |o| o.key.clone());
+        let output = output_name(self.output.as_ref());
         if let Some(first) = self.deleted.unproven.first() {
             return Some(Error::Unproven {
                 date,
@@ -94,10 +84,15 @@ impl Committed {
     }
 }
 
+/// How an output is named in a report: its key, or that there is none.
+pub(crate) fn output_name(output: Option<&ManifestOutput>) -> String {
+    output.map_or_else(|| "no output (zero rows)".to_string(), |o| o.key.clone())
+}
+
 /// Phases 2-6 for one part read into `read`, each phase's time logged (debug, seconds).
 /// Errors: any phase's; an unproven or undeletable input is not an error here but
 /// [`Committed::failure`], so the caller can count it first.
-pub async fn commit_part(
+pub(crate) async fn commit_part(
     store: &impl Store,
     fence: &mut Fence<'_>,
     date: NaiveDate,
@@ -124,8 +119,8 @@ pub async fn commit_part(
         output: m.output.clone(),
         manifest_key: prepared.manifest_key,
         deleted,
-        duplicates_removed: prepared.duplicates_removed,
-        extra_columns: prepared.extra_columns,
+        duplicates_removed: read.output.duplicates_removed,
+        extra_columns: read.output.extra_columns.clone(),
     })
 }
 
@@ -141,18 +136,13 @@ pub fn prepare(
 ) -> Result<Prepared> {
     let merged = &read.output;
     let job_id = Uuid::now_v7();
-    let (output, body) = match &merged.encoded {
-        None => (None, None),
-        Some(bytes) => {
-            let out = ManifestOutput {
-                key: compacted_key(date, job_id),
-                size: bytes.len() as u64,
-                sha256: sha256_b64(bytes),
-                rows: merged.rows,
-            };
-            (Some(out), Some(bytes.clone()))
-        }
-    };
+    let body = merged.encoded.clone();
+    let output = body.as_ref().map(|bytes| ManifestOutput {
+        key: compacted_key(date, job_id),
+        size: bytes.len() as u64,
+        sha256: sha256_b64(bytes),
+        rows: merged.rows,
+    });
     let manifest = Manifest {
         schema_version: MANIFEST_VERSION,
         job_id,
@@ -162,13 +152,7 @@ pub fn prepare(
         created_at: now,
         invocation_id: invocation_id.to_string(),
     };
-    Ok(Prepared {
-        manifest_key: manifest_key(date, job_id),
-        manifest,
-        body,
-        duplicates_removed: merged.duplicates_removed,
-        extra_columns: merged.extra_columns.clone(),
-    })
+    Ok(Prepared { manifest_key: manifest_key(date, job_id), manifest, body })
 }
 
 /// Phase 3 (`If-None-Match: *`).
@@ -215,8 +199,8 @@ async fn settle_output(
         Err(e) => return Err(e),
     };
     let job = job_id.to_string();
-    match inspect_output(store, output).await {
-        Ok((OutputCheck::Verified, Some(head))) if head.job_id() == Some(job.as_str()) => {
+    match inspect_output_read(store, output).await {
+        Ok((OutputCheck::Verified, Some(head), _)) if head.job_id() == Some(job.as_str()) => {
             tracing::warn!(key = %output.key, error = %e, "the output PUT's answer was lost and its retry failed; read back, it is this commit's output (size, SHA-256, job id): done");
             Ok(())
         }
@@ -243,21 +227,12 @@ pub enum OutputCheck {
 /// checksum (a multipart object's composite one: `{b64}-{parts}` on AWS,
 /// bare on some S3-compatible servers), the object is read back and hashed.
 pub async fn check_output(store: &impl Store, output: &ManifestOutput) -> Result<OutputCheck> {
-    Ok(inspect_output(store, output).await?.0)
+    Ok(inspect_output_read(store, output).await?.0)
 }
 
-/// [`check_output`], plus the HEAD (`None` when missing), for its job id.
-pub async fn inspect_output(
-    store: &impl Store,
-    output: &ManifestOutput,
-) -> Result<(OutputCheck, Option<Head>)> {
-    let (check, head, _) = inspect_output_read(store, output).await?;
-    Ok((check, head))
-}
-
-/// [`inspect_output`], plus the body when it was read back, so recovery
-/// reads the output's flights without a second GET.
-pub async fn inspect_output_read(
+/// [`check_output`], plus the HEAD (`None` when missing, for its job id) and the body when it was
+/// read back, so recovery reads the output's flights without a second GET.
+pub(crate) async fn inspect_output_read(
     store: &impl Store,
     output: &ManifestOutput,
 ) -> Result<(OutputCheck, Option<Head>, Option<Bytes>)> {
@@ -341,7 +316,7 @@ pub struct DeleteOutcome {
 /// Where one input of a manifest stands against a listing of its partition
 /// (key → ETag): one rule for the delete phase, recovery and the dry run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InputState {
+pub(crate) enum InputState {
     /// Listed in the version the manifest names: delete it (ETag-conditional).
     ToDelete,
     /// Rewritten since it was read: keep it; it is folded in later.
@@ -351,7 +326,7 @@ pub enum InputState {
 }
 
 /// Where `input` stands in `listed`, ETags compared by [`etag_eq`].
-pub fn input_state(input: &ManifestInput, listed: &HashMap<String, String>) -> InputState {
+pub(crate) fn input_state(input: &ManifestInput, listed: &HashMap<String, String>) -> InputState {
     match listed.get(&input.key) {
         None => InputState::Gone,
         Some(etag) if !etag_eq(etag, &input.etag) => InputState::Newer,
@@ -430,8 +405,7 @@ pub async fn verify_and_delete_inputs(
     unproven: &[Unproven],
 ) -> Result<DeleteOutcome> {
     let Some(output) = &manifest.output else {
-        let listed = fence.beside(listed_etags(store, manifest)).await?;
-        return delete_listed_inputs(store, fence, manifest, &listed, unproven).await;
+        return delete_inputs(store, fence, manifest, unproven).await;
     };
     let (head, listed) = fence
         .beside(async { tokio::try_join!(store.head(&output.key), listed_etags(store, manifest)) })
@@ -452,7 +426,7 @@ pub async fn verify_and_delete_inputs(
 
 /// The ETag of each of `manifest`'s inputs still in its partition, by key
 /// ([`crate::infra::storage::ranges::relist_through`]). Errors: an S3 error listing a page.
-pub async fn listed_etags(
+pub(crate) async fn listed_etags(
     store: &impl Store,
     manifest: &Manifest,
 ) -> Result<HashMap<String, String>> {

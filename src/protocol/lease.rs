@@ -147,11 +147,6 @@ impl<S: Store + Clone> LeaseGuard<S> {
         Ok(guard(etag))
     }
 
-    /// The lease as held.
-    pub fn lease(&self) -> &Lease {
-        &self.lease
-    }
-
     /// Once `stop` is requested every confirmation fails with [`Error::Interrupted`]; the caller
     /// still releases the lease.
     pub fn stop_on(&mut self, stop: Stop) {
@@ -216,8 +211,7 @@ impl<S: Store + Clone> LeaseGuard<S> {
                 lease_seconds: self.length.as_secs(),
             });
         }
-        let half = chrono_len(self.length / 2);
-        if self.lease.expires_at - now < half {
+        if self.lease.expires_at - now < chrono_len(self.length / 2) {
             let renewed = Lease { expires_at: now + chrono_len(self.length), ..self.lease.clone() };
             let body = serde_json::to_vec_pretty(&renewed).expect("lease serialises");
             let update = PutMode::Update(self.etag.clone());
@@ -256,9 +250,7 @@ pub trait Confirm: std::fmt::Debug + Send {
     /// [`LeaseGuard::confirm_ahead`], boxed.
     fn confirm_ahead_boxed(&mut self) -> futures::future::BoxFuture<'_, Result<()>>;
     /// [`Error::Interrupted`] once a stop was requested, without a request.
-    fn check_stop(&self) -> Result<()> {
-        Ok(())
-    }
+    fn check_stop(&self) -> Result<()>;
 }
 
 impl<S: Store + Clone + std::fmt::Debug + 'static> Confirm for LeaseGuard<S> {
@@ -375,7 +367,7 @@ mod tests {
         lease.confirm().await.unwrap();
         assert_eq!(store.requests("GetObject"), gets + 1);
         assert_eq!(store.requests("PutObject"), puts + 1, "renewed");
-        assert!(lease.lease().expires_at > clock.now() + chrono_len(LENGTH / 2));
+        assert!(lease.lease.expires_at > clock.now() + chrono_len(LENGTH / 2));
     }
 
     /// "More than half of the lease left", exactly: at half, the
@@ -387,7 +379,7 @@ mod tests {
         lease.confirm_ahead().await.unwrap();
         let (gets, puts) = (store.requests("GetObject"), store.requests("PutObject"));
         clock.advance(Duration::from_secs(1));
-        assert_eq!(lease.lease().expires_at - clock.now(), chrono_len(LENGTH / 2));
+        assert_eq!(lease.lease.expires_at - clock.now(), chrono_len(LENGTH / 2));
         lease.confirm().await.unwrap();
         assert_eq!(store.requests("GetObject"), gets + 1, "not taken ahead");
         // Renewed once less than half is left, not at half.
@@ -440,7 +432,7 @@ mod tests {
             let r =
                 LeaseGuard::acquire_with_clock(&store, Arc::new(clock.clone()), "me", LENGTH).await;
             match (taken, r) {
-                (true, Ok(g)) => assert_eq!(g.lease().holder, "me"),
+                (true, Ok(g)) => assert_eq!(g.lease.holder, "me"),
                 (false, Err(e)) => assert!(matches!(e, Error::LeaseHeld { .. }), "{e}"),
                 (_, r) => panic!("expires at {expires_at}: {r:?}"),
             }
@@ -488,11 +480,11 @@ mod tests {
         )
         .await
         .unwrap();
-        assert_eq!(lease.lease().holder, "me");
+        assert_eq!(lease.lease.holder, "me");
         // The renewal applied, its retry refused (412): still ours.
         clock.advance(LENGTH / 2 + Duration::from_secs(1));
         lease.confirm().await.unwrap();
-        assert!(lease.lease().expires_at > clock.now() + chrono_len(LENGTH / 2));
+        assert!(lease.lease.expires_at > clock.now() + chrono_len(LENGTH / 2));
         lease.confirm().await.unwrap();
         lease.release().await.unwrap();
         assert!(store.get_opt(LOCK_KEY).await.unwrap().is_none(), "released");

@@ -37,20 +37,14 @@ pub enum Role {
 )]
 #[strum(serialize_all = "snake_case")]
 pub enum ManifestRule {
-    /// Empty, not JSON, or not shaped like a [`Manifest`].
-    #[error("unreadable (empty or not a manifest: {reason})")]
-    Unreadable {
-        /// The parser's message.
-        reason: String,
-    },
+    /// Empty, not JSON, or not shaped like a [`Manifest`] (the parser's message).
+    #[error("unreadable (empty or not a manifest: {0})")]
+    Unreadable(String),
     /// A `schema_version` this build does not know (a newer build's file).
     #[error(
-        "schema_version {version} is not one this build knows ({MANIFEST_VERSION_1} or {MANIFEST_VERSION}); run the build that wrote it"
+        "schema_version {0} is not one this build knows ({MANIFEST_VERSION_1} or {MANIFEST_VERSION}); run the build that wrote it"
     )]
-    UnknownVersion {
-        /// The version found.
-        version: u32,
-    },
+    UnknownVersion(u32),
     /// The file name is not `{job_id}.json`.
     #[error("its file name {name} is not its job_id {job_id}.json")]
     NameNotJobId {
@@ -94,11 +88,8 @@ pub enum ManifestRule {
         prefix: String,
     },
     /// The output is not a `compacted-*.parquet` file.
-    #[error("its output {key} is not a compacted-*.parquet file")]
-    OutputNotCompacted {
-        /// The output key.
-        key: String,
-    },
+    #[error("its output {0} is not a compacted-*.parquet file")]
+    OutputNotCompacted(String),
     /// Version 2: the output is not the key the job id gives.
     #[error("its output {key} is not the one its job id names ({expected}): another commit's file")]
     OutputNotDerived {
@@ -118,11 +109,8 @@ pub enum ManifestRule {
         job_id: Uuid,
     },
     /// An output but no input: its rows would come from nowhere.
-    #[error("it has an output ({key}) but no inputs")]
-    OutputWithoutInputs {
-        /// The output key.
-        key: String,
-    },
+    #[error("it has an output ({0}) but no inputs")]
+    OutputWithoutInputs(String),
     /// An input is not an index input (a foreign object).
     #[error("its input {key} is not an index input ({why})")]
     InputNotIndexFile {
@@ -132,17 +120,11 @@ pub enum ManifestRule {
         why: &'static str,
     },
     /// An input is the manifest's own output.
-    #[error("its input {key} is its own output")]
-    InputIsOutput {
-        /// The key.
-        key: String,
-    },
+    #[error("its input {0} is its own output")]
+    InputIsOutput(String),
     /// An input is listed more than once.
-    #[error("its input {key} is listed more than once")]
-    InputTwice {
-        /// The key.
-        key: String,
-    },
+    #[error("its input {0} is listed more than once")]
+    InputTwice(String),
     /// The output carries another job's id in its metadata.
     #[error(
         "its output {key} carries job id {found} ({JOB_ID_METADATA} metadata), not its own {job_id}: another commit's file"
@@ -209,12 +191,12 @@ impl ManifestRule {
 ///     created_at: chrono::Utc::now(), invocation_id: "doc".into(),
 /// };
 /// let key = manifest_key(date, job_id);
-/// assert_eq!(validate_manifest(&key, &m), Err(ManifestRule::OutputWithoutInputs { key: output }));
+/// assert_eq!(validate_manifest(&key, &m), Err(ManifestRule::OutputWithoutInputs(output)));
 /// ```
 pub fn validate_manifest(key: &str, manifest: &Manifest) -> std::result::Result<(), ManifestRule> {
     let version = manifest.schema_version;
     if version != MANIFEST_VERSION && version != MANIFEST_VERSION_1 {
-        return Err(ManifestRule::UnknownVersion { version });
+        return Err(ManifestRule::UnknownVersion(version));
     }
     let name = key.rsplit('/').next().unwrap_or(key);
     if name != format!("{}.json", manifest.job_id) {
@@ -234,7 +216,7 @@ pub fn validate_manifest(key: &str, manifest: &Manifest) -> std::result::Result<
     if let Some(output) = &manifest.output {
         in_partition(Role::Output, &output.key, &prefix)?;
         if classify_index_key(&output.key) != IndexKey::Compacted {
-            return Err(ManifestRule::OutputNotCompacted { key: output.key.clone() });
+            return Err(ManifestRule::OutputNotCompacted(output.key.clone()));
         }
         if version == MANIFEST_VERSION {
             let expected = compacted_key(manifest.date, manifest.job_id);
@@ -248,7 +230,7 @@ pub fn validate_manifest(key: &str, manifest: &Manifest) -> std::result::Result<
             });
         }
         if manifest.inputs.is_empty() {
-            return Err(ManifestRule::OutputWithoutInputs { key: output.key.clone() });
+            return Err(ManifestRule::OutputWithoutInputs(output.key.clone()));
         }
     }
     let output_key = manifest.output.as_ref().map(|o| o.key.as_str());
@@ -257,7 +239,7 @@ pub fn validate_manifest(key: &str, manifest: &Manifest) -> std::result::Result<
         let key = &input.key;
         in_partition(Role::Input, key, &prefix)?;
         if output_key == Some(key.as_str()) {
-            return Err(ManifestRule::InputIsOutput { key: key.clone() });
+            return Err(ManifestRule::InputIsOutput(key.clone()));
         }
         if !is_index_input(key) {
             let why = match classify_index_key(key) {
@@ -267,7 +249,7 @@ pub fn validate_manifest(key: &str, manifest: &Manifest) -> std::result::Result<
             return Err(ManifestRule::InputNotIndexFile { key: key.clone(), why });
         }
         if !seen.insert(key.as_str()) {
-            return Err(ManifestRule::InputTwice { key: key.clone() });
+            return Err(ManifestRule::InputTwice(key.clone()));
         }
     }
     Ok(())
@@ -313,8 +295,8 @@ fn v1_output_minted_with_job(key: &str, prefix: &str, job_id: Uuid) -> bool {
 /// The manifest and the first rule it breaks, if any;
 /// [`ManifestRule::Unreadable`] if it does not parse.
 pub fn parse(key: &str, body: &[u8]) -> Result<(Manifest, Option<ManifestRule>), ManifestRule> {
-    let manifest = serde_json::from_slice(body)
-        .map_err(|e| ManifestRule::Unreadable { reason: e.to_string() })?;
+    let manifest =
+        serde_json::from_slice(body).map_err(|e| ManifestRule::Unreadable(e.to_string()))?;
     let rule = validate_manifest(key, &manifest).err();
     Ok((manifest, rule))
 }

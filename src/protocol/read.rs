@@ -176,17 +176,9 @@ pub async fn read_inputs(
         .chain(inputs.iter().filter(|i| i.flight().is_some()))
         .collect();
     let sink = Sink::Stream(StreamMerger::new(row_group_rows));
-    let first_bytes = match read_pass(
-        store,
-        date,
-        &stream_order,
-        concurrency,
-        sink,
-        prefetched,
-        budget,
-    )
-    .await?
-    {
+    let first =
+        read_pass(store, date, &stream_order, concurrency, sink, prefetched, budget).await?;
+    let first_bytes = match first {
         Pass::Done(mut out) => {
             out.streamed = true;
             return Ok(*out);

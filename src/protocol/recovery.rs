@@ -140,9 +140,8 @@ async fn prove_against_output(
             "the output read for the proof is not the one verified".to_string()
         }
         Some(b) => {
-            match input::row_flights_of_body(store, &output.key, b, input::OWN_OUTPUT_BUDGET)
-                .await?
-            {
+            let read = input::row_flights_of_body(store, &output.key, b, input::OWN_OUTPUT_BUDGET);
+            match read.await? {
                 Ok(flights) => {
                     let flights = OutputFlights::new(flights);
                     return prove_still_listed(store, manifest, &flights, budget).await;
@@ -290,7 +289,7 @@ fn blocked_reason(
     done: &str,
 ) -> String {
     match rule {
-        ManifestRule::Unreadable { .. } => {
+        ManifestRule::Unreadable(_) => {
             format!("unreadable manifest s3://{}/{key} {done} to {target}", store.bucket())
         }
         _ => format!(
@@ -301,20 +300,19 @@ fn blocked_reason(
     }
 }
 
-/// The dry run's [`quarantine`]: blocks `date` in `out`; returns where it would go.
+/// The dry run's [`quarantine`]: blocks `date` in `out`.
 fn would_quarantine(
     store: &impl Store,
     key: &str,
     date: Option<NaiveDate>,
     rule: &ManifestRule,
     out: &mut Recovery,
-) -> String {
+) {
     let target = quarantine_key(key);
     if let Some(d) = date {
         tracing::warn!(key, %target, reason = %blocked_reason(store, key, &target, rule, "would be moved"), "manifest would be quarantined");
-        out.blocked.add(d, BlockReason::Quarantined(target.clone()));
+        out.blocked.add(d, BlockReason::Quarantined(target));
     }
-    target
 }
 
 /// What [`recover`] would do, writing nothing (the dry run), in the same shape, so the walk plans
@@ -386,10 +384,7 @@ async fn forecast(
         }
     }
     if marked && deleted > 0 {
-        for i in &manifest.inputs {
-            out.claimed.insert(i.key.clone());
-        }
-        out.blocked.add(manifest.date, BlockReason::Stuck(plan.key.clone()));
+        out.stuck(&plan.key, manifest);
         return Ok(Effect::Stuck(format!(
             "stuck manifest {}: an earlier run could not delete its inputs (mark {}); would try the {deleted} left again; until the cause is fixed the date stays blocked",
             plan.key,
@@ -478,9 +473,7 @@ async fn resolve(
     out.files_deleted += deleted.deleted;
     if !deleted.failed.is_empty() {
         out.files_delete_failed += deleted.failed.len() as u64;
-        for i in &manifest.inputs {
-            out.claimed.insert(i.key.clone());
-        }
+        out.stuck(key, manifest);
         let first = &deleted.failed[0];
         let why = format!(
             "stuck manifest {key}: {} input(s) cannot be deleted (first: {} {}: {}); fix the permission or object, the next run retries",
@@ -489,7 +482,6 @@ async fn resolve(
             first.code,
             first.message
         );
-        out.blocked.add(manifest.date, BlockReason::Stuck(key.to_string()));
         return Ok(Effect::Stuck(why));
     }
     if let Some(rule) = not_in_output(manifest, &deleted.unproven) {
@@ -531,65 +523,56 @@ enum Tense {
 fn describe(effect: &Effect, tense: Tense, key: &str) -> (RecoveryAction, String) {
     use Tense::{Did, Would};
     let target = quarantine_key(key);
-    match (effect, tense) {
-        (Effect::Quarantined { rule, proven: None }, Would) => (
-            RecoveryAction::Quarantined,
-            format!(
-                "would move it to {target}: rule {}: {rule}; nothing would be deleted on its word; the date would stay blocked until an operator deletes it",
-                rule.code()
-            ),
+    let detail = match (effect, tense) {
+        (Effect::Quarantined { rule, proven: None }, Would) => format!(
+            "would move it to {target}: rule {}: {rule}; nothing would be deleted on its word; the date would stay blocked until an operator deletes it",
+            rule.code()
         ),
-        (Effect::Quarantined { rule, proven: Some((deleted, kept)) }, Would) => (
-            RecoveryAction::Quarantined,
-            format!(
-                "would delete {deleted} proven input(s) (ETag-conditional), keep the {kept} not proven, and move it to {target}: rule {}: {rule}; the date would stay blocked until an operator deletes it",
-                rule.code()
-            ),
+        (Effect::Quarantined { rule, proven: Some((deleted, kept)) }, Would) => format!(
+            "would delete {deleted} proven input(s) (ETag-conditional), keep the {kept} not proven, and move it to {target}: rule {}: {rule}; the date would stay blocked until an operator deletes it",
+            rule.code()
         ),
-        (Effect::Quarantined { rule, .. }, Did) => (
-            RecoveryAction::Quarantined,
-            format!(
-                "rule {}: {rule}; moved to {target}, nothing deleted on its word; inspect it, then delete it to unblock the date",
-                rule.code()
-            ),
+        (Effect::Quarantined { rule, .. }, Did) => format!(
+            "rule {}: {rule}; moved to {target}, nothing deleted on its word; inspect it, then delete it to unblock the date",
+            rule.code()
         ),
-        (Effect::OutputMissing(output), Would) => (
-            RecoveryAction::OutputMissing,
-            format!(
-                "would delete the manifest: {output} was never written; inputs intact, the date is compacted again"
-            ),
+        (Effect::OutputMissing(output), Would) => format!(
+            "would delete the manifest: {output} was never written; inputs intact, the date is compacted again"
         ),
-        (Effect::OutputMissing(output), Did) => (
-            RecoveryAction::OutputMissing,
-            format!("{output} was never written; inputs intact, date compacted again"),
+        (Effect::OutputMissing(output), Did) => {
+            format!("{output} was never written; inputs intact, date compacted again")
+        }
+        (Effect::OutputMismatch { key, reason }, Would) => format!(
+            "would delete {key} ({reason}), then the manifest; every input is still in the version it names"
         ),
-        (Effect::OutputMismatch { key, reason }, Would) => (
-            RecoveryAction::OutputMismatch,
-            format!(
-                "would delete {key} ({reason}), then the manifest; every input is still in the version it names"
-            ),
+        (Effect::OutputMismatch { key, reason }, Did) => {
+            format!("{key} deleted ({reason}); every input is still in the version it names")
+        }
+        (Effect::Completed { deleted, newer, gone }, Would) => format!(
+            "output verified; would delete {deleted} input(s) (ETag-conditional), keep {newer} newer version(s) ({gone} already gone), then the manifest"
         ),
-        (Effect::OutputMismatch { key, reason }, Did) => (
-            RecoveryAction::OutputMismatch,
-            format!("{key} deleted ({reason}); every input is still in the version it names"),
+        (Effect::Completed { deleted, newer, gone }, Did) => format!(
+            "output verified; {deleted} input(s) deleted, each proven to be in it, {gone} already gone, {newer} kept as newer versions"
         ),
-        (Effect::Completed { deleted, newer, gone }, Would) => (
-            RecoveryAction::Completed,
-            format!(
-                "output verified; would delete {deleted} input(s) (ETag-conditional), keep {newer} newer version(s) ({gone} already gone), then the manifest"
-            ),
-        ),
-        (Effect::Completed { deleted, newer, gone }, Did) => (
-            RecoveryAction::Completed,
-            format!(
-                "output verified; {deleted} input(s) deleted, each proven to be in it, {gone} already gone, {newer} kept as newer versions"
-            ),
-        ),
-        (Effect::Stuck(why), _) => (RecoveryAction::Stuck, why.clone()),
-    }
+        (Effect::Stuck(why), _) => why.clone(),
+    };
+    let action = match effect {
+        Effect::Quarantined { .. } => RecoveryAction::Quarantined,
+        Effect::OutputMissing(_) => RecoveryAction::OutputMissing,
+        Effect::OutputMismatch { .. } => RecoveryAction::OutputMismatch,
+        Effect::Completed { .. } => RecoveryAction::Completed,
+        Effect::Stuck(_) => RecoveryAction::Stuck,
+    };
+    (action, detail)
 }
 
 impl Recovery {
+    /// Blocks the date of the manifest at `key` as stuck and claims all its inputs.
+    fn stuck(&mut self, key: &str, manifest: &Manifest) {
+        self.claimed.extend(manifest.inputs.iter().map(|i| i.key.clone()));
+        self.blocked.add(manifest.date, BlockReason::Stuck(key.to_string()));
+    }
+
     fn record(&mut self, plan: &ManifestPlan, effect: &Effect, tense: Tense) {
         let (action, detail) = describe(effect, tense, &plan.key);
         self.recovered.push(RecoveredManifest {
@@ -604,15 +587,11 @@ impl Recovery {
 fn not_in_output(manifest: &Manifest, unproven: &[Unproven]) -> Option<ManifestRule> {
     let first = unproven.first()?;
     Some(ManifestRule::InputNotInOutput {
-        output: output_name(manifest),
+        output: commit::output_name(manifest.output.as_ref()),
         input: first.key.clone(),
         reason: first.reason.clone(),
         count: unproven.len(),
     })
-}
-
-fn output_name(manifest: &Manifest) -> String {
-    manifest.output.as_ref().map_or_else(|| "no output (zero rows)".to_string(), |o| o.key.clone())
 }
 
 #[cfg(test)]
@@ -1156,12 +1135,12 @@ mod tests {
     #[test]
     fn a_quarantine_reason_names_an_unreadable_manifest_or_the_rule_broken() {
         let store = crate::infra::storage::MemoryStore::new("b");
-        let rule = ManifestRule::Unreadable { reason: "EOF".into() };
+        let rule = ManifestRule::Unreadable("EOF".into());
         assert_eq!(
             blocked_reason(&store, "m.json", "q.json", &rule, "was moved"),
             "unreadable manifest s3://b/m.json was moved to q.json"
         );
-        let rule = ManifestRule::UnknownVersion { version: 99 };
+        let rule = ManifestRule::UnknownVersion(99);
         let why = blocked_reason(&store, "m.json", "q.json", &rule, "would be moved");
         assert_eq!(
             why,
@@ -1213,7 +1192,7 @@ mod tests {
     #[test]
     fn every_effect_is_worded_for_the_dry_run_and_the_real_run() {
         let (key, _) = good();
-        let rule = ManifestRule::InputTwice { key: "index/i".into() };
+        let rule = ManifestRule::InputTwice("index/i".into());
         let effects = [
             Effect::Quarantined { rule: rule.clone(), proven: None },
             Effect::Quarantined { rule, proven: Some((1, 2)) },

@@ -231,7 +231,7 @@ async fn multipart_put_is_whole_and_conditional() {
     }
     assert_eq!(multipart_ranges(body.len(), MULTIPART_PART_MIN).len(), 3);
     let body = bytes::Bytes::from(body);
-    let sum = archive_compaction::protocol::commit::sha256_b64(&body);
+    let sum = archive_compaction::infra::storage::sha256_b64(&body);
     let key = "index/year=2026/month=07/day=18/compacted-multipart.parquet";
     let etag =
         store.put(key, body.clone(), PutMode::Create, Some(&sum)).await.expect("multipart put");

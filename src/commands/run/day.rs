@@ -19,7 +19,9 @@ use crate::infra::error::{Error, Result};
 use crate::infra::storage::Store;
 use crate::protocol::commit;
 use crate::protocol::day::Day;
-use crate::protocol::partition::{nothing_to_merge, parity_check, unread_rows, without_own_row};
+use crate::protocol::partition::{
+    ParityCheck, nothing_to_merge, parity_check, unread_rows, without_own_row,
+};
 use crate::protocol::plan::{self, DayAction};
 use crate::protocol::read::{self, Prefetched};
 use crate::protocol::sizing::MemoryFit;
@@ -38,9 +40,8 @@ pub(super) enum DayEnd {
     Unfinished,
 }
 
-/// One date in any [`DayMode`]: list, parity gate (per mode), plan, then commit (a dry run: read),
-/// in passes ([`day_passes`]), into the date's report. The run's report is the caller's
-/// ([`RunReport::add_day`]).
+/// One date in any [`DayMode`], in passes ([`pass`]), into the date's report; the run's report is
+/// the caller's ([`RunReport::add_day`]).
 pub(super) async fn process_day(
     cx: &mut Ctx<'_, '_, impl Store>,
     date: NaiveDate,
@@ -79,7 +80,7 @@ pub(super) async fn process_day(
                 seconds = day.seconds,
                 "date done"
             );
-            cx.progress(Progress::DateDone {
+            cx.opts.send_progress(Progress::DateDone {
                 date,
                 action: day.action,
                 files: day.files_read,
@@ -150,11 +151,8 @@ async fn day_passes(
     }
     if st.left_past_window > 0 {
         // The last window committed nothing: never a date done with files left past it.
-        return Err(Error::WindowStalled {
-            date,
-            window: st.window as u64,
-            left: st.left_past_window as u64,
-        });
+        let (window, left) = (st.window as u64, st.left_past_window as u64);
+        return Err(Error::WindowStalled { date, window, left });
     }
     Ok(None)
 }
@@ -234,7 +232,11 @@ async fn gate(
     day: &mut DayReport,
 ) -> Result<std::result::Result<Prefetched, UuidSet>> {
     let check = parity_check(store, date, flights, listing, None, settings).await?;
-    add_skipped(day, check.unreadable.iter().map(|(key, u)| gate_skipped(key, date, u)));
+    let unreadable = check.unreadable.iter().map(|(key, u)| {
+        let reason = format!("multi-row index file unreadable for the parity check: {}", u.reason);
+        SkippedFile::unmergeable(key, date, Unmergeable { reason, ..u.clone() })
+    });
+    add_skipped(day, unreadable);
     if !check.missing.is_empty() {
         let reason = check.reason().unwrap_or_default();
         return Ok(Err(parity_failed(day, reason, check.missing)?));
@@ -312,15 +314,12 @@ async fn commit_parts(
         let time = cx.deadline.part_fit(st.slowest_part);
         let smallest = crate::protocol::sizing::MIN_PART_FILES.min(parts.queue.weight_left());
         let weight = time.map_or(parts.part_files, |t| t.weight.min(parts.part_files));
-        let part = match time.and_then(|t| t.near(smallest)) {
-            None => parts.queue.next_part(weight.max(1)),
-            Some(near) => {
-                let left = parts.queue.files_left() + parts.beyond_window;
-                let hint = near.part_hint(cx.deadline.given(), smallest);
-                return Err(unfinished(day, &near, left, hint));
-            }
-        };
-        let Some(part) = part else { break };
+        if let Some(near) = time.and_then(|t| t.near(smallest)) {
+            let left = parts.queue.files_left() + parts.beyond_window;
+            let hint = near.part_hint(cx.deadline.given(), smallest);
+            return Err(unfinished(day, &near, left, hint));
+        }
+        let Some(part) = parts.queue.next_part(weight.max(1)) else { break };
         let part_weight: u64 = part.iter().map(plan::input_weight).sum();
         // A group of inputs sharing flights may weigh more than the time allows.
         if let Some(near) = time.and_then(|t| t.near(part_weight)) {
@@ -371,11 +370,6 @@ fn note_foreign(day: &mut DayReport, listing: &plan::PartitionListing) {
         tracing::info!(date = %day.date, count = listing.foreign.len(), first = %first.key,
             "foreign objects in the partition (not index inputs): left alone");
     }
-}
-
-fn gate_skipped(key: &str, date: NaiveDate, u: &Unmergeable) -> SkippedFile {
-    let reason = format!("multi-row index file unreadable for the parity check: {}", u.reason);
-    SkippedFile::unmergeable(key, date, Unmergeable { reason, ..u.clone() })
 }
 
 /// The deadline stop of `day` with `files_left` index files not yet compacted (`hint` empty or led
@@ -501,11 +495,7 @@ fn lost_rows(day: &mut DayReport, lost: Vec<Uuid>, unread: Vec<UnreadFile>) -> R
         tracing::warn!(date = %day.date, key = %f.key, flight = %f.flight, reason = %f.reason,
             "per-flight file cannot be read: its flight has no readable index row; parity fails, the file is left in place");
     }
-    let check = crate::protocol::partition::ParityCheck {
-        without_own_row: lost,
-        unread,
-        ..Default::default()
-    };
+    let check = ParityCheck { without_own_row: lost, unread, ..Default::default() };
     let text = check.reason().unwrap_or_default();
     let failing = check.failing();
     day.unread_files = check.unread;

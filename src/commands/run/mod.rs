@@ -96,11 +96,9 @@ impl RunOptions {
             stop: None,
         }
     }
-}
 
-impl<S> Ctx<'_, '_, S> {
-    fn progress(&self, p: Progress) {
-        if let Some(sink) = &self.opts.progress {
+    fn send_progress(&self, p: Progress) {
+        if let Some(sink) = &self.progress {
             sink.send(p);
         }
     }
@@ -136,8 +134,7 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
     let _running = opts.stop.as_ref().map(Stop::enter);
     // S3 calls, retries included, end S3_DEADLINE_MARGIN early: the rest is for release and report.
     let deadline = Deadline::new(opts.deadline, config.deadline_margin);
-    let bounded = store.until(deadline.s3());
-    let store = &bounded;
+    let store = &store.until(deadline.s3());
     // Read once: the invocation time may not be ahead of it.
     let wall = opts.clock.now();
     let cutoffs = plan::Cutoff::of_run(opts.now, wall, config.lag_days);
@@ -224,9 +221,7 @@ fn finish(mut report: RunReport, started: Instant, opts: &RunOptions) -> RunRepo
         seconds = report.duration_seconds,
         "run finished"
     );
-    if let Some(p) = &opts.progress {
-        p.send(Progress::Finished);
-    }
+    opts.send_progress(Progress::Finished);
     report
 }
 
@@ -428,7 +423,7 @@ async fn walk_dates(
 fn walking(cx: &Ctx<'_, '_, impl Store>, dates: &[NaiveDate]) {
     let (first, last) = (dates[0], dates[dates.len() - 1]);
     tracing::info!(%first, %last, count = dates.len(), "walking dates");
-    cx.progress(Progress::Dates { count: dates.len() as u64 });
+    cx.opts.send_progress(Progress::Dates { count: dates.len() as u64 });
 }
 
 /// Whether the walk or a range must not start `date`: a stop was requested, or [`Deadline::near`].
@@ -539,10 +534,8 @@ async fn sweep(cx: &mut Ctx<'_, '_, impl Store>, report: &mut RunReport) -> Resu
         if let Some(signal) = opts.stop.as_ref().and_then(Stop::requested) {
             tracing::warn!(%date, signal, "stop requested: straggler sweep stops here");
             report.stop_reason = StopReason::Interrupted;
-            report.fail(Error::Interrupted {
-                signal,
-                what: format!("the straggler sweep of {date}"),
-            });
+            let what = format!("the straggler sweep of {date}");
+            report.fail(Error::Interrupted { signal, what });
             break;
         }
         if let Some(Near { left, needed }) = cx.deadline.near() {
