@@ -479,9 +479,9 @@ fn parity_failed(day: &mut DayReport, reason: String, missing: UuidSet) -> Resul
 }
 
 /// Adds a part's unreadable per-flight files to the date's, each once (every pass rereads them).
-fn add_unread(unread: &mut Vec<UnreadFile>, pass: Vec<UnreadFile>) {
+fn add_unread(unread: &mut Vec<UnreadFile>, part: Vec<UnreadFile>) {
     let named: HashSet<String> = unread.iter().map(|f| f.key.clone()).collect();
-    unread.extend(pass.into_iter().filter(|f| !named.contains(&f.key)));
+    unread.extend(part.into_iter().filter(|f| !named.contains(&f.key)));
 }
 
 /// Marks `day` as failing parity because of [`without_own_row`] (`lost`) or [`unread_rows`]
