@@ -36,19 +36,6 @@ use crate::protocol::read::{self, Prefetched, ReadInputs, ReadSettings};
 
 pub use crate::protocol::plan::Flights;
 
-/// What the parity gate found for one date.
-#[derive(Debug, Default)]
-pub struct ParityGate {
-    /// Flights under `flights/` with no index row, in uuid order.
-    pub missing: UuidSet,
-    /// Multi-row inputs read.
-    pub compacted_files_read: u64,
-    /// Multi-row inputs that could not be decoded (their rows count as absent).
-    pub unreadable: Vec<(String, merge::Unmergeable)>,
-    /// The bodies read, by key, for the merge to reuse.
-    pub prefetched: Prefetched,
-}
-
 /// The first half of the gate: a flight counts as indexed when a per-flight file is named by its
 /// uuid or, read only when the names do not cover every flight, a multi-row input holds a row whose
 /// `s3_key` carries it. Index rows without a flight do not block. Memory is bounded by `spill`'s
@@ -62,9 +49,9 @@ pub async fn parity_gate(
     listing: &PartitionListing,
     budget: Budget,
     spill: SpillSettings,
-) -> Result<ParityGate> {
-    let mut gate =
-        ParityGate { missing: listing.flights_not_named(flights, spill)?, ..ParityGate::default() };
+) -> Result<ParityCheck> {
+    let missing = listing.flights_not_named(flights, spill)?;
+    let mut gate = ParityCheck { missing, ..ParityCheck::default() };
     if gate.missing.is_empty() {
         return Ok(gate);
     }
@@ -153,20 +140,20 @@ async fn shared_flights(
     plan::Groups::of_holders(inputs.len(), holders.finish()?.iter())
 }
 
-/// The whole parity verdict on one date ([`parity_check`]).
+/// The parity verdict on one date: [`parity_gate`]'s, or [`parity_check`]'s.
 #[derive(Debug, Default)]
 pub struct ParityCheck {
-    /// [`ParityGate::missing`].
+    /// Flights under `flights/` with no index row, in uuid order.
     pub missing: UuidSet,
     /// When `missing` is empty: [`without_own_row`].
     pub without_own_row: Vec<Uuid>,
     /// When `missing` is empty: [`unread_rows`].
     pub unread: Vec<UnreadFile>,
-    /// [`ParityGate::compacted_files_read`].
+    /// Multi-row inputs the gate read.
     pub compacted_files_read: u64,
-    /// [`ParityGate::unreadable`].
+    /// Multi-row inputs the gate could not decode (their rows count as absent).
     pub unreadable: Vec<(String, merge::Unmergeable)>,
-    /// The gate's bodies, when no inputs were read.
+    /// The bodies the gate read, by key, for the merge to reuse; empty once the inputs were read.
     pub prefetched: Prefetched,
 }
 
@@ -239,19 +226,12 @@ pub async fn parity_check(
     inputs: Option<&[PlannedInput]>,
     settings: ReadSettings,
 ) -> Result<ParityCheck> {
-    let gate = parity_gate(store, flights, listing, settings.budget, settings.spill).await?;
-    let mut check = ParityCheck {
-        missing: gate.missing,
-        compacted_files_read: gate.compacted_files_read,
-        unreadable: gate.unreadable,
-        ..ParityCheck::default()
-    };
+    let mut check = parity_gate(store, flights, listing, settings.budget, settings.spill).await?;
     let Some(inputs) = inputs.filter(|_| check.missing.is_empty()) else {
-        check.prefetched = gate.prefetched;
         return Ok(check);
     };
     // The run's parts: the same verdict, one part's memory at a time.
-    let mut prefetched = gate.prefetched;
+    let mut prefetched = std::mem::take(&mut check.prefetched);
     let mut queue = parts_of(store, inputs.to_vec(), settings, &mut prefetched).await?;
     while let Some(part) = queue.next_part(settings.part_files) {
         let read = read::read_inputs(store, date, &part, settings, &prefetched).await?;
