@@ -28,26 +28,12 @@ pub struct Flights(Vec<Uuid>);
 impl Flights {
     /// A binary search.
     pub fn contains(&self, flight: &Uuid) -> bool {
-        self.position(flight).is_some()
-    }
-
-    /// How many flights.
-    pub fn len(&self) -> usize {
-        self.0.len()
+        self.0.binary_search(flight).is_ok()
     }
 
     /// Whether there is none.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
-    }
-
-    /// In uuid order.
-    pub fn iter(&self) -> std::slice::Iter<'_, Uuid> {
-        self.0.iter()
-    }
-
-    fn position(&self, flight: &Uuid) -> Option<usize> {
-        self.0.binary_search(flight).ok()
     }
 
     /// Adds `flight`; false when it was there already.
@@ -408,15 +394,6 @@ pub fn input_weight(input: &PlannedInput) -> u64 {
 /// B while merged (`make bench-sizing`), rounded down.
 pub const MULTI_ROW_BYTES_PER_WEIGHT: u64 = 100;
 
-/// A date's inputs in parts, each committed on its own.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Parts {
-    /// In commit order, each in the plan's order ([`PartQueue`]).
-    pub parts: Vec<Vec<PlannedInput>>,
-    /// Compacted files not folded ([`PartQueue::left_as_they_are`]).
-    pub left_as_they_are: usize,
-}
-
 /// A date's inputs grouped by the flights they share: a union-find of one entry an input, not a
 /// flight.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -452,8 +429,7 @@ impl Groups {
         Ok(g)
     }
 
-    /// Puts inputs `a` and `b` in one group.
-    pub fn join(&mut self, a: usize, b: usize) {
+    fn join(&mut self, a: usize, b: usize) {
         let (a, b) = (self.root(a), self.root(b));
         self.parent[a.max(b)] = a.min(b);
     }
@@ -466,30 +442,6 @@ impl Groups {
         }
         i
     }
-}
-
-/// A [`PartQueue`] drained at one `part_weight` ([`input_weight`]).
-///
-/// ```
-/// use archive_compaction::protocol::plan::{parts, Groups, PlannedInput};
-/// use archive_compaction::data::merge::Source;
-/// use archive_compaction::infra::storage::ObjectMeta;
-/// let pf = |i: u128| PlannedInput {
-///     meta: ObjectMeta { key: format!("{i}.parquet"), size: 3_000, ..Default::default() },
-///     source: Source::PerFlight(uuid::Uuid::from_u128(i)),
-/// };
-/// let inputs: Vec<_> = (0..10).map(pf).collect();
-/// assert_eq!(parts(inputs.clone(), Groups::new(10), 10).parts.len(), 1);
-/// let split = parts(inputs, Groups::new(10), 4);
-/// assert_eq!(split.parts.iter().map(Vec::len).collect::<Vec<_>>(), [4, 4, 2]);
-/// ```
-pub fn parts(inputs: Vec<PlannedInput>, groups: Groups, part_weight: u64) -> Parts {
-    let mut queue = PartQueue::new(inputs, groups);
-    let mut parts = Vec::new();
-    while let Some(part) = queue.next_part(part_weight) {
-        parts.push(part);
-    }
-    Parts { parts, left_as_they_are: queue.left_as_they_are() }
 }
 
 /// A date's inputs waiting to be committed, taken a part at a time at a weight the run chooses from
@@ -668,13 +620,13 @@ mod tests {
     fn flights_are_a_sorted_set_of_sixteen_bytes_a_flight() {
         let u = |n: u128| Uuid::from_u128(n);
         let mut f = Flights::from(vec![u(3), u(1), u(3), u(2)]);
-        assert_eq!(f.iter().copied().collect::<Vec<_>>(), vec![u(1), u(2), u(3)]);
-        assert_eq!(f.len(), 3);
+        assert_eq!(f.0, [u(1), u(2), u(3)]);
+        assert_eq!(f.0.len(), 3);
         // The array holds no spare room once built.
         assert_eq!(f.0.capacity(), 3);
         assert!(f.contains(&u(2)) && !f.contains(&u(4)));
         assert!(f.insert(u(0)) && !f.insert(u(2)));
-        assert_eq!(f.iter().copied().collect::<Vec<_>>(), vec![u(0), u(1), u(2), u(3)]);
+        assert_eq!(f.0, [u(0), u(1), u(2), u(3)]);
         assert!(!f.is_empty() && Flights::default().is_empty());
     }
 
@@ -839,6 +791,25 @@ mod tests {
         assert_eq!(watermark_ahead_days(None, cutoff), None);
     }
 
+    /// A date's inputs in parts, each committed on its own.
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    struct Parts {
+        /// In commit order, each in the plan's order ([`PartQueue`]).
+        parts: Vec<Vec<PlannedInput>>,
+        /// Compacted files not folded ([`PartQueue::left_as_they_are`]).
+        left_as_they_are: usize,
+    }
+
+    /// A [`PartQueue`] drained at one `part_weight` ([`input_weight`]).
+    fn parts(inputs: Vec<PlannedInput>, groups: Groups, part_weight: u64) -> Parts {
+        let mut queue = PartQueue::new(inputs, groups);
+        let mut parts = Vec::new();
+        while let Some(part) = queue.next_part(part_weight) {
+            parts.push(part);
+        }
+        Parts { parts, left_as_they_are: queue.left_as_they_are() }
+    }
+
     /// `inputs` in parts of `weight`, sharing no flight.
     fn split(inputs: Vec<PlannedInput>, weight: u64) -> Parts {
         let n = inputs.len();
@@ -931,6 +902,15 @@ mod tests {
         let mut q = PartQueue::new(vec![c, f(1), f(2), f(3)], Groups::new(4));
         assert_eq!(q.next_part(5).map(|p| p.len()), Some(3));
         assert_eq!((q.weight_left(), q.left_as_they_are(), q.has_part()), (0, 1, false));
+    }
+
+    #[test]
+    fn inputs_fill_parts_of_at_most_the_part_weight_in_order() {
+        let inputs: Vec<_> =
+            (0..10).map(|i| input(Source::PerFlight(Uuid::from_u128(i)), 3_000)).collect();
+        assert_eq!(parts(inputs.clone(), Groups::new(10), 10).parts.len(), 1);
+        let split = parts(inputs, Groups::new(10), 4);
+        assert_eq!(split.parts.iter().map(Vec::len).collect::<Vec<_>>(), [4, 4, 2]);
     }
 
     #[test]
