@@ -42,6 +42,7 @@ pub use crate::protocol::partition::Flights;
 /// [`Day::list_window`]'s window as pages arrive: the per-flight files of the `limit` smallest
 /// keys, in a max-heap by key; of the others, a count, their bytes and, when wanted, their flights
 /// in a set that spills.
+#[derive(Default)]
 struct Window {
     limit: usize,
     held: std::collections::BinaryHeap<ByKey>,
@@ -78,17 +79,16 @@ impl Window {
             self.held.push(ByKey(u, o));
             return Ok(());
         }
-        let (past, size) = match self.held.peek_mut() {
-            Some(mut last) if o.key < last.1.key => {
-                let ByKey(u, o) = std::mem::replace(&mut *last, ByKey(u, o));
-                (u, o.size)
-            }
-            _ => (u, o.size),
-        };
+        let mut out = ByKey(u, o);
+        if let Some(mut last) = self.held.peek_mut()
+            && out < *last
+        {
+            std::mem::swap(&mut *last, &mut out);
+        }
         self.files += 1;
-        self.bytes += size;
+        self.bytes += out.1.size;
         match &mut self.past {
-            Some(b) => b.push(past),
+            Some(b) => b.push(out.0),
             None => Ok(()),
         }
     }
@@ -164,10 +164,8 @@ impl Day {
         };
         let held = std::sync::Mutex::new(Window {
             limit: window,
-            held: Default::default(),
-            files: 0,
-            bytes: 0,
             past: with_flights.then(|| UuidSetBuilder::new(spill)),
+            ..Window::default()
         });
         let window = &held;
         // Anything else is kept for classify_partition (zero-byte files are foreign there).
@@ -353,16 +351,12 @@ impl Blocked {
         }
         let stuck = state.stuck_manifests();
         for m in &state.manifests {
-            if let Some(d) = manifest_date(&m.key) {
-                let key = m.key.clone();
-                b.add(
-                    d,
-                    match stuck.contains(m.key.as_str()) {
-                        true => BlockReason::Stuck(key),
-                        false => BlockReason::LiveManifest(key),
-                    },
-                );
-            }
+            let Some(d) = manifest_date(&m.key) else { continue };
+            let reason = match stuck.contains(m.key.as_str()) {
+                true => BlockReason::Stuck(m.key.clone()),
+                false => BlockReason::LiveManifest(m.key.clone()),
+            };
+            b.add(d, reason);
         }
         for q in &state.quarantined {
             if let Some(d) = quarantined_date(&q.key) {
@@ -644,13 +638,8 @@ mod tests {
     fn a_listing_window_keeps_the_first_keys_offered_in_any_order() {
         use crate::data::merge::tests::uuid_n;
         let u = |i: u32| uuid_n(i).parse::<uuid::Uuid>().unwrap();
-        let mut w = Window {
-            limit: 3,
-            held: Default::default(),
-            files: 0,
-            bytes: 0,
-            past: Some(UuidSetBuilder::new(spill(2))),
-        };
+        let mut w =
+            Window { limit: 3, past: Some(UuidSetBuilder::new(spill(2))), ..Window::default() };
         for i in [7, 2, 9, 4, 0, 5, 1, 12] {
             w.offer(u(i), meta(&format!("index/{}.parquet", uuid_n(i)))).unwrap();
         }
