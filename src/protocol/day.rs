@@ -17,7 +17,6 @@
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 
 use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
@@ -124,9 +123,8 @@ impl Day {
     /// Lists `date`'s `flights/` prefix (when `with_flights`), then its index partition
     /// ([`list_partition`]): one after the other, so at most
     /// [`LIST_RANGES_IN_FLIGHT`](crate::infra::storage::ranges::LIST_RANGES_IN_FLIGHT) requests are
-    /// in flight (both at once outlast the attempt timeout on a slow server).
-    ///
-    /// Errors: an S3 error listing either prefix; [`Error::Spill`].
+    /// in flight (both at once outlast the attempt timeout on a slow server). Errors: an S3 error
+    /// listing either prefix; [`Error::Spill`].
     pub async fn list(
         store: &impl Store,
         date: NaiveDate,
@@ -227,9 +225,7 @@ impl Day {
 
     /// The rows of the date's multi-row inputs whose `first_message` UTC date is another (the run's
     /// `rows_of_other_days`). An unreadable input counts none (the run reports it); a gone one is
-    /// skipped.
-    ///
-    /// Errors: an S3 error reading an input.
+    /// skipped. Errors: an S3 error reading an input.
     pub async fn other_day_rows(&self, store: &impl Store, budget: Budget) -> Result<OtherDays> {
         let date = self.date;
         let mut other = OtherDays::default();
@@ -258,16 +254,20 @@ impl Day {
 
 /// Why a date is blocked, in the order a command names them when a date has several (the first its
 /// policy takes), so every command names the same one.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, strum::Display)]
 pub enum BlockReason {
     /// A quarantined manifest (its key): the date waits for an operator to delete it.
+    #[strum(to_string = "quarantined manifest {0}")]
     Quarantined(String),
     /// A live manifest whose inputs could not be deleted (its key), marked
     /// ([`crate::data::keys::stuck_key`]) by the run that tried; the next run retries.
+    #[strum(to_string = "stuck manifest {0}")]
     Stuck(String),
     /// The watermark's `mismatch_date`: the date fails the parity gate.
+    #[strum(to_string = "the watermark's mismatch_date")]
     Mismatch,
     /// A live manifest (its key): a commit in flight, or one recovery resolves.
+    #[strum(to_string = "live manifest {0}")]
     LiveManifest(String),
 }
 
@@ -286,17 +286,6 @@ impl BlockReason {
             | BlockReason::Stuck(_)
             | BlockReason::Mismatch
             | BlockReason::LiveManifest(_) => true,
-        }
-    }
-}
-
-impl fmt::Display for BlockReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BlockReason::Quarantined(key) => write!(f, "quarantined manifest {key}"),
-            BlockReason::Stuck(key) => write!(f, "stuck manifest {key}"),
-            BlockReason::Mismatch => f.write_str("the watermark's mismatch_date"),
-            BlockReason::LiveManifest(key) => write!(f, "live manifest {key}"),
         }
     }
 }
@@ -511,7 +500,7 @@ mod tests {
         let budget = config.input_budget;
         let other = day.other_day_rows(&store, budget).await.unwrap();
         assert_eq!((other.rows, other.uuids), (1, vec![u(&u2)]));
-        let keys = Day::flight_keys(&store, date, &[u(&u3)].into()).await.unwrap();
+        let keys = Day::flight_keys(&store, date, &vec![u(&u3)].into()).await.unwrap();
         assert_eq!(
             keys.into_iter().collect::<Vec<_>>(),
             [(u(&u3), format!("flights/2026/07/20/{u3}.json.gz"))]

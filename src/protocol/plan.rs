@@ -57,12 +57,6 @@ impl From<Vec<Uuid>> for Flights {
     }
 }
 
-impl<const N: usize> From<[Uuid; N]> for Flights {
-    fn from(flights: [Uuid; N]) -> Flights {
-        Flights::from(flights.to_vec())
-    }
-}
-
 fn cutoff(now: DateTime<Utc>, lag_days: u32) -> NaiveDate {
     now.date_naive() - Days::new(lag_days as u64)
 }
@@ -211,17 +205,11 @@ impl PartitionListing {
             if window.peek() == Some(&u) {
                 continue;
             }
-            let named_past = loop {
-                match past.peek() {
-                    Some(Ok(p)) if *p < u => _ = past.next(),
-                    Some(Ok(p)) => break *p == u,
-                    Some(Err(_)) => {
-                        return Err(past.next().and_then(Result::err).expect("an error"));
-                    }
-                    None => break false,
-                }
-            };
-            if !named_past {
+            while past.next_if(|p| matches!(p, Ok(p) if *p < u)).is_some() {}
+            if let Some(Err(_)) = past.peek() {
+                return Err(past.next().and_then(Result::err).expect("an error"));
+            }
+            if past.peek().and_then(|p| p.as_ref().ok()) != Some(&u) {
                 out.push(u)?;
             }
         }

@@ -105,9 +105,7 @@ impl ReadRows {
                 let own = rows.anonymous == 0 && rows.flights == [u];
                 self.per_flight.insert(u, (!own).then(|| Box::new(rows)));
             }
-            _ => {
-                self.other.insert(key.to_string(), rows);
-            }
+            _ => _ = self.other.insert(key.to_string(), rows),
         }
     }
 
@@ -161,9 +159,7 @@ pub fn unproven<'a>(
                 ));
                 continue;
             }
-            Some(InputRows::OwnRow) => {
-                RowFlights { flights: own.into_iter().collect(), anonymous: 0 }
-            }
+            Some(InputRows::OwnRow) => RowFlights { flights: Vec::from_iter(own), anonymous: 0 },
             Some(InputRows::Rows(r)) => r,
         };
         if rows.rows() == 0 {

@@ -128,11 +128,8 @@ impl MemoryFit {
         (self.largest_part(u64::MAX, u64::MAX).max(smallest)).saturating_mul(WINDOW_PARTS)
     }
 
-    /// [`MemoryFit::largest_part`] once `date` is listed.
-    ///
-    /// # Errors
-    /// [`Error::DayTooBig`] when not even a part of [`MIN_PART_FILES`] (or of the whole date, if
-    /// smaller) fits.
+    /// [`MemoryFit::largest_part`] once `date` is listed. Errors: [`Error::DayTooBig`] when not
+    /// even a part of [`MIN_PART_FILES`] (or of the whole date, if smaller) fits.
     pub fn part_files(&self, date: NaiveDate, files: u64, flights: u64) -> Result<u64> {
         let part = self.largest_part(files, flights);
         let smallest = MIN_PART_FILES.min(files).min(self.part_files).max(1);
