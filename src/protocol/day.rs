@@ -169,8 +169,7 @@ impl Day {
         // Anything else is kept for classify_partition (zero-byte files are foreign there).
         let keep = move |o: ObjectMeta| match classify_index_key(&o.key) {
             IndexKey::PerFlight(u) if o.size > 0 => {
-                let mut w = window.lock().unwrap_or_else(|p| p.into_inner());
-                w.offer(u, o).map(|()| None)
+                window.lock().unwrap_or_else(|p| p.into_inner()).offer(u, o).map(|()| None)
             }
             _ => Ok(Some(o)),
         };
