@@ -73,16 +73,6 @@ pub struct Cutoff {
 impl Cutoff {
     /// A run's, at invocation time `now` and wall clock `wall`: it never walks past the wall
     /// clock's cutoff, whatever time an event carries.
-    ///
-    /// ```
-    /// use archive_compaction::protocol::plan::Cutoff;
-    /// let t = |s: &str| s.parse::<chrono::DateTime<chrono::Utc>>().unwrap();
-    /// let d = |s: &str| s.parse::<chrono::NaiveDate>().unwrap();
-    /// let c = Cutoff::of_run(t("2026-07-30T01:00:00Z"), t("2026-07-21T23:59:00Z"), 2);
-    /// assert_eq!((c.walk, c.today), (d("2026-07-19"), d("2026-07-19")));
-    /// let c = Cutoff::of_run(t("2026-07-20T01:00:00Z"), t("2026-07-21T00:00:00Z"), 0);
-    /// assert_eq!((c.walk, c.today), (d("2026-07-20"), d("2026-07-21")));
-    /// ```
     pub fn of_run(now: DateTime<Utc>, wall: DateTime<Utc>, lag_days: u32) -> Cutoff {
         let today = cutoff(wall, lag_days);
         Cutoff { walk: cutoff(now, lag_days).min(today), today }
@@ -582,6 +572,15 @@ mod tests {
         let now = DateTime::parse_from_rfc3339("2026-07-22T00:30:00+02:00").unwrap().to_utc();
         assert_eq!(cutoff(now, 2), d("2026-07-19"));
         assert_eq!(cutoff(now, 0), d("2026-07-21"));
+    }
+
+    #[test]
+    fn a_runs_cutoff_never_walks_past_the_wall_clocks() {
+        let t = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
+        let c = Cutoff::of_run(t("2026-07-30T01:00:00Z"), t("2026-07-21T23:59:00Z"), 2);
+        assert_eq!((c.walk, c.today), (d("2026-07-19"), d("2026-07-19")));
+        let c = Cutoff::of_run(t("2026-07-20T01:00:00Z"), t("2026-07-21T00:00:00Z"), 0);
+        assert_eq!((c.walk, c.today), (d("2026-07-20"), d("2026-07-21")));
     }
 
     #[test]
