@@ -38,13 +38,9 @@ impl Flights {
 
     /// Adds `flight`; false when it was there already.
     pub fn insert(&mut self, flight: Uuid) -> bool {
-        match self.0.binary_search(&flight) {
-            Ok(_) => false,
-            Err(at) => {
-                self.0.insert(at, flight);
-                true
-            }
-        }
+        let Err(at) = self.0.binary_search(&flight) else { return false };
+        self.0.insert(at, flight);
+        true
     }
 }
 
@@ -447,25 +443,21 @@ pub struct PartQueue {
 impl PartQueue {
     /// Inputs past `groups`' size are alone.
     pub fn new(inputs: Vec<PlannedInput>, mut groups: Groups) -> PartQueue {
-        let mut grouped: Vec<Vec<usize>> = Vec::new();
-        let mut group_of: std::collections::HashMap<usize, usize> = Default::default();
+        // By root, each group's smallest index: in the order of their first input.
+        let mut grouped: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
         for i in 0..inputs.len() {
             let root = match groups.parent.get(i) {
                 Some(_) => groups.root(i),
                 None => i,
             };
-            let g = *group_of.entry(root).or_insert_with(|| {
-                grouped.push(Vec::new());
-                grouped.len() - 1
-            });
-            grouped[g].push(i);
+            grouped.entry(root).or_default().push(i);
         }
         let weights: Vec<u64> = inputs.iter().map(input_weight).collect();
         PartQueue {
             weight_left: weights.iter().sum(),
             weights,
             slots: inputs.into_iter().map(Some).collect(),
-            groups: grouped.into(),
+            groups: grouped.into_values().collect(),
             first_taken: false,
             left_as_they_are: 0,
         }
