@@ -17,7 +17,6 @@
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 
 use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
@@ -42,6 +41,7 @@ pub use crate::protocol::partition::Flights;
 /// [`Day::list_window`]'s window as pages arrive: the per-flight files of the `limit` smallest
 /// keys, in a max-heap by key; of the others, a count, their bytes and, when wanted, their flights
 /// in a set that spills.
+#[derive(Default)]
 struct Window {
     limit: usize,
     held: std::collections::BinaryHeap<ByKey>,
@@ -78,17 +78,16 @@ impl Window {
             self.held.push(ByKey(u, o));
             return Ok(());
         }
-        let (past, size) = match self.held.peek_mut() {
-            Some(mut last) if o.key < last.1.key => {
-                let ByKey(u, o) = std::mem::replace(&mut *last, ByKey(u, o));
-                (u, o.size)
-            }
-            _ => (u, o.size),
-        };
+        let mut out = ByKey(u, o);
+        if let Some(mut last) = self.held.peek_mut()
+            && out < *last
+        {
+            std::mem::swap(&mut *last, &mut out);
+        }
         self.files += 1;
-        self.bytes += size;
+        self.bytes += out.1.size;
         match &mut self.past {
-            Some(b) => b.push(past),
+            Some(b) => b.push(out.0),
             None => Ok(()),
         }
     }
@@ -124,9 +123,8 @@ impl Day {
     /// Lists `date`'s `flights/` prefix (when `with_flights`), then its index partition
     /// ([`list_partition`]): one after the other, so at most
     /// [`LIST_RANGES_IN_FLIGHT`](crate::infra::storage::ranges::LIST_RANGES_IN_FLIGHT) requests are
-    /// in flight (both at once outlast the attempt timeout on a slow server).
-    ///
-    /// Errors: an S3 error listing either prefix; [`Error::Spill`].
+    /// in flight (both at once outlast the attempt timeout on a slow server). Errors: an S3 error
+    /// listing either prefix; [`Error::Spill`].
     pub async fn list(
         store: &impl Store,
         date: NaiveDate,
@@ -164,17 +162,14 @@ impl Day {
         };
         let held = std::sync::Mutex::new(Window {
             limit: window,
-            held: Default::default(),
-            files: 0,
-            bytes: 0,
             past: with_flights.then(|| UuidSetBuilder::new(spill)),
+            ..Window::default()
         });
         let window = &held;
         // Anything else is kept for classify_partition (zero-byte files are foreign there).
         let keep = move |o: ObjectMeta| match classify_index_key(&o.key) {
             IndexKey::PerFlight(u) if o.size > 0 => {
-                let mut w = window.lock().unwrap_or_else(|p| p.into_inner());
-                w.offer(u, o).map(|()| None)
+                window.lock().unwrap_or_else(|p| p.into_inner()).offer(u, o).map(|()| None)
             }
             _ => Ok(Some(o)),
         };
@@ -229,9 +224,7 @@ impl Day {
 
     /// The rows of the date's multi-row inputs whose `first_message` UTC date is another (the run's
     /// `rows_of_other_days`). An unreadable input counts none (the run reports it); a gone one is
-    /// skipped.
-    ///
-    /// Errors: an S3 error reading an input.
+    /// skipped. Errors: an S3 error reading an input.
     pub async fn other_day_rows(&self, store: &impl Store, budget: Budget) -> Result<OtherDays> {
         let date = self.date;
         let mut other = OtherDays::default();
@@ -260,16 +253,20 @@ impl Day {
 
 /// Why a date is blocked, in the order a command names them when a date has several (the first its
 /// policy takes), so every command names the same one.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, strum::Display)]
 pub enum BlockReason {
     /// A quarantined manifest (its key): the date waits for an operator to delete it.
+    #[strum(to_string = "quarantined manifest {0}")]
     Quarantined(String),
     /// A live manifest whose inputs could not be deleted (its key), marked
     /// ([`crate::data::keys::stuck_key`]) by the run that tried; the next run retries.
+    #[strum(to_string = "stuck manifest {0}")]
     Stuck(String),
     /// The watermark's `mismatch_date`: the date fails the parity gate.
+    #[strum(to_string = "the watermark's mismatch_date")]
     Mismatch,
     /// A live manifest (its key): a commit in flight, or one recovery resolves.
+    #[strum(to_string = "live manifest {0}")]
     LiveManifest(String),
 }
 
@@ -288,17 +285,6 @@ impl BlockReason {
             | BlockReason::Stuck(_)
             | BlockReason::Mismatch
             | BlockReason::LiveManifest(_) => true,
-        }
-    }
-}
-
-impl fmt::Display for BlockReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BlockReason::Quarantined(key) => write!(f, "quarantined manifest {key}"),
-            BlockReason::Stuck(key) => write!(f, "stuck manifest {key}"),
-            BlockReason::Mismatch => f.write_str("the watermark's mismatch_date"),
-            BlockReason::LiveManifest(key) => write!(f, "live manifest {key}"),
         }
     }
 }
@@ -353,16 +339,12 @@ impl Blocked {
         }
         let stuck = state.stuck_manifests();
         for m in &state.manifests {
-            if let Some(d) = manifest_date(&m.key) {
-                let key = m.key.clone();
-                b.add(
-                    d,
-                    match stuck.contains(m.key.as_str()) {
-                        true => BlockReason::Stuck(key),
-                        false => BlockReason::LiveManifest(key),
-                    },
-                );
-            }
+            let Some(d) = manifest_date(&m.key) else { continue };
+            let reason = match stuck.contains(m.key.as_str()) {
+                true => BlockReason::Stuck(m.key.clone()),
+                false => BlockReason::LiveManifest(m.key.clone()),
+            };
+            b.add(d, reason);
         }
         for q in &state.quarantined {
             if let Some(d) = quarantined_date(&q.key) {
@@ -517,7 +499,7 @@ mod tests {
         let budget = config.input_budget;
         let other = day.other_day_rows(&store, budget).await.unwrap();
         assert_eq!((other.rows, other.uuids), (1, vec![u(&u2)]));
-        let keys = Day::flight_keys(&store, date, &[u(&u3)].into()).await.unwrap();
+        let keys = Day::flight_keys(&store, date, &vec![u(&u3)].into()).await.unwrap();
         assert_eq!(
             keys.into_iter().collect::<Vec<_>>(),
             [(u(&u3), format!("flights/2026/07/20/{u3}.json.gz"))]
@@ -644,13 +626,8 @@ mod tests {
     fn a_listing_window_keeps_the_first_keys_offered_in_any_order() {
         use crate::data::merge::tests::uuid_n;
         let u = |i: u32| uuid_n(i).parse::<uuid::Uuid>().unwrap();
-        let mut w = Window {
-            limit: 3,
-            held: Default::default(),
-            files: 0,
-            bytes: 0,
-            past: Some(UuidSetBuilder::new(spill(2))),
-        };
+        let mut w =
+            Window { limit: 3, past: Some(UuidSetBuilder::new(spill(2))), ..Window::default() };
         for i in [7, 2, 9, 4, 0, 5, 1, 12] {
             w.offer(u(i), meta(&format!("index/{}.parquet", uuid_n(i)))).unwrap();
         }

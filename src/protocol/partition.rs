@@ -36,35 +36,20 @@ use crate::protocol::read::{self, Prefetched, ReadInputs, ReadSettings};
 
 pub use crate::protocol::plan::Flights;
 
-/// What the parity gate found for one date.
-#[derive(Debug, Default)]
-pub struct ParityGate {
-    /// Flights under `flights/` with no index row, in uuid order.
-    pub missing: UuidSet,
-    /// Multi-row inputs read.
-    pub compacted_files_read: u64,
-    /// Multi-row inputs that could not be decoded (their rows count as absent).
-    pub unreadable: Vec<(String, merge::Unmergeable)>,
-    /// The bodies read, by key, for the merge to reuse.
-    pub prefetched: Prefetched,
-}
-
 /// The first half of the gate: a flight counts as indexed when a per-flight file is named by its
 /// uuid or, read only when the names do not cover every flight, a multi-row input holds a row whose
 /// `s3_key` carries it. Index rows without a flight do not block. Memory is bounded by `spill`'s
-/// limit and the largest input, not by the date.
-///
-/// Errors: an S3 error reading a multi-row input (one that vanished since the listing holds no
-/// rows); [`crate::infra::error::Error::Spill`].
+/// limit and the largest input, not by the date. Errors: an S3 error reading a multi-row input (one
+/// that vanished since the listing holds no rows); [`crate::infra::error::Error::Spill`].
 pub async fn parity_gate(
     store: &impl Store,
     flights: &UuidSet,
     listing: &PartitionListing,
     budget: Budget,
     spill: SpillSettings,
-) -> Result<ParityGate> {
-    let mut gate =
-        ParityGate { missing: listing.flights_not_named(flights, spill)?, ..ParityGate::default() };
+) -> Result<ParityCheck> {
+    let missing = listing.flights_not_named(flights, spill)?;
+    let mut gate = ParityCheck { missing, ..ParityCheck::default() };
     if gate.missing.is_empty() {
         return Ok(gate);
     }
@@ -111,9 +96,7 @@ async fn flights_in(
 
 /// A date's planned `inputs` as a [`plan::PartQueue`], the one cut the run commits by. When they
 /// may be more than one part, the multi-row inputs' flights are read first so inputs sharing a
-/// flight stay together.
-///
-/// Errors: an S3 error reading a multi-row input; [`crate::infra::error::Error::Spill`].
+/// flight stay together. Errors: as [`parity_gate`].
 pub async fn parts_of(
     store: &impl Store,
     inputs: Vec<PlannedInput>,
@@ -153,20 +136,20 @@ async fn shared_flights(
     plan::Groups::of_holders(inputs.len(), holders.finish()?.iter())
 }
 
-/// The whole parity verdict on one date ([`parity_check`]).
+/// The parity verdict on one date: [`parity_gate`]'s, or [`parity_check`]'s.
 #[derive(Debug, Default)]
 pub struct ParityCheck {
-    /// [`ParityGate::missing`].
+    /// Flights under `flights/` with no index row, in uuid order.
     pub missing: UuidSet,
     /// When `missing` is empty: [`without_own_row`].
     pub without_own_row: Vec<Uuid>,
     /// When `missing` is empty: [`unread_rows`].
     pub unread: Vec<UnreadFile>,
-    /// [`ParityGate::compacted_files_read`].
+    /// Multi-row inputs the gate read.
     pub compacted_files_read: u64,
-    /// [`ParityGate::unreadable`].
+    /// Multi-row inputs the gate could not decode (their rows count as absent).
     pub unreadable: Vec<(String, merge::Unmergeable)>,
-    /// The gate's bodies, when no inputs were read.
+    /// The bodies the gate read, by key, for the merge to reuse; empty once the inputs were read.
     pub prefetched: Prefetched,
 }
 
@@ -239,19 +222,12 @@ pub async fn parity_check(
     inputs: Option<&[PlannedInput]>,
     settings: ReadSettings,
 ) -> Result<ParityCheck> {
-    let gate = parity_gate(store, flights, listing, settings.budget, settings.spill).await?;
-    let mut check = ParityCheck {
-        missing: gate.missing,
-        compacted_files_read: gate.compacted_files_read,
-        unreadable: gate.unreadable,
-        ..ParityCheck::default()
-    };
+    let mut check = parity_gate(store, flights, listing, settings.budget, settings.spill).await?;
     let Some(inputs) = inputs.filter(|_| check.missing.is_empty()) else {
-        check.prefetched = gate.prefetched;
         return Ok(check);
     };
     // The run's parts: the same verdict, one part's memory at a time.
-    let mut prefetched = gate.prefetched;
+    let mut prefetched = std::mem::take(&mut check.prefetched);
     let mut queue = parts_of(store, inputs.to_vec(), settings, &mut prefetched).await?;
     while let Some(part) = queue.next_part(settings.part_files) {
         let read = read::read_inputs(store, date, &part, settings, &prefetched).await?;
@@ -277,9 +253,8 @@ pub fn nothing_to_merge(read: &ReadInputs) -> bool {
 
 /// Flights of `flights` whose per-flight file, read, holds no row of theirs: the gate counted them
 /// by name, but a merge would leave them without an index row. When [`nothing_to_merge`], only the
-/// [`ReadInputs::keyless_flights`]: no merge ever takes such a file.
-///
-/// Errors: [`crate::infra::error::Error::Spill`] reading `flights` back.
+/// [`ReadInputs::keyless_flights`]: no merge ever takes such a file. Errors:
+/// [`crate::infra::error::Error::Spill`] reading `flights` back.
 pub fn without_own_row(read: &ReadInputs, flights: &UuidSet) -> Result<Vec<Uuid>> {
     let merging = !nothing_to_merge(read);
     let mut lost = Vec::new();
@@ -295,9 +270,7 @@ pub fn without_own_row(read: &ReadInputs, flights: &UuidSet) -> Result<Vec<Uuid>
 
 /// The per-flight files of `flights` that could not be read ([`ReadInputs::unread`]), by flight:
 /// their row is in no readable file, so the date is a Mismatch until the file is readable or
-/// replaced.
-///
-/// Errors: [`crate::infra::error::Error::Spill`] reading `flights` back.
+/// replaced. Errors: as [`without_own_row`].
 pub fn unread_rows(read: &ReadInputs, flights: &UuidSet) -> Result<Vec<UnreadFile>> {
     let mut unread = Vec::new();
     for f in &read.unread {
@@ -312,7 +285,6 @@ pub fn unread_rows(read: &ReadInputs, flights: &UuidSet) -> Result<Vec<UnreadFil
 
 /// The walk's first date when there is no watermark: `start_date` (`START_DATE`), else
 /// [`earliest_partition`]; `None` with a watermark ([`plan::walk_start`]) or in an empty bucket.
-///
 /// Errors: an S3 error listing a prefix.
 pub async fn first_date(
     store: &impl Store,
@@ -328,9 +300,7 @@ pub async fn first_date(
 
 /// The earlier of the first `index/year=/month=/day=/` and the first `flights/YYYY/MM/DD/` prefix:
 /// `flights/` counts so that flights before the first index partition are walked and reported as a
-/// Mismatch, not never looked at.
-///
-/// Errors: an S3 error listing a prefix.
+/// Mismatch, not never looked at. Errors: an S3 error listing a prefix.
 pub async fn earliest_partition(store: &impl Store) -> Result<Option<NaiveDate>> {
     let index = earliest_under(store, INDEX_ROOT, "year=", index_partition_date).await?;
     let flights = earliest_under(store, FLIGHTS_ROOT, "", flights_partition_date).await?;

@@ -28,12 +28,7 @@ pub struct Flights(Vec<Uuid>);
 impl Flights {
     /// A binary search.
     pub fn contains(&self, flight: &Uuid) -> bool {
-        self.position(flight).is_some()
-    }
-
-    /// How many flights.
-    pub fn len(&self) -> usize {
-        self.0.len()
+        self.0.binary_search(flight).is_ok()
     }
 
     /// Whether there is none.
@@ -41,24 +36,11 @@ impl Flights {
         self.0.is_empty()
     }
 
-    /// In uuid order.
-    pub fn iter(&self) -> std::slice::Iter<'_, Uuid> {
-        self.0.iter()
-    }
-
-    fn position(&self, flight: &Uuid) -> Option<usize> {
-        self.0.binary_search(flight).ok()
-    }
-
     /// Adds `flight`; false when it was there already.
     pub fn insert(&mut self, flight: Uuid) -> bool {
-        match self.0.binary_search(&flight) {
-            Ok(_) => false,
-            Err(at) => {
-                self.0.insert(at, flight);
-                true
-            }
-        }
+        let Err(at) = self.0.binary_search(&flight) else { return false };
+        self.0.insert(at, flight);
+        true
     }
 }
 
@@ -68,12 +50,6 @@ impl From<Vec<Uuid>> for Flights {
         flights.dedup();
         flights.shrink_to_fit();
         Flights(flights)
-    }
-}
-
-impl<const N: usize> From<[Uuid; N]> for Flights {
-    fn from(flights: [Uuid; N]) -> Flights {
-        Flights::from(flights.to_vec())
     }
 }
 
@@ -93,16 +69,6 @@ pub struct Cutoff {
 impl Cutoff {
     /// A run's, at invocation time `now` and wall clock `wall`: it never walks past the wall
     /// clock's cutoff, whatever time an event carries.
-    ///
-    /// ```
-    /// use archive_compaction::protocol::plan::Cutoff;
-    /// let t = |s: &str| s.parse::<chrono::DateTime<chrono::Utc>>().unwrap();
-    /// let d = |s: &str| s.parse::<chrono::NaiveDate>().unwrap();
-    /// let c = Cutoff::of_run(t("2026-07-30T01:00:00Z"), t("2026-07-21T23:59:00Z"), 2);
-    /// assert_eq!((c.walk, c.today), (d("2026-07-19"), d("2026-07-19")));
-    /// let c = Cutoff::of_run(t("2026-07-20T01:00:00Z"), t("2026-07-21T00:00:00Z"), 0);
-    /// assert_eq!((c.walk, c.today), (d("2026-07-20"), d("2026-07-21")));
-    /// ```
     pub fn of_run(now: DateTime<Utc>, wall: DateTime<Utc>, lag_days: u32) -> Cutoff {
         let today = cutoff(wall, lag_days);
         Cutoff { walk: cutoff(now, lag_days).min(today), today }
@@ -225,17 +191,11 @@ impl PartitionListing {
             if window.peek() == Some(&u) {
                 continue;
             }
-            let named_past = loop {
-                match past.peek() {
-                    Some(Ok(p)) if *p < u => _ = past.next(),
-                    Some(Ok(p)) => break *p == u,
-                    Some(Err(_)) => {
-                        return Err(past.next().and_then(Result::err).expect("an error"));
-                    }
-                    None => break false,
-                }
-            };
-            if !named_past {
+            while past.next_if(|p| matches!(p, Ok(p) if *p < u)).is_some() {}
+            if let Some(Err(_)) = past.peek() {
+                return Err(past.next().and_then(Result::err).expect("an error"));
+            }
+            if past.peek().and_then(|p| p.as_ref().ok()) != Some(&u) {
                 out.push(u)?;
             }
         }
@@ -408,15 +368,6 @@ pub fn input_weight(input: &PlannedInput) -> u64 {
 /// B while merged (`make bench-sizing`), rounded down.
 pub const MULTI_ROW_BYTES_PER_WEIGHT: u64 = 100;
 
-/// A date's inputs in parts, each committed on its own.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Parts {
-    /// In commit order, each in the plan's order ([`PartQueue`]).
-    pub parts: Vec<Vec<PlannedInput>>,
-    /// Compacted files not folded ([`PartQueue::left_as_they_are`]).
-    pub left_as_they_are: usize,
-}
-
 /// A date's inputs grouped by the flights they share: a union-find of one entry an input, not a
 /// flight.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -452,8 +403,7 @@ impl Groups {
         Ok(g)
     }
 
-    /// Puts inputs `a` and `b` in one group.
-    pub fn join(&mut self, a: usize, b: usize) {
+    fn join(&mut self, a: usize, b: usize) {
         let (a, b) = (self.root(a), self.root(b));
         self.parent[a.max(b)] = a.min(b);
     }
@@ -466,30 +416,6 @@ impl Groups {
         }
         i
     }
-}
-
-/// A [`PartQueue`] drained at one `part_weight` ([`input_weight`]).
-///
-/// ```
-/// use archive_compaction::protocol::plan::{parts, Groups, PlannedInput};
-/// use archive_compaction::data::merge::Source;
-/// use archive_compaction::infra::storage::ObjectMeta;
-/// let pf = |i: u128| PlannedInput {
-///     meta: ObjectMeta { key: format!("{i}.parquet"), size: 3_000, ..Default::default() },
-///     source: Source::PerFlight(uuid::Uuid::from_u128(i)),
-/// };
-/// let inputs: Vec<_> = (0..10).map(pf).collect();
-/// assert_eq!(parts(inputs.clone(), Groups::new(10), 10).parts.len(), 1);
-/// let split = parts(inputs, Groups::new(10), 4);
-/// assert_eq!(split.parts.iter().map(Vec::len).collect::<Vec<_>>(), [4, 4, 2]);
-/// ```
-pub fn parts(inputs: Vec<PlannedInput>, groups: Groups, part_weight: u64) -> Parts {
-    let mut queue = PartQueue::new(inputs, groups);
-    let mut parts = Vec::new();
-    while let Some(part) = queue.next_part(part_weight) {
-        parts.push(part);
-    }
-    Parts { parts, left_as_they_are: queue.left_as_they_are() }
 }
 
 /// A date's inputs waiting to be committed, taken a part at a time at a weight the run chooses from
@@ -517,25 +443,21 @@ pub struct PartQueue {
 impl PartQueue {
     /// Inputs past `groups`' size are alone.
     pub fn new(inputs: Vec<PlannedInput>, mut groups: Groups) -> PartQueue {
-        let mut grouped: Vec<Vec<usize>> = Vec::new();
-        let mut group_of: std::collections::HashMap<usize, usize> = Default::default();
+        // By root, each group's smallest index: in the order of their first input.
+        let mut grouped: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
         for i in 0..inputs.len() {
             let root = match groups.parent.get(i) {
                 Some(_) => groups.root(i),
                 None => i,
             };
-            let g = *group_of.entry(root).or_insert_with(|| {
-                grouped.push(Vec::new());
-                grouped.len() - 1
-            });
-            grouped[g].push(i);
+            grouped.entry(root).or_default().push(i);
         }
         let weights: Vec<u64> = inputs.iter().map(input_weight).collect();
         PartQueue {
             weight_left: weights.iter().sum(),
             weights,
             slots: inputs.into_iter().map(Some).collect(),
-            groups: grouped.into(),
+            groups: grouped.into_values().collect(),
             first_taken: false,
             left_as_they_are: 0,
         }
@@ -645,6 +567,15 @@ mod tests {
     }
 
     #[test]
+    fn a_runs_cutoff_never_walks_past_the_wall_clocks() {
+        let t = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
+        let c = Cutoff::of_run(t("2026-07-30T01:00:00Z"), t("2026-07-21T23:59:00Z"), 2);
+        assert_eq!((c.walk, c.today), (d("2026-07-19"), d("2026-07-19")));
+        let c = Cutoff::of_run(t("2026-07-20T01:00:00Z"), t("2026-07-21T00:00:00Z"), 0);
+        assert_eq!((c.walk, c.today), (d("2026-07-20"), d("2026-07-21")));
+    }
+
+    #[test]
     fn walk_start_rules() {
         assert_eq!(
             walk_start(Some(d("2026-07-19")), Some(d("2020-01-01")), None),
@@ -668,13 +599,13 @@ mod tests {
     fn flights_are_a_sorted_set_of_sixteen_bytes_a_flight() {
         let u = |n: u128| Uuid::from_u128(n);
         let mut f = Flights::from(vec![u(3), u(1), u(3), u(2)]);
-        assert_eq!(f.iter().copied().collect::<Vec<_>>(), vec![u(1), u(2), u(3)]);
-        assert_eq!(f.len(), 3);
+        assert_eq!(f.0, [u(1), u(2), u(3)]);
+        assert_eq!(f.0.len(), 3);
         // The array holds no spare room once built.
         assert_eq!(f.0.capacity(), 3);
         assert!(f.contains(&u(2)) && !f.contains(&u(4)));
         assert!(f.insert(u(0)) && !f.insert(u(2)));
-        assert_eq!(f.iter().copied().collect::<Vec<_>>(), vec![u(0), u(1), u(2), u(3)]);
+        assert_eq!(f.0, [u(0), u(1), u(2), u(3)]);
         assert!(!f.is_empty() && Flights::default().is_empty());
     }
 
@@ -839,6 +770,25 @@ mod tests {
         assert_eq!(watermark_ahead_days(None, cutoff), None);
     }
 
+    /// A date's inputs in parts, each committed on its own.
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    struct Parts {
+        /// In commit order, each in the plan's order ([`PartQueue`]).
+        parts: Vec<Vec<PlannedInput>>,
+        /// Compacted files not folded ([`PartQueue::left_as_they_are`]).
+        left_as_they_are: usize,
+    }
+
+    /// A [`PartQueue`] drained at one `part_weight` ([`input_weight`]).
+    fn parts(inputs: Vec<PlannedInput>, groups: Groups, part_weight: u64) -> Parts {
+        let mut queue = PartQueue::new(inputs, groups);
+        let mut parts = Vec::new();
+        while let Some(part) = queue.next_part(part_weight) {
+            parts.push(part);
+        }
+        Parts { parts, left_as_they_are: queue.left_as_they_are() }
+    }
+
     /// `inputs` in parts of `weight`, sharing no flight.
     fn split(inputs: Vec<PlannedInput>, weight: u64) -> Parts {
         let n = inputs.len();
@@ -931,6 +881,15 @@ mod tests {
         let mut q = PartQueue::new(vec![c, f(1), f(2), f(3)], Groups::new(4));
         assert_eq!(q.next_part(5).map(|p| p.len()), Some(3));
         assert_eq!((q.weight_left(), q.left_as_they_are(), q.has_part()), (0, 1, false));
+    }
+
+    #[test]
+    fn inputs_fill_parts_of_at_most_the_part_weight_in_order() {
+        let inputs: Vec<_> =
+            (0..10).map(|i| input(Source::PerFlight(Uuid::from_u128(i)), 3_000)).collect();
+        assert_eq!(parts(inputs.clone(), Groups::new(10), 10).parts.len(), 1);
+        let split = parts(inputs, Groups::new(10), 4);
+        assert_eq!(split.parts.iter().map(Vec::len).collect::<Vec<_>>(), [4, 4, 2]);
     }
 
     #[test]

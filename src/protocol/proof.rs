@@ -46,12 +46,8 @@ impl RowFlights {
     /// `batch` is conformed (`s3_key` utf8); without the column every row is anonymous.
     pub fn of_batch(batch: &RecordBatch) -> RowFlights {
         let mut out = RowFlights::default();
-        let keys = batch
-            .schema()
-            .index_of("s3_key")
-            .ok()
-            .and_then(|ix| batch.column(ix).as_string_opt::<i32>().cloned());
-        let Some(keys) = keys else {
+        let Some(keys) = batch.column_by_name("s3_key").and_then(|c| c.as_string_opt::<i32>())
+        else {
             out.anonymous = batch.num_rows() as u64;
             return out;
         };
@@ -82,11 +78,6 @@ impl OutputFlights {
     pub fn new(rows: RowFlights) -> OutputFlights {
         OutputFlights { flights: rows.flights.into_iter().collect(), anonymous: rows.anonymous }
     }
-
-    /// Whether the output holds a row of `flight`.
-    pub fn contains(&self, flight: &Uuid) -> bool {
-        self.flights.contains(flight)
-    }
 }
 
 /// The rows one input held, as read.
@@ -107,21 +98,14 @@ pub struct ReadRows {
 }
 
 impl ReadRows {
-    /// Records the rows of the input at `key`, decoded as `batch`.
-    pub fn record(&mut self, key: &str, batch: &RecordBatch) {
-        self.insert(key, RowFlights::of_batch(batch));
-    }
-
-    /// [`ReadRows::record`], the rows already taken from the batch.
+    /// Records the rows of the input at `key`.
     pub fn insert(&mut self, key: &str, rows: RowFlights) {
         match classify_index_key(key) {
             IndexKey::PerFlight(u) => {
                 let own = rows.anonymous == 0 && rows.flights == [u];
                 self.per_flight.insert(u, (!own).then(|| Box::new(rows)));
             }
-            _ => {
-                self.other.insert(key.to_string(), rows);
-            }
+            _ => _ = self.other.insert(key.to_string(), rows),
         }
     }
 
@@ -175,23 +159,20 @@ pub fn unproven<'a>(
                 ));
                 continue;
             }
-            Some(InputRows::OwnRow) => match own {
-                Some(u) => RowFlights { flights: vec![u], anonymous: 0 },
-                None => RowFlights::default(),
-            },
+            Some(InputRows::OwnRow) => RowFlights { flights: Vec::from_iter(own), anonymous: 0 },
             Some(InputRows::Rows(r)) => r,
         };
         if rows.rows() == 0 {
             continue;
         }
         if let Some(u) = own
-            && !output.contains(&u)
+            && !output.flights.contains(&u)
         {
             out.push(fail(format!("its flight {u} is not in the output")));
             continue;
         }
-        if let Some(missing) = rows.flights.iter().find(|u| !output.contains(u)) {
-            let n = rows.flights.iter().filter(|u| !output.contains(u)).count();
+        if let Some(missing) = rows.flights.iter().find(|u| !output.flights.contains(u)) {
+            let n = rows.flights.iter().filter(|u| !output.flights.contains(u)).count();
             out.push(fail(format!(
                 "{n} of its {} row(s) are of flights not in the output (first: {missing})",
                 rows.rows()
@@ -283,12 +264,12 @@ mod tests {
         let flight = u(5);
         let mut read = ReadRows::default();
         let batch = crate::data::merge::tests::row(&flight.to_string(), "X");
-        read.record(&per_flight(5), &batch);
+        read.insert(&per_flight(5), RowFlights::of_batch(&batch));
         assert_eq!(read.get(&per_flight(5)), Some(InputRows::OwnRow));
         // Another flight's row in a per-flight file: its rows are kept.
-        read.record(&per_flight(6), &batch);
+        read.insert(&per_flight(6), RowFlights::of_batch(&batch));
         assert_eq!(read.get(&per_flight(6)), Some(InputRows::Rows(rows(&[5], 0))));
-        read.record(MULTI, &batch);
+        read.insert(MULTI, RowFlights::of_batch(&batch));
         assert_eq!(read.get(MULTI), Some(InputRows::Rows(rows(&[5], 0))));
         assert_eq!(read.get(&per_flight(7)), None);
     }
@@ -361,10 +342,10 @@ mod tests {
         let read_back = read_back.unwrap().unwrap();
         assert_eq!(read_back, rows(&[5], 3));
         let output = OutputFlights::new(read_back);
-        assert!(output.contains(&flight));
+        assert!(output.flights.contains(&flight));
         // Recorded for a per-flight file of that flight: not its own row only.
         let mut read = ReadRows::default();
-        read.record(&per_flight(5), &batch);
+        read.insert(&per_flight(5), RowFlights::of_batch(&batch));
         assert_eq!(read.get(&per_flight(5)), Some(InputRows::Rows(rows(&[5], 3))));
         // Three anonymous rows in the input, as many in the output: proven;
         // one fewer in the output: not.

@@ -31,19 +31,6 @@ pub const SPILL_SETS: u64 = 4;
 
 /// The estimated peak memory, in MB, of a date of `files` index files and `flights` flight objects
 /// in parts of at most `part_files`, its uuid sets spilling past `in_memory` uuids (16 B each).
-///
-/// ```
-/// use archive_compaction::protocol::sizing::peak_memory_mb;
-/// assert_eq!(peak_memory_mb(0, 0, 50_000, 524_288), 60);
-/// assert_eq!(peak_memory_mb(200_000, 200_000, 50_000, 524_288), 244);
-/// assert_eq!(peak_memory_mb(500_000, 500_000, 50_000, 524_288), 262);
-/// // Past the window and FLIGHTS_IN_MEMORY, nothing more.
-/// assert_eq!(peak_memory_mb(1_000_000, 1_000_000, 50_000, 524_288), 263);
-/// assert_eq!(peak_memory_mb(100_000_000, 100_000_000, 50_000, 524_288), 263);
-/// // A date of many flights and few index files: its flights' set counts.
-/// assert_eq!(peak_memory_mb(10, 1_000_000, 50_000, 524_288), 93);
-/// assert_eq!(peak_memory_mb(200_000, 200_000, 200_000, 524_288), 463);
-/// ```
 pub fn peak_memory_mb(files: u64, flights: u64, part_files: u64, in_memory: u64) -> u64 {
     let window = part_files.saturating_mul(WINDOW_PARTS);
     let bytes = files.min(window) * DAY_BYTES_PER_FILE
@@ -58,21 +45,6 @@ pub const MIN_IN_MEMORY: u64 = 4_096;
 /// The largest parts and uuid sets that keep [`peak_memory_mb`] within 90% of the memory a run is
 /// told (`MEMORY_LIMIT_MB`, else Lambda's `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`), below the ceilings
 /// `PART_FILES` and `FLIGHTS_IN_MEMORY`: the one sizing rule of the run, the dry run and `status`.
-///
-/// ```
-/// use archive_compaction::protocol::sizing::MemoryFit;
-/// // 512 MB: the ceilings themselves.
-/// let fit = MemoryFit::new(Some(512), 50_000, 524_288);
-/// assert_eq!((fit.in_memory(), fit.window()), (524_288, 200_000));
-/// // 128 MB: smaller sets, and parts that fit beside them.
-/// let fit = MemoryFit::new(Some(128), 50_000, 524_288);
-/// assert_eq!(fit.in_memory(), 225_280);
-/// let part = fit.largest_part(30_000, 30_000);
-/// assert!((20_000..30_000).contains(&part), "{part}");
-/// assert!(archive_compaction::protocol::sizing::peak_memory_mb(30_000, 30_000, part, fit.in_memory()) * 10 <= 128 * 9);
-/// // No limit: the ceiling.
-/// assert_eq!(MemoryFit::new(None, 50_000, 524_288).largest_part(u64::MAX, 0), 50_000);
-/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemoryFit {
     limit_mb: Option<u64>,
@@ -128,11 +100,8 @@ impl MemoryFit {
         (self.largest_part(u64::MAX, u64::MAX).max(smallest)).saturating_mul(WINDOW_PARTS)
     }
 
-    /// [`MemoryFit::largest_part`] once `date` is listed.
-    ///
-    /// # Errors
-    /// [`Error::DayTooBig`] when not even a part of [`MIN_PART_FILES`] (or of the whole date, if
-    /// smaller) fits.
+    /// [`MemoryFit::largest_part`] once `date` is listed. Errors: [`Error::DayTooBig`] when not
+    /// even a part of [`MIN_PART_FILES`] (or of the whole date, if smaller) fits.
     pub fn part_files(&self, date: NaiveDate, files: u64, flights: u64) -> Result<u64> {
         let part = self.largest_part(files, flights);
         let smallest = MIN_PART_FILES.min(files).min(self.part_files).max(1);
@@ -161,8 +130,7 @@ mod tests {
     }
 
     /// The memory estimate, term by term, and the refusal over 90% of the
-    /// limit (the doc tests say the same; the mutation runs' fast set
-    /// does not run doc tests).
+    /// limit.
     #[test]
     fn the_memory_estimate_adds_its_terms_and_refuses_over_nine_tenths() {
         let mb = |bytes: u64| bytes.div_ceil(1 << 20);
@@ -225,6 +193,32 @@ mod tests {
         // Tight memory shrinks the sets, never below MIN_IN_MEMORY.
         assert_eq!(MemoryFit::new(Some(64), 1, 1 << 19).in_memory(), MIN_IN_MEMORY);
         assert_eq!(MemoryFit::new(Some(64), 1, 10).in_memory(), 10);
+    }
+
+    /// The estimate and the fit at the default ceilings (`PART_FILES`
+    /// 50,000, `FLIGHTS_IN_MEMORY` 524,288).
+    #[test]
+    fn the_estimate_and_the_fit_at_the_default_ceilings() {
+        assert_eq!(peak_memory_mb(0, 0, 50_000, 524_288), 60);
+        assert_eq!(peak_memory_mb(200_000, 200_000, 50_000, 524_288), 244);
+        assert_eq!(peak_memory_mb(500_000, 500_000, 50_000, 524_288), 262);
+        // Past the window and FLIGHTS_IN_MEMORY, nothing more.
+        assert_eq!(peak_memory_mb(1_000_000, 1_000_000, 50_000, 524_288), 263);
+        assert_eq!(peak_memory_mb(100_000_000, 100_000_000, 50_000, 524_288), 263);
+        // A date of many flights and few index files: its flights' set counts.
+        assert_eq!(peak_memory_mb(10, 1_000_000, 50_000, 524_288), 93);
+        assert_eq!(peak_memory_mb(200_000, 200_000, 200_000, 524_288), 463);
+        // 512 MB: the ceilings themselves.
+        let fit = MemoryFit::new(Some(512), 50_000, 524_288);
+        assert_eq!((fit.in_memory(), fit.window()), (524_288, 200_000));
+        // 128 MB: smaller sets, and parts that fit beside them.
+        let fit = MemoryFit::new(Some(128), 50_000, 524_288);
+        assert_eq!(fit.in_memory(), 225_280);
+        let part = fit.largest_part(30_000, 30_000);
+        assert!((20_000..30_000).contains(&part), "{part}");
+        assert!(peak_memory_mb(30_000, 30_000, part, fit.in_memory()) * 10 <= 128 * 9);
+        // No limit: the ceiling.
+        assert_eq!(MemoryFit::new(None, 50_000, 524_288).largest_part(u64::MAX, 0), 50_000);
     }
 
     /// A part of exactly the smallest useful weight that fits is sized,
