@@ -174,7 +174,8 @@ impl Seen {
             } else {
                 [DataType::UInt8, DataType::UInt16, DataType::UInt32, DataType::UInt64]
             };
-            types[(w.trailing_zeros() as usize).clamp(3, 6) - 3].clone()
+            let at = [8, 16, 32].iter().position(|&n| n == w).unwrap_or(3);
+            types[at].clone()
         };
         Ok(match (self.signed, self.unsigned, self.float) {
             (None, None, Some(w)) => match w {
@@ -360,6 +361,20 @@ mod tests {
 
     fn a(x: impl Array + 'static) -> ArrayRef {
         Arc::new(x)
+    }
+
+    /// Integer widths are 8-64 bits where they are measured; any other takes the 64-bit type
+    /// rather than panicking on the type table's index.
+    #[test]
+    fn an_integer_width_outside_the_table_takes_the_64_bit_type() {
+        for w in [0, 1, 128, 255] {
+            let signed = Seen { signed: Some(w), ..Seen::default() };
+            assert_eq!(signed.resolve(), Ok(DataType::Int64), "signed width {w}");
+            let unsigned = Seen { unsigned: Some(w), ..Seen::default() };
+            assert_eq!(unsigned.resolve(), Ok(DataType::UInt64), "unsigned width {w}");
+        }
+        let narrow = Seen { signed: Some(16), ..Seen::default() };
+        assert_eq!(narrow.resolve(), Ok(DataType::Int16));
     }
     fn strings(v: &[Option<&str>]) -> ArrayRef {
         a(StringArray::from(v.to_vec()))
