@@ -658,6 +658,27 @@ fn json_len(value: &impl Serialize) -> usize {
 mod tests {
     use super::*;
 
+    /// `bound` cuts every shortened list to its cap and marks it, including lists a caller
+    /// filled past the cap without `set`/`push`; a list within its cap is left unmarked.
+    #[test]
+    fn bound_cuts_every_list_past_its_cap() {
+        let uuids: Vec<String> = (0..150).map(|i| i.to_string()).collect();
+        let mut r = RunReport {
+            mismatch_uuids: uuids,
+            mismatch_uuid_count: 150,
+            days: vec![DayReport::default(); DAYS_SHOWN + 50],
+            recovered: vec![],
+            ..Default::default()
+        };
+        r.bound();
+        assert_eq!(r.mismatch_uuids.len(), UUIDS_SHOWN);
+        assert!(r.mismatch_uuids_truncated);
+        assert_eq!(r.mismatch_uuid_count, 150);
+        assert_eq!(r.days.len(), DAYS_SHOWN);
+        assert!(r.days_truncated);
+        assert!(!r.recovered_truncated);
+    }
+
     /// strum's names (logs, `as_str`) are serde's (the report's JSON), for
     /// every variant.
     #[test]
