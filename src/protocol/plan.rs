@@ -1,5 +1,5 @@
-//! Pure planning: which dates a run walks, a partition listing sorted by
-//! [`IndexKey`], a date's [`DayPlan`] and its parts. No I/O, no clock.
+//! Planning: which dates a run walks, a partition listing by [`IndexKey`], a date's [`DayPlan`]
+//! and its parts. No S3, no clock; a large [`UuidSet`] spills to local disk (`flights_not_named`).
 //!
 //! ```
 //! use archive_compaction::protocol::plan::{plan_day, classify_partition, DayAction};
@@ -294,7 +294,7 @@ impl fmt::Display for DayPlan {
 }
 
 /// Plans one date: every input not in `claimed` (keys a live manifest holds) is merged, existing
-/// compacted files folded in (one compacted file a day), unless `skip_reason` skips the date.
+/// compacted files folded in, in one part or more ([`PartQueue`]), unless `skip_reason` skips it.
 pub fn plan_day(date: NaiveDate, listing: PartitionListing, claimed: &HashSet<String>) -> DayPlan {
     let claimed_n = listing.inputs().filter(|m| claimed.contains(&m.key)).count();
     // Moved, not copied: a large date cannot hold its listing twice.
@@ -422,7 +422,7 @@ impl Groups {
 /// the memory and time it has left.
 ///
 /// Rules, so that every flight's row is in one output exactly once:
-/// - all of them in one part when they fit (one compacted file a day);
+/// - all of them in one part when they fit (the date then holds one compacted file);
 /// - inputs that hold a row of the same flight ([`Groups`]) are in the same part, where the merge
 ///   keeps one row (the per-flight file's);
 /// - a compacted file that shares no flight with another input goes into the first part while it

@@ -686,11 +686,79 @@ fn module_files() -> Vec<(PathBuf, Vec<String>)> {
         .collect()
 }
 
-/// Each module of `src/` ([`unit_of`]), with the modules its code before
-/// its first `#[cfg(test)] mod` names by a `crate::` or `super::` path.
-fn module_imports() -> BTreeMap<String, BTreeSet<String>> {
+/// A file's code before its first `#[cfg(test)] mod`, without its comment lines.
+fn code_of(text: &str) -> Vec<&str> {
+    let lines: Vec<&str> = text.lines().collect();
+    let test_mod = |n: &&str| {
+        let n = n.trim();
+        let n = n.strip_prefix("pub(").and_then(|r| r.split_once(") ")).map_or(n, |(_, r)| r);
+        n.starts_with("mod ")
+    };
+    (lines.iter().enumerate())
+        .take_while(|(i, l)| {
+            !(l.trim() == "#[cfg(test)]" && lines.get(i + 1).is_some_and(test_mod))
+        })
+        .map(|(_, l)| *l)
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect()
+}
+
+/// The paths `code`, of module `path`, names by `crate::` or `super::`, each from the crate root:
+/// `super::widen::convert` in `data::merge::schema` is `data::merge::widen::convert`; a group
+/// (`super::{a, b::C}`, over lines too) is a path a member; a glob ends in `*`.
+fn named_paths(path: &[String], code: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut starts: Vec<(usize, Vec<String>, usize)> =
+        (code.match_indices("crate::")).map(|(at, _)| (at, Vec::new(), at + 7)).collect();
+    for (at, _) in code.match_indices("super::") {
+        if code[..at].ends_with("::") {
+            continue; // the second `super` of `super::super::`
+        }
+        let (mut base, mut end) = (path.to_vec(), at);
+        while code[end..].starts_with("super::") {
+            base.pop();
+            end += 7;
+        }
+        starts.push((at, base, end));
+    }
+    for (_, mut head, end) in starts {
+        // The names, then what follows the last `::`: a glob, a group or nothing.
+        let mut rest = &code[end..];
+        loop {
+            let name: String =
+                (rest.chars()).take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            rest = &rest[name.len()..];
+            let more = !name.is_empty() && rest.starts_with("::");
+            if !name.is_empty() {
+                head.push(name);
+            }
+            if !more {
+                break;
+            }
+            rest = &rest[2..];
+        }
+        if rest.starts_with('*') {
+            out.push([head.clone(), vec!["*".to_string()]].concat());
+        } else if let Some(group) = rest.strip_prefix('{').and_then(|g| g.split('}').next()) {
+            for member in group.split(',').map(str::trim).filter(|m| !m.is_empty()) {
+                let tail = if member == "*" { vec![member.to_string()] } else { segments(member) };
+                out.push([head.clone(), tail].concat());
+            }
+        } else {
+            out.push(head);
+        }
+    }
+    out
+}
+
+/// Each module of `src/` ([`unit_of`]), with the modules its code ([`code_of`]) names by a
+/// `crate::` or `super::` path; and each module file (`data::merge::schema`), with the module
+/// files it names, an item its parent has from a submodule (`use schema::{conform}`) counting for
+/// that submodule, by a path or, through a `super::*` glob, by its name in the code.
+fn module_imports() -> (BTreeMap<String, BTreeSet<String>>, BTreeMap<String, BTreeSet<String>>) {
     let files = module_files();
     let units: BTreeSet<String> = files.iter().map(|(_, p)| unit_of(p)).collect();
+    let modules: BTreeSet<String> = files.iter().map(|(_, p)| p.join("::")).collect();
     // The unit a path from the crate root names: `data::merge` of
     // `data::merge::Limit`, `app` of `app::Deps`; none for a macro.
     let unit_named = |path: &[String]| -> Option<String> {
@@ -699,57 +767,74 @@ fn module_imports() -> BTreeMap<String, BTreeSet<String>> {
             .map(|n| path[..n].join("::"))
             .find(|u| units.contains(u))
     };
-    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for (f, path) in &files {
+    let texts: Vec<String> = files.iter().map(|(f, _)| read(f)).collect();
+    let codes: Vec<String> = texts.iter().map(|t| code_of(t).join("\n")).collect();
+    // Each module's items taken from a submodule by a `use`: name -> the submodule.
+    let mut from_child: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for ((_, path), code) in files.iter().zip(&codes) {
+        let module = path.join("::");
+        for statement in code.split(';').map(str::trim) {
+            let s = statement.strip_prefix("pub(").and_then(|r| r.split_once(") "));
+            let s = s.map_or(statement.strip_prefix("pub ").unwrap_or(statement), |(_, r)| r);
+            let Some(rest) = s.strip_prefix("use ") else { continue };
+            let child = segments(rest).into_iter().next().unwrap_or_default();
+            let child = format!("{module}::{child}");
+            if !modules.contains(&child) {
+                continue;
+            }
+            let items = rest.split_once("::").map_or("", |(_, r)| r);
+            for item in items.split([',', '{', '}']).map(str::trim).filter(|i| !i.is_empty()) {
+                let name = item.rsplit(' ').next().unwrap_or(item).to_string();
+                from_child.entry(module.clone()).or_default().insert(name, child.clone());
+            }
+        }
+    }
+    let (mut out, mut by_file) = (BTreeMap::new(), BTreeMap::new());
+    for (((f, path), text), code) in files.iter().zip(&texts).zip(&codes) {
         let rel = f.strip_prefix(root()).unwrap().display().to_string();
         assert!(
             LAYERS.contains(&path[0].as_str()),
             "{rel}: in no layer; src/ holds lib.rs, main.rs and the layers' folders {LAYERS:?}"
         );
-        let unit = unit_of(path);
-        let text = read(f);
-        let lines: Vec<&str> = text.lines().collect();
-        let code = (lines.iter().enumerate())
-            .take_while(|(i, l)| {
-                let test_mod = |n: &&str| {
-                    let n = n.trim();
-                    n.strip_prefix("pub(crate) ").unwrap_or(n).starts_with("mod ")
-                };
-                !(l.trim() == "#[cfg(test)]" && lines.get(i + 1).is_some_and(test_mod))
-            })
-            .map(|(_, l)| *l)
-            .filter(|l| !l.trim_start().starts_with("//"));
-        let names = out.entry(unit.clone()).or_default();
-        for line in code {
+        for line in code_of(text) {
             assert!(
                 !line.contains("crate::{"),
                 "{rel}: one `crate::` path an import, so this check sees each: {line}"
             );
-            let mut named = Vec::new();
-            for (at, _) in line.match_indices("crate::") {
-                named.push(segments(&line[at + 7..]));
-            }
-            for (at, _) in line.match_indices("super::") {
-                if line[..at].ends_with("::") {
-                    continue; // the second `super` of `super::super::`
-                }
-                let mut rest = &line[at..];
-                let mut base = path.clone();
-                while let Some(r) = rest.strip_prefix("super::") {
-                    base.pop();
-                    rest = r;
-                }
-                base.extend(segments(rest));
-                named.push(base);
-            }
-            for name in named.iter().filter_map(|p| unit_named(p)) {
-                if name != unit {
-                    names.insert(name);
-                }
-            }
         }
+        let (unit, module) = (unit_of(path), path.join("::"));
+        let names: &mut BTreeSet<String> = out.entry(unit.clone()).or_default();
+        let files_named: &mut BTreeSet<String> = by_file.entry(module.clone()).or_default();
+        let words: BTreeSet<&str> =
+            code.split(|c: char| !c.is_ascii_alphanumeric() && c != '_').collect();
+        for named in named_paths(path, code) {
+            if let Some(u) = unit_named(&named).filter(|u| *u != unit) {
+                names.insert(u);
+            }
+            let Some(n) =
+                (1..=named.len()).rev().find(|n| modules.contains(&named[..*n].join("::")))
+            else {
+                continue;
+            };
+            let (m, next) = (named[..n].join("::"), named.get(n).map(String::as_str));
+            let children = from_child.get(&m);
+            match next {
+                Some("*") => files_named.extend(
+                    (children.into_iter().flatten())
+                        .filter(|(name, _)| words.contains(name.as_str()))
+                        .map(|(_, c)| c.clone()),
+                ),
+                Some(name) if children.is_some_and(|c| c.contains_key(name)) => {
+                    files_named.insert(children.unwrap()[name].clone());
+                    continue;
+                }
+                _ => {}
+            }
+            files_named.insert(m);
+        }
+        files_named.remove(&module);
     }
-    out
+    (out, by_file)
 }
 
 /// Imports run one way: down the layers ([`LAYERS`]; a higher layer's module
@@ -760,8 +845,9 @@ fn module_imports() -> BTreeMap<String, BTreeSet<String>> {
 /// layer's row (`**layer**`), and every row names a module.
 #[test]
 fn modules_import_in_one_direction_and_each_has_its_row() {
-    let imports = module_imports();
+    let (imports, by_file) = module_imports();
     assert!(imports["protocol::partition"].contains("protocol::plan"));
+    assert!(by_file["data::merge::held"].contains("data::merge::widen"), "{by_file:?}");
 
     let rank = |m: &str| {
         let layer = m.split("::").next().unwrap();
@@ -812,6 +898,11 @@ fn modules_import_in_one_direction_and_each_has_its_row() {
     let mut done = BTreeSet::new();
     for m in imports.keys() {
         visit(m, &imports, &mut Vec::new(), &mut done);
+    }
+    // And among module files, `super::` paths included (a parent declares its submodules).
+    let mut done = BTreeSet::new();
+    for m in by_file.keys() {
+        visit(m, &by_file, &mut Vec::new(), &mut done);
     }
 
     let arch = read(&root().join("docs/ARCHITECTURE.md"));

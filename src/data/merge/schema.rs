@@ -1,56 +1,6 @@
 //! Schema conformance: the target schema, and decoding an index file into it by column name.
 
 use super::*;
-use serde::{Deserialize, Serialize};
-
-/// The Glue table's columns, in order (specs/index-schema.md).
-pub fn target_schema() -> SchemaRef {
-    static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
-    SCHEMA
-        .get_or_init(|| {
-            let ts = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
-            Arc::new(Schema::new(vec![
-                Field::new("icao_hex", DataType::Utf8, true),
-                Field::new("registration", DataType::Utf8, true),
-                Field::new("type_designator", DataType::Utf8, true),
-                Field::new("military", DataType::Boolean, false),
-                Field::new("operator_designator", DataType::Utf8, true),
-                Field::new("ident", DataType::Utf8, true),
-                Field::new("first_message", ts.clone(), true),
-                Field::new("last_message", ts, true),
-                Field::new("s3_key", DataType::Utf8, true),
-            ]))
-        })
-        .clone()
-}
-
-/// Why one file cannot be merged: it is left in place and reported.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{reason}")]
-pub struct Unmergeable {
-    /// The column involved, when one is.
-    pub column: Option<String>,
-    /// What is wrong, e.g. "not a Parquet file: bad magic".
-    pub reason: String,
-    /// The input limit broken, if that is what is wrong: nothing was decoded.
-    pub limit: Option<LimitBroken>,
-}
-
-impl Unmergeable {
-    /// A file that cannot be merged for `reason` (about `column`, when one).
-    pub fn new(column: Option<&str>, reason: impl Into<String>) -> Unmergeable {
-        Unmergeable { column: column.map(str::to_string), reason: reason.into(), limit: None }
-    }
-
-    /// A file that breaks an input limit ([`crate::data::input`]).
-    pub fn over_limit(limit: LimitBroken) -> Unmergeable {
-        Unmergeable {
-            column: None,
-            reason: format!("left in place unread: {limit}"),
-            limit: Some(limit),
-        }
-    }
-}
 
 /// A decoded input, conformed to the target schema (known columns, then extra ones).
 #[derive(Debug, Clone)]
@@ -322,16 +272,6 @@ fn conform_column(target: &Field, col: &ArrayRef) -> Result<ArrayRef, Unmergeabl
     }
 }
 
-/// A column name as every comparison matches it: without case, as Glue, Athena and Spark do.
-pub fn column_key(name: &str) -> String {
-    name.to_lowercase()
-}
-
-/// Whether `a` and `b` name one column ([`column_key`]).
-pub(crate) fn same_column(a: &str, b: &str) -> bool {
-    a == b || column_key(a) == column_key(b)
-}
-
 fn to_micros(v: i64, unit: TimeUnit) -> Option<i64> {
     match unit {
         TimeUnit::Second => v.checked_mul(1_000_000),
@@ -358,34 +298,4 @@ pub fn rows_without_flight(decoded: &Decoded) -> usize {
 pub(super) fn row_flights(b: &RecordBatch) -> Option<impl Iterator<Item = Option<Uuid>> + '_> {
     let keys = b.column(b.schema().index_of("s3_key").ok()?).as_string_opt::<i32>()?;
     Some(keys.iter().map(|k| k.and_then(flight_uuid)))
-}
-
-/// A per-input limit, checked from the listing and footer before any decode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[derive(strum::IntoStaticStr, strum::Display, strum::VariantArray)]
-#[strum(serialize_all = "snake_case")]
-pub enum Limit {
-    /// The footer's declared length in bytes ([`crate::data::input::FOOTER_SHARE`]).
-    FooterBytes,
-    /// Leaf columns in the file's schema ([`crate::data::input::COLUMNS_MAX`]).
-    Columns,
-    /// The decoded size the footer declares for the columns read, in bytes.
-    DecodedBytes,
-}
-
-named_enum!(Limit);
-
-/// Which [`Limit`] an input broke, in the limit's unit (bytes or columns).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
-#[error(
-    "over the {limit} limit: {found} where at most {allowed} is allowed (INPUT_BUDGET_MB sets it)"
-)]
-pub struct LimitBroken {
-    /// The limit.
-    pub limit: Limit,
-    /// The input's value.
-    pub found: u64,
-    /// The largest value allowed.
-    pub allowed: u64,
 }

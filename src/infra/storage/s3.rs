@@ -1,9 +1,17 @@
 //! [`S3Store`]: the [`Store`] over aws-sdk-s3, one bucket. Every call is bounded by the store's
 //! deadline ([`Store::until`]); SDK errors become [`Error`] in [`super::s3_error`].
 
-use aws_sdk_s3::error::BuildError;
+use aws_sdk_s3::Client;
+use aws_sdk_s3::config::timeout::TimeoutConfig;
+use aws_sdk_s3::error::{BuildError, ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::operation::list_objects_v2::ListObjectsV2Output;
 use aws_sdk_s3::operation::list_objects_v2::builders::ListObjectsV2FluentBuilder;
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::{
+    ChecksumAlgorithm, ChecksumMode, CompletedMultipartUpload, CompletedPart, Delete, EncodingType,
+    ObjectIdentifier,
+};
+use backon::{BackoffBuilder, ExponentialBuilder, Retryable};
 
 use super::s3_error::no_message;
 use super::*;
