@@ -41,7 +41,9 @@ use crate::data::spill::{SortedSet, SortedSetBuilder, SpillSettings, UuidSet};
 use crate::infra::deadline::Deadline;
 use crate::infra::error::{Error, Result};
 use crate::infra::storage::{ObjectMeta, Store};
+use crate::infra::text::Shortened;
 use crate::protocol::day::{DateRange, Day, DayCounts, Flights, RangeOf};
+use crate::protocol::partition::{ParityCheck, parity_reason};
 
 /// Examples kept per finding, per date and in the totals (the first); counts are exact.
 pub const EXAMPLES_MAX: usize = 5;
@@ -55,7 +57,7 @@ pub const DATES_IN_FLIGHT: usize = 4;
 /// Multi-row inputs of one date read at once (each holds its two column chunks).
 const FILES_IN_FLIGHT: usize = 8;
 
-const FIX_MISSING: &str = "a flight without an index row blocks the scheduled walk at its date (parity gate) and every run of that date: have the archive writer write its index file {uuid}.parquet from its flights/ object (rewrite it when unreadable_files names it; or remove the flight object if it is no flight), then the next run passes the date; `status` shows what blocks the walk (docs/runbook.md#an-unreadable-per-flight-index-file)";
+const FIX_MISSING: &str = "block the scheduled walk at their date (parity gate) and every run of that date: have the archive writer write each one's index file {uuid}.parquet from its flights/ object (rewrite it when unreadable_files names it; or remove the flight object if it is no flight), then the next run passes the date; `status` shows what blocks the walk (docs/runbook.md#an-unreadable-per-flight-index-file)";
 const FIX_DUPLICATED: &str = "run --from D --to D (the event {\"from\": D, \"to\": D}) folds the day into one compacted file, one row per flight (the newest version)";
 const FIX_BESIDE_COMPACTED: &str = "run --from D --to D folds the late per-flight files into the day's compacted file (the scheduled run's straggler sweep does it within SWEEP_DAYS)";
 const FIX_ORPHANS: &str = "for a person: the index row names no flight object under its date's flights/ (the flight was deleted, or written under another date, or s3_key is empty); runs keep such rows: check the flight and remove the row by hand if it is gone";
@@ -95,17 +97,16 @@ pub struct Finding<E> {
 }
 
 impl<E: Clone> Finding<E> {
+    fn shortened(&mut self) -> Shortened<'_, E> {
+        Shortened::new(&mut self.examples, EXAMPLES_MAX).counted(&mut self.count, None)
+    }
+
     fn add(&mut self, example: impl FnOnce() -> E) {
-        self.count += 1;
-        if self.examples.len() < EXAMPLES_MAX {
-            self.examples.push(example());
-        }
+        self.shortened().push_with(example);
     }
 
     fn absorb(&mut self, other: &Finding<E>) {
-        self.count += other.count;
-        let room = EXAMPLES_MAX.saturating_sub(self.examples.len());
-        self.examples.extend(other.examples.iter().take(room).cloned());
+        self.shortened().add(other.count, other.examples.iter().cloned());
     }
 }
 
@@ -203,7 +204,8 @@ impl Findings {
                 f.fix = Some(fix.to_string());
             }
         }
-        set(&mut self.missing, FIX_MISSING);
+        let missing = parity_reason(self.missing.count, 0, &[]).unwrap_or_default();
+        set(&mut self.missing, &format!("{missing} {FIX_MISSING}"));
         set(&mut self.duplicated, FIX_DUPLICATED);
         set(&mut self.per_flight_beside_compacted, FIX_BESIDE_COMPACTED);
         set(&mut self.orphans, FIX_ORPHANS);
@@ -415,7 +417,7 @@ async fn audit_day(r: &Reader<'_, impl Store>, date: NaiveDate) -> Result<DayAud
     let listed = Day::list_window(r.store, date, true, 0, r.spill).await?;
     let mut day = DayAudit { date, counts: listed.counts(), ..DayAudit::default() };
     let held = read_index(r, &listed, &mut day).await?;
-    find_missing(r.store, &listed.flights, &held, &mut day).await?;
+    find_missing(r, &listed.flights, &held, &mut day).await?;
     find_duplicated(&held, &mut day)?;
     Ok(day)
 }
@@ -585,26 +587,20 @@ fn holding_flights(rows: &SortedSet<(Uuid, u32, u32)>) -> impl Iterator<Item = R
     })
 }
 
-/// Counts the flights no file holds a row of (one pass over both sets), naming the first ones'
-/// keys. Errors: also an S3 error listing the keys.
+/// Counts the flights no file holds a row of (the gate's [`ParityCheck::of_rows`]), naming the
+/// first ones' keys. Errors: also an S3 error listing the keys.
 async fn find_missing(
-    store: &impl Store,
+    r: &Reader<'_, impl Store>,
     flights: &UuidSet,
     held: &Held<'_>,
     day: &mut DayAudit,
 ) -> Result<()> {
-    let date = day.date;
+    let (date, store) = (day.date, r.store);
     // The listing kept uuids, not keys: listed again for the examples alone.
     let mut examples = Flights::default();
-    let mut holding = holding_flights(&held.rows).peekable();
-    for u in flights.iter() {
+    let check = ParityCheck::of_rows(flights, holding_flights(&held.rows), r.spill)?;
+    for u in check.missing.iter() {
         let u = u?;
-        while holding.next_if(|h| h.as_ref().is_ok_and(|h| *h < u)).is_some() {}
-        match holding.peek() {
-            Some(Ok(h)) if *h == u => continue,
-            Some(Err(_)) => return Err(holding.next().and_then(Result::err).expect("an error")),
-            _ => {}
-        }
         day.findings.missing.add(|| {
             examples.insert(u);
             FlightExample { date, flight: u, key: String::new() }

@@ -27,6 +27,7 @@ use uuid::Uuid;
 use crate::commands::render::{Col, Text};
 use crate::data::config::Config;
 use crate::data::keys::{LOCK_KEY, WATERMARK_KEY, manifest_date};
+use crate::data::report::{DAY_KEYS_SHOWN, DAY_UUIDS_SHOWN};
 use crate::data::state::{Manifest, WatermarkState};
 use crate::infra::error::{Error, Result};
 use crate::infra::storage::Store;
@@ -34,14 +35,11 @@ use crate::infra::storage::lifecycle::{BucketLifecycle, LifecycleRuleSummary};
 use crate::protocol::day::{Blocked, Day, DayCounts, StateListing};
 use crate::protocol::lease::Lease;
 use crate::protocol::manifest::quarantined_date;
-use crate::protocol::partition::ParityCause;
+use crate::protocol::partition::{ParityCause, parity_reason};
 use crate::protocol::plan;
 
 /// Default number of upcoming dates `status` counts files for (`--days`).
 pub const DEFAULT_DAYS: usize = 5;
-
-/// Missing uuids the text output prints.
-const UUIDS_SHOWN: usize = 20;
 
 /// What to gather.
 #[derive(Debug, Clone)]
@@ -754,32 +752,28 @@ fn format_mismatch(o: &mut Text, s: &StatusReport) {
             ),
         );
     }
-    let what = match m.cause {
-        Some(ParityCause::PerFlightFileWithoutOwnRow) => {
-            "whose per-flight file holds no row of theirs; the next run stops here again"
+    // The run's own wording of its verdict: the flights not of an unread file hold no own row.
+    let reason = match m.cause {
+        Some(ParityCause::NoIndexRow) | None => parity_reason(m.missing_uuid_count, 0, &[]),
+        Some(_) => {
+            let lost = m.missing_uuid_count.saturating_sub(m.unread_files.len() as u64);
+            parity_reason(0, lost, &m.unread_files)
         }
-        Some(ParityCause::UnreadablePerFlightFile) => {
-            "whose index row is in no readable file (see unreadable files below); the next run stops here again"
-        }
-        _ => "without an index row",
     };
-    o.field(
-        "mismatch",
-        format_args!(
-            "{} (blocked {} run(s)): {} of {} flights {what}:",
-            m.date, m.mismatch_runs, m.missing_uuid_count, m.flights
-        ),
-    );
+    let (date, runs, flights, reason) =
+        (m.date, m.mismatch_runs, m.flights, reason.unwrap_or_default());
+    let head = format!("{date} (blocked {runs} run(s)), {flights} flights: {reason}");
+    o.field("mismatch", format_args!("{head}; the next run stops here again:"));
+    let more = |n| format!("... {n} more (--json lists them all)");
     let uuids = &m.missing_uuids;
-    o.shortened("  ", uuids, UUIDS_SHOWN, uuids.len() as u64, |n| {
-        format!("... {n} more (--json lists them all)")
-    });
+    o.shortened("  ", uuids, DAY_UUIDS_SHOWN, uuids.len() as u64, more);
     if !m.unread_files.is_empty() {
         o.line(
             "  unreadable per-flight files (left in place; rewrite each from its flights/ object: docs/runbook.md#an-unreadable-per-flight-index-file):",
         );
-        let files = m.unread_files.iter().take(UUIDS_SHOWN);
-        o.items("  ", files.map(|f| format!("{}  {}", f.key, f.reason)));
+        let files: Vec<String> =
+            (m.unread_files.iter()).map(|f| format!("{}  {}", f.key, f.reason)).collect();
+        o.shortened("  ", &files, DAY_KEYS_SHOWN, files.len() as u64, more);
     }
 }
 
@@ -1005,7 +999,7 @@ manifests    2 live (the next run's recovery finishes or undoes each; one still 
   2026-07-19  _compaction_state/manifests/2026-07-19/k.json  age 5s  UNREADABLE: the next run quarantines it
 quarantined  1 (each blocks its date; inspect, then delete it):
   2026-07-19  _compaction_state/quarantine/2026-07-19/q.json  age 2d 1h  0 bytes
-mismatch     2026-07-18 (blocked 3 run(s)): 2 of 40 flights without an index row:
+mismatch     2026-07-18 (blocked 3 run(s)), 40 flights: 2 flight(s) without an index row; the next run stops here again:
   019f7d73-f820-702f-b905-8c81d0944996
   019f7dc0-c448-7e25-b944-852039292d22
 next dates
@@ -1114,7 +1108,7 @@ next dates
         m.cause = Some(ParityCause::PerFlightFileWithoutOwnRow);
         let text = format_human(&s);
         assert!(
-            text.contains("1 of 40 flights whose per-flight file holds no row of theirs; the next run stops here again:"),
+            text.contains("40 flights: 1 flight(s) whose per-flight file holds no row of theirs (empty, another flight's row, or a null or empty s3_key); the next run stops here again:"),
             "{text}"
         );
         let s = StatusReport::unavailable(

@@ -1,9 +1,10 @@
 //! [`RunReport`], the one value that describes a run: the Lambda response or error message, the
 //! CLI's JSON, and the source of every metric and MQTT topic (`specs/run-report.schema.json`). Each
-//! list keeps its first `*_SHOWN` entries beside an exact count and a `*_truncated` marker.
+//! list keeps its first `*_SHOWN` entries ([`Shortened`]), beside an exact count and a
+//! `*_truncated` marker where the JSON has them.
 //!
 //! ```
-//! use archive_compaction::data::report::{RunReport, SkippedFile, UUIDS_SHOWN};
+//! use archive_compaction::data::report::{MISMATCH_UUIDS_SHOWN, RunReport, SkippedFile};
 //! use chrono::NaiveDate;
 //!
 //! let mut r = RunReport::default();
@@ -11,7 +12,7 @@
 //! let missing: Vec<uuid::Uuid> = (0..20_000u128).map(uuid::Uuid::from_u128).collect();
 //! r.set_mismatch(date, missing.len() as u64, &missing);
 //! assert_eq!(r.mismatch_uuid_count, 20_000);
-//! assert_eq!(r.mismatch_uuids.len(), UUIDS_SHOWN);
+//! assert_eq!(r.mismatch_uuids.len(), MISMATCH_UUIDS_SHOWN);
 //! assert!(r.mismatch_uuids_truncated);
 //! r.bound();
 //! assert!(serde_json::to_string_pretty(&r).unwrap().len() <= archive_compaction::data::report::REPORT_MAX_BYTES);
@@ -20,13 +21,17 @@
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::data::merge::{LimitBroken, Unmergeable};
+use crate::data::merge::{LimitBroken, OTHER_DAYS_UUIDS_SHOWN, Unmergeable};
+use crate::infra::text::Shortened;
 
-/// Uuids `mismatch_uuids` and its MQTT topic carry: the first, sorted (100 are ~3.9 KB of JSON).
-pub const UUIDS_SHOWN: usize = 100;
+/// Uuids the run's `mismatch_uuids` and its MQTT topic carry, sorted (100 are ~3.9 KB of JSON).
+pub const MISMATCH_UUIDS_SHOWN: usize = 100;
 
-/// Uuids a date's `days[].mismatch_uuids` carries; `days[].mismatch_uuid_count` is exact.
+/// Flights a date's list names (`days[].mismatch_uuids`, `status`'s text); counts are exact.
 pub const DAY_UUIDS_SHOWN: usize = 20;
+
+/// Keys a date's list names (`foreign_keys`, `rows_without_flight_keys`, `unread_files`).
+pub const DAY_KEYS_SHOWN: usize = 20;
 
 /// Dates `days` lists (the first, in walk order); the log has a `date reported` line for each.
 pub const DAYS_SHOWN: usize = 100;
@@ -106,7 +111,7 @@ pub enum StopReason {
 #[derive(strum::IntoStaticStr, strum::Display, strum::VariantArray)]
 #[strum(serialize_all = "snake_case")]
 pub enum DayAction {
-    /// Merged into one new compacted file; the inputs retired.
+    /// Merged into a new compacted file a part ([`DayReport::parts`]); the inputs retired.
     Compacted,
     /// Nothing to merge (no index input, or already one compacted file).
     #[default]
@@ -231,7 +236,7 @@ pub struct DayReport {
     pub files_claimed: u64,
     /// Foreign objects in the date's index partition ([`crate::data::keys::IndexKey`]), never touched.
     pub foreign_objects: u64,
-    /// The first [`crate::commands::run::FOREIGN_KEYS_SHOWN`] of them, in key order.
+    /// The first [`DAY_KEYS_SHOWN`] of them, in key order.
     pub foreign_keys: Vec<String>,
     /// True when `foreign_keys` names fewer keys than `foreign_objects` counts.
     pub foreign_keys_truncated: bool,
@@ -267,9 +272,9 @@ pub struct DayReport {
     pub extra_columns: Vec<String>,
     /// Rows of multi-row inputs whose `s3_key` names no flight: merged, kept after the flights' rows.
     pub rows_without_flight: u64,
-    /// The inputs that held them (the first [`crate::commands::run::FOREIGN_KEYS_SHOWN`]).
+    /// The inputs that held them (the first [`DAY_KEYS_SHOWN`]).
     pub rows_without_flight_keys: Vec<String>,
-    /// The output key, when one was written.
+    /// The last part's output key, when one was written.
     pub output_key: Option<String>,
     /// Output size in bytes.
     pub bytes_written: u64,
@@ -281,19 +286,34 @@ pub struct DayReport {
     pub mismatch_uuid_count: u64,
     /// True when `mismatch_uuids` holds fewer than `mismatch_uuid_count`.
     pub mismatch_uuids_truncated: bool,
-    /// On a `mismatch`: the date's unreadable per-flight files (the first [`DAY_UUIDS_SHOWN`], by flight).
+    /// On a `mismatch`: the date's unreadable per-flight files (the first [`DAY_KEYS_SHOWN`], by flight).
     #[serde(default)]
     pub unread_files: Vec<UnreadFile>,
     /// Rows of multi-row inputs whose `first_message` UTC date is another date:
     /// merged where they sit. Over several passes, the most one pass read.
     pub rows_of_other_days: u64,
-    /// Their flights (the first [`crate::data::merge::OTHER_DAYS_UUIDS_SHOWN`], in the order read).
+    /// Their flights (the first [`OTHER_DAYS_UUIDS_SHOWN`], in the order read).
     pub other_days_uuids: Vec<String>,
     /// Inputs left in place, moved into the run's `skipped_files` by [`RunReport::add_day`].
     #[serde(skip)]
     pub skipped: Vec<SkippedFile>,
     /// Wall time spent on the date, in seconds.
     pub seconds: f64,
+}
+
+impl DayReport {
+    /// Cuts the date's lists to their caps (idempotent).
+    fn shortened_lists(&mut self) {
+        Shortened::new(&mut self.mismatch_uuids, DAY_UUIDS_SHOWN)
+            .counted(&mut self.mismatch_uuid_count, Some(&mut self.mismatch_uuids_truncated))
+            .to_cap();
+        Shortened::new(&mut self.foreign_keys, DAY_KEYS_SHOWN)
+            .counted(&mut self.foreign_objects, Some(&mut self.foreign_keys_truncated))
+            .to_cap();
+        Shortened::new(&mut self.rows_without_flight_keys, DAY_KEYS_SHOWN).to_cap();
+        Shortened::new(&mut self.unread_files, DAY_KEYS_SHOWN).to_cap();
+        Shortened::new(&mut self.other_days_uuids, OTHER_DAYS_UUIDS_SHOWN).to_cap();
+    }
 }
 
 /// A manifest found at the start of the run and what recovery did with it.
@@ -326,7 +346,7 @@ pub struct RunReport {
     pub mismatch_date: Option<NaiveDate>,
     /// How many flights of `mismatch_date` fail parity (exact).
     pub mismatch_uuid_count: u64,
-    /// The first [`UUIDS_SHOWN`] of those flights' uuids, sorted (`status` lists them all).
+    /// The first [`MISMATCH_UUIDS_SHOWN`] of those flights' uuids, sorted (`status` lists them all).
     pub mismatch_uuids: Vec<String>,
     /// `watermark.json`'s count of consecutive scheduled runs blocked on its mismatch date.
     pub mismatch_runs: u32,
@@ -438,39 +458,17 @@ impl RunReport {
 
     fn lists(&mut self) -> Lists<'_> {
         Lists {
-            days: Shortened::new(
-                &mut self.days,
-                &mut self.days_total,
-                &mut self.days_truncated,
-                DAYS_SHOWN,
-            ),
-            skipped_files: Shortened::new(
-                &mut self.skipped_files,
-                &mut self.skipped_files_total,
-                &mut self.skipped_files_truncated,
-                SKIPPED_FILES_SHOWN,
-            ),
-            recovered: Shortened::new(
-                &mut self.recovered,
-                &mut self.recovered_total,
-                &mut self.recovered_truncated,
-                RECOVERED_SHOWN,
-            ),
-            errors: Shortened {
-                keep_last: true,
-                ..Shortened::new(
-                    &mut self.errors,
-                    &mut self.errors_total,
-                    &mut self.errors_truncated,
-                    ERRORS_SHOWN,
-                )
-            },
-            mismatch_uuids: Shortened::new(
-                &mut self.mismatch_uuids,
-                &mut self.mismatch_uuid_count,
-                &mut self.mismatch_uuids_truncated,
-                UUIDS_SHOWN,
-            ),
+            days: Shortened::new(&mut self.days, DAYS_SHOWN)
+                .counted(&mut self.days_total, Some(&mut self.days_truncated)),
+            skipped_files: Shortened::new(&mut self.skipped_files, SKIPPED_FILES_SHOWN)
+                .counted(&mut self.skipped_files_total, Some(&mut self.skipped_files_truncated)),
+            recovered: Shortened::new(&mut self.recovered, RECOVERED_SHOWN)
+                .counted(&mut self.recovered_total, Some(&mut self.recovered_truncated)),
+            errors: Shortened::new(&mut self.errors, ERRORS_SHOWN)
+                .counted(&mut self.errors_total, Some(&mut self.errors_truncated))
+                .keeping_last(),
+            mismatch_uuids: Shortened::new(&mut self.mismatch_uuids, MISMATCH_UUIDS_SHOWN)
+                .counted(&mut self.mismatch_uuid_count, Some(&mut self.mismatch_uuids_truncated)),
         }
     }
 
@@ -482,18 +480,7 @@ impl RunReport {
             self.stragglers_folded +=
                 day.files_read.saturating_sub(day.files_read_compacted.min(1));
         }
-        Shortened::new(
-            &mut day.mismatch_uuids,
-            &mut day.mismatch_uuid_count,
-            &mut day.mismatch_uuids_truncated,
-            DAY_UUIDS_SHOWN,
-        )
-        .to_cap();
-        // Cut where they are listed, to `commands::run::FOREIGN_KEYS_SHOWN`.
-        day.foreign_keys_truncated = (day.foreign_keys.len() as u64) < day.foreign_objects;
-        day.unread_files.truncate(DAY_UUIDS_SHOWN);
-        // `rows_of_other_days` is the exact count beside it.
-        day.other_days_uuids.truncate(crate::data::merge::OTHER_DAYS_UUIDS_SHOWN);
+        day.shortened_lists();
         tracing::info!(
             date = %day.date,
             action = %day.action,
@@ -540,7 +527,7 @@ impl RunReport {
     }
 
     /// Records a parity mismatch of `count` flights; `first`, the first in uuid
-    /// order, needs only [`UUIDS_SHOWN`] of them.
+    /// order, needs only [`MISMATCH_UUIDS_SHOWN`] of them.
     pub fn set_mismatch(&mut self, date: NaiveDate, count: u64, first: &[uuid::Uuid]) {
         self.mismatch_date = Some(date);
         self.lists().mismatch_uuids.set(count, first.iter().map(uuid::Uuid::to_string));
@@ -562,9 +549,7 @@ impl RunReport {
     /// Bounds the report (idempotent): lists cut to their caps (`errors` keeps its
     /// last), then the largest list halved while the JSON is over [`REPORT_MAX_BYTES`].
     pub fn bound(&mut self) {
-        for day in &mut self.days {
-            day.other_days_uuids.truncate(crate::data::merge::OTHER_DAYS_UUIDS_SHOWN);
-        }
+        self.days.iter_mut().for_each(DayReport::shortened_lists);
         for list in self.lists().each() {
             list.to_cap();
         }
@@ -578,53 +563,6 @@ impl RunReport {
                 break;
             };
             largest.halve();
-        }
-    }
-}
-
-/// One of the report's shortened lists, over the fields that hold it (each where the JSON has
-/// it): the entries `shown`, at most `cap`; their exact `total`; and `truncated`, true once
-/// entries were left out for the cap. [`RunReport::lists`] names each list's.
-struct Shortened<'a, T> {
-    shown: &'a mut Vec<T>,
-    total: &'a mut u64,
-    truncated: &'a mut bool,
-    cap: usize,
-    /// A cut keeps the last entry (`errors`: the one that stopped the run).
-    keep_last: bool,
-}
-
-impl<'a, T> Shortened<'a, T> {
-    fn new(shown: &'a mut Vec<T>, total: &'a mut u64, truncated: &'a mut bool, cap: usize) -> Self {
-        Shortened { shown, total, truncated, cap, keep_last: false }
-    }
-
-    /// Counts `item` and shows it if there is room; else hands it back.
-    fn push(&mut self, item: T) -> Option<T> {
-        *self.total += 1;
-        if self.shown.len() < self.cap {
-            self.shown.push(item);
-            return None;
-        }
-        *self.truncated = true;
-        Some(item)
-    }
-
-    /// Shows the first `cap` of `first`, the first entries of `total`.
-    fn set(&mut self, total: u64, first: impl Iterator<Item = T>) {
-        *self.shown = first.take(self.cap).collect();
-        *self.total = total;
-        *self.truncated = total > self.cap as u64;
-    }
-
-    /// Counts at least the entries shown, then shows only `keep` of them.
-    fn cut(&mut self, keep: usize) {
-        *self.total = (*self.total).max(self.shown.len() as u64);
-        if self.shown.len() > keep {
-            let last = self.shown.pop().filter(|_| self.keep_last && keep > 0);
-            self.shown.truncate(keep - usize::from(last.is_some()));
-            self.shown.extend(last);
-            *self.truncated = true;
         }
     }
 }
@@ -671,7 +609,7 @@ mod tests {
             ..Default::default()
         };
         r.bound();
-        assert_eq!(r.mismatch_uuids.len(), UUIDS_SHOWN);
+        assert_eq!(r.mismatch_uuids.len(), MISMATCH_UUIDS_SHOWN);
         assert!(r.mismatch_uuids_truncated);
         assert_eq!(r.mismatch_uuid_count, 150);
         assert_eq!(r.days.len(), DAYS_SHOWN);
@@ -724,18 +662,18 @@ mod tests {
     #[test]
     fn mismatch_uuids_at_their_cap() {
         let mut r = RunReport::default();
-        r.set_mismatch(date(0), UUIDS_SHOWN as u64, &uuids(UUIDS_SHOWN));
-        assert_eq!(r.mismatch_uuids.len(), UUIDS_SHOWN);
+        r.set_mismatch(date(0), MISMATCH_UUIDS_SHOWN as u64, &uuids(MISMATCH_UUIDS_SHOWN));
+        assert_eq!(r.mismatch_uuids.len(), MISMATCH_UUIDS_SHOWN);
         assert!(!r.mismatch_uuids_truncated);
-        r.set_mismatch(date(0), UUIDS_SHOWN as u64 + 1, &uuids(UUIDS_SHOWN + 1));
-        assert_eq!(r.mismatch_uuids.len(), UUIDS_SHOWN);
-        assert_eq!(r.mismatch_uuid_count, UUIDS_SHOWN as u64 + 1);
+        r.set_mismatch(date(0), MISMATCH_UUIDS_SHOWN as u64 + 1, &uuids(MISMATCH_UUIDS_SHOWN + 1));
+        assert_eq!(r.mismatch_uuids.len(), MISMATCH_UUIDS_SHOWN);
+        assert_eq!(r.mismatch_uuid_count, MISMATCH_UUIDS_SHOWN as u64 + 1);
         assert!(r.mismatch_uuids_truncated);
         // The first ones, in order.
         assert_eq!(r.mismatch_uuids[0], uuid::Uuid::from_u128(0).to_string());
         assert_eq!(
-            r.mismatch_uuids[UUIDS_SHOWN - 1],
-            uuid::Uuid::from_u128(UUIDS_SHOWN as u128 - 1).to_string()
+            r.mismatch_uuids[MISMATCH_UUIDS_SHOWN - 1],
+            uuid::Uuid::from_u128(MISMATCH_UUIDS_SHOWN as u128 - 1).to_string()
         );
     }
 

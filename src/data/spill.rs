@@ -267,15 +267,15 @@ impl<T: Record> SortedSet<T> {
         b.finish()
     }
 
-    /// This set without `other`'s records, in one merge pass, spilling past `settings`' limit.
-    /// Errors: [`Error::Spill`] reading either set or writing the new one.
+    /// This set without the records of `other` (in order), in one merge pass, spilling past
+    /// `settings`' limit. Errors: [`Error::Spill`] reading or writing a set; the first of `other`'s.
     pub fn difference(
         &self,
-        other: &SortedSet<T>,
+        other: impl Iterator<Item = Result<T>>,
         settings: SpillSettings,
     ) -> Result<SortedSet<T>> {
         let mut out = SortedSetBuilder::new(settings);
-        let mut others = other.iter().peekable();
+        let mut others = other.peekable();
         for u in self.iter() {
             let u = u?;
             let taken = loop {
@@ -664,13 +664,13 @@ mod tests {
                 bld.finish().unwrap()
             };
             let (sa, sb) = (set(&a), set(&b));
-            let got = sa.difference(&sb, settings(limit)).unwrap();
+            let got = sa.difference(sb.iter(), settings(limit)).unwrap();
             let got: Vec<Uuid> = got.iter().map(Result::unwrap).collect();
             assert_eq!(got, want.iter().map(|&n| u(n)).collect::<Vec<_>>(), "limit {limit}");
-            let none = sb.difference(&sb, settings(limit)).unwrap();
+            let none = sb.difference(sb.iter(), settings(limit)).unwrap();
             assert!(none.is_empty(), "limit {limit}");
             assert_eq!(
-                sb.difference(&UuidSet::default(), settings(limit)).unwrap().len(),
+                sb.difference(UuidSet::default().iter(), settings(limit)).unwrap().len(),
                 sb.len()
             );
         }

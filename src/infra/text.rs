@@ -1,7 +1,7 @@
 //! Untrusted text (keys, field names, setting values) made safe for a message or log line: control
 //! characters escaped, length bounded. An S3 key may hold any UTF-8 character but NUL (S3 user
 //! guide, "Naming Amazon S3 objects"): raw, a newline forges a log line and an ESC drives the
-//! reader's terminal. CloudWatch Logs cuts an event at 256 KB.
+//! reader's terminal. CloudWatch Logs cuts an event at 256 KB. A list shown is [`Shortened`].
 //!
 //! ```
 //! use archive_compaction::infra::text::{escape, quote, QUOTED_CHARS_MAX};
@@ -83,9 +83,108 @@ fn split_at_chars(s: &str, max_chars: usize) -> (&str, String) {
     }
 }
 
+/// A list shown shortened, the one way the report, `status` and `audit` cut one: its first `cap`
+/// entries in `shown`, beside their exact `total` and a `truncated` marker where the JSON has them.
+pub struct Shortened<'a, T> {
+    /// The entries shown.
+    pub shown: &'a mut Vec<T>,
+    total: Option<&'a mut u64>,
+    truncated: Option<&'a mut bool>,
+    /// The most entries shown.
+    pub cap: usize,
+    keep_last: bool,
+}
+
+impl<'a, T> Shortened<'a, T> {
+    /// `shown`, at most `cap` entries, without a count or a marker.
+    pub fn new(shown: &'a mut Vec<T>, cap: usize) -> Self {
+        Shortened { shown, total: None, truncated: None, cap, keep_last: false }
+    }
+
+    /// With its exact count in `total` and, in `truncated`, whether entries were left out.
+    pub fn counted(self, total: &'a mut u64, truncated: Option<&'a mut bool>) -> Self {
+        Shortened { total: Some(total), truncated, ..self }
+    }
+
+    /// A cut keeps the last entry (`errors`: the one that stopped the run).
+    pub fn keeping_last(self) -> Self {
+        Shortened { keep_last: true, ..self }
+    }
+
+    /// Counts an entry, made by `item` only when there is room to show it.
+    pub fn push_with(&mut self, item: impl FnOnce() -> T) {
+        self.total.iter_mut().for_each(|t| **t += 1);
+        let room = self.shown.len() < self.cap;
+        self.truncated.iter_mut().for_each(|t| **t |= !room);
+        if room {
+            self.shown.push(item());
+        }
+    }
+
+    /// Counts `item` and shows it if there is room; else hands it back.
+    pub fn push(&mut self, item: T) -> Option<T> {
+        let mut item = Some(item);
+        self.push_with(|| item.take().expect("made once"));
+        item
+    }
+
+    /// Shows the first `cap` of `first`, the first entries of `total`.
+    pub fn set(&mut self, total: u64, first: impl Iterator<Item = T>) {
+        self.shown.clear();
+        self.total.iter_mut().for_each(|t| **t = 0);
+        self.add(total, first);
+    }
+
+    /// Adds `total` entries to the count, showing those of `first` there is room for.
+    pub fn add(&mut self, total: u64, first: impl Iterator<Item = T>) {
+        self.shown.extend(first.take(self.cap.saturating_sub(self.shown.len())));
+        self.total.iter_mut().for_each(|t| **t += total);
+        self.cut(self.cap);
+    }
+
+    /// Counts at least the entries shown, shows `keep` of them, marked if fewer than its count.
+    pub fn cut(&mut self, keep: usize) {
+        let listed = self.shown.len() as u64;
+        if self.shown.len() > keep {
+            let last = self.shown.pop().filter(|_| self.keep_last && keep > 0);
+            self.shown.truncate(keep - usize::from(last.is_some()));
+            self.shown.extend(last);
+        }
+        let total = self.total.as_deref_mut().map_or(listed, |t| {
+            *t = (*t).max(listed);
+            *t
+        });
+        let left_out = total > self.shown.len() as u64;
+        self.truncated.iter_mut().for_each(|t| **t = left_out);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A shortened list counts every entry, shows the first `cap` and is marked once one is left
+    /// out; `set` starts over; a cut keeps the last entry when asked; a list without a count is
+    /// cut all the same.
+    #[test]
+    fn a_shortened_list_counts_shows_its_first_entries_and_marks_a_cut() {
+        let (mut shown, mut total, mut truncated) = (vec![], 0, false);
+        let mut l = Shortened::new(&mut shown, 2).counted(&mut total, Some(&mut truncated));
+        assert_eq!(l.push(1), None);
+        l.push_with(|| 2);
+        assert_eq!(l.push(3), Some(3));
+        l.add(4, [4, 5].into_iter());
+        assert_eq!((l.shown.clone(), total, truncated), (vec![1, 2], 7, true));
+        let mut l = Shortened::new(&mut shown, 2).counted(&mut total, Some(&mut truncated));
+        l.set(2, [7, 8, 9].into_iter());
+        assert_eq!((shown.clone(), total, truncated), (vec![7, 8], 2, false));
+        let (mut errors, mut n, mut cut) = (vec![1, 2, 3, 4], 0, false);
+        Shortened::new(&mut errors, 2).counted(&mut n, Some(&mut cut)).keeping_last().cut(2);
+        assert_eq!((errors, n, cut), (vec![1, 4], 4, true));
+        let mut uncounted = vec![1, 2, 3];
+        Shortened::new(&mut uncounted, 2).cut(2);
+        assert_eq!(uncounted, [1, 2]);
+    }
 
     #[test]
     fn the_text_log_escapes_and_bounds_every_field() {

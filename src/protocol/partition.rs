@@ -1,6 +1,6 @@
-//! The parity gate over one date's listings (docs/ARCHITECTURE.md, "Parity gate"):
-//! [`parity_check`], for `run` and `status` alike; and the earliest partition, where a fresh
-//! deployment starts. Read-only.
+//! The parity gate over one date's listings (docs/ARCHITECTURE.md, "Parity gate"): every
+//! [`ParityCheck`] of `run`, `status` and `audit`, worded by [`parity_reason`]; and the earliest
+//! partition, where a fresh deployment starts. Read-only.
 //!
 //! ```
 //! use archive_compaction::protocol::day::Day;
@@ -64,7 +64,7 @@ pub async fn parity_gate(
             Err(u) => gate.unreadable.push((c.key.clone(), u)),
         }
     }
-    gate.missing = gate.missing.difference(&found.finish()?, spill)?;
+    gate.missing = gate.missing.difference(found.finish()?.iter(), spill)?;
     Ok(gate)
 }
 
@@ -153,7 +153,7 @@ pub struct ParityCheck {
     pub prefetched: Prefetched,
 }
 
-/// Why a date fails parity: what `status` names and the run's [`ParityCheck::reason`] words.
+/// Why a date fails parity: what `status` names and [`parity_reason`] words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ParityCause {
@@ -187,28 +187,52 @@ impl ParityCheck {
         (self.without_own_row.iter().copied()).chain(self.unread.iter().map(|f| f.flight)).collect()
     }
 
-    /// Why the date fails parity (`days[].reason`); `None`: it passes.
+    /// Why the date fails parity ([`parity_reason`]); `None`: it passes.
     pub fn reason(&self) -> Option<String> {
-        if !self.missing.is_empty() {
-            return Some(format!("{} flight(s) without an index row", self.missing.len()));
-        }
-        let mut parts = Vec::new();
-        if !self.without_own_row.is_empty() {
-            parts.push(format!(
-                "{} flight(s) whose per-flight file holds no row of theirs (empty, another flight's row, or a null or empty s3_key)",
-                self.without_own_row.len()
-            ));
-        }
-        if let Some(first) = self.unread.first() {
-            parts.push(format!(
-                "{} flight(s) whose per-flight file cannot be read, so their index row is in no readable file (first: {}: {}); left in place, the date stays unpassed until the file is rewritten readable (docs/runbook.md#an-unreadable-per-flight-index-file)",
-                self.unread.len(),
-                first.key,
-                first.reason
-            ));
-        }
-        (!parts.is_empty()).then(|| parts.join("; "))
+        parity_reason(self.missing.len(), self.without_own_row.len() as u64, &self.unread)
     }
+
+    /// The verdict when every index file's `s3_key` was read (`audit`): a flight is indexed when a
+    /// row carries it (`holding`, in order). Errors: [`crate::infra::error::Error::Spill`].
+    pub fn of_rows(
+        flights: &UuidSet,
+        holding: impl Iterator<Item = Result<Uuid>>,
+        spill: SpillSettings,
+    ) -> Result<ParityCheck> {
+        Ok(ParityCheck { missing: flights.difference(holding, spill)?, ..ParityCheck::default() })
+    }
+
+    /// The second half's verdict over parts read ([`without_own_row`], [`unread_rows`]), each once.
+    pub fn of_parts(mut without_own_row: Vec<Uuid>, mut unread: Vec<UnreadFile>) -> ParityCheck {
+        without_own_row.sort_unstable();
+        without_own_row.dedup();
+        unread.sort_by(|a, b| (a.flight, &a.key).cmp(&(b.flight, &b.key)));
+        unread.dedup_by(|a, b| a.key == b.key);
+        ParityCheck { without_own_row, unread, ..ParityCheck::default() }
+    }
+}
+
+/// Why a date fails parity, the one wording of the run's `days[].reason`, `status` and `audit`:
+/// `missing` flights, else `without_own_row` flights and `unread` files ([`ParityCheck`]).
+pub fn parity_reason(missing: u64, without_own_row: u64, unread: &[UnreadFile]) -> Option<String> {
+    if missing > 0 {
+        return Some(format!("{missing} flight(s) without an index row"));
+    }
+    let mut parts = Vec::new();
+    if without_own_row > 0 {
+        parts.push(format!(
+            "{without_own_row} flight(s) whose per-flight file holds no row of theirs (empty, another flight's row, or a null or empty s3_key)"
+        ));
+    }
+    if let Some(first) = unread.first() {
+        parts.push(format!(
+            "{} flight(s) whose per-flight file cannot be read, so their index row is in no readable file (first: {}: {}); left in place, the date stays unpassed until the file is rewritten readable (docs/runbook.md#an-unreadable-per-flight-index-file)",
+            unread.len(),
+            first.key,
+            first.reason
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// Both halves: [`parity_gate`], then, when it passes, `inputs` read as the commit reads them
@@ -229,15 +253,14 @@ pub async fn parity_check(
     // The run's parts: the same verdict, one part's memory at a time.
     let mut prefetched = std::mem::take(&mut check.prefetched);
     let mut queue = parts_of(store, inputs.to_vec(), settings, &mut prefetched).await?;
+    let (mut lost, mut unread) = (Vec::new(), Vec::new());
     while let Some(part) = queue.next_part(settings.part_files) {
         let read = read::read_inputs(store, date, &part, settings, &prefetched).await?;
-        check.without_own_row.extend(without_own_row(&read, flights)?);
-        check.unread.extend(unread_rows(&read, flights)?);
+        lost.extend(without_own_row(&read, flights)?);
+        unread.extend(unread_rows(&read, flights)?);
     }
-    check.without_own_row.sort_unstable();
-    check.without_own_row.dedup();
-    check.unread.sort_by(|a, b| (a.flight, &a.key).cmp(&(b.flight, &b.key)));
-    Ok(check)
+    let ParityCheck { without_own_row, unread, .. } = ParityCheck::of_parts(lost, unread);
+    Ok(ParityCheck { without_own_row, unread, ..check })
 }
 
 /// Whether what was read leaves nothing to merge (then nothing is written and no row can be lost):
@@ -251,10 +274,10 @@ pub fn nothing_to_merge(read: &ReadInputs) -> bool {
     compacted == read.merge_inputs.len() && compacted < 2
 }
 
-/// Flights of `flights` whose per-flight file, read, holds no row of theirs: the gate counted them
-/// by name, but a merge would leave them without an index row. When [`nothing_to_merge`], only the
-/// [`ReadInputs::keyless_flights`]: no merge ever takes such a file. Errors:
-/// [`crate::infra::error::Error::Spill`] reading `flights` back.
+/// Flights of `flights` whose per-flight file, read, holds no row of theirs, unsorted: the gate
+/// counted them by name, but a merge would leave them without an index row. When
+/// [`nothing_to_merge`], only the [`ReadInputs::keyless_flights`]: no merge ever takes such a file.
+/// Errors: [`crate::infra::error::Error::Spill`] reading `flights` back.
 pub fn without_own_row(read: &ReadInputs, flights: &UuidSet) -> Result<Vec<Uuid>> {
     let merging = !nothing_to_merge(read);
     let mut lost = Vec::new();
@@ -263,24 +286,15 @@ pub fn without_own_row(read: &ReadInputs, flights: &UuidSet) -> Result<Vec<Uuid>
             lost.push(*u);
         }
     }
-    lost.sort_unstable();
-    lost.dedup();
     Ok(lost)
 }
 
-/// The per-flight files of `flights` that could not be read ([`ReadInputs::unread`]), by flight:
+/// The per-flight files of `flights` that could not be read ([`ReadInputs::unread`]), unsorted:
 /// their row is in no readable file, so the date is a Mismatch until the file is readable or
 /// replaced. Errors: as [`without_own_row`].
 pub fn unread_rows(read: &ReadInputs, flights: &UuidSet) -> Result<Vec<UnreadFile>> {
-    let mut unread = Vec::new();
-    for f in &read.unread {
-        if flights.contains(&f.flight)? {
-            unread.push(f.clone());
-        }
-    }
-    unread.sort_by(|a, b| (a.flight, &a.key).cmp(&(b.flight, &b.key)));
-    unread.dedup_by(|a, b| a.key == b.key);
-    Ok(unread)
+    let listed = |f: &UnreadFile| flights.contains(&f.flight).map(|l| l.then(|| f.clone()));
+    read.unread.iter().filter_map(|f| listed(f).transpose()).collect()
 }
 
 /// The walk's first date when there is no watermark: `start_date` (`START_DATE`), else
@@ -449,8 +463,8 @@ mod tests {
             ..ReadInputs::default()
         };
         let flights: UuidSet = [u(1), u(2)].into_iter().collect();
-        let keys: Vec<String> =
-            unread_rows(&read, &flights).unwrap().into_iter().map(|f| f.key).collect();
+        let unread = ParityCheck::of_parts(vec![], unread_rows(&read, &flights).unwrap()).unread;
+        let keys: Vec<String> = unread.into_iter().map(|f| f.key).collect();
         assert_eq!(keys, ["a", "c", "b"]);
     }
 
@@ -472,6 +486,9 @@ mod tests {
             ..ReadInputs::default()
         };
         let flights: UuidSet = [u(1), u(2)].into_iter().collect();
+        let without_own_row = |r: &ReadInputs, f: &UuidSet| {
+            without_own_row(r, f).map(|l| ParityCheck::of_parts(l, vec![]).without_own_row)
+        };
         let merging = read(vec![Source::PerFlight(u(1)), Source::PerFlight(u(2))], vec![]);
         assert_eq!(without_own_row(&merging, &flights).unwrap(), [u(1), u(2)]);
         let two_compacted = read(vec![Source::Compacted, Source::Compacted], vec![]);

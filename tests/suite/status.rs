@@ -46,7 +46,10 @@ async fn status_predicts_the_zero_row_mismatch_the_run_keeps_stopping_on() {
         Some(archive_compaction::protocol::partition::ParityCause::PerFlightFileWithoutOwnRow)
     );
     let text = status::format_human(&s);
-    assert!(text.contains("1 of 3 flights whose per-flight file holds no row of theirs"), "{text}");
+    assert!(
+        text.contains("3 flights: 1 flight(s) whose per-flight file holds no row of theirs"),
+        "{text}"
+    );
     assert!(!text.contains("the next run passes it"), "{text}");
     // And the next run does stop there again.
     let r = run(&store, &cfg, &opts_with_event(now, "e3")).await;
@@ -196,7 +199,7 @@ async fn status_shows_the_mismatch_manifests_quarantine_and_lease_and_writes_not
         ", by run-in-progress: a run under way, or one that may have died".into(),
         "manifests    1 live".into(),
         "quarantined  1 ".into(),
-        "mismatch     2026-07-19 (blocked 1 run(s)): 2 of 5 flights without an index row:".into(),
+        "mismatch     2026-07-19 (blocked 1 run(s)), 5 flights: 2 flight(s) without an index row; the next run stops here again:".into(),
         format!("  {}\n", generated.missing["2026-07-19"][0]),
         format!("  {manifest_key}  age "),
         format!("  {:<10}  {:>8}  {:>10}", "2026-07-21", 3, 3),

@@ -8,15 +8,16 @@ use chrono::NaiveDate;
 use uuid::Uuid;
 
 use super::watermark::delete_finished_manifests;
-use super::{Ctx, DayMode, FOREIGN_KEYS_SHOWN};
+use super::{Ctx, DayMode};
 use crate::commands::progress::Progress;
 use crate::data::merge::{Source, Unmergeable};
 use crate::data::report::{
-    DayAction as Done, DayReport, Parity, RunReport, SkippedFile, UnreadFile,
+    DAY_KEYS_SHOWN, DayAction as Done, DayReport, Parity, RunReport, SkippedFile, UnreadFile,
 };
 use crate::data::spill::UuidSet;
 use crate::infra::error::{Error, Result};
 use crate::infra::storage::Store;
+use crate::infra::text::Shortened;
 use crate::protocol::commit;
 use crate::protocol::day::Day;
 use crate::protocol::partition::{
@@ -360,9 +361,9 @@ async fn commit_parts(
 }
 
 fn note_foreign(day: &mut DayReport, listing: &plan::PartitionListing) {
-    day.foreign_objects = listing.foreign.len() as u64;
-    day.foreign_keys =
-        (listing.foreign.iter().take(FOREIGN_KEYS_SHOWN)).map(|(o, _)| o.key.clone()).collect();
+    Shortened::new(&mut day.foreign_keys, DAY_KEYS_SHOWN)
+        .counted(&mut day.foreign_objects, Some(&mut day.foreign_keys_truncated))
+        .set(listing.foreign.len() as u64, listing.foreign.iter().map(|(o, _)| o.key.clone()));
     for (o, why) in &listing.foreign {
         tracing::debug!(key = %o.key, reason = why, "foreign object under index/: left alone");
     }
@@ -495,7 +496,7 @@ fn lost_rows(day: &mut DayReport, lost: Vec<Uuid>, unread: Vec<UnreadFile>) -> R
         tracing::warn!(date = %day.date, key = %f.key, flight = %f.flight, reason = %f.reason,
             "per-flight file cannot be read: its flight has no readable index row; parity fails, the file is left in place");
     }
-    let check = ParityCheck { without_own_row: lost, unread, ..Default::default() };
+    let check = ParityCheck::of_parts(lost, unread);
     let text = check.reason().unwrap_or_default();
     let failing = check.failing();
     day.unread_files = check.unread;
@@ -565,10 +566,8 @@ async fn commit_day(
 fn note_rows_without_flight(day: &mut DayReport, read: &read::ReadInputs) {
     for (key, rows) in &read.rows_without_flight {
         day.rows_without_flight += rows;
-        if day.rows_without_flight_keys.len() < FOREIGN_KEYS_SHOWN
-            && !day.rows_without_flight_keys.contains(key)
-        {
-            day.rows_without_flight_keys.push(key.clone());
+        if !day.rows_without_flight_keys.contains(key) {
+            Shortened::new(&mut day.rows_without_flight_keys, DAY_KEYS_SHOWN).push(key.clone());
         }
     }
     if let Some(first) = day.rows_without_flight_keys.first() {

@@ -72,13 +72,10 @@ pub enum DayMode {
     Walk,
     /// The straggler sweep: no parity gate (stragglers only add rows).
     Sweep,
-    /// A repair range: each date holding something to fold, into one compacted file; the plan
+    /// A repair range: each date holding something to fold, folded as the walk folds; the plan
     /// first (nothing to fold costs no GET), then the parity gate; a mismatch does not stop it.
     Repair,
 }
-
-/// Foreign keys a [`DayReport`] names; `foreign_objects` counts them all.
-pub const FOREIGN_KEYS_SHOWN: usize = 20;
 
 impl RunOptions {
     /// Options for a run at `now` with a fresh invocation id.

@@ -88,7 +88,7 @@ pub(super) async fn record_mismatch(
     missing: UuidSet,
 ) -> Result<()> {
     let opts = cx.opts;
-    let first = missing.first(crate::data::report::UUIDS_SHOWN)?;
+    let first = missing.first(crate::data::report::MISMATCH_UUIDS_SHOWN)?;
     let (count, first_uuid) = (missing.len(), first.first().copied().unwrap_or_default());
     report.last_run_status = Status::Mismatch;
     report.stop_reason = StopReason::Mismatch;

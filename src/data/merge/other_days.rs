@@ -2,6 +2,7 @@
 //! date is not the partition's; merged where they sit, counted, never moved.
 
 use super::*;
+use crate::infra::text::Shortened;
 
 /// How many flight uuids [`OtherDays`] keeps (its count is complete).
 pub const OTHER_DAYS_UUIDS_SHOWN: usize = 10;
@@ -95,18 +96,15 @@ impl OtherDays {
             return;
         }
         self.rows += 1;
-        if self.uuids.len() < OTHER_DAYS_UUIDS_SHOWN
-            && let Some(u) = flight
-        {
-            self.uuids.push(u);
+        if let Some(u) = flight {
+            Shortened::new(&mut self.uuids, OTHER_DAYS_UUIDS_SHOWN).push(u);
         }
     }
 
     /// Adds the rows counted in `other`.
     pub fn add(&mut self, other: OtherDays) {
         self.rows += other.rows;
-        let room = OTHER_DAYS_UUIDS_SHOWN.saturating_sub(self.uuids.len());
-        self.uuids.extend(other.uuids.into_iter().take(room));
+        Shortened::new(&mut self.uuids, OTHER_DAYS_UUIDS_SHOWN).add(0, other.uuids.into_iter());
     }
 }
 

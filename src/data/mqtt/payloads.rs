@@ -4,7 +4,7 @@
 use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 use serde_json::{Value, json};
 
-use crate::data::report::{RunReport, StopReason, UUIDS_SHOWN};
+use crate::data::report::{MISMATCH_UUIDS_SHOWN, RunReport, StopReason};
 
 /// The most bytes a payload takes: Home Assistant's recorder stores no attributes over 16 KiB.
 pub const MAX_PAYLOAD_BYTES: usize = 16 * 1024;
@@ -235,9 +235,9 @@ pub fn statistics(report: &RunReport, topic_root: &str) -> Vec<Message> {
 }
 
 /// The `mismatch_uuids` payload: the Python job's `{"uuids": [...]}` (at
-/// most [`UUIDS_SHOWN`], sorted), then the exact `count` and `truncated`.
+/// most [`MISMATCH_UUIDS_SHOWN`], sorted), then the exact `count` and `truncated`.
 fn mismatch_uuids_payload(report: &RunReport) -> String {
-    let shown = &report.mismatch_uuids[..report.mismatch_uuids.len().min(UUIDS_SHOWN)];
+    let shown = &report.mismatch_uuids[..report.mismatch_uuids.len().min(MISMATCH_UUIDS_SHOWN)];
     let count = report.mismatch_uuid_count.max(shown.len() as u64);
     format!(
         r#"{{"uuids":{},"count":{count},"truncated":{}}}"#,
@@ -454,7 +454,7 @@ pub(super) mod tests {
         assert_eq!(by_topic("/mismatch_uuid_count"), "20000");
         let payload = by_topic("/mismatch_uuids");
         let v: Value = serde_json::from_str(&payload).unwrap();
-        assert_eq!(v["uuids"].as_array().unwrap().len(), UUIDS_SHOWN);
+        assert_eq!(v["uuids"].as_array().unwrap().len(), MISMATCH_UUIDS_SHOWN);
         assert_eq!(v["uuids"][0], missing[0].to_string());
         assert_eq!((&v["count"], &v["truncated"]), (&json!(20_000), &json!(true)));
         assert!(payload.len() < MAX_PAYLOAD_BYTES / 3, "{}", payload.len());
