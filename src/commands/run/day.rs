@@ -408,7 +408,7 @@ enum PartEnd {
 }
 
 /// One part of a date: read, checked by the gate's second half ([`without_own_row`],
-/// [`unread_rows`]), committed ([`commit_day`]) or, in a dry run, counted; with it, its unreadable
+/// [`unread_rows`]), committed ([`commit_read_part`]) or, in a dry run, counted; with it, its unreadable
 /// per-flight files, which fail the date's parity once the rest is folded.
 async fn commit_part(
     cx: &mut Ctx<'_, '_, impl Store>,
@@ -462,7 +462,7 @@ async fn commit_part(
     }
     note_rows_without_flight(day, &read);
     tracing::debug!(%date, phase = "read", files = planned, seconds = started.elapsed().as_secs_f64(), "inputs read and merged");
-    let kept_newer = commit_day(cx, date, reason, read, day, &mut st.outputs).await?;
+    let kept_newer = commit_read_part(cx, date, reason, read, day, &mut st.outputs).await?;
     Ok((PartEnd::Committed { kept_newer }, unread))
 }
 
@@ -521,7 +521,7 @@ fn add_skipped(day: &mut DayReport, files: impl IntoIterator<Item = SkippedFile>
 
 /// Runs the commit protocol for one part ([`commit::commit_part`]) and folds what it did into `day`
 /// and `outputs`, also when it leaves its manifest; returns how many inputs were kept newer.
-async fn commit_day(
+async fn commit_read_part(
     cx: &mut Ctx<'_, '_, impl Store>,
     date: NaiveDate,
     reason: &str,
