@@ -85,9 +85,9 @@ enum Command {
         /// Repair a range of dates, from this one (YYYY-MM-DD, with --to): every date from --from
         /// to --to (both included) that holds more than one compacted file, or any per-flight or
         /// other multi-row index file, is compacted as by --date (the Python job's duplicates,
-        /// legacy-migration days): one compacted file, or one a part when the date is cut in parts. Never moves the watermark; a date that
-        /// mismatches is reported and the range goes on (exit 2 at the end). Stops starting dates
-        /// near the deadline (`resume_date` in the report); the same command again continues.
+        /// legacy-migration days: one compacted file, or one a part). Never moves the watermark; a
+        /// mismatching date is reported and the range goes on (exit 2 at the end). Near the
+        /// deadline no date starts (`resume_date` in the report); the same command again continues.
         #[arg(long, requires = "to", value_parser = |s: &str| parse_date("--from", s))]
         from: Option<chrono::NaiveDate>,
         /// Last date of a repair range (YYYY-MM-DD, with --from), included.

@@ -286,7 +286,7 @@ pub struct DayReport {
     pub mismatch_uuid_count: u64,
     /// True when `mismatch_uuids` holds fewer than `mismatch_uuid_count`.
     pub mismatch_uuids_truncated: bool,
-    /// On a `mismatch`: the date's unreadable per-flight files (the first [`DAY_KEYS_SHOWN`], by flight).
+    /// On a `mismatch`: its unreadable per-flight files (the first [`DAY_KEYS_SHOWN`], by flight).
     #[serde(default)]
     pub unread_files: Vec<UnreadFile>,
     /// Rows of multi-row inputs whose `first_message` UTC date is another date:
@@ -346,7 +346,7 @@ pub struct RunReport {
     pub mismatch_date: Option<NaiveDate>,
     /// How many flights of `mismatch_date` fail parity (exact).
     pub mismatch_uuid_count: u64,
-    /// The first [`MISMATCH_UUIDS_SHOWN`] of those flights' uuids, sorted (`status` lists them all).
+    /// The first [`MISMATCH_UUIDS_SHOWN`] of their uuids, sorted (`status` lists them all).
     pub mismatch_uuids: Vec<String>,
     /// `watermark.json`'s count of consecutive scheduled runs blocked on its mismatch date.
     pub mismatch_runs: u32,

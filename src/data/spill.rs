@@ -268,7 +268,7 @@ impl<T: Record> SortedSet<T> {
     }
 
     /// This set without the records of `other` (in order), in one merge pass, spilling past
-    /// `settings`' limit. Errors: [`Error::Spill`] reading or writing a set; the first of `other`'s.
+    /// `settings`' limit. Errors: [`Error::Spill`] reading or writing a set; `other`'s first.
     pub fn difference(
         &self,
         other: impl Iterator<Item = Result<T>>,

@@ -137,7 +137,7 @@ impl Deadline {
         (left < needed).then_some(Near { left, needed })
     }
 
-    /// Records any part's pace, committed or only read, `files` its weight, from [`PACE_MIN_FILES`].
+    /// Records a part's pace, committed or only read; `files`: its weight, from [`PACE_MIN_FILES`].
     pub fn record_part(&self, files: u64, took: Duration) {
         if files >= PACE_MIN_FILES {
             let ns = u64::try_from(took.as_nanos() / u128::from(files)).unwrap_or(u64::MAX);

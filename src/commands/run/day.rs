@@ -408,8 +408,8 @@ enum PartEnd {
 }
 
 /// One part of a date: read, checked by the gate's second half ([`without_own_row`],
-/// [`unread_rows`]), committed ([`commit_read_part`]) or, in a dry run, counted; with it, its unreadable
-/// per-flight files, which fail the date's parity once the rest is folded.
+/// [`unread_rows`]), committed ([`commit_read_part`]) or, in a dry run, counted; with it, its
+/// unreadable per-flight files, which fail the date's parity once the rest is folded.
 async fn commit_part(
     cx: &mut Ctx<'_, '_, impl Store>,
     date: NaiveDate,
