@@ -51,6 +51,23 @@ async fn logs_written_to_a_file_carry_no_escape_codes() {
     assert_eq!(r.days.len(), 3, "{r:?}");
     assert_eq!(log.matches("date done").count(), 3, "one line per date:\n{log}");
     assert!(log.contains(" INFO "), "plain level names:\n{log}");
+    // For people: each compacted date before → after, durations in milliseconds, the
+    // run's internals (pass, part_files, an empty event_id) at debug only.
+    let compacted = log.lines().filter(|l| l.contains("date done: ")).collect::<Vec<_>>();
+    assert!(
+        compacted
+            .iter()
+            .any(|l| l.contains("3 index files (") && l.contains(") → 1 compacted file (")),
+        "{log}"
+    );
+    for seconds in log.split("seconds=").skip(1) {
+        let value = seconds.split_whitespace().next().unwrap();
+        let decimals = value.split_once('.').map_or(0, |(_, d)| d.len());
+        assert!(decimals <= 3, "seconds={value}:\n{log}");
+    }
+    for internal in [" pass=", " part_files=", "event_id=\"\""] {
+        assert!(!log.contains(internal), "{internal} at info:\n{log}");
+    }
 
     let mut bad = cli_command(&store, &["run", "--now", NOW]);
     bad.env_remove("S3_BUCKET");
