@@ -387,7 +387,7 @@ impl Setting {
 pub fn settings_markdown() -> String {
     let rows: String = SETTINGS
         .iter()
-        .map(|s| format!("| `{}` | {} | {} |\n", s.name, s.default_markdown(), one_line(s.doc)))
+        .map(|s| format!("| `{}` | {} | {} |\n", s.name, s.default_markdown(), s.doc))
         .collect();
     format!("| variable | default | meaning |\n|---|---|---|\n{rows}")
 }
@@ -411,10 +411,6 @@ pub fn settings_text(width: usize) -> String {
             format!("{head}{}", wrap(&s.meaning(), width, "    "))
         })
         .collect()
-}
-
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// `text`'s words in lines of at most `width` characters (a longer word alone), each after `indent`.
