@@ -171,3 +171,22 @@ fn each_help_is_one_screen_wrapped_under_its_entries() {
         archive_compaction::data::config::settings_markdown()
     );
 }
+
+/// On a terminal, log lines carry no target (`archive_compaction::...`
+/// module paths); to a file they do (`logs_written_to_a_file...` above). The
+/// terminal is a pseudo-terminal of Python's `pty`.
+#[test]
+fn log_lines_on_a_terminal_carry_no_module_path() {
+    let script = "import pty, sys; pty.spawn(sys.argv[1:])";
+    let out = Command::new(python())
+        .args(["-c", script, env!("CARGO_BIN_EXE_archive-compaction"), "run"])
+        .env_clear()
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run the binary under a pseudo-terminal");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line =
+        text.lines().find(|l| l.contains("bad configuration")).unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains(" ERROR bad configuration") && line.contains("S3_BUCKET"), "{line}");
+    assert!(!line.contains("archive_compaction"), "{line}");
+}
