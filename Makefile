@@ -18,7 +18,7 @@ ARCH ?= arm64
 # `make invoke-local EVENT=events/console-dry-run.json`
 EVENT ?= events/console-now.json
 
-.PHONY: help tools test test-unit test-ministack test-moto test-crash test-release release-bootstrap demo lint fmt \
+.PHONY: docs-settings help tools test test-unit test-ministack test-moto test-crash test-release release-bootstrap demo lint fmt \
 	lambda-tools sam-tools qemu-tools build deploy deploy-local invoke-local invoke-qemu validate bench bench-parts bench-sizing bench-windows bench-concurrency bench-audit bench-audit-scale bench-audit-rss bench-sets bench-backlog bench-plot bench-docs bench-tools mutants
 
 help: ## This list.
@@ -179,6 +179,14 @@ bench-sets: tools ## A date's uuid sets (flights, files past the window, the par
 
 bench-tools:
 	@scripts/setup-tools.sh bench
+
+# The block between docs/configuration.md's two settings markers, replaced by
+# what the code's declaration prints (tests/suite/docs.rs holds them equal).
+docs-settings: ## Rewrite docs/configuration.md's settings table from src/data/config.rs (`archive-compaction settings --markdown`).
+	@mkdir -p target
+	$(CARGO) run --quiet --bin archive-compaction -- settings --markdown > target/settings.md
+	awk '/^<!-- end of settings -->/ { skip = 0 } !skip { print } /^<!-- settings: generated/ { while ((getline l < "target/settings.md") > 0) print l; skip = 1 }' \
+		docs/configuration.md > target/configuration.md && mv target/configuration.md docs/configuration.md
 
 fmt: ## Format the code.
 	$(CARGO) fmt --all

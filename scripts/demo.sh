@@ -3,7 +3,10 @@
 # (ministack) and a local MQTT broker (mosquitto); one run of the job; a
 # before/after summary and what the run did per date. Everything it starts
 # stops when it exits. Its tools (`scripts/setup-tools.sh demo`: pyarrow and
-# boto3, ministack, mosquitto) are installed while cargo builds.
+# boto3, ministack, mosquitto) are installed while cargo builds. What it
+# writes stays in the target directory (target/demo/: the report, the
+# servers' FIFOs and logs), removed on exit but the report, on success,
+# failure and Ctrl-C alike.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TOOLS=${TOOLS_DIR:-$PWD/.tools}
@@ -15,37 +18,58 @@ TARGET_DIR=$(cargo metadata --no-deps --format-version 1 | python3 -c 'import js
 BIN="$TARGET_DIR/debug/archive-compaction"
 REPORT="$TARGET_DIR/demo/report.json"
 
+# The servers' FIFOs and logs, and the tools' log: removed however the
+# script ends, once the servers stopped (each stops as its FIFO closes and
+# removes its own temporary folder).
+WORK="$TARGET_DIR/demo/run"
+rm -rf "$WORK"
+mkdir -p "$WORK"
+server_fds=() server_pids=()
+cleanup() {
+  for fd in "${server_fds[@]}"; do exec {fd}>&-; done
+  for pid in "${server_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
 echo "== cargo build --bin archive-compaction (debug profile, the one make test uses)"
 if [ -x "$BIN" ]; then
   echo "   (already built once: only what changed is rebuilt)"
 else
-  echo "   The first build compiles 285 crates: about 6 minutes on 2 cores that nothing else"
-  echo "   uses (README, 'Set up'). Cargo lists each crate below as it goes. Later builds take seconds."
+  # Counted, not promised: the packages this build compiles (cargo tree).
+  crates=$(cargo tree -e normal,build --prefix none 2>/dev/null | sed 's/ (\*)$//' | sort -u | wc -l)
+  echo "   The first build compiles about $crates crates, minutes on 2 cores (README, 'Set up');"
+  echo "   cargo lists each crate below as it goes. Later builds take seconds."
 fi
-mkdir -p "$TARGET_DIR/demo"
-scripts/setup-tools.sh demo > "$TARGET_DIR/demo/setup-tools.log" 2>&1 &
+scripts/setup-tools.sh demo > "$WORK/setup-tools.log" 2>&1 &
 setup=$!
 start=$SECONDS
 cargo build --bin archive-compaction
-echo "   built in $((SECONDS - start)) s: $BIN"
+took=$((SECONDS - start))
+echo "   built in $((took / 60)) min $((took % 60)) s (measured): $BIN"
 if ! wait "$setup"; then
-  cat "$TARGET_DIR/demo/setup-tools.log" >&2
+  cat "$WORK/setup-tools.log" >&2
   echo "demo: scripts/setup-tools.sh demo failed (above)" >&2
   exit 1
 fi
-sed 's/^/   /' "$TARGET_DIR/demo/setup-tools.log"
+sed 's/^/   /' "$WORK/setup-tools.log"
 
 port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 S3_PORT=$(port); MQTT_PORT=$(port)
 
 # serve.py stops its server when its stdin closes: we hold the write end of
-# a FIFO open until this script exits.
+# a FIFO open until this script exits. Its FIFO and log in $WORK.
 start_server() {
   local kind=$1 port=$2 dir fd
-  dir=$(mktemp -d)
+  dir="$WORK/$kind"
+  mkdir -p "$dir"
   mkfifo "$dir/in"
   "$PY" tests/support/serve.py "$kind" "$port" < "$dir/in" > "$dir/out" 2>&1 &
+  server_pids+=($!)
   exec {fd}>"$dir/in"
+  server_fds+=("$fd")
   for _ in $(seq 600); do
     grep -q '^ready' "$dir/out" 2>/dev/null && return 0
     sleep 0.1
@@ -74,13 +98,21 @@ echo "   2026-07-18 has no flights at all, 2026-07-19 misses 2 index rows"
 ]}
 JSON
 echo; echo "== before"; "$PY" tests/support/archive.py summary --endpoint "$AWS_ENDPOINT_URL" --bucket "$S3_BUCKET"
+cat <<'TXT'
+   Columns: flights = flight files under flights/; per-flight = index files of one flight
+   each (what the writer adds); compacted = the job's compacted-*.parquet files; multi-row =
+   other Parquet files of many rows (backfills); rows = index rows in all of them; foreign =
+   objects under index/ that are no index file (another suffix, a hidden or empty object):
+   the job never reads or deletes them, and reports them (foreign_objects).
+TXT
 
 echo; echo "== $BIN run --now 2026-07-22T04:50:00Z   (cutoff 2026-07-20: LAG_DAYS 2)"
 set +e
 "$BIN" run --now 2026-07-22T04:50:00Z > "$REPORT"
 code=$?
 set -e
-echo; echo "== after (exit code $code: 0 Success, 2 Mismatch, 1 Failure)"
+case $code in 0) meaning=Success ;; 2) meaning=Mismatch ;; *) meaning=Failure ;; esac
+echo; echo "== after: the run exited $code = $meaning   (exit codes: 0 Success, 2 Mismatch, 1 Failure)"
 "$PY" tests/support/archive.py summary --endpoint "$AWS_ENDPOINT_URL" --bucket "$S3_BUCKET"
 echo; echo "== report (full JSON in $REPORT)"
 REPORT="$REPORT" "$PY" - <<'PYEOF'
@@ -93,15 +125,30 @@ for d in r.get("days", []):
 days = r.get("days", [])
 compacted = [d["date"] for d in days if d["action"] == "compacted"]
 empty = [d["date"] for d in days if d["action"] == "nothing_to_compact"]
+print("    (flights: files under flights/ for the date; files read: index files merged;")
+print("     rows written: rows in the date's compacted file)")
 print()
-for k in ["last_run_status", "stop_reason", "days_compacted", "files_compacted", "rows_written",
-          "last_compacted_date", "mismatch_date", "mismatch_uuid_count", "mismatch_uuids", "mismatch_runs",
-          "foreign_objects", "report_errors"]:
-    print(f"  {k:<22} {r.get(k)}")
-print()
-print(f"  days_compacted counts the dates the watermark moved past: {len(compacted)} compacted"
-      f" ({', '.join(compacted) or 'none'}) and {len(empty)} with nothing to compact"
-      f" ({', '.join(empty) or 'none'}: no flights, so no index partition and no compacted file).")
+# Each counter beside what it counts.
+meaning = {
+    "last_run_status": "Success, Mismatch (a date's flights lack index rows) or Failure",
+    "stop_reason": "why the walk stopped",
+    "days_compacted": f"dates the watermark moved past: {len(compacted)} compacted"
+                      f" ({', '.join(compacted) or 'none'}) + {len(empty)} with nothing to compact"
+                      f" ({', '.join(empty) or 'none'}: no flights, no index partition)",
+    "files_compacted": "index files merged into compacted files (and then deleted)",
+    "rows_written": "rows in the compacted files written",
+    "last_compacted_date": "the watermark: every date up to it is compacted",
+    "mismatch_date": "the date whose flights lack index rows (the walk stops there)",
+    "mismatch_uuid_count": "flights of that date without an index row",
+    "mismatch_uuids": "those flights",
+    "mismatch_runs": "runs in a row that met this mismatch",
+    "foreign_objects": "objects under index/ that are no index file: left alone",
+    "report_errors": "what could not be sent to CloudWatch or MQTT",
+}
+for k, what in meaning.items():
+    v = r.get(k)
+    v = ", ".join(v) if isinstance(v, list) and v else ("none" if v in (None, []) else v)
+    print(f"  {k:<20} {str(v):<12} {what}")
 PYEOF
 echo; echo "The walk stopped at 2026-07-19: two flights there have no index row. Once the"
 echo "writer adds them, the next run compacts 07-19 and 07-20. (Servers stop now.)"

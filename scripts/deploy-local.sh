@@ -35,7 +35,12 @@ PROFILE=${PROFILE:-dev}
 port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 PORT=${PORT:-$(port)}
 ENDPOINT=http://127.0.0.1:$PORT
-WORK=$(mktemp -d /tmp/archive-compaction-deploy.XXXXXX)
+# Its FIFO, the server's answer and the stack's outputs: kept under the
+# target directory (README: nothing is written outside the clone), replaced
+# by the next run.
+WORK="${CARGO_TARGET_DIR:-$PWD/target}/deploy-local"
+rm -rf "$WORK"
+mkdir -p "$WORK"
 
 if [ "$PROFILE" = release ]; then
   echo "== cargo build --release (the bootstrap, for this host)"
@@ -55,7 +60,7 @@ exec 3>"$WORK/hold"
 trap 'exec 3>&-; wait $SERVER 2>/dev/null || true' EXIT
 for _ in $(seq 600); do grep -q ready "$WORK/serve.out" 2>/dev/null && break; sleep 0.1; done
 grep -q ready "$WORK/serve.out" || { echo "deploy-local: ministack did not start" >&2; exit 1; }
-echo "== ministack (full) on $ENDPOINT (log: /tmp/ac-ministack-full-$PORT.log)"
+echo "== ministack (full) on $ENDPOINT (its log is removed when it stops; this script's files: $WORK)"
 
 BUCKET=local-archive
 today=$(date -u +%F)

@@ -23,7 +23,11 @@ export PATH="$TOOLS/lambda/bin:$PATH"
 command -v cargo-lambda >/dev/null || { echo "invoke-local: run scripts/setup-tools.sh lambda" >&2; exit 1; }
 port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 S3_PORT=$(port); INVOKE_PORT=$(port)
-WORK=$(mktemp -d /tmp/archive-compaction-invoke.XXXXXX)
+# The function's environment and logs: kept under the target directory
+# (README: nothing is written outside the clone), replaced by the next run.
+WORK="${CARGO_TARGET_DIR:-$PWD/target}/invoke-local"
+rm -rf "$WORK"
+mkdir -p "$WORK"
 
 coproc S3SERVER { exec "$PY" tests/support/serve.py ministack "$S3_PORT"; }
 read -r ready <&"${S3SERVER[0]}"; [ "$ready" = ready ]

@@ -62,7 +62,9 @@ if ! flock -n 9; then
 fi
 
 rm -rf "$OUT"
-stamp=$(mktemp)
+# The build's start, kept under target/ (nothing outside the clone).
+stamp=target/.release-bootstrap.stamp
+touch "$stamp"
 say "sam build --template template.yaml --build-dir $OUT --parameter-overrides Architecture=$ARCHITECTURE"
 TIMEFORMAT="release-bootstrap: sam build took %R s wall, CPU %U s user + %S s sys (its processes and their children)"
 time "$TOOLS/sam/bin/sam" build --template template.yaml --build-dir "$OUT" \

@@ -5,6 +5,7 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use archive_compaction::app::aws::{check_endpoints, region};
 use archive_compaction::app::{Deps, dispatch};
 use archive_compaction::commands::audit;
 use archive_compaction::commands::progress::{self, BarWriter};
@@ -12,13 +13,13 @@ use archive_compaction::commands::prune::{self, PruneOptions};
 use archive_compaction::commands::run::RunOptions;
 use archive_compaction::commands::status::{self, StatusOptions};
 use archive_compaction::data::config::{
-    Config, MqttConfig, SETTINGS, mistyped_settings, parse_date,
+    Config, MqttConfig, mistyped_settings, parse_date, settings_markdown, settings_text, wrap,
 };
-use archive_compaction::data::report::{RunReport, StopReason};
+use archive_compaction::data::report::{RunReport, Status, StopReason};
 use archive_compaction::infra::stop::exit_code;
 use archive_compaction::protocol::day::{DateRange, RangeOf};
 use chrono::{DateTime, Utc};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use indicatif::ProgressBar;
 use lambda_runtime::{LambdaEvent, service_fn};
 use tracing_subscriber::Layer;
@@ -27,33 +28,17 @@ use tracing_subscriber::fmt::writer::BoxMakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
-/// The long help: every setting, then the exit codes (`exit`) and `signals` (empty or [`SIGNALS`]).
-fn settings_help(exit: &str, signals: &str) -> String {
-    let rows: String = SETTINGS
-        .iter()
-        .map(|r| format!("  {:<24} {} [default: {}]\n", r.name, r.doc, r.default))
-        .collect();
-    format!(
-        "Settings are environment variables (the AWS SDK reads its own too: AWS_REGION or \
-         AWS_DEFAULT_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE, AWS_ENDPOINT_URL):\n\n\
-         {rows}\n{exit}\n{signals}"
-    )
-}
+/// Where each subcommand's help sends a reader for the settings.
+const SETTINGS_POINTER: &str =
+    "Settings (environment variables: S3_BUCKET, ...): see `archive-compaction settings`.";
 
 /// How `run` answers SIGTERM and SIGINT (`archive_compaction::infra::stop`).
-const SIGNALS: &str = "SIGTERM or Ctrl-C stops a run cleanly (no new date or destructive step, \
-    lease released, report with stop_reason interrupted, exit 1); a second signal exits at once (130 or 143).\n";
-
-fn run_help() -> String {
-    settings_help("Exit codes: 0 Success, 2 Mismatch (a day failed parity), 1 Failure.", SIGNALS)
-}
-
-fn status_help() -> String {
-    settings_help("Exit codes: 0, or 1 when something could not be read (listed under errors).", "")
-}
+const RUN_AFTER: &str = "Exit codes: 0 Success, 2 Mismatch (a day failed parity), 1 Failure.\n\
+    SIGTERM or Ctrl-C stops a run cleanly (no new date or destructive step, lease released, report \
+    with stop_reason interrupted, exit 1); a second signal exits at once (130 or 143).";
 
 #[derive(Debug, Parser)]
-#[command(name = "archive-compaction", version, about, after_long_help = run_help())]
+#[command(name = "archive-compaction", version, about, after_help = SETTINGS_POINTER)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -61,9 +46,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run one invocation: lease, recover, walk from the watermark to the cutoff, compact each
-    /// date; prints the run report as JSON on stdout.
-    #[command(after_long_help = run_help())]
+    /// Run one invocation: compact the dates from the watermark to the cutoff; the report as JSON
+    /// on stdout.
+    #[command(after_help = RUN_AFTER, after_long_help = format!("{RUN_AFTER}\n{SETTINGS_POINTER}"))]
     Run {
         /// Invocation time (RFC 3339, e.g. 2026-07-22T04:50:00Z); fixes the cutoff. Default: the
         /// current time.
@@ -77,17 +62,15 @@ enum Command {
         /// recovery would do with the manifests found; write, delete and report nothing (no lease).
         #[arg(long)]
         dry_run: bool,
-        /// Compact only this date (YYYY-MM-DD) now, after the watermark or before it
-        /// (stragglers), through the same lease, recovery, parity gate and manifest protocol. The
-        /// watermark is never moved, not even by a date right after it.
+        /// Compact only this date (YYYY-MM-DD) now, before or after the watermark (stragglers),
+        /// through the same lease, recovery, parity gate and manifests; the watermark never moves.
         #[arg(long, conflicts_with_all = ["from", "to"], value_parser = |s: &str| parse_date("--date", s))]
         date: Option<chrono::NaiveDate>,
-        /// Repair a range of dates, from this one (YYYY-MM-DD, with --to): every date from --from
-        /// to --to (both included) that holds more than one compacted file, or any per-flight or
-        /// other multi-row index file, is compacted as by --date (the Python job's duplicates,
-        /// legacy-migration days: one compacted file, or one a part). Never moves the watermark; a
-        /// mismatching date is reported and the range goes on (exit 2 at the end). Near the
-        /// deadline no date starts (`resume_date` in the report); the same command again continues.
+        /// Repair the dates from this one (YYYY-MM-DD) to --to, both included: each holding more
+        /// than one compacted file, or any other index file, is folded as by --date (one compacted
+        /// file, or one a part). A mismatch is reported and the range goes on (exit 2); near the
+        /// deadline it stops at `resume_date`, where the same command continues. The watermark
+        /// never moves.
         #[arg(long, requires = "to", value_parser = |s: &str| parse_date("--from", s))]
         from: Option<chrono::NaiveDate>,
         /// Last date of a repair range (YYYY-MM-DD, with --from), included.
@@ -97,9 +80,13 @@ enum Command {
         #[arg(long)]
         event_id: Option<String>,
     },
-    /// Show the state, read-only: watermark, cutoff and lag, lease, live and quarantined
-    /// manifests, the mismatch and its missing flights, file counts of the next dates to compact.
-    #[command(after_long_help = status_help())]
+    /// Show the state, read-only: watermark, lag, lease, manifests, mismatch, next dates.
+    ///
+    /// The watermark, cutoff and lag, the lease, live and quarantined manifests, the mismatch and
+    /// its missing flights, and the file counts of the next dates to compact.
+    #[command(after_long_help = format!(
+        "Exit codes: 0, or 1 when something could not be read (listed under errors).\n{SETTINGS_POINTER}"
+    ))]
     Status {
         /// Invocation time the cutoff is computed for (RFC 3339). Default: the current time.
         #[arg(long, value_parser = parse_now)]
@@ -111,11 +98,13 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Prove, read-only (no lease, write or delete), that every date from --from to --to holds
-    /// every flight exactly once: counts flights, index rows, missing, duplicated, orphans,
+    /// Prove, read-only, that every date of a range holds every flight exactly once.
+    ///
+    /// No lease, write or delete. Counts flights, index rows, missing, duplicated, orphans,
     /// other-day rows and unreadable files per date, with examples and what fixes each. JSON on
     /// stdout (a summary on stderr on a terminal). Exit codes: 0 clean, 2 something found, 1 a
     /// date could not be audited.
+    #[command(after_long_help = SETTINGS_POINTER)]
     Audit {
         /// First date (YYYY-MM-DD), included.
         #[arg(long, value_parser = |s: &str| parse_date("--from", s))]
@@ -129,12 +118,14 @@ enum Command {
         #[arg(long, value_parser = parse_duration)]
         max_duration: Option<Duration>,
     },
-    /// Prune the archive host's local index cache (the folder archive-processor writes a copy of
-    /// every per-flight index file to, mounted at /app/index-cache): deletes a copy only when its
+    /// Prune the archive host's local index cache of what S3 holds compacted.
+    ///
+    /// The cache is the folder archive-processor writes a copy of every per-flight index file to,
+    /// mounted at /app/index-cache. Deletes a copy only when its
     /// date is at or before the watermark, not blocked, its S3 object is gone and its flight is
     /// listed; keeps everything else. Prints a JSON summary on stdout (a line on a terminal, on
     /// stderr). Needs s3:ListBucket and s3:GetObject on the watermark only; writes nothing to S3.
-    #[command(after_long_help = prune_help())]
+    #[command(after_long_help = PRUNE_AFTER)]
     PruneCache {
         /// The cache directory (the host path mounted at /app/index-cache).
         #[arg(long)]
@@ -143,17 +134,21 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    /// List the settings (environment variables), each with its default and meaning.
+    ///
+    /// Every command and the Lambda function read them; docs/configuration.md has the same table.
+    Settings {
+        /// docs/configuration.md's Markdown table instead (`make docs-settings` writes it).
+        #[arg(long, hide = true)]
+        markdown: bool,
+    },
 }
 
-fn prune_help() -> String {
-    settings_help(
-        "Only S3_BUCKET, S3_FORCE_PATH_STYLE and LOG_LEVEL matter here.\n\
-         Exit codes: 0, or 1 when nothing was deleted because of an error (missing \
-         directory, unreadable watermark, listing error) or when a delete failed, \
-         or 3 when unreadable folders were skipped (named under skipped_folders) and the rest pruned.",
-        SIGNALS,
-    )
-}
+const PRUNE_AFTER: &str = "Only S3_BUCKET, S3_FORCE_PATH_STYLE and LOG_LEVEL matter here (and the \
+    AWS SDK's own: AWS_REGION, credentials, AWS_ENDPOINT_URL).\n\
+    Exit codes: 0, or 1 when nothing was deleted because of an error (missing directory, unreadable \
+    watermark, listing error) or when a delete failed, or 3 when unreadable folders were skipped \
+    (named under skipped_folders) and the rest pruned.";
 
 fn parse_now(s: &str) -> Result<DateTime<Utc>, String> {
     DateTime::parse_from_rfc3339(s)
@@ -173,16 +168,20 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 /// Logs to stderr, filtered by `level` (`info` when it is bad): JSON lines in Lambda, else text,
-/// coloured only on a terminal without `NO_COLOR`; above the progress bar when there is one.
+/// on a terminal without targets (module paths) and coloured unless `NO_COLOR`; above the progress
+/// bar when there is one.
 fn init_tracing(level: &str, json: bool, bar: Option<ProgressBar>) {
-    let ansi = !json && std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let terminal = !json && std::io::stderr().is_terminal();
+    let ansi = terminal && std::env::var_os("NO_COLOR").is_none();
     let filter: Targets =
         level.parse().or_else(|_| "info".parse()).expect("info is a valid filter");
+    let filter = quiet_sdk_fallbacks(filter);
     let writer = match bar {
         Some(bar) => BoxMakeWriter::new(BarWriter::new(bar)),
         None => BoxMakeWriter::new(std::io::stderr),
     };
-    let layer = tracing_subscriber::fmt::layer().with_ansi(ansi).with_writer(writer);
+    let layer =
+        tracing_subscriber::fmt::layer().with_ansi(ansi).with_target(!terminal).with_writer(writer);
     let layer = if json {
         layer.json().with_current_span(false).without_time().boxed()
     } else {
@@ -190,6 +189,18 @@ fn init_tracing(level: &str, json: bool, bar: Option<ProgressBar>) {
         layer.fmt_fields(archive_compaction::infra::text::log_fields()).boxed()
     };
     tracing_subscriber::registry().with(layer.with_filter(filter)).init();
+}
+
+/// `aws_config` at error only, unless the level is debug or more or names it: its region and
+/// credential fallbacks warn at length (HTTP headers and bodies) outside AWS.
+fn quiet_sdk_fallbacks(filter: Targets) -> Targets {
+    use tracing_subscriber::filter::LevelFilter;
+    let level = filter.default_level().unwrap_or(LevelFilter::OFF);
+    let named = filter.iter().any(|(target, _)| target.starts_with("aws_config"));
+    if named || level == LevelFilter::OFF || level >= LevelFilter::DEBUG {
+        return filter;
+    }
+    filter.with_target("aws_config", LevelFilter::ERROR)
 }
 
 /// A report as pretty JSON on stdout, one document (what scripts parse).
@@ -250,11 +261,17 @@ fn main() -> ExitCode {
     let rt =
         tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
     rt.block_on(async move {
-        let config = match config {
-            Ok(c) => c,
+        // What the SDK needs of the environment, before any request.
+        let env = std::env::vars().collect();
+        let region = match config.and_then(|c| check_endpoints(&env).map(|()| c)) {
+            Ok(c) => region().await.map(|r| (c, r)),
+            Err(e) => Err(e),
+        };
+        let (config, region) = match region {
+            Ok(ok) => ok,
             Err(e) => return bad_config(cli.map(|c| c.command), &e),
         };
-        let deps = Deps::new(config).await;
+        let deps = Deps::new(config, region).await;
         listen_for_signals(&deps, cli.as_ref());
         let Some(cli) = cli else {
             // Inline: one async fn more around the runtime's future overflows rustc's layout
@@ -278,16 +295,46 @@ fn main() -> ExitCode {
     })
 }
 
-/// The command line, `None` in Lambda. `Err` is a usage error's exit code, printed: 1 (nothing
-/// was done), never 2, which means Mismatch; 0 for --help and --version.
+/// The command line, `None` in Lambda. `Err` is the exit code of a command line that ends here,
+/// printed: a usage error's 1 (nothing was done), never 2, which means Mismatch; 0 for --help,
+/// --version, `settings` and no arguments at all (the short help on stdout: nothing was asked, so
+/// nothing failed).
 fn parse_cli(lambda: bool) -> Result<Option<Cli>, ExitCode> {
     if lambda {
         return Ok(None);
     }
-    Cli::try_parse().map(Some).map_err(|e| {
+    if std::env::args_os().len() == 1 {
+        print!("{}", Cli::command().render_help());
+        return Err(ExitCode::SUCCESS);
+    }
+    let cli = Cli::try_parse().map_err(|e| {
         let _ = e.print();
         ExitCode::from(if e.use_stderr() { 1 } else { 0 })
-    })
+    })?;
+    if let Command::Settings { markdown } = cli.command {
+        if markdown {
+            print!("{}", settings_markdown());
+        } else {
+            let width = terminal_width();
+            print!("{}\n{}", wrap(SETTINGS_HEAD, width, ""), settings_text(width));
+        }
+        return Err(ExitCode::SUCCESS);
+    }
+    Ok(Some(cli))
+}
+
+/// What `archive-compaction settings` says before the list.
+const SETTINGS_HEAD: &str = "Settings are environment variables, read by every command and by \
+    the Lambda function; a malformed one is refused before anything is read. The AWS SDK reads its \
+    own: AWS_REGION (or a profile's region), credentials (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...), \
+    AWS_ENDPOINT_URL for S3-compatible servers.\n";
+
+/// Columns of the terminal on stdout, else `COLUMNS`, else 100; at most 100, as clap's help.
+fn terminal_width() -> usize {
+    let width = terminal_size::terminal_size_of(std::io::stdout())
+        .map(|(w, _)| usize::from(w.0))
+        .or_else(|| std::env::var("COLUMNS").ok()?.trim().parse().ok());
+    width.unwrap_or(100).min(100)
 }
 
 /// `run --from --to`'s range; reversed or too long is a usage error (exit 1, no report).
@@ -384,13 +431,16 @@ async fn run_command(
             }
         }
         Command::Status { now, days, json } => status(deps, now, days, json).await,
+        Command::Settings { .. } => unreachable!("parse_cli prints the settings"),
     }
 }
 
-/// A bad configuration: nothing is read, written or deleted, exit 1; `run` (and Lambda) print a
-/// Failure report, `status` a status, the others the reason.
+/// A bad configuration: nothing is read, written or deleted, exit 1; said once on stderr (the
+/// log's line, or the command's own); `run` (and Lambda) print a Failure report, `status` a status.
 fn bad_config(command: Option<Command>, e: &archive_compaction::infra::error::Error) -> ExitCode {
-    tracing::error!(error = %e, "bad configuration");
+    if matches!(command, None | Some(Command::Run { .. } | Command::Status { .. })) {
+        tracing::error!(error = %e, "bad configuration");
+    }
     match command {
         Some(Command::Status { now, json, days }) => {
             let as_of = Utc::now();
@@ -404,14 +454,16 @@ fn bad_config(command: Option<Command>, e: &archive_compaction::infra::error::Er
         Some(Command::PruneCache { .. }) => {
             eprintln!("archive-compaction prune-cache: {e}; nothing was read, written or deleted");
         }
-        None | Some(Command::Run { .. }) => {
-            let mut r = RunReport {
+        None | Some(Command::Run { .. } | Command::Settings { .. }) => {
+            // As `RunReport::fail`, whose log line would say it a second time.
+            print_json(&RunReport {
                 last_run_at: Utc::now(),
                 stop_reason: StopReason::Error,
+                last_run_status: Status::Failure,
+                errors: vec![e.to_string()],
+                errors_total: 1,
                 ..Default::default()
-            };
-            r.fail(e);
-            print_json(&r);
+            });
         }
     }
     ExitCode::from(1)

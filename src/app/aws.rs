@@ -3,16 +3,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_config::BehaviorVersion;
+use aws_config::meta::region::RegionProviderChain;
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
+use aws_config::{BehaviorVersion, Region};
 use aws_sdk_s3::config::SharedHttpClient;
 use aws_smithy_http_client::proxy::ProxyConfig;
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
 use aws_smithy_http_client::{Builder, ConnectorBuilder};
 
 use crate::data::config::Config;
-use crate::infra::error::ReportError;
+use crate::infra::error::{Error, ReportError};
 use crate::infra::storage::S3Store;
 
 /// Everything a run needs, shared by every invocation of a process.
@@ -61,10 +62,52 @@ pub fn s3_config(sdk: &aws_config::SdkConfig, force_path_style: bool) -> aws_sdk
         .build()
 }
 
+/// The region, from `AWS_REGION` / `AWS_DEFAULT_REGION` or the profile (`AWS_PROFILE`'s, else
+/// `default`, in ~/.aws/config) by aws-config's own providers, without a request: outside AWS the
+/// SDK's last fallback, the instance metadata service, waits for its timeout and then fails every
+/// request with "a region must be set".
+///
+/// Errors: [`Error::Config`] naming `AWS_REGION` and how to set it.
+pub async fn region() -> Result<Region, Error> {
+    let chain = RegionProviderChain::first_try(
+        aws_config::environment::region::EnvironmentVariableRegionProvider::new(),
+    )
+    .or_else(aws_config::profile::ProfileFileRegionProvider::new());
+    chain.region().await.ok_or_else(|| Error::Config {
+        name: "AWS_REGION".into(),
+        reason: "no AWS region: set AWS_REGION (e.g. AWS_REGION=eu-west-1), or a region for \
+                 the profile in ~/.aws/config (AWS_PROFILE)"
+            .into(),
+    })
+}
+
+/// `AWS_ENDPOINT_URL` and `AWS_ENDPOINT_URL_S3`, when set, are http(s) URLs with a host (the SDK
+/// would fail every request on another).
+///
+/// Errors: [`Error::Config`] naming the variable and its value.
+pub fn check_endpoints(env: &std::collections::HashMap<String, String>) -> Result<(), Error> {
+    for name in ["AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"] {
+        let Some(v) = env.get(name).map(|v| v.trim()).filter(|v| !v.is_empty()) else { continue };
+        let url = url::Url::parse(v).ok();
+        if !url.is_some_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some()) {
+            return Err(Error::Config {
+                name: name.into(),
+                reason: format!(
+                    "{} is not an http(s) URL: give one like http://127.0.0.1:4566 or \
+                     https://s3.eu-west-1.amazonaws.com, or unset it for AWS itself",
+                    crate::infra::text::quote(v)
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 impl Deps {
-    /// Loads the AWS configuration (region, credentials, `AWS_ENDPOINT_URL`).
-    pub async fn new(config: Config) -> Deps {
+    /// Loads the AWS configuration (credentials, `AWS_ENDPOINT_URL`) for `region` ([`region`]).
+    pub async fn new(config: Config, region: Region) -> Deps {
         let sdk = aws_config::defaults(BehaviorVersion::latest())
+            .region(region)
             .http_client(https_client())
             .retry_config(retry_config())
             .timeout_config(
@@ -135,5 +178,27 @@ impl Deps {
         };
         let password = self.mqtt_password.get_or_try_init(|| bounded).await?;
         Ok(Some(password.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endpoint_that_is_not_an_http_url_is_refused_naming_it() {
+        let env = |name: &str, v: &str| [(name.to_string(), v.to_string())].into();
+        for ok in ["http://127.0.0.1:4566", "https://s3.eu-west-1.amazonaws.com", " "] {
+            assert!(check_endpoints(&env("AWS_ENDPOINT_URL", ok)).is_ok(), "{ok}");
+        }
+        for (name, bad) in [
+            ("AWS_ENDPOINT_URL", "localhost:4566"),
+            ("AWS_ENDPOINT_URL", "127.0.0.1:4566"),
+            ("AWS_ENDPOINT_URL_S3", "ftp://host"),
+            ("AWS_ENDPOINT_URL", "http://"),
+        ] {
+            let e = check_endpoints(&env(name, bad)).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("setting {name}: ")) && e.contains(bad), "{e}");
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! Settings, parsed from environment variables into a typed [`Config`], one row of [`SETTINGS`]
-//! each: `--help` prints the rows and tests/suite/docs.rs holds docs/configuration.md and
-//! template.yaml to them. Every error names the variable and what it expects. The AWS SDK reads
-//! its own variables.
+//! each (name, default, derived default, parser with its bounds, meaning): `archive-compaction
+//! settings` prints the rows, docs/configuration.md's table is [`settings_markdown`] (`make
+//! docs-settings`; tests/suite/docs.rs holds them equal, and template.yaml to the defaults).
+//! Every error names the variable and what it expects. The AWS SDK reads its own variables.
 //!
 //! ```
 //! use std::collections::HashMap;
@@ -49,99 +50,110 @@ macro_rules! settings {
 }
 
 settings! {
-    /// bucket holding flights/, index/ and _compaction_state/
+    /// bucket holding `flights/`, `index/` and `_compaction_state/`
     S3_BUCKET: Required, Plain;
     /// cutoff = UTC date of the invocation time minus this many days
     LAG_DAYS: Number(2), Whole { min: 0, max: 3650, what: "a whole number of days" };
-    /// YYYY-MM-DD to start at when there is no watermark (else the earliest
-    /// index/ or flights/ partition)
+    /// `YYYY-MM-DD`: the walk and the sweep never touch an earlier date (only `--date` or
+    /// `--from`/`--to` do). Unset, a fresh deployment starts at the earliest `index/` or
+    /// `flights/` partition; set it to the first indexed date when `flights/` goes back further
     START_DATE: Unset, Date;
-    /// log level: off, error, warn, info, debug or trace, optionally with
-    /// target=level pairs: info,aws_smithy_runtime=debug; anything else is refused
+    /// `off`, `error`, `warn`, `info`, `debug`, `trace`, or `target=level` pairs
+    /// (`info,archive_compaction::commands::run=debug,archive_compaction::protocol::commit=debug`
+    /// adds each part's phase times); anything else is refused. The AWS SDK's own region and
+    /// credential lookups log at `debug` only
     LOG_LEVEL: Text("info"), LogLevel;
-    /// true for S3-compatible servers that need path-style addressing
+    /// `true` for S3-compatible servers that need path-style URLs
     S3_FORCE_PATH_STYLE: Bool(false), Flag;
-    /// length of the lease in seconds; keep it above the Lambda timeout (900 s)
+    /// lease length, s; keep it above the Lambda timeout (900 s), the same for CLI and Lambda
     LEASE_SECONDS: Number(960), Whole { min: 1, max: u64::MAX, what: "a whole number of seconds" };
-    /// index files fetched at once (GetObject requests in flight)
+    /// GETs in flight; 128 pays from 1,769 MB
+    /// ([Performance](performance.md#read_concurrency-the-sweep))
     READ_CONCURRENCY: Number(64), Whole { min: 1, max: 1024, what: "a whole number of requests" };
-    /// memory one index input may take decoded, in MiB; an input whose footer
-    /// declares more (or whose footer is longer than 1/32 of it, or that has more
-    /// than 1,000 columns) is left in place unread and named in skipped_files
-    INPUT_BUDGET_MB: Derived(
-        "a quarter of AWS_LAMBDA_FUNCTION_MEMORY_SIZE; {} without it",
-        crate::data::input::BUDGET_MB_DEFAULT,
-    ), Whole { min: 1, max: 1024 * 1024, what: "a whole number of MiB" };
-    /// memory the run may use, in MB: parts and uuid sets are sized to keep
-    /// a date's estimated peak within 90% of it; a date not even a small part of
-    /// which fits is refused before it is read (0: no limit)
-    MEMORY_LIMIT_MB: Described("AWS_LAMBDA_FUNCTION_MEMORY_SIZE; none without it"),
-        Whole { min: 0, max: u64::MAX, what: "a whole number of MB" };
-    /// most index files one part of a date takes; the run sizes its parts below it
-    /// from MEMORY_LIMIT_MB and the time left
-    PART_FILES: Number(50_000), Whole { min: 1, max: u64::MAX, what: "a whole number of index files" };
-    /// most flight uuids a date's set holds in memory (16 B each) before it spills
-    /// to local disk (TMPDIR); the run sizes its sets below it from MEMORY_LIMIT_MB
+    /// MiB one index input may take decoded (1 to 1048576); the [input limits](#input-limits)
+    /// derive from it: an input over one is left in place unread and named in `skipped_files`.
+    /// Raise it with the memory for a file skipped for a limit
+    INPUT_BUDGET_MB: Derived {
+        shown: "a quarter of AWS_LAMBDA_FUNCTION_MEMORY_SIZE; {} without it",
+        figure: crate::data::input::BUDGET_MB_DEFAULT,
+        from: |env| function_mb(env).map(|mb| (mb / 4).max(1)),
+    }, Whole { min: 1, max: 1024 * 1024, what: "a whole number of MiB" };
+    /// MB the run may use (`0`: no limit). Each run sizes a date's parts and uuid sets to keep
+    /// its estimated peak within 90% of it; a date is refused (`DayTooBig`, before it is read)
+    /// only when the smallest useful part cannot fit. Set it on a CLI run where the machine's
+    /// memory is shared, or below `MemorySize` when something else in the function takes memory
+    MEMORY_LIMIT_MB: Derived {
+        shown: "AWS_LAMBDA_FUNCTION_MEMORY_SIZE; none without it",
+        figure: 0,
+        from: function_mb,
+    }, Whole { min: 0, max: u64::MAX, what: "a whole number of MB" };
+    /// ceiling on the uuids each of a date's sets holds in memory (16 B each); past it they go
+    /// to `TMPDIR` (Lambda's ephemeral storage), up to ~52 B a flight. The run lowers it when
+    /// memory is tight. Lower it to save memory; at least 1
     FLIGHTS_IN_MEMORY: Number(crate::data::spill::DEFAULT_IN_MEMORY as u64),
         Whole { min: 1, max: u64::MAX, what: "a whole number of uuids" };
+    /// ceiling on the index files one commit of a date takes (a multi-row input counts 1 + 1 for
+    /// every 100 bytes). Each run sizes its parts below it from its memory and time left; lower
+    /// it only to cap every commit. At least 1
+    PART_FILES: Number(50_000), Whole { min: 1, max: u64::MAX, what: "a whole number of index files" };
     /// rows per Parquet row group in compacted files
     ROW_GROUP_ROWS: Number(131_072), Whole { min: 1, max: u64::MAX, what: "a whole number of rows" };
-    /// compacted files of at least this many bytes go up as S3 multipart uploads
-    /// (0: always); smaller ones as one PUT
+    /// compacted files of at least this many bytes go up as multipart uploads (0: always)
     MULTIPART_THRESHOLD_BYTES: Number(storage::MULTIPART_THRESHOLD_DEFAULT as u64),
         Whole { min: 0, max: u64::MAX, what: "a whole number of bytes" };
-    /// part size of multipart uploads, from 5 MiB (5242880) to 5 GiB (S3's limits)
+    /// multipart part size, 5 MiB (5242880) to 5 GiB
     MULTIPART_PART_BYTES: Number(storage::MULTIPART_PART_DEFAULT as u64), Whole {
         min: storage::MULTIPART_PART_MIN as u64,
         max: storage::MULTIPART_PART_MAX as u64,
         what: "a whole number of bytes",
     };
-    /// stop starting new dates when less time than this (or twice the slowest day
-    /// so far) remains; more than 8 (the S3 cut-off before the deadline: a date
-    /// started within it could not write its output), and a `--max-duration` must
-    /// be more than it
+    /// no new date with less than this (or twice the slowest date) left, s; more than 8 (the S3
+    /// cut-off before the deadline), and less than a `--max-duration` ([Deadline](#deadline))
     DEADLINE_MARGIN_SECONDS: Number(60), Whole {
         min: storage::S3_DEADLINE_MARGIN.as_secs() + 1,
         max: u64::MAX,
         what: "a whole number of seconds",
     };
-    /// re-check this many already-compacted days (up to the watermark) for late or
-    /// rewritten index files; 0 turns the sweep off
+    /// straggler sweep: the last this many dates up to the watermark are re-listed and late or
+    /// extra files folded in; `0` turns it off
     SWEEP_DAYS: Number(14), Whole { min: 0, max: 366, what: "a whole number of days" };
     /// publish CloudWatch metrics
     METRICS_ENABLED: Bool(true), Flag;
     /// CloudWatch namespace
     METRICS_NAMESPACE: Text("SkyFollower/ArchiveCompaction"), Plain;
-    /// MQTT broker host; MQTT reporting is off when unset
+    /// MQTT broker; MQTT reporting is off when unset (the other `MQTT_*` are then not read)
     MQTT_HOST: Unset, Plain;
-    /// MQTT broker port (8883 turns TLS on)
+    /// broker port (8883 turns TLS on)
     MQTT_PORT: Number(1883), Whole { min: 0, max: 65535, what: "a TCP port" };
-    /// MQTT user name
+    /// broker user name
     MQTT_USERNAME: Unset, Plain;
-    /// MQTT password (prefer MQTT_PASSWORD_SECRET_ARN: an environment variable is
-    /// readable in the function's configuration)
+    /// broker password; prefer `MQTT_PASSWORD_SECRET_ARN` (an environment variable is readable
+    /// in the function's configuration)
     MQTT_PASSWORD: Unset, Verbatim;
-    /// Secrets Manager secret whose SecretString is the MQTT password; read once
-    /// per process, wins over MQTT_PASSWORD
+    /// Secrets Manager secret whose `SecretString` is the password, read once per process; wins
+    /// over `MQTT_PASSWORD`. Unreadable: a `report_errors` entry, no MQTT, the status unchanged
     MQTT_PASSWORD_SECRET_ARN: Unset, Plain;
-    /// use TLS (rustls) for MQTT
-    MQTT_TLS: Derived("true on port {}", 8883), Flag;
-    /// PEM file of CA certificates for MQTT TLS
+    /// TLS (rustls)
+    MQTT_TLS: Derived {
+        shown: "true on port {}",
+        figure: 8883,
+        from: |env| MQTT_PORT.whole::<u64>(env).ok().map(|port| u64::from(port == 8883)),
+    }, Flag;
+    /// PEM CA bundle for TLS
     MQTT_CA_FILE: Described("(system roots)"), Plain;
-    /// topic root; values go to {root}/statistic/{name}
+    /// topics are `{root}/statistic/{name}`; `#`, `+` or NUL refused
     MQTT_TOPIC_ROOT: Text("SkyFollower/archive-compaction"), TopicRoot;
-    /// bound on connect + publish + disconnect
+    /// bound on connect + publish + disconnect, s
     MQTT_TIMEOUT_SECONDS: Number(5), Seconds { max: 300 };
 }
 
-/// Row defaults other code needs as a value.
-pub mod defaults {
-    /// [`super::PART_FILES`]'s default.
-    pub const PART_FILES: u64 = super::PART_FILES.default.figure();
+/// `AWS_LAMBDA_FUNCTION_MEMORY_SIZE` in MB (Lambda sets it), from which the memory settings default.
+fn function_mb(env: &Env) -> Option<u64> {
+    env.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE").and_then(|v| v.trim().parse().ok())
 }
 
 /// What a setting is when its variable is unset or empty, as `--help` and docs/configuration.md show it.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy)]
 pub enum DefaultIs {
     /// No default: the run refuses to start without it.
     Required,
@@ -153,18 +165,34 @@ pub enum DefaultIs {
     Bool(bool),
     /// This text.
     Text(&'static str),
-    /// Decided from other variables as described.
+    /// Decided elsewhere as described (a text setting's).
     Described(&'static str),
-    /// Decided from other variables; the description shows the figure at `{}`.
-    Derived(&'static str, u64),
+    /// Decided from other variables.
+    Derived {
+        /// What `archive-compaction settings` shows, with `figure` at `{}`.
+        shown: &'static str,
+        /// The number when `from` decides nothing.
+        figure: u64,
+        /// The number (a flag's 0 or 1) the other variables make.
+        from: fn(&Env) -> Option<u64>,
+    },
 }
 
 impl DefaultIs {
-    /// The number of a [`DefaultIs::Number`] or [`DefaultIs::Derived`]; panics on any other.
+    /// The number of a [`DefaultIs::Number`] or [`DefaultIs::Derived`] when nothing decides it;
+    /// panics on any other.
     pub const fn figure(self) -> u64 {
         match self {
-            DefaultIs::Number(n) | DefaultIs::Derived(_, n) => n,
+            DefaultIs::Number(n) | DefaultIs::Derived { figure: n, .. } => n,
             _ => panic!("a setting whose default is not a number, read as one"),
+        }
+    }
+
+    /// The number it is with `env`'s other variables.
+    fn figure_in(self, env: &Env) -> u64 {
+        match self {
+            DefaultIs::Derived { figure, from, .. } => from(env).unwrap_or(figure),
+            _ => self.figure(),
         }
     }
 }
@@ -177,7 +205,9 @@ impl std::fmt::Display for DefaultIs {
             DefaultIs::Number(n) => write!(f, "{n}"),
             DefaultIs::Bool(b) => write!(f, "{b}"),
             DefaultIs::Text(t) | DefaultIs::Described(t) => f.write_str(t),
-            DefaultIs::Derived(t, n) => f.write_str(&t.replace("{}", &n.to_string())),
+            DefaultIs::Derived { shown, figure, .. } => {
+                f.write_str(&shown.replace("{}", &figure.to_string()))
+            }
         }
     }
 }
@@ -204,7 +234,7 @@ pub(crate) enum Parse {
 }
 
 /// One setting: its environment variable, default, parser and meaning.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy)]
 pub struct Setting {
     /// The environment variable, e.g. `LAG_DAYS`.
     pub name: &'static str,
@@ -212,11 +242,43 @@ pub struct Setting {
     pub default: DefaultIs,
     /// How its text is read.
     pub(crate) parse: Parse,
-    /// What it means, one line (`--help`).
+    /// What it means, in Markdown (docs/configuration.md; [`Setting::meaning`] for a terminal).
     pub doc: &'static str,
 }
 
 impl Setting {
+    /// The meaning for a terminal: [`Setting::doc`] without its `code` marks and link targets.
+    pub fn meaning(&self) -> String {
+        let mut out = String::with_capacity(self.doc.len());
+        let mut rest = self.doc;
+        // `[text](target)` keeps its text.
+        while let Some(open) = rest.find('[') {
+            let Some((text, after)) = rest[open + 1..].split_once("](") else { break };
+            let Some((_, tail)) = after.split_once(')') else { break };
+            out.push_str(&rest[..open]);
+            out.push_str(text);
+            rest = tail;
+        }
+        out.push_str(rest);
+        out.replace('`', "")
+    }
+
+    /// The meaning's first sentence, for an error.
+    fn summary(&self) -> String {
+        let meaning = self.meaning();
+        meaning.split_once(". ").map_or(meaning.clone(), |(first, _)| first.to_string())
+    }
+
+    /// The default as docs/configuration.md shows it: a value in `code` marks.
+    fn default_markdown(&self) -> String {
+        match self.default {
+            DefaultIs::Number(_) | DefaultIs::Bool(_) | DefaultIs::Text(_) => {
+                format!("`{}`", self.default)
+            }
+            d => d.to_string(),
+        }
+    }
+
     /// Trimmed (but [`Parse::Verbatim`]); `None` when unset or empty.
     fn given<'a>(&self, env: &'a Env) -> Option<&'a str> {
         let v = env.get(self.name)?;
@@ -249,7 +311,9 @@ impl Setting {
         match (self.given(env), self.default) {
             (Some(v), _) => self.parse_text(v),
             (None, DefaultIs::Text(t)) => Ok(t.to_string()),
-            (None, DefaultIs::Required) => Err(self.refuse(format!("required: {}", self.doc))),
+            (None, DefaultIs::Required) => {
+                Err(self.refuse(format!("required: {}", self.summary())))
+            }
             (None, _) => self.misread("text with a default"),
         }
     }
@@ -258,16 +322,12 @@ impl Setting {
         self.given(env).map(|v| self.parse_text(v)).transpose()
     }
 
+    /// The number given, else its default (derived from `env` when [`DefaultIs::Derived`]).
     fn whole<T: TryFrom<u64>>(&self, env: &Env) -> Result<T> {
-        self.whole_else(env, self.default.figure())
-    }
-
-    /// `default` when unset (a default another variable decides).
-    fn whole_else<T: TryFrom<u64>>(&self, env: &Env, default: u64) -> Result<T> {
         let Parse::Whole { min, max, what } = self.parse else { self.misread("a whole number") };
         let fit = |n: u64| T::try_from(n).map_err(|_| self.refuse(format!("{n} is too large")));
         let Some(v) = self.given(env) else {
-            return fit(default);
+            return fit(self.default.figure_in(env));
         };
         let n: u64 =
             v.parse().map_err(|_| self.refuse(format!("expected {what}, got {}", quote(v))))?;
@@ -277,22 +337,21 @@ impl Setting {
                 (0, _) => format!("at most {max}"),
                 _ => format!("from {min} to {max}"),
             };
-            return Err(self.refuse(format!("must be {range}, got {n} ({})", self.doc)));
+            return Err(self.refuse(format!("must be {range}, got {n} ({})", self.summary())));
         }
         fit(n)
     }
 
     fn flag(&self, env: &Env) -> Result<bool> {
-        let DefaultIs::Bool(b) = self.default else { self.misread("a flag with a default") };
-        self.flag_else(env, b)
-    }
-
-    fn flag_else(&self, env: &Env, default: bool) -> Result<bool> {
         if self.parse != Parse::Flag {
             self.misread("a flag")
         }
         let Some(v) = self.given(env) else {
-            return Ok(default);
+            return Ok(match self.default {
+                DefaultIs::Bool(b) => b,
+                DefaultIs::Derived { .. } => self.default.figure_in(env) == 1,
+                _ => self.misread("a flag with a default"),
+            });
         };
         match v.to_ascii_lowercase().as_str() {
             "true" | "1" | "yes" | "on" => Ok(true),
@@ -322,6 +381,52 @@ impl Setting {
         }
         self.given(env).map(|v| parse_date(self.name, v)).transpose()
     }
+}
+
+/// docs/configuration.md's table of [`SETTINGS`] (`archive-compaction settings --markdown`).
+pub fn settings_markdown() -> String {
+    let rows: String = SETTINGS
+        .iter()
+        .map(|s| format!("| `{}` | {} | {} |\n", s.name, s.default_markdown(), s.doc))
+        .collect();
+    format!("| variable | default | meaning |\n|---|---|---|\n{rows}")
+}
+
+/// [`SETTINGS`] for a terminal `width` columns wide: each name and default, its meaning wrapped
+/// and indented under it (`archive-compaction settings`).
+pub fn settings_text(width: usize) -> String {
+    SETTINGS
+        .iter()
+        .map(|s| {
+            let default = match s.default {
+                DefaultIs::Required | DefaultIs::Unset => s.default.to_string(),
+                d => format!("[default: {d}]"),
+            };
+            // A default too long for the name's line goes under it, as the meaning.
+            let head = format!("{} {default}", s.name);
+            let head = match head.chars().count() > width {
+                true => format!("{}\n{}", s.name, wrap(&default, width, "    ")),
+                false => head + "\n",
+            };
+            format!("{head}{}", wrap(&s.meaning(), width, "    "))
+        })
+        .collect()
+}
+
+/// `text`'s words in lines of at most `width` characters (a longer word alone), each after `indent`.
+pub fn wrap(text: &str, width: usize, indent: &str) -> String {
+    let room = width.saturating_sub(indent.len()).max(20);
+    let mut lines: Vec<String> = Vec::new();
+    for word in text.split_whitespace() {
+        match lines.last_mut() {
+            Some(line) if line.chars().count() + 1 + word.chars().count() <= room => {
+                line.push(' ');
+                line.push_str(word);
+            }
+            _ => lines.push(word.to_string()),
+        }
+    }
+    lines.iter().map(|l| format!("{indent}{l}\n")).collect()
 }
 
 /// MQTT reporting settings (present only when `MQTT_HOST` is set).
@@ -395,11 +500,7 @@ impl Config {
     ///
     /// Errors: [`Error::Config`] naming the first variable missing or malformed.
     pub fn from_map(env: &HashMap<String, String>) -> Result<Config> {
-        // In MB; the two memory settings default from it.
-        let function_mb =
-            env.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE").and_then(|v| v.trim().parse::<u64>().ok());
-        let budget_mb = function_mb.map_or(INPUT_BUDGET_MB.default.figure(), |mb| (mb / 4).max(1));
-        let memory_limit_mb: u64 = MEMORY_LIMIT_MB.whole_else(env, function_mb.unwrap_or(0))?;
+        let memory_limit_mb: u64 = MEMORY_LIMIT_MB.whole(env)?;
         Ok(Config {
             bucket: S3_BUCKET.text(env)?,
             lag_days: LAG_DAYS.whole(env)?,
@@ -409,7 +510,7 @@ impl Config {
             lease: Duration::from_secs(LEASE_SECONDS.whole(env)?),
             read_concurrency: READ_CONCURRENCY.whole(env)?,
             row_group_rows: ROW_GROUP_ROWS.whole(env)?,
-            input_budget: Budget::from_mb(INPUT_BUDGET_MB.whole_else(env, budget_mb)?),
+            input_budget: Budget::from_mb(INPUT_BUDGET_MB.whole(env)?),
             memory_limit_mb: (memory_limit_mb > 0).then_some(memory_limit_mb),
             part_files: PART_FILES.whole(env)?,
             spill: crate::data::spill::SpillSettings { limit: FLIGHTS_IN_MEMORY.whole(env)? },
@@ -459,7 +560,7 @@ impl MqttConfig {
             username: MQTT_USERNAME.optional(env)?,
             password: MQTT_PASSWORD.optional(env)?,
             password_secret_arn: MQTT_PASSWORD_SECRET_ARN.optional(env)?,
-            tls: MQTT_TLS.flag_else(env, u64::from(port) == MQTT_TLS.default.figure())?,
+            tls: MQTT_TLS.flag(env)?,
             ca_file: MQTT_CA_FILE.optional(env)?,
             topic_root: MQTT_TOPIC_ROOT.text(env)?,
             timeout: MQTT_TIMEOUT_SECONDS.seconds(env)?,
@@ -618,7 +719,7 @@ mod tests {
         assert_eq!(unset.memory_limit_mb, None);
         assert_eq!(MQTT_TLS.default.to_string(), "true on port 8883");
         assert!(!unset.mqtt.unwrap().tls);
-        assert_eq!(defaults::PART_FILES, 50_000);
+        assert_eq!(PART_FILES.default.figure(), 50_000);
         assert_eq!(unset.spill.limit, crate::data::spill::DEFAULT_IN_MEMORY);
         assert_eq!(
             (unset.multipart_threshold, unset.multipart_part_size),
@@ -634,6 +735,32 @@ mod tests {
         .unwrap();
         assert_eq!(lambda.input_budget, crate::data::input::Budget::from_mb(256));
         assert_eq!(lambda.memory_limit_mb, Some(1024));
+    }
+
+    #[test]
+    fn the_settings_listing_wraps_each_meaning_under_its_setting() {
+        let text = settings_text(60);
+        assert!(text.starts_with("S3_BUCKET (required)\n    bucket holding flights/, index/"));
+        assert!(text.contains("\nLAG_DAYS [default: 2]\n    cutoff = UTC date of"), "{text}");
+        // Link targets and code marks are for the Markdown table only.
+        assert!(text.contains("128 pays from 1,769 MB (Performance)"), "{text}");
+        assert!(!text.contains('`') && !text.contains("](") && !text.contains(".md"), "{text}");
+        for line in text.lines() {
+            assert!(line.chars().count() <= 60 || !line.trim().contains(' '), "{line:?}");
+            let setting = SETTINGS.iter().any(|s| line.split(' ').next() == Some(s.name));
+            assert!(setting || line.starts_with("    "), "not under its setting: {line:?}");
+        }
+        assert_eq!(text.lines().filter(|l| !l.starts_with(' ')).count(), SETTINGS.len());
+        assert!(text.contains("\nINPUT_BUDGET_MB\n    [default: a quarter of"), "{text}");
+        let table = settings_markdown();
+        assert_eq!(table.lines().count(), SETTINGS.len() + 2);
+        assert!(table.contains("\n| `LAG_DAYS` | `2` | cutoff = UTC date of the invocation time"));
+        assert!(table.contains("([Deadline](#deadline)) |\n"), "{table}");
+        assert_eq!(
+            LAG_DAYS.summary(),
+            "cutoff = UTC date of the invocation time minus this many days"
+        );
+        assert_eq!(MEMORY_LIMIT_MB.summary(), "MB the run may use (0: no limit)");
     }
 
     #[test]

@@ -123,7 +123,7 @@ pub async fn put(
                 namespace,
                 bucket,
                 metrics = metrics.len(),
-                seconds = started.elapsed().as_secs_f64(),
+                seconds = crate::infra::text::millis(started.elapsed().as_secs_f64()),
                 "CloudWatch metrics published"
             );
             Ok(())

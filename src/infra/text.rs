@@ -23,6 +23,28 @@ pub fn is_unsafe(c: char) -> bool {
     c.is_control() || matches!(c, '\u{2028}' | '\u{2029}')
 }
 
+/// Seconds rounded to the millisecond, for a log line (`1.383`, not `1.3829521630000001`).
+pub fn millis(seconds: f64) -> f64 {
+    (seconds * 1000.0).round() / 1000.0
+}
+
+/// What a date's commit did, for its log line: files, rows and bytes before → after.
+pub fn before_after(
+    files: u64,
+    bytes_read: u64,
+    rows: u64,
+    outputs: u64,
+    bytes_written: u64,
+) -> String {
+    use indicatif::HumanBytes;
+    format!(
+        "{files} index files ({}) → {outputs} compacted file{} ({}), {rows} rows",
+        HumanBytes(bytes_read),
+        if outputs == 1 { "" } else { "s" },
+        HumanBytes(bytes_written)
+    )
+}
+
 /// `s` quoted as Rust's `Debug` writes a string, cut at [`QUOTED_CHARS_MAX`] characters.
 pub fn quote(s: &str) -> String {
     let (head, rest) = split_at_chars(s, QUOTED_CHARS_MAX);
@@ -215,6 +237,17 @@ mod tests {
         assert!(!text.contains('\x1b'), "{text}");
         assert!(text.contains(r"x\n2026-07-20T00:00:00Z ERROR forged\u{1b}[2J"), "{text}");
         assert!(text.len() < 3 * LOG_FIELD_BYTES_MAX, "{}", text.len());
+    }
+
+    #[test]
+    fn log_figures_read_as_a_person_reads_them() {
+        assert_eq!(format!("{:?}", millis(1.3829521630000001)), "1.383");
+        assert_eq!(millis(0.0004), 0.0);
+        assert_eq!(
+            before_after(600, 1_258_291, 600, 1, 307_200),
+            "600 index files (1.20 MiB) → 1 compacted file (300.00 KiB), 600 rows"
+        );
+        assert!(before_after(2, 0, 2, 2, 0).contains("→ 2 compacted files ("));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! What the CLI shows besides its report: logs written to a file are plain
-//! text (no escape codes, for a run and for a bad configuration), and the
-//! progress bar follows a real run.
+//! text (no escape codes, for a run and for a bad configuration), the
+//! progress bar follows a real run, and each command's help is one screen.
 
 use std::process::{Command, Output};
 
@@ -51,6 +51,23 @@ async fn logs_written_to_a_file_carry_no_escape_codes() {
     assert_eq!(r.days.len(), 3, "{r:?}");
     assert_eq!(log.matches("date done").count(), 3, "one line per date:\n{log}");
     assert!(log.contains(" INFO "), "plain level names:\n{log}");
+    // For people: each compacted date before → after, durations in milliseconds, the
+    // run's internals (pass, part_files, an empty event_id) at debug only.
+    let compacted = log.lines().filter(|l| l.contains("date done: ")).collect::<Vec<_>>();
+    assert!(
+        compacted
+            .iter()
+            .any(|l| l.contains("3 index files (") && l.contains(") → 1 compacted file (")),
+        "{log}"
+    );
+    for seconds in log.split("seconds=").skip(1) {
+        let value = seconds.split_whitespace().next().unwrap();
+        let decimals = value.split_once('.').map_or(0, |(_, d)| d.len());
+        assert!(decimals <= 3, "seconds={value}:\n{log}");
+    }
+    for internal in [" pass=", " part_files=", "event_id=\"\""] {
+        assert!(!log.contains(internal), "{internal} at info:\n{log}");
+    }
 
     let mut bad = cli_command(&store, &["run", "--now", NOW]);
     bad.env_remove("S3_BUCKET");
@@ -82,4 +99,94 @@ async fn the_progress_bar_follows_a_real_run() {
     assert_eq!((bar.position(), bar.length()), (3, Some(3)));
     assert!(bar.is_finished(), "the end of the run clears the bar");
     assert!(bar.message().starts_with("2026-07-20 compacted: 2 files, "), "{}", bar.message());
+}
+
+/// `archive-compaction` with `args` at 100 columns: its stdout, after it exited 0.
+fn help_of(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_archive-compaction"))
+        .args(args)
+        .env_clear()
+        .env("COLUMNS", "100")
+        .output()
+        .expect("run the archive-compaction binary");
+    assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
+    assert!(out.stderr.is_empty(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Each command's `--help` fits a screen (40 lines at 100 columns): what it
+/// does, its options and exit codes, and one pointer to `archive-compaction
+/// settings` instead of every setting; each wrapped line is indented under
+/// its entry, never back at the margin. The settings listing wraps each
+/// meaning under its setting. The program alone prints its short help on
+/// stdout and exits 0 (it was asked nothing, so nothing failed).
+#[test]
+fn each_help_is_one_screen_wrapped_under_its_entries() {
+    for args in [
+        &["--help"][..],
+        &["run", "--help"],
+        &["status", "--help"],
+        &["audit", "--help"],
+        &["prune-cache", "--help"],
+        &["settings", "--help"],
+        &[],
+    ] {
+        let text = help_of(args);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines.len() <= 40, "{args:?}: {} lines:\n{text}", lines.len());
+        assert!(lines.iter().all(|l| l.chars().count() <= 100), "{args:?}:\n{text}");
+        assert!(!text.contains("MULTIPART_PART_BYTES"), "{args:?} lists the settings:\n{text}");
+        assert!(text.contains("Usage: archive-compaction"), "{args:?}:\n{text}");
+        // In each list (Commands:, Options:), a line is an entry or indented under one.
+        let mut in_list = false;
+        for line in lines.iter().filter(|l| !l.is_empty()) {
+            if !line.starts_with(' ') {
+                in_list = *line == "Commands:" || *line == "Options:";
+                continue;
+            }
+            let entry = (line.starts_with("  ") && !line.starts_with("   "))
+                || line.starts_with("      --");
+            assert!(
+                !in_list || entry || line.starts_with("        "),
+                "{args:?}: a wrapped line back at the margin: {line:?}\n{text}"
+            );
+        }
+        // Where the settings are, or the few this command reads.
+        let pointer = text.contains("archive-compaction settings") || text.contains("matter here");
+        assert!(args.first() == Some(&"settings") || pointer, "{args:?}:\n{text}");
+    }
+    let settings = help_of(&["settings"]);
+    assert!(
+        settings.contains("\nMULTIPART_PART_BYTES [default: 8388608]\n    multipart part size")
+    );
+    for line in settings.lines().skip_while(|l| !l.starts_with("S3_BUCKET")) {
+        assert!(line.chars().count() <= 100, "{line:?}");
+        let setting = line.split(' ').next().is_some_and(|w| {
+            archive_compaction::data::config::SETTINGS.iter().any(|s| s.name == w)
+        });
+        assert!(setting || line.starts_with("    "), "not under its setting: {line:?}");
+    }
+    assert_eq!(
+        help_of(&["settings", "--markdown"]),
+        archive_compaction::data::config::settings_markdown()
+    );
+}
+
+/// On a terminal, log lines carry no target (`archive_compaction::...`
+/// module paths); to a file they do (`logs_written_to_a_file...` above). The
+/// terminal is a pseudo-terminal of Python's `pty`.
+#[test]
+fn log_lines_on_a_terminal_carry_no_module_path() {
+    let script = "import pty, sys; pty.spawn(sys.argv[1:])";
+    let out = Command::new(python())
+        .args(["-c", script, env!("CARGO_BIN_EXE_archive-compaction"), "run"])
+        .env_clear()
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run the binary under a pseudo-terminal");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line =
+        text.lines().find(|l| l.contains("bad configuration")).unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains(" ERROR bad configuration") && line.contains("S3_BUCKET"), "{line}");
+    assert!(!line.contains("archive_compaction"), "{line}");
 }

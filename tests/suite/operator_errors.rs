@@ -349,3 +349,60 @@ async fn a_date_too_big_for_the_memory_is_refused_before_it_is_read() {
     .await;
     assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
 }
+
+/// The binary with only `env` and a `HOME` with no AWS profile.
+fn bare_cli(home: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_archive-compaction"))
+        .args(args)
+        .env_clear()
+        .env("HOME", home)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run the archive-compaction binary")
+}
+
+/// What the SDK needs of the environment is refused before any request, in
+/// one line on stderr naming the variable: no region anywhere (no
+/// `AWS_REGION`, no profile: the SDK's instance-metadata fallback is not
+/// asked, and its warnings stay out of the log), an endpoint that is not a URL.
+#[test]
+fn no_region_or_a_bad_endpoint_is_one_line_naming_the_variable() {
+    let home = tempfile::tempdir().unwrap();
+    let audit: &[&str] = &["audit", "--from", "2026-07-18", "--to", "2026-07-18"];
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case; 5] = [
+        (&["status"], &[], "AWS_REGION"),
+        (&["run"], &[], "AWS_REGION"),
+        (audit, &[], "AWS_REGION"),
+        (
+            &["status"],
+            &[("AWS_REGION", "eu-west-1"), ("AWS_ENDPOINT_URL", "localhost:4566")],
+            "AWS_ENDPOINT_URL",
+        ),
+        (
+            &["run"],
+            &[("AWS_REGION", "eu-west-1"), ("AWS_ENDPOINT_URL_S3", "ftp://x")],
+            "AWS_ENDPOINT_URL_S3",
+        ),
+    ];
+    for (args, env, named) in cases {
+        let env = [env, &[("S3_BUCKET", "archive")]].concat();
+        let out = bare_cli(home.path(), args, &env);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{args:?}: {stderr}");
+        assert!(lines[0].contains(&format!("setting {named}: ")), "{args:?}: {stderr}");
+        assert!(lines[0].chars().count() <= 300, "{args:?}: {} chars", lines[0].len());
+    }
+    // A profile's region is a region.
+    std::fs::create_dir(home.path().join(".aws")).unwrap();
+    std::fs::write(home.path().join(".aws/config"), "[default]\nregion = eu-west-1\n").unwrap();
+    let out = bare_cli(
+        home.path(),
+        &["run", "--dry-run"],
+        &[("S3_BUCKET", "archive"), ("AWS_ENDPOINT_URL", "http://127.0.0.1:9")],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("AWS_REGION") && stderr.contains("run starting"), "{stderr}");
+}

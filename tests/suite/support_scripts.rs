@@ -2,7 +2,8 @@
 //! `tests/support/serve.py` never says "ready" for a port another process
 //! holds; a helper (`serve.py`, `guard.py`) stops what it started once the
 //! test closes its stdin (`stdin_guard.py`, held by `crate::common::Supervised`),
-//! so nothing outlives its test; and `archive.py summary` tells index files apart by what their
+//! so nothing outlives its test; the servers leave `TMPDIR` as they found it;
+//! and `archive.py summary` tells index files apart by what their
 //! names are (a UUID, `compacted-`, any other name), as the job does
 //! (`keys::IndexKey`), not by the length of the name.
 
@@ -105,4 +106,48 @@ async fn archive_py_summary_tells_index_files_apart_by_what_they_are() {
     // 3 flights, 3 per-flight files, no compacted file, 1 multi-row file
     // of 1 row, 3 + 1 rows, 1 foreign object.
     assert_eq!(row, [day, "3", "3", "0", "1", "4", "1"], "{text}");
+}
+
+/// The test servers leave the temporary directory as they found it: after a
+/// command that succeeds, one that fails, and Ctrl-C (SIGINT to the whole
+/// process group, as a terminal sends it), no folder, FIFO, socket, log or
+/// pid file of theirs is left in `TMPDIR` (serve.py keeps its server's log
+/// and configuration in a folder it removes; `make demo` starts the same
+/// serve.py, with its FIFOs under target/).
+#[test]
+fn the_test_servers_leave_the_temporary_directory_as_they_found_it() {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let servers = || {
+        let mut cmd = Command::new(python());
+        cmd.arg(root().join("tests/support/servers.py"))
+            .args(["ministack", "mosquitto", "forkserver", "--"])
+            .env("TMPDIR", tmp.path())
+            .env("TOOLS_DIR", tools());
+        cmd
+    };
+    let left = || -> Vec<_> {
+        std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name()).collect()
+    };
+    for (command, code) in [("true", 0), ("false", 1)] {
+        let out = servers().arg(command).output().unwrap();
+        assert_eq!(out.status.code(), Some(code), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(left(), Vec::<std::ffi::OsString>::new(), "after `{command}`");
+    }
+    let mut running =
+        servers().args(["sleep", "600"]).process_group(0).stderr(Stdio::piped()).spawn().unwrap();
+    let stderr = std::io::BufReader::new(running.stderr.take().unwrap());
+    let mut said = String::new();
+    for line in stderr.lines().map(Result::unwrap) {
+        said += &line;
+        if line.contains("started in") {
+            break;
+        }
+    }
+    assert!(!left().is_empty(), "the servers' folders while they run: {said}");
+    let group = format!("-{}", running.id());
+    assert!(Command::new("kill").args(["-INT", "--", &group]).status().unwrap().success());
+    running.wait().unwrap();
+    assert_eq!(left(), Vec::<std::ffi::OsString>::new(), "after Ctrl-C");
 }

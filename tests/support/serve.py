@@ -14,9 +14,13 @@ is terminated, so no server outlives its tests. Prints "ready" once the port
 accepts connections from the server it started; a port already taken by
 another process is refused before anything starts ("port N is taken"), and a
 server that exits once started (mosquitto: "Address already in use") is
-reported with its exit code, never as ready.
+reported with its exit code and the end of its log, never as ready. The
+server's log and configuration live in a temporary folder of this process,
+removed however it ends (stdin closed, a failure, Ctrl-C): nothing is left
+in the temporary directory.
 """
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -45,10 +49,30 @@ def port_taken(port):
         s.close()
 
 
+def log_tail(path, lines=20):
+    """The last `lines` lines of the server's log, for a message."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
+
+
 def main():
     kind, port = sys.argv[1], int(sys.argv[2])
+    work = tempfile.mkdtemp(prefix=f"ac-{kind}-{port}-")
+    try:
+        serve(kind, port, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def serve(kind, port, work):
+    """Starts `kind` on `port` with its log and configuration in `work`;
+    returns once stdin closed and the server stopped."""
     env = dict(os.environ)
-    log = open(os.path.join(tempfile.gettempdir(), f"ac-{kind}-{port}.log"), "wb")
+    log = open(os.path.join(work, f"{kind}.log"), "wb")
     if kind == "ministack":
         env.update(GATEWAY_PORT=str(port), SERVICES="s3,cloudwatch", BIND_HOST="127.0.0.1",
                    LOG_LEVEL="WARNING", S3_PERSIST="0")
@@ -74,7 +98,7 @@ def main():
         env["INITIAL_NO_AUTH_ACTION_COUNT"] = env.get("MOTO_IAM_SETUP_CALLS", "8")
         cmd = [os.path.join(TOOLS, "py", "bin", "moto_server"), "-H", "127.0.0.1", "-p", str(port)]
     elif kind == "mosquitto":
-        conf = os.path.join(tempfile.mkdtemp(prefix="ac-mosq-"), "mosquitto.conf")
+        conf = os.path.join(work, "mosquitto.conf")
         with open(conf, "w") as f:
             f.write(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
             # A packet limit of the broker's own (bytes): a client sending a
@@ -101,21 +125,21 @@ def main():
     deadline = time.time() + 60
     while True:
         if proc.poll() is not None:
-            sys.exit(f"{kind} exited with {proc.returncode}; see {log.name}")
+            sys.exit(f"{kind} exited with {proc.returncode}; its log:\n{log_tail(log.name)}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
             break
         except OSError:
             if time.time() > deadline:
-                proc.kill()
-                sys.exit(f"{kind} did not listen on {port} within 60 s")
+                stdin_guard.stop_group(proc, grace=5)
+                sys.exit(f"{kind} did not listen on {port} within 60 s; its log:\n{log_tail(log.name)}")
             time.sleep(0.1)
     # Something answered; it must be our server, still running (a server
     # that could not bind exits, while the port's owner answers).
     time.sleep(0.3)
     if proc.poll() is not None:
         sys.exit(f"{kind} exited with {proc.returncode} after the port answered "
-                 f"(another process holds {port}?); see {log.name}")
+                 f"(another process holds {port}?); its log:\n{log_tail(log.name)}")
     print("ready", flush=True)
     try:
         stdin_guard.wait_for_close()

@@ -14,9 +14,11 @@ times at most; then the command is not run (exit 1). At the end it prints
 the machine's CPU seconds over the command (/proc/stat: user, system, idle)
 and each server's share (its processes and the children they waited for;
 the fork server's helpers are reaped by the kernel, so not counted), so a
-slow suite shows where its CPU went.
+slow suite shows where its CPU went. It leaves the temporary directory as it
+found it (each server removes its own folder; this script the socket's).
 """
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -93,11 +95,13 @@ def main():
     kinds, command = args[:split], args[split + 1:]
     env = dict(os.environ)
     servers = []
+    # The fork server's socket; removed at the end, as serve.py removes its own folders.
+    sockets = tempfile.mkdtemp(prefix="ac-fork-")
     t0 = time.monotonic()
     try:
         for kind in kinds:
             if kind == "forkserver":
-                path = os.path.join(tempfile.mkdtemp(prefix="ac-fork-"), "forkserver.sock")
+                path = os.path.join(sockets, "forkserver.sock")
                 servers.append((kind, start_forkserver(path)))
                 env["TEST_PY_FORKSERVER"] = path
                 continue
@@ -118,6 +122,7 @@ def main():
             proc.stdin.close()
         for kind, proc in servers:
             proc.wait()
+        shutil.rmtree(sockets, ignore_errors=True)
     sys.exit(code)
 
 

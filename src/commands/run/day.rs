@@ -71,15 +71,20 @@ pub(super) async fn process_day(
         }
         Ok(Some(missing)) => Ok(DayEnd::Mismatch(missing)),
         Ok(None) => {
+            let (f, r, b) = (day.files_read, day.rows_written, day.bytes_written);
+            let summary = match f {
+                0 => day.action.to_string(),
+                _ => crate::infra::text::before_after(f, day.bytes_read, r, day.parts, b),
+            };
             tracing::info!(
                 %date,
                 action = %day.action,
-                files = day.files_read,
-                rows = day.rows_written,
-                bytes = day.bytes_written,
+                files = f,
+                rows = r,
+                bytes = b,
                 bytes_read = day.bytes_read,
-                seconds = day.seconds,
-                "date done"
+                seconds = crate::infra::text::millis(day.seconds),
+                "date done: {summary}"
             );
             cx.opts.send_progress(Progress::DateDone {
                 date,
@@ -201,7 +206,8 @@ async fn pass(
         }
     }
     let plan = plan::plan_day(date, std::mem::take(&mut listed.index), &cx.recovery.claimed);
-    tracing::info!(pass = number, part_files = settings.part_files, "{plan}");
+    tracing::info!("{plan}");
+    tracing::debug!(pass = number, part_files = settings.part_files, "planned");
     day.files_claimed = day.files_claimed.max(plan.claimed as u64);
     let plan::DayPlan { action, reason, .. } = plan;
     let DayAction::Compact { inputs } = action else {
@@ -339,7 +345,7 @@ async fn commit_parts(
                 day.parts += 1;
                 kept_newer += k;
                 tracing::info!(%date, part = done, weight = part_weight, left = parts.queue.files_left(),
-                    seconds = t.elapsed().as_secs_f64(), "part committed");
+                    seconds = crate::infra::text::millis(t.elapsed().as_secs_f64()), "part committed");
                 crate::failpoint!("run::after-part");
             }
             PartEnd::Read => {}

@@ -144,7 +144,7 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
         dry_run: opts.dry_run,
         ..RunReport::default()
     };
-    tracing::info!(bucket = store.bucket(), %cutoff, now = %opts.now, dry_run = opts.dry_run, invocation_id = %opts.invocation_id, event_id = opts.event_id.as_deref().unwrap_or(""), "run starting");
+    tracing::info!(bucket = store.bucket(), %cutoff, now = %opts.now, dry_run = opts.dry_run, invocation_id = %opts.invocation_id, event_id = opts.event_id.as_deref(), "run starting");
     let ahead = opts.now - wall;
     if ahead > chrono::Duration::from_std(MAX_CLOCK_SKEW).expect("small") {
         report.stop_reason = StopReason::Error;
@@ -215,7 +215,7 @@ fn finish(mut report: RunReport, started: Instant, opts: &RunOptions) -> RunRepo
         watermark = %report
             .last_compacted_date
             .map_or_else(|| "none".to_string(), |d| d.to_string()),
-        seconds = report.duration_seconds,
+        seconds = crate::infra::text::millis(report.duration_seconds),
         "run finished"
     );
     opts.send_progress(Progress::Finished);

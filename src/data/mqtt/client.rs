@@ -94,7 +94,7 @@ pub async fn publish(config: &MqttConfig, messages: &[Message]) -> Vec<ReportErr
                 client_id,
                 messages = messages.len(),
                 attempt,
-                seconds = started.elapsed().as_secs_f64(),
+                seconds = crate::infra::text::millis(started.elapsed().as_secs_f64()),
                 "MQTT statistics and discovery configs published"
             );
             break;
