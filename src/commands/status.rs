@@ -543,12 +543,8 @@ async fn mismatch_status(
     let window = crate::protocol::sizing::MemoryFit::of(config).window();
     let window = usize::try_from(window).unwrap_or(usize::MAX);
     let day = Day::list_window(store, date, true, window, settings.spill).await?;
-    let day_plan = plan::plan_day(date, day.index.clone(), claimed);
-    let inputs = match &day_plan.action {
-        plan::DayAction::Compact { inputs } => Some(inputs.as_slice()),
-        _ => None,
-    };
-    let check = day.parity_check(store, inputs, settings).await?;
+    let plan = plan_of(store, config, &day, claimed).await?;
+    let check = day.parity_check(store, Some(&plan), settings).await?;
     for (key, u) in &check.unreadable {
         errors.push(format!(
             "multi-row index file s3://{}/{key} unreadable for the parity check: {}",
@@ -567,6 +563,24 @@ async fn mismatch_status(
         unread_files: check.unread,
         compacted_files_read: check.compacted_files_read,
     })
+}
+
+/// The next run's plan of `day`'s listing window, by the run's planner
+/// ([`crate::protocol::partition::plan_date`]). Errors: as it, and a date no part of which fits in
+/// memory ([`crate::protocol::sizing::MemoryFit::part_files`]).
+async fn plan_of(
+    store: &impl Store,
+    config: &Config,
+    day: &Day,
+    claimed: &std::collections::HashSet<String>,
+) -> Result<plan::DatePlan> {
+    let settings = crate::protocol::read::ReadSettings::of(config);
+    let files = (day.index.inputs().count() + day.index.beyond_window.files) as u64;
+    let fit = crate::protocol::sizing::MemoryFit::of(config);
+    let sizing = fit.sizing(day.date, files, day.flights.len())?;
+    let day_plan = plan::plan_day(day.date, day.index.clone(), claimed);
+    let mut prefetched = Default::default();
+    crate::protocol::partition::plan_date(store, day_plan, &sizing, settings, &mut prefetched).await
 }
 
 /// A duration in seconds as `3d 4h`, `2h 5m`, `4m 10s` or `12s`.

@@ -4,6 +4,7 @@
 use chrono::NaiveDate;
 
 use crate::infra::error::{Error, Result};
+use crate::protocol::plan::PartSizing;
 
 /// How many parts of per-flight files one listing window holds
 /// ([`crate::protocol::day::Day::list_window`]).
@@ -118,6 +119,14 @@ impl MemoryFit {
             limit_mb,
             suggest_mb: (needed_mb * 10).div_ceil(9).div_ceil(64) * 64,
         })
+    }
+}
+
+impl MemoryFit {
+    /// [`MemoryFit::part_files`] as the planner's [`PartSizing`]. Errors: as it.
+    pub fn sizing(&self, date: NaiveDate, files: u64, flights: u64) -> Result<PartSizing> {
+        let part_weight = self.part_files(date, files, flights)?;
+        Ok(PartSizing { part_weight, files, flights, in_memory: self.in_memory })
     }
 }
 
