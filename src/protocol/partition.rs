@@ -390,7 +390,6 @@ mod tests {
             concurrency: 1,
             row_group_rows: 1000,
             budget: Budget::DEFAULT,
-            part_files: 50_000,
             spill: Default::default(),
         };
         let check = day.parity_check(&store, None, settings).await.unwrap();
@@ -426,31 +425,29 @@ mod tests {
             .collect();
         let total: u64 = inputs.iter().map(plan::input_weight).sum();
         assert!(total < crate::protocol::sizing::MIN_PART_FILES, "{total}");
-        let settings = |part_files| ReadSettings {
+        let settings = ReadSettings {
             concurrency: 1,
             row_group_rows: 1000,
             budget: Budget::DEFAULT,
-            part_files,
             spill: Default::default(),
         };
         let mut prefetched = Prefetched::new();
         async fn parts_of(
             store: &MemoryStore,
             inputs: Vec<PlannedInput>,
-            settings: ReadSettings,
+            (settings, part_weight): (ReadSettings, u64),
             prefetched: &mut Prefetched,
         ) -> Result<DatePlan> {
             let action = plan::DayAction::Compact { inputs };
             let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
             let day = plan::DayPlan { date, action, reason: String::new(), claimed: 0 };
-            let part_weight = settings.part_files;
             let sizing = plan::PartSizing { part_weight, files: 2, flights: 1, in_memory: 1_000 };
             plan_date(store, day, &sizing, settings, prefetched).await
         }
-        parts_of(&store, inputs.clone(), settings(total), &mut prefetched).await.unwrap();
+        parts_of(&store, inputs.clone(), (settings, total), &mut prefetched).await.unwrap();
         assert_eq!(store.requests("GetObject"), 0, "one part at most: nothing read");
         assert!(prefetched.is_empty());
-        parts_of(&store, inputs, settings(total - 1), &mut prefetched).await.unwrap();
+        parts_of(&store, inputs, (settings, total - 1), &mut prefetched).await.unwrap();
         assert_eq!(store.requests("GetObject"), 1, "may be split: the multi-row input read");
         assert!(prefetched.contains_key(&export));
     }

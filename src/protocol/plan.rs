@@ -282,17 +282,6 @@ pub struct DayPlan {
     pub claimed: usize,
 }
 
-impl fmt::Display for DayPlan {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.action {
-            DayAction::Compact { inputs } => {
-                write!(f, "{}: compact {} files ({})", self.date, inputs.len(), self.reason)
-            }
-            DayAction::Skip => write!(f, "{}: skip ({})", self.date, self.reason),
-        }
-    }
-}
-
 /// Plans one date: every input not in `claimed` (keys a live manifest holds) is merged, existing
 /// compacted files folded in (one compacted file a day), unless `skip_reason` skips the date.
 pub fn plan_day(date: NaiveDate, listing: PartitionListing, claimed: &HashSet<String>) -> DayPlan {
@@ -529,14 +518,19 @@ impl DatePlan {
     pub fn files(&self) -> usize {
         self.parts.iter().map(|p| p.inputs.len()).sum()
     }
+
+    /// Each of parts `range`'s files, bytes and estimate (MB), as the report and the log say them.
+    pub fn summary(&self, range: std::ops::Range<usize>) -> Vec<(u64, u64, u64)> {
+        let bytes = |p: &PlannedPart| p.inputs.iter().map(|i| i.meta.size).sum();
+        let part = |p: &PlannedPart| (p.inputs.len() as u64, bytes(p), p.estimate_mb);
+        self.parts[range].iter().map(part).collect()
+    }
 }
 
 impl fmt::Display for DatePlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} file(s) in {} part(s) ({})", self.files(), self.parts.len(), self.reason)?;
-        for (i, p) in self.parts.iter().enumerate() {
-            let bytes: u64 = p.inputs.iter().map(|i| i.meta.size).sum();
-            let (n, mb) = (p.inputs.len(), p.estimate_mb);
+        for (i, (n, bytes, mb)) in self.summary(0..self.parts.len()).into_iter().enumerate() {
             write!(f, "; part {}: {n} file(s), {bytes} B, ~{mb} MB", i + 1)?;
         }
         if !self.left.is_empty() {
@@ -827,7 +821,7 @@ mod tests {
             match (&plan.action, expected) {
                 (DayAction::Skip, None) => {}
                 (DayAction::Compact { inputs }, Some(n)) => {
-                    assert_eq!(inputs.len(), n, "{plan}");
+                    assert_eq!(inputs.len(), n, "{plan:?}");
                     // Multi-row inputs first (compacted, then others), per-flight last.
                     let kinds: Vec<u8> = inputs
                         .iter()
@@ -837,11 +831,11 @@ mod tests {
                             Source::PerFlight(_) => 2,
                         })
                         .collect();
-                    assert!(kinds.is_sorted(), "{plan}: {kinds:?}");
+                    assert!(kinds.is_sorted(), "{plan:?}: {kinds:?}");
                 }
-                _ => panic!("unexpected plan {plan} for {objects:?}"),
+                _ => panic!("unexpected plan {plan:?} for {objects:?}"),
             }
-            assert!(!plan.to_string().is_empty());
+            assert!(!plan.reason.is_empty());
         }
         // The reason counts each kind of input (the report's `days[].reason`).
         let reason =

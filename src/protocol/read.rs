@@ -127,8 +127,6 @@ pub struct ReadSettings {
     pub row_group_rows: usize,
     /// The per-input budget (`INPUT_BUDGET_MB`).
     pub budget: crate::data::input::Budget,
-    /// Part weight (`PART_FILES`).
-    pub part_files: u64,
     /// `FLIGHTS_IN_MEMORY`.
     pub spill: crate::data::spill::SpillSettings,
 }
@@ -140,7 +138,6 @@ impl ReadSettings {
             concurrency: config.read_concurrency,
             row_group_rows: config.row_group_rows,
             budget: config.input_budget,
-            part_files: config.part_files,
             spill: crate::data::spill::SpillSettings {
                 limit: crate::protocol::sizing::MemoryFit::of(config).in_memory() as usize,
             },
@@ -448,7 +445,6 @@ mod tests {
             concurrency: 4,
             row_group_rows: 1000,
             budget: crate::data::input::Budget::default(),
-            part_files: 50_000,
             spill: Default::default(),
         }
     }
@@ -670,7 +666,7 @@ mod tests {
         let listed = store.list(&index_prefix(date)).await.unwrap();
         let meta = listed.into_iter().find(|m| m.key == mr).unwrap();
         inputs.push(PlannedInput { meta, source: Source::MultiRow });
-        let one = ReadSettings { part_files: 1, ..settings() };
+        let one = settings();
         let with_mr = |q: crate::protocol::plan::DatePlan| {
             let parts = q.parts.iter().map(|p| p.inputs.iter().map(|i| i.meta.key.clone()));
             parts.map(Vec::from_iter).find(|p: &Vec<String>| p.contains(&mr)).unwrap()

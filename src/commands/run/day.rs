@@ -165,7 +165,7 @@ async fn pass(
     st: &mut DateState,
     day: &mut DayReport,
 ) -> Result<PassEnd> {
-    let mut settings = read::ReadSettings::of(cx.config);
+    let settings = read::ReadSettings::of(cx.config);
     let t = Instant::now();
     // Every pass lists the flights again: one archived meanwhile gets its own-row check.
     let with_flights = mode != DayMode::Sweep;
@@ -181,7 +181,6 @@ async fn pass(
     // Refused before any input is read: a report, not an allocation failure.
     let files = (listing.inputs().count() + beyond_window) as u64;
     let sizing = MemoryFit::of(cx.config).sizing(date, files, day.flights)?;
-    settings.part_files = sizing.part_weight;
     crate::data::spill::check_room(date, files.max(day.flights), settings.spill)?;
     if number == 0 {
         note_foreign(day, listing);
@@ -210,7 +209,9 @@ async fn pass(
         return Ok(PassEnd::Done);
     }
     let parts_before = day.parts;
-    let parts = Parts { plan, sizing, beyond_window };
+    let base = day.plan.parts.len();
+    day.plan.insert(base, day.passes, &plan.summary(0..plan.parts.len()), None);
+    let parts = Parts { plan, sizing, beyond_window, base };
     let kept_newer = match commit_parts(cx, date, parts, &mut prefetched, st, day).await? {
         ControlFlow::Continue(kept_newer) => kept_newer,
         ControlFlow::Break(end) => return Ok(end),
@@ -287,6 +288,8 @@ struct Parts {
     /// What the plan was made with, for a part cut for the time left.
     sizing: plan::PartSizing,
     beyond_window: usize,
+    /// Where its parts start in the report's [`crate::data::report::PlanReport`].
+    base: usize,
 }
 
 /// Commits a pass's planned parts one by one. Before each, the deadline decides whether it starts:
@@ -319,8 +322,19 @@ async fn commit_parts(
         if let Some(t) = time.filter(|t| rest[0].weight > t.weight.max(1)) {
             let (planned, weight) = (rest[0].weight, t.weight.max(1));
             let n = parts.plan.cut_part(at, weight, &parts.sizing);
-            tracing::info!(%date, part = at + 1, planned, weight, into = n, left_s = t.left.as_secs(),
-                "the time left is too short for the planned part: cut smaller");
+            let why = format!(
+                "part {} of pass {} (weight {planned}) cut to weight {weight}: {} s left",
+                at + 1,
+                day.passes,
+                t.left.as_secs()
+            );
+            tracing::info!(%date, into = n, "the time left is too short for the planned part: {why}");
+            if parts.base + at < day.plan.parts.len() {
+                day.plan.parts.remove(parts.base + at);
+            }
+            day.plan.parts_planned -= 1;
+            let pieces = parts.plan.summary(at..at + n);
+            day.plan.insert(parts.base + at, day.passes, &pieces, Some(why));
             if n == 0 {
                 continue;
             }
@@ -344,6 +358,9 @@ async fn commit_parts(
             ControlFlow::Continue(None) => {}
             ControlFlow::Continue(Some(k)) => {
                 kept_newer += k;
+                if let Some(p) = day.plan.parts.get_mut(parts.base + at - 1) {
+                    p.committed = true;
+                }
                 tracing::info!(%date, part = at, of = parts.plan.parts.len(), seconds = t.elapsed().as_secs_f64(), "part committed");
                 crate::failpoint!("run::after-part");
             }
