@@ -1,7 +1,8 @@
 //! The commit protocol, one function a phase (each phase's invariant: docs/ARCHITECTURE.md, "Commit
-//! protocol"): 1. [`read_inputs`](crate::protocol::read::read_inputs), 2. [`prepare`] then
-//! [`prove_inputs`], 3. [`create_manifest`], 4. [`put_output`], 5. [`verify_output`], 6.
-//! [`delete_inputs`], 7. [`delete_manifest`].
+//! protocol"), run for one part by `commit_part`: 1. [`read_inputs`] and the own-row check, 2.
+//! [`prepare`] then [`prove_inputs`], 3. [`create_manifest`], 4. [`put_output`], 5.-6.
+//! [`verify_and_delete_inputs`] ([`verify_output`], then the deletes; recovery's
+//! [`delete_inputs`]), 7. [`delete_manifest`].
 //!
 //! The lease is confirmed ([`Fence`]) before each destructive step: 4, each wave of 6, the
 //! watermark write. Between 4 and 6 a reader may see a row twice; whatever happens, the manifest

@@ -1,5 +1,6 @@
-//! Pure planning: which dates a run walks, a partition listing sorted by
-//! [`IndexKey`], a date's [`DayPlan`] and its parts. No I/O, no clock.
+//! Pure planning: which dates a run walks, a partition listing sorted by [`IndexKey`], a date's
+//! [`DayPlan`] and its parts ([`plan_date`] → [`DatePlan`]). No S3, no clock; a date's uuid sets
+//! may spill to local disk ([`crate::data::spill`]).
 //!
 //! ```
 //! use archive_compaction::protocol::plan::{plan_day, classify_partition, DayAction};
@@ -19,6 +20,7 @@ use crate::data::keys::{IndexKey, classify_index_key};
 use crate::data::merge::Source;
 use crate::data::spill::{SpillSettings, UuidSet, UuidSetBuilder};
 use crate::infra::storage::ObjectMeta;
+pub use crate::protocol::sizing::PartSizing;
 
 /// A small set of flights in memory (a parity-gate batch, the flights a report names): a sorted
 /// array, smaller than a B-tree. A date's own sets are [`UuidSet`]s.
@@ -459,31 +461,10 @@ pub struct LeftInput {
 pub const LEFT_COMPACTED: &str =
     "a compacted file sharing no flight with the other inputs that does not fit the first part";
 
-/// What the planner needs of the memory: the part weight it allows and what a part is estimated to
-/// take ([`crate::protocol::sizing::MemoryFit::sizing`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PartSizing {
-    /// The heaviest part, in [`input_weight`] units, unless one group of inputs is heavier.
-    pub part_weight: u64,
-    /// Index files and flights of the date, and uuids a set holds in memory, for the estimate.
-    pub files: u64,
-    /// See `files`.
-    pub flights: u64,
-    /// See `files`.
-    pub in_memory: u64,
-}
-
-impl PartSizing {
-    /// [`crate::protocol::sizing::peak_memory_mb`] of a part of `weight`.
-    pub fn estimate_mb(&self, weight: u64) -> u64 {
-        crate::protocol::sizing::peak_memory_mb(self.files, self.flights, weight, self.in_memory)
-    }
-}
-
 /// The one planner of a date: `day`'s inputs ([`plan_day`]) in parts of at most
 /// `sizing.part_weight`, inputs of one group ([`Groups`]: those holding a row of the same flight)
 /// in one part. Pure; what it needs of the inputs' rows comes in `groups`
-/// ([`crate::protocol::partition::groups_of`]). Rules, so that every flight's row is in one output
+/// ([`crate::protocol::partition::plan_date`]). Rules, so that every flight's row is in one output
 /// exactly once:
 /// - all the inputs in one part when they fit;
 /// - a group in one part, where the merge keeps one row (the per-flight file's);
