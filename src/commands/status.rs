@@ -162,6 +162,10 @@ pub struct DayStatus {
     pub rows_of_other_days: u64,
     /// The flights of the first [`crate::data::merge::OTHER_DAYS_UUIDS_SHOWN`] of them.
     pub other_days_uuids: Vec<String>,
+    /// The first date's: the next run's plan of its first listing window, by the run's planner
+    /// ([`plan_of`], no input claimed); `None` on later dates or when no part fits in memory.
+    #[serde(default)]
+    pub plan: Option<crate::data::report::PlanReport>,
 }
 
 /// The last run, from the broker's retained `last_run_at` and `last_run_status`.
@@ -485,9 +489,19 @@ async fn next_days(
     blocked: &Blocked,
 ) -> Result<Vec<DayStatus>> {
     let mut next = Vec::new();
+    let window = crate::protocol::sizing::MemoryFit::of(config).window();
     for date in start.iter_days().take_while(|d| *d <= cutoff).take(days) {
-        let day = Day::list_window(store, date, true, 0, config.spill).await?;
+        let window =
+            if next.is_empty() { usize::try_from(window).unwrap_or(usize::MAX) } else { 0 };
+        let day = Day::list_window(store, date, true, window, config.spill).await?;
         let other = day.other_day_rows(store, config.input_budget).await?;
+        let plan = match window {
+            0 => None,
+            _ => plan_of(store, config, &day, &Default::default()).await.ok(),
+        };
+        let mut report = crate::data::report::PlanReport::default();
+        let summary = plan.as_ref().map(|p| p.summary(0..p.parts.len()));
+        summary.inspect(|s| report.insert(0, 1, s, None));
         next.push(DayStatus {
             date,
             counts: day.counts(),
@@ -495,6 +509,7 @@ async fn next_days(
             blocked_by: blocked.blocking_walk(date).map(ToString::to_string),
             rows_of_other_days: other.rows,
             other_days_uuids: other.uuids.iter().map(Uuid::to_string).collect(),
+            plan: plan.map(|_| report),
         });
     }
     Ok(next)
@@ -541,12 +556,8 @@ async fn mismatch_status(
     let window = crate::protocol::sizing::MemoryFit::of(config).window();
     let window = usize::try_from(window).unwrap_or(usize::MAX);
     let day = Day::list_window(store, date, true, window, settings.spill).await?;
-    let day_plan = plan::plan_day(date, day.index.clone(), claimed);
-    let inputs = match &day_plan.action {
-        plan::DayAction::Compact { inputs } => Some(inputs.as_slice()),
-        _ => None,
-    };
-    let check = day.parity_check(store, inputs, settings).await?;
+    let plan = plan_of(store, config, &day, claimed).await?;
+    let check = day.parity_check(store, Some(&plan), settings).await?;
     for (key, u) in &check.unreadable {
         errors.push(format!(
             "multi-row index file s3://{}/{key} unreadable for the parity check: {}",
@@ -565,6 +576,24 @@ async fn mismatch_status(
         unread_files: check.unread,
         compacted_files_read: check.compacted_files_read,
     })
+}
+
+/// The next run's plan of `day`'s listing window, by the run's planner
+/// ([`crate::protocol::partition::plan_date`]). Errors: as it, and a date no part of which fits in
+/// memory ([`crate::protocol::sizing::MemoryFit::part_files`]).
+async fn plan_of(
+    store: &impl Store,
+    config: &Config,
+    day: &Day,
+    claimed: &std::collections::HashSet<String>,
+) -> Result<plan::DatePlan> {
+    let settings = crate::protocol::read::ReadSettings::of(config);
+    let files = (day.index.inputs().count() + day.index.beyond_window.files) as u64;
+    let fit = crate::protocol::sizing::MemoryFit::of(config);
+    let sizing = fit.sizing(day.date, files, day.flights.len())?;
+    let day_plan = plan::plan_day(day.date, day.index.clone(), claimed);
+    let mut prefetched = Default::default();
+    crate::protocol::partition::plan_date(store, day_plan, &sizing, settings, &mut prefetched).await
 }
 
 /// A duration in seconds as `3d 4h`, `2h 5m`, `4m 10s` or `12s`.
@@ -802,6 +831,10 @@ fn format_next_days(o: &mut Text, s: &StatusReport) {
         ];
         let blocked = d.blocked_by.as_ref().map(|b| format!("  blocked: {b}"));
         o.row(&COLS, &cells, blocked.unwrap_or_default());
+        for (i, p) in d.plan.iter().flat_map(|p| p.parts.iter()).enumerate() {
+            let (n, b, mb) = (p.files, p.bytes, p.estimate_mb);
+            o.line(format_args!("  part {}: {n} file(s), {b} bytes, ~{mb} MB", i + 1));
+        }
         if d.rows_of_other_days > 0 {
             let other = format!(
                 "  {} row(s) of other days in multi-row files (merged here, not moved): {}",
@@ -960,6 +993,7 @@ mod tests {
                         "019f7d73-f820-702f-b905-8c81d0944996".into(),
                         "019f7dc0-c448-7e25-b944-852039292d22".into(),
                     ],
+                    plan: None,
                 },
             ],
             last_run: Some(LastRunStatus {

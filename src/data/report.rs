@@ -299,6 +299,52 @@ pub struct DayReport {
     pub skipped: Vec<SkippedFile>,
     /// Wall time spent on the date, in seconds.
     pub seconds: f64,
+    /// The date's plan ([`crate::protocol::plan::DatePlan`]).
+    #[serde(default)]
+    pub plan: PlanReport,
+}
+
+/// A date's planned parts, every pass's, in commit order: the first [`PLAN_PARTS_SHOWN`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct PlanReport {
+    /// One a part.
+    pub parts: Vec<PlannedPartReport>,
+    /// Parts planned, `parts` cut to [`PLAN_PARTS_SHOWN`] included.
+    pub parts_planned: u64,
+}
+
+/// Parts a [`PlanReport`] lists.
+pub const PLAN_PARTS_SHOWN: usize = 100;
+
+/// One planned part of a date.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct PlannedPartReport {
+    /// The listing pass that planned it, from 1.
+    pub pass: u64,
+    /// Index files.
+    pub files: u64,
+    /// Their bytes, as listed.
+    pub bytes: u64,
+    /// Estimated peak memory while it is committed, in MB.
+    pub estimate_mb: u64,
+    /// Committed by this run (a dry run commits none).
+    pub committed: bool,
+    /// When it is a piece of a planned part cut smaller for the time left: which, and why.
+    pub cut: Option<String>,
+}
+
+impl PlanReport {
+    /// Inserts `parts` (files, bytes, estimate) of `pass` at `at`, with `cut`.
+    pub fn insert(&mut self, at: usize, pass: u64, parts: &[(u64, u64, u64)], cut: Option<String>) {
+        self.parts_planned += parts.len() as u64;
+        let new = parts.iter().map(|&(files, bytes, estimate_mb)| {
+            let cut = cut.clone();
+            PlannedPartReport { pass, files, bytes, estimate_mb, committed: false, cut }
+        });
+        let at = at.min(self.parts.len());
+        self.parts.splice(at..at, new);
+        self.parts.truncate(PLAN_PARTS_SHOWN);
+    }
 }
 
 impl DayReport {

@@ -1,7 +1,8 @@
 //! The commit protocol, one function a phase (each phase's invariant: docs/ARCHITECTURE.md, "Commit
-//! protocol"): 1. [`read_inputs`](crate::protocol::read::read_inputs), 2. [`prepare`] then
-//! [`prove_inputs`], 3. [`create_manifest`], 4. [`put_output`], 5. [`verify_output`], 6.
-//! [`delete_inputs`], 7. [`delete_manifest`].
+//! protocol"), run for one part by `commit_part`: 1. [`read_inputs`] and the own-row check, 2.
+//! [`prepare`] then [`prove_inputs`], 3. [`create_manifest`], 4. [`put_output`], 5.-6.
+//! [`verify_and_delete_inputs`] ([`verify_output`], then the deletes; recovery's
+//! [`delete_inputs`]), 7. [`delete_manifest`].
 //!
 //! The lease is confirmed ([`Fence`]) before each destructive step: 4, each wave of 6, the
 //! watermark write. Between 4 and 6 a reader may see a row twice; whatever happens, the manifest
@@ -18,6 +19,8 @@ use uuid::Uuid;
 
 use crate::data::input::OWN_OUTPUT_BUDGET;
 use crate::data::keys::{compacted_key, index_prefix, manifest_key};
+use crate::data::report::UnreadFile;
+use crate::data::spill::UuidSet;
 use crate::data::state::{MANIFEST_VERSION, Manifest, ManifestInput, ManifestOutput};
 use crate::failpoint;
 use crate::infra::error::{Error, Result};
@@ -25,8 +28,10 @@ use crate::infra::storage::{
     DeleteFailure, Head, JOB_ID_METADATA, PutMode, PutRequest, Store, etag_eq, sha256_b64,
 };
 use crate::protocol::lease::Fence;
+use crate::protocol::partition::{nothing_to_merge, unread_rows, without_own_row};
+use crate::protocol::plan::PlannedInput;
 use crate::protocol::proof::{OutputFlights, ReadRows, Unproven};
-use crate::protocol::read::ReadInputs;
+use crate::protocol::read::{Prefetched, ReadInputs, ReadSettings, read_inputs};
 
 /// A commit ready to be written.
 #[derive(Debug, Clone)]
@@ -39,7 +44,7 @@ pub struct Prepared {
     pub body: Option<Bytes>,
 }
 
-/// What one part's commit did ([`commit_part`]).
+/// What one part's phases 2-6 did ([`commit_part`]).
 #[derive(Debug)]
 pub(crate) struct Committed {
     /// The manifest's key: complete unless [`Committed::failure`].
@@ -51,11 +56,13 @@ pub(crate) struct Committed {
     pub duplicates_removed: u64,
     /// Columns the target schema does not know, kept after the known ones.
     pub extra_columns: Vec<String>,
+    /// An unproven or undeletable input: the manifest is kept and the date is not compacted.
+    pub failure: Option<Error>,
 }
 
 impl Committed {
     /// What leaves the manifest in place; `None` when complete.
-    pub fn failure(&self, date: NaiveDate, bucket: &str) -> Option<Error> {
+    fn failed(&self, date: NaiveDate, bucket: &str) -> Option<Error> {
         let output = output_name(self.output.as_ref());
         if let Some(first) = self.deleted.unproven.first() {
             return Some(Error::Unproven {
@@ -89,10 +96,75 @@ pub(crate) fn output_name(output: Option<&ManifestOutput>) -> String {
     output.map_or_else(|| "no output (zero rows)".to_string(), |o| o.key.clone())
 }
 
-/// Phases 2-6 for one part read into `read`, each phase's time logged (debug, seconds).
-/// Errors: any phase's; an unproven or undeletable input is not an error here but
-/// [`Committed::failure`], so the caller can count it first.
+/// One part to commit ([`commit_part`]).
+pub(crate) struct Part<'a> {
+    pub date: NaiveDate,
+    /// A [`crate::protocol::plan::PlannedPart`]'s inputs.
+    pub inputs: &'a [PlannedInput],
+    /// The date's flights, for the own-row check (empty in the sweep: none can be lost).
+    pub flights: &'a UuidSet,
+    pub settings: ReadSettings,
+    /// The invocation time and id a manifest records; `None`: a dry run, nothing is written.
+    pub write: Option<(DateTime<Utc>, &'a str)>,
+}
+
+/// How one part ended ([`commit_part`]).
+#[derive(Debug)]
+pub(crate) enum PartEnd {
+    /// Phases 1-6 done; its manifest goes in phase 7 unless [`Committed::failure`].
+    Committed(Box<Committed>),
+    /// Read and checked, nothing to merge: nothing written, no row can be lost.
+    NothingToMerge,
+    /// A dry run's: read and checked, would be committed.
+    Planned,
+    /// Per-flight files without a row of their own flight: the date fails parity, nothing written.
+    Lost(Vec<Uuid>),
+    /// This compacted file is over an input limit: nothing of the date is merged.
+    HeldBack(String),
+}
+
+/// What one part's commit did: how it ended, what was read (the manifest's inputs moved out), and
+/// its unreadable per-flight files, which fail the date's parity once the rest is folded.
+pub(crate) struct PartOutcome {
+    pub end: PartEnd,
+    pub read: ReadInputs,
+    pub unread: Vec<UnreadFile>,
+}
+
+/// A part's phases in docs/ARCHITECTURE.md's order: 1. [`read_inputs`] (bodies in `prefetched`
+/// used and dropped), the gate's second half ([`without_own_row`], [`unread_rows`]), then, when
+/// there is something to merge and `part.write`: 2. [`prepare`] and [`prove_inputs`], 3.
+/// [`create_manifest`], 4. [`put_output`], 5.-6. [`verify_and_delete_inputs`], each phase's time
+/// logged (debug, seconds). Phase 7, [`delete_manifest`], is the caller's once the date's step
+/// allows (in the walk, beside the watermark write). Errors: any phase's.
 pub(crate) async fn commit_part(
+    store: &impl Store,
+    fence: &mut Fence<'_>,
+    part: Part<'_>,
+    prefetched: &mut Prefetched,
+) -> Result<PartOutcome> {
+    let (date, t) = (part.date, std::time::Instant::now());
+    let mut read = read_inputs(store, date, part.inputs, part.settings, prefetched).await?;
+    part.inputs.iter().for_each(|i| drop(prefetched.remove(&i.meta.key)));
+    let lost = without_own_row(&read, part.flights)?;
+    let unread = unread_rows(&read, part.flights)?;
+    let end = match (&read.held_back, part.write) {
+        (Some(key), _) => PartEnd::HeldBack(key.clone()),
+        _ if !lost.is_empty() => PartEnd::Lost(lost),
+        _ if nothing_to_merge(&read) => PartEnd::NothingToMerge,
+        (None, None) => PartEnd::Planned,
+        (None, Some((now, id))) => {
+            tracing::debug!(%date, phase = "read", files = part.inputs.len(), seconds = t.elapsed().as_secs_f64(), "inputs read and merged");
+            let mut committed = write_part(store, fence, date, &mut read, now, id).await?;
+            committed.failure = committed.failed(date, store.bucket());
+            PartEnd::Committed(Box::new(committed))
+        }
+    };
+    Ok(PartOutcome { end, read, unread })
+}
+
+/// Phases 2-6 for one part read into `read`.
+async fn write_part(
     store: &impl Store,
     fence: &mut Fence<'_>,
     date: NaiveDate,
@@ -121,6 +193,7 @@ pub(crate) async fn commit_part(
         deleted,
         duplicates_removed: read.output.duplicates_removed,
         extra_columns: read.output.extra_columns.clone(),
+        failure: None,
     })
 }
 

@@ -33,7 +33,7 @@ use crate::infra::storage::ranges::list_partition;
 use crate::infra::storage::{ObjectMeta, Store};
 use crate::protocol::manifest::quarantined_date;
 use crate::protocol::partition::{self, ParityCheck};
-use crate::protocol::plan::{self, PartitionListing, PlannedInput};
+use crate::protocol::plan::{self, PartitionListing};
 use crate::protocol::read::ReadSettings;
 
 pub use crate::protocol::partition::Flights;
@@ -211,15 +211,14 @@ impl Day {
         }
     }
 
-    /// [`partition::parity_check`] over these listings and the plan's `inputs`, with its errors.
+    /// [`partition::parity_check`] over these listings and `plan`'s parts, with its errors.
     pub async fn parity_check(
         &self,
         store: &impl Store,
-        inputs: Option<&[PlannedInput]>,
+        plan: Option<&plan::DatePlan>,
         settings: ReadSettings,
     ) -> Result<ParityCheck> {
-        partition::parity_check(store, self.date, &self.flights, &self.index, inputs, settings)
-            .await
+        partition::parity_check(store, self.date, &self.flights, &self.index, plan, settings).await
     }
 
     /// The rows of the date's multi-row inputs whose `first_message` UTC date is another (the run's

@@ -31,7 +31,7 @@ use crate::data::report::UnreadFile;
 use crate::data::spill::{SortedSetBuilder, SpillSettings, UuidSet};
 use crate::infra::error::Result;
 use crate::infra::storage::Store;
-use crate::protocol::plan::{self, PartitionListing, PlannedInput};
+use crate::protocol::plan::{self, DatePlan, PartitionListing, PlannedInput};
 use crate::protocol::read::{self, Prefetched, ReadInputs, ReadSettings};
 
 pub use crate::protocol::plan::Flights;
@@ -94,27 +94,32 @@ async fn flights_in(
     Ok(Some(read.outcome.map(|()| found)))
 }
 
-/// A date's planned `inputs` as a [`plan::PartQueue`], the one cut the run commits by. When they
-/// may be more than one part, the multi-row inputs' flights are read first so inputs sharing a
-/// flight stay together. Errors: as [`parity_gate`].
-pub async fn parts_of(
+/// A date's [`DatePlan`] ([`plan::plan_date`]): when its inputs may be more than one part (a part
+/// may be cut as small as [`crate::protocol::sizing::MIN_PART_FILES`] by the time left), the
+/// multi-row inputs' flights are read first (bodies in `prefetched` reused, whole ones kept) so
+/// inputs sharing a flight stay together. Errors: as [`parity_gate`].
+pub async fn plan_date(
     store: &impl Store,
-    inputs: Vec<PlannedInput>,
+    day: plan::DayPlan,
+    sizing: &plan::PartSizing,
     settings: ReadSettings,
     prefetched: &mut Prefetched,
-) -> Result<plan::PartQueue> {
+) -> Result<DatePlan> {
+    let inputs = match &day.action {
+        plan::DayAction::Compact { inputs } => inputs.as_slice(),
+        plan::DayAction::Skip => &[],
+    };
     let total: u64 = inputs.iter().map(plan::input_weight).sum();
-    // A part may be cut as small as MIN_PART_FILES by the time left.
-    let may_split = settings.part_files.min(crate::protocol::sizing::MIN_PART_FILES);
+    let may_split = sizing.part_weight.min(crate::protocol::sizing::MIN_PART_FILES);
     let groups = match total > may_split {
-        true => shared_flights(store, &inputs, settings, prefetched).await?,
+        true => shared_flights(store, inputs, settings, prefetched).await?,
         false => plan::Groups::new(inputs.len()),
     };
-    Ok(plan::PartQueue::new(inputs, groups))
+    Ok(plan::plan_date(day, groups, sizing))
 }
 
 /// An input that vanished or cannot be decoded shares no flight (the merge skips it too).
-/// Errors: as [`parts_of`].
+/// Errors: as [`plan_date`].
 async fn shared_flights(
     store: &impl Store,
     inputs: &[PlannedInput],
@@ -235,27 +240,25 @@ pub fn parity_reason(missing: u64, without_own_row: u64, unread: &[UnreadFile]) 
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
-/// Both halves: [`parity_gate`], then, when it passes, `inputs` read as the commit reads them
-/// ([`without_own_row`], [`unread_rows`]), so what `status` predicts is what the next run does.
+/// Both halves: [`parity_gate`], then, when it passes, `plan`'s parts read as the commit reads
+/// them ([`without_own_row`], [`unread_rows`]), so what `status` predicts is what the next run does.
 /// Errors: an S3 error reading an input; [`crate::infra::error::Error::Encode`] from the merge.
 pub async fn parity_check(
     store: &impl Store,
     date: NaiveDate,
     flights: &UuidSet,
     listing: &PartitionListing,
-    inputs: Option<&[PlannedInput]>,
+    plan: Option<&DatePlan>,
     settings: ReadSettings,
 ) -> Result<ParityCheck> {
     let mut check = parity_gate(store, flights, listing, settings.budget, settings.spill).await?;
-    let Some(inputs) = inputs.filter(|_| check.missing.is_empty()) else {
+    let Some(plan) = plan.filter(|_| check.missing.is_empty()) else {
         return Ok(check);
     };
-    // The run's parts: the same verdict, one part's memory at a time.
-    let mut prefetched = std::mem::take(&mut check.prefetched);
-    let mut queue = parts_of(store, inputs.to_vec(), settings, &mut prefetched).await?;
+    let prefetched = std::mem::take(&mut check.prefetched);
     let (mut lost, mut unread) = (Vec::new(), Vec::new());
-    while let Some(part) = queue.next_part(settings.part_files) {
-        let read = read::read_inputs(store, date, &part, settings, &prefetched).await?;
+    for part in &plan.parts {
+        let read = read::read_inputs(store, date, &part.inputs, settings, &prefetched).await?;
         lost.extend(without_own_row(&read, flights)?);
         unread.extend(unread_rows(&read, flights)?);
     }
@@ -401,7 +404,6 @@ mod tests {
             concurrency: 1,
             row_group_rows: 1000,
             budget: Budget::DEFAULT,
-            part_files: 50_000,
             spill: Default::default(),
         };
         let check = day.parity_check(&store, None, settings).await.unwrap();
@@ -415,7 +417,7 @@ mod tests {
     /// are one part: no multi-row input is read to keep flights together;
     /// one more weight and it is read.
     #[tokio::test]
-    async fn parts_of_reads_multi_row_inputs_only_when_the_date_may_be_split() {
+    async fn a_plan_reads_multi_row_inputs_only_when_the_date_may_be_split() {
         use crate::data::keys::index_prefix;
         use crate::data::merge::tests::{row, uuid_n};
         use crate::infra::storage::MemoryStore;
@@ -437,18 +439,29 @@ mod tests {
             .collect();
         let total: u64 = inputs.iter().map(plan::input_weight).sum();
         assert!(total < crate::protocol::sizing::MIN_PART_FILES, "{total}");
-        let settings = |part_files| ReadSettings {
+        let settings = ReadSettings {
             concurrency: 1,
             row_group_rows: 1000,
             budget: Budget::DEFAULT,
-            part_files,
             spill: Default::default(),
         };
         let mut prefetched = Prefetched::new();
-        parts_of(&store, inputs.clone(), settings(total), &mut prefetched).await.unwrap();
+        async fn parts_of(
+            store: &MemoryStore,
+            inputs: Vec<PlannedInput>,
+            (settings, part_weight): (ReadSettings, u64),
+            prefetched: &mut Prefetched,
+        ) -> Result<DatePlan> {
+            let action = plan::DayAction::Compact { inputs };
+            let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+            let day = plan::DayPlan { date, action, reason: String::new(), claimed: 0 };
+            let sizing = plan::PartSizing { part_weight, files: 2, flights: 1, in_memory: 1_000 };
+            plan_date(store, day, &sizing, settings, prefetched).await
+        }
+        parts_of(&store, inputs.clone(), (settings, total), &mut prefetched).await.unwrap();
         assert_eq!(store.requests("GetObject"), 0, "one part at most: nothing read");
         assert!(prefetched.is_empty());
-        parts_of(&store, inputs, settings(total - 1), &mut prefetched).await.unwrap();
+        parts_of(&store, inputs, (settings, total - 1), &mut prefetched).await.unwrap();
         assert_eq!(store.requests("GetObject"), 1, "may be split: the multi-row input read");
         assert!(prefetched.contains_key(&export));
     }

@@ -127,8 +127,6 @@ pub struct ReadSettings {
     pub row_group_rows: usize,
     /// The per-input budget (`INPUT_BUDGET_MB`).
     pub budget: crate::data::input::Budget,
-    /// Part weight (`PART_FILES`).
-    pub part_files: u64,
     /// `FLIGHTS_IN_MEMORY`.
     pub spill: crate::data::spill::SpillSettings,
 }
@@ -140,7 +138,6 @@ impl ReadSettings {
             concurrency: config.read_concurrency,
             row_group_rows: config.row_group_rows,
             budget: config.input_budget,
-            part_files: config.part_files,
             spill: crate::data::spill::SpillSettings {
                 limit: crate::protocol::sizing::MemoryFit::of(config).in_memory() as usize,
             },
@@ -448,7 +445,6 @@ mod tests {
             concurrency: 4,
             row_group_rows: 1000,
             budget: crate::data::input::Budget::default(),
-            part_files: 50_000,
             spill: Default::default(),
         }
     }
@@ -641,7 +637,7 @@ mod tests {
         assert_eq!(read.bytes_read, input.meta.size, "whole");
     }
 
-    /// [`crate::protocol::partition::parts_of`] reads a multi-row input's
+    /// [`crate::protocol::partition::plan_date`] reads a multi-row input's
     /// flights to keep it with the files sharing one; one that vanished
     /// since the listing shares none (planned alone, the date goes on), one
     /// whose GET fails stops the plan with the error (never planned alone:
@@ -649,7 +645,19 @@ mod tests {
     #[tokio::test]
     async fn a_multi_row_input_goes_with_its_flights_alone_when_gone_and_a_failing_one_stops_the_plan()
      {
-        use crate::protocol::partition::parts_of;
+        use crate::protocol::plan::{DayAction, DayPlan, PartSizing};
+        async fn parts_of(
+            store: &MemoryStore,
+            inputs: Vec<PlannedInput>,
+            settings: ReadSettings,
+            prefetched: &mut Prefetched,
+        ) -> Result<crate::protocol::plan::DatePlan> {
+            let action = DayAction::Compact { inputs };
+            let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+            let day = DayPlan { date, action, reason: String::new(), claimed: 0 };
+            let sizing = PartSizing { part_weight: 1, files: 4, flights: 4, in_memory: 1_000 };
+            crate::protocol::partition::plan_date(store, day, &sizing, settings, prefetched).await
+        }
         let store = MemoryStore::new("b");
         let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
         let mut inputs = per_flight_files(&store, date, 3).await;
@@ -658,13 +666,10 @@ mod tests {
         let listed = store.list(&index_prefix(date)).await.unwrap();
         let meta = listed.into_iter().find(|m| m.key == mr).unwrap();
         inputs.push(PlannedInput { meta, source: Source::MultiRow });
-        let one = ReadSettings { part_files: 1, ..settings() };
-        let with_mr = |mut q: crate::protocol::plan::PartQueue| {
-            let mut parts = Vec::new();
-            while let Some(p) = q.next_part(1) {
-                parts.push(p.iter().map(|i| i.meta.key.clone()).collect::<Vec<_>>());
-            }
-            parts.into_iter().find(|p| p.contains(&mr)).unwrap()
+        let one = settings();
+        let with_mr = |q: crate::protocol::plan::DatePlan| {
+            let parts = q.parts.iter().map(|p| p.inputs.iter().map(|i| i.meta.key.clone()));
+            parts.map(Vec::from_iter).find(|p: &Vec<String>| p.contains(&mr)).unwrap()
         };
         let flight_1 = format!("{}{}.parquet", index_prefix(date), uuid_n(1));
         let q = parts_of(&store, inputs.clone(), one, &mut Prefetched::new()).await.unwrap();

@@ -26,7 +26,7 @@ pub const DAY_BYTES_PER_FILE: u64 = 512;
 
 /// The uuid sets a date holds at once: its flights, those past the listing window, and during the
 /// parity gate those named by no file and a batch found in multi-row inputs (or
-/// [`crate::protocol::partition::parts_of`]'s smaller pairs).
+/// [`crate::protocol::partition::plan_date`]'s smaller pairs).
 pub const SPILL_SETS: u64 = 4;
 
 /// The estimated peak memory, in MB, of a date of `files` index files and `flights` flight objects
@@ -118,6 +118,35 @@ impl MemoryFit {
             limit_mb,
             suggest_mb: (needed_mb * 10).div_ceil(9).div_ceil(64) * 64,
         })
+    }
+}
+
+impl MemoryFit {
+    /// [`MemoryFit::part_files`] as the planner's [`PartSizing`]. Errors: as it.
+    pub fn sizing(&self, date: NaiveDate, files: u64, flights: u64) -> Result<PartSizing> {
+        let part_weight = self.part_files(date, files, flights)?;
+        Ok(PartSizing { part_weight, files, flights, in_memory: self.in_memory })
+    }
+}
+
+/// What the planner needs of the memory: the part weight it allows and what a part is estimated to
+/// take ([`MemoryFit::sizing`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartSizing {
+    /// The heaviest part, in [`crate::protocol::plan::input_weight`] units, unless one group of inputs is heavier.
+    pub part_weight: u64,
+    /// Index files and flights of the date, and uuids a set holds in memory, for the estimate.
+    pub files: u64,
+    /// See `files`.
+    pub flights: u64,
+    /// See `files`.
+    pub in_memory: u64,
+}
+
+impl PartSizing {
+    /// [`peak_memory_mb`] of a part of `weight`.
+    pub fn estimate_mb(&self, weight: u64) -> u64 {
+        peak_memory_mb(self.files, self.flights, weight, self.in_memory)
     }
 }
 

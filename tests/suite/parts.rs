@@ -105,6 +105,70 @@ async fn a_day_over_part_files_is_committed_in_parts_and_a_straggler_joins_its_f
     assert_eq!(after.len(), 3, "{after:?}");
 }
 
+/// A report's planned parts of the date's first pass: files, bytes, committed.
+fn first_pass_plan(r: &archive_compaction::data::report::RunReport) -> Vec<(u64, u64, bool)> {
+    let day = r.days.iter().find(|d| d.date == date(DAY)).expect("the date's report");
+    assert!(day.plan.parts.iter().all(|p| p.estimate_mb > 0 && p.cut.is_none()), "{day:?}");
+    let first = day.plan.parts.iter().filter(|p| p.pass == 1);
+    first.map(|p| (p.files, p.bytes, p.committed)).collect()
+}
+
+/// The run commits exactly the parts the dry run printed, part for part (files and bytes, in
+/// order), over several day shapes: per-flight files in several parts; a multi-row file holding
+/// rows of flights that have per-flight files too (one flight in several files); a window past the
+/// listing limit (the first pass's parts); and compacted files with a straggler (the sweep).
+#[tokio::test]
+async fn the_run_commits_the_parts_the_dry_run_planned_over_several_day_shapes() {
+    let _serial = SERIAL.lock().await;
+    init_logs();
+    let shapes = [
+        ("plan-parts", json!({"date": DAY, "flights": 12}), "5"),
+        ("plan-legacy", json!({"date": DAY, "flights": 12, "legacy": {"also_per_flight": 3}}), "4"),
+        ("plan-window", json!({"date": DAY, "flights": 24}), "2"),
+    ];
+    for (name, day, part_files) in shapes {
+        let store = bucket(name).await;
+        let mut generated = generate(&store, json!({"seed": 47, "days": [day]}));
+        let cfg = config(&store, &[("PART_FILES", part_files)]);
+        let key = generated.index_keys[DAY][0].clone();
+        let body = store.get(&key).await.unwrap().body;
+        dry_run_then_run(&store, &cfg, name).await;
+        assert_each_once(&store, &generated);
+        if name == "plan-legacy" {
+            continue;
+        }
+        // A straggler: the sweep folds it with the compacted file holding its flight's older row.
+        store.put(&key, body, PutMode::Create, None).await.unwrap();
+        let new_rows = rewrite(&store, &key, "REWRITTEN");
+        let flight = new_rows[0]["s3_key"].as_str().unwrap().to_string();
+        for row in generated.rows.get_mut(DAY).unwrap() {
+            if row["s3_key"] == flight {
+                *row = new_rows[0].clone();
+            }
+        }
+        dry_run_then_run(&store, &cfg, name).await;
+        assert_each_once(&store, &generated);
+    }
+}
+
+/// A dry run, then a run that must commit the dry run's first-pass parts.
+async fn dry_run_then_run(
+    store: &S3Store,
+    cfg: &archive_compaction::data::config::Config,
+    name: &str,
+) {
+    let dry = run(store, cfg, &RunOptions { dry_run: true, ..RunOptions::at(at(NOW)) }).await;
+    assert_valid("run-report.schema.json", &serde_json::to_value(&dry).unwrap());
+    let planned = first_pass_plan(&dry);
+    assert!(!planned.is_empty(), "{name}: {dry:?}");
+    assert!(planned.iter().all(|p| !p.2), "a dry run commits nothing: {planned:?}");
+    let r = run(store, cfg, &RunOptions::at(at(NOW))).await;
+    assert_eq!(r.last_run_status, Status::Success, "{name}: {:?}", r.errors);
+    let committed: Vec<_> = planned.iter().map(|&(f, b, _)| (f, b, true)).collect();
+    assert_eq!(first_pass_plan(&r), committed, "{name}: the run's parts are the plan's");
+    assert_valid("run-report.schema.json", &serde_json::to_value(&r).unwrap());
+}
+
 #[tokio::test]
 async fn a_crash_between_parts_is_finished_by_the_next_run_from_the_parts_left() {
     let _serial = SERIAL.lock().await;

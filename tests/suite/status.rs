@@ -162,6 +162,12 @@ async fn status_shows_the_mismatch_manifests_quarantine_and_lease_and_writes_not
     assert_eq!(mm.flights, 5);
     assert_eq!(mm.missing_uuids, generated.missing["2026-07-19"]);
     assert_eq!(mm.missing_uuid_count, 2);
+    // The next date's plan, by the run's planner: its 3 per-flight files in one part.
+    let plan = s.next_days[0].plan.as_ref().expect("the next date's plan");
+    let part = (plan.parts.iter()).map(|p| (p.pass, p.files, p.committed)).collect::<Vec<_>>();
+    assert_eq!((part, plan.parts_planned), (vec![(1, 3, false)], 1));
+    assert!(plan.parts[0].bytes > 0 && plan.parts[0].estimate_mb > 0, "{plan:?}");
+    assert!(s.next_days[1..].iter().all(|d| d.plan.is_none()), "the first date's only");
     let counts: Vec<_> = s
         .next_days
         .iter()

@@ -18,12 +18,10 @@ use crate::data::spill::UuidSet;
 use crate::infra::error::{Error, Result};
 use crate::infra::storage::Store;
 use crate::infra::text::Shortened;
-use crate::protocol::commit;
+use crate::protocol::commit::{self, PartEnd};
 use crate::protocol::day::Day;
-use crate::protocol::partition::{
-    ParityCheck, nothing_to_merge, parity_check, unread_rows, without_own_row,
-};
-use crate::protocol::plan::{self, DayAction};
+use crate::protocol::partition::{self, ParityCheck, parity_check};
+use crate::protocol::plan;
 use crate::protocol::read::{self, Prefetched};
 use crate::protocol::sizing::MemoryFit;
 
@@ -173,7 +171,7 @@ async fn pass(
     st: &mut DateState,
     day: &mut DayReport,
 ) -> Result<PassEnd> {
-    let mut settings = read::ReadSettings::of(cx.config);
+    let settings = read::ReadSettings::of(cx.config);
     let t = Instant::now();
     // Every pass lists the flights again: one archived meanwhile gets its own-row check.
     let with_flights = mode != DayMode::Sweep;
@@ -188,7 +186,7 @@ async fn pass(
     st.left_past_window = beyond_window;
     // Refused before any input is read: a report, not an allocation failure.
     let files = (listing.inputs().count() + beyond_window) as u64;
-    settings.part_files = MemoryFit::of(cx.config).part_files(date, files, day.flights)?;
+    let sizing = MemoryFit::of(cx.config).sizing(date, files, day.flights)?;
     crate::data::spill::check_room(date, files.max(day.flights), settings.spill)?;
     if number == 0 {
         note_foreign(day, listing);
@@ -205,22 +203,22 @@ async fn pass(
             Err(missing) => return Ok(PassEnd::Mismatch(missing)),
         }
     }
-    let plan = plan::plan_day(date, std::mem::take(&mut listed.index), &cx.recovery.claimed);
-    tracing::info!("{plan}");
-    tracing::debug!(pass = number, part_files = settings.part_files, "planned");
+    let day_plan = plan::plan_day(date, std::mem::take(&mut listed.index), &cx.recovery.claimed);
+    let plan = partition::plan_date(cx.store, day_plan, &sizing, settings, &mut prefetched).await?;
+    tracing::info!(%date, "plan: {plan}");
+    tracing::debug!(%date, pass = number, "planned");
     day.files_claimed = day.files_claimed.max(plan.claimed as u64);
-    let plan::DayPlan { action, reason, .. } = plan;
-    let DayAction::Compact { inputs } = action else {
+    if plan.parts.is_empty() {
         if number == 0 {
             day.action = Done::NothingToCompact;
-            day.reason = reason;
+            day.reason = plan.reason;
         }
         return Ok(PassEnd::Done);
-    };
-    let queue =
-        crate::protocol::partition::parts_of(cx.store, inputs, settings, &mut prefetched).await?;
+    }
     let parts_before = day.parts;
-    let parts = Parts { queue, reason: &reason, part_files: settings.part_files, beyond_window };
+    let base = day.plan.parts.len();
+    day.plan.insert(base, day.passes, &plan.summary(0..plan.parts.len()), None);
+    let parts = Parts { plan, sizing, beyond_window, base };
     let kept_newer = match commit_parts(cx, date, parts, &mut prefetched, st, day).await? {
         ControlFlow::Continue(kept_newer) => kept_newer,
         ControlFlow::Break(end) => return Ok(end),
@@ -291,77 +289,90 @@ fn next_pass(
     PassEnd::Again(beyond_window + kept_newer)
 }
 
-/// A pass's inputs waiting to be committed ([`commit_parts`]).
-struct Parts<'r> {
-    queue: plan::PartQueue,
-    reason: &'r str,
-    /// The part weight the run's memory allows for this date.
-    part_files: u64,
+/// A pass's plan, executed by [`commit_parts`].
+struct Parts {
+    plan: plan::DatePlan,
+    /// What the plan was made with, for a part cut for the time left.
+    sizing: plan::PartSizing,
     beyond_window: usize,
+    /// Where its parts start in the report's [`crate::data::report::PlanReport`].
+    base: usize,
 }
 
-/// Commits a pass's parts one by one, each sized when it starts by the memory's part weight and
-/// the time left ([`crate::infra::deadline::Deadline::part_fit`]); [`Error::DateUnfinished`] when
-/// not even a part of [`crate::protocol::sizing::MIN_PART_FILES`] fits. `Continue`: every part
-/// committed (or read, in a dry run), this many inputs kept newer; `Break`: the pass ends there,
-/// parity failed on a part's per-flight files, or a compacted file is over an input limit
-/// ([`PartEnd::Stop`]).
+/// Commits a pass's planned parts one by one. Before each, the deadline decides whether it starts:
+/// a part heavier than the time left allows ([`crate::infra::deadline::Deadline::part_fit`]) is
+/// cut by the planner ([`plan::DatePlan::cut_part`]); [`Error::DateUnfinished`] when not even a
+/// part of [`crate::protocol::sizing::MIN_PART_FILES`] (or a group that cannot be cut) fits.
+/// `Continue`: every part committed (or read, in a dry run), this many inputs kept newer; `Break`:
+/// the pass ends there, parity failed on a part's per-flight files, or a compacted file is over an
+/// input limit.
 async fn commit_parts(
     cx: &mut Ctx<'_, '_, impl Store>,
     date: NaiveDate,
-    mut parts: Parts<'_>,
+    mut parts: Parts,
     prefetched: &mut Prefetched,
     st: &mut DateState,
     day: &mut DayReport,
 ) -> Result<ControlFlow<PassEnd, usize>> {
-    let mut kept_newer = 0;
-    let mut done = 0usize;
-    while parts.queue.has_part() {
+    let (mut kept_newer, mut at) = (0, 0);
+    while at < parts.plan.parts.len() {
         crate::failpoint!("run::before-part");
         let time = cx.deadline.part_fit(st.slowest_part);
-        let smallest = crate::protocol::sizing::MIN_PART_FILES.min(parts.queue.weight_left());
-        let weight = time.map_or(parts.part_files, |t| t.weight.min(parts.part_files));
+        let rest = &parts.plan.parts[at..];
+        let weight_left = rest.iter().map(|p| p.weight).sum::<u64>();
+        let smallest = crate::protocol::sizing::MIN_PART_FILES.min(weight_left);
+        let files_left = rest.iter().map(|p| p.inputs.len()).sum::<usize>() + parts.beyond_window;
         if let Some(near) = time.and_then(|t| t.near(smallest)) {
-            let left = parts.queue.files_left() + parts.beyond_window;
             let hint = near.part_hint(cx.deadline.given(), smallest);
-            return Err(unfinished(day, &near, left, hint));
+            return Err(unfinished(day, &near, files_left, hint));
         }
-        let Some(part) = parts.queue.next_part(weight.max(1)) else { break };
-        let part_weight: u64 = part.iter().map(plan::input_weight).sum();
+        if let Some(t) = time.filter(|t| rest[0].weight > t.weight.max(1)) {
+            let (planned, weight) = (rest[0].weight, t.weight.max(1));
+            let n = parts.plan.cut_part(at, weight, &parts.sizing);
+            let why = format!(
+                "part {} of pass {} (weight {planned}) cut to weight {weight}: {} s left",
+                at + 1,
+                day.passes,
+                t.left.as_secs()
+            );
+            tracing::info!(%date, into = n, "the time left is too short for the planned part: {why}");
+            if parts.base + at < day.plan.parts.len() {
+                day.plan.parts.remove(parts.base + at);
+            }
+            day.plan.parts_planned -= 1;
+            let pieces = parts.plan.summary(at..at + n);
+            day.plan.insert(parts.base + at, day.passes, &pieces, Some(why));
+            if n == 0 {
+                continue;
+            }
+        }
+        let part = &parts.plan.parts[at];
         // A group of inputs sharing flights may weigh more than the time allows.
-        if let Some(near) = time.and_then(|t| t.near(part_weight)) {
-            let left = parts.queue.files_left() + part.len() + parts.beyond_window;
-            let hint = near.part_hint(cx.deadline.given(), part_weight);
-            return Err(unfinished(day, &near, left, hint));
+        if let Some(near) = time.and_then(|t| t.near(part.weight)) {
+            let hint = near.part_hint(cx.deadline.given(), part.weight);
+            return Err(unfinished(day, &near, files_left, hint));
         }
         let t = Instant::now();
-        let (end, unread) = commit_part(cx, date, part, parts.reason, prefetched, st, day).await?;
+        let flights = st.flights.as_ref().expect("listed by the pass");
+        let settings = read::ReadSettings::of(cx.config);
+        let write = (!cx.opts.dry_run).then_some((cx.opts.now, cx.opts.invocation_id.as_str()));
+        let job = commit::Part { date, inputs: &part.inputs, flights, settings, write };
+        let outcome = commit::commit_part(cx.store, &mut cx.fence, job, prefetched).await?;
         st.slowest_part = st.slowest_part.max(t.elapsed());
-        cx.deadline.record_part(part_weight, t.elapsed());
-        done += 1;
-        add_unread(&mut st.unread_files, unread);
-        match end {
-            PartEnd::Committed { kept_newer: k } => {
-                day.parts += 1;
+        cx.deadline.record_part(part.weight, t.elapsed());
+        at += 1;
+        match fold_part(cx, &parts.plan.reason, outcome, st, day)? {
+            ControlFlow::Continue(None) => {}
+            ControlFlow::Continue(Some(k)) => {
                 kept_newer += k;
-                tracing::info!(%date, part = done, weight = part_weight, left = parts.queue.files_left(),
-                    seconds = crate::infra::text::millis(t.elapsed().as_secs_f64()), "part committed");
+                if let Some(p) = day.plan.parts.get_mut(parts.base + at - 1) {
+                    p.committed = true;
+                }
+                tracing::info!(%date, part = at, of = parts.plan.parts.len(), seconds = crate::infra::text::millis(t.elapsed().as_secs_f64()), "part committed");
                 crate::failpoint!("run::after-part");
             }
-            PartEnd::Read => {}
-            PartEnd::Lost(lost) => {
-                let unread = std::mem::take(&mut st.unread_files);
-                return Ok(ControlFlow::Break(PassEnd::Mismatch(lost_rows(day, lost, unread)?)));
-            }
-            PartEnd::Stop => {
-                st.left_past_window = 0;
-                return Ok(ControlFlow::Break(PassEnd::Done));
-            }
+            ControlFlow::Break(end) => return Ok(ControlFlow::Break(end)),
         }
-    }
-    if parts.queue.left_as_they_are() > 0 {
-        tracing::info!(%date, left_as_they_are = parts.queue.left_as_they_are(),
-            "compacted files that share no flight with the parts are left as they are");
     }
     Ok(ControlFlow::Continue(kept_newer))
 }
@@ -401,75 +412,60 @@ fn unfinished(
 /// The compacted files a run wrote on a date and left there, by key: rows, bytes.
 type Outputs = std::collections::BTreeMap<String, (u64, u64)>;
 
-/// How one part of a date ended ([`commit_part`]).
-enum PartEnd {
-    /// Committed; this many inputs were kept because they changed meanwhile.
-    Committed { kept_newer: usize },
-    /// Read and counted, nothing written (a dry run, or nothing to merge).
-    Read,
-    /// Per-flight files without a row of their own flight: the date fails parity.
-    Lost(Vec<Uuid>),
-    /// A compacted file over an input limit: nothing more of the date.
-    Stop,
-}
-
-/// One part of a date: read, checked by the gate's second half ([`without_own_row`],
-/// [`unread_rows`]), committed ([`commit_read_part`]) or, in a dry run, counted; with it, its
-/// unreadable per-flight files, which fail the date's parity once the rest is folded.
-async fn commit_part(
+/// Folds one part's outcome ([`commit::commit_part`]) into `day`: `Continue(Some(kept_newer))`
+/// when it was committed, `Continue(None)` when nothing was written, `Break` when the pass ends
+/// there (parity failed on its per-flight files, or a compacted file over an input limit).
+fn fold_part(
     cx: &mut Ctx<'_, '_, impl Store>,
-    date: NaiveDate,
-    inputs: Vec<plan::PlannedInput>,
     reason: &str,
-    prefetched: &mut Prefetched,
+    outcome: commit::PartOutcome,
     st: &mut DateState,
     day: &mut DayReport,
-) -> Result<(PartEnd, Vec<UnreadFile>)> {
-    let flights = st.flights.as_ref().expect("listed by the pass");
-    let settings = read::ReadSettings::of(cx.config);
-    let started = Instant::now();
-    let read = read::read_inputs(cx.store, date, &inputs, settings, prefetched).await?;
-    for i in &inputs {
-        prefetched.remove(&i.meta.key);
-    }
-    // In the sweep no flight was listed: none can be lost.
-    let lost = without_own_row(&read, flights)?;
-    let unread = unread_rows(&read, flights)?;
-    let planned = inputs.len();
-    drop(inputs);
+) -> Result<ControlFlow<PassEnd, Option<usize>>> {
+    let commit::PartOutcome { end, read, unread } = outcome;
     day.bytes_read += read.bytes_read;
     add_skipped(day, read.skipped.iter().cloned());
     RunReport::note_other_days(day, &read.other_days);
-    if let Some(key) = &read.held_back {
+    if let PartEnd::HeldBack(key) = &end {
         // Nothing of the day is merged or deleted; skipped_files names the file.
         day.reason = format!(
             "compacted file {key} is over an input limit: the day's other inputs are left unmerged"
         );
-        return Ok((PartEnd::Stop, Vec::new()));
+        st.left_past_window = 0;
+        return Ok(ControlFlow::Break(PassEnd::Done));
     }
-    if !lost.is_empty() {
-        return Ok((PartEnd::Lost(lost), unread));
-    }
-    if nothing_to_merge(&read) {
-        if day.action == Done::NothingToCompact {
-            day.reason = "nothing readable to fold: at most one compacted file".into();
+    add_unread(&mut st.unread_files, unread);
+    let mut committed = match end {
+        PartEnd::Committed(committed) => committed,
+        PartEnd::Lost(lost) => {
+            let unread = std::mem::take(&mut st.unread_files);
+            return Ok(ControlFlow::Break(PassEnd::Mismatch(lost_rows(day, lost, unread)?)));
         }
-        return Ok((PartEnd::Read, unread));
-    }
-    if cx.opts.dry_run {
-        // What was read, not planned (an undecodable input is skipped): a run's part.
-        day.action = Done::Planned;
-        day.reason = reason.to_string();
-        day.parts += 1;
-        day.files_read += read.read.len() as u64;
-        day.files_read_compacted += count_decoded(&read, Source::Compacted);
-        day.files_read_multi_row += count_decoded(&read, Source::MultiRow);
-        return Ok((PartEnd::Read, unread));
-    }
+        PartEnd::NothingToMerge if day.action == Done::NothingToCompact => {
+            day.reason = "nothing readable to fold: at most one compacted file".into();
+            return Ok(ControlFlow::Continue(None));
+        }
+        PartEnd::Planned => {
+            // What was read, not planned (an undecodable input is skipped): a run's part.
+            day.action = Done::Planned;
+            day.reason = reason.to_string();
+            day.parts += 1;
+            day.files_read += read.read.len() as u64;
+            day.files_read_compacted += count_decoded(&read, Source::Compacted);
+            day.files_read_multi_row += count_decoded(&read, Source::MultiRow);
+            return Ok(ControlFlow::Continue(None));
+        }
+        PartEnd::NothingToMerge | PartEnd::HeldBack(_) => return Ok(ControlFlow::Continue(None)),
+    };
     note_rows_without_flight(day, &read);
-    tracing::debug!(%date, phase = "read", files = planned, seconds = started.elapsed().as_secs_f64(), "inputs read and merged");
-    let kept_newer = commit_read_part(cx, date, reason, read, day, &mut st.outputs).await?;
-    Ok((PartEnd::Committed { kept_newer }, unread))
+    fold_committed(day, reason, &committed, &read, &mut st.outputs);
+    if let Some(e) = committed.failure.take() {
+        // Its manifest is kept: the date is not compacted and stays blocked.
+        return Err(e);
+    }
+    day.parts += 1;
+    cx.finished_manifests.push(committed.manifest_key);
+    Ok(ControlFlow::Continue(Some(committed.deleted.kept_newer.len())))
 }
 
 /// Marks `day` as failing parity (`reason`, the flights `missing`).
@@ -525,25 +521,22 @@ fn add_skipped(day: &mut DayReport, files: impl IntoIterator<Item = SkippedFile>
     }
 }
 
-/// Runs the commit protocol for one part ([`commit::commit_part`]) and folds what it did into `day`
-/// and `outputs`, also when it leaves its manifest; returns how many inputs were kept newer.
-async fn commit_read_part(
-    cx: &mut Ctx<'_, '_, impl Store>,
-    date: NaiveDate,
-    reason: &str,
-    mut read: read::ReadInputs,
+/// Folds what one committed part did into `day` and `outputs`, also when it leaves its manifest.
+fn fold_committed(
     day: &mut DayReport,
+    reason: &str,
+    c: &commit::Committed,
+    read: &read::ReadInputs,
     outputs: &mut Outputs,
-) -> Result<usize> {
-    let (now, id) = (cx.opts.now, &cx.opts.invocation_id);
-    let c = commit::commit_part(cx.store, &mut cx.fence, date, &mut read, now, id).await?;
+) {
+    let date = day.date;
     if !c.extra_columns.is_empty() {
         tracing::warn!(%date, columns = ?c.extra_columns, "inputs carry columns the target schema does not know; kept after the known ones");
     }
     day.extra_columns = c.extra_columns.clone();
     day.files_read += c.inputs.len() as u64;
-    day.files_read_compacted += count_decoded(&read, Source::Compacted);
-    day.files_read_multi_row += count_decoded(&read, Source::MultiRow);
+    day.files_read_compacted += count_decoded(read, Source::Compacted);
+    day.files_read_multi_row += count_decoded(read, Source::MultiRow);
     day.files_deleted += c.deleted.deleted;
     day.files_kept_newer += c.deleted.kept_newer.len() as u64;
     day.files_delete_failed += c.deleted.failed.len() as u64;
@@ -560,12 +553,6 @@ async fn commit_read_part(
     }
     day.rows_written = outputs.values().map(|(rows, _)| rows).sum();
     day.bytes_written = outputs.values().map(|(_, bytes)| bytes).sum();
-    if let Some(e) = c.failure(date, cx.store.bucket()) {
-        // Its manifest is kept: the date is not compacted and stays blocked.
-        return Err(e);
-    }
-    cx.finished_manifests.push(c.manifest_key);
-    Ok(c.deleted.kept_newer.len())
 }
 
 /// Counts the multi-row inputs' rows whose `s3_key` names no flight, naming a few files.

@@ -80,7 +80,6 @@ pub fn settings() -> read::ReadSettings {
         concurrency: 4,
         row_group_rows: 1024,
         budget: Default::default(),
-        part_files: archive_compaction::data::config::PART_FILES.default.figure(),
         spill: Default::default(),
     }
 }
