@@ -19,7 +19,7 @@ ARCH ?= arm64
 EVENT ?= events/console-now.json
 
 .PHONY: docs-settings help tools test test-unit test-ministack test-moto test-crash test-release release-bootstrap demo lint fmt \
-	lambda-tools sam-tools qemu-tools build deploy deploy-local invoke-local invoke-qemu validate bench bench-parts bench-sizing bench-windows bench-concurrency bench-audit bench-audit-scale bench-audit-rss bench-sets bench-backlog bench-plot bench-docs bench-tools mutants
+	lambda-tools sam-tools qemu-tools build deploy deploy-local invoke-local invoke-qemu validate bench bench-parts bench-sizing bench-windows bench-concurrency bench-audit bench-audit-scale bench-audit-rss bench-sets bench-backlog bench-instructions instructions-tools bench-plot bench-docs bench-tools mutants
 
 help: ## This list.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-17s %s\n", $$1, $$2}'
@@ -187,6 +187,21 @@ docs-settings: ## Rewrite docs/configuration.md's settings table from src/data/c
 	$(CARGO) run --quiet --bin archive-compaction -- settings --markdown > target/settings.md
 	awk '/^<!-- end of settings -->/ { skip = 0 } !skip { print } /^<!-- settings: generated/ { while ((getline l < "target/settings.md") > 0) print l; skip = 1 }' \
 		docs/configuration.md > target/configuration.md && mv target/configuration.md docs/configuration.md
+
+# `make bench-instructions INSTRUCTIONS_FILES=2000` for a quicker pass (~2 min).
+# The profiling build (release with symbols) of the job alone (`--bin`, as
+# the deployment builds it), then the examples in their own command.
+INSTRUCTIONS_FILES ?= 10000
+
+bench-instructions: tools instructions-tools ## Instructions (callgrind) of the job's `run` and of an aws-sdk-s3 floor (bench/sdk_floor.rs: list + GET, 64 in flight) on a day of INSTRUCTIONS_FILES (10,000) per-flight files; writes docs/performance.md's "Instructions" (~8 min on 2 cores).
+	$(CARGO) build --profile profiling --bin archive-compaction
+	$(CARGO) build --profile profiling --example bench-tool --example sdk-floor
+	$(TOOLS_DIR)/py/bin/python bench/instructions.py --files $(INSTRUCTIONS_FILES)
+	python3 bench/docs.py --results target/bench-instructions.json
+
+instructions-tools:
+	@scripts/setup-tools.sh valgrind
+
 
 fmt: ## Format the code.
 	$(CARGO) fmt --all

@@ -6,7 +6,8 @@
 alone on an existing JSON. It replaces what lies between a block's two
 marker lines (BEGIN and END below; blocks `sizes`, written by `make bench`,
 `sweep`, by `make bench-concurrency`, `audit`, by `make bench-audit`, and
-`sizing`, by `make bench-sizing`)
+`sizing`, by `make bench-sizing`, `instructions`, by `make
+bench-instructions`)
 and nothing else, so the page keeps
 its method and explanations by hand and its figures by the benchmark: the
 date, commit, machine and command of the run are written with them. Plain
@@ -248,6 +249,27 @@ def backlog_table(meta, runs, check):
     return out
 
 
+def instructions_table(meta, ins):
+    """The `instructions` block (make bench-instructions): the job's and the
+    SDK floor's instructions, a file and their ratio, and the job's split."""
+    n, job, floor = ins["files"], ins["job"], ins["sdk_floor"]
+    lines = [f"Measured {meta.get('date', '?')} at commit `{meta.get('commit', '?')}` on "
+             f"{meta.get('machine', '?')}, {meta.get('valgrind', 'valgrind')}.", "",
+             f"Command: `{meta.get('command', 'bench/instructions.py')}`. S3 server {meta.get('server', '?')} "
+             f"over plain HTTP, {_n(n)} per-flight files, {meta.get('concurrency', '?')} GETs in flight.", "",
+             "| program | instructions | a file | against the floor | requests |",
+             "|---|---:|---:|---:|---:|"]
+    for name, m in (("job (`run`)", job), ("sdk-floor", floor)):
+        lines.append(f"| {name} | {m['instructions'] / 1e9:.3f} G | {m['instructions'] / n / 1e3:,.1f} k | "
+                     f"{m['instructions'] / floor['instructions']:.3f}× | {_n(m['requests'])} |")
+    lines += ["", "The job's split (callgrind_annotate, inclusive; the parts may overlap):", "",
+              "| part | a file | of the job |", "|---|---:|---:|"]
+    for part, v in job.get("split", {}).items():
+        lines.append(f"| {part} | {v / n / 1e3:,.1f} k | {v / job['instructions'] * 100:.1f} % |"
+                     if v else f"| {part} | not found | |")
+    return lines
+
+
 def render(data, block=None):
     """{block name: markdown} for what the JSON holds: `sizes` (make bench's
     sizes), `sweep` (make bench-concurrency) and `audit` (make bench-audit,
@@ -279,6 +301,8 @@ def render(data, block=None):
         return {"audit-scale": "\n".join(audit_scale_table(meta, data["audit"]))}
     if data.get("audit"):
         blocks["audit"] = "\n".join(audit_table(meta, data["audit"]))
+    if data.get("instructions"):
+        return {"instructions": "\n".join(instructions_table(meta, data["instructions"]))}
     if data.get("backlog"):
         blocks["backlog"] = "\n".join(backlog_table(meta, data["backlog"], data["backlog_check"]))
     return blocks

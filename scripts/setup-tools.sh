@@ -31,6 +31,7 @@
 #   scripts/setup-tools.sh hass     Home Assistant only
 #   scripts/setup-tools.sh bench    what `make bench` needs beyond the test tools (duckdb,
 #                                   matplotlib; curl and GNU time from apt)
+#   scripts/setup-tools.sh valgrind valgrind (apt), for `make bench-instructions` (callgrind)
 #   scripts/setup-tools.sh spark    pyspark into .tools/py (the test tools first)
 #   scripts/setup-tools.sh qemu     qemu-user-static + the arm64 C library (apt) only, for
 #                                   `make test-release` and `make invoke-qemu`
@@ -234,6 +235,7 @@ setup_mosquitto() {
 case "${1:-}" in
   qemu) setup_qemu; echo "setup-tools: qemu-aarch64-static ready" >&2; exit 0 ;;
   duckdb) setup_duckdb; echo "setup-tools: duckdb ready ($TOOLS/duckdb)" >&2; exit 0 ;;
+  valgrind) command -v valgrind >/dev/null 2>&1 || apt_install valgrind; exit 0 ;;
   bench) setup_bench; echo "setup-tools: bench tools ready" >&2; exit 0 ;;
   sam) setup_sam; echo "setup-tools: SAM CLI ready ($TOOLS/sam/bin/sam)" >&2; exit 0 ;;
   lambda) setup_lambda; echo "setup-tools: cargo-lambda ready ($TOOLS/lambda/bin)" >&2; exit 0 ;;
