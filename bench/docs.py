@@ -321,7 +321,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--results", nargs="+", default=[os.path.join(ROOT, "target", "bench-results.json")],
                     help="one or more results files; several are merged (their sizes together)")
-    ap.add_argument("--block", default=None, choices=["parts", "windows", "audit-scale", "sets", "sizing"],
+    ap.add_argument("--block", default=None, choices=["parts", "windows", "audit-scale", "sets", "sizing", "instructions"],
                     help="write the results as this block instead of `sizes` (parts: make bench-parts)")
     ap.add_argument("--page", default=os.path.join(ROOT, "docs", "performance.md"))
     args = ap.parse_args()

@@ -23,10 +23,8 @@ async fn main() {
     let http = aws_smithy_http_client::Builder::new()
         .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
         .build_https();
-    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .http_client(http)
-        .load()
-        .await;
+    let sdk =
+        aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(http).load().await;
     let conf = aws_sdk_s3::config::Builder::from(&sdk).force_path_style(true).build();
     let s3 = aws_sdk_s3::Client::from_conf(conf);
     let mut keys = Vec::new();

@@ -55,10 +55,14 @@ pub fn https_client() -> SharedHttpClient {
 
 /// Path style when asked (local servers); response checksums only where required: TLS
 /// authenticates each response and every body is decoded (what the job writes keeps full checks).
+/// No stalled-stream protection: every attempt is bounded by its timeout and every GET body by
+/// one of its length (`storage::attempt_timeout`), so a stalled stream ends all the same without
+/// the SDK's throughput watch on every poll of every body.
 pub fn s3_config(sdk: &aws_config::SdkConfig, force_path_style: bool) -> aws_sdk_s3::Config {
     aws_sdk_s3::config::Builder::from(sdk)
         .force_path_style(force_path_style)
         .response_checksum_validation(aws_sdk_s3::config::ResponseChecksumValidation::WhenRequired)
+        .stalled_stream_protection(aws_sdk_s3::config::StalledStreamProtectionConfig::disabled())
         .build()
 }
 

@@ -293,7 +293,8 @@ fn bench_blocks(page: &str) -> BTreeMap<String, String> {
 
 /// `make bench`, `make bench-concurrency`, `make bench-audit`,
 /// `make bench-audit-scale`, `make bench-backlog`, `make bench-parts`,
-/// `make bench-sets`, `make bench-sizing` and `make bench-windows` write the figures of
+/// `make bench-sets`, `make bench-sizing`, `make bench-windows` and `make bench-instructions`
+/// write the figures of
 /// `docs/performance.md`: each of its
 /// blocks holds what `bench/docs.py` wrote from a run (its first line says
 /// when, at which commit, on which machine), not figures copied by hand; and
@@ -305,7 +306,18 @@ fn performance_figures_are_written_by_the_benchmarks() {
     let blocks = bench_blocks(&page);
     assert_eq!(
         blocks.keys().map(String::as_str).collect::<Vec<_>>(),
-        ["audit", "audit-scale", "backlog", "parts", "sets", "sizes", "sizing", "sweep", "windows"],
+        [
+            "audit",
+            "audit-scale",
+            "backlog",
+            "instructions",
+            "parts",
+            "sets",
+            "sizes",
+            "sizing",
+            "sweep",
+            "windows"
+        ],
         "the page's bench blocks"
     );
     for (name, body) in &blocks {
@@ -452,6 +464,22 @@ fn performance_figures_are_written_by_the_benchmarks() {
         sizing_blocks["sizing"]
     );
     assert_eq!(sizing_blocks["sets"], blocks["sets"], "--block sizing wrote only its block");
+    // `make bench-instructions`: both programs a file and their ratio, the job's split.
+    let program = |g: u64| serde_json::json!({"instructions": g, "requests": 10_010});
+    let mut job = program(9_050_000_000);
+    job["split"] = serde_json::json!({"decode": 2_193_000_000u64, "footer": null});
+    let ins = serde_json::json!({"meta": data["meta"], "instructions":
+        {"files": 10_000, "job": job, "sdk_floor": program(5_738_000_000)}});
+    let ins_blocks = written_block(dir.path(), &page, "instructions", &ins);
+    let text = &ins_blocks["instructions"];
+    assert!(
+        text.contains("| job (`run`) | 9.050 G | 905.0 k | 1.577× | 10,010 |")
+            && text.contains("| sdk-floor | 5.738 G | 573.8 k | 1.000× |")
+            && text.contains("| decode | 219.3 k | 24.2 % |")
+            && text.contains("| footer | not found | |"),
+        "{text}"
+    );
+    assert_eq!(ins_blocks["sizes"], blocks["sizes"], "--block instructions wrote only its block");
     // Outside the blocks, nothing changed.
     let outside = |text: &str| {
         let mut t = text.to_string();
