@@ -712,3 +712,87 @@ async fn a_flight_archived_between_passes_is_checked_for_its_own_row() {
     assert_eq!((day.passes, day.parts), (2, 4), "{day:?}");
     assert!(dump(&store, "index/").contains_key(&key), "its file is kept");
 }
+
+/// A planned part heavier than the time left allows is cut by the planner, not skipped: with a
+/// pace measured on the date's first part (1,500 files) and then just enough time for 1,200 files
+/// of the second (1,500), the run logs the cut, the report lists the second part as its pieces,
+/// each `cut` with why, the first piece committed, and after the run (a second one if the deadline
+/// stopped the first) every flight's row is in the date's compacted files exactly once.
+#[tokio::test]
+async fn a_part_heavier_than_the_time_left_is_cut_and_every_flight_is_compacted_once() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    let _serial = SERIAL.lock().await;
+    init_logs();
+    let store = bucket("parts-cut").await;
+    let (part_files, want_weight) = (1_500u64, 1_200u64);
+    let flights = 2 * part_files;
+    let generated =
+        generate(&store, json!({"seed": 48, "days": [{"date": DAY, "flights": flights}]}));
+    let part = part_files.to_string();
+    let cfg = config(&store, &[("PART_FILES", &part), ("DEADLINE_MARGIN_SECONDS", "9")]);
+    let deadline = Instant::now() + Duration::from_secs(40);
+    // Before the second part: the first part's time (a little over its commit, which the run
+    // timed) gives the run's pace, twice it per file; then sleep until the time left, less the 8 s
+    // S3 margin, holds `want_weight` files at that pace, between MIN_PART_FILES and the part.
+    let (hits, first_done) = (Arc::new(AtomicUsize::new(0)), Arc::new(Mutex::new(None)));
+    let premise = Arc::new(Mutex::new(None));
+    let scenario = fail::FailScenario::setup();
+    let (h, f, p) = (hits.clone(), first_done.clone(), premise.clone());
+    fail::cfg_callback("run::before-part", move || match h.fetch_add(1, Ordering::SeqCst) {
+        0 => *f.lock().unwrap() = Some(Instant::now()),
+        1 => {
+            let first = f.lock().unwrap().expect("the first part's start").elapsed();
+            let seconds_per_file = 2.0 * first.as_secs_f64() / part_files as f64;
+            let needed = Duration::from_secs_f64(8.0 + want_weight as f64 * seconds_per_file);
+            let left = deadline.saturating_duration_since(Instant::now());
+            *p.lock().unwrap() = Some((left, needed));
+            std::thread::sleep(left.saturating_sub(needed));
+        }
+        _ => {}
+    })
+    .unwrap();
+    let mut opts = RunOptions::at(at(NOW));
+    opts.deadline = Some(deadline);
+    let r = run(&store, &cfg, &opts).await;
+    scenario.teardown();
+    let (left, needed) = premise.lock().unwrap().expect("a second part was started");
+    assert!(left > needed, "the premise: {left:?} left before the second part, {needed:?} needed");
+    assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+    let day = r.days.iter().find(|d| d.date == date(DAY)).unwrap();
+    let plan = &day.plan.parts;
+    assert_eq!(plan.len() as u64, day.plan.parts_planned, "{plan:?}");
+    assert!(plan.len() >= 3, "the second part cut into pieces: {plan:?}");
+    assert_eq!((plan[0].files, plan[0].committed, &plan[0].cut), (part_files, true, &None));
+    let pieces = &plan[1..];
+    assert_eq!(pieces.iter().map(|p| p.files).sum::<u64>(), part_files, "{plan:?}");
+    let min = archive_compaction::protocol::sizing::MIN_PART_FILES;
+    assert!((min..part_files).contains(&pieces[0].files), "{plan:?}");
+    for p in pieces {
+        let why = p.cut.as_deref().expect("each piece says it was cut");
+        assert!(
+            why.starts_with(&format!("part 2 of pass 1 (weight {part_files}) cut to weight "))
+                && why.ends_with(" s left"),
+            "{why}"
+        );
+    }
+    assert!(pieces[0].committed, "the first piece fits the time it was cut for: {plan:?}");
+    let committed = plan.iter().filter(|p| p.committed).count() as u64;
+    assert_eq!(day.parts, committed, "{day:?}");
+    assert_valid("run-report.schema.json", &serde_json::to_value(&r).unwrap());
+    if day.action == DayAction::Partial {
+        // The deadline stopped the date after the cut: the next run goes on from what is left.
+        assert_eq!((&r.stop_reason, r.resume_date), (&StopReason::Deadline, Some(date(DAY))));
+        let files_left: u64 = plan.iter().filter(|p| !p.committed).map(|p| p.files).sum();
+        assert_eq!(day.files_left, files_left, "{day:?}");
+        let r = run(&store, &cfg, &RunOptions::at(at(NOW))).await;
+        assert_eq!(r.last_run_status, Status::Success, "{:?}", r.errors);
+        assert_eq!(r.last_compacted_date, Some(date(DAY)));
+        assert_each_once(&store, &generated);
+    } else {
+        assert_eq!((day.action, day.files_left), (DayAction::Compacted, 0), "{day:?}");
+        assert_eq!(committed as usize, plan.len(), "every piece committed: {plan:?}");
+        assert_eq!(r.last_compacted_date, Some(date(DAY)));
+        assert_eq!(assert_each_once(&store, &generated).len(), plan.len());
+    }
+}
