@@ -46,14 +46,15 @@ OUT_DIR = os.path.join(ROOT, "target", "instructions")
 # among the functions each matches (an async function's cost is its
 # future's `poll`, named `{{closure}}`; a function shows once a source file
 # its lines come from, each with the same inclusive cost or less). The
-# parts overlap: `commit` holds the re-list that `listing` counts too.
+# parts overlap: `commit` (phases 2-6 of a part: manifest, PUT, verify,
+# delete) holds the re-list that `listing` counts too.
 SPLIT = [
     ("decode", [r"^archive_compaction::data::merge::schema::decode_parsed$"]),
     ("footer", [r"^archive_compaction::data::input::parse_footer$"]),
     ("listing", [r"^archive_compaction::protocol::day::Day::list_window::\{\{closure\}\}$",
                  r"^archive_compaction::protocol::commit::listed_etags::\{\{closure\}\}$"]),
     ("GET", [r"^archive_compaction::infra::storage::s3::S3Store::get_read::\{\{closure\}\}$"]),
-    ("commit", [r"^archive_compaction::protocol::commit::commit_part::\{\{closure\}\}$"]),
+    ("commit", [r"^archive_compaction::protocol::commit::write_part::\{\{closure\}\}$"]),
 ]
 
 
