@@ -441,6 +441,7 @@ fn bad_config(command: Option<Command>, e: &archive_compaction::infra::error::Er
     if matches!(command, None | Some(Command::Run { .. } | Command::Status { .. })) {
         tracing::error!(error = %e, "bad configuration");
     }
+    let dry_run = matches!(command, Some(Command::Run { dry_run: true, .. }));
     match command {
         Some(Command::Status { now, json, days }) => {
             let as_of = Utc::now();
@@ -457,6 +458,8 @@ fn bad_config(command: Option<Command>, e: &archive_compaction::infra::error::Er
         None | Some(Command::Run { .. } | Command::Settings { .. }) => {
             // As `RunReport::fail`, whose log line would say it a second time.
             print_json(&RunReport {
+                bucket: std::env::var("S3_BUCKET").unwrap_or_default(),
+                dry_run,
                 last_run_at: Utc::now(),
                 stop_reason: StopReason::Error,
                 last_run_status: Status::Failure,

@@ -512,7 +512,8 @@ impl fmt::Display for DatePlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} file(s) in {} part(s) ({})", self.files(), self.parts.len(), self.reason)?;
         for (i, (n, bytes, mb)) in self.summary(0..self.parts.len()).into_iter().enumerate() {
-            write!(f, "; part {}: {n} file(s), {bytes} B, ~{mb} MB", i + 1)?;
+            let size = indicatif::HumanBytes(bytes);
+            write!(f, "; part {}: {n} file(s), {size}, an estimated peak of {mb} MB", i + 1)?;
         }
         if !self.left.is_empty() {
             write!(f, "; {} left as they are ({})", self.left.len(), self.left[0].why)?;
@@ -980,7 +981,10 @@ mod tests {
         assert_eq!((weights, plan.files()), (vec![4, 1], 5));
         assert_eq!(plan.left, vec![LeftInput { key: c.meta.key.clone(), why: LEFT_COMPACTED }]);
         assert_eq!(plan.parts[0].estimate_mb, sizing(4).estimate_mb(4));
-        assert!(plan.to_string().contains("part 2: 1 file(s), 3000 B"), "{plan}");
+        assert!(
+            plan.to_string().contains("part 2: 1 file(s), 2.93 KiB, an estimated peak of"),
+            "{plan}"
+        );
         // Cut for the time left: the first part in two, the second as it was.
         assert_eq!(plan.cut_part(0, 3, &sizing(4)), 2);
         let weights: Vec<u64> = plan.parts.iter().map(|p| p.weight).collect();
@@ -988,6 +992,10 @@ mod tests {
         // A first part that would be the compacted file alone is dropped, its weight with it.
         let plan = plan_date(day(vec![c, f(1), f(2), f(3)]), Groups::new(4), &sizing(5));
         assert_eq!((plan.parts.len(), plan.left.len(), plan.files()), (1, 1, 3));
+        // As the log says it: each part's size and its estimated peak, labelled.
+        let said = plan.to_string();
+        assert!(said.starts_with("3 file(s) in 1 part(s)"), "{said}");
+        assert!(said.contains("; part 1: 3 file(s), ") && said.contains("an estimated peak of"));
         // A skipped date has no part.
         let skip = DayPlan { action: DayAction::Skip, ..day(vec![]) };
         assert!(plan_date(skip, Groups::new(0), &sizing(5)).parts.is_empty());

@@ -395,6 +395,14 @@ fn no_region_or_a_bad_endpoint_is_one_line_naming_the_variable() {
         assert!(lines[0].contains(&format!("setting {named}: ")), "{args:?}: {stderr}");
         assert!(lines[0].chars().count() <= 300, "{args:?}: {} chars", lines[0].len());
     }
+    // A refused dry run's report says what was asked: a dry run, of which bucket.
+    let out = bare_cli(home.path(), &["run", "--dry-run"], &[("S3_BUCKET", "archive")]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
+    assert_eq!(
+        (report["dry_run"].as_bool(), report["bucket"].as_str()),
+        (Some(true), Some("archive"))
+    );
+    assert_eq!(report["last_run_status"], "Failure", "{report}");
     // A profile's region is a region.
     std::fs::create_dir(home.path().join(".aws")).unwrap();
     std::fs::write(home.path().join(".aws/config"), "[default]\nregion = eu-west-1\n").unwrap();
