@@ -154,7 +154,7 @@ pub(crate) async fn commit_part(
         _ if nothing_to_merge(&read) => PartEnd::NothingToMerge,
         (None, None) => PartEnd::Planned,
         (None, Some((now, id))) => {
-            tracing::debug!(%date, phase = "read", files = part.inputs.len(), seconds = t.elapsed().as_secs_f64(), "inputs read and merged");
+            tracing::debug!(%date, phase = "read", files = part.inputs.len(), seconds = crate::infra::text::millis(t.elapsed().as_secs_f64()), "inputs read and merged");
             let mut committed = write_part(store, fence, date, &mut read, now, id).await?;
             committed.failure = committed.failed(date, store.bucket());
             PartEnd::Committed(Box::new(committed))
@@ -176,16 +176,16 @@ async fn write_part(
     let m = &prepared.manifest;
     let t = std::time::Instant::now();
     let unproven = prove_inputs(store, m, &read.rows, prepared.body.as_ref()).await?;
-    tracing::debug!(%date, phase = "prove", files = m.inputs.len(), seconds = t.elapsed().as_secs_f64(), "inputs proven to be in the output");
+    tracing::debug!(%date, phase = "prove", files = m.inputs.len(), seconds = crate::infra::text::millis(t.elapsed().as_secs_f64()), "inputs proven to be in the output");
     let t = std::time::Instant::now();
     fence.beside(create_manifest(store, &prepared.manifest_key, m)).await?;
     if let (Some(output), Some(body)) = (&m.output, prepared.body.clone()) {
         put_output(store, fence, m.job_id, output, body).await?;
     }
-    tracing::debug!(%date, phase = "write", seconds = t.elapsed().as_secs_f64(), "manifest and output written");
+    tracing::debug!(%date, phase = "write", seconds = crate::infra::text::millis(t.elapsed().as_secs_f64()), "manifest and output written");
     let t = std::time::Instant::now();
     let deleted = verify_and_delete_inputs(store, fence, m, &unproven).await?;
-    tracing::debug!(%date, phase = "delete", files = m.inputs.len(), seconds = t.elapsed().as_secs_f64(), "output verified, partition re-listed, inputs deleted");
+    tracing::debug!(%date, phase = "delete", files = m.inputs.len(), seconds = crate::infra::text::millis(t.elapsed().as_secs_f64()), "output verified, partition re-listed, inputs deleted");
     Ok(Committed {
         inputs: m.inputs.iter().map(|i| i.key.clone()).collect(),
         output: m.output.clone(),

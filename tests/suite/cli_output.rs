@@ -68,6 +68,19 @@ async fn logs_written_to_a_file_carry_no_escape_codes() {
     for internal in [" pass=", " part_files=", "event_id=\"\""] {
         assert!(!log.contains(internal), "{internal} at info:\n{log}");
     }
+    // At debug, each commit phase's duration in milliseconds too.
+    generate(&store, json!({"seed": 90, "days": [{"date": "2026-07-21", "flights": 2}]}));
+    let mut debug = cli_command(&store, &["run", "--now", NOW, "--date", "2026-07-21"]);
+    let (out, debug_log) = read_log("debug.log", debug.env("LOG_LEVEL", "debug"));
+    assert_eq!(out.status.code(), Some(0), "run --date failed:\n{debug_log}");
+    let ours = debug_log.lines().filter(|l| l.contains(" archive_compaction::"));
+    let phases = ours.filter(|l| l.contains("phase=")).collect::<Vec<_>>();
+    assert!(phases.len() >= 4, "the phases' debug lines:\n{debug_log}");
+    for line in phases {
+        let value = line.split("seconds=").nth(1).expect("a duration").split_whitespace().next();
+        let decimals = value.unwrap().split_once('.').map_or(0, |(_, d)| d.len());
+        assert!(decimals <= 3, "{line}");
+    }
 
     let mut bad = cli_command(&store, &["run", "--now", NOW]);
     bad.env_remove("S3_BUCKET");

@@ -179,7 +179,7 @@ async fn pass(
         Day::list_window(cx.store, date, with_flights, st.window, settings.spill).await?;
     day.passes += 1;
     let flights = st.flights.insert(std::mem::take(&mut listed.flights));
-    tracing::debug!(%date, phase = "list", flights = flights.len(), spilled = flights.spilled(), seconds = t.elapsed().as_secs_f64(), "partition listed");
+    tracing::debug!(%date, phase = "list", flights = flights.len(), spilled = flights.spilled(), seconds = crate::infra::text::millis(t.elapsed().as_secs_f64()), "partition listed");
     let listing = &listed.index;
     day.flights = flights.len();
     let beyond_window = listing.beyond_window.files;
