@@ -1,10 +1,11 @@
 //! `archive-compaction audit --from A --to B` (the Lambda event `{"audit": {"from": A, "to": B}}`):
 //! proves, read-only (no lease, write or delete: safe beside a run), that a range of days holds
 //! every flight exactly once, and names what does not ([`Findings`], each with what fixes it).
-//! It lists and reads with the run's own code ([`crate::protocol::day::Day::list_window`],
-//! [`crate::data::input`]) and counts rows as the parity gate does. A date it could not finish
-//! (an S3 error after retries, or an input that changed twice while read: a run was folding the
-//! day) is in [`AuditReport::unfinished`]; the deadline leaves [`AuditReport::resume_date`].
+//! It lists, sorts keys and reads with the run's own code ([`Day::list_window`],
+//! [`classify_partition`], [`crate::data::input`]) and counts rows as the parity gate does. A
+//! date it could not finish (an S3 error after retries, or an input that changed twice while read:
+//! a run was folding the day) is in [`AuditReport::unfinished`]; the deadline leaves
+//! [`AuditReport::resume_date`].
 //! Memory per date does not grow with its files or flights (`audit_day`).
 //! ```
 //! use archive_compaction::commands::audit::{audit, AuditOptions, AuditStatus};
@@ -35,8 +36,8 @@ use uuid::Uuid;
 use crate::commands::render::{Col, Text};
 use crate::data::config::Config;
 use crate::data::input::{self, Budget, RowKeys};
-use crate::data::keys::{IndexKey, classify_index_key, flight_uuid, index_prefix};
-use crate::data::merge::is_other_day;
+use crate::data::keys::{flight_uuid, index_prefix};
+use crate::data::merge::{Source, is_other_day};
 use crate::data::spill::{SortedSet, SortedSetBuilder, SpillSettings, UuidSet};
 use crate::infra::deadline::Deadline;
 use crate::infra::error::{Error, Result};
@@ -44,6 +45,7 @@ use crate::infra::storage::{ObjectMeta, Store};
 use crate::infra::text::Shortened;
 use crate::protocol::day::{DateRange, Day, DayCounts, Flights, RangeOf};
 use crate::protocol::partition::{ParityCheck, parity_reason};
+use crate::protocol::plan::classify_partition;
 
 /// Examples kept per finding, per date and in the totals (the first); counts are exact.
 pub const EXAMPLES_MAX: usize = 5;
@@ -468,7 +470,9 @@ async fn read_index<'a>(
     // Every row counts for the flight its `s3_key` names, as Athena counts it and the parity gate
     // proves it: a per-flight file without its own flight's row, or unreadable, leaves it missing.
     let mut reads = stream::iter(listed.index.multi_row_inputs())
-        .map(|(meta, _)| read_columns(r, listed, meta).map_ok(move |read| (meta, read)))
+        .map(|(meta, source)| {
+            read_columns(r, listed, meta, source).map_ok(move |read| (meta, read))
+        })
         .buffered(FILES_IN_FLIGHT)
         .boxed();
     while let Some((meta, read)) = reads.try_next().await? {
@@ -500,12 +504,10 @@ async fn per_flight_pages(
     let (mut seen, mut page) = (0usize, Some(store.list_page(&prefix, None).await?));
     while let Some(this) = page.take() {
         let after = (this.truncated).then(|| this.objects.last().map(|o| o.key.clone())).flatten();
+        // The run's rule sorts each page ([`classify_partition`]); written since: passed by.
         let mut files = Vec::new();
-        for o in this.objects {
-            if let IndexKey::PerFlight(u) = classify_index_key(&o.key)
-                && o.size > 0
-                && past.flights.contains(&u)?
-            {
+        for (u, o) in classify_partition(this.objects).per_flight {
+            if past.flights.contains(&u)? {
                 files.push((u, o));
             }
         }
@@ -518,7 +520,10 @@ async fn per_flight_pages(
         };
         let read = async {
             let mut reads = stream::iter(&files)
-                .map(|(u, meta)| read_columns(r, listed, meta).map_ok(move |read| (u, meta, read)))
+                .map(|(u, meta)| {
+                    let read = read_columns(r, listed, meta, Source::PerFlight(*u));
+                    read.map_ok(move |read| (u, meta, read))
+                })
                 .buffered(FILES_IN_FLIGHT)
                 .boxed();
             while let Some((u, meta, read)) = reads.try_next().await? {
@@ -694,12 +699,14 @@ struct FileRows {
     other_day: Finding<RowExample>,
 }
 
-/// Reads the `s3_key` and `first_message` columns of one index file in its listed version. Errors:
-/// S3 errors; [`Error::PreconditionFailed`] when it changed (an unreadable file: `outcome` `Err`).
+/// Reads the `s3_key` and `first_message` columns of one index file in its listed version; rows of
+/// other days only in a multi-row input, as the run counts them. Errors: S3 errors;
+/// [`Error::PreconditionFailed`] when it changed (an unreadable file: `outcome` `Err`).
 async fn read_columns(
     r: &Reader<'_, impl Store>,
     listed: &Day,
     meta: &ObjectMeta,
+    source: Source,
 ) -> Result<ColumnRead> {
     let (date, flights) = (listed.date, &listed.flights);
     let mut out = FileRows::default();
@@ -732,7 +739,7 @@ async fn read_columns(
                     }
                     None => out.orphans.add(example),
                 }
-                if is_other_day(first, date) {
+                if !matches!(source, Source::PerFlight(_)) && is_other_day(first, date) {
                     out.other_day.add(example);
                 }
             }
@@ -831,13 +838,17 @@ mod tests {
         let r = audit(&store, &config(), &AuditOptions::range(d, d)).await.unwrap();
         let day = &r.days[0];
         let got = &day.findings;
-        assert_eq!(day.counts.flights, 4);
+        assert_eq!((day.counts.flights, day.counts.foreign_objects), (4, 1));
         assert_eq!(day.rows, 6, "5 rows in the compacted file, 1 per-flight file");
         assert_eq!(got.missing.count, 2, "flights 2 and 3");
         assert_eq!(got.duplicated.count, 2, "flight 0 across files, 1 within");
         assert_eq!(got.duplicated.examples[0].files.len(), 2);
         assert_eq!(got.orphans.count, 2, "flight 9 and the row without s3_key");
-        assert_eq!(got.other_day_rows.count, 1);
+        assert_eq!(got.other_day_rows.count, 1, "the compacted file's; not the per-flight file's");
+        // As the run and `status` count them (`rows_of_other_days`).
+        let listed = Day::list(&store, d, true, Default::default()).await.unwrap();
+        let run = listed.other_day_rows(&store, Budget::DEFAULT).await.unwrap();
+        assert_eq!(got.other_day_rows.count, run.rows);
         assert_eq!(got.unreadable_files.count, 2, "the export and flight 2's file");
         assert_eq!(got.per_flight_beside_compacted.count, 1, "the readable one");
         assert_eq!(r.status, AuditStatus::Findings);
@@ -919,12 +930,18 @@ mod tests {
             &format!("{p}compacted-a.parquet"),
             encode(std::slice::from_ref(&b), 2).unwrap().into(),
         );
-        // A late per-flight file beside it (flight 0 again), junk, and a
-        // per-flight file of flight 2 cut short: read, it holds no row, so
-        // flight 2 is missing and the file unreadable.
-        store.put_now(&format!("{p}{}.parquet", u(0)), encode(&[b.slice(0, 1)], 2).unwrap().into());
+        // A late per-flight file beside it (flight 0 again, first seen the
+        // day before: not a multi-row input's row, so no row of another
+        // day), junk, and a per-flight file of flight 2 cut short: read, it
+        // holds no row, so flight 2 is missing and the file unreadable.
+        let mut own = b.slice(0, 1).columns().to_vec();
+        own[6] = ts(vec![Some(day_us - 1)]);
+        let own = RecordBatch::try_new(target_schema(), own).unwrap();
+        store.put_now(&format!("{p}{}.parquet", u(0)), encode(&[own], 2).unwrap().into());
         store.put_now(&format!("{p}{}.parquet", u(2)), "PAR1 cut".into());
         store.put_now(&format!("{p}export.parquet"), "not parquet".into());
+        // Foreign to the run (a zero-byte object): not read, flight 3 missing.
+        store.put_now(&format!("{p}{}.parquet", u(3)), "".into());
         (store, d)
     }
 
