@@ -28,7 +28,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use chrono::{DateTime, NaiveDate, Utc};
-use futures::{StreamExt, TryFutureExt, TryStreamExt, stream};
+use futures::future::OptionFuture;
+use futures::{FutureExt, StreamExt, TryFutureExt, TryStreamExt, stream};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 use uuid::Uuid;
@@ -109,6 +110,10 @@ impl<E: Clone> Finding<E> {
 
     fn absorb(&mut self, other: &Finding<E>) {
         self.shortened().add(other.count, other.examples.iter().cloned());
+    }
+
+    fn fix(&mut self, fix: impl Into<String>) {
+        self.fix = (self.count > 0).then(|| fix.into());
     }
 }
 
@@ -201,18 +206,13 @@ impl Findings {
     }
 
     fn with_fixes(mut self) -> Findings {
-        fn set<E>(f: &mut Finding<E>, fix: &str) {
-            if f.count > 0 {
-                f.fix = Some(fix.to_string());
-            }
-        }
         let missing = parity_reason(self.missing.count, 0, &[]).unwrap_or_default();
-        set(&mut self.missing, &format!("{missing} {FIX_MISSING}"));
-        set(&mut self.duplicated, FIX_DUPLICATED);
-        set(&mut self.per_flight_beside_compacted, FIX_BESIDE_COMPACTED);
-        set(&mut self.orphans, FIX_ORPHANS);
-        set(&mut self.other_day_rows, FIX_OTHER_DAY);
-        set(&mut self.unreadable_files, FIX_UNREADABLE);
+        self.missing.fix(format!("{missing} {FIX_MISSING}"));
+        self.duplicated.fix(FIX_DUPLICATED);
+        self.per_flight_beside_compacted.fix(FIX_BESIDE_COMPACTED);
+        self.orphans.fix(FIX_ORPHANS);
+        self.other_day_rows.fix(FIX_OTHER_DAY);
+        self.unreadable_files.fix(FIX_UNREADABLE);
         self
     }
 }
@@ -360,12 +360,11 @@ pub async fn audit(
     drop(days);
     bar.finish_and_clear();
     report.totals.findings = std::mem::take(&mut report.totals.findings).with_fixes();
-    report.status = if !report.unfinished.is_empty() || report.resume_date.is_some() {
-        AuditStatus::Incomplete
-    } else if report.totals.findings.total() > 0 {
-        AuditStatus::Findings
-    } else {
-        AuditStatus::Clean
+    let finished = report.unfinished.is_empty() && report.resume_date.is_none();
+    report.status = match (finished, report.totals.findings.total()) {
+        (false, _) => AuditStatus::Incomplete,
+        (true, 0) => AuditStatus::Clean,
+        (true, _) => AuditStatus::Findings,
     };
     Ok(report)
 }
@@ -435,9 +434,9 @@ struct Reader<'a, S> {
 /// Who holds each flight's rows in a partition. Files are numbered in the
 /// order read, the readable ones alone: multi-row inputs, then per-flight files.
 #[derive(Debug, Default)]
-struct Held<'a> {
+struct Held {
     /// The multi-row inputs read, by number.
-    multi_row: Vec<&'a str>,
+    multi_row: Vec<String>,
     /// The per-flight files read: (the uuid of the file's name, its number).
     per_flight: SortedSet<(Uuid, u32)>,
     /// Keys of per-flight files not named `{uuid}.parquet` in lower case, by number.
@@ -447,8 +446,8 @@ struct Held<'a> {
     rows: SortedSet<(Uuid, u32, u32)>,
 }
 
-struct Holding<'a> {
-    held: Held<'a>,
+struct Holding {
+    held: Held,
     per_flight: SortedSetBuilder<(Uuid, u32)>,
     rows: SortedSetBuilder<(Uuid, u32, u32)>,
     files: u32,
@@ -456,11 +455,7 @@ struct Holding<'a> {
 
 /// Reads the `s3_key` and `first_message` columns of every index file of
 /// `listed` into `day` (multi-row inputs first). Errors: as [`audit_day`].
-async fn read_index<'a>(
-    r: &Reader<'_, impl Store>,
-    listed: &'a Day,
-    day: &mut DayAudit,
-) -> Result<Held<'a>> {
+async fn read_index(r: &Reader<'_, impl Store>, listed: &Day, day: &mut DayAudit) -> Result<Held> {
     let mut h = Holding {
         held: Held::default(),
         per_flight: SortedSetBuilder::new(r.spill),
@@ -469,19 +464,7 @@ async fn read_index<'a>(
     };
     // Every row counts for the flight its `s3_key` names, as Athena counts it and the parity gate
     // proves it: a per-flight file without its own flight's row, or unreadable, leaves it missing.
-    let mut reads = stream::iter(listed.index.multi_row_inputs())
-        .map(|(meta, source)| {
-            read_columns(r, listed, meta, source).map_ok(move |read| (meta, read))
-        })
-        .buffered(FILES_IN_FLIGHT)
-        .boxed();
-    while let Some((meta, read)) = reads.try_next().await? {
-        day.multi_row_bytes += meta.size;
-        if add_file(&mut h, day, meta, false, read)?.is_some() {
-            h.held.multi_row.push(&meta.key);
-        }
-    }
-    drop(reads);
+    read_files(r, listed, &mut h, day, listed.index.multi_row_inputs(), false).await?;
     per_flight_pages(r, listed, &mut h, day).await?;
     let Holding { mut held, per_flight, rows, .. } = h;
     held.per_flight = per_flight.finish()?;
@@ -494,7 +477,7 @@ async fn read_index<'a>(
 async fn per_flight_pages(
     r: &Reader<'_, impl Store>,
     listed: &Day,
-    h: &mut Holding<'_>,
+    h: &mut Holding,
     day: &mut DayAudit,
 ) -> Result<()> {
     let (store, listing) = (r.store, &listed.index);
@@ -508,35 +491,13 @@ async fn per_flight_pages(
         let mut files = Vec::new();
         for (u, o) in classify_partition(this.objects).per_flight {
             if past.flights.contains(&u)? {
-                files.push((u, o));
+                files.push((o, Source::PerFlight(u)));
             }
         }
         seen += files.len();
-        let next = async {
-            match &after {
-                Some(a) => store.list_page(&prefix, Some(a)).await.map(Some),
-                None => Ok(None),
-            }
-        };
-        let read = async {
-            let mut reads = stream::iter(&files)
-                .map(|(u, meta)| {
-                    let read = read_columns(r, listed, meta, Source::PerFlight(*u));
-                    read.map_ok(move |read| (u, meta, read))
-                })
-                .buffered(FILES_IN_FLIGHT)
-                .boxed();
-            while let Some((u, meta, read)) = reads.try_next().await? {
-                if let Some(n) = add_file(h, day, meta, beside, read)? {
-                    h.per_flight.push((*u, n))?;
-                    if meta.key != format!("{prefix}{u}.parquet") {
-                        h.held.other_names.insert(n, meta.key.clone());
-                    }
-                }
-            }
-            Ok::<_, Error>(())
-        };
-        let (next, ()) = tokio::try_join!(next, read)?;
+        let next = OptionFuture::from(after.as_ref().map(|a| store.list_page(&prefix, Some(a))));
+        let read = read_files(r, listed, h, day, files.iter().map(|(m, s)| (m, *s)), beside);
+        let (next, ()) = tokio::try_join!(next.map(Option::transpose), read)?;
         page = next;
     }
     if seen != past.files {
@@ -549,10 +510,43 @@ async fn per_flight_pages(
     Ok(())
 }
 
-/// Counts one index file's read into `day` and its rows into `h` (`beside`: a per-flight file in a
-/// partition with a compacted one): its number, `None` if unreadable.
+/// Reads `files`, [`FILES_IN_FLIGHT`] at once, into `h` and `day` (`beside`: per-flight files in a
+/// partition with a compacted one). Errors: as [`audit_day`].
+async fn read_files<'m>(
+    r: &Reader<'_, impl Store>,
+    listed: &Day,
+    h: &mut Holding,
+    day: &mut DayAudit,
+    files: impl Iterator<Item = (&'m ObjectMeta, Source)> + Send,
+    beside: bool,
+) -> Result<()> {
+    let mut reads = stream::iter(files)
+        .map(|(meta, source)| {
+            read_columns(r, listed, meta, source).map_ok(move |c| (meta, source, c))
+        })
+        .buffered(FILES_IN_FLIGHT)
+        .boxed();
+    while let Some((meta, source, read)) = reads.try_next().await? {
+        let Source::PerFlight(u) = source else {
+            day.multi_row_bytes += meta.size;
+            if add_file(h, day, meta, beside, read)?.is_some() {
+                h.held.multi_row.push(meta.key.clone());
+            }
+            continue;
+        };
+        if let Some(n) = add_file(h, day, meta, beside, read)? {
+            h.per_flight.push((u, n))?;
+            if meta.key != format!("{}{u}.parquet", index_prefix(day.date)) {
+                h.held.other_names.insert(n, meta.key.clone());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Counts one index file's read into `day` and its rows into `h`: its number, `None` if unreadable.
 fn add_file(
-    h: &mut Holding<'_>,
+    h: &mut Holding,
     day: &mut DayAudit,
     meta: &ObjectMeta,
     beside: bool,
@@ -597,7 +591,7 @@ fn holding_flights(rows: &SortedSet<(Uuid, u32, u32)>) -> impl Iterator<Item = R
 async fn find_missing(
     r: &Reader<'_, impl Store>,
     flights: &UuidSet,
-    held: &Held<'_>,
+    held: &Held,
     day: &mut DayAudit,
 ) -> Result<()> {
     let (date, store) = (day.date, r.store);
@@ -621,7 +615,7 @@ async fn find_missing(
 }
 
 /// Counts the flights with more than one row (one pass), naming the first ones' files.
-fn find_duplicated(held: &Held<'_>, day: &mut DayAudit) -> Result<()> {
+fn find_duplicated(held: &Held, day: &mut DayAudit) -> Result<()> {
     // (flight, rows, its first files' numbers) of the flight being counted.
     let mut this: Option<(Uuid, u32, Vec<u32>)> = None;
     let mut named: Vec<(Uuid, u32, Vec<u32>)> = Vec::new();
@@ -655,7 +649,7 @@ fn find_duplicated(held: &Held<'_>, day: &mut DayAudit) -> Result<()> {
 
 /// The keys of the files numbered `wanted` (one pass over the per-flight set).
 fn file_keys(
-    held: &Held<'_>,
+    held: &Held,
     date: NaiveDate,
     wanted: impl Iterator<Item = u32>,
 ) -> Result<BTreeMap<u32, String>> {
@@ -663,7 +657,7 @@ fn file_keys(
     let mut per_flight = BTreeSet::new();
     for n in wanted {
         match held.multi_row.get(n as usize) {
-            Some(k) => _ = keys.insert(n, k.to_string()),
+            Some(k) => _ = keys.insert(n, k.clone()),
             None => _ = per_flight.insert(n),
         }
     }

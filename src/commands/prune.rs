@@ -272,13 +272,9 @@ impl ListedDay {
     fn for_copies(l: Day, day: &CacheDay) -> crate::infra::error::Result<ListedDay> {
         let keys: HashSet<&str> = day.copies.iter().map(|c| c.key.as_str()).collect();
         let flights: BTreeSet<Uuid> = day.copies.iter().map(|c| c.flight).collect();
-        let i = l.index;
-        let index_keys = (i.per_flight.into_iter().map(|(_, m)| m.key))
-            .chain(i.compacted.into_iter().map(|m| m.key))
-            .chain(i.multi_row.into_iter().map(|m| m.key))
-            .chain(i.foreign.into_iter().map(|(m, _)| m.key))
-            .filter(|k| keys.contains(k.as_str()))
-            .collect();
+        let listed = l.index.inputs().chain(l.index.foreign.iter().map(|(m, _)| m));
+        let index_keys =
+            listed.filter(|m| keys.contains(m.key.as_str())).map(|m| m.key.clone()).collect();
         let mut listed = ListedDay { index_keys, ..ListedDay::default() };
         for u in flights {
             if l.flights.contains(&u)? {
@@ -334,12 +330,8 @@ fn plan_prune(walk: &CacheWalk, state: &BucketState) -> PrunePlan {
         plan.kept.push((path.clone(), KeptReason::OutsideLayout));
     }
     for (date, day) in &walk.days {
-        let mut report = PruneDay {
-            date: *date,
-            copies: day.copies.len() as u64,
-            blocked_by: state.blocked.get(date).cloned(),
-            ..Default::default()
-        };
+        let (copies, blocked_by) = (day.copies.len() as u64, state.blocked.get(date).cloned());
+        let mut report = PruneDay { date: *date, copies, blocked_by, ..Default::default() };
         let mut keep = |plan: &mut PrunePlan, path: &Path, why: KeptReason| {
             *report.kept.entry(why).or_default() += 1;
             plan.kept.push((path.to_path_buf(), why));
@@ -417,12 +409,10 @@ pub struct PruneReport {
 impl PruneReport {
     /// The CLI exit code: 1 when a delete failed, else 3 when a folder was skipped (a partial prune), else 0.
     pub fn exit_code(&self) -> u8 {
-        if !self.errors.is_empty() {
-            1
-        } else if !self.skipped_folders.is_empty() {
-            3
-        } else {
-            0
+        match (self.errors.is_empty(), self.skipped_folders.is_empty()) {
+            (false, _) => 1,
+            (true, false) => 3,
+            (true, true) => 0,
         }
     }
 
@@ -481,9 +471,10 @@ pub async fn prune(store: &impl Store, opts: &PruneOptions) -> Result<PruneRepor
         watermark: state.watermark,
         dates_looked_at: walk.days.len() as u64,
         dates_listed: state.listed.len() as u64,
-        dates_blocked: (state.blocked.iter())
-            .filter(|(d, _)| walk.days.contains_key(d))
-            .map(|(d, w)| (*d, w.clone()))
+        dates_blocked: plan
+            .days
+            .iter()
+            .filter_map(|d| Some((d.date, d.blocked_by.clone()?)))
             .collect(),
         files_to_delete: plan.delete.len() as u64,
         bytes_to_free: plan.delete.iter().map(|c| c.size).sum(),
@@ -586,14 +577,12 @@ pub fn format_human(r: &PruneReport) -> String {
         let (n, bytes) = (r.files_deleted, r.bytes_freed);
         format!("deleted {n} local copies ({bytes} bytes freed)")
     };
-    let reasons: Vec<String> =
-        (r.kept.iter()).map(|(why, n)| format!("{n} {}", why.words())).collect();
-    let reasons =
-        if reasons.is_empty() { String::new() } else { format!(": {}", reasons.join(", ")) };
-    let failed = match r.errors.len() {
-        0 => String::new(),
-        n => format!("; {n} delete(s) FAILED (see errors)"),
-    };
+    let reasons = (r.kept.iter()).map(|(why, n)| format!("{n} {}", why.words()));
+    let reasons = reasons.collect::<Vec<_>>().join(", ");
+    let reasons = if reasons.is_empty() { reasons } else { format!(": {reasons}") };
+    let n = r.errors.len();
+    let failed =
+        if n == 0 { String::new() } else { format!("; {n} delete(s) FAILED (see errors)") };
     format!(
         "prune-cache {} (watermark {wm}): {} of {} dates listed; {done}; kept {}{reasons}{failed}",
         r.dir, r.dates_listed, r.dates_looked_at, r.files_kept

@@ -162,8 +162,7 @@ pub struct DayStatus {
     pub rows_of_other_days: u64,
     /// The flights of the first [`crate::data::merge::OTHER_DAYS_UUIDS_SHOWN`] of them.
     pub other_days_uuids: Vec<String>,
-    /// The first date's: the next run's plan of its first listing window, by the run's planner
-    /// ([`plan_of`], no input claimed); `None` on later dates or when no part fits in memory.
+    /// The first date's next run's plan ([`plan_of`], nothing claimed); `None` on later dates.
     #[serde(default)]
     pub plan: Option<crate::data::report::PlanReport>,
 }
@@ -186,17 +185,15 @@ pub async fn last_run_from_mqtt(
     mqtt: &crate::data::config::MqttConfig,
     as_of: DateTime<Utc>,
 ) -> LastRunStatus {
-    match crate::data::mqtt::read_retained(mqtt, &["last_run_at", "last_run_status"]).await {
-        Err(e) => LastRunStatus { error: Some(e), ..Default::default() },
-        Ok(got) => {
-            let at = got.get("last_run_at").cloned();
-            let age_hours = (at.as_deref())
-                .and_then(|a| DateTime::parse_from_rfc3339(a).ok())
-                .map(|t| (as_of - t.to_utc()).num_hours());
-            let status = got.get("last_run_status").cloned();
-            LastRunStatus { at, age_hours, status, error: None }
-        }
-    }
+    let mut got =
+        match crate::data::mqtt::read_retained(mqtt, &["last_run_at", "last_run_status"]).await {
+            Err(e) => return LastRunStatus { error: Some(e), ..Default::default() },
+            Ok(got) => got,
+        };
+    let at = got.remove("last_run_at");
+    let age = at.as_deref().and_then(|a| DateTime::parse_from_rfc3339(a).ok());
+    let age_hours = age.map(|t| (as_of - t.to_utc()).num_hours());
+    LastRunStatus { at, age_hours, status: got.remove("last_run_status"), error: None }
 }
 
 /// Everything `status` shows; the `--json` output (`specs/status.schema.json`).
@@ -735,14 +732,10 @@ fn format_manifests(o: &mut Text, s: &StatusReport) {
     };
     o.field("manifests", live);
     for m in &s.manifests {
-        let what = if m.readable {
-            format!(
-                "{} input(s) still listed, output {}",
-                m.inputs,
-                m.output_key.as_deref().unwrap_or("none (no rows)")
-            )
-        } else {
-            "UNREADABLE: the next run quarantines it".to_string()
+        let output = m.output_key.as_deref().unwrap_or("none (no rows)");
+        let what = match m.readable {
+            true => format!("{} input(s) still listed, output {output}", m.inputs),
+            false => "UNREADABLE: the next run quarantines it".to_string(),
         };
         let what = match &m.breaks_rule {
             Some(rule) => format!("BREAKS RULE {rule}: the next run quarantines it"),
@@ -772,14 +765,11 @@ fn format_mismatch(o: &mut Text, s: &StatusReport) {
         None => return o.field("mismatch", "none"),
         Some(m) => m,
     };
+    let (date, runs, flights) = (m.date, m.mismatch_runs, m.flights);
     if m.missing_uuids.is_empty() {
-        return o.field(
-            "mismatch",
-            format_args!(
-                "{} (blocked {} run(s)): every one of its {} flights has an index row now; the next run passes it",
-                m.date, m.mismatch_runs, m.flights
-            ),
-        );
+        let passes = "flights has an index row now; the next run passes it";
+        let head = format!("{date} (blocked {runs} run(s)): every one of its {flights} {passes}");
+        return o.field("mismatch", head);
     }
     // The run's own wording of its verdict: the flights not of an unread file hold no own row.
     let reason = match m.cause {
@@ -789,8 +779,7 @@ fn format_mismatch(o: &mut Text, s: &StatusReport) {
             parity_reason(0, lost, &m.unread_files)
         }
     };
-    let (date, runs, flights, reason) =
-        (m.date, m.mismatch_runs, m.flights, reason.unwrap_or_default());
+    let reason = reason.unwrap_or_default();
     let head = format!("{date} (blocked {runs} run(s)), {flights} flights: {reason}");
     o.field("mismatch", format_args!("{head}; the next run stops here again:"));
     let more = |n| format!("... {n} more (--json lists them all)");
