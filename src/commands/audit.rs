@@ -722,16 +722,11 @@ async fn read_columns(
                     s3_key: s3_key.map(str::to_string),
                     first_message: first,
                 };
-                match flight {
-                    Some(u) => {
-                        out.flights.push(u);
-                        match flights.contains(&u) {
-                            Ok(true) => {}
-                            Ok(false) => out.orphans.add(example),
-                            Err(e) => _ = failed.get_or_insert(e),
-                        }
-                    }
-                    None => out.orphans.add(example),
+                out.flights.extend(flight);
+                match flight.map(|u| flights.contains(&u)).transpose() {
+                    Ok(Some(true)) => {}
+                    Ok(_) => out.orphans.add(example),
+                    Err(e) => _ = failed.get_or_insert(e),
                 }
                 if !matches!(source, Source::PerFlight(_)) && is_other_day(first, date) {
                     out.other_day.add(example);

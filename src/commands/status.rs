@@ -492,13 +492,13 @@ async fn next_days(
             if next.is_empty() { usize::try_from(window).unwrap_or(usize::MAX) } else { 0 };
         let day = Day::list_window(store, date, true, window, config.spill).await?;
         let other = day.other_day_rows(store, config.input_budget).await?;
-        let plan = match window {
-            0 => None,
-            _ => plan_of(store, config, &day, &Default::default()).await.ok(),
-        };
-        let mut report = crate::data::report::PlanReport::default();
-        let summary = plan.as_ref().map(|p| p.summary(0..p.parts.len()));
-        summary.inspect(|s| report.insert(0, 1, s, None));
+        let mut plan = None;
+        if window > 0
+            && let Ok(p) = plan_of(store, config, &day, &Default::default()).await
+        {
+            let report = plan.insert(crate::data::report::PlanReport::default());
+            report.insert(0, 1, &p.summary(0..p.parts.len()), None);
+        }
         next.push(DayStatus {
             date,
             counts: day.counts(),
@@ -506,7 +506,7 @@ async fn next_days(
             blocked_by: blocked.blocking_walk(date).map(ToString::to_string),
             rows_of_other_days: other.rows,
             other_days_uuids: other.uuids.iter().map(Uuid::to_string).collect(),
-            plan: plan.map(|_| report),
+            plan,
         });
     }
     Ok(next)
@@ -516,10 +516,9 @@ async fn inputs_listed(store: &impl Store, manifest: Option<&Manifest>) -> Resul
     let Some(manifest) = manifest.filter(|m| !m.inputs.is_empty()) else {
         return Ok(0);
     };
+    let prefix = crate::data::keys::index_prefix(manifest.date);
     let listed: std::collections::HashSet<String> =
-        (store.list(&crate::data::keys::index_prefix(manifest.date)).await?.into_iter())
-            .map(|o| o.key)
-            .collect();
+        store.list(&prefix).await?.into_iter().map(|o| o.key).collect();
     Ok((manifest.inputs.iter()).filter(|i| listed.contains(&i.key)).count() as u64)
 }
 
@@ -825,10 +824,9 @@ fn format_next_days(o: &mut Text, s: &StatusReport) {
             o.line(format_args!("  part {}: {n} file(s), {b} bytes, ~{mb} MB", i + 1));
         }
         if d.rows_of_other_days > 0 {
+            let (n, uuids) = (d.rows_of_other_days, d.other_days_uuids.join(", "));
             let other = format!(
-                "  {} row(s) of other days in multi-row files (merged here, not moved): {}",
-                d.rows_of_other_days,
-                d.other_days_uuids.join(", ")
+                "  {n} row(s) of other days in multi-row files (merged here, not moved): {uuids}"
             );
             o.row(&COLS[..1], &[&""], other);
         }
