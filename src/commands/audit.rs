@@ -409,10 +409,9 @@ async fn audit_date(r: &Reader<'_, impl Store>, date: NaiveDate) -> Result<DayAu
 /// rest in sorted runs on local disk: a fixed rule, so an audit holds the same whatever the date.
 pub const SET_IN_MEMORY: usize = 1 << 14;
 
-/// Audits one date: its listings, its index files' columns, then merge passes for missing and
-/// duplicated flights. Memory whatever the date's size: no per-flight key held (listed with a
-/// window of none, then read a page at a time), the sets [`SET_IN_MEMORY`] records each. Errors:
-/// an S3 error (after the SDK's retries); [`Error::PreconditionFailed`] or not-found when an input
+/// Audits one date: its listings (no per-flight key held: a window of none, then a page at a time),
+/// its index files' columns, then merge passes for missing and duplicated flights. Errors: an S3
+/// error (after the SDK's retries); [`Error::PreconditionFailed`] or not-found when an input
 /// changed or vanished since the listing; [`Error::Spill`] when a set on disk fails (any step).
 async fn audit_day(r: &Reader<'_, impl Store>, date: NaiveDate) -> Result<DayAudit> {
     let listed = Day::list_window(r.store, date, true, 0, r.spill).await?;
@@ -453,8 +452,7 @@ struct Holding {
     files: u32,
 }
 
-/// Reads the `s3_key` and `first_message` columns of every index file of
-/// `listed` into `day` (multi-row inputs first). Errors: as [`audit_day`].
+/// Reads every index file of `listed` into `day`, multi-row inputs first. Errors: as [`audit_day`].
 async fn read_index(r: &Reader<'_, impl Store>, listed: &Day, day: &mut DayAudit) -> Result<Held> {
     let mut h = Holding {
         held: Held::default(),

@@ -216,14 +216,10 @@ fn walk_cache(dir: &Path) -> Result<CacheWalk, PruneError> {
     let mut walk = CacheWalk::default();
     let years = read_dir_sorted(dir).map_err(|(path, source)| PruneError::ReadDir { path, source });
     for (y, yp, ym) in years? {
-        let Some(months) = walk.enter(yp, ym.is_dir() && y.starts_with("year=")) else {
-            continue;
-        };
-        for (m, mp, mm) in months {
-            let Some(days) = walk.enter(mp, mm.is_dir() && m.starts_with("month=")) else {
-                continue;
-            };
-            for (d, dp, dm) in days {
+        let months = walk.enter(yp, ym.is_dir() && y.starts_with("year="));
+        for (m, mp, mm) in months.into_iter().flatten() {
+            let days = walk.enter(mp, mm.is_dir() && m.starts_with("month="));
+            for (d, dp, dm) in days.into_iter().flatten() {
                 let prefix = format!("index/{y}/{m}/{d}/");
                 let date = crate::data::keys::index_partition_date(&prefix)
                     .filter(|date| dm.is_dir() && index_prefix(*date) == prefix);

@@ -37,6 +37,7 @@ use crate::protocol::lease::Lease;
 use crate::protocol::manifest::quarantined_date;
 use crate::protocol::partition::{ParityCause, parity_reason};
 use crate::protocol::plan;
+use crate::protocol::sizing::MemoryFit;
 
 /// Default number of upcoming dates `status` counts files for (`--days`).
 pub const DEFAULT_DAYS: usize = 5;
@@ -486,10 +487,9 @@ async fn next_days(
     blocked: &Blocked,
 ) -> Result<Vec<DayStatus>> {
     let mut next = Vec::new();
-    let window = crate::protocol::sizing::MemoryFit::of(config).window();
+    let window = usize::try_from(MemoryFit::of(config).window()).unwrap_or(usize::MAX);
     for date in start.iter_days().take_while(|d| *d <= cutoff).take(days) {
-        let window =
-            if next.is_empty() { usize::try_from(window).unwrap_or(usize::MAX) } else { 0 };
+        let window = if next.is_empty() { window } else { 0 };
         let day = Day::list_window(store, date, true, window, config.spill).await?;
         let other = day.other_day_rows(store, config.input_budget).await?;
         let mut plan = None;
@@ -539,7 +539,7 @@ async fn lease_status(store: &impl Store, as_of: DateTime<Utc>) -> Result<LeaseS
 }
 
 /// The next run's first pass's parity gate for one date, read-only: its plan (`claimed` keys left
-/// out) and window ([`crate::protocol::sizing::MemoryFit::window`]); files past it go unchecked.
+/// out) and window ([`MemoryFit::window`]); files past it go unchecked.
 async fn mismatch_status(
     store: &impl Store,
     config: &Config,
@@ -549,8 +549,7 @@ async fn mismatch_status(
     errors: &mut Vec<String>,
 ) -> Result<MismatchStatus> {
     let settings = crate::protocol::read::ReadSettings::of(config);
-    let window = crate::protocol::sizing::MemoryFit::of(config).window();
-    let window = usize::try_from(window).unwrap_or(usize::MAX);
+    let window = usize::try_from(MemoryFit::of(config).window()).unwrap_or(usize::MAX);
     let day = Day::list_window(store, date, true, window, settings.spill).await?;
     let plan = plan_of(store, config, &day, claimed).await?;
     let check = day.parity_check(store, Some(&plan), settings).await?;
@@ -574,9 +573,8 @@ async fn mismatch_status(
     })
 }
 
-/// The next run's plan of `day`'s listing window, by the run's planner
-/// ([`crate::protocol::partition::plan_date`]). Errors: as it, and a date no part of which fits in
-/// memory ([`crate::protocol::sizing::MemoryFit::part_files`]).
+/// The next run's plan of `day`'s listing window ([`crate::protocol::partition::plan_date`]).
+/// Errors: as it, and a date no part of which fits in memory ([`MemoryFit::part_files`]).
 async fn plan_of(
     store: &impl Store,
     config: &Config,
@@ -585,8 +583,7 @@ async fn plan_of(
 ) -> Result<plan::DatePlan> {
     let settings = crate::protocol::read::ReadSettings::of(config);
     let files = (day.index.inputs().count() + day.index.beyond_window.files) as u64;
-    let fit = crate::protocol::sizing::MemoryFit::of(config);
-    let sizing = fit.sizing(day.date, files, day.flights.len())?;
+    let sizing = MemoryFit::of(config).sizing(day.date, files, day.flights.len())?;
     let day_plan = plan::plan_day(day.date, day.index.clone(), claimed);
     let mut prefetched = Default::default();
     crate::protocol::partition::plan_date(store, day_plan, &sizing, settings, &mut prefetched).await
