@@ -75,12 +75,8 @@ impl fmt::Debug for ProgressSink {
 /// A bar over dates, for [`bar_sink`].
 pub fn date_bar() -> ProgressBar {
     let bar = ProgressBar::no_length();
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} dates {msg}",
-        )
-        .expect("valid template"),
-    );
+    let template = "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} dates {msg}";
+    bar.set_style(ProgressStyle::with_template(template).expect("valid template"));
     bar.set_message("listing and recovering");
     bar.enable_steady_tick(Duration::from_millis(200));
     bar

@@ -39,6 +39,7 @@ use uuid::Uuid;
 use crate::data::keys::{IndexKey, classify_index_key, index_prefix};
 use crate::data::state::WatermarkState;
 use crate::infra::storage::Store;
+use crate::infra::text::escape;
 use crate::protocol::day::{Blocked, Day};
 
 /// How many paths each list of examples in a [`PruneReport`] shows.
@@ -443,10 +444,9 @@ async fn read_bucket(store: &impl Store, walk: &CacheWalk) -> Result<BucketState
     let dates = dates_to_list(walk, &state);
     state.listed = futures::stream::iter(dates)
         .map(|d| async move {
-            let what = format!("the partitions of {d}");
             let l = (Day::list(store, d, true, Default::default()).await)
                 .and_then(|l| ListedDay::for_copies(l, &walk.days[&d]))
-                .map_err(listing(&what))?;
+                .map_err(listing(&format!("the partitions of {d}")))?;
             Ok::<_, PruneError>((d, l))
         })
         .buffered(DATES_LISTED_IN_FLIGHT)
@@ -478,9 +478,7 @@ pub async fn prune(store: &impl Store, opts: &PruneOptions) -> Result<PruneRepor
             .map(|c| c.path.display().to_string())
             .collect(),
         days: std::mem::take(&mut plan.days),
-        skipped_folders: (walk.skipped.iter())
-            .map(|(_, why)| crate::infra::text::escape(why))
-            .collect(),
+        skipped_folders: walk.skipped.iter().map(|(_, why)| escape(why)).collect(),
         ..Default::default()
     };
     for (path, why) in &plan.kept {
@@ -525,7 +523,7 @@ fn execute(dir: &Path, plan: &PrunePlan, r: &mut PruneReport) {
                 tracing::warn!(path = %c.path.display(), error = %why, "local copy could not be deleted");
                 r.errors.push(format!(
                     "deleting {}: {why} (its S3 object is gone; delete it by hand or fix the permissions, the next run tries again)",
-                    crate::infra::text::escape(&c.path.display().to_string())
+                    escape(&c.path.display().to_string())
                 ));
                 r.keep(&c.path, KeptReason::DeleteFailed);
             }

@@ -27,6 +27,7 @@ use uuid::Uuid;
 use crate::commands::render::{Col, Text};
 use crate::data::config::Config;
 use crate::data::keys::{LOCK_KEY, WATERMARK_KEY, manifest_date};
+use crate::data::mqtt::read_retained;
 use crate::data::report::{DAY_KEYS_SHOWN, DAY_UUIDS_SHOWN};
 use crate::data::state::{Manifest, WatermarkState};
 use crate::infra::error::{Error, Result};
@@ -35,8 +36,9 @@ use crate::infra::storage::lifecycle::{BucketLifecycle, LifecycleRuleSummary};
 use crate::protocol::day::{Blocked, Day, DayCounts, StateListing};
 use crate::protocol::lease::Lease;
 use crate::protocol::manifest::quarantined_date;
-use crate::protocol::partition::{ParityCause, parity_reason};
+use crate::protocol::partition::{ParityCause, first_date, parity_reason};
 use crate::protocol::plan;
+use crate::protocol::recovery::assess_listed;
 use crate::protocol::sizing::MemoryFit;
 
 /// Default number of upcoming dates `status` counts files for (`--days`).
@@ -186,11 +188,10 @@ pub async fn last_run_from_mqtt(
     mqtt: &crate::data::config::MqttConfig,
     as_of: DateTime<Utc>,
 ) -> LastRunStatus {
-    let mut got =
-        match crate::data::mqtt::read_retained(mqtt, &["last_run_at", "last_run_status"]).await {
-            Err(e) => return LastRunStatus { error: Some(e), ..Default::default() },
-            Ok(got) => got,
-        };
+    let mut got = match read_retained(mqtt, &["last_run_at", "last_run_status"]).await {
+        Err(e) => return LastRunStatus { error: Some(e), ..Default::default() },
+        Ok(got) => got,
+    };
     let at = got.remove("last_run_at");
     let age = at.as_deref().and_then(|a| DateTime::parse_from_rfc3339(a).ok());
     let age_hours = age.map(|t| (as_of - t.to_utc()).num_hours());
@@ -366,8 +367,7 @@ pub async fn gather(
     config: &Config,
     opts: &StatusOptions,
 ) -> Result<StatusReport> {
-    let cutoffs = plan::Cutoff::of_status(opts.now, opts.as_of, config.lag_days);
-    let cutoff = cutoffs.walk;
+    let cutoff = plan::Cutoff::of_status(opts.now, opts.as_of, config.lag_days);
     let mut s = StatusReport::new(store.bucket(), Some(config.lag_days), opts);
     let wm = read_watermark(store, &mut s).await?;
     s.lease = lease_status(store, opts.as_of).await?;
@@ -392,24 +392,20 @@ pub async fn gather(
         return Ok(s);
     };
     s.watermark = wm.last_compacted_date;
-    check_watermark_ahead(&mut s, cutoffs.today);
+    check_watermark_ahead(&mut s, cutoff.today);
     let blocked = Blocked::of(wm.mismatch_date, &state);
     if let Some(date) = wm.mismatch_date {
-        let claimed = crate::protocol::recovery::assess_listed(store, state, config.input_budget)
-            .await?
-            .claimed;
-        s.mismatch = Some(
-            mismatch_status(store, config, date, wm.mismatch_runs, &claimed, &mut s.errors).await?,
-        );
+        let claimed = assess_listed(store, state, config.input_budget).await?.claimed;
+        let runs = wm.mismatch_runs;
+        s.mismatch =
+            Some(mismatch_status(store, config, date, runs, &claimed, &mut s.errors).await?);
     }
-    let earliest =
-        crate::protocol::partition::first_date(store, wm.last_compacted_date, config.start_date)
-            .await?;
+    let earliest = first_date(store, wm.last_compacted_date, config.start_date).await?;
     s.next_date = plan::walk_start(wm.last_compacted_date, config.start_date, earliest);
     s.watermark_lag_days =
-        Some(plan::watermark_lag_days(wm.last_compacted_date, s.next_date, cutoff));
+        Some(plan::watermark_lag_days(wm.last_compacted_date, s.next_date, cutoff.walk));
     if let Some(start) = s.next_date {
-        s.next_days = next_days(store, config, start, cutoff, opts.days, &blocked).await?;
+        s.next_days = next_days(store, config, start, cutoff.walk, opts.days, &blocked).await?;
     }
     Ok(s)
 }
