@@ -29,7 +29,7 @@ use crate::data::config::Config;
 use crate::data::keys::{LOCK_KEY, WATERMARK_KEY, manifest_date};
 use crate::data::mqtt::read_retained;
 use crate::data::report::{DAY_KEYS_SHOWN, DAY_UUIDS_SHOWN};
-use crate::data::state::{Manifest, WatermarkState};
+use crate::data::state::{Manifest, Watermark, WatermarkState};
 use crate::infra::error::{Error, Result};
 use crate::infra::storage::Store;
 use crate::infra::storage::lifecycle::{BucketLifecycle, LifecycleRuleSummary};
@@ -411,10 +411,7 @@ pub async fn gather(
 }
 
 /// The watermark; `None`, the error in `s.errors`, when it is not one ([`Error::BadState`]).
-async fn read_watermark(
-    store: &impl Store,
-    s: &mut StatusReport,
-) -> Result<Option<crate::data::state::Watermark>> {
+async fn read_watermark(store: &impl Store, s: &mut StatusReport) -> Result<Option<Watermark>> {
     match WatermarkState::read(store).await {
         Ok(wm) => Ok(Some(wm.watermark)),
         Err(e @ Error::BadState { .. }) => {
