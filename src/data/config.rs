@@ -101,7 +101,7 @@ macro_rules! settings {
 
         impl $sub {
             fn from_map(env: &Env) -> Result<Option<$sub>> {
-                let Some($gate_field) = $gate.optional(env)? else {
+                let Some($gate_field) = FromSetting::from_setting(&$gate, env)? else {
                     return Ok(None);
                 };
                 Ok(Some($sub {
@@ -387,10 +387,6 @@ impl Setting {
         (!v.is_empty()).then_some(v)
     }
 
-    fn refuse(&self, reason: impl Into<String>) -> Error {
-        bad(self.name, reason)
-    }
-
     /// A programming error: a row read as what its parser is not.
     fn misread(&self, as_what: &str) -> ! {
         panic!("setting {} ({:?}) read as {as_what}", self.name, self.parse)
@@ -405,26 +401,22 @@ impl Setting {
         }
     }
 
-    fn optional(&self, env: &Env) -> Result<Option<String>> {
-        self.given(env).map(|v| self.parse_text(v)).transpose()
-    }
-
     /// The number given, else its default (derived from `env` when [`DefaultIs::Derived`]).
     fn whole<T: TryFrom<u64>>(&self, env: &Env) -> Result<T> {
         let Parse::Whole { min, max, what } = self.parse else { self.misread("a whole number") };
-        let fit = |n: u64| T::try_from(n).map_err(|_| self.refuse(format!("{n} is too large")));
+        let fit = |n: u64| T::try_from(n).map_err(|_| bad(self.name, format!("{n} is too large")));
         let Some(v) = self.given(env) else {
             return fit(self.default.figure_in(env));
         };
         let n: u64 =
-            v.parse().map_err(|_| self.refuse(format!("expected {what}, got {}", quote(v))))?;
+            v.parse().map_err(|_| bad(self.name, format!("expected {what}, got {}", quote(v))))?;
         if !(min..=max).contains(&n) {
             let range = match (min, max) {
                 (_, u64::MAX) => format!("at least {min}"),
                 (0, _) => format!("at most {max}"),
                 _ => format!("from {min} to {max}"),
             };
-            return Err(self.refuse(format!("must be {range}, got {n} ({})", self.summary())));
+            return Err(bad(self.name, format!("must be {range}, got {n} ({})", self.summary())));
         }
         fit(n)
     }
@@ -441,7 +433,7 @@ impl FromSetting for String {
         match (s.given(env), s.default) {
             (Some(v), _) => s.parse_text(v),
             (None, DefaultIs::Text(t)) => Ok(t.to_string()),
-            (None, DefaultIs::Required) => Err(s.refuse(format!("required: {}", s.summary()))),
+            (None, DefaultIs::Required) => Err(bad(s.name, format!("required: {}", s.summary()))),
             (None, _) => s.misread("text with a default"),
         }
     }
@@ -449,7 +441,7 @@ impl FromSetting for String {
 
 impl FromSetting for Option<String> {
     fn from_setting(s: &Setting, env: &Env) -> Result<Option<String>> {
-        s.optional(env)
+        s.given(env).map(|v| s.parse_text(v)).transpose()
     }
 }
 
@@ -479,7 +471,7 @@ impl FromSetting for bool {
         match v.to_ascii_lowercase().as_str() {
             "true" | "1" | "yes" | "on" => Ok(true),
             "false" | "0" | "no" | "off" => Ok(false),
-            _ => Err(s.refuse(format!("expected true or false, got {}", quote(v)))),
+            _ => Err(bad(s.name, format!("expected true or false, got {}", quote(v)))),
         }
     }
 }
@@ -492,13 +484,13 @@ impl FromSetting for Duration {
         };
         let secs: f64 = match s.given(env) {
             None => s.default.figure() as f64,
-            Some(v) => v
-                .parse()
-                .map_err(|_| s.refuse(format!("expected a number of seconds, got {}", quote(v))))?,
+            Some(v) => v.parse().map_err(|_| {
+                bad(s.name, format!("expected a number of seconds, got {}", quote(v)))
+            })?,
         };
         // Written so that NaN fails too.
         if !(secs > 0.0 && secs <= max as f64) {
-            return Err(s.refuse(format!("must be above 0 and at most {max}, got {secs}")));
+            return Err(bad(s.name, format!("must be above 0 and at most {max}, got {secs}")));
         }
         Ok(Duration::from_secs_f64(secs))
     }
