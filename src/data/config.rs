@@ -367,16 +367,6 @@ impl Setting {
         meaning.split_once(". ").map_or(meaning.clone(), |(first, _)| first.to_string())
     }
 
-    /// The default as docs/configuration.md shows it: a value in `code` marks.
-    fn default_markdown(&self) -> String {
-        match self.default {
-            DefaultIs::Number(_) | DefaultIs::Bool(_) | DefaultIs::Text(_) => {
-                format!("`{}`", self.default)
-            }
-            d => d.to_string(),
-        }
-    }
-
     /// Trimmed (but [`Parse::Verbatim`]); `None` when unset or empty.
     fn given<'a>(&self, env: &'a Env) -> Option<&'a str> {
         let v = env.get(self.name)?;
@@ -507,9 +497,14 @@ impl FromSetting for Option<NaiveDate> {
 
 /// docs/configuration.md's table of [`SETTINGS`] (`archive-compaction settings --markdown`).
 pub fn settings_markdown() -> String {
-    let rows: String = SETTINGS
-        .iter()
-        .map(|s| format!("| `{}` | {} | {} |\n", s.name, s.default_markdown(), s.doc))
+    use DefaultIs::{Bool, Number, Text};
+    let rows: String = (SETTINGS.iter())
+        .map(|s| {
+            // A value in `code` marks, a description as it is.
+            let value = matches!(s.default, Number(_) | Bool(_) | Text(_));
+            let default = if value { format!("`{}`", s.default) } else { s.default.to_string() };
+            format!("| `{}` | {default} | {} |\n", s.name, s.doc)
+        })
         .collect();
     format!("| variable | default | meaning |\n|---|---|---|\n{rows}")
 }
