@@ -250,7 +250,7 @@ fn function_mb(env: &Env) -> Option<u64> {
     env.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE").and_then(|v| v.trim().parse().ok())
 }
 
-/// What a setting is when its variable is unset or empty, as `--help` and docs/configuration.md show it.
+/// What a setting is when unset or empty, as `settings` and docs/configuration.md show it.
 #[derive(Debug, Clone, Copy)]
 pub enum DefaultIs {
     /// No default: the run refuses to start without it.

@@ -55,7 +55,6 @@ pub enum Error {
         bucket: String,
         /// The key or prefix involved.
         key: String,
-        /// [`crate::infra::storage::S3_DEADLINE_MARGIN`] in seconds.
         margin_s: u64,
     },
 
@@ -67,15 +66,11 @@ pub enum Error {
     DayTooBig {
         /// The date (YYYY-MM-DD).
         date: String,
-        /// Index files listed in its partition.
         files: u64,
-        /// Flight objects listed under `flights/`.
         flights: u64,
         /// The smallest useful part, in weight ([`crate::protocol::plan::input_weight`]).
         part_files: u64,
-        /// The estimated peak in parts of `part_files`, in MB.
         needed_mb: u64,
-        /// The limit (`MEMORY_LIMIT_MB`), in MB.
         limit_mb: u64,
         /// The smallest limit that would do, rounded up to 64 MB.
         suggest_mb: u64,
@@ -104,13 +99,10 @@ pub enum Error {
     )]
     DateUnfinished {
         date: NaiveDate,
-        /// Parts committed by this run.
         parts_done: u64,
         /// Index files of the date's plan not yet compacted.
         files_left: u64,
-        /// Seconds left before the deadline.
         left_s: u64,
-        /// Seconds the next part needs.
         needed_s: u64,
         /// [`crate::infra::deadline::Near::part_hint`]: empty, or what to change.
         hint: String,
@@ -121,13 +113,7 @@ pub enum Error {
     #[error(
         "date {date}: a listing window of {window} per-flight file(s) committed nothing, and {left} per-flight file(s) past it are left uncompacted: the window's files were all skipped (see skipped_files: over an input limit, unreadable, or claimed by a manifest); fix or remove those files, or raise PART_FILES (a window is 4 parts), then run again"
     )]
-    WindowStalled {
-        date: NaiveDate,
-        /// The window, in per-flight files.
-        window: u64,
-        /// Per-flight files past it, not compacted.
-        left: u64,
-    },
+    WindowStalled { date: NaiveDate, window: u64, left: u64 },
 
     /// A state file (`_compaction_state/...`) exists but cannot be parsed.
     #[error(
@@ -160,7 +146,6 @@ pub enum Error {
     LeaseNotReleased {
         /// The bucket (the key is [`crate::data::keys::LOCK_KEY`]).
         bucket: String,
-        /// This run's holder id.
         holder: String,
         /// When the lease lapses (RFC 3339, UTC).
         expires_at: String,
@@ -176,7 +161,6 @@ pub enum Error {
         key: String,
         /// When it expired (RFC 3339, UTC).
         expired_at: String,
-        /// `LEASE_SECONDS`.
         lease_seconds: u64,
     },
 
@@ -257,7 +241,6 @@ pub enum Error {
         key: String,
         /// Which rule it fails.
         reason: String,
-        /// Inputs kept in all.
         count: usize,
         /// The commit's output key (or "no output", zero rows).
         output: String,
@@ -337,7 +320,6 @@ pub enum ReportError {
     )]
     MqttTimeout {
         broker: String,
-        /// The bound (`MQTT_TIMEOUT_SECONDS`).
         timeout: Duration,
         /// What was under way: `connecting`, `publishing` or `disconnecting`.
         stage: &'static str,
