@@ -256,7 +256,13 @@ fn main() -> ExitCode {
     let bar = date_bar(config.is_ok(), cli.as_ref());
     let level = config.as_ref().map_or("info", |c| c.log_level.as_str());
     init_tracing(level, lambda, bar.clone());
-    warn_mistyped_settings();
+    for (variable, setting) in mistyped_settings(&std::env::vars().collect()) {
+        tracing::warn!(
+            variable,
+            setting,
+            "environment variable {variable} is not a setting and is ignored: did you mean {setting}?"
+        );
+    }
     // One thread: the work is I/O-bound and a Lambda below 1,769 MB has under one vCPU.
     let rt =
         tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
@@ -368,16 +374,6 @@ fn date_bar(config_ok: bool, cli: Option<&Cli>) -> Option<ProgressBar> {
         && matches!(cli, Some(Cli { command: Command::Run { .. } | Command::Audit { .. } }))
         && std::io::stderr().is_terminal())
     .then(progress::date_bar)
-}
-
-fn warn_mistyped_settings() {
-    for (variable, setting) in mistyped_settings(&std::env::vars().collect()) {
-        tracing::warn!(
-            variable,
-            setting,
-            "environment variable {variable} is not a setting and is ignored: did you mean {setting}?"
-        );
-    }
 }
 
 /// SIGTERM / SIGINT, in Lambda and for `run`, as [`archive_compaction::infra::stop::Stop::listen`].

@@ -62,13 +62,6 @@ const EVENTBRIDGE_ENVELOPE: &[&str] = &[
     "replay-name",
 ];
 
-/// The fields of an event this version reads, from serde's derive, less [`EVENTBRIDGE_ENVELOPE`].
-fn event_fields() -> Vec<&'static str> {
-    (serde_aux::serde_introspection::serde_introspect::<InvokeEvent>().iter().copied())
-        .filter(|f| !EVENTBRIDGE_ENVELOPE.contains(f))
-        .collect()
-}
-
 /// Exactly `YYYY-MM-DD`, as the CLI takes it.
 fn strict_date<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<NaiveDate>, D::Error> {
     let s: Option<String> = Option::deserialize(d)?;
@@ -84,9 +77,13 @@ impl InvokeEvent {
     /// Parses an event, each field alone first, so an error names it and lists the accepted ones.
     pub fn from_value(payload: serde_json::Value) -> Result<InvokeEvent, String> {
         let accepted = || {
+            // The fields this version reads, from serde's derive.
+            let fields = serde_aux::serde_introspection::serde_introspect::<InvokeEvent>();
+            let read: Vec<&str> =
+                fields.iter().copied().filter(|f| !EVENTBRIDGE_ENVELOPE.contains(f)).collect();
             format!(
                 "accepted fields: {}; EventBridge's envelope fields ({}) are accepted and ignored",
-                event_fields().join(", "),
+                read.join(", "),
                 EVENTBRIDGE_ENVELOPE.join(", ")
             )
         };
@@ -278,7 +275,7 @@ pub async fn handle(
             };
             r.fail(e);
             // A Failure like any other: reported too.
-            crate::app::reporting::publish(deps, &mut r).await;
+            crate::app::reporting::publish_by(deps, &mut r, None).await;
             r.bound();
             log_report(&r);
             return Err(RunError(r));

@@ -21,11 +21,6 @@ fn bound(timeout: Duration, deadline: Option<Instant>, later: Duration) -> Durat
     })
 }
 
-/// [`publish_by`] without a deadline.
-pub async fn publish(deps: &Deps, report: &mut RunReport) {
-    publish_by(deps, report, None).await
-}
-
 /// Publishes to CloudWatch (when `METRICS_ENABLED`) and MQTT (when `MQTT_HOST` is set) at once.
 pub async fn publish_by(deps: &Deps, report: &mut RunReport, deadline: Option<Instant>) {
     if report.dry_run {

@@ -1,8 +1,9 @@
-//! Settings, parsed from environment variables into a typed [`Config`], one row of [`SETTINGS`]
-//! each (name, default, derived default, parser with its bounds, meaning): `archive-compaction
-//! settings` prints the rows, docs/configuration.md's table is [`settings_markdown`] (`make
-//! docs-settings`; tests/suite/docs.rs holds them equal, and template.yaml to the defaults).
-//! Every error names the variable and what it expects. The AWS SDK reads its own variables.
+//! Settings, parsed from environment variables into a typed [`Config`], each declared once in
+//! `settings!` (variable, default or derived default, parser with its bounds, meaning, field):
+//! `archive-compaction settings` prints the rows, docs/configuration.md's table is
+//! [`settings_markdown`] (`make docs-settings`; tests/suite/docs.rs holds them equal, and
+//! template.yaml to the defaults). Every error names the variable and what it expects. The AWS
+//! SDK reads its own variables.
 //!
 //! ```
 //! use std::collections::HashMap;
@@ -20,6 +21,7 @@ use std::time::Duration;
 use chrono::NaiveDate;
 
 use crate::data::input::Budget;
+use crate::data::spill::SpillSettings;
 use crate::infra::error::{Error, Result};
 use crate::infra::storage;
 use crate::infra::text::quote;
@@ -27,124 +29,220 @@ use crate::infra::text::quote;
 /// Environment variables by name.
 type Env = HashMap<String, String>;
 
-/// Declares each setting as a constant named as its variable (its doc comment
-/// is the meaning `--help` shows), and [`SETTINGS`].
+/// Declares the settings, one row each, in the order `settings` and docs/configuration.md list
+/// them:
+///
+/// ```text
+/// /// meaning, in Markdown
+/// VARIABLE: default, parser => field: Type = conversion;   // `= conversion` optional
+/// ```
+///
+/// From each row it makes the constant `VARIABLE` (a [`Setting`]; `default` is a [`DefaultIs`],
+/// `parser` a [`Parse`]), its place in [`SETTINGS`], and the field of the struct it is listed
+/// under, documented with the meaning. `from_map` reads the fields in order, each by
+/// [`FromSetting`] for its type (for the conversion's argument when there is one), then converts.
+/// The second struct is a field of the first; its first row is its gate: unset, the struct is
+/// `None` and its other rows are not read.
 macro_rules! settings {
-    ($($(#[doc = $doc:literal])+ $name:ident: $default:expr, $parse:expr;)+) => {
-        $(
-            $(#[doc = $doc])+
-            pub const $name: Setting = {
-                use DefaultIs::*;
-                use Parse::*;
-                Setting {
-                    name: stringify!($name),
-                    default: $default,
-                    parse: $parse,
-                    doc: concat!($($doc),+).trim_ascii(),
-                }
-            };
-        )+
-/// Every setting, in the order `--help` and docs/configuration.md show them.
-        pub const SETTINGS: &[Setting] = &[$($name),+];
+    (
+        $(#[$meta:meta])* pub struct $config:ident {
+            $($(#[doc = $doc:literal])+
+            $name:ident: $default:expr, $parse:expr => $field:ident: $ty:ty $(= $conv:expr)?;)+
+        }
+        $(#[$sub_meta:meta])* pub struct $sub:ident in $sub_field:ident {
+            $(#[doc = $gate_doc:literal])+
+            $gate:ident: $gate_default:expr, $gate_parse:expr => $gate_field:ident: String;
+            $($(#[doc = $sub_doc:literal])+
+            $sub_name:ident: $sub_default:expr, $sub_parse:expr => $sub_row:ident: $sub_ty:ty;)+
+        }
+    ) => {
+        $(settings!(@const $(#[doc = $doc])+ $name, $default, $parse);)+
+        settings!(@const $(#[doc = $gate_doc])+ $gate, $gate_default, $gate_parse);
+        $(settings!(@const $(#[doc = $sub_doc])+ $sub_name, $sub_default, $sub_parse);)+
+
+        /// Every setting, in the order `settings` and docs/configuration.md show them.
+        pub const SETTINGS: &[Setting] = &[$($name,)+ $gate, $($sub_name),+];
+
+        $(#[$meta])*
+        pub struct $config {
+            $($(#[doc = $doc])+
+            #[doc = concat!("\n\n([`", stringify!($name), "`])")]
+            pub $field: $ty,)+
+            #[doc = concat!("Read when [`", stringify!($gate), "`] is set.")]
+            pub $sub_field: Option<$sub>,
+        }
+
+        impl $config {
+            /// Parses settings from a map of environment variables (tests never touch the
+            /// process's).
+            ///
+            /// Errors: [`Error::Config`] naming the first variable missing or malformed.
+            pub fn from_map(env: &HashMap<String, String>) -> Result<$config> {
+                Ok($config {
+                    $($field: {
+                        let read = FromSetting::from_setting(&$name, env)?;
+                        $(let read = ($conv)(read);)?
+                        read
+                    },)+
+                    $sub_field: $sub::from_map(env)?,
+                })
+            }
+        }
+
+        $(#[$sub_meta])*
+        pub struct $sub {
+            $(#[doc = $gate_doc])+
+            #[doc = concat!("\n\n([`", stringify!($gate), "`])")]
+            pub $gate_field: String,
+            $($(#[doc = $sub_doc])+
+            #[doc = concat!("\n\n([`", stringify!($sub_name), "`])")]
+            pub $sub_row: $sub_ty,)+
+        }
+
+        impl $sub {
+            fn from_map(env: &Env) -> Result<Option<$sub>> {
+                let Some($gate_field) = FromSetting::from_setting(&$gate, env)? else {
+                    return Ok(None);
+                };
+                Ok(Some($sub {
+                    $gate_field,
+                    $($sub_row: FromSetting::from_setting(&$sub_name, env)?,)+
+                }))
+            }
+        }
+    };
+    (@const $(#[doc = $doc:literal])+ $name:ident, $default:expr, $parse:expr) => {
+        $(#[doc = $doc])+
+        pub const $name: Setting = {
+            #[allow(unused_imports)]
+            use {DefaultIs::*, Parse::*};
+            Setting {
+                name: stringify!($name),
+                default: $default,
+                parse: $parse,
+                doc: concat!($($doc),+).trim_ascii(),
+            }
+        };
     };
 }
 
 settings! {
-    /// bucket holding `flights/`, `index/` and `_compaction_state/`
-    S3_BUCKET: Required, Plain;
-    /// cutoff = UTC date of the invocation time minus this many days
-    LAG_DAYS: Number(2), Whole { min: 0, max: 3650, what: "a whole number of days" };
-    /// `YYYY-MM-DD`: the walk and the sweep never touch an earlier date (only `--date` or
-    /// `--from`/`--to` do). Unset, a fresh deployment starts at the earliest `index/` or
-    /// `flights/` partition; set it to the first indexed date when `flights/` goes back further
-    START_DATE: Unset, Date;
-    /// `off`, `error`, `warn`, `info`, `debug`, `trace`, or `target=level` pairs
-    /// (`info,archive_compaction::commands::run=debug,archive_compaction::protocol::commit=debug`
-    /// adds each part's phase times); anything else is refused. The AWS SDK's own region and
-    /// credential lookups log at `debug` only
-    LOG_LEVEL: Text("info"), LogLevel;
-    /// `true` for S3-compatible servers that need path-style URLs
-    S3_FORCE_PATH_STYLE: Bool(false), Flag;
-    /// lease length, s; keep it above the Lambda timeout (900 s), the same for CLI and Lambda
-    LEASE_SECONDS: Number(960), Whole { min: 1, max: u64::MAX, what: "a whole number of seconds" };
-    /// GETs in flight; 128 pays from 1,769 MB
-    /// ([Performance](performance.md#read_concurrency-the-sweep))
-    READ_CONCURRENCY: Number(64), Whole { min: 1, max: 1024, what: "a whole number of requests" };
-    /// MiB one index input may take decoded (1 to 1048576); the [input limits](#input-limits)
-    /// derive from it: an input over one is left in place unread and named in `skipped_files`.
-    /// Raise it with the memory for a file skipped for a limit
-    INPUT_BUDGET_MB: Derived {
-        shown: "a quarter of AWS_LAMBDA_FUNCTION_MEMORY_SIZE; {} without it",
-        figure: crate::data::input::BUDGET_MB_DEFAULT,
-        from: |env| function_mb(env).map(|mb| (mb / 4).max(1)),
-    }, Whole { min: 1, max: 1024 * 1024, what: "a whole number of MiB" };
-    /// MB the run may use (`0`: no limit). Each run sizes a date's parts and uuid sets to keep
-    /// its estimated peak within 90% of it; a date is refused (`DayTooBig`, before it is read)
-    /// only when the smallest useful part cannot fit. Set it on a CLI run where the machine's
-    /// memory is shared, or below `MemorySize` when something else in the function takes memory
-    MEMORY_LIMIT_MB: Derived {
-        shown: "AWS_LAMBDA_FUNCTION_MEMORY_SIZE; none without it",
-        figure: 0,
-        from: function_mb,
-    }, Whole { min: 0, max: u64::MAX, what: "a whole number of MB" };
-    /// ceiling on the uuids each of a date's sets holds in memory (16 B each); past it they go
-    /// to `TMPDIR` (Lambda's ephemeral storage), up to ~52 B a flight. The run lowers it when
-    /// memory is tight. Lower it to save memory; at least 1
-    FLIGHTS_IN_MEMORY: Number(crate::data::spill::DEFAULT_IN_MEMORY as u64),
-        Whole { min: 1, max: u64::MAX, what: "a whole number of uuids" };
-    /// ceiling on the index files one commit of a date takes (a multi-row input counts 1 + 1 for
-    /// every 100 bytes). Each run sizes its parts below it from its memory and time left; lower
-    /// it only to cap every commit. At least 1
-    PART_FILES: Number(50_000), Whole { min: 1, max: u64::MAX, what: "a whole number of index files" };
-    /// rows per Parquet row group in compacted files
-    ROW_GROUP_ROWS: Number(131_072), Whole { min: 1, max: u64::MAX, what: "a whole number of rows" };
-    /// compacted files of at least this many bytes go up as multipart uploads (0: always)
-    MULTIPART_THRESHOLD_BYTES: Number(storage::MULTIPART_THRESHOLD_DEFAULT as u64),
-        Whole { min: 0, max: u64::MAX, what: "a whole number of bytes" };
-    /// multipart part size, 5 MiB (5242880) to 5 GiB
-    MULTIPART_PART_BYTES: Number(storage::MULTIPART_PART_DEFAULT as u64), Whole {
-        min: storage::MULTIPART_PART_MIN as u64,
-        max: storage::MULTIPART_PART_MAX as u64,
-        what: "a whole number of bytes",
-    };
-    /// no new date with less than this (or twice the slowest date) left, s; more than 8 (the S3
-    /// cut-off before the deadline), and less than a `--max-duration` ([Deadline](#deadline))
-    DEADLINE_MARGIN_SECONDS: Number(60), Whole {
-        min: storage::S3_DEADLINE_MARGIN.as_secs() + 1,
-        max: u64::MAX,
-        what: "a whole number of seconds",
-    };
-    /// straggler sweep: the last this many dates up to the watermark are re-listed and late or
-    /// extra files folded in; `0` turns it off
-    SWEEP_DAYS: Number(14), Whole { min: 0, max: 366, what: "a whole number of days" };
-    /// publish CloudWatch metrics
-    METRICS_ENABLED: Bool(true), Flag;
-    /// CloudWatch namespace
-    METRICS_NAMESPACE: Text("SkyFollower/ArchiveCompaction"), Plain;
-    /// MQTT broker; MQTT reporting is off when unset (the other `MQTT_*` are then not read)
-    MQTT_HOST: Unset, Plain;
-    /// broker port (8883 turns TLS on)
-    MQTT_PORT: Number(1883), Whole { min: 0, max: 65535, what: "a TCP port" };
-    /// broker user name
-    MQTT_USERNAME: Unset, Plain;
-    /// broker password; prefer `MQTT_PASSWORD_SECRET_ARN` (an environment variable is readable
-    /// in the function's configuration)
-    MQTT_PASSWORD: Unset, Verbatim;
-    /// Secrets Manager secret whose `SecretString` is the password, read once per process; wins
-    /// over `MQTT_PASSWORD`. Unreadable: a `report_errors` entry, no MQTT, the status unchanged
-    MQTT_PASSWORD_SECRET_ARN: Unset, Plain;
-    /// TLS (rustls)
-    MQTT_TLS: Derived {
-        shown: "true on port {}",
-        figure: 8883,
-        from: |env| MQTT_PORT.whole::<u64>(env).ok().map(|port| u64::from(port == 8883)),
-    }, Flag;
-    /// PEM CA bundle for TLS
-    MQTT_CA_FILE: Described("(system roots)"), Plain;
-    /// topics are `{root}/statistic/{name}`; `#`, `+` or NUL refused
-    MQTT_TOPIC_ROOT: Text("SkyFollower/archive-compaction"), TopicRoot;
-    /// bound on connect + publish + disconnect, s
-    MQTT_TIMEOUT_SECONDS: Number(5), Seconds { max: 300 };
+    /// All settings of a run.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Config {
+        /// bucket holding `flights/`, `index/` and `_compaction_state/`
+        S3_BUCKET: Required, Plain => bucket: String;
+        /// cutoff = UTC date of the invocation time minus this many days
+        LAG_DAYS: Number(2), Whole { min: 0, max: 3650, what: "a whole number of days" }
+            => lag_days: u32;
+        /// `YYYY-MM-DD`: the walk and the sweep never touch an earlier date (only `--date` or
+        /// `--from`/`--to` do). Unset, a fresh deployment starts at the earliest `index/` or
+        /// `flights/` partition; set it to the first indexed date when `flights/` goes back further
+        START_DATE: Unset, Date => start_date: Option<NaiveDate>;
+        /// `off`, `error`, `warn`, `info`, `debug`, `trace`, or `target=level` pairs
+        /// (`info,archive_compaction::commands::run=debug,archive_compaction::protocol::commit=debug`
+        /// adds each part's phase times); anything else is refused. The AWS SDK's own region and
+        /// credential lookups log at `debug` only
+        LOG_LEVEL: Text("info"), LogLevel => log_level: String;
+        /// `true` for S3-compatible servers that need path-style URLs
+        S3_FORCE_PATH_STYLE: Bool(false), Flag => force_path_style: bool;
+        /// lease length, s; keep it above the Lambda timeout (900 s), the same for CLI and Lambda
+        LEASE_SECONDS: Number(960), at_least(1, "a whole number of seconds") => lease: Duration;
+        /// GETs in flight; 128 pays from 1,769 MB
+        /// ([Performance](performance.md#read_concurrency-the-sweep))
+        READ_CONCURRENCY: Number(64),
+            Whole { min: 1, max: 1024, what: "a whole number of requests" }
+            => read_concurrency: usize;
+        /// MiB one index input may take decoded (1 to 1048576); the [input limits](#input-limits)
+        /// derive from it: an input over one is left in place unread and named in `skipped_files`.
+        /// Raise it with the memory for a file skipped for a limit
+        INPUT_BUDGET_MB: Derived {
+            shown: "a quarter of AWS_LAMBDA_FUNCTION_MEMORY_SIZE; {} without it",
+            figure: crate::data::input::BUDGET_MB_DEFAULT,
+            from: |env| function_mb(env).map(|mb| (mb / 4).max(1)),
+        }, Whole { min: 1, max: 1024 * 1024, what: "a whole number of MiB" }
+            => input_budget: Budget = Budget::from_mb;
+        /// MB the run may use (`0`: no limit). Each run sizes a date's parts and uuid sets to keep
+        /// its estimated peak within 90% of it; a date is refused (`DayTooBig`, before it is read)
+        /// only when the smallest useful part cannot fit. Set it on a CLI run where the machine's
+        /// memory is shared, or below `MemorySize` when something else in the function takes memory
+        MEMORY_LIMIT_MB: Derived {
+            shown: "AWS_LAMBDA_FUNCTION_MEMORY_SIZE; none without it",
+            figure: 0,
+            from: function_mb,
+        }, at_least(0, "a whole number of MB")
+            => memory_limit_mb: Option<u64> = |mb: u64| (mb > 0).then_some(mb);
+        /// ceiling on the uuids each of a date's sets holds in memory (16 B each); past it they go
+        /// to `TMPDIR` (Lambda's ephemeral storage), up to ~52 B a flight. The run lowers it when
+        /// memory is tight. Lower it to save memory; at least 1
+        FLIGHTS_IN_MEMORY: Number(crate::data::spill::DEFAULT_IN_MEMORY as u64),
+            at_least(1, "a whole number of uuids")
+            => spill: SpillSettings = |limit: usize| SpillSettings { limit };
+        /// ceiling on the index files one commit of a date takes (a multi-row input counts 1 + 1
+        /// for every 100 bytes). Each run sizes its parts below it from its memory and time left;
+        /// lower it only to cap every commit. At least 1
+        PART_FILES: Number(50_000), at_least(1, "a whole number of index files") => part_files: u64;
+        /// rows per Parquet row group in compacted files
+        ROW_GROUP_ROWS: Number(131_072), at_least(1, "a whole number of rows")
+            => row_group_rows: usize;
+        /// compacted files of at least this many bytes go up as multipart uploads (0: always)
+        MULTIPART_THRESHOLD_BYTES: Number(storage::MULTIPART_THRESHOLD_DEFAULT as u64),
+            at_least(0, "a whole number of bytes") => multipart_threshold: usize;
+        /// multipart part size, 5 MiB (5242880) to 5 GiB
+        MULTIPART_PART_BYTES: Number(storage::MULTIPART_PART_DEFAULT as u64), Whole {
+            min: storage::MULTIPART_PART_MIN as u64,
+            max: storage::MULTIPART_PART_MAX as u64,
+            what: "a whole number of bytes",
+        } => multipart_part_size: usize;
+        /// no new date with less than this (or twice the slowest date) left, s; more than 8 (the S3
+        /// cut-off before the deadline), and less than a `--max-duration` ([Deadline](#deadline))
+        DEADLINE_MARGIN_SECONDS: Number(60),
+            at_least(storage::S3_DEADLINE_MARGIN.as_secs() + 1, "a whole number of seconds")
+            => deadline_margin: Duration;
+        /// straggler sweep: the last this many dates up to the watermark are re-listed and late or
+        /// extra files folded in; `0` turns it off
+        SWEEP_DAYS: Number(14), Whole { min: 0, max: 366, what: "a whole number of days" }
+            => sweep_days: u32;
+        /// publish CloudWatch metrics
+        METRICS_ENABLED: Bool(true), Flag => metrics_enabled: bool;
+        /// CloudWatch namespace
+        METRICS_NAMESPACE: Text("SkyFollower/ArchiveCompaction"), Plain
+            => metrics_namespace: String;
+    }
+
+    /// MQTT reporting settings.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct MqttConfig in mqtt {
+        /// MQTT broker; MQTT reporting is off when unset (the other `MQTT_*` are then not read)
+        MQTT_HOST: Unset, Plain => host: String;
+        /// broker port (8883 turns TLS on)
+        MQTT_PORT: Number(1883), Whole { min: 0, max: 65535, what: "a TCP port" } => port: u16;
+        /// broker user name
+        MQTT_USERNAME: Unset, Plain => username: Option<String>;
+        /// broker password; prefer `MQTT_PASSWORD_SECRET_ARN` (an environment variable is readable
+        /// in the function's configuration)
+        MQTT_PASSWORD: Unset, Verbatim => password: Option<String>;
+        /// Secrets Manager secret whose `SecretString` is the password, read once per process; wins
+        /// over `MQTT_PASSWORD`. Unreadable: a `report_errors` entry, no MQTT, the status unchanged
+        MQTT_PASSWORD_SECRET_ARN: Unset, Plain => password_secret_arn: Option<String>;
+        /// TLS (rustls)
+        MQTT_TLS: Derived {
+            shown: "true on port {}",
+            figure: 8883,
+            from: |env| MQTT_PORT.whole::<u64>(env).ok().map(|port| u64::from(port == 8883)),
+        }, Flag => tls: bool;
+        /// PEM CA bundle for TLS
+        MQTT_CA_FILE: Described("(system roots)"), Plain => ca_file: Option<String>;
+        /// topics are `{root}/statistic/{name}`; `#`, `+` or NUL refused
+        MQTT_TOPIC_ROOT: Text("SkyFollower/archive-compaction"), TopicRoot => topic_root: String;
+        /// bound on connect + publish + disconnect, s
+        MQTT_TIMEOUT_SECONDS: Number(5), Seconds { max: 300 } => timeout: Duration;
+    }
+}
+
+/// A [`Parse::Whole`] of no upper bound.
+const fn at_least(min: u64, what: &'static str) -> Parse {
+    Parse::Whole { min, max: u64::MAX, what }
 }
 
 /// `AWS_LAMBDA_FUNCTION_MEMORY_SIZE` in MB (Lambda sets it), from which the memory settings default.
@@ -152,7 +250,7 @@ fn function_mb(env: &Env) -> Option<u64> {
     env.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE").and_then(|v| v.trim().parse().ok())
 }
 
-/// What a setting is when its variable is unset or empty, as `--help` and docs/configuration.md show it.
+/// What a setting is when unset or empty, as `settings` and docs/configuration.md show it.
 #[derive(Debug, Clone, Copy)]
 pub enum DefaultIs {
     /// No default: the run refuses to start without it.
@@ -269,16 +367,6 @@ impl Setting {
         meaning.split_once(". ").map_or(meaning.clone(), |(first, _)| first.to_string())
     }
 
-    /// The default as docs/configuration.md shows it: a value in `code` marks.
-    fn default_markdown(&self) -> String {
-        match self.default {
-            DefaultIs::Number(_) | DefaultIs::Bool(_) | DefaultIs::Text(_) => {
-                format!("`{}`", self.default)
-            }
-            d => d.to_string(),
-        }
-    }
-
     /// Trimmed (but [`Parse::Verbatim`]); `None` when unset or empty.
     fn given<'a>(&self, env: &'a Env) -> Option<&'a str> {
         let v = env.get(self.name)?;
@@ -287,10 +375,6 @@ impl Setting {
             _ => v.trim(),
         };
         (!v.is_empty()).then_some(v)
-    }
-
-    fn refuse(&self, reason: impl Into<String>) -> Error {
-        bad(self.name, reason)
     }
 
     /// A programming error: a row read as what its parser is not.
@@ -307,87 +391,120 @@ impl Setting {
         }
     }
 
-    fn text(&self, env: &Env) -> Result<String> {
-        match (self.given(env), self.default) {
-            (Some(v), _) => self.parse_text(v),
-            (None, DefaultIs::Text(t)) => Ok(t.to_string()),
-            (None, DefaultIs::Required) => {
-                Err(self.refuse(format!("required: {}", self.summary())))
-            }
-            (None, _) => self.misread("text with a default"),
-        }
-    }
-
-    fn optional(&self, env: &Env) -> Result<Option<String>> {
-        self.given(env).map(|v| self.parse_text(v)).transpose()
-    }
-
     /// The number given, else its default (derived from `env` when [`DefaultIs::Derived`]).
     fn whole<T: TryFrom<u64>>(&self, env: &Env) -> Result<T> {
         let Parse::Whole { min, max, what } = self.parse else { self.misread("a whole number") };
-        let fit = |n: u64| T::try_from(n).map_err(|_| self.refuse(format!("{n} is too large")));
+        let fit = |n: u64| T::try_from(n).map_err(|_| bad(self.name, format!("{n} is too large")));
         let Some(v) = self.given(env) else {
             return fit(self.default.figure_in(env));
         };
         let n: u64 =
-            v.parse().map_err(|_| self.refuse(format!("expected {what}, got {}", quote(v))))?;
+            v.parse().map_err(|_| bad(self.name, format!("expected {what}, got {}", quote(v))))?;
         if !(min..=max).contains(&n) {
             let range = match (min, max) {
                 (_, u64::MAX) => format!("at least {min}"),
                 (0, _) => format!("at most {max}"),
                 _ => format!("from {min} to {max}"),
             };
-            return Err(self.refuse(format!("must be {range}, got {n} ({})", self.summary())));
+            return Err(bad(self.name, format!("must be {range}, got {n} ({})", self.summary())));
         }
         fit(n)
     }
+}
 
-    fn flag(&self, env: &Env) -> Result<bool> {
-        if self.parse != Parse::Flag {
-            self.misread("a flag")
+/// A field type a setting is read into by its [`Parse`]: the value given, else the default. A
+/// parser the type cannot take is a programming error, a panic any read of the row meets.
+trait FromSetting: Sized {
+    fn from_setting(s: &Setting, env: &Env) -> Result<Self>;
+}
+
+impl FromSetting for String {
+    fn from_setting(s: &Setting, env: &Env) -> Result<String> {
+        match (s.given(env), s.default) {
+            (Some(v), _) => s.parse_text(v),
+            (None, DefaultIs::Text(t)) => Ok(t.to_string()),
+            (None, DefaultIs::Required) => Err(bad(s.name, format!("required: {}", s.summary()))),
+            (None, _) => s.misread("text with a default"),
         }
-        let Some(v) = self.given(env) else {
-            return Ok(match self.default {
+    }
+}
+
+impl FromSetting for Option<String> {
+    fn from_setting(s: &Setting, env: &Env) -> Result<Option<String>> {
+        s.given(env).map(|v| s.parse_text(v)).transpose()
+    }
+}
+
+macro_rules! whole_numbers {
+    ($($t:ty),+) => {$(
+        impl FromSetting for $t {
+            fn from_setting(s: &Setting, env: &Env) -> Result<$t> {
+                s.whole(env)
+            }
+        }
+    )+};
+}
+whole_numbers!(u16, u32, u64, usize);
+
+impl FromSetting for bool {
+    fn from_setting(s: &Setting, env: &Env) -> Result<bool> {
+        if s.parse != Parse::Flag {
+            s.misread("a flag")
+        }
+        let Some(v) = s.given(env) else {
+            return Ok(match s.default {
                 DefaultIs::Bool(b) => b,
-                DefaultIs::Derived { .. } => self.default.figure_in(env) == 1,
-                _ => self.misread("a flag with a default"),
+                DefaultIs::Derived { .. } => s.default.figure_in(env) == 1,
+                _ => s.misread("a flag with a default"),
             });
         };
         match v.to_ascii_lowercase().as_str() {
             "true" | "1" | "yes" | "on" => Ok(true),
             "false" | "0" | "no" | "off" => Ok(false),
-            _ => Err(self.refuse(format!("expected true or false, got {}", quote(v)))),
+            _ => Err(bad(s.name, format!("expected true or false, got {}", quote(v)))),
         }
     }
+}
 
-    fn seconds(&self, env: &Env) -> Result<Duration> {
-        let Parse::Seconds { max } = self.parse else { self.misread("seconds") };
-        let s: f64 = match self.given(env) {
-            None => self.default.figure() as f64,
+/// Whole seconds ([`Parse::Whole`]) or [`Parse::Seconds`].
+impl FromSetting for Duration {
+    fn from_setting(s: &Setting, env: &Env) -> Result<Duration> {
+        let Parse::Seconds { max } = s.parse else {
+            return s.whole(env).map(Duration::from_secs);
+        };
+        let secs: f64 = match s.given(env) {
+            None => s.default.figure() as f64,
             Some(v) => v.parse().map_err(|_| {
-                self.refuse(format!("expected a number of seconds, got {}", quote(v)))
+                bad(s.name, format!("expected a number of seconds, got {}", quote(v)))
             })?,
         };
         // Written so that NaN fails too.
-        if !(s > 0.0 && s <= max as f64) {
-            return Err(self.refuse(format!("must be above 0 and at most {max}, got {s}")));
+        if !(secs > 0.0 && secs <= max as f64) {
+            return Err(bad(s.name, format!("must be above 0 and at most {max}, got {secs}")));
         }
-        Ok(Duration::from_secs_f64(s))
+        Ok(Duration::from_secs_f64(secs))
     }
+}
 
-    fn date(&self, env: &Env) -> Result<Option<NaiveDate>> {
-        if self.parse != Parse::Date {
-            self.misread("a date")
+impl FromSetting for Option<NaiveDate> {
+    fn from_setting(s: &Setting, env: &Env) -> Result<Option<NaiveDate>> {
+        if s.parse != Parse::Date {
+            s.misread("a date")
         }
-        self.given(env).map(|v| parse_date(self.name, v)).transpose()
+        s.given(env).map(|v| parse_date(s.name, v)).transpose()
     }
 }
 
 /// docs/configuration.md's table of [`SETTINGS`] (`archive-compaction settings --markdown`).
 pub fn settings_markdown() -> String {
-    let rows: String = SETTINGS
-        .iter()
-        .map(|s| format!("| `{}` | {} | {} |\n", s.name, s.default_markdown(), s.doc))
+    use DefaultIs::{Bool, Number, Text};
+    let rows: String = (SETTINGS.iter())
+        .map(|s| {
+            // A value in `code` marks, a description as it is.
+            let value = matches!(s.default, Number(_) | Bool(_) | Text(_));
+            let default = if value { format!("`{}`", s.default) } else { s.default.to_string() };
+            format!("| `{}` | {default} | {} |\n", s.name, s.doc)
+        })
         .collect();
     format!("| variable | default | meaning |\n|---|---|---|\n{rows}")
 }
@@ -429,101 +546,7 @@ pub fn wrap(text: &str, width: usize, indent: &str) -> String {
     lines.iter().map(|l| format!("{indent}{l}\n")).collect()
 }
 
-/// MQTT reporting settings (present only when `MQTT_HOST` is set).
-#[derive(Debug, Clone, PartialEq)]
-pub struct MqttConfig {
-    /// Broker host name or address ([`MQTT_HOST`]).
-    pub host: String,
-    /// Broker port ([`MQTT_PORT`]).
-    pub port: u16,
-    /// User name ([`MQTT_USERNAME`]).
-    pub username: Option<String>,
-    /// Password ([`MQTT_PASSWORD`]).
-    pub password: Option<String>,
-    /// Secrets Manager secret (ARN or name) whose `SecretString` is the password; wins over `password`.
-    pub password_secret_arn: Option<String>,
-    /// TLS on ([`MQTT_TLS`]).
-    pub tls: bool,
-    /// PEM CA bundle ([`MQTT_CA_FILE`]); system roots when unset.
-    pub ca_file: Option<String>,
-    /// Topic root ([`MQTT_TOPIC_ROOT`]).
-    pub topic_root: String,
-    /// Bound on the whole publish ([`MQTT_TIMEOUT_SECONDS`]).
-    pub timeout: Duration,
-}
-
-/// All settings of a run; each field's setting (linked) says its default.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Config {
-    /// Bucket name ([`S3_BUCKET`]).
-    pub bucket: String,
-    /// Days between the invocation date and the cutoff ([`LAG_DAYS`]).
-    pub lag_days: u32,
-    /// First date to consider when there is no watermark ([`START_DATE`]).
-    pub start_date: Option<NaiveDate>,
-    /// Tracing filter ([`LOG_LEVEL`]).
-    pub log_level: String,
-    /// Path-style S3 addressing ([`S3_FORCE_PATH_STYLE`]).
-    pub force_path_style: bool,
-    /// Lease length ([`LEASE_SECONDS`]).
-    pub lease: Duration,
-    /// GetObject requests in flight at once ([`READ_CONCURRENCY`]).
-    pub read_concurrency: usize,
-    /// Rows per row group in outputs ([`ROW_GROUP_ROWS`]).
-    pub row_group_rows: usize,
-    /// What one index input may take decoded ([`INPUT_BUDGET_MB`]); the input limits derive from it.
-    pub input_budget: Budget,
-    /// Memory the run may use, in MB ([`MEMORY_LIMIT_MB`]; 0 is `None`).
-    pub memory_limit_mb: Option<u64>,
-    /// Most weight one part of a date takes ([`PART_FILES`], a ceiling).
-    pub part_files: u64,
-    /// Uuids a date's sets hold in memory before spilling ([`FLIGHTS_IN_MEMORY`], a ceiling).
-    pub spill: crate::data::spill::SpillSettings,
-    /// Output bytes from which uploads are multipart ([`MULTIPART_THRESHOLD_BYTES`]; 0 = always).
-    pub multipart_threshold: usize,
-    /// Multipart part size ([`MULTIPART_PART_BYTES`]).
-    pub multipart_part_size: usize,
-    /// Minimum time left before starting another date ([`DEADLINE_MARGIN_SECONDS`]).
-    pub deadline_margin: Duration,
-    /// Already-compacted days re-checked for stragglers ([`SWEEP_DAYS`]; 0 = off).
-    pub sweep_days: u32,
-    /// Publish CloudWatch metrics ([`METRICS_ENABLED`]).
-    pub metrics_enabled: bool,
-    /// CloudWatch namespace ([`METRICS_NAMESPACE`]).
-    pub metrics_namespace: String,
-    /// MQTT reporting, when [`MQTT_HOST`] is set.
-    pub mqtt: Option<MqttConfig>,
-}
-
 impl Config {
-    /// Parses settings from a map of environment variables (tests never touch the process's).
-    ///
-    /// Errors: [`Error::Config`] naming the first variable missing or malformed.
-    pub fn from_map(env: &HashMap<String, String>) -> Result<Config> {
-        let memory_limit_mb: u64 = MEMORY_LIMIT_MB.whole(env)?;
-        Ok(Config {
-            bucket: S3_BUCKET.text(env)?,
-            lag_days: LAG_DAYS.whole(env)?,
-            start_date: START_DATE.date(env)?,
-            log_level: LOG_LEVEL.text(env)?,
-            force_path_style: S3_FORCE_PATH_STYLE.flag(env)?,
-            lease: Duration::from_secs(LEASE_SECONDS.whole(env)?),
-            read_concurrency: READ_CONCURRENCY.whole(env)?,
-            row_group_rows: ROW_GROUP_ROWS.whole(env)?,
-            input_budget: Budget::from_mb(INPUT_BUDGET_MB.whole(env)?),
-            memory_limit_mb: (memory_limit_mb > 0).then_some(memory_limit_mb),
-            part_files: PART_FILES.whole(env)?,
-            spill: crate::data::spill::SpillSettings { limit: FLIGHTS_IN_MEMORY.whole(env)? },
-            multipart_threshold: MULTIPART_THRESHOLD_BYTES.whole(env)?,
-            multipart_part_size: MULTIPART_PART_BYTES.whole(env)?,
-            deadline_margin: Duration::from_secs(DEADLINE_MARGIN_SECONDS.whole(env)?),
-            sweep_days: SWEEP_DAYS.whole(env)?,
-            metrics_enabled: METRICS_ENABLED.flag(env)?,
-            metrics_namespace: METRICS_NAMESPACE.text(env)?,
-            mqtt: MqttConfig::from_map(env)?,
-        })
-    }
-
     /// Parses settings from the process environment (see [`Config::from_map`]).
     pub fn from_env() -> Result<Config> {
         Config::from_map(&std::env::vars().collect())
@@ -544,27 +567,6 @@ impl Config {
                 storage::S3_DEADLINE_MARGIN.as_secs()
             ),
         ))
-    }
-}
-
-impl MqttConfig {
-    /// `None` when `MQTT_HOST` is unset (the others are then not read).
-    fn from_map(env: &Env) -> Result<Option<MqttConfig>> {
-        let Some(host) = MQTT_HOST.optional(env)? else {
-            return Ok(None);
-        };
-        let port: u16 = MQTT_PORT.whole(env)?;
-        Ok(Some(MqttConfig {
-            host,
-            port,
-            username: MQTT_USERNAME.optional(env)?,
-            password: MQTT_PASSWORD.optional(env)?,
-            password_secret_arn: MQTT_PASSWORD_SECRET_ARN.optional(env)?,
-            tls: MQTT_TLS.flag(env)?,
-            ca_file: MQTT_CA_FILE.optional(env)?,
-            topic_root: MQTT_TOPIC_ROOT.text(env)?,
-            timeout: MQTT_TIMEOUT_SECONDS.seconds(env)?,
-        }))
     }
 }
 

@@ -12,13 +12,13 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in a run, with the context needed to act on it.
 #[derive(Debug, thiserror::Error)]
+#[allow(missing_docs)] // an undocumented field is what its name and the message say
 pub enum Error {
     /// A setting (environment variable or CLI flag) is missing or malformed.
     #[error("setting {name}: {reason}")]
     Config {
         /// The environment variable or flag, e.g. `LAG_DAYS`.
         name: String,
-        /// What is wrong and what is expected.
         reason: String,
     },
 
@@ -28,13 +28,11 @@ pub enum Error {
     S3 {
         /// The S3 operation, e.g. `GetObject`.
         op: &'static str,
-        /// The bucket.
         bucket: String,
         /// The key or prefix involved.
         key: String,
         /// The S3 error code (`AccessDenied`, `SlowDown`, ...) or `dispatch`/`timeout`.
         code: String,
-        /// The server's message.
         message: String,
         /// Whether retrying later may succeed (throttling, 5xx, timeouts).
         transient: bool,
@@ -45,14 +43,7 @@ pub enum Error {
         "conditional {op} on s3://{bucket}/{} failed: the object changed since it was read (another writer?)",
         escape(.key)
     )]
-    PreconditionFailed {
-        /// The S3 operation.
-        op: &'static str,
-        /// The bucket.
-        bucket: String,
-        /// The key.
-        key: String,
-    },
+    PreconditionFailed { op: &'static str, bucket: String, key: String },
 
     /// An S3 call (all attempts and body reads) did not finish before the
     /// run's deadline less [`crate::infra::storage::S3_DEADLINE_MARGIN`].
@@ -60,13 +51,10 @@ pub enum Error {
         "S3 {op} s3://{bucket}/{key}: not answered before the run's deadline (S3 calls end {margin_s} s before it, to leave time for the lease's release and the report); stopped here, the next run goes on from here (give the run more time if this repeats)"
     )]
     Deadline {
-        /// The S3 operation.
         op: &'static str,
-        /// The bucket.
         bucket: String,
         /// The key or prefix involved.
         key: String,
-        /// [`crate::infra::storage::S3_DEADLINE_MARGIN`] in seconds.
         margin_s: u64,
     },
 
@@ -78,15 +66,11 @@ pub enum Error {
     DayTooBig {
         /// The date (YYYY-MM-DD).
         date: String,
-        /// Index files listed in its partition.
         files: u64,
-        /// Flight objects listed under `flights/`.
         flights: u64,
         /// The smallest useful part, in weight ([`crate::protocol::plan::input_weight`]).
         part_files: u64,
-        /// The estimated peak in parts of `part_files`, in MB.
         needed_mb: u64,
-        /// The limit (`MEMORY_LIMIT_MB`), in MB.
         limit_mb: u64,
         /// The smallest limit that would do, rounded up to 64 MB.
         suggest_mb: u64,
@@ -96,16 +80,7 @@ pub enum Error {
     #[error(
         "date {date}: its uuid sets need about {needed_mb} MB of local disk in {dir} and {free_mb} MB is free; nothing more of the date was read (parts committed before are kept, the next run with room goes on). Give the function more ephemeral storage (EphemeralStorage on template.yaml's function: 512 MB unless set, up to 10,240 MB; TMPDIR elsewhere)"
     )]
-    DiskTooSmall {
-        /// The date.
-        date: NaiveDate,
-        /// The spill directory.
-        dir: String,
-        /// What the date's sets need, in MB.
-        needed_mb: u64,
-        /// The directory's free space, in MB.
-        free_mb: u64,
-    },
+    DiskTooSmall { date: NaiveDate, dir: String, needed_mb: u64, free_mb: u64 },
 
     /// A date's uuid sets could not be spilled to, or read back from, disk ([`crate::data::spill`]).
     #[error(
@@ -114,7 +89,6 @@ pub enum Error {
     Spill {
         /// The spill directory (`TMPDIR`, `/tmp`).
         dir: String,
-        /// The I/O error.
         source: std::io::Error,
     },
 
@@ -124,15 +98,11 @@ pub enum Error {
         "deadline near within {date}: {parts_done} part(s) committed, {files_left} index file(s) left ({left_s} s left, {needed_s} s needed for the next part: the margin, or its files at this run's pace before the S3 calls end); the next run goes on within this date{hint}"
     )]
     DateUnfinished {
-        /// The date.
         date: NaiveDate,
-        /// Parts committed by this run.
         parts_done: u64,
         /// Index files of the date's plan not yet compacted.
         files_left: u64,
-        /// Seconds left before the deadline.
         left_s: u64,
-        /// Seconds the next part needs.
         needed_s: u64,
         /// [`crate::infra::deadline::Near::part_hint`]: empty, or what to change.
         hint: String,
@@ -143,38 +113,21 @@ pub enum Error {
     #[error(
         "date {date}: a listing window of {window} per-flight file(s) committed nothing, and {left} per-flight file(s) past it are left uncompacted: the window's files were all skipped (see skipped_files: over an input limit, unreadable, or claimed by a manifest); fix or remove those files, or raise PART_FILES (a window is 4 parts), then run again"
     )]
-    WindowStalled {
-        /// The date.
-        date: NaiveDate,
-        /// The window, in per-flight files.
-        window: u64,
-        /// Per-flight files past it, not compacted.
-        left: u64,
-    },
+    WindowStalled { date: NaiveDate, window: u64, left: u64 },
 
     /// A state file (`_compaction_state/...`) exists but cannot be parsed.
     #[error(
         "state file s3://{bucket}/{key} is not valid: {reason}; fix or remove it by hand (it is never overwritten on a guess)"
     )]
-    BadState {
-        /// The bucket.
-        bucket: String,
-        /// The key of the state file.
-        key: String,
-        /// The parse error.
-        reason: String,
-    },
+    BadState { bucket: String, key: String, reason: String },
 
     /// Another invocation holds the lease.
     #[error(
         "lease s3://{bucket}/{key} is held by {holder} until {expires_at}; this invocation does nothing"
     )]
     LeaseHeld {
-        /// The bucket.
         bucket: String,
-        /// The lease key.
         key: String,
-        /// The holder's id.
         holder: String,
         /// When the lease expires (RFC 3339, UTC).
         expires_at: String,
@@ -184,12 +137,7 @@ pub enum Error {
     #[error(
         "lease s3://{bucket}/{key} was lost (taken over or deleted); stopped before a destructive step"
     )]
-    LeaseLost {
-        /// The bucket.
-        bucket: String,
-        /// The lease key.
-        key: String,
-    },
+    LeaseLost { bucket: String, key: String },
 
     /// The lease's DeleteObject failed or outlasted [`crate::protocol::lease::LEASE_RELEASE_TIMEOUT`].
     #[error(
@@ -198,11 +146,9 @@ pub enum Error {
     LeaseNotReleased {
         /// The bucket (the key is [`crate::data::keys::LOCK_KEY`]).
         bucket: String,
-        /// This run's holder id.
         holder: String,
         /// When the lease lapses (RFC 3339, UTC).
         expires_at: String,
-        /// Why the DeleteObject failed.
         reason: String,
     },
 
@@ -211,13 +157,10 @@ pub enum Error {
         "lease s3://{bucket}/{key} expired under this run at {expired_at} (LEASE_SECONDS {lease_seconds} s was shorter than the time between two of its steps; keep it above the Lambda timeout, 900 s); stopped before a destructive step"
     )]
     LeaseExpired {
-        /// The bucket.
         bucket: String,
-        /// The lease key.
         key: String,
         /// When it expired (RFC 3339, UTC).
         expired_at: String,
-        /// `LEASE_SECONDS`.
         lease_seconds: u64,
     },
 
@@ -227,15 +170,11 @@ pub enum Error {
         "lease s3://{bucket}/{key} held by {holder} claims to last until {expires_at}, {seconds_left} s from now, longer than any run holds it (LEASE_SECONDS + 900 s = {max_seconds} s): check that no run is under way (archive-compaction status; the Lambda's invocations), then remove {key} by hand; this invocation does nothing"
     )]
     LeaseImplausible {
-        /// The bucket.
         bucket: String,
-        /// The lease key.
         key: String,
-        /// The holder named in the file.
         holder: String,
         /// Its `expires_at` (RFC 3339, UTC).
         expires_at: String,
-        /// Seconds from now to `expires_at`.
         seconds_left: i64,
         /// The longest a lease can plausibly have left, in seconds.
         max_seconds: i64,
@@ -260,9 +199,7 @@ pub enum Error {
         now: String,
         /// The wall clock (RFC 3339).
         wall: String,
-        /// How far ahead, in seconds.
         ahead_seconds: i64,
-        /// The skew allowed, in seconds.
         skew_seconds: i64,
     },
 
@@ -271,24 +208,19 @@ pub enum Error {
         "watermark s3://{bucket}/{key} says {watermark}, {days} day(s) ahead of today's cutoff {cutoff}: no run compacts anything until it is fixed (a future --now or event time, or a hand edit, put it there). Fix: set last_compacted_date back to the last date really compacted (`archive-compaction status` and the index/ partitions show which), or delete the file to start over from START_DATE or the earliest partition (compacted dates are passed at the cost of a listing each)"
     )]
     WatermarkAhead {
-        /// The bucket.
         bucket: String,
-        /// The watermark key.
         key: String,
         /// Its `last_compacted_date`.
         watermark: NaiveDate,
         /// Today's cutoff (the wall clock's date minus `LAG_DAYS`).
         cutoff: NaiveDate,
-        /// How many days ahead.
         days: i64,
     },
 
     /// The compacted output, read back with HeadObject, is not what was written.
     #[error("verification of s3://{bucket}/{} failed: {reason}", escape(.key))]
     VerifyFailed {
-        /// The bucket.
         bucket: String,
-        /// The output key.
         key: String,
         /// Expected vs found size or checksum.
         reason: String,
@@ -296,12 +228,7 @@ pub enum Error {
 
     /// Encoding the compacted Parquet output failed.
     #[error("writing the compacted file for {date}: {reason}")]
-    Encode {
-        /// The partition date.
-        date: NaiveDate,
-        /// The encoder's error.
-        reason: String,
-    },
+    Encode { date: NaiveDate, reason: String },
 
     /// A commit kept inputs whose rows are not proven to be in its output
     /// ([`crate::protocol::proof`]); the manifest is kept for recovery.
@@ -309,17 +236,14 @@ pub enum Error {
         "{count} input(s) of {date} kept: their rows are not proven to be in {output} (first: {key}: {reason}); manifest {manifest} kept, the date is blocked: a bug listed an input the merge did not take in; inspect the input and the manifest"
     )]
     Unproven {
-        /// The partition date.
         date: NaiveDate,
         /// The first input kept (its key in the bucket).
         key: String,
         /// Which rule it fails.
         reason: String,
-        /// Inputs kept in all.
         count: usize,
         /// The commit's output key (or "no output", zero rows).
         output: String,
-        /// The commit's manifest key.
         manifest: String,
     },
 
@@ -362,6 +286,7 @@ impl Error {
 /// A reporting failure. Its text lands in [`crate::data::report::RunReport::report_errors`]; it
 /// never changes the run's status.
 #[derive(Debug, thiserror::Error)]
+#[allow(missing_docs)] // as Error's
 pub enum ReportError {
     /// The MQTT client could not be set up (TLS roots, CA file).
     #[error("MQTT {broker}: TLS setup failed: {reason}")]
@@ -377,13 +302,11 @@ pub enum ReportError {
         "MQTT {broker}: {reason} ({acked} of {total} messages acknowledged; not acknowledged: {pending})"
     )]
     Mqtt {
-        /// `host:port` of the broker.
         broker: String,
         /// The client's error (connection refused, not authorised, I/O error...).
         reason: String,
         /// Messages the broker acknowledged (PUBACK) before the failure.
         acked: usize,
-        /// Messages that were to be published.
         total: usize,
         /// The messages not acknowledged: `all`, `none`, or their topics'
         /// short names ([`crate::data::mqtt::short_name`]), comma-separated.
@@ -396,17 +319,12 @@ pub enum ReportError {
         timeout.as_secs_f64()
     )]
     MqttTimeout {
-        /// `host:port` of the broker.
         broker: String,
-        /// The bound (`MQTT_TIMEOUT_SECONDS`).
         timeout: Duration,
         /// What was under way: `connecting`, `publishing` or `disconnecting`.
         stage: &'static str,
-        /// Messages the broker acknowledged (PUBACK) in time.
         acked: usize,
-        /// Messages that were to be published.
         total: usize,
-        /// As in [`ReportError::Mqtt`].
         pending: String,
     },
 
@@ -414,23 +332,15 @@ pub enum ReportError {
     #[error(
         "MQTT {broker}: the broker closed the connection at {topic} twice, the second time sent alone (its own packet limit?): {topic} not published, the other topics sent on new connections"
     )]
-    MqttDropped {
-        /// `host:port` of the broker.
-        broker: String,
-        /// The message's topic.
-        topic: String,
-    },
+    MqttDropped { broker: String, topic: String },
 
     /// A message over the payload limit (a bug: none comes near it).
     #[error(
         "MQTT {broker}: {topic} not published: its payload of {bytes} bytes is over the {limit}-byte limit (the others are sent without it)"
     )]
     MqttTooLarge {
-        /// `host:port` of the broker.
         broker: String,
-        /// The message's topic.
         topic: String,
-        /// Its payload's size in bytes.
         bytes: usize,
         /// [`crate::data::mqtt::MAX_PAYLOAD_BYTES`].
         limit: usize,
@@ -459,10 +369,5 @@ pub enum ReportError {
         "CloudWatch PutMetricData to namespace {namespace}: timed out after {} s",
         timeout.as_secs_f64()
     )]
-    CloudWatchTimeout {
-        /// The namespace (`METRICS_NAMESPACE`).
-        namespace: String,
-        /// The bound.
-        timeout: Duration,
-    },
+    CloudWatchTimeout { namespace: String, timeout: Duration },
 }
