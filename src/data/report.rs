@@ -327,6 +327,16 @@ pub struct PlannedPartReport {
     pub bytes: u64,
     /// Estimated peak memory while it is committed, in MB.
     pub estimate_mb: u64,
+    /// Its inputs' first key, in byte order.
+    #[serde(default)]
+    pub first_key: String,
+    /// Its inputs' last key, in byte order.
+    #[serde(default)]
+    pub last_key: String,
+    /// Lowercase hex SHA-256 of its inputs' keys, sorted in byte order and joined by `\n`
+    /// ([`crate::protocol::plan::PlannedPart::report`]).
+    #[serde(default)]
+    pub keys_sha256: String,
     /// Committed by this run (a dry run commits none).
     pub committed: bool,
     /// When it is a piece of a planned part cut smaller for the time left: which, and why.
@@ -334,16 +344,36 @@ pub struct PlannedPartReport {
 }
 
 impl PlanReport {
-    /// Inserts `parts` (files, bytes, estimate) of `pass` at `at`, with `cut`.
-    pub fn insert(&mut self, at: usize, pass: u64, parts: &[(u64, u64, u64)], cut: Option<String>) {
+    /// Inserts `parts` at `at`, of listing pass `pass`, with `cut` when given.
+    pub fn insert(
+        &mut self,
+        at: usize,
+        pass: u64,
+        parts: &[PlannedPartReport],
+        cut: Option<String>,
+    ) {
         self.parts_planned += parts.len() as u64;
-        let new = parts.iter().map(|&(files, bytes, estimate_mb)| {
-            let cut = cut.clone();
-            PlannedPartReport { pass, files, bytes, estimate_mb, committed: false, cut }
+        let new = parts.iter().map(|p| {
+            let cut = cut.clone().or_else(|| p.cut.clone());
+            PlannedPartReport { pass, cut, ..p.clone() }
         });
         let at = at.min(self.parts.len());
         self.parts.splice(at..at, new);
         self.parts.truncate(PLAN_PARTS_SHOWN);
+    }
+
+    /// Shows `parts` from `at` on, in place of those there (a pass's plan, again after a cut),
+    /// `planned` parts counted before them; only those shown are made.
+    pub fn show_from(
+        &mut self,
+        at: usize,
+        planned: u64,
+        parts: impl ExactSizeIterator<Item = PlannedPartReport>,
+    ) {
+        self.parts.truncate(at);
+        self.parts_planned = planned + parts.len() as u64;
+        let room = PLAN_PARTS_SHOWN.saturating_sub(self.parts.len());
+        self.parts.extend(parts.take(room));
     }
 }
 
