@@ -510,7 +510,7 @@ fn lost_rows(day: &mut DayReport, lost: Vec<Uuid>, unread: Vec<UnreadFile>) -> R
 
 /// Inputs of `read` of kind `source` that were decoded (and merged).
 fn count_decoded(read: &read::ReadInputs, source: Source) -> u64 {
-    (read.merge_inputs.iter()).filter(|i| i.source == source).count() as u64
+    read.merge_inputs.iter().filter(|s| **s == source).count() as u64
 }
 
 /// Adds `files` to the day's skipped files, each key once (the gate and every pass may find it).
