@@ -15,6 +15,7 @@ use crate::data::report::{
     DAY_KEYS_SHOWN, DayAction as Done, DayReport, Parity, RunReport, SkippedFile, UnreadFile,
 };
 use crate::data::spill::UuidSet;
+use crate::infra::deadline::PartFit;
 use crate::infra::error::{Error, Result};
 use crate::infra::storage::Store;
 use crate::infra::text::Shortened;
@@ -300,6 +301,22 @@ struct Parts {
 }
 
 impl Parts {
+    /// Cuts part `at` to the weight `t` allows ([`plan::DatePlan::cut_part`]), saying why in the
+    /// plan, the log and the report: how many parts it became.
+    fn cut(&mut self, at: usize, t: PartFit, day: &mut DayReport) -> usize {
+        let (planned, weight, left) = (self.plan.parts[at].weight, t.weight.max(1), t.left);
+        let why = format!(
+            "part {} of pass {} (weight {planned}) cut to weight {weight}: {} s left",
+            at + 1,
+            day.passes,
+            left.as_secs()
+        );
+        let n = self.plan.cut_part(at, weight, &self.sizing, &why);
+        tracing::info!(date = %day.date, into = n, "the time left is too short for the planned part: {why}");
+        self.show(day, at);
+        n
+    }
+
     /// The report's plan from part `from` on, as the plan now holds it.
     fn show(&self, day: &mut DayReport, from: usize) {
         let pass = day.passes;
@@ -335,19 +352,10 @@ async fn commit_parts(
             let hint = near.part_hint(cx.deadline.given(), smallest);
             return Err(unfinished(day, &near, files_left, hint));
         }
-        if let Some(t) = time.filter(|t| rest[0].weight > t.weight.max(1)) {
-            let (planned, weight, pass) = (rest[0].weight, t.weight.max(1), day.passes);
-            let left = t.left.as_secs();
-            let why = format!(
-                "part {} of pass {pass} (weight {planned}) cut to weight {weight}: {left} s left",
-                at + 1
-            );
-            let n = parts.plan.cut_part(at, weight, &parts.sizing, &why);
-            tracing::info!(%date, into = n, "the time left is too short for the planned part: {why}");
-            parts.show(day, at);
-            if n == 0 {
-                continue;
-            }
+        if let Some(t) = time.filter(|t| rest[0].weight > t.weight.max(1))
+            && parts.cut(at, t, day) == 0
+        {
+            continue;
         }
         let part = &parts.plan.parts[at];
         // A group of inputs sharing flights may weigh more than the time allows.
