@@ -481,7 +481,7 @@ mod tests {
         let budget = config.input_budget;
         let other = day.other_day_rows(&store, budget).await.unwrap();
         assert_eq!((other.rows, other.uuids), (1, vec![u(&u2)]));
-        let keys = Day::flight_keys(&store, date, &[u(&u3)].into()).await.unwrap();
+        let keys = Day::flight_keys(&store, date, &vec![u(&u3)].into()).await.unwrap();
         assert_eq!(
             keys.into_iter().collect::<Vec<_>>(),
             [(u(&u3), format!("flights/2026/07/20/{u3}.json.gz"))]

@@ -23,8 +23,38 @@ use crate::data::spill::{SpillSettings, UuidSet, UuidSetBuilder};
 use crate::infra::storage::ObjectMeta;
 pub use crate::protocol::sizing::PartSizing;
 
-/// The few flights a report names by key (`audit`'s examples: [`crate::protocol::day::Day::flight_keys`]).
-pub type Flights = std::collections::BTreeSet<Uuid>;
+/// A small set of flights in memory (a parity-gate batch, the flights a report names): a sorted
+/// array, smaller than a B-tree. A date's own sets are [`UuidSet`]s.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Flights(Vec<Uuid>);
+
+impl Flights {
+    /// A binary search.
+    pub fn contains(&self, flight: &Uuid) -> bool {
+        self.0.binary_search(flight).is_ok()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Adds `flight`; false when it was there already.
+    pub fn insert(&mut self, flight: Uuid) -> bool {
+        let Err(at) = self.0.binary_search(&flight) else { return false };
+        self.0.insert(at, flight);
+        true
+    }
+}
+
+impl From<Vec<Uuid>> for Flights {
+    fn from(mut flights: Vec<Uuid>) -> Flights {
+        flights.sort_unstable();
+        flights.dedup();
+        flights.shrink_to_fit();
+        Flights(flights)
+    }
+}
 
 fn cutoff(now: DateTime<Utc>, lag_days: u32) -> NaiveDate {
     now.date_naive() - Days::new(lag_days as u64)
@@ -691,6 +721,20 @@ mod tests {
             walk_start(Some(d("2026-07-13")), Some(d("2026-07-16")), None),
             Some(d("2026-07-16"))
         );
+    }
+
+    #[test]
+    fn flights_are_a_sorted_set_of_sixteen_bytes_a_flight() {
+        let u = |n: u128| Uuid::from_u128(n);
+        let mut f = Flights::from(vec![u(3), u(1), u(3), u(2)]);
+        assert_eq!(f.0, [u(1), u(2), u(3)]);
+        assert_eq!(f.0.len(), 3);
+        // The array holds no spare room once built.
+        assert_eq!(f.0.capacity(), 3);
+        assert!(f.contains(&u(2)) && !f.contains(&u(4)));
+        assert!(f.insert(u(0)) && !f.insert(u(2)));
+        assert_eq!(f.0, [u(0), u(1), u(2), u(3)]);
+        assert!(!f.is_empty() && Flights::default().is_empty());
     }
 
     #[test]
