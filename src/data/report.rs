@@ -289,11 +289,18 @@ pub struct DayReport {
     /// On a `mismatch`: its unreadable per-flight files (the first [`DAY_KEYS_SHOWN`], by flight).
     #[serde(default)]
     pub unread_files: Vec<UnreadFile>,
+    /// True when `unread_files` names fewer files than the date has.
+    #[serde(default)]
+    pub unread_files_truncated: bool,
     /// Rows of multi-row inputs whose `first_message` UTC date is another date:
     /// merged where they sit. Over several passes, the most one pass read.
     pub rows_of_other_days: u64,
     /// Their flights (the first [`OTHER_DAYS_UUIDS_SHOWN`], in the order read).
     pub other_days_uuids: Vec<String>,
+    /// True when `other_days_uuids` is full and `rows_of_other_days` counts more rows: the flights
+    /// of the rows past the first [`OTHER_DAYS_UUIDS_SHOWN`] are not named.
+    #[serde(default)]
+    pub other_days_uuids_truncated: bool,
     /// Inputs left in place, moved into the run's `skipped_files` by [`RunReport::add_day`].
     #[serde(skip)]
     pub skipped: Vec<SkippedFile>,
@@ -327,6 +334,16 @@ pub struct PlannedPartReport {
     pub bytes: u64,
     /// Estimated peak memory while it is committed, in MB.
     pub estimate_mb: u64,
+    /// Its inputs' first key, in byte order.
+    #[serde(default)]
+    pub first_key: String,
+    /// Its inputs' last key, in byte order.
+    #[serde(default)]
+    pub last_key: String,
+    /// Lowercase hex SHA-256 of its inputs' keys, sorted in byte order and joined by `\n`
+    /// ([`crate::protocol::plan::PlannedPart::report`]).
+    #[serde(default)]
+    pub keys_sha256: String,
     /// Committed by this run (a dry run commits none).
     pub committed: bool,
     /// When it is a piece of a planned part cut smaller for the time left: which, and why.
@@ -334,16 +351,36 @@ pub struct PlannedPartReport {
 }
 
 impl PlanReport {
-    /// Inserts `parts` (files, bytes, estimate) of `pass` at `at`, with `cut`.
-    pub fn insert(&mut self, at: usize, pass: u64, parts: &[(u64, u64, u64)], cut: Option<String>) {
+    /// Inserts `parts` at `at`, of listing pass `pass`, with `cut` when given.
+    pub fn insert(
+        &mut self,
+        at: usize,
+        pass: u64,
+        parts: &[PlannedPartReport],
+        cut: Option<String>,
+    ) {
         self.parts_planned += parts.len() as u64;
-        let new = parts.iter().map(|&(files, bytes, estimate_mb)| {
-            let cut = cut.clone();
-            PlannedPartReport { pass, files, bytes, estimate_mb, committed: false, cut }
+        let new = parts.iter().map(|p| {
+            let cut = cut.clone().or_else(|| p.cut.clone());
+            PlannedPartReport { pass, cut, ..p.clone() }
         });
         let at = at.min(self.parts.len());
         self.parts.splice(at..at, new);
         self.parts.truncate(PLAN_PARTS_SHOWN);
+    }
+
+    /// Shows `parts` from `at` on, in place of those there (a pass's plan, again after a cut),
+    /// `planned` parts counted before them; only those shown are made.
+    pub fn show_from(
+        &mut self,
+        at: usize,
+        planned: u64,
+        parts: impl ExactSizeIterator<Item = PlannedPartReport>,
+    ) {
+        self.parts.truncate(at);
+        self.parts_planned = planned + parts.len() as u64;
+        let room = PLAN_PARTS_SHOWN.saturating_sub(self.parts.len());
+        self.parts.extend(parts.take(room));
     }
 }
 
@@ -357,8 +394,13 @@ impl DayReport {
             .counted(&mut self.foreign_objects, Some(&mut self.foreign_keys_truncated))
             .to_cap();
         Shortened::new(&mut self.rows_without_flight_keys, DAY_KEYS_SHOWN).to_cap();
+        // Marked before the cut, and kept: neither list has its count in the JSON.
+        self.unread_files_truncated |= self.unread_files.len() > DAY_KEYS_SHOWN;
         Shortened::new(&mut self.unread_files, DAY_KEYS_SHOWN).to_cap();
-        Shortened::new(&mut self.other_days_uuids, OTHER_DAYS_UUIDS_SHOWN).to_cap();
+        let (n, cap) = (self.other_days_uuids.len(), OTHER_DAYS_UUIDS_SHOWN);
+        self.other_days_uuids_truncated |=
+            n > cap || (n == cap && self.rows_of_other_days > n as u64);
+        Shortened::new(&mut self.other_days_uuids, cap).to_cap();
     }
 }
 
@@ -767,13 +809,42 @@ mod tests {
         assert_eq!(r.days[0].other_days_uuids.len(), 3);
         assert_eq!(r.days[1].other_days_uuids.len(), OTHER_DAYS_UUIDS_SHOWN);
         assert_eq!(r.days[1].rows_of_other_days, 40);
+        assert!(!r.days[0].other_days_uuids_truncated && r.days[1].other_days_uuids_truncated);
+        // A full list (the merge keeps the first rows' flights) is marked when more rows were read.
+        r.add_day(day(3, OTHER_DAYS_UUIDS_SHOWN as u64, OTHER_DAYS_UUIDS_SHOWN));
+        r.add_day(day(4, OTHER_DAYS_UUIDS_SHOWN as u64 + 1, OTHER_DAYS_UUIDS_SHOWN));
+        assert!(!r.days[2].other_days_uuids_truncated && r.days[3].other_days_uuids_truncated);
         // The skipped files of every day, listed and counted.
-        assert_eq!(r.skipped_files_total, 3);
+        assert_eq!(r.skipped_files_total, 5);
         // bound() keeps the cap on a day pushed past add_day, and the counts.
         r.days[0].other_days_uuids = uuids(50).iter().map(uuid::Uuid::to_string).collect();
         r.bound();
         assert_eq!(r.days[0].other_days_uuids.len(), OTHER_DAYS_UUIDS_SHOWN);
-        assert_eq!((r.rows_of_other_days, r.days[0].rows_of_other_days), (45, 3));
+        assert!(r.days[0].other_days_uuids_truncated && r.days[3].other_days_uuids_truncated);
+        assert_eq!((r.rows_of_other_days, r.days[0].rows_of_other_days), (66, 3));
+    }
+
+    /// A date's unread files past [`DAY_KEYS_SHOWN`] are cut and marked, also once bound again.
+    #[test]
+    fn a_days_unread_files_at_their_cap() {
+        let unread = |n: usize| DayReport {
+            action: DayAction::Mismatch,
+            unread_files: (uuids(n).into_iter())
+                .map(|flight| UnreadFile {
+                    key: format!("index/{flight}"),
+                    flight,
+                    reason: "r".into(),
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let mut r = RunReport::default();
+        r.add_day(unread(DAY_KEYS_SHOWN));
+        r.add_day(unread(DAY_KEYS_SHOWN + 1));
+        r.bound();
+        let (at, over) = (&r.days[0], &r.days[1]);
+        assert_eq!((at.unread_files.len(), at.unread_files_truncated), (DAY_KEYS_SHOWN, false));
+        assert_eq!((over.unread_files.len(), over.unread_files_truncated), (DAY_KEYS_SHOWN, true));
     }
 
     #[test]

@@ -50,46 +50,26 @@ struct Window {
     past: Option<UuidSetBuilder>,
 }
 
-/// A per-flight file ordered by its key alone.
-struct ByKey(uuid::Uuid, ObjectMeta);
-
-impl PartialEq for ByKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.1.key == other.1.key
-    }
-}
-impl Eq for ByKey {}
-impl PartialOrd for ByKey {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for ByKey {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.1.key.cmp(&other.1.key)
-    }
-}
+/// A per-flight file ordered by its key (unique, so first): key, ETag, size, LastModified, uuid.
+type ByKey = (String, String, u64, chrono::DateTime<chrono::Utc>, uuid::Uuid);
 
 impl Window {
     /// Takes flight `u`'s file `o` into the window while it has room or when its key is before the
     /// window's last (which then leaves it). Errors: [`Error::Spill`].
     fn offer(&mut self, u: uuid::Uuid, o: ObjectMeta) -> Result<()> {
+        let mut out = (o.key, o.etag, o.size, o.last_modified, u);
         if self.held.len() < self.limit {
-            self.held.push(ByKey(u, o));
+            self.held.push(out);
             return Ok(());
         }
-        let mut out = ByKey(u, o);
         if let Some(mut last) = self.held.peek_mut()
             && out < *last
         {
             std::mem::swap(&mut *last, &mut out);
         }
-        self.files += 1;
-        self.bytes += out.1.size;
-        match &mut self.past {
-            Some(b) => b.push(out.0),
-            None => Ok(()),
-        }
+        let (_, _, size, _, u) = out;
+        (self.files, self.bytes) = (self.files + 1, self.bytes + size);
+        self.past.as_mut().map_or(Ok(()), |b| b.push(u))
     }
 }
 
@@ -177,7 +157,10 @@ impl Day {
         let Window { held, files, bytes, past, .. } =
             held.into_inner().unwrap_or_else(|p| p.into_inner());
         let mut index = plan::classify_partition(others);
-        index.per_flight = (held.into_sorted_vec().into_iter()).map(|ByKey(u, o)| (u, o)).collect();
+        let file = |(key, etag, size, last_modified, u): ByKey| {
+            (u, ObjectMeta { key, etag, size, last_modified })
+        };
+        index.per_flight = held.into_sorted_vec().into_iter().map(file).collect();
         index.beyond_window = plan::BeyondWindow {
             files,
             bytes,
@@ -630,7 +613,7 @@ mod tests {
         for i in [7, 2, 9, 4, 0, 5, 1, 12] {
             w.offer(u(i), meta(&format!("index/{}.parquet", uuid_n(i)))).unwrap();
         }
-        let held: Vec<_> = w.held.into_sorted_vec().into_iter().map(|b| b.0).collect();
+        let held: Vec<_> = w.held.into_sorted_vec().into_iter().map(|b| b.4).collect();
         assert_eq!(held, [0, 1, 2].map(u));
         assert_eq!(w.files, 5);
         let past = w.past.unwrap().finish().unwrap();

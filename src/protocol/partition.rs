@@ -273,7 +273,7 @@ pub fn nothing_to_merge(read: &ReadInputs) -> bool {
     if read.held_back.is_some() {
         return true;
     }
-    let compacted = (read.merge_inputs.iter()).filter(|i| i.source == Source::Compacted).count();
+    let compacted = read.merge_inputs.iter().filter(|s| **s == Source::Compacted).count();
     compacted == read.merge_inputs.len() && compacted < 2
 }
 
@@ -487,13 +487,7 @@ mod tests {
     #[test]
     fn without_own_row_counts_listed_flights_a_merge_would_lose() {
         let read = |sources: Vec<Source>, keyless: Vec<Uuid>| ReadInputs {
-            merge_inputs: (sources.into_iter())
-                .map(|source| read::DecodedInput {
-                    source,
-                    last_modified: Default::default(),
-                    rows: 1,
-                })
-                .collect(),
+            merge_inputs: sources,
             without_own_row: vec![u(2), u(1), u(1), u(9)],
             keyless_flights: keyless,
             ..ReadInputs::default()

@@ -18,6 +18,7 @@ use uuid::Uuid;
 
 use crate::data::keys::{IndexKey, classify_index_key};
 use crate::data::merge::Source;
+use crate::data::report::PlannedPartReport;
 use crate::data::spill::{SpillSettings, UuidSet, UuidSetBuilder};
 use crate::infra::storage::ObjectMeta;
 pub use crate::protocol::sizing::PartSizing;
@@ -444,8 +445,37 @@ pub struct PlannedPart {
     pub weight: u64,
     /// Estimated peak memory while it is committed, in MB ([`PartSizing::estimate_mb`]).
     pub estimate_mb: u64,
+    /// When it is a piece of a planned part cut smaller for the time left: which, and why.
+    pub cut: Option<String>,
     /// Each input's group: inputs sharing a flight have the same, so a cut keeps them together.
     groups: Vec<u32>,
+}
+
+impl PlannedPart {
+    /// Its inputs' bytes, as listed.
+    pub fn bytes(&self) -> u64 {
+        self.inputs.iter().map(|i| i.meta.size).sum()
+    }
+
+    /// As `days[].plan.parts[]` says it, of listing pass `pass`, not committed: its inputs named
+    /// by the first and last key in byte order and `keys_sha256`, the lowercase hex SHA-256 of all
+    /// its keys sorted and joined by `\n` (`LC_ALL=C sort | head -c -1 | sha256sum`).
+    pub fn report(&self, pass: u64) -> PlannedPartReport {
+        use sha2::Digest;
+        let mut keys: Vec<&str> = self.inputs.iter().map(|i| i.meta.key.as_str()).collect();
+        keys.sort_unstable();
+        PlannedPartReport {
+            pass,
+            files: keys.len() as u64,
+            bytes: self.bytes(),
+            estimate_mb: self.estimate_mb,
+            first_key: keys.first().map_or_else(String::new, |k| k.to_string()),
+            last_key: keys.last().map_or_else(String::new, |k| k.to_string()),
+            keys_sha256: hex::encode(sha2::Sha256::digest(keys.join("\n"))),
+            committed: false,
+            cut: self.cut.clone(),
+        }
+    }
 }
 
 /// An input a plan leaves as it is.
@@ -484,12 +514,13 @@ pub fn plan_date(day: DayPlan, groups: Groups, sizing: &PartSizing) -> DatePlan 
 
 impl DatePlan {
     /// Cuts part `at` into parts of at most `weight` by [`plan_date`]'s rules (the time left
-    /// allows no more); compacted files the cut leaves out go to [`DatePlan::left`]. Returns how
-    /// many parts it became.
-    pub fn cut_part(&mut self, at: usize, weight: u64, sizing: &PartSizing) -> usize {
+    /// allows no more), each piece saying `why`; compacted files the cut leaves out go to
+    /// [`DatePlan::left`]. Returns how many parts it became.
+    pub fn cut_part(&mut self, at: usize, weight: u64, sizing: &PartSizing, why: &str) -> usize {
         let part = self.parts.remove(at);
         let groups = Groups::of_labels(&part.groups);
-        let cut = cut(part.inputs, groups, sizing, weight, &mut self.left);
+        let mut cut = cut(part.inputs, groups, sizing, weight, &mut self.left);
+        cut.iter_mut().for_each(|p| p.cut = Some(why.to_string()));
         let n = cut.len();
         self.parts.splice(at..at, cut);
         n
@@ -500,19 +531,17 @@ impl DatePlan {
         self.parts.iter().map(|p| p.inputs.len()).sum()
     }
 
-    /// Each of parts `range`'s files, bytes and estimate (MB), as the report and the log say them.
-    pub fn summary(&self, range: std::ops::Range<usize>) -> Vec<(u64, u64, u64)> {
-        let bytes = |p: &PlannedPart| p.inputs.iter().map(|i| i.meta.size).sum();
-        let part = |p: &PlannedPart| (p.inputs.len() as u64, bytes(p), p.estimate_mb);
-        self.parts[range].iter().map(part).collect()
+    /// Parts `range` as the report says them ([`PlannedPart::report`]), of the first pass.
+    pub fn summary(&self, range: std::ops::Range<usize>) -> Vec<PlannedPartReport> {
+        self.parts[range].iter().map(|p| p.report(1)).collect()
     }
 }
 
 impl fmt::Display for DatePlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} file(s) in {} part(s) ({})", self.files(), self.parts.len(), self.reason)?;
-        for (i, (n, bytes, mb)) in self.summary(0..self.parts.len()).into_iter().enumerate() {
-            let size = indicatif::HumanBytes(bytes);
+        for (i, p) in self.parts.iter().enumerate() {
+            let (n, size, mb) = (p.inputs.len(), indicatif::HumanBytes(p.bytes()), p.estimate_mb);
             write!(f, "; part {}: {n} file(s), {size}, an estimated peak of {mb} MB", i + 1)?;
         }
         if !self.left.is_empty() {
@@ -535,7 +564,8 @@ fn cut(
     while let Some(part) = queue.next_part(weight) {
         let (groups, inputs): (Vec<u32>, Vec<PlannedInput>) = part.into_iter().unzip();
         let weight = inputs.iter().map(input_weight).sum();
-        parts.push(PlannedPart { inputs, weight, estimate_mb: sizing.estimate_mb(weight), groups });
+        let estimate_mb = sizing.estimate_mb(weight);
+        parts.push(PlannedPart { inputs, weight, estimate_mb, cut: None, groups });
     }
     let why = LEFT_COMPACTED;
     left.extend(queue.left.into_iter().map(|i| LeftInput { key: i.meta.key, why }));
@@ -986,7 +1016,9 @@ mod tests {
             "{plan}"
         );
         // Cut for the time left: the first part in two, the second as it was.
-        assert_eq!(plan.cut_part(0, 3, &sizing(4)), 2);
+        assert_eq!(plan.cut_part(0, 3, &sizing(4), "no time"), 2);
+        assert_eq!(plan.parts[1].cut.as_deref(), Some("no time"));
+        assert_eq!(plan.parts[2].cut, None);
         let weights: Vec<u64> = plan.parts.iter().map(|p| p.weight).collect();
         assert_eq!((weights, plan.files()), (vec![3, 1, 1], 5));
         // A first part that would be the compacted file alone is dropped, its weight with it.
@@ -999,6 +1031,20 @@ mod tests {
         // A skipped date has no part.
         let skip = DayPlan { action: DayAction::Skip, ..day(vec![]) };
         assert!(plan_date(skip, Groups::new(0), &sizing(5)).parts.is_empty());
+    }
+
+    /// A part's report names its inputs by their first and last key in byte order and the
+    /// SHA-256 of its keys sorted and joined by newlines (`printf 'index/a\nindex/b' | sha256sum`).
+    #[test]
+    fn a_parts_report_names_its_inputs_by_their_ends_and_their_digest() {
+        let f = |key: &str, size| PlannedInput { meta: meta(key, size), source: Source::MultiRow };
+        let inputs = vec![f("index/b", 2), f("index/a", 3)];
+        let part = PlannedPart { inputs, weight: 2, estimate_mb: 7, cut: None, groups: vec![0, 1] };
+        let r = part.report(2);
+        assert_eq!((r.pass, r.files, r.bytes, r.estimate_mb, r.committed), (2, 2, 5, 7, false));
+        assert_eq!((r.first_key.as_str(), r.last_key.as_str()), ("index/a", "index/b"));
+        let digest = "6c292c6217149b22d59a5a6a6c63a8fde7647eeb09d3757055985b8d2ade872c";
+        assert_eq!(r.keys_sha256, digest);
     }
 
     #[test]
@@ -1180,7 +1226,7 @@ mod tests {
             let mut cut = plan.clone();
             if !cut.parts.is_empty() {
                 let n = rng.below(cut.parts.len() as u64) as usize;
-                cut.cut_part(n, 1 + rng.below(cut.parts[n].weight), &sizing(part_weight));
+                cut.cut_part(n, 1 + rng.below(cut.parts[n].weight), &sizing(part_weight), "");
                 assert_eq!(places(&cut).len(), at.len(), "seed {seed}: the cut lost an input");
             }
             for p in [&mut plan, &mut cut] {

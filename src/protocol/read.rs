@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::NaiveDate;
 use uuid::Uuid;
 
 use crate::data::merge::{
@@ -22,22 +22,11 @@ use crate::infra::storage::{Fetched, Store};
 use crate::protocol::plan::PlannedInput;
 use crate::protocol::proof::ReadRows;
 
-/// One input read, decoded and merged.
-#[derive(Debug, Clone)]
-pub struct DecodedInput {
-    /// Its source kind.
-    pub source: Source,
-    /// LastModified, from the listing.
-    pub last_modified: DateTime<Utc>,
-    /// Rows it held.
-    pub rows: usize,
-}
-
 /// Inputs as read, and the merged output.
 #[derive(Debug, Default)]
 pub struct ReadInputs {
-    /// One entry an input, in the order read.
-    pub merge_inputs: Vec<DecodedInput>,
+    /// The kind of each input merged, in the order read.
+    pub merge_inputs: Vec<Source>,
     /// The merged rows, encoded: deduplicated, in flight order.
     pub output: MergedOutput,
     /// The flights of each merged input's rows, by key: what
@@ -303,7 +292,6 @@ fn take(
     {
         return Ok(Taken::Done);
     }
-    let rows = decoded.batch.num_rows();
     let flights = crate::protocol::proof::RowFlights::of_batch(&decoded.batch);
     let mut other_days = merge::OtherDays::default();
     if input.flight().is_none() {
@@ -324,11 +312,7 @@ fn take(
     if keyless > 0 {
         out.rows_without_flight.push((input.meta.key.clone(), keyless as u64));
     }
-    out.merge_inputs.push(DecodedInput {
-        source: input.source,
-        last_modified: input.meta.last_modified,
-        rows,
-    });
+    out.merge_inputs.push(input.source);
     out.rows.insert(&input.meta.key, flights);
     out.other_days.add(other_days);
     out.read.push(ManifestInput { key: input.meta.key.clone(), etag, size });

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 use archive_compaction::commands::run::{RunOptions, run};
-use archive_compaction::data::report::{DayAction, Status, StopReason};
+use archive_compaction::data::report::{DayAction, PlannedPartReport, Status, StopReason};
 use archive_compaction::infra::storage::{PutMode, S3Store};
 use serde_json::{Value, json};
 
@@ -105,18 +105,18 @@ async fn a_day_over_part_files_is_committed_in_parts_and_a_straggler_joins_its_f
     assert_eq!(after.len(), 3, "{after:?}");
 }
 
-/// A report's planned parts of the date's first pass: files, bytes, committed.
-fn first_pass_plan(r: &archive_compaction::data::report::RunReport) -> Vec<(u64, u64, bool)> {
+/// A report's planned parts of the date's first pass.
+fn first_pass_plan(r: &archive_compaction::data::report::RunReport) -> Vec<PlannedPartReport> {
     let day = r.days.iter().find(|d| d.date == date(DAY)).expect("the date's report");
     assert!(day.plan.parts.iter().all(|p| p.estimate_mb > 0 && p.cut.is_none()), "{day:?}");
-    let first = day.plan.parts.iter().filter(|p| p.pass == 1);
-    first.map(|p| (p.files, p.bytes, p.committed)).collect()
+    day.plan.parts.iter().filter(|p| p.pass == 1).cloned().collect()
 }
 
-/// The run commits exactly the parts the dry run printed, part for part (files and bytes, in
-/// order), over several day shapes: per-flight files in several parts; a multi-row file holding
-/// rows of flights that have per-flight files too (one flight in several files); a window past the
-/// listing limit (the first pass's parts); and compacted files with a straggler (the sweep).
+/// The run commits exactly the parts the dry run printed, part for part and input for input (the
+/// same files, bytes, first and last key and `keys_sha256`, in order), over several day shapes:
+/// per-flight files in several parts; a multi-row file holding rows of flights that have
+/// per-flight files too (one flight in several files); a window past the listing limit (the first
+/// pass's parts); and compacted files with a straggler (the sweep).
 #[tokio::test]
 async fn the_run_commits_the_parts_the_dry_run_planned_over_several_day_shapes() {
     let _serial = SERIAL.lock().await;
@@ -151,22 +151,74 @@ async fn the_run_commits_the_parts_the_dry_run_planned_over_several_day_shapes()
     }
 }
 
-/// A dry run, then a run that must commit the dry run's first-pass parts.
+/// A dry run, then a run that must commit the dry run's first-pass parts, each part's inputs
+/// found again in the date's listing by its first and last key and its digest.
 async fn dry_run_then_run(
     store: &S3Store,
     cfg: &archive_compaction::data::config::Config,
     name: &str,
 ) {
+    let prefix = archive_compaction::data::keys::index_prefix(date(DAY));
+    let listed: Vec<(String, u64)> =
+        (store.list(&prefix).await.unwrap().into_iter()).map(|m| (m.key, m.size)).collect();
     let dry = run(store, cfg, &RunOptions { dry_run: true, ..RunOptions::at(at(NOW)) }).await;
     assert_valid("run-report.schema.json", &serde_json::to_value(&dry).unwrap());
     let planned = first_pass_plan(&dry);
     assert!(!planned.is_empty(), "{name}: {dry:?}");
-    assert!(planned.iter().all(|p| !p.2), "a dry run commits nothing: {planned:?}");
+    assert!(planned.iter().all(|p| !p.committed), "a dry run commits nothing: {planned:?}");
+    let mut taken = std::collections::HashSet::new();
+    for part in &planned {
+        for key in inputs_of(part, &listed) {
+            assert!(taken.insert(key.clone()), "{name}: {key} in two parts");
+        }
+    }
     let r = run(store, cfg, &RunOptions::at(at(NOW))).await;
     assert_eq!(r.last_run_status, Status::Success, "{name}: {:?}", r.errors);
-    let committed: Vec<_> = planned.iter().map(|&(f, b, _)| (f, b, true)).collect();
+    let committed: Vec<_> =
+        planned.into_iter().map(|p| PlannedPartReport { committed: true, ..p }).collect();
     assert_eq!(first_pass_plan(&r), committed, "{name}: the run's parts are the plan's");
     assert_valid("run-report.schema.json", &serde_json::to_value(&r).unwrap());
+}
+
+/// The keys of `listed` that are `part`'s inputs: the one set of its size, from its first to its
+/// last key, whose SHA-256 (sorted keys joined by `\n`, lowercase hex) is its `keys_sha256`;
+/// their sizes add up to its bytes.
+fn inputs_of(part: &PlannedPartReport, listed: &[(String, u64)]) -> Vec<String> {
+    use sha2::Digest;
+    let (first, last) = (&part.first_key, &part.last_key);
+    let ends: Vec<&(String, u64)> =
+        listed.iter().filter(|(k, _)| k == first || k == last).collect();
+    let inner: Vec<&(String, u64)> = listed.iter().filter(|(k, _)| k > first && k < last).collect();
+    let mut found = Vec::new();
+    for chosen in subsets(inner.len(), (part.files as usize).saturating_sub(ends.len())) {
+        let mut keys: Vec<&(String, u64)> = chosen.iter().map(|&i| inner[i]).collect();
+        keys.extend(&ends);
+        keys.sort();
+        let joined = keys.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join("\n");
+        if hex::encode(sha2::Sha256::digest(joined)) == part.keys_sha256 {
+            found.push(keys);
+        }
+    }
+    assert_eq!(found.len(), 1, "no set of listed keys has the digest of {part:?}");
+    let bytes: u64 = found[0].iter().map(|(_, size)| size).sum();
+    assert_eq!((found[0].len() as u64, bytes), (part.files, part.bytes), "{part:?}");
+    found[0].iter().map(|(k, _)| k.clone()).collect()
+}
+
+/// Every `k` of `0..n`, in index order.
+fn subsets(n: usize, k: usize) -> Vec<Vec<usize>> {
+    match (n, k) {
+        (_, 0) => vec![vec![]],
+        (n, k) if n < k => vec![],
+        _ => {
+            let mut out = subsets(n - 1, k);
+            out.extend(subsets(n - 1, k - 1).into_iter().map(|mut s| {
+                s.push(n - 1);
+                s
+            }));
+            out
+        }
+    }
 }
 
 #[tokio::test]

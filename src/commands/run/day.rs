@@ -15,6 +15,7 @@ use crate::data::report::{
     DAY_KEYS_SHOWN, DayAction as Done, DayReport, Parity, RunReport, SkippedFile, UnreadFile,
 };
 use crate::data::spill::UuidSet;
+use crate::infra::deadline::PartFit;
 use crate::infra::error::{Error, Result};
 use crate::infra::storage::Store;
 use crate::infra::text::Shortened;
@@ -216,9 +217,9 @@ async fn pass(
         return Ok(PassEnd::Done);
     }
     let parts_before = day.parts;
-    let base = day.plan.parts.len();
-    day.plan.insert(base, day.passes, &plan.summary(0..plan.parts.len()), None);
+    let base = (day.plan.parts.len(), day.plan.parts_planned);
     let parts = Parts { plan, sizing, beyond_window, base };
+    parts.show(day, 0);
     let kept_newer = match commit_parts(cx, date, parts, &mut prefetched, st, day).await? {
         ControlFlow::Continue(kept_newer) => kept_newer,
         ControlFlow::Break(end) => return Ok(end),
@@ -295,8 +296,33 @@ struct Parts {
     /// What the plan was made with, for a part cut for the time left.
     sizing: plan::PartSizing,
     beyond_window: usize,
-    /// Where its parts start in the report's [`crate::data::report::PlanReport`].
-    base: usize,
+    /// Where its parts start in the report's [`crate::data::report::PlanReport`]: shown, counted.
+    base: (usize, u64),
+}
+
+impl Parts {
+    /// Cuts part `at` to the weight `t` allows ([`plan::DatePlan::cut_part`]), saying why in the
+    /// plan, the log and the report: how many parts it became.
+    fn cut(&mut self, at: usize, t: PartFit, day: &mut DayReport) -> usize {
+        let (planned, weight, left) = (self.plan.parts[at].weight, t.weight.max(1), t.left);
+        let why = format!(
+            "part {} of pass {} (weight {planned}) cut to weight {weight}: {} s left",
+            at + 1,
+            day.passes,
+            left.as_secs()
+        );
+        let n = self.plan.cut_part(at, weight, &self.sizing, &why);
+        tracing::info!(date = %day.date, into = n, "the time left is too short for the planned part: {why}");
+        self.show(day, at);
+        n
+    }
+
+    /// The report's plan from part `from` on, as the plan now holds it.
+    fn show(&self, day: &mut DayReport, from: usize) {
+        let pass = day.passes;
+        let parts = self.plan.parts[from..].iter().map(|p| p.report(pass));
+        day.plan.show_from(self.base.0 + from, self.base.1 + from as u64, parts);
+    }
 }
 
 /// Commits a pass's planned parts one by one. Before each, the deadline decides whether it starts:
@@ -326,25 +352,10 @@ async fn commit_parts(
             let hint = near.part_hint(cx.deadline.given(), smallest);
             return Err(unfinished(day, &near, files_left, hint));
         }
-        if let Some(t) = time.filter(|t| rest[0].weight > t.weight.max(1)) {
-            let (planned, weight) = (rest[0].weight, t.weight.max(1));
-            let n = parts.plan.cut_part(at, weight, &parts.sizing);
-            let why = format!(
-                "part {} of pass {} (weight {planned}) cut to weight {weight}: {} s left",
-                at + 1,
-                day.passes,
-                t.left.as_secs()
-            );
-            tracing::info!(%date, into = n, "the time left is too short for the planned part: {why}");
-            if parts.base + at < day.plan.parts.len() {
-                day.plan.parts.remove(parts.base + at);
-            }
-            day.plan.parts_planned -= 1;
-            let pieces = parts.plan.summary(at..at + n);
-            day.plan.insert(parts.base + at, day.passes, &pieces, Some(why));
-            if n == 0 {
-                continue;
-            }
+        if let Some(t) = time.filter(|t| rest[0].weight > t.weight.max(1))
+            && parts.cut(at, t, day) == 0
+        {
+            continue;
         }
         let part = &parts.plan.parts[at];
         // A group of inputs sharing flights may weigh more than the time allows.
@@ -365,7 +376,7 @@ async fn commit_parts(
             ControlFlow::Continue(None) => {}
             ControlFlow::Continue(Some(k)) => {
                 kept_newer += k;
-                if let Some(p) = day.plan.parts.get_mut(parts.base + at - 1) {
+                if let Some(p) = day.plan.parts.get_mut(parts.base.0 + at - 1) {
                     p.committed = true;
                 }
                 tracing::info!(%date, part = at, of = parts.plan.parts.len(), seconds = crate::infra::text::millis(t.elapsed().as_secs_f64()), "part committed");
@@ -507,7 +518,7 @@ fn lost_rows(day: &mut DayReport, lost: Vec<Uuid>, unread: Vec<UnreadFile>) -> R
 
 /// Inputs of `read` of kind `source` that were decoded (and merged).
 fn count_decoded(read: &read::ReadInputs, source: Source) -> u64 {
-    (read.merge_inputs.iter()).filter(|i| i.source == source).count() as u64
+    read.merge_inputs.iter().filter(|s| **s == source).count() as u64
 }
 
 /// Adds `files` to the day's skipped files, each key once (the gate and every pass may find it).
