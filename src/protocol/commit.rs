@@ -968,3 +968,61 @@ mod settle_tests {
         assert_eq!(store.requests("HeadObject"), 0);
     }
 }
+
+#[cfg(test)]
+mod part_tests {
+    use super::*;
+    use crate::data::merge::Source;
+    use crate::data::merge::tests::{row, uuid_n};
+    use crate::infra::storage::MemoryStore;
+
+    fn parquet(batch: &arrow_array::RecordBatch) -> Bytes {
+        let mut out = Vec::new();
+        let mut w = parquet::arrow::ArrowWriter::try_new(&mut out, batch.schema(), None).unwrap();
+        w.write(batch).unwrap();
+        w.close().unwrap();
+        out.into()
+    }
+
+    /// The gate's second half, in a part's commit: a per-flight file that holds no row of its own
+    /// flight ends the part `Lost`, naming that flight, and nothing is written (no manifest, no
+    /// compacted file, no input deleted), though the part's other file is sound.
+    #[tokio::test]
+    async fn a_per_flight_file_without_its_own_row_ends_the_part_lost_and_writes_nothing() {
+        let store = MemoryStore::new("b");
+        let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let ip = index_prefix(date);
+        let (a, b) = (uuid_n(1), uuid_n(2));
+        // `a`'s file holds a row of a flight the archive does not have.
+        store.put_now(&format!("{ip}{a}.parquet"), parquet(&row(&uuid_n(9), "stray")));
+        store.put_now(&format!("{ip}{b}.parquet"), parquet(&row(&b, "B")));
+        let listed = store.list(&ip).await.unwrap();
+        let inputs: Vec<PlannedInput> = (listed.iter().cloned())
+            .map(|meta| {
+                let u = meta.key.rsplit('/').next().unwrap().trim_end_matches(".parquet");
+                PlannedInput { source: Source::PerFlight(u.parse().unwrap()), meta }
+            })
+            .collect();
+        let flights: UuidSet = [a.parse().unwrap(), b.parse().unwrap()].into_iter().collect();
+        let settings = ReadSettings {
+            concurrency: 2,
+            row_group_rows: 1000,
+            budget: crate::data::input::Budget::default(),
+            spill: Default::default(),
+        };
+        let part = Part {
+            date,
+            inputs: &inputs,
+            flights: &flights,
+            settings,
+            write: Some((Utc::now(), "test")),
+        };
+        let outcome =
+            commit_part(&store, &mut Fence(None), part, &mut Prefetched::new()).await.unwrap();
+        let PartEnd::Lost(lost) = outcome.end else { panic!("{:?}", outcome.end) };
+        assert_eq!(lost, [a.parse::<Uuid>().unwrap()]);
+        let after: Vec<String> = store.list("").await.unwrap().into_iter().map(|m| m.key).collect();
+        let before: Vec<String> = listed.into_iter().map(|m| m.key).collect();
+        assert_eq!(after, before, "a lost part writes and deletes nothing");
+    }
+}
