@@ -23,8 +23,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::data::input::{self, Budget, RowKeys};
 use crate::data::keys::{
-    IndexKey, MANIFESTS_ROOT, QUARANTINE_ROOT, STUCK_ROOT, classify_index_key, flight_uuid,
-    flights_prefix, index_prefix, manifest_date, stuck_manifest_key,
+    IndexKey, MANIFESTS_ROOT, QUARANTINE_ROOT, STUCK_ROOT, flight_uuid, flights_prefix,
+    index_prefix, manifest_date, stuck_manifest_key,
 };
 use crate::data::merge::OtherDays;
 use crate::data::spill::{SpillSettings, UuidSet, UuidSetBuilder};
@@ -146,9 +146,9 @@ impl Day {
             ..Window::default()
         });
         let window = &held;
-        // Anything else is kept for classify_partition (zero-byte files are foreign there).
-        let keep = move |o: ObjectMeta| match classify_index_key(&o.key) {
-            IndexKey::PerFlight(u) if o.size > 0 => {
+        // Anything else is kept for classify_partition.
+        let keep = move |o: ObjectMeta| match plan::classify_object(&o) {
+            IndexKey::PerFlight(u) => {
                 window.lock().unwrap_or_else(|p| p.into_inner()).offer(u, o).map(|()| None)
             }
             _ => Ok(Some(o)),

@@ -222,16 +222,18 @@ impl PartitionListing {
     }
 }
 
+/// What a listed index object is to the run: its key's kind ([`classify_index_key`]), except that
+/// a zero-byte object is foreign whatever its name (an upload not finished, or a marker).
+pub fn classify_object(o: &ObjectMeta) -> IndexKey {
+    if o.size == 0 { IndexKey::Foreign("zero-byte object") } else { classify_index_key(&o.key) }
+}
+
 /// Zero-byte objects are foreign whatever their name (directory markers, failed uploads: an empty
 /// body is no Parquet file).
 pub fn classify_partition(objects: Vec<ObjectMeta>) -> PartitionListing {
     let mut out = PartitionListing::default();
     for o in objects {
-        if o.size == 0 {
-            out.foreign.push((o, "zero-byte object"));
-            continue;
-        }
-        match classify_index_key(&o.key) {
+        match classify_object(&o) {
             IndexKey::PerFlight(u) => out.per_flight.push((u, o)),
             IndexKey::Compacted => out.compacted.push(o),
             IndexKey::MultiRow => out.multi_row.push(o),
