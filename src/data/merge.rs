@@ -583,4 +583,12 @@ pub(crate) mod tests {
         assert_eq!(back.batch, b);
         assert!(decode(Bytes::from_static(b"PAR1 not really")).is_err());
     }
+
+    #[test]
+    fn decode_reads_every_row_of_a_file_of_several_batches_and_row_groups() {
+        let rows: Vec<RecordBatch> = (0..2_500).map(|i| row(&uuid_n(i), "X")).collect();
+        let b = arrow_select::concat::concat_batches(&target_schema(), &rows).unwrap();
+        let back = decode(Bytes::from(encode(std::slice::from_ref(&b), 1_000).unwrap())).unwrap();
+        assert_eq!(back.batch, b);
+    }
 }
