@@ -413,6 +413,42 @@ mod tests {
         assert_eq!(unreadable, [export.as_str()]);
     }
 
+    /// Status's check over a plan: the second half of the verdict comes from reading each part
+    /// (a per-flight file holding no row of its flight, one that cannot be read), the first half
+    /// from the listings.
+    #[tokio::test]
+    async fn a_parity_check_over_a_plan_names_files_without_their_own_row_and_unreadable_ones() {
+        use crate::data::keys::{flights_prefix, index_prefix};
+        use crate::data::merge::tests::{row, uuid_n};
+        use crate::infra::storage::MemoryStore;
+        let store = MemoryStore::new("b");
+        let date = NaiveDate::from_ymd_opt(2026, 7, 20).unwrap();
+        let (ip, fp) = (index_prefix(date), flights_prefix(date));
+        let pq = |b| bytes::Bytes::from(crate::data::merge::encode(&[b], 10).unwrap());
+        for i in 1..=3 {
+            store.put_now(&format!("{fp}{}.json.gz", uuid_n(i)), "{}".into());
+        }
+        store.put_now(&format!("{ip}{}.parquet", uuid_n(1)), pq(row(&uuid_n(1), "own row")));
+        store.put_now(&format!("{ip}{}.parquet", uuid_n(2)), pq(row(&uuid_n(9), "stray")));
+        store.put_now(&format!("{ip}{}.parquet", uuid_n(3)), "not parquet".into());
+        let day = crate::protocol::day::Day::list(&store, date, true, Default::default());
+        let day = day.await.unwrap();
+        let planned = plan::plan_day(date, day.index.clone(), &Default::default());
+        let sizing = plan::PartSizing { part_weight: 10, files: 3, flights: 3, in_memory: 1_000 };
+        let plan = plan::plan_date(planned, plan::Groups::new(3), &sizing);
+        let settings = ReadSettings {
+            concurrency: 1,
+            row_group_rows: 1000,
+            budget: Budget::DEFAULT,
+            spill: Default::default(),
+        };
+        let check = day.parity_check(&store, Some(&plan), settings).await.unwrap();
+        assert!(check.missing.is_empty(), "{:?}", check.missing);
+        assert_eq!(check.without_own_row, [uuid_n(2).parse::<Uuid>().unwrap()]);
+        let unread: Vec<Uuid> = check.unread.iter().map(|f| f.flight).collect();
+        assert_eq!(unread, [uuid_n(3).parse::<Uuid>().unwrap()]);
+    }
+
     /// Inputs that weigh no more than the smallest part the run may cut
     /// are one part: no multi-row input is read to keep flights together;
     /// one more weight and it is read.

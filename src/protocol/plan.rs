@@ -1009,6 +1009,7 @@ mod tests {
         };
         // The compacted file does not fit the first part: left as it is, with why.
         let mut plan = plan_date(day(inputs.clone()), Groups::new(6), &sizing(4));
+        assert_eq!((plan.reason.as_str(), plan.claimed), ("r", 0), "the day plan's, kept");
         let weights: Vec<u64> = plan.parts.iter().map(|p| p.weight).collect();
         assert_eq!((weights, plan.files()), (vec![4, 1], 5));
         assert_eq!(plan.left, vec![LeftInput { key: c.meta.key.clone(), why: LEFT_COMPACTED }]);
