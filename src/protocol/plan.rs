@@ -581,7 +581,6 @@ struct PartQueue {
     weights: Vec<u64>,
     /// Each group's inputs, by their smallest index, in the order of their first input.
     groups: std::collections::VecDeque<(u32, Vec<usize>)>,
-    weight_left: u64,
     first_taken: bool,
     left: Vec<PlannedInput>,
 }
@@ -597,7 +596,6 @@ impl PartQueue {
         let weights: Vec<u64> = inputs.iter().map(input_weight).collect();
         let label = |root: usize| u32::try_from(root).unwrap_or(u32::MAX);
         PartQueue {
-            weight_left: weights.iter().sum(),
             weights,
             slots: inputs.into_iter().map(Some).collect(),
             groups: grouped.into_iter().map(|(root, g)| (label(root), g)).collect(),
@@ -614,7 +612,7 @@ impl PartQueue {
         self.first_taken = true;
         let mut part: Vec<(u32, usize)> = Vec::new();
         let mut weight = 0;
-        let all_fit = first && self.weight_left <= part_weight;
+        let all_fit = first && self.weights.iter().sum::<u64>() <= part_weight;
         let flat = |(l, g): (u32, Vec<usize>)| g.into_iter().map(move |i| (l, i));
         if all_fit {
             part = self.groups.drain(..).flat_map(flat).collect();
@@ -647,15 +645,12 @@ impl PartQueue {
             return None;
         }
         part.sort_unstable_by_key(|(_, i)| *i);
-        let mut take = |(l, i): (u32, usize)| {
-            self.weight_left -= self.weights[i];
-            (l, self.slots[i].take().expect("each input in one part"))
-        };
-        Some(part.into_iter().map(&mut take).collect())
+        let take =
+            |(l, i): (u32, usize)| (l, self.slots[i].take().expect("each input in one part"));
+        Some(part.into_iter().map(take).collect())
     }
 
     fn leave(&mut self, i: usize) {
-        self.weight_left -= self.weights[i];
         self.left.extend(self.slots[i].take());
     }
 
@@ -1018,6 +1013,7 @@ mod tests {
             plan.to_string().contains("part 2: 1 file(s), 2.93 KiB, an estimated peak of"),
             "{plan}"
         );
+        assert!(plan.to_string().ends_with(&format!("; 1 left as they are ({LEFT_COMPACTED})")));
         // Cut for the time left: the first part in two, the second as it was.
         assert_eq!(plan.cut_part(0, 3, &sizing(4), "no time"), 2);
         assert_eq!(plan.parts[1].cut.as_deref(), Some("no time"));
