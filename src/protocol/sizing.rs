@@ -177,6 +177,10 @@ mod tests {
             BASE_MEMORY_MB
                 + mb(150_000 * DAY_BYTES_PER_FILE + 50_000 * MEMORY_PER_FILE_BYTES + sets(1000))
         );
+        // A planned part's estimate is the same sum at the part's weight.
+        let sizing =
+            PartSizing { part_weight: 50_000, files: 150_000, flights: 10, in_memory: 1000 };
+        assert_eq!(sizing.estimate_mb(50_000), peak_memory_mb(150_000, 10, 50_000, 1000));
         // Past the window of 4 parts of 10,000 and the sets' limit: nothing
         // more, whatever the size.
         let past = BASE_MEMORY_MB
