@@ -165,7 +165,7 @@ pub struct DayStatus {
     pub rows_of_other_days: u64,
     /// The flights of the first [`crate::data::merge::OTHER_DAYS_UUIDS_SHOWN`] of them.
     pub other_days_uuids: Vec<String>,
-    /// The first date's next run's plan ([`plan_of`], nothing claimed); `None` on later dates.
+    /// The first date's next run's plan (status's `plan_of`, nothing claimed); `None` on later dates.
     #[serde(default)]
     pub plan: Option<crate::data::report::PlanReport>,
 }

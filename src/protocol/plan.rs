@@ -288,7 +288,7 @@ pub struct DayPlan {
 }
 
 /// Plans one date: every input not in `claimed` (keys a live manifest holds) is merged, existing
-/// compacted files folded in, in one part or more ([`PartQueue`]), unless `skip_reason` skips it.
+/// compacted files folded in, in parts cut by [`plan_date`], unless `skip_reason` skips it.
 pub fn plan_day(date: NaiveDate, listing: PartitionListing, claimed: &HashSet<String>) -> DayPlan {
     let claimed_n = listing.inputs().filter(|m| claimed.contains(&m.key)).count();
     // Moved, not copied: a large date cannot hold its listing twice.
