@@ -976,12 +976,8 @@ mod part_tests {
     use crate::data::merge::tests::{row, uuid_n};
     use crate::infra::storage::MemoryStore;
 
-    fn parquet(batch: &arrow_array::RecordBatch) -> Bytes {
-        let mut out = Vec::new();
-        let mut w = parquet::arrow::ArrowWriter::try_new(&mut out, batch.schema(), None).unwrap();
-        w.write(batch).unwrap();
-        w.close().unwrap();
-        out.into()
+    fn parquet(batch: arrow_array::RecordBatch) -> Bytes {
+        Bytes::from(crate::data::merge::encode(&[batch], 10).unwrap())
     }
 
     /// The gate's second half, in a part's commit: a per-flight file that holds no row of its own
@@ -994,8 +990,8 @@ mod part_tests {
         let ip = index_prefix(date);
         let (a, b) = (uuid_n(1), uuid_n(2));
         // `a`'s file holds a row of a flight the archive does not have.
-        store.put_now(&format!("{ip}{a}.parquet"), parquet(&row(&uuid_n(9), "stray")));
-        store.put_now(&format!("{ip}{b}.parquet"), parquet(&row(&b, "B")));
+        store.put_now(&format!("{ip}{a}.parquet"), parquet(row(&uuid_n(9), "stray")));
+        store.put_now(&format!("{ip}{b}.parquet"), parquet(row(&b, "B")));
         let listed = store.list(&ip).await.unwrap();
         let inputs: Vec<PlannedInput> = (listed.iter().cloned())
             .map(|meta| {
