@@ -463,7 +463,16 @@ impl PlannedPart {
     /// by the first and last key in byte order and `keys_sha256`, the lowercase hex SHA-256 of all
     /// its keys sorted and joined by `\n` (`LC_ALL=C sort | head -c -1 | sha256sum`).
     pub fn report(&self, pass: u64) -> PlannedPartReport {
-        use sha2::Digest;
+        // The keys joined by newlines, hashed as they go (no joined copy of a part's keys).
+        let digest_of = |keys: &[&str]| {
+            use sha2::Digest;
+            let mut h = sha2::Sha256::new();
+            for (i, k) in keys.iter().enumerate() {
+                h.update(if i == 0 { &b""[..] } else { b"\n" });
+                h.update(k.as_bytes());
+            }
+            h.finalize()
+        };
         let mut keys: Vec<&str> = self.inputs.iter().map(|i| i.meta.key.as_str()).collect();
         keys.sort_unstable();
         PlannedPartReport {
@@ -473,7 +482,7 @@ impl PlannedPart {
             estimate_mb: self.estimate_mb,
             first_key: keys.first().map_or_else(String::new, |k| k.to_string()),
             last_key: keys.last().map_or_else(String::new, |k| k.to_string()),
-            keys_sha256: hex::encode(sha2::Sha256::digest(keys.join("\n"))),
+            keys_sha256: hex::encode(digest_of(&keys)),
             committed: false,
             cut: self.cut.clone(),
         }
