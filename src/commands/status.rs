@@ -2,6 +2,7 @@
 //! write, delete or lease: safe beside a run). The recorded mismatch is re-checked with the run's
 //! own listing, plan and parity gate, so it names exactly the flights the next run would stop on.
 //! What could not be read is in [`StatusReport::errors`]; what depends on it is unknown, not empty.
+//! `specs/status.schema.json` documents each JSON field (the types here allow missing field docs).
 //!
 //! ```
 //! use archive_compaction::commands::status::{StatusReport, format_human};
@@ -76,110 +77,78 @@ pub enum LeaseState {
 
 /// The lease, as read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[allow(missing_docs)]
 pub struct LeaseStatus {
-    /// The lease's state.
     pub state: LeaseState,
-    /// The holder's invocation id (held or expired).
     pub holder: Option<String>,
-    /// When the holder took it (UTC).
     pub acquired_at: Option<DateTime<Utc>>,
-    /// When it lapses unless renewed (UTC).
     pub expires_at: Option<DateTime<Utc>>,
-    /// Seconds from `as_of` to `expires_at`; negative once expired.
     pub expires_in_seconds: Option<i64>,
 }
 
 /// A live manifest: a commit in flight, or one a crashed run left for recovery.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
 pub struct ManifestStatus {
-    /// The manifest key.
     pub key: String,
-    /// The date in its key, if well formed.
     pub date: Option<NaiveDate>,
-    /// Seconds since it was written (its LastModified, against `as_of`).
     pub age_seconds: i64,
-    /// False when it is empty or not a manifest: the next run quarantines it.
     pub readable: bool,
-    /// The commit's job id (readable manifests).
     pub job_id: Option<Uuid>,
-    /// The run that wrote it (readable manifests).
     pub invocation_id: Option<String>,
-    /// The compacted output it promises (`None` also for a zero-row commit).
     pub output_key: Option<String>,
-    /// How many of its inputs are still listed (any version): what its commit or recovery still has to delete or keep.
     pub inputs: u64,
-    /// A readable manifest's broken rule as `code: message`; the next run quarantines it.
     pub breaks_rule: Option<String>,
-    /// Its inputs could not be deleted when a run last tried (a stuck mark): its date is blocked; the next run retries.
     pub stuck: bool,
 }
 
 /// A manifest moved to `quarantine/`; its date is blocked until an operator deletes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
 pub struct QuarantinedStatus {
-    /// The key under `quarantine/`.
     pub key: String,
-    /// The date in its key, if well formed.
     pub date: Option<NaiveDate>,
-    /// Seconds since it was moved there (its LastModified, against `as_of`).
     pub age_seconds: i64,
-    /// Size in bytes (0 for the empty manifests crashes leave).
     pub size: u64,
 }
 
 /// The date the walk is blocked on, re-checked now.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
 pub struct MismatchStatus {
-    /// `mismatch_date` from the watermark.
     pub date: NaiveDate,
-    /// Consecutive runs blocked on it (`mismatch_runs`).
     pub mismatch_runs: u32,
-    /// Flight objects under the date's `flights/` prefix.
     pub flights: u64,
-    /// How many of them have no index row now.
     pub missing_uuid_count: u64,
-    /// Those flights' uuids, sorted. Empty: the next run passes this date.
     pub missing_uuids: Vec<String>,
-    /// Why they fail (`None` when none does): the run's own verdict.
     pub cause: Option<ParityCause>,
-    /// The date's unreadable per-flight files, with why, by flight.
     #[serde(default)]
     pub unread_files: Vec<crate::data::report::UnreadFile>,
-    /// Compacted files read for the check (when per-flight files did not cover every flight).
     pub compacted_files_read: u64,
 }
 
 /// File counts of one upcoming date.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[allow(missing_docs)]
 pub struct DayStatus {
-    /// The partition date.
     pub date: NaiveDate,
-    /// The date's flights and index files, as `audit` counts them.
     #[serde(flatten)]
     pub counts: DayCounts,
-    /// The per-flight index files' total size in bytes.
     pub per_flight_bytes: u64,
-    /// Why a run would stop before this date ([`Blocked::blocking_walk`]).
     pub blocked_by: Option<String>,
-    /// As a run's `days[].rows_of_other_days`; unreadable files count none.
     pub rows_of_other_days: u64,
-    /// The flights of the first [`crate::data::merge::OTHER_DAYS_UUIDS_SHOWN`] of them.
     pub other_days_uuids: Vec<String>,
-    /// The first date's next run's plan (status's `plan_of`, nothing claimed); `None` on later dates.
     #[serde(default)]
     pub plan: Option<crate::data::report::PlanReport>,
 }
 
 /// The last run, from the broker's retained `last_run_at` and `last_run_status`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[allow(missing_docs)]
 pub struct LastRunStatus {
-    /// `last_run_at`: the last run's invocation time (ISO 8601, UTC), if the broker holds one.
     pub at: Option<String>,
-    /// Hours from it to `as_of` (rounded down), when `at` parses.
     pub age_hours: Option<i64>,
-    /// `last_run_status` as published: `Success`, `Mismatch` or `Failure`.
     pub status: Option<String>,
-    /// Why the broker could not be read (`at` and `status` are then unknown).
     pub error: Option<String>,
 }
 
@@ -200,49 +169,29 @@ pub async fn last_run_from_mqtt(
 
 /// Everything `status` shows; the `--json` output (`specs/status.schema.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[allow(missing_docs)]
 pub struct StatusReport {
-    /// The bucket.
     pub bucket: String,
-    /// The wall clock when the status was taken (UTC).
     pub as_of: DateTime<Utc>,
-    /// The invocation time the cutoff is computed for (UTC).
     pub now: DateTime<Utc>,
-    /// `LAG_DAYS`; `None` when the settings could not be read (see `errors`).
     pub lag_days: Option<u32>,
-    /// UTC date of `now` minus `lag_days`: the last date a run would compact.
     pub cutoff: Option<NaiveDate>,
-    /// The watermark, the bucket or the settings could not be read: `watermark`, `next_date`,
-    /// `mismatch` and `next_days` are unknown.
     pub state_unreadable: bool,
-    /// Nothing could be read: `lease`, `manifests` and `quarantined` unknown too.
     pub bucket_unreadable: bool,
-    /// `last_compacted_date`; `None` when nothing was compacted yet or unreadable.
     pub watermark: Option<NaiveDate>,
-    /// Dates up to the cutoff not yet compacted, as the run reports it; `None` when the watermark is unreadable.
     pub watermark_lag_days: Option<i64>,
-    /// Days the watermark is ahead of the `as_of` cutoff: every run fails until it is fixed
-    /// (docs/runbook.md, "A watermark ahead of the cutoff").
     #[serde(default)]
     pub watermark_ahead_days: Option<i64>,
-    /// The first date the next run would walk (`None`: nothing to start from).
     pub next_date: Option<NaiveDate>,
-    /// The lease.
     pub lease: LeaseStatus,
-    /// Live manifests, in key order.
     pub manifests: Vec<ManifestStatus>,
-    /// Quarantined manifests, in key order.
     pub quarantined: Vec<QuarantinedStatus>,
-    /// The recorded mismatch, re-checked now; `None` when the watermark records none.
     pub mismatch: Option<MismatchStatus>,
-    /// File counts of the next dates to compact (at most `--days`, none past the cutoff).
     pub next_days: Vec<DayStatus>,
-    /// The last run from MQTT; `None` when `MQTT_HOST` is not set.
     #[serde(default)]
     pub last_run: Option<LastRunStatus>,
-    /// Versioning against lifecycle rules ([`versioning`]); `None`: not read (not S3, unreadable).
     #[serde(default)]
     pub versioning: Option<VersioningStatus>,
-    /// Problems met while gathering; everything else is still shown.
     pub errors: Vec<String>,
 }
 
@@ -280,18 +229,13 @@ pub const VERSIONED_PREFIXES: [&str; 2] = ["index/", "_compaction_state/"];
 
 /// Versioning judged against the bucket's lifecycle rules (docs/deploying.md, "Versioned buckets").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[allow(missing_docs)]
 pub struct VersioningStatus {
-    /// `Enabled` or `Suspended`; `None` when never on or unreadable.
     pub versioning: Option<String>,
-    /// Of [`VERSIONED_PREFIXES`], those whose noncurrent versions no enabled rule expires.
     pub noncurrent_kept: Vec<String>,
-    /// Those whose expired delete markers no enabled rule removes.
     pub delete_markers_kept: Vec<String>,
-    /// Those under which an enabled rule expires *current* objects (rows or state lost).
     pub current_expired: Vec<String>,
-    /// What to do; `None` when nothing.
     pub advice: Option<String>,
-    /// Why the configuration could not be read (permissions: specs/status.policy.json).
     pub error: Option<String>,
 }
 
@@ -490,7 +434,7 @@ async fn next_days(
             && let Ok(p) = plan_of(store, config, &day, &Default::default()).await
         {
             let report = plan.insert(crate::data::report::PlanReport::default());
-            report.insert(0, 1, &p.summary(0..p.parts.len()), None);
+            report.show_from(0, 0, p.parts.iter().map(|p| p.report(1)));
         }
         next.push(DayStatus {
             date,

@@ -1,7 +1,8 @@
 //! [`RunReport`], the one value that describes a run: the Lambda response or error message, the
-//! CLI's JSON, and the source of every metric and MQTT topic (`specs/run-report.schema.json`). Each
-//! list keeps its first `*_SHOWN` entries ([`Shortened`]), beside an exact count and a
-//! `*_truncated` marker where the JSON has them.
+//! CLI's JSON, and the source of every metric and MQTT topic. `specs/run-report.schema.json`
+//! documents each JSON field (the types here allow missing field docs for it). Each list keeps
+//! its first `*_SHOWN` entries ([`Shortened`]), beside an exact count and a `*_truncated` marker
+//! where the JSON has them.
 //!
 //! ```
 //! use archive_compaction::data::report::{MISMATCH_UUIDS_SHOWN, RunReport, SkippedFile};
@@ -171,16 +172,12 @@ named_enum!(RecoveryAction);
 
 /// A file that was left in place, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
 pub struct SkippedFile {
-    /// The key.
     pub key: String,
-    /// The partition date.
     pub date: Option<NaiveDate>,
-    /// The column involved, if any.
     pub column: Option<String>,
-    /// Why it was skipped (foreign object, unreadable Parquet, lossy type...).
     pub reason: String,
-    /// The input limit it broke, if that is why (neither fetched whole nor decoded).
     pub limit: Option<LimitBroken>,
 }
 
@@ -200,12 +197,10 @@ impl SkippedFile {
 /// A per-flight index file whose bytes cannot be read: its flight counts as
 /// missing its index row. Left in place; docs/runbook.md, "An unreadable per-flight index file".
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
 pub struct UnreadFile {
-    /// The per-flight file's key (`index/year=…/{uuid}.parquet`).
     pub key: String,
-    /// The flight it is named after.
     pub flight: uuid::Uuid,
-    /// Why it cannot be read, as the decoder said.
     pub reason: String,
 }
 
@@ -221,102 +216,62 @@ pub enum Parity {
 
 /// What happened to one date.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[allow(missing_docs)]
 pub struct DayReport {
-    /// The partition date (UTC).
     pub date: NaiveDate,
-    /// What was done ([`DayAction`]).
     pub action: DayAction,
-    /// Why, in words.
     pub reason: String,
-    /// Flight objects under `flights/` for the date.
     pub flights: u64,
-    /// The parity gate's verdict; `None` when the date failed before it was checked.
     pub parity: Option<Parity>,
-    /// Index files a live manifest claims (dry run: also those recovery would delete).
     pub files_claimed: u64,
-    /// Foreign objects in the date's index partition ([`crate::data::keys::IndexKey`]), never touched.
     pub foreign_objects: u64,
-    /// The first [`DAY_KEYS_SHOWN`] of them, in key order.
     pub foreign_keys: Vec<String>,
-    /// True when `foreign_keys` names fewer keys than `foreign_objects` counts.
     pub foreign_keys_truncated: bool,
-    /// Inputs left in place, unreadable or unmergeable (each in the run's `skipped_files`).
     pub files_skipped: u64,
-    /// Input files read (in a dry run: those the run would merge).
     pub files_read: u64,
-    /// Of `files_read`, how many were existing compacted files folded in.
     pub files_read_compacted: u64,
-    /// Of `files_read`, other multi-row index files (a legacy migration's, exports) folded in.
     pub files_read_multi_row: u64,
-    /// Input files deleted after the output was verified.
     pub files_deleted: u64,
-    /// Input files that could not be deleted (see `errors`).
     pub files_delete_failed: u64,
-    /// Inputs kept because they changed after they were read (newer version).
     pub files_kept_newer: u64,
-    /// Rows in the output.
     pub rows_written: u64,
-    /// Rows dropped as older duplicates of the same flight.
     pub duplicates_removed: u64,
-    /// Commits of the date in this run (dry run: parts it would commit): one a
-    /// part ([`crate::protocol::sizing::MemoryFit`]), more when inputs changed meanwhile.
     #[serde(default)]
     pub parts: u64,
-    /// On `partial`: index files of the date left for the next run.
     #[serde(default)]
     pub files_left: u64,
-    /// Listings of the date's index partition: one, plus one a listing window past the first and one a fold of changed inputs.
     #[serde(default)]
     pub passes: u64,
-    /// Columns the target schema does not know, kept after the known ones (`merge::widen`).
     pub extra_columns: Vec<String>,
-    /// Rows of multi-row inputs whose `s3_key` names no flight: merged, kept after the flights' rows.
     pub rows_without_flight: u64,
-    /// The inputs that held them (the first [`DAY_KEYS_SHOWN`]).
     pub rows_without_flight_keys: Vec<String>,
-    /// The last part's output key, when one was written.
     pub output_key: Option<String>,
-    /// Output size in bytes.
     pub bytes_written: u64,
-    /// Bytes of input read (in a dry run: of the files it would merge).
     pub bytes_read: u64,
-    /// On a `mismatch`: the first [`DAY_UUIDS_SHOWN`] flights without an index row, sorted.
     pub mismatch_uuids: Vec<String>,
-    /// On a `mismatch`: how many flights have no index row (exact).
     pub mismatch_uuid_count: u64,
-    /// True when `mismatch_uuids` holds fewer than `mismatch_uuid_count`.
     pub mismatch_uuids_truncated: bool,
-    /// On a `mismatch`: its unreadable per-flight files (the first [`DAY_KEYS_SHOWN`], by flight).
     #[serde(default)]
     pub unread_files: Vec<UnreadFile>,
-    /// True when `unread_files` names fewer files than the date has.
     #[serde(default)]
     pub unread_files_truncated: bool,
-    /// Rows of multi-row inputs whose `first_message` UTC date is another date:
-    /// merged where they sit. Over several passes, the most one pass read.
     pub rows_of_other_days: u64,
-    /// Their flights (the first [`OTHER_DAYS_UUIDS_SHOWN`], in the order read).
     pub other_days_uuids: Vec<String>,
-    /// True when `other_days_uuids` is full and `rows_of_other_days` counts more rows: the flights
-    /// of the rows past the first [`OTHER_DAYS_UUIDS_SHOWN`] are not named.
     #[serde(default)]
     pub other_days_uuids_truncated: bool,
     /// Inputs left in place, moved into the run's `skipped_files` by [`RunReport::add_day`].
     #[serde(skip)]
     pub skipped: Vec<SkippedFile>,
-    /// Wall time spent on the date, in seconds.
     pub seconds: f64,
-    /// The date's plan ([`crate::protocol::plan::DatePlan`]).
     #[serde(default)]
     pub plan: PlanReport,
 }
 
 /// A date's planned parts, every pass's, in commit order: the first [`PLAN_PARTS_SHOWN`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[allow(missing_docs)]
 pub struct PlanReport {
-    /// One a part.
     pub parts: Vec<PlannedPartReport>,
-    /// Parts planned, `parts` cut to [`PLAN_PARTS_SHOWN`] included.
     pub parts_planned: u64,
 }
 
@@ -325,50 +280,23 @@ pub const PLAN_PARTS_SHOWN: usize = 100;
 
 /// One planned part of a date.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[allow(missing_docs)]
 pub struct PlannedPartReport {
-    /// The listing pass that planned it, from 1.
     pub pass: u64,
-    /// Index files.
     pub files: u64,
-    /// Their bytes, as listed.
     pub bytes: u64,
-    /// Estimated peak memory while it is committed, in MB.
     pub estimate_mb: u64,
-    /// Its inputs' first key, in byte order.
     #[serde(default)]
     pub first_key: String,
-    /// Its inputs' last key, in byte order.
     #[serde(default)]
     pub last_key: String,
-    /// Lowercase hex SHA-256 of its inputs' keys, sorted in byte order and joined by `\n`
-    /// ([`crate::protocol::plan::PlannedPart::report`]).
     #[serde(default)]
     pub keys_sha256: String,
-    /// Committed by this run (a dry run commits none).
     pub committed: bool,
-    /// When it is a piece of a planned part cut smaller for the time left: which, and why.
     pub cut: Option<String>,
 }
 
 impl PlanReport {
-    /// Inserts `parts` at `at`, of listing pass `pass`, with `cut` when given.
-    pub fn insert(
-        &mut self,
-        at: usize,
-        pass: u64,
-        parts: &[PlannedPartReport],
-        cut: Option<String>,
-    ) {
-        self.parts_planned += parts.len() as u64;
-        let new = parts.iter().map(|p| {
-            let cut = cut.clone().or_else(|| p.cut.clone());
-            PlannedPartReport { pass, cut, ..p.clone() }
-        });
-        let at = at.min(self.parts.len());
-        self.parts.splice(at..at, new);
-        self.parts.truncate(PLAN_PARTS_SHOWN);
-    }
-
     /// Shows `parts` from `at` on, in place of those there (a pass's plan, again after a cut),
     /// `planned` parts counted before them; only those shown are made.
     pub fn show_from(
@@ -406,105 +334,59 @@ impl DayReport {
 
 /// A manifest found at the start of the run and what recovery did with it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
 pub struct RecoveredManifest {
-    /// The manifest key.
     pub key: String,
-    /// Its date (from the key), if readable.
     pub date: Option<NaiveDate>,
-    /// What recovery did ([`RecoveryAction`]); in a dry run, would do.
     pub action: RecoveryAction,
-    /// Details.
     pub detail: String,
 }
 
 /// Everything a run did (the Python job's fields first).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[allow(missing_docs)]
 pub struct RunReport {
-    /// Index input files retired (output verified, then deleted), including
-    /// those recovery deleted to finish a crashed commit; each counted once.
     pub files_compacted: u64,
-    /// Input files whose delete failed (they are still there; the manifest is kept).
     pub files_delete_failed: u64,
-    /// Dates compacted (or found empty) and moved past by the watermark in this run.
     pub days_compacted: u64,
-    /// The watermark after the run (`None` when nothing was ever compacted).
     pub last_compacted_date: Option<NaiveDate>,
-    /// The date the scheduled walk stopped on because parity failed (recorded in
-    /// `watermark.json`); never set by `--date`, ranges or a dry run.
     pub mismatch_date: Option<NaiveDate>,
-    /// How many flights of `mismatch_date` fail parity (exact).
     pub mismatch_uuid_count: u64,
-    /// The first [`MISMATCH_UUIDS_SHOWN`] of their uuids, sorted (`status` lists them all).
     pub mismatch_uuids: Vec<String>,
-    /// `watermark.json`'s count of consecutive scheduled runs blocked on its mismatch date.
     pub mismatch_runs: u32,
-    /// The invocation time (UTC; the EventBridge event's `time` or `--now`).
     pub last_run_at: DateTime<Utc>,
-    /// `Success`, `Mismatch` or `Failure`.
     pub last_run_status: Status,
-    /// Invocation id (Lambda request id or a fresh UUIDv7 for the CLI).
     pub invocation_id: String,
-    /// The bucket.
     pub bucket: String,
-    /// UTC date of `last_run_at` minus `LAG_DAYS`, never past the wall clock's ([`crate::commands::run::MAX_CLOCK_SKEW`]).
     pub cutoff: Option<NaiveDate>,
-    /// The watermark before the run.
     pub watermark_before: Option<NaiveDate>,
-    /// Watermark lag behind the cutoff after the run, in days (`WatermarkLagDays`);
-    /// `None` exactly when the watermark was not read.
     pub watermark_lag_days: Option<i64>,
-    /// Days the watermark is ahead of today's cutoff: the run fails saying how to fix it.
     #[serde(default)]
     pub watermark_ahead_days: Option<i64>,
-    /// Why the walk stopped.
     pub stop_reason: StopReason,
-    /// On a `deadline` stop: the first date not started, where the next run goes on.
     pub resume_date: Option<NaiveDate>,
-    /// True for `--dry-run`: nothing was written or deleted.
     pub dry_run: bool,
-    /// Rows written to compacted files.
     pub rows_written: u64,
-    /// Bytes written to compacted files.
     pub bytes_written: u64,
-    /// Older duplicate rows dropped.
     pub duplicates_removed: u64,
-    /// Files the straggler sweep folded into already compacted dates (not counting that file).
     pub stragglers_folded: u64,
-    /// Manifests resolved by recovery at the start.
     pub manifests_recovered: u64,
-    /// What recovery did, manifest by manifest (the first [`RECOVERED_SHOWN`]).
     pub recovered: Vec<RecoveredManifest>,
-    /// Per-date detail, in walk order, the first [`DAYS_SHOWN`], dates with work first ([`RunReport::add_day`]).
     pub days: Vec<DayReport>,
-    /// Files left in place with the reason (the first [`SKIPPED_FILES_SHOWN`]).
     pub skipped_files: Vec<SkippedFile>,
-    /// Foreign objects seen under walked partitions (never touched).
     pub foreign_objects: u64,
-    /// The days' `rows_of_other_days`, summed.
     pub rows_of_other_days: u64,
-    /// Errors, one line each; a blocked date is named on every run until resolved.
     pub errors: Vec<String>,
-    /// Reporting failures (MQTT, CloudWatch, one per sink at most); never change the status.
     pub report_errors: Vec<String>,
-    /// Wall time of the run, in seconds.
     pub duration_seconds: f64,
-    /// True when `mismatch_uuids` holds fewer uuids than `mismatch_uuid_count`.
     pub mismatch_uuids_truncated: bool,
-    /// Dates reported (exact; `days` lists the first ones).
     pub days_total: u64,
-    /// True when `days` lists fewer than `days_total`.
     pub days_truncated: bool,
-    /// Files left in place with a reason (exact).
     pub skipped_files_total: u64,
-    /// True when `skipped_files` lists fewer than `skipped_files_total`.
     pub skipped_files_truncated: bool,
-    /// Manifests recovery met (exact; `recovered` lists the first ones).
     pub recovered_total: u64,
-    /// True when `recovered` lists fewer than `recovered_total`.
     pub recovered_truncated: bool,
-    /// Errors recorded (exact; `errors` lists some of them).
     pub errors_total: u64,
-    /// True when `errors` lists fewer than `errors_total`.
     pub errors_truncated: bool,
 }
 

@@ -541,11 +541,6 @@ impl DatePlan {
     pub fn files(&self) -> usize {
         self.parts.iter().map(|p| p.inputs.len()).sum()
     }
-
-    /// Parts `range` as the report says them ([`PlannedPart::report`]), of the first pass.
-    pub fn summary(&self, range: std::ops::Range<usize>) -> Vec<PlannedPartReport> {
-        self.parts[range].iter().map(|p| p.report(1)).collect()
-    }
 }
 
 impl fmt::Display for DatePlan {
