@@ -7,6 +7,8 @@
 //! a run was folding the day) is in [`AuditReport::unfinished`]; the deadline leaves
 //! [`AuditReport::resume_date`].
 //! Memory per date does not grow with its files or flights (`audit_day`).
+//! `specs/audit-report.schema.json` documents each JSON field (the types here allow missing field
+//! docs).
 //! ```
 //! use archive_compaction::commands::audit::{audit, AuditOptions, AuditStatus};
 //! use archive_compaction::infra::storage::MemoryStore;
@@ -89,12 +91,10 @@ impl AuditOptions {
 
 /// A count and its first examples.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
 pub struct Finding<E> {
-    /// How many (exact).
     pub count: u64,
-    /// The first [`EXAMPLES_MAX`] of them.
     pub examples: Vec<E>,
-    /// What fixes it (in the totals, when `count` is not 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fix: Option<String>,
 }
@@ -119,69 +119,53 @@ impl<E: Clone> Finding<E> {
 
 /// A flight object without an index row.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
 pub struct FlightExample {
-    /// The date.
     pub date: NaiveDate,
-    /// The flight.
     pub flight: Uuid,
-    /// Its object key under `flights/`.
     pub key: String,
 }
 
 /// A flight with more than one index row.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
 pub struct DuplicateExample {
-    /// The date.
     pub date: NaiveDate,
-    /// The flight.
     pub flight: Uuid,
-    /// Its rows in the partition.
     pub rows: u32,
-    /// The index files holding them (the first [`EXAMPLE_FILES_MAX`], key order).
     pub files: Vec<String>,
 }
 
 /// An index row (an orphan, or a row of another day).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
 pub struct RowExample {
-    /// The date of the partition.
     pub date: NaiveDate,
-    /// The index file holding the row.
     pub file: String,
-    /// The flight of the row (its `s3_key`'s uuid, or a per-flight file's name).
     pub flight: Option<Uuid>,
-    /// The row's `s3_key` (multi-row inputs).
     pub s3_key: Option<String>,
-    /// The row's `first_message` (UTC), when read.
     pub first_message: Option<DateTime<Utc>>,
 }
 
 /// An index file (unreadable, or a per-flight file beside a compacted one).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
 pub struct FileExample {
-    /// The date.
     pub date: NaiveDate,
-    /// The key.
     pub file: String,
-    /// Why it is unreadable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
 
 /// What a date or the whole range holds besides every flight exactly once, each counted exactly.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
 pub struct Findings {
-    /// Flight objects without an index row (none, or only in an unreadable per-flight file).
     pub missing: Finding<FlightExample>,
-    /// Flights with more than one row in their partition (in one file or across files).
     pub duplicated: Finding<DuplicateExample>,
-    /// Per-flight files in a partition that holds a compacted file.
     pub per_flight_beside_compacted: Finding<FileExample>,
-    /// Index rows whose flight is not under their date's `flights/` (or whose `s3_key` names none).
     pub orphans: Finding<RowExample>,
-    /// Multi-row inputs' rows whose `first_message` UTC date is another ([`is_other_day`]).
     pub other_day_rows: Finding<RowExample>,
-    /// Index files whose footer or `s3_key` column cannot be read (their rows are not counted).
     pub unreadable_files: Finding<FileExample>,
 }
 
@@ -219,51 +203,38 @@ impl Findings {
 
 /// One date, audited.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
 pub struct DayAudit {
-    /// The date.
     pub date: NaiveDate,
-    /// The date's flights and index files, as `status` counts them.
     #[serde(flatten)]
     pub counts: DayCounts,
-    /// Index rows: one per per-flight file, plus every multi-row input's rows.
     pub rows: u64,
-    /// GetObject requests (ranged) sent.
     pub requests: u64,
-    /// Bytes those requests read.
     pub bytes_read: u64,
-    /// Bytes of the multi-row inputs (what reading them whole would cost).
     pub multi_row_bytes: u64,
-    /// What was found.
     #[serde(flatten)]
     pub findings: Findings,
 }
 
 /// The whole range.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
 pub struct AuditTotals {
-    /// Dates audited to the end.
     pub dates_audited: u64,
-    /// Flight objects.
     pub flights: u64,
-    /// Index rows.
     pub rows: u64,
-    /// GetObject requests sent.
     pub requests: u64,
-    /// Bytes read.
     pub bytes_read: u64,
-    /// Bytes of the multi-row inputs.
     pub multi_row_bytes: u64,
-    /// What was found, with what fixes each finding.
     #[serde(flatten)]
     pub findings: Findings,
 }
 
 /// A date the audit could not finish.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
 pub struct Unfinished {
-    /// The date.
     pub date: NaiveDate,
-    /// Why (the S3 error, with its key).
     pub error: String,
 }
 
@@ -293,24 +264,16 @@ impl AuditStatus {
 
 /// What `audit` prints as JSON (its schema: `specs/audit-report.schema.json`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
 pub struct AuditReport {
-    /// The bucket.
     pub bucket: String,
-    /// First date.
     pub from: NaiveDate,
-    /// Last date.
     pub to: NaiveDate,
-    /// The outcome.
     pub status: AuditStatus,
-    /// Dates in the range.
     pub dates: u64,
-    /// The sums over the dates audited, the first examples, and the fixes.
     pub totals: AuditTotals,
-    /// Every date audited, in date order.
     pub days: Vec<DayAudit>,
-    /// Dates that could not be audited, with why.
     pub unfinished: Vec<Unfinished>,
-    /// The first date not started before the deadline, where `audit --from {resume_date}` continues.
     pub resume_date: Option<NaiveDate>,
 }
 
