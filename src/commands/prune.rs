@@ -295,20 +295,15 @@ fn dates_to_list(walk: &CacheWalk, state: &BucketState) -> Vec<NaiveDate> {
         .collect()
 }
 
-/// One day folder in the report.
+/// One day folder in the report (`days[]` of `specs/prune-cache.schema.json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[allow(missing_docs)]
 pub struct PruneDay {
-    /// The folder's date.
     pub date: NaiveDate,
-    /// Per-flight index files in the folder.
     pub copies: u64,
-    /// Of them, those the plan deletes (a failed delete still counts).
     pub to_delete: u64,
-    /// Their bytes.
     pub bytes_to_free: u64,
-    /// Files kept, by reason (absent reasons: none).
     pub kept: BTreeMap<KeptReason, u64>,
-    /// Why the date is blocked, when it is.
     pub blocked_by: Option<String>,
 }
 
@@ -362,44 +357,28 @@ fn plan_prune(walk: &CacheWalk, state: &BucketState) -> PrunePlan {
     plan
 }
 
-/// What `prune-cache` did: its JSON summary on stdout.
+/// What `prune-cache` did: its JSON summary on stdout, field by field in
+/// `specs/prune-cache.schema.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[allow(missing_docs)]
 pub struct PruneReport {
-    /// The cache directory.
     pub dir: String,
-    /// The bucket.
     pub bucket: String,
-    /// `--dry-run`: nothing was deleted.
     pub dry_run: bool,
-    /// The watermark read (`None`: nothing compacted yet, nothing pruned).
     pub watermark: Option<NaiveDate>,
-    /// `year=/month=/day=/` folders looked at.
     pub dates_looked_at: u64,
-    /// Of them, dates whose S3 listings were compared (`dates_to_list`).
     pub dates_listed: u64,
-    /// Blocked dates among the folders, with why.
     pub dates_blocked: BTreeMap<NaiveDate, String>,
-    /// Copies the plan deletes (in a dry run: would delete).
     pub files_to_delete: u64,
-    /// Their bytes.
     pub bytes_to_free: u64,
-    /// Copies deleted (0 in a dry run).
     pub files_deleted: u64,
-    /// Bytes freed (0 in a dry run).
     pub bytes_freed: u64,
-    /// Files kept (everything not deleted).
     pub files_kept: u64,
-    /// Of them, by reason.
     pub kept: BTreeMap<KeptReason, u64>,
-    /// The first [`EXAMPLES_SHOWN`] paths to delete.
     pub delete_examples: Vec<String>,
-    /// The first [`EXAMPLES_SHOWN`] paths kept, by reason.
     pub kept_examples: BTreeMap<KeptReason, Vec<String>>,
-    /// Per day folder, in date order.
     pub days: Vec<PruneDay>,
-    /// Deletes that failed, with the path and the error (the run exits 1).
     pub errors: Vec<String>,
-    /// Unreadable cache folders, with why: skipped, their files neither deleted nor counted.
     pub skipped_folders: Vec<String>,
 }
 

@@ -1,6 +1,6 @@
 //! State files under `_compaction_state/`: watermark, lease and manifests.
 //!
-//! All JSON (schemas in `specs/`), all written conditionally so two runs never silently overwrite
+//! All JSON (schemas in `specs/` document each field), all written conditionally so two runs never silently overwrite
 //! each other: `watermark.json` ([`Watermark`], the Python job's format), `lock.json`
 //! ([`crate::protocol::lease`]) and `manifests/{date}/{job_id}.json` ([`Manifest`]).
 
@@ -14,19 +14,16 @@ use crate::infra::storage::{PutMode, Store};
 
 /// `watermark.json`: the last fully compacted date and the mismatch bookkeeping.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
 pub struct Watermark {
-    /// Last fully compacted date (UTC); `null` when nothing was compacted yet.
     pub last_compacted_date: Option<NaiveDate>,
-    /// The date the walk is blocked on by a parity mismatch, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mismatch_date: Option<NaiveDate>,
-    /// Consecutive invocations blocked on `mismatch_date` (0 when none).
     #[serde(default)]
     pub mismatch_runs: u32,
     /// Id of the event (or CLI run) that last counted a mismatch run: a redelivered event does not count twice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mismatch_event_id: Option<String>,
-    /// When this file was last written by this job (UTC).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updated_at: Option<DateTime<Utc>>,
     /// Fields written by other tools (the Python job), kept as they are.
@@ -246,45 +243,36 @@ pub const MANIFEST_VERSION_1: u32 = 1;
 
 /// One input of a commit, as it was read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
 pub struct ManifestInput {
-    /// The key.
     pub key: String,
     /// The ETag of the version that was read (only that version may be deleted).
     pub etag: String,
-    /// Size in bytes.
     pub size: u64,
 }
 
 /// The compacted output a commit writes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
 pub struct ManifestOutput {
-    /// `index/year=YYYY/month=MM/day=DD/compacted-{job_id}.parquet` in the manifest's own partition.
     pub key: String,
-    /// Size in bytes.
     pub size: u64,
     /// SHA-256 of the bytes, base64 (the S3 flexible-checksum encoding).
     pub sha256: String,
-    /// Rows in the output.
     pub rows: u64,
 }
 
 /// `manifests/{date}/{job_id}.json`: created before the output, deleted once
 /// every input is gone or proven newer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
 pub struct Manifest {
-    /// [`MANIFEST_VERSION`] or [`MANIFEST_VERSION_1`].
     pub schema_version: u32,
-    /// The commit's id (UUIDv7): the manifest's file name and, from version 2, the output's.
     pub job_id: Uuid,
-    /// The partition date.
     pub date: NaiveDate,
-    /// The output; `None` when every input had zero rows (no file is written).
     pub output: Option<ManifestOutput>,
-    /// Every input, with the ETag it was read with.
     pub inputs: Vec<ManifestInput>,
-    /// When the manifest was written (UTC).
     pub created_at: DateTime<Utc>,
-    /// The Lambda request id or CLI run id that wrote it.
     pub invocation_id: String,
 }
 

@@ -84,18 +84,14 @@ pub struct Day {
     pub index: PartitionListing,
 }
 
-/// File counts of one date, as `status` and `audit` show them.
+/// File counts of one date, as `status` and `audit` show them (their schemas in `specs/` say each).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
 pub struct DayCounts {
-    /// Flight objects under `flights/YYYY/MM/DD/` (named by a uuid).
     pub flights: u64,
-    /// Per-flight index files (`{uuid}.parquet`, non-empty).
     pub per_flight_files: u64,
-    /// `compacted-*.parquet` files.
     pub compacted_files: u64,
-    /// Other multi-row `.parquet` index files (a legacy migration's): merged by a run.
     pub multi_row_files: u64,
-    /// Everything else in the partition (not index inputs; never touched by a run).
     pub foreign_objects: u64,
 }
 

@@ -15,14 +15,12 @@ use crate::infra::error::{Error, Result};
 use crate::infra::stop::Stop;
 use crate::infra::storage::{PutMode, S3Store, Store, etag_eq};
 
-/// `lock.json`.
+/// `lock.json` (`specs/lock.schema.json`; times UTC).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
 pub struct Lease {
-    /// Holder id (the invocation id).
     pub holder: String,
-    /// When the holder first took it (UTC).
     pub acquired_at: DateTime<Utc>,
-    /// When it lapses unless renewed (UTC).
     pub expires_at: DateTime<Utc>,
 }
 
