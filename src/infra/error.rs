@@ -16,11 +16,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum Error {
     /// A setting (environment variable or CLI flag) is missing or malformed.
     #[error("setting {name}: {reason}")]
-    Config {
-        /// The environment variable or flag, e.g. `LAG_DAYS`.
-        name: String,
-        reason: String,
-    },
+    Config { name: String, reason: String },
 
     /// An S3 call failed after the SDK's retries.
     // Keys and messages escaped and bounded (crate::infra::text says why).
@@ -50,13 +46,7 @@ pub enum Error {
     #[error(
         "S3 {op} s3://{bucket}/{key}: not answered before the run's deadline (S3 calls end {margin_s} s before it, to leave time for the lease's release and the report); stopped here, the next run goes on from here (give the run more time if this repeats)"
     )]
-    Deadline {
-        op: &'static str,
-        bucket: String,
-        /// The key or prefix involved.
-        key: String,
-        margin_s: u64,
-    },
+    Deadline { op: &'static str, bucket: String, key: String, margin_s: u64 },
 
     /// No part of a date fits in memory ([`crate::protocol::sizing::MemoryFit::part_files`]):
     /// refused before any input is read, rather than dying on an allocation.
@@ -86,11 +76,7 @@ pub enum Error {
     #[error(
         "spilling a date's flight uuids to {dir} failed: {source}; parts of the date committed before are kept and the next run goes on from what is left. Past the in-memory limit a date's sets are sorted on local disk (up to about 52 B a flight of the date): give the function more ephemeral storage (EphemeralStorage on template.yaml's function: 512 MB unless set, up to 10,240 MB; TMPDIR elsewhere), or raise FLIGHTS_IN_MEMORY with the memory to hold it (16 B a uuid)"
     )]
-    Spill {
-        /// The spill directory (`TMPDIR`, `/tmp`).
-        dir: String,
-        source: std::io::Error,
-    },
+    Spill { dir: String, source: std::io::Error },
 
     /// The deadline came before a part of a date ([`crate::infra::deadline::Deadline::near_part`]).
     /// Not a failure: the run ends as a deadline stop naming the date (`resume_date`).
@@ -125,13 +111,7 @@ pub enum Error {
     #[error(
         "lease s3://{bucket}/{key} is held by {holder} until {expires_at}; this invocation does nothing"
     )]
-    LeaseHeld {
-        bucket: String,
-        key: String,
-        holder: String,
-        /// When the lease expires (RFC 3339, UTC).
-        expires_at: String,
-    },
+    LeaseHeld { bucket: String, key: String, holder: String, expires_at: String },
 
     /// The lock file changed or vanished under this invocation.
     #[error(
@@ -143,26 +123,13 @@ pub enum Error {
     #[error(
         "lease s3://{bucket}/_compaction_state/lock.json was not released ({reason}): the next run finds it held by {holder} until {expires_at} and does nothing until then; once this run is over, deleting _compaction_state/lock.json by hand lets a run start at once"
     )]
-    LeaseNotReleased {
-        /// The bucket (the key is [`crate::data::keys::LOCK_KEY`]).
-        bucket: String,
-        holder: String,
-        /// When the lease lapses (RFC 3339, UTC).
-        expires_at: String,
-        reason: String,
-    },
+    LeaseNotReleased { bucket: String, holder: String, expires_at: String, reason: String },
 
     /// This invocation's own lease expired under it, unchanged.
     #[error(
         "lease s3://{bucket}/{key} expired under this run at {expired_at} (LEASE_SECONDS {lease_seconds} s was shorter than the time between two of its steps; keep it above the Lambda timeout, 900 s); stopped before a destructive step"
     )]
-    LeaseExpired {
-        bucket: String,
-        key: String,
-        /// When it expired (RFC 3339, UTC).
-        expired_at: String,
-        lease_seconds: u64,
-    },
+    LeaseExpired { bucket: String, key: String, expired_at: String, lease_seconds: u64 },
 
     /// A lease longer than any run holds ([`crate::protocol::lease::max_plausible_lease`]): not
     /// obeyed (every run would stop, silently, until it expires) nor taken over (a run may hold it).
@@ -173,35 +140,21 @@ pub enum Error {
         bucket: String,
         key: String,
         holder: String,
-        /// Its `expires_at` (RFC 3339, UTC).
         expires_at: String,
         seconds_left: i64,
-        /// The longest a lease can plausibly have left, in seconds.
         max_seconds: i64,
     },
 
     /// The run was asked to stop and did not start the step it was about to.
     #[error("stopped by {signal}: {what} was not started; the next run goes on from here")]
-    Interrupted {
-        /// `SIGTERM` or `SIGINT`.
-        signal: &'static str,
-        /// The step not started (`a destructive step`, `date 2026-07-20`).
-        what: String,
-    },
+    Interrupted { signal: &'static str, what: String },
 
     /// The invocation time is later than the wall clock by more than
     /// [`crate::commands::run::MAX_CLOCK_SKEW`]. Nothing is read or written.
     #[error(
         "invocation time {now} is {ahead_seconds} s ahead of the wall clock ({wall}), more than the {skew_seconds} s allowed: a future --now or event \"now\"/\"time\" would move the watermark past today's cutoff; give a time at or before now (or none)"
     )]
-    FutureInvocation {
-        /// The invocation time (RFC 3339).
-        now: String,
-        /// The wall clock (RFC 3339).
-        wall: String,
-        ahead_seconds: i64,
-        skew_seconds: i64,
-    },
+    FutureInvocation { now: String, wall: String, ahead_seconds: i64, skew_seconds: i64 },
 
     /// The watermark is ahead of the wall clock's cutoff.
     #[error(
@@ -210,21 +163,14 @@ pub enum Error {
     WatermarkAhead {
         bucket: String,
         key: String,
-        /// Its `last_compacted_date`.
         watermark: NaiveDate,
-        /// Today's cutoff (the wall clock's date minus `LAG_DAYS`).
         cutoff: NaiveDate,
         days: i64,
     },
 
     /// The compacted output, read back with HeadObject, is not what was written.
     #[error("verification of s3://{bucket}/{} failed: {reason}", escape(.key))]
-    VerifyFailed {
-        bucket: String,
-        key: String,
-        /// Expected vs found size or checksum.
-        reason: String,
-    },
+    VerifyFailed { bucket: String, key: String, reason: String },
 
     /// Encoding the compacted Parquet output failed.
     #[error("writing the compacted file for {date}: {reason}")]
@@ -290,12 +236,7 @@ impl Error {
 pub enum ReportError {
     /// The MQTT client could not be set up (TLS roots, CA file).
     #[error("MQTT {broker}: TLS setup failed: {reason}")]
-    MqttTls {
-        /// `host:port` of the broker.
-        broker: String,
-        /// What is wrong (unreadable `MQTT_CA_FILE`, no certificate in it, no system roots).
-        reason: String,
-    },
+    MqttTls { broker: String, reason: String },
 
     /// The broker refused or dropped the connection, or a request failed.
     #[error(
@@ -338,31 +279,15 @@ pub enum ReportError {
     #[error(
         "MQTT {broker}: {topic} not published: its payload of {bytes} bytes is over the {limit}-byte limit (the others are sent without it)"
     )]
-    MqttTooLarge {
-        broker: String,
-        topic: String,
-        bytes: usize,
-        /// [`crate::data::mqtt::MAX_PAYLOAD_BYTES`].
-        limit: usize,
-    },
+    MqttTooLarge { broker: String, topic: String, bytes: usize, limit: usize },
 
     /// The MQTT password could not be read from Secrets Manager.
     #[error("MQTT password secret {secret}: {reason}; nothing was published to MQTT")]
-    MqttSecret {
-        /// The secret's ARN or name (`MQTT_PASSWORD_SECRET_ARN`).
-        secret: String,
-        /// The SDK's error (`AccessDeniedException`...) or what is wrong with the secret.
-        reason: String,
-    },
+    MqttSecret { secret: String, reason: String },
 
     /// PutMetricData failed (after the SDK's retries).
     #[error("CloudWatch PutMetricData to namespace {namespace}: {reason}")]
-    CloudWatch {
-        /// The namespace (`METRICS_NAMESPACE`).
-        namespace: String,
-        /// The SDK's error with its code and message.
-        reason: String,
-    },
+    CloudWatch { namespace: String, reason: String },
 
     /// PutMetricData did not finish within [`crate::data::metrics::CLOUDWATCH_TIMEOUT`].
     #[error(

@@ -36,6 +36,7 @@ pub enum Role {
     Debug, Clone, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr, strum::VariantNames,
 )]
 #[strum(serialize_all = "snake_case")]
+#[allow(missing_docs)] // a field is what its name and the message say
 pub enum ManifestRule {
     /// Empty, not JSON, or not shaped like a [`Manifest`] (the parser's message).
     #[error("unreadable (empty or not a manifest: {0})")]
@@ -47,78 +48,36 @@ pub enum ManifestRule {
     UnknownVersion(u32),
     /// The file name is not `{job_id}.json`.
     #[error("its file name {name} is not its job_id {job_id}.json")]
-    NameNotJobId {
-        /// The file name found.
-        name: String,
-        /// The manifest's job id.
-        job_id: Uuid,
-    },
+    NameNotJobId { name: String, job_id: Uuid },
     /// The manifest's date is not the date in its key.
     #[error("its date {date} is not the date of its key ({key_date})")]
-    DateNotKeyDate {
-        /// The date segment of the key, as found.
-        key_date: String,
-        /// The manifest's `date`.
-        date: NaiveDate,
-    },
+    DateNotKeyDate { key_date: String, date: NaiveDate },
     /// It names a state file (`_compaction_state/...`).
     #[error("its {role} {key} is a state file under {STATE_ROOT}")]
-    StateFile {
-        /// Output or input.
-        role: Role,
-        /// The key named.
-        key: String,
-    },
+    StateFile { role: Role, key: String },
     /// It names something outside `index/`.
     #[error("its {role} {key} is outside {INDEX_ROOT}")]
-    OutsideIndex {
-        /// Output or input.
-        role: Role,
-        /// The key named.
-        key: String,
-    },
+    OutsideIndex { role: Role, key: String },
     /// It names a key that is not directly in its own date's partition.
     #[error("its {role} {key} is not directly in its own date's partition {prefix}")]
-    NotInPartition {
-        /// Output or input.
-        role: Role,
-        /// The key named.
-        key: String,
-        /// The partition it should be in.
-        prefix: String,
-    },
+    NotInPartition { role: Role, key: String, prefix: String },
     /// The output is not a `compacted-*.parquet` file.
     #[error("its output {0} is not a compacted-*.parquet file")]
     OutputNotCompacted(String),
     /// Version 2: the output is not the key the job id gives.
     #[error("its output {key} is not the one its job id names ({expected}): another commit's file")]
-    OutputNotDerived {
-        /// The output key.
-        key: String,
-        /// `compacted_key(date, job_id)`.
-        expected: String,
-    },
+    OutputNotDerived { key: String, expected: String },
     /// Version 1: the output id was not minted with the job id.
     #[error(
         "its output {key} was not named when its job {job_id} was (a version-1 output id is a UUIDv7 within {V1_OUTPUT_ID_WINDOW_MS} ms of the job id): another commit's file"
     )]
-    OutputNotMintedWithJob {
-        /// The output key.
-        key: String,
-        /// The manifest's job id.
-        job_id: Uuid,
-    },
+    OutputNotMintedWithJob { key: String, job_id: Uuid },
     /// An output but no input: its rows would come from nowhere.
     #[error("it has an output ({0}) but no inputs")]
     OutputWithoutInputs(String),
     /// An input is not an index input (a foreign object).
     #[error("its input {key} is not an index input ({why})")]
-    InputNotIndexFile {
-        /// The input key.
-        key: String,
-        /// Why it is foreign ([`IndexKey::Foreign`]).
-        why: &'static str,
-    },
+    InputNotIndexFile { key: String, why: &'static str },
     /// An input is the manifest's own output.
     #[error("its input {0} is its own output")]
     InputIsOutput(String),
@@ -129,28 +88,12 @@ pub enum ManifestRule {
     #[error(
         "its output {key} carries job id {found} ({JOB_ID_METADATA} metadata), not its own {job_id}: another commit's file"
     )]
-    OutputOfAnotherJob {
-        /// The output key.
-        key: String,
-        /// The job id in the output's metadata.
-        found: String,
-        /// The manifest's job id.
-        job_id: Uuid,
-    },
+    OutputOfAnotherJob { key: String, found: String, job_id: Uuid },
     /// The output differs and an input is gone or changed.
     #[error(
         "its output {output} differs from it ({reason}) and its input {input} is {state}: the output may hold the only copy of those rows, so it is left"
     )]
-    OnlyCopy {
-        /// The output key.
-        output: String,
-        /// How it differs.
-        reason: String,
-        /// The first input not in its version.
-        input: String,
-        /// `gone` or `in another version`.
-        state: &'static str,
-    },
+    OnlyCopy { output: String, reason: String, input: String, state: &'static str },
     /// An input still there is not proven to be in the verified output.
     #[error(
         "its output {output} verifies, but {count} input(s) still there are not proven to be in it (first: {input}: {reason}); those are kept"
