@@ -25,25 +25,17 @@ use crate::data::report::DayAction;
 
 /// What a run reports as it goes.
 #[derive(Debug, Clone, PartialEq)]
+#[allow(missing_docs)] // a field is what its name says
 pub enum Progress {
     /// The walk (or repair range) will go through `count` dates.
-    Dates {
-        /// How many.
-        count: u64,
-    },
+    Dates { count: u64 },
     /// One date is done (walk, sweep or repair).
     DateDone {
-        /// The date.
         date: NaiveDate,
-        /// What was done.
         action: DayAction,
-        /// Input files read.
         files: u64,
-        /// Bytes of input read.
         bytes_read: u64,
-        /// Rows in the output.
         rows: u64,
-        /// Bytes written.
         bytes: u64,
     },
     /// The run is over.

@@ -50,25 +50,18 @@ const DATES_LISTED_IN_FLIGHT: usize = 4;
 
 /// Why `prune-cache` stopped before deleting anything.
 #[derive(Debug, thiserror::Error)]
+#[allow(missing_docs)] // a field is what its name and the message say
 pub enum PruneError {
     /// `--dir` does not exist or is not a directory.
     #[error(
         "cache directory {dir} does not exist or is not a directory (give --dir the host path mounted at /app/index-cache); nothing was deleted"
     )]
-    MissingDir {
-        /// The directory given.
-        dir: PathBuf,
-    },
+    MissingDir { dir: PathBuf },
     /// A folder of the cache could not be read.
     #[error(
         "cannot read {path}: {source} (the command needs read and write access to the cache); nothing was deleted"
     )]
-    ReadDir {
-        /// The folder or entry.
-        path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
-    },
+    ReadDir { path: PathBuf, source: std::io::Error },
     /// `_compaction_state/watermark.json` could not be read or parsed.
     #[error(
         "cannot read the watermark: {source}; nothing was deleted (the credential needs s3:GetObject on _compaction_state/watermark.json)"

@@ -66,6 +66,7 @@ pub use widen::{ExtraColumns, convert};
 /// Why a merge failed. An input that cannot be decoded or conformed is not one: it is
 /// [`Unmergeable`].
 #[derive(Debug, thiserror::Error)]
+#[allow(missing_docs)] // a field is what its name and the message say
 pub enum MergeError {
     /// An input with an extra column that has no type in common with the day's ([`widen`]):
     /// nothing of it was merged; the caller leaves it in place and goes on.
@@ -74,12 +75,7 @@ pub enum MergeError {
     /// An extra column's values did not convert to the day's type although
     /// the join chose it (a defect: the join and [`convert`] disagree).
     #[error("extra column {column}: {reason}")]
-    ExtraColumn {
-        /// The column.
-        column: String,
-        /// Why the cast failed.
-        reason: String,
-    },
+    ExtraColumn { column: String, reason: String },
     /// Arrow failed building, coalescing or concatenating batches.
     #[error("arrow: {0}")]
     Arrow(#[from] arrow_schema::ArrowError),

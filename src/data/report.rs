@@ -451,12 +451,8 @@ impl RunReport {
                 day.files_read.saturating_sub(day.files_read_compacted.min(1));
         }
         day.shortened_lists();
-        tracing::info!(
-            date = %day.date,
-            action = %day.action,
-            day = %serde_json::to_string(&day).unwrap_or_default(),
-            "date reported"
-        );
+        let json = serde_json::to_string(&day).unwrap_or_default();
+        tracing::info!(date = %day.date, action = %day.action, day = %json, "date reported");
         let mut days = self.lists().days;
         // A date with work takes the last empty one's place.
         if let Some(day) = days.push(day)

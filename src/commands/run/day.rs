@@ -75,16 +75,9 @@ pub(super) async fn process_day(
                 0 => day.action.to_string(),
                 _ => crate::infra::text::before_after(f, day.bytes_read, r, day.parts, b),
             };
-            tracing::info!(
-                %date,
-                action = %day.action,
-                files = f,
-                rows = r,
-                bytes = b,
-                bytes_read = day.bytes_read,
-                seconds = crate::infra::text::millis(day.seconds),
-                "date done: {summary}"
-            );
+            tracing::info!(%date, action = %day.action, files = f, rows = r, bytes = b,
+                bytes_read = day.bytes_read, seconds = crate::infra::text::millis(day.seconds),
+                "date done: {summary}");
             cx.opts.send_progress(Progress::DateDone {
                 date,
                 action: day.action,

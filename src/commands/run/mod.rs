@@ -205,19 +205,12 @@ pub async fn run<S: Store + Clone + std::fmt::Debug + 'static>(
 /// Every run's end: the duration, the log's last line, the progress display told.
 fn finish(mut report: RunReport, started: Instant, opts: &RunOptions) -> RunReport {
     report.duration_seconds = started.elapsed().as_secs_f64();
-    tracing::info!(
-        status = report.last_run_status.as_str(),
-        // As the report spells them, not their Rust names.
-        stop_reason = %report.stop_reason,
-        days = report.days_compacted,
-        files = report.files_compacted,
-        rows = report.rows_written,
-        watermark = %report
-            .last_compacted_date
-            .map_or_else(|| "none".to_string(), |d| d.to_string()),
-        seconds = crate::infra::text::millis(report.duration_seconds),
-        "run finished"
-    );
+    let watermark =
+        report.last_compacted_date.map_or_else(|| "none".to_string(), |d| d.to_string());
+    // The status and stop reason as the report spells them, not their Rust names.
+    tracing::info!(status = report.last_run_status.as_str(), stop_reason = %report.stop_reason,
+        days = report.days_compacted, files = report.files_compacted, rows = report.rows_written,
+        %watermark, seconds = crate::infra::text::millis(report.duration_seconds), "run finished");
     opts.send_progress(Progress::Finished);
     report
 }

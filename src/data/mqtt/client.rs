@@ -89,14 +89,9 @@ pub async fn publish(config: &MqttConfig, messages: &[Message]) -> Vec<ReportErr
         let (result, progress) =
             connect_once(config, &client_id, &broker, &messages, attempt, deadline).await;
         let Err(error) = result else {
-            tracing::info!(
-                %broker,
-                client_id,
-                messages = messages.len(),
-                attempt,
-                seconds = crate::infra::text::millis(started.elapsed().as_secs_f64()),
-                "MQTT statistics and discovery configs published"
-            );
+            let seconds = crate::infra::text::millis(started.elapsed().as_secs_f64());
+            tracing::info!(%broker, client_id, messages = messages.len(), attempt, seconds,
+                "MQTT statistics and discovery configs published");
             break;
         };
         // Closed while publishing: the rest go again one at a time.
