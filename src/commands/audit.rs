@@ -696,9 +696,7 @@ async fn read_columns(
             Ok(())
         })
         .await?;
-    if let Some(e) = failed {
-        return Err(e);
-    }
+    failed.map_or(Ok(()), Err)?;
     Ok(ColumnRead {
         requests: read.requests,
         bytes_read: read.bytes_read,
@@ -742,13 +740,9 @@ fn format_findings(s: &mut Text, f: &Findings) {
         format!("{} {}", e.date, e.file)
     });
     let row = |e: &RowExample| {
-        format!(
-            "{} {}: s3_key {}, first_message {}",
-            e.date,
-            e.file,
-            e.s3_key.as_deref().unwrap_or("(none)"),
-            e.first_message.map_or("(none)".to_string(), |t| t.to_rfc3339())
-        )
+        let at = e.first_message.map_or("(none)".to_string(), |t| t.to_rfc3339());
+        let key = e.s3_key.as_deref().unwrap_or("(none)");
+        format!("{} {}: s3_key {key}, first_message {at}", e.date, e.file)
     };
     format_finding(s, "orphans", &f.orphans, row);
     format_finding(s, "other_day_rows", &f.other_day_rows, row);

@@ -138,7 +138,6 @@ pub struct DayStatus {
     pub blocked_by: Option<String>,
     pub rows_of_other_days: u64,
     pub other_days_uuids: Vec<String>,
-    #[serde(default)]
     pub plan: Option<crate::data::report::PlanReport>,
 }
 
@@ -180,7 +179,6 @@ pub struct StatusReport {
     pub bucket_unreadable: bool,
     pub watermark: Option<NaiveDate>,
     pub watermark_lag_days: Option<i64>,
-    #[serde(default)]
     pub watermark_ahead_days: Option<i64>,
     pub next_date: Option<NaiveDate>,
     pub lease: LeaseStatus,
@@ -188,9 +186,7 @@ pub struct StatusReport {
     pub quarantined: Vec<QuarantinedStatus>,
     pub mismatch: Option<MismatchStatus>,
     pub next_days: Vec<DayStatus>,
-    #[serde(default)]
     pub last_run: Option<LastRunStatus>,
-    #[serde(default)]
     pub versioning: Option<VersioningStatus>,
     pub errors: Vec<String>,
 }

@@ -216,6 +216,7 @@ pub enum Parity {
 
 /// What happened to one date.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)] // a field an older report lacks reads as its default
 #[allow(missing_docs)]
 pub struct DayReport {
     pub date: NaiveDate,
@@ -236,11 +237,8 @@ pub struct DayReport {
     pub files_kept_newer: u64,
     pub rows_written: u64,
     pub duplicates_removed: u64,
-    #[serde(default)]
     pub parts: u64,
-    #[serde(default)]
     pub files_left: u64,
-    #[serde(default)]
     pub passes: u64,
     pub extra_columns: Vec<String>,
     pub rows_without_flight: u64,
@@ -251,19 +249,15 @@ pub struct DayReport {
     pub mismatch_uuids: Vec<String>,
     pub mismatch_uuid_count: u64,
     pub mismatch_uuids_truncated: bool,
-    #[serde(default)]
     pub unread_files: Vec<UnreadFile>,
-    #[serde(default)]
     pub unread_files_truncated: bool,
     pub rows_of_other_days: u64,
     pub other_days_uuids: Vec<String>,
-    #[serde(default)]
     pub other_days_uuids_truncated: bool,
     /// Inputs left in place, moved into the run's `skipped_files` by [`RunReport::add_day`].
     #[serde(skip)]
     pub skipped: Vec<SkippedFile>,
     pub seconds: f64,
-    #[serde(default)]
     pub plan: PlanReport,
 }
 
@@ -280,17 +274,15 @@ pub const PLAN_PARTS_SHOWN: usize = 100;
 
 /// One planned part of a date.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)] // a field an older report lacks reads as its default
 #[allow(missing_docs)]
 pub struct PlannedPartReport {
     pub pass: u64,
     pub files: u64,
     pub bytes: u64,
     pub estimate_mb: u64,
-    #[serde(default)]
     pub first_key: String,
-    #[serde(default)]
     pub last_key: String,
-    #[serde(default)]
     pub keys_sha256: String,
     pub committed: bool,
     pub cut: Option<String>,
@@ -361,7 +353,6 @@ pub struct RunReport {
     pub cutoff: Option<NaiveDate>,
     pub watermark_before: Option<NaiveDate>,
     pub watermark_lag_days: Option<i64>,
-    #[serde(default)]
     pub watermark_ahead_days: Option<i64>,
     pub stop_reason: StopReason,
     pub resume_date: Option<NaiveDate>,

@@ -131,12 +131,9 @@ pub(crate) struct PartOutcome {
     pub unread: Vec<UnreadFile>,
 }
 
-/// A part's phases in docs/ARCHITECTURE.md's order: 1. [`read_inputs`] (bodies in `prefetched`
-/// used and dropped), the gate's second half ([`without_own_row`], [`unread_rows`]), then, when
-/// there is something to merge and `part.write`: 2. [`prepare`] and [`prove_inputs`], 3.
-/// [`create_manifest`], 4. [`put_output`], 5.-6. [`verify_and_delete_inputs`], each phase's time
-/// logged (debug, seconds). Phase 7, [`delete_manifest`], is the caller's once the date's step
-/// allows (in the walk, beside the watermark write). Errors: any phase's.
+/// A part's phases 1-6 in the module's order (bodies in `prefetched` used and dropped; 2-6 only
+/// with something to merge and `part.write`), each phase's time logged (debug, seconds). Phase 7 is
+/// the caller's once the date's step allows (in the walk, beside the watermark write).
 pub(crate) async fn commit_part(
     store: &impl Store,
     fence: &mut Fence<'_>,
