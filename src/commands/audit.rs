@@ -244,21 +244,17 @@ pub struct Unfinished {
 pub enum AuditStatus {
     /// Every date audited, every count 0.
     #[default]
-    Clean,
+    Clean = 0,
     /// Every date audited; something was found.
-    Findings,
+    Findings = 2,
     /// A date could not be audited (see `unfinished`, `resume_date`).
-    Incomplete,
+    Incomplete = 1,
 }
 
 impl AuditStatus {
-    /// The CLI exit code: 0 clean, 2 findings, 1 incomplete.
+    /// The CLI exit code, the variant's number: 0 clean, 2 findings, 1 incomplete.
     pub fn exit_code(self) -> u8 {
-        match self {
-            AuditStatus::Clean => 0,
-            AuditStatus::Findings => 2,
-            AuditStatus::Incomplete => 1,
-        }
+        self as u8
     }
 }
 

@@ -151,7 +151,6 @@ struct LocalCopy {
 struct CacheDay {
     /// The per-flight index files, in name order.
     copies: Vec<LocalCopy>,
-    /// Everything else in the folder.
     other: Vec<PathBuf>,
 }
 
@@ -159,7 +158,6 @@ struct CacheDay {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct CacheWalk {
     days: BTreeMap<NaiveDate, CacheDay>,
-    /// Entries outside the layout.
     outside: Vec<PathBuf>,
     /// Folders below `--dir` that could not be read, with why: skipped.
     skipped: Vec<(PathBuf, String)>,

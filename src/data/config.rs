@@ -26,7 +26,6 @@ use crate::infra::error::{Error, Result};
 use crate::infra::storage;
 use crate::infra::text::quote;
 
-/// Environment variables by name.
 type Env = HashMap<String, String>;
 
 /// Declares the settings, one row each, in the order `settings` and docs/configuration.md list

@@ -108,7 +108,6 @@ struct DateState {
     left_past_window: usize,
 }
 
-/// How one pass of a date ended.
 enum PassEnd {
     /// The date is done (or stopped on purpose: a held-back input, a dry run).
     Done,
