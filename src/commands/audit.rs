@@ -238,16 +238,14 @@ pub struct Unfinished {
     pub error: String,
 }
 
-/// The outcome.
+/// The outcome, each as `status` of `specs/audit-report.schema.json` says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
+#[allow(missing_docs)]
 pub enum AuditStatus {
-    /// Every date audited, every count 0.
     #[default]
     Clean = 0,
-    /// Every date audited; something was found.
     Findings = 2,
-    /// A date could not be audited (see `unfinished`, `resume_date`).
     Incomplete = 1,
 }
 

@@ -98,25 +98,19 @@ impl PruneOptions {
     }
 }
 
-/// Why a file of the cache was kept.
+/// Why a file of the cache was kept: `reason` of `specs/prune-cache.schema.json` says each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[derive(strum::IntoStaticStr, strum::VariantArray)]
 #[strum(serialize_all = "snake_case")]
+#[allow(missing_docs)]
 pub enum KeptReason {
-    /// Its date is after the watermark: the job has not finished that day.
     AfterWatermark,
-    /// Its date is blocked ([`crate::protocol::day::BlockReason::keeps_cache`]).
     Blocked,
-    /// Its S3 object is still there (a straggler not folded yet, or a failed delete).
     StillInS3,
-    /// Neither its S3 object nor its flight is in S3: it may be the only trace of its row.
     FlightNotListed,
-    /// In a day folder, but not a per-flight index file ([`IndexKey::PerFlight`]).
     NotPerFlight,
-    /// Not in a `year=YYYY/month=MM/day=DD/` folder spelled as a partition ([`index_prefix`]).
     OutsideLayout,
-    /// The delete itself failed (see `errors`).
     DeleteFailed,
 }
 

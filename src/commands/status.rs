@@ -56,22 +56,17 @@ pub struct StatusOptions {
     pub days: usize,
 }
 
-/// The state of the lease ([`LOCK_KEY`]).
+/// The lease's state ([`LOCK_KEY`]), each as `specs/status.schema.json`'s `lease.state` says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
+#[allow(missing_docs)]
 pub enum LeaseState {
-    /// No lock file: the next run takes the lease.
     #[default]
     Free,
-    /// Held until `expires_at` (by a run under way, or a dead one): a new run does nothing until then.
     Held,
-    /// Past `expires_at`: its holder died; the next run takes it over.
     Expired,
-    /// Longer than any run holds it: every run fails ([`Error::LeaseImplausible`]) until removed.
     Implausible,
-    /// The lock file is not a lease (the next run takes it over by ETag).
     Unreadable,
-    /// Not read: see [`StatusReport::errors`].
     Unknown,
 }
 

@@ -158,15 +158,14 @@ pub struct ParityCheck {
     pub prefetched: Prefetched,
 }
 
-/// Why a date fails parity: what `status` names and [`parity_reason`] words.
+/// Why a date fails parity: what `status` names (`mismatch.cause` of `specs/status.schema.json`
+/// says each) and [`parity_reason`] words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[allow(missing_docs)]
 pub enum ParityCause {
-    /// Flights without an index row.
     NoIndexRow,
-    /// Per-flight files holding no row of their flight: merging them would lose it.
     PerFlightFileWithoutOwnRow,
-    /// Per-flight files that cannot be read ([`ParityCheck::unread`]).
     UnreadablePerFlightFile,
 }
 
