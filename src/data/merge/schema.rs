@@ -73,24 +73,17 @@ pub fn decode_parsed(bytes: Bytes, metadata: Arc<ParquetMetaData>) -> Result<Dec
 /// Rows up to which a file in the writer's layout is read by [`decode_flat`].
 const FLAT_ROWS: usize = 64;
 
-/// A file of [`has_target_layout`] with [`target_schema`]'s nullability and one row group of at
-/// most [`FLAT_ROWS`] rows, read by the parquet crate's column readers into the values the Arrow
-/// reader gives (the tests), without its per-file setup: a one-row file's decode 201 → 174 k
-/// instructions (docs/performance.md).
-/// `None` for any other file and on any failure: the Arrow reader reads it, or words the error.
+/// A file of [`has_target_layout`] and one row group of at most [`FLAT_ROWS`] rows, read by the
+/// parquet crate's column readers into the values the Arrow reader gives (the tests), without its
+/// per-file setup: a one-row file's decode 201 → 174 k instructions (docs/performance.md). `None`
+/// for any other file and on any failure: the Arrow reader reads it, or words the error.
 fn decode_flat(bytes: &Bytes, metadata: &ParquetMetaData) -> Option<RecordBatch> {
     let (target, [group]) = (target_schema(), metadata.row_groups()) else { return None };
-    let rows = usize::try_from(group.num_rows()).ok().filter(|&r| r <= FLAT_ROWS)?;
-    if group.num_rows() != metadata.file_metadata().num_rows()
-        || !has_target_layout(metadata.file_metadata().schema_descr())
-    {
-        return None;
-    }
+    let file = metadata.file_metadata();
+    let rows = usize::try_from(file.num_rows()).ok().filter(|&r| r <= FLAT_ROWS)?;
+    (group.num_rows() == file.num_rows() && has_target_layout(file.schema_descr())).then_some(())?;
     let chunk = Arc::new(bytes.clone());
     let columns = (target.fields().iter().zip(group.columns())).map(|(f, c)| {
-        if (c.column_descr().max_def_level() > 0) != f.is_nullable() {
-            return None;
-        }
         let pages = Box::new(SerializedPageReader::new(chunk.clone(), c, rows, None).ok()?);
         Some(match get_column_reader(c.column_descr_ptr(), pages) {
             ColumnReader::ByteArrayColumnReader(r) => {
@@ -114,10 +107,8 @@ fn decode_flat(bytes: &Bytes, metadata: &ParquetMetaData) -> Option<RecordBatch>
 fn read_flat<T: ParquetType>(mut r: ColumnReaderImpl<T>, rows: usize) -> Option<Vec<Option<T::T>>> {
     let (mut defs, mut values) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
     let (read, ..) = r.read_records(rows, Some(&mut defs), None, &mut values).ok()?;
+    defs.resize(read, 1); // none in a required column
     let mut values = values.into_iter();
-    if defs.is_empty() {
-        return (read == rows).then(|| values.map(Some).collect());
-    }
     (read == rows).then(|| defs.iter().map(|&d| if d > 0 { values.next() } else { None }).collect())
 }
 
@@ -160,8 +151,8 @@ pub(crate) fn decoded_from(
 }
 
 /// Whether a file's Parquet schema is exactly pyarrow's writing of the index schema (strings
-/// `STRING`, `military` `BOOLEAN`, timestamps `TIMESTAMP(MICROS)`, nothing else): it reads straight
-/// into [`target_schema`] with the values [`conform`] would give.
+/// `STRING`, `military` `BOOLEAN`, timestamps `TIMESTAMP(MICROS)`, nothing else, nullable as the
+/// target's): it reads straight into [`target_schema`] with the values [`conform`] would give.
 pub(super) fn has_target_layout(parquet: &SchemaDescriptor) -> bool {
     let target = target_schema();
     parquet.num_columns() == target.fields().len()
@@ -170,6 +161,7 @@ pub(super) fn has_target_layout(parquet: &SchemaDescriptor) -> bool {
             let leaf = c.self_type();
             leaf.is_primitive()
                 && c.max_rep_level() == 0
+                && (c.max_def_level() > 0) == f.is_nullable()
                 && c.path().parts().len() == 1
                 && leaf.name() == f.name()
                 && match f.data_type() {
