@@ -75,7 +75,7 @@ const FLAT_ROWS: usize = 64;
 
 /// A file of [`has_target_layout`] and one row group of at most [`FLAT_ROWS`] rows, read by the
 /// parquet crate's column readers into the values the Arrow reader gives (the tests), without its
-/// per-file setup: a one-row file's decode 201 → 174 k instructions (docs/performance.md). `None`
+/// per-file setup: a one-row file's decode 201 → 175 k instructions (docs/performance.md). `None`
 /// for any other file and on any failure: the Arrow reader reads it, or words the error.
 fn decode_flat(bytes: &Bytes, metadata: &ParquetMetaData) -> Option<RecordBatch> {
     let (target, [group]) = (target_schema(), metadata.row_groups()) else { return None };
