@@ -1,6 +1,10 @@
 //! Schema conformance: the target schema, and decoding an index file into it by column name.
 
 use super::*;
+use arrow_array::BooleanArray;
+use parquet::column::reader::{ColumnReader, ColumnReaderImpl, get_column_reader};
+use parquet::data_type::DataType as ParquetType;
+use parquet::file::serialized_reader::SerializedPageReader;
 
 /// A decoded input, conformed to the target schema (known columns, then extra ones).
 #[derive(Debug, Clone)]
@@ -47,6 +51,9 @@ pub(crate) fn footer_options() -> ParquetMetaDataOptions {
 
 /// [`decode`] of a whole file whose footer is already parsed.
 pub fn decode_parsed(bytes: Bytes, metadata: Arc<ParquetMetaData>) -> Result<Decoded, Unmergeable> {
+    if let Some(batch) = decode_flat(&bytes, &metadata) {
+        return Ok(Decoded { batch, extra_columns: Vec::new() });
+    }
     // Up to the footer's row count (the reader's batch size is at most that): a read past the last
     // row decodes an empty batch of every column, ~20 k instructions (`make bench-instructions`).
     let rows = metadata.file_metadata().num_rows() as usize;
@@ -61,6 +68,48 @@ pub fn decode_parsed(bytes: Bytes, metadata: Arc<ParquetMetaData>) -> Result<Dec
         batches.push(batch.map_err(|e| Unmergeable::new(None, format!("cannot decode: {e}")))?);
     }
     decoded_from(&reader.schema(), batches, conformed)
+}
+
+/// Rows up to which a file in the writer's layout is read by [`decode_flat`].
+const FLAT_ROWS: usize = 64;
+
+/// A file of [`has_target_layout`] and one row group of at most [`FLAT_ROWS`] rows, read by the
+/// parquet crate's column readers into the values the Arrow reader gives (the tests), without its
+/// per-file setup: a one-row file's decode 201 → 175 k instructions (docs/performance.md). `None`
+/// for any other file and on any failure: the Arrow reader reads it, or words the error.
+fn decode_flat(bytes: &Bytes, metadata: &ParquetMetaData) -> Option<RecordBatch> {
+    let (target, [group]) = (target_schema(), metadata.row_groups()) else { return None };
+    let file = metadata.file_metadata();
+    let rows = usize::try_from(file.num_rows()).ok().filter(|&r| r <= FLAT_ROWS)?;
+    (group.num_rows() == file.num_rows() && has_target_layout(file.schema_descr())).then_some(())?;
+    let chunk = Arc::new(bytes.clone());
+    let columns = (target.fields().iter().zip(group.columns())).map(|(f, c)| {
+        let pages = Box::new(SerializedPageReader::new(chunk.clone(), c, rows, None).ok()?);
+        Some(match get_column_reader(c.column_descr_ptr(), pages) {
+            ColumnReader::ByteArrayColumnReader(r) => {
+                let values = read_flat(r, rows)?;
+                let strings = values.iter().map(|v| v.as_ref().map(|s| s.as_utf8()).transpose());
+                Arc::new(strings.collect::<Result<StringArray, _>>().ok()?) as ArrayRef
+            }
+            ColumnReader::BoolColumnReader(r) => Arc::new(BooleanArray::from(read_flat(r, rows)?)),
+            ColumnReader::Int64ColumnReader(r) => Arc::new(
+                TimestampMicrosecondArray::from(read_flat(r, rows)?)
+                    .with_data_type(f.data_type().clone()),
+            ),
+            _ => return None,
+        })
+    });
+    let columns = columns.collect::<Option<_>>()?;
+    RecordBatch::try_new(target, columns).ok()
+}
+
+/// `rows` values of one flat column, nulls where its definition level says so.
+fn read_flat<T: ParquetType>(mut r: ColumnReaderImpl<T>, rows: usize) -> Option<Vec<Option<T::T>>> {
+    let (mut defs, mut values) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
+    let (read, ..) = r.read_records(rows, Some(&mut defs), None, &mut values).ok()?;
+    defs.resize(read, 1); // none in a required column
+    let mut values = values.into_iter();
+    (read == rows).then(|| defs.iter().map(|&d| if d > 0 { values.next() } else { None }).collect())
 }
 
 /// How to read a file's columns into Arrow: straight into [`target_schema`]
@@ -102,8 +151,8 @@ pub(crate) fn decoded_from(
 }
 
 /// Whether a file's Parquet schema is exactly pyarrow's writing of the index schema (strings
-/// `STRING`, `military` `BOOLEAN`, timestamps `TIMESTAMP(MICROS)`, nothing else): it reads straight
-/// into [`target_schema`] with the values [`conform`] would give.
+/// `STRING`, `military` `BOOLEAN`, timestamps `TIMESTAMP(MICROS)`, nothing else, nullable as the
+/// target's): it reads straight into [`target_schema`] with the values [`conform`] would give.
 pub(super) fn has_target_layout(parquet: &SchemaDescriptor) -> bool {
     let target = target_schema();
     parquet.num_columns() == target.fields().len()
@@ -112,6 +161,7 @@ pub(super) fn has_target_layout(parquet: &SchemaDescriptor) -> bool {
             let leaf = c.self_type();
             leaf.is_primitive()
                 && c.max_rep_level() == 0
+                && (c.max_def_level() > 0) == f.is_nullable()
                 && c.path().parts().len() == 1
                 && leaf.name() == f.name()
                 && match f.data_type() {
@@ -303,4 +353,149 @@ pub fn rows_without_flight(decoded: &Decoded) -> usize {
 pub(super) fn row_flights(b: &RecordBatch) -> Option<impl Iterator<Item = Option<Uuid>> + '_> {
     let keys = b.column(b.schema().index_of("s3_key").ok()?).as_string_opt::<i32>()?;
     Some(keys.iter().map(|k| k.and_then(flight_uuid)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use parquet::file::properties::WriterVersion;
+
+    /// [`decode_parsed`] by the Arrow reader alone.
+    fn decode_arrow(bytes: Bytes, metadata: Arc<ParquetMetaData>) -> Result<Decoded, Unmergeable> {
+        let (arrow, conformed) = arrow_metadata(metadata)?;
+        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(bytes, arrow).build();
+        let reader = reader.map_err(|e| Unmergeable::new(None, format!("cannot read: {e}")))?;
+        let schema = reader.schema();
+        let batches = reader.collect::<Result<Vec<_>, _>>();
+        let batches = batches.map_err(|e| Unmergeable::new(None, format!("cannot decode: {e}")))?;
+        decoded_from(&schema, batches, conformed)
+    }
+
+    /// Writes `b` with `props` (one row group) and parses its footer as the job does.
+    fn written(b: &RecordBatch, props: WriterProperties) -> (Bytes, Arc<ParquetMetaData>) {
+        let mut buf = Vec::new();
+        let mut w = ArrowWriter::try_new(&mut buf, b.schema(), Some(props)).unwrap();
+        w.write(b).unwrap();
+        w.close().unwrap();
+        let bytes = Bytes::from(buf);
+        let metadata = ParquetMetaDataReader::new()
+            .with_metadata_options(Some(footer_options()))
+            .parse_and_finish(&bytes)
+            .unwrap();
+        (bytes, Arc::new(metadata))
+    }
+
+    /// `rows` rows of the target schema, values and nulls picked by `seed` (xorshift), edge values
+    /// included: empty and non-ASCII strings, the extreme timestamps.
+    fn generated(rows: usize, seed: u64) -> RecordBatch {
+        let mut x = seed | 1;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let long = "x".repeat(300);
+        let texts = ["", "a", "N12345", "Zürich ✈", long.as_str()];
+        let times = [i64::MIN, -1, 0, 1_700_000_000_123_456, i64::MAX];
+        let columns = (target_schema().fields().iter())
+            .map(|f| -> ArrayRef {
+                let mut pick = |n: usize| (next() % (n as u64 + 1)) as usize;
+                match f.data_type() {
+                    DataType::Boolean => {
+                        Arc::new(BooleanArray::from_iter((0..rows).map(|_| Some(pick(1) == 1))))
+                    }
+                    DataType::Utf8 => Arc::new(StringArray::from_iter(
+                        (0..rows).map(|_| texts.get(pick(texts.len()))),
+                    )),
+                    t => Arc::new(
+                        TimestampMicrosecondArray::from_iter(
+                            (0..rows).map(|_| times.get(pick(times.len())).copied()),
+                        )
+                        .with_data_type(t.clone()),
+                    ),
+                }
+            })
+            .collect();
+        RecordBatch::try_new(target_schema(), columns).unwrap()
+    }
+
+    #[test]
+    fn flat_decode_reads_what_the_arrow_reader_reads() {
+        let props = || WriterProperties::builder();
+        let writers = [
+            super::super::encode::props(1 << 20),
+            props().build(),
+            props().set_compression(Compression::SNAPPY).build(),
+            props().set_dictionary_enabled(false).build(),
+            props().set_writer_version(WriterVersion::PARQUET_2_0).build(),
+            props().set_data_page_row_count_limit(1).set_write_batch_size(1).build(),
+            props().set_statistics_enabled(EnabledStatistics::None).build(),
+        ];
+        let mut flat = 0;
+        for (w, props) in writers.iter().enumerate() {
+            for (rows, seed) in [(1, 1), (1, 2), (1, 3), (2, 4), (3, 5), (7, 6), (FLAT_ROWS, 7)] {
+                let b = generated(rows, seed * 7919 + w as u64);
+                let (bytes, metadata) = written(&b, props.clone());
+                let read = decode_flat(&bytes, &metadata).expect("the writer's layout is flat");
+                let arrow = decode_arrow(bytes, metadata).unwrap();
+                assert_eq!(read, arrow.batch, "writer {w}, {rows} rows");
+                assert_eq!(read, b, "writer {w}, {rows} rows");
+                flat += 1;
+            }
+        }
+        assert_eq!(flat, writers.len() * 7);
+    }
+
+    #[test]
+    fn naive_timestamps_read_as_the_arrow_reader_reads_them() {
+        let b = generated(5, 11);
+        let naive = |f: &Field| match f.data_type() {
+            DataType::Timestamp(unit, _) => {
+                f.clone().with_data_type(DataType::Timestamp(*unit, None))
+            }
+            _ => f.clone(),
+        };
+        let schema = Schema::new(b.schema().fields().iter().map(|f| naive(f)).collect::<Vec<_>>());
+        let columns = (b.columns().iter()).map(|c| {
+            cast(c, naive(&Field::new("", c.data_type().clone(), true)).data_type()).unwrap()
+        });
+        let b = RecordBatch::try_new(Arc::new(schema), columns.collect()).unwrap();
+        let (bytes, metadata) = written(&b, WriterProperties::builder().build());
+        let read = decode_flat(&bytes, &metadata).expect("the writer's layout");
+        assert_eq!(read, decode_arrow(bytes, metadata).unwrap().batch);
+        assert_eq!(read, generated(5, 11));
+    }
+
+    #[test]
+    fn other_files_are_left_to_the_arrow_reader_and_its_errors() {
+        let none = |b: &RecordBatch, props| {
+            let (bytes, metadata) = written(b, props);
+            decode_flat(&bytes, &metadata).is_none()
+        };
+        let props = WriterProperties::builder().build();
+        assert!(none(&generated(FLAT_ROWS + 1, 1), props.clone()));
+        assert!(none(&generated(0, 1), props.clone()), "no row group");
+        let two_groups = WriterProperties::builder().set_max_row_group_row_count(Some(1)).build();
+        assert!(none(&generated(2, 1), two_groups));
+        // `military` optional, as the target's is not.
+        let b = generated(1, 1);
+        let fields: Vec<Field> = target_schema()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect();
+        let optional = Arc::new(Schema::new(fields));
+        assert!(none(&b.clone().with_schema(optional).unwrap(), props.clone()));
+        // A corrupt page: the Arrow reader's error, as before the flat read.
+        let (bytes, metadata) = written(&b, props);
+        let mut corrupt = bytes.to_vec();
+        let page = metadata.row_group(0).column(0).byte_range().0 as usize;
+        corrupt[page..page + 12].fill(0xff);
+        let corrupt = Bytes::from(corrupt);
+        assert!(decode_flat(&corrupt, &metadata).is_none());
+        let err = decode_parsed(corrupt.clone(), metadata.clone()).unwrap_err();
+        assert_eq!(err, decode_arrow(corrupt, metadata).unwrap_err());
+        assert!(err.reason.starts_with("cannot"), "{err:?}");
+    }
 }
