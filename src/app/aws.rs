@@ -57,7 +57,7 @@ pub fn https_client() -> SharedHttpClient {
 /// authenticates each response and every body is decoded (what the job writes keeps full checks).
 /// No stalled-stream protection: every attempt is bounded by its timeout and every GET body by
 /// one of its length (`storage::attempt_timeout`), so a stalled stream ends all the same without
-/// the SDK's throughput watch on every poll of every body.
+/// the SDK's throughput watch on every poll of every body. [`S3Store::new`] trims the rest.
 pub fn s3_config(sdk: &aws_config::SdkConfig, force_path_style: bool) -> aws_sdk_s3::Config {
     aws_sdk_s3::config::Builder::from(sdk)
         .force_path_style(force_path_style)

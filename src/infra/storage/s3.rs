@@ -2,6 +2,7 @@
 //! deadline ([`Store::until`]); SDK errors become [`Error`] in [`super::s3_error`].
 
 use aws_sdk_s3::Client;
+use aws_sdk_s3::config::endpoint::{DefaultResolver, Endpoint, EndpointFuture, Params};
 use aws_sdk_s3::config::timeout::TimeoutConfig;
 use aws_sdk_s3::error::{BuildError, ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::operation::list_objects_v2::ListObjectsV2Output;
@@ -16,13 +17,73 @@ use backon::{BackoffBuilder, ExponentialBuilder, Retryable};
 use super::s3_error::no_message;
 use super::*;
 
+fn attempt_timeouts(bytes: u64) -> TimeoutConfig {
+    TimeoutConfig::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .operation_attempt_timeout(attempt_timeout(bytes))
+        .build()
+}
+
+/// A call carrying a body of `bytes` overrides the client's [`attempt_timeouts`]`(0)`.
 fn attempt_config(bytes: u64) -> aws_sdk_s3::config::Builder {
-    aws_sdk_s3::config::Builder::default().timeout_config(
-        TimeoutConfig::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .operation_attempt_timeout(attempt_timeout(bytes))
-            .build(),
-    )
+    aws_sdk_s3::config::Builder::default().timeout_config(attempt_timeouts(bytes))
+}
+
+/// S3's endpoint rules (~12 k instructions) run once for every call of a store, not once a
+/// call: the SDK caches one [`Params`] with the object's key, but its rules read neither
+/// `Key`, `Prefix` nor `CopySource` (the key goes in the path), so this cache compares the
+/// rest. `tests::endpoint_params_are_the_ones_the_cache_compares` fails on a new parameter.
+#[derive(Debug, Default)]
+struct EndpointCache(DefaultResolver, std::sync::Mutex<Option<(Params, Endpoint)>>);
+
+/// What the endpoint rules read of `p`: all but `Key`, `Prefix` and `CopySource`.
+fn rule_inputs(p: &Params) -> impl PartialEq + '_ {
+    let flags = (p.use_fips(), p.use_dual_stack(), p.force_path_style(), p.accelerate());
+    let more = (p.use_global_endpoint(), p.use_object_lambda_endpoint(), p.use_arn_region());
+    let access = (p.disable_access_points(), p.disable_multi_region_access_points());
+    let express = (p.use_s3_express_control_endpoint(), p.disable_s3_express_session_auth());
+    (p.bucket(), p.region(), p.endpoint(), flags, more, access, express)
+}
+
+impl aws_sdk_s3::config::endpoint::ResolveEndpoint for EndpointCache {
+    fn resolve_endpoint<'a>(&'a self, params: &'a Params) -> EndpointFuture<'a> {
+        let cached = self.1.lock().unwrap_or_else(|e| e.into_inner());
+        let same = cached.as_ref().filter(|(p, _)| rule_inputs(p) == rule_inputs(params));
+        if let Some((_, endpoint)) = same {
+            return EndpointFuture::ready(Ok(endpoint.clone()));
+        }
+        drop(cached);
+        EndpointFuture::new(async move {
+            let endpoint = self.0.resolve_endpoint(params).await?;
+            *self.1.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some((params.clone(), endpoint.clone()));
+            Ok(endpoint)
+        })
+    }
+}
+
+/// Sends no `User-Agent` / `x-amz-user-agent` (the SDK's name, version and features, for AWS's
+/// statistics): the SDK formats them for every request (~22 k instructions) and S3 answers the
+/// same without. Through the SDK's own switch, `DisableInterceptor`, set for each call.
+#[derive(Debug)]
+struct NoUserAgent;
+
+impl aws_sdk_s3::config::Intercept for NoUserAgent {
+    fn name(&self) -> &'static str {
+        "NoUserAgent"
+    }
+
+    fn read_before_execution(
+        &self,
+        _: &aws_sdk_s3::config::interceptors::BeforeSerializationInterceptorContextRef<'_>,
+        cfg: &mut aws_sdk_s3::config::ConfigBag,
+    ) -> std::result::Result<(), aws_sdk_s3::error::BoxError> {
+        let off = aws_smithy_runtime_api::client::interceptors::disable_interceptor::<
+            aws_runtime::user_agent::UserAgentInterceptor,
+        >("no user agent: its formatting is most of a request's interceptor work");
+        cfg.interceptor_state().store_put(off);
+        Ok(())
+    }
 }
 
 const TRANSIENT_CODES: &[&str] = &[
@@ -52,10 +113,14 @@ pub struct S3Store {
 }
 
 impl S3Store {
-    /// Wraps a client (built once in `main`) for one bucket.
+    /// Wraps a client (built once in `main`) for one bucket, rebuilt with: its attempts bounded by
+    /// [`attempt_timeout`]`(0)` in its configuration, not overridden call by call (GET −8.5 k
+    /// instructions); S3's endpoint rules cached (`EndpointCache`); no user agent (`NoUserAgent`).
     pub fn new(client: Client, bucket: impl Into<String>) -> Self {
+        let config = client.config().to_builder().timeout_config(attempt_timeouts(0));
+        let config = config.endpoint_resolver(EndpointCache::default()).interceptor(NoUserAgent);
         S3Store {
-            client,
+            client: Client::from_conf(config.build()),
             bucket: bucket.into(),
             delete_backoff: ExponentialBuilder::default()
                 .with_min_delay(Duration::from_secs(1))
@@ -157,17 +222,19 @@ impl S3Store {
         Error::s3(op, &self.bucket, key, code, message, transient)
     }
 
-    /// The answer to request `op` on `key`, an error as [`S3Store::err`].
-    pub(super) async fn answer<T, E>(
-        &self,
+    /// The answer to request `op` on `key`, an error as [`S3Store::err`]. `sent` is boxed: an
+    /// SDK call's future is many KB (a test thread's stack overflows without).
+    pub(super) fn answer<'a, T, E>(
+        &'a self,
         op: &'static str,
-        key: &str,
-        sent: impl Future<Output = std::result::Result<T, SdkError<E>>>,
-    ) -> Result<T>
+        key: &'a str,
+        sent: impl Future<Output = std::result::Result<T, SdkError<E>>> + 'a,
+    ) -> impl Future<Output = Result<T>> + 'a
     where
         E: ProvideErrorMetadata + std::error::Error + 'static,
     {
-        sent.await.map_err(|e| self.err(op, key, e))
+        let sent = Box::pin(sent);
+        async move { sent.await.map_err(|e| self.err(op, key, e)) }
     }
 
     /// ListObjectsV2 of `prefix` with `encoding-type=url` ([`decode_listed`]).
@@ -241,7 +308,7 @@ impl S3Store {
                     .range(format!("bytes={}-{}", r.start, r.end - 1))
                     .set_if_match(if_match.map(str::to_string));
             }
-            let sent = req.customize().config_override(attempt_config(0)).send();
+            let sent = req.send();
             let out = self.answer("GetObject", key, sent).await?;
             let etag = out.e_tag().unwrap_or_default().to_string();
             check_if_match(&self.bucket, key, if_match, &etag)?;
@@ -298,7 +365,7 @@ impl S3Store {
             .set_metadata(metadata)
             .set_content_type(content_type(key))
             .checksum_algorithm(ChecksumAlgorithm::Sha256);
-        let sent = req.customize().config_override(attempt_config(0)).send();
+        let sent = req.send();
         let created = self.answer("CreateMultipartUpload", key, sent).await?;
         let upload_id = created.upload_id().map(str::to_string).ok_or_else(|| {
             let message = "the response carried no UploadId";
@@ -366,7 +433,7 @@ impl S3Store {
             PutMode::Create => req.if_none_match("*"),
             PutMode::Update(etag) => req.if_match(etag),
         };
-        let sent = req.customize().config_override(attempt_config(0)).send();
+        let sent = req.send();
         let out = self.answer("CompleteMultipartUpload", key, sent).await?;
         Ok(out.e_tag().unwrap_or_default().to_string())
     }
@@ -387,7 +454,7 @@ impl S3Store {
             .build()
             .map_err(|e| unbuilt("", e))?;
         let req = self.client.delete_objects().bucket(&self.bucket).delete(delete);
-        let sent = req.customize().config_override(attempt_config(0)).send();
+        let sent = req.send();
         let out = self.answer("DeleteObjects", first, sent).await?;
         Ok(out
             .errors()
@@ -451,8 +518,7 @@ impl Store for S3Store {
     fn head(&self, key: &str) -> impl Future<Output = Result<Option<Head>>> + Send {
         self.bounded("HeadObject", key, async move {
             let req = self.client.head_object().bucket(&self.bucket).key(key);
-            let req = req.checksum_mode(ChecksumMode::Enabled).customize();
-            let sent = req.config_override(attempt_config(0)).send();
+            let sent = req.checksum_mode(ChecksumMode::Enabled).send();
             let Some(h) = found(self.answer("HeadObject", key, sent).await)? else {
                 return Ok(None);
             };
@@ -518,8 +584,7 @@ impl Store for S3Store {
     fn delete(&self, key: &str, if_match: Option<&str>) -> impl Future<Output = Result<()>> + Send {
         self.bounded("DeleteObject", key, async move {
             let req = self.client.delete_object().bucket(&self.bucket).key(key);
-            let req = req.set_if_match(if_match.map(str::to_string)).customize();
-            let sent = req.config_override(attempt_config(0)).send();
+            let sent = req.set_if_match(if_match.map(str::to_string)).send();
             found(self.answer("DeleteObject", key, sent).await)?;
             Ok(())
         })
@@ -587,4 +652,65 @@ impl Store for S3Store {
 
 fn content_type(key: &str) -> Option<String> {
     key.ends_with(".json").then(|| "application/json".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_s3::config::endpoint::ResolveEndpoint;
+
+    fn params(bucket: &str, key: Option<&str>, prefix: Option<&str>) -> Params {
+        let p = Params::builder().region("eu-west-1").bucket(bucket).use_fips(false);
+        p.set_key(key.map(Into::into)).set_prefix(prefix.map(Into::into)).build().unwrap()
+    }
+
+    #[tokio::test]
+    async fn one_endpoint_for_every_key_of_a_bucket_another_for_another_bucket() {
+        let (cache, rules) = (EndpointCache::default(), DefaultResolver::new());
+        for (bucket, key, prefix) in [
+            ("b-one", Some("2026/01/02/a.parquet"), None),
+            ("b-one", Some("x"), None),
+            ("b-one", None, Some("index/2026/")),
+            ("b-two", Some("x"), None),
+            ("b-one", Some("y"), None),
+        ] {
+            let p = params(bucket, key, prefix);
+            let (got, want) = (cache.resolve_endpoint(&p).await, rules.resolve_endpoint(&p).await);
+            assert_eq!(got.unwrap(), want.unwrap(), "{bucket} {key:?} {prefix:?}");
+        }
+    }
+
+    /// A parameter aws-sdk-s3 adds must be weighed for [`rule_inputs`] before an upgrade.
+    #[test]
+    fn endpoint_params_are_the_ones_the_cache_compares() {
+        let debug = format!("{:?}", Params::builder().build().unwrap());
+        let names: Vec<&str> = debug
+            .split([',', '{'])
+            .skip(1)
+            .filter_map(|f| f.split(':').next())
+            .map(str::trim)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "bucket",
+                "region",
+                "use_fips",
+                "use_dual_stack",
+                "endpoint",
+                "force_path_style",
+                "accelerate",
+                "use_global_endpoint",
+                "use_object_lambda_endpoint",
+                "key",
+                "prefix",
+                "copy_source",
+                "disable_access_points",
+                "disable_multi_region_access_points",
+                "use_arn_region",
+                "use_s3_express_control_endpoint",
+                "disable_s3_express_session_auth",
+            ]
+        );
+    }
 }
