@@ -713,4 +713,33 @@ mod tests {
             ]
         );
     }
+
+    /// The request a store sends carries no user agent ([`NoUserAgent`]): one HEAD against a
+    /// listener on 127.0.0.1 that records it and answers 404.
+    #[tokio::test]
+    async fn a_request_goes_out_without_a_user_agent() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let mut head = vec![0u8; 16 * 1024];
+            let n = conn.read(&mut head).await.unwrap();
+            conn.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n").await.unwrap();
+            String::from_utf8_lossy(&head[..n]).to_lowercase()
+        });
+        let config = aws_sdk_s3::Config::builder()
+            .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+            .region(aws_sdk_s3::config::Region::new("eu-west-1"))
+            .credentials_provider(aws_sdk_s3::config::Credentials::new("a", "b", None, None, "t"))
+            .endpoint_url(url)
+            .force_path_style(true)
+            .http_client(crate::app::aws::https_client())
+            .build();
+        let store = S3Store::new(Client::from_conf(config), "b");
+        assert_eq!(store.head("k").await.unwrap(), None);
+        let request = server.await.unwrap();
+        assert!(request.starts_with("head /b/k "), "{request}");
+        assert!(!request.contains("user-agent"), "{request}");
+    }
 }
